@@ -1,0 +1,35 @@
+# vLLM PR Weekly. A fresh machine needs two commands: `make run` and `make test`.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+NEWSLETTER := $(BIN)/newsletter
+SAMPLE_FEED := build/sample/feed.atom
+
+.PHONY: install run test lint bench clean
+
+# The virtual environment, with the project installed editable and its test extras.
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+	touch $(STAMP)
+
+install: $(STAMP)
+
+# The weekly job on the embedded default: the bundled sample feed, moved into the last
+# complete week (examples/redate.py), built into build/issues/<week>/.
+run: install
+	$(BIN)/python examples/redate.py examples/sample-feed.atom $(SAMPLE_FEED)
+	$(NEWSLETTER) build --feed $(SAMPLE_FEED)
+
+test: install
+	$(BIN)/python -m pytest
+
+lint: install
+	$(BIN)/ruff check .
+
+bench: install
+	$(BIN)/python bench/bench_build.py
+
+clean:
+	rm -rf build

@@ -1,0 +1,99 @@
+"""``newsletter build``: collect → rank → bilingual → render → one folder of artifacts.
+
+Everything is worked out before anything is written (feeds fetched and parsed, every layout
+rendered within budget, the hash computed), then the folder is written in one move. A bad
+feed or an empty week therefore leaves the previous build untouched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from datetime import datetime
+from pathlib import Path
+
+from . import issue_json
+from .bilingual import compose, sort_problems
+from .collect import FeedResult, group_week, merge, parse_feed, skipped_in_week
+from .config import Settings
+from .errors import EmptyWeekError, UsageError
+from .fetch import fetch
+from .model import LAYOUTS, Issue, Problem, Week
+from .output import write_folder
+from .rank import rank
+from .render import RenderedLayout, Renderer
+from .week import last_complete_week, parse_week
+
+ISSUE_FILE = "issue.json"
+
+
+@dataclass(frozen=True)
+class Built:
+    """What a build produced: the issue, its JSON and artifacts, and where they went."""
+
+    issue: Issue
+    data: dict
+    files: dict[str, bytes]
+    rendered: dict[str, RenderedLayout]
+    out_dir: Path
+
+
+def choose_week(settings: Settings, week_id: str | None, at: datetime | None = None) -> Week:
+    """``--week`` when given, else the last complete week in the issue's timezone."""
+    tz = settings.issue.timezone
+    return parse_week(week_id, tz) if week_id else last_complete_week(tz, at)
+
+
+def issue_dir(settings: Settings, week: Week) -> Path:
+    return settings.resolve(settings.paths.build_dir) / "issues" / week.id
+
+
+def read_feeds(settings: Settings, locations: Sequence[str]) -> list[FeedResult]:
+    """Fetch and parse every feed; the first unusable one stops the build."""
+    cache = settings.resolve(settings.paths.data_dir) / "feeds"
+    results = []
+    for location in locations:
+        fetched = fetch(settings.feed_location(location), cache)
+        results.append(parse_feed(fetched.body, location, settings.feed.repo,
+                                  fetched.content_type))
+    return results
+
+
+def assemble(settings: Settings, week: Week, results: Sequence[FeedResult],
+             renderer: Renderer | None = None) -> tuple[Issue, dict, dict[str, bytes],
+                                                        dict[str, RenderedLayout]]:
+    """The pure part of a build: parsed feeds → issue, JSON and artifacts."""
+    repo, tz = settings.feed.repo, settings.issue.timezone
+    reviews, rejected = merge(results)
+    groups = group_week(reviews, week, repo)
+    skipped = skipped_in_week(rejected, week)
+    if not groups:
+        raise EmptyWeekError(week.id, len(skipped))
+    items, problems = rank(groups, tz)
+    problems += [Problem("feed-warning", "warning", message=w)
+                 for result in results for w in result.warnings]
+    issue = compose(items, week, repo, settings.site.base_url, skipped, problems)
+    rendered, render_problems = (renderer or Renderer()).render(
+        issue, settings.site.base_url, settings.issue.size_budget_kb)
+    issue = replace(issue, problems=sort_problems([*issue.problems, *render_problems]))
+    artifacts: dict[str, bytes] = {}
+    for layout in LAYOUTS:
+        artifacts[f"email-{layout}.html"] = rendered[layout].html.encode("utf-8")
+        artifacts[f"email-{layout}.txt"] = rendered[layout].text.encode("utf-8")
+    data = issue_json.to_dict(issue, artifacts)
+    return issue, data, artifacts, rendered
+
+
+def build(settings: Settings, *, week_id: str | None = None, feeds: Sequence[str] = (),
+          out: Path | None = None) -> Built:
+    """Build one issue and write it; return what was written."""
+    week = choose_week(settings, week_id)
+    locations = tuple(feeds) or settings.feed.urls
+    if not locations:
+        raise UsageError("no feed to read: pass --feed PATH_OR_URL or set [feed] urls")
+    results = read_feeds(settings, locations)
+    issue, data, artifacts, rendered = assemble(settings, week, results)
+    files = {ISSUE_FILE: issue_json.dumps(data), **artifacts}
+    out_dir = out.resolve() if out else issue_dir(settings, week)
+    write_folder(out_dir, files)
+    return Built(issue, data, files, rendered, out_dir)

@@ -1,0 +1,235 @@
+"""Collect: feed bytes → reviews, and a week's reviews → one group per pull request.
+
+Pure: bytes in, records out (``fetch`` does the I/O). The rules are DESIGN.md's input
+contract; the feedparser traps they avoid are in NOTES.md:
+
+* the PR is read from the entry's ``alternate`` link with an anchored pattern, never from
+  ``entry.link`` (which falls back to the id) nor from PRs cited in the text;
+* times come from the ``*_parsed`` UTC struct_times through ``calendar.timegm``;
+* a document that is not well-formed XML is refused even when feedparser recovers entries
+  from it: it may be truncated, and a partial issue is worse than none.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+import xml.sax
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+import feedparser
+
+from .errors import FeedError
+from .model import Lang, Review, Skipped, Week
+from .sanitize import clean_html, html_to_text, plain_line, text_to_html
+
+_PR_LINK = re.compile(
+    r"^https?://(?:www\.)?github\.com/([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+)/pull/(\d+)"
+    r"(?:/(?:files|commits|checks|changes))?/?(?:[?#]\S*)?$"
+)
+_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_LATIN = re.compile(r"[A-Za-z]")
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """An entry that cannot be used, with its time (None when it has none)."""
+
+    skipped: Skipped
+    when: datetime | None
+
+
+@dataclass(frozen=True)
+class FeedResult:
+    """What one feed yielded."""
+
+    location: str
+    reviews: tuple[Review, ...]
+    rejected: tuple[Rejected, ...]
+    #: Complaints that do not stop the run (e.g. a wrong declared encoding).
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PullGroup:
+    """Every usable review of one PR, with its latest review per language."""
+
+    pr: int
+    url: str
+    #: When the PR was first reviewed: decides its week.
+    first_reviewed: datetime
+    #: Language of the earliest review: its verdict decides the tier.
+    original_lang: Lang
+    latest: dict[str, Review]
+
+
+def parse_feed(data: bytes, location: str, repo: str, content_type: str | None = None
+               ) -> FeedResult:
+    """Parse one feed document; raise :class:`FeedError` if it is no usable feed."""
+    if not data.strip():
+        raise FeedError(location, "is empty")
+    headers = {"content-type": content_type} if content_type else None
+    parsed = feedparser.parse(data, response_headers=headers)
+    warnings: list[str] = []
+    if parsed.bozo:
+        exc = parsed.get("bozo_exception")
+        if isinstance(exc, feedparser.ThingsNobodyCaresAboutButMe):
+            warnings.append(f"feed {location}: {exc}")
+        else:
+            raise FeedError(location, f"not well-formed XML ({_describe(exc)})")
+    if not parsed.get("version"):
+        raise FeedError(location, "is not an RSS or Atom feed")
+    feed_lang = _normalise_lang(parsed.feed.get("language"))
+    reviews: list[Review] = []
+    rejected: list[Rejected] = []
+    for entry in parsed.entries:
+        result = _review(entry, feed_lang, repo, location)
+        (reviews if isinstance(result, Review) else rejected).append(result)
+    return FeedResult(location, tuple(reviews), tuple(rejected), tuple(warnings))
+
+
+def _describe(exc: BaseException | None) -> str:
+    if isinstance(exc, xml.sax.SAXParseException):
+        return f"line {exc.getLineNumber()}, column {exc.getColumnNumber()}: {exc.getMessage()}"
+    return str(exc) or type(exc).__name__
+
+
+def _time(entry, key: str) -> datetime | None:
+    value = entry.get(f"{key}_parsed")
+    if not value:
+        return None
+    try:
+        return datetime.fromtimestamp(calendar.timegm(value), UTC)
+    except (OverflowError, ValueError, OSError):
+        return None
+
+
+def _normalise_lang(tag: str | None) -> str | None:
+    """``zh-cn``, ``zh_Hans`` → ``zh``; ``en-US`` → ``en``; other tags kept, lower-case."""
+    if not tag or not str(tag).strip():
+        return None
+    return re.split(r"[-_]", str(tag).strip().lower(), maxsplit=1)[0]
+
+
+def detect_lang(text: str) -> Lang:
+    """Chinese if Han characters make up a fifth of the letters, else English."""
+    han = len(_HAN.findall(text))
+    latin = len(_LATIN.findall(text))
+    return "zh" if han and han >= 0.2 * (han + latin) else "en"
+
+
+def _alternate_link(entry) -> str:
+    for link in entry.get("links", ()):
+        if link.get("rel", "alternate") == "alternate" and link.get("href"):
+            return str(link["href"]).strip()
+    return ""
+
+
+def _body(entry) -> str:
+    for detail in (*entry.get("content", ()), entry.get("summary_detail")):
+        if detail and str(detail.get("value", "")).strip():
+            value = str(detail["value"])
+            if detail.get("type") == "text/plain":
+                value = text_to_html(value)
+            return clean_html(value)
+    return ""
+
+
+def _title(entry) -> str:
+    detail = entry.get("title_detail") or {}
+    value = str(entry.get("title", ""))
+    if detail.get("type") in ("text/html", "application/xhtml+xml"):
+        return plain_line(value)
+    return re.sub(r"\s+", " ", re.sub(r"[\x00-\x1f\x7f\u2028\u2029]", " ", value)).strip()
+
+
+def _entry_lang(entry, feed_lang: str | None) -> str | None:
+    for detail in (*entry.get("content", ()), entry.get("title_detail"),
+                   entry.get("summary_detail")):
+        if detail and detail.get("language"):
+            return _normalise_lang(detail["language"])
+    return _normalise_lang(entry.get("language")) or feed_lang
+
+
+def _review(entry, feed_lang: str | None, repo: str, location: str) -> Review | Rejected:
+    link = _alternate_link(entry)
+    title = _title(entry)
+    entry_id = str(entry.get("id") or link or title)
+    published, updated = _time(entry, "published"), _time(entry, "updated")
+
+    def reject(reason: str) -> Rejected:
+        return Rejected(Skipped(entry_id, link, title, reason), published or updated)
+
+    match = _PR_LINK.match(link)
+    if not match:
+        return reject("link is not a pull request" if link else "entry has no link")
+    owner, name, number = match.groups()
+    if f"{owner}/{name}".lower() != repo.lower():
+        return reject(f"pull request of another repository ({owner}/{name})")
+    if published is None and updated is None:
+        return reject("entry has no parseable date")
+    body = _body(entry)
+    if not body:
+        return reject("entry has no review text")
+    lang = _entry_lang(entry, feed_lang) or detect_lang(title + " " + html_to_text(body))
+    if lang not in ("zh", "en"):
+        return reject(f"language {lang!r} is neither Chinese nor English")
+    categories = tuple(
+        str(tag.get("term") or "").strip() for tag in entry.get("tags", ()) if tag.get("term")
+    )
+    return Review(
+        entry_id=entry_id, link=link, pr=int(number), lang=lang, title=title or f"#{number}",
+        body_html=body, published=published, updated=updated, categories=categories,
+        source=location,
+    )
+
+
+def merge(results: Iterable[FeedResult]) -> tuple[list[Review], list[Rejected]]:
+    """All feeds' reviews as one list; an entry seen twice (same id) counts once, newest."""
+    by_id: dict[str, Review] = {}
+    rejected: list[Rejected] = []
+    seen_rejected: set[str] = set()
+    for result in results:
+        for review in result.reviews:
+            held = by_id.get(review.entry_id)
+            if held is None or review.last_changed > held.last_changed:
+                by_id[review.entry_id] = review
+        for item in result.rejected:
+            if item.skipped.id not in seen_rejected:
+                seen_rejected.add(item.skipped.id)
+                rejected.append(item)
+    return list(by_id.values()), rejected
+
+
+def group_week(reviews: Sequence[Review], week: Week, repo: str) -> list[PullGroup]:
+    """The PRs first reviewed in ``week``, each with its latest review per language.
+
+    Every review of such a PR counts, even one posted after the week: a translation that
+    arrives a day late still joins its item.
+    """
+    by_pr: dict[int, list[Review]] = {}
+    for review in reviews:
+        by_pr.setdefault(review.pr, []).append(review)
+    groups = []
+    for pr, items in by_pr.items():
+        earliest = min(items, key=lambda r: (r.first_seen, r.entry_id))
+        if earliest.first_seen not in week:
+            continue
+        latest: dict[str, Review] = {}
+        for review in sorted(items, key=lambda r: (r.last_changed, r.entry_id)):
+            latest[review.lang] = review
+        groups.append(PullGroup(
+            pr=pr,
+            url=f"https://github.com/{repo}/pull/{pr}",
+            first_reviewed=earliest.first_seen,
+            original_lang=earliest.lang,
+            latest=latest,
+        ))
+    return sorted(groups, key=lambda g: (g.first_reviewed, g.pr))
+
+
+def skipped_in_week(rejected: Iterable[Rejected], week: Week) -> list[Skipped]:
+    """Rejected entries worth reporting: those of this week, and those with no date at all."""
+    return [r.skipped for r in rejected if r.when is None or r.when in week]

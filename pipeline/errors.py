@@ -1,0 +1,74 @@
+"""The errors a user can cause, and the one root they share.
+
+    NewsletterError                 anything the command line reports in one line
+    ├── ConfigError                 bad configuration file or override        (exit 2)
+    ├── UsageError                  bad arguments, e.g. a malformed --week    (exit 2)
+    ├── FeedError                   a feed that cannot be read or parsed      (exit 2)
+    ├── RenderError                 a template or MJML compile failure        (exit 1)
+    ├── OutputError                 the build folder cannot be written        (exit 2)
+    └── EmptyWeekError              the week has no items: nothing to send    (exit 6)
+
+Each subclass carries its subject (a feed URL, a config key, a week) so messages name it.
+Only the command line maps them to exit codes; stages raise, they never exit.
+"""
+
+from __future__ import annotations
+
+
+class NewsletterError(Exception):
+    """Root of every error the pipeline reports to a user."""
+
+    exit_code = 1
+
+
+class ConfigError(NewsletterError):
+    """The configuration file or a ``NEWSLETTER_*`` override is wrong."""
+
+    exit_code = 2
+
+    def __init__(self, message: str, *, key: str | None = None) -> None:
+        super().__init__(f"config: {key}: {message}" if key else f"config: {message}")
+        self.key = key
+
+
+class UsageError(NewsletterError):
+    """A command-line argument is wrong (a malformed week, a missing feed)."""
+
+    exit_code = 2
+
+
+class FeedError(NewsletterError):
+    """A feed is missing, unreachable, not a feed, or not well-formed XML."""
+
+    exit_code = 2
+
+    def __init__(self, url: str, message: str) -> None:
+        super().__init__(f"feed {url}: {message}")
+        self.url = url
+
+
+class RenderError(NewsletterError):
+    """A template failed to render or its MJML failed to compile."""
+
+    exit_code = 1
+
+    def __init__(self, template: str, message: str) -> None:
+        super().__init__(f"render {template}: {message}")
+        self.template = template
+
+
+class OutputError(NewsletterError):
+    """The output folder cannot be written."""
+
+    exit_code = 2
+
+
+class EmptyWeekError(NewsletterError):
+    """The week holds no item: an empty issue is never built or sent."""
+
+    exit_code = 6
+
+    def __init__(self, week_id: str, skipped: int = 0) -> None:
+        extra = f" ({skipped} entries skipped)" if skipped else ""
+        super().__init__(f"nothing to do: no reviews in {week_id}{extra}")
+        self.week_id = week_id

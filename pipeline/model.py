@@ -1,0 +1,176 @@
+"""The records that flow through the weekly job, as frozen dataclasses.
+
+Datetimes are timezone-aware UTC. Everything here is plain data: the stages that make and
+transform these records live in their own modules (``collect``, ``rank``, ``compose``,
+``render``), and only ``issue_json`` knows the on-disk shape.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Generic, Literal, TypeVar
+
+Lang = Literal["zh", "en"]
+Severity = Literal["blocking", "warning"]
+
+#: The languages every item is written in, in the order a ``zh-en`` layout shows them.
+LANGS: tuple[Lang, ...] = ("zh", "en")
+
+#: The layouts a subscriber may choose; the issue is rendered once for each.
+LAYOUTS: tuple[str, ...] = ("zh-en", "en-zh", "zh", "en")
+
+#: BCP 47 tags written on ``lang`` attributes.
+LANG_TAGS: dict[str, str] = {"zh": "zh-CN", "en": "en"}
+
+T = TypeVar("T")
+
+
+def layout_langs(layout: str) -> tuple[Lang, ...]:
+    """The languages a layout shows, in the order it shows them."""
+    return tuple(part for part in layout.split("-"))  # type: ignore[misc]
+
+
+@dataclass(frozen=True)
+class Pair(Generic[T]):
+    """One value per language."""
+
+    zh: T
+    en: T
+
+    def get(self, lang: str) -> T:
+        return self.zh if lang == "zh" else self.en
+
+
+@dataclass(frozen=True)
+class Review:
+    """One feed entry: the review of one pull request, in one language."""
+
+    entry_id: str
+    #: The PR link as the feed gave it.
+    link: str
+    pr: int
+    lang: Lang
+    #: Plain-text headline (one line, no markup).
+    title: str
+    #: Body after sanitizing, with ``backticks`` turned into ``<code>``.
+    body_html: str
+    published: datetime | None
+    updated: datetime | None
+    #: Raw category terms, as given.
+    categories: tuple[str, ...] = ()
+    #: Which feed it came from (for messages).
+    source: str = ""
+
+    @property
+    def first_seen(self) -> datetime:
+        """When this review was first out: its week is decided by this."""
+        when = self.published or self.updated
+        if when is None:  # collect drops entries with neither
+            raise ValueError(f"review {self.entry_id} has no date")
+        return when
+
+    @property
+    def last_changed(self) -> datetime:
+        """When this review was last changed: the latest review per language wins."""
+        when = self.updated or self.published
+        if when is None:
+            raise ValueError(f"review {self.entry_id} has no date")
+        return when
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A feed entry that could not become part of an item, and why."""
+
+    id: str
+    link: str
+    title: str
+    reason: str
+
+
+@dataclass(frozen=True)
+class Problem:
+    """Something the editor must see: ``blocking`` ones stop a send."""
+
+    code: str
+    severity: Severity
+    message: str
+    pr: int | None = None
+    layout: str | None = None
+
+
+@dataclass(frozen=True)
+class Text:
+    """One language's version of an item."""
+
+    title: str
+    body_html: str
+    body_text: str
+    #: Where it came from: ``feed`` (later also ``editor``, ``github-title``, ``machine:…``).
+    source: str = "feed"
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A review's reading-priority verdict, as parsed from its opening clause."""
+
+    tier: str
+    #: The phrase that matched, as written in the review.
+    phrase: str
+    lang: Lang
+    #: What a scoped verdict limits the reading to ("只需读 27 行中的 fixture 本体").
+    scope: str | None = None
+
+
+@dataclass(frozen=True)
+class Item:
+    """One pull request of the week, ranked, in both languages where it has them."""
+
+    pr: int
+    url: str
+    tier: str
+    #: The scope of a scoped verdict, in the language the tier was taken from.
+    scope_note: str | None
+    why: Pair[str]
+    #: When the PR was first reviewed (UTC); decides its week.
+    reviewed_at: datetime
+    areas: tuple[str, ...]
+    reading_minutes: Pair[int]
+    zh: Text | None
+    en: Text | None
+    #: The language the PR was first reviewed in; its verdict decides the tier.
+    original_lang: Lang = "zh"
+    #: Scope notes per language, for each language block of the email.
+    scopes: Pair[str | None] = field(default_factory=lambda: Pair(None, None))
+
+    def text(self, lang: str) -> Text | None:
+        return self.zh if lang == "zh" else self.en
+
+
+@dataclass(frozen=True)
+class Week:
+    """An ISO week in a timezone: ``start`` inclusive, ``end`` exclusive, both UTC."""
+
+    id: str
+    start: datetime
+    end: datetime
+    tz: str
+
+    def __contains__(self, when: datetime) -> bool:
+        return self.start <= when < self.end
+
+
+@dataclass(frozen=True)
+class Issue:
+    """Everything one week's newsletter says, before rendering."""
+
+    id: str
+    week: Week
+    repo: str
+    items: tuple[Item, ...]
+    subject: dict[str, str]
+    preheader: dict[str, str]
+    skipped: tuple[Skipped, ...]
+    problems: tuple[Problem, ...]
+    archive_url: str

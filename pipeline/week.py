@@ -1,0 +1,70 @@
+"""ISO weeks in a timezone, and the one place the clock is read.
+
+A week runs from Monday 00:00 to the next Monday 00:00 (end exclusive) in the issue's
+timezone. ``pendulum.parse`` is too forgiving for user input ("2026-W00" silently becomes a
+date in 2025), so ``--week`` is checked with a strict pattern and ``date.fromisocalendar``.
+"""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, date, datetime
+
+import pendulum
+
+from .errors import UsageError
+from .model import Week
+
+_WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
+
+
+def now() -> datetime:
+    """The current time (UTC). The only function that reads the clock; tests replace it."""
+    return datetime.now(UTC)
+
+
+def parse_week(text: str, tz: str) -> Week:
+    """``2026-W48`` → the week's UTC boundaries in ``tz``; anything else is a usage error."""
+    match = _WEEK.match(text.strip())
+    if not match:
+        raise UsageError(f"--week {text!r}: expected an ISO week such as 2026-W48")
+    year, number = int(match[1]), int(match[2])
+    try:
+        monday = date.fromisocalendar(year, number, 1)
+    except ValueError:
+        raise UsageError(f"--week {text!r}: {year} has no ISO week {number}") from None
+    return week_of_monday(monday, tz)
+
+
+def week_of_monday(monday: date, tz: str) -> Week:
+    start = pendulum.datetime(monday.year, monday.month, monday.day, tz=tz)
+    end = start.add(weeks=1)  # calendar arithmetic: DST weeks are 167 or 169 hours long
+    year, number, _ = monday.isocalendar()
+    return Week(
+        id=f"{year}-W{number:02d}",
+        start=_utc(start),
+        end=_utc(end),
+        tz=tz,
+    )
+
+
+def week_containing(when: datetime, tz: str) -> Week:
+    local = pendulum.instance(when).in_timezone(tz)
+    monday = local.date() - pendulum.duration(days=local.weekday())
+    return week_of_monday(date(monday.year, monday.month, monday.day), tz)
+
+
+def last_complete_week(tz: str, at: datetime | None = None) -> Week:
+    """The most recent week that has ended: the one a Monday-morning job sends."""
+    current = week_containing(at or now(), tz)
+    monday = pendulum.instance(current.start).in_timezone(tz).subtract(weeks=1)
+    return week_of_monday(date(monday.year, monday.month, monday.day), tz)
+
+
+def _utc(dt: pendulum.DateTime) -> datetime:
+    return datetime.fromtimestamp(dt.timestamp(), UTC)
+
+
+def iso_z(when: datetime) -> str:
+    """UTC ISO 8601 with ``Z``, as issue.json writes every time."""
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
