@@ -97,7 +97,8 @@ def _describe(exc: BaseException | None) -> str:
 
 
 def _time(entry, key: str) -> datetime | None:
-    value = entry.get(f"{key}_parsed")
+    # dict.get, not entry.get: feedparser maps a missing updated_parsed to published_parsed.
+    value = dict.get(entry, f"{key}_parsed")
     if not value:
         return None
     try:

@@ -212,6 +212,7 @@ class Renderer:
             "tier_colors": TIER_COLORS,
             "tier_label": _tier_label,
             "minutes": _minutes,
+            "titles": _titles,
         }
 
     def _html(self, issue: Issue, layout: str, base_url: str, plan: _Plan) -> str:
@@ -311,6 +312,13 @@ def _groups(items: Sequence) -> list[dict]:
 
 def _tier_label(tier: str, lang: str) -> str:
     return TIER_BY_NAME[tier].label.get(lang)
+
+
+def _titles(item: Item, langs: Sequence[str]) -> list[tuple[str, str]]:
+    """(language, headline) for a one-line entry: the layout's languages, or failing
+    those, whichever language the item has, so no entry is ever blank."""
+    found = [(lang, text.title) for lang in langs if (text := item.text(lang))]
+    return found or [(lang, text.title) for lang in ("zh", "en") if (text := item.text(lang))]
 
 
 def _minutes(item: Item, lang: str) -> str:

@@ -1,0 +1,332 @@
+"""Benchmark of ``newsletter build`` minus its I/O: how the stages scale with the week's size.
+
+What it measures, for synthetic weeks of 8, 50 and 200 PRs (16, 100 and 400 feed entries, both
+languages per PR, made in memory from the eight review pairs of ``examples/sample-feed.atom``
+with new PR numbers, new ids and dates spread over 2026-W48):
+
+* ``collect``: ``parse_feed`` + ``merge`` + ``group_week``;
+* ``rank``: ``rank`` on the grouped PRs;
+* ``render``: ``Renderer.render`` for all four layouts, size-budget fitting included (one
+  reused ``Renderer``, so template compilation is not counted);
+* ``total``: ``parse_feed`` + ``assemble``, i.e. a build without fetching and writing.
+
+Each figure is the median of several runs after one warm-up run. Absolute times depend on the
+machine, so two baselines are measured in the same run: the Jinja2 render of
+``email/issue.mjml.j2`` alone (layout ``zh-en``, every item in full, the context the renderer
+builds) and ``mjml2html`` alone on that MJML. ``render/jinja`` says how many Jinja-only renders
+a real render costs: four layouts, plus the extra attempts the size budget forces once the full
+issue no longer fits. The second table gives the HTML bytes per layout and how many items the
+budget shortened to a title (``brief``) or left to the archive (``folded``).
+
+Run: ``make bench`` or ``.venv/bin/python bench/bench_build.py [--runs N] [--sizes 8,50]``.
+Nothing here asserts on time: it is a measurement, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import os
+import platform
+import re
+import statistics
+import sys
+import time
+from collections import Counter
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from importlib import metadata
+from pathlib import Path
+
+import pendulum
+from mjml import mjml2html
+
+from pipeline.bilingual import compose
+from pipeline.build import assemble
+from pipeline.collect import FeedResult, PullGroup, group_week, merge, parse_feed, skipped_in_week
+from pipeline.config import Settings, load
+from pipeline.model import LAYOUTS, Issue, Week
+from pipeline.rank import rank
+from pipeline.render import RenderedLayout, Renderer, _groups, _marked
+from pipeline.week import parse_week
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE_FEED = ROOT / "examples" / "sample-feed.atom"
+CONFIG = ROOT / "newsletter.toml"
+WEEK_ID = "2026-W48"
+SIZES = (8, 50, 200)
+RUNS = 7
+FIRST_PR = 60000
+LOCATION = "bench:synthetic-feed"
+BASELINE_LAYOUT = "zh-en"
+
+_ENTRY = re.compile(r"<entry\b.*?</entry>", re.S)
+_ENTRY_LANG = re.compile(r'<entry xml:lang="([a-z]{2})')
+_PR_HREF = re.compile(r"(/pull/)(\d+)")
+_ID = re.compile(r"<id>[^<]*</id>")
+_DATES = re.compile(r"<(published|updated)>[^<]*</\1>")
+_CONTENT_OPEN = '<content type="text">'
+#: The sample's must-read openings, and what every 5th / 7th item says instead.
+VERDICTS = {
+    "zh": ("值得精读", "值得一读", "值得中等优先级精读"),
+    "en": ("Must read,", "Skim,", "Worth a medium-priority read,"),
+}
+
+
+@dataclass(frozen=True)
+class Sample:
+    """The sample feed cut into its header and its review pairs (oldest PR first)."""
+
+    head: str
+    pairs: tuple[dict[str, str], ...]
+
+
+@dataclass(frozen=True)
+class Timings:
+    """Median milliseconds per stage for one size."""
+
+    collect: float
+    rank: float
+    render: float
+    total: float
+    jinja: float
+    mjml: float
+
+
+@dataclass(frozen=True)
+class SizeResult:
+    size: int
+    entries: int
+    tiers: Counter[str]
+    timings: Timings
+    rendered: dict[str, RenderedLayout]
+
+
+# -- synthetic feeds -------------------------------------------------------------------------
+
+
+def read_sample(path: Path = SAMPLE_FEED) -> Sample:
+    """Split the sample feed into its header and one ``{lang: entry}`` dict per PR."""
+    text = path.read_text(encoding="utf-8")
+    by_pr: dict[str, dict[str, str]] = {}
+    for entry in _ENTRY.findall(text):
+        pr = _PR_HREF.search(entry)
+        lang = _ENTRY_LANG.match(entry)
+        if not pr or not lang:
+            raise SystemExit(f"{path}: an entry without a PR link or xml:lang")
+        by_pr.setdefault(pr[2], {})[lang[1]] = entry
+    pairs = tuple(reversed(by_pr.values()))  # the feed is newest first
+    if not pairs or any(set(pair) != {"zh", "en"} for pair in pairs):
+        raise SystemExit(f"{path}: expected one Chinese and one English review per PR")
+    return Sample(text[: text.index("<entry")], pairs)
+
+
+def verdict_variant(index: int) -> int:
+    """Which opening item ``index`` gets: 0 must-read, 1 skim (every 5th), 2 medium (7th)."""
+    if (index + 1) % 5 == 0:
+        return 1
+    if (index + 1) % 7 == 0:
+        return 2
+    return 0
+
+
+def rewrite_entry(entry: str, lang: str, pr: int, when: datetime, variant: int) -> str:
+    """One sample entry as PR ``pr``, dated ``when``, with the item's verdict."""
+    stamp = when.isoformat(timespec="seconds")
+    entry = _PR_HREF.sub(lambda m: f"{m[1]}{pr}", entry)
+    entry = _ID.sub(f"<id>tag:vllm-pr-weekly.example,2026:bench/{pr}/{lang}</id>", entry, count=1)
+    entry = _DATES.sub(lambda m: f"<{m[1]}>{stamp}</{m[1]}>", entry)
+    must, *others = VERDICTS[lang]
+    if variant:
+        entry = entry.replace(_CONTENT_OPEN + must, _CONTENT_OPEN + others[variant - 1], 1)
+    return entry
+
+
+def synthetic_feed(sample: Sample, size: int, week: Week) -> bytes:
+    """An Atom feed of ``size`` PRs, each reviewed in Chinese first, then in English.
+
+    First reviews are spread evenly over the week in its timezone; each English review comes
+    half a slot later, so both stay inside the week.
+    """
+    start = pendulum.instance(week.start).in_timezone(week.tz)
+    slot = (week.end - week.start) / size
+    entries = []
+    for i in range(size):
+        pair, pr, variant = sample.pairs[i % len(sample.pairs)], FIRST_PR + i, verdict_variant(i)
+        first = start + slot * i + slot / 4
+        entries.append(rewrite_entry(pair["zh"], "zh", pr, first, variant))
+        entries.append(rewrite_entry(pair["en"], "en", pr, first + slot / 2, variant))
+    body = "\n\n  ".join(reversed(entries))  # newest first, as feeds are
+    return f"{sample.head}{body}\n</feed>\n".encode()
+
+
+# -- the pipeline's stages, as the benchmark calls them ----------------------------------------
+
+
+def collect(data: bytes, settings: Settings, week: Week) -> list[PullGroup]:
+    reviews, _ = merge([parse_feed(data, LOCATION, settings.feed.repo)])
+    return group_week(reviews, week, settings.feed.repo)
+
+
+def compose_issue(data: bytes, settings: Settings, week: Week) -> Issue:
+    """The issue ``assemble`` hands to the renderer, built the same way."""
+    result = parse_feed(data, LOCATION, settings.feed.repo)
+    reviews, rejected = merge([result])
+    groups = group_week(reviews, week, settings.feed.repo)
+    items, problems = rank(groups, settings.issue.timezone)
+    return compose(items, week, settings.feed.repo, settings.site.base_url,
+                   skipped_in_week(rejected, week), problems)
+
+
+def total(data: bytes, settings: Settings, week: Week, renderer: Renderer) -> None:
+    results: list[FeedResult] = [parse_feed(data, LOCATION, settings.feed.repo)]
+    assemble(settings, week, results, renderer)
+
+
+def mjml_source(renderer: Renderer, issue: Issue, base_url: str) -> Callable[[], str]:
+    """Jinja alone: ``Renderer._html`` up to, not including, ``mjml2html`` (items in full)."""
+    context = renderer._context(issue, BASELINE_LAYOUT, base_url.rstrip("/"))
+    context.update(groups=_groups(_marked(issue.items)), brief=[], folded=0)
+    return lambda: renderer.html_template.render(context)
+
+
+# -- measuring -------------------------------------------------------------------------------
+
+
+def median_ms(fn: Callable[[], object], runs: int) -> float:
+    """Median wall time of ``runs`` calls, in milliseconds, after one warm-up call."""
+    fn()
+    samples = []
+    for _ in range(runs):
+        gc.collect()
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples) * 1000
+
+
+def bench_size(sample: Sample, size: int, settings: Settings, week: Week, renderer: Renderer,
+               runs: int) -> SizeResult:
+    data = synthetic_feed(sample, size, week)
+    groups = collect(data, settings, week)
+    if len(groups) != size:
+        raise SystemExit(f"size {size}: the synthetic feed gave {len(groups)} PRs")
+    tz, base_url, budget = (settings.issue.timezone, settings.site.base_url,
+                            settings.issue.size_budget_kb)
+    items, _ = rank(groups, tz)
+    issue = compose_issue(data, settings, week)
+    jinja = mjml_source(renderer, issue, base_url)
+    source = jinja()
+    timings = Timings(
+        collect=median_ms(lambda: collect(data, settings, week), runs),
+        rank=median_ms(lambda: rank(groups, tz), runs),
+        render=median_ms(lambda: renderer.render(issue, base_url, budget), runs),
+        total=median_ms(lambda: total(data, settings, week, renderer), runs),
+        jinja=median_ms(jinja, runs),
+        mjml=median_ms(lambda: mjml2html(source, fonts={}), runs),
+    )
+    rendered, _ = renderer.render(issue, base_url, budget)
+    return SizeResult(size, len(parse_feed(data, LOCATION, settings.feed.repo).reviews),
+                      Counter(item.tier for item in items), timings, rendered)
+
+
+# -- reporting -------------------------------------------------------------------------------
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Aligned plain-text columns: numbers to the right, words to the left."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    numeric = [all(_is_number(r[i]) for r in rows) for i in range(len(headers))]
+
+    def line(cells: Sequence[str]) -> str:
+        return " | ".join(c.rjust(w) if num else c.ljust(w)
+                          for c, w, num in zip(cells, widths, numeric, strict=True)).rstrip()
+
+    rule = "-+-".join("-" * w for w in widths)
+    return "\n".join([line(headers), rule, *(line(r) for r in rows)])
+
+
+def _is_number(cell: str) -> bool:
+    return bool(re.fullmatch(r"[-+]?[\d.,]+x?", cell))
+
+
+def tier_mix(tiers: Counter[str]) -> str:
+    return "/".join(str(tiers[name]) for name in ("must-read", "medium", "skim", "unrated"))
+
+
+def timing_rows(results: Sequence[SizeResult]) -> list[list[str]]:
+    rows = []
+    for r in results:
+        t = r.timings
+        rows.append([str(r.size), str(r.entries), tier_mix(r.tiers),
+                     *(f"{v:.1f}" for v in (t.collect, t.rank, t.render, t.total, t.jinja,
+                                            t.mjml)),
+                     f"{t.render / t.jinja:.1f}x"])
+    return rows
+
+
+def byte_rows(results: Sequence[SizeResult]) -> list[list[str]]:
+    rows = []
+    for r in results:
+        for layout in LAYOUTS:
+            out = r.rendered[layout]
+            rows.append([str(r.size), layout, f"{out.html_bytes / 1000:.1f}",
+                         f"{out.html_bytes / r.size:,.0f}", str(len(out.brief)),
+                         str(out.folded)])
+    return rows
+
+
+def header(settings: Settings, runs: int) -> str:
+    versions = ", ".join(f"{name} {metadata.version(name)}"
+                         for name in ("jinja2", "mjml-python", "feedparser"))
+    return "\n".join([
+        "vLLM PR Weekly: build benchmark",
+        f"machine: Python {platform.python_version()} ({platform.python_implementation()}), "
+        f"{os.cpu_count()} CPUs, {platform.system()} {platform.machine()}; {versions}",
+        f"runs: median of {runs} per figure, after 1 warm-up run; week {WEEK_ID} "
+        f"({settings.issue.timezone}), size budget {settings.issue.size_budget_kb} KB",
+        "collect = parse_feed+merge+group_week; render = 4 layouts with budget fitting; "
+        "total = parse_feed+assemble",
+        f"baselines: jinja-only / mjml-only = one {BASELINE_LAYOUT} render, every item in full",
+    ])
+
+
+def report(settings: Settings, runs: int, results: Sequence[SizeResult]) -> str:
+    timing_headers = ["size", "entries", "must/med/skim/unrated", "collect ms", "rank ms",
+                      "render ms", "total ms", "jinja-only ms", "mjml-only ms", "render/jinja"]
+    byte_headers = ["size", "layout", "html KB", "bytes/item", "shortened", "folded"]
+    return "\n\n".join([
+        header(settings, runs),
+        table(timing_headers, timing_rows(results)),
+        table(byte_headers, byte_rows(results)),
+        "KB = 1,000 bytes; shortened = items cut to a title and a link (RenderedLayout.brief); "
+        "folded = items left to the archive's \"N more\" link.",
+    ])
+
+
+def parse_args(argv: Sequence[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=RUNS, help=f"runs per figure ({RUNS})")
+    parser.add_argument("--sizes", default=",".join(map(str, SIZES)),
+                        help="comma-separated numbers of PRs (8,50,200)")
+    ns = parser.parse_args(argv)
+    ns.sizes = tuple(int(s) for s in ns.sizes.split(",") if s.strip())
+    if ns.runs < 1 or not ns.sizes or min(ns.sizes) < 1:
+        parser.error("--runs and every size must be at least 1")
+    return ns
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ns = parse_args(sys.argv[1:] if argv is None else argv)
+    settings = load(CONFIG, os.environ)
+    week = parse_week(WEEK_ID, settings.issue.timezone)
+    sample, renderer = read_sample(), Renderer()
+    results = [bench_size(sample, size, settings, week, renderer, ns.runs)
+               for size in ns.sizes]
+    print(report(settings, ns.runs, results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

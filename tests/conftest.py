@@ -1,0 +1,98 @@
+"""Shared fixtures: the sample feed, settings rooted in a temp folder, a small feed writer."""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from xml.sax.saxutils import escape, quoteattr
+
+import pytest
+
+from pipeline.config import Settings, load
+
+ROOT = Path(__file__).resolve().parent.parent
+SAMPLE_FEED = ROOT / "examples" / "sample-feed.atom"
+SEED = ROOT.parent / "shared" / "seeds" / "reviews-sample.zh.txt"
+DATA = Path(__file__).resolve().parent / "data"
+SAMPLE_WEEK = "2026-W48"
+#: The PRs of the seed reviews, in the seed's order (DESIGN.md).
+SEED_PRS = (53721, 55309, 55823, 54934, 51794, 56671, 56366, 56317)
+
+
+@dataclass
+class Entry:
+    """One feed entry to write; only what a test sets is written."""
+
+    pr: int | None = 1
+    title: str = "标题"
+    body: str = "值得精读，测试。"
+    published: str | None = "2026-11-24T10:00:00+08:00"
+    updated: str | None = None
+    lang: str | None = None
+    id: str | None = None
+    link: str | None = None
+    content_type: str = "text"
+    categories: list[str] = field(default_factory=list)
+    repo: str = "vllm-project/vllm"
+
+
+def atom(entries: list[Entry], feed_lang: str | None = "zh-CN") -> bytes:
+    """A well-formed Atom 1.0 document holding ``entries``."""
+    lang = f" xml:lang={quoteattr(feed_lang)}" if feed_lang else ""
+    parts = [f'<?xml version="1.0" encoding="utf-8"?>\n<feed xmlns="http://www.w3.org/2005/Atom"'
+             f'{lang}><title>t</title><id>tag:test,2026:feed</id>'
+             f'<updated>2026-11-29T00:00:00Z</updated>']
+    for n, e in enumerate(entries):
+        link = e.link if e.link is not None else (
+            f"https://github.com/{e.repo}/pull/{e.pr}" if e.pr else "")
+        entry_lang = f" xml:lang={quoteattr(e.lang)}" if e.lang else ""
+        parts.append(f"<entry{entry_lang}>")
+        parts.append(f"<id>{escape(e.id or f'tag:test,2026:{e.pr}/{n}')}</id>")
+        parts.append(f"<title>{escape(e.title)}</title>")
+        if link:
+            parts.append(f'<link rel="alternate" href={quoteattr(link)}/>')
+        if e.published:
+            parts.append(f"<published>{e.published}</published>")
+        if e.updated:
+            parts.append(f"<updated>{e.updated}</updated>")
+        for term in e.categories:
+            parts.append(f"<category term={quoteattr(term)}/>")
+        parts.append(f'<content type="{e.content_type}">{escape(e.body)}</content>')
+        parts.append("</entry>")
+    parts.append("</feed>")
+    return "".join(parts).encode("utf-8")
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    """The built-in defaults, rooted in a temp folder, reading the sample feed."""
+    config = tmp_path / "newsletter.toml"
+    config.write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n', encoding="utf-8")
+    return load(config, {})
+
+
+@pytest.fixture
+def write_feed(tmp_path: Path):
+    """Write a feed document into the temp folder and return its path."""
+    counter = iter(range(1000))
+
+    def write(data: bytes | list[Entry], name: str | None = None, **kw) -> Path:
+        path = tmp_path / (name or f"feed-{next(counter)}.xml")
+        path.write_bytes(data if isinstance(data, bytes) else atom(data, **kw))
+        return path
+
+    return write
+
+
+def newsletter_cmd() -> list[str]:
+    """The installed command, run as a real process (its exit code and stderr are tested)."""
+    exe = Path(sys.executable).with_name("newsletter")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "pipeline"]
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("NEWSLETTER_")}
+    env.update(extra)
+    return env

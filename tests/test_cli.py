@@ -1,0 +1,133 @@
+"""The command line as a user meets it: a real process, exit codes, one-line errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import DATA, SAMPLE_FEED, SAMPLE_WEEK, Entry, atom, clean_env, newsletter_cmd
+
+
+def run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*newsletter_cmd(), *args], cwd=cwd, env=clean_env(**env),
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
+    return tmp_path
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, code: int, *words: str) -> None:
+    assert result.returncode == code, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    for word in words:
+        assert word in lines[0]
+
+
+def written(project: Path) -> list[Path]:
+    build = project / "build"
+    return sorted(p for p in build.rglob("*") if p.is_file()) if build.exists() else []
+
+
+def test_build_writes_the_issue_and_says_where(project):
+    result = run(["build", "--week", SAMPLE_WEEK], project)
+    assert result.returncode == 0, result.stderr
+    out = project / "build" / "issues" / SAMPLE_WEEK
+    assert f"artifacts: build/issues/{SAMPLE_WEEK}/" in result.stdout
+    names = sorted(p.name for p in out.iterdir())
+    assert names == sorted(["issue.json"] + [f"email-{lay}.{ext}" for lay in
+                                              ("zh-en", "en-zh", "zh", "en")
+                                              for ext in ("html", "txt")])
+    data = json.loads((out / "issue.json").read_text(encoding="utf-8"))
+    assert data["content_hash"] in result.stdout
+
+
+def test_out_and_several_feeds(project, tmp_path):
+    extra = tmp_path / "extra.atom"
+    extra.write_bytes(atom([Entry(pr=99999, body="值得一读，补充。")]))
+    result = run(["build", "--week", SAMPLE_WEEK, "--feed", str(SAMPLE_FEED),
+                  "--feed", str(extra), "--out", "here"], project)
+    assert result.returncode == 0, result.stderr
+    data = json.loads((project / "here" / "issue.json").read_text(encoding="utf-8"))
+    assert len(data["items"]) == 9 and data["items"][-1]["pr"] == 99999
+
+
+@pytest.mark.parametrize("week", ["2026-W00", "2025-W53", "last", "2026W48"])
+def test_bad_week_exits_2_and_writes_nothing(project, week):
+    assert_one_line_error(run(["build", "--week", week], project), 2, "--week")
+    assert written(project) == []
+
+
+def test_missing_feed_exits_2(project):
+    result = run(["build", "--week", SAMPLE_WEEK, "--feed", "no/such.atom"], project)
+    assert_one_line_error(result, 2, "no such file", "no/such.atom")
+    assert written(project) == []
+
+
+@pytest.mark.parametrize(("name", "words"), [
+    ("truncated.atom", ("not well-formed",)),
+    ("not-a-feed.html", ("not",)),
+])
+def test_unusable_feed_exits_2_and_keeps_the_previous_build(project, name, words):
+    assert run(["build", "--week", SAMPLE_WEEK], project).returncode == 0
+    before = {p: p.read_bytes() for p in written(project)}
+    result = run(["build", "--week", SAMPLE_WEEK, "--feed", str(DATA / name)], project)
+    assert_one_line_error(result, 2, *words)
+    assert {p: p.read_bytes() for p in written(project)} == before
+    leftovers = [p for p in (project / "build" / "issues").iterdir() if p.name.startswith(".")]
+    assert leftovers == []
+
+
+def test_empty_week_exits_6(project):
+    result = run(["build", "--week", "2026-W40"], project)
+    assert_one_line_error(result, 6, "2026-W40")
+    assert written(project) == []
+
+
+def test_bad_config_exits_2(project):
+    (project / "newsletter.toml").write_text("[issue]\ntimezone = 'Nowhere/Town'\n")
+    assert_one_line_error(run(["build"], project), 2, "timezone")
+
+
+def test_bad_override_exits_2(project):
+    result = run(["build"], project, NEWSLETTER_ISSUE_SIZE_BUDGET_KB="lots")
+    assert_one_line_error(result, 2, "NEWSLETTER_ISSUE_SIZE_BUDGET_KB")
+
+
+def test_explicit_missing_config_exits_2(project):
+    assert_one_line_error(run(["--config", "nope.toml", "build"], project), 2, "nope.toml")
+
+
+def test_usage_errors_are_one_line(project):
+    assert_one_line_error(run(["build", "--wek", "x"], project), 2, "--wek")
+    assert_one_line_error(run(["frobnicate"], project), 2, "frobnicate")
+
+
+def test_no_feed_configured_is_a_usage_error(tmp_path):
+    (tmp_path / "newsletter.toml").write_text("")
+    assert_one_line_error(run(["build", "--week", SAMPLE_WEEK], tmp_path), 2, "--feed")
+
+
+def test_default_week_is_the_last_complete_one(project, tmp_path):
+    # A review dated now is in the current week, which is not complete: nothing to do.
+    from datetime import UTC, datetime, timedelta
+
+    now = datetime.now(UTC)
+    feed = tmp_path / "now.atom"
+    feed.write_bytes(atom([
+        Entry(pr=1, body="值得精读。", published=now.isoformat()),
+        Entry(pr=2, body="值得一读。", published=(now - timedelta(days=7)).isoformat()),
+    ]))
+    result = run(["build", "--feed", str(feed)], project, NEWSLETTER_ISSUE_TIMEZONE="UTC")
+    assert result.returncode == 0, result.stderr
+    from pipeline.week import last_complete_week
+
+    week = last_complete_week("UTC")
+    data = json.loads((project / "build" / "issues" / week.id / "issue.json").read_text())
+    assert [item["pr"] for item in data["items"]] == [2]
