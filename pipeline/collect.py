@@ -39,6 +39,8 @@ class Rejected:
 
     skipped: Skipped
     when: datetime | None
+    #: updated-else-published: which of two versions of one entry is the newer.
+    changed: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -161,7 +163,8 @@ def _review(entry, feed_lang: str | None, repo: str, location: str) -> Review | 
     published, updated = _time(entry, "published"), _time(entry, "updated")
 
     def reject(reason: str) -> Rejected:
-        return Rejected(Skipped(entry_id, link, title, reason), published or updated)
+        return Rejected(Skipped(entry_id, link, title, reason), published or updated,
+                        updated or published)
 
     match = _PR_LINK.match(link)
     if not match:
@@ -188,20 +191,27 @@ def _review(entry, feed_lang: str | None, repo: str, location: str) -> Review | 
 
 
 def merge(results: Iterable[FeedResult]) -> tuple[list[Review], list[Rejected]]:
-    """All feeds' reviews as one list; an entry seen twice (same id) counts once, newest."""
-    by_id: dict[str, Review] = {}
-    rejected: list[Rejected] = []
-    seen_rejected: set[str] = set()
+    """All feeds' entries as one list; an entry seen twice (same id) counts once, as its
+    newest version, whether that version is usable or rejected."""
+    newest: dict[str, Review | Rejected] = {}
     for result in results:
-        for review in result.reviews:
-            held = by_id.get(review.entry_id)
-            if held is None or review.last_changed > held.last_changed:
-                by_id[review.entry_id] = review
-        for item in result.rejected:
-            if item.skipped.id not in seen_rejected:
-                seen_rejected.add(item.skipped.id)
-                rejected.append(item)
-    return list(by_id.values()), rejected
+        for entry in (*result.reviews, *result.rejected):
+            key = entry.entry_id if isinstance(entry, Review) else entry.skipped.id
+            held = newest.get(key)
+            if held is None or _changed(entry) > _changed(held):
+                newest[key] = entry
+    reviews = [e for e in newest.values() if isinstance(e, Review)]
+    rejected = [e for e in newest.values() if isinstance(e, Rejected)]
+    return reviews, rejected
+
+
+_NEVER = datetime.min.replace(tzinfo=UTC)
+
+
+def _changed(entry: Review | Rejected) -> datetime:
+    if isinstance(entry, Review):
+        return entry.last_changed
+    return entry.changed or _NEVER
 
 
 def group_week(reviews: Sequence[Review], week: Week, repo: str) -> list[PullGroup]:

@@ -1,0 +1,653 @@
+"""Collect: feed bytes → reviews, and a week's reviews → one group per PR (DESIGN.md's
+input contract). The feeds under tests/data/ are written by hand, as real feeds are."""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import feedparser
+import pytest
+from conftest import DATA, Entry, atom
+
+from pipeline.build import assemble, build
+from pipeline.collect import (
+    FeedResult,
+    detect_lang,
+    group_week,
+    merge,
+    parse_feed,
+    skipped_in_week,
+)
+from pipeline.errors import FeedError
+from pipeline.model import Skipped
+from pipeline.week import parse_week
+
+REPO = "vllm-project/vllm"
+W48 = parse_week("2026-W48", "Asia/Shanghai")
+W47 = parse_week("2026-W47", "Asia/Shanghai")
+TAG_ID = "tag:reviews.vllm-pr-weekly.example,2026:github.com/vllm-project/vllm/pull/57010"
+
+
+def utc(*args: int) -> datetime:
+    return datetime(*args, tzinfo=UTC)
+
+
+def read(name: str) -> FeedResult:
+    path = DATA / name
+    return parse_feed(path.read_bytes(), str(path), REPO)
+
+
+def parse(entries: list[Entry], **kw) -> FeedResult:
+    return parse_feed(atom(entries, **kw), "test.atom", REPO)
+
+
+def one_review(entry: Entry, **kw):
+    result = parse([entry], **kw)
+    assert result.rejected == ()
+    (review,) = result.reviews
+    return review
+
+
+def one_rejection(entry: Entry, **kw):
+    result = parse([entry], **kw)
+    assert result.reviews == ()
+    (rejected,) = result.rejected
+    return rejected
+
+
+def groups_of(*results: FeedResult, week=W48):
+    reviews, _ = merge(results)
+    return {g.pr: g for g in group_week(reviews, week, REPO)}
+
+
+def raw_atom(entry_xml: str, feed_lang: str = "zh-CN") -> bytes:
+    return (f'<?xml version="1.0" encoding="utf-8"?>'
+            f'<feed xmlns="http://www.w3.org/2005/Atom" xml:lang="{feed_lang}">'
+            f"<title>t</title><id>tag:t,2026:f</id><updated>2026-11-29T00:00:00Z</updated>"
+            f"{entry_xml}</feed>").encode()
+
+
+# --- RSS 2.0: rss-mixed.xml ------------------------------------------------------------
+
+RSS_TIMES = {
+    57001: utc(2026, 11, 23, 19, 30),      # Mon 10:00 -0930
+    57002: utc(2026, 11, 24, 2, 30),       # Tue 08:15 +0545
+    57003: utc(2026, 11, 25, 14, 0),       # Thu 04:00 +1400
+    57004: utc(2026, 11, 27, 12, 0),       # Fri 12:00 GMT
+    57005: utc(2026, 11, 22, 15, 59, 59),  # one second before the week
+    57006: utc(2026, 11, 22, 16, 0),       # Mon 00:00 +0800: the week's first instant
+    57008: utc(2026, 11, 28, 13, 0),
+    57009: utc(2026, 11, 29, 15, 59, 59),  # the week's last second
+    57011: utc(2026, 11, 29, 16, 0),       # the next week's first instant
+}
+
+
+def test_rss_pubdates_with_odd_offsets_become_exact_utc_instants():
+    result = read("rss-mixed.xml")
+    assert {r.pr: r.published for r in result.reviews} == RSS_TIMES
+
+
+@pytest.fixture
+def los_angeles(monkeypatch):
+    """The machine's local zone set to America/Los_Angeles for the test, then restored."""
+    monkeypatch.setenv("TZ", "America/Los_Angeles")
+    time.tzset()
+    yield
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_parsing_does_not_depend_on_the_machine_timezone(los_angeles):
+    assert time.timezone != 0  # the zone change took effect
+    data = (DATA / "rss-mixed.xml").read_bytes()
+    assert {r.pr: r.published for r in parse_feed(data, "f", REPO).reviews} == RSS_TIMES
+    atom_result = read("duplicates.atom")
+    assert min(r.published for r in atom_result.reviews) == utc(2026, 11, 20, 2)
+
+
+def test_parse_under_another_zone_equals_parse_under_utc(monkeypatch):
+    data = (DATA / "rss-mixed.xml").read_bytes()
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    try:
+        in_utc = parse_feed(data, "f", REPO)
+        monkeypatch.setenv("TZ", "America/Los_Angeles")
+        time.tzset()
+        in_los_angeles = parse_feed(data, "f", REPO)
+    finally:
+        monkeypatch.undo()
+        time.tzset()
+    assert in_los_angeles == in_utc
+
+
+def test_rss_channel_language_zh_cn_is_normalised():
+    result = read("rss-mixed.xml")
+    langs = {r.pr: r.lang for r in result.reviews}
+    assert langs.pop(57009) == "en"
+    assert set(langs.values()) == {"zh"}
+
+
+def test_rss_item_dc_language_overrides_the_channel():
+    result = read("rss-mixed.xml")
+    (english,) = [r for r in result.reviews if r.pr == 57009]
+    assert english.lang == "en"
+    assert english.title == "Structured output: grammar compilation moves off the hot path"
+
+
+def test_rss_escaped_html_description_is_sanitized_html():
+    result = read("rss-mixed.xml")
+    (review,) = [r for r in result.reviews if r.pr == 57001]
+    assert review.body_html == ("<p>值得精读。抢占时不再释放 <code>prefix_cache</code> 命中的块，"
+                                "重算开销下降 <strong>12.99%</strong>。</p>")
+
+
+def test_a_pr_cited_in_the_text_is_not_the_subject():
+    result = read("rss-mixed.xml")
+    prs = [r.pr for r in result.reviews]
+    assert 56000 not in prs
+    assert 55999 not in prs
+    (review,) = [r for r in result.reviews if r.link.endswith("/pull/57008")]
+    assert review.pr == 57008
+    assert "https://github.com/vllm-project/vllm/pull/56000" in review.body_html
+
+
+def test_rss_guid_that_looks_like_a_pr_is_not_a_link():
+    # feedparser hands the guid back as entry.link; the PR must not be taken from it.
+    entries = feedparser.parse((DATA / "rss-mixed.xml").read_bytes()).entries
+    (entry,) = [e for e in entries if e.get("id") == TAG_ID]
+    assert entry.link == TAG_ID  # the trap is really there
+    result = read("rss-mixed.xml")
+    assert 57010 not in [r.pr for r in result.reviews]
+    (rejected,) = [r for r in result.rejected if r.skipped.id == TAG_ID]
+    assert rejected.skipped.link == ""
+    assert rejected.skipped.reason == "entry has no link"
+
+
+def test_rss_rejections_carry_a_reason():
+    result = read("rss-mixed.xml")
+    reasons = {r.skipped.link or r.skipped.id: r.skipped.reason for r in result.rejected}
+    assert reasons == {
+        "https://github.com/sgl-project/sglang/pull/9001":
+            "pull request of another repository (sgl-project/sglang)",
+        "https://github.com/vllm-project/vllm/issues/57100": "link is not a pull request",
+        "https://github.com/vllm-project/vllm/issues/56990": "link is not a pull request",
+        "https://github.com/vllm-project/vllm/pull/57007": "entry has no parseable date",
+        TAG_ID: "entry has no link",
+    }
+
+
+def test_rss_skipped_lists_rejections_of_the_week_and_undated_ones_only():
+    _, rejected = merge([read("rss-mixed.xml")])
+    skipped = skipped_in_week(rejected, W48)
+    assert sorted(s.link or s.id for s in skipped) == sorted([
+        "https://github.com/sgl-project/sglang/pull/9001",
+        "https://github.com/vllm-project/vllm/issues/57100",
+        "https://github.com/vllm-project/vllm/pull/57007",
+        TAG_ID,
+    ])
+
+
+def test_rss_week_holds_the_first_instant_and_not_the_end():
+    groups = groups_of(read("rss-mixed.xml"))
+    assert sorted(groups) == [57001, 57002, 57003, 57004, 57006, 57008, 57009]
+
+
+# --- Language ----------------------------------------------------------------------------
+
+def test_xml_lang_on_the_entry_wins_over_the_feed():
+    review = one_review(Entry(lang="en", title="Fix", body="Must read."), feed_lang="zh-CN")
+    assert review.lang == "en"
+
+
+def test_xml_lang_on_the_content_wins_over_the_entry():
+    data = raw_atom(
+        '<entry xml:lang="zh-CN"><id>tag:t,2026:1</id><title>Fix</title>'
+        '<link rel="alternate" href="https://github.com/vllm-project/vllm/pull/1"/>'
+        "<published>2026-11-24T10:00:00+08:00</published>"
+        '<content type="text" xml:lang="en">Must read.</content></entry>')
+    (review,) = parse_feed(data, "t", REPO).reviews
+    assert review.lang == "en"
+
+
+def test_the_feed_language_applies_when_the_entry_has_none():
+    review = one_review(Entry(title="Fix", body="Must read."), feed_lang="zh-CN")
+    assert review.lang == "zh"
+
+
+@pytest.mark.parametrize("tag", ["zh-cn", "zh-CN", "zh_Hans", "ZH-Hans-CN", "zh"])
+def test_chinese_language_tags_are_normalised(tag):
+    review = one_review(Entry(lang=tag, title="Fix", body="Must read."), feed_lang="en")
+    assert review.lang == "zh"
+
+
+@pytest.mark.parametrize("tag", ["en-US", "EN", "en_GB"])
+def test_english_language_tags_are_normalised(tag):
+    review = one_review(Entry(lang=tag), feed_lang="zh-CN")
+    assert review.lang == "en"
+
+
+def test_without_any_language_tag_chinese_is_detected_from_the_script():
+    review = one_review(Entry(title="调度器修复", body="值得精读。`Scheduler` 的抢占路径。"),
+                        feed_lang=None)
+    assert review.lang == "zh"
+
+
+def test_without_any_language_tag_english_is_detected_from_the_script():
+    review = one_review(Entry(title="Scheduler fix", body="Must read. 12.99% faster."),
+                        feed_lang=None)
+    assert review.lang == "en"
+
+
+def test_unsupported_language_is_rejected():
+    rejected = one_rejection(Entry(lang="fr", title="Correctif", body="À lire."))
+    assert rejected.skipped.reason == "language 'fr' is neither Chinese nor English"
+    assert rejected.when == utc(2026, 11, 24, 2)
+
+
+@pytest.mark.parametrize(
+    ("text", "lang"),
+    [
+        ("值得精读，尤其是把并发测试作为规范参考。", "zh"),
+        ("Must read, especially the concurrency tests.", "en"),
+        ("值得精读：`threading.Event` + timeout 断言区分被锁挡住与功能正确", "zh"),
+        ("Must read: the 调度器 path", "en"),
+        ("", "en"),
+        ("12.99% +4.6%", "en"),
+    ],
+)
+def test_detect_lang(text, lang):
+    assert detect_lang(text) == lang
+
+
+# --- Links -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(
+    "link",
+    [
+        "https://github.com/vllm-project/vllm/pull/57001",
+        "https://github.com/vllm-project/vllm/pull/57001/",
+        "https://github.com/vllm-project/vllm/pull/57001/files",
+        "https://github.com/vllm-project/vllm/pull/57001#issuecomment-1",
+        "https://www.github.com/vllm-project/vllm/pull/57001",
+        "https://github.com/VLLM-Project/vLLM/pull/57001",
+    ],
+)
+def test_pr_links_that_are_accepted(link):
+    assert one_review(Entry(link=link)).pr == 57001
+
+
+@pytest.mark.parametrize(
+    ("link", "reason"),
+    [
+        ("https://github.com/vllm-project/vllm/issues/57001", "link is not a pull request"),
+        ("https://github.com/vllm-project/vllm/pull/57001/../../issues/1",
+         "link is not a pull request"),
+        ("https://evil.example/?next=https://github.com/vllm-project/vllm/pull/57001",
+         "link is not a pull request"),
+        ("https://github.com.evil.example/vllm-project/vllm/pull/57001",
+         "link is not a pull request"),
+        ("https://github.com/sgl-project/sglang/pull/57001",
+         "pull request of another repository (sgl-project/sglang)"),
+        ("https://github.com/vllm-project/vllm-ascend/pull/57001",
+         "pull request of another repository (vllm-project/vllm-ascend)"),
+    ],
+)
+def test_links_that_are_rejected(link, reason):
+    rejected = one_rejection(Entry(link=link))
+    assert (rejected.skipped.link, rejected.skipped.reason) == (link, reason)
+
+
+def test_entry_without_link_is_rejected_even_if_its_id_is_a_pr_url():
+    pr_url = "https://github.com/vllm-project/vllm/pull/57010"
+    rejected = one_rejection(Entry(pr=None, id=pr_url))
+    assert rejected.skipped == Skipped(pr_url, "", "标题", "entry has no link")
+
+
+def test_pr_is_read_from_the_alternate_link_only():
+    data = raw_atom(
+        "<entry><id>tag:t,2026:1</id><title>t</title>"
+        '<link rel="related" href="https://github.com/vllm-project/vllm/pull/56000"/>'
+        '<link rel="alternate" href="https://github.com/vllm-project/vllm/pull/57001"/>'
+        "<published>2026-11-24T10:00:00+08:00</published>"
+        '<content type="text">值得精读。</content></entry>')
+    (review,) = parse_feed(data, "t", REPO).reviews
+    assert review.pr == 57001
+
+
+def test_a_pr_in_a_non_alternate_link_only_is_rejected():
+    data = raw_atom(
+        "<entry><id>tag:t,2026:1</id><title>t</title>"
+        '<link rel="related" href="https://github.com/vllm-project/vllm/pull/56000"/>'
+        "<published>2026-11-24T10:00:00+08:00</published>"
+        '<content type="text">值得精读。</content></entry>')
+    result = parse_feed(data, "t", REPO)
+    assert result.reviews == ()
+    assert [r.skipped.reason for r in result.rejected] == ["entry has no link"]
+
+
+# --- Text and dates ----------------------------------------------------------------------
+
+def test_entry_without_text_is_rejected():
+    rejected = one_rejection(Entry(body="  "))
+    assert rejected.skipped.reason == "entry has no review text"
+
+
+def test_entry_whose_html_sanitizes_to_nothing_is_rejected():
+    rejected = one_rejection(Entry(body="<script>alert(1)</script>", content_type="html"))
+    assert rejected.skipped.reason == "entry has no review text"
+
+
+def test_entry_without_date_is_rejected_with_no_time():
+    rejected = one_rejection(Entry(published=None))
+    assert (rejected.skipped.reason, rejected.when) == ("entry has no parseable date", None)
+
+
+def test_entry_with_an_unparseable_date_is_rejected():
+    rejected = one_rejection(Entry(published="next Tuesday"))
+    assert (rejected.skipped.reason, rejected.when) == ("entry has no parseable date", None)
+
+
+def test_atom_entry_with_only_updated_uses_it():
+    review = one_review(Entry(published=None, updated="2026-11-24T10:00:00+08:00"))
+    assert (review.published, review.updated) == (None, utc(2026, 11, 24, 2))
+    assert review.first_seen == utc(2026, 11, 24, 2)
+
+
+def test_plain_text_content_becomes_paragraphs_with_code():
+    review = one_review(Entry(body="值得精读。看 `a < b` 的分支。\n\n第二段。"))
+    assert review.body_html == "<p>值得精读。看 <code>a &lt; b</code> 的分支。</p><p>第二段。</p>"
+
+
+def test_categories_are_kept_as_given():
+    review = one_review(Entry(categories=["priority:skim", "scheduler"]))
+    assert review.categories == ("priority:skim", "scheduler")
+
+
+# --- Skipped -----------------------------------------------------------------------------
+
+def test_skipped_lists_a_rejection_inside_the_week():
+    result = parse([Entry(link="https://github.com/vllm-project/vllm/issues/9",
+                          published="2026-11-24T10:00:00+08:00")])
+    assert [s.reason for s in skipped_in_week(result.rejected, W48)] == [
+        "link is not a pull request"]
+
+
+def test_skipped_lists_a_rejection_without_time():
+    result = parse([Entry(pr=None, published=None)])
+    assert [s.reason for s in skipped_in_week(result.rejected, W48)] == ["entry has no link"]
+
+
+@pytest.mark.parametrize("when", ["2026-11-22T23:59:59+08:00", "2026-11-30T00:00:00+08:00"])
+def test_skipped_leaves_out_rejections_of_other_weeks(when):
+    result = parse([Entry(link="https://github.com/vllm-project/vllm/issues/9", published=when)])
+    assert skipped_in_week(result.rejected, W48) == []
+
+
+# --- Week boundaries ---------------------------------------------------------------------
+
+def test_week_boundaries_are_monday_midnight_in_shanghai():
+    assert (W48.start, W48.end) == (utc(2026, 11, 22, 16), utc(2026, 11, 29, 16))
+
+
+@pytest.mark.parametrize(
+    ("published", "inside"),
+    [
+        ("2026-11-22T23:59:59+08:00", False),
+        ("2026-11-23T00:00:00+08:00", True),   # exactly the start
+        ("2026-11-22T16:00:00Z", True),        # the same instant, in UTC
+        ("2026-11-29T23:59:59+08:00", True),
+        ("2026-11-30T00:00:00+08:00", False),  # exactly the end
+    ],
+)
+def test_week_start_is_inclusive_and_end_exclusive(published, inside):
+    assert (1 in groups_of(parse([Entry(pr=1, published=published)]))) is inside
+
+
+# --- Grouping: latest per language, first review decides the week --------------------
+
+def test_latest_review_per_language_wins_by_published():
+    groups = groups_of(parse([
+        Entry(pr=1, body="可略读。旧。", published="2026-11-24T10:00:00+08:00"),
+        Entry(pr=1, body="值得精读。新。", published="2026-11-25T10:00:00+08:00"),
+    ]))
+    assert groups[1].latest["zh"].body_html == "<p>值得精读。新。</p>"
+
+
+def test_latest_review_per_language_is_decided_by_updated_before_published():
+    groups = groups_of(parse([
+        Entry(pr=1, body="值得精读。改过。", published="2026-11-24T10:00:00+08:00",
+              updated="2026-11-27T10:00:00+08:00"),
+        Entry(pr=1, body="可略读。后发未改。", published="2026-11-26T10:00:00+08:00"),
+    ]))
+    assert groups[1].latest["zh"].body_html == "<p>值得精读。改过。</p>"
+
+
+def test_first_review_decides_the_week_even_when_it_is_not_the_latest():
+    groups = groups_of(parse([
+        Entry(pr=1, body="值得精读。改过。", published="2026-11-24T10:00:00+08:00",
+              updated="2026-11-27T10:00:00+08:00"),
+        Entry(pr=1, body="可略读。后发未改。", published="2026-11-26T10:00:00+08:00"),
+    ]))
+    assert groups[1].first_reviewed == utc(2026, 11, 24, 2)
+
+
+def test_languages_of_one_pr_merge_into_one_group():
+    groups = groups_of(parse([
+        Entry(pr=1, lang="zh-CN", published="2026-11-24T10:00:00+08:00"),
+        Entry(pr=1, lang="en", title="Fix", body="Must read.",
+              published="2026-11-23T10:00:00+08:00"),
+    ]))
+    assert list(groups) == [1]
+    assert sorted(groups[1].latest) == ["en", "zh"]
+    assert groups[1].original_lang == "en"
+    assert groups[1].url == "https://github.com/vllm-project/vllm/pull/1"
+
+
+def test_groups_are_ordered_by_first_review_then_pr():
+    result = parse([
+        Entry(pr=3, published="2026-11-25T10:00:00+08:00"),
+        Entry(pr=2, published="2026-11-24T10:00:00+08:00"),
+        Entry(pr=1, published="2026-11-25T10:00:00+08:00"),
+    ])
+    reviews, _ = merge([result])
+    assert [g.pr for g in group_week(reviews, W48, REPO)] == [2, 1, 3]
+
+
+# --- duplicates.atom ---------------------------------------------------------------------
+
+def test_same_entry_id_twice_counts_once_newest_version():
+    reviews, _ = merge([read("duplicates.atom")])
+    same = [r for r in reviews if r.pr == 57701]
+    assert len(same) == 1
+    assert same[0].title == "CPU 后端的 NUMA 绑核（修订）"
+    assert same[0].updated == utc(2026, 11, 25, 1)
+
+
+def test_same_entry_id_newest_wins_whatever_the_order():
+    newer = Entry(pr=1, id="tag:t,2026:x", body="值得精读。新。",
+                  published="2026-11-24T10:00:00+08:00", updated="2026-11-25T10:00:00+08:00")
+    older = Entry(pr=1, id="tag:t,2026:x", body="可略读。旧。",
+                  published="2026-11-24T10:00:00+08:00")
+    reviews, _ = merge([parse([newer]), parse([older])])
+    assert [r.body_html for r in reviews] == ["<p>值得精读。新。</p>"]
+
+
+def test_the_same_feed_read_twice_counts_each_entry_once():
+    once = read("rss-mixed.xml")
+    reviews, rejected = merge([once, read("rss-mixed.xml")])
+    assert len(reviews) == len(once.reviews)
+    assert len(rejected) == len(once.rejected)
+
+
+def test_an_entry_id_first_rejected_then_fixed_is_not_skipped():
+    """The newest version of an entry is the one that counts: an earlier, empty version of
+    the same id is superseded, so it is neither a review twice nor listed as skipped."""
+    draft = Entry(pr=1, id="tag:t,2026:x", body="", published="2026-11-24T10:00:00+08:00")
+    fixed = Entry(pr=1, id="tag:t,2026:x", body="值得精读。补上了正文。",
+                  published="2026-11-24T10:00:00+08:00", updated="2026-11-25T10:00:00+08:00")
+    reviews, rejected = merge([parse([draft, fixed])])
+    assert [r.entry_id for r in reviews] == ["tag:t,2026:x"]
+    assert skipped_in_week(rejected, W48) == []
+
+
+def test_two_chinese_reviews_of_one_pr_the_latest_wins():
+    groups = groups_of(read("duplicates.atom"))
+    assert groups[57702].latest["zh"].title == "量化权重加载提速"
+    assert groups[57702].first_reviewed == utc(2026, 11, 24, 4)
+
+
+def test_a_translation_posted_after_the_week_joins_its_item():
+    groups = groups_of(read("duplicates.atom"))
+    latest = groups[57703].latest
+    assert sorted(latest) == ["en", "zh"]
+    assert latest["en"].published == utc(2026, 11, 30, 12)
+    assert latest["en"].published not in W48
+
+
+def test_a_pr_first_reviewed_last_week_is_not_in_this_week():
+    result = read("duplicates.atom")
+    assert sorted(groups_of(result)) == [57701, 57702, 57703]
+    _, rejected = merge([result])
+    assert skipped_in_week(rejected, W48) == []
+
+
+def test_a_pr_first_reviewed_last_week_belongs_to_last_week_with_its_new_review():
+    group = groups_of(read("duplicates.atom"), week=W47)[57704]
+    assert group.first_reviewed == utc(2026, 11, 20, 2)
+    assert sorted(group.latest) == ["en", "zh"]
+
+
+# --- Documents that are no usable feed -----------------------------------------------------
+
+def test_truncated_feed_is_refused_although_entries_were_recovered():
+    data = (DATA / "truncated.atom").read_bytes()
+    assert len(feedparser.parse(data).entries) >= 1  # feedparser did recover some
+    with pytest.raises(FeedError, match="not well-formed XML"):
+        parse_feed(data, "truncated.atom", REPO)
+
+
+def test_empty_document_is_refused():
+    with pytest.raises(FeedError, match="is empty"):
+        parse_feed(b"", "empty.xml", REPO)
+
+
+def test_blank_document_is_refused():
+    with pytest.raises(FeedError, match="is empty"):
+        parse_feed(b"  \n\t", "blank.xml", REPO)
+
+
+def test_html_page_is_refused():
+    with pytest.raises(FeedError, match=r"not well-formed XML|is not an RSS or Atom feed"):
+        parse_feed((DATA / "not-a-feed.html").read_bytes(), "not-a-feed.html", REPO)
+
+
+def test_well_formed_html_page_is_refused_as_no_feed():
+    page = b"<html><head><title>GitHub</title></head><body><p>hi</p></body></html>"
+    with pytest.raises(FeedError, match="is not an RSS or Atom feed"):
+        parse_feed(page, "page.html", REPO)
+
+
+def test_feed_error_names_the_location_and_line():
+    with pytest.raises(FeedError) as caught:
+        parse_feed((DATA / "truncated.atom").read_bytes(), "truncated.atom", REPO)
+    assert caught.value.url == "truncated.atom"
+    assert re.search(r"line \d+, column \d+", str(caught.value))
+
+
+# --- wrong-encoding.xml ----------------------------------------------------------------------
+
+def test_wrong_declared_encoding_from_a_file_is_read_correctly():
+    result = read("wrong-encoding.xml")
+    assert [(r.pr, r.title, r.lang) for r in result.reviews] == [
+        (57401, "分块预填充的调度顺序修正", "zh"),
+        (57402, "Triton 注意力核的边界检查", "zh"),
+    ]
+    assert result.reviews[0].body_html == "值得精读。分块预填充的请求不再排在解码请求之前。"
+
+
+def test_wrong_declared_encoding_over_http_is_a_warning_not_a_failure():
+    # Served as text/xml without charset: RFC 3023 says us-ascii, the bytes disagree, and
+    # feedparser says so with a CharacterEncodingOverride.
+    data = (DATA / "wrong-encoding.xml").read_bytes()
+    result = parse_feed(data, "legacy", REPO, content_type="text/xml")
+    assert len(result.warnings) == 1
+    assert result.warnings[0].startswith("feed legacy: document declared as us-ascii")
+    assert [r.title for r in result.reviews] == [
+        "分块预填充的调度顺序修正", "Triton 注意力核的边界检查"]
+
+
+def test_wrong_declared_encoding_becomes_a_feed_warning_problem_in_the_issue(settings):
+    data = (DATA / "wrong-encoding.xml").read_bytes()
+    result = parse_feed(data, "legacy", REPO, content_type="text/xml")
+    _, issue_data, _, _ = assemble(settings, W48, [result])
+    warnings = [p for p in issue_data["problems"] if p["code"] == "feed-warning"]
+    assert len(warnings) == 1
+    assert warnings[0]["severity"] == "warning"
+    assert "declared as us-ascii" in warnings[0]["message"]
+    assert [item["pr"] for item in issue_data["items"]] == [57401, 57402]
+
+
+# --- atom-hostile.atom, end to end ---------------------------------------------------------
+
+HOSTILE = ["<script", "onerror", "javascript:", "<iframe", "onload", "<svg", "<form",
+           "data:text/html", "onmouseover", "<object", "<style>body", "<input"]
+
+
+@pytest.fixture
+def hostile_build(settings):
+    return build(settings, week_id="2026-W48", feeds=[str(DATA / "atom-hostile.atom")])
+
+
+def output_files(out_dir: Path) -> dict[str, str]:
+    files = {p.name: p.read_text(encoding="utf-8") for p in sorted(out_dir.iterdir())}
+    assert "issue.json" in files
+    assert {name for name in files if name.startswith("email-")} == {
+        f"email-{layout}.{ext}" for layout in ("zh-en", "en-zh", "zh", "en")
+        for ext in ("html", "txt")}
+    return files
+
+
+def test_hostile_feed_builds_both_items(hostile_build):
+    data = json.loads((hostile_build.out_dir / "issue.json").read_text(encoding="utf-8"))
+    assert sorted(item["pr"] for item in data["items"]) == [57301, 57302]
+
+
+@pytest.mark.parametrize("needle", HOSTILE)
+def test_no_hostile_markup_reaches_any_output(hostile_build, needle):
+    for name, text in output_files(hostile_build.out_dir).items():
+        assert needle not in text.lower(), f"{needle!r} in {name}"
+
+
+def test_no_line_break_reaches_a_subject(hostile_build):
+    data = json.loads((hostile_build.out_dir / "issue.json").read_text(encoding="utf-8"))
+    assert len(data["subject"]) == 4
+    for layout, subject in data["subject"].items():
+        assert "\r" not in subject and "\n" not in subject, layout
+    titles = [item[lang]["title"] for item in data["items"] for lang in ("zh", "en")
+              if item[lang]]
+    assert all("\r" not in t and "\n" not in t for t in titles)
+
+
+def test_hostile_titles_keep_their_text_without_markup(hostile_build):
+    data = json.loads((hostile_build.out_dir / "issue.json").read_text(encoding="utf-8"))
+    (item,) = [i for i in data["items"] if i["pr"] == 57301]
+    assert item["zh"]["title"] == "调度器抢占修复 Bcc: victim@example.org"
+
+
+def test_legitimate_markup_survives_in_the_html(hostile_build):
+    html = (hostile_build.out_dir / "email-zh-en.html").read_text(encoding="utf-8")
+    assert "<code>Scheduler._preempt</code>" in html
+    assert "<code>cudaMemcpyAsync</code>" in html  # from the xhtml entry
+    assert "<em>重算开销</em>" in html
+    assert ('<a href="https://github.com/vllm-project/vllm/blob/main/vllm/v1/core/sched/'
+            'scheduler.py"') in html
+    assert '<a href="https://github.com/vllm-project/vllm/pull/57301/files"' in html
+
+
+def test_the_text_of_refused_links_is_kept(hostile_build):
+    text = (hostile_build.out_dir / "email-zh.txt").read_text(encoding="utf-8")
+    assert "点这里 或这里 或者这里" in text

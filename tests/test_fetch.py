@@ -1,0 +1,187 @@
+"""Fetch: files and http(s) URLs, with a conditional GET against a real server on loopback."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import threading
+from collections.abc import Callable
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+
+from pipeline.errors import FeedError
+from pipeline.fetch import fetch
+
+FEED = (
+    '<?xml version="1.0" encoding="utf-8"?>\n'
+    '<feed xmlns="http://www.w3.org/2005/Atom" xml:lang="zh-CN"><title>评审</title>'
+    "<id>tag:t,2026:f</id><updated>2026-11-29T00:00:00Z</updated></feed>\n"
+).encode()
+ETAG = '"v1-5d41402a"'
+LAST_MODIFIED = "Sun, 29 Nov 2026 14:30:00 GMT"
+CONTENT_TYPE = "application/atom+xml; charset=utf-8"
+
+
+class FeedServer(ThreadingHTTPServer):
+    """Serves FEED at /feed.atom with an ETag and Last-Modified; anything else is a 404.
+
+    Any conditional request (If-None-Match or If-Modified-Since) is answered 304, whatever
+    its validator: a client that asks conditionally when it should not would get no body.
+    """
+
+    def __init__(self) -> None:
+        super().__init__(("127.0.0.1", 0), FeedHandler)
+        self.requests: list[dict[str, str]] = []
+        #: Called before a 304 goes out (to wipe the client's cache in between).
+        self.before_304: Callable[[], None] = lambda: None
+
+    def url(self, path: str = "/feed.atom") -> str:
+        host, port = self.server_address[:2]
+        return f"http://{host}:{port}{path}"
+
+
+class FeedHandler(BaseHTTPRequestHandler):
+    server: FeedServer
+
+    def do_GET(self) -> None:
+        self.server.requests.append({k.lower(): v for k, v in self.headers.items()})
+        if self.path != "/feed.atom":
+            self.send_error(404, "Not Found")
+            return
+        if "If-None-Match" in self.headers or "If-Modified-Since" in self.headers:
+            self.server.before_304()
+            self.send_response(304)
+            self.send_header("ETag", ETAG)
+            self.end_headers()
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", CONTENT_TYPE)
+        self.send_header("Content-Length", str(len(FEED)))
+        self.send_header("ETag", ETAG)
+        self.send_header("Last-Modified", LAST_MODIFIED)
+        self.end_headers()
+        self.wfile.write(FEED)
+
+    def log_message(self, format: str, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def server(monkeypatch):
+    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    httpd = FeedServer()
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield httpd
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join(timeout=5)
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> Path:
+    return tmp_path / "data" / "feeds"
+
+
+def test_first_fetch_gets_the_feed(server, cache):
+    fetched = fetch(server.url(), cache)
+    assert (fetched.location, fetched.body) == (server.url(), FEED)
+    assert fetched.content_type == CONTENT_TYPE
+    assert fetched.from_cache is False
+
+
+def test_first_fetch_asks_unconditionally(server, cache):
+    fetch(server.url(), cache)
+    (request,) = server.requests
+    assert "if-none-match" not in request
+    assert "if-modified-since" not in request
+    assert request["user-agent"].startswith("vllm-pr-weekly/")
+
+
+def test_first_fetch_is_cached_under_the_cache_dir(server, cache):
+    fetch(server.url(), cache)
+    cached = [p for p in cache.iterdir() if p.is_file()]
+    assert any(p.read_bytes() == FEED for p in cached)
+    assert not [p for p in cached if p.name.startswith(".tmp")]
+
+
+def test_second_fetch_sends_the_validators(server, cache):
+    fetch(server.url(), cache)
+    fetch(server.url(), cache)
+    second = server.requests[1]
+    assert second["if-none-match"] == ETAG
+    assert second["if-modified-since"] == LAST_MODIFIED
+
+
+def test_second_fetch_gets_304_and_the_cached_body(server, cache):
+    fetch(server.url(), cache)
+    fetched = fetch(server.url(), cache)
+    assert len(server.requests) == 2
+    assert fetched.from_cache is True
+    assert fetched.body == FEED
+    assert fetched.content_type == CONTENT_TYPE
+
+
+def test_without_a_cache_dir_every_fetch_is_in_full(server):
+    fetch(server.url(), None)
+    fetched = fetch(server.url(), None)
+    assert (fetched.body, fetched.from_cache) == (FEED, False)
+    assert all("if-none-match" not in r for r in server.requests)
+
+
+def test_304_after_the_cache_was_deleted_refetches_in_full(server, cache):
+    fetch(server.url(), cache)
+    server.before_304 = lambda: shutil.rmtree(cache)
+    fetched = fetch(server.url(), cache)
+    assert (fetched.body, fetched.from_cache) == (FEED, False)
+    _, conditional, refetch = server.requests
+    assert conditional["if-none-match"] == ETAG
+    assert "if-none-match" not in refetch
+    assert "if-modified-since" not in refetch
+
+
+def test_a_refetch_after_a_wiped_cache_stores_the_feed_again(server, cache):
+    fetch(server.url(), cache)
+    server.before_304 = lambda: shutil.rmtree(cache)
+    fetch(server.url(), cache)
+    assert any(p.read_bytes() == FEED for p in cache.iterdir() if p.is_file())
+
+
+def test_http_404_is_a_feed_error(server, cache):
+    with pytest.raises(FeedError, match="HTTP 404") as caught:
+        fetch(server.url("/missing.atom"), cache)
+    assert caught.value.url == server.url("/missing.atom")
+
+
+def test_connection_refused_is_a_feed_error(cache):
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    # Nothing listens on the port now: the connection is refused.
+    with pytest.raises(FeedError, match="cannot connect"):
+        fetch(f"http://127.0.0.1:{port}/feed.atom", cache)
+
+
+def test_a_file_is_read(tmp_path):
+    path = tmp_path / "feed.atom"
+    path.write_bytes(FEED)
+    fetched = fetch(str(path), None)
+    assert (fetched.body, fetched.from_cache, fetched.content_type) == (FEED, False, None)
+
+
+def test_a_missing_file_is_a_feed_error(tmp_path):
+    with pytest.raises(FeedError, match="no such file"):
+        fetch(str(tmp_path / "nope.atom"), None)
+
+
+def test_a_folder_is_a_feed_error(tmp_path):
+    with pytest.raises(FeedError, match="is a folder"):
+        fetch(str(tmp_path), None)
+
+
+def test_an_unsupported_scheme_is_a_feed_error(tmp_path):
+    with pytest.raises(FeedError, match="only files and http"):
+        fetch("ftp://example.org/feed.atom", tmp_path)
