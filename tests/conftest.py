@@ -14,7 +14,8 @@ from pipeline.config import Settings, load
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_FEED = ROOT / "examples" / "sample-feed.atom"
-SEED = ROOT.parent / "shared" / "seeds" / "reviews-sample.zh.txt"
+#: A copy of shared/seeds/reviews-sample.zh.txt, so the suite runs from any clone.
+SEED = Path(__file__).resolve().parent / "data" / "reviews-sample.zh.txt"
 DATA = Path(__file__).resolve().parent / "data"
 SAMPLE_WEEK = "2026-W48"
 #: The PRs of the seed reviews, in the seed's order (DESIGN.md).

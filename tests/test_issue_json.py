@@ -96,3 +96,17 @@ def test_sample_feed_is_what_the_readme_says():
     text = SAMPLE_FEED.read_text(encoding="utf-8")
     for pr in SEED_PRS:
         assert text.count(f"https://github.com/vllm-project/vllm/pull/{pr}") == 2
+
+
+def test_sample_feed_carries_the_seed_reviews_verbatim():
+    import feedparser
+    from conftest import SEED
+
+    blocks = [b.strip() for b in SEED.read_text(encoding="utf-8").split("\n\n") if b.strip()]
+    seeds = list(zip(blocks[1::2], blocks[2::2], strict=True))
+    parsed = feedparser.parse(SAMPLE_FEED.read_bytes())
+    chinese = {
+        int(e.link.rsplit("/", 1)[1]): (e.title, e.content[0].value)
+        for e in parsed.entries if e.content[0].language.lower().startswith("zh")
+    }
+    assert [chinese[pr] for pr in SEED_PRS] == seeds
