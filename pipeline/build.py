@@ -13,10 +13,12 @@ from datetime import datetime
 from pathlib import Path
 
 from . import issue_json
+from .approve import read_approval
 from .bilingual import compose, sort_problems
+from .built import APPROVAL_FILE
 from .collect import FeedResult, group_week, merge, parse_feed, skipped_in_week
 from .config import Settings
-from .errors import EmptyWeekError, UsageError
+from .errors import BlockedError, EmptyWeekError, UsageError
 from .fetch import fetch
 from .model import LAYOUTS, Issue, Problem, Week
 from .output import write_folder
@@ -85,8 +87,12 @@ def assemble(settings: Settings, week: Week, results: Sequence[FeedResult],
 
 
 def build(settings: Settings, *, week_id: str | None = None, feeds: Sequence[str] = (),
-          out: Path | None = None) -> Built:
-    """Build one issue and write it; return what was written."""
+          out: Path | None = None, force: bool = False) -> Built:
+    """Build one issue and write it; return what was written.
+
+    An approved issue is never replaced by different content behind the editor's back:
+    that takes ``force``, which also drops the approval.
+    """
     week = choose_week(settings, week_id)
     locations = tuple(feeds) or settings.feed.urls
     if not locations:
@@ -95,5 +101,14 @@ def build(settings: Settings, *, week_id: str | None = None, feeds: Sequence[str
     issue, data, artifacts, rendered = assemble(settings, week, results)
     files = {ISSUE_FILE: issue_json.dumps(data), **artifacts}
     out_dir = out.resolve() if out else issue_dir(settings, week)
-    write_folder(out_dir, files)
+    approval = read_approval(out_dir)
+    drop: tuple[str, ...] = ()
+    if approval and approval.content_hash != data["content_hash"]:
+        if not force:
+            raise BlockedError(
+                f"{week.id} was approved as {approval.content_hash[:12]} and this build differs "
+                f"({data['content_hash'][:12]}); keep the approved issue, or rebuild with "
+                "--force, which drops the approval")
+        drop = (APPROVAL_FILE,)
+    write_folder(out_dir, files, drop)
     return Built(issue, data, files, rendered, out_dir)

@@ -16,9 +16,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import NoReturn
 
+from subscribers.commands import add_parser as add_subscriber_commands
+
 from . import __version__
 from .config import load
-from .errors import NewsletterError
+from .errors import NewsletterError, UsageError
+from .model import LAYOUTS
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 4
 
@@ -49,14 +52,66 @@ def parser() -> argparse.ArgumentParser:
                        help="ISO week to build (default: the last complete week)")
     build.add_argument("--out", type=Path, metavar="DIR",
                        help="output folder (default: <build_dir>/issues/<week>/)")
+    build.add_argument("--force", action="store_true",
+                       help="replace an approved issue with different content (drops the "
+                       "approval)")
     build.set_defaults(handler=_cmd_build)
+
+    approve = commands.add_parser("approve", help="record the proofed issue as approved",
+                                  description="Record the content_hash of the built issue: "
+                                  "what the editor proofed is what is sent.")
+    approve.add_argument("--week", metavar="YYYY-Www", help="default: the last complete week")
+    approve.set_defaults(handler=_cmd_approve)
+
+    send = commands.add_parser("send", help="deliver the built issue to active subscribers",
+                               description="Send the built issue to every active subscriber "
+                               "in the layout each chose. Nobody gets it twice; a re-run sends "
+                               "only what is missing.")
+    _send_arguments(send)
+    send.add_argument("--to", metavar="ADDRESS",
+                      help="send test copies to ADDRESS (outside the ledger), not the list")
+    send.add_argument("--layout", choices=LAYOUTS, action="append",
+                      help="with --to: only this layout (repeatable; default all four)")
+    send.set_defaults(handler=_cmd_send)
+
+    run = commands.add_parser("run", help="the weekly job: build (or reuse the approved "
+                              "issue), check the gates, send",
+                              description="build (reusing an approved issue) → check every "
+                              "send gate → send. Nothing goes out for an issue that cannot.")
+    run.add_argument("--feed", action="append", default=[], metavar="PATH_OR_URL")
+    _send_arguments(run)
+    run.set_defaults(handler=_cmd_run)
+
+    add_subscriber_commands(commands)
     return top
+
+
+def _send_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--week", metavar="YYYY-Www", help="default: the last complete week")
+    parser.add_argument("--dry-run", action="store_true",
+                        help="count who would receive it; send nothing")
+    parser.add_argument("--limit", type=_positive, metavar="N",
+                        help="send at most N messages this run")
+    parser.add_argument("--allow-missing-translations", action="store_true",
+                        help="send even though some items lack a language")
+    parser.add_argument("--resend-unconfirmed", action="store_true",
+                        help="send again to recipients whose delivery is unconfirmed")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
 
 
 def _cmd_build(args: argparse.Namespace, settings) -> int:
     from .build import build
 
-    built = build(settings, week_id=args.week, feeds=args.feed, out=args.out)
+    built = build(settings, week_id=args.week, feeds=args.feed, out=args.out, force=args.force)
     issue = built.issue
     tiers = Counter(item.tier for item in issue.items)
     blocking = [p for p in issue.problems if p.severity == "blocking"]
@@ -71,6 +126,111 @@ def _cmd_build(args: argparse.Namespace, settings) -> int:
     print(f"artifacts: {_shown(built.out_dir)}/")
     print(f"content_hash: {built.data['content_hash']}")
     return EXIT_OK
+
+
+def _week_id(settings, week: str | None) -> str:
+    from .build import choose_week
+
+    return choose_week(settings, week).id
+
+
+def _cmd_approve(args: argparse.Namespace, settings) -> int:
+    from .approve import approve
+    from .built import issue_folder, load_built
+    from .week import now
+
+    built = load_built(issue_folder(settings, _week_id(settings, args.week)))
+    blocking = built.blocking()
+    approval = approve(built, now())
+    print(f"approved {built.id} as {approval.content_hash}")
+    if blocking:
+        print(f"note: {len(blocking)} blocking problem(s) still stop a send "
+              f"(first: {blocking[0]['code']})")
+    return EXIT_OK
+
+
+def _cmd_send(args: argparse.Namespace, settings) -> int:
+    from .built import issue_folder, load_built
+
+    built = load_built(issue_folder(settings, _week_id(settings, args.week)))
+    if args.layout and not args.to:
+        raise UsageError("--layout goes with --to (test copies)")
+    return _deliver(args, settings, built)
+
+
+def _cmd_run(args: argparse.Namespace, settings) -> int:
+    from .approve import is_approved
+    from .build import build, choose_week, issue_dir
+    from .built import load_built
+
+    week = choose_week(settings, args.week)
+    folder = issue_dir(settings, week)
+    built = None
+    if (folder / "approval.json").exists():
+        candidate = load_built(folder)
+        if is_approved(candidate):
+            print(f"{week.id}: using the approved issue ({candidate.content_hash[:12]})")
+            built = candidate
+    if built is None:
+        result = build(settings, week_id=week.id, feeds=args.feed)
+        print(f"built {week.id}: {len(result.issue.items)} items → {_shown(result.out_dir)}/")
+        built = load_built(result.out_dir)
+    args.to = None
+    return _deliver(args, settings, built)
+
+
+def _deliver(args: argparse.Namespace, settings, built) -> int:
+    from subscribers.store import open_store
+
+    from .delivery import open_transport, send_rate, signing_keys
+    from .message import Messages
+    from .send import (
+        Progress,
+        Sender,
+        SendOptions,
+        check_gates,
+        send_tests,
+        stop_error,
+        write_report,
+    )
+
+    keys, development = signing_keys(settings, os.environ)
+    transport = open_transport(settings, os.environ, built.folder)
+    try:
+        messages = Messages(built, settings, keys)
+        if development and not args.dry_run:
+            print("note: NEWSLETTER_SECRET is not set; links are signed with the development "
+                  "key (fine for the local outbox, never for real mail)")
+        if args.to:
+            for layout, message_id in send_tests(built, messages, transport, args.to,
+                                                 args.layout or LAYOUTS):
+                print(f"test copy {layout} → {args.to}: {message_id}")
+            return EXIT_OK
+        check_gates(built, settings, allow_missing_translations=args.allow_missing_translations)
+        with open_store(settings) as store:
+            sender = Sender(built, store, transport, messages,
+                            rate=send_rate(settings, transport),
+                            concurrency=settings.delivery.concurrency)
+            options = SendOptions(dry_run=args.dry_run, limit=args.limit,
+                                  resend_unconfirmed=args.resend_unconfirmed)
+            active = store.count_by_status().get("active", 0)
+            report = sender.run(options, None if args.dry_run else Progress(active))
+            if not args.dry_run:
+                write_report(built, report)
+            print(report.summary())
+            if report.unconfirmed_ids:
+                print("unconfirmed (may or may not have arrived; --resend-unconfirmed sends "
+                      "them again):")
+                for subscriber_id in report.unconfirmed_ids:
+                    found = store.get(subscriber_id)
+                    print(f"  {found.email if found else subscriber_id}")
+        if transport.name == "outbox" and not args.dry_run:
+            print(f"outbox: {_shown(built.folder / 'outbox')}/")
+        if report.stopped:
+            raise stop_error(report)
+        return EXIT_OK
+    finally:
+        transport.close()
 
 
 def _shown(path: Path) -> str:

@@ -6,7 +6,15 @@
     ├── FeedError                   a feed that cannot be read or parsed      (exit 2)
     ├── RenderError                 a template or MJML compile failure        (exit 1)
     ├── OutputError                 the build folder cannot be written        (exit 2)
-    └── EmptyWeekError              the week has no items: nothing to send    (exit 6)
+    ├── IssueNotFoundError          no built issue for the week               (exit 2)
+    ├── BlockedError                proof problems, not approved, tampered    (exit 3)
+    ├── StoppedError                quota, paused account, interrupted        (exit 4)
+    ├── EmptyWeekError              the week has no items: nothing to send    (exit 6)
+    └── TransportError              one message could not be handed over
+        ├── PermanentFailure        this recipient will never take it: recorded, run goes on
+        ├── TemporaryFailure        throttled or busy: retried with backoff
+        ├── Unconfirmed             the transport may have taken it (timeout): never retried blindly
+        └── SendingStopped          the account cannot send now (quota, paused): stop, resumable
 
 Each subclass carries its subject (a feed URL, a config key, a week) so messages name it.
 Only the command line maps them to exit codes; stages raise, they never exit.
@@ -72,3 +80,54 @@ class EmptyWeekError(NewsletterError):
         extra = f" ({skipped} entries skipped)" if skipped else ""
         super().__init__(f"nothing to do: no reviews in {week_id}{extra}")
         self.week_id = week_id
+
+
+class IssueNotFoundError(NewsletterError):
+    """A stage that reads issue.json found none for the week."""
+
+    exit_code = 2
+
+
+class BlockedError(NewsletterError):
+    """The issue may not go out as it is: blocking problems, no approval, changed files."""
+
+    exit_code = 3
+
+
+class StoppedError(NewsletterError):
+    """The run stopped before the end; running it again finishes the work."""
+
+    exit_code = 4
+
+
+class TransportError(NewsletterError):
+    """A transport could not hand one message over. ``recipient`` is the address."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, recipient: str | None = None) -> None:
+        super().__init__(message)
+        self.recipient = recipient
+
+
+class PermanentFailure(TransportError):
+    """The recipient's address refuses this message for good (e.g. SMTP 550, SES rejected)."""
+
+
+class TemporaryFailure(TransportError):
+    """Throttled or busy (SMTP 421/451/454, SES "Maximum sending rate exceeded"): retry later."""
+
+    def __init__(self, message: str, *, recipient: str | None = None,
+                 retry_after: float | None = None) -> None:
+        super().__init__(message, recipient=recipient)
+        self.retry_after = retry_after
+
+
+class Unconfirmed(TransportError):
+    """The message may or may not have been accepted (a timeout after the data was sent)."""
+
+
+class SendingStopped(TransportError):
+    """The account cannot send now (daily quota, SendingPaused, AccountSuspended)."""
+
+    exit_code = 4

@@ -11,17 +11,17 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from pathlib import Path
 
 from .errors import OutputError
 
 
-def write_folder(target: Path, files: Mapping[str, bytes]) -> None:
+def write_folder(target: Path, files: Mapping[str, bytes], drop: Collection[str] = ()) -> None:
     """Replace the files ``files`` (name → bytes) in ``target`` all at once.
 
     Anything else already in ``target`` (what later stages put there: an outbox, a send
-    report) is carried over into the new folder untouched.
+    report) is carried over into the new folder untouched, except the names in ``drop``.
     """
     for name in files:
         if "/" in name or "\\" in name or name in ("", ".", ".."):
@@ -38,7 +38,7 @@ def write_folder(target: Path, files: Mapping[str, bytes]) -> None:
                 handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
-        _swap(staging, target)
+        _swap(staging, target, drop)
     except OSError as exc:
         shutil.rmtree(staging, ignore_errors=True)
         raise OutputError(f"cannot write {target}: {exc.strerror or exc}") from exc
@@ -47,14 +47,15 @@ def write_folder(target: Path, files: Mapping[str, bytes]) -> None:
         raise
 
 
-def _swap(staging: Path, target: Path) -> None:
+def _swap(staging: Path, target: Path, drop: Collection[str]) -> None:
     """Rename ``staging`` onto ``target``, moving an old ``target`` aside first."""
     if not target.exists():
         staging.rename(target)
         return
     if not target.is_dir():
         raise OutputError(f"{target} exists and is not a folder")
-    carried = [entry.name for entry in target.iterdir() if not (staging / entry.name).exists()]
+    carried = [entry.name for entry in target.iterdir()
+               if entry.name not in drop and not (staging / entry.name).exists()]
     moved: list[str] = []
     old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
     old.rmdir()

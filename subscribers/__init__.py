@@ -1,4 +1,5 @@
 """Who receives the newsletter: store, tokens, subscribe/confirm/unsubscribe, bounces.
 
-Empty until delivery lands (issue 3); the folder is part of the layout DESIGN.md fixes.
+model.py (records), store.py (SQLite; the SubscriberStore protocol), tokens.py (signed
+links, shared with the subscription app), commands.py (`newsletter subscribers …`).
 """

@@ -12,6 +12,9 @@ import pytest
 
 from pipeline.config import Settings, load
 
+#: Loopback servers (SMTP, moto, TLS) shared by the delivery tests.
+pytest_plugins = ["servers"]
+
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_FEED = ROOT / "examples" / "sample-feed.atom"
 #: A copy of shared/seeds/reviews-sample.zh.txt, so the suite runs from any clone.

@@ -1,0 +1,51 @@
+"""Wiring for delivery: the transport, the signing keys and the rate a run uses.
+
+The one place that turns settings and the environment into live adapters; the send loop
+itself (``send.py``) only sees the interfaces.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+
+from subscribers.tokens import Keys
+
+from .config import Settings
+from .transport import OutboxTransport, Transport, require_secret
+
+OUTBOX_DIR = "outbox"
+
+
+def open_transport(settings: Settings, environ: Mapping[str, str], issue_folder: Path
+                   ) -> Transport:
+    kind = settings.delivery.transport
+    if kind == "outbox":
+        return OutboxTransport(issue_folder / OUTBOX_DIR)
+    require_secret(environ, kind)
+    if kind == "smtp":
+        from .smtp import SmtpTransport
+
+        return SmtpTransport(settings.smtp, environ.get("NEWSLETTER_SMTP_PASSWORD"))
+    from .ses import SesTransport
+
+    return SesTransport(settings.ses.configuration_set)
+
+
+def signing_keys(settings: Settings, environ: Mapping[str, str]) -> tuple[Keys, bool]:
+    """The keys that sign links, and whether they are the development key.
+
+    Real transports never get here without ``NEWSLETTER_SECRET``; the local outbox falls
+    back to a fixed development key so ``make run`` works on a fresh machine.
+    """
+    if environ.get("NEWSLETTER_SECRET"):
+        return Keys.from_environ(environ), False
+    return Keys.development(), True
+
+
+def send_rate(settings: Settings, transport: Transport) -> float | None:
+    """``[delivery] max_rate`` when set, else what the transport reports (SES: the
+    account's MaxSendRate), else unlimited."""
+    if settings.delivery.max_rate > 0:
+        return settings.delivery.max_rate
+    return transport.max_rate()

@@ -1,0 +1,110 @@
+"""The errors the subscriber side can raise, under the pipeline's one root.
+
+    NewsletterError (pipeline.errors)
+    ├── InvalidAddress       not an email address                          (exit 2)  .address
+    ├── StoreError           the store file cannot be opened, read, written (exit 1)  .path
+    ├── UnknownSubscriber    no such subscriber                            (exit 2)  .address
+    ├── RefusedAddress       the CLI will not (re)add this address         (exit 2)  .address
+    └── TokenError           a link token that does not verify             (exit 2)  .reason
+
+They live under :class:`~pipeline.errors.NewsletterError` so the command line maps them to
+exit codes like every other error, and the subscription app can catch the same classes. Each
+carries its subject; none ever carries a secret or a token's signing key.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pipeline.errors import NewsletterError
+
+__all__ = [
+    "TOKEN_REASONS",
+    "InvalidAddress",
+    "RefusedAddress",
+    "StoreError",
+    "TokenError",
+    "TokenReason",
+    "UnknownSubscriber",
+]
+
+TokenReason = Literal["malformed", "bad-signature", "unknown-key", "expired", "wrong-purpose"]
+
+#: Why a token was refused; the subscription app picks its page from this, not from the text.
+TOKEN_REASONS: tuple[TokenReason, ...] = (
+    "malformed", "bad-signature", "unknown-key", "expired", "wrong-purpose",
+)
+
+_TOKEN_MESSAGES: dict[str, str] = {
+    "malformed": "the link is incomplete or damaged",
+    "bad-signature": "the link's signature does not match",
+    "unknown-key": "the link was signed with a key that is no longer accepted",
+    "expired": "the link has expired",
+    "wrong-purpose": "the link is meant for another action",
+}
+
+
+class InvalidAddress(NewsletterError):
+    """Text that is not a deliverable-looking email address (checked without DNS)."""
+
+    exit_code = 2
+
+    def __init__(self, address: str, reason: str) -> None:
+        super().__init__(f"invalid address {address!r}: {reason}")
+        self.address = address
+        self.reason = reason
+
+
+class StoreError(NewsletterError):
+    """The subscriber store cannot be used: not a SQLite file, unreadable, locked too long.
+
+    Exit 1 rather than 2: the user's input is fine, the machine's state is not.
+    """
+
+    exit_code = 1
+
+    def __init__(self, path: Path | str, message: str) -> None:
+        super().__init__(f"subscriber store {path}: {message}")
+        self.path = Path(path)
+
+
+class UnknownSubscriber(NewsletterError):
+    """No subscriber has this address (or this id, for callers that only hold an id)."""
+
+    exit_code = 2
+
+    def __init__(self, address: str | None = None, *, subscriber_id: str | None = None) -> None:
+        subject = address if address is not None else f"id {subscriber_id}"
+        super().__init__(f"no subscriber {subject}")
+        self.address = address
+        self.subscriber_id = subscriber_id
+
+
+class RefusedAddress(NewsletterError):
+    """``subscribers add`` was asked for an address it must not bring back: one that
+    unsubscribed, bounced or complained, or one that was removed (suppressed). Only the
+    person's own new confirmation can."""
+
+    exit_code = 2
+
+    def __init__(self, address: str, why: str) -> None:
+        super().__init__(f"{address}: {why}")
+        self.address = address
+        self.why = why
+
+
+class TokenError(NewsletterError):
+    """A token in a link or an address does not verify; ``reason`` says why.
+
+    The message never includes the token or any key: a token is a bearer credential and
+    error texts end up in logs.
+    """
+
+    exit_code = 2
+
+    def __init__(self, reason: TokenReason) -> None:
+        if reason not in TOKEN_REASONS:
+            raise ValueError(f"unknown token error reason {reason!r}")
+        super().__init__(f"token {reason}: {_TOKEN_MESSAGES[reason]}")
+        self.reason: TokenReason = reason

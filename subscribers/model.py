@@ -1,0 +1,151 @@
+"""The records of the subscriber side, as frozen dataclasses, and the one address check.
+
+Datetimes are timezone-aware UTC. These are plain data: ``store`` keeps them, ``tokens``
+signs links for them, the send loop reads them. Nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+from enum import StrEnum
+
+from email_validator import EmailNotValidError, validate_email
+
+from pipeline.model import LAYOUTS
+
+from .errors import InvalidAddress
+
+__all__ = [
+    "DEFAULT_LAYOUT",
+    "FINAL_STATUSES",
+    "LAYOUTS",
+    "LEDGER_STATUSES",
+    "STATUSES",
+    "AddOutcome",
+    "AddResult",
+    "LedgerEntry",
+    "Subscriber",
+    "email_key",
+    "new_subscriber_id",
+    "normalise_email",
+]
+
+#: A subscriber's state. Only ``active`` ones receive an issue. ``unsubscribed``,
+#: ``bounced`` and ``complained`` are final as far as import and the CLI are concerned:
+#: only the subscriber's own, new consent (through the subscription app) brings them back.
+STATUSES: tuple[str, ...] = ("pending", "active", "unsubscribed", "bounced", "complained")
+
+#: Statuses an import or ``subscribers add`` never changes.
+FINAL_STATUSES: frozenset[str] = frozenset({"unsubscribed", "bounced", "complained"})
+
+#: The layout a subscriber gets unless they chose another (DESIGN.md: Bilingual).
+DEFAULT_LAYOUT = "zh-en"
+
+#: The state of one (issue, subscriber) delivery. ``sending`` is claimed before the
+#: transport is called; ``unconfirmed`` means the transport may have taken the message
+#: (a timeout, or a crash while it was in flight), so it is never re-sent without asking.
+LEDGER_STATUSES: tuple[str, ...] = ("sending", "sent", "failed", "unconfirmed")
+
+
+@dataclass(frozen=True)
+class Subscriber:
+    """One person on the list."""
+
+    #: 24 lower-case hex characters (12 random bytes); tokens carry it in binary.
+    id: str
+    #: The address as email-validator normalised it (domain lower-cased, local part as given).
+    email: str
+    #: One of :data:`STATUSES`.
+    status: str
+    #: One of :data:`LAYOUTS`: which languages they read, in which order.
+    layout: str
+    #: When consent was given (a confirmation, or an operator's ``--confirmed``); None while
+    #: the subscription is still pending.
+    consent_at: datetime | None
+    #: Where the subscription (and later its consent) came from: ``cli``,
+    #: ``import:<file name>``, ``web``, ...
+    consent_source: str
+    created_at: datetime
+    #: When the address was last confirmed (made ``active``); None if never.
+    confirmed_at: datetime | None
+    updated_at: datetime
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """What happened to one issue for one subscriber. Holds no address: only the id."""
+
+    issue_id: str
+    subscriber_id: str
+    #: One of :data:`LEDGER_STATUSES`.
+    status: str
+    #: The id the transport returned (SES's MessageId, the outbox file); set once ``sent``.
+    message_id: str | None
+    #: Why it failed or is unconfirmed, as the transport said it.
+    reason: str | None
+    #: For ``failed``: True if this recipient will never take it (no automatic retry).
+    permanent: bool
+    #: How many times it was claimed (1 on the first claim; a retry adds one).
+    attempts: int
+    updated_at: datetime
+
+
+class AddOutcome(StrEnum):
+    """What :meth:`SubscriberStore.add` did with an address."""
+
+    #: A new subscriber was stored.
+    CREATED = "created"
+    #: The address was already there; nothing changed.
+    EXISTING = "existing"
+    #: The address was there as ``pending`` and ``status="active"`` was asked: now active.
+    ACTIVATED = "activated"
+    #: The address was removed earlier; its hashed suppression entry keeps it out.
+    SUPPRESSED = "suppressed"
+    #: The address is ``unsubscribed``, ``bounced`` or ``complained``: never reactivated.
+    REFUSED = "refused-reactivation"
+
+
+@dataclass(frozen=True)
+class AddResult:
+    """The outcome of adding one address, and the subscriber as it now stands."""
+
+    outcome: AddOutcome
+    #: The stored subscriber (new, existing or activated); None only when ``SUPPRESSED``,
+    #: since a suppressed address has no row.
+    subscriber: Subscriber | None
+
+    @property
+    def created(self) -> bool:
+        return self.outcome is AddOutcome.CREATED
+
+
+def new_subscriber_id() -> str:
+    """A fresh subscriber id: 12 random bytes as 24 hex characters.
+
+    The length is part of the token format (tokens carry the id as 12 raw bytes), so it
+    must not change without a new token version.
+    """
+    return secrets.token_hex(12)
+
+
+def normalise_email(text: str) -> str:
+    """The address in its normal form, or :class:`InvalidAddress`.
+
+    email-validator lower-cases the domain and applies Unicode NFC; the local part keeps its
+    case (uniqueness is case-insensitive separately). No DNS is consulted: the check must
+    give the same answer offline, and deliverability is the transport's business.
+    """
+    stripped = text.strip()
+    if not stripped:
+        raise InvalidAddress(text, "empty")
+    try:
+        return validate_email(stripped, check_deliverability=False).normalized
+    except EmailNotValidError as exc:
+        raise InvalidAddress(stripped, str(exc)) from exc
+
+
+def email_key(normalised: str) -> str:
+    """The case-insensitive identity of a normalised address (what uniqueness is on)."""
+    return normalised.lower()

@@ -1,0 +1,759 @@
+"""Where subscribers and the delivery ledger live: an interface, and its SQLite adapter.
+
+:class:`SubscriberStore` is what the send loop, the CLI and the subscription app rely on;
+:class:`SqliteStore` is the one implementation today (a DynamoDB one comes later).
+
+The ledger is what makes delivery crash-safe. The send loop *claims* (issue, subscriber)
+before it calls the transport; a claim is one atomic statement (an insert that does nothing
+if the row exists, or a compare-and-set update), never a read followed by a write, so two
+threads or two processes can never both win it. Every ledger write is committed at once
+and fsynced (``synchronous=FULL``): a ``newsletter send`` killed with SIGKILL, or a machine
+that loses power, leaves a ledger the next run can trust, and whoever was claimed but not
+confirmed becomes ``unconfirmed`` rather than being sent again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
+
+from .errors import StoreError, UnknownSubscriber
+from .model import (
+    DEFAULT_LAYOUT,
+    FINAL_STATUSES,
+    LAYOUTS,
+    LEDGER_STATUSES,
+    STATUSES,
+    AddOutcome,
+    AddResult,
+    LedgerEntry,
+    Subscriber,
+    email_key,
+    new_subscriber_id,
+    normalise_email,
+)
+
+if TYPE_CHECKING:
+    from pipeline.config import Settings
+
+__all__ = [
+    "FILE_NAME",
+    "MIGRATIONS",
+    "SqliteStore",
+    "SubscriberStore",
+    "open_store",
+    "suppression_hash",
+]
+
+#: The store's file name inside ``[paths] data_dir``.
+FILE_NAME = "subscribers.sqlite3"
+
+
+class SubscriberStore(Protocol):
+    """Subscribers, suppressions and the per-issue delivery ledger.
+
+    Rules every implementation keeps:
+
+    * **Threads.** Every method may be called from several threads at once (the send loop
+      runs ``concurrency`` workers); several processes may use the same store too (a
+      re-run after a crash, the subscription app).
+    * **Time.** Every datetime passed in must be timezone-aware; every datetime returned is
+      UTC. The store never reads the clock: callers pass ``now``.
+    * **Errors.** The only exceptions raised are those of :mod:`subscribers.errors`:
+      :class:`~subscribers.errors.InvalidAddress` for text that is not an address,
+      :class:`~subscribers.errors.UnknownSubscriber` where a subscriber must exist, and
+      :class:`~subscribers.errors.StoreError` when the storage itself fails. Passing a
+      value outside the documented set (an unknown status or layout, a naive datetime) is
+      a bug in the caller and raises ``ValueError``.
+    * **Addresses** are normalised with email-validator and unique case-insensitively;
+      methods taking an address accept it in any case.
+    * **Consent is not manufactured.** ``add`` never reactivates an ``unsubscribed``,
+      ``bounced`` or ``complained`` subscriber and never re-adds a removed (suppressed)
+      address; only :meth:`set_status` (the subscriber's own new confirmation) can.
+    * **Ledger writes are durable when the method returns**, and a claim is exclusive
+      across threads and processes.
+    """
+
+    # -- subscribers ---------------------------------------------------------------------
+
+    def add(self, email: str, layout: str = DEFAULT_LAYOUT, *, status: str = "pending",
+            source: str, now: datetime) -> AddResult:
+        """Store a new subscriber, or say why not; an existing one is returned unchanged,
+        except that a ``pending`` one becomes ``active`` when ``status="active"``."""
+        ...
+
+    def get(self, subscriber_id: str) -> Subscriber | None: ...
+
+    def find(self, email: str) -> Subscriber | None: ...
+
+    def iter_subscribers(self, status: str | None = None,
+                         batch: int = 1000) -> Iterator[Subscriber]:
+        """Every subscriber (of ``status``), in id order, in constant memory."""
+        ...
+
+    def count_by(self) -> dict[tuple[str, str], int]:
+        """How many subscribers per (status, layout); pairs with none are left out."""
+        ...
+
+    def count_by_status(self) -> dict[str, int]:
+        """How many subscribers per status; every status is present (0 if none)."""
+        ...
+
+    def set_status(self, subscriber_id: str, status: str, now: datetime, *,
+                   source: str | None = None) -> Subscriber: ...
+
+    def set_layout(self, subscriber_id: str, layout: str, now: datetime) -> Subscriber: ...
+
+    def remove(self, email: str, now: datetime) -> bool:
+        """Erase the subscriber and keep only a hashed suppression entry."""
+        ...
+
+    def is_suppressed(self, email: str) -> bool: ...
+
+    # -- ledger ----------------------------------------------------------------------------
+
+    def claim(self, issue_id: str, subscriber_id: str, now: datetime, *,
+              retry: bool = False, retry_temporary: bool = False) -> bool:
+        """Take (issue, subscriber) for sending; True for exactly one caller."""
+        ...
+
+    def mark_sent(self, issue_id: str, subscriber_id: str, message_id: str,
+                  now: datetime) -> None: ...
+
+    def mark_failed(self, issue_id: str, subscriber_id: str, reason: str, permanent: bool,
+                    now: datetime) -> None: ...
+
+    def mark_unconfirmed(self, issue_id: str, subscriber_id: str, reason: str,
+                         now: datetime) -> None: ...
+
+    def release(self, issue_id: str, subscriber_id: str) -> bool: ...
+
+    def expire_in_flight(self, issue_id: str, now: datetime) -> int: ...
+
+    def ledger(self, issue_id: str, status: str | None = None) -> dict[str, LedgerEntry]: ...
+
+    def ledger_entry(self, issue_id: str, subscriber_id: str) -> LedgerEntry | None: ...
+
+    def ledger_counts(self, issue_id: str) -> dict[str, int]: ...
+
+    def close(self) -> None: ...
+
+
+#: The schema, one SQL script per version, applied in order on open. Version 1 is the whole
+#: schema; a change appends a script (never edits one already released).
+MIGRATIONS: tuple[str, ...] = (
+    # 1 -------------------------------------------------------------------------------------
+    """
+    CREATE TABLE subscribers (
+        id             TEXT PRIMARY KEY,
+        email          TEXT NOT NULL,
+        -- lower(email) computed in Python: SQLite's lower() folds ASCII only, and
+        -- email-validator accepts internationalised local parts.
+        email_key      TEXT NOT NULL,
+        status         TEXT NOT NULL CHECK (status IN
+                           ('pending', 'active', 'unsubscribed', 'bounced', 'complained')),
+        layout         TEXT NOT NULL CHECK (layout IN ('zh-en', 'en-zh', 'zh', 'en')),
+        consent_at     TEXT,
+        consent_source TEXT NOT NULL,
+        created_at     TEXT NOT NULL,
+        confirmed_at   TEXT,
+        updated_at     TEXT NOT NULL
+    ) WITHOUT ROWID;
+    CREATE UNIQUE INDEX subscribers_email_key ON subscribers (email_key);
+    CREATE INDEX subscribers_status ON subscribers (status, id);
+
+    -- A removed address: only sha256 of its lower-cased normal form, so it can be refused
+    -- later without being kept.
+    CREATE TABLE suppressions (
+        email_hash TEXT PRIMARY KEY,
+        created_at TEXT NOT NULL
+    ) WITHOUT ROWID;
+
+    CREATE TABLE ledger (
+        issue_id      TEXT NOT NULL,
+        subscriber_id TEXT NOT NULL,
+        status        TEXT NOT NULL CHECK (status IN
+                          ('sending', 'sent', 'failed', 'unconfirmed')),
+        message_id    TEXT,
+        reason        TEXT,
+        permanent     INTEGER NOT NULL DEFAULT 0,
+        attempts      INTEGER NOT NULL DEFAULT 1,
+        updated_at    TEXT NOT NULL,
+        PRIMARY KEY (issue_id, subscriber_id)
+    ) WITHOUT ROWID;
+    CREATE INDEX ledger_subscriber ON ledger (subscriber_id);
+    """,
+)
+
+# Queries are written out whole (no string building), so each one can be read, and
+# grepped, as SQLite runs it.
+_SUBSCRIBER_BY_ID = """
+    SELECT id, email, status, layout, consent_at, consent_source, created_at, confirmed_at,
+           updated_at
+    FROM subscribers WHERE id = ?"""
+_SUBSCRIBER_BY_KEY = """
+    SELECT id, email, status, layout, consent_at, consent_source, created_at, confirmed_at,
+           updated_at
+    FROM subscribers WHERE email_key = ?"""
+_SUBSCRIBERS_AFTER = """
+    SELECT id, email, status, layout, consent_at, consent_source, created_at, confirmed_at,
+           updated_at
+    FROM subscribers WHERE id > ? ORDER BY id LIMIT ?"""
+_SUBSCRIBERS_WITH_STATUS_AFTER = """
+    SELECT id, email, status, layout, consent_at, consent_source, created_at, confirmed_at,
+           updated_at
+    FROM subscribers WHERE status = ? AND id > ? ORDER BY id LIMIT ?"""
+_INSERT_SUBSCRIBER = """
+    INSERT INTO subscribers (id, email, email_key, status, layout, consent_at, consent_source,
+                             created_at, confirmed_at, updated_at)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+    ON CONFLICT (email_key) DO NOTHING"""
+_CLAIM = """
+    INSERT INTO ledger (issue_id, subscriber_id, status, permanent, attempts, updated_at)
+    VALUES (?, ?, 'sending', 0, 1, ?)
+    ON CONFLICT (issue_id, subscriber_id) DO NOTHING"""
+_TAKE_OVER_UNCONFIRMED_OR_TEMPORARY = """
+    UPDATE ledger SET status = 'sending', message_id = NULL, reason = NULL, permanent = 0,
+                      attempts = attempts + 1, updated_at = ?
+    WHERE issue_id = ? AND subscriber_id = ?
+      AND (status = 'unconfirmed' OR (status = 'failed' AND permanent = 0))"""
+_TAKE_OVER_TEMPORARY = """
+    UPDATE ledger SET status = 'sending', message_id = NULL, reason = NULL, permanent = 0,
+                      attempts = attempts + 1, updated_at = ?
+    WHERE issue_id = ? AND subscriber_id = ? AND status = 'failed' AND permanent = 0"""
+# An outcome is recorded even without a claim row (the transport's answer is the truth)...
+_RECORD_SENT = """
+    INSERT INTO ledger (issue_id, subscriber_id, status, message_id, reason, permanent,
+                        attempts, updated_at)
+    VALUES (?, ?, 'sent', ?, NULL, 0, 1, ?)
+    ON CONFLICT (issue_id, subscriber_id) DO UPDATE SET
+        status = 'sent', message_id = excluded.message_id, reason = NULL, permanent = 0,
+        updated_at = excluded.updated_at"""
+# ...but a failure never overwrites a delivery.
+_RECORD_NOT_SENT = """
+    INSERT INTO ledger (issue_id, subscriber_id, status, message_id, reason, permanent,
+                        attempts, updated_at)
+    VALUES (?, ?, ?, NULL, ?, ?, 1, ?)
+    ON CONFLICT (issue_id, subscriber_id) DO UPDATE SET
+        status = excluded.status, message_id = NULL, reason = excluded.reason,
+        permanent = excluded.permanent, updated_at = excluded.updated_at
+    WHERE ledger.status != 'sent'"""
+_LEDGER = """
+    SELECT issue_id, subscriber_id, status, message_id, reason, permanent, attempts,
+           updated_at
+    FROM ledger WHERE issue_id = ? ORDER BY subscriber_id"""
+_LEDGER_ENTRY = """
+    SELECT issue_id, subscriber_id, status, message_id, reason, permanent, attempts,
+           updated_at
+    FROM ledger WHERE issue_id = ? AND subscriber_id = ?"""
+_LEDGER_WITH_STATUS = """
+    SELECT issue_id, subscriber_id, status, message_id, reason, permanent, attempts,
+           updated_at
+    FROM ledger WHERE issue_id = ? AND status = ? ORDER BY subscriber_id"""
+_IN_FLIGHT_REASON = "in flight when an earlier run stopped: may or may not have been delivered"
+
+
+def suppression_hash(normalised: str) -> str:
+    """What a suppression entry holds: sha256 hex of the lower-cased normal form."""
+    return hashlib.sha256(email_key(normalised).encode("utf-8")).hexdigest()
+
+
+def open_store(settings: Settings) -> SqliteStore:
+    """The deployment's store: ``<[paths] data_dir>/subscribers.sqlite3``."""
+    return SqliteStore.open(settings.resolve(settings.paths.data_dir) / FILE_NAME)
+
+
+class SqliteStore:
+    """:class:`SubscriberStore` on one SQLite file (WAL mode).
+
+    One connection, guarded by a lock: SQLite serialises writers anyway, each call holds
+    the lock for well under a millisecond of work, and a single connection can be closed
+    from whichever thread owns the store (per-thread connections cannot). Other processes
+    use their own connections; ``busy_timeout`` makes them wait for each other's
+    transactions instead of failing.
+    """
+
+    def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
+        """Use :meth:`open`; this only wraps a connection that is already migrated."""
+        self.path = path
+        self._conn = connection
+        self._lock = threading.Lock()
+
+    # -- opening and closing -------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: Path, *, timeout: float = 10.0) -> SqliteStore:
+        """Open (creating folder and file if needed) and bring the schema up to date.
+
+        ``timeout`` is how long (seconds) to wait for another process's transaction.
+        """
+        path = Path(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(path, f"cannot create its folder: {exc.strerror or exc}") from exc
+        try:
+            conn = sqlite3.connect(path, timeout=timeout, isolation_level=None,
+                                   check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise StoreError(path, _describe(exc, timeout)) from exc
+        try:
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            # FULL: a committed claim survives a power cut too, or a resend could follow.
+            conn.execute("PRAGMA synchronous = FULL")
+            # Deleted rows are overwritten with zeros: ``remove`` really erases the address.
+            conn.execute("PRAGMA secure_delete = ON")
+            _migrate(conn, path)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            if not _is_storage_error(exc):
+                raise
+            raise StoreError(path, _describe(exc, timeout)) from exc
+        except BaseException:
+            conn.close()
+            raise
+        return cls(path, conn)
+
+    def close(self) -> None:
+        """Close the connection (idempotent). Committed work is already on disk."""
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> SqliteStore:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({str(self.path)!r})"
+
+    @contextmanager
+    def _using(self) -> Iterator[sqlite3.Connection]:
+        """The connection, under the lock, with storage failures turned into StoreError."""
+        with self._lock:
+            try:
+                yield self._conn
+            except sqlite3.DatabaseError as exc:
+                if not _is_storage_error(exc):
+                    raise
+                raise StoreError(self.path, _describe(exc)) from exc
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction, taken up front (IMMEDIATE) so reads inside it stay true."""
+        with self._using() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    # -- subscribers ---------------------------------------------------------------------
+
+    def add(self, email: str, layout: str = DEFAULT_LAYOUT, *, status: str = "pending",
+            source: str, now: datetime) -> AddResult:
+        """Store ``email`` as a new subscriber, or say why not (see :class:`AddOutcome`).
+
+        Uniqueness is the database's job (a UNIQUE index on the lower-cased address): the
+        insert does nothing if the address exists, whatever its case, and only then is the
+        existing row read, inside the same write transaction. ``status`` is ``pending``
+        (a confirmation is still due) or ``active`` (consent already given: ``consent_at``
+        is set to ``now``).
+        """
+        if layout not in LAYOUTS:
+            raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
+        if status not in ("pending", "active"):
+            raise ValueError("a new subscriber is 'pending' or 'active'")
+        normal = normalise_email(email)
+        stamp = _ts(now)
+        consent_at = stamp if status == "active" else None
+        with self._transaction() as conn:
+            if _suppressed(conn, normal):
+                return AddResult(AddOutcome.SUPPRESSED, None)
+            inserted = conn.execute(
+                _INSERT_SUBSCRIBER,
+                (new_subscriber_id(), normal, email_key(normal), status, layout, consent_at,
+                 source, stamp, consent_at, stamp),
+            ).rowcount
+            row = _row_by_email(conn, normal)
+            existing = _subscriber(row)
+            if inserted:
+                return AddResult(AddOutcome.CREATED, existing)
+            if existing.status in FINAL_STATUSES:
+                return AddResult(AddOutcome.REFUSED, existing)
+            if existing.status == "pending" and status == "active":
+                conn.execute(
+                    "UPDATE subscribers SET status = 'active', consent_at = ?, "
+                    "consent_source = ?, confirmed_at = ?, updated_at = ? "
+                    "WHERE id = ? AND status = 'pending'",
+                    (stamp, source, stamp, stamp, existing.id),
+                )
+                return AddResult(AddOutcome.ACTIVATED, _subscriber(_row_by_email(conn, normal)))
+            return AddResult(AddOutcome.EXISTING, existing)
+
+    def get(self, subscriber_id: str) -> Subscriber | None:
+        with self._using() as conn:
+            row = conn.execute(_SUBSCRIBER_BY_ID, (subscriber_id,)).fetchone()
+        return _subscriber(row) if row else None
+
+    def find(self, email: str) -> Subscriber | None:
+        """The subscriber with this address in any case; InvalidAddress for non-addresses."""
+        normal = normalise_email(email)
+        with self._using() as conn:
+            row = _row_by_email(conn, normal)
+        return _subscriber(row) if row else None
+
+    def iter_subscribers(self, status: str | None = None,
+                         batch: int = 1000) -> Iterator[Subscriber]:
+        """Every subscriber (with ``status``, if given) in id order, ``batch`` rows at a time.
+
+        Keyset pagination (``id > last``) instead of one long cursor: memory stays flat
+        whatever the list's size, the lock is never held while the caller works on a row,
+        and rows changed meanwhile are read as they are when their batch is fetched.
+        """
+        if status is not None and status not in STATUSES:
+            raise ValueError(f"unknown status {status!r}; known: {', '.join(STATUSES)}")
+        if batch < 1:
+            raise ValueError("batch must be at least 1")
+        last = ""
+        while True:
+            with self._using() as conn:
+                if status is None:
+                    cursor = conn.execute(_SUBSCRIBERS_AFTER, (last, batch))
+                else:
+                    cursor = conn.execute(_SUBSCRIBERS_WITH_STATUS_AFTER, (status, last, batch))
+                rows = cursor.fetchall()  # at most `batch` rows
+            for row in rows:
+                yield _subscriber(row)
+            if len(rows) < batch:
+                return
+            last = rows[-1]["id"]
+
+    def count_by(self) -> dict[tuple[str, str], int]:
+        """Subscribers per (status, layout), e.g. ``{("active", "zh-en"): 120, ...}``."""
+        with self._using() as conn:
+            rows = conn.execute("SELECT status, layout, count(*) FROM subscribers "
+                                "GROUP BY status, layout ORDER BY status, layout").fetchall()
+        return {(row[0], row[1]): row[2] for row in rows}
+
+    def count_by_status(self) -> dict[str, int]:
+        """Subscribers per status, every status present (0 if none): what a progress bar
+        or a status line needs without adding up layouts."""
+        counts = dict.fromkeys(STATUSES, 0)
+        for (status, _layout), n in self.count_by().items():
+            counts[status] += n
+        return counts
+
+    def set_status(self, subscriber_id: str, status: str, now: datetime, *,
+                   source: str | None = None) -> Subscriber:
+        """Change a subscriber's status; UnknownSubscriber if there is none with this id.
+
+        Becoming ``active`` from any other status is a confirmation: ``confirmed_at`` and
+        ``consent_at`` are set to ``now`` and ``consent_source`` to ``source`` (if given).
+        Confirming an active subscriber again changes nothing (link scanners click first).
+        This is the one way out of ``unsubscribed``/``bounced``/``complained``: call it only
+        on the subscriber's own new confirmation, never from an import.
+        """
+        if status not in STATUSES:
+            raise ValueError(f"unknown status {status!r}; known: {', '.join(STATUSES)}")
+        stamp = _ts(now)
+        with self._transaction() as conn:
+            changed = conn.execute(
+                """
+                UPDATE subscribers SET
+                    confirmed_at = CASE WHEN :status = 'active' AND status != 'active'
+                                        THEN :now ELSE confirmed_at END,
+                    consent_at = CASE WHEN :status = 'active' AND status != 'active'
+                                      THEN :now ELSE consent_at END,
+                    consent_source = CASE WHEN :status = 'active' AND status != 'active'
+                                               AND :source IS NOT NULL
+                                          THEN :source ELSE consent_source END,
+                    updated_at = CASE WHEN status != :status THEN :now ELSE updated_at END,
+                    status = :status
+                WHERE id = :id
+                """,
+                {"status": status, "now": stamp, "source": source, "id": subscriber_id},
+            ).rowcount
+            if not changed:
+                raise UnknownSubscriber(subscriber_id=subscriber_id)
+            row = conn.execute(_SUBSCRIBER_BY_ID, (subscriber_id,)).fetchone()
+        return _subscriber(row)
+
+    def set_layout(self, subscriber_id: str, layout: str, now: datetime) -> Subscriber:
+        """Change the layout a subscriber reads; UnknownSubscriber if there is none."""
+        if layout not in LAYOUTS:
+            raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
+        stamp = _ts(now)
+        with self._transaction() as conn:
+            changed = conn.execute(
+                "UPDATE subscribers SET layout = ?, updated_at = ? WHERE id = ?",
+                (layout, stamp, subscriber_id),
+            ).rowcount
+            if not changed:
+                raise UnknownSubscriber(subscriber_id=subscriber_id)
+            row = conn.execute(_SUBSCRIBER_BY_ID, (subscriber_id,)).fetchone()
+        return _subscriber(row)
+
+    def remove(self, email: str, now: datetime) -> bool:
+        """Erase a subscriber; True if there was one. The address stays refused for good.
+
+        Deleted: the subscriber's row and **all its ledger rows** (a failure ``reason`` can
+        quote the address; with the subscriber gone no later run could send to that id
+        anyway, and each issue's ``send-report.json`` keeps the counts). Kept: one
+        suppression entry, sha256 of the lower-cased address, so an import cannot bring
+        it back. ``secure_delete`` zeroes the freed bytes and the write-ahead log is
+        checkpointed and truncated, so the address is not left in the files either (as far
+        as other processes' open read transactions allow: the next checkpoint finishes it).
+        An address that is not stored is left alone (False), not suppressed.
+        """
+        normal = normalise_email(email)
+        stamp = _ts(now)
+        with self._transaction() as conn:
+            row = _row_by_email(conn, normal)
+            if row is None:
+                return False
+            conn.execute("DELETE FROM ledger WHERE subscriber_id = ?", (row["id"],))
+            conn.execute("DELETE FROM subscribers WHERE id = ?", (row["id"],))
+            conn.execute("INSERT INTO suppressions (email_hash, created_at) VALUES (?, ?) "
+                         "ON CONFLICT (email_hash) DO NOTHING",
+                         (suppression_hash(normal), stamp))
+        with self._using() as conn:
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        return True
+
+    def is_suppressed(self, email: str) -> bool:
+        """Whether this address was removed (compared by hash; any case)."""
+        normal = normalise_email(email)
+        with self._using() as conn:
+            return _suppressed(conn, normal)
+
+    # -- ledger ----------------------------------------------------------------------------
+
+    def claim(self, issue_id: str, subscriber_id: str, now: datetime, *,
+              retry: bool = False, retry_temporary: bool = False) -> bool:
+        """Take (issue, subscriber) for sending, before the transport is called.
+
+        True for exactly one caller, across threads and processes: the row is created as
+        ``sending`` by an insert that does nothing if it exists. With ``retry`` (the send
+        loop's ``--resend-unconfirmed``) an ``unconfirmed`` row or a temporary failure is
+        taken over instead; with ``retry_temporary`` only a temporary failure is. Taking
+        over is one compare-and-set update that adds one to ``attempts``. ``sent``,
+        ``sending`` and permanent failures are never taken.
+        """
+        stamp = _ts(now)
+        with self._using() as conn:
+            if conn.execute(_CLAIM, (issue_id, subscriber_id, stamp)).rowcount == 1:
+                return True
+            if retry:
+                take_over = _TAKE_OVER_UNCONFIRMED_OR_TEMPORARY
+            elif retry_temporary:
+                take_over = _TAKE_OVER_TEMPORARY
+            else:
+                return False
+            return conn.execute(take_over, (stamp, issue_id, subscriber_id)).rowcount == 1
+
+    def mark_sent(self, issue_id: str, subscriber_id: str, message_id: str,
+                  now: datetime) -> None:
+        """The transport took the message and called it ``message_id``.
+
+        Recorded whatever the row said before (even a row another run had expired to
+        ``unconfirmed``): the transport's answer is the truth, and ``sent`` is final.
+        """
+        with self._using() as conn:
+            conn.execute(_RECORD_SENT, (issue_id, subscriber_id, message_id, _ts(now)))
+
+    def mark_failed(self, issue_id: str, subscriber_id: str, reason: str, permanent: bool,
+                    now: datetime) -> None:
+        """The transport refused the message; ``permanent`` if this recipient never will
+        take it. A ``sent`` row is never downgraded."""
+        self._record_not_sent(issue_id, subscriber_id, "failed", reason, permanent, now)
+
+    def mark_unconfirmed(self, issue_id: str, subscriber_id: str, reason: str,
+                         now: datetime) -> None:
+        """The transport may have taken it (a timeout): never re-sent without ``retry``.
+        A ``sent`` row is never downgraded."""
+        self._record_not_sent(issue_id, subscriber_id, "unconfirmed", reason, False, now)
+
+    def _record_not_sent(self, issue_id: str, subscriber_id: str, status: str, reason: str,
+                         permanent: bool, now: datetime) -> None:
+        with self._using() as conn:
+            conn.execute(_RECORD_NOT_SENT, (issue_id, subscriber_id, status, reason,
+                                            int(permanent), _ts(now)))
+
+    def release(self, issue_id: str, subscriber_id: str) -> bool:
+        """Drop a ``sending`` claim whose message never reached the transport (the run
+        stopped first), so the next run sends it normally. True if a claim was dropped."""
+        with self._using() as conn:
+            return conn.execute(
+                "DELETE FROM ledger WHERE issue_id = ? AND subscriber_id = ? "
+                "AND status = 'sending'", (issue_id, subscriber_id),
+            ).rowcount == 1
+
+    def expire_in_flight(self, issue_id: str, now: datetime) -> int:
+        """Turn every ``sending`` row of ``issue_id`` into ``unconfirmed``; how many.
+
+        Call it at the start of a run, while holding the run lock: a row still
+        ``sending`` then belongs to an earlier run that crashed, maybe after the transport
+        took the message, so it must not be sent again without asking.
+        """
+        with self._using() as conn:
+            return conn.execute(
+                "UPDATE ledger SET status = 'unconfirmed', reason = ?, updated_at = ? "
+                "WHERE issue_id = ? AND status = 'sending'",
+                (_IN_FLIGHT_REASON, _ts(now), issue_id),
+            ).rowcount
+
+    def ledger(self, issue_id: str, status: str | None = None) -> dict[str, LedgerEntry]:
+        """The ledger of one issue (rows with ``status`` only, if given), by subscriber id."""
+        if status is not None and status not in LEDGER_STATUSES:
+            raise ValueError(f"unknown ledger status {status!r}")
+        with self._using() as conn:
+            if status is None:
+                rows = conn.execute(_LEDGER, (issue_id,)).fetchall()
+            else:
+                rows = conn.execute(_LEDGER_WITH_STATUS, (issue_id, status)).fetchall()
+        return {row["subscriber_id"]: _entry(row) for row in rows}
+
+    def ledger_entry(self, issue_id: str, subscriber_id: str) -> LedgerEntry | None:
+        """One (issue, subscriber) row, or None if it was never claimed. For reports only:
+        deciding whether to send is :meth:`claim`'s job, never a read of this."""
+        with self._using() as conn:
+            row = conn.execute(_LEDGER_ENTRY, (issue_id, subscriber_id)).fetchone()
+        return _entry(row) if row else None
+
+    def ledger_counts(self, issue_id: str) -> dict[str, int]:
+        """Rows per ledger status for one issue; every status is present (0 if none)."""
+        with self._using() as conn:
+            rows = conn.execute("SELECT status, count(*) FROM ledger WHERE issue_id = ? "
+                                "GROUP BY status", (issue_id,)).fetchall()
+        counts = dict.fromkeys(LEDGER_STATUSES, 0)
+        counts.update({row[0]: row[1] for row in rows})
+        return counts
+
+
+# -- schema ----------------------------------------------------------------------------------
+
+def _migrate(conn: sqlite3.Connection, path: Path) -> None:
+    """Apply the migrations the file lacks, all in one write transaction.
+
+    BEGIN IMMEDIATE makes two processes opening a fresh file at once take turns: the second
+    finds the version the first wrote and has nothing to do.
+    """
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        current = conn.execute("SELECT max(version) FROM schema_version").fetchone()[0] or 0
+        if current > len(MIGRATIONS):
+            raise StoreError(path, f"schema version {current} is newer than this program "
+                             f"knows ({len(MIGRATIONS)}): upgrade vllm-pr-weekly")
+        for script in MIGRATIONS[current:]:
+            for statement in _statements(script):
+                conn.execute(statement)
+        if current < len(MIGRATIONS):
+            conn.execute("DELETE FROM schema_version")
+            conn.execute("INSERT INTO schema_version (version) VALUES (?)", (len(MIGRATIONS),))
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _statements(script: str) -> Iterator[str]:
+    """Split a script into statements. ``executescript`` would commit the open transaction
+    first, so each statement is run on its own inside ours; ``complete_statement`` keeps a
+    ``;`` inside a string or a trigger body from splitting it."""
+    pending = ""
+    for piece in script.split(";"):
+        pending += piece + ";"
+        if sqlite3.complete_statement(pending):
+            if pending.strip(" \n\t;"):
+                yield pending.strip()
+            pending = ""
+    if pending.strip(" \n\t;"):
+        raise ValueError(f"incomplete SQL statement in a migration: {pending.strip()[:60]}")
+
+
+# -- rows ------------------------------------------------------------------------------------
+
+def _row_by_email(conn: sqlite3.Connection, normal: str) -> sqlite3.Row | None:
+    return conn.execute(_SUBSCRIBER_BY_KEY, (email_key(normal),)).fetchone()
+
+
+def _suppressed(conn: sqlite3.Connection, normal: str) -> bool:
+    return conn.execute("SELECT 1 FROM suppressions WHERE email_hash = ?",
+                        (suppression_hash(normal),)).fetchone() is not None
+
+
+def _subscriber(row: sqlite3.Row) -> Subscriber:
+    return Subscriber(
+        id=row["id"],
+        email=row["email"],
+        status=row["status"],
+        layout=row["layout"],
+        consent_at=_dt_or_none(row["consent_at"]),
+        consent_source=row["consent_source"],
+        created_at=_dt(row["created_at"]),
+        confirmed_at=_dt_or_none(row["confirmed_at"]),
+        updated_at=_dt(row["updated_at"]),
+    )
+
+
+def _entry(row: sqlite3.Row) -> LedgerEntry:
+    return LedgerEntry(
+        issue_id=row["issue_id"],
+        subscriber_id=row["subscriber_id"],
+        status=row["status"],
+        message_id=row["message_id"],
+        reason=row["reason"],
+        permanent=bool(row["permanent"]),
+        attempts=row["attempts"],
+        updated_at=_dt(row["updated_at"]),
+    )
+
+
+def _ts(when: datetime) -> str:
+    """A datetime as stored: UTC, ISO 8601 with microseconds and ``Z`` (sorts as text)."""
+    if when.tzinfo is None or when.utcoffset() is None:
+        raise ValueError("datetimes must be timezone-aware (UTC)")
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _dt(text: str) -> datetime:
+    return datetime.fromisoformat(text).astimezone(UTC)
+
+
+def _dt_or_none(text: str | None) -> datetime | None:
+    return _dt(text) if text else None
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+def _is_storage_error(exc: sqlite3.DatabaseError) -> bool:
+    """Failures of the file or the machine (not a database, locked, I/O, disk full), as
+    opposed to a bug in our SQL or a violated constraint, which propagate unchanged."""
+    return type(exc) in (sqlite3.DatabaseError, sqlite3.OperationalError)
+
+
+def _describe(exc: sqlite3.Error, timeout: float | None = None) -> str:
+    text = str(exc)
+    if "file is not a database" in text:
+        return "not a SQLite database (is the path right?)"
+    if "database is locked" in text:
+        wait = f" for more than {timeout:g}s" if timeout else ""
+        return f"locked by another process{wait}; try again when it has finished"
+    if "unable to open database file" in text:
+        return "cannot open the file (missing folder, or no permission)"
+    return text

@@ -1,0 +1,598 @@
+"""Real servers on loopback for the delivery tests: an SMTP sink and a moto (AWS) server.
+
+Enabling the fixtures: ``pytest_plugins = ["servers"]``, best once in ``tests/conftest.py``;
+then any test module may ``from servers import inject_ses, THROTTLED`` at the top. A test
+module that declares ``pytest_plugins`` itself should import from here only under
+``TYPE_CHECKING`` or inside functions: a top-level import runs before pytest loads the plugin,
+and pytest then warns that it cannot rewrite its asserts. Everything a test needs is also
+reachable through the fixtures (``smtp_server.THROTTLED``, ``moto_server.inject(...)``,
+``unused_port``) for that reason.
+
+SMTP (aiosmtpd)
+    ``smtp_server``          a plain-SMTP sink on 127.0.0.1 → :class:`SmtpSink`
+    ``smtp_server_factory``  ``(**SmtpSink options) -> SmtpSink`` for TLS, AUTH, idle timeouts
+    ``tls``                  a throwaway CA and a ``127.0.0.1`` certificate → :class:`Tls`
+
+    The sink keeps every message it accepted (``received``) and can be scripted per address:
+    ``fail_next`` answers with a code at MAIL / RCPT / DATA, ``drop_next`` hangs up without a
+    word, ``stall_next`` waits before answering the data (then keeps the message).
+
+AWS (moto)
+    ``moto_server``  one ThreadedMotoServer per session, reset for each test, with the
+                     environment pointing boto3 at it and ``weekly@example.org`` verified
+                     → :class:`MotoServer`
+    :func:`inject_ses`  answers sesv2 calls moto lacks or cannot fail on demand, on the wire
+    ``silent_server``   (host, port) that accepts and never answers (read timeouts)
+    ``unused_port``     a loopback port nobody listens on (connection refused)
+
+What moto keeps of a sent message (``MotoServer.sent()``, from ``GET /moto-api/data.json``,
+``["ses"]["RawMessage"]``; moto 5.2)::
+
+    [{"id": "<MessageId returned to the client>",
+      "source": "weekly@example.org",               # FromEmailAddress as given
+      "destinations": ["a@example.com", ...],       # ToAddresses, then every To/Cc/Bcc
+                                                    # header address (formataddr), so the
+                                                    # recipient usually appears twice
+      "raw_data": "From: ...\\r\\n..."}]            # the raw message decoded as UTF-8:
+                                                    # MotoServer.parse(record) reads it
+
+Neither ``EmailTags`` nor ``ConfigurationSetName`` is kept: :attr:`SesInjection.requests`
+records what went on the wire instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import ipaddress
+import json
+import os
+import socket
+import ssl
+import threading
+import time
+import urllib.request
+import uuid
+from collections import Counter, deque
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from email import policy
+from email.message import EmailMessage
+from email.parser import BytesParser
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+
+from pipeline.config import SmtpSettings
+
+#: SES's SMTP interface, when sending faster than the account's rate.
+THROTTLED = (454, "4.7.0 Throttling failure: Maximum sending rate exceeded.")
+#: SES's SMTP interface, once the day's quota is spent.
+DAILY_QUOTA = (454, "4.7.0 Throttling failure: Daily message quota exceeded.")
+#: A recipient that does not exist.
+NO_SUCH_USER = (550, "5.1.1 <{address}>: Recipient address rejected: User unknown")
+
+Phase = Literal["MAIL", "RCPT", "DATA"]
+
+
+def free_port() -> int:
+    """A loopback port free right now (aiosmtpd's Controller cannot be given port 0)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# -- SMTP ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Received:
+    """One message the sink accepted."""
+
+    mail_from: str
+    rcpt_tos: tuple[str, ...]
+    #: The message exactly as received (dot-stuffing undone), CRLF line endings.
+    content: bytes
+    queue_id: str
+    #: (host, port) of the client connection that carried it.
+    peer: tuple[str, int]
+
+    def message(self) -> EmailMessage:
+        """The content parsed with the modern policy (decoded headers, ``get_body``)."""
+        return BytesParser(policy=policy.default).parsebytes(self.content)  # type: ignore[return-value]
+
+
+@dataclass
+class _Action:
+    kind: Literal["reply", "drop", "stall"]
+    reply: str = ""
+    seconds: float = 0.0
+
+
+class SmtpSink:
+    """An aiosmtpd server on 127.0.0.1 that keeps what it accepts and fails on request.
+
+    Options: ``tls_context`` offers STARTTLS; ``require_starttls`` refuses mail before it;
+    ``users`` ({name: password}) turns on AUTH (over TLS only unless ``auth_require_tls`` is
+    False); ``idle_timeout`` closes idle connections (as real relays do).
+    """
+
+    host = "127.0.0.1"
+    # The replies above, reachable from the fixture without importing this module.
+    THROTTLED = THROTTLED
+    DAILY_QUOTA = DAILY_QUOTA
+    NO_SUCH_USER = NO_SUCH_USER
+
+    def __init__(self, *, tls_context: ssl.SSLContext | None = None,
+                 require_starttls: bool = False, users: Mapping[str, str] | None = None,
+                 auth_require_tls: bool = True, idle_timeout: float = 300.0) -> None:
+        self.port = free_port()
+        #: The final reply to accepted data; ``{queue_id}`` is filled in. SES's SMTP interface
+        #: answers ``250 Ok <message id>``; some servers name no id at all (``250 OK``).
+        self.accept_reply = "250 2.0.0 Ok: queued as {queue_id}"
+        self._lock = threading.Lock()
+        self._received: list[Received] = []
+        self._attempts: Counter[str] = Counter()
+        self._peers: set[tuple[str, int]] = set()
+        self._script: dict[tuple[Phase, str], deque[_Action]] = {}
+        self._users = dict(users or {})
+        kwargs: dict[str, Any] = {"timeout": idle_timeout}
+        if tls_context is not None:
+            kwargs.update(tls_context=tls_context, require_starttls=require_starttls)
+        if self._users:
+            kwargs.update(authenticator=self._authenticate, auth_require_tls=auth_require_tls)
+        from aiosmtpd.controller import Controller
+
+        self._controller = Controller(_Handler(self), hostname=self.host, port=self.port,
+                                      server_hostname="sink.test", ready_timeout=5.0, **kwargs)
+
+    # -- lifecycle
+
+    def start(self) -> SmtpSink:
+        self._controller.start()
+        return self
+
+    def stop(self) -> None:
+        self._controller.stop()
+
+    def settings(self, *, starttls: bool = False, username: str = "") -> SmtpSettings:
+        """``[smtp]`` settings pointing at this sink."""
+        return SmtpSettings(host=self.host, port=self.port, starttls=starttls, username=username)
+
+    # -- what it saw
+
+    @property
+    def received(self) -> list[Received]:
+        """Every accepted message, in arrival order (a copy)."""
+        with self._lock:
+            return list(self._received)
+
+    def for_recipient(self, address: str) -> list[Received]:
+        return [r for r in self.received if address.lower() in (a.lower() for a in r.rcpt_tos)]
+
+    def attempts(self, address: str) -> int:
+        """How many times ``RCPT TO:<address>`` was given (accepted or not)."""
+        with self._lock:
+            return self._attempts[address.lower()]
+
+    @property
+    def peers(self) -> set[tuple[str, int]]:
+        """The client connections that started a transaction (one per reused connection)."""
+        with self._lock:
+            return set(self._peers)
+
+    def wait_for(self, count: int, timeout: float = 5.0) -> list[Received]:
+        """Wait until ``count`` messages arrived (a stalled answer stores late)."""
+        deadline = time.monotonic() + timeout
+        while len(received := self.received) < count and time.monotonic() < deadline:
+            time.sleep(0.02)
+        return received
+
+    # -- scripting
+
+    def fail_next(self, address: str, code: int, text: str, *, at: Phase = "RCPT",
+                  times: int = 1) -> None:
+        """Answer ``code text`` the next ``times`` times ``address`` reaches ``at``.
+
+        ``at="MAIL"`` matches the sender, RCPT and DATA the recipient. ``{address}`` in the
+        text is filled in: ``fail_next(a, *NO_SUCH_USER)``.
+        """
+        reply = f"{code} {text.format(address=address)}"
+        self._push(at, address, [_Action("reply", reply=reply)] * times)
+
+    def drop_next(self, address: str, *, at: Phase = "RCPT", times: int = 1) -> None:
+        """Hang up without a reply; at DATA, after the body arrived and without keeping it."""
+        self._push(at, address, [_Action("drop")] * times)
+
+    def stall_next(self, address: str, seconds: float, *, times: int = 1) -> None:
+        """Keep the message, then wait ``seconds`` before saying so (a slow final reply)."""
+        self._push("DATA", address, [_Action("stall", seconds=seconds)] * times)
+
+    def clear(self) -> None:
+        """Forget what was received and scripted."""
+        with self._lock:
+            self._received.clear()
+            self._attempts.clear()
+            self._peers.clear()
+            self._script.clear()
+
+    def _push(self, at: Phase, address: str, actions: list[_Action]) -> None:
+        with self._lock:
+            self._script.setdefault((at, address.lower()), deque()).extend(actions)
+
+    def _take(self, at: Phase, address: str) -> _Action | None:
+        with self._lock:
+            queue = self._script.get((at, address.lower()))
+            return queue.popleft() if queue else None
+
+    def _authenticate(self, server: Any, session: Any, envelope: Any, mechanism: str,
+                      auth_data: Any) -> Any:
+        from aiosmtpd.smtp import AuthResult, LoginPassword
+
+        ok = (isinstance(auth_data, LoginPassword)
+              and self._users.get(auth_data.login.decode()) == auth_data.password.decode())
+        # handled=False: aiosmtpd itself answers a failure ("535 5.7.8 ...").
+        return AuthResult(success=ok, handled=False)
+
+
+class _Handler:
+    """aiosmtpd hooks (run on the sink's event-loop thread)."""
+
+    def __init__(self, sink: SmtpSink) -> None:
+        self.sink = sink
+
+    async def handle_MAIL(self, server: Any, session: Any, envelope: Any, address: str,
+                          mail_options: list[str]) -> str:
+        with self.sink._lock:
+            self.sink._peers.add(session.peer)
+        action = self.sink._take("MAIL", address)
+        if action is not None:
+            return _act(server, action)
+        envelope.mail_from = address
+        envelope.mail_options.extend(mail_options)
+        return "250 OK"
+
+    async def handle_RCPT(self, server: Any, session: Any, envelope: Any, address: str,
+                          rcpt_options: list[str]) -> str:
+        with self.sink._lock:
+            self.sink._attempts[address.lower()] += 1
+        action = self.sink._take("RCPT", address)
+        if action is not None:
+            return _act(server, action)
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
+        stall = 0.0
+        for address in envelope.rcpt_tos:
+            action = self.sink._take("DATA", address)
+            if action is None:
+                continue
+            if action.kind != "stall":
+                return _act(server, action)
+            stall = max(stall, action.seconds)
+        queue_id = uuid.uuid4().hex[:12].upper()
+        content = envelope.original_content or envelope.content or b""
+        record = Received(envelope.mail_from, tuple(envelope.rcpt_tos), bytes(content),
+                          queue_id, tuple(session.peer[:2]))
+        with self.sink._lock:
+            self.sink._received.append(record)
+        if stall:
+            # Queued first, answered late: exactly the case a client cannot tell from a loss.
+            await asyncio.sleep(stall)
+        return self.sink.accept_reply.format(queue_id=queue_id)
+
+
+def _act(server: Any, action: _Action) -> str:
+    if action.kind == "drop":
+        server.transport.abort()  # the status returned below goes nowhere
+        return "421 4.3.0 gone"
+    return action.reply
+
+
+@pytest.fixture
+def smtp_server() -> Iterator[SmtpSink]:
+    """A plain (no STARTTLS, no AUTH) sink: use ``SmtpSink.settings()`` for the transport."""
+    sink = SmtpSink().start()
+    try:
+        yield sink
+    finally:
+        sink.stop()
+
+
+@pytest.fixture
+def smtp_server_factory() -> Iterator[Callable[..., SmtpSink]]:
+    """Start sinks with options (``tls_context``, ``users`` …); all stopped after the test."""
+    started: list[SmtpSink] = []
+
+    def start(**options: Any) -> SmtpSink:
+        sink = SmtpSink(**options).start()
+        started.append(sink)
+        return sink
+
+    try:
+        yield start
+    finally:
+        for sink in started:
+            sink.stop()
+
+
+@dataclass(frozen=True)
+class Tls:
+    """A throwaway CA and a certificate for 127.0.0.1 / localhost signed by it."""
+
+    #: For the server (aiosmtpd ``tls_context``).
+    server: ssl.SSLContext
+    #: For the client: verifies certificates and host names, trusting only this CA.
+    client: ssl.SSLContext
+    ca_pem: bytes
+
+
+@pytest.fixture(scope="session")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> Tls:
+    """Skips the test when ``cryptography`` is not installed (moto brings it)."""
+    pytest.importorskip("cryptography")
+    folder = tmp_path_factory.mktemp("tls")
+    cert_pem, key_pem, ca_pem = _make_certificates()
+    (folder / "cert.pem").write_bytes(cert_pem)
+    (folder / "key.pem").write_bytes(key_pem)
+    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server.load_cert_chain(folder / "cert.pem", folder / "key.pem")
+    client = ssl.create_default_context(cadata=ca_pem.decode("ascii"))
+    return Tls(server=server, client=client, ca_pem=ca_pem)
+
+
+def _make_certificates() -> tuple[bytes, bytes, bytes]:
+    """(leaf certificate, leaf key, CA certificate), PEM."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+    now = dt.datetime.now(dt.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "newsletter test CA")])
+    ca_ski = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
+    ca = (
+        x509.CertificateBuilder()
+        .subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(hours=1)).not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(x509.KeyUsage(digital_signature=True, key_cert_sign=True, crl_sign=True,
+                                     content_commitment=False, key_encipherment=False,
+                                     data_encipherment=False, key_agreement=False,
+                                     encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(ca_ski, critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    key = ec.generate_private_key(ec.SECP256R1())
+    leaf = (
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
+        .issuer_name(ca_name).public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - dt.timedelta(hours=1)).not_valid_after(now + dt.timedelta(days=1))
+        .add_extension(x509.SubjectAlternativeName([
+            x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski),
+                       critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    pem = serialization.Encoding.PEM
+    key_pem = key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+    return leaf.public_bytes(pem), key_pem, ca.public_bytes(pem)
+
+
+# -- AWS through moto -------------------------------------------------------------------------
+
+SENDER = "weekly@example.org"
+REGION = "us-east-1"
+
+
+@dataclass
+class MotoServer:
+    """A moto server on loopback; boto3 clients created in the test reach it by environment."""
+
+    url: str
+    _clients: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def sent(self) -> list[dict[str, Any]]:
+        """Raw messages sent through SES (v1 or v2) since the last reset (shape: module doc)."""
+        with urllib.request.urlopen(f"{self.url}/moto-api/data.json", timeout=10) as answer:
+            data = json.load(answer)
+        return list(data.get("ses", {}).get("RawMessage", []))
+
+    @staticmethod
+    def parse(record: Mapping[str, Any]) -> EmailMessage:
+        """One ``sent()`` record's message, parsed.
+
+        Parse bytes, not the ``raw_data`` string: the email package decodes an 8-bit part of
+        a *string* message as ``raw-unicode-escape`` ("\\u672c…" instead of "本").
+        """
+        raw = str(record["raw_data"]).encode("utf-8")
+        return BytesParser(policy=policy.default).parsebytes(raw)  # type: ignore[return-value]
+
+    def reset(self) -> None:
+        """Forget every resource and message (identities included)."""
+        request = urllib.request.Request(f"{self.url}/moto-api/reset", method="POST", data=b"")
+        with urllib.request.urlopen(request, timeout=10):
+            pass
+
+    def client(self, service: str = "sesv2") -> Any:
+        """A plain boto3 client for set-up (the code under test builds its own); cached."""
+        if service not in self._clients:
+            import boto3
+
+            session = boto3.session.Session(region_name=REGION, aws_access_key_id="testing",
+                                            aws_secret_access_key="testing")
+            self._clients[service] = session.client(service, endpoint_url=self.url)
+        return self._clients[service]
+
+    def verify(self, identity: str) -> None:
+        """Make an address (or a domain) a verified SES sender."""
+        self.client().create_email_identity(EmailIdentity=identity)
+
+    def inject(self, client: Any, answers: Mapping[str, Any] | None = None) -> SesInjection:
+        """:func:`inject_ses`, reachable from the fixture."""
+        return inject_ses(client, answers)
+
+
+@pytest.fixture(scope="session")
+def _moto_session() -> Iterator[MotoServer]:
+    from moto.server import ThreadedMotoServer
+
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    try:
+        yield MotoServer(f"http://{host}:{port}")
+    finally:
+        server.stop()
+
+
+#: Variables that would send boto3 elsewhere or change its behaviour behind the test's back.
+_AWS_NOISE = ("AWS_PROFILE", "AWS_DEFAULT_PROFILE", "AWS_SESSION_TOKEN", "AWS_SECURITY_TOKEN",
+              "AWS_RETRY_MODE", "AWS_MAX_ATTEMPTS", "AWS_ENDPOINT_URL_SESV2",
+              "AWS_ENDPOINT_URL_SES", "AWS_ENDPOINT_URL_S3", "AWS_IGNORE_CONFIGURED_ENDPOINT_URLS",
+              "AWS_REGION", "AWS_CONTAINER_CREDENTIALS_RELATIVE_URI",
+              "AWS_CONTAINER_CREDENTIALS_FULL_URI", "AWS_WEB_IDENTITY_TOKEN_FILE")
+
+
+def aws_environment(monkeypatch: pytest.MonkeyPatch, endpoint_url: str) -> None:
+    """Point boto3 at ``endpoint_url`` with dummy credentials and no local AWS config."""
+    for name in _AWS_NOISE:
+        monkeypatch.delenv(name, raising=False)
+    nowhere = str(Path(os.devnull))
+    monkeypatch.setenv("AWS_CONFIG_FILE", nowhere)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", nowhere)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint_url)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+
+
+@pytest.fixture
+def moto_server(_moto_session: MotoServer, monkeypatch: pytest.MonkeyPatch) -> MotoServer:
+    """The session's moto server, reset, with ``weekly@example.org`` verified for SES."""
+    server = _moto_session
+    server.reset()
+    aws_environment(monkeypatch, server.url)
+    server.verify(SENDER)
+    return server
+
+
+@pytest.fixture
+def unused_port() -> int:
+    """A loopback port nobody listens on (connection refused)."""
+    return free_port()
+
+
+@pytest.fixture
+def silent_server() -> Iterator[tuple[str, int]]:
+    """(host, port) that accepts connections (in the kernel's backlog) and never answers."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(64)
+        yield sock.getsockname()[:2]
+
+
+# -- answers moto cannot give, injected on the wire -------------------------------------------
+
+
+@dataclass
+class SesInjection:
+    """What :func:`inject_ses` saw; ``remove()`` takes the hook out again."""
+
+    #: HTTP attempts per operation ("SendEmail": 3), answered here or passed to the server.
+    calls: Counter[str] = field(default_factory=Counter)
+    #: (operation, JSON request body) of every attempt, in order.
+    requests: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
+    remove: Callable[[], None] = lambda: None
+
+
+class _Body:
+    """The raw stream botocore reads a response body from."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def stream(self, **_: Any) -> Iterator[bytes]:
+        yield self.data
+
+
+def inject_ses(client: Any, answers: Mapping[str, Any] | None = None) -> SesInjection:
+    """Answer sesv2 calls of ``client`` in AWS's wire format, before they reach the network.
+
+    ``answers`` maps an operation name to either one answer (given to every call) or a list
+    (given to the first calls in order; later calls go to the real endpoint). An answer is
+    the body AWS documents for a success (``{"SendQuota": {...}, "SendingEnabled": true}``),
+    or an error shaped as boto3 reports it::
+
+        {"Error": {"Code": "TooManyRequestsException",
+                   "Message": "Maximum sending rate exceeded."}}
+        # optional: "ResponseMetadata": {"HTTPStatusCode": 429}; by default the status the
+        # service model gives the code (429 for TooManyRequestsException, 400 for most)
+
+    The hook sits on botocore's ``before-send`` event, which fires once per HTTP attempt
+    inside botocore's retry loop: an injected error is parsed by botocore's own rest-json
+    parser into the same ``ClientError`` AWS would cause, retries (if enabled) would happen,
+    and ``calls`` counts real attempts.
+    """
+    from botocore.awsrequest import AWSResponse
+
+    injection = SesInjection()
+    pending: dict[str, deque[Mapping[str, Any]]] = {}
+    always: dict[str, Mapping[str, Any]] = {}
+    for operation, answer in (answers or {}).items():
+        if isinstance(answer, Mapping):
+            always[operation] = answer
+        else:
+            pending[operation] = deque(answer)
+    model = client.meta.service_model
+    lock = threading.Lock()
+
+    def respond(answer: Mapping[str, Any], url: str) -> AWSResponse:
+        headers = {"Content-Type": "application/json", "x-amzn-RequestId": str(uuid.uuid4())}
+        if "Error" in answer:
+            code = answer["Error"]["Code"]
+            status = answer.get("ResponseMetadata", {}).get("HTTPStatusCode") or _status(code)
+            headers["x-amzn-ErrorType"] = code
+            body = {"message": answer["Error"].get("Message", "")}
+        else:
+            status, body = 200, dict(answer)
+        return AWSResponse(url, status, headers, _Body(json.dumps(body).encode()))
+
+    def _status(code: str) -> int:
+        try:
+            return int(model.shape_for(code).metadata["error"]["httpStatusCode"])
+        except Exception:  # no such shape (e.g. the common "Throttling"): AWS answers 400
+            return 400
+
+    def before_send(request: Any, event_name: str, **_: Any) -> AWSResponse | None:
+        operation = event_name.rsplit(".", 1)[-1]
+        try:
+            sent = json.loads(request.body or b"{}")
+        except (TypeError, ValueError):
+            sent = {}
+        with lock:
+            injection.calls[operation] += 1
+            injection.requests.append((operation, sent))
+            if operation in always:
+                answer: Mapping[str, Any] | None = always[operation]
+            else:
+                queue = pending.get(operation)
+                answer = queue.popleft() if queue else None
+        return None if answer is None else respond(answer, request.url)
+
+    unique = f"inject-ses-{uuid.uuid4().hex}"
+    client.meta.events.register("before-send.sesv2", before_send, unique_id=unique)
+    injection.remove = lambda: client.meta.events.unregister(
+        "before-send.sesv2", unique_id=unique)
+    return injection

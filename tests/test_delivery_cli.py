@@ -1,0 +1,168 @@
+"""Delivery through the command line, as an operator meets it: outbox, gates, approval."""
+
+from __future__ import annotations
+
+import email
+import json
+import subprocess
+from email import policy
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, SAMPLE_FEED, SAMPLE_WEEK, Entry, atom, clean_env, newsletter_cmd
+
+SUBSCRIBERS = ROOT / "examples" / "subscribers.csv"
+
+
+def run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*newsletter_cmd(), *args], cwd=cwd, env=clean_env(**env),
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
+    ok(run(["subscribers", "import", str(SUBSCRIBERS), "--confirmed"], tmp_path))
+    ok(run(["build", "--week", SAMPLE_WEEK], tmp_path))
+    return tmp_path
+
+
+def outbox(project: Path) -> list[Path]:
+    folder = project / "build" / "issues" / SAMPLE_WEEK / "outbox"
+    return sorted(folder.glob("*.eml")) if folder.exists() else []
+
+
+def subscriber_count() -> int:
+    return len(SUBSCRIBERS.read_text().strip().splitlines()) - 1
+
+
+def test_send_to_the_outbox_once(project):
+    first = ok(run(["send", "--week", SAMPLE_WEEK], project))
+    n = subscriber_count()
+    assert f"sent {n}, skipped 0, failed 0, unconfirmed 0" in first.stdout
+    files = outbox(project)
+    assert len(files) == n
+    layouts_by_address = {}
+    for line in SUBSCRIBERS.read_text().strip().splitlines()[1:]:
+        address, layout = line.split(",")
+        layouts_by_address[address] = layout or "zh-en"
+    issue = json.loads((project / "build" / "issues" / SAMPLE_WEEK / "issue.json").read_text())
+    for path in files:
+        message = email.message_from_bytes(path.read_bytes(), policy=policy.default)
+        layout = layouts_by_address[message["To"]]
+        assert message["Subject"] == issue["subject"][layout]
+    report = json.loads((project / "build" / "issues" / SAMPLE_WEEK / "send-report.json")
+                        .read_text())
+    assert report["sent"] == n and report["stopped"] is None
+    assert "@" not in json.dumps(report["failures"])  # no addresses in the report
+    again = ok(run(["send", "--week", SAMPLE_WEEK], project))
+    assert f"sent 0, skipped {n}" in again.stdout
+    assert outbox(project) == files
+
+
+def test_dry_run_sends_nothing(project):
+    result = ok(run(["send", "--week", SAMPLE_WEEK, "--dry-run"], project))
+    assert f"would send {subscriber_count()}" in result.stdout
+    assert outbox(project) == []
+
+
+def test_limit_then_resume(project):
+    ok(run(["send", "--week", SAMPLE_WEEK, "--limit", "2"], project))
+    assert len(outbox(project)) == 2
+    result = ok(run(["send", "--week", SAMPLE_WEEK], project))
+    assert f"sent {subscriber_count() - 2}, skipped 2" in result.stdout
+    assert len(outbox(project)) == subscriber_count()
+
+
+def test_test_copies_go_outside_the_ledger(project):
+    result = ok(run(["send", "--week", SAMPLE_WEEK, "--to", "editor@example.org",
+                     "--layout", "zh-en", "--layout", "en"], project))
+    assert result.stdout.count("test copy") == 2
+    tests = outbox(project)
+    subjects = sorted(email.message_from_bytes(p.read_bytes(), policy=policy.default)["Subject"]
+                      for p in tests)
+    assert subjects[0].startswith("[TEST en] ") and subjects[1].startswith("[TEST zh-en] ")
+    # The real send still reaches everyone.
+    assert f"sent {subscriber_count()}," in ok(run(["send", "--week", SAMPLE_WEEK],
+                                                   project)).stdout
+
+
+def test_require_approval_gate(project):
+    env = {"NEWSLETTER_ISSUE_REQUIRE_APPROVAL": "true"}
+    refused = run(["send", "--week", SAMPLE_WEEK], project, **env)
+    assert refused.returncode == 3 and "not approved" in refused.stderr
+    assert outbox(project) == []
+    approved = ok(run(["approve", "--week", SAMPLE_WEEK], project))
+    assert "approved 2026-W48 as " in approved.stdout
+    ok(run(["send", "--week", SAMPLE_WEEK], project, **env))
+    assert len(outbox(project)) == subscriber_count()
+
+
+def test_build_keeps_an_approved_issue_unless_forced(project, tmp_path):
+    ok(run(["approve", "--week", SAMPLE_WEEK], project))
+    ok(run(["build", "--week", SAMPLE_WEEK], project))  # same content: fine
+    extra = tmp_path / "extra.atom"
+    extra.write_bytes(atom([Entry(pr=99999, body="值得一读。", lang="zh-CN")]))
+    changed = run(["build", "--week", SAMPLE_WEEK, "--feed", str(SAMPLE_FEED),
+                   "--feed", str(extra)], project)
+    assert changed.returncode == 3 and "--force" in changed.stderr
+    folder = project / "build" / "issues" / SAMPLE_WEEK
+    assert (folder / "approval.json").exists()
+    forced = run(["build", "--week", SAMPLE_WEEK, "--feed", str(SAMPLE_FEED), "--feed",
+                  str(extra), "--force"], project)
+    ok(forced)
+    assert not (folder / "approval.json").exists()
+
+
+def test_a_changed_artifact_is_refused(project):
+    html = project / "build" / "issues" / SAMPLE_WEEK / "email-en.html"
+    html.write_text(html.read_text().replace("vLLM", "vLLM!"))
+    result = run(["send", "--week", SAMPLE_WEEK], project)
+    assert result.returncode == 3 and "changed since it was built" in result.stderr
+
+
+def test_missing_language_blocks_unless_allowed(project, tmp_path):
+    feed = tmp_path / "zh-only.atom"
+    feed.write_bytes(atom([Entry(pr=1, body="值得精读。")]))
+    ok(run(["build", "--week", SAMPLE_WEEK, "--feed", str(feed)], project))
+    blocked = run(["send", "--week", SAMPLE_WEEK], project)
+    assert blocked.returncode == 3 and "missing-language" in blocked.stderr
+    assert "--allow-missing-translations" in blocked.stderr
+    ok(run(["send", "--week", SAMPLE_WEEK, "--allow-missing-translations"], project))
+
+
+def test_send_without_a_build_is_a_clear_error(project):
+    result = run(["send", "--week", "2026-W40"], project)
+    assert result.returncode == 2 and "newsletter build --week 2026-W40" in result.stderr
+
+
+@pytest.mark.parametrize("transport", ["smtp", "ses"])
+def test_real_transports_need_the_secret(project, transport):
+    result = run(["send", "--week", SAMPLE_WEEK], project,
+                 NEWSLETTER_DELIVERY_TRANSPORT=transport)
+    assert result.returncode == 2 and "NEWSLETTER_SECRET" in result.stderr
+
+
+def test_run_builds_and_sends(tmp_path):
+    (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
+    ok(run(["subscribers", "import", str(SUBSCRIBERS), "--confirmed"], tmp_path))
+    result = ok(run(["run", "--week", SAMPLE_WEEK], tmp_path))
+    assert "built 2026-W48" in result.stdout and f"sent {subscriber_count()}," in result.stdout
+    again = ok(run(["run", "--week", SAMPLE_WEEK], tmp_path))
+    assert "sent 0," in again.stdout
+
+
+def test_run_reuses_the_approved_issue(project, tmp_path):
+    ok(run(["approve", "--week", SAMPLE_WEEK], project))
+    extra = tmp_path / "late.atom"
+    extra.write_bytes(atom([Entry(pr=99999, body="值得一读。")]))
+    result = ok(run(["run", "--week", SAMPLE_WEEK, "--feed", str(SAMPLE_FEED),
+                     "--feed", str(extra)], project))
+    assert "using the approved issue" in result.stdout
+    issue = json.loads((project / "build" / "issues" / SAMPLE_WEEK / "issue.json").read_text())
+    assert 99999 not in [item["pr"] for item in issue["items"]]

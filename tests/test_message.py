@@ -1,0 +1,143 @@
+"""Messages as a mail client parses them: headers, both parts, each recipient's own links."""
+
+from __future__ import annotations
+
+import email
+import re
+from dataclasses import replace
+from datetime import UTC, datetime
+from email import policy
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+from conftest import SAMPLE_WEEK
+
+from pipeline.build import build
+from pipeline.built import load_built
+from pipeline.errors import ConfigError
+from pipeline.message import Messages
+from pipeline.model import LAYOUTS
+from pipeline.render import PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER
+from subscribers.tokens import Keys, verify_token
+
+NOW = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
+SID = "0123456789abcdef01234567"
+KEYS = Keys.from_environ({"NEWSLETTER_SECRET": "test-secret-for-the-message-tests-0001"})
+
+
+@pytest.fixture
+def built(settings, tmp_path):
+    return load_built(build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "issue").out_dir)
+
+
+def parse(raw: bytes) -> email.message.EmailMessage:
+    assert b"\r\n" in raw and b"\n" not in raw.replace(b"\r\n", b"")  # CRLF only
+    return email.message_from_bytes(raw, policy=policy.default)
+
+
+def parts(message) -> dict[str, str]:
+    assert message.get_content_type() == "multipart/alternative"
+    found = {}
+    for part in message.iter_parts():
+        assert part.get_content_charset() == "utf-8"
+        found[part.get_content_type()] = part.get_content()
+    return found
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_headers_and_parts(settings, built, layout):
+    messages = Messages(built, settings, KEYS)
+    out = messages.build("reader@example.org", SID, layout, NOW)
+    message = parse(out.raw)
+    assert message["Subject"] == built.data["subject"][layout]
+    assert "=?utf-8?" in out.raw.split(b"\r\n\r\n", 1)[0].decode().lower()  # RFC 2047
+    assert message["From"].addresses[0].display_name == "vLLM PR Weekly"
+    assert message["From"].addresses[0].addr_spec == "weekly@example.org"
+    assert message["To"] == "reader@example.org"
+    assert message["List-Id"] == "vLLM PR Weekly <vllm-pr-weekly.example.org>"
+    assert message["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
+    assert message["Message-ID"].endswith("@example.org>")
+    assert message["Date"]
+    body = parts(message)
+    assert set(body) == {"text/plain", "text/html"}
+    assert body["text/html"].replace("\r\n", "\n") == built.html(layout).replace(
+        UNSUBSCRIBE_PLACEHOLDER, messages.links(SID).unsubscribe).replace(
+        PREFERENCES_PLACEHOLDER, messages.links(SID).preferences)
+    for text in body.values():
+        assert "%%" not in text
+    assert out.recipient == "reader@example.org" and out.sender == "weekly@example.org"
+    assert out.tags == {"issue": SAMPLE_WEEK}
+
+
+def test_unsubscribe_links_are_signed_for_the_recipient(settings, built):
+    messages = Messages(built, settings, KEYS)
+    message = parse(messages.build("reader@example.org", SID, "zh-en", NOW).raw)
+    header = message["List-Unsubscribe"]
+    url = re.fullmatch(r"<(https?://[^>]+)>", header).group(1)
+    assert url.startswith(f"{settings.site.app_url}/unsubscribe?token=")
+    token = parse_qs(urlparse(url).query)["token"][0]
+    assert verify_token(KEYS, token, "unsubscribe", NOW) == SID
+    html = parts(message)["text/html"]
+    assert f'href="{url}"' in html  # the visible link is the same one-click URL
+    prefs = re.search(r'href="([^"]*/preferences\?token=[^"]+)"', html).group(1)
+    assert verify_token(KEYS, parse_qs(urlparse(prefs).query)["token"][0], "preferences",
+                        NOW) == SID
+
+
+def test_each_recipient_gets_distinct_links(settings, built):
+    messages = Messages(built, settings, KEYS)
+    other = "fedcba9876543210fedcba98"
+    a = parse(messages.build("a@example.org", SID, "en", NOW).raw)["List-Unsubscribe"]
+    b = parse(messages.build("b@example.org", other, "en", NOW).raw)["List-Unsubscribe"]
+    assert a != b
+
+
+def test_mailto_only_when_inbound_mail_is_configured(settings, built):
+    plain = parse(Messages(built, settings, KEYS).build("r@example.org", SID, "en", NOW).raw)
+    assert "mailto:" not in plain["List-Unsubscribe"]
+    with_mailto = replace(settings, delivery=replace(
+        settings.delivery, unsubscribe_mailto="unsub@example.org"))
+    message = parse(Messages(built, with_mailto, KEYS).build("r@example.org", SID, "en",
+                                                               NOW).raw)
+    https, mailto = [v.strip(" <>") for v in message["List-Unsubscribe"].split(",")]
+    assert https.startswith("http")
+    local = re.fullmatch(r"mailto:unsub\+([a-z2-7]+)@example\.org\?subject=unsubscribe",
+                         mailto).group(1)
+    assert len(local) + len("unsub+") <= 64
+    assert verify_token(KEYS, local, "unsubscribe", NOW) == SID
+
+
+def test_reply_to_and_test_subjects(settings, built):
+    configured = replace(settings, delivery=replace(settings.delivery,
+                                                    reply_to="Editor <editor@example.org>"))
+    messages = Messages(built, configured, KEYS)
+    message = parse(messages.build("r@example.org", SID, "zh", NOW, test=True).raw)
+    assert message["Reply-To"] == "Editor <editor@example.org>"
+    assert message["Subject"] == "[TEST zh] " + built.data["subject"]["zh"]
+
+
+@pytest.mark.parametrize("value", ["no address", "a@example.org, b@example.org",
+                                   "X <x@example.org>\r\nBcc: victim@example.org"])
+def test_a_bad_from_is_a_config_error(settings, built, value):
+    bad = replace(settings, delivery=replace(settings.delivery, from_=value))
+    with pytest.raises(ConfigError):
+        Messages(built, bad, KEYS)
+
+
+def test_header_injection_through_the_recipient_is_refused(settings, built):
+    messages = Messages(built, settings, KEYS)
+    with pytest.raises(ValueError):
+        messages.build("a@example.org\r\nBcc: victim@example.org", SID, "en", NOW)
+
+
+def test_a_subject_with_a_line_break_never_reaches_the_wire(settings, built):
+    built.data["subject"]["en"] = "Hello\r\nBcc: victim@example.org"
+    with pytest.raises(ValueError):
+        Messages(built, settings, KEYS)
+
+
+def test_html_part_stays_within_the_budget_with_real_links(settings, built):
+    messages = Messages(built, settings, KEYS)
+    for layout in LAYOUTS:
+        html = parts(parse(messages.build("r@example.org", SID, layout, NOW).raw))["text/html"]
+        assert len(html.encode()) <= settings.issue.size_budget_kb * 1000

@@ -1,0 +1,294 @@
+"""The smtp transport against a real aiosmtpd server on 127.0.0.1 (tests/servers.py)."""
+
+from __future__ import annotations
+
+import smtplib
+import threading
+import time
+from email import policy
+from email.headerregistry import Address
+from email.message import EmailMessage
+from typing import TYPE_CHECKING
+
+import pytest
+
+from pipeline.config import SmtpSettings
+from pipeline.errors import (
+    ConfigError,
+    PermanentFailure,
+    SendingStopped,
+    TemporaryFailure,
+    Unconfirmed,
+)
+from pipeline.smtp import SmtpTransport
+from pipeline.transport import Outgoing
+
+if TYPE_CHECKING:
+    from servers import SmtpSink, Tls
+
+pytest_plugins = ["servers"]
+
+SENDER = "weekly@example.org"
+SUBJECT = "vLLM PR 周报 2026-W48：值得精读的 8 个 PR"
+
+
+def outgoing(recipient: str = "reader@example.com") -> Outgoing:
+    """A two-part message shaped like the real ones: UTF-8, RFC 2047 subject, CRLF."""
+    msg = EmailMessage(policy=policy.SMTP)
+    msg["From"] = Address("vLLM PR Weekly", addr_spec=SENDER)
+    msg["To"] = recipient
+    msg["Subject"] = SUBJECT
+    # 8bit so the raw bytes keep a line that starts with "." (the transport must dot-stuff it).
+    msg.set_content("本周值得精读：调度器重构。\n.hidden line that starts with a dot\n", cte="8bit")
+    msg.add_alternative("<p lang=\"zh\">本周值得精读：调度器重构。</p>", subtype="html")
+    return Outgoing(recipient=recipient, sender=SENDER, raw=msg.as_bytes(),
+                    key=f"2026-W48/{recipient}", tags={"issue": "2026-W48"})
+
+
+@pytest.fixture
+def transport(smtp_server: SmtpSink):
+    t = SmtpTransport(smtp_server.settings(), None, timeout=5.0)
+    yield t
+    t.close()
+
+
+def test_message_arrives_intact_and_queue_id_is_returned(smtp_server: SmtpSink,
+                                                         transport: SmtpTransport) -> None:
+    message = outgoing()
+    assert b"\r\n.hidden" in message.raw
+
+    queue_id = transport.send(message)
+
+    (got,) = smtp_server.received
+    assert queue_id == got.queue_id
+    assert got.mail_from == SENDER
+    assert got.rcpt_tos == ("reader@example.com",)
+    assert got.content == message.raw
+    parsed = got.message()
+    assert parsed["Subject"] == SUBJECT
+    assert "=?utf-8?" in got.content.decode("ascii", "replace").split("Subject:", 1)[1][:20]
+    assert "调度器重构" in parsed.get_body(("plain",)).get_content()
+    assert ".hidden line" in parsed.get_body(("plain",)).get_content()
+    assert 'lang="zh"' in parsed.get_body(("html",)).get_content()
+
+
+@pytest.mark.parametrize(("reply", "expected"), [
+    ("250 OK", None),
+    ("250 Ok 0100018c1f2e3d4c-5b6a7980-1a2b-4c3d-9e8f-0a1b2c3d4e5f-000000",
+     "0100018c1f2e3d4c-5b6a7980-1a2b-4c3d-9e8f-0a1b2c3d4e5f-000000"),
+    ("250 OK id=1tXyZa-000Abc-7Q", "1tXyZa-000Abc-7Q"),
+])
+def test_queue_id_forms(smtp_server: SmtpSink, transport: SmtpTransport, reply: str,
+                        expected: str | None) -> None:
+    smtp_server.accept_reply = reply
+    queue_id = transport.send(outgoing())
+    if expected is None:
+        assert queue_id.startswith("smtp-") and len(queue_id) > 20
+    else:
+        assert queue_id == expected
+
+
+@pytest.mark.parametrize("at", ["MAIL", "RCPT", "DATA"])
+def test_throttling_is_temporary_and_the_retry_is_delivered_once(
+        smtp_server: SmtpSink, transport: SmtpTransport, at: str) -> None:
+    message = outgoing()
+    smtp_server.fail_next(SENDER if at == "MAIL" else message.recipient,
+                          *smtp_server.THROTTLED, at=at)
+
+    with pytest.raises(TemporaryFailure) as caught:
+        transport.send(message)
+    assert "454" in str(caught.value) and "Maximum sending rate" in str(caught.value)
+    assert caught.value.recipient == message.recipient
+    assert isinstance(caught.value.__cause__, smtplib.SMTPException)
+
+    transport.send(message)
+    assert len(smtp_server.for_recipient(message.recipient)) == 1
+    assert len(smtp_server.peers) == 1  # the connection survived the refusal
+
+
+@pytest.mark.parametrize("at", ["RCPT", "DATA"])
+def test_refused_recipient_is_permanent_and_the_run_goes_on(
+        smtp_server: SmtpSink, transport: SmtpTransport, at: str) -> None:
+    smtp_server.fail_next("gone@example.com", *smtp_server.NO_SUCH_USER, at=at)
+
+    with pytest.raises(PermanentFailure) as caught:
+        transport.send(outgoing("gone@example.com"))
+    assert caught.value.recipient == "gone@example.com"
+    assert "550" in str(caught.value)
+    cause = caught.value.__cause__
+    assert isinstance(cause, smtplib.SMTPRecipientsRefused if at == "RCPT"
+                      else smtplib.SMTPDataError)
+
+    transport.send(outgoing("next@example.com"))
+    assert [r.rcpt_tos for r in smtp_server.received] == [("next@example.com",)]
+
+
+@pytest.mark.parametrize(("at", "code", "text"), [
+    ("RCPT", 454, "4.7.0 Throttling failure: Daily message quota exceeded."),
+    ("DATA", 554, "5.0.0 Daily message quota exceeded."),
+    ("MAIL", 554, "5.0.0 Account is paused."),
+    ("DATA", 454, "4.7.0 Sending paused for this account."),
+])
+def test_quota_or_paused_account_stops_the_run(smtp_server: SmtpSink, transport: SmtpTransport,
+                                               at: str, code: int, text: str) -> None:
+    message = outgoing()
+    smtp_server.fail_next(SENDER if at == "MAIL" else message.recipient, code, text, at=at)
+    with pytest.raises(SendingStopped) as caught:
+        transport.send(message)
+    assert text.split(" ", 1)[1].rstrip(".") in str(caught.value)
+    assert caught.value.exit_code == 4
+
+
+def test_refused_sender_stops_rather_than_failing_everyone(smtp_server: SmtpSink,
+                                                           transport: SmtpTransport) -> None:
+    smtp_server.fail_next(SENDER, 553, "5.7.1 <weekly@example.org>: Sender address rejected",
+                          at="MAIL")
+    with pytest.raises(SendingStopped, match="MAIL refused: 553"):
+        transport.send(outgoing())
+
+
+def test_connection_refused_stops_naming_host_and_port(unused_port: int) -> None:
+    port = unused_port
+    transport = SmtpTransport(SmtpSettings(host="127.0.0.1", port=port, starttls=False), None,
+                              timeout=2.0)
+    with pytest.raises(SendingStopped) as caught:
+        transport.send(outgoing())
+    text = str(caught.value)
+    assert f"127.0.0.1:{port}" in text and "refused" in text.lower()
+    assert "\n" not in text
+    assert isinstance(caught.value.__cause__, ConnectionRefusedError)
+
+
+def test_no_answer_after_data_is_unconfirmed_never_retried(smtp_server: SmtpSink) -> None:
+    message = outgoing()
+    smtp_server.stall_next(message.recipient, seconds=1.6)
+    transport = SmtpTransport(smtp_server.settings(), None, timeout=1.0)
+    try:
+        started = time.monotonic()
+        with pytest.raises(Unconfirmed) as caught:
+            transport.send(message)
+        assert time.monotonic() - started < 1.5
+        assert "may have accepted" in str(caught.value)
+        # Why it is never retried blindly: the server did take it, after the client gave up.
+        assert len(smtp_server.wait_for(1)) == 1
+        assert smtp_server.attempts(message.recipient) == 1
+        # The transport recovers for the next recipient on a fresh connection.
+        transport.send(outgoing("next@example.com"))
+        assert len(smtp_server.received) == 2
+    finally:
+        transport.close()
+
+
+def test_hang_up_after_data_is_unconfirmed(smtp_server: SmtpSink,
+                                           transport: SmtpTransport) -> None:
+    smtp_server.drop_next("reader@example.com", at="DATA")
+    with pytest.raises(Unconfirmed):
+        transport.send(outgoing())
+    assert smtp_server.attempts("reader@example.com") == 1
+
+
+def test_lost_connection_before_data_is_reopened_once(smtp_server: SmtpSink,
+                                                      transport: SmtpTransport) -> None:
+    smtp_server.drop_next("reader@example.com", at="RCPT")
+    transport.send(outgoing())
+    assert smtp_server.attempts("reader@example.com") == 2
+    assert len(smtp_server.received) == 1
+
+    smtp_server.drop_next("twice@example.com", at="RCPT", times=2)
+    with pytest.raises(TemporaryFailure, match="connection lost"):
+        transport.send(outgoing("twice@example.com"))
+    assert smtp_server.attempts("twice@example.com") == 2
+    assert smtp_server.for_recipient("twice@example.com") == []
+
+
+def test_closing_reply_before_data_reopens_once(smtp_server: SmtpSink,
+                                                transport: SmtpTransport) -> None:
+    smtp_server.fail_next(SENDER, 421, "4.7.0 sink.test closing connection", at="MAIL")
+    transport.send(outgoing())
+    assert len(smtp_server.received) == 1
+    assert len(smtp_server.peers) == 2  # smtplib closed on 421; a fresh connection took it
+
+
+def test_connection_closed_while_idle_is_reopened(smtp_server_factory) -> None:
+    sink: SmtpSink = smtp_server_factory(idle_timeout=0.3)
+    transport = SmtpTransport(sink.settings(), None, timeout=5.0)
+    try:
+        transport.send(outgoing("one@example.com"))
+        time.sleep(0.7)  # the server says "421 timeout" and hangs up
+        transport.send(outgoing("two@example.com"))
+    finally:
+        transport.close()
+    assert [r.rcpt_tos[0] for r in sink.received] == ["one@example.com", "two@example.com"]
+    assert len(sink.peers) == 2
+
+
+def test_starttls_and_login(smtp_server_factory, tls: Tls) -> None:
+    sink: SmtpSink = smtp_server_factory(tls_context=tls.server, require_starttls=True,
+                                         users={"ses-user": "s3cret"})
+    settings = sink.settings(starttls=True, username="ses-user")
+    transport = SmtpTransport(settings, "s3cret", ssl_context=tls.client, timeout=5.0)
+    try:
+        transport.send(outgoing())
+        transport.send(outgoing("second@example.com"))
+    finally:
+        transport.close()
+    assert len(sink.received) == 2
+    assert len(sink.peers) == 1
+
+
+def test_wrong_password_stops_naming_host_and_port(smtp_server_factory, tls: Tls) -> None:
+    sink: SmtpSink = smtp_server_factory(tls_context=tls.server, require_starttls=True,
+                                         users={"ses-user": "s3cret"})
+    settings = sink.settings(starttls=True, username="ses-user")
+    transport = SmtpTransport(settings, "wrong", ssl_context=tls.client, timeout=5.0)
+    with pytest.raises(SendingStopped) as caught:
+        transport.send(outgoing())
+    assert f"127.0.0.1:{sink.port}" in str(caught.value)
+    assert "login" in str(caught.value) and "535" in str(caught.value)
+    assert isinstance(caught.value.__cause__, smtplib.SMTPAuthenticationError)
+    assert sink.received == []
+
+
+def test_untrusted_certificate_stops(smtp_server_factory, tls: Tls) -> None:
+    sink: SmtpSink = smtp_server_factory(tls_context=tls.server, require_starttls=True)
+    transport = SmtpTransport(sink.settings(starttls=True), None, timeout=5.0)  # system CAs
+    with pytest.raises(SendingStopped, match=r"cannot connect.*(?i:certificate)"):
+        transport.send(outgoing())
+
+
+def test_username_without_password_is_a_config_error() -> None:
+    with pytest.raises(ConfigError, match="NEWSLETTER_SMTP_PASSWORD"):
+        SmtpTransport(SmtpSettings(username="someone"), None)
+
+
+def test_eight_threads_two_hundred_messages_each_once(smtp_server: SmtpSink,
+                                                      transport: SmtpTransport) -> None:
+    recipients = [f"reader{n:03d}@example.com" for n in range(200)]
+    errors: list[BaseException] = []
+    ids: list[str] = []
+    lock = threading.Lock()
+
+    def work(mine: list[str]) -> None:
+        for address in mine:
+            try:
+                queue_id = transport.send(outgoing(address))
+            except Exception as exc:  # collected and asserted below
+                errors.append(exc)
+            else:
+                with lock:
+                    ids.append(queue_id)
+
+    threads = [threading.Thread(target=work, args=(recipients[n::8],)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+    assert errors == []
+    received = smtp_server.received
+    assert sorted(r.rcpt_tos[0] for r in received) == recipients
+    assert len(set(ids)) == 200 and set(ids) == {r.queue_id for r in received}
+    assert len(smtp_server.peers) <= 8  # one reused connection per thread
+    transport.close()
+    transport.send(outgoing("after-close@example.com"))  # reopens after close()
+    assert len(smtp_server.received) == 201

@@ -1,0 +1,412 @@
+"""The SQLite subscriber store on real files: schema, uniqueness, erasure, and the ledger's
+exclusivity across threads and processes."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from subscribers.errors import InvalidAddress, StoreError, UnknownSubscriber
+from subscribers.model import AddOutcome
+from subscribers.store import SqliteStore, SubscriberStore, open_store
+
+NOW = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
+ISSUE = "2026-W48"
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return tmp_path / "data" / "subscribers.sqlite3"
+
+
+@pytest.fixture
+def store(path: Path):
+    with SqliteStore.open(path) as opened:
+        yield opened
+
+
+def raw(path: Path, query: str) -> list[tuple]:
+    """Read the file with a connection of its own, as another process would."""
+    conn = sqlite3.connect(path)
+    try:
+        return conn.execute(query).fetchall()
+    finally:
+        conn.close()
+
+
+def active(store: SqliteStore, email: str, layout: str = "zh-en") -> str:
+    sub = store.add(email, layout, status="active", source="test", now=NOW).subscriber
+    assert sub is not None
+    return sub.id
+
+
+# -- schema ----------------------------------------------------------------------------------
+
+def test_fresh_file_is_migrated_and_reopening_changes_nothing(path):
+    with SqliteStore.open(path) as store:
+        sid = active(store, "a@example.org")
+    assert path.is_file()
+    assert raw(path, "SELECT version FROM schema_version") == [(1,)]
+    tables = {row[0] for row in raw(path, "SELECT name FROM sqlite_master WHERE type='table'")}
+    assert {"schema_version", "subscribers", "suppressions", "ledger"} <= tables
+    assert raw(path, "PRAGMA journal_mode") == [("wal",)]
+    with SqliteStore.open(path) as again:
+        assert again.get(sid) is not None
+    assert raw(path, "SELECT version FROM schema_version") == [(1,)]
+
+
+def test_settings_place_the_store_in_the_data_folder(settings):
+    with open_store(settings) as store:
+        assert store.path == settings.resolve(settings.paths.data_dir) / "subscribers.sqlite3"
+    assert store.path.is_file()
+
+
+def test_a_file_that_is_not_sqlite_is_one_clear_error(tmp_path):
+    bogus = tmp_path / "subscribers.sqlite3"
+    bogus.write_text("email,layout\na@example.org,zh\n" * 200)
+    with pytest.raises(StoreError) as caught:
+        SqliteStore.open(bogus)
+    message = str(caught.value)
+    assert "\n" not in message
+    assert str(bogus) in message and "not a SQLite database" in message
+    assert caught.value.path == bogus
+    assert caught.value.exit_code == 1
+
+
+def test_a_schema_from_a_newer_program_is_refused(path):
+    SqliteStore.open(path).close()
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE schema_version SET version = 99")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match="newer"):
+        SqliteStore.open(path)
+
+
+def test_sqlite_store_has_every_method_of_the_interface():
+    """SqliteStore does not inherit from the Protocol: check it keeps the same shape."""
+    for name, member in inspect.getmembers(SubscriberStore, inspect.isfunction):
+        if name.startswith("_"):
+            continue
+        implemented = getattr(SqliteStore, name)
+        assert (list(inspect.signature(implemented).parameters)
+                == list(inspect.signature(member).parameters)), name
+
+
+# -- subscribers -----------------------------------------------------------------------------
+
+def test_add_normalises_and_records_consent(store):
+    pending = store.add("  Li.Wei@Example.ORG ", "zh", source="cli", now=NOW)
+    assert pending.outcome is AddOutcome.CREATED and pending.created
+    sub = pending.subscriber
+    assert sub is not None
+    assert sub.email == "Li.Wei@example.org"
+    assert (sub.status, sub.layout, sub.consent_source) == ("pending", "zh", "cli")
+    assert sub.consent_at is None and sub.confirmed_at is None
+    assert len(sub.id) == 24 and int(sub.id, 16) >= 0
+    assert sub.created_at == NOW and sub.created_at.tzinfo is UTC
+
+    later = NOW + timedelta(hours=1)
+    confirmed = store.add("li.wei@example.org", status="active", source="import:x.csv",
+                          now=later)
+    assert confirmed.outcome is AddOutcome.ACTIVATED
+    assert confirmed.subscriber is not None
+    assert confirmed.subscriber.status == "active"
+    assert confirmed.subscriber.consent_at == later == confirmed.subscriber.confirmed_at
+    assert confirmed.subscriber.consent_source == "import:x.csv"
+    assert confirmed.subscriber.layout == "zh"  # an existing row keeps its layout
+
+    again = store.add("LI.WEI@example.org", "en", source="cli", now=later)
+    assert again.outcome is AddOutcome.EXISTING and again.subscriber == confirmed.subscriber
+
+
+def test_invalid_addresses_are_refused(store):
+    for text in ("", "no-at-sign", "a@localhost", "a@@example.org"):
+        with pytest.raises(InvalidAddress) as caught:
+            store.add(text, source="cli", now=NOW)
+        assert caught.value.exit_code == 2
+    assert store.count_by() == {}
+
+
+@pytest.mark.parametrize("separate_connections", [False, True])
+def test_uniqueness_is_case_insensitive_under_concurrent_adds(path, separate_connections):
+    """Two writers add the same address in different case at the same moment: one row."""
+    SqliteStore.open(path).close()
+    stores = [SqliteStore.open(path) for _ in range(2)] if separate_connections else []
+    shared = SqliteStore.open(path)
+    rounds = 30
+    outcomes: list[AddOutcome] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(2)
+
+    def worker(n: int, spelling: str) -> None:
+        own = stores[n] if separate_connections else shared
+        for i in range(rounds):
+            barrier.wait()
+            result = own.add(spelling.format(i), source="test", now=NOW)
+            with lock:
+                outcomes.append(result.outcome)
+
+    threads = [threading.Thread(target=worker, args=(0, "A{}@x.org")),
+               threading.Thread(target=worker, args=(1, "a{}@X.org"))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for each in [*stores, shared]:
+        each.close()
+    assert outcomes.count(AddOutcome.CREATED) == rounds
+    assert outcomes.count(AddOutcome.EXISTING) == rounds
+    assert raw(path, "SELECT count(*) FROM subscribers") == [(rounds,)]
+
+
+def test_uniqueness_folds_non_ascii_case_too(store):
+    """SQLite's lower() folds ASCII only; the key is lower-cased in Python."""
+    first = store.add("Ünï@example.org", source="cli", now=NOW)
+    second = store.add("üNÏ@EXAMPLE.org", source="cli", now=NOW)
+    assert first.outcome is AddOutcome.CREATED and second.outcome is AddOutcome.EXISTING
+
+
+@pytest.mark.parametrize("final", ["unsubscribed", "bounced", "complained"])
+def test_adding_again_never_reactivates(store, final):
+    sid = active(store, "gone@example.org")
+    before = store.set_status(sid, final, NOW)
+    for status in ("active", "pending"):
+        result = store.add("GONE@example.org", "en", status=status, source="import:a.csv",
+                           now=NOW + timedelta(days=1))
+        assert result.outcome is AddOutcome.REFUSED
+        assert result.subscriber == before
+    assert store.get(sid) == before
+
+
+def test_set_status_confirms_once_and_set_layout(store):
+    sub = store.add("p@example.org", source="web", now=NOW).subscriber
+    assert sub is not None
+    confirmed = store.set_status(sub.id, "active", NOW + timedelta(minutes=5), source="web")
+    assert confirmed.confirmed_at == NOW + timedelta(minutes=5) == confirmed.consent_at
+    twice = store.set_status(sub.id, "active", NOW + timedelta(minutes=9), source="web")
+    assert twice == confirmed  # a link scanner clicked first: harmless
+    moved = store.set_layout(sub.id, "en-zh", NOW + timedelta(days=1))
+    assert moved.layout == "en-zh" and moved.updated_at == NOW + timedelta(days=1)
+    with pytest.raises(UnknownSubscriber):
+        store.set_status("0" * 24, "active", NOW)
+    with pytest.raises(UnknownSubscriber):
+        store.set_layout("0" * 24, "en", NOW)
+    with pytest.raises(ValueError):
+        store.set_status(sub.id, "asleep", NOW)
+    with pytest.raises(ValueError, match="timezone-aware"):
+        store.set_layout(sub.id, "en", datetime(2026, 1, 1))
+
+
+def test_count_by_status_and_layout(store):
+    active(store, "a@example.org", "zh")
+    active(store, "b@example.org", "zh")
+    active(store, "c@example.org", "en")
+    store.add("d@example.org", "en", source="cli", now=NOW)
+    assert store.count_by() == {("active", "en"): 1, ("active", "zh"): 2, ("pending", "en"): 1}
+    assert store.count_by_status() == {"pending": 1, "active": 3, "unsubscribed": 0,
+                                       "bounced": 0, "complained": 0}
+
+
+def test_remove_erases_the_address_and_keeps_only_its_hash(path, store):
+    sid = active(store, "Erase.Me@Example.org")
+    keep = active(store, "stays@example.org")
+    assert store.claim(ISSUE, sid, NOW)
+    store.mark_failed(ISSUE, sid, "550 5.1.1 <Erase.Me@example.org>: no such user", True, NOW)
+    assert store.claim(ISSUE, keep, NOW)
+
+    assert store.remove("erase.me@EXAMPLE.org", NOW) is True
+    assert store.find("Erase.Me@example.org") is None
+    assert store.get(sid) is None
+    assert sid not in store.ledger(ISSUE) and keep in store.ledger(ISSUE)
+    assert store.is_suppressed("ERASE.ME@example.org")
+    expected = hashlib.sha256(b"erase.me@example.org").hexdigest()
+    assert raw(path, "SELECT email_hash FROM suppressions") == [(expected,)]
+    files = b"".join(p.read_bytes() for p in path.parent.iterdir() if p.is_file())
+    assert b"erase.me" not in files.lower()
+    assert b"stays@example.org" in files  # the check can see addresses that are there
+
+    again = store.add("Erase.Me@example.org", status="active", source="import:a.csv", now=NOW)
+    assert again.outcome is AddOutcome.SUPPRESSED and again.subscriber is None
+    assert store.find("erase.me@example.org") is None
+
+
+def test_removing_an_unknown_address_changes_nothing(store):
+    assert store.remove("nobody@example.org", NOW) is False
+    assert not store.is_suppressed("nobody@example.org")
+
+
+def test_iter_subscribers_streams_every_row_once_in_id_order(path):
+    with SqliteStore.open(path) as store:
+        for n in range(5000):
+            store.add(f"reader{n}@example.org", ("zh-en", "en")[n % 2],
+                      status="active" if n % 5 else "pending", source="test", now=NOW)
+        ids = [sub.id for sub in store.iter_subscribers(batch=100)]
+        assert len(ids) == 5000 == len(set(ids))
+        assert ids == sorted(ids)
+        pending = list(store.iter_subscribers("pending", batch=7))
+        assert len(pending) == 1000 and all(sub.status == "pending" for sub in pending)
+        assert [s.id for s in pending] == sorted(s.id for s in pending)
+        # A batch is fetched only when the previous one is used up: the lock is free between.
+        stream = store.iter_subscribers(batch=100)
+        next(stream)
+        active(store, "late@example.org")
+        assert sum(1 for _ in stream) >= 4999
+
+
+# -- ledger ----------------------------------------------------------------------------------
+
+def test_claim_is_exclusive_under_eight_threads(path):
+    SqliteStore.open(path).close()
+    shared = SqliteStore.open(path)
+    own = [SqliteStore.open(path) for _ in range(4)]
+    sids = [f"{n:024x}" for n in range(40)]
+    wins: list[str] = []
+    lock = threading.Lock()
+    barrier = threading.Barrier(8)
+
+    def worker(n: int) -> None:
+        store = own[n] if n < 4 else shared  # half on their own connection, half sharing one
+        for sid in sids:
+            barrier.wait()
+            if store.claim(ISSUE, sid, NOW):
+                with lock:
+                    wins.append(sid)
+                store.mark_sent(ISSUE, sid, f"msg-{sid}", NOW)
+            else:
+                store.ledger_counts(ISSUE)
+
+    threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sorted(wins) == sids  # every subscriber claimed exactly once
+    assert shared.ledger_counts(ISSUE) == {"sending": 0, "sent": 40, "failed": 0,
+                                           "unconfirmed": 0}
+    for store in [shared, *own]:
+        store.close()
+
+
+_CLAIMER = """
+import json, random, sys, time
+from datetime import UTC, datetime
+from pathlib import Path
+from subscribers.store import SqliteStore
+path, go, seed = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+sids = [f"{n:024x}" for n in range(300)]
+random.Random(seed).shuffle(sids)
+with SqliteStore.open(path) as store:
+    while not go.exists():
+        time.sleep(0.005)
+    won = [sid for sid in sids if store.claim("2026-W48", sid, datetime.now(UTC))]
+print(json.dumps(won))
+"""
+
+
+def test_claim_is_exclusive_across_processes(path, tmp_path):
+    SqliteStore.open(path).close()
+    go = tmp_path / "go"
+    procs = [subprocess.Popen([sys.executable, "-c", _CLAIMER, str(path), str(go), str(n)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for n in range(3)]
+    time.sleep(0.3)
+    go.touch()
+    won: list[list[str]] = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        won.append(json.loads(out))
+    everything = [sid for part in won for sid in part]
+    assert len(everything) == 300 == len(set(everything))
+    with SqliteStore.open(path) as store:
+        assert store.ledger_counts(ISSUE)["sending"] == 300
+
+
+def test_a_claim_survives_a_killed_process(path):
+    """Committed at once: a process killed right after claiming leaves the claim behind."""
+    script = ("import os, signal, sys\nfrom datetime import UTC, datetime\n"
+              "from pathlib import Path\nfrom subscribers.store import SqliteStore\n"
+              "store = SqliteStore.open(Path(sys.argv[1]))\n"
+              "store.claim('2026-W48', 'a' * 24, datetime.now(UTC))\n"
+              "os.kill(os.getpid(), signal.SIGKILL)\n")
+    proc = subprocess.run([sys.executable, "-c", script, str(path)], check=False, timeout=60)
+    assert proc.returncode != 0
+    with SqliteStore.open(path) as store:
+        assert store.ledger(ISSUE)["a" * 24].status == "sending"
+        assert not store.claim(ISSUE, "a" * 24, NOW)
+        assert store.expire_in_flight(ISSUE, NOW) == 1
+
+
+def test_expire_in_flight_turns_leftover_claims_unconfirmed(store):
+    done, caught = "1" * 24, "2" * 24
+    assert store.claim(ISSUE, done, NOW) and store.claim(ISSUE, caught, NOW)
+    store.mark_sent(ISSUE, done, "ses-1", NOW)
+    assert store.claim("2026-W49", caught, NOW)  # another issue is not touched
+    assert store.expire_in_flight(ISSUE, NOW + timedelta(hours=1)) == 1
+    entry = store.ledger(ISSUE)[caught]
+    assert entry.status == "unconfirmed" and entry.reason
+    assert entry.updated_at == NOW + timedelta(hours=1)
+    assert store.ledger(ISSUE)[done].status == "sent"
+    assert store.ledger("2026-W49")[caught].status == "sending"
+    assert not store.claim(ISSUE, caught, NOW)  # never re-sent without asking
+    assert store.expire_in_flight(ISSUE, NOW) == 0
+    assert list(store.ledger(ISSUE, "unconfirmed")) == [caught]
+
+
+def test_retry_takes_over_only_what_was_not_delivered(store):
+    rows = {name: f"{n:024x}" for n, name in enumerate(
+        ["sent", "permanent", "temporary", "unconfirmed", "sending"])}
+    for sid in rows.values():
+        assert store.claim(ISSUE, sid, NOW)
+    store.mark_sent(ISSUE, rows["sent"], "m-1", NOW)
+    store.mark_failed(ISSUE, rows["permanent"], "550 no such user", True, NOW)
+    store.mark_failed(ISSUE, rows["temporary"], "454 throttling", False, NOW)
+    store.mark_unconfirmed(ISSUE, rows["unconfirmed"], "timeout", NOW)
+
+    assert not any(store.claim(ISSUE, sid, NOW) for sid in rows.values())
+    assert [name for name, sid in rows.items()
+            if store.claim(ISSUE, sid, NOW, retry_temporary=True)] == ["temporary"]
+    store.mark_failed(ISSUE, rows["temporary"], "454 throttling", False, NOW)
+    taken = [name for name, sid in rows.items() if store.claim(ISSUE, sid, NOW, retry=True)]
+    assert taken == ["temporary", "unconfirmed"]
+    ledger = store.ledger(ISSUE)
+    assert ledger[rows["temporary"]].attempts == 3
+    assert ledger[rows["unconfirmed"]].attempts == 2
+    assert ledger[rows["unconfirmed"]].status == "sending"
+    assert ledger[rows["unconfirmed"]].reason is None
+    assert ledger[rows["sent"]].message_id == "m-1" and ledger[rows["sent"]].attempts == 1
+    assert ledger[rows["permanent"]].permanent is True
+    assert store.ledger_entry(ISSUE, rows["permanent"]) == ledger[rows["permanent"]]
+    assert store.ledger_entry(ISSUE, "f" * 24) is None
+    # Taken over once only: a second retry finds it `sending`.
+    assert not store.claim(ISSUE, rows["unconfirmed"], NOW, retry=True)
+
+
+def test_a_delivery_is_never_downgraded_and_release_drops_only_claims(store):
+    sid, other = "1" * 24, "2" * 24
+    assert store.claim(ISSUE, sid, NOW)
+    store.mark_sent(ISSUE, sid, "m-1", NOW)
+    store.mark_failed(ISSUE, sid, "late error", False, NOW)
+    store.mark_unconfirmed(ISSUE, sid, "late timeout", NOW)
+    assert store.ledger(ISSUE)[sid].status == "sent"
+    assert store.release(ISSUE, sid) is False
+    assert store.claim(ISSUE, other, NOW)
+    assert store.release(ISSUE, other) is True
+    assert other not in store.ledger(ISSUE)
+    assert store.claim(ISSUE, other, NOW)  # released: the next run sends it normally
+    # The transport's word is recorded even over an expired claim.
+    store.expire_in_flight(ISSUE, NOW)
+    store.mark_sent(ISSUE, other, "m-2", NOW)
+    assert store.ledger_counts(ISSUE) == {"sending": 0, "sent": 2, "failed": 0,
+                                          "unconfirmed": 0}

@@ -1,0 +1,203 @@
+"""``newsletter subscribers …`` run in-process through its own argparse parser, on a real
+store in the temp folder."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import sys
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+from pipeline import week
+from pipeline.errors import NewsletterError
+from subscribers.commands import add_parser
+from subscribers.store import open_store
+
+NOW = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
+
+
+@pytest.fixture(autouse=True)
+def fixed_clock(monkeypatch):
+    monkeypatch.setattr(week, "now", lambda: NOW)
+
+
+@pytest.fixture
+def cli(settings, capsys):
+    """Run ``subscribers …`` and return (exit code, stdout, stderr), errors mapped like
+    pipeline/cli.py maps them."""
+    top = argparse.ArgumentParser(prog="newsletter")
+    commands = top.add_subparsers(dest="command", required=True)
+    add_parser(commands)
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        args = top.parse_args(["subscribers", *argv])
+        try:
+            code = args.handler(args, settings)
+        except NewsletterError as exc:
+            print(f"newsletter: error: {exc}", file=sys.stderr)
+            code = exc.exit_code
+        out, err = capsys.readouterr()
+        return code, out, err
+
+    return run
+
+
+def write(tmp_path: Path, text: str, name: str = "list.csv") -> Path:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_add_list_export_remove(cli, settings):
+    code, out, _ = cli("add", "Li.Wei@Example.org", "--layout", "zh")
+    assert code == 0 and "added Li.Wei@example.org (pending, zh)" in out
+    assert cli("add", "maria@example.com", "--confirmed")[0] == 0
+    code, out, _ = cli("add", "li.wei@example.org", "--confirmed")
+    assert code == 0 and "pending → active" in out
+    code, out, _ = cli("add", "LI.WEI@example.org", "--layout", "en")
+    assert code == 0 and "already present (active, zh)" in out
+
+    code, out, _ = cli("list")
+    assert code == 0
+    assert sorted(out.splitlines()) == ["Li.Wei@example.org active zh",
+                                        "maria@example.com active zh-en"]
+    with open_store(settings) as store:
+        store.add("new@example.org", source="web", now=NOW)
+    assert cli("list", "--status", "pending")[1] == "new@example.org pending zh-en\n"
+
+    code, out, _ = cli("export")
+    rows = list(csv.DictReader(io.StringIO(out)))
+    assert code == 0 and out.startswith(
+        "email,layout,status,created_at,confirmed_at,consent_source\n")
+    by_email = {row["email"]: row for row in rows}
+    assert by_email["Li.Wei@example.org"] == {
+        "email": "Li.Wei@example.org", "layout": "zh", "status": "active",
+        "created_at": "2026-11-30T01:00:00Z", "confirmed_at": "2026-11-30T01:00:00Z",
+        "consent_source": "cli"}
+    assert by_email["new@example.org"]["confirmed_at"] == ""
+
+    code, out, _ = cli("remove", "li.wei@EXAMPLE.org")
+    assert code == 0 and "removed li.wei@example.org" in out
+    assert "li.wei" not in cli("list")[1].lower()
+    assert "li.wei" not in cli("export")[1].lower()
+    code, out, _ = cli("remove", "li.wei@example.org")
+    assert code == 0 and "already removed" in out
+    code, _, err = cli("add", "Li.Wei@example.org", "--confirmed")
+    assert code == 2 and "suppressed" in err and len(err.splitlines()) == 1
+
+
+def test_add_and_remove_errors_are_one_line_and_exit_2(cli, settings):
+    code, _, err = cli("add", "not-an-address")
+    assert code == 2 and err.startswith("newsletter: error: invalid address 'not-an-address'")
+    code, _, err = cli("remove", "nobody@example.org")
+    assert code == 2 and err == "newsletter: error: no subscriber nobody@example.org\n"
+    with open_store(settings) as store:
+        sid = store.add("left@example.org", status="active", source="cli", now=NOW)
+        assert sid.subscriber is not None
+        store.set_status(sid.subscriber.id, "unsubscribed", NOW)
+    code, _, err = cli("add", "left@example.org", "--confirmed")
+    assert code == 2 and "left@example.org: is unsubscribed" in err
+    assert cli("list")[1] == "left@example.org unsubscribed zh-en\n"
+
+
+def test_import_reports_bad_rows_and_imports_the_rest(cli, tmp_path, settings):
+    path = write(tmp_path, (
+        "Email, Layout ,note\n"               # 1  header: case and spaces do not matter
+        "ok1@example.org,zh,first\n"          # 2
+        "not-an-address,en\n"                 # 3  bad
+        "ok2@example.org,\n"                  # 4  blank layout: zh-en
+        "\n"                                  # 5  blank line: skipped silently
+        "ok3@example.org,klingon\n"           # 6  bad layout
+        ",zh\n"                               # 7  no address
+        "OK1@example.org,en\n"                # 8  same address again
+        '"ok4@example.org",EN-ZH\n'           # 9
+    ))
+    code, out, err = cli("import", str(path))
+    assert code == 0
+    assert out == ("imported 3 new, 1 already present, 0 refused "
+                   "(unsubscribed/bounced/complained/suppressed), 3 errors\n")
+    lines = err.splitlines()
+    assert len(lines) == 3
+    assert lines[0].startswith(f"{path}:3: invalid address 'not-an-address'")
+    assert lines[1] == f"{path}:6: unknown layout 'klingon' (expected zh-en, en-zh, zh, en)"
+    assert lines[2] == f"{path}:7: no email address"
+    listed = sorted(cli("list")[1].splitlines())
+    assert listed == ["ok1@example.org pending zh", "ok2@example.org pending zh-en",
+                      "ok4@example.org pending en-zh"]
+    with open_store(settings) as store:
+        ok1 = store.find("ok1@example.org")
+        assert ok1 is not None and ok1.consent_source == "import:list.csv"
+
+    code, out, err = cli("import", str(path))
+    assert code == 0 and out.startswith("imported 0 new, 4 already present, 0 refused")
+    assert len(err.splitlines()) == 3
+    assert len(cli("list")[1].splitlines()) == 3
+
+
+def test_confirmed_import_activates_but_never_reactivates(cli, tmp_path, settings):
+    with open_store(settings) as store:
+        pending = store.add("pending@example.org", source="web", now=NOW).subscriber
+        gone = store.add("gone@example.org", status="active", source="web", now=NOW).subscriber
+        bounced = store.add("bounced@example.org", status="active", source="web",
+                            now=NOW).subscriber
+        assert pending and gone and bounced
+        store.set_status(gone.id, "unsubscribed", NOW)
+        store.set_status(bounced.id, "bounced", NOW)
+    cli("add", "removed@example.org", "--confirmed")
+    cli("remove", "removed@example.org")
+    path = write(tmp_path, "email,layout\nnew@example.org,en\npending@example.org,en\n"
+                 "GONE@example.org,zh\nbounced@example.org,\nremoved@example.org,zh\n")
+    code, out, err = cli("import", str(path), "--confirmed")
+    assert code == 0
+    assert out.splitlines() == [
+        "imported 1 new, 1 already present, 3 refused "
+        "(unsubscribed/bounced/complained/suppressed), 0 errors",
+        "confirmed 1 pending subscriber(s) (--confirmed)"]
+    assert f"{path}:4: refused: GONE@example.org is unsubscribed" in err
+    assert f"{path}:5: refused: bounced@example.org is bounced" in err
+    assert f"{path}:6: refused: removed@example.org was removed earlier" in err
+    assert sorted(cli("list")[1].splitlines()) == [
+        "bounced@example.org bounced zh-en", "gone@example.org unsubscribed zh-en",
+        "new@example.org active en", "pending@example.org active zh-en"]
+    with open_store(settings) as store:
+        assert store.find("removed@example.org") is None
+
+
+def test_import_refuses_unreadable_files_with_exit_2(cli, tmp_path, settings):
+    code, _, err = cli("import", str(tmp_path / "missing.csv"))
+    assert code == 2 and "missing.csv: no such file" in err
+    code, _, err = cli("import", str(write(tmp_path, "address,layout\na@example.org,zh\n")))
+    assert code == 2 and "no 'email' column" in err and len(err.splitlines()) == 1
+    code, _, err = cli("import", str(write(tmp_path, "", "empty.csv")))
+    assert code == 2 and "empty file" in err
+    latin = tmp_path / "latin.csv"
+    latin.write_bytes("email,layout\na@example.org,zh\nb@example.org,zh\nJosé,en\n"
+                      .encode("latin-1"))
+    code, _, err = cli("import", str(latin))
+    assert code == 2 and f"{latin}:4: not UTF-8" in err
+    assert cli("list")[1] == ""  # nothing half-imported
+
+
+def test_the_bundled_sample_imports_every_layout(cli):
+    code, out, err = cli("import", str(ROOT / "examples" / "subscribers.csv"), "--confirmed")
+    assert code == 0 and err == ""
+    assert out.startswith("imported 6 new, 0 already present, 0 refused")
+    lines = cli("list", "--status", "active")[1].splitlines()
+    assert len(lines) == 6
+    assert {line.split()[2] for line in lines} == {"zh-en", "en-zh", "zh", "en"}
+    assert all(line.split("@")[1].split()[0] in ("example.org", "example.com")
+               for line in lines)
+
+
+def test_import_help_says_bad_rows_are_reported(capsys):
+    top = argparse.ArgumentParser(prog="newsletter")
+    add_parser(top.add_subparsers(dest="command"))
+    with pytest.raises(SystemExit):
+        top.parse_args(["subscribers", "import", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "Each bad row is reported on stderr as FILE:LINE: reason" in text
