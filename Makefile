@@ -16,11 +16,18 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP)
 
+STORE := data/subscribers.sqlite3
+
 # The weekly job on the embedded default: the bundled sample feed, moved into the last
-# complete week (examples/redate.py), built into build/issues/<week>/.
+# complete week (examples/redate.py), built into build/issues/<week>/ and sent to the local
+# outbox there; a fresh store is seeded with the sample subscribers first.
 run: install
 	$(BIN)/python examples/redate.py examples/sample-feed.atom $(SAMPLE_FEED)
-	$(NEWSLETTER) build --feed $(SAMPLE_FEED)
+	@if [ ! -f $(STORE) ]; then \
+	  echo "fresh local store: seeding the sample subscribers of examples/subscribers.csv"; \
+	  $(NEWSLETTER) subscribers import examples/subscribers.csv --confirmed; \
+	fi
+	$(NEWSLETTER) run --feed $(SAMPLE_FEED)
 
 test: install
 	$(BIN)/python -m pytest
