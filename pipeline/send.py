@@ -18,13 +18,15 @@ opened before the first message goes.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import sys
 import tempfile
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
@@ -49,6 +51,7 @@ from .transport import Transport
 from .week import iso_z, now
 
 REPORT_FILE = "send-report.json"
+INTERRUPTED = "interrupted (Ctrl-C)"
 MAX_ATTEMPTS = 6
 
 
@@ -204,34 +207,51 @@ class Sender:
 
     def _deliver(self, report: SendReport, options: SendOptions,
                  progress: Progress | None) -> None:
+        with self._ctrl_c_stops():
+            self._walk(report, options, progress)
+
+    @contextlib.contextmanager
+    def _ctrl_c_stops(self) -> Iterator[None]:
+        """Ctrl-C asks the run to stop (the messages in flight finish, the rest stay
+        unclaimed) instead of raising in the middle of a ledger write; a second Ctrl-C
+        interrupts at once."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+
+        def on_sigint(signum, frame) -> None:
+            if self.stop.is_set() and self.stop_reason == INTERRUPTED:
+                raise KeyboardInterrupt
+            self._halt(INTERRUPTED)
+
+        previous = signal.signal(signal.SIGINT, on_sigint)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+    def _walk(self, report: SendReport, options: SendOptions,
+              progress: Progress | None) -> None:
         handed = 0
         in_flight: set[Future] = set()
-        interrupted = False
         with ThreadPoolExecutor(max_workers=self.concurrency,
                                 thread_name_prefix="send") as pool:
-            try:
-                for subscriber in self._candidates():
-                    if self.stop.is_set():
-                        break
-                    if options.limit is not None and handed >= options.limit:
-                        break
-                    if not self._claim(subscriber.id, options):
-                        with self.lock:
-                            report.skipped += 1
-                        continue
-                    handed += 1
-                    while len(in_flight) >= 2 * self.concurrency:
-                        done, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
-                        _reraise(done)
-                    in_flight.add(pool.submit(self._one, subscriber.id, report, progress))
-                done, _ = wait(in_flight)
-                _reraise(done)
-            except KeyboardInterrupt:
-                interrupted = True
-                self._halt("interrupted (Ctrl-C)")
-                wait(in_flight)
-        if interrupted:
-            report.stopped = "interrupted (Ctrl-C)"
+            for subscriber in self._candidates():
+                if self.stop.is_set():
+                    break
+                if options.limit is not None and handed >= options.limit:
+                    break
+                while len(in_flight) >= 2 * self.concurrency:
+                    done, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
+                    _reraise(done)
+                if not self._claim(subscriber.id, options):
+                    with self.lock:
+                        report.skipped += 1
+                    continue
+                handed += 1
+                in_flight.add(pool.submit(self._one, subscriber.id, report, progress))
+            done, _ = wait(in_flight)
+            _reraise(done)
 
     def _claim(self, subscriber_id: str, options: SendOptions) -> bool:
         """One atomic claim: a new pair, a temporary failure to retry, or (when asked) an
