@@ -183,6 +183,7 @@ def _deliver(args: argparse.Namespace, settings, built) -> int:
     from subscribers.store import open_store
 
     from .delivery import open_transport, send_rate, signing_keys
+    from .lock import hold
     from .message import Messages
     from .send import (
         Progress,
@@ -207,7 +208,8 @@ def _deliver(args: argparse.Namespace, settings, built) -> int:
                 print(f"test copy {layout} → {args.to}: {message_id}")
             return EXIT_OK
         check_gates(built, settings, allow_missing_translations=args.allow_missing_translations)
-        with open_store(settings) as store:
+        lock = built.folder / ".send.lock"
+        with hold(lock, f"send {built.id}"), open_store(settings) as store:
             sender = Sender(built, store, transport, messages,
                             rate=send_rate(settings, transport),
                             concurrency=settings.delivery.concurrency)

@@ -9,6 +9,7 @@
     ├── IssueNotFoundError          no built issue for the week               (exit 2)
     ├── BlockedError                proof problems, not approved, tampered    (exit 3)
     ├── StoppedError                quota, paused account, interrupted        (exit 4)
+    ├── LockedError                 another run holds the issue's lock        (exit 5)
     ├── EmptyWeekError              the week has no items: nothing to send    (exit 6)
     └── TransportError              one message could not be handed over
         ├── PermanentFailure        this recipient will never take it: recorded, run goes on
@@ -98,6 +99,12 @@ class StoppedError(NewsletterError):
     """The run stopped before the end; running it again finishes the work."""
 
     exit_code = 4
+
+
+class LockedError(NewsletterError):
+    """Another run of the same issue is in progress."""
+
+    exit_code = 5
 
 
 class TransportError(NewsletterError):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -166,6 +167,8 @@ class Sender:
         self.stop = threading.Event()
         self.stop_reason: str | None = None
         self.lock = threading.Lock()
+        #: Claims an earlier run left in flight (a crash): this run lists them as unconfirmed.
+        self.caught_in_flight: set[str] = set()
 
     def run(self, options: SendOptions, progress: Progress | None = None) -> SendReport:
         issue = self.built.id
@@ -173,6 +176,7 @@ class Sender:
                             started_at=iso_z(self.clock()), dry_run=options.dry_run)
         started = time.monotonic()
         if not options.dry_run:
+            self.caught_in_flight = set(self.store.ledger(issue, "sending"))
             self.store.expire_in_flight(issue, self.clock())
         try:
             if options.dry_run:
@@ -246,7 +250,11 @@ class Sender:
                     _reraise(done)
                 if not self._claim(subscriber.id, options):
                     with self.lock:
-                        report.skipped += 1
+                        if subscriber.id in self.caught_in_flight:
+                            report.unconfirmed += 1
+                            report.unconfirmed_ids.append(subscriber.id)
+                        else:
+                            report.skipped += 1
                     continue
                 handed += 1
                 in_flight.add(pool.submit(self._one, subscriber.id, report, progress))
@@ -290,7 +298,8 @@ class Sender:
                         self.store.mark_failed(issue, subscriber_id,
                                                f"gave up after {attempt} attempts: {exc}",
                                                False, self.clock())
-                        self._count(report, "failed", subscriber_id, str(exc), progress)
+                        self._count(report, "failed", subscriber_id,
+                                    _without(str(exc), subscriber.email), progress)
                         return
                     self.sleep(exc.retry_after or backoff(attempt))
                     continue
@@ -299,7 +308,8 @@ class Sender:
                 return
         except PermanentFailure as exc:
             self.store.mark_failed(issue, subscriber_id, str(exc), True, self.clock())
-            self._count(report, "failed", subscriber_id, str(exc), progress)
+            self._count(report, "failed", subscriber_id, _without(str(exc), subscriber.email),
+                        progress)
         except Unconfirmed as exc:
             self.store.mark_unconfirmed(issue, subscriber_id, str(exc), self.clock())
             self._count(report, "unconfirmed", subscriber_id, str(exc), progress)
@@ -326,6 +336,11 @@ class Sender:
                 report.unconfirmed_ids.append(subscriber_id)
         if progress:
             progress.step(report)
+
+
+def _without(reason: str, address: str) -> str:
+    """A server's reason with the recipient's address taken out: the report holds ids only."""
+    return re.sub(re.escape(address), "<recipient>", reason, flags=re.IGNORECASE)
 
 
 def _reraise(done: Iterable[Future]) -> None:

@@ -1,0 +1,650 @@
+"""The send loop against the real SQLite store and real transports on loopback.
+
+Each test builds the sample issue, fills a store (a file under tmp_path) with subscribers and
+runs :class:`pipeline.send.Sender` through the real ``SmtpTransport`` (an aiosmtpd sink) or
+``SesTransport`` (a moto server), then reads back what the server received and what the
+ledger says. Backoff and pacing sleeps are recorded, never slept.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable
+from datetime import UTC, datetime
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qs, urlparse
+
+import pytest
+from conftest import SAMPLE_FEED, SAMPLE_WEEK, Entry, atom
+
+import pipeline.send
+from pipeline.approve import approve
+from pipeline.build import build
+from pipeline.built import BuiltIssue, load_built
+from pipeline.config import Settings, load
+from pipeline.delivery import send_rate
+from pipeline.errors import BlockedError
+from pipeline.message import Messages
+from pipeline.model import LAYOUTS
+from pipeline.pace import TokenBucket
+from pipeline.send import MAX_ATTEMPTS, Sender, SendOptions, SendReport, check_gates, send_tests
+from pipeline.ses import SesTransport
+from pipeline.smtp import SmtpTransport
+from pipeline.transport import Outgoing, Transport
+from subscribers.model import Subscriber
+from subscribers.store import SqliteStore
+from subscribers.tokens import Keys, verify_token
+
+if TYPE_CHECKING:
+    from servers import MotoServer, Received, SmtpSink
+
+NOW = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
+APP_URL = "https://news.example.org/app"
+KEYS = Keys.from_environ({"NEWSLETTER_SECRET": "send-loop-test-secret-0123456789"})
+THROTTLED_SES = {"Error": {"Code": "TooManyRequestsException",
+                           "Message": "Maximum sending rate exceeded."}}
+PAUSED_SES = {"Error": {"Code": "SendingPausedException",
+                        "Message": "Sending is paused for this account."}}
+GET_ACCOUNT = {
+    "SendQuota": {"Max24HourSend": 50000.0, "MaxSendRate": 14.0, "SentLast24Hours": 0.0},
+    "SendingEnabled": True,
+    "ProductionAccessEnabled": True,
+    "EnforcementStatus": "HEALTHY",
+    "DedicatedIpAutoWarmupEnabled": False,
+}
+
+
+# -- set-up ------------------------------------------------------------------------------------
+
+
+def configure(folder: Path, extra: str = "") -> Settings:
+    """Settings read from a newsletter.toml in ``folder``: the sample feed, an https app."""
+    folder.mkdir(parents=True, exist_ok=True)
+    config = folder / "newsletter.toml"
+    config.write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n[site]\napp_url = "{APP_URL}"\n'
+                      + extra, encoding="utf-8")
+    return load(config, {})
+
+
+def build_issue(settings: Settings, out: Path, feeds: Iterable[str] = ()) -> BuiltIssue:
+    return load_built(build(settings, week_id=SAMPLE_WEEK, feeds=tuple(feeds), out=out).out_dir)
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return configure(tmp_path)
+
+
+@pytest.fixture
+def built(settings: Settings, tmp_path: Path) -> BuiltIssue:
+    return build_issue(settings, tmp_path / "issue")
+
+
+@pytest.fixture
+def messages(built: BuiltIssue, settings: Settings) -> Messages:
+    return Messages(built, settings, KEYS)
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    opened = SqliteStore.open(tmp_path / "data" / "subscribers.sqlite3")
+    yield opened
+    opened.close()
+
+
+@pytest.fixture
+def smtp(smtp_server: SmtpSink):
+    transport = SmtpTransport(smtp_server.settings(), None, timeout=10.0)
+    yield transport
+    transport.close()
+
+
+@pytest.fixture
+def ses(moto_server: MotoServer):
+    transport = SesTransport("")
+    yield transport
+    transport.close()
+
+
+def subscribe(store: SqliteStore, count: int, *, status: str = "active",
+              prefix: str = "reader") -> list[Subscriber]:
+    """``count`` subscribers, layouts taken in turn, sorted by id (the order send walks)."""
+    made = []
+    for n in range(count):
+        initial = "pending" if status == "pending" else "active"
+        added = store.add(f"{prefix}{n}@example.com", LAYOUTS[n % len(LAYOUTS)],
+                          status=initial, source="test", now=NOW).subscriber
+        assert added is not None
+        if status not in ("pending", "active"):
+            added = store.set_status(added.id, status, NOW)
+        made.append(added)
+    return sorted(made, key=lambda s: s.id)
+
+
+class Sleeps:
+    """A ``sleep`` that records (thread, seconds) and returns at once."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[str, float]] = []
+        self.lock = threading.Lock()
+
+    def __call__(self, seconds: float) -> None:
+        with self.lock:
+            self.calls.append((threading.current_thread().name, seconds))
+
+    @property
+    def seconds(self) -> list[float]:
+        return [s for _, s in self.calls]
+
+    def by_thread(self) -> dict[str, list[float]]:
+        out: dict[str, list[float]] = {}
+        for name, seconds in self.calls:
+            out.setdefault(name, []).append(seconds)
+        return out
+
+
+class FakeTime:
+    """A monotonic clock that only moves when someone sleeps."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.slept: list[float] = []
+        self.lock = threading.Lock()
+
+    def clock(self) -> float:
+        with self.lock:
+            return self.now
+
+    def sleep(self, seconds: float) -> None:
+        with self.lock:
+            self.slept.append(seconds)
+            self.now += seconds
+
+
+class Hooked:
+    """A real transport with ``before(message)`` run just before each message is handed over."""
+
+    def __init__(self, inner: Transport, before: Callable[[Outgoing], None]) -> None:
+        self.inner, self.before = inner, before
+        self.name = inner.name
+
+    def send(self, message: Outgoing) -> str:
+        self.before(message)
+        return self.inner.send(message)
+
+    def max_rate(self) -> float | None:
+        return self.inner.max_rate()
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def run(built: BuiltIssue, store: SqliteStore, transport: Transport, messages: Messages, *,
+        concurrency: int = 4, rate: float | None = None, sleep: Callable[[float], None] | None
+        = None, **options: Any) -> SendReport:
+    """One run of the send loop, as the command line makes it (but sleeping on ``sleep``)."""
+    sender = Sender(built, store, transport, messages, rate=rate, concurrency=concurrency,
+                    sleep=sleep or Sleeps())
+    return sender.run(SendOptions(**options))
+
+
+def recipients(received: Iterable[Received]) -> Counter[str]:
+    """How many messages each envelope recipient got."""
+    counts: Counter[str] = Counter()
+    for record in received:
+        assert len(record.rcpt_tos) == 1  # one recipient per message
+        counts[record.rcpt_tos[0].lower()] += 1
+    return counts
+
+
+def once_each(subscribers: Iterable[Subscriber]) -> Counter[str]:
+    return Counter({s.email.lower(): 1 for s in subscribers})
+
+
+def token_of(url: str, path: str) -> str:
+    parsed = urlparse(url)
+    assert parsed.scheme == "https" and f"{parsed.scheme}://{parsed.netloc}" + \
+        parsed.path == f"{APP_URL}/{path}", url
+    (token,) = parse_qs(parsed.query)["token"]
+    return token
+
+
+# -- SMTP ----------------------------------------------------------------------------------------
+
+
+def test_each_active_subscriber_gets_one_message_in_their_layout(
+        smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
+        messages: Messages) -> None:
+    active = subscribe(store, 30)
+    others = (subscribe(store, 3, status="pending", prefix="pending")
+              + subscribe(store, 3, status="unsubscribed", prefix="gone"))
+    subjects = json.loads((built.folder / "issue.json").read_text(encoding="utf-8"))["subject"]
+
+    report = run(built, store, smtp, messages)
+
+    assert (report.sent, report.skipped, report.failed, report.unconfirmed) == (30, 0, 0, 0)
+    assert report.stopped is None
+    received = smtp_server.received
+    assert recipients(received) == once_each(active)
+    by_email = {s.email.lower(): s for s in active}
+    unsubscribe_links = set()
+    queue_ids = {}
+    for record in received:
+        subscriber = by_email[record.rcpt_tos[0].lower()]
+        queue_ids[subscriber.id] = record.queue_id
+        message = record.message()
+        assert message["To"] == subscriber.email
+        assert message["Subject"] == subjects[subscriber.layout]
+        assert record.mail_from == "weekly@example.org"
+        parts = {part.get_content_type(): part.get_content() for part in message.iter_parts()}
+        assert set(parts) == {"text/plain", "text/html"}
+        assert all(body.strip() for body in parts.values())
+
+        header = str(message["List-Unsubscribe"])
+        assert header.startswith("<") and header.endswith(">") and "," not in header
+        url = header[1:-1]
+        assert verify_token(KEYS, token_of(url, "unsubscribe"), "unsubscribe", NOW) \
+            == subscriber.id
+        assert message["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
+        # The same link is visible in both parts, and the preferences link is this reader's.
+        assert url in parts["text/plain"] and url in parts["text/html"]
+        (preferences,) = set(re.findall(rf"{re.escape(APP_URL)}/preferences\?token=[a-z2-7]+",
+                                        parts["text/plain"]))
+        assert verify_token(KEYS, token_of(preferences, "preferences"), "preferences", NOW) \
+            == subscriber.id
+        unsubscribe_links.add(url)
+    assert len(unsubscribe_links) == 30  # every reader has their own link
+
+    ledger = store.ledger(SAMPLE_WEEK)
+    assert set(ledger) == {s.id for s in active}
+    assert not {s.id for s in others} & set(ledger)
+    assert {entry.status for entry in ledger.values()} == {"sent"}
+    assert {sid: entry.message_id for sid, entry in ledger.items()} == queue_ids
+
+
+def test_throttling_is_retried_with_growing_backoff_and_none_twice(
+        smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
+        messages: Messages) -> None:
+    subscribers = subscribe(store, 12)
+    throttled = subscribers[::3]
+    for subscriber in throttled:
+        smtp_server.fail_next(subscriber.email, *smtp_server.THROTTLED, times=2)
+    sleeps = Sleeps()
+
+    report = run(built, store, smtp, messages, concurrency=4, sleep=sleeps)
+
+    assert (report.sent, report.failed, report.unconfirmed) == (12, 0, 0)
+    assert recipients(smtp_server.received) == once_each(subscribers)
+    for subscriber in subscribers:
+        assert smtp_server.attempts(subscriber.email) == (3 if subscriber in throttled else 1)
+    # Two waits per throttled reader, none for the others; all positive. A worker handles
+    # one reader at a time, so its waits come in pairs: the second longer than the first.
+    assert len(sleeps.calls) == 2 * len(throttled)
+    assert all(s > 0 for s in sleeps.seconds)
+    for waits in sleeps.by_thread().values():
+        pairs = list(zip(waits[::2], waits[1::2], strict=True))
+        assert all(second > first for first, second in pairs), waits
+    assert {e.status for e in store.ledger(SAMPLE_WEEK).values()} == {"sent"}
+
+
+def test_a_reader_throttled_past_the_limit_fails_then_a_rerun_delivers_once(
+        smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
+        messages: Messages) -> None:
+    subscribers = subscribe(store, 5)
+    victim = subscribers[2]
+    smtp_server.fail_next(victim.email, *smtp_server.THROTTLED, times=MAX_ATTEMPTS + 1)
+    sleeps = Sleeps()
+
+    report = run(built, store, smtp, messages, concurrency=2, sleep=sleeps)
+
+    assert (report.sent, report.failed) == (4, 1)
+    assert report.stopped is None
+    assert [f["subscriber"] for f in report.failures] == [victim.id]
+    assert "Maximum sending rate exceeded" in report.failures[0]["reason"]
+    assert smtp_server.attempts(victim.email) == MAX_ATTEMPTS
+    assert len(sleeps.calls) == MAX_ATTEMPTS - 1  # a wait between attempts, none after
+    entry = store.ledger_entry(SAMPLE_WEEK, victim.id)
+    assert entry is not None and entry.status == "failed" and not entry.permanent
+    assert smtp_server.for_recipient(victim.email) == []
+
+    again = run(built, store, smtp, messages, concurrency=2)
+
+    assert (again.sent, again.skipped, again.failed) == (1, 4, 0)
+    # One more throttled attempt was left in the script, then it went through.
+    assert smtp_server.attempts(victim.email) == MAX_ATTEMPTS + 2
+    assert recipients(smtp_server.received) == once_each(subscribers)
+    assert store.ledger_entry(SAMPLE_WEEK, victim.id).status == "sent"
+
+
+def test_a_permanent_failure_is_recorded_and_the_run_goes_on(
+        smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
+        messages: Messages) -> None:
+    subscribers = subscribe(store, 8)
+    gone = subscribers[3]
+    smtp_server.fail_next(gone.email, *smtp_server.NO_SUCH_USER)
+
+    report = run(built, store, smtp, messages)
+
+    assert (report.sent, report.failed, report.unconfirmed) == (7, 1, 0)
+    assert report.stopped is None
+    assert [f["subscriber"] for f in report.failures] == [gone.id]
+    assert "550" in report.failures[0]["reason"]
+    entry = store.ledger_entry(SAMPLE_WEEK, gone.id)
+    assert entry is not None and entry.status == "failed" and entry.permanent
+    others = [s for s in subscribers if s is not gone]
+    assert recipients(smtp_server.received) == once_each(others)
+
+    again = run(built, store, smtp, messages)
+
+    assert (again.sent, again.skipped, again.failed) == (0, 8, 0)
+    assert smtp_server.attempts(gone.email) == 1  # never asked again
+    assert store.ledger_entry(SAMPLE_WEEK, gone.id).status == "failed"
+
+
+def test_the_report_names_subscribers_never_addresses(
+        smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
+        messages: Messages) -> None:
+    """send-report.json "may be shared": a server that quotes the address in its refusal
+    (as NO_SUCH_USER does) must not put the address in it."""
+    subscribers = subscribe(store, 3)
+    gone = subscribers[1]
+    smtp_server.fail_next(gone.email, *smtp_server.NO_SUCH_USER)
+
+    report = run(built, store, smtp, messages)
+
+    assert report.failed == 1 and report.failures[0]["subscriber"] == gone.id
+    assert "550" in report.failures[0]["reason"]
+    assert gone.email.lower() not in report.to_json().decode().lower()
+
+
+@pytest.mark.parametrize("concurrency", [1, 4])
+def test_daily_quota_stops_resumably_and_a_rerun_finishes_the_list(
+        smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
+        messages: Messages, concurrency: int) -> None:
+    subscribers = subscribe(store, 20)
+    for subscriber in subscribers[8:]:  # the day's quota runs out after 8 messages
+        smtp_server.fail_next(subscriber.email, *smtp_server.DAILY_QUOTA)
+
+    report = run(built, store, smtp, messages, concurrency=concurrency)
+
+    assert report.stopped is not None and "Daily message quota exceeded" in report.stopped
+    assert report.failed == 0 and report.unconfirmed == 0
+    first = smtp_server.received
+    delivered = recipients(first)
+    assert 0 < report.sent == len(first) < 20
+    if concurrency == 1:
+        assert delivered == once_each(subscribers[:8])
+    # No claim is left behind: only what went out is in the ledger.
+    ledger = store.ledger(SAMPLE_WEEK)
+    assert store.ledger_counts(SAMPLE_WEEK)["sending"] == 0
+    assert {e.status for e in ledger.values()} == {"sent"}
+    by_id = {s.id: s.email.lower() for s in subscribers}
+    assert {by_id[sid] for sid in ledger} == set(delivered)
+
+    smtp_server.clear()  # the quota is lifted (a new day)
+    again = run(built, store, smtp, messages, concurrency=concurrency)
+
+    assert again.stopped is None
+    assert (again.sent, again.skipped, again.failed) == (20 - report.sent, report.sent, 0)
+    assert delivered + recipients(smtp_server.received) == once_each(subscribers)
+    assert {e.status for e in store.ledger(SAMPLE_WEEK).values()} == {"sent"}
+    assert len(store.ledger(SAMPLE_WEEK)) == 20
+
+
+def test_an_unsubscribe_during_the_run_is_honoured(
+        smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
+        messages: Messages) -> None:
+    subscribers = subscribe(store, 10)
+    first = subscribers[0]
+    # The next reader (most likely claimed already) and the last one (still ahead in the
+    # list the run read at its start) unsubscribe while the first message goes.
+    leaving = [subscribers[1], subscribers[-1]]
+
+    def unsubscribe_them(message: Outgoing) -> None:
+        if message.recipient == first.email:
+            for subscriber in leaving:
+                store.set_status(subscriber.id, "unsubscribed", NOW)
+
+    report = run(built, store, Hooked(smtp, unsubscribe_them), messages, concurrency=1)
+
+    assert (report.sent, report.skipped, report.failed) == (8, 2, 0)
+    for subscriber in leaving:
+        assert smtp_server.for_recipient(subscriber.email) == []
+        assert store.ledger_entry(SAMPLE_WEEK, subscriber.id) is None
+    assert recipients(smtp_server.received) == once_each(
+        s for s in subscribers if s not in leaving)
+
+
+def test_a_rerun_after_completion_sends_nothing(
+        smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
+        messages: Messages) -> None:
+    subscribers = subscribe(store, 6)
+    assert run(built, store, smtp, messages).sent == 6
+
+    again = run(built, store, smtp, messages)
+    resend = run(built, store, smtp, messages, resend_unconfirmed=True)
+
+    for report in (again, resend):
+        assert (report.sent, report.skipped, report.failed, report.unconfirmed) == (0, 6, 0, 0)
+    assert recipients(smtp_server.received) == once_each(subscribers)
+
+
+def test_no_answer_after_the_data_is_unconfirmed_and_resent_only_when_asked(
+        smtp_server: SmtpSink, built: BuiltIssue, store: SqliteStore,
+        messages: Messages) -> None:
+    subscribers = subscribe(store, 4)
+    slow = subscribers[1]
+    smtp_server.stall_next(slow.email, 2.0)
+    transport = SmtpTransport(smtp_server.settings(), None, timeout=1)
+    try:
+        report = run(built, store, transport, messages, concurrency=1)
+
+        assert (report.sent, report.unconfirmed, report.failed) == (3, 1, 0)
+        assert report.unconfirmed_ids == [slow.id]
+        assert store.ledger_entry(SAMPLE_WEEK, slow.id).status == "unconfirmed"
+        smtp_server.wait_for(4)
+        # The server did keep it: that is why it is not sent again by itself.
+        assert recipients(smtp_server.received) == once_each(subscribers)
+
+        plain = run(built, store, transport, messages, concurrency=1)
+
+        assert plain.sent == 0 and plain.failed == 0
+        assert len(smtp_server.for_recipient(slow.email)) == 1
+        assert store.ledger_entry(SAMPLE_WEEK, slow.id).status == "unconfirmed"
+
+        resend = run(built, store, transport, messages, concurrency=1,
+                     resend_unconfirmed=True)
+
+        assert (resend.sent, resend.skipped) == (1, 3)
+        assert len(smtp_server.for_recipient(slow.email)) == 2  # knowingly, once more
+        assert store.ledger_entry(SAMPLE_WEEK, slow.id).status == "sent"
+        assert run(built, store, transport, messages, resend_unconfirmed=True).sent == 0
+        assert len(smtp_server.received) == 5
+    finally:
+        transport.close()
+
+
+def test_a_claim_left_in_flight_becomes_unconfirmed_and_is_listed_not_sent(
+        smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
+        messages: Messages) -> None:
+    subscribers = subscribe(store, 5)
+    caught = subscribers[2]
+    assert store.claim(SAMPLE_WEEK, caught.id, NOW)  # an earlier run died holding it
+
+    report = run(built, store, smtp, messages)
+
+    assert report.sent == 4 and report.failed == 0
+    assert smtp_server.for_recipient(caught.email) == []
+    entry = store.ledger_entry(SAMPLE_WEEK, caught.id)
+    assert entry is not None and entry.status == "unconfirmed"
+    assert "in flight" in (entry.reason or "")
+    # It is listed (the operator decides), counted once, as unconfirmed.
+    assert report.unconfirmed_ids == [caught.id]
+    assert (report.unconfirmed, report.skipped) == (1, 0)
+
+    resend = run(built, store, smtp, messages, resend_unconfirmed=True)
+
+    assert (resend.sent, resend.skipped) == (1, 4)
+    assert recipients(smtp_server.received) == once_each(subscribers)
+
+
+def test_the_rate_is_kept_on_the_injected_clock(
+        monkeypatch: pytest.MonkeyPatch, smtp_server: SmtpSink, smtp: SmtpTransport,
+        built: BuiltIssue, store: SqliteStore, messages: Messages) -> None:
+    """Sender builds its own TokenBucket (rate, burst, sleep); the test hands that bucket a
+    clock that moves only when the run sleeps, so the pace is measured, not timed."""
+    fake = FakeTime()
+    monkeypatch.setattr(pipeline.send, "TokenBucket", partial(TokenBucket, clock=fake.clock))
+    subscribers = subscribe(store, 20)
+
+    report = run(built, store, smtp, messages, concurrency=1, rate=20, sleep=fake.sleep)
+
+    assert report.sent == 20
+    assert recipients(smtp_server.received) == once_each(subscribers)
+    # The first message goes at once, each of the other 19 waits 1/20 s.
+    assert fake.now >= 0.9
+    assert sum(fake.slept) == pytest.approx(19 / 20)
+
+
+# -- SES -------------------------------------------------------------------------------------
+
+
+def test_ses_delivers_each_once_and_the_ledger_keeps_the_message_ids(
+        moto_server: MotoServer, ses: SesTransport, built: BuiltIssue, store: SqliteStore,
+        messages: Messages) -> None:
+    subscribers = subscribe(store, 5)
+
+    report = run(built, store, ses, messages, concurrency=2)
+
+    assert (report.sent, report.failed, report.unconfirmed) == (5, 0, 0)
+    sent = moto_server.sent()
+    assert Counter(record["destinations"][0].lower() for record in sent) \
+        == once_each(subscribers)
+    by_email = {s.email.lower(): s for s in subscribers}
+    ledger = store.ledger(SAMPLE_WEEK)
+    for record in sent:
+        subscriber = by_email[record["destinations"][0].lower()]
+        assert {d.lower() for d in record["destinations"]} == {subscriber.email.lower()}
+        assert record["source"] == "weekly@example.org"
+        assert ledger[subscriber.id].status == "sent"
+        assert ledger[subscriber.id].message_id == record["id"]
+        assert moto_server.parse(record)["Subject"] == built.data["subject"][subscriber.layout]
+
+
+def test_ses_rate_comes_from_get_account_unless_max_rate_is_set(
+        moto_server: MotoServer, ses: SesTransport, built: BuiltIssue, store: SqliteStore,
+        messages: Messages, tmp_path: Path) -> None:
+    wire = moto_server.inject(ses.client, {"GetAccount": GET_ACCOUNT})
+    capped = configure(tmp_path / "capped", "[delivery]\nmax_rate = 5\n")
+
+    assert send_rate(capped, ses) == 5
+    assert wire.calls["GetAccount"] == 0
+    rate = send_rate(configure(tmp_path / "account"), ses)
+    assert rate == 14.0
+
+    sender = Sender(built, store, ses, messages, rate=rate, concurrency=4, sleep=Sleeps())
+    assert sender.bucket.rate == 14.0
+
+
+def test_ses_throttling_is_retried_and_each_is_delivered_once(
+        moto_server: MotoServer, ses: SesTransport, built: BuiltIssue, store: SqliteStore,
+        messages: Messages) -> None:
+    subscribers = subscribe(store, 5)
+    wire = moto_server.inject(ses.client, {"SendEmail": [THROTTLED_SES] * 4})
+    sleeps = Sleeps()
+
+    report = run(built, store, ses, messages, concurrency=2, sleep=sleeps)
+
+    assert (report.sent, report.failed, report.unconfirmed) == (5, 0, 0)
+    assert wire.calls["SendEmail"] == 5 + 4
+    assert len(sleeps.calls) == 4 and all(s > 0 for s in sleeps.seconds)
+    assert Counter(r["destinations"][0].lower() for r in moto_server.sent()) \
+        == once_each(subscribers)
+    assert {e.status for e in store.ledger(SAMPLE_WEEK).values()} == {"sent"}
+
+
+def test_ses_paused_account_stops_and_a_rerun_finishes(
+        moto_server: MotoServer, ses: SesTransport, built: BuiltIssue, store: SqliteStore,
+        messages: Messages) -> None:
+    subscribers = subscribe(store, 5)
+    # Two messages go through (None: passed on to moto), then the account is paused.
+    wire = moto_server.inject(ses.client, {"SendEmail": [None, None] + [PAUSED_SES] * 5})
+
+    report = run(built, store, ses, messages, concurrency=1)
+
+    assert report.stopped is not None and "SendingPaused" in report.stopped
+    assert (report.sent, report.failed, report.unconfirmed) == (2, 0, 0)
+    assert store.ledger_counts(SAMPLE_WEEK) == {"sending": 0, "sent": 2, "failed": 0,
+                                                "unconfirmed": 0}
+    assert len(moto_server.sent()) == 2
+
+    wire.remove()  # the account is enabled again
+    again = run(built, store, ses, messages, concurrency=1)
+
+    assert again.stopped is None
+    assert (again.sent, again.skipped) == (3, 2)
+    assert Counter(r["destinations"][0].lower() for r in moto_server.sent()) \
+        == once_each(subscribers)
+
+
+# -- gates and test copies ------------------------------------------------------------------
+
+
+def test_a_blocking_problem_is_refused_even_with_missing_translations_allowed(
+        tmp_path: Path) -> None:
+    settings = configure(tmp_path, "[issue]\nsize_budget_kb = 1\n")
+    built = build_issue(settings, tmp_path / "issue")
+    with pytest.raises(BlockedError, match="over-size-limit"):
+        check_gates(built, settings)
+    with pytest.raises(BlockedError, match="over-size-limit"):
+        check_gates(built, settings, allow_missing_translations=True)
+
+
+def test_missing_languages_alone_may_be_waived(tmp_path: Path) -> None:
+    settings = configure(tmp_path)
+    feed = tmp_path / "zh-only.atom"
+    feed.write_bytes(atom([Entry(pr=1, body="值得精读。")]))
+    built = build_issue(settings, tmp_path / "issue", feeds=[str(feed)])
+    with pytest.raises(BlockedError, match="missing-language") as caught:
+        check_gates(built, settings)
+    assert "--allow-missing-translations" in str(caught.value)
+    check_gates(built, settings, allow_missing_translations=True)
+
+
+def test_require_approval_refuses_until_approved(tmp_path: Path) -> None:
+    settings = configure(tmp_path, "[issue]\nrequire_approval = true\n")
+    built = build_issue(settings, tmp_path / "issue")
+    with pytest.raises(BlockedError, match="not approved"):
+        check_gates(built, settings)
+    approve(built, NOW)
+    check_gates(built, settings)
+    check_gates(built, configure(tmp_path / "plain"))  # no approval asked: no gate
+
+
+def test_test_copies_of_every_layout_go_outside_the_ledger(
+        smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
+        messages: Messages) -> None:
+    subscribers = subscribe(store, 3)
+
+    sent = send_tests(built, messages, smtp, "editor@example.org")
+
+    assert [layout for layout, _ in sent] == list(LAYOUTS)
+    received = smtp_server.received
+    assert recipients(received) == Counter({"editor@example.org": 4})
+    assert sorted(r.queue_id for r in received) == sorted(mid for _, mid in sent)
+    subjects = sorted(str(r.message()["Subject"]) for r in received)
+    assert subjects == sorted(f"[TEST {layout}] {built.data['subject'][layout]}"
+                              for layout in LAYOUTS)
+    assert all(r.message()["List-Unsubscribe-Post"] for r in received)
+    assert store.ledger(SAMPLE_WEEK) == {}
+
+    report = run(built, store, smtp, messages)  # the real send still reaches everyone
+
+    assert report.sent == 3
+    assert recipients(smtp_server.for_recipient(s.email)[0] for s in subscribers) \
+        == once_each(subscribers)
