@@ -6,7 +6,9 @@ STAMP := $(VENV)/.installed
 NEWSLETTER := $(BIN)/newsletter
 SAMPLE_FEED := build/sample/feed.atom
 
-.PHONY: install run test lint bench clean
+.PHONY: install run test lint bench site clean
+SITE_DIR := build/site
+SITE_PORT ?= 8000
 
 # The virtual environment, with the project installed editable and its test extras.
 $(STAMP): pyproject.toml
@@ -28,6 +30,13 @@ run: install
 	  $(NEWSLETTER) subscribers import examples/subscribers.csv --confirmed; \
 	fi
 	$(NEWSLETTER) run --feed $(SAMPLE_FEED)
+	@echo "web archive: $(SITE_DIR)/ — 'make site' serves it at http://127.0.0.1:$(SITE_PORT)/index.html"
+
+# Serve the published archive on loopback (what [site] base_url points at by default).
+site: install
+	@test -d $(SITE_DIR) || { echo "no archive in $(SITE_DIR) yet: run 'make run' first"; exit 2; }
+	@echo "serving $(SITE_DIR)/ at http://127.0.0.1:$(SITE_PORT)/index.html (Ctrl-C stops)"
+	$(BIN)/python -m http.server --bind 127.0.0.1 --directory $(SITE_DIR) $(SITE_PORT)
 
 test: install
 	$(BIN)/python -m pytest
@@ -37,6 +46,7 @@ lint: install
 
 bench: install
 	$(BIN)/python bench/bench_build.py
+	$(BIN)/python bench/bench_send.py
 
 clean:
 	rm -rf build

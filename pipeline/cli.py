@@ -74,10 +74,19 @@ def parser() -> argparse.ArgumentParser:
                       help="with --to: only this layout (repeatable; default all four)")
     send.set_defaults(handler=_cmd_send)
 
+    publish = commands.add_parser("publish", help="publish the built issue to the web archive",
+                                  description="Write the issue's pages, then regenerate the "
+                                  "index, Atom feed and sitemap from what the archive holds.")
+    publish.add_argument("--week", metavar="YYYY-Www", help="default: the last complete week")
+    publish.add_argument("--allow-missing-translations", action="store_true",
+                         help="publish even though some items lack a language")
+    publish.set_defaults(handler=_cmd_publish)
+
     run = commands.add_parser("run", help="the weekly job: build (or reuse the approved "
-                              "issue), check the gates, send",
+                              "issue), check the gates, publish, send",
                               description="build (reusing an approved issue) → check every "
-                              "send gate → send. Nothing goes out for an issue that cannot.")
+                              "send gate → publish → send. Nothing is published for an issue "
+                              "that cannot be sent.")
     run.add_argument("--feed", action="append", default=[], metavar="PATH_OR_URL")
     _send_arguments(run)
     run.set_defaults(handler=_cmd_run)
@@ -175,8 +184,37 @@ def _cmd_run(args: argparse.Namespace, settings) -> int:
         result = build(settings, week_id=week.id, feeds=args.feed)
         print(f"built {week.id}: {len(result.issue.items)} items → {_shown(result.out_dir)}/")
         built = load_built(result.out_dir)
+    from .send import check_gates
+
+    check_gates(built, settings, allow_missing_translations=args.allow_missing_translations)
+    if not args.dry_run:
+        _publish(settings, built)
     args.to = None
     return _deliver(args, settings, built)
+
+
+def _cmd_publish(args: argparse.Namespace, settings) -> int:
+    from .built import issue_folder, load_built
+    from .send import check_gates
+
+    built = load_built(issue_folder(settings, _week_id(settings, args.week)))
+    check_gates(built, settings, allow_missing_translations=args.allow_missing_translations)
+    _publish(settings, built)
+    return EXIT_OK
+
+
+def _publish(settings, built) -> None:
+    from .archive import open_archive
+    from .publish import publish
+    from .site import Site
+
+    archive = open_archive(settings)
+    report = publish(built, archive, Site(settings.site))
+    where = (_shown(settings.resolve(settings.archive.dir)) + "/" if archive.name == "local"
+             else f"s3://{settings.archive.bucket}/{settings.archive.prefix}")
+    print(f"published {built.id} to {where}: {len(report.written)} object(s) written "
+          f"({report.bytes_written / 1000:.1f} KB), {report.unchanged} unchanged")
+    print(f"  {settings.site.base_url.rstrip('/')}/issues/{built.id}/index.html")
 
 
 def _deliver(args: argparse.Namespace, settings, built) -> int:

@@ -10,6 +10,7 @@
     ├── BlockedError                proof problems, not approved, tampered    (exit 3)
     ├── StoppedError                quota, paused account, interrupted        (exit 4)
     ├── LockedError                 another run holds the issue's lock        (exit 5)
+    ├── ArchiveError                the archive cannot be read or written     (exit 1)
     ├── EmptyWeekError              the week has no items: nothing to send    (exit 6)
     └── TransportError              one message could not be handed over
         ├── PermanentFailure        this recipient will never take it: recorded, run goes on
@@ -105,6 +106,16 @@ class LockedError(NewsletterError):
     """Another run of the same issue is in progress."""
 
     exit_code = 5
+
+
+class ArchiveError(NewsletterError):
+    """The archive (a folder or an S3 bucket) could not be read or written."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, key: str | None = None) -> None:
+        super().__init__(f"archive: {message}")
+        self.key = key
 
 
 class TransportError(NewsletterError):
