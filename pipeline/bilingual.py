@@ -45,7 +45,8 @@ def compose(items: Sequence[Item], week: Week, repo: str, base_url: str,
         preheader={layout: preheader(layout, items) for layout in LAYOUTS},
         skipped=tuple(skipped),
         problems=sort_problems(found),
-        archive_url=f"{base_url.rstrip('/')}/issues/{week.id}/",
+        # index.html named: the link works on any static host, not only one with index pages.
+        archive_url=f"{base_url.rstrip('/')}/issues/{week.id}/index.html",
     )
 
 

@@ -57,7 +57,8 @@ class PathSettings:
 class SiteSettings:
     #: Where the web archive is served; the email's archive links start here.
     base_url: str = "http://127.0.0.1:8000"
-    #: Where the subscription app is served (unsubscribe, preferences).
+    #: Where the subscription app is served (unsubscribe, preferences); "" when there is
+    #: none (the archive then shows no subscribe form, and sending refuses).
     app_url: str = "http://127.0.0.1:8001"
 
 
@@ -273,6 +274,8 @@ def _validate(s: Settings) -> None:
     if not _REPO.match(s.feed.repo):
         raise ConfigError(f"expected owner/name, got {s.feed.repo!r}", key="[feed] repo")
     for key, url in (("[site] base_url", s.site.base_url), ("[site] app_url", s.site.app_url)):
+        if key == "[site] app_url" and url == "":
+            continue  # no subscription app: the archive shows no form, sending refuses
         if not re.match(r"^https?://[^\s/]+", url):
             raise ConfigError(f"expected an http(s) URL, got {url!r}", key=key)
     choices = {

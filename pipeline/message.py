@@ -70,6 +70,9 @@ class Messages:
         self.built = built
         self.keys = keys
         self.app_url = settings.site.app_url.rstrip("/")
+        if not self.app_url:
+            raise ConfigError("needed for every message's unsubscribe and preferences links",
+                              key="[site] app_url")
         self.sender = parse_address(settings.delivery.from_, "[delivery] from")
         self.reply_to = (parse_address(settings.delivery.reply_to, "[delivery] reply_to")
                          if settings.delivery.reply_to else None)

@@ -166,3 +166,23 @@ def test_run_reuses_the_approved_issue(project, tmp_path):
     assert "using the approved issue" in result.stdout
     issue = json.loads((project / "build" / "issues" / SAMPLE_WEEK / "issue.json").read_text())
     assert 99999 not in [item["pr"] for item in issue["items"]]
+
+
+def test_run_publishes_before_sending_and_not_at_all_when_blocked(tmp_path):
+    (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
+    ok(run(["subscribers", "import", str(SUBSCRIBERS), "--confirmed"], tmp_path))
+    zh_only = tmp_path / "zh-only.atom"
+    zh_only.write_bytes(atom([Entry(pr=1, body="值得精读。")]))
+    blocked = run(["run", "--week", SAMPLE_WEEK, "--feed", str(zh_only)], tmp_path)
+    assert blocked.returncode == 3 and "missing-language" in blocked.stderr
+    assert not (tmp_path / "build" / "site").exists()
+    assert outbox(tmp_path) == []
+    ok(run(["build", "--week", SAMPLE_WEEK], tmp_path))
+    done = ok(run(["run", "--week", SAMPLE_WEEK], tmp_path))
+    assert done.stdout.index("published 2026-W48") < done.stdout.index("sent ")
+    site = tmp_path / "build" / "site"
+    assert (site / "issues" / SAMPLE_WEEK / "index.html").exists()
+    # The email's archive link points at the page just published.
+    issue = json.loads((tmp_path / "build" / "issues" / SAMPLE_WEEK / "issue.json").read_text())
+    page = issue["archive_url"].split("/issues/", 1)[1]
+    assert (site / "issues" / page).is_file()

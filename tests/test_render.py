@@ -125,7 +125,7 @@ def test_footer_links_and_placeholders(sample):
         assert UNSUBSCRIBE_PLACEHOLDER in text and PREFERENCES_PLACEHOLDER in text
         assert f'href="{issue.archive_url}"' in html
         assert issue.archive_url in text
-    assert issue.archive_url == f"{settings.site.base_url}/issues/2026-W48/"
+    assert issue.archive_url == f"{settings.site.base_url}/issues/2026-W48/index.html"
 
 
 def test_every_link_is_http_or_a_placeholder(sample):

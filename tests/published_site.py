@@ -1,0 +1,97 @@
+"""A web archive of two issues, built and published by the real command line, for the site tests.
+
+:func:`publish_archive` writes a project folder (``newsletter.toml`` with ``[feed] urls``,
+``[archive] dir`` and ``[site] base_url``), then runs ``newsletter build`` and ``newsletter
+publish`` as subprocesses for an older week (2026-W47, from a small feed written here) and the
+sample week (2026-W48, from ``examples/sample-feed.atom``), so the index lists two issues.
+
+:func:`start_server` serves a folder on 127.0.0.1 with ``http.server`` on a port the OS picks;
+bind it first and build with its URL as ``base_url``, so every absolute link points at it.
+Used by tests/test_browser.py and tests/test_site_validity.py (each builds its own archive).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import threading
+from dataclasses import dataclass
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+from conftest import SAMPLE_FEED, SAMPLE_WEEK, Entry, atom, clean_env, newsletter_cmd
+
+OLDER_WEEK = "2026-W47"
+#: The older issue: two PRs, each reviewed in Chinese then in English, inside 2026-W47
+#: (Monday 16 to Monday 23 November 2026, Asia/Shanghai).
+OLDER_ENTRIES = [
+    Entry(pr=50101, lang="zh-CN", published="2026-11-17T10:00:00+08:00",
+          title="调度器预分配 KV 块，减少抢占抖动",
+          body="值得精读：`Scheduler.schedule` 先预留块再决定抢占，抖动下降 12.5%。"),
+    Entry(pr=50101, lang="en", published="2026-11-17T20:00:00+08:00",
+          title="Scheduler reserves KV blocks up front, cutting preemption churn",
+          body="Must read: `Scheduler.schedule` reserves blocks before deciding to preempt; "
+               "churn drops by 12.5%."),
+    Entry(pr=50233, lang="zh-CN", published="2026-11-19T09:00:00+08:00",
+          title="采样器参数校验提前到请求入口",
+          body="值得一读：把 `SamplingParams` 的校验移到 API 入口，错误更早返回。"),
+    Entry(pr=50233, lang="en", published="2026-11-19T18:00:00+08:00",
+          title="Sampler parameter checks move to the request entry point",
+          body="Skim: validation of `SamplingParams` moves to the API entry, so errors "
+               "return earlier."),
+]
+
+
+@dataclass(frozen=True)
+class PublishedSite:
+    """The archive folder, the URL it is published under, and the weeks it holds."""
+
+    root: Path
+    base_url: str
+    weeks: tuple[str, ...]  # newest first, as the index lists them
+
+    def url(self, key: str) -> str:
+        return f"{self.base_url}/{key}"
+
+    def issue(self, week: str) -> dict[str, Any]:
+        return json.loads((self.root / "issues" / week / "issue.json").read_text("utf-8"))
+
+
+def _newsletter(project: Path, *args: str) -> None:
+    result = subprocess.run([*newsletter_cmd(), *args], cwd=project, env=clean_env(),
+                            capture_output=True, text=True, timeout=120, check=False)
+    assert result.returncode == 0, (
+        f"newsletter {' '.join(args)} exited {result.returncode}\n"
+        f"{result.stdout}\n{result.stderr}")
+
+
+def publish_archive(project: Path, base_url: str) -> PublishedSite:
+    """Build and publish 2026-W47 and then 2026-W48 into ``project/site``."""
+    project.mkdir(parents=True, exist_ok=True)
+    older_feed = project / "older.atom"
+    older_feed.write_bytes(atom(OLDER_ENTRIES))
+    (project / "newsletter.toml").write_text(
+        f'[feed]\nurls = [{json.dumps(str(SAMPLE_FEED))}]\n'
+        f'[archive]\ntarget = "local"\ndir = "site"\n'
+        f'[site]\nbase_url = "{base_url}"\napp_url = "{base_url}/api"\n',
+        encoding="utf-8")
+    _newsletter(project, "build", "--week", OLDER_WEEK, "--feed", str(older_feed))
+    _newsletter(project, "publish", "--week", OLDER_WEEK)
+    _newsletter(project, "build", "--week", SAMPLE_WEEK)
+    _newsletter(project, "publish", "--week", SAMPLE_WEEK)
+    return PublishedSite(project / "site", base_url.rstrip("/"), (SAMPLE_WEEK, OLDER_WEEK))
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def start_server(folder: Path) -> ThreadingHTTPServer:
+    """Serve ``folder`` (it may not exist yet) on 127.0.0.1; stop with ``shutdown()``."""
+    server = ThreadingHTTPServer(("127.0.0.1", 0),
+                                 partial(_QuietHandler, directory=str(folder)))
+    threading.Thread(target=server.serve_forever, name="site-server", daemon=True).start()
+    return server

@@ -1,0 +1,273 @@
+"""The web archive in a real browser: headless Chromium (Debian's ``chromium``) via Playwright.
+
+A two-issue archive is built and published by the real command line and served by
+``http.server`` on 127.0.0.1; one browser serves the whole module. Checked at 375 px (a phone,
+``is_mobile``) and 1280 px: no console or page errors, every request goes to the local server
+and succeeds, no horizontal overflow on the phone, the language switch (plain links, tried with
+JavaScript off), every link into ``/issues/`` and the hreflang alternates resolve, the public
+email carries no placeholder or token, and axe-core finds no critical or serious violation.
+Screenshots go to ``$TEST_ARTIFACTS/browser/`` (default ``build/test-artifacts/``, ignored by
+git). Chromium is never downloaded: a missing ``chromium`` fails these tests (``.ci/run``
+installs it).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+from axe_playwright_python.sync_playwright import Axe
+from conftest import ROOT, SAMPLE_WEEK
+from playwright.sync_api import Browser, Page, sync_playwright
+from published_site import OLDER_WEEK, PublishedSite, publish_archive, start_server
+
+#: The flags that work on these machines (closed network, root, no GPU); Playwright gives each
+#: launch a fresh temporary profile (--user-data-dir) of its own.
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                  "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync"]
+WIDTHS = {"mobile": 375, "desktop": 1280}
+PAGES = {"index": "index.html", "issue": f"issues/{SAMPLE_WEEK}/index.html"}
+SERIOUS = ("critical", "serious")
+
+
+def chromium_executable() -> str:
+    found = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+    if not Path(found).is_file():
+        pytest.fail(f"no Chromium at {found}: install Debian's chromium (.ci/run does); "
+                    "these tests never download a browser")
+    return found
+
+
+def artifacts_dir() -> Path:
+    folder = Path(os.environ.get("TEST_ARTIFACTS") or ROOT / "build" / "test-artifacts")
+    folder = folder / "browser"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory) -> Iterator[PublishedSite]:
+    project = tmp_path_factory.mktemp("browser-site")
+    server = start_server(project / "site")
+    try:
+        yield publish_archive(project, f"http://127.0.0.1:{server.server_port}")
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    executable = chromium_executable()
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=executable, headless=True,
+                                             args=CHROMIUM_FLAGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@dataclass
+class Visit:
+    """A page loaded at one width, with everything that went wrong while it loaded."""
+
+    page: Page
+    console_errors: list[str] = field(default_factory=list)
+    page_errors: list[str] = field(default_factory=list)
+    bad_requests: list[str] = field(default_factory=list)
+
+    def assert_clean(self) -> None:
+        assert self.console_errors == [], "console errors:\n" + "\n".join(self.console_errors)
+        assert self.page_errors == [], "page errors:\n" + "\n".join(self.page_errors)
+        assert self.bad_requests == [], "requests that failed or left the local server:\n" + \
+            "\n".join(self.bad_requests)
+
+
+@contextmanager
+def open_page(browser: Browser, site: PublishedSite, key: str, width: int, *,
+              javascript: bool = True) -> Iterator[Visit]:
+    mobile = width < 600
+    context = browser.new_context(
+        viewport={"width": width, "height": 812 if mobile else 900},
+        is_mobile=mobile, has_touch=mobile, device_scale_factor=2 if mobile else 1,
+        java_script_enabled=javascript)
+    page = context.new_page()
+    visit = Visit(page)
+    page.on("console", lambda msg: visit.console_errors.append(f"{msg.location}: {msg.text}")
+            if msg.type == "error" else None)
+    page.on("pageerror", lambda exc: visit.page_errors.append(str(exc)))
+    page.on("requestfailed", lambda req: visit.bad_requests.append(
+        f"{req.method} {req.url}: {req.failure}"))
+
+    def on_response(response) -> None:
+        if not response.url.startswith(site.base_url + "/"):
+            visit.bad_requests.append(f"{response.request.method} {response.url}: "
+                                      "not the local server")
+        elif response.status >= 400:
+            visit.bad_requests.append(f"{response.request.method} {response.url}: "
+                                      f"HTTP {response.status}")
+
+    page.on("response", on_response)
+    try:
+        response = page.goto(site.url(key), wait_until="load")
+        assert response is not None and response.status == 200, key
+        yield visit
+    finally:
+        context.close()
+
+
+@pytest.fixture
+def visit(request, browser, site) -> Iterator[Visit]:
+    page_name, width_name = request.param
+    with open_page(browser, site, PAGES[page_name], WIDTHS[width_name]) as opened:
+        yield opened
+
+
+BOTH = [(p, w) for p in PAGES for w in WIDTHS]
+IDS = [f"{p}-{w}" for p, w in BOTH]
+
+
+@pytest.mark.parametrize("visit", BOTH, ids=IDS, indirect=True)
+def test_page_loads_cleanly_and_fits(visit: Visit, request):
+    page = visit.page
+    page.wait_for_load_state("networkidle")
+    visit.assert_clean()
+    assert page.title(), "the page has no <title>"
+    width = page.evaluate("window.innerWidth")
+    assert width == page.viewport_size["width"], "the viewport meta is not honoured"
+    overflow = page.evaluate("document.documentElement.scrollWidth")
+    if width < 600:
+        wide = page.evaluate("""() => [...document.querySelectorAll('body *')]
+            .filter(e => e.getBoundingClientRect().right > window.innerWidth + 0.5)
+            .slice(0, 5).map(e => e.tagName.toLowerCase() + (e.className ? '.' + e.className
+            : '') + ': ' + (e.textContent || '').trim().slice(0, 60))""")
+        assert overflow <= width, f"horizontal overflow at {width}px: {overflow}px wide; " \
+            f"widest elements: {wide}"
+    shot = artifacts_dir() / f"{request.node.callspec.id}.png"
+    shot.unlink(missing_ok=True)
+    page.screenshot(path=str(shot), full_page=True)
+    data = shot.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 1000, shot
+
+
+@pytest.mark.parametrize("visit", BOTH, ids=IDS, indirect=True)
+def test_no_serious_accessibility_violations(visit: Visit):
+    results = Axe().run(visit.page)
+    serious = [v for v in results.response["violations"] if v.get("impact") in SERIOUS]
+    report = []
+    for violation in serious:
+        report.append(f"[{violation['impact']}] {violation['id']}: {violation['help']} "
+                      f"({violation['helpUrl']})")
+        for node in violation["nodes"]:
+            report.append(f"    {' '.join(map(str, node['target']))}: {node['html'][:160]}")
+            report.extend(f"      {line}" for line in
+                          (node.get("failureSummary") or "").splitlines())
+    assert not serious, "axe-core found critical or serious violations:\n" + "\n".join(report)
+    visit.assert_clean()
+
+
+def visible_text(page: Page) -> str:
+    return page.locator("body").inner_text()
+
+
+@pytest.mark.parametrize("width", WIDTHS.values(), ids=WIDTHS.keys())
+def test_language_switch_works_without_javascript(browser, site, width):
+    items = site.issue(SAMPLE_WEEK)["items"]
+    zh_titles = [item["zh"]["title"] for item in items]
+    en_titles = [item["en"]["title"] for item in items]
+    issue_url = site.url(f"issues/{SAMPLE_WEEK}/")
+    with open_page(browser, site, PAGES["issue"], width, javascript=False) as visit:
+        page = visit.page
+        text = visible_text(page)
+        assert all(t in text for t in zh_titles + en_titles), "the bilingual page lacks titles"
+
+        page.get_by_role("link", name="English", exact=True).click()
+        page.wait_for_load_state("load")
+        assert page.url == issue_url + "en.html"
+        assert page.evaluate("document.documentElement.lang") == "en"
+        text = visible_text(page)
+        assert [t for t in en_titles if t not in text] == []
+        assert [t for t in zh_titles if t in text] == [], "Chinese titles on the English page"
+
+        page.get_by_role("link", name="中文", exact=True).click()
+        page.wait_for_load_state("load")
+        assert page.url == issue_url + "zh.html"
+        assert page.evaluate("document.documentElement.lang") == "zh-CN"
+        text = visible_text(page)
+        assert [t for t in zh_titles if t not in text] == []
+        assert [t for t in en_titles if t in text] == [], "English titles on the Chinese page"
+
+        page.get_by_role("link", name="中文 + English", exact=True).click()
+        page.wait_for_load_state("load")
+        assert page.url == issue_url + "index.html"
+        visit.assert_clean()
+
+
+def links(page: Page) -> list[str]:
+    """Every ``<a href>`` of the page, as the browser resolves it."""
+    return page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
+
+
+def test_every_link_into_the_issues_resolves(browser, site):
+    with open_page(browser, site, PAGES["index"], WIDTHS["desktop"]) as visit:
+        page = visit.page
+        from_index = [u for u in links(page) if "/issues/" in urlsplit(u).path]
+        assert sorted(set(from_index)) == sorted(
+            site.url(f"issues/{week}/index.html") for week in site.weeks), from_index
+        checked: dict[str, int] = {}
+        to_check = list(from_index)
+        for week in site.weeks:  # the issue's own files, linked from its page or not
+            to_check += [site.url(f"issues/{week}/{name}") for name in
+                         ("index.html", "zh.html", "en.html", "email.html", "issue.json")]
+        for issue_page in from_index:  # and every link into /issues/ on each issue's page
+            page.goto(issue_page)
+            to_check += [u for u in links(page) if "/issues/" in urlsplit(u).path]
+        for url in dict.fromkeys(to_check):
+            assert url.startswith(site.base_url + "/issues/"), f"not absolute: {url}"
+            assert not url.endswith("/"), f"links name index.html explicitly: {url}"
+            checked[url] = page.request.get(url).status
+        assert {u: s for u, s in checked.items() if s != 200} == {}
+        assert any(u.endswith("/email.html") for u in checked)
+        assert any(u.endswith("/issue.json") for u in checked)
+        visit.assert_clean()
+
+
+@pytest.mark.parametrize("week", [SAMPLE_WEEK, OLDER_WEEK])
+def test_hreflang_alternates_resolve(browser, site, week):
+    expected = {"zh-CN": "zh.html", "en": "en.html", "x-default": "index.html"}
+    for variant, lang in (("index.html", "zh-CN"), ("zh.html", "zh-CN"), ("en.html", "en")):
+        with open_page(browser, site, f"issues/{week}/{variant}", WIDTHS["desktop"]) as visit:
+            page = visit.page
+            assert page.evaluate("document.documentElement.lang") == lang
+            alternates = dict(page.eval_on_selector_all(
+                "head link[rel=alternate][hreflang]",
+                "els => els.map(e => [e.hreflang, e.href])"))
+            assert alternates == {
+                tag: site.url(f"issues/{week}/{name}") for tag, name in expected.items()}
+            for tag, url in alternates.items():
+                response = page.request.get(url)
+                assert response.status == 200, url
+                if tag != "x-default":
+                    assert f'<html lang="{tag}"' in response.text(), url
+            visit.assert_clean()
+
+
+@pytest.mark.parametrize("week", [SAMPLE_WEEK, OLDER_WEEK])
+def test_public_email_has_no_placeholder_or_token(site, week):
+    with urllib.request.urlopen(site.url(f"issues/{week}/email.html"), timeout=10) as response:
+        assert response.status == 200
+        assert response.headers["Content-Type"].startswith("text/html")
+        html = response.read().decode("utf-8")
+    assert "%%" not in html
+    assert "token=" not in html
+    for item in site.issue(week)["items"]:
+        assert f"/pull/{item['pr']}" in html
