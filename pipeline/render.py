@@ -22,13 +22,13 @@ from importlib import resources
 from pathlib import Path
 
 import jinja2
-import pendulum
 from markupsafe import Markup
 from mjml import mjml2html
 
 from .errors import RenderError
 from .model import LANG_TAGS, LAYOUTS, Issue, Item, Problem, Text, layout_langs
 from .rank import TIER_BY_NAME, TIERS
+from .week import week_ranges
 
 #: Filled per recipient at send time; never left in a sent message or the public archive.
 UNSUBSCRIBE_PLACEHOLDER = "%%unsubscribe_url%%"
@@ -183,17 +183,8 @@ class Renderer:
     def _context(self, issue: Issue, layout: str, base_url: str) -> dict:
         langs = layout_langs(layout)
         s = strings()
-        tz = issue.week.tz
-        start = pendulum.instance(issue.week.start).in_timezone(tz)
-        last = pendulum.instance(issue.week.end).in_timezone(tz).subtract(days=1)
         year, number = issue.id.split("-W")
-        same_month = start.month == last.month
-        ranges = {
-            "zh": f"{start.month} 月 {start.day} 日 – {last.month} 月 {last.day} 日",
-            "en": (f"{start.day}–{last.day} {last.format('MMM YYYY', locale='en')}" if same_month
-                   else f"{start.format('D MMM', locale='en')} – "
-                        f"{last.format('D MMM YYYY', locale='en')}"),
-        }
+        ranges = week_ranges(issue.week.start, issue.week.end, issue.week.tz)
         return {
             "langs": langs,
             "lang_tag": LANG_TAGS,

@@ -28,6 +28,7 @@ from .config import SiteSettings
 from .model import LANG_TAGS
 from .rank import TIER_BY_NAME
 from .render import PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER, environment, strings
+from .week import week_ranges
 
 HTML = "text/html; charset=utf-8"
 #: Issue pages change only when an issue is corrected; the index, feed and sitemap weekly.
@@ -64,14 +65,8 @@ class IssueView:
 
     @cached_property
     def ranges(self) -> dict[str, str]:
-        last = self.end.subtract(days=1)
-        start = self.start
-        if start.month == last.month:
-            en = f"{start.day}–{last.day} {last.format('MMM YYYY', locale='en')}"
-        else:
-            en = f"{start.format('D MMM', locale='en')} – {last.format('D MMM YYYY', locale='en')}"
-        return {"zh": f"{start.year} 年 {start.month} 月 {start.day} 日 – {last.month} 月 "
-                      f"{last.day} 日", "en": en}
+        ranges = week_ranges(self.start, self.end, self.data["week"]["tz"])
+        return {"zh": f"{self.start.year} 年 {ranges['zh']}", "en": ranges["en"]}
 
     def title(self, item: dict, lang: str) -> str:
         text = item.get(lang) or item.get("en" if lang == "zh" else "zh")

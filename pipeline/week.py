@@ -61,6 +61,18 @@ def last_complete_week(tz: str, at: datetime | None = None) -> Week:
     return week_of_monday(date(monday.year, monday.month, monday.day), tz)
 
 
+def week_ranges(start: datetime, end: datetime, tz: str) -> dict[str, str]:
+    """The days a week covers, as readers write them: ``11 月 23 日 – 11 月 29 日`` and
+    ``23–29 Nov 2026`` (``end`` is exclusive, so the last day is the one before it)."""
+    first = pendulum.instance(start).in_timezone(tz)
+    last = pendulum.instance(end).in_timezone(tz).subtract(days=1)
+    if first.month == last.month:
+        en = f"{first.day}–{last.day} {last.format('MMM YYYY', locale='en')}"
+    else:
+        en = f"{first.format('D MMM', locale='en')} – {last.format('D MMM YYYY', locale='en')}"
+    return {"zh": f"{first.month} 月 {first.day} 日 – {last.month} 月 {last.day} 日", "en": en}
+
+
 def _utc(dt: pendulum.DateTime) -> datetime:
     return datetime.fromtimestamp(dt.timestamp(), UTC)
 
