@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     from .config import Settings
 
 _ISSUE_KEY = re.compile(r"^issues/(\d{4}-W\d{2})/issue\.json$")
-_SAFE_KEY = re.compile(r"^(?!/)(?!.*(?:^|/)\.\.?(?:/|$))[A-Za-z0-9._/-]+$")
+_SAFE_KEY = re.compile(r"^(?!/)(?!.*/$)(?!.*//)(?!.*(?:^|/)\.\.?(?:/|$))[A-Za-z0-9._/-]+$")
 
 
 @dataclass(frozen=True)

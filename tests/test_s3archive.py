@@ -390,6 +390,46 @@ def test_a_borrowed_client_stays_open(s3: Any) -> None:
     assert s3.head_object(Bucket=BUCKET, Key=PREFIX + "index.html")["ContentLength"] > 0
 
 
+# -- the real publish step over S3 ----------------------------------------------------------
+
+
+def test_publish_twice_uploads_nothing_and_a_fresh_runner_rebuilds_the_index(
+        s3: Any, settings: Settings, tmp_path: Path) -> None:
+    from conftest import SAMPLE_WEEK, Entry, atom
+
+    from pipeline.build import build
+    from pipeline.built import load_built
+    from pipeline.publish import publish
+    from pipeline.site import Site
+
+    feed = tmp_path / "w47.atom"
+    feed.write_bytes(atom([Entry(pr=50001, title="上周的 PR", body="值得一读，上周的评审。",
+                                 published="2026-11-17T10:00:00+08:00", lang="zh-CN")]))
+    older = load_built(build(settings, week_id="2026-W47", feeds=[str(feed)],
+                             out=tmp_path / "b47").out_dir)
+    this = load_built(build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "b48").out_dir)
+    site_ = Site(settings.site)
+
+    publish(older, S3Archive(BUCKET, PREFIX), site_)
+    # A fresh runner: a new archive object, and only this week's build on disk.
+    runner = S3Archive(BUCKET, PREFIX)
+    publish(this, runner, site_)
+    index = s3.get_object(Bucket=BUCKET, Key=PREFIX + "index.html")
+    assert index["ContentType"] == "text/html; charset=utf-8"
+    page = index["Body"].read().decode("utf-8")
+    assert "2026-W47" in page and SAMPLE_WEEK in page and "上周的 PR" in page
+    feed_head = s3.head_object(Bucket=BUCKET, Key=PREFIX + "feed.xml")
+    assert feed_head["ContentType"].startswith("application/atom+xml")
+
+    again = S3Archive(BUCKET, PREFIX)
+    wire = watch(again)
+    report = publish(this, again, site_)
+    assert report.written == [] and report.bytes_written == 0
+    assert (again.uploads, again.uploaded_bytes) == (0, 0)
+    assert wire.calls["PutObject"] == 0
+    assert again.list_issues() == ["2026-W47", SAMPLE_WEEK]
+
+
 # -- open_archive ---------------------------------------------------------------------------
 
 

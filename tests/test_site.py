@@ -159,7 +159,8 @@ def test_a_failure_half_way_leaves_the_index_pointing_at_existing_pages(settings
 
 def test_keys_cannot_escape_the_archive(tmp_path):
     archive = LocalArchive(tmp_path / "site")
-    for key in ("../outside.html", "/etc/passwd", "issues/../../x", "a//b/../c"):
+    for key in ("../outside.html", "/etc/passwd", "issues/../../x", "a//b/../c", "a//b",
+                "./x", "x/"):
         with pytest.raises(ArchiveError):
             archive.write(SiteObject(key, b"x", "text/plain", SHORT_CACHE))
     assert not (tmp_path / "outside.html").exists()
