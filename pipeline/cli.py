@@ -291,6 +291,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("newsletter: interrupted; run the command again to finish", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:  # `newsletter subscribers export | head`: the reader left
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
     except Exception as exc:  # a bug, not a user mistake: say so in one line
         if args.traceback:
             traceback.print_exc()
