@@ -84,6 +84,22 @@ def test_unsubscribe_links_are_signed_for_the_recipient(settings, built):
                         NOW) == SID
 
 
+def test_list_unsubscribe_is_written_verbatim_for_mailbox_providers(settings, built):
+    with_mailto = replace(settings, delivery=replace(
+        settings.delivery, unsubscribe_mailto="unsub@example.org"))
+    messages = Messages(built, with_mailto, KEYS)
+    raw = messages.build("reader@example.org", SID, "zh-en", NOW).raw
+    head = raw.split(b"\r\n\r\n", 1)[0].decode("ascii")
+    links = messages.links(SID)
+    # Providers read this header raw: no RFC 2047 encoding, no break inside a URL.
+    assert f"\r\nList-Unsubscribe: <{links.unsubscribe}>,\r\n <{links.unsubscribe_mailto}>\r\n" \
+        in head
+    assert "\r\nList-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n" in head
+    for line in head.split("\r\n"):
+        if line.startswith(("List-", "Message-ID", "To:")):
+            assert "=?" not in line, line
+
+
 def test_each_recipient_gets_distinct_links(settings, built):
     messages = Messages(built, settings, KEYS)
     other = "fedcba9876543210fedcba98"
