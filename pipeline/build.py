@@ -18,11 +18,12 @@ from .bilingual import compose, sort_problems
 from .built import APPROVAL_FILE
 from .collect import FeedResult, group_week, merge, parse_feed, skipped_in_week
 from .config import Settings
+from .editorial import load_editorial
 from .errors import BlockedError, EmptyWeekError, UsageError
 from .fetch import fetch
 from .model import LAYOUTS, Issue, Problem, Week
 from .output import write_folder
-from .rank import rank
+from .rank import TIER_NAMES, rank
 from .render import RenderedLayout, Renderer
 from .week import last_complete_week, parse_week
 
@@ -71,7 +72,11 @@ def assemble(settings: Settings, week: Week, results: Sequence[FeedResult],
     skipped = skipped_in_week(rejected, week)
     if not groups:
         raise EmptyWeekError(week.id, len(skipped))
-    items, problems = rank(groups, tz)
+    editorial = load_editorial(settings.resolve(settings.paths.editorial_dir), week.id,
+                               TIER_NAMES)
+    items, problems = rank(groups, tz, editorial)
+    if not items:
+        raise EmptyWeekError(week.id, len(skipped))
     problems += [Problem("feed-warning", "warning", message=w)
                  for result in results for w in result.warnings]
     issue = compose(items, week, repo, settings.site.base_url, skipped, problems)

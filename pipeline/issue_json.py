@@ -35,6 +35,7 @@ def _item(item: Item) -> dict[str, Any]:
         "reviewed_at": iso_z(item.reviewed_at),
         "areas": list(item.areas),
         "reading_minutes": {"zh": item.reading_minutes.zh, "en": item.reading_minutes.en},
+        "note": {"zh": item.note.zh, "en": item.note.en} if item.note else None,
         **{lang: _text(item.text(lang)) for lang in LANGS},
     }
 

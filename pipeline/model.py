@@ -143,6 +143,8 @@ class Item:
     original_lang: Lang = "zh"
     #: Scope notes per language, for each language block of the email.
     scopes: Pair[str | None] = field(default_factory=lambda: Pair(None, None))
+    #: The editor's note to readers, per language (from the editor's file), or None.
+    note: Pair[str | None] | None = None
 
     def text(self, lang: str) -> Text | None:
         return self.zh if lang == "zh" else self.en

@@ -19,8 +19,9 @@ from datetime import datetime
 import pendulum
 
 from .collect import PullGroup
+from .editorial import EditorEntry, Editorial
 from .model import LANGS, Item, Lang, Pair, Problem, Review, Text, Verdict
-from .sanitize import html_to_text
+from .sanitize import clean_html, html_to_text, text_to_html
 
 
 @dataclass(frozen=True)
@@ -105,12 +106,24 @@ def text_from_review(review: Review) -> Text:
     return Text(review.title, review.body_html, html_to_text(review.body_html), "feed")
 
 
-def rank(groups: Sequence[PullGroup], tz: str) -> tuple[list[Item], list[Problem]]:
+def rank(groups: Sequence[PullGroup], tz: str, editorial: Editorial | None = None
+         ) -> tuple[list[Item], list[Problem]]:
     """Rank the week's PRs; return the items in reading order and the problems found."""
+    editorial = editorial or Editorial()
     ranked: list[tuple[tuple, Item]] = []
     problems: list[Problem] = []
+    seen = {group.pr for group in groups}
+    for pr in sorted(set(editorial.entries) - seen):
+        problems.append(Problem(
+            "editor-unknown-pr", "warning", pr=pr,
+            message=f"the editor's file names PR #{pr}, which has no review this week"))
     for group in groups:
-        item, found = _rank_one(group, tz)
+        entry = editorial.get(group.pr)
+        if entry and entry.hide:
+            problems.append(Problem("hidden", "warning", pr=group.pr,
+                                    message=f"PR #{group.pr} hidden by the editor's file"))
+            continue
+        item, found = _rank_one(group, tz, entry)
         problems.extend(found)
         key = (TIER_NAMES.index(item.tier), item.reviewed_at, item.pr)
         ranked.append((key, item))
@@ -118,9 +131,28 @@ def rank(groups: Sequence[PullGroup], tz: str) -> tuple[list[Item], list[Problem
     return [item for _, item in ranked], problems
 
 
-def _rank_one(group: PullGroup, tz: str) -> tuple[Item, list[Problem]]:
+def _editor_texts(texts: dict[str, Text], entry: EditorEntry | None) -> dict[str, Text]:
+    """The editor's title and body win over the feed's, field by field."""
+    if not entry:
+        return texts
+    merged = dict(texts)
+    for lang, given in entry.texts.items():
+        feed = texts.get(lang)
+        title = given.title or (feed.title if feed else None)
+        if given.body:
+            body_html = clean_html(text_to_html(given.body))
+        else:
+            body_html = feed.body_html if feed else None
+        if title and body_html:
+            merged[lang] = Text(title, body_html, html_to_text(body_html), "editor")
+    return merged
+
+
+def _rank_one(group: PullGroup, tz: str, entry: EditorEntry | None = None
+              ) -> tuple[Item, list[Problem]]:
     problems: list[Problem] = []
-    texts = {lang: text_from_review(r) for lang, r in group.latest.items()}
+    texts = _editor_texts({lang: text_from_review(r) for lang, r in group.latest.items()},
+                          entry)
     verdicts = {lang: parse_verdict(texts[lang].body_text, lang) for lang in texts}
     original = group.original_lang
     verdict = verdicts.get(original)
@@ -144,7 +176,9 @@ def _rank_one(group: PullGroup, tz: str) -> tuple[Item, list[Problem]]:
         ))
         priority = None
 
-    if priority:
+    if entry and entry.priority:
+        tier, source = entry.priority, "editor"
+    elif priority:
         tier, source = priority, "category"
     elif verdict:
         tier, source = verdict.tier, "verdict"
@@ -172,6 +206,7 @@ def _rank_one(group: PullGroup, tz: str) -> tuple[Item, list[Problem]]:
         original_lang=original,
         scopes=Pair(*((verdicts.get(lang).scope if verdicts.get(lang) else None)
                       for lang in LANGS)),
+        note=entry.note if entry and (entry.note.zh or entry.note.en) else None,
     )
     return item, problems
 
@@ -198,7 +233,10 @@ def _why(tier: str, source: str, verdict: Verdict | None, priority: str | None,
     local = pendulum.instance(reviewed).in_timezone(tz)
     when_zh = f"{local.month} 月 {local.day} 日 {local:%H:%M}"
     when_en = f"{local.format('ddd D MMM', locale='en')} {local:%H:%M}"
-    if source == "category":
+    if source == "editor":
+        zh = f"{label.zh}：由编辑指定（本周编辑文件）"
+        en = f"{label.en}: set by the editor (this week's editor's file)"
+    elif source == "category":
         zh = f"{label.zh}：由订阅源分类 priority:{priority} 指定"
         en = f"{label.en}: set by the feed category priority:{priority}"
     elif source == "verdict" and verdict:

@@ -30,7 +30,8 @@ def test_shape_follows_design(settings, tmp_path):
     assert sorted(item["pr"] for item in data["items"]) == sorted(SEED_PRS)
     for item in data["items"]:
         assert set(item) == {"pr", "url", "tier", "scope_note", "why", "reviewed_at", "areas",
-                             "reading_minutes", "zh", "en"}
+                             "reading_minutes", "note", "zh", "en"}
+        assert item["note"] is None
         assert item["url"] == f"https://github.com/vllm-project/vllm/pull/{item['pr']}"
         assert set(item["why"]) == {"zh", "en"} and all(item["why"].values())
         assert Z_TIME.match(item["reviewed_at"])
