@@ -47,6 +47,7 @@ lint: install
 bench: install
 	$(BIN)/python bench/bench_build.py
 	$(BIN)/python bench/bench_send.py
+	$(BIN)/python bench/bench_site.py
 
 clean:
 	rm -rf build

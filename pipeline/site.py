@@ -37,6 +37,9 @@ SHORT_CACHE = "public, max-age=300, must-revalidate"
 #: Page variants of one issue: file name → the languages it shows.
 VARIANTS = {"index.html": ("zh", "en"), "zh.html": ("zh",), "en.html": ("en",)}
 _CODE = re.compile(r"<code>(.*?)</code>", re.S)
+#: The Atom feed carries the latest issues in full; the index and sitemap list them all.
+#: (A full-content feed of every issue grew to 12 MB at ten years: make bench.)
+FEED_ISSUES = 20
 
 
 class IssueView:
@@ -136,7 +139,7 @@ class Site:
         return [
             SiteObject("index.html", self._render("web/index.html.j2", issues=views),
                        HTML, SHORT_CACHE),
-            SiteObject("feed.xml", self._render("web/feed.xml.j2", issues=views,
+            SiteObject("feed.xml", self._render("web/feed.xml.j2", issues=views[:FEED_ISSUES],
                                                 updated=updated),
                        "application/atom+xml; charset=utf-8", SHORT_CACHE),
             SiteObject("sitemap.xml", self._render("web/sitemap.xml.j2", issues=views,

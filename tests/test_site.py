@@ -100,6 +100,26 @@ def test_index_feed_sitemap_from_issue_files(settings, built, older):
     assert found["feed.xml"].content_type.startswith("application/atom+xml")
 
 
+def test_the_feed_carries_the_latest_issues_only(settings, built):
+    import copy
+
+    import feedparser
+
+    from pipeline.site import FEED_ISSUES
+
+    many = []
+    for n in range(1, FEED_ISSUES + 6):
+        data = copy.deepcopy(built.data)
+        data["id"] = f"2025-W{n:02d}"
+        many.append(data)
+    site = Site(settings.site)
+    found = {o.key: o for o in site.index_objects(many)}
+    feed = feedparser.parse(found["feed.xml"].data)
+    assert len(feed.entries) == FEED_ISSUES
+    assert feed.entries[0].link.endswith("/issues/2025-W25/index.html")
+    assert found["index.html"].data.decode().count('href="http') >= FEED_ISSUES + 5
+
+
 def test_no_subscribe_form_without_an_app(settings, built):
     site = Site(replace(settings.site, app_url=""))
     index = site.index_objects([built.data])[0].data.decode()
