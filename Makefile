@@ -44,9 +44,11 @@ test: install
 lint: install
 	$(BIN)/ruff check .
 
+# make bench: about five minutes; make bench FULL=1: the issue's full sizes for the send path
+# (10,000 recipients over SMTP, lists up to 100,000), about twenty.
 bench: install
 	$(BIN)/python bench/bench_build.py
-	$(BIN)/python bench/bench_send.py
+	$(BIN)/python bench/bench_send.py $(if $(FULL),--recipients 10000 --memory-sizes 10000,50000,100000)
 	$(BIN)/python bench/bench_site.py
 
 clean:
