@@ -15,7 +15,7 @@ from pathlib import Path
 from . import issue_json
 from .approve import read_approval
 from .bilingual import compose, sort_problems
-from .built import APPROVAL_FILE
+from .built import APPROVAL_FILE, ISSUE_FILE, issue_folder
 from .collect import FeedResult, group_week, merge, parse_feed, skipped_in_week
 from .config import Settings
 from .editorial import load_editorial
@@ -26,8 +26,6 @@ from .output import write_folder
 from .rank import TIER_NAMES, rank
 from .render import RenderedLayout, Renderer
 from .week import last_complete_week, parse_week
-
-ISSUE_FILE = "issue.json"
 
 
 @dataclass(frozen=True)
@@ -48,7 +46,7 @@ def choose_week(settings: Settings, week_id: str | None, at: datetime | None = N
 
 
 def issue_dir(settings: Settings, week: Week) -> Path:
-    return settings.resolve(settings.paths.build_dir) / "issues" / week.id
+    return issue_folder(settings, week.id)
 
 
 def read_feeds(settings: Settings, locations: Sequence[str]) -> list[FeedResult]:
