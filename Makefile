@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 NEWSLETTER := $(BIN)/newsletter
 SAMPLE_FEED := build/sample/feed.atom
 
-.PHONY: install run test lint bench site clean
+.PHONY: install run test lint bench site preview clean
 SITE_DIR := build/site
 SITE_PORT ?= 8000
 
@@ -31,6 +31,16 @@ run: install
 	fi
 	$(NEWSLETTER) run --feed $(SAMPLE_FEED)
 	@echo "web archive: $(SITE_DIR)/ — 'make site' serves it at http://127.0.0.1:$(SITE_PORT)/index.html"
+
+# Proof the coming issue before it goes out: build it from the sample re-dated as `make run`
+# does, write build/issues/<week>/preview/, serve it on 127.0.0.1 and print the approve command
+# (exit 3 when the proof report has a blocking problem). WEEK=2026-W48 previews that week from
+# [feed] urls instead (the bundled sample, as dated, is 2026-W48). PREVIEW_TO=you@example.org
+# also sends test copies (PREVIEW_LAYOUTS=zh-en,en: only those); PREVIEW_ARGS passes more
+# options (--no-serve, --watch, --port P).
+preview: install
+	$(BIN)/python examples/redate.py examples/sample-feed.atom $(SAMPLE_FEED)
+	$(NEWSLETTER) preview $(if $(WEEK),--week $(WEEK),--feed $(SAMPLE_FEED)) $(if $(PREVIEW_TO),--to $(PREVIEW_TO)) $(if $(PREVIEW_LAYOUTS),--layouts $(PREVIEW_LAYOUTS)) $(PREVIEW_ARGS)
 
 # Serve the published archive on loopback (what [site] base_url points at by default).
 site: install

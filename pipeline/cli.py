@@ -23,7 +23,7 @@ from .config import load
 from .errors import NewsletterError, UsageError
 from .model import LAYOUTS
 
-EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 4
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_BLOCKED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4
 
 
 class _Parser(argparse.ArgumentParser):
@@ -74,6 +74,33 @@ def parser() -> argparse.ArgumentParser:
                       help="with --to: only this layout (repeatable; default all four)")
     send.set_defaults(handler=_cmd_send)
 
+    preview = commands.add_parser(
+        "preview", help="build the issue and write a preview to proof it before approving",
+        description="Build the issue (an approved one is kept unless its content changed), "
+        "write <issue folder>/preview/ (every layout at 375 and 600 px and dark, subjects "
+        "and preheaders, the proof report, the ranking, screenshots where chromium is "
+        "installed), serve it on 127.0.0.1 and print the approve command. Exit 3 when the "
+        "proof report has a blocking problem.")
+    preview.add_argument("--week", metavar="YYYY-Www",
+                         help="default: the last complete week (the next one to send)")
+    preview.add_argument("--feed", action="append", default=[], metavar="PATH_OR_URL",
+                         help="a feed to read (repeatable; default: [feed] urls)")
+    preview.add_argument("--port", type=_port, default=0, metavar="P",
+                         help="port to serve on, on 127.0.0.1 (default: any free port)")
+    preview.add_argument("--no-serve", action="store_true",
+                         help="write the preview and stop; serve nothing")
+    preview.add_argument("--watch", action="store_true",
+                         help="rebuild when the feed files, the templates or the editor's "
+                         "file change (Ctrl-C stops)")
+    preview.add_argument("--to", metavar="ADDRESS",
+                         help="also send test copies to ADDRESS, as send --to does (once, "
+                         "at the start)")
+    preview.add_argument("--layouts", type=_layout_list, metavar="L[,L...]",
+                         help="with --to: only these layouts, e.g. zh-en,en (default all four)")
+    preview.add_argument("--no-screenshots", action="store_true",
+                         help="skip the PNG screenshots (faster)")
+    preview.set_defaults(handler=_cmd_preview)
+
     publish = commands.add_parser("publish", help="publish the built issue to the web archive",
                                   description="Write the issue's pages, then regenerate the "
                                   "index, Atom feed and sitemap from what the archive holds.")
@@ -115,6 +142,24 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
     return value
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError("must be between 0 and 65535")
+    return value
+
+
+def _layout_list(text: str) -> tuple[str, ...]:
+    layouts = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = [layout for layout in layouts if layout not in LAYOUTS]
+    if unknown or not layouts:
+        raise argparse.ArgumentTypeError(f"layouts are {', '.join(LAYOUTS)}; got {text!r}")
+    return tuple(dict.fromkeys(layouts))
 
 
 def _cmd_build(args: argparse.Namespace, settings) -> int:
@@ -191,6 +236,106 @@ def _cmd_run(args: argparse.Namespace, settings) -> int:
         _publish(settings, built)
     args.to = None
     return _deliver(args, settings, built)
+
+
+def _cmd_preview(args: argparse.Namespace, settings) -> int:
+    """build → proof → preview folder → (test copies) → serve / watch → exit 3 if blocked."""
+    import shlex
+    import shutil
+    import time
+
+    from .build import choose_week
+    from .preview import Watcher, editorial_file, preview_issue, serve, watched_paths
+
+    if args.layouts and not args.to:
+        raise UsageError("--layouts goes with --to (test copies)")
+    week = choose_week(settings, args.week)
+    config = f"--config {shlex.quote(str(args.config))} " if args.config else ""
+    approve = f"newsletter {config}approve --week {week.id}"
+    chromium = None if args.no_screenshots else shutil.which("chromium")
+    skip = ("--no-screenshots was given" if args.no_screenshots
+            else "no chromium on the PATH (install Debian's chromium to get them)")
+
+    def make():
+        return preview_issue(settings, week.id, args.feed, approve_command=approve,
+                             chromium=chromium, skip_reason=skip, shown=_shown)
+
+    built, report, preview = make()
+    _show_preview(built, report, preview)
+    if args.to:
+        _deliver(argparse.Namespace(to=args.to, layout=list(args.layouts or LAYOUTS),
+                                    dry_run=False, limit=None, resend_unconfirmed=False,
+                                    allow_missing_translations=False), settings, built)
+    server = None
+    if not args.no_serve:
+        server = serve(built.folder, args.port)
+        print(f"serving at http://127.0.0.1:{server.server_port}/preview/index.html "
+              "(Ctrl-C stops)", flush=True)
+    failed: NewsletterError | None = None
+    try:
+        if args.watch:
+            watcher = Watcher(watched_paths(settings, week.id, args.feed))
+            print(f"watching {len(watcher.state)} file(s): the feed, the templates and "
+                  f"{_shown(editorial_file(settings, week.id))} (Ctrl-C stops)", flush=True)
+            print(f"to approve: {approve}", flush=True)
+            while True:
+                time.sleep(1.0)
+                changed = watcher.changed()
+                if not changed:
+                    continue
+                print(f"changed: {', '.join(_shown(p) for p in changed[:3])}"
+                      + (f" and {len(changed) - 3} more" if len(changed) > 3 else ""),
+                      flush=True)
+                try:
+                    built, report, preview = make()
+                except NewsletterError as exc:
+                    failed = exc
+                    print(f"newsletter: error: {exc} (still watching)", file=sys.stderr,
+                          flush=True)
+                    continue
+                failed = None
+                print(f"rebuilt {built.id}: {len(built.data['items'])} items, "
+                      f"{len(report.blocking)} blocking, {len(report.warnings)} warning(s); "
+                      f"content_hash {built.content_hash}", flush=True)
+                print(f"to approve: {approve}", flush=True)
+        elif server is not None:
+            print(f"to approve: {approve}", flush=True)
+            while True:
+                time.sleep(3600)
+    except KeyboardInterrupt:
+        print("\nstopped", flush=True)
+    finally:
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+    print(f"to approve {built.id} as {built.content_hash[:12]}: {approve}", flush=True)
+    if failed is not None:
+        raise failed
+    if report.has_blocking:
+        first = report.blocking[0]
+        print(f"newsletter: blocked: {len(report.blocking)} blocking problem(s) in the proof "
+              f"report, first: {first.code}: {first.message}", file=sys.stderr)
+        return EXIT_BLOCKED
+    return EXIT_OK
+
+
+def _show_preview(built, report, preview) -> None:
+    tiers = Counter(item["tier"] for item in built.data["items"])
+    print(f"built {built.id}: {len(built.data['items'])} items "
+          f"({', '.join(f'{n} {tier}' for tier, n in tiers.items())}); "
+          f"{len(report.blocking)} blocking problem(s), {len(report.warnings)} warning(s)")
+    for problem in report.problems:
+        print(f"  {problem.severity}: {problem.code}: {problem.message}")
+    for size in report.sizes:
+        print(f"  email-{size.layout}.html {size.weight / 1000:.1f} KB as sent "
+              f"({size.percent:.0f}% of {size.budget / 1000:.0f} KB)")
+    shots = preview.screenshots
+    if shots.files:
+        print(f"screenshots: {len(shots.files)} in {_shown(preview.folder / 'screenshots')}/")
+    for note in shots.notes:
+        print(f"screenshots: {'skipped: ' if not shots.files else ''}{note}")
+    print(f"preview: {_shown(preview.index)}")
+    print(f"content_hash: {built.content_hash}", flush=True)
 
 
 def _cmd_publish(args: argparse.Namespace, settings) -> int:

