@@ -10,13 +10,78 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Protocol
 
-from .model import LANGS, LAYOUTS, Issue, Item, Problem, Skipped, Week, layout_langs
-from .rank import TIER_BY_NAME, TIER_NAMES
+from .errors import TranslateError
+from .model import (
+    LANGS,
+    LAYOUTS,
+    Issue,
+    Item,
+    Pair,
+    Problem,
+    Skipped,
+    Text,
+    Week,
+    layout_langs,
+)
+from .rank import TIER_BY_NAME, TIER_NAMES, reading_minutes
+from .sanitize import html_to_text
+
+if TYPE_CHECKING:
+    from .translate import Translation
 
 BRAND = {"zh": "vLLM PR 周报", "en": "vLLM PR Weekly"}
 _SUBJECT_TITLE_MAX = 60
 _LANG_NAMES = {"zh": "Chinese", "en": "English"}
+
+
+class Translate(Protocol):
+    """Translate one text (sanitized HTML, or a one-line title); see pipeline/translate.py."""
+
+    def __call__(self, html: str, source: str, target: str, *, title: bool = False
+                 ) -> Translation: ...
+
+
+def fill_missing(items: Sequence[Item], translate: Translate | None
+                 ) -> tuple[list[Item], list[Problem]]:
+    """Give each item its missing language by machine translation, the last source in
+    DESIGN.md's precedence (editor, feed, GitHub title, machine). A translation the guard
+    rejects leaves the language missing, and the proof report says why."""
+    if translate is None:
+        return list(items), []
+    filled: list[Item] = []
+    problems: list[Problem] = []
+    for item in items:
+        for target in LANGS:
+            source = "en" if target == "zh" else "zh"
+            original = item.text(source)
+            if item.text(target) is not None or original is None:
+                continue
+            try:
+                title = translate(original.title, source, target, title=True)
+                body = translate(original.body_html, source, target)
+                rejected = title.rejected or body.rejected
+            except TranslateError as exc:  # the backend is down: the build still succeeds
+                problems.append(Problem(
+                    "translation-rejected", "warning", pr=item.pr,
+                    message=f"PR #{item.pr}: no machine translation into "
+                            f"{_LANG_NAMES[target]}: {exc}"))
+                continue
+            if rejected or not title.text or not body.text:
+                problems.append(Problem(
+                    "translation-rejected", "warning", pr=item.pr,
+                    message=(f"PR #{item.pr}: the machine translation into "
+                             f"{_LANG_NAMES[target]} was rejected: {rejected or 'empty'}")))
+                continue
+            text = Text(title.text, body.text, html_to_text(body.text), body.source)
+            minutes = {lang: item.reading_minutes.get(lang) for lang in LANGS}
+            minutes[target] = reading_minutes(text.body_text, target)
+            item = replace(item, **{target: text},
+                           reading_minutes=Pair(minutes["zh"], minutes["en"]))
+        filled.append(item)
+    return filled, problems
 
 
 def compose(items: Sequence[Item], week: Week, repo: str, base_url: str,

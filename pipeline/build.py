@@ -14,14 +14,14 @@ from pathlib import Path
 
 from . import issue_json
 from .approve import read_approval
-from .bilingual import compose, sort_problems
+from .bilingual import Translate, compose, fill_missing, sort_problems
 from .built import APPROVAL_FILE, ISSUE_FILE, issue_folder
 from .collect import FeedResult, group_week, merge, parse_feed, skipped_in_week
 from .config import Settings
 from .editorial import load_editorial
 from .errors import BlockedError, EmptyWeekError, UsageError
 from .fetch import fetch
-from .model import LAYOUTS, Issue, Problem, Week
+from .model import LAYOUTS, Issue, Item, Problem, Skipped, Week
 from .output import write_folder
 from .rank import TIER_NAMES, rank
 from .render import RenderedLayout, Renderer
@@ -60,24 +60,34 @@ def read_feeds(settings: Settings, locations: Sequence[str]) -> list[FeedResult]
     return results
 
 
-def assemble(settings: Settings, week: Week, results: Sequence[FeedResult],
-             renderer: Renderer | None = None) -> tuple[Issue, dict, dict[str, bytes],
-                                                        dict[str, RenderedLayout]]:
-    """The pure part of a build: parsed feeds → issue, JSON and artifacts."""
-    repo, tz = settings.feed.repo, settings.issue.timezone
+def rank_week(settings: Settings, week: Week, results: Sequence[FeedResult],
+              translate: Translate | None = None
+              ) -> tuple[list[Item], list[Problem], list[Skipped]]:
+    """The week's items in reading order, in both languages where they can be, with the
+    editor's file applied; and the problems and skipped entries found on the way."""
     reviews, rejected = merge(results)
-    groups = group_week(reviews, week, repo)
+    groups = group_week(reviews, week, settings.feed.repo)
     skipped = skipped_in_week(rejected, week)
     if not groups:
         raise EmptyWeekError(week.id, len(skipped))
     editorial = load_editorial(settings.resolve(settings.paths.editorial_dir), week.id,
                                TIER_NAMES)
-    items, problems = rank(groups, tz, editorial)
+    items, problems = rank(groups, settings.issue.timezone, editorial)
     if not items:
         raise EmptyWeekError(week.id, len(skipped))
+    items, translation_problems = fill_missing(items, translate)
+    return items, problems + translation_problems, skipped
+
+
+def assemble(settings: Settings, week: Week, results: Sequence[FeedResult],
+             renderer: Renderer | None = None, translate: Translate | None = None
+             ) -> tuple[Issue, dict, dict[str, bytes], dict[str, RenderedLayout]]:
+    """The pure part of a build: parsed feeds → issue, JSON and artifacts."""
+    items, problems, skipped = rank_week(settings, week, results, translate)
     problems += [Problem("feed-warning", "warning", message=w)
                  for result in results for w in result.warnings]
-    issue = compose(items, week, repo, settings.site.base_url, skipped, problems)
+    issue = compose(items, week, settings.feed.repo, settings.site.base_url, skipped,
+                    problems)
     rendered, render_problems = (renderer or Renderer()).render(
         issue, settings.site.base_url, settings.issue.size_budget_kb)
     issue = replace(issue, problems=sort_problems([*issue.problems, *render_problems]))
@@ -90,7 +100,8 @@ def assemble(settings: Settings, week: Week, results: Sequence[FeedResult],
 
 
 def build(settings: Settings, *, week_id: str | None = None, feeds: Sequence[str] = (),
-          out: Path | None = None, force: bool = False) -> Built:
+          out: Path | None = None, force: bool = False,
+          translate: Translate | None = None) -> Built:
     """Build one issue and write it; return what was written.
 
     An approved issue is never replaced by different content behind the editor's back:
@@ -101,7 +112,7 @@ def build(settings: Settings, *, week_id: str | None = None, feeds: Sequence[str
     if not locations:
         raise UsageError("no feed to read: pass --feed PATH_OR_URL or set [feed] urls")
     results = read_feeds(settings, locations)
-    issue, data, artifacts, rendered = assemble(settings, week, results)
+    issue, data, artifacts, rendered = assemble(settings, week, results, translate=translate)
     files = {ISSUE_FILE: issue_json.dumps(data), **artifacts}
     out_dir = out.resolve() if out else issue_dir(settings, week)
     approval = read_approval(out_dir)

@@ -8,11 +8,13 @@ stderr, never a traceback.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import os
 import sys
 import traceback
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NoReturn
 
@@ -118,6 +120,16 @@ def parser() -> argparse.ArgumentParser:
     _send_arguments(run)
     run.set_defaults(handler=_cmd_run)
 
+    translations = commands.add_parser(
+        "translations", help="add a skeleton to the editor's file for every text to write",
+        description="Append to editorial/<week>.toml an empty title/body for every missing or "
+        "machine-made text of the week, quoting what there is to translate from. Never "
+        "changes what the editor wrote.")
+    translations.add_argument("--week", metavar="YYYY-Www",
+                              help="default: the last complete week")
+    translations.add_argument("--feed", action="append", default=[], metavar="PATH_OR_URL")
+    translations.set_defaults(handler=_cmd_translations)
+
     add_subscriber_commands(commands)
     return top
 
@@ -162,10 +174,55 @@ def _layout_list(text: str) -> tuple[str, ...]:
     return tuple(dict.fromkeys(layouts))
 
 
+@contextlib.contextmanager
+def _translation(settings) -> Iterator:
+    """The machine-translation callable for a build, or None when ``[translate] backend`` is
+    "none"; its translation memory stays open for the block."""
+    from .translate import TranslationMemory, memory_path, open_translator, translate_html
+
+    translator = open_translator(settings, os.environ)
+    if translator is None:
+        yield None
+        return
+    memory = TranslationMemory.open(memory_path(settings))
+    try:
+        yield functools.partial(translate_html, translator, memory)
+    finally:
+        memory.close()
+        close = getattr(translator, "close", None)
+        if close:
+            close()
+
+
+def _cmd_translations(args: argparse.Namespace, settings) -> int:
+    from .build import choose_week, rank_week, read_feeds
+    from .editorial import editorial_path
+    from .skeleton import extend
+
+    week = choose_week(settings, args.week)
+    locations = tuple(args.feed) or settings.feed.urls
+    if not locations:
+        raise UsageError("no feed to read: pass --feed PATH_OR_URL or set [feed] urls")
+    results = read_feeds(settings, locations)
+    with _translation(settings) as translate:
+        items, _, _ = rank_week(settings, week, results, translate)
+    path = editorial_path(settings.resolve(settings.paths.editorial_dir), week.id)
+    added = extend(path, items)
+    if added:
+        listed = ", ".join(f"#{pr} {lang}" for pr, lang in added)
+        print(f"{_shown(path)}: added {len(added)} skeleton(s): {listed}")
+    else:
+        print(f"{_shown(path)}: nothing to add (every missing or machine-made text already "
+              "has its table there)")
+    return EXIT_OK
+
+
 def _cmd_build(args: argparse.Namespace, settings) -> int:
     from .build import build
 
-    built = build(settings, week_id=args.week, feeds=args.feed, out=args.out, force=args.force)
+    with _translation(settings) as translate:
+        built = build(settings, week_id=args.week, feeds=args.feed, out=args.out,
+                      force=args.force, translate=translate)
     issue = built.issue
     tiers = Counter(item.tier for item in issue.items)
     blocking = [p for p in issue.problems if p.severity == "blocking"]
@@ -226,7 +283,8 @@ def _cmd_run(args: argparse.Namespace, settings) -> int:
             print(f"{week.id}: using the approved issue ({candidate.content_hash[:12]})")
             built = candidate
     if built is None:
-        result = build(settings, week_id=week.id, feeds=args.feed)
+        with _translation(settings) as translate:
+            result = build(settings, week_id=week.id, feeds=args.feed, translate=translate)
         print(f"built {week.id}: {len(result.issue.items)} items → {_shown(result.out_dir)}/")
         built = load_built(result.out_dir)
     from .send import check_gates
@@ -257,8 +315,10 @@ def _cmd_preview(args: argparse.Namespace, settings) -> int:
             else "no chromium on the PATH (install Debian's chromium to get them)")
 
     def make():
-        return preview_issue(settings, week.id, args.feed, approve_command=approve,
-                             chromium=chromium, skip_reason=skip, shown=_shown)
+        with _translation(settings) as translate:
+            return preview_issue(settings, week.id, args.feed, approve_command=approve,
+                                 chromium=chromium, skip_reason=skip, shown=_shown,
+                                 translate=translate)
 
     built, report, preview = make()
     _show_preview(built, report, preview)

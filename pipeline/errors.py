@@ -12,6 +12,7 @@
     ├── LockedError                 another run holds the issue's lock        (exit 5)
     ├── ArchiveError                the archive cannot be read or written     (exit 1)
     ├── EmptyWeekError              the week has no items: nothing to send    (exit 6)
+    ├── TranslateError              a translation backend failed or refused   (exit 1)
     └── TransportError              one message could not be handed over
         ├── PermanentFailure        this recipient will never take it: recorded, run goes on
         ├── TemporaryFailure        throttled or busy: retried with backoff
@@ -116,6 +117,18 @@ class ArchiveError(NewsletterError):
     def __init__(self, message: str, *, key: str | None = None) -> None:
         super().__init__(f"archive: {message}")
         self.key = key
+
+
+class TranslateError(NewsletterError):
+    """A machine-translation backend failed (unreachable, throttled past its retries, an
+    answer that is not one). ``backend`` is ``openai`` or ``aws``. A translation that arrives
+    but breaks the code it had to keep is no error: it is rejected as a result value."""
+
+    exit_code = 1
+
+    def __init__(self, message: str, *, backend: str) -> None:
+        super().__init__(f"translate ({backend}): {message}")
+        self.backend = backend
 
 
 class TransportError(NewsletterError):

@@ -45,6 +45,7 @@ from typing import Any
 import jinja2
 
 from .approve import read_approval
+from .bilingual import Translate
 from .build import build
 from .built import BuiltIssue, load_built
 from .config import Settings
@@ -404,7 +405,7 @@ def editorial_file(settings: Settings, week_id: str) -> Path:
 
 def preview_issue(settings: Settings, week_id: str, feeds: Sequence[str] = (), *,
                   approve_command: str, chromium: str | None, skip_reason: str | None = None,
-                  shown: Callable[[Path], str] = str
+                  shown: Callable[[Path], str] = str, translate: Translate | None = None
                   ) -> tuple[BuiltIssue, ProofReport, Preview]:
     """Build the week (``build`` semantics), proof it and write its preview folder.
 
@@ -413,7 +414,7 @@ def preview_issue(settings: Settings, week_id: str, feeds: Sequence[str] = (), *
     """
     strings.cache_clear()  # under --watch, templates/strings.toml may have changed
     try:
-        result = build(settings, week_id=week_id, feeds=feeds)
+        result = build(settings, week_id=week_id, feeds=feeds, translate=translate)
     except BlockedError as exc:
         raise BlockedError(f"not previewed: {exc} (newsletter build --week {week_id} --force; "
                            "then preview again)") from None
