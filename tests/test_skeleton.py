@@ -24,7 +24,8 @@ def test_skeleton_for_missing_languages_without_clobbering(tmp_path):
     (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{feed}"]\n')
     editorial = tmp_path / "editorial" / f"{SAMPLE_WEEK}.toml"
     editorial.parent.mkdir()
-    mine = '# my notes, kept as written\n[2]\npriority = "must-read"\n\n[2.zh]\ntitle = "我的标题"\n'
+    mine = ('# my notes, kept as written\n[2]\npriority = "must-read"\n\n'
+            '[2.zh]\ntitle = "我的标题"\n')
     editorial.write_text(mine, encoding="utf-8")
 
     first = run(["translations", "--week", SAMPLE_WEEK], tmp_path)
