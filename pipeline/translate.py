@@ -545,8 +545,8 @@ def translate_html(translator: Translator, memory: TranslationMemory | None, htm
     try:
         restored = restore(guarded, answer)
     except GuardError as exc:
-        return Translation(None, origin, f"the translation broke the code it had to keep: "
-                                         f"{exc.reason}", cached=False)
+        return Translation(None, origin, f"code or markup not kept: {exc.reason}",
+                           cached=False)
     problem = _language_problem(_PLACEHOLDERS.sub(" ", answer), target)
     if problem:
         return Translation(None, origin, problem, cached=False)
