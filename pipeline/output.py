@@ -8,10 +8,11 @@ up to the usual 0755 first.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 
 from .errors import OutputError
@@ -26,6 +27,23 @@ def write_folder(target: Path, files: Mapping[str, bytes], drop: Collection[str]
     for name in files:
         if "/" in name or "\\" in name or name in ("", ".", ".."):
             raise OutputError(f"refusing to write {name!r}: not a plain file name")
+    with staged_folder(target, carry=True, drop=drop) as staging:
+        for name, data in sorted(files.items()):
+            with open(staging / name, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+
+
+@contextlib.contextmanager
+def staged_folder(target: Path, *, carry: bool = False, drop: Collection[str] = ()
+                  ) -> Iterator[Path]:
+    """A private folder beside ``target`` to fill; when the block ends without an error it
+    replaces ``target`` in one rename, else it is removed and ``target`` is untouched.
+
+    With ``carry``, entries of the old ``target`` that the new one lacks are moved across
+    (except those named in ``drop``); without it the new folder replaces the old whole.
+    """
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
@@ -33,12 +51,8 @@ def write_folder(target: Path, files: Mapping[str, bytes], drop: Collection[str]
         raise OutputError(f"cannot write under {target.parent}: {exc.strerror or exc}") from exc
     try:
         staging.chmod(0o755)
-        for name, data in sorted(files.items()):
-            with open(staging / name, "wb") as handle:
-                handle.write(data)
-                handle.flush()
-                os.fsync(handle.fileno())
-        _swap(staging, target, drop)
+        yield staging
+        _swap(staging, target, drop if carry else None)
     except OSError as exc:
         shutil.rmtree(staging, ignore_errors=True)
         raise OutputError(f"cannot write {target}: {exc.strerror or exc}") from exc
@@ -47,15 +61,17 @@ def write_folder(target: Path, files: Mapping[str, bytes], drop: Collection[str]
         raise
 
 
-def _swap(staging: Path, target: Path, drop: Collection[str]) -> None:
-    """Rename ``staging`` onto ``target``, moving an old ``target`` aside first."""
+def _swap(staging: Path, target: Path, drop: Collection[str] | None) -> None:
+    """Rename ``staging`` onto ``target``, moving an old ``target`` aside first; ``drop``
+    None carries nothing over from the old ``target``."""
     if not target.exists():
         staging.rename(target)
         return
     if not target.is_dir():
         raise OutputError(f"{target} exists and is not a folder")
-    carried = [entry.name for entry in target.iterdir()
-               if entry.name not in drop and not (staging / entry.name).exists()]
+    carried = [] if drop is None else [
+        entry.name for entry in target.iterdir()
+        if entry.name not in drop and not (staging / entry.name).exists()]
     moved: list[str] = []
     old = Path(tempfile.mkdtemp(prefix=f".{target.name}.old.", dir=target.parent))
     old.rmdir()

@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import os
 import re
-import shutil
 import signal
 import subprocess
 import tempfile
@@ -53,6 +52,7 @@ from .editorial import editorial_path
 from .errors import BlockedError, OutputError, RenderError
 from .message import parse_address
 from .model import LANG_TAGS, LAYOUTS
+from .output import staged_folder
 from .proof import LayoutSize, ProofReport, proof
 from .rank import TIER_BY_NAME
 from .render import (
@@ -348,12 +348,7 @@ def write_preview(built: BuiltIssue, report: ProofReport, facts: PageFacts, *,
     ``skip_reason`` is what the page says when ``chromium`` is None.
     """
     target = built.folder / PREVIEW_DIR
-    try:
-        staging = Path(tempfile.mkdtemp(prefix=f".{PREVIEW_DIR}.", dir=built.folder))
-    except OSError as exc:
-        raise OutputError(f"cannot write under {built.folder}: {exc.strerror or exc}") from exc
-    try:
-        staging.chmod(0o755)
+    with staged_folder(target) as staging:
         dark_css = {}
         for layout in LAYOUTS:
             html = built.html(layout)
@@ -365,35 +360,12 @@ def write_preview(built: BuiltIssue, report: ProofReport, facts: PageFacts, *,
         else:
             screenshots = Screenshots(notes=(skip_reason or "no chromium on the PATH",))
         _write(staging / PAGE, render_page(built, report, facts, screenshots, dark_css, env))
-        _replace(staging, target)
-    except OSError as exc:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise OutputError(f"cannot write {target}: {exc.strerror or exc}") from exc
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
     return Preview(target, screenshots)
 
 
 def _write(path: Path, text: str) -> None:
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(text)
-
-
-def _replace(staging: Path, target: Path) -> None:
-    """Rename ``staging`` onto ``target``, the old ``target`` moved aside first."""
-    if not target.exists():
-        staging.rename(target)
-        return
-    old = Path(tempfile.mkdtemp(prefix=f".{PREVIEW_DIR}.old.", dir=target.parent))
-    old.rmdir()
-    target.rename(old)
-    try:
-        staging.rename(target)
-    except OSError:
-        old.rename(target)
-        raise
-    shutil.rmtree(old, ignore_errors=True)
 
 
 # -- the stage --------------------------------------------------------------------------
