@@ -1,7 +1,9 @@
 """Bilingual: ranked items → the :class:`Issue`, with every language gap made visible.
 
-Every item should read in Chinese and in English. Texts come from the feed for now (the
-editor's file, GitHub titles and machine translation join later, in DESIGN.md's precedence).
+Every item should read in Chinese and in English. Texts come from the editor's file, the feed
+and machine translation, in DESIGN.md's precedence. The PR's own title from GitHub is a headline
+only: it never becomes a :class:`Text`, so an item without English keeps its blocking
+``missing-language`` problem; the templates show that title, marked, in the missing block.
 A missing language is a *blocking problem* recorded in the issue, not a build failure: the
 editor sees it in the preview, and ``send`` refuses until it is filled.
 """

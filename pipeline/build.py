@@ -21,6 +21,7 @@ from .config import Settings
 from .editorial import load_editorial
 from .errors import BlockedError, EmptyWeekError, UsageError
 from .fetch import fetch
+from .github import GithubClient, area_names, link_files, names_paths
 from .model import LAYOUTS, Issue, Item, Problem, Skipped, Week
 from .output import write_folder
 from .rank import TIER_NAMES, rank
@@ -61,7 +62,7 @@ def read_feeds(settings: Settings, locations: Sequence[str]) -> list[FeedResult]
 
 
 def rank_week(settings: Settings, week: Week, results: Sequence[FeedResult],
-              translate: Translate | None = None
+              translate: Translate | None = None, github: GithubClient | None = None
               ) -> tuple[list[Item], list[Problem], list[Skipped]]:
     """The week's items in reading order, in both languages where they can be, with the
     editor's file applied; and the problems and skipped entries found on the way."""
@@ -75,15 +76,48 @@ def rank_week(settings: Settings, week: Week, results: Sequence[FeedResult],
     items, problems = rank(groups, settings.issue.timezone, editorial)
     if not items:
         raise EmptyWeekError(week.id, len(skipped))
+    github_problems: list[Problem] = []
+    if github is not None:
+        items = [add_facts(item, github, settings.feed.repo) for item in items]
+        github_problems = github.problems()
     items, translation_problems = fill_missing(items, translate)
-    return items, problems + translation_problems, skipped
+    items = [link_item(item) for item in items]
+    return items, problems + github_problems + translation_problems, skipped
+
+
+def add_facts(item: Item, github: GithubClient, repo: str) -> Item:
+    """The item with the PR's facts from GitHub (and the changed files when the review names
+    paths); areas from the title tags and labels when the feed gave none."""
+    facts = github.pull(repo, item.pr)
+    if facts is None:
+        return item
+    bodies = [text.body_html for text in (item.zh, item.en) if text is not None]
+    if any(names_paths(body) for body in bodies):
+        files = github.files(repo, item.pr)
+        if files:
+            facts = replace(facts, files=files)
+    return replace(item, github=facts, areas=item.areas or area_names(facts))
+
+
+def link_item(item: Item) -> Item:
+    """Backticked paths naming the PR's changed files linked to them in the diff view."""
+    if item.github is None or not item.github.files:
+        return item
+    texts = {}
+    for lang in ("zh", "en"):
+        text = item.text(lang)
+        if text is not None:
+            texts[lang] = replace(text, body_html=link_files(text.body_html, item.github.files,
+                                                             item.url))
+    return replace(item, **texts)
 
 
 def assemble(settings: Settings, week: Week, results: Sequence[FeedResult],
-             renderer: Renderer | None = None, translate: Translate | None = None
+             renderer: Renderer | None = None, translate: Translate | None = None,
+             github: GithubClient | None = None
              ) -> tuple[Issue, dict, dict[str, bytes], dict[str, RenderedLayout]]:
     """The pure part of a build: parsed feeds → issue, JSON and artifacts."""
-    items, problems, skipped = rank_week(settings, week, results, translate)
+    items, problems, skipped = rank_week(settings, week, results, translate, github)
     problems += [Problem("feed-warning", "warning", message=w)
                  for result in results for w in result.warnings]
     issue = compose(items, week, settings.feed.repo, settings.site.base_url, skipped,
@@ -101,7 +135,7 @@ def assemble(settings: Settings, week: Week, results: Sequence[FeedResult],
 
 def build(settings: Settings, *, week_id: str | None = None, feeds: Sequence[str] = (),
           out: Path | None = None, force: bool = False,
-          translate: Translate | None = None) -> Built:
+          translate: Translate | None = None, github: GithubClient | None = None) -> Built:
     """Build one issue and write it; return what was written.
 
     An approved issue is never replaced by different content behind the editor's back:
@@ -112,7 +146,8 @@ def build(settings: Settings, *, week_id: str | None = None, feeds: Sequence[str
     if not locations:
         raise UsageError("no feed to read: pass --feed PATH_OR_URL or set [feed] urls")
     results = read_feeds(settings, locations)
-    issue, data, artifacts, rendered = assemble(settings, week, results, translate=translate)
+    issue, data, artifacts, rendered = assemble(settings, week, results, translate=translate,
+                                              github=github)
     files = {ISSUE_FILE: issue_json.dumps(data), **artifacts}
     out_dir = out.resolve() if out else issue_dir(settings, week)
     approval = read_approval(out_dir)

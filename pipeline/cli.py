@@ -194,6 +194,13 @@ def _translation(settings) -> Iterator:
             close()
 
 
+def _github(settings):
+    """The GitHub facts source for a build, or None when ``[github] enabled`` is false."""
+    from .github import open_client
+
+    return open_client(settings, os.environ)
+
+
 def _cmd_translations(args: argparse.Namespace, settings) -> int:
     from .build import choose_week, rank_week, read_feeds
     from .editorial import editorial_path
@@ -205,7 +212,7 @@ def _cmd_translations(args: argparse.Namespace, settings) -> int:
         raise UsageError("no feed to read: pass --feed PATH_OR_URL or set [feed] urls")
     results = read_feeds(settings, locations)
     with _translation(settings) as translate:
-        items, _, _ = rank_week(settings, week, results, translate)
+        items, _, _ = rank_week(settings, week, results, translate, _github(settings))
     path = editorial_path(settings.resolve(settings.paths.editorial_dir), week.id)
     added = extend(path, items)
     if added:
@@ -222,7 +229,7 @@ def _cmd_build(args: argparse.Namespace, settings) -> int:
 
     with _translation(settings) as translate:
         built = build(settings, week_id=args.week, feeds=args.feed, out=args.out,
-                      force=args.force, translate=translate)
+                      force=args.force, translate=translate, github=_github(settings))
     issue = built.issue
     tiers = Counter(item.tier for item in issue.items)
     blocking = [p for p in issue.problems if p.severity == "blocking"]
@@ -284,7 +291,8 @@ def _cmd_run(args: argparse.Namespace, settings) -> int:
             built = candidate
     if built is None:
         with _translation(settings) as translate:
-            result = build(settings, week_id=week.id, feeds=args.feed, translate=translate)
+            result = build(settings, week_id=week.id, feeds=args.feed, translate=translate,
+                           github=_github(settings))
         print(f"built {week.id}: {len(result.issue.items)} items → {_shown(result.out_dir)}/")
         built = load_built(result.out_dir)
     from .send import check_gates
@@ -318,7 +326,7 @@ def _cmd_preview(args: argparse.Namespace, settings) -> int:
         with _translation(settings) as translate:
             return preview_issue(settings, week.id, args.feed, approve_command=approve,
                                  chromium=chromium, skip_reason=skip, shown=_shown,
-                                 translate=translate)
+                                 translate=translate, github=_github(settings))
 
     built, report, preview = make()
     _show_preview(built, report, preview)

@@ -24,7 +24,13 @@ from .errors import ConfigError
 SECRET_VARIABLES = frozenset(
     {"NEWSLETTER_SMTP_PASSWORD", "NEWSLETTER_TRANSLATE_API_KEY"}
 )
-_SECRET_KEYS = {("smtp", "password"), ("translate", "api_key"), ("secret", "key")}
+#: Secrets someone might put in the file, and the variable each really comes from.
+_SECRET_KEYS = {
+    ("smtp", "password"): "NEWSLETTER_SMTP_PASSWORD",
+    ("translate", "api_key"): "NEWSLETTER_TRANSLATE_API_KEY",
+    ("github", "token"): "GITHUB_TOKEN",
+    ("delivery", "secret"): "NEWSLETTER_SECRET",
+}
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 
 
@@ -189,7 +195,7 @@ def _build_section(name: str, cls: type, given: dict[str, Any], environ: Mapping
     values: dict[str, Any] = {}
     for key, value in given.items():
         if (name, key) in _SECRET_KEYS:
-            env = f"NEWSLETTER_{name.upper()}_{key.upper()}"
+            env = _SECRET_KEYS[(name, key)]
             raise ConfigError(f"secrets are read from the environment only ({env})",
                               key=f"[{name}] {key}")
         if key not in by_key:

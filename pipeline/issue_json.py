@@ -12,6 +12,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from .github import PullFacts
 from .model import LANGS, Issue, Item, Problem, Skipped, Text
 from .week import iso_z
 
@@ -37,7 +38,18 @@ def _item(item: Item) -> dict[str, Any]:
         "reading_minutes": {"zh": item.reading_minutes.zh, "en": item.reading_minutes.en},
         "note": {"zh": item.note.zh, "en": item.note.en} if item.note else None,
         **{lang: _text(item.text(lang)) for lang in LANGS},
+        "github": _github(item.github),
     }
+
+
+def _github(facts: PullFacts | None) -> dict[str, Any] | None:
+    if facts is None:
+        return None
+    return {"title": facts.title, "author": facts.author, "state": facts.state,
+            "merged_at": iso_z(facts.merged_at) if facts.merged_at else None,
+            "additions": facts.additions, "deletions": facts.deletions,
+            "changed_files": facts.changed_files, "labels": list(facts.labels),
+            "tags": list(facts.tags)}
 
 
 def _skipped(entry: Skipped) -> dict[str, Any]:

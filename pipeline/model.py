@@ -9,7 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Generic, Literal, TypeVar
+
+if TYPE_CHECKING:
+    from .github import PullFacts
 
 Lang = Literal["zh", "en"]
 Severity = Literal["blocking", "warning"]
@@ -145,6 +148,8 @@ class Item:
     scopes: Pair[str | None] = field(default_factory=lambda: Pair(None, None))
     #: The editor's note to readers, per language (from the editor's file), or None.
     note: Pair[str | None] | None = None
+    #: The PR's own facts from GitHub (``[github] enabled``), or None.
+    github: PullFacts | None = None
 
     def text(self, lang: str) -> Text | None:
         return self.zh if lang == "zh" else self.en

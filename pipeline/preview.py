@@ -50,6 +50,7 @@ from .built import BuiltIssue, load_built
 from .config import Settings
 from .editorial import editorial_path
 from .errors import BlockedError, OutputError, RenderError
+from .github import GithubClient
 from .message import parse_address
 from .model import LANG_TAGS, LAYOUTS
 from .output import staged_folder
@@ -377,8 +378,8 @@ def editorial_file(settings: Settings, week_id: str) -> Path:
 
 def preview_issue(settings: Settings, week_id: str, feeds: Sequence[str] = (), *,
                   approve_command: str, chromium: str | None, skip_reason: str | None = None,
-                  shown: Callable[[Path], str] = str, translate: Translate | None = None
-                  ) -> tuple[BuiltIssue, ProofReport, Preview]:
+                  shown: Callable[[Path], str] = str, translate: Translate | None = None,
+                  github: GithubClient | None = None) -> tuple[BuiltIssue, ProofReport, Preview]:
     """Build the week (``build`` semantics), proof it and write its preview folder.
 
     An approved issue whose content changed is not rebuilt: ``build``'s BlockedError, said
@@ -386,7 +387,8 @@ def preview_issue(settings: Settings, week_id: str, feeds: Sequence[str] = (), *
     """
     strings.cache_clear()  # under --watch, templates/strings.toml may have changed
     try:
-        result = build(settings, week_id=week_id, feeds=feeds, translate=translate)
+        result = build(settings, week_id=week_id, feeds=feeds, translate=translate,
+                       github=github)
     except BlockedError as exc:
         raise BlockedError(f"not previewed: {exc} (newsletter build --week {week_id} --force; "
                            "then preview again)") from None

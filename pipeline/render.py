@@ -69,7 +69,30 @@ def environment(override_dirs: Sequence[Path] = ()) -> jinja2.Environment:
         trim_blocks=False,
         keep_trailing_newline=True,
     )
+    env.globals["facts_line"] = facts_line
     return env
+
+
+def facts_line(facts) -> str:
+    """The PR's facts in one compact line: author, merged date (or state), +/− lines, tags.
+    ``facts`` is a :class:`PullFacts` or its issue.json dict; "" for None."""
+    if not facts:
+        return ""
+    get = facts.get if isinstance(facts, dict) else lambda key: getattr(facts, key)
+    parts = []
+    if get("author"):
+        parts.append(f"@{get('author')}")
+    merged = get("merged_at")
+    if merged:
+        day = merged[:10] if isinstance(merged, str) else merged.strftime("%Y-%m-%d")
+        parts.append(f"merged {day}")
+    else:
+        parts.append(str(get("state")))
+    parts.append(f"+{get('additions')}/\u2212{get('deletions')}")
+    tags = " ".join(f"[{tag}]" for tag in get("tags") or ())
+    if tags:
+        parts.append(tags)
+    return " · ".join(parts)
 
 
 @functools.cache

@@ -83,6 +83,7 @@ def test_environment_overrides_the_file(tmp_path, env, check):
         ("[site]\nbase_url = \"ftp://x\"\n", {}, "http(s) URL"),
         ("[delivery]\ntransport = \"pigeon\"\n", {}, "outbox, smtp, ses"),
         ("[smtp]\npassword = \"hunter2\"\n", {}, "NEWSLETTER_SMTP_PASSWORD"),
+        ("[github]\ntoken = \"hunter2\"\n", {}, "GITHUB_TOKEN"),
         ("[feed\n", {}, "not valid TOML"),
         ("", {"NEWSLETTER_ISSUE_TIMEZON": "UTC"}, "NEWSLETTER_ISSUE_TIMEZON"),
         ("", {"NEWSLETTER_ISSUE_SIZE_BUDGET_KB": "ninety"}, "NEWSLETTER_ISSUE_SIZE_BUDGET_KB"),

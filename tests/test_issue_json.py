@@ -30,7 +30,7 @@ def test_shape_follows_design(settings, tmp_path):
     assert sorted(item["pr"] for item in data["items"]) == sorted(SEED_PRS)
     for item in data["items"]:
         assert set(item) == {"pr", "url", "tier", "scope_note", "why", "reviewed_at", "areas",
-                             "reading_minutes", "note", "zh", "en"}
+                             "reading_minutes", "note", "zh", "en", "github"}
         assert item["note"] is None
         assert item["url"] == f"https://github.com/vllm-project/vllm/pull/{item['pr']}"
         assert set(item["why"]) == {"zh", "en"} and all(item["why"].values())

@@ -1,0 +1,301 @@
+"""PR facts from GitHub, against a loopback server answering in GitHub's documented shapes."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import threading
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+from conftest import SAMPLE_WEEK, Entry, atom, clean_env, newsletter_cmd
+
+from pipeline.built import load_built
+from pipeline.config import SiteSettings
+from pipeline.github import GithubClient, area_names, link_files, title_tags
+from pipeline.site import Site
+
+FIXTURES = Path(__file__).resolve().parent / "data" / "github"
+REPO = "vllm-project/vllm"
+
+
+class FakeGithub:
+    """Serves tests/data/github/ with ETags; ``mode`` "ok" or "rate-limited"."""
+
+    def __init__(self) -> None:
+        self.mode = "ok"
+        self.requests: list[tuple[str, dict[str, str], int]] = []
+        owner = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                owner.answer(self)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def record(self, handler: BaseHTTPRequestHandler, status: int) -> int:
+        """Note a request before answering it, so a test never sees an answer unrecorded."""
+        headers = {k.lower(): v for k, v in handler.headers.items()}
+        self.requests.append((handler.path, headers, status))
+        handler.send_response(status)
+        return status
+
+    def answer(self, handler: BaseHTTPRequestHandler) -> int:
+        if self.mode == "rate-limited":
+            body = b'{"message": "API rate limit exceeded"}'
+            self.record(handler, 403)
+            handler.send_header("x-ratelimit-remaining", "0")
+            handler.send_header("x-ratelimit-reset", "4102444800")  # 2100-01-01: far away
+            handler.send_header("Content-Length", str(len(body)))
+            handler.end_headers()
+            handler.wfile.write(body)
+            return 403
+        path = handler.path.split("?")[0]
+        prefix = f"/repos/{REPO}/pulls/"
+        name = None
+        if path.startswith(prefix):
+            rest = path[len(prefix):].split("/")
+            name = (f"pull-{rest[0]}.json" if len(rest) == 1
+                    else f"files-{rest[0]}.json" if rest[1:] == ["files"] else None)
+        fixture = FIXTURES / name if name else None
+        if fixture is None or not fixture.exists():
+            self.record(handler, 404)
+            handler.send_header("Content-Length", "0")
+            handler.end_headers()
+            return 404
+        body = fixture.read_bytes()
+        etag = '"' + hashlib.sha256(body).hexdigest()[:16] + '"'
+        if handler.headers.get("If-None-Match") == etag:
+            self.record(handler, 304)
+            handler.send_header("ETag", etag)
+            handler.end_headers()
+            return 304
+        self.record(handler, 200)
+        handler.send_header("Content-Type", "application/json; charset=utf-8")
+        handler.send_header("ETag", etag)
+        handler.send_header("x-ratelimit-remaining", "4999")
+        handler.send_header("Content-Length", str(len(body)))
+        handler.end_headers()
+        handler.wfile.write(body)
+        return 200
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def github() -> Iterator[FakeGithub]:
+    server = FakeGithub()
+    yield server
+    server.close()
+
+
+def test_facts_are_parsed_from_the_pull_and_its_files(github, tmp_path):
+    client = GithubClient(github.url, "t0ken", tmp_path / "github")
+    facts = client.pull(REPO, 53721)
+    assert facts is not None
+    assert facts.title == "[KV Connector][ROCm] MoRI-IO connector: support SWA + HMA"
+    assert facts.author == "mori-dev" and facts.state == "merged"
+    assert facts.merged_at == datetime(2026, 11, 24, 3, 11, 59, tzinfo=UTC)
+    assert (facts.additions, facts.deletions, facts.changed_files) == (412, 57, 6)
+    assert facts.labels == ("kv-connector", "rocm", "v1")
+    assert facts.tags == ("KV Connector", "ROCm")
+    assert area_names(facts) == ("kv-connector", "rocm", "v1")
+    files = client.files(REPO, 53721)
+    assert files and "tests/v1/kv_connector/unit/test_moriio_connector.py" in files
+    open_pr = client.pull(REPO, 56317)
+    assert open_pr is not None and open_pr.state == "open" and open_pr.merged_at is None
+    assert open_pr.tags == ("Bugfix", "KV Connector")
+    path, headers, _ = github.requests[0]
+    assert path == f"/repos/{REPO}/pulls/53721"
+    assert headers["authorization"] == "Bearer t0ken"
+    assert headers["accept"] == "application/vnd.github+json"
+    assert headers["x-github-api-version"] == "2022-11-28"
+    assert headers["user-agent"].startswith("vllm-pr-weekly/")
+    assert github.requests[1][0] == f"/repos/{REPO}/pulls/53721/files?per_page=100"
+    assert client.problems() == []
+
+
+def test_a_second_run_asks_with_if_none_match_and_uses_the_cache(github, tmp_path):
+    first = GithubClient(github.url, None, tmp_path / "github").pull(REPO, 53721)
+    assert [status for *_, status in github.requests] == [200]
+    assert "authorization" not in github.requests[0][1]
+    again = GithubClient(github.url, None, tmp_path / "github").pull(REPO, 53721)
+    assert again == first
+    _, headers, status = github.requests[1]
+    assert status == 304 and headers["if-none-match"].startswith('"')
+    assert len(github.requests) == 2
+
+
+def test_a_short_rate_limit_is_waited_out(github, tmp_path):
+    waits: list[float] = []
+    client = GithubClient(github.url, None, tmp_path / "github", sleep=waits.append,
+                          clock=lambda: 4102444800 - 3)
+    github.mode = "rate-limited"
+
+    def recover(seconds: float) -> None:
+        waits.append(seconds)
+        github.mode = "ok"
+
+    client.sleep = recover
+    facts = client.pull(REPO, 56317)
+    assert waits == [3] and facts is not None and facts.author == "nixl-dev"
+    assert client.problems() == []
+
+
+def test_a_long_rate_limit_gives_up_for_the_rest_of_the_build(github, tmp_path):
+    github.mode = "rate-limited"
+    waits: list[float] = []
+    client = GithubClient(github.url, None, tmp_path / "github", sleep=waits.append)
+    assert client.pull(REPO, 53721) is None
+    assert client.pull(REPO, 56317) is None
+    assert len(github.requests) == 1 and waits == []
+    [problem] = client.problems()
+    assert problem.code == "github-unavailable" and problem.severity == "warning"
+
+
+def test_an_outage_gives_none_and_one_warning(tmp_path, unused_port):
+    client = GithubClient(f"http://127.0.0.1:{unused_port}", None, tmp_path / "github",
+                          timeout=2)
+    assert client.pull(REPO, 53721) is None and client.pull(REPO, 56317) is None
+    assert [p.code for p in client.problems()] == ["github-unavailable"]
+
+
+@pytest.mark.parametrize(("title", "tags"), [
+    ("[Bugfix][ROCm] Fix the MoE kernel", ("Bugfix", "ROCm")),
+    ("[KV Connector] NIXL push registration", ("KV Connector",)),
+    ("[Frontend][Rust]", ("Frontend", "Rust")),
+    ("[Bugfix] [Core] [V1] spaced stack", ("Bugfix", "Core", "V1")),
+    ("Fix the scheduler [WIP]", ("WIP",)),
+    ("[Misc][Doc] fix `foo[0]` docs", ("Misc", "Doc", "0")),
+    ("[ Model ] padded", ("Model",)),
+    ("[CI/Build][torch.compile] odd ones", ("CI/Build", "torch.compile")),
+    ("[] empty and [[nested]]", ("nested",)),
+    ("No tags at all", ()),
+    ("[中文标签] unicode", ("中文标签",)),
+])
+def test_title_tags(title, tags):
+    assert title_tags(title) == tags
+
+
+def test_only_backticked_paths_of_the_pr_become_links():
+    files = ("tests/v1/kv_connector/unit/test_moriio_connector.py", "vllm/v1/core/sched.py")
+    html = ('<p>See <code>test_moriio_connector.py</code>, '
+            '<code>vllm/v1/core/sched.py</code>, <code>foo.py</code> and '
+            'test_moriio_connector.py in prose.</p>')
+    out = link_files(html, files, "https://github.com/vllm-project/vllm/pull/53721")
+    anchor = hashlib.sha256(files[0].encode()).hexdigest()
+    assert (f'<a href="https://github.com/vllm-project/vllm/pull/53721/files#diff-{anchor}">'
+            '<code>test_moriio_connector.py</code></a>') in out
+    assert out.count("<a ") == 2
+    assert "<code>foo.py</code> and" in out and "test_moriio_connector.py in prose" in out
+    assert link_files(html, (), "https://x") == html
+
+
+def _project(tmp_path: Path) -> Path:
+    feed = tmp_path / "zh.atom"
+    feed.write_bytes(atom([
+        Entry(pr=53721, title="MoRI-IO 连接器支持 SWA+HMA",
+              body="值得精读，对照 `test_moriio_connector.py` 阅读。"),
+        Entry(pr=56317, title="Both", body="Must read, lock it.", lang="en", id="en-56317"),
+        Entry(pr=56317, title="NIXL 加锁", body="值得精读。", lang="zh-CN", id="zh-56317",
+              published="2026-11-25T10:00:00+08:00"),
+    ]))
+    (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{feed}"]\n')
+    return tmp_path
+
+
+def _build(cwd: Path, url: str) -> tuple[subprocess.CompletedProcess, dict]:
+    env = clean_env(NEWSLETTER_GITHUB_ENABLED="true", NEWSLETTER_GITHUB_API_URL=url)
+    env.pop("GITHUB_TOKEN", None)
+    result = subprocess.run([*newsletter_cmd(), "build", "--week", SAMPLE_WEEK], cwd=cwd,
+                            env=env, capture_output=True, text=True, timeout=60, check=False)
+    path = cwd / "build" / "issues" / SAMPLE_WEEK / "issue.json"
+    return result, json.loads(path.read_text()) if path.exists() else {}
+
+
+def test_a_build_shows_the_facts_and_the_github_headline(github, tmp_path):
+    cwd = _project(tmp_path)
+    result, data = _build(cwd, github.url)
+    assert result.returncode == 0, result.stderr
+    item = next(i for i in data["items"] if i["pr"] == 53721)
+    assert item["github"] == {
+        "title": "[KV Connector][ROCm] MoRI-IO connector: support SWA + HMA",
+        "author": "mori-dev", "state": "merged", "merged_at": "2026-11-24T03:11:59Z",
+        "additions": 412, "deletions": 57, "changed_files": 6,
+        "labels": ["kv-connector", "rocm", "v1"], "tags": ["KV Connector", "ROCm"]}
+    assert item["areas"] == ["kv-connector", "rocm", "v1"]  # the feed gave none
+    assert item["en"] is None  # a headline is not a translation: still missing
+    assert ("missing-language", 53721) in {(p["code"], p.get("pr")) for p in data["problems"]}
+    assert not [p for p in data["problems"] if p["code"] == "github-unavailable"]
+    folder = cwd / "build" / "issues" / SAMPLE_WEEK
+    text = (folder / "email-en.txt").read_text()
+    assert ("GitHub: @mori-dev · merged 2026-11-24 · +412/\u221257 · [KV Connector] [ROCm]"
+            in text)
+    assert "GitHub: @nixl-dev · open · +108/\u22124 · [Bugfix] [KV Connector]" in text
+    assert ("[KV Connector][ROCm] MoRI-IO connector: support SWA + HMA (The PR's own title "
+            "on GitHub (a headline only))") in text
+    html = (folder / "email-zh-en.html").read_text()
+    assert "GitHub: @mori-dev · merged 2026-11-24" in html
+    anchor = hashlib.sha256(b"tests/v1/kv_connector/unit/test_moriio_connector.py").hexdigest()
+    assert f"/pull/53721/files#diff-{anchor}" in html
+    built = load_built(folder)
+    pages = {o.key: o.data.decode() for o in Site(SiteSettings()).issue_objects(
+        built.data, built.html("zh-en"))}
+    en_page = pages[f"issues/{SAMPLE_WEEK}/en.html"]
+    assert ("GitHub: @mori-dev · merged 2026-11-24 · +412/\u221257 · [KV Connector] [ROCm]"
+            in en_page)
+    assert "The PR&#39;s own title on GitHub (a headline only)" in en_page
+    served = len(github.requests)
+    again, same = _build(cwd, github.url)
+    assert again.returncode == 0 and same == data
+    assert [status for *_, status in github.requests[served:]] == [304] * (len(github.requests)
+                                                                           - served)
+
+
+def test_a_rate_limited_build_is_green_without_facts(github, tmp_path):
+    github.mode = "rate-limited"
+    result, data = _build(_project(tmp_path), github.url)
+    assert result.returncode == 0, result.stderr
+    assert all(item["github"] is None for item in data["items"])
+    assert [p["code"] for p in data["problems"]].count("github-unavailable") == 1
+    assert len(github.requests) == 1
+
+
+def test_an_offline_build_is_green_without_facts(tmp_path, unused_port):
+    result, data = _build(_project(tmp_path), f"http://127.0.0.1:{unused_port}")
+    assert result.returncode == 0, result.stderr
+    assert all(item["github"] is None for item in data["items"])
+    assert [p["code"] for p in data["problems"]].count("github-unavailable") == 1
+
+
+def test_disabled_by_default_means_no_facts(tmp_path):
+    env = clean_env()
+    result = subprocess.run([*newsletter_cmd(), "build", "--week", SAMPLE_WEEK],
+                            cwd=_project(tmp_path), env=env, capture_output=True, text=True,
+                            timeout=60, check=False)
+    assert result.returncode == 0, result.stderr
+    data = json.loads((tmp_path / "build" / "issues" / SAMPLE_WEEK / "issue.json").read_text())
+    assert all(item["github"] is None for item in data["items"])
+
+
+def test_an_issue_from_before_github_facts_still_renders_on_the_site(settings, tmp_path):
+    from pipeline.build import build
+
+    built = load_built(build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "out").out_dir)
+    data = json.loads(json.dumps(built.data))
+    for item in data["items"]:
+        del item["github"]  # an issue.json written before the key existed
+    pages = Site(settings.site).issue_objects(data, built.html("zh-en"))
+    assert all(b"GitHub: @" not in page.data for page in pages)
