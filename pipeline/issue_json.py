@@ -39,7 +39,17 @@ def _item(item: Item) -> dict[str, Any]:
         "note": {"zh": item.note.zh, "en": item.note.en} if item.note else None,
         **{lang: _text(item.text(lang)) for lang in LANGS},
         "github": _github(item.github),
-    }
+    } | _github_headline(item)
+
+
+def _github_headline(item: Item) -> dict[str, Any]:
+    """No English text but a GitHub title: the PR's own title is the English headline
+    (DESIGN.md's precedence), marked ``github-title``, with no body. It is a headline, not
+    a translation: the item keeps its blocking ``missing-language`` problem."""
+    if item.en is not None or item.github is None or not item.github.title:
+        return {}
+    return {"en": {"title": item.github.title, "body_html": "", "body_text": "",
+                   "source": "github-title"}}
 
 
 def _github(facts: PullFacts | None) -> dict[str, Any] | None:

@@ -236,7 +236,10 @@ def test_a_build_shows_the_facts_and_the_github_headline(github, tmp_path):
         "additions": 412, "deletions": 57, "changed_files": 6,
         "labels": ["kv-connector", "rocm", "v1"], "tags": ["KV Connector", "ROCm"]}
     assert item["areas"] == ["kv-connector", "rocm", "v1"]  # the feed gave none
-    assert item["en"] is None  # a headline is not a translation: still missing
+    # The PR's own title is the English headline, marked as such, with no body: a headline
+    # is not a translation, so the item is still missing its English text.
+    assert item["en"] == {"title": "[KV Connector][ROCm] MoRI-IO connector: support SWA + HMA",
+                          "body_html": "", "body_text": "", "source": "github-title"}
     assert ("missing-language", 53721) in {(p["code"], p.get("pr")) for p in data["problems"]}
     assert not [p for p in data["problems"] if p["code"] == "github-unavailable"]
     folder = cwd / "build" / "issues" / SAMPLE_WEEK
