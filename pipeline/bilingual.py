@@ -124,8 +124,14 @@ def sort_problems(problems: Sequence[Problem]) -> tuple[Problem, ...]:
 
 
 def _title(item: Item, lang: str) -> str:
-    text = item.text(lang) or item.text("en" if lang == "zh" else "zh")
-    title = text.title if text else f"#{item.pr}"
+    """The headline in ``lang``: its text, else (English) the PR's GitHub title, else the
+    other language's."""
+    text = item.text(lang)
+    if text is None and lang == "en" and item.github and item.github.title:
+        title = item.github.title
+    else:
+        text = text or item.text("en" if lang == "zh" else "zh")
+        title = text.title if text else f"#{item.pr}"
     if len(title) > _SUBJECT_TITLE_MAX:
         title = title[: _SUBJECT_TITLE_MAX - 1].rstrip() + "…"
     return title
