@@ -13,7 +13,7 @@ import pytest
 from pipeline.config import Settings, load
 
 #: Loopback servers (SMTP, moto, TLS) shared by the delivery tests.
-pytest_plugins = ["servers"]
+pytest_plugins = ["servers", "chromium"]
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_FEED = ROOT / "examples" / "sample-feed.atom"

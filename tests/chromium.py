@@ -1,0 +1,43 @@
+"""Headless Chromium for the browser tests: Debian's ``chromium``, never a downloaded one.
+
+Registered as a pytest plugin in conftest.py, so every test module gets the ``browser``
+fixture (one browser per module). The flags are the runtime's own (pipeline/preview.py
+screenshots with the same Chromium), minus the screenshot-only ones.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from playwright.sync_api import Browser, sync_playwright
+
+from pipeline.preview import CHROMIUM_FLAGS as _RUNTIME_FLAGS
+
+#: Flags that work on these machines (closed network, root, no GPU).
+CHROMIUM_FLAGS = [flag for flag in _RUNTIME_FLAGS
+                  if flag not in ("--hide-scrollbars", "--force-device-scale-factor=1")]
+
+
+def chromium_executable() -> str:
+    """Debian's Chromium, or a failure saying so: these tests fail, never skip, without it."""
+    found = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+    if not Path(found).is_file():
+        pytest.fail(f"no Chromium at {found}: install Debian's chromium (.ci/run does); "
+                    "these tests never download a browser")
+    return found
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Browser]:
+    executable = chromium_executable()
+    with sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=executable, headless=True,
+                                              args=CHROMIUM_FLAGS)
+        try:
+            yield launched
+        finally:
+            launched.close()
