@@ -23,14 +23,12 @@ import feedparser
 
 from .errors import FeedError
 from .model import Lang, Review, Skipped, Week
-from .sanitize import clean_html, html_to_text, plain_line, text_to_html
+from .sanitize import clean_html, html_to_text, letter_counts, plain_line, text_to_html
 
 _PR_LINK = re.compile(
     r"^https?://(?:www\.)?github\.com/([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+)/pull/(\d+)"
     r"(?:/(?:files|commits|checks|changes))?/?(?:[?#]\S*)?$"
 )
-_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-_LATIN = re.compile(r"[A-Za-z]")
 
 
 @dataclass(frozen=True)
@@ -118,8 +116,7 @@ def _normalise_lang(tag: str | None) -> str | None:
 
 def detect_lang(text: str) -> Lang:
     """Chinese if Han characters make up a fifth of the letters, else English."""
-    han = len(_HAN.findall(text))
-    latin = len(_LATIN.findall(text))
+    han, latin = letter_counts(text)
     return "zh" if han and han >= 0.2 * (han + latin) else "en"
 
 

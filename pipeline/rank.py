@@ -21,7 +21,7 @@ import pendulum
 from .collect import PullGroup
 from .editorial import EditorEntry, Editorial
 from .model import LANGS, Item, Lang, Pair, Problem, Review, Text, Verdict
-from .sanitize import clean_html, html_to_text, text_to_html
+from .sanitize import HAN, clean_html, html_to_text, text_to_html
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,6 @@ _SCOPE_OPENER = {
     "zh": re.compile(r"^(?:但是|但|不过|只是)\s*"),
     "en": re.compile(r"^(?:but|though|although)\s+", re.I),
 }
-_HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.'/-]*")
 
 
@@ -96,8 +95,8 @@ def _scope(after_clause: str, lang: Lang) -> str | None:
 
 def reading_minutes(text: str, lang: Lang) -> int:
     """Minutes to read ``text``: 300 Chinese characters or 200 words a minute, at least 1."""
-    han = len(_HAN.findall(text))
-    words = len(_WORD.findall(_HAN.sub(" ", text)))
+    han = len(HAN.findall(text))
+    words = len(_WORD.findall(HAN.sub(" ", text)))
     minutes = han / 300 + words / 200 if lang == "zh" else words / 200 + han / 300
     return max(1, math.ceil(minutes))
 

@@ -33,6 +33,9 @@ _CLEANER = nh3.Cleaner(
     strip_comments=True,
 )
 
+#: Han characters (CJK unified ideographs, extension A, compatibility ideographs).
+HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+_LATIN = re.compile(r"[A-Za-z]")
 _TAG_SPLIT = re.compile(r"(<[^>]*>)")
 _BACKTICK = re.compile(r"`([^`\n]+?)`")
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u2028\u2029]")
@@ -70,6 +73,11 @@ def code_spans(fragment: str) -> str:
         else:
             out.append(_BACKTICK.sub(r"<code>\1</code>", part))
     return "".join(out)
+
+
+def letter_counts(text: str) -> tuple[int, int]:
+    """(Han characters, Latin letters) in ``text``: how Chinese or English a text reads."""
+    return len(HAN.findall(text)), len(_LATIN.findall(text))
 
 
 def plain_line(text: str) -> str:

@@ -43,7 +43,7 @@ from typing import Any, Protocol
 
 from .config import Settings, TranslateSettings
 from .errors import ConfigError, OutputError, TranslateError
-from .sanitize import clean_html
+from .sanitize import clean_html, letter_counts
 from .translate_guard import OPEN, GuardError, protect, restore
 from .week import now
 
@@ -510,8 +510,6 @@ class TranslationMemory:
 
 # -- translating one text --------------------------------------------------------------------
 
-_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
-_LATIN = re.compile(r"[A-Za-z]")
 _LETTER = re.compile(r"[^\W\d_]")
 _PLACEHOLDERS = re.compile(r"⟦[^⟦⟧]*⟧")
 _BLOCK_SPACE = re.compile(r"\s*(</?(?:p|ul|ol|li|blockquote)\b[^>]*>)\s*")
@@ -568,8 +566,7 @@ def _finish(text: str, title: bool) -> str:
 def _language_problem(prose: str, target: str) -> str | None:
     """Why the prose of an answer is not in ``target`` (a model that echoed its input), or
     None. English may quote no Chinese to speak of; Chinese must hold some Chinese."""
-    cjk = len(_CJK.findall(prose))
-    latin = len(_LATIN.findall(prose))
+    cjk, latin = letter_counts(prose)
     if target == "en" and cjk and cjk > _MAX_CJK_IN_ENGLISH * (cjk + latin):
         return (f"the translation is not in English ({cjk} of {cjk + latin} letters are "
                 "Chinese)")
