@@ -37,19 +37,17 @@ import base64
 import threading
 from typing import Any
 
-import boto3
-import botocore.config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
     NoCredentialsError,
-    NoRegionError,
     PartialCredentialsError,
 )
 from botocore.exceptions import ConnectionError as NeverConnected
 
 from .archive import SiteObject, check_key, issue_id_of
-from .errors import ArchiveError, ConfigError
+from .aws import aws_client
+from .errors import ArchiveError
 
 __all__ = ["S3Archive", "normalise_prefix", "s3_client"]
 
@@ -67,17 +65,9 @@ def s3_client(region: str | None = None, *, connect_timeout: float = 10.0,
     it found first, which a long-lived process or a test changing the environment should not
     inherit.
     """
-    config = botocore.config.Config(
-        retries={"mode": "standard"},
-        connect_timeout=connect_timeout,
-        read_timeout=read_timeout,
-        max_pool_connections=max_pool_connections,
-    )
-    try:
-        return boto3.session.Session(region_name=region).client("s3", config=config)
-    except NoRegionError as exc:  # pragma: no cover - S3 falls back to us-east-1 today
-        raise ConfigError("the s3 archive needs an AWS region (set AWS_DEFAULT_REGION "
-                          "or a profile's region)") from exc
+    return aws_client("s3", region=region, what="the s3 archive",
+                      retries={"mode": "standard"}, connect_timeout=connect_timeout,
+                      read_timeout=read_timeout, max_pool_connections=max_pool_connections)
 
 
 def normalise_prefix(prefix: str) -> str:

@@ -33,20 +33,17 @@ import threading
 from collections.abc import Mapping
 from typing import Any
 
-import boto3
-import botocore.config
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
     HTTPClientError,
     NoCredentialsError,
-    NoRegionError,
     PartialCredentialsError,
 )
 from botocore.exceptions import ConnectionError as NeverConnected
 
+from .aws import aws_client
 from .errors import (
-    ConfigError,
     PermanentFailure,
     SendingStopped,
     TemporaryFailure,
@@ -75,17 +72,10 @@ def ses_client(region: str | None = None, *, connect_timeout: float = 10.0,
     A fresh boto3 session each time: the default session caches the credentials it found
     first, which a long-lived process (or a test changing the environment) should not inherit.
     """
-    config = botocore.config.Config(
-        retries={"total_max_attempts": 1, "mode": "standard"},
-        connect_timeout=connect_timeout,
-        read_timeout=read_timeout,
-        max_pool_connections=max_pool_connections,
-    )
-    try:
-        return boto3.session.Session(region_name=region).client("sesv2", config=config)
-    except NoRegionError as exc:
-        raise ConfigError("the ses transport needs an AWS region (set AWS_DEFAULT_REGION "
-                          "or a profile's region)") from exc
+    return aws_client("sesv2", region=region, what="the ses transport",
+                      retries={"total_max_attempts": 1, "mode": "standard"},
+                      connect_timeout=connect_timeout, read_timeout=read_timeout,
+                      max_pool_connections=max_pool_connections)
 
 
 class SesTransport:

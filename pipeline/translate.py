@@ -41,6 +41,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from .aws import aws_client
 from .config import Settings, TranslateSettings
 from .errors import ConfigError, OutputError, TranslateError
 from .sanitize import clean_html, letter_counts
@@ -312,20 +313,10 @@ def translate_client(region: str | None = None, *, connect_timeout: float = 10.0
     """An Amazon Translate client, on a fresh boto3 session (see :func:`pipeline.ses.ses_client`
     for why), with botocore's standard retries: TranslateText has no side effect, so throttling
     and 5xx answers are safely repeated with backoff."""
-    import boto3
-    import botocore.config
-    from botocore.exceptions import NoRegionError
-
-    config = botocore.config.Config(
-        retries={"total_max_attempts": max_attempts, "mode": "standard"},
-        connect_timeout=connect_timeout,
-        read_timeout=read_timeout,
-    )
-    try:
-        return boto3.session.Session(region_name=region).client("translate", config=config)
-    except NoRegionError as exc:
-        raise ConfigError("the aws backend needs an AWS region (set AWS_DEFAULT_REGION or a "
-                          "profile's region)", key="[translate] backend") from exc
+    return aws_client("translate", region=region, what="the aws backend",
+                      key="[translate] backend",
+                      retries={"total_max_attempts": max_attempts, "mode": "standard"},
+                      connect_timeout=connect_timeout, read_timeout=read_timeout)
 
 
 class AwsTranslator:

@@ -1,0 +1,28 @@
+"""One way to make a boto3 client, for the adapters that speak to AWS (SES, S3, Translate).
+
+A fresh boto3 session each time: the default session caches the credentials it found first,
+which a long-lived process (or a test changing the environment) should not inherit. boto3 is
+imported here, lazily, and only the AWS adapters call this.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .errors import ConfigError
+
+
+def aws_client(service: str, *, region: str | None, what: str, key: str | None = None,
+               **config: Any) -> Any:
+    """A ``service`` client configured with ``config`` (botocore ``Config`` arguments); no
+    region anywhere is a configuration error naming ``what`` needs it."""
+    import boto3
+    import botocore.config
+    from botocore.exceptions import NoRegionError
+
+    try:
+        return boto3.session.Session(region_name=region).client(
+            service, config=botocore.config.Config(**config))
+    except NoRegionError as exc:
+        raise ConfigError(f"{what} needs an AWS region (set AWS_DEFAULT_REGION or a "
+                          "profile's region)", key=key) from exc
