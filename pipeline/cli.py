@@ -246,18 +246,19 @@ def _cmd_build(args: argparse.Namespace, settings) -> int:
     return EXIT_OK
 
 
-def _week_id(settings, week: str | None) -> str:
+def _built(settings, week: str | None):
+    """The built issue of ``--week`` (default: the last complete week), hash checked."""
     from .build import choose_week
+    from .built import issue_folder, load_built
 
-    return choose_week(settings, week).id
+    return load_built(issue_folder(settings, choose_week(settings, week).id))
 
 
 def _cmd_approve(args: argparse.Namespace, settings) -> int:
     from .approve import approve
-    from .built import issue_folder, load_built
     from .week import now
 
-    built = load_built(issue_folder(settings, _week_id(settings, args.week)))
+    built = _built(settings, args.week)
     blocking = built.blocking()
     approval = approve(built, now())
     print(f"approved {built.id} as {approval.content_hash}")
@@ -268,9 +269,7 @@ def _cmd_approve(args: argparse.Namespace, settings) -> int:
 
 
 def _cmd_send(args: argparse.Namespace, settings) -> int:
-    from .built import issue_folder, load_built
-
-    built = load_built(issue_folder(settings, _week_id(settings, args.week)))
+    built = _built(settings, args.week)
     if args.layout and not args.to:
         raise UsageError("--layout goes with --to (test copies)")
     return _deliver(args, settings, built)
@@ -279,12 +278,12 @@ def _cmd_send(args: argparse.Namespace, settings) -> int:
 def _cmd_run(args: argparse.Namespace, settings) -> int:
     from .approve import is_approved
     from .build import build, choose_week, issue_dir
-    from .built import load_built
+    from .built import APPROVAL_FILE, load_built
 
     week = choose_week(settings, args.week)
     folder = issue_dir(settings, week)
     built = None
-    if (folder / "approval.json").exists():
+    if (folder / APPROVAL_FILE).exists():
         candidate = load_built(folder)
         if is_approved(candidate):
             print(f"{week.id}: using the approved issue ({candidate.content_hash[:12]})")
@@ -407,10 +406,9 @@ def _show_preview(built, report, preview) -> None:
 
 
 def _cmd_publish(args: argparse.Namespace, settings) -> int:
-    from .built import issue_folder, load_built
     from .send import check_gates
 
-    built = load_built(issue_folder(settings, _week_id(settings, args.week)))
+    built = _built(settings, args.week)
     check_gates(built, settings, allow_missing_translations=args.allow_missing_translations)
     _publish(settings, built)
     return EXIT_OK
