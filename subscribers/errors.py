@@ -103,8 +103,11 @@ class TokenError(NewsletterError):
 
     exit_code = 2
 
-    def __init__(self, reason: TokenReason) -> None:
+    def __init__(self, reason: TokenReason, *, subscriber_id: str | None = None) -> None:
         if reason not in TOKEN_REASONS:
             raise ValueError(f"unknown token error reason {reason!r}")
         super().__init__(f"token {reason}: {_TOKEN_MESSAGES[reason]}")
         self.reason: TokenReason = reason
+        #: Set only for ``expired``: the signature held, so the id is genuine, and the
+        #: subscription app can offer that subscriber a fresh confirmation mail.
+        self.subscriber_id = subscriber_id

@@ -71,6 +71,11 @@ class Subscriber:
     #: When the address was last confirmed (made ``active``); None if never.
     confirmed_at: datetime | None
     updated_at: datetime
+    #: The client address the consent came from (the subscription app's confirm), if known.
+    consent_ip: str | None = None
+    #: Transient bounces in a row since the last delivery; at ``[subscriptions]
+    #: transient_bounce_limit`` the address becomes ``bounced``.
+    transient_bounces: int = 0
 
 
 @dataclass(frozen=True)

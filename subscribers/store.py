@@ -19,7 +19,7 @@ import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
 
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "FILE_NAME",
+    "MAIL_EVENTS",
     "MIGRATIONS",
     "SqliteStore",
     "SubscriberStore",
@@ -53,6 +54,12 @@ __all__ = [
 
 #: The store's file name inside ``[paths] data_dir``.
 FILE_NAME = "subscribers.sqlite3"
+
+#: What :meth:`SubscriberStore.record_mail_event` understands: a permanent bounce makes an
+#: address ``bounced``; a transient one is counted, and ``transient_limit`` of them in a row
+#: make it ``bounced``; a complaint makes it ``complained`` (nothing overrides that); a
+#: delivery ends a run of transient bounces.
+MAIL_EVENTS: tuple[str, ...] = ("bounce-permanent", "bounce-transient", "complaint", "delivery")
 
 
 class SubscriberStore(Protocol):
@@ -106,9 +113,37 @@ class SubscriberStore(Protocol):
         ...
 
     def set_status(self, subscriber_id: str, status: str, now: datetime, *,
-                   source: str | None = None) -> Subscriber: ...
+                   source: str | None = None, client: str | None = None) -> Subscriber: ...
 
     def set_layout(self, subscriber_id: str, layout: str, now: datetime) -> Subscriber: ...
+
+    def request_subscription(self, email: str, layout: str, *, source: str,
+                             now: datetime) -> AddResult:
+        """A sign-up asked for by someone (web form, inbound mail) before any consent:
+        a new address is stored ``pending``; an existing one that is not ``active`` takes
+        the layout asked for (it receives nothing until it confirms); an ``active`` one is
+        left as it is; a removed (suppressed) one is not stored."""
+        ...
+
+    def record_mail_event(self, subscriber_id: str, kind: str, now: datetime, *,
+                          transient_limit: int) -> Subscriber:
+        """Apply what the mail system said about one address (see :data:`MAIL_EVENTS`)."""
+        ...
+
+    def first_time(self, key: str, now: datetime) -> bool:
+        """Record ``key`` as handled; True only for the first caller ever (per key)."""
+        ...
+
+    def forget(self, key: str) -> None:
+        """Undo :meth:`first_time` for a key whose handling failed, so a retry is taken."""
+        ...
+
+    def purge_seen(self, before: datetime) -> int: ...
+
+    def take_quota(self, key: str, now: datetime, *, limit: int,
+                   window: timedelta) -> bool:
+        """Count one use of ``key``; False once ``limit`` uses fall in the current window."""
+        ...
 
     def remove(self, email: str, now: datetime) -> bool:
         """Erase the subscriber and keep only a hashed suppression entry."""
@@ -189,25 +224,45 @@ MIGRATIONS: tuple[str, ...] = (
     ) WITHOUT ROWID;
     CREATE INDEX ledger_subscriber ON ledger (subscriber_id);
     """,
+    # 2 -------------------------------------------------------------------------------------
+    # The subscription app: where consent came from, transient bounces in a row, messages
+    # already handled (SNS deliveries, inbound mails), and the rate limits of /subscribe.
+    """
+    ALTER TABLE subscribers ADD COLUMN consent_ip TEXT;
+    ALTER TABLE subscribers ADD COLUMN transient_bounces INTEGER NOT NULL DEFAULT 0;
+
+    -- A key per message handled once (``sns:<MessageId>``, ``mail:<object key>``).
+    CREATE TABLE seen (
+        key TEXT PRIMARY KEY,
+        at  TEXT NOT NULL
+    ) WITHOUT ROWID;
+
+    -- Fixed-window counters: ``key`` is a hash (an address or a client is never stored here).
+    CREATE TABLE quotas (
+        key          TEXT PRIMARY KEY,
+        window_start TEXT NOT NULL,
+        count        INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    """,
 )
 
 # Queries are written out whole (no string building), so each one can be read, and
 # grepped, as SQLite runs it.
 _SUBSCRIBER_BY_ID = """
     SELECT id, email, status, layout, consent_at, consent_source, created_at, confirmed_at,
-           updated_at
+           updated_at, consent_ip, transient_bounces
     FROM subscribers WHERE id = ?"""
 _SUBSCRIBER_BY_KEY = """
     SELECT id, email, status, layout, consent_at, consent_source, created_at, confirmed_at,
-           updated_at
+           updated_at, consent_ip, transient_bounces
     FROM subscribers WHERE email_key = ?"""
 _SUBSCRIBERS_AFTER = """
     SELECT id, email, status, layout, consent_at, consent_source, created_at, confirmed_at,
-           updated_at
+           updated_at, consent_ip, transient_bounces
     FROM subscribers WHERE id > ? ORDER BY id LIMIT ?"""
 _SUBSCRIBERS_WITH_STATUS_AFTER = """
     SELECT id, email, status, layout, consent_at, consent_source, created_at, confirmed_at,
-           updated_at
+           updated_at, consent_ip, transient_bounces
     FROM subscribers WHERE status = ? AND id > ? ORDER BY id LIMIT ?"""
 _INSERT_SUBSCRIBER = """
     INSERT INTO subscribers (id, email, email_key, status, layout, consent_at, consent_source,
@@ -457,11 +512,13 @@ class SqliteStore:
         return counts
 
     def set_status(self, subscriber_id: str, status: str, now: datetime, *,
-                   source: str | None = None) -> Subscriber:
+                   source: str | None = None, client: str | None = None) -> Subscriber:
         """Change a subscriber's status; UnknownSubscriber if there is none with this id.
 
         Becoming ``active`` from any other status is a confirmation: ``confirmed_at`` and
         ``consent_at`` are set to ``now`` and ``consent_source`` to ``source`` (if given).
+        ``consent_ip`` to ``client`` (the address the confirmation came from, if known),
+        and the count of transient bounces starts again from 0.
         Confirming an active subscriber again changes nothing (link scanners click first).
         This is the one way out of ``unsubscribed``/``bounced``/``complained``: call it only
         on the subscriber's own new confirmation, never from an import.
@@ -480,11 +537,16 @@ class SqliteStore:
                     consent_source = CASE WHEN :status = 'active' AND status != 'active'
                                                AND :source IS NOT NULL
                                           THEN :source ELSE consent_source END,
+                    consent_ip = CASE WHEN :status = 'active' AND status != 'active'
+                                      THEN :client ELSE consent_ip END,
+                    transient_bounces = CASE WHEN :status = 'active' AND status != 'active'
+                                             THEN 0 ELSE transient_bounces END,
                     updated_at = CASE WHEN status != :status THEN :now ELSE updated_at END,
                     status = :status
                 WHERE id = :id
                 """,
-                {"status": status, "now": stamp, "source": source, "id": subscriber_id},
+                {"status": status, "now": stamp, "source": source, "client": client,
+                 "id": subscriber_id},
             ).rowcount
             if not changed:
                 raise UnknownSubscriber(subscriber_id=subscriber_id)
@@ -505,6 +567,115 @@ class SqliteStore:
                 raise UnknownSubscriber(subscriber_id=subscriber_id)
             row = conn.execute(_SUBSCRIBER_BY_ID, (subscriber_id,)).fetchone()
         return _subscriber(row)
+
+    def request_subscription(self, email: str, layout: str, *, source: str,
+                             now: datetime) -> AddResult:
+        """A sign-up someone asked for, before any consent (see the protocol).
+
+        Outcomes: ``CREATED`` (a new ``pending`` row), ``EXISTING`` (``pending`` or
+        ``active``; a pending one takes the new layout), ``REFUSED`` (``unsubscribed``,
+        ``bounced`` or ``complained``: still so, with the new layout, until the person
+        confirms) and ``SUPPRESSED`` (removed: nothing stored). An ``active`` subscriber's
+        layout is never changed here: the request carries no proof that it comes from them.
+        """
+        if layout not in LAYOUTS:
+            raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
+        normal = normalise_email(email)
+        stamp = _ts(now)
+        with self._transaction() as conn:
+            if _suppressed(conn, normal):
+                return AddResult(AddOutcome.SUPPRESSED, None)
+            inserted = conn.execute(
+                _INSERT_SUBSCRIBER,
+                (new_subscriber_id(), normal, email_key(normal), "pending", layout, None,
+                 source, stamp, None, stamp),
+            ).rowcount
+            if inserted:
+                return AddResult(AddOutcome.CREATED, _subscriber(_row_by_email(conn, normal)))
+            conn.execute("UPDATE subscribers SET layout = ?, updated_at = ? "
+                         "WHERE email_key = ? AND status != 'active' AND layout != ?",
+                         (layout, stamp, email_key(normal), layout))
+            current = _subscriber(_row_by_email(conn, normal))
+        outcome = AddOutcome.REFUSED if current.status in FINAL_STATUSES else AddOutcome.EXISTING
+        return AddResult(outcome, current)
+
+    def record_mail_event(self, subscriber_id: str, kind: str, now: datetime, *,
+                          transient_limit: int) -> Subscriber:
+        """Apply one SES event to a subscriber, atomically (see :data:`MAIL_EVENTS`).
+
+        ``complained`` is never overridden (the person said "spam": nothing we learn later
+        about their mailbox makes mailing them right). A bounce never turns an
+        ``unsubscribed`` address into ``bounced`` either: both stop mail, and the person's
+        own choice is the better record. UnknownSubscriber if there is no such id.
+        """
+        if kind not in MAIL_EVENTS:
+            raise ValueError(f"unknown mail event {kind!r}; known: {', '.join(MAIL_EVENTS)}")
+        if transient_limit < 1:
+            raise ValueError("transient_limit must be at least 1")
+        statements = {
+            "bounce-permanent": (
+                "UPDATE subscribers SET status = 'bounced', updated_at = :now "
+                "WHERE id = :id AND status IN ('pending', 'active')"),
+            "bounce-transient": (
+                "UPDATE subscribers SET transient_bounces = transient_bounces + 1, "
+                "status = CASE WHEN transient_bounces + 1 >= :limit "
+                "              AND status IN ('pending', 'active') "
+                "              THEN 'bounced' ELSE status END, "
+                "updated_at = :now WHERE id = :id"),
+            "complaint": (
+                "UPDATE subscribers SET status = 'complained', updated_at = :now "
+                "WHERE id = :id AND status != 'complained'"),
+            "delivery": (
+                "UPDATE subscribers SET transient_bounces = 0 "
+                "WHERE id = :id AND transient_bounces != 0"),
+        }
+        params = {"now": _ts(now), "id": subscriber_id, "limit": transient_limit}
+        with self._transaction() as conn:
+            conn.execute(statements[kind], params)
+            row = conn.execute(_SUBSCRIBER_BY_ID, (subscriber_id,)).fetchone()
+            if row is None:
+                raise UnknownSubscriber(subscriber_id=subscriber_id)
+        return _subscriber(row)
+
+    def first_time(self, key: str, now: datetime) -> bool:
+        """Record ``key`` as handled; True for exactly one caller (an insert that does
+        nothing if the key exists). SNS delivers at least once, and an inbound mail can be
+        picked up again after a crash: this makes handling them idempotent."""
+        with self._using() as conn:
+            return conn.execute("INSERT INTO seen (key, at) VALUES (?, ?) "
+                                "ON CONFLICT (key) DO NOTHING", (key, _ts(now))).rowcount == 1
+
+    def forget(self, key: str) -> None:
+        """Undo :meth:`first_time` after the handling failed, so a redelivery is taken."""
+        with self._using() as conn:
+            conn.execute("DELETE FROM seen WHERE key = ?", (key,))
+
+    def purge_seen(self, before: datetime) -> int:
+        """Drop keys recorded before ``before``; how many. The webhook refuses messages
+        older than that window, so a purged key cannot be replayed."""
+        with self._using() as conn:
+            return conn.execute("DELETE FROM seen WHERE at < ?", (_ts(before),)).rowcount
+
+    def take_quota(self, key: str, now: datetime, *, limit: int,
+                   window: timedelta) -> bool:
+        """One use of ``key`` in a fixed window of ``window``; False (nothing counted) once
+        ``limit`` uses fall in it. One upsert, so concurrent callers cannot both take the
+        last use. ``key`` should be a hash: it is stored."""
+        if limit < 1 or window <= timedelta(0):
+            raise ValueError("limit must be at least 1 and window positive")
+        stamp, start = _ts(now), _ts(now - window)
+        with self._using() as conn:
+            return conn.execute(
+                """
+                INSERT INTO quotas (key, window_start, count) VALUES (:key, :now, 1)
+                ON CONFLICT (key) DO UPDATE SET
+                    window_start = CASE WHEN window_start <= :start THEN :now
+                                        ELSE window_start END,
+                    count = CASE WHEN window_start <= :start THEN 1 ELSE count + 1 END
+                WHERE window_start <= :start OR count < :limit
+                """,
+                {"key": key, "now": stamp, "start": start, "limit": limit},
+            ).rowcount == 1
 
     def remove(self, email: str, now: datetime) -> bool:
         """Erase a subscriber; True if there was one. The address stays refused for good.
@@ -708,6 +879,8 @@ def _subscriber(row: sqlite3.Row) -> Subscriber:
         created_at=_dt(row["created_at"]),
         confirmed_at=_dt_or_none(row["confirmed_at"]),
         updated_at=_dt(row["updated_at"]),
+        consent_ip=row["consent_ip"],
+        transient_bounces=row["transient_bounces"],
     )
 
 

@@ -212,7 +212,7 @@ def verify_token(keys: Keys, token: str, purpose: Purpose, now: datetime) -> str
     if _PURPOSE_OF_CODE[first & 0x0F] != purpose:
         raise TokenError("wrong-purpose")
     if expiry and now.timestamp() >= expiry:
-        raise TokenError("expired")
+        raise TokenError("expired", subscriber_id=sid.hex())
     return sid.hex()
 
 

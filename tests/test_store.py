@@ -18,7 +18,7 @@ import pytest
 
 from subscribers.errors import InvalidAddress, StoreError, UnknownSubscriber
 from subscribers.model import AddOutcome
-from subscribers.store import SqliteStore, SubscriberStore, open_store
+from subscribers.store import MIGRATIONS, SqliteStore, SubscriberStore, open_store
 
 NOW = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
 ISSUE = "2026-W48"
@@ -56,13 +56,13 @@ def test_fresh_file_is_migrated_and_reopening_changes_nothing(path):
     with SqliteStore.open(path) as store:
         sid = active(store, "a@example.org")
     assert path.is_file()
-    assert raw(path, "SELECT version FROM schema_version") == [(1,)]
+    assert raw(path, "SELECT version FROM schema_version") == [(len(MIGRATIONS),)]
     tables = {row[0] for row in raw(path, "SELECT name FROM sqlite_master WHERE type='table'")}
     assert {"schema_version", "subscribers", "suppressions", "ledger"} <= tables
     assert raw(path, "PRAGMA journal_mode") == [("wal",)]
     with SqliteStore.open(path) as again:
         assert again.get(sid) is not None
-    assert raw(path, "SELECT version FROM schema_version") == [(1,)]
+    assert raw(path, "SELECT version FROM schema_version") == [(len(MIGRATIONS),)]
 
 
 def test_settings_place_the_store_in_the_data_folder(settings):
@@ -410,3 +410,133 @@ def test_a_delivery_is_never_downgraded_and_release_drops_only_claims(store):
     store.mark_sent(ISSUE, other, "m-2", NOW)
     assert store.ledger_counts(ISSUE) == {"sending": 0, "sent": 2, "failed": 0,
                                           "unconfirmed": 0}
+
+
+# -- the subscription app's needs ---------------------------------------------------------------
+
+def test_a_version_1_file_is_migrated_keeping_its_subscribers(path):
+    path.parent.mkdir(parents=True)
+    conn = sqlite3.connect(path)
+    conn.executescript(MIGRATIONS[0])
+    conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+    conn.execute("INSERT INTO schema_version VALUES (1)")
+    conn.execute("INSERT INTO subscribers VALUES ('0123456789abcdef01234567', 'old@example.org', "
+                 "'old@example.org', 'active', 'en', '2026-01-01T00:00:00.000000Z', 'cli', "
+                 "'2026-01-01T00:00:00.000000Z', '2026-01-01T00:00:00.000000Z', "
+                 "'2026-01-01T00:00:00.000000Z')")
+    conn.commit()
+    conn.close()
+    with SqliteStore.open(path) as store:
+        old = store.find("old@example.org")
+        assert old.status == "active" and old.layout == "en"
+        assert old.consent_ip is None and old.transient_bounces == 0
+        assert store.first_time("k", NOW)
+    assert raw(path, "SELECT version FROM schema_version") == [(len(MIGRATIONS),)]
+
+
+def test_request_subscription_stores_pending_and_never_touches_an_active_layout(store):
+    first = store.request_subscription("New@Example.org", "en", source="web", now=NOW)
+    assert first.outcome.value == "created"
+    assert first.subscriber.status == "pending" and first.subscriber.consent_at is None
+    again = store.request_subscription("new@example.org", "zh", source="web", now=NOW)
+    assert again.outcome.value == "existing" and again.subscriber.layout == "zh"
+    sid = active(store, "on@example.org", "zh")
+    kept = store.request_subscription("on@example.org", "en", source="web", now=NOW)
+    assert kept.outcome.value == "existing" and kept.subscriber.layout == "zh"
+    store.set_status(sid, "unsubscribed", NOW)
+    left = store.request_subscription("on@example.org", "en", source="web", now=NOW)
+    assert left.outcome.value == "refused-reactivation"
+    assert left.subscriber.status == "unsubscribed" and left.subscriber.layout == "en"
+    store.remove("on@example.org", NOW)
+    gone = store.request_subscription("on@example.org", "en", source="web", now=NOW)
+    assert gone.outcome.value == "suppressed" and gone.subscriber is None
+    assert store.find("on@example.org") is None
+
+
+def test_confirmation_records_consent_and_its_client(store):
+    sid = store.request_subscription("c@example.org", "zh-en", source="web",
+                                     now=NOW).subscriber.id
+    later = NOW + timedelta(hours=1)
+    confirmed = store.set_status(sid, "active", later, source="web", client="203.0.113.9")
+    assert confirmed.consent_at == later and confirmed.confirmed_at == later
+    assert confirmed.consent_source == "web" and confirmed.consent_ip == "203.0.113.9"
+    again = store.set_status(sid, "active", later + timedelta(days=1), source="mail",
+                             client="198.51.100.1")
+    assert again == confirmed  # confirming twice changes nothing
+
+
+def test_mail_events_bounce_complain_and_count_transient_bounces_in_a_row(store):
+    sid = active(store, "b@example.org")
+    t1 = store.record_mail_event(sid, "bounce-transient", NOW, transient_limit=3)
+    assert t1.status == "active" and t1.transient_bounces == 1
+    store.record_mail_event(sid, "delivery", NOW, transient_limit=3)
+    assert store.get(sid).transient_bounces == 0  # a delivery ends the run
+    for _ in (1, 2):
+        assert store.record_mail_event(sid, "bounce-transient", NOW,
+                                       transient_limit=3).status == "active"
+    assert store.record_mail_event(sid, "bounce-transient", NOW,
+                                   transient_limit=3).status == "bounced"
+    hard = active(store, "h@example.org")
+    assert store.record_mail_event(hard, "bounce-permanent", NOW,
+                                   transient_limit=3).status == "bounced"
+    assert store.record_mail_event(hard, "complaint", NOW,
+                                   transient_limit=3).status == "complained"
+    assert store.record_mail_event(hard, "bounce-permanent", NOW,
+                                   transient_limit=3).status == "complained"
+    left = active(store, "left@example.org")
+    store.set_status(left, "unsubscribed", NOW)
+    assert store.record_mail_event(left, "bounce-permanent", NOW,
+                                   transient_limit=3).status == "unsubscribed"
+    with pytest.raises(UnknownSubscriber):
+        store.record_mail_event("f" * 24, "complaint", NOW, transient_limit=3)
+    with pytest.raises(ValueError):
+        store.record_mail_event(sid, "opened", NOW, transient_limit=3)
+
+
+def test_a_new_confirmation_starts_the_bounce_count_again(store):
+    sid = active(store, "again@example.org")
+    store.record_mail_event(sid, "bounce-transient", NOW, transient_limit=2)
+    assert store.record_mail_event(sid, "bounce-transient", NOW,
+                                   transient_limit=2).status == "bounced"
+    back = store.set_status(sid, "active", NOW, source="web")
+    assert back.transient_bounces == 0
+
+
+def test_first_time_is_true_once_forget_undoes_it_and_purge_drops_old_keys(store):
+    assert store.first_time("sns:1", NOW)
+    assert not store.first_time("sns:1", NOW)
+    store.forget("sns:1")
+    assert store.first_time("sns:1", NOW)
+    store.first_time("sns:2", NOW + timedelta(days=10))
+    assert store.purge_seen(NOW + timedelta(days=1)) == 1
+    assert store.first_time("sns:1", NOW) and not store.first_time("sns:2", NOW)
+
+
+def test_quota_counts_in_a_fixed_window(store):
+    window = timedelta(hours=1)
+    assert [store.take_quota("k", NOW, limit=2, window=window) for _ in range(3)] == [
+        True, True, False]
+    assert not store.take_quota("k", NOW + timedelta(minutes=59), limit=2, window=window)
+    assert store.take_quota("other", NOW, limit=2, window=window)
+    assert store.take_quota("k", NOW + timedelta(hours=1), limit=2, window=window)
+
+
+def test_quota_is_exact_under_concurrent_takers(path):
+    stores = [SqliteStore.open(path) for _ in range(4)]
+    taken = []
+    lock = threading.Lock()
+
+    def take(s: SqliteStore) -> None:
+        for _ in range(25):
+            ok = s.take_quota("shared", NOW, limit=30, window=timedelta(hours=1))
+            with lock:
+                taken.append(ok)
+
+    threads = [threading.Thread(target=take, args=(s,)) for s in stores]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for s in stores:
+        s.close()
+    assert taken.count(True) == 30 and len(taken) == 100
