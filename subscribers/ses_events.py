@@ -1,0 +1,162 @@
+"""Bounces, complaints and deliveries from the ``Message`` of a verified SNS notification.
+
+Amazon SES reports mail events to an SNS topic in one of two shapes, depending on how it was
+set up, and the webhook has to accept both:
+
+* feedback *notifications* on an identity: ``notificationType`` is ``Bounce``, ``Complaint``
+  or ``Delivery`` (https://docs.aws.amazon.com/ses/latest/dg/notification-contents.html);
+* *event publishing* through a configuration set: ``eventType``, which also has ``Send``,
+  ``Reject``, ``Open``, ``Click``, ``DeliveryDelay``, ``Rendering Failure``,
+  ``Subscription`` (https://docs.aws.amazon.com/ses/latest/dg/event-publishing-retrieving-sns-contents.html).
+
+Both carry the same ``bounce`` / ``complaint`` / ``delivery`` objects. Only those three
+change what we do about a subscriber, so every other type (and SES's own
+``AmazonSnsSubscriptionSucceeded`` note when a topic is attached) gives no event rather than an
+error: SES may add types at any time, and a webhook that fails on them makes SNS retry for
+days. A document that claims to be a bounce, complaint or delivery but lacks what makes it
+one is an error (:class:`ValueError`), because silently ignoring it would hide a bounce.
+
+Only a ``Permanent`` bounce is ``bounce-permanent``: that kind stops mail to an address for
+good, so ``Transient``, ``Undetermined`` and any type SES may add later count as transient. A
+complaint of type ``not-spam`` (someone marking the mail as *not* spam) is no complaint.
+
+Pure: no I/O, no clock. Addresses are returned as SES gives them, minus a display name; the
+store normalises them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from email.utils import parseaddr
+from typing import Any, Literal
+
+__all__ = ["EVENT_KINDS", "EventKind", "MailEvent", "events_from"]
+
+EventKind = Literal["bounce-permanent", "bounce-transient", "complaint", "delivery"]
+
+#: Every kind a :class:`MailEvent` can have.
+EVENT_KINDS: tuple[EventKind, ...] = (
+    "bounce-permanent", "bounce-transient", "complaint", "delivery",
+)
+
+
+@dataclass(frozen=True)
+class MailEvent:
+    """What happened to one recipient of one message."""
+
+    kind: EventKind
+    #: The recipient, without a display name (``Jane <jane@example.org>`` → ``jane@…``).
+    address: str
+    #: ``mail.messageId``: the id SES returned when the message was sent.
+    message_id: str | None
+    #: ``Permanent/General``, ``Transient/MailboxFull``, a complaint's feedback type
+    #: (``abuse``), or ``""``.
+    detail: str
+    #: The bounce's, complaint's or delivery's ``timestamp``, as SES wrote it.
+    timestamp: str | None
+
+
+def events_from(message: str) -> list[MailEvent]:
+    """The mail events in an SES document (an SNS notification's ``Message``), one per
+    recipient; ``[]`` for a type that is not a bounce, complaint or delivery.
+
+    :class:`ValueError` (one line) for a document that is not JSON, not an object, has
+    neither ``eventType`` nor ``notificationType``, or is a bounce, complaint or delivery
+    without the object or recipient list that type requires.
+    """
+    try:
+        data = json.loads(message)
+    except (ValueError, RecursionError):
+        raise ValueError("SES event: not JSON") from None
+    if not isinstance(data, dict):
+        raise ValueError("SES event: not a JSON object")
+    kind = data.get("eventType", data.get("notificationType"))
+    if not isinstance(kind, str):
+        raise ValueError("SES event: neither eventType nor notificationType is a string")
+    if kind == "Bounce":
+        return _bounces(data)
+    if kind == "Complaint":
+        return _complaints(data)
+    if kind == "Delivery":
+        return _deliveries(data)
+    return []
+
+
+def _bounces(data: Mapping[str, Any]) -> list[MailEvent]:
+    bounce = _part(data, "bounce")
+    bounce_type = bounce.get("bounceType")
+    if not isinstance(bounce_type, str) or not bounce_type:
+        raise ValueError("SES event: a Bounce without bounceType")
+    sub_type = bounce.get("bounceSubType")
+    detail = f"{bounce_type}/{sub_type}" if isinstance(sub_type, str) and sub_type else (
+        bounce_type)
+    kind: EventKind = "bounce-permanent" if bounce_type == "Permanent" else "bounce-transient"
+    recipients = _recipient_objects(bounce, "bouncedRecipients")
+    return _events(kind, recipients, data, detail, bounce)
+
+
+def _complaints(data: Mapping[str, Any]) -> list[MailEvent]:
+    complaint = _part(data, "complaint")
+    feedback = complaint.get("complaintFeedbackType")
+    if feedback == "not-spam":
+        return []
+    recipients = _recipient_objects(complaint, "complainedRecipients")
+    detail = feedback if isinstance(feedback, str) else ""
+    return _events("complaint", recipients, data, detail, complaint)
+
+
+def _deliveries(data: Mapping[str, Any]) -> list[MailEvent]:
+    delivery = _part(data, "delivery")
+    recipients = delivery.get("recipients")
+    if not isinstance(recipients, list):
+        raise ValueError("SES event: delivery.recipients is not a list")
+    return _events("delivery", recipients, data, "", delivery)
+
+
+def _part(data: Mapping[str, Any], name: str) -> Mapping[str, Any]:
+    part = data.get(name)
+    if not isinstance(part, dict):
+        raise ValueError(f"SES event: a {name.capitalize()} without a {name} object")
+    return part
+
+
+def _recipient_objects(part: Mapping[str, Any], key: str) -> list[Any]:
+    """``[{"emailAddress": …}, …]`` → the addresses, still unchecked."""
+    recipients = part.get(key)
+    if not isinstance(recipients, list):
+        raise ValueError(f"SES event: {key} is not a list")
+    for recipient in recipients:
+        if not isinstance(recipient, dict):
+            raise ValueError(f"SES event: an entry of {key} is not an object")
+    return [recipient.get("emailAddress") for recipient in recipients]
+
+
+def _events(kind: EventKind, addresses: list[Any], data: Mapping[str, Any], detail: str,
+            part: Mapping[str, Any]) -> list[MailEvent]:
+    mail = data.get("mail")
+    if mail is not None and not isinstance(mail, dict):
+        raise ValueError("SES event: mail is not an object")
+    message_id = (mail or {}).get("messageId")
+    timestamp = part.get("timestamp")
+    return [
+        MailEvent(
+            kind=kind, address=_bare(address), detail=detail,
+            message_id=message_id if isinstance(message_id, str) else None,
+            timestamp=timestamp if isinstance(timestamp, str) else None,
+        )
+        for address in addresses
+    ]
+
+
+def _bare(address: Any) -> str:
+    """``Jane Doe <jane@example.org>`` → ``jane@example.org``; anything else as given."""
+    if not isinstance(address, str) or not address.strip():
+        raise ValueError("SES event: a recipient address is missing or not a string")
+    text = address.strip()
+    if "<" in text:
+        _, bare = parseaddr(text)
+        if bare:
+            return bare
+    return text

@@ -1,0 +1,484 @@
+"""Verify the Amazon SNS messages that reach ``POST /webhooks/ses``.
+
+Amazon SES reports bounces and complaints through an SNS topic, and SNS delivers them to the
+subscription app over HTTPS. Anyone on the internet can POST to that endpoint, and a forged
+"permanent bounce" or "complaint" would silently drop a subscriber, so nothing in a body is
+believed until :class:`SnsVerifier` has checked, in this order:
+
+1. the body is an SNS message at all (``malformed``);
+2. its ``TopicArn`` is one of ours (``topic-not-allowed``). SNS signs the messages of *every*
+   AWS account's topics with the same certificates, so a validly signed message proves only
+   that it came from SNS, not from *our* topic: a stranger could subscribe our endpoint to
+   their own topic and publish bounces for our subscribers. Checked before any network fetch,
+   so a stranger's message costs us nothing;
+3. its ``SignatureVersion`` is 1 (SHA1withRSA) or 2 (SHA256withRSA) (``unsupported-version``);
+4. its ``SigningCertURL`` is HTTPS on an SNS host and names a ``.pem`` (``bad-cert-url``):
+   a certificate from anywhere else would let the sender choose the key that verifies it;
+5. the certificate can be fetched, parsed, is RSA and is current (``cert-unavailable``);
+6. the signature over the string AWS documents (``bad-signature``), see
+   https://docs.aws.amazon.com/sns/latest/dg/sns-verify-signature-of-message.html;
+7. its ``Timestamp`` is neither older than ``max_age`` nor from the future (``stale``), which
+   bounds how long a captured message can be replayed.
+
+Certificates are fetched with :mod:`urllib.request`, never following a redirect (a redirect
+could leave the SNS host after the URL check), read up to a size limit, and cached per URL:
+SNS signs every message with a handful of certificates, so the endpoint fetches each once.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import http.client
+import json
+import re
+import ssl
+import threading
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from collections import OrderedDict
+from collections.abc import Collection, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from typing import Any, Literal
+
+from cryptography import x509
+from cryptography.exceptions import InvalidSignature
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.asymmetric import padding, rsa
+
+from pipeline.errors import NewsletterError
+
+__all__ = [
+    "AWS_SNS_HOST",
+    "MAX_CERTIFICATE_BYTES",
+    "MAX_FUTURE_SKEW",
+    "MESSAGE_TYPES",
+    "SNS_REASONS",
+    "CertificateSource",
+    "SnsError",
+    "SnsMessage",
+    "SnsReason",
+    "SnsVerifier",
+    "parse_message",
+]
+
+SnsReason = Literal[
+    "malformed", "topic-not-allowed", "bad-cert-url", "cert-unavailable", "subscribe-failed",
+    "bad-signature", "unsupported-version", "stale",
+]
+
+#: Why a message was refused; the app picks its status code and log line from this.
+SNS_REASONS: tuple[SnsReason, ...] = (
+    "malformed", "topic-not-allowed", "bad-cert-url", "cert-unavailable", "subscribe-failed",
+    "bad-signature", "unsupported-version", "stale",
+)
+
+_MESSAGES: dict[str, str] = {
+    "malformed": "not an Amazon SNS message",
+    "topic-not-allowed": "the message comes from a topic that is not configured",
+    "bad-cert-url": "the URL is not an HTTPS URL on an allowed SNS host",
+    "cert-unavailable": "the signing certificate cannot be used",
+    "subscribe-failed": "the subscription could not be confirmed",
+    "bad-signature": "the message's signature does not match",
+    "unsupported-version": "the message uses an unknown signature version",
+    "stale": "the message's timestamp is too old or in the future",
+}
+
+#: The ``Type`` values SNS sends to an HTTP(S) endpoint.
+MESSAGE_TYPES = ("Notification", "SubscriptionConfirmation", "UnsubscribeConfirmation")
+
+#: The hosts SNS serves its signing certificates (and SubscribeURLs) from, in every partition
+#: with public endpoints: ``sns.<region>.amazonaws.com`` and ``sns.<region>.amazonaws.com.cn``.
+AWS_SNS_HOST = re.compile(r"^sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?$")
+
+#: A signing certificate is about 2 KB; anything much larger is not one.
+MAX_CERTIFICATE_BYTES = 64 * 1024
+#: How far ahead of our clock a timestamp may be (clocks drift; minutes, not more).
+MAX_FUTURE_SKEW = timedelta(minutes=5)
+
+_HASHES: dict[str, type[hashes.HashAlgorithm]] = {
+    # Version 1 is SHA1withRSA because AWS defined it so; SNS still signs with it when a topic
+    # is not set to version 2, so refusing it would refuse genuine mail events.
+    "1": hashes.SHA1,
+    "2": hashes.SHA256,
+}
+
+_NOTIFICATION_KEYS = ("Message", "MessageId", "Subject", "Timestamp", "TopicArn", "Type")
+_CONFIRMATION_KEYS = (
+    "Message", "MessageId", "SubscribeURL", "Timestamp", "Token", "TopicArn", "Type",
+)
+_DETAIL_LIMIT = 120
+
+
+class SnsError(NewsletterError):
+    """An SNS message (or a URL in one) that is refused; ``reason`` says why.
+
+    The message is one line and never contains the body: bodies are attacker-chosen, can be
+    large, and error texts end up in logs. ``detail`` is a short, one-line hint.
+    """
+
+    exit_code = 2
+
+    def __init__(self, reason: SnsReason, detail: str = "") -> None:
+        if reason not in SNS_REASONS:
+            raise ValueError(f"unknown SNS error reason {reason!r}")
+        text = f"sns {reason}: {_MESSAGES[reason]}"
+        if detail:
+            text += f" ({_one_line(detail)})"
+        super().__init__(text)
+        self.reason: SnsReason = reason
+
+
+@dataclass(frozen=True)
+class SnsMessage:
+    """The parts of an SNS message the app uses. Only :meth:`SnsVerifier.verify` makes one
+    that can be believed; :func:`parse_message` makes one that merely has the right shape."""
+
+    type: str
+    message_id: str
+    topic_arn: str
+    #: The ``Message`` field: for SES events a JSON document, as a string.
+    message: str
+    #: Aware, UTC.
+    timestamp: datetime
+    subject: str | None
+    #: Set for ``SubscriptionConfirmation`` and ``UnsubscribeConfirmation``.
+    subscribe_url: str | None
+    token: str | None
+
+
+def parse_message(body: bytes) -> SnsMessage:
+    """An :class:`SnsMessage` from a request body, checking its shape and nothing else.
+
+    :class:`SnsError` ``malformed`` for a body that is not JSON, not a JSON object, lacks a
+    field its ``Type`` requires (or has it with the wrong type), or has an unknown ``Type``.
+    """
+    return _message_from(_load(body))
+
+
+def _load(body: bytes) -> dict[str, Any]:
+    try:
+        data = json.loads(body)
+    except (ValueError, RecursionError):  # includes invalid UTF-8 (UnicodeDecodeError)
+        raise SnsError("malformed", "the body is not JSON") from None
+    if not isinstance(data, dict):
+        raise SnsError("malformed", "the body is not a JSON object")
+    return data
+
+
+def _message_from(data: Mapping[str, Any]) -> SnsMessage:
+    kind = data.get("Type")
+    if kind not in MESSAGE_TYPES:
+        raise SnsError("malformed", "unknown or missing Type")
+    for key in ("MessageId", "TopicArn", "Timestamp"):
+        _require_text(data, key, nonempty=True)
+    _require_text(data, "Message")
+    subject = data.get("Subject")
+    if subject is not None and not isinstance(subject, str):
+        raise SnsError("malformed", "Subject is not a string")
+    subscribe_url = token = None
+    if kind != "Notification":
+        subscribe_url = _require_text(data, "SubscribeURL", nonempty=True)
+        token = _require_text(data, "Token", nonempty=True)
+    return SnsMessage(
+        type=kind, message_id=data["MessageId"], topic_arn=data["TopicArn"],
+        message=data["Message"], timestamp=_parse_timestamp(data["Timestamp"]),
+        subject=subject, subscribe_url=subscribe_url, token=token,
+    )
+
+
+def _require_text(data: Mapping[str, Any], key: str, *, nonempty: bool = False) -> str:
+    value = data.get(key)
+    if not isinstance(value, str) or (nonempty and not value):
+        raise SnsError("malformed", f"{key} is missing or not a string")
+    return value
+
+
+def _parse_timestamp(text: str) -> datetime:
+    """SNS writes ISO 8601 in UTC with milliseconds (``2012-04-26T20:45:04.751Z``)."""
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise SnsError("malformed", "Timestamp is not an ISO 8601 time") from None
+    if when.tzinfo is None:
+        raise SnsError("malformed", "Timestamp has no time zone")
+    return when.astimezone(UTC)
+
+
+def _string_to_sign(data: Mapping[str, Any]) -> bytes:
+    """"Key\\nValue\\n" for each signed key in AWS's order; Subject only when present."""
+    keys = _NOTIFICATION_KEYS if data["Type"] == "Notification" else _CONFIRMATION_KEYS
+    return "".join(
+        f"{key}\n{data[key]}\n" for key in keys if data.get(key) is not None
+    ).encode("utf-8")
+
+
+class _NoRedirect(urllib.request.HTTPRedirectHandler):
+    """Turns every redirect into an error: the URL was checked, its target was not."""
+
+    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[override]
+        return None
+
+
+@dataclass(frozen=True)
+class _Cached:
+    key: rsa.RSAPublicKey
+    not_before: datetime
+    not_after: datetime
+
+
+class CertificateSource:
+    """Fetches SNS signing certificates over HTTPS, only from an allowed host, cached.
+
+    ``host_pattern`` is matched against the whole host name, lower-cased. With the AWS
+    default no explicit port is accepted (SNS uses 443 and never writes it); tests point the
+    pattern at a loopback server, whose port then has to be allowed. The cache holds at most
+    ``max_entries`` keys (least recently used goes first), keyed by URL, and is safe to share
+    between threads; a failed fetch is not cached, so the next message tries again.
+    """
+
+    def __init__(self, *, host_pattern: re.Pattern[str] = AWS_SNS_HOST,
+                 ssl_context: ssl.SSLContext | None = None, timeout: float = 5.0,
+                 max_entries: int = 16) -> None:
+        if max_entries < 1:
+            raise ValueError("max_entries must be at least 1")
+        self._host_pattern = host_pattern
+        self._allow_port = (host_pattern.pattern, host_pattern.flags) != (
+            AWS_SNS_HOST.pattern, AWS_SNS_HOST.flags)
+        self._ssl_context = ssl_context or ssl.create_default_context()
+        self._timeout = timeout
+        self._max_entries = max_entries
+        self._opener = urllib.request.build_opener(
+            urllib.request.HTTPSHandler(context=self._ssl_context), _NoRedirect())
+        self._lock = threading.Lock()
+        self._cache: OrderedDict[str, _Cached] = OrderedDict()
+        self._fetching: dict[str, threading.Lock] = {}
+
+    def check_url(self, url: str, what: str = "SigningCertURL") -> str:
+        """``url`` if it may be fetched, else :class:`SnsError` ``bad-cert-url``.
+
+        HTTPS only, a host ``host_pattern`` matches, no user info (``sns.…@evil.org``), no
+        port unless the pattern is not the AWS one, no whitespace or control characters
+        (``urllib`` would quietly drop some of them after the check). A ``SigningCertURL``
+        must also name a ``.pem`` file.
+        """
+        if not isinstance(url, str) or not url or any(
+                not 0x21 <= ord(c) <= 0x7E for c in url):
+            raise SnsError("bad-cert-url", f"{what} is empty or has invalid characters")
+        try:
+            parts = urllib.parse.urlsplit(url)
+            port = parts.port
+        except ValueError:
+            raise SnsError("bad-cert-url", f"{what} is not a URL") from None
+        host = parts.hostname or ""
+        if parts.scheme != "https":
+            raise SnsError("bad-cert-url", f"{what} is not https")
+        if "@" in parts.netloc:
+            raise SnsError("bad-cert-url", f"{what} has user info")
+        if not self._host_pattern.fullmatch(host):
+            raise SnsError("bad-cert-url", f"{what} host {host[:60]!r} is not allowed")
+        if port is not None and not self._allow_port:
+            raise SnsError("bad-cert-url", f"{what} names a port")
+        if what == "SigningCertURL" and not parts.path.endswith(".pem"):
+            raise SnsError("bad-cert-url", f"{what} does not name a .pem file")
+        return url
+
+    def public_key(self, url: str, *, now: datetime | None = None) -> rsa.RSAPublicKey:
+        """The RSA public key of the certificate at ``url``, fetched once per URL.
+
+        :class:`SnsError` ``bad-cert-url`` for a URL :meth:`check_url` refuses;
+        ``cert-unavailable`` when it cannot be fetched or parsed, is not RSA, or is not
+        valid at ``now`` (default: the clock). A cached certificate that has since expired is
+        fetched again: SNS may have replaced it.
+        """
+        self.check_url(url)
+        when = _aware(now) if now is not None else datetime.now(UTC)
+        with self._lock:
+            cached = self._take(url, when)
+            if cached is not None:
+                return cached
+            fetch_lock = self._fetching.setdefault(url, threading.Lock())
+        # One fetch per URL at a time: messages arriving together wait for the first fetch
+        # instead of each fetching the same certificate.
+        with fetch_lock:
+            with self._lock:
+                cached = self._take(url, when)
+                if cached is not None:
+                    return cached
+            try:
+                entry = self._load(url)
+                _check_validity(entry, when)
+                with self._lock:
+                    self._cache[url] = entry
+                    self._cache.move_to_end(url)
+                    while len(self._cache) > self._max_entries:
+                        self._cache.popitem(last=False)
+            finally:
+                with self._lock:
+                    if self._fetching.get(url) is fetch_lock:
+                        del self._fetching[url]
+        return entry.key
+
+    def get(self, url: str) -> None:
+        """GET ``url`` (a ``SubscribeURL``), which confirms an SNS subscription.
+
+        Same URL rules as a certificate, without the ``.pem``: ``bad-cert-url`` if refused,
+        ``subscribe-failed`` if the request fails or does not answer 2xx.
+        """
+        self.check_url(url, "SubscribeURL")
+        try:
+            self._fetch(url, 0)
+        except _FetchError as failed:
+            raise SnsError("subscribe-failed", str(failed)) from None
+
+    def _take(self, url: str, when: datetime) -> rsa.RSAPublicKey | None:
+        """The cached key for ``url`` if still valid at ``when``; caller holds the lock."""
+        entry = self._cache.get(url)
+        if entry is None:
+            return None
+        if not entry.not_before <= when <= entry.not_after:
+            del self._cache[url]
+            return None
+        self._cache.move_to_end(url)
+        return entry.key
+
+    def _load(self, url: str) -> _Cached:
+        try:
+            data = self._fetch(url, MAX_CERTIFICATE_BYTES)
+        except _FetchError as failed:
+            raise SnsError("cert-unavailable", str(failed)) from None
+        try:
+            cert = x509.load_pem_x509_certificate(data)
+            key = cert.public_key()
+        except ValueError:
+            raise SnsError("cert-unavailable", "not a PEM X.509 certificate") from None
+        if not isinstance(key, rsa.RSAPublicKey):
+            raise SnsError("cert-unavailable", "the certificate's key is not RSA")
+        return _Cached(key=key, not_before=cert.not_valid_before_utc,
+                       not_after=cert.not_valid_after_utc)
+
+    def _fetch(self, url: str, limit: int) -> bytes:
+        """The body of a 2xx answer, at most ``limit`` bytes (more is an error), read within
+        ``timeout`` in total so a server dripping bytes cannot hold the request open."""
+        if not url.startswith("https://"):  # check_url made sure; never file:, ftp:, data:
+            raise _FetchError("not https")
+        deadline = time.monotonic() + self._timeout
+        request = urllib.request.Request(  # noqa: S310 (https only, see above; no redirects)
+            url, headers={"User-Agent": "vllm-pr-weekly"})
+        try:
+            with self._opener.open(request, timeout=self._timeout) as response:
+                if not 200 <= response.status < 300:
+                    raise _FetchError(f"HTTP {response.status}")
+                chunks: list[bytes] = []
+                size = 0
+                while chunk := response.read1(16 * 1024):
+                    size += len(chunk)
+                    if size > limit:
+                        if limit:
+                            raise _FetchError(f"more than {limit} bytes")
+                        break  # a confirmation's answer is not needed
+                    if time.monotonic() > deadline:
+                        raise _FetchError("too slow")
+                    chunks.append(chunk)
+                return b"".join(chunks)
+        except _FetchError:
+            raise
+        except urllib.error.HTTPError as failed:  # also every 3xx: no redirect is followed
+            failed.close()
+            raise _FetchError(f"HTTP {failed.code}") from None
+        except urllib.error.URLError as failed:
+            raise _FetchError(_one_line(str(failed.reason))) from None
+        except (OSError, ValueError, http.client.HTTPException) as failed:
+            # timeouts, resets, TLS errors, a truncated or garbled answer
+            raise _FetchError(_one_line(f"{type(failed).__name__}: {failed}")) from None
+
+
+class _FetchError(Exception):
+    """A fetch that failed; the caller turns it into the right :class:`SnsError`."""
+
+
+class SnsVerifier:
+    """Checks SNS messages for the webhook: shape, topic, signature, freshness.
+
+    ``topic_arns`` are the topics whose messages we act on. Empty means none: the webhook
+    refuses everything until topics are configured, rather than trusting any signed message.
+    """
+
+    def __init__(self, certificates: CertificateSource, topic_arns: Collection[str], *,
+                 max_age: timedelta = timedelta(days=7)) -> None:
+        if isinstance(topic_arns, str):
+            # frozenset("arn:…") would be a set of characters, and allow no real topic.
+            raise TypeError("topic_arns is a collection of ARNs, not one string")
+        if max_age <= timedelta(0):
+            raise ValueError("max_age must be positive")
+        self.certificates = certificates
+        self.topic_arns = frozenset(topic_arns)
+        self.max_age = max_age
+
+    def verify(self, body: bytes, now: datetime) -> SnsMessage:
+        """The message in ``body`` if it passes every check (see the module docstring, in
+        that order), else :class:`SnsError` naming the first that failed."""
+        now = _aware(now)
+        data = _load(body)
+        message = _message_from(data)
+        version = data.get("SignatureVersion")
+        signature = _require_text(data, "Signature", nonempty=True)
+        cert_url = _require_text(data, "SigningCertURL", nonempty=True)
+        self._check_topic(message)
+        if not isinstance(version, str) or version not in _HASHES:
+            raise SnsError("unsupported-version", f"SignatureVersion {str(version)[:8]!r}")
+        self.certificates.check_url(cert_url)
+        key = self.certificates.public_key(cert_url, now=now)
+        try:
+            raw = base64.b64decode(signature, validate=True)
+            key.verify(raw, _string_to_sign(data), padding.PKCS1v15(), _HASHES[version]())
+        except (binascii.Error, ValueError, InvalidSignature):
+            raise SnsError("bad-signature") from None
+        age = now - message.timestamp
+        if age > self.max_age:
+            raise SnsError("stale", f"sent {_round(age)} ago")
+        if -age > MAX_FUTURE_SKEW:
+            raise SnsError("stale", f"sent {_round(-age)} in the future")
+        return message
+
+    def confirm_subscription(self, message: SnsMessage) -> None:
+        """Confirm a verified ``SubscriptionConfirmation`` by GETting its ``SubscribeURL``.
+
+        The topic is checked again (an :class:`SnsMessage` can be built by hand) and the URL
+        goes through the same host rules as a certificate URL, so confirming never makes the
+        app request a URL of the sender's choosing.
+        """
+        if message.type != "SubscriptionConfirmation" or not message.subscribe_url:
+            raise ValueError("only a SubscriptionConfirmation can be confirmed")
+        self._check_topic(message)
+        self.certificates.get(message.subscribe_url)
+
+    def _check_topic(self, message: SnsMessage) -> None:
+        if message.topic_arn not in self.topic_arns:
+            raise SnsError("topic-not-allowed", message.topic_arn[:100])
+
+
+def _check_validity(entry: _Cached, when: datetime) -> None:
+    if when > entry.not_after:
+        raise SnsError("cert-unavailable", "the certificate has expired")
+    if when < entry.not_before:
+        raise SnsError("cert-unavailable", "the certificate is not valid yet")
+
+
+def _aware(when: datetime) -> datetime:
+    if when.tzinfo is None or when.utcoffset() is None:
+        raise ValueError("expected an aware datetime (e.g. datetime.now(UTC))")
+    return when.astimezone(UTC)
+
+
+def _round(delta: timedelta) -> timedelta:
+    return timedelta(seconds=round(delta.total_seconds()))
+
+
+def _one_line(text: str) -> str:
+    """``text`` without control characters, cut to a length fit for one log line."""
+    flat = "".join(c if c.isprintable() else " " for c in text).strip()
+    return flat if len(flat) <= _DETAIL_LIMIT else flat[: _DETAIL_LIMIT - 1] + "…"

@@ -1,0 +1,687 @@
+"""Amazon SNS message verification against a real HTTPS server on loopback.
+
+Messages are signed here the way SNS signs them (the string to sign is built in this file,
+from AWS's documentation, not by the module under test), with an RSA key whose self-signed
+certificate the server hands out. The verifier's host pattern is pointed at ``127.0.0.1``
+and its TLS context trusts only the test CA, so the whole path (URL check, HTTPS fetch,
+certificate parsing, signature) runs for real. The server counts connections and hits, which
+is how "never fetched" and "fetched once" are asserted.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import threading
+import time
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+from cryptography.hazmat.primitives.asymmetric import ec, rsa
+from sns_support import (
+    NOW,
+    SES_BOUNCE,
+    TOPIC,
+    CertServer,
+    Route,
+    Signer,
+    body,
+    certificate,
+    confirmation,
+    notification,
+    sign,
+    stamp,
+)
+
+from pipeline.errors import NewsletterError
+from subscribers.sns import (
+    AWS_SNS_HOST,
+    SNS_REASONS,
+    CertificateSource,
+    SnsError,
+    SnsMessage,
+    SnsVerifier,
+    parse_message,
+)
+
+OTHER_TOPIC = "arn:aws:sns:us-east-1:123456789012:newsletter-other"
+STRANGER = "arn:aws:sns:us-east-1:999999999999:not-ours"
+LOOPBACK = re.compile(r"^127\.0\.0\.1$")
+
+
+# -- keys and certificates ----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def signer() -> Signer:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    now = datetime.now(UTC)
+    return Signer(key, certificate(key, now - timedelta(days=1), now + timedelta(days=30)))
+
+
+@pytest.fixture(scope="module")
+def expired_signer() -> Signer:
+    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+    now = datetime.now(UTC)
+    return Signer(key, certificate(key, now - timedelta(days=30), now - timedelta(days=1)))
+
+
+@pytest.fixture(scope="module")
+def ec_signer() -> Signer:
+    key = ec.generate_private_key(ec.SECP256R1())
+    now = datetime.now(UTC)
+    return Signer(key, certificate(key, now - timedelta(days=1), now + timedelta(days=30)))
+
+
+# -- the HTTPS server ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def server(tls, signer: Signer) -> Iterator[CertServer]:
+    srv = CertServer(tls.server)
+    srv.routes["/cert.pem"] = Route(signer.pem)
+    srv.routes["/confirm"] = Route(b"<ConfirmSubscriptionResponse/>")
+    thread = threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield srv
+    srv.shutdown()
+    srv.server_close()
+    thread.join(5)
+
+
+@pytest.fixture
+def source(tls) -> CertificateSource:
+    return CertificateSource(host_pattern=LOOPBACK, ssl_context=tls.client, timeout=5.0)
+
+
+@pytest.fixture
+def verifier(source: CertificateSource) -> SnsVerifier:
+    return SnsVerifier(source, [TOPIC, OTHER_TOPIC])
+
+
+# -- signing as SNS does -------------------------------------------------------------------------
+
+def refusal(verifier: SnsVerifier, data: bytes, now: datetime = NOW) -> str:
+    with pytest.raises(SnsError) as caught:
+        verifier.verify(data, now)
+    text = str(caught.value)
+    assert "\n" not in text and len(text) < 300
+    assert caught.value.exit_code == 2 and isinstance(caught.value, NewsletterError)
+    return caught.value.reason
+
+
+# -- accepted ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("version", ["1", "2"])
+@pytest.mark.parametrize("subject", [None, "Amazon SES Email Event Notification"])
+def test_a_signed_notification_is_accepted(verifier, server, signer, version, subject):
+    fields = sign(notification(server.url("/cert.pem"), subject=subject), signer, version)
+    message = verifier.verify(body(fields), NOW)
+    assert message == SnsMessage(
+        type="Notification", message_id=fields["MessageId"], topic_arn=TOPIC,
+        message=SES_BOUNCE, timestamp=NOW, subject=subject, subscribe_url=None, token=None)
+    assert message.timestamp.tzinfo is UTC
+    assert server.hits["/cert.pem"] == 1
+
+
+@pytest.mark.parametrize("version", ["1", "2"])
+@pytest.mark.parametrize("kind", ["SubscriptionConfirmation", "UnsubscribeConfirmation"])
+def test_a_signed_confirmation_is_accepted(verifier, server, signer, version, kind):
+    fields = sign(confirmation(server.url("/cert.pem"), server.url("/confirm?Token=t"),
+                               kind=kind), signer, version)
+    message = verifier.verify(body(fields), NOW)
+    assert (message.type, message.subscribe_url, message.token) == (
+        kind, server.url("/confirm?Token=t"), fields["Token"])
+    assert message.message == fields["Message"] and message.subject is None
+    assert server.hits["/confirm"] == 0  # verifying never confirms
+
+
+def test_the_string_to_sign_is_exactly_the_documented_one(verifier, server, signer):
+    """Signed over hand-written bytes, so a mistake shared by this file's string_to_sign and
+    the module's would still fail here."""
+    fields = notification(server.url("/cert.pem"), message="hello\nworld", subject="Hi")
+    when = NOW.replace(microsecond=678000)
+    ts = when.strftime("%Y-%m-%dT%H:%M:%S.678Z").encode()
+    fields["Timestamp"] = ts.decode()
+    literal = (b"Message\nhello\nworld\nMessageId\n22b80b92-fdea-4c2c-8f9d-bdfb0c7bf324\n"
+               b"Subject\nHi\nTimestamp\n" + ts + b"\n"
+               b"TopicArn\n" + TOPIC.encode() + b"\nType\nNotification\n")
+    signed = sign(fields, signer, data=literal)
+    assert verifier.verify(body(signed), when).message == "hello\nworld"
+    sub = confirmation(server.url("/cert.pem"), "https://127.0.0.1/c")
+    sub["Timestamp"] = ts.decode()
+    literal = (b"Message\n" + sub["Message"].encode() + b"\nMessageId\n" +
+               sub["MessageId"].encode() + b"\nSubscribeURL\nhttps://127.0.0.1/c\n"
+               b"Timestamp\n" + ts + b"\nToken\n" + sub["Token"].encode() +
+               b"\nTopicArn\n" + TOPIC.encode() + b"\nType\nSubscriptionConfirmation\n")
+    assert verifier.verify(body(sign(sub, signer, data=literal)), when).token == sub["Token"]
+
+
+def test_non_ascii_text_is_signed_as_utf8(verifier, server, signer):
+    fields = sign(notification(server.url("/cert.pem"), message="退信 ✉", subject="主题"),
+                  signer)
+    assert verifier.verify(json.dumps(fields, ensure_ascii=True).encode(), NOW).message == (
+        "退信 ✉")
+
+
+# -- refused: signature --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name,value", [
+    ("Message", SES_BOUNCE.replace("jane@", "john@")),
+    ("MessageId", "22b80b92-fdea-4c2c-8f9d-bdfb0c7bf325"),
+    ("TopicArn", OTHER_TOPIC),  # also allowed: only the signature can tell
+    ("Timestamp", stamp(NOW - timedelta(seconds=1))),
+    ("Type", "SubscriptionConfirmation"),
+])
+@pytest.mark.parametrize("version", ["1", "2"])
+def test_a_changed_field_breaks_the_signature(verifier, server, signer, name, value, version):
+    fields = sign(notification(server.url("/cert.pem")), signer, version)
+    fields[name] = value
+    if name == "Type":
+        fields.update(SubscribeURL=server.url("/confirm"), Token="t")
+    assert refusal(verifier, body(fields)) == "bad-signature"
+
+
+def test_a_subject_added_changed_or_removed_breaks_the_signature(verifier, server, signer):
+    plain = sign(notification(server.url("/cert.pem")), signer)
+    assert refusal(verifier, body({**plain, "Subject": "added"})) == "bad-signature"
+    titled = sign(notification(server.url("/cert.pem"), subject="Bounce"), signer)
+    assert refusal(verifier, body({**titled, "Subject": "Bounce!"})) == "bad-signature"
+    del titled["Subject"]
+    assert refusal(verifier, body(titled)) == "bad-signature"
+
+
+@pytest.mark.parametrize("name", ["SubscribeURL", "Token"])
+def test_a_changed_confirmation_field_breaks_the_signature(verifier, server, signer, name):
+    fields = sign(confirmation(server.url("/cert.pem"), server.url("/confirm")), signer)
+    fields[name] += "x"
+    assert refusal(verifier, body(fields)) == "bad-signature"
+
+
+def test_a_changed_or_garbled_signature_is_refused(verifier, server, signer):
+    fields = sign(notification(server.url("/cert.pem")), signer)
+    raw = bytearray(base64.b64decode(fields["Signature"]))
+    raw[17] ^= 0x01
+    flipped = {**fields, "Signature": base64.b64encode(bytes(raw)).decode()}
+    assert refusal(verifier, body(flipped)) == "bad-signature"
+    for garbled in ("not base64 !!", fields["Signature"][:-4], "AAAA"):
+        assert refusal(verifier, body({**fields, "Signature": garbled})) == "bad-signature"
+    assert verifier.verify(body(fields), NOW).message == SES_BOUNCE  # the original still is
+
+
+def test_a_signature_from_another_key_is_refused(verifier, server, expired_signer):
+    fields = sign(notification(server.url("/cert.pem")), expired_signer)
+    assert refusal(verifier, body(fields)) == "bad-signature"
+
+
+def test_the_version_must_match_the_hash(verifier, server, signer):
+    v1 = sign(notification(server.url("/cert.pem")), signer, "1")
+    assert refusal(verifier, body({**v1, "SignatureVersion": "2"})) == "bad-signature"
+    v2 = sign(notification(server.url("/cert.pem")), signer, "2")
+    assert refusal(verifier, body({**v2, "SignatureVersion": "1"})) == "bad-signature"
+
+
+@pytest.mark.parametrize("version", ["3", "0", "", 2, None])
+def test_an_unknown_signature_version_is_refused_before_any_fetch(verifier, server, signer,
+                                                                  version):
+    fields = sign(notification(server.url("/cert.pem")), signer)
+    fields["SignatureVersion"] = version
+    assert refusal(verifier, body(fields)) == "unsupported-version"
+    assert server.connections == 0
+
+
+# -- refused: topic ------------------------------------------------------------------------------
+
+
+def test_a_strangers_topic_is_refused_without_fetching_anything(verifier, server, signer):
+    """Validly signed by SNS, but from someone else's topic: it must not cost a request."""
+    fields = sign(notification(server.url("/cert.pem"), topic=STRANGER), signer)
+    assert refusal(verifier, body(fields)) == "topic-not-allowed"
+    assert server.connections == 0 and server.hits["/cert.pem"] == 0
+    # Even an invalid signature or a refused cert URL is not looked at for such a topic.
+    bad = {**fields, "Signature": "AAAA", "SigningCertURL": "http://evil.example/x.pem"}
+    assert refusal(verifier, body(bad)) == "topic-not-allowed"
+    assert server.connections == 0
+
+
+def test_no_configured_topic_refuses_everything(source, server, signer):
+    verifier = SnsVerifier(source, [])
+    fields = sign(notification(server.url("/cert.pem")), signer)
+    assert refusal(verifier, body(fields)) == "topic-not-allowed"
+    assert server.connections == 0
+
+
+def test_topics_must_be_a_collection_not_one_string(source):
+    with pytest.raises(TypeError):
+        SnsVerifier(source, TOPIC)
+    with pytest.raises(ValueError, match="max_age"):
+        SnsVerifier(source, [TOPIC], max_age=timedelta(0))
+
+
+def test_a_topic_matches_exactly(source, server, signer):
+    verifier = SnsVerifier(source, (TOPIC,))
+    for near in (TOPIC + "-2", TOPIC.upper(), TOPIC[:-1], " " + TOPIC):
+        fields = sign(notification(server.url("/cert.pem"), topic=near), signer)
+        assert refusal(verifier, body(fields)) == "topic-not-allowed"
+    assert server.connections == 0
+
+
+# -- refused: certificate URL ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("make_url", [
+    lambda s: s.url("/cert.pem").replace("https://", "http://"),
+    lambda s: s.url("/cert.pem").replace("127.0.0.1", "localhost"),
+    lambda s: s.url("/cert.pem").replace("https://", "https://user@"),
+    lambda s: s.url("/cert.pem").replace("https://", "https://user:pw@"),
+    lambda s: s.url("/cert.txt"),
+    lambda s: s.url("/cert.pem?x=.pem").replace(".pem?", ".txt?"),
+    lambda s: s.url("/cert.pem").replace("https://", "ftp://"),
+    lambda s: s.url("/cert.pem") + " ",
+    lambda s: s.url("/cert.\npem"),
+], ids=["http", "other-host", "userinfo", "userinfo-password", "not-pem", "pem-in-query",
+        "ftp", "space", "newline"])
+def test_a_bad_cert_url_is_refused_and_never_fetched(verifier, server, signer, make_url):
+    server.routes["/cert.txt"] = server.routes["/cert.pem"]
+    fields = sign(notification(make_url(server)), signer)
+    assert refusal(verifier, body(fields)) == "bad-cert-url"
+    assert server.connections == 0
+
+
+@pytest.mark.parametrize("url", [
+    "https://sns.us-east-1.amazonaws.com/SimpleNotificationService-9c6465fa7f48f5cacd23014631ec1136.pem",
+    "https://sns.cn-north-1.amazonaws.com.cn/SimpleNotificationService-3250158c6b3cc8d0a1f28e1e5e4cb8c5.pem",
+    "https://SNS.EU-WEST-1.AMAZONAWS.COM/SimpleNotificationService-x.pem",
+    "https://sns.us-gov-west-1.amazonaws.com/a.pem",
+])
+def test_the_aws_pattern_accepts_sns_hosts(url):
+    assert CertificateSource().check_url(url) == url
+
+
+@pytest.mark.parametrize("url", [
+    "https://sns.us-east-1.amazonaws.com.evil.org/x.pem",
+    "https://evilsns.us-east-1.amazonaws.com/x.pem",
+    "https://sns.amazonaws.com@evil.org/x.pem",
+    "https://sns.us-east-1.amazonaws.com@evil.org/x.pem",
+    "https://evil.org/sns.us-east-1.amazonaws.com/x.pem",
+    "https://sns.us-east-1.amazonaws.com:443/x.pem",
+    "https://sns.us-east-1.amazonaws.com:8443/x.pem",
+    "http://sns.us-east-1.amazonaws.com/x.pem",
+    "https://sns.us-east-1.amazonaws.com/x.pem.txt",
+    "https://sns.us-east-1.amazonaws.com./x.pem",
+    "https://sns.us_east-1.amazonaws.com/x.pem",
+    "https://s3.us-east-1.amazonaws.com/x.pem",
+    "https://sns.us-east-1.amazonaws.com\\@evil.org/x.pem",
+    "https://[::1]/x.pem",
+    "https://sns.us-east-1.amazonaws.com:port/x.pem",
+    "//sns.us-east-1.amazonaws.com/x.pem",
+])
+def test_the_aws_pattern_refuses_everything_else(url):
+    with pytest.raises(SnsError) as caught:
+        CertificateSource().check_url(url)
+    assert caught.value.reason == "bad-cert-url"
+
+
+def test_the_aws_pattern_itself():
+    for host in ("sns.us-east-1.amazonaws.com", "sns.cn-north-1.amazonaws.com.cn"):
+        assert AWS_SNS_HOST.match(host)
+    for host in ("sns.us-east-1.amazonaws.com.evil.org", "evilsns.us-east-1.amazonaws.com",
+                 "sns.amazonaws.com@evil.org", "sns.amazonaws.com"):
+        assert not AWS_SNS_HOST.match(host)
+
+
+def test_a_port_is_refused_by_the_aws_pattern_in_a_message(signer):
+    """Through verify too; if it were fetched, this sandbox has no route to AWS and the
+    reason would be cert-unavailable instead."""
+    verifier = SnsVerifier(CertificateSource(timeout=0.5), [TOPIC])
+    fields = sign(notification("https://sns.us-east-1.amazonaws.com:443/x.pem"), signer)
+    assert refusal(verifier, body(fields)) == "bad-cert-url"
+
+
+def test_the_host_pattern_must_match_the_whole_host():
+    source = CertificateSource(host_pattern=re.compile(r"127\.0\.0\.1"))  # not anchored
+    assert source.check_url("https://127.0.0.1:8443/x.pem")
+    for url in ("https://127.0.0.1.evil.org/x.pem", "https://x127.0.0.1/x.pem"):
+        with pytest.raises(SnsError) as caught:
+            source.check_url(url)
+        assert caught.value.reason == "bad-cert-url"
+
+
+def test_a_subscribe_url_need_not_be_a_pem_but_is_otherwise_checked():
+    source = CertificateSource()
+    url = "https://sns.us-east-1.amazonaws.com/?Action=ConfirmSubscription&Token=abc"
+    assert source.check_url(url, "SubscribeURL") == url
+    with pytest.raises(SnsError, match="SigningCertURL"):
+        source.check_url(url)
+    with pytest.raises(SnsError, match="SubscribeURL"):
+        source.check_url(url.replace("sns.", "evil."), "SubscribeURL")
+
+
+# -- certificates --------------------------------------------------------------------------------
+
+
+def test_the_certificate_is_fetched_once_for_many_messages(verifier, server, signer):
+    for n in range(5):
+        for version in ("1", "2"):
+            fields = notification(server.url("/cert.pem"), message=f"m{n}")
+            assert verifier.verify(body(sign(fields, signer, version)), NOW).message == f"m{n}"
+    assert server.hits["/cert.pem"] == 1
+
+
+def test_concurrent_messages_share_one_fetch(verifier, server, signer):
+    server.routes["/cert.pem"].delay = 0.3
+    data = body(sign(notification(server.url("/cert.pem")), signer))
+    results: list[Any] = []
+
+    def run() -> None:
+        try:
+            results.append(verifier.verify(data, NOW).message_id)
+        except Exception as failed:  # reported by the assert below
+            results.append(failed)
+
+    threads = [threading.Thread(target=run) for _ in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(10)
+    assert results == ["22b80b92-fdea-4c2c-8f9d-bdfb0c7bf324"] * 8
+    assert server.hits["/cert.pem"] == 1
+
+
+def test_the_cache_is_bounded(tls, server, signer):
+    source = CertificateSource(host_pattern=LOOPBACK, ssl_context=tls.client, max_entries=2)
+    for name in ("a", "b", "c"):
+        server.routes[f"/{name}.pem"] = Route(signer.pem)
+    for name in ("a", "b", "a", "c", "a", "b"):  # b is evicted by c: a was used more recently
+        source.public_key(server.url(f"/{name}.pem"))
+    assert (server.hits["/a.pem"], server.hits["/b.pem"], server.hits["/c.pem"]) == (1, 2, 1)
+    with pytest.raises(ValueError):
+        CertificateSource(max_entries=0)
+
+
+def test_a_failed_fetch_is_not_cached(verifier, server, signer):
+    server.routes["/cert.pem"].fail_first = 1
+    data = body(sign(notification(server.url("/cert.pem")), signer))
+    assert refusal(verifier, data) == "cert-unavailable"
+    assert verifier.verify(data, NOW).topic_arn == TOPIC
+    assert verifier.verify(data, NOW).topic_arn == TOPIC
+    assert server.hits["/cert.pem"] == 2
+
+
+def test_an_unreachable_certificate(verifier, signer, unused_port):
+    url = f"https://127.0.0.1:{unused_port}/cert.pem"
+    assert refusal(verifier, body(sign(notification(url), signer))) == "cert-unavailable"
+
+
+def test_a_server_that_never_answers_times_out(tls, signer, silent_server):
+    host, port = silent_server
+    source = CertificateSource(host_pattern=LOOPBACK, ssl_context=tls.client, timeout=0.5)
+    fields = sign(notification(f"https://{host}:{port}/cert.pem"), signer)
+    started = time.monotonic()
+    assert refusal(SnsVerifier(source, [TOPIC]), body(fields)) == "cert-unavailable"
+    assert time.monotonic() - started < 5
+
+
+def test_a_certificate_from_an_untrusted_tls_server_is_refused(server, signer):
+    """The default context does not trust the test CA: TLS verification is on."""
+    source = CertificateSource(host_pattern=LOOPBACK)
+    fields = sign(notification(server.url("/cert.pem")), signer)
+    assert refusal(SnsVerifier(source, [TOPIC]), body(fields)) == "cert-unavailable"
+    assert server.hits["/cert.pem"] == 0
+
+
+@pytest.mark.parametrize("route", [
+    Route(b"", status=404),
+    Route(b"not a certificate"),
+    Route(b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"),
+    None,
+], ids=["404", "garbage", "bad-pem", "too-large"])
+def test_an_unusable_certificate_answer(verifier, server, signer, route):
+    # Too large: the real certificate, padded past 64 KiB with newlines that a
+    # PEM parser would skip, so only the size limit can refuse it.
+    server.routes["/bad.pem"] = route or Route(signer.pem + b"\n" * (64 * 1024))
+    fields = sign(notification(server.url("/bad.pem")), signer)
+    assert refusal(verifier, body(fields)) == "cert-unavailable"
+    assert server.hits["/bad.pem"] == 1
+
+
+def test_a_redirect_is_not_followed(verifier, server, signer):
+    server.routes["/moved.pem"] = Route(status=302, headers={
+        "Location": server.url("/cert.pem")})
+    fields = sign(notification(server.url("/moved.pem")), signer)
+    assert refusal(verifier, body(fields)) == "cert-unavailable"
+    assert server.hits["/moved.pem"] == 1 and server.hits["/cert.pem"] == 0
+
+
+def test_a_certificate_without_an_rsa_key(verifier, server, ec_signer, signer):
+    server.routes["/ec.pem"] = Route(ec_signer.pem)
+    fields = sign(notification(server.url("/ec.pem")), signer)
+    assert refusal(verifier, body(fields)) == "cert-unavailable"
+
+
+def test_an_expired_certificate(verifier, server, expired_signer):
+    server.routes["/expired.pem"] = Route(expired_signer.pem)
+    fields = sign(notification(server.url("/expired.pem")), expired_signer)
+    assert refusal(verifier, body(fields)) == "cert-unavailable"
+    assert refusal(verifier, body(fields)) == "cert-unavailable"
+    assert server.hits["/expired.pem"] == 2  # an expired certificate is not cached either
+
+
+def test_a_cached_certificate_that_has_since_expired(source, server, signer):
+    url = server.url("/cert.pem")
+    now = datetime.now(UTC)
+    source.public_key(url, now=now)
+    source.public_key(url, now=now + timedelta(days=1))
+    assert server.hits["/cert.pem"] == 1
+    for later in (now + timedelta(days=31), now - timedelta(days=2)):
+        with pytest.raises(SnsError) as caught:
+            source.public_key(url, now=later)
+        assert caught.value.reason == "cert-unavailable"
+    assert server.hits["/cert.pem"] == 3  # fetched again each time: it might have been renewed
+    assert isinstance(source.public_key(url, now=now), rsa.RSAPublicKey)
+
+
+# -- freshness -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("offset,fresh", [
+    (timedelta(days=-8), False),
+    (timedelta(days=-7, seconds=-1), False),
+    (timedelta(days=-7), True),
+    (timedelta(days=-6), True),
+    (timedelta(0), True),
+    (timedelta(minutes=4, seconds=59), True),
+    (timedelta(minutes=5), True),
+    (timedelta(minutes=5, seconds=1), False),
+    (timedelta(hours=1), False),
+])
+def test_old_and_future_timestamps(verifier, server, signer, offset, fresh):
+    fields = sign(notification(server.url("/cert.pem"), when=NOW + offset), signer)
+    if fresh:
+        assert verifier.verify(body(fields), NOW).timestamp == NOW + offset
+    else:
+        assert refusal(verifier, body(fields)) == "stale"
+
+
+def test_max_age_is_configurable(source, server, signer):
+    verifier = SnsVerifier(source, [TOPIC], max_age=timedelta(minutes=10))
+    old = sign(notification(server.url("/cert.pem"), when=NOW - timedelta(minutes=11)), signer)
+    assert refusal(verifier, body(old)) == "stale"
+    recent = sign(notification(server.url("/cert.pem"), when=NOW - timedelta(minutes=9)), signer)
+    assert verifier.verify(body(recent), NOW).type == "Notification"
+
+
+def test_a_stale_message_is_judged_only_after_its_signature(verifier, server, signer):
+    fields = sign(notification(server.url("/cert.pem"), when=NOW - timedelta(days=30)), signer)
+    assert refusal(verifier, body({**fields, "Message": "x"})) == "bad-signature"
+
+
+def test_now_must_be_aware(verifier, server, signer):
+    fields = sign(notification(server.url("/cert.pem")), signer)
+    with pytest.raises(ValueError, match="aware"):
+        verifier.verify(body(fields), NOW.replace(tzinfo=None))
+
+
+# -- confirming a subscription ---------------------------------------------------------------
+
+
+def test_confirm_subscription_gets_the_subscribe_url_once(verifier, server, signer):
+    subscribe = server.url("/confirm?Action=ConfirmSubscription&TopicArn=t&Token=abc")
+    fields = sign(confirmation(server.url("/cert.pem"), subscribe), signer)
+    message = verifier.verify(body(fields), NOW)
+    assert server.hits["/confirm"] == 0
+    verifier.confirm_subscription(message)
+    assert server.hits["/confirm"] == 1
+    assert server.paths[-1] == "/confirm?Action=ConfirmSubscription&TopicArn=t&Token=abc"
+
+
+def test_confirm_subscription_refuses_what_is_not_a_confirmation(verifier, server, signer):
+    note = verifier.verify(body(sign(notification(server.url("/cert.pem")), signer)), NOW)
+    with pytest.raises(ValueError):
+        verifier.confirm_subscription(note)
+    unsubscribe = verifier.verify(body(sign(confirmation(
+        server.url("/cert.pem"), server.url("/confirm"), kind="UnsubscribeConfirmation"),
+        signer)), NOW)
+    with pytest.raises(ValueError):
+        verifier.confirm_subscription(unsubscribe)
+    assert server.hits["/confirm"] == 0
+
+
+def test_confirm_subscription_checks_topic_and_url(verifier, server):
+    def hand_made(topic: str, url: str) -> SnsMessage:
+        return SnsMessage("SubscriptionConfirmation", "id", topic, "m", NOW, None, url, "t")
+
+    with pytest.raises(SnsError) as caught:
+        verifier.confirm_subscription(hand_made(STRANGER, server.url("/confirm")))
+    assert caught.value.reason == "topic-not-allowed"
+    for url in (server.url("/confirm").replace("127.0.0.1", "localhost"),
+                server.url("/confirm").replace("https:", "http:"),
+                server.url("/confirm").replace("https://", "https://u@")):
+        with pytest.raises(SnsError) as caught:
+            verifier.confirm_subscription(hand_made(TOPIC, url))
+        assert caught.value.reason == "bad-cert-url"
+    assert server.connections == 0
+
+
+@pytest.mark.parametrize("route", [
+    Route(status=403), Route(status=500),
+    Route(status=301, headers={"Location": "https://127.0.0.1:1/confirm"}),
+], ids=["403", "500", "redirect"])
+def test_a_failed_confirmation(verifier, server, signer, route):
+    server.routes["/confirm"] = route
+    fields = sign(confirmation(server.url("/cert.pem"), server.url("/confirm")), signer)
+    message = verifier.verify(body(fields), NOW)
+    with pytest.raises(SnsError) as caught:
+        verifier.confirm_subscription(message)
+    assert caught.value.reason == "subscribe-failed"
+    assert server.hits["/confirm"] == 1
+
+
+def test_an_unreachable_subscribe_url(source, unused_port):
+    with pytest.raises(SnsError) as caught:
+        source.get(f"https://127.0.0.1:{unused_port}/confirm")
+    assert caught.value.reason == "subscribe-failed"
+
+
+# -- malformed -----------------------------------------------------------------------------------
+
+
+def _without(fields: dict[str, Any], name: str) -> dict[str, Any]:
+    return {k: v for k, v in fields.items() if k != name}
+
+
+#: Well-formed apart from what each case breaks; never verified far enough to need a real
+#: signature (the server fixture is there to prove nothing is fetched).
+GOOD = {**notification("https://127.0.0.1/cert.pem"), "SignatureVersion": "2",
+        "Signature": "AAAA"}
+SUB = {**confirmation("https://127.0.0.1/cert.pem", "https://127.0.0.1/confirm"),
+       "SignatureVersion": "2", "Signature": "AAAA"}
+
+MALFORMED = {
+    "not-json": b"<xml/>",
+    "empty": b"",
+    "not-utf8": b'{"Type": "\xff"}',
+    "array": b"[]",
+    "string": b'"Notification"',
+    "null": b"null",
+    "empty-object": b"{}",
+    "deep": b"[" * 100_000 + b"]" * 100_000,
+    "unknown-type": body({**GOOD, "Type": "Ping"}),
+    "type-not-string": body({**GOOD, "Type": ["Notification"]}),
+    "no-type": body(_without(GOOD, "Type")),
+    "no-message-id": body(_without(GOOD, "MessageId")),
+    "no-topic": body(_without(GOOD, "TopicArn")),
+    "empty-topic": body({**GOOD, "TopicArn": ""}),
+    "no-message": body(_without(GOOD, "Message")),
+    "message-object": body({**GOOD, "Message": {"notificationType": "Bounce"}}),
+    "no-timestamp": body(_without(GOOD, "Timestamp")),
+    "bad-timestamp": body({**GOOD, "Timestamp": "yesterday"}),
+    "naive-timestamp": body({**GOOD, "Timestamp": "2026-01-02T03:04:05"}),
+    "number-timestamp": body({**GOOD, "Timestamp": 1767000000}),
+    "subject-number": body({**GOOD, "Subject": 7}),
+    "confirmation-no-token": body(_without(SUB, "Token")),
+    "confirmation-no-url": body(_without(SUB, "SubscribeURL")),
+    "confirmation-url-number": body({**SUB, "SubscribeURL": 1}),
+}
+
+
+@pytest.mark.parametrize("data", MALFORMED.values(), ids=MALFORMED.keys())
+def test_parse_message_refuses_malformed_bodies(data):
+    with pytest.raises(SnsError) as caught:
+        parse_message(data)
+    assert caught.value.reason == "malformed"
+    text = str(caught.value)
+    assert "\n" not in text and len(text) < 200
+
+
+@pytest.mark.parametrize("data", MALFORMED.values(), ids=MALFORMED.keys())
+def test_verify_refuses_malformed_bodies_without_fetching(verifier, server, data):
+    assert refusal(verifier, data) == "malformed"
+    assert server.connections == 0
+
+
+@pytest.mark.parametrize("name", ["Signature", "SigningCertURL"])
+def test_verify_needs_the_signature_fields(verifier, server, signer, name):
+    fields = sign(notification(server.url("/cert.pem")), signer)
+    assert refusal(verifier, body(_without(fields, name))) == "malformed"
+    assert refusal(verifier, body({**fields, name: 12})) == "malformed"
+    assert refusal(verifier, body({**fields, name: ""})) == "malformed"
+    assert server.connections == 0
+
+
+def test_parse_message_reads_every_field():
+    message = parse_message(body({**SUB, "Timestamp": "2026-01-02T03:04:05.678+01:00"}))
+    assert message == SnsMessage(
+        type="SubscriptionConfirmation", message_id=SUB["MessageId"], topic_arn=TOPIC,
+        message=SUB["Message"], timestamp=datetime(2026, 1, 2, 2, 4, 5, 678000, tzinfo=UTC),
+        subject=None, subscribe_url="https://127.0.0.1/confirm", token=SUB["Token"])
+    note = parse_message(body({**GOOD, "Subject": "S", "Extra": {"ignored": True}}))
+    assert (note.type, note.subject, note.subscribe_url, note.token) == (
+        "Notification", "S", None, None)
+
+
+def test_an_error_never_repeats_the_body(verifier):
+    secret = "do-not-log-this-" + "x" * 5000
+    for data in (body({**GOOD, "Type": secret}), secret.encode(),
+                 body({**GOOD, "TopicArn": STRANGER + secret})):
+        with pytest.raises(SnsError) as caught:
+            verifier.verify(data, NOW)
+        assert "do-not-log-this-" + "x" * 200 not in str(caught.value)
+        assert len(str(caught.value)) < 300 and "\n" not in str(caught.value)
+
+
+def test_every_reason_has_a_message_and_unknown_reasons_are_refused():
+    assert set(SNS_REASONS) == {"malformed", "topic-not-allowed", "bad-cert-url",
+                                "cert-unavailable", "subscribe-failed", "bad-signature",
+                                "unsupported-version", "stale"}
+    for reason in SNS_REASONS:
+        error = SnsError(reason, "line one\nline two")
+        assert error.reason == reason and "\n" not in str(error)
+        assert str(error).startswith(f"sns {reason}: ")
+    with pytest.raises(ValueError):
+        SnsError("nope")  # type: ignore[arg-type]
