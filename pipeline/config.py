@@ -90,6 +90,35 @@ class SmtpSettings:
 @dataclass(frozen=True)
 class SesSettings:
     configuration_set: str = ""
+    #: The SNS topics SES publishes bounces and complaints to. ``POST /webhooks/ses``
+    #: accepts messages from these topics only (any AWS account can sign a message for a
+    #: topic of its own); empty turns the webhook off.
+    sns_topic_arns: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class SubscriptionSettings:
+    #: Days a confirmation link works (DESIGN.md: 7).
+    confirm_days: int = 7
+    #: Transient bounces in a row that make an address ``bounced``.
+    transient_bounce_limit: int = 3
+    #: Confirmation mails one address can be sent per day (the rest are not sent; the
+    #: page says the same thing either way).
+    address_per_day: int = 3
+    #: Sign-up requests one client address can make per hour (then 429).
+    client_per_hour: int = 20
+    #: Proxies (comma-separated IPs, or "*") whose X-Forwarded-For / X-Forwarded-Proto are
+    #: believed: CloudFront or a load balancer in front of ``newsletter serve``.
+    forwarded_allow_ips: str = "127.0.0.1"
+
+
+@dataclass(frozen=True)
+class InboxSettings:
+    #: Where SES's receipt rule stores inbound mail: ``local`` (a folder) or ``s3``.
+    source: str = "local"
+    dir: Path = Path("data/inbox")
+    bucket: str = ""
+    prefix: str = "inbound/"
 
 
 @dataclass(frozen=True)
@@ -122,6 +151,8 @@ class Settings:
     delivery: DeliverySettings = field(default_factory=DeliverySettings)
     smtp: SmtpSettings = field(default_factory=SmtpSettings)
     ses: SesSettings = field(default_factory=SesSettings)
+    subscriptions: SubscriptionSettings = field(default_factory=SubscriptionSettings)
+    inbox: InboxSettings = field(default_factory=InboxSettings)
     archive: ArchiveSettings = field(default_factory=ArchiveSettings)
     translate: TranslateSettings = field(default_factory=TranslateSettings)
     github: GithubSettings = field(default_factory=GithubSettings)
@@ -288,6 +319,7 @@ def _validate(s: Settings) -> None:
         "[delivery] transport": (s.delivery.transport, ("outbox", "smtp", "ses")),
         "[archive] target": (s.archive.target, ("local", "s3")),
         "[translate] backend": (s.translate.backend, ("none", "openai", "aws")),
+        "[inbox] source": (s.inbox.source, ("local", "s3")),
     }
     for key, (value, allowed) in choices.items():
         if value not in allowed:
@@ -296,6 +328,15 @@ def _validate(s: Settings) -> None:
         raise ConfigError("must not be negative", key="[delivery] max_rate")
     if s.delivery.concurrency < 1:
         raise ConfigError("must be at least 1", key="[delivery] concurrency")
+    for key in ("confirm_days", "transient_bounce_limit", "address_per_day", "client_per_hour"):
+        if getattr(s.subscriptions, key) < 1:
+            raise ConfigError("must be at least 1", key=f"[subscriptions] {key}")
+    for arn in s.ses.sns_topic_arns:
+        if not re.match(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_.-]{1,256}$", arn):
+            raise ConfigError(f"expected an SNS topic ARN, got {arn!r}",
+                              key="[ses] sns_topic_arns")
+    if s.inbox.source == "s3" and not s.inbox.bucket:
+        raise ConfigError("needed when [inbox] source is s3", key="[inbox] bucket")
 
 
 def with_feeds(settings: Settings, urls: tuple[str, ...]) -> Settings:

@@ -6,12 +6,15 @@ itself (``send.py``) only sees the interfaces.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 
+from subscribers.subscriptions import Policy, Subscriptions
 from subscribers.tokens import Keys
 
 from .config import Settings
+from .errors import ConfigError
 from .transport import OutboxTransport, Transport, require_secret
 
 OUTBOX_DIR = "outbox"
@@ -49,3 +52,38 @@ def send_rate(settings: Settings, transport: Transport) -> float | None:
     if settings.delivery.max_rate > 0:
         return settings.delivery.max_rate
     return transport.max_rate()
+
+
+def subscription_policy(settings: Settings) -> Policy:
+    """``[subscriptions]`` as the subscription actions read it."""
+    s = settings.subscriptions
+    return Policy(confirm_days=s.confirm_days, transient_bounce_limit=s.transient_bounce_limit,
+                  address_per_day=s.address_per_day, client_per_hour=s.client_per_hour)
+
+
+@contextmanager
+def open_subscriptions(settings: Settings, environ: Mapping[str, str]
+                       ) -> Iterator[Subscriptions]:
+    """The subscription actions wired to the deployment's store, keys and transport.
+
+    Confirmation mails leave through ``[delivery] transport``; with the local outbox they
+    land in ``<build_dir>/outbox/``. Used by ``newsletter serve`` and ``inbox process``.
+    """
+    from subscribers.store import open_store
+
+    from .optin_mail import OptInMailer
+
+    if not settings.site.app_url:
+        raise ConfigError("needed for the links in confirmation mails", key="[site] app_url")
+    keys, _ = signing_keys(settings, environ)
+    transport = open_transport(settings, environ, settings.resolve(settings.paths.build_dir))
+    try:
+        store = open_store(settings)
+        try:
+            yield Subscriptions(store, keys, OptInMailer(settings, transport),
+                                app_url=settings.site.app_url,
+                                policy=subscription_policy(settings))
+        finally:
+            store.close()
+    finally:
+        transport.close()

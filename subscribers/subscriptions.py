@@ -1,0 +1,228 @@
+"""How people join and leave: the actions behind the subscription app and inbound mail.
+
+The web pages (``pipeline.app``), the SES webhook and ``newsletter inbox process`` all come
+here, so a sign-up by form and one by mail follow the same rules:
+
+* **Double opt-in.** A request stores a ``pending`` address and mails it a confirmation
+  link; only the person who reads that mailbox can make it ``active``. The link's page asks
+  for one more click (a POST), because mail scanners fetch every link they see.
+* **No enumeration.** A request gets the same answer whether the address is new, pending,
+  active or gone: what differs is only the mail that address receives (a confirmation, or
+  "you are already subscribed" with its preferences link), and nobody else sees that.
+* **Limits.** Confirmation mails per address per day and requests per client per hour are
+  counted in the store (so several app processes share them), keyed by a hash.
+* **Consent** is recorded on confirmation: when, from where (``web``, ``mail``), and the
+  client address.
+
+Everything here takes ``now`` and talks to the store and a :class:`Mailer`; it reads no
+clock and no environment, so the tests drive it as they like.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from enum import StrEnum
+from typing import Protocol
+
+from .errors import InvalidAddress, UnknownSubscriber
+from .model import DEFAULT_LAYOUT, LAYOUTS, Subscriber, email_key, normalise_email
+from .store import MAIL_EVENTS, SubscriberStore
+from .tokens import Keys, Purpose, make_token, verify_token
+
+__all__ = [
+    "Mailer",
+    "Policy",
+    "RequestOutcome",
+    "Subscriptions",
+]
+
+
+class Mailer(Protocol):
+    """Sends the two mails a request can cause. Raises the transport's errors."""
+
+    def confirmation(self, subscriber: Subscriber, confirm_url: str,
+                     expires_at: datetime) -> None: ...
+
+    def already_subscribed(self, subscriber: Subscriber, preferences_url: str) -> None: ...
+
+
+class RequestOutcome(StrEnum):
+    """What a sign-up request did. For logs and tests only: the requester is always told
+    the same thing."""
+
+    #: A confirmation mail went to the address (new, pending, or once unsubscribed).
+    CONFIRMATION_SENT = "confirmation-sent"
+    #: The address is active: it was mailed its preferences link instead.
+    REMINDER_SENT = "reminder-sent"
+    #: This address already had its confirmation mails for the day: nothing sent.
+    THROTTLED = "throttled"
+    #: The address was removed at its owner's request: nothing stored, nothing sent.
+    SUPPRESSED = "suppressed"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The limits of ``[subscriptions]``."""
+
+    confirm_days: int = 7
+    transient_bounce_limit: int = 3
+    address_per_day: int = 3
+    client_per_hour: int = 20
+
+
+class Subscriptions:
+    """The subscription actions over one store, one set of keys and one mailer."""
+
+    def __init__(self, store: SubscriberStore, keys: Keys, mailer: Mailer, *,
+                 app_url: str, policy: Policy | None = None) -> None:
+        self.store = store
+        self.keys = keys
+        self.mailer = mailer
+        self.app_url = app_url.rstrip("/")
+        self.policy = policy or Policy()
+
+    # -- links -----------------------------------------------------------------------------
+
+    def link(self, path: str, purpose: Purpose, subscriber_id: str, now: datetime) -> str:
+        """``<app_url>/<path>?token=…`` signed for ``purpose``."""
+        expires = (now + timedelta(days=self.policy.confirm_days)
+                   if purpose == "confirm" else None)
+        token = make_token(self.keys, purpose, subscriber_id, expires)
+        return f"{self.app_url}/{path}?token={token}"
+
+    # -- asking to join --------------------------------------------------------------------
+
+    def client_allowed(self, client: str | None, now: datetime) -> bool:
+        """Whether ``client`` (an IP address) may make another request this hour; counts
+        it. Unknown clients share one counter rather than escaping the limit."""
+        key = "client:" + _digest(client or "unknown")
+        return self.store.take_quota(key, now, limit=self.policy.client_per_hour,
+                                     window=timedelta(hours=1))
+
+    def request(self, email: str, layout: str = DEFAULT_LAYOUT, *, source: str,
+                now: datetime) -> RequestOutcome:
+        """Someone asked for ``email`` to receive the newsletter in ``layout``.
+
+        InvalidAddress for text that is not an address (the one answer that may differ,
+        since it says nothing about the list). The mail is sent before returning; the
+        transport's errors propagate, so the caller can say "try again later".
+        """
+        if layout not in LAYOUTS:
+            raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
+        normal = normalise_email(email)
+        result = self.store.request_subscription(normal, layout, source=source, now=now)
+        subscriber = result.subscriber
+        if subscriber is None:
+            return RequestOutcome.SUPPRESSED
+        if not self.store.take_quota("address:" + _digest(email_key(normal)), now,
+                                     limit=self.policy.address_per_day,
+                                     window=timedelta(days=1)):
+            return RequestOutcome.THROTTLED
+        if subscriber.status == "active":
+            self.mailer.already_subscribed(
+                subscriber, self.link("preferences", "preferences", subscriber.id, now))
+            return RequestOutcome.REMINDER_SENT
+        self._send_confirmation(subscriber, now)
+        return RequestOutcome.CONFIRMATION_SENT
+
+    def resend(self, subscriber_id: str, *, now: datetime) -> RequestOutcome:
+        """A new confirmation mail for the subscriber an expired link was made for (the
+        expired-link page offers it). Limited like a request; an active subscriber gets
+        nothing (the expired link is moot), a removed one neither."""
+        subscriber = self.store.get(subscriber_id)
+        if subscriber is None:
+            return RequestOutcome.SUPPRESSED
+        if subscriber.status == "active":
+            return RequestOutcome.REMINDER_SENT
+        if not self.store.take_quota("address:" + _digest(email_key(subscriber.email)), now,
+                                     limit=self.policy.address_per_day,
+                                     window=timedelta(days=1)):
+            return RequestOutcome.THROTTLED
+        self._send_confirmation(subscriber, now)
+        return RequestOutcome.CONFIRMATION_SENT
+
+    def _send_confirmation(self, subscriber: Subscriber, now: datetime) -> None:
+        url = self.link("confirm", "confirm", subscriber.id, now)
+        self.mailer.confirmation(subscriber, url,
+                                 now + timedelta(days=self.policy.confirm_days))
+
+    # -- acting on a link ------------------------------------------------------------------
+
+    def subscriber_for(self, token: str, purpose: Purpose, now: datetime) -> Subscriber:
+        """The subscriber a link is for: TokenError if it does not verify (nothing read),
+        UnknownSubscriber if its subscriber was removed since."""
+        subscriber_id = verify_token(self.keys, token, purpose, now)
+        subscriber = self.store.get(subscriber_id)
+        if subscriber is None:
+            raise UnknownSubscriber(subscriber_id=subscriber_id)
+        return subscriber
+
+    def confirm(self, token: str, *, source: str, client: str | None,
+                now: datetime) -> Subscriber:
+        """Make the link's subscriber ``active``, recording consent (now, ``source``,
+        ``client``). Confirming again changes nothing, not even the consent record."""
+        subscriber = self.subscriber_for(token, "confirm", now)
+        return self.store.set_status(subscriber.id, "active", now, source=source,
+                                     client=client)
+
+    def unsubscribe(self, token: str, *, now: datetime) -> Subscriber | None:
+        """Unsubscribe the link's subscriber at once (RFC 8058 one-click, the page's
+        button, the ``mailto:`` address). An address already gone is fine: None.
+        ``bounced`` and ``complained`` stay as they are (they already get nothing)."""
+        try:
+            subscriber = self.subscriber_for(token, "unsubscribe", now)
+        except UnknownSubscriber:
+            return None
+        if subscriber.status in ("pending", "active"):
+            return self.store.set_status(subscriber.id, "unsubscribed", now)
+        return subscriber
+
+    def set_layout(self, token: str, layout: str, *, now: datetime) -> Subscriber:
+        """The preferences page's layout choice."""
+        subscriber = self.subscriber_for(token, "preferences", now)
+        return self.store.set_layout(subscriber.id, layout, now)
+
+    def unsubscribe_by_preferences(self, token: str, *, now: datetime) -> Subscriber:
+        """The preferences page's unsubscribe button."""
+        subscriber = self.subscriber_for(token, "preferences", now)
+        if subscriber.status in ("pending", "active"):
+            return self.store.set_status(subscriber.id, "unsubscribed", now)
+        return subscriber
+
+    def resubscribe(self, token: str, *, client: str | None, now: datetime) -> Subscriber:
+        """Back on the list from the preferences page, for someone who unsubscribed.
+
+        The preferences link was mailed to that address, so following it and pressing the
+        button is the owner's own new consent. Bounced and complained addresses are not
+        brought back this way: they go through a fresh confirmation mail (``request``),
+        which also proves the mailbox works again.
+        """
+        subscriber = self.subscriber_for(token, "preferences", now)
+        if subscriber.status != "unsubscribed":
+            return subscriber
+        return self.store.set_status(subscriber.id, "active", now, source="preferences",
+                                     client=client)
+
+    # -- what the mail system says ---------------------------------------------------------
+
+    def mail_event(self, kind: str, address: str, now: datetime) -> Subscriber | None:
+        """Apply an SES event (``bounce-permanent``, ``bounce-transient``, ``complaint``,
+        ``delivery``) to the subscriber with ``address``; None if there is none (a test
+        copy, a removed subscriber, an address that is not one)."""
+        if kind not in MAIL_EVENTS:
+            raise ValueError(f"unknown mail event {kind!r}")
+        try:
+            subscriber = self.store.find(address)
+        except InvalidAddress:
+            return None
+        if subscriber is None:
+            return None
+        return self.store.record_mail_event(subscriber.id, kind, now,
+                                            transient_limit=self.policy.transient_bounce_limit)
+
+
+def _digest(text: str) -> str:
+    """What a quota is keyed by: a hash, so the quota table holds no address."""
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
