@@ -1,0 +1,805 @@
+"""Mail in: the mails people send to the newsletter, and what ``newsletter inbox process``
+does with them.
+
+An SES receipt rule stores each inbound mail, raw, as one object under an S3 prefix
+(``[inbox] source = "s3"``, ``bucket``, ``prefix``); by default the same raw files sit in a
+local folder (``[inbox] dir``, ``data/inbox``), which is also where a hand-dropped ``.eml``
+goes. Two kinds of mail are understood:
+
+* **Unsubscribe.** The ``mailto:`` of every issue's ``List-Unsubscribe`` is
+  ``<local>+<token>@domain`` (:func:`subscribers.tokens.tagged_address`): a mail to it
+  unsubscribes the token's subscriber. The token is signed, so it authenticates itself;
+  the configured address is not needed to recognise it.
+* **Subscribe.** A mail whose subject, or first line, is ``subscribe`` or ``订阅``
+  (optionally followed by one layout word) starts the double opt-in for its ``From``
+  address: a confirmation mail goes there, and nothing else happens until its owner
+  confirms. A forged ``From`` therefore costs its real owner one ignorable mail, no more.
+
+Everything else, and mail that SES's checks condemned (:func:`classify`), is ignored. Each
+mail is then moved aside, out of the way of the next run: ``processed/`` or ``ignored/``
+under the folder or the prefix.
+
+**Once only.** Before acting on a mail, its key (``mail:`` + sha256 of the inbox and the
+mail's name) is recorded in the store (:meth:`~subscribers.store.SqliteStore.first_time`).
+A run that crashed after acting but before moving the mail aside finds the key on the next
+run, and only moves the mail. When the confirmation mail cannot be sent, the key is
+forgotten again and the mail stays where it is, for the next run to retry.
+
+:func:`classify` is pure (bytes in, :class:`Verdict` out); :func:`process` does the I/O
+through an :class:`Inbox` and :class:`~subscribers.subscriptions.Subscriptions`. boto3 is
+only touched by :class:`S3Inbox`, imported lazily. No token and no whole address is ever
+put in a report or an error message.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email
+import email.policy
+import email.utils
+import hashlib
+import html
+import os
+import re
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+from subscribers.errors import InvalidAddress, TokenError
+from subscribers.model import DEFAULT_LAYOUT
+
+from .errors import NewsletterError, TransportError
+
+if TYPE_CHECKING:
+    from email.message import Message
+
+    from subscribers.subscriptions import Subscriptions
+
+    from .config import Settings
+
+__all__ = [
+    "ACTIONS",
+    "COUNTS",
+    "LAYOUT_WORDS",
+    "OUTCOMES",
+    "SETUP_NOTIFICATION",
+    "InboundMail",
+    "Inbox",
+    "InboxError",
+    "InboxReport",
+    "LocalInbox",
+    "S3Inbox",
+    "Verdict",
+    "classify",
+    "mail_key",
+    "mask_address",
+    "open_inbox",
+    "process",
+]
+
+#: The object SES writes under the prefix when the receipt rule is created: not a mail.
+SETUP_NOTIFICATION = "AMAZON_SES_SETUP_NOTIFICATION"
+
+Action = Literal["unsubscribe", "subscribe", "ignored", "unrecognised"]
+Outcome = Literal["processed", "ignored"]
+
+#: What :func:`classify` can decide.
+ACTIONS: tuple[Action, ...] = ("unsubscribe", "subscribe", "ignored", "unrecognised")
+#: Where a mail is moved once handled: ``<inbox>/processed/`` or ``<inbox>/ignored/``.
+OUTCOMES: tuple[Outcome, ...] = ("processed", "ignored")
+
+#: The words that may follow ``subscribe`` / ``订阅``, and the layout each asks for.
+LAYOUT_WORDS: Mapping[str, str] = MappingProxyType({
+    "zh-en": "zh-en", "en-zh": "en-zh", "zh": "zh", "en": "en",
+    "中文": "zh", "english": "en", "英文": "en", "双语": "zh-en", "bilingual": "zh-en",
+})
+_COMMANDS = ("subscribe", "订阅")
+
+#: The counts of an :class:`InboxReport`, in the order its summary names them.
+COUNTS: tuple[str, ...] = ("unsubscribed", "subscribe", "ignored", "unrecognised",
+                           "bad-token", "duplicate", "retry-later")
+
+
+class InboxError(NewsletterError):
+    """The inbox cannot be read or a mail cannot be moved aside (a folder without
+    permission, a bucket that does not exist, no credentials). Exit 1: the input is fine,
+    the machine's state is not; mails already handled stay handled."""
+
+    exit_code = 1
+
+    def __init__(self, where: str, message: str) -> None:
+        super().__init__(f"inbox {where}: {message}")
+        self.where = where
+
+
+# -- the mails and where they wait ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class InboundMail:
+    """One raw mail waiting in the inbox. ``key`` is its name inside the inbox (a file
+    name, or an object key without the prefix): what :meth:`Inbox.move_aside` takes."""
+
+    key: str
+    raw: bytes = field(repr=False)
+
+
+class Inbox(Protocol):
+    """Where inbound mail waits."""
+
+    def pending(self) -> Iterator[InboundMail]:
+        """The mails not yet moved aside, oldest first. Never SES's setup notification,
+        never what is already in ``processed/`` or ``ignored/``."""
+        ...
+
+    def move_aside(self, key: str, outcome: Outcome) -> None:
+        """Move the mail to ``processed/`` or ``ignored/``; one already gone is fine."""
+        ...
+
+    def describe(self) -> str:
+        """Where this inbox is (a folder, ``s3://bucket/prefix/``): for messages, and part
+        of each mail's once-only key, so it must not change between runs."""
+        ...
+
+    def close(self) -> None:
+        """Release what the inbox holds (an S3 client it built)."""
+        ...
+
+
+def _is_mail_name(name: str) -> bool:
+    """A waiting mail's name: not a sub-folder's content, a dotfile, an editor's or a
+    copier's temporary file, or SES's setup notification."""
+    return (bool(name) and "/" not in name and not name.startswith((".", "~"))
+            and not name.endswith(("~", ".tmp", ".part")) and name != SETUP_NOTIFICATION)
+
+
+class LocalInbox:
+    """Raw mails as files in ``folder`` (not its sub-folders). A missing folder is an
+    empty inbox. Moving aside is an ``os.replace`` into ``processed/`` or ``ignored/``,
+    atomic within the folder."""
+
+    name = "local"
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = Path(folder)
+
+    def describe(self) -> str:
+        return str(self.folder)
+
+    def pending(self) -> Iterator[InboundMail]:
+        for name in self._waiting():
+            try:
+                raw = (self.folder / name).read_bytes()
+            except FileNotFoundError:  # moved aside by another run meanwhile
+                continue
+            except OSError as exc:
+                raise InboxError(self.describe(),
+                                 f"cannot read {name}: {exc.strerror or exc}") from exc
+            yield InboundMail(name, raw)
+
+    def _waiting(self) -> list[str]:
+        """The mail files' names, oldest (modification time) first."""
+        found: list[tuple[int, str]] = []
+        try:
+            with os.scandir(self.folder) as entries:
+                for entry in entries:
+                    if not _is_mail_name(entry.name):
+                        continue
+                    try:
+                        if entry.is_file(follow_symlinks=False):
+                            found.append((entry.stat(follow_symlinks=False).st_mtime_ns,
+                                          entry.name))
+                    except FileNotFoundError:
+                        continue
+        except FileNotFoundError:
+            return []  # no folder yet: nothing has arrived
+        except OSError as exc:
+            raise InboxError(self.describe(),
+                             f"cannot list the folder: {exc.strerror or exc}") from exc
+        return [name for _, name in sorted(found)]
+
+    def move_aside(self, key: str, outcome: Outcome) -> None:
+        _check_move(key, outcome)
+        target = self.folder / outcome
+        try:
+            target.mkdir(exist_ok=True)
+            os.replace(self.folder / key, target / key)
+        except FileNotFoundError:
+            if (self.folder / key).exists():
+                raise InboxError(self.describe(), f"cannot move {key} to {outcome}/") from None
+            # already moved aside (by another run): nothing left to do
+        except OSError as exc:
+            raise InboxError(self.describe(), f"cannot move {key} to {outcome}/: "
+                             f"{exc.strerror or exc}") from exc
+
+    def close(self) -> None:
+        pass
+
+
+def _check_move(key: str, outcome: str) -> None:
+    if outcome not in OUTCOMES:
+        raise ValueError(f"unknown outcome {outcome!r}; known: {', '.join(OUTCOMES)}")
+    if not _is_mail_name(key) or key in (".", "..") or "\\" in key:
+        raise ValueError(f"not a waiting mail's name: {key!r}")
+
+
+class S3Inbox:
+    """Raw mails as objects directly under ``prefix`` in ``bucket`` (an SES receipt
+    rule's S3 action). Listing is paginated and uses ``/`` as delimiter, so what was moved
+    aside (``<prefix>processed/…``, ``<prefix>ignored/…``) is not even listed. Moving aside
+    is CopyObject then DeleteObject; a crash between the two leaves the mail listed again,
+    and the next run only finishes the move.
+
+    Each botocore error becomes an :class:`InboxError` with a one-line reason, keeping it as
+    the cause. ``client`` is a boto3 S3 client; with ``owns_client`` :meth:`close` closes it.
+    """
+
+    name = "s3"
+
+    def __init__(self, bucket: str, prefix: str, client: Any, *, owns_client: bool = False,
+                 page_size: int | None = None) -> None:
+        if not bucket:
+            raise InboxError("s3", "no bucket given ([inbox] bucket)")
+        self.bucket = bucket
+        self.prefix = _normalise_prefix(prefix)
+        self.client = client
+        self.page_size = page_size
+        self._owns_client = owns_client
+
+    def describe(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}"
+
+    def pending(self) -> Iterator[InboundMail]:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        for _, rest in sorted(self._list()):
+            full = self.prefix + rest
+            try:
+                raw = self.client.get_object(Bucket=self.bucket, Key=full)["Body"].read()
+            except ClientError as exc:
+                if _code(exc) in _MISSING_KEY:  # moved aside by another run meanwhile
+                    continue
+                raise self._error(exc, f"cannot read {full}") from exc
+            except (BotoCoreError, OSError) as exc:
+                raise self._error(exc, f"cannot read {full}") from exc
+            yield InboundMail(rest, raw)
+
+    def _list(self) -> list[tuple[Any, str]]:
+        """(LastModified, name) of every waiting mail, all pages."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        paging: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.prefix,
+                                  "Delimiter": "/"}
+        if self.page_size:
+            paging["PaginationConfig"] = {"PageSize": self.page_size}
+        found: list[tuple[Any, str]] = []
+        try:
+            for page in self.client.get_paginator("list_objects_v2").paginate(**paging):
+                for item in page.get("Contents", ()):
+                    rest = item["Key"][len(self.prefix):]
+                    if _is_mail_name(rest):
+                        found.append((item.get("LastModified"), rest))
+        except (ClientError, BotoCoreError, OSError) as exc:
+            raise self._error(exc, "cannot list the waiting mails") from exc
+        return found
+
+    def move_aside(self, key: str, outcome: Outcome) -> None:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        _check_move(key, outcome)
+        source, target = self.prefix + key, f"{self.prefix}{outcome}/{key}"
+        try:
+            self.client.copy_object(Bucket=self.bucket, Key=target,
+                                    CopySource={"Bucket": self.bucket, "Key": source})
+        except ClientError as exc:
+            if _code(exc) in _MISSING_KEY:
+                return  # already moved aside (by another run)
+            raise self._error(exc, f"cannot copy {source} to {target}") from exc
+        except (BotoCoreError, OSError) as exc:
+            raise self._error(exc, f"cannot copy {source} to {target}") from exc
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=source)
+        except (ClientError, BotoCoreError, OSError) as exc:
+            raise self._error(exc, f"cannot delete {source} (copied to {target})") from exc
+
+    def close(self) -> None:
+        if self._owns_client:
+            self.client.close()
+
+    def _error(self, exc: Exception, doing: str) -> InboxError:
+        return InboxError(self.describe(), f"{doing}: {_s3_reason(exc, self.bucket)}")
+
+
+_MISSING_KEY = frozenset({"NoSuchKey", "404", "NotFound"})
+_DENIED = frozenset({"AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId",
+                     "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken"})
+
+
+def _normalise_prefix(prefix: str) -> str:
+    """``""`` stays empty; otherwise no leading slash and exactly one trailing slash."""
+    stripped = prefix.strip().strip("/")
+    return stripped + "/" if stripped else ""
+
+
+def _code(exc: Any) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
+
+
+def _s3_reason(exc: Exception, bucket: str) -> str:
+    """A botocore error in one line (as :mod:`pipeline.s3archive` words them)."""
+    from botocore.exceptions import (
+        ClientError,
+        NoCredentialsError,
+        PartialCredentialsError,
+    )
+    from botocore.exceptions import ConnectionError as NeverConnected
+
+    if isinstance(exc, ClientError):
+        code = _code(exc)
+        text = " ".join(str(exc.response.get("Error", {}).get("Message", "")).split())
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+        if code == "NoSuchBucket":
+            return f"bucket {bucket} does not exist"
+        if code in _DENIED or status == 403:
+            said = f"{code}: {text}" if text else code or "403"
+            return (f"access denied to bucket {bucket} ({said}); check the credentials' "
+                    "s3:ListBucket, s3:GetObject, s3:PutObject and s3:DeleteObject rights")
+        return f"S3 {code or status}: {text}" if text else f"S3 {code or status}"
+    if isinstance(exc, NoCredentialsError | PartialCredentialsError):
+        return (f"no usable AWS credentials ({exc}); set AWS_ACCESS_KEY_ID/"
+                "AWS_SECRET_ACCESS_KEY or a profile")
+    if isinstance(exc, NeverConnected):
+        return f"cannot reach S3 ({exc})"
+    return f"S3: {' '.join(str(exc).split()) or type(exc).__name__}"
+
+
+def open_inbox(settings: Settings) -> Inbox:
+    """The deployment's inbox: ``[inbox] dir`` (resolved against the configuration's
+    folder), or ``s3://[inbox] bucket/[inbox] prefix`` with AWS's own region, endpoint and
+    credentials settings. The caller closes it."""
+    s = settings.inbox
+    if s.source == "s3":
+        from .aws import aws_client
+
+        client = aws_client("s3", region=None, what="the s3 inbox", key="[inbox] bucket",
+                            retries={"mode": "standard"}, connect_timeout=10.0,
+                            read_timeout=60.0)
+        return S3Inbox(s.bucket, s.prefix, client, owns_client=True)
+    return LocalInbox(settings.resolve(s.dir))
+
+
+# -- what a mail asks for ------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What :func:`classify` made of one mail.
+
+    ``reason`` says why: for ``unsubscribe`` "token"; for ``subscribe`` where the command
+    was found ("subject", "first-line"); for ``ignored`` "virus", "spam", "dmarc-fail",
+    "spf-fail", "dkim-fail", "no-sender" or "auto-submitted"; for ``unrecognised``
+    "no-command", "empty" or "unparseable". ``token`` is set for ``unsubscribe`` only,
+    ``layout`` for ``subscribe`` only (None: none asked for); ``sender`` is the bare
+    ``From`` address whenever there is one.
+    """
+
+    action: Action
+    reason: str
+    token: str | None = field(default=None, repr=False)
+    sender: str | None = None
+    layout: str | None = None
+
+
+def classify(raw: bytes) -> Verdict:
+    """Decide what one raw inbound mail asks for. Pure; never raises (broken mail of any
+    kind is ``unrecognised``).
+
+    **Checks first.** Only the *topmost* occurrence of each header counts: SES prepends
+    its own headers, and anything lower down was written by the sender, who may have put a
+    reassuring ``X-SES-Spam-Verdict: PASS`` there. The mail is ``ignored`` when
+
+    * ``X-SES-Virus-Verdict`` is ``FAIL`` ("virus"), or ``X-SES-Spam-Verdict`` is ``FAIL``
+      ("spam") — ``GRAY`` and ``PROCESSING_FAILED`` are not failures;
+    * ``Authentication-Results`` says ``dmarc=fail`` ("dmarc-fail");
+    * SPF (``spf=`` of ``Authentication-Results``, else ``Received-SPF``) is ``fail``,
+      ``softfail`` or ``permerror``, or DKIM is ``fail``, **and neither passed**
+      ("spf-fail", else "dkim-fail"). A forwarded mail breaks SPF but keeps a valid DKIM
+      signature: that one is taken.
+
+    A missing header is no failure: a hand-dropped local file has none of them.
+
+    **Then the command.** An address ``<anything>+<56 base32 characters>@…`` among the
+    recipients (``To``, ``Cc``, ``Delivered-To``, ``X-Original-To``, and the envelope
+    recipient of SES's topmost ``Received: … for <address>``), any case, is an
+    ``unsubscribe`` with that token (checked later, by the store's keys). Otherwise the
+    subject (without ``Re:``/``Fwd:``/``回复:``… prefixes) or else the first non-empty line
+    of the text body (of the HTML, crudely made text, when there is no plain part) being
+    ``subscribe`` or ``订阅``, any case, optionally followed by one word of
+    :data:`LAYOUT_WORDS` (``订阅英文`` without a space too), is a ``subscribe`` for the
+    ``From`` address; anything more after the command is not one. Unsubscribe wins over
+    subscribe. A subscribe without a ``From`` address is ``ignored`` ("no-sender"), as is
+    one marked ``Auto-Submitted`` (an auto-responder must not sign anybody up).
+    """
+    if not raw.strip():
+        return Verdict("unrecognised", "empty")
+    try:
+        return _classify(raw)
+    except Exception:  # the email package can trip over hostile input: never a crash
+        return Verdict("unrecognised", "unparseable")
+
+
+def _classify(raw: bytes) -> Verdict:
+    message = email.message_from_bytes(raw, policy=email.policy.default)
+    headers = _Headers(message)
+    sender = _sender(message, headers)
+    failed = _failed_check(headers)
+    if failed:
+        return Verdict("ignored", failed, sender=sender)
+    token = _token(headers)
+    if token:
+        return Verdict("unsubscribe", "token", token=token, sender=sender)
+    found = _subscribe_command(_subject(message, headers))
+    where = "subject"
+    if found is None:
+        found = _subscribe_command(_first_line(message))
+        where = "first-line"
+    if found is None:
+        return Verdict("unrecognised", "no-command", sender=sender)
+    if sender is None:
+        return Verdict("ignored", "no-sender")
+    auto = (headers.top("auto-submitted") or "no").split(";")[0].strip().lower()
+    if auto != "no":
+        return Verdict("ignored", "auto-submitted", sender=sender)
+    return Verdict("subscribe", where, sender=sender, layout=found[1])
+
+
+class _Headers:
+    """The headers as received, unparsed (parsing a hostile header can fail), in order."""
+
+    def __init__(self, message: Message) -> None:
+        self._items = [(str(name).strip().lower(), re.sub(r"\r?\n", "", str(value)))
+                       for name, value in message.raw_items()]
+
+    def top(self, name: str) -> str | None:
+        """The first (topmost) occurrence of ``name``."""
+        return next((value for key, value in self._items if key == name), None)
+
+    def every(self, name: str) -> list[str]:
+        return [value for key, value in self._items if key == name]
+
+
+# -- checks
+
+_SPF_FAILED = frozenset({"fail", "softfail", "permerror"})
+_COMMENT = re.compile(r"\([^()]*\)")
+_RESULT = re.compile(r"^\s*([a-z0-9_.-]+)\s*=\s*([a-z]+)", re.I)
+
+
+def _failed_check(headers: _Headers) -> str | None:
+    """The reason to ignore the mail, per :func:`classify`'s rule, or None."""
+    if _verdict(headers.top("x-ses-virus-verdict")) == "FAIL":
+        return "virus"
+    if _verdict(headers.top("x-ses-spam-verdict")) == "FAIL":
+        return "spam"
+    results = _authentication_results(headers.top("authentication-results"))
+    if "fail" in results.get("dmarc", ()):
+        return "dmarc-fail"
+    spf_results = results.get("spf") or [_received_spf(headers.top("received-spf"))]
+    spf = spf_results[0]
+    dkim = results.get("dkim", [])
+    spf_failed = spf in _SPF_FAILED
+    dkim_failed = "fail" in dkim
+    passed = spf == "pass" or "pass" in dkim
+    if (spf_failed or dkim_failed) and not passed:
+        return "spf-fail" if spf_failed else "dkim-fail"
+    return None
+
+
+def _verdict(value: str | None) -> str:
+    words = (value or "").split()
+    return words[0].upper() if words else ""
+
+
+def _authentication_results(value: str | None) -> dict[str, list[str]]:
+    """``amazonses.com; spf=pass (…) client-ip=…; dkim=pass header.i=@…; dmarc=pass …``
+    → {"spf": ["pass"], "dkim": ["pass"], "dmarc": ["pass"]} (comments dropped)."""
+    text = value or ""
+    while True:  # nested comments, innermost first
+        stripped = _COMMENT.sub(" ", text)
+        if stripped == text:
+            break
+        text = stripped
+    results: dict[str, list[str]] = {}
+    for segment in text.split(";"):
+        match = _RESULT.match(segment)
+        if match and match.group(1).lower() in ("spf", "dkim", "dmarc"):
+            results.setdefault(match.group(1).lower(), []).append(match.group(2).lower())
+    return results
+
+
+def _received_spf(value: str | None) -> str:
+    """``pass (spfCheck: …) client-ip=…`` → ``pass``."""
+    words = (value or "").split()
+    return words[0].lower().rstrip(";") if words else ""
+
+
+# -- unsubscribe
+
+_TOKEN_ADDRESS = re.compile(r"[^\s<>\"'@,;:+()\[\]]+\+([a-z2-7]{56})@[a-z0-9.-]+", re.I)
+_RECEIVED_FOR = re.compile(r"\bfor\s+<?([^\s<>;]+@[^\s<>;]+)>?", re.I)
+_RECIPIENT_HEADERS = ("to", "cc", "delivered-to", "x-original-to")
+
+
+def _token(headers: _Headers) -> str | None:
+    """The token of the first tagged unsubscribe address among the recipients."""
+    places = [value for name in _RECIPIENT_HEADERS for value in headers.every(name)]
+    received = headers.top("received")
+    if received:
+        places.extend(_RECEIVED_FOR.findall(received))
+    for value in places:
+        match = _TOKEN_ADDRESS.search(value)
+        if match:
+            return match.group(1).lower()
+    return None
+
+
+# -- subscribe
+
+_REPLY_PREFIX = re.compile(
+    r"^\s*(?:(?:re|fwd?|aw|wg|sv|vs|antw|rv|tr|回复|回覆|答复|转发|轉寄|转寄)\s*"
+    r"(?:\[\d+\]|\(\d+\))?\s*[:：]\s*)+", re.I)
+_TRAILING_PUNCTUATION = re.compile(r"[\s.!。！]+$")
+
+
+def _subscribe_command(text: str | None) -> tuple[str, str | None] | None:
+    """(command, layout or None) when ``text`` is a subscribe command, else None."""
+    if not text:
+        return None
+    text = _TRAILING_PUNCTUATION.sub("", _REPLY_PREFIX.sub("", text))
+    words = text.split()
+    if not words:
+        return None
+    head, rest = words[0].casefold(), words[1:]
+    for command in _COMMANDS:
+        if head == command:
+            break
+        if command == "订阅" and head.startswith(command):  # 订阅英文
+            rest = [head[len(command):], *rest]
+            break
+    else:
+        return None
+    if not rest:
+        return command, None
+    if len(rest) == 1 and rest[0].casefold() in LAYOUT_WORDS:
+        return command, LAYOUT_WORDS[rest[0].casefold()]
+    return None
+
+
+def _subject(message: Message, headers: _Headers) -> str | None:
+    try:
+        subject = message.get("Subject")
+        return None if subject is None else str(subject)
+    except Exception:  # a header the parser cannot decode: read it as UTF-8, crudely
+        raw = headers.top("subject")
+        return None if raw is None else _undo_surrogates(raw)
+
+
+def _first_line(message: Message) -> str | None:
+    try:
+        text = _body_text(message)
+    except Exception:  # a broken MIME structure: no body to read a command from
+        return None
+    for line in text.splitlines():
+        if line.strip():
+            return line
+    return None
+
+
+def _body_text(message: Message) -> str:
+    """The text/plain body, else the text/html one made text; "" when there is none."""
+    getter = getattr(message, "get_body", None)
+    if getter is None:
+        return ""
+    part = getter(preferencelist=("plain",))
+    if part is not None:
+        return _part_text(part)
+    part = getter(preferencelist=("html",))
+    return _html_text(_part_text(part)) if part is not None else ""
+
+
+def _part_text(part: Message) -> str:
+    # An unknown charset or a broken transfer encoding: fall back to the bytes as UTF-8.
+    with contextlib.suppress(Exception):
+        content = part.get_content()  # type: ignore[attr-defined]
+        if isinstance(content, str):
+            return content
+    payload = part.get_payload(decode=True)
+    return payload.decode("utf-8", "replace") if isinstance(payload, bytes) else ""
+
+
+_INVISIBLE = re.compile(r"(?is)<(head|script|style|title)\b.*?</\1\s*>|<!--.*?-->")
+_BREAK = re.compile(r"(?i)<br\b[^>]*>|</?(?:p|div|li|tr|h[1-6]|blockquote|pre|table|ul|ol)"
+                    r"\b[^>]*>")
+_TAG = re.compile(r"<[^>]*>")
+
+
+def _html_text(markup: str) -> str:
+    """HTML → text, crudely: what is not shown dropped, blocks on lines of their own."""
+    text = _BREAK.sub("\n", _INVISIBLE.sub(" ", markup))
+    return html.unescape(_TAG.sub("", text))
+
+
+def _sender(message: Message, headers: _Headers) -> str | None:
+    """The bare address of ``From`` (the first, if several), or None."""
+    try:
+        header = message.get("From")
+        addresses = getattr(header, "addresses", ()) if header is not None else ()
+        candidates = [a.addr_spec for a in addresses if a.username and a.domain]
+    except Exception:  # an unparseable From: try the simpler parser on the raw text
+        raw = headers.top("from")
+        candidates = [email.utils.parseaddr(_undo_surrogates(raw))[1]] if raw else []
+    for address in candidates:
+        local, at, domain = address.strip().rpartition("@")
+        if local and at and domain:
+            return address.strip()
+    return None
+
+
+def _undo_surrogates(text: str) -> str:
+    """A raw header holding 8-bit bytes (as surrogate escapes) read as UTF-8."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def mask_address(address: str | None) -> str:
+    """``alice@example.org`` → ``a***@example.org``: enough to tell mails apart in a log,
+    not enough to name anyone."""
+    if not address:
+        return "-"
+    local, at, domain = address.rpartition("@")
+    if not at or not local:
+        return "***"
+    return f"{local[0]}***@{domain}"
+
+
+# -- acting on the mails -------------------------------------------------------------------
+
+
+def mail_key(where: str, key: str) -> str:
+    """The once-only key of the mail ``key`` of the inbox described as ``where``."""
+    return "mail:" + hashlib.sha256((where + key).encode("utf-8")).hexdigest()
+
+
+@dataclass(frozen=True)
+class InboxReport:
+    """What one run did, in counts only: no token, no address.
+
+    ``counts`` by :data:`COUNTS` (``subscribe`` counts requests, whatever their outcome;
+    ``duplicate`` mails were handled by an earlier run that stopped before moving them;
+    ``retry-later`` ones stayed in place because the confirmation mail could not be sent),
+    ``ignored`` by reason, ``requests`` by :class:`~subscribers.subscriptions.RequestOutcome`.
+    """
+
+    inbox: str
+    counts: Mapping[str, int] = field(default_factory=dict)
+    ignored: Mapping[str, int] = field(default_factory=dict)
+    requests: Mapping[str, int] = field(default_factory=dict)
+
+    @property
+    def total(self) -> int:
+        return sum(self.counts.values())
+
+    def summary(self) -> str:
+        """``inbox data/inbox: 5 mails: 2 unsubscribed, 1 subscribe request
+        (confirmation-sent 1), 1 ignored (spam 1), 1 unrecognised``."""
+        if not self.total:
+            return f"inbox {self.inbox}: no mail waiting"
+        parts = []
+        for name in COUNTS:
+            n = self.counts.get(name, 0)
+            if not n:
+                continue
+            if name == "subscribe":
+                parts.append(f"{n} subscribe request{'s' if n != 1 else ''}"
+                             + _breakdown(self.requests))
+            elif name == "ignored":
+                parts.append(f"{n} ignored" + _breakdown(self.ignored))
+            elif name == "bad-token":
+                parts.append(f"{n} with a bad token")
+            elif name == "retry-later":
+                parts.append(f"{n} left for the next run")
+            else:
+                parts.append(f"{n} {name}")
+        total = self.total
+        return f"inbox {self.inbox}: {total} mail{'s' if total != 1 else ''}: {', '.join(parts)}"
+
+
+def _breakdown(counts: Mapping[str, int]) -> str:
+    shown = ", ".join(f"{name} {n}" for name, n in sorted(counts.items()) if n)
+    return f" ({shown})" if shown else ""
+
+
+def process(inbox: Inbox, subscriptions: Subscriptions, now: datetime, *,
+            store_keys: bool = True) -> InboxReport:
+    """Handle every waiting mail once, oldest first, and move it aside.
+
+    ``unsubscribe`` → :meth:`Subscriptions.unsubscribe` (a token that does not verify:
+    counted ``bad-token``, moved to ``ignored/``); ``subscribe`` →
+    :meth:`Subscriptions.request` with ``source="mail"`` and the layout asked for (else
+    the default), which mails the confirmation (an address that is not one: ``ignored``
+    with reason "invalid-address"). Both go to ``processed/``. ``ignored`` and
+    ``unrecognised`` mails do nothing and go to ``ignored/``.
+
+    With ``store_keys`` (the default) a mail to act on is first recorded in the store by
+    :func:`mail_key`; a key already there means an earlier run acted on it and stopped
+    before moving it: it is moved to ``processed/`` without acting again (``duplicate``).
+    If sending the confirmation fails (any :class:`~pipeline.errors.TransportError`) the
+    key is forgotten and the mail left in place (``retry-later``); the run goes on. Any
+    other error forgets the key too, then stops the run. ``store_keys=False`` acts on
+    every mail without recording anything (only for a store that cannot record).
+    """
+    counts: Counter[str] = Counter()
+    ignored: Counter[str] = Counter()
+    requests: Counter[str] = Counter()
+    store = subscriptions.store
+    where = inbox.describe()
+    for mail in inbox.pending():
+        verdict = classify(mail.raw)
+        if verdict.action in ("ignored", "unrecognised"):
+            counts[verdict.action] += 1
+            if verdict.action == "ignored":
+                ignored[verdict.reason] += 1
+            inbox.move_aside(mail.key, "ignored")
+            continue
+        key = mail_key(where, mail.key)
+        if store_keys and not store.first_time(key, now):
+            counts["duplicate"] += 1
+            inbox.move_aside(mail.key, "processed")
+            continue
+        try:
+            outcome = _act(verdict, subscriptions, now)
+        except TransportError:
+            if store_keys:
+                store.forget(key)
+            counts["retry-later"] += 1
+            continue
+        except BaseException:
+            if store_keys:
+                with contextlib.suppress(Exception):
+                    store.forget(key)
+            raise
+        counts[outcome.category] += 1
+        if outcome.detail and outcome.category == "ignored":
+            ignored[outcome.detail] += 1
+        elif outcome.detail:
+            requests[outcome.detail] += 1
+        inbox.move_aside(mail.key, outcome.folder)
+    return InboxReport(where, MappingProxyType(dict(counts)),
+                       MappingProxyType(dict(ignored)), MappingProxyType(dict(requests)))
+
+
+@dataclass(frozen=True)
+class _Acted:
+    category: str
+    folder: Outcome
+    detail: str | None = None
+
+
+def _act(verdict: Verdict, subscriptions: Subscriptions, now: datetime) -> _Acted:
+    if verdict.action == "unsubscribe":
+        assert verdict.token is not None  # noqa: S101 - classify sets it for unsubscribe
+        try:
+            subscriptions.unsubscribe(verdict.token, now=now)
+        except TokenError:
+            return _Acted("bad-token", "ignored")
+        return _Acted("unsubscribed", "processed")
+    assert verdict.sender is not None  # noqa: S101 - classify sets it for subscribe
+    try:
+        outcome = subscriptions.request(verdict.sender, verdict.layout or DEFAULT_LAYOUT,
+                                        source="mail", now=now)
+    except InvalidAddress:
+        return _Acted("ignored", "ignored", "invalid-address")
+    return _Acted("subscribe", "processed", str(outcome))
