@@ -23,6 +23,7 @@ from subscribers.commands import add_parser as add_subscriber_commands
 from . import __version__
 from .config import load
 from .errors import NewsletterError, UsageError
+from .inbox_command import add_parser as add_inbox_commands
 from .model import LAYOUTS
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_BLOCKED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4
@@ -119,6 +120,20 @@ def parser() -> argparse.ArgumentParser:
     run.add_argument("--feed", action="append", default=[], metavar="PATH_OR_URL")
     _send_arguments(run)
     run.set_defaults(handler=_cmd_run)
+
+    serve = commands.add_parser(
+        "serve", help="run the subscription app (subscribe, confirm, unsubscribe, "
+        "preferences, SES webhook)",
+        description="Serve the subscription app of [site] app_url: the subscribe form, "
+        "double opt-in confirmation, one-click unsubscribe (RFC 8058), preferences, and "
+        "POST /webhooks/ses for SES bounces and complaints through Amazon SNS.")
+    serve.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on (default: 127.0.0.1)")
+    serve.add_argument("--port", type=_port, metavar="P",
+                       help="port (default: the port of [site] app_url, else 8001)")
+    serve.set_defaults(handler=_cmd_serve)
+
+    add_inbox_commands(commands)
 
     translations = commands.add_parser(
         "translations", help="add a skeleton to the editor's file for every text to write",
@@ -222,6 +237,13 @@ def _cmd_translations(args: argparse.Namespace, settings) -> int:
         print(f"{_shown(path)}: nothing to add (every missing or machine-made text already "
               "has its table there)")
     return EXIT_OK
+
+
+def _cmd_serve(args: argparse.Namespace, settings) -> int:
+    from .serve import default_port, serve
+
+    return serve(settings, os.environ, host=args.host,
+                 port=args.port if args.port is not None else default_port(settings))
 
 
 def _cmd_build(args: argparse.Namespace, settings) -> int:

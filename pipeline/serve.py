@@ -1,0 +1,83 @@
+"""``newsletter serve``: the subscription app on uvicorn, wired from the settings.
+
+One process serves every request; SQLite handles its writes one at a time and several
+``serve`` processes (or a ``send`` running meanwhile) share the file safely. Behind
+CloudFront or a load balancer, list its addresses in ``[subscriptions]
+forwarded_allow_ips`` so the client address recorded with consent (and used by the rate
+limit) is the visitor's, not the proxy's.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+from collections.abc import Mapping
+from types import FrameType
+from urllib.parse import urlsplit
+
+import uvicorn
+
+from .config import Settings
+from .delivery import open_subscriptions, signing_keys
+from .errors import UsageError
+from .week import now
+
+log = logging.getLogger("newsletter.app")
+
+DEFAULT_PORT = 8001
+
+
+def default_port(settings: Settings) -> int:
+    """The port of ``[site] app_url`` when it names one, else 8001."""
+    return urlsplit(settings.site.app_url).port or DEFAULT_PORT
+
+
+def serve(settings: Settings, environ: Mapping[str, str], *, host: str, port: int) -> int:
+    """Run until interrupted (Ctrl-C or SIGTERM end it cleanly: exit 0)."""
+    from subscribers.sns import CertificateSource, SnsVerifier
+
+    from .app import SNS_WINDOW, create_app
+
+    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    _, development = signing_keys(settings, environ)
+    with open_subscriptions(settings, environ) as subscriptions:
+        verifier = None
+        if settings.ses.sns_topic_arns:
+            verifier = SnsVerifier(CertificateSource(), settings.ses.sns_topic_arns,
+                                   max_age=SNS_WINDOW)
+        subscriptions.store.purge_seen(now() - SNS_WINDOW)
+        app = create_app(subscriptions, app_url=settings.site.app_url,
+                         base_url=settings.site.base_url, verifier=verifier)
+        if development:
+            log.warning("links are signed with the public development key: fine for the "
+                        "local outbox, never for real mail (set NEWSLETTER_SECRET)")
+        if verifier is None:
+            log.info("POST /webhooks/ses is off: no [ses] sns_topic_arns")
+        print(f"subscription app: {settings.site.app_url.rstrip('/')}/subscribe "
+              f"(listening on {host}:{port}; Ctrl-C stops)", file=sys.stderr, flush=True)
+        server = _Server(server_config(app, host=host, port=port, forwarded_allow_ips=(
+            settings.subscriptions.forwarded_allow_ips)))
+        server.run()
+        if not server.started:  # e.g. the port is taken: uvicorn said why, on stderr
+            raise UsageError(f"could not serve on {host}:{port}")
+    print("subscription app stopped", file=sys.stderr)
+    return 0
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, minus one habit: after a graceful stop on SIGTERM/SIGINT it
+    re-raises the signal, so the process would die by it before the store is closed and
+    exit with -15 instead of the 0 of a clean stop."""
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        self._captured_signals.clear()
+
+
+def server_config(app, *, host: str, port: int, forwarded_allow_ips: str) -> uvicorn.Config:
+    """How uvicorn serves the app (the tests serve it the same way)."""
+    return uvicorn.Config(
+        app, host=host, port=port, proxy_headers=True, forwarded_allow_ips=forwarded_allow_ips,
+        # The access log would write every token of every query string.
+        access_log=False, server_header=False, log_level="warning")

@@ -1,0 +1,131 @@
+"""The subscription app served by uvicorn on 127.0.0.1, and a small HTTP client for it.
+
+``serve_app(settings, ...)`` starts the real app (``pipeline.app.create_app`` over the real
+SQLite store, keys and outbox of ``settings``) in a background thread and stops it when
+the ``with`` block ends. ``request`` speaks HTTP/1.1 to it with ``http.client``: no
+redirects followed, nothing added but what the test gives.
+"""
+
+from __future__ import annotations
+
+import http.client
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
+from datetime import datetime
+from email import policy
+from email.message import EmailMessage
+from email.parser import BytesParser
+from pathlib import Path
+from urllib.parse import urlencode, urlsplit
+
+import uvicorn
+
+from pipeline.app import create_app
+from pipeline.config import Settings
+from pipeline.delivery import open_subscriptions
+from pipeline.serve import server_config
+from subscribers.sns import SnsVerifier
+from subscribers.subscriptions import Policy, Subscriptions
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@dataclass
+class Answer:
+    status: int
+    headers: Mapping[str, str]
+    body: str
+
+    def header(self, name: str) -> str | None:
+        return self.headers.get(name.lower())
+
+
+@dataclass
+class App:
+    url: str
+    settings: Settings
+    subscriptions: Subscriptions
+
+    @property
+    def store(self):
+        return self.subscriptions.store
+
+    def request(self, method: str, path: str, *, form: Mapping[str, str] | None = None,
+                body: bytes | None = None, headers: Mapping[str, str] | None = None
+                ) -> Answer:
+        return request(method, self.url + path if path.startswith("/") else path,
+                       form=form, body=body, headers=headers)
+
+    def outbox(self) -> list[EmailMessage]:
+        folder = self.settings.resolve(self.settings.paths.build_dir) / "outbox"
+        files = sorted(folder.glob("*.eml"), key=lambda p: p.stat().st_mtime_ns)
+        return [BytesParser(policy=policy.default).parsebytes(p.read_bytes()) for p in files]
+
+
+def request(method: str, url: str, *, form: Mapping[str, str] | None = None,
+            body: bytes | None = None, headers: Mapping[str, str] | None = None) -> Answer:
+    parts = urlsplit(url)
+    sent_headers = dict(headers or {})
+    if form is not None:
+        body = urlencode(form).encode("utf-8")
+        sent_headers.setdefault("Content-Type", "application/x-www-form-urlencoded")
+    connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+    try:
+        target = parts.path + (f"?{parts.query}" if parts.query else "")
+        connection.request(method, target, body=body, headers=sent_headers)
+        response = connection.getresponse()
+        text = response.read().decode("utf-8", "replace")
+        return Answer(response.status, {k.lower(): v for k, v in response.getheaders()},
+                      text)
+    finally:
+        connection.close()
+
+
+def project_settings(tmp_path: Path, port: int, extra: str = "") -> Settings:
+    """Settings rooted in ``tmp_path`` whose app_url is ``http://127.0.0.1:<port>``."""
+    from conftest import SAMPLE_FEED
+
+    from pipeline.config import load
+
+    config = tmp_path / "newsletter.toml"
+    config.write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n'
+                      f'[site]\nbase_url = "http://127.0.0.1:8000"\n'
+                      f'app_url = "http://127.0.0.1:{port}"\n{extra}', encoding="utf-8")
+    return load(config, {})
+
+
+@contextmanager
+def serve_app(settings: Settings, *, environ: Mapping[str, str] | None = None,
+              verifier: SnsVerifier | None = None, clock: Callable[[], datetime] | None = None,
+              policy: Policy | None = None) -> Iterator[App]:
+    port = urlsplit(settings.site.app_url).port
+    assert port, "app_url must name the port to serve on"
+    with open_subscriptions(settings, environ or {}) as subscriptions:
+        if policy is not None:
+            subscriptions.policy = replace(policy)
+        options = {"clock": clock} if clock is not None else {}
+        app = create_app(subscriptions, app_url=settings.site.app_url,
+                         base_url=settings.site.base_url, verifier=verifier, **options)
+        server = uvicorn.Server(server_config(app, host="127.0.0.1", port=port,
+                                              forwarded_allow_ips="127.0.0.1"))
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        deadline = time.monotonic() + 10
+        while not server.started:
+            if not thread.is_alive() or time.monotonic() > deadline:
+                raise RuntimeError("the app did not start")
+            time.sleep(0.02)
+        try:
+            yield App(settings.site.app_url, settings, subscriptions)
+        finally:
+            server.should_exit = True
+            thread.join(timeout=10)

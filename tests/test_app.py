@@ -1,0 +1,462 @@
+"""The subscription app over real HTTP: uvicorn on 127.0.0.1, the real SQLite store, the
+real outbox. What a subscriber, a mail provider and an attacker each meet."""
+
+from __future__ import annotations
+
+import logging
+import re
+import subprocess
+from datetime import UTC, datetime, timedelta
+from urllib.parse import parse_qs, urlsplit
+
+import pytest
+from app_server import App, free_port, project_settings, request, serve_app
+from conftest import SAMPLE_WEEK, clean_env, newsletter_cmd
+
+from subscribers.subscriptions import Policy
+from subscribers.tokens import Keys, make_token
+
+BASE = "http://127.0.0.1:8000"
+FROM_ARCHIVE = {"Origin": BASE}
+
+
+class Clock:
+    """A clock the test moves; the app reads it for every request."""
+
+    def __init__(self) -> None:
+        self.now = datetime.now(UTC).replace(microsecond=0)
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+@pytest.fixture
+def settings_for(tmp_path):
+    def make(extra: str = ""):
+        return project_settings(tmp_path, free_port(), extra)
+
+    return make
+
+
+@pytest.fixture
+def app(settings_for):
+    with serve_app(settings_for()) as served:
+        yield served
+
+
+def confirm_url(message) -> str:
+    text = message.get_body(("plain",)).get_content()
+    return re.search(r"http://\S+/confirm\?token=[a-z2-7]{56}", text).group(0)
+
+
+def token_of(url: str) -> str:
+    return parse_qs(urlsplit(url).query)["token"][0]
+
+
+def subscribe(app: App, address: str, layout: str = "zh-en", headers=None):
+    return app.request("POST", "/subscribe", form={"email": address, "layout": layout},
+                       headers=FROM_ARCHIVE if headers is None else headers)
+
+
+# -- the whole way: subscribe → confirm → an issue → one-click unsubscribe ------------------------
+
+def test_subscribe_confirm_receive_an_issue_then_unsubscribe_in_one_click(tmp_path, app):
+    form = app.request("GET", "/subscribe")
+    assert form.status == 200 and 'name="email"' in form.body and 'name="website"' in form.body
+
+    answer = subscribe(app, "Reader@Example.org", "en")
+    assert answer.status == 200 and "Check your inbox" in answer.body
+    [mail] = app.outbox()
+    assert mail["To"] == "Reader@example.org"
+    assert "Confirm your subscription" in str(mail["Subject"])
+    assert mail["List-Unsubscribe"] is None  # not on the list yet
+    link = confirm_url(mail)
+    assert app.store.find("reader@example.org").status == "pending"
+
+    # A scanner fetching the link confirms nothing; the page has one button.
+    page = request("GET", link)
+    assert page.status == 200 and "Confirm subscription" in page.body
+    assert app.store.find("reader@example.org").status == "pending"
+    assert re.search(r'<form method="post" action="[^"]+/confirm">', page.body)
+
+    done = app.request("POST", "/confirm", form={"token": token_of(link)})
+    assert done.status == 200 and "You are subscribed" in done.body
+    reader = app.store.find("reader@example.org")
+    assert reader.status == "active" and reader.layout == "en"
+    assert reader.consent_source == "web" and reader.consent_ip == "127.0.0.1"
+    assert reader.consent_at is not None
+
+    # The weekly job, as the operator runs it, in another process on the same store.
+    env = clean_env()
+    for args in (["build", "--week", SAMPLE_WEEK], ["send", "--week", SAMPLE_WEEK]):
+        result = subprocess.run([*newsletter_cmd(), *args], cwd=tmp_path, env=env,
+                                capture_output=True, text=True, timeout=120, check=False)
+        assert result.returncode == 0, result.stderr
+    [issue_mail] = (tmp_path / "build" / "issues" / SAMPLE_WEEK / "outbox").glob("*.eml")
+    from email import message_from_bytes, policy
+
+    issue = message_from_bytes(issue_mail.read_bytes(), policy=policy.default)
+    assert issue["To"] == "Reader@example.org"
+    assert issue["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
+    one_click = re.match(r"<([^>]+)>", issue["List-Unsubscribe"]).group(1)
+    assert one_click.startswith(app.url + "/unsubscribe?token=")
+
+    # RFC 8058: the provider POSTs to that URL; no Origin, no cookies, no next step.
+    gone = request("POST", one_click, body=b"List-Unsubscribe=One-Click",
+                   headers={"Content-Type": "application/x-www-form-urlencoded"})
+    assert gone.status == 200 and "You are unsubscribed" in gone.body
+    assert app.store.find("reader@example.org").status == "unsubscribed"
+    # Twice is harmless.
+    assert request("POST", one_click, body=b"List-Unsubscribe=One-Click",
+                   headers={"Content-Type": "application/x-www-form-urlencoded"}).status == 200
+
+
+def test_one_click_unsubscribe_accepts_multipart(app):
+    sub = app.store.add("m@example.org", status="active", source="test",
+                        now=datetime.now(UTC)).subscriber
+    token = make_token(app.subscriptions.keys, "unsubscribe", sub.id, None)
+    boundary = "xYzZy"
+    body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"List-Unsubscribe\"\r\n\r\n"
+            f"One-Click\r\n--{boundary}--\r\n").encode()
+    answer = app.request("POST", f"/unsubscribe?token={token}", body=body, headers={
+        "Content-Type": f"multipart/form-data; boundary={boundary}"})
+    assert answer.status == 200
+    assert app.store.get(sub.id).status == "unsubscribed"
+
+
+def test_unsubscribe_page_asks_first_and_its_button_unsubscribes(app):
+    sub = app.store.add("u@example.org", status="active", source="test",
+                        now=datetime.now(UTC)).subscriber
+    token = make_token(app.subscriptions.keys, "unsubscribe", sub.id, None)
+    page = app.request("GET", f"/unsubscribe?token={token}")
+    assert page.status == 200 and 'name="List-Unsubscribe" value="One-Click"' in page.body
+    assert app.store.get(sub.id).status == "active"
+    action = re.search(r'<form method="post" action="([^"]+)">', page.body).group(1)
+    answer = request("POST", action.replace("&amp;", "&"),
+                     form={"List-Unsubscribe": "One-Click"})
+    assert answer.status == 200
+    assert app.store.get(sub.id).status == "unsubscribed"
+    assert "You are unsubscribed" in app.request("GET", f"/unsubscribe?token={token}").body
+
+
+# -- no enumeration -------------------------------------------------------------------------------
+
+def test_the_answer_is_the_same_for_new_pending_active_and_removed_addresses(app):
+    now = datetime.now(UTC)
+    app.store.add("pending@example.org", source="test", now=now)
+    app.store.add("active@example.org", status="active", source="test", now=now)
+    app.store.add("removed@example.org", status="active", source="test", now=now)
+    app.store.remove("removed@example.org", now)
+    unsub = app.store.add("left@example.org", status="active", source="test", now=now)
+    app.store.set_status(unsub.subscriber.id, "unsubscribed", now)
+
+    answers = {address: subscribe(app, address) for address in (
+        "new@example.org", "pending@example.org", "active@example.org",
+        "removed@example.org", "left@example.org")}
+    assert {a.status for a in answers.values()} == {200}
+    assert len({a.body for a in answers.values()}) == 1
+    assert len({tuple(sorted(a.headers.items() - {("date", a.header("date"))}))
+                for a in answers.values()}) == 1
+
+    by_recipient = {str(m["To"]): str(m["Subject"]) for m in app.outbox()}
+    assert "Confirm" in by_recipient["new@example.org"]
+    assert "Confirm" in by_recipient["pending@example.org"]
+    assert "Confirm" in by_recipient["left@example.org"]  # rejoining needs a new consent
+    assert "You are subscribed" in by_recipient["active@example.org"]
+    assert "removed@example.org" not in by_recipient
+    assert app.store.find("removed@example.org") is None
+    assert app.store.find("active@example.org").status == "active"
+    assert app.store.find("left@example.org").status == "unsubscribed"
+
+
+def test_an_active_subscribers_layout_cannot_be_changed_by_a_stranger(app):
+    app.store.add("fixed@example.org", "zh", status="active", source="test",
+                  now=datetime.now(UTC))
+    subscribe(app, "fixed@example.org", "en")
+    assert app.store.find("fixed@example.org").layout == "zh"
+
+
+def test_an_invalid_address_is_said_so_and_nothing_is_stored(app):
+    answer = subscribe(app, "not an address")
+    assert answer.status == 400 and "does not look like an email address" in answer.body
+    assert 'value="not an address"' in answer.body
+    assert app.outbox() == []
+    assert app.store.count_by_status()["pending"] == 0
+
+
+# -- the form's defences --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("headers", [
+    {"Origin": "https://evil.example"},
+    {"Origin": "null"},
+    {"Referer": "https://evil.example/page.html"},
+])
+def test_a_form_from_another_site_is_refused(app, headers):
+    answer = subscribe(app, "victim@example.org", headers=headers)
+    assert answer.status == 403
+    assert app.store.find("victim@example.org") is None and app.outbox() == []
+
+
+def test_the_apps_own_form_and_a_client_without_origin_are_accepted(app):
+    assert subscribe(app, "a@example.org", headers={"Origin": app.url}).status == 200
+    assert subscribe(app, "b@example.org",
+                     headers={"Referer": BASE + "/index.html"}).status == 200
+    assert subscribe(app, "c@example.org", headers={}).status == 200
+    assert len(app.outbox()) == 3
+
+
+def test_the_honeypot_field_makes_the_request_do_nothing(app):
+    answer = app.request("POST", "/subscribe", headers=FROM_ARCHIVE, form={
+        "email": "bot@example.org", "layout": "zh-en", "website": "http://spam.example"})
+    assert answer.status == 200 and "Check your inbox" in answer.body
+    assert app.store.find("bot@example.org") is None and app.outbox() == []
+
+
+def test_requests_are_limited_per_client_and_per_address(settings_for):
+    with serve_app(settings_for(), policy=Policy(client_per_hour=3, address_per_day=2)) as app:
+        assert subscribe(app, "x@example.org").status == 200
+        assert subscribe(app, "x@example.org").status == 200
+        third = subscribe(app, "x@example.org")
+        assert third.status == 200  # the address limit answers the same page...
+        assert len(app.outbox()) == 2  # ...and sends nothing more
+        limited = subscribe(app, "y@example.org")
+        assert limited.status == 429 and limited.header("retry-after") == "3600"
+        assert app.store.find("y@example.org") is None
+
+
+def test_too_large_a_form_is_refused_before_it_is_read(app):
+    answer = app.request("POST", "/subscribe", headers={**FROM_ARCHIVE,
+                         "Content-Type": "application/x-www-form-urlencoded"},
+                         body=b"email=" + b"a" * 20_000)
+    assert answer.status == 413
+
+
+# -- tokens as DESIGN.md says: nothing changes on a refusal ---------------------------------------
+
+@pytest.fixture
+def pending(app):
+    subscribe(app, "p@example.org")
+    return app.store.find("p@example.org"), token_of(confirm_url(app.outbox()[-1]))
+
+
+def flipped(token: str) -> str:
+    return token[:20] + ("a" if token[20] != "a" else "b") + token[21:]
+
+
+def test_a_forged_confirmation_token_changes_nothing(app, pending):
+    sub, token = pending
+    for method in ("GET", "POST"):
+        answer = app.request(method, f"/confirm?token={flipped(token)}")
+        assert answer.status == 400 and "This link does not work" in answer.body
+    assert app.store.get(sub.id).status == "pending"
+
+
+def test_a_token_for_another_purpose_is_refused(app, pending):
+    sub, _ = pending
+    unsubscribe_token = make_token(app.subscriptions.keys, "unsubscribe", sub.id, None)
+    assert app.request("POST", f"/confirm?token={unsubscribe_token}").status == 400
+    assert app.store.get(sub.id).status == "pending"
+    confirm_token = make_token(app.subscriptions.keys, "confirm", sub.id,
+                               datetime.now(UTC) + timedelta(days=1))
+    assert app.request("POST", f"/unsubscribe?token={confirm_token}").status == 400
+    assert app.request("GET", f"/preferences?token={confirm_token}").status == 400
+    assert app.store.get(sub.id).status == "pending"
+
+
+def test_confirming_twice_is_harmless_and_keeps_the_first_consent(app, pending):
+    sub, token = pending
+    assert app.request("POST", f"/confirm?token={token}").status == 200
+    first = app.store.get(sub.id)
+    again = app.request("POST", f"/confirm?token={token}")
+    assert again.status == 200 and "You are subscribed" in again.body
+    assert app.store.get(sub.id).consent_at == first.consent_at
+    assert "You are subscribed" in app.request("GET", f"/confirm?token={token}").body
+
+
+def test_an_expired_link_offers_a_new_mail(settings_for):
+    clock = Clock()
+    with serve_app(settings_for(), clock=clock) as app:
+        subscribe(app, "late@example.org")
+        token = token_of(confirm_url(app.outbox()[-1]))
+        clock.now += timedelta(days=8)
+        page = app.request("GET", f"/confirm?token={token}")
+        assert page.status == 410 and "expired" in page.body
+        assert app.request("POST", f"/confirm?token={token}").status == 410
+        assert app.store.find("late@example.org").status == "pending"
+        action = re.search(r'action="([^"]+/confirm/resend)"', page.body).group(1)
+        resent = request("POST", action, form={"token": token})
+        assert resent.status == 200 and "new confirmation mail" in resent.body
+        new_link = confirm_url(app.outbox()[-1])
+        assert token_of(new_link) != token
+        assert app.request("POST", f"/confirm?token={token_of(new_link)}").status == 200
+        assert app.store.find("late@example.org").status == "active"
+
+
+def test_resend_refuses_a_link_that_is_still_valid_or_forged(app, pending):
+    _, token = pending
+    before = len(app.outbox())
+    assert app.request("POST", "/confirm/resend", form={"token": token}).status == 400
+    assert app.request("POST", "/confirm/resend",
+                       form={"token": flipped(token)}).status == 400
+    assert len(app.outbox()) == before
+
+
+def test_links_signed_before_a_key_rotation_keep_working(settings_for):
+    old, new = "o" * 32, "n" * 32
+    settings = settings_for()
+    with serve_app(settings, environ={"NEWSLETTER_SECRET": old}) as app:
+        sub = app.store.add("r@example.org", status="active", source="t",
+                            now=datetime.now(UTC)).subscriber
+    old_token = make_token(Keys(signing=old.encode()), "unsubscribe", sub.id, None)
+    stranger = make_token(Keys(signing=b"s" * 32), "unsubscribe", sub.id, None)
+    rotated = {"NEWSLETTER_SECRET": new, "NEWSLETTER_SECRET_PREVIOUS": old}
+    with serve_app(settings, environ=rotated) as app:
+        assert app.request("POST", f"/unsubscribe?token={stranger}").status == 400
+        assert app.store.get(sub.id).status == "active"
+        assert app.request("POST", f"/unsubscribe?token={old_token}").status == 200
+        assert app.store.get(sub.id).status == "unsubscribed"
+    with serve_app(settings, environ={"NEWSLETTER_SECRET": new}) as app:  # old key retired
+        app.store.set_status(sub.id, "active", datetime.now(UTC))
+        assert app.request("POST", f"/unsubscribe?token={old_token}").status == 400
+        assert app.store.get(sub.id).status == "active"
+
+
+def test_a_removed_subscribers_links_say_so(app):
+    now = datetime.now(UTC)
+    sub = app.store.add("bye@example.org", status="active", source="t", now=now).subscriber
+    keys = app.subscriptions.keys
+    app.store.remove("bye@example.org", now)
+    assert app.request("GET", "/preferences?token="
+                       + make_token(keys, "preferences", sub.id, None)).status == 404
+    assert app.request("POST", "/unsubscribe?token="
+                       + make_token(keys, "unsubscribe", sub.id, None)).status == 200
+    assert app.store.find("bye@example.org") is None
+
+
+# -- preferences ----------------------------------------------------------------------------------
+
+def test_preferences_change_the_layout_unsubscribe_and_subscribe_again(app):
+    sub = app.store.add("pref@example.org", status="active", source="t",
+                        now=datetime.now(UTC)).subscriber
+    url = f"/preferences?token={make_token(app.subscriptions.keys, 'preferences', sub.id, None)}"
+    page = app.request("GET", url)
+    assert page.status == 200 and "pref@example.org" in page.body
+    assert re.search(r'value="zh-en" checked', page.body)
+    saved = app.request("POST", url, form={"action": "layout", "layout": "en"})
+    assert saved.status == 200 and "Saved" in saved.body
+    assert app.store.get(sub.id).layout == "en"
+    assert app.request("POST", url, form={"action": "layout", "layout": "xx"}).status == 400
+    left = app.request("POST", url, form={"action": "unsubscribe"})
+    assert "Unsubscribed" in left.body and app.store.get(sub.id).status == "unsubscribed"
+    assert 'value="resubscribe"' in left.body
+    back = app.request("POST", url, form={"action": "resubscribe"})
+    assert "Subscribed again" in back.body
+    again = app.store.get(sub.id)
+    assert again.status == "active" and again.consent_source == "preferences"
+
+
+def test_preferences_do_not_bring_back_a_complaint(app):
+    now = datetime.now(UTC)
+    sub = app.store.add("c@example.org", status="active", source="t", now=now).subscriber
+    app.store.set_status(sub.id, "complained", now)
+    url = f"/preferences?token={make_token(app.subscriptions.keys, 'preferences', sub.id, None)}"
+    page = app.request("GET", url)
+    assert "marked our mail as spam" in page.body and 'value="resubscribe"' not in page.body
+    app.request("POST", url, form={"action": "resubscribe"})
+    assert app.store.get(sub.id).status == "complained"
+
+
+# -- pages: small, bilingual, safe ----------------------------------------------------------------
+
+def test_every_page_carries_the_security_headers_and_both_languages(app, pending):
+    _, token = pending
+    for method, path in [("GET", "/subscribe"), ("GET", f"/confirm?token={token}"),
+                         ("GET", "/confirm?token=nope"), ("GET", "/nowhere")]:
+        answer = app.request(method, path)
+        csp = answer.header("content-security-policy")
+        assert "default-src 'none'" in csp and "frame-ancestors 'none'" in csp
+        assert "script-src" not in csp  # no script is allowed at all
+        # Token pages never leak their address; the form page must keep its Origin.
+        expected = "same-origin" if path == "/subscribe" else "no-referrer"
+        assert answer.header("referrer-policy") == expected
+        assert answer.header("x-content-type-options") == "nosniff"
+        assert answer.header("cache-control") == "no-store"
+        assert answer.header("server") is None
+        assert 'lang="zh-CN"' in answer.body and 'lang="en"' in answer.body
+        assert "<script" not in answer.body
+    assert app.request("GET", "/nowhere").status == 404
+    wrong = app.request("DELETE", "/subscribe")
+    assert wrong.status == 405 and "GET" in wrong.header("allow")
+
+
+def test_the_inline_stylesheet_is_the_one_the_policy_allows(app):
+    import base64
+    import hashlib
+
+    answer = app.request("GET", "/subscribe")
+    css = re.search(r"<style>(.*?)</style>", answer.body, re.S).group(1)
+    digest = base64.b64encode(hashlib.sha256(css.encode()).digest()).decode()
+    assert f"'sha256-{digest}'" in answer.header("content-security-policy")
+
+
+def test_no_token_reaches_the_log(app, pending, caplog):
+    sub, token = pending
+    caplog.set_level(logging.DEBUG)
+    app.request("GET", f"/confirm?token={token}")
+    app.request("POST", f"/confirm?token={token}")
+    unsubscribe = make_token(app.subscriptions.keys, "unsubscribe", sub.id, None)
+    app.request("POST", f"/unsubscribe?token={unsubscribe}")
+    text = "\n".join(r.getMessage() for r in caplog.records)
+    assert token not in text and unsubscribe not in text and "p@example.org" not in text
+
+
+def test_the_app_can_live_under_a_path(tmp_path):
+    port = free_port()
+    settings = project_settings(tmp_path, port)
+    from dataclasses import replace
+
+    settings = replace(settings, site=replace(settings.site,
+                                              app_url=f"http://127.0.0.1:{port}/api"))
+    with serve_app(settings) as app:
+        assert app.request("GET", "/subscribe").status == 200  # app.url ends in /api
+        assert request("GET", f"http://127.0.0.1:{port}/subscribe").status == 404
+        subscribe(app, "api@example.org", headers={"Origin": f"http://127.0.0.1:{port}"})
+        assert f"127.0.0.1:{port}/api/confirm?token=" in confirm_url(app.outbox()[-1])
+
+
+# -- the command ----------------------------------------------------------------------------------
+
+def test_newsletter_serve_runs_the_app_until_terminated(tmp_path):
+    import signal
+    import time
+
+    port = free_port()
+    project_settings(tmp_path, port)
+    process = subprocess.Popen([*newsletter_cmd(), "serve"], cwd=tmp_path, env=clean_env(),
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                answer = request("GET", f"http://127.0.0.1:{port}/healthz")
+                break
+            except OSError:
+                assert process.poll() is None, process.stderr.read()
+                assert time.monotonic() < deadline, "serve did not start"
+                time.sleep(0.1)
+        assert answer.status == 200 and answer.body == "ok"
+        assert "<form" in request("GET", f"http://127.0.0.1:{port}/subscribe").body
+    finally:
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=20)
+    assert process.returncode == 0, err
+    assert "development key" in err
+    assert "Traceback" not in err
+
+
+def test_serve_refuses_a_real_transport_without_a_secret(tmp_path):
+    project_settings(tmp_path, free_port(), '[delivery]\ntransport = "ses"\n')
+    result = subprocess.run([*newsletter_cmd(), "serve"], cwd=tmp_path, env=clean_env(),
+                            capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 2
+    assert "NEWSLETTER_SECRET" in result.stderr and "Traceback" not in result.stderr

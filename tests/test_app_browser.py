@@ -1,0 +1,88 @@
+"""The subscription app's pages in headless Chromium: the form works with JavaScript off,
+the strict Content-Security-Policy lets the one stylesheet through and nothing else, the
+pages fit a phone, and axe-core finds no critical or serious problem."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from app_server import App, free_port, project_settings, serve_app
+from axe_playwright_python.sync_playwright import Axe
+from playwright.sync_api import Browser, Page
+
+SERIOUS = ("critical", "serious")
+
+
+@pytest.fixture
+def app(tmp_path):
+    with serve_app(project_settings(tmp_path, free_port())) as served:
+        yield served
+
+
+@pytest.fixture
+def page(browser: Browser):
+    context = browser.new_context(viewport={"width": 375, "height": 720}, is_mobile=True,
+                                  java_script_enabled=False)
+    opened = context.new_page()
+    opened.problems = []  # type: ignore[attr-defined]
+    opened.on("console", lambda m: m.type in ("error", "warning")
+              and opened.problems.append(m.text))  # type: ignore[attr-defined]
+    try:
+        yield opened
+    finally:
+        context.close()
+
+
+def check_page(page: Page) -> None:
+    """No console error (a CSP refusal is one), styles applied, no sideways scrolling."""
+    assert page.problems == []  # type: ignore[attr-defined]
+    assert page.evaluate("getComputedStyle(document.querySelector('main')).maxWidth") == "560px"
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+
+def axe_clean(browser: Browser, url: str) -> None:
+    context = browser.new_context(viewport={"width": 375, "height": 720})
+    try:
+        page = context.new_page()
+        page.goto(url)
+        results = Axe().run(page)
+        serious = [v["id"] for v in results.response["violations"] if v["impact"] in SERIOUS]
+        assert serious == [], serious
+    finally:
+        context.close()
+
+
+def test_subscribe_and_confirm_in_a_browser_without_javascript(app: App, page: Page,
+                                                               browser: Browser):
+    page.goto(app.url + "/subscribe")
+    check_page(page)
+    page.fill("#email", "browser@example.org")
+    page.select_option("#layout", "en")
+    page.click("button[type=submit]")
+    page.wait_for_load_state()
+    assert "Check your inbox" in page.content()  # Chromium's own Origin passed the check
+    check_page(page)
+
+    [mail] = app.outbox()
+    link = re.search(r"http://\S+/confirm\?token=[a-z2-7]{56}",
+                     mail.get_body(("plain",)).get_content()).group(0)
+    page.goto(link)
+    check_page(page)
+    assert app.store.find("browser@example.org").status == "pending"
+    page.click("button[type=submit]")
+    page.wait_for_load_state()
+    assert "You are subscribed" in page.content()
+    subscriber = app.store.find("browser@example.org")
+    assert subscriber.status == "active" and subscriber.layout == "en"
+
+    page.click("text=Your preferences")
+    page.wait_for_load_state()
+    check_page(page)
+    page.check("input[value=zh]")
+    page.click("text=Save")
+    page.wait_for_load_state()
+    assert app.store.find("browser@example.org").layout == "zh"
+
+    for path in ("/subscribe", link.removeprefix(app.url)):
+        axe_clean(browser, app.url + path)

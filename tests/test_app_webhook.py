@@ -1,0 +1,197 @@
+"""POST /webhooks/ses over real HTTP: SNS messages signed with a test key whose certificate a
+real HTTPS server on 127.0.0.1 serves (the verifier's allowed host points at it only here),
+carrying SES events in both documented shapes (payloads from tests/test_ses_events.py)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import threading
+import uuid
+from datetime import UTC, datetime
+
+import pytest
+from app_server import App, free_port, project_settings, serve_app
+from sns_support import TOPIC, CertServer, Route, body, confirmation, new_signer, notification, sign
+from test_ses_events import (
+    BOUNCE_WITH_DSN,
+    COMPLAINT_WITH_REPORT,
+    DELIVERY,
+    EVENT_BOUNCE,
+    EVENT_COMPLAINT,
+)
+
+from subscribers.sns import CertificateSource, SnsVerifier
+
+LOOPBACK = re.compile(r"^127\.0\.0\.1$")
+STRANGER = "arn:aws:sns:us-east-1:999999999999:not-ours"
+SNS_HEADERS = {"Content-Type": "text/plain; charset=UTF-8",
+               "x-amz-sns-message-type": "Notification"}
+
+
+@pytest.fixture(scope="module")
+def signer():
+    return new_signer()
+
+
+@pytest.fixture
+def certs(tls, signer):
+    server = CertServer(tls.server)
+    server.routes["/SimpleNotificationService-test.pem"] = Route(signer.pem)
+    server.routes["/confirm"] = Route(b"<ConfirmSubscriptionResponse/>")
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield server
+    server.shutdown()
+    server.server_close()
+    thread.join(5)
+
+
+@pytest.fixture
+def app(tmp_path, tls):
+    verifier = SnsVerifier(CertificateSource(host_pattern=LOOPBACK, ssl_context=tls.client),
+                           [TOPIC])
+    with serve_app(project_settings(tmp_path, free_port()), verifier=verifier) as served:
+        yield served
+
+
+def ses_message(document: dict, address: str, **changes) -> str:
+    """An SES payload (as AWS documents it) about ``address``."""
+    doc = copy.deepcopy(document)
+    for part in ("bounce", "complaint"):
+        if part in doc:
+            key = "bouncedRecipients" if part == "bounce" else "complainedRecipients"
+            doc[part][key] = [{**doc[part][key][0], "emailAddress": address}]
+            doc[part].update(changes)
+    if "delivery" in doc:
+        doc["delivery"]["recipients"] = [address]
+    doc["mail"]["destination"] = [address]
+    return json.dumps(doc)
+
+
+def post(app: App, certs: CertServer, signer, message: str, *, topic: str = TOPIC,
+         message_id: str | None = None, version: str = "1", tamper: bool = False):
+    fields = notification(certs.url("/SimpleNotificationService-test.pem"), topic=topic,
+                          message=message, when=datetime.now(UTC))
+    fields["MessageId"] = message_id or str(uuid.uuid4())
+    signed = sign(fields, signer, version)
+    if tamper:
+        signed["Message"] = signed["Message"].replace("Permanent", "Transient")
+    return app.request("POST", "/webhooks/ses", body=body(signed), headers=SNS_HEADERS)
+
+
+def active(app: App, address: str) -> str:
+    return app.store.add(address, status="active", source="t",
+                         now=datetime.now(UTC)).subscriber.id
+
+
+@pytest.mark.parametrize("document", [BOUNCE_WITH_DSN, EVENT_BOUNCE],
+                         ids=["notification", "event-publishing"])
+@pytest.mark.parametrize("version", ["1", "2"])
+def test_a_permanent_bounce_makes_the_address_bounced(app, certs, signer, document, version):
+    sid = active(app, "gone@example.org")
+    answer = post(app, certs, signer, ses_message(document, "gone@example.org"),
+                  version=version)
+    assert answer.status == 200
+    assert app.store.get(sid).status == "bounced"
+
+
+@pytest.mark.parametrize("document", [COMPLAINT_WITH_REPORT, EVENT_COMPLAINT],
+                         ids=["notification", "event-publishing"])
+def test_a_complaint_makes_the_address_complained(app, certs, signer, document):
+    sid = active(app, "angry@example.org")
+    assert post(app, certs, signer, ses_message(document, "angry@example.org")).status == 200
+    assert app.store.get(sid).status == "complained"
+
+
+def test_not_spam_feedback_is_no_complaint(app, certs, signer):
+    sid = active(app, "fine@example.org")
+    message = ses_message(COMPLAINT_WITH_REPORT, "fine@example.org",
+                          complaintFeedbackType="not-spam")
+    assert post(app, certs, signer, message).status == 200
+    assert app.store.get(sid).status == "active"
+
+
+def test_transient_bounces_in_a_row_make_the_address_bounced(app, certs, signer):
+    sid = active(app, "full@example.org")
+    transient = ses_message(BOUNCE_WITH_DSN, "full@example.org", bounceType="Transient",
+                            bounceSubType="MailboxFull")
+    post(app, certs, signer, transient)
+    post(app, certs, signer, transient)
+    post(app, certs, signer, ses_message(DELIVERY, "full@example.org"))  # the run ends
+    post(app, certs, signer, transient)
+    post(app, certs, signer, transient)
+    assert app.store.get(sid).status == "active"
+    assert app.store.get(sid).transient_bounces == 2
+    post(app, certs, signer, transient)  # the third in a row (limit 3)
+    assert app.store.get(sid).status == "bounced"
+
+
+def test_a_redelivered_message_counts_once(app, certs, signer):
+    sid = active(app, "twice@example.org")
+    transient = ses_message(BOUNCE_WITH_DSN, "twice@example.org", bounceType="Transient")
+    for _ in range(3):
+        assert post(app, certs, signer, transient, message_id="same-id").status == 200
+    assert app.store.get(sid).transient_bounces == 1
+
+
+def test_a_tampered_message_is_refused_and_changes_nothing(app, certs, signer):
+    sid = active(app, "safe@example.org")
+    transient = ses_message(BOUNCE_WITH_DSN, "safe@example.org")
+    answer = post(app, certs, signer, transient, tamper=True)
+    assert answer.status == 403
+    assert app.store.get(sid).status == "active" and app.store.get(sid).transient_bounces == 0
+
+
+def test_a_strangers_topic_is_refused_without_fetching_its_certificate(app, certs, signer):
+    sid = active(app, "victim@example.org")
+    answer = post(app, certs, signer, ses_message(BOUNCE_WITH_DSN, "victim@example.org"),
+                  topic=STRANGER)
+    assert answer.status == 403
+    assert certs.connections == 0
+    assert app.store.get(sid).status == "active"
+
+
+def test_an_unreachable_certificate_asks_sns_to_retry(app, certs, signer):
+    sid = active(app, "later@example.org")
+    message = ses_message(BOUNCE_WITH_DSN, "later@example.org")
+    certs.routes["/SimpleNotificationService-test.pem"].fail_first = 1
+    assert post(app, certs, signer, message, message_id="retry-me").status == 503
+    assert app.store.get(sid).status == "active"
+    assert post(app, certs, signer, message, message_id="retry-me").status == 200
+    assert app.store.get(sid).status == "bounced"
+
+
+def test_a_subscription_confirmation_is_confirmed_once(app, certs, signer):
+    fields = confirmation(certs.url("/SimpleNotificationService-test.pem"),
+                          certs.url("/confirm") + "?Action=ConfirmSubscription&Token=abc",
+                          when=datetime.now(UTC))
+    answer = app.request("POST", "/webhooks/ses", body=body(sign(fields, signer)),
+                         headers={**SNS_HEADERS,
+                                  "x-amz-sns-message-type": "SubscriptionConfirmation"})
+    assert answer.status == 200
+    assert certs.hits["/confirm"] == 1
+
+
+def test_events_for_unknown_addresses_and_other_types_are_accepted_and_ignored(app, certs,
+                                                                               signer):
+    sid = active(app, "known@example.org")
+    assert post(app, certs, signer,
+                ses_message(BOUNCE_WITH_DSN, "stranger@example.org")).status == 200
+    assert post(app, certs, signer, json.dumps({"eventType": "Open", "mail": {}})).status == 200
+    assert app.store.get(sid).status == "active"
+
+
+def test_malformed_bodies_are_bad_requests(app):
+    for data in (b"", b"not json", b"[]", b'{"Type": "Notification"}'):
+        assert app.request("POST", "/webhooks/ses", body=data,
+                           headers=SNS_HEADERS).status == 400
+
+
+def test_the_webhook_is_off_without_topics(tmp_path, certs, signer):
+    with serve_app(project_settings(tmp_path, free_port())) as app:
+        sid = active(app, "off@example.org")
+        answer = post(app, certs, signer, ses_message(BOUNCE_WITH_DSN, "off@example.org"))
+        assert answer.status == 404
+        assert app.store.get(sid).status == "active"
