@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import itertools
 import logging
 import tomllib
 from collections.abc import Callable
@@ -73,6 +74,8 @@ MAX_FORM_BYTES = 8 * 1024
 MAX_WEBHOOK_BYTES = 512 * 1024
 #: How long an SNS message id is remembered (and so how old a message may be).
 SNS_WINDOW = timedelta(days=7)
+#: Ids older than the window are dropped on the first notification and every this many.
+PURGE_EVERY = 1000
 
 
 @dataclass(frozen=True)
@@ -144,6 +147,7 @@ def create_app(subscriptions: Subscriptions, *, app_url: str, base_url: str,
     """The app over ready-made parts; :func:`serve` wires them from the settings, tests
     pass their own (a verifier that trusts a loopback certificate host, a fixed clock)."""
     pages = _Pages(app_url, base_url)
+    notifications = itertools.count()
     allowed_origins = {_origin(app_url), _origin(base_url)}
 
     def client_of(request: Request) -> str | None:
@@ -381,6 +385,8 @@ def create_app(subscriptions: Subscriptions, *, app_url: str, base_url: str,
         if message.type != "Notification":
             log.info("webhook: %s for %s", message.type, message.topic_arn)
             return pages.plain("OK", 200)
+        if next(notifications) % PURGE_EVERY == 0:  # keep the table of handled ids small
+            await run_in_threadpool(subscriptions.store.purge_seen, now - SNS_WINDOW)
         return await run_in_threadpool(_apply_notification, subscriptions, pages, message, now)
 
     async def healthz(request: Request) -> Response:

@@ -36,7 +36,10 @@ if TYPE_CHECKING:
 __all__ = ["EXPORT_COLUMNS", "add_parser"]
 
 #: The columns of ``subscribers export``; ``email`` and ``layout`` make it importable again.
-EXPORT_COLUMNS = ("email", "layout", "status", "created_at", "confirmed_at", "consent_source")
+#: The consent record is part of the export: when, where from (``web``, ``mail``, ``cli``,
+#: ``import:<file>``) and the client address of a confirmation made in the app.
+EXPORT_COLUMNS = ("email", "layout", "status", "created_at", "confirmed_at", "consent_source",
+                  "consent_at", "consent_ip")
 
 _IMPORT_HELP = """\
 Add the addresses of a CSV file. The first line is a header naming the columns: `email`
@@ -254,6 +257,7 @@ def _cmd_export(args: argparse.Namespace, settings: Settings) -> int:
             writer.writerow((
                 sub.email, sub.layout, sub.status, clock.iso_z(sub.created_at),
                 clock.iso_z(sub.confirmed_at) if sub.confirmed_at else "", sub.consent_source,
+                clock.iso_z(sub.consent_at) if sub.consent_at else "", sub.consent_ip or "",
             ))
     return 0
 

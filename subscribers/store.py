@@ -145,6 +145,10 @@ class SubscriberStore(Protocol):
         """Count one use of ``key``; False once ``limit`` uses fall in the current window."""
         ...
 
+    def return_quota(self, key: str) -> None:
+        """Give back one use of ``key`` whose action then failed (a mail not sent)."""
+        ...
+
     def remove(self, email: str, now: datetime) -> bool:
         """Erase the subscriber and keep only a hashed suppression entry."""
         ...
@@ -676,6 +680,13 @@ class SqliteStore:
                 """,
                 {"key": key, "now": stamp, "start": start, "limit": limit},
             ).rowcount == 1
+
+    def return_quota(self, key: str) -> None:
+        """Give back one use of ``key``: the confirmation mail it paid for was not sent, and
+        the person's retry must not find the day's allowance spent on our failures."""
+        with self._using() as conn:
+            conn.execute("UPDATE quotas SET count = count - 1 WHERE key = ? AND count > 0",
+                         (key,))
 
     def remove(self, email: str, now: datetime) -> bool:
         """Erase a subscriber; True if there was one. The address stays refused for good.

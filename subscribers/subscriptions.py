@@ -21,10 +21,14 @@ clock and no environment, so the tests drive it as they like.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Protocol
+
+from pipeline.errors import TransportError, Unconfirmed
 
 from .errors import InvalidAddress, UnknownSubscriber
 from .model import DEFAULT_LAYOUT, LAYOUTS, Subscriber, email_key, normalise_email
@@ -116,15 +120,14 @@ class Subscriptions:
         subscriber = result.subscriber
         if subscriber is None:
             return RequestOutcome.SUPPRESSED
-        if not self.store.take_quota("address:" + _digest(email_key(normal)), now,
-                                     limit=self.policy.address_per_day,
-                                     window=timedelta(days=1)):
+        if not self._take_address_quota(subscriber, now):
             return RequestOutcome.THROTTLED
-        if subscriber.status == "active":
-            self.mailer.already_subscribed(
-                subscriber, self.link("preferences", "preferences", subscriber.id, now))
-            return RequestOutcome.REMINDER_SENT
-        self._send_confirmation(subscriber, now)
+        with self._returning_quota_on_failure(subscriber):
+            if subscriber.status == "active":
+                self.mailer.already_subscribed(
+                    subscriber, self.link("preferences", "preferences", subscriber.id, now))
+                return RequestOutcome.REMINDER_SENT
+            self._send_confirmation(subscriber, now)
         return RequestOutcome.CONFIRMATION_SENT
 
     def resend(self, subscriber_id: str, *, now: datetime) -> RequestOutcome:
@@ -136,12 +139,28 @@ class Subscriptions:
             return RequestOutcome.SUPPRESSED
         if subscriber.status == "active":
             return RequestOutcome.REMINDER_SENT
-        if not self.store.take_quota("address:" + _digest(email_key(subscriber.email)), now,
-                                     limit=self.policy.address_per_day,
-                                     window=timedelta(days=1)):
+        if not self._take_address_quota(subscriber, now):
             return RequestOutcome.THROTTLED
-        self._send_confirmation(subscriber, now)
+        with self._returning_quota_on_failure(subscriber):
+            self._send_confirmation(subscriber, now)
         return RequestOutcome.CONFIRMATION_SENT
+
+    def _take_address_quota(self, subscriber: Subscriber, now: datetime) -> bool:
+        return self.store.take_quota(_address_key(subscriber), now,
+                                     limit=self.policy.address_per_day,
+                                     window=timedelta(days=1))
+
+    @contextmanager
+    def _returning_quota_on_failure(self, subscriber: Subscriber) -> Iterator[None]:
+        """A mail that did not leave (a transport error other than "may have been sent")
+        does not count against the address's daily allowance."""
+        try:
+            yield
+        except Unconfirmed:
+            raise
+        except TransportError:
+            self.store.return_quota(_address_key(subscriber))
+            raise
 
     def _send_confirmation(self, subscriber: Subscriber, now: datetime) -> None:
         url = self.link("confirm", "confirm", subscriber.id, now)
@@ -221,6 +240,10 @@ class Subscriptions:
             return None
         return self.store.record_mail_event(subscriber.id, kind, now,
                                             transient_limit=self.policy.transient_bounce_limit)
+
+
+def _address_key(subscriber: Subscriber) -> str:
+    return "address:" + _digest(email_key(subscriber.email))
 
 
 def _digest(text: str) -> str:

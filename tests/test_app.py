@@ -460,3 +460,28 @@ def test_serve_refuses_a_real_transport_without_a_secret(tmp_path):
                             capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 2
     assert "NEWSLETTER_SECRET" in result.stderr and "Traceback" not in result.stderr
+
+
+# -- through a real SMTP server -----------------------------------------------------------------
+
+def test_the_confirmation_goes_through_smtp_and_a_failed_send_costs_no_allowance(
+        tmp_path, smtp_server):
+    settings = project_settings(tmp_path, free_port(), (
+        f'[delivery]\ntransport = "smtp"\n'
+        f'[smtp]\nhost = "{smtp_server.host}"\nport = {smtp_server.port}\nstarttls = false\n'))
+    with serve_app(settings, environ={"NEWSLETTER_SECRET": "s" * 32},
+                   policy=Policy(address_per_day=1)) as app:
+        smtp_server.fail_next("smtp@example.org", 451, "4.3.0 try again later")
+        failed = subscribe(app, "smtp@example.org")
+        assert failed.status == 503 and "Cannot send mail right now" in failed.body
+        assert smtp_server.received == []
+
+        assert subscribe(app, "smtp@example.org").status == 200  # the allowance was returned
+        [received] = smtp_server.wait_for(1)
+        assert received.rcpt_tos == ("smtp@example.org",)
+        link = confirm_url(received.message())
+        assert app.request("POST", f"/confirm?token={token_of(link)}").status == 200
+        assert app.store.find("smtp@example.org").status == "active"
+
+        assert subscribe(app, "smtp@example.org").status == 200  # now over the allowance
+        assert len(smtp_server.received) == 1

@@ -540,3 +540,13 @@ def test_quota_is_exact_under_concurrent_takers(path):
     for s in stores:
         s.close()
     assert taken.count(True) == 30 and len(taken) == 100
+
+
+def test_a_returned_quota_use_can_be_taken_again(store):
+    window = timedelta(days=1)
+    assert store.take_quota("a", NOW, limit=1, window=window)
+    assert not store.take_quota("a", NOW, limit=1, window=window)
+    store.return_quota("a")
+    assert store.take_quota("a", NOW, limit=1, window=window)
+    store.return_quota("nobody")  # nothing to return: nothing happens
+    assert store.take_quota("nobody", NOW, limit=1, window=window)

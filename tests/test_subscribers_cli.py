@@ -73,12 +73,12 @@ def test_add_list_export_remove(cli, settings):
     code, out, _ = cli("export")
     rows = list(csv.DictReader(io.StringIO(out)))
     assert code == 0 and out.startswith(
-        "email,layout,status,created_at,confirmed_at,consent_source\n")
+        "email,layout,status,created_at,confirmed_at,consent_source,consent_at,consent_ip\n")
     by_email = {row["email"]: row for row in rows}
     assert by_email["Li.Wei@example.org"] == {
         "email": "Li.Wei@example.org", "layout": "zh", "status": "active",
         "created_at": "2026-11-30T01:00:00Z", "confirmed_at": "2026-11-30T01:00:00Z",
-        "consent_source": "cli"}
+        "consent_source": "cli", "consent_at": "2026-11-30T01:00:00Z", "consent_ip": ""}
     assert by_email["new@example.org"]["confirmed_at"] == ""
 
     code, out, _ = cli("remove", "li.wei@EXAMPLE.org")
