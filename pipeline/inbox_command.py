@@ -71,7 +71,7 @@ def _cmd_process(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _dry_run(inbox) -> int:
-    from .inbox import classify, mask_address
+    from .inbound import classify, mask_address
 
     seen = 0
     for mail in inbox.pending():

@@ -24,16 +24,14 @@ import pytest
 from pipeline import inbox_command
 from pipeline.config import Settings
 from pipeline.delivery import OUTBOX_DIR, open_subscriptions
+from pipeline.inbound import ACTIONS, classify, mask_address
 from pipeline.inbox import (
-    ACTIONS,
     SETUP_NOTIFICATION,
     InboundMail,
     InboxError,
     LocalInbox,
     S3Inbox,
-    classify,
     mail_key,
-    mask_address,
     open_inbox,
     process,
 )

@@ -1,0 +1,331 @@
+"""What an inbound mail asks for: unsubscribe (a token address), subscribe (a command), or
+nothing. Pure: raw bytes in, a :class:`Verdict` out; ``newsletter inbox process``
+(:mod:`pipeline.inbox`) acts on it.
+
+**Trust.** SES prepends its own verdict headers (``X-SES-Spam-Verdict``,
+``X-SES-Virus-Verdict``, ``Authentication-Results``, ``Received-SPF``); a sender can write
+look-alikes further down, so only the topmost of each is read. A mail is ignored when SES
+calls it spam or a virus, when DMARC failed, or when SPF or DKIM failed and neither passed
+(a mail forwarded with broken SPF but a good DKIM signature is still taken). Missing
+headers (a hand-dropped file) are not failures.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email
+import email.policy
+import email.utils
+import html
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from email.message import Message
+
+__all__ = ["ACTIONS", "LAYOUT_WORDS", "Action", "Verdict", "classify", "mask_address"]
+
+Action = Literal["unsubscribe", "subscribe", "ignored", "unrecognised"]
+
+#: What :func:`classify` can decide.
+ACTIONS: tuple[Action, ...] = ("unsubscribe", "subscribe", "ignored", "unrecognised")
+
+#: The words that may follow ``subscribe`` / ``订阅``, and the layout each asks for.
+LAYOUT_WORDS: Mapping[str, str] = MappingProxyType({
+    "zh-en": "zh-en", "en-zh": "en-zh", "zh": "zh", "en": "en",
+    "中文": "zh", "english": "en", "英文": "en", "双语": "zh-en", "bilingual": "zh-en",
+})
+_COMMANDS = ("subscribe", "订阅")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What :func:`classify` made of one mail.
+
+    ``reason`` says why: for ``unsubscribe`` "token"; for ``subscribe`` where the command
+    was found ("subject", "first-line"); for ``ignored`` "virus", "spam", "dmarc-fail",
+    "spf-fail", "dkim-fail", "no-sender" or "auto-submitted"; for ``unrecognised``
+    "no-command", "empty" or "unparseable". ``token`` is set for ``unsubscribe`` only,
+    ``layout`` for ``subscribe`` only (None: none asked for); ``sender`` is the bare
+    ``From`` address whenever there is one.
+    """
+
+    action: Action
+    reason: str
+    token: str | None = field(default=None, repr=False)
+    sender: str | None = None
+    layout: str | None = None
+
+
+def classify(raw: bytes) -> Verdict:
+    """Decide what one raw inbound mail asks for. Pure; never raises (broken mail of any
+    kind is ``unrecognised``).
+
+    **Checks first.** Only the *topmost* occurrence of each header counts: SES prepends
+    its own headers, and anything lower down was written by the sender, who may have put a
+    reassuring ``X-SES-Spam-Verdict: PASS`` there. The mail is ``ignored`` when
+
+    * ``X-SES-Virus-Verdict`` is ``FAIL`` ("virus"), or ``X-SES-Spam-Verdict`` is ``FAIL``
+      ("spam") — ``GRAY`` and ``PROCESSING_FAILED`` are not failures;
+    * ``Authentication-Results`` says ``dmarc=fail`` ("dmarc-fail");
+    * SPF (``spf=`` of ``Authentication-Results``, else ``Received-SPF``) is ``fail``,
+      ``softfail`` or ``permerror``, or DKIM is ``fail``, **and neither passed**
+      ("spf-fail", else "dkim-fail"). A forwarded mail breaks SPF but keeps a valid DKIM
+      signature: that one is taken.
+
+    A missing header is no failure: a hand-dropped local file has none of them.
+
+    **Then the command.** An address ``<anything>+<56 base32 characters>@…`` among the
+    recipients (``To``, ``Cc``, ``Delivered-To``, ``X-Original-To``, and the envelope
+    recipient of SES's topmost ``Received: … for <address>``), any case, is an
+    ``unsubscribe`` with that token (checked later, by the store's keys). Otherwise the
+    subject (without ``Re:``/``Fwd:``/``回复:``… prefixes) or else the first non-empty line
+    of the text body (of the HTML, crudely made text, when there is no plain part) being
+    ``subscribe`` or ``订阅``, any case, optionally followed by one word of
+    :data:`LAYOUT_WORDS` (``订阅英文`` without a space too), is a ``subscribe`` for the
+    ``From`` address; anything more after the command is not one. Unsubscribe wins over
+    subscribe. A subscribe without a ``From`` address is ``ignored`` ("no-sender"), as is
+    one marked ``Auto-Submitted`` (an auto-responder must not sign anybody up).
+    """
+    if not raw.strip():
+        return Verdict("unrecognised", "empty")
+    try:
+        return _classify(raw)
+    except Exception:  # the email package can trip over hostile input: never a crash
+        return Verdict("unrecognised", "unparseable")
+
+
+def _classify(raw: bytes) -> Verdict:
+    message = email.message_from_bytes(raw, policy=email.policy.default)
+    headers = _Headers(message)
+    sender = _sender(message, headers)
+    failed = _failed_check(headers)
+    if failed:
+        return Verdict("ignored", failed, sender=sender)
+    token = _token(headers)
+    if token:
+        return Verdict("unsubscribe", "token", token=token, sender=sender)
+    found = _subscribe_command(_subject(message, headers))
+    where = "subject"
+    if found is None:
+        found = _subscribe_command(_first_line(message))
+        where = "first-line"
+    if found is None:
+        return Verdict("unrecognised", "no-command", sender=sender)
+    if sender is None:
+        return Verdict("ignored", "no-sender")
+    auto = (headers.top("auto-submitted") or "no").split(";")[0].strip().lower()
+    if auto != "no":
+        return Verdict("ignored", "auto-submitted", sender=sender)
+    return Verdict("subscribe", where, sender=sender, layout=found[1])
+
+
+class _Headers:
+    """The headers as received, unparsed (parsing a hostile header can fail), in order."""
+
+    def __init__(self, message: Message) -> None:
+        self._items = [(str(name).strip().lower(), re.sub(r"\r?\n", "", str(value)))
+                       for name, value in message.raw_items()]
+
+    def top(self, name: str) -> str | None:
+        """The first (topmost) occurrence of ``name``."""
+        return next((value for key, value in self._items if key == name), None)
+
+    def every(self, name: str) -> list[str]:
+        return [value for key, value in self._items if key == name]
+
+
+# -- checks
+
+_SPF_FAILED = frozenset({"fail", "softfail", "permerror"})
+_COMMENT = re.compile(r"\([^()]*\)")
+_RESULT = re.compile(r"^\s*([a-z0-9_.-]+)\s*=\s*([a-z]+)", re.I)
+
+
+def _failed_check(headers: _Headers) -> str | None:
+    """The reason to ignore the mail, per :func:`classify`'s rule, or None."""
+    if _verdict(headers.top("x-ses-virus-verdict")) == "FAIL":
+        return "virus"
+    if _verdict(headers.top("x-ses-spam-verdict")) == "FAIL":
+        return "spam"
+    results = _authentication_results(headers.top("authentication-results"))
+    if "fail" in results.get("dmarc", ()):
+        return "dmarc-fail"
+    spf_results = results.get("spf") or [_received_spf(headers.top("received-spf"))]
+    spf = spf_results[0]
+    dkim = results.get("dkim", [])
+    spf_failed = spf in _SPF_FAILED
+    dkim_failed = "fail" in dkim
+    passed = spf == "pass" or "pass" in dkim
+    if (spf_failed or dkim_failed) and not passed:
+        return "spf-fail" if spf_failed else "dkim-fail"
+    return None
+
+
+def _verdict(value: str | None) -> str:
+    words = (value or "").split()
+    return words[0].upper() if words else ""
+
+
+def _authentication_results(value: str | None) -> dict[str, list[str]]:
+    """``amazonses.com; spf=pass (…) client-ip=…; dkim=pass header.i=@…; dmarc=pass …``
+    → {"spf": ["pass"], "dkim": ["pass"], "dmarc": ["pass"]} (comments dropped)."""
+    text = value or ""
+    while True:  # nested comments, innermost first
+        stripped = _COMMENT.sub(" ", text)
+        if stripped == text:
+            break
+        text = stripped
+    results: dict[str, list[str]] = {}
+    for segment in text.split(";"):
+        match = _RESULT.match(segment)
+        if match and match.group(1).lower() in ("spf", "dkim", "dmarc"):
+            results.setdefault(match.group(1).lower(), []).append(match.group(2).lower())
+    return results
+
+
+def _received_spf(value: str | None) -> str:
+    """``pass (spfCheck: …) client-ip=…`` → ``pass``."""
+    words = (value or "").split()
+    return words[0].lower().rstrip(";") if words else ""
+
+
+# -- unsubscribe
+
+_TOKEN_ADDRESS = re.compile(r"[^\s<>\"'@,;:+()\[\]]+\+([a-z2-7]{56})@[a-z0-9.-]+", re.I)
+_RECEIVED_FOR = re.compile(r"\bfor\s+<?([^\s<>;]+@[^\s<>;]+)>?", re.I)
+_RECIPIENT_HEADERS = ("to", "cc", "delivered-to", "x-original-to")
+
+
+def _token(headers: _Headers) -> str | None:
+    """The token of the first tagged unsubscribe address among the recipients."""
+    places = [value for name in _RECIPIENT_HEADERS for value in headers.every(name)]
+    received = headers.top("received")
+    if received:
+        places.extend(_RECEIVED_FOR.findall(received))
+    for value in places:
+        match = _TOKEN_ADDRESS.search(value)
+        if match:
+            return match.group(1).lower()
+    return None
+
+
+# -- subscribe
+
+_REPLY_PREFIX = re.compile(
+    r"^\s*(?:(?:re|fwd?|aw|wg|sv|vs|antw|rv|tr|回复|回覆|答复|转发|轉寄|转寄)\s*"
+    r"(?:\[\d+\]|\(\d+\))?\s*[:：]\s*)+", re.I)
+_TRAILING_PUNCTUATION = re.compile(r"[\s.!。！]+$")
+
+
+def _subscribe_command(text: str | None) -> tuple[str, str | None] | None:
+    """(command, layout or None) when ``text`` is a subscribe command, else None."""
+    if not text:
+        return None
+    text = _TRAILING_PUNCTUATION.sub("", _REPLY_PREFIX.sub("", text))
+    words = text.split()
+    if not words:
+        return None
+    head, rest = words[0].casefold(), words[1:]
+    for command in _COMMANDS:
+        if head == command:
+            break
+        if command == "订阅" and head.startswith(command):  # 订阅英文
+            rest = [head[len(command):], *rest]
+            break
+    else:
+        return None
+    if not rest:
+        return command, None
+    if len(rest) == 1 and rest[0].casefold() in LAYOUT_WORDS:
+        return command, LAYOUT_WORDS[rest[0].casefold()]
+    return None
+
+
+def _subject(message: Message, headers: _Headers) -> str | None:
+    try:
+        subject = message.get("Subject")
+        return None if subject is None else str(subject)
+    except Exception:  # a header the parser cannot decode: read it as UTF-8, crudely
+        raw = headers.top("subject")
+        return None if raw is None else _undo_surrogates(raw)
+
+
+def _first_line(message: Message) -> str | None:
+    try:
+        text = _body_text(message)
+    except Exception:  # a broken MIME structure: no body to read a command from
+        return None
+    for line in text.splitlines():
+        if line.strip():
+            return line
+    return None
+
+
+def _body_text(message: Message) -> str:
+    """The text/plain body, else the text/html one made text; "" when there is none."""
+    getter = getattr(message, "get_body", None)
+    if getter is None:
+        return ""
+    part = getter(preferencelist=("plain",))
+    if part is not None:
+        return _part_text(part)
+    part = getter(preferencelist=("html",))
+    return _html_text(_part_text(part)) if part is not None else ""
+
+
+def _part_text(part: Message) -> str:
+    # An unknown charset or a broken transfer encoding: fall back to the bytes as UTF-8.
+    with contextlib.suppress(Exception):
+        content = part.get_content()  # type: ignore[attr-defined]
+        if isinstance(content, str):
+            return content
+    payload = part.get_payload(decode=True)
+    return payload.decode("utf-8", "replace") if isinstance(payload, bytes) else ""
+
+
+_INVISIBLE = re.compile(r"(?is)<(head|script|style|title)\b.*?</\1\s*>|<!--.*?-->")
+_BREAK = re.compile(r"(?i)<br\b[^>]*>|</?(?:p|div|li|tr|h[1-6]|blockquote|pre|table|ul|ol)"
+                    r"\b[^>]*>")
+_TAG = re.compile(r"<[^>]*>")
+
+
+def _html_text(markup: str) -> str:
+    """HTML → text, crudely: what is not shown dropped, blocks on lines of their own."""
+    text = _BREAK.sub("\n", _INVISIBLE.sub(" ", markup))
+    return html.unescape(_TAG.sub("", text))
+
+
+def _sender(message: Message, headers: _Headers) -> str | None:
+    """The bare address of ``From`` (the first, if several), or None."""
+    try:
+        header = message.get("From")
+        addresses = getattr(header, "addresses", ()) if header is not None else ()
+        candidates = [a.addr_spec for a in addresses if a.username and a.domain]
+    except Exception:  # an unparseable From: try the simpler parser on the raw text
+        raw = headers.top("from")
+        candidates = [email.utils.parseaddr(_undo_surrogates(raw))[1]] if raw else []
+    for address in candidates:
+        local, at, domain = address.strip().rpartition("@")
+        if local and at and domain:
+            return address.strip()
+    return None
+
+
+def _undo_surrogates(text: str) -> str:
+    """A raw header holding 8-bit bytes (as surrogate escapes) read as UTF-8."""
+    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def mask_address(address: str | None) -> str:
+    """``alice@example.org`` → ``a***@example.org``: enough to tell mails apart in a log,
+    not enough to name anyone."""
+    if not address:
+        return "-"
+    local, at, domain = address.rpartition("@")
+    if not at or not local:
+        return "***"
+    return f"{local[0]}***@{domain}"
