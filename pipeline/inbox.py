@@ -42,7 +42,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from subscribers.errors import InvalidAddress, TokenError
 from subscribers.model import DEFAULT_LAYOUT
@@ -64,7 +64,8 @@ __all__ = [
     "InboxError",
     "InboxReport",
     "LocalInbox",
-    "S3Inbox",
+    "check_move",
+    "is_mail_name",
     "mail_key",
     "open_inbox",
     "process",
@@ -130,7 +131,7 @@ class Inbox(Protocol):
         ...
 
 
-def _is_mail_name(name: str) -> bool:
+def is_mail_name(name: str) -> bool:
     """A waiting mail's name: not a sub-folder's content, a dotfile, an editor's or a
     copier's temporary file, or SES's setup notification."""
     return (bool(name) and "/" not in name and not name.startswith((".", "~"))
@@ -167,7 +168,7 @@ class LocalInbox:
         try:
             with os.scandir(self.folder) as entries:
                 for entry in entries:
-                    if not _is_mail_name(entry.name):
+                    if not is_mail_name(entry.name):
                         continue
                     try:
                         if entry.is_file(follow_symlinks=False):
@@ -183,7 +184,7 @@ class LocalInbox:
         return [name for _, name in sorted(found)]
 
     def move_aside(self, key: str, outcome: Outcome) -> None:
-        _check_move(key, outcome)
+        check_move(key, outcome)
         target = self.folder / outcome
         try:
             target.mkdir(exist_ok=True)
@@ -200,141 +201,11 @@ class LocalInbox:
         pass
 
 
-def _check_move(key: str, outcome: str) -> None:
+def check_move(key: str, outcome: str) -> None:
     if outcome not in OUTCOMES:
         raise ValueError(f"unknown outcome {outcome!r}; known: {', '.join(OUTCOMES)}")
-    if not _is_mail_name(key) or key in (".", "..") or "\\" in key:
+    if not is_mail_name(key) or key in (".", "..") or "\\" in key:
         raise ValueError(f"not a waiting mail's name: {key!r}")
-
-
-class S3Inbox:
-    """Raw mails as objects directly under ``prefix`` in ``bucket`` (an SES receipt
-    rule's S3 action). Listing is paginated and uses ``/`` as delimiter, so what was moved
-    aside (``<prefix>processed/…``, ``<prefix>ignored/…``) is not even listed. Moving aside
-    is CopyObject then DeleteObject; a crash between the two leaves the mail listed again,
-    and the next run only finishes the move.
-
-    Each botocore error becomes an :class:`InboxError` with a one-line reason, keeping it as
-    the cause. ``client`` is a boto3 S3 client; with ``owns_client`` :meth:`close` closes it.
-    """
-
-    name = "s3"
-
-    def __init__(self, bucket: str, prefix: str, client: Any, *, owns_client: bool = False,
-                 page_size: int | None = None) -> None:
-        if not bucket:
-            raise InboxError("s3", "no bucket given ([inbox] bucket)")
-        self.bucket = bucket
-        self.prefix = _normalise_prefix(prefix)
-        self.client = client
-        self.page_size = page_size
-        self._owns_client = owns_client
-
-    def describe(self) -> str:
-        return f"s3://{self.bucket}/{self.prefix}"
-
-    def pending(self) -> Iterator[InboundMail]:
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        for _, rest in sorted(self._list()):
-            full = self.prefix + rest
-            try:
-                raw = self.client.get_object(Bucket=self.bucket, Key=full)["Body"].read()
-            except ClientError as exc:
-                if _code(exc) in _MISSING_KEY:  # moved aside by another run meanwhile
-                    continue
-                raise self._error(exc, f"cannot read {full}") from exc
-            except (BotoCoreError, OSError) as exc:
-                raise self._error(exc, f"cannot read {full}") from exc
-            yield InboundMail(rest, raw)
-
-    def _list(self) -> list[tuple[Any, str]]:
-        """(LastModified, name) of every waiting mail, all pages."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        paging: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.prefix,
-                                  "Delimiter": "/"}
-        if self.page_size:
-            paging["PaginationConfig"] = {"PageSize": self.page_size}
-        found: list[tuple[Any, str]] = []
-        try:
-            for page in self.client.get_paginator("list_objects_v2").paginate(**paging):
-                for item in page.get("Contents", ()):
-                    rest = item["Key"][len(self.prefix):]
-                    if _is_mail_name(rest):
-                        found.append((item.get("LastModified"), rest))
-        except (ClientError, BotoCoreError, OSError) as exc:
-            raise self._error(exc, "cannot list the waiting mails") from exc
-        return found
-
-    def move_aside(self, key: str, outcome: Outcome) -> None:
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        _check_move(key, outcome)
-        source, target = self.prefix + key, f"{self.prefix}{outcome}/{key}"
-        try:
-            self.client.copy_object(Bucket=self.bucket, Key=target,
-                                    CopySource={"Bucket": self.bucket, "Key": source})
-        except ClientError as exc:
-            if _code(exc) in _MISSING_KEY:
-                return  # already moved aside (by another run)
-            raise self._error(exc, f"cannot copy {source} to {target}") from exc
-        except (BotoCoreError, OSError) as exc:
-            raise self._error(exc, f"cannot copy {source} to {target}") from exc
-        try:
-            self.client.delete_object(Bucket=self.bucket, Key=source)
-        except (ClientError, BotoCoreError, OSError) as exc:
-            raise self._error(exc, f"cannot delete {source} (copied to {target})") from exc
-
-    def close(self) -> None:
-        if self._owns_client:
-            self.client.close()
-
-    def _error(self, exc: Exception, doing: str) -> InboxError:
-        return InboxError(self.describe(), f"{doing}: {_s3_reason(exc, self.bucket)}")
-
-
-_MISSING_KEY = frozenset({"NoSuchKey", "404", "NotFound"})
-_DENIED = frozenset({"AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId",
-                     "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken"})
-
-
-def _normalise_prefix(prefix: str) -> str:
-    """``""`` stays empty; otherwise no leading slash and exactly one trailing slash."""
-    stripped = prefix.strip().strip("/")
-    return stripped + "/" if stripped else ""
-
-
-def _code(exc: Any) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
-
-
-def _s3_reason(exc: Exception, bucket: str) -> str:
-    """A botocore error in one line (as :mod:`pipeline.s3archive` words them)."""
-    from botocore.exceptions import (
-        ClientError,
-        NoCredentialsError,
-        PartialCredentialsError,
-    )
-    from botocore.exceptions import ConnectionError as NeverConnected
-
-    if isinstance(exc, ClientError):
-        code = _code(exc)
-        text = " ".join(str(exc.response.get("Error", {}).get("Message", "")).split())
-        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
-        if code == "NoSuchBucket":
-            return f"bucket {bucket} does not exist"
-        if code in _DENIED or status == 403:
-            said = f"{code}: {text}" if text else code or "403"
-            return (f"access denied to bucket {bucket} ({said}); check the credentials' "
-                    "s3:ListBucket, s3:GetObject, s3:PutObject and s3:DeleteObject rights")
-        return f"S3 {code or status}: {text}" if text else f"S3 {code or status}"
-    if isinstance(exc, NoCredentialsError | PartialCredentialsError):
-        return (f"no usable AWS credentials ({exc}); set AWS_ACCESS_KEY_ID/"
-                "AWS_SECRET_ACCESS_KEY or a profile")
-    if isinstance(exc, NeverConnected):
-        return f"cannot reach S3 ({exc})"
-    return f"S3: {' '.join(str(exc).split()) or type(exc).__name__}"
 
 
 def open_inbox(settings: Settings) -> Inbox:
@@ -343,12 +214,10 @@ def open_inbox(settings: Settings) -> Inbox:
     credentials settings. The caller closes it."""
     s = settings.inbox
     if s.source == "s3":
-        from .aws import aws_client
+        from .s3archive import s3_client
+        from .s3inbox import S3Inbox
 
-        client = aws_client("s3", region=None, what="the s3 inbox", key="[inbox] bucket",
-                            retries={"mode": "standard"}, connect_timeout=10.0,
-                            read_timeout=60.0)
-        return S3Inbox(s.bucket, s.prefix, client, owns_client=True)
+        return S3Inbox(s.bucket, s.prefix, s3_client(), owns_client=True)
     return LocalInbox(settings.resolve(s.dir))
 
 
@@ -490,3 +359,4 @@ def _act(verdict: Verdict, subscriptions: Subscriptions, now: datetime) -> _Acte
     except InvalidAddress:
         return _Acted("ignored", "ignored", "invalid-address")
     return _Acted("subscribe", "processed", str(outcome))
+

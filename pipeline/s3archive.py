@@ -49,7 +49,7 @@ from .archive import SiteObject, check_key, issue_id_of
 from .aws import aws_client
 from .errors import ArchiveError
 
-__all__ = ["S3Archive", "normalise_prefix", "s3_client"]
+__all__ = ["S3Archive", "is_missing_key", "normalise_prefix", "s3_client", "s3_reason"]
 
 _MISSING_KEY = frozenset({"NoSuchKey", "404", "NotFound"})
 _DENIED = frozenset({"AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId",
@@ -219,26 +219,39 @@ class S3Archive:
         return ArchiveError(f"{doing}: {self._reason(exc)}", key=key)
 
     def _reason(self, exc: Exception) -> str:
-        if isinstance(exc, ClientError):
-            code = _code(exc)
-            error = exc.response.get("Error", {})
-            text = " ".join(str(error.get("Message", "")).split())
-            status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
-            if code == "NoSuchBucket":
-                return f"bucket {self.bucket} does not exist"
-            if code in _DENIED or status == 403:
-                said = f"{code}: {text}" if text else code or "403"
-                return (f"access denied to bucket {self.bucket} ({said}); check the "
-                        "credentials' s3:ListBucket, s3:GetObject and s3:PutObject rights")
-            if code in _DAMAGED:
-                return "the upload was damaged in transit (Content-MD5 did not match)"
-            return f"S3 {code or status}: {text}" if text else f"S3 {code or status}"
-        if isinstance(exc, NoCredentialsError | PartialCredentialsError):
-            return (f"no usable AWS credentials ({exc}); set AWS_ACCESS_KEY_ID/"
-                    "AWS_SECRET_ACCESS_KEY or a profile")
-        if isinstance(exc, NeverConnected):
-            return f"cannot reach S3 ({exc})"
-        return f"S3: {' '.join(str(exc).split()) or type(exc).__name__}"
+        return s3_reason(exc, self.bucket,
+                         rights="s3:ListBucket, s3:GetObject and s3:PutObject")
+
+
+def s3_reason(exc: Exception, bucket: str, *, rights: str) -> str:
+    """A botocore error in one line that says what to do: the bucket is missing, access is
+    denied (and which ``rights`` the credentials need), no credentials, S3 unreachable, a
+    damaged upload. Shared by the archive and the S3 inbox."""
+    if isinstance(exc, ClientError):
+        code = _code(exc)
+        error = exc.response.get("Error", {})
+        text = " ".join(str(error.get("Message", "")).split())
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+        if code == "NoSuchBucket":
+            return f"bucket {bucket} does not exist"
+        if code in _DENIED or status == 403:
+            said = f"{code}: {text}" if text else code or "403"
+            return (f"access denied to bucket {bucket} ({said}); check the credentials' "
+                    f"{rights} rights")
+        if code in _DAMAGED:
+            return "the upload was damaged in transit (Content-MD5 did not match)"
+        return f"S3 {code or status}: {text}" if text else f"S3 {code or status}"
+    if isinstance(exc, NoCredentialsError | PartialCredentialsError):
+        return (f"no usable AWS credentials ({exc}); set AWS_ACCESS_KEY_ID/"
+                "AWS_SECRET_ACCESS_KEY or a profile")
+    if isinstance(exc, NeverConnected):
+        return f"cannot reach S3 ({exc})"
+    return f"S3: {' '.join(str(exc).split()) or type(exc).__name__}"
+
+
+def is_missing_key(exc: ClientError) -> bool:
+    """Whether S3 said the object is not there."""
+    return _code(exc) in _MISSING_KEY
 
 
 def _code(exc: ClientError) -> str:

@@ -30,11 +30,11 @@ from pipeline.inbox import (
     InboundMail,
     InboxError,
     LocalInbox,
-    S3Inbox,
     mail_key,
     open_inbox,
     process,
 )
+from pipeline.s3inbox import S3Inbox
 from subscribers.store import open_store
 from subscribers.tokens import Keys, make_token
 
