@@ -174,6 +174,13 @@ def create_app(subscriptions: Subscriptions, *, app_url: str, base_url: str,
             return pages.render("gone", 404, link=_subscribe_link(pages))
         return pages.render("bad_link", 400, link=_subscribe_link(pages))
 
+    def expired(token: str) -> HTMLResponse:
+        """An expired confirmation link: offer a new mail (the token still names, with a
+        valid signature, whom to send it to)."""
+        return pages.render("expired", 410, button=_Button(
+            f"{pages.app_url}/confirm/resend", "发送新的确认邮件", "Send me a new link",
+            {"token": token}))
+
     # -- /subscribe ------------------------------------------------------------------------
 
     async def subscribe_page(request: Request) -> Response:
@@ -224,9 +231,7 @@ def create_app(subscriptions: Subscriptions, *, app_url: str, base_url: str,
                 subscriptions.subscriber_for, token, "confirm", clock())
         except TokenError as exc:
             if exc.reason == "expired" and exc.subscriber_id:
-                return pages.render("expired", 410, button=_Button(
-                    f"{pages.app_url}/confirm/resend", "发送新的确认邮件",
-                    "Send me a new link", {"token": token}))
+                return expired(token)
             return link_problem(exc)
         except UnknownSubscriber as exc:
             return link_problem(exc)
@@ -247,9 +252,7 @@ def create_app(subscriptions: Subscriptions, *, app_url: str, base_url: str,
                 token, source="web", client=client_of(request), now=now))
         except TokenError as exc:
             if exc.reason == "expired" and exc.subscriber_id:
-                return pages.render("expired", 410, button=_Button(
-                    f"{pages.app_url}/confirm/resend", "发送新的确认邮件",
-                    "Send me a new link", {"token": token}))
+                return expired(token)
             return link_problem(exc)
         except UnknownSubscriber as exc:
             return link_problem(exc)

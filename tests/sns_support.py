@@ -12,6 +12,8 @@ import json
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -184,3 +186,18 @@ def confirmation(cert_url: str, subscribe_url: str, *, kind: str = "Subscription
 
 def body(fields: dict[str, Any]) -> bytes:
     return json.dumps(fields).encode()
+
+
+@contextmanager
+def cert_server(context: Any, routes: dict[str, Route]) -> Iterator[CertServer]:
+    """A :class:`CertServer` with ``routes``, serving in a thread until the block ends."""
+    server = CertServer(context)
+    server.routes.update(routes)
+    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)

@@ -7,13 +7,22 @@ from __future__ import annotations
 import copy
 import json
 import re
-import threading
 import uuid
 from datetime import UTC, datetime
 
 import pytest
 from app_server import App, free_port, project_settings, serve_app
-from sns_support import TOPIC, CertServer, Route, body, confirmation, new_signer, notification, sign
+from sns_support import (
+    TOPIC,
+    CertServer,
+    Route,
+    body,
+    cert_server,
+    confirmation,
+    new_signer,
+    notification,
+    sign,
+)
 from test_ses_events import (
     BOUNCE_WITH_DSN,
     COMPLAINT_WITH_REPORT,
@@ -37,15 +46,10 @@ def signer():
 
 @pytest.fixture
 def certs(tls, signer):
-    server = CertServer(tls.server)
-    server.routes["/SimpleNotificationService-test.pem"] = Route(signer.pem)
-    server.routes["/confirm"] = Route(b"<ConfirmSubscriptionResponse/>")
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield server
-    server.shutdown()
-    server.server_close()
-    thread.join(5)
+    with cert_server(tls.server, {
+            "/SimpleNotificationService-test.pem": Route(signer.pem),
+            "/confirm": Route(b"<ConfirmSubscriptionResponse/>")}) as server:
+        yield server
 
 
 @pytest.fixture

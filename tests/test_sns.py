@@ -29,6 +29,7 @@ from sns_support import (
     Route,
     Signer,
     body,
+    cert_server,
     certificate,
     confirmation,
     notification,
@@ -81,15 +82,9 @@ def ec_signer() -> Signer:
 
 @pytest.fixture
 def server(tls, signer: Signer) -> Iterator[CertServer]:
-    srv = CertServer(tls.server)
-    srv.routes["/cert.pem"] = Route(signer.pem)
-    srv.routes["/confirm"] = Route(b"<ConfirmSubscriptionResponse/>")
-    thread = threading.Thread(target=srv.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    yield srv
-    srv.shutdown()
-    srv.server_close()
-    thread.join(5)
+    with cert_server(tls.server, {"/cert.pem": Route(signer.pem),
+                                  "/confirm": Route(b"<ConfirmSubscriptionResponse/>")}) as srv:
+        yield srv
 
 
 @pytest.fixture
