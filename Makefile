@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 NEWSLETTER := $(BIN)/newsletter
 SAMPLE_FEED := build/sample/feed.atom
 
-.PHONY: install run test lint bench site preview clean
+.PHONY: install run test lint bench site serve preview clean
 SITE_DIR := build/site
 SITE_PORT ?= 8000
 
@@ -47,6 +47,11 @@ site: install
 	@test -d $(SITE_DIR) || { echo "no archive in $(SITE_DIR) yet: run 'make run' first"; exit 2; }
 	@echo "serving $(SITE_DIR)/ at http://127.0.0.1:$(SITE_PORT)/index.html (Ctrl-C stops)"
 	$(BIN)/python -m http.server --bind 127.0.0.1 --directory $(SITE_DIR) $(SITE_PORT)
+
+# The subscription app (subscribe form, confirm, unsubscribe, preferences) on 127.0.0.1:8001,
+# [site] app_url; with the default outbox its confirmation mails land in build/outbox/.
+serve: install
+	$(NEWSLETTER) serve
 
 test: install
 	$(BIN)/python -m pytest
