@@ -12,10 +12,12 @@ from __future__ import annotations
 import logging
 import sys
 from collections.abc import Mapping
+from contextlib import ExitStack
 from types import FrameType
 from urllib.parse import urlsplit
 
 import uvicorn
+from starlette.applications import Starlette
 
 from .config import Settings
 from .delivery import open_subscriptions, signing_keys
@@ -32,28 +34,36 @@ def default_port(settings: Settings) -> int:
     return urlsplit(settings.site.app_url).port or DEFAULT_PORT
 
 
-def serve(settings: Settings, environ: Mapping[str, str], *, host: str, port: int) -> int:
-    """Run until interrupted (Ctrl-C or SIGTERM end it cleanly: exit 0)."""
+def open_app(settings: Settings, environ: Mapping[str, str], stack: ExitStack) -> Starlette:
+    """The subscription app wired from the settings; its store and transport are closed
+    when ``stack`` closes. One wiring for ``newsletter serve`` and any other host (the
+    Lambda function of ``deploy/``)."""
     from subscribers.sns import CertificateSource, SnsVerifier
 
     from .app import SNS_WINDOW, create_app
 
+    _, development = signing_keys(settings, environ)
+    subscriptions = stack.enter_context(open_subscriptions(settings, environ))
+    verifier = None
+    if settings.ses.sns_topic_arns:
+        verifier = SnsVerifier(CertificateSource(), settings.ses.sns_topic_arns,
+                               max_age=SNS_WINDOW)
+    subscriptions.store.purge_seen(now() - SNS_WINDOW)
+    if development:
+        log.warning("links are signed with the public development key: fine for the "
+                    "local outbox, never for real mail (set NEWSLETTER_SECRET)")
+    if verifier is None:
+        log.info("POST /webhooks/ses is off: no [ses] sns_topic_arns")
+    return create_app(subscriptions, app_url=settings.site.app_url,
+                      base_url=settings.site.base_url, verifier=verifier)
+
+
+def serve(settings: Settings, environ: Mapping[str, str], *, host: str, port: int) -> int:
+    """Run until interrupted (Ctrl-C or SIGTERM end it cleanly: exit 0)."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    _, development = signing_keys(settings, environ)
-    with open_subscriptions(settings, environ) as subscriptions:
-        verifier = None
-        if settings.ses.sns_topic_arns:
-            verifier = SnsVerifier(CertificateSource(), settings.ses.sns_topic_arns,
-                                   max_age=SNS_WINDOW)
-        subscriptions.store.purge_seen(now() - SNS_WINDOW)
-        app = create_app(subscriptions, app_url=settings.site.app_url,
-                         base_url=settings.site.base_url, verifier=verifier)
-        if development:
-            log.warning("links are signed with the public development key: fine for the "
-                        "local outbox, never for real mail (set NEWSLETTER_SECRET)")
-        if verifier is None:
-            log.info("POST /webhooks/ses is off: no [ses] sns_topic_arns")
+    with ExitStack() as stack:
+        app = open_app(settings, environ, stack)
         print(f"subscription app: {settings.site.app_url.rstrip('/')}/subscribe "
               f"(listening on {host}:{port}; Ctrl-C stops)", file=sys.stderr, flush=True)
         server = _Server(server_config(app, host=host, port=port, forwarded_allow_ips=(
