@@ -97,6 +97,17 @@ class SesSettings:
 
 
 @dataclass(frozen=True)
+class StoreSettings:
+    #: ``sqlite`` (a file under ``[paths] data_dir``: one machine) or ``dynamodb`` (the
+    #: production store: no disk that lasts between runs, the app and the job side by side).
+    backend: str = "sqlite"
+    #: DynamoDB tables (``backend = "dynamodb"``): subscribers, with their address claims,
+    #: suppressions, handled-message keys, rate counters and run locks; and the ledger.
+    subscribers_table: str = "vllm-pr-weekly-subscribers"
+    ledger_table: str = "vllm-pr-weekly-ledger"
+
+
+@dataclass(frozen=True)
 class SubscriptionSettings:
     #: Days a confirmation link works (DESIGN.md: 7).
     confirm_days: int = 7
@@ -151,6 +162,7 @@ class Settings:
     delivery: DeliverySettings = field(default_factory=DeliverySettings)
     smtp: SmtpSettings = field(default_factory=SmtpSettings)
     ses: SesSettings = field(default_factory=SesSettings)
+    store: StoreSettings = field(default_factory=StoreSettings)
     subscriptions: SubscriptionSettings = field(default_factory=SubscriptionSettings)
     inbox: InboxSettings = field(default_factory=InboxSettings)
     archive: ArchiveSettings = field(default_factory=ArchiveSettings)
@@ -320,6 +332,7 @@ def _validate(s: Settings) -> None:
         "[archive] target": (s.archive.target, ("local", "s3")),
         "[translate] backend": (s.translate.backend, ("none", "openai", "aws")),
         "[inbox] source": (s.inbox.source, ("local", "s3")),
+        "[store] backend": (s.store.backend, ("sqlite", "dynamodb")),
     }
     for key, (value, allowed) in choices.items():
         if value not in allowed:
@@ -335,6 +348,10 @@ def _validate(s: Settings) -> None:
         if not re.match(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_.-]{1,256}$", arn):
             raise ConfigError(f"expected an SNS topic ARN, got {arn!r}",
                               key="[ses] sns_topic_arns")
+    for key in ("subscribers_table", "ledger_table"):
+        if not re.match(r"^[A-Za-z0-9_.-]{3,255}$", getattr(s.store, key)):
+            raise ConfigError("expected a DynamoDB table name (3-255 of A-Z a-z 0-9 _ . -)",
+                              key=f"[store] {key}")
     if s.inbox.source == "s3" and not s.inbox.bucket:
         raise ConfigError("needed when [inbox] source is s3", key="[inbox] bucket")
 
