@@ -19,12 +19,14 @@ from .errors import InvalidAddress
 
 __all__ = [
     "DEFAULT_LAYOUT",
+    "FEEDBACK",
     "FINAL_STATUSES",
     "LAYOUTS",
     "LEDGER_STATUSES",
     "STATUSES",
     "AddOutcome",
     "AddResult",
+    "Lease",
     "LedgerEntry",
     "Subscriber",
     "email_key",
@@ -76,6 +78,21 @@ class Subscriber:
     #: Transient bounces in a row since the last delivery; at ``[subscriptions]
     #: transient_bounce_limit`` the address becomes ``bounced``.
     transient_bounces: int = 0
+
+
+#: What SES can say about a delivered message afterwards, as the ledger notes it.
+FEEDBACK: tuple[str, ...] = ("bounce", "complaint")
+
+
+@dataclass(frozen=True)
+class Lease:
+    """Who holds a named lease (one run of an issue, or of one shard of it) until when."""
+
+    name: str
+    #: ``host:pid:random`` of the holder: enough for "who holds it" in an error message.
+    owner: str
+    acquired_at: datetime
+    expires_at: datetime
 
 
 @dataclass(frozen=True)

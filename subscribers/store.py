@@ -26,12 +26,14 @@ from typing import TYPE_CHECKING, Protocol
 from .errors import StoreError, UnknownSubscriber
 from .model import (
     DEFAULT_LAYOUT,
+    FEEDBACK,
     FINAL_STATUSES,
     LAYOUTS,
     LEDGER_STATUSES,
     STATUSES,
     AddOutcome,
     AddResult,
+    Lease,
     LedgerEntry,
     Subscriber,
     email_key,
@@ -41,6 +43,8 @@ from .model import (
 
 if TYPE_CHECKING:
     from pipeline.config import Settings
+
+    from .shards import Shard
 
 __all__ = [
     "FILE_NAME",
@@ -173,7 +177,35 @@ class SubscriberStore(Protocol):
 
     def release(self, issue_id: str, subscriber_id: str) -> bool: ...
 
-    def expire_in_flight(self, issue_id: str, now: datetime) -> int: ...
+    def expire_in_flight(self, issue_id: str, now: datetime, *,
+                         shard: Shard | None = None) -> int:
+        """Turn ``sending`` rows of the issue (of ``shard`` only, if given) into
+        ``unconfirmed``; how many."""
+        ...
+
+    def record_feedback(self, message_id: str, kind: str, now: datetime) -> str | None:
+        """Note a bounce or complaint (``FEEDBACK``) on the ledger row of the message SES
+        called ``message_id``; the issue's id, or None if no row has that id."""
+        ...
+
+    def feedback_counts(self, issue_id: str) -> dict[str, int]:
+        """Ledger rows of the issue with each kind of feedback (every kind present)."""
+        ...
+
+    # -- leases ----------------------------------------------------------------------------
+
+    def acquire_lease(self, name: str, owner: str, now: datetime, ttl: timedelta) -> Lease:
+        """Take or extend the lease ``name`` for ``owner`` unless someone else holds it
+        unexpired; the lease as it now stands (compare its ``owner`` to know who won)."""
+        ...
+
+    def renew_lease(self, name: str, owner: str, now: datetime, ttl: timedelta) -> bool:
+        """Extend a lease ``owner`` holds; False if it was lost (expired and taken over)."""
+        ...
+
+    def release_lease(self, name: str, owner: str) -> None:
+        """Give the lease up, if ``owner`` still holds it."""
+        ...
 
     def ledger(self, issue_id: str, status: str | None = None) -> dict[str, LedgerEntry]: ...
 
@@ -246,6 +278,20 @@ MIGRATIONS: tuple[str, ...] = (
         key          TEXT PRIMARY KEY,
         window_start TEXT NOT NULL,
         count        INTEGER NOT NULL
+    ) WITHOUT ROWID;
+    """,
+    # 3 -------------------------------------------------------------------------------------
+    # Production: bounces and complaints per issue (found by SES's message id) and the
+    # leases that keep two runs of one issue (or shard) from sending side by side.
+    """
+    ALTER TABLE ledger ADD COLUMN feedback TEXT CHECK (feedback IN ('bounce', 'complaint'));
+    CREATE INDEX ledger_message_id ON ledger (message_id) WHERE message_id IS NOT NULL;
+
+    CREATE TABLE leases (
+        name        TEXT PRIMARY KEY,
+        owner       TEXT NOT NULL,
+        acquired_at TEXT NOT NULL,
+        expires_at  TEXT NOT NULL
     ) WITHOUT ROWID;
     """,
 )
@@ -783,19 +829,88 @@ class SqliteStore:
                 "AND status = 'sending'", (issue_id, subscriber_id),
             ).rowcount == 1
 
-    def expire_in_flight(self, issue_id: str, now: datetime) -> int:
+    def expire_in_flight(self, issue_id: str, now: datetime, *,
+                         shard: Shard | None = None) -> int:
         """Turn every ``sending`` row of ``issue_id`` into ``unconfirmed``; how many.
 
-        Call it at the start of a run, while holding the run lock: a row still
+        Call it at the start of a run, while holding the run's lease: a row still
         ``sending`` then belongs to an earlier run that crashed, maybe after the transport
-        took the message, so it must not be sent again without asking.
+        took the message, so it must not be sent again without asking. With ``shard``,
+        only that shard's rows: the other shards' runs may be sending right now.
         """
+        stamp = _ts(now)
+        with self._transaction() as conn:
+            if shard is None:
+                return conn.execute(
+                    "UPDATE ledger SET status = 'unconfirmed', reason = ?, updated_at = ? "
+                    "WHERE issue_id = ? AND status = 'sending'",
+                    (_IN_FLIGHT_REASON, stamp, issue_id),
+                ).rowcount
+            ids = [row[0] for row in conn.execute(
+                "SELECT subscriber_id FROM ledger WHERE issue_id = ? AND status = 'sending'",
+                (issue_id,)) if row[0] in shard]
+            conn.executemany(
+                "UPDATE ledger SET status = 'unconfirmed', reason = ?, updated_at = ? "
+                "WHERE issue_id = ? AND subscriber_id = ? AND status = 'sending'",
+                [(_IN_FLIGHT_REASON, stamp, issue_id, sid) for sid in ids])
+            return len(ids)
+
+    def record_feedback(self, message_id: str, kind: str, now: datetime) -> str | None:
+        """A bounce or complaint about the message SES called ``message_id``: noted on its
+        ledger row (a complaint outranks a bounce), so ``newsletter status`` can give each
+        issue's bounce and complaint rates. The issue's id, or None for an unknown id (a
+        confirmation mail, a test copy)."""
+        if kind not in FEEDBACK:
+            raise ValueError(f"unknown feedback {kind!r}; known: {', '.join(FEEDBACK)}")
+        with self._transaction() as conn:
+            row = conn.execute("SELECT issue_id, subscriber_id FROM ledger "
+                               "WHERE message_id = ? LIMIT 1", (message_id,)).fetchone()
+            if row is None:
+                return None
+            conn.execute("UPDATE ledger SET feedback = ? WHERE issue_id = ? AND "
+                         "subscriber_id = ? AND (feedback IS NULL OR ? = 'complaint')",
+                         (kind, row[0], row[1], kind))
+        return row[0]
+
+    def feedback_counts(self, issue_id: str) -> dict[str, int]:
+        with self._using() as conn:
+            rows = conn.execute("SELECT feedback, count(*) FROM ledger WHERE issue_id = ? "
+                                "AND feedback IS NOT NULL GROUP BY feedback",
+                                (issue_id,)).fetchall()
+        counts = dict.fromkeys(FEEDBACK, 0)
+        counts.update({row[0]: row[1] for row in rows})
+        return counts
+
+    # -- leases ----------------------------------------------------------------------------
+
+    def acquire_lease(self, name: str, owner: str, now: datetime, ttl: timedelta) -> Lease:
+        """Take the lease unless another owner holds it unexpired; extend it if ``owner``
+        holds it. One upsert whose WHERE is the condition, so two takers cannot both win,
+        and an expired lease (its holder died without releasing it) is taken over."""
+        stamp, until = _ts(now), _ts(now + ttl)
+        with self._transaction() as conn:
+            conn.execute(
+                """
+                INSERT INTO leases (name, owner, acquired_at, expires_at)
+                VALUES (:name, :owner, :now, :until)
+                ON CONFLICT (name) DO UPDATE SET
+                    acquired_at = CASE WHEN owner = :owner THEN acquired_at ELSE :now END,
+                    owner = :owner, expires_at = :until
+                WHERE owner = :owner OR expires_at <= :now
+                """, {"name": name, "owner": owner, "now": stamp, "until": until})
+            row = conn.execute("SELECT name, owner, acquired_at, expires_at FROM leases "
+                               "WHERE name = ?", (name,)).fetchone()
+        return Lease(row[0], row[1], _dt(row[2]), _dt(row[3]))
+
+    def renew_lease(self, name: str, owner: str, now: datetime, ttl: timedelta) -> bool:
         with self._using() as conn:
             return conn.execute(
-                "UPDATE ledger SET status = 'unconfirmed', reason = ?, updated_at = ? "
-                "WHERE issue_id = ? AND status = 'sending'",
-                (_IN_FLIGHT_REASON, _ts(now), issue_id),
-            ).rowcount
+                "UPDATE leases SET expires_at = ? WHERE name = ? AND owner = ?",
+                (_ts(now + ttl), name, owner)).rowcount == 1
+
+    def release_lease(self, name: str, owner: str) -> None:
+        with self._using() as conn:
+            conn.execute("DELETE FROM leases WHERE name = ? AND owner = ?", (name, owner))
 
     def ledger(self, issue_id: str, status: str | None = None) -> dict[str, LedgerEntry]:
         """The ledger of one issue (rows with ``status`` only, if given), by subscriber id."""

@@ -550,3 +550,78 @@ def test_a_returned_quota_use_can_be_taken_again(store):
     assert store.take_quota("a", NOW, limit=1, window=window)
     store.return_quota("nobody")  # nothing to return: nothing happens
     assert store.take_quota("nobody", NOW, limit=1, window=window)
+
+
+# -- production: feedback, shards, leases ----------------------------------------------------------
+
+def test_feedback_is_noted_on_the_ledger_row_of_its_message(store):
+    a, b = active(store, "a@example.org"), active(store, "b@example.org")
+    for sid, mid in ((a, "ses-a"), (b, "ses-b")):
+        assert store.claim(ISSUE, sid, NOW)
+        store.mark_sent(ISSUE, sid, mid, NOW)
+    assert store.record_feedback("ses-a", "bounce", NOW) == ISSUE
+    assert store.record_feedback("ses-b", "complaint", NOW) == ISSUE
+    assert store.record_feedback("ses-b", "bounce", NOW) == ISSUE  # a complaint stays one
+    assert store.record_feedback("unknown", "complaint", NOW) is None
+    assert store.feedback_counts(ISSUE) == {"bounce": 1, "complaint": 1}
+    assert store.feedback_counts("2026-W01") == {"bounce": 0, "complaint": 0}
+    with pytest.raises(ValueError):
+        store.record_feedback("ses-a", "opened", NOW)
+
+
+def test_expire_in_flight_of_one_shard_leaves_the_others_alone(store):
+    from subscribers.shards import Shard
+
+    ids = [active(store, f"s{n}@example.org") for n in range(40)]
+    for sid in ids:
+        assert store.claim(ISSUE, sid, NOW)
+    first = Shard(1, 2)
+    mine = [sid for sid in ids if sid in first]
+    assert 0 < len(mine) < len(ids)
+    assert store.expire_in_flight(ISSUE, NOW, shard=first) == len(mine)
+    ledger = store.ledger(ISSUE)
+    assert {sid for sid, e in ledger.items() if e.status == "unconfirmed"} == set(mine)
+    assert store.expire_in_flight(ISSUE, NOW) == len(ids) - len(mine)
+
+
+def test_a_lease_is_held_by_one_owner_until_it_expires(store):
+    ttl = timedelta(minutes=5)
+    first = store.acquire_lease("send:2026-W48", "host-a:1", NOW, ttl)
+    assert first.owner == "host-a:1" and first.expires_at == NOW + ttl
+    held = store.acquire_lease("send:2026-W48", "host-b:2", NOW + timedelta(minutes=1), ttl)
+    assert held == first  # the second taker is told who holds it
+    assert store.renew_lease("send:2026-W48", "host-a:1", NOW + timedelta(minutes=4), ttl)
+    assert not store.renew_lease("send:2026-W48", "host-b:2", NOW, ttl)
+    still = store.acquire_lease("send:2026-W48", "host-b:2", NOW + timedelta(minutes=8), ttl)
+    assert still.owner == "host-a:1"  # renewed until 9 minutes
+    taken = store.acquire_lease("send:2026-W48", "host-b:2", NOW + timedelta(minutes=9), ttl)
+    assert taken.owner == "host-b:2"  # stale: taken over
+    assert not store.renew_lease("send:2026-W48", "host-a:1", NOW + timedelta(minutes=9), ttl)
+    store.release_lease("send:2026-W48", "host-a:1")  # not the holder: nothing happens
+    assert store.acquire_lease("send:2026-W48", "c", NOW + timedelta(minutes=10),
+                               ttl).owner == "host-b:2"
+    store.release_lease("send:2026-W48", "host-b:2")
+    assert store.acquire_lease("send:2026-W48", "c", NOW + timedelta(minutes=10),
+                               ttl).owner == "c"
+    assert store.acquire_lease("other", "d", NOW, ttl).owner == "d"  # leases are per name
+
+
+def test_only_one_of_many_concurrent_takers_gets_a_lease(path):
+    stores = [SqliteStore.open(path) for _ in range(6)]
+    winners = []
+    barrier = threading.Barrier(len(stores))
+
+    def take(n: int, s: SqliteStore) -> None:
+        barrier.wait()
+        lease = s.acquire_lease("send:x", f"owner-{n}", NOW, timedelta(minutes=5))
+        if lease.owner == f"owner-{n}":
+            winners.append(n)
+
+    threads = [threading.Thread(target=take, args=(n, s)) for n, s in enumerate(stores)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for s in stores:
+        s.close()
+    assert len(winners) == 1
