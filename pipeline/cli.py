@@ -75,6 +75,9 @@ def parser() -> argparse.ArgumentParser:
                       help="send test copies to ADDRESS (outside the ledger), not the list")
     send.add_argument("--layout", choices=LAYOUTS, action="append",
                       help="with --to: only this layout (repeatable; default all four)")
+    send.add_argument("--shard", type=_shard, metavar="I/N",
+                      help="send only part I of N of the list (a stable partition by "
+                      "subscriber id), at max_rate/N; N workers together reach everyone once")
     send.set_defaults(handler=_cmd_send)
 
     preview = commands.add_parser(
@@ -169,6 +172,15 @@ def _positive(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
     return value
+
+
+def _shard(text: str):
+    from subscribers.shards import Shard
+
+    try:
+        return Shard.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
 
 
 def _port(text: str) -> int:
@@ -479,17 +491,25 @@ def _deliver(args: argparse.Namespace, settings, built) -> int:
                 print(f"test copy {layout} → {args.to}: {message_id}")
             return EXIT_OK
         check_gates(built, settings, allow_missing_translations=args.allow_missing_translations)
-        lock = built.folder / ".send.lock"
-        with hold(lock, f"send {built.id}"), open_store(settings) as store:
-            sender = Sender(built, store, transport, messages,
-                            rate=send_rate(settings, transport),
+        shard = getattr(args, "shard", None)
+        rate = send_rate(settings, transport)
+        if rate is not None and shard is not None:
+            rate /= shard.count  # DESIGN.md: the account's rate is divided among shards
+        name = f"send:{built.id}" + (f":{shard}" if shard else "")
+        what = f"send {built.id}" + (f" shard {shard}" if shard else "")
+        with open_store(settings) as store:
+            sender = Sender(built, store, transport, messages, rate=rate,
                             concurrency=settings.delivery.concurrency)
-            options = SendOptions(dry_run=args.dry_run, limit=args.limit,
-                                  resend_unconfirmed=args.resend_unconfirmed)
-            active = store.count_by_status().get("active", 0)
-            report = sender.run(options, None if args.dry_run else Progress(active))
+            lost = "lost its lock to another run (this one stalled past its lease)"
+            with hold(store, name, what, on_lost=lambda: sender.request_stop(lost)):
+                options = SendOptions(dry_run=args.dry_run, limit=args.limit,
+                                      resend_unconfirmed=args.resend_unconfirmed, shard=shard)
+                active = store.count_by_status().get("active", 0)
+                if shard is not None:
+                    active = None  # the shard's size is known only by walking it
+                report = sender.run(options, None if args.dry_run else Progress(active))
             if not args.dry_run:
-                write_report(built, report)
+                write_report(built, report, shard)
             print(report.summary())
             if report.unconfirmed_ids:
                 print("unconfirmed (may or may not have arrived; --resend-unconfirmed sends "

@@ -1,37 +1,101 @@
-"""One run at a time per issue, on this machine: an exclusive ``flock`` on a file.
+"""One run at a time per issue (or per shard of one): a lease in the subscriber store.
 
 The ledger's claims keep two runs from sending one message twice, but the start of a run
 turns claims left in flight into *unconfirmed* ones, and that is only right when no other
-run is still sending them. The kernel drops the lock when its holder dies, so a crashed run
-never leaves a stale lock behind. (A lock shared between machines comes with the production
-store.)
+run is still sending them. So a run holds a lease, named for the issue (``send:2026-W48``,
+or ``send:2026-W48:2/3`` for a shard), in the same store as the ledger: a row in SQLite on
+one machine, an item in DynamoDB in production, where two schedulers firing together, or a
+retry while the first run still works, run on different machines.
+
+A lease lasts :data:`LEASE_TTL` and the holder renews it every quarter of that, from a
+thread, while it works. A holder that dies stops renewing, and the next run takes the
+lease over once it has expired; a dead holder on this very machine (its pid is gone) is
+recognised at once, so a re-run after a crash need not wait. A holder that finds its lease
+taken (it stalled for longer than the lease) is told, and stops sending.
+
+Sharded and unsharded runs of one issue take different leases: do not mix them for one
+issue at the same time (the worst outcome is recipients listed as unconfirmed, never a
+message sent twice: the claims see to that).
 """
 
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
-from collections.abc import Iterator
-from pathlib import Path
+import secrets
+import socket
+import threading
+from collections.abc import Callable, Iterator
+from datetime import datetime, timedelta
+
+from subscribers.model import Lease
 
 from .errors import LockedError
+from .week import iso_z, now
+
+#: How long a lease lasts without renewal: how long a crashed run on another machine
+#: blocks the next one.
+LEASE_TTL = timedelta(minutes=2)
+
+
+def owner_id() -> str:
+    """``host:pid:random``: who holds a lease, readable in an error message."""
+    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
 
 
 @contextlib.contextmanager
-def hold(path: Path, what: str) -> Iterator[None]:
-    """Hold the lock at ``path`` for the block, or raise :class:`LockedError` at once."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+def hold(store, name: str, what: str, *, ttl: timedelta = LEASE_TTL,
+         clock: Callable[[], datetime] = now,
+         on_lost: Callable[[], None] = lambda: None) -> Iterator[Lease]:
+    """Hold the lease ``name`` for the block, or raise :class:`LockedError` (exit 5) at
+    once saying who holds it. ``on_lost`` is called (from the renewing thread) if the lease
+    is lost meanwhile."""
+    owner = owner_id()
+    lease = store.acquire_lease(name, owner, clock(), ttl)
+    if lease.owner != owner and _dead_here(lease.owner):
+        store.release_lease(name, lease.owner)
+        lease = store.acquire_lease(name, owner, clock(), ttl)
+    if lease.owner != owner:
+        raise LockedError(f"another run of {what} holds its lock: {lease.owner}, since "
+                          f"{iso_z(lease.acquired_at)}, renewed until {iso_z(lease.expires_at)}"
+                          " (a dead holder's lock is taken over after that); wait for it "
+                          "to finish")
+    done = threading.Event()
+
+    def renew() -> None:
+        while not done.wait(ttl.total_seconds() / 4):
+            try:
+                kept = store.renew_lease(name, owner, clock(), ttl)
+            except Exception:  # noqa: S112 - a store hiccup: try again next beat
+                continue
+            if not kept:
+                on_lost()
+                return
+
+    beat = threading.Thread(target=renew, name=f"lease {name}", daemon=True)
+    beat.start()
     try:
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
-            raise LockedError(f"another run of {what} holds {path} (pid {holder}); "
-                              "wait for it to finish") from None
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
-        yield
+        yield lease
     finally:
-        os.close(fd)
+        done.set()
+        beat.join()
+        with contextlib.suppress(Exception):  # it expires by itself anyway
+            store.release_lease(name, owner)
+
+
+def _dead_here(owner: str) -> bool:
+    """Whether ``owner`` was a process on this machine that no longer exists."""
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False

@@ -34,6 +34,8 @@ from datetime import datetime
 from hashlib import sha256
 from typing import IO, Any
 
+from subscribers.shards import Shard
+
 from .approve import is_approved
 from .built import BuiltIssue
 from .config import Settings
@@ -91,6 +93,8 @@ class SendReport:
     #: Subscriber ids (never addresses: the report may be shared) with the reason.
     failures: list[dict[str, Any]] = field(default_factory=list)
     unconfirmed_ids: list[str] = field(default_factory=list)
+    #: ``I/N`` when the run sent one shard of the list.
+    shard: str | None = None
 
     @property
     def rate(self) -> float:
@@ -98,7 +102,8 @@ class SendReport:
 
     def summary(self) -> str:
         head = "dry run: would send" if self.dry_run else "sent"
-        line = (f"{self.issue}: {head} {self.sent}, skipped {self.skipped}, failed "
+        part = f" (shard {self.shard})" if self.shard else ""
+        line = (f"{self.issue}{part}: {head} {self.sent}, skipped {self.skipped}, failed "
                 f"{self.failed}, unconfirmed {self.unconfirmed} in {self.duration_s:.1f} s "
                 f"({self.rate:.1f}/s) via {self.transport}")
         return line + (f"; stopped: {self.stopped}" if self.stopped else "")
@@ -151,6 +156,8 @@ class SendOptions:
     dry_run: bool = False
     limit: int | None = None
     resend_unconfirmed: bool = False
+    #: Only this part of the list (``send --shard I/N``); None: everyone.
+    shard: Shard | None = None
 
 
 class Sender:
@@ -166,6 +173,7 @@ class Sender:
         self.clock, self.sleep = clock, sleep
         self.stop = threading.Event()
         self.stop_reason: str | None = None
+        self.shard: Shard | None = None
         self.lock = threading.Lock()
         #: Claims an earlier run left in flight (a crash): this run lists them as unconfirmed.
         self.caught_in_flight: set[str] = set()
@@ -173,11 +181,15 @@ class Sender:
     def run(self, options: SendOptions, progress: Progress | None = None) -> SendReport:
         issue = self.built.id
         report = SendReport(issue, self.transport.name, self.built.content_hash,
-                            started_at=iso_z(self.clock()), dry_run=options.dry_run)
+                            started_at=iso_z(self.clock()), dry_run=options.dry_run,
+                            shard=str(options.shard) if options.shard else None)
+        self.shard = options.shard
         started = time.monotonic()
         if not options.dry_run:
-            self.caught_in_flight = set(self.store.ledger(issue, "sending"))
-            self.store.expire_in_flight(issue, self.clock())
+            in_flight = self.store.ledger(issue, "sending")
+            self.caught_in_flight = {sid for sid in in_flight
+                                     if options.shard is None or sid in options.shard}
+            self.store.expire_in_flight(issue, self.clock(), shard=options.shard)
         try:
             if options.dry_run:
                 self._dry_run(report, options)
@@ -192,7 +204,15 @@ class Sender:
         return report
 
     def _candidates(self) -> Iterable:
-        return self.store.iter_subscribers(status="active")
+        active = self.store.iter_subscribers(status="active")
+        if self.shard is None:
+            return active
+        return (subscriber for subscriber in active if subscriber.id in self.shard)
+
+    def request_stop(self, reason: str) -> None:
+        """Stop handing out messages (those in flight finish): another thread's word, such
+        as the lease keeper's "the lock was lost"."""
+        self._halt(reason)
 
     def _dry_run(self, report: SendReport, options: SendOptions) -> None:
         for subscriber in self._candidates():
@@ -363,12 +383,18 @@ def send_tests(built: BuiltIssue, messages: Messages, transport: Transport, addr
     return sent
 
 
-def write_report(built: BuiltIssue, report: SendReport) -> None:
+def report_file(shard: Shard | None) -> str:
+    """``send-report.json``, or ``send-report.shard-2-of-3.json`` for one shard's part
+    (``newsletter status`` merges the parts)."""
+    return REPORT_FILE if shard is None else f"send-report.{shard.slug}.json"
+
+
+def write_report(built: BuiltIssue, report: SendReport, shard: Shard | None = None) -> None:
     fd, tmp = tempfile.mkstemp(dir=built.folder, prefix=".send-report-")
     with os.fdopen(fd, "wb") as handle:
         handle.write(report.to_json())
     os.chmod(tmp, 0o644)
-    os.replace(tmp, built.folder / REPORT_FILE)
+    os.replace(tmp, built.folder / report_file(shard))
 
 
 def stop_error(report: SendReport) -> StoppedError:

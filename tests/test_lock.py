@@ -1,30 +1,85 @@
-"""The per-issue lock: a second holder is refused with exit 5; a dead holder frees it."""
+"""The per-issue lock: a lease in the store. A second holder is refused with exit 5 naming the
+first; a holder that died on this machine frees it at once; one on another machine frees it
+when its lease expires; a live holder keeps renewing it."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
+import time
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from pipeline.errors import LockedError
 from pipeline.lock import hold
+from subscribers.store import SqliteStore
 
 
-def test_a_second_holder_is_refused_naming_the_first(tmp_path):
-    path = tmp_path / ".send.lock"
-    holder = subprocess.Popen(
-        [sys.executable, "-c", "import sys, time; from pipeline.lock import hold; from pathlib "
-         f"import Path\nwith hold(Path({str(path)!r}), 'x'):\n print('held', flush=True); "
-         "time.sleep(30)"], stdout=subprocess.PIPE, text=True)
+@pytest.fixture
+def store(tmp_path):
+    with SqliteStore.open(tmp_path / "subscribers.sqlite3") as opened:
+        yield opened
+
+
+def holder_process(path) -> subprocess.Popen:
+    code = ("import time; from pathlib import Path; from pipeline.lock import hold; "
+            "from subscribers.store import SqliteStore\n"
+            f"store = SqliteStore.open(Path({str(path)!r}))\n"
+            "with hold(store, 'send:2026-W48', 'send 2026-W48'):\n"
+            "    print('held', flush=True); time.sleep(60)\n")
+    return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+
+
+def test_a_second_holder_is_refused_naming_the_first(store, tmp_path):
+    holder = holder_process(tmp_path / "subscribers.sqlite3")
     try:
         assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(LockedError) as info, hold(path, "send 2026-W48"):
+        with pytest.raises(LockedError) as info, hold(store, "send:2026-W48",
+                                                      "send 2026-W48"):
             pass
         assert info.value.exit_code == 5
-        assert f"pid {holder.pid}" in str(info.value)
+        assert f":{holder.pid}:" in str(info.value) and "send 2026-W48" in str(info.value)
+        with hold(store, "send:2026-W49", "send 2026-W49"):  # another issue: its own lock
+            pass
     finally:
         holder.kill()
         holder.wait()
-    with hold(path, "send 2026-W48"):  # the kernel released the dead holder's lock
+    with hold(store, "send:2026-W48", "send 2026-W48"):  # its holder died here: taken at once
         pass
+
+
+def test_a_holder_elsewhere_blocks_until_its_lease_expires(store):
+    now = datetime.now(UTC)
+    store.acquire_lease("send:2026-W48", "other-host:4242:abcdef", now, timedelta(minutes=2))
+    with pytest.raises(LockedError, match="other-host:4242"), hold(
+            store, "send:2026-W48", "send 2026-W48"):
+        pass
+    later = lambda: now + timedelta(minutes=3)  # noqa: E731 - a clock past the lease
+    with hold(store, "send:2026-W48", "send 2026-W48", clock=later) as lease:
+        assert lease.owner != "other-host:4242:abcdef"  # the stale lease was taken over
+
+
+def test_a_live_holder_renews_its_lease_and_releases_it(store):
+    ttl = timedelta(seconds=0.4)
+    with hold(store, "send:x", "send x", ttl=ttl) as lease:
+        time.sleep(1.0)  # longer than the lease: only renewal keeps it
+        current = store.acquire_lease("send:x", "someone-else:1:1", datetime.now(UTC), ttl)
+        assert current.owner == lease.owner
+    free = store.acquire_lease("send:x", "someone-else:1:1", datetime.now(UTC), ttl)
+    assert free.owner == "someone-else:1:1"
+
+
+def test_a_holder_that_loses_its_lease_is_told(store):
+    ttl = timedelta(seconds=0.4)
+    lost = []
+    with hold(store, "send:y", "send y", ttl=ttl, on_lost=lambda: lost.append(True)):
+        # Another run takes it over, as if this one had stalled past its lease.
+        thief = store.acquire_lease("send:y", "thief:1:1",
+                                    datetime.now(UTC) + timedelta(hours=1), timedelta(hours=2))
+        assert thief.owner == "thief:1:1"
+        deadline = time.monotonic() + 5
+        while not lost and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert lost == [True]
+    assert store.acquire_lease("send:y", "z", datetime.now(UTC), ttl).owner == "thief:1:1"
