@@ -442,7 +442,8 @@ def _apply_notification(subscriptions: Subscriptions, pages: _Pages, message: An
     try:
         applied = 0
         for event in events:
-            if subscriptions.mail_event(event.kind, event.address, now) is not None:
+            if subscriptions.mail_event(event.kind, event.address, now,
+                                        message_id=event.message_id) is not None:
                 applied += 1
     except Exception:
         store.forget(key)

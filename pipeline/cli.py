@@ -138,6 +138,17 @@ def parser() -> argparse.ArgumentParser:
 
     add_inbox_commands(commands)
 
+    status = commands.add_parser(
+        "status", help="where the week's issue stands, bounce and complaint rates, the list",
+        description="Built, approved, published; sent, failed, unconfirmed (from the ledger, "
+        "all shards merged); bounce and complaint rates of the last issues against the 0.3 %% "
+        "complaint line; the list by status and layout. Exit 0 sent in full, 3 waiting for "
+        "approval, 4 not fully sent, 1 something failed, 6 not built.")
+    status.add_argument("--week", metavar="YYYY-Www", help="default: the last complete week")
+    status.add_argument("--last", type=_positive, default=6, metavar="N",
+                        help="issues in the rates table (default 6)")
+    status.set_defaults(handler=_cmd_status)
+
     translations = commands.add_parser(
         "translations", help="add a skeleton to the editor's file for every text to write",
         description="Append to editorial/<week>.toml an empty title/body for every missing or "
@@ -251,6 +262,21 @@ def _cmd_translations(args: argparse.Namespace, settings) -> int:
     return EXIT_OK
 
 
+def _cmd_status(args: argparse.Namespace, settings) -> int:
+    from subscribers.store import open_store
+
+    from .archive import open_archive
+    from .build import choose_week
+    from .status import gather, render
+
+    week = choose_week(settings, args.week)
+    with open_store(settings) as store:
+        status, history, counts = gather(settings, week.id, store, open_archive(settings),
+                                         last=args.last)
+    print(render(status, history, counts))
+    return status.exit_code
+
+
 def _cmd_serve(args: argparse.Namespace, settings) -> int:
     from .serve import default_port, serve
 
@@ -310,11 +336,23 @@ def _cmd_send(args: argparse.Namespace, settings) -> int:
 
 
 def _cmd_run(args: argparse.Namespace, settings) -> int:
-    from .approve import is_approved
-    from .build import build, choose_week, issue_dir
-    from .built import APPROVAL_FILE, load_built
+    from subscribers.store import open_store
+
+    from .build import choose_week
+    from .lock import hold
 
     week = choose_week(settings, args.week)
+    # The issue's lease from the start: two schedulers firing together must not both
+    # build, publish and send (the send inside holds the same lease again).
+    with open_store(settings) as store, hold(store, f"send:{week.id}", f"run {week.id}"):
+        return _run_week(args, settings, week)
+
+
+def _run_week(args: argparse.Namespace, settings, week) -> int:
+    from .approve import is_approved
+    from .build import build, issue_dir
+    from .built import APPROVAL_FILE, load_built
+
     folder = issue_dir(settings, week)
     built = None
     if (folder / APPROVAL_FILE).exists():

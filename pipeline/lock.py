@@ -38,9 +38,17 @@ from .week import iso_z, now
 LEASE_TTL = timedelta(minutes=2)
 
 
+_PROCESS_TOKEN = secrets.token_hex(3)
+#: Leases this process holds, and how many ``hold`` blocks hold each (``run`` holds the
+#: issue's lease around build, publish and send; ``send`` inside it holds it again).
+_held: dict[str, int] = {}
+_held_lock = threading.Lock()
+
+
 def owner_id() -> str:
-    """``host:pid:random``: who holds a lease, readable in an error message."""
-    return f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+    """``host:pid:random``: who holds a lease, readable in an error message; the same for
+    every ``hold`` of one process, so a nested hold is the same owner extending it."""
+    return f"{socket.gethostname()}:{os.getpid()}:{_PROCESS_TOKEN}"
 
 
 @contextlib.contextmanager
@@ -51,6 +59,17 @@ def hold(store, name: str, what: str, *, ttl: timedelta = LEASE_TTL,
     once saying who holds it. ``on_lost`` is called (from the renewing thread) if the lease
     is lost meanwhile."""
     owner = owner_id()
+    with _held_lock:
+        nested = _held.get(name, 0) > 0
+        if nested:
+            _held[name] += 1
+    if nested:  # this process holds it already (and renews it): nothing more to do
+        try:
+            yield store.acquire_lease(name, owner, clock(), ttl)
+        finally:
+            with _held_lock:
+                _held[name] -= 1
+        return
     lease = store.acquire_lease(name, owner, clock(), ttl)
     if lease.owner != owner and _dead_here(lease.owner):
         store.release_lease(name, lease.owner)
@@ -60,6 +79,8 @@ def hold(store, name: str, what: str, *, ttl: timedelta = LEASE_TTL,
                           f"{iso_z(lease.acquired_at)}, renewed until {iso_z(lease.expires_at)}"
                           " (a dead holder's lock is taken over after that); wait for it "
                           "to finish")
+    with _held_lock:
+        _held[name] = 1
     done = threading.Event()
 
     def renew() -> None:
@@ -79,6 +100,8 @@ def hold(store, name: str, what: str, *, ttl: timedelta = LEASE_TTL,
     finally:
         done.set()
         beat.join()
+        with _held_lock:
+            _held.pop(name, None)
         with contextlib.suppress(Exception):  # it expires by itself anyway
             store.release_lease(name, owner)
 

@@ -226,12 +226,18 @@ class Subscriptions:
 
     # -- what the mail system says ---------------------------------------------------------
 
-    def mail_event(self, kind: str, address: str, now: datetime) -> Subscriber | None:
+    def mail_event(self, kind: str, address: str, now: datetime, *,
+                   message_id: str | None = None) -> Subscriber | None:
         """Apply an SES event (``bounce-permanent``, ``bounce-transient``, ``complaint``,
         ``delivery``) to the subscriber with ``address``; None if there is none (a test
-        copy, a removed subscriber, an address that is not one)."""
+        copy, a removed subscriber, an address that is not one). A permanent bounce or a
+        complaint is also noted on the ledger row of the message (SES's ``message_id``),
+        for the issue's bounce and complaint rates."""
         if kind not in MAIL_EVENTS:
             raise ValueError(f"unknown mail event {kind!r}")
+        feedback = {"bounce-permanent": "bounce", "complaint": "complaint"}.get(kind)
+        if feedback and message_id:
+            self.store.record_feedback(message_id, feedback, now)
         try:
             subscriber = self.store.find(address)
         except InvalidAddress:

@@ -199,3 +199,21 @@ def test_the_webhook_is_off_without_topics(tmp_path, certs, signer):
         answer = post(app, certs, signer, ses_message(BOUNCE_WITH_DSN, "off@example.org"))
         assert answer.status == 404
         assert app.store.get(sid).status == "active"
+
+
+def test_bounces_and_complaints_are_counted_against_the_issue_they_answer(app, certs, signer):
+    now = datetime.now(UTC)
+    ids = {a: active(app, a) for a in ("one@example.org", "two@example.org", "three@example.org")}
+    for n, sid in enumerate(ids.values()):
+        assert app.store.claim("2026-W48", sid, now)
+        app.store.mark_sent("2026-W48", sid, f"0100018c-ses-{n}", now)
+
+    def about(document, address, message_id):
+        doc = json.loads(ses_message(document, address))
+        doc["mail"]["messageId"] = message_id
+        return json.dumps(doc)
+
+    post(app, certs, signer, about(BOUNCE_WITH_DSN, "one@example.org", "0100018c-ses-0"))
+    post(app, certs, signer, about(EVENT_COMPLAINT, "two@example.org", "0100018c-ses-1"))
+    post(app, certs, signer, about(BOUNCE_WITH_DSN, "x@example.org", "confirmation-mail"))
+    assert app.store.feedback_counts("2026-W48") == {"bounce": 1, "complaint": 1}

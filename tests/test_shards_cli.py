@@ -1,0 +1,99 @@
+"""Sharded sending and the run lock, as real processes on one SQLite store and one SMTP sink:
+N shard workers reach everyone exactly once, a competing worker for a shard is refused with
+exit 5, two `run`s started together send once, and `newsletter status` merges the parts."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+from conftest import SAMPLE_FEED, SAMPLE_WEEK, clean_env, newsletter_cmd
+
+SECRET = {"NEWSLETTER_SECRET": "x" * 32}
+COUNT = 40
+
+
+def start(args: list[str], cwd: Path) -> subprocess.Popen:
+    return subprocess.Popen([*newsletter_cmd(), *args], cwd=cwd, env=clean_env(**SECRET),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(process: subprocess.Popen) -> tuple[int, str, str]:
+    out, err = process.communicate(timeout=120)
+    return process.returncode, out, err
+
+
+def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([*newsletter_cmd(), *args], cwd=cwd, env=clean_env(**SECRET),
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+@pytest.fixture
+def project(tmp_path: Path, smtp_server) -> Path:
+    (tmp_path / "newsletter.toml").write_text(
+        f'[feed]\nurls = ["{SAMPLE_FEED}"]\n'
+        f'[delivery]\ntransport = "smtp"\nmax_rate = 12\n'
+        f'[smtp]\nhost = "{smtp_server.host}"\nport = {smtp_server.port}\nstarttls = false\n')
+    addresses = [f"reader{n:02d}@example.org" for n in range(COUNT)]
+    (tmp_path / "list.csv").write_text("email,layout\n" + "".join(f"{a},\n" for a in addresses))
+    assert run(["subscribers", "import", "list.csv", "--confirmed"], tmp_path).returncode == 0
+    assert run(["build", "--week", SAMPLE_WEEK], tmp_path).returncode == 0
+    return tmp_path
+
+
+def test_shards_reach_everyone_once_and_a_competing_worker_is_refused(project, smtp_server):
+    first = start(["send", "--week", SAMPLE_WEEK, "--shard", "1/2"], project)
+    time.sleep(0.8)  # the first worker holds shard 1's lease and is sending (12/s ÷ 2)
+    rival = start(["send", "--week", SAMPLE_WEEK, "--shard", "1/2"], project)
+    second = start(["send", "--week", SAMPLE_WEEK, "--shard", "2/2"], project)
+    results = {name: finish(p) for name, p in
+               (("first", first), ("rival", rival), ("second", second))}
+    assert results["first"][0] == 0, results["first"][2]
+    assert results["second"][0] == 0, results["second"][2]
+    code, _, err = results["rival"]
+    assert code == 5, err
+    assert "shard 1/2" in err and "holds its lock" in err and "Traceback" not in err
+
+    received = smtp_server.wait_for(COUNT)
+    by_recipient: dict[str, int] = {}
+    for message in received:
+        for rcpt in message.rcpt_tos:
+            by_recipient[rcpt] = by_recipient.get(rcpt, 0) + 1
+    assert len(by_recipient) == COUNT and set(by_recipient.values()) == {1}
+
+    folder = project / "build" / "issues" / SAMPLE_WEEK
+    parts = {p.name: json.loads(p.read_text()) for p in folder.glob("send-report.*.json")}
+    assert set(parts) == {"send-report.shard-1-of-2.json", "send-report.shard-2-of-2.json"}
+    assert sum(part["sent"] for part in parts.values()) == COUNT
+    assert all(part["sent"] > 0 for part in parts.values())
+
+    status = run(["status", "--week", SAMPLE_WEEK], project)
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert f"{SAMPLE_WEEK}: sent" in status.stdout
+    assert f"sent {COUNT}, failed 0" in status.stdout
+
+
+def test_status_waits_for_the_missing_shard(project):
+    assert run(["send", "--week", SAMPLE_WEEK, "--shard", "1/3"], project).returncode == 0
+    status = run(["status", "--week", SAMPLE_WEEK], project)
+    assert status.returncode == 4
+    assert "not fully sent" in status.stdout and "2/3, 3/3" in status.stdout
+
+
+def test_two_runs_started_together_send_once(project, smtp_server):
+    runs = [start(["run", "--week", SAMPLE_WEEK], project) for _ in range(2)]
+    results = sorted((finish(p) for p in runs), key=lambda r: r[0])
+    assert [code for code, _, _ in results] == [0, 5], [r[2] for r in results]
+    assert "holds its lock" in results[1][2]
+    received = smtp_server.wait_for(COUNT)
+    assert sorted(r for m in received for r in m.rcpt_tos) == sorted(
+        f"reader{n:02d}@example.org" for n in range(COUNT))
+
+
+def test_status_of_a_week_not_built(tmp_path):
+    (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
+    status = run(["status", "--week", "2026-W10"], tmp_path)
+    assert status.returncode == 6 and "2026-W10: not built" in status.stdout

@@ -1,0 +1,55 @@
+"""The operator's view: states, exit codes, merged shard reports, rates against the lines."""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.status import IssueRates, WeekStatus, missing_shards, render
+
+
+def week(**fields) -> WeekStatus:
+    base = {"week": "2026-W48", "built": True, "items": 8, "content_hash": "ab" * 32,
+            "folder": "build/issues/2026-W48", "approved": True, "approval_required": True,
+            "published": True, "archive_url": "https://example.org/issues/2026-W48/index.html",
+            "ledger": {"sent": 10, "failed": 0, "unconfirmed": 0, "sending": 0},
+            "reports": [{"file": "send-report.json", "sent": 10, "stopped": None}]}
+    return WeekStatus(**{**base, **fields})
+
+
+@pytest.mark.parametrize("fields, state, code", [
+    ({}, "sent", 0),
+    ({"built": False}, "not built", 6),
+    ({"approved": False}, "waiting for approval", 3),
+    ({"approved": False, "approval_required": False}, "sent", 0),
+    ({"blocking": 1}, "blocked", 3),
+    ({"reports": []}, "not fully sent", 4),
+    ({"ledger": {"sent": 9, "sending": 1}}, "not fully sent", 4),
+    ({"ledger": {"sent": 9, "failed": 1}}, "not fully sent", 4),  # temporary: to retry
+    ({"ledger": {"sent": 9, "failed": 1}, "permanent_failures": 1}, "failed", 1),
+    ({"ledger": {"sent": 9, "unconfirmed": 1}}, "failed", 1),
+    ({"reports": [{"file": "send-report.json", "stopped": "Daily quota"}]}, "failed", 1),
+    ({"missing_shards": ["2/2"]}, "not fully sent", 4),
+])
+def test_state_and_exit_code(fields, state, code):
+    status = week(**fields)
+    assert (status.state, status.exit_code) == (state, code)
+
+
+def test_missing_shards_are_found_from_the_parts():
+    parts = [{"file": "send-report.shard-1-of-3.json", "shard": "1/3"},
+             {"file": "send-report.shard-3-of-3.json", "shard": "3/3"}]
+    assert missing_shards(parts) == ["2/3"]
+    assert missing_shards([*parts, {"file": "send-report.json", "shard": None}]) == []
+    assert missing_shards([]) == []
+
+
+def test_rates_are_flagged_over_the_lines():
+    history = [IssueRates("2026-W48", 1000, 2, 4), IssueRates("2026-W47", 1000, 60, 1),
+               IssueRates("2026-W46", 1000, 1, 1)]
+    text = render(week(rates=history[0]), history, {("active", "zh-en"): 7,
+                                                     ("active", "en"): 3, ("bounced", "zh"): 1})
+    lines = {line.split()[0]: line for line in text.splitlines() if line.startswith("  2026")}
+    assert "complaints 4 (0.400%)" in lines["2026-W48"] and "over the line" in lines["2026-W48"]
+    assert "bounces 60 (6.00%)" in lines["2026-W47"] and "over the line" in lines["2026-W47"]
+    assert "over the line" not in lines["2026-W46"]
+    assert "active 10 (zh-en 7, en 3)" in text and "bounced 1" in text
