@@ -170,8 +170,10 @@ def create_app(subscriptions: Subscriptions, *, app_url: str, base_url: str,
         return request.query_params.get("token") or (form or {}).get("token", "")
 
     def link_problem(exc: TokenError | UnknownSubscriber) -> HTMLResponse:
+        # 410, not 404: the link was right, its subscriber is gone (and behind CloudFront a
+        # 404 would be swapped for the archive's own 404 page).
         if isinstance(exc, UnknownSubscriber):
-            return pages.render("gone", 404, link=_subscribe_link(pages))
+            return pages.render("gone", 410, link=_subscribe_link(pages))
         return pages.render("bad_link", 400, link=_subscribe_link(pages))
 
     def expired(token: str) -> HTMLResponse:

@@ -327,7 +327,7 @@ def test_a_removed_subscribers_links_say_so(app):
     keys = app.subscriptions.keys
     app.store.remove("bye@example.org", now)
     assert app.request("GET", "/preferences?token="
-                       + make_token(keys, "preferences", sub.id, None)).status == 404
+                       + make_token(keys, "preferences", sub.id, None)).status == 410
     assert app.request("POST", "/unsubscribe?token="
                        + make_token(keys, "unsubscribe", sub.id, None)).status == 200
     assert app.store.find("bye@example.org") is None
