@@ -28,7 +28,7 @@ from pipeline.errors import UsageError
 
 from .errors import InvalidAddress, RefusedAddress, UnknownSubscriber
 from .model import DEFAULT_LAYOUT, LAYOUTS, STATUSES, AddOutcome, AddResult, normalise_email
-from .store import SqliteStore, open_store
+from .store import SubscriberStore, open_store
 
 if TYPE_CHECKING:
     from pipeline.config import Settings
@@ -54,7 +54,8 @@ def add_parser(commands: argparse._SubParsersAction) -> None:
     """Register ``subscribers`` and its actions on the top-level sub-command set."""
     top = commands.add_parser(
         "subscribers", help="add, import, export, list and remove subscribers",
-        description="Manage the subscriber list (<data_dir>/subscribers.sqlite3).")
+        description="Manage the subscriber list (the store of [store] backend: "
+        "<data_dir>/subscribers.sqlite3 by default).")
     actions = top.add_subparsers(dest="subscribers_command", metavar="ACTION")
     actions.required = True
 
@@ -152,7 +153,7 @@ def _cmd_import(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _import_row(store: SqliteStore, fields: dict[str, str] | str, status: str, source: str,
+def _import_row(store: SubscriberStore, fields: dict[str, str] | str, status: str, source: str,
                 tally: _Tally) -> str | None:
     """Import one row; a line for stderr if it was refused or wrong, else None."""
     if isinstance(fields, str):  # the CSV reader's complaint about this row

@@ -1,7 +1,8 @@
 """Where subscribers and the delivery ledger live: an interface, and its SQLite adapter.
 
 :class:`SubscriberStore` is what the send loop, the CLI and the subscription app rely on;
-:class:`SqliteStore` is the one implementation today (a DynamoDB one comes later).
+:class:`SqliteStore` keeps it in one file (one machine), :class:`~subscribers.dynamo.DynamoStore`
+in two DynamoDB tables (production); :func:`open_store` picks by ``[store] backend``.
 
 The ledger is what makes delivery crash-safe. The send loop *claims* (issue, subscriber)
 before it calls the transport; a claim is one atomic statement (an insert that does nothing
@@ -215,6 +216,10 @@ class SubscriberStore(Protocol):
 
     def close(self) -> None: ...
 
+    def __enter__(self) -> SubscriberStore: ...
+
+    def __exit__(self, *exc_info: object) -> None: ...
+
 
 #: The schema, one SQL script per version, applied in order on open. Version 1 is the whole
 #: schema; a change appends a script (never edits one already released).
@@ -369,8 +374,15 @@ def suppression_hash(normalised: str) -> str:
     return hashlib.sha256(email_key(normalised).encode("utf-8")).hexdigest()
 
 
-def open_store(settings: Settings) -> SqliteStore:
-    """The deployment's store: ``<[paths] data_dir>/subscribers.sqlite3``."""
+def open_store(settings: Settings) -> SubscriberStore:
+    """The deployment's store, as ``[store] backend`` says: ``sqlite`` is
+    ``<[paths] data_dir>/subscribers.sqlite3``; ``dynamodb`` the two tables of ``[store]``
+    (:class:`~subscribers.dynamo.DynamoStore`, imported only then, so boto3 is loaded only
+    by deployments that use it)."""
+    if settings.store.backend == "dynamodb":
+        from .dynamo import DynamoStore
+
+        return DynamoStore.open(settings)
     return SqliteStore.open(settings.resolve(settings.paths.data_dir) / FILE_NAME)
 
 
