@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import NoReturn
 
 from subscribers.commands import add_parser as add_subscriber_commands
+from subscribers.store_commands import add_parser as add_store_commands
 
 from . import __version__
 from .config import load
@@ -160,6 +161,7 @@ def parser() -> argparse.ArgumentParser:
     translations.set_defaults(handler=_cmd_translations)
 
     add_subscriber_commands(commands)
+    add_store_commands(commands)
     return top
 
 

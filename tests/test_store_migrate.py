@@ -1,0 +1,222 @@
+"""``newsletter store migrate --to dynamodb``: a SQLite store with every kind of record is
+copied into DynamoDB (moto), which then answers every question as SQLite did; running it again
+copies nothing; an address DynamoDB already holds under another id is reported, not
+overwritten.
+
+The command is not wired into ``pipeline/cli.py`` here: its handler is reached through a small
+argparse parent made by ``store_commands.add_parser``, as the CLI will.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sqlite3
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pipeline.errors import UsageError
+from subscribers.errors import StoreError
+from subscribers.model import STATUSES
+from subscribers.store import FILE_NAME, SqliteStore
+from subscribers.store_commands import add_parser
+
+pytest_plugins = ["dynamo_support"]
+
+NOW = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
+ISSUES = ("2026-W47", "2026-W48")
+
+
+def run(settings: Any, *argv: str) -> int:
+    """``newsletter store migrate …`` through a parser ``add_parser`` registered on."""
+    parser = argparse.ArgumentParser(prog="newsletter")
+    commands = parser.add_subparsers(dest="command", metavar="COMMAND")
+    commands.required = True
+    add_parser(commands)
+    args = parser.parse_args(["store", *argv])
+    return args.handler(args, settings)
+
+
+def sqlite_path(settings: Any) -> Path:
+    return settings.resolve(settings.paths.data_dir) / FILE_NAME
+
+
+@pytest.fixture
+def source(dynamo) -> dict[str, Any]:
+    """A SQLite store (where ``[paths] data_dir`` puts it) with every kind of record; what
+    was made, by name."""
+    made: dict[str, Any] = {}
+    with SqliteStore.open(sqlite_path(dynamo.settings)) as store:
+        for n, status in enumerate(STATUSES):
+            sub = store.add(f"{status}.Reader@Example.org", ("zh-en", "en", "zh", "en-zh")[n % 4],
+                            status="active", source="import:list.csv", now=NOW).subscriber
+            if status != "active":
+                store.set_status(sub.id, status, NOW + timedelta(hours=n))
+            made[status] = sub.id
+        fresh = store.request_subscription("new@example.org", "en", source="web", now=NOW)
+        made["fresh"] = fresh.subscriber.id
+        confirmed = store.request_subscription("web@example.org", "zh", source="web", now=NOW)
+        store.set_status(confirmed.subscriber.id, "active", NOW + timedelta(minutes=3),
+                         source="web", client="203.0.113.9")
+        store.record_mail_event(confirmed.subscriber.id, "bounce-transient", NOW,
+                                transient_limit=3)
+        made["web"] = confirmed.subscriber.id
+        gone = store.add("gone@example.org", status="active", source="cli", now=NOW).subscriber
+        readers = [made["active"], made["web"], gone.id]
+        for week, issue in enumerate(ISSUES):
+            for n, sid in enumerate(readers):
+                assert store.claim(issue, sid, NOW + timedelta(weeks=week))
+                store.mark_sent(issue, sid, f"ses-{issue}-{n}", NOW + timedelta(weeks=week))
+            store.mark_failed(issue, made["bounced"], "550 no such user", True, NOW)
+            store.mark_unconfirmed(issue, made["pending"], "timeout", NOW)
+        assert store.claim(ISSUES[1], made["fresh"], NOW)  # left `sending`
+        store.record_feedback(f"ses-{ISSUES[0]}-0", "bounce", NOW)
+        store.record_feedback(f"ses-{ISSUES[1]}-1", "complaint", NOW)
+        store.record_feedback(f"ses-{ISSUES[1]}-0", "bounce", NOW)
+        assert store.remove("gone@example.org", NOW)  # suppressed, its ledger rows erased
+        assert store.first_time("sns:handled-1", NOW)
+        made["addresses"] = [sub.email for sub in store.iter_subscribers()]
+    return made
+
+
+def test_everything_is_copied_and_answers_the_same(dynamo, source, capsys):
+    assert run(dynamo.settings, "migrate", "--to", "dynamodb") == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert out.count("\n") == 1
+    # 7 subscribers, 1 suppression, 9 ledger rows (2 issues x 5, gone's 2 erased, fresh's
+    # claim), 1 handled key.
+    assert "18 copied, 0 already there, 0 conflicting" in out
+    assert "subscribers 7/0/0, suppressions 1/0/0, ledger rows 9/0/0, handled keys 1/0/0" in out
+
+    with SqliteStore.open(sqlite_path(dynamo.settings)) as old, dynamo.open() as new:
+        for email in source["addresses"]:
+            assert new.find(email) == old.find(email) is not None
+            assert new.find(email.upper()) == old.find(email)
+        for name in (*STATUSES, "fresh", "web"):
+            assert new.get(source[name]) == old.get(source[name]) is not None
+        assert new.get(source["web"]).consent_ip == "203.0.113.9"
+        assert new.get(source["web"]).transient_bounces == 1
+        assert new.count_by() == old.count_by()
+        assert new.count_by_status() == old.count_by_status()
+        assert [s.id for s in new.iter_subscribers()] == [s.id for s in old.iter_subscribers()]
+        for issue in ISSUES:
+            assert new.ledger(issue) == old.ledger(issue)
+            assert new.ledger_counts(issue) == old.ledger_counts(issue)
+            assert new.feedback_counts(issue) == old.feedback_counts(issue)
+        assert new.feedback_counts(ISSUES[1]) == {"bounce": 1, "complaint": 1}
+        assert new.ledger_entry(ISSUES[1], source["fresh"]).status == "sending"
+        assert new.is_suppressed("Gone@example.org") and old.is_suppressed("gone@example.org")
+        assert new.find("gone@example.org") is None
+        assert new.add("gone@example.org", status="active", source="cli",
+                       now=NOW).subscriber is None  # still refused
+        assert not new.first_time("sns:handled-1", NOW)
+        # The ids are kept: a token signed for the SQLite id finds the same person.
+        assert new.set_status(source["pending"], "active", NOW, source="web").status == "active"
+
+
+def test_running_it_again_copies_nothing(dynamo, source, capsys):
+    assert run(dynamo.settings, "migrate", "--to", "dynamodb") == 0
+    before = dynamo.dump()
+    capsys.readouterr()
+    assert run(dynamo.settings, "migrate", "--to", "dynamodb") == 0
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert "0 copied, 18 already there, 0 conflicting" in out
+    assert dynamo.dump() == before
+
+
+def test_a_dry_run_writes_nothing(dynamo, source, capsys):
+    assert run(dynamo.settings, "migrate", "--to", "dynamodb", "--dry-run") == 0
+    out, _ = capsys.readouterr()
+    assert out.startswith("dry run, nothing written")
+    assert "would copy 18, 0 already there, 0 conflicting" in out
+    assert dynamo.items() == [] and dynamo.items(dynamo.ledger_table) == []
+
+
+def test_an_address_already_in_dynamodb_under_another_id_is_reported_not_overwritten(
+        dynamo, source, capsys):
+    with dynamo.open() as new:
+        theirs = new.request_subscription("Active.Reader@example.org", "en", source="web",
+                                          now=NOW + timedelta(days=3)).subscriber
+    assert run(dynamo.settings, "migrate", "--to", "dynamodb", "--dry-run") == 0
+    out, err = capsys.readouterr()
+    assert "would copy 17, 0 already there, 1 conflicting" in out
+    assert f"not copied: active.Reader@example.org (id {source['active']})" in err
+    assert run(dynamo.settings, "migrate", "--to", "dynamodb") == 0
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1
+    assert "not copied: active.Reader@example.org" in err
+    assert f"under another id ({theirs.id})" in err and source["active"] in err
+    assert "17 copied, 0 already there, 1 conflicting" in out
+    with dynamo.open() as new:
+        assert new.find("active.reader@example.org") == theirs
+        assert new.get(source["active"]) is None
+    capsys.readouterr()
+    assert run(dynamo.settings, "migrate", "--to", "dynamodb") == 0
+    out, _ = capsys.readouterr()
+    assert "0 copied, 17 already there, 1 conflicting" in out
+
+
+def test_create_tables_makes_them_first(dynamo, source, capsys):
+    store_settings = replace(dynamo.settings.store, subscribers_table="fresh-subscribers",
+                             ledger_table="fresh-ledger")
+    settings = replace(dynamo.settings, store=store_settings)
+    assert run(settings, "migrate", "--to", "dynamodb", "--create-tables", "--dry-run") == 0
+    out, _ = capsys.readouterr()
+    assert "would create table fresh-subscribers\nwould create table fresh-ledger\n" in out
+    assert "would copy 18" in out
+    assert "fresh-ledger" not in dynamo.client.list_tables()["TableNames"]
+
+    assert run(settings, "migrate", "--to", "dynamodb", "--create-tables") == 0
+    out, _ = capsys.readouterr()
+    assert out.startswith("created table fresh-subscribers\ncreated table fresh-ledger\n")
+    assert "18 copied, 0 already there" in out
+    assert run(settings, "migrate", "--to", "dynamodb", "--create-tables") == 0
+    out, _ = capsys.readouterr()
+    assert "created table" not in out and "0 copied, 18 already there" in out
+
+
+def test_missing_tables_without_create_tables_are_one_store_error(dynamo, source):
+    store_settings = replace(dynamo.settings.store, subscribers_table="absent-subscribers")
+    settings = replace(dynamo.settings, store=store_settings)
+    with pytest.raises(StoreError) as caught:
+        run(settings, "migrate", "--to", "dynamodb")
+    assert caught.value.exit_code == 1
+    assert "table absent-subscribers does not exist" in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_a_missing_sqlite_file_is_a_usage_error(dynamo, tmp_path):
+    with pytest.raises(UsageError) as caught:
+        run(dynamo.settings, "migrate", "--to", "dynamodb", "--from-sqlite",
+            str(tmp_path / "elsewhere.sqlite3"))
+    assert caught.value.exit_code == 2 and "no such file" in str(caught.value)
+
+
+def test_an_older_or_foreign_sqlite_file_is_refused_untouched(dynamo, tmp_path):
+    old = tmp_path / "old.sqlite3"
+    conn = sqlite3.connect(old)
+    conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+    conn.execute("INSERT INTO schema_version VALUES (1)")
+    conn.commit()
+    conn.close()
+    before = old.read_bytes()
+    with pytest.raises(StoreError, match="schema version 1, this program knows 3: open it"):
+        run(dynamo.settings, "migrate", "--to", "dynamodb", "--from-sqlite", str(old))
+    assert old.read_bytes() == before  # read-only: not upgraded behind the operator's back
+    foreign = tmp_path / "foreign.sqlite3"
+    foreign.write_text("email,layout\n" * 100)
+    with pytest.raises(StoreError, match="not a SQLite database") as caught:
+        run(dynamo.settings, "migrate", "--to", "dynamodb", "--from-sqlite", str(foreign))
+    assert caught.value.exit_code == 1
+
+
+def test_only_dynamodb_is_a_destination(dynamo, capsys):
+    with pytest.raises(SystemExit) as caught:
+        run(dynamo.settings, "migrate", "--to", "sqlite")
+    assert caught.value.code == 2
+    assert "invalid choice: 'sqlite'" in capsys.readouterr().err
