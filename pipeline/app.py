@@ -74,7 +74,8 @@ MAX_FORM_BYTES = 8 * 1024
 MAX_WEBHOOK_BYTES = 512 * 1024
 #: How long an SNS message id is remembered (and so how old a message may be).
 SNS_WINDOW = timedelta(days=7)
-#: Ids older than the window are dropped on the first notification and every this many.
+#: Ids older than the window are dropped every this many notifications (DynamoDB's TTL
+#: drops them by itself too; there a purge is a scan, so not on every cold start).
 PURGE_EVERY = 1000
 
 
@@ -147,7 +148,7 @@ def create_app(subscriptions: Subscriptions, *, app_url: str, base_url: str,
     """The app over ready-made parts; :func:`serve` wires them from the settings, tests
     pass their own (a verifier that trusts a loopback certificate host, a fixed clock)."""
     pages = _Pages(app_url, base_url)
-    notifications = itertools.count()
+    notifications = itertools.count(1)
     allowed_origins = {_origin(app_url), _origin(base_url)}
 
     def client_of(request: Request) -> str | None:

@@ -22,7 +22,6 @@ from starlette.applications import Starlette
 from .config import Settings
 from .delivery import open_subscriptions, signing_keys
 from .errors import UsageError
-from .week import now
 
 log = logging.getLogger("newsletter.app")
 
@@ -48,7 +47,6 @@ def open_app(settings: Settings, environ: Mapping[str, str], stack: ExitStack) -
     if settings.ses.sns_topic_arns:
         verifier = SnsVerifier(CertificateSource(), settings.ses.sns_topic_arns,
                                max_age=SNS_WINDOW)
-    subscriptions.store.purge_seen(now() - SNS_WINDOW)
     if development:
         log.warning("links are signed with the public development key: fine for the "
                     "local outbox, never for real mail (set NEWSLETTER_SECRET)")
