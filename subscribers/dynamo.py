@@ -67,14 +67,18 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
-    NoCredentialsError,
-    PartialCredentialsError,
-    WaiterError,
 )
-from botocore.exceptions import ConnectionError as NeverConnected
 
 from pipeline.aws import aws_client
 
+from .dynamo_tables import (
+    MESSAGE_INDEX,
+    STATUS_INDEX,
+    TTL_ATTRIBUTE,
+    create_tables,
+    dynamo_reason,
+    table_definitions,
+)
 from .errors import StoreError, UnknownSubscriber
 from .model import (
     DEFAULT_LAYOUT,
@@ -120,12 +124,6 @@ SEEN_PREFIX = "seen#"
 QUOTA_PREFIX = "quota#"
 LEASE_PREFIX = "lease#"
 
-#: The subscribers table's GSI (status, id), sparse: only ``sub#`` items have a status.
-STATUS_INDEX = "by_status"
-#: The ledger table's GSI (message_id; keys only): finds a row from SES's message id.
-MESSAGE_INDEX = "by_message_id"
-#: The subscribers table's TTL attribute (epoch seconds).
-TTL_ATTRIBUTE = "expires_at"
 #: How long a ``seen#`` key lives before TTL may delete it: well beyond the webhook's window
 #: (a week), so ``purge_seen`` stays the rule and TTL only collects what nobody purged.
 SEEN_RETENTION = timedelta(days=30)
@@ -137,11 +135,6 @@ _RACE_TRIES = 20
 _CONFLICT_TRIES = 6
 _RETRYABLE_REASONS = frozenset({"TransactionConflict", "ThrottlingError",
                                 "ProvisionedThroughputExceeded", "RequestLimitExceeded"})
-_DENIED = frozenset({"AccessDeniedException", "UnrecognizedClientException",
-                     "InvalidSignatureException", "ExpiredTokenException",
-                     "MissingAuthenticationTokenException", "IncompleteSignature"})
-_THROTTLED = frozenset({"ProvisionedThroughputExceededException", "ThrottlingException",
-                        "RequestLimitExceeded", "LimitExceededException"})
 
 _SERIALIZER = TypeSerializer()
 _DESERIALIZER = TypeDeserializer()
@@ -1071,117 +1064,6 @@ class DynamoStore:
     def _race_error(self, table: str, doing: str) -> StoreError:
         return StoreError(f"dynamodb:{table}", f"{doing}: the item kept changing under "
                           f"concurrent writers ({_RACE_TRIES} tries); try again")
-
-
-# -- tables ----------------------------------------------------------------------------------
-
-def table_definitions(subscribers_table: str, ledger_table: str) -> list[dict[str, Any]]:
-    """The CreateTable arguments of both tables: exactly what the deploy template creates."""
-    return [
-        {
-            "TableName": subscribers_table,
-            "BillingMode": "PAY_PER_REQUEST",
-            "AttributeDefinitions": [
-                {"AttributeName": "pk", "AttributeType": "S"},
-                {"AttributeName": "status", "AttributeType": "S"},
-                {"AttributeName": "id", "AttributeType": "S"},
-            ],
-            "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
-            "GlobalSecondaryIndexes": [{
-                "IndexName": STATUS_INDEX,
-                "KeySchema": [{"AttributeName": "status", "KeyType": "HASH"},
-                              {"AttributeName": "id", "KeyType": "RANGE"}],
-                "Projection": {"ProjectionType": "ALL"},
-            }],
-        },
-        {
-            "TableName": ledger_table,
-            "BillingMode": "PAY_PER_REQUEST",
-            "AttributeDefinitions": [
-                {"AttributeName": "issue_id", "AttributeType": "S"},
-                {"AttributeName": "subscriber_id", "AttributeType": "S"},
-                {"AttributeName": "message_id", "AttributeType": "S"},
-            ],
-            "KeySchema": [{"AttributeName": "issue_id", "KeyType": "HASH"},
-                          {"AttributeName": "subscriber_id", "KeyType": "RANGE"}],
-            "GlobalSecondaryIndexes": [{
-                "IndexName": MESSAGE_INDEX,
-                "KeySchema": [{"AttributeName": "message_id", "KeyType": "HASH"}],
-                "Projection": {"ProjectionType": "KEYS_ONLY"},
-            }],
-        },
-    ]
-
-
-def create_tables(client: Any, subscribers_table: str, ledger_table: str, *,
-                  delay: float = 2.0, max_attempts: int = 150) -> list[str]:
-    """Create the two tables (on-demand billing) unless they exist, wait until they are
-    ACTIVE, and make sure TTL on ``expires_at`` is on for the subscribers table. The names
-    of the tables created (an existing table is left as it is). StoreError on failure."""
-    created = []
-    for definition in table_definitions(subscribers_table, ledger_table):
-        table = definition["TableName"]
-        try:
-            client.create_table(**definition)
-        except ClientError as exc:
-            if _code(exc) == "ResourceInUseException":
-                continue  # exists already
-            raise _table_error(client, exc, table) from exc
-        except BotoCoreError as exc:
-            raise _table_error(client, exc, table) from exc
-        created.append(table)
-    for table in (subscribers_table, ledger_table):
-        try:
-            client.get_waiter("table_exists").wait(
-                TableName=table, WaiterConfig={"Delay": delay, "MaxAttempts": max_attempts})
-        except WaiterError as exc:
-            raise StoreError(f"dynamodb:{table}", f"the table did not become ACTIVE: "
-                             f"{' '.join(str(exc).split())}") from exc
-        except (ClientError, BotoCoreError) as exc:
-            raise _table_error(client, exc, table) from exc
-    try:
-        ttl = client.describe_time_to_live(TableName=subscribers_table)
-        state = ttl.get("TimeToLiveDescription", {})
-        if state.get("TimeToLiveStatus") not in ("ENABLED", "ENABLING"):
-            client.update_time_to_live(
-                TableName=subscribers_table,
-                TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE})
-    except (ClientError, BotoCoreError) as exc:
-        raise _table_error(client, exc, subscribers_table) from exc
-    return created
-
-
-def _table_error(client: Any, exc: Exception, table: str) -> StoreError:
-    region = getattr(getattr(client, "meta", None), "region_name", None)
-    return StoreError(f"dynamodb:{table}", dynamo_reason(exc, table, region))
-
-
-# -- errors ----------------------------------------------------------------------------------
-
-def dynamo_reason(exc: Exception, table: str, region: str | None = None) -> str:
-    """A botocore error in one line that says what to do (module doc's table)."""
-    if isinstance(exc, ClientError):
-        code = _code(exc)
-        error = exc.response.get("Error", {})
-        text = _shorten(" ".join(str(error.get("Message", "")).split()))
-        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
-        if code == "ResourceNotFoundException":
-            where = f" in {region}" if region else ""
-            return (f"table {table} does not exist{where} (check [store] and the AWS region; "
-                    "the deploy template creates the tables)")
-        if code in _DENIED or status == 403:
-            said = f"{code}: {text}" if text else code or "403"
-            return (f"access denied to table {table} ({said}); check the credentials' "
-                    "DynamoDB rights on it")
-        if code in _THROTTLED:
-            return f"DynamoDB throttled requests to table {table} ({code}); try again later"
-        return f"DynamoDB {code or status}: {text}" if text else f"DynamoDB {code or status}"
-    if isinstance(exc, NoCredentialsError | PartialCredentialsError):
-        return (f"no usable AWS credentials ({exc}); set AWS_ACCESS_KEY_ID/"
-                "AWS_SECRET_ACCESS_KEY or a profile")
-    if isinstance(exc, NeverConnected):
-        return f"cannot reach DynamoDB ({_shorten(' '.join(str(exc).split()))})"
-    return f"DynamoDB: {_shorten(' '.join(str(exc).split())) or type(exc).__name__}"
 
 
 def _shorten(text: str, limit: int = 300) -> str:
