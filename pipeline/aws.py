@@ -26,3 +26,18 @@ def aws_client(service: str, *, region: str | None, what: str, key: str | None =
     except NoRegionError as exc:
         raise ConfigError(f"{what} needs an AWS region (set AWS_DEFAULT_REGION or a "
                           "profile's region)", key=key) from exc
+
+
+def access_problem(exc: Exception, service: str) -> str | None:
+    """The one-line reason for the failures every AWS adapter words alike (no credentials,
+    the service unreachable), or None for the others, which each adapter words itself."""
+    from botocore.exceptions import ConnectionError as NeverConnected
+    from botocore.exceptions import NoCredentialsError, PartialCredentialsError
+
+    if isinstance(exc, NoCredentialsError | PartialCredentialsError):
+        return (f"no usable AWS credentials ({exc}); set AWS_ACCESS_KEY_ID/"
+                "AWS_SECRET_ACCESS_KEY or a profile")
+    if isinstance(exc, NeverConnected):
+        said = " ".join(str(exc).split())
+        return f"cannot reach {service} ({said[:300]})"
+    return None

@@ -40,13 +40,10 @@ from typing import Any
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
-    NoCredentialsError,
-    PartialCredentialsError,
 )
-from botocore.exceptions import ConnectionError as NeverConnected
 
 from .archive import SiteObject, check_key, issue_id_of
-from .aws import aws_client
+from .aws import access_problem, aws_client
 from .errors import ArchiveError
 
 __all__ = ["S3Archive", "is_missing_key", "normalise_prefix", "s3_client", "s3_reason"]
@@ -241,12 +238,7 @@ def s3_reason(exc: Exception, bucket: str, *, rights: str) -> str:
         if code in _DAMAGED:
             return "the upload was damaged in transit (Content-MD5 did not match)"
         return f"S3 {code or status}: {text}" if text else f"S3 {code or status}"
-    if isinstance(exc, NoCredentialsError | PartialCredentialsError):
-        return (f"no usable AWS credentials ({exc}); set AWS_ACCESS_KEY_ID/"
-                "AWS_SECRET_ACCESS_KEY or a profile")
-    if isinstance(exc, NeverConnected):
-        return f"cannot reach S3 ({exc})"
-    return f"S3: {' '.join(str(exc).split()) or type(exc).__name__}"
+    return access_problem(exc, "S3") or f"S3: {' '.join(str(exc).split()) or type(exc).__name__}"
 
 
 def is_missing_key(exc: ClientError) -> bool:

@@ -10,11 +10,10 @@ from typing import Any
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
-    NoCredentialsError,
-    PartialCredentialsError,
     WaiterError,
 )
-from botocore.exceptions import ConnectionError as NeverConnected
+
+from pipeline.aws import access_problem
 
 from .errors import StoreError
 
@@ -136,11 +135,9 @@ def dynamo_reason(exc: Exception, table: str, region: str | None = None) -> str:
         if code in _THROTTLED:
             return f"DynamoDB throttled requests to table {table} ({code}); try again later"
         return f"DynamoDB {code or status}: {text}" if text else f"DynamoDB {code or status}"
-    if isinstance(exc, NoCredentialsError | PartialCredentialsError):
-        return (f"no usable AWS credentials ({exc}); set AWS_ACCESS_KEY_ID/"
-                "AWS_SECRET_ACCESS_KEY or a profile")
-    if isinstance(exc, NeverConnected):
-        return f"cannot reach DynamoDB ({_shorten(' '.join(str(exc).split()))})"
+    problem = access_problem(exc, "DynamoDB")
+    if problem:
+        return problem
     return f"DynamoDB: {_shorten(' '.join(str(exc).split())) or type(exc).__name__}"
 
 
