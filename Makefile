@@ -59,12 +59,15 @@ test: install
 lint: install
 	$(BIN)/ruff check .
 
-# make bench: about five minutes; make bench FULL=1: the issue's full sizes for the send path
-# (10,000 recipients over SMTP, lists up to 100,000), about twenty.
+# make bench: about twelve minutes (the send path at scale, 10,000 and 100,000 subscribers with
+# 1 and 2 shard workers, is half of it); make bench FULL=1: the issue's full sizes (10,000
+# recipients over SMTP, lists up to 100,000, and a 1,000,000-subscriber list through the send
+# path), about ninety minutes.
 bench: install
 	$(BIN)/python bench/bench_build.py
 	$(BIN)/python bench/bench_send.py $(if $(FULL),--recipients 10000 --memory-sizes 10000,50000,100000)
 	$(BIN)/python bench/bench_site.py
+	$(BIN)/python bench/bench_scale.py $(if $(FULL),--full)
 
 clean:
 	rm -rf build
