@@ -4,10 +4,13 @@ nothing. Pure: raw bytes in, a :class:`Verdict` out; ``newsletter inbox process`
 
 **Trust.** SES prepends its own verdict headers (``X-SES-Spam-Verdict``,
 ``X-SES-Virus-Verdict``, ``Authentication-Results``, ``Received-SPF``); a sender can write
-look-alikes further down, so only the topmost of each is read. A mail is ignored when SES
-calls it spam or a virus, when DMARC failed, or when SPF or DKIM failed and neither passed
-(a mail forwarded with broken SPF but a good DKIM signature is still taken). Missing
-headers (a hand-dropped file) are not failures.
+look-alikes further down, so only the topmost of each is read. A subscribe request is
+ignored when SES calls the mail spam or a virus, when DMARC failed, or when SPF or DKIM
+failed and neither passed (a mail forwarded with broken SPF but a good DKIM signature is
+still taken). Missing headers (a hand-dropped file) are not failures. An unsubscribe is
+honoured whatever those headers say: its token is signed and proves itself, and a spam
+filter's mistake must not keep anyone on the list (only the headers are read, never the
+body's attachments).
 """
 
 from __future__ import annotations
@@ -102,12 +105,12 @@ def _classify(raw: bytes) -> Verdict:
     message = email.message_from_bytes(raw, policy=email.policy.default)
     headers = _Headers(message)
     sender = _sender(message, headers)
+    token = _token(headers)
+    if token:  # signed: it proves itself, whatever SES thought of the mail around it
+        return Verdict("unsubscribe", "token", token=token, sender=sender)
     failed = _failed_check(headers)
     if failed:
         return Verdict("ignored", failed, sender=sender)
-    token = _token(headers)
-    if token:
-        return Verdict("unsubscribe", "token", token=token, sender=sender)
     found = _subscribe_command(_subject(message, headers))
     where = "subject"
     if found is None:

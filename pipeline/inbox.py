@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 from subscribers.errors import InvalidAddress, TokenError
 from subscribers.model import DEFAULT_LAYOUT
 
-from .errors import NewsletterError, TransportError
+from .errors import NewsletterError, PermanentFailure, TransportError, Unconfirmed
 from .inbound import Verdict, classify
 
 if TYPE_CHECKING:
@@ -310,20 +310,27 @@ def process(inbox: Inbox, subscriptions: Subscriptions, now: datetime, *,
                 ignored[verdict.reason] += 1
             inbox.move_aside(mail.key, "ignored")
             continue
+        # An unsubscribe is idempotent: done again after a crash, it changes nothing, so
+        # it needs no once-only key (and a key recorded before a crash would lose it).
+        keyed = store_keys and verdict.action == "subscribe"
         key = mail_key(where, mail.key)
-        if store_keys and not store.first_time(key, now):
+        if keyed and not store.first_time(key, now):
             counts["duplicate"] += 1
             inbox.move_aside(mail.key, "processed")
             continue
         try:
             outcome = _act(verdict, subscriptions, now)
-        except TransportError:
-            if store_keys:
+        except Unconfirmed:  # the mail may have left: do not send it twice
+            outcome = _Acted("subscribe", "processed", "unconfirmed")
+        except PermanentFailure:  # this address will never take it: stop trying
+            outcome = _Acted("ignored", "ignored", "undeliverable")
+        except TransportError:  # throttled, or the account paused: the next run retries
+            if keyed:
                 store.forget(key)
             counts["retry-later"] += 1
             continue
         except BaseException:
-            if store_keys:
+            if keyed:
                 with contextlib.suppress(Exception):
                     store.forget(key)
             raise

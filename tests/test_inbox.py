@@ -520,26 +520,65 @@ def test_the_once_only_key_is_taken_for_the_mails_acted_on(settings):
         assert store.first_time(mail_key(inbox.describe(), "spam.eml"), NOW)
 
 
-def test_a_confirmation_that_cannot_be_sent_leaves_the_mail_for_the_next_run(settings):
+def smtp_settings(settings: Settings, sink) -> Settings:
+    from dataclasses import replace
+
+    return replace(settings, delivery=replace(settings.delivery, transport="smtp"),
+                   smtp=sink.settings())
+
+
+def run_smtp(settings: Settings, sink):
+    with open_subscriptions(smtp_settings(settings, sink),
+                            {"NEWSLETTER_SECRET": "s" * 32}) as subscriptions:
+        return process(open_inbox(settings), subscriptions, NOW)
+
+
+def test_a_confirmation_that_cannot_be_sent_now_leaves_the_mail_for_the_next_run(
+        settings, smtp_server):
     folder = inbox_folder(settings)
     drop(folder, ["subscribe-subject.eml", "spam.eml"])
-    blocked = settings.resolve(settings.paths.build_dir) / OUTBOX_DIR
-    blocked.parent.mkdir(parents=True)
-    blocked.write_text("a file where the outbox folder should be")
+    smtp_server.fail_next("alice@example.com", 451, "4.3.0 try again later")
 
-    report = run(settings)
+    report = run_smtp(settings, smtp_server)
 
     assert dict(report.counts) == {"retry-later": 1, "ignored": 1}
     assert "1 left for the next run" in report.summary()
     assert (folder / "subscribe-subject.eml").exists()  # left in place
     assert (folder / "ignored" / "spam.eml").exists()  # the rest went on
 
-    blocked.unlink()
-    again = run(settings)
+    again = run_smtp(settings, smtp_server)
 
     assert dict(again.counts) == {"subscribe": 1}  # the key was forgotten: acted on now
-    assert [str(m["To"]) for m in outbox(settings)] == ["alice@example.com"]
+    assert [r.rcpt_tos for r in smtp_server.wait_for(1)] == [("alice@example.com",)]
     assert (folder / "processed" / "subscribe-subject.eml").exists()
+
+
+def test_an_address_that_refuses_the_confirmation_is_not_retried(settings, smtp_server):
+    folder = inbox_folder(settings)
+    drop(folder, ["subscribe-subject.eml"])
+    smtp_server.fail_next("alice@example.com", 550, "5.1.1 no such user")
+
+    report = run_smtp(settings, smtp_server)
+
+    assert dict(report.counts) == {"ignored": 1} and dict(report.ignored) == {
+        "undeliverable": 1}
+    assert (folder / "ignored" / "subscribe-subject.eml").exists()
+    assert dict(run_smtp(settings, smtp_server).counts) == {}  # nothing left to retry
+
+
+def test_an_unsubscribe_is_honoured_even_when_ses_calls_the_mail_spam(settings):
+    with open_store(settings) as store:
+        sub = store.add("bob@example.com", status="active", source="t", now=NOW).subscriber
+    token = make_token(Keys.development(), "unsubscribe", sub.id, None)
+    folder = inbox_folder(settings)
+    folder.mkdir(parents=True)
+    (folder / "spammy.eml").write_bytes(mail(
+        top={"X-SES-Spam-Verdict": "FAIL", "Authentication-Results":
+             "amazonses.com; spf=fail; dkim=fail; dmarc=fail"},
+        to=f"unsub+{token}@example.org", subject="unsubscribe"))
+    report = run(settings)
+    assert dict(report.counts) == {"unsubscribed": 1}
+    assert status_of(settings, "bob@example.com").status == "unsubscribed"
 
 
 def test_a_sender_that_is_no_address_is_ignored(settings):
