@@ -48,6 +48,8 @@ from urllib.parse import urlsplit
 from markupsafe import Markup
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.formparsers import MultiPartException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
@@ -302,10 +304,13 @@ def create_app(subscriptions: Subscriptions, *, app_url: str, base_url: str,
 
     async def unsubscribe(request: Request) -> Response:
         """RFC 8058: the mail provider POSTs ``List-Unsubscribe=One-Click`` to the URL of
-        the header; the page's button posts the same. Either way: done, 200, no next step."""
-        form = await form_of(request)
-        if form is None:
-            return pages.plain("Request too large", 413)
+        the header; the page's button posts the same. Either way: done, 200, no next step.
+        The token is in the URL, so a body that is too large or does not parse (a client's
+        broken multipart) is no reason to keep anyone on the list."""
+        try:
+            form = await form_of(request)
+        except (HTTPException, MultiPartException):  # a body that does not parse
+            form = None
         token = token_of(request, form)
         now = clock()
         try:
@@ -391,8 +396,10 @@ def create_app(subscriptions: Subscriptions, *, app_url: str, base_url: str,
         if message.type != "Notification":
             log.info("webhook: %s for %s", message.type, message.topic_arn)
             return pages.plain("OK", 200)
-        if next(notifications) % PURGE_EVERY == 0:  # keep the table of handled ids small
-            await run_in_threadpool(subscriptions.store.purge_seen, now - SNS_WINDOW)
+        store = subscriptions.store
+        if (not getattr(store, "expires_by_itself", False)
+                and next(notifications) % PURGE_EVERY == 0):  # keep the handled ids few
+            await run_in_threadpool(store.purge_seen, now - SNS_WINDOW)
         return await run_in_threadpool(_apply_notification, subscriptions, pages, message, now)
 
     async def healthz(request: Request) -> Response:
@@ -430,27 +437,34 @@ def create_app(subscriptions: Subscriptions, *, app_url: str, base_url: str,
 
 def _apply_notification(subscriptions: Subscriptions, pages: _Pages, message: Any,
                         now: datetime) -> Response:
-    """One verified SNS notification: each SES event applied once (SNS delivers at least
-    once: the message id is remembered, and forgotten again if applying fails so the
-    retry is taken)."""
-    store = subscriptions.store
-    key = f"sns:{message.message_id}"
-    if not store.first_time(key, now):
-        return pages.plain("Already handled", 200)
+    """One verified SNS notification's SES events, applied so that SNS's redeliveries
+    (it delivers at least once, and again after a 5xx) change nothing twice.
+
+    Bounces, complaints and deliveries set a state: applying one again is harmless, so
+    they are simply applied (a crash half-way loses nothing: SNS retries). A transient
+    bounce is *counted*, so each one (message id + its place in the message) is claimed
+    once before it is counted, and given back if counting fails.
+    """
     try:
         events = events_from(message.message)
     except ValueError as exc:
         log.warning("webhook: not an SES event: %s", exc)
         return pages.plain("Ignored: not an SES event", 200)
-    try:
-        applied = 0
-        for event in events:
+    store = subscriptions.store
+    applied = 0
+    for n, event in enumerate(events):
+        key = f"sns:{message.message_id}:{n}"
+        counted = event.kind == "bounce-transient"
+        if counted and not store.first_time(key, now):
+            continue  # counted on an earlier delivery of this message
+        try:
             if subscriptions.mail_event(event.kind, event.address, now,
                                         message_id=event.message_id) is not None:
                 applied += 1
-    except Exception:
-        store.forget(key)
-        raise
+        except Exception:
+            if counted:
+                store.forget(key)
+            raise
     log.info("webhook: %d event(s), %d applied", len(events), applied)
     return pages.plain("OK", 200)
 
@@ -496,7 +510,12 @@ def _status_line(status: str) -> dict[str, str]:
 
 
 def _origin(url: str) -> str:
-    parts = urlsplit(url)
+    """``scheme://host[:port]`` of a URL, or "" for one that does not parse (a hostile
+    ``Referer: http://[bad`` is a refusal, not a crash)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return ""
     return f"{parts.scheme}://{parts.netloc}".lower()
 
 

@@ -187,6 +187,9 @@ class DynamoStore:
     ``DynamoStore(client, subscribers_table, ledger_table)`` uses a client the caller owns.
     """
 
+    #: DynamoDB's TTL drops handled-message keys and rate counters: no purge scans.
+    expires_by_itself = True
+
     def __init__(self, client: Any, subscribers_table: str, ledger_table: str, *,
                  owns_client: bool = False) -> None:
         self._client = client

@@ -92,6 +92,10 @@ class SubscriberStore(Protocol):
       across threads and processes.
     """
 
+    #: True when the store drops old handled-message keys and rate counters by itself
+    #: (DynamoDB's TTL), so nobody need call :meth:`purge_seen`, a full scan there.
+    expires_by_itself: bool
+
     # -- subscribers ---------------------------------------------------------------------
 
     def add(self, email: str, layout: str = DEFAULT_LAYOUT, *, status: str = "pending",
@@ -395,6 +399,10 @@ class SqliteStore:
     use their own connections; ``busy_timeout`` makes them wait for each other's
     transactions instead of failing.
     """
+
+    #: Handled-message keys stay until :meth:`purge_seen` drops them (DynamoDB's TTL
+    #: expires its own).
+    expires_by_itself = False
 
     def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
         """Use :meth:`open`; this only wraps a connection that is already migrated."""

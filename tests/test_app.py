@@ -485,3 +485,19 @@ def test_the_confirmation_goes_through_smtp_and_a_failed_send_costs_no_allowance
 
         assert subscribe(app, "smtp@example.org").status == 200  # now over the allowance
         assert len(smtp_server.received) == 1
+
+
+def test_a_one_click_post_with_a_broken_body_still_unsubscribes(app):
+    sub = app.store.add("broken@example.org", status="active", source="test",
+                        now=datetime.now(UTC)).subscriber
+    token = make_token(app.subscriptions.keys, "unsubscribe", sub.id, None)
+    answer = app.request("POST", f"/unsubscribe?token={token}", body=b"List-Unsubscribe=One",
+                         headers={"Content-Type": "multipart/form-data"})  # no boundary
+    assert answer.status == 200
+    assert app.store.get(sub.id).status == "unsubscribed"
+
+
+def test_a_referer_that_does_not_parse_is_refused_not_a_crash(app):
+    answer = subscribe(app, "r@example.org", headers={"Referer": "http://[bad"})
+    assert answer.status == 403
+    assert app.store.find("r@example.org") is None

@@ -217,3 +217,31 @@ def test_bounces_and_complaints_are_counted_against_the_issue_they_answer(app, c
     post(app, certs, signer, about(EVENT_COMPLAINT, "two@example.org", "0100018c-ses-1"))
     post(app, certs, signer, about(BOUNCE_WITH_DSN, "x@example.org", "confirmation-mail"))
     assert app.store.feedback_counts("2026-W48") == {"bounce": 1, "complaint": 1}
+
+
+def test_a_notification_that_fails_half_way_is_retried_without_counting_twice(app, certs,
+                                                                              signer):
+    first, second = active(app, "first@example.org"), active(app, "second@example.org")
+    doc = json.loads(ses_message(BOUNCE_WITH_DSN, "first@example.org",
+                                 bounceType="Transient"))
+    doc["bounce"]["bouncedRecipients"] = [{"emailAddress": "first@example.org"},
+                                          {"emailAddress": "second@example.org"}]
+    message = json.dumps(doc)
+    store = app.store
+    original = store.record_mail_event
+    calls = []
+
+    def failing_once(subscriber_id, kind, now, **options):
+        calls.append(subscriber_id)
+        if subscriber_id == second and calls.count(second) == 1:
+            raise RuntimeError("the store failed for a moment")
+        return original(subscriber_id, kind, now, **options)
+
+    store.record_mail_event = failing_once
+    try:
+        assert post(app, certs, signer, message, message_id="half").status == 500
+        assert post(app, certs, signer, message, message_id="half").status == 200
+    finally:
+        del store.record_mail_event
+    assert store.get(first).transient_bounces == 1  # not counted again on the retry
+    assert store.get(second).transient_bounces == 1
