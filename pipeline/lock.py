@@ -25,7 +25,9 @@ import os
 import secrets
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from subscribers.model import Lease
@@ -39,9 +41,20 @@ LEASE_TTL = timedelta(minutes=2)
 
 
 _PROCESS_TOKEN = secrets.token_hex(3)
-#: Leases this process holds, and how many ``hold`` blocks hold each (``run`` holds the
-#: issue's lease around build, publish and send; ``send`` inside it holds it again).
-_held: dict[str, int] = {}
+
+
+@dataclass
+class _Holding:
+    """A lease this process holds: how many ``hold`` blocks are in it (``run`` holds the
+    issue's lease around build, publish and send; ``send`` inside it holds it again), and
+    whom to tell if it is lost."""
+
+    depth: int = 1
+    on_lost: list[Callable[[], None]] = field(default_factory=list)
+    lost: bool = False
+
+
+_held: dict[str, _Holding] = {}
 _held_lock = threading.Lock()
 
 
@@ -57,41 +70,56 @@ def hold(store, name: str, what: str, *, ttl: timedelta = LEASE_TTL,
          on_lost: Callable[[], None] = lambda: None) -> Iterator[Lease]:
     """Hold the lease ``name`` for the block, or raise :class:`LockedError` (exit 5) at
     once saying who holds it. ``on_lost`` is called (from the renewing thread) if the lease
-    is lost meanwhile."""
+    is lost meanwhile: taken over by another run, or not renewed for a whole ``ttl``
+    because the store did not answer (it may be taken over by then)."""
     owner = owner_id()
     with _held_lock:
-        nested = _held.get(name, 0) > 0
-        if nested:
-            _held[name] += 1
-    if nested:  # this process holds it already (and renews it): nothing more to do
+        holding = _held.get(name)
+        if holding is not None:
+            holding.depth += 1
+            holding.on_lost.append(on_lost)
+    if holding is not None:  # this process holds it already, and renews it
         try:
-            yield store.acquire_lease(name, owner, clock(), ttl)
+            lease = store.acquire_lease(name, owner, clock(), ttl)
+            if holding.lost or lease.owner != owner:
+                raise _locked(what, lease)
+            yield lease
         finally:
             with _held_lock:
-                _held[name] -= 1
+                holding.depth -= 1
+                holding.on_lost.remove(on_lost)
         return
     lease = store.acquire_lease(name, owner, clock(), ttl)
     if lease.owner != owner and _dead_here(lease.owner):
         store.release_lease(name, lease.owner)
         lease = store.acquire_lease(name, owner, clock(), ttl)
     if lease.owner != owner:
-        raise LockedError(f"another run of {what} holds its lock: {lease.owner}, since "
-                          f"{iso_z(lease.acquired_at)}, renewed until {iso_z(lease.expires_at)}"
-                          " (a dead holder's lock is taken over after that); wait for it "
-                          "to finish")
+        raise _locked(what, lease)
+    holding = _Holding(on_lost=[on_lost])
     with _held_lock:
-        _held[name] = 1
+        _held[name] = holding
     done = threading.Event()
 
+    def lost() -> None:
+        with _held_lock:
+            holding.lost = True
+            callbacks = list(holding.on_lost)
+        for callback in callbacks:
+            callback()
+
     def renew() -> None:
+        renewed_at = time.monotonic()
         while not done.wait(ttl.total_seconds() / 4):
             try:
                 kept = store.renew_lease(name, owner, clock(), ttl)
-            except Exception:  # noqa: S112 - a store hiccup: try again next beat
-                continue
+            except Exception:  # a store hiccup: try again next beat...
+                if time.monotonic() - renewed_at < ttl.total_seconds():
+                    continue
+                kept = False  # ...but a whole lease without renewal: it may be taken
             if not kept:
-                on_lost()
+                lost()
                 return
+            renewed_at = time.monotonic()
 
     beat = threading.Thread(target=renew, name=f"lease {name}", daemon=True)
     beat.start()
@@ -104,6 +132,13 @@ def hold(store, name: str, what: str, *, ttl: timedelta = LEASE_TTL,
             _held.pop(name, None)
         with contextlib.suppress(Exception):  # it expires by itself anyway
             store.release_lease(name, owner)
+
+
+def _locked(what: str, lease: Lease) -> LockedError:
+    return LockedError(f"another run of {what} holds its lock: {lease.owner}, since "
+                       f"{iso_z(lease.acquired_at)}, renewed until {iso_z(lease.expires_at)} "
+                       "(a dead holder's lock is taken over after that); wait for it to "
+                       "finish")
 
 
 def _dead_here(owner: str) -> bool:

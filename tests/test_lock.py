@@ -83,3 +83,38 @@ def test_a_holder_that_loses_its_lease_is_told(store):
             time.sleep(0.05)
     assert lost == [True]
     assert store.acquire_lease("send:y", "z", datetime.now(UTC), ttl).owner == "thief:1:1"
+
+
+def test_a_nested_hold_is_the_same_run_and_hears_of_a_loss(store):
+    ttl = timedelta(seconds=0.4)
+    heard = []
+    with hold(store, "send:z", "run z", ttl=ttl) as outer:
+        with hold(store, "send:z", "send z", ttl=ttl,
+                  on_lost=lambda: heard.append("send")) as inner:
+            assert inner.owner == outer.owner
+            store.acquire_lease("send:z", "thief:1:1", datetime.now(UTC) + timedelta(hours=1),
+                                timedelta(hours=2))
+            deadline = time.monotonic() + 5
+            while not heard and time.monotonic() < deadline:
+                time.sleep(0.05)
+        assert heard == ["send"]  # the send inside the run is told to stop
+        with pytest.raises(LockedError, match="thief"), hold(store, "send:z", "send z"):
+            pass  # and a later nested hold does not pretend to hold it
+
+
+def test_a_store_that_stops_answering_counts_as_a_lost_lease(store):
+    ttl = timedelta(seconds=0.4)
+    heard = []
+
+    class Failing:
+        def __getattr__(self, name):
+            return getattr(store, name)
+
+        def renew_lease(self, *args, **kwargs):
+            raise OSError("the store is unreachable")
+
+    with hold(Failing(), "send:w", "send w", ttl=ttl, on_lost=lambda: heard.append(1)):
+        deadline = time.monotonic() + 5
+        while not heard and time.monotonic() < deadline:
+            time.sleep(0.05)
+    assert heard == [1]
