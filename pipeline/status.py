@@ -17,8 +17,8 @@ against Gmail's and Yahoo's 0.3 % complaint line and SES's 5 % bounce review lin
 
 The exit code makes it a check a scheduler can use: 0 the week's issue is sent in full;
 3 it waits for approval (or has a blocking problem); 4 it is built but not (fully) sent,
-resumable; 1 something failed (permanent failures, unconfirmed deliveries, a run that
-stopped); 6 nothing is built for the week.
+resumable (including a run that stopped on a quota or a pause); 1 something failed
+(permanent failures, unconfirmed deliveries); 6 nothing is built for the week.
 """
 
 from __future__ import annotations
@@ -87,18 +87,22 @@ class WeekStatus:
             return "failed"
         if self.complete:
             return "sent"
+        if any(r.get("stopped") for r in self.reports):
+            return "stopped (resumable)"
         return "not fully sent"
 
     @property
     def failed(self) -> bool:
-        return bool(self.ledger.get("unconfirmed") or self.permanent_failures
-                    or any(r.get("stopped") for r in self.reports))
+        """Someone will not get it without a person looking: a permanent failure, or a
+        delivery nobody can confirm. A stopped run is not a failure: it resumes."""
+        return bool(self.ledger.get("unconfirmed") or self.permanent_failures)
 
     @property
     def complete(self) -> bool:
         """Every run has reported, none stopped, and nothing is left in flight or to retry."""
         temporary = self.ledger.get("failed", 0) - self.permanent_failures
         return (bool(self.reports) and not self.missing_shards and not self.failed
+                and not any(r.get("stopped") for r in self.reports)
                 and not self.ledger.get("sending") and temporary == 0)
 
     @property
@@ -106,6 +110,21 @@ class WeekStatus:
         return {"not built": EXIT_NOT_BUILT, "waiting for approval": EXIT_BLOCKED,
                 "blocked": EXIT_BLOCKED, "failed": EXIT_FAILED, "sent": EXIT_SENT,
                 }.get(self.state, EXIT_INCOMPLETE)
+
+
+def current_reports(reports: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The reports of the latest way the issue was sent: a week first sent whole, then
+    (after a stop) in shards, or the other way round, is judged by its latest runs only,
+    not by a stale report of the other kind."""
+    whole = [r for r in reports if not r.get("shard")]
+    parts = [r for r in reports if r.get("shard")]
+    if not whole or not parts:
+        return list(reports)
+
+    def latest(group: Sequence[Mapping[str, Any]]) -> str:
+        return max(str(r.get("finished_at") or "") for r in group)
+
+    return list(parts) if latest(parts) >= latest(whole) else list(whole)
 
 
 def read_reports(folder: Path) -> list[dict[str, Any]]:
@@ -216,7 +235,7 @@ def gather(settings, week_id: str, store, archive, *, last: int = 6
         except NewsletterError:
             week = WeekStatus(week=week_id, built=False, published=week_id in published)
         else:
-            reports = read_reports(folder)
+            reports = current_reports(read_reports(folder))
             failed = store.ledger(week_id, "failed")
             week = WeekStatus(
                 week=week_id, built=True, items=len(built.data.get("items", [])),

@@ -27,7 +27,8 @@ def week(**fields) -> WeekStatus:
     ({"ledger": {"sent": 9, "failed": 1}}, "not fully sent", 4),  # temporary: to retry
     ({"ledger": {"sent": 9, "failed": 1}, "permanent_failures": 1}, "failed", 1),
     ({"ledger": {"sent": 9, "unconfirmed": 1}}, "failed", 1),
-    ({"reports": [{"file": "send-report.json", "stopped": "Daily quota"}]}, "failed", 1),
+    ({"reports": [{"file": "send-report.json", "stopped": "Daily quota"}]},
+     "stopped (resumable)", 4),
     ({"missing_shards": ["2/2"]}, "not fully sent", 4),
 ])
 def test_state_and_exit_code(fields, state, code):
@@ -53,3 +54,16 @@ def test_rates_are_flagged_over_the_lines():
     assert "bounces 60 (6.00%)" in lines["2026-W47"] and "over the line" in lines["2026-W47"]
     assert "over the line" not in lines["2026-W46"]
     assert "active 10 (zh-en 7, en 3)" in text and "bounced 1" in text
+
+
+def test_only_the_latest_way_of_sending_counts():
+    from pipeline.status import current_reports
+
+    whole = {"file": "send-report.json", "shard": None, "stopped": "Daily quota",
+             "finished_at": "2026-11-30T01:00:00Z"}
+    parts = [{"file": f"send-report.shard-{i}-of-2.json", "shard": f"{i}/2", "stopped": None,
+              "finished_at": f"2026-11-30T0{i + 1}:00:00Z"} for i in (1, 2)]
+    assert current_reports([whole, *parts]) == parts
+    later_whole = {**whole, "stopped": None, "finished_at": "2026-11-30T09:00:00Z"}
+    assert current_reports([later_whole, *parts]) == [later_whole]
+    assert current_reports(parts) == parts
