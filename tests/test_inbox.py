@@ -86,7 +86,9 @@ SES_PASS = {
 
 
 def fixture(name: str, token: str | None = None) -> bytes:
-    raw = (INBOUND / name).read_bytes()
+    """The raw mail of fixture ``name`` (``spam.eml`` is stored as ``spam.mail``: build
+    output ``*.eml`` is never tracked, test data is)."""
+    raw = (INBOUND / name).with_suffix(".mail").read_bytes()
     return raw.replace(b"{{token}}", token.encode()) if token else raw
 
 
@@ -783,4 +785,4 @@ def test_command_help_names_the_action(capsys):
 
 def test_fixtures_are_present():
     # guards the parametrised tests above against a renamed or missing fixture
-    assert sorted(p.name for p in INBOUND.glob("*.eml")) == sorted(EXPECTED)
+    assert sorted(p.stem + ".eml" for p in INBOUND.glob("*.mail")) == sorted(EXPECTED)
