@@ -172,19 +172,33 @@ def create_app(subscriptions: Subscriptions, *, app_url: str, base_url: str,
     def token_of(request: Request, form: dict[str, str] | None = None) -> str:
         return request.query_params.get("token") or (form or {}).get("token", "")
 
-    def link_problem(exc: TokenError | UnknownSubscriber) -> HTMLResponse:
-        # 410, not 404: the link was right, its subscriber is gone (and behind CloudFront a
-        # 404 would be swapped for the archive's own 404 page).
+    def link_problem(exc: TokenError | UnknownSubscriber,
+                     token: str | None = None) -> HTMLResponse:
+        """The page for a link that cannot be acted on. An expired confirmation link
+        (``token`` given) offers a new mail: its signature held, so it names whom to send
+        it to. 410, not 404, for a subscriber gone since: the link was right (and behind
+        CloudFront a 404 would be swapped for the archive's own 404 page)."""
+        if isinstance(exc, TokenError) and exc.reason == "expired" and exc.subscriber_id \
+                and token is not None:
+            return pages.render("expired", 410, button=_Button(
+                f"{pages.app_url}/confirm/resend", "发送新的确认邮件", "Send me a new link",
+                {"token": token}))
         if isinstance(exc, UnknownSubscriber):
             return pages.render("gone", 410, link=_subscribe_link(pages))
         return pages.render("bad_link", 400, link=_subscribe_link(pages))
 
-    def expired(token: str) -> HTMLResponse:
-        """An expired confirmation link: offer a new mail (the token still names, with a
-        valid signature, whom to send it to)."""
-        return pages.render("expired", 410, button=_Button(
-            f"{pages.app_url}/confirm/resend", "发送新的确认邮件", "Send me a new link",
-            {"token": token}))
+    async def mailing(action: Callable[[], object], what: str) -> HTMLResponse | None:
+        """Run an action that sends a mail: None when the mail left (an *unconfirmed* send
+        may have left, so it counts as sent for the page), else the "try again later"
+        page. Nothing about the address is said either way."""
+        try:
+            await run_in_threadpool(action)
+        except Unconfirmed:
+            pass
+        except TransportError as exc:
+            log.warning("%s: mail not sent: %s", what, type(exc).__name__)
+            return pages.render("unavailable", 503)
+        return None
 
     # -- /subscribe ------------------------------------------------------------------------
 
@@ -213,19 +227,12 @@ def create_app(subscriptions: Subscriptions, *, app_url: str, base_url: str,
             response.headers["Retry-After"] = "3600"
             return response
         try:
-            outcome = await run_in_threadpool(
-                lambda: subscriptions.request(email, layout, source="web", now=now))
+            failed = await mailing(lambda: log.info("subscribe: %s", subscriptions.request(
+                email, layout, source="web", now=now)), "subscribe")
         except InvalidAddress:
             return pages.render("invalid_email", 400, template="subscribe", email=email[:254],
                                 layout=layout, referrer="same-origin")
-        except Unconfirmed:
-            pass  # the transport may have taken it: as good as sent for this page
-        except TransportError as exc:
-            log.warning("subscribe: confirmation mail not sent: %s", type(exc).__name__)
-            return pages.render("unavailable", 503)
-        else:
-            log.info("subscribe: %s", outcome)
-        return pages.render("sent")
+        return failed or pages.render("sent")
 
     # -- /confirm --------------------------------------------------------------------------
 
@@ -234,12 +241,8 @@ def create_app(subscriptions: Subscriptions, *, app_url: str, base_url: str,
         try:
             subscriber = await run_in_threadpool(
                 subscriptions.subscriber_for, token, "confirm", clock())
-        except TokenError as exc:
-            if exc.reason == "expired" and exc.subscriber_id:
-                return expired(token)
-            return link_problem(exc)
-        except UnknownSubscriber as exc:
-            return link_problem(exc)
+        except (TokenError, UnknownSubscriber) as exc:
+            return link_problem(exc, token)
         if subscriber.status == "active":
             return pages.render("confirmed", link=_preferences_link(subscriptions, pages,
                                                                    subscriber.id, clock()))
@@ -255,12 +258,8 @@ def create_app(subscriptions: Subscriptions, *, app_url: str, base_url: str,
         try:
             subscriber = await run_in_threadpool(lambda: subscriptions.confirm(
                 token, source="web", client=client_of(request), now=now))
-        except TokenError as exc:
-            if exc.reason == "expired" and exc.subscriber_id:
-                return expired(token)
-            return link_problem(exc)
-        except UnknownSubscriber as exc:
-            return link_problem(exc)
+        except (TokenError, UnknownSubscriber) as exc:
+            return link_problem(exc, token)
         log.info("confirm: subscriber confirmed")
         return pages.render("confirmed", link=_preferences_link(subscriptions, pages,
                                                                subscriber.id, now))
@@ -272,18 +271,13 @@ def create_app(subscriptions: Subscriptions, *, app_url: str, base_url: str,
         token = token_of(request, form)
         now = clock()
         try:
-            subscriber_id = _expired_subscriber(subscriptions, token, now)
+            subscriber_id = subscriptions.expired_confirmation(token, now)
         except TokenError as exc:
             return link_problem(exc)
         if not await run_in_threadpool(subscriptions.client_allowed, client_of(request), now):
             return pages.render("too_many", 429)
-        try:
-            await run_in_threadpool(lambda: subscriptions.resend(subscriber_id, now=now))
-        except Unconfirmed:
-            pass
-        except TransportError:
-            return pages.render("unavailable", 503)
-        return pages.render("resent")
+        failed = await mailing(lambda: subscriptions.resend(subscriber_id, now=now), "resend")
+        return failed or pages.render("resent")
 
     # -- /unsubscribe ----------------------------------------------------------------------
 
@@ -467,20 +461,6 @@ def _apply_notification(subscriptions: Subscriptions, pages: _Pages, message: An
             raise
     log.info("webhook: %d event(s), %d applied", len(events), applied)
     return pages.plain("OK", 200)
-
-
-def _expired_subscriber(subscriptions: Subscriptions, token: str, now: datetime) -> str:
-    """The subscriber of a confirmation link that verifies but has expired (the only kind
-    /confirm/resend serves); TokenError otherwise."""
-    from subscribers.tokens import verify_token
-
-    try:
-        verify_token(subscriptions.keys, token, "confirm", now)
-    except TokenError as exc:
-        if exc.reason == "expired" and exc.subscriber_id:
-            return exc.subscriber_id
-        raise
-    raise TokenError("wrong-purpose")  # still valid: the page to use is /confirm
 
 
 def _preferences_link(subscriptions: Subscriptions, pages: _Pages, subscriber_id: str,

@@ -30,7 +30,7 @@ from typing import Protocol
 
 from pipeline.errors import TransportError, Unconfirmed
 
-from .errors import InvalidAddress, UnknownSubscriber
+from .errors import InvalidAddress, TokenError, UnknownSubscriber
 from .model import DEFAULT_LAYOUT, LAYOUTS, Subscriber, email_key, normalise_email
 from .store import MAIL_EVENTS, SubscriberStore
 from .tokens import Keys, Purpose, make_token, verify_token
@@ -177,6 +177,19 @@ class Subscriptions:
         if subscriber is None:
             raise UnknownSubscriber(subscriber_id=subscriber_id)
         return subscriber
+
+    def expired_confirmation(self, token: str, now: datetime) -> str:
+        """The subscriber an *expired* confirmation link was made for (its signature still
+        holds, so the id is genuine): whom the expired-link page may send a new mail.
+        TokenError for any other token, a still valid one included (``wrong-purpose``:
+        the page for that is /confirm)."""
+        try:
+            verify_token(self.keys, token, "confirm", now)
+        except TokenError as exc:
+            if exc.reason == "expired" and exc.subscriber_id:
+                return exc.subscriber_id
+            raise
+        raise TokenError("wrong-purpose")
 
     def confirm(self, token: str, *, source: str, client: str | None,
                 now: datetime) -> Subscriber:
