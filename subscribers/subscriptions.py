@@ -207,9 +207,7 @@ class Subscriptions:
             subscriber = self.subscriber_for(token, "unsubscribe", now)
         except UnknownSubscriber:
             return None
-        if subscriber.status in ("pending", "active"):
-            return self.store.set_status(subscriber.id, "unsubscribed", now)
-        return subscriber
+        return self._leave(subscriber, now)
 
     def set_layout(self, token: str, layout: str, *, now: datetime) -> Subscriber:
         """The preferences page's layout choice."""
@@ -218,7 +216,11 @@ class Subscriptions:
 
     def unsubscribe_by_preferences(self, token: str, *, now: datetime) -> Subscriber:
         """The preferences page's unsubscribe button."""
-        subscriber = self.subscriber_for(token, "preferences", now)
+        return self._leave(self.subscriber_for(token, "preferences", now), now)
+
+    def _leave(self, subscriber: Subscriber, now: datetime) -> Subscriber:
+        """Off the list; ``bounced`` and ``complained`` stay as they are (they already get
+        nothing, and say more about the address)."""
         if subscriber.status in ("pending", "active"):
             return self.store.set_status(subscriber.id, "unsubscribed", now)
         return subscriber
