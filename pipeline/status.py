@@ -237,6 +237,7 @@ def gather(settings, week_id: str, store, archive, *, last: int = 6
         else:
             reports = current_reports(read_reports(folder))
             failed = store.ledger(week_id, "failed")
+            ledger = store.ledger_counts(week_id)
             week = WeekStatus(
                 week=week_id, built=True, items=len(built.data.get("items", [])),
                 content_hash=built.content_hash, folder=str(folder),
@@ -245,16 +246,18 @@ def gather(settings, week_id: str, store, archive, *, last: int = 6
                 blocking=len(built.blocking()),
                 published=week_id in published,
                 archive_url=str(built.data.get("archive_url", "")),
-                ledger=store.ledger_counts(week_id),
+                ledger=ledger,
                 permanent_failures=sum(1 for e in failed.values() if e.permanent),
                 reports=reports, missing_shards=missing_shards(reports),
-                rates=_issue_rates(store, week_id))
+                rates=_issue_rates(store, week_id, ledger))
+    # Each issue's ledger is counted once (on DynamoDB a count reads the issue's rows).
     weeks = sorted(published | ({week_id} if week.built else set()))[-last:]
-    history = [r for r in (_issue_rates(store, w) for w in reversed(weeks)) if r.sent]
+    history = [r for r in ((week.rates if w == week_id and week.rates else
+                            _issue_rates(store, w)) for w in reversed(weeks)) if r.sent]
     return week, history, store.count_by()
 
 
-def _issue_rates(store, week_id: str) -> IssueRates:
+def _issue_rates(store, week_id: str, ledger: Mapping[str, int] | None = None) -> IssueRates:
     feedback = store.feedback_counts(week_id)
-    return IssueRates(week_id, store.ledger_counts(week_id).get("sent", 0),
-                      feedback.get("bounce", 0), feedback.get("complaint", 0))
+    sent = (ledger if ledger is not None else store.ledger_counts(week_id)).get("sent", 0)
+    return IssueRates(week_id, sent, feedback.get("bounce", 0), feedback.get("complaint", 0))
