@@ -5,7 +5,11 @@ contract; the feedparser traps they avoid are in NOTES.md:
 
 * the PR is read from the entry's ``alternate`` link with an anchored pattern, never from
   ``entry.link`` (which falls back to the id) nor from PRs cited in the text;
-* times come from the ``*_parsed`` UTC struct_times through ``calendar.timegm``;
+* times come from the ``*_parsed`` UTC struct_times through ``calendar.timegm``, once the raw
+  date string is known to be a real date (``feed_date``: feedparser normalises 30 February);
+* a PR number is 1 to 9 ASCII digits: a longer one is no PR and would stop ``int()``;
+* every text that reaches a headline passes ``sanitize.one_line`` (no bidi override may turn a
+  subject around), every body ``sanitize.clean_html``;
 * a document that is not well-formed XML is refused even when feedparser recovers entries
   from it: it may be truncated, and a partial issue is worse than none.
 """
@@ -16,19 +20,23 @@ import calendar
 import re
 import xml.sax
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 import feedparser
 
 from .errors import FeedError
+from .feed_date import date_problem
 from .model import Lang, Review, Skipped, Week
-from .sanitize import clean_html, html_to_text, letter_counts, plain_line, text_to_html
+from .sanitize import clean_html, html_to_text, letter_counts, one_line, plain_line, text_to_html
 
 _PR_LINK = re.compile(
-    r"^https?://(?:www\.)?github\.com/([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+)/pull/(\d+)"
+    r"^https?://(?:www\.)?github\.com/([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+)/pull/([0-9]+)"
     r"(?:/(?:files|commits|checks|changes))?/?(?:[?#]\S*)?$"
 )
+#: The longest PR number taken: GitHub's are far from a billion, and a longer run of digits is
+#: a broken or hostile feed (5,000 digits exceed what ``int()`` converts).
+MAX_PR_DIGITS = 9
 
 
 @dataclass(frozen=True)
@@ -107,6 +115,18 @@ def _time(entry, key: str) -> datetime | None:
         return None
 
 
+def _date_problem(entry, published: datetime | None, updated: datetime | None) -> str | None:
+    """Why a date feedparser read is not a real one (it normalises hour 99 and 30 February),
+    checked on the raw string it kept; None when every date it read is real."""
+    for key, parsed in (("published", published), ("updated", updated)):
+        raw = dict.get(entry, key)
+        if parsed is not None and raw:
+            problem = date_problem(str(raw))
+            if problem:
+                return f"{key} {problem}"
+    return None
+
+
 def _normalise_lang(tag: str | None) -> str | None:
     """``zh-cn``, ``zh_Hans`` → ``zh``; ``en-US`` → ``en``; other tags kept, lower-case."""
     if not tag or not str(tag).strip():
@@ -142,7 +162,7 @@ def _title(entry) -> str:
     value = str(entry.get("title", ""))
     if detail.get("type") in ("text/html", "application/xhtml+xml"):
         return plain_line(value)
-    return re.sub(r"\s+", " ", re.sub(r"[\x00-\x1f\x7f\u2028\u2029]", " ", value)).strip()
+    return one_line(value)
 
 
 def _entry_lang(entry, feed_lang: str | None) -> str | None:
@@ -158,6 +178,9 @@ def _review(entry, feed_lang: str | None, repo: str, location: str) -> Review | 
     title = _title(entry)
     entry_id = str(entry.get("id") or link or title)
     published, updated = _time(entry, "published"), _time(entry, "updated")
+    bad_date = _date_problem(entry, published, updated)
+    if bad_date:
+        published = updated = None  # a normalised date would place it in some week
 
     def reject(reason: str) -> Rejected:
         return Rejected(Skipped(entry_id, link, title, reason), published or updated,
@@ -169,6 +192,11 @@ def _review(entry, feed_lang: str | None, repo: str, location: str) -> Review | 
     owner, name, number = match.groups()
     if f"{owner}/{name}".lower() != repo.lower():
         return reject(f"pull request of another repository ({owner}/{name})")
+    if len(number) > MAX_PR_DIGITS or int(number) == 0:
+        shown = number if len(number) <= 12 else f"{number[:12]}… ({len(number):,} digits)"
+        return reject(f"pull request number {shown} is not 1 to {MAX_PR_DIGITS} digits above 0")
+    if bad_date:
+        return reject(bad_date)
     if published is None and updated is None:
         return reject("entry has no parseable date")
     body = _body(entry)
@@ -177,11 +205,10 @@ def _review(entry, feed_lang: str | None, repo: str, location: str) -> Review | 
     lang = _entry_lang(entry, feed_lang) or detect_lang(title + " " + html_to_text(body))
     if lang not in ("zh", "en"):
         return reject(f"language {lang!r} is neither Chinese nor English")
-    categories = tuple(
-        str(tag.get("term") or "").strip() for tag in entry.get("tags", ()) if tag.get("term")
-    )
+    categories = tuple(term for term in (
+        one_line(str(tag.get("term") or "")) for tag in entry.get("tags", ())) if term)
     return Review(
-        entry_id=entry_id, link=link, pr=int(number), lang=lang, title=title or f"#{number}",
+        entry_id=entry_id, link=link, pr=int(number), lang=lang, title=title or f"#{int(number)}",
         body_html=body, published=published, updated=updated, categories=categories,
         source=location,
     )
@@ -189,17 +216,60 @@ def _review(entry, feed_lang: str | None, repo: str, location: str) -> Review | 
 
 def merge(results: Iterable[FeedResult]) -> tuple[list[Review], list[Rejected]]:
     """All feeds' entries as one list; an entry seen twice (same id) counts once, as its
-    newest version, whether that version is usable or rejected."""
-    newest: dict[str, Review | Rejected] = {}
+    newest version, whether that version is usable or rejected.
+
+    An id that names reviews of two different PRs is no second version but a clash (a
+    generator that reuses ids): the newest is kept and each other PR's latest version is
+    rejected with a reason, so the clash shows in ``skipped`` instead of a review vanishing.
+    """
+    versions: dict[str, list[Review | Rejected]] = {}
     for result in results:
         for entry in (*result.reviews, *result.rejected):
             key = entry.entry_id if isinstance(entry, Review) else entry.skipped.id
-            held = newest.get(key)
-            if held is None or _changed(entry) > _changed(held):
-                newest[key] = entry
-    reviews = [e for e in newest.values() if isinstance(e, Review)]
-    rejected = [e for e in newest.values() if isinstance(e, Rejected)]
+            versions.setdefault(key, []).append(entry)
+    reviews: list[Review] = []
+    rejected: list[Rejected] = []
+    for key, found in versions.items():
+        newest = found[0]
+        for entry in found[1:]:
+            if _changed(entry) > _changed(newest):
+                newest = entry
+        (reviews if isinstance(newest, Review) else rejected).append(newest)
+        rejected.extend(_clashes(key, newest, found))
     return reviews, rejected
+
+
+def _clashes(key: str, newest: Review | Rejected, found: list[Review | Rejected]
+             ) -> list[Rejected]:
+    """The latest version of each other PR that ``found`` names under one id, rejected."""
+    kept = _pr_of(newest)
+    latest: dict[int, Review | Rejected] = {}
+    for entry in found:
+        pr = _pr_of(entry)
+        if pr is not None and kept is not None and pr != kept and (
+                pr not in latest or _changed(entry) > _changed(latest[pr])):
+            latest[pr] = entry
+    clashes = []
+    for pr, entry in sorted(latest.items()):
+        reason = (f"the same entry id is used for PR #{kept}, the newest version; "
+                  f"this review of PR #{pr} is dropped")
+        if isinstance(entry, Review):
+            clashes.append(Rejected(Skipped(key, entry.link, entry.title, reason),
+                                    entry.first_seen, entry.last_changed))
+        else:
+            clashes.append(Rejected(replace(entry.skipped, reason=reason), entry.when,
+                                    entry.changed))
+    return clashes
+
+
+def _pr_of(entry: Review | Rejected) -> int | None:
+    """The PR an entry is about, also for a rejected one whose link still names one."""
+    if isinstance(entry, Review):
+        return entry.pr
+    match = _PR_LINK.match(entry.skipped.link)
+    if match is None or len(match[3]) > MAX_PR_DIGITS:
+        return None
+    return int(match[3])
 
 
 _NEVER = datetime.min.replace(tzinfo=UTC)

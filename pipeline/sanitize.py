@@ -4,6 +4,13 @@ Nothing from a feed reaches an output without passing :func:`clean_html` (or bei
 the templates). feedparser sanitizes too, but that is its policy, not ours: ours is a short
 allowlist (paragraphs, lists, emphasis, code, http(s) links) enforced by nh3, so a change of
 parser cannot widen it.
+
+Two hostile kinds of text are handled here too, for every way text enters (feed, editor's file,
+machine translation, GitHub title): characters that reorder or hide what a reader sees (bidi
+overrides, zero-width characters) and characters no document may carry (controls,
+noncharacters) are removed by :func:`strip_unsafe`, before sanitizing *and after* (nh3 decodes
+``&#x202E;`` and ``&#1;`` into the very characters); and nesting is capped, because the MJML
+compiler recurses per level and a few thousand levels crash the process.
 """
 
 from __future__ import annotations
@@ -38,16 +45,135 @@ HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _LATIN = re.compile(r"[A-Za-z]")
 _TAG_SPLIT = re.compile(r"(<[^>]*>)")
 _BACKTICK = re.compile(r"`([^`\n]+?)`")
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f\u2028\u2029]")
 _SPACE = re.compile(r"\s+")
 _EMPTY_ANCHOR = re.compile(r"<a rel=\"noopener noreferrer\">(.*?)</a>", re.S)
+
+#: Characters that reorder or hide text: the Arabic letter mark, zero-width space and joiners,
+#: LRM/RLM, bidi embeddings and overrides (U+202A–202E), word joiner and invisible operators
+#: (U+2060–2064), bidi isolates (U+2066–2069), the byte-order mark / zero-width no-break space.
+_INVISIBLE = "\u061c\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u2069\ufeff"
+#: Noncharacters: U+FDD0–FDEF and the last two code points of every plane.
+_NONCHARACTERS = "\ufdd0-\ufdef" + "".join(
+    f"{chr(plane << 16 | 0xFFFE)}{chr(plane << 16 | 0xFFFF)}" for plane in range(17))
+#: C0 controls but tab, LF and CR; DEL; C1 controls; line and paragraph separators.
+_CONTROLS = "\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\u2028\u2029"
+_UNSAFE = re.compile(f"[{_CONTROLS}{_INVISIBLE}{_NONCHARACTERS}]")
+#: What ends or breaks a line: becomes a space in a one-line text.
+_BREAKS = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+#: Deepest nesting of elements a sanitized body keeps; deeper tags are dropped, their text
+#: kept. No review nests lists and quotes this deep; the MJML compiler crashes near 10,000.
+MAX_NESTING = 32
+#: Nesting the raw fragment may reach before nh3 parses it. html5ever's time grows with the
+#: square of the depth (160,000 nested ``<div>`` take minutes), so a linear pre-pass bounds
+#: it; it is looser than :data:`MAX_NESTING` because it only estimates what the parser builds
+#: (unclosed ``<p>`` and ``<li>``, legal HTML, count as nested here).
+_RAW_NESTING = 256
+_VOID = frozenset({"area", "base", "br", "col", "embed", "hr", "img", "input", "keygen", "link",
+                   "meta", "param", "source", "track", "wbr"})
+_INLINE = frozenset({"a", "b", "i", "em", "strong", "code", "span"})
+_RAW_TAG = re.compile(r"<(/?)([A-Za-z][^\s/>]*)[^>]*>")
+#: A tag of nh3's output: attributes always double-quoted, so ``>`` inside one is no end.
+_CLEAN_TAG = re.compile(r'<(/?)([A-Za-z][A-Za-z0-9]*)(?:[^>"]|"[^"]*")*>')
+
+
+def strip_unsafe(text: str) -> str:
+    """``text`` without the characters that reorder or hide text, controls (tab, LF and CR
+    stay) or noncharacters: the one filter every text passes where it enters.
+
+    Why remove rather than balance: a U+202E in a headline turns the rest of a ``Subject:``
+    around ("…TRELA YTIRUCES"), and a control character makes the MJML compiler fail.
+    """
+    return _UNSAFE.sub("", text)
+
+
+def one_line(text: str) -> str:
+    """``text`` as one line: line breaks and controls become spaces, runs of white space one
+    space, unsafe characters (:func:`strip_unsafe`) gone. For headlines, notes and tags."""
+    return _SPACE.sub(" ", strip_unsafe(_BREAKS.sub(" ", text))).strip()
 
 
 def clean_html(fragment: str) -> str:
     """Sanitize ``fragment`` to the allowlist and turn ``backticks`` into ``<code>``."""
-    cleaned = _CLEANER.clean(_CONTROL.sub("", fragment))
+    bounded = _bound_raw_nesting(strip_unsafe(fragment), _RAW_NESTING)
+    # Again after nh3: it decodes character references (``&#1;``, ``&#x202E;``).
+    cleaned = strip_unsafe(_CLEANER.clean(bounded))
+    cleaned = cap_nesting(cleaned, MAX_NESTING)
     cleaned = _EMPTY_ANCHOR.sub(r"\1", cleaned)  # a link whose target was refused: keep the text
     return code_spans(cleaned).strip()
+
+
+def _bound_raw_nesting(fragment: str, limit: int) -> str:
+    """Drop the start tags of unsanitized HTML that would open deeper than ``limit`` (and
+    their end tags), in one linear pass.
+
+    An estimate of what an HTML parser builds, erring deep: every start tag but a void one
+    opens a level, an end tag closes back to its open element. Text and the tags kept are
+    left exactly as written, for nh3 to judge.
+    """
+    if fragment.count("<") <= limit:
+        return fragment
+    open_tags: list[str] = []
+    open_count: dict[str, int] = {}
+    dropped: dict[str, int] = {}
+    out: list[str] = []
+    last = 0
+    for match in _RAW_TAG.finditer(fragment):
+        closing, name = match[1], match[2].lower()
+        keep = True
+        if not closing:
+            if name in _VOID:
+                pass
+            elif len(open_tags) >= limit:
+                dropped[name] = dropped.get(name, 0) + 1
+                keep = False
+            else:
+                open_tags.append(name)
+                open_count[name] = open_count.get(name, 0) + 1
+        elif dropped.get(name):
+            dropped[name] -= 1
+            keep = False
+        elif open_count.get(name):
+            while open_tags:
+                top = open_tags.pop()
+                open_count[top] -= 1
+                if top == name:
+                    break
+        if not keep:
+            out.append(fragment[last:match.start()])
+            out.append(" " if name not in _INLINE else "")
+            last = match.end()
+    out.append(fragment[last:])
+    return "".join(out)
+
+
+def cap_nesting(fragment: str, limit: int = MAX_NESTING) -> str:
+    """Sanitized HTML with every element deeper than ``limit`` unwrapped: its tags go, its text
+    stays (a block's tags become a space, so words do not run together).
+
+    Exact on nh3's output, where every element is closed and nested properly.
+    """
+    depth = 0
+    out: list[str] = []
+    last = 0
+    for match in _CLEAN_TAG.finditer(fragment):
+        closing, name = match[1], match[2].lower()
+        if name in _VOID:
+            continue
+        if closing:
+            deep = depth > limit
+            depth = max(depth - 1, 0)
+        else:
+            depth += 1
+            deep = depth > limit
+        if deep:
+            out.append(fragment[last:match.start()])
+            out.append("" if name in _INLINE else " ")
+            last = match.end()
+    if not out:
+        return fragment
+    out.append(fragment[last:])
+    return "".join(out)
 
 
 def text_to_html(text: str) -> str:
@@ -85,8 +211,9 @@ def plain_line(text: str) -> str:
 
     Titles end up in a ``Subject:`` header, so no line break may survive.
     """
-    stripped = nh3.clean(text, tags=set(), clean_content_tags=set(DROPPED_WITH_CONTENT))
-    return _SPACE.sub(" ", _CONTROL.sub(" ", html.unescape(stripped))).strip()
+    stripped = nh3.clean(_bound_raw_nesting(strip_unsafe(text), _RAW_NESTING), tags=set(),
+                         clean_content_tags=set(DROPPED_WITH_CONTENT))
+    return one_line(html.unescape(stripped))
 
 
 class _TextWriter(HTMLParser):
