@@ -29,7 +29,7 @@ from .model import (
     layout_langs,
 )
 from .rank import TIER_BY_NAME, TIER_NAMES, reading_minutes
-from .sanitize import html_to_text
+from .sanitize import html_to_text, one_line
 
 if TYPE_CHECKING:
     from .translate import Translation
@@ -147,7 +147,8 @@ def subject(layout: str, week: Week, items: Sequence[Item]) -> str:
         brand = "vLLM PR Weekly 周报"
     else:
         brand = BRAND[first]
-    top = _title(items[0], first) if items else ""
+    # one_line again: whatever path a headline took, nothing may turn the subject around.
+    top = one_line(_title(items[0], first)) if items else ""
     more = len(items) - 1
     tail = ""
     if more > 0:

@@ -15,15 +15,19 @@ strictly (a misspelt key is an error naming the file and the key, exit 2), pure 
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ConfigError
 from .model import LANGS, Pair
+from .sanitize import one_line, strip_unsafe
 
 _ENTRY_KEYS = {"priority", "hide", "note", *LANGS}
 _TEXT_KEYS = {"title", "body", "note"}
+#: A PR number as a table name: 1 to 9 ASCII digits (``str.isdigit`` also takes "٣" and "²").
+_PR_KEY = re.compile(r"[0-9]{1,9}")
 
 
 @dataclass(frozen=True)
@@ -69,7 +73,7 @@ def load_editorial(folder: Path, week_id: str, tiers: tuple[str, ...]) -> Editor
     entries = {}
     for key, table in raw.items():
         where = f"{path.name} [{key}]"
-        if not key.isdigit() or not isinstance(table, dict):
+        if not _PR_KEY.fullmatch(key) or int(key) == 0 or not isinstance(table, dict):
             raise ConfigError("expected a table named by a PR number, e.g. [53721]", key=where)
         entries[int(key)] = _entry(table, where, tiers)
     return Editorial(path, entries)
@@ -107,6 +111,7 @@ def _entry(table: dict, where: str, tiers: tuple[str, ...]) -> EditorEntry:
 
 
 def _clean(text: str | None, *, lines: bool = False) -> str | None:
-    if text is None or not text.strip():
-        return None
-    return text.strip() if lines else " ".join(text.split())
+    """The editor's text without characters that reorder or hide it; one line unless
+    ``lines`` (a body keeps its line breaks)."""
+    text = (strip_unsafe(text).strip() if lines else one_line(text)) if text else ""
+    return text or None

@@ -26,6 +26,7 @@ from typing import Any
 
 from .fetch import USER_AGENT
 from .model import Problem
+from .sanitize import one_line
 
 #: The longest rate-limit wait worth taking inside a build, in seconds.
 MAX_WAIT_SECONDS = 10.0
@@ -78,12 +79,13 @@ def _int(value: Any) -> int:
 
 def parse_pull(data: Mapping[str, Any], files: tuple[str, ...] = ()) -> PullFacts:
     """A ``GET /repos/{owner}/{repo}/pulls/{n}`` answer as :class:`PullFacts`."""
-    title = str(data.get("title") or "")
+    title = one_line(str(data.get("title") or ""))
     merged_at = _parse_time(data.get("merged_at"))
     state = "merged" if merged_at else ("closed" if data.get("state") == "closed" else "open")
     user = data.get("user") if isinstance(data.get("user"), Mapping) else {}
-    labels = tuple(sorted(str(label.get("name")) for label in data.get("labels") or ()
-                          if isinstance(label, Mapping) and label.get("name")))
+    labels = tuple(sorted(name for name in (
+        one_line(str(label.get("name"))) for label in data.get("labels") or ()
+        if isinstance(label, Mapping) and label.get("name")) if name))
     return PullFacts(title=title, author=str(user.get("login") or ""), state=state,
                      merged_at=merged_at, additions=_int(data.get("additions")),
                      deletions=_int(data.get("deletions")),

@@ -44,7 +44,7 @@ from typing import Any, Protocol
 from .aws import aws_client
 from .config import Settings, TranslateSettings
 from .errors import ConfigError, OutputError, TranslateError
-from .sanitize import clean_html, letter_counts
+from .sanitize import clean_html, letter_counts, one_line
 from .translate_guard import OPEN, GuardError, protect, restore
 from .week import now
 
@@ -504,7 +504,6 @@ class TranslationMemory:
 _LETTER = re.compile(r"[^\W\d_]")
 _PLACEHOLDERS = re.compile(r"⟦[^⟦⟧]*⟧")
 _BLOCK_SPACE = re.compile(r"\s*(</?(?:p|ul|ol|li|blockquote)\b[^>]*>)\s*")
-_CONTROL = re.compile(r"[\x00-\x1f\x7f\u2028\u2029]")
 #: Above this share of Chinese characters among the letters, a text is not English.
 _MAX_CJK_IN_ENGLISH = 0.1
 
@@ -550,7 +549,7 @@ def translate_html(translator: Translator, memory: TranslationMemory | None, htm
 def _finish(text: str, title: bool) -> str:
     """A title as one plain line; a body tidied around block tags and sanitized again."""
     if title:
-        return " ".join(_CONTROL.sub(" ", text).split())
+        return one_line(text)
     return clean_html(_BLOCK_SPACE.sub(r"\1", text))
 
 
