@@ -1,0 +1,187 @@
+"""Feeds written to break a build, run through the real command line (issue #13, items 2 and
+13–16): each must end in exit 0 with the hostile part neutralised or skipped with a reason.
+
+A crash of the process (a segfault shows as a negative return code) fails these tests like
+any other wrong exit code.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import SAMPLE_WEEK, Entry, atom, clean_env, newsletter_cmd
+
+from pipeline.model import LAYOUTS
+
+#: Every character that reorders or hides text, the ones issue #13 names and their kin.
+BIDI = ("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200b\u200c\u200d\ufeff"
+        "\u061c\u200e\u200f\u2060\u2061\u2062\u2063\u2064")
+UNSAFE = re.compile(f"[{BIDI}\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufffe\uffff]")
+PR = 60001
+LINK = f"https://github.com/vllm-project/vllm/pull/{PR}"
+
+
+def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([*newsletter_cmd(), *args], cwd=cwd, env=clean_env(),
+                          capture_output=True, text=True, timeout=300, check=False)
+
+
+def project(tmp_path: Path, feed: bytes) -> Path:
+    (tmp_path / "feed.atom").write_bytes(feed)
+    (tmp_path / "newsletter.toml").write_text('[feed]\nurls = ["feed.atom"]\n')
+    return tmp_path
+
+
+def build(tmp_path: Path, feed: bytes) -> dict:
+    result = run(["build", "--week", SAMPLE_WEEK], project(tmp_path, feed))
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    out = tmp_path / "build" / "issues" / SAMPLE_WEEK / "issue.json"
+    return json.loads(out.read_text(encoding="utf-8"))
+
+
+def raw_feed(*entries: str) -> bytes:
+    return ('<?xml version="1.0" encoding="utf-8"?>\n<feed xmlns="http://www.w3.org/2005/Atom">'
+            "<title>t</title><id>tag:t,2026:f</id><updated>2026-11-29T00:00:00Z</updated>"
+            + "".join(entries) + "</feed>").encode("utf-8")
+
+
+def raw_entry(lang: str, title: str, body: str, *, pr: int = PR, title_type: str = "html",
+              published: str = "2026-11-24T10:00:00+08:00", entry_id: str | None = None
+              ) -> str:
+    """An entry whose title and content are given as the XML text itself (so ``&amp;#1;`` is
+    an HTML character reference inside the feed's HTML)."""
+    return (f'<entry xml:lang="{lang}"><id>{entry_id or f"tag:t,2026:{pr}/{lang}"}</id>'
+            f'<title type="{title_type}">{title}</title>'
+            f'<link rel="alternate" href="https://github.com/vllm-project/vllm/pull/{pr}"/>'
+            f"<published>{published}</published>"
+            f'<content type="html">{body}</content></entry>')
+
+
+# -- item 2: bidi and invisible characters ----------------------------------------------------
+
+def test_bidi_and_invisible_characters_reach_no_subject_page_mail_or_feed(tmp_path):
+    zh_title = "修复\u202eSECURITY ALERT\u202c 调度器 &amp;#x202E;死锁\u200b\u2066x\u2069"
+    en_title = "Fix \u202eSECURITY ALERT\u202c scheduler &amp;#x2067;deadlock\ufeff\u200d"
+    body = ("&lt;p&gt;值得精读\u202e。调度器\u2067在 &amp;#x202E;负载下\u200b死锁&lt;/p&gt;")
+    en_body = ("&lt;p&gt;Must read\u202e. The scheduler &amp;#x2066;deadlocks\u200f under "
+               "load&lt;/p&gt;")
+    feed = raw_feed(raw_entry("zh-CN", zh_title, body), raw_entry("en", en_title, en_body))
+    data = build(tmp_path, feed)
+    (item,) = data["items"]
+    assert item["zh"]["title"] == "修复SECURITY ALERT 调度器 死锁x"
+    assert item["en"]["title"] == "Fix SECURITY ALERT scheduler deadlock"
+    for layout in LAYOUTS:
+        subject = data["subject"][layout]
+        assert not UNSAFE.search(subject), (layout, subject)
+        assert "SECURITY ALERT" in subject
+    published = run(["publish", "--week", SAMPLE_WEEK], tmp_path)
+    assert published.returncode == 0, published.stderr
+    site = tmp_path / "build" / "site"
+    outputs = [p for p in (tmp_path / "build").rglob("*") if p.is_file()
+               and p.suffix in (".json", ".html", ".txt", ".xml")]
+    assert site / "feed.xml" in outputs
+    assert any(p.parent.parent.name == "issues" and p.name == "index.html" for p in outputs)
+    assert len([p for p in outputs if p.name.startswith("email-")]) == 2 * len(LAYOUTS)
+    for path in outputs:
+        text = path.read_text(encoding="utf-8")
+        assert not UNSAFE.search(text), path
+        # Nor as character references a browser or feed reader would decode again.
+        assert not re.search(r"&#x0*(202[a-e]|206[6-9]|200[b-f]|feff);", text, re.I), path
+        if path.name in ("issue.json", "feed.xml") or path.name.startswith("email-"):
+            assert "SECURITY ALERT" in text, path
+
+
+# -- item 13: control characters decoded by the sanitizer ------------------------------------
+
+def test_control_character_references_in_content_and_titles_build(tmp_path):
+    refs = "&amp;#1; &amp;#xFFFE; &amp;#x0B; &amp;#x1F; &amp;#x81; &amp;#xFDD0;"
+    feed = raw_feed(
+        raw_entry("zh-CN", f"调度器 {refs} 死锁", f"&lt;p&gt;值得精读。{refs} 内容&lt;/p&gt;"),
+        raw_entry("en", f"Scheduler {refs} deadlock", f"&lt;p&gt;Must read. {refs} x&lt;/p&gt;"))
+    data = build(tmp_path, feed)
+    (item,) = data["items"]
+    assert item["pr"] == PR
+    assert item["en"]["title"] == "Scheduler deadlock"
+    assert "内容" in item["zh"]["body_html"]
+    for path in (tmp_path / "build").rglob("*.*"):
+        assert not UNSAFE.search(path.read_text(encoding="utf-8")), path
+
+
+# -- item 14: nesting ---------------------------------------------------------------------------
+
+def max_depth(fragment: str) -> int:
+    """How deep the elements of ``fragment`` nest (``<br>`` opens nothing)."""
+    depth = deepest = 0
+    for closing, name in re.findall(r"<(/?)([a-z]+)[^>]*>", fragment):
+        if name != "br":
+            depth += -1 if closing else 1
+            deepest = max(deepest, depth)
+    return deepest
+
+
+@pytest.mark.parametrize("tag", ["b", "blockquote", "div", "ul"])
+def test_ten_thousand_nested_tags_build_flattened(tmp_path, tag):
+    deep = f"<{tag}>" * 10_000 + "深处的文字" + f"</{tag}>" * 10_000
+    feed = atom([
+        Entry(pr=PR, title="嵌套", body=f"<p>值得精读。</p>{deep}", content_type="html"),
+        Entry(pr=PR, title="Nesting", body="Must read. Deep text.", lang="en", id="en"),
+    ])
+    data = build(tmp_path, feed)
+    (item,) = data["items"]
+    body = item["zh"]["body_html"]
+    assert "深处的文字" in body
+    assert 1 <= max_depth(body) <= 32
+    for layout in ("zh-en", "en-zh", "zh"):
+        email = tmp_path / "build" / "issues" / SAMPLE_WEEK / f"email-{layout}.html"
+        assert "深处的文字" in email.read_text(encoding="utf-8")
+
+
+# -- item 15: PR numbers -------------------------------------------------------------------------
+
+def test_a_five_thousand_digit_pr_number_is_skipped_and_the_rest_builds(tmp_path):
+    huge = "9" * 5000
+    cited = f'<p>Must read. See <a href="https://github.com/vllm-project/vllm/pull/{huge}">' \
+            f"#{huge}</a> and #{huge} and vllm-project/vllm#{huge}.</p>"
+    feed = atom([
+        Entry(pr=PR, title="正常", body="值得精读。"),
+        Entry(pr=PR, title="Fine", body=cited, content_type="html", lang="en", id="en"),
+        Entry(link=f"https://github.com/vllm-project/vllm/pull/{huge}", title="巨大",
+              body="值得精读。", id="huge"),
+        Entry(link="https://github.com/vllm-project/vllm/pull/0", title="零", id="zero"),
+        Entry(link="https://github.com/vllm-project/vllm/pull/\u0661\u0662", title="阿拉伯数字",
+              id="arabic-indic"),
+    ])
+    data = build(tmp_path, feed)
+    assert [item["pr"] for item in data["items"]] == [PR]
+    reasons = {entry["id"]: entry["reason"] for entry in data["skipped"]}
+    assert "5,000 digits" in reasons["huge"] and "1 to 9 digits" in reasons["huge"]
+    assert "1 to 9 digits" in reasons["zero"]
+    assert reasons["arabic-indic"] == "link is not a pull request"
+    assert set(data["skipped"][0]) == {"id", "link", "title", "reason"}
+
+
+# -- item 16: dates and ids ----------------------------------------------------------------------
+
+def test_invalid_dates_and_an_id_used_for_two_prs_are_skipped_with_reasons(tmp_path):
+    feed = atom([
+        Entry(pr=PR, title="正常", body="值得精读。"),
+        Entry(pr=PR, title="Fine", body="Must read.", lang="en", id="en"),
+        Entry(pr=60002, title="小时", published="2026-11-24T99:00:00+08:00", id="hour-99"),
+        Entry(pr=60003, title="二月", published="2026-02-30T10:00:00+08:00", id="feb-30"),
+        Entry(pr=60004, title="旧", published="2026-11-24T10:00:00+08:00", id="twice"),
+        Entry(pr=60005, title="新", published="2026-11-25T10:00:00+08:00", id="twice"),
+    ])
+    data = build(tmp_path, feed)
+    skipped = {(entry["id"], entry["link"].rsplit("/", 1)[1]): entry["reason"]
+               for entry in data["skipped"]}
+    assert "hour must be in 0..23" in skipped[("hour-99", "60002")]
+    assert "day is out of range" in skipped[("feb-30", "60003")]
+    assert "PR #60005" in skipped[("twice", "60004")]
+    assert sorted(item["pr"] for item in data["items"]) == [PR, 60005]
+    assert {p["message"] for p in data["problems"] if p["code"] == "skipped-entry"} >= {
+        f"feed entry twice skipped: {skipped[('twice', '60004')]}"}
