@@ -4,15 +4,17 @@ from __future__ import annotations
 
 import shutil
 import socket
+import subprocess
 import threading
 from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
+from conftest import clean_env, newsletter_cmd
 
 from pipeline.errors import FeedError
-from pipeline.fetch import fetch
+from pipeline.fetch import MAX_BYTES, fetch
 
 FEED = (
     '<?xml version="1.0" encoding="utf-8"?>\n'
@@ -185,3 +187,91 @@ def test_a_folder_is_a_feed_error(tmp_path):
 def test_an_unsupported_scheme_is_a_feed_error(tmp_path):
     with pytest.raises(FeedError, match="only files and http"):
         fetch("ftp://example.org/feed.atom", tmp_path)
+
+
+# -- bounds: total time for a URL, size for a file ----------------------------------------------
+
+class DripHandler(BaseHTTPRequestHandler):
+    """Sends one byte at a time, forever (until the test stops it): in the status line and
+    headers for ``/headers``, in the body for anything else. Every read gets an answer well
+    within the per-read timeout, so only a bound on the total time ends the fetch."""
+
+    stop: threading.Event
+
+    def do_GET(self) -> None:
+        if self.path == "/headers":
+            payload = b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 1_000_000
+        else:
+            self.send_response(200)
+            self.send_header("Content-Type", CONTENT_TYPE)
+            self.end_headers()
+            self.wfile.flush()
+            payload = FEED * 100_000
+        for byte in payload:
+            if self.stop.wait(0.02):
+                return
+            try:
+                self.wfile.write(bytes([byte]))
+                self.wfile.flush()
+            except OSError:
+                return
+
+    def log_message(self, format: str, *args) -> None:
+        pass
+
+
+@pytest.fixture
+def drip(monkeypatch):
+    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    stop = threading.Event()
+    handler = type("Handler", (DripHandler,), {"stop": stop})
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    httpd.daemon_threads = True
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    stop.set()
+    httpd.shutdown()
+    httpd.server_close()
+    thread.join(timeout=5)
+
+
+@pytest.mark.parametrize("path", ["/body", "/headers"])
+def test_a_server_that_drips_forever_is_cut_off_at_the_total_bound(drip, cache, path):
+    with pytest.raises(FeedError, match=r"not received in full within 0\.5 s") as caught:
+        fetch(drip + path, cache, total_seconds=0.5)
+    assert caught.value.url == drip + path
+    assert not cache.exists() or not any(cache.iterdir())
+
+
+def test_a_fast_server_is_well_within_a_small_total_bound(server, cache):
+    assert fetch(server.url(), cache, total_seconds=5).body == FEED
+
+
+def test_a_file_larger_than_a_url_may_be_is_a_feed_error(tmp_path):
+    path = tmp_path / "huge.atom"
+    with path.open("wb") as handle:
+        handle.truncate(MAX_BYTES + 1)  # sparse: costs no disk
+    with pytest.raises(FeedError, match=f"larger than {MAX_BYTES:,} bytes"):
+        fetch(str(path), None)
+
+
+def test_a_file_exactly_at_the_cap_is_read(tmp_path):
+    path = tmp_path / "big.atom"
+    with path.open("wb") as handle:
+        handle.truncate(MAX_BYTES)
+    assert len(fetch(str(path), None).body) == MAX_BYTES
+
+
+def test_an_oversized_feed_file_exits_2_with_one_line(tmp_path):
+    path = tmp_path / "huge.atom"
+    with path.open("wb") as handle:
+        handle.truncate(MAX_BYTES + 1)
+    (tmp_path / "newsletter.toml").write_text('[feed]\nurls = ["huge.atom"]\n')
+    result = subprocess.run([*newsletter_cmd(), "build", "--week", "2026-W48"], cwd=tmp_path,
+                            env=clean_env(), capture_output=True, text=True, timeout=120,
+                            check=False)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip().splitlines() == [
+        f"newsletter: error: feed {path}: larger than {MAX_BYTES:,} bytes"]
