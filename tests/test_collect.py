@@ -23,6 +23,7 @@ from pipeline.collect import (
     skipped_in_week,
 )
 from pipeline.errors import FeedError
+from pipeline.feed_date import date_problem
 from pipeline.model import Skipped
 from pipeline.week import parse_week
 
@@ -651,3 +652,112 @@ def test_legitimate_markup_survives_in_the_html(hostile_build):
 def test_the_text_of_refused_links_is_kept(hostile_build):
     text = (hostile_build.out_dir / "email-zh.txt").read_text(encoding="utf-8")
     assert "点这里 或这里 或者这里" in text
+
+
+# --- hostile input (issue #13): PR numbers, dates, ids, invisible characters ---------------
+
+@pytest.mark.parametrize("number", ["9" * 5000, "1234567890", "0", "000"])
+def test_a_pr_number_outside_1_to_9_digits_is_skipped_with_a_reason(number):
+    link = f"https://github.com/vllm-project/vllm/pull/{number}"
+    rejected = one_rejection(Entry(link=link))
+    assert "is not 1 to 9 digits above 0" in rejected.skipped.reason
+    assert len(rejected.skipped.reason) < 100
+
+
+@pytest.mark.parametrize("number", ["\u0661\u0662\u0663", "\uff11\uff12", "1\u00b2"])
+def test_a_pr_number_in_non_ascii_digits_is_no_pr(number):
+    rejected = one_rejection(Entry(link=f"https://github.com/vllm-project/vllm/pull/{number}"))
+    assert rejected.skipped.reason == "link is not a pull request"
+
+
+def test_the_largest_nine_digit_pr_number_is_taken():
+    assert one_review(Entry(link="https://github.com/vllm-project/vllm/pull/999999999")).pr == (
+        999_999_999)
+
+
+def test_a_huge_pr_cited_in_the_text_changes_nothing():
+    huge = "9" * 5000
+    review = one_review(Entry(body=f"值得精读。见 #{huge} 与 https://github.com/vllm-project/"
+                                   f"vllm/pull/{huge}"))
+    assert review.pr == 1 and huge in review.body_html
+
+
+@pytest.mark.parametrize(("published", "words"), [
+    ("2026-11-24T99:00:00+08:00", "hour must be in 0..23"),
+    ("2026-02-30T10:00:00+08:00", "day is out of range for month"),
+    ("2026-11-24T24:00:00Z", "hour must be in 0..23"),
+    ("2026-11-24T10:61:00Z", "minute must be in 0..59"),
+    ("2026-13-01T10:00:00Z", "month must be in 1..12"),
+    ("2026-11-24T10:00:00+25:00", "impossible time-zone offset"),
+])
+def test_a_date_feedparser_would_normalise_is_skipped_with_a_reason(published, words):
+    rejected = one_rejection(Entry(published=published))
+    assert rejected.skipped.reason.startswith(f"published date {published!r}")
+    assert words in rejected.skipped.reason
+    assert rejected.when is None  # listed whatever the week: its week is unknown
+
+
+def test_an_invalid_updated_date_is_skipped_too():
+    rejected = one_rejection(Entry(updated="2026-11-31T10:00:00+08:00"))
+    assert rejected.skipped.reason.startswith("updated date '2026-11-31T10:00:00+08:00'")
+
+
+@pytest.mark.parametrize("pub_date", ["Mon, 30 Feb 2026 10:00:00 GMT",
+                                      "Tue, 24 Nov 2026 25:00:00 +0800",
+                                      "Tue, 31 Nov 2026 10:00:00 +0800"])
+def test_an_invalid_rss_pubdate_is_skipped(pub_date):
+    """RSS ``pubDate`` (RFC 822) is checked as strictly as Atom's RFC 3339."""
+    data = (f'<?xml version="1.0" encoding="utf-8"?><rss version="2.0"><channel><title>t'
+            f"</title><language>zh-cn</language><item><title>标题</title>"
+            f"<link>https://github.com/vllm-project/vllm/pull/7</link><pubDate>{pub_date}"
+            f"</pubDate><description>值得精读。</description></item></channel></rss>").encode()
+    result = parse_feed(data, "t.rss", REPO)
+    assert result.reviews == ()
+    (rejected,) = result.rejected
+    # feedparser itself refuses some of these; either way, skipped with a reason.
+    assert rejected.skipped.reason in ("entry has no parseable date",) or (
+        "is not a real date" in rejected.skipped.reason)
+
+
+@pytest.mark.parametrize("raw", [
+    "2026-11-24T10:00:00+08:00", "2026-11-24T10:00:00.123Z", "2026-11-24 10:00:00+0800",
+    "2026-11-24T10:00Z", "2026-11-24", "2026-12-31T23:59:60Z",
+    "Tue, 24 Nov 2026 10:00:00 +0800", "24 Nov 2026 10:00 GMT", "Tue, 24 Nov 26 10:00:00 EST",
+    "Sun, 22 Nov 2026 15:59:59 GMT", "Mon, 23 Nov 2026 10:00:00 -0930",
+])
+def test_real_dates_in_the_formats_feeds_use_pass_the_strict_check(raw):
+    assert date_problem(raw) is None
+
+
+@pytest.mark.parametrize("raw", ["2026-11-24T10:00:00+08:00 junk", "2026/11/24 10:00",
+                                 "2026-1\u0661-24T10:00:00Z", "24 Foo 2026 10:00:00 GMT"])
+def test_other_date_shapes_are_refused_with_a_reason(raw):
+    assert date_problem(raw)
+
+
+def test_an_entry_id_used_for_two_prs_keeps_the_newest_and_reports_the_other():
+    older = Entry(pr=11, id="tag:t,2026:same", title="旧", published="2026-11-24T10:00:00+08:00")
+    newer = Entry(pr=12, id="tag:t,2026:same", title="新", published="2026-11-25T10:00:00+08:00")
+    for order in ([older, newer], [newer, older]):
+        reviews, rejected = merge([parse(order)])
+        assert [r.pr for r in reviews] == [12]
+        (skipped,) = skipped_in_week(rejected, W48)
+        assert (skipped.id, skipped.title) == ("tag:t,2026:same", "旧")
+        assert skipped.link.endswith("/pull/11")
+        assert "PR #12" in skipped.reason and "PR #11" in skipped.reason
+
+
+def test_versions_of_one_pr_under_one_id_are_still_not_reported():
+    first = Entry(pr=11, id="x", published="2026-11-24T10:00:00+08:00")
+    second = Entry(pr=11, id="x", published="2026-11-24T10:00:00+08:00",
+                   updated="2026-11-25T10:00:00+08:00", body="值得精读。修订。")
+    reviews, rejected = merge([parse([first]), parse([second])])
+    assert len(reviews) == 1 and rejected == []
+
+
+def test_bidi_and_invisible_characters_leave_titles_bodies_and_tags():
+    review = one_review(Entry(title="Fix \u202eSECURITY ALERT\u202c\u200b now\ufeff",
+                              body="值得精读\u2067。\u200d内容", categories=["area:\u202ecuda"]))
+    assert review.title == "Fix SECURITY ALERT now"
+    assert review.body_html == "<p>值得精读。内容</p>"
+    assert review.categories == ("area:cuda",)
