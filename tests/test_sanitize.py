@@ -6,7 +6,17 @@ import re
 
 import pytest
 
-from pipeline.sanitize import clean_html, code_spans, html_to_text, plain_line, text_to_html
+from pipeline.sanitize import (
+    MAX_NESTING,
+    cap_nesting,
+    clean_html,
+    code_spans,
+    html_to_text,
+    one_line,
+    plain_line,
+    strip_unsafe,
+    text_to_html,
+)
 
 XSS = [
     "<script>alert(1)</script>",
@@ -98,3 +108,66 @@ def test_html_to_text_reads_well():
     html = clean_html('<p>Use <code>x</code> and <a href="https://e.example/">docs</a>.</p>'
                       "<ul><li>a</li><li>b</li></ul><ol><li>c</li></ol>")
     assert html_to_text(html) == "Use `x` and docs (https://e.example/).\n\n- a\n- b\n1. c"
+
+
+# --- hostile characters and depth (issue #13) -------------------------------------------------
+
+BIDI_AND_INVISIBLE = ("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200b\u200c"
+                      "\u200d\u200e\u200f\u061c\u2060\u2061\u2062\u2063\u2064\ufeff")
+
+
+@pytest.mark.parametrize("char", list(BIDI_AND_INVISIBLE))
+def test_bidi_and_invisible_characters_leave_bodies_and_titles(char):
+    ref = f"&#x{ord(char):04X};"
+    assert clean_html(f"<p>a{char}b{ref}c</p>") == "<p>abc</p>"
+    assert plain_line(f"Fix{char} it{ref}") == "Fix it"
+    assert one_line(f"Fix{char} it") == "Fix it"
+
+
+@pytest.mark.parametrize("ref", ["&#1;", "&#x0B;", "&#x1F;", "&#x7F;", "&#xFFFE;", "&#xFFFF;",
+                                 "&#xFDD0;", "&#x1FFFF;", "&#x10FFFE;", "&#x8D;"])
+def test_control_and_noncharacter_references_are_gone_after_sanitizing(ref):
+    assert clean_html(f"<p>a{ref}b</p>") == "<p>ab</p>"
+    assert plain_line(f"a{ref}b") in ("ab", "a b")  # a control in a line reads as a break
+
+
+def test_tab_and_line_breaks_stay_in_a_body_and_become_spaces_in_a_line():
+    assert strip_unsafe("a\tb\nc\r\n") == "a\tb\nc\r\n"
+    assert one_line("a\tb\nc\u2028d\x0be\x85f") == "a b c d e f"
+
+
+def nesting(fragment: str) -> int:
+    depth = deepest = 0
+    for closing, name in re.findall(r"<(/?)([a-z]+)[^>]*>", fragment):
+        if name != "br":
+            depth += -1 if closing else 1
+            deepest = max(deepest, depth)
+    return deepest
+
+
+@pytest.mark.parametrize("tag", ["b", "em", "blockquote", "ul", "div", "span", "table"])
+def test_deep_nesting_is_capped_and_its_text_kept(tag):
+    fragment = f"<p>before</p>{f'<{tag}>' * 10_000}deep text{f'</{tag}>' * 10_000}<p>after</p>"
+    cleaned = clean_html(fragment)
+    assert nesting(cleaned) <= MAX_NESTING
+    assert "deep text" in cleaned and "before" in cleaned and "after" in cleaned
+
+
+def test_unclosed_deep_nesting_is_capped():
+    cleaned = clean_html("<ol><li>" * 5_000 + "x")
+    assert nesting(cleaned) <= MAX_NESTING and "x" in cleaned and len(cleaned) < 1_000
+
+
+def test_nesting_within_the_cap_is_kept_exactly():
+    fragment = "<blockquote>" * 10 + "<p><strong>x</strong></p>" + "</blockquote>" * 10
+    assert clean_html(fragment) == fragment
+
+
+def test_cap_nesting_unwraps_only_the_deepest_elements():
+    assert cap_nesting("<ul><li><b>x</b></li></ul>", 2) == "<ul><li>x</li></ul>"
+    assert cap_nesting("<ul><li><p>x</p><p>y</p></li></ul>", 2) == "<ul><li> x y </li></ul>"
+    assert cap_nesting('<p><a title="a>b" href="https://x">x</a></p>', 1) == "<p>x</p>"
+
+
+def test_a_deep_title_becomes_its_text():
+    assert plain_line("<b>" * 20_000 + "Title" + "</b>" * 20_000) == "Title"
