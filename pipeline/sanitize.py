@@ -140,11 +140,18 @@ def _bound_raw_nesting(fragment: str, limit: int) -> str:
                 if top == name:
                     break
         if not keep:
-            out.append(fragment[last:match.start()])
-            out.append(" " if name not in _INLINE else "")
+            _unwrap(out, fragment[last:match.start()], name)
             last = match.end()
     out.append(fragment[last:])
     return "".join(out)
+
+
+def _unwrap(out: list[str], text: str, name: str) -> None:
+    """Append the text before a dropped tag, and a space for a block tag (one per run)."""
+    if text:
+        out.append(text)
+    if name not in _INLINE and not (out and out[-1].endswith(" ")):
+        out.append(" ")
 
 
 def cap_nesting(fragment: str, limit: int = MAX_NESTING) -> str:
@@ -167,8 +174,7 @@ def cap_nesting(fragment: str, limit: int = MAX_NESTING) -> str:
             depth += 1
             deep = depth > limit
         if deep:
-            out.append(fragment[last:match.start()])
-            out.append("" if name in _INLINE else " ")
+            _unwrap(out, fragment[last:match.start()], name)
             last = match.end()
     if not out:
         return fragment
