@@ -98,3 +98,22 @@ def test_a_bad_editor_file_exits_2_from_the_command_line(tmp_path):
                             env=clean_env(), capture_output=True, text=True, check=False)
     assert result.returncode == 2 and "unknown key" in result.stderr
     assert not (tmp_path / "build").exists()
+
+
+@pytest.mark.parametrize("key", ["\u0663", "53721" + "0" * 5000, "1234567890", "0"])
+def test_a_table_name_that_is_no_pr_number_is_one_clear_error(settings, key):
+    write_editorial(settings, f'["{key}"]\nhide = true\n')
+    with pytest.raises(ConfigError, match="PR number"):
+        load_editorial(settings.resolve(settings.paths.editorial_dir), SAMPLE_WEEK, TIER_NAMES)
+
+
+def test_the_editors_texts_carry_no_bidi_or_invisible_character(settings):
+    write_editorial(settings, '[53721]\nnote = "Read\\u202e this\\u200b first"\n'
+                              '[53721.en]\ntitle = "Fix \\u202eSECURITY ALERT\\u2069"\n'
+                              'body = "Must read.\\u2066\\n\\nSecond\\ufeff."\n')
+    entry = load_editorial(settings.resolve(settings.paths.editorial_dir), SAMPLE_WEEK,
+                           TIER_NAMES).get(53721)
+    assert entry is not None
+    assert entry.texts["en"].title == "Fix SECURITY ALERT"
+    assert entry.texts["en"].body == "Must read.\n\nSecond."
+    assert entry.note.en == "Read this first"

@@ -16,7 +16,7 @@ from conftest import SAMPLE_WEEK, Entry, atom, clean_env, newsletter_cmd
 
 from pipeline.built import load_built
 from pipeline.config import SiteSettings
-from pipeline.github import GithubClient, area_names, link_files, title_tags
+from pipeline.github import GithubClient, area_names, link_files, parse_pull, title_tags
 from pipeline.site import Site
 
 FIXTURES = Path(__file__).resolve().parent / "data" / "github"
@@ -304,3 +304,10 @@ def test_an_issue_from_before_github_facts_still_renders_on_the_site(settings, t
         del item["github"]  # an issue.json written before the key existed
     pages = Site(settings.site).issue_objects(data, built.html("zh-en"))
     assert all(b"GitHub: @" not in page.data for page in pages)
+
+
+def test_a_github_title_and_labels_carry_no_bidi_or_invisible_character():
+    facts = parse_pull({"title": "[Bugfix]\u202e TRELA\u200b x\n y", "state": "open",
+                        "labels": [{"name": "rocm\u2066"}, {"name": "\u200b"}]})
+    assert facts.title == "[Bugfix] TRELA x y"
+    assert facts.labels == ("rocm",)

@@ -594,3 +594,18 @@ def test_translate_html_refuses_an_unknown_direction(llm: FakeLLM) -> None:
         translate_html(translator, None, BODY, "zh", "zh")
     with pytest.raises(ValueError, match="cannot translate"):
         translate_html(translator, None, BODY, "zh", "fr")
+
+
+def test_a_translated_title_carries_no_bidi_or_invisible_character(llm: FakeLLM) -> None:
+    llm.answer = lambda text, target: "Fix \u202eSECURITY ALERT\u202c\u200b in ⟦1⟧\ufeff"
+    translator, _ = openai(llm)
+    result = translate_html(translator, None, "修复 ROCm 上的死锁", "zh", "en", title=True)
+    assert result.text == "Fix SECURITY ALERT in ROCm"
+
+
+def test_a_translated_body_carries_no_bidi_or_control_character(llm: FakeLLM) -> None:
+    llm.answer = lambda text, target: text.replace("修复死锁", "Fix \u2067it\u2069 &#x202E;&#1;now")
+    translator, _ = openai(llm)
+    result = translate_html(translator, None, "<p>修复死锁。</p>", "zh", "en")
+    assert result.text is not None
+    assert not re.search("[\u202e\u2067\u2069\x01]|&#", result.text), result.text
