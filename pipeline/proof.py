@@ -246,7 +246,8 @@ def _pr_of(href: str, repo: str) -> int | None:
     parts = urlsplit(href)
     if (parts.hostname or "").lower() not in _GITHUB_HOSTS:
         return None
-    match = re.fullmatch(rf"/{re.escape(repo)}/pull/(\d+)(/.*)?", parts.path, re.I)
+    # 1 to 9 ASCII digits, as collect takes them: a longer number is no PR (and would stop int()).
+    match = re.fullmatch(rf"/{re.escape(repo)}/pull/([0-9]{{1,9}})(/.*)?", parts.path, re.I)
     return int(match[1]) if match else None
 
 

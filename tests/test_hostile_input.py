@@ -185,3 +185,18 @@ def test_invalid_dates_and_an_id_used_for_two_prs_are_skipped_with_reasons(tmp_p
     assert sorted(item["pr"] for item in data["items"]) == [PR, 60005]
     assert {p["message"] for p in data["problems"] if p["code"] == "skipped-entry"} >= {
         f"feed entry twice skipped: {skipped[('twice', '60004')]}"}
+
+
+def test_a_huge_pr_number_cited_in_a_body_passes_the_preview(tmp_path):
+    huge = "9" * 5000
+    link = f'<a href="https://github.com/vllm-project/vllm/pull/{huge}">#{huge}</a>'
+    feed = atom([
+        Entry(pr=PR, title="正常", body=f"<p>值得精读。见 {link}。</p>", content_type="html"),
+        Entry(pr=PR, title="Fine", body=f"<p>Must read. See {link}.</p>", content_type="html",
+              lang="en", id="en"),
+    ])
+    result = run(["preview", "--week", SAMPLE_WEEK, "--no-serve", "--no-screenshots"],
+                 project(tmp_path, feed))
+    assert result.returncode == 0, result.stderr
+    report = (tmp_path / "build" / "issues" / SAMPLE_WEEK / "issue.json").read_text()
+    assert huge in report

@@ -226,6 +226,9 @@ def test_the_editors_hidden_prs_are_listed(settings, tmp_path):
     ("/relative/path", "scheme"),
     ("https://github.com/vllm-project/vllm/issues/5", "github"),
     ("https://github.com/vllm-project/vllm-fork/pull/5", "github"),
+    ("https://github.com/vllm-project/vllm/pull/999999999", None),
+    ("https://github.com/vllm-project/vllm/pull/" + "9" * 5000, "github"),
+    ("https://github.com/vllm-project/vllm/pull/\u0661\u0662", "github"),
 ])
 def test_link_verdicts(href, verdict):
     assert link_verdict(href, REPO) == verdict
