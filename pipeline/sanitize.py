@@ -108,8 +108,9 @@ def _bound_raw_nesting(fragment: str, limit: int) -> str:
     their end tags), in one linear pass.
 
     An estimate of what an HTML parser builds, erring deep: every start tag but a void one
-    opens a level, an end tag closes back to its open element. Text and the tags kept are
-    left exactly as written, for nh3 to judge.
+    opens a level, an end tag closes back to its open element. A dropped ``<script>`` (or any
+    tag nh3 drops with its content) goes with its content. Text and the tags kept are left
+    exactly as written, for nh3 to judge.
     """
     if fragment.count("<") <= limit:
         return fragment
@@ -118,12 +119,21 @@ def _bound_raw_nesting(fragment: str, limit: int) -> str:
     dropped: dict[str, int] = {}
     out: list[str] = []
     last = 0
-    for match in _RAW_TAG.finditer(fragment):
+    match = _RAW_TAG.search(fragment)
+    while match:
         closing, name = match[1], match[2].lower()
         keep = True
         if not closing:
             if name in _VOID:
                 pass
+            elif len(open_tags) >= limit and name in DROPPED_WITH_CONTENT:
+                # Unwrapped, its content (a script's code) would show: drop it with the tag.
+                out.append(fragment[last:match.start()])
+                end = re.compile(f"</{re.escape(name)}", re.I).search(fragment, match.end())
+                close = fragment.find(">", end.end()) if end else -1
+                last = close + 1 if close >= 0 else len(fragment)
+                match = _RAW_TAG.search(fragment, last)
+                continue
             elif len(open_tags) >= limit:
                 dropped[name] = dropped.get(name, 0) + 1
                 keep = False
@@ -142,6 +152,7 @@ def _bound_raw_nesting(fragment: str, limit: int) -> str:
         if not keep:
             _unwrap(out, fragment[last:match.start()], name)
             last = match.end()
+        match = _RAW_TAG.search(fragment, match.end())
     out.append(fragment[last:])
     return "".join(out)
 

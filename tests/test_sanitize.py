@@ -171,3 +171,11 @@ def test_cap_nesting_unwraps_only_the_deepest_elements():
 
 def test_a_deep_title_becomes_its_text():
     assert plain_line("<b>" * 20_000 + "Title" + "</b>" * 20_000) == "Title"
+
+
+def test_a_script_beyond_the_depth_bound_goes_with_its_code():
+    cleaned = clean_html("<b>" * 300 + "<SCRIPT>alert(1)</script >tail<svg><b>x</b></svg> end"
+                         "<style>p{}")
+    assert "alert" not in cleaned and "p{}" not in cleaned
+    assert "tail" in cleaned and "end" in cleaned
+    assert "tail" in clean_html("İ" * 10 + "<b>" * 300 + "<script>x</script>tail")
