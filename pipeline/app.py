@@ -437,7 +437,9 @@ def _apply_notification(subscriptions: Subscriptions, pages: _Pages, message: An
     Bounces, complaints and deliveries set a state: applying one again is harmless, so
     they are simply applied (a crash half-way loses nothing: SNS retries). A transient
     bounce is *counted*, so each one (message id + its place in the message) is claimed
-    once before it is counted, and given back if counting fails.
+    once before it is counted, and given back if counting fails. SNS keeps no order, so
+    each event carries the time SES says it happened (else the notification's): an old
+    delivery arriving after newer transient bounces does not reset their count.
     """
     try:
         events = events_from(message.message)
@@ -453,7 +455,9 @@ def _apply_notification(subscriptions: Subscriptions, pages: _Pages, message: An
             continue  # counted on an earlier delivery of this message
         try:
             if subscriptions.mail_event(event.kind, event.address, now,
-                                        message_id=event.message_id) is not None:
+                                        message_id=event.message_id,
+                                        occurred_at=event.occurred_at or message.timestamp
+                                        ) is not None:
                 applied += 1
         except Exception:
             if counted:

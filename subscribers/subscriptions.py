@@ -242,12 +242,18 @@ class Subscriptions:
     # -- what the mail system says ---------------------------------------------------------
 
     def mail_event(self, kind: str, address: str, now: datetime, *,
-                   message_id: str | None = None) -> Subscriber | None:
+                   message_id: str | None = None,
+                   occurred_at: datetime | None = None) -> Subscriber | None:
         """Apply an SES event (``bounce-permanent``, ``bounce-transient``, ``complaint``,
         ``delivery``) to the subscriber with ``address``; None if there is none (a test
         copy, a removed subscriber, an address that is not one). A permanent bounce or a
         complaint is also noted on the ledger row of the message (SES's ``message_id``),
-        for the issue's bounce and complaint rates."""
+        for the issue's bounce and complaint rates.
+
+        ``occurred_at`` (when SES says it happened) orders the events of one address: an
+        old delivery that arrives late, or again, does not undo the transient bounces
+        counted since. A time after ``now`` is taken as ``now``, so one event stamped in
+        the future cannot make every later one look old."""
         if kind not in MAIL_EVENTS:
             raise ValueError(f"unknown mail event {kind!r}")
         feedback = {"bounce-permanent": "bounce", "complaint": "complaint"}.get(kind)
@@ -259,8 +265,11 @@ class Subscriptions:
             return None
         if subscriber is None:
             return None
+        if occurred_at is not None:
+            occurred_at = min(occurred_at, now)
         return self.store.record_mail_event(subscriber.id, kind, now,
-                                            transient_limit=self.policy.transient_bounce_limit)
+                                            transient_limit=self.policy.transient_bounce_limit,
+                                            occurred_at=occurred_at)
 
 
 def _address_key(subscriber: Subscriber) -> str:
