@@ -7,6 +7,7 @@ import logging
 import re
 import subprocess
 import threading
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qs, urlsplit
 
@@ -257,9 +258,13 @@ def test_every_address_state_gets_the_same_answer_after_the_same_work(app):
 
 def test_with_the_transport_down_every_state_still_gets_the_same_answer(tmp_path, caplog):
     """It answered 503 for an address it would mail and 200 for a removed one."""
-    settings = project_settings(tmp_path, free_port(), (
+    port = free_port()
+    settings = project_settings(tmp_path, port, (
         f'[delivery]\ntransport = "smtp"\n'
         f'[smtp]\nhost = "127.0.0.1"\nport = {free_port()}\nstarttls = false\n'))
+    # A real transport's links are https (RFC 8058); the app itself is served over http.
+    settings = replace(settings, site=replace(settings.site,
+                                              app_url=f"https://127.0.0.1:{port}"))
     caplog.set_level(logging.INFO, logger="newsletter.app")
     with serve_app(settings, environ={"NEWSLETTER_SECRET": "s" * 32}) as app:
         seen = work_per_state(app)
