@@ -20,8 +20,15 @@ Why it is shaped like this:
   the app's own is refused, a hidden honeypot field catches form-filling bots, and requests
   are limited per client and per address (in the store, so several processes share them).
   Token-carrying POSTs need none of this: the token is the authority.
-* **No enumeration.** /subscribe answers the same page for a new, pending, active or removed
-  address; only the mail that address receives differs.
+* **No enumeration.** /subscribe answers the same page, with the same status, for a new,
+  pending, active, unsubscribed, bounced, complained or removed address, and gives it
+  before it looks the address up: the answer waits only for the form check and the
+  per-client limit, and the store and the mail are handled after it (:class:`MailQueue`),
+  for every state alike. So neither the page, nor its timing, nor a mail transport that is
+  down (the mail is logged as not sent; the person asks again) tells anything. Only the
+  mail the address itself receives differs. (On AWS Lambda the function returns only once
+  that work is done, Mangum running it before it hands the answer back: nothing is lost,
+  but there the time does include it.)
 * **Nothing secret is logged.** Tokens are bearer credentials and live in query strings, so
   uvicorn's access log is off and our own log line names the path only.
 * **Small pages, no JavaScript**, bilingual, with a strict Content-Security-Policy (the one
@@ -38,6 +45,7 @@ import base64
 import hashlib
 import itertools
 import logging
+import threading
 import tomllib
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -47,6 +55,7 @@ from urllib.parse import urlsplit
 
 from markupsafe import Markup
 from starlette.applications import Starlette
+from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
@@ -54,7 +63,7 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import Route
 
-from subscribers.errors import InvalidAddress, TokenError, UnknownSubscriber
+from subscribers.errors import InvalidAddress, StoreError, TokenError, UnknownSubscriber
 from subscribers.ses_events import events_from
 from subscribers.sns import SnsError, SnsVerifier
 from subscribers.subscriptions import Subscriptions
@@ -79,6 +88,48 @@ SNS_WINDOW = timedelta(days=7)
 #: Ids older than the window are dropped every this many notifications (DynamoDB's TTL
 #: drops them by itself too; there a purge is a scan, so not on every cold start).
 PURGE_EVERY = 1000
+
+
+class MailQueue:
+    """Sign-up work carried out after the answer has gone: Starlette runs a response's
+    background task once its last byte is sent (uvicorn), or before the function returns
+    (Mangum, on Lambda), so nothing queued is lost with either host.
+
+    What a job raises is logged here, never shown: the person was already told to check
+    their inbox, and asking again is their remedy. :meth:`wait` lets a host (and the tests)
+    wait until every queued job is done.
+    """
+
+    def __init__(self) -> None:
+        self._pending = 0
+        self._idle = threading.Condition()
+        #: Jobs queued since start (for the tests: one per accepted request).
+        self.queued = 0
+
+    def put(self, job: Callable[[], object], what: str) -> BackgroundTask:
+        """The background task that runs ``job`` in the thread pool; attach it to the
+        response (``response.background``)."""
+        with self._idle:
+            self._pending += 1
+            self.queued += 1
+        return BackgroundTask(self._run, job, what)
+
+    async def _run(self, job: Callable[[], object], what: str) -> None:
+        try:
+            log.info("%s: %s", what, await run_in_threadpool(job))
+        except Unconfirmed:
+            log.warning("%s: the mail may or may not have left", what)
+        except (TransportError, StoreError) as exc:
+            log.warning("%s: not done: %s", what, type(exc).__name__)
+        finally:
+            with self._idle:
+                self._pending -= 1
+                self._idle.notify_all()
+
+    def wait(self, timeout: float) -> bool:
+        """Block until no job is queued or running; False if ``timeout`` seconds pass."""
+        with self._idle:
+            return self._idle.wait_for(lambda: self._pending == 0, timeout)
 
 
 @dataclass(frozen=True)
@@ -146,10 +197,13 @@ class _Pages:
 
 def create_app(subscriptions: Subscriptions, *, app_url: str, base_url: str,
                verifier: SnsVerifier | None = None,
-               clock: Callable[[], datetime] = clock_now) -> Starlette:
+               clock: Callable[[], datetime] = clock_now,
+               mail_queue: MailQueue | None = None) -> Starlette:
     """The app over ready-made parts; :func:`serve` wires them from the settings, tests
-    pass their own (a verifier that trusts a loopback certificate host, a fixed clock)."""
+    pass their own (a verifier that trusts a loopback certificate host, a fixed clock, a
+    queue they can wait on). The queue is also ``app.state.mail_queue``."""
     pages = _Pages(app_url, base_url)
+    queue = mail_queue or MailQueue()
     notifications = itertools.count(1)
     allowed_origins = {_origin(app_url), _origin(base_url)}
 
@@ -227,12 +281,16 @@ def create_app(subscriptions: Subscriptions, *, app_url: str, base_url: str,
             response.headers["Retry-After"] = "3600"
             return response
         try:
-            failed = await mailing(lambda: log.info("subscribe: %s", subscriptions.request(
-                email, layout, source="web", now=now)), "subscribe")
+            subscriptions.check_request(email, layout)
         except InvalidAddress:
             return pages.render("invalid_email", 400, template="subscribe", email=email[:254],
                                 layout=layout, referrer="same-origin")
-        return failed or pages.render("sent")
+        # The address's state is read only after the answer has gone (see the module's
+        # docstring): the same page, status and work before it, whatever the address.
+        response = pages.render("sent")
+        response.background = queue.put(lambda: subscriptions.request(
+            email, layout, source="web", now=now), "subscribe")
+        return response
 
     # -- /confirm --------------------------------------------------------------------------
 
@@ -424,8 +482,9 @@ def create_app(subscriptions: Subscriptions, *, app_url: str, base_url: str,
     if prefix:  # app_url = https://example.org/api: the routes live under /api
         from starlette.routing import Mount
 
-        return Starlette(routes=[Mount(prefix, app=app)],
-                         exception_handlers={404: not_found, 405: not_allowed})
+        app = Starlette(routes=[Mount(prefix, app=app)],
+                        exception_handlers={404: not_found, 405: not_allowed})
+    app.state.mail_queue = queue
     return app
 
 
@@ -437,7 +496,9 @@ def _apply_notification(subscriptions: Subscriptions, pages: _Pages, message: An
     Bounces, complaints and deliveries set a state: applying one again is harmless, so
     they are simply applied (a crash half-way loses nothing: SNS retries). A transient
     bounce is *counted*, so each one (message id + its place in the message) is claimed
-    once before it is counted, and given back if counting fails.
+    once before it is counted, and given back if counting fails. SNS keeps no order, so
+    each event carries the time SES says it happened (else the notification's): an old
+    delivery arriving after newer transient bounces does not reset their count.
     """
     try:
         events = events_from(message.message)
@@ -453,7 +514,9 @@ def _apply_notification(subscriptions: Subscriptions, pages: _Pages, message: An
             continue  # counted on an earlier delivery of this message
         try:
             if subscriptions.mail_event(event.kind, event.address, now,
-                                        message_id=event.message_id) is not None:
+                                        message_id=event.message_id,
+                                        occurred_at=event.occurred_at or message.timestamp
+                                        ) is not None:
                 applied += 1
         except Exception:
             if counted:

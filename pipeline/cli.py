@@ -330,7 +330,22 @@ def _cmd_approve(args: argparse.Namespace, settings) -> int:
     return EXIT_OK
 
 
+def _test_address(text: str) -> str:
+    """``--to``, checked as ``subscribers import`` checks an address (email-validator, no
+    DNS) and normalised: a typo, two addresses or a line break is refused (exit 2) before
+    anything is opened, not handed to the transport."""
+    from subscribers.errors import InvalidAddress
+    from subscribers.model import normalise_email
+
+    try:
+        return normalise_email(text)
+    except InvalidAddress as exc:
+        raise UsageError(f"--to: {exc}") from None
+
+
 def _cmd_send(args: argparse.Namespace, settings) -> int:
+    if args.to is not None:  # --to "" is a mistake, not "no test copy"
+        args.to = _test_address(args.to)
     built = _built(settings, args.week)
     if args.layout and not args.to:
         raise UsageError("--layout goes with --to (test copies)")
@@ -388,6 +403,8 @@ def _cmd_preview(args: argparse.Namespace, settings) -> int:
 
     if args.layouts and not args.to:
         raise UsageError("--layouts goes with --to (test copies)")
+    if args.to is not None:  # --to "" is a mistake, not "no test copy"
+        args.to = _test_address(args.to)
     week = choose_week(settings, args.week)
     config = f"--config {shlex.quote(str(args.config))} " if args.config else ""
     approve = f"newsletter {config}approve --week {week.id}"

@@ -9,12 +9,14 @@ and a secret found in the file is refused rather than silently used.
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, get_type_hints
+from urllib.parse import urlsplit
 
 import pendulum
 
@@ -32,6 +34,29 @@ _SECRET_KEYS = {
     ("delivery", "secret"): "NEWSLETTER_SECRET",
 }
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
+#: The secrets that sign links (``NEWSLETTER_SECRET_PREVIOUS``: comma-separated).
+SIGNING_SECRETS = ("NEWSLETTER_SECRET", "NEWSLETTER_SECRET_PREVIOUS")
+#: A signing secret shorter than this is refused: HMAC-SHA256 keys want 256 bits, and a
+#: short one could be guessed offline from any single link.
+MIN_SECRET_BYTES = 32
+#: A host name as it may appear in a URL of ours: ASCII labels (IDNA-encode the others),
+#: or an IPv6 literal.
+_HOST = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*"
+                   r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$|^\[[0-9A-Fa-f:.]+\]$")
+#: Sane ranges of the numbers of ``[subscriptions]`` (and the others checked below): a
+#: value beyond them is a typo, not a policy (``confirm_days = 7000000000`` would not even
+#: fit a token's expiry field).
+_RANGES: dict[str, tuple[int, int, str]] = {
+    "[subscriptions] confirm_days": (1, 30, "days a confirmation link works"),
+    "[subscriptions] transient_bounce_limit": (1, 20, "transient bounces in a row"),
+    "[subscriptions] address_per_day": (1, 100, "confirmation mails per address per day"),
+    "[subscriptions] client_per_hour": (1, 10_000, "sign-ups per client per hour"),
+    "[delivery] concurrency": (1, 256, "messages in flight at once"),
+    "[smtp] port": (1, 65_535, "a TCP port"),
+}
+#: Messages per second no transport of ours reaches (SES's largest quotas are in the
+#: thousands); above it, a typo.
+MAX_RATE = 10_000.0
 
 
 @dataclass(frozen=True)
@@ -228,8 +253,27 @@ def load(path: Path | None, environ: Mapping[str, str], *, cwd: Path | None = No
         raise ConfigError(f"unknown section(s) {unknown}; known: {', '.join(_SECTIONS)}")
     _check_environment(environ)
     settings = Settings(**sections, base_dir=base_dir, source=source)
-    _validate(settings)
+    overridden = {f"[{name}] {_key_name(f.name)}": env
+                  for name, cls in _SECTIONS.items() for f in fields(cls)
+                  if (env := f"NEWSLETTER_{name.upper()}_{_key_name(f.name).upper()}")
+                  in environ}
+    try:
+        _validate(settings)
+    except _Invalid as invalid:  # named as the operator set it: the file's key or the variable
+        key = invalid.key
+        if key in overridden:
+            key = f"{overridden[key]} ({key})"
+        raise ConfigError(invalid.message, key=key) from None
     return settings
+
+
+class _Invalid(Exception):
+    """A merged setting that is wrong; :func:`load` names where it came from."""
+
+    def __init__(self, message: str, *, key: str) -> None:
+        super().__init__(message)
+        self.message = message
+        self.key = key
 
 
 def _build_section(name: str, cls: type, given: dict[str, Any], environ: Mapping[str, str]):
@@ -253,7 +297,16 @@ def _build_section(name: str, cls: type, given: dict[str, Any], environ: Mapping
 
 
 def _check_environment(environ: Mapping[str, str]) -> None:
-    """Refuse a misspelt override rather than silently ignoring it."""
+    """Refuse a misspelt override rather than silently ignoring it, and a signing secret
+    too short to be one (checked here, at load, so every command says so at once, not
+    only the send that would sign with it)."""
+    for name in SIGNING_SECRETS:
+        for secret in environ.get(name, "").split(",") if name.endswith("PREVIOUS") else [
+                environ.get(name, "")]:
+            if secret.strip() and len(secret.strip().encode("utf-8")) < MIN_SECRET_BYTES:
+                raise ConfigError(f"too short: use at least {MIN_SECRET_BYTES} random bytes "
+                                  "(e.g. python -c \"import secrets; "
+                                  "print(secrets.token_urlsafe(32))\")", key=name)
     known = {
         f"NEWSLETTER_{section.upper()}_{_key_name(f.name).upper()}"
         for section, cls in _SECTIONS.items()
@@ -315,18 +368,19 @@ def _validate(s: Settings) -> None:
     try:
         pendulum.timezone(s.issue.timezone)
     except Exception:  # pendulum raises several types for an unknown zone name
-        raise ConfigError(f"unknown timezone {s.issue.timezone!r}",
+        raise _Invalid(f"unknown timezone {s.issue.timezone!r}",
                           key="[issue] timezone") from None
     if not 1 <= s.issue.size_budget_kb <= 100:
-        raise ConfigError("must be between 1 and 100 (Gmail clips messages near 102 KB)",
+        raise _Invalid("must be between 1 and 100 (Gmail clips messages near 102 KB)",
                           key="[issue] size_budget_kb")
     if not _REPO.match(s.feed.repo):
-        raise ConfigError(f"expected owner/name, got {s.feed.repo!r}", key="[feed] repo")
-    for key, url in (("[site] base_url", s.site.base_url), ("[site] app_url", s.site.app_url)):
-        if key == "[site] app_url" and url == "":
-            continue  # no subscription app: the archive shows no form, sending refuses
-        if not re.match(r"^https?://[^\s/]+", url):
-            raise ConfigError(f"expected an http(s) URL, got {url!r}", key=key)
+        raise _Invalid(f"expected owner/name, got {s.feed.repo!r}", key="[feed] repo")
+    _check_url("[site] base_url", s.site.base_url)
+    if s.site.app_url != "":  # "": no subscription app (no form; sending refuses)
+        _check_url("[site] app_url", s.site.app_url)
+    if s.translate.base_url != "":
+        _check_url("[translate] base_url", s.translate.base_url)
+    _check_url("[github] api_url", s.github.api_url)
     choices = {
         "[delivery] transport": (s.delivery.transport, ("outbox", "smtp", "ses")),
         "[archive] target": (s.archive.target, ("local", "s3")),
@@ -336,24 +390,60 @@ def _validate(s: Settings) -> None:
     }
     for key, (value, allowed) in choices.items():
         if value not in allowed:
-            raise ConfigError(f"expected one of {', '.join(allowed)}, got {value!r}", key=key)
-    if s.delivery.max_rate < 0:
-        raise ConfigError("must not be negative", key="[delivery] max_rate")
-    if s.delivery.concurrency < 1:
-        raise ConfigError("must be at least 1", key="[delivery] concurrency")
-    for key in ("confirm_days", "transient_bounce_limit", "address_per_day", "client_per_hour"):
-        if getattr(s.subscriptions, key) < 1:
-            raise ConfigError("must be at least 1", key=f"[subscriptions] {key}")
+            raise _Invalid(f"expected one of {', '.join(allowed)}, got {value!r}", key=key)
+    rate = s.delivery.max_rate
+    if not (math.isfinite(rate) and 0 <= rate <= MAX_RATE):  # nan compares false to all
+        raise _Invalid(f"expected messages per second from 0 (as the transport allows) "
+                          f"to {MAX_RATE:g}, got {rate!r}", key="[delivery] max_rate")
+    for key, (low, high, what) in _RANGES.items():
+        section, name = key[1:].split("] ")
+        value = getattr(getattr(s, section), name)
+        if not low <= value <= high:
+            raise _Invalid(f"expected {low} to {high:,} ({what}), got {value}", key=key)
+    if not s.smtp.host or not _HOST.match(s.smtp.host):
+        raise _Invalid(f"expected a host name or IP address, got {s.smtp.host!r}",
+                          key="[smtp] host")
     for arn in s.ses.sns_topic_arns:
         if not re.match(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_.-]{1,256}$", arn):
-            raise ConfigError(f"expected an SNS topic ARN, got {arn!r}",
+            raise _Invalid(f"expected an SNS topic ARN, got {arn!r}",
                               key="[ses] sns_topic_arns")
     for key in ("subscribers_table", "ledger_table"):
         if not re.match(r"^[A-Za-z0-9_.-]{3,255}$", getattr(s.store, key)):
-            raise ConfigError("expected a DynamoDB table name (3-255 of A-Z a-z 0-9 _ . -)",
+            raise _Invalid("expected a DynamoDB table name (3-255 of A-Z a-z 0-9 _ . -)",
                               key=f"[store] {key}")
     if s.inbox.source == "s3" and not s.inbox.bucket:
-        raise ConfigError("needed when [inbox] source is s3", key="[inbox] bucket")
+        raise _Invalid("needed when [inbox] source is s3", key="[inbox] bucket")
+
+
+def _check_url(key: str, url: str) -> None:
+    """A URL the mail and the pages are built from, checked whole, not by its prefix:
+    ``http(s)://host[:port][/path]`` and nothing else. Whitespace or a control character
+    anywhere (a line break would split a mail header), user info, a query or a fragment
+    (links are made by appending to it), a port out of range or an empty host are refused
+    with the one reason."""
+    def refuse(why: str) -> _Invalid:
+        return _Invalid(f"{why}, got {url!r}", key=key)
+
+    if any(ch.isspace() or ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 for ch in url):
+        raise refuse("expected a URL without whitespace or control characters")
+    if not url.isascii():
+        raise refuse("expected an ASCII URL (IDNA- and percent-encode the rest)")
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # ValueError when not a number in 0-65535
+    except ValueError:
+        raise refuse("expected an http(s) URL with a valid host and port") from None
+    if parts.scheme not in ("http", "https") or not url.startswith(parts.scheme + "://"):
+        raise refuse("expected an http(s) URL (http:// or https://, lower case)")
+    if "@" in parts.netloc:
+        raise refuse("expected a URL without user info (user@)")
+    if not parts.hostname or not _HOST.match(parts.netloc.rsplit(":", 1)[0]
+                                             if port is not None else parts.netloc):
+        raise refuse("expected an http(s) URL with a host name")
+    if port == 0 or parts.netloc.endswith(":"):
+        raise refuse("expected a port from 1 to 65535")
+    if parts.query or parts.fragment or "?" in url or "#" in url:
+        raise refuse("expected a URL without a query or fragment")
 
 
 def with_feeds(settings: Settings, urls: tuple[str, ...]) -> Settings:

@@ -439,41 +439,52 @@ class DynamoStore:
         raise self._race_error(self.subscribers_table, "request_subscription")
 
     def record_mail_event(self, subscriber_id: str, kind: str, now: datetime, *,
-                          transient_limit: int) -> Subscriber:
+                          transient_limit: int,
+                          occurred_at: datetime | None = None) -> Subscriber:
         """Apply one SES event to a subscriber, atomically (see ``MAIL_EVENTS``).
 
         Each event is one conditional update (a transient bounce: the update that makes the
         address ``bounced`` at the limit, else the one that only counts it). ``complained``
         is never overridden, and a bounce never turns ``unsubscribed`` into ``bounced``.
-        UnknownSubscriber if there is no such id.
+        A transient bounce or delivery that happened (``occurred_at``) before the latest
+        one applied (``mail_event_at``, SQLite's column of the same name) is ignored, as in
+        :meth:`SqliteStore.record_mail_event`. UnknownSubscriber if there is no such id.
         """
         if kind not in MAIL_EVENTS:
             raise ValueError(f"unknown mail event {kind!r}; known: {', '.join(MAIL_EVENTS)}")
         if transient_limit < 1:
             raise ValueError("transient_limit must be at least 1")
         key = _pk(SUBSCRIBER_PREFIX + subscriber_id)
+        at = None if occurred_at is None else _ts(occurred_at)
         values = {"now": _ts(now), "bounced": "bounced", "complained": "complained",
                   "pending": "pending", "active": "active", "zero": 0, "one": 1,
-                  "before_limit": transient_limit - 1}
+                  "before_limit": transient_limit - 1, "at": at}
         count_one = "#transient_bounces = if_not_exists(#transient_bounces, :zero) + :one"
+        # Timestamps are stored as fixed-width UTC text, so they compare as strings.
+        stamp, in_order = ("", "") if at is None else (
+            ", #mail_event_at = :at",
+            " AND (attribute_not_exists(#mail_event_at) OR #mail_event_at <= :at)")
         steps: list[tuple[str, str]] = {
             "bounce-permanent": [(
                 "SET #status = :bounced, #updated_at = :now",
                 "attribute_exists(#pk) AND #status IN (:pending, :active)")],
             "bounce-transient": [
-                (f"SET {count_one}, #status = :bounced, #updated_at = :now",
+                (f"SET {count_one}, #status = :bounced, #updated_at = :now{stamp}",
                  "attribute_exists(#pk) AND #status IN (:pending, :active) "
-                 "AND #transient_bounces >= :before_limit"),
-                (f"SET {count_one}, #updated_at = :now",
+                 f"AND #transient_bounces >= :before_limit{in_order}"),
+                (f"SET {count_one}, #updated_at = :now{stamp}",
                  "attribute_exists(#pk) AND (NOT #status IN (:pending, :active) "
                  "OR #transient_bounces < :before_limit OR attribute_not_exists("
-                 "#transient_bounces))")],
+                 f"#transient_bounces)){in_order}")],
             "complaint": [(
                 "SET #status = :complained, #updated_at = :now",
                 "attribute_exists(#pk) AND #status <> :complained")],
+            # Without a time, a delivery writes only to end a run; with one, it always
+            # records its time, or an older bounce arriving after it would count.
             "delivery": [(
-                "SET #transient_bounces = :zero",
-                "attribute_exists(#pk) AND #transient_bounces <> :zero")],
+                f"SET #transient_bounces = :zero{stamp}",
+                "attribute_exists(#pk) AND "
+                + ("#transient_bounces <> :zero" if at is None else in_order[5:]))],
         }[kind]
         for _ in range(_RACE_TRIES):
             for n, (update, condition) in enumerate(steps):
@@ -485,6 +496,8 @@ class DynamoStore:
                         raise UnknownSubscriber(subscriber_id=subscriber_id) from None
                     if len(steps) == 1:
                         return _subscriber(refused.item)  # nothing to change
+                    if at is not None and refused.item.get("mail_event_at", "") > at:
+                        return _subscriber(refused.item)  # a newer event was applied
                     if n == len(steps) - 1:
                         break  # both refused: it changed between them; try again
         raise self._race_error(self.subscribers_table, "record_mail_event")

@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from email.utils import parseaddr
 from typing import Any, Literal
 
@@ -56,6 +57,18 @@ class MailEvent:
     detail: str
     #: The bounce's, complaint's or delivery's ``timestamp``, as SES wrote it.
     timestamp: str | None
+
+    @property
+    def occurred_at(self) -> datetime | None:
+        """:attr:`timestamp` as an aware datetime (``2026-11-30T01:00:00.123Z``); None when
+        it is missing or not an ISO 8601 time with a zone (then nothing orders the event)."""
+        if not self.timestamp:
+            return None
+        try:
+            when = datetime.fromisoformat(self.timestamp)
+        except ValueError:
+            return None
+        return when.astimezone(UTC) if when.tzinfo is not None else None
 
 
 def events_from(message: str) -> list[MailEvent]:

@@ -91,8 +91,14 @@ _MESSAGES: dict[str, str] = {
 MESSAGE_TYPES = ("Notification", "SubscriptionConfirmation", "UnsubscribeConfirmation")
 
 #: The hosts SNS serves its signing certificates (and SubscribeURLs) from, in every partition
-#: with public endpoints: ``sns.<region>.amazonaws.com`` and ``sns.<region>.amazonaws.com.cn``.
-AWS_SNS_HOST = re.compile(r"^sns\.[a-z0-9-]+\.amazonaws\.com(\.cn)?$")
+#: with public endpoints: ``sns.<region>.amazonaws.com`` and ``sns.<region>.amazonaws.com.cn``
+#: (``us-east-1``, ``us-gov-west-1``, ``cn-north-1``, ``us-isob-east-1``). The region part
+#: is a region's shape, not "any label": other AWS services answer under
+#: ``sns.<something>.amazonaws.com`` too (``sns.s3.amazonaws.com`` is an S3 bucket named
+#: ``sns``, whose objects anyone can write), and a certificate from there proves nothing.
+#: ASCII classes only (``\d`` would take other scripts' digits).
+AWS_SNS_HOST = re.compile(
+    r"^sns\.[a-z]{2}(?:-gov|-iso[a-z]*)?-[a-z]+-[0-9]{1,2}\.amazonaws\.com(?:\.cn)?$")
 
 #: A signing certificate is about 2 KB; anything much larger is not one.
 MAX_CERTIFICATE_BYTES = 64 * 1024

@@ -63,7 +63,9 @@ FILE_NAME = "subscribers.sqlite3"
 #: What :meth:`SubscriberStore.record_mail_event` understands: a permanent bounce makes an
 #: address ``bounced``; a transient one is counted, and ``transient_limit`` of them in a row
 #: make it ``bounced``; a complaint makes it ``complained`` (nothing overrides that); a
-#: delivery ends a run of transient bounces.
+#: delivery ends a run of transient bounces. "In a row" is in the order the events happened
+#: (``occurred_at``), not the order they arrive: a transient bounce or delivery older than
+#: the latest one applied to the address is ignored.
 MAIL_EVENTS: tuple[str, ...] = ("bounce-permanent", "bounce-transient", "complaint", "delivery")
 
 
@@ -135,8 +137,11 @@ class SubscriberStore(Protocol):
         ...
 
     def record_mail_event(self, subscriber_id: str, kind: str, now: datetime, *,
-                          transient_limit: int) -> Subscriber:
-        """Apply what the mail system said about one address (see :data:`MAIL_EVENTS`)."""
+                          transient_limit: int,
+                          occurred_at: datetime | None = None) -> Subscriber:
+        """Apply what the mail system said about one address (see :data:`MAIL_EVENTS`).
+        ``occurred_at``: when it happened (SES's timestamp); a transient bounce or delivery
+        older than the latest one applied changes nothing. None: applied as it comes."""
         ...
 
     def first_time(self, key: str, now: datetime) -> bool:
@@ -302,6 +307,13 @@ MIGRATIONS: tuple[str, ...] = (
         acquired_at TEXT NOT NULL,
         expires_at  TEXT NOT NULL
     ) WITHOUT ROWID;
+    """,
+    # 4 -------------------------------------------------------------------------------------
+    # When the latest transient bounce or delivery counted for an address happened (SES's
+    # own time), so an older event that arrives late (SNS does not keep order, and
+    # redelivers) cannot undo a newer one.
+    """
+    ALTER TABLE subscribers ADD COLUMN mail_event_at TEXT;
     """,
 )
 
@@ -670,13 +682,20 @@ class SqliteStore:
         return AddResult(outcome, current)
 
     def record_mail_event(self, subscriber_id: str, kind: str, now: datetime, *,
-                          transient_limit: int) -> Subscriber:
+                          transient_limit: int,
+                          occurred_at: datetime | None = None) -> Subscriber:
         """Apply one SES event to a subscriber, atomically (see :data:`MAIL_EVENTS`).
 
         ``complained`` is never overridden (the person said "spam": nothing we learn later
         about their mailbox makes mailing them right). A bounce never turns an
         ``unsubscribed`` address into ``bounced`` either: both stop mail, and the person's
         own choice is the better record. UnknownSubscriber if there is no such id.
+
+        The count of transient bounces in a row depends on order, and SNS keeps none (it
+        also redelivers an old message): a transient bounce or a delivery that happened
+        (``occurred_at``) before the latest one applied to the address is ignored, so a
+        replayed old delivery cannot wipe the count. Permanent bounces and complaints only
+        ever stop mail, so they apply whenever they come.
         """
         if kind not in MAIL_EVENTS:
             raise ValueError(f"unknown mail event {kind!r}; known: {', '.join(MAIL_EVENTS)}")
@@ -691,15 +710,21 @@ class SqliteStore:
                 "status = CASE WHEN transient_bounces + 1 >= :limit "
                 "              AND status IN ('pending', 'active') "
                 "              THEN 'bounced' ELSE status END, "
-                "updated_at = :now WHERE id = :id"),
+                "mail_event_at = coalesce(:at, mail_event_at), updated_at = :now "
+                "WHERE id = :id "
+                "AND (:at IS NULL OR mail_event_at IS NULL OR mail_event_at <= :at)"),
             "complaint": (
                 "UPDATE subscribers SET status = 'complained', updated_at = :now "
                 "WHERE id = :id AND status != 'complained'"),
             "delivery": (
-                "UPDATE subscribers SET transient_bounces = 0 "
-                "WHERE id = :id AND transient_bounces != 0"),
+                "UPDATE subscribers SET transient_bounces = 0, "
+                "mail_event_at = coalesce(:at, mail_event_at) "
+                "WHERE id = :id "
+                "AND (:at IS NULL OR mail_event_at IS NULL OR mail_event_at <= :at) "
+                "AND (transient_bounces != 0 OR :at IS NOT NULL)"),
         }
-        params = {"now": _ts(now), "id": subscriber_id, "limit": transient_limit}
+        params = {"now": _ts(now), "id": subscriber_id, "limit": transient_limit,
+                  "at": None if occurred_at is None else _ts(occurred_at)}
         with self._transaction() as conn:
             conn.execute(statements[kind], params)
             row = conn.execute(_SUBSCRIBER_BY_ID, (subscriber_id,)).fetchone()

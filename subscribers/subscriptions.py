@@ -8,7 +8,11 @@ here, so a sign-up by form and one by mail follow the same rules:
   for one more click (a POST), because mail scanners fetch every link they see.
 * **No enumeration.** A request gets the same answer whether the address is new, pending,
   active or gone: what differs is only the mail that address receives (a confirmation, or
-  "you are already subscribed" with its preferences link), and nobody else sees that.
+  "you are already subscribed" with its preferences link), and nobody else sees that. Nor
+  can the time it takes tell: every state goes through the same store calls (a removed
+  address too takes its allowance, and gets a link signed that is never sent), and the
+  app answers before any of it runs (:meth:`Subscriptions.check_request` is all it does
+  first).
 * **Limits.** Confirmation mails per address per day and requests per client per hour are
   counted in the store (so several app processes share them), keyed by a hash.
 * **Consent** is recorded on confirmation: when, from where (``web``, ``mail``), and the
@@ -31,7 +35,14 @@ from typing import Protocol
 from pipeline.errors import TransportError, Unconfirmed
 
 from .errors import InvalidAddress, TokenError, UnknownSubscriber
-from .model import DEFAULT_LAYOUT, LAYOUTS, Subscriber, email_key, normalise_email
+from .model import (
+    DEFAULT_LAYOUT,
+    LAYOUTS,
+    Subscriber,
+    email_key,
+    new_subscriber_id,
+    normalise_email,
+)
 from .store import MAIL_EVENTS, SubscriberStore
 from .tokens import Keys, Purpose, make_token, verify_token
 
@@ -105,29 +116,47 @@ class Subscriptions:
         return self.store.take_quota(key, now, limit=self.policy.client_per_hour,
                                      window=timedelta(hours=1))
 
+    @staticmethod
+    def check_request(email: str, layout: str = DEFAULT_LAYOUT) -> str:
+        """The normalised address of a sign-up request, or InvalidAddress for text that is
+        not one (the one answer that may differ, since it says nothing about the list).
+        Pure: no store, no clock, so an answer given after it alone says nothing either."""
+        if layout not in LAYOUTS:
+            raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
+        return normalise_email(email)
+
     def request(self, email: str, layout: str = DEFAULT_LAYOUT, *, source: str,
                 now: datetime) -> RequestOutcome:
         """Someone asked for ``email`` to receive the newsletter in ``layout``.
 
-        InvalidAddress for text that is not an address (the one answer that may differ,
-        since it says nothing about the list). The mail is sent before returning; the
-        transport's errors propagate, so the caller can say "try again later".
+        InvalidAddress for text that is not an address. The mail is sent before returning;
+        the transport's errors propagate (the app sends it after its answer and logs them;
+        inbound mail is retried).
+
+        Every state takes the same steps: the store's request, the address's daily
+        allowance (keyed by the address, so a removed one counts too), a signed link, and
+        then the mail, or for a removed or throttled address the same call with nothing
+        to send. So the work done, and the time it takes, says nothing about the address.
         """
-        if layout not in LAYOUTS:
-            raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
-        normal = normalise_email(email)
+        normal = self.check_request(email, layout)
         result = self.store.request_subscription(normal, layout, source=source, now=now)
         subscriber = result.subscriber
+        allowed = self._take_address_quota(normal, now)
         if subscriber is None:
+            # Signed for an id nobody has, and never sent: the same work as the others.
+            self.link("confirm", "confirm", new_subscriber_id(), now)
             return RequestOutcome.SUPPRESSED
-        if not self._take_address_quota(subscriber, now):
+        active = subscriber.status == "active"
+        url = (self.link("preferences", "preferences", subscriber.id, now) if active
+               else self.link("confirm", "confirm", subscriber.id, now))
+        if not allowed:
             return RequestOutcome.THROTTLED
-        with self._returning_quota_on_failure(subscriber):
-            if subscriber.status == "active":
-                self.mailer.already_subscribed(
-                    subscriber, self.link("preferences", "preferences", subscriber.id, now))
+        with self._returning_quota_on_failure(normal):
+            if active:
+                self.mailer.already_subscribed(subscriber, url)
                 return RequestOutcome.REMINDER_SENT
-            self._send_confirmation(subscriber, now)
+            self.mailer.confirmation(subscriber, url,
+                                     now + timedelta(days=self.policy.confirm_days))
         return RequestOutcome.CONFIRMATION_SENT
 
     def resend(self, subscriber_id: str, *, now: datetime) -> RequestOutcome:
@@ -139,19 +168,19 @@ class Subscriptions:
             return RequestOutcome.SUPPRESSED
         if subscriber.status == "active":
             return RequestOutcome.REMINDER_SENT
-        if not self._take_address_quota(subscriber, now):
+        if not self._take_address_quota(subscriber.email, now):
             return RequestOutcome.THROTTLED
-        with self._returning_quota_on_failure(subscriber):
+        with self._returning_quota_on_failure(subscriber.email):
             self._send_confirmation(subscriber, now)
         return RequestOutcome.CONFIRMATION_SENT
 
-    def _take_address_quota(self, subscriber: Subscriber, now: datetime) -> bool:
-        return self.store.take_quota(_address_key(subscriber), now,
+    def _take_address_quota(self, address: str, now: datetime) -> bool:
+        return self.store.take_quota(_address_key(address), now,
                                      limit=self.policy.address_per_day,
                                      window=timedelta(days=1))
 
     @contextmanager
-    def _returning_quota_on_failure(self, subscriber: Subscriber) -> Iterator[None]:
+    def _returning_quota_on_failure(self, address: str) -> Iterator[None]:
         """A mail that did not leave (a transport error other than "may have been sent")
         does not count against the address's daily allowance."""
         try:
@@ -159,7 +188,7 @@ class Subscriptions:
         except Unconfirmed:
             raise
         except TransportError:
-            self.store.return_quota(_address_key(subscriber))
+            self.store.return_quota(_address_key(address))
             raise
 
     def _send_confirmation(self, subscriber: Subscriber, now: datetime) -> None:
@@ -242,12 +271,18 @@ class Subscriptions:
     # -- what the mail system says ---------------------------------------------------------
 
     def mail_event(self, kind: str, address: str, now: datetime, *,
-                   message_id: str | None = None) -> Subscriber | None:
+                   message_id: str | None = None,
+                   occurred_at: datetime | None = None) -> Subscriber | None:
         """Apply an SES event (``bounce-permanent``, ``bounce-transient``, ``complaint``,
         ``delivery``) to the subscriber with ``address``; None if there is none (a test
         copy, a removed subscriber, an address that is not one). A permanent bounce or a
         complaint is also noted on the ledger row of the message (SES's ``message_id``),
-        for the issue's bounce and complaint rates."""
+        for the issue's bounce and complaint rates.
+
+        ``occurred_at`` (when SES says it happened) orders the events of one address: an
+        old delivery that arrives late, or again, does not undo the transient bounces
+        counted since. A time after ``now`` is taken as ``now``, so one event stamped in
+        the future cannot make every later one look old."""
         if kind not in MAIL_EVENTS:
             raise ValueError(f"unknown mail event {kind!r}")
         feedback = {"bounce-permanent": "bounce", "complaint": "complaint"}.get(kind)
@@ -259,12 +294,16 @@ class Subscriptions:
             return None
         if subscriber is None:
             return None
+        if occurred_at is not None:
+            occurred_at = min(occurred_at, now)
         return self.store.record_mail_event(subscriber.id, kind, now,
-                                            transient_limit=self.policy.transient_bounce_limit)
+                                            transient_limit=self.policy.transient_bounce_limit,
+                                            occurred_at=occurred_at)
 
 
-def _address_key(subscriber: Subscriber) -> str:
-    return "address:" + _digest(email_key(subscriber.email))
+def _address_key(address: str) -> str:
+    """The allowance key of a normalised address (case-insensitive, as uniqueness is)."""
+    return "address:" + _digest(email_key(address))
 
 
 def _digest(text: str) -> str:

@@ -74,8 +74,10 @@ _MAX_EXPIRY = 2**32 - 1
 #: Signs links in the local outbox only. It is public (it is in this file), so a real
 #: transport refuses it and ``Keys.from_environ`` refuses it as NEWSLETTER_SECRET.
 _DEVELOPMENT_SECRET = b"vllm-pr-weekly DEVELOPMENT key - local outbox only, never production"
-#: A secret shorter than this is refused: it would be guessable offline from any one link.
-MIN_SECRET_LENGTH = 16
+#: A secret shorter than this many bytes (UTF-8) is refused: HMAC-SHA256 wants a 256-bit
+#: key, and a short one would be guessable offline from any one link. The settings refuse
+#: it too, at load (``pipeline.config.MIN_SECRET_BYTES``).
+MIN_SECRET_LENGTH = 32
 
 
 def _key_id(key: bytes) -> bytes:
@@ -127,9 +129,9 @@ class Keys:
         for name, secret in [("NEWSLETTER_SECRET", current)] + [
             ("NEWSLETTER_SECRET_PREVIOUS", p) for p in previous if p
         ]:
-            if len(secret) < MIN_SECRET_LENGTH:
+            if len(secret.encode("utf-8")) < MIN_SECRET_LENGTH:
                 raise ConfigError(f"{name} is too short: use at least {MIN_SECRET_LENGTH} "
-                                  "random characters (e.g. python -c \"import secrets; "
+                                  "random bytes (e.g. python -c \"import secrets; "
                                   "print(secrets.token_urlsafe(32))\")")
             if secret.encode("utf-8") == _DEVELOPMENT_SECRET:
                 raise ConfigError(f"{name} is the public development key; "

@@ -23,7 +23,7 @@ from urllib.parse import urlencode, urlsplit
 
 import uvicorn
 
-from pipeline.app import create_app
+from pipeline.app import MailQueue, create_app
 from pipeline.config import Settings
 from pipeline.delivery import open_subscriptions
 from pipeline.serve import server_config
@@ -54,18 +54,31 @@ class App:
     url: str
     settings: Settings
     subscriptions: Subscriptions
+    #: The app's queue of work done after an answer (the sign-up's store work and mail).
+    mail_queue: MailQueue | None = None
 
     @property
     def store(self):
         return self.subscriptions.store
 
     def request(self, method: str, path: str, *, form: Mapping[str, str] | None = None,
-                body: bytes | None = None, headers: Mapping[str, str] | None = None
-                ) -> Answer:
-        return request(method, self.url + path if path.startswith("/") else path,
-                       form=form, body=body, headers=headers)
+                body: bytes | None = None, headers: Mapping[str, str] | None = None,
+                settle: bool = True) -> Answer:
+        """One request; with ``settle``, also waits for the work queued after its answer,
+        so the test then sees the store and the outbox as they end up."""
+        answer = request(method, self.url + path if path.startswith("/") else path,
+                         form=form, body=body, headers=headers)
+        if settle:
+            self.settle()
+        return answer
+
+    def settle(self) -> None:
+        """Wait until the work queued after the answers so far is done."""
+        if self.mail_queue is not None:
+            assert self.mail_queue.wait(timeout=30), "queued work did not finish"
 
     def outbox(self) -> list[EmailMessage]:
+        self.settle()
         folder = self.settings.resolve(self.settings.paths.build_dir) / "outbox"
         files = sorted(folder.glob("*.eml"), key=lambda p: p.stat().st_mtime_ns)
         return [BytesParser(policy=policy.default).parsebytes(p.read_bytes()) for p in files]
@@ -113,8 +126,10 @@ def serve_app(settings: Settings, *, environ: Mapping[str, str] | None = None,
         if policy is not None:
             subscriptions.policy = replace(policy)
         options = {"clock": clock} if clock is not None else {}
+        queue = MailQueue()
         app = create_app(subscriptions, app_url=settings.site.app_url,
-                         base_url=settings.site.base_url, verifier=verifier, **options)
+                         base_url=settings.site.base_url, verifier=verifier,
+                         mail_queue=queue, **options)
         server = uvicorn.Server(server_config(app, host="127.0.0.1", port=port,
                                               forwarded_allow_ips="127.0.0.1"))
         thread = threading.Thread(target=server.run, daemon=True)
@@ -125,7 +140,7 @@ def serve_app(settings: Settings, *, environ: Mapping[str, str] | None = None,
                 raise RuntimeError("the app did not start")
             time.sleep(0.02)
         try:
-            yield App(settings.site.app_url, settings, subscriptions)
+            yield App(settings.site.app_url, settings, subscriptions, queue)
         finally:
             server.should_exit = True
             thread.join(timeout=10)

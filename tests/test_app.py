@@ -6,6 +6,8 @@ from __future__ import annotations
 import logging
 import re
 import subprocess
+import threading
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qs, urlsplit
 
@@ -53,9 +55,10 @@ def token_of(url: str) -> str:
     return parse_qs(urlsplit(url).query)["token"][0]
 
 
-def subscribe(app: App, address: str, layout: str = "zh-en", headers=None):
+def subscribe(app: App, address: str, layout: str = "zh-en", headers=None, *,
+              settle: bool = True):
     return app.request("POST", "/subscribe", form={"email": address, "layout": layout},
-                       headers=FROM_ARCHIVE if headers is None else headers)
+                       headers=FROM_ARCHIVE if headers is None else headers, settle=settle)
 
 
 # -- the whole way: subscribe → confirm → an issue → one-click unsubscribe ------------------------
@@ -167,6 +170,110 @@ def test_the_answer_is_the_same_for_new_pending_active_and_removed_addresses(app
     assert app.store.find("removed@example.org") is None
     assert app.store.find("active@example.org").status == "active"
     assert app.store.find("left@example.org").status == "unsubscribed"
+
+
+#: Every state an address can be in when someone asks to subscribe it.
+STATES = ("new", "pending", "active", "unsubscribed", "bounced", "complained", "removed")
+
+
+def in_every_state(store) -> dict[str, str]:
+    """An address per state of :data:`STATES`, stored so (state → address)."""
+    now = datetime.now(UTC)
+    addresses = {state: f"{state}@example.org" for state in STATES}
+    store.add(addresses["pending"], source="test", now=now)
+    for state in ("active", "unsubscribed", "bounced", "complained", "removed"):
+        sub = store.add(addresses[state], status="active", source="test", now=now).subscriber
+        if state in ("unsubscribed", "bounced", "complained"):
+            store.set_status(sub.id, state, now)
+    store.remove(addresses["removed"], now)
+    return addresses
+
+
+class RecordingStore:
+    """The real store, with every call's method name recorded; calls to ``held`` methods
+    wait until ``release`` is set, so a test can look at what ran before an answer."""
+
+    def __init__(self, store, held: set[str]) -> None:
+        self._store, self._held = store, held
+        self.calls: list[str] = []
+        self.release = threading.Event()
+
+    def __getattr__(self, name: str):
+        attribute = getattr(self._store, name)
+        if not callable(attribute):
+            return attribute
+
+        def call(*args, **kwargs):
+            if name in self._held:  # recorded once released: it did not run before
+                assert self.release.wait(30), "never released"
+            self.calls.append(name)
+            return attribute(*args, **kwargs)
+
+        return call
+
+
+def work_per_state(app: App) -> dict[str, tuple]:
+    """For each state: (status, body, headers without Date, store calls made before the
+    answer, jobs queued for it, store calls made after it)."""
+    addresses = in_every_state(app.store)
+    real = app.subscriptions.store
+    seen = {}
+    try:
+        for state, address in addresses.items():
+            recorder = RecordingStore(real, held={"request_subscription"})
+            app.subscriptions.store = recorder
+            queued = app.mail_queue.queued
+            answer = subscribe(app, address, settle=False)
+            before = tuple(recorder.calls)  # the job is held at its first store call
+            recorder.release.set()
+            app.settle()
+            headers = tuple(sorted(answer.headers.items() - {("date", answer.header("date"))}))
+            seen[state] = (answer.status, answer.body, headers, before,
+                           app.mail_queue.queued - queued,
+                           tuple(recorder.calls[len(before):]))
+    finally:
+        app.subscriptions.store = real
+    return seen
+
+
+def test_every_address_state_gets_the_same_answer_after_the_same_work(app):
+    """Timing told a removed address from the others (issue #13): the answer now goes out
+    before the address is looked up, and then every state takes the same store calls."""
+    seen = work_per_state(app)
+    assert set(seen.values()) == {seen["new"]}, {
+        state: (s[0], s[3], s[4], s[5]) for state, s in seen.items()}
+    status, body, _, before, queued, after = seen["new"]
+    assert status == 200 and "Check your inbox" in body
+    assert before == ("take_quota",)  # the per-client limit: all the answer waits for
+    assert queued == 1
+    assert after == ("request_subscription", "take_quota")  # its allowance, then the mail
+
+    by_recipient = {str(m["To"]): str(m["Subject"]) for m in app.outbox()}
+    for state in ("new", "pending", "unsubscribed", "bounced", "complained"):
+        assert "Confirm" in by_recipient[f"{state}@example.org"]  # a new consent is due
+    assert "You are subscribed" in by_recipient["active@example.org"]
+    assert "removed@example.org" not in by_recipient
+    assert app.store.find("removed@example.org") is None
+
+
+def test_with_the_transport_down_every_state_still_gets_the_same_answer(tmp_path, caplog):
+    """It answered 503 for an address it would mail and 200 for a removed one."""
+    port = free_port()
+    settings = project_settings(tmp_path, port, (
+        f'[delivery]\ntransport = "smtp"\n'
+        f'[smtp]\nhost = "127.0.0.1"\nport = {free_port()}\nstarttls = false\n'))
+    # A real transport's links are https (RFC 8058); the app itself is served over http.
+    settings = replace(settings, site=replace(settings.site,
+                                              app_url=f"https://127.0.0.1:{port}"))
+    caplog.set_level(logging.INFO, logger="newsletter.app")
+    with serve_app(settings, environ={"NEWSLETTER_SECRET": "s" * 32}) as app:
+        seen = work_per_state(app)
+    assert {s[:5] for s in seen.values()} == {(*seen["new"][:4], 1)}
+    assert seen["new"][0] == 200 and "Check your inbox" in seen["new"][1]
+    # After the answer: the allowance of a mail that did not leave is given back.
+    assert seen["new"][5] == ("request_subscription", "take_quota", "return_quota")
+    assert seen["removed"][5] == ("request_subscription", "take_quota")
+    assert caplog.text.count("subscribe: not done: SendingStopped") == len(STATES) - 1
 
 
 def test_an_active_subscribers_layout_cannot_be_changed_by_a_stranger(app):
@@ -472,8 +579,8 @@ def test_the_confirmation_goes_through_smtp_and_a_failed_send_costs_no_allowance
     with serve_app(settings, environ={"NEWSLETTER_SECRET": "s" * 32},
                    policy=Policy(address_per_day=1)) as app:
         smtp_server.fail_next("smtp@example.org", 451, "4.3.0 try again later")
-        failed = subscribe(app, "smtp@example.org")
-        assert failed.status == 503 and "Cannot send mail right now" in failed.body
+        failed = subscribe(app, "smtp@example.org")  # answered first, mailed after
+        assert failed.status == 200 and "Check your inbox" in failed.body
         assert smtp_server.received == []
 
         assert subscribe(app, "smtp@example.org").status == 200  # the allowance was returned

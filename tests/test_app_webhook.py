@@ -132,6 +132,28 @@ def test_transient_bounces_in_a_row_make_the_address_bounced(app, certs, signer)
     assert app.store.get(sid).status == "bounced"
 
 
+def test_a_replayed_old_delivery_does_not_reset_the_transient_bounce_count(app, certs,
+                                                                          signer):
+    """SNS redelivers and keeps no order: the Delivery of an earlier message arriving after
+    two newer transient bounces must not wipe them, or the address is never bounced."""
+    sid = active(app, "replay@example.org")
+
+    def transient(when: str) -> str:
+        return ses_message(BOUNCE_WITH_DSN, "replay@example.org", bounceType="Transient",
+                           bounceSubType="MailboxFull", timestamp=when)
+
+    old_delivery = json.loads(ses_message(DELIVERY, "replay@example.org"))
+    old_delivery["delivery"]["timestamp"] = "2026-11-30T01:00:00.000Z"
+    old_delivery = json.dumps(old_delivery)
+    assert post(app, certs, signer, old_delivery).status == 200
+    post(app, certs, signer, transient("2026-11-30T02:00:00.000Z"))
+    post(app, certs, signer, transient("2026-11-30T03:00:00.000Z"))
+    assert post(app, certs, signer, old_delivery).status == 200  # replayed, late
+    assert app.store.get(sid).transient_bounces == 2
+    post(app, certs, signer, transient("2026-11-30T04:00:00.000Z"))
+    assert app.store.get(sid).status == "bounced"
+
+
 def test_a_redelivered_message_counts_once(app, certs, signer):
     sid = active(app, "twice@example.org")
     transient = ses_message(BOUNCE_WITH_DSN, "twice@example.org", bounceType="Transient")

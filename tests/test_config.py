@@ -61,7 +61,7 @@ def test_relative_paths_resolve_against_the_config_folder(tmp_path):
         ({"NEWSLETTER_DELIVERY_MAX_RATE": "12.5"}, lambda s: s.delivery.max_rate == 12.5),
         ({"NEWSLETTER_SITE_BASE_URL": "https://news.example"},
          lambda s: s.site.base_url == "https://news.example"),
-        ({"NEWSLETTER_SECRET": "s3cret", "NEWSLETTER_SMTP_PASSWORD": "p"},
+        ({"NEWSLETTER_SECRET": "s3cret-" * 5, "NEWSLETTER_SMTP_PASSWORD": "p"},
          lambda s: s.smtp.username == ""),
     ],
 )
@@ -95,6 +95,105 @@ def test_bad_configuration_is_one_clear_error(tmp_path, text, env, message):
         load(write(tmp_path, text), env)
     assert message in str(info.value)
     assert "hunter2" not in str(info.value)
+
+
+SECRET_32 = "0123456789abcdef0123456789abcdef"
+
+
+@pytest.mark.parametrize(
+    ("text", "env", "message"),
+    [
+        # URLs are checked whole, not by their prefix.
+        ('[site]\napp_url = "https://example.org/api\\nBcc: x@evil.example"\n', {},
+         "[site] app_url: expected a URL without whitespace or control characters"),
+        ('[site]\nbase_url = "https://example.org /weekly"\n', {},
+         "[site] base_url: expected a URL without whitespace"),
+        ('[site]\nbase_url = "https://example.org\\t"\n', {}, "without whitespace"),
+        ('[site]\nbase_url = "https://example.org\\u2028"\n', {}, "without whitespace"),
+        ("", {"NEWSLETTER_SITE_APP_URL": "https://example.org/api\r\nX-Evil: 1"},
+         "NEWSLETTER_SITE_APP_URL ([site] app_url): expected a URL without whitespace"),
+        ("", {"NEWSLETTER_SITE_BASE_URL": " https://example.org"}, "without whitespace"),
+        ('[site]\napp_url = "javascript:alert(1)//https://x"\n', {}, "http(s) URL"),
+        ('[site]\napp_url = "file:///etc/passwd"\n', {}, "http(s) URL"),
+        ('[site]\napp_url = "https:example.org"\n', {}, "http(s) URL"),
+        ('[site]\napp_url = "HTTPS://example.org"\n', {}, "lower case"),
+        ('[site]\napp_url = "https://"\n', {}, "host name"),
+        ('[site]\napp_url = "https://user:pw@example.org"\n', {}, "user info"),
+        ('[site]\napp_url = "https://example.org:0/api"\n', {}, "port from 1 to 65535"),
+        ('[site]\napp_url = "https://example.org:70000/api"\n', {}, "valid host and port"),
+        ('[site]\napp_url = "https://example.org/api?x=1"\n', {}, "query or fragment"),
+        ('[site]\nbase_url = "https://example.org/#top"\n', {}, "query or fragment"),
+        ('[site]\nbase_url = "https://exa_mple.org"\n', {}, "host name"),
+        ('[site]\nbase_url = "https://例子.测试"\n', {}, "ASCII URL"),
+        ('[translate]\nbase_url = "http://llm.example\\n"\n', {}, "[translate] base_url"),
+        ('[github]\napi_url = "gopher://api.github.com"\n', {}, "[github] api_url"),
+        # Numbers: finite, and within sane bounds.
+        ("[delivery]\nmax_rate = nan\n", {}, "[delivery] max_rate: expected messages"),
+        ("[delivery]\nmax_rate = inf\n", {}, "[delivery] max_rate"),
+        ("[delivery]\nmax_rate = -1.0\n", {}, "[delivery] max_rate"),
+        ("", {"NEWSLETTER_DELIVERY_MAX_RATE": "nan"},
+         "NEWSLETTER_DELIVERY_MAX_RATE ([delivery] max_rate)"),
+        ("", {"NEWSLETTER_DELIVERY_MAX_RATE": "-inf"}, "NEWSLETTER_DELIVERY_MAX_RATE"),
+        ("", {"NEWSLETTER_DELIVERY_MAX_RATE": "1e9"}, "to 10000"),
+        ("[delivery]\nconcurrency = 100000\n", {}, "[delivery] concurrency"),
+        ("[smtp]\nport = 0\n", {}, "[smtp] port: expected 1 to 65,535"),
+        ("[smtp]\nport = 65536\n", {}, "[smtp] port"),
+        ("", {"NEWSLETTER_SMTP_PORT": "-25"}, "NEWSLETTER_SMTP_PORT ([smtp] port)"),
+        ('[smtp]\nhost = ""\n', {}, "[smtp] host: expected a host name"),
+        ("", {"NEWSLETTER_SMTP_HOST": ""}, "NEWSLETTER_SMTP_HOST ([smtp] host)"),
+        ('[smtp]\nhost = "mail.example.org\\r\\nRCPT"\n', {}, "[smtp] host"),
+        ("[subscriptions]\nconfirm_days = 36500\n", {}, "[subscriptions] confirm_days"),
+        ("[subscriptions]\nconfirm_days = 0\n", {}, "[subscriptions] confirm_days"),
+        ("", {"NEWSLETTER_SUBSCRIPTIONS_CONFIRM_DAYS": "99999999999"},
+         "NEWSLETTER_SUBSCRIPTIONS_CONFIRM_DAYS ([subscriptions] confirm_days)"),
+        ("[subscriptions]\nclient_per_hour = 1000000000\n", {},
+         "[subscriptions] client_per_hour"),
+        ("[subscriptions]\naddress_per_day = 100000\n", {},
+         "[subscriptions] address_per_day"),
+        ("[subscriptions]\ntransient_bounce_limit = 1000\n", {},
+         "[subscriptions] transient_bounce_limit"),
+        # Signing secrets: 32 bytes at least, the previous ones too.
+        ("", {"NEWSLETTER_SECRET": "hunter2-hunter2-hunter2"},
+         "NEWSLETTER_SECRET: too short: use at least 32 random bytes"),
+        ("", {"NEWSLETTER_SECRET": SECRET_32, "NEWSLETTER_SECRET_PREVIOUS":
+              f"{SECRET_32}-old, hunter2"}, "NEWSLETTER_SECRET_PREVIOUS: too short"),
+    ],
+)
+def test_every_value_is_validated_whole(tmp_path, text, env, message):
+    with pytest.raises(ConfigError) as info:
+        load(write(tmp_path, text), env)
+    assert message in str(info.value)
+    assert "\n" not in str(info.value) and "\r" not in str(info.value)  # one line
+    assert "hunter2" not in str(info.value)
+
+
+@pytest.mark.parametrize(("text", "env"), [
+    ('[site]\napp_url = "https://example.org/api/"\nbase_url = "https://example.org"\n', {}),
+    ('[site]\napp_url = "http://[::1]:8001"\nbase_url = "http://127.0.0.1:8000/"\n', {}),
+    ("[site]\napp_url = \"\"\n", {}),  # no subscription app
+    ("[delivery]\nmax_rate = 0.5\n[smtp]\nport = 465\nhost = \"smtp.example.org\"\n", {}),
+    ("", {"NEWSLETTER_SECRET": SECRET_32, "NEWSLETTER_SECRET_PREVIOUS": f"{SECRET_32}-a,"}),
+    ("", {"NEWSLETTER_SECRET": "密" * 11}),  # 33 bytes
+    ("", {"NEWSLETTER_SUBSCRIPTIONS_CONFIRM_DAYS": "30",
+          "NEWSLETTER_SUBSCRIPTIONS_CLIENT_PER_HOUR": "10000"}),
+])
+def test_sane_values_still_load(tmp_path, text, env):
+    load(write(tmp_path, text), env)
+
+
+def test_a_bad_value_is_one_line_and_exit_2_from_the_command_line(tmp_path):
+    import subprocess
+
+    from conftest import clean_env, newsletter_cmd
+
+    for env in ({"NEWSLETTER_DELIVERY_MAX_RATE": "nan"}, {"NEWSLETTER_SECRET": "short"},
+                {"NEWSLETTER_SITE_APP_URL": "https://example.org/api\nBcc: x@evil.example"}):
+        result = subprocess.run([*newsletter_cmd(), "status"], cwd=tmp_path,
+                                env=clean_env(**env), capture_output=True, text=True,
+                                timeout=60, check=False)
+        assert result.returncode == 2, result.stderr
+        [line] = result.stderr.splitlines()
+        assert line.startswith("newsletter: error: config: ") and next(iter(env)) in line
 
 
 def test_a_missing_config_file_is_an_error(tmp_path):

@@ -92,6 +92,31 @@ def test_test_copies_go_outside_the_ledger(project):
                                                    project)).stdout
 
 
+@pytest.mark.parametrize("address", [
+    "editor", "editor@", "editor@example.org, other@example.org",
+    "editor@example.org\r\nBcc: everyone@example.org", "editor@exa mple.org",
+    "Editor <editor@example.org>", "",
+], ids=["no-domain", "empty-domain", "two", "header-injection", "space", "display-name",
+        "empty"])
+def test_a_test_copy_address_is_validated_like_an_import(project, address):
+    """``--to ""`` included: it is not "no test copy" (which would send to everyone)."""
+    result = run(["send", "--week", SAMPLE_WEEK, "--to", address], project)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert result.stderr.startswith("newsletter: error: --to: invalid address")
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+    assert outbox(project) == [] and "sent" not in result.stdout
+    preview = run(["preview", "--week", SAMPLE_WEEK, "--no-serve", "--to", address], project)
+    assert preview.returncode == 2 and "--to: invalid address" in preview.stderr
+
+
+def test_a_test_copy_goes_to_the_normalised_address(project):
+    ok(run(["send", "--week", SAMPLE_WEEK, "--to", " Editor@EXAMPLE.org ", "--layout", "en"],
+           project))
+    [copy] = outbox(project)
+    assert email.message_from_bytes(copy.read_bytes(), policy=policy.default)["To"] == (
+        "Editor@example.org")
+
+
 def test_require_approval_gate(project):
     env = {"NEWSLETTER_ISSUE_REQUIRE_APPROVAL": "true"}
     refused = run(["send", "--week", SAMPLE_WEEK], project, **env)

@@ -647,6 +647,28 @@ def test_a_form_post_stores_a_pending_subscriber_and_mails_the_confirmation(tmp_
     assert re.search(rf"{re.escape(APP_URL)}/confirm\?token=[a-z2-7]{{56}}\s", text)
 
 
+def test_on_lambda_the_mail_queued_after_the_answer_still_leaves_within_its_limits(
+        tmp_path):
+    """The app answers /subscribe before it looks the address up and mails after; Mangum
+    runs that work before the function returns, so on Lambda nothing queued is lost, and
+    the address's daily allowance still holds. A removed address answers the same."""
+    data = tmp_path / "data"
+    data.mkdir()
+    with SqliteStore.open(data / "subscribers.sqlite3") as store:
+        now = datetime.now(UTC)
+        store.add("removed@example.org", status="active", source="test", now=now)
+        store.remove("removed@example.org", now)
+    answers = invoke(tmp_path, [subscribe_event("removed@example.org")]
+                     + [subscribe_event("reader@example.org")] * 4,
+                     NEWSLETTER_SUBSCRIPTIONS_ADDRESS_PER_DAY="3")
+    assert {a["statusCode"] for a in answers} == {200}
+    assert len({body_of(a) for a in answers}) == 1
+    sent = [mail(path) for path in outbox(tmp_path)]
+    assert [to for to, _ in sent] == ["reader@example.org"] * 3  # the 4th: over the allowance
+    assert stored(tmp_path, "reader@example.org").status == "pending"
+    assert stored(tmp_path, "removed@example.org") is None
+
+
 def test_a_form_from_another_site_is_refused_through_the_handler(tmp_path):
     (answer,) = invoke(tmp_path, [subscribe_event(
         "victim@example.org", headers={"origin": "https://evil.example"})])

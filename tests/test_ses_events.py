@@ -450,3 +450,16 @@ def test_malformed_documents_raise_value_error(message):
         events_from(message)
     text = str(caught.value)
     assert "\n" not in text and len(text) < 120
+
+
+@pytest.mark.parametrize(("timestamp", "expected"), [
+    ("2016-01-27T14:59:38.237Z", "2016-01-27T14:59:38.237000+00:00"),
+    ("2016-01-27T22:59:38+08:00", "2016-01-27T14:59:38+00:00"),
+    ("2016-01-27T14:59:38", None),  # no zone: no time to order by
+    ("yesterday", None),
+    (None, None),
+])
+def test_the_time_an_event_happened_is_read_for_ordering(timestamp, expected):
+    event = MailEvent("delivery", "a@example.org", None, "", timestamp)
+    when = event.occurred_at
+    assert (when.isoformat() if when else None) == expected

@@ -293,6 +293,11 @@ def test_a_bad_cert_url_is_refused_and_never_fetched(verifier, server, signer, m
     "https://sns.cn-north-1.amazonaws.com.cn/SimpleNotificationService-3250158c6b3cc8d0a1f28e1e5e4cb8c5.pem",
     "https://SNS.EU-WEST-1.AMAZONAWS.COM/SimpleNotificationService-x.pem",
     "https://sns.us-gov-west-1.amazonaws.com/a.pem",
+    "https://sns.us-gov-east-1.amazonaws.com/a.pem",
+    "https://sns.cn-northwest-1.amazonaws.com.cn/a.pem",
+    "https://sns.ap-southeast-5.amazonaws.com/a.pem",
+    "https://sns.us-iso-east-1.amazonaws.com/a.pem",
+    "https://sns.us-isob-east-1.amazonaws.com/a.pem",
 ])
 def test_the_aws_pattern_accepts_sns_hosts(url):
     assert CertificateSource().check_url(url) == url
@@ -315,6 +320,18 @@ def test_the_aws_pattern_accepts_sns_hosts(url):
     "https://[::1]/x.pem",
     "https://sns.us-east-1.amazonaws.com:port/x.pem",
     "//sns.us-east-1.amazonaws.com/x.pem",
+    # Other AWS services under sns.<label>.amazonaws.com: an S3 bucket named "sns" (anyone
+    # can create one and upload a certificate of their own to it).
+    "https://sns.s3.amazonaws.com/x.pem",
+    "https://sns.s3-accelerate.amazonaws.com/x.pem",
+    "https://sns.s3.amazonaws.com.cn/x.pem",
+    "https://sns.s3-external-1.amazonaws.com/x.pem",
+    "https://sns.s3-website-us-east-1.amazonaws.com/x.pem",
+    "https://sns.execute-api.amazonaws.com/x.pem",
+    "https://sns.us-east-1.s3.amazonaws.com/x.pem",
+    "https://sns.us-east-.amazonaws.com/x.pem",
+    "https://sns.us-east-123.amazonaws.com/x.pem",
+    "https://sns.us-east-\u0661.amazonaws.com/x.pem",
 ])
 def test_the_aws_pattern_refuses_everything_else(url):
     with pytest.raises(SnsError) as caught:

@@ -574,6 +574,38 @@ def test_mail_events_bounce_complain_and_count_transient_bounces_in_a_row(store)
         store.record_mail_event(sid, "opened", NOW, transient_limit=3)
 
 
+def test_an_old_event_arriving_late_does_not_undo_a_newer_one(store):
+    """SNS keeps no order and redelivers: the count follows when the events happened."""
+    sid = active(store, "late@example.org")
+    at = [NOW + timedelta(minutes=n) for n in range(6)]
+
+    def event(kind: str, when: datetime):
+        return store.record_mail_event(sid, kind, NOW + timedelta(hours=1), transient_limit=3,
+                                       occurred_at=when)
+
+    event("delivery", at[0])
+    event("bounce-transient", at[1])
+    assert event("bounce-transient", at[2]).transient_bounces == 2
+    # The delivery of minute 0, replayed: older than both bounces, so they stay counted.
+    assert event("delivery", at[0]).transient_bounces == 2
+    assert event("bounce-transient", at[3]).status == "bounced"  # the third in a row
+
+    other = active(store, "order@example.org")
+    store.record_mail_event(other, "delivery", NOW, transient_limit=3, occurred_at=at[5])
+    # A bounce of minute 4 arriving after the delivery of minute 5: that run had ended.
+    assert store.record_mail_event(other, "bounce-transient", NOW, transient_limit=3,
+                                   occurred_at=at[4]).transient_bounces == 0
+    # A permanent bounce stops mail whenever it arrives.
+    assert store.record_mail_event(other, "bounce-permanent", NOW, transient_limit=3,
+                                   occurred_at=at[1]).status == "bounced"
+    # Without a time an event applies as it comes (as before).
+    untimed = active(store, "untimed@example.org")
+    store.record_mail_event(untimed, "bounce-transient", NOW, transient_limit=3,
+                            occurred_at=at[3])
+    assert store.record_mail_event(untimed, "delivery", NOW,
+                                   transient_limit=3).transient_bounces == 0
+
+
 def test_a_new_confirmation_starts_the_bounce_count_again(store):
     sid = active(store, "again@example.org")
     store.record_mail_event(sid, "bounce-transient", NOW, transient_limit=2)

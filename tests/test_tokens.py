@@ -24,8 +24,8 @@ from subscribers.tokens import (
 )
 
 NOW = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
-OLD = "old-secret-0123456789abcdef"
-NEW = "new-secret-fedcba9876543210"
+OLD = "old-secret-0123456789abcdef-0123456789"
+NEW = "new-secret-fedcba9876543210-9876543210"
 SID = "0123456789abcdef01234567"
 
 
@@ -155,7 +155,7 @@ def test_a_token_of_one_purpose_is_refused_for_another():
 def test_rotation_keeps_old_links_working_while_the_old_key_is_listed():
     old_token = token_for("unsubscribe", keys(OLD))
     assert verify_token(keys(NEW, OLD), old_token, "unsubscribe", NOW) == SID
-    several = keys(NEW, f"some-other-old-secret-xyz, {OLD} ,")
+    several = keys(NEW, f"some-other-old-secret-xyz-0123456789, {OLD} ,")
     assert verify_token(several, old_token, "unsubscribe", NOW) == SID
     assert reason(keys(NEW), old_token) == "unknown-key"
     # New tokens are signed with the current key, and the old key alone cannot read them.
@@ -168,7 +168,7 @@ def test_rotation_keeps_old_links_working_while_the_old_key_is_listed():
 def test_keys_sharing_a_key_id_are_both_tried():
     by_id: dict[bytes, str] = {}
     for n in itertools.count():
-        secret = f"collision-search-secret-{n}"
+        secret = f"collision-search-secret-0123456789-{n}"
         key_id = hashlib.sha256(secret.encode()).digest()[:2]
         if key_id in by_id:
             first, second = by_id[key_id], secret
@@ -196,6 +196,17 @@ def test_the_environment_must_hold_a_real_secret():
     assert reason(keys(), token) == "unknown-key"
 
 
+def test_a_secret_needs_32_bytes():
+    """HMAC-SHA256 wants a 256-bit key; bytes are counted, not characters."""
+    for short in ("x" * 31, "密" * 10):  # 31 and 30 bytes
+        with pytest.raises(ConfigError, match="at least 32 random bytes"):
+            Keys.from_environ({"NEWSLETTER_SECRET": short})
+        with pytest.raises(ConfigError, match="NEWSLETTER_SECRET_PREVIOUS is too short"):
+            Keys.from_environ({"NEWSLETTER_SECRET": NEW, "NEWSLETTER_SECRET_PREVIOUS": short})
+    for enough in ("x" * 32, "密" * 11):
+        assert not Keys.from_environ({"NEWSLETTER_SECRET": enough}).is_development
+
+
 def test_no_secret_appears_in_an_error_or_a_repr():
     texts: list[str] = []
     k = keys(NEW, OLD)
@@ -203,8 +214,8 @@ def test_no_secret_appears_in_an_error_or_a_repr():
     token = token_for("confirm", k)
     for bad, purpose, now in [(token, "confirm", NOW + timedelta(days=8)),
                               (token, "unsubscribe", NOW), ("x" * 56, "confirm", NOW),
-                              (token_for("confirm", keys("unlisted-secret-0000")), "confirm",
-                               NOW),
+                              (token_for("confirm", keys("unlisted-secret-0000-0000-0000-0000")),
+                               "confirm", NOW),
                               (token[:-2] + "aa", "confirm", NOW)]:
         with pytest.raises(TokenError) as caught:
             verify_token(k, bad, purpose, now)  # type: ignore[arg-type]
