@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import email
 import re
+import subprocess
 from dataclasses import replace
 from datetime import UTC, datetime
 from email import policy
@@ -117,6 +118,24 @@ def test_each_part_takes_the_smaller_encoding(big_built, built, settings):
         other = Messages(built, settings, KEYS).build("b@example.org", "f" * 24, layout, NOW)
         assert [c for c, _ in wire_parts(other.raw).values()] == \
             [c for c, _ in wire_parts(sent(settings, built, layout)).values()]
+
+
+# -- 19: a spam filter's stock rules ---------------------------------------------------------
+
+
+def test_spamassassin_finds_nothing_to_score(settings, built):
+    """Stock rules, no network (``-L``): no rule that scores above zero, in any layout; in
+    particular not HTML_FONT_LOW_CONTRAST, which white preheader text used to earn."""
+    for layout in LAYOUTS:
+        result = subprocess.run(["spamassassin", "-L", "-t", "--cf=use_bayes 0"],
+                                input=sent(settings, built, layout), capture_output=True,
+                                check=True, timeout=120)
+        head = result.stdout.split(b"\r\n\r\n", 1)[0].split(b"\n\n", 1)[0].decode()
+        status = re.search(r"^X-Spam-Status: (.*?)\n(?!\s)", head, re.S | re.M).group(1)
+        score = float(re.search(r"score=(-?[\d.]+)", status).group(1))
+        tests = re.search(r"tests=([^\s]*(?:\s+[A-Z0-9_,]+)*)", status).group(1)
+        assert "HTML_FONT_LOW_CONTRAST" not in tests, (layout, status)
+        assert score <= 0.0, (layout, status)
 
 
 # -- 20: subjects -------------------------------------------------------------------------
