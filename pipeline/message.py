@@ -45,7 +45,7 @@ from subscribers.tokens import Keys, make_token, tagged_address
 from .built import BuiltIssue
 from .config import Settings
 from .errors import BlockedError, ConfigError
-from .mime import choose_encoding, encode_body, encode_subject
+from .mime import QUOTED_PRINTABLE, choose_encoding, encode_body, encode_subject
 from .model import LAYOUTS
 from .render import (
     PREFERENCES_PLACEHOLDER,
@@ -237,8 +237,9 @@ def _part(boundary: str, content_type: str, body: str, encoding: str) -> bytes:
         + encode_body(body, encoding)
 
 
-def transfer_encoding(text: str) -> str:
-    """The ``Content-Transfer-Encoding`` a mail body should use: the smaller of
-    quoted-printable and base64 for it. Shared with the opt-in mails, so every mail this
-    project writes is encoded by the same rule."""
-    return choose_encoding(text)
+def transfer_encoding(text: str, *, readable: bool = False) -> str:
+    """The ``Content-Transfer-Encoding`` a mail body should use, by one rule for every mail
+    this project writes: the smaller of quoted-printable and base64 for ``text``, or
+    quoted-printable whatever its size when ``readable`` (a short transactional mail, such as
+    the confirmation, whose one link a person may need to read from the ``.eml`` itself)."""
+    return QUOTED_PRINTABLE if readable else choose_encoding(text)

@@ -260,3 +260,25 @@ def test_an_english_eml_is_readable_in_a_text_editor(settings, built):
     archive = built.data["items"][0]["url"].encode()
     assert archive in body  # a link a person can follow from the file itself
     assert b"Read it in your browser" in body and b"Unsubscribe" in body
+
+
+def test_the_confirmation_eml_is_readable_and_its_link_works(settings, tmp_path):
+    """The opt-in mail, as the outbox writes it: quoted-printable, words and link legible
+    in the file; a mail client decodes the same link."""
+    from pipeline.optin_mail import OptInMailer
+    from pipeline.transport import OutboxTransport
+    from subscribers.model import Subscriber
+
+    when = datetime(2026, 11, 30, tzinfo=UTC)
+    reader = Subscriber(id="a" * 24, email="reader@example.org", status="pending",
+                        layout="en", consent_at=None, consent_source="web",
+                        created_at=when, confirmed_at=None, updated_at=when)
+    url = f"{settings.site.app_url}/confirm?token={'b' * 56}"
+    OptInMailer(settings, OutboxTransport(tmp_path)).confirmation(reader, url, when)
+    (eml,) = tmp_path.glob("*.eml")
+    raw = eml.read_bytes()
+    body = raw.split(b"\r\n\r\n", 1)[1] if b"\r\n\r\n" in raw else raw.split(b"\n\n", 1)[1]
+    assert b"base64" not in raw and b"quoted-printable" in raw
+    assert b"Confirm subscription" in body and b"/confirm?token=3D" in body
+    message = email.message_from_bytes(raw, policy=policy.default)
+    assert url in message.get_body(("plain",)).get_content()
