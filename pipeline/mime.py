@@ -48,12 +48,19 @@ def encode_body(text: str, encoding: str) -> bytes:
 def choose_encoding(text: str) -> str:
     """The smaller of quoted-printable and base64 for ``text`` (quoted-printable on a tie:
     it stays readable)."""
-    return min((QUOTED_PRINTABLE, BASE64), key=lambda e: len(encode_body(text, e)))
+    return _sizes(text)[1]
 
 
 def sent_size(text: str) -> int:
     """The bytes ``text`` weighs as a part body, in the encoding :func:`choose_encoding` picks."""
-    return len(encode_body(text, choose_encoding(text)))
+    return _sizes(text)[0]
+
+
+def _sizes(text: str) -> tuple[int, str]:
+    """(size, encoding) of the smaller encoding of ``text``."""
+    return min((len(encode_body(text, QUOTED_PRINTABLE)), QUOTED_PRINTABLE),
+               (len(encode_body(text, BASE64)), BASE64),
+               key=lambda pair: (pair[0], pair[1] != QUOTED_PRINTABLE))
 
 
 def encode_subject(text: str, header_name: str = "Subject") -> str:

@@ -10,6 +10,7 @@ client still sees one link. Lines that fit are left alone, and so is the signatu
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 
@@ -18,7 +19,11 @@ SIGNATURE = "-- "
 
 #: A run of non-space characters that holds a URL or a personal-link placeholder.
 _URL = re.compile(r"\S*(?:https?://|mailto:|%%[a-z_]+%%)\S*")
-_TOKEN = re.compile(r"\S*(?:https?://|mailto:|%%[a-z_]+%%)\S*|\s+|[^\s]")
+#: East Asian wide and fullwidth characters (CJK, kana, hangul, fullwidth punctuation).
+_WIDE = ("\u1100-\u115f\u2e80-\u303e\u3041-\u33ff\u3400-\u4dbf\u4e00-\u9fff\ua000-\ua4cf"
+         "\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6"
+         "\U00020000-\U0003fffd")
+_TOKEN = re.compile(rf"\S*(?:https?://|mailto:|%%[a-z_]+%%)\S*|\s+|[{_WIDE}]|[^\s{_WIDE}]+")
 #: Characters that may not start a line (they close what came before) or end one.
 _NO_START = set("，。、；：！？）」』》〉】〕,.;:!?)]}…%·")
 _NO_END = set("（「『《〈【〔([{")
@@ -28,6 +33,8 @@ _HANGING = re.compile(r"^(\s*(?:[-*•]|\d{1,3}[.)])\s+|\s+)")
 
 def width(text: str) -> int:
     """Display columns: two for a wide (CJK) character, none for a combining mark."""
+    if text.isascii():
+        return len(text)
     total = 0
     for char in text:
         if unicodedata.combining(char):
@@ -41,15 +48,19 @@ def wrap_text(text: str, limit: int = WIDTH) -> str:
     out: list[str] = []
     for line in text.split("\n"):
         if line == SIGNATURE or (len(line) <= limit // 2) or \
-                (line.isascii() and len(line) <= limit) or width(line) <= limit:
+                (line.isascii() and len(line) <= limit):
             out.append(line)
         else:
             out.extend(wrap_line(line, limit))
     return "\n".join(out)
 
 
-def wrap_line(line: str, limit: int = WIDTH) -> list[str]:
-    """One long line as several, greedy, URLs alone on theirs."""
+@functools.lru_cache(maxsize=8192)
+def wrap_line(line: str, limit: int = WIDTH) -> tuple[str, ...]:
+    """One long line as several, greedy, URLs alone on theirs. Cached: fitting the size
+    budget renders the same reviews several times."""
+    if width(line) <= limit:
+        return (line,)
     hanging = _HANGING.match(line)
     indent = " " * width(hanging.group(1)) if hanging else ""
     if width(indent) > limit // 2:
@@ -88,26 +99,13 @@ def wrap_line(line: str, limit: int = WIDTH) -> list[str]:
         space = ""
     if current.strip():
         lines.append(current.rstrip())
-    return lines or [""]
+    return tuple(lines) or ("",)
 
 
 def _units(line: str) -> list[str]:
     """Words, spaces, URLs and single CJK characters; punctuation glued where it binds."""
-    units: list[str] = []
-    word = ""
-    for token in _TOKEN.findall(line):
-        if len(token) == 1 and not token.isspace() and not _wide(token) \
-                and token not in _NO_START and token not in _NO_END:
-            word += token  # a run of narrow characters is one word
-            continue
-        if word:
-            units.append(word)
-            word = ""
-        units.append(token)
-    if word:
-        units.append(word)
     glued: list[str] = []
-    for unit in units:
+    for unit in _TOKEN.findall(line):
         if glued and not unit.isspace() and not glued[-1].isspace() and (
                 unit[0] in _NO_START or glued[-1][-1] in _NO_END
                 or not (_wide(unit[0]) or _wide(glued[-1][-1]))):
