@@ -138,10 +138,16 @@ class Footer:
         delivery = settings.delivery
         app_url = settings.site.app_url.rstrip("/")
         return cls(
-            publisher=" ".join(delivery.publisher.split()) or " ".join(delivery.from_.split()),
-            postal_address=" ".join(delivery.postal_address.split()),
+            publisher=_one_line(delivery.publisher) or _one_line(delivery.from_),
+            postal_address=_one_line(delivery.postal_address),
             subscribe_url=f"{app_url}/subscribe" if app_url else "",
         )
+
+
+def _one_line(text: str) -> str:
+    """A configured footer line as one line of printable text: line breaks become spaces
+    (an address written over several lines in TOML), control characters go."""
+    return " ".join("".join(c if c.isprintable() else " " for c in text).split())
 
 
 def templates_dir() -> Path:
