@@ -24,8 +24,8 @@ Headers every message carries: ``From`` with display name, ``Reply-To`` when con
 is what the ledger records), ``List-Id``, ``List-Unsubscribe`` (the https one-click URL, plus
 a ``mailto:`` carrying the token when inbound mail is configured) and
 ``List-Unsubscribe-Post: List-Unsubscribe=One-Click`` (RFC 8058), and the RFC 2369 headers
-``List-Archive`` (the archive), ``List-Help`` and ``List-Subscribe`` (the subscribe page, or
-the archive without a subscription app) and ``List-Post: NO`` (nobody posts to this list).
+``List-Archive`` (the archive), ``List-Help`` and ``List-Subscribe`` (the subscribe page)
+and ``List-Post: NO`` (nobody posts to this list).
 """
 
 from __future__ import annotations

@@ -25,6 +25,7 @@ wrapped at 78 columns (``wrap.py``).
 from __future__ import annotations
 
 import functools
+import re
 import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -94,18 +95,20 @@ def neutralise(eval_ctx: jinja2.nodes.EvalContext, value: object) -> object:
 def stray_placeholders(body: str, kind: str) -> int:
     """How many personal-link placeholders in ``body`` sit outside a template slot.
 
-    A slot is a whole ``href="…"`` value in HTML (``kind`` ``html``), a whole line in the
-    text part (``txt``). Anything else (a placeholder inside a longer URL, in running text)
-    would hand a recipient's signed link to whoever wrote it there.
+    A slot is a whole ``href`` value in HTML (``kind`` ``html``), a whole word in the text
+    part (``txt``: the built-in template gives it a line of its own). Anything else (a
+    placeholder inside a longer URL, glued to other text) would hand a recipient's signed
+    link to whoever wrote it there.
     """
     total = sum(body.count(p) for p in PLACEHOLDERS)
     if not total:
         return 0
-    if kind == "html":
-        slotted = sum(body.count(f'href="{p}"') for p in PLACEHOLDERS)
-    else:
-        slotted = sum(1 for line in body.split("\n") if line.strip() in PLACEHOLDERS)
-    return total - slotted
+    return total - len((_HTML_SLOT if kind == "html" else _TEXT_SLOT).findall(body))
+
+
+_ALTERNATIVES = "|".join(re.escape(p) for p in PLACEHOLDERS)
+_HTML_SLOT = re.compile(rf"""\bhref\s*=\s*(?:"(?:{_ALTERNATIVES})"|'(?:{_ALTERNATIVES})')""")
+_TEXT_SLOT = re.compile(rf"(?<!\S)(?:{_ALTERNATIVES})(?!\S)")
 
 
 def with_reserved_links(body: str) -> str:

@@ -114,3 +114,15 @@ def test_an_issue_holding_a_stray_placeholder_is_refused_and_blocked(settings, t
         Messages(built, settings, KEYS)
     assert [p.layout for p in proof(built, size_budget_kb=90, repo=settings.feed.repo).blocking
             if p.code == "stray-personal-link"] == ["zh"]
+
+
+def test_what_counts_as_a_slot():
+    """An operator's own template may write a slot its own way; glued to a URL it is none."""
+    from pipeline.render import stray_placeholders
+
+    u, p = UNSUBSCRIBE_PLACEHOLDER, PREFERENCES_PLACEHOLDER
+    assert stray_placeholders(f'<a href="{u}">x</a> <a href=\'{p}\'>y</a>', "html") == 0
+    assert stray_placeholders(f'<a href="https://evil.example/?u={u}">x</a>', "html") == 1
+    assert stray_placeholders(f"<p>{u}</p>", "html") == 1
+    assert stray_placeholders(f"Unsubscribe: {u}\n{p}\n", "txt") == 0
+    assert stray_placeholders(f"https://evil.example/?u={u} and x{p}", "txt") == 2
