@@ -10,6 +10,7 @@ editor sees it in the preview, and ``send`` refuses until it is filled.
 
 from __future__ import annotations
 
+import unicodedata
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
@@ -35,7 +36,8 @@ if TYPE_CHECKING:
     from .translate import Translation
 
 BRAND = {"zh": "vLLM PR 周报", "en": "vLLM PR Weekly"}
-_SUBJECT_TITLE_MAX = 60
+#: Inboxes show about this much of a subject; every layout's subject fits it.
+SUBJECT_MAX = 70
 _LANG_NAMES = {"zh": "Chinese", "en": "English"}
 
 
@@ -132,28 +134,43 @@ def _title(item: Item, lang: str) -> str:
     else:
         text = text or item.text("en" if lang == "zh" else "zh")
         title = text.title if text else f"#{item.pr}"
-    if len(title) > _SUBJECT_TITLE_MAX:
-        title = title[: _SUBJECT_TITLE_MAX - 1].rstrip() + "…"
-    return title
+    return " ".join(title.split())
 
 
 def subject(layout: str, week: Week, items: Sequence[Item]) -> str:
-    """One line, no control characters: the top item's headline in the layout's first
-    language, after the newsletter's name and the week."""
+    """One line of at most :data:`SUBJECT_MAX` characters: the newsletter's name in the
+    layout's first language (one brand, not both), the week, and the top item's headline,
+    shortened at a word or CJK-character boundary, never inside a word."""
     first = layout_langs(layout)[0]
-    if layout == "zh-en":
-        brand = "vLLM PR 周报 Weekly"
-    elif layout == "en-zh":
-        brand = "vLLM PR Weekly 周报"
-    else:
-        brand = BRAND[first]
-    # one_line again: whatever path a headline took, nothing may turn the subject around.
-    top = one_line(_title(items[0], first)) if items else ""
     more = len(items) - 1
     tail = ""
     if more > 0:
         tail = f" 等 {len(items)} 篇" if first == "zh" else f" + {more} more"
-    return f"{brand} · {week.id} · {top}{tail}"
+    head = f"{BRAND[first]} · {week.id} · "
+    if not items:
+        return head.rstrip(" ·")
+    # one_line again: whatever path a headline took, nothing may turn the subject around.
+    top = cut_at_boundary(one_line(_title(items[0], first)),
+                          SUBJECT_MAX - len(head) - len(tail))
+    return f"{head}{top or f'#{items[0].pr}'}{tail}"
+
+
+def cut_at_boundary(text: str, room: int) -> str:
+    """``text`` in at most ``room`` characters: whole, or cut where a word or a CJK
+    character ends, with "…". "" when not even one word fits."""
+    if len(text) <= room:
+        return text
+    for end in range(room - 1, 0, -1):  # leave a character for the ellipsis
+        before, after = text[end - 1], text[end]
+        if after.isspace() or before.isspace() or _wide(before) or _wide(after):
+            kept = text[:end].rstrip(" ,;:·-–—，、：；（(")
+            if kept:
+                return kept + "…"
+    return ""
+
+
+def _wide(char: str) -> bool:
+    return unicodedata.east_asian_width(char) in "WF"
 
 
 def _counts(items: Sequence[Item], lang: str) -> str:

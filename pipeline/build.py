@@ -25,7 +25,7 @@ from .github import GithubClient, area_names, link_files, names_paths
 from .model import LAYOUTS, Issue, Item, Problem, Skipped, Week
 from .output import write_folder
 from .rank import TIER_NAMES, rank
-from .render import RenderedLayout, Renderer
+from .render import Footer, RenderedLayout, Renderer
 from .week import last_complete_week, parse_week
 
 
@@ -123,7 +123,8 @@ def assemble(settings: Settings, week: Week, results: Sequence[FeedResult],
     issue = compose(items, week, settings.feed.repo, settings.site.base_url, skipped,
                     problems)
     rendered, render_problems = (renderer or Renderer()).render(
-        issue, settings.site.base_url, settings.issue.size_budget_kb)
+        issue, settings.site.base_url, settings.issue.size_budget_kb,
+        Footer.from_settings(settings))
     issue = replace(issue, problems=sort_problems([*issue.problems, *render_problems]))
     artifacts: dict[str, bytes] = {}
     for layout in LAYOUTS:

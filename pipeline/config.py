@@ -102,6 +102,10 @@ class DeliverySettings:
     max_rate: float = 0.0
     concurrency: int = 4
     unsubscribe_mailto: str = ""
+    #: Who sends the issue, for every footer ("Sent by …"); empty: the ``from`` address.
+    publisher: str = ""
+    #: The sender's postal address (CAN-SPAM), shown in every footer when set.
+    postal_address: str = ""
 
 
 @dataclass(frozen=True)

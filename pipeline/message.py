@@ -3,28 +3,39 @@
 Each layout is rendered once, at build time. Per recipient only three things change: the
 ``To`` header, the signed unsubscribe and preferences links, and the ``Message-ID``. So the
 headers that are the same for everyone are folded once per layout with the stdlib's SMTP
-policy (RFC 2047 subject, display names, line folding, and refusal of CR/LF in any value),
-and each recipient's message is those bytes plus its own headers and two base64 parts with
-the links filled in: five to seven times faster than building an ``EmailMessage`` each time
-(``make bench``), with the same result on the wire.
+policy (display names, line folding, and refusal of CR/LF in any value; the subject is
+encoded by ``mime.encode_subject``, every encoded word ≤ 75 characters), and each recipient's
+message is those bytes plus its own headers and two parts with the links filled in: several
+times faster than building an ``EmailMessage`` each time (``make bench``), with the same
+result on the wire.
+
+Each part goes out in whichever of quoted-printable and base64 is smaller for that layout
+(``mime.choose_encoding``, decided once per layout on the part with links of the reserved
+length), so what the size budget weighed is what is sent, and an ``.eml`` in the outbox stays
+readable where quoted-printable wins.
+
+Personal links are filled only into the template's own slots. ``render`` never lets text
+from outside print a placeholder; should a built issue still hold one outside a slot (an
+issue built before that rule), :class:`Messages` refuses the whole issue (``BlockedError``)
+rather than hand a recipient's signed link to whoever wrote it.
 
 Headers every message carries: ``From`` with display name, ``Reply-To`` when configured,
 ``To``, ``Subject``, ``Date``, ``Message-ID`` (SES replaces the last two; the id SES returns
 is what the ledger records), ``List-Id``, ``List-Unsubscribe`` (the https one-click URL, plus
 a ``mailto:`` carrying the token when inbound mail is configured) and
-``List-Unsubscribe-Post: List-Unsubscribe=One-Click`` (RFC 8058).
+``List-Unsubscribe-Post: List-Unsubscribe=One-Click`` (RFC 8058), and the RFC 2369 headers
+``List-Archive`` (the archive), ``List-Help`` and ``List-Subscribe`` (the subscribe page)
+and ``List-Post: NO`` (nobody posts to this list).
 """
 
 from __future__ import annotations
 
-import base64
 import hashlib
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from email import policy
-from email.header import Header
 from email.headerregistry import Address
 from email.utils import format_datetime, getaddresses
 from urllib.parse import quote
@@ -33,9 +44,15 @@ from subscribers.tokens import Keys, make_token, tagged_address
 
 from .built import BuiltIssue
 from .config import Settings
-from .errors import ConfigError
+from .errors import BlockedError, ConfigError
+from .mime import QUOTED_PRINTABLE, choose_encoding, encode_body, encode_subject
 from .model import LAYOUTS
-from .render import PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER
+from .render import (
+    PREFERENCES_PLACEHOLDER,
+    UNSUBSCRIBE_PLACEHOLDER,
+    stray_placeholders,
+    with_reserved_links,
+)
 from .transport import Outgoing
 
 _POLICY = policy.SMTP.clone(max_line_length=78)
@@ -84,6 +101,15 @@ class Messages:
             self.links("0" * 24)
         domain = self.sender.domain
         self.list_id = f"vLLM PR Weekly <{_LIST_LABEL}.{domain}>"
+        self.archive_url = settings.site.base_url.rstrip("/") + "/"
+        self.subscribe_url = f"{self.app_url}/subscribe"
+        refuse_stray_placeholders(built)
+        self._encoding = {
+            (layout, kind): choose_encoding(with_reserved_links(body))
+            for layout in LAYOUTS
+            for kind, body in (("text/plain", built.text(layout)),
+                               ("text/html", built.html(layout)))
+        }
         self.boundary = f"=_vpw_{hashlib.sha256(built.content_hash.encode()).hexdigest()[:24]}"
         self._static = {layout: self._static_headers(layout, test=False) for layout in LAYOUTS}
         self._static_test = {layout: self._static_headers(layout, test=True)
@@ -116,6 +142,10 @@ class Messages:
         headers += [
             ("Subject", subject),
             ("List-Id", self.list_id),
+            ("List-Archive", f"<{self.archive_url}>"),
+            ("List-Help", f"<{self.subscribe_url}>"),
+            ("List-Subscribe", f"<{self.subscribe_url}>"),
+            ("List-Post", "NO"),
             ("MIME-Version", "1.0"),
             ("Content-Language", "zh-CN, en" if "-" in layout
              else ("zh-CN" if layout == "zh" else "en")),
@@ -147,27 +177,39 @@ class Messages:
         raw = b"".join([
             static, personal,
             f'Content-Type: multipart/alternative; boundary="{self.boundary}"\r\n\r\n'.encode(),
-            _part(self.boundary, "text/plain", text),
-            _part(self.boundary, "text/html", html),
+            _part(self.boundary, "text/plain", text, self._encoding[layout, "text/plain"]),
+            _part(self.boundary, "text/html", html, self._encoding[layout, "text/html"]),
             f"--{self.boundary}--\r\n".encode(),
         ])
         return Outgoing(recipient=recipient, sender=self.envelope_sender, raw=raw, key=key,
                         tags=dict(tags or {"issue": self.built.id}))
 
 
+def refuse_stray_placeholders(built: BuiltIssue) -> None:
+    """Refuse an issue whose parts hold a personal-link placeholder outside a slot."""
+    for layout in LAYOUTS:
+        for kind, body in (("html", built.html(layout)), ("txt", built.text(layout))):
+            if stray_placeholders(body, kind):
+                raise BlockedError(
+                    f"email-{layout}.{kind} holds a personal-link placeholder outside the "
+                    f"template's slots (text from the feed or the editor's file?); it would "
+                    f"hand each recipient's signed link to whoever wrote it. Rebuild the "
+                    f"issue (newsletter build --force) and proof it again")
+
+
 def _fold(name: str, value: object) -> bytes:
     """One header, folded and encoded by the stdlib; CR or LF in a value raises ValueError.
 
-    Unstructured non-ASCII text (the subject) goes through ``email.header.Header``: the
-    policy's folder drops the space between an ASCII word and the encoded word after it
-    ("MoRI-IO 连接器" arrives as "MoRI-IO连接器"); ``Header`` encodes the run as a whole.
+    Unstructured non-ASCII text (the subject) is encoded as a whole by
+    :func:`mime.encode_subject`: the policy's folder drops the space between an ASCII word and
+    the encoded word after it ("MoRI-IO 连接器" arrives as "MoRI-IO连接器"), and the stdlib's
+    ``Header`` writes 76-character encoded words where RFC 2047 allows 75.
     """
     text = value if isinstance(value, str) else str(value)
     if "\r" in text or "\n" in text:
         raise ValueError(f"header {name} may not contain a line break")
     if name == "Subject" and not text.isascii():
-        encoded = Header(text, "utf-8", header_name=name).encode(linesep="\r\n")
-        return f"{name}: {encoded}\r\n".encode("ascii")
+        return f"{name}: {encode_subject(text, name)}\r\n".encode("ascii")
     if name in _VERBATIM and text.isascii():
         # URLs and ids go out as written: the policy would RFC 2047-encode a URL longer than
         # a line, and mailbox providers read List-Unsubscribe raw. Fold only between entries.
@@ -180,7 +222,8 @@ def _fold(name: str, value: object) -> bytes:
 
 #: Headers whose ASCII values are written verbatim (never encoded, never broken inside a URL).
 _VERBATIM = frozenset({"List-Unsubscribe", "List-Unsubscribe-Post", "List-Id", "Message-ID",
-                       "Date", "To", "MIME-Version", "Content-Language"})
+                       "Date", "To", "MIME-Version", "Content-Language", "List-Archive",
+                       "List-Help", "List-Subscribe", "List-Post"})
 
 
 def _fill(body: str, links: Links) -> str:
@@ -188,7 +231,15 @@ def _fill(body: str, links: Links) -> str:
             .replace(PREFERENCES_PLACEHOLDER, links.preferences))
 
 
-def _part(boundary: str, content_type: str, body: str) -> bytes:
-    encoded = base64.encodebytes(body.encode("utf-8")).replace(b"\n", b"\r\n")
+def _part(boundary: str, content_type: str, body: str, encoding: str) -> bytes:
     return (f"--{boundary}\r\nContent-Type: {content_type}; charset=\"utf-8\"\r\n"
-            f"Content-Transfer-Encoding: base64\r\n\r\n").encode() + encoded
+            f"Content-Transfer-Encoding: {encoding}\r\n\r\n").encode() \
+        + encode_body(body, encoding)
+
+
+def transfer_encoding(text: str, *, readable: bool = False) -> str:
+    """The ``Content-Transfer-Encoding`` a mail body should use, by one rule for every mail
+    this project writes: the smaller of quoted-printable and base64 for ``text``, or
+    quoted-printable whatever its size when ``readable`` (a short transactional mail, such as
+    the confirmation, whose one link a person may need to read from the ``.eml`` itself)."""
+    return QUOTED_PRINTABLE if readable else choose_encoding(text)

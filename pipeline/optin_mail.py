@@ -6,6 +6,9 @@ They are transactional, one per request, so they are built with the stdlib's
 transport as the issue: the local outbox by default, SMTP or SES in production. No
 ``List-Unsubscribe``: the recipient is not on the list yet, and the mail says that ignoring
 it is enough.
+
+Both parts are quoted-printable (``message.transfer_encoding``): where the outbox is the
+transport, the ``.eml`` stays readable in a text editor, the confirmation link with it.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ import jinja2
 from subscribers.model import Subscriber
 
 from .config import Settings
-from .message import parse_address
+from .message import parse_address, transfer_encoding
 from .render import environment
 from .transport import Outgoing, Transport
 
@@ -65,10 +68,12 @@ class OptInMailer:
         message["Message-ID"] = make_msgid(domain=self.sender.domain)
         # Not a bulk mail, but an automatic one: vacation responders should stay quiet.
         message["Auto-Submitted"] = "auto-generated"
-        message.set_content(self.env.get_template("mail/optin.txt.j2").render(context),
-                            subtype="plain", charset="utf-8", cte="base64")
-        message.add_alternative(self.env.get_template("mail/optin.html.j2").render(context),
-                                subtype="html", charset="utf-8", cte="base64")
+        text = self.env.get_template("mail/optin.txt.j2").render(context)
+        html = self.env.get_template("mail/optin.html.j2").render(context)
+        message.set_content(text, subtype="plain", charset="utf-8",
+                            cte=transfer_encoding(text, readable=True))
+        message.add_alternative(html, subtype="html", charset="utf-8",
+                                cte=transfer_encoding(html, readable=True))
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
         self.transport.send(Outgoing(
             recipient=subscriber.email,

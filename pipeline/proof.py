@@ -5,9 +5,11 @@ a frozen :class:`ProofReport` out. It repeats every problem ``build`` recorded a
 can only be seen in the finished artifacts:
 
 * each layout's HTML size against ``[issue] size_budget_kb``, weighed as a recipient's copy
-  (each personal-link placeholder counted at a real signed link's length, as ``render``
-  does): over the budget is blocking (``over-size-limit``), over 90 % of it a warning
-  (``near-size-limit``);
+  is sent (after its transfer encoding, each personal-link placeholder counted at a real
+  signed link's length, as ``render`` does): over the budget is blocking
+  (``over-size-limit``), over 90 % of it a warning (``near-size-limit``);
+* a personal-link placeholder outside the template's own slots, which would hand each
+  recipient's signed link to whoever wrote it (``stray-personal-link``, blocking);
 * images without ``alt`` (``image-without-alt``);
 * links a reader should not get: a script or data scheme (``unsafe-link``, blocking); any
   other scheme than http(s), or a link into github.com that is not a PR of the configured
@@ -38,9 +40,10 @@ from .built import BuiltIssue
 from .model import LAYOUTS, Pair, Problem, Skipped
 from .render import (
     HARD_LIMIT_BYTES,
-    LINK_RESERVE,
     PREFERENCES_PLACEHOLDER,
     UNSUBSCRIBE_PLACEHOLDER,
+    stray_placeholders,
+    weight,
 )
 
 #: Share of the budget above which a layout is flagged as close to it.
@@ -59,7 +62,8 @@ class LayoutSize:
     layout: str
     #: The file's bytes (UTF-8), as built.
     bytes: int
-    #: What a recipient's copy weighs: placeholders counted at a signed link's length.
+    #: What a recipient's copy weighs as sent: after its transfer encoding, placeholders
+    #: counted at a signed link's length.
     weight: int
     #: The budget in bytes: ``[issue] size_budget_kb`` × 1,000, never above 100 KB.
     budget: int
@@ -139,6 +143,7 @@ def proof(built: BuiltIssue, *, size_budget_kb: int, repo: str) -> ProofReport:
     text = {layout: built.text(layout) for layout in LAYOUTS}
     found += check_markup(html, repo)
     found += check_leftovers(html, text, feed_strings)
+    found += check_personal_links(html, text)
     return ProofReport(
         issue_id=data["id"],
         content_hash=data["content_hash"],
@@ -152,9 +157,8 @@ def proof(built: BuiltIssue, *, size_budget_kb: int, repo: str) -> ProofReport:
 
 
 def layout_size(html: str, layout: str, size_budget_kb: int) -> LayoutSize:
-    size = len(html.encode("utf-8"))
-    weight = size + sum(html.count(p) for p in PLACEHOLDERS) * LINK_RESERVE
-    return LayoutSize(layout, size, weight, min(size_budget_kb * 1000, HARD_LIMIT_BYTES))
+    return LayoutSize(layout, len(html.encode("utf-8")), weight(html),
+                      min(size_budget_kb * 1000, HARD_LIMIT_BYTES))
 
 
 def _size_problem(size: LayoutSize, already_over: set[str | None]) -> list[Problem]:
@@ -249,6 +253,24 @@ def _pr_of(href: str, repo: str) -> int | None:
     # 1 to 9 ASCII digits, as collect takes them: a longer number is no PR (and would stop int()).
     match = re.fullmatch(rf"/{re.escape(repo)}/pull/([0-9]{{1,9}})(/.*)?", parts.path, re.I)
     return int(match[1]) if match else None
+
+
+# -- personal links -----------------------------------------------------------------------
+
+
+def check_personal_links(html: Mapping[str, str], text: Mapping[str, str]) -> list[Problem]:
+    """A personal-link placeholder anywhere but a template slot: blocking, per layout."""
+    problems = []
+    for kind, documents in (("html", html), ("txt", text)):
+        for layout, document in documents.items():
+            stray = stray_placeholders(document, kind)
+            if stray:
+                problems.append(Problem(
+                    "stray-personal-link", "blocking", layout=layout,
+                    message=f"email-{layout}.{kind}: {stray} personal-link placeholder(s) "
+                            f"outside the template's slots would hand each recipient's signed "
+                            f"link to whoever wrote them; rebuild the issue"))
+    return problems
 
 
 # -- template leftovers -------------------------------------------------------------------

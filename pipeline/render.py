@@ -6,15 +6,26 @@ template mistake fails the build instead of shipping a blank. Per-recipient link
 placeholders, filled in at send time without re-rendering; the archive copy replaces them
 with the public pages.
 
-The size budget: Gmail clips an HTML part near 102 KB, and Chinese costs three bytes a
-character. When a layout would exceed ``[issue] size_budget_kb``, the lowest-priority items
-shrink to a title and a link to the archive, one at a time from the bottom; if the list of
-titles itself does not fit, its tail becomes one "N more in the archive" link.
+Personal links land only in the template's own slots. The placeholders are :class:`Slot`
+values; every other value a template prints (a feed's review, the editor's file, a
+translation, a GitHub title) passes :func:`neutralise`, which breaks any ``%%`` in it, so
+no text from outside can carry a placeholder into a link of its own and have a recipient's
+signed token filled into it. :func:`stray_placeholders` finds any placeholder outside a slot
+(an issue built before this rule): ``Messages`` refuses it and the proof report blocks it.
+
+The size budget: Gmail clips a message near 102 KB, and Chinese costs three bytes a
+character. Each part is weighed as sent: after its transfer encoding (``mime.py``), with
+every placeholder counted as a real signed link. When the HTML or the text part of a layout
+would exceed ``[issue] size_budget_kb``, the lowest-priority items shrink to a title and a link
+to the archive, one at a time from the bottom, in both parts alike; if the list of titles
+itself does not fit, its tail becomes one "N more in the archive" link. The text part is
+wrapped at 78 columns (``wrap.py``).
 """
 
 from __future__ import annotations
 
 import functools
+import re
 import tomllib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -22,19 +33,24 @@ from importlib import resources
 from pathlib import Path
 
 import jinja2
-from markupsafe import Markup
+from markupsafe import Markup, escape
 from mjml import mjml2html
 
 from .errors import RenderError
+from .mime import sent_size
 from .model import LANG_TAGS, LAYOUTS, Issue, Item, Problem, Text, layout_langs
 from .rank import TIER_BY_NAME, TIERS
 from .week import week_ranges
+from .wrap import wrap_text
 
 #: Filled per recipient at send time; never left in a sent message or the public archive.
 UNSUBSCRIBE_PLACEHOLDER = "%%unsubscribe_url%%"
 PREFERENCES_PLACEHOLDER = "%%preferences_url%%"
+PLACEHOLDERS = (UNSUBSCRIBE_PLACEHOLDER, PREFERENCES_PLACEHOLDER)
 #: Bytes reserved per placeholder for the real, signed link that replaces it.
 LINK_RESERVE = 256
+#: What weighs like a signed link when a part is measured: ASCII, with a query like one.
+RESERVED_LINK = ("https://app.invalid/unsubscribe?token=" + "x" * LINK_RESERVE)[:LINK_RESERVE]
 #: The hard ceiling whatever the budget says (KB = 1,000 bytes).
 HARD_LIMIT_BYTES = 100_000
 
@@ -49,6 +65,92 @@ TIER_COLORS = {
     "skim": ("#ddf4ff", "#0a3069"),
     "unrated": ("#eff2f5", "#59636e"),
 }
+
+
+class Slot(str):
+    """A template's own personal-link slot: the only value printed with its ``%%`` intact."""
+
+
+#: What ``%%`` becomes in printed text: the same to a reader, never a placeholder.
+_NEUTRAL_HTML = "%&#37;"
+_NEUTRAL_TEXT = "%\u2060%"  # WORD JOINER: invisible, and no longer two percent signs
+
+
+@jinja2.pass_eval_context
+def neutralise(eval_ctx: jinja2.nodes.EvalContext, value: object) -> object:
+    """The environment's ``finalize``: every printed value but a :class:`Slot` loses its
+    ``%%``, so feed text can never reproduce a personal-link placeholder."""
+    if isinstance(value, Slot) or not isinstance(value, str) or "%%" not in value:
+        return value
+    if eval_ctx.autoescape:
+        html = str(escape(value))  # Markup (sanitized HTML) stays as it is
+        while "%%" in html:
+            html = html.replace("%%", _NEUTRAL_HTML)
+        return Markup(html)  # noqa: S704 - escaped above; only an entity was added
+    while "%%" in value:
+        value = value.replace("%%", _NEUTRAL_TEXT)
+    return value
+
+
+def stray_placeholders(body: str, kind: str) -> int:
+    """How many personal-link placeholders in ``body`` sit outside a template slot.
+
+    A slot is a whole ``href`` value in HTML (``kind`` ``html``), a whole word in the text
+    part (``txt``: the built-in template gives it a line of its own). Anything else (a
+    placeholder inside a longer URL, glued to other text) would hand a recipient's signed
+    link to whoever wrote it there.
+    """
+    total = sum(body.count(p) for p in PLACEHOLDERS)
+    if not total:
+        return 0
+    return total - len((_HTML_SLOT if kind == "html" else _TEXT_SLOT).findall(body))
+
+
+_ALTERNATIVES = "|".join(re.escape(p) for p in PLACEHOLDERS)
+_HTML_SLOT = re.compile(rf"""\bhref\s*=\s*(?:"(?:{_ALTERNATIVES})"|'(?:{_ALTERNATIVES})')""")
+_TEXT_SLOT = re.compile(rf"(?<!\S)(?:{_ALTERNATIVES})(?!\S)")
+
+
+def with_reserved_links(body: str) -> str:
+    """``body`` with each placeholder replaced by a link as long as a real one may be."""
+    for placeholder in PLACEHOLDERS:
+        body = body.replace(placeholder, RESERVED_LINK)
+    return body
+
+
+def weight(body: str) -> int:
+    """The bytes one recipient's part weighs as sent: encoded, with real links filled in."""
+    return sent_size(with_reserved_links(body))
+
+
+@dataclass(frozen=True)
+class Footer:
+    """Who sends the issue and why, shown at the foot of every copy (CAN-SPAM, RFC 2369's
+    spirit): the publisher line, the postal address when set, and where to subscribe."""
+
+    #: ``[delivery] publisher``, else the sender's name and address.
+    publisher: str = ""
+    #: ``[delivery] postal_address``; shown only when set.
+    postal_address: str = ""
+    #: The subscribe page (``[site] app_url``/subscribe), for a reader of a forwarded copy.
+    subscribe_url: str = ""
+
+    @classmethod
+    def from_settings(cls, settings) -> Footer:
+        """The footer a deployment's settings describe."""
+        delivery = settings.delivery
+        app_url = settings.site.app_url.rstrip("/")
+        return cls(
+            publisher=_one_line(delivery.publisher) or _one_line(delivery.from_),
+            postal_address=_one_line(delivery.postal_address),
+            subscribe_url=f"{app_url}/subscribe" if app_url else "",
+        )
+
+
+def _one_line(text: str) -> str:
+    """A configured footer line as one line of printable text: line breaks become spaces
+    (an address written over several lines in TOML), control characters go."""
+    return " ".join("".join(c if c.isprintable() else " " for c in text).split())
 
 
 def templates_dir() -> Path:
@@ -68,6 +170,7 @@ def environment(override_dirs: Sequence[Path] = ()) -> jinja2.Environment:
         undefined=jinja2.StrictUndefined,
         trim_blocks=False,
         keep_trailing_newline=True,
+        finalize=neutralise,
     )
     env.globals["facts_line"] = facts_line
     return env
@@ -141,14 +244,16 @@ class Renderer:
         except jinja2.TemplateSyntaxError as exc:
             raise RenderError(name, f"line {exc.lineno}: {exc.message}") from None
 
-    def render(self, issue: Issue, base_url: str, budget_kb: int
+    def render(self, issue: Issue, base_url: str, budget_kb: int,
+               footer: Footer | None = None
                ) -> tuple[dict[str, RenderedLayout], list[Problem]]:
         """Every layout of ``issue``, each within the budget, and what fitting it cost."""
         budget = min(budget_kb * 1000, HARD_LIMIT_BYTES)
         rendered: dict[str, RenderedLayout] = {}
         problems: list[Problem] = []
         for layout in LAYOUTS:
-            result, problem = self._fit(issue, layout, base_url.rstrip("/"), budget)
+            result, problem = self._fit(issue, layout, base_url.rstrip("/"), budget,
+                                        footer or Footer())
             rendered[layout] = result
             if problem:
                 problems.append(problem)
@@ -156,17 +261,18 @@ class Renderer:
 
     # -- size budget -----------------------------------------------------------------
 
-    def _fit(self, issue: Issue, layout: str, base_url: str, budget: int
+    def _fit(self, issue: Issue, layout: str, base_url: str, budget: int, footer: Footer
              ) -> tuple[RenderedLayout, Problem | None]:
         items = issue.items
         n = len(items)
-        text = self._text(issue, layout, base_url)
 
-        def attempt(plan: _Plan) -> tuple[str, int]:
-            html = self._html(issue, layout, base_url, plan)
-            return html, _weight(html)
+        def attempt(plan: _Plan) -> tuple[str, str, int]:
+            """Both parts for ``plan``, and the heavier one's weight as sent."""
+            html = self._html(issue, layout, base_url, plan, footer)
+            text = self._text(issue, layout, base_url, plan, footer)
+            return html, text, max(weight(html), weight(text))
 
-        html, size = attempt(_Plan(items, (), 0))
+        html, text, size = attempt(_Plan(items, (), 0))
         if size <= budget:
             return RenderedLayout(layout, html, text), None
         full_size = size
@@ -175,7 +281,7 @@ class Renderer:
         def shrink(k: int) -> _Plan:
             return _Plan(items[: n - k], items[n - k:], 0)
 
-        k, found = _smallest(1, n, lambda k: attempt(shrink(k))[1] <= budget)
+        k, found = _smallest(1, n, lambda k: attempt(shrink(k))[2] <= budget)
         if found is not None:
             plan = shrink(k)
         else:
@@ -183,27 +289,29 @@ class Renderer:
             def fold(m: int) -> _Plan:
                 return _Plan((), items[:m], n - m)
 
-            m, _ = _largest(0, n - 1, lambda m: attempt(fold(m))[1] <= budget)
+            m, _ = _largest(0, n - 1, lambda m: attempt(fold(m))[2] <= budget)
             plan = fold(m)
-        html, size = attempt(plan)
+        html, text, size = attempt(plan)
         result = RenderedLayout(layout, html, text, tuple(i.pr for i in plan.brief), plan.folded)
         if size > budget:
             return result, Problem(
                 "over-size-limit", "blocking", layout=layout,
-                message=(f"{layout}: {size / 1000:.1f} KB even with every item folded; "
-                         f"the budget is {budget / 1000:.0f} KB"),
+                message=(f"{layout}: {size / 1000:.1f} KB as sent even with every item "
+                         f"folded; the budget is {budget / 1000:.0f} KB"),
             )
         shrunk = len(plan.brief) + plan.folded
         return result, Problem(
             "items-shrunk", "warning", layout=layout,
             message=(f"{layout}: {shrunk} lowest-priority item(s) shortened to a title and "
-                     f"a link to fit {budget / 1000:.0f} KB (full: {full_size / 1000:.1f} KB)"
+                     f"a link to fit {budget / 1000:.0f} KB as sent "
+                     f"(full: {full_size / 1000:.1f} KB)"
                      + (f"; {plan.folded} left to the archive" if plan.folded else "")),
         )
 
     # -- templates ---------------------------------------------------------------------
 
-    def _context(self, issue: Issue, layout: str, base_url: str) -> dict:
+    def _context(self, issue: Issue, layout: str, base_url: str, plan: _Plan,
+                 footer: Footer) -> dict:
         langs = layout_langs(layout)
         s = strings()
         year, number = issue.id.split("-W")
@@ -220,19 +328,22 @@ class Renderer:
                                                       range=ranges[lang]) for lang in langs},
             "archive_url": issue.archive_url,
             "base_url": base_url,
-            "unsubscribe_url": UNSUBSCRIBE_PLACEHOLDER,
-            "preferences_url": PREFERENCES_PLACEHOLDER,
+            "unsubscribe_url": Slot(UNSUBSCRIBE_PLACEHOLDER),
+            "preferences_url": Slot(PREFERENCES_PLACEHOLDER),
+            "footer": footer,
             "font_stack": FONT_STACK,
             "tier_colors": TIER_COLORS,
             "tier_label": _tier_label,
             "minutes": _minutes,
             "titles": _titles,
+            "groups": _groups(_marked(plan.full)),
+            "brief": _marked(plan.brief),
+            "folded": plan.folded,
         }
 
-    def _html(self, issue: Issue, layout: str, base_url: str, plan: _Plan) -> str:
-        context = self._context(issue, layout, base_url)
-        context.update(groups=_groups(_marked(plan.full)), brief=_marked(plan.brief),
-                       folded=plan.folded)
+    def _html(self, issue: Issue, layout: str, base_url: str, plan: _Plan,
+              footer: Footer) -> str:
+        context = self._context(issue, layout, base_url, plan, footer)
         try:
             source = self.html_template.render(context)
         except jinja2.TemplateError as exc:
@@ -243,24 +354,18 @@ class Renderer:
             raise RenderError(self.html_template.name or "email",
                               f"MJML does not compile: {exc}") from None
 
-    def _text(self, issue: Issue, layout: str, base_url: str) -> str:
-        context = self._context(issue, layout, base_url)
+    def _text(self, issue: Issue, layout: str, base_url: str, plan: _Plan,
+              footer: Footer) -> str:
+        context = self._context(issue, layout, base_url, plan, footer)
         langs = context["langs"]
         context.update(
-            groups=_groups(issue.items),
             brand_line=" · ".join(strings()[lang]["brand"] for lang in langs),
             view_online=" / ".join(strings()[lang]["view_online"] for lang in langs),
         )
         try:
-            return self.text_template.render(context)
+            return wrap_text(self.text_template.render(context))
         except jinja2.TemplateError as exc:
             raise RenderError(self.text_template.name or "text", str(exc)) from None
-
-
-def _weight(html: str) -> int:
-    """The bytes a recipient's copy will weigh, placeholders counted at a real link's length."""
-    placeholders = html.count(UNSUBSCRIBE_PLACEHOLDER) + html.count(PREFERENCES_PLACEHOLDER)
-    return len(html.encode("utf-8")) + placeholders * LINK_RESERVE
 
 
 def _smallest(lo: int, hi: int, fits: Callable[[int], bool]) -> tuple[int, int | None]:

@@ -250,7 +250,7 @@ def test_a_build_shows_the_facts_and_the_github_headline(github, tmp_path):
             in text)
     assert "GitHub: @nixl-dev · open · +108/\u22124 · [Bugfix] [KV Connector]" in text
     assert ("[KV Connector][ROCm] MoRI-IO connector: support SWA + HMA (The PR's own title "
-            "on GitHub (a headline only))") in text
+            "on GitHub (a headline only))") in " ".join(text.split())  # wrapped at 78
     html = (folder / "email-zh-en.html").read_text()
     assert "GitHub: @mori-dev · merged 2026-11-24" in html
     anchor = hashlib.sha256(b"tests/v1/kv_connector/unit/test_moriio_connector.py").hexdigest()

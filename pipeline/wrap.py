@@ -1,0 +1,119 @@
+"""Plain text wrapped for a mail reader: lines of at most 78 columns, URLs whole.
+
+Pure. RFC 5322 asks for lines of at most 78 characters; a text part is read in fixed-width
+windows, where a Chinese character takes two columns. So each line is cut at a space or
+between two CJK characters (never before closing punctuation such as ``，`` or ``）``) to fit
+78 *columns*. A URL is never broken: it goes on a line of its own, however long, so a mail
+client still sees one link. Lines that fit are left alone, and so is the signature separator
+``-- `` (its trailing space is part of it).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import unicodedata
+
+WIDTH = 78
+SIGNATURE = "-- "
+
+#: A run of non-space characters that holds a URL or a personal-link placeholder.
+_URL = re.compile(r"\S*(?:https?://|mailto:|%%[a-z_]+%%)\S*")
+#: East Asian wide and fullwidth characters (CJK, kana, hangul, fullwidth punctuation).
+_WIDE = ("\u1100-\u115f\u2e80-\u303e\u3041-\u33ff\u3400-\u4dbf\u4e00-\u9fff\ua000-\ua4cf"
+         "\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6"
+         "\U00020000-\U0003fffd")
+_TOKEN = re.compile(rf"\S*(?:https?://|mailto:|%%[a-z_]+%%)\S*|\s+|[{_WIDE}]|[^\s{_WIDE}]+")
+#: Characters that may not start a line (they close what came before) or end one.
+_NO_START = set("，。、；：！？）」』》〉】〕,.;:!?)]}…%·")
+_NO_END = set("（「『《〈【〔([{")
+#: A bullet or number that continuation lines indent under.
+_HANGING = re.compile(r"^(\s*(?:[-*•]|\d{1,3}[.)])\s+|\s+)")
+
+
+def width(text: str) -> int:
+    """Display columns: two for a wide (CJK) character, none for a combining mark."""
+    if text.isascii():
+        return len(text)
+    total = 0
+    for char in text:
+        if unicodedata.combining(char):
+            continue
+        total += 2 if unicodedata.east_asian_width(char) in "WF" else 1
+    return total
+
+
+def wrap_text(text: str, limit: int = WIDTH) -> str:
+    """Every line of ``text`` at most ``limit`` columns, URLs whole and on their own line."""
+    out: list[str] = []
+    for line in text.split("\n"):
+        if line == SIGNATURE or (len(line) <= limit // 2) or \
+                (line.isascii() and len(line) <= limit):
+            out.append(line)
+        else:
+            out.extend(wrap_line(line, limit))
+    return "\n".join(out)
+
+
+@functools.lru_cache(maxsize=8192)
+def wrap_line(line: str, limit: int = WIDTH) -> tuple[str, ...]:
+    """One long line as several, greedy, URLs alone on theirs. Cached: fitting the size
+    budget renders the same reviews several times."""
+    if width(line) <= limit:
+        return (line,)
+    hanging = _HANGING.match(line)
+    indent = " " * width(hanging.group(1)) if hanging else ""
+    if width(indent) > limit // 2:
+        indent = ""
+    lines: list[str] = []
+    current, current_width, space = "", 0, ""
+
+    def emit() -> None:
+        nonlocal current, current_width
+        if current.strip():
+            lines.append(current.rstrip())
+        current, current_width = indent if lines or current.strip() else "", width(indent)
+
+    first = True
+    for unit in _units(line):
+        if unit.isspace():
+            space = unit if current.strip() else ""
+            if first:  # the line's own indentation
+                current, current_width = unit, width(unit)
+            first = False
+            continue
+        first = False
+        unit_width = width(unit)
+        if _URL.fullmatch(unit):
+            if current.strip():
+                emit()
+            lines.append((indent if lines else current) + unit)
+            current, current_width, space = indent, width(indent), ""
+            continue
+        gap = width(space)
+        if current.strip() and current_width + gap + unit_width > limit:
+            emit()
+            space, gap = "", 0
+        current += space + unit
+        current_width += gap + unit_width
+        space = ""
+    if current.strip():
+        lines.append(current.rstrip())
+    return tuple(lines) or ("",)
+
+
+def _units(line: str) -> list[str]:
+    """Words, spaces, URLs and single CJK characters; punctuation glued where it binds."""
+    glued: list[str] = []
+    for unit in _TOKEN.findall(line):
+        if glued and not unit.isspace() and not glued[-1].isspace() and (
+                unit[0] in _NO_START or glued[-1][-1] in _NO_END
+                or not (_wide(unit[0]) or _wide(glued[-1][-1]))):
+            glued[-1] += unit
+        else:
+            glued.append(unit)
+    return glued
+
+
+def _wide(char: str) -> bool:
+    return unicodedata.east_asian_width(char) in "WF"
