@@ -41,6 +41,7 @@ from .built import BuiltIssue
 from .config import Settings
 from .errors import (
     BlockedError,
+    OutputError,
     PermanentFailure,
     SendingStopped,
     StoppedError,
@@ -390,11 +391,21 @@ def report_file(shard: Shard | None) -> str:
 
 
 def write_report(built: BuiltIssue, report: SendReport, shard: Shard | None = None) -> None:
-    fd, tmp = tempfile.mkstemp(dir=built.folder, prefix=".send-report-")
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(report.to_json())
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, built.folder / report_file(shard))
+    """Keep the report beside issue.json (temp file, then rename); OutputError if the
+    folder cannot take it (the disk the outbox filled, say), with no temp file left."""
+    tmp: str | None = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=built.folder, prefix=".send-report-")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(report.to_json())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, built.folder / report_file(shard))
+    except OSError as exc:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        raise OutputError(f"cannot write {built.folder / report_file(shard)}: "
+                          f"{exc.strerror or exc}") from exc
 
 
 def stop_error(report: SendReport) -> StoppedError:
