@@ -42,6 +42,7 @@ from typing import IO, Any
 
 from subscribers.shards import Shard
 
+from .addresses import UnsendableAddress, wire_address
 from .approve import is_approved
 from .built import BuiltIssue
 from .config import Settings
@@ -377,8 +378,14 @@ class Sender:
 
 
 def _without(reason: str, address: str) -> str:
-    """A server's reason with the recipient's address taken out: the report holds ids only."""
-    return re.sub(re.escape(address), "<recipient>", reason, flags=re.IGNORECASE)
+    """A server's reason with the recipient's address taken out (as the list keeps it, and
+    in the IDNA form a server may quote back): the report holds ids only."""
+    forms = {address}
+    with contextlib.suppress(UnsendableAddress):
+        forms.add(wire_address(address).idna)
+    for form in forms:
+        reason = re.sub(re.escape(form), "<recipient>", reason, flags=re.IGNORECASE)
+    return reason
 
 
 def _reraise(done: Iterable[Future]) -> None:
