@@ -109,3 +109,20 @@ def test_a_read_only_outbox_sends_nothing_and_fails_nobody(outbox: Path) -> None
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"sent {COUNT}, skipped 0, failed 0" in again.stdout
     assert len(sent_files(outbox)) == COUNT
+
+
+def test_an_outbox_that_is_not_a_folder_stops_resumably(outbox: Path) -> None:
+    """Root ignores permission bits, so the third local failure is a real one of another
+    kind: the outbox path taken by a file. Nobody is failed; fixing the path finishes."""
+    outbox.rmdir()
+    outbox.write_text("not a folder\n")
+    project = outbox.parents[3]
+
+    first = newsletter(project, "send", "--week", SAMPLE_WEEK)
+
+    check_stopped(first, "File exists (EEXIST)")
+    assert ledger(project) == {"sent": 0, "failed": 0, "unconfirmed": 0, "sending": 0}
+    outbox.unlink()
+    again = newsletter(project, "send", "--week", SAMPLE_WEEK)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert len(sent_files(outbox)) == COUNT
