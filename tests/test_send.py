@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -290,6 +291,31 @@ def test_throttling_is_retried_with_growing_backoff_and_none_twice(
         pairs = list(zip(waits[::2], waits[1::2], strict=True))
         assert all(second > first for first, second in pairs), waits
     assert {e.status for e in store.ledger(SAMPLE_WEEK).values()} == {"sent"}
+
+
+def test_a_throttled_message_waits_for_its_retry_as_not_handed_over(
+        smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
+        messages: Messages, tmp_path: Path) -> None:
+    """A crash while a message waits out its backoff must release it, not withhold it: the
+    server refused it (454), so nothing left. What the ledger says during the wait is what a
+    SIGKILL then would leave; the next run's expire_in_flight is asked about it."""
+    (reader,) = subscribe(store, 1)
+    smtp_server.fail_next(reader.email, *smtp_server.THROTTLED)
+    seen: list[int] = []
+
+    def sleep(seconds: float) -> None:  # the backoff: look at the file as a crash would
+        conn = sqlite3.connect(tmp_path / "data" / "subscribers.sqlite3")
+        try:
+            ((status, handed),) = conn.execute("SELECT status, handed_over FROM ledger")
+        finally:
+            conn.close()
+        assert status == "sending"
+        seen.append(handed)
+
+    report = run(built, store, smtp, messages, concurrency=1, sleep=sleep)
+
+    assert seen == [0] and report.sent == 1
+    assert smtp_server.attempts(reader.email) == 2
 
 
 def test_a_reader_throttled_past_the_limit_fails_then_a_rerun_delivers_once(
