@@ -23,7 +23,7 @@ from subscribers.store_commands import add_parser as add_store_commands
 
 from . import __version__
 from .config import load
-from .errors import NewsletterError, UsageError
+from .errors import NewsletterError, OutputError, UsageError
 from .inbox_command import add_parser as add_inbox_commands
 from .model import LAYOUTS
 
@@ -565,9 +565,16 @@ def _deliver(args: argparse.Namespace, settings, built) -> int:
                 if shard is not None:
                     active = None  # the shard's size is known only by walking it
                 report = sender.run(options, None if args.dry_run else Progress(active))
-            if not args.dry_run:
-                write_report(built, report, shard)
             print(report.summary())
+            if not args.dry_run:
+                try:
+                    write_report(built, report, shard)
+                except OutputError as exc:
+                    if not report.stopped:
+                        raise
+                    # The stop (exit 4) is what the operator must hear; the ledger keeps
+                    # the truth that the report would have summed up.
+                    print(f"newsletter: warning: {exc}", file=sys.stderr)
             if report.unconfirmed_ids:
                 print("unconfirmed (may or may not have arrived; --resend-unconfirmed sends "
                       "them again):")

@@ -42,6 +42,7 @@ from urllib.parse import quote
 
 from subscribers.tokens import Keys, make_token, tagged_address
 
+from .addresses import to_header
 from .built import BuiltIssue
 from .config import Settings
 from .errors import BlockedError, ConfigError
@@ -167,7 +168,7 @@ class Messages:
             f"{self.built.id}/{subscriber_id}"
         message_id = f"<{self.built.id}.{secrets.token_hex(8)}@{self.sender.domain}>"
         personal = b"".join([
-            _fold("To", recipient),
+            to_header(recipient),  # never an encoded word inside the address
             _fold("Date", format_datetime(now)),
             _fold("Message-ID", message_id),
             _fold("List-Unsubscribe", list_unsubscribe),

@@ -22,6 +22,7 @@ import jinja2
 
 from subscribers.model import Subscriber
 
+from .addresses import wire_address
 from .config import Settings
 from .message import parse_address, transfer_encoding
 from .render import environment
@@ -60,7 +61,10 @@ class OptInMailer:
                    "expires_text": _expires_text(context["expires"])}
         message = EmailMessage(policy=_POLICY)
         message["From"] = self.sender
-        message["To"] = subscriber.email
+        # The address with an IDNA domain; a non-ASCII local part is written as UTF-8 (only
+        # an SMTPUTF8 server is given it), never as an encoded word inside the address.
+        to = wire_address(subscriber.email)
+        message["To"] = to.idna
         if self.reply_to is not None:
             message["Reply-To"] = self.reply_to
         message["Subject"] = SUBJECTS[kind]
@@ -78,7 +82,7 @@ class OptInMailer:
         self.transport.send(Outgoing(
             recipient=subscriber.email,
             sender=self.sender.addr_spec,
-            raw=message.as_bytes(policy=_POLICY),
+            raw=message.as_bytes(policy=_POLICY.clone(utf8=to.needs_smtputf8)),
             key=f"{kind}/{subscriber.id}-{stamp}",
             tags={"kind": kind},
         ))

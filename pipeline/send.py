@@ -3,10 +3,16 @@
 The guarantee, and how it is kept:
 
 * **Nobody gets an issue twice.** Before a message is handed to the transport, the ledger
-  *claims* (issue, subscriber) with an atomic insert; a re-run skips every claimed pair. A
-  recipient whose claim is still ``sending`` when a run starts was caught in flight by a crash
-  (or a timeout left it unknown): it becomes ``unconfirmed`` and is listed, never re-sent
-  blindly; ``--resend-unconfirmed`` sends those again, knowingly.
+  *claims* (issue, subscriber) with an atomic insert; a re-run skips every claimed pair. The
+  claim notes the moment its message is handed over, right before the transport call. A claim
+  still ``sending`` when a run starts was left by a crash: if it was never handed over,
+  nothing left and it is released (this run sends it); if it was, the message may have
+  arrived: it becomes ``unconfirmed`` and is listed, never re-sent blindly (a timeout makes
+  it unconfirmed too); ``--resend-unconfirmed`` sends those again, knowingly. A crash thus
+  withholds at most one message per sending thread.
+* **Nobody unconfirmed is forgotten.** Every report (``send-report.json``) lists every
+  unconfirmed recipient the ledger holds for the issue, from whichever run, until they are
+  resent.
 * **Nobody is left out by a stop.** Throttling is retried with backoff and jitter; a stop
   (quota, paused account, Ctrl-C) releases the claims not yet handed over and exits 4, and
   the next run finishes the list. Temporary failures are retried by the next run too.
@@ -36,11 +42,13 @@ from typing import IO, Any
 
 from subscribers.shards import Shard
 
+from .addresses import UnsendableAddress, wire_address
 from .approve import is_approved
 from .built import BuiltIssue
 from .config import Settings
 from .errors import (
     BlockedError,
+    OutputError,
     PermanentFailure,
     SendingStopped,
     StoppedError,
@@ -175,8 +183,8 @@ class Sender:
         self.stop_reason: str | None = None
         self.shard: Shard | None = None
         self.lock = threading.Lock()
-        #: Claims an earlier run left in flight (a crash): this run lists them as unconfirmed.
-        self.caught_in_flight: set[str] = set()
+        #: Recipients the ledger held as unconfirmed when this run started (earlier runs').
+        self.unconfirmed_before: set[str] = set()
 
     def run(self, options: SendOptions, progress: Progress | None = None) -> SendReport:
         issue = self.built.id
@@ -186,10 +194,8 @@ class Sender:
         self.shard = options.shard
         started = time.monotonic()
         if not options.dry_run:
-            in_flight = self.store.ledger(issue, "sending")
-            self.caught_in_flight = {sid for sid in in_flight
-                                     if options.shard is None or sid in options.shard}
             self.store.expire_in_flight(issue, self.clock(), shard=options.shard)
+            self.unconfirmed_before = set(self._unconfirmed())
         try:
             if options.dry_run:
                 self._dry_run(report, options)
@@ -201,7 +207,17 @@ class Sender:
             report.stopped = report.stopped or self.stop_reason
             if progress:
                 progress.close()
+        if not options.dry_run:
+            # Every unconfirmed recipient the ledger holds, not only this run's: an earlier
+            # crash's are named in each report until someone resends them.
+            report.unconfirmed_ids = self._unconfirmed()
+            report.unconfirmed = len(report.unconfirmed_ids)
         return report
+
+    def _unconfirmed(self) -> list[str]:
+        """The issue's unconfirmed recipients (of this run's shard), by id."""
+        return sorted(sid for sid in self.store.ledger(self.built.id, "unconfirmed")
+                      if self.shard is None or sid in self.shard)
 
     def _candidates(self) -> Iterable:
         active = self.store.iter_subscribers(status="active")
@@ -269,11 +285,8 @@ class Sender:
                     done, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
                     _reraise(done)
                 if not self._claim(subscriber.id, options):
-                    with self.lock:
-                        if subscriber.id in self.caught_in_flight:
-                            report.unconfirmed += 1
-                            report.unconfirmed_ids.append(subscriber.id)
-                        else:
+                    if subscriber.id not in self.unconfirmed_before:  # counted at the end
+                        with self.lock:
                             report.skipped += 1
                     continue
                 handed += 1
@@ -311,9 +324,15 @@ class Sender:
                 attempt += 1
                 self.bucket.acquire()
                 try:
+                    # From here the message may leave: noted first, so that a crash from
+                    # now on withholds it as unconfirmed, and one before releases it.
                     handed_over = True
+                    self.store.mark_handed_over(issue, subscriber_id)
                     message_id = self.transport.send(message)
                 except TemporaryFailure as exc:
+                    # Not taken: a crash while waiting to retry must not withhold it.
+                    self.store.mark_handed_over(issue, subscriber_id, False)
+                    handed_over = False
                     if attempt >= MAX_ATTEMPTS or self.stop.is_set():
                         self.store.mark_failed(issue, subscriber_id,
                                                f"gave up after {attempt} attempts: {exc}",
@@ -359,8 +378,14 @@ class Sender:
 
 
 def _without(reason: str, address: str) -> str:
-    """A server's reason with the recipient's address taken out: the report holds ids only."""
-    return re.sub(re.escape(address), "<recipient>", reason, flags=re.IGNORECASE)
+    """A server's reason with the recipient's address taken out (as the list keeps it, and
+    in the IDNA form a server may quote back): the report holds ids only."""
+    forms = {address}
+    with contextlib.suppress(UnsendableAddress):
+        forms.add(wire_address(address).idna)
+    for form in forms:
+        reason = re.sub(re.escape(form), "<recipient>", reason, flags=re.IGNORECASE)
+    return reason
 
 
 def _reraise(done: Iterable[Future]) -> None:
@@ -390,11 +415,21 @@ def report_file(shard: Shard | None) -> str:
 
 
 def write_report(built: BuiltIssue, report: SendReport, shard: Shard | None = None) -> None:
-    fd, tmp = tempfile.mkstemp(dir=built.folder, prefix=".send-report-")
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(report.to_json())
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, built.folder / report_file(shard))
+    """Keep the report beside issue.json (temp file, then rename); OutputError if the
+    folder cannot take it (the disk the outbox filled, say), with no temp file left."""
+    tmp: str | None = None
+    try:
+        fd, tmp = tempfile.mkstemp(dir=built.folder, prefix=".send-report-")
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(report.to_json())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, built.folder / report_file(shard))
+    except OSError as exc:
+        if tmp is not None:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        raise OutputError(f"cannot write {built.folder / report_file(shard)}: "
+                          f"{exc.strerror or exc}") from exc
 
 
 def stop_error(report: SendReport) -> StoppedError:

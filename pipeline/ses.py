@@ -24,6 +24,12 @@ out, no answer came back)
 
 ``MailFromDomainNotVerifiedException`` names the sender's domain, not the recipient, so it
 stops the run instead of marking every subscriber failed one by one.
+
+SES does not support SMTPUTF8: every address it is given must be 7-bit ASCII, a Unicode
+domain in its punycode (IDNA) form. So the domain is always sent in that form, and a
+recipient whose local part is not ASCII is a :class:`PermanentFailure` of that recipient,
+named, raised before the call (SES would refuse it anyway, as a ``BadRequestException`` that
+does not say which address); a sender like that stops the run.
 """
 
 from __future__ import annotations
@@ -42,6 +48,7 @@ from botocore.exceptions import (
 )
 from botocore.exceptions import ConnectionError as NeverConnected
 
+from .addresses import UnsendableAddress, wire_address
 from .aws import aws_client
 from .errors import (
     PermanentFailure,
@@ -98,9 +105,10 @@ class SesTransport:
 
     def send(self, message: Outgoing) -> str:
         """One ``SendEmail`` call; returns the ``MessageId`` SES assigns (it replaces ours)."""
+        sender, to = _ascii_envelope(message)
         params: dict[str, Any] = {
-            "FromEmailAddress": message.sender,
-            "Destination": {"ToAddresses": [message.recipient]},
+            "FromEmailAddress": sender,
+            "Destination": {"ToAddresses": [to]},
             "Content": {"Raw": {"Data": message.raw}},
         }
         tags = email_tags(message.tags)
@@ -140,6 +148,26 @@ class SesTransport:
         """Close the client this transport built (a client passed in stays its owner's)."""
         if self._owns_client:
             self._client.close()
+
+
+def _ascii_envelope(message: Outgoing) -> tuple[str, str]:
+    """(sender, recipient) as SES takes them: ASCII, domains in IDNA form."""
+    rcpt = message.recipient
+    try:
+        to = wire_address(rcpt)
+    except UnsendableAddress as exc:
+        raise PermanentFailure(f"ses: {exc}", recipient=rcpt) from exc
+    if to.needs_smtputf8:
+        raise PermanentFailure(f"ses: {rcpt}: the local part is not ASCII, and SES takes "
+                               "only ASCII addresses (no SMTPUTF8)", recipient=rcpt)
+    try:
+        sender = wire_address(message.sender)
+    except UnsendableAddress as exc:
+        raise SendingStopped(f"ses: the sender {exc}", recipient=rcpt) from exc
+    if sender.needs_smtputf8:
+        raise SendingStopped(f"ses: the sender {message.sender} has a non-ASCII local part, "
+                             "which SES does not take", recipient=rcpt)
+    return sender.idna, to.idna
 
 
 def email_tags(tags: Mapping[str, str]) -> list[dict[str, str]]:

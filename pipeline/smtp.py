@@ -29,6 +29,11 @@ Replies are mapped at this edge, keeping the smtplib exception as the cause:
   :class:`SendingStopped` rather than a list marked failed one recipient at a time;
 * a connection that cannot be opened, secured or logged into → :class:`SendingStopped` naming
   ``host:port`` (a 4xx greeting, e.g. "421 too many connections", is temporary).
+
+Addresses go out as :mod:`pipeline.addresses` writes them: the domain always in IDNA form; a
+non-ASCII local part with ``SMTPUTF8`` (and ``BODY=8BITMIME``) when the server offers it, else
+the message is refused for that recipient alone (:class:`PermanentFailure`, naming the
+address) before anything is sent. A sender the server cannot take stops the run.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ import uuid
 from types import TracebackType
 from typing import Literal
 
+from .addresses import UnsendableAddress, wire_address
 from .config import SmtpSettings
 from .errors import (
     ConfigError,
@@ -247,14 +253,40 @@ class SmtpTransport:
 
     # -- one transaction ---------------------------------------------------------------------
 
+    def _envelope(self, conn: _Connection, message: Outgoing) -> tuple[str, str, list[str]]:
+        """(sender, recipient, MAIL parameters) as this server may be given them."""
+        try:
+            rcpt = wire_address(message.recipient)
+        except UnsendableAddress as exc:
+            raise PermanentFailure(f"smtp {self.where}: {exc}",
+                                   recipient=message.recipient) from exc
+        try:
+            sender = wire_address(message.sender)
+        except UnsendableAddress as exc:
+            raise SendingStopped(f"smtp {self.where}: the sender {exc}",
+                                 recipient=message.recipient) from exc
+        if not (rcpt.needs_smtputf8 or sender.needs_smtputf8):
+            return sender.idna, rcpt.idna, []
+        if not conn.has_extn("smtputf8"):
+            if sender.needs_smtputf8:
+                raise SendingStopped(f"smtp {self.where}: the sender {message.sender} has a "
+                                     "non-ASCII local part and the server does not offer "
+                                     "SMTPUTF8", recipient=message.recipient)
+            raise PermanentFailure(f"smtp {self.where}: {message.recipient}: the local part "
+                                   "is not ASCII and the server does not offer SMTPUTF8 "
+                                   "(RFC 6531)", recipient=message.recipient)
+        options = ["SMTPUTF8"] + (["BODY=8BITMIME"] if conn.has_extn("8bitmime") else [])
+        return sender.idna, rcpt.idna, options
+
     def _transact(self, conn: _Connection, message: Outgoing) -> bytes:
         """MAIL, RCPT, DATA; returns the final reply text or raises a mapped error."""
-        rcpt = message.recipient
+        sender, to, options = self._envelope(conn, message)
+        rcpt = message.recipient  # errors name the address as the list keeps it
         conn.begin()
         try:
-            conn.sendmail(message.sender, [rcpt], message.raw)
+            conn.sendmail(sender, [to], message.raw, options)
         except smtplib.SMTPRecipientsRefused as exc:
-            code, text = exc.recipients.get(rcpt) or next(iter(exc.recipients.values()))
+            code, text = exc.recipients.get(to) or next(iter(exc.recipients.values()))
             if code == 421:  # smtplib closed the connection: the server is going away
                 raise _ConnectionLost(_reply(code, text)) from exc
             raise self._refused("RCPT", code, text, rcpt) from exc

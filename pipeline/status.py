@@ -5,12 +5,15 @@
       approved   yes
       published  yes (http://127.0.0.1:8000/issues/2026-W48/index.html)
       delivery   sent 5, failed 0, unconfirmed 0, in flight 0 (2 shard reports: 1/2 2/2)
+      unconfirmed (each may or may not have arrived: ... --resend-unconfirmed sends again)
+                 0f3c9a...  in flight when an earlier run stopped: ...
       feedback   bounces 0 (0.00 %), complaints 0 (0.000 %)
     last issues  2026-W48 sent 5 · bounces 0.00 % · complaints 0.000 %
                  ...                                  complaint line 0.3 % · bounce line 5 %
     list         active 5 (zh-en 3, en 2) · pending 1 · unsubscribed 0 · bounced 0 · ...
 
-The delivery numbers come from the ledger (the truth, across shards and machines); the
+The delivery numbers come from the ledger (the truth, across shards and machines), and so
+does the list of unconfirmed recipients (by id, with the reason), whichever run left them; the
 report parts written by each ``send`` (``send-report*.json``) add how the runs ended.
 Bounce and complaint rates are per issue, from SES's events noted on the ledger rows, set
 against Gmail's and Yahoo's 0.3 % complaint line and SES's 5 % bounce review line.
@@ -76,6 +79,8 @@ class WeekStatus:
     reports: Sequence[Mapping[str, Any]] = ()
     missing_shards: Sequence[str] = ()
     rates: IssueRates | None = None
+    #: Unconfirmed recipients (subscriber id → the reason), from the ledger.
+    unconfirmed: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def state(self) -> str:
@@ -179,6 +184,11 @@ def render(status: WeekStatus, history: Sequence[IssueRates],
                      f"{status.permanent_failures} (+{temporary} to retry), unconfirmed "
                      f"{ledger.get('unconfirmed', 0)}, in flight {ledger.get('sending', 0)} "
                      f"(runs reported: {parts})")
+        if status.unconfirmed:
+            lines.append(f"  unconfirmed (each may or may not have arrived; newsletter send "
+                         f"--week {status.week} --resend-unconfirmed sends them again):")
+            lines.extend(f"             {sid}  {reason}"
+                         for sid, reason in status.unconfirmed.items())
         if status.missing_shards:
             lines.append(f"  waiting    for shard(s) {', '.join(status.missing_shards)}")
         for report in status.reports:
@@ -237,6 +247,7 @@ def gather(settings, week_id: str, store, archive, *, last: int = 6
         else:
             reports = current_reports(read_reports(folder))
             failed = store.ledger(week_id, "failed")
+            unconfirmed = store.ledger(week_id, "unconfirmed")
             ledger = store.ledger_counts(week_id)
             week = WeekStatus(
                 week=week_id, built=True, items=len(built.data.get("items", [])),
@@ -249,6 +260,7 @@ def gather(settings, week_id: str, store, archive, *, last: int = 6
                 ledger=ledger,
                 permanent_failures=sum(1 for e in failed.values() if e.permanent),
                 reports=reports, missing_shards=missing_shards(reports),
+                unconfirmed={sid: entry.reason or "" for sid, entry in unconfirmed.items()},
                 rates=_issue_rates(store, week_id, ledger))
     # Each issue's ledger is counted once (on DynamoDB a count reads the issue's rows).
     weeks = sorted(published | ({week_id} if week.built else set()))[-last:]

@@ -23,6 +23,8 @@ modules so that boto3 is imported only by the SES adapter.
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import os
 import re
 import tempfile
@@ -31,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from .errors import ConfigError, PermanentFailure
+from .errors import ConfigError, SendingStopped
 
 
 @dataclass(frozen=True)
@@ -68,6 +70,12 @@ class OutboxTransport:
 
     A file is written to a temporary name and renamed, so a crash never leaves half a
     message; the id returned is the file's name.
+
+    Nothing that goes wrong here is about the recipient: a full disk, a read-only mount or
+    a folder without permission (ENOSPC, EROFS, EACCES, EDQUOT, ...) would refuse every
+    later message alike. So any ``OSError`` is :class:`SendingStopped`: the run stops
+    resumably (exit 4) with the claims it had not handed over released, and a re-run once
+    the disk has room sends the rest. The temporary file of the failed write is removed.
     """
 
     name = "outbox"
@@ -77,6 +85,7 @@ class OutboxTransport:
 
     def send(self, message: Outgoing) -> str:
         name = _UNSAFE.sub("_", message.key.replace("/", "--")) + ".eml"
+        tmp: str | None = None
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-", suffix=".eml")
@@ -85,8 +94,11 @@ class OutboxTransport:
             os.chmod(tmp, 0o644)
             os.replace(tmp, self.folder / name)
         except OSError as exc:
-            raise PermanentFailure(f"outbox: cannot write {name}: {exc.strerror or exc}",
-                                   recipient=message.recipient) from exc
+            if tmp is not None:
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
+            raise SendingStopped(f"outbox {self.folder}: cannot write {name}: "
+                                 f"{_why(exc)}", recipient=message.recipient) from exc
         return f"outbox:{name}"
 
     def max_rate(self) -> float | None:
@@ -94,6 +106,13 @@ class OutboxTransport:
 
     def close(self) -> None:
         pass
+
+
+def _why(exc: OSError) -> str:
+    """``No space left on device (ENOSPC)``: the words, and the name to search for."""
+    code = errno.errorcode.get(exc.errno or 0)
+    words = exc.strerror or str(exc)
+    return f"{words} ({code})" if code else words
 
 
 def require_secret(environ: Mapping[str, str], transport: str) -> None:

@@ -670,7 +670,7 @@ class DynamoStore:
         """
         stamp = _ts(now)
         row = {"issue_id": issue_id, "subscriber_id": subscriber_id, "status": "sending",
-               "permanent": False, "attempts": 1, "updated_at": stamp}
+               "permanent": False, "attempts": 1, "updated_at": stamp, "handed_over": False}
         with contextlib.suppress(_Refused):
             self._put(self.ledger_table, row, "attribute_not_exists(#subscriber_id)")
             return True
@@ -682,7 +682,7 @@ class DynamoStore:
         else:
             return False
         update = ("SET #status = :sending, #permanent = :false, #attempts = #attempts + :one, "
-                  "#updated_at = :now REMOVE #message_id, #reason")
+                  "#updated_at = :now, #handed_over = :false REMOVE #message_id, #reason")
         try:
             self._update(self.ledger_table, _ledger_key(issue_id, subscriber_id), update,
                          condition, sending="sending", false=False, one=1, now=stamp,
@@ -737,14 +737,24 @@ class DynamoStore:
             return False
         return True
 
+    def mark_handed_over(self, issue_id: str, subscriber_id: str, handed: bool = True) -> None:
+        """The claim's message goes to the transport now (``handed``), or came back untaken
+        (a temporary failure): an update conditional on the row still being ``sending``."""
+        with contextlib.suppress(_Refused):  # settled meanwhile: nothing to note
+            self._update(self.ledger_table, _ledger_key(issue_id, subscriber_id),
+                         "SET #handed_over = :handed", "#status = :sending",
+                         handed=bool(handed), sending="sending")
+
     def expire_in_flight(self, issue_id: str, now: datetime, *,
                          shard: Shard | None = None) -> int:
-        """Turn every ``sending`` row of ``issue_id`` (of ``shard`` only, if given) into
-        ``unconfirmed``; how many.
+        """Settle every ``sending`` row of ``issue_id`` (of ``shard`` only, if given); how
+        many became ``unconfirmed``.
 
-        A strongly consistent Query of the issue's ``sending`` rows, then one update per row
-        conditional on it still being ``sending``; only the updates that happened are
-        counted. Call it at the start of a run, while holding the run's lease.
+        A strongly consistent Query of the issue's ``sending`` rows, then per row either a
+        delete (never handed over: nothing left, this run sends it) or an update to
+        ``unconfirmed`` (handed over, or written before the flag existed), each conditional
+        on the row being as read; only the updates that happened are counted. Call it at the
+        start of a run, while holding the run's lease.
         """
         stamp = _ts(now)
         condition = "#issue_id = :issue"
@@ -753,15 +763,25 @@ class DynamoStore:
         for page in self._pages(self.ledger_table, "query", TableName=self.ledger_table,
                                 ConsistentRead=True, KeyConditionExpression=condition,
                                 FilterExpression=status_filter,
-                                ProjectionExpression="#subscriber_id",
+                                ProjectionExpression="#subscriber_id, #handed_over",
                                 **_expression(condition, status_filter, "#subscriber_id",
-                                              issue=issue_id, sending="sending")):
+                                              "#handed_over", issue=issue_id,
+                                              sending="sending")):
             for item in page:
                 subscriber_id = item["subscriber_id"]
                 if shard is not None and subscriber_id not in shard:
                     continue
+                key = _ledger_key(issue_id, subscriber_id)
+                if item.get("handed_over") is False:
+                    unhanded = "#status = :sending AND #handed_over = :false"
+                    with contextlib.suppress(_Refused):  # handed over or settled meanwhile
+                        self._call(self.ledger_table, "delete_item",
+                                   TableName=self.ledger_table, Key=key,
+                                   ConditionExpression=unhanded,
+                                   **_expression(unhanded, sending="sending", false=False))
+                    continue
                 try:
-                    self._update(self.ledger_table, _ledger_key(issue_id, subscriber_id),
+                    self._update(self.ledger_table, key,
                                  "SET #status = :unconfirmed, #reason = :reason, "
                                  "#updated_at = :now", "#status = :sending",
                                  unconfirmed="unconfirmed", reason=_IN_FLIGHT_REASON,

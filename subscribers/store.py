@@ -9,8 +9,11 @@ before it calls the transport; a claim is one atomic statement (an insert that d
 if the row exists, or a compare-and-set update), never a read followed by a write, so two
 threads or two processes can never both win it. Every ledger write is committed at once
 and fsynced (``synchronous=FULL``): a ``newsletter send`` killed with SIGKILL, or a machine
-that loses power, leaves a ledger the next run can trust, and whoever was claimed but not
-confirmed becomes ``unconfirmed`` rather than being sent again.
+that loses power, leaves a ledger the next run can trust. A claim records when its message
+is *handed over* (:meth:`SubscriberStore.mark_handed_over`, right before the transport call):
+a claim a crash left that was never handed over is released (nothing left, the next run sends
+it), and only one caught in the transport call becomes ``unconfirmed`` rather than being sent
+again.
 """
 
 from __future__ import annotations
@@ -187,10 +190,16 @@ class SubscriberStore(Protocol):
 
     def release(self, issue_id: str, subscriber_id: str) -> bool: ...
 
+    def mark_handed_over(self, issue_id: str, subscriber_id: str, handed: bool = True) -> None:
+        """Note that a ``sending`` claim's message is (``handed``) or is no longer (a
+        temporary failure: not taken) in the transport's hands."""
+        ...
+
     def expire_in_flight(self, issue_id: str, now: datetime, *,
                          shard: Shard | None = None) -> int:
-        """Turn ``sending`` rows of the issue (of ``shard`` only, if given) into
-        ``unconfirmed``; how many."""
+        """Settle the ``sending`` rows an earlier run left (of ``shard`` only, if given):
+        release those never handed over, turn the others ``unconfirmed``; how many became
+        unconfirmed."""
         ...
 
     def record_feedback(self, message_id: str, kind: str, now: datetime) -> str | None:
@@ -315,6 +324,13 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE subscribers ADD COLUMN mail_event_at TEXT;
     """,
+    # 5 -------------------------------------------------------------------------------------
+    # Whether a ``sending`` claim's message reached the transport: a claim a crash left
+    # before that is released, not withheld as unconfirmed. Rows of older files count as
+    # handed over (their fate is unknown).
+    """
+    ALTER TABLE ledger ADD COLUMN handed_over INTEGER NOT NULL DEFAULT 1;
+    """,
 )
 
 # Queries are written out whole (no string building), so each one can be read, and
@@ -341,17 +357,18 @@ _INSERT_SUBSCRIBER = """
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (email_key) DO NOTHING"""
 _CLAIM = """
-    INSERT INTO ledger (issue_id, subscriber_id, status, permanent, attempts, updated_at)
-    VALUES (?, ?, 'sending', 0, 1, ?)
+    INSERT INTO ledger (issue_id, subscriber_id, status, permanent, attempts, updated_at,
+                        handed_over)
+    VALUES (?, ?, 'sending', 0, 1, ?, 0)
     ON CONFLICT (issue_id, subscriber_id) DO NOTHING"""
 _TAKE_OVER_UNCONFIRMED_OR_TEMPORARY = """
     UPDATE ledger SET status = 'sending', message_id = NULL, reason = NULL, permanent = 0,
-                      attempts = attempts + 1, updated_at = ?
+                      attempts = attempts + 1, updated_at = ?, handed_over = 0
     WHERE issue_id = ? AND subscriber_id = ?
       AND (status = 'unconfirmed' OR (status = 'failed' AND permanent = 0))"""
 _TAKE_OVER_TEMPORARY = """
     UPDATE ledger SET status = 'sending', message_id = NULL, reason = NULL, permanent = 0,
-                      attempts = attempts + 1, updated_at = ?
+                      attempts = attempts + 1, updated_at = ?, handed_over = 0
     WHERE issue_id = ? AND subscriber_id = ? AND status = 'failed' AND permanent = 0"""
 # An outcome is recorded even without a claim row (the transport's answer is the truth)...
 _RECORD_SENT = """
@@ -874,31 +891,46 @@ class SqliteStore:
                 "AND status = 'sending'", (issue_id, subscriber_id),
             ).rowcount == 1
 
+    def mark_handed_over(self, issue_id: str, subscriber_id: str, handed: bool = True) -> None:
+        """The claim's message goes to the transport now (``handed``), or came back
+        untaken (a temporary failure, before the sender waits to retry it).
+
+        Written right before the transport call, so that a crash before it leaves a claim
+        :meth:`expire_in_flight` can release: only a message that may have left is ever
+        withheld as ``unconfirmed``.
+        """
+        with self._using() as conn:
+            conn.execute("UPDATE ledger SET handed_over = ? WHERE issue_id = ? AND "
+                         "subscriber_id = ? AND status = 'sending'",
+                         (int(handed), issue_id, subscriber_id))
+
     def expire_in_flight(self, issue_id: str, now: datetime, *,
                          shard: Shard | None = None) -> int:
-        """Turn every ``sending`` row of ``issue_id`` into ``unconfirmed``; how many.
+        """Settle every ``sending`` row of ``issue_id``; how many became ``unconfirmed``.
 
         Call it at the start of a run, while holding the run's lease: a row still
-        ``sending`` then belongs to an earlier run that crashed, maybe after the transport
-        took the message, so it must not be sent again without asking. With ``shard``,
-        only that shard's rows: the other shards' runs may be sending right now.
+        ``sending`` then belongs to an earlier run that crashed. If its message was never
+        handed over, nothing left: the claim is dropped and this run sends it. If it was,
+        the transport may have taken it, so it becomes ``unconfirmed`` and is not sent
+        again without asking. With ``shard``, only that shard's rows: the other shards'
+        runs may be sending right now.
         """
         stamp = _ts(now)
         with self._transaction() as conn:
-            if shard is None:
-                return conn.execute(
-                    "UPDATE ledger SET status = 'unconfirmed', reason = ?, updated_at = ? "
-                    "WHERE issue_id = ? AND status = 'sending'",
-                    (_IN_FLIGHT_REASON, stamp, issue_id),
-                ).rowcount
-            ids = [row[0] for row in conn.execute(
-                "SELECT subscriber_id FROM ledger WHERE issue_id = ? AND status = 'sending'",
-                (issue_id,)) if row[0] in shard]
+            rows = [(row[0], bool(row[1])) for row in conn.execute(
+                "SELECT subscriber_id, handed_over FROM ledger "
+                "WHERE issue_id = ? AND status = 'sending'", (issue_id,))
+                if shard is None or row[0] in shard]
+            conn.executemany(
+                "DELETE FROM ledger WHERE issue_id = ? AND subscriber_id = ? "
+                "AND status = 'sending' AND handed_over = 0",
+                [(issue_id, sid) for sid, handed in rows if not handed])
+            handed_over = [sid for sid, handed in rows if handed]
             conn.executemany(
                 "UPDATE ledger SET status = 'unconfirmed', reason = ?, updated_at = ? "
                 "WHERE issue_id = ? AND subscriber_id = ? AND status = 'sending'",
-                [(_IN_FLIGHT_REASON, stamp, issue_id, sid) for sid in ids])
-            return len(ids)
+                [(_IN_FLIGHT_REASON, stamp, issue_id, sid) for sid in handed_over])
+            return len(handed_over)
 
     def record_feedback(self, message_id: str, kind: str, now: datetime) -> str | None:
         """A bounce or complaint about the message SES called ``message_id``: noted on its

@@ -97,6 +97,8 @@ class Received:
     queue_id: str
     #: (host, port) of the client connection that carried it.
     peer: tuple[str, int]
+    #: The MAIL FROM parameters (``SMTPUTF8``, ``BODY=8BITMIME``, ``SIZE=…``).
+    mail_options: tuple[str, ...] = ()
 
     def message(self) -> EmailMessage:
         """The content parsed with the modern policy (decoded headers, ``get_body``)."""
@@ -115,7 +117,8 @@ class SmtpSink:
 
     Options: ``tls_context`` offers STARTTLS; ``require_starttls`` refuses mail before it;
     ``users`` ({name: password}) turns on AUTH (over TLS only unless ``auth_require_tls`` is
-    False); ``idle_timeout`` closes idle connections (as real relays do).
+    False); ``idle_timeout`` closes idle connections (as real relays do); ``smtputf8`` offers
+    SMTPUTF8 (RFC 6531: non-ASCII addresses), which aiosmtpd does not by default.
     """
 
     host = "127.0.0.1"
@@ -126,7 +129,8 @@ class SmtpSink:
 
     def __init__(self, *, tls_context: ssl.SSLContext | None = None,
                  require_starttls: bool = False, users: Mapping[str, str] | None = None,
-                 auth_require_tls: bool = True, idle_timeout: float = 300.0) -> None:
+                 auth_require_tls: bool = True, idle_timeout: float = 300.0,
+                 smtputf8: bool = False) -> None:
         self.port = free_port()
         #: The final reply to accepted data; ``{queue_id}`` is filled in. SES's SMTP interface
         #: answers ``250 Ok <message id>``; some servers name no id at all (``250 OK``).
@@ -137,7 +141,7 @@ class SmtpSink:
         self._peers: set[tuple[str, int]] = set()
         self._script: dict[tuple[Phase, str], deque[_Action]] = {}
         self._users = dict(users or {})
-        kwargs: dict[str, Any] = {"timeout": idle_timeout}
+        kwargs: dict[str, Any] = {"timeout": idle_timeout, "enable_SMTPUTF8": smtputf8}
         if tls_context is not None:
             kwargs.update(tls_context=tls_context, require_starttls=require_starttls)
         if self._users:
@@ -275,7 +279,7 @@ class _Handler:
         queue_id = uuid.uuid4().hex[:12].upper()
         content = envelope.original_content or envelope.content or b""
         record = Received(envelope.mail_from, tuple(envelope.rcpt_tos), bytes(content),
-                          queue_id, tuple(session.peer[:2]))
+                          queue_id, tuple(session.peer[:2]), tuple(envelope.mail_options))
         with self.sink._lock:
             self.sink._received.append(record)
         if stall:

@@ -161,7 +161,11 @@ def test_a_ledger_row_keeps_its_fields_and_drops_what_is_unset(dynamo, store):
     [claimed] = dynamo.items(dynamo.ledger_table)
     assert claimed == {"issue_id": {"S": ISSUE}, "subscriber_id": {"S": sid},
                        "status": {"S": "sending"}, "permanent": {"BOOL": False},
-                       "attempts": {"N": "1"}, "updated_at": {"S": "2026-11-30T01:00:00.000000Z"}}
+                       "attempts": {"N": "1"}, "updated_at": {"S": "2026-11-30T01:00:00.000000Z"},
+                       "handed_over": {"BOOL": False}}
+    store.mark_handed_over(ISSUE, sid)
+    [handed] = dynamo.items(dynamo.ledger_table)
+    assert handed["handed_over"] == {"BOOL": True}
     store.mark_sent(ISSUE, sid, "ses-1", NOW)
     store.record_feedback("ses-1", "bounce", NOW)
     [sent] = dynamo.items(dynamo.ledger_table)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 import threading
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -292,6 +293,31 @@ def test_throttling_is_retried_with_growing_backoff_and_none_twice(
     assert {e.status for e in store.ledger(SAMPLE_WEEK).values()} == {"sent"}
 
 
+def test_a_throttled_message_waits_for_its_retry_as_not_handed_over(
+        smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
+        messages: Messages, tmp_path: Path) -> None:
+    """A crash while a message waits out its backoff must release it, not withhold it: the
+    server refused it (454), so nothing left. What the ledger says during the wait is what a
+    SIGKILL then would leave; the next run's expire_in_flight is asked about it."""
+    (reader,) = subscribe(store, 1)
+    smtp_server.fail_next(reader.email, *smtp_server.THROTTLED)
+    seen: list[int] = []
+
+    def sleep(seconds: float) -> None:  # the backoff: look at the file as a crash would
+        conn = sqlite3.connect(tmp_path / "data" / "subscribers.sqlite3")
+        try:
+            ((status, handed),) = conn.execute("SELECT status, handed_over FROM ledger")
+        finally:
+            conn.close()
+        assert status == "sending"
+        seen.append(handed)
+
+    report = run(built, store, smtp, messages, concurrency=1, sleep=sleep)
+
+    assert seen == [0] and report.sent == 1
+    assert smtp_server.attempts(reader.email) == 2
+
+
 def test_a_reader_throttled_past_the_limit_fails_then_a_rerun_delivers_once(
         smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
         messages: Messages) -> None:
@@ -474,7 +500,8 @@ def test_a_claim_left_in_flight_becomes_unconfirmed_and_is_listed_not_sent(
         messages: Messages) -> None:
     subscribers = subscribe(store, 5)
     caught = subscribers[2]
-    assert store.claim(SAMPLE_WEEK, caught.id, NOW)  # an earlier run died holding it
+    assert store.claim(SAMPLE_WEEK, caught.id, NOW)  # an earlier run died holding it...
+    store.mark_handed_over(SAMPLE_WEEK, caught.id)  # ...in the transport call
 
     report = run(built, store, smtp, messages)
 
@@ -491,6 +518,49 @@ def test_a_claim_left_in_flight_becomes_unconfirmed_and_is_listed_not_sent(
 
     assert (resend.sent, resend.skipped) == (1, 4)
     assert recipients(smtp_server.received) == once_each(subscribers)
+
+
+def test_a_claim_a_crash_left_before_the_transport_call_is_sent_not_withheld(
+        smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
+        messages: Messages) -> None:
+    subscribers = subscribe(store, 5)
+    waiting = subscribers[3]
+    # An earlier run claimed it ahead of the transport, then died: it never left.
+    assert store.claim(SAMPLE_WEEK, waiting.id, NOW)
+
+    report = run(built, store, smtp, messages)
+
+    assert (report.sent, report.skipped, report.unconfirmed) == (5, 0, 0)
+    assert report.unconfirmed_ids == []
+    assert recipients(smtp_server.received) == once_each(subscribers)
+    assert store.ledger_entry(SAMPLE_WEEK, waiting.id).status == "sent"
+
+
+def test_every_report_names_the_unconfirmed_an_earlier_run_left(
+        smtp_server: SmtpSink, built: BuiltIssue, store: SqliteStore,
+        messages: Messages) -> None:
+    subscribers = subscribe(store, 4)
+    slow = subscribers[2]
+    smtp_server.stall_next(slow.email, 2.0)
+    transport = SmtpTransport(smtp_server.settings(), None, timeout=1)
+    try:
+        first = run(built, store, transport, messages, concurrency=1)
+        assert first.unconfirmed_ids == [slow.id]
+        smtp_server.wait_for(4)
+
+        later = run(built, store, transport, messages, concurrency=1)
+
+        # Not sent again, not forgotten: still named, counted once (not also as skipped).
+        assert later.unconfirmed_ids == [slow.id]
+        assert (later.sent, later.skipped, later.failed, later.unconfirmed) == (0, 3, 0, 1)
+        assert json.loads(later.to_json())["unconfirmed_ids"] == [slow.id]
+
+        resent = run(built, store, transport, messages, concurrency=1,
+                     resend_unconfirmed=True)
+
+        assert (resent.sent, resent.unconfirmed, resent.unconfirmed_ids) == (1, 0, [])
+    finally:
+        transport.close()
 
 
 def test_the_rate_is_kept_on_the_injected_clock(

@@ -67,3 +67,14 @@ def test_only_the_latest_way_of_sending_counts():
     later_whole = {**whole, "stopped": None, "finished_at": "2026-11-30T09:00:00Z"}
     assert current_reports([later_whole, *parts]) == [later_whole]
     assert current_reports(parts) == parts
+
+
+def test_every_unconfirmed_recipient_is_named_with_the_remedy():
+    status = week(ledger={"sent": 8, "unconfirmed": 2},
+                  unconfirmed={"a" * 24: "in flight when an earlier run stopped",
+                               "b" * 24: "smtp: no answer after the message was sent"})
+    text = render(status, [], {})
+    assert status.state == "failed"
+    assert "--week 2026-W48 --resend-unconfirmed" in text
+    for sid, reason in status.unconfirmed.items():
+        assert f"{sid}  {reason}" in text

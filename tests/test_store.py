@@ -420,6 +420,7 @@ def test_a_claim_survives_a_killed_process(path):
               "from pathlib import Path\nfrom subscribers.store import SqliteStore\n"
               "store = SqliteStore.open(Path(sys.argv[1]))\n"
               "store.claim('2026-W48', 'a' * 24, datetime.now(UTC))\n"
+              "store.mark_handed_over('2026-W48', 'a' * 24)\n"
               "os.kill(os.getpid(), signal.SIGKILL)\n")
     proc = subprocess.run([sys.executable, "-c", script, str(path)], check=False, timeout=60)
     assert proc.returncode != 0
@@ -432,6 +433,7 @@ def test_a_claim_survives_a_killed_process(path):
 def test_expire_in_flight_turns_leftover_claims_unconfirmed(store):
     done, caught = "1" * 24, "2" * 24
     assert store.claim(ISSUE, done, NOW) and store.claim(ISSUE, caught, NOW)
+    store.mark_handed_over(ISSUE, caught)  # the run died in the transport call
     store.mark_sent(ISSUE, done, "ses-1", NOW)
     assert store.claim("2026-W49", caught, NOW)  # another issue is not touched
     assert store.expire_in_flight(ISSUE, NOW + timedelta(hours=1)) == 1
@@ -443,6 +445,32 @@ def test_expire_in_flight_turns_leftover_claims_unconfirmed(store):
     assert not store.claim(ISSUE, caught, NOW)  # never re-sent without asking
     assert store.expire_in_flight(ISSUE, NOW) == 0
     assert list(store.ledger(ISSUE, "unconfirmed")) == [caught]
+
+
+def test_a_claim_never_handed_over_is_released_not_withheld(store):
+    """A crash between the claim and the transport call sent nothing: the next run's
+    expire_in_flight drops the claim (it is sent again normally); only a claim whose message
+    was handed over is withheld as unconfirmed, and a temporary failure hands it back."""
+    waiting, handed, returned = "1" * 24, "2" * 24, "3" * 24
+    for sid in (waiting, handed, returned):
+        assert store.claim(ISSUE, sid, NOW)
+    store.mark_handed_over(ISSUE, handed)
+    store.mark_handed_over(ISSUE, returned)
+    store.mark_handed_over(ISSUE, returned, False)  # a 454: not taken, waiting to retry
+
+    assert store.expire_in_flight(ISSUE, NOW) == 1
+
+    assert {sid: e.status for sid, e in store.ledger(ISSUE).items()} == {handed: "unconfirmed"}
+    assert store.claim(ISSUE, waiting, NOW) and store.claim(ISSUE, returned, NOW)
+    assert not store.claim(ISSUE, handed, NOW)
+    # A retried claim starts not handed over again.
+    store.mark_unconfirmed(ISSUE, waiting, "timeout", NOW)
+    assert store.claim(ISSUE, waiting, NOW, retry=True)
+    assert store.expire_in_flight(ISSUE, NOW) == 0
+    assert set(store.ledger(ISSUE)) == {handed}
+    # Noting a hand-over on a settled row changes nothing.
+    store.mark_handed_over(ISSUE, handed)
+    assert store.ledger(ISSUE)[handed].status == "unconfirmed"
 
 
 def test_retry_takes_over_only_what_was_not_delivered(store):
@@ -512,6 +540,25 @@ def test_a_version_1_file_is_migrated_keeping_its_subscribers(path):
         assert old.status == "active" and old.layout == "en"
         assert old.consent_ip is None and old.transient_bounces == 0
         assert store.first_time("k", NOW)
+    assert raw(path, "SELECT version FROM schema_version") == [(len(MIGRATIONS),)]
+
+
+def test_a_claim_in_flight_in_an_older_file_stays_withheld(path):
+    """A file written before claims noted their hand-over: its ``sending`` rows may have
+    left, so after the migration they still become unconfirmed, never released."""
+    path.parent.mkdir(parents=True)
+    conn = sqlite3.connect(path)
+    for script in MIGRATIONS[:3]:
+        conn.executescript(script)
+    conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+    conn.execute("INSERT INTO schema_version VALUES (3)")
+    conn.execute("INSERT INTO ledger (issue_id, subscriber_id, status, updated_at) "
+                 "VALUES (?, ?, 'sending', '2026-01-01T00:00:00.000000Z')", (ISSUE, "a" * 24))
+    conn.commit()
+    conn.close()
+    with SqliteStore.open(path) as store:
+        assert store.expire_in_flight(ISSUE, NOW) == 1
+        assert store.ledger(ISSUE)["a" * 24].status == "unconfirmed"
     assert raw(path, "SELECT version FROM schema_version") == [(len(MIGRATIONS),)]
 
 
@@ -688,6 +735,7 @@ def test_expire_in_flight_of_one_shard_leaves_the_others_alone(store):
     ids = [active(store, f"s{n}@example.org") for n in range(40)]
     for sid in ids:
         assert store.claim(ISSUE, sid, NOW)
+        store.mark_handed_over(ISSUE, sid)
     first = Shard(1, 2)
     mine = [sid for sid in ids if sid in first]
     assert 0 < len(mine) < len(ids)

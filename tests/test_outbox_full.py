@@ -1,0 +1,128 @@
+"""An outbox on a full or read-only filesystem: a resumable stop, never a list marked failed.
+
+The outbox folder is a real tmpfs mounted for the test (the tests run as root, locally and
+in CI, so ``chmod`` would not deny anything; a real mount does): one of 256 KB holds two or
+three messages, then every write fails with ENOSPC; one mounted read-only refuses the first
+write with EROFS. ``newsletter send`` must stop with exit 4, leave no ``.tmp-*`` file and no
+failed ledger row, and a re-run once the filesystem has room sends the rest, each once.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import ROOT, SAMPLE_FEED, SAMPLE_WEEK, clean_env, newsletter_cmd
+
+from subscribers.store import SqliteStore
+
+SUBSCRIBERS = ROOT / "examples" / "subscribers.csv"
+COUNT = len(SUBSCRIBERS.read_text().strip().splitlines()) - 1
+
+
+def newsletter(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([*newsletter_cmd(), *args], cwd=folder, env=clean_env(),
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def mount(target: Path, options: str) -> None:
+    subprocess.run(["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(target)],
+                   check=True, capture_output=True)
+
+
+def remount(target: Path, options: str) -> None:
+    subprocess.run(["mount", "-o", f"remount,{options}", str(target)], check=True,
+                   capture_output=True)
+
+
+@pytest.fixture
+def outbox(tmp_path: Path) -> Iterator[Path]:
+    """A project with its issue built and its outbox folder an (unmounted) mount point."""
+    (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
+    for args in (("subscribers", "import", str(SUBSCRIBERS), "--confirmed"),
+                 ("build", "--week", SAMPLE_WEEK)):
+        assert newsletter(tmp_path, *args).returncode == 0
+    folder = tmp_path / "build" / "issues" / SAMPLE_WEEK / "outbox"
+    folder.mkdir()
+    yield folder
+    subprocess.run(["umount", "-l", str(folder)], check=False, capture_output=True)
+
+
+def ledger(project: Path) -> dict[str, int]:
+    with SqliteStore.open(project / "data" / "subscribers.sqlite3") as store:
+        return store.ledger_counts(SAMPLE_WEEK)
+
+
+def sent_files(folder: Path) -> list[Path]:
+    return sorted(folder.glob("*.eml"))
+
+
+def leftovers(folder: Path) -> list[str]:
+    return [p.name for p in folder.iterdir() if p.name.startswith(".tmp-")]
+
+
+def check_stopped(result: subprocess.CompletedProcess, why: str) -> None:
+    assert result.returncode == 4, result.stdout + result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert why in lines[0] and "run the same command again" in lines[0], lines[0]
+
+
+def test_a_full_outbox_stops_resumably_and_a_rerun_sends_the_rest(outbox: Path) -> None:
+    mount(outbox, "size=256k")
+    project = outbox.parents[3]
+
+    first = newsletter(project, "send", "--week", SAMPLE_WEEK)
+
+    check_stopped(first, "No space left on device (ENOSPC)")
+    written = sent_files(outbox)
+    assert 1 <= len(written) < COUNT
+    assert leftovers(outbox) == []  # no zero-byte or partial temp file is left behind
+    counts = ledger(project)
+    # Nobody is marked failed; the claims not handed over were released.
+    assert counts == {"sent": len(written), "failed": 0, "unconfirmed": 0, "sending": 0}
+
+    remount(outbox, "size=4m")  # the operator frees space
+    again = newsletter(project, "send", "--week", SAMPLE_WEEK)
+
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"sent {COUNT - len(written)}, skipped {len(written)}, failed 0" in again.stdout
+    assert len(sent_files(outbox)) == COUNT and leftovers(outbox) == []
+    assert ledger(project)["sent"] == COUNT
+
+
+def test_a_read_only_outbox_sends_nothing_and_fails_nobody(outbox: Path) -> None:
+    mount(outbox, "size=4m,ro")
+    project = outbox.parents[3]
+
+    first = newsletter(project, "send", "--week", SAMPLE_WEEK)
+
+    check_stopped(first, "Read-only file system (EROFS)")
+    assert sent_files(outbox) == []
+    assert ledger(project) == {"sent": 0, "failed": 0, "unconfirmed": 0, "sending": 0}
+
+    remount(outbox, "rw")
+    again = newsletter(project, "send", "--week", SAMPLE_WEEK)
+
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert f"sent {COUNT}, skipped 0, failed 0" in again.stdout
+    assert len(sent_files(outbox)) == COUNT
+
+
+def test_an_outbox_that_is_not_a_folder_stops_resumably(outbox: Path) -> None:
+    """Root ignores permission bits, so the third local failure is a real one of another
+    kind: the outbox path taken by a file. Nobody is failed; fixing the path finishes."""
+    outbox.rmdir()
+    outbox.write_text("not a folder\n")
+    project = outbox.parents[3]
+
+    first = newsletter(project, "send", "--week", SAMPLE_WEEK)
+
+    check_stopped(first, "File exists (EEXIST)")
+    assert ledger(project) == {"sent": 0, "failed": 0, "unconfirmed": 0, "sending": 0}
+    outbox.unlink()
+    again = newsletter(project, "send", "--week", SAMPLE_WEEK)
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert len(sent_files(outbox)) == COUNT

@@ -1,0 +1,204 @@
+"""Addresses beyond ASCII (RFC 6531/6532) through every transport, as a mail server sees them.
+
+The list accepts ``reader@例子.中国`` and ``用户@example.com`` (email-validator does). On the
+wire the domain always goes in IDNA form; a non-ASCII local part goes only to a server that
+offers SMTPUTF8 (aiosmtpd's ``enable_SMTPUTF8``), and is refused for that recipient alone,
+named, by a server that does not and by SES (which never does). The ``To`` header never holds
+an RFC 2047 encoded word inside the address.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+from conftest import SAMPLE_FEED, SAMPLE_WEEK, clean_env, newsletter_cmd
+
+from pipeline.build import build
+from pipeline.built import BuiltIssue, load_built
+from pipeline.config import load
+from pipeline.message import Messages
+from pipeline.send import Sender, SendOptions, SendReport
+from pipeline.ses import SesTransport
+from pipeline.smtp import SmtpTransport
+from pipeline.transport import Transport
+from subscribers.store import SqliteStore
+from subscribers.tokens import Keys
+
+if TYPE_CHECKING:
+    from servers import MotoServer, Received, SmtpSink
+
+NOW = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
+KEYS = Keys.from_environ({"NEWSLETTER_SECRET": "unicode-address-test-secret-0123456789"})
+LOCAL = "用户@example.com"            # a non-ASCII local part: SMTPUTF8 only
+DOMAIN = "reader@例子.中国"           # an ASCII local part at an internationalised domain
+DOMAIN_IDNA = "reader@xn--fsqu00a.xn--fiqs8s"
+PLAIN = "plain@example.com"
+
+
+@pytest.fixture
+def built(tmp_path: Path) -> BuiltIssue:
+    config = tmp_path / "newsletter.toml"
+    config.write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n'
+                      '[site]\napp_url = "https://news.example.org/app"\n', encoding="utf-8")
+    settings = load(config, {})
+    return load_built(build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "issue").out_dir)
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    opened = SqliteStore.open(tmp_path / "data" / "subscribers.sqlite3")
+    ids = {}
+    for address in (LOCAL, DOMAIN, PLAIN):
+        added = opened.add(address, "en", status="active", source="test", now=NOW)
+        assert added.subscriber is not None
+        ids[address] = added.subscriber.id
+    opened.ids = ids  # type: ignore[attr-defined]
+    yield opened
+    opened.close()
+
+
+def send(built: BuiltIssue, store: SqliteStore, transport: Transport) -> SendReport:
+    settings = load(built.folder.parent / "newsletter.toml", {})
+    sender = Sender(built, store, transport, Messages(built, settings, KEYS), rate=None,
+                    concurrency=2, sleep=lambda _: None)
+    return sender.run(SendOptions())
+
+
+def to_line(raw: bytes) -> bytes:
+    """The raw ``To`` header line of a message (unfolded: it is one line)."""
+    (line,) = [line for line in raw.split(b"\r\n") if line.lower().startswith(b"to:")]
+    return line
+
+
+def by_recipient(received: list[Received]) -> dict[str, Received]:
+    found = {}
+    for record in received:
+        (rcpt,) = record.rcpt_tos
+        found[rcpt] = record
+    return found
+
+
+def test_smtputf8_carries_a_non_ascii_local_part_and_idna_carries_the_domain(
+        smtp_server_factory: Callable[..., SmtpSink], built: BuiltIssue,
+        store: SqliteStore) -> None:
+    sink = smtp_server_factory(smtputf8=True)
+    transport = SmtpTransport(sink.settings(), None, timeout=10.0)
+    try:
+        report = send(built, store, transport)
+    finally:
+        transport.close()
+
+    assert (report.sent, report.failed, report.unconfirmed) == (3, 0, 0)
+    got = by_recipient(sink.wait_for(3))
+    assert set(got) == {LOCAL, DOMAIN_IDNA, PLAIN}
+    assert "SMTPUTF8" in got[LOCAL].mail_options  # asked for only where it is needed
+    assert "SMTPUTF8" not in got[DOMAIN_IDNA].mail_options
+    assert "SMTPUTF8" not in got[PLAIN].mail_options
+    assert to_line(got[LOCAL].content) == "To: 用户@example.com".encode()
+    assert to_line(got[DOMAIN_IDNA].content) == f"To: {DOMAIN_IDNA}".encode()
+    for record in got.values():
+        assert b"=?" not in to_line(record.content)  # no encoded word in an address
+
+
+def test_without_smtputf8_only_the_non_ascii_local_part_fails_permanently_by_name(
+        smtp_server: SmtpSink, built: BuiltIssue, store: SqliteStore) -> None:
+    transport = SmtpTransport(smtp_server.settings(), None, timeout=10.0)
+    try:
+        report = send(built, store, transport)
+    finally:
+        transport.close()
+
+    assert (report.sent, report.failed, report.unconfirmed, report.stopped) == (2, 1, 0, None)
+    assert set(by_recipient(smtp_server.wait_for(2))) == {DOMAIN_IDNA, PLAIN}
+    assert smtp_server.attempts(LOCAL) == 0  # refused before anything was sent
+    entry = store.ledger_entry(SAMPLE_WEEK, store.ids[LOCAL])
+    assert entry.status == "failed" and entry.permanent
+    assert LOCAL in entry.reason and "SMTPUTF8" in entry.reason
+    # The report holds ids only: the address is named in the ledger, not in the report.
+    assert report.failures == [{"subscriber": store.ids[LOCAL], "reason": entry.reason
+                                .replace(LOCAL, "<recipient>")}]
+
+
+def test_ses_gets_the_idna_domain_and_never_a_non_ascii_local_part(
+        moto_server: MotoServer, built: BuiltIssue, store: SqliteStore) -> None:
+    transport = SesTransport("")
+    try:
+        report = send(built, store, transport)
+    finally:
+        transport.close()
+
+    assert (report.sent, report.failed, report.unconfirmed) == (2, 1, 0)
+    sent = moto_server.sent()
+    assert sorted(r["destinations"][0] for r in sent) == sorted([DOMAIN_IDNA, PLAIN])
+    for record in sent:
+        assert b"=?" not in to_line(str(record["raw_data"]).encode("utf-8"))
+    entry = store.ledger_entry(SAMPLE_WEEK, store.ids[LOCAL])
+    assert entry.status == "failed" and entry.permanent and LOCAL in entry.reason
+
+
+def test_the_command_line_finishes_the_list_and_names_the_refused_address(
+        tmp_path: Path, smtp_server: SmtpSink) -> None:
+    (tmp_path / "newsletter.toml").write_text(
+        f'[feed]\nurls = ["{SAMPLE_FEED}"]\n[site]\napp_url = "https://news.example.org/app"\n'
+        f'[delivery]\ntransport = "smtp"\n'
+        f'[smtp]\nhost = "127.0.0.1"\nport = {smtp_server.port}\nstarttls = false\n',
+        encoding="utf-8")
+    (tmp_path / "list.csv").write_text(f"email,layout\n{LOCAL},en\n{DOMAIN},zh\n{PLAIN},\n",
+                                       encoding="utf-8")
+    env = clean_env(NEWSLETTER_SECRET="unicode-address-test-secret-0123456789")
+
+    def newsletter(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([*newsletter_cmd(), *args], cwd=tmp_path, env=env,
+                              capture_output=True, text=True, timeout=120, check=False)
+
+    for args in (("subscribers", "import", "list.csv", "--confirmed"),
+                 ("build", "--week", SAMPLE_WEEK)):
+        assert newsletter(*args).returncode == 0
+
+    result = newsletter("send", "--week", SAMPLE_WEEK)
+
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr and "UnicodeEncodeError" not in result.stderr
+    assert "sent 2, skipped 0, failed 1, unconfirmed 0" in result.stdout
+    assert set(by_recipient(smtp_server.wait_for(2))) == {DOMAIN_IDNA, PLAIN}
+
+
+def test_the_confirmation_mail_reaches_a_non_ascii_address_with_its_to_as_is(
+        smtp_server_factory: Callable[..., SmtpSink], built: BuiltIssue,
+        store: SqliteStore) -> None:
+    """The subscription app's mail leaves through the same transports: no crash (the app
+    answered 500), and the same ``To`` rules."""
+    from pipeline.optin_mail import OptInMailer
+
+    settings = load(built.folder.parent / "newsletter.toml", {})
+    sink = smtp_server_factory(smtputf8=True)
+    transport = SmtpTransport(sink.settings(), None, timeout=10.0)
+    try:
+        mailer = OptInMailer(settings, transport)
+        for address in (LOCAL, DOMAIN):
+            subscriber = store.get(store.ids[address])
+            mailer.confirmation(subscriber, "https://news.example.org/app/confirm?token=t",
+                                NOW)
+    finally:
+        transport.close()
+
+    got = by_recipient(sink.wait_for(2))
+    assert to_line(got[LOCAL].content) == "To: 用户@example.com".encode()
+    assert to_line(got[DOMAIN_IDNA].content) == f"To: {DOMAIN_IDNA}".encode()
+    assert "SMTPUTF8" in got[LOCAL].mail_options
+
+
+def test_messages_write_the_to_header_without_encoded_words(built: BuiltIssue) -> None:
+    settings = load(built.folder.parent / "newsletter.toml", {})
+    messages = Messages(built, settings, KEYS)
+    cases = {LOCAL: "To: 用户@example.com".encode(), DOMAIN: f"To: {DOMAIN_IDNA}".encode(),
+             "josé@bücher.de": "To: josé@xn--bcher-kva.de".encode(),
+             PLAIN: f"To: {PLAIN}".encode()}
+    for address, expected in cases.items():
+        raw = messages.build(address, "0" * 24, "en", NOW).raw
+        assert to_line(raw) == expected
