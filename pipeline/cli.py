@@ -119,9 +119,10 @@ def parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="the weekly job: build (or reuse the approved "
                               "issue), check the gates, publish, send",
-                              description="build (reusing an approved issue) → check every "
-                              "send gate → publish → send. Nothing is published for an issue "
-                              "that cannot be sent.")
+                              description="build (reusing an approved issue) → check "
+                              "everything send checks (gates, secret, addresses, https app URL, "
+                              "the transport's login, a week that has not ended) → publish → "
+                              "send. Nothing is published for an issue that cannot be sent.")
     run.add_argument("--feed", action="append", default=[], metavar="PATH_OR_URL")
     _send_arguments(run)
     run.set_defaults(handler=_cmd_run)
@@ -135,7 +136,8 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1",
                        help="address to listen on (default: 127.0.0.1)")
     serve.add_argument("--port", type=_port, metavar="P",
-                       help="port (default: the port of [site] app_url, else 8001)")
+                       help="port (default: the port of [site] app_url, else 8001); with a "
+                       "loopback app_url the links in its mails name this port")
     serve.set_defaults(handler=_cmd_serve)
 
     add_inbox_commands(commands)

@@ -219,7 +219,7 @@ def test_check_week_against_a_set_clock():
     week = parse_week("2026-W48", TZ)  # Mon 23 Nov 00:00 +08 → Mon 30 Nov 00:00 +08
     check_week(week, week.end)  # ended: fine
     check_week(week, week.end + timedelta(days=300))
-    with pytest.raises(UsageError, match="has not ended.*--allow-partial-week"):
+    with pytest.raises(UsageError, match=r"has not ended.*--allow-partial-week"):
         check_week(week, week.end - timedelta(seconds=1))
     check_week(week, week.end - timedelta(seconds=1), allow_partial_week=True)
     with pytest.raises(UsageError, match="has not started"):
