@@ -257,7 +257,7 @@ def _cmd_translations(args: argparse.Namespace, settings) -> int:
     if not locations:
         raise UsageError("no feed to read: pass --feed PATH_OR_URL or set [feed] urls")
     results = read_feeds(settings, locations)
-    with _translation(settings) as translate:
+    with _translation(settings) as translate, _future_week_said(settings, week.id):
         items, _, _ = rank_week(settings, week, results, translate, _github(settings))
     path = editorial_path(settings.resolve(settings.paths.editorial_dir), week.id)
     added = extend(path, items)

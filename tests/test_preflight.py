@@ -204,8 +204,9 @@ def future_week() -> str:
     return f"{year}-W02"
 
 
-@pytest.mark.parametrize("command", [["run"], ["send"], ["send", "--allow-partial-week"],
-                                     ["build"], ["run", "--allow-partial-week"]])
+@pytest.mark.parametrize("command", [
+    ["run"], ["run", "--allow-partial-week"], ["send"], ["send", "--allow-partial-week"],
+    ["build"], ["translations"], ["preview", "--no-serve", "--no-screenshots"]])
 def test_a_future_week_says_it_has_not_started(tmp_path, command):
     folder = project(tmp_path)
     week = future_week()
