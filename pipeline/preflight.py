@@ -70,8 +70,8 @@ def check_week(week: Week, at: datetime, *, allow_partial_week: bool = False) ->
         raise early
     if at < week.end and not allow_partial_week:
         raise UsageError(f"week {week.id} has not ended (it ends {_local(week.end, week.tz)}); "
-                         "sent now, its issue would miss the rest of the week's reviews and "
-                         "nobody could get them later: wait, or pass --allow-partial-week")
+                         "sent now, its later reviews would reach nobody: wait, or pass "
+                         "--allow-partial-week")
 
 
 def not_started(week: Week, at: datetime) -> UsageError | None:
