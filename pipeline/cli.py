@@ -22,6 +22,7 @@ from subscribers.commands import add_parser as add_subscriber_commands
 from subscribers.store_commands import add_parser as add_store_commands
 
 from . import __version__
+from . import week as clock
 from .config import load
 from .errors import NewsletterError, OutputError, UsageError
 from .inbox_command import add_parser as add_inbox_commands
@@ -118,9 +119,10 @@ def parser() -> argparse.ArgumentParser:
 
     run = commands.add_parser("run", help="the weekly job: build (or reuse the approved "
                               "issue), check the gates, publish, send",
-                              description="build (reusing an approved issue) → check every "
-                              "send gate → publish → send. Nothing is published for an issue "
-                              "that cannot be sent.")
+                              description="build (reusing an approved issue) → check "
+                              "everything send checks (gates, secret, addresses, https app URL, "
+                              "the transport's login, a week that has not ended) → publish → "
+                              "send. Nothing is published for an issue that cannot be sent.")
     run.add_argument("--feed", action="append", default=[], metavar="PATH_OR_URL")
     _send_arguments(run)
     run.set_defaults(handler=_cmd_run)
@@ -134,7 +136,8 @@ def parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1",
                        help="address to listen on (default: 127.0.0.1)")
     serve.add_argument("--port", type=_port, metavar="P",
-                       help="port (default: the port of [site] app_url, else 8001)")
+                       help="port (default: the port of [site] app_url, else 8001); with a "
+                       "loopback app_url the links in its mails name this port")
     serve.set_defaults(handler=_cmd_serve)
 
     add_inbox_commands(commands)
@@ -175,6 +178,9 @@ def _send_arguments(parser: argparse.ArgumentParser) -> None:
                         help="send even though some items lack a language")
     parser.add_argument("--resend-unconfirmed", action="store_true",
                         help="send again to recipients whose delivery is unconfirmed")
+    parser.add_argument("--allow-partial-week", action="store_true",
+                        help="send a week that has not ended yet (its later reviews then "
+                        "reach nobody: the ledger keeps each reader to one copy)")
 
 
 def _positive(text: str) -> int:
@@ -251,7 +257,7 @@ def _cmd_translations(args: argparse.Namespace, settings) -> int:
     if not locations:
         raise UsageError("no feed to read: pass --feed PATH_OR_URL or set [feed] urls")
     results = read_feeds(settings, locations)
-    with _translation(settings) as translate:
+    with _translation(settings) as translate, _future_week_said(settings, week.id):
         items, _, _ = rank_week(settings, week, results, translate, _github(settings))
     path = editorial_path(settings.resolve(settings.paths.editorial_dir), week.id)
     added = extend(path, items)
@@ -286,10 +292,27 @@ def _cmd_serve(args: argparse.Namespace, settings) -> int:
                  port=args.port if args.port is not None else default_port(settings))
 
 
+@contextlib.contextmanager
+def _future_week_said(settings, week_id: str | None) -> Iterator[None]:
+    """A week that lies ahead has no reviews: say that it has not started (exit 2), not
+    "nothing to do"."""
+    from .build import choose_week
+    from .errors import EmptyWeekError
+    from .preflight import not_started
+
+    try:
+        yield
+    except EmptyWeekError as exc:
+        early = not_started(choose_week(settings, week_id), clock.now())
+        if early is None:
+            raise
+        raise early from exc
+
+
 def _cmd_build(args: argparse.Namespace, settings) -> int:
     from .build import build
 
-    with _translation(settings) as translate:
+    with _translation(settings) as translate, _future_week_said(settings, args.week):
         built = build(settings, week_id=args.week, feeds=args.feed, out=args.out,
                       force=args.force, translate=translate, github=_github(settings))
     issue = built.issue
@@ -344,12 +367,32 @@ def _test_address(text: str) -> str:
 
 
 def _cmd_send(args: argparse.Namespace, settings) -> int:
+    from .build import choose_week
+    from .preflight import check_week
+
     if args.to is not None:  # --to "" is a mistake, not "no test copy"
         args.to = _test_address(args.to)
-    built = _built(settings, args.week)
     if args.layout and not args.to:
         raise UsageError("--layout goes with --to (test copies)")
-    return _deliver(args, settings, built)
+    if not args.to:  # before "not built": a future week is never built
+        check_week(choose_week(settings, args.week), clock.now(),
+                   allow_partial_week=args.allow_partial_week)
+    built = _built(settings, args.week)
+    delivery = _open_delivery(args, settings, built)
+    try:
+        return _deliver(args, settings, built, delivery)
+    finally:
+        delivery.close()
+
+
+def _open_delivery(args: argparse.Namespace, settings, built):
+    """Every check ``send`` makes, transport probed (see ``pipeline/preflight.py``)."""
+    from .preflight import open_delivery
+
+    return open_delivery(settings, os.environ, built, at=clock.now(),
+                         test_copies=bool(args.to),
+                         allow_missing_translations=args.allow_missing_translations,
+                         allow_partial_week=getattr(args, "allow_partial_week", False))
 
 
 def _cmd_run(args: argparse.Namespace, settings) -> int:
@@ -357,8 +400,11 @@ def _cmd_run(args: argparse.Namespace, settings) -> int:
 
     from .build import choose_week
     from .lock import hold
+    from .preflight import check_week
 
     week = choose_week(settings, args.week)
+    # Before the build: a week still running (or ahead) is refused without building it.
+    check_week(week, clock.now(), allow_partial_week=args.allow_partial_week)
     # The issue's lease from the start: two schedulers firing together must not both
     # build, publish and send (the send inside holds the same lease again).
     with open_store(settings) as store, hold(store, f"send:{week.id}", f"run {week.id}"):
@@ -383,13 +429,16 @@ def _run_week(args: argparse.Namespace, settings, week) -> int:
                            github=_github(settings))
         print(f"built {week.id}: {len(result.issue.items)} items → {_shown(result.out_dir)}/")
         built = load_built(result.out_dir)
-    from .send import check_gates
-
-    check_gates(built, settings, allow_missing_translations=args.allow_missing_translations)
-    if not args.dry_run:
-        _publish(settings, built)
     args.to = None
-    return _deliver(args, settings, built)
+    # Every check of the send, the transport's login included, before anything is
+    # published: the archive never shows an issue that could not be sent.
+    delivery = _open_delivery(args, settings, built)
+    try:
+        if not args.dry_run:
+            _publish(settings, built)
+        return _deliver(args, settings, built, delivery)
+    finally:
+        delivery.close()
 
 
 def _cmd_preview(args: argparse.Namespace, settings) -> int:
@@ -418,12 +467,18 @@ def _cmd_preview(args: argparse.Namespace, settings) -> int:
                                  chromium=chromium, skip_reason=skip, shown=_shown,
                                  translate=translate, github=_github(settings))
 
-    built, report, preview = make()
+    with _future_week_said(settings, week.id):
+        built, report, preview = make()
     _show_preview(built, report, preview)
     if args.to:
-        _deliver(argparse.Namespace(to=args.to, layout=list(args.layouts or LAYOUTS),
+        copies = argparse.Namespace(to=args.to, layout=list(args.layouts or LAYOUTS),
                                     dry_run=False, limit=None, resend_unconfirmed=False,
-                                    allow_missing_translations=False), settings, built)
+                                    allow_missing_translations=False)
+        delivery = _open_delivery(copies, settings, built)
+        try:
+            _deliver(copies, settings, built, delivery)
+        finally:
+            delivery.close()
     server = None
     if not args.no_serve:
         server = serve(built.folder, args.port)
@@ -519,75 +574,61 @@ def _publish(settings, built) -> None:
     print(f"  {settings.site.base_url.rstrip('/')}/issues/{built.id}/index.html")
 
 
-def _deliver(args: argparse.Namespace, settings, built) -> int:
+def _deliver(args: argparse.Namespace, settings, built, delivery) -> int:
+    """Send through ``delivery`` (already checked by :func:`_open_delivery`; the caller
+    closes it): test copies with ``--to``, else the list."""
     from subscribers.store import open_store
 
-    from .delivery import open_transport, send_rate, signing_keys
     from .lock import hold
-    from .message import Messages
-    from .send import (
-        Progress,
-        Sender,
-        SendOptions,
-        check_gates,
-        send_tests,
-        stop_error,
-        write_report,
-    )
+    from .send import Progress, Sender, SendOptions, send_tests, stop_error, write_report
 
-    keys, development = signing_keys(settings, os.environ)
-    transport = open_transport(settings, os.environ, built.folder)
-    try:
-        messages = Messages(built, settings, keys)
-        if development and not args.dry_run:
-            print("note: NEWSLETTER_SECRET is not set; links are signed with the development "
-                  "key (fine for the local outbox, never for real mail)")
-        if args.to:
-            for layout, message_id in send_tests(built, messages, transport, args.to,
-                                                 args.layout or LAYOUTS):
-                print(f"test copy {layout} → {args.to}: {message_id}")
-            return EXIT_OK
-        check_gates(built, settings, allow_missing_translations=args.allow_missing_translations)
-        shard = getattr(args, "shard", None)
-        rate = send_rate(settings, transport)
-        if rate is not None and shard is not None:
-            rate /= shard.count  # DESIGN.md: the account's rate is divided among shards
-        name = f"send:{built.id}" + (f":{shard}" if shard else "")
-        what = f"send {built.id}" + (f" shard {shard}" if shard else "")
-        with open_store(settings) as store:
-            sender = Sender(built, store, transport, messages, rate=rate,
-                            concurrency=settings.delivery.concurrency)
-            lost = "lost its lock to another run (this one stalled past its lease)"
-            with hold(store, name, what, on_lost=lambda: sender.request_stop(lost)):
-                options = SendOptions(dry_run=args.dry_run, limit=args.limit,
-                                      resend_unconfirmed=args.resend_unconfirmed, shard=shard)
-                active = store.count_by_status().get("active", 0)
-                if shard is not None:
-                    active = None  # the shard's size is known only by walking it
-                report = sender.run(options, None if args.dry_run else Progress(active))
-            print(report.summary())
-            if not args.dry_run:
-                try:
-                    write_report(built, report, shard)
-                except OutputError as exc:
-                    if not report.stopped:
-                        raise
-                    # The stop (exit 4) is what the operator must hear; the ledger keeps
-                    # the truth that the report would have summed up.
-                    print(f"newsletter: warning: {exc}", file=sys.stderr)
-            if report.unconfirmed_ids:
-                print("unconfirmed (may or may not have arrived; --resend-unconfirmed sends "
-                      "them again):")
-                for subscriber_id in report.unconfirmed_ids:
-                    found = store.get(subscriber_id)
-                    print(f"  {found.email if found else subscriber_id}")
-        if transport.name == "outbox" and not args.dry_run:
-            print(f"outbox: {_shown(built.folder / 'outbox')}/")
-        if report.stopped:
-            raise stop_error(report)
+    transport, messages = delivery.transport, delivery.messages
+    if delivery.development and not args.dry_run:
+        print("note: NEWSLETTER_SECRET is not set; links are signed with the development "
+              "key (fine for the local outbox, never for real mail)")
+    if args.to:
+        for layout, message_id in send_tests(built, messages, transport, args.to,
+                                             args.layout or LAYOUTS):
+            print(f"test copy {layout} → {args.to}: {message_id}")
         return EXIT_OK
-    finally:
-        transport.close()
+    shard = getattr(args, "shard", None)
+    rate = delivery.rate
+    if rate is not None and shard is not None:
+        rate /= shard.count  # DESIGN.md: the account's rate is divided among shards
+    name = f"send:{built.id}" + (f":{shard}" if shard else "")
+    what = f"send {built.id}" + (f" shard {shard}" if shard else "")
+    with open_store(settings) as store:
+        sender = Sender(built, store, transport, messages, rate=rate,
+                        concurrency=settings.delivery.concurrency)
+        lost = "lost its lock to another run (this one stalled past its lease)"
+        with hold(store, name, what, on_lost=lambda: sender.request_stop(lost)):
+            options = SendOptions(dry_run=args.dry_run, limit=args.limit,
+                                  resend_unconfirmed=args.resend_unconfirmed, shard=shard)
+            active = store.count_by_status().get("active", 0)
+            if shard is not None:
+                active = None  # the shard's size is known only by walking it
+            report = sender.run(options, None if args.dry_run else Progress(active))
+        print(report.summary())
+        if not args.dry_run:
+            try:
+                write_report(built, report, shard)
+            except OutputError as exc:
+                if not report.stopped:
+                    raise
+                # The stop (exit 4) is what the operator must hear; the ledger keeps
+                # the truth that the report would have summed up.
+                print(f"newsletter: warning: {exc}", file=sys.stderr)
+        if report.unconfirmed_ids:
+            print("unconfirmed (may or may not have arrived; --resend-unconfirmed sends "
+                  "them again):")
+            for subscriber_id in report.unconfirmed_ids:
+                found = store.get(subscriber_id)
+                print(f"  {found.email if found else subscriber_id}")
+    if transport.name == "outbox" and not args.dry_run:
+        print(f"outbox: {_shown(built.folder / 'outbox')}/")
+    if report.stopped:
+        raise stop_error(report)
+    return EXIT_OK
 
 
 def _shown(path: Path) -> str:

@@ -9,12 +9,15 @@ limit) is the visitor's, not the proxy's.
 
 from __future__ import annotations
 
+import errno
 import logging
+import socket
 import sys
 from collections.abc import Mapping
 from contextlib import ExitStack
+from dataclasses import replace
 from types import FrameType
-from urllib.parse import urlsplit
+from urllib.parse import urlsplit, urlunsplit
 
 import uvicorn
 from starlette.applications import Starlette
@@ -26,6 +29,9 @@ from .errors import UsageError
 log = logging.getLogger("newsletter.app")
 
 DEFAULT_PORT = 8001
+#: Host names of an ``app_url`` that can only mean this machine: links to them must name
+#: the port actually served, or they lead nowhere.
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 
 
 def default_port(settings: Settings) -> int:
@@ -56,19 +62,68 @@ def open_app(settings: Settings, environ: Mapping[str, str], stack: ExitStack) -
                       base_url=settings.site.base_url, verifier=verifier)
 
 
+def served_app_url(app_url: str, port: int) -> str:
+    """The app URL links should carry when this process serves on ``port``.
+
+    A loopback ``app_url`` (local development) is this very process: its links name the
+    port served, so ``serve --port 8002`` mails links that work. A public ``app_url`` is
+    the address a proxy (CloudFront, a load balancer) forwards to this port: kept as is.
+    """
+    parts = urlsplit(app_url)
+    if parts.hostname not in LOOPBACK:
+        return app_url
+    if (parts.port or {"http": 80, "https": 443}.get(parts.scheme)) == port:
+        return app_url
+    host = f"[{parts.hostname}]" if ":" in (parts.hostname or "") else parts.hostname
+    userinfo = parts.netloc.rpartition("@")[0]
+    netloc = f"{userinfo}@{host}:{port}" if userinfo else f"{host}:{port}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound and listening on ``host:port`` (port 0: any free one), bound here
+    rather than inside uvicorn so that a port in use is one line and exit 2, and
+    "listening" is printed only once it is true."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror as exc:
+        raise UsageError(f"serve: cannot listen on {host}:{port}: "
+                         f"{exc.strerror or exc}") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        reason = ("the port is in use (another newsletter serve?); choose another with "
+                  "--port" if exc.errno == errno.EADDRINUSE else exc.strerror or str(exc))
+        raise UsageError(f"serve: cannot listen on {host}:{port}: {reason}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
 def serve(settings: Settings, environ: Mapping[str, str], *, host: str, port: int) -> int:
     """Run until interrupted (Ctrl-C or SIGTERM end it cleanly: exit 0)."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr,
                         format="%(asctime)s %(name)s %(levelname)s %(message)s")
     with ExitStack() as stack:
+        sock = stack.enter_context(listen(host, port))
+        served = sock.getsockname()[1]
+        app_url = served_app_url(settings.site.app_url, served)
+        if app_url != settings.site.app_url:
+            settings = replace(settings, site=replace(settings.site, app_url=app_url))
+            print(f"note: [site] app_url names another port; links name the port served: "
+                  f"{app_url}", file=sys.stderr, flush=True)
         app = open_app(settings, environ, stack)
-        print(f"subscription app: {settings.site.app_url.rstrip('/')}/subscribe "
-              f"(listening on {host}:{port}; Ctrl-C stops)", file=sys.stderr, flush=True)
-        server = _Server(server_config(app, host=host, port=port, forwarded_allow_ips=(
+        print(f"subscription app: {app_url.rstrip('/')}/subscribe "
+              f"(listening on {host}:{served}; Ctrl-C stops)", file=sys.stderr, flush=True)
+        server = _Server(server_config(app, host=host, port=served, forwarded_allow_ips=(
             settings.subscriptions.forwarded_allow_ips)))
-        server.run()
-        if not server.started:  # e.g. the port is taken: uvicorn said why, on stderr
-            raise UsageError(f"could not serve on {host}:{port}")
+        server.run(sockets=[sock])
+        if not server.started:  # uvicorn said why, on stderr
+            raise UsageError(f"could not serve on {host}:{served}")
     print("subscription app stopped", file=sys.stderr)
     return 0
 

@@ -28,7 +28,8 @@ Replies are mapped at this edge, keeping the smtplib exception as the cause:
   recipient; a 5xx to ``MAIL FROM`` refuses the *sender*, so it would refuse every message:
   :class:`SendingStopped` rather than a list marked failed one recipient at a time;
 * a connection that cannot be opened, secured or logged into → :class:`SendingStopped` naming
-  ``host:port`` (a 4xx greeting, e.g. "421 too many connections", is temporary).
+  ``host:port`` (a 4xx greeting, e.g. "421 too many connections", is temporary); a server
+  that will not do STARTTLS → :class:`StartTlsRefused`, a configuration error before a run.
 
 Addresses go out as :mod:`pipeline.addresses` writes them: the domain always in IDNA form; a
 non-ASCII local part with ``SMTPUTF8`` (and ``BODY=8BITMIME``) when the server offers it, else
@@ -60,7 +61,7 @@ from .errors import (
 )
 from .transport import Outgoing
 
-__all__ = ["SmtpTransport"]
+__all__ = ["SmtpTransport", "StartTlsRefused"]
 
 Phase = Literal["idle", "envelope", "body", "verdict"]
 
@@ -122,6 +123,14 @@ class _Connection(smtplib.SMTP):
         self.final_reply = b""
 
 
+class StartTlsRefused(SendingStopped):
+    """``[smtp] starttls = true`` and the server will not do STARTTLS. Mid-run it stops the
+    run like any connection that cannot be opened; before the run (:meth:`SmtpTransport.verify`)
+    it is the configuration error it is (exit 2)."""
+
+    exit_code = 2
+
+
 class _ConnectionLost(Exception):
     """Internal: the connection went away before the server could have taken the message."""
 
@@ -171,6 +180,14 @@ class SmtpTransport:
                 continue
             return _queue_id(reply) or f"smtp-{uuid.uuid4().hex}"
         raise AssertionError("unreachable")  # pragma: no cover
+
+    def verify(self) -> None:
+        """Connect, secure and log in once, then QUIT: what ``send`` and ``run`` check before
+        anything is published or sent. Raises as the first message would."""
+        conn = self._connect("")
+        with contextlib.suppress(smtplib.SMTPException, OSError):
+            conn.quit()
+        conn.close()
 
     def max_rate(self) -> float | None:
         """SMTP relays do not announce a rate; pacing comes from ``[delivery] max_rate``."""
@@ -227,10 +244,12 @@ class SmtpTransport:
             conn = _Connection(s.host, s.port, timeout=self.timeout)
             conn.ehlo()
             if s.starttls:
-                conn.starttls(context=self._ssl_context or ssl.create_default_context())
-                conn.ehlo()
+                self._secure(conn, recipient)
             if s.username:
                 conn.login(s.username, self._password)
+        except StartTlsRefused:
+            _close(conn)
+            raise
         except smtplib.SMTPAuthenticationError as exc:
             _close(conn)
             raise SendingStopped(f"smtp {self.where}: login as {s.username!r} refused: "
@@ -245,11 +264,28 @@ class SmtpTransport:
             raise SendingStopped(f"smtp {self.where}: refused the connection: {text}",
                                  recipient=recipient) from exc
         except (smtplib.SMTPException, OSError) as exc:
-            # Refused, unreachable, DNS, timed out, no STARTTLS offered, certificate rejected.
+            # Refused, unreachable, DNS, timed out, certificate rejected.
             _close(conn)
             raise SendingStopped(f"smtp {self.where}: cannot connect: {_describe(exc)}",
                                  recipient=recipient) from exc
         return conn
+
+    def _secure(self, conn: _Connection, recipient: str) -> None:
+        """STARTTLS, then EHLO again. A server that does not offer STARTTLS, or answers it
+        with anything but 220, will refuse it on every later try as well: that is the
+        configuration's to fix (:class:`StartTlsRefused`), not a stop to run again."""
+        if not conn.has_extn("starttls"):
+            raise StartTlsRefused(f"smtp {self.where}: the server does not offer STARTTLS; "
+                                  "set [smtp] starttls = false to send unencrypted (only to a "
+                                  "relay on a trusted network)", recipient=recipient)
+        try:
+            conn.starttls(context=self._ssl_context or ssl.create_default_context())
+        except smtplib.SMTPResponseException as exc:
+            raise StartTlsRefused(f"smtp {self.where}: STARTTLS refused: "
+                                  f"{_reply(exc.smtp_code, exc.smtp_error)}; check [smtp] "
+                                  "host and port, or set [smtp] starttls = false",
+                                  recipient=recipient) from exc
+        conn.ehlo()
 
     # -- one transaction ---------------------------------------------------------------------
 

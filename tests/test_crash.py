@@ -82,6 +82,7 @@ def ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
 def project(tmp_path: Path, smtp_server: SmtpSink) -> Project:
     (tmp_path / "newsletter.toml").write_text(
         f'[feed]\nurls = ["{SAMPLE_FEED}"]\n'
+        '[site]\napp_url = "https://news.example.org/api"\n'  # RFC 8058: smtp needs https
         f'[delivery]\ntransport = "smtp"\nmax_rate = 40\nconcurrency = {CONCURRENCY}\n'
         f'[smtp]\nhost = "127.0.0.1"\nport = {smtp_server.port}\nstarttls = false\n',
         encoding="utf-8")

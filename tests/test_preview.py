@@ -365,6 +365,7 @@ def test_layouts_go_with_to(tmp_path):
 
 def test_the_test_send_carries_the_headers_of_a_real_send(tmp_path, smtp_server):
     project = make_project(tmp_path, extra=(
+        '[site]\napp_url = "https://news.example.org/api"\n'  # RFC 8058: smtp needs https
         '[delivery]\ntransport = "smtp"\n'
         f'[smtp]\nhost = "127.0.0.1"\nport = {smtp_server.port}\nstarttls = false\n'))
     env = clean_env(NEWSLETTER_SECRET=SECRET)
@@ -388,7 +389,7 @@ def test_the_test_send_carries_the_headers_of_a_real_send(tmp_path, smtp_server)
         assert test[name] == real[name], name
     assert test["Subject"] == f"[TEST en] {real['Subject']}"
     token = re.compile(r"token=[A-Za-z0-9_.%~-]+")
-    unsubscribe = re.compile(r"<http://127\.0\.0\.1:8001/unsubscribe\?token=[^>]+>")
+    unsubscribe = re.compile(r"<https://news\.example\.org/api/unsubscribe\?token=[^>]+>")
     assert unsubscribe.fullmatch(test["List-Unsubscribe"])
     assert unsubscribe.fullmatch(real["List-Unsubscribe"])
     assert test["List-Unsubscribe"] != real["List-Unsubscribe"]  # each its own signed link

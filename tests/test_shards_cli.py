@@ -35,6 +35,7 @@ def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
 def project(tmp_path: Path, smtp_server) -> Path:
     (tmp_path / "newsletter.toml").write_text(
         f'[feed]\nurls = ["{SAMPLE_FEED}"]\n'
+        '[site]\napp_url = "https://news.example.org/api"\n'  # RFC 8058: smtp needs https
         f'[delivery]\ntransport = "smtp"\nmax_rate = 12\n'
         f'[smtp]\nhost = "{smtp_server.host}"\nport = {smtp_server.port}\nstarttls = false\n')
     addresses = [f"reader{n:02d}@example.org" for n in range(COUNT)]

@@ -20,7 +20,7 @@ from pipeline.errors import (
     TemporaryFailure,
     Unconfirmed,
 )
-from pipeline.smtp import SmtpTransport
+from pipeline.smtp import SmtpTransport, StartTlsRefused
 from pipeline.transport import Outgoing
 
 if TYPE_CHECKING:
@@ -254,6 +254,70 @@ def test_untrusted_certificate_stops(smtp_server_factory, tls: Tls) -> None:
     transport = SmtpTransport(sink.settings(starttls=True), None, timeout=5.0)  # system CAs
     with pytest.raises(SendingStopped, match=r"cannot connect.*(?i:certificate)"):
         transport.send(outgoing())
+
+
+def test_starttls_not_offered_is_a_config_error_with_the_fix(smtp_server: SmtpSink) -> None:
+    """The sink offers no STARTTLS: running again would not help, so ``verify`` (the check
+    before a run) says so as a configuration error; mid-run it still stops the run."""
+    transport = SmtpTransport(smtp_server.settings(starttls=True), None, timeout=5.0)
+    try:
+        with pytest.raises(StartTlsRefused) as caught:
+            transport.verify()
+        assert caught.value.exit_code == 2
+        assert "[smtp] starttls = false" in str(caught.value)
+        assert f"127.0.0.1:{smtp_server.port}" in str(caught.value)
+        with pytest.raises(SendingStopped):  # in the send loop: a resumable stop
+            transport.send(outgoing())
+    finally:
+        transport.close()
+    assert smtp_server.received == []
+
+
+def test_starttls_answered_454_is_a_config_error(unused_port: int) -> None:
+    """A server that lists STARTTLS but answers it "454 TLS not available"."""
+    import socketserver
+
+    class Refusing(socketserver.StreamRequestHandler):
+        def handle(self) -> None:
+            self.wfile.write(b"220 relay.test ESMTP\r\n")
+            for line in self.rfile:
+                verb = line.split(b" ")[0].strip().upper()
+                if verb == b"EHLO":
+                    self.wfile.write(b"250-relay.test\r\n250 STARTTLS\r\n")
+                elif verb == b"STARTTLS":
+                    self.wfile.write(b"454 4.7.0 TLS not available due to local problem\r\n")
+                elif verb == b"QUIT":
+                    self.wfile.write(b"221 bye\r\n")
+                    return
+                else:
+                    self.wfile.write(b"503 5.5.1 Bad sequence\r\n")
+
+    with socketserver.ThreadingTCPServer(("127.0.0.1", unused_port), Refusing) as server:
+        server.daemon_threads = True
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+        try:
+            transport = SmtpTransport(SmtpSettings(host="127.0.0.1", port=unused_port,
+                                                   starttls=True), None, timeout=5.0)
+            with pytest.raises(StartTlsRefused, match=r"STARTTLS refused: 454 4\.7\.0 .*"
+                               r"\[smtp\] starttls = false"):
+                transport.verify()
+        finally:
+            server.shutdown()
+
+
+def test_verify_logs_in_and_sends_nothing(smtp_server_factory, tls: Tls) -> None:
+    sink: SmtpSink = smtp_server_factory(tls_context=tls.server, require_starttls=True,
+                                         users={"ses-user": "s3cret"})
+    good = SmtpTransport(sink.settings(starttls=True, username="ses-user"), "s3cret",
+                         ssl_context=tls.client, timeout=5.0)
+    good.verify()
+    good.close()
+    bad = SmtpTransport(sink.settings(starttls=True, username="ses-user"), "wrong",
+                        ssl_context=tls.client, timeout=5.0)
+    with pytest.raises(SendingStopped, match="login"):
+        bad.verify()
+    bad.close()
+    assert sink.received == []
 
 
 def test_username_without_password_is_a_config_error() -> None:

@@ -1,0 +1,106 @@
+"""``newsletter serve`` as an operator starts it: a real process on 127.0.0.1."""
+
+from __future__ import annotations
+
+import re
+import signal
+import socket
+import subprocess
+import time
+from email import policy
+from email.parser import BytesParser
+from pathlib import Path
+
+import pytest
+from app_server import free_port, request
+from conftest import SAMPLE_FEED, clean_env, newsletter_cmd
+
+from pipeline.serve import served_app_url
+
+
+def project(folder: Path, app_url: str) -> Path:
+    (folder / "newsletter.toml").write_text(
+        f'[feed]\nurls = ["{SAMPLE_FEED}"]\n'
+        f'[site]\nbase_url = "http://127.0.0.1:8000"\napp_url = "{app_url}"\n',
+        encoding="utf-8")
+    return folder
+
+
+def wait_until_up(process: subprocess.Popen, port: int) -> None:
+    deadline = time.monotonic() + 20
+    while True:
+        try:
+            request("GET", f"http://127.0.0.1:{port}/healthz")
+            return
+        except OSError:
+            assert process.poll() is None, process.communicate()[1]
+            assert time.monotonic() < deadline, "serve did not start"
+            time.sleep(0.1)
+
+
+def stop(process: subprocess.Popen) -> str:
+    process.send_signal(signal.SIGTERM)
+    _, err = process.communicate(timeout=20)
+    assert process.returncode == 0, err
+    return err
+
+
+def test_a_taken_port_is_one_line_and_exit_2_and_never_listening(tmp_path):
+    folder = project(tmp_path, "http://127.0.0.1:8001")
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = subprocess.run([*newsletter_cmd(), "serve", "--port", str(port)], cwd=folder,
+                                env=clean_env(), capture_output=True, text=True, timeout=60,
+                                check=False)
+    assert result.returncode == 2, result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert f"127.0.0.1:{port}" in lines[0] and "in use" in lines[0]
+    assert "listening" not in result.stderr and "Traceback" not in result.stderr
+
+
+def test_serve_port_puts_the_port_served_in_the_links(tmp_path):
+    """app_url says 8001, the app serves on another port: the confirmation link a new
+    subscriber gets must lead to the port that answers."""
+    folder = project(tmp_path, "http://127.0.0.1:8001")
+    port = free_port()
+    process = subprocess.Popen([*newsletter_cmd(), "serve", "--port", str(port)], cwd=folder,
+                               env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        wait_until_up(process, port)
+        answer = request("POST", f"http://127.0.0.1:{port}/subscribe",
+                         form={"email": "reader@example.org", "layout": "en"},
+                         headers={"Origin": "http://127.0.0.1:8000"})
+        assert answer.status == 200, answer.body
+        outbox = folder / "build" / "outbox"
+        deadline = time.monotonic() + 20  # the confirmation may leave after the answer
+        while not list(outbox.glob("*.eml")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        err = stop(process)
+    assert f"http://127.0.0.1:{port}/subscribe (listening on 127.0.0.1:{port}" in err
+    assert "links name the port served" in err
+    [mail] = outbox.glob("*.eml")
+    text = BytesParser(policy=policy.default).parsebytes(mail.read_bytes())
+    body = text.get_body(("plain",)).get_content()
+    link = re.search(r"http://\S+/confirm\?token=\S+", body).group(0)
+    assert link.startswith(f"http://127.0.0.1:{port}/confirm?token=")
+
+
+@pytest.mark.parametrize(("app_url", "port", "expected"), [
+    ("http://127.0.0.1:8001", 8001, "http://127.0.0.1:8001"),
+    ("http://127.0.0.1:8001", 9000, "http://127.0.0.1:9000"),
+    ("http://localhost:8001/api", 9000, "http://localhost:9000/api"),
+    ("http://127.0.0.1", 80, "http://127.0.0.1"),
+    ("http://127.0.0.1", 8001, "http://127.0.0.1:8001"),
+    ("http://[::1]:8001/", 9000, "http://[::1]:9000/"),
+    # A public address is what a proxy forwards to this port: never rewritten.
+    ("https://news.example.org/api", 8001, "https://news.example.org/api"),
+    ("http://10.0.0.5:8001", 9000, "http://10.0.0.5:8001"),
+    ("", 9000, ""),
+])
+def test_served_app_url(app_url, port, expected):
+    assert served_app_url(app_url, port) == expected
