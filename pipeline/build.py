@@ -7,6 +7,7 @@ feed or an empty week therefore leaves the previous build untouched.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
@@ -22,11 +23,14 @@ from .editorial import load_editorial
 from .errors import BlockedError, EmptyWeekError, UsageError
 from .fetch import fetch
 from .github import GithubClient, area_names, link_files, names_paths
+from .log import timed
 from .model import LAYOUTS, Issue, Item, Problem, Skipped, Week
 from .output import write_folder
 from .rank import TIER_NAMES, rank
 from .render import Footer, RenderedLayout, Renderer
 from .week import last_complete_week, parse_week
+
+_log = logging.getLogger("newsletter.build")
 
 
 @dataclass(frozen=True)
@@ -146,9 +150,11 @@ def build(settings: Settings, *, week_id: str | None = None, feeds: Sequence[str
     locations = tuple(feeds) or settings.feed.urls
     if not locations:
         raise UsageError("no feed to read: pass --feed PATH_OR_URL or set [feed] urls")
-    results = read_feeds(settings, locations)
-    issue, data, artifacts, rendered = assemble(settings, week, results, translate=translate,
-                                              github=github)
+    with timed(_log, "read feeds"):
+        results = read_feeds(settings, locations)
+    with timed(_log, "rank and render"):
+        issue, data, artifacts, rendered = assemble(settings, week, results,
+                                                  translate=translate, github=github)
     files = {ISSUE_FILE: issue_json.dumps(data), **artifacts}
     out_dir = out.resolve() if out else issue_dir(settings, week)
     approval = read_approval(out_dir)
@@ -160,5 +166,6 @@ def build(settings: Settings, *, week_id: str | None = None, feeds: Sequence[str
                 f"({data['content_hash'][:12]}); keep the approved issue, or rebuild with "
                 "--force, which drops the approval")
         drop = (APPROVAL_FILE,)
-    write_folder(out_dir, files, drop)
+    with timed(_log, "write"):
+        write_folder(out_dir, files, drop)
     return Built(issue, data, files, rendered, out_dir)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import functools
+import logging
 import os
 import sys
 import traceback
@@ -21,7 +22,7 @@ from typing import NoReturn
 from subscribers.commands import add_parser as add_subscriber_commands
 from subscribers.store_commands import add_parser as add_store_commands
 
-from . import __version__
+from . import __version__, log
 from . import week as clock
 from .config import load
 from .errors import NewsletterError, OutputError, UsageError
@@ -29,6 +30,7 @@ from .inbox_command import add_parser as add_inbox_commands
 from .model import LAYOUTS
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_BLOCKED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4
+_log = logging.getLogger("newsletter.cli")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -44,6 +46,7 @@ def parser() -> argparse.ArgumentParser:
     top.add_argument("--config", type=Path, metavar="FILE",
                      help="configuration file (default: ./newsletter.toml if present)")
     top.add_argument("--traceback", action="store_true", help="show tracebacks of internal errors")
+    _verbosity_arguments(top, default=False)
     top.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     commands = top.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     commands.required = True
@@ -165,7 +168,29 @@ def parser() -> argparse.ArgumentParser:
 
     add_subscriber_commands(commands)
     add_store_commands(commands)
+    for command in _subcommands(top):
+        _verbosity_arguments(command, default=argparse.SUPPRESS)
     return top
+
+
+def _verbosity_arguments(parser: argparse.ArgumentParser, default: object) -> None:
+    """``-v`` / ``-q``, before the command or after it (``newsletter -q run`` and
+    ``newsletter run -q``): a subcommand's default is SUPPRESS, so it never undoes what was
+    given before the command."""
+    parser.add_argument("-v", "--verbose", action="store_true", default=default,
+                        help="also show debug detail on stderr (config file, feeds fetched, "
+                        "transport, timings)")
+    parser.add_argument("-q", "--quiet", action="store_true", default=default,
+                        help="show only errors, warnings and results (no notes or progress)")
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
+    """Every subcommand's parser, nested ones (``subscribers add``) included."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in dict.fromkeys(action.choices.values()):  # aliases share a parser
+                yield sub
+                yield from _subcommands(sub)
 
 
 def _send_arguments(parser: argparse.ArgumentParser) -> None:
@@ -312,7 +337,8 @@ def _future_week_said(settings, week_id: str | None) -> Iterator[None]:
 def _cmd_build(args: argparse.Namespace, settings) -> int:
     from .build import build
 
-    with _translation(settings) as translate, _future_week_said(settings, args.week):
+    with _translation(settings) as translate, _future_week_said(settings, args.week), \
+            log.timed(_log, "build"):
         built = build(settings, week_id=args.week, feeds=args.feed, out=args.out,
                       force=args.force, translate=translate, github=_github(settings))
     issue = built.issue
@@ -348,8 +374,8 @@ def _cmd_approve(args: argparse.Namespace, settings) -> int:
     approval = approve(built, now())
     print(f"approved {built.id} as {approval.content_hash}")
     if blocking:
-        print(f"note: {len(blocking)} blocking problem(s) still stop a send "
-              f"(first: {blocking[0]['code']})")
+        _log.warning("%d blocking problem(s) still stop a send (first: %s)", len(blocking),
+                     blocking[0]["code"])
     return EXIT_OK
 
 
@@ -424,7 +450,7 @@ def _run_week(args: argparse.Namespace, settings, week) -> int:
             print(f"{week.id}: using the approved issue ({candidate.content_hash[:12]})")
             built = candidate
     if built is None:
-        with _translation(settings) as translate:
+        with _translation(settings) as translate, log.timed(_log, "build"):
             result = build(settings, week_id=week.id, feeds=args.feed, translate=translate,
                            github=_github(settings))
         print(f"built {week.id}: {len(result.issue.items)} items → {_shown(result.out_dir)}/")
@@ -432,10 +458,12 @@ def _run_week(args: argparse.Namespace, settings, week) -> int:
     args.to = None
     # Every check of the send, the transport's login included, before anything is
     # published: the archive never shows an issue that could not be sent.
-    delivery = _open_delivery(args, settings, built)
+    with log.timed(_log, "checks before publishing"):
+        delivery = _open_delivery(args, settings, built)
     try:
         if not args.dry_run:
-            _publish(settings, built)
+            with log.timed(_log, "publish"):
+                _publish(settings, built)
         return _deliver(args, settings, built, delivery)
     finally:
         delivery.close()
@@ -584,8 +612,8 @@ def _deliver(args: argparse.Namespace, settings, built, delivery) -> int:
 
     transport, messages = delivery.transport, delivery.messages
     if delivery.development and not args.dry_run:
-        print("note: NEWSLETTER_SECRET is not set; links are signed with the development "
-              "key (fine for the local outbox, never for real mail)")
+        _log.info("note: NEWSLETTER_SECRET is not set; links are signed with the development "
+                  "key (fine for the local outbox, never for real mail)")
     if args.to:
         for layout, message_id in send_tests(built, messages, transport, args.to,
                                              args.layout or LAYOUTS):
@@ -607,7 +635,9 @@ def _deliver(args: argparse.Namespace, settings, built, delivery) -> int:
             active = store.count_by_status().get("active", 0)
             if shard is not None:
                 active = None  # the shard's size is known only by walking it
-            report = sender.run(options, None if args.dry_run else Progress(active))
+            shown = not args.dry_run and _log.isEnabledFor(logging.INFO)  # -q: no progress
+            with log.timed(_log, "send"):
+                report = sender.run(options, Progress(active) if shown else None)
         print(report.summary())
         if not args.dry_run:
             try:
@@ -617,7 +647,7 @@ def _deliver(args: argparse.Namespace, settings, built, delivery) -> int:
                     raise
                 # The stop (exit 4) is what the operator must hear; the ledger keeps
                 # the truth that the report would have summed up.
-                print(f"newsletter: warning: {exc}", file=sys.stderr)
+                _log.warning("%s", exc)
         if report.unconfirmed_ids:
             print("unconfirmed (may or may not have arrived; --resend-unconfirmed sends "
                   "them again):")
@@ -640,8 +670,19 @@ def _shown(path: Path) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
+    if args.verbose and args.quiet:
+        print("newsletter: error: -v/--verbose and -q/--quiet contradict each other "
+              "(see newsletter --help)", file=sys.stderr)
+        return EXIT_USAGE
+    with log.to_stderr(log.level(args.verbose, args.quiet)):
+        return _main(args)
+
+
+def _main(args: argparse.Namespace) -> int:
     try:
         settings = load(args.config, os.environ)
+        _log.debug("config: %s", settings.source or "built-in defaults (no newsletter.toml "
+                   "here)")
         return args.handler(args, settings)
     except NewsletterError as exc:
         print(f"newsletter: error: {exc}", file=sys.stderr)

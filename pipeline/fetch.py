@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import http.client
 import json
+import logging
 import os
 import tempfile
 import threading
@@ -25,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .errors import FeedError
+from .log import safe_url
 
 USER_AGENT = "vllm-pr-weekly/0.1 (+https://github.com/vllm-project/vllm)"
 #: Longest wait for any one network operation (connect, one read).
@@ -32,6 +34,7 @@ TIMEOUT_SECONDS = 30.0
 #: Longest a whole fetch of one URL may take, redirects and a 304 re-fetch included.
 TOTAL_SECONDS = 120.0
 MAX_BYTES = 20_000_000
+_log = logging.getLogger("newsletter.fetch")
 _CHUNK = 65_536
 
 
@@ -66,6 +69,7 @@ def fetch(location: str, cache_dir: Path | None, *, total_seconds: float = TOTAL
             body = handle.read(MAX_BYTES + 1)
         if len(body) > MAX_BYTES:
             raise FeedError(location, f"larger than {MAX_BYTES:,} bytes")
+        _log.debug("feed %s: %d bytes read", location, len(body))
         return Fetched(location, body)
     except FileNotFoundError:
         raise FeedError(location, "no such file") from None
@@ -102,7 +106,10 @@ def _fetch_url(url: str, cache_dir: Path | None, total_seconds: float) -> Fetche
         if status == 304:
             cached = _read_cached(body_path) if body_path else None
             if cached is not None:
+                _log.debug("feed %s: HTTP 304, the cached copy (%d bytes) used",
+                           safe_url(url), len(cached))
                 return Fetched(url, cached, meta.get("content_type"), from_cache=True)
+            _log.debug("feed %s: HTTP 304 but no cached copy; fetching in full", safe_url(url))
             headers.pop("If-None-Match", None)
             headers.pop("If-Modified-Since", None)
             status, body, response_headers = _get_within(url, headers, deadline, total_seconds)
@@ -119,6 +126,7 @@ def _fetch_url(url: str, cache_dir: Path | None, total_seconds: float) -> Fetche
     if status != 200:
         raise FeedError(url, f"unexpected HTTP {status}")
     content_type = response_headers.get("Content-Type")
+    _log.debug("feed %s: HTTP 200, %d bytes", safe_url(url), len(body))
     if cache_dir is not None and body_path and meta_path:
         _store(cache_dir, body_path, meta_path, body, {
             "url": url,

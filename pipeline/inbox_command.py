@@ -11,6 +11,7 @@ boto3 are imported only when a command runs.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 from typing import TYPE_CHECKING
 
@@ -18,6 +19,8 @@ if TYPE_CHECKING:
     from .config import Settings
 
 __all__ = ["add_parser"]
+
+_log = logging.getLogger("newsletter.inbox")
 
 _PROCESS_HELP = """\
 Read the raw mails waiting in the inbox ([inbox] source: the folder [inbox] dir, or the S3
@@ -60,11 +63,12 @@ def _cmd_process(args: argparse.Namespace, settings: Settings) -> int:
             report = process(inbox, subscriptions, clock.now())
         print(report.summary())
         if report.counts.get("retry-later"):
-            print(f"note: {report.counts['retry-later']} mail(s) stay in the inbox: their "
-                  "confirmation mail could not be sent; the next run tries again")
+            _log.info("note: %d mail(s) stay in the inbox: their confirmation mail could not "
+                      "be sent; the next run tries again", report.counts["retry-later"])
         if report.counts.get("subscribe") and signing_keys(settings, os.environ)[1]:
-            print("note: NEWSLETTER_SECRET is not set; confirmation links are signed with "
-                  "the development key (fine for the local outbox, never for real mail)")
+            _log.info("note: NEWSLETTER_SECRET is not set; confirmation links are signed "
+                      "with the development key (fine for the local outbox, never for real "
+                      "mail)")
         return 0
     finally:
         inbox.close()

@@ -26,6 +26,7 @@ too) but not 3–5: a test copy shows what readers will get, through the same tr
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -44,6 +45,8 @@ from .week import parse_week
 
 #: Transports whose mail reaches real mailboxes (the outbox writes files).
 REAL_TRANSPORTS = frozenset({"smtp", "ses"})
+
+_log = logging.getLogger("newsletter.preflight")
 
 
 @dataclass
@@ -115,7 +118,21 @@ def open_delivery(settings: Settings, environ: Mapping[str, str], built: BuiltIs
     except BaseException:
         transport.close()
         raise
+    _log.debug("transport: %s opened%s; rate %s", _describe(settings, transport),
+               " and probed" if transport.name in REAL_TRANSPORTS else "",
+               f"{rate:g}/s" if rate else "unlimited")
     return Delivery(keys, development, transport, messages, rate)
+
+
+def _describe(settings: Settings, transport: Transport) -> str:
+    """Which transport, and where to (never a login or a password)."""
+    if transport.name == "smtp":
+        smtp = settings.smtp
+        return f"smtp {smtp.host}:{smtp.port}" + (" with STARTTLS" if smtp.starttls else "")
+    if transport.name == "ses":
+        named = settings.ses.configuration_set
+        return "ses" + (f" (configuration set {named})" if named else "")
+    return f"{transport.name} {getattr(transport, 'folder', '')}".rstrip()
 
 
 def probe(transport: Transport) -> None:

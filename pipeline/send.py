@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
 import re
 import signal
@@ -64,6 +65,7 @@ from .week import iso_z, now
 REPORT_FILE = "send-report.json"
 INTERRUPTED = "interrupted (Ctrl-C)"
 MAX_ATTEMPTS = 6
+_log = logging.getLogger("newsletter.send")
 
 
 def check_gates(built: BuiltIssue, settings: Settings, *,
@@ -123,7 +125,8 @@ class SendReport:
 
 
 class Progress:
-    """A bar on a terminal, else a line every ``every`` messages."""
+    """A bar on a terminal, else a line every ``every`` messages (logged: a scheduler's log
+    gets it timestamped)."""
 
     def __init__(self, total: int | None, stream: IO[str] | None = None, every: int = 100):
         self.total, self.every = total, every
@@ -139,7 +142,7 @@ class Progress:
             if self.tty:
                 self._bar(report)
             elif self.done % self.every == 0:
-                print(f"progress: {self._counts(report)}", file=self.stream, flush=True)
+                _log.info("progress: %s", self._counts(report))  # timestamped
 
     def _counts(self, report: SendReport) -> str:
         total = f"/{self.total}" if self.total else ""

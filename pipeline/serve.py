@@ -12,7 +12,6 @@ from __future__ import annotations
 import errno
 import logging
 import socket
-import sys
 from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import replace
@@ -106,25 +105,23 @@ def listen(host: str, port: int) -> socket.socket:
 
 def serve(settings: Settings, environ: Mapping[str, str], *, host: str, port: int) -> int:
     """Run until interrupted (Ctrl-C or SIGTERM end it cleanly: exit 0)."""
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr,
-                        format="%(asctime)s %(name)s %(levelname)s %(message)s")
     with ExitStack() as stack:
         sock = stack.enter_context(listen(host, port))
         served = sock.getsockname()[1]
         app_url = served_app_url(settings.site.app_url, served)
         if app_url != settings.site.app_url:
             settings = replace(settings, site=replace(settings.site, app_url=app_url))
-            print(f"note: [site] app_url names another port; links name the port served: "
-                  f"{app_url}", file=sys.stderr, flush=True)
+            log.info("note: [site] app_url names another port; links name the port served: "
+                     "%s", app_url)
         app = open_app(settings, environ, stack)
-        print(f"subscription app: {app_url.rstrip('/')}/subscribe "
-              f"(listening on {host}:{served}; Ctrl-C stops)", file=sys.stderr, flush=True)
+        log.info("subscription app: %s/subscribe (listening on %s:%d; Ctrl-C stops)",
+                 app_url.rstrip("/"), host, served)
         server = _Server(server_config(app, host=host, port=served, forwarded_allow_ips=(
             settings.subscriptions.forwarded_allow_ips)))
         server.run(sockets=[sock])
         if not server.started:  # uvicorn said why, on stderr
             raise UsageError(f"could not serve on {host}:{served}")
-    print("subscription app stopped", file=sys.stderr)
+    log.info("subscription app stopped")
     return 0
 
 
