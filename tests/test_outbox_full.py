@@ -65,9 +65,11 @@ def leftovers(folder: Path) -> list[str]:
 
 def check_stopped(result: subprocess.CompletedProcess, why: str) -> None:
     assert result.returncode == 4, result.stdout + result.stderr
-    lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and "Traceback" not in result.stderr, result.stderr
-    assert why in lines[0] and "run the same command again" in lines[0], lines[0]
+    *notes, error = result.stderr.strip().splitlines()
+    # The error is one line, the last; only logged notes (the development key's) come before.
+    assert all(" note: " in note for note in notes), result.stderr
+    assert error.startswith("newsletter: error: ") and "Traceback" not in result.stderr
+    assert why in error and "run the same command again" in error, error
 
 
 def test_a_full_outbox_stops_resumably_and_a_rerun_sends_the_rest(outbox: Path) -> None:
