@@ -28,14 +28,14 @@ def _tool(path: Path, body: str) -> None:
 
 
 def _machine(tmp_path: Path, present: tuple[str, ...], *, uid: int = 0, apt: str | None = "ok",
-             ) -> Path:
+             fontconfig: bool = True) -> Path:
     """A bin folder standing for a machine that has ``present``; ``apt``: None (no apt-get),
     "ok" (installs what it is asked), "fails" (exits 100), "noop" (succeeds, installs nothing)."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
     _tool(bin_dir / "id", f'echo {uid}\n')
     # fc-list answers with a Chinese font once the fonts' marker file is there.
-    _tool(bin_dir / "fc-list",
+    _tool(bin_dir / ("fc-list" if fontconfig else "no-fc-list"),
           f'[ -e {bin_dir}/fc-font ] && echo "/usr/share/fonts/NotoSansCJK.ttc: Noto Sans CJK SC"\n'
           'exit 0\n')
     for package in present:
@@ -118,3 +118,12 @@ def test_a_package_that_brings_no_command_is_not_taken_for_installed(tmp_path: P
     assert result.returncode == 2
     assert result.stderr.splitlines()[-1] == (
         "system-deps: chromium still missing after apt-get install")
+
+
+def test_a_machine_without_fontconfig_is_told_to_install_it_with_the_fonts(tmp_path: Path) -> None:
+    result = _run(_machine(tmp_path, ("chromium", "default-jre-headless", "spamassassin"),
+                           uid=1000, fontconfig=False))
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        "system-deps: missing fontconfig fonts-noto-cjk; install them with: "
+        "sudo apt-get install --no-install-recommends fontconfig fonts-noto-cjk"]
