@@ -6,17 +6,26 @@ STAMP := $(VENV)/.installed
 NEWSLETTER := $(BIN)/newsletter
 SAMPLE_FEED := build/sample/feed.atom
 
-.PHONY: install run test lint bench site serve preview clean
+.PHONY: install lock system-deps run test lint typecheck bench site serve preview clean
 SITE_DIR := build/site
 SITE_PORT ?= 8000
 
-# The virtual environment, with the project installed editable and its test extras.
-$(STAMP): pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e '.[test]'
+# The virtual environment, with the project installed editable and its test extras, every
+# version pinned by requirements.lock; uv installs it (pip when uv cannot be had).
+$(STAMP): pyproject.toml requirements.lock scripts/python-deps
+	PYTHON=$(PYTHON) VENV=$(VENV) scripts/python-deps install
 	touch $(STAMP)
 
 install: $(STAMP)
+
+# requirements.lock afresh from pyproject.toml (after a dependency is added or raised there).
+lock:
+	PYTHON=$(PYTHON) VENV=$(VENV) scripts/python-deps lock
+
+# The Debian packages the tests need (Chromium, CJK fonts, Java, SpamAssassin), installed
+# when missing and when the machine allows apt; otherwise it names them and stops.
+system-deps:
+	scripts/system-deps
 
 STORE := data/subscribers.sqlite3
 
@@ -53,11 +62,14 @@ site: install
 serve: install
 	$(NEWSLETTER) serve
 
-test: install
+test: install system-deps
 	$(BIN)/python -m pytest
 
 lint: install
 	$(BIN)/ruff check .
+
+typecheck: install
+	$(BIN)/mypy pipeline subscribers
 
 # make bench: about twelve minutes (the send path at scale, 10,000 and 100,000 subscribers with
 # 1 and 2 shard workers, is half of it); make bench FULL=1: the issue's full sizes (10,000

@@ -1,0 +1,201 @@
+"""What `.ci/run` and the Makefile promise: CI fails on a ruff finding or a type error, `make
+test` sets up the system packages before pytest, and `make install` honours requirements.lock
+with uv on the same indexes pip is set up with.
+
+Everything runs for real in a subprocess (bash, make, ruff, mypy); only the expensive outside
+steps are stand-ins that record what they were asked: `make` itself when `.ci/run`'s order is
+checked, and `uv` / the venv's Python when the install's command line is.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
+VENV = Path(sys.prefix)
+
+
+def _tool(path: Path, body: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("#!/bin/bash\n" + body)
+    path.chmod(path.stat().st_mode | stat.S_IXUSR)
+
+
+# --- .ci/run -------------------------------------------------------------------------------
+
+
+def _ci_run(tmp_path: Path, failing: str = "") -> tuple[int, list[str]]:
+    """.ci/run in a copy of the repository where system-deps and make only log their calls
+    (``failing`` names the one that fails)."""
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT / ".ci", repo / ".ci")
+    log = tmp_path / "calls.log"
+    fail = f'[ "$1" = "{failing}" ] && exit 1\nexit 0\n'
+    _tool(repo / "scripts" / "system-deps",
+          f'echo system-deps >> {log}\nset -- system-deps\n{fail}')
+    _tool(tmp_path / "bin" / "make", f'echo "$*" >> {log}\n{fail}')
+    env = {**os.environ, "PATH": f"{tmp_path / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    result = subprocess.run(["bash", str(repo / ".ci" / "run")], env=env, capture_output=True,
+                            text=True, timeout=60, check=False)
+    return result.returncode, log.read_text().splitlines() if log.exists() else []
+
+
+def test_ci_runs_system_deps_lint_typecheck_then_the_tests(tmp_path: Path) -> None:
+    assert _ci_run(tmp_path) == (0, ["system-deps", "lint", "typecheck", "test"])
+
+
+@pytest.mark.parametrize(("failing", "ran"), [
+    ("system-deps", ["system-deps"]),
+    ("lint", ["system-deps", "lint"]),
+    ("typecheck", ["system-deps", "lint", "typecheck"]),
+    ("test", ["system-deps", "lint", "typecheck", "test"]),
+])
+def test_ci_fails_at_the_first_failing_step(tmp_path: Path, failing: str, ran: list[str]) -> None:
+    code, calls = _ci_run(tmp_path, failing)
+    assert code != 0
+    assert calls == ran
+
+
+# --- make lint, make typecheck, make test ----------------------------------------------------
+
+
+def _project(tmp_path: Path, files: dict[str, str]) -> Path:
+    """A small project under the repository's Makefile and pyproject.toml (ruff and mypy
+    settings included)."""
+    repo = tmp_path / "repo"
+    repo.mkdir(parents=True)
+    for name in ("Makefile", "pyproject.toml"):
+        shutil.copy(ROOT / name, repo / name)
+    for name, text in files.items():
+        (repo / name).parent.mkdir(parents=True, exist_ok=True)
+        (repo / name).write_text(text)
+    return repo
+
+
+def _make(repo: Path, *targets: str) -> subprocess.CompletedProcess[str]:
+    # -o install: the environment that runs this test is the installed one; do not remake it.
+    return subprocess.run(["make", "--no-print-directory", "-C", str(repo), "-o", "install",
+                           f"VENV={VENV}", *targets], capture_output=True, text=True,
+                          timeout=300, check=False)
+
+
+CLEAN = {"pipeline/__init__.py": "", "subscribers/__init__.py": "",
+         "pipeline/week.py": '"""A module."""\n\n\ndef double(n: int) -> int:\n    return 2 * n\n'}
+
+
+def test_make_lint_fails_on_a_ruff_finding(tmp_path: Path) -> None:
+    assert _make(_project(tmp_path / "clean", CLEAN), "lint").returncode == 0
+    bad = _make(_project(tmp_path / "bad", {**CLEAN, "pipeline/bad.py": "import os\n"}), "lint")
+    assert bad.returncode != 0
+    assert "F401" in bad.stdout
+
+
+def test_make_typecheck_fails_on_a_type_error(tmp_path: Path) -> None:
+    assert _make(_project(tmp_path / "clean", CLEAN), "typecheck").returncode == 0
+    wrong = {**CLEAN, "subscribers/bad.py":
+             'from pipeline.week import double\n\nHALF: str = double(2)\n'}
+    bad = _make(_project(tmp_path / "bad", wrong), "typecheck")
+    assert bad.returncode != 0
+    assert "subscribers/bad.py:3: error: Incompatible types" in bad.stdout
+
+
+def test_make_test_sets_up_the_system_packages_before_pytest() -> None:
+    planned = subprocess.run(["make", "-n", "-C", str(ROOT), "-o", "install", "test"],
+                             capture_output=True, text=True, timeout=60, check=True).stdout
+    lines = planned.splitlines()
+    deps = next(i for i, line in enumerate(lines) if "scripts/system-deps" in line)
+    pytest_line = next(i for i, line in enumerate(lines) if "-m pytest" in line)
+    assert deps < pytest_line
+
+
+# --- make install: uv on pip's indexes, pinned by requirements.lock --------------------------
+
+
+def _install(tmp_path: Path, *, with_uv: bool) -> tuple[int, str, list[str]]:
+    """scripts/python-deps install in a copy of the repository, against a venv whose python
+    logs every pip install (and refuses to install uv when ``with_uv`` is false) and a uv on
+    PATH that logs its command line and the CA bundle it was given."""
+    repo = tmp_path / "repo"
+    shutil.copytree(ROOT / "scripts", repo / "scripts")
+    log = tmp_path / "calls.log"
+    venv_python = tmp_path / "venv" / "bin" / "python"
+    _tool(venv_python,
+          f'if [ "$1 $2 $3" = "-m pip install" ]; then\n'
+          f'  case " $* " in *" uv "*) echo "pip-uv" >> {log}; exit 1;; esac\n'
+          f'  echo "pip $*" >> {log}; exit 0\n'
+          f'fi\nexec {sys.executable} "$@"\n')
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    if with_uv:
+        _tool(bin_dir / "uv", f'echo "uv $* cert=$SSL_CERT_FILE" >> {log}\n')
+    # The configuration pip is given here, and nothing from the machine's pip.conf.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PIP_", "UV_"))}
+    env.update(PATH=f"{bin_dir}{os.pathsep}/usr/bin{os.pathsep}/bin", PIP_CONFIG_FILE=os.devnull,
+               PIP_INDEX_URL="https://mirror.example/simple",
+               PIP_EXTRA_INDEX_URL="file:///opt/one/simple file:///opt/two/simple",
+               PIP_FIND_LINKS="/opt/wheels", PIP_CERT="/etc/ssl/corp.pem",
+               VENV=str(tmp_path / "venv"))
+    if not with_uv:
+        # No uv anywhere on PATH: only the one pip would install could serve.
+        env["PATH"] = f"{bin_dir}{os.pathsep}" + os.pathsep.join(
+            d for d in ("/usr/bin", "/bin") if not (Path(d) / "uv").exists())
+    result = subprocess.run(["bash", str(repo / "scripts" / "python-deps"), "install"], env=env,
+                            capture_output=True, text=True, timeout=60, check=False)
+    return result.returncode, result.stderr, log.read_text().splitlines()
+
+
+def test_install_uses_uv_on_the_indexes_pip_is_set_up_with_pinned_by_the_lock(
+        tmp_path: Path) -> None:
+    code, stderr, calls = _install(tmp_path, with_uv=True)
+    assert code == 0, stderr
+    assert calls == [
+        f"uv pip install --python {tmp_path}/venv/bin/python"
+        " --index-url https://mirror.example/simple"
+        " --extra-index-url file:///opt/one/simple --extra-index-url file:///opt/two/simple"
+        " --find-links /opt/wheels --index-strategy unsafe-best-match"
+        " -c requirements.lock -e .[test] cert=/etc/ssl/corp.pem"]
+    assert "with uv, pinned by requirements.lock" in stderr
+
+
+def test_install_falls_back_to_pip_with_the_same_pins(tmp_path: Path) -> None:
+    code, stderr, calls = _install(tmp_path, with_uv=False)
+    assert code == 0, stderr
+    assert calls[0] == "pip-uv"
+    assert re.fullmatch(r"pip -m pip install .* -c requirements\.lock -e \.\[test\]", calls[1])
+    assert "falling back to pip" in stderr
+
+
+def _pins() -> dict[str, str]:
+    pins = {}
+    for line in (ROOT / "requirements.lock").read_text().splitlines():
+        if match := re.match(r"([A-Za-z0-9._-]+)==([^ ;]+)", line):
+            pins[canonicalize_name(match[1])] = match[2]
+    return pins
+
+
+def test_the_lock_pins_every_declared_dependency_within_its_range() -> None:
+    """A dependency added to pyproject.toml without `make lock` fails here, not in CI's
+    install."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    pins = _pins()
+    declared = [*project["dependencies"], *project["optional-dependencies"]["test"]]
+    for text in declared:
+        requirement = Requirement(text)
+        name = canonicalize_name(requirement.name)
+        assert name in pins, f"{name} is not in requirements.lock: run make lock"
+        assert requirement.specifier.contains(pins[name], prereleases=True), (
+            f"{name}=={pins[name]} is outside {requirement.specifier}: run make lock")
+    # The extras of a requirement are locked too (boto3-stubs[s3,…] → mypy-boto3-s3, …).
+    for service in ("s3", "sesv2", "dynamodb", "translate", "sns"):
+        assert f"mypy-boto3-{service}" in pins
