@@ -22,6 +22,7 @@ from .editorial import load_editorial
 from .errors import BlockedError, EmptyWeekError, UsageError
 from .fetch import fetch
 from .github import GithubClient, area_names, link_files, names_paths
+from .issue_json import IssueData
 from .model import LANGS, LAYOUTS, Issue, Item, Problem, Skipped, Week
 from .output import write_folder
 from .rank import TIER_NAMES, rank
@@ -34,7 +35,7 @@ class Built:
     """What a build produced: the issue, its JSON and artifacts, and where they went."""
 
     issue: Issue
-    data: dict
+    data: IssueData
     files: dict[str, bytes]
     rendered: dict[str, RenderedLayout]
     out_dir: Path
@@ -115,7 +116,7 @@ def link_item(item: Item) -> Item:
 def assemble(settings: Settings, week: Week, results: Sequence[FeedResult],
              renderer: Renderer | None = None, translate: Translate | None = None,
              github: GithubClient | None = None
-             ) -> tuple[Issue, dict, dict[str, bytes], dict[str, RenderedLayout]]:
+             ) -> tuple[Issue, IssueData, dict[str, bytes], dict[str, RenderedLayout]]:
     """The pure part of a build: parsed feeds → issue, JSON and artifacts."""
     items, problems, skipped = rank_week(settings, week, results, translate, github)
     problems += [Problem("feed-warning", "warning", message=w)

@@ -604,7 +604,7 @@ def _deliver(args: argparse.Namespace, settings, built, delivery) -> int:
         with hold(store, name, what, on_lost=lambda: sender.request_stop(lost)):
             options = SendOptions(dry_run=args.dry_run, limit=args.limit,
                                   resend_unconfirmed=args.resend_unconfirmed, shard=shard)
-            active = store.count_by_status().get("active", 0)
+            active: int | None = store.count_by_status().get("active", 0)
             if shard is not None:
                 active = None  # the shard's size is known only by walking it
             report = sender.run(options, None if args.dry_run else Progress(active))

@@ -75,7 +75,7 @@ class PullGroup:
     first_reviewed: datetime
     #: Language of the earliest review: its verdict decides the tier.
     original_lang: Lang
-    latest: dict[str, Review]
+    latest: dict[Lang, Review]
 
 
 def parse_feed(data: bytes, location: str, repo: str, content_type: str | None = None
@@ -308,7 +308,7 @@ def group_week(reviews: Sequence[Review], week: Week, repo: str) -> list[PullGro
         earliest = min(items, key=lambda r: (r.first_seen, r.entry_id))
         if earliest.first_seen not in week:
             continue
-        latest: dict[str, Review] = {}
+        latest: dict[Lang, Review] = {}
         for review in sorted(items, key=lambda r: (r.last_changed, r.entry_id)):
             latest[review.lang] = review
         groups.append(PullGroup(

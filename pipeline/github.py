@@ -82,11 +82,12 @@ def parse_pull(data: Mapping[str, Any], files: tuple[str, ...] = ()) -> PullFact
     title = one_line(str(data.get("title") or ""))
     merged_at = _parse_time(data.get("merged_at"))
     state = "merged" if merged_at else ("closed" if data.get("state") == "closed" else "open")
-    user = data.get("user") if isinstance(data.get("user"), Mapping) else {}
+    user = data.get("user")
+    author = user.get("login") if isinstance(user, Mapping) else None
     labels = tuple(sorted(name for name in (
         one_line(str(label.get("name"))) for label in data.get("labels") or ()
         if isinstance(label, Mapping) and label.get("name")) if name))
-    return PullFacts(title=title, author=str(user.get("login") or ""), state=state,
+    return PullFacts(title=title, author=str(author or ""), state=state,
                      merged_at=merged_at, additions=_int(data.get("additions")),
                      deletions=_int(data.get("deletions")),
                      changed_files=_int(data.get("changed_files")), labels=labels,

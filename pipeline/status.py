@@ -159,8 +159,8 @@ def missing_shards(reports: Sequence[Mapping[str, Any]]) -> list[str]:
             seen.setdefault(int(count), set()).add(int(index))
     if not seen:
         return []
-    count = max(seen)
-    return [f"{i}/{count}" for i in range(1, count + 1) if i not in seen[count]]
+    total = max(seen)
+    return [f"{i}/{total}" for i in range(1, total + 1) if i not in seen[total]]
 
 
 def render(status: WeekStatus, history: Sequence[IssueRates],

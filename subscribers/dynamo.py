@@ -1075,7 +1075,8 @@ class DynamoStore:
                 code = _code(exc)
                 if code == "ConditionalCheckFailedException":
                     item = exc.response.get("Item")
-                    raise _Refused(_plain(item) if item else None, []) from None
+                    raise _Refused(_plain(item) if isinstance(item, Mapping) and item else None,
+                                   []) from None
                 if code == "TransactionCanceledException":
                     reasons = [(str(r.get("Code", "None")),
                                 _plain(r["Item"]) if r.get("Item") else None)
