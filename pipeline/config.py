@@ -280,7 +280,8 @@ class _Invalid(Exception):
         self.key = key
 
 
-def _build_section(name: str, cls: type, given: dict[str, Any], environ: Mapping[str, str]):
+def _build_section(name: str, cls: type, given: dict[str, Any], environ: Mapping[str, str]
+                   ) -> Any:
     hints = get_type_hints(cls)
     by_key = {_key_name(f.name): f.name for f in fields(cls)}
     values: dict[str, Any] = {}

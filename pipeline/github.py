@@ -18,15 +18,18 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .fetch import USER_AGENT
 from .model import Problem
 from .sanitize import one_line
+
+if TYPE_CHECKING:
+    from .config import Settings
 
 #: The longest rate-limit wait worth taking inside a build, in seconds.
 MAX_WAIT_SECONDS = 10.0
@@ -220,7 +223,7 @@ class GithubClient:
             raise _Unavailable(f"cannot reach {self.api_url}: {exc}") from None
 
 
-def _lower(items) -> dict[str, str]:
+def _lower(items: Iterable[tuple[str, str]]) -> dict[str, str]:
     return {key.lower(): value for key, value in items}
 
 
@@ -259,7 +262,7 @@ def names_paths(body_html: str) -> bool:
     return False
 
 
-def open_client(settings, environ: Mapping[str, str]) -> GithubClient | None:
+def open_client(settings: Settings, environ: Mapping[str, str]) -> GithubClient | None:
     """The client for a build, or None when ``[github] enabled`` is false."""
     if not settings.github.enabled:
         return None

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .config import Settings
+    from .inbox import Inbox
 
 __all__ = ["add_parser"]
 
@@ -70,7 +71,7 @@ def _cmd_process(args: argparse.Namespace, settings: Settings) -> int:
         inbox.close()
 
 
-def _dry_run(inbox) -> int:
+def _dry_run(inbox: Inbox) -> int:
     from .inbound import classify, mask_address
 
     seen = 0

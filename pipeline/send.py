@@ -38,7 +38,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from hashlib import sha256
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from subscribers.shards import Shard
 
@@ -60,6 +60,12 @@ from .model import LAYOUTS
 from .pace import TokenBucket, backoff
 from .transport import Transport
 from .week import iso_z, now
+
+if TYPE_CHECKING:
+    from types import FrameType
+
+    from subscribers.model import LedgerEntry
+    from subscribers.store import SubscriberStore
 
 REPORT_FILE = "send-report.json"
 INTERRUPTED = "interrupted (Ctrl-C)"
@@ -171,8 +177,8 @@ class SendOptions:
 class Sender:
     """One run of ``send`` for one issue."""
 
-    def __init__(self, built: BuiltIssue, store, transport: Transport, messages: Messages,
-                 *, rate: float | None, concurrency: int,
+    def __init__(self, built: BuiltIssue, store: SubscriberStore, transport: Transport,
+                 messages: Messages, *, rate: float | None, concurrency: int,
                  clock: Callable[[], datetime] = now,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.built, self.store, self.transport, self.messages = built, store, transport, messages
@@ -240,7 +246,7 @@ class Sender:
             else:
                 report.skipped += 1
 
-    def _may_retry(self, entry, options: SendOptions) -> bool:
+    def _may_retry(self, entry: LedgerEntry, options: SendOptions) -> bool:
         if entry.status == "failed" and not entry.permanent:
             return True
         return entry.status == "unconfirmed" and options.resend_unconfirmed
@@ -259,7 +265,7 @@ class Sender:
             yield
             return
 
-        def on_sigint(signum, frame) -> None:
+        def on_sigint(signum: int, frame: FrameType | None) -> None:
             if self.stop.is_set() and self.stop_reason == INTERRUPTED:
                 raise KeyboardInterrupt
             self._halt(INTERRUPTED)
