@@ -14,7 +14,7 @@ import os
 import sys
 import traceback
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
@@ -41,6 +41,10 @@ if TYPE_CHECKING:
     from .proof import ProofReport
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_BLOCKED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4
+
+#: What ``set_defaults(handler=…)`` names for each command: it runs the command and returns
+#: its exit code (errors it raises are mapped by :func:`main`).
+Handler = Callable[[argparse.Namespace, "Settings"], int]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -656,7 +660,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     try:
         settings = load(args.config, os.environ)
-        return args.handler(args, settings)
+        handler: Handler = args.handler
+        return handler(args, settings)
     except NewsletterError as exc:
         print(f"newsletter: error: {exc}", file=sys.stderr)
         return exc.exit_code

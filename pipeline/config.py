@@ -212,8 +212,9 @@ class Settings:
         return url if re.match(r"^[a-z][a-z0-9+.-]*://", url, re.I) else str(self.resolve(url))
 
 
+#: Each section's name and its dataclass (the type of the section's default).
 _SECTIONS: dict[str, type] = {
-    f.name: f.default_factory  # type: ignore[misc]
+    f.name: type(getattr(Settings(), f.name))
     for f in fields(Settings)
     if f.name not in ("base_dir", "source")
 }

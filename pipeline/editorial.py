@@ -19,6 +19,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .errors import ConfigError
 from .model import LANGS, Lang, Pair
@@ -79,7 +80,7 @@ def load_editorial(folder: Path, week_id: str, tiers: tuple[str, ...]) -> Editor
     return Editorial(path, entries)
 
 
-def _entry(table: dict, where: str, tiers: tuple[str, ...]) -> EditorEntry:
+def _entry(table: dict[str, Any], where: str, tiers: tuple[str, ...]) -> EditorEntry:
     unknown = set(table) - _ENTRY_KEYS
     if unknown:
         raise ConfigError(f"unknown key(s) {', '.join(sorted(unknown))}; known: "

@@ -161,7 +161,7 @@ class GithubClient:
             self.unavailable = str(exc)
             return None
 
-    def _ask(self, url: str, cached: dict | None, cache_path: Path | None) -> Any:
+    def _ask(self, url: str, cached: dict[str, Any] | None, cache_path: Path | None) -> Any:
         for _ in range(2):  # at most one short rate-limit wait
             headers = self._headers()
             if cached and cached.get("etag"):
@@ -227,7 +227,7 @@ def _lower(items: Iterable[tuple[str, str]]) -> dict[str, str]:
     return {key.lower(): value for key, value in items}
 
 
-def _read_cache(path: Path | None) -> dict | None:
+def _read_cache(path: Path | None) -> dict[str, Any] | None:
     if path is None:
         return None
     try:
@@ -237,7 +237,7 @@ def _read_cache(path: Path | None) -> dict | None:
     return data if isinstance(data, dict) and "data" in data else None
 
 
-def _write_cache(path: Path | None, entry: dict) -> None:
+def _write_cache(path: Path | None, entry: dict[str, Any]) -> None:
     """Keep the answer and its ETag; a cache that cannot be written is not an error."""
     if path is None:
         return

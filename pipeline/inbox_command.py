@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .config import Settings
@@ -31,7 +31,7 @@ once, then moved to processed/ or ignored/. Exit 0, also when no mail is waiting
 whose confirmation could not be sent stays for the next run."""
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     """Register ``inbox`` and its actions on the top-level sub-command set."""
     top = commands.add_parser(
         "inbox", help="handle mail sent to the newsletter (unsubscribe, subscribe)",

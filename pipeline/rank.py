@@ -109,7 +109,7 @@ def rank(groups: Sequence[PullGroup], tz: str, editorial: Editorial | None = Non
          ) -> tuple[list[Item], list[Problem]]:
     """Rank the week's PRs; return the items in reading order and the problems found."""
     editorial = editorial or Editorial()
-    ranked: list[tuple[tuple, Item]] = []
+    ranked: list[tuple[tuple[int, datetime, int], Item]] = []
     problems: list[Problem] = []
     seen = {group.pr for group in groups}
     for pr in sorted(set(editorial.entries) - seen):

@@ -316,7 +316,7 @@ class Renderer:
     # -- templates ---------------------------------------------------------------------
 
     def _context(self, issue: Issue, layout: str, base_url: str, plan: _Plan,
-                 footer: Footer) -> dict:
+                 footer: Footer) -> dict[str, Any]:
         langs = layout_langs(layout)
         s = strings()
         year, number = issue.id.split("-W")
@@ -424,9 +424,9 @@ def _marked(items: Sequence[Item]) -> list[_MarkedItem]:
     return [_MarkedItem(item) for item in items]
 
 
-def _groups(items: Sequence) -> list[dict]:
+def _groups(items: Sequence[_MarkedItem]) -> list[dict[str, Any]]:
     """Items grouped under their tier, tiers in rank order."""
-    groups: list[dict] = []
+    groups: list[dict[str, Any]] = []
     for tier in TIERS:
         members = [item for item in items if item.tier == tier.name]
         if members:

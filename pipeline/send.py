@@ -64,7 +64,7 @@ from .week import iso_z, now
 if TYPE_CHECKING:
     from types import FrameType
 
-    from subscribers.model import LedgerEntry
+    from subscribers.model import LedgerEntry, Subscriber
     from subscribers.store import SubscriberStore
 
 REPORT_FILE = "send-report.json"
@@ -225,7 +225,7 @@ class Sender:
         return sorted(sid for sid in self.store.ledger(self.built.id, "unconfirmed")
                       if self.shard is None or sid in self.shard)
 
-    def _candidates(self) -> Iterable:
+    def _candidates(self) -> Iterable[Subscriber]:
         active = self.store.iter_subscribers(status="active")
         if self.shard is None:
             return active
@@ -279,7 +279,7 @@ class Sender:
     def _walk(self, report: SendReport, options: SendOptions,
               progress: Progress | None) -> None:
         handed = 0
-        in_flight: set[Future] = set()
+        in_flight: set[Future[None]] = set()
         with ThreadPoolExecutor(max_workers=self.concurrency,
                                 thread_name_prefix="send") as pool:
             for subscriber in self._candidates():
@@ -394,7 +394,7 @@ def _without(reason: str, address: str) -> str:
     return reason
 
 
-def _reraise(done: Iterable[Future]) -> None:
+def _reraise(done: Iterable[Future[None]]) -> None:
     for future in done:
         exc = future.exception()
         if exc is not None:

@@ -227,7 +227,8 @@ class OpenAITranslator:
                                          method="POST")
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
-                return response.read()
+                answer: bytes = response.read()
+                return answer
         except urllib.error.HTTPError as exc:
             detail = _error_detail(exc)
             said = f"HTTP {exc.code}{detail}"

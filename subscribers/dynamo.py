@@ -1070,7 +1070,8 @@ class DynamoStore:
         """
         for attempt in range(_CONFLICT_TRIES):
             try:
-                return getattr(self._client, operation)(**params)
+                answer: dict[str, Any] = getattr(self._client, operation)(**params)
+                return answer
             except ClientError as exc:
                 code = _code(exc)
                 if code == "ConditionalCheckFailedException":

@@ -955,7 +955,8 @@ class SqliteStore:
             conn.execute("UPDATE ledger SET feedback = ? WHERE issue_id = ? AND "
                          "subscriber_id = ? AND (feedback IS NULL OR ? = 'complaint')",
                          (kind, row[0], row[1], kind))
-        return row[0]
+        issue_id: str = row[0]
+        return issue_id
 
     def feedback_counts(self, issue_id: str) -> dict[str, int]:
         with self._using() as conn:
@@ -1071,7 +1072,8 @@ def _statements(script: str) -> Iterator[str]:
 # -- rows ------------------------------------------------------------------------------------
 
 def _row_by_email(conn: sqlite3.Connection, normal: str) -> sqlite3.Row | None:
-    return conn.execute(_SUBSCRIBER_BY_KEY, (email_key(normal),)).fetchone()
+    row: sqlite3.Row | None = conn.execute(_SUBSCRIBER_BY_KEY, (email_key(normal),)).fetchone()
+    return row
 
 
 def _suppressed(conn: sqlite3.Connection, normal: str) -> bool:
