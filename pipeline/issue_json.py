@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any, Generic, TypedDict, TypeGuard, TypeVar
 
 from .github import PullFacts
@@ -200,6 +201,12 @@ def checked(data: object) -> IssueData:
     if not isinstance(week, dict) or not all(
             isinstance(week.get(key), str) for key in WeekData.__annotations__):
         raise ValueError("not an issue: week needs start, end and tz as strings")
+    for key in ("start", "end"):
+        try:
+            datetime.fromisoformat(week[key])
+        except ValueError:
+            raise ValueError(f"not an issue: week {key} {week[key][:40]!r} is not a date and "
+                             "time") from None
     if not _is_issue(data):
         raise ValueError("not an issue: id must be a string, items and problems lists")
     return data

@@ -50,6 +50,10 @@ def test_a_built_issue_json_that_is_no_object_is_refused_in_one_line(project, co
     ("[]", "expected a JSON object, found an array"),
     ('{"id": "2026-W01"}', "not an issue: no schema_version, week"),
     ('{"id": "2026-W01", "week": {"start": 1}}', "not an issue: no schema_version"),
+    ('{"schema_version": 1, "id": "2026-W01", "week": {"start": "2026-01-05", "end": "x", '
+     '"tz": "UTC"}, "repo": "", "archive_url": "", "subject": {}, "preheader": {}, '
+     '"items": [], "skipped": [], "problems": [], "content_hash": ""}',
+     "week end 'x' is not a date and time"),
 ])
 def test_publish_names_an_archived_issue_json_that_is_no_issue(project, content, said):
     archived = project / "build" / "site" / "issues" / "2026-W01" / "issue.json"
