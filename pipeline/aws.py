@@ -7,13 +7,34 @@ imported here, lazily, and only the AWS adapters call this.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from .errors import ConfigError
 
+if TYPE_CHECKING:  # boto3-stubs (the test extra): types only, never imported at run time
+    from mypy_boto3_dynamodb import DynamoDBClient
+    from mypy_boto3_s3 import S3Client
+    from mypy_boto3_sesv2 import SESV2Client
+    from mypy_boto3_translate import TranslateClient
 
-def aws_client(service: str, *, region: str | None, what: str, key: str | None = None,
-               **config: Any) -> Any:
+#: The services the adapters speak to; each gets its typed client below.
+Service = Literal["s3", "sesv2", "translate", "dynamodb"]
+
+
+@overload
+def aws_client(service: Literal["s3"], *, region: str | None, what: str,
+               key: str | None = None, **config: Any) -> S3Client: ...
+@overload
+def aws_client(service: Literal["sesv2"], *, region: str | None, what: str,
+               key: str | None = None, **config: Any) -> SESV2Client: ...
+@overload
+def aws_client(service: Literal["translate"], *, region: str | None, what: str,
+               key: str | None = None, **config: Any) -> TranslateClient: ...
+@overload
+def aws_client(service: Literal["dynamodb"], *, region: str | None, what: str,
+               key: str | None = None, **config: Any) -> DynamoDBClient: ...
+def aws_client(service: Service, *, region: str | None, what: str, key: str | None = None,
+               **config: Any) -> S3Client | SESV2Client | TranslateClient | DynamoDBClient:
     """A ``service`` client configured with ``config`` (botocore ``Config`` arguments); no
     region anywhere is a configuration error naming ``what`` needs it."""
     import boto3

@@ -82,7 +82,7 @@ def fill_missing(items: Sequence[Item], translate: Translate | None
             text = Text(title.text, body.text, html_to_text(body.text), body.source)
             minutes = {lang: item.reading_minutes.get(lang) for lang in LANGS}
             minutes[target] = reading_minutes(text.body_text, target)
-            item = replace(item, **{target: text},
+            item = replace(item.with_text(target, text),
                            reading_minutes=Pair(minutes["zh"], minutes["en"]))
         filled.append(item)
     return filled, problems

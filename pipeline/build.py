@@ -23,8 +23,9 @@ from .editorial import load_editorial
 from .errors import BlockedError, EmptyWeekError, UsageError
 from .fetch import fetch
 from .github import GithubClient, area_names, link_files, names_paths
+from .issue_json import IssueData
 from .log import timed
-from .model import LAYOUTS, Issue, Item, Problem, Skipped, Week
+from .model import LANGS, LAYOUTS, Issue, Item, Problem, Skipped, Week
 from .output import write_folder
 from .rank import TIER_NAMES, rank
 from .render import Footer, RenderedLayout, Renderer
@@ -38,7 +39,7 @@ class Built:
     """What a build produced: the issue, its JSON and artifacts, and where they went."""
 
     issue: Issue
-    data: dict
+    data: IssueData
     files: dict[str, bytes]
     rendered: dict[str, RenderedLayout]
     out_dir: Path
@@ -107,19 +108,19 @@ def link_item(item: Item) -> Item:
     """Backticked paths naming the PR's changed files linked to them in the diff view."""
     if item.github is None or not item.github.files:
         return item
-    texts = {}
-    for lang in ("zh", "en"):
+    files = item.github.files
+    for lang in LANGS:
         text = item.text(lang)
         if text is not None:
-            texts[lang] = replace(text, body_html=link_files(text.body_html, item.github.files,
-                                                             item.url))
-    return replace(item, **texts)
+            item = item.with_text(lang, replace(text, body_html=link_files(
+                text.body_html, files, item.url)))
+    return item
 
 
 def assemble(settings: Settings, week: Week, results: Sequence[FeedResult],
              renderer: Renderer | None = None, translate: Translate | None = None,
              github: GithubClient | None = None
-             ) -> tuple[Issue, dict, dict[str, bytes], dict[str, RenderedLayout]]:
+             ) -> tuple[Issue, IssueData, dict[str, bytes], dict[str, RenderedLayout]]:
     """The pure part of a build: parsed feeds → issue, JSON and artifacts."""
     items, problems, skipped = rank_week(settings, week, results, translate, github)
     problems += [Problem("feed-warning", "warning", message=w)

@@ -10,11 +10,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from . import issue_json
 from .config import Settings
 from .errors import BlockedError, IssueNotFoundError
+from .issue_json import IssueData, ProblemData
 from .model import LAYOUTS
 from .week import parse_week
 
@@ -25,7 +25,7 @@ APPROVAL_FILE = "approval.json"
 @dataclass(frozen=True)
 class BuiltIssue:
     folder: Path
-    data: dict[str, Any]
+    data: IssueData
     #: ``email-<layout>.html`` / ``.txt`` → text.
     artifacts: dict[str, str]
 
@@ -43,7 +43,7 @@ class BuiltIssue:
     def text(self, layout: str) -> str:
         return self.artifacts[f"email-{layout}.txt"]
 
-    def blocking(self, *, allow_missing_translations: bool = False) -> list[dict]:
+    def blocking(self, *, allow_missing_translations: bool = False) -> list[ProblemData]:
         """The blocking problems that stop a send (missing languages may be waived)."""
         return [p for p in self.data["problems"] if p["severity"] == "blocking"
                 and not (allow_missing_translations and p["code"] == "missing-language")]
@@ -68,6 +68,8 @@ def load_built(folder: Path) -> BuiltIssue:
             f"no built issue in {folder} (run: newsletter build --week {folder.name})") from None
     except (OSError, ValueError) as exc:
         raise BlockedError(f"{path} cannot be read: {exc}") from None
+    if not isinstance(data, dict):
+        raise BlockedError(f"{path} is not an issue (not a JSON object); rebuild the issue")
     raw: dict[str, bytes] = {}
     for name in artifact_names():
         try:
@@ -77,4 +79,8 @@ def load_built(folder: Path) -> BuiltIssue:
     if issue_json.content_hash(data, raw) != data.get("content_hash"):
         raise BlockedError(f"{folder} changed since it was built (content_hash mismatch); "
                            "rebuild and proof it again")
-    return BuiltIssue(folder, data, {k: v.decode("utf-8") for k, v in raw.items()})
+    try:
+        issue = issue_json.checked(data)
+    except ValueError as exc:
+        raise BlockedError(f"{path}: {exc}; rebuild the issue") from None
+    return BuiltIssue(folder, issue, {k: v.decode("utf-8") for k, v in raw.items()})

@@ -15,9 +15,9 @@ import os
 import sys
 import traceback
 from collections import Counter
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 from subscribers.commands import add_parser as add_subscriber_commands
 from subscribers.store_commands import add_parser as add_store_commands
@@ -29,8 +29,24 @@ from .errors import NewsletterError, OutputError, UsageError
 from .inbox_command import add_parser as add_inbox_commands
 from .model import LAYOUTS
 
+if TYPE_CHECKING:
+    from subscribers.shards import Shard
+
+    from .bilingual import Translate
+    from .built import BuiltIssue
+    from .config import Settings
+    from .github import GithubClient
+    from .model import Week
+    from .preflight import Delivery
+    from .preview import Preview
+    from .proof import ProofReport
+
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_BLOCKED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4
 _log = logging.getLogger("newsletter.cli")
+
+#: What ``set_defaults(handler=…)`` names for each command: it runs the command and returns
+#: its exit code (errors it raises are mapped by :func:`main`).
+Handler = Callable[[argparse.Namespace, "Settings"], int]
 
 
 class _Parser(argparse.ArgumentParser):
@@ -218,7 +234,7 @@ def _positive(text: str) -> int:
     return value
 
 
-def _shard(text: str):
+def _shard(text: str) -> Shard:
     from subscribers.shards import Shard
 
     try:
@@ -246,7 +262,7 @@ def _layout_list(text: str) -> tuple[str, ...]:
 
 
 @contextlib.contextmanager
-def _translation(settings) -> Iterator:
+def _translation(settings: Settings) -> Iterator[Translate | None]:
     """The machine-translation callable for a build, or None when ``[translate] backend`` is
     "none"; its translation memory stays open for the block."""
     from .translate import TranslationMemory, memory_path, open_translator, translate_html
@@ -265,14 +281,14 @@ def _translation(settings) -> Iterator:
             close()
 
 
-def _github(settings):
+def _github(settings: Settings) -> GithubClient | None:
     """The GitHub facts source for a build, or None when ``[github] enabled`` is false."""
     from .github import open_client
 
     return open_client(settings, os.environ)
 
 
-def _cmd_translations(args: argparse.Namespace, settings) -> int:
+def _cmd_translations(args: argparse.Namespace, settings: Settings) -> int:
     from .build import choose_week, rank_week, read_feeds
     from .editorial import editorial_path
     from .skeleton import extend
@@ -295,7 +311,7 @@ def _cmd_translations(args: argparse.Namespace, settings) -> int:
     return EXIT_OK
 
 
-def _cmd_status(args: argparse.Namespace, settings) -> int:
+def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     from subscribers.store import open_store
 
     from .archive import open_archive
@@ -310,7 +326,7 @@ def _cmd_status(args: argparse.Namespace, settings) -> int:
     return status.exit_code
 
 
-def _cmd_serve(args: argparse.Namespace, settings) -> int:
+def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
     from .serve import default_port, serve
 
     return serve(settings, os.environ, host=args.host,
@@ -318,7 +334,7 @@ def _cmd_serve(args: argparse.Namespace, settings) -> int:
 
 
 @contextlib.contextmanager
-def _future_week_said(settings, week_id: str | None) -> Iterator[None]:
+def _future_week_said(settings: Settings, week_id: str | None) -> Iterator[None]:
     """A week that lies ahead has no reviews: say that it has not started (exit 2), not
     "nothing to do"."""
     from .build import choose_week
@@ -334,7 +350,7 @@ def _future_week_said(settings, week_id: str | None) -> Iterator[None]:
         raise early from exc
 
 
-def _cmd_build(args: argparse.Namespace, settings) -> int:
+def _cmd_build(args: argparse.Namespace, settings: Settings) -> int:
     from .build import build
 
     with _translation(settings) as translate, _future_week_said(settings, args.week), \
@@ -357,7 +373,7 @@ def _cmd_build(args: argparse.Namespace, settings) -> int:
     return EXIT_OK
 
 
-def _built(settings, week: str | None):
+def _built(settings: Settings, week: str | None) -> BuiltIssue:
     """The built issue of ``--week`` (default: the last complete week), hash checked."""
     from .build import choose_week
     from .built import issue_folder, load_built
@@ -365,7 +381,7 @@ def _built(settings, week: str | None):
     return load_built(issue_folder(settings, choose_week(settings, week).id))
 
 
-def _cmd_approve(args: argparse.Namespace, settings) -> int:
+def _cmd_approve(args: argparse.Namespace, settings: Settings) -> int:
     from .approve import approve
     from .week import now
 
@@ -392,7 +408,7 @@ def _test_address(text: str) -> str:
         raise UsageError(f"--to: {exc}") from None
 
 
-def _cmd_send(args: argparse.Namespace, settings) -> int:
+def _cmd_send(args: argparse.Namespace, settings: Settings) -> int:
     from .build import choose_week
     from .preflight import check_week
 
@@ -411,7 +427,8 @@ def _cmd_send(args: argparse.Namespace, settings) -> int:
         delivery.close()
 
 
-def _open_delivery(args: argparse.Namespace, settings, built):
+def _open_delivery(args: argparse.Namespace, settings: Settings, built: BuiltIssue
+                   ) -> Delivery:
     """Every check ``send`` makes, transport probed (see ``pipeline/preflight.py``)."""
     from .preflight import open_delivery
 
@@ -421,7 +438,7 @@ def _open_delivery(args: argparse.Namespace, settings, built):
                          allow_partial_week=getattr(args, "allow_partial_week", False))
 
 
-def _cmd_run(args: argparse.Namespace, settings) -> int:
+def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     from subscribers.store import open_store
 
     from .build import choose_week
@@ -437,7 +454,7 @@ def _cmd_run(args: argparse.Namespace, settings) -> int:
         return _run_week(args, settings, week)
 
 
-def _run_week(args: argparse.Namespace, settings, week) -> int:
+def _run_week(args: argparse.Namespace, settings: Settings, week: Week) -> int:
     from .approve import is_approved
     from .build import build, issue_dir
     from .built import APPROVAL_FILE, load_built
@@ -469,7 +486,7 @@ def _run_week(args: argparse.Namespace, settings, week) -> int:
         delivery.close()
 
 
-def _cmd_preview(args: argparse.Namespace, settings) -> int:
+def _cmd_preview(args: argparse.Namespace, settings: Settings) -> int:
     """build → proof → preview folder → (test copies) → serve / watch → exit 3 if blocked."""
     import shlex
     import shutil
@@ -489,7 +506,7 @@ def _cmd_preview(args: argparse.Namespace, settings) -> int:
     skip = ("--no-screenshots was given" if args.no_screenshots
             else "no chromium on the PATH (install Debian's chromium to get them)")
 
-    def make():
+    def make() -> tuple[BuiltIssue, ProofReport, Preview]:
         with _translation(settings) as translate:
             return preview_issue(settings, week.id, args.feed, approve_command=approve,
                                  chromium=chromium, skip_reason=skip, shown=_shown,
@@ -560,7 +577,7 @@ def _cmd_preview(args: argparse.Namespace, settings) -> int:
     return EXIT_OK
 
 
-def _show_preview(built, report, preview) -> None:
+def _show_preview(built: BuiltIssue, report: ProofReport, preview: Preview) -> None:
     tiers = Counter(item["tier"] for item in built.data["items"])
     print(f"built {built.id}: {len(built.data['items'])} items "
           f"({', '.join(f'{n} {tier}' for tier, n in tiers.items())}); "
@@ -579,7 +596,7 @@ def _show_preview(built, report, preview) -> None:
     print(f"content_hash: {built.content_hash}", flush=True)
 
 
-def _cmd_publish(args: argparse.Namespace, settings) -> int:
+def _cmd_publish(args: argparse.Namespace, settings: Settings) -> int:
     from .send import check_gates
 
     built = _built(settings, args.week)
@@ -588,7 +605,7 @@ def _cmd_publish(args: argparse.Namespace, settings) -> int:
     return EXIT_OK
 
 
-def _publish(settings, built) -> None:
+def _publish(settings: Settings, built: BuiltIssue) -> None:
     from .archive import open_archive
     from .publish import publish
     from .site import Site
@@ -602,7 +619,8 @@ def _publish(settings, built) -> None:
     print(f"  {settings.site.base_url.rstrip('/')}/issues/{built.id}/index.html")
 
 
-def _deliver(args: argparse.Namespace, settings, built, delivery) -> int:
+def _deliver(args: argparse.Namespace, settings: Settings, built: BuiltIssue,
+             delivery: Delivery) -> int:
     """Send through ``delivery`` (already checked by :func:`_open_delivery`; the caller
     closes it): test copies with ``--to``, else the list."""
     from subscribers.store import open_store
@@ -632,7 +650,7 @@ def _deliver(args: argparse.Namespace, settings, built, delivery) -> int:
         with hold(store, name, what, on_lost=lambda: sender.request_stop(lost)):
             options = SendOptions(dry_run=args.dry_run, limit=args.limit,
                                   resend_unconfirmed=args.resend_unconfirmed, shard=shard)
-            active = store.count_by_status().get("active", 0)
+            active: int | None = store.count_by_status().get("active", 0)
             if shard is not None:
                 active = None  # the shard's size is known only by walking it
             shown = not args.dry_run and _log.isEnabledFor(logging.INFO)  # -q: no progress
@@ -683,7 +701,8 @@ def _main(args: argparse.Namespace) -> int:
         settings = load(args.config, os.environ)
         _log.debug("config: %s", settings.source or "built-in defaults (no newsletter.toml "
                    "here)")
-        return args.handler(args, settings)
+        handler: Handler = args.handler
+        return handler(args, settings)
     except NewsletterError as exc:
         print(f"newsletter: error: {exc}", file=sys.stderr)
         return exc.exit_code

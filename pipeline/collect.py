@@ -22,13 +22,18 @@ import xml.sax
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
+from typing import Any
 
-import feedparser
+import feedparser  # type: ignore[import-untyped]  # ships neither stubs nor py.typed
 
 from .errors import FeedError
 from .feed_date import date_problem
-from .model import Lang, Review, Skipped, Week
+from .model import Lang, Review, Skipped, Week, is_lang
 from .sanitize import clean_html, html_to_text, letter_counts, one_line, plain_line, text_to_html
+
+#: One entry as feedparser gives it: a ``FeedParserDict``, a ``dict`` subclass (hence
+#: ``dict.get`` below to bypass its key aliasing), untyped like the rest of feedparser.
+Entry = dict[str, Any]
 
 _PR_LINK = re.compile(
     r"^https?://(?:www\.)?github\.com/([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+)/pull/([0-9]+)"
@@ -70,7 +75,7 @@ class PullGroup:
     first_reviewed: datetime
     #: Language of the earliest review: its verdict decides the tier.
     original_lang: Lang
-    latest: dict[str, Review]
+    latest: dict[Lang, Review]
 
 
 def parse_feed(data: bytes, location: str, repo: str, content_type: str | None = None
@@ -94,7 +99,10 @@ def parse_feed(data: bytes, location: str, repo: str, content_type: str | None =
     rejected: list[Rejected] = []
     for entry in parsed.entries:
         result = _review(entry, feed_lang, repo, location)
-        (reviews if isinstance(result, Review) else rejected).append(result)
+        if isinstance(result, Review):
+            reviews.append(result)
+        else:
+            rejected.append(result)
     return FeedResult(location, tuple(reviews), tuple(rejected), tuple(warnings))
 
 
@@ -104,7 +112,7 @@ def _describe(exc: BaseException | None) -> str:
     return str(exc) or type(exc).__name__
 
 
-def _time(entry, key: str) -> datetime | None:
+def _time(entry: Entry, key: str) -> datetime | None:
     # dict.get, not entry.get: feedparser maps a missing updated_parsed to published_parsed.
     value = dict.get(entry, f"{key}_parsed")
     if not value:
@@ -115,7 +123,8 @@ def _time(entry, key: str) -> datetime | None:
         return None
 
 
-def _date_problem(entry, published: datetime | None, updated: datetime | None) -> str | None:
+def _date_problem(entry: Entry, published: datetime | None, updated: datetime | None
+                  ) -> str | None:
     """Why a date feedparser read is not a real one (it normalises hour 99 and 30 February),
     checked on the raw string it kept; None when every date it read is real."""
     for key, parsed in (("published", published), ("updated", updated)):
@@ -140,14 +149,14 @@ def detect_lang(text: str) -> Lang:
     return "zh" if han and han >= 0.2 * (han + latin) else "en"
 
 
-def _alternate_link(entry) -> str:
+def _alternate_link(entry: Entry) -> str:
     for link in entry.get("links", ()):
         if link.get("rel", "alternate") == "alternate" and link.get("href"):
             return str(link["href"]).strip()
     return ""
 
 
-def _body(entry) -> str:
+def _body(entry: Entry) -> str:
     for detail in (*entry.get("content", ()), entry.get("summary_detail")):
         if detail and str(detail.get("value", "")).strip():
             value = str(detail["value"])
@@ -157,7 +166,7 @@ def _body(entry) -> str:
     return ""
 
 
-def _title(entry) -> str:
+def _title(entry: Entry) -> str:
     detail = entry.get("title_detail") or {}
     value = str(entry.get("title", ""))
     if detail.get("type") in ("text/html", "application/xhtml+xml"):
@@ -165,7 +174,7 @@ def _title(entry) -> str:
     return one_line(value)
 
 
-def _entry_lang(entry, feed_lang: str | None) -> str | None:
+def _entry_lang(entry: Entry, feed_lang: str | None) -> str | None:
     for detail in (*entry.get("content", ()), entry.get("title_detail"),
                    entry.get("summary_detail")):
         if detail and detail.get("language"):
@@ -173,7 +182,7 @@ def _entry_lang(entry, feed_lang: str | None) -> str | None:
     return _normalise_lang(entry.get("language")) or feed_lang
 
 
-def _review(entry, feed_lang: str | None, repo: str, location: str) -> Review | Rejected:
+def _review(entry: Entry, feed_lang: str | None, repo: str, location: str) -> Review | Rejected:
     link = _alternate_link(entry)
     title = _title(entry)
     entry_id = str(entry.get("id") or link or title)
@@ -203,7 +212,7 @@ def _review(entry, feed_lang: str | None, repo: str, location: str) -> Review | 
     if not body:
         return reject("entry has no review text")
     lang = _entry_lang(entry, feed_lang) or detect_lang(title + " " + html_to_text(body))
-    if lang not in ("zh", "en"):
+    if not is_lang(lang):
         return reject(f"language {lang!r} is neither Chinese nor English")
     categories = tuple(term for term in (
         one_line(str(tag.get("term") or "")) for tag in entry.get("tags", ())) if term)
@@ -224,7 +233,8 @@ def merge(results: Iterable[FeedResult]) -> tuple[list[Review], list[Rejected]]:
     """
     versions: dict[str, list[Review | Rejected]] = {}
     for result in results:
-        for entry in (*result.reviews, *result.rejected):
+        entries: tuple[Review | Rejected, ...] = (*result.reviews, *result.rejected)
+        for entry in entries:
             key = entry.entry_id if isinstance(entry, Review) else entry.skipped.id
             versions.setdefault(key, []).append(entry)
     reviews: list[Review] = []
@@ -234,7 +244,10 @@ def merge(results: Iterable[FeedResult]) -> tuple[list[Review], list[Rejected]]:
         for entry in found[1:]:
             if _changed(entry) > _changed(newest):
                 newest = entry
-        (reviews if isinstance(newest, Review) else rejected).append(newest)
+        if isinstance(newest, Review):
+            reviews.append(newest)
+        else:
+            rejected.append(newest)
         rejected.extend(_clashes(key, newest, found))
     return reviews, rejected
 
@@ -295,7 +308,7 @@ def group_week(reviews: Sequence[Review], week: Week, repo: str) -> list[PullGro
         earliest = min(items, key=lambda r: (r.first_seen, r.entry_id))
         if earliest.first_seen not in week:
             continue
-        latest: dict[str, Review] = {}
+        latest: dict[Lang, Review] = {}
         for review in sorted(items, key=lambda r: (r.last_changed, r.entry_id)):
             latest[review.lang] = review
         groups.append(PullGroup(

@@ -212,8 +212,9 @@ class Settings:
         return url if re.match(r"^[a-z][a-z0-9+.-]*://", url, re.I) else str(self.resolve(url))
 
 
+#: Each section's name and its dataclass (the type of the section's default).
 _SECTIONS: dict[str, type] = {
-    f.name: f.default_factory  # type: ignore[misc]
+    f.name: type(getattr(Settings(), f.name))
     for f in fields(Settings)
     if f.name not in ("base_dir", "source")
 }
@@ -280,7 +281,8 @@ class _Invalid(Exception):
         self.key = key
 
 
-def _build_section(name: str, cls: type, given: dict[str, Any], environ: Mapping[str, str]):
+def _build_section(name: str, cls: type, given: dict[str, Any], environ: Mapping[str, str]
+                   ) -> Any:
     hints = get_type_hints(cls)
     by_key = {_key_name(f.name): f.name for f in fields(cls)}
     values: dict[str, Any] = {}

@@ -19,9 +19,10 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .errors import ConfigError
-from .model import LANGS, Pair
+from .model import LANGS, Lang, Pair
 from .sanitize import one_line, strip_unsafe
 
 _ENTRY_KEYS = {"priority", "hide", "note", *LANGS}
@@ -41,7 +42,7 @@ class EditorEntry:
     priority: str | None = None
     hide: bool = False
     note: Pair[str | None] = field(default_factory=lambda: Pair(None, None))
-    texts: dict[str, EditorText] = field(default_factory=dict)
+    texts: dict[Lang, EditorText] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ def load_editorial(folder: Path, week_id: str, tiers: tuple[str, ...]) -> Editor
     return Editorial(path, entries)
 
 
-def _entry(table: dict, where: str, tiers: tuple[str, ...]) -> EditorEntry:
+def _entry(table: dict[str, Any], where: str, tiers: tuple[str, ...]) -> EditorEntry:
     unknown = set(table) - _ENTRY_KEYS
     if unknown:
         raise ConfigError(f"unknown key(s) {', '.join(sorted(unknown))}; known: "
@@ -94,7 +95,7 @@ def _entry(table: dict, where: str, tiers: tuple[str, ...]) -> EditorEntry:
     note = table.get("note")
     if note is not None and not isinstance(note, str):
         raise ConfigError("note must be a string", key=where)
-    texts: dict[str, EditorText] = {}
+    texts: dict[Lang, EditorText] = {}
     notes = {lang: note for lang in LANGS}
     for lang in LANGS:
         sub = table.get(lang)

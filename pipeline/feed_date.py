@@ -38,9 +38,10 @@ def date_problem(raw: str) -> str | None:
     shown = repr(text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…")
     iso = _ISO.fullmatch(text)
     rfc = None if iso else _RFC822.fullmatch(text)
-    if iso is None and rfc is None:
+    found = iso or rfc
+    if found is None:
         return f"date {shown} is neither RFC 3339 nor RFC 822"
-    fields = (iso or rfc).groupdict()  # type: ignore[union-attr]
+    fields = found.groupdict()
     if rfc is not None:
         if fields["mon"].lower() not in _MONTHS:
             return f"date {shown} has no month named {fields['mon']!r}"

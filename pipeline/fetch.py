@@ -24,6 +24,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .errors import FeedError
 from .log import safe_url
@@ -145,7 +146,7 @@ def _get_within(url: str, headers: dict[str, str], deadline: float, total_second
     to bound a whole exchange, and a thread left reading ends with its own per-read timeout
     or at its next chunk, which checks the deadline too.
     """
-    outcome: list = []
+    outcome: list[tuple[int, bytes, dict[str, str]] | Exception] = []
 
     def work() -> None:
         try:
@@ -196,7 +197,8 @@ def _read_cached(path: Path) -> bytes | None:
         return None
 
 
-def _store(cache_dir: Path, body_path: Path, meta_path: Path, body: bytes, meta: dict) -> None:
+def _store(cache_dir: Path, body_path: Path, meta_path: Path, body: bytes,
+           meta: dict[str, Any]) -> None:
     """Keep the body and validators; a cache that cannot be written is not an error."""
     try:
         cache_dir.mkdir(parents=True, exist_ok=True)

@@ -18,15 +18,18 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .fetch import USER_AGENT
 from .model import Problem
 from .sanitize import one_line
+
+if TYPE_CHECKING:
+    from .config import Settings
 
 #: The longest rate-limit wait worth taking inside a build, in seconds.
 MAX_WAIT_SECONDS = 10.0
@@ -82,11 +85,12 @@ def parse_pull(data: Mapping[str, Any], files: tuple[str, ...] = ()) -> PullFact
     title = one_line(str(data.get("title") or ""))
     merged_at = _parse_time(data.get("merged_at"))
     state = "merged" if merged_at else ("closed" if data.get("state") == "closed" else "open")
-    user = data.get("user") if isinstance(data.get("user"), Mapping) else {}
+    user = data.get("user")
+    author = user.get("login") if isinstance(user, Mapping) else None
     labels = tuple(sorted(name for name in (
         one_line(str(label.get("name"))) for label in data.get("labels") or ()
         if isinstance(label, Mapping) and label.get("name")) if name))
-    return PullFacts(title=title, author=str(user.get("login") or ""), state=state,
+    return PullFacts(title=title, author=str(author or ""), state=state,
                      merged_at=merged_at, additions=_int(data.get("additions")),
                      deletions=_int(data.get("deletions")),
                      changed_files=_int(data.get("changed_files")), labels=labels,
@@ -157,7 +161,7 @@ class GithubClient:
             self.unavailable = str(exc)
             return None
 
-    def _ask(self, url: str, cached: dict | None, cache_path: Path | None) -> Any:
+    def _ask(self, url: str, cached: dict[str, Any] | None, cache_path: Path | None) -> Any:
         for _ in range(2):  # at most one short rate-limit wait
             headers = self._headers()
             if cached and cached.get("etag"):
@@ -219,11 +223,11 @@ class GithubClient:
             raise _Unavailable(f"cannot reach {self.api_url}: {exc}") from None
 
 
-def _lower(items) -> dict[str, str]:
+def _lower(items: Iterable[tuple[str, str]]) -> dict[str, str]:
     return {key.lower(): value for key, value in items}
 
 
-def _read_cache(path: Path | None) -> dict | None:
+def _read_cache(path: Path | None) -> dict[str, Any] | None:
     if path is None:
         return None
     try:
@@ -233,7 +237,7 @@ def _read_cache(path: Path | None) -> dict | None:
     return data if isinstance(data, dict) and "data" in data else None
 
 
-def _write_cache(path: Path | None, entry: dict) -> None:
+def _write_cache(path: Path | None, entry: dict[str, Any]) -> None:
     """Keep the answer and its ETag; a cache that cannot be written is not an error."""
     if path is None:
         return
@@ -258,7 +262,7 @@ def names_paths(body_html: str) -> bool:
     return False
 
 
-def open_client(settings, environ: Mapping[str, str]) -> GithubClient | None:
+def open_client(settings: Settings, environ: Mapping[str, str]) -> GithubClient | None:
     """The client for a build, or None when ``[github] enabled`` is false."""
     if not settings.github.enabled:
         return None

@@ -27,7 +27,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from email.message import Message
+    from email.message import EmailMessage
 
 __all__ = ["ACTIONS", "LAYOUT_WORDS", "Action", "Verdict", "classify", "mask_address"]
 
@@ -129,7 +129,7 @@ def _classify(raw: bytes) -> Verdict:
 class _Headers:
     """The headers as received, unparsed (parsing a hostile header can fail), in order."""
 
-    def __init__(self, message: Message) -> None:
+    def __init__(self, message: EmailMessage) -> None:
         self._items = [(str(name).strip().lower(), re.sub(r"\r?\n", "", str(value)))
                        for name, value in message.raw_items()]
 
@@ -248,7 +248,7 @@ def _subscribe_command(text: str | None) -> tuple[str, str | None] | None:
     return None
 
 
-def _subject(message: Message, headers: _Headers) -> str | None:
+def _subject(message: EmailMessage, headers: _Headers) -> str | None:
     try:
         subject = message.get("Subject")
         return None if subject is None else str(subject)
@@ -257,7 +257,7 @@ def _subject(message: Message, headers: _Headers) -> str | None:
         return None if raw is None else _undo_surrogates(raw)
 
 
-def _first_line(message: Message) -> str | None:
+def _first_line(message: EmailMessage) -> str | None:
     try:
         text = _body_text(message)
     except Exception:  # a broken MIME structure: no body to read a command from
@@ -268,7 +268,7 @@ def _first_line(message: Message) -> str | None:
     return None
 
 
-def _body_text(message: Message) -> str:
+def _body_text(message: EmailMessage) -> str:
     """The text/plain body, else the text/html one made text; "" when there is none."""
     getter = getattr(message, "get_body", None)
     if getter is None:
@@ -280,10 +280,10 @@ def _body_text(message: Message) -> str:
     return _html_text(_part_text(part)) if part is not None else ""
 
 
-def _part_text(part: Message) -> str:
+def _part_text(part: EmailMessage) -> str:
     # An unknown charset or a broken transfer encoding: fall back to the bytes as UTF-8.
     with contextlib.suppress(Exception):
-        content = part.get_content()  # type: ignore[attr-defined]
+        content = part.get_content()
         if isinstance(content, str):
             return content
     payload = part.get_payload(decode=True)
@@ -302,12 +302,13 @@ def _html_text(markup: str) -> str:
     return html.unescape(_TAG.sub("", text))
 
 
-def _sender(message: Message, headers: _Headers) -> str | None:
+def _sender(message: EmailMessage, headers: _Headers) -> str | None:
     """The bare address of ``From`` (the first, if several), or None."""
     try:
         header = message.get("From")
         addresses = getattr(header, "addresses", ()) if header is not None else ()
-        candidates = [a.addr_spec for a in addresses if a.username and a.domain]
+        candidates: list[str] = [a.addr_spec for a in addresses
+                                 if a.username and a.domain]
     except Exception:  # an unparseable From: try the simpler parser on the raw text
         raw = headers.top("from")
         candidates = [email.utils.parseaddr(_undo_surrogates(raw))[1]] if raw else []

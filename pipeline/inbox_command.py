@@ -13,10 +13,11 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .config import Settings
+    from .inbox import Inbox
 
 __all__ = ["add_parser"]
 
@@ -33,7 +34,7 @@ once, then moved to processed/ or ignored/. Exit 0, also when no mail is waiting
 whose confirmation could not be sent stays for the next run."""
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     """Register ``inbox`` and its actions on the top-level sub-command set."""
     top = commands.add_parser(
         "inbox", help="handle mail sent to the newsletter (unsubscribe, subscribe)",
@@ -74,7 +75,7 @@ def _cmd_process(args: argparse.Namespace, settings: Settings) -> int:
         inbox.close()
 
 
-def _dry_run(inbox) -> int:
+def _dry_run(inbox: Inbox) -> int:
     from .inbound import classify, mask_address
 
     seen = 0

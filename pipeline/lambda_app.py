@@ -68,9 +68,11 @@ def read_secret(reference: str) -> str:
     session = boto3.session.Session()
     if reference.startswith("arn:") and ":secretsmanager:" in reference:
         answer = session.client("secretsmanager").get_secret_value(SecretId=reference)
-        return answer["SecretString"]
+        secret: str = answer["SecretString"]
+        return secret
     answer = session.client("ssm").get_parameter(Name=reference, WithDecryption=True)
-    return answer["Parameter"]["Value"]
+    value: str = answer["Parameter"]["Value"]
+    return value
 
 
 def with_secrets(environ: Mapping[str, str],

@@ -29,11 +29,15 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
 
 from subscribers.model import Lease
 
 from .errors import LockedError
 from .week import iso_z, now
+
+if TYPE_CHECKING:
+    from subscribers.store import SubscriberStore
 
 #: How long a lease lasts without renewal: how long a crashed run on another machine
 #: blocks the next one.
@@ -65,7 +69,7 @@ def owner_id() -> str:
 
 
 @contextlib.contextmanager
-def hold(store, name: str, what: str, *, ttl: timedelta = LEASE_TTL,
+def hold(store: SubscriberStore, name: str, what: str, *, ttl: timedelta = LEASE_TTL,
          clock: Callable[[], datetime] = now,
          on_lost: Callable[[], None] = lambda: None) -> Iterator[Lease]:
     """Hold the lease ``name`` for the block, or raise :class:`LockedError` (exit 5) at

@@ -7,9 +7,9 @@ transform these records live in their own modules (``collect``, ``rank``, ``comp
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Generic, Literal, TypeGuard, TypeVar
 
 if TYPE_CHECKING:
     from .github import PullFacts
@@ -29,9 +29,20 @@ LANG_TAGS: dict[str, str] = {"zh": "zh-CN", "en": "en"}
 T = TypeVar("T")
 
 
+def is_lang(value: object) -> TypeGuard[Lang]:
+    """Whether ``value`` is one of :data:`LANGS`: a language read from outside (a feed, a
+    layout name) becomes a :data:`Lang` only through this check."""
+    return value in LANGS
+
+
 def layout_langs(layout: str) -> tuple[Lang, ...]:
-    """The languages a layout shows, in the order it shows them."""
-    return tuple(part for part in layout.split("-"))  # type: ignore[misc]
+    """The languages a layout shows, in the order it shows them (ValueError for a layout
+    that names any other language: layouts are checked where they are read)."""
+    parts = layout.split("-")
+    langs = tuple(part for part in parts if is_lang(part))
+    if len(langs) != len(parts):
+        raise ValueError(f"layout {layout!r} names a language other than {', '.join(LANGS)}")
+    return langs
 
 
 @dataclass(frozen=True)
@@ -153,6 +164,10 @@ class Item:
 
     def text(self, lang: str) -> Text | None:
         return self.zh if lang == "zh" else self.en
+
+    def with_text(self, lang: Lang, text: Text | None) -> Item:
+        """This item with ``text`` as its ``lang`` text (a typed ``replace(zh=…)``)."""
+        return replace(self, zh=text) if lang == "zh" else replace(self, en=text)
 
 
 @dataclass(frozen=True)

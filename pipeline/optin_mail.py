@@ -17,6 +17,7 @@ from datetime import UTC, datetime
 from email import policy
 from email.message import EmailMessage
 from email.utils import format_datetime, make_msgid
+from typing import Any
 
 import jinja2
 
@@ -55,7 +56,7 @@ class OptInMailer:
     def already_subscribed(self, subscriber: Subscriber, preferences_url: str) -> None:
         self._send("reminder", subscriber, {"url": preferences_url, "expires": None})
 
-    def _send(self, kind: str, subscriber: Subscriber, context: dict) -> None:
+    def _send(self, kind: str, subscriber: Subscriber, context: dict[str, Any]) -> None:
         context = {**context, "kind": kind, "email": subscriber.email,
                    "layout": subscriber.layout, "base_url": self.base_url,
                    "expires_text": _expires_text(context["expires"])}

@@ -46,4 +46,4 @@ def backoff(attempt: int, *, base: float = 0.5, cap: float = 30.0,
             rand: Callable[[], float] = random.random) -> float:
     """Seconds to wait before retry ``attempt`` (1, 2, …): exponential, capped, with "full
     jitter" so that many throttled threads do not retry in lockstep."""
-    return min(cap, base * 2 ** (attempt - 1)) * (0.5 + rand() / 2)
+    return min(cap, base * 2.0 ** (attempt - 1)) * (0.5 + rand() / 2)

@@ -30,6 +30,7 @@ import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from subscribers.tokens import Keys
@@ -42,6 +43,9 @@ from .message import Messages
 from .model import Week
 from .transport import Transport
 from .week import parse_week
+
+if TYPE_CHECKING:
+    from mypy_boto3_sesv2 import SESV2Client
 
 #: Transports whose mail reaches real mailboxes (the outbox writes files).
 REAL_TRANSPORTS = frozenset({"smtp", "ses"})
@@ -171,7 +175,7 @@ _BAD_CREDENTIALS = frozenset({"UnrecognizedClientException", "InvalidClientToken
                               "IncompleteSignature", "ExpiredTokenException"})
 
 
-def _probe_ses(client) -> None:
+def _probe_ses(client: SESV2Client) -> None:
     """``GetAccount``: good credentials, SES reachable, sending enabled. A policy that
     allows sending but not ``GetAccount`` (AccessDenied), or an endpoint without it, says
     nothing either way: the send goes on and finds out with its first message."""

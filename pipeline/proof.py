@@ -37,7 +37,7 @@ from markupsafe import escape
 
 from .bilingual import sort_problems
 from .built import BuiltIssue
-from .model import LAYOUTS, Pair, Problem, Skipped
+from .model import LAYOUTS, Pair, Problem, Severity, Skipped
 from .render import (
     HARD_LIMIT_BYTES,
     PREFERENCES_PLACEHOLDER,
@@ -223,7 +223,7 @@ def check_markup(html: Mapping[str, str], repo: str) -> list[Problem]:
     return problems
 
 
-_LINK_VERDICTS = {
+_LINK_VERDICTS: dict[str, tuple[str, Severity, str]] = {
     "unsafe": ("unsafe-link", "blocking", "uses a scheme that runs code or embeds content"),
     "scheme": ("suspicious-link", "warning", "is not an http(s) link"),
     "github": ("suspicious-link", "warning", "points into GitHub but not to a PR of {repo}"),

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from . import issue_json
 from .archive import Archive, SiteObject
 from .built import BuiltIssue
 from .errors import ArchiveError
@@ -47,9 +48,14 @@ def publish(built: BuiltIssue, archive: Archive, site: Site) -> PublishReport:
         if raw is None:
             continue
         try:
-            issues.append(json.loads(raw))
+            data = json.loads(raw)
         except ValueError as exc:
             raise ArchiveError(f"issues/{week}/issue.json is not valid JSON: {exc}",
+                               key=f"issues/{week}/issue.json") from None
+        try:
+            issues.append(issue_json.checked(data))
+        except ValueError as exc:
+            raise ArchiveError(f"issues/{week}/issue.json: {exc}",
                                key=f"issues/{week}/issue.json") from None
     if built.id not in {data.get("id") for data in issues}:
         raise ArchiveError(f"issues/{built.id}/issue.json is not listed after writing it; "

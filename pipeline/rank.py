@@ -109,7 +109,7 @@ def rank(groups: Sequence[PullGroup], tz: str, editorial: Editorial | None = Non
          ) -> tuple[list[Item], list[Problem]]:
     """Rank the week's PRs; return the items in reading order and the problems found."""
     editorial = editorial or Editorial()
-    ranked: list[tuple[tuple, Item]] = []
+    ranked: list[tuple[tuple[int, datetime, int], Item]] = []
     problems: list[Problem] = []
     seen = {group.pr for group in groups}
     for pr in sorted(set(editorial.entries) - seen):
@@ -130,7 +130,7 @@ def rank(groups: Sequence[PullGroup], tz: str, editorial: Editorial | None = Non
     return [item for _, item in ranked], problems
 
 
-def _editor_texts(texts: dict[str, Text], entry: EditorEntry | None) -> dict[str, Text]:
+def _editor_texts(texts: dict[Lang, Text], entry: EditorEntry | None) -> dict[Lang, Text]:
     """The editor's title and body win over the feed's, field by field."""
     if not entry:
         return texts
@@ -138,6 +138,7 @@ def _editor_texts(texts: dict[str, Text], entry: EditorEntry | None) -> dict[str
     for lang, given in entry.texts.items():
         feed = texts.get(lang)
         title = given.title or (feed.title if feed else None)
+        body_html: str | None
         if given.body:
             body_html = clean_html(text_to_html(given.body))
         else:
@@ -203,7 +204,7 @@ def _rank_one(group: PullGroup, tz: str, entry: EditorEntry | None = None
         zh=texts.get("zh"),
         en=texts.get("en"),
         original_lang=original,
-        scopes=Pair(*((verdicts.get(lang).scope if verdicts.get(lang) else None)
+        scopes=Pair(*((found.scope if (found := verdicts.get(lang)) else None)
                       for lang in LANGS)),
         note=entry.note if entry and (entry.note.zh or entry.note.en) else None,
     )

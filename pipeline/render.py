@@ -27,10 +27,11 @@ from __future__ import annotations
 import functools
 import re
 import tomllib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 from markupsafe import Markup, escape
@@ -42,6 +43,10 @@ from .model import LANG_TAGS, LAYOUTS, Issue, Item, Problem, Text, layout_langs
 from .rank import TIER_BY_NAME, TIERS
 from .week import week_ranges
 from .wrap import wrap_text
+
+if TYPE_CHECKING:
+    from .config import Settings
+    from .github import PullFacts
 
 #: Filled per recipient at send time; never left in a sent message or the public archive.
 UNSUBSCRIBE_PLACEHOLDER = "%%unsubscribe_url%%"
@@ -136,7 +141,7 @@ class Footer:
     subscribe_url: str = ""
 
     @classmethod
-    def from_settings(cls, settings) -> Footer:
+    def from_settings(cls, settings: Settings) -> Footer:
         """The footer a deployment's settings describe."""
         delivery = settings.delivery
         app_url = settings.site.app_url.rstrip("/")
@@ -176,7 +181,7 @@ def environment(override_dirs: Sequence[Path] = ()) -> jinja2.Environment:
     return env
 
 
-def facts_line(facts) -> str:
+def facts_line(facts: PullFacts | Mapping[str, Any] | None) -> str:
     """The PR's facts in one compact line: author, merged date (or state), +/− lines, tags.
     ``facts`` is a :class:`PullFacts` or its issue.json dict; "" for None."""
     if not facts:
@@ -311,7 +316,7 @@ class Renderer:
     # -- templates ---------------------------------------------------------------------
 
     def _context(self, issue: Issue, layout: str, base_url: str, plan: _Plan,
-                 footer: Footer) -> dict:
+                 footer: Footer) -> dict[str, Any]:
         langs = layout_langs(layout)
         s = strings()
         year, number = issue.id.split("-W")
@@ -401,7 +406,7 @@ class _MarkedItem:
         self._item = item
         self._texts = {lang: _marked_text(item.text(lang)) for lang in ("zh", "en")}
 
-    def __getattr__(self, name: str):
+    def __getattr__(self, name: str) -> Any:
         return getattr(self._item, name)
 
     def text(self, lang: str) -> Text | None:
@@ -419,9 +424,9 @@ def _marked(items: Sequence[Item]) -> list[_MarkedItem]:
     return [_MarkedItem(item) for item in items]
 
 
-def _groups(items: Sequence) -> list[dict]:
+def _groups(items: Sequence[_MarkedItem]) -> list[dict[str, Any]]:
     """Items grouped under their tier, tiers in rank order."""
-    groups: list[dict] = []
+    groups: list[dict[str, Any]] = []
     for tier in TIERS:
         members = [item for item in items if item.tier == tier.name]
         if members:

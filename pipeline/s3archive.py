@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import base64
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import (
     BotoCoreError,
@@ -46,6 +46,9 @@ from .archive import SiteObject, check_key, issue_id_of
 from .aws import access_problem, aws_client
 from .errors import ArchiveError
 
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
+
 __all__ = ["S3Archive", "is_missing_key", "normalise_prefix", "s3_client", "s3_reason"]
 
 _MISSING_KEY = frozenset({"NoSuchKey", "404", "NotFound"})
@@ -55,7 +58,7 @@ _DAMAGED = frozenset({"BadDigest", "InvalidDigest"})
 
 
 def s3_client(region: str | None = None, *, connect_timeout: float = 10.0,
-              read_timeout: float = 60.0, max_pool_connections: int = 16) -> Any:
+              read_timeout: float = 60.0, max_pool_connections: int = 16) -> S3Client:
     """An S3 client with bounded waits, from a fresh boto3 session.
 
     A fresh session each time (as in ``ses.py``): the default session caches the credentials
@@ -99,7 +102,7 @@ class S3Archive:
 
     name = "s3"
 
-    def __init__(self, bucket: str, prefix: str = "", *, client: Any = None,
+    def __init__(self, bucket: str, prefix: str = "", *, client: S3Client | None = None,
                  region: str | None = None, page_size: int | None = None) -> None:
         if not bucket:
             raise ArchiveError("no bucket given")
@@ -115,7 +118,7 @@ class S3Archive:
         self.skipped = 0
 
     @property
-    def client(self) -> Any:
+    def client(self) -> S3Client:
         return self._client
 
     def _key(self, key: str) -> str:

@@ -8,12 +8,15 @@ those, nor SES's ``AMAZON_SES_SETUP_NOTIFICATION`` object. Imported only when
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
 from .inbox import InboundMail, InboxError, Outcome, check_move, is_mail_name
 from .s3archive import is_missing_key, s3_reason
+
+if TYPE_CHECKING:
+    from mypy_boto3_s3 import S3Client
 
 __all__ = ["S3Inbox"]
 
@@ -31,7 +34,7 @@ class S3Inbox:
 
     name = "s3"
 
-    def __init__(self, bucket: str, prefix: str, client: Any, *, owns_client: bool = False,
+    def __init__(self, bucket: str, prefix: str, client: S3Client, *, owns_client: bool = False,
                  page_size: int | None = None) -> None:
         if not bucket:
             raise InboxError("s3", "no bucket given ([inbox] bucket)")

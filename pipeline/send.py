@@ -39,7 +39,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from hashlib import sha256
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
 from subscribers.shards import Shard
 
@@ -61,6 +61,12 @@ from .model import LAYOUTS
 from .pace import TokenBucket, backoff
 from .transport import Transport
 from .week import iso_z, now
+
+if TYPE_CHECKING:
+    from types import FrameType
+
+    from subscribers.model import LedgerEntry, Subscriber
+    from subscribers.store import SubscriberStore
 
 REPORT_FILE = "send-report.json"
 INTERRUPTED = "interrupted (Ctrl-C)"
@@ -174,8 +180,8 @@ class SendOptions:
 class Sender:
     """One run of ``send`` for one issue."""
 
-    def __init__(self, built: BuiltIssue, store, transport: Transport, messages: Messages,
-                 *, rate: float | None, concurrency: int,
+    def __init__(self, built: BuiltIssue, store: SubscriberStore, transport: Transport,
+                 messages: Messages, *, rate: float | None, concurrency: int,
                  clock: Callable[[], datetime] = now,
                  sleep: Callable[[float], None] = time.sleep) -> None:
         self.built, self.store, self.transport, self.messages = built, store, transport, messages
@@ -222,7 +228,7 @@ class Sender:
         return sorted(sid for sid in self.store.ledger(self.built.id, "unconfirmed")
                       if self.shard is None or sid in self.shard)
 
-    def _candidates(self) -> Iterable:
+    def _candidates(self) -> Iterable[Subscriber]:
         active = self.store.iter_subscribers(status="active")
         if self.shard is None:
             return active
@@ -243,7 +249,7 @@ class Sender:
             else:
                 report.skipped += 1
 
-    def _may_retry(self, entry, options: SendOptions) -> bool:
+    def _may_retry(self, entry: LedgerEntry, options: SendOptions) -> bool:
         if entry.status == "failed" and not entry.permanent:
             return True
         return entry.status == "unconfirmed" and options.resend_unconfirmed
@@ -262,7 +268,7 @@ class Sender:
             yield
             return
 
-        def on_sigint(signum, frame) -> None:
+        def on_sigint(signum: int, frame: FrameType | None) -> None:
             if self.stop.is_set() and self.stop_reason == INTERRUPTED:
                 raise KeyboardInterrupt
             self._halt(INTERRUPTED)
@@ -276,7 +282,7 @@ class Sender:
     def _walk(self, report: SendReport, options: SendOptions,
               progress: Progress | None) -> None:
         handed = 0
-        in_flight: set[Future] = set()
+        in_flight: set[Future[None]] = set()
         with ThreadPoolExecutor(max_workers=self.concurrency,
                                 thread_name_prefix="send") as pool:
             for subscriber in self._candidates():
@@ -391,7 +397,7 @@ def _without(reason: str, address: str) -> str:
     return reason
 
 
-def _reraise(done: Iterable[Future]) -> None:
+def _reraise(done: Iterable[Future[None]]) -> None:
     for future in done:
         exc = future.exception()
         if exc is not None:

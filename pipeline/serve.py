@@ -135,7 +135,8 @@ class _Server(uvicorn.Server):
         self._captured_signals.clear()
 
 
-def server_config(app, *, host: str, port: int, forwarded_allow_ips: str) -> uvicorn.Config:
+def server_config(app: Starlette, *, host: str, port: int, forwarded_allow_ips: str
+                  ) -> uvicorn.Config:
     """How uvicorn serves the app (the tests serve it the same way)."""
     return uvicorn.Config(
         app, host=host, port=port, proxy_headers=True, forwarded_allow_ips=forwarded_allow_ips,

@@ -37,7 +37,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import (
     BotoCoreError,
@@ -59,6 +59,9 @@ from .errors import (
 )
 from .transport import Outgoing
 
+if TYPE_CHECKING:
+    from mypy_boto3_sesv2 import SESV2Client
+
 __all__ = ["SesTransport", "email_tags", "ses_client"]
 
 _STOPPED_TEXT = re.compile(r"daily message quota exceeded|sending (?:is )?paused"
@@ -73,7 +76,7 @@ _TAG_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
 
 
 def ses_client(region: str | None = None, *, connect_timeout: float = 10.0,
-               read_timeout: float = 30.0, max_pool_connections: int = 32) -> Any:
+               read_timeout: float = 30.0, max_pool_connections: int = 32) -> SESV2Client:
     """A sesv2 client with botocore's retries off and bounded waits.
 
     A fresh boto3 session each time: the default session caches the credentials it found
@@ -91,7 +94,7 @@ class SesTransport:
     name = "ses"
 
     def __init__(self, configuration_set: str, *, region: str | None = None,
-                 client: Any = None) -> None:
+                 client: SESV2Client | None = None) -> None:
         self.configuration_set = configuration_set
         self._owns_client = client is None
         self._client = client if client is not None else ses_client(region)
@@ -100,7 +103,7 @@ class SesTransport:
         self._rate: float | None = None
 
     @property
-    def client(self) -> Any:
+    def client(self) -> SESV2Client:
         return self._client
 
     def send(self, message: Outgoing) -> str:

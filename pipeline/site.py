@@ -25,6 +25,7 @@ from markupsafe import Markup
 
 from .archive import SiteObject
 from .config import SiteSettings
+from .issue_json import IssueData, ItemData, TextData
 from .model import LANG_TAGS
 from .rank import TIER_BY_NAME
 from .render import PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER, environment, strings
@@ -42,23 +43,32 @@ _CODE = re.compile(r"<code>(.*?)</code>", re.S)
 FEED_ISSUES = 20
 
 
+def _moment(text: str, tz: str) -> pendulum.DateTime:
+    """An issue.json time (UTC, ``…Z``) in the week's zone. pendulum also parses a bare date,
+    time or duration: none of those is an instant, so each is refused by name."""
+    parsed = pendulum.parse(text)
+    if not isinstance(parsed, pendulum.DateTime):
+        raise ValueError(f"{text!r} is not a date and time")
+    return parsed.in_timezone(tz)
+
+
 class IssueView:
     """One issue.json as the web templates read it."""
 
-    def __init__(self, data: dict[str, Any], base_url: str) -> None:
+    def __init__(self, data: IssueData, base_url: str) -> None:
         self.data = data
         self.id: str = data["id"]
         self.base_url = base_url
         self.url = f"{base_url}/issues/{self.id}/index.html"
         tz = data["week"]["tz"]
-        self.start = pendulum.parse(data["week"]["start"]).in_timezone(tz)
-        self.end = pendulum.parse(data["week"]["end"]).in_timezone(tz)
+        self.start = _moment(data["week"]["start"], tz)
+        self.end = _moment(data["week"]["end"], tz)
 
     def page_url(self, variant: str = "index.html") -> str:
         return f"{self.base_url}/issues/{self.id}/{variant}"
 
     @property
-    def items(self) -> list[dict[str, Any]]:
+    def items(self) -> list[ItemData]:
         return self.data["items"]
 
     @property
@@ -71,8 +81,9 @@ class IssueView:
         ranges = week_ranges(self.start, self.end, self.data["week"]["tz"])
         return {"zh": f"{self.start.year} 年 {ranges['zh']}", "en": ranges["en"]}
 
-    def title(self, item: dict, lang: str) -> str:
-        text = item.get(lang) or item.get("en" if lang == "zh" else "zh")
+    def title(self, item: ItemData, lang: str) -> str:
+        first, other = (item["zh"], item["en"]) if lang == "zh" else (item["en"], item["zh"])
+        text = first or other
         return text["title"] if text else f"#{item['pr']}"
 
     def top_titles(self, lang: str, n: int = 3) -> list[str]:
@@ -87,7 +98,7 @@ def identifiers(body_html: str) -> list[Markup]:
     return [Markup(code) for code in seen if code]  # noqa: S704 (sanitized markup's text)
 
 
-def body(text: dict | None) -> Markup | None:
+def body(text: TextData | None) -> Markup | None:
     """A text's body HTML, which left pipeline/sanitize.py before it entered issue.json."""
     return Markup(text["body_html"]) if text else None  # noqa: S704
 
@@ -113,7 +124,7 @@ class Site:
 
             raise RenderError(name, str(exc)) from None
 
-    def issue_objects(self, data: dict[str, Any], email_html: str) -> list[SiteObject]:
+    def issue_objects(self, data: IssueData, email_html: str) -> list[SiteObject]:
         """Everything under ``issues/<week>/``: the pages, the public email, issue.json."""
         view = IssueView(data, self.base_url)
         prefix = f"issues/{view.id}/"
@@ -131,7 +142,7 @@ class Site:
                                   .encode(), "application/json; charset=utf-8", LONG_CACHE))
         return objects
 
-    def index_objects(self, issues: Sequence[dict[str, Any]]) -> list[SiteObject]:
+    def index_objects(self, issues: Sequence[IssueData]) -> list[SiteObject]:
         """The index, feed, sitemap and 404 page, from every issue the archive holds."""
         views = sorted((IssueView(d, self.base_url) for d in issues), key=lambda v: v.id,
                        reverse=True)

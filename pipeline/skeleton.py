@@ -18,12 +18,12 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from .errors import ConfigError
-from .model import LANGS, Item
+from .model import LANGS, Item, Lang
 
 _LANG_NAMES = {"zh": "Chinese", "en": "English"}
 
 
-def wanted(items: Sequence[Item]) -> list[tuple[Item, str]]:
+def wanted(items: Sequence[Item]) -> list[tuple[Item, Lang]]:
     """(item, language) pairs the editor should write: missing or machine-made."""
     found = []
     for item in items:

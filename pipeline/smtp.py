@@ -47,7 +47,7 @@ import ssl
 import threading
 import uuid
 from types import TracebackType
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from .addresses import UnsendableAddress, wire_address
 from .config import SmtpSettings
@@ -60,6 +60,9 @@ from .errors import (
     Unconfirmed,
 )
 from .transport import Outgoing
+
+if TYPE_CHECKING:
+    from _typeshed import ReadableBuffer
 
 __all__ = ["SmtpTransport", "StartTlsRefused"]
 
@@ -94,9 +97,9 @@ class _Connection(smtplib.SMTP):
     phase: Phase = "idle"
     final_reply: bytes = b""
 
-    def data(self, msg: bytes | str) -> tuple[int, bytes]:  # type: ignore[override]
-        if isinstance(msg, str):  # sendmail hands bytes; keep smtplib's contract anyway
-            msg = msg.encode("ascii")
+    def data(self, msg: ReadableBuffer | str) -> tuple[int, bytes]:
+        # sendmail hands bytes; keep smtplib's contract (str or any buffer) anyway
+        msg = msg.encode("ascii") if isinstance(msg, str) else bytes(msg)
         self.phase = "envelope"
         self.putcmd("data")
         code, reply = self.getreply()

@@ -30,11 +30,17 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from subscribers.model import LAYOUTS, STATUSES
 
 from .send import REPORT_FILE
+
+if TYPE_CHECKING:
+    from subscribers.store import SubscriberStore
+
+    from .archive import Archive
+    from .config import Settings
 
 #: Gmail's and Yahoo's bulk-sender line for spam complaints, and SES's review line for
 #: bounces: above them, mail stops landing (or the account is reviewed).
@@ -159,8 +165,8 @@ def missing_shards(reports: Sequence[Mapping[str, Any]]) -> list[str]:
             seen.setdefault(int(count), set()).add(int(index))
     if not seen:
         return []
-    count = max(seen)
-    return [f"{i}/{count}" for i in range(1, count + 1) if i not in seen[count]]
+    total = max(seen)
+    return [f"{i}/{total}" for i in range(1, total + 1) if i not in seen[total]]
 
 
 def render(status: WeekStatus, history: Sequence[IssueRates],
@@ -227,8 +233,8 @@ def _list(counts: Mapping[tuple[str, str], int]) -> str:
 
 # -- gathering (the I/O edge) ---------------------------------------------------------------------
 
-def gather(settings, week_id: str, store, archive, *, last: int = 6
-           ) -> tuple[WeekStatus, list[IssueRates], dict[tuple[str, str], int]]:
+def gather(settings: Settings, week_id: str, store: SubscriberStore, archive: Archive, *,
+           last: int = 6) -> tuple[WeekStatus, list[IssueRates], dict[tuple[str, str], int]]:
     """Read what ``status`` needs from the issue folder, the archive and the store."""
     from .approve import is_approved
     from .built import issue_folder, load_built
@@ -269,7 +275,8 @@ def gather(settings, week_id: str, store, archive, *, last: int = 6
     return week, history, store.count_by()
 
 
-def _issue_rates(store, week_id: str, ledger: Mapping[str, int] | None = None) -> IssueRates:
+def _issue_rates(store: SubscriberStore, week_id: str, ledger: Mapping[str, int] | None = None
+                 ) -> IssueRates:
     feedback = store.feedback_counts(week_id)
     sent = (ledger if ledger is not None else store.ledger_counts(week_id)).get("sent", 0)
     return IssueRates(week_id, sent, feedback.get("bounce", 0), feedback.get("complaint", 0))

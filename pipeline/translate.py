@@ -39,7 +39,7 @@ import urllib.request
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .aws import aws_client
 from .config import Settings, TranslateSettings
@@ -47,6 +47,9 @@ from .errors import ConfigError, OutputError, TranslateError
 from .sanitize import clean_html, letter_counts, one_line
 from .translate_guard import OPEN, GuardError, protect, restore
 from .week import now
+
+if TYPE_CHECKING:
+    from mypy_boto3_translate import TranslateClient
 
 __all__ = [
     "API_KEY_VARIABLE",
@@ -224,7 +227,8 @@ class OpenAITranslator:
                                          method="POST")
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
-                return response.read()
+                answer: bytes = response.read()
+                return answer
         except urllib.error.HTTPError as exc:
             detail = _error_detail(exc)
             said = f"HTTP {exc.code}{detail}"
@@ -309,7 +313,7 @@ def _clean_answer(content: str, source_text: str) -> str:
 
 
 def translate_client(region: str | None = None, *, connect_timeout: float = 10.0,
-                     read_timeout: float = 60.0, max_attempts: int = 4) -> Any:
+                     read_timeout: float = 60.0, max_attempts: int = 4) -> TranslateClient:
     """An Amazon Translate client, on a fresh boto3 session (see :func:`pipeline.ses.ses_client`
     for why), with botocore's standard retries: TranslateText has no side effect, so throttling
     and 5xx answers are safely repeated with backoff."""
@@ -326,12 +330,13 @@ class AwsTranslator:
     name = "aws"
     model = "amazon-translate"
 
-    def __init__(self, region: str | None = None, client: Any = None) -> None:
+    def __init__(self, region: str | None = None,
+                 client: TranslateClient | None = None) -> None:
         self._owns_client = client is None
         self._client = client if client is not None else translate_client(region)
 
     @property
-    def client(self) -> Any:
+    def client(self) -> TranslateClient:
         return self._client
 
     def translate(self, text: str, source: str, target: str) -> str:

@@ -331,9 +331,7 @@ def _check_markup(spans: tuple[str, ...], order: list[int]) -> None:
                 stack.append((name, (number, index)))
             elif stack and stack[-1][0] == name:
                 _, opened = stack.pop()
-                pair = len(pairs) // 2
-                pairs[opened] = pair
-                pairs[(number, index)] = pair
+                pairs[opened] = pairs[(number, index)] = len(pairs) // 2
     if not pairs:
         return
     openers: dict[int, str] = {}

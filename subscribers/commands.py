@@ -21,7 +21,7 @@ import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pipeline import week as clock
 from pipeline.errors import UsageError
@@ -31,6 +31,8 @@ from .model import DEFAULT_LAYOUT, LAYOUTS, STATUSES, AddOutcome, AddResult, nor
 from .store import SubscriberStore, open_store
 
 if TYPE_CHECKING:
+    from _csv import Reader as CsvReader
+
     from pipeline.config import Settings
 
 __all__ = ["EXPORT_COLUMNS", "add_parser"]
@@ -50,7 +52,7 @@ unsubscribed, bounced, complained or was removed is never brought back. Exit 2 i
 cannot be read or has no `email` column."""
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     """Register ``subscribers`` and its actions on the top-level sub-command set."""
     top = commands.add_parser(
         "subscribers", help="add, import, export, list and remove subscribers",
@@ -223,7 +225,7 @@ def _read_csv(path: Path) -> Iterator[tuple[int, dict[str, str] | str]]:
     return _rows(reader, email_at, layout_at)
 
 
-def _rows(reader: Iterator[list[str]], email_at: int,
+def _rows(reader: CsvReader, email_at: int,
           layout_at: int | None) -> Iterator[tuple[int, dict[str, str] | str]]:
     line_num = 1  # the header's
     while True:
@@ -236,7 +238,7 @@ def _rows(reader: Iterator[list[str]], email_at: int,
             yield start, f"unreadable CSV row: {exc}"
             continue
         finally:
-            line_num = reader.line_num  # type: ignore[attr-defined]
+            line_num = reader.line_num
         if not any(cell.strip() for cell in record):
             continue
         yield start, {"email": _cell(record, email_at), "layout": _cell(record, layout_at)}

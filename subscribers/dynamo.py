@@ -99,6 +99,8 @@ from .model import (
 from .store import _IN_FLIGHT_REASON, MAIL_EVENTS, _dt, _dt_or_none, _ts, suppression_hash
 
 if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
     from pipeline.config import Settings
 
     from .shards import Shard
@@ -171,7 +173,7 @@ class _Refused(Exception):
 
 
 def dynamo_client(region: str | None = None, *, connect_timeout: float = 10.0,
-                  read_timeout: float = 30.0, max_pool_connections: int = 32) -> Any:
+                  read_timeout: float = 30.0, max_pool_connections: int = 32) -> DynamoDBClient:
     """A DynamoDB client from a fresh boto3 session, with botocore's standard retries
     (throttling and 5xx are retried by botocore itself) and bounded waits."""
     return aws_client("dynamodb", region=region, what="the DynamoDB store",
@@ -190,7 +192,7 @@ class DynamoStore:
     #: DynamoDB's TTL drops handled-message keys and rate counters: no purge scans.
     expires_by_itself = True
 
-    def __init__(self, client: Any, subscribers_table: str, ledger_table: str, *,
+    def __init__(self, client: DynamoDBClient, subscribers_table: str, ledger_table: str, *,
                  owns_client: bool = False) -> None:
         self._client = client
         self.subscribers_table = subscribers_table
@@ -210,7 +212,7 @@ class DynamoStore:
                    settings.store.ledger_table, owns_client=True)
 
     @property
-    def client(self) -> Any:
+    def client(self) -> DynamoDBClient:
         return self._client
 
     def close(self) -> None:
@@ -1068,12 +1070,14 @@ class DynamoStore:
         """
         for attempt in range(_CONFLICT_TRIES):
             try:
-                return getattr(self._client, operation)(**params)
+                answer: dict[str, Any] = getattr(self._client, operation)(**params)
+                return answer
             except ClientError as exc:
                 code = _code(exc)
                 if code == "ConditionalCheckFailedException":
                     item = exc.response.get("Item")
-                    raise _Refused(_plain(item) if item else None, []) from None
+                    raise _Refused(_plain(item) if isinstance(item, Mapping) and item else None,
+                                   []) from None
                 if code == "TransactionCanceledException":
                     reasons = [(str(r.get("Code", "None")),
                                 _plain(r["Item"]) if r.get("Item") else None)

@@ -5,7 +5,7 @@ for a first run), and how a botocore error about them is worded for the operator
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import (
     BotoCoreError,
@@ -16,6 +16,9 @@ from botocore.exceptions import (
 from pipeline.aws import access_problem
 
 from .errors import StoreError
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
 
 __all__ = ["MESSAGE_INDEX", "STATUS_INDEX", "TTL_ATTRIBUTE", "create_tables", "dynamo_reason",
            "table_definitions"]
@@ -72,8 +75,8 @@ def table_definitions(subscribers_table: str, ledger_table: str) -> list[dict[st
     ]
 
 
-def create_tables(client: Any, subscribers_table: str, ledger_table: str, *,
-                  delay: float = 2.0, max_attempts: int = 150) -> list[str]:
+def create_tables(client: DynamoDBClient, subscribers_table: str, ledger_table: str, *,
+                  delay: int = 2, max_attempts: int = 150) -> list[str]:
     """Create the two tables (on-demand billing) unless they exist, wait until they are
     ACTIVE, and make sure TTL on ``expires_at`` is on for the subscribers table. The names
     of the tables created (an existing table is left as it is). StoreError on failure."""
@@ -110,7 +113,7 @@ def create_tables(client: Any, subscribers_table: str, ledger_table: str, *,
     return created
 
 
-def _table_error(client: Any, exc: Exception, table: str) -> StoreError:
+def _table_error(client: DynamoDBClient, exc: Exception, table: str) -> StoreError:
     region = getattr(getattr(client, "meta", None), "region_name", None)
     return StoreError(f"dynamodb:{table}", dynamo_reason(exc, table, region))
 

@@ -42,7 +42,7 @@ from collections import OrderedDict
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal
+from typing import IO, Any, Literal
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -225,7 +225,8 @@ def _string_to_sign(data: Mapping[str, Any]) -> bytes:
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     """Turns every redirect into an error: the URL was checked, its target was not."""
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):  # type: ignore[override]
+    def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int,
+                         msg: str, headers: http.client.HTTPMessage, newurl: str) -> None:
         return None
 
 

@@ -514,6 +514,15 @@ class SqliteStore:
                     conn.execute("ROLLBACK")
                 raise
 
+    def _by_email(self, conn: sqlite3.Connection, normal: str) -> Subscriber:
+        """The subscriber just inserted or found under ``normal`` in this write transaction.
+        None there is a database changed behind our back (a trigger, a hand edit): said as a
+        store error, not an AttributeError."""
+        row = _row_by_email(conn, normal)
+        if row is None:
+            raise StoreError(self.path, "a subscriber written in this transaction is gone")
+        return _subscriber(row)
+
     # -- subscribers ---------------------------------------------------------------------
 
     def add(self, email: str, layout: str = DEFAULT_LAYOUT, *, status: str = "pending",
@@ -541,8 +550,7 @@ class SqliteStore:
                 (new_subscriber_id(), normal, email_key(normal), status, layout, consent_at,
                  source, stamp, consent_at, stamp),
             ).rowcount
-            row = _row_by_email(conn, normal)
-            existing = _subscriber(row)
+            existing = self._by_email(conn, normal)
             if inserted:
                 return AddResult(AddOutcome.CREATED, existing)
             if existing.status in FINAL_STATUSES:
@@ -554,7 +562,7 @@ class SqliteStore:
                     "WHERE id = ? AND status = 'pending'",
                     (stamp, source, stamp, stamp, existing.id),
                 )
-                return AddResult(AddOutcome.ACTIVATED, _subscriber(_row_by_email(conn, normal)))
+                return AddResult(AddOutcome.ACTIVATED, self._by_email(conn, normal))
             return AddResult(AddOutcome.EXISTING, existing)
 
     def get(self, subscriber_id: str) -> Subscriber | None:
@@ -690,11 +698,11 @@ class SqliteStore:
                  source, stamp, None, stamp),
             ).rowcount
             if inserted:
-                return AddResult(AddOutcome.CREATED, _subscriber(_row_by_email(conn, normal)))
+                return AddResult(AddOutcome.CREATED, self._by_email(conn, normal))
             conn.execute("UPDATE subscribers SET layout = ?, updated_at = ? "
                          "WHERE email_key = ? AND status != 'active' AND layout != ?",
                          (layout, stamp, email_key(normal), layout))
-            current = _subscriber(_row_by_email(conn, normal))
+            current = self._by_email(conn, normal)
         outcome = AddOutcome.REFUSED if current.status in FINAL_STATUSES else AddOutcome.EXISTING
         return AddResult(outcome, current)
 
@@ -947,7 +955,8 @@ class SqliteStore:
             conn.execute("UPDATE ledger SET feedback = ? WHERE issue_id = ? AND "
                          "subscriber_id = ? AND (feedback IS NULL OR ? = 'complaint')",
                          (kind, row[0], row[1], kind))
-        return row[0]
+        issue_id: str = row[0]
+        return issue_id
 
     def feedback_counts(self, issue_id: str) -> dict[str, int]:
         with self._using() as conn:
@@ -1063,7 +1072,8 @@ def _statements(script: str) -> Iterator[str]:
 # -- rows ------------------------------------------------------------------------------------
 
 def _row_by_email(conn: sqlite3.Connection, normal: str) -> sqlite3.Row | None:
-    return conn.execute(_SUBSCRIBER_BY_KEY, (email_key(normal),)).fetchone()
+    row: sqlite3.Row | None = conn.execute(_SUBSCRIBER_BY_KEY, (email_key(normal),)).fetchone()
+    return row
 
 
 def _suppressed(conn: sqlite3.Connection, normal: str) -> bool:

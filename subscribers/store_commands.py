@@ -69,7 +69,7 @@ _SEEN = "SELECT key, at FROM seen ORDER BY key"
 _KINDS = ("subscribers", "suppressions", "ledger rows", "handled keys")
 
 
-def add_parser(commands: argparse._SubParsersAction) -> None:
+def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     """Register ``store`` and its actions on the top-level sub-command set."""
     top = commands.add_parser(
         "store", help="move the subscriber store to DynamoDB",

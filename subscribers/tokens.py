@@ -198,6 +198,10 @@ def verify_token(keys: Keys, token: str, purpose: Purpose, now: datetime) -> str
         raise TokenError("malformed")
     raw = base64.b32decode(text)  # 35 bytes are exactly 7 base32 blocks: no padding
     header, mac = raw[: _HEADER.size], raw[_HEADER.size :]
+    first: int
+    key_id: bytes
+    expiry: int
+    sid: bytes
     first, key_id, expiry, sid = _HEADER.unpack(header)
     if first >> 4 != _VERSION or (first & 0x0F) not in _PURPOSE_OF_CODE:
         raise TokenError("malformed")
