@@ -17,7 +17,6 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -388,6 +387,7 @@ path, go, seed = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
 sids = [f"{n:024x}" for n in range(300)]
 random.Random(seed).shuffle(sids)
 with SqliteStore.open(path) as store:
+    print("ready", flush=True)
     while not go.exists():
         time.sleep(0.005)
     won = [sid for sid in sids if store.claim("2026-W48", sid, datetime.now(UTC))]
@@ -401,7 +401,8 @@ def test_claim_is_exclusive_across_processes(path, tmp_path):
     procs = [subprocess.Popen([sys.executable, "-c", _CLAIMER, str(path), str(go), str(n)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for n in range(3)]
-    time.sleep(0.3)
+    for proc in procs:  # all three have the store open and wait: they start together
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
     go.touch()
     won: list[list[str]] = []
     for proc in procs:
