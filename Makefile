@@ -53,8 +53,14 @@ site: install
 serve: install
 	$(NEWSLETTER) serve
 
+# Every test, on every core (pytest-xdist). test-fast: only the in-process layer, no Chromium,
+# no moto, no second process, nothing of a second or more (markers in pyproject.toml).
 test: install
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto
+
+.PHONY: test-fast
+test-fast: install
+	$(BIN)/python -m pytest -n auto -m "not browser and not aws and not subprocess and not slow"
 
 lint: install
 	$(BIN)/ruff check .

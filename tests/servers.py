@@ -552,8 +552,12 @@ def aws_environment(monkeypatch: pytest.MonkeyPatch, endpoint_url: str) -> None:
 
 
 @pytest.fixture
-def moto_server(_moto_session: MotoServer, monkeypatch: pytest.MonkeyPatch) -> MotoServer:
+def moto_server(_moto_session: MotoServer, monkeypatch: pytest.MonkeyPatch,
+                request: pytest.FixtureRequest) -> MotoServer:
     """The session's moto server, reset, with ``weekly@example.org`` verified for SES."""
+    if request.node.get_closest_marker("aws") is None:  # reached through getfixturevalue
+        pytest.fail(f"{request.node.nodeid} talks to moto without the aws mark "
+                    "(pytest.param(..., marks=pytest.mark.aws))", pytrace=False)
     server = _moto_session
     server.reset()
     aws_environment(monkeypatch, server.url)

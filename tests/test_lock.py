@@ -32,6 +32,7 @@ def holder_process(path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
 
 
+@pytest.mark.subprocess
 def test_a_second_holder_is_refused_naming_the_first(store, tmp_path):
     holder = holder_process(tmp_path / "subscribers.sqlite3")
     try:

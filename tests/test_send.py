@@ -460,6 +460,7 @@ def test_a_rerun_after_completion_sends_nothing(
     assert recipients(smtp_server.received) == once_each(subscribers)
 
 
+@pytest.mark.slow
 def test_no_answer_after_the_data_is_unconfirmed_and_resent_only_when_asked(
         smtp_server: SmtpSink, built: BuiltIssue, store: SqliteStore,
         messages: Messages) -> None:
@@ -537,6 +538,7 @@ def test_a_claim_a_crash_left_before_the_transport_call_is_sent_not_withheld(
     assert store.ledger_entry(SAMPLE_WEEK, waiting.id).status == "sent"
 
 
+@pytest.mark.slow
 def test_every_report_names_the_unconfirmed_an_earlier_run_left(
         smtp_server: SmtpSink, built: BuiltIssue, store: SqliteStore,
         messages: Messages) -> None:

@@ -44,6 +44,7 @@ def project(tmp_path: Path, smtp_server) -> Path:
     return tmp_path
 
 
+@pytest.mark.subprocess
 def test_shards_reach_everyone_once_and_a_competing_worker_is_refused(project, smtp_server):
     pause = smtp_server.pause_next()
     first = start(["send", "--week", SAMPLE_WEEK, "--shard", "1/2"], project)
@@ -80,6 +81,7 @@ def test_shards_reach_everyone_once_and_a_competing_worker_is_refused(project, s
     assert f"sent {COUNT}, failed 0" in status.stdout
 
 
+@pytest.mark.subprocess
 def test_status_waits_for_the_missing_shard(project):
     assert run(["send", "--week", SAMPLE_WEEK, "--shard", "1/3"], project).returncode == 0
     status = run(["status", "--week", SAMPLE_WEEK], project)
@@ -87,6 +89,7 @@ def test_status_waits_for_the_missing_shard(project):
     assert "not fully sent" in status.stdout and "2/3, 3/3" in status.stdout
 
 
+@pytest.mark.subprocess
 def test_two_runs_started_together_send_once(project, smtp_server):
     runs = [start(["run", "--week", SAMPLE_WEEK], project) for _ in range(2)]
     results = sorted((finish(p) for p in runs), key=lambda r: r[0])
@@ -97,6 +100,7 @@ def test_two_runs_started_together_send_once(project, smtp_server):
         f"reader{n:02d}@example.org" for n in range(COUNT))
 
 
+@pytest.mark.subprocess
 def test_status_of_a_week_not_built(tmp_path):
     (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
     status = run(["status", "--week", "2026-W10"], tmp_path)

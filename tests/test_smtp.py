@@ -158,6 +158,7 @@ def test_connection_refused_stops_naming_host_and_port(unused_port: int) -> None
     assert isinstance(caught.value.__cause__, ConnectionRefusedError)
 
 
+@pytest.mark.slow
 def test_no_answer_after_data_is_unconfirmed_never_retried(smtp_server: SmtpSink) -> None:
     message = outgoing()
     pause = smtp_server.pause_next()  # the final reply comes only after the client gave up

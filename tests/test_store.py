@@ -92,7 +92,7 @@ class DynamoBackend:
         pass  # the dynamo fixture closes its stores
 
 
-@pytest.fixture(params=["sqlite", "dynamodb"])
+@pytest.fixture(params=["sqlite", pytest.param("dynamodb", marks=pytest.mark.aws)])
 def backend(request, path: Path):
     """One backend's data; ``backend.open()`` is a new store on it (closed at the end)."""
     if request.param == "sqlite":
@@ -322,6 +322,7 @@ def test_removing_an_unknown_address_changes_nothing(store):
     assert not store.is_suppressed("nobody@example.org")
 
 
+@pytest.mark.slow
 def test_iter_subscribers_streams_every_row_once_in_id_order(backend):
     # moto deep-copies the whole table for each action of a transaction (an add is one
     # transaction of three): fewer rows there. tests/test_dynamo.py also pages through small
@@ -395,6 +396,7 @@ print(json.dumps(won))
 """
 
 
+@pytest.mark.subprocess
 def test_claim_is_exclusive_across_processes(path, tmp_path):
     SqliteStore.open(path).close()
     go = tmp_path / "go"
@@ -415,6 +417,7 @@ def test_claim_is_exclusive_across_processes(path, tmp_path):
         assert store.ledger_counts(ISSUE)["sending"] == 300
 
 
+@pytest.mark.subprocess
 def test_a_claim_survives_a_killed_process(path):
     """Committed at once: a process killed right after claiming leaves the claim behind."""
     script = ("import os, signal, sys\nfrom datetime import UTC, datetime\n"
