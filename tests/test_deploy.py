@@ -714,6 +714,7 @@ def test_only_cloudfront_reaches_the_app_and_the_client_is_the_viewer(tmp_path):
     assert stored(tmp_path, "d@example.org").status == "pending"
 
 
+@pytest.mark.subprocess
 def test_the_secrets_are_read_from_ssm_and_secrets_manager_at_cold_start(tmp_path,
                                                                          moto_server):
     signing = "a-signing-key-kept-in-ssm-0123456789"

@@ -114,6 +114,7 @@ def test_run_publishes_nothing_when_the_relay_is_down(tmp_path, unused_port):
     assert archive_files(folder) == []
 
 
+@pytest.mark.subprocess
 def test_run_publishes_nothing_to_s3_when_the_secret_is_missing(tmp_path, moto_server):
     s3 = moto_server.client("s3")
     s3.create_bucket(Bucket="weekly-archive")
@@ -148,6 +149,7 @@ def test_smtp_refuses_an_http_app_url(tmp_path, smtp_server, command):
     assert smtp_server.received == []
 
 
+@pytest.mark.subprocess
 def test_ses_refuses_an_http_app_url_before_any_request(tmp_path, moto_server):
     folder = project(tmp_path, '[delivery]\ntransport = "ses"\n')
     ok(newsletter(["build", "--week", SAMPLE_WEEK], folder))
