@@ -62,14 +62,21 @@ site: install
 serve: install
 	$(NEWSLETTER) serve
 
+# Every test, on every core (pytest-xdist), after the system packages the browser tests need
+# (scripts/system-deps). test-fast: only the in-process layer, no Chromium, no moto, no second
+# process, nothing of a second or more (markers in pyproject.toml).
 test: install system-deps
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest -n auto
+
+.PHONY: test-fast
+test-fast: install
+	$(BIN)/python -m pytest -n auto -m "not browser and not aws and not subprocess and not slow"
 
 lint: install
 	$(BIN)/ruff check .
 
 typecheck: install
-	$(BIN)/mypy pipeline subscribers
+	$(BIN)/mypy
 
 # make bench: about twelve minutes (the send path at scale, 10,000 and 100,000 subscribers with
 # 1 and 2 shard workers, is half of it); make bench FULL=1: the issue's full sizes (10,000

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -100,3 +101,72 @@ def clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEWSLETTER_")}
     env.update(extra)
     return env
+
+
+# -- the layers ---------------------------------------------------------------------------------
+# `make test-fast` deselects the markers registered in pyproject.toml. browser and aws follow
+# from the fixtures a test uses (the fixture closure includes fixtures of fixtures), so a new
+# test cannot forget them; subprocess is marked by hand, and the guard below fails a test that
+# starts a process without it, so it cannot be forgotten either.
+
+#: Fixture → the marker every test using it gets.
+FIXTURE_MARKS = {"browser": "browser", "moto_server": "aws", "_moto_session": "aws"}
+#: The marks under which a test may start another program.
+PROCESS_MARKS = ("subprocess", "browser")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        used = set(getattr(item, "fixturenames", ()))
+        for fixture, mark in FIXTURE_MARKS.items():
+            if fixture in used:
+                item.add_marker(mark)
+
+
+_PROCESSES = pytest.StashKey[list[str]]()
+#: The test running now (its setup, call and teardown, module fixtures included).
+_running: list[pytest.Item] = []
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Watch every process start (subprocess.Popen: ``run``, ``check_output`` and asyncio's
+    subprocesses all go through it) for the guard below."""
+    real = subprocess.Popen._execute_child  # type: ignore[attr-defined]
+
+    def execute_child(self, args, *rest, **kw):
+        item = _running[-1] if _running else None
+        if item is not None and not any(item.get_closest_marker(m) for m in PROCESS_MARKS):
+            program = str(args if isinstance(args, str) else args[0])
+            item.stash.setdefault(_PROCESSES, []).append(program)
+            pytest.fail(_unmarked(item, program), pytrace=False)
+        return real(self, args, *rest, **kw)
+
+    subprocess.Popen._execute_child = execute_child  # type: ignore[attr-defined]
+
+
+def _unmarked(item: pytest.Item, program: str) -> str:
+    return (f"{item.nodeid} starts a process ({program}) without a process mark: add "
+            "@pytest.mark.subprocess (the fast layer runs in-process only)")
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    _running.append(item)
+    try:
+        return (yield)
+    finally:
+        _running.remove(item)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+    """Fail the test whose process start went unseen (it was made from a thread, which
+    the failure raised there only ended)."""
+    report = yield
+    started = item.stash.get(_PROCESSES, [])
+    if report.failed:
+        started.clear()  # said already
+    elif call.when == "teardown" and started:
+        report.outcome = "failed"
+        report.longrepr = _unmarked(item, started[0])
+    return report

@@ -106,6 +106,24 @@ class Received:
 
 
 @dataclass
+class Pause:
+    """One held final reply (:meth:`SmtpSink.pause_next`): ``reached`` is set once the message
+    is in (the client now waits for the reply), :meth:`release` lets the reply go."""
+
+    #: Only a message to this (lower-cased) address is held; None: the next message at all.
+    address: str | None = None
+    reached: threading.Event = field(default_factory=threading.Event)
+    released: threading.Event = field(default_factory=threading.Event)
+
+    def wait(self, timeout: float = 30.0) -> bool:
+        """Whether a message reached the pause within ``timeout`` seconds."""
+        return self.reached.wait(timeout)
+
+    def release(self) -> None:
+        self.released.set()
+
+
+@dataclass
 class _Action:
     kind: Literal["reply", "drop", "stall"]
     reply: str = ""
@@ -140,6 +158,8 @@ class SmtpSink:
         self._attempts: Counter[str] = Counter()
         self._peers: set[tuple[str, int]] = set()
         self._script: dict[tuple[Phase, str], deque[_Action]] = {}
+        self._pauses: deque[Pause] = deque()
+        self._issued: list[Pause] = []
         self._users = dict(users or {})
         kwargs: dict[str, Any] = {"timeout": idle_timeout, "enable_SMTPUTF8": smtputf8}
         if tls_context is not None:
@@ -150,6 +170,27 @@ class SmtpSink:
 
         self._controller = Controller(_Handler(self), hostname=self.host, port=self.port,
                                       server_hostname="sink.test", ready_timeout=5.0, **kwargs)
+        self._closed: set[tuple[str, int]] = set()
+        self._closed_changed = threading.Condition(self._lock)
+        make = self._controller.factory
+
+        def factory() -> Any:
+            """aiosmtpd's SMTP protocol, telling the sink when a connection ends."""
+            smtp = make()
+            lost = smtp.connection_lost
+
+            def connection_lost(error: Exception | None) -> None:
+                peer = tuple(smtp.session.peer[:2]) if smtp.session else None
+                lost(error)
+                with self._closed_changed:
+                    if peer:
+                        self._closed.add(peer)
+                    self._closed_changed.notify_all()
+
+            smtp.connection_lost = connection_lost
+            return smtp
+
+        self._controller.factory = factory  # type: ignore[method-assign]
 
     # -- lifecycle
 
@@ -158,6 +199,8 @@ class SmtpSink:
         return self
 
     def stop(self) -> None:
+        for pause in self._issued:  # a test that failed before releasing must not hang here
+            pause.release()
         self._controller.stop()
 
     def settings(self, *, starttls: bool = False, username: str = "") -> SmtpSettings:
@@ -186,6 +229,12 @@ class SmtpSink:
         with self._lock:
             return set(self._peers)
 
+    def wait_closed(self, peer: tuple[str, int], timeout: float = 30.0) -> bool:
+        """Whether the connection from ``peer`` (one of :attr:`peers`) ended within
+        ``timeout`` seconds, by either side (an idle timeout closes it from here)."""
+        with self._closed_changed:
+            return self._closed_changed.wait_for(lambda: peer in self._closed, timeout)
+
     def wait_for(self, count: int, timeout: float = 5.0) -> list[Received]:
         """Wait until ``count`` messages arrived (a stalled answer stores late)."""
         deadline = time.monotonic() + timeout
@@ -213,6 +262,16 @@ class SmtpSink:
         """Keep the message, then wait ``seconds`` before saying so (a slow final reply)."""
         self._push("DATA", address, [_Action("stall", seconds=seconds)] * times)
 
+    def pause_next(self, address: str | None = None) -> Pause:
+        """Keep the next message (for ``address``, or for anyone), then hold its final reply
+        until :meth:`Pause.release`: a client stopped mid-send for as long as a test needs,
+        with no guess at how long that is."""
+        pause = Pause(address.lower() if address else None)
+        with self._lock:
+            self._pauses.append(pause)
+            self._issued.append(pause)
+        return pause
+
     def clear(self) -> None:
         """Forget what was received and scripted."""
         with self._lock:
@@ -220,6 +279,7 @@ class SmtpSink:
             self._attempts.clear()
             self._peers.clear()
             self._script.clear()
+            self._pauses.clear()
 
     def _push(self, at: Phase, address: str, actions: list[_Action]) -> None:
         with self._lock:
@@ -282,6 +342,15 @@ class _Handler:
                           queue_id, tuple(session.peer[:2]), tuple(envelope.mail_options))
         with self.sink._lock:
             self.sink._received.append(record)
+            rcpts = {a.lower() for a in envelope.rcpt_tos}
+            pause = next((p for p in self.sink._pauses
+                          if p.address is None or p.address in rcpts), None)
+            if pause is not None:
+                self.sink._pauses.remove(pause)
+        if pause is not None:
+            pause.reached.set()
+            # Waiting in a worker thread keeps the loop serving every other connection.
+            await asyncio.get_running_loop().run_in_executor(None, pause.released.wait, 60)
         if stall:
             # Queued first, answered late: exactly the case a client cannot tell from a loss.
             await asyncio.sleep(stall)
@@ -483,8 +552,12 @@ def aws_environment(monkeypatch: pytest.MonkeyPatch, endpoint_url: str) -> None:
 
 
 @pytest.fixture
-def moto_server(_moto_session: MotoServer, monkeypatch: pytest.MonkeyPatch) -> MotoServer:
+def moto_server(_moto_session: MotoServer, monkeypatch: pytest.MonkeyPatch,
+                request: pytest.FixtureRequest) -> MotoServer:
     """The session's moto server, reset, with ``weekly@example.org`` verified for SES."""
+    if request.node.get_closest_marker("aws") is None:  # reached through getfixturevalue
+        pytest.fail(f"{request.node.nodeid} talks to moto without the aws mark "
+                    "(pytest.param(..., marks=pytest.mark.aws))", pytrace=False)
     server = _moto_session
     server.reset()
     aws_environment(monkeypatch, server.url)

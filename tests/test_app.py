@@ -63,6 +63,7 @@ def subscribe(app: App, address: str, layout: str = "zh-en", headers=None, *,
 
 # -- the whole way: subscribe → confirm → an issue → one-click unsubscribe ------------------------
 
+@pytest.mark.subprocess
 def test_subscribe_confirm_receive_an_issue_then_unsubscribe_in_one_click(tmp_path, app):
     form = app.request("GET", "/subscribe")
     assert form.status == 200 and 'name="email"' in form.body and 'name="website"' in form.body
@@ -533,6 +534,7 @@ def test_the_app_can_live_under_a_path(tmp_path):
 
 # -- the command ----------------------------------------------------------------------------------
 
+@pytest.mark.subprocess
 def test_newsletter_serve_runs_the_app_until_terminated(tmp_path):
     import signal
     import time
@@ -561,6 +563,7 @@ def test_newsletter_serve_runs_the_app_until_terminated(tmp_path):
     assert "Traceback" not in err
 
 
+@pytest.mark.subprocess
 def test_serve_refuses_a_real_transport_without_a_secret(tmp_path):
     project_settings(tmp_path, free_port(), '[delivery]\ntransport = "ses"\n')
     result = subprocess.run([*newsletter_cmd(), "serve"], cwd=tmp_path, env=clean_env(),

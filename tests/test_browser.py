@@ -242,6 +242,7 @@ def test_hreflang_alternates_resolve(browser, site, week):
 
 
 @pytest.mark.parametrize("week", [SAMPLE_WEEK, OLDER_WEEK])
+@pytest.mark.subprocess
 def test_public_email_has_no_placeholder_or_token(site, week):
     with urllib.request.urlopen(site.url(f"issues/{week}/email.html"), timeout=10) as response:
         assert response.status == 200

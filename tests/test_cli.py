@@ -35,6 +35,7 @@ def written(project: Path) -> list[Path]:
     return sorted(p for p in build.rglob("*") if p.is_file()) if build.exists() else []
 
 
+@pytest.mark.subprocess
 def test_build_writes_the_issue_and_says_where(project):
     result = run(["build", "--week", SAMPLE_WEEK], project)
     assert result.returncode == 0, result.stderr
@@ -48,6 +49,7 @@ def test_build_writes_the_issue_and_says_where(project):
     assert data["content_hash"] in result.stdout
 
 
+@pytest.mark.subprocess
 def test_out_and_several_feeds(project, tmp_path):
     extra = tmp_path / "extra.atom"
     extra.write_bytes(atom([Entry(pr=99999, body="值得一读，补充。")]))
@@ -59,11 +61,13 @@ def test_out_and_several_feeds(project, tmp_path):
 
 
 @pytest.mark.parametrize("week", ["2026-W00", "2025-W53", "last", "2026W48"])
+@pytest.mark.subprocess
 def test_bad_week_exits_2_and_writes_nothing(project, week):
     assert_one_line_error(run(["build", "--week", week], project), 2, "--week")
     assert written(project) == []
 
 
+@pytest.mark.subprocess
 def test_missing_feed_exits_2(project):
     result = run(["build", "--week", SAMPLE_WEEK, "--feed", "no/such.atom"], project)
     assert_one_line_error(result, 2, "no such file", "no/such.atom")
@@ -74,6 +78,7 @@ def test_missing_feed_exits_2(project):
     ("truncated.atom", ("not well-formed",)),
     ("not-a-feed.html", ("not",)),
 ])
+@pytest.mark.subprocess
 def test_unusable_feed_exits_2_and_keeps_the_previous_build(project, name, words):
     assert run(["build", "--week", SAMPLE_WEEK], project).returncode == 0
     before = {p: p.read_bytes() for p in written(project)}
@@ -84,36 +89,43 @@ def test_unusable_feed_exits_2_and_keeps_the_previous_build(project, name, words
     assert leftovers == []
 
 
+@pytest.mark.subprocess
 def test_empty_week_exits_6(project):
     result = run(["build", "--week", "2026-W40"], project)
     assert_one_line_error(result, 6, "2026-W40")
     assert written(project) == []
 
 
+@pytest.mark.subprocess
 def test_bad_config_exits_2(project):
     (project / "newsletter.toml").write_text("[issue]\ntimezone = 'Nowhere/Town'\n")
     assert_one_line_error(run(["build"], project), 2, "timezone")
 
 
+@pytest.mark.subprocess
 def test_bad_override_exits_2(project):
     result = run(["build"], project, NEWSLETTER_ISSUE_SIZE_BUDGET_KB="lots")
     assert_one_line_error(result, 2, "NEWSLETTER_ISSUE_SIZE_BUDGET_KB")
 
 
+@pytest.mark.subprocess
 def test_explicit_missing_config_exits_2(project):
     assert_one_line_error(run(["--config", "nope.toml", "build"], project), 2, "nope.toml")
 
 
+@pytest.mark.subprocess
 def test_usage_errors_are_one_line(project):
     assert_one_line_error(run(["build", "--wek", "x"], project), 2, "--wek")
     assert_one_line_error(run(["frobnicate"], project), 2, "frobnicate")
 
 
+@pytest.mark.subprocess
 def test_no_feed_configured_is_a_usage_error(tmp_path):
     (tmp_path / "newsletter.toml").write_text("")
     assert_one_line_error(run(["build", "--week", SAMPLE_WEEK], tmp_path), 2, "--feed")
 
 
+@pytest.mark.subprocess
 def test_default_week_is_the_last_complete_one(project, tmp_path):
     # A review dated now is in the current week, which is not complete: nothing to do.
     from datetime import UTC, datetime, timedelta

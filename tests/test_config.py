@@ -181,6 +181,7 @@ def test_sane_values_still_load(tmp_path, text, env):
     load(write(tmp_path, text), env)
 
 
+@pytest.mark.subprocess
 def test_a_bad_value_is_one_line_and_exit_2_from_the_command_line(tmp_path):
     import subprocess
 

@@ -162,6 +162,7 @@ def resend_unconfirmed(project: Project, earlier: Counter[str], sink: SmtpSink,
     assert set(project.ledger().values()) == {"sent"}
 
 
+@pytest.mark.subprocess
 def test_killed_mid_run_then_rerun_sends_each_once(project: Project,
                                                    smtp_server: SmtpSink) -> None:
     kill_mid_run(project, smtp_server)
@@ -174,6 +175,7 @@ def test_killed_mid_run_then_rerun_sends_each_once(project: Project,
     resend_unconfirmed(project, Counter(), smtp_server, unconfirmed, copies)
 
 
+@pytest.mark.subprocess
 def test_killed_while_messages_wait_for_their_answer(project: Project,
                                                      smtp_server: SmtpSink) -> None:
     # Every message is kept by the sink at once but answered 0.3 s later: at the kill, the
@@ -190,6 +192,7 @@ def test_killed_while_messages_wait_for_their_answer(project: Project,
     resend_unconfirmed(project, earlier, smtp_server, unconfirmed, copies)
 
 
+@pytest.mark.subprocess
 def test_five_kills_withhold_at_most_one_message_per_thread_each_and_name_them_all(
         project: Project, smtp_server: SmtpSink) -> None:
     # Every first message is answered 0.3 s late, so each kill finds messages in flight.

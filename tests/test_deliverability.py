@@ -123,6 +123,7 @@ def test_each_part_takes_the_smaller_encoding(big_built, built, settings):
 # -- 19: a spam filter's stock rules ---------------------------------------------------------
 
 
+@pytest.mark.subprocess
 def test_spamassassin_finds_nothing_to_score(settings, built):
     """Stock rules, no network (``-L``): no rule that scores above zero, in any layout; in
     particular not HTML_FONT_LOW_CONTRAST, which white preheader text used to earn."""

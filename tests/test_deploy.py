@@ -95,6 +95,7 @@ def step_with_id(flow: dict[str, Any], job: str, step_id: str) -> dict[str, Any]
 
 # -- the template ------------------------------------------------------------------------------
 
+@pytest.mark.subprocess
 def test_the_template_passes_cfn_lint():
     result = subprocess.run([str(BIN / "cfn-lint"), "--", str(TEMPLATE)],
                             capture_output=True, text=True, timeout=300)
@@ -236,6 +237,7 @@ def test_the_function_runs_the_lambda_handler_with_the_production_settings():
     assert not re.fullmatch(secret["AllowedPattern"], "s3cr3t-value-typed-inline")
 
 
+@pytest.mark.subprocess
 def test_the_build_script_parses():
     result = subprocess.run(["bash", "-n", str(ROOT / "deploy" / "build-function.sh")],
                             capture_output=True, text=True)
@@ -250,6 +252,7 @@ def test_there_are_the_three_workflows():
 
 @pytest.mark.parametrize("schema", ["vendor.github-workflows",
                                     "custom.github-workflows-require-timeout"])
+@pytest.mark.subprocess
 def test_the_workflows_match_githubs_schema(schema):
     result = subprocess.run([str(BIN / "check-jsonschema"), "--builtin-schema", schema,
                              *map(str, WORKFLOWS)], capture_output=True, text=True, timeout=120)
@@ -257,6 +260,7 @@ def test_the_workflows_match_githubs_schema(schema):
 
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+@pytest.mark.subprocess
 def test_every_run_script_is_valid_bash_and_takes_its_inputs_from_the_environment(path):
     scripts = [(job, step) for job, step in steps(workflow(path)) if "run" in step]
     assert scripts
@@ -341,6 +345,7 @@ case "$*" in *get-parameter*) echo "{SSM_SECRET}" ;; esac
     return folder
 
 
+@pytest.mark.subprocess
 def test_the_week_and_the_shards_come_from_the_inputs_or_the_calendar(tmp_path):
     script = step_with_id(workflow(WEEKLY), "prepare", "week")["run"]
     env = clean_env()
@@ -371,6 +376,7 @@ def test_the_week_and_the_shards_come_from_the_inputs_or_the_calendar(tmp_path):
     ("publish", 3, "waiting", 0),  # not approved yet
     ("publish", 1, None, 1),
 ])
+@pytest.mark.subprocess
 def test_build_and_publish_gate_the_send_on_their_exit_codes(tmp_path, step, code, outcome,
                                                               exit_code):
     script = step_with_id(workflow(WEEKLY), "prepare", step)["run"]
@@ -383,6 +389,7 @@ def test_build_and_publish_gate_the_send_on_their_exit_codes(tmp_path, step, cod
         assert "waiting for approval" in (tmp_path / "summary.md").read_text()
 
 
+@pytest.mark.subprocess
 def test_the_issue_the_editor_approved_is_used_as_proofed_not_rebuilt(tmp_path):
     script = step_with_id(workflow(WEEKLY), "prepare", "build")["run"]
     fakes = fake_tools(tmp_path / "bin")
@@ -394,6 +401,7 @@ def test_the_issue_the_editor_approved_is_used_as_proofed_not_rebuilt(tmp_path):
 
 
 @pytest.mark.parametrize(("code", "exit_code"), [(0, 0), (4, 0), (5, 0), (3, 3), (1, 1)])
+@pytest.mark.subprocess
 def test_a_shard_reads_the_key_from_ssm_and_a_resumable_stop_is_no_failure(tmp_path, code,
                                                                            exit_code):
     flow = workflow(WEEKLY)
@@ -423,6 +431,7 @@ def test_a_shard_reads_the_key_from_ssm_and_a_resumable_stop_is_no_failure(tmp_p
     (0, "published", "schedule", "10", "failure", 1),  # a shard's job failed
     (6, "empty", "schedule", "14", "skipped", 0),  # no review this week
 ])
+@pytest.mark.subprocess
 def test_the_report_fails_the_run_when_the_week_did_not_go_out(tmp_path, code, outcome, event,
                                                                 hour, send, exit_code):
     (script,) = [s["run"] for s in workflow(WEEKLY)["jobs"]["report"]["steps"]
@@ -611,6 +620,7 @@ def stored(tmp_path: Path, email: str):
         store.close()
 
 
+@pytest.mark.subprocess
 def test_the_handler_serves_the_apps_pages_with_their_security_headers(tmp_path):
     form, health, missing = invoke(tmp_path, [url_event("GET", "/api/subscribe"),
                                               url_event("GET", "/api/healthz"),
@@ -632,6 +642,7 @@ def test_the_handler_serves_the_apps_pages_with_their_security_headers(tmp_path)
 
 
 @pytest.mark.parametrize("base64_body", [False, True], ids=["text-body", "base64-body"])
+@pytest.mark.subprocess
 def test_a_form_post_stores_a_pending_subscriber_and_mails_the_confirmation(tmp_path,
                                                                             base64_body):
     (answer,) = invoke(tmp_path, [subscribe_event("reader@example.org",
@@ -647,6 +658,7 @@ def test_a_form_post_stores_a_pending_subscriber_and_mails_the_confirmation(tmp_
     assert re.search(rf"{re.escape(APP_URL)}/confirm\?token=[a-z2-7]{{56}}\s", text)
 
 
+@pytest.mark.subprocess
 def test_on_lambda_the_mail_queued_after_the_answer_still_leaves_within_its_limits(
         tmp_path):
     """The app answers /subscribe before it looks the address up and mails after; Mangum
@@ -669,6 +681,7 @@ def test_on_lambda_the_mail_queued_after_the_answer_still_leaves_within_its_limi
     assert stored(tmp_path, "removed@example.org") is None
 
 
+@pytest.mark.subprocess
 def test_a_form_from_another_site_is_refused_through_the_handler(tmp_path):
     (answer,) = invoke(tmp_path, [subscribe_event(
         "victim@example.org", headers={"origin": "https://evil.example"})])
@@ -676,6 +689,7 @@ def test_a_form_from_another_site_is_refused_through_the_handler(tmp_path):
     assert stored(tmp_path, "victim@example.org") is None and outbox(tmp_path) == []
 
 
+@pytest.mark.subprocess
 def test_only_cloudfront_reaches_the_app_and_the_client_is_the_viewer(tmp_path):
     secret = "cloudfront-origin-secret-0123456789"
     via = {"x-origin-verify": secret}
@@ -700,6 +714,7 @@ def test_only_cloudfront_reaches_the_app_and_the_client_is_the_viewer(tmp_path):
     assert stored(tmp_path, "d@example.org").status == "pending"
 
 
+@pytest.mark.subprocess
 def test_the_secrets_are_read_from_ssm_and_secrets_manager_at_cold_start(tmp_path,
                                                                          moto_server):
     signing = "a-signing-key-kept-in-ssm-0123456789"

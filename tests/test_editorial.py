@@ -86,6 +86,7 @@ def test_no_file_changes_nothing(settings, tmp_path):
     assert editorial.entries == {} and editorial.path is None
 
 
+@pytest.mark.subprocess
 def test_a_bad_editor_file_exits_2_from_the_command_line(tmp_path):
     import subprocess
 

@@ -264,6 +264,7 @@ def test_a_file_exactly_at_the_cap_is_read(tmp_path):
     assert len(fetch(str(path), None).body) == MAX_BYTES
 
 
+@pytest.mark.subprocess
 def test_an_oversized_feed_file_exits_2_with_one_line(tmp_path):
     path = tmp_path / "huge.atom"
     with path.open("wb") as handle:

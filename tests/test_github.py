@@ -225,6 +225,7 @@ def _build(cwd: Path, url: str) -> tuple[subprocess.CompletedProcess, dict]:
     return result, json.loads(path.read_text()) if path.exists() else {}
 
 
+@pytest.mark.subprocess
 def test_a_build_shows_the_facts_and_the_github_headline(github, tmp_path):
     cwd = _project(tmp_path)
     result, data = _build(cwd, github.url)
@@ -269,6 +270,7 @@ def test_a_build_shows_the_facts_and_the_github_headline(github, tmp_path):
                                                                            - served)
 
 
+@pytest.mark.subprocess
 def test_a_rate_limited_build_is_green_without_facts(github, tmp_path):
     github.mode = "rate-limited"
     result, data = _build(_project(tmp_path), github.url)
@@ -278,6 +280,7 @@ def test_a_rate_limited_build_is_green_without_facts(github, tmp_path):
     assert len(github.requests) == 1
 
 
+@pytest.mark.subprocess
 def test_an_offline_build_is_green_without_facts(tmp_path, unused_port):
     result, data = _build(_project(tmp_path), f"http://127.0.0.1:{unused_port}")
     assert result.returncode == 0, result.stderr
@@ -285,6 +288,7 @@ def test_an_offline_build_is_green_without_facts(tmp_path, unused_port):
     assert [p["code"] for p in data["problems"]].count("github-unavailable") == 1
 
 
+@pytest.mark.subprocess
 def test_disabled_by_default_means_no_facts(tmp_path):
     env = clean_env()
     result = subprocess.run([*newsletter_cmd(), "build", "--week", SAMPLE_WEEK],

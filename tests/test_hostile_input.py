@@ -64,6 +64,7 @@ def raw_entry(lang: str, title: str, body: str, *, pr: int = PR, title_type: str
 
 # -- item 2: bidi and invisible characters ----------------------------------------------------
 
+@pytest.mark.subprocess
 def test_bidi_and_invisible_characters_reach_no_subject_page_mail_or_feed(tmp_path):
     zh_title = "修复\u202eSECURITY ALERT\u202c 调度器 &amp;#x202E;死锁\u200b\u2066x\u2069"
     en_title = "Fix \u202eSECURITY ALERT\u202c scheduler &amp;#x2067;deadlock\ufeff\u200d"
@@ -98,6 +99,7 @@ def test_bidi_and_invisible_characters_reach_no_subject_page_mail_or_feed(tmp_pa
 
 # -- item 13: control characters decoded by the sanitizer ------------------------------------
 
+@pytest.mark.subprocess
 def test_control_character_references_in_content_and_titles_build(tmp_path):
     refs = "&amp;#1; &amp;#xFFFE; &amp;#x0B; &amp;#x1F; &amp;#x81; &amp;#xFDD0;"
     feed = raw_feed(
@@ -125,6 +127,7 @@ def max_depth(fragment: str) -> int:
 
 
 @pytest.mark.parametrize("tag", ["b", "blockquote", "div", "ul"])
+@pytest.mark.subprocess
 def test_ten_thousand_nested_tags_build_flattened(tmp_path, tag):
     deep = f"<{tag}>" * 10_000 + "深处的文字" + f"</{tag}>" * 10_000
     feed = atom([
@@ -143,6 +146,7 @@ def test_ten_thousand_nested_tags_build_flattened(tmp_path, tag):
 
 # -- item 15: PR numbers -------------------------------------------------------------------------
 
+@pytest.mark.subprocess
 def test_a_five_thousand_digit_pr_number_is_skipped_and_the_rest_builds(tmp_path):
     huge = "9" * 5000
     cited = f'<p>Must read. See <a href="https://github.com/vllm-project/vllm/pull/{huge}">' \
@@ -167,6 +171,7 @@ def test_a_five_thousand_digit_pr_number_is_skipped_and_the_rest_builds(tmp_path
 
 # -- item 16: dates and ids ----------------------------------------------------------------------
 
+@pytest.mark.subprocess
 def test_invalid_dates_and_an_id_used_for_two_prs_are_skipped_with_reasons(tmp_path):
     feed = atom([
         Entry(pr=PR, title="正常", body="值得精读。"),
@@ -187,6 +192,7 @@ def test_invalid_dates_and_an_id_used_for_two_prs_are_skipped_with_reasons(tmp_p
         f"feed entry twice skipped: {skipped[('twice', '60004')]}"}
 
 
+@pytest.mark.subprocess
 def test_a_huge_pr_number_cited_in_a_body_passes_the_preview(tmp_path):
     huge = "9" * 5000
     link = f'<a href="https://github.com/vllm-project/vllm/pull/{huge}">#{huge}</a>'

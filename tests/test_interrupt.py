@@ -7,6 +7,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from conftest import SAMPLE_FEED, SAMPLE_WEEK, clean_env, newsletter_cmd
 
 from subscribers.store import SqliteStore
@@ -14,6 +15,7 @@ from subscribers.store import SqliteStore
 COUNT = 120
 
 
+@pytest.mark.subprocess
 def test_ctrl_c_stops_cleanly_and_a_rerun_finishes(tmp_path: Path):
     (tmp_path / "newsletter.toml").write_text(
         f'[feed]\nurls = ["{SAMPLE_FEED}"]\n[delivery]\nmax_rate = 20\nconcurrency = 2\n')

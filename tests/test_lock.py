@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import threading
 import time
 from datetime import UTC, datetime, timedelta
 
@@ -31,6 +32,7 @@ def holder_process(path) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
 
 
+@pytest.mark.subprocess
 def test_a_second_holder_is_refused_naming_the_first(store, tmp_path):
     holder = holder_process(tmp_path / "subscribers.sqlite3")
     try:
@@ -62,11 +64,29 @@ def test_a_holder_elsewhere_blocks_until_its_lease_expires(store):
 
 def test_a_live_holder_renews_its_lease_and_releases_it(store):
     ttl = timedelta(seconds=0.4)
-    with hold(store, "send:x", "send x", ttl=ttl) as lease:
-        time.sleep(1.0)  # longer than the lease: only renewal keeps it
-        current = store.acquire_lease("send:x", "someone-else:1:1", datetime.now(UTC), ttl)
+    start = datetime.now(UTC)
+    later = start + 3 * ttl  # long past the first lease: only a renewal can have kept it
+    clock = [start]
+    renewed_later = threading.Event()
+
+    class Watched:
+        """The store, telling the test once a renewal at ``later`` is written."""
+
+        def __getattr__(self, name):
+            return getattr(store, name)
+
+        def renew_lease(self, name, owner, now, ttl):
+            kept = store.renew_lease(name, owner, now, ttl)
+            if now == later:
+                renewed_later.set()
+            return kept
+
+    with hold(Watched(), "send:x", "send x", ttl=ttl, clock=lambda: clock[0]) as lease:
+        clock[0] = later
+        assert renewed_later.wait(30), "the lease was never renewed"
+        current = store.acquire_lease("send:x", "someone-else:1:1", later, ttl)
         assert current.owner == lease.owner
-    free = store.acquire_lease("send:x", "someone-else:1:1", datetime.now(UTC), ttl)
+    free = store.acquire_lease("send:x", "someone-else:1:1", later, ttl)
     assert free.owner == "someone-else:1:1"
 
 

@@ -72,6 +72,7 @@ def check_stopped(result: subprocess.CompletedProcess, why: str) -> None:
     assert why in error and "run the same command again" in error, error
 
 
+@pytest.mark.subprocess
 def test_a_full_outbox_stops_resumably_and_a_rerun_sends_the_rest(outbox: Path) -> None:
     mount(outbox, "size=256k")
     project = outbox.parents[3]
@@ -95,6 +96,7 @@ def test_a_full_outbox_stops_resumably_and_a_rerun_sends_the_rest(outbox: Path) 
     assert ledger(project)["sent"] == COUNT
 
 
+@pytest.mark.subprocess
 def test_a_read_only_outbox_sends_nothing_and_fails_nobody(outbox: Path) -> None:
     mount(outbox, "size=4m,ro")
     project = outbox.parents[3]
@@ -113,6 +115,7 @@ def test_a_read_only_outbox_sends_nothing_and_fails_nobody(outbox: Path) -> None
     assert len(sent_files(outbox)) == COUNT
 
 
+@pytest.mark.subprocess
 def test_an_outbox_that_is_not_a_folder_stops_resumably(outbox: Path) -> None:
     """Root ignores permission bits, so the third local failure is a real one of another
     kind: the outbox path taken by a file. Nobody is failed; fixing the path finishes."""

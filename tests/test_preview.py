@@ -91,6 +91,8 @@ def sample(tmp_path_factory) -> Previewed:
     return Previewed(project, result)
 
 
+@pytest.mark.subprocess
+@pytest.mark.browser
 def test_preview_of_the_sample(sample: Previewed):
     result = ok(sample.result)
     folder = sample.folder
@@ -120,6 +122,8 @@ def png_size(path: Path) -> tuple[int, int]:
     return struct.unpack(">II", data[16:24])
 
 
+@pytest.mark.subprocess
+@pytest.mark.browser
 def test_screenshots_of_every_layout_at_both_widths(sample: Previewed):
     ok(sample.result)
     shots = sample.folder / "screenshots"
@@ -257,6 +261,7 @@ def test_the_page_is_accessible(browser, served):
         visit.assert_clean()
 
 
+@pytest.mark.subprocess
 def test_the_page_is_valid_html(sample: Previewed):
     ok(sample.result)
     java = shutil.which("java")
@@ -275,6 +280,7 @@ def test_the_page_is_valid_html(sample: Previewed):
 # -- exit status, approval, the editor's file ---------------------------------------------
 
 
+@pytest.mark.subprocess
 def test_a_blocking_problem_exits_3_after_writing_the_preview(tmp_path):
     feed = tmp_path / "zh-only.atom"
     feed.write_bytes(atom([
@@ -294,6 +300,7 @@ def test_a_blocking_problem_exits_3_after_writing_the_preview(tmp_path):
     assert html.index(">missing-language<") < html.index(">unrated<")
 
 
+@pytest.mark.subprocess
 def test_the_editors_file_reorders_and_hides(tmp_path):
     project = make_project(tmp_path / "edited")
     editorial = project / "editorial"
@@ -322,6 +329,7 @@ def test_the_editors_file_reorders_and_hides(tmp_path):
     assert f"Editor's file: <code>editorial/{SAMPLE_WEEK}.toml</code>" in html
 
 
+@pytest.mark.subprocess
 def test_an_approved_issue_is_kept_unless_its_content_changed(tmp_path):
     project = make_project(tmp_path / "p")
     args = ["preview", "--week", SAMPLE_WEEK, "--no-serve", "--no-screenshots"]
@@ -342,6 +350,7 @@ def test_an_approved_issue_is_kept_unless_its_content_changed(tmp_path):
     assert (issue_folder(project) / "approval.json").exists()
 
 
+@pytest.mark.subprocess
 def test_without_chromium_the_page_says_screenshots_were_skipped(tmp_path):
     project = make_project(tmp_path)
     env = clean_env(PATH=str(Path(sys.executable).parent))  # the venv: no chromium there
@@ -351,6 +360,7 @@ def test_without_chromium_the_page_says_screenshots_were_skipped(tmp_path):
     assert not (issue_folder(project) / "preview" / "screenshots").exists()
 
 
+@pytest.mark.subprocess
 def test_layouts_go_with_to(tmp_path):
     project = make_project(tmp_path)
     result = run(["preview", "--no-serve", "--layouts", "en"], project)
@@ -363,6 +373,7 @@ def test_layouts_go_with_to(tmp_path):
 # -- the test send ------------------------------------------------------------------------
 
 
+@pytest.mark.subprocess
 def test_the_test_send_carries_the_headers_of_a_real_send(tmp_path, smtp_server):
     project = make_project(tmp_path, extra=(
         '[site]\napp_url = "https://news.example.org/api"\n'  # RFC 8058: smtp needs https
@@ -448,6 +459,7 @@ class Running:
             self.process.wait()
 
 
+@pytest.mark.subprocess
 def test_preview_serves_the_issue_folder_on_loopback(tmp_path):
     import urllib.request
 
@@ -468,14 +480,16 @@ def test_preview_serves_the_issue_folder_on_loopback(tmp_path):
         live.stop()
 
 
+@pytest.mark.subprocess
 def test_watch_rebuilds_when_the_editors_file_changes(tmp_path):
     project = make_project(tmp_path)
     live = Running(["preview", "--week", SAMPLE_WEEK, "--no-serve", "--no-screenshots",
                     "--watch"], project)
     try:
+        # Said once the watcher holds its first snapshot, in which the editor's file is
+        # missing: creating it from here on is a change, however soon.
         live.wait_for(r"^watching \d+ file\(s\)")
         first_hash = content_hash(project)
-        time.sleep(1.2)  # a poll on the old state, so the new file is a change
         editorial = project / "editorial"
         editorial.mkdir()
         (editorial / f"{SAMPLE_WEEK}.toml").write_text("[56317]\nhide = true\n")

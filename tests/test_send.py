@@ -460,15 +460,17 @@ def test_a_rerun_after_completion_sends_nothing(
     assert recipients(smtp_server.received) == once_each(subscribers)
 
 
+@pytest.mark.slow
 def test_no_answer_after_the_data_is_unconfirmed_and_resent_only_when_asked(
         smtp_server: SmtpSink, built: BuiltIssue, store: SqliteStore,
         messages: Messages) -> None:
     subscribers = subscribe(store, 4)
     slow = subscribers[1]
-    smtp_server.stall_next(slow.email, 2.0)
+    pause = smtp_server.pause_next(slow.email)  # answered only after the client gave up
     transport = SmtpTransport(smtp_server.settings(), None, timeout=1)
     try:
         report = run(built, store, transport, messages, concurrency=1)
+        pause.release()
 
         assert (report.sent, report.unconfirmed, report.failed) == (3, 1, 0)
         assert report.unconfirmed_ids == [slow.id]
@@ -536,15 +538,17 @@ def test_a_claim_a_crash_left_before_the_transport_call_is_sent_not_withheld(
     assert store.ledger_entry(SAMPLE_WEEK, waiting.id).status == "sent"
 
 
+@pytest.mark.slow
 def test_every_report_names_the_unconfirmed_an_earlier_run_left(
         smtp_server: SmtpSink, built: BuiltIssue, store: SqliteStore,
         messages: Messages) -> None:
     subscribers = subscribe(store, 4)
     slow = subscribers[2]
-    smtp_server.stall_next(slow.email, 2.0)
+    pause = smtp_server.pause_next(slow.email)  # answered only after the client gave up
     transport = SmtpTransport(smtp_server.settings(), None, timeout=1)
     try:
         first = run(built, store, transport, messages, concurrency=1)
+        pause.release()
         assert first.unconfirmed_ids == [slow.id]
         smtp_server.wait_for(4)
 

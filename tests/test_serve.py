@@ -45,6 +45,7 @@ def stop(process: subprocess.Popen) -> str:
     return err
 
 
+@pytest.mark.subprocess
 def test_a_taken_port_is_one_line_and_exit_2_and_never_listening(tmp_path):
     folder = project(tmp_path, "http://127.0.0.1:8001")
     with socket.socket() as taken:
@@ -61,6 +62,7 @@ def test_a_taken_port_is_one_line_and_exit_2_and_never_listening(tmp_path):
     assert "listening" not in result.stderr and "Traceback" not in result.stderr
 
 
+@pytest.mark.subprocess
 def test_serve_port_puts_the_port_served_in_the_links(tmp_path):
     """app_url says 8001, the app serves on another port: the confirmation link a new
     subscriber gets must lead to the port that answers."""

@@ -20,6 +20,7 @@ def test_every_id_is_in_exactly_one_shard_and_the_parts_are_even():
     assert all(1700 < size < 2300 for size in sizes), sizes
 
 
+@pytest.mark.subprocess
 def test_the_partition_is_the_same_in_another_process():
     ids = [f"{n:024x}" for n in range(50)]
     here = [shard_of(sid, 4) for sid in ids]

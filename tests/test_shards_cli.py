@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
@@ -45,18 +44,23 @@ def project(tmp_path: Path, smtp_server) -> Path:
     return tmp_path
 
 
+@pytest.mark.subprocess
 def test_shards_reach_everyone_once_and_a_competing_worker_is_refused(project, smtp_server):
+    pause = smtp_server.pause_next()
     first = start(["send", "--week", SAMPLE_WEEK, "--shard", "1/2"], project)
-    time.sleep(0.8)  # the first worker holds shard 1's lease and is sending (12/s ÷ 2)
-    rival = start(["send", "--week", SAMPLE_WEEK, "--shard", "1/2"], project)
-    second = start(["send", "--week", SAMPLE_WEEK, "--shard", "2/2"], project)
-    results = {name: finish(p) for name, p in
-               (("first", first), ("rival", rival), ("second", second))}
-    assert results["first"][0] == 0, results["first"][2]
-    assert results["second"][0] == 0, results["second"][2]
-    code, _, err = results["rival"]
+    try:
+        # Its first message is in and its reply held: the first worker holds shard 1's lease
+        # and is sending, for as long as the rival takes to be refused.
+        assert pause.wait(60), "the first worker sent nothing"
+        code, _, err = finish(start(["send", "--week", SAMPLE_WEEK, "--shard", "1/2"], project))
+    finally:
+        pause.release()
     assert code == 5, err
     assert "shard 1/2" in err and "holds its lock" in err and "Traceback" not in err
+    second = start(["send", "--week", SAMPLE_WEEK, "--shard", "2/2"], project)
+    results = {name: finish(p) for name, p in (("first", first), ("second", second))}
+    assert results["first"][0] == 0, results["first"][2]
+    assert results["second"][0] == 0, results["second"][2]
 
     received = smtp_server.wait_for(COUNT)
     by_recipient: dict[str, int] = {}
@@ -77,6 +81,7 @@ def test_shards_reach_everyone_once_and_a_competing_worker_is_refused(project, s
     assert f"sent {COUNT}, failed 0" in status.stdout
 
 
+@pytest.mark.subprocess
 def test_status_waits_for_the_missing_shard(project):
     assert run(["send", "--week", SAMPLE_WEEK, "--shard", "1/3"], project).returncode == 0
     status = run(["status", "--week", SAMPLE_WEEK], project)
@@ -84,6 +89,7 @@ def test_status_waits_for_the_missing_shard(project):
     assert "not fully sent" in status.stdout and "2/3, 3/3" in status.stdout
 
 
+@pytest.mark.subprocess
 def test_two_runs_started_together_send_once(project, smtp_server):
     runs = [start(["run", "--week", SAMPLE_WEEK], project) for _ in range(2)]
     results = sorted((finish(p) for p in runs), key=lambda r: r[0])
@@ -94,6 +100,7 @@ def test_two_runs_started_together_send_once(project, smtp_server):
         f"reader{n:02d}@example.org" for n in range(COUNT))
 
 
+@pytest.mark.subprocess
 def test_status_of_a_week_not_built(tmp_path):
     (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
     status = run(["status", "--week", "2026-W10"], tmp_path)

@@ -38,6 +38,7 @@ def site(tmp_path_factory) -> Iterator[PublishedSite]:
     yield publish_archive(tmp_path_factory.mktemp("validity-site"), BASE_URL)
 
 
+@pytest.mark.subprocess
 def test_pages_are_valid_html(site: PublishedSite):
     java = shutil.which("java")
     if java is None:
@@ -60,6 +61,7 @@ def test_pages_are_valid_html(site: PublishedSite):
     assert result.returncode == 0, result.stderr
 
 
+@pytest.mark.subprocess
 def test_feed_has_one_full_entry_per_issue(site: PublishedSite):
     feed = feedparser.parse((site.root / "feed.xml").read_bytes())
     assert not feed.bozo, feed.get("bozo_exception")
@@ -86,6 +88,7 @@ def test_feed_has_one_full_entry_per_issue(site: PublishedSite):
             assert item["url"] in content
 
 
+@pytest.mark.subprocess
 def test_sitemap_lists_every_page(site: PublishedSite):
     root = ET.parse(site.root / "sitemap.xml").getroot()  # noqa: S314 (our own output)
     assert root.tag == f"{SITEMAP}urlset"

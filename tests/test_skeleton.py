@@ -5,6 +5,7 @@ from __future__ import annotations
 import subprocess
 import tomllib
 
+import pytest
 from conftest import SAMPLE_WEEK, Entry, atom, clean_env, newsletter_cmd
 
 
@@ -13,6 +14,7 @@ def run(args, cwd):
                           capture_output=True, text=True, timeout=60, check=False)
 
 
+@pytest.mark.subprocess
 def test_skeleton_for_missing_languages_without_clobbering(tmp_path):
     feed = tmp_path / "feed.atom"
     feed.write_bytes(atom([
@@ -47,6 +49,7 @@ def test_skeleton_for_missing_languages_without_clobbering(tmp_path):
     assert built.returncode == 0 and "missing-language: PR #1 has no English" in built.stdout
 
 
+@pytest.mark.subprocess
 def test_an_invalid_editor_file_is_refused_not_appended_to(tmp_path):
     feed = tmp_path / "feed.atom"
     feed.write_bytes(atom([Entry(pr=1, body="值得精读。")]))

@@ -17,7 +17,6 @@ import sqlite3
 import subprocess
 import sys
 import threading
-import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -93,7 +92,7 @@ class DynamoBackend:
         pass  # the dynamo fixture closes its stores
 
 
-@pytest.fixture(params=["sqlite", "dynamodb"])
+@pytest.fixture(params=["sqlite", pytest.param("dynamodb", marks=pytest.mark.aws)])
 def backend(request, path: Path):
     """One backend's data; ``backend.open()`` is a new store on it (closed at the end)."""
     if request.param == "sqlite":
@@ -323,6 +322,7 @@ def test_removing_an_unknown_address_changes_nothing(store):
     assert not store.is_suppressed("nobody@example.org")
 
 
+@pytest.mark.slow
 def test_iter_subscribers_streams_every_row_once_in_id_order(backend):
     # moto deep-copies the whole table for each action of a transaction (an add is one
     # transaction of three): fewer rows there. tests/test_dynamo.py also pages through small
@@ -388,6 +388,7 @@ path, go, seed = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
 sids = [f"{n:024x}" for n in range(300)]
 random.Random(seed).shuffle(sids)
 with SqliteStore.open(path) as store:
+    print("ready", flush=True)
     while not go.exists():
         time.sleep(0.005)
     won = [sid for sid in sids if store.claim("2026-W48", sid, datetime.now(UTC))]
@@ -395,13 +396,15 @@ print(json.dumps(won))
 """
 
 
+@pytest.mark.subprocess
 def test_claim_is_exclusive_across_processes(path, tmp_path):
     SqliteStore.open(path).close()
     go = tmp_path / "go"
     procs = [subprocess.Popen([sys.executable, "-c", _CLAIMER, str(path), str(go), str(n)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for n in range(3)]
-    time.sleep(0.3)
+    for proc in procs:  # all three have the store open and wait: they start together
+        assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
     go.touch()
     won: list[list[str]] = []
     for proc in procs:
@@ -414,6 +417,7 @@ def test_claim_is_exclusive_across_processes(path, tmp_path):
         assert store.ledger_counts(ISSUE)["sending"] == 300
 
 
+@pytest.mark.subprocess
 def test_a_claim_survives_a_killed_process(path):
     """Committed at once: a process killed right after claiming leaves the claim behind."""
     script = ("import os, signal, sys\nfrom datetime import UTC, datetime\n"

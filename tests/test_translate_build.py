@@ -6,6 +6,7 @@ import json
 import subprocess
 from pathlib import Path
 
+import pytest
 from conftest import SAMPLE_WEEK, Entry, atom, clean_env, newsletter_cmd
 from test_translate import FakeLLM, drop_first_placeholder, llm  # noqa: F401 (fixture)
 
@@ -32,6 +33,7 @@ def build(cwd: Path, url: str) -> tuple[subprocess.CompletedProcess, dict]:
     return result, json.loads(path.read_text()) if path.exists() else {}
 
 
+@pytest.mark.subprocess
 def test_missing_english_is_machine_translated_marked_and_remembered(tmp_path, llm):  # noqa: F811
     cwd = project(tmp_path)
     result, data = build(cwd, llm.url)
@@ -51,6 +53,7 @@ def test_missing_english_is_machine_translated_marked_and_remembered(tmp_path, l
     assert same == data
 
 
+@pytest.mark.subprocess
 def test_a_translation_that_breaks_code_is_rejected_and_stays_missing(tmp_path, llm):  # noqa: F811
     llm.answer = drop_first_placeholder
     result, data = build(project(tmp_path), llm.url)
@@ -60,6 +63,7 @@ def test_a_translation_that_breaks_code_is_rejected_and_stays_missing(tmp_path, 
     assert next(i for i in data["items"] if i["pr"] == 1)["en"] is None
 
 
+@pytest.mark.subprocess
 def test_a_dead_backend_leaves_the_build_green_and_the_language_missing(tmp_path, unused_port):
     result, data = build(project(tmp_path), f"http://127.0.0.1:{unused_port}")
     assert result.returncode == 0, result.stderr

@@ -141,6 +141,7 @@ def test_ses_gets_the_idna_domain_and_never_a_non_ascii_local_part(
     assert entry.status == "failed" and entry.permanent and LOCAL in entry.reason
 
 
+@pytest.mark.subprocess
 def test_the_command_line_finishes_the_list_and_names_the_refused_address(
         tmp_path: Path, smtp_server: SmtpSink) -> None:
     (tmp_path / "newsletter.toml").write_text(
