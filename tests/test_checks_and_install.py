@@ -23,6 +23,9 @@ from conftest import ROOT
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+#: Every test here starts a process (a real CLI, make, bash or mypy).
+pytestmark = pytest.mark.subprocess
+
 VENV = Path(sys.prefix)
 
 

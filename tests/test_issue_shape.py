@@ -17,6 +17,9 @@ from conftest import SAMPLE_FEED, SAMPLE_WEEK, clean_env, newsletter_cmd
 
 from pipeline import issue_json
 
+#: Every test here starts a process (a real CLI, make, bash or mypy).
+pytestmark = pytest.mark.subprocess
+
 
 def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([*newsletter_cmd(), *args], cwd=cwd, env=clean_env(),

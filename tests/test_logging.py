@@ -59,6 +59,7 @@ def project(folder: Path, config: str = "", readers: int = 0) -> Path:
 
 
 @pytest.mark.parametrize("where", ["before", "after"])
+@pytest.mark.subprocess
 def test_quiet_build_prints_its_result_and_nothing_else(tmp_path, where):
     folder = project(tmp_path)
     args = ["-q", "build", "--week", SAMPLE_WEEK] if where == "before" \
@@ -69,6 +70,7 @@ def test_quiet_build_prints_its_result_and_nothing_else(tmp_path, where):
     assert result.stderr == ""
 
 
+@pytest.mark.subprocess
 def test_quiet_send_drops_notes_and_progress_but_keeps_the_summary(tmp_path):
     folder = project(tmp_path, readers=100)
     ok(run(["build", "--week", SAMPLE_WEEK], folder))
@@ -78,6 +80,7 @@ def test_quiet_send_drops_notes_and_progress_but_keeps_the_summary(tmp_path):
     assert result.stderr == ""
 
 
+@pytest.mark.subprocess
 def test_notes_and_progress_go_to_stderr_timestamped(tmp_path):
     """The default: the development-key note and a progress line every 100 messages, on
     stderr (stdout keeps only what the run produced), each line stamped for the job's log."""
@@ -133,6 +136,7 @@ def feed_url():
     thread.join(timeout=5)
 
 
+@pytest.mark.subprocess
 def test_verbose_build_names_the_config_each_fetch_and_the_stage_timings(tmp_path, feed_url):
     folder = project(tmp_path)
     url = f"{feed_url}?token={TOKEN}"
@@ -149,11 +153,13 @@ def test_verbose_build_names_the_config_each_fetch_and_the_stage_timings(tmp_pat
     assert f"debug: feed {feed_url}?…: HTTP 304, the cached copy" in second.stderr
 
 
+@pytest.mark.subprocess
 def test_without_verbose_there_is_no_debug_detail(tmp_path):
     result = ok(run(["build", "--week", SAMPLE_WEEK], project(tmp_path)))
     assert result.stderr == ""
 
 
+@pytest.mark.subprocess
 def test_verbose_run_times_each_stage_and_names_the_transport(tmp_path):
     folder = project(tmp_path, readers=2)
     result = ok(run(["run", "--week", SAMPLE_WEEK, "--verbose"], folder))
@@ -166,6 +172,7 @@ def test_verbose_run_times_each_stage_and_names_the_transport(tmp_path):
     assert f"built {SAMPLE_WEEK}:" in result.stdout and "sent 2," in result.stdout
 
 
+@pytest.mark.subprocess
 def test_no_secret_password_or_address_reaches_the_log(tmp_path, smtp_server_factory):
     sink = smtp_server_factory(users={"weekly": PASSWORD}, auth_require_tls=False)
     folder = project(tmp_path, '[site]\napp_url = "https://news.example.org/api"\n'
@@ -184,6 +191,7 @@ def test_no_secret_password_or_address_reaches_the_log(tmp_path, smtp_server_fac
 # -- where the log goes: a terminal or a scheduler's file ----------------------------------
 
 
+@pytest.mark.subprocess
 def test_no_timestamps_on_a_terminal(tmp_path):
     """stderr on a pseudo-terminal (the operator at the keyboard): plain lines."""
     folder = project(tmp_path)
@@ -215,6 +223,7 @@ def test_no_timestamps_on_a_terminal(tmp_path):
     assert out.startswith(f"built {SAMPLE_WEEK}: ")
 
 
+@pytest.mark.subprocess
 def test_every_line_is_stamped_when_stderr_is_not_a_terminal(tmp_path):
     result = ok(run(["-v", "build", "--week", SAMPLE_WEEK], project(tmp_path)))
     lines = result.stderr.splitlines()
@@ -226,6 +235,7 @@ def test_every_line_is_stamped_when_stderr_is_not_a_terminal(tmp_path):
 
 
 @pytest.mark.parametrize("flags", [[], ["-q"]])
+@pytest.mark.subprocess
 def test_an_error_is_still_one_line(tmp_path, flags):
     result = run([*flags, "build", "--week", "2026-W99"], project(tmp_path))
     assert result.returncode == 2
@@ -233,6 +243,7 @@ def test_an_error_is_still_one_line(tmp_path, flags):
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.subprocess
 def test_with_verbose_the_error_is_still_its_own_unstamped_line(tmp_path):
     result = run(["-v", "build", "--week", "2026-W99"], project(tmp_path))
     assert result.returncode == 2
@@ -242,6 +253,7 @@ def test_with_verbose_the_error_is_still_its_own_unstamped_line(tmp_path):
     assert "Traceback" not in result.stderr
 
 
+@pytest.mark.subprocess
 def test_verbose_and_quiet_together_is_a_usage_error(tmp_path):
     result = run(["-v", "build", "-q"], project(tmp_path))
     assert result.returncode == 2

@@ -13,7 +13,11 @@ import stat
 import subprocess
 from pathlib import Path
 
+import pytest
 from conftest import ROOT
+
+#: Every test here starts a process (a real CLI, make, bash or mypy).
+pytestmark = pytest.mark.subprocess
 
 SCRIPT = ROOT / "scripts" / "system-deps"
 EVERYTHING = ("chromium", "fonts-noto-cjk", "default-jre-headless", "spamassassin")
