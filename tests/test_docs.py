@@ -1,0 +1,88 @@
+"""The repository explains itself: the README and docs/ refer only to what a clone holds.
+
+A link to a file that is not in the repository (the design notes of the team that wrote it,
+a page since renamed) is a promise a reader cannot follow, so every relative markdown link
+must name a file of the repository, and an anchor a heading of the page it names. The README
+stays short (at most 150 lines): the detail lives in docs/.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+README_MAX_LINES = 150
+
+_LINK = re.compile(r"\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")
+_EXTERNAL = re.compile(r"^(?:[a-z][a-z0-9+.-]*:|//)", re.IGNORECASE)
+_OUTSIDE = re.compile(r"(?<![\w-])(?:\.\./)*shared/|DESIGN\.md")
+_FENCE = re.compile(r"^(```|~~~).*?^\1", re.MULTILINE | re.DOTALL)
+
+
+def _slug(heading: str) -> str:
+    """GitHub's anchor for a heading: lower case, punctuation dropped, spaces → hyphens."""
+    text = re.sub(r"[`*_]", "", heading.strip().lower())
+    text = re.sub(r"[^\w\- ]", "", text)
+    return text.replace(" ", "-")
+
+
+def _anchors(page: Path) -> set[str]:
+    text = _FENCE.sub("", page.read_text(encoding="utf-8"))
+    return {_slug(m[1]) for m in re.finditer(r"^#{1,6}\s+(.+?)\s*#*\s*$", text, re.MULTILINE)}
+
+
+def _links(doc: Path) -> list[str]:
+    return _LINK.findall(_FENCE.sub("", doc.read_text(encoding="utf-8")))
+
+
+def _resolves(doc: Path, target: str) -> bool:
+    """A relative link names an existing file inside the repository (and a heading of it)."""
+    path, _, anchor = target.partition("#")
+    page = (doc.parent / path).resolve() if path else doc
+    if not page.is_relative_to(ROOT.resolve()) or not page.exists():
+        return False
+    return not anchor or page.suffix != ".md" or anchor in _anchors(page)
+
+
+def test_the_docs_are_found() -> None:
+    names = {path.name for path in DOCS}
+    assert {"README.md", "architecture.md", "operations.md", "subscriptions.md",
+            "deploy.md"} <= names
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[str(p.relative_to(ROOT)) for p in DOCS])
+def test_no_reference_to_files_outside_the_repository(doc: Path) -> None:
+    text = doc.read_text(encoding="utf-8")
+    found = [line for line in text.splitlines() if _OUTSIDE.search(line)]
+    assert found == [], f"{doc.name} refers to files outside the repository"
+
+
+@pytest.mark.parametrize("doc", DOCS, ids=[str(p.relative_to(ROOT)) for p in DOCS])
+def test_every_relative_link_names_a_file_of_the_repository(doc: Path) -> None:
+    broken = [target for target in _links(doc)
+              if not _EXTERNAL.match(target) and not _resolves(doc, target)]
+    assert broken == [], f"{doc.name}: links to nothing in the repository: {broken}"
+
+
+def test_the_readme_stays_short() -> None:
+    lines = (ROOT / "README.md").read_text(encoding="utf-8").splitlines()
+    assert len(lines) <= README_MAX_LINES
+
+
+def test_the_checks_themselves_catch_what_they_should() -> None:
+    assert _OUTSIDE.search("See `../shared/DESIGN.md`.")
+    assert _OUTSIDE.search("a sample in shared/seeds/")
+    assert not _OUTSIDE.search("one store for every sending thread, not shared-nothing")
+    assert _links(ROOT / "README.md")  # the README does link into docs/
+    assert _slug("Production: one store for app and job, shards") == (
+        "production-one-store-for-app-and-job-shards")
+    assert _slug("`issue.json`") == "issuejson"
+    readme = ROOT / "README.md"
+    assert _resolves(readme, "docs/operations.md#configuration")
+    assert not _resolves(readme, "docs/nowhere.md")
+    assert not _resolves(readme, "docs/operations.md#no-such-heading")
+    assert not _resolves(readme, "../shared/DESIGN.md")
