@@ -129,8 +129,13 @@ def test_require_approval_gate(project):
     refused = run(["send", "--week", SAMPLE_WEEK], project, **env)
     assert refused.returncode == 3 and "not approved" in refused.stderr
     assert outbox(project) == []
+    unpublished = run(["publish", "--week", SAMPLE_WEEK], project, **env)
+    assert unpublished.returncode == 3 and "not approved" in unpublished.stderr
+    assert not (project / "build" / "site").exists()
     approved = ok(run(["approve", "--week", SAMPLE_WEEK], project))
     assert "approved 2026-W48 as " in approved.stdout
+    ok(run(["publish", "--week", SAMPLE_WEEK], project, **env))
+    assert (project / "build" / "site" / "issues" / SAMPLE_WEEK / "index.html").exists()
     ok(run(["send", "--week", SAMPLE_WEEK], project, **env))
     assert len(outbox(project)) == subscriber_count()
 
