@@ -81,7 +81,8 @@ def test_a_full_outbox_stops_resumably_and_a_rerun_sends_the_rest(outbox: Path) 
 
     check_stopped(first, "No space left on device (ENOSPC)")
     written = sent_files(outbox)
-    assert 1 <= len(written) < COUNT
+    assert written, "the first messages fit before the disk filled"
+    assert len(written) < COUNT, "the disk filled before the list ended"
     assert leftovers(outbox) == []  # no zero-byte or partial temp file is left behind
     counts = ledger(project)
     # Nobody is marked failed; the claims not handed over were released.
