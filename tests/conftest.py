@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -101,6 +102,28 @@ def clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEWSLETTER_")}
     env.update(extra)
     return env
+
+
+def run_newsletter(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    """``newsletter ARGS`` in ``cwd`` as a real process, with a clean environment plus ``env``."""
+    return subprocess.run([*newsletter_cmd(), *args], cwd=cwd, env=clean_env(**env),
+                          capture_output=True, text=True, timeout=120, check=False)
+
+
+def ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+    """``result``, asserted to have exited 0 (its output shown when it did not)."""
+    assert result.returncode == 0, result.stdout + result.stderr
+    return result
+
+
+def nesting(fragment: str) -> int:
+    """How deep the elements of an HTML fragment nest (``<br>`` opens nothing)."""
+    depth = deepest = 0
+    for closing, name in re.findall(r"<(/?)([a-z]+)[^>]*>", fragment):
+        if name != "br":
+            depth += -1 if closing else 1
+            deepest = max(deepest, depth)
+    return deepest
 
 
 # -- the layers ---------------------------------------------------------------------------------

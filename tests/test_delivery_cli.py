@@ -4,24 +4,16 @@ from __future__ import annotations
 
 import email
 import json
-import subprocess
 from email import policy
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, SAMPLE_FEED, SAMPLE_WEEK, Entry, atom, clean_env, newsletter_cmd
+from conftest import ROOT, SAMPLE_FEED, SAMPLE_WEEK, Entry, atom, ok
+from conftest import run_newsletter as run
 
 SUBSCRIBERS = ROOT / "examples" / "subscribers.csv"
 
 
-def run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*newsletter_cmd(), *args], cwd=cwd, env=clean_env(**env),
-                          capture_output=True, text=True, timeout=120, check=False)
-
-
-def ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
-    assert result.returncode == 0, result.stdout + result.stderr
-    return result
 
 
 @pytest.fixture

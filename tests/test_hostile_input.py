@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_WEEK, Entry, atom, clean_env, newsletter_cmd
+from conftest import SAMPLE_WEEK, Entry, atom, clean_env, nesting, newsletter_cmd
 
 from pipeline.model import LAYOUTS
 from pipeline.sanitize import MAX_NESTING
@@ -117,15 +117,6 @@ def test_control_character_references_in_content_and_titles_build(tmp_path):
 
 # -- item 14: nesting ---------------------------------------------------------------------------
 
-def max_depth(fragment: str) -> int:
-    """How deep the elements of ``fragment`` nest (``<br>`` opens nothing)."""
-    depth = deepest = 0
-    for closing, name in re.findall(r"<(/?)([a-z]+)[^>]*>", fragment):
-        if name != "br":
-            depth += -1 if closing else 1
-            deepest = max(deepest, depth)
-    return deepest
-
 
 @pytest.mark.parametrize("tag", ["b", "blockquote", "div", "ul"])
 @pytest.mark.subprocess
@@ -139,7 +130,7 @@ def test_ten_thousand_nested_tags_build_flattened(tmp_path, tag):
     (item,) = data["items"]
     body = item["zh"]["body_html"]
     assert "深处的文字" in body
-    assert max_depth(body) <= MAX_NESTING
+    assert nesting(body) <= MAX_NESTING
     # Flattened, not stripped: an allowed tag keeps its outer levels (div is not allowed at all).
     assert (f"<{tag}>" in body) is (tag != "div")
     for layout in ("zh-en", "en-zh", "zh"):

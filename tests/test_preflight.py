@@ -12,7 +12,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_FEED, SAMPLE_WEEK, Entry, atom, clean_env, newsletter_cmd
+from conftest import SAMPLE_FEED, SAMPLE_WEEK, Entry, atom, ok
+from conftest import run_newsletter as newsletter
 from servers import SmtpSink
 
 from pipeline.errors import UsageError
@@ -24,14 +25,6 @@ HTTPS_APP = '[site]\napp_url = "https://news.example.org/api"\n'
 TZ = "Asia/Shanghai"
 
 
-def newsletter(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*newsletter_cmd(), *args], cwd=cwd, env=clean_env(**env),
-                          capture_output=True, text=True, timeout=120, check=False)
-
-
-def ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
-    assert result.returncode == 0, result.stdout + result.stderr
-    return result
 
 
 def one_line(result: subprocess.CompletedProcess) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
+from conftest import nesting
 
 from pipeline.sanitize import (
     MAX_NESTING,
@@ -135,14 +136,6 @@ def test_tab_and_line_breaks_stay_in_a_body_and_become_spaces_in_a_line():
     assert strip_unsafe("a\tb\nc\r\n") == "a\tb\nc\r\n"
     assert one_line("a\tb\nc\u2028d\x0be\x85f") == "a b c d e f"
 
-
-def nesting(fragment: str) -> int:
-    depth = deepest = 0
-    for closing, name in re.findall(r"<(/?)([a-z]+)[^>]*>", fragment):
-        if name != "br":
-            depth += -1 if closing else 1
-            deepest = max(deepest, depth)
-    return deepest
 
 
 @pytest.mark.parametrize("tag", ["b", "em", "blockquote", "ul", "div", "span", "table"])
