@@ -1,4 +1,7 @@
-"""Write a folder of artifacts all at once, or not at all.
+"""Write a file, or a folder of artifacts, all at once or not at all.
+
+A file (:func:`write_file`) is written to a temporary name beside it and renamed into place;
+when the write fails the temporary file is removed too, so a full disk leaves nothing behind.
 
 The files are written into a temporary sibling folder, which is then renamed into place; a
 crash or an error leaves either the old folder or the new one, never half of each. A folder
@@ -16,6 +19,22 @@ from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 
 from .errors import OutputError
+
+
+def write_file(path: Path, data: bytes, *, prefix: str = ".tmp-", suffix: str = "") -> None:
+    """``data`` into ``path`` whole (temp file, then rename), readable by all (0644: mkstemp
+    makes 0600). An ``OSError`` propagates, for the caller to say what it was writing; the
+    temporary file is gone by then."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=suffix)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
 
 
 def write_folder(target: Path, files: Mapping[str, bytes], drop: Collection[str] = ()) -> None:

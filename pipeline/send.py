@@ -27,11 +27,9 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import os
 import re
 import signal
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -58,6 +56,7 @@ from .errors import (
 )
 from .message import Messages
 from .model import LAYOUTS
+from .output import write_file
 from .pace import TokenBucket, backoff
 from .transport import Transport
 from .week import iso_z, now
@@ -426,17 +425,9 @@ def report_file(shard: Shard | None) -> str:
 def write_report(built: BuiltIssue, report: SendReport, shard: Shard | None = None) -> None:
     """Keep the report beside issue.json (temp file, then rename); OutputError if the
     folder cannot take it (the disk the outbox filled, say), with no temp file left."""
-    tmp: str | None = None
     try:
-        fd, tmp = tempfile.mkstemp(dir=built.folder, prefix=".send-report-")
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(report.to_json())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, built.folder / report_file(shard))
+        write_file(built.folder / report_file(shard), report.to_json(), prefix=".send-report-")
     except OSError as exc:
-        if tmp is not None:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
         raise OutputError(f"cannot write {built.folder / report_file(shard)}: "
                           f"{exc.strerror or exc}") from exc
 

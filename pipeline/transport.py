@@ -23,17 +23,15 @@ modules so that boto3 is imported only by the SES adapter.
 
 from __future__ import annotations
 
-import contextlib
 import errno
-import os
 import re
-import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
 from .errors import ConfigError, SendingStopped
+from .output import write_file
 
 
 @dataclass(frozen=True)
@@ -85,18 +83,10 @@ class OutboxTransport:
 
     def send(self, message: Outgoing) -> str:
         name = _UNSAFE.sub("_", message.key.replace("/", "--")) + ".eml"
-        tmp: str | None = None
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-", suffix=".eml")
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(message.raw)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, self.folder / name)
+            write_file(self.folder / name, message.raw, suffix=".eml")
         except OSError as exc:
-            if tmp is not None:
-                with contextlib.suppress(OSError):
-                    os.unlink(tmp)
             raise SendingStopped(f"outbox {self.folder}: cannot write {name}: "
                                  f"{_why(exc)}", recipient=message.recipient) from exc
         return f"outbox:{name}"
