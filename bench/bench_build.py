@@ -49,16 +49,23 @@ from pathlib import Path
 import pendulum
 from mjml import mjml2html
 
-from pipeline.bilingual import compose
-from pipeline.build import assemble
-from pipeline.built import BuiltIssue
-from pipeline.collect import FeedResult, PullGroup, group_week, merge, parse_feed, skipped_in_week
 from pipeline.config import Settings, load
-from pipeline.message import Messages
-from pipeline.mime import BASE64, encode_body
+from pipeline.core.bilingual import compose
+from pipeline.core.collect import (
+    FeedResult,
+    PullGroup,
+    group_week,
+    merge,
+    parse_feed,
+    skipped_in_week,
+)
+from pipeline.core.message import Messages
+from pipeline.core.mime import BASE64, encode_body
+from pipeline.core.rank import rank
+from pipeline.core.render import Footer, RenderedLayout, Renderer, _Plan
 from pipeline.model import LAYOUTS, Issue, Week
-from pipeline.rank import rank
-from pipeline.render import Footer, RenderedLayout, Renderer, _Plan
+from pipeline.stages.build import assemble
+from pipeline.stages.built import BuiltIssue
 from pipeline.week import parse_week
 from subscribers.tokens import Keys
 

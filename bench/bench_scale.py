@@ -78,12 +78,12 @@ from pathlib import Path
 from bench_build import table
 from bench_send import BENCH_KEY, WEEK_ID, NullTransport, Setup, fill_store, numbers, prepare
 
-from pipeline.built import load_built
 from pipeline.config import load
-from pipeline.message import Messages
-from pipeline.send import Sender, SendOptions
+from pipeline.core.message import Messages
+from pipeline.stages.built import load_built
+from pipeline.stages.send import Sender, SendOptions
 from subscribers.shards import Shard
-from subscribers.store import SqliteStore
+from subscribers.store.sqlite import SqliteStore
 from subscribers.tokens import Keys
 
 SIZES = (10_000, 100_000)

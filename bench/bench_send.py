@@ -1,7 +1,7 @@
 """Benchmark of ``newsletter send``: message building, SMTP throughput, and memory per list size.
 
 What it measures, on the sample issue (``examples/sample-feed.atom`` built for 2026-W48 into a
-temp folder with ``pipeline.build.build``; nothing is written in the work tree):
+temp folder with ``pipeline.stages.build.build``; nothing is written in the work tree):
 
 * **build**: ``Messages.build`` per recipient (µs), for each layout: the signed links, both
   parts filled in and base64-encoded, the personal headers folded. Baseline in the same run:
@@ -68,17 +68,17 @@ from typing import Any
 
 from bench_build import table
 
-from pipeline.build import build
-from pipeline.built import BuiltIssue, load_built
 from pipeline.config import Settings, SmtpSettings, load
-from pipeline.message import Messages
+from pipeline.core.message import Messages
+from pipeline.core.render import PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER
 from pipeline.model import LAYOUTS
-from pipeline.render import PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER
-from pipeline.send import Sender, SendOptions, SendReport
-from pipeline.smtp import SmtpTransport
+from pipeline.stages.build import build
+from pipeline.stages.built import BuiltIssue, load_built
+from pipeline.stages.send import Sender, SendOptions, SendReport
 from pipeline.transport import Outgoing, Transport
+from pipeline.transport.smtp import SmtpTransport
 from subscribers.model import email_key, new_subscriber_id
-from subscribers.store import SqliteStore
+from subscribers.store.sqlite import SqliteStore
 from subscribers.tokens import Keys
 
 ROOT = Path(__file__).resolve().parent.parent

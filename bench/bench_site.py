@@ -1,7 +1,8 @@
 """Benchmark of the web archive: site generation against the archive's size, and publishing.
 
 What it measures, on N copies of the sample issue (``examples/sample-feed.atom`` built for
-2026-W48 into a temp folder with ``pipeline.build.build``; nothing is written in the work tree),
+2026-W48 into a temp folder with ``pipeline.stages.build.build``; nothing is written in the
+work tree),
 for N = 1, 52 and 520 (a year and ten years of weekly issues). Copy i is the same issue.json
 with the id, week boundaries, archive URL and subjects of the week i weeks before 2026-W48
 (``pipeline.week``: 2026-W48, 2026-W47, …, 2016-W50 for 520), so every page is full-size:
@@ -65,11 +66,11 @@ import pendulum
 from bench_build import median_ms, table
 
 from pipeline.archive import Archive, LocalArchive
-from pipeline.build import build
-from pipeline.built import BuiltIssue, load_built
 from pipeline.config import Settings, load
-from pipeline.publish import publish
-from pipeline.site import Site
+from pipeline.core.site import Site
+from pipeline.stages.build import build
+from pipeline.stages.built import BuiltIssue, load_built
+from pipeline.stages.publish import publish
 from pipeline.week import iso_z, parse_week, week_of_monday
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -282,7 +283,7 @@ class S3Target:
         return f"{tag}/"
 
     def open(self, location: str) -> Archive:
-        from pipeline.s3archive import S3Archive
+        from pipeline.archive.s3 import S3Archive
 
         return S3Archive(BUCKET, location, client=self.client)
 
@@ -385,7 +386,7 @@ def point_boto3_at(url: str) -> None:
 
 
 def bench_s3(setup: Setup, sizes: Sequence[int], runs: int) -> list[PublishResult]:
-    from pipeline.s3archive import s3_client
+    from pipeline.archive.s3 import s3_client
 
     with moto_server() as url:
         point_boto3_at(url)

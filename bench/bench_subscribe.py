@@ -47,10 +47,10 @@ from urllib.parse import urlencode
 
 import uvicorn
 
-from pipeline.app import MailQueue, create_app
 from pipeline.config import load
-from pipeline.delivery import open_subscriptions
-from pipeline.serve import server_config
+from pipeline.web.app import MailQueue, create_app
+from pipeline.web.serve import server_config
+from pipeline.wiring import open_subscriptions
 
 #: Every state an address can be in when someone asks to subscribe it.
 STATES = ("new", "pending", "active", "unsubscribed", "bounced", "complained", "removed")

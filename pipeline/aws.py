@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal, overload
 
-from .errors import ConfigError
+from pipeline.errors import ConfigError
 
 if TYPE_CHECKING:  # boto3-stubs (the test extra): types only, never imported at run time
     from mypy_boto3_dynamodb import DynamoDBClient

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 import pendulum
 
-from .errors import ConfigError
+from pipeline.errors import ConfigError
 
 #: Environment variables that look like overrides but are secrets read elsewhere.
 SECRET_VARIABLES = frozenset(

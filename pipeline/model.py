@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Generic, Literal, TypeGuard, TypeVar
 
 if TYPE_CHECKING:
-    from .github import PullFacts
+    from pipeline.sources.github import PullFacts
 
 Lang = Literal["zh", "en"]
 Severity = Literal["blocking", "warning"]

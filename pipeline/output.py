@@ -18,7 +18,7 @@ import tempfile
 from collections.abc import Collection, Iterator, Mapping
 from pathlib import Path
 
-from .errors import OutputError
+from pipeline.errors import OutputError
 
 
 def write_file(path: Path, data: bytes, *, prefix: str = ".tmp-", suffix: str = "") -> None:

@@ -12,8 +12,8 @@ from datetime import UTC, date, datetime
 
 import pendulum
 
-from .errors import UsageError
-from .model import Week
+from pipeline.errors import UsageError
+from pipeline.model import Week
 
 _WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
 

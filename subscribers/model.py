@@ -14,8 +14,7 @@ from enum import StrEnum
 from email_validator import EmailNotValidError, validate_email
 
 from pipeline.model import LAYOUTS
-
-from .errors import InvalidAddress
+from subscribers.errors import InvalidAddress
 
 __all__ = [
     "DEFAULT_LAYOUT",

@@ -1,6 +1,6 @@
 """How people join and leave: the actions behind the subscription app and inbound mail.
 
-The web pages (``pipeline.app``), the SES webhook and ``newsletter inbox process`` all come
+The web pages (``pipeline.web.app``), the SES webhook and ``newsletter inbox process`` all come
 here, so a sign-up by form and one by mail follow the same rules:
 
 * **Double opt-in.** A request stores a ``pending`` address and mails it a confirmation
@@ -33,9 +33,8 @@ from enum import StrEnum
 from typing import Protocol
 
 from pipeline.errors import TransportError, Unconfirmed
-
-from .errors import InvalidAddress, TokenError, UnknownSubscriber
-from .model import (
+from subscribers.errors import InvalidAddress, TokenError, UnknownSubscriber
+from subscribers.model import (
     DEFAULT_LAYOUT,
     LAYOUTS,
     Subscriber,
@@ -43,8 +42,8 @@ from .model import (
     new_subscriber_id,
     normalise_email,
 )
-from .store import MAIL_EVENTS, SubscriberStore
-from .tokens import Keys, Purpose, make_token, verify_token
+from subscribers.store.sqlite import MAIL_EVENTS, SubscriberStore
+from subscribers.tokens import Keys, Purpose, make_token, verify_token
 
 __all__ = [
     "Mailer",

@@ -40,8 +40,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Literal
 
 from pipeline.errors import ConfigError
-
-from .errors import TokenError
+from subscribers.errors import TokenError
 
 __all__ = [
     "MAX_TAGGED_LOCAL_PART",

@@ -1,6 +1,6 @@
 """The subscription app served by uvicorn on 127.0.0.1, and a small HTTP client for it.
 
-``serve_app(settings, ...)`` starts the real app (``pipeline.app.create_app`` over the real
+``serve_app(settings, ...)`` starts the real app (``pipeline.web.app.create_app`` over the real
 SQLite store, keys and outbox of ``settings``) in a background thread and stops it when
 the ``with`` block ends. ``request`` speaks HTTP/1.1 to it with ``http.client``: no
 redirects followed, nothing added but what the test gives.
@@ -23,10 +23,10 @@ from urllib.parse import urlencode, urlsplit
 
 import uvicorn
 
-from pipeline.app import MailQueue, create_app
 from pipeline.config import Settings
-from pipeline.delivery import open_subscriptions
-from pipeline.serve import server_config
+from pipeline.web.app import MailQueue, create_app
+from pipeline.web.serve import server_config
+from pipeline.wiring import open_subscriptions
 from subscribers.sns import SnsVerifier
 from subscribers.subscriptions import Policy, Subscriptions
 

@@ -1,7 +1,7 @@
 """Headless Chromium for the browser tests: Debian's ``chromium``, never a downloaded one.
 
 Registered as a pytest plugin in conftest.py, so every test module gets the ``browser``
-fixture (one browser per module). The flags are the runtime's own (pipeline/preview.py
+fixture (one browser per module). The flags are the runtime's own (pipeline/stages/preview.py
 screenshots with the same Chromium), minus the screenshot-only ones.
 """
 
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, sync_playwright
 
-from pipeline.preview import CHROMIUM_FLAGS as _RUNTIME_FLAGS
+from pipeline.stages.preview import CHROMIUM_FLAGS as _RUNTIME_FLAGS
 
 #: Flags that work on these machines (closed network, root, no GPU).
 CHROMIUM_FLAGS = [flag for flag in _RUNTIME_FLAGS

@@ -1,7 +1,7 @@
 """DynamoDB for the store tests: the two tables in the session's moto server (tests/servers.py).
 
 ``dynamo`` (fixture) resets moto, creates the tables of ``[store]`` with
-:func:`subscribers.dynamo.create_tables` and gives settings whose ``[store] backend`` is
+:func:`subscribers.store.dynamo.create_tables` and gives settings whose ``[store] backend`` is
 ``dynamodb``; ``dynamo.open()`` returns a new :class:`DynamoStore` (its own boto3 client) on
 the same tables, as another process or Lambda instance would have.
 
@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from subscribers.dynamo import DynamoStore, create_tables
+from subscribers.store.dynamo import DynamoStore, create_tables
 
 if TYPE_CHECKING:
     from pipeline.config import Settings

@@ -13,8 +13,7 @@ import feedparser
 import pytest
 from conftest import DATA, Entry, atom
 
-from pipeline.build import assemble, build
-from pipeline.collect import (
+from pipeline.core.collect import (
     FeedResult,
     detect_lang,
     group_week,
@@ -22,9 +21,10 @@ from pipeline.collect import (
     parse_feed,
     skipped_in_week,
 )
+from pipeline.core.feed_date import date_problem
 from pipeline.errors import FeedError
-from pipeline.feed_date import date_problem
 from pipeline.model import Skipped
+from pipeline.stages.build import assemble, build
 from pipeline.week import parse_week
 
 REPO = "vllm-project/vllm"

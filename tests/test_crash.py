@@ -26,7 +26,7 @@ import pytest
 from conftest import SAMPLE_FEED, SAMPLE_WEEK, clean_env, newsletter_cmd
 
 from pipeline.model import LAYOUTS
-from subscribers.store import SqliteStore
+from subscribers.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
     from servers import Received, SmtpSink

@@ -17,14 +17,14 @@ from email.header import decode_header, make_header
 import pytest
 from conftest import SAMPLE_WEEK, Entry, atom
 
-from pipeline.bilingual import SUBJECT_MAX
-from pipeline.build import build
-from pipeline.built import load_built
-from pipeline.message import Messages
-from pipeline.mime import BASE64, QUOTED_PRINTABLE
+from pipeline.core.bilingual import SUBJECT_MAX
+from pipeline.core.message import Messages
+from pipeline.core.mime import BASE64, QUOTED_PRINTABLE
+from pipeline.core.site import Site, public_email
+from pipeline.core.wrap import SIGNATURE, width
 from pipeline.model import LAYOUTS
-from pipeline.site import Site, public_email
-from pipeline.wrap import SIGNATURE, width
+from pipeline.stages.build import build
+from pipeline.stages.built import load_built
 from subscribers.tokens import Keys
 
 NOW = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
@@ -266,7 +266,7 @@ def test_an_english_eml_is_readable_in_a_text_editor(settings, built):
 def test_the_confirmation_eml_is_readable_and_its_link_works(settings, tmp_path):
     """The opt-in mail, as the outbox writes it: quoted-printable, words and link legible
     in the file; a mail client decodes the same link."""
-    from pipeline.optin_mail import OptInMailer
+    from pipeline.stages.optin_mail import OptInMailer
     from pipeline.transport import OutboxTransport
     from subscribers.model import Subscriber
 

@@ -9,7 +9,7 @@ Nothing here reaches AWS or GitHub. What can be checked offline is:
   (``--builtin-schema``, so nothing is downloaded). actionlint would be the sharper tool, but
   it is a Go binary this machine cannot install without downloading it; the schema plus
   ``bash -n`` on every ``run:`` script plus the structural checks below stand in for it;
-* the Lambda handler, for real: ``pipeline.lambda_app`` imported in a fresh process (it is
+* the Lambda handler, for real: ``pipeline.web.lambda_app`` imported in a fresh process (it is
   wired at import, as at a cold start) and called with Lambda function URL events (payload
   format 2.0) against the SQLite store and the outbox in a temp folder, and against moto
   for the secrets it reads from SSM and Secrets Manager.
@@ -35,7 +35,7 @@ import yaml
 from conftest import ROOT, clean_env
 
 from pipeline.week import last_complete_week
-from subscribers.store import SqliteStore
+from subscribers.store.sqlite import SqliteStore
 from subscribers.tokens import Keys, TokenError, verify_token
 
 TEMPLATE = ROOT / "deploy" / "template.yaml"
@@ -134,7 +134,7 @@ def test_the_dynamodb_tables_have_the_schema_the_store_uses():
 
 
 def test_the_tables_are_the_ones_the_store_would_create():
-    from subscribers.dynamo import table_definitions
+    from subscribers.store.dynamo import table_definitions
 
     names = {"subscribers": "${AWS::StackName}-subscribers", "ledger": "${AWS::StackName}-ledger"}
     wanted = {d["TableName"]: d for d in table_definitions(names["subscribers"], names["ledger"])}
@@ -221,7 +221,7 @@ def test_one_distribution_serves_the_archive_and_the_app():
 def test_the_function_runs_the_lambda_handler_with_the_production_settings():
     (function,) = resources("AWS::Serverless::Function").values()
     properties = function["Properties"]
-    assert properties["Handler"] == "pipeline.lambda_app.handler"
+    assert properties["Handler"] == "pipeline.web.lambda_app.handler"
     assert properties["Runtime"] == "python3.11"
     variables = properties["Environment"]["Variables"]
     assert variables["NEWSLETTER_STORE_BACKEND"] == "dynamodb"
@@ -542,7 +542,7 @@ APP_URL = "https://example.org/api"
 SITE = "https://example.org"
 _INVOKE = """
 import json, sys
-from pipeline.lambda_app import handler
+from pipeline.web.lambda_app import handler
 events = json.loads(open(sys.argv[1]).read())
 answers = [handler(event, None) for event in events]
 open(sys.argv[2], "w").write(json.dumps(answers))
@@ -583,7 +583,7 @@ def subscribe_event(email: str, **options: Any) -> dict[str, Any]:
 
 
 def invoke(tmp_path: Path, events: list[dict[str, Any]], **env: str) -> list[dict[str, Any]]:
-    """The handler of a cold-started ``pipeline.lambda_app`` in a fresh process, called with
+    """The handler of a cold-started ``pipeline.web.lambda_app`` in a fresh process, called with
     each event in turn (one execution environment)."""
     (tmp_path / "events.json").write_text(json.dumps(events))
     environment = clean_env(

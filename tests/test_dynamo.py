@@ -20,10 +20,10 @@ from typing import Any
 import pytest
 from botocore.awsrequest import AWSResponse
 
-from subscribers.dynamo import SEEN_RETENTION, DynamoStore, create_tables
 from subscribers.errors import StoreError
 from subscribers.model import STATUSES, AddOutcome
-from subscribers.store import open_store, suppression_hash
+from subscribers.store.dynamo import SEEN_RETENTION, DynamoStore, create_tables
+from subscribers.store.sqlite import open_store, suppression_hash
 
 pytest_plugins = ["dynamo_support"]
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from conftest import SAMPLE_WEEK, clean_env
 
-from pipeline.build import build
-from pipeline.editorial import load_editorial
+from pipeline.core.editorial import load_editorial
+from pipeline.core.rank import TIER_NAMES
 from pipeline.errors import ConfigError
-from pipeline.rank import TIER_NAMES
+from pipeline.stages.build import build
 
 
 def write_editorial(settings, text: str) -> None:

@@ -14,7 +14,7 @@ import pytest
 from conftest import clean_env, newsletter_cmd
 
 from pipeline.errors import FeedError
-from pipeline.fetch import MAX_BYTES, fetch
+from pipeline.sources.feeds import MAX_BYTES, fetch
 
 FEED = (
     '<?xml version="1.0" encoding="utf-8"?>\n'

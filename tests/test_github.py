@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLE_WEEK, Entry, atom, clean_env, newsletter_cmd
 
-from pipeline.built import load_built
 from pipeline.config import SiteSettings
-from pipeline.github import GithubClient, area_names, link_files, parse_pull, title_tags
-from pipeline.site import Site
+from pipeline.core.site import Site
+from pipeline.sources.github import GithubClient, area_names, link_files, parse_pull, title_tags
+from pipeline.stages.built import load_built
 
 FIXTURES = Path(__file__).resolve().parent / "data" / "github"
 REPO = "vllm-project/vllm"
@@ -300,7 +300,7 @@ def test_disabled_by_default_means_no_facts(tmp_path):
 
 
 def test_an_issue_from_before_github_facts_still_renders_on_the_site(settings, tmp_path):
-    from pipeline.build import build
+    from pipeline.stages.build import build
 
     built = load_built(build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "out").out_dir)
     data = json.loads(json.dumps(built.data))

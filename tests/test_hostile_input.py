@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLE_WEEK, Entry, atom, clean_env, nesting, newsletter_cmd
 
+from pipeline.core.sanitize import MAX_NESTING
 from pipeline.model import LAYOUTS
-from pipeline.sanitize import MAX_NESTING
 
 #: Every character that reorders or hides text, the ones issue #13 names and their kin.
 BIDI = ("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200b\u200c\u200d\ufeff"

@@ -1,4 +1,4 @@
-"""Mail in: classify raw inbound mail, act on it once, move it aside (pipeline/inbox.py).
+"""Mail in: classify raw inbound mail, act on it once, move it aside (pipeline/inbox/__init__.py).
 
 The fixture mails under tests/data/inbound/ are shaped as an SES receipt rule stores them in
 S3: SES's own headers on top (Return-Path, Received, X-SES-Spam-Verdict, X-SES-Virus-Verdict,
@@ -22,10 +22,9 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pipeline import inbox_command
+from pipeline.cli import inbox as inbox_command
 from pipeline.config import Settings
-from pipeline.delivery import OUTBOX_DIR, open_subscriptions
-from pipeline.inbound import ACTIONS, classify, mask_address
+from pipeline.core.inbound import ACTIONS, classify, mask_address
 from pipeline.inbox import (
     SETUP_NOTIFICATION,
     InboundMail,
@@ -35,8 +34,9 @@ from pipeline.inbox import (
     open_inbox,
     process,
 )
-from pipeline.s3inbox import S3Inbox
-from subscribers.store import open_store
+from pipeline.inbox.s3 import S3Inbox
+from pipeline.wiring import OUTBOX_DIR, open_subscriptions
+from subscribers.store.sqlite import open_store
 from subscribers.tokens import Keys, make_token
 
 if TYPE_CHECKING:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLE_FEED, SAMPLE_WEEK, clean_env, newsletter_cmd
 
-from subscribers.store import SqliteStore
+from subscribers.store.sqlite import SqliteStore
 
 COUNT = 120
 

@@ -7,9 +7,9 @@ import re
 
 from conftest import SAMPLE_FEED, SAMPLE_WEEK, SEED_PRS
 
-from pipeline import issue_json
-from pipeline.build import build
+from pipeline.core import issue_json
 from pipeline.model import LAYOUTS
+from pipeline.stages.build import build
 
 Z_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 

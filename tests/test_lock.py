@@ -13,8 +13,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from pipeline.errors import LockedError
-from pipeline.lock import hold
-from subscribers.store import SqliteStore
+from pipeline.stages.lock import hold
+from subscribers.store.sqlite import SqliteStore
 
 
 @pytest.fixture
@@ -24,8 +24,8 @@ def store(tmp_path):
 
 
 def holder_process(path) -> subprocess.Popen:
-    code = ("import time; from pathlib import Path; from pipeline.lock import hold; "
-            "from subscribers.store import SqliteStore\n"
+    code = ("import time; from pathlib import Path; from pipeline.stages.lock import hold; "
+            "from subscribers.store.sqlite import SqliteStore\n"
             f"store = SqliteStore.open(Path({str(path)!r}))\n"
             "with hold(store, 'send:2026-W48', 'send 2026-W48'):\n"
             "    print('held', flush=True); time.sleep(60)\n")

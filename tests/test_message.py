@@ -12,12 +12,12 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from conftest import SAMPLE_WEEK
 
-from pipeline.build import build
-from pipeline.built import load_built
+from pipeline.core.message import Messages
+from pipeline.core.render import PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER
 from pipeline.errors import ConfigError
-from pipeline.message import Messages
 from pipeline.model import LAYOUTS
-from pipeline.render import PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER
+from pipeline.stages.build import build
+from pipeline.stages.built import load_built
 from subscribers.tokens import Keys, verify_token
 
 NOW = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import ROOT, SAMPLE_FEED, SAMPLE_WEEK, clean_env, newsletter_cmd
 
-from subscribers.store import SqliteStore
+from subscribers.store.sqlite import SqliteStore
 
 SUBSCRIBERS = ROOT / "examples" / "subscribers.csv"
 COUNT = len(SUBSCRIBERS.read_text().strip().splitlines()) - 1

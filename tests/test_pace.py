@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.pace import TokenBucket, backoff
+from pipeline.core.pace import TokenBucket, backoff
 
 
 class FakeTime:

@@ -17,7 +17,7 @@ from conftest import run_newsletter as newsletter
 from servers import SmtpSink
 
 from pipeline.errors import UsageError
-from pipeline.preflight import check_week, not_started
+from pipeline.stages.preflight import check_week, not_started
 from pipeline.week import parse_week, week_containing
 
 SECRET = "s" * 40

@@ -34,7 +34,7 @@ from playwright.sync_api import Browser, Page
 from test_browser import SERIOUS
 
 from pipeline.model import LAYOUTS
-from pipeline.preview import serve
+from pipeline.stages.preview import serve
 
 SECRET = "preview-test-secret-0123456789abcdef"
 APPROVE = f"newsletter approve --week {SAMPLE_WEEK}"

@@ -8,12 +8,12 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLE_FEED, SAMPLE_WEEK, SEED_PRS, Entry
 
-from pipeline.build import build
-from pipeline.built import BuiltIssue, load_built
 from pipeline.config import load
+from pipeline.core.proof import link_verdict, proof
 from pipeline.errors import BlockedError
 from pipeline.model import LAYOUTS
-from pipeline.proof import link_verdict, proof
+from pipeline.stages.build import build
+from pipeline.stages.built import BuiltIssue, load_built
 
 REPO = "vllm-project/vllm"
 

@@ -9,17 +9,17 @@ from html.parser import HTMLParser
 import pytest
 from conftest import SAMPLE_FEED, Entry, atom
 
-from pipeline.build import assemble
-from pipeline.collect import parse_feed
-from pipeline.errors import RenderError
-from pipeline.model import LAYOUTS
-from pipeline.render import (
+from pipeline.core.collect import parse_feed
+from pipeline.core.render import (
     HARD_LIMIT_BYTES,
     PREFERENCES_PLACEHOLDER,
     UNSUBSCRIBE_PLACEHOLDER,
     Renderer,
     environment,
 )
+from pipeline.errors import RenderError
+from pipeline.model import LAYOUTS
+from pipeline.stages.build import assemble
 from pipeline.week import parse_week
 
 WEEK = parse_week("2026-W48", "Asia/Shanghai")
@@ -199,7 +199,7 @@ def test_shrinking_takes_the_fewest_items(settings):
     issue, _, _, rendered = assemble(settings, WEEK, [result], renderer)
     r = rendered["zh"]
     # One item fewer shortened would not fit.
-    from pipeline.render import Footer, _Plan, weight
+    from pipeline.core.render import Footer, _Plan, weight
 
     k = len(r.brief) - 1
     n = len(issue.items)

@@ -20,9 +20,9 @@ from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
 
 from pipeline.archive import LocalArchive, SiteObject, open_archive
+from pipeline.archive.s3 import S3Archive, normalise_prefix
 from pipeline.config import Settings
 from pipeline.errors import ArchiveError, ConfigError
-from pipeline.s3archive import S3Archive, normalise_prefix
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -397,10 +397,10 @@ def test_publish_twice_uploads_nothing_and_a_fresh_runner_rebuilds_the_index(
         s3: Any, settings: Settings, tmp_path: Path) -> None:
     from conftest import SAMPLE_WEEK, Entry, atom
 
-    from pipeline.build import build
-    from pipeline.built import load_built
-    from pipeline.publish import publish
-    from pipeline.site import Site
+    from pipeline.core.site import Site
+    from pipeline.stages.build import build
+    from pipeline.stages.built import load_built
+    from pipeline.stages.publish import publish
 
     feed = tmp_path / "w47.atom"
     feed.write_bytes(atom([Entry(pr=50001, title="上周的 PR", body="值得一读，上周的评审。",

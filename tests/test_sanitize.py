@@ -7,7 +7,7 @@ import re
 import pytest
 from conftest import nesting
 
-from pipeline.sanitize import (
+from pipeline.core.sanitize import (
     MAX_NESTING,
     cap_nesting,
     clean_html,

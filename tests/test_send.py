@@ -1,7 +1,7 @@
 """The send loop against the real SQLite store and real transports on loopback.
 
 Each test builds the sample issue, fills a store (a file under tmp_path) with subscribers and
-runs :class:`pipeline.send.Sender` through the real ``SmtpTransport`` (an aiosmtpd sink) or
+runs :class:`pipeline.stages.send.Sender` through the real ``SmtpTransport`` (an aiosmtpd sink) or
 ``SesTransport`` (a moto server), then reads back what the server received and what the
 ledger says. Backoff and pacing sleeps are recorded, never slept.
 """
@@ -23,22 +23,29 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from conftest import SAMPLE_FEED, SAMPLE_WEEK, Entry, atom
 
-import pipeline.send
-from pipeline.approve import approve
-from pipeline.build import build
-from pipeline.built import BuiltIssue, load_built
+import pipeline.stages.send
 from pipeline.config import Settings, load
-from pipeline.delivery import send_rate
+from pipeline.core.message import Messages
+from pipeline.core.pace import TokenBucket
 from pipeline.errors import BlockedError
-from pipeline.message import Messages
 from pipeline.model import LAYOUTS
-from pipeline.pace import TokenBucket
-from pipeline.send import MAX_ATTEMPTS, Sender, SendOptions, SendReport, check_gates, send_tests
-from pipeline.ses import SesTransport
-from pipeline.smtp import SmtpTransport
+from pipeline.stages.approve import approve
+from pipeline.stages.build import build
+from pipeline.stages.built import BuiltIssue, load_built
+from pipeline.stages.send import (
+    MAX_ATTEMPTS,
+    Sender,
+    SendOptions,
+    SendReport,
+    check_gates,
+    send_tests,
+)
 from pipeline.transport import Outgoing, Transport
+from pipeline.transport.ses import SesTransport
+from pipeline.transport.smtp import SmtpTransport
+from pipeline.wiring import send_rate
 from subscribers.model import Subscriber
-from subscribers.store import SqliteStore
+from subscribers.store.sqlite import SqliteStore
 from subscribers.tokens import Keys, verify_token
 
 if TYPE_CHECKING:
@@ -573,7 +580,7 @@ def test_the_rate_is_kept_on_the_injected_clock(
     """Sender builds its own TokenBucket (rate, burst, sleep); the test hands that bucket a
     clock that moves only when the run sleeps, so the pace is measured, not timed."""
     fake = FakeTime()
-    monkeypatch.setattr(pipeline.send, "TokenBucket", partial(TokenBucket, clock=fake.clock))
+    monkeypatch.setattr(pipeline.stages.send, "TokenBucket", partial(TokenBucket, clock=fake.clock))
     subscribers = subscribe(store, 20)
 
     report = run(built, store, smtp, messages, concurrency=1, rate=20, sleep=fake.sleep)

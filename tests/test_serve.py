@@ -15,7 +15,7 @@ import pytest
 from app_server import free_port, request
 from conftest import SAMPLE_FEED, clean_env, newsletter_cmd
 
-from pipeline.serve import served_app_url
+from pipeline.web.serve import served_app_url
 
 
 def project(folder: Path, app_url: str) -> Path:

@@ -26,8 +26,8 @@ from pipeline.errors import (
     TransportError,
     Unconfirmed,
 )
-from pipeline.ses import SesTransport, email_tags, ses_client
 from pipeline.transport import Outgoing
+from pipeline.transport.ses import SesTransport, email_tags, ses_client
 
 if TYPE_CHECKING:
     from servers import MotoServer

@@ -11,11 +11,11 @@ import pytest
 from conftest import SAMPLE_WEEK, Entry, atom
 
 from pipeline.archive import LocalArchive, SiteObject
-from pipeline.build import build
-from pipeline.built import load_built
+from pipeline.core.site import LONG_CACHE, SHORT_CACHE, Site, identifiers
 from pipeline.errors import ArchiveError
-from pipeline.publish import publish
-from pipeline.site import LONG_CACHE, SHORT_CACHE, Site, identifiers
+from pipeline.stages.build import build
+from pipeline.stages.built import load_built
+from pipeline.stages.publish import publish
 
 
 @pytest.fixture
@@ -105,7 +105,7 @@ def test_the_feed_carries_the_latest_issues_only(settings, built):
 
     import feedparser
 
-    from pipeline.site import FEED_ISSUES
+    from pipeline.core.site import FEED_ISSUES
 
     many = []
     for n in range(1, FEED_ISSUES + 6):

@@ -19,8 +19,8 @@ from pipeline.errors import (
     TemporaryFailure,
     Unconfirmed,
 )
-from pipeline.smtp import SmtpTransport, StartTlsRefused
 from pipeline.transport import Outgoing
+from pipeline.transport.smtp import SmtpTransport, StartTlsRefused
 
 if TYPE_CHECKING:
     from servers import SmtpSink, Tls

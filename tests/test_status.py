@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.status import IssueRates, WeekStatus, missing_shards, render
+from pipeline.stages.status import IssueRates, WeekStatus, missing_shards, render
 
 
 def week(**fields) -> WeekStatus:
@@ -57,7 +57,7 @@ def test_rates_are_flagged_over_the_lines():
 
 
 def test_only_the_latest_way_of_sending_counts():
-    from pipeline.status import current_reports
+    from pipeline.stages.status import current_reports
 
     whole = {"file": "send-report.json", "shard": None, "stopped": "Daily quota",
              "finished_at": "2026-11-30T01:00:00Z"}

@@ -23,10 +23,10 @@ from typing import Any
 
 import pytest
 
-from subscribers.dynamo import DynamoStore
 from subscribers.errors import InvalidAddress, StoreError, UnknownSubscriber
 from subscribers.model import AddOutcome
-from subscribers.store import MIGRATIONS, SqliteStore, SubscriberStore, open_store
+from subscribers.store.dynamo import DynamoStore
+from subscribers.store.sqlite import MIGRATIONS, SqliteStore, SubscriberStore, open_store
 
 pytest_plugins = ["dynamo_support"]
 
@@ -383,7 +383,7 @@ _CLAIMER = """
 import json, random, sys, time
 from datetime import UTC, datetime
 from pathlib import Path
-from subscribers.store import SqliteStore
+from subscribers.store.sqlite import SqliteStore
 path, go, seed = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
 sids = [f"{n:024x}" for n in range(300)]
 random.Random(seed).shuffle(sids)
@@ -421,7 +421,7 @@ def test_claim_is_exclusive_across_processes(path, tmp_path):
 def test_a_claim_survives_a_killed_process(path):
     """Committed at once: a process killed right after claiming leaves the claim behind."""
     script = ("import os, signal, sys\nfrom datetime import UTC, datetime\n"
-              "from pathlib import Path\nfrom subscribers.store import SqliteStore\n"
+              "from pathlib import Path\nfrom subscribers.store.sqlite import SqliteStore\n"
               "store = SqliteStore.open(Path(sys.argv[1]))\n"
               "store.claim('2026-W48', 'a' * 24, datetime.now(UTC))\n"
               "store.mark_handed_over('2026-W48', 'a' * 24)\n"

@@ -3,7 +3,7 @@ copied into DynamoDB (moto), which then answers every question as SQLite did; ru
 copies nothing; an address DynamoDB already holds under another id is reported, not
 overwritten.
 
-The command is not wired into ``pipeline/cli.py`` here: its handler is reached through a small
+The command is not wired into ``pipeline/cli/`` here: its handler is reached through a small
 argparse parent made by ``store_commands.add_parser``, as the CLI will.
 """
 
@@ -18,11 +18,11 @@ from typing import Any
 
 import pytest
 
+from pipeline.cli.store import add_parser
 from pipeline.errors import UsageError
 from subscribers.errors import StoreError
 from subscribers.model import STATUSES
-from subscribers.store import FILE_NAME, MIGRATIONS, SqliteStore
-from subscribers.store_commands import add_parser
+from subscribers.store.sqlite import FILE_NAME, MIGRATIONS, SqliteStore
 
 pytest_plugins = ["dynamo_support"]
 

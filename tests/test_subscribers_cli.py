@@ -14,9 +14,9 @@ import pytest
 from conftest import ROOT
 
 from pipeline import week
+from pipeline.cli.subscribers import add_parser
 from pipeline.errors import NewsletterError
-from subscribers.commands import add_parser
-from subscribers.store import open_store
+from subscribers.store.sqlite import open_store
 
 NOW = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
 
@@ -29,7 +29,7 @@ def fixed_clock(monkeypatch):
 @pytest.fixture
 def cli(settings, capsys):
     """Run ``subscribers …`` and return (exit code, stdout, stderr), errors mapped like
-    pipeline/cli.py maps them."""
+    pipeline/cli/__init__.py maps them."""
     top = argparse.ArgumentParser(prog="newsletter")
     commands = top.add_subparsers(dest="command", required=True)
     add_parser(commands)

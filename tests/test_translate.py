@@ -1,4 +1,4 @@
-"""Machine translation (pipeline/translate.py): the openai backend against an OpenAI-compatible
+"""Machine translation (pipeline/translate/): the openai backend against an OpenAI-compatible
 server on 127.0.0.1, the aws backend through botocore's Stubber (moto has no Translate), the
 translation memory, and choosing a backend from the settings."""
 
@@ -21,8 +21,9 @@ from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
 from pipeline.config import Settings, TranslateSettings, load
+from pipeline.core.sanitize import clean_html, text_to_html
+from pipeline.core.translate_guard import protect
 from pipeline.errors import ConfigError, NewsletterError, TranslateError
-from pipeline.sanitize import clean_html, text_to_html
 from pipeline.translate import (
     API_KEY_VARIABLE,
     AwsTranslator,
@@ -34,7 +35,6 @@ from pipeline.translate import (
     translate_client,
     translate_html,
 )
-from pipeline.translate_guard import protect
 
 SEED = Path(__file__).resolve().parent / "data" / "reviews-sample.zh.txt"
 PLACEHOLDER = re.compile(r"(⟦\d+⟧)")

@@ -18,15 +18,15 @@ from typing import TYPE_CHECKING
 import pytest
 from conftest import SAMPLE_FEED, SAMPLE_WEEK, clean_env, newsletter_cmd
 
-from pipeline.build import build
-from pipeline.built import BuiltIssue, load_built
 from pipeline.config import load
-from pipeline.message import Messages
-from pipeline.send import Sender, SendOptions, SendReport
-from pipeline.ses import SesTransport
-from pipeline.smtp import SmtpTransport
+from pipeline.core.message import Messages
+from pipeline.stages.build import build
+from pipeline.stages.built import BuiltIssue, load_built
+from pipeline.stages.send import Sender, SendOptions, SendReport
 from pipeline.transport import Transport
-from subscribers.store import SqliteStore
+from pipeline.transport.ses import SesTransport
+from pipeline.transport.smtp import SmtpTransport
+from subscribers.store.sqlite import SqliteStore
 from subscribers.tokens import Keys
 
 if TYPE_CHECKING:
@@ -174,7 +174,7 @@ def test_the_confirmation_mail_reaches_a_non_ascii_address_with_its_to_as_is(
         store: SqliteStore) -> None:
     """The subscription app's mail leaves through the same transports: no crash (the app
     answered 500), and the same ``To`` rules."""
-    from pipeline.optin_mail import OptInMailer
+    from pipeline.stages.optin_mail import OptInMailer
 
     settings = load(built.folder.parent / "newsletter.toml", {})
     sink = smtp_server_factory(smtputf8=True)

@@ -1,0 +1,94 @@
+"""``newsletter inbox …``: the mail people send to the newsletter.
+
+    process [--dry-run]     unsubscribe / subscribe by mail, then move each mail aside
+
+Handlers follow pipeline/cli/__init__.py: ``handler(args, settings) -> int``, errors raised as
+:class:`~pipeline.errors.NewsletterError` subclasses for the command line to map to exit
+codes. This module is imported when the command line starts: the inbox, the store and
+boto3 are imported only when a command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pipeline.config import Settings
+    from pipeline.inbox import Inbox
+
+__all__ = ["add_parser"]
+
+_log = logging.getLogger("newsletter.inbox")
+
+_PROCESS_HELP = """\
+Read the raw mails waiting in the inbox ([inbox] source: the folder [inbox] dir, or the S3
+prefix an SES receipt rule writes to). A mail to the unsubscribe address of an issue
+(<local>+<token>@domain) unsubscribes its subscriber; a mail whose subject or first line is
+"subscribe" or "订阅", optionally followed by a layout (zh-en, en-zh, zh, en, 中文, 英文,
+english, 双语, bilingual), mails its sender a confirmation link (double opt-in). Mail that
+SES marked as spam or virus, or that failed SPF/DKIM/DMARC, is ignored. Each mail is handled
+once, then moved to processed/ or ignored/. Exit 0, also when no mail is waiting; a mail
+whose confirmation could not be sent stays for the next run."""
+
+
+def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
+    """Register ``inbox`` and its actions on the top-level sub-command set."""
+    top = commands.add_parser(
+        "inbox", help="handle mail sent to the newsletter (unsubscribe, subscribe)",
+        description="Handle the mail people send to the newsletter's addresses.")
+    actions = top.add_subparsers(dest="inbox_command", metavar="ACTION")
+    actions.required = True
+
+    process = actions.add_parser(
+        "process", help="unsubscribe and subscribe by mail, then move each mail aside",
+        description=_PROCESS_HELP)
+    process.add_argument("--dry-run", action="store_true",
+                         help="print what each waiting mail asks for (addresses masked); "
+                         "act on nothing, move nothing")
+    process.set_defaults(handler=_cmd_process)
+
+
+def _cmd_process(args: argparse.Namespace, settings: Settings) -> int:
+    from pipeline import week as clock
+    from pipeline.inbox import open_inbox, process
+    from pipeline.wiring import open_subscriptions, signing_keys
+
+    inbox = open_inbox(settings)
+    try:
+        if args.dry_run:
+            return _dry_run(inbox)
+        with open_subscriptions(settings, os.environ) as subscriptions:
+            report = process(inbox, subscriptions, clock.now())
+        print(report.summary())
+        if report.counts.get("retry-later"):
+            _log.info("note: %d mail(s) stay in the inbox: their confirmation mail could not "
+                      "be sent; the next run tries again", report.counts["retry-later"])
+        if report.counts.get("subscribe") and signing_keys(settings, os.environ)[1]:
+            _log.info("note: NEWSLETTER_SECRET is not set; confirmation links are signed "
+                      "with the development key (fine for the local outbox, never for real "
+                      "mail)")
+        return 0
+    finally:
+        inbox.close()
+
+
+def _dry_run(inbox: Inbox) -> int:
+    from pipeline.core.inbound import classify, mask_address
+
+    seen = 0
+    for mail in inbox.pending():
+        seen += 1
+        verdict = classify(mail.raw)
+        extra = f" {mask_address(verdict.sender)}" if verdict.sender else ""
+        if verdict.layout:
+            extra += f" layout={verdict.layout}"
+        print(f"{mail.key}: {verdict.action} ({verdict.reason}){extra}")
+    if not seen:
+        print(f"inbox {inbox.describe()}: no mail waiting")
+    else:
+        print(f"inbox {inbox.describe()}: {seen} mail{'s' if seen != 1 else ''} waiting "
+              "(dry run: nothing done, nothing moved)")
+    return 0

@@ -1,0 +1,291 @@
+"""``newsletter subscribers …``: the operator's hands on the list.
+
+    add EMAIL [--layout L] [--confirmed]     one address
+    import FILE.csv [--confirmed]            many (columns email,layout; idempotent)
+    export                                   CSV on stdout
+    list [--status S]                        one line each: email status layout
+    remove EMAIL                             erase; a hashed suppression entry remains
+
+Handlers follow pipeline/cli/__init__.py: ``handler(args, settings) -> int``, errors raised as
+:class:`~pipeline.errors.NewsletterError` subclasses for the command line to map to exit
+codes. Nothing here reactivates an address that unsubscribed, bounced or complained, or
+brings back one that was removed: consent is the subscriber's to give, not the operator's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pipeline import week as clock
+from pipeline.errors import UsageError
+from subscribers.errors import InvalidAddress, RefusedAddress, UnknownSubscriber
+from subscribers.model import (
+    DEFAULT_LAYOUT,
+    LAYOUTS,
+    STATUSES,
+    AddOutcome,
+    AddResult,
+    normalise_email,
+)
+from subscribers.store.sqlite import SubscriberStore, open_store
+
+if TYPE_CHECKING:
+    from _csv import Reader as CsvReader
+
+    from pipeline.config import Settings
+
+__all__ = ["EXPORT_COLUMNS", "add_parser"]
+
+#: The columns of ``subscribers export``; ``email`` and ``layout`` make it importable again.
+#: The consent record is part of the export: when, where from (``web``, ``mail``, ``cli``,
+#: ``import:<file>``) and the client address of a confirmation made in the app.
+EXPORT_COLUMNS = ("email", "layout", "status", "created_at", "confirmed_at", "consent_source",
+                  "consent_at", "consent_ip")
+
+_IMPORT_HELP = """\
+Add the addresses of a CSV file. The first line is a header naming the columns: `email`
+(required) and `layout` (optional: zh-en, en-zh, zh or en; blank means zh-en); other columns
+are ignored. Each bad row is reported on stderr as FILE:LINE: reason and skipped, and the
+rest are imported (exit 0). Importing the same file again changes nothing. An address that
+unsubscribed, bounced, complained or was removed is never brought back. Exit 2 if the file
+cannot be read or has no `email` column."""
+
+
+def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
+    """Register ``subscribers`` and its actions on the top-level sub-command set."""
+    top = commands.add_parser(
+        "subscribers", help="add, import, export, list and remove subscribers",
+        description="Manage the subscriber list (the store of [store] backend: "
+        "<data_dir>/subscribers.sqlite3 by default).")
+    actions = top.add_subparsers(dest="subscribers_command", metavar="ACTION")
+    actions.required = True
+
+    add = actions.add_parser(
+        "add", help="add one address",
+        description="Add one address, as pending (a confirmation is due) or, with "
+        "--confirmed, as active. An address already present is left as it is (a pending one "
+        "becomes active with --confirmed); one that unsubscribed, bounced, complained or was "
+        "removed is refused (exit 2).")
+    add.add_argument("email", metavar="EMAIL")
+    add.add_argument("--layout", choices=LAYOUTS, default=DEFAULT_LAYOUT,
+                     help=f"languages and their order (default: {DEFAULT_LAYOUT})")
+    add.add_argument("--confirmed", action="store_true",
+                     help="they already agreed to receive it: make them active now")
+    add.set_defaults(handler=_cmd_add)
+
+    imp = actions.add_parser("import", help="add the addresses of a CSV file (email,layout)",
+                             description=_IMPORT_HELP)
+    imp.add_argument("file", type=Path, metavar="FILE.csv")
+    imp.add_argument("--confirmed", action="store_true",
+                     help="they already agreed: new addresses (and pending ones) become active")
+    imp.set_defaults(handler=_cmd_import)
+
+    export = actions.add_parser(
+        "export", help="write every subscriber as CSV to stdout",
+        description=f"Write every subscriber as CSV to stdout ({','.join(EXPORT_COLUMNS)}); "
+        "times are UTC. The file can be imported again.")
+    export.set_defaults(handler=_cmd_export)
+
+    lst = actions.add_parser("list", help="one line per subscriber: email status layout")
+    lst.add_argument("--status", choices=STATUSES, help="only subscribers with this status")
+    lst.set_defaults(handler=_cmd_list)
+
+    remove = actions.add_parser(
+        "remove", help="erase a subscriber (a hashed suppression entry remains)",
+        description="Erase a subscriber's personal data. Only a hash of the address is "
+        "kept, so no import can add it again. Exit 2 if the address is not on the list.")
+    remove.add_argument("email", metavar="EMAIL")
+    remove.set_defaults(handler=_cmd_remove)
+
+
+# -- add -------------------------------------------------------------------------------------
+
+def _cmd_add(args: argparse.Namespace, settings: Settings) -> int:
+    status = "active" if args.confirmed else "pending"
+    with open_store(settings) as store:
+        result = store.add(args.email, args.layout, status=status, source="cli",
+                           now=clock.now())
+    sub = result.subscriber
+    if result.outcome is AddOutcome.SUPPRESSED or sub is None:
+        raise RefusedAddress(normalise_email(args.email),
+                             "was removed earlier and stays suppressed; it cannot be re-added")
+    if result.outcome is AddOutcome.REFUSED:
+        raise RefusedAddress(sub.email, f"is {sub.status}; only the subscriber can subscribe "
+                             "again (through the subscription page)")
+    if result.outcome is AddOutcome.CREATED:
+        note = "" if sub.status == "active" else " (a confirmation is due; --confirmed if " \
+            "they already agreed)"
+        print(f"added {sub.email} ({sub.status}, {sub.layout}){note}")
+    elif result.outcome is AddOutcome.ACTIVATED:
+        print(f"confirmed {sub.email}: pending → active ({sub.layout})")
+    else:
+        print(f"{sub.email} is already present ({sub.status}, {sub.layout}); nothing changed")
+    return 0
+
+
+# -- import ----------------------------------------------------------------------------------
+
+@dataclass
+class _Tally:
+    """What an import did, for its summary line."""
+
+    new: int = 0
+    present: int = 0
+    activated: int = 0
+    refused: int = 0
+    errors: int = 0
+
+
+def _cmd_import(args: argparse.Namespace, settings: Settings) -> int:
+    path: Path = args.file
+    rows = _read_csv(path)
+    source = f"import:{path.name}"
+    status = "active" if args.confirmed else "pending"
+    tally = _Tally()
+    with open_store(settings) as store:
+        for line, fields in rows:
+            problem = _import_row(store, fields, status, source, tally)
+            if problem:
+                print(f"{path}:{line}: {problem}", file=sys.stderr)
+    print(f"imported {tally.new} new, {tally.present} already present, {tally.refused} "
+          f"refused (unsubscribed/bounced/complained/suppressed), {tally.errors} errors")
+    if tally.activated:
+        print(f"confirmed {tally.activated} pending subscriber(s) (--confirmed)")
+    return 0
+
+
+def _import_row(store: SubscriberStore, fields: dict[str, str] | str, status: str, source: str,
+                tally: _Tally) -> str | None:
+    """Import one row; a line for stderr if it was refused or wrong, else None."""
+    if isinstance(fields, str):  # the CSV reader's complaint about this row
+        tally.errors += 1
+        return fields
+    email = fields["email"]
+    layout = fields["layout"].lower() or DEFAULT_LAYOUT
+    if not email:
+        tally.errors += 1
+        return "no email address"
+    if layout not in LAYOUTS:
+        tally.errors += 1
+        return f"unknown layout {fields['layout']!r} (expected {', '.join(LAYOUTS)})"
+    try:
+        result: AddResult = store.add(email, layout, status=status, source=source,
+                                      now=clock.now())
+    except InvalidAddress as exc:
+        tally.errors += 1
+        return f"invalid address {email!r}: {exc.reason}"
+    if result.outcome is AddOutcome.CREATED:
+        tally.new += 1
+    elif result.outcome is AddOutcome.SUPPRESSED:
+        tally.refused += 1
+        return f"refused: {email} was removed earlier (suppressed)"
+    elif result.outcome is AddOutcome.REFUSED:
+        tally.refused += 1
+        state = result.subscriber.status if result.subscriber else "refused"
+        return f"refused: {email} is {state}; import never reactivates"
+    else:
+        tally.present += 1
+        if result.outcome is AddOutcome.ACTIVATED:
+            tally.activated += 1
+    return None
+
+
+def _read_csv(path: Path) -> Iterator[tuple[int, dict[str, str] | str]]:
+    """(line, {email, layout}) per data row, or (line, complaint) for a row CSV can't read.
+
+    The file is read and its header checked before this returns, so a missing file, a file
+    that is not UTF-8 or one without an ``email`` column is refused (exit 2) before the
+    store is touched, never half-imported. Blank lines are skipped.
+    """
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise UsageError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise UsageError(f"{path}:{line}: not UTF-8 text; nothing was imported") from None
+    reader = csv.reader(io.StringIO(text, newline=""), strict=True)
+    try:
+        header = next(reader, None)
+    except csv.Error as exc:
+        raise UsageError(f"{path}:1: unreadable header: {exc}") from None
+    if header is None:
+        raise UsageError(f"{path}: empty file; expected a header line: email,layout")
+    names = [name.strip().lower() for name in header]
+    if "email" not in names:
+        raise UsageError(f"{path}:1: no 'email' column in the header (found: "
+                         f"{', '.join(names) or 'nothing'}); expected: email,layout")
+    email_at = names.index("email")
+    layout_at = names.index("layout") if "layout" in names else None
+    return _rows(reader, email_at, layout_at)
+
+
+def _rows(reader: CsvReader, email_at: int,
+          layout_at: int | None) -> Iterator[tuple[int, dict[str, str] | str]]:
+    line_num = 1  # the header's
+    while True:
+        start = line_num + 1
+        try:
+            record = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            yield start, f"unreadable CSV row: {exc}"
+            continue
+        finally:
+            line_num = reader.line_num
+        if not any(cell.strip() for cell in record):
+            continue
+        yield start, {"email": _cell(record, email_at), "layout": _cell(record, layout_at)}
+
+
+def _cell(record: list[str], index: int | None) -> str:
+    if index is None or index >= len(record):
+        return ""
+    return record[index].strip()
+
+
+# -- export, list, remove --------------------------------------------------------------------
+
+def _cmd_export(args: argparse.Namespace, settings: Settings) -> int:
+    writer = csv.writer(sys.stdout, lineterminator="\n")
+    writer.writerow(EXPORT_COLUMNS)
+    with open_store(settings) as store:
+        for sub in store.iter_subscribers():
+            writer.writerow((
+                sub.email, sub.layout, sub.status, clock.iso_z(sub.created_at),
+                clock.iso_z(sub.confirmed_at) if sub.confirmed_at else "", sub.consent_source,
+                clock.iso_z(sub.consent_at) if sub.consent_at else "", sub.consent_ip or "",
+            ))
+    return 0
+
+
+def _cmd_list(args: argparse.Namespace, settings: Settings) -> int:
+    with open_store(settings) as store:
+        for sub in store.iter_subscribers(args.status):
+            print(f"{sub.email} {sub.status} {sub.layout}")
+    return 0
+
+
+def _cmd_remove(args: argparse.Namespace, settings: Settings) -> int:
+    address = normalise_email(args.email)
+    with open_store(settings) as store:
+        if store.remove(address, clock.now()):
+            print(f"removed {address}: personal data erased; a hash of the address is kept "
+                  "so it cannot be added again")
+            return 0
+        if store.is_suppressed(address):
+            print(f"{address} was already removed; nothing left to erase")
+            return 0
+    raise UnknownSubscriber(address)

@@ -1,0 +1,333 @@
+"""Collect: feed bytes → reviews, and a week's reviews → one group per pull request.
+
+Pure: bytes in, records out (``fetch`` does the I/O). The rules are DESIGN.md's input
+contract; the feedparser traps they avoid are in NOTES.md:
+
+* the PR is read from the entry's ``alternate`` link with an anchored pattern, never from
+  ``entry.link`` (which falls back to the id) nor from PRs cited in the text;
+* times come from the ``*_parsed`` UTC struct_times through ``calendar.timegm``, once the raw
+  date string is known to be a real date (``feed_date``: feedparser normalises 30 February);
+* a PR number is 1 to 9 ASCII digits: a longer one is no PR and would stop ``int()``;
+* every text that reaches a headline passes ``sanitize.one_line`` (no bidi override may turn a
+  subject around), every body ``sanitize.clean_html``;
+* a document that is not well-formed XML is refused even when feedparser recovers entries
+  from it: it may be truncated, and a partial issue is worse than none.
+"""
+
+from __future__ import annotations
+
+import calendar
+import re
+import xml.sax
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+from typing import Any
+
+import feedparser  # type: ignore[import-untyped]  # ships neither stubs nor py.typed
+
+from pipeline.core.feed_date import date_problem
+from pipeline.core.sanitize import (
+    clean_html,
+    html_to_text,
+    letter_counts,
+    one_line,
+    plain_line,
+    text_to_html,
+)
+from pipeline.errors import FeedError
+from pipeline.model import Lang, Review, Skipped, Week, is_lang
+
+#: One entry as feedparser gives it: a ``FeedParserDict``, a ``dict`` subclass (hence
+#: ``dict.get`` below to bypass its key aliasing), untyped like the rest of feedparser.
+Entry = dict[str, Any]
+
+_PR_LINK = re.compile(
+    r"^https?://(?:www\.)?github\.com/([A-Za-z0-9_.-]+)/([A-Za-z0-9_.-]+)/pull/([0-9]+)"
+    r"(?:/(?:files|commits|checks|changes))?/?(?:[?#]\S*)?$"
+)
+#: The longest PR number taken: GitHub's are far from a billion, and a longer run of digits is
+#: a broken or hostile feed (5,000 digits exceed what ``int()`` converts).
+MAX_PR_DIGITS = 9
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """An entry that cannot be used, with its time (None when it has none)."""
+
+    skipped: Skipped
+    when: datetime | None
+    #: updated-else-published: which of two versions of one entry is the newer.
+    changed: datetime | None = None
+
+
+@dataclass(frozen=True)
+class FeedResult:
+    """What one feed yielded."""
+
+    location: str
+    reviews: tuple[Review, ...]
+    rejected: tuple[Rejected, ...]
+    #: Complaints that do not stop the run (e.g. a wrong declared encoding).
+    warnings: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class PullGroup:
+    """Every usable review of one PR, with its latest review per language."""
+
+    pr: int
+    url: str
+    #: When the PR was first reviewed: decides its week.
+    first_reviewed: datetime
+    #: Language of the earliest review: its verdict decides the tier.
+    original_lang: Lang
+    latest: dict[Lang, Review]
+
+
+def parse_feed(data: bytes, location: str, repo: str, content_type: str | None = None
+               ) -> FeedResult:
+    """Parse one feed document; raise :class:`FeedError` if it is no usable feed."""
+    if not data.strip():
+        raise FeedError(location, "is empty")
+    headers = {"content-type": content_type} if content_type else None
+    parsed = feedparser.parse(data, response_headers=headers)
+    warnings: list[str] = []
+    if parsed.bozo:
+        exc = parsed.get("bozo_exception")
+        if isinstance(exc, feedparser.ThingsNobodyCaresAboutButMe):
+            warnings.append(f"feed {location}: {exc}")
+        else:
+            raise FeedError(location, f"not well-formed XML ({_describe(exc)})")
+    if not parsed.get("version"):
+        raise FeedError(location, "is not an RSS or Atom feed")
+    feed_lang = _normalise_lang(parsed.feed.get("language"))
+    reviews: list[Review] = []
+    rejected: list[Rejected] = []
+    for entry in parsed.entries:
+        result = _review(entry, feed_lang, repo, location)
+        if isinstance(result, Review):
+            reviews.append(result)
+        else:
+            rejected.append(result)
+    return FeedResult(location, tuple(reviews), tuple(rejected), tuple(warnings))
+
+
+def _describe(exc: BaseException | None) -> str:
+    if isinstance(exc, xml.sax.SAXParseException):
+        return f"line {exc.getLineNumber()}, column {exc.getColumnNumber()}: {exc.getMessage()}"
+    return str(exc) or type(exc).__name__
+
+
+def _time(entry: Entry, key: str) -> datetime | None:
+    # dict.get, not entry.get: feedparser maps a missing updated_parsed to published_parsed.
+    value = dict.get(entry, f"{key}_parsed")
+    if not value:
+        return None
+    try:
+        return datetime.fromtimestamp(calendar.timegm(value), UTC)
+    except (OverflowError, ValueError, OSError):
+        return None
+
+
+def _date_problem(entry: Entry, published: datetime | None, updated: datetime | None
+                  ) -> str | None:
+    """Why a date feedparser read is not a real one (it normalises hour 99 and 30 February),
+    checked on the raw string it kept; None when every date it read is real."""
+    for key, parsed in (("published", published), ("updated", updated)):
+        raw = dict.get(entry, key)
+        if parsed is not None and raw:
+            problem = date_problem(str(raw))
+            if problem:
+                return f"{key} {problem}"
+    return None
+
+
+def _normalise_lang(tag: str | None) -> str | None:
+    """``zh-cn``, ``zh_Hans`` → ``zh``; ``en-US`` → ``en``; other tags kept, lower-case."""
+    if not tag or not str(tag).strip():
+        return None
+    return re.split(r"[-_]", str(tag).strip().lower(), maxsplit=1)[0]
+
+
+def detect_lang(text: str) -> Lang:
+    """Chinese if Han characters make up a fifth of the letters, else English."""
+    han, latin = letter_counts(text)
+    return "zh" if han and han >= 0.2 * (han + latin) else "en"
+
+
+def _alternate_link(entry: Entry) -> str:
+    for link in entry.get("links", ()):
+        if link.get("rel", "alternate") == "alternate" and link.get("href"):
+            return str(link["href"]).strip()
+    return ""
+
+
+def _body(entry: Entry) -> str:
+    for detail in (*entry.get("content", ()), entry.get("summary_detail")):
+        if detail and str(detail.get("value", "")).strip():
+            value = str(detail["value"])
+            if detail.get("type") == "text/plain":
+                value = text_to_html(value)
+            return clean_html(value)
+    return ""
+
+
+def _title(entry: Entry) -> str:
+    detail = entry.get("title_detail") or {}
+    value = str(entry.get("title", ""))
+    if detail.get("type") in ("text/html", "application/xhtml+xml"):
+        return plain_line(value)
+    return one_line(value)
+
+
+def _entry_lang(entry: Entry, feed_lang: str | None) -> str | None:
+    for detail in (*entry.get("content", ()), entry.get("title_detail"),
+                   entry.get("summary_detail")):
+        if detail and detail.get("language"):
+            return _normalise_lang(detail["language"])
+    return _normalise_lang(entry.get("language")) or feed_lang
+
+
+def _review(entry: Entry, feed_lang: str | None, repo: str, location: str) -> Review | Rejected:
+    link = _alternate_link(entry)
+    title = _title(entry)
+    entry_id = str(entry.get("id") or link or title)
+    published, updated = _time(entry, "published"), _time(entry, "updated")
+    bad_date = _date_problem(entry, published, updated)
+    if bad_date:
+        published = updated = None  # a normalised date would place it in some week
+
+    def reject(reason: str) -> Rejected:
+        return Rejected(Skipped(entry_id, link, title, reason), published or updated,
+                        updated or published)
+
+    match = _PR_LINK.match(link)
+    if not match:
+        return reject("link is not a pull request" if link else "entry has no link")
+    owner, name, number = match.groups()
+    if f"{owner}/{name}".lower() != repo.lower():
+        return reject(f"pull request of another repository ({owner}/{name})")
+    if len(number) > MAX_PR_DIGITS or int(number) == 0:
+        shown = number if len(number) <= 12 else f"{number[:12]}… ({len(number):,} digits)"
+        return reject(f"pull request number {shown} is not 1 to {MAX_PR_DIGITS} digits above 0")
+    if bad_date:
+        return reject(bad_date)
+    if published is None and updated is None:
+        return reject("entry has no parseable date")
+    body = _body(entry)
+    if not body:
+        return reject("entry has no review text")
+    lang = _entry_lang(entry, feed_lang) or detect_lang(title + " " + html_to_text(body))
+    if not is_lang(lang):
+        return reject(f"language {lang!r} is neither Chinese nor English")
+    categories = tuple(term for term in (
+        one_line(str(tag.get("term") or "")) for tag in entry.get("tags", ())) if term)
+    return Review(
+        entry_id=entry_id, link=link, pr=int(number), lang=lang, title=title or f"#{int(number)}",
+        body_html=body, published=published, updated=updated, categories=categories,
+        source=location,
+    )
+
+
+def merge(results: Iterable[FeedResult]) -> tuple[list[Review], list[Rejected]]:
+    """All feeds' entries as one list; an entry seen twice (same id) counts once, as its
+    newest version, whether that version is usable or rejected.
+
+    An id that names reviews of two different PRs is no second version but a clash (a
+    generator that reuses ids): the newest is kept and each other PR's latest version is
+    rejected with a reason, so the clash shows in ``skipped`` instead of a review vanishing.
+    """
+    versions: dict[str, list[Review | Rejected]] = {}
+    for result in results:
+        entries: tuple[Review | Rejected, ...] = (*result.reviews, *result.rejected)
+        for entry in entries:
+            key = entry.entry_id if isinstance(entry, Review) else entry.skipped.id
+            versions.setdefault(key, []).append(entry)
+    reviews: list[Review] = []
+    rejected: list[Rejected] = []
+    for key, found in versions.items():
+        newest = found[0]
+        for entry in found[1:]:
+            if _changed(entry) > _changed(newest):
+                newest = entry
+        if isinstance(newest, Review):
+            reviews.append(newest)
+        else:
+            rejected.append(newest)
+        rejected.extend(_clashes(key, newest, found))
+    return reviews, rejected
+
+
+def _clashes(key: str, newest: Review | Rejected, found: list[Review | Rejected]
+             ) -> list[Rejected]:
+    """The latest version of each other PR that ``found`` names under one id, rejected."""
+    kept = _pr_of(newest)
+    latest: dict[int, Review | Rejected] = {}
+    for entry in found:
+        pr = _pr_of(entry)
+        if pr is not None and kept is not None and pr != kept and (
+                pr not in latest or _changed(entry) > _changed(latest[pr])):
+            latest[pr] = entry
+    clashes = []
+    for pr, entry in sorted(latest.items()):
+        reason = (f"the same entry id is used for PR #{kept}, the newest version; "
+                  f"this review of PR #{pr} is dropped")
+        if isinstance(entry, Review):
+            clashes.append(Rejected(Skipped(key, entry.link, entry.title, reason),
+                                    entry.first_seen, entry.last_changed))
+        else:
+            clashes.append(Rejected(replace(entry.skipped, reason=reason), entry.when,
+                                    entry.changed))
+    return clashes
+
+
+def _pr_of(entry: Review | Rejected) -> int | None:
+    """The PR an entry is about, also for a rejected one whose link still names one."""
+    if isinstance(entry, Review):
+        return entry.pr
+    match = _PR_LINK.match(entry.skipped.link)
+    if match is None or len(match[3]) > MAX_PR_DIGITS:
+        return None
+    return int(match[3])
+
+
+_NEVER = datetime.min.replace(tzinfo=UTC)
+
+
+def _changed(entry: Review | Rejected) -> datetime:
+    if isinstance(entry, Review):
+        return entry.last_changed
+    return entry.changed or _NEVER
+
+
+def group_week(reviews: Sequence[Review], week: Week, repo: str) -> list[PullGroup]:
+    """The PRs first reviewed in ``week``, each with its latest review per language.
+
+    Every review of such a PR counts, even one posted after the week: a translation that
+    arrives a day late still joins its item.
+    """
+    by_pr: dict[int, list[Review]] = {}
+    for review in reviews:
+        by_pr.setdefault(review.pr, []).append(review)
+    groups = []
+    for pr, items in by_pr.items():
+        earliest = min(items, key=lambda r: (r.first_seen, r.entry_id))
+        if earliest.first_seen not in week:
+            continue
+        latest: dict[Lang, Review] = {}
+        for review in sorted(items, key=lambda r: (r.last_changed, r.entry_id)):
+            latest[review.lang] = review
+        groups.append(PullGroup(
+            pr=pr,
+            url=f"https://github.com/{repo}/pull/{pr}",
+            first_reviewed=earliest.first_seen,
+            original_lang=earliest.lang,
+            latest=latest,
+        ))
+    return sorted(groups, key=lambda g: (g.first_reviewed, g.pr))
+
+
+def skipped_in_week(rejected: Iterable[Rejected], week: Week) -> list[Skipped]:
+    """Rejected entries worth reporting: those of this week, and those with no date at all."""
+    return [r.skipped for r in rejected if r.when is None or r.when in week]

@@ -1,0 +1,349 @@
+"""Proof: a built issue → the report the editor reads before approving it.
+
+Pure: a :class:`~pipeline.stages.built.BuiltIssue` (``issue.json`` plus the rendered artifacts) in,
+a frozen :class:`ProofReport` out. It repeats every problem ``build`` recorded and adds what
+can only be seen in the finished artifacts:
+
+* each layout's HTML size against ``[issue] size_budget_kb``, weighed as a recipient's copy
+  is sent (after its transfer encoding, each personal-link placeholder counted at a real
+  signed link's length, as ``render`` does): over the budget is blocking
+  (``over-size-limit``), over 90 % of it a warning (``near-size-limit``);
+* a personal-link placeholder outside the template's own slots, which would hand each
+  recipient's signed link to whoever wrote it (``stray-personal-link``, blocking);
+* images without ``alt`` (``image-without-alt``);
+* links a reader should not get: a script or data scheme (``unsafe-link``, blocking); any
+  other scheme than http(s), or a link into github.com that is not a PR of the configured
+  repository (``suspicious-link``). The two personal-link placeholders, filled per recipient
+  at send time, are expected;
+* template code left in what readers see: ``{{``, ``{%`` or an ``<mj-`` tag
+  (``template-leftover``, blocking). Text that came from the feed or the editor's file is left
+  out of that search, so a review quoting a Jinja template is not taken for one.
+
+Blocking problems come first (then by code, PR and layout), as everywhere else. The report also
+carries the ranking (position, tier, PR, titles, why, reading minutes) and the PRs the editor's
+file hid.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from html.parser import HTMLParser
+from typing import Any
+from urllib.parse import urlsplit
+
+from markupsafe import escape
+
+from pipeline.core.bilingual import sort_problems
+from pipeline.core.render import (
+    HARD_LIMIT_BYTES,
+    PREFERENCES_PLACEHOLDER,
+    UNSUBSCRIBE_PLACEHOLDER,
+    stray_placeholders,
+    weight,
+)
+from pipeline.model import LAYOUTS, Pair, Problem, Severity, Skipped
+from pipeline.stages.built import BuiltIssue
+
+#: Share of the budget above which a layout is flagged as close to it.
+NEAR_SHARE = 0.9
+PLACEHOLDERS = (UNSUBSCRIBE_PLACEHOLDER, PREFERENCES_PLACEHOLDER)
+#: Schemes that run code or smuggle content in: never in a newsletter.
+UNSAFE_SCHEMES = frozenset({"javascript", "vbscript", "data", "file"})
+_GITHUB_HOSTS = frozenset({"github.com", "www.github.com"})
+_LEFTOVERS = ("{{", "{%", "<mj-")
+
+
+@dataclass(frozen=True)
+class LayoutSize:
+    """One layout's HTML part against the budget."""
+
+    layout: str
+    #: The file's bytes (UTF-8), as built.
+    bytes: int
+    #: What a recipient's copy weighs as sent: after its transfer encoding, placeholders
+    #: counted at a signed link's length.
+    weight: int
+    #: The budget in bytes: ``[issue] size_budget_kb`` × 1,000, never above 100 KB.
+    budget: int
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.weight / self.budget if self.budget else 0.0
+
+    @property
+    def status(self) -> str:
+        """``over`` the budget, ``near`` it (above 90 %), or ``ok``."""
+        if self.weight > self.budget:
+            return "over"
+        return "near" if self.weight > NEAR_SHARE * self.budget else "ok"
+
+
+@dataclass(frozen=True)
+class RankedItem:
+    """One item of the ranking as the editor proofs it."""
+
+    position: int
+    pr: int
+    url: str
+    tier: str
+    #: Headline per language (None where the language is missing).
+    titles: Pair[str | None]
+    #: Why it ranks where it does, per language.
+    why: Pair[str]
+    reading_minutes: Pair[int]
+    scope_note: str | None = None
+    #: The editor's note to readers, per language, when the editor's file gives one.
+    note: Pair[str | None] | None = None
+    #: Where each language's text came from (``feed``, ``editor``, …), None where missing.
+    sources: Pair[str | None] = field(default_factory=lambda: Pair(None, None))
+
+
+@dataclass(frozen=True)
+class ProofReport:
+    """Everything the preview shows about one built issue."""
+
+    issue_id: str
+    content_hash: str
+    #: Every problem, blocking first.
+    problems: tuple[Problem, ...]
+    sizes: tuple[LayoutSize, ...]
+    ranking: tuple[RankedItem, ...]
+    #: PRs the editor's file hid this week.
+    hidden: tuple[int, ...]
+    #: Feed entries build could not use, with the reason.
+    skipped: tuple[Skipped, ...]
+
+    @property
+    def blocking(self) -> tuple[Problem, ...]:
+        return tuple(p for p in self.problems if p.severity == "blocking")
+
+    @property
+    def warnings(self) -> tuple[Problem, ...]:
+        return tuple(p for p in self.problems if p.severity == "warning")
+
+    @property
+    def has_blocking(self) -> bool:
+        return bool(self.blocking)
+
+
+def proof(built: BuiltIssue, *, size_budget_kb: int, repo: str) -> ProofReport:
+    """The proof report of ``built``, checked against the budget and ``repo``'s PR links."""
+    data = built.data
+    recorded = [_problem(p) for p in data.get("problems", [])]
+    sizes = tuple(layout_size(built.html(layout), layout, size_budget_kb)
+                  for layout in LAYOUTS)
+    already_over = {p.layout for p in recorded if p.code == "over-size-limit"}
+    found: list[Problem] = []
+    for size in sizes:
+        found.extend(_size_problem(size, already_over))
+    feed_strings = _feed_strings(data)
+    html = {layout: built.html(layout) for layout in LAYOUTS}
+    text = {layout: built.text(layout) for layout in LAYOUTS}
+    found += check_markup(html, repo)
+    found += check_leftovers(html, text, feed_strings)
+    found += check_personal_links(html, text)
+    return ProofReport(
+        issue_id=data["id"],
+        content_hash=data["content_hash"],
+        problems=sort_problems([*recorded, *found]),
+        sizes=sizes,
+        ranking=tuple(_ranked(n, item) for n, item in enumerate(data["items"], start=1)),
+        hidden=tuple(sorted(p.pr for p in recorded if p.code == "hidden" and p.pr)),
+        skipped=tuple(Skipped(s["id"], s["link"], s["title"], s["reason"])
+                      for s in data.get("skipped", [])),
+    )
+
+
+def layout_size(html: str, layout: str, size_budget_kb: int) -> LayoutSize:
+    return LayoutSize(layout, len(html.encode("utf-8")), weight(html),
+                      min(size_budget_kb * 1000, HARD_LIMIT_BYTES))
+
+
+def _size_problem(size: LayoutSize, already_over: set[str | None]) -> list[Problem]:
+    shown = (f"{size.layout}: {size.weight / 1000:.1f} KB as sent, {size.percent:.0f}% of "
+             f"the {size.budget / 1000:.0f} KB budget")
+    if size.status == "over" and size.layout not in already_over:
+        return [Problem("over-size-limit", "blocking", layout=size.layout,
+                        message=f"{shown}; mail clients clip or refuse it")]
+    if size.status == "near":
+        return [Problem("near-size-limit", "warning", layout=size.layout,
+                        message=f"{shown}; close to the limit")]
+    return []
+
+
+# -- links and images ------------------------------------------------------------------------
+
+
+class _Markup(HTMLParser):
+    """Collects the links and images of one HTML document."""
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.links: list[str] = []
+        self.images_without_alt: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        values = dict(attrs)
+        if tag in ("a", "area") and "href" in values:
+            self.links.append((values["href"] or "").strip())
+        elif tag == "img" and "alt" not in values:
+            self.images_without_alt.append(values.get("src") or "(no src)")
+
+    handle_startendtag = handle_starttag
+
+
+def check_markup(html: Mapping[str, str], repo: str) -> list[Problem]:
+    """Images without alt and links a reader should not get, each once with its layouts."""
+    seen_links: dict[tuple[str, str], list[str]] = {}
+    seen_images: dict[str, list[str]] = {}
+    for layout, document in html.items():
+        parser = _Markup()
+        parser.feed(document)
+        parser.close()
+        for href in parser.links:
+            verdict = link_verdict(href, repo)
+            if verdict:
+                seen_links.setdefault((href, verdict), []).append(layout)
+        for src in parser.images_without_alt:
+            seen_images.setdefault(src, []).append(layout)
+    problems = []
+    for (href, verdict), layouts in seen_links.items():
+        code, severity, why = _LINK_VERDICTS[verdict]
+        problems.append(Problem(code, severity, layout=layouts[0] if len(layouts) == 1 else None,
+                                message=f"{_layouts(layouts)}: link {_short(href)} "
+                                        f"{why.format(repo=repo)}"))
+    for src, layouts in seen_images.items():
+        problems.append(Problem("image-without-alt", "warning",
+                                layout=layouts[0] if len(layouts) == 1 else None,
+                                message=f"{_layouts(layouts)}: image {_short(src)} has no alt "
+                                "text (screen readers, and mail apps that block images, "
+                                "show nothing)"))
+    return problems
+
+
+_LINK_VERDICTS: dict[str, tuple[str, Severity, str]] = {
+    "unsafe": ("unsafe-link", "blocking", "uses a scheme that runs code or embeds content"),
+    "scheme": ("suspicious-link", "warning", "is not an http(s) link"),
+    "github": ("suspicious-link", "warning", "points into GitHub but not to a PR of {repo}"),
+}
+
+
+def link_verdict(href: str, repo: str) -> str | None:
+    """None for a link readers may get; else ``unsafe``, ``scheme`` or ``github``."""
+    if href in PLACEHOLDERS:
+        return None
+    compact = re.sub(r"[\x00-\x20]", "", href)  # browsers ignore these inside a scheme
+    scheme = urlsplit(compact).scheme.lower()
+    if scheme in UNSAFE_SCHEMES:
+        return "unsafe"
+    if scheme not in ("http", "https"):
+        return "scheme"
+    parts = urlsplit(href)
+    if (parts.hostname or "").lower() in _GITHUB_HOSTS and _pr_of(href, repo) is None:
+        return "github"
+    return None
+
+
+def _pr_of(href: str, repo: str) -> int | None:
+    parts = urlsplit(href)
+    if (parts.hostname or "").lower() not in _GITHUB_HOSTS:
+        return None
+    # 1 to 9 ASCII digits, as collect takes them: a longer number is no PR (and would stop int()).
+    match = re.fullmatch(rf"/{re.escape(repo)}/pull/([0-9]{{1,9}})(/.*)?", parts.path, re.I)
+    return int(match[1]) if match else None
+
+
+# -- personal links -----------------------------------------------------------------------
+
+
+def check_personal_links(html: Mapping[str, str], text: Mapping[str, str]) -> list[Problem]:
+    """A personal-link placeholder anywhere but a template slot: blocking, per layout."""
+    problems = []
+    for kind, documents in (("html", html), ("txt", text)):
+        for layout, document in documents.items():
+            stray = stray_placeholders(document, kind)
+            if stray:
+                problems.append(Problem(
+                    "stray-personal-link", "blocking", layout=layout,
+                    message=f"email-{layout}.{kind}: {stray} personal-link placeholder(s) "
+                            f"outside the template's slots would hand each recipient's signed "
+                            f"link to whoever wrote them; rebuild the issue"))
+    return problems
+
+
+# -- template leftovers -------------------------------------------------------------------
+
+
+def check_leftovers(html: Mapping[str, str], text: Mapping[str, str],
+                    feed_strings: Iterable[str]) -> list[Problem]:
+    """``{{``, ``{%`` or ``<mj-`` in an artifact, outside the text the feed supplied."""
+    strings = sorted({s for s in feed_strings if s}, key=len, reverse=True)
+    escaped = sorted({str(escape(s)) for s in strings}, key=len, reverse=True)
+    problems = []
+    for kind, documents, known in (("html", html, escaped + strings), ("txt", text, strings)):
+        for layout, document in documents.items():
+            rest = document
+            for s in known:
+                rest = rest.replace(s, " ")
+            found = [marker for marker in _LEFTOVERS if marker in rest]
+            if found:
+                index = min(rest.index(m) for m in found)
+                problems.append(Problem(
+                    "template-leftover", "blocking", layout=layout,
+                    message=f"email-{layout}.{kind}: template code left in what readers see "
+                            f"({', '.join(found)}): …{_short(rest[index:index + 60])}…"))
+    return problems
+
+
+def _feed_strings(data: Mapping[str, Any]) -> list[str]:
+    """Every string of the issue that came from the feed or the editor's file."""
+    found: list[str] = []
+    for item in data.get("items", []):
+        for lang in ("zh", "en"):
+            text = item.get(lang)
+            if text:
+                found += [text["title"], text["body_html"], text["body_text"]]
+        note = item.get("note") or {}
+        found += [n for n in note.values() if n]
+        if item.get("scope_note"):
+            found.append(item["scope_note"])
+    for layout in LAYOUTS:
+        found += [data.get("subject", {}).get(layout, ""),
+                  data.get("preheader", {}).get(layout, "")]
+    return found
+
+
+# -- ranking and helpers ------------------------------------------------------------------
+
+
+def _ranked(position: int, item: Mapping[str, Any]) -> RankedItem:
+    def text_field(lang: str, name: str) -> str | None:
+        text = item.get(lang)
+        return text[name] if text else None
+
+    note = item.get("note")
+    return RankedItem(
+        position=position, pr=item["pr"], url=item["url"], tier=item["tier"],
+        titles=Pair(text_field("zh", "title"), text_field("en", "title")),
+        why=Pair(item["why"]["zh"], item["why"]["en"]),
+        reading_minutes=Pair(item["reading_minutes"]["zh"], item["reading_minutes"]["en"]),
+        scope_note=item.get("scope_note"),
+        note=Pair(note.get("zh"), note.get("en")) if note else None,
+        sources=Pair(text_field("zh", "source"), text_field("en", "source")),
+    )
+
+
+def _problem(raw: Mapping[str, Any]) -> Problem:
+    return Problem(raw["code"], raw["severity"], raw["message"], raw.get("pr"),
+                   raw.get("layout"))
+
+
+def _layouts(layouts: list[str]) -> str:
+    return ", ".join(layouts) if len(layouts) < len(LAYOUTS) else "every layout"
+
+
+def _short(value: str, limit: int = 80) -> str:
+    value = " ".join(value.split())
+    return value if len(value) <= limit else value[: limit - 1] + "…"

@@ -1,0 +1,449 @@
+"""Render: an :class:`Issue` → one HTML email (MJML) and one plain-text part per layout.
+
+Pure: objects in, strings out. One Jinja environment, autoescape on for markup templates
+(mjml-python does not validate and chokes on a raw ``<`` or ``&``), StrictUndefined so a
+template mistake fails the build instead of shipping a blank. Per-recipient links are left as
+placeholders, filled in at send time without re-rendering; the archive copy replaces them
+with the public pages.
+
+Personal links land only in the template's own slots. The placeholders are :class:`Slot`
+values; every other value a template prints (a feed's review, the editor's file, a
+translation, a GitHub title) passes :func:`neutralise`, which breaks any ``%%`` in it, so
+no text from outside can carry a placeholder into a link of its own and have a recipient's
+signed token filled into it. :func:`stray_placeholders` finds any placeholder outside a slot
+(an issue built before this rule): ``Messages`` refuses it and the proof report blocks it.
+
+The size budget: Gmail clips a message near 102 KB, and Chinese costs three bytes a
+character. Each part is weighed as sent: after its transfer encoding (``mime.py``), with
+every placeholder counted as a real signed link. When the HTML or the text part of a layout
+would exceed ``[issue] size_budget_kb``, the lowest-priority items shrink to a title and a link
+to the archive, one at a time from the bottom, in both parts alike; if the list of titles
+itself does not fit, its tail becomes one "N more in the archive" link. The text part is
+wrapped at 78 columns (``wrap.py``).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import tomllib
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import jinja2
+from markupsafe import Markup, escape
+from mjml import mjml2html
+
+from pipeline.core.mime import sent_size
+from pipeline.core.rank import TIER_BY_NAME, TIERS
+from pipeline.core.wrap import wrap_text
+from pipeline.errors import RenderError
+from pipeline.model import LANG_TAGS, LAYOUTS, Issue, Item, Problem, Text, layout_langs
+from pipeline.week import week_ranges
+
+if TYPE_CHECKING:
+    from pipeline.config import Settings
+    from pipeline.sources.github import PullFacts
+
+#: Filled per recipient at send time; never left in a sent message or the public archive.
+UNSUBSCRIBE_PLACEHOLDER = "%%unsubscribe_url%%"
+PREFERENCES_PLACEHOLDER = "%%preferences_url%%"
+PLACEHOLDERS = (UNSUBSCRIBE_PLACEHOLDER, PREFERENCES_PLACEHOLDER)
+#: Bytes reserved per placeholder for the real, signed link that replaces it.
+LINK_RESERVE = 256
+#: What weighs like a signed link when a part is measured: ASCII, with a query like one.
+RESERVED_LINK = ("https://app.invalid/unsubscribe?token=" + "x" * LINK_RESERVE)[:LINK_RESERVE]
+#: The hard ceiling whatever the budget says (KB = 1,000 bytes).
+HARD_LIMIT_BYTES = 100_000
+
+#: System fonts only: no web font request, CJK faces named before the generic fallback.
+FONT_STACK = Markup(
+    "-apple-system, BlinkMacSystemFont, 'Segoe UI', 'PingFang SC', 'Hiragino Sans GB', "
+    "'Microsoft YaHei', 'Noto Sans CJK SC', Roboto, Helvetica, Arial, sans-serif"
+)
+TIER_COLORS = {
+    "must-read": ("#ffebe9", "#a40e26"),
+    "medium": ("#fff8c5", "#7d4e00"),
+    "skim": ("#ddf4ff", "#0a3069"),
+    "unrated": ("#eff2f5", "#59636e"),
+}
+
+
+class Slot(str):
+    """A template's own personal-link slot: the only value printed with its ``%%`` intact."""
+
+
+#: What ``%%`` becomes in printed text: the same to a reader, never a placeholder.
+_NEUTRAL_HTML = "%&#37;"
+_NEUTRAL_TEXT = "%\u2060%"  # WORD JOINER: invisible, and no longer two percent signs
+
+
+@jinja2.pass_eval_context
+def neutralise(eval_ctx: jinja2.nodes.EvalContext, value: object) -> object:
+    """The environment's ``finalize``: every printed value but a :class:`Slot` loses its
+    ``%%``, so feed text can never reproduce a personal-link placeholder."""
+    if isinstance(value, Slot) or not isinstance(value, str) or "%%" not in value:
+        return value
+    if eval_ctx.autoescape:
+        html = str(escape(value))  # Markup (sanitized HTML) stays as it is
+        while "%%" in html:
+            html = html.replace("%%", _NEUTRAL_HTML)
+        return Markup(html)  # noqa: S704 - escaped above; only an entity was added
+    while "%%" in value:
+        value = value.replace("%%", _NEUTRAL_TEXT)
+    return value
+
+
+def stray_placeholders(body: str, kind: str) -> int:
+    """How many personal-link placeholders in ``body`` sit outside a template slot.
+
+    A slot is a whole ``href`` value in HTML (``kind`` ``html``), a whole word in the text
+    part (``txt``: the built-in template gives it a line of its own). Anything else (a
+    placeholder inside a longer URL, glued to other text) would hand a recipient's signed
+    link to whoever wrote it there.
+    """
+    total = sum(body.count(p) for p in PLACEHOLDERS)
+    if not total:
+        return 0
+    return total - len((_HTML_SLOT if kind == "html" else _TEXT_SLOT).findall(body))
+
+
+_ALTERNATIVES = "|".join(re.escape(p) for p in PLACEHOLDERS)
+_HTML_SLOT = re.compile(rf"""\bhref\s*=\s*(?:"(?:{_ALTERNATIVES})"|'(?:{_ALTERNATIVES})')""")
+_TEXT_SLOT = re.compile(rf"(?<!\S)(?:{_ALTERNATIVES})(?!\S)")
+
+
+def with_reserved_links(body: str) -> str:
+    """``body`` with each placeholder replaced by a link as long as a real one may be."""
+    for placeholder in PLACEHOLDERS:
+        body = body.replace(placeholder, RESERVED_LINK)
+    return body
+
+
+def weight(body: str) -> int:
+    """The bytes one recipient's part weighs as sent: encoded, with real links filled in."""
+    return sent_size(with_reserved_links(body))
+
+
+@dataclass(frozen=True)
+class Footer:
+    """Who sends the issue and why, shown at the foot of every copy (CAN-SPAM, RFC 2369's
+    spirit): the publisher line, the postal address when set, and where to subscribe."""
+
+    #: ``[delivery] publisher``, else the sender's name and address.
+    publisher: str = ""
+    #: ``[delivery] postal_address``; shown only when set.
+    postal_address: str = ""
+    #: The subscribe page (``[site] app_url``/subscribe), for a reader of a forwarded copy.
+    subscribe_url: str = ""
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Footer:
+        """The footer a deployment's settings describe."""
+        delivery = settings.delivery
+        app_url = settings.site.app_url.rstrip("/")
+        return cls(
+            publisher=_one_line(delivery.publisher) or _one_line(delivery.from_),
+            postal_address=_one_line(delivery.postal_address),
+            subscribe_url=f"{app_url}/subscribe" if app_url else "",
+        )
+
+
+def _one_line(text: str) -> str:
+    """A configured footer line as one line of printable text: line breaks become spaces
+    (an address written over several lines in TOML), control characters go."""
+    return " ".join("".join(c if c.isprintable() else " " for c in text).split())
+
+
+def templates_dir() -> Path:
+    """The built-in templates, wherever the package is installed."""
+    return Path(str(resources.files("pipeline.templates")))
+
+
+def environment(override_dirs: Sequence[Path] = ()) -> jinja2.Environment:
+    """The one template environment: an operator's folders first, then the built-in ones."""
+    loaders = [jinja2.FileSystemLoader(str(d)) for d in override_dirs]
+    loaders.append(jinja2.FileSystemLoader(str(templates_dir())))
+    env = jinja2.Environment(
+        loader=jinja2.ChoiceLoader(loaders),
+        # Markup templates escape everything; the plain-text part must not.
+        autoescape=jinja2.select_autoescape(default=True, default_for_string=True,
+                                            disabled_extensions=("txt.j2",)),
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=False,
+        keep_trailing_newline=True,
+        finalize=neutralise,
+    )
+    env.globals["facts_line"] = facts_line
+    return env
+
+
+def facts_line(facts: PullFacts | Mapping[str, Any] | None) -> str:
+    """The PR's facts in one compact line: author, merged date (or state), +/− lines, tags.
+    ``facts`` is a :class:`PullFacts` or its issue.json dict; "" for None."""
+    if not facts:
+        return ""
+    get = facts.get if isinstance(facts, dict) else lambda key: getattr(facts, key)
+    parts = []
+    if get("author"):
+        parts.append(f"@{get('author')}")
+    merged = get("merged_at")
+    if merged:
+        day = merged[:10] if isinstance(merged, str) else merged.strftime("%Y-%m-%d")
+        parts.append(f"merged {day}")
+    else:
+        parts.append(str(get("state")))
+    parts.append(f"+{get('additions')}/\u2212{get('deletions')}")
+    tags = " ".join(f"[{tag}]" for tag in get("tags") or ())
+    if tags:
+        parts.append(tags)
+    return " · ".join(parts)
+
+
+@functools.cache
+def strings() -> dict[str, dict[str, str]]:
+    """The UI words per language (``templates/strings.toml``)."""
+    return tomllib.loads((templates_dir() / "strings.toml").read_text(encoding="utf-8"))
+
+
+@dataclass(frozen=True)
+class RenderedLayout:
+    layout: str
+    html: str
+    text: str
+    #: PRs shown as a title and a link only, to fit the budget.
+    brief: tuple[int, ...] = ()
+    #: How many PRs are left to the archive's "N more" link.
+    folded: int = 0
+
+    @property
+    def html_bytes(self) -> int:
+        return len(self.html.encode("utf-8"))
+
+
+@dataclass(frozen=True)
+class _Plan:
+    full: tuple[Item, ...]
+    brief: tuple[Item, ...]
+    folded: int
+
+
+class Renderer:
+    """Renders issues with one set of compiled templates (reuse it across issues)."""
+
+    def __init__(self, env: jinja2.Environment | None = None) -> None:
+        self.env = env or environment()
+        self.html_template = self._template("email/issue.mjml.j2")
+        self.text_template = self._template("email/issue.txt.j2")
+
+    def _template(self, name: str) -> jinja2.Template:
+        try:
+            return self.env.get_template(name)
+        except jinja2.TemplateNotFound:
+            raise RenderError(name, "template not found in "
+                              + ", ".join(getattr(self.env.loader, "searchpath", [])
+                                          or [str(templates_dir())])) from None
+        except jinja2.TemplateSyntaxError as exc:
+            raise RenderError(name, f"line {exc.lineno}: {exc.message}") from None
+
+    def render(self, issue: Issue, base_url: str, budget_kb: int,
+               footer: Footer | None = None
+               ) -> tuple[dict[str, RenderedLayout], list[Problem]]:
+        """Every layout of ``issue``, each within the budget, and what fitting it cost."""
+        budget = min(budget_kb * 1000, HARD_LIMIT_BYTES)
+        rendered: dict[str, RenderedLayout] = {}
+        problems: list[Problem] = []
+        for layout in LAYOUTS:
+            result, problem = self._fit(issue, layout, base_url.rstrip("/"), budget,
+                                        footer or Footer())
+            rendered[layout] = result
+            if problem:
+                problems.append(problem)
+        return rendered, problems
+
+    # -- size budget -----------------------------------------------------------------
+
+    def _fit(self, issue: Issue, layout: str, base_url: str, budget: int, footer: Footer
+             ) -> tuple[RenderedLayout, Problem | None]:
+        items = issue.items
+        n = len(items)
+
+        def attempt(plan: _Plan) -> tuple[str, str, int]:
+            """Both parts for ``plan``, and the heavier one's weight as sent."""
+            html = self._html(issue, layout, base_url, plan, footer)
+            text = self._text(issue, layout, base_url, plan, footer)
+            return html, text, max(weight(html), weight(text))
+
+        html, text, size = attempt(_Plan(items, (), 0))
+        if size <= budget:
+            return RenderedLayout(layout, html, text), None
+        full_size = size
+
+        # Smallest number of items (from the bottom) to shrink to a title and a link.
+        def shrink(k: int) -> _Plan:
+            return _Plan(items[: n - k], items[n - k:], 0)
+
+        k, found = _smallest(1, n, lambda k: attempt(shrink(k))[2] <= budget)
+        if found is not None:
+            plan = shrink(k)
+        else:
+            # Even the list of titles is too long: keep as many as fit, fold the rest.
+            def fold(m: int) -> _Plan:
+                return _Plan((), items[:m], n - m)
+
+            m, _ = _largest(0, n - 1, lambda m: attempt(fold(m))[2] <= budget)
+            plan = fold(m)
+        html, text, size = attempt(plan)
+        result = RenderedLayout(layout, html, text, tuple(i.pr for i in plan.brief), plan.folded)
+        if size > budget:
+            return result, Problem(
+                "over-size-limit", "blocking", layout=layout,
+                message=(f"{layout}: {size / 1000:.1f} KB as sent even with every item "
+                         f"folded; the budget is {budget / 1000:.0f} KB"),
+            )
+        shrunk = len(plan.brief) + plan.folded
+        return result, Problem(
+            "items-shrunk", "warning", layout=layout,
+            message=(f"{layout}: {shrunk} lowest-priority item(s) shortened to a title and "
+                     f"a link to fit {budget / 1000:.0f} KB as sent "
+                     f"(full: {full_size / 1000:.1f} KB)"
+                     + (f"; {plan.folded} left to the archive" if plan.folded else "")),
+        )
+
+    # -- templates ---------------------------------------------------------------------
+
+    def _context(self, issue: Issue, layout: str, base_url: str, plan: _Plan,
+                 footer: Footer) -> dict[str, Any]:
+        langs = layout_langs(layout)
+        s = strings()
+        year, number = issue.id.split("-W")
+        ranges = week_ranges(issue.week.start, issue.week.end, issue.week.tz)
+        return {
+            "langs": langs,
+            "lang_tag": LANG_TAGS,
+            "html_lang": LANG_TAGS[langs[0]],
+            "s": s,
+            "subject": issue.subject[layout],
+            "preheader": issue.preheader[layout],
+            "intro": {lang: issue.preheader[lang] for lang in langs},
+            "week_line": {lang: s[lang]["week"].format(year=year, number=int(number),
+                                                      range=ranges[lang]) for lang in langs},
+            "archive_url": issue.archive_url,
+            "base_url": base_url,
+            "unsubscribe_url": Slot(UNSUBSCRIBE_PLACEHOLDER),
+            "preferences_url": Slot(PREFERENCES_PLACEHOLDER),
+            "footer": footer,
+            "font_stack": FONT_STACK,
+            "tier_colors": TIER_COLORS,
+            "tier_label": _tier_label,
+            "minutes": _minutes,
+            "titles": _titles,
+            "groups": _groups(_marked(plan.full)),
+            "brief": _marked(plan.brief),
+            "folded": plan.folded,
+        }
+
+    def _html(self, issue: Issue, layout: str, base_url: str, plan: _Plan,
+              footer: Footer) -> str:
+        context = self._context(issue, layout, base_url, plan, footer)
+        try:
+            source = self.html_template.render(context)
+        except jinja2.TemplateError as exc:
+            raise RenderError(self.html_template.name or "email", str(exc)) from None
+        try:
+            return mjml2html(source, fonts={})
+        except ValueError as exc:
+            raise RenderError(self.html_template.name or "email",
+                              f"MJML does not compile: {exc}") from None
+
+    def _text(self, issue: Issue, layout: str, base_url: str, plan: _Plan,
+              footer: Footer) -> str:
+        context = self._context(issue, layout, base_url, plan, footer)
+        langs = context["langs"]
+        context.update(
+            brand_line=" · ".join(strings()[lang]["brand"] for lang in langs),
+            view_online=" / ".join(strings()[lang]["view_online"] for lang in langs),
+        )
+        try:
+            return wrap_text(self.text_template.render(context))
+        except jinja2.TemplateError as exc:
+            raise RenderError(self.text_template.name or "text", str(exc)) from None
+
+
+def _smallest(lo: int, hi: int, fits: Callable[[int], bool]) -> tuple[int, int | None]:
+    """The smallest k in [lo, hi] that fits (sizes shrink as k grows), or None."""
+    if lo > hi or not fits(hi):
+        return hi, None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo, lo
+
+
+def _largest(lo: int, hi: int, fits: Callable[[int], bool]) -> tuple[int, int | None]:
+    """The largest m in [lo, hi] that fits (sizes grow with m), or lo if none does."""
+    if lo > hi or not fits(lo):
+        return lo, None
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo, lo
+
+
+class _MarkedItem:
+    """An item as templates see it: body HTML marked safe (it left the sanitizer)."""
+
+    def __init__(self, item: Item) -> None:
+        self._item = item
+        self._texts = {lang: _marked_text(item.text(lang)) for lang in ("zh", "en")}
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._item, name)
+
+    def text(self, lang: str) -> Text | None:
+        return self._texts[lang]
+
+
+def _marked_text(text: Text | None) -> Text | None:
+    if text is None:
+        return None
+    # Safe: body_html is the output of sanitize.clean_html, the only way into an Item.
+    return Text(text.title, Markup(text.body_html), text.body_text, text.source)  # noqa: S704
+
+
+def _marked(items: Sequence[Item]) -> list[_MarkedItem]:
+    return [_MarkedItem(item) for item in items]
+
+
+def _groups(items: Sequence[_MarkedItem]) -> list[dict[str, Any]]:
+    """Items grouped under their tier, tiers in rank order."""
+    groups: list[dict[str, Any]] = []
+    for tier in TIERS:
+        members = [item for item in items if item.tier == tier.name]
+        if members:
+            groups.append({"tier": tier.name, "items": members})
+    return groups
+
+
+def _tier_label(tier: str, lang: str) -> str:
+    return TIER_BY_NAME[tier].label.get(lang)
+
+
+def _titles(item: Item, langs: Sequence[str]) -> list[tuple[str, str]]:
+    """(language, headline) for a one-line entry: the layout's languages, or failing
+    those, whichever language the item has, so no entry is ever blank."""
+    found = [(lang, text.title) for lang in langs if (text := item.text(lang))]
+    return found or [(lang, text.title) for lang in ("zh", "en") if (text := item.text(lang))]
+
+
+def _minutes(item: Item, lang: str) -> str:
+    return strings()[lang]["minutes"].format(n=item.reading_minutes.get(lang))

@@ -1,0 +1,175 @@
+"""Site: issue.json files → the public web archive's pages, as :class:`SiteObject` values.
+
+Pure: dicts in, objects out (``publish`` writes them). Each issue gets a bilingual page and
+one page per language (``lang`` and ``hreflang`` set, so the language switch is plain links
+and needs no JavaScript), the public copy of its email, and its ``issue.json``. The index,
+the Atom feed and the sitemap are made from the issue.json files the archive holds, never
+from a local build folder: a fresh runner with an empty ``build/`` publishes a whole index.
+
+Every link between pages names ``index.html`` and is absolute from ``[site] base_url``, so the
+site works on any static host. The public email copy carries no personal link or token.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from datetime import datetime
+from functools import cached_property
+from typing import Any
+
+import jinja2
+import pendulum
+from markupsafe import Markup
+
+from pipeline.archive import SiteObject
+from pipeline.config import SiteSettings
+from pipeline.core.issue_json import IssueData, ItemData, TextData
+from pipeline.core.rank import TIER_BY_NAME
+from pipeline.core.render import (
+    PREFERENCES_PLACEHOLDER,
+    UNSUBSCRIBE_PLACEHOLDER,
+    environment,
+    strings,
+)
+from pipeline.model import LANG_TAGS
+from pipeline.week import week_ranges
+
+HTML = "text/html; charset=utf-8"
+#: Issue pages change only when an issue is corrected; the index, feed and sitemap weekly.
+LONG_CACHE = "public, max-age=604800"
+SHORT_CACHE = "public, max-age=300, must-revalidate"
+#: Page variants of one issue: file name → the languages it shows.
+VARIANTS = {"index.html": ("zh", "en"), "zh.html": ("zh",), "en.html": ("en",)}
+_CODE = re.compile(r"<code>(.*?)</code>", re.S)
+#: The Atom feed carries the latest issues in full; the index and sitemap list them all.
+#: (A full-content feed of every issue grew to 12 MB at ten years: make bench.)
+FEED_ISSUES = 20
+
+
+def _moment(text: str, tz: str) -> pendulum.DateTime:
+    """An issue.json time (UTC, ``…Z``) in the week's zone. pendulum also parses a bare date,
+    time or duration: none of those is an instant, so each is refused by name."""
+    parsed = pendulum.parse(text)
+    if not isinstance(parsed, pendulum.DateTime):
+        raise ValueError(f"{text!r} is not a date and time")
+    return parsed.in_timezone(tz)
+
+
+class IssueView:
+    """One issue.json as the web templates read it."""
+
+    def __init__(self, data: IssueData, base_url: str) -> None:
+        self.data = data
+        self.id: str = data["id"]
+        self.base_url = base_url
+        self.url = f"{base_url}/issues/{self.id}/index.html"
+        tz = data["week"]["tz"]
+        self.start = _moment(data["week"]["start"], tz)
+        self.end = _moment(data["week"]["end"], tz)
+
+    def page_url(self, variant: str = "index.html") -> str:
+        return f"{self.base_url}/issues/{self.id}/{variant}"
+
+    @property
+    def items(self) -> list[ItemData]:
+        return self.data["items"]
+
+    @property
+    def published(self) -> datetime:
+        """The end of the week (the Monday it goes out): stable, so re-publishing is a no-op."""
+        return self.end
+
+    @cached_property
+    def ranges(self) -> dict[str, str]:
+        ranges = week_ranges(self.start, self.end, self.data["week"]["tz"])
+        return {"zh": f"{self.start.year} 年 {ranges['zh']}", "en": ranges["en"]}
+
+    def title(self, item: ItemData, lang: str) -> str:
+        first, other = (item["zh"], item["en"]) if lang == "zh" else (item["en"], item["zh"])
+        text = first or other
+        return text["title"] if text else f"#{item['pr']}"
+
+    def top_titles(self, lang: str, n: int = 3) -> list[str]:
+        return [self.title(item, lang) for item in self.items[:n]]
+
+
+def identifiers(body_html: str) -> list[Markup]:
+    """The code identifiers a review names, in order, once each (already escaped HTML)."""
+    seen: dict[str, None] = {}
+    for match in _CODE.finditer(body_html):
+        seen.setdefault(match[1].strip(), None)
+    return [Markup(code) for code in seen if code]  # noqa: S704 (sanitized markup's text)
+
+
+def body(text: TextData | None) -> Markup | None:
+    """A text's body HTML, which left pipeline/core/sanitize.py before it entered issue.json."""
+    return Markup(text["body_html"]) if text else None  # noqa: S704
+
+
+class Site:
+    """Renders the site's pages with the shared template environment."""
+
+    def __init__(self, site: SiteSettings, env: jinja2.Environment | None = None) -> None:
+        self.base_url = site.base_url.rstrip("/")
+        self.app_url = site.app_url.rstrip("/")
+        self.env = env or environment()
+        self.env.globals.update(
+            s=strings(), lang_tag=LANG_TAGS, tier_label=lambda t, lang: TIER_BY_NAME[t]
+            .label.get(lang), identifiers=identifiers, body=body, base_url=self.base_url,
+            app_url=self.app_url, tiers=TIER_BY_NAME,
+        )
+
+    def _render(self, name: str, **context: Any) -> bytes:
+        try:
+            return self.env.get_template(name).render(**context).encode("utf-8")
+        except jinja2.TemplateError as exc:
+            from pipeline.errors import RenderError
+
+            raise RenderError(name, str(exc)) from None
+
+    def issue_objects(self, data: IssueData, email_html: str) -> list[SiteObject]:
+        """Everything under ``issues/<week>/``: the pages, the public email, issue.json."""
+        view = IssueView(data, self.base_url)
+        prefix = f"issues/{view.id}/"
+        objects = [
+            SiteObject(prefix + variant, self._render("web/issue.html.j2", issue=view,
+                                                      langs=langs, variant=variant,
+                                                      variants=VARIANTS),
+                       HTML, LONG_CACHE)
+            for variant, langs in VARIANTS.items()
+        ]
+        objects.append(SiteObject(prefix + "email.html", public_email(email_html, self),
+                                  HTML, LONG_CACHE))
+        objects.append(SiteObject(prefix + "issue.json",
+                                  (json.dumps(data, ensure_ascii=False, indent=2) + "\n")
+                                  .encode(), "application/json; charset=utf-8", LONG_CACHE))
+        return objects
+
+    def index_objects(self, issues: Sequence[IssueData]) -> list[SiteObject]:
+        """The index, feed, sitemap and 404 page, from every issue the archive holds."""
+        views = sorted((IssueView(d, self.base_url) for d in issues), key=lambda v: v.id,
+                       reverse=True)
+        updated = views[0].published if views else None
+        return [
+            SiteObject("index.html", self._render("web/index.html.j2", issues=views),
+                       HTML, SHORT_CACHE),
+            SiteObject("feed.xml", self._render("web/feed.xml.j2", issues=views[:FEED_ISSUES],
+                                                updated=updated),
+                       "application/atom+xml; charset=utf-8", SHORT_CACHE),
+            SiteObject("sitemap.xml", self._render("web/sitemap.xml.j2", issues=views,
+                                                   variants=VARIANTS),
+                       "application/xml; charset=utf-8", SHORT_CACHE),
+            SiteObject("404.html", self._render("web/404.html.j2"), HTML, SHORT_CACHE),
+        ]
+
+
+def public_email(email_html: str, site: Site) -> bytes:
+    """The ``zh-en`` email with the personal links replaced by public pages (no token)."""
+    if site.app_url:
+        unsubscribe, preferences = f"{site.app_url}/unsubscribe", f"{site.app_url}/preferences"
+    else:
+        unsubscribe = preferences = f"{site.base_url}/index.html"
+    return (email_html.replace(UNSUBSCRIBE_PLACEHOLDER, unsubscribe)
+            .replace(PREFERENCES_PLACEHOLDER, preferences).encode("utf-8"))

@@ -1,0 +1,354 @@
+"""The placeholder guard: what a machine translation must not touch, and the check that it
+did not.
+
+Before a text goes to a translator, :func:`protect` replaces everything that is not prose with a
+numbered placeholder ``⟦1⟧``, ``⟦2⟧`` …; after, :func:`restore` puts the originals back and
+refuses (:class:`GuardError`) a translation that lost, duplicated, altered or invented one, or
+that reordered markup so that a tag no longer closes what it opened. Moving a placeholder is
+allowed: word order differs between Chinese and English.
+
+Protected, in a text that is sanitized HTML (:func:`pipeline.core.sanitize.clean_html`) or plain:
+
+- every HTML tag (``<p>``, ``<a href=…>``, ``</em>``, ``<br>``), so inline markup survives;
+  block tags that touch (``</p><p>``) share one placeholder;
+- whole ``<code>…</code>`` and ``<pre>…</pre>`` elements, and character references (``&amp;``);
+- URLs, e-mail addresses, ``--flags``;
+- PR and issue references: ``#56668``, ``owner/repo#12``;
+- file paths (``ops/ple.py``, ``vllm/v1/``, ``ops/ple.py::_ple_conv_kernel``);
+- identifiers: snake_case (``_remote_agents``, ``MIN_LEN``), CamelCase with an inner capital
+  (``SupportsHMA``, ``Qwen4Exp``, ``RLock``, ``ROCm``; not ``PRs`` or ``GPUs``), dotted names
+  (``torch.equal``, ``rocm.py``; not ``e.g.``), calls (``flush()``), ``a::b``, versions;
+- commit hashes: 7 to 40 hex digits holding a digit and a letter (``6d038df``);
+- figures: every number written in digits, with its sign and unit (``+4.6%``, ``12.99%``,
+  ``2.5×``, ``12 ms``, ``80GB``, ``27`` in ``27 行``). A count is a figure too: a translation
+  that turns "27 lines" into "72 lines" misleads as much as one that changes a percentage, and
+  a placeholder costs a translator nothing. Ordinals (``1st``) and digits inside a word
+  (``FP32``, ``DeepSeek-V4``, ``e2e``) stay prose, and plain acronyms (``KV``, ``NIXL``) too:
+  every translator keeps those.
+
+Why ``⟦n⟧`` (U+27E6/U+27E7, mathematical white square brackets): zh↔en translation rewrites
+ASCII and CJK punctuation into each other's forms (``(`` ↔ ``（``, ``[`` ↔ ``【``, ``,`` ↔ ``，``)
+and an LLM reads ``<x>`` or ``{x}`` as markup or a template; these brackets have no CJK or
+ASCII counterpart to be swapped for, never occur in review prose, and hold only ASCII digits.
+Whitespace a translator slips inside (``⟦ 3 ⟧``) and full-width digits (``⟦３⟧``) are still read
+as the placeholder; anything else left of a bracket is a malformed placeholder and rejected. A
+source text that itself contains ``⟦`` or ``⟧`` has them protected, so every bracket in the
+translator's text is ours.
+
+Pure: strings in, strings out.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+__all__ = ["CLOSE", "OPEN", "GuardError", "Guarded", "placeholder", "protect", "restore"]
+
+OPEN, CLOSE = "⟦", "⟧"
+
+
+def placeholder(number: int) -> str:
+    """The placeholder standing for the ``number``-th protected span (1-based)."""
+    return f"{OPEN}{number}{CLOSE}"
+
+
+@dataclass(frozen=True)
+class Guarded:
+    """A text ready for a translator, and what it stands for."""
+
+    #: The source with each protected span replaced by its placeholder ``⟦1⟧``, ``⟦2⟧`` …
+    text: str
+    #: The protected originals, in order: ``spans[0]`` is ``⟦1⟧``.
+    spans: tuple[str, ...]
+
+
+class GuardError(ValueError):
+    """A translation did not keep every placeholder exactly once, or broke the markup."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        #: One line for the proof report: which placeholder, standing for what, went wrong.
+        self.reason = reason
+
+
+# -- protect ---------------------------------------------------------------------------------
+
+_TAG = re.compile(r"(<[^<>]*>)")
+_TAG_NAME = re.compile(r"<\s*(/?)\s*([A-Za-z][A-Za-z0-9]*)")
+#: Elements kept whole, content included.
+_WHOLE = frozenset({"code", "pre"})
+#: Block tags: touching ones (whitespace between them included) share one placeholder.
+_BLOCK = frozenset({"p", "ul", "ol", "li", "blockquote", "pre"})
+_VOID = frozenset({"br", "hr", "img", "wbr"})
+
+_NOT_URL = r"\s<>\"'`\u0080-\U0010ffff"
+_UNITS_SPACED = (r"%|％|ms|µs|μs|us|ns|GB|GiB|MB|MiB|KB|KiB|kB|TB|TiB|tok/s|tokens/s|it/s"
+                 r"|req/s|QPS|qps|TFLOPS|GFLOPS|FLOPS|Gbps|GB/s|MB/s|GHz|MHz|pp")
+_UNITS_TIGHT = r"×|x|X|s|B|K|M|G|T|k|h|min|W"
+
+_PROSE = re.compile(
+    r"(?P<entity>&(?:[A-Za-z][A-Za-z0-9]{1,31}|\#[0-9]{1,7}|\#[xX][0-9A-Fa-f]{1,6});)"
+    r"|(?P<mark>⟦\s*\d*\s*⟧|[⟦⟧])"
+    rf"|(?P<url>(?<![A-Za-z0-9_])(?:https?|ftp)://[^{_NOT_URL}]+)"
+    r"|(?P<email>(?<![A-Za-z0-9_.+-])[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)+)"
+    r"|(?P<ref>(?<![0-9_&#/])(?:[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+)?\#[0-9]+(?![A-Za-z0-9_]))"
+    r"|(?P<flag>(?<![A-Za-z0-9_-])--[A-Za-z][A-Za-z0-9_-]*)"
+    r"|(?P<figure>(?<![A-Za-z0-9_.])(?:×\ ?)?[+\-−±~]?[0-9]+(?:[.,][0-9]+)*"
+    rf"(?:\ ?(?:{_UNITS_SPACED})|(?:{_UNITS_TIGHT}))?(?![A-Za-z0-9_]|\.[A-Za-z0-9_]))"
+    r"|(?P<word>(?<![A-Za-z0-9_])[A-Za-z0-9_~./][A-Za-z0-9_./:~-]*(?:\(\))?)"
+)
+_URL_TRAILING = ".,;:!?'\""
+_URL_ENTITY_END = re.compile(r"&(?:gt|lt|quot|#39|#x27);")
+_WORD_TRAILING = ".:-"
+
+_CAMEL = re.compile(r"[a-z][0-9]*[A-Z]|[A-Z]{2,}[a-z]")
+_PLURAL_ACRONYM = re.compile(r"[A-Z]{2,}s")
+_DOTTED = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+")
+_HASH = re.compile(r"[0-9a-f]{7,40}|[0-9A-F]{7,40}")
+_VERSION = re.compile(r"[vV]?[0-9]+(?:\.[0-9]+)+[A-Za-z0-9]*")
+_EXTENSION = re.compile(r"\.[A-Za-z0-9]{1,10}$")
+
+
+def protect(html: str) -> Guarded:
+    """Replace everything a translator must not touch with ``⟦n⟧`` placeholders.
+
+    ``html`` is sanitized HTML or plain text; ``restore(protect(x), protect(x).text) == x``.
+    """
+    segments: list[tuple[bool, str]] = []  # (protected, text)
+    block_run = False  # the last protected segment is a run of block tags
+
+    def keep(span: str, *, block: bool = False) -> None:
+        nonlocal block_run
+        if block and block_run and segments and segments[-1][0]:
+            segments[-1] = (True, segments[-1][1] + span)
+        elif block and block_run and len(segments) >= 2 and segments[-1][1].isspace():
+            space = segments.pop()[1]
+            segments[-1] = (True, segments[-1][1] + space + span)
+        else:
+            segments.append((True, span))
+        block_run = block
+
+    def prose(text: str) -> None:
+        nonlocal block_run
+        if text:
+            segments.append((False, text))
+            if not text.isspace():
+                block_run = False
+
+    parts = _TAG.split(html)
+    i = 0
+    while i < len(parts):
+        part = parts[i]
+        if i % 2 == 0:  # text between tags
+            for protected, piece in _scan_prose(part):
+                if protected:
+                    keep(piece)
+                else:
+                    prose(piece)
+            i += 1
+            continue
+        closing, name = _tag(part)
+        if name in _WHOLE and not closing and not part.rstrip(">").endswith("/"):
+            end = _matching_close(parts, i, name)
+            if end is not None:
+                keep("".join(parts[i:end + 1]), block=name in _BLOCK)
+                i = end + 1
+                continue
+        keep(part, block=name in _BLOCK)
+        i += 1
+
+    spans: list[str] = []
+    text: list[str] = []
+    for protected, piece in segments:
+        if protected:
+            spans.append(piece)
+            text.append(placeholder(len(spans)))
+        else:
+            text.append(piece)
+    return Guarded("".join(text), tuple(spans))
+
+
+def _tag(tag: str) -> tuple[bool, str]:
+    """(is a closing tag, lower-case name) of ``<…>``; name "" when it is no element tag."""
+    match = _TAG_NAME.match(tag)
+    if not match:
+        return False, ""
+    return bool(match[1]), match[2].lower()
+
+
+def _matching_close(parts: list[str], start: int, name: str) -> int | None:
+    """The index in ``parts`` of the tag closing the ``name`` element opened at ``start``."""
+    depth = 0
+    for j in range(start, len(parts), 2):
+        closing, other = _tag(parts[j])
+        if other != name:
+            continue
+        depth += -1 if closing else 1
+        if depth == 0:
+            return j
+    return None
+
+
+def _scan_prose(text: str) -> list[tuple[bool, str]]:
+    """Split a text node into (protected, piece) pieces."""
+    out: list[tuple[bool, str]] = []
+    pos = 0
+    start = 0  # where the current run of prose began
+    while True:
+        match = _PROSE.search(text, pos)
+        if match is None:
+            break
+        kind, begin = match.lastgroup, match.start()
+        end = match.end()
+        if kind == "url":
+            end = begin + _url_length(match.group())
+        elif kind == "word":
+            word = match.group()
+            trimmed = word if word.endswith("()") else word.rstrip(_WORD_TRAILING)
+            end = begin + len(trimmed)
+            if not trimmed or not _is_code_word(trimmed):
+                pos = max(end, begin + 1)
+                continue
+        if begin > start:
+            out.append((False, text[start:begin]))
+        out.append((True, text[begin:end]))
+        start = pos = end
+    if start < len(text):
+        out.append((False, text[start:]))
+    return out
+
+
+def _url_length(url: str) -> int:
+    """How much of a matched URL is the URL: trailing punctuation and quotes belong to prose."""
+    entity = _URL_ENTITY_END.search(url)
+    if entity:
+        url = url[: entity.start()]
+    while url:
+        unbalanced = url[-1] == ")" and url.count(")") > url.count("(")
+        if url[-1] in _URL_TRAILING or unbalanced:
+            url = url[:-1]
+        else:
+            break
+    return len(url)
+
+
+def _is_code_word(word: str) -> bool:
+    """Whether an ASCII run of letters, digits and ``_./:~-`` reads as code, not prose."""
+    if not any(c.isalpha() for c in word):
+        return False
+    if word.endswith("()") or "::" in word or "_" in word:
+        return True
+    if "/" in word and _is_path(word):
+        return True
+    for part in re.split(r"[^A-Za-z0-9]+", word):
+        if _CAMEL.search(part) and not _PLURAL_ACRONYM.fullmatch(part):
+            return True
+    for dotted in _DOTTED.finditer(word):
+        if any(len(segment) > 1 for segment in dotted.group().split(".")):
+            return True
+    return bool(_HASH.fullmatch(word) and re.search(r"[0-9]", word)
+                and re.search(r"[A-Fa-f]", word)) or bool(_VERSION.fullmatch(word))
+
+
+def _is_path(word: str) -> bool:
+    """``a/b.py``, ``a/b/c``, ``/etc/x``, ``./x``, ``dir/`` — not ``and/or`` or ``E2E/Smoke``."""
+    last = word.rsplit("/", 1)[-1]
+    return (word.count("/") >= 2 or word.startswith(("/", "./", "../", "~/"))
+            or word.endswith("/") or bool(_EXTENSION.search(last)))
+
+
+# -- restore ---------------------------------------------------------------------------------
+
+#: A placeholder as a translator may hand it back: spaces inside, or full-width digits.
+_FOUND = re.compile(r"⟦\s*(\d{1,6})\s*⟧")
+_SHOWN = 40
+
+
+def restore(guarded: Guarded, translated: str) -> str:
+    """Put every protected span back in ``translated``; :class:`GuardError` when a placeholder
+    was lost, duplicated, altered (malformed or renumbered) or invented, or the markup no
+    longer nests."""
+    spans = guarded.spans
+    found = list(_FOUND.finditer(translated))
+    counts = Counter(int(m[1]) for m in found)
+    problems: list[str] = []
+    leftover = _FOUND.sub("", translated)
+    for stray in re.finditer(r"[⟦⟧]", leftover):
+        near = leftover[max(0, stray.start() - 8): stray.end() + 8].replace("\n", " ")
+        problems.append(f"malformed placeholder near {near!r}")
+        break
+    for number in range(1, len(spans) + 1):
+        if counts[number] == 0:
+            problems.append(f"{placeholder(number)} ({_show(spans[number - 1])}) was lost")
+        elif counts[number] > 1:
+            problems.append(f"{placeholder(number)} ({_show(spans[number - 1])}) appears "
+                            f"{counts[number]} times")
+    for number in sorted(n for n in counts if not 1 <= n <= len(spans)):
+        problems.append(f"{placeholder(number)} was invented (the text has "
+                        f"{_count(len(spans))})")
+    if problems:
+        raise GuardError("; ".join(problems))
+    order = [int(m[1]) for m in found]
+    _check_markup(spans, order)
+    return _FOUND.sub(lambda m: spans[int(m[1]) - 1], translated)
+
+
+def _show(span: str) -> str:
+    one_line = " ".join(span.split())
+    return repr(one_line if len(one_line) <= _SHOWN else one_line[: _SHOWN - 1] + "…")
+
+
+def _count(n: int) -> str:
+    return f"{n} placeholder" + ("" if n == 1 else "s") if n else "no placeholders"
+
+
+def _tag_events(span: str) -> list[tuple[bool, str, str]]:
+    """(closing, name, tag) for each element tag of a span of markup; code kept whole (its
+    inner tags are balanced by construction) and non-markup spans have none."""
+    if not span.startswith("<"):
+        return []
+    closing, name = _tag(span)
+    if name in _WHOLE and not closing and _matching_close(_TAG.split(span), 1, name) is not None:
+        return []
+    events = []
+    for tag in _TAG.findall(span):
+        closing, name = _tag(tag)
+        if name and name not in _VOID and not tag.rstrip(">").endswith("/"):
+            events.append((closing, name, tag))
+    return events
+
+
+def _check_markup(spans: tuple[str, ...], order: list[int]) -> None:
+    """Tags that pair up in the source must still pair up, properly nested, in the order the
+    translation put their placeholders in."""
+    pairs: dict[tuple[int, int], int] = {}  # (span number, tag index) → pair id
+    stack: list[tuple[str, tuple[int, int]]] = []
+    for number, span in enumerate(spans, 1):
+        for index, (closing, name, _tag_text) in enumerate(_tag_events(span)):
+            if not closing:
+                stack.append((name, (number, index)))
+            elif stack and stack[-1][0] == name:
+                _, opened = stack.pop()
+                pairs[opened] = pairs[(number, index)] = len(pairs) // 2
+    if not pairs:
+        return
+    openers: dict[int, str] = {}
+    stack_ids: list[int] = []
+    for number in order:
+        for index, (closing, _name, tag) in enumerate(_tag_events(spans[number - 1])):
+            pair = pairs.get((number, index))
+            if pair is None:
+                continue
+            if not closing:
+                stack_ids.append(pair)
+                openers[pair] = tag
+            elif stack_ids and stack_ids[-1] == pair:
+                stack_ids.pop()
+            else:
+                opener = openers.get(pair)
+                where = (f"no longer closes {_show(opener)}" if opener
+                         else "now comes before the tag it closes")
+                raise GuardError(f"markup out of order: {placeholder(number)} "
+                                 f"({_show(tag)}) {where}")

@@ -1,0 +1,51 @@
+"""Approval: the editor's record of the ``content_hash`` they proofed.
+
+Proofed is what is sent. ``newsletter approve`` writes ``approval.json`` beside the issue;
+``build`` refuses to replace an approved issue with different content unless ``--force``
+(which drops the approval), and with ``[issue] require_approval`` the send gates refuse an
+issue whose hash is not the approved one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from pipeline.stages.built import APPROVAL_FILE, BuiltIssue
+from pipeline.week import iso_z
+
+
+@dataclass(frozen=True)
+class Approval:
+    week: str
+    content_hash: str
+    approved_at: str
+
+
+def read_approval(folder: Path) -> Approval | None:
+    try:
+        data = json.loads((folder / APPROVAL_FILE).read_text(encoding="utf-8"))
+        return Approval(data["week"], data["content_hash"], data["approved_at"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def approve(built: BuiltIssue, now: datetime) -> Approval:
+    """Record that ``built``, exactly as it is, may go out."""
+    approval = Approval(built.id, built.content_hash, iso_z(now))
+    body = json.dumps(approval.__dict__, indent=2).encode() + b"\n"
+    fd, tmp = tempfile.mkstemp(dir=built.folder, prefix=".approval-")
+    with os.fdopen(fd, "wb") as handle:
+        handle.write(body)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, built.folder / APPROVAL_FILE)
+    return approval
+
+
+def is_approved(built: BuiltIssue) -> bool:
+    approval = read_approval(built.folder)
+    return approval is not None and approval.content_hash == built.content_hash

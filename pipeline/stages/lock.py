@@ -1,0 +1,162 @@
+"""One run at a time per issue (or per shard of one): a lease in the subscriber store.
+
+The ledger's claims keep two runs from sending one message twice, but the start of a run
+turns claims left in flight into *unconfirmed* ones, and that is only right when no other
+run is still sending them. So a run holds a lease, named for the issue (``send:2026-W48``,
+or ``send:2026-W48:2/3`` for a shard), in the same store as the ledger: a row in SQLite on
+one machine, an item in DynamoDB in production, where two schedulers firing together, or a
+retry while the first run still works, run on different machines.
+
+A lease lasts :data:`LEASE_TTL` and the holder renews it every quarter of that, from a
+thread, while it works. A holder that dies stops renewing, and the next run takes the
+lease over once it has expired; a dead holder on this very machine (its pid is gone) is
+recognised at once, so a re-run after a crash need not wait. A holder that finds its lease
+taken (it stalled for longer than the lease) is told, and stops sending.
+
+Sharded and unsharded runs of one issue take different leases: do not mix them for one
+issue at the same time (the worst outcome is recipients listed as unconfirmed, never a
+message sent twice: the claims see to that).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING
+
+from pipeline.errors import LockedError
+from pipeline.week import iso_z, now
+from subscribers.model import Lease
+
+if TYPE_CHECKING:
+    from subscribers.store.sqlite import SubscriberStore
+
+#: How long a lease lasts without renewal: how long a crashed run on another machine
+#: blocks the next one.
+LEASE_TTL = timedelta(minutes=2)
+
+
+_PROCESS_TOKEN = secrets.token_hex(3)
+
+
+@dataclass
+class _Holding:
+    """A lease this process holds: how many ``hold`` blocks are in it (``run`` holds the
+    issue's lease around build, publish and send; ``send`` inside it holds it again), and
+    whom to tell if it is lost."""
+
+    depth: int = 1
+    on_lost: list[Callable[[], None]] = field(default_factory=list)
+    lost: bool = False
+
+
+_held: dict[str, _Holding] = {}
+_held_lock = threading.Lock()
+
+
+def owner_id() -> str:
+    """``host:pid:random``: who holds a lease, readable in an error message; the same for
+    every ``hold`` of one process, so a nested hold is the same owner extending it."""
+    return f"{socket.gethostname()}:{os.getpid()}:{_PROCESS_TOKEN}"
+
+
+@contextlib.contextmanager
+def hold(store: SubscriberStore, name: str, what: str, *, ttl: timedelta = LEASE_TTL,
+         clock: Callable[[], datetime] = now,
+         on_lost: Callable[[], None] = lambda: None) -> Iterator[Lease]:
+    """Hold the lease ``name`` for the block, or raise :class:`LockedError` (exit 5) at
+    once saying who holds it. ``on_lost`` is called (from the renewing thread) if the lease
+    is lost meanwhile: taken over by another run, or not renewed for a whole ``ttl``
+    because the store did not answer (it may be taken over by then)."""
+    owner = owner_id()
+    with _held_lock:
+        holding = _held.get(name)
+        if holding is not None:
+            holding.depth += 1
+            holding.on_lost.append(on_lost)
+    if holding is not None:  # this process holds it already, and renews it
+        try:
+            lease = store.acquire_lease(name, owner, clock(), ttl)
+            if holding.lost or lease.owner != owner:
+                raise _locked(what, lease)
+            yield lease
+        finally:
+            with _held_lock:
+                holding.depth -= 1
+                holding.on_lost.remove(on_lost)
+        return
+    lease = store.acquire_lease(name, owner, clock(), ttl)
+    if lease.owner != owner and _dead_here(lease.owner):
+        store.release_lease(name, lease.owner)
+        lease = store.acquire_lease(name, owner, clock(), ttl)
+    if lease.owner != owner:
+        raise _locked(what, lease)
+    holding = _Holding(on_lost=[on_lost])
+    with _held_lock:
+        _held[name] = holding
+    done = threading.Event()
+
+    def lost() -> None:
+        with _held_lock:
+            holding.lost = True
+            callbacks = list(holding.on_lost)
+        for callback in callbacks:
+            callback()
+
+    def renew() -> None:
+        renewed_at = time.monotonic()
+        while not done.wait(ttl.total_seconds() / 4):
+            try:
+                kept = store.renew_lease(name, owner, clock(), ttl)
+            except Exception:  # a store hiccup: try again next beat...
+                if time.monotonic() - renewed_at < ttl.total_seconds():
+                    continue
+                kept = False  # ...but a whole lease without renewal: it may be taken
+            if not kept:
+                lost()
+                return
+            renewed_at = time.monotonic()
+
+    beat = threading.Thread(target=renew, name=f"lease {name}", daemon=True)
+    beat.start()
+    try:
+        yield lease
+    finally:
+        done.set()
+        beat.join()
+        with _held_lock:
+            _held.pop(name, None)
+        with contextlib.suppress(Exception):  # it expires by itself anyway
+            store.release_lease(name, owner)
+
+
+def _locked(what: str, lease: Lease) -> LockedError:
+    return LockedError(f"another run of {what} holds its lock: {lease.owner}, since "
+                       f"{iso_z(lease.acquired_at)}, renewed until {iso_z(lease.expires_at)} "
+                       "(a dead holder's lock is taken over after that); wait for it to "
+                       "finish")
+
+
+def _dead_here(owner: str) -> bool:
+    """Whether ``owner`` was a process on this machine that no longer exists."""
+    host, _, rest = owner.partition(":")
+    pid_text = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid_text.isdigit():
+        return False
+    pid = int(pid_text)
+    if pid == os.getpid():
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False

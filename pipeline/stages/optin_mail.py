@@ -1,0 +1,96 @@
+"""The two mails a sign-up request causes: "confirm your subscription" and "you are
+already subscribed". Bilingual like the newsletter, plain text plus a small HTML part.
+
+They are transactional, one per request, so they are built with the stdlib's
+``EmailMessage`` (no per-layout precomputation as for an issue) and leave through the same
+transport as the issue: the local outbox by default, SMTP or SES in production. No
+``List-Unsubscribe``: the recipient is not on the list yet, and the mail says that ignoring
+it is enough.
+
+Both parts are quoted-printable (``message.transfer_encoding``): where the outbox is the
+transport, the ``.eml`` stays readable in a text editor, the confirmation link with it.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from email import policy
+from email.message import EmailMessage
+from email.utils import format_datetime, make_msgid
+from typing import Any
+
+import jinja2
+
+from pipeline.config import Settings
+from pipeline.core.addresses import wire_address
+from pipeline.core.message import parse_address, transfer_encoding
+from pipeline.core.render import environment
+from pipeline.transport import Outgoing, Transport
+from subscribers.model import Subscriber
+
+_POLICY = policy.SMTP.clone(max_line_length=78)
+
+SUBJECTS = {
+    "confirm": "请确认订阅 vLLM PR 周报 · Confirm your subscription to vLLM PR Weekly",
+    "reminder": "你已订阅 vLLM PR 周报 · You are subscribed to vLLM PR Weekly",
+}
+
+
+class OptInMailer:
+    """:class:`subscribers.subscriptions.Mailer` over a transport."""
+
+    def __init__(self, settings: Settings, transport: Transport,
+                 env: jinja2.Environment | None = None) -> None:
+        self.transport = transport
+        self.sender = parse_address(settings.delivery.from_, "[delivery] from")
+        self.reply_to = (parse_address(settings.delivery.reply_to, "[delivery] reply_to")
+                         if settings.delivery.reply_to else None)
+        self.base_url = settings.site.base_url.rstrip("/")
+        self.env = env or environment()
+
+    def confirmation(self, subscriber: Subscriber, confirm_url: str,
+                     expires_at: datetime) -> None:
+        self._send("confirm", subscriber, {"url": confirm_url, "expires": expires_at})
+
+    def already_subscribed(self, subscriber: Subscriber, preferences_url: str) -> None:
+        self._send("reminder", subscriber, {"url": preferences_url, "expires": None})
+
+    def _send(self, kind: str, subscriber: Subscriber, context: dict[str, Any]) -> None:
+        context = {**context, "kind": kind, "email": subscriber.email,
+                   "layout": subscriber.layout, "base_url": self.base_url,
+                   "expires_text": _expires_text(context["expires"])}
+        message = EmailMessage(policy=_POLICY)
+        message["From"] = self.sender
+        # The address with an IDNA domain; a non-ASCII local part is written as UTF-8 (only
+        # an SMTPUTF8 server is given it), never as an encoded word inside the address.
+        to = wire_address(subscriber.email)
+        message["To"] = to.idna
+        if self.reply_to is not None:
+            message["Reply-To"] = self.reply_to
+        message["Subject"] = SUBJECTS[kind]
+        message["Date"] = format_datetime(datetime.now(UTC))
+        message["Message-ID"] = make_msgid(domain=self.sender.domain)
+        # Not a bulk mail, but an automatic one: vacation responders should stay quiet.
+        message["Auto-Submitted"] = "auto-generated"
+        text = self.env.get_template("mail/optin.txt.j2").render(context)
+        html = self.env.get_template("mail/optin.html.j2").render(context)
+        message.set_content(text, subtype="plain", charset="utf-8",
+                            cte=transfer_encoding(text, readable=True))
+        message.add_alternative(html, subtype="html", charset="utf-8",
+                                cte=transfer_encoding(html, readable=True))
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
+        self.transport.send(Outgoing(
+            recipient=subscriber.email,
+            sender=self.sender.addr_spec,
+            raw=message.as_bytes(policy=_POLICY.clone(utf8=to.needs_smtputf8)),
+            key=f"{kind}/{subscriber.id}-{stamp}",
+            tags={"kind": kind},
+        ))
+
+
+def _expires_text(expires: datetime | None) -> dict[str, str] | None:
+    if expires is None:
+        return None
+    when = expires.astimezone(UTC)
+    return {"zh": when.strftime("%Y年%m月%d日 %H:%M UTC").replace("年0", "年").replace("月0", "月"),
+            "en": when.strftime("%d %B %Y, %H:%M UTC").lstrip("0")}

@@ -1,0 +1,466 @@
+"""Preview: a built issue + its proof report → ``<issue folder>/preview/``, for the editor.
+
+What the folder holds:
+
+* ``index.html`` — one page, no JavaScript: every layout in frames at 375 px and 600 px and
+  a dark rendering, side by side; each layout's subject and preheader as an inbox row; the
+  proof report (blocking first); the ranking with each item's tier and why; the editor's
+  file named; and the ``newsletter approve`` command for the proofed ``content_hash``.
+* ``email-<layout>.html`` — a copy of each layout with the personal links replaced by
+  harmless ``#unsubscribe`` / ``#preferences`` and links opening outside the frame.
+* ``email-<layout>-dark.html`` — the same copy with the email's own
+  ``prefers-color-scheme: dark`` rules forced on and ``color-scheme: dark`` declared. (An
+  iframe's ``color-scheme`` does not reach the media query inside it in Chromium, so the dark
+  rendering is a copy, which also makes it a screenshot like any other.)
+* ``screenshots/<layout>-<width>.png`` (and ``<layout>-dark-375.png``) — where a ``chromium``
+  is on the PATH: its own ``--headless --screenshot`` command line, so nothing but the browser
+  is needed at run time. Headless Chromium's window is at least 500 px wide, so the 375 px
+  rendering is a 375 px frame centred in a 500 px image; each shot is as tall as the email
+  (measured first in one ``--dump-dom`` run). Where Chromium is absent or fails, the page
+  says so and why.
+
+The folder is written beside ``issue.json`` into a temporary sibling, then renamed into place:
+an interrupted preview leaves the previous one whole. ``watch`` polls the files a build reads;
+``serve`` serves the issue folder on 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import signal
+import subprocess
+import tempfile
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from functools import partial
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from pipeline.config import Settings
+from pipeline.core.bilingual import Translate
+from pipeline.core.editorial import editorial_path
+from pipeline.core.message import parse_address
+from pipeline.core.proof import LayoutSize, ProofReport, proof
+from pipeline.core.rank import TIER_BY_NAME
+from pipeline.core.render import (
+    PREFERENCES_PLACEHOLDER,
+    UNSUBSCRIBE_PLACEHOLDER,
+    environment,
+    strings,
+    templates_dir,
+)
+from pipeline.core.site import IssueView
+from pipeline.errors import BlockedError, OutputError, RenderError
+from pipeline.model import LANG_TAGS, LAYOUTS
+from pipeline.output import staged_folder
+from pipeline.sources.github import GithubClient
+from pipeline.stages.approve import read_approval
+from pipeline.stages.build import build
+from pipeline.stages.built import BuiltIssue, load_built
+
+PREVIEW_DIR = "preview"
+SCREENSHOT_DIR = "screenshots"
+PAGE = "index.html"
+TEMPLATE = "preview/index.html.j2"
+#: The widths every layout is shown at: a phone and the email's desktop column.
+WIDTHS = (375, 600)
+#: The dark rendering's width (dark mode is mostly read on phones).
+DARK_WIDTH = 375
+#: Height of each frame on the page (the frame scrolls inside).
+FRAME_HEIGHT = 760
+#: Flags that work on these machines (closed network, root, no GPU): tests/test_browser.py's.
+CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                  "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync", "--hide-scrollbars",
+                  "--force-device-scale-factor=1")
+#: Headless Chromium will not make a window narrower than this.
+MIN_WINDOW_WIDTH = 500
+#: Longer shots are cut here (and the page says so).
+MAX_SHOT_HEIGHT = 16_000
+FALLBACK_HEIGHT = 4_000
+CHROMIUM_TIMEOUT_S = 90
+_DARK_QUERY = re.compile(r"@media\s*\(\s*prefers-color-scheme\s*:\s*dark\s*\)", re.I)
+_SCHEME_META = re.compile(
+    r'(<meta\s+name="(?:color-scheme|supported-color-schemes)"\s+content=")[^"]*(")', re.I)
+_HEAD = re.compile(r"<head(\s[^>]*)?>", re.I)
+
+
+# -- the email copies ----------------------------------------------------------------------
+
+
+def proof_copy(html: str) -> str:
+    """A layout as the preview frames it: no personal-link placeholder, links open outside."""
+    html = (html.replace(UNSUBSCRIBE_PLACEHOLDER, "#unsubscribe")
+            .replace(PREFERENCES_PLACEHOLDER, "#preferences"))
+    return _HEAD.sub(lambda m: m[0] + '<base target="_blank">', html, count=1)
+
+
+def dark_copy(html: str) -> tuple[str, bool]:
+    """``proof_copy`` with the email's dark-mode rules forced on; and whether it has any."""
+    html = proof_copy(html)
+    forced, n = _DARK_QUERY.subn("@media all", html)
+    forced = _SCHEME_META.sub(r"\1dark\2", forced)
+    if not _SCHEME_META.search(html):
+        forced = _HEAD.sub(lambda m: m[0] + '<meta name="color-scheme" content="dark">',
+                           forced, count=1)
+    return forced, n > 0
+
+
+def copy_name(layout: str, *, dark: bool = False) -> str:
+    return f"email-{layout}{'-dark' if dark else ''}.html"
+
+
+# -- screenshots ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Shot:
+    """One screenshot: a layout's copy rendered ``width`` px wide."""
+
+    layout: str
+    width: int
+    dark: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"{self.layout}{'-dark' if self.dark else ''}-{self.width}.png"
+
+    @property
+    def source(self) -> str:
+        return copy_name(self.layout, dark=self.dark)
+
+
+def planned_shots(layouts: Sequence[str] = LAYOUTS) -> list[Shot]:
+    shots = [Shot(layout, width) for layout in layouts for width in WIDTHS]
+    return shots + [Shot(layout, DARK_WIDTH, dark=True) for layout in layouts]
+
+
+@dataclass(frozen=True)
+class Screenshots:
+    """What the screenshot step produced: file names under ``screenshots/`` and notes."""
+
+    files: tuple[str, ...] = ()
+    #: Why screenshots were skipped, or what went wrong with some (shown on the page).
+    notes: tuple[str, ...] = ()
+
+
+def take_screenshots(chromium: str, folder: Path, shots: Sequence[Shot],
+                     *, workers: int = 2) -> Screenshots:
+    """PNGs of ``folder``'s email copies into ``folder/screenshots/``, by Chromium's CLI."""
+    out = folder / SCREENSHOT_DIR
+    out.mkdir(exist_ok=True)
+    notes: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="newsletter-shots-") as tmp:
+        work = Path(tmp)
+        heights, problem = _measure(chromium, folder, shots, work)
+        if problem:
+            notes.append(f"heights not measured ({problem}); shots are "
+                         f"{FALLBACK_HEIGHT} px tall")
+
+        def one(numbered: tuple[int, Shot]) -> str | None:
+            n, shot = numbered
+            height = heights.get(shot, FALLBACK_HEIGHT)
+            if height > MAX_SHOT_HEIGHT:
+                notes.append(f"{shot.name}: cut at {MAX_SHOT_HEIGHT} px of {height}")
+                height = MAX_SHOT_HEIGHT
+            frame = work / f"frame-{n}.html"
+            frame.write_text(_frame_page(folder / shot.source, shot.width, height),
+                             encoding="utf-8")
+            target = out / shot.name
+            window = f"{max(shot.width, MIN_WINDOW_WIDTH)},{height}"
+            failure = _chromium(chromium, work / f"profile-{n}",
+                                [f"--window-size={window}", f"--screenshot={target}",
+                                 frame.as_uri()])
+            if failure is None and not _is_png(target):
+                failure = "no PNG written"
+            if failure:
+                target.unlink(missing_ok=True)
+                notes.append(f"{shot.name}: {failure}")
+                return None
+            return shot.name
+
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="screenshot") as pool:
+            made = [name for name in pool.map(one, enumerate(shots)) if name]
+    return Screenshots(tuple(made), tuple(notes))
+
+
+def _measure(chromium: str, folder: Path, shots: Sequence[Shot], work: Path
+             ) -> tuple[dict[Shot, int], str | None]:
+    """Each shot's full height, from one ``--dump-dom`` of a page framing them all."""
+    keys = {f"s{n}": shot for n, shot in enumerate(shots)}
+    frames = "".join(
+        f'<iframe data-key="{key}" src="{(folder / shot.source).as_uri()}" '
+        f'width="{shot.width}" height="100" scrolling="no"></iframe>'
+        for key, shot in keys.items())
+    page = work / "measure.html"
+    page.write_text(
+        '<!doctype html><html><head><meta charset="utf-8"></head><body>' + frames +
+        "<script>addEventListener('load', function () {"
+        " document.querySelectorAll('iframe').forEach(function (f) {"
+        " f.setAttribute('data-height', String(f.contentDocument.documentElement"
+        ".scrollHeight)); }); });</script></body></html>", encoding="utf-8")
+    result: dict[str, Any] = {}
+    failure = _chromium(chromium, work / "profile-measure",
+                        ["--allow-file-access-from-files", "--window-size=1400,900",
+                         "--dump-dom", page.as_uri()], result)
+    if failure:
+        return {}, failure
+    found = dict(re.findall(r'data-key="(s\d+)"[^>]*?data-height="(\d+)"',
+                            result.get("stdout", "")))
+    heights = {keys[key]: int(value) for key, value in found.items() if int(value) > 0}
+    return heights, None if len(heights) == len(shots) else "Chromium reported no height"
+
+
+def _frame_page(source: Path, width: int, height: int) -> str:
+    return ('<!doctype html><html><head><meta charset="utf-8"><style>html,body{margin:0;'
+            'background:#8c959f}iframe{display:block;border:0;margin:0 auto}</style></head>'
+            f'<body><iframe src="{source.as_uri()}" width="{width}" height="{height}" '
+            'scrolling="no" title="email"></iframe></body></html>')
+
+
+def _chromium(chromium: str, profile: Path, args: Sequence[str],
+              result: dict[str, Any] | None = None) -> str | None:
+    """Run headless Chromium once; None when it exited 0, else why not (one line)."""
+    command = [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args]
+    try:
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   stdin=subprocess.DEVNULL, text=True, errors="replace",
+                                   start_new_session=True)
+    except OSError as exc:
+        return f"cannot start {chromium}: {exc.strerror or exc}"
+    try:
+        stdout, stderr = process.communicate(timeout=CHROMIUM_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        return f"Chromium took longer than {CHROMIUM_TIMEOUT_S} s"
+    finally:
+        if process.poll() is None:  # a timeout, or Ctrl-C while it ran: end its group
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    if result is not None:
+        result["stdout"] = stdout
+    if process.returncode != 0:
+        last = [line for line in stderr.splitlines() if line.strip()][-1:] or ["no output"]
+        return f"Chromium exited {process.returncode}: {last[0][:200]}"
+    return None
+
+
+def _is_png(path: Path) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(8) == b"\x89PNG\r\n\x1a\n"
+    except OSError:
+        return False
+
+
+# -- the page -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PageFacts:
+    """What the page says beyond the issue and its proof report."""
+
+    #: The command that approves this issue (``newsletter approve --week W``).
+    approve_command: str
+    #: The editor's file for the week, as the editor would type it, and whether it exists.
+    editorial: str
+    editorial_exists: bool
+    #: The sender's display name, for the inbox rows.
+    sender: str = "vLLM PR Weekly"
+    #: The hash already approved, when there is an approval.
+    approved_hash: str | None = None
+
+
+@dataclass(frozen=True)
+class LayoutView:
+    layout: str
+    subject: str
+    preheader: str
+    size: LayoutSize
+    has_dark_css: bool
+    shots: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def copy(self) -> str:
+        return copy_name(self.layout)
+
+    @property
+    def dark(self) -> str:
+        return copy_name(self.layout, dark=True)
+
+    @property
+    def text_part(self) -> str:
+        return f"../email-{self.layout}.txt"
+
+
+def render_page(built: BuiltIssue, report: ProofReport, facts: PageFacts,
+                screenshots: Screenshots, dark_css: dict[str, bool],
+                env: jinja2.Environment | None = None) -> str:
+    """The preview page (pure)."""
+    env = env or environment()
+    sizes = {size.layout: size for size in report.sizes}
+    made = set(screenshots.files)
+    views = []
+    for layout in LAYOUTS:
+        shots = {label: f"{SCREENSHOT_DIR}/{shot.name}" for label, shot in (
+            *((f"{w} px", Shot(layout, w)) for w in WIDTHS),
+            (f"dark {DARK_WIDTH} px", Shot(layout, DARK_WIDTH, dark=True)))
+            if shot.name in made}
+        views.append(LayoutView(layout, built.data["subject"][layout],
+                                built.data["preheader"][layout], sizes[layout],
+                                dark_css[layout], shots))
+    issue = IssueView(built.data, "")
+    try:
+        template = env.get_template(TEMPLATE)
+        return template.render(
+            issue=issue, data=built.data, report=report, facts=facts, layouts=views,
+            screenshots=screenshots, widths=WIDTHS, dark_width=DARK_WIDTH,
+            frame_height=FRAME_HEIGHT, s=strings(), lang_tag=LANG_TAGS,
+            tier_label=lambda tier, lang: TIER_BY_NAME[tier].label.get(lang),
+        )
+    except jinja2.TemplateError as exc:
+        raise RenderError(TEMPLATE, str(exc)) from None
+
+
+@dataclass(frozen=True)
+class Preview:
+    """A written preview folder."""
+
+    folder: Path
+    screenshots: Screenshots
+
+    @property
+    def index(self) -> Path:
+        return self.folder / PAGE
+
+
+def write_preview(built: BuiltIssue, report: ProofReport, facts: PageFacts, *,
+                  chromium: str | None, skip_reason: str | None = None,
+                  env: jinja2.Environment | None = None) -> Preview:
+    """Write ``<issue folder>/preview/`` all at once; screenshots when ``chromium`` is given.
+
+    ``skip_reason`` is what the page says when ``chromium`` is None.
+    """
+    target = built.folder / PREVIEW_DIR
+    with staged_folder(target) as staging:
+        dark_css = {}
+        for layout in LAYOUTS:
+            html = built.html(layout)
+            dark, dark_css[layout] = dark_copy(html)
+            _write(staging / copy_name(layout), proof_copy(html))
+            _write(staging / copy_name(layout, dark=True), dark)
+        if chromium:
+            screenshots = take_screenshots(chromium, staging, planned_shots())
+        else:
+            screenshots = Screenshots(notes=(skip_reason or "no chromium on the PATH",))
+        _write(staging / PAGE, render_page(built, report, facts, screenshots, dark_css, env))
+    return Preview(target, screenshots)
+
+
+def _write(path: Path, text: str) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
+# -- the stage --------------------------------------------------------------------------
+
+
+def editorial_file(settings: Settings, week_id: str) -> Path:
+    return editorial_path(settings.resolve(settings.paths.editorial_dir), week_id)
+
+
+def preview_issue(settings: Settings, week_id: str, feeds: Sequence[str] = (), *,
+                  approve_command: str, chromium: str | None, skip_reason: str | None = None,
+                  shown: Callable[[Path], str] = str, translate: Translate | None = None,
+                  github: GithubClient | None = None) -> tuple[BuiltIssue, ProofReport, Preview]:
+    """Build the week (``build`` semantics), proof it and write its preview folder.
+
+    An approved issue whose content changed is not rebuilt: ``build``'s BlockedError, said
+    from the preview's side. ``shown`` turns a path into what the page prints.
+    """
+    strings.cache_clear()  # under --watch, templates/strings.toml may have changed
+    try:
+        result = build(settings, week_id=week_id, feeds=feeds, translate=translate,
+                       github=github)
+    except BlockedError as exc:
+        raise BlockedError(f"not previewed: {exc} (newsletter build --week {week_id} --force; "
+                           "then preview again)") from None
+    built = load_built(result.out_dir)  # what every later stage reads, hash checked
+    report = proof(built, size_budget_kb=settings.issue.size_budget_kb,
+                   repo=settings.feed.repo)
+    editorial = editorial_file(settings, week_id)
+    approval = read_approval(built.folder)
+    sender = parse_address(settings.delivery.from_, "[delivery] from").display_name
+    facts = PageFacts(approve_command=approve_command, editorial=shown(editorial),
+                      editorial_exists=editorial.is_file(), sender=sender or "vLLM PR Weekly",
+                      approved_hash=approval.content_hash if approval else None)
+    preview = write_preview(built, report, facts, chromium=chromium, skip_reason=skip_reason)
+    return built, report, preview
+
+
+def watched_paths(settings: Settings, week_id: str, feeds: Sequence[str] = ()) -> list[Path]:
+    """What a rebuild reads: the local feed files, the templates, the editor's file."""
+    locations = [settings.feed_location(f) for f in (tuple(feeds) or settings.feed.urls)]
+    files = [Path(loc) for loc in locations if "://" not in loc]
+    return [*files, templates_dir(), editorial_file(settings, week_id)]
+
+
+# -- watching and serving ------------------------------------------------------------------
+
+
+class Watcher:
+    """Polls files (and every file under folders) for changes: stdlib only, no threads."""
+
+    def __init__(self, paths: Iterable[Path]) -> None:
+        self.paths = tuple(paths)
+        self.state = self._snapshot()
+
+    def _snapshot(self) -> dict[Path, tuple[int, int] | None]:
+        state: dict[Path, tuple[int, int] | None] = {}
+        for path in self.paths:
+            if path.is_dir():
+                for child in sorted(path.rglob("*")):
+                    if child.is_file() and "__pycache__" not in child.parts:
+                        state[child] = _stamp(child)
+            else:
+                state[path] = _stamp(path)
+        return state
+
+    def changed(self) -> list[Path]:
+        """The files added, removed or modified since the last call."""
+        now = self._snapshot()
+        changed = sorted(p for p in now.keys() | self.state.keys()
+                         if now.get(p) != self.state.get(p))
+        self.state = now
+        return changed
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return (stat.st_mtime_ns, stat.st_size)
+
+
+class _QuietHandler(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+def serve(folder: Path, port: int = 0) -> ThreadingHTTPServer:
+    """Serve ``folder`` on 127.0.0.1 in a daemon thread; stop with ``shutdown()``."""
+    try:
+        server = ThreadingHTTPServer(("127.0.0.1", port),
+                                     partial(_QuietHandler, directory=str(folder)))
+    except OSError as exc:
+        raise OutputError(f"cannot serve on 127.0.0.1:{port}: {exc.strerror or exc}") from exc
+    threading.Thread(target=server.serve_forever, name="preview-server", daemon=True).start()
+    return server

@@ -1,0 +1,65 @@
+"""Publish: a built issue → the public archive, issue pages first, then the index.
+
+The order is the guarantee: the index, feed and sitemap are written last, and they are made
+from the issue.json files the archive itself holds (the one just written included), so a
+failure half-way leaves the live index pointing only at pages that exist, and a fresh
+runner with an empty ``build/`` still publishes a complete index. Unchanged objects are not
+written again: a second publish of the same content writes nothing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from pipeline.archive import Archive, SiteObject
+from pipeline.core import issue_json
+from pipeline.core.site import Site
+from pipeline.errors import ArchiveError
+from pipeline.stages.built import BuiltIssue
+
+
+@dataclass
+class PublishReport:
+    written: list[str] = field(default_factory=list)
+    unchanged: int = 0
+    bytes_written: int = 0
+
+    def note(self, obj: SiteObject, changed: bool) -> None:
+        if changed:
+            self.written.append(obj.key)
+            self.bytes_written += len(obj.data)
+        else:
+            self.unchanged += 1
+
+
+def plan_issue(built: BuiltIssue, site: Site) -> list[SiteObject]:
+    """The issue's own objects (pages, public email, issue.json): decided before any write."""
+    return site.issue_objects(built.data, built.html("zh-en"))
+
+
+def publish(built: BuiltIssue, archive: Archive, site: Site) -> PublishReport:
+    report = PublishReport()
+    for obj in plan_issue(built, site):
+        report.note(obj, archive.write(obj))
+    issues = []
+    for week in archive.list_issues():
+        raw = archive.read(f"issues/{week}/issue.json")
+        if raw is None:
+            continue
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            raise ArchiveError(f"issues/{week}/issue.json is not valid JSON: {exc}",
+                               key=f"issues/{week}/issue.json") from None
+        try:
+            issues.append(issue_json.checked(data))
+        except ValueError as exc:
+            raise ArchiveError(f"issues/{week}/issue.json: {exc}",
+                               key=f"issues/{week}/issue.json") from None
+    if built.id not in {data.get("id") for data in issues}:
+        raise ArchiveError(f"issues/{built.id}/issue.json is not listed after writing it; "
+                           "the index was not updated", key=f"issues/{built.id}/issue.json")
+    for obj in site.index_objects(issues):
+        report.note(obj, archive.write(obj))
+    return report

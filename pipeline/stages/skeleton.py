@@ -1,0 +1,92 @@
+"""``newsletter translations``: a skeleton in the editor's file for every text to write.
+
+For each item of the week whose Chinese or English text is missing or machine-made, a table
+``[<pr>.<lang>]`` with empty ``title`` and ``body`` is appended to ``editorial/<week>.toml``,
+the text in the other language (or the machine's draft) quoted above it as comments. Empty
+strings change nothing in a build, so the skeleton is harmless until the editor writes.
+
+Never clobbers: the file is only ever appended to, byte for byte, and a table the editor
+already has (even an empty one) is left alone, so running it twice adds nothing.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+import tomllib
+from collections.abc import Sequence
+from pathlib import Path
+
+from pipeline.errors import ConfigError
+from pipeline.model import LANGS, Item, Lang
+
+_LANG_NAMES = {"zh": "Chinese", "en": "English"}
+
+
+def wanted(items: Sequence[Item]) -> list[tuple[Item, Lang]]:
+    """(item, language) pairs the editor should write: missing or machine-made."""
+    found = []
+    for item in items:
+        for lang in LANGS:
+            text = item.text(lang)
+            if text is None or text.source.startswith("machine:"):
+                found.append((item, lang))
+    return found
+
+
+def _comment(text: str) -> str:
+    return "\n".join(f"#   {line}" if line else "#" for line in text.splitlines())
+
+
+def skeleton_block(item: Item, lang: str) -> str:
+    """One table for the editor to fill, with what there is to translate from."""
+    other = "en" if lang == "zh" else "zh"
+    current, source = item.text(lang), item.text(other)
+    lines = [f"# PR #{item.pr} ({item.tier}) {item.url}"]
+    if current is not None:
+        lines.append(f"# {_LANG_NAMES[lang]} now: {current.source} (a draft to correct)")
+        lines += [_comment(current.title), _comment(current.body_text)]
+    if source is not None:
+        lines.append(f"# {_LANG_NAMES[other]} ({source.source}):")
+        lines += [_comment(source.title), _comment(source.body_text)]
+    lines += [f"[{item.pr}.{lang}]", 'title = ""', 'body = """', '"""', ""]
+    return "\n".join(lines) + "\n"
+
+
+def extend(path: Path, items: Sequence[Item]) -> list[tuple[int, str]]:
+    """Append the missing tables to ``path``; return the (pr, lang) pairs added."""
+    try:
+        existing = path.read_bytes()
+    except FileNotFoundError:
+        existing = b""
+    try:
+        tables = tomllib.loads(existing.decode("utf-8"))
+    except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{path} is not valid TOML ({exc}); fix it before adding to it") \
+            from None
+    added: list[tuple[int, str]] = []
+    blocks: list[str] = []
+    for item, lang in wanted(items):
+        entry = tables.get(str(item.pr), {})
+        if isinstance(entry, dict) and lang in entry:
+            continue  # the editor has it (filled or not): never touch it
+        blocks.append(skeleton_block(item, lang))
+        added.append((item.pr, lang))
+    if not blocks:
+        return added
+    head = existing.decode("utf-8")
+    if head and not head.endswith("\n"):
+        head += "\n"
+    if not head:
+        head = ("# The editor's file for this week: priority, hide, note, and texts per "
+                "language.\n# Empty title/body change nothing; fill them to replace the "
+                "feed's or the machine's text.\n")
+    body = head + "\n" + "\n".join(blocks)
+    tomllib.loads(body)  # what we append must leave the file valid
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+    with os.fdopen(fd, "w", encoding="utf-8") as handle:
+        handle.write(body)
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+    return added

@@ -1,0 +1,280 @@
+"""``newsletter status``: the operator's view of one week and of the list.
+
+    2026-W48: sent
+      built      8 items, content 3f2a9c1e0b7d (build/issues/2026-W48)
+      approved   yes
+      published  yes (http://127.0.0.1:8000/issues/2026-W48/index.html)
+      delivery   sent 5, failed 0, unconfirmed 0, in flight 0 (2 shard reports: 1/2 2/2)
+      unconfirmed (each may or may not have arrived: ... --resend-unconfirmed sends again)
+                 0f3c9a...  in flight when an earlier run stopped: ...
+      feedback   bounces 0 (0.00 %), complaints 0 (0.000 %)
+    last issues  2026-W48 sent 5 · bounces 0.00 % · complaints 0.000 %
+                 ...                                  complaint line 0.3 % · bounce line 5 %
+    list         active 5 (zh-en 3, en 2) · pending 1 · unsubscribed 0 · bounced 0 · ...
+
+The delivery numbers come from the ledger (the truth, across shards and machines), and so
+does the list of unconfirmed recipients (by id, with the reason), whichever run left them; the
+report parts written by each ``send`` (``send-report*.json``) add how the runs ended.
+Bounce and complaint rates are per issue, from SES's events noted on the ledger rows, set
+against Gmail's and Yahoo's 0.3 % complaint line and SES's 5 % bounce review line.
+
+The exit code makes it a check a scheduler can use: 0 the week's issue is sent in full;
+3 it waits for approval (or has a blocking problem); 4 it is built but not (fully) sent,
+resumable (including a run that stopped on a quota or a pause); 1 something failed
+(permanent failures, unconfirmed deliveries); 6 nothing is built for the week.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pipeline.stages.send import REPORT_FILE
+from subscribers.model import LAYOUTS, STATUSES
+
+if TYPE_CHECKING:
+    from pipeline.archive import Archive
+    from pipeline.config import Settings
+    from subscribers.store.sqlite import SubscriberStore
+
+#: Gmail's and Yahoo's bulk-sender line for spam complaints, and SES's review line for
+#: bounces: above them, mail stops landing (or the account is reviewed).
+COMPLAINT_LINE = 0.003
+BOUNCE_LINE = 0.05
+
+EXIT_SENT, EXIT_FAILED, EXIT_BLOCKED, EXIT_INCOMPLETE, EXIT_NOT_BUILT = 0, 1, 3, 4, 6
+
+
+@dataclass(frozen=True)
+class IssueRates:
+    issue: str
+    sent: int
+    bounces: int
+    complaints: int
+
+    @property
+    def bounce_rate(self) -> float:
+        return self.bounces / self.sent if self.sent else 0.0
+
+    @property
+    def complaint_rate(self) -> float:
+        return self.complaints / self.sent if self.sent else 0.0
+
+
+@dataclass(frozen=True)
+class WeekStatus:
+    """Everything ``status`` says about one week; built by :func:`week_status` (pure)."""
+
+    week: str
+    built: bool
+    items: int = 0
+    content_hash: str = ""
+    folder: str = ""
+    approved: bool = False
+    approval_required: bool = False
+    blocking: int = 0
+    published: bool = False
+    archive_url: str = ""
+    ledger: Mapping[str, int] = field(default_factory=dict)
+    permanent_failures: int = 0
+    reports: Sequence[Mapping[str, Any]] = ()
+    missing_shards: Sequence[str] = ()
+    rates: IssueRates | None = None
+    #: Unconfirmed recipients (subscriber id → the reason), from the ledger.
+    unconfirmed: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def state(self) -> str:
+        if not self.built:
+            return "not built"
+        if self.blocking or (self.approval_required and not self.approved):
+            return "waiting for approval" if not self.blocking else "blocked"
+        if self.failed:
+            return "failed"
+        if self.complete:
+            return "sent"
+        if any(r.get("stopped") for r in self.reports):
+            return "stopped (resumable)"
+        return "not fully sent"
+
+    @property
+    def failed(self) -> bool:
+        """Someone will not get it without a person looking: a permanent failure, or a
+        delivery nobody can confirm. A stopped run is not a failure: it resumes."""
+        return bool(self.ledger.get("unconfirmed") or self.permanent_failures)
+
+    @property
+    def complete(self) -> bool:
+        """Every run has reported, none stopped, and nothing is left in flight or to retry."""
+        temporary = self.ledger.get("failed", 0) - self.permanent_failures
+        return (bool(self.reports) and not self.missing_shards and not self.failed
+                and not any(r.get("stopped") for r in self.reports)
+                and not self.ledger.get("sending") and temporary == 0)
+
+    @property
+    def exit_code(self) -> int:
+        return {"not built": EXIT_NOT_BUILT, "waiting for approval": EXIT_BLOCKED,
+                "blocked": EXIT_BLOCKED, "failed": EXIT_FAILED, "sent": EXIT_SENT,
+                }.get(self.state, EXIT_INCOMPLETE)
+
+
+def current_reports(reports: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
+    """The reports of the latest way the issue was sent: a week first sent whole, then
+    (after a stop) in shards, or the other way round, is judged by its latest runs only,
+    not by a stale report of the other kind."""
+    whole = [r for r in reports if not r.get("shard")]
+    parts = [r for r in reports if r.get("shard")]
+    if not whole or not parts:
+        return list(reports)
+
+    def latest(group: Sequence[Mapping[str, Any]]) -> str:
+        return max(str(r.get("finished_at") or "") for r in group)
+
+    return list(parts) if latest(parts) >= latest(whole) else list(whole)
+
+
+def read_reports(folder: Path) -> list[dict[str, Any]]:
+    """The week's send reports: ``send-report.json`` and every shard's part."""
+    found = []
+    for path in sorted(folder.glob("send-report*.json")):
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue  # a damaged report says nothing; the ledger still does
+        if isinstance(data, dict) and not data.get("dry_run"):
+            data["file"] = path.name
+            found.append(data)
+    return found
+
+
+def missing_shards(reports: Sequence[Mapping[str, Any]]) -> list[str]:
+    """Shards of a sharded send that have not reported (``2/3`` when only 1/3 and 3/3
+    did). An unsharded report covers everyone."""
+    if any(r.get("file") == REPORT_FILE for r in reports):
+        return []
+    seen: dict[int, set[int]] = {}
+    for report in reports:
+        shard = str(report.get("shard") or "")
+        index, _, count = shard.partition("/")
+        if index.isdigit() and count.isdigit():
+            seen.setdefault(int(count), set()).add(int(index))
+    if not seen:
+        return []
+    total = max(seen)
+    return [f"{i}/{total}" for i in range(1, total + 1) if i not in seen[total]]
+
+
+def render(status: WeekStatus, history: Sequence[IssueRates],
+           counts: Mapping[tuple[str, str], int]) -> str:
+    """The text ``newsletter status`` prints."""
+    lines = [f"{status.week}: {status.state}"]
+    if status.built:
+        lines.append(f"  built      {status.items} items, content {status.content_hash[:12]} "
+                     f"({status.folder})")
+        approval = "yes" if status.approved else (
+            "no (required)" if status.approval_required else "no (not required)")
+        if status.blocking:
+            approval += f"; {status.blocking} blocking problem(s)"
+        lines.append(f"  approved   {approval}")
+        where = f"yes ({status.archive_url})" if status.published else "no"
+        lines.append(f"  published  {where}")
+        ledger = status.ledger
+        temporary = ledger.get("failed", 0) - status.permanent_failures
+        parts = ", ".join(r.get("shard") or "all" for r in status.reports) or "none yet"
+        lines.append(f"  delivery   sent {ledger.get('sent', 0)}, failed "
+                     f"{status.permanent_failures} (+{temporary} to retry), unconfirmed "
+                     f"{ledger.get('unconfirmed', 0)}, in flight {ledger.get('sending', 0)} "
+                     f"(runs reported: {parts})")
+        if status.unconfirmed:
+            lines.append(f"  unconfirmed (each may or may not have arrived; newsletter send "
+                         f"--week {status.week} --resend-unconfirmed sends them again):")
+            lines.extend(f"             {sid}  {reason}"
+                         for sid, reason in status.unconfirmed.items())
+        if status.missing_shards:
+            lines.append(f"  waiting    for shard(s) {', '.join(status.missing_shards)}")
+        for report in status.reports:
+            if report.get("stopped"):
+                lines.append(f"  stopped    {report.get('file')}: {report['stopped']}")
+        if status.rates:
+            lines.append("  feedback   " + _rates(status.rates))
+    if history:
+        lines.append("last issues")
+        for rates in history:
+            flag = ("  ← over the line" if rates.complaint_rate > COMPLAINT_LINE
+                    or rates.bounce_rate > BOUNCE_LINE else "")
+            lines.append(f"  {rates.issue}  sent {rates.sent:>7}  {_rates(rates)}{flag}")
+        lines.append(f"  (lines: complaints {COMPLAINT_LINE:.1%}, bounces {BOUNCE_LINE:.0%})")
+    lines.append("list       " + _list(counts))
+    return "\n".join(lines)
+
+
+def _rates(rates: IssueRates) -> str:
+    return (f"bounces {rates.bounces} ({rates.bounce_rate:.2%}), complaints "
+            f"{rates.complaints} ({rates.complaint_rate:.3%})")
+
+
+def _list(counts: Mapping[tuple[str, str], int]) -> str:
+    parts = []
+    for status in STATUSES:
+        total = sum(n for (s, _), n in counts.items() if s == status)
+        if status == "active" and total:
+            layouts = ", ".join(f"{layout} {counts[(status, layout)]}" for layout in LAYOUTS
+                                if counts.get((status, layout)))
+            parts.append(f"active {total} ({layouts})")
+        else:
+            parts.append(f"{status} {total}")
+    return " · ".join(parts)
+
+
+# -- gathering (the I/O edge) ---------------------------------------------------------------------
+
+def gather(settings: Settings, week_id: str, store: SubscriberStore, archive: Archive, *,
+           last: int = 6) -> tuple[WeekStatus, list[IssueRates], dict[tuple[str, str], int]]:
+    """Read what ``status`` needs from the issue folder, the archive and the store."""
+    from pipeline.errors import NewsletterError
+    from pipeline.stages.approve import is_approved
+    from pipeline.stages.built import issue_folder, load_built
+
+    folder = issue_folder(settings, week_id)
+    published = set(archive.list_issues())
+    week: WeekStatus
+    if not (folder / "issue.json").is_file():
+        week = WeekStatus(week=week_id, built=False, published=week_id in published)
+    else:
+        try:
+            built = load_built(folder)
+        except NewsletterError:
+            week = WeekStatus(week=week_id, built=False, published=week_id in published)
+        else:
+            reports = current_reports(read_reports(folder))
+            failed = store.ledger(week_id, "failed")
+            unconfirmed = store.ledger(week_id, "unconfirmed")
+            ledger = store.ledger_counts(week_id)
+            week = WeekStatus(
+                week=week_id, built=True, items=len(built.data.get("items", [])),
+                content_hash=built.content_hash, folder=str(folder),
+                approved=is_approved(built),
+                approval_required=settings.issue.require_approval,
+                blocking=len(built.blocking()),
+                published=week_id in published,
+                archive_url=str(built.data.get("archive_url", "")),
+                ledger=ledger,
+                permanent_failures=sum(1 for e in failed.values() if e.permanent),
+                reports=reports, missing_shards=missing_shards(reports),
+                unconfirmed={sid: entry.reason or "" for sid, entry in unconfirmed.items()},
+                rates=_issue_rates(store, week_id, ledger))
+    # Each issue's ledger is counted once (on DynamoDB a count reads the issue's rows).
+    weeks = sorted(published | ({week_id} if week.built else set()))[-last:]
+    history = [r for r in ((week.rates if w == week_id and week.rates else
+                            _issue_rates(store, w)) for w in reversed(weeks)) if r.sent]
+    return week, history, store.count_by()
+
+
+def _issue_rates(store: SubscriberStore, week_id: str, ledger: Mapping[str, int] | None = None
+                 ) -> IssueRates:
+    feedback = store.feedback_counts(week_id)
+    sent = (ledger if ledger is not None else store.ledger_counts(week_id)).get("sent", 0)
+    return IssueRates(week_id, sent, feedback.get("bounce", 0), feedback.get("complaint", 0))

@@ -1,0 +1,205 @@
+"""The ``ses`` transport: Amazon SES v2 ``SendEmail`` with Raw content, one recipient a call.
+
+The only module that imports boto3 for delivery. Region, endpoint and credentials are AWS's own
+settings (``AWS_DEFAULT_REGION``, ``AWS_ENDPOINT_URL``, profiles); nothing here reads them.
+
+botocore's own retries are off (``total_max_attempts=1``): its standard mode would quietly
+resend on a 429 or a read timeout, and a read timeout after SES took the request may mean the
+message was accepted. Retrying is the sender's decision, made from the error this module
+raises. Each botocore error is mapped at this edge, keeping it as the cause:
+
+================================================================  =========================
+``TooManyRequestsException`` / ``Throttling`` / "Maximum sending  :class:`TemporaryFailure`
+rate exceeded"; an HTTP 5xx; a connection that never opened
+(``EndpointConnectionError``, ``ConnectTimeoutError``)
+"Daily message quota exceeded" (whatever the code),               :class:`SendingStopped`
+``SendingPausedException``, ``AccountSuspendedException``, any
+other ``LimitExceededException``, ``MailFromDomainNotVerified…``,
+missing credentials, and any unexpected 4xx (bad configuration
+set, access denied): they would fail every recipient alike
+``MessageRejected``, ``BadRequestException``                      :class:`PermanentFailure`
+``ReadTimeoutError``, ``ConnectionClosedError`` (the request went  :class:`Unconfirmed`
+out, no answer came back)
+================================================================  =========================
+
+``MailFromDomainNotVerifiedException`` names the sender's domain, not the recipient, so it
+stops the run instead of marking every subscriber failed one by one.
+
+SES does not support SMTPUTF8: every address it is given must be 7-bit ASCII, a Unicode
+domain in its punycode (IDNA) form. So the domain is always sent in that form, and a
+recipient whose local part is not ASCII is a :class:`PermanentFailure` of that recipient,
+named, raised before the call (SES would refuse it anyway, as a ``BadRequestException`` that
+does not say which address); a sender like that stops the run.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    HTTPClientError,
+    NoCredentialsError,
+    PartialCredentialsError,
+)
+from botocore.exceptions import ConnectionError as NeverConnected
+
+from pipeline.aws import aws_client
+from pipeline.core.addresses import UnsendableAddress, wire_address
+from pipeline.errors import (
+    PermanentFailure,
+    SendingStopped,
+    TemporaryFailure,
+    TransportError,
+    Unconfirmed,
+)
+from pipeline.transport import Outgoing
+
+if TYPE_CHECKING:
+    from mypy_boto3_sesv2 import SESV2Client
+
+__all__ = ["SesTransport", "email_tags", "ses_client"]
+
+_STOPPED_TEXT = re.compile(r"daily message quota exceeded|sending (?:is )?paused"
+                           r"|account (?:is )?(?:paused|suspended)", re.IGNORECASE)
+_THROTTLED_TEXT = re.compile(r"maximum sending rate exceeded", re.IGNORECASE)
+_THROTTLED = frozenset({"TooManyRequestsException", "Throttling", "ThrottlingException"})
+_STOPPED = frozenset({"SendingPausedException", "AccountSuspendedException",
+                      "AccountSendingPausedException", "ConfigurationSetSendingPausedException",
+                      "LimitExceededException", "MailFromDomainNotVerifiedException"})
+_PERMANENT = frozenset({"MessageRejected", "BadRequestException"})
+_TAG_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+
+
+def ses_client(region: str | None = None, *, connect_timeout: float = 10.0,
+               read_timeout: float = 30.0, max_pool_connections: int = 32) -> SESV2Client:
+    """A sesv2 client with botocore's retries off and bounded waits.
+
+    A fresh boto3 session each time: the default session caches the credentials it found
+    first, which a long-lived process (or a test changing the environment) should not inherit.
+    """
+    return aws_client("sesv2", region=region, what="the ses transport",
+                      retries={"total_max_attempts": 1, "mode": "standard"},
+                      connect_timeout=connect_timeout, read_timeout=read_timeout,
+                      max_pool_connections=max_pool_connections)
+
+
+class SesTransport:
+    """Sends through SES v2; ``client`` lets a caller pass a client it built (and owns)."""
+
+    name = "ses"
+
+    def __init__(self, configuration_set: str, *, region: str | None = None,
+                 client: SESV2Client | None = None) -> None:
+        self.configuration_set = configuration_set
+        self._owns_client = client is None
+        self._client = client if client is not None else ses_client(region)
+        self._lock = threading.Lock()
+        self._rate_known = False
+        self._rate: float | None = None
+
+    @property
+    def client(self) -> SESV2Client:
+        return self._client
+
+    def send(self, message: Outgoing) -> str:
+        """One ``SendEmail`` call; returns the ``MessageId`` SES assigns (it replaces ours)."""
+        sender, to = _ascii_envelope(message)
+        params: dict[str, Any] = {
+            "FromEmailAddress": sender,
+            "Destination": {"ToAddresses": [to]},
+            "Content": {"Raw": {"Data": message.raw}},
+        }
+        tags = email_tags(message.tags)
+        if tags:
+            params["EmailTags"] = tags
+        if self.configuration_set:
+            params["ConfigurationSetName"] = self.configuration_set
+        rcpt = message.recipient
+        try:
+            response = self._client.send_email(**params)
+        except ClientError as exc:
+            raise _client_error(exc, rcpt) from exc
+        except (NoCredentialsError, PartialCredentialsError) as exc:
+            raise SendingStopped(f"ses: no usable AWS credentials ({exc}); set "
+                                 "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile",
+                                 recipient=rcpt) from exc
+        except NeverConnected as exc:  # incl. ConnectTimeoutError: the request never left
+            raise TemporaryFailure(f"ses: cannot reach SES: {exc}", recipient=rcpt) from exc
+        except HTTPClientError as exc:
+            raise Unconfirmed(f"ses: no answer after the request was sent ({exc}); SES may "
+                              "have accepted the message", recipient=rcpt) from exc
+        return str(response["MessageId"])
+
+    def max_rate(self) -> float | None:
+        """The account's ``SendQuota.MaxSendRate`` (messages/s), asked once; None if unknown."""
+        with self._lock:
+            if not self._rate_known:
+                self._rate_known = True
+                try:
+                    rate = float(self._client.get_account()["SendQuota"]["MaxSendRate"])
+                except (ClientError, BotoCoreError, KeyError, TypeError, ValueError):
+                    rate = None  # not allowed, not implemented (moto), or not said: no limit
+                self._rate = rate if rate and rate > 0 else None
+            return self._rate
+
+    def close(self) -> None:
+        """Close the client this transport built (a client passed in stays its owner's)."""
+        if self._owns_client:
+            self._client.close()
+
+
+def _ascii_envelope(message: Outgoing) -> tuple[str, str]:
+    """(sender, recipient) as SES takes them: ASCII, domains in IDNA form."""
+    rcpt = message.recipient
+    try:
+        to = wire_address(rcpt)
+    except UnsendableAddress as exc:
+        raise PermanentFailure(f"ses: {exc}", recipient=rcpt) from exc
+    if to.needs_smtputf8:
+        raise PermanentFailure(f"ses: {rcpt}: the local part is not ASCII, and SES takes "
+                               "only ASCII addresses (no SMTPUTF8)", recipient=rcpt)
+    try:
+        sender = wire_address(message.sender)
+    except UnsendableAddress as exc:
+        raise SendingStopped(f"ses: the sender {exc}", recipient=rcpt) from exc
+    if sender.needs_smtputf8:
+        raise SendingStopped(f"ses: the sender {message.sender} has a non-ASCII local part, "
+                             "which SES does not take", recipient=rcpt)
+    return sender.idna, to.idna
+
+
+def email_tags(tags: Mapping[str, str]) -> list[dict[str, str]]:
+    """SES message tags, names and values reduced to SES's alphabet ([A-Za-z0-9_-], ≤256).
+
+    An issue id such as ``2026-W48`` passes unchanged; anything else is replaced by ``_`` so
+    a stray character never turns every message into a ``BadRequestException``.
+    """
+    out = []
+    for name, value in sorted(tags.items()):
+        clean_name = _TAG_UNSAFE.sub("_", name)[:256]
+        if clean_name:
+            out.append({"Name": clean_name, "Value": _TAG_UNSAFE.sub("_", value)[:256] or "_"})
+    return out
+
+
+def _client_error(exc: ClientError, recipient: str) -> TransportError:
+    """The transport error for an error answer from SES."""
+    error = exc.response.get("Error", {})
+    code = str(error.get("Code", ""))
+    text = " ".join(str(error.get("Message", "")).split())
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+    said = f"ses: {code or status}: {text}" if text else f"ses: {code or status}"
+    if _STOPPED_TEXT.search(text) or code in _STOPPED:
+        return SendingStopped(said, recipient=recipient)
+    if code in _THROTTLED or _THROTTLED_TEXT.search(text) or status == 429:
+        return TemporaryFailure(said, recipient=recipient)
+    if code in _PERMANENT:
+        return PermanentFailure(said, recipient=recipient)
+    if status >= 500:
+        return TemporaryFailure(said, recipient=recipient)
+    return SendingStopped(said, recipient=recipient)

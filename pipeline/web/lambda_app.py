@@ -1,0 +1,144 @@
+"""The subscription app as an AWS Lambda function (``deploy/template.yaml``).
+
+CloudFront sends ``/api/*`` to the function's **function URL** (payload format 2.0), and
+Mangum turns each event into one ASGI request for the same Starlette app ``newsletter serve``
+runs: :func:`pipeline.web.serve.open_app` wires it from the settings, so the store, the signing
+keys, the transport and the SNS verifier are set up in exactly one place for both hosts.
+
+Everything is built once per cold start, at import, and reused by every request the
+execution environment then serves: the settings, the DynamoDB and SES clients, the SNS
+certificate cache, the secrets read from SSM or Secrets Manager. The module-level
+:class:`~contextlib.ExitStack` owns what ``open_app`` opens; Lambda freezes the environment
+between requests and discards it without a shutdown hook, so it is never closed explicitly.
+
+What only the Lambda host needs:
+
+* **Settings**: ``NEWSLETTER_CONFIG`` names a TOML file (one bundled in the package, say);
+  without it, ``newsletter.toml`` in the working folder if any, else the built-in defaults,
+  either way overridden by the ``NEWSLETTER_<SECTION>_<KEY>`` variables the template sets.
+* **Secrets** never sit in the function's configuration: ``NEWSLETTER_SECRET_PARAMETER`` (and
+  ``NEWSLETTER_SECRET_PREVIOUS_PARAMETER``, ``NEWSLETTER_ORIGIN_SECRET_PARAMETER``) name an
+  SSM SecureString parameter or a Secrets Manager ARN, read once at cold start into the
+  environment handed to the app (``os.environ`` itself is left alone). A variable that is
+  already set (``NEWSLETTER_SECRET``, …) wins, which is what the tests use.
+* **Only through CloudFront.** A Lambda origin access control would sign CloudFront's
+  requests, but it accepts a ``POST`` only with an ``x-amz-content-sha256`` header the
+  viewer computed, which no HTML form, no mail provider's one-click unsubscribe and no SNS
+  delivery sends. So the function URL is public (``AuthType: NONE``) and CloudFront adds a
+  secret ``X-Origin-Verify`` header to every origin request; a request without it is
+  refused here (403) before the app sees it.
+* **The visitor's address.** The function URL's ``sourceIp`` is CloudFront's edge, and
+  ``X-Forwarded-For`` starts with whatever the visitor wrote. For requests that carry the
+  verified origin header, the client address (consent record, rate limit) is taken from
+  ``CloudFront-Viewer-Address``, which CloudFront itself sets. (``[subscriptions]
+  forwarded_allow_ips`` is uvicorn's setting for ``newsletter serve``; it plays no part here.)
+"""
+
+from __future__ import annotations
+
+import base64
+import hmac
+import os
+from collections.abc import Callable, Mapping
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+from mangum import Mangum
+
+from pipeline.config import load
+from pipeline.web.serve import open_app
+
+#: The header CloudFront adds to every request it sends to the function (deploy/).
+ORIGIN_HEADER = "x-origin-verify"
+#: The header in which CloudFront gives the viewer's ``address:port``.
+VIEWER_ADDRESS_HEADER = "cloudfront-viewer-address"
+#: Secret variables, each read from the parameter or secret that ``<NAME>_PARAMETER`` names.
+SECRET_VARIABLES = ("NEWSLETTER_SECRET", "NEWSLETTER_SECRET_PREVIOUS", "NEWSLETTER_ORIGIN_SECRET")
+
+Event = dict[str, Any]
+Handler = Callable[[Event, Any], dict[str, Any]]
+
+
+def read_secret(reference: str) -> str:
+    """The value behind ``reference``: a Secrets Manager ARN, else an SSM parameter name
+    (a SecureString is decrypted)."""
+    import boto3
+
+    session = boto3.session.Session()
+    if reference.startswith("arn:") and ":secretsmanager:" in reference:
+        answer = session.client("secretsmanager").get_secret_value(SecretId=reference)
+        secret: str = answer["SecretString"]
+        return secret
+    answer = session.client("ssm").get_parameter(Name=reference, WithDecryption=True)
+    value: str = answer["Parameter"]["Value"]
+    return value
+
+
+def with_secrets(environ: Mapping[str, str],
+                 read: Callable[[str], str] = read_secret) -> dict[str, str]:
+    """A copy of ``environ`` with each secret of :data:`SECRET_VARIABLES` filled in from
+    the parameter its ``_PARAMETER`` variable names, unless it is set already."""
+    resolved = dict(environ)
+    for name in SECRET_VARIABLES:
+        reference = resolved.pop(f"{name}_PARAMETER", "").strip()
+        if reference and not resolved.get(name):
+            resolved[name] = read(reference).strip()
+    return resolved
+
+
+def create_handler(environ: Mapping[str, str], stack: ExitStack) -> Handler:
+    """The Lambda handler over the app wired from ``environ`` (secrets already resolved);
+    what ``open_app`` opens is closed with ``stack``."""
+    config = environ.get("NEWSLETTER_CONFIG")
+    settings = load(Path(config) if config else None, environ)
+    adapter = Mangum(open_app(settings, environ, stack), lifespan="off")
+    origin_secret = environ.get("NEWSLETTER_ORIGIN_SECRET", "")
+
+    def handle(event: Event, context: Any) -> dict[str, Any]:
+        headers = {str(k).lower(): v for k, v in (event.get("headers") or {}).items()}
+        verified = False
+        if origin_secret:
+            given = headers.pop(ORIGIN_HEADER, "")
+            if not hmac.compare_digest(given.encode(), origin_secret.encode()):
+                return _forbidden()
+            verified = True
+        return adapter(_prepared(event, headers, trust_viewer_address=verified), context)
+
+    return handle
+
+
+def _prepared(event: Event, headers: dict[str, str], *, trust_viewer_address: bool) -> Event:
+    """The event as the app should see it: without the origin secret, with the viewer's
+    address as the source when CloudFront vouches for it, and with a ``Content-Length``
+    (the app reads a form only up to the length it announces; an event may come without
+    one, its body already whole)."""
+    event = {**event, "headers": headers}
+    body = event.get("body")
+    if body and "content-length" not in headers:
+        raw = base64.b64decode(body) if event.get("isBase64Encoded") else body.encode()
+        headers["content-length"] = str(len(raw))
+    viewer = headers.get(VIEWER_ADDRESS_HEADER, "")
+    if trust_viewer_address and viewer:
+        context = dict(event.get("requestContext") or {})
+        context["http"] = {**(context.get("http") or {}), "sourceIp": _address_of(viewer)}
+        event["requestContext"] = context
+    return event
+
+
+def _address_of(viewer_address: str) -> str:
+    """``203.0.113.7:46532`` → ``203.0.113.7``; ``2001:db8::1:46532`` → ``2001:db8::1``."""
+    host, _, port = viewer_address.strip().rpartition(":")
+    return host.strip("[]") if host and port.isdigit() else viewer_address.strip()
+
+
+def _forbidden() -> dict[str, Any]:
+    return {"statusCode": 403, "body": "Forbidden",
+            "headers": {"content-type": "text/plain; charset=utf-8",
+                        "cache-control": "no-store"}}
+
+
+#: Lives as long as the execution environment: the app's store and transport stay open
+#: between requests.
+_stack = ExitStack()
+handler: Handler = create_handler(with_secrets(os.environ), _stack)

@@ -1,0 +1,143 @@
+"""``newsletter serve``: the subscription app on uvicorn, wired from the settings.
+
+One process serves every request; SQLite handles its writes one at a time and several
+``serve`` processes (or a ``send`` running meanwhile) share the file safely. Behind
+CloudFront or a load balancer, list its addresses in ``[subscriptions]
+forwarded_allow_ips`` so the client address recorded with consent (and used by the rate
+limit) is the visitor's, not the proxy's.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import socket
+from collections.abc import Mapping
+from contextlib import ExitStack
+from dataclasses import replace
+from types import FrameType
+from urllib.parse import urlsplit, urlunsplit
+
+import uvicorn
+from starlette.applications import Starlette
+
+from pipeline.config import Settings
+from pipeline.errors import UsageError
+from pipeline.wiring import open_subscriptions, signing_keys
+
+log = logging.getLogger("newsletter.app")
+
+DEFAULT_PORT = 8001
+#: Host names of an ``app_url`` that can only mean this machine: links to them must name
+#: the port actually served, or they lead nowhere.
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def default_port(settings: Settings) -> int:
+    """The port of ``[site] app_url`` when it names one, else 8001."""
+    return urlsplit(settings.site.app_url).port or DEFAULT_PORT
+
+
+def open_app(settings: Settings, environ: Mapping[str, str], stack: ExitStack) -> Starlette:
+    """The subscription app wired from the settings; its store and transport are closed
+    when ``stack`` closes. One wiring for ``newsletter serve`` and any other host (the
+    Lambda function of ``deploy/``)."""
+    from pipeline.web.app import SNS_WINDOW, create_app
+    from subscribers.sns import CertificateSource, SnsVerifier
+
+    _, development = signing_keys(settings, environ)
+    subscriptions = stack.enter_context(open_subscriptions(settings, environ))
+    verifier = None
+    if settings.ses.sns_topic_arns:
+        verifier = SnsVerifier(CertificateSource(), settings.ses.sns_topic_arns,
+                               max_age=SNS_WINDOW)
+    if development:
+        log.warning("links are signed with the public development key: fine for the "
+                    "local outbox, never for real mail (set NEWSLETTER_SECRET)")
+    if verifier is None:
+        log.info("POST /webhooks/ses is off: no [ses] sns_topic_arns")
+    return create_app(subscriptions, app_url=settings.site.app_url,
+                      base_url=settings.site.base_url, verifier=verifier)
+
+
+def served_app_url(app_url: str, port: int) -> str:
+    """The app URL links should carry when this process serves on ``port``.
+
+    A loopback ``app_url`` (local development) is this very process: its links name the
+    port served, so ``serve --port 8002`` mails links that work. A public ``app_url`` is
+    the address a proxy (CloudFront, a load balancer) forwards to this port: kept as is.
+    """
+    parts = urlsplit(app_url)
+    if parts.hostname not in LOOPBACK:
+        return app_url
+    if (parts.port or {"http": 80, "https": 443}.get(parts.scheme)) == port:
+        return app_url
+    host = f"[{parts.hostname}]" if ":" in (parts.hostname or "") else parts.hostname
+    userinfo = parts.netloc.rpartition("@")[0]
+    netloc = f"{userinfo}@{host}:{port}" if userinfo else f"{host}:{port}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def listen(host: str, port: int) -> socket.socket:
+    """A socket bound and listening on ``host:port`` (port 0: any free one), bound here
+    rather than inside uvicorn so that a port in use is one line and exit 2, and
+    "listening" is printed only once it is true."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(
+            host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
+    except socket.gaierror as exc:
+        raise UsageError(f"serve: cannot listen on {host}:{port}: "
+                         f"{exc.strerror or exc}") from None
+    sock = socket.socket(family, kind, proto)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
+        sock.bind(address)
+        sock.listen(2048)
+    except OSError as exc:
+        sock.close()
+        reason = ("the port is in use (another newsletter serve?); choose another with "
+                  "--port" if exc.errno == errno.EADDRINUSE else exc.strerror or str(exc))
+        raise UsageError(f"serve: cannot listen on {host}:{port}: {reason}") from None
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve(settings: Settings, environ: Mapping[str, str], *, host: str, port: int) -> int:
+    """Run until interrupted (Ctrl-C or SIGTERM end it cleanly: exit 0)."""
+    with ExitStack() as stack:
+        sock = stack.enter_context(listen(host, port))
+        served = sock.getsockname()[1]
+        app_url = served_app_url(settings.site.app_url, served)
+        if app_url != settings.site.app_url:
+            settings = replace(settings, site=replace(settings.site, app_url=app_url))
+            log.info("note: [site] app_url names another port; links name the port served: "
+                     "%s", app_url)
+        app = open_app(settings, environ, stack)
+        log.info("subscription app: %s/subscribe (listening on %s:%d; Ctrl-C stops)",
+                 app_url.rstrip("/"), host, served)
+        server = _Server(server_config(app, host=host, port=served, forwarded_allow_ips=(
+            settings.subscriptions.forwarded_allow_ips)))
+        server.run(sockets=[sock])
+        if not server.started:  # uvicorn said why, on stderr
+            raise UsageError(f"could not serve on {host}:{served}")
+    log.info("subscription app stopped")
+    return 0
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, minus one habit: after a graceful stop on SIGTERM/SIGINT it
+    re-raises the signal, so the process would die by it before the store is closed and
+    exit with -15 instead of the 0 of a clean stop."""
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        super().handle_exit(sig, frame)
+        self._captured_signals.clear()
+
+
+def server_config(app: Starlette, *, host: str, port: int, forwarded_allow_ips: str
+                  ) -> uvicorn.Config:
+    """How uvicorn serves the app (the tests serve it the same way)."""
+    return uvicorn.Config(
+        app, host=host, port=port, proxy_headers=True, forwarded_allow_ips=forwarded_allow_ips,
+        # The access log would write every token of every query string.
+        access_log=False, server_header=False, log_level="warning")

@@ -1,0 +1,152 @@
+"""The DynamoDB tables of :class:`~subscribers.store.dynamo.DynamoStore`: their exact definitions
+(what ``deploy/template.yaml`` creates, and what ``store migrate --create-tables`` creates
+for a first run), and how a botocore error about them is worded for the operator.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from botocore.exceptions import (
+    BotoCoreError,
+    ClientError,
+    WaiterError,
+)
+
+from pipeline.aws import access_problem
+from subscribers.errors import StoreError
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+__all__ = ["MESSAGE_INDEX", "STATUS_INDEX", "TTL_ATTRIBUTE", "create_tables", "dynamo_reason",
+           "table_definitions"]
+
+#: The subscribers table's sparse index: only subscriber items carry ``status``.
+STATUS_INDEX = "by_status"
+#: The ledger's index from SES's message id back to (issue, subscriber).
+MESSAGE_INDEX = "by_message_id"
+#: DynamoDB's TTL attribute (epoch seconds) on handled-message keys and rate counters.
+TTL_ATTRIBUTE = "expires_at"
+
+_DENIED = frozenset({"AccessDeniedException", "UnrecognizedClientException",
+                     "InvalidSignatureException", "ExpiredTokenException",
+                     "MissingAuthenticationTokenException", "IncompleteSignature"})
+_THROTTLED = frozenset({"ProvisionedThroughputExceededException", "ThrottlingException",
+                        "RequestLimitExceeded", "LimitExceededException"})
+
+
+def table_definitions(subscribers_table: str, ledger_table: str) -> list[dict[str, Any]]:
+    """The CreateTable arguments of both tables: exactly what the deploy template creates."""
+    return [
+        {
+            "TableName": subscribers_table,
+            "BillingMode": "PAY_PER_REQUEST",
+            "AttributeDefinitions": [
+                {"AttributeName": "pk", "AttributeType": "S"},
+                {"AttributeName": "status", "AttributeType": "S"},
+                {"AttributeName": "id", "AttributeType": "S"},
+            ],
+            "KeySchema": [{"AttributeName": "pk", "KeyType": "HASH"}],
+            "GlobalSecondaryIndexes": [{
+                "IndexName": STATUS_INDEX,
+                "KeySchema": [{"AttributeName": "status", "KeyType": "HASH"},
+                              {"AttributeName": "id", "KeyType": "RANGE"}],
+                "Projection": {"ProjectionType": "ALL"},
+            }],
+        },
+        {
+            "TableName": ledger_table,
+            "BillingMode": "PAY_PER_REQUEST",
+            "AttributeDefinitions": [
+                {"AttributeName": "issue_id", "AttributeType": "S"},
+                {"AttributeName": "subscriber_id", "AttributeType": "S"},
+                {"AttributeName": "message_id", "AttributeType": "S"},
+            ],
+            "KeySchema": [{"AttributeName": "issue_id", "KeyType": "HASH"},
+                          {"AttributeName": "subscriber_id", "KeyType": "RANGE"}],
+            "GlobalSecondaryIndexes": [{
+                "IndexName": MESSAGE_INDEX,
+                "KeySchema": [{"AttributeName": "message_id", "KeyType": "HASH"}],
+                "Projection": {"ProjectionType": "KEYS_ONLY"},
+            }],
+        },
+    ]
+
+
+def create_tables(client: DynamoDBClient, subscribers_table: str, ledger_table: str, *,
+                  delay: int = 2, max_attempts: int = 150) -> list[str]:
+    """Create the two tables (on-demand billing) unless they exist, wait until they are
+    ACTIVE, and make sure TTL on ``expires_at`` is on for the subscribers table. The names
+    of the tables created (an existing table is left as it is). StoreError on failure."""
+    created = []
+    for definition in table_definitions(subscribers_table, ledger_table):
+        table = definition["TableName"]
+        try:
+            client.create_table(**definition)
+        except ClientError as exc:
+            if _code(exc) == "ResourceInUseException":
+                continue  # exists already
+            raise _table_error(client, exc, table) from exc
+        except BotoCoreError as exc:
+            raise _table_error(client, exc, table) from exc
+        created.append(table)
+    for table in (subscribers_table, ledger_table):
+        try:
+            client.get_waiter("table_exists").wait(
+                TableName=table, WaiterConfig={"Delay": delay, "MaxAttempts": max_attempts})
+        except WaiterError as exc:
+            raise StoreError(f"dynamodb:{table}", f"the table did not become ACTIVE: "
+                             f"{' '.join(str(exc).split())}") from exc
+        except (ClientError, BotoCoreError) as exc:
+            raise _table_error(client, exc, table) from exc
+    try:
+        ttl = client.describe_time_to_live(TableName=subscribers_table)
+        state = ttl.get("TimeToLiveDescription", {})
+        if state.get("TimeToLiveStatus") not in ("ENABLED", "ENABLING"):
+            client.update_time_to_live(
+                TableName=subscribers_table,
+                TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE})
+    except (ClientError, BotoCoreError) as exc:
+        raise _table_error(client, exc, subscribers_table) from exc
+    return created
+
+
+def _table_error(client: DynamoDBClient, exc: Exception, table: str) -> StoreError:
+    region = getattr(getattr(client, "meta", None), "region_name", None)
+    return StoreError(f"dynamodb:{table}", dynamo_reason(exc, table, region))
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+def dynamo_reason(exc: Exception, table: str, region: str | None = None) -> str:
+    """A botocore error in one line that says what to do (module doc's table)."""
+    if isinstance(exc, ClientError):
+        code = _code(exc)
+        error = exc.response.get("Error", {})
+        text = _shorten(" ".join(str(error.get("Message", "")).split()))
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+        if code == "ResourceNotFoundException":
+            where = f" in {region}" if region else ""
+            return (f"table {table} does not exist{where} (check [store] and the AWS region; "
+                    "the deploy template creates the tables)")
+        if code in _DENIED or status == 403:
+            said = f"{code}: {text}" if text else code or "403"
+            return (f"access denied to table {table} ({said}); check the credentials' "
+                    "DynamoDB rights on it")
+        if code in _THROTTLED:
+            return f"DynamoDB throttled requests to table {table} ({code}); try again later"
+        return f"DynamoDB {code or status}: {text}" if text else f"DynamoDB {code or status}"
+    problem = access_problem(exc, "DynamoDB")
+    if problem:
+        return problem
+    return f"DynamoDB: {_shorten(' '.join(str(exc).split())) or type(exc).__name__}"
+
+
+def _shorten(text: str, limit: int = 300) -> str:
+    """A message kept to one readable line (a proxy's HTML error page is not)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
