@@ -33,13 +33,14 @@ import signal
 import subprocess
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import jinja2
 
@@ -440,6 +441,18 @@ class Watcher:
                          if now.get(p) != self.state.get(p))
         self.state = now
         return changed
+
+
+def watch(watcher: Watcher, on_change: Callable[[list[Path]], object], *,
+          interval: float = 1.0, sleep: Callable[[float], object] = time.sleep) -> NoReturn:
+    """Poll ``watcher`` every ``interval`` seconds and hand each batch of changed files to
+    ``on_change`` (``preview --watch`` rebuilds there). It never returns: Ctrl-C
+    (KeyboardInterrupt) ends it, and stopping is the caller's to say."""
+    while True:
+        sleep(interval)
+        changed = watcher.changed()
+        if changed:
+            on_change(changed)
 
 
 def _stamp(path: Path) -> tuple[int, int] | None:

@@ -1,0 +1,146 @@
+"""What the command groups share: the exit codes, the handler's shape, argument types, the
+build's translator and GitHub source, and how a path is shown.
+
+Each command group (``issue``, ``delivery``, ``preview``, ``translations``, ``serve``,
+``inbox``, ``subscribers``, ``store``) registers its parsers and handlers; the package's
+``__init__`` assembles them and maps the errors a handler raises to exit codes. Like the
+groups, this module is imported when the command line starts: what a command needs (the
+stages, the adapters, boto3) is imported only when it runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import functools
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pipeline import week as clock
+from pipeline.errors import UsageError
+from pipeline.model import LAYOUTS
+
+if TYPE_CHECKING:
+    from pipeline.config import Settings
+    from pipeline.core.bilingual import Translate
+    from pipeline.sources.github import GithubClient
+    from pipeline.stages.built import BuiltIssue
+    from subscribers.shards import Shard
+
+EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_BLOCKED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4
+
+#: What ``set_defaults(handler=…)`` names for each command: it runs the command and returns
+#: its exit code (errors it raises are mapped by :func:`pipeline.cli.main`).
+Handler = Callable[[argparse.Namespace, "Settings"], int]
+
+
+def positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
+def shard(text: str) -> Shard:
+    from subscribers.shards import Shard
+
+    try:
+        return Shard.parse(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError("must be between 0 and 65535")
+    return value
+
+
+def layout_list(text: str) -> tuple[str, ...]:
+    layouts = tuple(part.strip() for part in text.split(",") if part.strip())
+    unknown = [layout for layout in layouts if layout not in LAYOUTS]
+    if unknown or not layouts:
+        raise argparse.ArgumentTypeError(f"layouts are {', '.join(LAYOUTS)}; got {text!r}")
+    return tuple(dict.fromkeys(layouts))
+
+
+def copy_address(text: str) -> str:
+    """``--to``, checked as ``subscribers import`` checks an address (email-validator, no
+    DNS) and normalised: a typo, two addresses or a line break is refused (exit 2) before
+    anything is opened, not handed to the transport."""
+    from subscribers.errors import InvalidAddress
+    from subscribers.model import normalise_email
+
+    try:
+        return normalise_email(text)
+    except InvalidAddress as exc:
+        raise UsageError(f"--to: {exc}") from None
+
+
+@contextlib.contextmanager
+def translation(settings: Settings) -> Iterator[Translate | None]:
+    """The machine-translation callable for a build, or None when ``[translate] backend`` is
+    "none"; its translation memory stays open for the block."""
+    from pipeline.translate import TranslationMemory, memory_path, open_translator, translate_html
+
+    translator = open_translator(settings, os.environ)
+    if translator is None:
+        yield None
+        return
+    memory = TranslationMemory.open(memory_path(settings))
+    try:
+        yield functools.partial(translate_html, translator, memory)
+    finally:
+        memory.close()
+        close = getattr(translator, "close", None)
+        if close:
+            close()
+
+
+def github(settings: Settings) -> GithubClient | None:
+    """The GitHub facts source for a build, or None when ``[github] enabled`` is false."""
+    from pipeline.sources.github import open_client
+
+    return open_client(settings, os.environ)
+
+
+@contextlib.contextmanager
+def future_week_said(settings: Settings, week_id: str | None) -> Iterator[None]:
+    """A week that lies ahead has no reviews: say that it has not started (exit 2), not
+    "nothing to do"."""
+    from pipeline.errors import EmptyWeekError
+    from pipeline.stages.build import choose_week
+    from pipeline.stages.preflight import not_started
+
+    try:
+        yield
+    except EmptyWeekError as exc:
+        early = not_started(choose_week(settings, week_id), clock.now())
+        if early is None:
+            raise
+        raise early from exc
+
+
+def built_issue(settings: Settings, week: str | None) -> BuiltIssue:
+    """The built issue of ``--week`` (default: the last complete week), hash checked."""
+    from pipeline.stages.build import choose_week
+    from pipeline.stages.built import issue_folder, load_built
+
+    return load_built(issue_folder(settings, choose_week(settings, week).id))
+
+
+def shown(path: Path) -> str:
+    """``path`` relative to the working folder when it lies inside it, else as it is."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)

@@ -1,0 +1,162 @@
+"""``newsletter build | approve | publish | status``: one week's issue, from the feed to the
+archive.
+
+    build [--week W] [--feed F] [--out DIR] [--force]    issue.json and the emails
+    approve [--week W]                                    record what the editor proofed
+    publish [--week W]                                    the issue's pages, index, feed
+    status [--week W] [--last N]                          where the issue stands
+
+Handlers follow pipeline/cli/__init__.py: ``handler(args, settings) -> int``, errors raised as
+:class:`~pipeline.errors.NewsletterError` subclasses for the command line to map to exit
+codes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections import Counter
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pipeline import log
+from pipeline.cli.common import (
+    EXIT_OK,
+    built_issue,
+    future_week_said,
+    github,
+    positive,
+    shown,
+    translation,
+)
+
+if TYPE_CHECKING:
+    from pipeline.config import Settings
+    from pipeline.stages.built import BuiltIssue
+
+__all__ = ["add_approve", "add_build", "add_publish", "add_status", "publish_issue"]
+
+_log = logging.getLogger("newsletter.cli")
+
+
+def add_build(commands: argparse._SubParsersAction[Any]) -> None:
+    build = commands.add_parser("build", help="collect, rank and render one issue",
+                                description="Collect the week's reviews, rank them and render "
+                                "the issue: issue.json plus an HTML and a text email per layout.")
+    build.add_argument("--feed", action="append", default=[], metavar="PATH_OR_URL",
+                       help="a feed to read (repeatable; default: [feed] urls)")
+    build.add_argument("--week", metavar="YYYY-Www",
+                       help="ISO week to build (default: the last complete week)")
+    build.add_argument("--out", type=Path, metavar="DIR",
+                       help="output folder (default: <build_dir>/issues/<week>/)")
+    build.add_argument("--force", action="store_true",
+                       help="replace an approved issue with different content (drops the "
+                       "approval)")
+    build.set_defaults(handler=_cmd_build)
+
+
+def add_approve(commands: argparse._SubParsersAction[Any]) -> None:
+    approve = commands.add_parser("approve", help="record the proofed issue as approved",
+                                  description="Record the content_hash of the built issue: "
+                                  "what the editor proofed is what is sent.")
+    approve.add_argument("--week", metavar="YYYY-Www", help="default: the last complete week")
+    approve.set_defaults(handler=_cmd_approve)
+
+
+def add_publish(commands: argparse._SubParsersAction[Any]) -> None:
+    publish = commands.add_parser("publish", help="publish the built issue to the web archive",
+                                  description="Write the issue's pages, then regenerate the "
+                                  "index, Atom feed and sitemap from what the archive holds.")
+    publish.add_argument("--week", metavar="YYYY-Www", help="default: the last complete week")
+    publish.add_argument("--allow-missing-translations", action="store_true",
+                         help="publish even though some items lack a language")
+    publish.set_defaults(handler=_cmd_publish)
+
+
+def add_status(commands: argparse._SubParsersAction[Any]) -> None:
+    status = commands.add_parser(
+        "status", help="where the week's issue stands, bounce and complaint rates, the list",
+        description="Built, approved, published; sent, failed, unconfirmed (from the ledger, "
+        "all shards merged); bounce and complaint rates of the last issues against the 0.3 %% "
+        "complaint line; the list by status and layout. Exit 0 sent in full, 3 waiting for "
+        "approval, 4 not fully sent, 1 something failed, 6 not built.")
+    status.add_argument("--week", metavar="YYYY-Www", help="default: the last complete week")
+    status.add_argument("--last", type=positive, default=6, metavar="N",
+                        help="issues in the rates table (default 6)")
+    status.set_defaults(handler=_cmd_status)
+
+
+def _cmd_build(args: argparse.Namespace, settings: Settings) -> int:
+    from pipeline.stages.build import build
+
+    with translation(settings) as translate, future_week_said(settings, args.week), \
+            log.timed(_log, "build"):
+        built = build(settings, week_id=args.week, feeds=args.feed, out=args.out,
+                      force=args.force, translate=translate, github=github(settings))
+    issue = built.issue
+    tiers = Counter(item.tier for item in issue.items)
+    blocking = [p for p in issue.problems if p.severity == "blocking"]
+    warnings = [p for p in issue.problems if p.severity == "warning"]
+    summary = ", ".join(f"{n} {tier}" for tier, n in tiers.items())
+    print(f"built {issue.id}: {len(issue.items)} items ({summary}); "
+          f"{len(blocking)} blocking problem(s), {len(warnings)} warning(s)")
+    for problem in issue.problems:
+        print(f"  {problem.severity}: {problem.code}: {problem.message}")
+    for layout, result in built.rendered.items():
+        print(f"  email-{layout}.html {result.html_bytes / 1000:.1f} KB")
+    print(f"artifacts: {shown(built.out_dir)}/")
+    print(f"content_hash: {built.data['content_hash']}")
+    return EXIT_OK
+
+
+def _cmd_approve(args: argparse.Namespace, settings: Settings) -> int:
+    from pipeline.stages.approve import approve
+    from pipeline.week import now
+
+    built = built_issue(settings, args.week)
+    blocking = built.blocking()
+    approval = approve(built, now())
+    print(f"approved {built.id} as {approval.content_hash}")
+    if blocking:
+        _log.warning("%d blocking problem(s) still stop a send (first: %s)", len(blocking),
+                     blocking[0]["code"])
+    return EXIT_OK
+
+
+def _cmd_publish(args: argparse.Namespace, settings: Settings) -> int:
+    from pipeline.stages.send import check_gates
+
+    built = built_issue(settings, args.week)
+    check_gates(built, settings, allow_missing_translations=args.allow_missing_translations)
+    publish_issue(settings, built)
+    return EXIT_OK
+
+
+def publish_issue(settings: Settings, built: BuiltIssue) -> None:
+    """Publish ``built`` to the archive of ``[archive]`` and say where (``publish``, and
+    ``run`` once every check of its send has passed)."""
+    from pipeline.archive import open_archive
+    from pipeline.core.site import Site
+    from pipeline.stages.publish import publish
+
+    archive = open_archive(settings)
+    report = publish(built, archive, Site(settings.site))
+    where = (shown(settings.resolve(settings.archive.dir)) + "/" if archive.name == "local"
+             else f"s3://{settings.archive.bucket}/{settings.archive.prefix}")
+    print(f"published {built.id} to {where}: {len(report.written)} object(s) written "
+          f"({report.bytes_written / 1000:.1f} KB), {report.unchanged} unchanged")
+    print(f"  {settings.site.base_url.rstrip('/')}/issues/{built.id}/index.html")
+
+
+def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
+    from pipeline.archive import open_archive
+    from pipeline.stages.build import choose_week
+    from pipeline.stages.status import gather, render
+    from subscribers.store.sqlite import open_store
+
+    week = choose_week(settings, args.week)
+    with open_store(settings) as store:
+        status, history, counts = gather(settings, week.id, store, open_archive(settings),
+                                         last=args.last)
+    print(render(status, history, counts))
+    return status.exit_code

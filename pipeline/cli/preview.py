@@ -1,0 +1,233 @@
+"""``newsletter preview``: build the issue, proof it and show the editor what will be sent.
+
+    preview [--week W] [--feed F] [--to ADDRESS [--layouts L,...]] [--port P] [--no-serve]
+            [--watch] [--no-screenshots]
+
+build → proof → ``<issue folder>/preview/`` → (test copies) → serve / watch → exit 3 when the
+proof report has a blocking problem. The preview itself is pipeline/stages/preview.py; this
+module reads the arguments, prints and keeps the server up until Ctrl-C. Handlers follow
+pipeline/cli/__init__.py: ``handler(args, settings) -> int``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pipeline.cli.common import (
+    EXIT_BLOCKED,
+    EXIT_OK,
+    copy_address,
+    future_week_said,
+    github,
+    layout_list,
+    port,
+    shown,
+    translation,
+)
+from pipeline.errors import NewsletterError, UsageError
+from pipeline.model import LAYOUTS
+
+if TYPE_CHECKING:
+    from http.server import ThreadingHTTPServer
+
+    from pipeline.config import Settings
+    from pipeline.core.proof import ProofReport
+    from pipeline.stages.built import BuiltIssue
+    from pipeline.stages.preview import Preview
+
+__all__ = ["add_parser"]
+
+#: One preview: the issue as built, its proof report, the folder written.
+Made = tuple["BuiltIssue", "ProofReport", "Preview"]
+
+
+def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
+    """Register ``preview`` on the top-level sub-command set."""
+    preview = commands.add_parser(
+        "preview", help="build the issue and write a preview to proof it before approving",
+        description="Build the issue (an approved one is kept unless its content changed), "
+        "write <issue folder>/preview/ (every layout at 375 and 600 px and dark, subjects "
+        "and preheaders, the proof report, the ranking, screenshots where chromium is "
+        "installed), serve it on 127.0.0.1 and print the approve command. Exit 3 when the "
+        "proof report has a blocking problem.")
+    preview.add_argument("--week", metavar="YYYY-Www",
+                         help="default: the last complete week (the next one to send)")
+    preview.add_argument("--feed", action="append", default=[], metavar="PATH_OR_URL",
+                         help="a feed to read (repeatable; default: [feed] urls)")
+    preview.add_argument("--port", type=port, default=0, metavar="P",
+                         help="port to serve on, on 127.0.0.1 (default: any free port)")
+    preview.add_argument("--no-serve", action="store_true",
+                         help="write the preview and stop; serve nothing")
+    preview.add_argument("--watch", action="store_true",
+                         help="rebuild when the feed files, the templates or the editor's "
+                         "file change (Ctrl-C stops)")
+    preview.add_argument("--to", metavar="ADDRESS",
+                         help="also send test copies to ADDRESS, as send --to does (once, "
+                         "at the start)")
+    preview.add_argument("--layouts", type=layout_list, metavar="L[,L...]",
+                         help="with --to: only these layouts, e.g. zh-en,en (default all four)")
+    preview.add_argument("--no-screenshots", action="store_true",
+                         help="skip the PNG screenshots (faster)")
+    preview.set_defaults(handler=_cmd_preview)
+
+
+@dataclass
+class _Latest:
+    """The last preview made, and the error of the last rebuild if it failed (``--watch``
+    goes on after a failed rebuild; the command then ends with that error)."""
+
+    built: BuiltIssue
+    report: ProofReport
+    failed: NewsletterError | None = None
+
+
+def _cmd_preview(args: argparse.Namespace, settings: Settings) -> int:
+    """build → proof → preview folder → (test copies) → serve / watch → exit 3 if blocked."""
+    from pipeline.stages.build import choose_week
+
+    if args.layouts and not args.to:
+        raise UsageError("--layouts goes with --to (test copies)")
+    if args.to is not None:  # --to "" is a mistake, not "no test copy"
+        args.to = copy_address(args.to)
+    week = choose_week(settings, args.week)
+    approve = _approve_command(args, week.id)
+    make = _maker(args, settings, week.id, approve)
+    with future_week_said(settings, week.id):
+        built, report, preview = make()
+    _show_preview(built, report, preview)
+    if args.to:
+        _send_copies(args, settings, built)
+    latest = _Latest(built, report)
+    _serve_and_watch(args, settings, week.id, approve, make, latest)
+    built, report = latest.built, latest.report
+    print(f"to approve {built.id} as {built.content_hash[:12]}: {approve}", flush=True)
+    if latest.failed is not None:
+        raise latest.failed
+    if report.has_blocking:
+        first = report.blocking[0]
+        print(f"newsletter: blocked: {len(report.blocking)} blocking problem(s) in the proof "
+              f"report, first: {first.code}: {first.message}", file=sys.stderr)
+        return EXIT_BLOCKED
+    return EXIT_OK
+
+
+def _approve_command(args: argparse.Namespace, week_id: str) -> str:
+    """The ``newsletter approve`` command the editor runs once the preview looks right."""
+    import shlex
+
+    config = f"--config {shlex.quote(str(args.config))} " if args.config else ""
+    return f"newsletter {config}approve --week {week_id}"
+
+
+def _maker(args: argparse.Namespace, settings: Settings, week_id: str, approve: str
+           ) -> Callable[[], Made]:
+    """What builds, proofs and writes the preview: once, then again on every change."""
+    import shutil
+
+    from pipeline.stages.preview import preview_issue
+
+    chromium = None if args.no_screenshots else shutil.which("chromium")
+    skip = ("--no-screenshots was given" if args.no_screenshots
+            else "no chromium on the PATH (install Debian's chromium to get them)")
+
+    def make() -> Made:
+        with translation(settings) as translate:
+            return preview_issue(settings, week_id, args.feed, approve_command=approve,
+                                 chromium=chromium, skip_reason=skip, shown=shown,
+                                 translate=translate, github=github(settings))
+
+    return make
+
+
+def _send_copies(args: argparse.Namespace, settings: Settings, built: BuiltIssue) -> None:
+    """``--to``: the test copies, as ``send --to`` sends them."""
+    from pipeline.cli.delivery import deliver, open_delivery
+
+    copies = argparse.Namespace(to=args.to, layout=list(args.layouts or LAYOUTS),
+                                dry_run=False, limit=None, resend_unconfirmed=False,
+                                allow_missing_translations=False)
+    delivery = open_delivery(copies, settings, built)
+    try:
+        deliver(copies, settings, built, delivery)
+    finally:
+        delivery.close()
+
+
+def _serve_and_watch(args: argparse.Namespace, settings: Settings, week_id: str, approve: str,
+                     make: Callable[[], Made], latest: _Latest) -> None:
+    """Serve the issue folder and/or rebuild on changes until Ctrl-C; return at once with
+    neither (``--no-serve`` without ``--watch``)."""
+    import time
+
+    from pipeline.stages.preview import serve
+
+    server: ThreadingHTTPServer | None = None
+    if not args.no_serve:
+        server = serve(latest.built.folder, args.port)
+        print(f"serving at http://127.0.0.1:{server.server_port}/preview/index.html "
+              "(Ctrl-C stops)", flush=True)
+    try:
+        if args.watch:
+            _watch(args, settings, week_id, approve, make, latest)
+        elif server is not None:
+            print(f"to approve: {approve}", flush=True)
+            while True:
+                time.sleep(3600)
+    except KeyboardInterrupt:
+        print("\nstopped", flush=True)
+    finally:
+        if server is not None:
+            server.shutdown()
+            server.server_close()
+
+
+def _watch(args: argparse.Namespace, settings: Settings, week_id: str, approve: str,
+           make: Callable[[], Made], latest: _Latest) -> None:
+    from pipeline.stages.preview import Watcher, editorial_file, watch, watched_paths
+
+    watcher = Watcher(watched_paths(settings, week_id, args.feed))
+    print(f"watching {len(watcher.state)} file(s): the feed, the templates and "
+          f"{shown(editorial_file(settings, week_id))} (Ctrl-C stops)", flush=True)
+    print(f"to approve: {approve}", flush=True)
+
+    def rebuild(changed: list[Path]) -> None:
+        print(f"changed: {', '.join(shown(p) for p in changed[:3])}"
+              + (f" and {len(changed) - 3} more" if len(changed) > 3 else ""), flush=True)
+        try:
+            built, report, _ = make()
+        except NewsletterError as exc:
+            latest.failed = exc
+            print(f"newsletter: error: {exc} (still watching)", file=sys.stderr, flush=True)
+            return
+        latest.built, latest.report, latest.failed = built, report, None
+        print(f"rebuilt {built.id}: {len(built.data['items'])} items, "
+              f"{len(report.blocking)} blocking, {len(report.warnings)} warning(s); "
+              f"content_hash {built.content_hash}", flush=True)
+        print(f"to approve: {approve}", flush=True)
+
+    watch(watcher, rebuild)
+
+
+def _show_preview(built: BuiltIssue, report: ProofReport, preview: Preview) -> None:
+    tiers = Counter(item["tier"] for item in built.data["items"])
+    print(f"built {built.id}: {len(built.data['items'])} items "
+          f"({', '.join(f'{n} {tier}' for tier, n in tiers.items())}); "
+          f"{len(report.blocking)} blocking problem(s), {len(report.warnings)} warning(s)")
+    for problem in report.problems:
+        print(f"  {problem.severity}: {problem.code}: {problem.message}")
+    for size in report.sizes:
+        print(f"  email-{size.layout}.html {size.weight / 1000:.1f} KB as sent "
+              f"({size.percent:.0f}% of {size.budget / 1000:.0f} KB)")
+    shots = preview.screenshots
+    if shots.files:
+        print(f"screenshots: {len(shots.files)} in {shown(preview.folder / 'screenshots')}/")
+    for note in shots.notes:
+        print(f"screenshots: {'skipped: ' if not shots.files else ''}{note}")
+    print(f"preview: {shown(preview.index)}")
+    print(f"content_hash: {built.content_hash}", flush=True)
