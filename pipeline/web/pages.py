@@ -1,0 +1,147 @@
+"""The subscription app's pages: bilingual HTML from ``templates/app/``, and the headers
+every answer carries.
+
+Small pages, no JavaScript, with a strict Content-Security-Policy (the one inline stylesheet
+is allowed by its hash), ``Referrer-Policy: no-referrer`` (a token must not leak to the
+archive through a link), ``no-store`` and ``frame-ancestors 'none'``. The handlers that
+choose which page to show are in :mod:`pipeline.web.routes`.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import tomllib
+from dataclasses import dataclass
+from typing import Any
+
+from markupsafe import Markup
+from starlette.responses import HTMLResponse, PlainTextResponse, Response
+
+from pipeline.core.render import environment, templates_dir
+from pipeline.model import LAYOUTS
+from subscribers.errors import TokenError, UnknownSubscriber
+
+__all__ = ["LAYOUT_LABELS", "Button", "Link", "Pages", "status_line"]
+
+#: The layouts offered, as the archive's form names them.
+LAYOUT_LABELS: tuple[tuple[str, str], ...] = (
+    ("zh-en", "中文 + English"), ("en-zh", "English + 中文"), ("zh", "中文"), ("en", "English"),
+)
+
+
+@dataclass(frozen=True)
+class Button:
+    """A page's one button: a form that POSTs ``fields`` to ``action``."""
+
+    action: str
+    zh: str
+    en: str
+    fields: dict[str, str]
+    secondary: bool = False
+
+
+@dataclass(frozen=True)
+class Link:
+    """A link under a page's message (to the form, to the preferences)."""
+
+    url: str
+    zh: str
+    en: str
+
+
+class Pages:
+    """Renders the bilingual pages and knows the headers every answer carries."""
+
+    def __init__(self, app_url: str, base_url: str) -> None:
+        self.env = environment()
+        # Markup: the stylesheet is ours, and escaping its quotes would change the bytes
+        # whose hash the policy allows (the browser would then drop every style).
+        self.css = Markup(  # noqa: S704 - our own file, not input
+            (templates_dir() / "app" / "app.css").read_text(encoding="utf-8"))
+        self.text = tomllib.loads((templates_dir() / "app" / "pages.toml")
+                                  .read_text(encoding="utf-8"))
+        self.app_url = app_url.rstrip("/")
+        self.base_url = base_url.rstrip("/")
+        digest = base64.b64encode(hashlib.sha256(self.css.encode("utf-8")).digest()).decode()
+        self.headers = {
+            "Content-Security-Policy": (
+                f"default-src 'none'; style-src 'sha256-{digest}'; img-src 'self' data:; "
+                "form-action 'self'; frame-ancestors 'none'; base-uri 'none'"),
+            "X-Content-Type-Options": "nosniff",
+            "Referrer-Policy": "no-referrer",
+            "X-Frame-Options": "DENY",
+            "Cross-Origin-Opener-Policy": "same-origin",
+            "Cross-Origin-Resource-Policy": "same-origin",
+            "Permissions-Policy": "camera=(), microphone=(), geolocation=(), interest-cohort=()",
+            "Cache-Control": "no-store",
+        }
+        if app_url.startswith("https://"):
+            self.headers["Strict-Transport-Security"] = "max-age=31536000; includeSubDomains"
+
+    def render(self, name: str, status_code: int = 200, *, template: str = "message",
+               status: dict[str, str] | None = None, status_kind: str = "ok",
+               referrer: str = "no-referrer", **context: Any) -> HTMLResponse:
+        """A page. ``referrer``: pages whose address carries a token keep it to themselves
+        (``no-referrer``); the form page says ``same-origin``, because under
+        ``no-referrer`` browsers send ``Origin: null`` with its POST, which the origin
+        check must refuse."""
+        html = self.env.get_template(f"app/{template}.html.j2").render(
+            page=self.text[name], css=self.css, app_url=self.app_url, base_url=self.base_url,
+            status=status, status_kind=status_kind, layouts=LAYOUT_LABELS,
+            button=context.pop("button", None), link=context.pop("link", None), **context)
+        return HTMLResponse(html, status_code=status_code,
+                            headers={**self.headers, "Referrer-Policy": referrer})
+
+    def plain(self, text: str, status_code: int) -> Response:
+        return PlainTextResponse(text, status_code=status_code, headers=self.headers)
+
+    def too_large(self) -> Response:
+        """A body larger than a form of ours (refused before it is read)."""
+        return self.plain("Request too large", 413)
+
+    def subscribe_form(self, email: str, layout: str, name: str = "subscribe",
+                       status_code: int = 200) -> HTMLResponse:
+        """The form page: ``same-origin``, so the browser's POST names its origin."""
+        return self.render(name, status_code, template="subscribe", email=email,
+                           layout=layout, referrer="same-origin")
+
+    def subscribe_link(self) -> Link:
+        return Link(f"{self.app_url}/subscribe", "订阅表单", "Subscription form")
+
+    def link_problem(self, exc: TokenError | UnknownSubscriber,
+                     token: str | None = None) -> HTMLResponse:
+        """The page for a link that cannot be acted on. An expired confirmation link
+        (``token`` given) offers a new mail: its signature held, so it names whom to send
+        it to. 410, not 404, for a subscriber gone since: the link was right (and behind
+        CloudFront a 404 would be swapped for the archive's own 404 page)."""
+        if isinstance(exc, TokenError) and exc.reason == "expired" and exc.subscriber_id \
+                and token is not None:
+            return self.render("expired", 410, button=Button(
+                f"{self.app_url}/confirm/resend", "发送新的确认邮件", "Send me a new link",
+                {"token": token}))
+        if isinstance(exc, UnknownSubscriber):
+            return self.render("gone", 410, link=self.subscribe_link())
+        return self.render("bad_link", 400, link=self.subscribe_link())
+
+
+_STATUS_LINES = {
+    "active": {"zh": "订阅中", "en": "Subscribed"},
+    "pending": {"zh": "等待确认：请打开确认邮件中的链接", "en": "Waiting for your confirmation "
+                "(see the confirmation mail)"},
+    "unsubscribed": {"zh": "已退订", "en": "Unsubscribed"},
+    "bounced": {"zh": "邮件多次无法送达，已暂停发送", "en": "Paused: mail to this address "
+                "kept bouncing"},
+    "complained": {"zh": "你曾将本邮件标记为垃圾邮件，已停止发送", "en": "Stopped: this address "
+                   "marked our mail as spam"},
+}
+
+
+def status_line(status: str) -> dict[str, str]:
+    """What the preferences page says of a subscriber's state, in both languages."""
+    return _STATUS_LINES[status]
+
+
+def chosen_layout(layout: str | None) -> str:
+    """A layout the form offers, or the default for anything else."""
+    return layout if layout in LAYOUTS else "zh-en"

@@ -1,0 +1,436 @@
+"""The subscription app's handlers: one small method per route.
+
+Each handler speaks HTTP only; the work (store, tokens, mail) is
+:mod:`subscribers.subscriptions`, and blocking calls run in Starlette's thread pool. What
+every form POST does first (the origin check where it applies, the size check before a byte
+is read, the form, its token, the clock) is written once, in :func:`_form_post`. Why the
+routes behave as they do (GET never changes anything, no enumeration, nothing secret
+logged) is told in :mod:`pipeline.web.app`; the pages are :mod:`pipeline.web.pages`.
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import logging
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from urllib.parse import urlsplit
+
+from starlette.concurrency import run_in_threadpool
+from starlette.exceptions import HTTPException
+from starlette.formparsers import MultiPartException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+
+from pipeline.errors import TransportError, Unconfirmed
+from pipeline.model import LAYOUTS
+from pipeline.web.mail_queue import MailQueue
+from pipeline.web.pages import Button, Link, Pages, chosen_layout, status_line
+from subscribers.errors import InvalidAddress, TokenError, UnknownSubscriber
+from subscribers.model import Subscriber
+from subscribers.ses_events import events_from
+from subscribers.sns import SnsError, SnsMessage, SnsVerifier
+from subscribers.subscriptions import Subscriptions
+
+__all__ = ["MAX_FORM_BYTES", "MAX_WEBHOOK_BYTES", "PURGE_EVERY", "SNS_WINDOW", "Routes"]
+
+log = logging.getLogger("newsletter.app")
+
+#: Larger bodies are refused before they are read: a form is a few hundred bytes, an SNS
+#: message at most 256 KB of payload plus its envelope.
+MAX_FORM_BYTES = 8 * 1024
+MAX_WEBHOOK_BYTES = 512 * 1024
+#: How long an SNS message id is remembered (and so how old a message may be).
+SNS_WINDOW = timedelta(days=7)
+#: Ids older than the window are dropped every this many notifications (DynamoDB's TTL
+#: drops them by itself too; there a purge is a scan, so not on every cold start).
+PURGE_EVERY = 1000
+
+
+@dataclass(frozen=True)
+class Posted:
+    """A request as the token-carrying handlers need it: its form (None where there is
+    none to read), its token (from the query, else the form) and the time it is handled at."""
+
+    form: dict[str, str] | None
+    token: str
+    now: datetime
+
+
+Endpoint = Callable[["Routes", Request], Awaitable[Response]]
+FormHandler = Callable[["Routes", Request, Posted], Awaitable[Response]]
+
+
+def _form_post(*, same_site: bool = False, lenient: bool = False
+               ) -> Callable[[FormHandler], Endpoint]:
+    """The preamble every form POST shares. ``same_site``: refuse a form posted from
+    another site's page first (403). The body is then read as a form, its length checked
+    before a byte is read: too large is a 413, or with ``lenient`` (the one-click
+    unsubscribe, whose token is in the URL) no form at all, as is a body that does not
+    parse."""
+
+    def decorate(handler: FormHandler) -> Endpoint:
+        @functools.wraps(handler)
+        async def endpoint(self: Routes, request: Request) -> Response:
+            if same_site and not _same_site(request, self.allowed_origins):
+                return self.pages.render("forbidden", 403, link=self.pages.subscribe_link())
+            form = await _form_of(request, lenient=lenient)
+            if form is None and not lenient:
+                return self.pages.too_large()
+            return await handler(self, request, Posted(form, _token_of(request, form),
+                                                       self.clock()))
+        return endpoint
+
+    return decorate
+
+
+class Routes:
+    """The handlers over ready-made parts (see :func:`pipeline.web.app.create_app`)."""
+
+    def __init__(self, subscriptions: Subscriptions, pages: Pages, *, app_url: str,
+                 base_url: str, verifier: SnsVerifier | None,
+                 clock: Callable[[], datetime], queue: MailQueue) -> None:
+        self.subscriptions = subscriptions
+        self.pages = pages
+        self.verifier = verifier
+        self.clock = clock
+        self.queue = queue
+        self.allowed_origins = {_origin(app_url), _origin(base_url)}
+        self._notifications = itertools.count(1)
+
+    # -- /subscribe ------------------------------------------------------------------------
+
+    async def subscribe_page(self, request: Request) -> Response:
+        return self.pages.subscribe_form("", chosen_layout(request.query_params.get("layout")))
+
+    @_form_post(same_site=True)
+    async def subscribe(self, request: Request, posted: Posted) -> Response:
+        form = posted.form or {}
+        email = form.get("email", "").strip()
+        layout = chosen_layout(form.get("layout", "zh-en"))
+        if form.get("website"):  # the honeypot: a person never sees the field
+            log.info("subscribe: honeypot filled; nothing done")
+            return self.pages.render("sent")
+        now = posted.now
+        if not await self._client_allowed(request, now):
+            response = self.pages.render("too_many", 429)
+            response.headers["Retry-After"] = "3600"
+            return response
+        try:
+            self.subscriptions.check_request(email, layout)
+        except InvalidAddress:
+            return self.pages.subscribe_form(email[:254], layout, "invalid_email", 400)
+        # The address's state is read only after the answer has gone (see the app's
+        # docstring): the same page, status and work before it, whatever the address.
+        response = self.pages.render("sent")
+        response.background = self.queue.put(lambda: self.subscriptions.request(
+            email, layout, source="web", now=now), "subscribe")
+        return response
+
+    # -- /confirm --------------------------------------------------------------------------
+
+    async def confirm_page(self, request: Request) -> Response:
+        token = _token_of(request)
+        try:
+            subscriber = await run_in_threadpool(
+                self.subscriptions.subscriber_for, token, "confirm", self.clock())
+        except (TokenError, UnknownSubscriber) as exc:
+            return self.pages.link_problem(exc, token)
+        if subscriber.status == "active":
+            return self.pages.render("confirmed",
+                                     link=self._preferences_link(subscriber.id, self.clock()))
+        return self.pages.render("confirm", button=Button(
+            f"{self.pages.app_url}/confirm", "确认订阅", "Confirm subscription",
+            {"token": token}))
+
+    @_form_post()
+    async def confirm(self, request: Request, posted: Posted) -> Response:
+        try:
+            subscriber = await run_in_threadpool(lambda: self.subscriptions.confirm(
+                posted.token, source="web", client=_client_of(request), now=posted.now))
+        except (TokenError, UnknownSubscriber) as exc:
+            return self.pages.link_problem(exc, posted.token)
+        log.info("confirm: subscriber confirmed")
+        return self.pages.render("confirmed",
+                                 link=self._preferences_link(subscriber.id, posted.now))
+
+    @_form_post()
+    async def resend(self, request: Request, posted: Posted) -> Response:
+        now = posted.now
+        try:
+            subscriber_id = self.subscriptions.expired_confirmation(posted.token, now)
+        except TokenError as exc:
+            return self.pages.link_problem(exc)
+        if not await self._client_allowed(request, now):
+            return self.pages.render("too_many", 429)
+        failed = await self._mailing(
+            lambda: self.subscriptions.resend(subscriber_id, now=now), "resend")
+        return failed or self.pages.render("resent")
+
+    # -- /unsubscribe ----------------------------------------------------------------------
+
+    async def unsubscribe_page(self, request: Request) -> Response:
+        token = _token_of(request)
+        try:
+            subscriber = await run_in_threadpool(
+                self.subscriptions.subscriber_for, token, "unsubscribe", self.clock())
+        except TokenError as exc:
+            return self.pages.link_problem(exc)
+        except UnknownSubscriber:
+            return self.pages.render("unsubscribed")  # removed: as unsubscribed as can be
+        if subscriber.status not in ("pending", "active"):
+            return self.pages.render("unsubscribed")
+        return self.pages.render("unsubscribe", button=Button(
+            f"{self.pages.app_url}/unsubscribe?token={token}", "退订", "Unsubscribe",
+            {"List-Unsubscribe": "One-Click"}))
+
+    @_form_post(lenient=True)
+    async def unsubscribe(self, request: Request, posted: Posted) -> Response:
+        """RFC 8058: the mail provider POSTs ``List-Unsubscribe=One-Click`` to the URL of
+        the header; the page's button posts the same. Either way: done, 200, no next step.
+        The token is in the URL, so a body that is too large or does not parse (a client's
+        broken multipart) is no reason to keep anyone on the list."""
+        try:
+            subscriber = await run_in_threadpool(lambda: self.subscriptions.unsubscribe(
+                posted.token, now=posted.now))
+        except TokenError as exc:
+            return self.pages.link_problem(exc)
+        log.info("unsubscribe: done")
+        link = (self._preferences_link(subscriber.id, posted.now)
+                if subscriber is not None else None)
+        return self.pages.render("unsubscribed", link=link)
+
+    # -- /preferences ----------------------------------------------------------------------
+
+    async def preferences(self, request: Request) -> Response:
+        if request.method == "POST":
+            return await self._change_preferences(request)
+        token = _token_of(request)
+        try:
+            subscriber = await run_in_threadpool(
+                self.subscriptions.subscriber_for, token, "preferences", self.clock())
+        except (TokenError, UnknownSubscriber) as exc:
+            return self.pages.link_problem(exc)
+        return self._preferences_page(subscriber, token, status_line(subscriber.status))
+
+    @_form_post()
+    async def _change_preferences(self, request: Request, posted: Posted) -> Response:
+        try:
+            await run_in_threadpool(
+                self.subscriptions.subscriber_for, posted.token, "preferences", posted.now)
+            change = self._preference_change(posted, _client_of(request))
+            if change is None:
+                return self.pages.plain("Unknown action", 400)
+            action, status = change
+            subscriber = await run_in_threadpool(action)
+        except (TokenError, UnknownSubscriber) as exc:
+            return self.pages.link_problem(exc)
+        return self._preferences_page(subscriber, posted.token, status)
+
+    def _preference_change(self, posted: Posted, client: str | None
+                           ) -> tuple[Callable[[], Subscriber], dict[str, str]] | None:
+        """What the preferences form asks for, and what the page then says; None for an
+        action the form does not have."""
+        form, token, now = posted.form or {}, posted.token, posted.now
+        subscriptions = self.subscriptions
+        action = form.get("action", "")
+        if action == "layout" and form.get("layout") in LAYOUTS:
+            layout = form["layout"]
+            return (lambda: subscriptions.set_layout(token, layout, now=now),
+                    {"zh": "已保存", "en": "Saved"})
+        if action == "unsubscribe":
+            return (lambda: subscriptions.unsubscribe_by_preferences(token, now=now),
+                    {"zh": "已退订", "en": "Unsubscribed"})
+        if action == "resubscribe":
+            return (lambda: subscriptions.resubscribe(token, client=client, now=now),
+                    {"zh": "已重新订阅", "en": "Subscribed again"})
+        return None
+
+    def _preferences_page(self, subscriber: Subscriber, token: str,
+                          status: dict[str, str]) -> Response:
+        return self.pages.render(
+            "preferences", template="preferences", email=subscriber.email,
+            layout=subscriber.layout, status=status,
+            status_kind="ok" if subscriber.status == "active" else "warn",
+            subscribed=subscriber.status in ("pending", "active"),
+            can_resubscribe=subscriber.status == "unsubscribed",
+            action=f"{self.pages.app_url}/preferences?token={token}")
+
+    # -- /webhooks/ses ---------------------------------------------------------------------
+
+    async def ses_webhook(self, request: Request) -> Response:
+        verifier = self.verifier
+        if verifier is None:
+            return self.pages.plain("Webhook not configured ([ses] sns_topic_arns)", 404)
+        body = await self._webhook_body(request)
+        if body is None:
+            return self.pages.too_large()
+        now = self.clock()
+        try:
+            message = await run_in_threadpool(verifier.verify, body, now)
+        except SnsError as exc:
+            log.warning("webhook: refused: %s", exc.reason)
+            code = {"malformed": 400, "cert-unavailable": 503}.get(exc.reason, 403)
+            return self.pages.plain(f"Refused: {exc.reason}", code)
+        if message.type == "SubscriptionConfirmation":
+            return await self._confirm_topic(verifier, message)
+        if message.type != "Notification":
+            log.info("webhook: %s for %s", message.type, message.topic_arn)
+            return self.pages.plain("OK", 200)
+        store = self.subscriptions.store
+        if (not getattr(store, "expires_by_itself", False)
+                and next(self._notifications) % PURGE_EVERY == 0):  # keep the handled ids few
+            await run_in_threadpool(store.purge_seen, now - SNS_WINDOW)
+        return await run_in_threadpool(_apply_notification, self.subscriptions, self.pages,
+                                       message, now)
+
+    @staticmethod
+    async def _webhook_body(request: Request) -> bytes | None:
+        """The body, or None once it is larger than an SNS message can be (by its
+        Content-Length before a byte is read, else as it streams in)."""
+        length = request.headers.get("content-length")
+        if length is not None and (not length.isdigit() or int(length) > MAX_WEBHOOK_BYTES):
+            return None
+        body = b""
+        async for chunk in request.stream():
+            body += chunk
+            if len(body) > MAX_WEBHOOK_BYTES:
+                return None
+        return body
+
+    async def _confirm_topic(self, verifier: SnsVerifier, message: SnsMessage) -> Response:
+        try:
+            await run_in_threadpool(verifier.confirm_subscription, message)
+        except SnsError as exc:
+            log.warning("webhook: subscription not confirmed: %s", exc.reason)
+            return self.pages.plain("Could not confirm the subscription", 502)
+        log.info("webhook: SNS subscription confirmed for %s", message.topic_arn)
+        return self.pages.plain("Subscribed", 200)
+
+    # -- the rest --------------------------------------------------------------------------
+
+    async def healthz(self, request: Request) -> Response:
+        return self.pages.plain("ok", 200)
+
+    async def not_found(self, request: Request, exc: Exception) -> Response:
+        return self.pages.render("not_found", 404)
+
+    async def not_allowed(self, request: Request, exc: Exception) -> Response:
+        response = self.pages.plain("Method not allowed", 405)
+        response.headers.update(getattr(exc, "headers", None) or {})  # Allow
+        return response
+
+    # -- shared ----------------------------------------------------------------------------
+
+    async def _client_allowed(self, request: Request, now: datetime) -> bool:
+        """The per-client limit (kept in the store, so several processes share it)."""
+        return await run_in_threadpool(self.subscriptions.client_allowed,
+                                       _client_of(request), now)
+
+    async def _mailing(self, action: Callable[[], object], what: str) -> HTMLResponse | None:
+        """Run an action that sends a mail: None when the mail left (an *unconfirmed* send
+        may have left, so it counts as sent for the page), else the "try again later"
+        page. Nothing about the address is said either way."""
+        try:
+            await run_in_threadpool(action)
+        except Unconfirmed:
+            pass
+        except TransportError as exc:
+            log.warning("%s: mail not sent: %s", what, type(exc).__name__)
+            return self.pages.render("unavailable", 503)
+        return None
+
+    def _preferences_link(self, subscriber_id: str, now: datetime) -> Link:
+        return Link(self.subscriptions.link("preferences", "preferences", subscriber_id, now),
+                    "订阅设置", "Your preferences")
+
+
+def _client_of(request: Request) -> str | None:
+    return request.client.host if request.client else None
+
+
+def _token_of(request: Request, form: dict[str, str] | None = None) -> str:
+    return request.query_params.get("token") or (form or {}).get("token", "")
+
+
+async def _form_of(request: Request, *, lenient: bool = False) -> dict[str, str] | None:
+    """The urlencoded or multipart form (RFC 8058 allows both), or None when it is too
+    large to be ours (or, ``lenient``, does not parse). The length is checked before a
+    byte is read; an empty POST (a one-click client that sends no body) is an empty form."""
+    length = request.headers.get("content-length", "0")
+    if not length.isdigit() or int(length) > MAX_FORM_BYTES:
+        return None
+    if int(length) == 0:
+        return {}
+    try:
+        await request.body()  # at most MAX_FORM_BYTES: the server stops at Content-Length
+        form = await request.form(max_files=0, max_fields=20, max_part_size=MAX_FORM_BYTES)
+    except (HTTPException, MultiPartException):  # a body that does not parse
+        if not lenient:
+            raise
+        return None
+    return {k: v for k, v in form.items() if isinstance(v, str)}
+
+
+def _apply_notification(subscriptions: Subscriptions, pages: Pages, message: SnsMessage,
+                        now: datetime) -> Response:
+    """One verified SNS notification's SES events, applied so that SNS's redeliveries
+    (it delivers at least once, and again after a 5xx) change nothing twice.
+
+    Bounces, complaints and deliveries set a state: applying one again is harmless, so
+    they are simply applied (a crash half-way loses nothing: SNS retries). A transient
+    bounce is *counted*, so each one (message id + its place in the message) is claimed
+    once before it is counted, and given back if counting fails. SNS keeps no order, so
+    each event carries the time SES says it happened (else the notification's): an old
+    delivery arriving after newer transient bounces does not reset their count.
+    """
+    try:
+        events = events_from(message.message)
+    except ValueError as exc:
+        log.warning("webhook: not an SES event: %s", exc)
+        return pages.plain("Ignored: not an SES event", 200)
+    store = subscriptions.store
+    applied = 0
+    for n, event in enumerate(events):
+        key = f"sns:{message.message_id}:{n}"
+        counted = event.kind == "bounce-transient"
+        if counted and not store.first_time(key, now):
+            continue  # counted on an earlier delivery of this message
+        try:
+            if subscriptions.mail_event(event.kind, event.address, now,
+                                        message_id=event.message_id,
+                                        occurred_at=event.occurred_at or message.timestamp
+                                        ) is not None:
+                applied += 1
+        except Exception:
+            if counted:
+                store.forget(key)
+            raise
+    log.info("webhook: %d event(s), %d applied", len(events), applied)
+    return pages.plain("OK", 200)
+
+
+def _origin(url: str) -> str:
+    """``scheme://host[:port]`` of a URL, or "" for one that does not parse (a hostile
+    ``Referer: http://[bad`` is a refusal, not a crash)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return ""
+    return f"{parts.scheme}://{parts.netloc}".lower()
+
+
+def _same_site(request: Request, allowed: set[str]) -> bool:
+    """A browser's POST says where its form was (``Origin``; ``Referer`` on old ones). The
+    form lives on the archive and on /subscribe: anything else is another site's form. A
+    request with neither header is not a browser's cross-site one, and goes on to the
+    limits like any other."""
+    origin = request.headers.get("origin")
+    if origin is not None:
+        return origin.lower() in allowed
+    referer = request.headers.get("referer")
+    if referer:
+        return _origin(referer) in allowed
+    return True
