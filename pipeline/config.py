@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, get_type_hints
@@ -329,48 +329,77 @@ _FALSE = {"0", "false", "no", "off"}
 
 
 def _coerce(value: Any, hint: Any, key: str, *, from_env: bool = False) -> Any:
+    """``value`` (from the file, or the text of an environment variable when ``from_env``)
+    as the type the setting declares; one message per type when it cannot be."""
     hint_text = str(hint)
+    convert = _as_tuple if hint_text.startswith("tuple") else _CONVERTERS.get(hint)
+    if convert is None:
+        raise ConfigError(f"unsupported setting type {hint_text}", key=key)  # pragma: no cover
     try:
-        if hint is bool:
-            if isinstance(value, bool):
-                return value
-            if from_env and str(value).strip().lower() in _TRUE | _FALSE:
-                return str(value).strip().lower() in _TRUE
-            raise TypeError("expected true or false")
-        if hint is int:
-            if isinstance(value, bool):
-                raise TypeError("expected a whole number")
-            if isinstance(value, int) or from_env:
-                return int(value)
-            raise TypeError("expected a whole number")
-        if hint is float:
-            if isinstance(value, bool):
-                raise TypeError("expected a number")
-            if isinstance(value, int | float) or from_env:
-                return float(value)
-            raise TypeError("expected a number")
-        if hint is Path:
-            if not isinstance(value, str) or not value:
-                raise TypeError("expected a path")
-            return Path(value)
-        if hint_text.startswith("tuple"):
-            if from_env:
-                return tuple(v.strip() for v in str(value).split(",") if v.strip())
-            if isinstance(value, str):
-                return (value,)
-            if isinstance(value, list) and all(isinstance(v, str) for v in value):
-                return tuple(value)
-            raise TypeError("expected a list of strings")
-        if hint is str:
-            if isinstance(value, str):
-                return value
-            raise TypeError("expected a string")
+        return convert(value, from_env)
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"{exc} (got {value!r})", key=key) from None
-    raise ConfigError(f"unsupported setting type {hint_text}", key=key)  # pragma: no cover
+
+
+def _as_bool(value: Any, from_env: bool) -> bool:
+    if isinstance(value, bool):
+        return value
+    if from_env and str(value).strip().lower() in _TRUE | _FALSE:
+        return str(value).strip().lower() in _TRUE
+    raise TypeError("expected true or false")
+
+
+def _as_int(value: Any, from_env: bool) -> int:
+    # A TOML true is an int to Python, not a number to a reader.
+    if isinstance(value, bool) or not (isinstance(value, int) or from_env):
+        raise TypeError("expected a whole number")
+    return int(value)
+
+
+def _as_float(value: Any, from_env: bool) -> float:
+    if isinstance(value, bool) or not (isinstance(value, int | float) or from_env):
+        raise TypeError("expected a number")
+    return float(value)
+
+
+def _as_path(value: Any, from_env: bool) -> Path:
+    if not isinstance(value, str) or not value:
+        raise TypeError("expected a path")
+    return Path(value)
+
+
+def _as_str(value: Any, from_env: bool) -> str:
+    if isinstance(value, str):
+        return value
+    raise TypeError("expected a string")
+
+
+def _as_tuple(value: Any, from_env: bool) -> tuple[str, ...]:
+    """A list of strings; one string is a list of one, and an environment variable is a
+    comma-separated list."""
+    if from_env:
+        return tuple(v.strip() for v in str(value).split(",") if v.strip())
+    if isinstance(value, str):
+        return (value,)
+    if isinstance(value, list) and all(isinstance(v, str) for v in value):
+        return tuple(value)
+    raise TypeError("expected a list of strings")
+
+
+#: How a value becomes each type a setting may declare (tuples: :func:`_as_tuple`).
+_CONVERTERS: dict[Any, Callable[[Any, bool], Any]] = {
+    bool: _as_bool, int: _as_int, float: _as_float, Path: _as_path, str: _as_str,
+}
 
 
 def _validate(s: Settings) -> None:
+    """Every rule a setting's type cannot say, checked in this order (the first broken
+    one is reported)."""
+    for check in (_check_issue, _check_urls, _check_choices, _check_numbers, _check_names):
+        check(s)
+
+
+def _check_issue(s: Settings) -> None:
     try:
         pendulum.timezone(s.issue.timezone)
     except Exception:  # pendulum raises several types for an unknown zone name
@@ -381,12 +410,18 @@ def _validate(s: Settings) -> None:
                           key="[issue] size_budget_kb")
     if not _REPO.match(s.feed.repo):
         raise _Invalid(f"expected owner/name, got {s.feed.repo!r}", key="[feed] repo")
+
+
+def _check_urls(s: Settings) -> None:
     _check_url("[site] base_url", s.site.base_url)
     if s.site.app_url != "":  # "": no subscription app (no form; sending refuses)
         _check_url("[site] app_url", s.site.app_url)
     if s.translate.base_url != "":
         _check_url("[translate] base_url", s.translate.base_url)
     _check_url("[github] api_url", s.github.api_url)
+
+
+def _check_choices(s: Settings) -> None:
     choices = {
         "[delivery] transport": (s.delivery.transport, ("outbox", "smtp", "ses")),
         "[archive] target": (s.archive.target, ("local", "s3")),
@@ -397,6 +432,9 @@ def _validate(s: Settings) -> None:
     for key, (value, allowed) in choices.items():
         if value not in allowed:
             raise _Invalid(f"expected one of {', '.join(allowed)}, got {value!r}", key=key)
+
+
+def _check_numbers(s: Settings) -> None:
     rate = s.delivery.max_rate
     if not (math.isfinite(rate) and 0 <= rate <= MAX_RATE):  # nan compares false to all
         raise _Invalid(f"expected messages per second from 0 (as the transport allows) "
@@ -406,6 +444,11 @@ def _validate(s: Settings) -> None:
         value = getattr(getattr(s, section), name)
         if not low <= value <= high:
             raise _Invalid(f"expected {low} to {high:,} ({what}), got {value}", key=key)
+
+
+def _check_names(s: Settings) -> None:
+    """Host, ARN, table and bucket names: what the AWS and SMTP clients would otherwise
+    refuse mid-send."""
     if not s.smtp.host or not _HOST.match(s.smtp.host):
         raise _Invalid(f"expected a host name or IP address, got {s.smtp.host!r}",
                           key="[smtp] host")
