@@ -30,7 +30,7 @@ from pipeline.cli.common import (
     translation,
 )
 from pipeline.cli.issue import publish_issue
-from pipeline.errors import OutputError, UsageError
+from pipeline.errors import UsageError
 from pipeline.model import LAYOUTS
 
 if TYPE_CHECKING:
@@ -179,62 +179,47 @@ def deliver(args: argparse.Namespace, settings: Settings, built: BuiltIssue,
             delivery: Delivery) -> int:
     """Send through ``delivery`` (already checked by :func:`open_delivery`; the caller
     closes it): test copies with ``--to``, else the list."""
-    from pipeline.stages.lock import hold
-    from pipeline.stages.send import (
-        Progress,
-        Sender,
-        SendOptions,
-        send_tests,
-        stop_error,
-        write_report,
-    )
-    from subscribers.store.sqlite import open_store
+    from pipeline.stages.send import send_tests
 
-    transport, messages = delivery.transport, delivery.messages
     if delivery.development and not args.dry_run:
         _log.info("note: NEWSLETTER_SECRET is not set; links are signed with the development "
                   "key (fine for the local outbox, never for real mail)")
     if args.to:
-        for layout, message_id in send_tests(built, messages, transport, args.to,
-                                             args.layout or LAYOUTS):
+        for layout, message_id in send_tests(built, delivery.messages, delivery.transport,
+                                             args.to, args.layout or LAYOUTS):
             print(f"test copy {layout} → {args.to}: {message_id}")
         return EXIT_OK
-    part = getattr(args, "shard", None)
-    rate = delivery.rate
-    if rate is not None and part is not None:
-        rate /= part.count  # DESIGN.md: the account's rate is divided among shards
-    name = f"send:{built.id}" + (f":{part}" if part else "")
-    what = f"send {built.id}" + (f" shard {part}" if part else "")
+    return _send_list(args, settings, built, delivery)
+
+
+def _send_list(args: argparse.Namespace, settings: Settings, built: BuiltIssue,
+               delivery: Delivery) -> int:
+    """The list, under its lease (see pipeline/stages/deliver.py), then what the operator
+    needs: the summary, the unconfirmed addresses, the outbox folder."""
+    from pipeline.stages.deliver import keep_report, send_list
+    from pipeline.stages.send import Progress, SendOptions, stop_error
+    from subscribers.store.sqlite import open_store
+
+    options = SendOptions(dry_run=args.dry_run, limit=args.limit,
+                          resend_unconfirmed=args.resend_unconfirmed,
+                          shard=getattr(args, "shard", None))
+    shown_progress = not args.dry_run and _log.isEnabledFor(logging.INFO)  # -q: none
+
+    def progress(active: int | None) -> Progress | None:
+        return Progress(active) if shown_progress else None
+
     with open_store(settings) as store:
-        sender = Sender(built, store, transport, messages, rate=rate,
-                        concurrency=settings.delivery.concurrency)
-        lost = "lost its lock to another run (this one stalled past its lease)"
-        with hold(store, name, what, on_lost=lambda: sender.request_stop(lost)):
-            options = SendOptions(dry_run=args.dry_run, limit=args.limit,
-                                  resend_unconfirmed=args.resend_unconfirmed, shard=part)
-            active: int | None = store.count_by_status().get("active", 0)
-            if part is not None:
-                active = None  # the shard's size is known only by walking it
-            shown_progress = not args.dry_run and _log.isEnabledFor(logging.INFO)  # -q: none
-            with log.timed(_log, "send"):
-                report = sender.run(options, Progress(active) if shown_progress else None)
+        report = send_list(built, delivery, store, options, progress=progress,
+                           concurrency=settings.delivery.concurrency)
         print(report.summary())
-        if not args.dry_run:
-            try:
-                write_report(built, report, part)
-            except OutputError as exc:
-                if not report.stopped:
-                    raise
-                # The stop (exit 4) is what the operator must hear; the ledger keeps
-                # the truth that the report would have summed up.
-                _log.warning("%s", exc)
+        keep_report(built, report, options.shard)
         if report.unconfirmed_ids:
             print("unconfirmed (may or may not have arrived; --resend-unconfirmed sends "
                   "them again):")
             for subscriber_id in report.unconfirmed_ids:
                 found = store.get(subscriber_id)
                 print(f"  {found.email if found else subscriber_id}")
-    if transport.name == "outbox" and not args.dry_run:
+    if delivery.transport.name == "outbox" and not args.dry_run:
         print(f"outbox: {shown(built.folder / 'outbox')}/")
     if report.stopped:
         raise stop_error(report)
