@@ -34,7 +34,7 @@ from playwright.sync_api import Browser, Page
 from test_browser import SERIOUS
 
 from pipeline.model import LAYOUTS
-from pipeline.stages.preview import serve
+from pipeline.stages.preview import Watcher, serve, watch
 
 SECRET = "preview-test-secret-0123456789abcdef"
 APPROVE = f"newsletter approve --week {SAMPLE_WEEK}"
@@ -457,6 +457,27 @@ class Running:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+
+
+def test_watch_hands_each_batch_of_changes_on_until_interrupted(tmp_path):
+    """The loop behind ``preview --watch``: a pause, then the files changed since the last
+    look, if any; Ctrl-C (KeyboardInterrupt) is the only way out, and the caller's to say."""
+    watched = tmp_path / "editorial.toml"
+    watched.write_text("", encoding="utf-8")
+    edits = iter(["a = 1\n", None, "a = 22\n"])
+    batches: list[list[Path]] = []
+
+    def sleep(seconds: float) -> None:
+        assert seconds == 1.0
+        edit = next(edits, "stop")
+        if edit == "stop":
+            raise KeyboardInterrupt
+        if edit is not None:
+            watched.write_text(edit, encoding="utf-8")
+
+    with pytest.raises(KeyboardInterrupt):
+        watch(Watcher([watched]), batches.append, sleep=sleep)
+    assert batches == [[watched], [watched]]  # the pause without an edit handed nothing on
 
 
 @pytest.mark.subprocess

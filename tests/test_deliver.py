@@ -1,0 +1,48 @@
+"""stages/deliver.py: the send report is kept after every real send; a failed write is an
+error, except after a stop, where the stop is what the operator must hear."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from pipeline.errors import OutputError
+from pipeline.stages.deliver import keep_report
+from pipeline.stages.send import REPORT_FILE, SendReport
+
+
+def issue_in(folder: Path) -> SimpleNamespace:
+    """What keep_report reads of a built issue: the folder its report goes beside."""
+    return SimpleNamespace(folder=folder)
+
+
+def report(**fields: object) -> SendReport:
+    return SendReport("2026-W48", "outbox", "0" * 64, **fields)
+
+
+def test_the_report_is_kept_beside_the_issue(tmp_path: Path) -> None:
+    keep_report(issue_in(tmp_path), report(sent=3))
+    assert json.loads((tmp_path / REPORT_FILE).read_text())["sent"] == 3
+
+
+def test_a_dry_run_keeps_no_report(tmp_path: Path) -> None:
+    keep_report(issue_in(tmp_path), report(dry_run=True))
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_report_that_cannot_be_written_is_an_error(tmp_path: Path) -> None:
+    with pytest.raises(OutputError, match="cannot write"):
+        keep_report(issue_in(tmp_path / "gone"), report(sent=3))
+
+
+def test_after_a_stop_the_unwritable_report_is_only_a_warning(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="newsletter.send"):
+        keep_report(issue_in(tmp_path / "gone"),
+                    report(sent=1, stopped="No space left on device (ENOSPC)"))
+    assert [r.levelname for r in caplog.records] == ["WARNING"]
+    assert "cannot write" in caplog.text
