@@ -22,7 +22,9 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from pipeline import __version__, log
-from pipeline.cli import delivery, inbox, issue, preview, serve, store, subscribers, translations
+from pipeline.cli import delivery, inbox, issue, preview, serve, translations
+from pipeline.cli import store as store_commands
+from pipeline.cli import subscribers as subscriber_commands
 from pipeline.cli.common import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Handler
 from pipeline.config import load
 from pipeline.errors import NewsletterError
@@ -34,8 +36,8 @@ _log = logging.getLogger("newsletter.cli")
 #: Every command, in the order ``newsletter --help`` lists them.
 _COMMANDS = (issue.add_build, issue.add_approve, delivery.add_send, preview.add_parser,
              issue.add_publish, delivery.add_run, serve.add_parser, inbox.add_parser,
-             issue.add_status, translations.add_parser, subscribers.add_parser,
-             store.add_parser)
+             issue.add_status, translations.add_parser, subscriber_commands.add_parser,
+             store_commands.add_parser)
 
 
 class _Parser(argparse.ArgumentParser):
