@@ -310,15 +310,14 @@ def _cmd_translations(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.archive import open_archive
     from pipeline.stages.build import choose_week
     from pipeline.stages.status import gather, render
+    from pipeline.wiring import open_archive
     from subscribers.store.sqlite import open_store
 
     week = choose_week(settings, args.week)
-    with open_store(settings) as store:
-        status, history, counts = gather(settings, week.id, store, open_archive(settings),
-                                         last=args.last)
+    with open_store(settings) as store, open_archive(settings) as archive:
+        status, history, counts = gather(settings, week.id, store, archive, last=args.last)
     print(render(status, history, counts))
     return status.exit_code
 
@@ -427,7 +426,7 @@ def _cmd_send(args: argparse.Namespace, settings: Settings) -> int:
 def _open_delivery(args: argparse.Namespace, settings: Settings, built: BuiltIssue
                    ) -> Delivery:
     """Every check ``send`` makes, transport probed (see ``pipeline/stages/preflight.py``)."""
-    from pipeline.stages.preflight import open_delivery
+    from pipeline.wiring import open_delivery
 
     return open_delivery(settings, os.environ, built, at=clock.now(),
                          test_copies=bool(args.to),
@@ -602,14 +601,13 @@ def _cmd_publish(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _publish(settings: Settings, built: BuiltIssue) -> None:
-    from pipeline.archive import open_archive
     from pipeline.core.site import Site
     from pipeline.stages.publish import publish
+    from pipeline.wiring import open_archive
 
-    archive = open_archive(settings)
-    report = publish(built, archive, Site(settings.site))
-    where = (_shown(settings.resolve(settings.archive.dir)) + "/" if archive.name == "local"
-             else f"s3://{settings.archive.bucket}/{settings.archive.prefix}")
+    with open_archive(settings) as archive:
+        report = publish(built, archive, Site(settings.site))
+        where = archive.describe()
     print(f"published {built.id} to {where}: {len(report.written)} object(s) written "
           f"({report.bytes_written / 1000:.1f} KB), {report.unchanged} unchanged")
     print(f"  {settings.site.base_url.rstrip('/')}/issues/{built.id}/index.html")
@@ -674,7 +672,7 @@ def _deliver(args: argparse.Namespace, settings: Settings, built: BuiltIssue,
             for subscriber_id in report.unconfirmed_ids:
                 found = store.get(subscriber_id)
                 print(f"  {found.email if found else subscriber_id}")
-    if transport.name == "outbox" and not args.dry_run:
+    if not transport.reaches_mailboxes and not args.dry_run:
         print(f"outbox: {_shown(built.folder / 'outbox')}/")
     if report.stopped:
         raise stop_error(report)
