@@ -19,10 +19,12 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
 
-from pipeline.archive import LocalArchive, SiteObject, open_archive
+from pipeline.archive import SiteObject
+from pipeline.archive.local import LocalArchive
 from pipeline.archive.s3 import S3Archive, normalise_prefix
 from pipeline.config import Settings
 from pipeline.errors import ArchiveError, ConfigError
+from pipeline.wiring import open_archive
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -43,7 +43,7 @@ from pipeline.stages.send import (
 from pipeline.transport import Outgoing, Transport
 from pipeline.transport.ses import SesTransport
 from pipeline.transport.smtp import SmtpTransport
-from pipeline.wiring import send_rate
+from pipeline.stages.preflight import send_rate
 from subscribers.model import Subscriber
 from subscribers.store.sqlite import SqliteStore
 from subscribers.tokens import Keys, verify_token
