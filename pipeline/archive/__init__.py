@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from types import TracebackType
-from typing import Protocol
+from typing import Protocol, Self
 
 from pipeline.errors import ArchiveError
 from pipeline.model import SiteObject
@@ -53,7 +53,7 @@ class Archive(Protocol):
         """Release what the archive holds (a client it built)."""
         ...
 
-    def __enter__(self) -> Archive:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,

@@ -22,7 +22,7 @@ import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Literal, Protocol
+from typing import Literal, Protocol, Self
 
 from pipeline.errors import NewsletterError
 
@@ -90,7 +90,7 @@ class Inbox(Protocol):
         """Release what the inbox holds (an S3 client it built)."""
         ...
 
-    def __enter__(self) -> Inbox:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
