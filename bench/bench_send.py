@@ -360,13 +360,9 @@ def bench_smtp(setup: Setup, count: int, concurrencies: Sequence[int]) -> list[S
         for concurrency in concurrencies:
             before = sink.count()
             store = fill_store(setup.folder / f"smtp-{concurrency}.sqlite3", count, setup.now)
-            transport = SmtpTransport(SmtpSettings(host=HOST, port=sink.port, starttls=False),
-                                      None)
-            try:
+            with store, SmtpTransport(SmtpSettings(host=HOST, port=sink.port, starttls=False),
+                                      None) as transport:
                 report, watch = timed_send(setup, store, transport, concurrency)
-            finally:
-                transport.close()
-                store.close()
             results.append(checked(SmtpResult("Sender+SmtpTransport", concurrency, report.sent,
                                               sink.count() - before, watch.wall, watch.cpu),
                                    count))

@@ -65,7 +65,8 @@ from typing import Any, Protocol
 import pendulum
 from bench_build import median_ms, table
 
-from pipeline.archive import Archive, LocalArchive
+from pipeline.archive import Archive
+from pipeline.archive.local import LocalArchive
 from pipeline.config import Settings, load
 from pipeline.core.site import Site
 from pipeline.stages.build import build
@@ -386,7 +387,7 @@ def point_boto3_at(url: str) -> None:
 
 
 def bench_s3(setup: Setup, sizes: Sequence[int], runs: int) -> list[PublishResult]:
-    from pipeline.archive.s3 import s3_client
+    from pipeline.aws import s3_client
 
     with moto_server() as url:
         point_boto3_at(url)

@@ -3,6 +3,9 @@
 A fresh boto3 session each time: the default session caches the credentials it found first,
 which a long-lived process (or a test changing the environment) should not inherit. boto3 is
 imported here, lazily, and only the AWS adapters call this.
+
+The S3 part both S3 adapters share (the archive's bucket, the inbox's prefix) lives here too:
+:func:`s3_client` and the one-line wording of S3's errors, :func:`s3_reason`.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 from pipeline.errors import ConfigError
 
 if TYPE_CHECKING:  # boto3-stubs (the test extra): types only, never imported at run time
+    from botocore.exceptions import ClientError
     from mypy_boto3_dynamodb import DynamoDBClient
     from mypy_boto3_s3 import S3Client
     from mypy_boto3_sesv2 import SESV2Client
@@ -62,3 +66,52 @@ def access_problem(exc: Exception, service: str) -> str | None:
         said = " ".join(str(exc).split())
         return f"cannot reach {service} ({said[:300]})"
     return None
+
+
+# -- S3, for the archive and the inbox ------------------------------------------------------
+
+_MISSING_KEY = frozenset({"NoSuchKey", "404", "NotFound"})
+_DENIED = frozenset({"AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId",
+                     "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken"})
+_DAMAGED = frozenset({"BadDigest", "InvalidDigest"})
+
+
+def s3_client(region: str | None = None, *, connect_timeout: float = 10.0,
+              read_timeout: float = 60.0, max_pool_connections: int = 16) -> S3Client:
+    """An S3 client with bounded waits and botocore's standard retries, from a fresh boto3
+    session (see the module's docstring for why fresh)."""
+    return aws_client("s3", region=region, what="the s3 archive",
+                      retries={"mode": "standard"}, connect_timeout=connect_timeout,
+                      read_timeout=read_timeout, max_pool_connections=max_pool_connections)
+
+
+def s3_reason(exc: Exception, bucket: str, *, rights: str) -> str:
+    """A botocore error in one line that says what to do: the bucket is missing, access is
+    denied (and which ``rights`` the credentials need), no credentials, S3 unreachable, a
+    damaged upload. Shared by the archive and the S3 inbox."""
+    from botocore.exceptions import ClientError
+
+    if isinstance(exc, ClientError):
+        code = _code(exc)
+        error = exc.response.get("Error", {})
+        text = " ".join(str(error.get("Message", "")).split())
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+        if code == "NoSuchBucket":
+            return f"bucket {bucket} does not exist"
+        if code in _DENIED or status == 403:
+            said = f"{code}: {text}" if text else code or "403"
+            return (f"access denied to bucket {bucket} ({said}); check the credentials' "
+                    f"{rights} rights")
+        if code in _DAMAGED:
+            return "the upload was damaged in transit (Content-MD5 did not match)"
+        return f"S3 {code or status}: {text}" if text else f"S3 {code or status}"
+    return access_problem(exc, "S3") or f"S3: {' '.join(str(exc).split()) or type(exc).__name__}"
+
+
+def is_missing_key(exc: ClientError) -> bool:
+    """Whether S3 said the object is not there."""
+    return _code(exc) in _MISSING_KEY
+
+
+def _code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))

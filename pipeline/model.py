@@ -7,6 +7,8 @@ transform these records live in their own modules (``collect``, ``rank``, ``comp
 
 from __future__ import annotations
 
+import hashlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import TYPE_CHECKING, Generic, Literal, TypeGuard, TypeVar
@@ -196,3 +198,43 @@ class Issue:
     skipped: tuple[Skipped, ...]
     problems: tuple[Problem, ...]
     archive_url: str
+
+
+# -- what leaves: a site's files, a finished message --------------------------------------
+
+
+@dataclass(frozen=True)
+class SiteObject:
+    """One file of the site, with the headers a host should serve it with.
+
+    Made by :mod:`pipeline.core.site`, written by an :class:`~pipeline.archive.Archive`.
+    """
+
+    #: Its path inside the archive (``index.html``, ``issues/2026-W48/index.html``).
+    key: str
+    data: bytes
+    content_type: str
+    cache_control: str
+
+    @property
+    def md5(self) -> str:
+        return hashlib.md5(self.data, usedforsecurity=False).hexdigest()
+
+
+@dataclass(frozen=True)
+class Outgoing:
+    """One finished message for one recipient.
+
+    Made by :mod:`pipeline.core.message`, handed to a :class:`~pipeline.transport.Transport`.
+    """
+
+    #: The envelope recipient (one per message: a bounce names exactly one subscriber).
+    recipient: str
+    #: The envelope sender (the address part of ``From``).
+    sender: str
+    #: The whole RFC 5322 message, CRLF line endings.
+    raw: bytes
+    #: A stable name for this message: ``<issue>/<subscriber id>`` or ``<issue>/test-<layout>``.
+    key: str
+    #: Tags a transport may attach (SES message tags): e.g. {"issue": "2026-W48"}.
+    tags: Mapping[str, str] = field(default_factory=dict)

@@ -1,18 +1,31 @@
-"""Wiring for delivery: the transport, the signing keys and the rate a run uses.
+"""Wiring: the one module that imports the adapters and builds them from settings.
 
-The one place that turns settings and the environment into live adapters; the send loop
-itself (``send.py``) only sees the interfaces.
+Settings and the environment go in, live adapters come out: the archive ``[archive] target``
+names, the inbox of ``[inbox] source``, the transport of ``[delivery] transport`` (checked
+before a send by :func:`open_delivery`), the keys that sign links, the subscription actions.
+The stages only ever see the interfaces (``pipeline.archive``, ``pipeline.inbox``,
+``pipeline.transport``); the command line and the web app call these functions. Adapters
+that need boto3 are imported inside the function that builds them, so it loads only when a
+deployment uses AWS.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 
+from pipeline.archive import Archive
+from pipeline.archive.local import LocalArchive
 from pipeline.config import Settings
-from pipeline.errors import ConfigError
-from pipeline.transport import OutboxTransport, Transport, require_secret
+from pipeline.errors import ArchiveError, ConfigError
+from pipeline.inbox import Inbox
+from pipeline.inbox.local import LocalInbox
+from pipeline.stages.built import BuiltIssue
+from pipeline.stages.preflight import Delivery, check_delivery, check_issue
+from pipeline.transport import Transport, require_secret
+from pipeline.transport.outbox import OutboxTransport
 from subscribers.subscriptions import Policy, Subscriptions
 from subscribers.tokens import Keys
 
@@ -45,12 +58,19 @@ def signing_keys(settings: Settings, environ: Mapping[str, str]) -> tuple[Keys, 
     return Keys.development(), True
 
 
-def send_rate(settings: Settings, transport: Transport) -> float | None:
-    """``[delivery] max_rate`` when set, else what the transport reports (SES: the
-    account's MaxSendRate), else unlimited."""
-    if settings.delivery.max_rate > 0:
-        return settings.delivery.max_rate
-    return transport.max_rate()
+def open_delivery(settings: Settings, environ: Mapping[str, str], built: BuiltIssue, *,
+                  at: datetime, test_copies: bool = False,
+                  allow_missing_translations: bool = False,
+                  allow_partial_week: bool = False) -> Delivery:
+    """Every check of a send, in :mod:`pipeline.stages.preflight`'s order: the week and the
+    gates, then the keys and the transport (its own settings), then the checks made on it.
+    The first that fails raises (the transport, if opened, is closed again)."""
+    check_issue(settings, built, at=at, test_copies=test_copies,
+                allow_missing_translations=allow_missing_translations,
+                allow_partial_week=allow_partial_week)
+    keys, development = signing_keys(settings, environ)
+    transport = open_transport(settings, environ, built.folder)
+    return check_delivery(settings, built, keys, development, transport)
 
 
 def subscription_policy(settings: Settings) -> Policy:
@@ -74,8 +94,8 @@ def open_subscriptions(settings: Settings, environ: Mapping[str, str]
     if not settings.site.app_url:
         raise ConfigError("needed for the links in confirmation mails", key="[site] app_url")
     keys, _ = signing_keys(settings, environ)
-    transport = open_transport(settings, environ, settings.resolve(settings.paths.build_dir))
-    try:
+    with open_transport(settings, environ, settings.resolve(settings.paths.build_dir)
+                        ) as transport:
         store = open_store(settings)
         try:
             yield Subscriptions(store, keys, OptInMailer(settings, transport),
@@ -83,5 +103,35 @@ def open_subscriptions(settings: Settings, environ: Mapping[str, str]
                                 policy=subscription_policy(settings))
         finally:
             store.close()
-    finally:
-        transport.close()
+
+
+def open_archive(settings: Settings) -> Archive:
+    """The archive ``[archive] target`` names: ``local`` (a folder) or ``s3`` (a bucket)."""
+    conf = settings.archive
+    if conf.target == "local":
+        return LocalArchive(settings.resolve(conf.dir))
+    if conf.target == "s3":
+        if not conf.bucket.strip():
+            raise ConfigError("the s3 archive needs a bucket name", key="[archive] bucket")
+        from pipeline.archive.s3 import S3Archive, normalise_prefix  # boto3 only when S3 is used
+
+        try:
+            normalise_prefix(conf.prefix)
+        except ArchiveError as exc:
+            raise ConfigError(str(exc).removeprefix("archive: "),
+                              key="[archive] prefix") from None
+        return S3Archive(conf.bucket.strip(), conf.prefix)
+    raise ConfigError(f"expected local or s3, got {conf.target!r}", key="[archive] target")
+
+
+def open_inbox(settings: Settings) -> Inbox:
+    """The deployment's inbox: ``[inbox] dir`` (resolved against the configuration's
+    folder), or ``s3://[inbox] bucket/[inbox] prefix`` with AWS's own region, endpoint and
+    credentials settings. The caller closes it."""
+    s = settings.inbox
+    if s.source == "s3":
+        from pipeline.aws import s3_client
+        from pipeline.inbox.s3 import S3Inbox  # boto3 only when S3 is used
+
+        return S3Inbox(s.bucket, s.prefix, s3_client(), owns_client=True)
+    return LocalInbox(settings.resolve(s.dir))

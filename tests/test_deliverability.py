@@ -267,7 +267,7 @@ def test_the_confirmation_eml_is_readable_and_its_link_works(settings, tmp_path)
     """The opt-in mail, as the outbox writes it: quoted-printable, words and link legible
     in the file; a mail client decodes the same link."""
     from pipeline.stages.optin_mail import OptInMailer
-    from pipeline.transport import OutboxTransport
+    from pipeline.transport.outbox import OutboxTransport
     from subscribers.model import Subscriber
 
     when = datetime(2026, 11, 30, tzinfo=UTC)

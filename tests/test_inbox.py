@@ -25,17 +25,11 @@ import pytest
 from pipeline.cli import inbox as inbox_command
 from pipeline.config import Settings
 from pipeline.core.inbound import ACTIONS, classify, mask_address
-from pipeline.inbox import (
-    SETUP_NOTIFICATION,
-    InboundMail,
-    InboxError,
-    LocalInbox,
-    mail_key,
-    open_inbox,
-    process,
-)
+from pipeline.inbox import SETUP_NOTIFICATION, InboundMail, InboxError, mail_key
+from pipeline.inbox.local import LocalInbox
 from pipeline.inbox.s3 import S3Inbox
-from pipeline.wiring import OUTBOX_DIR, open_subscriptions
+from pipeline.stages.inbox import process
+from pipeline.wiring import OUTBOX_DIR, open_inbox, open_subscriptions
 from subscribers.store.sqlite import open_store
 from subscribers.tokens import Keys, make_token
 

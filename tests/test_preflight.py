@@ -243,3 +243,21 @@ def test_run_reads_the_one_clock(tmp_path, monkeypatch, capsys):
     assert cli.main(["run", "--week", SAMPLE_WEEK]) == 2
     assert "week 2026-W48 has not ended" in capsys.readouterr().err
     assert archive_files(folder) == []
+
+
+# -- what preflight asks of a transport, answered by each adapter -----------------------------
+
+def test_real_transports_describe_where_they_send_and_never_the_login() -> None:
+    from pipeline.config import SmtpSettings
+    from pipeline.transport.ses import SesTransport
+    from pipeline.transport.smtp import SmtpTransport
+
+    smtp = SmtpTransport(SmtpSettings(host="relay.example.org", port=587, starttls=True,
+                                      username="someone"), "a password")
+    assert smtp.describe() == "smtp relay.example.org:587 with STARTTLS"
+    plain = SmtpTransport(SmtpSettings(host="127.0.0.1", port=2525, starttls=False), None)
+    assert plain.describe() == "smtp 127.0.0.1:2525"
+    ses = SesTransport("weekly", client=object())  # type: ignore[arg-type]
+    assert ses.describe() == "ses (configuration set weekly)"
+    assert SesTransport("", client=object()).describe() == "ses"  # type: ignore[arg-type]
+    assert smtp.reaches_mailboxes and ses.reaches_mailboxes

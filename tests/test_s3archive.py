@@ -19,10 +19,12 @@ import pytest
 from botocore.awsrequest import AWSResponse
 from botocore.exceptions import ClientError, EndpointConnectionError, NoCredentialsError
 
-from pipeline.archive import LocalArchive, SiteObject, open_archive
+from pipeline.archive import SiteObject
+from pipeline.archive.local import LocalArchive
 from pipeline.archive.s3 import S3Archive, normalise_prefix
 from pipeline.config import Settings
 from pipeline.errors import ArchiveError, ConfigError
+from pipeline.wiring import open_archive
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -459,3 +461,27 @@ def test_open_archive_s3_refuses_an_unsafe_prefix(settings: Settings) -> None:
     conf = replace(settings.archive, target="s3", bucket=BUCKET, prefix="../elsewhere")
     with pytest.raises(ConfigError, match=r"\[archive\] prefix"):
         open_archive(replace(settings, archive=conf))
+
+
+# -- what callers ask of any archive --------------------------------------------------------
+
+
+def test_each_archive_describes_where_it_is(archive: S3Archive, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    assert archive.describe() == f"s3://{BUCKET}/{PREFIX}"
+    assert LocalArchive(tmp_path / "site").describe() == f"{tmp_path / 'site'}/"
+    monkeypatch.chdir(tmp_path)  # inside the working directory: shown relative to it
+    assert LocalArchive(tmp_path / "build" / "site").describe() == "build/site/"
+
+
+def test_with_closes_the_client_the_archive_built(s3: Any,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    closed: list[str] = []
+    with S3Archive(BUCKET, PREFIX) as opened:
+        monkeypatch.setattr(opened.client, "close", lambda: closed.append("built"))
+        opened.write(site()[0])
+    assert closed == ["built"]
+    with S3Archive(BUCKET, PREFIX, client=s3) as lent:  # a client passed in stays its owner's
+        monkeypatch.setattr(s3, "close", lambda: closed.append("lent"))
+        assert lent.client is s3
+    assert closed == ["built"]

@@ -32,6 +32,7 @@ from pipeline.model import LAYOUTS
 from pipeline.stages.approve import approve
 from pipeline.stages.build import build
 from pipeline.stages.built import BuiltIssue, load_built
+from pipeline.stages.preflight import send_rate
 from pipeline.stages.send import (
     MAX_ATTEMPTS,
     Sender,
@@ -43,7 +44,6 @@ from pipeline.stages.send import (
 from pipeline.transport import Outgoing, Transport
 from pipeline.transport.ses import SesTransport
 from pipeline.transport.smtp import SmtpTransport
-from pipeline.wiring import send_rate
 from subscribers.model import Subscriber
 from subscribers.store.sqlite import SqliteStore
 from subscribers.tokens import Keys, verify_token

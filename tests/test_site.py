@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLE_WEEK, Entry, atom
 
-from pipeline.archive import LocalArchive, SiteObject
+from pipeline.archive import SiteObject
+from pipeline.archive.local import LocalArchive
 from pipeline.core.site import LONG_CACHE, SHORT_CACHE, Site, identifiers
 from pipeline.errors import ArchiveError
 from pipeline.stages.build import build

@@ -19,7 +19,8 @@ not compared: an object whose bytes are unchanged keeps the ``Content-Type`` and
 botocore's standard retries stay on: ``PutObject`` of the same bytes is idempotent.
 
 Each botocore error is mapped at this edge to :class:`~pipeline.errors.ArchiveError` with the
-key and a one-line reason, keeping it as the cause:
+key and a one-line reason (:func:`pipeline.aws.s3_reason`, shared with the S3 inbox), keeping
+it as the cause:
 
 ====================================================  =========================================
 ``NoSuchBucket``                                       "bucket X does not exist"
@@ -42,33 +43,14 @@ from botocore.exceptions import (
     ClientError,
 )
 
-from pipeline.archive import SiteObject, check_key, issue_id_of
-from pipeline.aws import access_problem, aws_client
+from pipeline.archive import Archive, SiteObject, check_key, issue_id_of
+from pipeline.aws import is_missing_key, s3_client, s3_reason
 from pipeline.errors import ArchiveError
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
 
-__all__ = ["S3Archive", "is_missing_key", "normalise_prefix", "s3_client", "s3_reason"]
-
-_MISSING_KEY = frozenset({"NoSuchKey", "404", "NotFound"})
-_DENIED = frozenset({"AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId",
-                     "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken"})
-_DAMAGED = frozenset({"BadDigest", "InvalidDigest"})
-
-
-def s3_client(region: str | None = None, *, connect_timeout: float = 10.0,
-              read_timeout: float = 60.0, max_pool_connections: int = 16) -> S3Client:
-    """An S3 client with bounded waits, from a fresh boto3 session.
-
-    A fresh session each time (as in ``ses.py``): the default session caches the credentials
-    it found first, which a long-lived process or a test changing the environment should not
-    inherit.
-    """
-    return aws_client("s3", region=region, what="the s3 archive",
-                      retries={"mode": "standard"}, connect_timeout=connect_timeout,
-                      read_timeout=read_timeout, max_pool_connections=max_pool_connections)
-
+__all__ = ["S3Archive", "normalise_prefix"]
 
 def normalise_prefix(prefix: str) -> str:
     """``""`` stays empty; otherwise no leading slash and exactly one trailing slash.
@@ -89,7 +71,7 @@ def normalise_prefix(prefix: str) -> str:
     return stripped + "/"
 
 
-class S3Archive:
+class S3Archive(Archive):
     """The archive as objects in ``bucket`` under ``prefix``.
 
     ``client`` lets a caller pass a client it built (and owns); otherwise one is built from
@@ -143,7 +125,7 @@ class S3Archive:
             response = self._client.get_object(Bucket=self.bucket, Key=full)
             return response["Body"].read()
         except ClientError as exc:
-            if _code(exc) in _MISSING_KEY:
+            if is_missing_key(exc):
                 return None
             raise self._error(exc, f"cannot read {full}", key) from exc
         except (BotoCoreError, OSError) as exc:
@@ -208,6 +190,9 @@ class S3Archive:
             raise self._error(exc, f"cannot list {where}", None) from exc
         return found
 
+    def describe(self) -> str:
+        return f"s3://{self.bucket}/{self.prefix}"
+
     def close(self) -> None:
         """Close the client this archive built (a client passed in stays its owner's)."""
         if self._owns_client:
@@ -221,36 +206,6 @@ class S3Archive:
     def _reason(self, exc: Exception) -> str:
         return s3_reason(exc, self.bucket,
                          rights="s3:ListBucket, s3:GetObject and s3:PutObject")
-
-
-def s3_reason(exc: Exception, bucket: str, *, rights: str) -> str:
-    """A botocore error in one line that says what to do: the bucket is missing, access is
-    denied (and which ``rights`` the credentials need), no credentials, S3 unreachable, a
-    damaged upload. Shared by the archive and the S3 inbox."""
-    if isinstance(exc, ClientError):
-        code = _code(exc)
-        error = exc.response.get("Error", {})
-        text = " ".join(str(error.get("Message", "")).split())
-        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
-        if code == "NoSuchBucket":
-            return f"bucket {bucket} does not exist"
-        if code in _DENIED or status == 403:
-            said = f"{code}: {text}" if text else code or "403"
-            return (f"access denied to bucket {bucket} ({said}); check the credentials' "
-                    f"{rights} rights")
-        if code in _DAMAGED:
-            return "the upload was damaged in transit (Content-MD5 did not match)"
-        return f"S3 {code or status}: {text}" if text else f"S3 {code or status}"
-    return access_problem(exc, "S3") or f"S3: {' '.join(str(exc).split()) or type(exc).__name__}"
-
-
-def is_missing_key(exc: ClientError) -> bool:
-    """Whether S3 said the object is not there."""
-    return _code(exc) in _MISSING_KEY
-
-
-def _code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
 
 
 def _etag(value: Any) -> str:

@@ -99,17 +99,14 @@ def _cmd_send(args: argparse.Namespace, settings: Settings) -> int:
         check_week(choose_week(settings, args.week), clock.now(),
                    allow_partial_week=args.allow_partial_week)
     built = built_issue(settings, args.week)
-    delivery = open_delivery(args, settings, built)
-    try:
+    with open_delivery(args, settings, built) as delivery:
         return deliver(args, settings, built, delivery)
-    finally:
-        delivery.close()
 
 
 def open_delivery(args: argparse.Namespace, settings: Settings, built: BuiltIssue
                   ) -> Delivery:
     """Every check ``send`` makes, transport probed (see ``pipeline/stages/preflight.py``)."""
-    from pipeline.stages.preflight import open_delivery
+    from pipeline.wiring import open_delivery
 
     return open_delivery(settings, os.environ, built, at=clock.now(),
                          test_copies=bool(args.to),
@@ -139,13 +136,11 @@ def _run_week(args: argparse.Namespace, settings: Settings, week: Week) -> int:
     # published: the archive never shows an issue that could not be sent.
     with log.timed(_log, "checks before publishing"):
         delivery = open_delivery(args, settings, built)
-    try:
+    with delivery:
         if not args.dry_run:
             with log.timed(_log, "publish"):
                 publish_issue(settings, built)
         return deliver(args, settings, built, delivery)
-    finally:
-        delivery.close()
 
 
 def _approved(settings: Settings, week: Week) -> BuiltIssue | None:
@@ -219,7 +214,7 @@ def _send_list(args: argparse.Namespace, settings: Settings, built: BuiltIssue,
             for subscriber_id in report.unconfirmed_ids:
                 found = store.get(subscriber_id)
                 print(f"  {found.email if found else subscriber_id}")
-    if delivery.transport.name == "outbox" and not args.dry_run:
+    if not delivery.transport.reaches_mailboxes and not args.dry_run:
         print(f"outbox: {shown(built.folder / 'outbox')}/")
     if report.stopped:
         raise stop_error(report)

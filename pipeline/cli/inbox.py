@@ -53,11 +53,10 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
 
 def _cmd_process(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline import week as clock
-    from pipeline.inbox import open_inbox, process
-    from pipeline.wiring import open_subscriptions, signing_keys
+    from pipeline.stages.inbox import process
+    from pipeline.wiring import open_inbox, open_subscriptions, signing_keys
 
-    inbox = open_inbox(settings)
-    try:
+    with open_inbox(settings) as inbox:
         if args.dry_run:
             return _dry_run(inbox)
         with open_subscriptions(settings, os.environ) as subscriptions:
@@ -71,8 +70,6 @@ def _cmd_process(args: argparse.Namespace, settings: Settings) -> int:
                       "with the development key (fine for the local outbox, never for real "
                       "mail)")
         return 0
-    finally:
-        inbox.close()
 
 
 def _dry_run(inbox: Inbox) -> int:

@@ -135,28 +135,26 @@ def _cmd_publish(args: argparse.Namespace, settings: Settings) -> int:
 def publish_issue(settings: Settings, built: BuiltIssue) -> None:
     """Publish ``built`` to the archive of ``[archive]`` and say where (``publish``, and
     ``run`` once every check of its send has passed)."""
-    from pipeline.archive import open_archive
     from pipeline.core.site import Site
     from pipeline.stages.publish import publish
+    from pipeline.wiring import open_archive
 
-    archive = open_archive(settings)
-    report = publish(built, archive, Site(settings.site))
-    where = (shown(settings.resolve(settings.archive.dir)) + "/" if archive.name == "local"
-             else f"s3://{settings.archive.bucket}/{settings.archive.prefix}")
+    with open_archive(settings) as archive:
+        report = publish(built, archive, Site(settings.site))
+        where = archive.describe()
     print(f"published {built.id} to {where}: {len(report.written)} object(s) written "
           f"({report.bytes_written / 1000:.1f} KB), {report.unchanged} unchanged")
     print(f"  {settings.site.base_url.rstrip('/')}/issues/{built.id}/index.html")
 
 
 def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.archive import open_archive
     from pipeline.stages.build import choose_week
     from pipeline.stages.status import gather, render
+    from pipeline.wiring import open_archive
     from subscribers.store.sqlite import open_store
 
     week = choose_week(settings, args.week)
-    with open_store(settings) as store:
-        status, history, counts = gather(settings, week.id, store, open_archive(settings),
-                                         last=args.last)
+    with open_store(settings) as store, open_archive(settings) as archive:
+        status, history, counts = gather(settings, week.id, store, archive, last=args.last)
     print(render(status, history, counts))
     return status.exit_code

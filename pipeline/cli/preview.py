@@ -152,11 +152,8 @@ def _send_copies(args: argparse.Namespace, settings: Settings, built: BuiltIssue
     copies = argparse.Namespace(to=args.to, layout=list(args.layouts or LAYOUTS),
                                 dry_run=False, limit=None, resend_unconfirmed=False,
                                 allow_missing_translations=False)
-    delivery = open_delivery(copies, settings, built)
-    try:
+    with open_delivery(copies, settings, built) as delivery:
         deliver(copies, settings, built, delivery)
-    finally:
-        delivery.close()
 
 
 def _serve_and_watch(args: argparse.Namespace, settings: Settings, week_id: str, approve: str,

@@ -1,6 +1,6 @@
 """What an inbound mail asks for: unsubscribe (a token address), subscribe (a command), or
 nothing. Pure: raw bytes in, a :class:`Verdict` out; ``newsletter inbox process``
-(:mod:`pipeline.inbox`) acts on it.
+(:mod:`pipeline.stages.inbox`) acts on it.
 
 **Trust.** SES prepends its own verdict headers (``X-SES-Spam-Verdict``,
 ``X-SES-Virus-Verdict``, ``Authentication-Results``, ``Received-SPF``); a sender can write

@@ -50,9 +50,8 @@ from pipeline.core.render import (
     with_reserved_links,
 )
 from pipeline.errors import BlockedError, ConfigError
-from pipeline.model import LAYOUTS
+from pipeline.model import LAYOUTS, Outgoing
 from pipeline.stages.built import BuiltIssue
-from pipeline.transport import Outgoing
 from subscribers.tokens import Keys, make_token, tagged_address
 
 _POLICY = policy.SMTP.clone(max_line_length=78)

@@ -23,7 +23,6 @@ import jinja2
 import pendulum
 from markupsafe import Markup
 
-from pipeline.archive import SiteObject
 from pipeline.config import SiteSettings
 from pipeline.core.issue_json import IssueData, ItemData, TextData
 from pipeline.core.rank import TIER_BY_NAME
@@ -33,7 +32,7 @@ from pipeline.core.render import (
     environment,
     strings,
 )
-from pipeline.model import LANG_TAGS
+from pipeline.model import LANG_TAGS, SiteObject
 from pipeline.week import week_ranges
 
 HTML = "text/html; charset=utf-8"

@@ -12,8 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from pipeline.archive.s3 import is_missing_key, s3_reason
-from pipeline.inbox import InboundMail, InboxError, Outcome, check_move, is_mail_name
+from pipeline.aws import is_missing_key, s3_reason
+from pipeline.inbox import InboundMail, Inbox, InboxError, Outcome, check_move, is_mail_name
 
 if TYPE_CHECKING:
     from mypy_boto3_s3 import S3Client
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 __all__ = ["S3Inbox"]
 
 
-class S3Inbox:
+class S3Inbox(Inbox):
     """Raw mails as objects directly under ``prefix`` in ``bucket`` (an SES receipt
     rule's S3 action). Listing is paginated and uses ``/`` as delimiter, so what was moved
     aside (``<prefix>processed/…``, ``<prefix>ignored/…``) is not even listed. Moving aside

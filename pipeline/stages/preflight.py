@@ -4,8 +4,10 @@
 find (no ``NEWSLETTER_SECRET``, a malformed address, a relay that refuses the login) must
 stop it *before* the archive holds an issue nobody received, so the checks live here, and
 ``send``, ``run`` and the test copies of ``send --to`` / ``preview --to`` all go through
-:func:`open_delivery`; what it returns (the transport already probed, the messages, the
-rate) is what the send then uses. Decide, then act.
+:func:`pipeline.wiring.open_delivery`, which runs :func:`check_issue`, opens the transport and
+hands it to :func:`check_delivery`; what that returns (the transport already probed, the
+messages, the rate) is what the send then uses. Decide, then act. This module never builds
+an adapter: each check asks the :class:`~pipeline.transport.Transport` interface.
 
 In order, cheapest first, so the first problem named is the one to fix first:
 
@@ -17,8 +19,9 @@ In order, cheapest first, so the first problem named is the one to fix first:
    when ``[smtp] username`` is set, and an https ``[site] app_url`` (RFC 8058: mailbox
    providers ignore a one-click unsubscribe URL that is not https);
 4. the message headers: ``From``, ``Reply-To``, ``unsubscribe_mailto``, ``app_url``;
-5. the transport itself: SMTP connects, secures and logs in once; SES answers
-   ``GetAccount`` (the account can send, the credentials are good).
+5. the transport itself (:meth:`~pipeline.transport.Transport.probe`): SMTP connects,
+   secures and logs in once; SES answers ``GetAccount`` (the account can send, the
+   credentials are good); the outbox's folder takes a file.
 
 Test copies skip 1 and 2 (the editor proofs a week before it ends, an unapproved issue
 too) but not 3–5: a test copy shows what readers will get, through the same transport.
@@ -27,10 +30,9 @@ too) but not 3–5: a test copy shows what readers will get, through the same tr
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from types import TracebackType
 from urllib.parse import urlsplit
 
 from pipeline.config import Settings
@@ -40,14 +42,7 @@ from pipeline.model import Week
 from pipeline.stages.built import BuiltIssue
 from pipeline.transport import Transport
 from pipeline.week import parse_week
-from pipeline.wiring import open_transport, send_rate, signing_keys
 from subscribers.tokens import Keys
-
-if TYPE_CHECKING:
-    from mypy_boto3_sesv2 import SESV2Client
-
-#: Transports whose mail reaches real mailboxes (the outbox writes files).
-REAL_TRANSPORTS = frozenset({"smtp", "ses"})
 
 _log = logging.getLogger("newsletter.preflight")
 
@@ -66,6 +61,13 @@ class Delivery:
 
     def close(self) -> None:
         self.transport.close()
+
+    def __enter__(self) -> Delivery:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
 
 
 def check_week(week: Week, at: datetime, *, allow_partial_week: bool = False) -> None:
@@ -98,22 +100,25 @@ def require_https(settings: Settings) -> None:
                           key="[site] app_url")
 
 
-def open_delivery(settings: Settings, environ: Mapping[str, str], built: BuiltIssue, *,
-                  at: datetime, test_copies: bool = False,
-                  allow_missing_translations: bool = False,
-                  allow_partial_week: bool = False) -> Delivery:
-    """Every check of a send, in the module's order; the first that fails raises (the
-    transport, if opened, is closed again)."""
+def check_issue(settings: Settings, built: BuiltIssue, *, at: datetime,
+                test_copies: bool = False, allow_missing_translations: bool = False,
+                allow_partial_week: bool = False) -> None:
+    """Checks 1 and 2, the week and the gates (test copies skip both)."""
     from pipeline.stages.send import check_gates
 
-    if not test_copies:
-        check_week(parse_week(built.id, settings.issue.timezone), at,
-                   allow_partial_week=allow_partial_week)
-        check_gates(built, settings, allow_missing_translations=allow_missing_translations)
-    keys, development = signing_keys(settings, environ)
-    transport = open_transport(settings, environ, built.folder)
+    if test_copies:
+        return
+    check_week(parse_week(built.id, settings.issue.timezone), at,
+               allow_partial_week=allow_partial_week)
+    check_gates(built, settings, allow_missing_translations=allow_missing_translations)
+
+
+def check_delivery(settings: Settings, built: BuiltIssue, keys: Keys, development: bool,
+                   transport: Transport) -> Delivery:
+    """Checks 3 (the https link; the transport checked its own settings when it was made) to
+    5 on a transport just opened; the first that fails raises, and closes the transport."""
     try:
-        if transport.name in REAL_TRANSPORTS:
+        if transport.reaches_mailboxes:
             require_https(settings)
         messages = Messages(built, settings, keys)
         probe(transport)
@@ -121,43 +126,32 @@ def open_delivery(settings: Settings, environ: Mapping[str, str], built: BuiltIs
     except BaseException:
         transport.close()
         raise
-    _log.debug("transport: %s opened%s; rate %s", _describe(settings, transport),
-               " and probed" if transport.name in REAL_TRANSPORTS else "",
+    _log.debug("transport: %s opened%s; rate %s", transport.describe(),
+               " and probed" if transport.reaches_mailboxes else "",
                f"{rate:g}/s" if rate else "unlimited")
     return Delivery(keys, development, transport, messages, rate)
 
 
-def _describe(settings: Settings, transport: Transport) -> str:
-    """Which transport, and where to (never a login or a password)."""
-    if transport.name == "smtp":
-        smtp = settings.smtp
-        return f"smtp {smtp.host}:{smtp.port}" + (" with STARTTLS" if smtp.starttls else "")
-    if transport.name == "ses":
-        named = settings.ses.configuration_set
-        return "ses" + (f" (configuration set {named})" if named else "")
-    return f"{transport.name} {getattr(transport, 'folder', '')}".rstrip()
+def send_rate(settings: Settings, transport: Transport) -> float | None:
+    """``[delivery] max_rate`` when set, else what the transport reports (SES: the
+    account's MaxSendRate), else unlimited."""
+    if settings.delivery.max_rate > 0:
+        return settings.delivery.max_rate
+    return transport.max_rate()
 
 
 def probe(transport: Transport) -> None:
     """Ask the transport whether it will take mail at all, before the first message.
 
-    SMTP: connect, STARTTLS, login, QUIT. SES: ``GetAccount``. A refusal that running again
-    will not cure is exit 2 (a configuration error); one that may pass (the relay is down,
-    the account paused) is exit 4, and nothing has been published or sent.
+    SMTP: connect, STARTTLS, login, QUIT. SES: ``GetAccount``. The outbox: its folder takes
+    a file. A refusal that running again will not cure is exit 2 (a configuration error);
+    one that may pass (the relay is down, the account paused, the disk full) is exit 4, and
+    nothing has been published or sent.
     """
-    if transport.name == "smtp":
-        from pipeline.transport.smtp import SmtpTransport
-
-        if isinstance(transport, SmtpTransport):
-            try:
-                transport.verify()
-            except NewsletterError as exc:
-                raise _before_start(exc) from exc
-    elif transport.name == "ses":
-        from pipeline.transport.ses import SesTransport
-
-        if isinstance(transport, SesTransport):
-            _probe_ses(transport.client)
+    try:
+        transport.probe()
+    except NewsletterError as exc:
+        raise _before_start(exc) from exc
 
 
 def _before_start(exc: NewsletterError) -> NewsletterError:
@@ -166,40 +160,6 @@ def _before_start(exc: NewsletterError) -> NewsletterError:
         return exc
     return StoppedError(f"{exc}; nothing was published or sent: run the same command again "
                         "once the transport takes mail")
-
-
-#: GetAccount answers that mean the credentials themselves are wrong.
-_BAD_CREDENTIALS = frozenset({"UnrecognizedClientException", "InvalidClientTokenId",
-                              "InvalidSignatureException", "SignatureDoesNotMatch",
-                              "IncompleteSignature", "ExpiredTokenException"})
-
-
-def _probe_ses(client: SESV2Client) -> None:
-    """``GetAccount``: good credentials, SES reachable, sending enabled. A policy that
-    allows sending but not ``GetAccount`` (AccessDenied), or an endpoint without it, says
-    nothing either way: the send goes on and finds out with its first message."""
-    from botocore.exceptions import BotoCoreError, ClientError
-
-    from pipeline.aws import access_problem
-
-    try:
-        account = client.get_account()
-    except ClientError as exc:
-        code = str(exc.response.get("Error", {}).get("Code", ""))
-        if code in _BAD_CREDENTIALS:
-            raise ConfigError(f"ses: the AWS credentials are refused ({code})") from exc
-        return
-    except BotoCoreError as exc:
-        problem = access_problem(exc, "SES")
-        if problem is None:
-            return
-        if problem.startswith("no usable"):
-            raise ConfigError(f"ses: {problem}") from exc
-        raise StoppedError(f"ses: {problem}; nothing was published or sent: run the same "
-                           "command again") from exc
-    if account.get("SendingEnabled") is False:
-        raise StoppedError("ses: sending is paused for this account (GetAccount: "
-                           "SendingEnabled false); nothing was published or sent")
 
 
 def _local(when: datetime, tz: str) -> str:

@@ -1,10 +1,13 @@
 """Transports: how one finished message leaves. One small interface, three adapters.
 
     class Transport(Protocol):
-        name: str
+        name: str                                     # recorded in the send report
+        reaches_mailboxes: bool                       # False: messages are written to files
         def send(self, message: Outgoing) -> str      # the id the transport gives it
         def max_rate(self) -> float | None            # its own limit, messages/s, if known
-        def close(self) -> None
+        def probe(self) -> None                       # will it take mail at all?
+        def describe(self) -> str                     # which one, and where to
+        def close(self) -> None                       # also: ``with transport:``
 
 ``send`` is called from several threads at once and must be safe for that. It raises only
 the :class:`~pipeline.errors.TransportError` subclasses, each mapped at the adapter's edge
@@ -17,92 +20,61 @@ the :class:`~pipeline.errors.TransportError` subclasses, each mapped at the adap
   sender records it as unconfirmed and never retries it blindly;
 * :class:`SendingStopped` — the account cannot send now: the run stops, resumable (exit 4).
 
-``outbox`` (here) writes one ``.eml`` per message; ``smtp`` and ``ses`` live in their own
-modules so that boto3 is imported only by the SES adapter.
+``outbox`` (``outbox.py``) writes one ``.eml`` per message; ``smtp`` (``smtp.py``) and ``ses``
+(``ses.py``) reach real mailboxes, and boto3 is imported only by the SES adapter.
+:func:`pipeline.wiring.open_transport` builds the one ``[delivery] transport`` names.
 """
 
 from __future__ import annotations
 
-import errno
-import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Protocol
+from types import TracebackType
+from typing import Protocol, Self
 
-from pipeline.errors import ConfigError, SendingStopped
-from pipeline.output import write_file
+from pipeline.errors import ConfigError
+from pipeline.model import Outgoing
 
-
-@dataclass(frozen=True)
-class Outgoing:
-    """One finished message for one recipient."""
-
-    #: The envelope recipient (one per message: a bounce names exactly one subscriber).
-    recipient: str
-    #: The envelope sender (the address part of ``From``).
-    sender: str
-    #: The whole RFC 5322 message, CRLF line endings.
-    raw: bytes
-    #: A stable name for this message: ``<issue>/<subscriber id>`` or ``<issue>/test-<layout>``.
-    key: str
-    #: Tags a transport may attach (SES message tags): e.g. {"issue": "2026-W48"}.
-    tags: Mapping[str, str] = field(default_factory=dict)
+__all__ = ["Outgoing", "Transport", "require_secret"]
 
 
 class Transport(Protocol):
+    """How a message leaves. An adapter may subclass this to inherit ``with`` support
+    (``__exit__`` closes it); any class with these members will do."""
+
+    #: Which adapter, as the send report records it (never a reason to branch).
     name: str
-
-    def send(self, message: Outgoing) -> str: ...
-
-    def max_rate(self) -> float | None: ...
-
-    def close(self) -> None: ...
-
-
-_UNSAFE = re.compile(r"[^A-Za-z0-9._@+-]")
-
-
-class OutboxTransport:
-    """Writes each message to ``<folder>/<key>.eml``: the embedded default, and a proof.
-
-    A file is written to a temporary name and renamed, so a crash never leaves half a
-    message; the id returned is the file's name.
-
-    Nothing that goes wrong here is about the recipient: a full disk, a read-only mount or
-    a folder without permission (ENOSPC, EROFS, EACCES, EDQUOT, ...) would refuse every
-    later message alike. So any ``OSError`` is :class:`SendingStopped`: the run stops
-    resumably (exit 4) with the claims it had not handed over released, and a re-run once
-    the disk has room sends the rest. The temporary file of the failed write is removed.
-    """
-
-    name = "outbox"
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
+    #: True when messages reach real mailboxes: their links must then be https, and
+    #: :meth:`probe` asks the server; False for a transport that writes files.
+    reaches_mailboxes: bool
 
     def send(self, message: Outgoing) -> str:
-        name = _UNSAFE.sub("_", message.key.replace("/", "--")) + ".eml"
-        try:
-            self.folder.mkdir(parents=True, exist_ok=True)
-            write_file(self.folder / name, message.raw, suffix=".eml")
-        except OSError as exc:
-            raise SendingStopped(f"outbox {self.folder}: cannot write {name}: "
-                                 f"{_why(exc)}", recipient=message.recipient) from exc
-        return f"outbox:{name}"
+        """Hand one message over; the id the transport gives it."""
+        ...
 
     def max_rate(self) -> float | None:
-        return None
+        """The transport's own limit in messages per second, if it knows one."""
+        ...
+
+    def probe(self) -> None:
+        """Check, before the first message, that the transport will take mail at all;
+        raises as the first message would (or a :class:`~pipeline.errors.ConfigError` /
+        :class:`~pipeline.errors.StoppedError` that says what to fix)."""
+        ...
+
+    def describe(self) -> str:
+        """Which transport, and where to, in one line (never a login or a password)."""
+        ...
 
     def close(self) -> None:
-        pass
+        """Release connections and clients (call once the sending threads are done)."""
+        ...
 
+    def __enter__(self) -> Self:
+        return self
 
-def _why(exc: OSError) -> str:
-    """``No space left on device (ENOSPC)``: the words, and the name to search for."""
-    code = errno.errorcode.get(exc.errno or 0)
-    words = exc.strerror or str(exc)
-    return f"{words} ({code})" if code else words
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
 
 
 def require_secret(environ: Mapping[str, str], transport: str) -> None:

@@ -48,16 +48,18 @@ from botocore.exceptions import (
 )
 from botocore.exceptions import ConnectionError as NeverConnected
 
-from pipeline.aws import aws_client
+from pipeline.aws import access_problem, aws_client
 from pipeline.core.addresses import UnsendableAddress, wire_address
 from pipeline.errors import (
+    ConfigError,
     PermanentFailure,
     SendingStopped,
+    StoppedError,
     TemporaryFailure,
     TransportError,
     Unconfirmed,
 )
-from pipeline.transport import Outgoing
+from pipeline.transport import Outgoing, Transport
 
 if TYPE_CHECKING:
     from mypy_boto3_sesv2 import SESV2Client
@@ -73,6 +75,10 @@ _STOPPED = frozenset({"SendingPausedException", "AccountSuspendedException",
                       "LimitExceededException", "MailFromDomainNotVerifiedException"})
 _PERMANENT = frozenset({"MessageRejected", "BadRequestException"})
 _TAG_UNSAFE = re.compile(r"[^A-Za-z0-9_-]")
+#: GetAccount answers that mean the credentials themselves are wrong.
+_BAD_CREDENTIALS = frozenset({"UnrecognizedClientException", "InvalidClientTokenId",
+                              "InvalidSignatureException", "SignatureDoesNotMatch",
+                              "IncompleteSignature", "ExpiredTokenException"})
 
 
 def ses_client(region: str | None = None, *, connect_timeout: float = 10.0,
@@ -88,10 +94,11 @@ def ses_client(region: str | None = None, *, connect_timeout: float = 10.0,
                       max_pool_connections=max_pool_connections)
 
 
-class SesTransport:
+class SesTransport(Transport):
     """Sends through SES v2; ``client`` lets a caller pass a client it built (and owns)."""
 
     name = "ses"
+    reaches_mailboxes = True
 
     def __init__(self, configuration_set: str, *, region: str | None = None,
                  client: SESV2Client | None = None) -> None:
@@ -146,6 +153,34 @@ class SesTransport:
                     rate = None  # not allowed, not implemented (moto), or not said: no limit
                 self._rate = rate if rate and rate > 0 else None
             return self._rate
+
+    def probe(self) -> None:
+        """``GetAccount``: good credentials, SES reachable, sending enabled. A policy that
+        allows sending but not ``GetAccount`` (AccessDenied), or an endpoint without it, says
+        nothing either way: the send goes on and finds out with its first message."""
+        try:
+            account = self._client.get_account()
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code", ""))
+            if code in _BAD_CREDENTIALS:
+                raise ConfigError(f"ses: the AWS credentials are refused ({code})") from exc
+            return
+        except BotoCoreError as exc:
+            problem = access_problem(exc, "SES")
+            if problem is None:
+                return
+            if problem.startswith("no usable"):
+                raise ConfigError(f"ses: {problem}") from exc
+            raise StoppedError(f"ses: {problem}; nothing was published or sent: run the same "
+                               "command again") from exc
+        if account.get("SendingEnabled") is False:
+            raise StoppedError("ses: sending is paused for this account (GetAccount: "
+                               "SendingEnabled false); nothing was published or sent")
+
+    def describe(self) -> str:
+        """``ses``, and the configuration set when one is named."""
+        named = self.configuration_set
+        return "ses" + (f" (configuration set {named})" if named else "")
 
     def close(self) -> None:
         """Close the client this transport built (a client passed in stays its owner's)."""

@@ -46,7 +46,6 @@ import socket
 import ssl
 import threading
 import uuid
-from types import TracebackType
 from typing import TYPE_CHECKING, Literal
 
 from pipeline.config import SmtpSettings
@@ -59,7 +58,7 @@ from pipeline.errors import (
     TransportError,
     Unconfirmed,
 )
-from pipeline.transport import Outgoing
+from pipeline.transport import Outgoing, Transport
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
@@ -138,7 +137,7 @@ class _ConnectionLost(Exception):
     """Internal: the connection went away before the server could have taken the message."""
 
 
-class SmtpTransport:
+class SmtpTransport(Transport):
     """Sends each message with ``sendmail`` over a per-thread, reused SMTP connection.
 
     ``password`` comes from the environment (``NEWSLETTER_SMTP_PASSWORD``): the caller passes
@@ -148,6 +147,7 @@ class SmtpTransport:
     """
 
     name = "smtp"
+    reaches_mailboxes = True
 
     def __init__(self, settings: SmtpSettings, password: str | None, *,
                  timeout: float = 30.0, ssl_context: ssl.SSLContext | None = None) -> None:
@@ -192,6 +192,14 @@ class SmtpTransport:
             conn.quit()
         conn.close()
 
+    def probe(self) -> None:
+        """:meth:`verify`: the relay takes a connection, STARTTLS and the login."""
+        self.verify()
+
+    def describe(self) -> str:
+        """``smtp host:port``, and whether STARTTLS is asked for (never the login)."""
+        return f"smtp {self.where}" + (" with STARTTLS" if self.settings.starttls else "")
+
     def max_rate(self) -> float | None:
         """SMTP relays do not announce a rate; pacing comes from ``[delivery] max_rate``."""
         return None
@@ -207,13 +215,6 @@ class SmtpTransport:
                 pass  # it is going away either way
             finally:
                 conn.close()
-
-    def __enter__(self) -> SmtpTransport:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
 
     # -- connections -------------------------------------------------------------------------
 

@@ -1,0 +1,68 @@
+"""The ``local`` archive: the public web archive as a folder (``[archive] dir``), what
+``make site`` serves. Each write goes to a temporary file that is renamed into place."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+from pipeline.archive import Archive, SiteObject, check_key, issue_id_of
+from pipeline.errors import ArchiveError
+
+__all__ = ["LocalArchive"]
+
+
+class LocalArchive(Archive):
+    """The archive as a folder (``[archive] dir``): what ``make site`` serves."""
+
+    name = "local"
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def _path(self, key: str) -> Path:
+        return self.root / check_key(key)
+
+    def list_issues(self) -> list[str]:
+        folder = self.root / "issues"
+        if not folder.is_dir():
+            return []
+        return sorted(p.parent.name for p in folder.glob("*/issue.json")
+                      if issue_id_of(f"issues/{p.parent.name}/issue.json"))
+
+    def read(self, key: str) -> bytes | None:
+        try:
+            return self._path(key).read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise ArchiveError(f"cannot read {key}: {exc.strerror or exc}", key=key) from exc
+
+    def write(self, obj: SiteObject) -> bool:
+        path = self._path(obj.key)
+        if self.read(obj.key) == obj.data:
+            return False
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
+            with os.fdopen(fd, "wb") as handle:
+                handle.write(obj.data)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, path)
+        except OSError as exc:
+            raise ArchiveError(f"cannot write {obj.key}: {exc.strerror or exc}",
+                               key=obj.key) from exc
+        return True
+
+    def describe(self) -> str:
+        """The folder with a trailing slash, relative to the working directory when inside
+        it (as the command line shows every path)."""
+        try:
+            shown = self.root.relative_to(Path.cwd())
+        except ValueError:
+            shown = self.root
+        return f"{shown}/"
+
+    def close(self) -> None:
+        """Nothing to release: each write opens and closes its own file."""

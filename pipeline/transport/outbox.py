@@ -1,0 +1,79 @@
+"""The ``outbox`` transport: each message as a ``.eml`` file in a folder, the embedded default
+and the proof of what a real send would hand over."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+import tempfile
+from pathlib import Path
+
+from pipeline.errors import SendingStopped
+from pipeline.output import write_file
+from pipeline.transport import Outgoing, Transport
+
+__all__ = ["OutboxTransport"]
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._@+-]")
+
+
+class OutboxTransport(Transport):
+    """Writes each message to ``<folder>/<key>.eml``: the embedded default, and a proof.
+
+    A file is written to a temporary name and renamed, so a crash never leaves half a
+    message; the id returned is the file's name.
+
+    Nothing that goes wrong here is about the recipient: a full disk, a read-only mount or
+    a folder without permission (ENOSPC, EROFS, EACCES, EDQUOT, ...) would refuse every
+    later message alike. So any ``OSError`` is :class:`SendingStopped`: the run stops
+    resumably (exit 4) with the claims it had not handed over released, and a re-run once
+    the disk has room sends the rest. The temporary file of the failed write is removed.
+    """
+
+    name = "outbox"
+    reaches_mailboxes = False
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def send(self, message: Outgoing) -> str:
+        name = _UNSAFE.sub("_", message.key.replace("/", "--")) + ".eml"
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            write_file(self.folder / name, message.raw, suffix=".eml")
+        except OSError as exc:
+            raise SendingStopped(f"outbox {self.folder}: cannot write {name}: "
+                                 f"{_why(exc)}", recipient=message.recipient) from exc
+        return f"outbox:{name}"
+
+    def max_rate(self) -> float | None:
+        return None
+
+    def probe(self) -> None:
+        """The folder can be made and written to: a temporary file is created there and
+        removed, so a read-only or full disk stops the run before anything is published,
+        with the same words as the first message would meet."""
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-", suffix=".eml")
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+        except OSError as exc:
+            raise SendingStopped(f"outbox {self.folder}: cannot write there: "
+                                 f"{_why(exc)}") from exc
+
+    def describe(self) -> str:
+        return f"outbox {self.folder}"
+
+    def close(self) -> None:
+        """Nothing to release: each message opens and closes its own file."""
+
+
+def _why(exc: OSError) -> str:
+    """``No space left on device (ENOSPC)``: the words, and the name to search for."""
+    code = errno.errorcode.get(exc.errno or 0)
+    words = exc.strerror or str(exc)
+    return f"{words} ({code})" if code else words
