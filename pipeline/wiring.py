@@ -9,12 +9,18 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline.config import Settings
 from pipeline.errors import ConfigError
 from pipeline.transport import OutboxTransport, Transport, require_secret
+from subscribers.store import SubscriberStore
+from subscribers.store.sqlite import FILE_NAME, SqliteStore
 from subscribers.subscriptions import Policy, Subscriptions
 from subscribers.tokens import Keys
+
+if TYPE_CHECKING:
+    from subscribers.store.dynamo import DynamoStore
 
 OUTBOX_DIR = "outbox"
 
@@ -69,7 +75,6 @@ def open_subscriptions(settings: Settings, environ: Mapping[str, str]
     land in ``<build_dir>/outbox/``. Used by ``newsletter serve`` and ``inbox process``.
     """
     from pipeline.stages.optin_mail import OptInMailer
-    from subscribers.store.sqlite import open_store
 
     if not settings.site.app_url:
         raise ConfigError("needed for the links in confirmation mails", key="[site] app_url")
@@ -85,3 +90,31 @@ def open_subscriptions(settings: Settings, environ: Mapping[str, str]
             store.close()
     finally:
         transport.close()
+
+
+def open_store(settings: Settings) -> SubscriberStore:
+    """The deployment's subscriber store, as ``[store] backend`` says: ``sqlite`` is
+    ``<[paths] data_dir>/subscribers.sqlite3``; ``dynamodb`` the two tables of ``[store]``
+    (:func:`open_dynamo_store`, imported only then, so boto3 is loaded only by deployments
+    that use it). Typed as the whole interface: mypy checks here that both backends keep
+    every role of it."""
+    if settings.store.backend == "dynamodb":
+        return open_dynamo_store(settings)
+    return SqliteStore.open(settings.resolve(settings.paths.data_dir) / FILE_NAME)
+
+
+def open_dynamo_store(settings: Settings) -> DynamoStore:
+    """The DynamoDB tables of ``[store]``, through a client built from AWS's own settings
+    (region, endpoint, credentials), which the store closes with itself. Nothing is
+    requested yet. ConfigError when no AWS region is configured. ``store migrate`` uses it
+    whatever ``[store] backend`` says: DynamoDB is where it copies to."""
+    from pipeline.aws import aws_client
+    from subscribers.store.dynamo import DynamoStore
+
+    # botocore's standard retries (throttling and 5xx are retried by botocore itself),
+    # bounded waits, and a pool as large as the send loop's workers may need.
+    client = aws_client("dynamodb", region=None, what="the DynamoDB store",
+                        key="[store] backend", retries={"mode": "standard"},
+                        connect_timeout=10.0, read_timeout=30.0, max_pool_connections=32)
+    return DynamoStore(client, settings.store.subscribers_table, settings.store.ledger_table,
+                       owns_client=True)

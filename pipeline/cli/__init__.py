@@ -313,7 +313,7 @@ def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.archive import open_archive
     from pipeline.stages.build import choose_week
     from pipeline.stages.status import gather, render
-    from subscribers.store.sqlite import open_store
+    from pipeline.wiring import open_store
 
     week = choose_week(settings, args.week)
     with open_store(settings) as store:
@@ -439,7 +439,7 @@ def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.stages.build import choose_week
     from pipeline.stages.lock import hold
     from pipeline.stages.preflight import check_week
-    from subscribers.store.sqlite import open_store
+    from pipeline.wiring import open_store
 
     week = choose_week(settings, args.week)
     # Before the build: a week still running (or ahead) is refused without building it.
@@ -628,7 +628,7 @@ def _deliver(args: argparse.Namespace, settings: Settings, built: BuiltIssue,
         stop_error,
         write_report,
     )
-    from subscribers.store.sqlite import open_store
+    from pipeline.wiring import open_store
 
     transport, messages = delivery.transport, delivery.messages
     if delivery.development and not args.dry_run:
