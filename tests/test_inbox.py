@@ -35,8 +35,7 @@ from pipeline.inbox import (
     process,
 )
 from pipeline.inbox.s3 import S3Inbox
-from pipeline.wiring import OUTBOX_DIR, open_subscriptions
-from subscribers.store.sqlite import open_store
+from pipeline.wiring import OUTBOX_DIR, open_store, open_subscriptions
 from subscribers.tokens import Keys, make_token
 
 if TYPE_CHECKING:
