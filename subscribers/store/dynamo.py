@@ -177,10 +177,11 @@ class _Refused(Exception):
 class DynamoStore:
     """:class:`~subscribers.store.SubscriberStore` on two DynamoDB tables (module doc).
 
-    The low-level client is given, never built here: ``pipeline.wiring.open_store`` builds it
-    from AWS's own settings (region, endpoint, credentials) and passes ``owns_client=True``,
-    so the store closes it; without that flag the caller keeps the client. Nothing is
-    requested yet: a missing table is reported by the first call that needs it.
+    The low-level client is given, never built here: ``pipeline.wiring.open_dynamo_store``
+    builds it from AWS's own settings (region, endpoint, credentials) and passes
+    ``owns_client=True``, so the store closes it; without that flag the caller keeps the
+    client. Nothing is requested yet: a missing table is reported by the first call that
+    needs it.
     """
 
     #: DynamoDB's TTL drops handled-message keys and rate counters: no purge scans.
