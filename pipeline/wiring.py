@@ -15,6 +15,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline.archive import Archive
 from pipeline.archive.local import LocalArchive
@@ -26,8 +27,13 @@ from pipeline.stages.built import BuiltIssue
 from pipeline.stages.preflight import Delivery, check_delivery, check_issue
 from pipeline.transport import Transport, require_secret
 from pipeline.transport.outbox import OutboxTransport
+from subscribers.store import SubscriberStore
+from subscribers.store.sqlite import FILE_NAME, SqliteStore
 from subscribers.subscriptions import Policy, Subscriptions
 from subscribers.tokens import Keys
+
+if TYPE_CHECKING:
+    from subscribers.store.dynamo import DynamoStore
 
 OUTBOX_DIR = "outbox"
 
@@ -89,20 +95,14 @@ def open_subscriptions(settings: Settings, environ: Mapping[str, str]
     land in ``<build_dir>/outbox/``. Used by ``newsletter serve`` and ``inbox process``.
     """
     from pipeline.stages.optin_mail import OptInMailer
-    from subscribers.store.sqlite import open_store
 
     if not settings.site.app_url:
         raise ConfigError("needed for the links in confirmation mails", key="[site] app_url")
     keys, _ = signing_keys(settings, environ)
     with open_transport(settings, environ, settings.resolve(settings.paths.build_dir)
-                        ) as transport:
-        store = open_store(settings)
-        try:
-            yield Subscriptions(store, keys, OptInMailer(settings, transport),
-                                app_url=settings.site.app_url,
-                                policy=subscription_policy(settings))
-        finally:
-            store.close()
+                        ) as transport, open_store(settings) as store:
+        yield Subscriptions(store, keys, OptInMailer(settings, transport),
+                            app_url=settings.site.app_url, policy=subscription_policy(settings))
 
 
 def open_archive(settings: Settings) -> Archive:
@@ -135,3 +135,31 @@ def open_inbox(settings: Settings) -> Inbox:
 
         return S3Inbox(s.bucket, s.prefix, s3_client(), owns_client=True)
     return LocalInbox(settings.resolve(s.dir))
+
+
+def open_store(settings: Settings) -> SubscriberStore:
+    """The deployment's subscriber store, as ``[store] backend`` says: ``sqlite`` is
+    ``<[paths] data_dir>/subscribers.sqlite3``; ``dynamodb`` the two tables of ``[store]``
+    (:func:`open_dynamo_store`, imported only then, so boto3 is loaded only by deployments
+    that use it). Typed as the whole interface: mypy checks here that both backends keep
+    every role of it."""
+    if settings.store.backend == "dynamodb":
+        return open_dynamo_store(settings)
+    return SqliteStore.open(settings.resolve(settings.paths.data_dir) / FILE_NAME)
+
+
+def open_dynamo_store(settings: Settings) -> DynamoStore:
+    """The DynamoDB tables of ``[store]``, through a client built from AWS's own settings
+    (region, endpoint, credentials), which the store closes with itself. Nothing is
+    requested yet. ConfigError when no AWS region is configured. ``store migrate`` uses it
+    whatever ``[store] backend`` says: DynamoDB is where it copies to."""
+    from pipeline.aws import aws_client
+    from subscribers.store.dynamo import DynamoStore
+
+    # botocore's standard retries (throttling and 5xx are retried by botocore itself),
+    # bounded waits, and a pool as large as the send loop's workers may need.
+    client = aws_client("dynamodb", region=None, what="the DynamoDB store",
+                        key="[store] backend", retries={"mode": "standard"},
+                        connect_timeout=10.0, read_timeout=30.0, max_pool_connections=32)
+    return DynamoStore(client, settings.store.subscribers_table, settings.store.ledger_table,
+                       owns_client=True)

@@ -1,5 +1,8 @@
 """Who receives the newsletter: store, tokens, subscribe/confirm/unsubscribe, bounces.
 
-model.py (records), store.py (SQLite; the SubscriberStore protocol), tokens.py (signed
-links, shared with the subscription app), commands.py (`newsletter subscribers …`).
+model.py (records), store/ (the SubscriberStore roles; the SQLite and DynamoDB backends),
+tokens.py (signed links, shared with the subscription app), subscriptions.py (how people join
+and leave). It imports nothing of ``pipeline`` but its errors and model: the commands
+(``pipeline/cli/subscribers.py``, ``pipeline/cli/store.py``) and the wiring that opens a store
+live there.
 """

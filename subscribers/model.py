@@ -114,7 +114,7 @@ class LedgerEntry:
 
 
 class AddOutcome(StrEnum):
-    """What :meth:`SubscriberStore.add` did with an address."""
+    """What :meth:`~subscribers.store.Directory.add` did with an address."""
 
     #: A new subscriber was stored.
     CREATED = "created"

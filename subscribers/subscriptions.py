@@ -42,7 +42,8 @@ from subscribers.model import (
     new_subscriber_id,
     normalise_email,
 )
-from subscribers.store.sqlite import MAIL_EVENTS, SubscriberStore
+from subscribers.store import SubscriptionStore
+from subscribers.store.rules import MAIL_EVENTS
 from subscribers.tokens import Keys, Purpose, make_token, verify_token
 
 __all__ = [
@@ -89,7 +90,7 @@ class Policy:
 class Subscriptions:
     """The subscription actions over one store, one set of keys and one mailer."""
 
-    def __init__(self, store: SubscriberStore, keys: Keys, mailer: Mailer, *,
+    def __init__(self, store: SubscriptionStore, keys: Keys, mailer: Mailer, *,
                  app_url: str, policy: Policy | None = None) -> None:
         self.store = store
         self.keys = keys

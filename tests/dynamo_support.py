@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pipeline.wiring import open_dynamo_store
 from subscribers.store.dynamo import DynamoStore, create_tables
 
 if TYPE_CHECKING:
@@ -70,7 +71,7 @@ class Dynamo:
 
     def open(self) -> DynamoStore:
         """A new store (own client) on the tables; closed at the end of the test."""
-        store = DynamoStore.open(self.settings)
+        store = open_dynamo_store(self.settings)
         self.opened.append(store)
         return store
 

@@ -20,10 +20,11 @@ from typing import Any
 import pytest
 from botocore.awsrequest import AWSResponse
 
+from pipeline.wiring import open_store
 from subscribers.errors import StoreError
 from subscribers.model import STATUSES, AddOutcome
 from subscribers.store.dynamo import SEEN_RETENTION, DynamoStore, create_tables
-from subscribers.store.sqlite import open_store, suppression_hash
+from subscribers.store.rules import suppression_hash
 
 pytest_plugins = ["dynamo_support"]
 
@@ -319,7 +320,7 @@ def test_access_denied_names_the_table_and_the_rights(store):
 def test_an_unreachable_endpoint_is_one_line(dynamo, monkeypatch, unused_port):
     monkeypatch.setenv("AWS_ENDPOINT_URL", f"http://127.0.0.1:{unused_port}")
     monkeypatch.setenv("AWS_MAX_ATTEMPTS", "1")
-    with DynamoStore.open(dynamo.settings) as store, pytest.raises(StoreError) as caught:
+    with open_store(dynamo.settings) as store, pytest.raises(StoreError) as caught:
         store.is_suppressed("a@example.org")
     assert "cannot reach DynamoDB" in str(caught.value) and "\n" not in str(caught.value)
 

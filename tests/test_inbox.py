@@ -29,8 +29,7 @@ from pipeline.inbox import SETUP_NOTIFICATION, InboundMail, InboxError, mail_key
 from pipeline.inbox.local import LocalInbox
 from pipeline.inbox.s3 import S3Inbox
 from pipeline.stages.inbox import process
-from pipeline.wiring import OUTBOX_DIR, open_inbox, open_subscriptions
-from subscribers.store.sqlite import open_store
+from pipeline.wiring import OUTBOX_DIR, open_inbox, open_store, open_subscriptions
 from subscribers.tokens import Keys, make_token
 
 if TYPE_CHECKING:

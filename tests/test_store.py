@@ -23,10 +23,21 @@ from typing import Any
 
 import pytest
 
+from pipeline.wiring import open_store
 from subscribers.errors import InvalidAddress, StoreError, UnknownSubscriber
 from subscribers.model import AddOutcome
+from subscribers.store import (
+    DeliveryStore,
+    Directory,
+    Leases,
+    Ledger,
+    OnceKeys,
+    Quotas,
+    SubscriberStore,
+    SubscriptionStore,
+)
 from subscribers.store.dynamo import DynamoStore
-from subscribers.store.sqlite import MIGRATIONS, SqliteStore, SubscriberStore, open_store
+from subscribers.store.sqlite import MIGRATIONS, SqliteStore
 
 pytest_plugins = ["dynamo_support"]
 
@@ -177,6 +188,39 @@ def test_store_has_every_method_of_the_interface(implementation):
         implemented = getattr(implementation, name)
         assert (list(inspect.signature(implemented).parameters)
                 == list(inspect.signature(member).parameters)), name
+
+
+ROLES = (Directory, Ledger, Leases, OnceKeys, Quotas)
+
+
+def methods(protocol: type) -> set[str]:
+    """The public methods a Protocol declares (its own and those of the roles it joins)."""
+    return {name for name, _ in inspect.getmembers(protocol, inspect.isfunction)
+            if not name.startswith("_")}
+
+
+def test_the_roles_are_small_and_share_no_method():
+    """Each role a consumer can be typed against stays small, and the whole store is
+    exactly the five roles (and ``close``): no method belongs to two, none to no role."""
+    owned = [methods(role) for role in ROLES]
+    assert all(len(names) <= 12 for names in owned), [len(names) for names in owned]
+    assert sum(len(names) for names in owned) == len(set().union(*owned))
+    assert set().union(*owned) | {"close"} == methods(SubscriberStore)
+    assert methods(DeliveryStore) == methods(Directory) | methods(Ledger)
+    assert methods(SubscriptionStore) == (methods(Directory) | methods(Ledger)
+                                          | methods(OnceKeys) | methods(Quotas))
+
+
+@pytest.mark.parametrize("implementation", [SqliteStore, DynamoStore])
+@pytest.mark.parametrize("role", ROLES, ids=lambda role: role.__name__)
+def test_both_stores_keep_every_role(role, implementation):
+    """Neither store inherits from a role: each role's methods (same parameters) and
+    attributes are checked on both, as mypy checks them where the wiring opens a store."""
+    for name in methods(role):
+        assert (list(inspect.signature(getattr(implementation, name)).parameters)
+                == list(inspect.signature(getattr(role, name)).parameters)), name
+    for name in vars(role).get("__annotations__", {}):
+        assert hasattr(implementation, name), name
 
 
 # -- subscribers -----------------------------------------------------------------------------

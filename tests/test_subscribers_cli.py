@@ -16,7 +16,7 @@ from conftest import ROOT
 from pipeline import week
 from pipeline.cli.subscribers import add_parser
 from pipeline.errors import NewsletterError
-from subscribers.store.sqlite import open_store
+from pipeline.wiring import open_store
 
 NOW = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
 

@@ -118,7 +118,7 @@ def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.stages.build import choose_week
     from pipeline.stages.lock import hold
     from pipeline.stages.preflight import check_week
-    from subscribers.store.sqlite import open_store
+    from pipeline.wiring import open_store
 
     week = choose_week(settings, args.week)
     # Before the build: a week still running (or ahead) is refused without building it.
@@ -193,7 +193,7 @@ def _send_list(args: argparse.Namespace, settings: Settings, built: BuiltIssue,
     needs: the summary, the unconfirmed addresses, the outbox folder."""
     from pipeline.stages.deliver import keep_report, send_list
     from pipeline.stages.send import Progress, SendOptions, stop_error
-    from subscribers.store.sqlite import open_store
+    from pipeline.wiring import open_store
 
     options = SendOptions(dry_run=args.dry_run, limit=args.limit,
                           resend_unconfirmed=args.resend_unconfirmed,

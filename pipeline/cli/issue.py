@@ -150,8 +150,7 @@ def publish_issue(settings: Settings, built: BuiltIssue) -> None:
 def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.stages.build import choose_week
     from pipeline.stages.status import gather, render
-    from pipeline.wiring import open_archive
-    from subscribers.store.sqlite import open_store
+    from pipeline.wiring import open_archive, open_store
 
     week = choose_week(settings, args.week)
     with open_store(settings) as store, open_archive(settings) as archive:

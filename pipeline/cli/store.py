@@ -91,10 +91,10 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
 
 
 def _cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
-    from subscribers.store.dynamo import DynamoStore
+    from pipeline.wiring import open_dynamo_store
 
     source: Path = args.from_sqlite or settings.resolve(settings.paths.data_dir) / FILE_NAME
-    with _read_only(source) as conn, DynamoStore.open(settings) as target:
+    with _read_only(source) as conn, open_dynamo_store(settings) as target:
         tally = migrate(conn, target, source=source, create_tables=args.create_tables,
                         dry_run=args.dry_run)
     print(_summary(tally, source, target, dry_run=args.dry_run))

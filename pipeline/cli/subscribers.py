@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline import week as clock
 from pipeline.errors import UsageError
+from pipeline.wiring import open_store
 from subscribers.errors import InvalidAddress, RefusedAddress, UnknownSubscriber
 from subscribers.model import (
     DEFAULT_LAYOUT,
@@ -34,7 +35,7 @@ from subscribers.model import (
     AddResult,
     normalise_email,
 )
-from subscribers.store.sqlite import SubscriberStore, open_store
+from subscribers.store import Directory
 
 if TYPE_CHECKING:
     from _csv import Reader as CsvReader
@@ -161,7 +162,7 @@ def _cmd_import(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _import_row(store: SubscriberStore, fields: dict[str, str] | str, status: str, source: str,
+def _import_row(store: Directory, fields: dict[str, str] | str, status: str, source: str,
                 tally: _Tally) -> str | None:
     """Import one row; a line for stderr if it was refused or wrong, else None."""
     if isinstance(fields, str):  # the CSV reader's complaint about this row

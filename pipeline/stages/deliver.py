@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from pipeline.stages.built import BuiltIssue
     from pipeline.stages.preflight import Delivery
     from subscribers.shards import Shard
-    from subscribers.store.sqlite import SubscriberStore
+    from subscribers.store import SubscriberStore
 
 __all__ = ["keep_report", "send_list"]
 

@@ -36,7 +36,7 @@ from pipeline.week import iso_z, now
 from subscribers.model import Lease
 
 if TYPE_CHECKING:
-    from subscribers.store.sqlite import SubscriberStore
+    from subscribers.store import Leases
 
 #: How long a lease lasts without renewal: how long a crashed run on another machine
 #: blocks the next one.
@@ -68,7 +68,7 @@ def owner_id() -> str:
 
 
 @contextlib.contextmanager
-def hold(store: SubscriberStore, name: str, what: str, *, ttl: timedelta = LEASE_TTL,
+def hold(store: Leases, name: str, what: str, *, ttl: timedelta = LEASE_TTL,
          clock: Callable[[], datetime] = now,
          on_lost: Callable[[], None] = lambda: None) -> Iterator[Lease]:
     """Hold the lease ``name`` for the block, or raise :class:`LockedError` (exit 5) at

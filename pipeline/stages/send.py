@@ -64,7 +64,7 @@ if TYPE_CHECKING:
     from types import FrameType
 
     from subscribers.model import LedgerEntry, Subscriber
-    from subscribers.store.sqlite import SubscriberStore
+    from subscribers.store import DeliveryStore
 
 REPORT_FILE = "send-report.json"
 INTERRUPTED = "interrupted (Ctrl-C)"
@@ -178,7 +178,7 @@ class SendOptions:
 class Sender:
     """One run of ``send`` for one issue."""
 
-    def __init__(self, built: BuiltIssue, store: SubscriberStore, transport: Transport,
+    def __init__(self, built: BuiltIssue, store: DeliveryStore, transport: Transport,
                  messages: Messages, *, rate: float | None, concurrency: int,
                  clock: Callable[[], datetime] = now,
                  sleep: Callable[[float], None] = time.sleep) -> None:

@@ -38,7 +38,7 @@ from subscribers.model import LAYOUTS, STATUSES
 if TYPE_CHECKING:
     from pipeline.archive import Archive
     from pipeline.config import Settings
-    from subscribers.store.sqlite import SubscriberStore
+    from subscribers.store import DeliveryStore, Ledger
 
 #: Gmail's and Yahoo's bulk-sender line for spam complaints, and SES's review line for
 #: bounces: above them, mail stops landing (or the account is reviewed).
@@ -231,7 +231,7 @@ def _list(counts: Mapping[tuple[str, str], int]) -> str:
 
 # -- gathering (the I/O edge) ---------------------------------------------------------------------
 
-def gather(settings: Settings, week_id: str, store: SubscriberStore, archive: Archive, *,
+def gather(settings: Settings, week_id: str, store: DeliveryStore, archive: Archive, *,
            last: int = 6) -> tuple[WeekStatus, list[IssueRates], dict[tuple[str, str], int]]:
     """Read what ``status`` needs from the issue folder, the archive and the store."""
     from pipeline.errors import NewsletterError
@@ -273,7 +273,7 @@ def gather(settings: Settings, week_id: str, store: SubscriberStore, archive: Ar
     return week, history, store.count_by()
 
 
-def _issue_rates(store: SubscriberStore, week_id: str, ledger: Mapping[str, int] | None = None
+def _issue_rates(store: Ledger, week_id: str, ledger: Mapping[str, int] | None = None
                  ) -> IssueRates:
     feedback = store.feedback_counts(week_id)
     sent = (ledger if ledger is not None else store.ledger_counts(week_id)).get("sent", 0)

@@ -1,0 +1,242 @@
+"""Where subscribers and the delivery ledger live: the store's interface, one role at a time.
+
+The store does five jobs, and each consumer needs only some of them, so the interface is
+five small Protocols, one per role:
+
+* :class:`Directory`: subscribers, their consent, and the suppressed (removed) addresses;
+* :class:`Ledger`: the per-issue delivery ledger, and the feedback SES sends about it;
+* :class:`Leases`: named leases, so two runs of one issue (or shard) never send side by side;
+* :class:`OnceKeys`: keys of messages already handled (SNS deliveries, inbound mails);
+* :class:`Quotas`: fixed-window rate counters (the subscription app's limits).
+
+:class:`SubscriberStore` is all five, and what the wiring opens (``pipeline.wiring.open_store``,
+by ``[store] backend``); a consumer is typed against the roles it uses:
+:class:`DeliveryStore` for the send loop and ``newsletter status``, :class:`SubscriptionStore`
+for the subscription actions, :class:`Leases` alone for the run lock. The adapters,
+:class:`~subscribers.store.sqlite.SqliteStore` (one file, one machine) and
+:class:`~subscribers.store.dynamo.DynamoStore` (two DynamoDB tables, production), implement
+every role without inheriting from any; what they share is in :mod:`subscribers.store.rules`.
+
+The ledger is what makes delivery crash-safe. The send loop *claims* (issue, subscriber)
+before it calls the transport; a claim is one atomic write (an insert that does nothing if
+the row exists, or a compare-and-set update), never a read followed by a write, so two
+threads or two processes can never both win it. Every ledger write is durable when its
+method returns: a ``newsletter send`` killed with SIGKILL, or a machine that loses power,
+leaves a ledger the next run can trust. A claim records when its message is *handed over*
+(:meth:`Ledger.mark_handed_over`, right before the transport call): a claim a crash left that
+was never handed over is released (nothing left, the next run sends it), and only one caught
+in the transport call becomes ``unconfirmed`` rather than being sent again.
+
+Rules every implementation keeps, in every role:
+
+* **Threads.** Every method may be called from several threads at once (the send loop
+  runs ``concurrency`` workers); several processes may use the same store too (a
+  re-run after a crash, the subscription app).
+* **Time.** Every datetime passed in must be timezone-aware; every datetime returned is
+  UTC. The store never reads the clock: callers pass ``now``.
+* **Errors.** The only exceptions raised are those of :mod:`subscribers.errors`:
+  :class:`~subscribers.errors.InvalidAddress` for text that is not an address,
+  :class:`~subscribers.errors.UnknownSubscriber` where a subscriber must exist, and
+  :class:`~subscribers.errors.StoreError` when the storage itself fails. Passing a
+  value outside the documented set (an unknown status or layout, a naive datetime) is
+  a bug in the caller and raises ``ValueError``.
+* **Addresses** are normalised with email-validator and unique case-insensitively;
+  methods taking an address accept it in any case.
+* **Consent is not manufactured.** ``add`` never reactivates an ``unsubscribed``,
+  ``bounced`` or ``complained`` subscriber and never re-adds a removed (suppressed)
+  address; only :meth:`Directory.set_status` (the subscriber's own new confirmation) can.
+* **Ledger writes are durable when the method returns**, and a claim is exclusive
+  across threads and processes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Protocol
+
+from subscribers.model import DEFAULT_LAYOUT, AddResult, Lease, LedgerEntry, Subscriber
+
+if TYPE_CHECKING:
+    from subscribers.shards import Shard
+
+__all__ = [
+    "DeliveryStore",
+    "Directory",
+    "Leases",
+    "Ledger",
+    "OnceKeys",
+    "Quotas",
+    "SubscriberStore",
+    "SubscriptionStore",
+]
+
+
+class Directory(Protocol):
+    """Who is on the list: subscribers, their consent, and the addresses removed for good."""
+
+    def add(self, email: str, layout: str = DEFAULT_LAYOUT, *, status: str = "pending",
+            source: str, now: datetime) -> AddResult:
+        """Store a new subscriber, or say why not; an existing one is returned unchanged,
+        except that a ``pending`` one becomes ``active`` when ``status="active"``."""
+        ...
+
+    def get(self, subscriber_id: str) -> Subscriber | None: ...
+
+    def find(self, email: str) -> Subscriber | None: ...
+
+    def iter_subscribers(self, status: str | None = None,
+                         batch: int = 1000) -> Iterator[Subscriber]:
+        """Every subscriber (of ``status``), in id order, in constant memory."""
+        ...
+
+    def count_by(self) -> dict[tuple[str, str], int]:
+        """How many subscribers per (status, layout); pairs with none are left out."""
+        ...
+
+    def count_by_status(self) -> dict[str, int]:
+        """How many subscribers per status; every status is present (0 if none)."""
+        ...
+
+    def set_status(self, subscriber_id: str, status: str, now: datetime, *,
+                   source: str | None = None, client: str | None = None) -> Subscriber: ...
+
+    def set_layout(self, subscriber_id: str, layout: str, now: datetime) -> Subscriber: ...
+
+    def request_subscription(self, email: str, layout: str, *, source: str,
+                             now: datetime) -> AddResult:
+        """A sign-up asked for by someone (web form, inbound mail) before any consent:
+        a new address is stored ``pending``; an existing one that is not ``active`` takes
+        the layout asked for (it receives nothing until it confirms); an ``active`` one is
+        left as it is; a removed (suppressed) one is not stored."""
+        ...
+
+    def record_mail_event(self, subscriber_id: str, kind: str, now: datetime, *,
+                          transient_limit: int,
+                          occurred_at: datetime | None = None) -> Subscriber:
+        """Apply what the mail system said about one address (see
+        :data:`~subscribers.store.rules.MAIL_EVENTS`). ``occurred_at``: when it happened
+        (SES's timestamp); a transient bounce or delivery older than the latest one applied
+        changes nothing. None: applied as it comes."""
+        ...
+
+    def remove(self, email: str, now: datetime) -> bool:
+        """Erase the subscriber and keep only a hashed suppression entry."""
+        ...
+
+    def is_suppressed(self, email: str) -> bool: ...
+
+
+class Ledger(Protocol):
+    """What became of each (issue, subscriber): claimed, sent, failed or unconfirmed."""
+
+    def claim(self, issue_id: str, subscriber_id: str, now: datetime, *,
+              retry: bool = False, retry_temporary: bool = False) -> bool:
+        """Take (issue, subscriber) for sending; True for exactly one caller."""
+        ...
+
+    def mark_sent(self, issue_id: str, subscriber_id: str, message_id: str,
+                  now: datetime) -> None: ...
+
+    def mark_failed(self, issue_id: str, subscriber_id: str, reason: str, permanent: bool,
+                    now: datetime) -> None: ...
+
+    def mark_unconfirmed(self, issue_id: str, subscriber_id: str, reason: str,
+                         now: datetime) -> None: ...
+
+    def release(self, issue_id: str, subscriber_id: str) -> bool: ...
+
+    def mark_handed_over(self, issue_id: str, subscriber_id: str, handed: bool = True) -> None:
+        """Note that a ``sending`` claim's message is (``handed``) or is no longer (a
+        temporary failure: not taken) in the transport's hands."""
+        ...
+
+    def expire_in_flight(self, issue_id: str, now: datetime, *,
+                         shard: Shard | None = None) -> int:
+        """Settle the ``sending`` rows an earlier run left (of ``shard`` only, if given):
+        release those never handed over, turn the others ``unconfirmed``; how many became
+        unconfirmed."""
+        ...
+
+    def record_feedback(self, message_id: str, kind: str, now: datetime) -> str | None:
+        """Note a bounce or complaint (``FEEDBACK``) on the ledger row of the message SES
+        called ``message_id``; the issue's id, or None if no row has that id."""
+        ...
+
+    def feedback_counts(self, issue_id: str) -> dict[str, int]:
+        """Ledger rows of the issue with each kind of feedback (every kind present)."""
+        ...
+
+    def ledger(self, issue_id: str, status: str | None = None) -> dict[str, LedgerEntry]: ...
+
+    def ledger_entry(self, issue_id: str, subscriber_id: str) -> LedgerEntry | None: ...
+
+    def ledger_counts(self, issue_id: str) -> dict[str, int]: ...
+
+
+class Leases(Protocol):
+    """Named leases with an expiry: one holder at a time, taken over once it lapses."""
+
+    def acquire_lease(self, name: str, owner: str, now: datetime, ttl: timedelta) -> Lease:
+        """Take or extend the lease ``name`` for ``owner`` unless someone else holds it
+        unexpired; the lease as it now stands (compare its ``owner`` to know who won)."""
+        ...
+
+    def renew_lease(self, name: str, owner: str, now: datetime, ttl: timedelta) -> bool:
+        """Extend a lease ``owner`` holds; False if it was lost (expired and taken over)."""
+        ...
+
+    def release_lease(self, name: str, owner: str) -> None:
+        """Give the lease up, if ``owner`` still holds it."""
+        ...
+
+
+class OnceKeys(Protocol):
+    """Keys of messages handled once (``sns:<MessageId>``, ``mail:<object key>``): what makes
+    at-least-once deliveries (SNS, an inbound mail picked up again) idempotent."""
+
+    #: True when the store drops old handled-message keys and rate counters by itself
+    #: (DynamoDB's TTL), so nobody need call :meth:`purge_seen`, a full scan there.
+    expires_by_itself: bool
+
+    def first_time(self, key: str, now: datetime) -> bool:
+        """Record ``key`` as handled; True only for the first caller ever (per key)."""
+        ...
+
+    def forget(self, key: str) -> None:
+        """Undo :meth:`first_time` for a key whose handling failed, so a retry is taken."""
+        ...
+
+    def purge_seen(self, before: datetime) -> int: ...
+
+
+class Quotas(Protocol):
+    """Fixed-window counters, shared by every process that uses the store."""
+
+    def take_quota(self, key: str, now: datetime, *, limit: int,
+                   window: timedelta) -> bool:
+        """Count one use of ``key``; False once ``limit`` uses fall in the current window."""
+        ...
+
+    def return_quota(self, key: str) -> None:
+        """Give back one use of ``key`` whose action then failed (a mail not sent)."""
+        ...
+
+
+class DeliveryStore(Directory, Ledger, Protocol):
+    """Who an issue goes to, and what became of each send: the send loop and ``status``."""
+
+
+class SubscriptionStore(Directory, Ledger, OnceKeys, Quotas, Protocol):
+    """What the subscription actions and their callers (the app, the inbox) use: the list,
+    the feedback on the ledger, the keys of messages handled, and the rate limits."""
+
+
+class SubscriberStore(Directory, Ledger, Leases, OnceKeys, Quotas, Protocol):
+    """Every role, and the store's own life: what the wiring opens and closes."""
+
+    def close(self) -> None: ...
+
+    def __enter__(self) -> SubscriberStore: ...
+
+    def __exit__(self, *exc_info: object) -> None: ...

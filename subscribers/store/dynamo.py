@@ -1,4 +1,4 @@
-"""The :class:`~subscribers.store.sqlite.SubscriberStore` on DynamoDB: the production store.
+"""The :class:`~subscribers.store.SubscriberStore` on DynamoDB: the production store.
 
 Why this design:
 
@@ -69,7 +69,6 @@ from botocore.exceptions import (
     ClientError,
 )
 
-from pipeline.aws import aws_client
 from subscribers.errors import StoreError, UnknownSubscriber
 from subscribers.model import (
     DEFAULT_LAYOUT,
@@ -95,19 +94,18 @@ from subscribers.store.dynamo_tables import (
     dynamo_reason,
     table_definitions,
 )
-from subscribers.store.sqlite import (
-    _IN_FLIGHT_REASON,
+from subscribers.store.rules import (
+    IN_FLIGHT_REASON,
     MAIL_EVENTS,
-    _dt,
-    _dt_or_none,
-    _ts,
+    decode_time,
+    decode_time_or_none,
+    encode_time,
     suppression_hash,
 )
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-    from pipeline.config import Settings
     from subscribers.shards import Shard
 
 __all__ = [
@@ -118,7 +116,6 @@ __all__ = [
     "Copied",
     "DynamoStore",
     "create_tables",
-    "dynamo_client",
     "dynamo_reason",
     "table_definitions",
 ]
@@ -177,21 +174,14 @@ class _Refused(Exception):
         return index < len(self.reasons) and self.reasons[index][0] == "ConditionalCheckFailed"
 
 
-def dynamo_client(region: str | None = None, *, connect_timeout: float = 10.0,
-                  read_timeout: float = 30.0, max_pool_connections: int = 32) -> DynamoDBClient:
-    """A DynamoDB client from a fresh boto3 session, with botocore's standard retries
-    (throttling and 5xx are retried by botocore itself) and bounded waits."""
-    return aws_client("dynamodb", region=region, what="the DynamoDB store",
-                      key="[store] backend", retries={"mode": "standard"},
-                      connect_timeout=connect_timeout, read_timeout=read_timeout,
-                      max_pool_connections=max_pool_connections)
-
-
 class DynamoStore:
-    """:class:`~subscribers.store.sqlite.SubscriberStore` on two DynamoDB tables (module doc).
+    """:class:`~subscribers.store.SubscriberStore` on two DynamoDB tables (module doc).
 
-    ``DynamoStore.open(settings)`` builds its own client (and closes it with the store);
-    ``DynamoStore(client, subscribers_table, ledger_table)`` uses a client the caller owns.
+    The low-level client is given, never built here: ``pipeline.wiring.open_dynamo_store``
+    builds it from AWS's own settings (region, endpoint, credentials) and passes
+    ``owns_client=True``, so the store closes it; without that flag the caller keeps the
+    client. Nothing is requested yet: a missing table is reported by the first call that
+    needs it.
     """
 
     #: DynamoDB's TTL drops handled-message keys and rate counters: no purge scans.
@@ -207,14 +197,6 @@ class DynamoStore:
         self._close_lock = threading.Lock()
 
     # -- opening and closing -------------------------------------------------------------
-
-    @classmethod
-    def open(cls, settings: Settings) -> DynamoStore:
-        """The tables of ``[store]``, through a client built from AWS's own settings (region,
-        endpoint, credentials). Nothing is requested yet: a missing table is reported by the
-        first call that needs it. ConfigError when no AWS region is configured."""
-        return cls(dynamo_client(), settings.store.subscribers_table,
-                   settings.store.ledger_table, owns_client=True)
 
     @property
     def client(self) -> DynamoDBClient:
@@ -256,7 +238,7 @@ class DynamoStore:
         if status not in ("pending", "active"):
             raise ValueError("a new subscriber is 'pending' or 'active'")
         normal = normalise_email(email)
-        stamp = _ts(now)
+        stamp = encode_time(now)
         consent_at = stamp if status == "active" else None
         for _ in range(_RACE_TRIES):
             record = _new_record(normal, status, layout, source, stamp, consent_at)
@@ -371,7 +353,7 @@ class DynamoStore:
         """
         if status not in STATUSES:
             raise ValueError(f"unknown status {status!r}; known: {', '.join(STATUSES)}")
-        stamp = _ts(now)
+        stamp = encode_time(now)
         sets = ["#status = :status", "#updated_at = :now"]
         removes: list[str] = []
         if status == "active":
@@ -401,7 +383,7 @@ class DynamoStore:
         try:
             item = self._update(self.subscribers_table, _pk(SUBSCRIBER_PREFIX + subscriber_id),
                                 "SET #layout = :layout, #updated_at = :now",
-                                "attribute_exists(#pk)", layout=layout, now=_ts(now))
+                                "attribute_exists(#pk)", layout=layout, now=encode_time(now))
         except _Refused:
             raise UnknownSubscriber(subscriber_id=subscriber_id) from None
         return _subscriber(item)
@@ -420,7 +402,7 @@ class DynamoStore:
         if layout not in LAYOUTS:
             raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
         normal = normalise_email(email)
-        stamp = _ts(now)
+        stamp = encode_time(now)
         for _ in range(_RACE_TRIES):
             record = _new_record(normal, "pending", layout, source, stamp, None)
             outcome, existing_id = self._insert(record)
@@ -462,8 +444,8 @@ class DynamoStore:
         if transient_limit < 1:
             raise ValueError("transient_limit must be at least 1")
         key = _pk(SUBSCRIBER_PREFIX + subscriber_id)
-        at = None if occurred_at is None else _ts(occurred_at)
-        values = {"now": _ts(now), "bounced": "bounced", "complained": "complained",
+        at = None if occurred_at is None else encode_time(occurred_at)
+        values = {"now": encode_time(now), "bounced": "bounced", "complained": "complained",
                   "pending": "pending", "active": "active", "zero": 0, "one": 1,
                   "before_limit": transient_limit - 1, "at": at}
         count_one = "#transient_bounces = if_not_exists(#transient_bounces, :zero) + :one"
@@ -512,7 +494,7 @@ class DynamoStore:
     def first_time(self, key: str, now: datetime) -> bool:
         """Record ``key`` as handled; True for exactly one caller (a put only if absent).
         The item expires (TTL) :data:`SEEN_RETENTION` after ``now``."""
-        item = {"pk": SEEN_PREFIX + key, "at": _ts(now),
+        item = {"pk": SEEN_PREFIX + key, "at": encode_time(now),
                 TTL_ATTRIBUTE: _epoch(now + SEEN_RETENTION)}
         try:
             self._put(self.subscribers_table, item, "attribute_not_exists(#pk)")
@@ -533,7 +515,7 @@ class DynamoStore:
         :data:`SEEN_RETENTION`, so this only matters for windows shorter than that.
         """
         condition = "begins_with(#pk, :prefix) AND #at < :before"
-        values = {"prefix": SEEN_PREFIX, "before": _ts(before)}
+        values = {"prefix": SEEN_PREFIX, "before": encode_time(before)}
         dropped = 0
         for page in self._pages(self.subscribers_table, "scan",
                                 TableName=self.subscribers_table, ConsistentRead=True,
@@ -563,7 +545,7 @@ class DynamoStore:
         """
         if limit < 1 or window <= timedelta(0):
             raise ValueError("limit must be at least 1 and window positive")
-        stamp, start = _ts(now), _ts(now - window)
+        stamp, start = encode_time(now), encode_time(now - window)
         item_key = _pk(QUOTA_PREFIX + key)
         for _ in range(_RACE_TRIES):
             with contextlib.suppress(_Refused):
@@ -605,7 +587,7 @@ class DynamoStore:
         normal = normalise_email(email)
         key = email_key(normal)
         supp_key = _pk(SUPPRESSION_PREFIX + suppression_hash(normal))
-        stamp = _ts(now)
+        stamp = encode_time(now)
         for _ in range(_RACE_TRIES):
             subscriber_id = self._id_of(key)
             if subscriber_id is None:
@@ -675,7 +657,7 @@ class DynamoStore:
         failure is: one update conditional on that status, adding one to ``attempts``.
         ``sent``, ``sending`` and permanent failures are never taken.
         """
-        stamp = _ts(now)
+        stamp = encode_time(now)
         row = {"issue_id": issue_id, "subscriber_id": subscriber_id, "status": "sending",
                "permanent": False, "attempts": 1, "updated_at": stamp, "handed_over": False}
         with contextlib.suppress(_Refused):
@@ -707,7 +689,7 @@ class DynamoStore:
                      "SET #status = :sent, #message_id = :message_id, #permanent = :false, "
                      "#updated_at = :now, #attempts = if_not_exists(#attempts, :one) "
                      "REMOVE #reason", None, sent="sent", message_id=message_id, false=False,
-                     now=_ts(now), one=1)
+                     now=encode_time(now), one=1)
 
     def mark_failed(self, issue_id: str, subscriber_id: str, reason: str, permanent: bool,
                     now: datetime) -> None:
@@ -730,7 +712,7 @@ class DynamoStore:
                          "REMOVE #message_id",
                          "attribute_not_exists(#subscriber_id) OR #status <> :sent",
                          status=status, reason=reason, permanent=bool(permanent),
-                         now=_ts(now), one=1, sent="sent")
+                         now=encode_time(now), one=1, sent="sent")
 
     def release(self, issue_id: str, subscriber_id: str) -> bool:
         """Drop a ``sending`` claim whose message never reached the transport; True if a
@@ -763,7 +745,7 @@ class DynamoStore:
         on the row being as read; only the updates that happened are counted. Call it at the
         start of a run, while holding the run's lease.
         """
-        stamp = _ts(now)
+        stamp = encode_time(now)
         condition = "#issue_id = :issue"
         status_filter = "#status = :sending"
         changed = 0
@@ -791,7 +773,7 @@ class DynamoStore:
                     self._update(self.ledger_table, key,
                                  "SET #status = :unconfirmed, #reason = :reason, "
                                  "#updated_at = :now", "#status = :sending",
-                                 unconfirmed="unconfirmed", reason=_IN_FLIGHT_REASON,
+                                 unconfirmed="unconfirmed", reason=IN_FLIGHT_REASON,
                                  now=stamp, sending="sending")
                 except _Refused:
                     continue  # its outcome arrived meanwhile
@@ -842,7 +824,7 @@ class DynamoStore:
         ``acquired_at``), else a put conditional on the lease being absent or expired and
         someone else's; a refused put returns the holder's lease (read from the refusal).
         """
-        stamp, until = _ts(now), _ts(now + ttl)
+        stamp, until = encode_time(now), encode_time(now + ttl)
         key = _pk(LEASE_PREFIX + name)
         for _ in range(_RACE_TRIES):
             with contextlib.suppress(_Refused):
@@ -868,7 +850,7 @@ class DynamoStore:
         try:
             self._update(self.subscribers_table, _pk(LEASE_PREFIX + name),
                          "SET #expires_at_iso = :until", "#owner = :owner",
-                         until=_ts(now + ttl), owner=owner)
+                         until=encode_time(now + ttl), owner=owner)
         except _Refused:
             return False
         return True
@@ -977,7 +959,7 @@ class DynamoStore:
     def copy_seen(self, key: str, at: str, *, dry_run: bool = False) -> Copied:
         """Store a handled-message key (recorded at ``at``, stored text) unless present."""
         item = {"pk": SEEN_PREFIX + key, "at": at,
-                TTL_ATTRIBUTE: _epoch(_dt(at) + SEEN_RETENTION)}
+                TTL_ATTRIBUTE: _epoch(decode_time(at) + SEEN_RETENTION)}
         return self._copy(self.subscribers_table, item, "#pk", dry_run)
 
     def _copy(self, table: str, item: dict[str, Any], key_name: str, dry_run: bool) -> Copied:
@@ -1188,11 +1170,11 @@ def _subscriber(item: Mapping[str, Any]) -> Subscriber:
         email=item["email"],
         status=item["status"],
         layout=item["layout"],
-        consent_at=_dt_or_none(item.get("consent_at")),
+        consent_at=decode_time_or_none(item.get("consent_at")),
         consent_source=item["consent_source"],
-        created_at=_dt(item["created_at"]),
-        confirmed_at=_dt_or_none(item.get("confirmed_at")),
-        updated_at=_dt(item["updated_at"]),
+        created_at=decode_time(item["created_at"]),
+        confirmed_at=decode_time_or_none(item.get("confirmed_at")),
+        updated_at=decode_time(item["updated_at"]),
         consent_ip=item.get("consent_ip"),
         transient_bounces=int(item.get("transient_bounces", 0)),
     )
@@ -1207,9 +1189,10 @@ def _entry(item: Mapping[str, Any]) -> LedgerEntry:
         reason=item.get("reason"),
         permanent=bool(item.get("permanent", False)),
         attempts=int(item.get("attempts", 1)),
-        updated_at=_dt(item["updated_at"]),
+        updated_at=decode_time(item["updated_at"]),
     )
 
 
 def _lease(name: str, item: Mapping[str, Any]) -> Lease:
-    return Lease(name, item["owner"], _dt(item["acquired_at"]), _dt(item["expires_at_iso"]))
+    return Lease(name, item["owner"], decode_time(item["acquired_at"]),
+                 decode_time(item["expires_at_iso"]))

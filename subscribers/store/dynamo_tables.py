@@ -10,10 +10,12 @@ from typing import TYPE_CHECKING, Any
 from botocore.exceptions import (
     BotoCoreError,
     ClientError,
+    NoCredentialsError,
+    PartialCredentialsError,
     WaiterError,
 )
+from botocore.exceptions import ConnectionError as NeverConnected
 
-from pipeline.aws import access_problem
 from subscribers.errors import StoreError
 
 if TYPE_CHECKING:
@@ -137,10 +139,22 @@ def dynamo_reason(exc: Exception, table: str, region: str | None = None) -> str:
         if code in _THROTTLED:
             return f"DynamoDB throttled requests to table {table} ({code}); try again later"
         return f"DynamoDB {code or status}: {text}" if text else f"DynamoDB {code or status}"
-    problem = access_problem(exc, "DynamoDB")
+    problem = _access_problem(exc)
     if problem:
         return problem
     return f"DynamoDB: {_shorten(' '.join(str(exc).split())) or type(exc).__name__}"
+
+
+def _access_problem(exc: Exception) -> str | None:
+    """No credentials, or DynamoDB unreachable, worded as every AWS adapter words them
+    (``pipeline.aws.access_problem``, which this package may not import); None otherwise."""
+    if isinstance(exc, NoCredentialsError | PartialCredentialsError):
+        return (f"no usable AWS credentials ({exc}); set AWS_ACCESS_KEY_ID/"
+                "AWS_SECRET_ACCESS_KEY or a profile")
+    if isinstance(exc, NeverConnected):
+        said = " ".join(str(exc).split())
+        return f"cannot reach DynamoDB ({said[:300]})"
+    return None
 
 
 def _shorten(text: str, limit: int = 300) -> str:

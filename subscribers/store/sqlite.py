@@ -1,32 +1,22 @@
-"""Where subscribers and the delivery ledger live: an interface, and its SQLite adapter.
+"""The subscriber store in one SQLite file: :class:`SqliteStore`, for one machine.
 
-:class:`SubscriberStore` is what the send loop, the CLI and the subscription app rely on;
-:class:`SqliteStore` keeps it in one file (one machine),
-:class:`~subscribers.store.dynamo.DynamoStore`
-in two DynamoDB tables (production); :func:`open_store` picks by ``[store] backend``.
-
-The ledger is what makes delivery crash-safe. The send loop *claims* (issue, subscriber)
-before it calls the transport; a claim is one atomic statement (an insert that does nothing
-if the row exists, or a compare-and-set update), never a read followed by a write, so two
-threads or two processes can never both win it. Every ledger write is committed at once
-and fsynced (``synchronous=FULL``): a ``newsletter send`` killed with SIGKILL, or a machine
-that loses power, leaves a ledger the next run can trust. A claim records when its message
-is *handed over* (:meth:`SubscriberStore.mark_handed_over`, right before the transport call):
-a claim a crash left that was never handed over is released (nothing left, the next run sends
-it), and only one caught in the transport call becomes ``unconfirmed`` rather than being sent
-again.
+It keeps every role of :class:`~subscribers.store.SubscriberStore` (the rules are there) in
+``<[paths] data_dir>/subscribers.sqlite3``, WAL mode, the schema versioned by
+:data:`MIGRATIONS` and brought up to date on open. Every ledger write is committed at once
+and fsynced (``synchronous=FULL``), so a claim survives SIGKILL and a power cut; a claim is
+one statement (an insert that does nothing if the row exists, or a compare-and-set update),
+never a read followed by a write.
 """
 
 from __future__ import annotations
 
-import hashlib
 import sqlite3
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from subscribers.errors import StoreError, UnknownSubscriber
 from subscribers.model import (
@@ -45,198 +35,26 @@ from subscribers.model import (
     new_subscriber_id,
     normalise_email,
 )
+from subscribers.store.rules import (
+    IN_FLIGHT_REASON,
+    MAIL_EVENTS,
+    decode_time,
+    decode_time_or_none,
+    encode_time,
+    suppression_hash,
+)
 
 if TYPE_CHECKING:
-    from pipeline.config import Settings
     from subscribers.shards import Shard
 
 __all__ = [
     "FILE_NAME",
-    "MAIL_EVENTS",
     "MIGRATIONS",
     "SqliteStore",
-    "SubscriberStore",
-    "open_store",
-    "suppression_hash",
 ]
 
 #: The store's file name inside ``[paths] data_dir``.
 FILE_NAME = "subscribers.sqlite3"
-
-#: What :meth:`SubscriberStore.record_mail_event` understands: a permanent bounce makes an
-#: address ``bounced``; a transient one is counted, and ``transient_limit`` of them in a row
-#: make it ``bounced``; a complaint makes it ``complained`` (nothing overrides that); a
-#: delivery ends a run of transient bounces. "In a row" is in the order the events happened
-#: (``occurred_at``), not the order they arrive: a transient bounce or delivery older than
-#: the latest one applied to the address is ignored.
-MAIL_EVENTS: tuple[str, ...] = ("bounce-permanent", "bounce-transient", "complaint", "delivery")
-
-
-class SubscriberStore(Protocol):
-    """Subscribers, suppressions and the per-issue delivery ledger.
-
-    Rules every implementation keeps:
-
-    * **Threads.** Every method may be called from several threads at once (the send loop
-      runs ``concurrency`` workers); several processes may use the same store too (a
-      re-run after a crash, the subscription app).
-    * **Time.** Every datetime passed in must be timezone-aware; every datetime returned is
-      UTC. The store never reads the clock: callers pass ``now``.
-    * **Errors.** The only exceptions raised are those of :mod:`subscribers.errors`:
-      :class:`~subscribers.errors.InvalidAddress` for text that is not an address,
-      :class:`~subscribers.errors.UnknownSubscriber` where a subscriber must exist, and
-      :class:`~subscribers.errors.StoreError` when the storage itself fails. Passing a
-      value outside the documented set (an unknown status or layout, a naive datetime) is
-      a bug in the caller and raises ``ValueError``.
-    * **Addresses** are normalised with email-validator and unique case-insensitively;
-      methods taking an address accept it in any case.
-    * **Consent is not manufactured.** ``add`` never reactivates an ``unsubscribed``,
-      ``bounced`` or ``complained`` subscriber and never re-adds a removed (suppressed)
-      address; only :meth:`set_status` (the subscriber's own new confirmation) can.
-    * **Ledger writes are durable when the method returns**, and a claim is exclusive
-      across threads and processes.
-    """
-
-    #: True when the store drops old handled-message keys and rate counters by itself
-    #: (DynamoDB's TTL), so nobody need call :meth:`purge_seen`, a full scan there.
-    expires_by_itself: bool
-
-    # -- subscribers ---------------------------------------------------------------------
-
-    def add(self, email: str, layout: str = DEFAULT_LAYOUT, *, status: str = "pending",
-            source: str, now: datetime) -> AddResult:
-        """Store a new subscriber, or say why not; an existing one is returned unchanged,
-        except that a ``pending`` one becomes ``active`` when ``status="active"``."""
-        ...
-
-    def get(self, subscriber_id: str) -> Subscriber | None: ...
-
-    def find(self, email: str) -> Subscriber | None: ...
-
-    def iter_subscribers(self, status: str | None = None,
-                         batch: int = 1000) -> Iterator[Subscriber]:
-        """Every subscriber (of ``status``), in id order, in constant memory."""
-        ...
-
-    def count_by(self) -> dict[tuple[str, str], int]:
-        """How many subscribers per (status, layout); pairs with none are left out."""
-        ...
-
-    def count_by_status(self) -> dict[str, int]:
-        """How many subscribers per status; every status is present (0 if none)."""
-        ...
-
-    def set_status(self, subscriber_id: str, status: str, now: datetime, *,
-                   source: str | None = None, client: str | None = None) -> Subscriber: ...
-
-    def set_layout(self, subscriber_id: str, layout: str, now: datetime) -> Subscriber: ...
-
-    def request_subscription(self, email: str, layout: str, *, source: str,
-                             now: datetime) -> AddResult:
-        """A sign-up asked for by someone (web form, inbound mail) before any consent:
-        a new address is stored ``pending``; an existing one that is not ``active`` takes
-        the layout asked for (it receives nothing until it confirms); an ``active`` one is
-        left as it is; a removed (suppressed) one is not stored."""
-        ...
-
-    def record_mail_event(self, subscriber_id: str, kind: str, now: datetime, *,
-                          transient_limit: int,
-                          occurred_at: datetime | None = None) -> Subscriber:
-        """Apply what the mail system said about one address (see :data:`MAIL_EVENTS`).
-        ``occurred_at``: when it happened (SES's timestamp); a transient bounce or delivery
-        older than the latest one applied changes nothing. None: applied as it comes."""
-        ...
-
-    def first_time(self, key: str, now: datetime) -> bool:
-        """Record ``key`` as handled; True only for the first caller ever (per key)."""
-        ...
-
-    def forget(self, key: str) -> None:
-        """Undo :meth:`first_time` for a key whose handling failed, so a retry is taken."""
-        ...
-
-    def purge_seen(self, before: datetime) -> int: ...
-
-    def take_quota(self, key: str, now: datetime, *, limit: int,
-                   window: timedelta) -> bool:
-        """Count one use of ``key``; False once ``limit`` uses fall in the current window."""
-        ...
-
-    def return_quota(self, key: str) -> None:
-        """Give back one use of ``key`` whose action then failed (a mail not sent)."""
-        ...
-
-    def remove(self, email: str, now: datetime) -> bool:
-        """Erase the subscriber and keep only a hashed suppression entry."""
-        ...
-
-    def is_suppressed(self, email: str) -> bool: ...
-
-    # -- ledger ----------------------------------------------------------------------------
-
-    def claim(self, issue_id: str, subscriber_id: str, now: datetime, *,
-              retry: bool = False, retry_temporary: bool = False) -> bool:
-        """Take (issue, subscriber) for sending; True for exactly one caller."""
-        ...
-
-    def mark_sent(self, issue_id: str, subscriber_id: str, message_id: str,
-                  now: datetime) -> None: ...
-
-    def mark_failed(self, issue_id: str, subscriber_id: str, reason: str, permanent: bool,
-                    now: datetime) -> None: ...
-
-    def mark_unconfirmed(self, issue_id: str, subscriber_id: str, reason: str,
-                         now: datetime) -> None: ...
-
-    def release(self, issue_id: str, subscriber_id: str) -> bool: ...
-
-    def mark_handed_over(self, issue_id: str, subscriber_id: str, handed: bool = True) -> None:
-        """Note that a ``sending`` claim's message is (``handed``) or is no longer (a
-        temporary failure: not taken) in the transport's hands."""
-        ...
-
-    def expire_in_flight(self, issue_id: str, now: datetime, *,
-                         shard: Shard | None = None) -> int:
-        """Settle the ``sending`` rows an earlier run left (of ``shard`` only, if given):
-        release those never handed over, turn the others ``unconfirmed``; how many became
-        unconfirmed."""
-        ...
-
-    def record_feedback(self, message_id: str, kind: str, now: datetime) -> str | None:
-        """Note a bounce or complaint (``FEEDBACK``) on the ledger row of the message SES
-        called ``message_id``; the issue's id, or None if no row has that id."""
-        ...
-
-    def feedback_counts(self, issue_id: str) -> dict[str, int]:
-        """Ledger rows of the issue with each kind of feedback (every kind present)."""
-        ...
-
-    # -- leases ----------------------------------------------------------------------------
-
-    def acquire_lease(self, name: str, owner: str, now: datetime, ttl: timedelta) -> Lease:
-        """Take or extend the lease ``name`` for ``owner`` unless someone else holds it
-        unexpired; the lease as it now stands (compare its ``owner`` to know who won)."""
-        ...
-
-    def renew_lease(self, name: str, owner: str, now: datetime, ttl: timedelta) -> bool:
-        """Extend a lease ``owner`` holds; False if it was lost (expired and taken over)."""
-        ...
-
-    def release_lease(self, name: str, owner: str) -> None:
-        """Give the lease up, if ``owner`` still holds it."""
-        ...
-
-    def ledger(self, issue_id: str, status: str | None = None) -> dict[str, LedgerEntry]: ...
-
-    def ledger_entry(self, issue_id: str, subscriber_id: str) -> LedgerEntry | None: ...
-
-    def ledger_counts(self, issue_id: str) -> dict[str, int]: ...
-
-    def close(self) -> None: ...
-
-    def __enter__(self) -> SubscriberStore: ...
-
-    def __exit__(self, *exc_info: object) -> None: ...
 
 
 #: The schema, one SQL script per version, applied in order on open. Version 1 is the whole
@@ -399,28 +217,11 @@ _LEDGER_WITH_STATUS = """
     SELECT issue_id, subscriber_id, status, message_id, reason, permanent, attempts,
            updated_at
     FROM ledger WHERE issue_id = ? AND status = ? ORDER BY subscriber_id"""
-_IN_FLIGHT_REASON = "in flight when an earlier run stopped: may or may not have been delivered"
 
-
-def suppression_hash(normalised: str) -> str:
-    """What a suppression entry holds: sha256 hex of the lower-cased normal form."""
-    return hashlib.sha256(email_key(normalised).encode("utf-8")).hexdigest()
-
-
-def open_store(settings: Settings) -> SubscriberStore:
-    """The deployment's store, as ``[store] backend`` says: ``sqlite`` is
-    ``<[paths] data_dir>/subscribers.sqlite3``; ``dynamodb`` the two tables of ``[store]``
-    (:class:`~subscribers.store.dynamo.DynamoStore`, imported only then, so boto3 is loaded only
-    by deployments that use it)."""
-    if settings.store.backend == "dynamodb":
-        from subscribers.store.dynamo import DynamoStore
-
-        return DynamoStore.open(settings)
-    return SqliteStore.open(settings.resolve(settings.paths.data_dir) / FILE_NAME)
 
 
 class SqliteStore:
-    """:class:`SubscriberStore` on one SQLite file (WAL mode).
+    """:class:`~subscribers.store.SubscriberStore` on one SQLite file (WAL mode).
 
     One connection, guarded by a lock: SQLite serialises writers anyway, each call holds
     the lock for well under a millisecond of work, and a single connection can be closed
@@ -540,7 +341,7 @@ class SqliteStore:
         if status not in ("pending", "active"):
             raise ValueError("a new subscriber is 'pending' or 'active'")
         normal = normalise_email(email)
-        stamp = _ts(now)
+        stamp = encode_time(now)
         consent_at = stamp if status == "active" else None
         with self._transaction() as conn:
             if _suppressed(conn, normal):
@@ -632,7 +433,7 @@ class SqliteStore:
         """
         if status not in STATUSES:
             raise ValueError(f"unknown status {status!r}; known: {', '.join(STATUSES)}")
-        stamp = _ts(now)
+        stamp = encode_time(now)
         with self._transaction() as conn:
             changed = conn.execute(
                 """
@@ -664,7 +465,7 @@ class SqliteStore:
         """Change the layout a subscriber reads; UnknownSubscriber if there is none."""
         if layout not in LAYOUTS:
             raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
-        stamp = _ts(now)
+        stamp = encode_time(now)
         with self._transaction() as conn:
             changed = conn.execute(
                 "UPDATE subscribers SET layout = ?, updated_at = ? WHERE id = ?",
@@ -677,7 +478,8 @@ class SqliteStore:
 
     def request_subscription(self, email: str, layout: str, *, source: str,
                              now: datetime) -> AddResult:
-        """A sign-up someone asked for, before any consent (see the protocol).
+        """A sign-up someone asked for, before any consent (see
+        :meth:`~subscribers.store.Directory.request_subscription`).
 
         Outcomes: ``CREATED`` (a new ``pending`` row), ``EXISTING`` (``pending`` or
         ``active``; a pending one takes the new layout), ``REFUSED`` (``unsubscribed``,
@@ -688,7 +490,7 @@ class SqliteStore:
         if layout not in LAYOUTS:
             raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
         normal = normalise_email(email)
-        stamp = _ts(now)
+        stamp = encode_time(now)
         with self._transaction() as conn:
             if _suppressed(conn, normal):
                 return AddResult(AddOutcome.SUPPRESSED, None)
@@ -709,7 +511,8 @@ class SqliteStore:
     def record_mail_event(self, subscriber_id: str, kind: str, now: datetime, *,
                           transient_limit: int,
                           occurred_at: datetime | None = None) -> Subscriber:
-        """Apply one SES event to a subscriber, atomically (see :data:`MAIL_EVENTS`).
+        """Apply one SES event to a subscriber, atomically (see
+        :data:`~subscribers.store.rules.MAIL_EVENTS`).
 
         ``complained`` is never overridden (the person said "spam": nothing we learn later
         about their mailbox makes mailing them right). A bounce never turns an
@@ -748,8 +551,8 @@ class SqliteStore:
                 "AND (:at IS NULL OR mail_event_at IS NULL OR mail_event_at <= :at) "
                 "AND (transient_bounces != 0 OR :at IS NOT NULL)"),
         }
-        params = {"now": _ts(now), "id": subscriber_id, "limit": transient_limit,
-                  "at": None if occurred_at is None else _ts(occurred_at)}
+        params = {"now": encode_time(now), "id": subscriber_id, "limit": transient_limit,
+                  "at": None if occurred_at is None else encode_time(occurred_at)}
         with self._transaction() as conn:
             conn.execute(statements[kind], params)
             row = conn.execute(_SUBSCRIBER_BY_ID, (subscriber_id,)).fetchone()
@@ -763,7 +566,8 @@ class SqliteStore:
         picked up again after a crash: this makes handling them idempotent."""
         with self._using() as conn:
             return conn.execute("INSERT INTO seen (key, at) VALUES (?, ?) "
-                                "ON CONFLICT (key) DO NOTHING", (key, _ts(now))).rowcount == 1
+                                "ON CONFLICT (key) DO NOTHING",
+                                (key, encode_time(now))).rowcount == 1
 
     def forget(self, key: str) -> None:
         """Undo :meth:`first_time` after the handling failed, so a redelivery is taken."""
@@ -774,7 +578,7 @@ class SqliteStore:
         """Drop keys recorded before ``before``; how many. The webhook refuses messages
         older than that window, so a purged key cannot be replayed."""
         with self._using() as conn:
-            return conn.execute("DELETE FROM seen WHERE at < ?", (_ts(before),)).rowcount
+            return conn.execute("DELETE FROM seen WHERE at < ?", (encode_time(before),)).rowcount
 
     def take_quota(self, key: str, now: datetime, *, limit: int,
                    window: timedelta) -> bool:
@@ -783,7 +587,7 @@ class SqliteStore:
         last use. ``key`` should be a hash: it is stored."""
         if limit < 1 or window <= timedelta(0):
             raise ValueError("limit must be at least 1 and window positive")
-        stamp, start = _ts(now), _ts(now - window)
+        stamp, start = encode_time(now), encode_time(now - window)
         with self._using() as conn:
             return conn.execute(
                 """
@@ -817,7 +621,7 @@ class SqliteStore:
         An address that is not stored is left alone (False), not suppressed.
         """
         normal = normalise_email(email)
-        stamp = _ts(now)
+        stamp = encode_time(now)
         with self._transaction() as conn:
             row = _row_by_email(conn, normal)
             if row is None:
@@ -850,7 +654,7 @@ class SqliteStore:
         over is one compare-and-set update that adds one to ``attempts``. ``sent``,
         ``sending`` and permanent failures are never taken.
         """
-        stamp = _ts(now)
+        stamp = encode_time(now)
         with self._using() as conn:
             if conn.execute(_CLAIM, (issue_id, subscriber_id, stamp)).rowcount == 1:
                 return True
@@ -870,7 +674,7 @@ class SqliteStore:
         ``unconfirmed``): the transport's answer is the truth, and ``sent`` is final.
         """
         with self._using() as conn:
-            conn.execute(_RECORD_SENT, (issue_id, subscriber_id, message_id, _ts(now)))
+            conn.execute(_RECORD_SENT, (issue_id, subscriber_id, message_id, encode_time(now)))
 
     def mark_failed(self, issue_id: str, subscriber_id: str, reason: str, permanent: bool,
                     now: datetime) -> None:
@@ -888,7 +692,7 @@ class SqliteStore:
                          permanent: bool, now: datetime) -> None:
         with self._using() as conn:
             conn.execute(_RECORD_NOT_SENT, (issue_id, subscriber_id, status, reason,
-                                            int(permanent), _ts(now)))
+                                            int(permanent), encode_time(now)))
 
     def release(self, issue_id: str, subscriber_id: str) -> bool:
         """Drop a ``sending`` claim whose message never reached the transport (the run
@@ -923,7 +727,7 @@ class SqliteStore:
         again without asking. With ``shard``, only that shard's rows: the other shards'
         runs may be sending right now.
         """
-        stamp = _ts(now)
+        stamp = encode_time(now)
         with self._transaction() as conn:
             rows = [(row[0], bool(row[1])) for row in conn.execute(
                 "SELECT subscriber_id, handed_over FROM ledger "
@@ -937,7 +741,7 @@ class SqliteStore:
             conn.executemany(
                 "UPDATE ledger SET status = 'unconfirmed', reason = ?, updated_at = ? "
                 "WHERE issue_id = ? AND subscriber_id = ? AND status = 'sending'",
-                [(_IN_FLIGHT_REASON, stamp, issue_id, sid) for sid in handed_over])
+                [(IN_FLIGHT_REASON, stamp, issue_id, sid) for sid in handed_over])
             return len(handed_over)
 
     def record_feedback(self, message_id: str, kind: str, now: datetime) -> str | None:
@@ -973,7 +777,7 @@ class SqliteStore:
         """Take the lease unless another owner holds it unexpired; extend it if ``owner``
         holds it. One upsert whose WHERE is the condition, so two takers cannot both win,
         and an expired lease (its holder died without releasing it) is taken over."""
-        stamp, until = _ts(now), _ts(now + ttl)
+        stamp, until = encode_time(now), encode_time(now + ttl)
         with self._transaction() as conn:
             conn.execute(
                 """
@@ -986,13 +790,13 @@ class SqliteStore:
                 """, {"name": name, "owner": owner, "now": stamp, "until": until})
             row = conn.execute("SELECT name, owner, acquired_at, expires_at FROM leases "
                                "WHERE name = ?", (name,)).fetchone()
-        return Lease(row[0], row[1], _dt(row[2]), _dt(row[3]))
+        return Lease(row[0], row[1], decode_time(row[2]), decode_time(row[3]))
 
     def renew_lease(self, name: str, owner: str, now: datetime, ttl: timedelta) -> bool:
         with self._using() as conn:
             return conn.execute(
                 "UPDATE leases SET expires_at = ? WHERE name = ? AND owner = ?",
-                (_ts(now + ttl), name, owner)).rowcount == 1
+                (encode_time(now + ttl), name, owner)).rowcount == 1
 
     def release_lease(self, name: str, owner: str) -> None:
         with self._using() as conn:
@@ -1087,11 +891,11 @@ def _subscriber(row: sqlite3.Row) -> Subscriber:
         email=row["email"],
         status=row["status"],
         layout=row["layout"],
-        consent_at=_dt_or_none(row["consent_at"]),
+        consent_at=decode_time_or_none(row["consent_at"]),
         consent_source=row["consent_source"],
-        created_at=_dt(row["created_at"]),
-        confirmed_at=_dt_or_none(row["confirmed_at"]),
-        updated_at=_dt(row["updated_at"]),
+        created_at=decode_time(row["created_at"]),
+        confirmed_at=decode_time_or_none(row["confirmed_at"]),
+        updated_at=decode_time(row["updated_at"]),
         consent_ip=row["consent_ip"],
         transient_bounces=row["transient_bounces"],
     )
@@ -1106,23 +910,8 @@ def _entry(row: sqlite3.Row) -> LedgerEntry:
         reason=row["reason"],
         permanent=bool(row["permanent"]),
         attempts=row["attempts"],
-        updated_at=_dt(row["updated_at"]),
+        updated_at=decode_time(row["updated_at"]),
     )
-
-
-def _ts(when: datetime) -> str:
-    """A datetime as stored: UTC, ISO 8601 with microseconds and ``Z`` (sorts as text)."""
-    if when.tzinfo is None or when.utcoffset() is None:
-        raise ValueError("datetimes must be timezone-aware (UTC)")
-    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def _dt(text: str) -> datetime:
-    return datetime.fromisoformat(text).astimezone(UTC)
-
-
-def _dt_or_none(text: str | None) -> datetime | None:
-    return _dt(text) if text else None
 
 
 # -- errors ----------------------------------------------------------------------------------

@@ -1,0 +1,57 @@
+"""What both store backends agree on: the mail events, the suppression hash, the timestamp text.
+
+:class:`~subscribers.store.sqlite.SqliteStore` and :class:`~subscribers.store.dynamo.DynamoStore`
+must give the same answers and store the same values (``newsletter store migrate`` copies
+SQLite's text into DynamoDB as it is), so what they share is written once, here, and each
+imports it; neither imports the other.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from datetime import UTC, datetime
+
+from subscribers.model import email_key
+
+__all__ = [
+    "IN_FLIGHT_REASON",
+    "MAIL_EVENTS",
+    "decode_time",
+    "decode_time_or_none",
+    "encode_time",
+    "suppression_hash",
+]
+
+#: What :meth:`~subscribers.store.Directory.record_mail_event` understands: a permanent bounce
+#: makes an address ``bounced``; a transient one is counted, and ``transient_limit`` of them in
+#: a row make it ``bounced``; a complaint makes it ``complained`` (nothing overrides that); a
+#: delivery ends a run of transient bounces. "In a row" is in the order the events happened
+#: (``occurred_at``), not the order they arrive: a transient bounce or delivery older than
+#: the latest one applied to the address is ignored.
+MAIL_EVENTS: tuple[str, ...] = ("bounce-permanent", "bounce-transient", "complaint", "delivery")
+
+#: The reason a ``sending`` claim an earlier run left, and handed over, becomes
+#: ``unconfirmed`` with (:meth:`~subscribers.store.Ledger.expire_in_flight`).
+IN_FLIGHT_REASON = "in flight when an earlier run stopped: may or may not have been delivered"
+
+
+def suppression_hash(normalised: str) -> str:
+    """What a suppression entry holds: sha256 hex of the lower-cased normal form."""
+    return hashlib.sha256(email_key(normalised).encode("utf-8")).hexdigest()
+
+
+def encode_time(when: datetime) -> str:
+    """A datetime as stored: UTC, ISO 8601 with microseconds and ``Z`` (sorts as text)."""
+    if when.tzinfo is None or when.utcoffset() is None:
+        raise ValueError("datetimes must be timezone-aware (UTC)")
+    return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def decode_time(text: str) -> datetime:
+    """A stored timestamp back as an aware UTC datetime."""
+    return datetime.fromisoformat(text).astimezone(UTC)
+
+
+def decode_time_or_none(text: str | None) -> datetime | None:
+    """:func:`decode_time` for a column that may be empty (None, or an empty string)."""
+    return decode_time(text) if text else None
