@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import logging
 import os
 import sys
@@ -30,11 +29,11 @@ from pipeline.model import LAYOUTS
 
 if TYPE_CHECKING:
     from pipeline.config import Settings
-    from pipeline.core.bilingual import Translate
     from pipeline.core.proof import ProofReport
     from pipeline.model import Week
     from pipeline.sources.github import GithubClient
     from pipeline.stages.built import BuiltIssue
+    from pipeline.stages.machine_translation import Translate
     from pipeline.stages.preflight import Delivery
     from pipeline.stages.preview import Preview
     from subscribers.shards import Shard
@@ -263,27 +262,17 @@ def _layout_list(text: str) -> tuple[str, ...]:
 def _translation(settings: Settings) -> Iterator[Translate | None]:
     """The machine-translation callable for a build, or None when ``[translate] backend`` is
     "none"; its translation memory stays open for the block."""
-    from pipeline.translate import TranslationMemory, memory_path, open_translator, translate_html
+    from pipeline.wiring import open_translation
 
-    translator = open_translator(settings, os.environ)
-    if translator is None:
-        yield None
-        return
-    memory = TranslationMemory.open(memory_path(settings))
-    try:
-        yield functools.partial(translate_html, translator, memory)
-    finally:
-        memory.close()
-        close = getattr(translator, "close", None)
-        if close:
-            close()
+    with open_translation(settings, os.environ) as translate:
+        yield translate
 
 
 def _github(settings: Settings) -> GithubClient | None:
     """The GitHub facts source for a build, or None when ``[github] enabled`` is false."""
-    from pipeline.sources.github import open_client
+    from pipeline.wiring import open_github
 
-    return open_client(settings, os.environ)
+    return open_github(settings, os.environ)
 
 
 def _cmd_translations(args: argparse.Namespace, settings: Settings) -> int:
@@ -297,7 +286,7 @@ def _cmd_translations(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError("no feed to read: pass --feed PATH_OR_URL or set [feed] urls")
     results = read_feeds(settings, locations)
     with _translation(settings) as translate, _future_week_said(settings, week.id):
-        items, _, _ = rank_week(settings, week, results, translate, _github(settings))
+        items = rank_week(settings, week, results, translate, _github(settings)).items
     path = editorial_path(settings.resolve(settings.paths.editorial_dir), week.id)
     added = extend(path, items)
     if added:

@@ -10,61 +10,25 @@ build, after which the client stops asking for the rest of the build.
 from __future__ import annotations
 
 import hashlib
-import html
 import json
 import os
-import re
 import tempfile
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from pipeline.core.pulls import title_tags
 from pipeline.core.sanitize import one_line
-from pipeline.model import Problem
+from pipeline.model import Problem, PullFacts
 from pipeline.sources.feeds import USER_AGENT
-
-if TYPE_CHECKING:
-    from pipeline.config import Settings
 
 #: The longest rate-limit wait worth taking inside a build, in seconds.
 MAX_WAIT_SECONDS = 10.0
 MAX_BYTES = 5_000_000
-_TAG = re.compile(r"\[([^\[\]]+)\]")
-
-
-@dataclass(frozen=True)
-class PullFacts:
-    """What GitHub says about one pull request."""
-
-    title: str
-    author: str
-    #: "open", "closed" or "merged".
-    state: str
-    merged_at: datetime | None
-    additions: int
-    deletions: int
-    changed_files: int
-    labels: tuple[str, ...]
-    #: Bracketed text of the title, as written, in order: ``[Bugfix][ROCm] x`` → Bugfix, ROCm.
-    tags: tuple[str, ...]
-    #: Paths of the changed files, when they were asked for.
-    files: tuple[str, ...] = ()
-
-
-def title_tags(title: str) -> tuple[str, ...]:
-    """Every bracketed text in a PR title, stripped, as written and in order."""
-    return tuple(tag for tag in (m.group(1).strip() for m in _TAG.finditer(title)) if tag)
-
-
-def area_names(facts: PullFacts) -> tuple[str, ...]:
-    """Areas (lower-case-hyphen) from the title tags and labels, sorted, no duplicates."""
-    names = {re.sub(r"[\s_/]+", "-", name.strip().lower()) for name in (*facts.tags, *facts.labels)}
-    return tuple(sorted(name for name in names if name))
 
 
 def _parse_time(value: Any) -> datetime | None:
@@ -249,64 +213,3 @@ def _write_cache(path: Path | None, entry: dict[str, Any]) -> None:
         os.replace(tmp, path)
     except OSError:
         pass
-
-
-_PATHLIKE = re.compile(r"^[\w.\-/]+$")
-
-
-def names_paths(body_html: str) -> bool:
-    """Whether a review's code spans look like file paths or test names worth matching."""
-    for code in re.findall(r"<code>([^<]+)</code>", body_html):
-        if _PATHLIKE.match(code) and ("/" in code or code.endswith(".py") or "test" in code):
-            return True
-    return False
-
-
-def open_client(settings: Settings, environ: Mapping[str, str]) -> GithubClient | None:
-    """The client for a build, or None when ``[github] enabled`` is false."""
-    if not settings.github.enabled:
-        return None
-    return GithubClient(settings.github.api_url, environ.get("GITHUB_TOKEN"),
-                        settings.resolve(settings.paths.data_dir) / "github")
-
-
-_CODE = re.compile(r"<code>([^<>]+)</code>")
-
-
-def diff_url(pr_url: str, path: str) -> str:
-    """The file's place in the PR's diff view (GitHub's anchor: ``diff-`` + sha256 of the path)."""
-    return f"{pr_url.rstrip('/')}/files#diff-{hashlib.sha256(path.encode()).hexdigest()}"
-
-
-def _match(code: str, files: tuple[str, ...]) -> str | None:
-    """The one PR file a code span names: its full path, a path suffix, or a basename (a test
-    file named with ``::test_name`` too). Ambiguous or unknown names match nothing."""
-    name = html.unescape(code).strip().split("::")[0]
-    if not name or any(c.isspace() for c in name):
-        return None
-    if name in files:
-        return name
-    found = [path for path in files if path.endswith("/" + name)]
-    return found[0] if len(found) == 1 else None
-
-
-def link_files(body_html: str, files: tuple[str, ...], pr_url: str) -> str:
-    """Sanitized HTML with each ``<code>`` naming one of the PR's files wrapped in a link to
-    that file in the diff view. Only such matches become links; code already inside a link
-    is left alone; everything else is returned byte for byte."""
-    if not files:
-        return body_html
-    out: list[str] = []
-    last = 0
-    for m in _CODE.finditer(body_html):
-        before = body_html[:m.start()]
-        if before.rfind("<a ") > before.rfind("</a>"):
-            continue  # already inside a link
-        path = _match(m.group(1), files)
-        if path is None:
-            continue
-        out.append(body_html[last:m.start()])
-        out.append(f'<a href="{html.escape(diff_url(pr_url, path))}">{m.group(0)}</a>')
-        last = m.end()
-    out.append(body_html[last:])
-    return "".join(out)
