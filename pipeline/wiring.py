@@ -20,7 +20,7 @@ from subscribers.subscriptions import Policy, Subscriptions
 from subscribers.tokens import Keys
 
 if TYPE_CHECKING:
-    from pipeline.sources.github import GithubClient
+    from pipeline.sources import PullSource
     from pipeline.stages.machine_translation import Translate
 
 OUTBOX_DIR = "outbox"
@@ -147,7 +147,7 @@ def open_translation(settings: Settings, environ: Mapping[str, str]
             close()
 
 
-def open_github(settings: Settings, environ: Mapping[str, str]) -> GithubClient | None:
+def open_github(settings: Settings, environ: Mapping[str, str]) -> PullSource | None:
     """The GitHub facts source for a build, or None when ``[github] enabled`` is false."""
     from pipeline.sources.github import GithubClient
 

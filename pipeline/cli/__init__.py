@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from pipeline.config import Settings
     from pipeline.core.proof import ProofReport
     from pipeline.model import Week
-    from pipeline.sources.github import GithubClient
+    from pipeline.sources import PullSource
     from pipeline.stages.built import BuiltIssue
     from pipeline.stages.machine_translation import Translate
     from pipeline.stages.preflight import Delivery
@@ -268,7 +268,7 @@ def _translation(settings: Settings) -> Iterator[Translate | None]:
         yield translate
 
 
-def _github(settings: Settings) -> GithubClient | None:
+def _github(settings: Settings) -> PullSource | None:
     """The GitHub facts source for a build, or None when ``[github] enabled`` is false."""
     from pipeline.wiring import open_github
 
