@@ -16,6 +16,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 
+from pipeline import retry
 from pipeline.core.translate_guard import OPEN
 from pipeline.errors import ConfigError, TranslateError
 from pipeline.translate import API_KEY_VARIABLE, LANGUAGE_NAMES
@@ -103,23 +104,23 @@ class OpenAITranslator:
                 {"role": "user", "content": text},
             ],
         }, ensure_ascii=False).encode("utf-8")
-        attempts = self.retries + 1
-        for attempt in range(attempts):
-            try:
-                answer = self._post(body)
-            except _Retryable as exc:
-                wait = exc.retry_after
-                if wait is not None and wait > self.max_wait:
-                    raise self._error(f"{exc.message}; the server asks to wait {wait:.0f}s, "
-                                      f"more than {self.max_wait:.0f}s") from exc
-                if attempt + 1 == attempts:
-                    raise self._error(f"gave up after {attempts} attempts: "
-                                      f"{exc.message}") from exc
-                self._sleep(min(self.max_wait, wait if wait is not None
-                                else self.backoff * 2 ** attempt))
-                continue
-            return _clean_answer(self._content(answer), text)
-        raise AssertionError("unreachable")  # pragma: no cover
+        try:
+            answer = retry.call(lambda: self._post(body), retry_on=_Retryable,
+                                attempts=self.retries + 1, wait=self._wait,
+                                max_wait=self.max_wait, sleep=self._sleep)
+        except retry.GaveUp as exc:
+            if exc.why == "too long":
+                raise self._error(f"{exc.last}; the server asks to wait {exc.wait:.0f}s, "
+                                  f"more than {self.max_wait:.0f}s") from exc.last
+            raise self._error(f"gave up after {exc.attempts} attempts: "
+                              f"{exc.last}") from exc.last
+        return _clean_answer(self._content(answer), text)
+
+    def _wait(self, attempt: int, failure: _Retryable) -> float:
+        """The server's ``Retry-After``, else ``backoff`` doubling up to ``max_wait``."""
+        if failure.retry_after is not None:
+            return failure.retry_after
+        return retry.backoff(attempt, base=self.backoff, cap=self.max_wait, jitter="none")
 
     def close(self) -> None:
         """Nothing to release: each call opens its own connection."""
