@@ -1,28 +1,27 @@
 """The PR's own facts from GitHub's REST API: title, author, state, size, labels, title tags.
 
-Each answer is cached under ``<data_dir>/github/`` with its ETag, and asked for again with
-``If-None-Match``: an unchanged PR answers 304, which GitHub does not count against the rate
-limit, so a re-run costs no quota. Nothing here can fail a build: a timeout, an error status,
-no network or a long rate-limit wait give ``None`` and one ``github-unavailable`` warning per
-build, after which the client stops asking for the rest of the build.
+Each answer is cached under ``<data_dir>/github/`` with its ETag (:mod:`pipeline.http`'s
+conditional cache), and asked for again with ``If-None-Match``: an unchanged PR answers 304,
+which GitHub does not count against the rate limit, so a re-run costs no quota. Nothing here
+can fail a build: a timeout, an error status, no network or a long rate-limit wait give
+``None`` and one ``github-unavailable`` warning per build, after which the client stops
+asking for the rest of the build. A short rate limit is waited out once
+(:func:`pipeline.retry.call`), only as long as GitHub says.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
-import os
-import tempfile
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from pipeline import retry
 from pipeline.core.pulls import title_tags
 from pipeline.core.sanitize import one_line
+from pipeline.http import ConditionalCache, HttpError, Response, get_cached
 from pipeline.model import Problem, PullFacts
 from pipeline.sources.feeds import USER_AGENT
 
@@ -65,6 +64,15 @@ class _Unavailable(Exception):
     """GitHub cannot be asked now; the message says why."""
 
 
+class _RateLimited(Exception):
+    """HTTP 403 or 429: GitHub's rate limit, perhaps with how long to wait."""
+
+    def __init__(self, status: int, headers: Mapping[str, str]) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status = status
+        self.headers = headers
+
+
 class GithubClient:
     """Read PR facts from ``api_url``, politely, with an on-disk cache in ``cache_dir``."""
 
@@ -73,7 +81,7 @@ class GithubClient:
                  clock: Callable[[], float] = time.time) -> None:
         self.api_url = api_url.rstrip("/")
         self.token = token or None
-        self.cache_dir = cache_dir
+        self.cache = ConditionalCache(cache_dir) if cache_dir is not None else None
         self.timeout = timeout
         self.sleep = sleep
         self.clock = clock
@@ -108,51 +116,42 @@ class GithubClient:
             headers["Authorization"] = f"Bearer {self.token}"
         return headers
 
-    def _cache_path(self, url: str) -> Path | None:
-        if self.cache_dir is None:
-            return None
-        return self.cache_dir / f"{hashlib.sha256(url.encode()).hexdigest()[:32]}.json"
-
     def _get_json(self, path: str) -> Any:
         if self.unavailable is not None:
             return None
         url = self.api_url + path
-        cache_path = self._cache_path(url)
-        cached = _read_cache(cache_path)
         try:
-            return self._ask(url, cached, cache_path)
+            return self._ask(url)
         except _Unavailable as exc:
             self.unavailable = str(exc)
             return None
 
-    def _ask(self, url: str, cached: dict[str, Any] | None, cache_path: Path | None) -> Any:
-        for _ in range(2):  # at most one short rate-limit wait
-            headers = self._headers()
-            if cached and cached.get("etag"):
-                headers["If-None-Match"] = cached["etag"]
-            status, body, answer = self._send(url, headers)
-            if status == 304 and cached is not None:
-                return cached.get("data")
-            if status == 200:
-                try:
-                    data = json.loads(body)
-                except ValueError:
-                    raise _Unavailable(f"{url} answered with something that is not JSON") from None
-                _write_cache(cache_path, {"url": url, "etag": answer.get("etag") or "",
-                                          "data": data})
-                return data
-            if status in (403, 429):
-                wait = self._rate_limit_wait(answer)
-                if wait is None:
-                    raise _Unavailable(f"{url} answered HTTP {status}")
-                if wait > MAX_WAIT_SECONDS:
-                    raise _Unavailable(f"rate limited for {wait:.0f} s more (HTTP {status})")
-                self.sleep(max(wait, 0.0))
-                continue
-            if status == 404:
-                return None  # no such PR: nothing to show, and GitHub itself is fine
-            raise _Unavailable(f"{url} answered HTTP {status}")
-        raise _Unavailable(f"{url} is still rate limited after waiting")
+    def _ask(self, url: str) -> Any:
+        """The JSON at ``url`` (None for 404), waiting out at most one short rate limit."""
+        try:
+            return retry.call(lambda: self._answer(url), retry_on=_RateLimited, attempts=2,
+                              wait=lambda _, limited: self._rate_limit_wait(limited.headers),
+                              max_wait=MAX_WAIT_SECONDS, sleep=self.sleep)
+        except retry.GaveUp as exc:
+            if exc.why == "too long":
+                raise _Unavailable(f"rate limited for {exc.wait:.0f} s more "
+                                   f"({exc.last})") from None
+            if exc.why == "no wait":
+                raise _Unavailable(f"{url} answered {exc.last}") from None
+            raise _Unavailable(f"{url} is still rate limited after waiting") from None
+
+    def _answer(self, url: str) -> Any:
+        response = self._send(url)
+        if response.status == 200:
+            try:
+                return json.loads(response.body)
+            except ValueError:
+                raise _Unavailable(f"{url} answered with something that is not JSON") from None
+        if response.status in (403, 429):
+            raise _RateLimited(response.status, response.headers)
+        if response.status == 404:
+            return None  # no such PR: nothing to show, and GitHub itself is fine
+        raise _Unavailable(f"{url} answered HTTP {response.status}")
 
     def _rate_limit_wait(self, answer: Mapping[str, str]) -> float | None:
         retry_after = answer.get("retry-after")
@@ -168,48 +167,20 @@ class GithubClient:
                 return None
         return None
 
-    def _send(self, url: str, headers: dict[str, str]) -> tuple[int, bytes, dict[str, str]]:
+    def _send(self, url: str) -> Response:
         self.requests += 1
-        request = urllib.request.Request(url, headers=headers)  # noqa: S310 (configured URL)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
-                body = response.read(MAX_BYTES + 1)
-                if len(body) > MAX_BYTES:
-                    raise _Unavailable(f"{url} answered more than {MAX_BYTES:,} bytes")
-                return response.status, body, _lower(response.headers.items())
-        except urllib.error.HTTPError as exc:
-            return exc.code, b"", _lower(exc.headers.items() if exc.headers else ())
-        except urllib.error.URLError as exc:
-            raise _Unavailable(f"cannot connect to {self.api_url}: {exc.reason}") from None
-        except TimeoutError:
-            raise _Unavailable(f"no answer from {self.api_url} within {self.timeout:g} s") from None
-        except OSError as exc:
-            raise _Unavailable(f"cannot reach {self.api_url}: {exc}") from None
+            return get_cached(url, self._headers(), self.cache, timeout=self.timeout,
+                              max_bytes=MAX_BYTES)
+        except HttpError as exc:
+            raise _Unavailable(self._failure(url, exc)) from None
 
-
-def _lower(items: Iterable[tuple[str, str]]) -> dict[str, str]:
-    return {key.lower(): value for key, value in items}
-
-
-def _read_cache(path: Path | None) -> dict[str, Any] | None:
-    if path is None:
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and "data" in data else None
-
-
-def _write_cache(path: Path | None, entry: dict[str, Any]) -> None:
-    """Keep the answer and its ETag; a cache that cannot be written is not an error."""
-    if path is None:
-        return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(entry, handle, ensure_ascii=False)
-        os.replace(tmp, path)
-    except OSError:
-        pass
+    def _failure(self, url: str, exc: HttpError) -> str:
+        """Why GitHub could not be asked, for the build's one warning."""
+        if exc.kind == "unreachable":
+            return f"cannot connect to {self.api_url}: {exc.reason}"
+        if exc.kind == "timeout":
+            return f"no answer from {self.api_url} within {self.timeout:g} s"
+        if exc.kind == "too large":
+            return f"{url} answered more than {MAX_BYTES:,} bytes"
+        return f"cannot reach {self.api_url}: {exc.reason}"

@@ -8,21 +8,22 @@ does not get better).
 from __future__ import annotations
 
 import email.utils
-import http.client
 import json
 import re
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 
 from pipeline import retry
 from pipeline.core.translate_guard import OPEN
 from pipeline.errors import ConfigError, TranslateError
+from pipeline.http import HttpError, post_json
 from pipeline.translate import API_KEY_VARIABLE, LANGUAGE_NAMES
 from pipeline.week import now
 
 __all__ = ["OpenAITranslator", "system_prompt"]
+
+#: The most a chat completion may answer, in bytes (one translated text is far less).
+MAX_ANSWER_BYTES = 10_000_000
 
 
 def system_prompt(source: str, target: str) -> str:
@@ -129,31 +130,31 @@ class OpenAITranslator:
         return TranslateError(f"{self.url}: {message}", backend=self.name)
 
     def _post(self, body: bytes) -> bytes:
-        headers = {"Content-Type": "application/json; charset=utf-8",
-                   "Accept": "application/json", "User-Agent": "vllm-pr-weekly"}
+        headers = {"User-Agent": "vllm-pr-weekly"}
         if self._api_key:
             headers["Authorization"] = f"Bearer {self._api_key}"
-        # The scheme was checked to be http(s) in __init__.
-        request = urllib.request.Request(self.url, data=body, headers=headers,  # noqa: S310
-                                         method="POST")
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
-                answer: bytes = response.read()
-                return answer
-        except urllib.error.HTTPError as exc:
-            detail = _error_detail(exc)
-            said = f"HTTP {exc.code}{detail}"
-            if exc.code == 429 or exc.code >= 500:
-                raise _Retryable(said, _retry_after(exc.headers.get("Retry-After"))) from exc
-            hint = {401: f" (check {API_KEY_VARIABLE})", 403: f" (check {API_KEY_VARIABLE})",
-                    404: " (check [translate] base_url and model)"}.get(exc.code, "")
-            raise self._error(said + hint) from exc
-        except urllib.error.URLError as exc:
-            if isinstance(exc.reason, TimeoutError | ConnectionError):
-                raise _Retryable(f"cannot reach the server: {exc.reason}") from exc
-            raise self._error(f"cannot reach the server: {exc.reason}") from exc
-        except (TimeoutError, ConnectionError, http.client.HTTPException) as exc:
-            raise _Retryable(f"no complete answer: {exc!r}") from exc
+            response = post_json(self.url, body, headers, timeout=self.timeout,
+                                 max_bytes=MAX_ANSWER_BYTES)
+        except HttpError as exc:
+            if exc.kind == "unreachable":
+                said = f"cannot reach the server: {exc.reason}"
+            elif exc.kind == "too large":
+                raise self._error(f"the answer is larger than {MAX_ANSWER_BYTES:,} bytes"
+                                  ) from exc
+            else:
+                said = f"no complete answer: {exc.reason!r}"
+            if exc.transient:
+                raise _Retryable(said) from exc
+            raise self._error(said) from exc
+        if 200 <= response.status < 300:
+            return response.body
+        said = f"HTTP {response.status}{_error_detail(response.body)}"
+        if response.status == 429 or response.status >= 500:
+            raise _Retryable(said, _retry_after(response.headers.get("retry-after")))
+        hint = {401: f" (check {API_KEY_VARIABLE})", 403: f" (check {API_KEY_VARIABLE})",
+                404: " (check [translate] base_url and model)"}.get(response.status, "")
+        raise self._error(said + hint)
 
     def _content(self, answer: bytes) -> str:
         try:
@@ -169,18 +170,11 @@ class OpenAITranslator:
         return content
 
 
-def _error_detail(exc: urllib.error.HTTPError) -> str:
-    """``: <message>`` from an error body (OpenAI's ``{"error": {"message": …}}`` or text);
-    the body is read and closed."""
-    body = getattr(exc, "fp", None)
-    if body is None:
+def _error_detail(raw: bytes) -> str:
+    """``: <message>`` from an error body (OpenAI's ``{"error": {"message": …}}`` or text)."""
+    raw = raw[:2000]
+    if not raw:
         return ""
-    try:
-        raw = body.read(2000)
-    except (OSError, http.client.HTTPException):
-        return ""
-    finally:
-        body.close()
     try:
         data = json.loads(raw)
         error = data.get("error", data) if isinstance(data, dict) else data
