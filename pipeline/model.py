@@ -11,10 +11,7 @@ import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, Generic, Literal, TypeGuard, TypeVar
-
-if TYPE_CHECKING:
-    from pipeline.sources.github import PullFacts
+from typing import Generic, Literal, TypeGuard, TypeVar
 
 Lang = Literal["zh", "en"]
 Severity = Literal["blocking", "warning"]
@@ -137,6 +134,25 @@ class Verdict:
     lang: Lang
     #: What a scoped verdict limits the reading to ("只需读 27 行中的 fixture 本体").
     scope: str | None = None
+
+
+@dataclass(frozen=True)
+class PullFacts:
+    """What GitHub says about one pull request (:mod:`pipeline.sources.github` asks)."""
+
+    title: str
+    author: str
+    #: "open", "closed" or "merged".
+    state: str
+    merged_at: datetime | None
+    additions: int
+    deletions: int
+    changed_files: int
+    labels: tuple[str, ...]
+    #: Bracketed text of the title, as written, in order: ``[Bugfix][ROCm] x`` → Bugfix, ROCm.
+    tags: tuple[str, ...]
+    #: Paths of the changed files, when they were asked for.
+    files: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

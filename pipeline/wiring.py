@@ -11,6 +11,7 @@ deployment uses AWS.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from datetime import datetime
@@ -19,12 +20,13 @@ from typing import TYPE_CHECKING
 
 from pipeline.archive import Archive
 from pipeline.archive.local import LocalArchive
-from pipeline.config import Settings
+from pipeline.config import Settings, TranslateSettings
 from pipeline.errors import ArchiveError, ConfigError
 from pipeline.inbox import Inbox
 from pipeline.inbox.local import LocalInbox
 from pipeline.stages.built import BuiltIssue
 from pipeline.stages.preflight import Delivery, check_delivery, check_issue
+from pipeline.translate import API_KEY_VARIABLE, Translator
 from pipeline.transport import Transport, require_secret
 from pipeline.transport.outbox import OutboxTransport
 from subscribers.store import SubscriberStore
@@ -33,6 +35,8 @@ from subscribers.subscriptions import Policy, Subscriptions
 from subscribers.tokens import Keys
 
 if TYPE_CHECKING:
+    from pipeline.sources import PullSource
+    from pipeline.stages.machine_translation import Translate
     from subscribers.store.dynamo import DynamoStore
 
 OUTBOX_DIR = "outbox"
@@ -163,3 +167,66 @@ def open_dynamo_store(settings: Settings) -> DynamoStore:
                         connect_timeout=10.0, read_timeout=30.0, max_pool_connections=32)
     return DynamoStore(client, settings.store.subscribers_table, settings.store.ledger_table,
                        owns_client=True)
+
+
+# -- the build's sources: machine translation and GitHub -------------------------------------
+
+
+def open_translator(settings: Settings | TranslateSettings,
+                    environ: Mapping[str, str]) -> Translator | None:
+    """The configured backend, or None when ``[translate] backend = "none"``.
+
+    ``openai`` needs ``base_url`` and ``model``; its key comes from
+    ``NEWSLETTER_TRANSLATE_API_KEY`` only (optional: a local vLLM server needs none).
+    ``aws`` needs an AWS region from AWS's own settings.
+    """
+    conf = settings.translate if isinstance(settings, Settings) else settings
+    if conf.backend == "none":
+        return None
+    if conf.backend == "openai":
+        if not conf.base_url:
+            raise ConfigError("the openai backend needs the server's URL "
+                              "(e.g. http://127.0.0.1:8000/v1)", key="[translate] base_url")
+        if not conf.model:
+            raise ConfigError("the openai backend needs a model name", key="[translate] model")
+        from pipeline.translate.openai import OpenAITranslator
+
+        return OpenAITranslator(conf.base_url, conf.model, environ.get(API_KEY_VARIABLE) or None)
+    if conf.backend == "aws":
+        from pipeline.translate.aws import AwsTranslator
+
+        return AwsTranslator()
+    raise ConfigError(f"expected one of none, openai, aws, got {conf.backend!r}",
+                      key="[translate] backend")
+
+
+@contextmanager
+def open_translation(settings: Settings, environ: Mapping[str, str]
+                     ) -> Iterator[Translate | None]:
+    """The machine-translation callable for a build, or None when ``[translate] backend`` is
+    "none"; its translation memory stays open for the block."""
+    from pipeline.stages.machine_translation import translate_html
+    from pipeline.translate.memory import TranslationMemory, memory_path
+
+    translator = open_translator(settings, environ)
+    if translator is None:
+        yield None
+        return
+    memory = TranslationMemory.open(memory_path(settings))
+    try:
+        yield functools.partial(translate_html, translator, memory)
+    finally:
+        memory.close()
+        close = getattr(translator, "close", None)
+        if close:
+            close()
+
+
+def open_github(settings: Settings, environ: Mapping[str, str]) -> PullSource | None:
+    """The GitHub facts source for a build, or None when ``[github] enabled`` is false."""
+    from pipeline.sources.github import GithubClient
+
+    if not settings.github.enabled:
+        return None
+    return GithubClient(settings.github.api_url, environ.get("GITHUB_TOKEN"),
+                        settings.resolve(settings.paths.data_dir) / "github")

@@ -15,8 +15,9 @@ import pytest
 from conftest import SAMPLE_WEEK, Entry, atom, clean_env, newsletter_cmd
 
 from pipeline.config import SiteSettings
+from pipeline.core.pulls import area_names, link_files, title_tags
 from pipeline.core.site import Site
-from pipeline.sources.github import GithubClient, area_names, link_files, parse_pull, title_tags
+from pipeline.sources.github import GithubClient, parse_pull
 from pipeline.stages.built import load_built
 
 FIXTURES = Path(__file__).resolve().parent / "data" / "github"

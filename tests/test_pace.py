@@ -1,10 +1,10 @@
-"""Pacing: the token bucket keeps the rate on a hand-driven clock; backoff has jitter."""
+"""Pacing: the token bucket keeps the rate on a hand-driven clock."""
 
 from __future__ import annotations
 
 import pytest
 
-from pipeline.core.pace import TokenBucket, backoff
+from pipeline.core.pace import TokenBucket
 
 
 class FakeTime:
@@ -62,11 +62,3 @@ def test_unlimited_bucket_never_waits():
 def test_a_non_positive_rate_is_refused():
     with pytest.raises(ValueError):
         TokenBucket(0)
-
-
-def test_backoff_grows_caps_and_jitters():
-    assert backoff(1, rand=lambda: 1.0) == pytest.approx(0.5)
-    assert backoff(1, rand=lambda: 0.0) == pytest.approx(0.25)
-    assert backoff(4, rand=lambda: 1.0) == pytest.approx(4.0)
-    assert backoff(30, rand=lambda: 1.0) == pytest.approx(30.0)
-    assert backoff(30, rand=lambda: 0.0) == pytest.approx(15.0)

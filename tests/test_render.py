@@ -9,6 +9,7 @@ from html.parser import HTMLParser
 import pytest
 from conftest import SAMPLE_FEED, Entry, atom
 
+from pipeline.core.assemble import assemble
 from pipeline.core.collect import parse_feed
 from pipeline.core.render import (
     HARD_LIMIT_BYTES,
@@ -19,7 +20,7 @@ from pipeline.core.render import (
 )
 from pipeline.errors import RenderError
 from pipeline.model import LAYOUTS
-from pipeline.stages.build import assemble
+from pipeline.stages.build import rank_week
 from pipeline.week import parse_week
 
 WEEK = parse_week("2026-W48", "Asia/Shanghai")
@@ -48,7 +49,8 @@ def sample(tmp_path_factory):
     config.write_text("", encoding="utf-8")
     settings = load(config, {})
     result = parse_feed(SAMPLE_FEED.read_bytes(), "sample", settings.feed.repo)
-    issue, data, artifacts, rendered = assemble(settings, WEEK, [result])
+    ranked = rank_week(settings, WEEK, [result])
+    issue, data, artifacts, rendered = assemble(settings, WEEK, ranked)
     return settings, issue, data, artifacts, rendered
 
 
@@ -177,7 +179,8 @@ def big_feed(count: int, paragraphs: int = 6) -> bytes:
 
 def test_over_budget_shrinks_lowest_priority_first(settings):
     result = parse_feed(big_feed(40), "big", settings.feed.repo)
-    issue, data, _artifacts, rendered = assemble(settings, WEEK, [result])
+    ranked = rank_week(settings, WEEK, [result])
+    issue, data, _artifacts, rendered = assemble(settings, WEEK, ranked)
     order = [item.pr for item in issue.items]
     for layout in LAYOUTS:
         r = rendered[layout]
@@ -196,7 +199,8 @@ def test_over_budget_shrinks_lowest_priority_first(settings):
 def test_shrinking_takes_the_fewest_items(settings):
     result = parse_feed(big_feed(40), "big", settings.feed.repo)
     renderer = Renderer()
-    issue, _, _, rendered = assemble(settings, WEEK, [result], renderer)
+    ranked = rank_week(settings, WEEK, [result])
+    issue, _, _, rendered = assemble(settings, WEEK, ranked, renderer)
     r = rendered["zh"]
     # One item fewer shortened would not fit.
     from pipeline.core.render import Footer, _Plan, weight
@@ -213,7 +217,8 @@ def test_shrinking_takes_the_fewest_items(settings):
 def test_a_list_too_long_folds_its_tail_into_one_archive_link(settings):
     small = replace(settings, issue=replace(settings.issue, size_budget_kb=30))
     result = parse_feed(big_feed(150, paragraphs=1), "big", settings.feed.repo)
-    issue, _data, _, rendered = assemble(small, WEEK, [result])
+    ranked = rank_week(small, WEEK, [result])
+    issue, _data, _, rendered = assemble(small, WEEK, ranked)
     for layout in LAYOUTS:
         r = rendered[layout]
         assert r.html_bytes <= 30_000

@@ -24,17 +24,12 @@ from pipeline.config import Settings, TranslateSettings, load
 from pipeline.core.sanitize import clean_html, text_to_html
 from pipeline.core.translate_guard import protect
 from pipeline.errors import ConfigError, NewsletterError, TranslateError
-from pipeline.translate import (
-    API_KEY_VARIABLE,
-    AwsTranslator,
-    OpenAITranslator,
-    Translation,
-    TranslationMemory,
-    memory_path,
-    open_translator,
-    translate_client,
-    translate_html,
-)
+from pipeline.stages.machine_translation import translate_html
+from pipeline.translate import API_KEY_VARIABLE, Translation
+from pipeline.translate.aws import AwsTranslator, translate_client
+from pipeline.translate.memory import TranslationMemory, memory_path
+from pipeline.translate.openai import OpenAITranslator
+from pipeline.wiring import open_translator
 
 SEED = Path(__file__).resolve().parent / "data" / "reviews-sample.zh.txt"
 PLACEHOLDER = re.compile(r"(⟦\d+⟧)")

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import functools
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,9 +23,9 @@ from pipeline.model import LAYOUTS
 
 if TYPE_CHECKING:
     from pipeline.config import Settings
-    from pipeline.core.bilingual import Translate
-    from pipeline.sources.github import GithubClient
+    from pipeline.sources import PullSource
     from pipeline.stages.built import BuiltIssue
+    from pipeline.stages.machine_translation import Translate
     from subscribers.shards import Shard
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_BLOCKED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4
@@ -90,27 +89,17 @@ def copy_address(text: str) -> str:
 def translation(settings: Settings) -> Iterator[Translate | None]:
     """The machine-translation callable for a build, or None when ``[translate] backend`` is
     "none"; its translation memory stays open for the block."""
-    from pipeline.translate import TranslationMemory, memory_path, open_translator, translate_html
+    from pipeline.wiring import open_translation
 
-    translator = open_translator(settings, os.environ)
-    if translator is None:
-        yield None
-        return
-    memory = TranslationMemory.open(memory_path(settings))
-    try:
-        yield functools.partial(translate_html, translator, memory)
-    finally:
-        memory.close()
-        close = getattr(translator, "close", None)
-        if close:
-            close()
+    with open_translation(settings, os.environ) as translate:
+        yield translate
 
 
-def github(settings: Settings) -> GithubClient | None:
+def github(settings: Settings) -> PullSource | None:
     """The GitHub facts source for a build, or None when ``[github] enabled`` is false."""
-    from pipeline.sources.github import open_client
+    from pipeline.wiring import open_github
 
-    return open_client(settings, os.environ)
+    return open_github(settings, os.environ)
 
 
 @contextlib.contextmanager

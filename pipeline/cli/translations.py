@@ -42,7 +42,7 @@ def _cmd_translations(args: argparse.Namespace, settings: Settings) -> int:
         raise UsageError("no feed to read: pass --feed PATH_OR_URL or set [feed] urls")
     results = read_feeds(settings, locations)
     with translation(settings) as translate, future_week_said(settings, week.id):
-        items, _, _ = rank_week(settings, week, results, translate, github(settings))
+        items = rank_week(settings, week, results, translate, github(settings)).items
     path = editorial_path(settings.resolve(settings.paths.editorial_dir), week.id)
     added = extend(path, items)
     if added:

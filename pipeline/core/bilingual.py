@@ -12,18 +12,17 @@ from __future__ import annotations
 
 import unicodedata
 from collections import Counter
-from collections.abc import Sequence
-from dataclasses import replace
-from typing import TYPE_CHECKING, Protocol
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
 
 from pipeline.core.rank import TIER_BY_NAME, TIER_NAMES, reading_minutes
 from pipeline.core.sanitize import html_to_text, one_line
-from pipeline.errors import TranslateError
 from pipeline.model import (
     LANGS,
     LAYOUTS,
     Issue,
     Item,
+    Lang,
     Pair,
     Problem,
     Skipped,
@@ -32,60 +31,74 @@ from pipeline.model import (
     layout_langs,
 )
 
-if TYPE_CHECKING:
-    from pipeline.translate import Translation
-
 BRAND = {"zh": "vLLM PR 周报", "en": "vLLM PR Weekly"}
 #: Inboxes show about this much of a subject; every layout's subject fits it.
 SUBJECT_MAX = 70
 _LANG_NAMES = {"zh": "Chinese", "en": "English"}
 
 
-class Translate(Protocol):
-    """Translate one text (sanitized HTML, or a one-line title); see pipeline/translate/."""
+@dataclass(frozen=True)
+class MachineText:
+    """An item's text machine-translated into one language, asked for before assembly (see
+    :func:`pipeline.stages.machine_translation.translate_items`)."""
 
-    def __call__(self, html: str, source: str, target: str, *, title: bool = False
-                 ) -> Translation: ...
+    #: The translated one-line title; None when refused or not asked.
+    title: str | None = None
+    #: The translated, sanitized body HTML; None when refused or not asked.
+    body: str | None = None
+    #: Provenance for ``issue.json``: ``machine:<backend>``.
+    source: str = ""
+    #: Why the guard refused the title or the body; None when both were accepted.
+    rejected: str | None = None
+    #: Why the backend gave no answer (its :class:`TranslateError`); None when it answered.
+    failed: str | None = None
 
 
-def fill_missing(items: Sequence[Item], translate: Translate | None
-                 ) -> tuple[list[Item], list[Problem]]:
-    """Give each item its missing language by machine translation, the last source in
-    DESIGN.md's precedence (editor, feed, GitHub title, machine). A translation the guard
-    rejects leaves the language missing, and the proof report says why."""
-    if translate is None:
-        return list(items), []
-    filled: list[Item] = []
-    problems: list[Problem] = []
+def missing_languages(items: Sequence[Item]) -> Iterator[tuple[Item, Lang, Lang, Text]]:
+    """(item, source, target, the source text) for each language an item lacks and could be
+    machine-translated into: the other language is there."""
     for item in items:
         for target in LANGS:
-            source = "en" if target == "zh" else "zh"
+            source: Lang = "en" if target == "zh" else "zh"
             original = item.text(source)
-            if item.text(target) is not None or original is None:
-                continue
-            try:
-                title = translate(original.title, source, target, title=True)
-                body = translate(original.body_html, source, target)
-                rejected = title.rejected or body.rejected
-            except TranslateError as exc:  # the backend is down: the build still succeeds
-                problems.append(Problem(
-                    "translation-rejected", "warning", pr=item.pr,
-                    message=f"PR #{item.pr}: no machine translation into "
-                            f"{_LANG_NAMES[target]}: {exc}"))
-                continue
-            if rejected or not title.text or not body.text:
-                problems.append(Problem(
-                    "translation-rejected", "warning", pr=item.pr,
-                    message=(f"PR #{item.pr}: the machine translation into "
-                             f"{_LANG_NAMES[target]} was rejected: {rejected or 'empty'}")))
-                continue
-            text = Text(title.text, body.text, html_to_text(body.text), body.source)
-            minutes = {lang: item.reading_minutes.get(lang) for lang in LANGS}
-            minutes[target] = reading_minutes(text.body_text, target)
-            item = replace(item.with_text(target, text),
-                           reading_minutes=Pair(minutes["zh"], minutes["en"]))
-        filled.append(item)
-    return filled, problems
+            if item.text(target) is None and original is not None:
+                yield item, source, target, original
+
+
+def fill_missing(items: Sequence[Item], translations: Mapping[tuple[int, str], MachineText]
+                 ) -> tuple[list[Item], list[Problem]]:
+    """Give each item its missing language by machine translation, the last source in
+    DESIGN.md's precedence (editor, feed, GitHub title, machine). ``translations`` were
+    asked for before (keyed by PR and target language); a translation the guard rejected,
+    or a backend that failed, leaves the language missing, and the proof report says why."""
+    if not translations:
+        return list(items), []
+    filled = {item.pr: item for item in items}
+    problems: list[Problem] = []
+    for item, _source, target, _original in missing_languages(items):
+        machine = translations.get((item.pr, target))
+        if machine is None:
+            continue
+        if machine.failed is not None:
+            problems.append(Problem(
+                "translation-rejected", "warning", pr=item.pr,
+                message=f"PR #{item.pr}: no machine translation into "
+                        f"{_LANG_NAMES[target]}: {machine.failed}"))
+            continue
+        if machine.rejected or not machine.title or not machine.body:
+            problems.append(Problem(
+                "translation-rejected", "warning", pr=item.pr,
+                message=(f"PR #{item.pr}: the machine translation into "
+                         f"{_LANG_NAMES[target]} was rejected: "
+                         f"{machine.rejected or 'empty'}")))
+            continue
+        text = Text(machine.title, machine.body, html_to_text(machine.body), machine.source)
+        current = filled[item.pr]
+        minutes = {lang: current.reading_minutes.get(lang) for lang in LANGS}
+        minutes[target] = reading_minutes(text.body_text, target)
+        filled[item.pr] = replace(current.with_text(target, text),
+                                  reading_minutes=Pair(minutes["zh"], minutes["en"]))
+    return [filled[item.pr] for item in items], problems
 
 
 def compose(items: Sequence[Item], week: Week, repo: str, base_url: str,

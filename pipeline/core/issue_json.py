@@ -13,8 +13,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any, Generic, TypedDict, TypeGuard, TypeVar
 
-from pipeline.model import Issue, Item, Problem, Severity, Skipped, Text
-from pipeline.sources.github import PullFacts
+from pipeline.model import Issue, Item, Problem, PullFacts, Severity, Skipped, Text
 from pipeline.week import iso_z
 
 SCHEMA_VERSION = 1

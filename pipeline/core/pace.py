@@ -1,4 +1,5 @@
-"""Pacing: a token bucket shared by every sending thread, and backoff with jitter.
+"""Pacing: a token bucket shared by every sending thread (the waits between retries are
+:func:`pipeline.retry.backoff`'s).
 
 The bucket holds at most ``burst`` tokens and refills at ``rate`` per second; ``acquire``
 blocks until a token is free. The clock and the sleep are parameters so tests can drive
@@ -7,7 +8,6 @@ time by hand.
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from collections.abc import Callable
@@ -40,10 +40,3 @@ class TokenBucket:
                     return
                 wait = (1 - self._tokens) / self.rate
             self._sleep(wait)
-
-
-def backoff(attempt: int, *, base: float = 0.5, cap: float = 30.0,
-            rand: Callable[[], float] = random.random) -> float:
-    """Seconds to wait before retry ``attempt`` (1, 2, …): exponential, capped, with "full
-    jitter" so that many throttled threads do not retry in lockstep."""
-    return min(cap, base * 2.0 ** (attempt - 1)) * (0.5 + rand() / 2)

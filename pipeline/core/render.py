@@ -41,12 +41,11 @@ from pipeline.core.mime import sent_size
 from pipeline.core.rank import TIER_BY_NAME, TIERS
 from pipeline.core.wrap import wrap_text
 from pipeline.errors import RenderError
-from pipeline.model import LANG_TAGS, LAYOUTS, Issue, Item, Problem, Text, layout_langs
+from pipeline.model import LANG_TAGS, LAYOUTS, Issue, Item, Problem, PullFacts, Text, layout_langs
 from pipeline.week import week_ranges
 
 if TYPE_CHECKING:
     from pipeline.config import Settings
-    from pipeline.sources.github import PullFacts
 
 #: Filled per recipient at send time; never left in a sent message or the public archive.
 UNSUBSCRIBE_PLACEHOLDER = "%%unsubscribe_url%%"

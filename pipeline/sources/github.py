@@ -1,70 +1,33 @@
 """The PR's own facts from GitHub's REST API: title, author, state, size, labels, title tags.
 
-Each answer is cached under ``<data_dir>/github/`` with its ETag, and asked for again with
-``If-None-Match``: an unchanged PR answers 304, which GitHub does not count against the rate
-limit, so a re-run costs no quota. Nothing here can fail a build: a timeout, an error status,
-no network or a long rate-limit wait give ``None`` and one ``github-unavailable`` warning per
-build, after which the client stops asking for the rest of the build.
+Each answer is cached under ``<data_dir>/github/`` with its ETag (:mod:`pipeline.http`'s
+conditional cache), and asked for again with ``If-None-Match``: an unchanged PR answers 304,
+which GitHub does not count against the rate limit, so a re-run costs no quota. Nothing here
+can fail a build: a timeout, an error status, no network or a long rate-limit wait give
+``None`` and one ``github-unavailable`` warning per build, after which the client stops
+asking for the rest of the build. A short rate limit is waited out once
+(:func:`pipeline.retry.call`), only as long as GitHub says.
 """
 
 from __future__ import annotations
 
-import hashlib
-import html
 import json
-import os
-import re
-import tempfile
 import time
-import urllib.error
-import urllib.request
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+from pipeline import retry
+from pipeline.core.pulls import title_tags
 from pipeline.core.sanitize import one_line
-from pipeline.model import Problem
+from pipeline.http import ConditionalCache, HttpError, Response, get_cached
+from pipeline.model import Problem, PullFacts
 from pipeline.sources.feeds import USER_AGENT
-
-if TYPE_CHECKING:
-    from pipeline.config import Settings
 
 #: The longest rate-limit wait worth taking inside a build, in seconds.
 MAX_WAIT_SECONDS = 10.0
 MAX_BYTES = 5_000_000
-_TAG = re.compile(r"\[([^\[\]]+)\]")
-
-
-@dataclass(frozen=True)
-class PullFacts:
-    """What GitHub says about one pull request."""
-
-    title: str
-    author: str
-    #: "open", "closed" or "merged".
-    state: str
-    merged_at: datetime | None
-    additions: int
-    deletions: int
-    changed_files: int
-    labels: tuple[str, ...]
-    #: Bracketed text of the title, as written, in order: ``[Bugfix][ROCm] x`` → Bugfix, ROCm.
-    tags: tuple[str, ...]
-    #: Paths of the changed files, when they were asked for.
-    files: tuple[str, ...] = ()
-
-
-def title_tags(title: str) -> tuple[str, ...]:
-    """Every bracketed text in a PR title, stripped, as written and in order."""
-    return tuple(tag for tag in (m.group(1).strip() for m in _TAG.finditer(title)) if tag)
-
-
-def area_names(facts: PullFacts) -> tuple[str, ...]:
-    """Areas (lower-case-hyphen) from the title tags and labels, sorted, no duplicates."""
-    names = {re.sub(r"[\s_/]+", "-", name.strip().lower()) for name in (*facts.tags, *facts.labels)}
-    return tuple(sorted(name for name in names if name))
 
 
 def _parse_time(value: Any) -> datetime | None:
@@ -101,6 +64,15 @@ class _Unavailable(Exception):
     """GitHub cannot be asked now; the message says why."""
 
 
+class _RateLimited(Exception):
+    """HTTP 403 or 429: GitHub's rate limit, perhaps with how long to wait."""
+
+    def __init__(self, status: int, headers: Mapping[str, str]) -> None:
+        super().__init__(f"HTTP {status}")
+        self.status = status
+        self.headers = headers
+
+
 class GithubClient:
     """Read PR facts from ``api_url``, politely, with an on-disk cache in ``cache_dir``."""
 
@@ -109,7 +81,7 @@ class GithubClient:
                  clock: Callable[[], float] = time.time) -> None:
         self.api_url = api_url.rstrip("/")
         self.token = token or None
-        self.cache_dir = cache_dir
+        self.cache = ConditionalCache(cache_dir) if cache_dir is not None else None
         self.timeout = timeout
         self.sleep = sleep
         self.clock = clock
@@ -144,51 +116,42 @@ class GithubClient:
             headers["Authorization"] = f"Bearer {self.token}"
         return headers
 
-    def _cache_path(self, url: str) -> Path | None:
-        if self.cache_dir is None:
-            return None
-        return self.cache_dir / f"{hashlib.sha256(url.encode()).hexdigest()[:32]}.json"
-
     def _get_json(self, path: str) -> Any:
         if self.unavailable is not None:
             return None
         url = self.api_url + path
-        cache_path = self._cache_path(url)
-        cached = _read_cache(cache_path)
         try:
-            return self._ask(url, cached, cache_path)
+            return self._ask(url)
         except _Unavailable as exc:
             self.unavailable = str(exc)
             return None
 
-    def _ask(self, url: str, cached: dict[str, Any] | None, cache_path: Path | None) -> Any:
-        for _ in range(2):  # at most one short rate-limit wait
-            headers = self._headers()
-            if cached and cached.get("etag"):
-                headers["If-None-Match"] = cached["etag"]
-            status, body, answer = self._send(url, headers)
-            if status == 304 and cached is not None:
-                return cached.get("data")
-            if status == 200:
-                try:
-                    data = json.loads(body)
-                except ValueError:
-                    raise _Unavailable(f"{url} answered with something that is not JSON") from None
-                _write_cache(cache_path, {"url": url, "etag": answer.get("etag") or "",
-                                          "data": data})
-                return data
-            if status in (403, 429):
-                wait = self._rate_limit_wait(answer)
-                if wait is None:
-                    raise _Unavailable(f"{url} answered HTTP {status}")
-                if wait > MAX_WAIT_SECONDS:
-                    raise _Unavailable(f"rate limited for {wait:.0f} s more (HTTP {status})")
-                self.sleep(max(wait, 0.0))
-                continue
-            if status == 404:
-                return None  # no such PR: nothing to show, and GitHub itself is fine
-            raise _Unavailable(f"{url} answered HTTP {status}")
-        raise _Unavailable(f"{url} is still rate limited after waiting")
+    def _ask(self, url: str) -> Any:
+        """The JSON at ``url`` (None for 404), waiting out at most one short rate limit."""
+        try:
+            return retry.call(lambda: self._answer(url), retry_on=_RateLimited, attempts=2,
+                              wait=lambda _, limited: self._rate_limit_wait(limited.headers),
+                              max_wait=MAX_WAIT_SECONDS, sleep=self.sleep)
+        except retry.GaveUp as exc:
+            if exc.why == "too long":
+                raise _Unavailable(f"rate limited for {exc.wait:.0f} s more "
+                                   f"({exc.last})") from None
+            if exc.why == "no wait":
+                raise _Unavailable(f"{url} answered {exc.last}") from None
+            raise _Unavailable(f"{url} is still rate limited after waiting") from None
+
+    def _answer(self, url: str) -> Any:
+        response = self._send(url)
+        if response.status == 200:
+            try:
+                return json.loads(response.body)
+            except ValueError:
+                raise _Unavailable(f"{url} answered with something that is not JSON") from None
+        if response.status in (403, 429):
+            raise _RateLimited(response.status, response.headers)
+        if response.status == 404:
+            return None  # no such PR: nothing to show, and GitHub itself is fine
+        raise _Unavailable(f"{url} answered HTTP {response.status}")
 
     def _rate_limit_wait(self, answer: Mapping[str, str]) -> float | None:
         retry_after = answer.get("retry-after")
@@ -204,109 +167,20 @@ class GithubClient:
                 return None
         return None
 
-    def _send(self, url: str, headers: dict[str, str]) -> tuple[int, bytes, dict[str, str]]:
+    def _send(self, url: str) -> Response:
         self.requests += 1
-        request = urllib.request.Request(url, headers=headers)  # noqa: S310 (configured URL)
         try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:  # noqa: S310
-                body = response.read(MAX_BYTES + 1)
-                if len(body) > MAX_BYTES:
-                    raise _Unavailable(f"{url} answered more than {MAX_BYTES:,} bytes")
-                return response.status, body, _lower(response.headers.items())
-        except urllib.error.HTTPError as exc:
-            return exc.code, b"", _lower(exc.headers.items() if exc.headers else ())
-        except urllib.error.URLError as exc:
-            raise _Unavailable(f"cannot connect to {self.api_url}: {exc.reason}") from None
-        except TimeoutError:
-            raise _Unavailable(f"no answer from {self.api_url} within {self.timeout:g} s") from None
-        except OSError as exc:
-            raise _Unavailable(f"cannot reach {self.api_url}: {exc}") from None
+            return get_cached(url, self._headers(), self.cache, timeout=self.timeout,
+                              max_bytes=MAX_BYTES)
+        except HttpError as exc:
+            raise _Unavailable(self._failure(url, exc)) from None
 
-
-def _lower(items: Iterable[tuple[str, str]]) -> dict[str, str]:
-    return {key.lower(): value for key, value in items}
-
-
-def _read_cache(path: Path | None) -> dict[str, Any] | None:
-    if path is None:
-        return None
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return data if isinstance(data, dict) and "data" in data else None
-
-
-def _write_cache(path: Path | None, entry: dict[str, Any]) -> None:
-    """Keep the answer and its ETag; a cache that cannot be written is not an error."""
-    if path is None:
-        return
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(entry, handle, ensure_ascii=False)
-        os.replace(tmp, path)
-    except OSError:
-        pass
-
-
-_PATHLIKE = re.compile(r"^[\w.\-/]+$")
-
-
-def names_paths(body_html: str) -> bool:
-    """Whether a review's code spans look like file paths or test names worth matching."""
-    for code in re.findall(r"<code>([^<]+)</code>", body_html):
-        if _PATHLIKE.match(code) and ("/" in code or code.endswith(".py") or "test" in code):
-            return True
-    return False
-
-
-def open_client(settings: Settings, environ: Mapping[str, str]) -> GithubClient | None:
-    """The client for a build, or None when ``[github] enabled`` is false."""
-    if not settings.github.enabled:
-        return None
-    return GithubClient(settings.github.api_url, environ.get("GITHUB_TOKEN"),
-                        settings.resolve(settings.paths.data_dir) / "github")
-
-
-_CODE = re.compile(r"<code>([^<>]+)</code>")
-
-
-def diff_url(pr_url: str, path: str) -> str:
-    """The file's place in the PR's diff view (GitHub's anchor: ``diff-`` + sha256 of the path)."""
-    return f"{pr_url.rstrip('/')}/files#diff-{hashlib.sha256(path.encode()).hexdigest()}"
-
-
-def _match(code: str, files: tuple[str, ...]) -> str | None:
-    """The one PR file a code span names: its full path, a path suffix, or a basename (a test
-    file named with ``::test_name`` too). Ambiguous or unknown names match nothing."""
-    name = html.unescape(code).strip().split("::")[0]
-    if not name or any(c.isspace() for c in name):
-        return None
-    if name in files:
-        return name
-    found = [path for path in files if path.endswith("/" + name)]
-    return found[0] if len(found) == 1 else None
-
-
-def link_files(body_html: str, files: tuple[str, ...], pr_url: str) -> str:
-    """Sanitized HTML with each ``<code>`` naming one of the PR's files wrapped in a link to
-    that file in the diff view. Only such matches become links; code already inside a link
-    is left alone; everything else is returned byte for byte."""
-    if not files:
-        return body_html
-    out: list[str] = []
-    last = 0
-    for m in _CODE.finditer(body_html):
-        before = body_html[:m.start()]
-        if before.rfind("<a ") > before.rfind("</a>"):
-            continue  # already inside a link
-        path = _match(m.group(1), files)
-        if path is None:
-            continue
-        out.append(body_html[last:m.start()])
-        out.append(f'<a href="{html.escape(diff_url(pr_url, path))}">{m.group(0)}</a>')
-        last = m.end()
-    out.append(body_html[last:])
-    return "".join(out)
+    def _failure(self, url: str, exc: HttpError) -> str:
+        """Why GitHub could not be asked, for the build's one warning."""
+        if exc.kind == "unreachable":
+            return f"cannot connect to {self.api_url}: {exc.reason}"
+        if exc.kind == "timeout":
+            return f"no answer from {self.api_url} within {self.timeout:g} s"
+        if exc.kind == "too large":
+            return f"{url} answered more than {MAX_BYTES:,} bytes"
+        return f"cannot reach {self.api_url}: {exc.reason}"

@@ -9,12 +9,11 @@ issue whose hash is not the approved one.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
+from pipeline.output import write_file
 from pipeline.stages.built import APPROVAL_FILE, BuiltIssue
 from pipeline.week import iso_z
 
@@ -38,11 +37,7 @@ def approve(built: BuiltIssue, now: datetime) -> Approval:
     """Record that ``built``, exactly as it is, may go out."""
     approval = Approval(built.id, built.content_hash, iso_z(now))
     body = json.dumps(approval.__dict__, indent=2).encode() + b"\n"
-    fd, tmp = tempfile.mkstemp(dir=built.folder, prefix=".approval-")
-    with os.fdopen(fd, "wb") as handle:
-        handle.write(body)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, built.folder / APPROVAL_FILE)
+    write_file(built.folder / APPROVAL_FILE, body, prefix=".approval-")
     return approval
 
 

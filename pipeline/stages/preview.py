@@ -45,7 +45,6 @@ from typing import Any, NoReturn
 import jinja2
 
 from pipeline.config import Settings
-from pipeline.core.bilingual import Translate
 from pipeline.core.editorial import editorial_path
 from pipeline.core.message import parse_address
 from pipeline.core.proof import LayoutSize, ProofReport, proof
@@ -61,10 +60,11 @@ from pipeline.core.site import IssueView
 from pipeline.errors import BlockedError, OutputError, RenderError
 from pipeline.model import LANG_TAGS, LAYOUTS
 from pipeline.output import staged_folder
-from pipeline.sources.github import GithubClient
+from pipeline.sources import PullSource
 from pipeline.stages.approve import read_approval
 from pipeline.stages.build import build
 from pipeline.stages.built import BuiltIssue, load_built
+from pipeline.stages.machine_translation import Translate
 
 PREVIEW_DIR = "preview"
 SCREENSHOT_DIR = "screenshots"
@@ -380,7 +380,7 @@ def editorial_file(settings: Settings, week_id: str) -> Path:
 def preview_issue(settings: Settings, week_id: str, feeds: Sequence[str] = (), *,
                   approve_command: str, chromium: str | None, skip_reason: str | None = None,
                   shown: Callable[[Path], str] = str, translate: Translate | None = None,
-                  github: GithubClient | None = None) -> tuple[BuiltIssue, ProofReport, Preview]:
+                  github: PullSource | None = None) -> tuple[BuiltIssue, ProofReport, Preview]:
     """Build the week (``build`` semantics), proof it and write its preview folder.
 
     An approved issue whose content changed is not rebuilt: ``build``'s BlockedError, said

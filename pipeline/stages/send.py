@@ -39,10 +39,11 @@ from datetime import datetime
 from hashlib import sha256
 from typing import IO, TYPE_CHECKING, Any
 
+from pipeline import retry
 from pipeline.config import Settings
 from pipeline.core.addresses import UnsendableAddress, wire_address
 from pipeline.core.message import Messages
-from pipeline.core.pace import TokenBucket, backoff
+from pipeline.core.pace import TokenBucket
 from pipeline.errors import (
     BlockedError,
     OutputError,
@@ -324,34 +325,38 @@ class Sender:
             return
         message = self.messages.build(subscriber.email, subscriber.id, subscriber.layout,
                                       self.clock())
-        attempt = 0
         handed_over = False
+
+        def attempt() -> str:
+            nonlocal handed_over
+            self.bucket.acquire()
+            try:
+                # From here the message may leave: noted first, so that a crash from now
+                # on withholds it as unconfirmed, and one before releases it.
+                handed_over = True
+                self.store.mark_handed_over(issue, subscriber_id)
+                return self.transport.send(message)
+            except TemporaryFailure:
+                # Not taken: a crash while waiting to retry must not withhold it.
+                self.store.mark_handed_over(issue, subscriber_id, False)
+                handed_over = False
+                raise
+
         try:
-            while True:
-                attempt += 1
-                self.bucket.acquire()
-                try:
-                    # From here the message may leave: noted first, so that a crash from
-                    # now on withholds it as unconfirmed, and one before releases it.
-                    handed_over = True
-                    self.store.mark_handed_over(issue, subscriber_id)
-                    message_id = self.transport.send(message)
-                except TemporaryFailure as exc:
-                    # Not taken: a crash while waiting to retry must not withhold it.
-                    self.store.mark_handed_over(issue, subscriber_id, False)
-                    handed_over = False
-                    if attempt >= MAX_ATTEMPTS or self.stop.is_set():
-                        self.store.mark_failed(issue, subscriber_id,
-                                               f"gave up after {attempt} attempts: {exc}",
-                                               False, self.clock())
-                        self._count(report, "failed", subscriber_id,
-                                    _without(str(exc), subscriber.email), progress)
-                        return
-                    self.sleep(exc.retry_after or backoff(attempt))
-                    continue
-                self.store.mark_sent(issue, subscriber_id, message_id, self.clock())
-                self._count(report, "sent", subscriber_id, None, progress)
+            try:
+                message_id = retry.call(
+                    attempt, retry_on=TemporaryFailure, attempts=MAX_ATTEMPTS,
+                    wait=lambda n, exc: exc.retry_after or retry.backoff(n),
+                    stop=self.stop.is_set, sleep=self.sleep)
+            except retry.GaveUp as gave_up:
+                self.store.mark_failed(issue, subscriber_id, f"gave up after "
+                                       f"{gave_up.attempts} attempts: {gave_up.last}",
+                                       False, self.clock())
+                self._count(report, "failed", subscriber_id,
+                            _without(str(gave_up.last), subscriber.email), progress)
                 return
+            self.store.mark_sent(issue, subscriber_id, message_id, self.clock())
+            self._count(report, "sent", subscriber_id, None, progress)
         except PermanentFailure as exc:
             self.store.mark_failed(issue, subscriber_id, str(exc), True, self.clock())
             self._count(report, "failed", subscriber_id, _without(str(exc), subscriber.email),

@@ -11,14 +11,13 @@ already has (even an empty one) is left alone, so running it twice adds nothing.
 
 from __future__ import annotations
 
-import os
-import tempfile
 import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 
 from pipeline.errors import ConfigError
 from pipeline.model import LANGS, Item, Lang
+from pipeline.output import write_file
 
 _LANG_NAMES = {"zh": "Chinese", "en": "English"}
 
@@ -84,9 +83,5 @@ def extend(path: Path, items: Sequence[Item]) -> list[tuple[int, str]]:
     body = head + "\n" + "\n".join(blocks)
     tomllib.loads(body)  # what we append must leave the file valid
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-    with os.fdopen(fd, "w", encoding="utf-8") as handle:
-        handle.write(body)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    write_file(path, body.encode("utf-8"))
     return added

@@ -53,15 +53,13 @@ from __future__ import annotations
 import contextlib
 import heapq
 import math
-import random
 import re
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import (
@@ -69,6 +67,7 @@ from botocore.exceptions import (
     ClientError,
 )
 
+from pipeline import retry
 from subscribers.errors import StoreError, UnknownSubscriber
 from subscribers.model import (
     DEFAULT_LAYOUT,
@@ -155,6 +154,15 @@ class Copied(StrEnum):
     PRESENT = "present"
     #: In DynamoDB in another form (the address under another id...): left alone, reported.
     CONFLICT = "conflict"
+
+
+class _Conflict(Exception):
+    """A transaction cancelled by a concurrent one: worth another try. Never leaves this
+    module."""
+
+    def __init__(self, error: ClientError) -> None:
+        super().__init__(str(error))
+        self.error = error
 
 
 class _Refused(Exception):
@@ -1055,34 +1063,40 @@ class DynamoStore:
         condition) are tried again with a short random backoff; botocore's standard retries
         already cover throttling and 5xx.
         """
-        for attempt in range(_CONFLICT_TRIES):
-            try:
-                answer: dict[str, Any] = getattr(self._client, operation)(**params)
-                return answer
-            except ClientError as exc:
-                code = _code(exc)
-                if code == "ConditionalCheckFailedException":
-                    item = exc.response.get("Item")
-                    raise _Refused(_plain(item) if isinstance(item, Mapping) and item else None,
-                                   []) from None
-                if code == "TransactionCanceledException":
-                    reasons = [(str(r.get("Code", "None")),
-                                _plain(r["Item"]) if r.get("Item") else None)
-                               for r in exc.response.get("CancellationReasons") or ()]
-                    codes = {reason for reason, _ in reasons}
-                    if "ConditionalCheckFailed" in codes:
-                        raise _Refused(None, reasons) from None
-                    if codes & _RETRYABLE_REASONS and attempt + 1 < _CONFLICT_TRIES:
-                        _backoff(attempt)
-                        continue
-                elif (code == "TransactionConflictException"
-                      and attempt + 1 < _CONFLICT_TRIES):
-                    _backoff(attempt)
-                    continue
-                raise self._error(exc, table) from exc
-            except BotoCoreError as exc:
-                raise self._error(exc, table) from exc
-        raise AssertionError("unreachable")  # pragma: no cover
+        try:
+            return retry.call(lambda: self._once(table, operation, params), retry_on=_Conflict,
+                              attempts=_CONFLICT_TRIES,
+                              wait=lambda n, _: retry.backoff(n, base=0.02, cap=math.inf,
+                                                              jitter="full"))
+        except retry.GaveUp as gave_up:
+            failure = cast(_Conflict, gave_up.last).error
+            raise self._error(failure, table) from failure
+
+    def _once(self, table: str, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        """One request of :meth:`_call`; a conflict worth another try as :class:`_Conflict`."""
+        try:
+            answer: dict[str, Any] = getattr(self._client, operation)(**params)
+            return answer
+        except ClientError as exc:
+            code = _code(exc)
+            if code == "ConditionalCheckFailedException":
+                item = exc.response.get("Item")
+                raise _Refused(_plain(item) if isinstance(item, Mapping) and item else None,
+                               []) from None
+            if code == "TransactionCanceledException":
+                reasons = [(str(r.get("Code", "None")),
+                            _plain(r["Item"]) if r.get("Item") else None)
+                           for r in exc.response.get("CancellationReasons") or ()]
+                codes = {reason for reason, _ in reasons}
+                if "ConditionalCheckFailed" in codes:
+                    raise _Refused(None, reasons) from None
+                if codes & _RETRYABLE_REASONS:
+                    raise _Conflict(exc) from exc
+            elif code == "TransactionConflictException":
+                raise _Conflict(exc) from exc
+            raise self._error(exc, table) from exc
+        except BotoCoreError as exc:
+            raise self._error(exc, table) from exc
 
     def _error(self, exc: Exception, table: str) -> StoreError:
         region = getattr(getattr(self._client, "meta", None), "region_name", None)
@@ -1100,10 +1114,6 @@ def _shorten(text: str, limit: int = 300) -> str:
 
 def _code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
-
-
-def _backoff(attempt: int) -> None:
-    time.sleep(random.uniform(0, 0.02 * 2 ** attempt))  # noqa: S311 (jitter, not crypto)
 
 
 # -- items -----------------------------------------------------------------------------------

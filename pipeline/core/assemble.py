@@ -1,0 +1,124 @@
+"""Assemble the issue: ranked items, their PR facts and translations → issue, JSON, artifacts.
+
+Pure: everything from outside was asked for first (the editor's file, GitHub, the translator,
+by :mod:`pipeline.stages.build`) and arrives as data, so the same inputs always give the same
+bytes, and assembling makes no call. The build runs it in two steps around that asking:
+
+    group (feeds → Grouped) → rank_week (+ the editor's file → Ranked)
+        → [the stage asks GitHub and the translator → Gathered]
+        → complete (facts, translations, links) → assemble (compose, render, issue.json)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import NamedTuple
+
+from pipeline.config import Settings
+from pipeline.core import issue_json
+from pipeline.core.bilingual import MachineText, compose, fill_missing, sort_problems
+from pipeline.core.collect import FeedResult, PullGroup, group_week, merge, skipped_in_week
+from pipeline.core.editorial import Editorial
+from pipeline.core.issue_json import IssueData
+from pipeline.core.pulls import link_item, with_facts
+from pipeline.core.rank import rank
+from pipeline.core.render import Footer, RenderedLayout, Renderer
+from pipeline.errors import EmptyWeekError
+from pipeline.model import LAYOUTS, Issue, Item, Problem, PullFacts, Skipped, Week
+
+__all__ = ["Assembled", "Gathered", "Grouped", "Ranked", "assemble", "complete", "group",
+           "rank_week"]
+
+
+@dataclass(frozen=True)
+class Grouped:
+    """The week's reviews, one group per PR, before the editor's file and the ranking."""
+
+    groups: tuple[PullGroup, ...]
+    #: Feed entries of the week that were not used, and why.
+    skipped: tuple[Skipped, ...]
+    #: The feeds' warnings, as problems.
+    warnings: tuple[Problem, ...]
+
+
+@dataclass(frozen=True)
+class Ranked:
+    """The week's items in reading order, and what was found on the way."""
+
+    items: tuple[Item, ...]
+    #: Ranking problems and the feeds' warnings.
+    problems: tuple[Problem, ...]
+    #: Feed entries of the week that were not used, and why.
+    skipped: tuple[Skipped, ...]
+
+
+@dataclass(frozen=True)
+class Gathered:
+    """What the outside world said about the ranked items, asked for before assembly."""
+
+    #: GitHub's facts per PR number (with the changed files when the review names paths).
+    facts: Mapping[int, PullFacts] = field(default_factory=dict)
+    #: Machine translations keyed by (PR number, target language).
+    translations: Mapping[tuple[int, str], MachineText] = field(default_factory=dict)
+    #: What the asking found (GitHub could not be asked).
+    problems: tuple[Problem, ...] = ()
+
+
+class Assembled(NamedTuple):
+    """The issue, its ``issue.json`` data, its artifacts (file name → bytes) and the rendered
+    layouts (a tuple: callers unpack it)."""
+
+    issue: Issue
+    data: IssueData
+    artifacts: dict[str, bytes]
+    rendered: dict[str, RenderedLayout]
+
+
+def group(settings: Settings, week: Week, results: Sequence[FeedResult]) -> Grouped:
+    """The week's reviews of ``[feed] repo``, one group per PR, the entries skipped and the
+    feeds' warnings. :class:`EmptyWeekError` when the week has no review."""
+    reviews, rejected = merge(results)
+    groups = group_week(reviews, week, settings.feed.repo)
+    skipped = skipped_in_week(rejected, week)
+    if not groups:
+        raise EmptyWeekError(week.id, len(skipped))
+    warnings = [Problem("feed-warning", "warning", message=w)
+                for result in results for w in result.warnings]
+    return Grouped(tuple(groups), tuple(skipped), tuple(warnings))
+
+
+def rank_week(settings: Settings, week: Week, grouped: Grouped, editorial: Editorial
+              ) -> Ranked:
+    """The week's items in reading order with the editor's file applied, and the problems
+    found on the way. :class:`EmptyWeekError` when the editor left nothing."""
+    items, problems = rank(grouped.groups, settings.issue.timezone, editorial)
+    if not items:
+        raise EmptyWeekError(week.id, len(grouped.skipped))
+    return Ranked(tuple(items), (*problems, *grouped.warnings), grouped.skipped)
+
+
+def complete(ranked: Ranked, gathered: Gathered) -> Ranked:
+    """The items with their PR facts, their machine translations (DESIGN.md's last source)
+    and their file links; the problems of the asking and of the translations added."""
+    items = [with_facts(item, gathered.facts.get(item.pr)) for item in ranked.items]
+    items, translation_problems = fill_missing(items, gathered.translations)
+    items = [link_item(item) for item in items]
+    return Ranked(tuple(items), (*ranked.problems, *gathered.problems, *translation_problems),
+                  ranked.skipped)
+
+
+def assemble(settings: Settings, week: Week, ranked: Ranked,
+             renderer: Renderer | None = None) -> Assembled:
+    """Completed items → the issue, its JSON and its artifacts, every layout rendered."""
+    issue = compose(ranked.items, week, settings.feed.repo, settings.site.base_url,
+                    ranked.skipped, ranked.problems)
+    rendered, render_problems = (renderer or Renderer()).render(
+        issue, settings.site.base_url, settings.issue.size_budget_kb,
+        Footer.from_settings(settings))
+    issue = replace(issue, problems=sort_problems([*issue.problems, *render_problems]))
+    artifacts: dict[str, bytes] = {}
+    for layout in LAYOUTS:
+        artifacts[f"email-{layout}.html"] = rendered[layout].html.encode("utf-8")
+        artifacts[f"email-{layout}.txt"] = rendered[layout].text.encode("utf-8")
+    return Assembled(issue, issue_json.to_dict(issue, artifacts), artifacts, rendered)

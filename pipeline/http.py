@@ -1,0 +1,267 @@
+"""The one HTTP client: a GET or a JSON POST, bounded, and a conditional-GET cache on disk.
+
+Every exchange has a per-operation timeout (connect, one read), a bound on the bytes read,
+and optionally a bound on the whole exchange (:func:`request`'s ``total_seconds``: the
+per-read timeout alone does not bound a server that sends one byte a second forever). An
+answer of any status comes back as a :class:`Response`; only a failure to get a complete
+answer raises, as :class:`HttpError`, keeping the low-level error as its cause, so each
+caller words it for its own reader (a feed, GitHub, a translation server).
+
+:class:`ConditionalCache` keeps each answer's body beside its validators (ETag,
+Last-Modified) in a folder; :func:`get_cached` asks again with ``If-None-Match`` /
+``If-Modified-Since``, so an unchanged resource costs a 304 (which GitHub does not count
+against its rate limit). A 304 with no cached copy (the cache was wiped in between) is
+answered by asking again in full. A cache that cannot be read or written is not an error.
+
+The standard library's urllib underneath; nothing of it leaks out of this module.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import http.client
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+from pipeline.output import write_file
+
+__all__ = ["ConditionalCache", "HttpError", "Response", "get_cached", "post_json", "request"]
+
+#: How many bytes of an error answer are kept (enough for the message in it).
+ERROR_BODY_BYTES = 65_536
+_CHUNK = 65_536
+
+Kind = Literal["unreachable", "timeout", "broken", "too large", "too slow"]
+
+
+@dataclass(frozen=True)
+class Response:
+    """An answer: its status, its body and its headers (names in lower case)."""
+
+    status: int
+    body: bytes
+    headers: Mapping[str, str] = field(default_factory=dict)
+    #: The status line's reason ("Not Found").
+    reason: str = ""
+    #: True when the server said 304 and the cached copy is the body.
+    from_cache: bool = False
+
+
+class HttpError(Exception):
+    """No complete answer came. ``kind``: ``unreachable`` (no connection: DNS, refused,
+    a connect timeout; ``reason`` says why), ``timeout`` (a read took too long), ``broken``
+    (the connection broke mid-answer), ``too large`` (more than ``limit`` bytes) or
+    ``too slow`` (not whole within ``limit`` seconds). The low-level error is the cause."""
+
+    def __init__(self, url: str, kind: Kind, *, reason: object = None,
+                 limit: float | None = None) -> None:
+        super().__init__(f"{url}: {kind}" + (f": {reason}" if reason is not None else ""))
+        self.url = url
+        self.kind = kind
+        self.reason = reason
+        self.limit = limit
+
+    @property
+    def transient(self) -> bool:
+        """Whether trying again may help: a timeout, a refused or dropped connection, an
+        answer cut short (not a name that does not resolve)."""
+        if self.kind == "unreachable":
+            return isinstance(self.reason, TimeoutError | ConnectionError)
+        if self.kind == "broken":
+            return isinstance(self.reason, ConnectionError | http.client.HTTPException)
+        return self.kind == "timeout"
+
+
+def request(url: str, headers: Mapping[str, str], *, data: bytes | None = None,
+            timeout: float, max_bytes: int, total_seconds: float | None = None) -> Response:
+    """One exchange (a GET, or a POST of ``data``), at most ``max_bytes`` of body read and,
+    with ``total_seconds``, the whole of it within that time; :class:`HttpError` else.
+
+    The deadline is kept by running the exchange in a daemon thread that the caller stops
+    waiting for: urllib has no way to bound a whole exchange, and a thread left reading ends
+    with its own per-read timeout or at its next chunk, which checks the deadline too.
+    """
+    if total_seconds is None:
+        return _exchange(url, headers, data, timeout, max_bytes, None)
+    deadline = time.monotonic() + total_seconds
+    outcome: list[Response | BaseException] = []
+
+    def work() -> None:
+        try:
+            outcome.append(_exchange(url, headers, data, timeout, max_bytes,
+                                     (deadline, total_seconds)))
+        except Exception as exc:  # handed to the caller, who re-raises it
+            outcome.append(exc)
+
+    worker = threading.Thread(target=work, name="http-request", daemon=True)
+    worker.start()
+    worker.join(max(deadline - time.monotonic(), 0.0))
+    if worker.is_alive() or not outcome:
+        raise HttpError(url, "too slow", limit=total_seconds)
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    return outcome[0]
+
+
+def post_json(url: str, body: bytes, headers: Mapping[str, str], *, timeout: float,
+              max_bytes: int) -> Response:
+    """POST ``body`` (JSON, already encoded) and return the answer, whatever its status."""
+    return request(url, {"Content-Type": "application/json; charset=utf-8",
+                         "Accept": "application/json", **headers},
+                   data=body, timeout=timeout, max_bytes=max_bytes)
+
+
+def _exchange(url: str, headers: Mapping[str, str], data: bytes | None, timeout: float,
+              max_bytes: int, deadline: tuple[float, float] | None) -> Response:
+    """The exchange itself, each urllib failure turned into :class:`HttpError`."""
+    # Callers pass configured http(s) URLs only.
+    req = urllib.request.Request(url, data=data, headers=dict(headers),  # noqa: S310
+                                 method="POST" if data is not None else "GET")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as answer:  # noqa: S310
+            body = _read(answer, url, max_bytes, deadline)
+            return Response(answer.status, body, _lower(answer.headers.items()),
+                            str(answer.reason or ""))
+    except urllib.error.HTTPError as exc:
+        return Response(exc.code, _error_body(exc), _lower(exc.headers.items() if exc.headers
+                                                           else ()), str(exc.reason or ""))
+    except urllib.error.URLError as exc:
+        raise HttpError(url, "unreachable", reason=exc.reason) from exc
+    except TimeoutError as exc:
+        raise HttpError(url, "timeout", reason=exc, limit=timeout) from exc
+    except (http.client.HTTPException, OSError) as exc:  # e.g. closed mid-body
+        raise HttpError(url, "broken", reason=exc) from exc
+
+
+def _read(answer: http.client.HTTPResponse, url: str, max_bytes: int,
+          deadline: tuple[float, float] | None) -> bytes:
+    chunks: list[bytes] = []
+    size = 0
+    while chunk := answer.read1(_CHUNK):
+        size += len(chunk)
+        if size > max_bytes:
+            raise HttpError(url, "too large", limit=max_bytes)
+        if deadline is not None and time.monotonic() > deadline[0]:
+            raise HttpError(url, "too slow", limit=deadline[1])
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _error_body(exc: urllib.error.HTTPError) -> bytes:
+    """The start of an error answer's body (it may explain the error); read and closed."""
+    body = getattr(exc, "fp", None)
+    if body is None:
+        return b""
+    try:
+        data: bytes = body.read(ERROR_BODY_BYTES)
+        return data
+    except (OSError, http.client.HTTPException):
+        return b""
+    finally:
+        body.close()
+
+
+def _lower(items: Iterable[tuple[str, str]]) -> dict[str, str]:
+    return {key.lower(): value for key, value in items}
+
+
+# -- the conditional-GET cache ---------------------------------------------------------------
+
+
+class ConditionalCache:
+    """Answers kept in ``folder``: ``<key>.body`` (the bytes) beside ``<key>.json`` (the
+    URL, ``etag``, ``last_modified`` and ``content_type``), the key a hash of the URL.
+    Each file is written whole (temp file, rename)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def _paths(self, url: str) -> tuple[Path, Path]:
+        key = hashlib.sha256(url.encode()).hexdigest()[:32]
+        return self.folder / f"{key}.body", self.folder / f"{key}.json"
+
+    def validators(self, url: str) -> dict[str, str]:
+        """The kept answer's validators (etag, last_modified, content_type), or {} when
+        nothing usable is kept."""
+        body_path, meta_path = self._paths(url)
+        if not (body_path.is_file() and meta_path.is_file()):
+            return {}
+        try:
+            meta = json.loads(meta_path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return {}
+        if not isinstance(meta, dict):
+            return {}
+        return {name: str(meta.get(name) or "")
+                for name in ("etag", "last_modified", "content_type")}
+
+    def body(self, url: str) -> bytes | None:
+        """The kept body, or None."""
+        try:
+            return self._paths(url)[0].read_bytes()
+        except OSError:
+            return None
+
+    def put(self, url: str, response: Response) -> None:
+        """Keep a 200 answer and its validators; a cache that cannot be written is skipped."""
+        body_path, meta_path = self._paths(url)
+        meta = {"url": url, "etag": response.headers.get("etag") or "",
+                "last_modified": response.headers.get("last-modified") or "",
+                "content_type": response.headers.get("content-type") or ""}
+        try:
+            self.folder.mkdir(parents=True, exist_ok=True)
+            write_file(body_path, response.body)
+            write_file(meta_path, json.dumps(meta).encode())
+        except OSError:
+            pass
+
+
+def get_cached(url: str, headers: Mapping[str, str], cache: ConditionalCache | None, *,
+               timeout: float, max_bytes: int, total_seconds: float | None = None
+               ) -> Response:
+    """GET ``url`` conditionally on what ``cache`` keeps: a 304 comes back as the kept
+    body with status 200 and ``from_cache``; a 200 is kept. Without a cache, a plain GET.
+    ``total_seconds`` bounds the whole, a re-ask after a 304 without a copy included."""
+    deadline = None if total_seconds is None else time.monotonic() + total_seconds
+    kept = cache.validators(url) if cache is not None else {}
+    asked = dict(headers)
+    if kept.get("etag"):
+        asked["If-None-Match"] = kept["etag"]
+    if kept.get("last_modified"):
+        asked["If-Modified-Since"] = kept["last_modified"]
+    response = _get_within(url, asked, timeout, max_bytes, deadline, total_seconds)
+    if response.status == 304 and cache is not None and kept:
+        body = cache.body(url)
+        if body is not None:
+            return Response(200, body, {"etag": kept["etag"],
+                                        "last-modified": kept["last_modified"],
+                                        "content-type": kept["content_type"]},
+                            "Not Modified", from_cache=True)
+    if response.status == 304 and kept:  # validators sent, but the copy is gone: ask in full
+        response = _get_within(url, headers, timeout, max_bytes, deadline, total_seconds)
+    if response.status == 200 and cache is not None:
+        cache.put(url, response)
+    return response
+
+
+def _get_within(url: str, headers: Mapping[str, str], timeout: float, max_bytes: int,
+                deadline: float | None, total_seconds: float | None) -> Response:
+    """One GET within what is left of ``deadline`` (``total_seconds`` in the error)."""
+    if deadline is None:
+        return request(url, headers, timeout=timeout, max_bytes=max_bytes)
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise HttpError(url, "too slow", limit=total_seconds)
+    try:
+        return request(url, headers, timeout=timeout, max_bytes=max_bytes, total_seconds=left)
+    except HttpError as exc:
+        if exc.kind == "too slow":
+            raise HttpError(url, "too slow", limit=total_seconds) from exc
+        raise

@@ -1,0 +1,117 @@
+"""Machine translation of one text: the memory, the translator, the guard, in that order.
+
+    protect (translate_guard) → memory lookup → Translator.translate → restore → clean_html
+                                   hit: no call                      GuardError: rejected,
+                                                                     not remembered
+
+And the build's step that asks for every missing language before assembly
+(:func:`translate_items`): the answers go to :func:`pipeline.core.bilingual.fill_missing` as
+data, so assembling the issue makes no call.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Protocol
+
+from pipeline.core.bilingual import MachineText, missing_languages
+from pipeline.core.sanitize import clean_html, letter_counts, one_line
+from pipeline.core.translate_guard import GuardError, protect, restore
+from pipeline.errors import TranslateError
+from pipeline.model import Item
+from pipeline.translate import LANGUAGE_NAMES, Memory, Translation, Translator
+
+__all__ = ["Translate", "translate_html", "translate_items"]
+
+
+class Translate(Protocol):
+    """Translate one text (sanitized HTML, or a one-line title): :func:`translate_html` with
+    its translator and memory bound."""
+
+    def __call__(self, html: str, source: str, target: str, *, title: bool = False
+                 ) -> Translation: ...
+
+
+def translate_items(items: Sequence[Item], translate: Translate | None
+                    ) -> dict[tuple[int, str], MachineText]:
+    """Every missing language of ``items`` machine-translated, keyed by (PR, target): the
+    title and the body, or why the backend gave no answer. :class:`TranslateError` does not
+    stop the build: the language stays missing and the proof report says why."""
+    if translate is None:
+        return {}
+    found: dict[tuple[int, str], MachineText] = {}
+    for item, source, target, original in missing_languages(items):
+        try:
+            title = translate(original.title, source, target, title=True)
+            body = translate(original.body_html, source, target)
+        except TranslateError as exc:  # the backend is down: the build still succeeds
+            found[item.pr, target] = MachineText(failed=str(exc))
+            continue
+        found[item.pr, target] = MachineText(title.text, body.text, body.source,
+                                             rejected=title.rejected or body.rejected)
+    return found
+
+
+_LETTER = re.compile(r"[^\W\d_]")
+_PLACEHOLDERS = re.compile(r"⟦[^⟦⟧]*⟧")
+_BLOCK_SPACE = re.compile(r"\s*(</?(?:p|ul|ol|li|blockquote)\b[^>]*>)\s*")
+#: Above this share of Chinese characters among the letters, a text is not English.
+_MAX_CJK_IN_ENGLISH = 0.1
+
+
+def translate_html(translator: Translator, memory: Memory | None, html: str,
+                   source: str, target: str, *, title: bool = False) -> Translation:
+    """Translate one sanitized HTML body (or, with ``title``, one plain headline).
+
+    A hit in ``memory`` makes no call and returns exactly the text remembered. A translation
+    the guard refuses, or that is empty or not in the target language, comes back
+    ``rejected`` (text None) and is not remembered. :class:`TranslateError` from the backend
+    propagates: the caller decides whether one failure stops the build.
+    """
+    if source not in LANGUAGE_NAMES or target not in LANGUAGE_NAMES or source == target:
+        raise ValueError(f"cannot translate {source!r} into {target!r}")
+    origin = f"machine:{translator.name}"
+    key = {"backend": translator.name, "model": translator.model, "target": target}
+    if memory is not None:
+        remembered = memory.get(html, **key)
+        if remembered is not None:
+            return Translation(remembered, origin, None, cached=True)
+    guarded = protect(html)
+    prose = _PLACEHOLDERS.sub(" ", guarded.text)
+    if not _LETTER.search(prose):  # nothing but code, figures and markup: nothing to call for
+        return Translation(_finish(html, title), origin, None, cached=False)
+    answer = translator.translate(guarded.text, source, target)
+    try:
+        restored = restore(guarded, answer)
+    except GuardError as exc:
+        return Translation(None, origin, f"code or markup not kept: {exc.reason}",
+                           cached=False)
+    problem = _language_problem(_PLACEHOLDERS.sub(" ", answer), target)
+    if problem:
+        return Translation(None, origin, problem, cached=False)
+    text = _finish(restored, title)
+    if not text:
+        return Translation(None, origin, "the translation is empty", cached=False)
+    if memory is not None:
+        memory.put(html, text, **key)
+    return Translation(text, origin, None, cached=False)
+
+
+def _finish(text: str, title: bool) -> str:
+    """A title as one plain line; a body tidied around block tags and sanitized again."""
+    if title:
+        return one_line(text)
+    return clean_html(_BLOCK_SPACE.sub(r"\1", text))
+
+
+def _language_problem(prose: str, target: str) -> str | None:
+    """Why the prose of an answer is not in ``target`` (a model that echoed its input), or
+    None. English may quote no Chinese to speak of; Chinese must hold some Chinese."""
+    cjk, latin = letter_counts(prose)
+    if target == "en" and cjk and cjk > _MAX_CJK_IN_ENGLISH * (cjk + latin):
+        return (f"the translation is not in English ({cjk} of {cjk + latin} letters are "
+                "Chinese)")
+    if target == "zh" and cjk == 0 and latin:
+        return "the translation is not in Chinese (no Chinese character in it)"
+    return None

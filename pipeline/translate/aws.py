@@ -1,0 +1,91 @@
+"""The ``aws`` translator: Amazon Translate's ``TranslateText`` through boto3.
+
+Region, endpoint and credentials are AWS's own settings. botocore's standard retry mode handles
+throttling (the call is a pure function: repeating it is harmless).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from pipeline.aws import aws_client
+from pipeline.errors import TranslateError
+
+if TYPE_CHECKING:
+    from mypy_boto3_translate import TranslateClient
+
+__all__ = ["AWS_MAX_BYTES", "AwsTranslator", "translate_client"]
+
+#: Amazon Translate's codes ("zh" is Simplified Chinese).
+AWS_LANGUAGE_CODES = {"zh": "zh", "en": "en"}
+#: TranslateText's limit on ``Text``, in UTF-8 bytes (Amazon Translate quotas, 2022-12 on).
+AWS_MAX_BYTES = 10_000
+
+
+def translate_client(region: str | None = None, *, connect_timeout: float = 10.0,
+                     read_timeout: float = 60.0, max_attempts: int = 4) -> TranslateClient:
+    """An Amazon Translate client, on a fresh boto3 session (see
+    :func:`pipeline.transport.ses.ses_client` for why), with botocore's standard retries:
+    TranslateText has no side effect, so throttling and 5xx answers are safely
+    repeated with backoff."""
+    return aws_client("translate", region=region, what="the aws backend",
+                      key="[translate] backend",
+                      retries={"total_max_attempts": max_attempts, "mode": "standard"},
+                      connect_timeout=connect_timeout, read_timeout=read_timeout)
+
+
+class AwsTranslator:
+    """Amazon Translate's ``TranslateText`` (zh ↔ en); ``client`` lets a caller pass a client it
+    built (and owns), e.g. one under botocore's ``Stubber``."""
+
+    name = "aws"
+    model = "amazon-translate"
+
+    def __init__(self, region: str | None = None,
+                 client: TranslateClient | None = None) -> None:
+        self._owns_client = client is None
+        self._client = client if client is not None else translate_client(region)
+
+    @property
+    def client(self) -> TranslateClient:
+        return self._client
+
+    def translate(self, text: str, source: str, target: str) -> str:
+        """One ``TranslateText`` call; botocore errors become :class:`TranslateError`."""
+        from botocore.exceptions import (
+            ClientError,
+            HTTPClientError,
+            NoCredentialsError,
+            PartialCredentialsError,
+        )
+        from botocore.exceptions import ConnectionError as NeverConnected
+
+        size = len(text.encode("utf-8"))
+        if size > AWS_MAX_BYTES:
+            raise TranslateError(f"the text is {size:,} bytes; TranslateText takes at most "
+                                 f"{AWS_MAX_BYTES:,}", backend=self.name)
+        try:
+            response = self._client.translate_text(
+                Text=text,
+                SourceLanguageCode=AWS_LANGUAGE_CODES[source],
+                TargetLanguageCode=AWS_LANGUAGE_CODES[target],
+            )
+        except ClientError as exc:
+            error = exc.response.get("Error", {})
+            code = str(error.get("Code", "")) or str(
+                exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
+            message = " ".join(str(error.get("Message", "")).split())
+            raise TranslateError(f"{code}: {message}" if message else code,
+                                 backend=self.name) from exc
+        except (NoCredentialsError, PartialCredentialsError) as exc:
+            raise TranslateError(f"no usable AWS credentials ({exc}); set AWS_ACCESS_KEY_ID/"
+                                 "AWS_SECRET_ACCESS_KEY or a profile", backend=self.name) from exc
+        except (NeverConnected, HTTPClientError) as exc:  # endpoint unreachable, timeouts
+            raise TranslateError(f"cannot reach Amazon Translate: {exc}",
+                                 backend=self.name) from exc
+        return str(response["TranslatedText"]).strip()
+
+    def close(self) -> None:
+        """Close the client this translator built (a client passed in stays its owner's)."""
+        if self._owns_client:
+            self._client.close()
