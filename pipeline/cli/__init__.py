@@ -388,7 +388,7 @@ def _cmd_approve(args: argparse.Namespace, settings: Settings) -> int:
     print(f"approved {built.id} as {approval.content_hash}")
     if blocking:
         _log.warning("%d blocking problem(s) still stop a send (first: %s)", len(blocking),
-                     blocking[0]["code"])
+                     blocking[0].code)
     return EXIT_OK
 
 
@@ -548,7 +548,7 @@ def _cmd_preview(args: argparse.Namespace, settings: Settings) -> int:
                           flush=True)
                     continue
                 failed = None
-                print(f"rebuilt {built.id}: {len(built.data['items'])} items, "
+                print(f"rebuilt {built.id}: {len(built.issue.items)} items, "
                       f"{len(report.blocking)} blocking, {len(report.warnings)} warning(s); "
                       f"content_hash {built.content_hash}", flush=True)
                 print(f"to approve: {approve}", flush=True)
@@ -574,8 +574,8 @@ def _cmd_preview(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _show_preview(built: BuiltIssue, report: ProofReport, preview: Preview) -> None:
-    tiers = Counter(item["tier"] for item in built.data["items"])
-    print(f"built {built.id}: {len(built.data['items'])} items "
+    tiers = Counter(item.tier for item in built.issue.items)
+    print(f"built {built.id}: {len(built.issue.items)} items "
           f"({', '.join(f'{n} {tier}' for tier, n in tiers.items())}); "
           f"{len(report.blocking)} blocking problem(s), {len(report.warnings)} warning(s)")
     for problem in report.problems:
