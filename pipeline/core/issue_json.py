@@ -324,7 +324,7 @@ class _Fields:
         if value is None and optional:
             return None
         if not isinstance(value, kind) or isinstance(value, bool):
-            said = "missing" if key not in self.data else f"{_json_kind(value)}"
+            said = "nothing" if key not in self.data else _json_kind(value)
             raise ValueError(f"not an issue: {self._at(key)} must be {what}, found {said}")
         return value
 
@@ -387,8 +387,8 @@ def _utc(text: str, where: str) -> datetime:
 
 
 def _json_kind(value: object) -> str:
-    return {list: "an array", str: "a string", bool: "true or false", type(None): "null"}.get(
-        type(value), "a number")
+    return {list: "an array", dict: "an object", str: "a string", bool: "true or false",
+            type(None): "null"}.get(type(value), "a number")
 
 
 def content_hash(data: Mapping[str, Any], artifacts: Mapping[str, bytes]) -> str:
