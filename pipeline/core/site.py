@@ -1,9 +1,9 @@
 """Site: issue.json files → the public web archive's pages, as :class:`SiteObject` values.
 
-Pure: records in (issue.json read back by ``issue_json.from_dict``), objects out
-(``publish`` writes them). Each issue gets a bilingual page and
-one page per language (``lang`` and ``hreflang`` set, so the language switch is plain links
-and needs no JavaScript), the public copy of its email, and its ``issue.json``. The index,
+Pure: records in (issue.json read back by ``issue_json.from_dict``), objects out (``publish``
+writes them). Each issue gets a bilingual page and one page per language (``lang`` and
+``hreflang`` set, so the language switch is plain links and needs no JavaScript), the public
+copy of its email, and its ``issue.json``, written again from the records. The index,
 the Atom feed and the sitemap are made from the issue.json files the archive holds, never
 from a local build folder: a fresh runner with an empty ``build/`` publishes a whole index.
 
@@ -152,7 +152,7 @@ class Site:
 
     def index_objects(self, issues: Sequence[Issue]) -> list[SiteObject]:
         """The index, feed, sitemap and 404 page, from every issue the archive holds."""
-        views = sorted((IssueView(d, self.base_url) for d in issues), key=lambda v: v.id,
+        views = sorted((IssueView(issue, self.base_url) for issue in issues), key=lambda v: v.id,
                        reverse=True)
         updated = views[0].published if views else None
         return [
