@@ -236,8 +236,7 @@ def sent_layouts(issue: Issue, rendered: dict[str, RenderedLayout], settings: Se
     for layout in LAYOUTS:
         artifacts[f"email-{layout}.html"] = rendered[layout].html
         artifacts[f"email-{layout}.txt"] = rendered[layout].text
-    built = BuiltIssue(Path("."), {"id": issue.id, "subject": issue.subject,
-                                   "content_hash": "bench"}, artifacts)
+    built = BuiltIssue(Path("."), issue, "bench", artifacts)
     keys = Keys.from_environ({"NEWSLETTER_SECRET": "bench-secret-" + "x" * 32})
     messages = Messages(built, settings, keys)
     now = pendulum.datetime(2026, 11, 30, tz="UTC")

@@ -199,7 +199,7 @@ def email_message(setup: Setup, layout: str, recipient: str, subscriber_id: str)
     if m.reply_to:
         msg["Reply-To"] = m.reply_to
     msg["To"] = recipient
-    msg["Subject"] = built.data["subject"][layout]
+    msg["Subject"] = built.issue.subject[layout]
     msg["Date"] = format_datetime(setup.now)
     msg["Message-ID"] = f"<{built.id}.{subscriber_id[:16]}@{m.sender.domain}>"
     msg["List-Id"] = m.list_id

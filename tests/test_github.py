@@ -7,6 +7,7 @@ import json
 import subprocess
 import threading
 from collections.abc import Iterator
+from dataclasses import replace
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 from conftest import SAMPLE_WEEK, Entry, atom, clean_env, newsletter_cmd
 
 from pipeline.config import SiteSettings
+from pipeline.core import issue_json
 from pipeline.core.pulls import area_names, link_files, title_tags
 from pipeline.core.site import Site
 from pipeline.sources.github import GithubClient, parse_pull
@@ -258,8 +260,7 @@ def test_a_build_shows_the_facts_and_the_github_headline(github, tmp_path):
     anchor = hashlib.sha256(b"tests/v1/kv_connector/unit/test_moriio_connector.py").hexdigest()
     assert f"/pull/53721/files#diff-{anchor}" in html
     built = load_built(folder)
-    pages = {o.key: o.data.decode() for o in Site(SiteSettings()).issue_objects(
-        built.data, built.html("zh-en"))}
+    pages = {o.key: o.data.decode() for o in Site(SiteSettings()).issue_objects(built)}
     en_page = pages[f"issues/{SAMPLE_WEEK}/en.html"]
     assert ("GitHub: @mori-dev · merged 2026-11-24 · +412/\u221257 · [KV Connector] [ROCm]"
             in en_page)
@@ -307,7 +308,7 @@ def test_an_issue_from_before_github_facts_still_renders_on_the_site(settings, t
     data = json.loads(json.dumps(built.data))
     for item in data["items"]:
         del item["github"]  # an issue.json written before the key existed
-    pages = Site(settings.site).issue_objects(data, built.html("zh-en"))
+    pages = Site(settings.site).issue_objects(replace(built, issue=issue_json.from_dict(data)))
     assert all(b"GitHub: @" not in page.data for page in pages)
 
 

@@ -1,15 +1,22 @@
-"""issue.json: DESIGN.md's shape, identical bytes for identical input, an honest hash."""
+"""issue.json: DESIGN.md's shape, identical bytes for identical input, an honest hash; read
+back into the same records, and written again into the same bytes."""
 
 from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
+from datetime import UTC, datetime
 
+import pytest
 from conftest import SAMPLE_FEED, SAMPLE_WEEK, SEED_PRS
 
 from pipeline.core import issue_json
-from pipeline.model import LAYOUTS
+from pipeline.errors import BlockedError
+from pipeline.model import LAYOUTS, Issue, Item, Pair, Problem, Skipped, Text, Week
+from pipeline.sources.github import PullFacts
 from pipeline.stages.build import build
+from pipeline.stages.built import load_built
 
 Z_TIME = re.compile(r"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ$")
 
@@ -111,3 +118,164 @@ def test_sample_feed_carries_the_seed_reviews_verbatim():
         for e in parsed.entries if e.content[0].language.lower().startswith("zh")
     }
     assert [chinese[pr] for pr in SEED_PRS] == seeds
+
+
+# -- read back: issue_json.from_dict ---------------------------------------------------------
+
+
+def _sample(settings, folder):
+    """The sample issue as build wrote it: its file's bytes, its JSON, its artifacts."""
+    built = build(settings, week_id=SAMPLE_WEEK, out=folder)
+    raw = (folder / "issue.json").read_bytes()
+    artifacts = {k: v for k, v in built.files.items() if k != "issue.json"}
+    return raw, json.loads(raw), artifacts
+
+
+def test_reading_back_and_writing_again_gives_the_same_bytes(settings, tmp_path):
+    raw, data, artifacts = _sample(settings, tmp_path / "o")
+    issue = issue_json.from_dict(data)
+    assert issue_json.to_dict(issue, artifacts) == data  # the content_hash too
+    assert issue_json.dumps(issue_json.with_hash(issue, data["content_hash"])) == raw
+    assert issue_json.from_dict(issue_json.to_dict(issue, artifacts)) == issue
+
+
+def test_the_sample_reads_back_as_records(settings, tmp_path):
+    _, data, _ = _sample(settings, tmp_path / "o")
+    issue = issue_json.from_dict(data)
+    assert issue.id == issue.week.id == "2026-W48"
+    assert issue.week.start == datetime(2026, 11, 22, 16, tzinfo=UTC)
+    assert issue.week.tz == "Asia/Shanghai"
+    assert [item.pr for item in issue.items] == [item["pr"] for item in data["items"]]
+    scoped = next(item for item in issue.items if item.pr == 56671)
+    assert scoped.scope_note == "只需读 27 行中的 fixture 本体"
+    assert scoped.zh is not None and scoped.zh.source == "feed"
+    assert all(item.reviewed_at.tzinfo is not None for item in issue.items)
+    assert issue.subject == data["subject"] and issue.problems == ()
+
+
+def _odd_issue() -> Issue:
+    """Every kind of value issue.json holds, with the odd ones: empty, null, far from ASCII."""
+    when = datetime(2026, 11, 23, 1, 2, 3, tzinfo=UTC)
+    texts = Text("标题 «quoted» \u202eRTL\u202c 🚀", "<p>a &amp; b<br>\u0000</p>", "",
+                 "machine:gpt-4o-mini")
+    facts = PullFacts(title="[Bugfix][ROCm] x", author="dév", state="merged",
+                      merged_at=when, additions=0, deletions=12, changed_files=1,
+                      labels=(), tags=("Bugfix", "ROCm"))
+    return Issue(
+        id="2026-W48",
+        week=Week("2026-W48", datetime(2026, 11, 22, 16, tzinfo=UTC),
+                  datetime(2026, 11, 29, 16, tzinfo=UTC), "Asia/Shanghai"),
+        repo="vllm-project/vllm",
+        items=(
+            Item(pr=1, url="https://github.com/vllm-project/vllm/pull/1", tier="must-read",
+                 scope_note="只需读 27 行", why=Pair("为什么 \n", "why\t"), reviewed_at=when,
+                 areas=(), reading_minutes=Pair(0, 99), zh=texts,
+                 en=Text("“Quotes” & <b>", "<p>x</p>", "x\n\ny"),
+                 note=Pair("编辑按", None), github=facts),
+            Item(pr=999_999_999, url="", tier="skip", scope_note=None, why=Pair("", ""),
+                 reviewed_at=when, areas=("kv-cache", "rocm"), reading_minutes=Pair(1, 1),
+                 zh=None, en=Text("", "", "", "editor"), note=None, github=None),
+        ),
+        subject={"zh-en": "周报 · 𝒲eekly", "en": ""},
+        preheader={},
+        skipped=(Skipped("tag:x,2026:1", "", "", "link is not a pull request"),),
+        problems=(Problem("missing-language", "blocking", "no English", pr=1),
+                  Problem("over-size-limit", "warning", "big", layout="zh-en"),
+                  Problem("unrated", "warning", "no verdict")),
+        archive_url="https://example.org/issues/2026-W48/index.html",
+    )
+
+
+def _through_the_file(issue: Issue) -> Issue:
+    return issue_json.from_dict(json.loads(issue_json.dumps(issue_json.to_dict(issue, {}))))
+
+
+def test_odd_values_round_trip():
+    issue = _odd_issue()
+    assert issue_json.from_dict(issue_json.to_dict(issue, {})) == issue
+    assert _through_the_file(issue) == issue
+
+
+def test_an_empty_issue_round_trips():
+    issue = replace(_odd_issue(), items=(), skipped=(), problems=(), subject={}, preheader={})
+    assert _through_the_file(issue) == issue
+
+
+def test_what_build_keeps_for_itself_comes_back_as_the_defaults():
+    item = _odd_issue().items[0]
+    working = replace(item, original_lang="en", scopes=Pair("只需读 27 行", None),
+                      github=replace(item.github, files=("a.py",)))
+    back = _through_the_file(replace(_odd_issue(), items=(working,))).items[0]
+    assert (back.original_lang, back.scopes, back.github.files) == ("zh", Pair(None, None), ())
+    assert back == item
+
+
+def test_a_github_headline_comes_back_as_the_text_the_file_holds():
+    odd = _odd_issue()
+    issue = replace(odd, items=(replace(odd.items[0], en=None), *odd.items[1:]))
+    back = _through_the_file(issue)
+    assert back.items[0].en == Text("[Bugfix][ROCm] x", "", "", "github-title")
+    assert issue_json.to_dict(back, {}) == issue_json.to_dict(issue, {})
+
+
+def test_keys_that_may_be_null_may_be_missing():
+    data = issue_json.to_dict(_odd_issue(), {})
+    for item in data["items"]:
+        for key in ("scope_note", "note", "zh", "en", "github", "areas"):
+            del item[key]
+    del data["problems"][0]["pr"]
+    issue = issue_json.from_dict(data)
+    assert all((i.scope_note, i.note, i.zh, i.en, i.github, i.areas) == (None, None, None,
+                                                                          None, None, ())
+               for i in issue.items)
+    assert issue.problems[0].pr is None
+
+
+def test_another_schema_version_is_refused_by_name():
+    data = {**issue_json.to_dict(_odd_issue(), {}), "schema_version": 2}
+    with pytest.raises(ValueError, match="schema_version 2, expected 1"):
+        issue_json.from_dict(data)
+
+
+def test_load_built_refuses_another_schema_version(settings, tmp_path):
+    _, data, artifacts = _sample(settings, tmp_path / "o")
+    data["schema_version"] = 2
+    data["content_hash"] = issue_json.content_hash(data, artifacts)  # a future build's own
+    (tmp_path / "o" / "issue.json").write_bytes(issue_json.dumps(data))
+    with pytest.raises(BlockedError, match=r"issue.json: not an issue this version reads: "
+                                           r"schema_version 2, expected 1; rebuild the issue"):
+        load_built(tmp_path / "o")
+
+
+@pytest.mark.parametrize(("change", "said"), [
+    (lambda d: d["items"].append(5), r"items\[2\] must be an object, found a number"),
+    (lambda d: d["items"][0]["why"].update(en=7), r"items\[0\]\.why\.en must be a string, "
+                                                   "found a number"),
+    (lambda d: d["items"][1].pop("pr"), r"items\[1\]\.pr must be a whole number, found nothing"),
+    (lambda d: d["items"][1].update(pr=True), r"items\[1\]\.pr must be a whole number, found "
+                                              "true or false"),
+    (lambda d: d["items"][0].update(reviewed_at="soon"), r"items\[0\]\.reviewed_at 'soon' is "
+                                                         "not a date and time"),
+    (lambda d: d["items"][0]["github"].update(tags=[1]), r"items\[0\]\.github\.tags must be a "
+                                                         "list of strings"),
+    (lambda d: d["items"][0].update(zh=[]), r"items\[0\]\.zh must be an object or null, "
+                                            "found an array"),
+    (lambda d: d["problems"][0].update(severity="fatal"), r"problems\[0\]\.severity must be "
+                                                          "blocking or warning"),
+    (lambda d: d["subject"].update(en=None), "subject must be an object of strings"),
+    (lambda d: d["skipped"][0].pop("reason"), r"skipped\[0\]\.reason must be a string"),
+])
+def test_a_malformed_issue_is_one_value_error_saying_where(change, said):
+    data = json.loads(json.dumps(issue_json.to_dict(_odd_issue(), {})))
+    change(data)
+    with pytest.raises(ValueError, match=f"^not an issue: {said}"):
+        issue_json.from_dict(data)
+
+
+def test_a_time_without_a_zone_is_utc():
+    data = issue_json.to_dict(_odd_issue(), {})
+    data["items"][0]["reviewed_at"] = "2026-11-23T09:02:03"
+    data["items"][1]["reviewed_at"] = "2026-11-23T09:02:03+08:00"
+    first, second = issue_json.from_dict(data).items
+    assert first.reviewed_at == datetime(2026, 11, 23, 9, 2, 3, tzinfo=UTC)
+    assert second.reviewed_at == datetime(2026, 11, 23, 1, 2, 3, tzinfo=UTC)

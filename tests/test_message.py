@@ -147,7 +147,8 @@ def test_header_injection_through_the_recipient_is_refused(settings, built):
 
 
 def test_a_subject_with_a_line_break_never_reaches_the_wire(settings, built):
-    built.data["subject"]["en"] = "Hello\r\nBcc: victim@example.org"
+    subject = {**built.issue.subject, "en": "Hello\r\nBcc: victim@example.org"}
+    built = replace(built, issue=replace(built.issue, subject=subject))
     with pytest.raises(ValueError):
         Messages(built, settings, KEYS)
 

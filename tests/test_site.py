@@ -38,7 +38,7 @@ def older(settings, tmp_path):
 
 
 def objects(site: Site, built) -> dict[str, SiteObject]:
-    return {o.key: o for o in site.issue_objects(built.data, built.html("zh-en"))}
+    return {o.key: o for o in site.issue_objects(built)}
 
 
 def test_issue_objects_keys_types_and_cache(settings, built):
@@ -91,7 +91,7 @@ def test_public_email_has_no_personal_link(settings, built):
 
 def test_index_feed_sitemap_from_issue_files(settings, built, older):
     site = Site(settings.site)
-    found = {o.key: o for o in site.index_objects([older.data, built.data])}
+    found = {o.key: o for o in site.index_objects([older.issue, built.issue])}
     assert sorted(found) == ["404.html", "feed.xml", "index.html", "sitemap.xml"]
     assert all(o.cache_control == SHORT_CACHE for o in found.values())
     index = found["index.html"].data.decode()
@@ -102,17 +102,13 @@ def test_index_feed_sitemap_from_issue_files(settings, built, older):
 
 
 def test_the_feed_carries_the_latest_issues_only(settings, built):
-    import copy
-
     import feedparser
 
     from pipeline.core.site import FEED_ISSUES
 
     many = []
     for n in range(1, FEED_ISSUES + 6):
-        data = copy.deepcopy(built.data)
-        data["id"] = f"2025-W{n:02d}"
-        many.append(data)
+        many.append(replace(built.issue, id=f"2025-W{n:02d}"))
     site = Site(settings.site)
     found = {o.key: o for o in site.index_objects(many)}
     feed = feedparser.parse(found["feed.xml"].data)
@@ -123,7 +119,7 @@ def test_the_feed_carries_the_latest_issues_only(settings, built):
 
 def test_no_subscribe_form_without_an_app(settings, built):
     site = Site(replace(settings.site, app_url=""))
-    index = site.index_objects([built.data])[0].data.decode()
+    index = site.index_objects([built.issue])[0].data.decode()
     assert "<form" not in index and "/subscribe" not in index
     email = objects(site, built)[f"issues/{SAMPLE_WEEK}/email.html"].data.decode()
     assert f'href="{settings.site.base_url}/index.html"' in email

@@ -119,7 +119,7 @@ def _cmd_approve(args: argparse.Namespace, settings: Settings) -> int:
     print(f"approved {built.id} as {approval.content_hash}")
     if blocking:
         _log.warning("%d blocking problem(s) still stop a send (first: %s)", len(blocking),
-                     blocking[0]["code"])
+                     blocking[0].code)
     return EXIT_OK
 
 

@@ -203,7 +203,7 @@ def _watch(args: argparse.Namespace, settings: Settings, week_id: str, approve: 
             print(f"newsletter: error: {exc} (still watching)", file=sys.stderr, flush=True)
             return
         latest.built, latest.report, latest.failed = built, report, None
-        print(f"rebuilt {built.id}: {len(built.data['items'])} items, "
+        print(f"rebuilt {built.id}: {len(built.issue.items)} items, "
               f"{len(report.blocking)} blocking, {len(report.warnings)} warning(s); "
               f"content_hash {built.content_hash}", flush=True)
         print(f"to approve: {approve}", flush=True)
@@ -212,8 +212,8 @@ def _watch(args: argparse.Namespace, settings: Settings, week_id: str, approve: 
 
 
 def _show_preview(built: BuiltIssue, report: ProofReport, preview: Preview) -> None:
-    tiers = Counter(item["tier"] for item in built.data["items"])
-    print(f"built {built.id}: {len(built.data['items'])} items "
+    tiers = Counter(item.tier for item in built.issue.items)
+    print(f"built {built.id}: {len(built.issue.items)} items "
           f"({', '.join(f'{n} {tier}' for tier, n in tiers.items())}); "
           f"{len(report.blocking)} blocking problem(s), {len(report.warnings)} warning(s)")
     for problem in report.problems:

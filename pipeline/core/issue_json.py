@@ -3,6 +3,11 @@
 The shape is DESIGN.md's. Identical input gives identical bytes: no wall-clock time, keys in
 a fixed order, times in UTC with ``Z``. ``content_hash`` covers the canonical JSON (without
 the hash) and every rendered artifact, so an approval pins exactly what the editor proofed.
+
+:func:`to_dict` writes it; :func:`from_dict` reads it back into the frozen records of
+``pipeline.model``, so no later stage indexes a dict: a missing key or a wrong type is one
+clear ValueError here, not a KeyError in a template. Reading back and writing again gives
+the same bytes.
 """
 
 from __future__ import annotations
@@ -10,10 +15,21 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Generic, TypedDict, TypeGuard, TypeVar
 
-from pipeline.model import Issue, Item, Problem, PullFacts, Severity, Skipped, Text
+from pipeline.model import (
+    LANGS,
+    Issue,
+    Item,
+    Pair,
+    Problem,
+    PullFacts,
+    Severity,
+    Skipped,
+    Text,
+    Week,
+)
 from pipeline.week import iso_z
 
 SCHEMA_VERSION = 1
@@ -170,7 +186,18 @@ def _problem(problem: Problem) -> ProblemData:
 
 def to_dict(issue: Issue, artifacts: Mapping[str, bytes]) -> IssueData:
     """The issue as DESIGN.md lays it out, ``content_hash`` included."""
-    body: IssueBody = {
+    body = _body(issue)
+    return {**body, "content_hash": content_hash(body, artifacts)}
+
+
+def with_hash(issue: Issue, known_hash: str) -> IssueData:
+    """The issue as :func:`to_dict` lays it out, with a ``content_hash`` already known (an
+    issue read back: its artifacts were checked against that hash when it was read)."""
+    return {**_body(issue), "content_hash": known_hash}
+
+
+def _body(issue: Issue) -> IssueBody:
+    return {
         "schema_version": SCHEMA_VERSION,
         "id": issue.id,
         "week": {"start": iso_z(issue.week.start), "end": iso_z(issue.week.end),
@@ -183,7 +210,6 @@ def to_dict(issue: Issue, artifacts: Mapping[str, bytes]) -> IssueData:
         "skipped": [_skipped(entry) for entry in issue.skipped],
         "problems": [_problem(problem) for problem in issue.problems],
     }
-    return {**body, "content_hash": content_hash(body, artifacts)}
 
 
 def checked(data: object) -> IssueData:
@@ -218,9 +244,161 @@ def _is_issue(data: dict[str, Any]) -> TypeGuard[IssueData]:
             and isinstance(data.get("problems"), list))
 
 
+def from_dict(data: object) -> Issue:
+    """``data`` (an issue.json as ``json.loads`` gives it) as the frozen :class:`Issue` it
+    was written from; ValueError, in one line, for another schema version or for any key
+    that is missing or of the wrong type (saying where: ``items[2].why.en``).
+
+    A key whose value may be null may also be absent (an issue.json written before the key
+    existed, such as ``github``). What ``build`` keeps only while it works is not in the file
+    and comes back as the records' defaults: an item's ``original_lang`` and ``scopes``, a
+    PR's ``files``. An English headline taken from the PR's GitHub title comes back as the
+    ``github-title`` text the file holds."""
+    if isinstance(data, dict) and data.get("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
+        raise ValueError(f"not an issue this version reads: schema_version "
+                         f"{str(data['schema_version'])[:20]}, expected {SCHEMA_VERSION}")
+    top = _Fields(checked(data), "")
+    week = top.object("week")
+    issue_id = top.string("id")
+    return Issue(
+        id=issue_id,
+        week=Week(issue_id, week.time("start"), week.time("end"), week.string("tz")),
+        repo=top.string("repo"),
+        items=tuple(_read_item(item) for item in top.objects("items")),
+        subject=top.strings_by_key("subject"),
+        preheader=top.strings_by_key("preheader"),
+        skipped=tuple(Skipped(s.string("id"), s.string("link"), s.string("title"),
+                              s.string("reason")) for s in top.objects("skipped")),
+        problems=tuple(_read_problem(p) for p in top.objects("problems")),
+        archive_url=top.string("archive_url"),
+    )
+
+
+def _read_item(item: _Fields) -> Item:
+    note = item.optional_object("note")
+    return Item(
+        pr=item.integer("pr"), url=item.string("url"), tier=item.string("tier"),
+        scope_note=item.optional_string("scope_note"),
+        why=Pair(*(item.object("why").string(lang) for lang in LANGS)),
+        reviewed_at=item.time("reviewed_at"),
+        areas=item.strings("areas"),
+        reading_minutes=Pair(*(item.object("reading_minutes").integer(lang) for lang in LANGS)),
+        zh=_read_text(item.optional_object("zh")),
+        en=_read_text(item.optional_object("en")),
+        note=Pair(*(note.optional_string(lang) for lang in LANGS)) if note else None,
+        github=_read_github(item.optional_object("github")),
+    )
+
+
+def _read_text(text: _Fields | None) -> Text | None:
+    if text is None:
+        return None
+    return Text(text.string("title"), text.string("body_html"), text.string("body_text"),
+                text.optional_string("source") or "feed")
+
+
+def _read_github(facts: _Fields | None) -> PullFacts | None:
+    if facts is None:
+        return None
+    return PullFacts(
+        title=facts.string("title"), author=facts.string("author"),
+        state=facts.string("state"), merged_at=facts.optional_time("merged_at"),
+        additions=facts.integer("additions"), deletions=facts.integer("deletions"),
+        changed_files=facts.integer("changed_files"), labels=facts.strings("labels"),
+        tags=facts.strings("tags"))
+
+
+def _read_problem(problem: _Fields) -> Problem:
+    severity = problem.string("severity")
+    if severity not in ("blocking", "warning"):
+        raise ValueError(f"not an issue: {problem.where}.severity must be blocking or warning")
+    return Problem(problem.string("code"), "blocking" if severity == "blocking" else "warning",
+                   problem.string("message"), problem.optional_integer("pr"),
+                   problem.optional_string("layout"))
+
+
+class _Fields:
+    """One JSON object of an issue.json and where it sits in the file, read key by key: each
+    reader says what it wanted, so a wrong value is named by its place, not met later."""
+
+    def __init__(self, data: object, where: str) -> None:
+        if not isinstance(data, dict):
+            raise ValueError(f"not an issue: {where} must be an object, found "
+                             f"{_json_kind(data)}")
+        self.data: dict[str, Any] = data
+        self.where = where
+
+    def _get(self, key: str, kind: type | tuple[type, ...], what: str, *,
+             optional: bool = False) -> Any:
+        value = self.data.get(key)
+        if value is None and optional:
+            return None
+        if not isinstance(value, kind) or isinstance(value, bool):
+            said = "nothing" if key not in self.data else _json_kind(value)
+            raise ValueError(f"not an issue: {self._at(key)} must be {what}, found {said}")
+        return value
+
+    def _at(self, key: str) -> str:
+        return f"{self.where}.{key}" if self.where else key
+
+    def string(self, key: str) -> str:
+        return str(self._get(key, str, "a string"))
+
+    def optional_string(self, key: str) -> str | None:
+        value = self._get(key, str, "a string or null", optional=True)
+        return None if value is None else str(value)
+
+    def integer(self, key: str) -> int:
+        return int(self._get(key, int, "a whole number"))
+
+    def optional_integer(self, key: str) -> int | None:
+        value = self._get(key, int, "a whole number or null", optional=True)
+        return None if value is None else int(value)
+
+    def time(self, key: str) -> datetime:
+        return _utc(self.string(key), self._at(key))
+
+    def optional_time(self, key: str) -> datetime | None:
+        value = self.optional_string(key)
+        return None if value is None else _utc(value, self._at(key))
+
+    def strings(self, key: str) -> tuple[str, ...]:
+        values = self._get(key, list, "a list of strings", optional=True) or []
+        if not all(isinstance(value, str) for value in values):
+            raise ValueError(f"not an issue: {self._at(key)} must be a list of strings")
+        return tuple(values)
+
+    def strings_by_key(self, key: str) -> dict[str, str]:
+        values = self._get(key, dict, "an object of strings")
+        if not all(isinstance(value, str) for value in values.values()):
+            raise ValueError(f"not an issue: {self._at(key)} must be an object of strings")
+        return dict(values)
+
+    def object(self, key: str) -> _Fields:
+        return _Fields(self._get(key, dict, "an object"), self._at(key))
+
+    def optional_object(self, key: str) -> _Fields | None:
+        value = self._get(key, dict, "an object or null", optional=True)
+        return None if value is None else _Fields(value, self._at(key))
+
+    def objects(self, key: str) -> list[_Fields]:
+        values = self._get(key, list, "a list", optional=True) or []
+        return [_Fields(value, f"{self._at(key)}[{n}]") for n, value in enumerate(values)]
+
+
+def _utc(text: str, where: str) -> datetime:
+    """An issue.json time as an aware UTC datetime. A time without a zone is UTC, as the
+    site's reader (pendulum) took it before the records were read back."""
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise ValueError(f"not an issue: {where} {text[:40]!r} is not a date and time") from None
+    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+
+
 def _json_kind(value: object) -> str:
-    return {list: "an array", str: "a string", bool: "true or false", type(None): "null"}.get(
-        type(value), "a number")
+    return {list: "an array", dict: "an object", str: "a string", bool: "true or false",
+            type(None): "null"}.get(type(value), "a number")
 
 
 def content_hash(data: Mapping[str, Any], artifacts: Mapping[str, bytes]) -> str:

@@ -42,6 +42,7 @@ from urllib.parse import quote
 
 from pipeline.config import Settings
 from pipeline.core.addresses import to_header
+from pipeline.core.built_issue import BuiltIssue
 from pipeline.core.mime import QUOTED_PRINTABLE, choose_encoding, encode_body, encode_subject
 from pipeline.core.render import (
     PREFERENCES_PLACEHOLDER,
@@ -51,7 +52,6 @@ from pipeline.core.render import (
 )
 from pipeline.errors import BlockedError, ConfigError
 from pipeline.model import LAYOUTS, Outgoing
-from pipeline.stages.built import BuiltIssue
 from subscribers.tokens import Keys, make_token, tagged_address
 
 _POLICY = policy.SMTP.clone(max_line_length=78)
@@ -132,7 +132,7 @@ class Messages:
         )
 
     def _static_headers(self, layout: str, *, test: bool) -> bytes:
-        subject = self.built.data["subject"][layout]
+        subject = self.built.issue.subject[layout]
         if test:
             subject = f"[TEST {layout}] {subject}"
         headers: list[tuple[str, object]] = [("From", self.sender)]

@@ -1,6 +1,6 @@
 """Proof: a built issue → the report the editor reads before approving it.
 
-Pure: a :class:`~pipeline.stages.built.BuiltIssue` (``issue.json`` plus the rendered artifacts) in,
+Pure: a :class:`~pipeline.core.built_issue.BuiltIssue` (the issue plus its rendered artifacts) in,
 a frozen :class:`ProofReport` out. It repeats every problem ``build`` recorded and adds what
 can only be seen in the finished artifacts:
 
@@ -30,12 +30,12 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
-from typing import Any
 from urllib.parse import urlsplit
 
 from markupsafe import escape
 
 from pipeline.core.bilingual import sort_problems
+from pipeline.core.built_issue import BuiltIssue
 from pipeline.core.render import (
     HARD_LIMIT_BYTES,
     PREFERENCES_PLACEHOLDER,
@@ -43,8 +43,7 @@ from pipeline.core.render import (
     stray_placeholders,
     weight,
 )
-from pipeline.model import LAYOUTS, Pair, Problem, Severity, Skipped
-from pipeline.stages.built import BuiltIssue
+from pipeline.model import LANGS, LAYOUTS, Issue, Item, Pair, Problem, Severity, Skipped
 
 #: Share of the budget above which a layout is flagged as close to it.
 NEAR_SHARE = 0.9
@@ -130,29 +129,28 @@ class ProofReport:
 
 def proof(built: BuiltIssue, *, size_budget_kb: int, repo: str) -> ProofReport:
     """The proof report of ``built``, checked against the budget and ``repo``'s PR links."""
-    data = built.data
-    recorded = [_problem(p) for p in data.get("problems", [])]
+    issue = built.issue
+    recorded = list(issue.problems)
     sizes = tuple(layout_size(built.html(layout), layout, size_budget_kb)
                   for layout in LAYOUTS)
     already_over = {p.layout for p in recorded if p.code == "over-size-limit"}
     found: list[Problem] = []
     for size in sizes:
         found.extend(_size_problem(size, already_over))
-    feed_strings = _feed_strings(data)
+    feed_strings = _feed_strings(issue)
     html = {layout: built.html(layout) for layout in LAYOUTS}
     text = {layout: built.text(layout) for layout in LAYOUTS}
     found += check_markup(html, repo)
     found += check_leftovers(html, text, feed_strings)
     found += check_personal_links(html, text)
     return ProofReport(
-        issue_id=data["id"],
-        content_hash=data["content_hash"],
+        issue_id=issue.id,
+        content_hash=built.content_hash,
         problems=sort_problems([*recorded, *found]),
         sizes=sizes,
-        ranking=tuple(_ranked(n, item) for n, item in enumerate(data["items"], start=1)),
+        ranking=tuple(_ranked(n, item) for n, item in enumerate(issue.items, start=1)),
         hidden=tuple(sorted(p.pr for p in recorded if p.code == "hidden" and p.pr)),
-        skipped=tuple(Skipped(s["id"], s["link"], s["title"], s["reason"])
-                      for s in data.get("skipped", [])),
+        skipped=issue.skipped,
     )
 
 
@@ -297,47 +295,34 @@ def check_leftovers(html: Mapping[str, str], text: Mapping[str, str],
     return problems
 
 
-def _feed_strings(data: Mapping[str, Any]) -> list[str]:
+def _feed_strings(issue: Issue) -> list[str]:
     """Every string of the issue that came from the feed or the editor's file."""
     found: list[str] = []
-    for item in data.get("items", []):
-        for lang in ("zh", "en"):
-            text = item.get(lang)
+    for item in issue.items:
+        for lang in LANGS:
+            text = item.text(lang)
             if text:
-                found += [text["title"], text["body_html"], text["body_text"]]
-        note = item.get("note") or {}
-        found += [n for n in note.values() if n]
-        if item.get("scope_note"):
-            found.append(item["scope_note"])
+                found += [text.title, text.body_html, text.body_text]
+        if item.note:
+            found += [n for n in (item.note.zh, item.note.en) if n]
+        if item.scope_note:
+            found.append(item.scope_note)
     for layout in LAYOUTS:
-        found += [data.get("subject", {}).get(layout, ""),
-                  data.get("preheader", {}).get(layout, "")]
+        found += [issue.subject.get(layout, ""), issue.preheader.get(layout, "")]
     return found
 
 
 # -- ranking and helpers ------------------------------------------------------------------
 
 
-def _ranked(position: int, item: Mapping[str, Any]) -> RankedItem:
-    def text_field(lang: str, name: str) -> str | None:
-        text = item.get(lang)
-        return text[name] if text else None
-
-    note = item.get("note")
+def _ranked(position: int, item: Item) -> RankedItem:
+    zh, en = item.zh, item.en
     return RankedItem(
-        position=position, pr=item["pr"], url=item["url"], tier=item["tier"],
-        titles=Pair(text_field("zh", "title"), text_field("en", "title")),
-        why=Pair(item["why"]["zh"], item["why"]["en"]),
-        reading_minutes=Pair(item["reading_minutes"]["zh"], item["reading_minutes"]["en"]),
-        scope_note=item.get("scope_note"),
-        note=Pair(note.get("zh"), note.get("en")) if note else None,
-        sources=Pair(text_field("zh", "source"), text_field("en", "source")),
+        position=position, pr=item.pr, url=item.url, tier=item.tier,
+        titles=Pair(zh.title if zh else None, en.title if en else None),
+        why=item.why, reading_minutes=item.reading_minutes, scope_note=item.scope_note,
+        note=item.note, sources=Pair(zh.source if zh else None, en.source if en else None),
     )
-
-
-def _problem(raw: Mapping[str, Any]) -> Problem:
-    return Problem(raw["code"], raw["severity"], raw["message"], raw.get("pr"),
-                   raw.get("layout"))
 
 
 def _layouts(layouts: list[str]) -> str:

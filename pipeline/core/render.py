@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import re
 import tomllib
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -180,23 +180,21 @@ def environment(override_dirs: Sequence[Path] = ()) -> jinja2.Environment:
     return env
 
 
-def facts_line(facts: PullFacts | Mapping[str, Any] | None) -> str:
-    """The PR's facts in one compact line: author, merged date (or state), +/− lines, tags.
-    ``facts`` is a :class:`PullFacts` or its issue.json dict; "" for None."""
+def facts_line(facts: PullFacts | None) -> str:
+    """The PR's facts in one compact line: author, merged date (or state), +/− lines, tags;
+    "" for None. The email (at build) and the site (from issue.json read back) both pass the
+    :class:`PullFacts` record."""
     if not facts:
         return ""
-    get = facts.get if isinstance(facts, dict) else lambda key: getattr(facts, key)
     parts = []
-    if get("author"):
-        parts.append(f"@{get('author')}")
-    merged = get("merged_at")
-    if merged:
-        day = merged[:10] if isinstance(merged, str) else merged.strftime("%Y-%m-%d")
-        parts.append(f"merged {day}")
+    if facts.author:
+        parts.append(f"@{facts.author}")
+    if facts.merged_at:
+        parts.append(f"merged {facts.merged_at.strftime('%Y-%m-%d')}")
     else:
-        parts.append(str(get("state")))
-    parts.append(f"+{get('additions')}/\u2212{get('deletions')}")
-    tags = " ".join(f"[{tag}]" for tag in get("tags") or ())
+        parts.append(str(facts.state))
+    parts.append(f"+{facts.additions}/\u2212{facts.deletions}")
+    tags = " ".join(f"[{tag}]" for tag in facts.tags)
     if tags:
         parts.append(tags)
     return " · ".join(parts)

@@ -1,8 +1,9 @@
 """Site: issue.json files → the public web archive's pages, as :class:`SiteObject` values.
 
-Pure: dicts in, objects out (``publish`` writes them). Each issue gets a bilingual page and
-one page per language (``lang`` and ``hreflang`` set, so the language switch is plain links
-and needs no JavaScript), the public copy of its email, and its ``issue.json``. The index,
+Pure: records in (issue.json read back by ``issue_json.from_dict``), objects out (``publish``
+writes them). Each issue gets a bilingual page and one page per language (``lang`` and
+``hreflang`` set, so the language switch is plain links and needs no JavaScript), the public
+copy of its email, and its ``issue.json``, written again from the records. The index,
 the Atom feed and the sitemap are made from the issue.json files the archive holds, never
 from a local build folder: a fresh runner with an empty ``build/`` publishes a whole index.
 
@@ -12,7 +13,6 @@ site works on any static host. The public email copy carries no personal link or
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Sequence
 from datetime import datetime
@@ -24,7 +24,8 @@ import pendulum
 from markupsafe import Markup
 
 from pipeline.config import SiteSettings
-from pipeline.core.issue_json import IssueData, ItemData, TextData
+from pipeline.core import issue_json
+from pipeline.core.built_issue import BuiltIssue
 from pipeline.core.rank import TIER_BY_NAME
 from pipeline.core.render import (
     PREFERENCES_PLACEHOLDER,
@@ -32,7 +33,7 @@ from pipeline.core.render import (
     environment,
     strings,
 )
-from pipeline.model import LANG_TAGS, SiteObject
+from pipeline.model import LANG_TAGS, Issue, Item, SiteObject, Text
 from pipeline.week import week_ranges
 
 HTML = "text/html; charset=utf-8"
@@ -47,33 +48,36 @@ _CODE = re.compile(r"<code>(.*?)</code>", re.S)
 FEED_ISSUES = 20
 
 
-def _moment(text: str, tz: str) -> pendulum.DateTime:
-    """An issue.json time (UTC, ``…Z``) in the week's zone. pendulum also parses a bare date,
-    time or duration: none of those is an instant, so each is refused by name."""
-    parsed = pendulum.parse(text)
-    if not isinstance(parsed, pendulum.DateTime):
-        raise ValueError(f"{text!r} is not a date and time")
-    return parsed.in_timezone(tz)
+def _moment(when: datetime, tz: str) -> pendulum.DateTime:
+    """An issue.json time (read back as UTC) in the week's zone."""
+    return pendulum.instance(when).in_timezone(tz)
 
 
 class IssueView:
-    """One issue.json as the web templates read it."""
+    """One issue as the web templates read it."""
 
-    def __init__(self, data: IssueData, base_url: str) -> None:
-        self.data = data
-        self.id: str = data["id"]
+    def __init__(self, issue: Issue, base_url: str) -> None:
+        self.issue = issue
+        self.id = issue.id
         self.base_url = base_url
         self.url = f"{base_url}/issues/{self.id}/index.html"
-        tz = data["week"]["tz"]
-        self.start = _moment(data["week"]["start"], tz)
-        self.end = _moment(data["week"]["end"], tz)
+        self.start = _moment(issue.week.start, issue.week.tz)
+        self.end = _moment(issue.week.end, issue.week.tz)
 
     def page_url(self, variant: str = "index.html") -> str:
         return f"{self.base_url}/issues/{self.id}/{variant}"
 
     @property
-    def items(self) -> list[ItemData]:
-        return self.data["items"]
+    def items(self) -> tuple[Item, ...]:
+        return self.issue.items
+
+    @property
+    def subject(self) -> dict[str, str]:
+        return self.issue.subject
+
+    @property
+    def preheader(self) -> dict[str, str]:
+        return self.issue.preheader
 
     @property
     def published(self) -> datetime:
@@ -82,13 +86,13 @@ class IssueView:
 
     @cached_property
     def ranges(self) -> dict[str, str]:
-        ranges = week_ranges(self.start, self.end, self.data["week"]["tz"])
+        ranges = week_ranges(self.start, self.end, self.issue.week.tz)
         return {"zh": f"{self.start.year} 年 {ranges['zh']}", "en": ranges["en"]}
 
-    def title(self, item: ItemData, lang: str) -> str:
-        first, other = (item["zh"], item["en"]) if lang == "zh" else (item["en"], item["zh"])
+    def title(self, item: Item, lang: str) -> str:
+        first, other = (item.zh, item.en) if lang == "zh" else (item.en, item.zh)
         text = first or other
-        return text["title"] if text else f"#{item['pr']}"
+        return text.title if text else f"#{item.pr}"
 
     def top_titles(self, lang: str, n: int = 3) -> list[str]:
         return [self.title(item, lang) for item in self.items[:n]]
@@ -102,9 +106,9 @@ def identifiers(body_html: str) -> list[Markup]:
     return [Markup(code) for code in seen if code]  # noqa: S704 (sanitized markup's text)
 
 
-def body(text: TextData | None) -> Markup | None:
+def body(text: Text | None) -> Markup | None:
     """A text's body HTML, which left pipeline/core/sanitize.py before it entered issue.json."""
-    return Markup(text["body_html"]) if text else None  # noqa: S704
+    return Markup(text.body_html) if text else None  # noqa: S704
 
 
 class Site:
@@ -128,9 +132,9 @@ class Site:
 
             raise RenderError(name, str(exc)) from None
 
-    def issue_objects(self, data: IssueData, email_html: str) -> list[SiteObject]:
+    def issue_objects(self, built: BuiltIssue) -> list[SiteObject]:
         """Everything under ``issues/<week>/``: the pages, the public email, issue.json."""
-        view = IssueView(data, self.base_url)
+        view = IssueView(built.issue, self.base_url)
         prefix = f"issues/{view.id}/"
         objects = [
             SiteObject(prefix + variant, self._render("web/issue.html.j2", issue=view,
@@ -139,16 +143,15 @@ class Site:
                        HTML, LONG_CACHE)
             for variant, langs in VARIANTS.items()
         ]
-        objects.append(SiteObject(prefix + "email.html", public_email(email_html, self),
-                                  HTML, LONG_CACHE))
-        objects.append(SiteObject(prefix + "issue.json",
-                                  (json.dumps(data, ensure_ascii=False, indent=2) + "\n")
-                                  .encode(), "application/json; charset=utf-8", LONG_CACHE))
+        objects.append(SiteObject(prefix + "email.html",
+                                  public_email(built.html("zh-en"), self), HTML, LONG_CACHE))
+        objects.append(SiteObject(prefix + "issue.json", issue_json.dumps(built.data),
+                                  "application/json; charset=utf-8", LONG_CACHE))
         return objects
 
-    def index_objects(self, issues: Sequence[IssueData]) -> list[SiteObject]:
+    def index_objects(self, issues: Sequence[Issue]) -> list[SiteObject]:
         """The index, feed, sitemap and 404 page, from every issue the archive holds."""
-        views = sorted((IssueView(d, self.base_url) for d in issues), key=lambda v: v.id,
+        views = sorted((IssueView(issue, self.base_url) for issue in issues), key=lambda v: v.id,
                        reverse=True)
         updated = views[0].published if views else None
         return [

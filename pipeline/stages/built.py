@@ -1,56 +1,27 @@
-"""A built issue as the later stages read it back: ``issue.json`` plus its artifacts.
+"""A built issue read back from its folder: ``issue.json`` plus its artifacts.
 
 ``preview``, ``approve``, ``publish`` and ``send`` never rebuild: they read what ``build``
 wrote, and refuse it when the files no longer match the ``content_hash`` inside (a file
-edited by hand after the editor's proof is not what the editor approved).
+edited by hand after the editor's proof is not what the editor approved). What they get is
+a :class:`~pipeline.core.built_issue.BuiltIssue`: the records, not the dict.
 """
 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.config import Settings
 from pipeline.core import issue_json
-from pipeline.core.issue_json import IssueData, ProblemData
+from pipeline.core.built_issue import BuiltIssue, artifact_names
 from pipeline.errors import BlockedError, IssueNotFoundError
-from pipeline.model import LAYOUTS
 from pipeline.week import parse_week
+
+__all__ = ["APPROVAL_FILE", "ISSUE_FILE", "BuiltIssue", "artifact_names", "issue_folder",
+           "load_built"]
 
 ISSUE_FILE = "issue.json"
 APPROVAL_FILE = "approval.json"
-
-
-@dataclass(frozen=True)
-class BuiltIssue:
-    folder: Path
-    data: IssueData
-    #: ``email-<layout>.html`` / ``.txt`` → text.
-    artifacts: dict[str, str]
-
-    @property
-    def id(self) -> str:
-        return self.data["id"]
-
-    @property
-    def content_hash(self) -> str:
-        return self.data["content_hash"]
-
-    def html(self, layout: str) -> str:
-        return self.artifacts[f"email-{layout}.html"]
-
-    def text(self, layout: str) -> str:
-        return self.artifacts[f"email-{layout}.txt"]
-
-    def blocking(self, *, allow_missing_translations: bool = False) -> list[ProblemData]:
-        """The blocking problems that stop a send (missing languages may be waived)."""
-        return [p for p in self.data["problems"] if p["severity"] == "blocking"
-                and not (allow_missing_translations and p["code"] == "missing-language")]
-
-
-def artifact_names() -> list[str]:
-    return [f"email-{layout}.{ext}" for layout in LAYOUTS for ext in ("html", "txt")]
 
 
 def issue_folder(settings: Settings, week_id: str) -> Path:
@@ -76,11 +47,13 @@ def load_built(folder: Path) -> BuiltIssue:
             raw[name] = (folder / name).read_bytes()
         except OSError:
             raise BlockedError(f"{folder / name} is missing; rebuild the issue") from None
-    if issue_json.content_hash(data, raw) != data.get("content_hash"):
+    known = issue_json.content_hash(data, raw)
+    if known != data.get("content_hash"):
         raise BlockedError(f"{folder} changed since it was built (content_hash mismatch); "
                            "rebuild and proof it again")
     try:
-        issue = issue_json.checked(data)
+        issue = issue_json.from_dict(data)
     except ValueError as exc:
         raise BlockedError(f"{path}: {exc}; rebuild the issue") from None
-    return BuiltIssue(folder, issue, {k: v.decode("utf-8") for k, v in raw.items()})
+    return BuiltIssue(folder, issue, known,
+                      {k: v.decode("utf-8") for k, v in raw.items()})

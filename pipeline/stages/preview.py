@@ -314,14 +314,14 @@ def render_page(built: BuiltIssue, report: ProofReport, facts: PageFacts,
             *((f"{w} px", Shot(layout, w)) for w in WIDTHS),
             (f"dark {DARK_WIDTH} px", Shot(layout, DARK_WIDTH, dark=True)))
             if shot.name in made}
-        views.append(LayoutView(layout, built.data["subject"][layout],
-                                built.data["preheader"][layout], sizes[layout],
+        views.append(LayoutView(layout, built.issue.subject[layout],
+                                built.issue.preheader[layout], sizes[layout],
                                 dark_css[layout], shots))
-    issue = IssueView(built.data, "")
+    issue = IssueView(built.issue, "")
     try:
         template = env.get_template(TEMPLATE)
         return template.render(
-            issue=issue, data=built.data, report=report, facts=facts, layouts=views,
+            issue=issue, built=built, report=report, facts=facts, layouts=views,
             screenshots=screenshots, widths=WIDTHS, dark_width=DARK_WIDTH,
             frame_height=FRAME_HEIGHT, s=strings(), lang_tag=LANG_TAGS,
             tier_label=lambda tier, lang: TIER_BY_NAME[tier].label.get(lang),

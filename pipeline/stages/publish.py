@@ -16,6 +16,7 @@ from pipeline.archive import Archive, SiteObject
 from pipeline.core import issue_json
 from pipeline.core.site import Site
 from pipeline.errors import ArchiveError
+from pipeline.model import Issue
 from pipeline.stages.built import BuiltIssue
 
 
@@ -35,14 +36,14 @@ class PublishReport:
 
 def plan_issue(built: BuiltIssue, site: Site) -> list[SiteObject]:
     """The issue's own objects (pages, public email, issue.json): decided before any write."""
-    return site.issue_objects(built.data, built.html("zh-en"))
+    return site.issue_objects(built)
 
 
 def publish(built: BuiltIssue, archive: Archive, site: Site) -> PublishReport:
     report = PublishReport()
     for obj in plan_issue(built, site):
         report.note(obj, archive.write(obj))
-    issues = []
+    issues: list[Issue] = []
     for week in archive.list_issues():
         raw = archive.read(f"issues/{week}/issue.json")
         if raw is None:
@@ -53,11 +54,11 @@ def publish(built: BuiltIssue, archive: Archive, site: Site) -> PublishReport:
             raise ArchiveError(f"issues/{week}/issue.json is not valid JSON: {exc}",
                                key=f"issues/{week}/issue.json") from None
         try:
-            issues.append(issue_json.checked(data))
+            issues.append(issue_json.from_dict(data))
         except ValueError as exc:
             raise ArchiveError(f"issues/{week}/issue.json: {exc}",
                                key=f"issues/{week}/issue.json") from None
-    if built.id not in {data.get("id") for data in issues}:
+    if built.id not in {issue.id for issue in issues}:
         raise ArchiveError(f"issues/{built.id}/issue.json is not listed after writing it; "
                            "the index was not updated", key=f"issues/{built.id}/issue.json")
     for obj in site.index_objects(issues):

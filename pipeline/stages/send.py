@@ -80,9 +80,9 @@ def check_gates(built: BuiltIssue, settings: Settings, *,
     if blocking:
         first = blocking[0]
         hint = (" (or --allow-missing-translations)"
-                if all(p["code"] == "missing-language" for p in blocking) else "")
+                if all(p.code == "missing-language" for p in blocking) else "")
         raise BlockedError(f"{built.id} has {len(blocking)} blocking problem(s), first: "
-                           f"{first['code']}: {first['message']}{hint}")
+                           f"{first.code}: {first.message}{hint}")
     if settings.issue.require_approval and not is_approved(built):
         raise BlockedError(f"{built.id} is not approved as built ({built.content_hash[:12]}); "
                            f"proof it, then run: newsletter approve --week {built.id}")

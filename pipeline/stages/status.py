@@ -254,13 +254,13 @@ def gather(settings: Settings, week_id: str, store: DeliveryStore, archive: Arch
             unconfirmed = store.ledger(week_id, "unconfirmed")
             ledger = store.ledger_counts(week_id)
             week = WeekStatus(
-                week=week_id, built=True, items=len(built.data.get("items", [])),
+                week=week_id, built=True, items=len(built.issue.items),
                 content_hash=built.content_hash, folder=str(folder),
                 approved=is_approved(built),
                 approval_required=settings.issue.require_approval,
                 blocking=len(built.blocking()),
                 published=week_id in published,
-                archive_url=str(built.data.get("archive_url", "")),
+                archive_url=built.issue.archive_url,
                 ledger=ledger,
                 permanent_failures=sum(1 for e in failed.values() if e.permanent),
                 reports=reports, missing_shards=missing_shards(reports),
