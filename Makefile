@@ -72,8 +72,11 @@ test: install system-deps
 test-fast: install
 	$(BIN)/python -m pytest -n auto -m "not browser and not aws and not subprocess and not slow"
 
+# ruff (style, and complexity over 15 is an error) and the import contracts of pyproject.toml:
+# the layering docs/architecture.md draws.
 lint: install
 	$(BIN)/ruff check .
+	$(BIN)/lint-imports --no-cache --no-logo
 
 typecheck: install
 	$(BIN)/mypy

@@ -1,0 +1,170 @@
+"""The layout is the architecture, and the suite holds it there (docs/architecture.md).
+
+Two checks read the same import graph (grimp, what import-linter is built on): the contracts of
+pyproject.toml's ``[tool.importlinter]`` (``make lint`` runs them too, as ``lint-imports``), and
+the rules import-linter cannot say, because they are allow-lists rather than forbidden lists: a
+module of ``pipeline.core`` imports *only* the kernel, ``subscribers`` *only* pipeline's errors,
+model and retry, and no module takes part in an import cycle, not even a package with its own
+``__init__``. Imports under ``if TYPE_CHECKING:`` count: a type is a dependency too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import grimp
+import pytest
+from conftest import ROOT
+from importlinter import configuration
+from importlinter.application.use_cases import lint_imports
+
+KERNEL = {"pipeline", "pipeline.errors", "pipeline.model", "pipeline.config", "pipeline.week",
+          "pipeline.log", "pipeline.retry"}
+"""What every layer may import: the records, the errors, the settings, the calendar, logging
+and the retry helper. None of them does I/O of its own or imports anything else of ours."""
+
+PURE_SUBSCRIBERS = {"subscribers", "subscribers.errors", "subscribers.model", "subscribers.tokens"}
+"""The parts of ``subscribers`` that core may use: records, errors and HMAC tokens."""
+
+INTERFACES = ("pipeline.archive", "pipeline.transport", "pipeline.translate", "pipeline.inbox")
+"""Packages whose ``__init__`` is the interface and whose submodules are its adapters."""
+
+ADAPTER_ROOTS = ("pipeline.sources", "subscribers.store.sqlite", "subscribers.store.dynamo",
+                 "subscribers.store.dynamo_tables")
+
+ENTRY_POINTS = ("pipeline.wiring", "pipeline.cli", "pipeline.web")
+
+IO_LIBRARIES = {"boto3", "botocore", "starlette", "uvicorn", "smtplib", "sqlite3", "socket"}
+
+
+@pytest.fixture(scope="module")
+def graph() -> grimp.ImportGraph:
+    return grimp.build_graph("pipeline", "subscribers", include_external_packages=True,
+                             cache_dir=None)
+
+
+def _ours(graph: grimp.ImportGraph) -> list[str]:
+    return sorted(m for m in graph.modules if m.split(".")[0] in ("pipeline", "subscribers"))
+
+
+def _under(module: str, roots: Iterable[str]) -> bool:
+    return any(module == root or module.startswith(root + ".") for root in roots)
+
+
+def _is_adapter(module: str) -> bool:
+    return (any(module.startswith(root + ".") for root in INTERFACES)
+            or _under(module, ADAPTER_ROOTS))
+
+
+def _imports(graph: grimp.ImportGraph, module: str) -> set[str]:
+    return graph.find_modules_directly_imported_by(module)
+
+
+def _breaches(graph: grimp.ImportGraph, sources: Iterable[str], allowed) -> list[str]:
+    return [f"{source} imports {target}" for source in sources
+            for target in sorted(_imports(graph, source)) if not allowed(source, target)]
+
+
+def test_the_contracts_of_pyproject_hold(capsys: pytest.CaptureFixture[str]) -> None:
+    configuration.configure()  # what the lint-imports command does first
+    passed = lint_imports(config_filename=str(ROOT / "pyproject.toml"), cache_dir=None,
+                          no_logo=True)
+    assert passed, capsys.readouterr().out
+
+
+def test_no_module_takes_part_in_an_import_cycle(graph: grimp.ImportGraph) -> None:
+    ours = set(_ours(graph))
+    edges = {m: sorted(_imports(graph, m) & ours) for m in ours}
+    assert _cycles(edges) == []
+
+
+def test_core_imports_only_the_kernel(graph: grimp.ImportGraph) -> None:
+    core = [m for m in _ours(graph) if _under(m, ["pipeline.core"])]
+    assert "pipeline.core.rank" in core and "pipeline.core.render" in core
+
+    def allowed(source: str, target: str) -> bool:
+        if target.split(".")[0] not in ("pipeline", "subscribers"):
+            return target not in IO_LIBRARIES
+        return target in KERNEL or target in PURE_SUBSCRIBERS or _under(target, ["pipeline.core"])
+
+    assert _breaches(graph, core, allowed) == []
+
+
+def test_stages_take_their_adapters_as_arguments(graph: grimp.ImportGraph) -> None:
+    stages = [m for m in _ours(graph) if _under(m, ["pipeline.stages"])]
+    assert "pipeline.stages.send" in stages
+
+    def allowed(source: str, target: str) -> bool:
+        return not (_is_adapter(target) or _under(target, ENTRY_POINTS)
+                    or target in {"pipeline.aws", "boto3", "botocore"})
+
+    assert _breaches(graph, stages, allowed) == []
+
+
+def test_only_the_wiring_builds_adapters(graph: grimp.ImportGraph) -> None:
+    """An adapter may use a sibling's public helper (the S3 inbox and the S3 archive share one
+    error wording); everything else reaches an adapter through ``pipeline.wiring``."""
+    importers = [m for m in _ours(graph) if not _is_adapter(m) and m != "pipeline.wiring"]
+
+    def allowed(source: str, target: str) -> bool:
+        return not _is_adapter(target)
+
+    assert _breaches(graph, importers, allowed) == []
+
+
+def test_subscribers_stand_on_their_own(graph: grimp.ImportGraph) -> None:
+    subscribers = [m for m in _ours(graph) if _under(m, ["subscribers"])]
+
+    def allowed(source: str, target: str) -> bool:
+        return not target.startswith("pipeline") or target in {
+            "pipeline", "pipeline.errors", "pipeline.model", "pipeline.retry"}
+
+    assert _breaches(graph, subscribers, allowed) == []
+
+
+def test_the_cycle_finder_finds_a_cycle() -> None:
+    """The cycle test above means something only if this finds what it should."""
+    assert _cycles({"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"]}) == [["a", "b", "c"]]
+    assert _cycles({"a": ["b"], "b": []}) == []
+
+
+def _cycles(edges: dict[str, list[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for start in sorted(edges):
+        if start in index:
+            continue
+        work = [(start, iter(edges[start]))]
+        index[start] = low[start] = len(index)
+        stack.append(start)
+        on_stack.add(start)
+        while work:
+            node, children = work[-1]
+            child = next(children, None)
+            if child is not None:
+                if child not in index:
+                    index[child] = low[child] = len(index)
+                    stack.append(child)
+                    on_stack.add(child)
+                    work.append((child, iter(edges.get(child, []))))
+                elif child in on_stack:
+                    low[node] = min(low[node], index[child])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return sorted(found)
