@@ -1,0 +1,153 @@
+"""``store migrate``'s engine: a SQLite store, read in one snapshot, copied record by record
+into the DynamoDB tables. It knows both backends' insides (the SQLite schema, DynamoDB's copy
+methods), so it lives beside them; the command line only parses and reports
+(pipeline/cli/store.py)."""
+
+from __future__ import annotations
+
+import sqlite3
+import sys
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from pipeline.errors import UsageError
+from subscribers.errors import StoreError
+from subscribers.store.dynamo import Copied, DynamoStore
+from subscribers.store.dynamo import create_tables as make_tables
+from subscribers.store.sqlite import FILE_NAME, MIGRATIONS
+
+__all__ = ["FILE_NAME", "KINDS", "migrate", "read_only", "summary"]
+
+#: The store's columns, as the current schema (every migration applied) has them.
+_SUBSCRIBERS = """
+    SELECT id, email, email_key, status, layout, consent_at, consent_source, created_at,
+           confirmed_at, updated_at, consent_ip, transient_bounces
+    FROM subscribers ORDER BY id"""
+_SUPPRESSIONS = "SELECT email_hash, created_at FROM suppressions ORDER BY email_hash"
+_LEDGER = """
+    SELECT issue_id, subscriber_id, status, message_id, reason, permanent, attempts,
+           updated_at, feedback
+    FROM ledger ORDER BY issue_id, subscriber_id"""
+_SEEN = "SELECT key, at FROM seen ORDER BY key"
+
+#: What the summary counts, in its order.
+KINDS = ("subscribers", "suppressions", "ledger rows", "handled keys")
+
+
+def migrate(conn: sqlite3.Connection, target: DynamoStore, *, source: Path,
+            create_tables: bool = False, dry_run: bool = False) -> dict[str, Counter[str]]:
+    """Copy everything ``conn`` (a SQLite store) holds into ``target``; per kind of record,
+    how many were copied, already there, or conflicting (each conflict said on stderr)."""
+    assume_empty = False
+    if create_tables:
+        if dry_run:
+            missing = target.missing_tables()
+            for table in missing:
+                print(f"would create table {table}")
+            assume_empty = bool(missing)
+        else:
+            for table in make_tables(target.client, target.subscribers_table,
+                                     target.ledger_table):
+                print(f"created table {table}")
+    tally: dict[str, Counter[str]] = {kind: Counter() for kind in KINDS}
+
+    def count(kind: str, outcome: Copied) -> None:
+        tally[kind][outcome.value] += 1
+
+    for row in _rows(conn, source, _SUBSCRIBERS):
+        if assume_empty:
+            count("subscribers", Copied.COPIED)
+            continue
+        outcome, why = target.copy_subscriber(row, dry_run=dry_run)
+        count("subscribers", outcome)
+        if outcome is Copied.CONFLICT:
+            print(f"{source}: not copied: {row['email']} (id {row['id']}): {why}",
+                  file=sys.stderr)
+    for row in _rows(conn, source, _SUPPRESSIONS):
+        count("suppressions", Copied.COPIED if assume_empty else target.copy_suppression(
+            row["email_hash"], row["created_at"], dry_run=dry_run))
+    for row in _rows(conn, source, _LEDGER):
+        count("ledger rows", Copied.COPIED if assume_empty else target.copy_ledger_row(
+            row, dry_run=dry_run))
+    for row in _rows(conn, source, _SEEN):
+        count("handled keys", Copied.COPIED if assume_empty else target.copy_seen(
+            row["key"], row["at"], dry_run=dry_run))
+    return tally
+
+
+def summary(tally: dict[str, Counter[str]], source: Path, target: DynamoStore, *,
+             dry_run: bool) -> str:
+    """The one line the command prints at the end."""
+    copied = sum(c["copied"] for c in tally.values())
+    present = sum(c["present"] for c in tally.values())
+    conflicts = sum(c["conflict"] for c in tally.values())
+    detail = ", ".join(f"{kind} {c['copied']}/{c['present']}/{c['conflict']}"
+                       for kind, c in tally.items())
+    where = f"{source} → DynamoDB ({target.subscribers_table}, {target.ledger_table})"
+    if dry_run:
+        return (f"dry run, nothing written: {where}: would copy {copied}, {present} already "
+                f"there, {conflicts} conflicting ({detail}: copied/there/conflicting)")
+    return (f"migrated {where}: {copied} copied, {present} already there, {conflicts} "
+            f"conflicting, not overwritten ({detail}: copied/there/conflicting)")
+
+
+# -- the SQLite side -------------------------------------------------------------------------
+
+@contextmanager
+def read_only(path: Path) -> Iterator[sqlite3.Connection]:
+    """A read-only connection to the store at ``path`` inside one read transaction (a
+    consistent snapshot of every table), after checking it has the current schema."""
+    if not path.is_file():
+        raise UsageError(f"{path}: no such file (nothing to migrate; --from-sqlite PATH names "
+                         "another store)")
+    try:
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
+                               isolation_level=None, timeout=10.0)
+    except sqlite3.Error as exc:
+        raise StoreError(path, _describe(exc)) from exc
+    try:
+        conn.row_factory = sqlite3.Row
+        conn.execute("BEGIN")
+        version = _version(conn, path)
+        if version != len(MIGRATIONS):
+            newer = version > len(MIGRATIONS)
+            raise StoreError(path, f"schema version {version}, this program knows "
+                             f"{len(MIGRATIONS)}: " + (
+                                 "upgrade vllm-pr-weekly" if newer else
+                                 "open it once with this version to upgrade it (for example "
+                                 "`newsletter subscribers list`), then migrate"))
+        yield conn
+    except sqlite3.Error as exc:
+        raise StoreError(path, _describe(exc)) from exc
+    finally:
+        conn.close()
+
+
+def _version(conn: sqlite3.Connection, path: Path) -> int:
+    try:
+        return conn.execute("SELECT max(version) FROM schema_version").fetchone()[0] or 0
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            raise StoreError(path, "not a subscriber store (no schema_version table)") from exc
+        raise
+
+
+def _rows(conn: sqlite3.Connection, path: Path, query: str) -> Iterator[dict[str, Any]]:
+    """The rows of ``query`` one at a time (a cursor, not a list: memory stays flat)."""
+    try:
+        for row in conn.execute(query):
+            yield dict(row)
+    except sqlite3.Error as exc:
+        raise StoreError(path, _describe(exc)) from exc
+
+
+def _describe(exc: sqlite3.Error) -> str:
+    text = " ".join(str(exc).split())
+    if "file is not a database" in text:
+        return "not a SQLite database (is the path right?)"
+    if "database is locked" in text:
+        return "locked by another process; try again when it has finished"
+    return text
