@@ -1,6 +1,6 @@
 """Archives: where the public web archive lives. One small interface, two adapters.
 
-    class Archive(Protocol):
+    class Archive(Resource, Protocol):
         def list_issues(self) -> list[str]                  # weeks holding issues/<w>/issue.json
         def read(self, key: str) -> bytes | None
         def write(self, obj: SiteObject) -> bool            # False: same bytes already there
@@ -17,11 +17,11 @@ into a folder; ``s3`` (``s3.py``) into a bucket, so boto3 is imported only there
 from __future__ import annotations
 
 import re
-from types import TracebackType
-from typing import Protocol, Self
+from typing import Protocol
 
 from pipeline.errors import ArchiveError
 from pipeline.model import SiteObject
+from pipeline.resource import Resource
 
 __all__ = ["Archive", "SiteObject", "check_key", "issue_id_of"]
 
@@ -29,7 +29,7 @@ _ISSUE_KEY = re.compile(r"^issues/(\d{4}-W\d{2})/issue\.json$")
 _SAFE_KEY = re.compile(r"^(?!/)(?!.*/$)(?!.*//)(?!.*(?:^|/)\.\.?(?:/|$))[A-Za-z0-9._/-]+$")
 
 
-class Archive(Protocol):
+class Archive(Resource, Protocol):
     """Where the site's objects live. An adapter may subclass this to inherit ``with``
     support (``__exit__`` closes it); any class with these methods will do."""
 
@@ -52,13 +52,6 @@ class Archive(Protocol):
     def close(self) -> None:
         """Release what the archive holds (a client it built)."""
         ...
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
 
 
 def check_key(key: str) -> str:

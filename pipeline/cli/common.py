@@ -35,6 +35,12 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_BLOCKED, EXIT_INTERRUPTED = 0, 1, 2, 3, 
 Handler = Callable[[argparse.Namespace, "Settings"], int]
 
 
+def add_week(parser: argparse.ArgumentParser, help: str = "default: the last complete week"
+             ) -> None:
+    """``--week YYYY-Www``, the issue every command but the list's own is about."""
+    parser.add_argument("--week", metavar="YYYY-Www", help=help)
+
+
 def positive(text: str) -> int:
     try:
         value = int(text)

@@ -21,6 +21,7 @@ from pipeline import log
 from pipeline import week as clock
 from pipeline.cli.common import (
     EXIT_OK,
+    add_week,
     built_issue,
     copy_address,
     github,
@@ -73,7 +74,7 @@ def add_run(commands: argparse._SubParsersAction[Any]) -> None:
 
 
 def _send_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--week", metavar="YYYY-Www", help="default: the last complete week")
+    add_week(parser)
     parser.add_argument("--dry-run", action="store_true",
                         help="count who would receive it; send nothing")
     parser.add_argument("--limit", type=positive, metavar="N",

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from pipeline import log
 from pipeline.cli.common import (
     EXIT_OK,
+    add_week,
     built_issue,
     future_week_said,
     github,
@@ -45,8 +46,7 @@ def add_build(commands: argparse._SubParsersAction[Any]) -> None:
                                 "the issue: issue.json plus an HTML and a text email per layout.")
     build.add_argument("--feed", action="append", default=[], metavar="PATH_OR_URL",
                        help="a feed to read (repeatable; default: [feed] urls)")
-    build.add_argument("--week", metavar="YYYY-Www",
-                       help="ISO week to build (default: the last complete week)")
+    add_week(build, "ISO week to build (default: the last complete week)")
     build.add_argument("--out", type=Path, metavar="DIR",
                        help="output folder (default: <build_dir>/issues/<week>/)")
     build.add_argument("--force", action="store_true",
@@ -59,7 +59,7 @@ def add_approve(commands: argparse._SubParsersAction[Any]) -> None:
     approve = commands.add_parser("approve", help="record the proofed issue as approved",
                                   description="Record the content_hash of the built issue: "
                                   "what the editor proofed is what is sent.")
-    approve.add_argument("--week", metavar="YYYY-Www", help="default: the last complete week")
+    add_week(approve)
     approve.set_defaults(handler=_cmd_approve)
 
 
@@ -67,7 +67,7 @@ def add_publish(commands: argparse._SubParsersAction[Any]) -> None:
     publish = commands.add_parser("publish", help="publish the built issue to the web archive",
                                   description="Write the issue's pages, then regenerate the "
                                   "index, Atom feed and sitemap from what the archive holds.")
-    publish.add_argument("--week", metavar="YYYY-Www", help="default: the last complete week")
+    add_week(publish)
     publish.add_argument("--allow-missing-translations", action="store_true",
                          help="publish even though some items lack a language")
     publish.set_defaults(handler=_cmd_publish)
@@ -80,7 +80,7 @@ def add_status(commands: argparse._SubParsersAction[Any]) -> None:
         "all shards merged); bounce and complaint rates of the last issues against the 0.3 %% "
         "complaint line; the list by status and layout. Exit 0 sent in full, 3 waiting for "
         "approval, 4 not fully sent, 1 something failed, 6 not built.")
-    status.add_argument("--week", metavar="YYYY-Www", help="default: the last complete week")
+    add_week(status)
     status.add_argument("--last", type=positive, default=6, metavar="N",
                         help="issues in the rates table (default 6)")
     status.set_defaults(handler=_cmd_status)

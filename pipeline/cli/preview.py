@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from pipeline.cli.common import (
     EXIT_BLOCKED,
     EXIT_OK,
+    add_week,
     copy_address,
     future_week_said,
     github,
@@ -56,8 +57,7 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
         "and preheaders, the proof report, the ranking, screenshots where chromium is "
         "installed), serve it on 127.0.0.1 and print the approve command. Exit 3 when the "
         "proof report has a blocking problem.")
-    preview.add_argument("--week", metavar="YYYY-Www",
-                         help="default: the last complete week (the next one to send)")
+    add_week(preview, "default: the last complete week (the next one to send)")
     preview.add_argument("--feed", action="append", default=[], metavar="PATH_OR_URL",
                          help="a feed to read (repeatable; default: [feed] urls)")
     preview.add_argument("--port", type=port, default=0, metavar="P",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from pipeline.cli.common import EXIT_OK, future_week_said, github, shown, translation
+from pipeline.cli.common import EXIT_OK, add_week, future_week_said, github, shown, translation
 from pipeline.errors import UsageError
 
 if TYPE_CHECKING:
@@ -25,8 +25,7 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
         description="Append to editorial/<week>.toml an empty title/body for every missing or "
         "machine-made text of the week, quoting what there is to translate from. Never "
         "changes what the editor wrote.")
-    translations.add_argument("--week", metavar="YYYY-Www",
-                              help="default: the last complete week")
+    add_week(translations)
     translations.add_argument("--feed", action="append", default=[], metavar="PATH_OR_URL")
     translations.set_defaults(handler=_cmd_translations)
 

@@ -1,7 +1,7 @@
 """Mail in: where the mails people send to the newsletter wait. One small interface, two
 adapters.
 
-    class Inbox(Protocol):
+    class Inbox(Resource, Protocol):
         def pending(self) -> Iterator[InboundMail]          # oldest first
         def move_aside(self, key: str, outcome: Outcome) -> None
         def describe(self) -> str                           # where it is; part of once-only keys
@@ -21,10 +21,10 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import Literal, Protocol, Self
+from typing import Literal, Protocol
 
 from pipeline.errors import NewsletterError
+from pipeline.resource import Resource
 
 __all__ = [
     "OUTCOMES",
@@ -68,7 +68,7 @@ class InboundMail:
     raw: bytes = field(repr=False)
 
 
-class Inbox(Protocol):
+class Inbox(Resource, Protocol):
     """Where inbound mail waits. An adapter may subclass this to inherit ``with`` support
     (``__exit__`` closes it)."""
 
@@ -89,13 +89,6 @@ class Inbox(Protocol):
     def close(self) -> None:
         """Release what the inbox holds (an S3 client it built)."""
         ...
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
 
 
 def is_mail_name(name: str) -> bool:

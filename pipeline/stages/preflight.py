@@ -32,13 +32,13 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass
 from datetime import datetime
-from types import TracebackType
 from urllib.parse import urlsplit
 
 from pipeline.config import Settings
 from pipeline.core.message import Messages
 from pipeline.errors import ConfigError, NewsletterError, StoppedError, TransportError, UsageError
 from pipeline.model import Week
+from pipeline.resource import Resource
 from pipeline.stages.built import BuiltIssue
 from pipeline.transport import Transport
 from pipeline.week import parse_week
@@ -48,7 +48,7 @@ _log = logging.getLogger("newsletter.preflight")
 
 
 @dataclass
-class Delivery:
+class Delivery(Resource):
     """What a send uses, every part of it checked: close it when the send is done."""
 
     keys: Keys
@@ -61,13 +61,6 @@ class Delivery:
 
     def close(self) -> None:
         self.transport.close()
-
-    def __enter__(self) -> Delivery:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
 
 
 def check_week(week: Week, at: datetime, *, allow_partial_week: bool = False) -> None:

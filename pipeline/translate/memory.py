@@ -15,6 +15,7 @@ from typing import Any
 
 from pipeline.config import Settings
 from pipeline.errors import OutputError
+from pipeline.resource import Resource
 from pipeline.translate import MEMORY_FILE
 
 __all__ = ["TranslationMemory", "memory_path"]
@@ -37,7 +38,7 @@ CREATE TABLE IF NOT EXISTS translations (
 """
 
 
-class TranslationMemory:
+class TranslationMemory(Resource):
     """Accepted translations in one SQLite file (WAL), keyed by (sha256 of the source text,
     backend, model, target language). One connection behind a lock: safe across threads;
     other processes wait for each other through ``busy_timeout``. Storage failures raise
@@ -72,12 +73,6 @@ class TranslationMemory:
         """Close the connection (idempotent); every put is already committed."""
         with self._lock:
             self._conn.close()
-
-    def __enter__(self) -> TranslationMemory:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"TranslationMemory({str(self.path)!r})"

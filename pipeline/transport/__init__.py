@@ -1,6 +1,6 @@
 """Transports: how one finished message leaves. One small interface, three adapters.
 
-    class Transport(Protocol):
+    class Transport(Resource, Protocol):
         name: str                                     # recorded in the send report
         reaches_mailboxes: bool                       # False: messages are written to files
         def send(self, message: Outgoing) -> str      # the id the transport gives it
@@ -28,16 +28,16 @@ the :class:`~pipeline.errors.TransportError` subclasses, each mapped at the adap
 from __future__ import annotations
 
 from collections.abc import Mapping
-from types import TracebackType
-from typing import Protocol, Self
+from typing import Protocol
 
 from pipeline.errors import ConfigError
 from pipeline.model import Outgoing
+from pipeline.resource import Resource
 
 __all__ = ["Outgoing", "Transport", "require_secret"]
 
 
-class Transport(Protocol):
+class Transport(Resource, Protocol):
     """How a message leaves. An adapter may subclass this to inherit ``with`` support
     (``__exit__`` closes it); any class with these members will do."""
 
@@ -68,13 +68,6 @@ class Transport(Protocol):
     def close(self) -> None:
         """Release connections and clients (call once the sending threads are done)."""
         ...
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
-        self.close()
 
 
 def require_secret(environ: Mapping[str, str], transport: str) -> None:
