@@ -132,3 +132,25 @@ def test_an_outbox_that_is_not_a_folder_stops_resumably(outbox: Path) -> None:
     again = newsletter(project, "send", "--week", SAMPLE_WEEK)
     assert again.returncode == 0, again.stdout + again.stderr
     assert len(sent_files(outbox)) == COUNT
+
+
+@pytest.mark.subprocess
+def test_a_full_archive_folder_fails_the_write_and_leaves_no_temp_file(tmp_path: Path) -> None:
+    """The local archive writes through the same whole-file write as the outbox: a page that
+    does not fit is an ArchiveError naming its key, and no ``.tmp-*`` file stays behind."""
+    from pipeline.archive.local import LocalArchive
+    from pipeline.errors import ArchiveError
+    from pipeline.model import SiteObject
+
+    root = tmp_path / "site"
+    root.mkdir()
+    mount(root, "size=64k")
+    try:
+        archive = LocalArchive(root)
+        assert archive.write(SiteObject("small.html", b"<p>fits</p>", "text/html", "no-cache"))
+        with pytest.raises(ArchiveError, match=r"cannot write index\.html: No space left"):
+            archive.write(SiteObject("index.html", b"x" * 200_000, "text/html", "no-cache"))
+        assert leftovers(root) == []
+        assert not (root / "index.html").exists()
+    finally:
+        subprocess.run(["umount", "-l", str(root)], check=False, capture_output=True)

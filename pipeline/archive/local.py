@@ -3,12 +3,11 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
 from pipeline.archive import Archive, SiteObject, check_key, issue_id_of
 from pipeline.errors import ArchiveError
+from pipeline.output import write_file
 
 __all__ = ["LocalArchive"]
 
@@ -45,11 +44,7 @@ class LocalArchive(Archive):
             return False
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-")
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(obj.data)
-            os.chmod(tmp, 0o644)
-            os.replace(tmp, path)
+            write_file(path, obj.data)
         except OSError as exc:
             raise ArchiveError(f"cannot write {obj.key}: {exc.strerror or exc}",
                                key=obj.key) from exc
