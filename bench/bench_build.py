@@ -50,6 +50,8 @@ import pendulum
 from mjml import mjml2html
 
 from pipeline.config import Settings, load
+from pipeline.core import issue_json
+from pipeline.core.assemble import assemble
 from pipeline.core.bilingual import compose
 from pipeline.core.collect import (
     FeedResult,
@@ -64,7 +66,7 @@ from pipeline.core.mime import BASE64, encode_body
 from pipeline.core.rank import rank
 from pipeline.core.render import Footer, RenderedLayout, Renderer, _Plan
 from pipeline.model import LAYOUTS, Issue, Week
-from pipeline.stages.build import assemble
+from pipeline.stages.build import rank_week
 from pipeline.stages.built import BuiltIssue
 from pipeline.week import parse_week
 from subscribers.tokens import Keys
@@ -218,7 +220,7 @@ def compose_issue(data: bytes, settings: Settings, week: Week) -> Issue:
 
 def total(data: bytes, settings: Settings, week: Week, renderer: Renderer) -> None:
     results: list[FeedResult] = [parse_feed(data, LOCATION, settings.feed.repo)]
-    assemble(settings, week, results, renderer)
+    assemble(settings, week, rank_week(settings, week, results), renderer)
 
 
 def mjml_source(renderer: Renderer, issue: Issue, base_url: str,
@@ -236,7 +238,8 @@ def sent_layouts(issue: Issue, rendered: dict[str, RenderedLayout], settings: Se
     for layout in LAYOUTS:
         artifacts[f"email-{layout}.html"] = rendered[layout].html
         artifacts[f"email-{layout}.txt"] = rendered[layout].text
-    built = BuiltIssue(Path("."), issue, "bench", artifacts)
+    built = BuiltIssue(Path("."), issue, "bench", artifacts,
+                       issue_json.dumps(issue_json.with_hash(issue, "bench")))
     keys = Keys.from_environ({"NEWSLETTER_SECRET": "bench-secret-" + "x" * 32})
     messages = Messages(built, settings, keys)
     now = pendulum.datetime(2026, 11, 30, tz="UTC")

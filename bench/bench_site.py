@@ -67,6 +67,7 @@ from bench_build import median_ms, table
 from pipeline.archive import Archive
 from pipeline.archive.local import LocalArchive
 from pipeline.config import Settings, load
+from pipeline.core import issue_json
 from pipeline.core.site import Site
 from pipeline.model import Issue
 from pipeline.stages.build import build
@@ -155,9 +156,11 @@ def prepare(folder: Path, count: int) -> Setup:
     config.write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n', encoding="utf-8")
     settings = load(config, {})
     sample = load_built(build(settings, week_id=WEEK_ID, out=folder / "issue").out_dir)
-    issues = tuple(BuiltIssue(sample.folder, issue_copy(sample.issue, week_id),
-                              sample.content_hash, sample.artifacts)
-                   for week_id in week_ids(count, settings.issue.timezone))
+    copies = (issue_copy(sample.issue, week_id)
+              for week_id in week_ids(count, settings.issue.timezone))
+    issues = tuple(BuiltIssue(sample.folder, copy, sample.content_hash, sample.artifacts,
+                              issue_json.dumps(issue_json.with_hash(copy, sample.content_hash)))
+                   for copy in copies)
     return Setup(settings, sample, Site(settings.site), issues)
 
 

@@ -24,8 +24,6 @@ from pipeline.config import Settings, TranslateSettings
 from pipeline.errors import ArchiveError, ConfigError
 from pipeline.inbox import Inbox
 from pipeline.inbox.local import LocalInbox
-from pipeline.stages.built import BuiltIssue
-from pipeline.stages.preflight import Delivery, check_delivery, check_issue
 from pipeline.translate import API_KEY_VARIABLE, Translator
 from pipeline.transport import Transport, require_secret
 from pipeline.transport.outbox import OutboxTransport
@@ -36,7 +34,9 @@ from subscribers.tokens import Keys
 
 if TYPE_CHECKING:
     from pipeline.sources import PullSource
+    from pipeline.stages.built import BuiltIssue
     from pipeline.stages.machine_translation import Translate
+    from pipeline.stages.preflight import Delivery
     from subscribers.store.dynamo import DynamoStore
 
 OUTBOX_DIR = "outbox"
@@ -75,6 +75,8 @@ def open_delivery(settings: Settings, environ: Mapping[str, str], built: BuiltIs
     """Every check of a send, in :mod:`pipeline.stages.preflight`'s order: the week and the
     gates, then the keys and the transport (its own settings), then the checks made on it.
     The first that fails raises (the transport, if opened, is closed again)."""
+    from pipeline.stages.preflight import check_delivery, check_issue  # renders: load when sent
+
     check_issue(settings, built, at=at, test_copies=test_copies,
                 allow_missing_translations=allow_missing_translations,
                 allow_partial_week=allow_partial_week)

@@ -181,3 +181,25 @@ def test_keys_cannot_escape_the_archive(tmp_path):
         with pytest.raises(ArchiveError):
             archive.write(SiteObject(key, b"x", "text/plain", SHORT_CACHE))
     assert not (tmp_path / "outside.html").exists()
+
+
+def test_the_archive_gets_issue_json_byte_for_byte_as_built(settings, tmp_path):
+    """An issue.json from before the ``github`` key still reads back; publish copies the file
+    it read, not one laid out again from the records (which would add ``"github": null``
+    and no longer match its own content_hash)."""
+    from pipeline.core import issue_json
+    from pipeline.stages.built import artifact_names
+
+    folder = build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "out").out_dir
+    data = json.loads((folder / "issue.json").read_bytes())
+    for item in data["items"]:
+        del item["github"]
+    raw = {name: (folder / name).read_bytes() for name in artifact_names()}
+    data["content_hash"] = issue_json.content_hash(data, raw)
+    (folder / "issue.json").write_bytes(issue_json.dumps(data))
+
+    built = load_built(folder)
+    [published] = [o for o in Site(settings.site).issue_objects(built)
+                   if o.key.endswith("/issue.json")]
+    assert published.data == (folder / "issue.json").read_bytes()
+    assert b'"github"' not in published.data

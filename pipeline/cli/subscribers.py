@@ -25,7 +25,6 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline import week as clock
 from pipeline.errors import UsageError
-from pipeline.wiring import open_store
 from subscribers.errors import InvalidAddress, RefusedAddress, UnknownSubscriber
 from subscribers.model import (
     DEFAULT_LAYOUT,
@@ -110,6 +109,8 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
 
 def _cmd_add(args: argparse.Namespace, settings: Settings) -> int:
     status = "active" if args.confirmed else "pending"
+    from pipeline.wiring import open_store
+
     with open_store(settings) as store:
         result = store.add(args.email, args.layout, status=status, source="cli",
                            now=clock.now())
@@ -150,6 +151,8 @@ def _cmd_import(args: argparse.Namespace, settings: Settings) -> int:
     source = f"import:{path.name}"
     status = "active" if args.confirmed else "pending"
     tally = _Tally()
+    from pipeline.wiring import open_store
+
     with open_store(settings) as store:
         for line, fields in rows:
             problem = _import_row(store, fields, status, source, tally)
@@ -262,6 +265,8 @@ def _cell(record: list[str], index: int | None) -> str:
 def _cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     writer = csv.writer(sys.stdout, lineterminator="\n")
     writer.writerow(EXPORT_COLUMNS)
+    from pipeline.wiring import open_store
+
     with open_store(settings) as store:
         for sub in store.iter_subscribers():
             writer.writerow((
@@ -273,6 +278,8 @@ def _cmd_export(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _cmd_list(args: argparse.Namespace, settings: Settings) -> int:
+    from pipeline.wiring import open_store
+
     with open_store(settings) as store:
         for sub in store.iter_subscribers(args.status):
             print(f"{sub.email} {sub.status} {sub.layout}")
@@ -281,6 +288,8 @@ def _cmd_list(args: argparse.Namespace, settings: Settings) -> int:
 
 def _cmd_remove(args: argparse.Namespace, settings: Settings) -> int:
     address = normalise_email(args.email)
+    from pipeline.wiring import open_store
+
     with open_store(settings) as store:
         if store.remove(address, clock.now()):
             print(f"removed {address}: personal data erased; a hash of the address is kept "

@@ -8,10 +8,10 @@ It lives in ``core`` because the pure parts (proof, messages, the site) take it 
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.core import issue_json
 from pipeline.core.issue_json import IssueData
 from pipeline.model import LAYOUTS, Issue, Problem
 
@@ -26,6 +26,9 @@ class BuiltIssue:
     content_hash: str
     #: ``email-<layout>.html`` / ``.txt`` → text.
     artifacts: dict[str, str]
+    #: ``issue.json`` byte for byte as it was read: what ``publish`` copies to the archive,
+    #: so the archived file is the one its ``content_hash`` was computed over.
+    source: bytes
 
     @property
     def id(self) -> str:
@@ -33,9 +36,9 @@ class BuiltIssue:
 
     @property
     def data(self) -> IssueData:
-        """``issue.json``'s content laid out again from the records (the same keys and
-        values as the file): what ``publish`` copies to the archive. Stages read ``issue``."""
-        return issue_json.with_hash(self.issue, self.content_hash)
+        """``issue.json``'s content as a dict (stages read ``issue``, the records)."""
+        data: IssueData = json.loads(self.source)
+        return data
 
     def html(self, layout: str) -> str:
         return self.artifacts[f"email-{layout}.html"]

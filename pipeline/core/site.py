@@ -24,7 +24,6 @@ import pendulum
 from markupsafe import Markup
 
 from pipeline.config import SiteSettings
-from pipeline.core import issue_json
 from pipeline.core.built_issue import BuiltIssue
 from pipeline.core.rank import TIER_BY_NAME
 from pipeline.core.render import (
@@ -145,7 +144,7 @@ class Site:
         ]
         objects.append(SiteObject(prefix + "email.html",
                                   public_email(built.html("zh-en"), self), HTML, LONG_CACHE))
-        objects.append(SiteObject(prefix + "issue.json", issue_json.dumps(built.data),
+        objects.append(SiteObject(prefix + "issue.json", built.source,
                                   "application/json; charset=utf-8", LONG_CACHE))
         return objects
 

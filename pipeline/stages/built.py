@@ -33,7 +33,8 @@ def load_built(folder: Path) -> BuiltIssue:
     """Read a built issue and check its files against its ``content_hash``."""
     path = folder / ISSUE_FILE
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        source = path.read_bytes()
+        data = json.loads(source)
     except FileNotFoundError:
         raise IssueNotFoundError(
             f"no built issue in {folder} (run: newsletter build --week {folder.name})") from None
@@ -55,5 +56,5 @@ def load_built(folder: Path) -> BuiltIssue:
         issue = issue_json.from_dict(data)
     except ValueError as exc:
         raise BlockedError(f"{path}: {exc}; rebuild the issue") from None
-    return BuiltIssue(folder, issue, known,
-                      {k: v.decode("utf-8") for k, v in raw.items()})
+    return BuiltIssue(folder, issue, known, {k: v.decode("utf-8") for k, v in raw.items()},
+                      source)
