@@ -214,14 +214,8 @@ def open_translation(settings: Settings, environ: Mapping[str, str]
     if translator is None:
         yield None
         return
-    memory = TranslationMemory.open(memory_path(settings))
-    try:
+    with translator, TranslationMemory.open(memory_path(settings)) as memory:
         yield functools.partial(translate_html, translator, memory)
-    finally:
-        memory.close()
-        close = getattr(translator, "close", None)
-        if close:
-            close()
 
 
 def open_github(settings: Settings, environ: Mapping[str, str]) -> PullSource | None:

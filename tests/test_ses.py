@@ -253,3 +253,20 @@ def test_close_leaves_a_borrowed_client_open(moto_server: MotoServer) -> None:
     assert client.send_email(FromEmailAddress=SENDER,
                              Destination={"ToAddresses": ["a@example.com"]},
                              Content={"Raw": {"Data": outgoing().raw}})["MessageId"]
+
+
+def test_the_probe_answers_the_rate_too_one_get_account_per_send() -> None:
+    """The checks before a send ask GetAccount once: the probe's answer carries the quota,
+    so the rate asked next makes no second call (the Stubber refuses one it was not given)."""
+    from botocore.stub import Stubber
+
+    client = boto3.client("sesv2", region_name="us-east-1", aws_access_key_id="test",
+                          aws_secret_access_key="test")
+    with Stubber(client) as stub:
+        stub.add_response("get_account", {"SendingEnabled": True, "SendQuota": {
+            "Max24HourSend": 50000.0, "MaxSendRate": 14.0, "SentLast24Hours": 0.0}})
+        transport = SesTransport("weekly", client=client)
+        transport.probe()
+        assert transport.max_rate() == 14.0
+        assert transport.max_rate() == 14.0
+        stub.assert_no_pending_responses()

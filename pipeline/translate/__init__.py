@@ -27,6 +27,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Protocol
 
+from pipeline.resource import Resource
+
 __all__ = [
     "API_KEY_VARIABLE",
     "LANGUAGE_NAMES",
@@ -44,7 +46,7 @@ MEMORY_FILE = "translations.sqlite3"
 LANGUAGE_NAMES = {"zh": "Simplified Chinese", "en": "English"}
 
 
-class Translator(Protocol):
+class Translator(Resource, Protocol):
     """Turns one text into another language in one call.
 
     ``text`` holds ``⟦n⟧`` placeholders that must come back unchanged (the guard checks).

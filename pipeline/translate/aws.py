@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 from pipeline.aws import aws_client
 from pipeline.errors import TranslateError
+from pipeline.translate import Translator
 
 if TYPE_CHECKING:
     from mypy_boto3_translate import TranslateClient
@@ -34,7 +35,7 @@ def translate_client(region: str | None = None, *, connect_timeout: float = 10.0
                       connect_timeout=connect_timeout, read_timeout=read_timeout)
 
 
-class AwsTranslator:
+class AwsTranslator(Translator):
     """Amazon Translate's ``TranslateText`` (zh ↔ en); ``client`` lets a caller pass a client it
     built (and owns), e.g. one under botocore's ``Stubber``."""
 

@@ -17,7 +17,7 @@ from pipeline import retry
 from pipeline.core.translate_guard import OPEN
 from pipeline.errors import ConfigError, TranslateError
 from pipeline.http import HttpError, post_json
-from pipeline.translate import API_KEY_VARIABLE, LANGUAGE_NAMES
+from pipeline.translate import API_KEY_VARIABLE, LANGUAGE_NAMES, Translator
 from pipeline.week import now
 
 __all__ = ["OpenAITranslator", "system_prompt"]
@@ -62,7 +62,7 @@ _FENCE = re.compile(r"^```[A-Za-z0-9_-]*\n(.*)\n```$", re.S)
 _QUOTES = {'"': '"', "“": "”", "「": "」", "'": "'"}
 
 
-class OpenAITranslator:
+class OpenAITranslator(Translator):
     """An OpenAI-compatible chat-completions endpoint (vLLM, OpenAI, any compatible server).
 
     ``base_url`` may end in ``/v1`` or not. ``api_key`` None sends no ``Authorization`` (a

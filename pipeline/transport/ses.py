@@ -34,6 +34,7 @@ does not say which address); a sender like that stops the run.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import threading
 from collections.abc import Mapping
@@ -143,16 +144,23 @@ class SesTransport(Transport):
         return str(response["MessageId"])
 
     def max_rate(self) -> float | None:
-        """The account's ``SendQuota.MaxSendRate`` (messages/s), asked once; None if unknown."""
+        """The account's ``SendQuota.MaxSendRate`` (messages/s), asked once (the probe's
+        ``GetAccount`` answers it too); None if unknown."""
         with self._lock:
             if not self._rate_known:
-                self._rate_known = True
-                try:
-                    rate = float(self._client.get_account()["SendQuota"]["MaxSendRate"])
-                except (ClientError, BotoCoreError, KeyError, TypeError, ValueError):
-                    rate = None  # not allowed, not implemented (moto), or not said: no limit
-                self._rate = rate if rate and rate > 0 else None
+                account: Any = {}  # not allowed or not implemented (moto): no limit known
+                with contextlib.suppress(ClientError, BotoCoreError):
+                    account = self._client.get_account()
+                self._keep_rate(account)
             return self._rate
+
+    def _keep_rate(self, account: Any) -> None:
+        try:
+            rate: float | None = float(account["SendQuota"]["MaxSendRate"])
+        except (KeyError, TypeError, ValueError):
+            rate = None  # not said: no limit
+        self._rate = rate if rate and rate > 0 else None
+        self._rate_known = True
 
     def probe(self) -> None:
         """``GetAccount``: good credentials, SES reachable, sending enabled. A policy that
@@ -169,10 +177,12 @@ class SesTransport(Transport):
             problem = access_problem(exc, "SES")
             if problem is None:
                 return
-            if problem.startswith("no usable"):
+            if isinstance(exc, NoCredentialsError | PartialCredentialsError):
                 raise ConfigError(f"ses: {problem}") from exc
             raise StoppedError(f"ses: {problem}; nothing was published or sent: run the same "
                                "command again") from exc
+        with self._lock:
+            self._keep_rate(account)
         if account.get("SendingEnabled") is False:
             raise StoppedError("ses: sending is paused for this account (GetAccount: "
                                "SendingEnabled false); nothing was published or sent")
