@@ -13,7 +13,7 @@ import math
 import re
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, get_type_hints
 from urllib.parse import urlsplit
@@ -493,8 +493,3 @@ def _check_url(key: str, url: str) -> None:
         raise refuse("expected a port from 1 to 65535")
     if parts.query or parts.fragment or "?" in url or "#" in url:
         raise refuse("expected a URL without a query or fragment")
-
-
-def with_feeds(settings: Settings, urls: tuple[str, ...]) -> Settings:
-    """The same settings reading other feeds (``--feed``)."""
-    return replace(settings, feed=replace(settings.feed, urls=urls))

@@ -18,15 +18,18 @@ The standard library's urllib underneath; nothing of it leaks out of this module
 
 from __future__ import annotations
 
+import email.utils
 import hashlib
 import http.client
 import json
+import math
 import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Literal
 
@@ -166,6 +169,27 @@ def _error_body(exc: urllib.error.HTTPError) -> bytes:
         return b""
     finally:
         body.close()
+
+
+def retry_after(value: str | None, now: datetime) -> float | None:
+    """Seconds to wait from a ``Retry-After`` header: a number of seconds or an HTTP date
+    (RFC 9110, 10.2.3); None when there is none or it says neither."""
+    if not value or not value.strip():
+        return None
+    value = value.strip()
+    try:
+        seconds = float(value)
+    except ValueError:
+        pass
+    else:
+        return seconds if seconds >= 0 and math.isfinite(seconds) else None
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        return None
+    return max(0.0, (when - now).total_seconds())
 
 
 def _lower(items: Iterable[tuple[str, str]]) -> dict[str, str]:

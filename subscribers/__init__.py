@@ -2,7 +2,7 @@
 
 model.py (records), store/ (the SubscriberStore roles; the SQLite and DynamoDB backends),
 tokens.py (signed links, shared with the subscription app), subscriptions.py (how people join
-and leave). It imports nothing of ``pipeline`` but its errors and model: the commands
-(``pipeline/cli/subscribers.py``, ``pipeline/cli/store.py``) and the wiring that opens a store
-live there.
+and leave). It imports nothing of ``pipeline`` but its errors, records, retry and resource:
+the commands (``pipeline/cli/subscribers.py``, ``pipeline/cli/store.py``) and the wiring that
+opens a store live there.
 """

@@ -4,8 +4,9 @@ Two checks read the same import graph (grimp, what import-linter is built on): t
 pyproject.toml's ``[tool.importlinter]`` (``make lint`` runs them too, as ``lint-imports``), and
 the rules import-linter cannot say, because they are allow-lists rather than forbidden lists: a
 module of ``pipeline.core`` imports *only* the kernel, ``subscribers`` *only* pipeline's errors,
-model and retry, and no module takes part in an import cycle, not even a package with its own
-``__init__``. Imports under ``if TYPE_CHECKING:`` count: a type is a dependency too.
+records and two leaf helpers (retry, resource), and no module takes part in an import cycle,
+not even a package with its own ``__init__``. Imports under ``if TYPE_CHECKING:`` count: a
+type is a dependency too.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from importlinter import configuration
 from importlinter.application.use_cases import lint_imports
 
 KERNEL = {"pipeline", "pipeline.errors", "pipeline.model", "pipeline.config", "pipeline.week",
-          "pipeline.log", "pipeline.retry"}
+          "pipeline.log", "pipeline.retry", "pipeline.resource"}
 """What every layer may import: the records, the errors, the settings, the calendar, logging
 and the retry helper. None of them does I/O of its own or imports anything else of ours."""
 
@@ -121,7 +122,7 @@ def test_subscribers_stand_on_their_own(graph: grimp.ImportGraph) -> None:
 
     def allowed(source: str, target: str) -> bool:
         return not target.startswith("pipeline") or target in {
-            "pipeline", "pipeline.errors", "pipeline.model", "pipeline.retry"}
+            "pipeline", "pipeline.errors", "pipeline.model", "pipeline.retry", "pipeline.resource"}
 
     assert _breaches(graph, subscribers, allowed) == []
 

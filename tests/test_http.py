@@ -162,3 +162,17 @@ def test_the_cache_keeps_body_and_validators_by_url(tmp_path):
     assert cache.body("http://x/a") == b"abc" and cache.body("http://x/b") is None
     assert cache.validators("http://x/a") == {"etag": '"e"', "last_modified": "",
                                               "content_type": "text/x"}
+
+
+@pytest.mark.parametrize(("header", "seconds"), [
+    ("120", 120.0), (" 1.5 ", 1.5), ("Thu, 03 Dec 2026 12:01:00 GMT", 60.0),
+    ("Thu, 03 Dec 2026 11:00:00 GMT", 0.0), ("-5", None), ("nan", None), ("soon", None),
+    ("", None), (None, None),
+])
+def test_retry_after_reads_seconds_or_an_http_date(header: str | None,
+                                                   seconds: float | None) -> None:
+    from datetime import UTC, datetime
+
+    from pipeline.http import retry_after
+
+    assert retry_after(header, datetime(2026, 12, 3, 12, 0, tzinfo=UTC)) == seconds

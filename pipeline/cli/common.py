@@ -91,18 +91,16 @@ def copy_address(text: str) -> str:
         raise UsageError(f"--to: {exc}") from None
 
 
-@contextlib.contextmanager
-def translation(settings: Settings) -> Iterator[Translate | None]:
-    """The machine-translation callable for a build, or None when ``[translate] backend`` is
-    "none"; its translation memory stays open for the block."""
+def translation(settings: Settings) -> contextlib.AbstractContextManager[Translate | None]:
+    """:func:`pipeline.wiring.open_translation` with this process's environment (wiring is
+    imported only by the commands that build)."""
     from pipeline.wiring import open_translation
 
-    with open_translation(settings, os.environ) as translate:
-        yield translate
+    return open_translation(settings, os.environ)
 
 
 def github(settings: Settings) -> PullSource | None:
-    """The GitHub facts source for a build, or None when ``[github] enabled`` is false."""
+    """:func:`pipeline.wiring.open_github` with this process's environment."""
     from pipeline.wiring import open_github
 
     return open_github(settings, os.environ)

@@ -2,7 +2,7 @@
 
     process [--dry-run]     unsubscribe / subscribe by mail, then move each mail aside
 
-Handlers follow pipeline/cli/__init__.py: ``handler(args, settings) -> int``, errors raised as
+Handlers are pipeline/cli/common.py's ``Handler``: ``handler(args, settings) -> int``, errors as
 :class:`~pipeline.errors.NewsletterError` subclasses for the command line to map to exit
 codes. This module is imported when the command line starts: the inbox, the store and
 boto3 are imported only when a command runs.

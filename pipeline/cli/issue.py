@@ -6,7 +6,7 @@ archive.
     publish [--week W]                                    the issue's pages, index, feed
     status [--week W] [--last N]                          where the issue stands
 
-Handlers follow pipeline/cli/__init__.py: ``handler(args, settings) -> int``, errors raised as
+Handlers are pipeline/cli/common.py's ``Handler``: ``handler(args, settings) -> int``, errors as
 :class:`~pipeline.errors.NewsletterError` subclasses for the command line to map to exit
 codes.
 """

@@ -17,7 +17,7 @@ the file cannot be changed by the migration; the queries name the store's column
 :data:`~subscribers.store.sqlite.MIGRATIONS`). Stop the subscription app and sends while it runs:
 what changes in SQLite after a record was copied is not copied again.
 
-Handlers follow pipeline/cli/__init__.py: ``handler(args, settings) -> int``, errors raised as
+Handlers are pipeline/cli/common.py's ``Handler``: ``handler(args, settings) -> int``, errors as
 :class:`~pipeline.errors.NewsletterError` subclasses (exit 2 for usage, 1 for a store that
 fails).
 """

@@ -6,7 +6,7 @@
     list [--status S]                        one line each: email status layout
     remove EMAIL                             erase; a hashed suppression entry remains
 
-Handlers follow pipeline/cli/__init__.py: ``handler(args, settings) -> int``, errors raised as
+Handlers are pipeline/cli/common.py's ``Handler``: ``handler(args, settings) -> int``, errors as
 :class:`~pipeline.errors.NewsletterError` subclasses for the command line to map to exit
 codes. Nothing here reactivates an address that unsubscribed, bounced or complained, or
 brings back one that was removed: consent is the subscriber's to give, not the operator's.

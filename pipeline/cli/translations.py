@@ -1,7 +1,7 @@
 """``newsletter translations [--week W] [--feed F]``: the editor's file, ready to fill in.
 
 Appends to editorial/<week>.toml an empty title/body for every missing or machine-made text
-of the week. Handlers follow pipeline/cli/__init__.py: ``handler(args, settings) -> int``.
+of the week. Handlers follow pipeline/cli/common.py: ``handler(args, settings) -> int``.
 """
 
 from __future__ import annotations

@@ -93,9 +93,6 @@ class IssueView:
         text = first or other
         return text.title if text else f"#{item.pr}"
 
-    def top_titles(self, lang: str, n: int = 3) -> list[str]:
-        return [self.title(item, lang) for item in self.items[:n]]
-
 
 def identifiers(body_html: str) -> list[Markup]:
     """The code identifiers a review names, in order, once each (already escaped HTML)."""

@@ -21,7 +21,7 @@ from typing import Any
 from pipeline import retry
 from pipeline.core.pulls import title_tags
 from pipeline.core.sanitize import one_line
-from pipeline.http import ConditionalCache, HttpError, Response, get_cached
+from pipeline.http import ConditionalCache, HttpError, Response, get_cached, retry_after
 from pipeline.model import Problem, PullFacts
 from pipeline.sources.feeds import USER_AGENT
 
@@ -154,12 +154,8 @@ class GithubClient:
         raise _Unavailable(f"{url} answered HTTP {response.status}")
 
     def _rate_limit_wait(self, answer: Mapping[str, str]) -> float | None:
-        retry_after = answer.get("retry-after")
-        if retry_after:
-            try:
-                return float(retry_after)
-            except ValueError:
-                return None
+        if answer.get("retry-after"):
+            return retry_after(answer["retry-after"], datetime.fromtimestamp(self.clock(), UTC))
         if answer.get("x-ratelimit-remaining") == "0" and answer.get("x-ratelimit-reset"):
             try:
                 return float(answer["x-ratelimit-reset"]) - self.clock()

@@ -17,7 +17,7 @@ is ignored. Each mail is then moved aside, out of the way of the next run: ``pro
 
 **Once only.** Before acting on a mail, its key (:func:`~pipeline.inbox.mail_key`: ``mail:`` +
 sha256 of the inbox and the mail's name) is recorded in the store
-(:meth:`~subscribers.store.sqlite.SqliteStore.first_time`). A run that crashed after acting but
+(:meth:`~subscribers.store.OnceKeys.first_time`). A run that crashed after acting but
 before moving the mail aside finds the key on the next run, and only moves the mail. When the
 confirmation mail cannot be sent, the key is forgotten again and the mail stays where it is,
 for the next run to retry.

@@ -34,14 +34,9 @@ class PublishReport:
             self.unchanged += 1
 
 
-def plan_issue(built: BuiltIssue, site: Site) -> list[SiteObject]:
-    """The issue's own objects (pages, public email, issue.json): decided before any write."""
-    return site.issue_objects(built)
-
-
 def publish(built: BuiltIssue, archive: Archive, site: Site) -> PublishReport:
     report = PublishReport()
-    for obj in plan_issue(built, site):
+    for obj in site.issue_objects(built):  # every page decided before the first write
         report.note(obj, archive.write(obj))
     issues: list[Issue] = []
     for week in archive.list_issues():

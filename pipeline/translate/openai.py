@@ -7,7 +7,6 @@ does not get better).
 
 from __future__ import annotations
 
-import email.utils
 import json
 import re
 import time
@@ -16,7 +15,7 @@ from collections.abc import Callable
 from pipeline import retry
 from pipeline.core.translate_guard import OPEN
 from pipeline.errors import ConfigError, TranslateError
-from pipeline.http import HttpError, post_json
+from pipeline.http import HttpError, post_json, retry_after
 from pipeline.translate import API_KEY_VARIABLE, LANGUAGE_NAMES, Translator
 from pipeline.week import now
 
@@ -151,7 +150,7 @@ class OpenAITranslator(Translator):
             return response.body
         said = f"HTTP {response.status}{_error_detail(response.body)}"
         if response.status == 429 or response.status >= 500:
-            raise _Retryable(said, _retry_after(response.headers.get("retry-after")))
+            raise _Retryable(said, retry_after(response.headers.get("retry-after"), now()))
         hint = {401: f" (check {API_KEY_VARIABLE})", 403: f" (check {API_KEY_VARIABLE})",
                 404: " (check [translate] base_url and model)"}.get(response.status, "")
         raise self._error(said + hint)
@@ -183,22 +182,6 @@ def _error_detail(raw: bytes) -> str:
         message = raw.decode("utf-8", "replace")
     text = " ".join(str(message or "").split())[:200]
     return f": {text}" if text else ""
-
-
-def _retry_after(value: str | None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` header (seconds or an HTTP date)."""
-    if not value:
-        return None
-    value = value.strip()
-    if value.isdigit():
-        return float(value)
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        return None
-    return max(0.0, (when - now()).total_seconds())
 
 
 def _clean_answer(content: str, source_text: str) -> str:

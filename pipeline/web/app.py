@@ -64,9 +64,9 @@ def create_app(subscriptions: Subscriptions, *, app_url: str, base_url: str,
                verifier: SnsVerifier | None = None,
                clock: Callable[[], datetime] = clock_now,
                mail_queue: MailQueue | None = None) -> Starlette:
-    """The app over ready-made parts; :func:`serve` wires them from the settings, tests
-    pass their own (a verifier that trusts a loopback certificate host, a fixed clock, a
-    queue they can wait on). The queue is also ``app.state.mail_queue``."""
+    """The app over ready-made parts; :func:`pipeline.web.serve.open_app` wires them from the
+    settings, tests pass their own (a verifier that trusts a loopback certificate host, a
+    fixed clock, a queue they can wait on). The queue is also ``app.state.mail_queue``."""
     queue = mail_queue or MailQueue()
     handlers = Routes(subscriptions, Pages(app_url, base_url), app_url=app_url,
                       base_url=base_url, verifier=verifier, clock=clock, queue=queue)

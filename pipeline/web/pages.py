@@ -21,6 +21,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from pipeline.core.render import environment, templates_dir
 from pipeline.model import LAYOUTS
 from subscribers.errors import TokenError, UnknownSubscriber
+from subscribers.model import DEFAULT_LAYOUT
 
 __all__ = ["LAYOUT_LABELS", "Button", "Link", "Pages", "status_line"]
 
@@ -144,4 +145,4 @@ def status_line(status: str) -> dict[str, str]:
 
 def chosen_layout(layout: str | None) -> str:
     """A layout the form offers, or the default for anything else."""
-    return layout if layout in LAYOUTS else "zh-en"
+    return layout if layout in LAYOUTS else DEFAULT_LAYOUT

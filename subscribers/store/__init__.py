@@ -55,6 +55,7 @@ from collections.abc import Iterator
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
+from pipeline.resource import Resource
 from subscribers.model import DEFAULT_LAYOUT, AddResult, Lease, LedgerEntry, Subscriber
 
 if TYPE_CHECKING:
@@ -232,11 +233,5 @@ class SubscriptionStore(Directory, Ledger, OnceKeys, Quotas, Protocol):
     the feedback on the ledger, the keys of messages handled, and the rate limits."""
 
 
-class SubscriberStore(Directory, Ledger, Leases, OnceKeys, Quotas, Protocol):
-    """Every role, and the store's own life: what the wiring opens and closes."""
-
-    def close(self) -> None: ...
-
-    def __enter__(self) -> SubscriberStore: ...
-
-    def __exit__(self, *exc_info: object) -> None: ...
+class SubscriberStore(Directory, Ledger, Leases, OnceKeys, Quotas, Resource, Protocol):
+    """Every role, and the store's own life (``close``, ``with``): what the wiring opens."""

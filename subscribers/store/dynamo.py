@@ -68,6 +68,7 @@ from botocore.exceptions import (
 )
 
 from pipeline import retry
+from pipeline.resource import Resource
 from subscribers.errors import StoreError, UnknownSubscriber
 from subscribers.model import (
     DEFAULT_LAYOUT,
@@ -182,7 +183,7 @@ class _Refused(Exception):
         return index < len(self.reasons) and self.reasons[index][0] == "ConditionalCheckFailed"
 
 
-class DynamoStore:
+class DynamoStore(Resource):
     """:class:`~subscribers.store.SubscriberStore` on two DynamoDB tables (module doc).
 
     The low-level client is given, never built here: ``pipeline.wiring.open_dynamo_store``
@@ -219,12 +220,6 @@ class DynamoStore:
             self._closed = True
         if self._owns_client:
             self._client.close()
-
-    def __enter__(self) -> DynamoStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"DynamoStore({self.subscribers_table!r}, {self.ledger_table!r})"
@@ -1105,11 +1100,6 @@ class DynamoStore:
     def _race_error(self, table: str, doing: str) -> StoreError:
         return StoreError(f"dynamodb:{table}", f"{doing}: the item kept changing under "
                           f"concurrent writers ({_RACE_TRIES} tries); try again")
-
-
-def _shorten(text: str, limit: int = 300) -> str:
-    """A message kept to one readable line (a proxy's HTML error page is not)."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _code(exc: ClientError) -> str:

@@ -18,6 +18,7 @@ from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pipeline.resource import Resource
 from subscribers.errors import StoreError, UnknownSubscriber
 from subscribers.model import (
     DEFAULT_LAYOUT,
@@ -220,7 +221,7 @@ _LEDGER_WITH_STATUS = """
 
 
 
-class SqliteStore:
+class SqliteStore(Resource):
     """:class:`~subscribers.store.SubscriberStore` on one SQLite file (WAL mode).
 
     One connection, guarded by a lock: SQLite serialises writers anyway, each call holds
@@ -281,12 +282,6 @@ class SqliteStore:
         """Close the connection (idempotent). Committed work is already on disk."""
         with self._lock:
             self._conn.close()
-
-    def __enter__(self) -> SqliteStore:
-        return self
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"SqliteStore({str(self.path)!r})"
