@@ -56,9 +56,8 @@ def send_list(built: BuiltIssue, delivery: Delivery, store: SubscriberStore,
     sender = Sender(built, store, delivery.transport, delivery.messages, rate=rate,
                     concurrency=concurrency)
     with hold(store, name, what, on_lost=lambda: sender.request_stop(LOST)):
-        active: int | None = store.count_by_status().get("active", 0)
-        if part is not None:
-            active = None  # the shard's size is known only by walking it
+        # A shard's size is known only by walking it: no count of the whole list then.
+        active = None if part is not None else store.count_by_status().get("active", 0)
         with log.timed(_log, "send"):
             return sender.run(options, progress(active))
 

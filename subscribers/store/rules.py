@@ -9,9 +9,10 @@ imports it; neither imports the other.
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping
 from datetime import UTC, datetime
 
-from subscribers.model import email_key
+from subscribers.model import STATUSES, email_key
 
 __all__ = [
     "IN_FLIGHT_REASON",
@@ -55,3 +56,12 @@ def decode_time(text: str) -> datetime:
 def decode_time_or_none(text: str | None) -> datetime | None:
     """:func:`decode_time` for a column that may be empty (None, or an empty string)."""
     return decode_time(text) if text else None
+
+
+def status_counts(by_status_and_layout: Mapping[tuple[str, str], int]) -> dict[str, int]:
+    """Subscribers per status, every status present (0 if none), from ``count_by``'s
+    counts per (status, layout)."""
+    counts = dict.fromkeys(STATUSES, 0)
+    for (status, _layout), n in by_status_and_layout.items():
+        counts[status] += n
+    return counts

@@ -42,6 +42,7 @@ from subscribers.store.rules import (
     decode_time,
     decode_time_or_none,
     encode_time,
+    status_counts,
     suppression_hash,
 )
 
@@ -409,10 +410,7 @@ class SqliteStore(Resource):
     def count_by_status(self) -> dict[str, int]:
         """Subscribers per status, every status present (0 if none): what a progress bar
         or a status line needs without adding up layouts."""
-        counts = dict.fromkeys(STATUSES, 0)
-        for (status, _layout), n in self.count_by().items():
-            counts[status] += n
-        return counts
+        return status_counts(self.count_by())
 
     def set_status(self, subscriber_id: str, status: str, now: datetime, *,
                    source: str | None = None, client: str | None = None) -> Subscriber:
