@@ -214,6 +214,8 @@ class Issue:
     skipped: tuple[Skipped, ...]
     problems: tuple[Problem, ...]
     archive_url: str
+    #: "No. N": weeks since ``[issue] first_week``, the first being 1; 0 = unnumbered.
+    number: int = 0
 
 
 # -- what leaves: a site's files, a finished message --------------------------------------

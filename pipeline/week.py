@@ -61,6 +61,23 @@ def last_complete_week(tz: str, at: datetime | None = None) -> Week:
     return week_of_monday(date(monday.year, monday.month, monday.day), tz)
 
 
+def issue_number(week_id: str, first_week: str) -> int:
+    """The issue's number, "No. N": weeks since ``first_week`` (``[issue] first_week``),
+    counting it as No. 1. 0 when no first week is set or ``week_id`` comes before it (an
+    unnumbered issue). Counted in weeks, not in issues found somewhere: the number is known
+    at build, never changes when an older week is rebuilt, and a week with nothing to send
+    leaves its number unused, as a skipped magazine issue does."""
+    if not first_week:
+        return 0
+    def monday(text: str) -> date:
+        match = _WEEK.match(text.strip())
+        if not match:
+            raise UsageError(f"{text!r}: expected an ISO week such as 2026-W48")
+        return date.fromisocalendar(int(match[1]), int(match[2]), 1)
+    weeks = (monday(week_id) - monday(first_week)).days // 7
+    return weeks + 1 if weeks >= 0 else 0
+
+
 def week_ranges(start: datetime, end: datetime, tz: str) -> dict[str, str]:
     """The days a week covers, as readers write them: ``11 月 23 日 – 11 月 29 日`` and
     ``23–29 Nov 2026`` (``end`` is exclusive, so the last day is the one before it)."""

@@ -77,6 +77,9 @@ class Subscriber:
     #: Transient bounces in a row since the last delivery; at ``[subscriptions]
     #: transient_bounce_limit`` the address becomes ``bounced``.
     transient_bounces: int = 0
+    #: The areas they follow (``kv-connector``, ``rocm``), sorted: their email puts these
+    #: first inside each tier. () = no interests, the plain layout.
+    areas: tuple[str, ...] = ()
 
 
 #: What SES can say about a delivered message afterwards, as the ledger notes it.

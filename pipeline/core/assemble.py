@@ -26,6 +26,7 @@ from pipeline.core.rank import rank
 from pipeline.core.render import Footer, RenderedLayout, Renderer
 from pipeline.errors import EmptyWeekError
 from pipeline.model import LAYOUTS, Issue, Item, Problem, PullFacts, Skipped, Week
+from pipeline.week import issue_number
 
 __all__ = ["Assembled", "Gathered", "Grouped", "Ranked", "assemble", "complete", "group",
            "rank_week"]
@@ -112,7 +113,8 @@ def assemble(settings: Settings, week: Week, ranked: Ranked,
              renderer: Renderer | None = None) -> Assembled:
     """Completed items → the issue, its JSON and its artifacts, every layout rendered."""
     issue = compose(ranked.items, week, settings.feed.repo, settings.site.base_url,
-                    ranked.skipped, ranked.problems)
+                    ranked.skipped, ranked.problems,
+                    issue_number(week.id, settings.issue.first_week))
     rendered, render_problems = (renderer or Renderer()).render(
         issue, settings.site.base_url, settings.issue.size_budget_kb,
         Footer.from_settings(settings))

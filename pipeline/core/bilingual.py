@@ -102,7 +102,7 @@ def fill_missing(items: Sequence[Item], translations: Mapping[tuple[int, str], M
 
 
 def compose(items: Sequence[Item], week: Week, repo: str, base_url: str,
-            skipped: Sequence[Skipped], problems: Sequence[Problem]) -> Issue:
+            skipped: Sequence[Skipped], problems: Sequence[Problem], number: int = 0) -> Issue:
     """Assemble the issue: subjects and preheaders per layout, and the problems, sorted."""
     found = list(problems)
     for item in items:
@@ -129,6 +129,7 @@ def compose(items: Sequence[Item], week: Week, repo: str, base_url: str,
         problems=sort_problems(found),
         # index.html named: the link works on any static host, not only one with index pages.
         archive_url=f"{base_url.rstrip('/')}/issues/{week.id}/index.html",
+        number=number,
     )
 
 

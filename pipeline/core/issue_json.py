@@ -114,6 +114,7 @@ class IssueBody(TypedDict):
     week: WeekData
     repo: str
     archive_url: str
+    number: int
     subject: dict[str, str]
     preheader: dict[str, str]
     items: list[ItemData]
@@ -204,12 +205,17 @@ def _body(issue: Issue) -> IssueBody:
                  "tz": issue.week.tz},
         "repo": issue.repo,
         "archive_url": issue.archive_url,
+        "number": issue.number,
         "subject": dict(issue.subject),
         "preheader": dict(issue.preheader),
         "items": [_item(item) for item in issue.items],
         "skipped": [_skipped(entry) for entry in issue.skipped],
         "problems": [_problem(problem) for problem in issue.problems],
     }
+
+
+#: Top-level keys an issue.json written before they existed lacks (read as their default).
+_ADDED_LATER = frozenset({"number"})
 
 
 def checked(data: object) -> IssueData:
@@ -219,7 +225,8 @@ def checked(data: object) -> IssueData:
     such, not end in a KeyError deep in a template."""
     if not isinstance(data, dict):
         raise ValueError(f"expected a JSON object, found {_json_kind(data)}")
-    missing = [key for key in IssueData.__annotations__ if key not in data]
+    missing = [key for key in IssueData.__annotations__
+               if key not in data and key not in _ADDED_LATER]
     if missing:
         raise ValueError(f"not an issue: no {', '.join(missing)}")
     week = data["week"]
@@ -271,6 +278,7 @@ def from_dict(data: object) -> Issue:
                               s.string("reason")) for s in top.objects("skipped")),
         problems=tuple(_read_problem(p) for p in top.objects("problems")),
         archive_url=top.string("archive_url"),
+        number=top.optional_integer("number") or 0,
     )
 
 

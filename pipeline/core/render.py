@@ -37,6 +37,7 @@ import jinja2
 from markupsafe import Markup, escape
 from mjml import mjml2html
 
+from pipeline.core.interests import Variant, for_you, interests_first
 from pipeline.core.mime import sent_size
 from pipeline.core.rank import TIER_BY_NAME, TIERS
 from pipeline.core.wrap import wrap_text
@@ -215,6 +216,12 @@ class RenderedLayout:
     brief: tuple[int, ...] = ()
     #: How many PRs are left to the archive's "N more" link.
     folded: int = 0
+    #: The areas this rendering puts first (an interest variant); () for the plain layout.
+    areas: tuple[str, ...] = ()
+
+    @property
+    def variant(self) -> Variant:
+        return Variant(self.layout, self.areas)
 
     @property
     def html_bytes(self) -> int:
@@ -254,29 +261,38 @@ class Renderer:
         rendered: dict[str, RenderedLayout] = {}
         problems: list[Problem] = []
         for layout in LAYOUTS:
-            result, problem = self._fit(issue, layout, base_url.rstrip("/"), budget,
+            result, problem = self._fit(issue, Variant(layout), base_url.rstrip("/"), budget,
                                         footer or Footer())
             rendered[layout] = result
             if problem:
                 problems.append(problem)
         return rendered, problems
 
+    def render_variant(self, issue: Issue, variant: Variant, base_url: str, budget_kb: int,
+                       footer: Footer | None = None
+                       ) -> tuple[RenderedLayout, Problem | None]:
+        """One variant of ``issue`` (a layout, and the areas it puts first) within the
+        budget, fitted as the plain layouts are; a problem names the variant by its key."""
+        budget = min(budget_kb * 1000, HARD_LIMIT_BYTES)
+        return self._fit(issue, variant, base_url.rstrip("/"), budget, footer or Footer())
+
     # -- size budget -----------------------------------------------------------------
 
-    def _fit(self, issue: Issue, layout: str, base_url: str, budget: int, footer: Footer
+    def _fit(self, issue: Issue, variant: Variant, base_url: str, budget: int, footer: Footer
              ) -> tuple[RenderedLayout, Problem | None]:
-        items = issue.items
+        layout, areas, name = variant.layout, variant.areas, variant.key
+        items = interests_first(issue.items, areas)
         n = len(items)
 
         def attempt(plan: _Plan) -> tuple[str, str, int]:
             """Both parts for ``plan``, and the heavier one's weight as sent."""
-            html = self._html(issue, layout, base_url, plan, footer)
-            text = self._text(issue, layout, base_url, plan, footer)
+            html = self._html(issue, variant, base_url, plan, footer)
+            text = self._text(issue, variant, base_url, plan, footer)
             return html, text, max(weight(html), weight(text))
 
         html, text, size = attempt(_Plan(items, (), 0))
         if size <= budget:
-            return RenderedLayout(layout, html, text), None
+            return RenderedLayout(layout, html, text, areas=areas), None
         full_size = size
 
         # Smallest number of items (from the bottom) to shrink to a title and a link.
@@ -294,17 +310,18 @@ class Renderer:
             m, _ = _largest(0, n - 1, lambda m: attempt(fold(m))[2] <= budget)
             plan = fold(m)
         html, text, size = attempt(plan)
-        result = RenderedLayout(layout, html, text, tuple(i.pr for i in plan.brief), plan.folded)
+        result = RenderedLayout(layout, html, text, tuple(i.pr for i in plan.brief), plan.folded,
+                                areas)
         if size > budget:
             return result, Problem(
-                "over-size-limit", "blocking", layout=layout,
-                message=(f"{layout}: {size / 1000:.1f} KB as sent even with every item "
+                "over-size-limit", "blocking", layout=name,
+                message=(f"{name}: {size / 1000:.1f} KB as sent even with every item "
                          f"folded; the budget is {budget / 1000:.0f} KB"),
             )
         shrunk = len(plan.brief) + plan.folded
         return result, Problem(
-            "items-shrunk", "warning", layout=layout,
-            message=(f"{layout}: {shrunk} lowest-priority item(s) shortened to a title and "
+            "items-shrunk", "warning", layout=name,
+            message=(f"{name}: {shrunk} lowest-priority item(s) shortened to a title and "
                      f"a link to fit {budget / 1000:.0f} KB as sent "
                      f"(full: {full_size / 1000:.1f} KB)"
                      + (f"; {plan.folded} left to the archive" if plan.folded else "")),
@@ -312,8 +329,9 @@ class Renderer:
 
     # -- templates ---------------------------------------------------------------------
 
-    def _context(self, issue: Issue, layout: str, base_url: str, plan: _Plan,
+    def _context(self, issue: Issue, variant: Variant, base_url: str, plan: _Plan,
                  footer: Footer) -> dict[str, Any]:
+        layout, interests = variant.layout, frozenset(variant.areas)
         langs = layout_langs(layout)
         s = strings()
         year, number = issue.id.split("-W")
@@ -341,11 +359,14 @@ class Renderer:
             "groups": _groups(_marked(plan.full)),
             "brief": _marked(plan.brief),
             "folded": plan.folded,
+            #: The areas this variant puts first, and whether an item is one of them.
+            "interests": variant.areas,
+            "for_you": lambda item: for_you(item, interests),
         }
 
-    def _html(self, issue: Issue, layout: str, base_url: str, plan: _Plan,
+    def _html(self, issue: Issue, variant: Variant, base_url: str, plan: _Plan,
               footer: Footer) -> str:
-        context = self._context(issue, layout, base_url, plan, footer)
+        context = self._context(issue, variant, base_url, plan, footer)
         try:
             source = self.html_template.render(context)
         except jinja2.TemplateError as exc:
@@ -356,9 +377,9 @@ class Renderer:
             raise RenderError(self.html_template.name or "email",
                               f"MJML does not compile: {exc}") from None
 
-    def _text(self, issue: Issue, layout: str, base_url: str, plan: _Plan,
+    def _text(self, issue: Issue, variant: Variant, base_url: str, plan: _Plan,
               footer: Footer) -> str:
-        context = self._context(issue, layout, base_url, plan, footer)
+        context = self._context(issue, variant, base_url, plan, footer)
         langs = context["langs"]
         context.update(
             brand_line=" · ".join(strings()[lang]["brand"] for lang in langs),

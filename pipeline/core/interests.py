@@ -1,0 +1,99 @@
+"""Interests: the areas a reader follows, and the email variant they choose.
+
+A subscriber may follow areas (``kv-connector``, ``rocm``). Their email is the same issue with
+the items of those areas first inside each tier, marked "for you". What matters for one issue
+is only the part of their areas the issue touches, so a :class:`Variant` is a layout plus
+that intersection: two readers whose interests differ only outside this week's areas get the
+same message, and the variants to render grow with the distinct choices, never with the list.
+
+Area names come from a feed's categories and GitHub's labels, so they are outside text:
+:func:`area_slug` is the one way a name becomes a path segment (``areas/<slug>/``) and
+:func:`clean_areas` the one way a reader's choice (a form, a CSV column) becomes a list.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import unicodedata
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from pipeline.model import LAYOUTS, Item
+
+#: A reader may follow at most this many areas; a name is at most this long.
+MAX_AREAS = 50
+MAX_AREA_LENGTH = 60
+_UNSAFE = re.compile(r"[^\w.-]+")
+
+
+def area_slug(name: str) -> str:
+    """``name`` as one safe path segment: letters (any script), digits, ``-``, ``_`` and
+    inner dots; never empty, never ``.`` or ``..``. Distinct names that fold to one slug share
+    a page; a name with nothing usable gets a short hash instead."""
+    folded = unicodedata.normalize("NFKC", name).strip().lower()
+    slug = _UNSAFE.sub("-", folded).strip("-.")[:MAX_AREA_LENGTH].strip("-.")
+    if not slug:
+        return "area-" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:10]
+    return slug
+
+
+def clean_areas(names: Iterable[str]) -> tuple[str, ...]:
+    """A reader's chosen areas as stored: folded as the feed's areas are (lower case,
+    spaces to ``-``), empty and over-long names dropped, no duplicates, sorted, at most
+    :data:`MAX_AREAS`."""
+    kept = set()
+    for name in names:
+        folded = re.sub(r"\s+", "-", unicodedata.normalize("NFKC", name).strip().lower())
+        if folded and len(folded) <= MAX_AREA_LENGTH and folded.isprintable():
+            kept.add(folded)
+    return tuple(sorted(kept))[:MAX_AREAS]
+
+
+@dataclass(frozen=True, order=True)
+class Variant:
+    """One rendering of an issue: a layout and the areas it puts first (sorted)."""
+
+    layout: str
+    areas: tuple[str, ...] = ()
+
+    @property
+    def key(self) -> str:
+        """The variant's name in artifact file names: the layout alone for no interests
+        (today's ``email-zh-en.html``), else the layout and a short hash of the areas (area
+        names are feed text and never reach a file name)."""
+        if not self.areas:
+            return self.layout
+        digest = hashlib.sha256("\n".join(self.areas).encode("utf-8")).hexdigest()[:10]
+        return f"{self.layout}.{digest}"
+
+
+def variant_for(layout: str, areas: Iterable[str], issue_areas: Iterable[str]) -> Variant:
+    """The variant a reader of ``layout`` following ``areas`` gets of an issue whose items
+    carry ``issue_areas``: only the areas this issue touches count."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}")
+    return Variant(layout, tuple(sorted(set(areas) & set(issue_areas))))
+
+
+def issue_areas(items: Sequence[Item]) -> tuple[str, ...]:
+    """Every area the items carry, sorted, once each."""
+    return tuple(sorted({area for item in items for area in item.areas}))
+
+
+def for_you(item: Item, interests: Iterable[str]) -> bool:
+    """Whether ``item`` belongs to one of ``interests``."""
+    return not set(item.areas).isdisjoint(interests)
+
+
+def interests_first(items: Sequence[Item], interests: Iterable[str]) -> tuple[Item, ...]:
+    """``items`` with those of ``interests`` first inside each tier; otherwise the rank
+    order kept (a stable sort on (tier position, not-for-you))."""
+    chosen = frozenset(interests)
+    if not chosen:
+        return tuple(items)
+    tier_at: dict[str, int] = {}
+    for item in items:
+        tier_at.setdefault(item.tier, len(tier_at))
+    return tuple(sorted(items, key=lambda item: (tier_at[item.tier],
+                                                 not for_you(item, chosen))))
