@@ -11,6 +11,7 @@ from conftest import SAMPLE_FEED, Entry, atom
 
 from pipeline.core.assemble import assemble
 from pipeline.core.collect import parse_feed
+from pipeline.core.interests import Variant
 from pipeline.core.render import (
     HARD_LIMIT_BYTES,
     PREFERENCES_PLACEHOLDER,
@@ -209,8 +210,8 @@ def test_shrinking_takes_the_fewest_items(settings):
     n = len(issue.items)
     plan = _Plan(issue.items[: n - k], issue.items[n - k:], 0)
     footer = Footer.from_settings(settings)
-    html = renderer._html(issue, "zh", settings.site.base_url, plan, footer)
-    text = renderer._text(issue, "zh", settings.site.base_url, plan, footer)
+    html = renderer._html(issue, Variant("zh"), settings.site.base_url, plan, footer)
+    text = renderer._text(issue, Variant("zh"), settings.site.base_url, plan, footer)
     assert max(weight(html), weight(text)) > 90_000
 
 
