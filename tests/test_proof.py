@@ -223,6 +223,8 @@ def test_the_editors_hidden_prs_are_listed(settings, tmp_path):
     ("file:///etc/passwd", "unsafe"),
     ("ftp://example.org/x", "scheme"),
     ("#top", "scheme"),
+    ("#pr-53721", None),  # the contents list's link to a card in the same message
+    ("#pr-x", "scheme"),
     ("/relative/path", "scheme"),
     ("https://github.com/vllm-project/vllm/issues/5", "github"),
     ("https://github.com/vllm-project/vllm-fork/pull/5", "github"),

@@ -136,11 +136,16 @@ def test_footer_links_and_placeholders(sample):
     assert issue.archive_url == f"{settings.site.base_url}/issues/2026-W48/index.html"
 
 
-def test_every_link_is_http_or_a_placeholder(sample):
+def test_every_link_is_http_a_placeholder_or_a_card_of_the_message(sample):
     *_, rendered = sample
     for layout in LAYOUTS:
-        for a in Page(rendered[layout].html).all("a"):
+        page = Page(rendered[layout].html)
+        ids = {attrs["id"] for _, attrs in page.tags if "id" in attrs}
+        for a in page.all("a"):
             href = a.get("href", "")
+            if href.startswith("#"):
+                assert re.fullmatch(r"#pr-\d+", href) and href[1:] in ids, href
+                continue
             assert href.startswith(("https://", "http://")) or href in (
                 UNSUBSCRIBE_PLACEHOLDER, PREFERENCES_PLACEHOLDER), href
 
@@ -258,3 +263,248 @@ def test_operator_templates_override_the_built_in_ones(tmp_path, sample):
     (tmp_path / "email" / "issue.txt.j2").write_text("custom {{ archive_url }}")
     rendered, _ = Renderer(environment([tmp_path])).render(issue, "https://x.example", 90)
     assert rendered["en"].text == f"custom {issue.archive_url}"
+
+
+# -- issue 16: contents first, "for you", the issue number ---------------------------------
+
+
+class Contents(HTMLParser):
+    """The contents list of a rendered email: each entry's link, text and marks, and the
+    ``start`` of each numbered list."""
+
+    def __init__(self, html: str) -> None:
+        super().__init__()
+        self.entries: list[dict] = []
+        self.starts: list[int] = []
+        self._depth = 0  # inside an <ol>
+        self._li: dict | None = None
+        self.feed(html)
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "ol":
+            self._depth += 1
+            self.starts.append(int(attrs.get("start", 1)))
+        elif tag == "li" and self._depth:
+            self._li = {"href": None, "text": "", "foryou": False, "langs": []}
+            self.entries.append(self._li)
+        elif self._li is not None:
+            if tag == "a" and self._li["href"] is None:
+                self._li["href"] = attrs.get("href")
+            if "foryou" in (attrs.get("class") or ""):
+                self._li["foryou"] = True
+            if "lang" in attrs:
+                self._li["langs"].append(attrs["lang"])
+
+    def handle_endtag(self, tag):
+        if tag == "ol":
+            self._depth -= 1
+        elif tag == "li":
+            self._li = None
+
+    def handle_data(self, data):
+        if self._li is not None:
+            self._li["text"] += data
+
+
+def card_ids(html: str) -> list[int]:
+    return [int(n) for n in re.findall(r'<div id="pr-(\d+)"', html)]
+
+
+def card_of(html: str, pr: int) -> str:
+    """The markup of one card: from its anchor to the next card's."""
+    rest = html.split(f'id="pr-{pr}"', 1)[1]
+    return re.split(r'id="pr-\d+"', rest, maxsplit=1)[0]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_the_contents_list_every_item_linked_to_its_card(sample, layout):
+    _, issue, *_, rendered = sample
+    html = rendered[layout].html
+    contents = Contents(html)
+    cards = card_ids(html)
+    assert sorted(cards) == sorted(item.pr for item in issue.items)
+    # One entry per item, in the cards' order, each a link to the card's anchor.
+    assert [e["href"] for e in contents.entries] == [f"#pr-{pr}" for pr in cards]
+    # Numbered through across the tiers: 1 for the first list, then where it left off.
+    assert contents.starts[0] == 1 and len(contents.starts) == 2  # must-read, medium
+    # The contents come before the first card, after the intro.
+    assert html.index("<ol") < html.index('id="pr-') and \
+        html.index(issue.preheader[layout.split("-")[0]]) < html.index("<ol")
+    by_pr = {item.pr: item for item in issue.items}
+    for entry, pr in zip(contents.entries, cards, strict=True):
+        item = by_pr[pr]
+        text = " ".join(entry["text"].split())
+        for lang in layout.split("-"):
+            assert " ".join(item.text(lang).title.split()) in text
+        assert " · ".join(item.areas) in text
+        assert not entry["foryou"]
+    for lang in layout.split("-"):
+        assert {"zh": "本期目录", "en": "In this issue"}[lang] in html
+
+
+def test_a_contents_anchor_is_the_first_element_of_its_card(sample):
+    *_, rendered = sample
+    html = rendered["zh-en"].html
+    for pr in card_ids(html):
+        before = html[: html.index(f'id="pr-{pr}"')]
+        # The last section opened before the anchor is a card: the anchor sits on it.
+        assert before.rindex('class="card"') > before.rindex('class="head"')
+
+
+def test_cards_carry_no_tier_pill_and_their_title_is_a_link(sample):
+    _, issue, *_, rendered = sample
+    for layout in LAYOUTS:
+        html = rendered[layout].html
+        assert 'class="pill' not in html  # every card sits under its tier's heading
+        for item in issue.items:
+            card = card_of(html, item.pr)
+            headline = re.search(r'<h2[^>]*><a href="([^"]+)" style="color:#0b62d6;', card)
+            assert headline and headline.group(1) == item.url
+
+
+def test_the_brief_list_keeps_its_pills_and_the_contents_link_brief_items_to_pr_pages(
+        settings):
+    result = parse_feed(big_feed(40), "big", settings.feed.repo)
+    issue, _data, _artifacts, rendered = assemble(settings, WEEK, rank_week(settings, WEEK,
+                                                                            [result]))
+    base = settings.site.base_url.rstrip("/")
+    for layout in LAYOUTS:
+        r = rendered[layout]
+        assert r.brief and r.html_bytes <= 90_000
+        contents = Contents(r.html)
+        hrefs = [e["href"] for e in contents.entries]
+        assert len(hrefs) == len(issue.items) - r.folded
+        full = set(card_ids(r.html))
+        for pr in {item.pr for item in issue.items} - set(r.brief):
+            assert pr in full and f"#pr-{pr}" in hrefs
+        for pr in r.brief:
+            assert pr not in full and f"{base}/pr/{pr}/index.html" in hrefs
+        # Tiers mix in the brief list: there the pill still says something.
+        assert r.html.count('class="pill') == len(r.brief)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_the_text_part_opens_with_a_numbered_contents_list_of_pr_pages(sample, layout):
+    settings, issue, *_, rendered = sample
+    text = rendered[layout].text
+    head = text.split(issue.items[0].url, 1)[0]  # everything before the first review
+    lines = head.split("\n")
+    base = settings.site.base_url.rstrip("/")
+    numbered = [line for line in lines if re.match(r"\d+\. ", line)]
+    assert [int(line.split(".")[0]) for line in numbered] == list(range(1, len(issue.items) + 1))
+    pages = [line.strip() for line in lines if "/pr/" in line]
+    assert sorted(pages) == sorted(f"{base}/pr/{item.pr}/index.html" for item in issue.items)
+
+
+def with_areas(issue, areas):
+    """``issue`` with every item carrying ``areas`` after its own first area."""
+    return replace(issue, items=tuple(replace(item, areas=(*item.areas[:1], *areas))
+                                      for item in issue.items))
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_for_you_marks_only_the_items_of_the_readers_areas(sample, layout):
+    _, issue, *_ = sample
+    rocm = {item.pr for item in issue.items if "rocm" in item.areas}
+    assert 0 < len(rocm) < len(issue.items)
+    r, problem = Renderer().render_variant(issue, Variant(layout, ("rocm",)),
+                                           "https://x.example", 90)
+    assert problem is None and r.areas == ("rocm",)
+    contents = Contents(r.html)
+    marked = [int(e["href"][4:]) for e in contents.entries if e["foryou"]]
+    assert set(marked) == rocm
+    for pr in card_ids(r.html):
+        assert ('class="foryou"' in card_of(r.html, pr).split("</div>", 1)[0]) == (pr in rocm)
+    langs = {"zh": "zh-CN", "en": "en"}
+    words = {"zh": "你关注的", "en": "for you"}
+    mark = re.search(r'<span class="foryou"[^>]*>(.*?)</span></span>', r.html).group(1)
+    for lang in layout.split("-"):
+        assert f'<span lang="{langs[lang]}">{words[lang]}' in mark
+    # The contents open with the reader's areas, in each of the layout's languages.
+    opening = r.html.split("<ol", 1)[0].rsplit("</h2>", 1)[1]
+    assert "rocm" in opening
+    assert r.text.count("[" + " / ".join(words[lang] for lang in layout.split("-"))
+                        + "]") == 2 * len(rocm)
+
+
+def test_items_of_the_readers_areas_come_first_in_the_contents_too(sample):
+    _, issue, *_ = sample
+    r, _ = Renderer().render_variant(issue, Variant("en", ("nixl",)), "https://x.example", 90)
+    entries = Contents(r.html).entries
+    nixl = next(item.pr for item in issue.items if "nixl" in item.areas)
+    assert entries[0]["href"] == f"#pr-{nixl}" and entries[0]["foryou"]
+    assert card_ids(r.html)[0] == nixl
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_no_interests_renders_the_plain_layout_byte_for_byte(sample, layout):
+    _, issue, *_ = sample
+    renderer = Renderer()
+    plain, _ = renderer.render(issue, "https://x.example", 90)
+    r, problem = renderer.render_variant(issue, Variant(layout), "https://x.example", 90)
+    assert problem is None
+    assert (r.html, r.text) == (plain[layout].html, plain[layout].text)
+    assert "foryou" not in r.html and "for you" not in r.text and "你关注的" not in r.text
+
+
+HOSTILE_AREAS = ("<script>alert(1)</script>", "%%unsubscribe_url%%", "../x", "a&b",
+                 "\"quoted\" 'area'", "x" * 500)
+
+
+def test_hostile_area_names_reach_the_email_escaped(sample):
+    from pipeline.core.render import stray_placeholders
+
+    _, issue, *_ = sample
+    hostile = with_areas(issue, HOSTILE_AREAS)
+    for layout in LAYOUTS:
+        r, problem = Renderer().render_variant(hostile, Variant(layout, HOSTILE_AREAS),
+                                               "https://x.example", 90)
+        assert problem is None or problem.code == "items-shrunk"
+        assert "<script>" not in r.html and "&lt;script&gt;alert(1)&lt;/script&gt;" in r.html
+        assert "a&b" not in r.html and "a&amp;b" in r.html
+        assert stray_placeholders(r.html, "html") == 0
+        assert stray_placeholders(r.text, "txt") == 0
+        assert "<script>alert(1)</script>" in r.text  # plain text: shown, not interpreted
+        # Every item is for this reader: each card and each entry is marked.
+        assert len(Contents(r.html).entries) == len(issue.items)
+        assert all(e["foryou"] for e in Contents(r.html).entries)
+
+
+def test_the_issue_number_leads_the_masthead_in_both_parts(sample):
+    _, issue, *_ = sample
+    numbered = replace(issue, number=3)
+    rendered, _ = Renderer().render(numbered, "https://x.example", 90)
+    for layout in LAYOUTS:
+        head = rendered[layout].html.split("<ol", 1)[0]
+        text_head = rendered[layout].text.split("==", 1)[0]
+        for lang in layout.split("-"):
+            label = {"zh": "第 3 期 · 2026 年第 48 周", "en": "No. 3 · Week 48, 2026"}[lang]
+            assert label in head and label in text_head
+    plain, _ = Renderer().render(issue, "https://x.example", 90)  # number 0: none shown
+    for layout in LAYOUTS:
+        assert "No. " not in plain[layout].html and " 期 · " not in plain[layout].html
+        assert "No. " not in plain[layout].text and " 期 · " not in plain[layout].text
+
+
+def test_the_number_in_the_subject_matches_the_masthead_words():
+    from pipeline.core.bilingual import NUMBER
+    from pipeline.core.render import strings
+
+    for lang in ("zh", "en"):
+        assert NUMBER[lang] == strings()[lang]["issue_number"]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_variant_of_forty_long_items_keeps_the_budget(settings, layout):
+    result = parse_feed(big_feed(40), "big", settings.feed.repo)
+    issue, *_ = assemble(settings, WEEK, rank_week(settings, WEEK, [result]))
+    areas = ("<script>x</script>", "y" * 60)
+    issue = with_areas(issue, areas)
+    r, problem = Renderer().render_variant(issue, Variant(layout, areas),
+                                           settings.site.base_url, 90)
+    from pipeline.core.render import weight
+
+    assert problem is not None and problem.code == "items-shrunk"
+    assert max(weight(r.html), weight(r.text)) <= 90_000
+    assert len(Contents(r.html).entries) == len(issue.items) - r.folded

@@ -32,6 +32,8 @@ from pipeline.model import (
 )
 
 BRAND = {"zh": "vLLM PR 周报", "en": "vLLM PR Weekly"}
+#: The issue number as a subject shows it (the masthead's ``issue_number`` in strings.toml).
+NUMBER = {"zh": "第 {n} 期", "en": "No. {n}"}
 #: Inboxes show about this much of a subject; every layout's subject fits it.
 SUBJECT_MAX = 70
 _LANG_NAMES = {"zh": "Chinese", "en": "English"}
@@ -123,7 +125,7 @@ def compose(items: Sequence[Item], week: Week, repo: str, base_url: str,
         week=week,
         repo=repo,
         items=tuple(items),
-        subject={layout: subject(layout, week, items) for layout in LAYOUTS},
+        subject={layout: subject(layout, week, items, number) for layout in LAYOUTS},
         preheader={layout: preheader(layout, items) for layout in LAYOUTS},
         skipped=tuple(skipped),
         problems=sort_problems(found),
@@ -151,21 +153,27 @@ def _title(item: Item, lang: str) -> str:
     return " ".join(title.split())
 
 
-def subject(layout: str, week: Week, items: Sequence[Item]) -> str:
+def subject(layout: str, week: Week, items: Sequence[Item], number: int = 0) -> str:
     """One line of at most :data:`SUBJECT_MAX` characters: the newsletter's name in the
-    layout's first language (one brand, not both), the week, and the top item's headline,
-    shortened at a word or CJK-character boundary, never inside a word."""
+    layout's first language (one brand, not both), the issue number when there is one
+    ("No. 3", "第 3 期"), the week, and the top item's headline, shortened at a word or
+    CJK-character boundary, never inside a word. A numbered issue keeps the week id only
+    while the headline fits whole beside it: the number already names the issue, the
+    headline is what makes a reader open it."""
     first = layout_langs(layout)[0]
     more = len(items) - 1
     tail = ""
     if more > 0:
         tail = f" 等 {len(items)} 篇" if first == "zh" else f" + {more} more"
-    head = f"{BRAND[first]} · {week.id} · "
+    label = [NUMBER[first].format(n=number)] if number > 0 else []
+    head = " · ".join([BRAND[first], *label, week.id]) + " · "
     if not items:
         return head.rstrip(" ·")
     # one_line again: whatever path a headline took, nothing may turn the subject around.
-    top = cut_at_boundary(one_line(_title(items[0], first)),
-                          SUBJECT_MAX - len(head) - len(tail))
+    headline = one_line(_title(items[0], first))
+    if label and len(head) + len(headline) + len(tail) > SUBJECT_MAX:
+        head = " · ".join([BRAND[first], *label]) + " · "
+    top = cut_at_boundary(headline, SUBJECT_MAX - len(head) - len(tail))
     return f"{head}{top or f'#{items[0].pr}'}{tail}"
 
 

@@ -228,9 +228,13 @@ _LINK_VERDICTS: dict[str, tuple[str, Severity, str]] = {
 }
 
 
+#: A link to an id in the same message (the contents list's ``#pr-<n>``): no scheme, no request.
+_SAME_MESSAGE = re.compile(r"#pr-[0-9]{1,9}")
+
+
 def link_verdict(href: str, repo: str) -> str | None:
     """None for a link readers may get; else ``unsafe``, ``scheme`` or ``github``."""
-    if href in PLACEHOLDERS:
+    if href in PLACEHOLDERS or _SAME_MESSAGE.fullmatch(href):
         return None
     compact = re.sub(r"[\x00-\x20]", "", href)  # browsers ignore these inside a scheme
     scheme = urlsplit(compact).scheme.lower()

@@ -344,8 +344,8 @@ class Renderer:
             "subject": issue.subject[layout],
             "preheader": issue.preheader[layout],
             "intro": {lang: issue.preheader[lang] for lang in langs},
-            "week_line": {lang: s[lang]["week"].format(year=year, number=int(number),
-                                                      range=ranges[lang]) for lang in langs},
+            "week_line": {lang: _week_line(s[lang], issue.number, year, int(number),
+                                           ranges[lang]) for lang in langs},
             "archive_url": issue.archive_url,
             "base_url": base_url,
             "unsubscribe_url": Slot(UNSUBSCRIBE_PLACEHOLDER),
@@ -357,11 +357,14 @@ class Renderer:
             "minutes": _minutes,
             "titles": _titles,
             "groups": _groups(_marked(plan.full)),
+            "contents": _contents(plan, base_url),
             "brief": _marked(plan.brief),
             "folded": plan.folded,
             #: The areas this variant puts first, and whether an item is one of them.
             "interests": variant.areas,
             "for_you": lambda item: for_you(item, interests),
+            "areas_first": {lang: s[lang]["areas_first"].format(
+                areas=_AREA_SEPARATOR[lang].join(variant.areas)) for lang in langs},
         }
 
     def _html(self, issue: Issue, variant: Variant, base_url: str, plan: _Plan,
@@ -384,6 +387,7 @@ class Renderer:
         context.update(
             brand_line=" · ".join(strings()[lang]["brand"] for lang in langs),
             view_online=" / ".join(strings()[lang]["view_online"] for lang in langs),
+            for_you_line=" / ".join(strings()[lang]["for_you"] for lang in langs),
         )
         try:
             return wrap_text(self.text_template.render(context))
@@ -450,6 +454,54 @@ def _groups(items: Sequence[_MarkedItem]) -> list[dict[str, Any]]:
         if members:
             groups.append({"tier": tier.name, "items": members})
     return groups
+
+
+def pr_page(base_url: str, pr: int) -> str:
+    """The archive's page of one PR review (the site writes ``pr/<number>/index.html``)."""
+    return f"{base_url}/pr/{pr}/index.html"
+
+
+@dataclass(frozen=True)
+class _Entry:
+    """One line of the contents: its number, the item, and where its link goes."""
+
+    n: int
+    item: _MarkedItem
+    #: ``#pr-<n>`` for an item shown in full (its card carries that id), else its PR page.
+    href: str
+    #: The item's PR page in the archive: the text part's link, which has no anchors.
+    page: str
+
+
+def _contents(plan: _Plan, base_url: str) -> list[dict[str, Any]]:
+    """The contents list: every item the email shows (in full or in brief, not the folded
+    tail), per tier in rank order, numbered through. A card's entry links to the card; a
+    brief item has no card, so its entry links to the archive's page of the PR."""
+    full = {item.pr for item in plan.full}
+    groups: list[dict[str, Any]] = []
+    n = 0
+    for group in _groups(_marked((*plan.full, *plan.brief))):
+        entries = []
+        for marked in group["items"]:
+            n += 1
+            page = pr_page(base_url, marked.pr)
+            entries.append(_Entry(n, marked, f"#pr-{marked.pr}" if marked.pr in full else page,
+                                  page))
+        groups.append({"tier": group["tier"], "entries": entries})
+    return groups
+
+
+#: How a list of area names is joined in each language's sentence.
+_AREA_SEPARATOR = {"zh": "、", "en": ", "}
+
+
+def _week_line(words: dict[str, str], issue_number: int, year: str, week: int,
+               ranges: str) -> str:
+    """The masthead's week line, led by the issue number when the issue has one (0: none)."""
+    line = words["week"].format(year=year, number=week, range=ranges)
+    if issue_number > 0:
+        return f"{words['issue_number'].format(n=issue_number)} · {line}"
+    return line
 
 
 def _tier_label(tier: str, lang: str) -> str:
