@@ -508,3 +508,48 @@ def test_a_variant_of_forty_long_items_keeps_the_budget(settings, layout):
     assert problem is not None and problem.code == "items-shrunk"
     assert max(weight(r.html), weight(r.text)) <= 90_000
     assert len(Contents(r.html).entries) == len(issue.items) - r.folded
+
+
+def retitled(item, zh: str, en: str):
+    from pipeline.model import Text
+
+    return replace(item, zh=Text(zh, "<p>x</p>", "x", "feed"), en=Text(en, "<p>x</p>", "x", "feed"))
+
+
+def test_an_unnumbered_subject_is_as_before(sample):
+    from pipeline.core.bilingual import subject
+
+    _, issue, *_ = sample
+    items = [retitled(issue.items[0], "短标题", "Short title"), *issue.items[1:]]
+    assert subject("en", WEEK, items) == "vLLM PR Weekly · 2026-W48 · Short title + 7 more"
+    assert subject("zh-en", WEEK, items, 0) == "vLLM PR 周报 · 2026-W48 · 短标题 等 8 篇"
+
+
+def test_a_numbered_subject_keeps_the_week_while_the_headline_fits_whole(sample):
+    from pipeline.core.bilingual import subject
+
+    _, issue, *_ = sample
+    items = [retitled(issue.items[0], "短标题", "Short title"), *issue.items[1:]]
+    assert subject("en-zh", WEEK, items, 3) == \
+        "vLLM PR Weekly · No. 3 · 2026-W48 · Short title + 7 more"
+    assert subject("zh", WEEK, items, 3) == "vLLM PR 周报 · 第 3 期 · 2026-W48 · 短标题 等 8 篇"
+    assert subject("en", WEEK, items[:1], 12) == "vLLM PR Weekly · No. 12 · 2026-W48 · Short title"
+
+
+@pytest.mark.parametrize("number", [3, 52, 1000])
+def test_a_numbered_subject_drops_the_week_before_it_cuts_the_headline(sample, number):
+    from pipeline.core.bilingual import SUBJECT_MAX, subject
+
+    _, issue, *_ = sample
+    long_en = "MoRI-IO connector supports SWA and HMA, multiplying disaggregated throughput"
+    long_zh = "MoRI-IO 连接器支持 SWA 与 HMA，分离式预填充与解码吞吐数倍提升，附带完整回归测试"
+    items = [retitled(issue.items[0], long_zh, long_en), *issue.items[1:]]
+    for layout in LAYOUTS:
+        line = subject(layout, WEEK, items, number)
+        assert len(line) <= SUBJECT_MAX, line
+        label = f"第 {number} 期" if layout.startswith("zh") else f"No. {number}"
+        brand, shown_label, headline = line.split(" · ", 2)
+        assert brand == ("vLLM PR 周报" if layout.startswith("zh") else "vLLM PR Weekly")
+        assert shown_label == label and "2026-W48" not in line
+        title = long_zh if layout.startswith("zh") else long_en
+        assert title.startswith(headline.split("…")[0]) and "…" in headline
