@@ -1,0 +1,195 @@
+"""The email as a reader's mail app shows it: headless Chromium (Debian's ``chromium``).
+
+The sample issue (numbered, as ``make run`` numbers it) is rendered by the real renderer in
+its plain zh-en layout and as an interest variant, written to files and opened from disk, as
+a desktop mail app or a browser's "view online" would. Checked: every contents link brings its
+card into view (``:target``); the dark colour scheme keeps cards apart from the page (WCAG
+contrast >= 1.2:1), its zh/en divider dark and the masthead readable; at 375 px neither brand
+of the masthead breaks inside itself, nothing overflows and each contents entry stays at two
+lines; the "for you" mark reads in both schemes; the email asks for nothing from the network;
+axe-core finds no critical or serious violation, light or dark. Screenshots go to
+``$TEST_ARTIFACTS/email/`` (default ``build/test-artifacts/``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+from axe_playwright_python.sync_playwright import Axe
+from conftest import ROOT, SAMPLE_FEED
+from playwright.sync_api import Browser, Page
+
+from pipeline.core.assemble import assemble
+from pipeline.core.collect import parse_feed
+from pipeline.core.interests import Variant
+from pipeline.core.render import Renderer
+from pipeline.stages.build import rank_week
+from pipeline.week import parse_week
+
+WEEK = parse_week("2026-W48", "Asia/Shanghai")
+SERIOUS = ("critical", "serious")
+#: The reader of the variant follows this area (two of the sample's eight items).
+AREA = "rocm"
+
+
+def artifacts_dir() -> Path:
+    folder = Path(os.environ.get("TEST_ARTIFACTS") or ROOT / "build" / "test-artifacts")
+    folder = folder / "email"
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def emails(tmp_path_factory) -> dict[str, Path]:
+    """The plain zh-en email and the variant of a reader who follows :data:`AREA`, on disk."""
+    from pipeline.config import load
+
+    folder = tmp_path_factory.mktemp("email-browser")
+    config = folder / "newsletter.toml"
+    config.write_text("", encoding="utf-8")
+    settings = load(config, {})
+    result = parse_feed(SAMPLE_FEED.read_bytes(), "sample", settings.feed.repo)
+    issue, *_ = assemble(settings, WEEK, rank_week(settings, WEEK, [result]))
+    issue = replace(issue, number=3)
+    renderer = Renderer()
+    files = {}
+    for name, variant in (("plain", Variant("zh-en")), ("for-you", Variant("zh-en", (AREA,)))):
+        rendered, problem = renderer.render_variant(issue, variant, settings.site.base_url, 90)
+        assert problem is None
+        files[name] = folder / f"email-{name}.html"
+        files[name].write_text(rendered.html, encoding="utf-8")
+    return files
+
+
+@contextmanager
+def opened(browser: Browser, path: Path, width: int, scheme: str = "light") -> Iterator[Page]:
+    """``path`` in a fresh context at ``width`` px; fails if it asks for anything else."""
+    mobile = width < 600
+    context = browser.new_context(viewport={"width": width, "height": 812 if mobile else 900},
+                                  is_mobile=mobile, has_touch=mobile, color_scheme=scheme)
+    page = context.new_page()
+    requests: list[str] = []
+    page.on("request", lambda request: requests.append(request.url))
+    try:
+        page.goto(path.as_uri(), wait_until="load")
+        yield page
+        assert requests == [path.as_uri()], f"the email asked for more: {requests}"
+    finally:
+        context.close()
+
+
+def luminance(rgb: str) -> float:
+    """WCAG relative luminance of a computed ``rgb(r, g, b)`` colour."""
+    values = [int(part) / 255 for part in rgb[rgb.index("(") + 1:rgb.index(")")]
+              .replace(" ", "").split(",")[:3]]
+    linear = [v / 12.92 if v <= 0.04045 else ((v + 0.055) / 1.055) ** 2.4 for v in values]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def contrast(a: str, b: str) -> float:
+    high, low = sorted((luminance(a), luminance(b)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+def style(page: Page, selector: str, prop: str) -> str:
+    return page.evaluate("([s, p]) => getComputedStyle(document.querySelector(s))[p]",
+                         [selector, prop])
+
+
+@pytest.mark.parametrize("width", [375, 1280])
+def test_every_contents_link_brings_its_card_into_view(browser, emails, width):
+    with opened(browser, emails["plain"], width) as page:
+        hrefs = page.eval_on_selector_all("ol a", "links => links.map(a => a.getAttribute('href'))")
+        assert len(hrefs) == 8 and all(href.startswith("#pr-") for href in hrefs)
+        for href in reversed(hrefs):  # from the bottom up: each click must scroll
+            page.locator(f'ol a[href="{href}"]').click()
+            seen = page.evaluate("""() => {
+                const target = document.querySelector(':target');
+                if (!target) return null;
+                const card = target.closest('.card');
+                return {id: target.id, top: target.getBoundingClientRect().top,
+                        height: window.innerHeight, hash: location.hash,
+                        card: card && card.getBoundingClientRect().top};
+            }""")
+            assert seen and seen["id"] == href[1:] and seen["hash"] == href, (href, seen)
+            assert seen["card"] is not None, f"{href} does not land on a card"
+            # The card's own top edge shows too (sub-pixel scrolling aside).
+            assert -1 <= seen["card"] < seen["top"] < seen["height"], (href, seen)
+
+
+@pytest.mark.parametrize("width", [375, 1280])
+def test_dark_cards_stand_apart_from_the_page_and_dividers_stay_dark(browser, emails, width):
+    with opened(browser, emails["plain"], width, "dark") as page:
+        body = style(page, "body", "backgroundColor")
+        for selector in (".page", ".page > table") if page.query_selector(".page > table") \
+                else (".page",):
+            assert style(page, selector, "backgroundColor") == body, selector
+        card = style(page, ".card", "backgroundColor")
+        # What a card's text sits on is the card's colour, not the page's.
+        assert style(page, ".card td", "backgroundColor") == card
+        assert contrast(card, body) >= 1.2, (card, body)
+        divider = style(page, ".card .divider", "borderTopColor")
+        assert luminance(divider) < 0.1 and contrast(divider, card) < 3, divider
+        h1 = style(page, ".head h1", "color")
+        assert contrast(h1, body) >= 4.5, (h1, body)
+        for selector in (".head .meta", ".card .meta", ".card h2 a", "ol a"):
+            assert contrast(style(page, selector, "color"), body) >= 4.5, selector
+        page.screenshot(path=str(artifacts_dir() / f"dark-{width}.png"), full_page=True)
+
+
+def test_the_light_divider_is_light(browser, emails):
+    with opened(browser, emails["plain"], 1280) as page:
+        assert luminance(style(page, ".card .divider", "borderTopColor")) > 0.7
+
+
+def test_at_375_px_the_masthead_breaks_between_brands_never_inside_one(browser, emails):
+    with opened(browser, emails["plain"], 375) as page:
+        rects = page.eval_on_selector_all(
+            "h1 .brand", "spans => spans.map(s => s.getClientRects().length)")
+        assert rects == [1, 1]
+        tops = page.eval_on_selector_all(
+            "h1 > span", "spans => spans.map(s => Math.round(s.getBoundingClientRect().top))")
+        # brand, separator, brand: the separator ends the first line, never opens a line.
+        assert tops[1] == tops[0], tops
+        assert page.evaluate("document.documentElement.scrollWidth") <= 375
+
+
+@pytest.mark.parametrize("width", [375, 1280])
+def test_each_contents_entry_takes_two_lines(browser, emails, width):
+    with opened(browser, emails["for-you"], width) as page:
+        lines = page.eval_on_selector_all("ol > li", """items => items.map(li =>
+            [...li.children].map(row => Math.round(row.getBoundingClientRect().height
+                / parseFloat(getComputedStyle(row).lineHeight))))""")
+        assert len(lines) == 8 and all(rows == [1, 1] for rows in lines), lines
+        assert page.evaluate("document.documentElement.scrollWidth") <= width
+        page.screenshot(path=str(artifacts_dir() / f"for-you-{width}.png"))
+
+
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_for_you_mark_reads_in_both_schemes(browser, emails, scheme):
+    with opened(browser, emails["for-you"], 375, scheme) as page:
+        marks = page.eval_on_selector_all(".foryou", """marks => marks.map(m => [
+            getComputedStyle(m).backgroundColor,
+            [...m.querySelectorAll('span')].map(s => getComputedStyle(s).color)])""")
+        assert len(marks) == 4  # two items of the area: each card and each contents entry
+        for background, colours in marks:
+            assert colours and all(contrast(c, background) >= 4.5 for c in colours), marks
+
+
+@pytest.mark.parametrize("name", ["plain", "for-you"])
+def test_no_serious_accessibility_violations_in_either_scheme(browser, emails, name):
+    axe = Axe()
+    report = []
+    for scheme in ("light", "dark"):
+        for width in (375, 1280):
+            with opened(browser, emails[name], width, scheme) as page:
+                report += [f"[{scheme} {width}] {v['id']}: {v['help']} "
+                           + "; ".join(node["html"][:120] for node in v["nodes"][:3])
+                           for v in axe.run(page).response["violations"]
+                           if v.get("impact") in SERIOUS]
+    assert not report, "\n".join(report)
