@@ -424,6 +424,11 @@ def test_for_you_marks_only_the_items_of_the_readers_areas(sample, layout):
     # The contents open with the reader's areas, in each of the layout's languages.
     opening = r.html.split("<ol", 1)[0].rsplit("</h2>", 1)[1]
     assert "rocm" in opening
+    from pipeline.core.render import strings
+
+    for lang in layout.split("-"):
+        line = strings()[lang]["areas_first"].format(areas="rocm")
+        assert line in opening and line in r.text.split("\n1. ", 1)[0]
     assert r.text.count("[" + " / ".join(words[lang] for lang in layout.split("-"))
                         + "]") == 2 * len(rocm)
 
