@@ -20,6 +20,11 @@ would exceed ``[issue] size_budget_kb``, the lowest-priority items shrink to a t
 to the archive, one at a time from the bottom, in both parts alike; if the list of titles
 itself does not fit, its tail becomes one "N more in the archive" link. The text part is
 wrapped at 78 columns (``wrap.py``).
+
+Both parts open with the contents: every item shown, per tier, numbered through. An HTML entry
+links to its card in the same message (``#pr-<n>``, the card's first element), or, for an item
+shortened to the brief list, to its page in the archive; the text part has no anchors and
+links every entry to the archive. The contents are part of what the budget weighs.
 """
 
 from __future__ import annotations
