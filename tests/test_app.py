@@ -335,7 +335,7 @@ def test_requests_are_limited_per_client_and_per_address(settings_for):
 def test_too_large_a_form_is_refused_before_it_is_read(app):
     answer = app.request("POST", "/subscribe", headers={**FROM_ARCHIVE,
                          "Content-Type": "application/x-www-form-urlencoded"},
-                         body=b"email=" + b"a" * 20_000)
+                         body=b"email=" + b"a" * 40_000)
     assert answer.status == 413
 
 
@@ -752,3 +752,15 @@ def test_the_refusal_pages_say_the_same_limit_the_code_keeps():
     pages = tomllib.loads((templates_dir() / "app" / "pages.toml").read_text(encoding="utf-8"))
     assert f"{MAX_AREAS} 个" in pages["too_many_areas"]["zh"]["body"]
     assert f"at most {MAX_AREAS} areas" in pages["too_many_areas"]["en"]["body"]
+
+
+def test_the_largest_pick_a_reader_can_make_is_not_too_large(app):
+    from subscribers.areas import MAX_AREA_LENGTH, MAX_AREAS
+
+    names = [f"{n:02}" + "領" * (MAX_AREA_LENGTH - 2) for n in range(MAX_AREAS)]
+    app.store.note_areas(names)
+    answer = post_pairs(app, "/subscribe", [("email", "big@example.org"), ("layout", "zh"),
+                                            *[("areas", name) for name in names]],
+                        FROM_ARCHIVE)
+    assert answer.status == 200
+    assert app.store.find("big@example.org").areas == tuple(sorted(names))

@@ -28,7 +28,7 @@ from pipeline.errors import TransportError, Unconfirmed
 from pipeline.model import LAYOUTS
 from pipeline.web.mail_queue import MailQueue
 from pipeline.web.pages import Button, Link, Pages, chosen_layout, status_line
-from subscribers.areas import MAX_AREAS
+from subscribers.areas import MAX_AREA_LENGTH, MAX_AREAS
 from subscribers.errors import AreaChoiceError, InvalidAddress, TokenError, UnknownSubscriber
 from subscribers.model import Subscriber
 from subscribers.ses_events import events_from
@@ -39,10 +39,11 @@ __all__ = ["MAX_FORM_BYTES", "MAX_WEBHOOK_BYTES", "PURGE_EVERY", "SNS_WINDOW", "
 
 log = logging.getLogger("newsletter.app")
 
-#: Larger bodies are refused before they are read: a form is a few hundred bytes (a
-#: kilobyte or two with areas checked), an SNS message at most 256 KB of payload plus its
-#: envelope.
-MAX_FORM_BYTES = 16 * 1024
+#: Larger bodies are refused before they are read: a form is a few hundred bytes, a
+#: kilobyte or two with areas checked; the largest a reader can post (MAX_AREAS names of
+#: MAX_AREA_LENGTH characters, each up to 12 bytes once percent-encoded) stays under this.
+#: An SNS message is at most 256 KB of payload plus its envelope.
+MAX_FORM_BYTES = 2 * 1024 + MAX_AREAS * (len("&areas=") + 12 * MAX_AREA_LENGTH)
 #: Fields a form may have: a few of its own, and the areas, one field each (one more than a
 #: reader may follow, so that too many get the page's own answer, not a parser's 400).
 MAX_FORM_FIELDS = 10 + MAX_AREAS + 1
