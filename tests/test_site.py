@@ -73,7 +73,13 @@ def test_language_variants_have_lang_hreflang_and_explicit_links(settings, built
         assert item["zh"]["title"] not in en
         assert item["zh"]["title"] in zh and item["en"]["title"] not in zh
         assert f'href="{item["url"]}"' in both
-        assert item["why"]["en"].replace("'", "&#39;").replace("“", "“") in en
+        # Each item links to its PR page; the ranking rationale stays off public pages.
+        assert f'href="{base}/pr/{item["pr"]}/index.html"' in both
+        for page in (en, zh, both):
+            assert item["why"]["en"].replace("'", "&#39;") not in page
+            assert item["why"]["zh"] not in page
+    for page in (en, zh, both):
+        assert "排序依据" not in page and "Why here" not in page
 
 
 def test_items_name_their_code_identifiers(settings, built):
@@ -92,8 +98,9 @@ def test_public_email_has_no_personal_link(settings, built):
 def test_index_feed_sitemap_from_issue_files(settings, built, older):
     site = Site(settings.site)
     found = {o.key: o for o in site.index_objects([older.issue, built.issue])}
-    assert sorted(found) == ["404.html", "feed.xml", "index.html", "sitemap.xml"]
-    assert all(o.cache_control == SHORT_CACHE for o in found.values())
+    assert {"404.html", "feed.xml", "index.html", "sitemap.xml", "robots.txt",
+            "areas/index.html", "static/card.png"} <= set(found)
+    assert all(o.cache_control == SHORT_CACHE for k, o in found.items() if k != "static/card.png")
     index = found["index.html"].data.decode()
     assert index.index("2026-W48") < index.index("2026-W47")  # newest first
     assert f'action="{settings.site.app_url}/subscribe"' in index
@@ -131,9 +138,17 @@ def test_publish_writes_pages_then_index_and_twice_writes_nothing(settings, buil
     assert first.written[:5] == [f"issues/{SAMPLE_WEEK}/{n}" for n in
                                  ("index.html", "zh.html", "en.html", "email.html",
                                   "issue.json")]
-    assert first.written[5:] == ["index.html", "feed.xml", "sitemap.xml", "404.html"]
+    rest = first.written[5:]
+    assert rest[-5:] == ["index.html", "feed.xml", "sitemap.xml", "robots.txt", "404.html"]
+    prs = [key for key in rest if key.startswith("pr/")]
+    assert prs == [f"pr/{item.pr}/index.html" for item in sorted(built.issue.items,
+                                                                 key=lambda i: i.pr)]
+    # PR and area pages come before the index, feed and sitemap that list them.
+    assert max(rest.index(k) for k in rest if k.startswith(("pr/", "areas/"))) < \
+        rest.index("index.html")
     second = publish(built, archive, Site(settings.site))
-    assert second.written == [] and second.bytes_written == 0 and second.unchanged == 9
+    assert second.written == [] and second.bytes_written == 0
+    assert second.unchanged == len(first.written)
 
 
 def test_index_is_rebuilt_from_the_archive_alone(settings, built, older, tmp_path):
