@@ -18,12 +18,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import datetime
-from functools import cached_property
 from typing import Any
 
 import jinja2
-import pendulum
 from markupsafe import Markup, escape
 
 from pipeline.config import SiteSettings
@@ -38,8 +35,9 @@ from pipeline.core.render import (
     strings,
     templates_dir,
 )
-from pipeline.core.site_pages import AreaPage, PrPage, headline_dates, url_of
-from pipeline.model import LANG_TAGS, Issue, Item, SiteObject, Text
+from pipeline.core.site_pages import AreaPage, PrPage, url_of
+from pipeline.core.site_pages import IssueView as IssueView  # re-exported: preview uses it
+from pipeline.model import LANG_TAGS, Issue, SiteObject, Text
 
 HTML = "text/html; charset=utf-8"
 ATOM = "application/atom+xml; charset=utf-8"
@@ -56,68 +54,6 @@ _CODE = re.compile(r"<code>(.*?)</code>", re.S)
 #: The Atom feed carries the latest issues in full; the index and sitemap list them all.
 #: (A full-content feed of every issue grew to 12 MB at ten years: make bench.)
 FEED_ISSUES = 20
-
-
-def _moment(when: datetime, tz: str) -> pendulum.DateTime:
-    """An issue.json time (read back as UTC) in the week's zone."""
-    return pendulum.instance(when).in_timezone(tz)
-
-
-class IssueView:
-    """One issue as the web templates read it."""
-
-    def __init__(self, issue: Issue, base_url: str) -> None:
-        self.issue = issue
-        self.id = issue.id
-        self.base_url = base_url
-        self.url = f"{base_url}/issues/{self.id}/index.html"
-        self.start = _moment(issue.week.start, issue.week.tz)
-        self.end = _moment(issue.week.end, issue.week.tz)
-
-    def page_url(self, variant: str = "index.html") -> str:
-        return f"{self.base_url}/issues/{self.id}/{variant}"
-
-    @property
-    def items(self) -> tuple[Item, ...]:
-        return self.issue.items
-
-    @property
-    def subject(self) -> dict[str, str]:
-        return self.issue.subject
-
-    @property
-    def preheader(self) -> dict[str, str]:
-        return self.issue.preheader
-
-    @property
-    def published(self) -> datetime:
-        """The end of the week (the Monday it goes out): stable, so re-publishing is a no-op."""
-        return self.end
-
-    @cached_property
-    def ranges(self) -> dict[str, str]:
-        """The issue's days, as a headline in each language."""
-        return headline_dates(self.issue.week.start, self.issue.week.end, self.issue.week.tz)
-
-    @property
-    def number(self) -> int:
-        return self.issue.number
-
-    def number_label(self, lang: str) -> str:
-        """``第 3 期`` / ``No. 3``; "" for an unnumbered issue (no ``[issue] first_week``)."""
-        if not self.number:
-            return ""
-        return f"第 {self.number} 期" if lang == "zh" else f"No. {self.number}"
-
-    def headline(self, lang: str) -> str:
-        """The number (when there is one) and the days: how the index names an issue."""
-        label = self.number_label(lang)
-        return f"{label} · {self.ranges[lang]}" if label else self.ranges[lang]
-
-    def title(self, item: Item, lang: str) -> str:
-        first, other = (item.zh, item.en) if lang == "zh" else (item.en, item.zh)
-        text = first or other
-        return text.title if text else f"#{item.pr}"
 
 
 def identifiers(body_html: str) -> list[Markup]:

@@ -15,16 +15,13 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING
+from functools import cached_property
 from urllib.parse import quote
 
 import pendulum
 
 from pipeline.core.interests import area_slug
-from pipeline.model import Item
-
-if TYPE_CHECKING:
-    from pipeline.core.site import IssueView
+from pipeline.model import Issue, Item
 
 #: An area's Atom feed carries its latest reviews in full; its page lists them all.
 AREA_FEED_ENTRIES = 50
@@ -59,6 +56,69 @@ def headline_dates(start: datetime, end: datetime, tz: str) -> dict[str, str]:
         zh += f"{last.day} 日"
         en = f"{first.day}–{last.day} {last.format('MMM YYYY', locale='en')}"
     return {"zh": zh, "en": en}
+
+
+def _moment(when: datetime, tz: str) -> pendulum.DateTime:
+    """An issue.json time (read back as UTC) in the week's zone."""
+    return pendulum.instance(when).in_timezone(tz)
+
+
+class IssueView:
+    """One issue as the web templates read it."""
+
+    def __init__(self, issue: Issue, base_url: str) -> None:
+        self.issue = issue
+        self.id = issue.id
+        self.base_url = base_url
+        self.url = f"{base_url}/issues/{self.id}/index.html"
+        self.start = _moment(issue.week.start, issue.week.tz)
+        self.end = _moment(issue.week.end, issue.week.tz)
+
+    def page_url(self, variant: str = "index.html") -> str:
+        return f"{self.base_url}/issues/{self.id}/{variant}"
+
+    @property
+    def items(self) -> tuple[Item, ...]:
+        return self.issue.items
+
+    @property
+    def subject(self) -> dict[str, str]:
+        return self.issue.subject
+
+    @property
+    def preheader(self) -> dict[str, str]:
+        return self.issue.preheader
+
+    @property
+    def published(self) -> datetime:
+        """The end of the week (the Monday it goes out): stable, so re-publishing is a no-op."""
+        return self.end
+
+    @cached_property
+    def ranges(self) -> dict[str, str]:
+        """The issue's days, as a headline in each language."""
+        return headline_dates(self.issue.week.start, self.issue.week.end, self.issue.week.tz)
+
+    @property
+    def number(self) -> int:
+        return self.issue.number
+
+    def number_label(self, lang: str) -> str:
+        """``第 3 期`` / ``No. 3``; "" for an unnumbered issue (no ``[issue] first_week``)."""
+        if not self.number:
+            return ""
+        return f"第 {self.number} 期" if lang == "zh" else f"No. {self.number}"
+
+    def headline(self, lang: str) -> str:
+        """The number (when there is one) and the days: how the index names an issue."""
+        label = self.number_label(lang)
+        return f"{label} · {self.ranges[lang]}" if label else self.ranges[lang]
+
+    def title(self, item: Item, lang: str) -> str:
+        first, other = (item.zh, item.en) if lang == "zh" else (item.en, item.zh)
+        text = first or other
+        return text.title if text else f"#{item.pr}"
+
 
 
 @dataclass(frozen=True)
