@@ -94,6 +94,10 @@ class IssueView:
         """The end of the week (the Monday it goes out): stable, so re-publishing is a no-op."""
         return self.end
 
+    def day(self, item: Item) -> str:
+        """The day ``item`` was first reviewed, in the issue's zone (``2026-11-23``)."""
+        return _moment(item.reviewed_at, self.issue.week.tz).format("YYYY-MM-DD")
+
     @cached_property
     def ranges(self) -> dict[str, str]:
         """The issue's days, as a headline in each language."""
