@@ -482,7 +482,7 @@ def report(ns: argparse.Namespace, setup: Setup, site: Sequence[SiteResult],
              "index MB"], site_rows(site)))
         sections.append("pages = Site.issue_objects once per issue (3 pages, public email, "
                         "issue.json); index = Site.index_objects over all (index, feed, "
-                        "sitemap, 404);\nvs linear = t(N) / (N/N0 · t(N0)), N0 = "
+                        "sitemap, robots, 404, card,\nPR pages, area pages and feeds); vs linear = t(N) / (N/N0 · t(N0)), N0 = "
                         f"{site[0].size}: 1.00 is linear.")
     if published:
         sections.append(table(["archive", "issues", "runs", "first publish s",
@@ -490,7 +490,8 @@ def report(ns: argparse.Namespace, setup: Setup, site: Sequence[SiteResult],
                                "MB written"], first_rows(published)))
         sections.append("first publish = each issue published in turn, oldest first, into an "
                         "empty archive (each publish re-reads every issue.json and rewrites\n"
-                        "index, feed and sitemap); ms/publish = the mean; last publish = the "
+                        "index, feed, sitemap and the pages of the PRs and areas it touches); "
+                        "ms/publish = the mean; last publish = the "
                         "Nth alone, i.e. a weekly publish at that archive size.")
         sections.append(table(["archive", "issues", "runs", "re-publish ms", "vs last",
                                "objects written", "bytes written", "store objects",
