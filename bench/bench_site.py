@@ -482,7 +482,8 @@ def report(ns: argparse.Namespace, setup: Setup, site: Sequence[SiteResult],
              "index MB"], site_rows(site)))
         sections.append("pages = Site.issue_objects once per issue (3 pages, public email, "
                         "issue.json); index = Site.index_objects over all (index, feed, "
-                        "sitemap, robots, 404, card,\nPR pages, area pages and feeds); vs linear = t(N) / (N/N0 · t(N0)), N0 = "
+                        "sitemap, robots, 404, card,\nPR pages, area pages and feeds); "
+                        "vs linear = t(N) / (N/N0 · t(N0)), N0 = "
                         f"{site[0].size}: 1.00 is linear.")
     if published:
         sections.append(table(["archive", "issues", "runs", "first publish s",

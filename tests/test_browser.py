@@ -1,9 +1,9 @@
 """The web archive in a real browser: headless Chromium (Debian's ``chromium``) via Playwright.
 
 A two-issue archive is built and published by the real command line and served by
-``http.server`` on 127.0.0.1; one browser serves the whole module. The index, an issue page, a
-PR page and an area page are checked at 375 px (a phone, ``is_mobile``) and 1280 px: no console or page errors, every request goes to the local server
-and succeeds, no horizontal overflow on the phone, the language switch (plain links, tried with
+``http.server`` on 127.0.0.1; one browser serves the whole module. The index, an issue page,
+a PR page and an area page are checked at 375 px (a phone, ``is_mobile``) and 1280 px: no
+console or page errors, every request goes to the local server and succeeds, no horizontal overflow on the phone, the language switch (plain links, tried with
 JavaScript off), every link into ``/issues/`` and the hreflang alternates resolve, the public
 email carries no placeholder or token, and axe-core finds no critical or serious violation
 (in the light and the dark colour scheme); in the dark scheme cards stand out from the page
@@ -307,6 +307,7 @@ def test_dark_mode_cards_stand_out_and_dividers_stay_dark(browser, site, name):
         visit.assert_clean()
 
 
+@pytest.mark.subprocess
 def test_area_feed_over_http_is_read_by_feedparser(site):
     import feedparser
 

@@ -165,7 +165,7 @@ def card_png() -> bytes:
     return (templates_dir() / "web" / "card.png").read_bytes()
 
 
-def public_email(email_html: str, site: Site, page_url: str) -> bytes:
+def public_email(email_html: str, site: Site, page_url: str = "") -> bytes:
     """The ``zh-en`` email with the personal links replaced by public pages (no token), and a
     canonical link to the issue's page (the page, not the copy, is what search should show)."""
     if site.app_url:
@@ -174,6 +174,8 @@ def public_email(email_html: str, site: Site, page_url: str) -> bytes:
         unsubscribe = preferences = f"{site.base_url}/index.html"
     html = (email_html.replace(UNSUBSCRIBE_PLACEHOLDER, unsubscribe)
             .replace(PREFERENCES_PLACEHOLDER, preferences))
+    if not page_url:
+        return html.encode("utf-8")
     canonical = f'<link rel="canonical" href="{escape(page_url)}">'
     head = html.find("</head>")
     html = html[:head] + canonical + html[head:] if head >= 0 else canonical + html
