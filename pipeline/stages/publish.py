@@ -1,10 +1,12 @@
 """Publish: a built issue → the public archive, issue pages first, then the index.
 
-The order is the guarantee: the index, feed and sitemap are written last, and they are made
-from the issue.json files the archive itself holds (the one just written included), so a
-failure half-way leaves the live index pointing only at pages that exist, and a fresh
-runner with an empty ``build/`` still publishes a complete index. Unchanged objects are not
-written again: a second publish of the same content writes nothing.
+The order is the guarantee: the issue's own pages first, then the pages made from every issue
+(one per reviewed PR, one page and Atom feed per area, the share card), and the index, feed
+and sitemap last. All but the issue's own are made from the issue.json files the archive
+itself holds (the one just written included), so a failure half-way leaves the live index
+pointing only at pages that exist, and a fresh runner with an empty ``build/`` still
+publishes a complete index. Unchanged objects are not written again: a second publish of the
+same content writes nothing (each new issue rewrites only the PR and area pages it touches).
 """
 
 from __future__ import annotations

@@ -1,0 +1,198 @@
+"""Site pages across issues: one page per reviewed PR and one per area, decided from records.
+
+Pure: the issues the archive holds in, plain records out; :mod:`pipeline.core.site` renders
+them. Both groupings walk every item of every issue once (linear in the archive), newest
+issue first, so a PR reviewed in several weeks lists each review, newest first.
+
+Area names are feed text (a category, a GitHub label). :func:`~pipeline.core.interests.area_slug`
+is the one way a name becomes a path segment, so ``../x`` or ``<script>`` can only ever be the
+text of a page, never its place; the URL percent-encodes the segment (a CJK slug is a
+valid key, and a URL carries it encoded). Distinct names that fold to one slug share a page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from functools import cached_property
+from urllib.parse import quote
+
+import pendulum
+
+from pipeline.core.interests import area_slug
+from pipeline.core.render import strings
+from pipeline.model import Issue, Item
+
+#: An area's Atom feed carries its latest reviews in full; its page lists them all.
+AREA_FEED_ENTRIES = 50
+
+
+def pr_key(pr: int) -> str:
+    return f"pr/{pr}/index.html"
+
+
+def area_key(slug: str, name: str = "index.html") -> str:
+    return f"areas/{slug}/{name}"
+
+
+def url_of(base_url: str, key: str) -> str:
+    """The absolute URL of an archive key (non-ASCII letters percent-encoded)."""
+    return f"{base_url}/{quote(key, safe='/')}"
+
+
+def headline_dates(start: datetime, end: datetime, tz: str) -> dict[str, str]:
+    """An issue's days as a headline: ``2026 年 11 月 23 日 – 29 日`` and ``23–29 Nov 2026``
+    (``end`` exclusive); the month and year are repeated only where they change."""
+    first = pendulum.instance(start).in_timezone(tz)
+    last = pendulum.instance(end).in_timezone(tz).subtract(days=1)
+    zh = f"{first.year} 年 {first.month} 月 {first.day} 日 – "
+    if first.year != last.year:
+        zh += f"{last.year} 年 {last.month} 月 {last.day} 日"
+        en = f"{first.format('D MMM YYYY', locale='en')} – {last.format('D MMM YYYY', locale='en')}"
+    elif first.month != last.month:
+        zh += f"{last.month} 月 {last.day} 日"
+        en = f"{first.format('D MMM', locale='en')} – {last.format('D MMM YYYY', locale='en')}"
+    else:
+        zh += f"{last.day} 日"
+        en = f"{first.day}–{last.day} {last.format('MMM YYYY', locale='en')}"
+    return {"zh": zh, "en": en}
+
+
+def _moment(when: datetime, tz: str) -> pendulum.DateTime:
+    """An issue.json time (read back as UTC) in the week's zone."""
+    return pendulum.instance(when).in_timezone(tz)
+
+
+class IssueView:
+    """One issue as the web templates read it."""
+
+    def __init__(self, issue: Issue, base_url: str) -> None:
+        self.issue = issue
+        self.id = issue.id
+        self.base_url = base_url
+        self.url = f"{base_url}/issues/{self.id}/index.html"
+        self.start = _moment(issue.week.start, issue.week.tz)
+        self.end = _moment(issue.week.end, issue.week.tz)
+
+    def page_url(self, variant: str = "index.html") -> str:
+        return f"{self.base_url}/issues/{self.id}/{variant}"
+
+    @property
+    def items(self) -> tuple[Item, ...]:
+        return self.issue.items
+
+    @property
+    def subject(self) -> dict[str, str]:
+        return self.issue.subject
+
+    @property
+    def preheader(self) -> dict[str, str]:
+        return self.issue.preheader
+
+    @property
+    def published(self) -> datetime:
+        """The end of the week (the Monday it goes out): stable, so re-publishing is a no-op."""
+        return self.end
+
+    def day(self, item: Item) -> str:
+        """The day ``item`` was first reviewed, in the issue's zone (``2026-11-23``)."""
+        return _moment(item.reviewed_at, self.issue.week.tz).format("YYYY-MM-DD")
+
+    @cached_property
+    def ranges(self) -> dict[str, str]:
+        """The issue's days, as a headline in each language."""
+        return headline_dates(self.issue.week.start, self.issue.week.end, self.issue.week.tz)
+
+    @property
+    def number(self) -> int:
+        return self.issue.number
+
+    def number_label(self, lang: str) -> str:
+        """``第 3 期`` / ``No. 3``; "" for an unnumbered issue (no ``[issue] first_week``)."""
+        if not self.number:
+            return ""
+        return strings()[lang]["issue_number"].format(n=self.number)
+
+    def headline(self, lang: str) -> str:
+        """The number (when there is one) and the days: how the index names an issue."""
+        label = self.number_label(lang)
+        return f"{label} · {self.ranges[lang]}" if label else self.ranges[lang]
+
+    def title(self, item: Item, lang: str) -> str:
+        first, other = (item.zh, item.en) if lang == "zh" else (item.en, item.zh)
+        text = first or other
+        return text.title if text else f"#{item.pr}"
+
+
+
+@dataclass(frozen=True)
+class Appearance:
+    """One review of a PR: the item as one issue carried it."""
+
+    issue: IssueView
+    item: Item
+
+
+@dataclass(frozen=True)
+class PrPage:
+    """Every review of one PR across the archive, newest first."""
+
+    pr: int
+    reviews: tuple[Appearance, ...]
+
+    @property
+    def key(self) -> str:
+        return pr_key(self.pr)
+
+    @property
+    def latest(self) -> Appearance:
+        return self.reviews[0]
+
+
+@dataclass(frozen=True)
+class AreaPage:
+    """Every review tagged with one area (or with names sharing its slug), newest first."""
+
+    slug: str
+    names: tuple[str, ...]
+    reviews: tuple[Appearance, ...]
+
+    @property
+    def name(self) -> str:
+        return " / ".join(self.names)
+
+    def key(self, file: str = "index.html") -> str:
+        return area_key(self.slug, file)
+
+    @property
+    def feed_reviews(self) -> tuple[Appearance, ...]:
+        return self.reviews[:AREA_FEED_ENTRIES]
+
+
+def appearances(views: Iterable[IssueView]) -> list[Appearance]:
+    """Every item of every issue, newest issue first, rank order within an issue."""
+    return [Appearance(view, item) for view in sorted(views, key=lambda v: v.id, reverse=True)
+            for item in view.items]
+
+
+def pr_pages(found: Iterable[Appearance]) -> list[PrPage]:
+    """One page per PR number, in PR order (stable output, whatever the issue order)."""
+    by_pr: dict[int, list[Appearance]] = {}
+    for seen in found:
+        by_pr.setdefault(seen.item.pr, []).append(seen)
+    return [PrPage(pr, tuple(by_pr[pr])) for pr in sorted(by_pr)]
+
+
+def area_pages(found: Iterable[Appearance]) -> list[AreaPage]:
+    """One page per area slug, in slug order; a review appears once per slug."""
+    reviews: dict[str, list[Appearance]] = {}
+    names: dict[str, set[str]] = {}
+    for seen in found:
+        slugs = dict.fromkeys(area_slug(name) for name in seen.item.areas)
+        for name in seen.item.areas:
+            names.setdefault(area_slug(name), set()).add(name)
+        for slug in slugs:
+            reviews.setdefault(slug, []).append(seen)
+    return [AreaPage(slug, tuple(sorted(names[slug])), tuple(reviews[slug]))
+            for slug in sorted(reviews)]
