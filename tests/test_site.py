@@ -125,17 +125,21 @@ def test_no_subscribe_form_without_an_app(settings, built):
     assert f'href="{settings.site.base_url}/index.html"' in email
 
 
+@pytest.mark.subprocess  # publish ends by running Pagefind (pipeline/stages/search_index.py)
 def test_publish_writes_pages_then_index_and_twice_writes_nothing(settings, built, tmp_path):
     archive = LocalArchive(tmp_path / "site")
     first = publish(built, archive, Site(settings.site))
     assert first.written[:5] == [f"issues/{SAMPLE_WEEK}/{n}" for n in
                                  ("index.html", "zh.html", "en.html", "email.html",
                                   "issue.json")]
-    assert first.written[5:] == ["index.html", "feed.xml", "sitemap.xml", "404.html"]
+    assert first.written[5:9] == ["index.html", "feed.xml", "sitemap.xml", "404.html"]
+    assert all(key.startswith("search/") for key in first.written[9:])
     second = publish(built, archive, Site(settings.site))
-    assert second.written == [] and second.bytes_written == 0 and second.unchanged == 9
+    assert second.written == [] and second.bytes_written == 0
+    assert second.unchanged == len(first.written)
 
 
+@pytest.mark.subprocess  # publish runs Pagefind
 def test_index_is_rebuilt_from_the_archive_alone(settings, built, older, tmp_path):
     archive = LocalArchive(tmp_path / "site")
     publish(older, archive, Site(settings.site))
@@ -162,6 +166,7 @@ class FailingArchive(LocalArchive):
         return super().write(obj)
 
 
+@pytest.mark.subprocess  # publish runs Pagefind
 def test_a_failure_half_way_leaves_the_index_pointing_at_existing_pages(settings, built,
                                                                           older, tmp_path):
     root = tmp_path / "site"

@@ -56,12 +56,11 @@ CONTENT_TYPES = {
 OCTETS = "application/octet-stream"
 ENTRY = "pagefind-entry.json"
 _HASHED = re.compile(r"^(?:index/|fragment/|filter/|pagefind\.[^/]+\.pf_meta$)")
-#: A review's article (``id="pr-<n>"``) up to its first ``<h2>`` that has no id yet, without
-#: crossing the article's end. Review bodies cannot open an ``<article>``: the sanitizer
-#: (pipeline/core/sanitize.py) allows neither the element nor an ``id``.
+#: A review's article (``id="pr-<n>"``) up to the attributes of its first ``<h2>``, without
+#: crossing the article's end. Review bodies cannot open an ``<article>`` or an ``<h2>``: the
+#: sanitizer (pipeline/core/sanitize.py) allows neither, nor any ``id``.
 _REVIEW = re.compile(
-    r'(<article\b[^>]*\bid="(pr-\d+)"[^>]*>(?:(?!</article>).)*?<h2)(?=[\s>])(?![^>]*\bid=)',
-    re.S)
+    r'(<article\b[^>]*\bid="(pr-\d+)"[^>]*>(?:(?!</article>|<h2\b).)*<h2\b)([^>]*)>', re.S)
 
 
 def pages_to_index(issues: Sequence[Issue]) -> list[str]:
@@ -78,7 +77,8 @@ def pages_to_index(issues: Sequence[Issue]) -> list[str]:
 def anchor_reviews(html: str) -> str:
     """The page as Pagefind should read it: each review's first heading carries the
     review's ``id``, so Pagefind offers ``#pr-<number>`` as a sub-result."""
-    return _REVIEW.sub(lambda m: f'{m[1]} id="{m[2]}"', html)
+    return _REVIEW.sub(
+        lambda m: m[0] if re.search(r"\bid=", m[3]) else f'{m[1]} id="{m[2]}"{m[3]}>', html)
 
 
 def bundle_objects(files: Mapping[str, bytes]) -> list[SiteObject]:
