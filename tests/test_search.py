@@ -202,3 +202,35 @@ def test_a_missing_pagefind_is_one_render_error(tmp_path):
 def test_a_pagefind_that_exits_non_zero_is_named(tmp_path):
     with pytest.raises(RenderError, match="Pagefind exited 1"):
         run_pagefind({"a/index.html": "<p>x</p>"}, Path(shutil.which("false") or "/bin/false"))
+
+
+# -- S3 -----------------------------------------------------------------------------------------
+
+
+@pytest.mark.subprocess
+def test_publish_to_s3_stores_the_search_files_with_their_headers(moto_server, settings, built):
+    from pipeline.archive.s3 import S3Archive
+
+    client = moto_server.client("s3")
+    client.create_bucket(Bucket="weekly-archive")
+    with S3Archive("weekly-archive", "weekly/") as archive:
+        report = publish(built, archive, Site(settings.site))
+    keys = [key for key in report.written if key.startswith("search/")]
+    heads = {key: client.head_object(Bucket="weekly-archive", Key="weekly/" + key)
+             for key in keys}
+    expected = {o.key: o for o in search.bundle_objects(
+        {key.removeprefix(search.BUNDLE): b"" for key in keys if key != search.SEARCH_PAGE})}
+    assert search.SEARCH_PAGE in heads and len(expected) == len(keys) - 1
+    assert heads[search.SEARCH_PAGE]["ContentType"] == "text/html; charset=utf-8"
+    for key, obj in expected.items():
+        assert (heads[key]["ContentType"], heads[key]["CacheControl"]) == (
+            obj.content_type, obj.cache_control), key
+    wasm = next(key for key in keys if key.endswith(".pagefind"))
+    assert heads[wasm]["ContentType"] == "application/octet-stream"
+    assert heads["search/pagefind/pagefind-ui.js"]["ContentType"].startswith("text/javascript")
+    # The index a browser reads from the bucket is the one written: its entry names its meta.
+    entry = json.loads(client.get_object(Bucket="weekly-archive",
+                                         Key="weekly/search/pagefind/pagefind-entry.json")
+                       ["Body"].read())
+    meta = f"search/pagefind/pagefind.{entry['languages']['zh']['hash']}.pf_meta"
+    assert meta in heads
