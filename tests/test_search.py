@@ -193,6 +193,23 @@ def test_hostile_reviews_are_indexed_as_text(settings, tmp_path):
 
 
 @pytest.mark.subprocess
+@pytest.mark.subprocess
+def test_a_page_pagefind_would_skip_is_a_render_error(settings, built, tmp_path):
+    archive = LocalArchive(tmp_path / "site")
+    pr = built.issue.items[0].pr
+    archive.write(SiteObject(f"pr/{pr}/index.html", b"<html><body><p>no main</p></body></html>",
+                             "text/html", SHORT_CACHE))
+    with pytest.raises(RenderError, match=r"indexed 1 of 2 pages: each needs a <main>"):
+        publish(built, archive, Site(settings.site))
+
+
+def test_page_count_reads_the_entry_file():
+    entry = json.dumps({"languages": {"zh": {"page_count": 3}, "en": {"page_count": 2}}})
+    assert search.page_count({search.ENTRY: entry.encode()}) == 5
+    assert search.page_count({}) == 0 and search.page_count({search.ENTRY: b"[]"}) == 0
+
+
+@pytest.mark.subprocess
 def test_a_missing_pagefind_is_one_render_error(tmp_path):
     with pytest.raises(RenderError, match="cannot run Pagefind"):
         run_pagefind({"a/index.html": "<p>x</p>"}, tmp_path / "no-such-binary")

@@ -21,6 +21,7 @@ Pagefind's files at ``search/pagefind/``.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Mapping, Sequence
 
@@ -95,6 +96,15 @@ def bundle_objects(files: Mapping[str, bytes]) -> list[SiteObject]:
         objects.append(SiteObject(BUNDLE + path, files[path],
                                   CONTENT_TYPES.get(suffix, OCTETS), cache))
     return objects
+
+
+def page_count(files: Mapping[str, bytes]) -> int:
+    """How many pages the bundle's entry file says its indexes hold (0 when it has none)."""
+    try:
+        entry = json.loads(files[ENTRY])
+        return sum(int(lang["page_count"]) for lang in entry["languages"].values())
+    except (KeyError, TypeError, ValueError, AttributeError):
+        return 0
 
 
 def search_page(site: Site) -> SiteObject:

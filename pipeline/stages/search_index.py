@@ -96,7 +96,12 @@ def archive_pages(archive: Archive, issues: Sequence[Issue]) -> dict[str, str]:
 
 def search_objects(archive: Archive, site: Site, issues: Sequence[Issue]) -> list[SiteObject]:
     """The search page and the bundle indexing every issue ``issues`` names."""
-    bundle = run_pagefind(archive_pages(archive, issues))
+    pages = archive_pages(archive, issues)
+    bundle = run_pagefind(pages)
+    indexed = search.page_count(bundle)
+    if indexed != len(pages):  # Pagefind skips, silently, a page without the root element
+        raise RenderError("search index", f"Pagefind indexed {indexed} of {len(pages)} "
+                          f"pages: each needs a <{ROOT_SELECTOR}> element")
     return [*search.bundle_objects(bundle), search.search_page(site)]
 
 
