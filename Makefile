@@ -89,6 +89,7 @@ bench: install
 	$(BIN)/python bench/bench_build.py
 	$(BIN)/python bench/bench_send.py $(if $(FULL),--recipients 10000 --memory-sizes 10000,50000,100000)
 	$(BIN)/python bench/bench_site.py
+	$(BIN)/python bench/bench_search.py
 	$(BIN)/python bench/bench_scale.py $(if $(FULL),--full)
 	$(BIN)/python bench/bench_subscribe.py
 

@@ -37,6 +37,8 @@ local 520 sequence alone takes about a minute, which is most of the script's ~2 
 The issue copies are ``gc.freeze()``-d after they are made: a real publish does not hold
 520 issues in memory, so collections during the runs should not walk them.
 
+``publish`` here stops before its last step, the search index (bench_search.py).
+
 Run: ``make bench`` or ``.venv/bin/python bench/bench_site.py [--parts site,local,s3]
 [--runs N] [--sizes 1,52,520] [--s3-sizes 1,52]``.
 Nothing here asserts on time: it is a measurement, not a test.
@@ -543,8 +545,17 @@ def run_parts(ns: argparse.Namespace, setup: Setup,
     return site, published
 
 
+def without_search() -> None:
+    """Publish without its last step, the search index: bench_search.py measures that, and
+    here each of 520 publishes in turn would index every issue before it again."""
+    import pipeline.stages.publish as publish_stage
+
+    publish_stage.publish_search = lambda *args: None  # type: ignore[assignment]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ns = parse_args(sys.argv[1:] if argv is None else argv)
+    without_search()
     with tempfile.TemporaryDirectory(prefix="bench-site-") as tmp:
         setup = prepare(Path(tmp), issues_needed(ns))
         gc.freeze()  # the issue copies stay out of the collections a publish would see

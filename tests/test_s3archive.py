@@ -395,6 +395,7 @@ def test_a_borrowed_client_stays_open(s3: Any) -> None:
 # -- the real publish step over S3 ----------------------------------------------------------
 
 
+@pytest.mark.subprocess  # publish ends by running Pagefind
 def test_publish_twice_uploads_nothing_and_a_fresh_runner_rebuilds_the_index(
         s3: Any, settings: Settings, tmp_path: Path) -> None:
     from conftest import SAMPLE_WEEK, Entry, atom

@@ -48,7 +48,8 @@ def test_pages_are_valid_html(site: PublishedSite):
     if java is None:
         pytest.fail("no java: the Nu HTML checker needs a JRE (.ci/run installs "
                     "default-jre-headless)")
-    pages = [site.root / "index.html", site.root / "404.html", site.root / "areas/index.html"]
+    pages = [site.root / "index.html", site.root / "404.html", site.root / "areas/index.html",
+             site.root / "search/index.html"]
     pages += [site.root / "issues" / week / name for week in site.weeks for name in VARIANTS]
     pages += sorted(site.root.glob("pr/*/index.html"))[:3]
     pages += sorted(site.root.glob("areas/*/index.html"))[:3]
@@ -100,11 +101,12 @@ def test_sitemap_lists_every_page(site: PublishedSite):
     assert root.tag == f"{SITEMAP}urlset"
     urls = root.findall(f"{SITEMAP}url")
     locs = [url.findtext(f"{SITEMAP}loc") for url in urls]
-    # Every HTML page of the archive but the 404 page and the email copies (the same
-    # content as the issue pages, kept for the record).
+    # Every HTML page of the archive but the 404 page, the email copies (the same
+    # content as the issue pages, kept for the record) and the search page (no content).
     pages = [f"{BASE_URL}/{path.relative_to(site.root).as_posix()}"
              for path in site.root.rglob("*.html")
-             if path.name not in ("404.html", "email.html")]
+             if path.name not in ("404.html", "email.html")
+             and not path.is_relative_to(site.root / "search")]
     prs = {item["pr"] for week in site.weeks for item in site.issue(week)["items"]}
     areas = {area for week in site.weeks for item in site.issue(week)["items"]
              for area in item["areas"]}

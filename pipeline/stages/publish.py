@@ -20,6 +20,7 @@ from pipeline.core.site import Site
 from pipeline.errors import ArchiveError
 from pipeline.model import Issue
 from pipeline.stages.built import BuiltIssue
+from pipeline.stages.search_index import publish_search
 
 
 @dataclass
@@ -60,4 +61,5 @@ def publish(built: BuiltIssue, archive: Archive, site: Site) -> PublishReport:
                            "the index was not updated", key=f"issues/{built.id}/issue.json")
     for obj in site.index_objects(issues):
         report.note(obj, archive.write(obj))
+    publish_search(archive, site, issues, report.note)  # last: it indexes the pages above
     return report
