@@ -11,6 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -24,7 +25,7 @@ from pipeline.errors import RenderError
 from pipeline.stages.build import build
 from pipeline.stages.built import load_built
 from pipeline.stages.publish import publish
-from pipeline.stages.search_index import run_pagefind
+from pipeline.stages.search_index import run_pagefind, search_objects
 
 SIGNATURE = b"pagefind_dcd"
 
@@ -56,11 +57,12 @@ def built_from(settings, tmp_path: Path, week: str, entries: list[Entry]):
 # -- the pure part ------------------------------------------------------------------------------
 
 
-def test_pages_to_index_are_each_issue_page_then_its_pr_pages(built):
-    keys = search.pages_to_index([built.issue])
-    assert keys[0] == f"issues/{SAMPLE_WEEK}/index.html"
-    assert keys[1:] == [f"pr/{item.pr}/index.html" for item in built.issue.items]
-    assert not any(key.endswith(("zh.html", "en.html")) for key in keys)
+def test_pages_to_index_are_each_issues_bilingual_page_only(built):
+    older = replace(built.issue, id="2026-W47")
+    keys = search.pages_to_index([built.issue, older, built.issue])
+    # Not zh.html / en.html nor the PR pages: they hold the same reviews again, and every
+    # result would come twice.
+    assert keys == ["issues/2026-W47/index.html", f"issues/{SAMPLE_WEEK}/index.html"]
 
 
 def test_anchor_reviews_gives_each_reviews_first_heading_its_id():
@@ -153,15 +155,11 @@ def test_publish_indexes_every_issue_the_archive_holds(settings, built, tmp_path
 
 
 @pytest.mark.subprocess
-def test_pr_pages_the_archive_holds_are_indexed(settings, built, tmp_path):
-    archive = LocalArchive(tmp_path / "site")
-    pr = built.issue.items[0].pr
-    archive.write(SiteObject(f"pr/{pr}/index.html",
-                             f"<html lang='zh-CN'><body><main><h1>PR {pr}</h1><p>独有的页面词"
-                             "</p></main></body></html>".encode(), "text/html", SHORT_CACHE))
-    publish(built, archive, Site(settings.site))
-    found = fragments(tmp_path / "site")
-    assert found[f"/pr/{pr}/index.html"]["text"].startswith(f"PR {pr}")
+def test_the_archives_pr_pages_are_not_indexed_twice(settings, built, tmp_path):
+    root = tmp_path / "site"
+    publish(built, LocalArchive(root), Site(settings.site))
+    assert (root / f"pr/{built.issue.items[0].pr}/index.html").is_file()
+    assert sorted(fragments(root)) == [f"/issues/{SAMPLE_WEEK}/index.html"]
 
 
 @pytest.mark.subprocess
@@ -196,11 +194,13 @@ def test_hostile_reviews_are_indexed_as_text(settings, tmp_path):
 @pytest.mark.subprocess
 def test_a_page_pagefind_would_skip_is_a_render_error(settings, built, tmp_path):
     archive = LocalArchive(tmp_path / "site")
-    pr = built.issue.items[0].pr
-    archive.write(SiteObject(f"pr/{pr}/index.html", b"<html><body><p>no main</p></body></html>",
-                             "text/html", SHORT_CACHE))
+    publish(built, archive, Site(settings.site))
+    older = replace(built.issue, id="2026-W47")
+    archive.write(SiteObject("issues/2026-W47/index.html",
+                             b"<html><body><p>no main</p></body></html>", "text/html",
+                             SHORT_CACHE))
     with pytest.raises(RenderError, match=r"indexed 1 of 2 pages: each needs a <main>"):
-        publish(built, archive, Site(settings.site))
+        search_objects(archive, Site(settings.site), [built.issue, older])
 
 
 def test_page_count_reads_the_entry_file():
@@ -219,6 +219,21 @@ def test_a_missing_pagefind_is_one_render_error(tmp_path):
 def test_a_pagefind_that_exits_non_zero_is_named(tmp_path):
     with pytest.raises(RenderError, match="Pagefind exited 1"):
         run_pagefind({"a/index.html": "<p>x</p>"}, Path(shutil.which("false") or "/bin/false"))
+
+
+@pytest.mark.subprocess
+def test_a_broken_search_index_publishes_the_pages_and_says_why(settings, built, tmp_path,
+                                                                monkeypatch):
+    import pipeline.stages.search_index as search_index
+
+    monkeypatch.setattr(search_index, "pagefind_executable",
+                        lambda: Path(shutil.which("false") or "/bin/false"))
+    root = tmp_path / "site"
+    report = publish(built, LocalArchive(root), Site(settings.site))
+    assert "Pagefind exited 1" in report.search_problem
+    assert (root / "index.html").is_file() and (root / f"issues/{SAMPLE_WEEK}/index.html").is_file()
+    assert not any(key.startswith("search/") for key in report.written)
+    assert report.areas == tuple(sorted({a for item in built.issue.items for a in item.areas}))
 
 
 # -- S3 -----------------------------------------------------------------------------------------

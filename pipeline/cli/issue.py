@@ -145,6 +145,9 @@ def publish_issue(settings: Settings, built: BuiltIssue) -> None:
     print(f"published {built.id} to {where}: {len(report.written)} object(s) written "
           f"({report.bytes_written / 1000:.1f} KB), {report.unchanged} unchanged")
     print(f"  {settings.site.base_url.rstrip('/')}/issues/{built.id}/index.html")
+    if report.search_problem:
+        _log.warning("the search index was not updated (the old one still answers): %s",
+                     report.search_problem)
 
 
 def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:

@@ -5,9 +5,10 @@ reads the pages from the archive, runs Pagefind over them and hands the files it
 here; ``publish`` writes the objects like every other page.
 
 The index covers what the archive holds, never a local build folder: each issue's bilingual
-page (``issues/<week>/index.html``) and, when the archive has it, the page of each PR the
-issue reviews (``pr/<number>/index.html``). Only the bilingual page of an issue is indexed:
-``zh.html`` and ``en.html`` hold the same words again and would only repeat each result.
+page (``issues/<week>/index.html``), and nothing else. ``zh.html`` and ``en.html`` hold the
+same words again, and a PR's page (``pr/<number>/``) holds the same reviews again: indexed,
+each would repeat every result. A result is one review in the issue that carried it, and the
+issue page links on to the PR's page.
 
 A search result should land on the review it matched, not on the top of an eight-review
 page. Pagefind makes a sub-result only for a *heading* with an ``id``, and an issue page puts
@@ -65,14 +66,9 @@ _REVIEW = re.compile(
 
 
 def pages_to_index(issues: Sequence[Issue]) -> list[str]:
-    """The archive keys to index, oldest issue first: each issue's bilingual page, then the
-    PR pages of its reviews (a key the archive does not hold is skipped when read)."""
-    keys: dict[str, None] = {}
-    for issue in sorted(issues, key=lambda i: i.id):
-        keys.setdefault(f"issues/{issue.id}/index.html", None)
-        for item in issue.items:
-            keys.setdefault(f"pr/{item.pr}/index.html", None)
-    return list(keys)
+    """The archive keys to index, oldest issue first: each issue's bilingual page (a key the
+    archive does not hold is skipped when read)."""
+    return sorted({f"issues/{issue.id}/index.html" for issue in issues})
 
 
 def anchor_reviews(html: str) -> str:

@@ -16,8 +16,9 @@ from dataclasses import dataclass, field
 
 from pipeline.archive import Archive, SiteObject
 from pipeline.core import issue_json
+from pipeline.core.interests import issue_areas
 from pipeline.core.site import Site
-from pipeline.errors import ArchiveError
+from pipeline.errors import ArchiveError, RenderError
 from pipeline.model import Issue
 from pipeline.stages.built import BuiltIssue
 from pipeline.stages.search_index import publish_search
@@ -28,6 +29,11 @@ class PublishReport:
     written: list[str] = field(default_factory=list)
     unchanged: int = 0
     bytes_written: int = 0
+    #: Every area the archive's issues carry, sorted: what a reader may follow.
+    areas: tuple[str, ...] = ()
+    #: Why the search index was not updated ("" when it was): the pages are published and
+    #: the old index still answers, so the week goes out; the operator is told.
+    search_problem: str = ""
 
     def note(self, obj: SiteObject, changed: bool) -> None:
         if changed:
@@ -61,5 +67,9 @@ def publish(built: BuiltIssue, archive: Archive, site: Site) -> PublishReport:
                            "the index was not updated", key=f"issues/{built.id}/issue.json")
     for obj in site.index_objects(issues):
         report.note(obj, archive.write(obj))
-    publish_search(archive, site, issues, report.note)  # last: it indexes the pages above
+    report.areas = issue_areas([item for issue in issues for item in issue.items])
+    try:  # last: it indexes the pages above
+        publish_search(archive, site, issues, report.note)
+    except RenderError as exc:  # search is an addition: a broken index stops no send
+        report.search_problem = str(exc)
     return report

@@ -1,4 +1,4 @@
-"""Search index: the archive's issue and PR pages → Pagefind's bundle, written to the archive.
+"""Search index: the archive's issue pages → Pagefind's bundle, written to the archive.
 
 Called once at the end of ``publish``, after the issue pages and the index are written, and
 built from what the archive holds (its issue.json files name the pages; the pages are read
