@@ -326,3 +326,21 @@ def test_the_preview_says_when_there_is_no_variant(settings, tmp_path):
     page = write_preview(plain, report, PageFacts("a", "e.toml", False), chromium=None
                          ).index.read_text(encoding="utf-8")
     assert "0 interest variant(s)" in page and "No interest variant" in page
+
+
+def test_test_copies_include_each_variant_of_the_chosen_layouts(built, settings, tmp_path):
+    from email import message_from_bytes, policy
+
+    from pipeline.stages.send import send_tests
+    from pipeline.transport.outbox import OutboxTransport
+
+    outbox = tmp_path / "outbox"
+    sent = send_tests(built, Messages(built, settings, KEYS), OutboxTransport(outbox),
+                      "editor@example.org", ["zh-en", "en"], clock=_now)
+    variants = [v.key for v in built.variants if v.variant.layout in ("zh-en", "en")]
+    assert [key for key, _ in sent] == ["zh-en", "en", *variants] and variants
+    subjects = sorted(message_from_bytes(p.read_bytes(), policy=policy.default)["Subject"]
+                      for p in outbox.glob("*.eml"))
+    assert len(subjects) == len(sent)
+    for key in variants:
+        assert any(s.startswith(f"[TEST {key}] ") for s in subjects)

@@ -111,8 +111,10 @@ class Messages:
         }
         self.boundary = f"=_vpw_{hashlib.sha256(built.content_hash.encode()).hexdigest()[:24]}"
         self._static = {layout: self._static_headers(layout, test=False) for layout in LAYOUTS}
-        self._static_test = {layout: self._static_headers(layout, test=True)
-                             for layout in LAYOUTS}
+        # A test copy's subject names what it is: the layout, or the variant's key.
+        self._static_test = {key: self._static_headers(key.split(".")[0], test=True,
+                                                       label=key)
+                             for key in built.keys}
 
     @property
     def envelope_sender(self) -> str:
@@ -131,10 +133,10 @@ class Messages:
             unsubscribe_mailto=mailto,
         )
 
-    def _static_headers(self, layout: str, *, test: bool) -> bytes:
+    def _static_headers(self, layout: str, *, test: bool, label: str = "") -> bytes:
         subject = self.built.issue.subject[layout]
         if test:
-            subject = f"[TEST {layout}] {subject}"
+            subject = f"[TEST {label or layout}] {subject}"
         headers: list[tuple[str, object]] = [("From", self.sender)]
         if self.reply_to:
             headers.append(("Reply-To", self.reply_to))
@@ -179,7 +181,7 @@ class Messages:
             _fold("List-Unsubscribe", list_unsubscribe),
             _fold("List-Unsubscribe-Post", "List-Unsubscribe=One-Click"),
         ])
-        static = (self._static_test if test else self._static)[layout]
+        static = self._static_test[key] if test else self._static[layout]
         raw = b"".join([
             static, personal,
             f'Content-Type: multipart/alternative; boundary="{self.boundary}"\r\n\r\n'.encode(),
