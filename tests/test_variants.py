@@ -344,3 +344,117 @@ def test_test_copies_include_each_variant_of_the_chosen_layouts(built, settings,
     assert len(subjects) == len(sent)
     for key in variants:
         assert any(s.startswith(f"[TEST {key}] ") for s in subjects)
+
+
+# -- the send: SQLite store, outbox, approval -------------------------------------------------
+
+NOW = _now()
+
+
+def _html_of(path: Path) -> str:
+    from email import message_from_bytes, policy
+
+    message = message_from_bytes(path.read_bytes(), policy=policy.default)
+    return message.get_body(("html",)).get_content()  # type: ignore[union-attr]
+
+
+def _first_pr(html: str, prs) -> int:
+    return min(prs, key=lambda pr: html.find(f"/pull/{pr}"))
+
+
+@pytest.fixture
+def store(tmp_path: Path):
+    from subscribers.store.sqlite import SqliteStore
+
+    opened = SqliteStore.open(tmp_path / "data" / "subscribers.sqlite3")
+    yield opened
+    opened.close()
+
+
+def test_send_gives_each_reader_their_variant_and_never_rebuilds(settings, tmp_path, store):
+    from pipeline.stages.approve import approve, is_approved
+    from pipeline.stages.build import reader_choices
+    from pipeline.stages.send import Sender, SendOptions, write_report
+    from pipeline.transport.outbox import OutboxTransport
+
+    def add(email: str, layout: str, areas: tuple[str, ...]) -> str:
+        added = store.add(email, layout, status="active", source="test", now=NOW,
+                          areas=areas).subscriber
+        assert added is not None
+        return added.id
+
+    rocm = add("rocm@example.org", "zh-en", ("rocm",))
+    changed = add("changed@example.org", "en", ("kv-connector",))
+    plain = add("plain@example.org", "zh-en", ())
+    elsewhere = add("elsewhere@example.org", "zh", ("not-this-week",))
+    built = build_with(settings, tmp_path / "issue", reader_choices(store))
+    assert sorted(v.variant.areas for v in built.variants) == [("kv-connector",), ("rocm",)]
+    approve(built, NOW)
+    files_before = sorted(p.name for p in built.folder.iterdir())
+
+    # After the approval a reader changes their areas: nothing may be rendered for them now.
+    store.set_layout(changed, "en", NOW, areas=("cpu",))
+    transport = OutboxTransport(built.folder / "outbox")
+    report = Sender(built, store, transport, Messages(built, settings, KEYS), rate=None,
+                    concurrency=1).run(SendOptions())
+    assert report.sent == 4 and report.plain_fallback == 1
+    assert "1 got the plain layout" in report.summary()
+    write_report(built, report)
+    assert json.loads((built.folder / "send-report.json").read_text())["plain_fallback"] == 1
+
+    sent = {p.name.split("--")[1].removesuffix(".eml"): _html_of(p)
+            for p in (built.folder / "outbox").glob("*.eml")}
+    must = [i.pr for i in built.issue.items if i.tier == "must-read"]
+    rocm_prs = [i.pr for i in built.issue.items if "rocm" in i.areas and i.tier == "must-read"]
+    rocm_key = built.choose("zh-en", ("rocm",))[0]
+    assert _first_pr(sent[rocm], must) in rocm_prs  # for-you order
+    assert _first_pr(sent[plain], must) == must[0]  # rank order
+    assert sent[rocm] != sent[plain]
+    assert sent[rocm].count("/pull/") == built.html(rocm_key).count("/pull/")
+    for sid, layout in ((changed, "en"), (plain, "zh-en"), (elsewhere, "zh")):
+        assert _same_but_links(sent[sid], built.html(layout)), sid
+
+    again = load_built(built.folder)  # nothing rebuilt, the approval still holds
+    assert again.content_hash == built.content_hash and is_approved(again)
+    assert sorted(p.name for p in built.folder.iterdir()
+                  if p.name not in ("outbox", "send-report.json")) == files_before
+
+
+def _same_but_links(sent: str, built_html: str) -> bool:
+    """``sent`` is ``built_html`` with the personal links filled in."""
+    from pipeline.core.render import PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER
+
+    pattern = re.escape(built_html)
+    for placeholder in (re.escape(UNSUBSCRIBE_PLACEHOLDER), re.escape(PREFERENCES_PLACEHOLDER)):
+        pattern = pattern.replace(placeholder, r"https://[^\"\s]+")
+    return re.fullmatch(pattern, sent) is not None
+
+
+@pytest.mark.subprocess
+def test_run_builds_with_the_stores_choices(tmp_path):
+    from conftest import ok, run_newsletter
+
+    from subscribers.store.sqlite import SqliteStore
+
+    (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
+    with SqliteStore.open(tmp_path / "data" / "subscribers.sqlite3") as seeded:
+        for n, areas in enumerate((("rocm",), ("rocm",), ("cpu", "nixl"), ())):
+            seeded.add(f"r{n}@example.org", "zh-en", status="active", source="test", now=NOW,
+                       areas=areas)
+    result = ok(run_newsletter(["run", "--week", SAMPLE_WEEK], tmp_path))
+    assert "sent 4," in result.stdout and "plain layout" not in result.stdout
+    folder = tmp_path / "build" / "issues" / SAMPLE_WEEK
+    data = json.loads((folder / "issue.json").read_text(encoding="utf-8"))
+    assert sorted(v["areas"] for v in data["variants"]) == [["cpu", "nixl"], ["rocm"]]
+    report = json.loads((folder / "send-report.json").read_text(encoding="utf-8"))
+    assert report["plain_fallback"] == 0
+
+
+@pytest.mark.subprocess
+def test_a_build_without_a_store_creates_none_and_has_no_variant(tmp_path):
+    from conftest import ok, run_newsletter
+
+    (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
+    result = ok(run_newsletter(["build", "--week", SAMPLE_WEEK], tmp_path))
+    assert "0 interest variant(s)" in result.stdout
+    assert not (tmp_path / "data" / "subscribers.sqlite3").exists()
