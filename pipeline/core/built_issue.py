@@ -8,6 +8,7 @@ It lives in ``core`` because the pure parts (proof, messages, the site) take it 
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -61,12 +62,22 @@ class BuiltIssue:
         """The rendering a reader of ``layout`` following ``areas`` gets, and whether it is
         the plain layout in place of the variant they should get (their interests changed
         after the build). Nothing is rendered here: what was proofed is what is sent."""
-        wanted = variant_for(layout, areas, issue_areas(self.issue.items))
+        if layout not in LAYOUTS:  # Messages says so, as for any unknown layout
+            return layout, False
+        wanted = variant_for(layout, areas, self._areas)
         if not wanted.areas:
             return layout, False
-        if any(v.key == wanted.key for v in self.variants):
+        if wanted.key in self._variant_keys:
             return wanted.key, False
         return layout, True
+
+    @functools.cached_property
+    def _areas(self) -> tuple[str, ...]:
+        return issue_areas(self.issue.items)
+
+    @functools.cached_property
+    def _variant_keys(self) -> frozenset[str]:
+        return frozenset(v.key for v in self.variants)
 
     def blocking(self, *, allow_missing_translations: bool = False) -> list[Problem]:
         """The blocking problems that stop a send (missing languages may be waived)."""
