@@ -154,6 +154,8 @@ def rewrite(built: BuiltIssue, change) -> None:
     (lambda d: d["variants"].append(dict(d["variants"][0])), "twice"),
     (lambda d: d.update(variants="zh-en.abc"), "variants must be a list"),
     (lambda d: d["variants"][0].update(brief=["1"]), "whole numbers"),
+    (lambda d: d["variants"][0].update(brief=[424242]), "brief must name the issue's PRs"),
+    (lambda d: d["variants"][0].update(folded=-1), "folded count"),
 ])
 def test_a_tampered_variant_list_is_refused(built, change, said):
     rewrite(built, change)

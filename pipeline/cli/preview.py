@@ -224,6 +224,10 @@ def _show_preview(built: BuiltIssue, report: ProofReport, preview: Preview) -> N
     for size in report.sizes:
         print(f"  email-{size.layout}.html {size.weight / 1000:.1f} KB as sent "
               f"({size.percent:.0f}% of {size.budget / 1000:.0f} KB)")
+    print(f"{len(report.variants)} interest variant(s)")
+    for v in report.variants:
+        print(f"  email-{v.key}.html {v.html.weight / 1000:.1f} KB as sent "
+              f"({v.html.percent:.0f}%), {v.layout}, areas first: {', '.join(v.areas)}")
     shots = preview.screenshots
     if shots.files:
         print(f"screenshots: {len(shots.files)} in {shown(preview.folder / 'screenshots')}/")

@@ -348,9 +348,10 @@ def read_variants(data: object, issue: Issue) -> tuple[BuiltVariant, ...]:
     if not isinstance(data["variants"], list):
         raise ValueError("not an issue: variants must be a list")
     known = set(issue_areas(issue.items))
+    prs = {item.pr for item in issue.items}
     found: list[BuiltVariant] = []
     for entry in top.objects("variants"):
-        found.append(_read_variant(entry, known))
+        found.append(_read_variant(entry, known, prs))
     keys = [v.key for v in found]
     if len(set(keys)) != len(keys):
         raise ValueError("not an issue: variants lists a key twice")
@@ -375,7 +376,7 @@ def variant_keys(data: object) -> tuple[str, ...]:
     return tuple(keys)
 
 
-def _read_variant(entry: _Fields, known: set[str]) -> BuiltVariant:
+def _read_variant(entry: _Fields, known: set[str], prs: set[int]) -> BuiltVariant:
     key, layout, areas = entry.string("key"), entry.string("layout"), entry.strings("areas")
     if not _VARIANT_KEY.fullmatch(key):
         raise ValueError(f"not an issue: {entry.where}.key {key[:40]!r} is not a variant key")
@@ -390,8 +391,9 @@ def _read_variant(entry: _Fields, known: set[str]) -> BuiltVariant:
                          "layout and areas")
     brief = tuple(entry.integers("brief"))
     folded = entry.optional_integer("folded") or 0
-    if folded < 0:
-        raise ValueError(f"not an issue: {entry.where}.folded must not be negative")
+    if not prs.issuperset(brief) or not 0 <= folded <= len(prs):
+        raise ValueError(f"not an issue: {entry.where}: brief must name the issue's PRs and "
+                         "folded count at most its items")
     return BuiltVariant(variant, brief, folded)
 
 
