@@ -5,6 +5,7 @@
     ├── StoreError           the store file cannot be opened, read, written (exit 1)  .path
     ├── UnknownSubscriber    no such subscriber                            (exit 2)  .address
     ├── RefusedAddress       the CLI will not (re)add this address         (exit 2)  .address
+    ├── AreaChoiceError      areas a reader may not pick (unknown, too many) (exit 2) .names
     └── TokenError           a link token that does not verify             (exit 2)  .reason
 
 They live under :class:`~pipeline.errors.NewsletterError` so the command line maps them to
@@ -21,6 +22,7 @@ from pipeline.errors import NewsletterError
 
 __all__ = [
     "TOKEN_REASONS",
+    "AreaChoiceError",
     "InvalidAddress",
     "RefusedAddress",
     "StoreError",
@@ -92,6 +94,24 @@ class RefusedAddress(NewsletterError):
         super().__init__(f"{address}: {why}")
         self.address = address
         self.why = why
+
+
+class AreaChoiceError(NewsletterError):
+    """A reader's pick of areas that cannot be stored as asked: names that are neither in
+    the catalog nor already theirs (``unknown``; a page that was edited, or a catalog that
+    changed), or more than a reader may follow (``too-many``). Refused rather than trimmed:
+    what is stored is then exactly what the reader saw checked."""
+
+    exit_code = 2
+
+    def __init__(self, reason: Literal["unknown", "too-many"], names: tuple[str, ...]) -> None:
+        shown = ", ".join(repr(name[:60]) for name in names[:5])
+        more = f" and {len(names) - 5} more" if len(names) > 5 else ""
+        said = ("not areas one can follow" if reason == "unknown"
+                else "more areas than one may follow")
+        super().__init__(f"{said}: {shown}{more}")
+        self.reason = reason
+        self.names = names
 
 
 class TokenError(NewsletterError):

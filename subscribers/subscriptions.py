@@ -25,7 +25,7 @@ clock and no environment, so the tests drive it as they like.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -33,7 +33,8 @@ from enum import StrEnum
 from typing import Protocol
 
 from pipeline.errors import TransportError, Unconfirmed
-from subscribers.errors import InvalidAddress, TokenError, UnknownSubscriber
+from subscribers.areas import MAX_AREAS, clean_area
+from subscribers.errors import AreaChoiceError, InvalidAddress, TokenError, UnknownSubscriber
 from subscribers.model import (
     DEFAULT_LAYOUT,
     LAYOUTS,
@@ -126,8 +127,9 @@ class Subscriptions:
         return normalise_email(email)
 
     def request(self, email: str, layout: str = DEFAULT_LAYOUT, *, source: str,
-                now: datetime) -> RequestOutcome:
-        """Someone asked for ``email`` to receive the newsletter in ``layout``.
+                now: datetime, areas: Iterable[str] = ()) -> RequestOutcome:
+        """Someone asked for ``email`` to receive the newsletter in ``layout``, following
+        ``areas`` (already checked with :meth:`choose_areas`; kept through confirmation).
 
         InvalidAddress for text that is not an address. The mail is sent before returning;
         the transport's errors propagate (the app sends it after its answer and logs them;
@@ -139,7 +141,8 @@ class Subscriptions:
         to send. So the work done, and the time it takes, says nothing about the address.
         """
         normal = self.check_request(email, layout)
-        result = self.store.request_subscription(normal, layout, source=source, now=now)
+        result = self.store.request_subscription(normal, layout, source=source, now=now,
+                                                 areas=areas)
         subscriber = result.subscriber
         allowed = self._take_address_quota(normal, now)
         if subscriber is None:
@@ -238,10 +241,37 @@ class Subscriptions:
             return None
         return self._leave(subscriber, now)
 
-    def set_layout(self, token: str, layout: str, *, now: datetime) -> Subscriber:
-        """The preferences page's layout choice."""
+    def set_layout(self, token: str, layout: str, *, now: datetime,
+                   areas: Iterable[str] | None = None) -> Subscriber:
+        """The preferences page's choice: the layout, and the areas (checked with
+        :meth:`choose_areas`) unless None (a form that did not show them)."""
         subscriber = self.subscriber_for(token, "preferences", now)
-        return self.store.set_layout(subscriber.id, layout, now)
+        return self.store.set_layout(subscriber.id, layout, now, areas=areas)
+
+    def choose_areas(self, posted: Iterable[str], *,
+                     held: Iterable[str] = ()) -> tuple[str, ...]:
+        """The areas a form posted, as they will be stored; :class:`AreaChoiceError` for a
+        name that is neither in the catalog (:meth:`~subscribers.store.Interests.known_areas`)
+        nor among ``held`` (the reader's current ones, which stay pickable after the catalog
+        moved on), or for more than :data:`~subscribers.areas.MAX_AREAS`. Empty values (an
+        unchecked box sends none; a hand-made form might) are ignored."""
+        values = [name for name in posted if name.strip()]
+        if not values:
+            return ()
+        allowed = set(self.store.known_areas()) | set(held)
+        chosen: set[str] = set()
+        unknown: list[str] = []
+        for name in values:
+            cleaned = clean_area(name)
+            if cleaned is None or cleaned not in allowed:
+                unknown.append(name)
+            else:
+                chosen.add(cleaned)
+        if unknown:
+            raise AreaChoiceError("unknown", tuple(unknown))
+        if len(chosen) > MAX_AREAS:
+            raise AreaChoiceError("too-many", tuple(sorted(chosen)))
+        return tuple(sorted(chosen))
 
     def unsubscribe_by_preferences(self, token: str, *, now: datetime) -> Subscriber:
         """The preferences page's unsubscribe button."""

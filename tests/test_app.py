@@ -335,7 +335,7 @@ def test_requests_are_limited_per_client_and_per_address(settings_for):
 def test_too_large_a_form_is_refused_before_it_is_read(app):
     answer = app.request("POST", "/subscribe", headers={**FROM_ARCHIVE,
                          "Content-Type": "application/x-www-form-urlencoded"},
-                         body=b"email=" + b"a" * 20_000)
+                         body=b"email=" + b"a" * 40_000)
     assert answer.status == 413
 
 
@@ -611,3 +611,156 @@ def test_a_referer_that_does_not_parse_is_refused_not_a_crash(app):
     answer = subscribe(app, "r@example.org", headers={"Referer": "http://[bad"})
     assert answer.status == 403
     assert app.store.find("r@example.org") is None
+
+
+# -- areas: the repeated ``areas`` field of the subscribe form and the preferences -----------------
+
+def post_pairs(app: App, path: str, pairs: list[tuple[str, str]], headers=None):
+    """A form POST with repeated fields (``request``'s ``form`` holds one value a name)."""
+    from urllib.parse import urlencode
+
+    return app.request("POST", path, body=urlencode(pairs).encode("utf-8"), headers={
+        "Content-Type": "application/x-www-form-urlencoded", **(headers or {})})
+
+
+def area_boxes(body: str) -> dict[str, bool]:
+    """The area checkboxes of a page: value → checked (values unescaped)."""
+    import html
+
+    return {html.unescape(value): bool(checked) for value, checked in re.findall(
+        r'<input type="checkbox" name="areas" value="([^"]*)"( checked)?>', body)}
+
+
+def test_no_catalog_no_fieldset_and_a_form_without_areas_follows_none(app):
+    form = app.request("GET", "/subscribe")
+    assert form.status == 200 and 'name="areas"' not in form.body and "<fieldset" not in form.body
+    subscribe(app, "plain@example.org")
+    assert app.store.find("plain@example.org").areas == ()
+
+
+def test_the_subscribe_form_offers_the_catalog_and_keeps_the_pick_through_confirm(app):
+    app.store.note_areas(["rocm", "kv-connector", "multimodal"])
+    form = app.request("GET", "/subscribe")
+    assert area_boxes(form.body) == {"kv-connector": False, "multimodal": False,
+                                     "rocm": False}
+    assert re.search(r"<fieldset class=\"areas\"[^>]*>\s*<legend>", form.body)
+    answer = post_pairs(app, "/subscribe", [
+        ("email", "Fan@Example.org"), ("layout", "en"), ("areas", "ROCm"),
+        ("areas", "kv-connector"), ("areas", "rocm"), ("areas", "")], FROM_ARCHIVE)
+    assert answer.status == 200 and "Check your inbox" in answer.body
+    pending = app.store.find("fan@example.org")
+    assert pending.status == "pending" and pending.areas == ("kv-connector", "rocm")
+    [mail] = app.outbox()
+    done = app.request("POST", "/confirm", form={"token": token_of(confirm_url(mail))})
+    assert done.status == 200
+    reader = app.store.find("fan@example.org")
+    assert reader.status == "active" and reader.areas == ("kv-connector", "rocm")
+    assert app.store.variant_choices() == [("en", ("kv-connector", "rocm"))]
+
+
+@pytest.mark.parametrize("hostile", ["tpu", "../x", "<script>alert(1)</script>",
+                                     "%%unsubscribe_url%%", "x" * 500, "a\u0000b"])
+def test_an_area_not_on_the_list_is_refused_with_the_form_again(app, hostile):
+    app.store.note_areas(["rocm", "multimodal"])
+    answer = post_pairs(app, "/subscribe", [
+        ("email", "h@example.org"), ("areas", "rocm"), ("areas", hostile)], FROM_ARCHIVE)
+    assert answer.status == 400
+    assert "Some areas are not on the list" in answer.body and "有的领域不在列表中" in answer.body
+    assert area_boxes(answer.body) == {"multimodal": False, "rocm": True}  # the pick kept
+    assert hostile not in answer.body and "<script>alert" not in answer.body
+    assert 'value="h@example.org"' in answer.body
+    assert app.store.find("h@example.org") is None and app.outbox() == []
+
+
+def test_more_areas_than_one_may_follow_are_refused(app):
+    from subscribers.areas import MAX_AREAS
+
+    names = [f"area-{n:02}" for n in range(MAX_AREAS + 1)]
+    app.store.note_areas(names)
+    answer = post_pairs(app, "/subscribe", [("email", "many@example.org"),
+                                            *[("areas", name) for name in names]],
+                        FROM_ARCHIVE)
+    assert answer.status == 400 and "Too many areas" in answer.body
+    assert f"at most {MAX_AREAS} areas" in answer.body
+    assert app.store.find("many@example.org") is None
+    exactly = post_pairs(app, "/subscribe", [("email", "many@example.org"),
+                                             *[("areas", name) for name in names[:-1]]],
+                         FROM_ARCHIVE)
+    assert exactly.status == 200
+    assert app.store.find("many@example.org").areas == tuple(names[:-1])
+
+
+def test_preferences_show_the_catalog_and_the_readers_own_areas(app):
+    app.store.note_areas(["rocm", "multimodal", "<b>bold</b>"])
+    sub = app.store.add("pick@example.org", status="active", source="t",
+                        now=datetime.now(UTC), areas=["tpu", "rocm"]).subscriber
+    url = f"/preferences?token={make_token(app.subscriptions.keys, 'preferences', sub.id, None)}"
+    page = app.request("GET", url)
+    # tpu is no longer in the catalog, but it is theirs: still shown, still checked.
+    assert area_boxes(page.body) == {"<b>bold</b>": False, "multimodal": False, "rocm": True,
+                                     "tpu": True}
+    assert "<b>bold</b>" not in page.body and "&lt;b&gt;bold&lt;/b&gt;" in page.body
+    assert 'name="areas_shown" value="1"' in page.body
+
+    saved = post_pairs(app, url, [("action", "layout"), ("layout", "en"), ("areas_shown", "1"),
+                                  ("areas", "tpu"), ("areas", "multimodal")])
+    assert saved.status == 200 and "Saved" in saved.body
+    now = app.store.get(sub.id)
+    assert (now.layout, now.areas) == ("en", ("multimodal", "tpu"))
+    assert area_boxes(saved.body)["multimodal"] and not area_boxes(saved.body)["rocm"]
+
+    refused = post_pairs(app, url, [("action", "layout"), ("layout", "zh"),
+                                    ("areas_shown", "1"), ("areas", "cuda")])
+    assert refused.status == 400 and "Not saved" in refused.body and "cuda" not in refused.body
+    assert app.store.get(sub.id) == now  # nothing changed, the layout neither
+
+    none = post_pairs(app, url, [("action", "layout"), ("layout", "en"), ("areas_shown", "1")])
+    assert none.status == 200 and app.store.get(sub.id).areas == ()
+    # Once given up, an area out of the catalog is gone from the list, and refused.
+    assert "tpu" not in area_boxes(none.body)
+    assert post_pairs(app, url, [("action", "layout"), ("layout", "en"),
+                                 ("areas_shown", "1"), ("areas", "tpu")]).status == 400
+
+
+def test_a_layout_form_that_did_not_show_the_areas_keeps_them(app):
+    sub = app.store.add("keep@example.org", status="active", source="t",
+                        now=datetime.now(UTC), areas=["rocm"]).subscriber
+    url = f"/preferences?token={make_token(app.subscriptions.keys, 'preferences', sub.id, None)}"
+    assert app.request("POST", url, form={"action": "layout", "layout": "zh"}).status == 200
+    assert app.store.get(sub.id).areas == ("rocm",) and app.store.get(sub.id).layout == "zh"
+
+
+def test_area_fields_need_the_token_and_the_same_site_as_every_form(app):
+    app.store.note_areas(["rocm"])
+    sub = app.store.add("tok@example.org", status="active", source="t",
+                        now=datetime.now(UTC)).subscriber
+    forged = post_pairs(app, "/preferences?token=" + "a" * 56,
+                        [("action", "layout"), ("layout", "en"), ("areas_shown", "1"),
+                         ("areas", "rocm")])
+    assert forged.status == 400 and app.store.get(sub.id).areas == ()
+    elsewhere = post_pairs(app, "/subscribe", [("email", "x@example.org"), ("areas", "rocm")],
+                           {"Origin": "https://evil.example"})
+    assert elsewhere.status == 403 and app.store.find("x@example.org") is None
+
+
+def test_the_refusal_pages_say_the_same_limit_the_code_keeps():
+    import tomllib
+
+    from pipeline.core.render import templates_dir
+    from subscribers.areas import MAX_AREAS
+
+    pages = tomllib.loads((templates_dir() / "app" / "pages.toml").read_text(encoding="utf-8"))
+    assert f"{MAX_AREAS} 个" in pages["too_many_areas"]["zh"]["body"]
+    assert f"at most {MAX_AREAS} areas" in pages["too_many_areas"]["en"]["body"]
+
+
+def test_the_largest_pick_a_reader_can_make_is_not_too_large(app):
+    from subscribers.areas import MAX_AREA_LENGTH, MAX_AREAS
+
+    names = [f"{n:02}" + "領" * (MAX_AREA_LENGTH - 2) for n in range(MAX_AREAS)]
+    app.store.note_areas(names)
+    answer = post_pairs(app, "/subscribe", [("email", "big@example.org"), ("layout", "zh"),
+                                            *[("areas", name) for name in names]],
+                        FROM_ARCHIVE)
+    assert answer.status == 200
+    assert app.store.find("big@example.org").areas == tuple(sorted(names))

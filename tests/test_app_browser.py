@@ -86,3 +86,39 @@ def test_subscribe_and_confirm_in_a_browser_without_javascript(app: App, page: P
 
     for path in ("/subscribe", link.removeprefix(app.url)):
         axe_clean(browser, app.url + path)
+
+
+def test_area_boxes_fit_a_phone_work_without_javascript_and_pass_axe(app: App, page: Page,
+                                                                    browser: Browser):
+    long_name = "very-long-area-name-" + "x" * 40  # the longest a name may be (60)
+    app.store.note_areas(["kv-connector", "rocm", "multimodal", "多模态", long_name,
+                          *[f"area-{n}" for n in range(20)]])
+    page.goto(app.url + "/subscribe")
+    check_page(page)
+    assert page.locator("fieldset.areas legend").inner_text().endswith("Areas you follow")
+    page.fill("#email", "areas@example.org")
+    page.click("label:has-text('rocm')")  # the label is the target, as a thumb would hit it
+    page.check(f"input[value='{long_name}']")
+    page.click("button[type=submit]")
+    page.wait_for_load_state()
+    assert "Check your inbox" in page.content()
+    app.settle()
+    assert app.store.find("areas@example.org").areas == ("rocm", long_name)
+
+    from subscribers.tokens import make_token
+
+    sub = app.store.find("areas@example.org")
+    token = make_token(app.subscriptions.keys, "preferences", sub.id, None)
+    preferences = f"{app.url}/preferences?token={token}"
+    page.goto(preferences)
+    check_page(page)
+    assert page.is_checked("input[value=rocm]")
+    page.uncheck("input[value=rocm]")
+    page.check("input[value=multimodal]")
+    page.click("text=Save")
+    page.wait_for_load_state()
+    check_page(page)
+    assert app.store.get(sub.id).areas == ("multimodal", long_name)
+
+    for url in (app.url + "/subscribe", preferences):
+        axe_clean(browser, url)

@@ -24,8 +24,10 @@ KERNEL = {"pipeline", "pipeline.errors", "pipeline.model", "pipeline.config", "p
 """What every layer may import: the records, the errors, the settings, the calendar, logging
 and the retry helper. None of them does I/O of its own or imports anything else of ours."""
 
-PURE_SUBSCRIBERS = {"subscribers", "subscribers.errors", "subscribers.model", "subscribers.tokens"}
-"""The parts of ``subscribers`` that core may use: records, errors and HMAC tokens."""
+PURE_SUBSCRIBERS = {"subscribers", "subscribers.errors", "subscribers.model", "subscribers.tokens",
+                    "subscribers.areas"}
+"""The parts of ``subscribers`` that core may use: records, errors, HMAC tokens and the one
+normalising of a reader's areas (which the store must apply, and may not import from core)."""
 
 INTERFACES = ("pipeline.archive", "pipeline.transport", "pipeline.translate", "pipeline.inbox")
 """Packages whose ``__init__`` is the interface and whose submodules are its adapters."""

@@ -76,3 +76,14 @@ def test_issue_number_counts_weeks_from_the_first() -> None:
     assert issue_number("2027-W01", "2026-W53") == 2  # across a year end (2026 has 53)
     assert issue_number("2026-W45", "2026-W46") == 0
     assert issue_number("2026-W48", "") == 0
+
+
+def test_the_core_and_the_store_clean_areas_with_one_function():
+    """``subscribers`` may not import ``pipeline.core``: the function lives beside the store
+    and the core re-exports it, so a reader's choice is normalised one way everywhere."""
+    import pipeline.core.interests as core
+    import subscribers.areas as store_side
+
+    assert core.clean_areas is store_side.clean_areas
+    assert (core.MAX_AREAS, core.MAX_AREA_LENGTH) == (store_side.MAX_AREAS,
+                                                      store_side.MAX_AREA_LENGTH)

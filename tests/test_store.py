@@ -29,6 +29,7 @@ from subscribers.model import AddOutcome
 from subscribers.store import (
     DeliveryStore,
     Directory,
+    Interests,
     Leases,
     Ledger,
     OnceKeys,
@@ -190,7 +191,7 @@ def test_store_has_every_method_of_the_interface(implementation):
                 == list(inspect.signature(member).parameters)), name
 
 
-ROLES = (Directory, Ledger, Leases, OnceKeys, Quotas)
+ROLES = (Directory, Interests, Ledger, Leases, OnceKeys, Quotas)
 
 
 def methods(protocol: type) -> set[str]:
@@ -201,14 +202,16 @@ def methods(protocol: type) -> set[str]:
 
 def test_the_roles_are_small_and_share_no_method():
     """Each role a consumer can be typed against stays small, and the whole store is
-    exactly the five roles (and ``close``): no method belongs to two, none to no role."""
+    exactly the six roles (and ``close``): no method belongs to two, none to no role."""
     owned = [methods(role) for role in ROLES]
     assert all(len(names) <= 12 for names in owned), [len(names) for names in owned]
     assert sum(len(names) for names in owned) == len(set().union(*owned))
     assert set().union(*owned) | {"close"} == methods(SubscriberStore)
-    assert methods(DeliveryStore) == methods(Directory) | methods(Ledger)
-    assert methods(SubscriptionStore) == (methods(Directory) | methods(Ledger)
-                                          | methods(OnceKeys) | methods(Quotas))
+    assert methods(DeliveryStore) == (methods(Directory) | methods(Interests)
+                                      | methods(Ledger))
+    assert methods(SubscriptionStore) == (methods(Directory) | methods(Interests)
+                                          | methods(Ledger) | methods(OnceKeys)
+                                          | methods(Quotas))
 
 
 @pytest.mark.parametrize("implementation", [SqliteStore, DynamoStore])
@@ -834,3 +837,157 @@ def test_only_one_of_many_concurrent_takers_gets_a_lease(backend):
     for s in stores:
         s.close()
     assert len(winners) == 1
+
+
+# -- interests: the areas a subscriber follows, the variants, the catalog ------------------
+
+HOSTILE_AREAS = ["  KV Connector ", "rocm", "rocm", "../x", "<script>alert(1)</script>",
+                 "%%unsubscribe_url%%", "x" * 500, "", "a\nb", "a\x00b", "多模态"]
+CLEANED = ("%%unsubscribe_url%%", "../x", "<script>alert(1)</script>", "a-b",
+           "kv-connector", "rocm", "多模态")
+
+
+def requests_made(store: Any, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Every request ``store`` sends from now on: SQL statements on SQLite, API calls on
+    DynamoDB (each page of a Query or Scan is one)."""
+    made: list[str] = []
+    if isinstance(store, SqliteStore):
+        store._conn.set_trace_callback(made.append)
+    else:
+        original = store._call
+
+        def call(table: str, operation: str, **params: Any) -> Any:
+            made.append(operation)
+            return original(table, operation, **params)
+
+        monkeypatch.setattr(store, "_call", call)
+    return made
+
+
+def test_areas_are_stored_cleaned_and_read_back_everywhere(backend, store):
+    created = store.add("a@example.org", "en", status="active", source="test", now=NOW,
+                        areas=HOSTILE_AREAS).subscriber
+    assert created.areas == CLEANED
+    again = backend.open()  # another connection or client: what was stored, not a cache
+    assert again.get(created.id).areas == CLEANED
+    assert again.find("A@example.org").areas == CLEANED
+    assert [s.areas for s in again.iter_subscribers("active")] == [CLEANED]
+    plain = store.add("b@example.org", source="test", now=NOW).subscriber
+    assert plain.areas == () and again.get(plain.id).areas == ()
+
+
+def test_the_preferences_update_sets_keeps_or_clears_the_areas(store):
+    sid = active(store, "p@example.org", "zh")
+    chosen = store.set_layout(sid, "en", NOW, areas=["ROCm", "kv-connector"])
+    assert (chosen.layout, chosen.areas) == ("en", ("kv-connector", "rocm"))
+    kept = store.set_layout(sid, "zh-en", NOW)  # areas=None: the layout only
+    assert (kept.layout, kept.areas) == ("zh-en", ("kv-connector", "rocm"))
+    cleared = store.set_layout(sid, "zh-en", NOW, areas=[])
+    assert cleared.areas == () and store.get(sid).areas == ()
+    assert store.set_layout(sid, "zh-en", NOW, areas=["", " ", "y" * 61]).areas == ()
+    with pytest.raises(UnknownSubscriber):
+        store.set_layout("f" * 24, "en", NOW, areas=["rocm"])
+
+
+def test_a_pending_request_keeps_its_areas_through_confirmation(store):
+    sid = store.request_subscription("q@example.org", "en", source="web", now=NOW,
+                                     areas=["rocm"]).subscriber.id
+    again = store.request_subscription("q@example.org", "en", source="web", now=NOW,
+                                       areas=["multimodal", "rocm"])
+    assert again.subscriber.areas == ("multimodal", "rocm")
+    confirmed = store.set_status(sid, "active", NOW, source="web")
+    assert confirmed.areas == ("multimodal", "rocm")
+    # An active subscriber's areas are not the business of an unproven request...
+    kept = store.request_subscription("q@example.org", "zh", source="web", now=NOW,
+                                      areas=["tpu"])
+    assert kept.subscriber.areas == ("multimodal", "rocm") and kept.subscriber.layout == "en"
+    # ...but a request without areas clears a pending one's, as it sets its layout.
+    store.set_status(sid, "unsubscribed", NOW)
+    left = store.request_subscription("q@example.org", "en", source="web", now=NOW)
+    assert left.subscriber.areas == ()
+
+
+def test_variant_choices_are_the_distinct_choices_of_active_readers(store, monkeypatch):
+    assert store.variant_choices() == []
+    for n in range(6):
+        store.add(f"r{n}@example.org", "zh-en", status="active", source="test", now=NOW,
+                  areas=["rocm", "kv-connector"] if n % 2 else ["rocm"])
+    store.add("en@example.org", "en", status="active", source="test", now=NOW,
+              areas=["rocm"])
+    active(store, "plain@example.org")  # no areas: the plain layout, not a choice
+    store.add("pending@example.org", "zh", source="test", now=NOW, areas=["tpu"])
+    gone = active(store, "gone@example.org")
+    store.set_layout(gone, "zh", NOW, areas=["cpu"])
+    store.set_status(gone, "unsubscribed", NOW)
+    made = requests_made(store, monkeypatch)
+    assert store.variant_choices() == [("en", ("rocm",)),
+                                       ("zh-en", ("kv-connector", "rocm")),
+                                       ("zh-en", ("rocm",))]
+    assert len(made) == 1, made  # one query for the whole list
+
+
+def test_the_area_catalog_only_grows_and_holds_cleaned_names(backend, store):
+    assert store.known_areas() == ()
+    store.note_areas([])
+    store.note_areas(["ROCm", "kv connector", "", "z" * 61, "a\tb", "<b>x</b>"])
+    store.note_areas(["rocm", "multimodal"])
+    expected = ("<b>x</b>", "a-b", "kv-connector", "multimodal", "rocm")
+    assert backend.open().known_areas() == expected
+    many = [f"area-{n:03}" for n in range(120)]  # more than a reader may follow at once
+    store.note_areas(many)
+    assert set(many) <= set(store.known_areas())
+    assert len(store.known_areas()) == 125
+
+
+def test_areas_noted_by_two_stores_at_once_all_stay(backend):
+    stores = [backend.open() for _ in range(4)]
+    threads = [threading.Thread(target=each.note_areas, args=([f"t{n}", "shared"],))
+               for n, each in enumerate(stores)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert stores[0].known_areas() == ("shared", "t0", "t1", "t2", "t3")
+
+
+def test_a_version_5_file_gains_areas_keeping_its_subscribers(path):
+    path.parent.mkdir(parents=True)
+    conn = sqlite3.connect(path)
+    for script in MIGRATIONS[:5]:
+        conn.executescript(script)
+    conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+    conn.execute("INSERT INTO schema_version VALUES (5)")
+    conn.execute("INSERT INTO subscribers (id, email, email_key, status, layout, consent_at, "
+                 "consent_source, created_at, confirmed_at, updated_at) VALUES "
+                 "('0123456789abcdef01234567', 'old@example.org', 'old@example.org', 'active', "
+                 "'en', '2026-01-01T00:00:00.000000Z', 'cli', '2026-01-01T00:00:00.000000Z', "
+                 "'2026-01-01T00:00:00.000000Z', '2026-01-01T00:00:00.000000Z')")
+    conn.commit()
+    conn.close()
+    with SqliteStore.open(path) as store:
+        old = store.find("old@example.org")
+        assert old.status == "active" and old.layout == "en" and old.areas == ()
+        assert store.variant_choices() == [] and store.known_areas() == ()
+        store.set_layout(old.id, "en", NOW, areas=["rocm"])
+        store.note_areas(["rocm"])
+        assert store.variant_choices() == [("en", ("rocm",))]
+    assert raw(path, "SELECT version FROM schema_version") == [(len(MIGRATIONS),)]
+    assert raw(path, "SELECT areas FROM subscribers") == [('["rocm"]',)]
+    with SqliteStore.open(path) as store:  # reopening changes nothing
+        assert store.known_areas() == ("rocm",)
+
+
+def test_areas_edited_by_hand_read_as_what_could_be_stored(path):
+    with SqliteStore.open(path) as store:
+        good = active(store, "h1@example.org")
+        bad = active(store, "h2@example.org")
+    conn = sqlite3.connect(path)
+    conn.execute("UPDATE subscribers SET areas = ? WHERE id = ?",
+                 ('["ROCm", 3, "rocm", "x\\u0000y"]', good))
+    conn.execute("UPDATE subscribers SET areas = 'not json' WHERE id = ?", (bad,))
+    conn.commit()
+    conn.close()
+    with SqliteStore.open(path) as store:
+        assert store.get(good).areas == ("rocm",)
+        assert store.get(bad).areas == ()
+        assert store.variant_choices() == [("zh-en", ("rocm",))]

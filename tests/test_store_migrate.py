@@ -58,7 +58,9 @@ def source(dynamo) -> dict[str, Any]:
             made[status] = sub.id
         fresh = store.request_subscription("new@example.org", "en", source="web", now=NOW)
         made["fresh"] = fresh.subscriber.id
-        confirmed = store.request_subscription("web@example.org", "zh", source="web", now=NOW)
+        confirmed = store.request_subscription("web@example.org", "zh", source="web", now=NOW,
+                                               areas=["ROCm", "kv-connector"])
+        store.note_areas(["rocm", "kv-connector"])
         store.set_status(confirmed.subscriber.id, "active", NOW + timedelta(minutes=3),
                          source="web", client="203.0.113.9")
         store.record_mail_event(confirmed.subscriber.id, "bounce-transient", NOW,
@@ -88,9 +90,10 @@ def test_everything_is_copied_and_answers_the_same(dynamo, source, capsys):
     assert err == ""
     assert out.count("\n") == 1
     # 7 subscribers, 1 suppression, 9 ledger rows (2 issues x 5, gone's 2 erased, fresh's
-    # claim), 1 handled key.
-    assert "18 copied, 0 already there, 0 conflicting" in out
-    assert "subscribers 7/0/0, suppressions 1/0/0, ledger rows 9/0/0, handled keys 1/0/0" in out
+    # claim), 1 handled key, 2 areas of the catalog.
+    assert "20 copied, 0 already there, 0 conflicting" in out
+    assert ("subscribers 7/0/0, suppressions 1/0/0, ledger rows 9/0/0, handled keys 1/0/0, "
+            "catalog areas 2/0/0") in out
 
     with SqliteStore.open(sqlite_path(dynamo.settings)) as old, dynamo.open() as new:
         for email in source["addresses"]:
@@ -100,6 +103,10 @@ def test_everything_is_copied_and_answers_the_same(dynamo, source, capsys):
             assert new.get(source[name]) == old.get(source[name]) is not None
         assert new.get(source["web"]).consent_ip == "203.0.113.9"
         assert new.get(source["web"]).transient_bounces == 1
+        assert new.get(source["web"]).areas == ("kv-connector", "rocm")
+        assert new.variant_choices() == old.variant_choices() == [
+            ("zh", ("kv-connector", "rocm"))]
+        assert new.known_areas() == old.known_areas() == ("kv-connector", "rocm")
         assert new.count_by() == old.count_by()
         assert new.count_by_status() == old.count_by_status()
         assert [s.id for s in new.iter_subscribers()] == [s.id for s in old.iter_subscribers()]
@@ -125,7 +132,7 @@ def test_running_it_again_copies_nothing(dynamo, source, capsys):
     assert run(dynamo.settings, "migrate", "--to", "dynamodb") == 0
     out, err = capsys.readouterr()
     assert err == ""
-    assert "0 copied, 18 already there, 0 conflicting" in out
+    assert "0 copied, 20 already there, 0 conflicting" in out
     assert dynamo.dump() == before
 
 
@@ -133,7 +140,7 @@ def test_a_dry_run_writes_nothing(dynamo, source, capsys):
     assert run(dynamo.settings, "migrate", "--to", "dynamodb", "--dry-run") == 0
     out, _ = capsys.readouterr()
     assert out.startswith("dry run, nothing written")
-    assert "would copy 18, 0 already there, 0 conflicting" in out
+    assert "would copy 20, 0 already there, 0 conflicting" in out
     assert dynamo.items() == [] and dynamo.items(dynamo.ledger_table) == []
 
 
@@ -144,21 +151,21 @@ def test_an_address_already_in_dynamodb_under_another_id_is_reported_not_overwri
                                           now=NOW + timedelta(days=3)).subscriber
     assert run(dynamo.settings, "migrate", "--to", "dynamodb", "--dry-run") == 0
     out, err = capsys.readouterr()
-    assert "would copy 17, 0 already there, 1 conflicting" in out
+    assert "would copy 19, 0 already there, 1 conflicting" in out
     assert f"not copied: active.Reader@example.org (id {source['active']})" in err
     assert run(dynamo.settings, "migrate", "--to", "dynamodb") == 0
     out, err = capsys.readouterr()
     assert err.count("\n") == 1
     assert "not copied: active.Reader@example.org" in err
     assert f"under another id ({theirs.id})" in err and source["active"] in err
-    assert "17 copied, 0 already there, 1 conflicting" in out
+    assert "19 copied, 0 already there, 1 conflicting" in out
     with dynamo.open() as new:
         assert new.find("active.reader@example.org") == theirs
         assert new.get(source["active"]) is None
     capsys.readouterr()
     assert run(dynamo.settings, "migrate", "--to", "dynamodb") == 0
     out, _ = capsys.readouterr()
-    assert "0 copied, 17 already there, 1 conflicting" in out
+    assert "0 copied, 19 already there, 1 conflicting" in out
 
 
 def test_create_tables_makes_them_first(dynamo, source, capsys):
@@ -168,16 +175,16 @@ def test_create_tables_makes_them_first(dynamo, source, capsys):
     assert run(settings, "migrate", "--to", "dynamodb", "--create-tables", "--dry-run") == 0
     out, _ = capsys.readouterr()
     assert "would create table fresh-subscribers\nwould create table fresh-ledger\n" in out
-    assert "would copy 18" in out
+    assert "would copy 20" in out
     assert "fresh-ledger" not in dynamo.client.list_tables()["TableNames"]
 
     assert run(settings, "migrate", "--to", "dynamodb", "--create-tables") == 0
     out, _ = capsys.readouterr()
     assert out.startswith("created table fresh-subscribers\ncreated table fresh-ledger\n")
-    assert "18 copied, 0 already there" in out
+    assert "20 copied, 0 already there" in out
     assert run(settings, "migrate", "--to", "dynamodb", "--create-tables") == 0
     out, _ = capsys.readouterr()
-    assert "created table" not in out and "0 copied, 18 already there" in out
+    assert "created table" not in out and "0 copied, 20 already there" in out
 
 
 def test_missing_tables_without_create_tables_are_one_store_error(dynamo, source):

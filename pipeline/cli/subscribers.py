@@ -1,9 +1,9 @@
 """``newsletter subscribers …``: the operator's hands on the list.
 
-    add EMAIL [--layout L] [--confirmed]     one address
-    import FILE.csv [--confirmed]            many (columns email,layout; idempotent)
+    add EMAIL [--layout L] [--areas A,B] [--confirmed]   one address
+    import FILE.csv [--confirmed]            many (columns email,layout,areas; idempotent)
     export                                   CSV on stdout
-    list [--status S]                        one line each: email status layout
+    list [--status S]                        one line each: email status layout [areas]
     remove EMAIL                             erase; a hashed suppression entry remains
 
 Handlers are pipeline/cli/common.py's ``Handler``: ``handler(args, settings) -> int``, errors as
@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline import week as clock
 from pipeline.errors import UsageError
+from subscribers.areas import MAX_AREA_LENGTH, MAX_AREAS, clean_area
 from subscribers.errors import InvalidAddress, RefusedAddress, UnknownSubscriber
 from subscribers.model import (
     DEFAULT_LAYOUT,
@@ -41,21 +42,27 @@ if TYPE_CHECKING:
 
     from pipeline.config import Settings
 
-__all__ = ["EXPORT_COLUMNS", "add_parser"]
+__all__ = ["AREA_SEPARATOR", "EXPORT_COLUMNS", "add_parser", "parse_areas"]
 
-#: The columns of ``subscribers export``; ``email`` and ``layout`` make it importable again.
-#: The consent record is part of the export: when, where from (``web``, ``mail``, ``cli``,
-#: ``import:<file>``) and the client address of a confirmation made in the app.
+#: The columns of ``subscribers export``; ``email``, ``layout`` and ``areas`` make it
+#: importable again. The consent record is part of the export: when, where from (``web``,
+#: ``mail``, ``cli``, ``import:<file>``) and the client address of a confirmation made in the app.
 EXPORT_COLUMNS = ("email", "layout", "status", "created_at", "confirmed_at", "consent_source",
-                  "consent_at", "consent_ip")
+                  "consent_at", "consent_ip", "areas")
+
+#: How the ``areas`` column of a CSV file separates names (a comma is the CSV's own).
+AREA_SEPARATOR = ";"
 
 _IMPORT_HELP = """\
 Add the addresses of a CSV file. The first line is a header naming the columns: `email`
-(required) and `layout` (optional: zh-en, en-zh, zh or en; blank means zh-en); other columns
-are ignored. Each bad row is reported on stderr as FILE:LINE: reason and skipped, and the
-rest are imported (exit 0). Importing the same file again changes nothing. An address that
-unsubscribed, bounced, complained or was removed is never brought back. Exit 2 if the file
-cannot be read or has no `email` column."""
+(required), `layout` (optional: zh-en, en-zh, zh or en; blank means zh-en) and `areas`
+(optional: the areas a new subscriber follows, separated by `;`, e.g. rocm;kv-connector;
+folded to lower case); other columns are ignored. An address already present keeps its
+layout and areas (their own choice in the preferences page wins). Each bad row is reported
+on stderr as FILE:LINE: reason and skipped, and the rest are imported (exit 0). Importing
+the same file again changes nothing. An address that unsubscribed, bounced, complained or
+was removed is never brought back. Exit 2 if the file cannot be read or has no `email`
+column."""
 
 
 def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
@@ -76,6 +83,9 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     add.add_argument("email", metavar="EMAIL")
     add.add_argument("--layout", choices=LAYOUTS, default=DEFAULT_LAYOUT,
                      help=f"languages and their order (default: {DEFAULT_LAYOUT})")
+    add.add_argument("--areas", default="", metavar="A,B",
+                     help="areas they follow, comma-separated (e.g. rocm,kv-connector): "
+                     "their email puts these first")
     add.add_argument("--confirmed", action="store_true",
                      help="they already agreed to receive it: make them active now")
     add.set_defaults(handler=_cmd_add)
@@ -93,7 +103,8 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
         "times are UTC. The file can be imported again.")
     export.set_defaults(handler=_cmd_export)
 
-    lst = actions.add_parser("list", help="one line per subscriber: email status layout")
+    lst = actions.add_parser("list",
+                             help="one line per subscriber: email status layout [areas]")
     lst.add_argument("--status", choices=STATUSES, help="only subscribers with this status")
     lst.set_defaults(handler=_cmd_list)
 
@@ -109,11 +120,14 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
 
 def _cmd_add(args: argparse.Namespace, settings: Settings) -> int:
     status = "active" if args.confirmed else "pending"
+    areas = parse_areas(args.areas, ",")
+    if isinstance(areas, str):
+        raise UsageError(f"--areas: {areas}")
     from pipeline.wiring import open_store
 
     with open_store(settings) as store:
         result = store.add(args.email, args.layout, status=status, source="cli",
-                           now=clock.now())
+                           now=clock.now(), areas=areas)
     sub = result.subscriber
     if result.outcome is AddOutcome.SUPPRESSED or sub is None:
         raise RefusedAddress(normalise_email(args.email),
@@ -124,7 +138,8 @@ def _cmd_add(args: argparse.Namespace, settings: Settings) -> int:
     if result.outcome is AddOutcome.CREATED:
         note = "" if sub.status == "active" else " (a confirmation is due; --confirmed if " \
             "they already agreed)"
-        print(f"added {sub.email} ({sub.status}, {sub.layout}){note}")
+        follows = f", following {', '.join(sub.areas)}" if sub.areas else ""
+        print(f"added {sub.email} ({sub.status}, {sub.layout}{follows}){note}")
     elif result.outcome is AddOutcome.ACTIVATED:
         print(f"confirmed {sub.email}: pending → active ({sub.layout})")
     else:
@@ -179,9 +194,13 @@ def _import_row(store: Directory, fields: dict[str, str] | str, status: str, sou
     if layout not in LAYOUTS:
         tally.errors += 1
         return f"unknown layout {fields['layout']!r} (expected {', '.join(LAYOUTS)})"
+    areas = parse_areas(fields["areas"], AREA_SEPARATOR)
+    if isinstance(areas, str):
+        tally.errors += 1
+        return f"areas: {areas}"
     try:
         result: AddResult = store.add(email, layout, status=status, source=source,
-                                      now=clock.now())
+                                      now=clock.now(), areas=areas)
     except InvalidAddress as exc:
         tally.errors += 1
         return f"invalid address {email!r}: {exc.reason}"
@@ -201,8 +220,26 @@ def _import_row(store: Directory, fields: dict[str, str] | str, status: str, sou
     return None
 
 
+def parse_areas(text: str, separator: str) -> tuple[str, ...] | str:
+    """The areas of a CLI option or CSV cell (names separated by ``separator``; blanks
+    between them ignored), cleaned as a reader's choice is; or what is wrong with them, to
+    be reported: a name that cleaning would drop (too long, unprintable) or more names than
+    a reader may follow. Refused rather than silently trimmed: the operator meant them."""
+    names = [name for name in text.split(separator) if name.strip()]
+    kept: set[str] = set()
+    for name in names:
+        cleaned = clean_area(name)
+        if cleaned is None:
+            return (f"{name.strip()[:MAX_AREA_LENGTH]!r} is not an area name (at most "
+                    f"{MAX_AREA_LENGTH} printable characters)")
+        kept.add(cleaned)
+    if len(kept) > MAX_AREAS:
+        return f"{len(kept)} areas; a subscriber follows at most {MAX_AREAS}"
+    return tuple(sorted(kept))
+
+
 def _read_csv(path: Path) -> Iterator[tuple[int, dict[str, str] | str]]:
-    """(line, {email, layout}) per data row, or (line, complaint) for a row CSV can't read.
+    """(line, {email, layout, areas}) per data row, or (line, complaint) for a row CSV can't read.
 
     The file is read and its header checked before this returns, so a missing file, a file
     that is not UTF-8 or one without an ``email`` column is refused (exit 2) before the
@@ -232,11 +269,12 @@ def _read_csv(path: Path) -> Iterator[tuple[int, dict[str, str] | str]]:
                          f"{', '.join(names) or 'nothing'}); expected: email,layout")
     email_at = names.index("email")
     layout_at = names.index("layout") if "layout" in names else None
-    return _rows(reader, email_at, layout_at)
+    areas_at = names.index("areas") if "areas" in names else None
+    return _rows(reader, email_at, layout_at, areas_at)
 
 
-def _rows(reader: CsvReader, email_at: int,
-          layout_at: int | None) -> Iterator[tuple[int, dict[str, str] | str]]:
+def _rows(reader: CsvReader, email_at: int, layout_at: int | None,
+          areas_at: int | None) -> Iterator[tuple[int, dict[str, str] | str]]:
     line_num = 1  # the header's
     while True:
         start = line_num + 1
@@ -251,7 +289,8 @@ def _rows(reader: CsvReader, email_at: int,
             line_num = reader.line_num
         if not any(cell.strip() for cell in record):
             continue
-        yield start, {"email": _cell(record, email_at), "layout": _cell(record, layout_at)}
+        yield start, {"email": _cell(record, email_at), "layout": _cell(record, layout_at),
+                      "areas": _cell(record, areas_at)}
 
 
 def _cell(record: list[str], index: int | None) -> str:
@@ -273,6 +312,7 @@ def _cmd_export(args: argparse.Namespace, settings: Settings) -> int:
                 sub.email, sub.layout, sub.status, clock.iso_z(sub.created_at),
                 clock.iso_z(sub.confirmed_at) if sub.confirmed_at else "", sub.consent_source,
                 clock.iso_z(sub.consent_at) if sub.consent_at else "", sub.consent_ip or "",
+                AREA_SEPARATOR.join(sub.areas),
             ))
     return 0
 
@@ -282,7 +322,8 @@ def _cmd_list(args: argparse.Namespace, settings: Settings) -> int:
 
     with open_store(settings) as store:
         for sub in store.iter_subscribers(args.status):
-            print(f"{sub.email} {sub.status} {sub.layout}")
+            areas = f" {','.join(sub.areas)}" if sub.areas else ""
+            print(f"{sub.email} {sub.status} {sub.layout}{areas}")
     return 0
 
 

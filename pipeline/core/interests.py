@@ -21,9 +21,12 @@ from dataclasses import dataclass
 
 from pipeline.model import LAYOUTS, Item
 
-#: A reader may follow at most this many areas; a name is at most this long.
-MAX_AREAS = 50
-MAX_AREA_LENGTH = 60
+# The normalising of a reader's choice is defined beside the subscriber store, which must
+# apply it and may not import pipeline.core; re-exported here as the one name for it.
+from subscribers.areas import MAX_AREA_LENGTH as MAX_AREA_LENGTH
+from subscribers.areas import MAX_AREAS as MAX_AREAS
+from subscribers.areas import clean_areas as clean_areas
+
 _UNSAFE = re.compile(r"[^\w.-]+")
 
 
@@ -36,18 +39,6 @@ def area_slug(name: str) -> str:
     if not slug:
         return "area-" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:10]
     return slug
-
-
-def clean_areas(names: Iterable[str]) -> tuple[str, ...]:
-    """A reader's chosen areas as stored: folded as the feed's areas are (lower case,
-    spaces to ``-``), empty and over-long names dropped, no duplicates, sorted, at most
-    :data:`MAX_AREAS`."""
-    kept = set()
-    for name in names:
-        folded = re.sub(r"\s+", "-", unicodedata.normalize("NFKC", name).strip().lower())
-        if folded and len(folded) <= MAX_AREA_LENGTH and folded.isprintable():
-            kept.add(folded)
-    return tuple(sorted(kept))[:MAX_AREAS]
 
 
 @dataclass(frozen=True, order=True)

@@ -4,7 +4,8 @@
     GET  /confirm?token=…        a Confirm button  POST /confirm?token=…    confirm
                                                    POST /confirm/resend     new link (expired)
     GET  /unsubscribe?token=…    one button        POST /unsubscribe?token= RFC 8058 one-click
-    GET  /preferences?token=…    layout, leave     POST /preferences?token= save
+    GET  /preferences?token=…    layout, areas,    POST /preferences?token= save
+                                 leave
     POST /webhooks/ses           SES bounces and complaints through Amazon SNS
     GET  /healthz                for a load balancer
 

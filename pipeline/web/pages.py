@@ -12,6 +12,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import tomllib
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,7 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response
 
 from pipeline.core.render import environment, templates_dir
 from pipeline.model import LAYOUTS
+from subscribers.areas import clean_area
 from subscribers.errors import TokenError, UnknownSubscriber
 from subscribers.model import DEFAULT_LAYOUT
 
@@ -102,10 +104,23 @@ class Pages:
         return self.plain("Request too large", 413)
 
     def subscribe_form(self, email: str, layout: str, name: str = "subscribe",
-                       status_code: int = 200) -> HTMLResponse:
-        """The form page: ``same-origin``, so the browser's POST names its origin."""
+                       status_code: int = 200, *, known: Iterable[str] = (),
+                       chosen: Iterable[str] = ()) -> HTMLResponse:
+        """The form page: ``same-origin``, so the browser's POST names its origin. The
+        catalog's areas are boxes (none: no fieldset), ``chosen`` ones checked."""
         return self.render(name, status_code, template="subscribe", email=email,
-                           layout=layout, referrer="same-origin")
+                           layout=layout, referrer="same-origin",
+                           areas=self.area_boxes(known, (), chosen))
+
+    @staticmethod
+    def area_boxes(known: Iterable[str], held: Iterable[str],
+                   checked: Iterable[str]) -> list[tuple[str, bool]]:
+        """The area boxes of a form: the catalog and the reader's own areas (which stay
+        pickable when the catalog moves on), sorted, each with whether it is checked
+        (``checked`` cleaned as a pick is, so a posted ``ROCm`` checks ``rocm``). A posted
+        name on neither list is never shown: outside text is not echoed back."""
+        ticked = {cleaned for name in checked if (cleaned := clean_area(name))}
+        return [(name, name in ticked) for name in sorted(set(known) | set(held))]
 
     def subscribe_link(self) -> Link:
         return Link(f"{self.app_url}/subscribe", "订阅表单", "Subscription form")

@@ -28,7 +28,8 @@ from pipeline.errors import TransportError, Unconfirmed
 from pipeline.model import LAYOUTS
 from pipeline.web.mail_queue import MailQueue
 from pipeline.web.pages import Button, Link, Pages, chosen_layout, status_line
-from subscribers.errors import InvalidAddress, TokenError, UnknownSubscriber
+from subscribers.areas import MAX_AREA_LENGTH, MAX_AREAS
+from subscribers.errors import AreaChoiceError, InvalidAddress, TokenError, UnknownSubscriber
 from subscribers.model import Subscriber
 from subscribers.ses_events import events_from
 from subscribers.sns import SnsError, SnsMessage, SnsVerifier
@@ -38,9 +39,14 @@ __all__ = ["MAX_FORM_BYTES", "MAX_WEBHOOK_BYTES", "PURGE_EVERY", "SNS_WINDOW", "
 
 log = logging.getLogger("newsletter.app")
 
-#: Larger bodies are refused before they are read: a form is a few hundred bytes, an SNS
-#: message at most 256 KB of payload plus its envelope.
-MAX_FORM_BYTES = 8 * 1024
+#: Larger bodies are refused before they are read: a form is a few hundred bytes, a
+#: kilobyte or two with areas checked; the largest a reader can post (MAX_AREAS names of
+#: MAX_AREA_LENGTH characters, each up to 12 bytes once percent-encoded) stays under this.
+#: An SNS message is at most 256 KB of payload plus its envelope.
+MAX_FORM_BYTES = 2 * 1024 + MAX_AREAS * (len("&areas=") + 12 * MAX_AREA_LENGTH)
+#: Fields a form may have: a few of its own, and the areas, one field each (one more than a
+#: reader may follow, so that too many get the page's own answer, not a parser's 400).
+MAX_FORM_FIELDS = 10 + MAX_AREAS + 1
 MAX_WEBHOOK_BYTES = 512 * 1024
 #: How long an SNS message id is remembered (and so how old a message may be).
 SNS_WINDOW = timedelta(days=7)
@@ -52,11 +58,13 @@ PURGE_EVERY = 1000
 @dataclass(frozen=True)
 class Posted:
     """A request as the token-carrying handlers need it: its form (None where there is
-    none to read), its token (from the query, else the form) and the time it is handled at."""
+    none to read), its token (from the query, else the form), the time it is handled at,
+    and every value of the repeated ``areas`` field (the form keeps one value per name)."""
 
     form: dict[str, str] | None
     token: str
     now: datetime
+    areas: tuple[str, ...] = ()
 
 
 Endpoint = Callable[["Routes", Request], Awaitable[Response]]
@@ -76,11 +84,12 @@ def _form_post(*, same_site: bool = False, lenient: bool = False
         async def endpoint(self: Routes, request: Request) -> Response:
             if same_site and not _same_site(request, self.allowed_origins):
                 return self.pages.render("forbidden", 403, link=self.pages.subscribe_link())
-            form = await _form_of(request, lenient=lenient)
-            if form is None and not lenient:
+            parsed = await _form_of(request, lenient=lenient)
+            if parsed is None and not lenient:
                 return self.pages.too_large()
+            form, areas = parsed if parsed is not None else (None, ())
             return await handler(self, request, Posted(form, _token_of(request, form),
-                                                       self.clock()))
+                                                       self.clock(), areas))
         return endpoint
 
     return decorate
@@ -103,7 +112,9 @@ class Routes:
     # -- /subscribe ------------------------------------------------------------------------
 
     async def subscribe_page(self, request: Request) -> Response:
-        return self.pages.subscribe_form("", chosen_layout(request.query_params.get("layout")))
+        known = await run_in_threadpool(self.subscriptions.store.known_areas)
+        return self.pages.subscribe_form("", chosen_layout(request.query_params.get("layout")),
+                                         known=known)
 
     @_form_post(same_site=True)
     async def subscribe(self, request: Request, posted: Posted) -> Response:
@@ -120,13 +131,21 @@ class Routes:
             return response
         try:
             self.subscriptions.check_request(email, layout)
-        except InvalidAddress:
-            return self.pages.subscribe_form(email[:254], layout, "invalid_email", 400)
+            # Read only when areas were posted, and the same for every address: it says
+            # nothing about one (the answer waits for it, not for the address's state).
+            areas = (await run_in_threadpool(self.subscriptions.choose_areas, posted.areas)
+                     if posted.areas else ())
+        except (InvalidAddress, AreaChoiceError) as exc:
+            page = ("invalid_email" if isinstance(exc, InvalidAddress)
+                    else _AREA_PAGES[exc.reason])
+            known = await run_in_threadpool(self.subscriptions.store.known_areas)
+            return self.pages.subscribe_form(email[:254], layout, page, 400, known=known,
+                                             chosen=posted.areas)
         # The address's state is read only after the answer has gone (see the app's
         # docstring): the same page, status and work before it, whatever the address.
         response = self.pages.render("sent")
         response.background = self.queue.put(lambda: self.subscriptions.request(
-            email, layout, source="web", now=now), "subscribe")
+            email, layout, source="web", now=now, areas=areas), "subscribe")
         return response
 
     # -- /confirm --------------------------------------------------------------------------
@@ -213,33 +232,47 @@ class Routes:
                 self.subscriptions.subscriber_for, token, "preferences", self.clock())
         except (TokenError, UnknownSubscriber) as exc:
             return self.pages.link_problem(exc)
-        return self._preferences_page(subscriber, token, status_line(subscriber.status))
+        return await self._preferences_page(subscriber, token, status_line(subscriber.status))
 
     @_form_post()
     async def _change_preferences(self, request: Request, posted: Posted) -> Response:
         try:
-            await run_in_threadpool(
+            current = await run_in_threadpool(
                 self.subscriptions.subscriber_for, posted.token, "preferences", posted.now)
-            change = self._preference_change(posted, _client_of(request))
+        except (TokenError, UnknownSubscriber) as exc:
+            return self.pages.link_problem(exc)
+        try:
+            change = self._preference_change(posted, current, _client_of(request))
             if change is None:
                 return self.pages.plain("Unknown action", 400)
             action, status = change
             subscriber = await run_in_threadpool(action)
         except (TokenError, UnknownSubscriber) as exc:
             return self.pages.link_problem(exc)
-        return self._preferences_page(subscriber, posted.token, status)
+        except AreaChoiceError as exc:
+            return await self._preferences_page(current, posted.token, _AREA_LINES[exc.reason],
+                                                400, chosen=posted.areas)
+        return await self._preferences_page(subscriber, posted.token, status)
 
-    def _preference_change(self, posted: Posted, client: str | None
+    def _preference_change(self, posted: Posted, current: Subscriber, client: str | None
                            ) -> tuple[Callable[[], Subscriber], dict[str, str]] | None:
         """What the preferences form asks for, and what the page then says; None for an
-        action the form does not have."""
+        action the form does not have. The layout form changes the areas only when it
+        showed them (``areas_shown``): an unchecked box sends nothing, so a form without
+        the boxes must not read as "follow none"."""
         form, token, now = posted.form or {}, posted.token, posted.now
         subscriptions = self.subscriptions
         action = form.get("action", "")
         if action == "layout" and form.get("layout") in LAYOUTS:
             layout = form["layout"]
-            return (lambda: subscriptions.set_layout(token, layout, now=now),
-                    {"zh": "已保存", "en": "Saved"})
+            shown = form.get("areas_shown") == "1"
+
+            def save() -> Subscriber:
+                areas = (subscriptions.choose_areas(posted.areas, held=current.areas)
+                         if shown else None)
+                return subscriptions.set_layout(token, layout, now=now, areas=areas)
+
+            return save, {"zh": "已保存", "en": "Saved"}
         if action == "unsubscribe":
             return (lambda: subscriptions.unsubscribe_by_preferences(token, now=now),
                     {"zh": "已退订", "en": "Unsubscribed"})
@@ -248,14 +281,21 @@ class Routes:
                     {"zh": "已重新订阅", "en": "Subscribed again"})
         return None
 
-    def _preferences_page(self, subscriber: Subscriber, token: str,
-                          status: dict[str, str]) -> Response:
+    async def _preferences_page(self, subscriber: Subscriber, token: str,
+                                status: dict[str, str], status_code: int = 200, *,
+                                chosen: tuple[str, ...] | None = None) -> Response:
+        """The preferences page: the catalog's areas and the subscriber's own as boxes,
+        theirs checked (or, after a refused pick, what was posted)."""
+        known = await run_in_threadpool(self.subscriptions.store.known_areas)
+        refused = status_code >= 400
         return self.pages.render(
-            "preferences", template="preferences", email=subscriber.email,
+            "preferences", status_code, template="preferences", email=subscriber.email,
             layout=subscriber.layout, status=status,
-            status_kind="ok" if subscriber.status == "active" else "warn",
+            status_kind="ok" if subscriber.status == "active" and not refused else "warn",
             subscribed=subscriber.status in ("pending", "active"),
             can_resubscribe=subscriber.status == "unsubscribed",
+            areas=self.pages.area_boxes(known, subscriber.areas,
+                                        subscriber.areas if chosen is None else chosen),
             action=f"{self.pages.app_url}/preferences?token={token}")
 
     # -- /webhooks/ses ---------------------------------------------------------------------
@@ -347,6 +387,17 @@ class Routes:
                     "订阅设置", "Your preferences")
 
 
+#: The subscribe form's page for a refused pick of areas, by AreaChoiceError.reason.
+_AREA_PAGES = {"unknown": "unknown_area", "too-many": "too_many_areas"}
+#: The preferences page's status line for the same.
+_AREA_LINES = {
+    "unknown": {"zh": "未保存：有的领域不在列表中，请从列表中选择",
+                "en": "Not saved: some areas are not on the list; pick from the list"},
+    "too-many": {"zh": f"未保存：最多可以关注 {MAX_AREAS} 个领域",
+                 "en": f"Not saved: you can follow at most {MAX_AREAS} areas"},
+}
+
+
 def _client_of(request: Request) -> str | None:
     return request.client.host if request.client else None
 
@@ -355,23 +406,27 @@ def _token_of(request: Request, form: dict[str, str] | None = None) -> str:
     return request.query_params.get("token") or (form or {}).get("token", "")
 
 
-async def _form_of(request: Request, *, lenient: bool = False) -> dict[str, str] | None:
-    """The urlencoded or multipart form (RFC 8058 allows both), or None when it is too
-    large to be ours (or, ``lenient``, does not parse). The length is checked before a
-    byte is read; an empty POST (a one-click client that sends no body) is an empty form."""
+async def _form_of(request: Request, *, lenient: bool = False
+                   ) -> tuple[dict[str, str], tuple[str, ...]] | None:
+    """The urlencoded or multipart form (RFC 8058 allows both) and every value of its
+    repeated ``areas`` field, or None when it is too large to be ours (or, ``lenient``,
+    does not parse). The length is checked before a byte is read; an empty POST (a
+    one-click client that sends no body) is an empty form."""
     length = request.headers.get("content-length", "0")
     if not length.isdigit() or int(length) > MAX_FORM_BYTES:
         return None
     if int(length) == 0:
-        return {}
+        return {}, ()
     try:
         await request.body()  # at most MAX_FORM_BYTES: the server stops at Content-Length
-        form = await request.form(max_files=0, max_fields=20, max_part_size=MAX_FORM_BYTES)
+        form = await request.form(max_files=0, max_fields=MAX_FORM_FIELDS,
+                                  max_part_size=MAX_FORM_BYTES)
     except (HTTPException, MultiPartException):  # a body that does not parse
         if not lenient:
             raise
         return None
-    return {k: v for k, v in form.items() if isinstance(v, str)}
+    areas = tuple(v for v in form.getlist("areas") if isinstance(v, str))
+    return {k: v for k, v in form.items() if isinstance(v, str)}, areas
 
 
 def _apply_notification(subscriptions: Subscriptions, pages: Pages, message: SnsMessage,

@@ -1,15 +1,17 @@
 """Where subscribers and the delivery ledger live: the store's interface, one role at a time.
 
-The store does five jobs, and each consumer needs only some of them, so the interface is
-five small Protocols, one per role:
+The store does six jobs, and each consumer needs only some of them, so the interface is
+six small Protocols, one per role:
 
 * :class:`Directory`: subscribers, their consent, and the suppressed (removed) addresses;
+* :class:`Interests`: the areas readers follow, as the email variants to render, and the
+  catalog of areas the archive holds (what a reader may pick from);
 * :class:`Ledger`: the per-issue delivery ledger, and the feedback SES sends about it;
 * :class:`Leases`: named leases, so two runs of one issue (or shard) never send side by side;
 * :class:`OnceKeys`: keys of messages already handled (SNS deliveries, inbound mails);
 * :class:`Quotas`: fixed-window rate counters (the subscription app's limits).
 
-:class:`SubscriberStore` is all five, and what the wiring opens (``pipeline.wiring.open_store``,
+:class:`SubscriberStore` is all six, and what the wiring opens (``pipeline.wiring.open_store``,
 by ``[store] backend``); a consumer is typed against the roles it uses:
 :class:`DeliveryStore` for the send loop and ``newsletter status``, :class:`SubscriptionStore`
 for the subscription actions, :class:`Leases` alone for the run lock. The adapters,
@@ -51,7 +53,7 @@ Rules every implementation keeps, in every role:
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
@@ -64,6 +66,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DeliveryStore",
     "Directory",
+    "Interests",
     "Leases",
     "Ledger",
     "OnceKeys",
@@ -77,9 +80,10 @@ class Directory(Protocol):
     """Who is on the list: subscribers, their consent, and the addresses removed for good."""
 
     def add(self, email: str, layout: str = DEFAULT_LAYOUT, *, status: str = "pending",
-            source: str, now: datetime) -> AddResult:
+            source: str, now: datetime, areas: Iterable[str] = ()) -> AddResult:
         """Store a new subscriber, or say why not; an existing one is returned unchanged,
-        except that a ``pending`` one becomes ``active`` when ``status="active"``."""
+        except that a ``pending`` one becomes ``active`` when ``status="active"``.
+        ``areas`` (through :func:`~subscribers.areas.clean_areas`) are a new one's only."""
         ...
 
     def get(self, subscriber_id: str) -> Subscriber | None: ...
@@ -102,14 +106,19 @@ class Directory(Protocol):
     def set_status(self, subscriber_id: str, status: str, now: datetime, *,
                    source: str | None = None, client: str | None = None) -> Subscriber: ...
 
-    def set_layout(self, subscriber_id: str, layout: str, now: datetime) -> Subscriber: ...
+    def set_layout(self, subscriber_id: str, layout: str, now: datetime, *,
+                   areas: Iterable[str] | None = None) -> Subscriber:
+        """The preferences: the layout, and the areas followed unless ``areas`` is None
+        (stored through :func:`~subscribers.areas.clean_areas`; () follows none)."""
+        ...
 
     def request_subscription(self, email: str, layout: str, *, source: str,
-                             now: datetime) -> AddResult:
+                             now: datetime, areas: Iterable[str] = ()) -> AddResult:
         """A sign-up asked for by someone (web form, inbound mail) before any consent:
         a new address is stored ``pending``; an existing one that is not ``active`` takes
-        the layout asked for (it receives nothing until it confirms); an ``active`` one is
-        left as it is; a removed (suppressed) one is not stored."""
+        the layout and areas asked for (it receives nothing until it confirms, and keeps
+        them through the confirmation); an ``active`` one is left as it is; a removed
+        (suppressed) one is not stored."""
         ...
 
     def record_mail_event(self, subscriber_id: str, kind: str, now: datetime, *,
@@ -126,6 +135,27 @@ class Directory(Protocol):
         ...
 
     def is_suppressed(self, email: str) -> bool: ...
+
+
+class Interests(Protocol):
+    """Which areas readers follow, as the variants of an issue to render, and which areas
+    exist to be followed (the catalog, filled as issues are published)."""
+
+    def variant_choices(self) -> list[tuple[str, tuple[str, ...]]]:
+        """The distinct (layout, areas) of ``active`` subscribers who follow any area,
+        sorted: what a send renders besides the plain layouts. One query or scan, never one
+        request per subscriber."""
+        ...
+
+    def known_areas(self) -> tuple[str, ...]:
+        """Every area noted so far, sorted: what a reader may pick from."""
+        ...
+
+    def note_areas(self, names: Iterable[str]) -> None:
+        """Add ``names`` (each cleaned as a reader's choice is; unusable ones dropped) to
+        the catalog. Never removes one: an area a reader follows stays pickable even in a
+        week without it."""
+        ...
 
 
 class Ledger(Protocol):
@@ -224,14 +254,17 @@ class Quotas(Protocol):
         ...
 
 
-class DeliveryStore(Directory, Ledger, Protocol):
-    """Who an issue goes to, and what became of each send: the send loop and ``status``."""
+class DeliveryStore(Directory, Interests, Ledger, Protocol):
+    """Who an issue goes to (and in which variant), and what became of each send: the send
+    loop and ``status``."""
 
 
-class SubscriptionStore(Directory, Ledger, OnceKeys, Quotas, Protocol):
+class SubscriptionStore(Directory, Interests, Ledger, OnceKeys, Quotas, Protocol):
     """What the subscription actions and their callers (the app, the inbox) use: the list,
-    the feedback on the ledger, the keys of messages handled, and the rate limits."""
+    the areas to pick from, the feedback on the ledger, the keys of messages handled, and
+    the rate limits."""
 
 
-class SubscriberStore(Directory, Ledger, Leases, OnceKeys, Quotas, Resource, Protocol):
+class SubscriberStore(Directory, Interests, Ledger, Leases, OnceKeys, Quotas, Resource,
+                      Protocol):
     """Every role, and the store's own life (``close``, ``with``): what the wiring opens."""

@@ -9,7 +9,8 @@ Why this design:
   ``sub#<id>`` (the subscriber), ``email#<lower-cased address>`` (what makes an address unique:
   it is written in the same transaction as ``sub#`` with ``attribute_not_exists(pk)``),
   ``supp#<sha256>`` (a removed address), ``seen#<key>`` (a message handled once),
-  ``quota#<key>`` (a rate counter) and ``lease#<name>`` (who runs an issue). Single-table
+  ``quota#<key>`` (a rate counter), ``lease#<name>`` (who runs an issue) and one
+  ``catalog#areas`` (the areas readers may pick, a string set). Single-table
   design keeps the deployment at two tables and lets one transaction span a subscriber, its
   address and the suppression check.
 * **A sparse GSI, ``by_status``** (status, id; projection ALL): only ``sub#`` items carry
@@ -56,7 +57,7 @@ import math
 import re
 import threading
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, cast
@@ -97,8 +98,11 @@ from subscribers.store.dynamo_tables import (
 from subscribers.store.rules import (
     IN_FLIGHT_REASON,
     MAIL_EVENTS,
+    catalog_names,
+    decode_areas,
     decode_time,
     decode_time_or_none,
+    encode_areas,
     encode_time,
     status_counts,
     suppression_hash,
@@ -128,6 +132,8 @@ SUPPRESSION_PREFIX = "supp#"
 SEEN_PREFIX = "seen#"
 QUOTA_PREFIX = "quota#"
 LEASE_PREFIX = "lease#"
+#: The one item holding the area catalog (attribute ``names``, a string set).
+CATALOG_KEY = "catalog#areas"
 
 #: How long a ``seen#`` key lives before TTL may delete it: well beyond the webhook's window
 #: (a week), so ``purge_seen`` stays the rule and TTL only collects what nobody purged.
@@ -228,7 +234,7 @@ class DynamoStore(Resource):
     # -- subscribers ---------------------------------------------------------------------
 
     def add(self, email: str, layout: str = DEFAULT_LAYOUT, *, status: str = "pending",
-            source: str, now: datetime) -> AddResult:
+            source: str, now: datetime, areas: Iterable[str] = ()) -> AddResult:
         """Store ``email`` as a new subscriber, or say why not (see :class:`AddOutcome`).
 
         One transaction puts ``sub#<id>`` and ``email#<address>`` (both only if absent) and
@@ -244,8 +250,9 @@ class DynamoStore(Resource):
         normal = normalise_email(email)
         stamp = encode_time(now)
         consent_at = stamp if status == "active" else None
+        stored = encode_areas(areas)
         for _ in range(_RACE_TRIES):
-            record = _new_record(normal, status, layout, source, stamp, consent_at)
+            record = _new_record(normal, status, layout, source, stamp, consent_at, stored)
             outcome, existing_id = self._insert(record)
             if outcome == "created" or existing_id == record["id"]:
                 # (the address under the id just drawn: our own write, answered twice
@@ -377,35 +384,50 @@ class DynamoStore(Resource):
             item = refused.item
         return _subscriber(item)
 
-    def set_layout(self, subscriber_id: str, layout: str, now: datetime) -> Subscriber:
-        """Change the layout a subscriber reads; UnknownSubscriber if there is none."""
+    def set_layout(self, subscriber_id: str, layout: str, now: datetime, *,
+                   areas: Iterable[str] | None = None) -> Subscriber:
+        """Change the layout a subscriber reads, and the areas they follow unless ``areas``
+        is None (no areas: the attribute removed); UnknownSubscriber if there is none."""
         if layout not in LAYOUTS:
             raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
+        update = "SET #layout = :layout, #updated_at = :now"
+        stored = None if areas is None else encode_areas(areas)
+        if stored:
+            update += ", #areas = :areas"
+        elif stored is not None:
+            update += " REMOVE #areas"
         try:
             item = self._update(self.subscribers_table, _pk(SUBSCRIBER_PREFIX + subscriber_id),
-                                "SET #layout = :layout, #updated_at = :now",
-                                "attribute_exists(#pk)", layout=layout, now=encode_time(now))
+                                update, "attribute_exists(#pk)", layout=layout,
+                                now=encode_time(now), areas=stored)
         except _Refused:
             raise UnknownSubscriber(subscriber_id=subscriber_id) from None
         return _subscriber(item)
 
     def request_subscription(self, email: str, layout: str, *, source: str,
-                             now: datetime) -> AddResult:
+                             now: datetime, areas: Iterable[str] = ()) -> AddResult:
         """A sign-up someone asked for, before any consent (see the protocol).
 
         ``CREATED`` (a new ``pending`` subscriber, by the same transaction as :meth:`add`),
         ``EXISTING`` (``pending`` or ``active``; a pending one takes the new layout),
         ``REFUSED`` (``unsubscribed``, ``bounced`` or ``complained``: still so, with the new
         layout) or ``SUPPRESSED`` (removed: nothing stored). The layout is changed by one
-        update conditional on the subscriber not being ``active``; an ``active``
-        subscriber's layout is never changed here.
+        update conditional on the subscriber not being ``active``, with the areas asked for;
+        an ``active`` subscriber's layout and areas are never changed here.
         """
         if layout not in LAYOUTS:
             raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
         normal = normalise_email(email)
         stamp = encode_time(now)
+        stored = encode_areas(areas)
+        if stored:
+            update = "SET #layout = :layout, #areas = :areas, #updated_at = :now"
+            differs = "(#layout <> :layout OR attribute_not_exists(#areas) OR #areas <> :areas)"
+        else:
+            update = "SET #layout = :layout, #updated_at = :now REMOVE #areas"
+            differs = "(#layout <> :layout OR attribute_exists(#areas))"
         for _ in range(_RACE_TRIES):
-            record = _new_record(normal, "pending", layout, source, stamp, None)
+            record = _new_record(normal, "pending", layout, source, stamp, None, stored)
             outcome, existing_id = self._insert(record)
             if outcome == "created" or existing_id == record["id"]:
                 return AddResult(AddOutcome.CREATED, _subscriber(record))  # (as in add)
@@ -413,11 +435,11 @@ class DynamoStore(Resource):
                 return AddResult(AddOutcome.SUPPRESSED, None)
             if outcome == "id-taken" or existing_id is None:
                 continue
-            condition = "attribute_exists(#pk) AND #status <> :active AND #layout <> :layout"
+            condition = f"attribute_exists(#pk) AND #status <> :active AND {differs}"
             try:
                 item = self._update(self.subscribers_table, _pk(SUBSCRIBER_PREFIX + existing_id),
-                                    "SET #layout = :layout, #updated_at = :now", condition,
-                                    active="active", layout=layout, now=stamp)
+                                    update, condition, active="active", layout=layout,
+                                    now=stamp, areas=stored)
             except _Refused as refused:
                 if refused.item is None:
                     continue  # removed meanwhile: look again (it is suppressed now)
@@ -427,6 +449,45 @@ class DynamoStore(Resource):
                            else AddOutcome.EXISTING)
             return AddResult(outcome_now, current)
         raise self._race_error(self.subscribers_table, "request_subscription")
+
+    # -- interests -----------------------------------------------------------------------
+
+    def variant_choices(self) -> list[tuple[str, tuple[str, ...]]]:
+        """The distinct (layout, areas) of active subscribers who follow any area, sorted.
+
+        One paginated Query of the ``by_status`` index for ``active``, reading only layout
+        and areas of the subscribers that have areas (the attribute is absent for none).
+        The index is eventually consistent: a choice changed a moment ago may not count yet.
+        """
+        projection = "#layout, #areas"
+        condition = "#status = :status"
+        having = "attribute_exists(#areas)"
+        choices: set[tuple[str, tuple[str, ...]]] = set()
+        for page in self._pages(self.subscribers_table, "query",
+                                TableName=self.subscribers_table, IndexName=STATUS_INDEX,
+                                KeyConditionExpression=condition, FilterExpression=having,
+                                ProjectionExpression=projection,
+                                **_expression(projection, condition, having,
+                                              status="active")):
+            for item in page:
+                areas = decode_areas(item.get("areas"))
+                if areas:
+                    choices.add((item["layout"], areas))
+        return sorted(choices)
+
+    def known_areas(self) -> tuple[str, ...]:
+        """Every area in the catalog item, sorted (one strongly consistent read)."""
+        item = self._get(self.subscribers_table, _pk(CATALOG_KEY))
+        return tuple(sorted(item.get("names", ()))) if item else ()
+
+    def note_areas(self, names: Iterable[str]) -> None:
+        """Add the names to the catalog item: one ``ADD`` to its string set, atomic and
+        add-only, so two publishers at once both land. (An item holds 400 KB: some
+        thousands of names of at most 60 characters.)"""
+        cleaned = catalog_names(names)
+        if cleaned:
+            self._update(self.subscribers_table, _pk(CATALOG_KEY), "ADD #names :names", None,
+                         names=cleaned)
 
     def record_mail_event(self, subscriber_id: str, kind: str, now: datetime, *,
                           transient_limit: int,
@@ -922,6 +983,7 @@ class DynamoStore(Resource):
         unique and a suppressed one is not brought back.
         """
         record = {name: record.get(name) for name in _SUBSCRIBER_FIELDS}
+        record["areas"] = record["areas"] or None  # SQLite's '' for none: no attribute
         key = record["email_key"]
         if dry_run:
             existing_id = self._id_of(key)
@@ -1109,17 +1171,20 @@ def _code(exc: ClientError) -> str:
 #: The attributes of a ``sub#`` item besides ``pk`` (the SQLite columns, same names).
 _SUBSCRIBER_FIELDS = ("id", "email", "email_key", "status", "layout", "consent_at",
                       "consent_source", "created_at", "confirmed_at", "updated_at",
-                      "consent_ip", "transient_bounces")
+                      "consent_ip", "transient_bounces", "areas")
 _LEDGER_FIELDS = ("issue_id", "subscriber_id", "status", "message_id", "reason", "permanent",
                   "attempts", "updated_at", "feedback")
 
 
 def _new_record(normal: str, status: str, layout: str, source: str, stamp: str,
-                consent_at: str | None) -> dict[str, Any]:
+                consent_at: str | None, areas: str) -> dict[str, Any]:
+    """A new ``sub#`` item's attributes; ``areas`` is :func:`encode_areas`'s text, left out
+    (None) when empty, as :func:`_serialise` leaves out every None."""
     return {"id": new_subscriber_id(), "email": normal, "email_key": email_key(normal),
             "status": status, "layout": layout, "consent_at": consent_at,
             "consent_source": source, "created_at": stamp, "confirmed_at": consent_at,
-            "updated_at": stamp, "consent_ip": None, "transient_bounces": 0}
+            "updated_at": stamp, "consent_ip": None, "transient_bounces": 0,
+            "areas": areas or None}
 
 
 def _pk(value: str) -> dict[str, Any]:
@@ -1175,6 +1240,7 @@ def _subscriber(item: Mapping[str, Any]) -> Subscriber:
         updated_at=decode_time(item["updated_at"]),
         consent_ip=item.get("consent_ip"),
         transient_bounces=int(item.get("transient_bounces", 0)),
+        areas=decode_areas(item.get("areas")),
     )
 
 

@@ -24,7 +24,7 @@ __all__ = ["FILE_NAME", "KINDS", "migrate", "read_only", "summary"]
 #: The store's columns, as the current schema (every migration applied) has them.
 _SUBSCRIBERS = """
     SELECT id, email, email_key, status, layout, consent_at, consent_source, created_at,
-           confirmed_at, updated_at, consent_ip, transient_bounces
+           confirmed_at, updated_at, consent_ip, transient_bounces, areas
     FROM subscribers ORDER BY id"""
 _SUPPRESSIONS = "SELECT email_hash, created_at FROM suppressions ORDER BY email_hash"
 _LEDGER = """
@@ -32,9 +32,10 @@ _LEDGER = """
            updated_at, feedback
     FROM ledger ORDER BY issue_id, subscriber_id"""
 _SEEN = "SELECT key, at FROM seen ORDER BY key"
+_CATALOG = "SELECT name FROM area_catalog ORDER BY name"
 
 #: What the summary counts, in its order.
-KINDS = ("subscribers", "suppressions", "ledger rows", "handled keys")
+KINDS = ("subscribers", "suppressions", "ledger rows", "handled keys", "catalog areas")
 
 
 def migrate(conn: sqlite3.Connection, target: DynamoStore, *, source: Path,
@@ -75,7 +76,21 @@ def migrate(conn: sqlite3.Connection, target: DynamoStore, *, source: Path,
     for row in _rows(conn, source, _SEEN):
         count("handled keys", Copied.COPIED if assume_empty else target.copy_seen(
             row["key"], row["at"], dry_run=dry_run))
+    _copy_catalog(conn, target, source, tally["catalog areas"], assume_empty=assume_empty,
+                  dry_run=dry_run)
     return tally
+
+
+def _copy_catalog(conn: sqlite3.Connection, target: DynamoStore, source: Path,
+                  count: Counter[str], *, assume_empty: bool, dry_run: bool) -> None:
+    """The area catalog, added to DynamoDB's (one item: one read, one update; adding never
+    conflicts, a name already there is counted as present)."""
+    names = [row["name"] for row in _rows(conn, source, _CATALOG)]
+    known = set() if assume_empty or not names else set(target.known_areas())
+    for name in names:
+        count[(Copied.PRESENT if name in known else Copied.COPIED).value] += 1
+    if names and not dry_run:
+        target.note_areas(names)
 
 
 def summary(tally: dict[str, Counter[str]], source: Path, target: DynamoStore, *,

@@ -9,16 +9,21 @@ imports it; neither imports the other.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+import json
+from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 
+from subscribers.areas import clean_area, clean_areas
 from subscribers.model import STATUSES, email_key
 
 __all__ = [
     "IN_FLIGHT_REASON",
     "MAIL_EVENTS",
+    "catalog_names",
+    "decode_areas",
     "decode_time",
     "decode_time_or_none",
+    "encode_areas",
     "encode_time",
     "suppression_hash",
 ]
@@ -65,3 +70,35 @@ def status_counts(by_status_and_layout: Mapping[tuple[str, str], int]) -> dict[s
     for (status, _layout), n in by_status_and_layout.items():
         counts[status] += n
     return counts
+
+
+def encode_areas(names: Iterable[str]) -> str:
+    """A subscriber's areas as both stores keep them: :func:`~subscribers.areas.clean_areas`
+    applied, then a compact JSON array (readable in ``sqlite3``, unambiguous whatever the
+    names hold); no areas is the empty string, so "has interests" is ``areas != ''`` and two
+    equal choices are equal text (what ``variant_choices`` groups on)."""
+    cleaned = clean_areas(names)
+    if not cleaned:
+        return ""
+    return json.dumps(list(cleaned), ensure_ascii=False, separators=(",", ":"))
+
+
+def decode_areas(text: str | None) -> tuple[str, ...]:
+    """Stored areas back as a tuple; cleaned again, so a value edited by hand reads as what
+    could have been stored. Text that is not a JSON array of strings reads as no areas:
+    interests only reorder an email, and a reader must never lose the email over them."""
+    if not text:
+        return ()
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return ()
+    if not isinstance(value, list):
+        return ()
+    return clean_areas(name for name in value if isinstance(name, str))
+
+
+def catalog_names(names: Iterable[str]) -> set[str]:
+    """The names ``note_areas`` adds to the catalog: each cleaned as a reader's choice is
+    (so a catalog name is one a reader can hold), unusable ones dropped; no count limit."""
+    return {cleaned for name in names if (cleaned := clean_area(name)) is not None}

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -39,8 +39,11 @@ from subscribers.model import (
 from subscribers.store.rules import (
     IN_FLIGHT_REASON,
     MAIL_EVENTS,
+    catalog_names,
+    decode_areas,
     decode_time,
     decode_time_or_none,
+    encode_areas,
     encode_time,
     status_counts,
     suppression_hash,
@@ -151,30 +154,41 @@ MIGRATIONS: tuple[str, ...] = (
     """
     ALTER TABLE ledger ADD COLUMN handed_over INTEGER NOT NULL DEFAULT 1;
     """,
+    # 6 -------------------------------------------------------------------------------------
+    # Interests: the areas a subscriber follows (rules.encode_areas: '' for none, else a
+    # JSON array), and the catalog of areas published issues held (what a reader may pick).
+    """
+    ALTER TABLE subscribers ADD COLUMN areas TEXT NOT NULL DEFAULT '';
+    CREATE INDEX subscribers_choices ON subscribers (status, layout, areas) WHERE areas != '';
+
+    CREATE TABLE area_catalog (
+        name TEXT PRIMARY KEY
+    ) WITHOUT ROWID;
+    """,
 )
 
 # Queries are written out whole (no string building), so each one can be read, and
 # grepped, as SQLite runs it.
 _SUBSCRIBER_BY_ID = """
     SELECT id, email, status, layout, consent_at, consent_source, created_at, confirmed_at,
-           updated_at, consent_ip, transient_bounces
+           updated_at, consent_ip, transient_bounces, areas
     FROM subscribers WHERE id = ?"""
 _SUBSCRIBER_BY_KEY = """
     SELECT id, email, status, layout, consent_at, consent_source, created_at, confirmed_at,
-           updated_at, consent_ip, transient_bounces
+           updated_at, consent_ip, transient_bounces, areas
     FROM subscribers WHERE email_key = ?"""
 _SUBSCRIBERS_AFTER = """
     SELECT id, email, status, layout, consent_at, consent_source, created_at, confirmed_at,
-           updated_at, consent_ip, transient_bounces
+           updated_at, consent_ip, transient_bounces, areas
     FROM subscribers WHERE id > ? ORDER BY id LIMIT ?"""
 _SUBSCRIBERS_WITH_STATUS_AFTER = """
     SELECT id, email, status, layout, consent_at, consent_source, created_at, confirmed_at,
-           updated_at, consent_ip, transient_bounces
+           updated_at, consent_ip, transient_bounces, areas
     FROM subscribers WHERE status = ? AND id > ? ORDER BY id LIMIT ?"""
 _INSERT_SUBSCRIBER = """
     INSERT INTO subscribers (id, email, email_key, status, layout, consent_at, consent_source,
-                             created_at, confirmed_at, updated_at)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+                             created_at, confirmed_at, updated_at, areas)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (email_key) DO NOTHING"""
 _CLAIM = """
     INSERT INTO ledger (issue_id, subscriber_id, status, permanent, attempts, updated_at,
@@ -323,7 +337,7 @@ class SqliteStore(Resource):
     # -- subscribers ---------------------------------------------------------------------
 
     def add(self, email: str, layout: str = DEFAULT_LAYOUT, *, status: str = "pending",
-            source: str, now: datetime) -> AddResult:
+            source: str, now: datetime, areas: Iterable[str] = ()) -> AddResult:
         """Store ``email`` as a new subscriber, or say why not (see :class:`AddOutcome`).
 
         Uniqueness is the database's job (a UNIQUE index on the lower-cased address): the
@@ -345,7 +359,7 @@ class SqliteStore(Resource):
             inserted = conn.execute(
                 _INSERT_SUBSCRIBER,
                 (new_subscriber_id(), normal, email_key(normal), status, layout, consent_at,
-                 source, stamp, consent_at, stamp),
+                 source, stamp, consent_at, stamp, encode_areas(areas)),
             ).rowcount
             existing = self._by_email(conn, normal)
             if inserted:
@@ -454,15 +468,19 @@ class SqliteStore(Resource):
             row = conn.execute(_SUBSCRIBER_BY_ID, (subscriber_id,)).fetchone()
         return _subscriber(row)
 
-    def set_layout(self, subscriber_id: str, layout: str, now: datetime) -> Subscriber:
-        """Change the layout a subscriber reads; UnknownSubscriber if there is none."""
+    def set_layout(self, subscriber_id: str, layout: str, now: datetime, *,
+                   areas: Iterable[str] | None = None) -> Subscriber:
+        """Change the layout a subscriber reads, and the areas they follow unless ``areas``
+        is None; UnknownSubscriber if there is none."""
         if layout not in LAYOUTS:
             raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
         stamp = encode_time(now)
+        stored = None if areas is None else encode_areas(areas)
         with self._transaction() as conn:
             changed = conn.execute(
-                "UPDATE subscribers SET layout = ?, updated_at = ? WHERE id = ?",
-                (layout, stamp, subscriber_id),
+                "UPDATE subscribers SET layout = ?, areas = coalesce(?, areas), updated_at = ? "
+                "WHERE id = ?",
+                (layout, stored, stamp, subscriber_id),
             ).rowcount
             if not changed:
                 raise UnknownSubscriber(subscriber_id=subscriber_id)
@@ -470,33 +488,38 @@ class SqliteStore(Resource):
         return _subscriber(row)
 
     def request_subscription(self, email: str, layout: str, *, source: str,
-                             now: datetime) -> AddResult:
+                             now: datetime, areas: Iterable[str] = ()) -> AddResult:
         """A sign-up someone asked for, before any consent (see
         :meth:`~subscribers.store.Directory.request_subscription`).
 
         Outcomes: ``CREATED`` (a new ``pending`` row), ``EXISTING`` (``pending`` or
         ``active``; a pending one takes the new layout), ``REFUSED`` (``unsubscribed``,
         ``bounced`` or ``complained``: still so, with the new layout, until the person
-        confirms) and ``SUPPRESSED`` (removed: nothing stored). An ``active`` subscriber's
-        layout is never changed here: the request carries no proof that it comes from them.
+        confirms) and ``SUPPRESSED`` (removed: nothing stored). A subscriber who is not
+        ``active`` takes the areas asked for with the layout. An ``active`` subscriber's
+        layout and areas are never changed here: the request carries no proof that it comes
+        from them.
         """
         if layout not in LAYOUTS:
             raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
         normal = normalise_email(email)
         stamp = encode_time(now)
+        stored = encode_areas(areas)
         with self._transaction() as conn:
             if _suppressed(conn, normal):
                 return AddResult(AddOutcome.SUPPRESSED, None)
             inserted = conn.execute(
                 _INSERT_SUBSCRIBER,
                 (new_subscriber_id(), normal, email_key(normal), "pending", layout, None,
-                 source, stamp, None, stamp),
+                 source, stamp, None, stamp, stored),
             ).rowcount
             if inserted:
                 return AddResult(AddOutcome.CREATED, self._by_email(conn, normal))
-            conn.execute("UPDATE subscribers SET layout = ?, updated_at = ? "
-                         "WHERE email_key = ? AND status != 'active' AND layout != ?",
-                         (layout, stamp, email_key(normal), layout))
+            conn.execute("UPDATE subscribers SET layout = :layout, areas = :areas, "
+                         "updated_at = :now WHERE email_key = :key AND status != 'active' "
+                         "AND (layout != :layout OR areas != :areas)",
+                         {"layout": layout, "areas": stored, "now": stamp,
+                          "key": email_key(normal)})
             current = self._by_email(conn, normal)
         outcome = AddOutcome.REFUSED if current.status in FINAL_STATUSES else AddOutcome.EXISTING
         return AddResult(outcome, current)
@@ -552,6 +575,33 @@ class SqliteStore(Resource):
             if row is None:
                 raise UnknownSubscriber(subscriber_id=subscriber_id)
         return _subscriber(row)
+
+    # -- interests -----------------------------------------------------------------------
+
+    def variant_choices(self) -> list[tuple[str, tuple[str, ...]]]:
+        """The distinct (layout, areas) of active subscribers who follow any area, sorted:
+        one ``SELECT DISTINCT`` (stored areas are canonical text, so equal choices group)."""
+        with self._using() as conn:
+            rows = conn.execute("SELECT DISTINCT layout, areas FROM subscribers "
+                                "WHERE status = 'active' AND areas != ''").fetchall()
+        return sorted({(row[0], areas) for row in rows if (areas := decode_areas(row[1]))})
+
+    def known_areas(self) -> tuple[str, ...]:
+        """Every area in the catalog, sorted."""
+        with self._using() as conn:
+            rows = conn.execute("SELECT name FROM area_catalog ORDER BY name").fetchall()
+        return tuple(row[0] for row in rows)
+
+    def note_areas(self, names: Iterable[str]) -> None:
+        """Add the names to the catalog (an insert that does nothing for a known one)."""
+        cleaned = sorted(catalog_names(names))
+        if not cleaned:
+            return
+        with self._transaction() as conn:
+            conn.executemany("INSERT INTO area_catalog (name) VALUES (?) "
+                             "ON CONFLICT (name) DO NOTHING", [(name,) for name in cleaned])
+
+    # -- handled keys ----------------------------------------------------------------------
 
     def first_time(self, key: str, now: datetime) -> bool:
         """Record ``key`` as handled; True for exactly one caller (an insert that does
@@ -891,6 +941,7 @@ def _subscriber(row: sqlite3.Row) -> Subscriber:
         updated_at=decode_time(row["updated_at"]),
         consent_ip=row["consent_ip"],
         transient_bounces=row["transient_bounces"],
+        areas=decode_areas(row["areas"]),
     )
 
 

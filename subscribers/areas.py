@@ -1,0 +1,41 @@
+"""Area names as a reader's choice: the one way a name from a form, a CSV column or the
+archive becomes what the store keeps.
+
+It lives here, not in ``pipeline.core.interests`` (which re-exports it), because the
+subscriber store must apply it and ``subscribers`` may not import ``pipeline.core``
+(the import-linter contract ``subscribers-alone``); ``pipeline.core`` may import this
+module (``core-pure`` forbids only the store and the subscription actions), so there is
+one definition and both sides use it. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from collections.abc import Iterable
+
+__all__ = ["MAX_AREAS", "MAX_AREA_LENGTH", "clean_area", "clean_areas"]
+
+#: A reader may follow at most this many areas; a name is at most this long.
+MAX_AREAS = 50
+MAX_AREA_LENGTH = 60
+
+_SPACE = re.compile(r"\s+")
+
+
+def clean_area(name: str) -> str | None:
+    """One name folded as the feed's areas are (NFKC, lower case, runs of white space to
+    ``-``), or None when nothing usable is left: empty, longer than
+    :data:`MAX_AREA_LENGTH`, or holding a control or other unprintable character (which
+    also keeps a stored list's separators out of a name)."""
+    folded = _SPACE.sub("-", unicodedata.normalize("NFKC", name).strip().lower())
+    if folded and len(folded) <= MAX_AREA_LENGTH and folded.isprintable():
+        return folded
+    return None
+
+
+def clean_areas(names: Iterable[str]) -> tuple[str, ...]:
+    """A reader's chosen areas as stored: each name through :func:`clean_area` (unusable
+    ones dropped), no duplicates, sorted, at most :data:`MAX_AREAS`."""
+    kept = {cleaned for name in names if (cleaned := clean_area(name)) is not None}
+    return tuple(sorted(kept))[:MAX_AREAS]
