@@ -43,12 +43,18 @@ run: install
 
 # Proof the coming issue before it goes out: build it from the sample re-dated as `make run`
 # does, write build/issues/<week>/preview/, serve it on 127.0.0.1 and print the approve command
-# (exit 3 when the proof report has a blocking problem). WEEK=2026-W48 previews that week from
-# [feed] urls instead (the bundled sample, as dated, is 2026-W48). PREVIEW_TO=you@example.org
-# also sends test copies (PREVIEW_LAYOUTS=zh-en,en: only those); PREVIEW_ARGS passes more
-# options (--no-serve, --watch, --port P).
+# (exit 3 when the proof report has a blocking problem). A fresh store is seeded with the
+# sample subscribers as `make run` does, so the interest variants their areas choose are
+# proofed too. WEEK=2026-W48 previews that week from [feed] urls instead (the bundled sample,
+# as dated, is 2026-W48). PREVIEW_TO=you@example.org also sends test copies
+# (PREVIEW_LAYOUTS=zh-en,en: only those); PREVIEW_ARGS passes more options (--no-serve,
+# --watch, --port P).
 preview: install
 	$(BIN)/python examples/redate.py examples/sample-feed.atom $(SAMPLE_FEED)
+	@if [ ! -f $(STORE) ]; then \
+	  echo "fresh local store: seeding the sample subscribers of examples/subscribers.csv"; \
+	  $(NEWSLETTER) subscribers import examples/subscribers.csv --confirmed; \
+	fi
 	$(NEWSLETTER) preview $(if $(WEEK),--week $(WEEK),--feed $(SAMPLE_FEED)) $(if $(PREVIEW_TO),--to $(PREVIEW_TO)) $(if $(PREVIEW_LAYOUTS),--layouts $(PREVIEW_LAYOUTS)) $(PREVIEW_ARGS)
 
 # Serve the published archive on loopback (what [site] base_url points at by default).

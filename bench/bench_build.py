@@ -18,6 +18,11 @@ a real render costs: four layouts, plus the extra attempts the size budget force
 issue no longer fits. The second table gives the HTML bytes per layout and how many items the
 budget shortened to a title (``brief``) or left to the archive (``folded``).
 
+The fourth table is the cost of interest variants: ``assemble`` (the build without I/O) of the
+sample-sized issue for 1,000 subscribers whose (layout, areas) choices come to 0, 1 and 20
+distinct variants, and for 10,000 sharing the same 20. Renderings follow the distinct choices,
+never the subscribers: 20 choices cost the same for 1,000 readers as for 10,000.
+
 The third table is the size budget as it is enforced: each layout's two parts *as sent*, that
 is one recipient's message from ``Messages.build`` (real signed links), each part body after
 the transfer encoding ``mime.choose_encoding`` picked for it (``qp`` or ``b64``), against
@@ -51,7 +56,7 @@ from mjml import mjml2html
 
 from pipeline.config import Settings, load
 from pipeline.core import issue_json
-from pipeline.core.assemble import assemble
+from pipeline.core.assemble import Choice, assemble, distinct_variants
 from pipeline.core.bilingual import compose
 from pipeline.core.collect import (
     FeedResult,
@@ -61,6 +66,7 @@ from pipeline.core.collect import (
     parse_feed,
     skipped_in_week,
 )
+from pipeline.core.interests import Variant, issue_areas
 from pipeline.core.message import Messages
 from pipeline.core.mime import BASE64, encode_body
 from pipeline.core.rank import rank
@@ -226,7 +232,7 @@ def total(data: bytes, settings: Settings, week: Week, renderer: Renderer) -> No
 def mjml_source(renderer: Renderer, issue: Issue, base_url: str,
                 footer: Footer) -> Callable[[], str]:
     """Jinja alone: ``Renderer._html`` up to, not including, ``mjml2html`` (items in full)."""
-    context = renderer._context(issue, BASELINE_LAYOUT, base_url.rstrip("/"),
+    context = renderer._context(issue, Variant(BASELINE_LAYOUT), base_url.rstrip("/"),
                                 _Plan(issue.items, (), 0), footer)
     return lambda: renderer.html_template.render(context)
 
@@ -264,6 +270,58 @@ def sent_layouts(issue: Issue, rendered: dict[str, RenderedLayout], settings: Se
 
 
 # -- measuring -------------------------------------------------------------------------------
+
+
+#: The variants table's rows: (subscribers, distinct choices among them).
+VARIANT_CASES = ((1_000, 0), (1_000, 1), (1_000, 20), (10_000, 20))
+
+
+def reader_choices(areas: Sequence[str], distinct: int, subscribers: int) -> list[Choice]:
+    """``subscribers`` choices that come to ``distinct`` interest variants of an issue whose
+    items carry ``areas`` (one or two areas each; 0: nobody follows an area)."""
+    pool: list[Choice] = []
+    pairs = [(a, b) for i, a in enumerate(areas) for b in areas[i + 1:]]
+    for n in range(distinct):
+        picked = (areas[n % len(areas)],) if n < len(areas) else pairs[n - len(areas)]
+        pool.append((LAYOUTS[n % len(LAYOUTS)], picked))
+    if not pool:
+        pool = [(LAYOUTS[0], ())]
+    return [pool[n % len(pool)] for n in range(subscribers)]
+
+
+@dataclass(frozen=True)
+class VariantCost:
+    distinct: int
+    subscribers: int
+    rendered: int
+    total_ms: float
+    #: ``distinct_variants`` alone: the only part that walks every subscriber's choice.
+    dedup_ms: float
+
+
+def bench_variants(sample: Sample, size: int, settings: Settings, week: Week,
+                   renderer: Renderer, runs: int) -> list[VariantCost]:
+    data = synthetic_feed(sample, size, week)
+    ranked = rank_week(settings, week, [parse_feed(data, LOCATION, settings.feed.repo)])
+    areas = issue_areas(ranked.items)
+    costs = []
+    for subscribers, distinct in VARIANT_CASES:
+        choices = reader_choices(areas, distinct, subscribers)
+        rendered = len(distinct_variants(choices, ranked.items))
+        took = median_ms(lambda choices=choices: assemble(settings, week, ranked, renderer,
+                                                           choices), runs)
+        dedup = median_ms(lambda choices=choices: distinct_variants(choices, ranked.items),
+                          runs)
+        costs.append(VariantCost(distinct, len(choices), rendered, took, dedup))
+    return costs
+
+
+def variant_rows(costs: Sequence[VariantCost]) -> list[list[str]]:
+    base = costs[0].total_ms if costs else 0.0
+    return [[str(c.subscribers), str(c.distinct), str(c.rendered), f"{c.total_ms:.1f}",
+             f"{c.dedup_ms:.1f}",
+             f"{(c.total_ms - c.dedup_ms - base) / c.rendered:.2f}" if c.rendered else "-"]
+            for c in costs]
 
 
 def median_ms(fn: Callable[[], object], runs: int) -> float:
@@ -385,7 +443,8 @@ def header(settings: Settings, runs: int) -> str:
     ])
 
 
-def report(settings: Settings, runs: int, results: Sequence[SizeResult]) -> str:
+def report(settings: Settings, runs: int, results: Sequence[SizeResult],
+           variants: Sequence[VariantCost] = ()) -> str:
     timing_headers = ["size", "entries", "must/med/skim/unrated", "collect ms", "rank ms",
                       "render ms", "total ms", "jinja-only ms", "mjml-only ms", "render/jinja"]
     byte_headers = ["size", "layout", "html KB", "bytes/item", "shortened", "folded"]
@@ -405,6 +464,13 @@ def report(settings: Settings, runs: int, results: Sequence[SizeResult]) -> str:
         "encoding (qp = quoted-printable, b64 = base64); vs b64 = as sent / the same part in "
         "base64 (the baseline); % of budget = the heavier part; µs/msg = median "
         "Messages.build.",
+        f"Interest variants: assemble of the {SIZES[0]}-PR issue for subscribers sharing "
+        "their choices",
+        table(["subscribers", "distinct choices", "variants rendered", "assemble ms",
+               "of which dedup ms", "ms per variant"], variant_rows(variants)),
+        "dedup = reducing every subscriber's choice to its variant (the store hands build "
+        "distinct choices already); ms per variant = (assemble - dedup - the row without "
+        "variants) / variants rendered: rendering follows the distinct choices only.",
     ])
 
 
@@ -427,7 +493,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     sample, renderer = read_sample(), Renderer()
     results = [bench_size(sample, size, settings, week, renderer, ns.runs)
                for size in ns.sizes]
-    print(report(settings, ns.runs, results))
+    variants = bench_variants(sample, ns.sizes[0], settings, week, renderer, ns.runs)
+    print(report(settings, ns.runs, results, variants))
     return 0
 
 

@@ -33,6 +33,7 @@ from subscribers.subscriptions import Policy, Subscriptions
 from subscribers.tokens import Keys
 
 if TYPE_CHECKING:
+    from pipeline.core.assemble import Choice
     from pipeline.sources import PullSource
     from pipeline.stages.built import BuiltIssue
     from pipeline.stages.machine_translation import Translate
@@ -152,6 +153,19 @@ def open_store(settings: Settings) -> SubscriberStore:
     if settings.store.backend == "dynamodb":
         return open_dynamo_store(settings)
     return SqliteStore.open(settings.resolve(settings.paths.data_dir) / FILE_NAME)
+
+
+def reader_choices(settings: Settings) -> list[Choice]:
+    """The readers' (layout, areas) choices a build renders variants for: read from the
+    store, except that a local store not created yet has none (a first build before any
+    subscriber must not create it)."""
+    from pipeline.stages.build import reader_choices as choices_of
+
+    if settings.store.backend != "dynamodb" and not (
+            settings.resolve(settings.paths.data_dir) / FILE_NAME).exists():
+        return []
+    with open_store(settings) as store:
+        return choices_of(store)
 
 
 def open_dynamo_store(settings: Settings) -> DynamoStore:

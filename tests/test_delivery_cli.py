@@ -78,11 +78,16 @@ def test_limit_then_resume(project):
 def test_test_copies_go_outside_the_ledger(project):
     result = ok(run(["send", "--week", SAMPLE_WEEK, "--to", "editor@example.org",
                      "--layout", "zh-en", "--layout", "en"], project))
-    assert result.stdout.count("test copy") == 2
+    # Each layout asked for, and each interest variant of those layouts the build rendered.
+    data = json.loads((project / "build" / "issues" / SAMPLE_WEEK / "issue.json").read_text())
+    variants = sorted(v["key"] for v in data.get("variants", []) if v["layout"] in ("zh-en", "en"))
+    assert variants  # the sample subscribers follow areas of the sample issue
+    assert result.stdout.count("test copy") == 2 + len(variants)
     tests = outbox(project)
     subjects = sorted(email.message_from_bytes(p.read_bytes(), policy=policy.default)["Subject"]
                       for p in tests)
-    assert subjects[0].startswith("[TEST en] ") and subjects[1].startswith("[TEST zh-en] ")
+    labels = sorted(s.split("]")[0].removeprefix("[TEST ") for s in subjects)
+    assert labels == sorted(["en", "zh-en", *variants])
     # The real send still reaches everyone.
     assert f"sent {subscriber_count()}," in ok(run(["send", "--week", SAMPLE_WEEK],
                                                    project)).stdout

@@ -23,6 +23,7 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -87,8 +88,28 @@ class Previewed:
 def sample(tmp_path_factory) -> Previewed:
     chromium_executable()  # fails, with the reason, where there is no Chromium
     project = make_project(tmp_path_factory.mktemp("preview-sample"))
+    seed_readers(project)
     result = run(["preview", "--week", SAMPLE_WEEK, "--no-serve"], project)
     return Previewed(project, result)
+
+
+#: The sample's readers: their areas come to two interest variants (and one plain reader).
+READERS = (("zh-en", ("rocm",)), ("zh-en", ("rocm", "not-this-week")), ("en", ("cpu", "nixl")),
+           ("en-zh", ()))
+
+
+def seed_readers(project: Path) -> None:
+    from subscribers.store.sqlite import SqliteStore
+
+    with SqliteStore.open(project / "data" / "subscribers.sqlite3") as store:
+        for n, (layout, areas) in enumerate(READERS):
+            store.add(f"reader{n}@example.org", layout, status="active", source="test",
+                      now=datetime(2026, 11, 30, tzinfo=UTC), areas=areas)
+
+
+def variant_keys(project: Path) -> list[str]:
+    data = json.loads((issue_folder(project) / "issue.json").read_text())
+    return [v["key"] for v in data.get("variants", [])]
 
 
 @pytest.mark.subprocess
@@ -114,6 +135,12 @@ def test_preview_of_the_sample(sample: Previewed):
     assert f"No editor's file — create <code>editorial/{SAMPLE_WEEK}.toml</code> to " \
            "reorder/hide/note" in html
     assert result.stderr == ""
+    keys = variant_keys(sample.project)
+    assert len(keys) == 2 and "2 interest variant(s)" in html
+    for key in keys:
+        assert f'href="email-{key}.html"' in html
+        copy = (folder / f"email-{key}.html").read_text(encoding="utf-8")
+        assert "%%" not in copy and 'href="#unsubscribe"' in copy
 
 
 def png_size(path: Path) -> tuple[int, int]:
@@ -206,7 +233,8 @@ def test_the_page_loads_cleanly_and_shows_every_layout(browser, served, sample: 
             "iframe", "els => els.map(e => [e.getAttribute('src'), e.width, e.title])")
         expected = [[f"email-{layout}.html", "375"] for layout in LAYOUTS] + \
             [[f"email-{layout}.html", "600"] for layout in LAYOUTS] + \
-            [[f"email-{layout}-dark.html", "375"] for layout in LAYOUTS]
+            [[f"email-{layout}-dark.html", "375"] for layout in LAYOUTS] + \
+            [[f"email-{key}.html", "375"] for key in variant_keys(sample.project)]
         assert sorted(f[:2] for f in frames) == sorted(expected)
         assert all(title for _, _, title in frames)
         for layout in LAYOUTS:
@@ -238,7 +266,7 @@ def test_the_page_loads_cleanly_and_shows_every_layout(browser, served, sample: 
 def test_the_page_needs_no_javascript(browser, served):
     with open_preview(browser, served, javascript=False) as visit:
         page = visit.page
-        assert page.locator("iframe").count() == 3 * len(LAYOUTS)
+        assert page.locator("iframe").count() == 3 * len(LAYOUTS) + 2  # and the variants
         assert page.get_by_role("link", name="Ranking").count() == 1
         page.get_by_role("link", name="Approve", exact=True).click()
         assert page.url.endswith("#approve")

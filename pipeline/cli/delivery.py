@@ -36,9 +36,11 @@ from pipeline.model import LAYOUTS
 
 if TYPE_CHECKING:
     from pipeline.config import Settings
+    from pipeline.core.assemble import Choice
     from pipeline.model import Week
     from pipeline.stages.built import BuiltIssue
     from pipeline.stages.preflight import Delivery
+    from subscribers.store import SubscriberStore
 
 __all__ = ["add_run", "add_send", "deliver", "open_delivery"]
 
@@ -127,11 +129,16 @@ def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
     # The issue's lease from the start: two schedulers firing together must not both
     # build, publish and send (the send inside holds the same lease again).
     with open_store(settings) as store, hold(store, f"send:{week.id}", f"run {week.id}"):
-        return _run_week(args, settings, week)
+        return _run_week(args, settings, week, store)
 
 
-def _run_week(args: argparse.Namespace, settings: Settings, week: Week) -> int:
-    built = _approved(settings, week) or _build(args, settings, week)
+def _run_week(args: argparse.Namespace, settings: Settings, week: Week,
+              store: SubscriberStore) -> int:
+    """Build (with the readers' choices) or reuse the approved issue, then check, publish
+    and send that one folder: nothing is rendered again after the build."""
+    from pipeline.stages.build import reader_choices
+
+    built = _approved(settings, week) or _build(args, settings, week, reader_choices(store))
     args.to = None
     # Every check of the send, the transport's login included, before anything is
     # published: the archive never shows an issue that could not be sent.
@@ -160,13 +167,14 @@ def _approved(settings: Settings, week: Week) -> BuiltIssue | None:
     return candidate
 
 
-def _build(args: argparse.Namespace, settings: Settings, week: Week) -> BuiltIssue:
+def _build(args: argparse.Namespace, settings: Settings, week: Week,
+           choices: list[Choice]) -> BuiltIssue:
     from pipeline.stages.build import build
     from pipeline.stages.built import load_built
 
     with translation(settings) as translate, log.timed(_log, "build"):
         result = build(settings, week_id=week.id, feeds=args.feed, translate=translate,
-                       github=github(settings))
+                       github=github(settings), choices=choices)
     print(f"built {week.id}: {len(result.issue.items)} items → {shown(result.out_dir)}/")
     return load_built(result.out_dir)
 
@@ -181,9 +189,9 @@ def deliver(args: argparse.Namespace, settings: Settings, built: BuiltIssue,
         _log.info("note: NEWSLETTER_SECRET is not set; links are signed with the development "
                   "key (fine for the local outbox, never for real mail)")
     if args.to:
-        for layout, message_id in send_tests(built, delivery.messages, delivery.transport,
-                                             args.to, args.layout or LAYOUTS):
-            print(f"test copy {layout} → {args.to}: {message_id}")
+        for key, message_id in send_tests(built, delivery.messages, delivery.transport,
+                                          args.to, args.layout or LAYOUTS):
+            print(f"test copy {key} → {args.to}: {message_id}")
         return EXIT_OK
     return _send_list(args, settings, built, delivery)
 

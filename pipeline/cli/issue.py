@@ -88,11 +88,14 @@ def add_status(commands: argparse._SubParsersAction[Any]) -> None:
 
 def _cmd_build(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.stages.build import build
+    from pipeline.wiring import reader_choices
 
+    choices = reader_choices(settings)
     with translation(settings) as translate, future_week_said(settings, args.week), \
             log.timed(_log, "build"):
         built = build(settings, week_id=args.week, feeds=args.feed, out=args.out,
-                      force=args.force, translate=translate, github=github(settings))
+                      force=args.force, translate=translate, github=github(settings),
+                      choices=choices)
     issue = built.issue
     tiers = Counter(item.tier for item in issue.items)
     blocking = [p for p in issue.problems if p.severity == "blocking"]
@@ -102,8 +105,11 @@ def _cmd_build(args: argparse.Namespace, settings: Settings) -> int:
           f"{len(blocking)} blocking problem(s), {len(warnings)} warning(s)")
     for problem in issue.problems:
         print(f"  {problem.severity}: {problem.code}: {problem.message}")
-    for layout, result in built.rendered.items():
-        print(f"  email-{layout}.html {result.html_bytes / 1000:.1f} KB")
+    variants = [key for key, result in built.rendered.items() if result.areas]
+    for key, result in built.rendered.items():
+        print(f"  email-{key}.html {result.html_bytes / 1000:.1f} KB"
+              + (f" (areas first: {', '.join(result.areas)})" if result.areas else ""))
+    print(f"{len(variants)} interest variant(s) for {len(choices)} reader choice(s)")
     print(f"artifacts: {shown(built.out_dir)}/")
     print(f"content_hash: {built.data['content_hash']}")
     return EXIT_OK

@@ -131,16 +131,19 @@ def _maker(args: argparse.Namespace, settings: Settings, week_id: str, approve: 
     import shutil
 
     from pipeline.stages.preview import preview_issue
+    from pipeline.wiring import reader_choices
 
     chromium = None if args.no_screenshots else shutil.which("chromium")
     skip = ("--no-screenshots was given" if args.no_screenshots
             else "no chromium on the PATH (install Debian's chromium to get them)")
 
     def make() -> Made:
+        choices = reader_choices(settings)  # again on each rebuild: readers may change theirs
         with translation(settings) as translate:
             return preview_issue(settings, week_id, args.feed, approve_command=approve,
                                  chromium=chromium, skip_reason=skip, shown=shown,
-                                 translate=translate, github=github(settings))
+                                 translate=translate, github=github(settings),
+                                 choices=choices)
 
     return make
 
@@ -221,6 +224,10 @@ def _show_preview(built: BuiltIssue, report: ProofReport, preview: Preview) -> N
     for size in report.sizes:
         print(f"  email-{size.layout}.html {size.weight / 1000:.1f} KB as sent "
               f"({size.percent:.0f}% of {size.budget / 1000:.0f} KB)")
+    print(f"{len(report.variants)} interest variant(s)")
+    for v in report.variants:
+        print(f"  email-{v.key}.html {v.html.weight / 1000:.1f} KB as sent "
+              f"({v.html.percent:.0f}%), {v.layout}, areas first: {', '.join(v.areas)}")
     shots = preview.screenshots
     if shots.files:
         print(f"screenshots: {len(shots.files)} in {shown(preview.folder / 'screenshots')}/")

@@ -7,11 +7,16 @@ bytes, and assembling makes no call. The build runs it in two steps around that 
     group (feeds → Grouped) → rank_week (+ the editor's file → Ranked)
         → [the stage asks GitHub and the translator → Gathered]
         → complete (facts, translations, links) → assemble (compose, render, issue.json)
+
+Interest variants: ``assemble`` takes the readers' choices (layout, areas), as many as the
+list has, and renders each *distinct* variant they come to once (see
+:mod:`pipeline.core.interests`): a thousand readers of three choices cost three renderings,
+and a choice none of whose areas this issue touches is the plain layout, rendered anyway.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
@@ -20,7 +25,8 @@ from pipeline.core import issue_json
 from pipeline.core.bilingual import MachineText, compose, fill_missing, sort_problems
 from pipeline.core.collect import FeedResult, PullGroup, group_week, merge, skipped_in_week
 from pipeline.core.editorial import Editorial
-from pipeline.core.issue_json import IssueData
+from pipeline.core.interests import Variant, issue_areas, variant_for
+from pipeline.core.issue_json import IssueData, variant_data
 from pipeline.core.pulls import link_item, with_facts
 from pipeline.core.rank import rank
 from pipeline.core.render import Footer, RenderedLayout, Renderer
@@ -28,8 +34,11 @@ from pipeline.errors import EmptyWeekError
 from pipeline.model import LAYOUTS, Issue, Item, Problem, PullFacts, Skipped, Week
 from pipeline.week import issue_number
 
-__all__ = ["Assembled", "Gathered", "Grouped", "Ranked", "assemble", "complete", "group",
-           "rank_week"]
+__all__ = ["Assembled", "Choice", "Gathered", "Grouped", "Ranked", "assemble", "complete",
+           "distinct_variants", "group", "rank_week"]
+
+#: One reader's choice: their layout and the areas they follow.
+Choice = tuple[str, Sequence[str]]
 
 
 @dataclass(frozen=True)
@@ -67,8 +76,8 @@ class Gathered:
 
 
 class Assembled(NamedTuple):
-    """The issue, its ``issue.json`` data, its artifacts (file name → bytes) and the rendered
-    layouts (a tuple: callers unpack it)."""
+    """The issue, its ``issue.json`` data, its artifacts (file name → bytes) and the
+    renderings, by layout then by variant key (a tuple: callers unpack it)."""
 
     issue: Issue
     data: IssueData
@@ -109,18 +118,38 @@ def complete(ranked: Ranked, gathered: Gathered) -> Ranked:
                   ranked.skipped)
 
 
+def distinct_variants(choices: Iterable[Choice], items: Sequence[Item]) -> tuple[Variant, ...]:
+    """The interest variants ``choices`` come to for an issue of ``items``: each once, sorted,
+    without the plain layouts (rendered anyway). A choice of an unknown layout is no reader's
+    (the store keeps layouts valid) and is left out rather than stop the build."""
+    areas = issue_areas(items)
+    found = {variant_for(layout, chosen, areas) for layout, chosen in choices
+             if layout in LAYOUTS}
+    return tuple(sorted(v for v in found if v.areas))
+
+
 def assemble(settings: Settings, week: Week, ranked: Ranked,
-             renderer: Renderer | None = None) -> Assembled:
-    """Completed items → the issue, its JSON and its artifacts, every layout rendered."""
+             renderer: Renderer | None = None, choices: Iterable[Choice] = ()) -> Assembled:
+    """Completed items → the issue, its JSON and its artifacts: every layout rendered, and
+    each distinct interest variant of ``choices``, all within the size budget."""
     issue = compose(ranked.items, week, settings.feed.repo, settings.site.base_url,
                     ranked.skipped, ranked.problems,
                     issue_number(week.id, settings.issue.first_week))
-    rendered, render_problems = (renderer or Renderer()).render(
-        issue, settings.site.base_url, settings.issue.size_budget_kb,
-        Footer.from_settings(settings))
+    renderer = renderer or Renderer()
+    footer = Footer.from_settings(settings)
+    base_url, budget_kb = settings.site.base_url, settings.issue.size_budget_kb
+    rendered, render_problems = renderer.render(issue, base_url, budget_kb, footer)
+    for variant in distinct_variants(choices, issue.items):
+        result, problem = renderer.render_variant(issue, variant, base_url, budget_kb, footer)
+        rendered[variant.key] = result
+        if problem:
+            render_problems.append(problem)
     issue = replace(issue, problems=sort_problems([*issue.problems, *render_problems]))
     artifacts: dict[str, bytes] = {}
-    for layout in LAYOUTS:
-        artifacts[f"email-{layout}.html"] = rendered[layout].html.encode("utf-8")
-        artifacts[f"email-{layout}.txt"] = rendered[layout].text.encode("utf-8")
-    return Assembled(issue, issue_json.to_dict(issue, artifacts), artifacts, rendered)
+    for key, result in rendered.items():
+        artifacts[f"email-{key}.html"] = result.html.encode("utf-8")
+        artifacts[f"email-{key}.txt"] = result.text.encode("utf-8")
+    variants = [variant_data(r.variant, r.brief, r.folded) for r in rendered.values()
+                if r.areas]
+    return Assembled(issue, issue_json.to_dict(issue, artifacts, variants), artifacts,
+                     rendered)

@@ -8,11 +8,14 @@ It lives in ``core`` because the pure parts (proof, messages, the site) take it 
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.core.issue_json import IssueData
+from pipeline.core.interests import issue_areas, variant_for
+from pipeline.core.issue_json import BuiltVariant, IssueData
 from pipeline.model import LAYOUTS, Issue, Problem
 
 
@@ -24,11 +27,13 @@ class BuiltIssue:
     issue: Issue
     #: What the artifacts were checked against, and what an approval pins.
     content_hash: str
-    #: ``email-<layout>.html`` / ``.txt`` → text.
+    #: ``email-<layout>.html`` / ``.txt`` (and ``email-<variant key>.*``) → text.
     artifacts: dict[str, str]
     #: ``issue.json`` byte for byte as it was read: what ``publish`` copies to the archive,
     #: so the archived file is the one its ``content_hash`` was computed over.
     source: bytes
+    #: The interest variants the build rendered (``issue.json``'s ``variants``), checked.
+    variants: tuple[BuiltVariant, ...] = ()
 
     @property
     def id(self) -> str:
@@ -40,11 +45,39 @@ class BuiltIssue:
         data: IssueData = json.loads(self.source)
         return data
 
-    def html(self, layout: str) -> str:
-        return self.artifacts[f"email-{layout}.html"]
+    def html(self, key: str) -> str:
+        """The HTML part of a layout or of a variant (by its key)."""
+        return self.artifacts[f"email-{key}.html"]
 
-    def text(self, layout: str) -> str:
-        return self.artifacts[f"email-{layout}.txt"]
+    def text(self, key: str) -> str:
+        """The text part of a layout or of a variant (by its key)."""
+        return self.artifacts[f"email-{key}.txt"]
+
+    @property
+    def keys(self) -> tuple[str, ...]:
+        """Every rendering sent from this folder: the layouts, then the variants."""
+        return (*LAYOUTS, *(v.key for v in self.variants))
+
+    def choose(self, layout: str, areas: Iterable[str]) -> tuple[str, bool]:
+        """The rendering a reader of ``layout`` following ``areas`` gets, and whether it is
+        the plain layout in place of the variant they should get (their interests changed
+        after the build). Nothing is rendered here: what was proofed is what is sent."""
+        if layout not in LAYOUTS:  # Messages says so, as for any unknown layout
+            return layout, False
+        wanted = variant_for(layout, areas, self._areas)
+        if not wanted.areas:
+            return layout, False
+        if wanted.key in self._variant_keys:
+            return wanted.key, False
+        return layout, True
+
+    @functools.cached_property
+    def _areas(self) -> tuple[str, ...]:
+        return issue_areas(self.issue.items)
+
+    @functools.cached_property
+    def _variant_keys(self) -> frozenset[str]:
+        return frozenset(v.key for v in self.variants)
 
     def blocking(self, *, allow_missing_translations: bool = False) -> list[Problem]:
         """The blocking problems that stop a send (missing languages may be waived)."""
@@ -52,5 +85,7 @@ class BuiltIssue:
                 and not (allow_missing_translations and p.code == "missing-language")]
 
 
-def artifact_names() -> list[str]:
-    return [f"email-{layout}.{ext}" for layout in LAYOUTS for ext in ("html", "txt")]
+def artifact_names(variant_keys: Sequence[str] = ()) -> list[str]:
+    """The artifact files of a built issue: each layout's, then each variant's (by key)."""
+    keys = [*LAYOUTS, *variant_keys]
+    return [f"email-{key}.{ext}" for key in keys for ext in ("html", "txt")]

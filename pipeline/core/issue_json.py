@@ -14,12 +14,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Generic, TypedDict, TypeGuard, TypeVar
+from typing import Any, Generic, NotRequired, TypedDict, TypeGuard, TypeVar
 
+from pipeline.core.interests import Variant, issue_areas
 from pipeline.model import (
     LANGS,
+    LAYOUTS,
     Issue,
     Item,
     Pair,
@@ -106,6 +110,19 @@ class WeekData(TypedDict):
     tz: str
 
 
+class VariantData(TypedDict):
+    """One interest variant the build rendered (``email-<key>.html`` / ``.txt``)."""
+
+    key: str
+    layout: str
+    #: The areas it puts first: sorted, each one an area of the issue's items.
+    areas: list[str]
+    #: PRs shown as a title and a link only, to fit the budget.
+    brief: list[int]
+    #: How many PRs are left to the archive's "N more" link.
+    folded: int
+
+
 class IssueBody(TypedDict):
     """``issue.json`` without its ``content_hash`` (what the hash covers)."""
 
@@ -120,6 +137,9 @@ class IssueBody(TypedDict):
     items: list[ItemData]
     skipped: list[SkippedData]
     problems: list[ProblemData]
+    #: Written only when the build rendered interest variants: an issue without them keeps
+    #: the bytes (and the hash) it had before variants existed.
+    variants: NotRequired[list[VariantData]]
 
 
 class IssueData(IssueBody):
@@ -185,20 +205,29 @@ def _problem(problem: Problem) -> ProblemData:
             "message": problem.message}
 
 
-def to_dict(issue: Issue, artifacts: Mapping[str, bytes]) -> IssueData:
-    """The issue as DESIGN.md lays it out, ``content_hash`` included."""
-    body = _body(issue)
+def to_dict(issue: Issue, artifacts: Mapping[str, bytes],
+            variants: Sequence[VariantData] = ()) -> IssueData:
+    """The issue as DESIGN.md lays it out, ``content_hash`` included; ``variants`` (the
+    interest variants rendered, their artifacts among ``artifacts``) when there are any."""
+    body = _body(issue, variants)
     return {**body, "content_hash": content_hash(body, artifacts)}
 
 
-def with_hash(issue: Issue, known_hash: str) -> IssueData:
+def with_hash(issue: Issue, known_hash: str,
+              variants: Sequence[VariantData] = ()) -> IssueData:
     """The issue as :func:`to_dict` lays it out, with a ``content_hash`` already known (an
     issue read back: its artifacts were checked against that hash when it was read)."""
-    return {**_body(issue), "content_hash": known_hash}
+    return {**_body(issue, variants), "content_hash": known_hash}
 
 
-def _body(issue: Issue) -> IssueBody:
-    return {
+def variant_data(variant: Variant, brief: Sequence[int] = (), folded: int = 0) -> VariantData:
+    """How ``issue.json`` lists one rendered interest variant."""
+    return {"key": variant.key, "layout": variant.layout, "areas": list(variant.areas),
+            "brief": list(brief), "folded": folded}
+
+
+def _body(issue: Issue, variants: Sequence[VariantData] = ()) -> IssueBody:
+    body: IssueBody = {
         "schema_version": SCHEMA_VERSION,
         "id": issue.id,
         "week": {"start": iso_z(issue.week.start), "end": iso_z(issue.week.end),
@@ -212,10 +241,13 @@ def _body(issue: Issue) -> IssueBody:
         "skipped": [_skipped(entry) for entry in issue.skipped],
         "problems": [_problem(problem) for problem in issue.problems],
     }
+    if variants:
+        body["variants"] = list(variants)
+    return body
 
 
 #: Top-level keys an issue.json written before they existed lacks (read as their default).
-_ADDED_LATER = frozenset({"number"})
+_ADDED_LATER = frozenset({"number", "variants"})
 
 
 def checked(data: object) -> IssueData:
@@ -280,6 +312,89 @@ def from_dict(data: object) -> Issue:
         archive_url=top.string("archive_url"),
         number=top.optional_integer("number") or 0,
     )
+
+
+#: What a variant's key may be: it becomes a file name (``email-<key>.html``), so nothing else.
+_VARIANT_KEY = re.compile(r"(?:zh-en|en-zh|zh|en)(?:\.[0-9a-f]{10})?")
+
+
+@dataclass(frozen=True)
+class BuiltVariant:
+    """One interest variant as a built issue lists it."""
+
+    variant: Variant
+    #: PRs shown as a title and a link only, to fit the budget.
+    brief: tuple[int, ...] = ()
+    #: How many PRs are left to the archive's "N more" link.
+    folded: int = 0
+
+    @property
+    def key(self) -> str:
+        return self.variant.key
+
+    def data(self) -> VariantData:
+        return variant_data(self.variant, self.brief, self.folded)
+
+
+def read_variants(data: object, issue: Issue) -> tuple[BuiltVariant, ...]:
+    """The interest variants ``data`` (an issue.json read as :func:`from_dict` reads it) lists
+    for ``issue``; () for an issue without any. Each key becomes a file name, so a key is
+    taken only when it is one :class:`Variant` would write for its layout and areas (no
+    ``../x``), its areas are the issue's own, sorted and distinct, and no key repeats;
+    ValueError in one line otherwise."""
+    if not isinstance(data, dict) or data.get("variants") is None:
+        return ()
+    top = _Fields(data, "")
+    if not isinstance(data["variants"], list):
+        raise ValueError("not an issue: variants must be a list")
+    known = set(issue_areas(issue.items))
+    prs = {item.pr for item in issue.items}
+    found: list[BuiltVariant] = []
+    for entry in top.objects("variants"):
+        found.append(_read_variant(entry, known, prs))
+    keys = [v.key for v in found]
+    if len(set(keys)) != len(keys):
+        raise ValueError("not an issue: variants lists a key twice")
+    return tuple(found)
+
+
+def variant_keys(data: object) -> tuple[str, ...]:
+    """The variant keys ``data`` lists, each checked to be a key before it names a file (the
+    artifacts are read, and hashed, before the rest of the file is); ValueError otherwise."""
+    entries = data.get("variants") if isinstance(data, dict) else None
+    if entries is None:
+        return ()
+    if not isinstance(entries, list):
+        raise ValueError("not an issue: variants must be a list")
+    keys = []
+    for n, entry in enumerate(entries):
+        key = entry.get("key") if isinstance(entry, dict) else None
+        if not isinstance(key, str) or not _VARIANT_KEY.fullmatch(key):
+            raise ValueError(f"not an issue: variants[{n}].key {str(key)[:40]!r} is not a "
+                             "variant key")
+        keys.append(key)
+    return tuple(keys)
+
+
+def _read_variant(entry: _Fields, known: set[str], prs: set[int]) -> BuiltVariant:
+    key, layout, areas = entry.string("key"), entry.string("layout"), entry.strings("areas")
+    if not _VARIANT_KEY.fullmatch(key):
+        raise ValueError(f"not an issue: {entry.where}.key {key[:40]!r} is not a variant key")
+    if layout not in LAYOUTS:
+        raise ValueError(f"not an issue: {entry.where}.layout {layout[:20]!r} is not a layout")
+    if not areas or list(areas) != sorted(set(areas)) or not known.issuperset(areas):
+        raise ValueError(f"not an issue: {entry.where}.areas must be areas of the issue's "
+                         "items, sorted, each once")
+    variant = Variant(layout, areas)
+    if variant.key != key:
+        raise ValueError(f"not an issue: {entry.where}.key {key!r} is not the key of its "
+                         "layout and areas")
+    brief = tuple(entry.integers("brief"))
+    folded = entry.optional_integer("folded") or 0
+    if not prs.issuperset(brief) or not 0 <= folded <= len(prs):
+        raise ValueError(f"not an issue: {entry.where}: brief must name the issue's PRs and "
+                         "folded count at most its items")
+    return BuiltVariant(variant, brief, folded)
 
 
 def _read_item(item: _Fields) -> Item:
@@ -374,6 +489,12 @@ class _Fields:
         values = self._get(key, list, "a list of strings", optional=True) or []
         if not all(isinstance(value, str) for value in values):
             raise ValueError(f"not an issue: {self._at(key)} must be a list of strings")
+        return tuple(values)
+
+    def integers(self, key: str) -> tuple[int, ...]:
+        values = self._get(key, list, "a list of whole numbers", optional=True) or []
+        if not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            raise ValueError(f"not an issue: {self._at(key)} must be a list of whole numbers")
         return tuple(values)
 
     def strings_by_key(self, key: str) -> dict[str, str]:

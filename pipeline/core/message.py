@@ -104,15 +104,17 @@ class Messages:
         self.subscribe_url = f"{self.app_url}/subscribe"
         refuse_stray_placeholders(built)
         self._encoding = {
-            (layout, kind): choose_encoding(with_reserved_links(body))
-            for layout in LAYOUTS
-            for kind, body in (("text/plain", built.text(layout)),
-                               ("text/html", built.html(layout)))
+            (key, kind): choose_encoding(with_reserved_links(body))
+            for key in built.keys
+            for kind, body in (("text/plain", built.text(key)),
+                               ("text/html", built.html(key)))
         }
         self.boundary = f"=_vpw_{hashlib.sha256(built.content_hash.encode()).hexdigest()[:24]}"
         self._static = {layout: self._static_headers(layout, test=False) for layout in LAYOUTS}
-        self._static_test = {layout: self._static_headers(layout, test=True)
-                             for layout in LAYOUTS}
+        # A test copy's subject names what it is: the layout, or the variant's key.
+        self._static_test = {key: self._static_headers(key.split(".")[0], test=True,
+                                                       label=key)
+                             for key in built.keys}
 
     @property
     def envelope_sender(self) -> str:
@@ -131,10 +133,10 @@ class Messages:
             unsubscribe_mailto=mailto,
         )
 
-    def _static_headers(self, layout: str, *, test: bool) -> bytes:
+    def _static_headers(self, layout: str, *, test: bool, label: str = "") -> bytes:
         subject = self.built.issue.subject[layout]
         if test:
-            subject = f"[TEST {layout}] {subject}"
+            subject = f"[TEST {label or layout}] {subject}"
         headers: list[tuple[str, object]] = [("From", self.sender)]
         if self.reply_to:
             headers.append(("Reply-To", self.reply_to))
@@ -152,17 +154,24 @@ class Messages:
         return b"".join(_fold(name, value) for name, value in headers)
 
     def build(self, recipient: str, subscriber_id: str, layout: str, now: datetime,
-              *, test: bool = False, tags: Mapping[str, str] | None = None) -> Outgoing:
-        """One recipient's message, in the layout they chose."""
+              *, variant: str | None = None, test: bool = False,
+              tags: Mapping[str, str] | None = None) -> Outgoing:
+        """One recipient's message, in the layout they chose; ``variant`` names one of the
+        built issue's interest variants of that layout (:meth:`BuiltIssue.choose`), whose
+        parts then replace the layout's (the headers are the layout's)."""
         if layout not in LAYOUTS:
             raise ConfigError(f"unknown layout {layout!r}; one of {', '.join(LAYOUTS)}")
+        key = variant or layout
+        if key != layout and not any(v.key == key and v.variant.layout == layout
+                                     for v in self.built.variants):
+            raise ConfigError(f"{self.built.id} has no variant {key!r} of layout {layout}")
         links = self.links(subscriber_id)
-        html = _fill(self.built.html(layout), links)
-        text = _fill(self.built.text(layout), links)
+        html = _fill(self.built.html(key), links)
+        text = _fill(self.built.text(key), links)
         list_unsubscribe = f"<{links.unsubscribe}>"
         if links.unsubscribe_mailto:
             list_unsubscribe += f", <{links.unsubscribe_mailto}>"
-        key = f"{self.built.id}/test-{layout}-{recipient}" if test else \
+        idempotency = f"{self.built.id}/test-{key}-{recipient}" if test else \
             f"{self.built.id}/{subscriber_id}"
         message_id = f"<{self.built.id}.{secrets.token_hex(8)}@{self.sender.domain}>"
         personal = b"".join([
@@ -172,25 +181,27 @@ class Messages:
             _fold("List-Unsubscribe", list_unsubscribe),
             _fold("List-Unsubscribe-Post", "List-Unsubscribe=One-Click"),
         ])
-        static = (self._static_test if test else self._static)[layout]
+        static = self._static_test[key] if test else self._static[layout]
         raw = b"".join([
             static, personal,
             f'Content-Type: multipart/alternative; boundary="{self.boundary}"\r\n\r\n'.encode(),
-            _part(self.boundary, "text/plain", text, self._encoding[layout, "text/plain"]),
-            _part(self.boundary, "text/html", html, self._encoding[layout, "text/html"]),
+            _part(self.boundary, "text/plain", text, self._encoding[key, "text/plain"]),
+            _part(self.boundary, "text/html", html, self._encoding[key, "text/html"]),
             f"--{self.boundary}--\r\n".encode(),
         ])
-        return Outgoing(recipient=recipient, sender=self.envelope_sender, raw=raw, key=key,
+        return Outgoing(recipient=recipient, sender=self.envelope_sender, raw=raw,
+                        key=idempotency,
                         tags=dict(tags or {"issue": self.built.id}))
 
 
 def refuse_stray_placeholders(built: BuiltIssue) -> None:
-    """Refuse an issue whose parts hold a personal-link placeholder outside a slot."""
-    for layout in LAYOUTS:
-        for kind, body in (("html", built.html(layout)), ("txt", built.text(layout))):
+    """Refuse an issue whose parts (any layout's, any variant's) hold a personal-link
+    placeholder outside a slot."""
+    for key in built.keys:
+        for kind, body in (("html", built.html(key)), ("txt", built.text(key))):
             if stray_placeholders(body, kind):
                 raise BlockedError(
-                    f"email-{layout}.{kind} holds a personal-link placeholder outside the "
+                    f"email-{key}.{kind} holds a personal-link placeholder outside the "
                     f"template's slots (text from the feed or the editor's file?); it would "
                     f"hand each recipient's signed link to whoever wrote it. Rebuild the "
                     f"issue (newsletter build --force) and proof it again")

@@ -19,6 +19,10 @@ can only be seen in the finished artifacts:
   (``template-leftover``, blocking). Text that came from the feed or the editor's file is left
   out of that search, so a review quoting a Jinja template is not taken for one.
 
+Interest variants (a layout with the areas its readers follow first) are checked like the
+layouts, every check above included, and listed on their own (:class:`VariantProof`): how many
+the build rendered, each one's layout, areas, sizes as sent and what was shrunk to fit.
+
 Blocking problems come first (then by code, PR and layout), as everywhere else. The report also
 carries the ranking (position, tier, PR, titles, why, reading minutes) and the PRs the editor's
 file hid.
@@ -80,6 +84,23 @@ class LayoutSize:
 
 
 @dataclass(frozen=True)
+class VariantProof:
+    """One interest variant as the editor proofs it."""
+
+    key: str
+    layout: str
+    #: The areas it puts first.
+    areas: tuple[str, ...]
+    #: Its HTML part against the budget (named by the key).
+    html: LayoutSize
+    #: Its text part as sent (the budget applies to it too).
+    text_weight: int
+    #: How many items were shortened to a title and a link, and left to the archive.
+    shrunk: int = 0
+    folded: int = 0
+
+
+@dataclass(frozen=True)
 class RankedItem:
     """One item of the ranking as the editor proofs it."""
 
@@ -113,6 +134,8 @@ class ProofReport:
     hidden: tuple[int, ...]
     #: Feed entries build could not use, with the reason.
     skipped: tuple[Skipped, ...]
+    #: The interest variants rendered, by key.
+    variants: tuple[VariantProof, ...] = ()
 
     @property
     def blocking(self) -> tuple[Problem, ...]:
@@ -133,13 +156,18 @@ def proof(built: BuiltIssue, *, size_budget_kb: int, repo: str) -> ProofReport:
     recorded = list(issue.problems)
     sizes = tuple(layout_size(built.html(layout), layout, size_budget_kb)
                   for layout in LAYOUTS)
+    variants = tuple(
+        VariantProof(v.key, v.variant.layout, v.variant.areas,
+                     layout_size(built.html(v.key), v.key, size_budget_kb),
+                     weight(built.text(v.key)), len(v.brief), v.folded)
+        for v in built.variants)
     already_over = {p.layout for p in recorded if p.code == "over-size-limit"}
     found: list[Problem] = []
-    for size in sizes:
+    for size in (*sizes, *(v.html for v in variants)):
         found.extend(_size_problem(size, already_over))
     feed_strings = _feed_strings(issue)
-    html = {layout: built.html(layout) for layout in LAYOUTS}
-    text = {layout: built.text(layout) for layout in LAYOUTS}
+    html = {key: built.html(key) for key in built.keys}
+    text = {key: built.text(key) for key in built.keys}
     found += check_markup(html, repo)
     found += check_leftovers(html, text, feed_strings)
     found += check_personal_links(html, text)
@@ -151,6 +179,7 @@ def proof(built: BuiltIssue, *, size_budget_kb: int, repo: str) -> ProofReport:
         ranking=tuple(_ranked(n, item) for n, item in enumerate(issue.items, start=1)),
         hidden=tuple(sorted(p.pr for p in recorded if p.code == "hidden" and p.pr)),
         skipped=issue.skipped,
+        variants=variants,
     )
 
 
@@ -330,7 +359,11 @@ def _ranked(position: int, item: Item) -> RankedItem:
 
 
 def _layouts(layouts: list[str]) -> str:
-    return ", ".join(layouts) if len(layouts) < len(LAYOUTS) else "every layout"
+    """The layouts (and variant keys) a finding is in, "every layout" standing for the four."""
+    if not set(LAYOUTS) <= set(layouts):
+        return ", ".join(layouts)
+    rest = [key for key in layouts if key not in LAYOUTS]
+    return "every layout" + (f" and {', '.join(rest)}" if rest else "")
 
 
 def _short(value: str, limit: int = 80) -> str:

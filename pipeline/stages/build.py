@@ -9,14 +9,15 @@ A bad feed or an empty week therefore leaves the previous build untouched.
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline.config import Settings
 from pipeline.core import issue_json
-from pipeline.core.assemble import Gathered, Ranked, assemble, complete, group
+from pipeline.core.assemble import Choice, Gathered, Ranked, assemble, complete, group
 from pipeline.core.assemble import rank_week as core_rank_week
 from pipeline.core.collect import FeedResult, parse_feed
 from pipeline.core.editorial import load_editorial
@@ -34,6 +35,9 @@ from pipeline.stages.approve import read_approval
 from pipeline.stages.built import APPROVAL_FILE, ISSUE_FILE, issue_folder
 from pipeline.stages.machine_translation import Translate, translate_items
 from pipeline.week import last_complete_week, parse_week
+
+if TYPE_CHECKING:
+    from subscribers.store import SubscriberStore
 
 _log = logging.getLogger("newsletter.build")
 
@@ -113,10 +117,20 @@ def pull_facts(item: Item, github: PullSource, repo: str) -> PullFacts | None:
     return facts
 
 
+def reader_choices(store: SubscriberStore) -> list[Choice]:
+    """The active readers' distinct (layout, areas) choices, as the store keeps them: what
+    ``build`` renders variants for (their number, not the list's length, is the cost)."""
+    return [(layout, tuple(areas)) for layout, areas in store.variant_choices()]
+
+
 def build(settings: Settings, *, week_id: str | None = None, feeds: Sequence[str] = (),
           out: Path | None = None, force: bool = False,
-          translate: Translate | None = None, github: PullSource | None = None) -> Built:
+          translate: Translate | None = None, github: PullSource | None = None,
+          choices: Iterable[Choice] = ()) -> Built:
     """Build one issue and write it; return what was written.
+
+    ``choices`` are the readers' (layout, areas): each distinct interest variant they come
+    to is rendered here, once, and nowhere later (see :mod:`pipeline.core.assemble`).
 
     An approved issue is never replaced by different content behind the editor's back:
     that takes ``force``, which also drops the approval.
@@ -129,7 +143,7 @@ def build(settings: Settings, *, week_id: str | None = None, feeds: Sequence[str
         results = read_feeds(settings, locations)
     with timed(_log, "rank and render"):
         assembled = assemble(settings, week, rank_week(settings, week, results, translate,
-                                                       github))
+                                                       github), choices=choices)
     issue, data, artifacts = assembled.issue, assembled.data, assembled.artifacts
     files = {ISSUE_FILE: issue_json.dumps(data), **artifacts}
     out_dir = out.resolve() if out else issue_dir(settings, week)

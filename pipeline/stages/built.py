@@ -42,8 +42,12 @@ def load_built(folder: Path) -> BuiltIssue:
         raise BlockedError(f"{path} cannot be read: {exc}") from None
     if not isinstance(data, dict):
         raise BlockedError(f"{path} is not an issue (not a JSON object); rebuild the issue")
+    try:
+        keys = issue_json.variant_keys(data)  # checked before any becomes a file name
+    except ValueError as exc:
+        raise BlockedError(f"{path}: {exc}; rebuild the issue") from None
     raw: dict[str, bytes] = {}
-    for name in artifact_names():
+    for name in artifact_names(keys):
         try:
             raw[name] = (folder / name).read_bytes()
         except OSError:
@@ -54,7 +58,8 @@ def load_built(folder: Path) -> BuiltIssue:
                            "rebuild and proof it again")
     try:
         issue = issue_json.from_dict(data)
+        variants = issue_json.read_variants(data, issue)
     except ValueError as exc:
         raise BlockedError(f"{path}: {exc}; rebuild the issue") from None
     return BuiltIssue(folder, issue, known, {k: v.decode("utf-8") for k, v in raw.items()},
-                      source)
+                      source, variants)

@@ -8,6 +8,9 @@ What the folder holds:
   file named; and the ``newsletter approve`` command for the proofed ``content_hash``.
 * ``email-<layout>.html`` — a copy of each layout with the personal links replaced by
   harmless ``#unsubscribe`` / ``#preferences`` and links opening outside the frame.
+* ``email-<key>.html`` (and ``-dark``) — the same for each interest variant the build
+  rendered (a layout with its readers' areas first), listed on the page with its areas, sizes
+  and what was shrunk; variants are framed at 375 px and not screenshotted.
 * ``email-<layout>-dark.html`` — the same copy with the email's own
   ``prefers-color-scheme: dark`` rules forced on and ``color-scheme: dark`` declared. (An
   iframe's ``color-scheme`` does not reach the media query inside it in Chromium, so the dark
@@ -45,9 +48,10 @@ from typing import Any, NoReturn
 import jinja2
 
 from pipeline.config import Settings
+from pipeline.core.assemble import Choice
 from pipeline.core.editorial import editorial_path
 from pipeline.core.message import parse_address
-from pipeline.core.proof import LayoutSize, ProofReport, proof
+from pipeline.core.proof import LayoutSize, ProofReport, VariantProof, proof
 from pipeline.core.rank import TIER_BY_NAME
 from pipeline.core.render import (
     PREFERENCES_PLACEHOLDER,
@@ -301,6 +305,25 @@ class LayoutView:
         return f"../email-{self.layout}.txt"
 
 
+@dataclass(frozen=True)
+class VariantView:
+    """One interest variant on the page: its proof and its copies."""
+
+    proof: VariantProof
+
+    @property
+    def copy(self) -> str:
+        return copy_name(self.proof.key)
+
+    @property
+    def dark(self) -> str:
+        return copy_name(self.proof.key, dark=True)
+
+    @property
+    def text_part(self) -> str:
+        return f"../email-{self.proof.key}.txt"
+
+
 def render_page(built: BuiltIssue, report: ProofReport, facts: PageFacts,
                 screenshots: Screenshots, dark_css: dict[str, bool],
                 env: jinja2.Environment | None = None) -> str:
@@ -322,6 +345,7 @@ def render_page(built: BuiltIssue, report: ProofReport, facts: PageFacts,
         template = env.get_template(TEMPLATE)
         return template.render(
             issue=issue, built=built, report=report, facts=facts, layouts=views,
+            variants=[VariantView(v) for v in report.variants],
             screenshots=screenshots, widths=WIDTHS, dark_width=DARK_WIDTH,
             frame_height=FRAME_HEIGHT, s=strings(), lang_tag=LANG_TAGS,
             tier_label=lambda tier, lang: TIER_BY_NAME[tier].label.get(lang),
@@ -352,11 +376,11 @@ def write_preview(built: BuiltIssue, report: ProofReport, facts: PageFacts, *,
     target = built.folder / PREVIEW_DIR
     with staged_folder(target) as staging:
         dark_css = {}
-        for layout in LAYOUTS:
-            html = built.html(layout)
-            dark, dark_css[layout] = dark_copy(html)
-            _write(staging / copy_name(layout), proof_copy(html))
-            _write(staging / copy_name(layout, dark=True), dark)
+        for key in built.keys:
+            html = built.html(key)
+            dark, dark_css[key] = dark_copy(html)
+            _write(staging / copy_name(key), proof_copy(html))
+            _write(staging / copy_name(key, dark=True), dark)
         if chromium:
             screenshots = take_screenshots(chromium, staging, planned_shots())
         else:
@@ -380,8 +404,10 @@ def editorial_file(settings: Settings, week_id: str) -> Path:
 def preview_issue(settings: Settings, week_id: str, feeds: Sequence[str] = (), *,
                   approve_command: str, chromium: str | None, skip_reason: str | None = None,
                   shown: Callable[[Path], str] = str, translate: Translate | None = None,
-                  github: PullSource | None = None) -> tuple[BuiltIssue, ProofReport, Preview]:
-    """Build the week (``build`` semantics), proof it and write its preview folder.
+                  github: PullSource | None = None, choices: Iterable[Choice] = ()
+                  ) -> tuple[BuiltIssue, ProofReport, Preview]:
+    """Build the week (``build`` semantics) with the readers' ``choices``, proof it (every
+    interest variant too) and write its preview folder.
 
     An approved issue whose content changed is not rebuilt: ``build``'s BlockedError, said
     from the preview's side. ``shown`` turns a path into what the page prints.
@@ -389,7 +415,7 @@ def preview_issue(settings: Settings, week_id: str, feeds: Sequence[str] = (), *
     strings.cache_clear()  # under --watch, templates/strings.toml may have changed
     try:
         result = build(settings, week_id=week_id, feeds=feeds, translate=translate,
-                       github=github)
+                       github=github, choices=choices)
     except BlockedError as exc:
         raise BlockedError(f"not previewed: {exc} (newsletter build --week {week_id} --force; "
                            "then preview again)") from None

@@ -17,6 +17,10 @@ The guarantee, and how it is kept:
   (quota, paused account, Ctrl-C) releases the claims not yet handed over and exits 4, and
   the next run finishes the list. Temporary failures are retried by the next run too.
 * **Unsubscribes win.** Each subscriber's status is read again right before their message.
+* **What was proofed is what is sent.** Each subscriber gets the interest variant their
+  layout and areas choose (:meth:`BuiltIssue.choose`) when the build rendered it; a reader
+  whose areas changed after the build gets the plain layout instead, counted as
+  ``plain_fallback`` in the report: nothing is rendered at send time.
 
 Decide, then act: the gates are checked, every layout's headers prepared and the transport
 opened before the first message goes.
@@ -110,6 +114,9 @@ class SendReport:
     unconfirmed_ids: list[str] = field(default_factory=list)
     #: ``I/N`` when the run sent one shard of the list.
     shard: str | None = None
+    #: Readers given the plain layout because the build has no variant for their current
+    #: interests (they changed them after the build; the next build renders it).
+    plain_fallback: int = 0
 
     @property
     def rate(self) -> float:
@@ -121,6 +128,9 @@ class SendReport:
         line = (f"{self.issue}{part}: {head} {self.sent}, skipped {self.skipped}, failed "
                 f"{self.failed}, unconfirmed {self.unconfirmed} in {self.duration_s:.1f} s "
                 f"({self.rate:.1f}/s) via {self.transport}")
+        if self.plain_fallback:
+            line += (f"; {self.plain_fallback} got the plain layout (interests changed since "
+                     "the build)")
         return line + (f"; stopped: {self.stopped}" if self.stopped else "")
 
     def to_json(self) -> bytes:
@@ -238,12 +248,27 @@ class Sender:
         as the lease keeper's "the lock was lost"."""
         self._halt(reason)
 
+    def _variant(self, subscriber: Subscriber, report: SendReport) -> str:
+        """The rendering ``subscriber`` gets; a fallback to the plain layout is counted, and
+        logged the first time (once per run, not once per reader)."""
+        key, fallback = self.built.choose(subscriber.layout, subscriber.areas)
+        if fallback:
+            with self.lock:
+                report.plain_fallback += 1
+                first = report.plain_fallback == 1
+            if first:
+                _log.warning("%s: some readers' interests changed after the build; they get "
+                             "the plain layout (counted as plain_fallback in the report)",
+                             self.built.id)
+        return key
+
     def _dry_run(self, report: SendReport, options: SendOptions) -> None:
         for subscriber in self._candidates():
             entry = self.store.ledger_entry(self.built.id, subscriber.id)
             if entry is None or self._may_retry(entry, options):
                 if options.limit is not None and report.sent >= options.limit:
                     break
+                self._variant(subscriber, report)
                 report.sent += 1
             else:
                 report.skipped += 1
@@ -324,7 +349,7 @@ class Sender:
                 report.skipped += 1
             return
         message = self.messages.build(subscriber.email, subscriber.id, subscriber.layout,
-                                      self.clock())
+                                      self.clock(), variant=self._variant(subscriber, report))
         handed_over = False
 
         def attempt() -> str:
@@ -410,13 +435,17 @@ def _reraise(done: Iterable[Future[None]]) -> None:
 def send_tests(built: BuiltIssue, messages: Messages, transport: Transport, address: str,
                layouts: Iterable[str] = LAYOUTS, clock: Callable[[], datetime] = now
                ) -> list[tuple[str, str]]:
-    """Test copies through the real path and headers, outside the ledger: (layout, id)."""
+    """Test copies through the real path and headers, outside the ledger: each of
+    ``layouts``, then each interest variant of those layouts; (layout or variant key, id)."""
     fake_id = sha256(address.lower().encode()).hexdigest()[:24]
+    chosen = list(layouts)
+    wanted = [(layout, layout) for layout in chosen]
+    wanted += [(v.variant.layout, v.key) for v in built.variants if v.variant.layout in chosen]
     sent = []
-    for layout in layouts:
-        message = messages.build(address, fake_id, layout, clock(), test=True,
+    for layout, key in wanted:
+        message = messages.build(address, fake_id, layout, clock(), variant=key, test=True,
                                  tags={"issue": built.id, "kind": "test"})
-        sent.append((layout, transport.send(message)))
+        sent.append((key, transport.send(message)))
     return sent
 
 
