@@ -12,7 +12,7 @@ deployment uses AWS.
 from __future__ import annotations
 
 import functools
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
@@ -161,11 +161,27 @@ def reader_choices(settings: Settings) -> list[Choice]:
     subscriber must not create it)."""
     from pipeline.stages.build import reader_choices as choices_of
 
-    if settings.store.backend != "dynamodb" and not (
-            settings.resolve(settings.paths.data_dir) / FILE_NAME).exists():
+    if not store_exists(settings):
         return []
     with open_store(settings) as store:
         return choices_of(store)
+
+
+def store_exists(settings: Settings) -> bool:
+    """Whether there is a store to read: always for DynamoDB, for SQLite once its file is
+    made (by the subscription app, ``subscribers`` commands or a send). A command that only
+    reads the store does not create it."""
+    return settings.store.backend == "dynamodb" or (
+        settings.resolve(settings.paths.data_dir) / FILE_NAME).exists()
+
+
+def note_areas(settings: Settings, areas: Sequence[str]) -> None:
+    """Add ``areas`` (every area the archive holds, after a publish) to the store's catalog,
+    which the subscribe form and the preferences page offer. Nothing when there is no store
+    yet: the next publish after it exists fills the catalog."""
+    if areas and store_exists(settings):
+        with open_store(settings) as store:
+            store.note_areas(areas)
 
 
 def open_dynamo_store(settings: Settings) -> DynamoStore:

@@ -457,3 +457,36 @@ def test_a_build_without_a_store_creates_none_and_has_no_variant(tmp_path):
     result = ok(run_newsletter(["build", "--week", SAMPLE_WEEK], tmp_path))
     assert "0 interest variant(s)" in result.stdout
     assert not (tmp_path / "data" / "subscribers.sqlite3").exists()
+
+
+def test_the_public_issue_json_carries_no_readers_choices(built, settings):
+    from pipeline.core.site import Site, public_issue_json
+
+    assert "variants" in built.data
+    (obj,) = [o for o in Site(settings.site).issue_objects(built) if o.key.endswith("issue.json")]
+    public = json.loads(obj.data)
+    assert "variants" not in public and public["content_hash"] == built.content_hash
+    chosen = {area for entry in built.data["variants"] for area in entry["areas"]}
+    assert chosen and public["items"] == built.data["items"]  # the issue itself, whole
+    plain = load_built(build(settings, week_id=SAMPLE_WEEK, out=built.folder.parent / "plain",
+                             choices=[]).out_dir)
+    assert public_issue_json(plain) == plain.source  # no variants: the file as built
+
+
+@pytest.mark.subprocess
+def test_publishing_fills_the_area_catalog_the_forms_offer(built, settings, store):
+    from pipeline.cli.issue import publish_issue
+    from pipeline.core.interests import issue_areas
+
+    assert store.known_areas() == ()
+    publish_issue(settings, built)
+    assert store.known_areas() == issue_areas(built.issue.items) != ()
+
+
+@pytest.mark.subprocess
+def test_publishing_without_a_store_creates_none(built, settings, tmp_path):
+    from pipeline.cli.issue import publish_issue
+
+    publish_issue(settings, built)
+    assert (tmp_path / "build" / "site" / "index.html").is_file()
+    assert not (tmp_path / "data" / "subscribers.sqlite3").exists()

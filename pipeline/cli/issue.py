@@ -30,6 +30,7 @@ from pipeline.cli.common import (
     shown,
     translation,
 )
+from pipeline.errors import NewsletterError
 
 if TYPE_CHECKING:
     from pipeline.config import Settings
@@ -143,7 +144,7 @@ def publish_issue(settings: Settings, built: BuiltIssue) -> None:
     ``run`` once every check of its send has passed)."""
     from pipeline.core.site import Site
     from pipeline.stages.publish import publish
-    from pipeline.wiring import open_archive
+    from pipeline.wiring import note_areas, open_archive
 
     with open_archive(settings) as archive:
         report = publish(built, archive, Site(settings.site))
@@ -154,6 +155,10 @@ def publish_issue(settings: Settings, built: BuiltIssue) -> None:
     if report.search_problem:
         _log.warning("the search index was not updated (the old one still answers): %s",
                      report.search_problem)
+    try:
+        note_areas(settings, report.areas)
+    except NewsletterError as exc:  # the week is published; the forms offer older areas
+        _log.warning("the subscribe form's list of areas was not updated: %s", exc)
 
 
 def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:

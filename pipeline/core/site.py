@@ -24,7 +24,7 @@ import jinja2
 from markupsafe import Markup, escape
 
 from pipeline.config import SiteSettings
-from pipeline.core import site_pages
+from pipeline.core import issue_json, site_pages
 from pipeline.core.built_issue import BuiltIssue
 from pipeline.core.interests import area_slug
 from pipeline.core.rank import TIER_BY_NAME
@@ -107,7 +107,7 @@ class Site:
         objects.append(SiteObject(prefix + "email.html",
                                   public_email(built.html("zh-en"), self, view.url), HTML,
                                   LONG_CACHE))
-        objects.append(SiteObject(prefix + "issue.json", built.source,
+        objects.append(SiteObject(prefix + "issue.json", public_issue_json(built),
                                   "application/json; charset=utf-8", LONG_CACHE))
         return objects
 
@@ -163,6 +163,18 @@ def robots_txt(base_url: str) -> bytes:
 def card_png() -> bytes:
     """The static share card shipped with the package (``templates/web/card.png``)."""
     return (templates_dir() / "web" / "card.png").read_bytes()
+
+
+def public_issue_json(built: BuiltIssue) -> bytes:
+    """``issue.json`` as the archive shows it: the file as built, byte for byte, unless it
+    lists interest variants. Those are made from the subscribers' choices of areas (with a
+    small list, one reader's), and the public archive carries no subscriber data: that copy
+    is written again from the records, without them, keeping the ``content_hash`` the build
+    computed (it names the issue the editor approved; it cannot be checked from the archive
+    anyway, whose copies carry public links instead of placeholders)."""
+    if "variants" not in built.data:
+        return built.source
+    return issue_json.dumps(issue_json.with_hash(built.issue, built.content_hash))
 
 
 def public_email(email_html: str, site: Site, page_url: str = "") -> bytes:
