@@ -147,16 +147,20 @@ def test_the_light_divider_is_light(browser, emails):
         assert luminance(style(page, ".card .divider", "borderTopColor")) > 0.7
 
 
-def test_at_375_px_the_masthead_breaks_between_brands_never_inside_one(browser, emails):
+def test_at_375_px_the_masthead_stacks_the_brands_whole_without_a_dangling_dot(browser, emails):
     with opened(browser, emails["plain"], 375) as page:
         rects = page.eval_on_selector_all(
             "h1 .brand", "spans => spans.map(s => s.getClientRects().length)")
-        assert rects == [1, 1]
+        assert rects == [1, 1]  # never broken inside a brand
+        tops = page.eval_on_selector_all(
+            "h1 .brand", "spans => spans.map(s => Math.round(s.getBoundingClientRect().top))")
+        assert tops[1] > tops[0]  # one brand a line
+        assert not page.is_visible("h1 .brand-sep")  # no "·" left hanging at a line's end
+        assert page.evaluate("document.documentElement.scrollWidth") <= 375
+    with opened(browser, emails["plain"], 1280) as page:
         tops = page.eval_on_selector_all(
             "h1 > span", "spans => spans.map(s => Math.round(s.getBoundingClientRect().top))")
-        # brand, separator, brand: the separator ends the first line, never opens a line.
-        assert tops[1] == tops[0], tops
-        assert page.evaluate("document.documentElement.scrollWidth") <= 375
+        assert len(set(tops)) == 1 and page.is_visible("h1 .brand-sep")  # one line: 周报 · Weekly
 
 
 @pytest.mark.parametrize("width", [375, 1280])

@@ -175,7 +175,10 @@ def _build(args: argparse.Namespace, settings: Settings, week: Week,
     with translation(settings) as translate, log.timed(_log, "build"):
         result = build(settings, week_id=week.id, feeds=args.feed, translate=translate,
                        github=github(settings), choices=choices)
-    print(f"built {week.id}: {len(result.issue.items)} items → {shown(result.out_dir)}/")
+    variants = sum(1 for rendered in result.rendered.values() if rendered.areas)
+    print(f"built {week.id}: {len(result.issue.items)} items"
+          + (f", {variants} interest variant(s)" if variants else "")
+          + f" → {shown(result.out_dir)}/")
     return load_built(result.out_dir)
 
 
