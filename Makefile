@@ -93,6 +93,7 @@ typecheck: install
 # path), about ninety minutes.
 bench: install
 	$(BIN)/python bench/bench_build.py
+	$(BIN)/python bench/bench_email_bytes.py
 	$(BIN)/python bench/bench_send.py $(if $(FULL),--recipients 10000 --memory-sizes 10000,50000,100000)
 	$(BIN)/python bench/bench_site.py
 	$(BIN)/python bench/bench_search.py
