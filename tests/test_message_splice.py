@@ -12,7 +12,8 @@ import binascii
 import random
 import secrets
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
+from zoneinfo import ZoneInfo
 
 import message_reference
 import pytest
@@ -158,11 +159,16 @@ def test_splicing_random_bodies_gives_what_encoding_the_filled_body_gives(seed):
 @pytest.mark.parametrize("encoding", [BASE64, QUOTED_PRINTABLE])
 @pytest.mark.parametrize("body", ["", U, U + P, "text without a link\n", "é" * 200 + U,
                                   ("=" * 100 + " \n") * 3 + P + "\n" + U, "\r\n" + U + "\r\n",
-                                  ".\n" + U + "\n.", "a" * 75 + U + " " * 3])
+                                  ".\n" + U + "\n.", "a" * 75 + U + " " * 3,
+                                  "\n" + U + "\x00x", "a" * 74 + U + "\x00\n" + P + "\x00",
+                                  U + " \n" + P + "\t\n"])
 def test_edge_bodies(body, encoding):
     part = SplicedBody(body, encoding, PLACEHOLDERS)
     for length in (1, 56, 57, 58, 75, 76, 77, 200):
         links = ["h" * length, "p" + "=" * (length - 1)]
+        assert part.encode(links) == encode_body(part.reference_fill(links), encoding)
+    # A link that is or ends in what b2a_qp escapes only before a line end, NUL or the end.
+    for links in ([".", "."], ["x" * 74 + ".", " "], ["a .", "b\t"]):
         assert part.encode(links) == encode_body(part.reference_fill(links), encoding)
     # The same part serves another recipient whose links start at another column.
     assert part.encode(["h", "p"]) == encode_body(part.reference_fill(["h", "p"]), encoding)
@@ -196,3 +202,18 @@ def test_a_layout_is_encoded_once_then_only_around_the_links(issue, monkeypatch)
     monkeypatch.setattr(splice.base64, "encodebytes", b64)
     raw = messages.build("second@example.org", new_subscriber_id(), "zh-en", NOW).raw
     assert seen and max(seen) < 600 and sum(seen) < len(raw) / 20
+
+
+def test_the_date_follows_every_clock_reading(issue):
+    """The Date header is folded once per second shown; a reading in another zone, a second
+    later, or without a zone is a different header, as it was."""
+    settings, built = issue
+    ours, reference = both(settings, built)
+    plus8 = timezone(timedelta(hours=8))
+    readings = [NOW, NOW.replace(microsecond=999_999), NOW.astimezone(plus8),
+                NOW + timedelta(seconds=1), NOW.replace(tzinfo=None), NOW, LATER,
+                LATER.astimezone(plus8), NOW.replace(tzinfo=ZoneInfo("Asia/Shanghai"))]
+    for now in readings:
+        sid = new_subscriber_id()
+        got = ours.build("r@example.org", sid, "en", now).raw
+        assert got == reference.build("r@example.org", sid, "en", now).raw, now
