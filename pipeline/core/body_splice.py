@@ -13,12 +13,12 @@ touches are encoded.
 
 *quoted-printable* (``binascii.b2a_qp``) carries one thing from one byte to the next: the
 column of the output line (where a soft line break goes). What a byte becomes also depends on
-the byte after it (a line end, or the end of the data) and, for a line end, on the space or tab
-before it. So the body is cut right before each link and after it at the first byte that is
-not a line end (the link plus that short tail is encoded per recipient), and each piece
-between links is encoded once per starting column (one column in practice: links of one
-issue all have the same shape), starting from that column by encoding it behind as many
-``x`` and in front of one ``x`` standing for the link that follows.
+whether the byte after it is a line end, a NUL or the end of the data, and a line end rewrites
+a space or tab just before it. So the body is cut right before each link and after it at the
+first byte that is none of those (the link plus that short tail is encoded per recipient),
+and each piece between links is encoded once per starting column (one column in practice:
+links of one issue all have the same shape), starting from that column by encoding it behind
+as many ``x`` and in front of one ``x`` standing for the link that follows.
 
 When a link could change the result in a way a piece cannot see (a line break in a link,
 a link that could form a placeholder with the text around it, a ``\\r`` in the body, which
@@ -38,7 +38,7 @@ from pipeline.core.mime import BASE64, QUOTED_PRINTABLE, encode_body
 
 #: Bytes of input per base64 line (76 characters out).
 _B64_LINE = 57
-#: Bytes after which quoted-printable output depends on what follows (b2a_qp's lookahead).
+#: Next bytes that change how b2a_qp writes the byte before them (its one-byte lookahead).
 _LOOKAHEAD = b"\n\r\x00"
 #: Plans kept per body (one per tuple of link lengths; an issue's links have one length).
 _MAX_PLANS = 8
