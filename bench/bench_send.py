@@ -3,11 +3,15 @@
 What it measures, on the sample issue (``examples/sample-feed.atom`` built for 2026-W48 into a
 temp folder with ``pipeline.stages.build.build``; nothing is written in the work tree):
 
-* **build**: ``Messages.build`` per recipient (µs), for each layout: the signed links, both
-  parts filled in and base64-encoded, the personal headers folded. Baseline in the same run:
-  the same message built the obvious way with ``email.message.EmailMessage`` (same headers,
-  same links, ``set_content`` text + ``add_alternative`` html, ``as_bytes()`` under the SMTP
-  policy so both are CRLF). ``speed-up`` = EmailMessage time / ours.
+* **build**: ``Messages.build`` per recipient (µs), for each layout: the signed links, the
+  personal headers folded, both parts encoded once per layout with the links spliced in
+  (``pipeline/core/body_splice.py``). Baselines in the same run: the implementation before
+  issue 17 (``tests/message_reference.py``: each part filled in and encoded whole per
+  recipient; ``vs before`` = its time / ours), checked to give the same bytes before
+  anything is timed, and the same message built the obvious way with
+  ``email.message.EmailMessage`` (same headers, same links, ``set_content`` text +
+  ``add_alternative`` html, ``as_bytes()`` under the SMTP policy so both are CRLF;
+  ``vs EmailMessage`` = its time / ours).
 * **smtp**: every active subscriber of a real ``SqliteStore`` (temp folder, one fresh store
   per run) through ``Sender`` + ``SmtpTransport`` (no STARTTLS, no rate limit, ledger and
   all) at each concurrency, to an aiosmtpd sink on 127.0.0.1 that only counts and answers
@@ -46,6 +50,7 @@ import gc
 import multiprocessing
 import os
 import platform
+import secrets
 import smtplib
 import socket
 import sqlite3
@@ -116,6 +121,7 @@ class Setup:
 class BuildResult:
     layout: str
     ours_us: float
+    before_us: float
     baseline_us: float
     ours_bytes: int
     baseline_bytes: int
@@ -232,12 +238,42 @@ def median_us_per_item(fn: Callable[[str, str], object], people: Sequence[tuple[
     return statistics.median(samples) * 1e6
 
 
+def reference_messages(setup: Setup) -> Any:
+    """``Messages`` as it was before issue 17 (``tests/message_reference.py``, kept there as
+    the tests' reference), for the same issue, settings and key."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    import message_reference
+
+    keys = Keys.from_environ({"NEWSLETTER_SECRET": BENCH_KEY})
+    return message_reference.Messages(setup.built, setup.settings, keys)
+
+
+def same_as_before(setup: Setup, before: Any, people: Sequence[tuple[str, str]]) -> None:
+    """Stop unless every layout's messages are byte for byte those of the reference (the
+    Message-ID's random part fixed for the check): a faster wrong message measures nothing."""
+    real = secrets.token_hex
+    secrets.token_hex = lambda n=None: "5a" * (n or 8)
+    try:
+        for layout in LAYOUTS:
+            for email, sid in people[:20]:
+                if (setup.messages.build(email, sid, layout, setup.now).raw
+                        != before.build(email, sid, layout, setup.now).raw):
+                    raise SystemExit(f"{layout}: message differs from the reference's")
+    finally:
+        secrets.token_hex = real
+
+
 def bench_build(setup: Setup, count: int, runs: int) -> list[BuildResult]:
     people = [(address(i), new_subscriber_id()) for i in range(count)]
+    before_messages = reference_messages(setup)
+    same_as_before(setup, before_messages, people)
     results = []
     for layout in LAYOUTS:
         def ours(email: str, sid: str, layout: str = layout) -> bytes:
             return setup.messages.build(email, sid, layout, setup.now).raw
+
+        def before(email: str, sid: str, layout: str = layout) -> bytes:
+            return before_messages.build(email, sid, layout, setup.now).raw
 
         def baseline(email: str, sid: str, layout: str = layout) -> bytes:
             return email_message(setup, layout, email, sid)
@@ -245,6 +281,7 @@ def bench_build(setup: Setup, count: int, runs: int) -> list[BuildResult]:
         results.append(BuildResult(
             layout,
             ours_us=median_us_per_item(ours, people, runs),
+            before_us=median_us_per_item(before, people, runs),
             baseline_us=median_us_per_item(baseline, people, runs),
             ours_bytes=len(ours(*people[0])),
             baseline_bytes=len(baseline(*people[0])),
@@ -429,8 +466,9 @@ def kb(size: float) -> str:
 
 
 def build_rows(results: Sequence[BuildResult]) -> list[list[str]]:
-    return [[r.layout, kb(r.ours_bytes), f"{r.ours_us:,.0f}", kb(r.baseline_bytes),
-             f"{r.baseline_us:,.0f}", f"{r.baseline_us / r.ours_us:.1f}x"] for r in results]
+    return [[r.layout, kb(r.ours_bytes), f"{r.ours_us:,.0f}", f"{r.before_us:,.0f}",
+             f"{r.before_us / r.ours_us:.1f}x", kb(r.baseline_bytes), f"{r.baseline_us:,.0f}",
+             f"{r.baseline_us / r.ours_us:.1f}x"] for r in results]
 
 
 def smtp_rows(results: Sequence[SmtpResult]) -> list[list[str]]:
@@ -474,8 +512,9 @@ def report(ns: argparse.Namespace, setup: Setup, built: Sequence[BuildResult],
            smtp: Sequence[SmtpResult], memory: Sequence[MemoryResult]) -> str:
     sections = [header(ns, setup)]
     if built:
-        sections.append(table(["layout", "msg KB", "ours µs/rcpt", "EmailMessage KB",
-                               "EmailMessage µs/rcpt", "speed-up"], build_rows(built)))
+        sections.append(table(["layout", "msg KB", "ours µs/rcpt", "before µs/rcpt",
+                               "vs before", "EmailMessage KB", "EmailMessage µs/rcpt",
+                               "vs EmailMessage"], build_rows(built)))
     if smtp:
         sections.append(table(["path", "concurrency", "sent", "sink got", "s", "msg/s",
                                "µs/msg", "client CPU µs/msg", "vs smtplib"], smtp_rows(smtp)))

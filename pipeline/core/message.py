@@ -5,9 +5,11 @@ Each layout is rendered once, at build time. Per recipient only three things cha
 headers that are the same for everyone are folded once per layout with the stdlib's SMTP
 policy (display names, line folding, and refusal of CR/LF in any value; the subject is
 encoded by ``mime.encode_subject``, every encoded word ≤ 75 characters), and each recipient's
-message is those bytes plus its own headers and two parts with the links filled in: several
-times faster than building an ``EmailMessage`` each time (``make bench``), with the same
-result on the wire.
+message is those bytes plus its own headers and the two parts, each encoded once per layout
+with the recipient's links spliced into the encoded bytes (``body_splice``; the same bytes as
+filling the links in and encoding the whole part, which took 70 % of a message's time): about
+a hundred times faster than building an ``EmailMessage`` each time (``make bench``), with the
+same result on the wire.
 
 Each part goes out in whichever of quoted-printable and base64 is smaller for that layout
 (``mime.choose_encoding``, decided once per layout on the part with links of the reserved
@@ -34,7 +36,7 @@ import hashlib
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 from email import policy
 from email.headerregistry import Address
 from email.utils import format_datetime, getaddresses
@@ -42,14 +44,10 @@ from urllib.parse import quote
 
 from pipeline.config import Settings
 from pipeline.core.addresses import to_header
+from pipeline.core.body_splice import SplicedBody
 from pipeline.core.built_issue import BuiltIssue
-from pipeline.core.mime import QUOTED_PRINTABLE, choose_encoding, encode_body, encode_subject
-from pipeline.core.render import (
-    PREFERENCES_PLACEHOLDER,
-    UNSUBSCRIBE_PLACEHOLDER,
-    stray_placeholders,
-    with_reserved_links,
-)
+from pipeline.core.mime import QUOTED_PRINTABLE, choose_encoding, encode_subject
+from pipeline.core.render import PLACEHOLDERS, stray_placeholders, with_reserved_links
 from pipeline.errors import BlockedError, ConfigError
 from pipeline.model import LAYOUTS, Outgoing
 from subscribers.tokens import Keys, make_token, tagged_address
@@ -103,13 +101,19 @@ class Messages:
         self.archive_url = settings.site.base_url.rstrip("/") + "/"
         self.subscribe_url = f"{self.app_url}/subscribe"
         refuse_stray_placeholders(built)
-        self._encoding = {
-            (key, kind): choose_encoding(with_reserved_links(body))
-            for key in built.keys
-            for kind, body in (("text/plain", built.text(key)),
-                               ("text/html", built.html(key)))
-        }
         self.boundary = f"=_vpw_{hashlib.sha256(built.content_hash.encode()).hexdigest()[:24]}"
+        # Per part: its encoding chosen and its headers written once, its body encoded once
+        # but for the lines that hold a link (body_splice).
+        self._parts = {
+            key: tuple(_Part.of(self.boundary, kind, body)
+                       for kind, body in (("text/plain", built.text(key)),
+                                          ("text/html", built.html(key))))
+            for key in built.keys
+        }
+        self._opening = (f'Content-Type: multipart/alternative; boundary="{self.boundary}"'
+                         f"\r\n\r\n").encode()
+        self._closing = f"--{self.boundary}--\r\n".encode()
+        self._date: tuple[tuple[datetime, timedelta | None], bytes] | None = None
         self._static = {layout: self._static_headers(layout, test=False) for layout in LAYOUTS}
         # A test copy's subject names what it is: the layout, or the variant's key.
         self._static_test = {key: self._static_headers(key.split(".")[0], test=True,
@@ -166,8 +170,6 @@ class Messages:
                                      for v in self.built.variants):
             raise ConfigError(f"{self.built.id} has no variant {key!r} of layout {layout}")
         links = self.links(subscriber_id)
-        html = _fill(self.built.html(key), links)
-        text = _fill(self.built.text(key), links)
         list_unsubscribe = f"<{links.unsubscribe}>"
         if links.unsubscribe_mailto:
             list_unsubscribe += f", <{links.unsubscribe_mailto}>"
@@ -176,22 +178,47 @@ class Messages:
         message_id = f"<{self.built.id}.{secrets.token_hex(8)}@{self.sender.domain}>"
         personal = b"".join([
             to_header(recipient),  # never an encoded word inside the address
-            _fold("Date", format_datetime(now)),
+            self._date_header(now),
             _fold("Message-ID", message_id),
             _fold("List-Unsubscribe", list_unsubscribe),
-            _fold("List-Unsubscribe-Post", "List-Unsubscribe=One-Click"),
+            _ONE_CLICK,
         ])
         static = self._static_test[key] if test else self._static[layout]
-        raw = b"".join([
-            static, personal,
-            f'Content-Type: multipart/alternative; boundary="{self.boundary}"\r\n\r\n'.encode(),
-            _part(self.boundary, "text/plain", text, self._encoding[key, "text/plain"]),
-            _part(self.boundary, "text/html", html, self._encoding[key, "text/html"]),
-            f"--{self.boundary}--\r\n".encode(),
-        ])
+        filled = (links.unsubscribe, links.preferences)  # in PLACEHOLDERS' order
+        text, html = self._parts[key]
+        raw = b"".join([static, personal, self._opening,
+                        text.head, text.body.encode(filled),
+                        html.head, html.body.encode(filled), self._closing])
         return Outgoing(recipient=recipient, sender=self.envelope_sender, raw=raw,
                         key=idempotency,
                         tags=dict(tags or {"issue": self.built.id}))
+
+
+    def _date_header(self, now: datetime) -> bytes:
+        """The ``Date`` header, folded once per second of ``now`` (all it shows: the wall time
+        to the second and the UTC offset). Sending threads share this object: the cached pair
+        is read once, so a thread never takes another's date."""
+        key = (now.replace(microsecond=0), now.utcoffset())
+        cached = self._date
+        if cached is None or cached[0] != key:
+            cached = self._date = (key, _fold("Date", format_datetime(now)))
+        return cached[1]
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One part of a layout: its headers (after the boundary line) and its body."""
+
+    head: bytes
+    body: SplicedBody
+
+    @classmethod
+    def of(cls, boundary: str, content_type: str, body: str) -> _Part:
+        # Chosen on the part with links of the reserved length: what the budget weighed.
+        encoding = choose_encoding(with_reserved_links(body))
+        head = (f"--{boundary}\r\nContent-Type: {content_type}; charset=\"utf-8\"\r\n"
+                f"Content-Transfer-Encoding: {encoding}\r\n\r\n").encode()
+        return cls(head, SplicedBody(body, encoding, PLACEHOLDERS))
 
 
 def refuse_stray_placeholders(built: BuiltIssue) -> None:
@@ -234,17 +261,7 @@ def _fold(name: str, value: object) -> bytes:
 _VERBATIM = frozenset({"List-Unsubscribe", "List-Unsubscribe-Post", "List-Id", "Message-ID",
                        "Date", "To", "MIME-Version", "Content-Language", "List-Archive",
                        "List-Help", "List-Subscribe", "List-Post"})
-
-
-def _fill(body: str, links: Links) -> str:
-    return (body.replace(UNSUBSCRIBE_PLACEHOLDER, links.unsubscribe)
-            .replace(PREFERENCES_PLACEHOLDER, links.preferences))
-
-
-def _part(boundary: str, content_type: str, body: str, encoding: str) -> bytes:
-    return (f"--{boundary}\r\nContent-Type: {content_type}; charset=\"utf-8\"\r\n"
-            f"Content-Transfer-Encoding: {encoding}\r\n\r\n").encode() \
-        + encode_body(body, encoding)
+_ONE_CLICK = b"List-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n"
 
 
 def transfer_encoding(text: str, *, readable: bool = False) -> str:
