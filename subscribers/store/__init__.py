@@ -53,12 +53,19 @@ Rules every implementation keeps, in every role:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
 from pipeline.resource import Resource
-from subscribers.model import DEFAULT_LAYOUT, AddResult, Lease, LedgerEntry, Subscriber
+from subscribers.model import (
+    DEFAULT_LAYOUT,
+    AddResult,
+    Lease,
+    LedgerEntry,
+    NewSubscriber,
+    Subscriber,
+)
 
 if TYPE_CHECKING:
     from subscribers.shards import Shard
@@ -84,6 +91,17 @@ class Directory(Protocol):
         """Store a new subscriber, or say why not; an existing one is returned unchanged,
         except that a ``pending`` one becomes ``active`` when ``status="active"``.
         ``areas`` (through :func:`~subscribers.areas.clean_areas`) are a new one's only."""
+        ...
+
+    def add_many(self, entries: Sequence[NewSubscriber], *, status: str = "pending",
+                 source: str, now: datetime) -> list[AddResult]:
+        """:meth:`add` for each entry, in order, with the outcomes it would give one by one
+        (an address twice is created, then present), in far fewer requests: an import's
+        batch. Every address is checked before anything is written (InvalidAddress, and
+        nothing of the batch stored, if one is not an address). Whether the batch is one
+        transaction depends on the store (each adapter says); what a store reports as done
+        when this returns is durable, and an interruption leaves each entry either done as
+        reported or not done at all."""
         ...
 
     def get(self, subscriber_id: str) -> Subscriber | None: ...
