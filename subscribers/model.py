@@ -154,7 +154,7 @@ class AddResult:
 @dataclass(frozen=True)
 class NewSubscriber:
     """One address to add, as a row of an import gives it
-    (:meth:`~subscribers.store.Directory.add_many`)."""
+    (:meth:`~subscribers.store.Imports.add_many`)."""
 
     email: str
     #: One of :data:`LAYOUTS`.

@@ -29,6 +29,7 @@ from subscribers.model import AddOutcome
 from subscribers.store import (
     DeliveryStore,
     Directory,
+    Imports,
     Interests,
     Leases,
     Ledger,
@@ -191,7 +192,7 @@ def test_store_has_every_method_of_the_interface(implementation):
                 == list(inspect.signature(member).parameters)), name
 
 
-ROLES = (Directory, Interests, Ledger, Leases, OnceKeys, Quotas)
+ROLES = (Directory, Imports, Interests, Ledger, Leases, OnceKeys, Quotas)
 
 
 def methods(protocol: type) -> set[str]:
@@ -202,7 +203,7 @@ def methods(protocol: type) -> set[str]:
 
 def test_the_roles_are_small_and_share_no_method():
     """Each role a consumer can be typed against stays small, and the whole store is
-    exactly the six roles (and ``close``): no method belongs to two, none to no role."""
+    exactly the seven roles (and ``close``): no method belongs to two, none to no role."""
     owned = [methods(role) for role in ROLES]
     assert all(len(names) <= 12 for names in owned), [len(names) for names in owned]
     assert sum(len(names) for names in owned) == len(set().union(*owned))

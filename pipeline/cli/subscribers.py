@@ -36,7 +36,7 @@ from subscribers.model import (
     NewSubscriber,
     normalise_email,
 )
-from subscribers.store import Directory
+from subscribers.store import Imports
 
 if TYPE_CHECKING:
     from _csv import Reader as CsvReader
@@ -216,7 +216,7 @@ def _cmd_import(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-def _import_batch(store: Directory, job: _Import, batch: list[tuple[int, dict[str, str] | str]],
+def _import_batch(store: Imports, job: _Import, batch: list[tuple[int, dict[str, str] | str]],
                   tally: _Tally) -> int:
     """Check a batch's rows, add the good ones in one store call, then report them: the bad
     rows and refusals on stderr (FILE:LINE, in line order) and the counts added to

@@ -1,9 +1,10 @@
 """Where subscribers and the delivery ledger live: the store's interface, one role at a time.
 
-The store does six jobs, and each consumer needs only some of them, so the interface is
-six small Protocols, one per role:
+The store does seven jobs, and each consumer needs only some of them, so the interface is
+seven small Protocols, one per role:
 
 * :class:`Directory`: subscribers, their consent, and the suppressed (removed) addresses;
+* :class:`Imports`: many addresses added at once, with :class:`Directory`'s rules (an import);
 * :class:`Interests`: the areas readers follow, as the email variants to render, and the
   catalog of areas the archive holds (what a reader may pick from);
 * :class:`Ledger`: the per-issue delivery ledger, and the feedback SES sends about it;
@@ -11,7 +12,7 @@ six small Protocols, one per role:
 * :class:`OnceKeys`: keys of messages already handled (SNS deliveries, inbound mails);
 * :class:`Quotas`: fixed-window rate counters (the subscription app's limits).
 
-:class:`SubscriberStore` is all six, and what the wiring opens (``pipeline.wiring.open_store``,
+:class:`SubscriberStore` is all seven, and what the wiring opens (``pipeline.wiring.open_store``,
 by ``[store] backend``); a consumer is typed against the roles it uses:
 :class:`DeliveryStore` for the send loop and ``newsletter status``, :class:`SubscriptionStore`
 for the subscription actions, :class:`Leases` alone for the run lock. The adapters,
@@ -73,6 +74,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DeliveryStore",
     "Directory",
+    "Imports",
     "Interests",
     "Leases",
     "Ledger",
@@ -91,17 +93,6 @@ class Directory(Protocol):
         """Store a new subscriber, or say why not; an existing one is returned unchanged,
         except that a ``pending`` one becomes ``active`` when ``status="active"``.
         ``areas`` (through :func:`~subscribers.areas.clean_areas`) are a new one's only."""
-        ...
-
-    def add_many(self, entries: Sequence[NewSubscriber], *, status: str = "pending",
-                 source: str, now: datetime) -> list[AddResult]:
-        """:meth:`add` for each entry, in order, with the outcomes it would give one by one
-        (an address twice is created, then present), in far fewer requests: an import's
-        batch. Every address is checked before anything is written (InvalidAddress, and
-        nothing of the batch stored, if one is not an address). Whether the batch is one
-        transaction depends on the store (each adapter says); what a store reports as done
-        when this returns is durable, and an interruption leaves each entry either done as
-        reported or not done at all."""
         ...
 
     def get(self, subscriber_id: str) -> Subscriber | None: ...
@@ -153,6 +144,22 @@ class Directory(Protocol):
         ...
 
     def is_suppressed(self, email: str) -> bool: ...
+
+
+class Imports(Protocol):
+    """Many addresses added at once: ``subscribers import``, the one caller that brings a
+    list. A role of its own (not :class:`Directory`'s) because only the import needs it."""
+
+    def add_many(self, entries: Sequence[NewSubscriber], *, status: str = "pending",
+                 source: str, now: datetime) -> list[AddResult]:
+        """:meth:`Directory.add` for each entry, in order, with the outcomes it would give one by one
+        (an address twice is created, then present), in far fewer requests: an import's
+        batch. Every address is checked before anything is written (InvalidAddress, and
+        nothing of the batch stored, if one is not an address). Whether the batch is one
+        transaction depends on the store (each adapter says); what a store reports as done
+        when this returns is durable, and an interruption leaves each entry either done as
+        reported or not done at all."""
+        ...
 
 
 class Interests(Protocol):
@@ -283,6 +290,6 @@ class SubscriptionStore(Directory, Interests, Ledger, OnceKeys, Quotas, Protocol
     the rate limits."""
 
 
-class SubscriberStore(Directory, Interests, Ledger, Leases, OnceKeys, Quotas, Resource,
-                      Protocol):
+class SubscriberStore(Directory, Imports, Interests, Ledger, Leases, OnceKeys, Quotas,
+                      Resource, Protocol):
     """Every role, and the store's own life (``close``, ``with``): what the wiring opens."""

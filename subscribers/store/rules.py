@@ -31,14 +31,14 @@ __all__ = [
     "IN_FLIGHT_REASON",
     "MAIL_EVENTS",
     "Additions",
-    "check_new_status",
-    "plan_additions",
     "catalog_names",
+    "check_new_status",
     "decode_areas",
     "decode_time",
     "decode_time_or_none",
     "encode_areas",
     "encode_time",
+    "plan_additions",
     "suppression_hash",
 ]
 

@@ -10,6 +10,7 @@ never a read followed by a write.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -176,12 +177,14 @@ _SUBSCRIBER_BY_ID = """
     SELECT id, email, status, layout, consent_at, consent_source, created_at, confirmed_at,
            updated_at, consent_ip, transient_bounces, areas
     FROM subscribers WHERE id = ?"""
-# Only the lookup of many addresses adds its ``WHERE email_key IN (?, ...)``: the number of
-# marks is the one thing built.
-_SUBSCRIBER_COLUMNS = """
+# A batch's addresses and hashes go in as one JSON array (json_each): one parameter
+# whatever the batch's size, so no query is built and no bound-parameter limit is reached.
+_SUBSCRIBERS_BY_KEYS = """
     SELECT id, email, status, layout, consent_at, consent_source, created_at, confirmed_at,
            updated_at, consent_ip, transient_bounces, areas
-    FROM subscribers"""
+    FROM subscribers WHERE email_key IN (SELECT value FROM json_each(?))"""
+_SUPPRESSED_AMONG = """
+    SELECT email_hash FROM suppressions WHERE email_hash IN (SELECT value FROM json_each(?))"""
 _SUBSCRIBER_BY_KEY = """
     SELECT id, email, status, layout, consent_at, consent_source, created_at, confirmed_at,
            updated_at, consent_ip, transient_bounces, areas
@@ -208,9 +211,6 @@ _ACTIVATE = """
     UPDATE subscribers SET status = 'active', consent_at = ?, consent_source = ?,
                            confirmed_at = ?, updated_at = ?
     WHERE id = ? AND status = 'pending'"""
-#: Addresses looked up per ``IN (...)`` query: well under SQLite's bound-parameter limit
-#: (999 before 3.32).
-_LOOKUP_CHUNK = 500
 _CLAIM = """
     INSERT INTO ledger (issue_id, subscriber_id, status, permanent, attempts, updated_at,
                         handed_over)
@@ -401,7 +401,7 @@ class SqliteStore(Resource):
 
         Inside the transaction (IMMEDIATE: the write lock is held from the first read, so
         what is read stays true), the entries' suppression hashes and addresses are looked
-        up with one ``IN`` query per :data:`_LOOKUP_CHUNK`, the outcomes decided in Python
+        up with one query each, the outcomes decided in Python
         (:func:`~subscribers.store.rules.plan_additions`, the rules ``add`` keeps), and the
         new and activated rows written with one ``executemany`` each; one commit, one fsync.
         """
@@ -975,28 +975,14 @@ def _row_by_email(conn: sqlite3.Connection, normal: str) -> sqlite3.Row | None:
 
 
 def _rows_by_key(conn: sqlite3.Connection, keys: set[str]) -> dict[str, Subscriber]:
-    """The subscribers whose ``email_key`` is one of ``keys``, by key."""
-    found: dict[str, Subscriber] = {}
-    ordered = sorted(keys)
-    for start in range(0, len(ordered), _LOOKUP_CHUNK):
-        chunk = ordered[start:start + _LOOKUP_CHUNK]
-        marks = ",".join("?" * len(chunk))
-        for row in conn.execute(f"{_SUBSCRIBER_COLUMNS} WHERE email_key IN ({marks})", chunk):
-            subscriber = _subscriber(row)
-            found[email_key(subscriber.email)] = subscriber
-    return found
+    """The subscribers whose ``email_key`` is one of ``keys``, by key: one query."""
+    rows = conn.execute(_SUBSCRIBERS_BY_KEYS, (json.dumps(sorted(keys)),)).fetchall()
+    return {email_key(row["email"]): _subscriber(row) for row in rows}
 
 
 def _suppressed_among(conn: sqlite3.Connection, hashes: set[str]) -> set[str]:
-    """Which of ``hashes`` the suppression list holds."""
-    found: set[str] = set()
-    ordered = sorted(hashes)
-    for start in range(0, len(ordered), _LOOKUP_CHUNK):
-        chunk = ordered[start:start + _LOOKUP_CHUNK]
-        marks = ",".join("?" * len(chunk))
-        found.update(row[0] for row in conn.execute(
-            f"SELECT email_hash FROM suppressions WHERE email_hash IN ({marks})", chunk))
-    return found
+    """Which of ``hashes`` the suppression list holds: one query."""
+    return {row[0] for row in conn.execute(_SUPPRESSED_AMONG, (json.dumps(sorted(hashes)),))}
 
 
 def _by_id(subscriber: Subscriber) -> str:
