@@ -152,9 +152,9 @@ class Imports(Protocol):
 
     def add_many(self, entries: Sequence[NewSubscriber], *, status: str = "pending",
                  source: str, now: datetime) -> list[AddResult]:
-        """:meth:`Directory.add` for each entry, in order, with the outcomes it would give one by one
-        (an address twice is created, then present), in far fewer requests: an import's
-        batch. Every address is checked before anything is written (InvalidAddress, and
+        """:meth:`Directory.add` for each entry, in order, with the outcomes it would give
+        one by one (an address twice is created, then present), in far fewer requests: an
+        import's batch. Every address is checked before anything is written (InvalidAddress, and
         nothing of the batch stored, if one is not an address). Whether the batch is one
         transaction depends on the store (each adapter says); what a store reports as done
         when this returns is durable, and an interruption leaves each entry either done as
