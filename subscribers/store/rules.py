@@ -157,7 +157,7 @@ def plan_additions(entries: Sequence[tuple[str, NewSubscriber]], *, status: str,
     plan = Additions()
     for normal, entry in entries:
         key = email_key(normal)
-        if suppression_hash(normal) in suppressed:
+        if suppressed and suppression_hash(normal) in suppressed:
             plan.results.append(AddResult(AddOutcome.SUPPRESSED, None))
             continue
         present = known.get(key)
