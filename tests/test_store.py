@@ -1077,3 +1077,33 @@ def test_areas_edited_by_hand_read_as_what_could_be_stored(path):
         assert store.get(good).areas == ("rocm",)
         assert store.get(bad).areas == ()
         assert store.variant_choices() == [("zh-en", ("rocm",))]
+
+
+@pytest.mark.aws
+def test_dynamo_add_many_decides_again_what_changed_since_its_read(dynamo, monkeypatch):
+    """Between add_many's bulk read and its writes, another writer adds the address (and
+    activates a pending one): the conditional writes refuse, and ``add`` decides those
+    entries (and the same address later in the batch) as it would have: nothing doubled."""
+    store = dynamo.open()
+    other = dynamo.open()
+    store.add("waiting@example.org", source="web", now=NOW)
+    read = DynamoStore._existing
+
+    def stale(self, normals):
+        found = read(self, normals)
+        other.add("racer@example.org", "zh", status="active", source="web", now=NOW)
+        other.add("waiting@example.org", status="active", source="web", now=NOW)
+        return {key: sub for key, sub in found.items() if key != "racer@example.org"}
+
+    monkeypatch.setattr(DynamoStore, "_existing", stale)
+    results = store.add_many([NewSubscriber("Racer@example.org", "en"),
+                              NewSubscriber("waiting@example.org"),
+                              NewSubscriber("racer@EXAMPLE.org"),
+                              NewSubscriber("fresh@example.org")],
+                             status="active", source="import:t.csv", now=NOW)
+    assert [r.outcome for r in results] == [AddOutcome.EXISTING, AddOutcome.EXISTING,
+                                            AddOutcome.EXISTING, AddOutcome.CREATED]
+    racer = store.find("racer@example.org")
+    assert racer is not None and racer.layout == "zh" and racer.consent_source == "web"
+    assert results[0].subscriber == racer == results[2].subscriber
+    assert len(dynamo.keys("sub#")) == 3

@@ -206,9 +206,10 @@ def _cmd_import(args: argparse.Namespace, settings: Settings) -> int:
             if batch:
                 done = _import_batch(store, job, batch, tally)
         except (KeyboardInterrupt, StoreError):
-            # The batch in hand was rolled back whole: say what is in the store.
+            after = ("none after it" if store.atomic_batches else "of the rows after it, "
+                     "some of the next batch's may be stored, uncounted")
             print(f"{tally.summary()}; stopped after line {done}: the rows up to it are "
-                  "imported as counted, none after it (importing the file again is safe)")
+                  f"imported as counted, {after} (importing the file again is safe)")
             raise
     print(tally.summary())
     if tally.activated:

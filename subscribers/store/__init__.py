@@ -150,15 +150,20 @@ class Imports(Protocol):
     """Many addresses added at once: ``subscribers import``, the one caller that brings a
     list. A role of its own (not :class:`Directory`'s) because only the import needs it."""
 
+    #: True when a batch is stored whole or not at all (SQLite: one transaction); False when
+    #: each entry is durable on its own (DynamoDB), so an interrupted batch keeps its entries
+    #: up to the interruption. What an interrupted import can say it left.
+    atomic_batches: bool
+
     def add_many(self, entries: Sequence[NewSubscriber], *, status: str = "pending",
                  source: str, now: datetime) -> list[AddResult]:
         """:meth:`Directory.add` for each entry, in order, with the outcomes it would give
         one by one (an address twice is created, then present), in far fewer requests: an
         import's batch. Every address is checked before anything is written (InvalidAddress, and
         nothing of the batch stored, if one is not an address). Whether the batch is one
-        transaction depends on the store (each adapter says); what a store reports as done
-        when this returns is durable, and an interruption leaves each entry either done as
-        reported or not done at all."""
+        transaction is :attr:`atomic_batches`; what it reports when it returns is durable,
+        and an interruption leaves each entry either done as :meth:`Directory.add` would
+        have done it or not done at all."""
         ...
 
 

@@ -210,6 +210,8 @@ class DynamoStore(Resource):
 
     #: DynamoDB's TTL drops handled-message keys and rate counters: no purge scans.
     expires_by_itself = True
+    #: add_many writes each entry on its own (conditional writes do not batch).
+    atomic_batches = False
 
     def __init__(self, client: DynamoDBClient, subscribers_table: str, ledger_table: str, *,
                  owns_client: bool = False) -> None:

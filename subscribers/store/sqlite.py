@@ -270,6 +270,8 @@ class SqliteStore(Resource):
     #: Handled-message keys stay until :meth:`purge_seen` drops them (DynamoDB's TTL
     #: expires its own).
     expires_by_itself = False
+    #: add_many stores a batch in one transaction.
+    atomic_batches = True
 
     def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
         """Use :meth:`open`; this only wraps a connection that is already migrated."""
