@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
+import re
 import sqlite3
 import subprocess
 import sys
@@ -25,10 +26,11 @@ import pytest
 
 from pipeline.wiring import open_store
 from subscribers.errors import InvalidAddress, StoreError, UnknownSubscriber
-from subscribers.model import AddOutcome
+from subscribers.model import AddOutcome, NewSubscriber
 from subscribers.store import (
     DeliveryStore,
     Directory,
+    Imports,
     Interests,
     Leases,
     Ledger,
@@ -191,7 +193,7 @@ def test_store_has_every_method_of_the_interface(implementation):
                 == list(inspect.signature(member).parameters)), name
 
 
-ROLES = (Directory, Interests, Ledger, Leases, OnceKeys, Quotas)
+ROLES = (Directory, Imports, Interests, Ledger, Leases, OnceKeys, Quotas)
 
 
 def methods(protocol: type) -> set[str]:
@@ -202,7 +204,7 @@ def methods(protocol: type) -> set[str]:
 
 def test_the_roles_are_small_and_share_no_method():
     """Each role a consumer can be typed against stays small, and the whole store is
-    exactly the six roles (and ``close``): no method belongs to two, none to no role."""
+    exactly the seven roles (and ``close``): no method belongs to two, none to no role."""
     owned = [methods(role) for role in ROLES]
     assert all(len(names) <= 12 for names in owned), [len(names) for names in owned]
     assert sum(len(names) for names in owned) == len(set().union(*owned))
@@ -259,6 +261,90 @@ def test_invalid_addresses_are_refused(store):
             store.add(text, source="cli", now=NOW)
         assert caught.value.exit_code == 2
     assert store.count_by() == {}
+
+
+# -- adding many (an import's batch) ----------------------------------------------------------
+
+def test_add_many_gives_what_add_gives_one_by_one(store):
+    """A mixed batch: new, present, pending made active, final statuses, suppressed, the same
+    address twice in other case, Unicode, areas. Each outcome is the one ``add`` gives in
+    that order, and what it returns is what the store now holds."""
+    pending = store.add("pending@example.org", source="web", now=NOW).subscriber
+    kept = store.add("kept@example.org", "zh", status="active", source="web", now=NOW,
+                     areas=["multimodal"]).subscriber
+    for address, final in (("gone@example.org", "unsubscribed"),
+                           ("bounced@example.org", "bounced")):
+        store.set_status(active(store, address), final, NOW)
+    store.add("removed@example.org", source="cli", now=NOW)
+    store.remove("removed@example.org", NOW)
+    later = NOW + timedelta(days=1)
+    entries = [NewSubscriber("New@Example.ORG", "en", ("rocm", "KV Connector")),
+               NewSubscriber("PENDING@example.org", "en"),
+               NewSubscriber("pending@example.org"),
+               NewSubscriber("gone@EXAMPLE.org"),
+               NewSubscriber("bounced@example.org", "zh"),
+               NewSubscriber("Removed@example.org"),
+               NewSubscriber("kept@example.org", "en", ("cpu",)),
+               NewSubscriber("new@example.org", "zh"),
+               NewSubscriber("用户@例子.中国", "en-zh"),
+               NewSubscriber("Ünï@example.org"),
+               NewSubscriber("üNÏ@EXAMPLE.org", "en")]
+
+    results = store.add_many(entries, status="active", source="import:t.csv", now=later)
+
+    assert [r.outcome for r in results] == [
+        AddOutcome.CREATED, AddOutcome.ACTIVATED, AddOutcome.EXISTING, AddOutcome.REFUSED,
+        AddOutcome.REFUSED, AddOutcome.SUPPRESSED, AddOutcome.EXISTING, AddOutcome.EXISTING,
+        AddOutcome.CREATED, AddOutcome.CREATED, AddOutcome.EXISTING]
+    new = results[0].subscriber
+    assert new is not None and new == results[7].subscriber
+    assert (new.email, new.status, new.layout, new.areas) == (
+        "New@example.org", "active", "en", ("kv-connector", "rocm"))
+    assert new.consent_at == later == new.confirmed_at == new.created_at
+    assert new.consent_source == "import:t.csv"
+    assert pending is not None and results[1].subscriber is not None
+    assert results[1].subscriber.id == pending.id
+    assert (results[1].subscriber.status, results[1].subscriber.consent_at,
+            results[1].subscriber.consent_source) == ("active", later, "import:t.csv")
+    assert results[2].subscriber == results[1].subscriber
+    assert results[3].subscriber is not None and results[3].subscriber.status == "unsubscribed"
+    assert results[5].subscriber is None
+    assert results[6].subscriber == kept  # a present reader keeps their layout and areas
+    assert results[8].subscriber is not None and results[8].subscriber.email == "用户@例子.中国"
+    for entry, result in zip(entries, results, strict=True):
+        if result.subscriber is not None:
+            assert store.find(entry.email) == result.subscriber, entry.email
+    assert store.find("removed@example.org") is None
+    assert store.count_by_status() == {"pending": 0, "active": 5, "unsubscribed": 1,
+                                       "bounced": 1, "complained": 0}
+    # The same batch again: nothing new, nothing changed.
+    again = store.add_many(entries, status="active", source="import:t.csv", now=later)
+    assert [r.outcome for r in again].count(AddOutcome.CREATED) == 0
+    assert [r.subscriber for r in again][6:] == [r.subscriber for r in results][6:]
+
+
+def test_add_many_checks_every_address_before_writing_any(store):
+    with pytest.raises(InvalidAddress):
+        store.add_many([NewSubscriber("fine@example.org"), NewSubscriber("not-an-address")],
+                       source="import:t.csv", now=NOW)
+    with pytest.raises(ValueError, match="layout"):
+        store.add_many([NewSubscriber("fine@example.org", "klingon")], source="i", now=NOW)
+    assert store.count_by() == {}
+    assert store.add_many([], source="import:t.csv", now=NOW) == []
+
+
+def test_a_batch_of_new_subscribers_takes_neighbouring_ids(store):
+    """One random prefix per batch (SQLite keeps the table in id order), still 24 hex
+    characters each, all different; another batch draws another prefix."""
+    first = store.add_many([NewSubscriber(f"r{i}@example.org") for i in range(50)],
+                           source="i", now=NOW)
+    second = store.add_many([NewSubscriber(f"s{i}@example.org") for i in range(50)],
+                            source="i", now=NOW)
+    ids = [[r.subscriber.id for r in batch if r.subscriber] for batch in (first, second)]
+    assert all(len(set(batch)) == 50 for batch in ids)
+    assert all(re.fullmatch(r"[0-9a-f]{24}", sid) for batch in ids for sid in batch)
+    assert {sid[:12] for sid in ids[0]} != {sid[:12] for sid in ids[1]}
+    assert all(len({sid[:12] for sid in batch}) == 1 for batch in ids)
 
 
 @pytest.mark.parametrize("separate_connections", [False, True])
@@ -991,3 +1077,33 @@ def test_areas_edited_by_hand_read_as_what_could_be_stored(path):
         assert store.get(good).areas == ("rocm",)
         assert store.get(bad).areas == ()
         assert store.variant_choices() == [("zh-en", ("rocm",))]
+
+
+@pytest.mark.aws
+def test_dynamo_add_many_decides_again_what_changed_since_its_read(dynamo, monkeypatch):
+    """Between add_many's bulk read and its writes, another writer adds the address (and
+    activates a pending one): the conditional writes refuse, and ``add`` decides those
+    entries (and the same address later in the batch) as it would have: nothing doubled."""
+    store = dynamo.open()
+    other = dynamo.open()
+    store.add("waiting@example.org", source="web", now=NOW)
+    read = DynamoStore._existing
+
+    def stale(self, normals):
+        found = read(self, normals)
+        other.add("racer@example.org", "zh", status="active", source="web", now=NOW)
+        other.add("waiting@example.org", status="active", source="web", now=NOW)
+        return {key: sub for key, sub in found.items() if key != "racer@example.org"}
+
+    monkeypatch.setattr(DynamoStore, "_existing", stale)
+    results = store.add_many([NewSubscriber("Racer@example.org", "en"),
+                              NewSubscriber("waiting@example.org"),
+                              NewSubscriber("racer@EXAMPLE.org"),
+                              NewSubscriber("fresh@example.org")],
+                             status="active", source="import:t.csv", now=NOW)
+    assert [r.outcome for r in results] == [AddOutcome.EXISTING, AddOutcome.EXISTING,
+                                            AddOutcome.EXISTING, AddOutcome.CREATED]
+    racer = store.find("racer@example.org")
+    assert racer is not None and racer.layout == "zh" and racer.consent_source == "web"
+    assert results[0].subscriber == racer == results[2].subscriber
+    assert len(dynamo.keys("sub#")) == 3

@@ -287,3 +287,137 @@ def test_the_bundled_sample_follows_areas_the_sample_issue_has_and_one_it_lacks(
     missing = {name for names in following.values() for name in names.split(",")} - in_sample
     assert len([n for n in following.values() if set(n.split(",")) & in_sample]) >= 2
     assert missing  # one reader follows an area this issue lacks: they get the plain layout
+
+
+# -- batches ---------------------------------------------------------------------------------
+
+MIXED = (
+    "email,layout,areas\n"                      # 1
+    "new1@example.org,en,rocm;KV Connector\n"   # 2  new, areas folded
+    "pending@example.org,zh,\n"                 # 3  pending → active
+    "not-an-address,en,\n"                      # 4  invalid
+    "GONE@example.org,zh,\n"                    # 5  unsubscribed: refused
+    "removed@example.org,,\n"                   # 6  suppressed: refused
+    "NEW1@example.org,zh,\n"                    # 7  the same address again
+    "kept@example.org,en,cpu\n"                 # 8  present: keeps layout and areas
+    "\n"                                        # 9  blank
+    "用户@例子.中国,en-zh,\n"                   # 10 Unicode
+    "new2@example.org,klingon,\n"               # 11 bad layout
+    "new3@example.org,,ok;bad\x07name\n"        # 12 bad area
+    "Ünï@example.org,,\n"                       # 13 new
+    "üNÏ@EXAMPLE.org,en,\n"                     # 14 the same, other case
+    ",zh,\n"                                    # 15 no address
+    "pending@example.org,en,\n"                 # 16 present (active since line 3)
+    "new4@example.org,EN,\n")                   # 17 new
+
+
+def seed(settings) -> None:
+    with open_store(settings) as store:
+        store.add("pending@example.org", source="web", now=NOW)
+        store.add("kept@example.org", "zh", status="active", source="web", now=NOW,
+                  areas=["multimodal"])
+        gone = store.add("gone@example.org", status="active", source="web", now=NOW)
+        assert gone.subscriber is not None
+        store.set_status(gone.subscriber.id, "unsubscribed", NOW)
+        store.add("removed@example.org", source="web", now=NOW)
+        store.remove("removed@example.org", NOW)
+
+
+def stored(settings) -> list[tuple]:
+    with open_store(settings) as store:
+        return sorted((s.email, s.status, s.layout, s.areas, s.consent_source, s.consent_at)
+                      for s in store.iter_subscribers())
+
+
+@pytest.mark.parametrize("batch", [1, 2, 3, 4, 5, 6, 1000])
+def test_a_mixed_file_imports_the_same_whatever_the_batch_size(cli, tmp_path, settings,
+                                                               monkeypatch, batch):
+    """Every outcome of the row-by-row import, whatever the batches: a duplicate on either
+    side of a boundary (lines 2 and 7, 13 and 14: batches of 5 and 6 split them, 1000 does
+    not), bad rows reported in line order with FILE:LINE."""
+    monkeypatch.setattr("pipeline.cli.subscribers.IMPORT_BATCH", batch)
+    seed(settings)
+    path = write(tmp_path, MIXED)
+    code, out, err = cli("import", str(path), "--confirmed")
+    assert code == 0
+    assert out.splitlines() == [
+        "imported 4 new, 5 already present, 2 refused "
+        "(unsubscribed/bounced/complained/suppressed), 4 errors",
+        "confirmed 1 pending subscriber(s) (--confirmed)"]
+    assert [line.split(": ")[0] for line in err.splitlines()] == [
+        f"{path}:{n}" for n in (4, 5, 6, 11, 12, 15)]
+    assert f"{path}:5: refused: GONE@example.org is unsubscribed" in err
+    assert f"{path}:6: refused: removed@example.org was removed earlier" in err
+    stamp = NOW  # the clock of the import (fixed here), for consent and creation alike
+    assert stored(settings) == [
+        ("gone@example.org", "unsubscribed", "zh-en", (), "web", NOW),
+        ("kept@example.org", "active", "zh", ("multimodal",), "web", NOW),
+        ("new1@example.org", "active", "en", ("kv-connector", "rocm"), "import:list.csv",
+         stamp),
+        ("new4@example.org", "active", "en", (), "import:list.csv", stamp),
+        ("pending@example.org", "active", "zh-en", (), "import:list.csv", stamp),
+        ("Ünï@example.org", "active", "zh-en", (), "import:list.csv", stamp),
+        ("用户@例子.中国", "active", "en-zh", (), "import:list.csv", stamp)]
+    code, out, _ = cli("import", str(path), "--confirmed")
+    assert out.startswith("imported 0 new, 9 already present, 2 refused")
+
+
+def test_an_interrupted_import_keeps_whole_batches_and_says_where_it_stopped(
+        cli, tmp_path, settings, monkeypatch, capsys):
+    """Ctrl-C in the middle of the second batch's insert: that batch is rolled back whole,
+    the summary counts the first batch only, and importing again finishes the file."""
+    monkeypatch.setattr("pipeline.cli.subscribers.IMPORT_BATCH", 4)
+    path = write(tmp_path, "email,areas\n" + "".join(
+        f"r{i}@example.org,a{i}\n" for i in range(10)))
+    import subscribers.store.sqlite as sqlite_store
+
+    encode = sqlite_store.encode_areas
+    calls = 0
+
+    def interrupted(names):
+        nonlocal calls
+        calls += 1
+        if calls == 6:  # the second batch's second row
+            raise KeyboardInterrupt
+        return encode(names)
+
+    monkeypatch.setattr(sqlite_store, "encode_areas", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        cli("import", str(path))
+    out, err = capsys.readouterr()
+    assert err == ""
+    assert out == ("imported 4 new, 0 already present, 0 refused (unsubscribed/bounced/"
+                   "complained/suppressed), 0 errors; stopped after line 5: the rows up to "
+                   "it are imported as counted, none after it (importing the file again is "
+                   "safe)\n")
+    assert [row[0] for row in stored(settings)] == [f"r{i}@example.org" for i in range(4)]
+    monkeypatch.setattr(sqlite_store, "encode_areas", encode)
+    assert cli("import", str(path))[1].startswith("imported 6 new, 4 already present")
+
+
+def test_a_full_disk_stops_the_import_with_one_line_and_whole_batches(
+        cli, tmp_path, settings, monkeypatch):
+    """SQLite's "database or disk is full" in the middle of a batch (max_page_count caps the
+    file as a full disk would): exit 1, one error line, the batches before it kept whole."""
+    monkeypatch.setattr("pipeline.cli.subscribers.IMPORT_BATCH", 100)
+    from subscribers.store.sqlite import SqliteStore
+
+    opened = SqliteStore.open
+
+    def small_disk(path, **kwargs):
+        store = opened(path, **kwargs)
+        pages = store._conn.execute("PRAGMA page_count").fetchone()[0]
+        store._conn.execute(f"PRAGMA max_page_count = {pages + 12}")
+        return store
+
+    monkeypatch.setattr(SqliteStore, "open", staticmethod(small_disk))
+    path = write(tmp_path, "email,areas\n" + "".join(
+        f"reader-{i:05}@example.org,{'x' * 40}\n" for i in range(2000)))
+    code, out, err = cli("import", str(path))
+    assert code == 1
+    assert err.count("\n") == 1 and "full" in err
+    done = int(out.split("imported ")[1].split(" new")[0])
+    line = int(out.split("stopped after line ")[1].split(":")[0])
+    assert done % 100 == 0 and 0 < done < 2000 and line == done + 1
+    monkeypatch.setattr(SqliteStore, "open", staticmethod(opened))
+    assert len(stored(settings)) == done

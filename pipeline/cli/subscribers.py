@@ -26,23 +26,24 @@ from typing import TYPE_CHECKING, Any
 from pipeline import week as clock
 from pipeline.errors import UsageError
 from subscribers.areas import MAX_AREA_LENGTH, MAX_AREAS, clean_area
-from subscribers.errors import InvalidAddress, RefusedAddress, UnknownSubscriber
+from subscribers.errors import InvalidAddress, RefusedAddress, StoreError, UnknownSubscriber
 from subscribers.model import (
     DEFAULT_LAYOUT,
     LAYOUTS,
     STATUSES,
     AddOutcome,
     AddResult,
+    NewSubscriber,
     normalise_email,
 )
-from subscribers.store import Directory
+from subscribers.store import Imports
 
 if TYPE_CHECKING:
     from _csv import Reader as CsvReader
 
     from pipeline.config import Settings
 
-__all__ = ["AREA_SEPARATOR", "EXPORT_COLUMNS", "add_parser", "parse_areas"]
+__all__ = ["AREA_SEPARATOR", "EXPORT_COLUMNS", "IMPORT_BATCH", "add_parser", "parse_areas"]
 
 #: The columns of ``subscribers export``; ``email``, ``layout`` and ``areas`` make it
 #: importable again. The consent record is part of the export: when, where from (``web``,
@@ -149,6 +150,11 @@ def _cmd_add(args: argparse.Namespace, settings: Settings) -> int:
 
 # -- import ----------------------------------------------------------------------------------
 
+#: Rows per write: each batch is one store call (one SQLite transaction), and what the
+#: summary and stderr report is what the committed batches did.
+IMPORT_BATCH = 1000
+
+
 @dataclass
 class _Tally:
     """What an import did, for its summary line."""
@@ -159,51 +165,108 @@ class _Tally:
     refused: int = 0
     errors: int = 0
 
+    def add(self, other: _Tally) -> None:
+        self.new += other.new
+        self.present += other.present
+        self.activated += other.activated
+        self.refused += other.refused
+        self.errors += other.errors
+
+    def summary(self) -> str:
+        return (f"imported {self.new} new, {self.present} already present, {self.refused} "
+                f"refused (unsubscribed/bounced/complained/suppressed), {self.errors} errors")
+
+
+@dataclass(frozen=True)
+class _Import:
+    """One import's fixed terms: the file (for FILE:LINE), the status and consent source of
+    new subscribers."""
+
+    path: Path
+    status: str
+    source: str
+
 
 def _cmd_import(args: argparse.Namespace, settings: Settings) -> int:
     path: Path = args.file
     rows = _read_csv(path)
-    source = f"import:{path.name}"
-    status = "active" if args.confirmed else "pending"
+    job = _Import(path, "active" if args.confirmed else "pending", f"import:{path.name}")
     tally = _Tally()
     from pipeline.wiring import open_store
 
     with open_store(settings) as store:
-        for line, fields in rows:
-            problem = _import_row(store, fields, status, source, tally)
-            if problem:
-                print(f"{path}:{line}: {problem}", file=sys.stderr)
-    print(f"imported {tally.new} new, {tally.present} already present, {tally.refused} "
-          f"refused (unsubscribed/bounced/complained/suppressed), {tally.errors} errors")
+        batch: list[tuple[int, dict[str, str] | str]] = []
+        done = 1  # the last line whose batch is stored (1: the header)
+        try:
+            for row in rows:
+                batch.append(row)
+                if len(batch) >= IMPORT_BATCH:
+                    done = _import_batch(store, job, batch, tally)
+                    batch = []
+            if batch:
+                done = _import_batch(store, job, batch, tally)
+        except (KeyboardInterrupt, StoreError):
+            after = ("none after it" if store.atomic_batches else "of the rows after it, "
+                     "some of the next batch's may be stored, uncounted")
+            print(f"{tally.summary()}; stopped after line {done}: the rows up to it are "
+                  f"imported as counted, {after} (importing the file again is safe)")
+            raise
+    print(tally.summary())
     if tally.activated:
         print(f"confirmed {tally.activated} pending subscriber(s) (--confirmed)")
     return 0
 
 
-def _import_row(store: Directory, fields: dict[str, str] | str, status: str, source: str,
-                tally: _Tally) -> str | None:
-    """Import one row; a line for stderr if it was refused or wrong, else None."""
+def _import_batch(store: Imports, job: _Import, batch: list[tuple[int, dict[str, str] | str]],
+                  tally: _Tally) -> int:
+    """Check a batch's rows, add the good ones in one store call, then report them: the bad
+    rows and refusals on stderr (FILE:LINE, in line order) and the counts added to
+    ``tally``, only once the store has taken the batch, so an interruption reports nothing
+    it did not do. The batch's last line."""
+    counted = _Tally()
+    problems: list[tuple[int, str]] = []
+    wanted: list[tuple[int, str, NewSubscriber]] = []
+    for line, fields in batch:
+        checked = _check_row(fields)
+        if isinstance(checked, NewSubscriber):
+            wanted.append((line, checked.email, checked))
+        else:
+            counted.errors += 1
+            problems.append((line, checked))
+    results = store.add_many([entry for _, _, entry in wanted], status=job.status,
+                             source=job.source, now=clock.now()) if wanted else []
+    for (line, email, _), result in zip(wanted, results, strict=True):
+        problem = _count(result, email, counted)
+        if problem:
+            problems.append((line, problem))
+    tally.add(counted)
+    for line, problem in sorted(problems):
+        print(f"{job.path}:{line}: {problem}", file=sys.stderr)
+    return batch[-1][0]
+
+
+def _check_row(fields: dict[str, str] | str) -> NewSubscriber | str:
+    """A row as the store takes it (its address as written), or what is wrong with it."""
     if isinstance(fields, str):  # the CSV reader's complaint about this row
-        tally.errors += 1
         return fields
     email = fields["email"]
     layout = fields["layout"].lower() or DEFAULT_LAYOUT
     if not email:
-        tally.errors += 1
         return "no email address"
     if layout not in LAYOUTS:
-        tally.errors += 1
         return f"unknown layout {fields['layout']!r} (expected {', '.join(LAYOUTS)})"
     areas = parse_areas(fields["areas"], AREA_SEPARATOR)
     if isinstance(areas, str):
-        tally.errors += 1
         return f"areas: {areas}"
     try:
-        result: AddResult = store.add(email, layout, status=status, source=source,
-                                      now=clock.now(), areas=areas)
+        normalise_email(email)  # the store checks it again, from email-validator's cache
     except InvalidAddress as exc:
-        tally.errors += 1
         return f"invalid address {email!r}: {exc.reason}"
+    return NewSubscriber(email, layout, areas)
+
+
+def _count(result: AddResult, email: str, tally: _Tally) -> str | None:
+    """Count one stored row's outcome; a line for stderr if it was refused."""
     if result.outcome is AddOutcome.CREATED:
         tally.new += 1
     elif result.outcome is AddOutcome.SUPPRESSED:

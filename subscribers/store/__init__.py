@@ -1,9 +1,10 @@
 """Where subscribers and the delivery ledger live: the store's interface, one role at a time.
 
-The store does six jobs, and each consumer needs only some of them, so the interface is
-six small Protocols, one per role:
+The store does seven jobs, and each consumer needs only some of them, so the interface is
+seven small Protocols, one per role:
 
 * :class:`Directory`: subscribers, their consent, and the suppressed (removed) addresses;
+* :class:`Imports`: many addresses added at once, with :class:`Directory`'s rules (an import);
 * :class:`Interests`: the areas readers follow, as the email variants to render, and the
   catalog of areas the archive holds (what a reader may pick from);
 * :class:`Ledger`: the per-issue delivery ledger, and the feedback SES sends about it;
@@ -11,7 +12,7 @@ six small Protocols, one per role:
 * :class:`OnceKeys`: keys of messages already handled (SNS deliveries, inbound mails);
 * :class:`Quotas`: fixed-window rate counters (the subscription app's limits).
 
-:class:`SubscriberStore` is all six, and what the wiring opens (``pipeline.wiring.open_store``,
+:class:`SubscriberStore` is all seven, and what the wiring opens (``pipeline.wiring.open_store``,
 by ``[store] backend``); a consumer is typed against the roles it uses:
 :class:`DeliveryStore` for the send loop and ``newsletter status``, :class:`SubscriptionStore`
 for the subscription actions, :class:`Leases` alone for the run lock. The adapters,
@@ -53,12 +54,19 @@ Rules every implementation keeps, in every role:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Protocol
 
 from pipeline.resource import Resource
-from subscribers.model import DEFAULT_LAYOUT, AddResult, Lease, LedgerEntry, Subscriber
+from subscribers.model import (
+    DEFAULT_LAYOUT,
+    AddResult,
+    Lease,
+    LedgerEntry,
+    NewSubscriber,
+    Subscriber,
+)
 
 if TYPE_CHECKING:
     from subscribers.shards import Shard
@@ -66,6 +74,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DeliveryStore",
     "Directory",
+    "Imports",
     "Interests",
     "Leases",
     "Ledger",
@@ -135,6 +144,27 @@ class Directory(Protocol):
         ...
 
     def is_suppressed(self, email: str) -> bool: ...
+
+
+class Imports(Protocol):
+    """Many addresses added at once: ``subscribers import``, the one caller that brings a
+    list. A role of its own (not :class:`Directory`'s) because only the import needs it."""
+
+    #: True when a batch is stored whole or not at all (SQLite: one transaction); False when
+    #: each entry is durable on its own (DynamoDB), so an interrupted batch keeps its entries
+    #: up to the interruption. What an interrupted import can say it left.
+    atomic_batches: bool
+
+    def add_many(self, entries: Sequence[NewSubscriber], *, status: str = "pending",
+                 source: str, now: datetime) -> list[AddResult]:
+        """:meth:`Directory.add` for each entry, in order, with the outcomes it would give
+        one by one (an address twice is created, then present), in far fewer requests: an
+        import's batch. Every address is checked before anything is written (InvalidAddress, and
+        nothing of the batch stored, if one is not an address). Whether the batch is one
+        transaction is :attr:`atomic_batches`; what it reports when it returns is durable,
+        and an interruption leaves each entry either done as :meth:`Directory.add` would
+        have done it or not done at all."""
+        ...
 
 
 class Interests(Protocol):
@@ -265,6 +295,6 @@ class SubscriptionStore(Directory, Interests, Ledger, OnceKeys, Quotas, Protocol
     the rate limits."""
 
 
-class SubscriberStore(Directory, Interests, Ledger, Leases, OnceKeys, Quotas, Resource,
-                      Protocol):
+class SubscriberStore(Directory, Imports, Interests, Ledger, Leases, OnceKeys, Quotas,
+                      Resource, Protocol):
     """Every role, and the store's own life (``close``, ``with``): what the wiring opens."""

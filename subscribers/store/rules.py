@@ -10,21 +10,35 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
 from subscribers.areas import clean_area, clean_areas
-from subscribers.model import STATUSES, email_key
+from subscribers.model import (
+    FINAL_STATUSES,
+    LAYOUTS,
+    STATUSES,
+    AddOutcome,
+    AddResult,
+    NewSubscriber,
+    Subscriber,
+    batch_subscriber_ids,
+    email_key,
+)
 
 __all__ = [
     "IN_FLIGHT_REASON",
     "MAIL_EVENTS",
+    "Additions",
     "catalog_names",
+    "check_new_status",
     "decode_areas",
     "decode_time",
     "decode_time_or_none",
     "encode_areas",
     "encode_time",
+    "plan_additions",
     "suppression_hash",
 ]
 
@@ -102,3 +116,68 @@ def catalog_names(names: Iterable[str]) -> set[str]:
     """The names ``note_areas`` adds to the catalog: each cleaned as a reader's choice is
     (so a catalog name is one a reader can hold), unusable ones dropped; no count limit."""
     return {cleaned for name in names if (cleaned := clean_area(name)) is not None}
+
+
+# -- adding many ------------------------------------------------------------------------------
+
+def check_new_status(layout: str, status: str) -> None:
+    """What ``add`` and ``add_many`` refuse as a caller's bug (ValueError): an unknown
+    layout, or a new subscriber neither ``pending`` nor ``active``."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
+    if status not in ("pending", "active"):
+        raise ValueError("a new subscriber is 'pending' or 'active'")
+
+
+@dataclass
+class Additions:
+    """What :func:`plan_additions` decided: one result per entry, in order, and the writes
+    that make them true."""
+
+    results: list[AddResult] = field(default_factory=list)
+    #: New subscribers to insert, in entry order.
+    created: list[Subscriber] = field(default_factory=list)
+    #: ``pending`` subscribers to make ``active`` (as they will stand).
+    activated: list[Subscriber] = field(default_factory=list)
+
+
+def plan_additions(entries: Sequence[tuple[str, NewSubscriber]], *, status: str, source: str,
+                   now: datetime, existing: Mapping[str, Subscriber],
+                   suppressed: set[str], ids: Iterator[str] | None = None) -> Additions:
+    """Decide ``add`` for each (normalised address, entry) in turn, from what the store holds
+    (``existing`` by :func:`~subscribers.model.email_key`, the ``suppressed`` hashes among
+    the entries'): the same outcome ``add`` called once per entry, in order, would give
+    (so an address twice is created, then present). Pure: both stores read, call this, then
+    write what it returns, so their rules cannot drift apart. New ids are drawn from
+    ``ids`` (default: :func:`~subscribers.model.batch_subscriber_ids`)."""
+    new_ids = ids if ids is not None else batch_subscriber_ids()
+    when = now.astimezone(UTC)
+    consent_at = when if status == "active" else None
+    known = dict(existing)
+    plan = Additions()
+    for normal, entry in entries:
+        key = email_key(normal)
+        if suppressed and suppression_hash(normal) in suppressed:
+            plan.results.append(AddResult(AddOutcome.SUPPRESSED, None))
+            continue
+        present = known.get(key)
+        if present is None:
+            new = Subscriber(id=next(new_ids), email=normal, status=status,
+                             layout=entry.layout, consent_at=consent_at,
+                             consent_source=source, created_at=when,
+                             confirmed_at=consent_at, updated_at=when,
+                             areas=clean_areas(entry.areas))
+            known[key] = new
+            plan.created.append(new)
+            plan.results.append(AddResult(AddOutcome.CREATED, new))
+        elif present.status in FINAL_STATUSES:
+            plan.results.append(AddResult(AddOutcome.REFUSED, present))
+        elif present.status == "pending" and status == "active":
+            active = replace(present, status="active", consent_at=when, consent_source=source,
+                             confirmed_at=when, updated_at=when)
+            known[key] = active
+            plan.activated.append(active)
+            plan.results.append(AddResult(AddOutcome.ACTIVATED, active))
+        else:
+            plan.results.append(AddResult(AddOutcome.EXISTING, present))
+    return plan

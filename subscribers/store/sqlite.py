@@ -10,9 +10,10 @@ never a read followed by a write.
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -31,6 +32,7 @@ from subscribers.model import (
     AddResult,
     Lease,
     LedgerEntry,
+    NewSubscriber,
     Subscriber,
     email_key,
     new_subscriber_id,
@@ -40,11 +42,13 @@ from subscribers.store.rules import (
     IN_FLIGHT_REASON,
     MAIL_EVENTS,
     catalog_names,
+    check_new_status,
     decode_areas,
     decode_time,
     decode_time_or_none,
     encode_areas,
     encode_time,
+    plan_additions,
     status_counts,
     suppression_hash,
 )
@@ -173,6 +177,14 @@ _SUBSCRIBER_BY_ID = """
     SELECT id, email, status, layout, consent_at, consent_source, created_at, confirmed_at,
            updated_at, consent_ip, transient_bounces, areas
     FROM subscribers WHERE id = ?"""
+# A batch's addresses and hashes go in as one JSON array (json_each): one parameter
+# whatever the batch's size, so no query is built and no bound-parameter limit is reached.
+_SUBSCRIBERS_BY_KEYS = """
+    SELECT id, email, status, layout, consent_at, consent_source, created_at, confirmed_at,
+           updated_at, consent_ip, transient_bounces, areas
+    FROM subscribers WHERE email_key IN (SELECT value FROM json_each(?))"""
+_SUPPRESSED_AMONG = """
+    SELECT email_hash FROM suppressions WHERE email_hash IN (SELECT value FROM json_each(?))"""
 _SUBSCRIBER_BY_KEY = """
     SELECT id, email, status, layout, consent_at, consent_source, created_at, confirmed_at,
            updated_at, consent_ip, transient_bounces, areas
@@ -190,6 +202,15 @@ _INSERT_SUBSCRIBER = """
                              created_at, confirmed_at, updated_at, areas)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
     ON CONFLICT (email_key) DO NOTHING"""
+# add_many holds the write lock from its reads to its writes: a conflict there is a bug.
+_INSERT_NEW_SUBSCRIBER = """
+    INSERT INTO subscribers (id, email, email_key, status, layout, consent_at, consent_source,
+                             created_at, confirmed_at, updated_at, areas)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
+_ACTIVATE = """
+    UPDATE subscribers SET status = 'active', consent_at = ?, consent_source = ?,
+                           confirmed_at = ?, updated_at = ?
+    WHERE id = ? AND status = 'pending'"""
 _CLAIM = """
     INSERT INTO ledger (issue_id, subscriber_id, status, permanent, attempts, updated_at,
                         handed_over)
@@ -249,6 +270,8 @@ class SqliteStore(Resource):
     #: Handled-message keys stay until :meth:`purge_seen` drops them (DynamoDB's TTL
     #: expires its own).
     expires_by_itself = False
+    #: add_many stores a batch in one transaction.
+    atomic_batches = True
 
     def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
         """Use :meth:`open`; this only wraps a connection that is already migrated."""
@@ -346,10 +369,7 @@ class SqliteStore(Resource):
         (a confirmation is still due) or ``active`` (consent already given: ``consent_at``
         is set to ``now``).
         """
-        if layout not in LAYOUTS:
-            raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
-        if status not in ("pending", "active"):
-            raise ValueError("a new subscriber is 'pending' or 'active'")
+        check_new_status(layout, status)
         normal = normalise_email(email)
         stamp = encode_time(now)
         consent_at = stamp if status == "active" else None
@@ -375,6 +395,39 @@ class SqliteStore(Resource):
                 )
                 return AddResult(AddOutcome.ACTIVATED, self._by_email(conn, normal))
             return AddResult(AddOutcome.EXISTING, existing)
+
+    def add_many(self, entries: Sequence[NewSubscriber], *, status: str = "pending",
+                 source: str, now: datetime) -> list[AddResult]:
+        """:meth:`add` for each entry, as one write transaction: all of the batch is stored,
+        or (an error, Ctrl-C, a full disk) none of it.
+
+        Inside the transaction (IMMEDIATE: the write lock is held from the first read, so
+        what is read stays true), the entries' suppression hashes and addresses are looked
+        up with one query each, the outcomes decided in Python
+        (:func:`~subscribers.store.rules.plan_additions`, the rules ``add`` keeps), and the
+        new and activated rows written with one ``executemany`` each; one commit, one fsync.
+        """
+        for entry in entries:
+            check_new_status(entry.layout, status)
+        normals = [(normalise_email(entry.email), entry) for entry in entries]
+        if not normals:
+            return []
+        with self._transaction() as conn:
+            plan = plan_additions(
+                normals, status=status, source=source, now=now,
+                existing=_rows_by_key(conn, {email_key(normal) for normal, _ in normals}),
+                suppressed=_suppressed_among(conn, {suppression_hash(n) for n, _ in normals}))
+            stamp = encode_time(now)
+            consent_at = stamp if status == "active" else None
+            # In id order: a batch's ids are neighbours (batch_subscriber_ids), so the
+            # inserts walk a few pages of the id-ordered table once.
+            conn.executemany(_INSERT_NEW_SUBSCRIBER, [
+                (sub.id, sub.email, email_key(sub.email), status, sub.layout, consent_at,
+                 source, stamp, consent_at, stamp, encode_areas(sub.areas))
+                for sub in sorted(plan.created, key=_by_id)])
+            conn.executemany(_ACTIVATE, [(stamp, source, stamp, stamp, sub.id)
+                                         for sub in plan.activated])
+        return plan.results
 
     def get(self, subscriber_id: str) -> Subscriber | None:
         with self._using() as conn:
@@ -921,6 +974,21 @@ def _statements(script: str) -> Iterator[str]:
 def _row_by_email(conn: sqlite3.Connection, normal: str) -> sqlite3.Row | None:
     row: sqlite3.Row | None = conn.execute(_SUBSCRIBER_BY_KEY, (email_key(normal),)).fetchone()
     return row
+
+
+def _rows_by_key(conn: sqlite3.Connection, keys: set[str]) -> dict[str, Subscriber]:
+    """The subscribers whose ``email_key`` is one of ``keys``, by key: one query."""
+    rows = conn.execute(_SUBSCRIBERS_BY_KEYS, (json.dumps(sorted(keys)),)).fetchall()
+    return {email_key(row["email"]): _subscriber(row) for row in rows}
+
+
+def _suppressed_among(conn: sqlite3.Connection, hashes: set[str]) -> set[str]:
+    """Which of ``hashes`` the suppression list holds: one query."""
+    return {row[0] for row in conn.execute(_SUPPRESSED_AMONG, (json.dumps(sorted(hashes)),))}
+
+
+def _by_id(subscriber: Subscriber) -> str:
+    return subscriber.id
 
 
 def _suppressed(conn: sqlite3.Connection, normal: str) -> bool:
