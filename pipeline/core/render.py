@@ -308,13 +308,21 @@ class Renderer:
         n = len(items)
 
         marked: dict[int, _MarkedItem] = {}
+        common = self._common_context(issue, variant, base_url, footer)
 
         def draw(plan: _Plan) -> _Drawn:
-            return self._draw(issue, variant, base_url, plan, footer, marked)
+            return self._draw(common, plan, base_url, marked)
 
+        full = None
+        if _body_bytes(items, layout_langs(variant.layout)) <= budget:
+            # The reviews' own bytes may fit: try it whole first (then it is all it costs).
+            full = draw(_Plan(items, (), 0))
+            if full.weight <= budget:
+                return full.result(variant), None
         brief = draw(_Plan((), items, 0))
         if not n or brief.weight <= budget:
-            full = draw(_Plan(items, (), 0)) if n else brief
+            if full is None:
+                full = draw(_Plan(items, (), 0)) if n else brief
             if full.weight <= budget:
                 return full.result(variant), None
             if not n:  # no item to shorten: the frame alone is over
@@ -350,13 +358,13 @@ class Renderer:
         return chosen.result(variant), _fit_problem(variant.key, chosen, budget,
                                                     heaviest, found is None)
 
-    def _draw(self, issue: Issue, variant: Variant, base_url: str, plan: _Plan,
-              footer: Footer, marked: dict[int, _MarkedItem] | None = None) -> _Drawn:
-        """``plan`` rendered with marks, measured, and its marks stripped. ``marked``
-        keeps the items as templates see them from one plan to the next."""
+    def _draw(self, common: dict[str, Any], plan: _Plan, base_url: str,
+              marked: dict[int, _MarkedItem] | None = None) -> _Drawn:
+        """``plan`` rendered with marks, measured, and its marks stripped. ``common`` is
+        the context every plan shares; ``marked`` keeps the items as templates see them
+        from one plan to the next."""
         marks = Marks()
-        context = self._context(issue, variant, base_url, plan, footer, marked)
-        context["fit"] = marks
+        context = {**common, **_plan_context(plan, base_url, marked), "fit": marks}
         html = measure(self._html_of(context), marks, _as_is, with_reserved_links)
         text = measure(self._text_of(context), marks, wrap_text, with_reserved_links)
         return _Drawn(plan, html, text)
@@ -364,8 +372,14 @@ class Renderer:
     # -- templates ---------------------------------------------------------------------
 
     def _context(self, issue: Issue, variant: Variant, base_url: str, plan: _Plan,
-                 footer: Footer, marked: dict[int, _MarkedItem] | None = None
-                 ) -> dict[str, Any]:
+                 footer: Footer) -> dict[str, Any]:
+        """What the templates print for ``plan``."""
+        return {**self._common_context(issue, variant, base_url, footer),
+                **_plan_context(plan, base_url)}
+
+    def _common_context(self, issue: Issue, variant: Variant, base_url: str,
+                        footer: Footer) -> dict[str, Any]:
+        """What the templates print whichever items are shortened."""
         layout, interests = variant.layout, frozenset(variant.areas)
         langs = layout_langs(layout)
         s = strings()
@@ -391,10 +405,6 @@ class Renderer:
             "tier_label": _tier_label,
             "minutes": _minutes,
             "titles": _titles,
-            "groups": _groups(_marked(plan.full, marked)),
-            "contents": _contents(plan, base_url, marked),
-            "brief": _marked(plan.brief, marked),
-            "folded": plan.folded,
             #: The areas this variant puts first, and whether an item is one of them.
             "interests": variant.areas,
             "for_you": lambda item: for_you(item, interests),
@@ -437,6 +447,24 @@ class Renderer:
             return self.text_template.render(context)
         except jinja2.TemplateError as exc:
             raise RenderError(self.text_template.name or "text", str(exc)) from None
+
+
+def _plan_context(plan: _Plan, base_url: str, marked: dict[int, _MarkedItem] | None = None
+                  ) -> dict[str, Any]:
+    """What the templates print that depends on which items are shortened or folded."""
+    return {
+        "groups": _groups(_marked(plan.full, marked)),
+        "contents": _contents(plan, base_url, marked),
+        "brief": _marked(plan.brief, marked),
+        "folded": plan.folded,
+    }
+
+
+def _body_bytes(items: Sequence[Item], langs: Sequence[str]) -> int:
+    """The bytes of the reviews' HTML bodies alone in a layout: an email showing them all
+    in full weighs at least that much (only the order of the first renderings hangs on it)."""
+    return sum(len(text.body_html.encode("utf-8")) for item in items for lang in langs
+               if (text := item.text(lang)))
 
 
 def _as_is(text: str) -> str:
