@@ -18,8 +18,9 @@ character. Each part is weighed as sent: after its transfer encoding (``mime.py`
 every placeholder counted as a real signed link. When the HTML or the text part of a layout
 would exceed ``[issue] size_budget_kb``, the lowest-priority items shrink to a title and a link
 to the archive, one at a time from the bottom, in both parts alike; if the list of titles
-itself does not fit, its tail becomes one "N more in the archive" link. The text part is
-wrapped at 78 columns (``wrap.py``).
+itself does not fit, its tail becomes one "N more in the archive" link. How many is computed
+from the measured sizes of each item's pieces and checked by one rendering (``fit.py``), not
+searched by re-rendering. The text part is wrapped at 78 columns (``wrap.py``).
 
 Both parts open with the contents: every item shown, per tier, numbered through. An HTML entry
 links to its card in the same message (``#pr-<n>``, the card's first element), or, for an item
