@@ -1,7 +1,7 @@
 """Fitting the size budget from measured sizes: which items shrink, without re-rendering.
 
-Pure. A week of 200 reviews used to be fitted by bisection, each step a full render (33 of
-them at 200 items). Here a rendering is *measured* instead: the templates call ``fit(kind,
+Pure. A week of 200 reviews used to be fitted by bisection, each step a full render (as much
+as 33 Jinja renders at 200 items). A rendering is *measured* instead: templates call ``fit(kind,
 key)`` where a piece of the email begins, and while measuring that call prints a mark (an
 HTML comment with a nonce no feed can guess); otherwise it prints nothing. Cutting the
 rendered part at its marks gives the weight of each piece: an item's contents entry (``e``),
