@@ -1,6 +1,6 @@
 """Benchmark of ``newsletter build`` minus its I/O: how the stages scale with the week's size.
 
-What it measures, for synthetic weeks of 8, 50 and 200 PRs (16, 100 and 400 feed entries, both
+What it measures, for synthetic weeks of 8, 20, 50 and 200 PRs (16 to 400 feed entries, both
 languages per PR, made in memory from the eight review pairs of ``examples/sample-feed.atom``
 with new PR numbers, new ids and dates spread over 2026-W48):
 
@@ -15,8 +15,12 @@ machine, so two baselines are measured in the same run: the Jinja2 render of
 ``email/issue.mjml.j2`` alone (layout ``zh-en``, every item in full, the context the renderer
 builds) and ``mjml2html`` alone on that MJML. ``render/jinja`` says how many Jinja-only renders
 a real render costs: four layouts, plus the extra attempts the size budget forces once the full
-issue no longer fits. The second table gives the HTML bytes per layout and how many items the
-budget shortened to a title (``brief``) or left to the archive (``folded``).
+issue no longer fits. ``renderings`` counts the renderings ``render`` made for the four layouts
+(each a Jinja render, an MJML compile and the text part), and ``vs j+m`` is ``render`` over the
+issue's baseline, one Jinja plus one MJML render of it in full (issue 17: the fitting measures
+each item's pieces and computes the plan, so a layout costs two or three renderings, the
+first the largest, instead of a search). The second table gives the HTML bytes per layout
+and how many items the budget shortened to a title (``brief``) or left to the archive (``folded``).
 
 The fourth table is the cost of interest variants: ``assemble`` (the build without I/O) of the
 sample-sized issue for 1,000 subscribers whose (layout, areas) choices come to 0, 1 and 20
@@ -50,6 +54,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from importlib import metadata
 from pathlib import Path
+from typing import Any
 
 import pendulum
 from mjml import mjml2html
@@ -81,7 +86,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_FEED = ROOT / "examples" / "sample-feed.atom"
 CONFIG = ROOT / "newsletter.toml"
 WEEK_ID = "2026-W48"
-SIZES = (8, 50, 200)
+SIZES = (8, 20, 50, 200)
 RUNS = 7
 FIRST_PR = 60000
 LOCATION = "bench:synthetic-feed"
@@ -118,6 +123,8 @@ class Timings:
     total: float
     jinja: float
     mjml: float
+    #: Renderings ``Renderer.render`` made for the four layouts (one call).
+    renderings: int = 0
 
 
 @dataclass(frozen=True)
@@ -227,6 +234,24 @@ def compose_issue(data: bytes, settings: Settings, week: Week) -> Issue:
 def total(data: bytes, settings: Settings, week: Week, renderer: Renderer) -> None:
     results: list[FeedResult] = [parse_feed(data, LOCATION, settings.feed.repo)]
     assemble(settings, week, rank_week(settings, week, results), renderer)
+
+
+class CountingRenderer(Renderer):
+    """A renderer that counts its renderings (each is one Jinja render + one MJML compile
+    + the text part, measured)."""
+
+    renderings = 0
+
+    def _draw(self, *args: Any, **kwargs: Any) -> Any:
+        self.renderings += 1
+        return super()._draw(*args, **kwargs)
+
+
+def renderings(issue: Issue, base_url: str, budget: int, footer: Footer) -> int:
+    """How many renderings fitting the four layouts of ``issue`` takes."""
+    counting = CountingRenderer()
+    counting.render(issue, base_url, budget, footer)
+    return counting.renderings
 
 
 def mjml_source(renderer: Renderer, issue: Issue, base_url: str,
@@ -356,6 +381,7 @@ def bench_size(sample: Sample, size: int, settings: Settings, week: Week, render
         total=median_ms(lambda: total(data, settings, week, renderer), runs),
         jinja=median_ms(jinja, runs),
         mjml=median_ms(lambda: mjml2html(source, fonts={}), runs),
+        renderings=renderings(issue, base_url, budget, footer),
     )
     rendered, _ = renderer.render(issue, base_url, budget, footer)
     return SizeResult(size, len(parse_feed(data, LOCATION, settings.feed.repo).reviews),
@@ -394,7 +420,8 @@ def timing_rows(results: Sequence[SizeResult]) -> list[list[str]]:
         rows.append([str(r.size), str(r.entries), tier_mix(r.tiers),
                      *(f"{v:.1f}" for v in (t.collect, t.rank, t.render, t.total, t.jinja,
                                             t.mjml)),
-                     f"{t.render / t.jinja:.1f}x"])
+                     f"{t.render / t.jinja:.1f}x", str(t.renderings),
+                     f"{t.render / (t.jinja + t.mjml):.1f}x"])
     return rows
 
 
@@ -439,14 +466,16 @@ def header(settings: Settings, runs: int) -> str:
         f"({settings.issue.timezone}), size budget {settings.issue.size_budget_kb} KB",
         "collect = parse_feed+merge+group_week; render = 4 layouts with budget fitting; "
         "total = parse_feed+assemble",
-        f"baselines: jinja-only / mjml-only = one {BASELINE_LAYOUT} render, every item in full",
+        f"baselines: jinja-only / mjml-only = one {BASELINE_LAYOUT} render, every item in full; "
+        "vs j+m = render / (jinja-only + mjml-only); renderings = for the four layouts",
     ])
 
 
 def report(settings: Settings, runs: int, results: Sequence[SizeResult],
            variants: Sequence[VariantCost] = ()) -> str:
     timing_headers = ["size", "entries", "must/med/skim/unrated", "collect ms", "rank ms",
-                      "render ms", "total ms", "jinja-only ms", "mjml-only ms", "render/jinja"]
+                      "render ms", "total ms", "jinja-only ms", "mjml-only ms", "render/jinja",
+                      "renderings", "vs j+m"]
     byte_headers = ["size", "layout", "html KB", "bytes/item", "shortened", "folded"]
     budget = min(settings.issue.size_budget_kb, 100) * 1000
     sent_headers = ["size", "layout", "html KB", "html cte", "html sent KB", "vs b64",

@@ -18,8 +18,9 @@ character. Each part is weighed as sent: after its transfer encoding (``mime.py`
 every placeholder counted as a real signed link. When the HTML or the text part of a layout
 would exceed ``[issue] size_budget_kb``, the lowest-priority items shrink to a title and a link
 to the archive, one at a time from the bottom, in both parts alike; if the list of titles
-itself does not fit, its tail becomes one "N more in the archive" link. The text part is
-wrapped at 78 columns (``wrap.py``).
+itself does not fit, its tail becomes one "N more in the archive" link. How many is computed
+from the measured sizes of each item's pieces and checked by one rendering (``fit.py``), not
+searched by re-rendering. The text part is wrapped at 78 columns (``wrap.py``).
 
 Both parts open with the contents: every item shown, per tier, numbered through. An HTML entry
 links to its card in the same message (``#pr-<n>``, the card's first element), or, for an item
@@ -32,7 +33,7 @@ from __future__ import annotations
 import functools
 import re
 import tomllib
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -42,6 +43,19 @@ import jinja2
 from markupsafe import Markup, escape
 from mjml import mjml2html
 
+from pipeline.core.fit import (
+    BRIEF,
+    CARD,
+    CARD_TIER,
+    CONTENTS_TIER,
+    ENTRY,
+    Marks,
+    Measured,
+    Size,
+    first_fitting,
+    measure,
+    no_mark,
+)
 from pipeline.core.interests import Variant, for_you, interests_first
 from pipeline.core.mime import sent_size
 from pipeline.core.rank import TIER_BY_NAME, TIERS
@@ -285,57 +299,88 @@ class Renderer:
 
     def _fit(self, issue: Issue, variant: Variant, base_url: str, budget: int, footer: Footer
              ) -> tuple[RenderedLayout, Problem | None]:
-        layout, areas, name = variant.layout, variant.areas, variant.key
-        items = interests_first(issue.items, areas)
+        """``variant`` within ``budget``: measured, planned, then rendered (``fit.py``).
+
+        The cheapest rendering comes first: every item in brief. If even that is over, the
+        tail folds, and the full items are never rendered at all; else every item in full is
+        rendered, returned when it fits, and its pieces measured when not. Then the plan
+        the sizes predict is rendered and weighed, corrected if the prediction was off."""
+        items = interests_first(issue.items, variant.areas)
         n = len(items)
 
-        def attempt(plan: _Plan) -> tuple[str, str, int]:
-            """Both parts for ``plan``, and the heavier one's weight as sent."""
-            html = self._html(issue, variant, base_url, plan, footer)
-            text = self._text(issue, variant, base_url, plan, footer)
-            return html, text, max(weight(html), weight(text))
+        marked: dict[int, _MarkedItem] = {}
+        common = self._common_context(issue, variant, base_url, footer)
 
-        html, text, size = attempt(_Plan(items, (), 0))
-        if size <= budget:
-            return RenderedLayout(layout, html, text, areas=areas), None
-        full_size = size
+        def draw(plan: _Plan) -> _Drawn:
+            return self._draw(common, plan, base_url, marked)
 
-        # Smallest number of items (from the bottom) to shrink to a title and a link.
-        def shrink(k: int) -> _Plan:
-            return _Plan(items[: n - k], items[n - k:], 0)
-
-        k, found = _smallest(1, n, lambda k: attempt(shrink(k))[2] <= budget)
-        if found is not None:
-            plan = shrink(k)
+        full = None
+        if _body_bytes(items, layout_langs(variant.layout)) <= budget:
+            # The reviews' own bytes may fit: try it whole first (then it is all it costs).
+            full = draw(_Plan(items, (), 0))
+            if full.weight <= budget:
+                return full.result(variant), None
+        brief = draw(_Plan((), items, 0))
+        if not n or brief.weight <= budget:
+            if full is None:
+                full = draw(_Plan(items, (), 0)) if n else brief
+            if full.weight <= budget:
+                return full.result(variant), None
+            if not n:  # no item to shorten: the frame alone is over
+                return full.result(variant), _fit_problem(variant.key, full, budget, full,
+                                                          True)
+            # Plan j shortens the last j + 1 items; the last plan (all in brief) is drawn.
+            sizes = _Sizes(items, full, brief)
+            plans = [(n - 1 - j, n) for j in range(n)]
+            frame, known, heaviest = brief, {n - 1: brief}, full
         else:
-            # Even the list of titles is too long: keep as many as fit, fold the rest.
-            def fold(m: int) -> _Plan:
-                return _Plan((), items[:m], n - m)
+            # Plan j keeps the first n - 1 - j titles; the last (none: all folded) is drawn.
+            nothing = draw(_Plan((), (), n))
+            sizes = _Sizes(items, None, brief)
+            plans = [(0, n - 1 - j) for j in range(n)]
+            frame, known, heaviest = nothing, {n - 1: nothing}, brief
+        drawn = dict(known)
 
-            m, _ = _largest(0, n - 1, lambda m: attempt(fold(m))[2] <= budget)
-            plan = fold(m)
-        html, text, size = attempt(plan)
-        result = RenderedLayout(layout, html, text, tuple(i.pr for i in plan.brief), plan.folded,
-                                areas)
-        if size > budget:
-            return result, Problem(
-                "over-size-limit", "blocking", layout=name,
-                message=(f"{name}: {size / 1000:.1f} KB as sent even with every item "
-                         f"folded; the budget is {budget / 1000:.0f} KB"),
-            )
-        shrunk = len(plan.brief) + plan.folded
-        return result, Problem(
-            "items-shrunk", "warning", layout=name,
-            message=(f"{name}: {shrunk} lowest-priority item(s) shortened to a title and "
-                     f"a link to fit {budget / 1000:.0f} KB as sent "
-                     f"(full: {full_size / 1000:.1f} KB)"
-                     + (f"; {plan.folded} left to the archive" if plan.folded else "")),
-        )
+        def plan_of(j: int) -> _Plan:
+            shown, listed = plans[j]
+            return _Plan(items[:shown], items[shown:listed], n - listed)
+
+        def real(j: int) -> tuple[int, int]:
+            drawn[j] = draw(plan_of(j))
+            return drawn[j].weights
+
+        def estimate(j: int) -> tuple[int, int]:
+            return sizes.estimate(*plans[j], frame)
+
+        found = first_fitting(n, estimate, real, budget,
+                              [(j, d.weights) for j, d in known.items()],
+                              guided=bool(brief.html.pieces and brief.text.pieces))
+        chosen = drawn[n - 1 if found is None else found]
+        return chosen.result(variant), _fit_problem(variant.key, chosen, budget,
+                                                    heaviest, found is None)
+
+    def _draw(self, common: dict[str, Any], plan: _Plan, base_url: str,
+              marked: dict[int, _MarkedItem] | None = None) -> _Drawn:
+        """``plan`` rendered with marks, measured, and its marks stripped. ``common`` is
+        the context every plan shares; ``marked`` keeps the items as templates see them
+        from one plan to the next."""
+        marks = Marks()
+        context = {**common, **_plan_context(plan, base_url, marked), "fit": marks}
+        html = measure(self._html_of(context), marks, _as_is, with_reserved_links)
+        text = measure(self._text_of(context), marks, wrap_text, with_reserved_links)
+        return _Drawn(plan, html, text)
 
     # -- templates ---------------------------------------------------------------------
 
     def _context(self, issue: Issue, variant: Variant, base_url: str, plan: _Plan,
                  footer: Footer) -> dict[str, Any]:
+        """What the templates print for ``plan``."""
+        return {**self._common_context(issue, variant, base_url, footer),
+                **_plan_context(plan, base_url)}
+
+    def _common_context(self, issue: Issue, variant: Variant, base_url: str,
+                        footer: Footer) -> dict[str, Any]:
+        """What the templates print whichever items are shortened."""
         layout, interests = variant.layout, frozenset(variant.areas)
         langs = layout_langs(layout)
         s = strings()
@@ -361,20 +406,26 @@ class Renderer:
             "tier_label": _tier_label,
             "minutes": _minutes,
             "titles": _titles,
-            "groups": _groups(_marked(plan.full)),
-            "contents": _contents(plan, base_url),
-            "brief": _marked(plan.brief),
-            "folded": plan.folded,
             #: The areas this variant puts first, and whether an item is one of them.
             "interests": variant.areas,
             "for_you": lambda item: for_you(item, interests),
+            #: Where a measured piece begins (``fit.py``); prints nothing unless measuring.
+            "fit": no_mark,
             "areas_first": {lang: s[lang]["areas_first"].format(
                 areas=_AREA_SEPARATOR[lang].join(variant.areas)) for lang in langs},
         }
 
     def _html(self, issue: Issue, variant: Variant, base_url: str, plan: _Plan,
               footer: Footer) -> str:
-        context = self._context(issue, variant, base_url, plan, footer)
+        """The HTML part of ``plan``."""
+        return self._html_of(self._context(issue, variant, base_url, plan, footer))
+
+    def _text(self, issue: Issue, variant: Variant, base_url: str, plan: _Plan,
+              footer: Footer) -> str:
+        """The text part of ``plan``, wrapped."""
+        return wrap_text(self._text_of(self._context(issue, variant, base_url, plan, footer)))
+
+    def _html_of(self, context: dict[str, Any]) -> str:
         try:
             source = self.html_template.render(context)
         except jinja2.TemplateError as exc:
@@ -385,45 +436,123 @@ class Renderer:
             raise RenderError(self.html_template.name or "email",
                               f"MJML does not compile: {exc}") from None
 
-    def _text(self, issue: Issue, variant: Variant, base_url: str, plan: _Plan,
-              footer: Footer) -> str:
-        context = self._context(issue, variant, base_url, plan, footer)
+    def _text_of(self, context: dict[str, Any]) -> str:
+        """The text part, not yet wrapped (marks go before wrapping)."""
         langs = context["langs"]
-        context.update(
+        context = dict(context,
             brand_line=" · ".join(strings()[lang]["brand"] for lang in langs),
             view_online=" / ".join(strings()[lang]["view_online"] for lang in langs),
             for_you_line=" / ".join(strings()[lang]["for_you"] for lang in langs),
         )
         try:
-            return wrap_text(self.text_template.render(context))
+            return self.text_template.render(context)
         except jinja2.TemplateError as exc:
             raise RenderError(self.text_template.name or "text", str(exc)) from None
 
 
-def _smallest(lo: int, hi: int, fits: Callable[[int], bool]) -> tuple[int, int | None]:
-    """The smallest k in [lo, hi] that fits (sizes shrink as k grows), or None."""
-    if lo > hi or not fits(hi):
-        return hi, None
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if fits(mid):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo, lo
+def _plan_context(plan: _Plan, base_url: str, marked: dict[int, _MarkedItem] | None = None
+                  ) -> dict[str, Any]:
+    """What the templates print that depends on which items are shortened or folded."""
+    return {
+        "groups": _groups(_marked(plan.full, marked)),
+        "contents": _contents(plan, base_url, marked),
+        "brief": _marked(plan.brief, marked),
+        "folded": plan.folded,
+    }
 
 
-def _largest(lo: int, hi: int, fits: Callable[[int], bool]) -> tuple[int, int | None]:
-    """The largest m in [lo, hi] that fits (sizes grow with m), or lo if none does."""
-    if lo > hi or not fits(lo):
-        return lo, None
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo, lo
+def _body_bytes(items: Sequence[Item], langs: Sequence[str]) -> int:
+    """The bytes of the reviews' HTML bodies alone in a layout: an email showing them all
+    in full weighs at least that much (only the order of the first renderings hangs on it)."""
+    return sum(len(text.body_html.encode("utf-8")) for item in items for lang in langs
+               if (text := item.text(lang)))
+
+
+def _as_is(text: str) -> str:
+    return text
+
+
+@dataclass(frozen=True)
+class _Drawn:
+    """One plan rendered: both parts, measured."""
+
+    plan: _Plan
+    html: Measured
+    text: Measured
+
+    @property
+    def weights(self) -> tuple[int, int]:
+        """(html, text) as sent: exactly ``weight()`` of each part."""
+        return self.html.total.sent(), self.text.total.sent()
+
+    @property
+    def weight(self) -> int:
+        return max(self.weights)
+
+    def result(self, variant: Variant) -> RenderedLayout:
+        return RenderedLayout(variant.layout, self.html.text, self.text.text,
+                              tuple(i.pr for i in self.plan.brief), self.plan.folded,
+                              variant.areas)
+
+
+class _Sizes:
+    """What any plan ``(shown, listed)`` should weigh: ``items[:shown]`` in full,
+    ``items[shown:listed]`` in brief, the rest folded. Pieces come from the rendering that
+    showed them that way (``full``: every item in full; ``brief``: every item in brief),
+    the frame from a rendering of the same kind as the plan (with or without a fold)."""
+
+    def __init__(self, items: Sequence[Item], full: _Drawn | None, brief: _Drawn) -> None:
+        self.first: dict[str, int] = {}
+        for at, item in enumerate(items):
+            self.first.setdefault(item.tier, at)
+        self.parts = [self._part(items, full.html if full else None, brief.html),
+                      self._part(items, full.text if full else None, brief.text)]
+
+    def _part(self, items: Sequence[Item], full: Measured | None, brief: Measured
+              ) -> tuple[list[Size], list[Size], dict[str, Size], dict[str, Size]]:
+        in_full, in_brief = [Size()], [Size()]
+        for item in items:
+            in_full.append(in_full[-1] + (full.get(CARD, item.pr) + full.get(ENTRY, item.pr)
+                                          if full else Size()))
+            in_brief.append(in_brief[-1] + brief.get(BRIEF, item.pr)
+                            + brief.get(ENTRY, item.pr))
+        listed = {tier: brief.get(CONTENTS_TIER, tier) for tier in self.first}
+        carded = {tier: full.get(CARD_TIER, tier) if full else Size() for tier in self.first}
+        return in_full, in_brief, listed, carded
+
+    def estimate(self, shown: int, listed: int, frame: _Drawn) -> tuple[int, int]:
+        sizes = []
+        for (in_full, in_brief, tiers, cards), measured in zip(
+                self.parts, (frame.html, frame.text), strict=True):
+            size = measured.frame + in_full[shown] + in_brief[listed] - in_brief[shown]
+            for tier, at in self.first.items():
+                if at < listed:
+                    size += tiers[tier]
+                if at < shown:
+                    size += cards[tier]
+            sizes.append(size.sent())
+        return sizes[0], sizes[1]
+
+
+def _fit_problem(name: str, chosen: _Drawn, budget: int, heaviest: _Drawn, over: bool
+                 ) -> Problem:
+    """What fitting cost: items shortened (a warning), or over budget even folded."""
+    plan, size = chosen.plan, chosen.weight
+    if over:
+        return Problem(
+            "over-size-limit", "blocking", layout=name,
+            message=(f"{name}: {size / 1000:.1f} KB as sent even with every item "
+                     f"folded; the budget is {budget / 1000:.0f} KB"),
+        )
+    shrunk = len(plan.brief) + plan.folded
+    heaviest_kind = "in brief" if heaviest.plan.brief else "full"
+    return Problem(
+        "items-shrunk", "warning", layout=name,
+        message=(f"{name}: {shrunk} lowest-priority item(s) shortened to a title and "
+                 f"a link to fit {budget / 1000:.0f} KB as sent "
+                 f"({heaviest_kind}: {heaviest.weight / 1000:.1f} KB)"
+                 + (f"; {plan.folded} left to the archive" if plan.folded else "")),
+    )
 
 
 class _MarkedItem:
@@ -447,8 +576,14 @@ def _marked_text(text: Text | None) -> Text | None:
     return Text(text.title, Markup(text.body_html), text.body_text, text.source)  # noqa: S704
 
 
-def _marked(items: Sequence[Item]) -> list[_MarkedItem]:
-    return [_MarkedItem(item) for item in items]
+def _marked(items: Sequence[Item], cache: dict[int, _MarkedItem] | None = None
+            ) -> list[_MarkedItem]:
+    """``items`` as templates see them; ``cache`` (by identity, for items that outlive it)
+    spares marking the same item again for every plan a fitting renders."""
+    if cache is None:
+        return [_MarkedItem(item) for item in items]
+    return [cache.get(id(item)) or cache.setdefault(id(item), _MarkedItem(item))
+            for item in items]
 
 
 def _groups(items: Sequence[_MarkedItem]) -> list[dict[str, Any]]:
@@ -478,14 +613,15 @@ class _Entry:
     page: str
 
 
-def _contents(plan: _Plan, base_url: str) -> list[dict[str, Any]]:
+def _contents(plan: _Plan, base_url: str, cache: dict[int, _MarkedItem] | None = None
+              ) -> list[dict[str, Any]]:
     """The contents list: every item the email shows (in full or in brief, not the folded
     tail), per tier in rank order, numbered through. A card's entry links to the card; a
     brief item has no card, so its entry links to the archive's page of the PR."""
     full = {item.pr for item in plan.full}
     groups: list[dict[str, Any]] = []
     n = 0
-    for group in _groups(_marked((*plan.full, *plan.brief))):
+    for group in _groups(_marked((*plan.full, *plan.brief), cache)):
         entries = []
         for marked in group["items"]:
             n += 1
