@@ -87,9 +87,15 @@ class Chromium:
         self._writer = os.fdopen(commands_w, "wb")
         self._reader = os.fdopen(answers_r, "rb", buffering=0)
         self._stderr: list[str] = []
+        self._stderr_thread = threading.Thread(target=self._drain_stderr,
+                                               name="chromium-stderr", daemon=True)
+        self._stderr_thread.start()
         threading.Thread(target=self._read, name="chromium-pipe", daemon=True).start()
-        threading.Thread(target=self._drain_stderr, name="chromium-stderr", daemon=True).start()
-        self.call("Browser.getVersion")  # it answers: it is up
+        try:
+            self.call("Browser.getVersion")  # it answers: it is up
+        except BrowserError as exc:
+            self.close()
+            raise BrowserError(f"Chromium did not start: {self._last_words() or exc}") from None
 
     @property
     def alive(self) -> bool:
@@ -146,10 +152,10 @@ class Chromium:
                 self._dispatch(b"".join(parts))
                 parts, chunk = [], chunk[end + 1:]
             parts.append(chunk)
+        self._stderr_thread.join(timeout=2)  # its last words say why
+        last = self._last_words()
         with self._lock:
-            last = [line for line in self._stderr if line.strip()][-1:]
-            self._gone = "Chromium closed its DevTools pipe" + (f": {last[0][:200]}"
-                                                                 if last else "")
+            self._gone = "Chromium closed its DevTools pipe" + (f": {last}" if last else "")
             for pending in self._pending.values():
                 pending.done.set()
             self._pending.clear()
@@ -177,6 +183,11 @@ class Chromium:
                 self._events.setdefault(message["sessionId"], queue.Queue()).put(
                     message["method"])
 
+    def _last_words(self) -> str:
+        """The last line Chromium wrote on stderr (cut to 200 characters), or ''."""
+        lines = [line.strip() for line in self._stderr if line.strip()]
+        return lines[-1][:200] if lines else ""
+
     def _drain_stderr(self) -> None:
         if self._process.stderr is None:
             return
@@ -197,6 +208,7 @@ class Chromium:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(self._process.pid, signal.SIGKILL)
             self._process.wait()
+        self._stderr_thread.join(timeout=2)
         with contextlib.suppress(OSError):
             self._writer.close()
         with contextlib.suppress(OSError):
