@@ -217,11 +217,15 @@ class Chromium:
 
 
 class Tab:
-    """One page of ``browser``, attached (flat session): one thread uses it at a time."""
+    """One page of ``browser`` in its own window, attached (flat session): one thread uses it
+    at a time."""
 
     def __init__(self, browser: Chromium) -> None:
         self.browser = browser
-        target = browser.call("Target.createTarget", {"url": "about:blank"})["targetId"]
+        # A window of its own: a background tab of a shared window gets no frames on time,
+        # and its screenshot waits (seconds, measured; sometimes for ever).
+        target = browser.call("Target.createTarget",
+                              {"url": "about:blank", "newWindow": True})["targetId"]
         self.session: str = browser.call("Target.attachToTarget",
                                          {"targetId": target, "flatten": True})["sessionId"]
         self._events = browser.events(self.session)
