@@ -100,6 +100,7 @@ bench: install
 	$(BIN)/python bench/bench_scale.py $(if $(FULL),--full)
 	$(BIN)/python bench/bench_subscribe.py
 	$(BIN)/python bench/bench_import.py
+	$(BIN)/python bench/bench_preview.py
 
 clean:
 	rm -rf build

@@ -35,7 +35,8 @@ from playwright.sync_api import Browser, Page
 from test_browser import SERIOUS
 
 from pipeline.model import LAYOUTS
-from pipeline.stages.preview import Watcher, serve, watch
+from pipeline.stages.preview import Screenshotter, Watcher, serve, watch
+from pipeline.stages.screenshots import planned_shots
 
 SECRET = "preview-test-secret-0123456789abcdef"
 APPROVE = f"newsletter approve --week {SAMPLE_WEEK}"
@@ -156,17 +157,112 @@ def test_screenshots_of_every_layout_at_both_widths(sample: Previewed):
     shots = sample.folder / "screenshots"
     expected = {f"{layout}-{w}.png" for layout in LAYOUTS for w in (375, 600)}
     expected |= {f"{layout}-dark-375.png" for layout in LAYOUTS}
-    assert {p.name for p in shots.iterdir()} == expected
+    assert {p.name for p in shots.iterdir()} == expected | {"shots.json"}  # and the cache's
     for layout in LAYOUTS:
         narrow, wide = png_size(shots / f"{layout}-375.png"), png_size(shots / f"{layout}-600.png")
-        # 375 px renderings sit in a 500 px frame (headless Chromium's narrowest window).
-        assert narrow[0] == 500 and wide[0] == 600
+        # Each shot is exactly as wide as its rendering (a tab's viewport, not a window).
+        assert narrow[0] == 375 and wide[0] == 600
         # As tall as the email: the narrow one wraps more, so it is taller.
         assert wide[1] > 2000 and narrow[1] > wide[1]
         assert png_size(shots / f"{layout}-dark-375.png") == narrow
     assert "screenshots: 12 in" in sample.result.stdout
     html = page_html(sample.project)
     assert all(f'href="screenshots/{name}"' in html for name in expected)
+    assert "unchanged since the last preview" not in html  # the first preview shot them all
+
+
+# -- the screenshot cache ------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def shooter() -> Iterator[Screenshotter]:
+    with Screenshotter(chromium_executable()) as taker:
+        yield taker
+
+
+def email(colour: str, lines: int = 40) -> str:
+    body = "".join(f"<p>line {n}</p>" for n in range(lines))
+    return (f'<!doctype html><html><head><meta charset="utf-8"><style>body{{background:'
+            f'{colour};margin:0}}</style></head><body>{body}</body></html>')
+
+
+def copies(folder: Path, light: str, dark: str) -> Path:
+    folder.mkdir(parents=True)
+    (folder / "email-en.html").write_text(light, encoding="utf-8")
+    (folder / "email-en-dark.html").write_text(dark, encoding="utf-8")
+    return folder
+
+
+SHOTS = planned_shots(["en"])  # en-375, en-600, en-dark-375
+
+
+def pngs(folder: Path) -> dict[str, bytes]:
+    return {shot.name: (folder / "screenshots" / shot.name).read_bytes() for shot in SHOTS}
+
+
+@pytest.mark.browser
+def test_unchanged_pages_reuse_their_shots_and_one_changed_byte_is_shot_again(
+        tmp_path, shooter):
+    first = copies(tmp_path / "1", email("#ffffff"), email("#000000"))
+    made = shooter.take(first, SHOTS)
+    assert made.files == tuple(s.name for s in SHOTS) and made.reused == 0, made.notes
+    assert png_size(first / "screenshots" / "en-375.png")[0] == 375
+    again = copies(tmp_path / "2", email("#ffffff"), email("#000000"))
+    kept = shooter.take(again, SHOTS, first / "screenshots")
+    assert kept.reused == 3 and kept.notes == () and pngs(again) == pngs(first)
+    # One byte of the dark copy changes (the colour): that shot alone is taken again.
+    third = copies(tmp_path / "3", email("#ffffff"), email("#000001"))
+    changed = shooter.take(third, SHOTS, again / "screenshots")
+    assert changed.reused == 2 and len(changed.files) == 3
+    before, after = pngs(again), pngs(third)
+    assert after["en-375.png"] == before["en-375.png"]
+    assert after["en-dark-375.png"] != before["en-dark-375.png"]
+    manifest = json.loads((third / "screenshots" / "shots.json").read_text())
+    assert set(manifest) == {s.name for s in SHOTS}
+
+
+@pytest.mark.browser
+def test_a_corrupt_or_unrecorded_cached_shot_is_shot_again(tmp_path, shooter):
+    first = copies(tmp_path / "1", email("#ffffff"), email("#000000"))
+    shooter.take(first, SHOTS)
+    good = pngs(first)
+    cached = first / "screenshots"
+    broken = bytearray(good["en-600.png"])
+    broken[-20] ^= 0xFF  # still starts like a PNG: only its recorded hash tells
+    (cached / "en-600.png").write_bytes(bytes(broken))
+    (cached / "en-375.png").write_bytes(b"not a png")
+    again = copies(tmp_path / "2", email("#ffffff"), email("#000000"))
+    made = shooter.take(again, SHOTS, cached)
+    assert made.reused == 1 and pngs(again)["en-600.png"] != bytes(broken)
+    assert all(data.startswith(b"\x89PNG") for data in pngs(again).values())
+    # A manifest that is not JSON, or names no key: nothing is trusted, all shot again.
+    for manifest in ("{not json", '{"en-375.png": {"sha256": "x"}}', "[]"):
+        (again / "screenshots" / "shots.json").write_text(manifest, encoding="utf-8")
+        fresh = copies(tmp_path / f"m{len(manifest)}", email("#ffffff"), email("#000000"))
+        assert shooter.take(fresh, SHOTS, again / "screenshots").reused == 0
+
+
+@pytest.mark.browser
+def test_cached_only_takes_no_shot_and_says_what_is_coming(tmp_path, shooter):
+    first = copies(tmp_path / "1", email("#ffffff"), email("#000000"))
+    shooter.take(first, SHOTS)
+    again = copies(tmp_path / "2", email("#fefefe"), email("#000000"))
+    pending = shooter.take(again, SHOTS, first / "screenshots", cached_only=True)
+    assert pending.files == ("en-dark-375.png",) and pending.reused == 1
+    assert pending.notes == ("2 screenshot(s) of changed pages are being taken: "
+                             "reload in a moment",)
+    assert sorted(p.name for p in (again / "screenshots").iterdir()) == [
+        "en-dark-375.png", "shots.json"]
+
+
+@pytest.mark.subprocess
+def test_without_a_browser_that_starts_the_page_says_why(tmp_path):
+    folder = copies(tmp_path / "1", email("#ffffff"), email("#000000"))
+    with Screenshotter(str(tmp_path / "no-such-chromium")) as taker:
+        made = taker.take(folder, SHOTS)
+    assert made.files == () and len(made.notes) == 1
+    assert made.notes[0].startswith("Chromium did not start: ")
+    assert "no-such-chromium" in made.notes[0] and "\n" not in made.notes[0]
 
 
 # -- the page in Chromium ---------------------------------------------------------------
@@ -559,3 +655,35 @@ def test_watch_rebuilds_when_the_editors_file_changes(tmp_path):
         live.stop()
     assert os.listdir(issue_folder(project)).count("preview") == 1
     assert not [n for n in os.listdir(issue_folder(project)) if n.startswith(".preview")]
+
+
+@pytest.mark.subprocess
+@pytest.mark.browser
+def test_watch_writes_the_page_then_retakes_only_the_changed_shots(tmp_path):
+    chromium_executable()
+    project = make_project(tmp_path)
+    live = Running(["preview", "--week", SAMPLE_WEEK, "--no-serve", "--watch"], project)
+    try:
+        live.wait_for(r"^watching \d+ file\(s\)")
+        assert any(line.startswith("screenshots: 12 in") for line in live.lines)
+        shots = issue_folder(project) / "preview" / "screenshots"
+        before = {p.name: p.read_bytes() for p in shots.glob("*.png")}
+        editorial = project / "editorial"
+        editorial.mkdir()
+        (editorial / f"{SAMPLE_WEEK}.toml").write_text("[56317]\nhide = true\n")
+        live.wait_for(r"^rebuilt 2026-W48: 7 items")
+        retaken = live.wait_for(r"^screenshots: (\d+) retaken, (\d+) unchanged")
+        assert (int(retaken[1]), int(retaken[2])) == (12, 0)  # every layout lost an item
+        html = page_html(project)
+        assert "Hidden by the editor" in html and "being taken" not in html
+        after = {p.name: p.read_bytes() for p in shots.glob("*.png")}
+        assert set(after) == set(before) and all(after[n] != before[n] for n in after)
+        # A save that changes nothing the emails show: the page again, no shot retaken.
+        (editorial / f"{SAMPLE_WEEK}.toml").write_text("[56317]\nhide = true\n\n")
+        live.wait_for(r"^rebuilt 2026-W48: 7 items")
+        assert live.interrupt() == 0
+        last = max(n for n, line in enumerate(live.lines) if line.startswith("rebuilt "))
+        assert not [line for line in live.lines[last:] if "retaken" in line]
+        assert {p.name: p.read_bytes() for p in shots.glob("*.png")} == after
+    finally:
+        live.stop()

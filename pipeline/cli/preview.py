@@ -14,7 +14,8 @@ from __future__ import annotations
 import argparse
 import sys
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from pipeline.config import Settings
     from pipeline.core.proof import ProofReport
     from pipeline.stages.built import BuiltIssue
-    from pipeline.stages.preview import Preview
+    from pipeline.stages.preview import Preview, Screenshotter
 
 __all__ = ["add_parser"]
 
@@ -97,14 +98,15 @@ def _cmd_preview(args: argparse.Namespace, settings: Settings) -> int:
         args.to = copy_address(args.to)
     week = choose_week(settings, args.week)
     approve = _approve_command(args, week.id)
-    make = _maker(args, settings, week.id, approve)
-    with future_week_said(settings, week.id):
-        built, report, preview = make()
-    _show_preview(built, report, preview)
-    if args.to:
-        _send_copies(args, settings, built)
-    latest = _Latest(built, report)
-    _serve_and_watch(args, settings, week.id, approve, make, latest)
+    with _shooter(args) as shooter:
+        make = _maker(args, settings, week.id, approve, shooter)
+        with future_week_said(settings, week.id):
+            built, report, preview = make(False)
+        _show_preview(built, report, preview)
+        if args.to:
+            _send_copies(args, settings, built)
+        latest = _Latest(built, report)
+        _serve_and_watch(args, settings, week.id, approve, make, latest, shooter)
     built, report = latest.built, latest.report
     print(f"to approve {built.id} as {built.content_hash[:12]}: {approve}", flush=True)
     if latest.failed is not None:
@@ -125,24 +127,38 @@ def _approve_command(args: argparse.Namespace, week_id: str) -> str:
     return f"newsletter {config}approve --week {week_id}"
 
 
-def _maker(args: argparse.Namespace, settings: Settings, week_id: str, approve: str
-           ) -> Callable[[], Made]:
-    """What builds, proofs and writes the preview: once, then again on every change."""
+@contextmanager
+def _shooter(args: argparse.Namespace) -> Iterator[Screenshotter | None]:
+    """The screenshot taker of the whole command (one Chromium, started at the first shot
+    needed and kept for every rebuild under --watch); None without chromium."""
     import shutil
 
+    from pipeline.stages.preview import Screenshotter
+
+    chromium = None if args.no_screenshots else shutil.which("chromium")
+    if chromium is None:
+        yield None
+        return
+    with Screenshotter(chromium) as shooter:
+        yield shooter
+
+
+def _maker(args: argparse.Namespace, settings: Settings, week_id: str, approve: str,
+           shooter: Screenshotter | None) -> Callable[[bool], Made]:
+    """What builds, proofs and writes the preview: once, then again on every change
+    (``make(True)``: only the screenshots that did not change, the rest by ``reshoot``)."""
     from pipeline.stages.preview import preview_issue
     from pipeline.wiring import reader_choices
 
-    chromium = None if args.no_screenshots else shutil.which("chromium")
     skip = ("--no-screenshots was given" if args.no_screenshots
             else "no chromium on the PATH (install Debian's chromium to get them)")
 
-    def make() -> Made:
+    def make(cached_only: bool) -> Made:
         choices = reader_choices(settings)  # again on each rebuild: readers may change theirs
         with translation(settings) as translate:
             return preview_issue(settings, week_id, args.feed, approve_command=approve,
-                                 chromium=chromium, skip_reason=skip, shown=shown,
-                                 translate=translate, github=github(settings),
+                                 shooter=shooter, cached_only=cached_only, skip_reason=skip,
+                                 shown=shown, translate=translate, github=github(settings),
                                  choices=choices)
 
     return make
@@ -160,7 +176,8 @@ def _send_copies(args: argparse.Namespace, settings: Settings, built: BuiltIssue
 
 
 def _serve_and_watch(args: argparse.Namespace, settings: Settings, week_id: str, approve: str,
-                     make: Callable[[], Made], latest: _Latest) -> None:
+                     make: Callable[[bool], Made], latest: _Latest,
+                     shooter: Screenshotter | None) -> None:
     """Serve the issue folder and/or rebuild on changes until Ctrl-C; return at once with
     neither (``--no-serve`` without ``--watch``)."""
     import time
@@ -174,7 +191,7 @@ def _serve_and_watch(args: argparse.Namespace, settings: Settings, week_id: str,
               "(Ctrl-C stops)", flush=True)
     try:
         if args.watch:
-            _watch(args, settings, week_id, approve, make, latest)
+            _watch(args, settings, week_id, approve, make, latest, shooter)
         elif server is not None:
             print(f"to approve: {approve}", flush=True)
             while True:
@@ -187,9 +204,17 @@ def _serve_and_watch(args: argparse.Namespace, settings: Settings, week_id: str,
             server.server_close()
 
 
+#: How often --watch looks at the files: a save shows within this plus one rebuild.
+WATCH_INTERVAL_S = 0.2
+
+
 def _watch(args: argparse.Namespace, settings: Settings, week_id: str, approve: str,
-           make: Callable[[], Made], latest: _Latest) -> None:
-    from pipeline.stages.preview import Watcher, editorial_file, watch, watched_paths
+           make: Callable[[bool], Made], latest: _Latest, shooter: Screenshotter | None
+           ) -> None:
+    """Rebuild on every change: the page first (with the screenshots that did not change),
+    then the changed pages' screenshots, and the page again."""
+    from pipeline.stages.preview import Watcher, editorial_file, reshoot, watch, watched_paths
+    from pipeline.stages.screenshots import planned_shots
 
     watcher = Watcher(watched_paths(settings, week_id, args.feed))
     print(f"watching {len(watcher.state)} file(s): the feed, the templates and "
@@ -200,7 +225,7 @@ def _watch(args: argparse.Namespace, settings: Settings, week_id: str, approve: 
         print(f"changed: {', '.join(shown(p) for p in changed[:3])}"
               + (f" and {len(changed) - 3} more" if len(changed) > 3 else ""), flush=True)
         try:
-            built, report, _ = make()
+            built, report, preview = make(True)
         except NewsletterError as exc:
             latest.failed = exc
             print(f"newsletter: error: {exc} (still watching)", file=sys.stderr, flush=True)
@@ -210,8 +235,18 @@ def _watch(args: argparse.Namespace, settings: Settings, week_id: str, approve: 
               f"{len(report.blocking)} blocking, {len(report.warnings)} warning(s); "
               f"content_hash {built.content_hash}", flush=True)
         print(f"to approve: {approve}", flush=True)
+        shots = preview.screenshots
+        if shooter is not None and len(shots.files) < len(planned_shots()):
+            try:
+                shots = reshoot(built, report, preview, shooter).screenshots
+            except NewsletterError as exc:
+                print(f"newsletter: error: screenshots: {exc} (still watching)",
+                      file=sys.stderr, flush=True)
+                return
+            print(f"screenshots: {len(shots.files) - shots.reused} retaken, "
+                  f"{shots.reused} unchanged", flush=True)
 
-    watch(watcher, rebuild)
+    watch(watcher, rebuild, interval=WATCH_INTERVAL_S)
 
 
 def _show_preview(built: BuiltIssue, report: ProofReport, preview: Preview) -> None:
@@ -230,7 +265,9 @@ def _show_preview(built: BuiltIssue, report: ProofReport, preview: Preview) -> N
               f"({v.html.percent:.0f}%), {v.layout}, areas first: {', '.join(v.areas)}")
     shots = preview.screenshots
     if shots.files:
-        print(f"screenshots: {len(shots.files)} in {shown(preview.folder / 'screenshots')}/")
+        reused = f" ({shots.reused} unchanged, reused)" if shots.reused else ""
+        print(f"screenshots: {len(shots.files)} in {shown(preview.folder / 'screenshots')}/"
+              f"{reused}")
     for note in shots.notes:
         print(f"screenshots: {'skipped: ' if not shots.files else ''}{note}")
     print(f"preview: {shown(preview.index)}")

@@ -16,11 +16,12 @@ What the folder holds:
   iframe's ``color-scheme`` does not reach the media query inside it in Chromium, so the dark
   rendering is a copy, which also makes it a screenshot like any other.)
 * ``screenshots/<layout>-<width>.png`` (and ``<layout>-dark-375.png``) — where a ``chromium``
-  is on the PATH: its own ``--headless --screenshot`` command line, so nothing but the browser
-  is needed at run time. Headless Chromium's window is at least 500 px wide, so the 375 px
-  rendering is a 375 px frame centred in a 500 px image; each shot is as tall as the email
-  (measured first in one ``--dump-dom`` run). Where Chromium is absent or fails, the page
-  says so and why.
+  is on the PATH: one headless Chromium driven over its DevTools pipe (nothing but the browser
+  is needed at run time), its tabs shooting in parallel, each shot exactly as wide as the
+  rendering and as tall as the email. ``screenshots/shots.json`` keys each PNG by a hash of
+  its page and how it was shot: the next preview copies the unchanged ones and shoots only
+  the rest (pipeline/stages/screenshots.py). Where Chromium is absent or fails, the page says
+  so and why.
 
 The folder is written beside ``issue.json`` into a temporary sibling, then renamed into place:
 an interrupted preview leaves the previous one whole. ``watch`` polls the files a build reads;
@@ -29,16 +30,10 @@ an interrupted preview leaves the previous one whole. ``watch`` polls the files 
 
 from __future__ import annotations
 
-import contextlib
-import os
 import re
-import signal
-import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -68,29 +63,28 @@ from pipeline.sources import PullSource
 from pipeline.stages.approve import read_approval
 from pipeline.stages.build import build
 from pipeline.stages.built import BuiltIssue, load_built
+from pipeline.stages.headless import CHROMIUM_FLAGS
 from pipeline.stages.machine_translation import Translate
+from pipeline.stages.screenshots import (
+    DARK_WIDTH,
+    SCREENSHOT_DIR,
+    WIDTHS,
+    Screenshots,
+    Screenshotter,
+    Shot,
+    copy_name,
+    planned_shots,
+)
+
+__all__ = ["CHROMIUM_FLAGS", "PREVIEW_DIR", "PageFacts", "Preview", "Screenshots",
+           "Screenshotter", "Watcher", "preview_issue", "reshoot", "serve", "watch",
+           "write_preview"]
 
 PREVIEW_DIR = "preview"
-SCREENSHOT_DIR = "screenshots"
 PAGE = "index.html"
 TEMPLATE = "preview/index.html.j2"
-#: The widths every layout is shown at: a phone and the email's desktop column.
-WIDTHS = (375, 600)
-#: The dark rendering's width (dark mode is mostly read on phones).
-DARK_WIDTH = 375
 #: Height of each frame on the page (the frame scrolls inside).
 FRAME_HEIGHT = 760
-#: Flags that work on these machines (closed network, root, no GPU): tests/test_browser.py's.
-CHROMIUM_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                  "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync", "--hide-scrollbars",
-                  "--force-device-scale-factor=1")
-#: Headless Chromium will not make a window narrower than this.
-MIN_WINDOW_WIDTH = 500
-#: Longer shots are cut here (and the page says so).
-MAX_SHOT_HEIGHT = 16_000
-FALLBACK_HEIGHT = 4_000
-CHROMIUM_TIMEOUT_S = 90
 _DARK_QUERY = re.compile(r"@media\s*\(\s*prefers-color-scheme\s*:\s*dark\s*\)", re.I)
 _SCHEME_META = re.compile(
     r'(<meta\s+name="(?:color-scheme|supported-color-schemes)"\s+content=")[^"]*(")', re.I)
@@ -116,153 +110,6 @@ def dark_copy(html: str) -> tuple[str, bool]:
         forced = _HEAD.sub(lambda m: m[0] + '<meta name="color-scheme" content="dark">',
                            forced, count=1)
     return forced, n > 0
-
-
-def copy_name(layout: str, *, dark: bool = False) -> str:
-    return f"email-{layout}{'-dark' if dark else ''}.html"
-
-
-# -- screenshots ------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Shot:
-    """One screenshot: a layout's copy rendered ``width`` px wide."""
-
-    layout: str
-    width: int
-    dark: bool = False
-
-    @property
-    def name(self) -> str:
-        return f"{self.layout}{'-dark' if self.dark else ''}-{self.width}.png"
-
-    @property
-    def source(self) -> str:
-        return copy_name(self.layout, dark=self.dark)
-
-
-def planned_shots(layouts: Sequence[str] = LAYOUTS) -> list[Shot]:
-    shots = [Shot(layout, width) for layout in layouts for width in WIDTHS]
-    return shots + [Shot(layout, DARK_WIDTH, dark=True) for layout in layouts]
-
-
-@dataclass(frozen=True)
-class Screenshots:
-    """What the screenshot step produced: file names under ``screenshots/`` and notes."""
-
-    files: tuple[str, ...] = ()
-    #: Why screenshots were skipped, or what went wrong with some (shown on the page).
-    notes: tuple[str, ...] = ()
-
-
-def take_screenshots(chromium: str, folder: Path, shots: Sequence[Shot],
-                     *, workers: int = 2) -> Screenshots:
-    """PNGs of ``folder``'s email copies into ``folder/screenshots/``, by Chromium's CLI."""
-    out = folder / SCREENSHOT_DIR
-    out.mkdir(exist_ok=True)
-    notes: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="newsletter-shots-") as tmp:
-        work = Path(tmp)
-        heights, problem = _measure(chromium, folder, shots, work)
-        if problem:
-            notes.append(f"heights not measured ({problem}); shots are "
-                         f"{FALLBACK_HEIGHT} px tall")
-
-        def one(numbered: tuple[int, Shot]) -> str | None:
-            n, shot = numbered
-            height = heights.get(shot, FALLBACK_HEIGHT)
-            if height > MAX_SHOT_HEIGHT:
-                notes.append(f"{shot.name}: cut at {MAX_SHOT_HEIGHT} px of {height}")
-                height = MAX_SHOT_HEIGHT
-            frame = work / f"frame-{n}.html"
-            frame.write_text(_frame_page(folder / shot.source, shot.width, height),
-                             encoding="utf-8")
-            target = out / shot.name
-            window = f"{max(shot.width, MIN_WINDOW_WIDTH)},{height}"
-            failure = _chromium(chromium, work / f"profile-{n}",
-                                [f"--window-size={window}", f"--screenshot={target}",
-                                 frame.as_uri()])
-            if failure is None and not _is_png(target):
-                failure = "no PNG written"
-            if failure:
-                target.unlink(missing_ok=True)
-                notes.append(f"{shot.name}: {failure}")
-                return None
-            return shot.name
-
-        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="screenshot") as pool:
-            made = [name for name in pool.map(one, enumerate(shots)) if name]
-    return Screenshots(tuple(made), tuple(notes))
-
-
-def _measure(chromium: str, folder: Path, shots: Sequence[Shot], work: Path
-             ) -> tuple[dict[Shot, int], str | None]:
-    """Each shot's full height, from one ``--dump-dom`` of a page framing them all."""
-    keys = {f"s{n}": shot for n, shot in enumerate(shots)}
-    frames = "".join(
-        f'<iframe data-key="{key}" src="{(folder / shot.source).as_uri()}" '
-        f'width="{shot.width}" height="100" scrolling="no"></iframe>'
-        for key, shot in keys.items())
-    page = work / "measure.html"
-    page.write_text(
-        '<!doctype html><html><head><meta charset="utf-8"></head><body>' + frames +
-        "<script>addEventListener('load', function () {"
-        " document.querySelectorAll('iframe').forEach(function (f) {"
-        " f.setAttribute('data-height', String(f.contentDocument.documentElement"
-        ".scrollHeight)); }); });</script></body></html>", encoding="utf-8")
-    result: dict[str, Any] = {}
-    failure = _chromium(chromium, work / "profile-measure",
-                        ["--allow-file-access-from-files", "--window-size=1400,900",
-                         "--dump-dom", page.as_uri()], result)
-    if failure:
-        return {}, failure
-    found = dict(re.findall(r'data-key="(s\d+)"[^>]*?data-height="(\d+)"',
-                            result.get("stdout", "")))
-    heights = {keys[key]: int(value) for key, value in found.items() if int(value) > 0}
-    return heights, None if len(heights) == len(shots) else "Chromium reported no height"
-
-
-def _frame_page(source: Path, width: int, height: int) -> str:
-    return ('<!doctype html><html><head><meta charset="utf-8"><style>html,body{margin:0;'
-            'background:#8c959f}iframe{display:block;border:0;margin:0 auto}</style></head>'
-            f'<body><iframe src="{source.as_uri()}" width="{width}" height="{height}" '
-            'scrolling="no" title="email"></iframe></body></html>')
-
-
-def _chromium(chromium: str, profile: Path, args: Sequence[str],
-              result: dict[str, Any] | None = None) -> str | None:
-    """Run headless Chromium once; None when it exited 0, else why not (one line)."""
-    command = [chromium, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args]
-    try:
-        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   stdin=subprocess.DEVNULL, text=True, errors="replace",
-                                   start_new_session=True)
-    except OSError as exc:
-        return f"cannot start {chromium}: {exc.strerror or exc}"
-    try:
-        stdout, stderr = process.communicate(timeout=CHROMIUM_TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        return f"Chromium took longer than {CHROMIUM_TIMEOUT_S} s"
-    finally:
-        if process.poll() is None:  # a timeout, or Ctrl-C while it ran: end its group
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-    if result is not None:
-        result["stdout"] = stdout
-    if process.returncode != 0:
-        last = [line for line in stderr.splitlines() if line.strip()][-1:] or ["no output"]
-        return f"Chromium exited {process.returncode}: {last[0][:200]}"
-    return None
-
-
-def _is_png(path: Path) -> bool:
-    try:
-        with open(path, "rb") as handle:
-            return handle.read(8) == b"\x89PNG\r\n\x1a\n"
-    except OSError:
-        return False
 
 
 # -- the page -------------------------------------------------------------------------------
@@ -356,10 +203,11 @@ def render_page(built: BuiltIssue, report: ProofReport, facts: PageFacts,
 
 @dataclass(frozen=True)
 class Preview:
-    """A written preview folder."""
+    """A written preview folder (and the facts its page said, to write it again)."""
 
     folder: Path
     screenshots: Screenshots
+    facts: PageFacts
 
     @property
     def index(self) -> Path:
@@ -367,12 +215,21 @@ class Preview:
 
 
 def write_preview(built: BuiltIssue, report: ProofReport, facts: PageFacts, *,
-                  chromium: str | None, skip_reason: str | None = None,
-                  env: jinja2.Environment | None = None) -> Preview:
-    """Write ``<issue folder>/preview/`` all at once; screenshots when ``chromium`` is given.
+                  chromium: str | None = None, shooter: Screenshotter | None = None,
+                  skip_reason: str | None = None, env: jinja2.Environment | None = None,
+                  cached_only: bool = False) -> Preview:
+    """Write ``<issue folder>/preview/`` all at once; screenshots when ``shooter`` (or a
+    ``chromium`` to start one for this call) is given.
 
-    ``skip_reason`` is what the page says when ``chromium`` is None.
+    The previous preview's screenshots are reused where their page did not change
+    (pipeline/stages/screenshots.py); ``cached_only`` takes no new one (the page says which
+    are being retaken: ``preview --watch`` writes the page first, then ``reshoot``s).
+    ``skip_reason`` is what the page says without either.
     """
+    if shooter is None and chromium:
+        with Screenshotter(chromium) as own:
+            return write_preview(built, report, facts, shooter=own, skip_reason=skip_reason,
+                                 env=env, cached_only=cached_only)
     target = built.folder / PREVIEW_DIR
     with staged_folder(target) as staging:
         dark_css = {}
@@ -381,12 +238,19 @@ def write_preview(built: BuiltIssue, report: ProofReport, facts: PageFacts, *,
             dark, dark_css[key] = dark_copy(html)
             _write(staging / copy_name(key), proof_copy(html))
             _write(staging / copy_name(key, dark=True), dark)
-        if chromium:
-            screenshots = take_screenshots(chromium, staging, planned_shots())
+        if shooter is not None:
+            screenshots = shooter.take(staging, planned_shots(), target / SCREENSHOT_DIR,
+                                       cached_only=cached_only)
         else:
             screenshots = Screenshots(notes=(skip_reason or "no chromium on the PATH",))
         _write(staging / PAGE, render_page(built, report, facts, screenshots, dark_css, env))
-    return Preview(target, screenshots)
+    return Preview(target, screenshots, facts)
+
+
+def reshoot(built: BuiltIssue, report: ProofReport, preview: Preview, shooter: Screenshotter
+            ) -> Preview:
+    """``preview`` written again with the screenshots ``cached_only`` left out taken."""
+    return write_preview(built, report, preview.facts, shooter=shooter)
 
 
 def _write(path: Path, text: str) -> None:
@@ -402,7 +266,9 @@ def editorial_file(settings: Settings, week_id: str) -> Path:
 
 
 def preview_issue(settings: Settings, week_id: str, feeds: Sequence[str] = (), *,
-                  approve_command: str, chromium: str | None, skip_reason: str | None = None,
+                  approve_command: str, chromium: str | None = None,
+                  shooter: Screenshotter | None = None, cached_only: bool = False,
+                  skip_reason: str | None = None,
                   shown: Callable[[Path], str] = str, translate: Translate | None = None,
                   github: PullSource | None = None, choices: Iterable[Choice] = ()
                   ) -> tuple[BuiltIssue, ProofReport, Preview]:
@@ -410,7 +276,8 @@ def preview_issue(settings: Settings, week_id: str, feeds: Sequence[str] = (), *
     interest variant too) and write its preview folder.
 
     An approved issue whose content changed is not rebuilt: ``build``'s BlockedError, said
-    from the preview's side. ``shown`` turns a path into what the page prints.
+    from the preview's side. ``shown`` turns a path into what the page prints. Screenshots
+    as ``write_preview`` takes them.
     """
     strings.cache_clear()  # under --watch, templates/strings.toml may have changed
     try:
@@ -428,7 +295,8 @@ def preview_issue(settings: Settings, week_id: str, feeds: Sequence[str] = (), *
     facts = PageFacts(approve_command=approve_command, editorial=shown(editorial),
                       editorial_exists=editorial.is_file(), sender=sender or "vLLM PR Weekly",
                       approved_hash=approval.content_hash if approval else None)
-    preview = write_preview(built, report, facts, chromium=chromium, skip_reason=skip_reason)
+    preview = write_preview(built, report, facts, chromium=chromium, shooter=shooter,
+                            skip_reason=skip_reason, cached_only=cached_only)
     return built, report, preview
 
 

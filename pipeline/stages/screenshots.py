@@ -1,0 +1,225 @@
+"""The preview's screenshots: one Chromium for all of them, tabs in parallel, and only what
+changed re-shot.
+
+Each shot is keyed by a hash of what decides its pixels: the email copy's bytes, the width,
+the colour scheme, the height cap, how shots are taken (``RECIPE``) and which Chromium takes
+them (its path, size and mtime: an upgraded browser re-shoots). ``screenshots/shots.json``
+records each PNG's key and the SHA-256 of its bytes. The next preview copies a PNG from the
+previous folder only when its key matches and its bytes still hash to what was recorded; a
+missing, unreadable, stale or corrupt entry (or manifest) is shot again, never shown wrong.
+The emails load nothing from outside (no images, no fonts by URL), so their HTML decides
+their rendering.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+import queue
+import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+from pipeline.model import LAYOUTS
+from pipeline.stages.headless import BrowserError, Chromium, Tab
+
+SCREENSHOT_DIR = "screenshots"
+MANIFEST = "shots.json"
+#: The widths every layout is shown at: a phone and the email's desktop column.
+WIDTHS = (375, 600)
+#: The dark rendering's width (dark mode is mostly read on phones).
+DARK_WIDTH = 375
+#: Longer shots are cut here (and the page says so).
+MAX_SHOT_HEIGHT = 16_000
+#: How shots are taken; change it when that changes, and every cached shot is retaken.
+RECIPE = "devtools-viewport-1"
+#: Tabs shooting at once (the machines have two cores; a third tab hides the waits).
+WORKERS = 3
+_PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def copy_name(layout: str, *, dark: bool = False) -> str:
+    return f"email-{layout}{'-dark' if dark else ''}.html"
+
+
+@dataclass(frozen=True)
+class Shot:
+    """One screenshot: a layout's copy rendered ``width`` px wide."""
+
+    layout: str
+    width: int
+    dark: bool = False
+
+    @property
+    def name(self) -> str:
+        return f"{self.layout}{'-dark' if self.dark else ''}-{self.width}.png"
+
+    @property
+    def source(self) -> str:
+        return copy_name(self.layout, dark=self.dark)
+
+
+def planned_shots(layouts: Sequence[str] = LAYOUTS) -> list[Shot]:
+    shots = [Shot(layout, width) for layout in layouts for width in WIDTHS]
+    return shots + [Shot(layout, DARK_WIDTH, dark=True) for layout in layouts]
+
+
+@dataclass(frozen=True)
+class Screenshots:
+    """What the screenshot step produced: file names under ``screenshots/`` and notes."""
+
+    files: tuple[str, ...] = ()
+    #: Why screenshots were skipped, or what went wrong with some (shown on the page).
+    notes: tuple[str, ...] = ()
+    #: How many of ``files`` were copied from the previous preview rather than shot.
+    reused: int = 0
+
+
+def shot_key(html: bytes, shot: Shot, browser: str) -> str:
+    """What decides a shot's pixels, hashed (``browser``: ``browser_identity``)."""
+    digest = hashlib.sha256()
+    for part in (RECIPE, browser, str(shot.width), "dark" if shot.dark else "light",
+                 str(MAX_SHOT_HEIGHT)):
+        digest.update(part.encode() + b"\0")
+    digest.update(html)
+    return digest.hexdigest()
+
+
+def browser_identity(executable: str) -> str:
+    """The browser as far as the cache cares: its path, and its size and mtime (an upgrade)."""
+    try:
+        stat = os.stat(os.path.realpath(executable))
+    except OSError:
+        return executable
+    return f"{executable}:{stat.st_size}:{stat.st_mtime_ns}"
+
+
+def read_manifest(folder: Path) -> dict[str, dict[str, str]]:
+    """``folder/shots.json``: name → {key, sha256}; empty when missing or not understood."""
+    try:
+        data = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    if not isinstance(data, dict):
+        return {}
+    return {name: entry for name, entry in data.items()
+            if isinstance(entry, dict) and isinstance(entry.get("key"), str)
+            and isinstance(entry.get("sha256"), str)}
+
+
+def _reuse(previous: Path, entry: dict[str, str] | None, key: str, target: Path) -> bool:
+    """Copy the previous PNG to ``target`` when it is this shot, whole; else False."""
+    if entry is None or entry["key"] != key:
+        return False
+    try:
+        data = (previous / target.name).read_bytes()
+    except OSError:
+        return False
+    if not data.startswith(_PNG) or hashlib.sha256(data).hexdigest() != entry["sha256"]:
+        return False
+    target.write_bytes(data)
+    return True
+
+
+class Screenshotter:
+    """Takes a preview's shots. Chromium starts at the first shot the cache cannot give and
+    stays up until ``close()``, so ``preview --watch`` pays its start-up once."""
+
+    def __init__(self, executable: str, *, workers: int = WORKERS) -> None:
+        self.executable = executable
+        self.workers = workers
+        self.identity = browser_identity(executable)
+        self._browser: Chromium | None = None
+        self._tabs: queue.Queue[Tab] = queue.Queue()
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> Screenshotter:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._browser is not None:
+            self._browser.close()
+            self._browser = None
+            self._tabs = queue.Queue()
+
+    def take(self, folder: Path, shots: Sequence[Shot], previous: Path | None = None, *,
+             cached_only: bool = False) -> Screenshots:
+        """PNGs of ``folder``'s email copies into ``folder/screenshots/``, reusing those of
+        ``previous`` (a former ``screenshots/`` folder) whose key still matches; with
+        ``cached_only`` nothing is shot (a note says how many are left to take)."""
+        out = folder / SCREENSHOT_DIR
+        out.mkdir(exist_ok=True)
+        old = read_manifest(previous) if previous else {}
+        manifest: dict[str, dict[str, str]] = {}
+        notes: list[str] = []
+        keys = {shot: shot_key((folder / shot.source).read_bytes(), shot, self.identity)
+                for shot in shots}
+        todo = [shot for shot in shots if not (
+            previous and _reuse(previous, old.get(shot.name), keys[shot], out / shot.name))]
+        if todo and cached_only:
+            notes.append(f"{len(todo)} screenshot(s) of changed pages are being taken: "
+                         "reload in a moment")
+        elif todo:
+            notes += self._shoot(folder, todo)
+        files = []
+        for shot in shots:
+            target = out / shot.name
+            if target.is_file():
+                files.append(shot.name)
+                manifest[shot.name] = {"key": keys[shot], "sha256": hashlib.sha256(
+                    target.read_bytes()).hexdigest()}
+        (out / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True),
+                                    encoding="utf-8")
+        reused = len(shots) - len(todo)
+        if not files and not notes:
+            notes.append("no screenshot was planned")
+        return Screenshots(tuple(files), tuple(notes), reused)
+
+    def _shoot(self, folder: Path, shots: Sequence[Shot]) -> list[str]:
+        """Shoot ``shots`` on the browser's tabs; the notes of what went wrong."""
+        try:
+            self._ready(min(self.workers, len(shots)))
+        except BrowserError as exc:
+            self.close()
+            return [str(exc)]
+        notes: list[str] = []
+
+        def one(shot: Shot) -> None:
+            tab = self._tabs.get()
+            target = folder / SCREENSHOT_DIR / shot.name
+            try:
+                png, height = tab.screenshot((folder / shot.source).as_uri(), shot.width,
+                                             max_height=MAX_SHOT_HEIGHT)
+                if not png.startswith(_PNG):
+                    raise BrowserError("no PNG came back")
+                target.write_bytes(png)
+                if height > MAX_SHOT_HEIGHT:
+                    notes.append(f"{shot.name}: cut at {MAX_SHOT_HEIGHT} px of {height}")
+            except (BrowserError, OSError, KeyError, ValueError) as exc:
+                with contextlib.suppress(OSError):
+                    target.unlink()
+                notes.append(f"{shot.name}: {exc}")
+            finally:
+                self._tabs.put(tab)
+
+        with ThreadPoolExecutor(max_workers=self._tabs.qsize(),
+                                thread_name_prefix="screenshot") as pool:
+            list(pool.map(one, shots))
+        if self._browser is not None and not self._browser.alive:
+            self.close()  # the next preview starts a fresh one
+        return notes
+
+    def _ready(self, tabs: int) -> None:
+        """The browser up, with at least ``tabs`` tabs."""
+        with self._lock:
+            if self._browser is None:
+                self._browser = Chromium(self.executable)
+            while self._tabs.qsize() < tabs:
+                self._tabs.put(Tab(self._browser))
