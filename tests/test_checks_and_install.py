@@ -138,6 +138,23 @@ def test_make_test_sets_up_the_system_packages_before_pytest() -> None:
     assert deps < pytest_line
 
 
+@pytest.mark.parametrize("full", [False, True])
+def test_make_bench_passes_each_script_only_its_own_options(full: bool) -> None:
+    """Every bench script's command line parses with its own argparse: a comma inside
+    ``$(if ...)`` once handed bench_send.py a stray "50000,100000" and stopped make bench."""
+    args = ["make", "-n", "-C", str(ROOT), "-o", "install", "bench", *(["FULL=1"] if full else [])]
+    planned = subprocess.run(args, capture_output=True, text=True, timeout=60,
+                             check=True).stdout
+    scripts = [line.split("bench/", 1)[1].split() for line in planned.splitlines()
+               if "bench/bench_" in line]
+    assert len(scripts) == len(list((ROOT / "bench").glob("bench_*.py")))
+    send = next(words for words in scripts if words[0] == "bench_send.py")
+    assert send[1:] == (["--recipients", "10000", "--memory-sizes", "10000,50000,100000"]
+                        if full else [])
+    for words in scripts:  # options only: a bare word is an argument nobody meant
+        assert len(words) == 1 or words[1].startswith("--"), words
+
+
 # --- make install: uv on pip's indexes, pinned by requirements.lock --------------------------
 
 
