@@ -14,7 +14,6 @@ import re
 import tomllib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
-from datetime import date
 from pathlib import Path
 from typing import Any, get_type_hints
 from urllib.parse import urlsplit
@@ -22,6 +21,7 @@ from urllib.parse import urlsplit
 import pendulum
 
 from pipeline.errors import ConfigError
+from pipeline.week import iso_monday
 
 #: Environment variables that look like overrides but are secrets read elsewhere.
 SECRET_VARIABLES = frozenset(
@@ -34,7 +34,6 @@ _SECRET_KEYS = {
     ("github", "token"): "GITHUB_TOKEN",
     ("delivery", "secret"): "NEWSLETTER_SECRET",
 }
-_WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
 _REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 #: The secrets that sign links (``NEWSLETTER_SECRET_PREVIOUS``: comma-separated).
 SIGNING_SECRETS = ("NEWSLETTER_SECRET", "NEWSLETTER_SECRET_PREVIOUS")
@@ -413,22 +412,14 @@ def _check_issue(s: Settings) -> None:
     if not 1 <= s.issue.size_budget_kb <= 100:
         raise _Invalid("must be between 1 and 100 (Gmail clips messages near 102 KB)",
                           key="[issue] size_budget_kb")
-    if s.issue.first_week and not _is_iso_week(s.issue.first_week):
-        raise _Invalid(f"expected an ISO week such as 2026-W48, got {s.issue.first_week!r}",
-                       key="[issue] first_week")
+    if s.issue.first_week:
+        try:
+            iso_monday(s.issue.first_week)
+        except ValueError as exc:
+            raise _Invalid(f"{exc}, got {s.issue.first_week!r}",
+                           key="[issue] first_week") from None
     if not _REPO.match(s.feed.repo):
         raise _Invalid(f"expected owner/name, got {s.feed.repo!r}", key="[feed] repo")
-
-
-def _is_iso_week(text: str) -> bool:
-    match = _WEEK.match(text)
-    if match is None:
-        return False
-    try:
-        date.fromisocalendar(int(match[1]), int(match[2]), 1)
-    except ValueError:  # 2026-W54
-        return False
-    return True
 
 
 def _check_urls(s: Settings) -> None:

@@ -23,16 +23,25 @@ def now() -> datetime:
     return datetime.now(UTC)
 
 
-def parse_week(text: str, tz: str) -> Week:
-    """``2026-W48`` → the week's UTC boundaries in ``tz``; anything else is a usage error."""
+def iso_monday(text: str) -> date:
+    """The Monday of ISO week ``text`` (``2026-W48``); ValueError saying what is wrong
+    otherwise. The one parser of a week's name: ``--week``, ``[issue] first_week``."""
     match = _WEEK.match(text.strip())
     if not match:
-        raise UsageError(f"--week {text!r}: expected an ISO week such as 2026-W48")
+        raise ValueError("expected an ISO week such as 2026-W48")
     year, number = int(match[1]), int(match[2])
     try:
-        monday = date.fromisocalendar(year, number, 1)
+        return date.fromisocalendar(year, number, 1)
     except ValueError:
-        raise UsageError(f"--week {text!r}: {year} has no ISO week {number}") from None
+        raise ValueError(f"{year} has no ISO week {number}") from None
+
+
+def parse_week(text: str, tz: str) -> Week:
+    """``2026-W48`` → the week's UTC boundaries in ``tz``; anything else is a usage error."""
+    try:
+        monday = iso_monday(text)
+    except ValueError as exc:
+        raise UsageError(f"--week {text!r}: {exc}") from None
     return week_of_monday(monday, tz)
 
 
@@ -69,12 +78,7 @@ def issue_number(week_id: str, first_week: str) -> int:
     leaves its number unused, as a skipped magazine issue does."""
     if not first_week:
         return 0
-    def monday(text: str) -> date:
-        match = _WEEK.match(text.strip())
-        if not match:
-            raise UsageError(f"{text!r}: expected an ISO week such as 2026-W48")
-        return date.fromisocalendar(int(match[1]), int(match[2]), 1)
-    weeks = (monday(week_id) - monday(first_week)).days // 7
+    weeks = (iso_monday(week_id) - iso_monday(first_week)).days // 7
     return weeks + 1 if weeks >= 0 else 0
 
 

@@ -88,6 +88,8 @@ def test_environment_overrides_the_file(tmp_path, env, check):
         ("", {"NEWSLETTER_ISSUE_TIMEZON": "UTC"}, "NEWSLETTER_ISSUE_TIMEZON"),
         ("", {"NEWSLETTER_ISSUE_SIZE_BUDGET_KB": "ninety"}, "NEWSLETTER_ISSUE_SIZE_BUDGET_KB"),
         ("", {"NEWSLETTER_ISSUE_REQUIRE_APPROVAL": "maybe"}, "true or false"),
+        ("[issue]\nfirst_week = \"2026-W54\"\n", {}, "2026 has no ISO week 54"),
+        ("", {"NEWSLETTER_ISSUE_FIRST_WEEK": "week 1"}, "expected an ISO week"),
     ],
 )
 def test_bad_configuration_is_one_clear_error(tmp_path, text, env, message):
