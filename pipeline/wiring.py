@@ -152,27 +152,28 @@ def open_store(settings: Settings) -> SubscriberStore:
     every role of it."""
     if settings.store.backend == "dynamodb":
         return open_dynamo_store(settings)
-    return SqliteStore.open(settings.resolve(settings.paths.data_dir) / FILE_NAME)
+    return SqliteStore.open(_sqlite_path(settings))
 
 
-def reader_choices(settings: Settings) -> list[Choice]:
+def _sqlite_path(settings: Settings) -> Path:
+    return settings.resolve(settings.paths.data_dir) / FILE_NAME
+
+
+def reader_choices(settings: Settings) -> Sequence[Choice]:
     """The readers' (layout, areas) choices a build renders variants for: read from the
     store, except that a local store not created yet has none (a first build before any
     subscriber must not create it)."""
-    from pipeline.stages.build import reader_choices as choices_of
-
     if not store_exists(settings):
         return []
     with open_store(settings) as store:
-        return choices_of(store)
+        return store.variant_choices()
 
 
 def store_exists(settings: Settings) -> bool:
     """Whether there is a store to read: always for DynamoDB, for SQLite once its file is
     made (by the subscription app, ``subscribers`` commands or a send). A command that only
     reads the store does not create it."""
-    return settings.store.backend == "dynamodb" or (
-        settings.resolve(settings.paths.data_dir) / FILE_NAME).exists()
+    return settings.store.backend == "dynamodb" or _sqlite_path(settings).exists()
 
 
 def note_areas(settings: Settings, areas: Sequence[str]) -> None:

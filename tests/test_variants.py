@@ -375,7 +375,6 @@ def store(tmp_path: Path):
 
 def test_send_gives_each_reader_their_variant_and_never_rebuilds(settings, tmp_path, store):
     from pipeline.stages.approve import approve, is_approved
-    from pipeline.stages.build import reader_choices
     from pipeline.stages.send import Sender, SendOptions, write_report
     from pipeline.transport.outbox import OutboxTransport
 
@@ -389,7 +388,7 @@ def test_send_gives_each_reader_their_variant_and_never_rebuilds(settings, tmp_p
     changed = add("changed@example.org", "en", ("kv-connector",))
     plain = add("plain@example.org", "zh-en", ())
     elsewhere = add("elsewhere@example.org", "zh", ("not-this-week",))
-    built = build_with(settings, tmp_path / "issue", reader_choices(store))
+    built = build_with(settings, tmp_path / "issue", store.variant_choices())
     assert sorted(v.variant.areas for v in built.variants) == [("kv-connector",), ("rocm",)]
     approve(built, NOW)
     files_before = sorted(p.name for p in built.folder.iterdir())

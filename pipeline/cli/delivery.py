@@ -35,6 +35,8 @@ from pipeline.errors import UsageError
 from pipeline.model import LAYOUTS
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
     from pipeline.config import Settings
     from pipeline.core.assemble import Choice
     from pipeline.model import Week
@@ -136,9 +138,7 @@ def _run_week(args: argparse.Namespace, settings: Settings, week: Week,
               store: SubscriberStore) -> int:
     """Build (with the readers' choices) or reuse the approved issue, then check, publish
     and send that one folder: nothing is rendered again after the build."""
-    from pipeline.stages.build import reader_choices
-
-    built = _approved(settings, week) or _build(args, settings, week, reader_choices(store))
+    built = _approved(settings, week) or _build(args, settings, week, store.variant_choices())
     args.to = None
     # Every check of the send, the transport's login included, before anything is
     # published: the archive never shows an issue that could not be sent.
@@ -168,14 +168,14 @@ def _approved(settings: Settings, week: Week) -> BuiltIssue | None:
 
 
 def _build(args: argparse.Namespace, settings: Settings, week: Week,
-           choices: list[Choice]) -> BuiltIssue:
+           choices: Sequence[Choice]) -> BuiltIssue:
     from pipeline.stages.build import build
     from pipeline.stages.built import load_built
 
     with translation(settings) as translate, log.timed(_log, "build"):
         result = build(settings, week_id=week.id, feeds=args.feed, translate=translate,
                        github=github(settings), choices=choices)
-    variants = sum(1 for rendered in result.rendered.values() if rendered.areas)
+    variants = result.variant_count
     print(f"built {week.id}: {len(result.issue.items)} items"
           + (f", {variants} interest variant(s)" if variants else "")
           + f" → {shown(result.out_dir)}/")

@@ -106,11 +106,10 @@ def _cmd_build(args: argparse.Namespace, settings: Settings) -> int:
           f"{len(blocking)} blocking problem(s), {len(warnings)} warning(s)")
     for problem in issue.problems:
         print(f"  {problem.severity}: {problem.code}: {problem.message}")
-    variants = [key for key, result in built.rendered.items() if result.areas]
     for key, result in built.rendered.items():
         print(f"  email-{key}.html {result.html_bytes / 1000:.1f} KB"
               + (f" (areas first: {', '.join(result.areas)})" if result.areas else ""))
-    print(f"{len(variants)} interest variant(s) for {len(choices)} reader choice(s)")
+    print(f"{built.variant_count} interest variant(s) for {len(choices)} reader choice(s)")
     print(f"artifacts: {shown(built.out_dir)}/")
     print(f"content_hash: {built.data['content_hash']}")
     return EXIT_OK

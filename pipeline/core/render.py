@@ -276,12 +276,10 @@ class Renderer:
                footer: Footer | None = None
                ) -> tuple[dict[str, RenderedLayout], list[Problem]]:
         """Every layout of ``issue``, each within the budget, and what fitting it cost."""
-        budget = min(budget_kb * 1000, HARD_LIMIT_BYTES)
         rendered: dict[str, RenderedLayout] = {}
         problems: list[Problem] = []
         for layout in LAYOUTS:
-            result, problem = self._fit(issue, Variant(layout), base_url.rstrip("/"), budget,
-                                        footer or Footer())
+            result, problem = self._fitted(issue, Variant(layout), base_url, budget_kb, footer)
             rendered[layout] = result
             if problem:
                 problems.append(problem)
@@ -292,6 +290,10 @@ class Renderer:
                        ) -> tuple[RenderedLayout, Problem | None]:
         """One variant of ``issue`` (a layout, and the areas it puts first) within the
         budget, fitted as the plain layouts are; a problem names the variant by its key."""
+        return self._fitted(issue, variant, base_url, budget_kb, footer)
+
+    def _fitted(self, issue: Issue, variant: Variant, base_url: str, budget_kb: int,
+                footer: Footer | None) -> tuple[RenderedLayout, Problem | None]:
         budget = min(budget_kb * 1000, HARD_LIMIT_BYTES)
         return self._fit(issue, variant, base_url.rstrip("/"), budget, footer or Footer())
 
@@ -403,7 +405,7 @@ class Renderer:
             "footer": footer,
             "font_stack": FONT_STACK,
             "tier_colors": TIER_COLORS,
-            "tier_label": _tier_label,
+            "tier_label": tier_label,
             "minutes": _minutes,
             "titles": _titles,
             #: The areas this variant puts first, and whether an item is one of them.
@@ -645,7 +647,8 @@ def _week_line(words: dict[str, str], issue_number: int, year: str, week: int,
     return line
 
 
-def _tier_label(tier: str, lang: str) -> str:
+def tier_label(tier: str, lang: str) -> str:
+    """A tier's name in ``lang`` (必读 / Must read): email, site and preview say it alike."""
     return TIER_BY_NAME[tier].label.get(lang)
 
 

@@ -34,6 +34,7 @@ from pipeline.core.render import (
     environment,
     strings,
     templates_dir,
+    tier_label,
 )
 from pipeline.core.site_pages import AreaPage, PrPage, url_of
 from pipeline.core.site_pages import IssueView as IssueView  # re-exported: preview uses it
@@ -77,8 +78,8 @@ class Site:
         self.app_url = site.app_url.rstrip("/")
         self.env = env or environment()
         self.env.globals.update(
-            s=strings(), lang_tag=LANG_TAGS, tier_label=lambda t, lang: TIER_BY_NAME[t]
-            .label.get(lang), identifiers=identifiers, body=body, base_url=self.base_url,
+            s=strings(), lang_tag=LANG_TAGS, tier_label=tier_label,
+            identifiers=identifiers, body=body, base_url=self.base_url,
             app_url=self.app_url, tiers=TIER_BY_NAME, card_url=url_of(self.base_url, CARD_KEY),
             pr_url=lambda pr: url_of(self.base_url, site_pages.pr_key(pr)),
             area_url=lambda name: url_of(self.base_url, site_pages.area_key(area_slug(name))),
@@ -172,7 +173,7 @@ def public_issue_json(built: BuiltIssue) -> bytes:
     is written again from the records, without them, keeping the ``content_hash`` the build
     computed (it names the issue the editor approved; it cannot be checked from the archive
     anyway, whose copies carry public links instead of placeholders)."""
-    if "variants" not in built.data:
+    if not built.variants:
         return built.source
     return issue_json.dumps(issue_json.with_hash(built.issue, built.content_hash))
 

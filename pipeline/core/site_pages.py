@@ -71,7 +71,7 @@ class IssueView:
         self.issue = issue
         self.id = issue.id
         self.base_url = base_url
-        self.url = f"{base_url}/issues/{self.id}/index.html"
+        self.url = self.page_url()
         self.start = _moment(issue.week.start, issue.week.tz)
         self.end = _moment(issue.week.end, issue.week.tz)
 

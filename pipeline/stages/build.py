@@ -37,7 +37,7 @@ from pipeline.stages.machine_translation import Translate, translate_items
 from pipeline.week import last_complete_week, parse_week
 
 if TYPE_CHECKING:
-    from subscribers.store import SubscriberStore
+    pass
 
 _log = logging.getLogger("newsletter.build")
 
@@ -51,6 +51,11 @@ class Built:
     files: dict[str, bytes]
     rendered: dict[str, RenderedLayout]
     out_dir: Path
+
+    @property
+    def variant_count(self) -> int:
+        """How many interest variants were rendered beside the plain layouts."""
+        return sum(1 for rendered in self.rendered.values() if rendered.areas)
 
 
 def choose_week(settings: Settings, week_id: str | None, at: datetime | None = None) -> Week:
@@ -115,12 +120,6 @@ def pull_facts(item: Item, github: PullSource, repo: str) -> PullFacts | None:
         if files:
             facts = replace(facts, files=files)
     return facts
-
-
-def reader_choices(store: SubscriberStore) -> list[Choice]:
-    """The active readers' distinct (layout, areas) choices, as the store keeps them: what
-    ``build`` renders variants for (their number, not the list's length, is the cost)."""
-    return [(layout, tuple(areas)) for layout, areas in store.variant_choices()]
 
 
 def build(settings: Settings, *, week_id: str | None = None, feeds: Sequence[str] = (),

@@ -47,13 +47,13 @@ from pipeline.core.assemble import Choice
 from pipeline.core.editorial import editorial_path
 from pipeline.core.message import parse_address
 from pipeline.core.proof import LayoutSize, ProofReport, VariantProof, proof
-from pipeline.core.rank import TIER_BY_NAME
 from pipeline.core.render import (
     PREFERENCES_PLACEHOLDER,
     UNSUBSCRIBE_PLACEHOLDER,
     environment,
     strings,
     templates_dir,
+    tier_label,
 )
 from pipeline.core.site import IssueView
 from pipeline.errors import BlockedError, OutputError, RenderError
@@ -195,7 +195,7 @@ def render_page(built: BuiltIssue, report: ProofReport, facts: PageFacts,
             variants=[VariantView(v) for v in report.variants],
             screenshots=screenshots, widths=WIDTHS, dark_width=DARK_WIDTH,
             frame_height=FRAME_HEIGHT, s=strings(), lang_tag=LANG_TAGS,
-            tier_label=lambda tier, lang: TIER_BY_NAME[tier].label.get(lang),
+            tier_label=tier_label,
         )
     except jinja2.TemplateError as exc:
         raise RenderError(TEMPLATE, str(exc)) from None

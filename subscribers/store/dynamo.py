@@ -253,10 +253,7 @@ class DynamoStore(Resource):
         subscriber read; a ``pending`` one asked to be ``active`` is activated by an update
         conditional on it still being ``pending``.
         """
-        if layout not in LAYOUTS:
-            raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
-        if status not in ("pending", "active"):
-            raise ValueError("a new subscriber is 'pending' or 'active'")
+        check_new_status(layout, status)
         normal = normalise_email(email)
         stamp = encode_time(now)
         consent_at = stamp if status == "active" else None
