@@ -116,8 +116,21 @@ class DeliverySettings:
 class SmtpSettings:
     host: str = "127.0.0.1"
     port: int = 587
+    #: The older switch for :attr:`tls`: true is ``starttls``, false ``none``.
     starttls: bool = True
     username: str = ""
+    #: ``starttls`` (port 587: plain, then upgraded), ``implicit`` (port 465: TLS from the
+    #: first byte) or ``none`` (a relay on a trusted network); "" follows ``starttls``.
+    tls: str = ""
+    #: A PEM file of the CA(s) to trust for the relay's certificate (a private CA); ""
+    #: trusts the system's store.
+    ca_file: str = ""
+    #: The name given in EHLO; "" is the domain of ``[delivery] from``.
+    helo_name: str = ""
+    #: The envelope sender (``MAIL FROM``): where delivery status notifications go. Point
+    #: it at the address ``inbox process`` reads to have bounces applied; "" is the
+    #: ``[delivery] from`` address.
+    return_path: str = ""
 
 
 @dataclass(frozen=True)

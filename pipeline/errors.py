@@ -18,6 +18,8 @@
         ├── TemporaryFailure        throttled or busy: retried with backoff
         ├── Unconfirmed             the transport may have taken it (timeout): never retried blindly
         └── SendingStopped          the account cannot send now (quota, paused): stop, resumable
+            └── SendingMisconfigured  no rerun can fix it (login refused, untrusted
+                                      certificate, no AUTH): stop, exit 2 with the fix
 
 Each subclass carries its subject (a feed URL, a config key, a week) so messages name it.
 Only the command line maps them to exit codes; stages raise, they never exit.
@@ -142,7 +144,17 @@ class TransportError(NewsletterError):
 
 
 class PermanentFailure(TransportError):
-    """The recipient's address refuses this message for good (e.g. SMTP 550, SES rejected)."""
+    """The recipient's address refuses this message for good (e.g. SMTP 550, SES rejected).
+
+    ``bounce``: the reply says the mailbox does not exist (``550 5.1.1 User unknown``, see
+    :func:`pipeline.core.bounces.mailbox_gone`), so the address is marked bounced and gets
+    no later issue, as an SES bounce notification would do. Any other refusal (a policy, a
+    message the server did not like) fails this message only."""
+
+    def __init__(self, message: str, *, recipient: str | None = None,
+                 bounce: bool = False) -> None:
+        super().__init__(message, recipient=recipient)
+        self.bounce = bounce
 
 
 class TemporaryFailure(TransportError):
@@ -162,3 +174,12 @@ class SendingStopped(TransportError):
     """The account cannot send now (daily quota, SendingPaused, AccountSuspended)."""
 
     exit_code = 4
+
+
+class SendingMisconfigured(SendingStopped):
+    """The transport refuses us in a way no rerun can cure: a login refused (535), a
+    certificate nobody told us to trust, a relay that offers no AUTH, a sender it will not
+    take. It stops the run like any :class:`SendingStopped` (claims released, nothing lost),
+    but it is a configuration error: exit 2, the message naming the setting to fix."""
+
+    exit_code = 2

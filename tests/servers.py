@@ -134,9 +134,16 @@ class SmtpSink:
     """An aiosmtpd server on 127.0.0.1 that keeps what it accepts and fails on request.
 
     Options: ``tls_context`` offers STARTTLS; ``require_starttls`` refuses mail before it;
+    ``implicit_tls`` (a server context) speaks TLS from the first byte instead (port 465);
     ``users`` ({name: password}) turns on AUTH (over TLS only unless ``auth_require_tls`` is
     False); ``idle_timeout`` closes idle connections (as real relays do); ``smtputf8`` offers
     SMTPUTF8 (RFC 6531: non-ASCII addresses), which aiosmtpd does not by default.
+
+    Relay limits, as Postfix's anvil enforces them: ``message_rate=(n, seconds)`` answers
+    ``450 4.7.1 Error: too much mail`` at MAIL once ``n`` messages were accepted within the
+    last ``seconds``; ``max_connections=n`` greets the connection beyond ``n`` open ones
+    with ``421 4.7.0 Error: too many connections`` and hangs up. ``refuse_connections``
+    greets the next connections with a scripted reply (a ``421`` at greeting).
     """
 
     host = "127.0.0.1"
@@ -148,8 +155,21 @@ class SmtpSink:
     def __init__(self, *, tls_context: ssl.SSLContext | None = None,
                  require_starttls: bool = False, users: Mapping[str, str] | None = None,
                  auth_require_tls: bool = True, idle_timeout: float = 300.0,
-                 smtputf8: bool = False) -> None:
+                 smtputf8: bool = False, implicit_tls: ssl.SSLContext | None = None,
+                 message_rate: tuple[int, float] | None = None,
+                 max_connections: int | None = None) -> None:
         self.port = free_port()
+        self.message_rate = message_rate
+        self.max_connections = max_connections
+        self._accepted_at: deque[float] = deque()
+        self._open_connections = 0
+        self._greetings: deque[str] = deque()
+        #: Every EHLO/HELO name a client gave, in order.
+        self.helo_names: list[str] = []
+        #: Every AUTH attempt (mechanism, login), in order: how many logins a run tried.
+        self.auth_attempts: list[tuple[str, str]] = []
+        #: Replies refused by a relay limit (``message_rate``, ``max_connections``).
+        self.limited = 0
         #: The final reply to accepted data; ``{queue_id}`` is filled in. SES's SMTP interface
         #: answers ``250 Ok <message id>``; some servers name no id at all (``250 OK``).
         self.accept_reply = "250 2.0.0 Ok: queued as {queue_id}"
@@ -166,6 +186,8 @@ class SmtpSink:
             kwargs.update(tls_context=tls_context, require_starttls=require_starttls)
         if self._users:
             kwargs.update(authenticator=self._authenticate, auth_require_tls=auth_require_tls)
+        if implicit_tls is not None:
+            kwargs.update(ssl_context=implicit_tls)
         from aiosmtpd.controller import Controller
 
         self._controller = Controller(_Handler(self), hostname=self.host, port=self.port,
@@ -178,15 +200,41 @@ class SmtpSink:
             """aiosmtpd's SMTP protocol, telling the sink when a connection ends."""
             smtp = make()
             lost = smtp.connection_lost
+            made = smtp.connection_made
+            counted = False
+
+            def connection_made(transport: Any) -> None:
+                nonlocal counted
+                with self._lock:
+                    greeting = self._greetings.popleft() if self._greetings else None
+                    if greeting is None and self.max_connections is not None \
+                            and self._open_connections >= self.max_connections:
+                        greeting = ("421 4.7.0 sink.test Error: too many connections from "
+                                    "127.0.0.1")
+                        self.limited += 1
+                    if greeting is None:
+                        self._open_connections += 1
+                        counted = True
+                if greeting is not None:  # refused at the greeting, as Postfix does
+                    transport.write(greeting.encode() + b"\r\n")
+                    transport.close()
+                    return
+                made(transport)
 
             def connection_lost(error: Exception | None) -> None:
+                nonlocal counted
+                if not counted:
+                    return
                 peer = tuple(smtp.session.peer[:2]) if smtp.session else None
                 lost(error)
                 with self._closed_changed:
+                    self._open_connections -= 1
+                    counted = False
                     if peer:
                         self._closed.add(peer)
                     self._closed_changed.notify_all()
 
+            smtp.connection_made = connection_made
             smtp.connection_lost = connection_lost
             return smtp
 
@@ -203,9 +251,11 @@ class SmtpSink:
             pause.release()
         self._controller.stop()
 
-    def settings(self, *, starttls: bool = False, username: str = "") -> SmtpSettings:
-        """``[smtp]`` settings pointing at this sink."""
-        return SmtpSettings(host=self.host, port=self.port, starttls=starttls, username=username)
+    def settings(self, *, starttls: bool = False, username: str = "",
+                 **more: Any) -> SmtpSettings:
+        """``[smtp]`` settings pointing at this sink (``more``: ``tls``, ``ca_file`` …)."""
+        return SmtpSettings(host=self.host, port=self.port, starttls=starttls,
+                            username=username, **more)
 
     # -- what it saw
 
@@ -262,6 +312,12 @@ class SmtpSink:
         """Keep the message, then wait ``seconds`` before saying so (a slow final reply)."""
         self._push("DATA", address, [_Action("stall", seconds=seconds)] * times)
 
+    def refuse_connections(self, reply: str = "421 4.3.2 sink.test Service not available, "
+                           "closing transmission channel", *, times: int = 1) -> None:
+        """Greet the next ``times`` connections with ``reply`` and hang up."""
+        with self._lock:
+            self._greetings.extend([reply] * times)
+
     def pause_next(self, address: str | None = None) -> Pause:
         """Keep the next message (for ``address``, or for anyone), then hold its final reply
         until :meth:`Pause.release`: a client stopped mid-send for as long as a test needs,
@@ -285,6 +341,20 @@ class SmtpSink:
         with self._lock:
             self._script.setdefault((at, address.lower()), deque()).extend(actions)
 
+    def _over_rate(self) -> bool:
+        """Whether ``message_rate`` refuses another message now (a sliding window)."""
+        if self.message_rate is None:
+            return False
+        most, seconds = self.message_rate
+        with self._lock:
+            horizon = time.monotonic() - seconds
+            while self._accepted_at and self._accepted_at[0] < horizon:
+                self._accepted_at.popleft()
+            if len(self._accepted_at) < most:
+                return False
+            self.limited += 1
+            return True
+
     def _take(self, at: Phase, address: str) -> _Action | None:
         with self._lock:
             queue = self._script.get((at, address.lower()))
@@ -294,8 +364,11 @@ class SmtpSink:
                       auth_data: Any) -> Any:
         from aiosmtpd.smtp import AuthResult, LoginPassword
 
+        login = auth_data.login.decode() if isinstance(auth_data, LoginPassword) else ""
+        with self._lock:
+            self.auth_attempts.append((mechanism, login))
         ok = (isinstance(auth_data, LoginPassword)
-              and self._users.get(auth_data.login.decode()) == auth_data.password.decode())
+              and self._users.get(login) == auth_data.password.decode())
         # handled=False: aiosmtpd itself answers a failure ("535 5.7.8 ...").
         return AuthResult(success=ok, handled=False)
 
@@ -306,10 +379,19 @@ class _Handler:
     def __init__(self, sink: SmtpSink) -> None:
         self.sink = sink
 
+    async def handle_EHLO(self, server: Any, session: Any, envelope: Any, hostname: str,
+                          responses: list[str]) -> list[str]:
+        with self.sink._lock:
+            self.sink.helo_names.append(hostname)
+        session.host_name = hostname
+        return responses
+
     async def handle_MAIL(self, server: Any, session: Any, envelope: Any, address: str,
                           mail_options: list[str]) -> str:
         with self.sink._lock:
             self.sink._peers.add(session.peer)
+        if self.sink._over_rate():
+            return "450 4.7.1 Error: too much mail from 127.0.0.1"
         action = self.sink._take("MAIL", address)
         if action is not None:
             return _act(server, action)
@@ -342,6 +424,7 @@ class _Handler:
                           queue_id, tuple(session.peer[:2]), tuple(envelope.mail_options))
         with self.sink._lock:
             self.sink._received.append(record)
+            self.sink._accepted_at.append(time.monotonic())
             rcpts = {a.lower() for a in envelope.rcpt_tos}
             pause = next((p for p in self.sink._pauses
                           if p.address is None or p.address in rcpts), None)
@@ -400,6 +483,8 @@ class Tls:
     #: For the client: verifies certificates and host names, trusting only this CA.
     client: ssl.SSLContext
     ca_pem: bytes
+    #: The CA certificate as a file: what ``[smtp] ca_file`` is given.
+    ca_file: Path
 
 
 @pytest.fixture(scope="session")
@@ -412,8 +497,9 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> Tls:
     (folder / "key.pem").write_bytes(key_pem)
     server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     server.load_cert_chain(folder / "cert.pem", folder / "key.pem")
+    (folder / "ca.pem").write_bytes(ca_pem)
     client = ssl.create_default_context(cadata=ca_pem.decode("ascii"))
-    return Tls(server=server, client=client, ca_pem=ca_pem)
+    return Tls(server=server, client=client, ca_pem=ca_pem, ca_file=folder / "ca.pem")
 
 
 def _make_certificates() -> tuple[bytes, bytes, bytes]:

@@ -1,0 +1,70 @@
+"""Whether a mail server's refusal means "this mailbox does not exist".
+
+Two places hear such refusals: the ``smtp`` transport, when a relay answers ``RCPT TO``
+with a 5xx, and ``inbox process``, when a delivery status notification (RFC 3464) comes
+back days later. Both must decide the same way, because the answer stops all mail to an
+address: a mailbox that is gone is marked ``bounced`` (as an SES ``Permanent`` bounce is),
+while a refusal for any other reason (a spam policy, a message too big, a full mailbox)
+is about this message, not about the address.
+
+The enhanced status code (RFC 3463, ``5.1.1``) decides when there is one: servers write
+it precisely, their prose varies. Without one, a short list of phrases the common servers
+use ("User unknown", "No such user", "does not exist") decides. A temporary (4xx) reply
+never says a mailbox is gone. Pure: strings in, a verdict out.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Literal
+
+__all__ = ["GONE_STATUSES", "BounceKind", "bounce_kind", "enhanced_status", "mailbox_gone"]
+
+BounceKind = Literal["bounce-permanent", "bounce-transient"]
+
+#: RFC 3463 details that say the address itself is dead: bad mailbox (X.1.1), bad
+#: destination system (X.1.2), bad address syntax (X.1.3), moved with no forwarding address
+#: (X.1.6), null MX (X.1.10, RFC 7505), mailbox disabled (X.2.1).
+GONE_STATUSES = frozenset({"1.1", "1.2", "1.3", "1.6", "1.10", "2.1"})
+
+_STATUS = re.compile(r"(?<![\d.])([245])\.(\d{1,3})\.(\d{1,3})(?![\d.])")
+_GONE_TEXT = re.compile(
+    r"user unknown|unknown user|no such (?:user|mailbox|recipient|address)"
+    r"|(?:mailbox|user|recipient|address|account) (?:does not|doesn't) exist"
+    r"|(?:mailbox|user|recipient) not found|unknown (?:recipient|mailbox)"
+    r"|recipient unknown|invalid (?:recipient|mailbox)|mailbox (?:is )?disabled"
+    r"|account (?:has been |is )?disabled|unrouteable address",
+    re.IGNORECASE,
+)
+
+
+def enhanced_status(text: str) -> str | None:
+    """The first RFC 3463 status code in ``text`` (``"5.1.1"``), if it names one."""
+    found = _STATUS.search(text)
+    return ".".join(found.groups()) if found else None
+
+
+def mailbox_gone(text: str, *, code: int | None = None, status: str | None = None) -> bool:
+    """Whether a refusal says the recipient's mailbox does not exist (for good).
+
+    ``code`` is the SMTP reply code when there is one (only 5xx can say so); ``status`` an
+    RFC 3463 code given apart from the text (a DSN's ``Status:`` field), else the one
+    ``text`` carries, if any, decides; without either the phrases in ``text`` do.
+    """
+    if code is not None and not 500 <= code < 600:
+        return False
+    status = status or enhanced_status(text)
+    if status is not None:
+        klass, _, detail = status.strip().partition(".")
+        return klass == "5" and detail in GONE_STATUSES
+    return bool(_GONE_TEXT.search(text))
+
+
+def bounce_kind(status: str, text: str = "") -> BounceKind | None:
+    """What a DSN's failed recipient means for the address: ``bounce-permanent`` when the
+    mailbox is gone, ``bounce-transient`` for any other permanent (5.x.x) failure (counted,
+    and too many in a row stop mail too), None for a delay or a temporary (4.x.x) one."""
+    status = (enhanced_status(status) or "").strip()
+    if not status.startswith("5."):
+        return None
+    return "bounce-permanent" if mailbox_gone(text, status=status) else "bounce-transient"
