@@ -53,6 +53,7 @@ _RANGES: dict[str, tuple[int, int, str]] = {
     "[subscriptions] address_per_day": (1, 100, "confirmation mails per address per day"),
     "[subscriptions] client_per_hour": (1, 10_000, "sign-ups per client per hour"),
     "[delivery] concurrency": (1, 256, "messages in flight at once"),
+    "[delivery] retry_seconds": (0, 86_400, "seconds of retries after the walk"),
     "[smtp] port": (1, 65_535, "a TCP port"),
 }
 #: Messages per second no transport of ours reaches (SES's largest quotas are in the
@@ -110,6 +111,11 @@ class DeliverySettings:
     publisher: str = ""
     #: The sender's postal address (CAN-SPAM), shown in every footer when set.
     postal_address: str = ""
+    #: Seconds the end of a run keeps retrying the messages a relay refused for now
+    #: (throttling, "too much mail", "too many connections"), waiting as the relay's window
+    #: asks (up to a minute between rounds); what is still refused then exits 4, for the
+    #: next run. 0: no rounds after the walk.
+    retry_seconds: float = 600.0
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,11 @@
-"""Pacing: the token bucket keeps the rate on a hand-driven clock."""
+"""Pacing on a hand-driven clock: the token bucket keeps the rate; the cooldown holds every
+thread back after a relay said "not now"."""
 
 from __future__ import annotations
 
 import pytest
 
-from pipeline.core.pace import TokenBucket
+from pipeline.core.pace import Cooldown, TokenBucket
 
 
 class FakeTime:
@@ -62,3 +63,84 @@ def test_unlimited_bucket_never_waits():
 def test_a_non_positive_rate_is_refused():
     with pytest.raises(ValueError):
         TokenBucket(0)
+
+
+# -- the cooldown a relay's "not now" imposes on every thread ----------------------------------
+
+
+def cooldown(time: FakeTime, rand: float = 1.0) -> Cooldown:
+    return Cooldown(base=1.0, cap=60.0, clock=time.clock, sleep=time.sleep,
+                    rand=lambda: rand)
+
+
+def test_each_failure_in_a_row_doubles_the_wait_up_to_the_cap():
+    time = FakeTime()
+    pause = cooldown(time)
+    waits = [pause.failed() for _ in range(9)]
+    assert waits == [1, 2, 4, 8, 16, 32, 60, 60, 60]  # each from now: none were waited out
+
+
+def test_the_wait_is_jittered_between_half_and_all_of_it():
+    low, high = FakeTime(), FakeTime()
+    assert cooldown(low, rand=0.0).failed() == 0.5
+    assert cooldown(high, rand=1.0).failed() == 1.0
+
+
+def test_a_success_ends_the_streak():
+    time = FakeTime()
+    pause = cooldown(time)
+    pause.failed()
+    pause.failed()
+    pause.wait()
+    pause.succeeded()
+    assert pause.failed() == 1.0
+
+
+def test_the_transports_own_wait_is_believed():
+    pause = cooldown(FakeTime())
+    assert pause.failed(retry_after=7.5) == 7.5
+
+
+def test_a_pause_only_grows_while_it_lasts():
+    """A second thread's shorter wait does not cut the first's short."""
+    time = FakeTime()
+    pause = cooldown(time)
+    for _ in range(4):
+        pause.failed()  # 8 s from now
+    pause.failed(retry_after=1.0)
+    assert pause.remaining() == 8.0  # the longer wait stands
+
+
+def test_waiting_sleeps_until_the_pause_ends_then_not_at_all():
+    time = FakeTime()
+    pause = cooldown(time)
+    pause.failed()
+    pause.failed()
+    pause.wait()
+    assert time.t == 2.0 and pause.remaining() == 0
+    pause.wait()
+    assert time.t == 2.0
+
+
+def test_a_pause_pushed_back_during_the_wait_is_waited_out_too():
+    time = FakeTime()
+    pause = cooldown(time)
+    pushed = []
+
+    def sleep(seconds: float) -> None:
+        time.sleep(seconds)
+        if not pushed:  # another thread failed meanwhile
+            pushed.append(pause.failed())
+
+    pause._sleep = sleep
+    pause.failed()
+    pause.wait()
+    assert pause.remaining() == 0 and time.t == 1.0 + pushed[0]
+
+
+def test_a_stop_ends_the_wait():
+    time = FakeTime()
+    pause = cooldown(time)
+    pause.failed()
+    pause.wait(stop=lambda: True)
+    assert time.t == 0.0

@@ -194,10 +194,20 @@ class Hooked:
 
 def run(built: BuiltIssue, store: SqliteStore, transport: Transport, messages: Messages, *,
         concurrency: int = 4, rate: float | None = None, sleep: Callable[[float], None] | None
-        = None, **options: Any) -> SendReport:
-    """One run of the send loop, as the command line makes it (but sleeping on ``sleep``)."""
+        = None, time: FakeTime | None = None, retry_seconds: float = 600.0,
+        **options: Any) -> SendReport:
+    """One run of the send loop, as the command line makes it, on a :class:`FakeTime`
+    (``time``, else a new one): every wait advances its clock at once, and is also passed
+    to ``sleep`` when given (to record it, or to look at the ledger meanwhile)."""
+    fake = time or FakeTime()
+
+    def waits(seconds: float) -> None:
+        if sleep is not None:
+            sleep(seconds)
+        fake.sleep(seconds)
+
     sender = Sender(built, store, transport, messages, rate=rate, concurrency=concurrency,
-                    sleep=sleep or Sleeps())
+                    sleep=waits, monotonic=fake.clock, retry_seconds=retry_seconds)
     return sender.run(SendOptions(**options))
 
 
@@ -284,19 +294,19 @@ def test_throttling_is_retried_with_growing_backoff_and_none_twice(
         smtp_server.fail_next(subscriber.email, *smtp_server.THROTTLED, times=2)
     sleeps = Sleeps()
 
-    report = run(built, store, smtp, messages, concurrency=4, sleep=sleeps)
+    report = run(built, store, smtp, messages, concurrency=1, sleep=sleeps)
 
-    assert (report.sent, report.failed, report.unconfirmed) == (12, 0, 0)
+    assert (report.sent, report.failed, report.temporary, report.unconfirmed) == (12, 0, 0, 0)
     assert recipients(smtp_server.received) == once_each(subscribers)
     for subscriber in subscribers:
         assert smtp_server.attempts(subscriber.email) == (3 if subscriber in throttled else 1)
-    # Two waits per throttled reader, none for the others; all positive. A worker handles
-    # one reader at a time, so its waits come in pairs: the second longer than the first.
+    # Two waits per throttled reader, none for the others; all positive. A success ends
+    # the streak, so each reader's waits start again small: the second at least the first.
     assert len(sleeps.calls) == 2 * len(throttled)
     assert all(s > 0 for s in sleeps.seconds)
-    for waits in sleeps.by_thread().values():
-        pairs = list(zip(waits[::2], waits[1::2], strict=True))
-        assert all(second > first for first, second in pairs), waits
+    waits = sleeps.seconds
+    assert all(second >= first for first, second in zip(waits[::2], waits[1::2], strict=True))
+    assert max(waits[::2]) <= 1.0 < min(waits[1::2]) * 2  # 0.5-1 s, then 1-2 s
     assert {e.status for e in store.ledger(SAMPLE_WEEK).values()} == {"sent"}
 
 
@@ -325,9 +335,11 @@ def test_a_throttled_message_waits_for_its_retry_as_not_handed_over(
     assert smtp_server.attempts(reader.email) == 2
 
 
-def test_a_reader_throttled_past_the_limit_fails_then_a_rerun_delivers_once(
+def test_a_reader_throttled_past_the_walk_is_retried_after_it_and_delivered_once(
         smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
         messages: Messages) -> None:
+    """The walk gives a message MAX_ATTEMPTS tries; one still refused is tried again in the
+    rounds after the walk, after the shared cooldown, and goes through there."""
     subscribers = subscribe(store, 5)
     victim = subscribers[2]
     smtp_server.fail_next(victim.email, *smtp_server.THROTTLED, times=MAX_ATTEMPTS + 1)
@@ -335,23 +347,121 @@ def test_a_reader_throttled_past_the_limit_fails_then_a_rerun_delivers_once(
 
     report = run(built, store, smtp, messages, concurrency=2, sleep=sleeps)
 
-    assert (report.sent, report.failed) == (4, 1)
+    assert (report.sent, report.failed, report.temporary) == (5, 0, 0)
+    assert report.failures == [] and report.retried_for_s > 0
+    assert smtp_server.attempts(victim.email) == MAX_ATTEMPTS + 2
+    assert recipients(smtp_server.received) == once_each(subscribers)
+    assert pipeline.stages.send.stop_error(report) is None
+
+
+def test_a_reader_refused_for_now_to_the_end_exits_4_and_a_rerun_delivers_once(
+        smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
+        messages: Messages) -> None:
+    """Temporary failures left when the retry time is spent are not a success: the report
+    counts them apart from permanent failures, the run ends with exit 4, and the ledger
+    keeps them for the next run."""
+    subscribers = subscribe(store, 5)
+    victim = subscribers[2]
+    smtp_server.fail_next(victim.email, 450, "4.7.1 Error: too much mail from 127.0.0.1",
+                          times=1000)
+    clock = FakeTime()
+
+    report = run(built, store, smtp, messages, concurrency=2, time=clock, retry_seconds=120)
+
+    assert (report.sent, report.failed, report.temporary, report.bounced) == (4, 0, 1, 0)
     assert report.stopped is None
-    assert [f["subscriber"] for f in report.failures] == [victim.id]
-    assert "Maximum sending rate exceeded" in report.failures[0]["reason"]
-    assert smtp_server.attempts(victim.email) == MAX_ATTEMPTS
-    assert len(sleeps.calls) == MAX_ATTEMPTS - 1  # a wait between attempts, none after
+    assert [(f["subscriber"], f["permanent"]) for f in report.failures] == [(victim.id, False)]
+    assert "too much mail" in report.failures[0]["reason"]
+    assert victim.email not in report.to_json().decode()
+    # Retried for no longer than allowed (the rounds wait up to a minute each).
+    assert 60 <= report.retried_for_s <= 120 and sum(clock.slept) <= 120 + 10
+    attempts = smtp_server.attempts(victim.email)
+    assert MAX_ATTEMPTS + 2 <= attempts < MAX_ATTEMPTS + 20
+    assert "temporary 1 (to retry)" in report.summary()
+    error = pipeline.stages.send.stop_error(report)
+    assert error is not None and error.exit_code == 4
+    assert "1 recipient(s) still refused for now" in str(error)
+    assert "too much mail" in str(error) and victim.email not in str(error)
     entry = store.ledger_entry(SAMPLE_WEEK, victim.id)
     assert entry is not None and entry.status == "failed" and not entry.permanent
     assert smtp_server.for_recipient(victim.email) == []
 
+    smtp_server.clear()  # the relay lets up
     again = run(built, store, smtp, messages, concurrency=2)
 
-    assert (again.sent, again.skipped, again.failed) == (1, 4, 0)
-    # One more throttled attempt was left in the script, then it went through.
-    assert smtp_server.attempts(victim.email) == MAX_ATTEMPTS + 2
-    assert recipients(smtp_server.received) == once_each(subscribers)
+    assert (again.sent, again.skipped, again.failed, again.temporary) == (1, 4, 0, 0)
+    assert recipients(smtp_server.received) == once_each([victim])
     assert store.ledger_entry(SAMPLE_WEEK, victim.id).status == "sent"
+
+
+def test_a_relay_window_is_waited_out_and_everyone_gets_one_copy(
+        smtp_server_factory: Callable[..., SmtpSink], built: BuiltIssue, store: SqliteStore,
+        messages: Messages) -> None:
+    """Postfix's ``smtpd_client_message_rate_limit``, for real on the wall clock: 4 messages
+    per 2 s, 10 readers, 3 workers. Retrying a message a few times a second apart cannot
+    outlast the window; the shared cooldown and the rounds after the walk do."""
+    sink = smtp_server_factory(message_rate=(4, 2.0))
+    subscribers = subscribe(store, 10)
+    transport = SmtpTransport(sink.settings(), None, timeout=10.0)
+    try:
+        sender = Sender(built, store, transport, messages, rate=None, concurrency=3,
+                        retry_seconds=120)
+        report = sender.run(SendOptions())
+    finally:
+        transport.close()
+
+    assert sink.limited > 0  # the relay did refuse some
+    assert (report.sent, report.failed, report.temporary, report.stopped) == (10, 0, 0, None)
+    assert recipients(sink.received) == once_each(subscribers)
+
+
+def test_a_mailbox_that_does_not_exist_is_marked_bounced_and_gets_no_later_issue(
+        smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
+        messages: Messages) -> None:
+    """550 5.1.1 at RCPT is a bounce (as SES's notification would be); a 550 5.7.1 policy
+    refusal fails this message only, and the reader stays on the list."""
+    subscribers = subscribe(store, 4)
+    gone, refused = subscribers[1], subscribers[2]
+    smtp_server.fail_next(gone.email, *smtp_server.NO_SUCH_USER)
+    smtp_server.fail_next(refused.email, 550, "5.7.1 Message rejected by policy")
+
+    report = run(built, store, smtp, messages, concurrency=2)
+
+    assert (report.sent, report.failed, report.bounced, report.temporary) == (2, 2, 1, 0)
+    by_id = {f["subscriber"]: f for f in report.failures}
+    assert by_id[gone.id]["bounced"] and by_id[gone.id]["permanent"]
+    assert not by_id[refused.id]["bounced"] and by_id[refused.id]["permanent"]
+    assert store.get(gone.id).status == "bounced"
+    assert store.get(refused.id).status == "active"
+    assert "bounced 1 (of the failed)" in report.summary()
+    assert pipeline.stages.send.stop_error(report) is None  # the list went through
+
+    # The next week's issue goes to everyone still active, not to the dead mailbox.
+    active = {s.id for s in store.iter_subscribers(status="active")}
+    assert gone.id not in active and refused.id in active
+
+
+def test_a_dry_run_lists_the_unconfirmed_and_does_not_count_them_as_skipped(
+        smtp_server: SmtpSink, built: BuiltIssue, store: SqliteStore,
+        messages: Messages) -> None:
+    subscribers = subscribe(store, 4)
+    slow = subscribers[1]
+    pause = smtp_server.pause_next(slow.email)
+    transport = SmtpTransport(smtp_server.settings(), None, timeout=1)
+    try:
+        first = run(built, store, transport, messages, concurrency=1)
+        pause.release()
+        assert first.unconfirmed_ids == [slow.id]
+        smtp_server.wait_for(4)
+        subscribe(store, 2, prefix="new")
+
+        dry = run(built, store, transport, messages, dry_run=True)
+        asked = run(built, store, transport, messages, dry_run=True, resend_unconfirmed=True)
+    finally:
+        transport.close()
+
+    assert (dry.sent, dry.skipped, dry.unconfirmed, dry.unconfirmed_ids) == (2, 3, 1, [slow.id])
+    assert (asked.sent, asked.skipped, asked.unconfirmed) == (3, 3, 0)
 
 
 def test_a_permanent_failure_is_recorded_and_the_run_goes_on(
@@ -445,7 +555,9 @@ def test_an_unsubscribe_during_the_run_is_honoured(
 
     report = run(built, store, Hooked(smtp, unsubscribe_them), messages, concurrency=1)
 
-    assert (report.sent, report.skipped, report.failed) == (8, 2, 0)
+    # Neither was done by an earlier run: they left the list, which is not "skipped".
+    assert (report.sent, report.skipped, report.left, report.failed) == (8, 0, 2, 0)
+    assert "left the list 2" in report.summary()
     for subscriber in leaving:
         assert smtp_server.for_recipient(subscriber.email) == []
         assert store.ledger_entry(SAMPLE_WEEK, subscriber.id) is None
@@ -639,11 +751,13 @@ def test_ses_throttling_is_retried_and_each_is_delivered_once(
     wire = moto_server.inject(ses.client, {"SendEmail": [THROTTLED_SES] * 4})
     sleeps = Sleeps()
 
-    report = run(built, store, ses, messages, concurrency=2, sleep=sleeps)
+    report = run(built, store, ses, messages, concurrency=1, sleep=sleeps)
 
-    assert (report.sent, report.failed, report.unconfirmed) == (5, 0, 0)
+    assert (report.sent, report.failed, report.temporary, report.unconfirmed) == (5, 0, 0, 0)
     assert wire.calls["SendEmail"] == 5 + 4
+    # One wait per throttle, growing while the throttling lasts.
     assert len(sleeps.calls) == 4 and all(s > 0 for s in sleeps.seconds)
+    assert sleeps.seconds == sorted(sleeps.seconds)
     assert Counter(r["destinations"][0].lower() for r in moto_server.sent()) \
         == once_each(subscribers)
     assert {e.status for e in store.ledger(SAMPLE_WEEK).values()} == {"sent"}

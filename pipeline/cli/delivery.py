@@ -217,7 +217,9 @@ def _send_list(args: argparse.Namespace, settings: Settings, built: BuiltIssue,
 
     with open_store(settings) as store:
         report = send_list(built, delivery, store, options, progress=progress,
-                           concurrency=settings.delivery.concurrency)
+                           concurrency=settings.delivery.concurrency,
+                           retry_seconds=settings.delivery.retry_seconds,
+                           transient_limit=settings.subscriptions.transient_bounce_limit)
         print(report.summary())
         keep_report(built, report, options.shard)
         if report.unconfirmed_ids:
@@ -228,6 +230,7 @@ def _send_list(args: argparse.Namespace, settings: Settings, built: BuiltIssue,
                 print(f"  {found.email if found else subscriber_id}")
     if not delivery.transport.reaches_mailboxes and not args.dry_run:
         print(f"outbox: {shown(built.folder / 'outbox')}/")
-    if report.stopped:
-        raise stop_error(report)
+    error = stop_error(report)
+    if error is not None:
+        raise error
     return EXIT_OK

@@ -1,16 +1,20 @@
-"""Pacing: a token bucket shared by every sending thread (the waits between retries are
-:func:`pipeline.retry.backoff`'s).
+"""Pacing, shared by every sending thread: a token bucket for the rate we choose, and a
+cooldown for the rate the relay imposes.
 
 The bucket holds at most ``burst`` tokens and refills at ``rate`` per second; ``acquire``
-blocks until a token is free. The clock and the sleep are parameters so tests can drive
-time by hand.
+blocks until a token is free. The :class:`Cooldown` holds everyone back after a temporary
+refusal, its waits growing as :func:`pipeline.retry.backoff`'s do. The clock and the sleep
+are parameters so tests can drive time by hand.
 """
 
 from __future__ import annotations
 
+import random
 import threading
 import time
 from collections.abc import Callable
+
+from pipeline.retry import backoff
 
 
 class TokenBucket:
@@ -40,3 +44,64 @@ class TokenBucket:
                     return
                 wait = (1 - self._tokens) / self.rate
             self._sleep(wait)
+
+
+class Cooldown:
+    """A pause every sending thread honours after the transport said "not now".
+
+    A relay's limit ("450 too much mail", "421 too many connections", SES's "Maximum
+    sending rate exceeded") is about the account or the connection, not one message: while
+    one thread waits out its backoff, the others must not keep knocking, or the relay's
+    window never passes. So a temporary failure pushes back a start time shared by all
+    threads; the wait doubles with each failure in a row, from ``base`` up to ``cap``
+    seconds (60 s spans the minute windows common relays count in), spread by jitter so
+    threads do not return in lockstep, and a success ends the streak. A transport that says
+    how long to wait (``retry_after``) is believed.
+    """
+
+    def __init__(self, *, base: float = 1.0, cap: float = 60.0,
+                 clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] = time.sleep,
+                 rand: Callable[[], float] = random.random) -> None:
+        self.base, self.cap = base, cap
+        self._clock, self._sleep = clock, sleep
+        self._rand = rand
+        self._lock = threading.Lock()
+        self._until = clock()
+        self.streak = 0
+
+    def failed(self, retry_after: float | None = None) -> float:
+        """Note a temporary failure; the seconds from now until anyone may try again."""
+        with self._lock:
+            self.streak += 1
+            if retry_after is not None and retry_after > 0:
+                wait = float(retry_after)
+            else:
+                wait = backoff(self.streak, base=self.base, cap=self.cap, rand=self._rand)
+            now = self._clock()
+            self._until = max(self._until, now + wait)
+            return self._until - now
+
+    def succeeded(self) -> None:
+        """A message went through: the next failure starts a new streak."""
+        with self._lock:
+            self.streak = 0
+
+    def remaining(self) -> float:
+        """Seconds until the pause ends (0 when there is none)."""
+        with self._lock:
+            return max(0.0, self._until - self._clock())
+
+    def wait(self, stop: Callable[[], bool] = lambda: False) -> None:
+        """Sleep until the pause ends, or ``stop()`` turns true. One sleep per extension:
+        the pause is read again after each, since another thread may have pushed it back."""
+        while not stop():
+            with self._lock:
+                target = self._until
+                left = target - self._clock()
+            if left <= 0:
+                return
+            self._sleep(left)
+            with self._lock:
+                if self._until == target:
+                    return

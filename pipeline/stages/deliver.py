@@ -23,7 +23,14 @@ from typing import TYPE_CHECKING
 from pipeline import log
 from pipeline.errors import OutputError
 from pipeline.stages.lock import hold
-from pipeline.stages.send import Progress, Sender, SendOptions, SendReport, write_report
+from pipeline.stages.send import (
+    RETRY_SECONDS,
+    Progress,
+    Sender,
+    SendOptions,
+    SendReport,
+    write_report,
+)
 
 if TYPE_CHECKING:
     from pipeline.stages.built import BuiltIssue
@@ -40,13 +47,15 @@ LOST = "lost its lock to another run (this one stalled past its lease)"
 
 def send_list(built: BuiltIssue, delivery: Delivery, store: SubscriberStore,
               options: SendOptions, *, concurrency: int,
+              retry_seconds: float = RETRY_SECONDS, transient_limit: int = 3,
               progress: Callable[[int | None], Progress | None] = lambda total: None
               ) -> SendReport:
     """Send ``built`` to the list (or ``options.shard`` of it) through ``delivery``,
     already checked and opened by the caller, who closes it. ``progress`` makes the
     progress line for the number of active subscribers (None for a shard: its size is
-    known only by walking it). The caller raises :func:`~pipeline.stages.send.stop_error`
-    for a report that stopped."""
+    known only by walking it). ``retry_seconds`` bounds the retries of temporary failures
+    after the walk. The caller raises :func:`~pipeline.stages.send.stop_error` for a report
+    that stopped or left temporary failures."""
     part = options.shard
     rate = delivery.rate
     if rate is not None and part is not None:
@@ -54,7 +63,8 @@ def send_list(built: BuiltIssue, delivery: Delivery, store: SubscriberStore,
     name = f"send:{built.id}" + (f":{part}" if part else "")
     what = f"send {built.id}" + (f" shard {part}" if part else "")
     sender = Sender(built, store, delivery.transport, delivery.messages, rate=rate,
-                    concurrency=concurrency)
+                    concurrency=concurrency, retry_seconds=retry_seconds,
+                    transient_limit=transient_limit)
     with hold(store, name, what, on_lost=lambda: sender.request_stop(LOST)):
         # A shard's size is known only by walking it: no count of the whole list then.
         active = None if part is not None else store.count_by_status().get("active", 0)

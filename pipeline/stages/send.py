@@ -47,11 +47,13 @@ from pipeline import retry
 from pipeline.config import Settings
 from pipeline.core.addresses import UnsendableAddress, wire_address
 from pipeline.core.message import Messages
-from pipeline.core.pace import TokenBucket
+from pipeline.core.pace import Cooldown, TokenBucket
 from pipeline.errors import (
     BlockedError,
+    NewsletterError,
     OutputError,
     PermanentFailure,
+    SendingMisconfigured,
     SendingStopped,
     StoppedError,
     TemporaryFailure,
@@ -73,7 +75,13 @@ if TYPE_CHECKING:
 
 REPORT_FILE = "send-report.json"
 INTERRUPTED = "interrupted (Ctrl-C)"
-MAX_ATTEMPTS = 6
+#: Tries per message during the walk; a message still refused for now then waits for the
+#: rounds after the walk (:meth:`Sender._retry_deferred`), so one relay limit does not hold
+#: a worker for minutes.
+MAX_ATTEMPTS = 3
+#: The default of ``[delivery] retry_seconds``: how long the end of a run keeps retrying
+#: the temporary failures (a relay's minute windows pass several times over).
+RETRY_SECONDS = 600.0
 _log = logging.getLogger("newsletter.send")
 
 
@@ -94,7 +102,22 @@ def check_gates(built: BuiltIssue, settings: Settings, *,
 
 @dataclass
 class SendReport:
-    """What a run did; printed, and kept as send-report.json beside issue.json."""
+    """What a run did; printed, and kept as send-report.json beside issue.json.
+
+    One meaning per word, so that the counts add up to the list walked:
+
+    ``sent``         handed over and accepted this run;
+    ``skipped``      done by an earlier run: sent, or refused for good (never re-sent);
+    ``failed``       refused for good this run (``bounced`` of them: the mailbox does not
+                     exist, so the address was marked bounced);
+    ``temporary``    still refused for now (throttled, busy, a relay limit) after this run's
+                     retries: in the ledger as temporary failures, retried by the next run;
+    ``unconfirmed``  every recipient the ledger holds whose message may or may not have
+                     arrived, from whichever run (``unconfirmed_ids`` names each);
+    ``released``     claimed, then let go unsent because the run was stopping: the next run
+                     sends them;
+    ``left``         unsubscribed (or bounced) between the start of the run and their turn.
+    """
 
     issue: str
     transport: str
@@ -105,11 +128,19 @@ class SendReport:
     sent: int = 0
     skipped: int = 0
     failed: int = 0
+    temporary: int = 0
     unconfirmed: int = 0
+    released: int = 0
+    left: int = 0
+    bounced: int = 0
     #: Why the run stopped early (resumable), or None when it went through the list.
     stopped: str | None = None
+    #: The exit code the stop calls for: 4 (run again), or 2 for a refusal no rerun can
+    #: cure (a login refused, an untrusted certificate: the configuration must change).
+    stop_exit: int = 4
     dry_run: bool = False
-    #: Subscriber ids (never addresses: the report may be shared) with the reason.
+    #: Subscriber ids (never addresses: the report may be shared) with the reason, whether
+    #: the failure is for good (``permanent``) and whether the address was marked bounced.
     failures: list[dict[str, Any]] = field(default_factory=list)
     unconfirmed_ids: list[str] = field(default_factory=list)
     #: ``I/N`` when the run sent one shard of the list.
@@ -117,6 +148,9 @@ class SendReport:
     #: Readers given the plain layout because the build has no variant for their current
     #: interests (they changed them after the build; the next build renders it).
     plain_fallback: int = 0
+    #: Seconds spent, after the walk, retrying the temporary failures (at most
+    #: ``[delivery] retry_seconds``).
+    retried_for_s: float = 0.0
 
     @property
     def rate(self) -> float:
@@ -125,8 +159,17 @@ class SendReport:
     def summary(self) -> str:
         head = "dry run: would send" if self.dry_run else "sent"
         part = f" (shard {self.shard})" if self.shard else ""
-        line = (f"{self.issue}{part}: {head} {self.sent}, skipped {self.skipped}, failed "
-                f"{self.failed}, unconfirmed {self.unconfirmed} in {self.duration_s:.1f} s "
+        # The first four keep the order scripts read; the rest say what else happened.
+        counts = [f"{head} {self.sent}", f"skipped {self.skipped}", f"failed {self.failed}",
+                  f"unconfirmed {self.unconfirmed}",
+                  f"temporary {self.temporary}" + (" (to retry)" if self.temporary else "")]
+        if self.bounced:
+            counts.append(f"bounced {self.bounced} (of the failed)")
+        if self.released:
+            counts.append(f"released {self.released} (the run was stopping)")
+        if self.left:
+            counts.append(f"left the list {self.left}")
+        line = (f"{self.issue}{part}: {', '.join(counts)} in {self.duration_s:.1f} s "
                 f"({self.rate:.1f}/s) via {self.transport}")
         if self.plain_fallback:
             line += (f"; {self.plain_fallback} got the plain layout (interests changed since "
@@ -186,23 +229,48 @@ class SendOptions:
     shard: Shard | None = None
 
 
+class _Stopping(Exception):
+    """Internal: the run began to stop while a message waited for its turn."""
+
+
 class Sender:
-    """One run of ``send`` for one issue."""
+    """One run of ``send`` for one issue.
+
+    ``retry_seconds`` bounds the time spent after the walk retrying the temporary failures;
+    ``transient_limit`` is ``[subscriptions] transient_bounce_limit`` for the bounces this
+    run learns of. ``sleep`` is every wait's (a test passes one that returns at once); the
+    default wakes as soon as the run is asked to stop. ``monotonic`` times the retries.
+    """
 
     def __init__(self, built: BuiltIssue, store: DeliveryStore, transport: Transport,
                  messages: Messages, *, rate: float | None, concurrency: int,
+                 retry_seconds: float = RETRY_SECONDS, transient_limit: int = 3,
                  clock: Callable[[], datetime] = now,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 sleep: Callable[[float], None] | None = None,
+                 monotonic: Callable[[], float] = time.monotonic) -> None:
         self.built, self.store, self.transport, self.messages = built, store, transport, messages
-        self.bucket = TokenBucket(rate, burst=max(1, concurrency), sleep=sleep)
-        self.concurrency = concurrency
-        self.clock, self.sleep = clock, sleep
         self.stop = threading.Event()
+        self.sleep = sleep or self._nap
+        self.bucket = TokenBucket(rate, burst=max(1, concurrency), sleep=self.sleep)
+        self.cooldown = Cooldown(clock=monotonic, sleep=self.sleep)
+        self.concurrency = concurrency
+        self.retry_seconds = retry_seconds
+        self.transient_limit = transient_limit
+        self.clock, self.monotonic = clock, monotonic
         self.stop_reason: str | None = None
+        self.stop_exit = 4
         self.shard: Shard | None = None
         self.lock = threading.Lock()
         #: Recipients the ledger held as unconfirmed when this run started (earlier runs').
         self.unconfirmed_before: set[str] = set()
+        #: Refused for now this run, with the reason: retried after the walk.
+        self.deferred: dict[str, str] = {}
+        #: A dry run's unconfirmed recipients that ``--resend-unconfirmed`` would send.
+        self._resent: set[str] = set()
+
+    def _nap(self, seconds: float) -> None:
+        """A wait that ends early when the run is asked to stop (Ctrl-C, a lost lock)."""
+        self.stop.wait(seconds)
 
     def run(self, options: SendOptions, progress: Progress | None = None) -> SendReport:
         issue = self.built.id
@@ -213,7 +281,7 @@ class Sender:
         started = time.monotonic()
         if not options.dry_run:
             self.store.expire_in_flight(issue, self.clock(), shard=options.shard)
-            self.unconfirmed_before = set(self._unconfirmed())
+        self.unconfirmed_before = set(self._unconfirmed())
         try:
             if options.dry_run:
                 self._dry_run(report, options)
@@ -223,13 +291,14 @@ class Sender:
             report.duration_s = round(time.monotonic() - started, 3)
             report.finished_at = iso_z(self.clock())
             report.stopped = report.stopped or self.stop_reason
+            report.stop_exit = self.stop_exit
             if progress:
                 progress.close()
-        if not options.dry_run:
-            # Every unconfirmed recipient the ledger holds, not only this run's: an earlier
-            # crash's are named in each report until someone resends them.
-            report.unconfirmed_ids = self._unconfirmed()
-            report.unconfirmed = len(report.unconfirmed_ids)
+        # Every unconfirmed recipient the ledger holds, not only this run's: an earlier
+        # crash's are named in each report until someone resends them.
+        report.unconfirmed_ids = (sorted(self.unconfirmed_before - self._resent)
+                                  if options.dry_run else self._unconfirmed())
+        report.unconfirmed = len(report.unconfirmed_ids)
         return report
 
     def _unconfirmed(self) -> list[str]:
@@ -263,15 +332,23 @@ class Sender:
         return key
 
     def _dry_run(self, report: SendReport, options: SendOptions) -> None:
+        """Count as the real run would, without claiming: what is new or to retry would be
+        sent, what an earlier run finished is skipped, the unconfirmed are listed (and sent
+        only with ``--resend-unconfirmed``)."""
+        resent: set[str] = set()
         for subscriber in self._candidates():
             entry = self.store.ledger_entry(self.built.id, subscriber.id)
-            if entry is None or self._may_retry(entry, options):
-                if options.limit is not None and report.sent >= options.limit:
-                    break
-                self._variant(subscriber, report)
-                report.sent += 1
-            else:
-                report.skipped += 1
+            if entry is not None and not self._may_retry(entry, options):
+                if entry.status in ("sent", "failed"):
+                    report.skipped += 1
+                continue  # unconfirmed: listed at the end; sending: the crash's, settled then
+            if options.limit is not None and report.sent >= options.limit:
+                break
+            if entry is not None and entry.status == "unconfirmed":
+                resent.add(subscriber.id)
+            self._variant(subscriber, report)
+            report.sent += 1
+        self._resent = resent
 
     def _may_retry(self, entry: LedgerEntry, options: SendOptions) -> bool:
         if entry.status == "failed" and not entry.permanent:
@@ -280,8 +357,11 @@ class Sender:
 
     def _deliver(self, report: SendReport, options: SendOptions,
                  progress: Progress | None) -> None:
-        with self._ctrl_c_stops():
-            self._walk(report, options, progress)
+        with self._ctrl_c_stops(), ThreadPoolExecutor(
+                max_workers=self.concurrency, thread_name_prefix="send") as pool:
+            self._walk(pool, report, options, progress)
+            self._retry_deferred(pool, report, progress)
+        self._settle_deferred(report, progress)
 
     @contextlib.contextmanager
     def _ctrl_c_stops(self) -> Iterator[None]:
@@ -303,29 +383,73 @@ class Sender:
         finally:
             signal.signal(signal.SIGINT, previous)
 
-    def _walk(self, report: SendReport, options: SendOptions,
+    def _walk(self, pool: ThreadPoolExecutor, report: SendReport, options: SendOptions,
               progress: Progress | None) -> None:
+        """Every active subscriber once, in id order, ``MAX_ATTEMPTS`` tries each."""
         handed = 0
         in_flight: set[Future[None]] = set()
-        with ThreadPoolExecutor(max_workers=self.concurrency,
-                                thread_name_prefix="send") as pool:
-            for subscriber in self._candidates():
-                if self.stop.is_set():
-                    break
-                if options.limit is not None and handed >= options.limit:
-                    break
-                while len(in_flight) >= 2 * self.concurrency:
-                    done, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
-                    _reraise(done)
-                if not self._claim(subscriber.id, options):
-                    if subscriber.id not in self.unconfirmed_before:  # counted at the end
-                        with self.lock:
-                            report.skipped += 1
+        for subscriber in self._candidates():
+            if self.stop.is_set():
+                break
+            if options.limit is not None and handed >= options.limit:
+                break
+            while len(in_flight) >= 2 * self.concurrency:
+                done, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
+                _reraise(done)
+            if not self._claim(subscriber.id, options):
+                if subscriber.id not in self.unconfirmed_before:  # listed at the end
+                    with self.lock:
+                        report.skipped += 1
+                continue
+            handed += 1
+            in_flight.add(pool.submit(self._one, subscriber.id, report, progress,
+                                      MAX_ATTEMPTS))
+        done, _ = wait(in_flight)
+        _reraise(done)
+
+    def _retry_deferred(self, pool: ThreadPoolExecutor, report: SendReport,
+                        progress: Progress | None) -> None:
+        """After the walk, try the temporary failures again, in rounds, until each went
+        through, the run stops, or the next wait would pass ``retry_seconds``.
+
+        A relay that counts messages per minute refuses everything until its window
+        passes; retrying each message a few seconds apart (as the walk does) cannot outlast
+        it, while these rounds wait as long as the shared cooldown says (growing to a
+        minute) and give every deferred message one more try per round."""
+        started = self.monotonic()
+        waited = 0.0
+        while self.deferred and self.retry_seconds > 0 and not self.stop.is_set():
+            pause = self.cooldown.remaining()
+            spent = max(waited, self.monotonic() - started)
+            if spent + pause > self.retry_seconds:
+                break
+            if pause:
+                _log.info("%s: %d refused for now; trying them again in %.0f s",
+                          self.built.id, len(self.deferred), pause)
+            self.cooldown.wait(self.stop.is_set)
+            waited += pause
+            with self.lock:
+                batch, self.deferred = self.deferred, {}
+            in_flight = []
+            for subscriber_id, reason in batch.items():
+                if self.stop.is_set() or not self.store.claim(
+                        self.built.id, subscriber_id, self.clock(), retry_temporary=True):
+                    self.deferred.setdefault(subscriber_id, reason)
                     continue
-                handed += 1
-                in_flight.add(pool.submit(self._one, subscriber.id, report, progress))
+                in_flight.append(pool.submit(self._one, subscriber_id, report, progress, 1))
             done, _ = wait(in_flight)
             _reraise(done)
+        report.retried_for_s = round(max(waited, self.monotonic() - started), 3)
+
+    def _settle_deferred(self, report: SendReport, progress: Progress | None) -> None:
+        """What is still refused for now is counted (and stays a temporary failure in the
+        ledger, for the next run)."""
+        for subscriber_id, reason in sorted(self.deferred.items()):
+            report.temporary += 1
+            report.failures.append({"subscriber": subscriber_id, "reason": reason,
+                                    "permanent": False, "bounced": False})
+            if progress:
+                progress.step(report)
 
     def _claim(self, subscriber_id: str, options: SendOptions) -> bool:
         """One atomic claim: a new pair, a temporary failure to retry, or (when asked) an
@@ -333,20 +457,23 @@ class Sender:
         return self.store.claim(self.built.id, subscriber_id, self.clock(),
                                 retry=options.resend_unconfirmed, retry_temporary=True)
 
-    def _halt(self, reason: str) -> None:
+    def _halt(self, reason: str, exit_code: int = 4) -> None:
         with self.lock:
             if not self.stop.is_set():
                 self.stop_reason = reason
+                self.stop_exit = exit_code
                 self.stop.set()
 
-    def _one(self, subscriber_id: str, report: SendReport, progress: Progress | None) -> None:
+    def _one(self, subscriber_id: str, report: SendReport, progress: Progress | None,
+             attempts: int) -> None:
         """Send one claimed message; every way out of here settles the claim."""
         issue = self.built.id
         subscriber = self.store.get(subscriber_id)
-        if self.stop.is_set() or subscriber is None or subscriber.status != "active":
-            self.store.release(issue, subscriber_id)
-            with self.lock:
-                report.skipped += 1
+        if self.stop.is_set():
+            self._release(subscriber_id, report, "released")
+            return
+        if subscriber is None or subscriber.status != "active":
+            self._release(subscriber_id, report, "left")
             return
         message = self.messages.build(subscriber.email, subscriber.id, subscriber.layout,
                                       self.clock(), variant=self._variant(subscriber, report))
@@ -354,61 +481,94 @@ class Sender:
 
         def attempt() -> str:
             nonlocal handed_over
+            self.cooldown.wait(self.stop.is_set)  # a relay's limit holds every thread back
             self.bucket.acquire()
+            if self.stop.is_set():
+                raise _Stopping
             try:
                 # From here the message may leave: noted first, so that a crash from now
                 # on withholds it as unconfirmed, and one before releases it.
                 handed_over = True
                 self.store.mark_handed_over(issue, subscriber_id)
-                return self.transport.send(message)
+                sent = self.transport.send(message)
             except TemporaryFailure:
                 # Not taken: a crash while waiting to retry must not withhold it.
                 self.store.mark_handed_over(issue, subscriber_id, False)
                 handed_over = False
                 raise
+            self.cooldown.succeeded()
+            return sent
 
         try:
-            try:
-                message_id = retry.call(
-                    attempt, retry_on=TemporaryFailure, attempts=MAX_ATTEMPTS,
-                    wait=lambda n, exc: exc.retry_after or retry.backoff(n),
-                    stop=self.stop.is_set, sleep=self.sleep)
-            except retry.GaveUp as gave_up:
-                self.store.mark_failed(issue, subscriber_id, f"gave up after "
-                                       f"{gave_up.attempts} attempts: {gave_up.last}",
-                                       False, self.clock())
-                self._count(report, "failed", subscriber_id,
-                            _without(str(gave_up.last), subscriber.email), progress)
-                return
-            self.store.mark_sent(issue, subscriber_id, message_id, self.clock())
-            self._count(report, "sent", subscriber_id, None, progress)
+            message_id = retry.call(
+                attempt, retry_on=TemporaryFailure, attempts=attempts,
+                wait=lambda n, exc: self.cooldown.failed(exc.retry_after),
+                stop=self.stop.is_set, sleep=lambda _: self.cooldown.wait(self.stop.is_set))
+        except retry.GaveUp as gave_up:
+            reason = _without(str(gave_up.last), subscriber.email)
+            self.store.mark_failed(issue, subscriber_id, f"temporary: {gave_up.last}", False,
+                                   self.clock())
+            with self.lock:
+                self.deferred[subscriber_id] = reason
+            return
+        except _Stopping:
+            self._release(subscriber_id, report, "released")
+            return
         except PermanentFailure as exc:
-            self.store.mark_failed(issue, subscriber_id, str(exc), True, self.clock())
-            self._count(report, "failed", subscriber_id, _without(str(exc), subscriber.email),
-                        progress)
+            self._failed_for_good(subscriber_id, exc, _without(str(exc), subscriber.email),
+                                  report, progress)
+            return
         except Unconfirmed as exc:
             self.store.mark_unconfirmed(issue, subscriber_id, str(exc), self.clock())
-            self._count(report, "unconfirmed", subscriber_id, str(exc), progress)
+            self._count(report, "unconfirmed", subscriber_id, progress)
+            return
         except SendingStopped as exc:
-            # The account refused before taking it: nothing went out, the next run sends it.
+            # The account refused before taking it: nothing went out, the next run sends it
+            # (or, for a refusal no rerun cures, the next run after the fix).
             self.store.release(issue, subscriber_id)
-            self._halt(str(exc))
+            self._halt(str(exc), exc.exit_code)
+            return
         except BaseException:
             if handed_over:
                 self.store.mark_unconfirmed(issue, subscriber_id, "internal error during "
                                             "the transport call", self.clock())
             else:
                 self.store.release(issue, subscriber_id)
-            self._halt("internal error")
+            self._halt("internal error", 1)
             raise
+        self.store.mark_sent(issue, subscriber_id, message_id, self.clock())
+        self._count(report, "sent", subscriber_id, progress)
+
+    def _release(self, subscriber_id: str, report: SendReport, why: str) -> None:
+        """Let a claim go unsent: ``released`` (the run is stopping: the next run sends it)
+        or ``left`` (no longer active)."""
+        self.store.release(self.built.id, subscriber_id)
+        with self.lock:
+            setattr(report, why, getattr(report, why) + 1)
+
+    def _failed_for_good(self, subscriber_id: str, exc: PermanentFailure, reason: str,
+                         report: SendReport, progress: Progress | None) -> None:
+        """A refusal of this recipient for good; when it says the mailbox does not exist,
+        the address is marked bounced too (as SES's bounce notification would), so that no
+        later issue is sent to it."""
+        now_ = self.clock()
+        self.store.mark_failed(self.built.id, subscriber_id, str(exc), True, now_)
+        if exc.bounce:
+            self.store.record_mail_event(subscriber_id, "bounce-permanent", now_,
+                                         transient_limit=self.transient_limit)
+        with self.lock:
+            report.failed += 1
+            report.bounced += exc.bounce
+            report.failures.append({"subscriber": subscriber_id, "reason": reason,
+                                    "permanent": True, "bounced": exc.bounce})
+        if progress:
+            progress.step(report)
 
     def _count(self, report: SendReport, outcome: str, subscriber_id: str,
-               reason: str | None, progress: Progress | None) -> None:
+               progress: Progress | None) -> None:
         with self.lock:
             setattr(report, outcome, getattr(report, outcome) + 1)
-            if outcome == "failed":
-                report.failures.append({"subscriber": subscriber_id, "reason": reason})
-            elif outcome == "unconfirmed":
+            if outcome == "unconfirmed":
                 report.unconfirmed_ids.append(subscriber_id)
         if progress:
             progress.step(report)
@@ -465,6 +625,22 @@ def write_report(built: BuiltIssue, report: SendReport, shard: Shard | None = No
                           f"{exc.strerror or exc}") from exc
 
 
-def stop_error(report: SendReport) -> StoppedError:
-    return StoppedError(f"{report.issue}: stopped ({report.stopped}); sent {report.sent} this "
-                        "run; run the same command again to finish")
+def stop_error(report: SendReport) -> NewsletterError | None:
+    """The error a finished run ends with, if any: the stop (exit 4, or 2 when no rerun can
+    cure it), else the temporary failures still left (exit 4: the next run retries them).
+    None when the list went through (permanent failures and unconfirmed recipients are in
+    the report and ``status``, not a reason to fail the run)."""
+    done = f"sent {report.sent} this run"
+    left = (f"; {report.temporary} refused for now" if report.temporary else "")
+    if report.stopped and report.stop_exit == 2:
+        return SendingMisconfigured(f"{report.issue}: stopped: {report.stopped}; {done}{left}; "
+                                    "fix the configuration, then run the same command again")
+    if report.stopped:
+        return StoppedError(f"{report.issue}: stopped ({report.stopped}); {done}{left}; run "
+                            "the same command again to finish")
+    if report.temporary:
+        last = next(f["reason"] for f in reversed(report.failures) if not f["permanent"])
+        return StoppedError(f"{report.issue}: {report.temporary} recipient(s) still refused "
+                            f"for now after {report.retried_for_s:.0f} s of retries (last: "
+                            f"{last}); {done}; run the same command again to retry them")
+    return None

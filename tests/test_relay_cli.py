@@ -1,0 +1,112 @@
+"""What ``newsletter send`` and ``run`` say and exit with when a relay pushes back.
+
+Real processes against the aiosmtpd sink on loopback, scripted as real relays behave: a
+limit that outlasts the run's retries is exit 4 and names how many are left; a refusal that
+no rerun can fix is exit 2 with the setting to change; a mailbox that does not exist is a
+bounce, and the list goes on (exit 0).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import SAMPLE_FEED, SAMPLE_WEEK, ok
+from conftest import run_newsletter as newsletter
+from servers import NO_SUCH_USER, SmtpSink
+
+SECRET = "s" * 40
+READERS = ["ann@example.org", "bob@example.org", "cy@example.org"]
+
+pytestmark = pytest.mark.subprocess
+
+
+def project(folder: Path, sink: SmtpSink, extra: str = "") -> Path:
+    (folder / "newsletter.toml").write_text(
+        f'[feed]\nurls = ["{SAMPLE_FEED}"]\n'
+        '[site]\napp_url = "https://news.example.org/api"\n'
+        f'[delivery]\ntransport = "smtp"\n{extra}'
+        f'[smtp]\nhost = "{sink.host}"\nport = {sink.port}\nstarttls = false\n',
+        encoding="utf-8")
+    for reader in READERS:
+        ok(newsletter(["subscribers", "add", reader, "--confirmed"], folder))
+    ok(newsletter(["build", "--week", SAMPLE_WEEK], folder))
+    return folder
+
+
+def send(folder: Path, *args: str) -> subprocess.CompletedProcess:
+    return newsletter(["send", "--week", SAMPLE_WEEK, *args], folder, NEWSLETTER_SECRET=SECRET)
+
+
+def one_line(result: subprocess.CompletedProcess) -> str:
+    """The error: one line (timestamped log lines about the retries aside), no traceback."""
+    lines = [line for line in result.stderr.strip().splitlines()
+             if not re.match(r"\d{4}-\d\d-\d\dT", line)]
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+def report(folder: Path) -> dict:
+    path = folder / "build" / "issues" / SAMPLE_WEEK / "send-report.json"
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+def test_a_limit_that_outlasts_the_retries_exits_4_and_a_rerun_finishes(
+        tmp_path: Path, smtp_server: SmtpSink) -> None:
+    folder = project(tmp_path, smtp_server, "retry_seconds = 2\n")
+    smtp_server.fail_next("bob@example.org", 452, "4.5.3 Error: too many recipients",
+                          times=1000)
+
+    first = send(folder)
+
+    assert first.returncode == 4, first.stdout + first.stderr
+    line = one_line(first)
+    assert "1 recipient(s) still refused for now" in line
+    assert "452 4.5.3" in line and "run the same command again" in line
+    assert "bob@example.org" not in line  # the reason names no address
+    assert "sent 2, skipped 0, failed 0, unconfirmed 0, temporary 1 (to retry)" in first.stdout
+    kept = report(folder)
+    assert (kept["sent"], kept["failed"], kept["temporary"]) == (2, 0, 1)
+    assert [f["permanent"] for f in kept["failures"]] == [False]
+
+    smtp_server.clear()
+    again = ok(send(folder))
+
+    assert "sent 1, skipped 2, failed 0, unconfirmed 0, temporary 0" in again.stdout
+    assert [r.rcpt_tos for r in smtp_server.received] == [("bob@example.org",)]
+
+
+def test_a_sender_the_relay_refuses_mid_run_is_exit_2_with_the_fix(
+        tmp_path: Path, smtp_server: SmtpSink) -> None:
+    """The login probe passed; the relay then refuses our MAIL FROM. No rerun cures that:
+    exit 2 (not 4), one line naming what to fix, nobody marked failed."""
+    folder = project(tmp_path, smtp_server)
+    smtp_server.fail_next("weekly@example.org", 553,
+                          "5.7.1 <weekly@example.org>: Sender address rejected: not owned by "
+                          "user", at="MAIL", times=1000)
+
+    result = send(folder)
+
+    assert result.returncode == 2, result.stdout + result.stderr
+    line = one_line(result)
+    assert "Sender address rejected" in line and "fix the configuration" in line
+    kept = report(folder)
+    assert (kept["sent"], kept["failed"], kept["stop_exit"]) == (0, 0, 2)
+    assert smtp_server.received == []
+
+
+def test_a_mailbox_that_does_not_exist_is_a_bounce_and_the_list_goes_on(
+        tmp_path: Path, smtp_server: SmtpSink) -> None:
+    folder = project(tmp_path, smtp_server)
+    smtp_server.fail_next("cy@example.org", *NO_SUCH_USER)
+
+    result = ok(send(folder))
+
+    assert "sent 2, skipped 0, failed 1, unconfirmed 0, temporary 0" in result.stdout
+    assert "bounced 1" in result.stdout
+    listed = ok(newsletter(["subscribers", "list", "--status", "bounced"], folder))
+    assert "cy@example.org" in listed.stdout
