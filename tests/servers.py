@@ -336,6 +336,7 @@ class SmtpSink:
             self._peers.clear()
             self._script.clear()
             self._pauses.clear()
+            self._greetings.clear()
 
     def _push(self, at: Phase, address: str, actions: list[_Action]) -> None:
         with self._lock:

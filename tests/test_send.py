@@ -27,7 +27,7 @@ import pipeline.stages.send
 from pipeline.config import Settings, load
 from pipeline.core.message import Messages
 from pipeline.core.pace import TokenBucket
-from pipeline.errors import BlockedError
+from pipeline.errors import BlockedError, SendingMisconfigured
 from pipeline.model import LAYOUTS
 from pipeline.stages.approve import approve
 from pipeline.stages.build import build
@@ -392,6 +392,61 @@ def test_a_reader_refused_for_now_to_the_end_exits_4_and_a_rerun_delivers_once(
     assert (again.sent, again.skipped, again.failed, again.temporary) == (1, 4, 0, 0)
     assert recipients(smtp_server.received) == once_each([victim])
     assert store.ledger_entry(SAMPLE_WEEK, victim.id).status == "sent"
+
+
+def test_a_relay_that_refuses_everything_stops_the_walk_resumably(
+        smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
+        messages: Messages) -> None:
+    """421 at every greeting (the relay is saturated): the walk does not creep through the
+    list a minute per message; once everything was refused for longer than retry_seconds
+    it stops (exit 4), having claimed only what it tried, and a rerun sends everyone once."""
+    subscribers = subscribe(store, 40)
+    smtp_server.refuse_connections(times=100_000)
+    clock = FakeTime()
+
+    report = run(built, store, smtp, messages, concurrency=2, time=clock, retry_seconds=120)
+
+    assert report.stopped is not None and "refused every message" in report.stopped
+    assert "421 4.3.2" in report.stopped and report.stop_exit == 4
+    assert report.sent == 0 and report.failed == 0
+    tried = report.temporary + report.released
+    assert 0 < tried < 12  # a few claims, not the whole list marked failed
+    assert sum(clock.slept) < 120 + 2 * 60  # stopped about when the limit passed
+    ledger = store.ledger(SAMPLE_WEEK)
+    assert {e.status for e in ledger.values()} <= {"failed"}
+    assert not any(e.permanent for e in ledger.values())
+    error = pipeline.stages.send.stop_error(report)
+    assert error is not None and error.exit_code == 4
+
+    smtp_server.clear()
+    again = run(built, store, smtp, messages, concurrency=2)
+
+    assert (again.sent, again.failed, again.temporary, again.stopped) == (40, 0, 0, None)
+    assert recipients(smtp_server.received) == once_each(subscribers)
+
+
+def test_a_refusal_no_rerun_can_cure_stops_with_exit_2_and_fails_nobody(
+        smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
+        messages: Messages) -> None:
+    subscribers = subscribe(store, 6)
+    handed: list[str] = []
+
+    def refuse_from_the_third(message: Outgoing) -> None:
+        handed.append(message.recipient)
+        if len(handed) >= 3:
+            raise SendingMisconfigured("smtp relay: login as 'weekly' refused: 535 5.7.8 "
+                                       "Authentication failed; check [smtp] username")
+
+    report = run(built, store, Hooked(smtp, refuse_from_the_third), messages, concurrency=1)
+
+    assert report.stop_exit == 2 and "535 5.7.8" in (report.stopped or "")
+    assert (report.sent, report.failed, report.temporary) == (2, 0, 0)
+    error = pipeline.stages.send.stop_error(report)
+    assert error is not None and error.exit_code == 2
+    assert "fix the configuration" in str(error)
+    # The refused claim was released: the ledger holds only what was sent.
+    assert {e.status for e in store.ledger(SAMPLE_WEEK).values()} == {"sent"}
+    assert len(store.ledger(SAMPLE_WEEK)) == 2 < len(subscribers)
 
 
 def test_a_relay_window_is_waited_out_and_everyone_gets_one_copy(

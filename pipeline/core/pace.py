@@ -69,16 +69,19 @@ class Cooldown:
         self._lock = threading.Lock()
         self._until = clock()
         self.streak = 0
+        self._since: float | None = None
 
     def failed(self, retry_after: float | None = None) -> float:
         """Note a temporary failure; the seconds from now until anyone may try again."""
         with self._lock:
             self.streak += 1
+            now = self._clock()
+            if self._since is None:
+                self._since = now
             if retry_after is not None and retry_after > 0:
                 wait = float(retry_after)
             else:
                 wait = backoff(self.streak, base=self.base, cap=self.cap, rand=self._rand)
-            now = self._clock()
             self._until = max(self._until, now + wait)
             return self._until - now
 
@@ -86,6 +89,13 @@ class Cooldown:
         """A message went through: the next failure starts a new streak."""
         with self._lock:
             self.streak = 0
+            self._since = None
+
+    def failing_for(self) -> float:
+        """Seconds since the first failure of the current streak (0 without one): how long
+        the transport has refused everything."""
+        with self._lock:
+            return 0.0 if self._since is None else self._clock() - self._since
 
     def remaining(self) -> float:
         """Seconds until the pause ends (0 when there is none)."""

@@ -82,6 +82,9 @@ MAX_ATTEMPTS = 3
 #: The default of ``[delivery] retry_seconds``: how long the end of a run keeps retrying
 #: the temporary failures (a relay's minute windows pass several times over).
 RETRY_SECONDS = 600.0
+#: However small ``retry_seconds`` is, a transport that refuses everything gets this long
+#: before the walk gives up on it (a minute window passes at least once).
+MIN_REFUSING_SECONDS = 90.0
 _log = logging.getLogger("newsletter.send")
 
 
@@ -265,6 +268,8 @@ class Sender:
         self.unconfirmed_before: set[str] = set()
         #: Refused for now this run, with the reason: retried after the walk.
         self.deferred: dict[str, str] = {}
+        #: Whether the walk is on (the rounds after it have their own bound).
+        self.walking = True
         #: A dry run's unconfirmed recipients that ``--resend-unconfirmed`` would send.
         self._resent: set[str] = set()
 
@@ -360,6 +365,7 @@ class Sender:
         with self._ctrl_c_stops(), ThreadPoolExecutor(
                 max_workers=self.concurrency, thread_name_prefix="send") as pool:
             self._walk(pool, report, options, progress)
+            self.walking = False
             self._retry_deferred(pool, report, progress)
         self._settle_deferred(report, progress)
 
@@ -501,8 +507,7 @@ class Sender:
 
         try:
             message_id = retry.call(
-                attempt, retry_on=TemporaryFailure, attempts=attempts,
-                wait=lambda n, exc: self.cooldown.failed(exc.retry_after),
+                attempt, retry_on=TemporaryFailure, attempts=attempts, wait=self._pause,
                 stop=self.stop.is_set, sleep=lambda _: self.cooldown.wait(self.stop.is_set))
         except retry.GaveUp as gave_up:
             reason = _without(str(gave_up.last), subscriber.email)
@@ -538,6 +543,18 @@ class Sender:
             raise
         self.store.mark_sent(issue, subscriber_id, message_id, self.clock())
         self._count(report, "sent", subscriber_id, progress)
+
+    def _pause(self, attempt: int, failure: TemporaryFailure) -> float:
+        """The wait after a temporary failure (shared by every thread). During the walk, a
+        transport that has refused *everything* for longer than ``retry_seconds`` (a relay
+        down for the night, an account throttled for hours) stops the run, resumably,
+        rather than creeping through the list a minute per message."""
+        pause = self.cooldown.failed(failure.retry_after)
+        refusing = self.cooldown.failing_for() + pause
+        if self.walking and refusing > max(self.retry_seconds, MIN_REFUSING_SECONDS):
+            self._halt(f"the transport refused every message for {refusing:.0f} s "
+                       f"(last: {_without(str(failure), failure.recipient or '')})")
+        return pause
 
     def _release(self, subscriber_id: str, report: SendReport, why: str) -> None:
         """Let a claim go unsent: ``released`` (the run is stopping: the next run sends it)
