@@ -3,8 +3,9 @@
 Four places retry, each for its own failures and with its own bounds, through :func:`call`:
 
 - ``send`` (:mod:`pipeline.stages.send`): a transport's :class:`TemporaryFailure` (throttled,
-  busy), up to six attempts, waits from :func:`backoff` with jitter so that many sending
-  threads do not retry in lockstep, or the transport's ``retry_after``;
+  busy, a relay's limit), three attempts during the walk and one per round after it, the
+  waits a :class:`~pipeline.core.pace.Cooldown` shared by every sending thread (growing as
+  :func:`backoff` does, with jitter), or the transport's ``retry_after``;
 - the ``openai`` translator: 429, 5xx, timeouts and refused connections, waits doubling from
   ``[translate]``'s backoff, ``Retry-After`` honoured unless longer than the build can wait;
 - GitHub (:mod:`pipeline.sources.github`): one short rate-limit wait, only as long as GitHub

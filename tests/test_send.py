@@ -470,6 +470,26 @@ def test_a_relay_window_is_waited_out_and_everyone_gets_one_copy(
     assert recipients(sink.received) == once_each(subscribers)
 
 
+def test_a_relay_connection_limit_below_the_workers_still_reaches_everyone_once(
+        smtp_server_factory: Callable[..., SmtpSink], built: BuiltIssue, store: SqliteStore,
+        messages: Messages) -> None:
+    """Postfix's ``smtpd_client_connection_count_limit`` = 2 against 4 workers: two workers
+    are greeted with 421 for as long as the other two hold their connections."""
+    sink = smtp_server_factory(max_connections=2)
+    subscribers = subscribe(store, 16)
+    transport = SmtpTransport(sink.settings(), None, timeout=10.0)
+    try:
+        sender = Sender(built, store, transport, messages, rate=None, concurrency=4,
+                        retry_seconds=120)
+        report = sender.run(SendOptions())
+    finally:
+        transport.close()
+
+    assert sink.limited > 0
+    assert (report.sent, report.failed, report.temporary, report.stopped) == (16, 0, 0, None)
+    assert recipients(sink.received) == once_each(subscribers)
+
+
 def test_a_mailbox_that_does_not_exist_is_marked_bounced_and_gets_no_later_issue(
         smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
         messages: Messages) -> None:
