@@ -13,9 +13,18 @@ The guarantee, and how it is kept:
 * **Nobody unconfirmed is forgotten.** Every report (``send-report.json``) lists every
   unconfirmed recipient the ledger holds for the issue, from whichever run, until they are
   resent.
-* **Nobody is left out by a stop.** Throttling is retried with backoff and jitter; a stop
-  (quota, paused account, Ctrl-C) releases the claims not yet handed over and exits 4, and
-  the next run finishes the list. Temporary failures are retried by the next run too.
+* **Nobody is left out by a stop.** A stop (quota, paused account, Ctrl-C) releases the
+  claims not yet handed over and exits 4, and the next run finishes the list; a refusal no
+  rerun can cure (a login refused) stops the same way, with exit 2.
+* **A relay's "not now" is waited out, not ignored.** A temporary refusal pauses every
+  sending thread (:class:`~pipeline.core.pace.Cooldown`: a relay's limit is about us, not
+  one message), longer with each refusal in a row. A message still refused after its tries
+  in the walk is tried again in rounds after the walk, for up to ``retry_seconds``; what is
+  still refused then is counted ``temporary``, stays a temporary failure in the ledger for
+  the next run, and the run exits 4 rather than 0.
+* **A mailbox that does not exist gets no later issue.** A permanent refusal saying so
+  (:attr:`PermanentFailure.bounce`) marks the subscriber bounced, as SES's bounce
+  notification does for the ``ses`` transport.
 * **Unsubscribes win.** Each subscriber's status is read again right before their message.
 * **What was proofed is what is sent.** Each subscriber gets the interest variant their
   layout and areas choose (:meth:`BuiltIssue.choose`) when the build rendered it; a reader
