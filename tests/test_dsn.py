@@ -11,6 +11,7 @@ real process.
 
 from __future__ import annotations
 
+import argparse
 import os
 import shutil
 from dataclasses import replace
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLE_FEED, SAMPLE_WEEK, run_newsletter
 
+from pipeline.cli import inbox as inbox_command
 from pipeline.config import Settings, load
 from pipeline.core.bounces import bounce_kind
 from pipeline.core.dsn import read_report
@@ -364,3 +366,16 @@ def test_inbox_process_applies_a_dsn_end_to_end(settings, built, reader, tmp_pat
     assert subscriber(settings, reader).status == "bounced"
     assert [p.name for p in (folder / "processed").iterdir()] == ["bounce.eml"]
     assert not (folder / "bounce.eml").exists()
+
+
+def test_the_dry_run_names_the_bounce_and_acts_on_nothing(settings, built, reader, capsys):
+    folder = drop(settings, {"dsn.eml": dsn("postfix-user-unknown",
+                                            sent_message(settings, built, reader))})
+    top = argparse.ArgumentParser(prog="newsletter")
+    inbox_command.add_parser(top.add_subparsers(dest="command", required=True))
+    args = top.parse_args(["inbox", "process", "--dry-run"])
+    assert args.handler(args, settings) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "dsn.eml: bounce (bounce-permanent) M***@mail.example.org"
+    assert subscriber(settings, reader).status == "active"
+    assert (folder / "dsn.eml").exists()
