@@ -300,6 +300,30 @@ class Subscriptions:
 
     # -- what the mail system says ---------------------------------------------------------
 
+    def bounce(self, token: str, kind: str, *, now: datetime) -> Subscriber | None:
+        """A delivery status notification came back for the message that carried the
+        unsubscribe ``token``: apply ``kind`` (``bounce-permanent``: the address is
+        ``bounced``; ``bounce-transient``: counted, and
+        :attr:`Policy.transient_bounce_limit` in a row bounce it too) to the token's
+        subscriber. TokenError if it does not verify (nothing read); None if its subscriber
+        was removed since.
+
+        Only the token decides whose mail it was, never an address the notification names
+        (anyone can write one); holding the token already lets one unsubscribe its
+        subscriber, so this grants nothing more. An ``unsubscribed`` or ``complained``
+        address keeps its status (:meth:`~subscribers.store.Directory.record_mail_event`).
+        A permanent bounce applied twice changes nothing; a transient one counts again, so
+        the caller makes sure each notification is applied once.
+        """
+        if kind not in ("bounce-permanent", "bounce-transient"):
+            raise ValueError(f"not a bounce: {kind!r}")
+        try:
+            subscriber = self.subscriber_for(token, "unsubscribe", now)
+            return self.store.record_mail_event(
+                subscriber.id, kind, now, transient_limit=self.policy.transient_bounce_limit)
+        except UnknownSubscriber:
+            return None
+
     def mail_event(self, kind: str, address: str, now: datetime, *,
                    message_id: str | None = None,
                    occurred_at: datetime | None = None) -> Subscriber | None:

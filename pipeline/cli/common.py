@@ -2,10 +2,10 @@
 build's translator and GitHub source, and how a path is shown.
 
 Each command group (``issue``, ``delivery``, ``preview``, ``translations``, ``serve``,
-``inbox``, ``subscribers``, ``store``) registers its parsers and handlers; the package's
-``__init__`` assembles them and maps the errors a handler raises to exit codes. Like the
-groups, this module is imported when the command line starts: what a command needs (the
-stages, the adapters, boto3) is imported only when it runs.
+``inbox``, ``check_mail``, ``subscribers``, ``store``) registers its parsers and handlers;
+the package's ``__init__`` assembles them and maps the errors a handler raises to exit
+codes. Like the groups, this module is imported when the command line starts: what a
+command needs (the stages, the adapters, boto3) is imported only when it runs.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """``newsletter inbox …``: the mail people send to the newsletter.
 
-    process [--dry-run]     unsubscribe / subscribe by mail, then move each mail aside
+    process [--dry-run]     unsubscribe / subscribe by mail, bounces, then move each mail aside
 
 Handlers are pipeline/cli/common.py's ``Handler``: ``handler(args, settings) -> int``, errors as
 :class:`~pipeline.errors.NewsletterError` subclasses for the command line to map to exit
@@ -28,22 +28,26 @@ Read the raw mails waiting in the inbox ([inbox] source: the folder [inbox] dir,
 prefix an SES receipt rule writes to). A mail to the unsubscribe address of an issue
 (<local>+<token>@domain) unsubscribes its subscriber; a mail whose subject or first line is
 "subscribe" or "订阅", optionally followed by a layout (zh-en, en-zh, zh, en, 中文, 英文,
-english, 双语, bilingual), mails its sender a confirmation link (double opt-in). Mail that
-SES marked as spam or virus, or that failed SPF/DKIM/DMARC, is ignored. Each mail is handled
-once, then moved to processed/ or ignored/. Exit 0, also when no mail is waiting; a mail
-whose confirmation could not be sent stays for the next run."""
+english, 双语, bilingual), mails its sender a confirmation link (double opt-in). A delivery
+status notification (a bounce, RFC 3464) returning one of our messages marks its subscriber
+bounced (the mailbox is gone) or counts a transient bounce; only the signed token in the
+returned message says whose mail it was. Mail that SES marked as spam or virus, or that
+failed SPF/DKIM/DMARC, is ignored (unsubscribes and bounces prove themselves by their
+token). Each mail is handled once, then moved to processed/ or ignored/. Exit 0, also when
+no mail is waiting; a mail whose confirmation could not be sent stays for the next run."""
 
 
 def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     """Register ``inbox`` and its actions on the top-level sub-command set."""
     top = commands.add_parser(
-        "inbox", help="handle mail sent to the newsletter (unsubscribe, subscribe)",
+        "inbox", help="handle mail sent to the newsletter (unsubscribe, subscribe, bounces)",
         description="Handle the mail people send to the newsletter's addresses.")
     actions = top.add_subparsers(dest="inbox_command", metavar="ACTION")
     actions.required = True
 
     process = actions.add_parser(
-        "process", help="unsubscribe and subscribe by mail, then move each mail aside",
+        "process", help="unsubscribe and subscribe by mail, apply bounces, then move each "
+        "mail aside",
         description=_PROCESS_HELP)
     process.add_argument("--dry-run", action="store_true",
                          help="print what each waiting mail asks for (addresses masked); "

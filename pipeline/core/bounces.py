@@ -63,8 +63,12 @@ def mailbox_gone(text: str, *, code: int | None = None, status: str | None = Non
 def bounce_kind(status: str, text: str = "") -> BounceKind | None:
     """What a DSN's failed recipient means for the address: ``bounce-permanent`` when the
     mailbox is gone, ``bounce-transient`` for any other permanent (5.x.x) failure (counted,
-    and too many in a row stop mail too), None for a delay or a temporary (4.x.x) one."""
+    and too many in a row stop mail too), None for a delay or a temporary (4.x.x) one. A
+    generic ``5.0.0`` lets ``text`` (the server's reply) decide."""
     status = (enhanced_status(status) or "").strip()
     if not status.startswith("5."):
         return None
-    return "bounce-permanent" if mailbox_gone(text, status=status) else "bounce-transient"
+    # 5.0.0 is "other or undefined": Exim writes it for every failure and leaves the real
+    # code (or only words) to the reply in ``text``, which then decides.
+    gone = mailbox_gone(text) if status == "5.0.0" else mailbox_gone(text, status=status)
+    return "bounce-permanent" if gone else "bounce-transient"

@@ -1,6 +1,7 @@
-"""What an inbound mail asks for: unsubscribe (a token address), subscribe (a command), or
-nothing. Pure: raw bytes in, a :class:`Verdict` out; ``newsletter inbox process``
-(:mod:`pipeline.stages.inbox`) acts on it.
+"""What an inbound mail asks for: unsubscribe (a token address), subscribe (a command), a
+bounce (a delivery status notification about one of our messages), or nothing. Pure: raw
+bytes in, a :class:`Verdict` out; ``newsletter inbox process`` (:mod:`pipeline.stages.inbox`)
+acts on it.
 
 **Trust.** SES prepends its own verdict headers (``X-SES-Spam-Verdict``,
 ``X-SES-Virus-Verdict``, ``Authentication-Results``, ``Received-SPF``); a sender can write
@@ -10,7 +11,10 @@ failed and neither passed (a mail forwarded with broken SPF but a good DKIM sign
 still taken). Missing headers (a hand-dropped file) are not failures. An unsubscribe is
 honoured whatever those headers say: its token is signed and proves itself, and a spam
 filter's mistake must not keep anyone on the list (only the headers are read, never the
-body's attachments).
+body's attachments). A delivery status notification is read before any of those checks
+(:mod:`pipeline.core.dsn`): it is ``Auto-Submitted: auto-replied`` by nature, often comes
+from a server without SPF, and is acted on only through the signed token of the message it
+returns, which proves itself as an unsubscribe does.
 """
 
 from __future__ import annotations
@@ -26,15 +30,18 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal
 
+from pipeline.core.dsn import is_report, read_report
+
 if TYPE_CHECKING:
     from email.message import EmailMessage
 
 __all__ = ["ACTIONS", "LAYOUT_WORDS", "Action", "Verdict", "classify", "mask_address"]
 
-Action = Literal["unsubscribe", "subscribe", "ignored", "unrecognised"]
+Action = Literal["unsubscribe", "subscribe", "bounce", "ignored", "unrecognised"]
 
 #: What :func:`classify` can decide.
-ACTIONS: tuple[Action, ...] = ("unsubscribe", "subscribe", "ignored", "unrecognised")
+ACTIONS: tuple[Action, ...] = ("unsubscribe", "subscribe", "bounce", "ignored",
+                               "unrecognised")
 
 #: The words that may follow ``subscribe`` / ``订阅``, and the layout each asks for.
 LAYOUT_WORDS: Mapping[str, str] = MappingProxyType({
@@ -49,11 +56,18 @@ class Verdict:
     """What :func:`classify` made of one mail.
 
     ``reason`` says why: for ``unsubscribe`` "token"; for ``subscribe`` where the command
-    was found ("subject", "first-line"); for ``ignored`` "virus", "spam", "dmarc-fail",
-    "spf-fail", "dkim-fail", "no-sender" or "auto-submitted"; for ``unrecognised``
-    "no-command", "empty" or "unparseable". ``token`` is set for ``unsubscribe`` only,
-    ``layout`` for ``subscribe`` only (None: none asked for); ``sender`` is the bare
-    ``From`` address whenever there is one.
+    was found ("subject", "first-line"); for ``bounce`` its kind ("bounce-permanent",
+    "bounce-transient"); for ``ignored`` "virus", "spam", "dmarc-fail", "spf-fail",
+    "dkim-fail", "no-sender" or "auto-submitted", and for a delivery status notification
+    that changes nothing "dsn-not-failed" (delayed, delivered, relayed…), "dsn-temporary"
+    (failed with a 4.x.x status), "dsn-unknown-message" (the message it returns carries
+    none of our tokens: not ours, or forged) or "dsn-several-tokens"; for ``unrecognised``
+    "no-command", "empty", "unparseable" or "dsn-unreadable" (a report without one
+    recipient's fields). ``token`` is set for ``unsubscribe`` and ``bounce`` only (for a
+    bounce: the returned message's, still to be verified), ``reference`` for ``bounce``
+    only (the returned message's ``Message-ID``, if any), ``layout`` for ``subscribe``
+    only (None: none asked for); ``sender`` is the bare ``From`` address whenever there is
+    one.
     """
 
     action: Action
@@ -61,13 +75,21 @@ class Verdict:
     token: str | None = field(default=None, repr=False)
     sender: str | None = None
     layout: str | None = None
+    reference: str | None = field(default=None, repr=False)
 
 
 def classify(raw: bytes) -> Verdict:
     """Decide what one raw inbound mail asks for. Pure; never raises (broken mail of any
     kind is ``unrecognised``).
 
-    **Checks first.** Only the *topmost* occurrence of each header counts: SES prepends
+    **A delivery status notification** (``multipart/report; report-type=delivery-status``)
+    is decided before anything else, by :mod:`pipeline.core.dsn`: a ``bounce`` of the kind
+    :func:`~pipeline.core.bounces.bounce_kind` gives for its failed recipients, with the
+    token of the message it returns; ``ignored`` when nothing failed for good or it returns
+    no message of ours. SES's verdicts do not stop it (the token proves itself), nor does
+    its ``Auto-Submitted: auto-replied``.
+
+    **Then the checks.** Only the *topmost* occurrence of each header counts: SES prepends
     its own headers, and anything lower down was written by the sender, who may have put a
     reassuring ``X-SES-Spam-Verdict: PASS`` there. The mail is ``ignored`` when
 
@@ -105,6 +127,8 @@ def _classify(raw: bytes) -> Verdict:
     message = email.message_from_bytes(raw, policy=email.policy.default)
     headers = _Headers(message)
     sender = _sender(message, headers)
+    if is_report(message):  # a DSN: before the checks, as its token proves itself
+        return _bounce(message, sender)
     token = _token(headers)
     if token:  # signed: it proves itself, whatever SES thought of the mail around it
         return Verdict("unsubscribe", "token", token=token, sender=sender)
@@ -214,6 +238,26 @@ def _token(headers: _Headers) -> str | None:
         if match:
             return match.group(1).lower()
     return None
+
+
+# -- bounce
+
+
+def _bounce(message: EmailMessage, sender: str | None) -> Verdict:
+    """The verdict on a delivery status notification (see :class:`Verdict`)."""
+    report = read_report(message)
+    if report is None or not report.recipients:
+        return Verdict("unrecognised", "dsn-unreadable", sender=sender)
+    kind = report.bounce
+    if kind is None:
+        reason = "dsn-temporary" if report.failed else "dsn-not-failed"
+        return Verdict("ignored", reason, sender=sender)
+    if not report.tokens:
+        return Verdict("ignored", "dsn-unknown-message", sender=sender)
+    if len(report.tokens) > 1:  # our messages carry one token, in both forms
+        return Verdict("ignored", "dsn-several-tokens", sender=sender)
+    return Verdict("bounce", kind, token=report.tokens[0], sender=sender,
+                   reference=report.message_id)
 
 
 # -- subscribe

@@ -1,6 +1,6 @@
 """``newsletter inbox process``: what is done with the mails people send to the newsletter.
 
-Two kinds of mail are understood:
+Three kinds of mail are understood:
 
 * **Unsubscribe.** The ``mailto:`` of every issue's ``List-Unsubscribe`` is
   ``<local>+<token>@domain`` (:func:`subscribers.tokens.tagged_address`): a mail to it
@@ -10,6 +10,13 @@ Two kinds of mail are understood:
   (optionally followed by one layout word) starts the double opt-in for its ``From``
   address: a confirmation mail goes there, and nothing else happens until its owner
   confirms. A forged ``From`` therefore costs its real owner one ignorable mail, no more.
+* **Bounce.** A delivery status notification (RFC 3464) that a mail server sends back,
+  days later, to the envelope sender (``[smtp] return_path``) about one of our messages:
+  when a recipient failed for good, the subscriber of the signed unsubscribe token in the
+  returned message's ``List-Unsubscribe`` is marked ``bounced`` (the mailbox is gone) or
+  has a transient bounce counted (any other permanent failure;
+  ``[subscriptions] transient_bounce_limit`` in a row bounce it too). The addresses the
+  notification names are never used: anyone can write one (:mod:`pipeline.core.dsn`).
 
 Everything else, and mail that SES's checks condemned (:func:`~pipeline.core.inbound.classify`),
 is ignored. Each mail is then moved aside, out of the way of the next run: ``processed/`` or
@@ -20,7 +27,10 @@ sha256 of the inbox and the mail's name) is recorded in the store
 (:meth:`~subscribers.store.OnceKeys.first_time`). A run that crashed after acting but
 before moving the mail aside finds the key on the next run, and only moves the mail. When the
 confirmation mail cannot be sent, the key is forgotten again and the mail stays where it is,
-for the next run to retry.
+for the next run to retry. A transient bounce is counted once per returned message
+(:func:`bounce_key`), so the same notification delivered twice, or processed again after a
+crash, is not counted twice. Unsubscribes and permanent bounces need no key: done again,
+they change nothing, while a key recorded just before a crash would lose them.
 
 :func:`~pipeline.core.inbound.classify` is pure (bytes in, verdict out); :func:`process` does
 the I/O through the :class:`~pipeline.inbox.Inbox` and the
@@ -31,6 +41,7 @@ is ever put in a report or an error message.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -47,10 +58,10 @@ from subscribers.model import DEFAULT_LAYOUT
 if TYPE_CHECKING:
     from subscribers.subscriptions import Subscriptions
 
-__all__ = ["COUNTS", "InboxReport", "process"]
+__all__ = ["COUNTS", "InboxReport", "bounce_key", "process"]
 
 #: The counts of an :class:`InboxReport`, in the order its summary names them.
-COUNTS: tuple[str, ...] = ("unsubscribed", "subscribe", "ignored", "unrecognised",
+COUNTS: tuple[str, ...] = ("unsubscribed", "subscribe", "bounce", "ignored", "unrecognised",
                            "bad-token", "duplicate", "retry-later")
 
 
@@ -59,23 +70,26 @@ class InboxReport:
     """What one run did, in counts only: no token, no address.
 
     ``counts`` by :data:`COUNTS` (``subscribe`` counts requests, whatever their outcome;
-    ``duplicate`` mails were handled by an earlier run that stopped before moving them;
-    ``retry-later`` ones stayed in place because the confirmation mail could not be sent),
-    ``ignored`` by reason, ``requests`` by :class:`~subscribers.subscriptions.RequestOutcome`.
+    ``bounce`` the delivery status notifications applied to a subscriber; ``duplicate``
+    mails were handled by an earlier run that stopped before moving them; ``retry-later``
+    ones stayed in place because the confirmation mail could not be sent), ``ignored`` by
+    reason, ``requests`` by :class:`~subscribers.subscriptions.RequestOutcome`, ``bounces``
+    by kind (``permanent``, ``transient``).
     """
 
     inbox: str
     counts: Mapping[str, int] = field(default_factory=dict)
     ignored: Mapping[str, int] = field(default_factory=dict)
     requests: Mapping[str, int] = field(default_factory=dict)
+    bounces: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def total(self) -> int:
         return sum(self.counts.values())
 
     def summary(self) -> str:
-        """``inbox data/inbox: 5 mails: 2 unsubscribed, 1 subscribe request
-        (confirmation-sent 1), 1 ignored (spam 1), 1 unrecognised``."""
+        """``inbox data/inbox: 6 mails: 2 unsubscribed, 1 subscribe request
+        (confirmation-sent 1), 1 bounce (permanent 1), 1 ignored (spam 1), 1 unrecognised``."""
         if not self.total:
             return f"inbox {self.inbox}: no mail waiting"
         parts = []
@@ -86,6 +100,8 @@ class InboxReport:
             if name == "subscribe":
                 parts.append(f"{n} subscribe request{'s' if n != 1 else ''}"
                              + _breakdown(self.requests))
+            elif name == "bounce":
+                parts.append(f"{n} bounce{'s' if n != 1 else ''}" + _breakdown(self.bounces))
             elif name == "ignored":
                 parts.append(f"{n} ignored" + _breakdown(self.ignored))
             elif name == "bad-token":
@@ -111,12 +127,16 @@ def process(inbox: Inbox, subscriptions: Subscriptions, now: datetime, *,
     counted ``bad-token``, moved to ``ignored/``); ``subscribe`` →
     :meth:`Subscriptions.request` with ``source="mail"`` and the layout asked for (else
     the default), which mails the confirmation (an address that is not one: ``ignored``
-    with reason "invalid-address"). Both go to ``processed/``. ``ignored`` and
+    with reason "invalid-address"); ``bounce`` → :meth:`Subscriptions.bounce` (a token
+    that does not verify: ``bad-token``; a subscriber removed since: ``ignored`` with reason
+    "dsn-no-subscriber"). All three go to ``processed/``. ``ignored`` and
     ``unrecognised`` mails do nothing and go to ``ignored/``.
 
-    With ``store_keys`` (the default) a mail to act on is first recorded in the store by
-    :func:`mail_key`; a key already there means an earlier run acted on it and stopped
-    before moving it: it is moved to ``processed/`` without acting again (``duplicate``).
+    With ``store_keys`` (the default) a subscribe mail is first recorded in the store by
+    :func:`mail_key`, and a transient bounce by :func:`bounce_key`; a key already there
+    means an earlier run acted on it (or on the same notification in another mail) and
+    stopped before moving it: it is moved to ``processed/`` without acting again
+    (``duplicate``).
     If sending the confirmation fails (any :class:`~pipeline.errors.TransportError`) the
     key is forgotten and the mail left in place (``retry-later``); the run goes on. Any
     other error forgets the key too, then stops the run. ``store_keys=False`` acts on
@@ -125,6 +145,7 @@ def process(inbox: Inbox, subscriptions: Subscriptions, now: datetime, *,
     counts: Counter[str] = Counter()
     ignored: Counter[str] = Counter()
     requests: Counter[str] = Counter()
+    bounces: Counter[str] = Counter()
     store = subscriptions.store
     where = inbox.describe()
     for mail in inbox.pending():
@@ -135,11 +156,8 @@ def process(inbox: Inbox, subscriptions: Subscriptions, now: datetime, *,
                 ignored[verdict.reason] += 1
             inbox.move_aside(mail.key, "ignored")
             continue
-        # An unsubscribe is idempotent: done again after a crash, it changes nothing, so
-        # it needs no once-only key (and a key recorded before a crash would lose it).
-        keyed = store_keys and verdict.action == "subscribe"
-        key = mail_key(where, mail.key)
-        if keyed and not store.first_time(key, now):
+        key = _once_key(verdict, where, mail.key) if store_keys else None
+        if key is not None and not store.first_time(key, now):
             counts["duplicate"] += 1
             inbox.move_aside(mail.key, "processed")
             continue
@@ -150,23 +168,45 @@ def process(inbox: Inbox, subscriptions: Subscriptions, now: datetime, *,
         except PermanentFailure:  # this address will never take it: stop trying
             outcome = _Acted("ignored", "ignored", "undeliverable")
         except TransportError:  # throttled, or the account paused: the next run retries
-            if keyed:
+            if key is not None:
                 store.forget(key)
             counts["retry-later"] += 1
             continue
         except BaseException:
-            if keyed:
+            if key is not None:
                 with contextlib.suppress(Exception):
                     store.forget(key)
             raise
         counts[outcome.category] += 1
-        if outcome.detail and outcome.category == "ignored":
-            ignored[outcome.detail] += 1
-        elif outcome.detail:
-            requests[outcome.detail] += 1
+        if outcome.detail:
+            {"ignored": ignored, "bounce": bounces}.get(outcome.category,
+                                                        requests)[outcome.detail] += 1
         inbox.move_aside(mail.key, outcome.folder)
     return InboxReport(where, MappingProxyType(dict(counts)),
-                       MappingProxyType(dict(ignored)), MappingProxyType(dict(requests)))
+                       MappingProxyType(dict(ignored)), MappingProxyType(dict(requests)),
+                       MappingProxyType(dict(bounces)))
+
+
+def _once_key(verdict: Verdict, where: str, name: str) -> str | None:
+    """The once-only key of a mail to act on, or None for one that needs none: an
+    unsubscribe or a permanent bounce changes nothing when done again after a crash (and a
+    key recorded just before the crash would lose it)."""
+    if verdict.action == "subscribe":
+        return mail_key(where, name)
+    if verdict.action == "bounce" and verdict.reason == "bounce-transient":
+        assert verdict.token is not None  # noqa: S101 - classify sets it for bounce
+        return bounce_key(verdict.token, verdict.reference) or mail_key(where, name)
+    return None
+
+
+def bounce_key(token: str, message_id: str | None) -> str | None:
+    """The once-only key of a transient bounce: ``dsn:`` + sha256 of the token and the
+    returned message's ``Message-ID`` (each message we send has its own), so one message
+    bounces at most once, whichever mail, run or inbox brings the notification. None
+    without a ``Message-ID`` (the mail's own key is used then)."""
+    if not message_id:
+        return None
+    return "dsn:" + hashlib.sha256(f"{token}\n{message_id}".encode()).hexdigest()
 
 
 @dataclass(frozen=True)
@@ -177,6 +217,8 @@ class _Acted:
 
 
 def _act(verdict: Verdict, subscriptions: Subscriptions, now: datetime) -> _Acted:
+    if verdict.action == "bounce":
+        return _bounce(verdict, subscriptions, now)
     if verdict.action == "unsubscribe":
         assert verdict.token is not None  # noqa: S101 - classify sets it for unsubscribe
         try:
@@ -191,3 +233,14 @@ def _act(verdict: Verdict, subscriptions: Subscriptions, now: datetime) -> _Acte
     except InvalidAddress:
         return _Acted("ignored", "ignored", "invalid-address")
     return _Acted("subscribe", "processed", str(outcome))
+
+
+def _bounce(verdict: Verdict, subscriptions: Subscriptions, now: datetime) -> _Acted:
+    assert verdict.token is not None  # noqa: S101 - classify sets it for bounce
+    try:
+        subscriber = subscriptions.bounce(verdict.token, verdict.reason, now=now)
+    except TokenError:
+        return _Acted("bad-token", "ignored")
+    if subscriber is None:
+        return _Acted("ignored", "ignored", "dsn-no-subscriber")
+    return _Acted("bounce", "processed", verdict.reason.removeprefix("bounce-"))

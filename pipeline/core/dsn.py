@@ -1,0 +1,213 @@
+"""Delivery status notifications (RFC 3464): what a mail server says, days later, about a
+message it could not deliver. Pure: bytes (or a parsed message) in, a :class:`Report` out.
+
+A DSN is a ``multipart/report; report-type=delivery-status`` mail with three parts: a
+human-readable explanation, a ``message/delivery-status`` part (a block of per-message
+fields such as ``Reporting-MTA``, then one block per recipient: ``Final-Recipient``,
+``Action``, ``Status``, ``Diagnostic-Code``), and the returned message, whole
+(``message/rfc822``) or its headers only (``text/rfc822-headers``).
+
+**Trust.** Anybody can write such a mail and name anybody in ``Final-Recipient``. So the
+addresses a DSN names are never used: :attr:`Report.tokens` holds the signed unsubscribe
+tokens found in the *returned* message's ``List-Unsubscribe`` (the https one-click URL's
+``token=`` and the ``mailto:`` tag ``<local>+<token>@…``), and only a token that verifies
+with our keys says whose mail came back (:mod:`pipeline.stages.inbox`). Whoever holds that
+token can already unsubscribe its subscriber, so a forged DSN carrying one grants nothing
+new.
+
+**What it means** is :func:`pipeline.core.bounces.bounce_kind`'s verdict on each
+recipient whose ``Action`` is ``failed`` (:meth:`Report.bounce`): the mailbox is gone
+(permanent), or a permanent failure for another reason (transient: counted). ``delayed``,
+``delivered``, ``relayed`` and ``expanded`` change nothing, nor does a 4.x.x status.
+
+Never raises: a mail that is no DSN gives None, a DSN without one readable recipient
+block gives a report with no recipients.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import email
+import email.policy
+import re
+from dataclasses import dataclass, field
+from email.message import Message
+from email.parser import BytesHeaderParser, HeaderParser
+
+from pipeline.core.bounces import BounceKind, bounce_kind, enhanced_status
+
+__all__ = ["Recipient", "Report", "is_report", "read_report"]
+
+#: Only the first this many bytes of a part are read: a returned message can be large.
+_MAX_PART = 1_000_000
+
+
+@dataclass(frozen=True)
+class Recipient:
+    """One per-recipient block of a DSN. ``action`` lower case (``failed``, ``delayed``,
+    …; "" when missing), ``status`` the RFC 3463 code (``5.1.1``; "" when missing or
+    unreadable), ``diagnostic`` the server's reply as given (it may name the address: for
+    deciding only, never for a report)."""
+
+    action: str
+    status: str
+    diagnostic: str = field(default="", repr=False)
+
+    @property
+    def bounce(self) -> BounceKind | None:
+        """What this recipient's failure says about the address (None: nothing)."""
+        if self.action != "failed":
+            return None
+        return bounce_kind(self.status or enhanced_status(self.diagnostic) or "",
+                           self.diagnostic)
+
+
+@dataclass(frozen=True)
+class Report:
+    """A DSN as read: its recipients, the unsubscribe tokens of the returned message
+    (distinct, lower case, in the order found), and that message's ``Message-ID`` (None
+    when the DSN returned no headers or the message had none)."""
+
+    recipients: tuple[Recipient, ...]
+    tokens: tuple[str, ...] = field(default=(), repr=False)
+    message_id: str | None = None
+
+    @property
+    def bounce(self) -> BounceKind | None:
+        """The strongest verdict among the recipients: a permanent bounce if any says the
+        mailbox is gone, else a transient one if any failed for good, else None."""
+        kinds = {recipient.bounce for recipient in self.recipients}
+        order: tuple[BounceKind, ...] = ("bounce-permanent", "bounce-transient")
+        for kind in order:
+            if kind in kinds:
+                return kind
+        return None
+
+    @property
+    def failed(self) -> bool:
+        """Whether any recipient's ``Action`` is ``failed`` (whatever its status)."""
+        return any(recipient.action == "failed" for recipient in self.recipients)
+
+
+def is_report(message: Message) -> bool:
+    """Whether ``message`` is a delivery status notification (RFC 3464's content type;
+    RFC 6533's ``global-delivery-status`` too)."""
+    try:
+        return (message.get_content_type() == "multipart/report"
+                and str(message.get_param("report-type", "")).strip().lower()
+                in ("delivery-status", "global-delivery-status"))
+    except Exception:  # a hostile Content-Type the parser trips over: not a report
+        return False
+
+
+def read_report(mail: bytes | Message) -> Report | None:
+    """The DSN in ``mail``, or None when it is none. Never raises."""
+    try:
+        message = (email.message_from_bytes(mail, policy=email.policy.default)
+                   if isinstance(mail, bytes) else mail)
+        if not is_report(message):
+            return None
+        return _read(message)
+    except Exception:  # the email package can trip over hostile input: no DSN then
+        return None
+
+
+def _read(message: Message) -> Report:
+    recipients: list[Recipient] = []
+    returned: Message | None = None
+    for part in message.walk():
+        kind = part.get_content_type()
+        if kind in ("message/delivery-status", "message/global-delivery-status"):
+            recipients.extend(_recipients(part))
+        elif returned is None and kind in ("message/rfc822", "message/global",
+                                           "text/rfc822-headers",
+                                           "message/global-headers"):
+            returned = _returned_headers(part)
+    if returned is None:
+        return Report(tuple(recipients))
+    return Report(tuple(recipients), _tokens(returned), _message_id(returned))
+
+
+# -- the delivery-status part
+
+
+def _recipients(part: Message) -> list[Recipient]:
+    """The per-recipient blocks (those with an ``Action`` or a ``Final-Recipient``)."""
+    found = []
+    for block in _blocks(part):
+        action = _first_word(block.get("Action"))
+        if not action and block.get("Final-Recipient") is None:
+            continue  # the per-message block (Reporting-MTA, Arrival-Date, …)
+        status = enhanced_status(_text(block.get("Status"))) or ""
+        found.append(Recipient(action, status, " ".join(_text(block.get("Diagnostic-Code"))
+                                                         .split())))
+    return found
+
+
+def _blocks(part: Message) -> list[Message]:
+    """The field blocks of a ``message/delivery-status`` part. The stdlib parses them into
+    a list of header-only messages; a part it left as text (a transfer encoding, a
+    hand-made report) is split on blank lines here."""
+    payload = part.get_payload()
+    if isinstance(payload, list):
+        return [block for block in payload if isinstance(block, Message)]
+    raw = part.get_payload(decode=True)
+    text = (raw[:_MAX_PART].decode("utf-8", "replace") if isinstance(raw, bytes)
+            else str(payload)[:_MAX_PART])
+    parser = HeaderParser()
+    return [parser.parsestr(block.strip() + "\n")
+            for block in re.split(r"\r?\n[ \t]*\r?\n", text) if block.strip()]
+
+
+def _first_word(value: object) -> str:
+    words = _text(value).split()
+    return words[0].lower().rstrip(";") if words else ""
+
+
+def _text(value: object) -> str:
+    return "" if value is None else " ".join(str(value).split())
+
+
+# -- the returned message
+
+
+def _returned_headers(part: Message) -> Message | None:
+    """The returned message's headers: the attached message (``message/rfc822``) or the
+    headers given as text (``text/rfc822-headers``)."""
+    payload = part.get_payload()
+    if isinstance(payload, list) and payload and isinstance(payload[0], Message):
+        return payload[0]
+    raw = part.get_payload(decode=True)
+    if isinstance(raw, bytes):
+        return BytesHeaderParser().parsebytes(raw[:_MAX_PART])
+    return HeaderParser().parsestr(str(payload)[:_MAX_PART]) if payload else None
+
+
+_URL_TOKEN = re.compile(r"[?&]token=([a-z2-7]{56})(?![a-z0-9])", re.I)
+_TAG_TOKEN = re.compile(r"\+([a-z2-7]{56})@", re.I)
+
+
+def _tokens(headers: Message) -> tuple[str, ...]:
+    """The tokens of every ``List-Unsubscribe`` of the returned message, raw (a header
+    the parser cannot decode is still read)."""
+    found: list[str] = []
+    for name, value in headers.items():
+        if str(name).strip().lower() != "list-unsubscribe":
+            continue
+        text = re.sub(r"\s+", "", _raw(value))
+        for match in (*_URL_TOKEN.finditer(text), *_TAG_TOKEN.finditer(text)):
+            found.append(match.group(1).lower())
+    return tuple(dict.fromkeys(found))
+
+
+def _message_id(headers: Message) -> str | None:
+    value = headers.get("Message-ID")
+    text = "".join(_raw(value).split()) if value is not None else ""
+    return text[:998] or None
+
+
+def _raw(value: object) -> str:
+    text = str(value)
+    with contextlib.suppress(UnicodeError):  # 8-bit bytes kept as surrogates
+        text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return text

@@ -1,0 +1,381 @@
+"""Delivery status notifications read as bounces (pipeline/core/dsn.py, inbox process).
+
+The samples under tests/data/dsn/ are shaped as Postfix, Exim and Gmail write them. Each
+returns a message our pipeline really built for a subscriber of a real SQLite store
+(``{{returned-headers}}``: its headers, as Postfix returns them in ``text/rfc822-headers``;
+``{{returned-message}}``: the whole message, ``message/rfc822``), so its unsubscribe token
+verifies with the keys ``inbox process`` uses. Everything runs against the real store, the
+real subscription actions and the local inbox; the end-to-end test runs the command as a
+real process.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+from dataclasses import replace
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+from conftest import SAMPLE_FEED, SAMPLE_WEEK, run_newsletter
+
+from pipeline.cli import inbox as inbox_command
+from pipeline.config import Settings, load
+from pipeline.core.bounces import bounce_kind
+from pipeline.core.dsn import read_report
+from pipeline.core.inbound import classify
+from pipeline.core.message import Messages
+from pipeline.stages.build import build
+from pipeline.stages.built import load_built
+from pipeline.stages.inbox import bounce_key, process
+from pipeline.wiring import open_inbox, open_store, open_subscriptions
+from subscribers.tokens import Keys, make_token
+
+DSN = Path(__file__).resolve().parent / "data" / "dsn"
+NOW = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
+ADDRESS = "reader@example.net"
+
+#: Each sample, and what classify makes of it when it returns one of our messages.
+EXPECTED = {
+    "postfix-user-unknown": ("bounce", "bounce-permanent"),
+    "gmail-not-found": ("bounce", "bounce-permanent"),
+    "exim-no-such-user": ("bounce", "bounce-permanent"),
+    "exim-policy": ("bounce", "bounce-transient"),
+    "postfix-delayed": ("ignored", "dsn-not-failed"),
+}
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    """The sample week, built once for the module."""
+    root = tmp_path_factory.mktemp("dsn-build")
+    (root / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
+    settings = load(root / "newsletter.toml", {})
+    return load_built(build(settings, week_id=SAMPLE_WEEK, out=root / "issue").out_dir)
+
+
+def with_mailto(settings: Settings) -> Settings:
+    return replace(settings, delivery=replace(settings.delivery,
+                                              unsubscribe_mailto="unsub@example.org"))
+
+
+def sent_message(settings: Settings, built, subscriber_id: str, *,
+                 keys: Keys | None = None, address: str = ADDRESS) -> bytes:
+    """The raw message the pipeline sends this subscriber (both unsubscribe forms)."""
+    messages = Messages(built, with_mailto(settings), keys or Keys.development())
+    return messages.build(address, subscriber_id, "zh-en", NOW).raw
+
+
+def dsn(name: str, returned: bytes) -> bytes:
+    """Sample ``name`` returning the message ``returned`` (whole, or its headers)."""
+    text = returned.replace(b"\r\n", b"\n")
+    headers = text.split(b"\n\n", 1)[0] + b"\n"
+    message_id = next((line.split(b":", 1)[1].strip() for line in headers.splitlines()
+                       if line.lower().startswith(b"message-id:")), b"<none@example.org>")
+    raw = (DSN / f"{name}.mail").read_bytes()
+    return (raw.replace(b"{{returned-headers}}", headers)
+            .replace(b"{{returned-message}}", text).replace(b"{{message-id}}", message_id))
+
+
+def forged_message() -> bytes:
+    """A message that looks like an issue but carries no token of ours."""
+    return (b"From: vLLM PR Weekly <weekly@example.org>\nTo: reader@example.net\n"
+            b"Subject: hello\nMessage-ID: <forged.1@example.org>\n"
+            b"List-Unsubscribe: <https://elsewhere.example/u?id=42>\n\nhi\n")
+
+
+@pytest.fixture
+def reader(settings: Settings) -> str:
+    """An active subscriber in the real store: its id."""
+    with open_store(settings) as store:
+        result = store.add(ADDRESS, "zh-en", status="active", source="cli", now=NOW)
+    assert result.subscriber is not None
+    return result.subscriber.id
+
+
+def inbox_folder(settings: Settings) -> Path:
+    return settings.resolve(settings.inbox.dir)
+
+
+def drop(settings: Settings, mails: dict[str, bytes]) -> Path:
+    folder = inbox_folder(settings)
+    folder.mkdir(parents=True, exist_ok=True)
+    for n, (name, raw) in enumerate(mails.items()):
+        (folder / name).write_bytes(raw)
+        os.utime(folder / name, (1_795_900_000 + n, 1_795_900_000 + n))
+    return folder
+
+
+def run(settings: Settings):
+    with open_subscriptions(settings, {}) as subscriptions:
+        return process(open_inbox(settings), subscriptions, NOW)
+
+
+def subscriber(settings: Settings, subscriber_id: str):
+    with open_store(settings) as store:
+        return store.get(subscriber_id)
+
+
+# -- reading -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_each_sample_is_read(settings, built, name):
+    sid = "0123456789abcdef01234567"
+    returned = sent_message(settings, built, sid)
+    report = read_report(dsn(name, returned))
+    assert report is not None
+    assert len(report.recipients) == 1
+    token = make_token(Keys.development(), "unsubscribe", sid, None)
+    assert report.tokens == (token,)  # the URL's and the mailto tag's: the same one
+    assert report.message_id and report.message_id.startswith(f"<{SAMPLE_WEEK}.")
+    verdict = classify(dsn(name, returned))
+    assert (verdict.action, verdict.reason) == EXPECTED[name]
+    assert verdict.token == (token if verdict.action == "bounce" else None)
+
+
+def test_postfix_fields(settings, built):
+    report = read_report(dsn("postfix-user-unknown",
+                             sent_message(settings, built, "0123456789abcdef01234567")))
+    assert report is not None
+    (recipient,) = report.recipients
+    assert (recipient.action, recipient.status) == ("failed", "5.1.1")
+    assert recipient.diagnostic.startswith("smtp; 550 5.1.1 <reader@example.net>: Recipient "
+                                           "address rejected: User unknown")
+    assert recipient.bounce == "bounce-permanent"
+    assert ADDRESS not in repr(report)  # the diagnostic names the address: not in a repr
+
+
+@pytest.mark.parametrize(("status", "text", "kind"), [
+    ("5.1.1", "smtp; 550 5.1.1 User unknown", "bounce-permanent"),
+    ("5.7.1", "smtp; 550 5.7.1 rejected by policy", "bounce-transient"),
+    ("5.2.2", "smtp; 552 5.2.2 Mailbox full", "bounce-transient"),
+    ("4.2.2", "smtp; 452 4.2.2 Mailbox full", None),
+    # Exim's generic 5.0.0: the reply decides, by its code or else its words
+    ("5.0.0", "smtp; 550 5.1.1 <x@example.com>: Recipient address rejected", "bounce-permanent"),
+    ("5.0.0", "smtp; 550 No such user here", "bounce-permanent"),
+    ("5.0.0", "smtp; 550 5.7.1 Message rejected due to local policy", "bounce-transient"),
+    ("5.0.0", "smtp; 550 Message rejected", "bounce-transient"),
+    ("", "smtp; 550 5.1.1 User unknown", None),
+])
+def test_bounce_kind(status, text, kind):
+    assert bounce_kind(status, text) == kind
+
+
+def test_a_failed_recipient_with_a_temporary_status_changes_nothing(settings, built):
+    raw = dsn("postfix-user-unknown", sent_message(settings, built, "0123456789abcdef01234567"))
+    raw = raw.replace(b"Status: 5.1.1", b"Status: 4.4.7")
+    assert (classify(raw).action, classify(raw).reason) == ("ignored", "dsn-temporary")
+
+
+@pytest.mark.parametrize("action", [b"delivered", b"relayed", b"expanded", b"delayed"])
+def test_only_failed_recipients_count(settings, built, action):
+    raw = dsn("postfix-user-unknown", sent_message(settings, built, "0123456789abcdef01234567"))
+    raw = raw.replace(b"Action: failed", b"Action: " + action)
+    assert (classify(raw).action, classify(raw).reason) == ("ignored", "dsn-not-failed")
+
+
+def test_a_forged_dsn_without_our_token_is_ignored():
+    for name in EXPECTED:
+        verdict = classify(dsn(name, forged_message()))
+        assert verdict.action == "ignored", name
+        assert verdict.token is None
+    assert classify(dsn("postfix-user-unknown", forged_message())).reason == \
+        "dsn-unknown-message"
+
+
+def test_a_token_outside_the_returned_message_does_not_count(settings, built):
+    # the attacker's own List-Unsubscribe, or an address in the report's text: not ours
+    token = make_token(Keys.development(), "unsubscribe", "0123456789abcdef01234567", None)
+    raw = dsn("postfix-user-unknown", forged_message())
+    raw = raw.replace(b"MIME-Version: 1.0\n",
+                      f"MIME-Version: 1.0\nList-Unsubscribe: <mailto:unsub+{token}"
+                      f"@example.org>\n".encode(), 1)
+    raw = raw.replace(b"Final-Recipient: rfc822; reader@example.net",
+                      f"Final-Recipient: rfc822; unsub+{token}@example.org".encode())
+    assert classify(raw).reason == "dsn-unknown-message"
+
+
+def test_two_different_tokens_are_ignored(settings, built):
+    one = make_token(Keys.development(), "unsubscribe", "0123456789abcdef01234567", None)
+    other = make_token(Keys.development(), "unsubscribe", "76543210fedcba9876543210", None)
+    returned = sent_message(settings, built, "0123456789abcdef01234567").replace(
+        f"unsub+{one}".encode(), f"unsub+{other}".encode())
+    assert classify(dsn("postfix-user-unknown", returned)).reason == "dsn-several-tokens"
+
+
+def test_ses_verdicts_do_not_stop_a_dsn(settings, built):
+    raw = dsn("postfix-user-unknown", sent_message(settings, built, "0123456789abcdef01234567"))
+    top = (b"X-SES-Spam-Verdict: FAIL\nX-SES-Virus-Verdict: PASS\nReceived-SPF: none\n"
+           b"Authentication-Results: amazonses.com; spf=fail; dkim=none; dmarc=fail\n")
+    assert classify(top + raw).action == "bounce"
+
+
+@pytest.mark.parametrize("raw", [
+    b"Content-Type: multipart/report; report-type=delivery-status; boundary=x\n\n--x\n"
+    b"Content-Type: message/delivery-status\n\nReporting-MTA: dns; x\n\n--x--\n",
+    b"Content-Type: multipart/report; report-type=delivery-status; boundary=x\n\n",
+    b"Content-Type: multipart/report; report-type=delivery-status\n\n\xff\xfe garbage",
+    b"Content-Type: multipart/report; report-type=\"delivery-status\"; boundary=\"\x00\"\n\n--",
+])
+def test_a_broken_report_is_unrecognised(raw):
+    assert (classify(raw).action, classify(raw).reason) == ("unrecognised", "dsn-unreadable")
+
+
+@pytest.mark.parametrize("raw", [b"", b"\x00" * 10, b"Subject: hi\n\nhello\n",
+                                 b"Content-Type: multipart/report; report-type=disposition-"
+                                 b"notification; boundary=x\n\n--x--\n"])
+def test_no_dsn_is_no_report(raw):
+    assert read_report(raw) is None
+
+
+def test_a_report_in_text_form_is_read_too(settings, built):
+    # a delivery-status part with a transfer encoding is left as text by the parser
+    raw = dsn("postfix-user-unknown", sent_message(settings, built, "0123456789abcdef01234567"))
+    raw = raw.replace(b"Content-Type: message/delivery-status\n",
+                      b"Content-Type: message/delivery-status\nContent-Transfer-Encoding: "
+                      b"7bit\n")
+    report = read_report(raw)
+    assert report is not None and report.bounce == "bounce-permanent"
+
+
+# -- applying ----------------------------------------------------------------------------------
+
+
+def test_a_permanent_bounce_marks_the_subscriber_bounced(settings, built, reader):
+    folder = drop(settings, {"postfix.eml": dsn("postfix-user-unknown",
+                                                sent_message(settings, built, reader))})
+    report = run(settings)
+    assert dict(report.counts) == {"bounce": 1}
+    assert dict(report.bounces) == {"permanent": 1}
+    assert subscriber(settings, reader).status == "bounced"
+    assert [p.name for p in (folder / "processed").iterdir()] == ["postfix.eml"]
+    summary = report.summary()
+    assert summary == f"inbox {folder}: 1 mail: 1 bounce (permanent 1)"
+
+
+def test_transient_bounces_count_and_too_many_bounce(settings, built, reader):
+    # three different messages refused by policy, each one notification
+    mails = {f"exim-{n}.eml": dsn("exim-policy", sent_message(settings, built, reader))
+             for n in range(3)}
+    drop(settings, dict(list(mails.items())[:2]))
+    report = run(settings)
+    assert dict(report.bounces) == {"transient": 2}
+    after_two = subscriber(settings, reader)
+    assert (after_two.status, after_two.transient_bounces) == ("active", 2)
+    drop(settings, dict(list(mails.items())[2:]))
+    run(settings)
+    assert subscriber(settings, reader).status == "bounced"  # the limit is 3 in a row
+
+
+def test_the_same_notification_twice_counts_once(settings, built, reader):
+    raw = dsn("exim-policy", sent_message(settings, built, reader))
+    folder = drop(settings, {"first.eml": raw, "again.eml": raw})
+    report = run(settings)
+    assert dict(report.counts) == {"bounce": 1, "duplicate": 1}
+    assert subscriber(settings, reader).transient_bounces == 1
+    assert sorted(p.name for p in (folder / "processed").iterdir()) == ["again.eml",
+                                                                        "first.eml"]
+
+
+def test_a_dsn_handled_before_a_crash_is_not_counted_again(settings, built, reader):
+    raw = dsn("exim-policy", sent_message(settings, built, reader))
+    folder = drop(settings, {"dsn.eml": raw})
+    run(settings)
+    # the crash: the mail was acted on but never moved aside
+    shutil.copy(folder / "processed" / "dsn.eml", folder / "dsn.eml")
+    again = run(settings)
+    assert dict(again.counts) == {"duplicate": 1}
+    assert subscriber(settings, reader).transient_bounces == 1
+
+
+def test_a_dsn_without_message_id_is_keyed_by_the_mail(settings, built, reader):
+    returned = b"\n".join(line for line in sent_message(settings, built, reader).split(b"\r\n")
+                          if not line.lower().startswith(b"message-id:"))
+    raw = dsn("exim-policy", returned)
+    assert classify(raw).reference is None
+    assert bounce_key(classify(raw).token or "", None) is None
+    folder = drop(settings, {"dsn.eml": raw})
+    run(settings)
+    shutil.copy(folder / "processed" / "dsn.eml", folder / "dsn.eml")
+    assert dict(run(settings).counts) == {"duplicate": 1}
+    assert subscriber(settings, reader).transient_bounces == 1
+
+
+def test_a_token_signed_by_another_key_bounces_nobody(settings, built, reader):
+    other = Keys.from_environ({"NEWSLETTER_SECRET": "another-secret-of-at-least-32-bytes!!"})
+    folder = drop(settings, {"dsn.eml": dsn("postfix-user-unknown",
+                                            sent_message(settings, built, reader, keys=other))})
+    report = run(settings)
+    assert dict(report.counts) == {"bad-token": 1}
+    assert subscriber(settings, reader).status == "active"
+    assert [p.name for p in (folder / "ignored").iterdir()] == ["dsn.eml"]
+
+
+def test_a_removed_subscriber_is_fine(settings, built, reader):
+    raw = dsn("postfix-user-unknown", sent_message(settings, built, reader))
+    with open_store(settings) as store:
+        assert store.remove(ADDRESS, NOW)
+    folder = drop(settings, {"dsn.eml": raw})
+    report = run(settings)
+    assert dict(report.counts) == {"ignored": 1}
+    assert dict(report.ignored) == {"dsn-no-subscriber": 1}
+    assert [p.name for p in (folder / "ignored").iterdir()] == ["dsn.eml"]
+
+
+def test_an_unsubscribed_address_stays_unsubscribed(settings, built, reader):
+    with open_store(settings) as store:
+        store.set_status(reader, "unsubscribed", NOW)
+    drop(settings, {"dsn.eml": dsn("gmail-not-found", sent_message(settings, built, reader))})
+    assert dict(run(settings).bounces) == {"permanent": 1}
+    assert subscriber(settings, reader).status == "unsubscribed"
+
+
+def test_a_delayed_or_forged_dsn_changes_nothing(settings, built, reader):
+    folder = drop(settings, {
+        "delayed.eml": dsn("postfix-delayed", sent_message(settings, built, reader)),
+        "forged.eml": dsn("postfix-user-unknown", forged_message()),
+    })
+    report = run(settings)
+    assert dict(report.ignored) == {"dsn-not-failed": 1, "dsn-unknown-message": 1}
+    state = subscriber(settings, reader)
+    assert (state.status, state.transient_bounces) == ("active", 0)
+    assert sorted(p.name for p in (folder / "ignored").iterdir()) == ["delayed.eml",
+                                                                      "forged.eml"]
+
+
+def test_the_summary_names_nobody(settings, built, reader):
+    raw = dsn("postfix-user-unknown", sent_message(settings, built, reader))
+    drop(settings, {"dsn.eml": raw})
+    summary = run(settings).summary()
+    token = classify(raw).token
+    assert token and token not in summary
+    assert "@" not in summary
+
+
+@pytest.mark.subprocess
+def test_inbox_process_applies_a_dsn_end_to_end(settings, built, reader, tmp_path):
+    folder = drop(settings, {"bounce.eml": dsn("postfix-user-unknown",
+                                               sent_message(settings, built, reader))})
+    result = run_newsletter(["inbox", "process"], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[0] == f"inbox {folder}: 1 mail: 1 bounce (permanent 1)"
+    assert ADDRESS not in result.stdout + result.stderr
+    assert subscriber(settings, reader).status == "bounced"
+    assert [p.name for p in (folder / "processed").iterdir()] == ["bounce.eml"]
+    assert not (folder / "bounce.eml").exists()
+
+
+def test_the_dry_run_names_the_bounce_and_acts_on_nothing(settings, built, reader, capsys):
+    folder = drop(settings, {"dsn.eml": dsn("postfix-user-unknown",
+                                            sent_message(settings, built, reader))})
+    top = argparse.ArgumentParser(prog="newsletter")
+    inbox_command.add_parser(top.add_subparsers(dest="command", required=True))
+    args = top.parse_args(["inbox", "process", "--dry-run"])
+    assert args.handler(args, settings) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "dsn.eml: bounce (bounce-permanent) M***@mail.example.org"
+    assert subscriber(settings, reader).status == "active"
+    assert (folder / "dsn.eml").exists()
