@@ -24,17 +24,36 @@ Replies are mapped at this edge, keeping the smtplib exception as the cause:
   exceeded``) → :class:`SendingStopped`;
 * "Throttling" / "Maximum sending rate exceeded" or any 4xx (421, 450, 451, 452, 454 …) →
   :class:`TemporaryFailure`;
-* a 5xx to RCPT or to the message (550, 551, 553, 554 …) → :class:`PermanentFailure` for that
-  recipient; a 5xx to ``MAIL FROM`` refuses the *sender*, so it would refuse every message:
-  :class:`SendingStopped` rather than a list marked failed one recipient at a time;
-* a connection that cannot be opened, secured or logged into → :class:`SendingStopped` naming
-  ``host:port`` (a 4xx greeting, e.g. "421 too many connections", is temporary); a server
-  that will not do STARTTLS → :class:`StartTlsRefused`, a configuration error before a run.
+* a refusal of *us*, which would refuse every message the same way and which no rerun cures →
+  :class:`SendingMisconfigured` (exit 2), the message naming the setting to fix: a refused
+  login (535; one mechanism, tried once per transport: a refusal is remembered and no other
+  thread asks again), a certificate not trusted or not for the host, no AUTH offered while
+  ``[smtp] username`` is set, STARTTLS not offered or refused (:class:`StartTlsRefused`), 530
+  (TLS or a login wanted first), any 5xx to ``MAIL FROM`` (the sender), and a 5xx to ``RCPT``
+  that is about us ("Relay access denied", "Client host rejected", "Sender address rejected",
+  "Helo command rejected"); such a message never names the recipient, it is shown to the
+  operator;
+* any other 5xx to ``RCPT`` or to the message (one recipient per transaction) →
+  :class:`PermanentFailure` for that recipient, with ``bounce=True`` when the reply says the
+  mailbox does not exist (:func:`pipeline.core.bounces.mailbox_gone`: ``550 5.1.1``, "User
+  unknown"), so the list marks the address bounced; a policy refusal or a full mailbox
+  fails this message only;
+* a connection that cannot be opened (refused, unreachable, timed out) → :class:`SendingStopped`
+  naming ``host:port`` (the relay may come back: exit 4); a 4xx greeting, e.g. "421 too many
+  connections", is temporary.
+
+TLS is ``[smtp] tls`` (:attr:`~pipeline.config.SmtpSettings.tls_mode`): ``starttls`` upgrades
+after the greeting, ``implicit`` speaks TLS from the first byte (port 465), ``none`` neither.
+The certificate is verified (chain and host name) against the context wiring builds from
+``[smtp] ca_file`` (:func:`tls_context`), else the system's store. EHLO gives
+:func:`default_helo_name` (``[smtp] helo_name``, else the ``[delivery] from`` domain), never
+smtplib's guess at this machine's name; ``MAIL FROM`` is ``[smtp] return_path`` when set (where
+delivery status notifications go), else the message's sender.
 
 Addresses go out as :mod:`pipeline.core.addresses` writes them: the domain always in IDNA form; a
 non-ASCII local part with ``SMTPUTF8`` (and ``BODY=8BITMIME``) when the server offers it, else
 the message is refused for that recipient alone (:class:`PermanentFailure`, naming the
-address) before anything is sent. A sender the server cannot take stops the run.
+address) before anything is sent. A sender the server cannot take stops the run (exit 2).
 """
 
 from __future__ import annotations
