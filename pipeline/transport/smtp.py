@@ -532,8 +532,9 @@ class SmtpTransport(Transport):
         """The fix, when a 5xx refuses *us* (the login, TLS, the sender, relaying) rather
         than the recipient; None when it is about the recipient or this message."""
         if code == 530 or _NEEDS_AUTH.search(said):
-            if "starttls" in said.lower() and self.settings.tls_mode == "none":
-                return 'the relay wants TLS first: set [smtp] tls = "starttls"'
+            if "starttls" in said.lower():
+                return ('the relay wants TLS first: set [smtp] tls = "starttls"'
+                        if self.settings.tls_mode == "none" else "the relay wants TLS first")
             return ("the relay wants a login first: set [smtp] username (and "
                     "NEWSLETTER_SMTP_PASSWORD)")
         if stage == "MAIL" or (stage == "RCPT" and _SENDER_REFUSED.search(said)):
