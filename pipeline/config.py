@@ -138,6 +138,18 @@ class SmtpSettings:
     #: ``[delivery] from`` address.
     return_path: str = ""
 
+    @property
+    def tls_mode(self) -> str:
+        """``starttls``, ``implicit`` or ``none``: :attr:`tls` when set, else what the older
+        ``starttls`` switch says (DESIGN.md names ``[smtp] starttls``; it keeps working)."""
+        return self.tls or ("starttls" if self.starttls else "none")
+
+
+#: What ``[smtp] tls`` may say ("" follows ``[smtp] starttls``).
+TLS_MODES = ("", "starttls", "implicit", "none")
+#: The port of SMTP over TLS from the first byte (RFC 8314 "submissions").
+IMPLICIT_TLS_PORT = 465
+
 
 @dataclass(frozen=True)
 class SesSettings:
@@ -418,7 +430,8 @@ _CONVERTERS: dict[Any, Callable[[Any, bool], Any]] = {
 def _validate(s: Settings) -> None:
     """Every rule a setting's type cannot say, checked in this order (the first broken
     one is reported)."""
-    for check in (_check_issue, _check_urls, _check_choices, _check_numbers, _check_names):
+    for check in (_check_issue, _check_urls, _check_choices, _check_numbers, _check_names,
+                  _check_smtp):
         check(s)
 
 
@@ -491,6 +504,50 @@ def _check_names(s: Settings) -> None:
                               key=f"[store] {key}")
     if s.inbox.source == "s3" and not s.inbox.bucket:
         raise _Invalid("needed when [inbox] source is s3", key="[inbox] bucket")
+
+
+def _check_smtp(s: Settings) -> None:
+    """``[smtp]`` as the relay will hear it: every value here reaches the wire (EHLO, MAIL
+    FROM, AUTH), so a line break or a space is refused rather than sent."""
+    smtp = s.smtp
+    if smtp.tls not in TLS_MODES:
+        raise _Invalid('expected "starttls" (port 587), "implicit" (port 465) or "none", '
+                       f"got {smtp.tls!r}", key="[smtp] tls")
+    if smtp.port == IMPLICIT_TLS_PORT and smtp.tls_mode != "implicit":
+        # The relay waits for a TLS hello, the client for a greeting: a hang until timeout.
+        raise _Invalid(f"port {IMPLICIT_TLS_PORT} speaks TLS from the first byte: set "
+                       '[smtp] tls = "implicit" (STARTTLS is for port 587)', key="[smtp] tls")
+    if smtp.helo_name and not is_host_name(smtp.helo_name):
+        raise _Invalid("expected the host name this machine sends as (letters, digits, "
+                       f"hyphens and dots; IDNA-encode the rest), got {smtp.helo_name!r}",
+                       key="[smtp] helo_name")
+    if smtp.return_path:
+        _check_envelope_address(smtp.return_path, "[smtp] return_path")
+    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in smtp.username):
+        raise _Invalid("expected a login without control characters or line breaks",
+                       key="[smtp] username")
+    if smtp.ca_file and smtp.tls_mode == "none":
+        raise _Invalid('is set but [smtp] tls is "none" (no certificate is checked): set '
+                       '[smtp] tls, or remove ca_file', key="[smtp] ca_file")
+
+
+def is_host_name(name: str) -> bool:
+    """Whether ``name`` is an ASCII host name (or an address literal ``[192.0.2.1]``)."""
+    return bool(_HOST.match(name)) and len(name) <= 253
+
+
+def _check_envelope_address(value: str, key: str) -> None:
+    """A bare address (``bounces@example.org``) as ``MAIL FROM`` carries it."""
+    from email_validator import EmailNotValidError, validate_email
+
+    if any(ch.isspace() or ch in "<>" for ch in value):
+        raise _Invalid("expected a bare address such as bounces@example.org (no name, no "
+                       f"<>, no spaces), got {value!r}", key=key)
+    try:
+        validate_email(value, check_deliverability=False)
+    except EmailNotValidError as exc:
+        raise _Invalid(f"expected an address such as bounces@example.org ({exc}), "
+                       f"got {value!r}", key=key) from None
 
 
 def _check_url(key: str, url: str) -> None:

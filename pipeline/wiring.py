@@ -50,12 +50,23 @@ def open_transport(settings: Settings, environ: Mapping[str, str], issue_folder:
         return OutboxTransport(issue_folder / OUTBOX_DIR)
     require_secret(environ, kind)
     if kind == "smtp":
-        from pipeline.transport.smtp import SmtpTransport
-
-        return SmtpTransport(settings.smtp, environ.get("NEWSLETTER_SMTP_PASSWORD"))
+        return open_smtp(settings, environ)
     from pipeline.transport.ses import SesTransport
 
     return SesTransport(settings.ses.configuration_set)
+
+
+def open_smtp(settings: Settings, environ: Mapping[str, str]) -> Transport:
+    """The ``smtp`` transport: the password from the environment, the certificate checked
+    against ``[smtp] ca_file`` (resolved against the configuration's folder) when set, and
+    EHLO as ``[smtp] helo_name`` or the ``[delivery] from`` domain. A missing CA file or a
+    From domain that is no host name is a ConfigError here, before anything is sent."""
+    from pipeline.transport.smtp import SmtpTransport, default_helo_name, tls_context
+
+    s = settings.smtp
+    context = tls_context(settings.resolve(s.ca_file) if s.ca_file else None)
+    return SmtpTransport(s, environ.get("NEWSLETTER_SMTP_PASSWORD"), ssl_context=context,
+                         helo_name=default_helo_name(s, settings.delivery.from_))
 
 
 def signing_keys(settings: Settings, environ: Mapping[str, str]) -> tuple[Keys, bool]:

@@ -138,6 +138,8 @@ class SmtpSink:
     ``users`` ({name: password}) turns on AUTH (over TLS only unless ``auth_require_tls`` is
     False); ``idle_timeout`` closes idle connections (as real relays do); ``smtputf8`` offers
     SMTPUTF8 (RFC 6531: non-ASCII addresses), which aiosmtpd does not by default.
+    ``auth_required`` answers ``530 5.7.0 Authentication required`` to MAIL before a login;
+    ``auth_exclude`` hides AUTH mechanisms (``("PLAIN",)`` leaves LOGIN alone).
 
     Relay limits, as Postfix's anvil enforces them: ``message_rate=(n, seconds)`` answers
     ``450 4.7.1 Error: too much mail`` at MAIL once ``n`` messages were accepted within the
@@ -157,7 +159,8 @@ class SmtpSink:
                  auth_require_tls: bool = True, idle_timeout: float = 300.0,
                  smtputf8: bool = False, implicit_tls: ssl.SSLContext | None = None,
                  message_rate: tuple[int, float] | None = None,
-                 max_connections: int | None = None) -> None:
+                 max_connections: int | None = None, auth_required: bool = False,
+                 auth_exclude: tuple[str, ...] = ()) -> None:
         self.port = free_port()
         self.message_rate = message_rate
         self.max_connections = max_connections
@@ -185,7 +188,9 @@ class SmtpSink:
         if tls_context is not None:
             kwargs.update(tls_context=tls_context, require_starttls=require_starttls)
         if self._users:
-            kwargs.update(authenticator=self._authenticate, auth_require_tls=auth_require_tls)
+            kwargs.update(authenticator=self._authenticate, auth_require_tls=auth_require_tls,
+                          auth_required=auth_required,
+                          auth_exclude_mechanism=list(auth_exclude))
         if implicit_tls is not None:
             kwargs.update(ssl_context=implicit_tls)
         from aiosmtpd.controller import Controller
@@ -486,6 +491,9 @@ class Tls:
     ca_pem: bytes
     #: The CA certificate as a file: what ``[smtp] ca_file`` is given.
     ca_file: Path
+    #: For a server whose certificate (signed by the same CA) names only
+    #: ``elsewhere.test``: a host-name mismatch for a client connecting to 127.0.0.1.
+    elsewhere: ssl.SSLContext
 
 
 @pytest.fixture(scope="session")
@@ -493,18 +501,23 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> Tls:
     """Skips the test when ``cryptography`` is not installed (moto brings it)."""
     pytest.importorskip("cryptography")
     folder = tmp_path_factory.mktemp("tls")
-    cert_pem, key_pem, ca_pem = _make_certificates()
-    (folder / "cert.pem").write_bytes(cert_pem)
-    (folder / "key.pem").write_bytes(key_pem)
-    server = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    server.load_cert_chain(folder / "cert.pem", folder / "key.pem")
+    (cert_pem, key_pem), (other_pem, other_key), ca_pem = _make_certificates()
+    contexts = []
+    for name, cert, key in (("cert", cert_pem, key_pem), ("elsewhere", other_pem, other_key)):
+        (folder / f"{name}.pem").write_bytes(cert)
+        (folder / f"{name}.key").write_bytes(key)
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(folder / f"{name}.pem", folder / f"{name}.key")
+        contexts.append(context)
     (folder / "ca.pem").write_bytes(ca_pem)
     client = ssl.create_default_context(cadata=ca_pem.decode("ascii"))
-    return Tls(server=server, client=client, ca_pem=ca_pem, ca_file=folder / "ca.pem")
+    return Tls(server=contexts[0], client=client, ca_pem=ca_pem, ca_file=folder / "ca.pem",
+               elsewhere=contexts[1])
 
 
-def _make_certificates() -> tuple[bytes, bytes, bytes]:
-    """(leaf certificate, leaf key, CA certificate), PEM."""
+def _make_certificates() -> tuple[tuple[bytes, bytes], tuple[bytes, bytes], bytes]:
+    """((leaf certificate, key), (a leaf for elsewhere.test only, key), CA certificate),
+    PEM."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
@@ -527,26 +540,32 @@ def _make_certificates() -> tuple[bytes, bytes, bytes]:
         .add_extension(ca_ski, critical=False)
         .sign(ca_key, hashes.SHA256())
     )
-    key = ec.generate_private_key(ec.SECP256R1())
-    leaf = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "localhost")]))
-        .issuer_name(ca_name).public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(hours=1)).not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(x509.SubjectAlternativeName([
-            x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski),
-                       critical=False)
-        .sign(ca_key, hashes.SHA256())
-    )
     pem = serialization.Encoding.PEM
-    key_pem = key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
-                                serialization.NoEncryption())
-    return leaf.public_bytes(pem), key_pem, ca.public_bytes(pem)
+
+    def leaf(names: list[x509.GeneralName]) -> tuple[bytes, bytes]:
+        key = ec.generate_private_key(ec.SECP256R1())
+        cert = (
+            x509.CertificateBuilder()
+            .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, str(names[0].value))]))
+            .issuer_name(ca_name).public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - dt.timedelta(hours=1))
+            .not_valid_after(now + dt.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName(names), critical=False)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]),
+                           critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_ski),
+                           critical=False)
+            .sign(ca_key, hashes.SHA256())
+        )
+        key_pem = key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
+                                    serialization.NoEncryption())
+        return cert.public_bytes(pem), key_pem
+
+    here = leaf([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))])
+    elsewhere = leaf([x509.DNSName("elsewhere.test")])
+    return here, elsewhere, ca.public_bytes(pem)
 
 
 # -- AWS through moto -------------------------------------------------------------------------

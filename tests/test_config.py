@@ -173,7 +173,8 @@ def test_every_value_is_validated_whole(tmp_path, text, env, message):
     ('[site]\napp_url = "https://example.org/api/"\nbase_url = "https://example.org"\n', {}),
     ('[site]\napp_url = "http://[::1]:8001"\nbase_url = "http://127.0.0.1:8000/"\n', {}),
     ("[site]\napp_url = \"\"\n", {}),  # no subscription app
-    ("[delivery]\nmax_rate = 0.5\n[smtp]\nport = 465\nhost = \"smtp.example.org\"\n", {}),
+    ("[delivery]\nmax_rate = 0.5\n[smtp]\nport = 465\nhost = \"smtp.example.org\"\n"
+     "tls = \"implicit\"\n", {}),
     ("", {"NEWSLETTER_SECRET": SECRET_32, "NEWSLETTER_SECRET_PREVIOUS": f"{SECRET_32}-a,"}),
     ("", {"NEWSLETTER_SECRET": "密" * 11}),  # 33 bytes
     ("", {"NEWSLETTER_SUBSCRIPTIONS_CONFIRM_DAYS": "30",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import smtplib
+import ssl
 import threading
 from email import policy
 from email.headerregistry import Address
@@ -15,6 +16,7 @@ from pipeline.config import SmtpSettings
 from pipeline.errors import (
     ConfigError,
     PermanentFailure,
+    SendingMisconfigured,
     SendingStopped,
     TemporaryFailure,
     Unconfirmed,
@@ -142,8 +144,10 @@ def test_refused_sender_stops_rather_than_failing_everyone(smtp_server: SmtpSink
                                                            transport: SmtpTransport) -> None:
     smtp_server.fail_next(SENDER, 553, "5.7.1 <weekly@example.org>: Sender address rejected",
                           at="MAIL")
-    with pytest.raises(SendingStopped, match="MAIL refused: 553"):
+    with pytest.raises(SendingMisconfigured, match=r"MAIL refused: 553 .*check \[delivery\] "
+                       r"from and \[smtp\] return_path") as caught:
         transport.send(outgoing())
+    assert caught.value.exit_code == 2
 
 
 def test_connection_refused_stops_naming_host_and_port(unused_port: int) -> None:
@@ -241,19 +245,23 @@ def test_wrong_password_stops_naming_host_and_port(smtp_server_factory, tls: Tls
                                          users={"ses-user": "s3cret"})
     settings = sink.settings(starttls=True, username="ses-user")
     transport = SmtpTransport(settings, "wrong", ssl_context=tls.client, timeout=5.0)
-    with pytest.raises(SendingStopped) as caught:
+    with pytest.raises(SendingMisconfigured) as caught:
         transport.send(outgoing())
     assert f"127.0.0.1:{sink.port}" in str(caught.value)
-    assert "login" in str(caught.value) and "535" in str(caught.value)
+    assert "login as 'ses-user' refused: 535 5.7.8" in str(caught.value)
+    assert "NEWSLETTER_SMTP_PASSWORD" in str(caught.value) and "wrong" not in str(caught.value)
     assert isinstance(caught.value.__cause__, smtplib.SMTPAuthenticationError)
     assert sink.received == []
 
 
-def test_untrusted_certificate_stops(smtp_server_factory, tls: Tls) -> None:
+def test_untrusted_certificate_is_a_config_error(smtp_server_factory, tls: Tls) -> None:
     sink: SmtpSink = smtp_server_factory(tls_context=tls.server, require_starttls=True)
     transport = SmtpTransport(sink.settings(starttls=True), None, timeout=5.0)  # system CAs
-    with pytest.raises(SendingStopped, match=r"cannot connect.*(?i:certificate)"):
+    with pytest.raises(SendingMisconfigured, match=r"certificate is not trusted .*"
+                       r"set \[smtp\] ca_file") as caught:
         transport.send(outgoing())
+    assert caught.value.exit_code == 2
+    assert isinstance(caught.value.__cause__, ssl.SSLCertVerificationError)
 
 
 def test_starttls_not_offered_is_a_config_error_with_the_fix(smtp_server: SmtpSink) -> None:

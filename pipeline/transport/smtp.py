@@ -24,17 +24,36 @@ Replies are mapped at this edge, keeping the smtplib exception as the cause:
   exceeded``) → :class:`SendingStopped`;
 * "Throttling" / "Maximum sending rate exceeded" or any 4xx (421, 450, 451, 452, 454 …) →
   :class:`TemporaryFailure`;
-* a 5xx to RCPT or to the message (550, 551, 553, 554 …) → :class:`PermanentFailure` for that
-  recipient; a 5xx to ``MAIL FROM`` refuses the *sender*, so it would refuse every message:
-  :class:`SendingStopped` rather than a list marked failed one recipient at a time;
-* a connection that cannot be opened, secured or logged into → :class:`SendingStopped` naming
-  ``host:port`` (a 4xx greeting, e.g. "421 too many connections", is temporary); a server
-  that will not do STARTTLS → :class:`StartTlsRefused`, a configuration error before a run.
+* a refusal of *us*, which would refuse every message the same way and which no rerun cures →
+  :class:`SendingMisconfigured` (exit 2), the message naming the setting to fix: a refused
+  login (535; one mechanism, tried once per transport: a refusal is remembered and no other
+  thread asks again), a certificate not trusted or not for the host, no AUTH offered while
+  ``[smtp] username`` is set, STARTTLS not offered or refused (:class:`StartTlsRefused`), 530
+  (TLS or a login wanted first), any 5xx to ``MAIL FROM`` (the sender), and a 5xx to ``RCPT``
+  that is about us ("Relay access denied", "Client host rejected", "Sender address rejected",
+  "Helo command rejected"); such a message never names the recipient, it is shown to the
+  operator;
+* any other 5xx to ``RCPT`` or to the message (one recipient per transaction) →
+  :class:`PermanentFailure` for that recipient, with ``bounce=True`` when the reply says the
+  mailbox does not exist (:func:`pipeline.core.bounces.mailbox_gone`: ``550 5.1.1``, "User
+  unknown"), so the list marks the address bounced; a policy refusal or a full mailbox
+  fails this message only;
+* a connection that cannot be opened (refused, unreachable, timed out) → :class:`SendingStopped`
+  naming ``host:port`` (the relay may come back: exit 4); a 4xx greeting, e.g. "421 too many
+  connections", is temporary.
+
+TLS is ``[smtp] tls`` (:attr:`~pipeline.config.SmtpSettings.tls_mode`): ``starttls`` upgrades
+after the greeting, ``implicit`` speaks TLS from the first byte (port 465), ``none`` neither.
+The certificate is verified (chain and host name) against the context wiring builds from
+``[smtp] ca_file`` (:func:`tls_context`), else the system's store. EHLO gives
+:func:`default_helo_name` (``[smtp] helo_name``, else the ``[delivery] from`` domain), never
+smtplib's guess at this machine's name; ``MAIL FROM`` is ``[smtp] return_path`` when set (where
+delivery status notifications go), else the message's sender.
 
 Addresses go out as :mod:`pipeline.core.addresses` writes them: the domain always in IDNA form; a
 non-ASCII local part with ``SMTPUTF8`` (and ``BODY=8BITMIME``) when the server offers it, else
 the message is refused for that recipient alone (:class:`PermanentFailure`, naming the
-address) before anything is sent. A sender the server cannot take stops the run.
+address) before anything is sent. A sender the server cannot take stops the run (exit 2).
 """
 
 from __future__ import annotations
@@ -46,13 +65,17 @@ import socket
 import ssl
 import threading
 import uuid
+from email.utils import parseaddr
+from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
-from pipeline.config import SmtpSettings
+from pipeline.config import SmtpSettings, is_host_name
 from pipeline.core.addresses import UnsendableAddress, wire_address
+from pipeline.core.bounces import mailbox_gone
 from pipeline.errors import (
     ConfigError,
     PermanentFailure,
+    SendingMisconfigured,
     SendingStopped,
     TemporaryFailure,
     TransportError,
@@ -63,7 +86,7 @@ from pipeline.transport import Outgoing, Transport
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
 
-__all__ = ["SmtpTransport", "StartTlsRefused"]
+__all__ = ["SmtpTransport", "StartTlsRefused", "default_helo_name", "tls_context"]
 
 Phase = Literal["idle", "envelope", "body", "verdict"]
 
@@ -74,6 +97,20 @@ _STOPPED = re.compile(
     re.IGNORECASE,
 )
 _THROTTLED = re.compile(r"throttling|maximum sending rate exceeded", re.IGNORECASE)
+#: A 5xx that asks for a login or TLS first (530 at MAIL or RCPT, whatever the code).
+_NEEDS_AUTH = re.compile(r"authentication required|must issue a starttls|must (?:first )?"
+                         r"authenticate", re.IGNORECASE)
+#: 5xx replies to RCPT that are about us, not the recipient: every recipient would get the
+#: same (Postfix "Relay access denied", Exim "relay not permitted", Sendmail "Relaying
+#: denied", Exchange "Unable to relay"; Postfix rejects the sender and client at RCPT too).
+_RELAY_REFUSED = re.compile(r"relay(?:ing)? (?:access )?(?:denied|not permitted|prohibited"
+                            r"|not allowed)|unable to relay|client host rejected",
+                            re.IGNORECASE)
+_SENDER_REFUSED = re.compile(r"sender address rejected", re.IGNORECASE)
+_HELO_REFUSED = re.compile(r"helo command rejected", re.IGNORECASE)
+#: AUTH mechanisms in the order we pick one: PLAIN and LOGIN send the same secret (inside
+#: TLS); CRAM-MD5 (MD5, and a stored clear password on the relay) only if nothing else is.
+_MECHANISMS = ("PLAIN", "LOGIN", "CRAM-MD5")
 
 #: Where common servers put their queue id in the final ``250`` reply.
 _QUEUE_ID = (
@@ -125,12 +162,15 @@ class _Connection(smtplib.SMTP):
         self.final_reply = b""
 
 
-class StartTlsRefused(SendingStopped):
-    """``[smtp] starttls = true`` and the server will not do STARTTLS. Mid-run it stops the
-    run like any connection that cannot be opened; before the run (:meth:`SmtpTransport.verify`)
-    it is the configuration error it is (exit 2)."""
+class _ImplicitTlsConnection(_Connection, smtplib.SMTP_SSL):
+    """:class:`_Connection` over TLS from the first byte (``[smtp] tls = "implicit"``, port
+    465): smtplib's ``SMTP_SSL`` socket, with the same ``data()``. Always given a context:
+    ``SMTP_SSL``'s own default verifies nothing."""
 
-    exit_code = 2
+
+class StartTlsRefused(SendingMisconfigured):
+    """The relay will not do STARTTLS (not offered, or refused): it will refuse it on every
+    later try as well, so it is the configuration's to fix (exit 2), before a run or mid-run."""
 
 
 class _ConnectionLost(Exception):
@@ -142,7 +182,9 @@ class SmtpTransport(Transport):
 
     ``password`` comes from the environment (``NEWSLETTER_SMTP_PASSWORD``): the caller passes
     ``environ.get(...)``; it is required when ``settings.username`` is set. ``ssl_context``
-    defaults to :func:`ssl.create_default_context` (tests pass one that trusts their own CA).
+    defaults to :func:`ssl.create_default_context` (the system's CAs, ``SSL_CERT_FILE``);
+    wiring passes :func:`tls_context` of ``[smtp] ca_file``. ``helo_name`` is the EHLO name
+    (wiring passes :func:`default_helo_name`); else ``[smtp] helo_name``, else ``localhost``.
     ``timeout`` bounds every socket operation, including the wait for the final reply.
     """
 
@@ -150,17 +192,27 @@ class SmtpTransport(Transport):
     reaches_mailboxes = True
 
     def __init__(self, settings: SmtpSettings, password: str | None, *,
-                 timeout: float = 30.0, ssl_context: ssl.SSLContext | None = None) -> None:
+                 timeout: float = 30.0, ssl_context: ssl.SSLContext | None = None,
+                 helo_name: str | None = None) -> None:
         if settings.username and not password:
             raise ConfigError("[smtp] username is set but NEWSLETTER_SMTP_PASSWORD is not "
                               "in the environment")
+        if not (settings.username.isascii() and (password or "").isascii()):
+            # smtplib writes AUTH credentials as ASCII only (it would fail mid-handshake).
+            raise ConfigError("[smtp] username and NEWSLETTER_SMTP_PASSWORD must be ASCII "
+                              "(smtplib sends nothing else in AUTH)")
         self.settings = settings
         self.timeout = timeout
+        self.helo_name = helo_name or settings.helo_name or "localhost"
         self._password = password or ""
         self._ssl_context = ssl_context
         self._local = threading.local()
         self._lock = threading.Lock()
         self._open: list[_Connection] = []
+        #: Held while logging in: one login at a time, so a refused one is the only one.
+        self._login_lock = threading.Lock()
+        #: Why the relay refused us for good (a login, AUTH, TLS): no thread tries again.
+        self._refusal: str | None = None
 
     @property
     def where(self) -> str:
@@ -193,12 +245,14 @@ class SmtpTransport(Transport):
         conn.close()
 
     def probe(self) -> None:
-        """:meth:`verify`: the relay takes a connection, STARTTLS and the login."""
+        """:meth:`verify`: the relay takes a connection, TLS and the login."""
         self.verify()
 
     def describe(self) -> str:
-        """``smtp host:port``, and whether STARTTLS is asked for (never the login)."""
-        return f"smtp {self.where}" + (" with STARTTLS" if self.settings.starttls else "")
+        """``smtp host:port``, and how it is secured (never the login)."""
+        mode = self.settings.tls_mode
+        return f"smtp {self.where}" + {"starttls": " with STARTTLS",
+                                       "implicit": " with implicit TLS"}.get(mode, "")
 
     def max_rate(self) -> float | None:
         """SMTP relays do not announce a rate; pacing comes from ``[delivery] max_rate``."""
@@ -239,26 +293,38 @@ class SmtpTransport(Transport):
             self._local.conn = None
 
     def _connect(self, recipient: str) -> _Connection:
-        """Open, greet, secure and log in; failures stop the run (or are temporary on 4xx)."""
-        s = self.settings
+        """Open, greet, secure and log in. A refusal no rerun can cure is
+        :class:`SendingMisconfigured` (and remembered: no other thread asks again); a 4xx
+        is temporary; anything else stops the run, resumably."""
+        self._refuse_again(recipient)
+        try:
+            return self._handshake(recipient)
+        except SendingMisconfigured as exc:
+            self._refusal = str(exc)
+            raise
+
+    def _handshake(self, recipient: str) -> _Connection:
+        """:meth:`_connect`'s work, each failure mapped at this edge (keeping the cause)."""
         conn: _Connection | None = None
         try:
-            # Given the host, smtplib connects, reads the greeting (SMTPConnectError unless
-            # 220) and remembers the name STARTTLS must verify the certificate against.
-            conn = _Connection(s.host, s.port, timeout=self.timeout)
-            conn.ehlo()
-            if s.starttls:
-                self._secure(conn, recipient)
-            if s.username:
-                conn.login(s.username, self._password)
-        except StartTlsRefused:
+            conn = self._open_secured(recipient)
+            if self.settings.username:
+                self._login(conn, recipient)
+        except SendingMisconfigured:
             _close(conn)
             raise
-        except smtplib.SMTPAuthenticationError as exc:
+        except ssl.SSLCertVerificationError as exc:
             _close(conn)
-            raise SendingStopped(f"smtp {self.where}: login as {s.username!r} refused: "
-                                 f"{_reply(exc.smtp_code, exc.smtp_error)}",
-                                 recipient=recipient) from exc
+            raise self._misconfigured(_untrusted(exc), recipient) from exc
+        except ssl.SSLError as exc:
+            _close(conn)
+            if exc.reason == "WRONG_VERSION_NUMBER" and self.settings.tls_mode == "implicit":
+                raise self._misconfigured(
+                    'the relay does not speak TLS on connect (it greets in plain text): set '
+                    '[smtp] tls = "starttls" for this port, or the port of implicit TLS '
+                    "(465)", recipient) from exc
+            raise SendingStopped(f"smtp {self.where}: cannot connect: TLS failed "
+                                 f"({_describe(exc)})", recipient=recipient) from exc
         except smtplib.SMTPResponseException as exc:
             _close(conn)
             text = _reply(exc.smtp_code, exc.smtp_error)
@@ -268,28 +334,99 @@ class SmtpTransport(Transport):
             raise SendingStopped(f"smtp {self.where}: refused the connection: {text}",
                                  recipient=recipient) from exc
         except (smtplib.SMTPException, OSError) as exc:
-            # Refused, unreachable, DNS, timed out, certificate rejected.
+            # Refused, unreachable, DNS, timed out: the relay may come back.
             _close(conn)
             raise SendingStopped(f"smtp {self.where}: cannot connect: {_describe(exc)}",
                                  recipient=recipient) from exc
         return conn
 
+    def _open_secured(self, recipient: str) -> _Connection:
+        """Connect (TLS from the first byte when implicit), EHLO, STARTTLS when asked."""
+        s = self.settings
+        # Given the host, smtplib connects, reads the greeting (SMTPConnectError unless
+        # 220) and remembers the name TLS must verify the certificate against.
+        conn: _Connection
+        if s.tls_mode == "implicit":
+            conn = _ImplicitTlsConnection(s.host, s.port, local_hostname=self.helo_name,
+                                          timeout=self.timeout, context=self._context())
+        else:
+            conn = _Connection(s.host, s.port, local_hostname=self.helo_name,
+                               timeout=self.timeout)
+        try:
+            conn.ehlo()
+            if s.tls_mode == "starttls":
+                self._secure(conn, recipient)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _context(self) -> ssl.SSLContext:
+        return self._ssl_context or ssl.create_default_context()
+
     def _secure(self, conn: _Connection, recipient: str) -> None:
         """STARTTLS, then EHLO again. A server that does not offer STARTTLS, or answers it
         with anything but 220, will refuse it on every later try as well: that is the
         configuration's to fix (:class:`StartTlsRefused`), not a stop to run again."""
+        # Name the switch the operator set: with ``tls`` set, ``starttls`` no longer decides.
+        off = ('[smtp] tls = "none"' if self.settings.tls else "[smtp] starttls = false")
         if not conn.has_extn("starttls"):
             raise StartTlsRefused(f"smtp {self.where}: the server does not offer STARTTLS; "
-                                  "set [smtp] starttls = false to send unencrypted (only to a "
-                                  "relay on a trusted network)", recipient=recipient)
+                                  f"set {off} to send unencrypted (only to a relay on a "
+                                  'trusted network), or [smtp] tls = "implicit" for a port '
+                                  "that speaks TLS at once", recipient=recipient)
         try:
-            conn.starttls(context=self._ssl_context or ssl.create_default_context())
+            conn.starttls(context=self._context())
         except smtplib.SMTPResponseException as exc:
             raise StartTlsRefused(f"smtp {self.where}: STARTTLS refused: "
                                   f"{_reply(exc.smtp_code, exc.smtp_error)}; check [smtp] "
-                                  "host and port, or set [smtp] starttls = false",
+                                  f"host and port, or set {off}",
                                   recipient=recipient) from exc
         conn.ehlo()
+
+    def _login(self, conn: _Connection, recipient: str) -> None:
+        """AUTH with one mechanism, once: smtplib's ``login()`` tries every mechanism the
+        relay lists in turn (two failed logins per connection for one wrong password), and a
+        relay that counts failures locks the account out. Logins take turns, so when one is
+        refused every other thread learns it before trying (:meth:`_refuse_again`)."""
+        s = self.settings
+        with self._login_lock:
+            self._refuse_again(recipient)
+            offered = conn.esmtp_features.get("auth", "").strip()  # "PLAIN LOGIN"
+            if not (conn.has_extn("auth") and offered):
+                hint = ('relays hide AUTH before STARTTLS: set [smtp] tls = "starttls"'
+                        if s.tls_mode == "none" else "check [smtp] host and port")
+                raise self._misconfigured(f"the relay offers no AUTH, so cannot log in as "
+                                          f"{s.username!r}: {hint}, or leave [smtp] username "
+                                          "empty for a relay that needs no login", recipient)
+            mechanism = _mechanism(offered)
+            if mechanism is None:
+                raise self._misconfigured(
+                    f"the relay offers AUTH {offered}, none of PLAIN, LOGIN, CRAM-MD5: leave "
+                    "[smtp] username empty or use another relay", recipient)
+            conn.user, conn.password = s.username, self._password
+            authobject = getattr(conn, "auth_" + mechanism.lower().replace("-", "_"))
+            try:
+                conn.auth(mechanism, authobject)
+            except smtplib.SMTPAuthenticationError as exc:
+                said = _reply(exc.smtp_code, exc.smtp_error)
+                if 400 <= exc.smtp_code < 500:  # "454 Temporary authentication failure"
+                    raise TemporaryFailure(f"smtp {self.where}: login as {s.username!r} "
+                                           f"deferred: {said}", recipient=recipient) from exc
+                raise self._misconfigured(f"login as {s.username!r} refused: {said}; check "
+                                          "[smtp] username and NEWSLETTER_SMTP_PASSWORD",
+                                          recipient) from exc
+
+    def _refuse_again(self, recipient: str) -> None:
+        """Raise the refusal another thread met (the relay would answer us the same)."""
+        if self._refusal is not None:
+            raise SendingMisconfigured(self._refusal, recipient=recipient)
+
+    def _misconfigured(self, what: str, recipient: str) -> SendingMisconfigured:
+        """The error for a refusal no rerun can cure, remembered at once (inside the login
+        lock, so the next thread in sees it)."""
+        self._refusal = f"smtp {self.where}: {what}"
+        return SendingMisconfigured(self._refusal, recipient=recipient)
 
     # -- one transaction ---------------------------------------------------------------------
 
@@ -300,18 +437,22 @@ class SmtpTransport(Transport):
         except UnsendableAddress as exc:
             raise PermanentFailure(f"smtp {self.where}: {exc}",
                                    recipient=message.recipient) from exc
+        # The envelope sender is where delivery status notifications go.
+        envelope_sender = self.settings.return_path or message.sender
         try:
-            sender = wire_address(message.sender)
+            sender = wire_address(envelope_sender)
         except UnsendableAddress as exc:
-            raise SendingStopped(f"smtp {self.where}: the sender {exc}",
-                                 recipient=message.recipient) from exc
+            raise SendingMisconfigured(f"smtp {self.where}: the sender {exc}; check "
+                                       "[delivery] from and [smtp] return_path",
+                                       recipient=message.recipient) from exc
         if not (rcpt.needs_smtputf8 or sender.needs_smtputf8):
             return sender.idna, rcpt.idna, []
         if not conn.has_extn("smtputf8"):
             if sender.needs_smtputf8:
-                raise SendingStopped(f"smtp {self.where}: the sender {message.sender} has a "
-                                     "non-ASCII local part and the server does not offer "
-                                     "SMTPUTF8", recipient=message.recipient)
+                raise SendingMisconfigured(
+                    f"smtp {self.where}: the sender {envelope_sender} has a non-ASCII local "
+                    "part and the server does not offer SMTPUTF8: set [smtp] return_path to "
+                    "an ASCII address", recipient=message.recipient)
             raise PermanentFailure(f"smtp {self.where}: {message.recipient}: the local part "
                                    "is not ASCII and the server does not offer SMTPUTF8 "
                                    "(RFC 6531)", recipient=message.recipient)
@@ -372,16 +513,103 @@ class SmtpTransport(Transport):
         said = _reply(code, text)
         where = f"smtp {self.where}: {stage} refused: {said}"
         if _STOPPED.search(said):
-            return SendingStopped(where, recipient=recipient)
+            return SendingStopped(_without(where, recipient), recipient=recipient)
         if _THROTTLED.search(said) or 400 <= code < 500:
             return TemporaryFailure(where, recipient=recipient)
         if 500 <= code < 600:
-            if stage == "MAIL":  # the sender is refused: every message would be
-                return SendingStopped(where, recipient=recipient)
-            return PermanentFailure(where, recipient=recipient)
+            about_us = self._about_us(stage, code, said)
+            if about_us is not None:  # every message would be refused the same way
+                return SendingMisconfigured(_without(f"{where}; {about_us}", recipient),
+                                            recipient=recipient)
+            # One recipient per transaction: a 5xx at RCPT or to the body is about this one.
+            return PermanentFailure(where, recipient=recipient,
+                                    bounce=mailbox_gone(said, code=code))
         if after_body:  # a reply that is no reply (code -1) after the body went out
             return Unconfirmed(f"{where}; the server may have accepted it", recipient=recipient)
         return TemporaryFailure(where, recipient=recipient)
+
+    def _about_us(self, stage: str, code: int, said: str) -> str | None:
+        """The fix, when a 5xx refuses *us* (the login, TLS, the sender, relaying) rather
+        than the recipient; None when it is about the recipient or this message."""
+        if code == 530 or _NEEDS_AUTH.search(said):
+            if "starttls" in said.lower():
+                return ('the relay wants TLS first: set [smtp] tls = "starttls"'
+                        if self.settings.tls_mode == "none" else "the relay wants TLS first")
+            return ("the relay wants a login first: set [smtp] username (and "
+                    "NEWSLETTER_SMTP_PASSWORD)")
+        if stage == "MAIL" or (stage == "RCPT" and _SENDER_REFUSED.search(said)):
+            return ("the relay refuses the sender: check [delivery] from and [smtp] "
+                    "return_path (the relay must allow this sender)")
+        if stage == "RCPT" and _HELO_REFUSED.search(said):
+            return f"the relay refuses the EHLO name {self.helo_name!r}: set [smtp] helo_name"
+        if stage == "RCPT" and _RELAY_REFUSED.search(said):
+            return ("the relay will not relay for us: log in ([smtp] username), or have the "
+                    "relay allow this host and sender")
+        return None
+
+
+def tls_context(ca_file: Path | None) -> ssl.SSLContext | None:
+    """The context that verifies the relay against ``[smtp] ca_file`` (a PEM of one or more
+    CA certificates: a private CA), resolved by the caller; None (the system's store, and
+    ``SSL_CERT_FILE``) when there is none. A file that cannot serve is a ConfigError now,
+    before anything is published or sent, rather than a failed handshake later."""
+    if ca_file is None:
+        return None
+    key = "[smtp] ca_file"
+    if not ca_file.is_file():
+        raise ConfigError(f"no such file: {ca_file}", key=key)
+    try:
+        return ssl.create_default_context(cafile=str(ca_file))
+    except ssl.SSLError as exc:
+        raise ConfigError(f"{ca_file} holds no PEM CA certificate ({exc.reason or exc})",
+                          key=key) from None
+    except (OSError, ValueError) as exc:
+        raise ConfigError(f"cannot read {ca_file}: {_describe(exc)}", key=key) from None
+
+
+def default_helo_name(settings: SmtpSettings, from_address: str) -> str:
+    """The EHLO name: ``[smtp] helo_name``, else the domain of ``[delivery] from`` in its
+    IDNA form. Never smtplib's default (this machine's name, often ``[127.0.0.1]`` in a
+    container), which relays and spam filters hold against the sender."""
+    if settings.helo_name:
+        return settings.helo_name
+    address = parseaddr(from_address)[1]
+    try:
+        domain = wire_address(address).idna.rpartition("@")[2] if "@" in address else ""
+    except UnsendableAddress:
+        domain = ""
+    if not domain or not is_host_name(domain):
+        raise ConfigError(f"the domain of [delivery] from ({from_address!r}) is no host name "
+                          "to greet a relay with: set [smtp] helo_name", key="[smtp] helo_name")
+    return domain
+
+
+def _mechanism(offered: str) -> str | None:
+    """The one AUTH mechanism to try from the relay's list (``"LOGIN PLAIN"``)."""
+    names = set(offered.upper().split())
+    return next((m for m in _MECHANISMS if m in names), None)
+
+
+def _untrusted(exc: ssl.SSLCertVerificationError) -> str:
+    """The fix for a certificate the context refused."""
+    reason = exc.verify_message or exc.reason or str(exc)
+    reason = " ".join(str(reason).split()).rstrip(".")
+    if "mismatch" in reason.lower():
+        return (f"the relay's certificate is not for this host ({reason}): set [smtp] host to "
+                "a name the certificate holds")
+    return (f"the relay's certificate is not trusted ({reason}): set [smtp] ca_file to the "
+            "CA that signed it")
+
+
+def _without(text: str, recipient: str) -> str:
+    """``text`` with the recipient's address taken out: it stops the whole run, and the
+    line is shown and logged, where no subscriber's address belongs."""
+    forms = {recipient}
+    with contextlib.suppress(UnsendableAddress):
+        forms.add(wire_address(recipient).idna)
+    for form in filter(None, forms):
+        text = re.sub(re.escape(form), "<recipient>", text, flags=re.IGNORECASE)
+    return text
 
 
 def _close(conn: smtplib.SMTP | None) -> None:

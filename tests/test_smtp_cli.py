@@ -1,0 +1,126 @@
+"""``newsletter run`` against relays that refuse us for good: exit 2, one line with the fix,
+nothing published or sent; and a private CA, implicit TLS, the EHLO name and the return
+path working end to end. Real processes, the aiosmtpd sink on loopback."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+import pytest
+from conftest import SAMPLE_FEED, SAMPLE_WEEK, ok
+from conftest import run_newsletter as newsletter
+from servers import SmtpSink, Tls
+
+SECRET = "s" * 40
+HTTPS_APP = '[site]\napp_url = "https://news.example.org/api"\n'
+
+
+def one_line(result: subprocess.CompletedProcess) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+    return lines[0]
+
+
+def project(folder: Path, sink: SmtpSink, smtp: str, delivery: str = "") -> Path:
+    """A deployment sending the sample week to one reader through ``sink``."""
+    (folder / "newsletter.toml").write_text(
+        f'[feed]\nurls = ["{SAMPLE_FEED}"]\n{HTTPS_APP}'
+        f'[delivery]\ntransport = "smtp"\nconcurrency = 4\n{delivery}'
+        f'[smtp]\nhost = "{sink.host}"\nport = {sink.port}\n{smtp}', encoding="utf-8")
+    ok(newsletter(["subscribers", "add", "reader@example.org", "--confirmed"], folder))
+    return folder
+
+
+def run(folder: Path, **env: str) -> subprocess.CompletedProcess:
+    return newsletter(["run", "--week", SAMPLE_WEEK], folder, NEWSLETTER_SECRET=SECRET, **env)
+
+
+def published(folder: Path) -> bool:
+    site = folder / "build" / "site"
+    return site.exists() and any(p.is_file() for p in site.rglob("*"))
+
+
+@pytest.mark.subprocess
+def test_a_private_ca_without_ca_file_is_exit_2_and_with_it_the_issue_goes_out(
+        tmp_path: Path, smtp_server_factory, tls: Tls) -> None:
+    sink: SmtpSink = smtp_server_factory(tls_context=tls.server, require_starttls=True)
+    folder = project(tmp_path, sink, 'tls = "starttls"\n')
+
+    result = run(folder)
+    assert result.returncode == 2, result.stdout + result.stderr
+    line = one_line(result)
+    assert "certificate is not trusted" in line and "set [smtp] ca_file" in line
+    assert not published(folder) and sink.received == []
+
+    (folder / "relay-ca.pem").write_bytes(tls.ca_pem)  # relative to the config's folder
+    with (folder / "newsletter.toml").open("a", encoding="utf-8") as config:
+        config.write('ca_file = "relay-ca.pem"\n')
+    ok(run(folder))
+    (got,) = sink.received
+    assert got.rcpt_tos == ("reader@example.org",)
+    assert set(sink.helo_names) == {"example.org"}  # the From domain, never [127.0.0.1]
+
+
+@pytest.mark.subprocess
+def test_implicit_tls_helo_name_and_return_path_end_to_end(tmp_path: Path,
+                                                           smtp_server_factory,
+                                                           tls: Tls) -> None:
+    sink: SmtpSink = smtp_server_factory(implicit_tls=tls.server)
+    folder = project(tmp_path, sink, f'tls = "implicit"\nca_file = "{tls.ca_file}"\n'
+                     'helo_name = "mail.example.org"\n'
+                     'return_path = "bounces@example.org"\n')
+    ok(run(folder))
+    (got,) = sink.received
+    assert got.mail_from == "bounces@example.org"
+    assert got.message()["From"].addresses[0].addr_spec == "weekly@example.org"
+    assert set(sink.helo_names) == {"mail.example.org"}
+
+
+@pytest.mark.subprocess
+def test_a_refused_login_is_exit_2_after_one_attempt(tmp_path: Path, smtp_server_factory,
+                                                     tls: Tls) -> None:
+    sink: SmtpSink = smtp_server_factory(tls_context=tls.server, require_starttls=True,
+                                         users={"weekly": "right"})
+    folder = project(tmp_path, sink, f'username = "weekly"\nca_file = "{tls.ca_file}"\n')
+    result = run(folder, NEWSLETTER_SMTP_PASSWORD="wrong-password")
+    assert result.returncode == 2, result.stdout + result.stderr
+    line = one_line(result)
+    assert "login as 'weekly' refused: 535 5.7.8" in line
+    assert "NEWSLETTER_SMTP_PASSWORD" in line and "wrong-password" not in result.stderr
+    assert sink.auth_attempts == [("PLAIN", "weekly")]  # concurrency 4, one login
+    assert not published(folder) and sink.received == []
+
+
+@pytest.mark.subprocess
+def test_auth_not_offered_is_exit_2_with_the_hint(tmp_path: Path, smtp_server_factory) -> None:
+    sink: SmtpSink = smtp_server_factory(users={"weekly": "right"})  # AUTH only inside TLS
+    folder = project(tmp_path, sink, 'tls = "none"\nusername = "weekly"\n')
+    result = run(folder, NEWSLETTER_SMTP_PASSWORD="right")
+    assert result.returncode == 2, result.stdout + result.stderr
+    line = one_line(result)
+    assert "offers no AUTH" in line and '[smtp] tls = "starttls"' in line
+    assert not published(folder)
+
+
+@pytest.mark.parametrize(("smtp", "words"), [
+    ('ca_file = "missing-ca.pem"\n', "[smtp] ca_file: no such file"),
+    ('tls = "sometimes"\n', "[smtp] tls: expected"),
+    ('helo_name = "my relay"\n', "[smtp] helo_name"),
+], ids=["missing-ca-file", "bad-tls", "bad-helo-name"])
+@pytest.mark.subprocess
+def test_bad_smtp_settings_stop_before_anything_is_published(tmp_path: Path,
+                                                             smtp_server: SmtpSink, smtp: str,
+                                                             words: str) -> None:
+    folder = project(tmp_path, smtp_server, smtp) if "ca_file" in smtp else None
+    if folder is None:  # a config that does not load cannot add a subscriber either
+        (tmp_path / "newsletter.toml").write_text(
+            f'[feed]\nurls = ["{SAMPLE_FEED}"]\n{HTTPS_APP}[delivery]\ntransport = "smtp"\n'
+            f'[smtp]\nhost = "{smtp_server.host}"\nport = {smtp_server.port}\n{smtp}',
+            encoding="utf-8")
+        folder = tmp_path
+    result = run(folder)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert words in one_line(result)
+    assert not published(folder) and smtp_server.received == []

@@ -1,0 +1,433 @@
+"""The smtp transport against relays as they really behave (issue 18): logins refused once,
+TLS with a private CA, implicit TLS, the EHLO name, the envelope sender, refusals that are
+about us rather than the recipient, and bounces at RCPT. All against the aiosmtpd sink on
+127.0.0.1 (tests/servers.py)."""
+
+from __future__ import annotations
+
+import ssl
+import threading
+from email import policy
+from email.message import EmailMessage
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from pipeline.config import Settings, SmtpSettings
+from pipeline.errors import (
+    ConfigError,
+    NewsletterError,
+    PermanentFailure,
+    SendingMisconfigured,
+    SendingStopped,
+    TemporaryFailure,
+)
+from pipeline.transport import Outgoing
+from pipeline.transport.smtp import SmtpTransport, StartTlsRefused, default_helo_name, tls_context
+from pipeline.wiring import open_smtp
+
+if TYPE_CHECKING:
+    from servers import SmtpSink, Tls
+
+pytest_plugins = ["servers"]
+
+SENDER = "weekly@example.org"
+READER = "reader@example.com"
+
+
+def outgoing(recipient: str = READER, sender: str = SENDER) -> Outgoing:
+    msg = EmailMessage(policy=policy.SMTP)
+    msg["From"] = f"vLLM PR Weekly <{sender}>"
+    msg["To"] = recipient
+    msg["Subject"] = "vLLM PR Weekly 2026-W48"
+    msg.set_content("This week: the scheduler rewrite.\n")
+    return Outgoing(recipient=recipient, sender=sender, raw=msg.as_bytes(),
+                    key=f"2026-W48/{recipient}", tags={})
+
+
+def settings_for(sink: SmtpSink, tmp_path: Path, *, from_: str = f"Weekly <{SENDER}>",
+                 **smtp: object) -> Settings:
+    """Whole settings (as wiring sees them) pointing at ``sink``; paths under ``tmp_path``."""
+    from dataclasses import replace
+
+    base = Settings(base_dir=tmp_path)
+    return replace(base, smtp=sink.settings(**smtp),  # type: ignore[arg-type]
+                   delivery=replace(base.delivery, transport="smtp", from_=from_))
+
+
+def sending(transport: SmtpTransport, message: Outgoing) -> None:
+    try:
+        transport.send(message)
+    finally:
+        transport.close()
+
+
+# -- logins: one mechanism, once per run ------------------------------------------------------
+
+@pytest.fixture
+def auth_sink(smtp_server_factory, tls: Tls) -> SmtpSink:
+    sink: SmtpSink = smtp_server_factory(tls_context=tls.server, require_starttls=True,
+                                         users={"ses-user": "s3cret"})
+    return sink
+
+
+def test_a_refused_login_is_tried_once_whatever_the_threads(auth_sink: SmtpSink,
+                                                            tls: Tls) -> None:
+    """Four workers start together with a wrong password: one AUTH reaches the relay (not
+    4 workers x PLAIN and LOGIN), and every worker stops with the same configuration error."""
+    transport = SmtpTransport(auth_sink.settings(starttls=True, username="ses-user"), "wrong",
+                              ssl_context=tls.client, timeout=5.0)
+    start = threading.Barrier(4)
+    errors: list[BaseException] = []
+
+    def work(n: int) -> None:
+        start.wait()
+        try:
+            transport.send(outgoing(f"reader{n}@example.com"))
+        except NewsletterError as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    transport.close()
+
+    assert auth_sink.auth_attempts == [("PLAIN", "ses-user")]
+    assert len(errors) == 4 and all(isinstance(e, SendingMisconfigured) for e in errors)
+    assert {str(e) for e in errors} == {
+        f"smtp 127.0.0.1:{auth_sink.port}: login as 'ses-user' refused: 535 5.7.8 "
+        "Authentication credentials invalid; check [smtp] username and "
+        "NEWSLETTER_SMTP_PASSWORD"}
+    assert all(e.exit_code == 2 for e in errors)
+    with pytest.raises(SendingMisconfigured, match="535"):  # remembered, not asked again
+        transport.verify()
+    assert len(auth_sink.auth_attempts) == 1 and auth_sink.received == []
+
+
+def test_a_good_login_uses_plain_once_per_connection(auth_sink: SmtpSink, tls: Tls) -> None:
+    transport = SmtpTransport(auth_sink.settings(starttls=True, username="ses-user"), "s3cret",
+                              ssl_context=tls.client, timeout=5.0)
+    transport.send(outgoing())
+    transport.send(outgoing("second@example.com"))
+    transport.close()
+    assert auth_sink.auth_attempts == [("PLAIN", "ses-user")]
+    assert len(auth_sink.received) == 2
+
+
+def test_login_is_used_when_plain_is_not_offered(smtp_server_factory, tls: Tls) -> None:
+    sink: SmtpSink = smtp_server_factory(tls_context=tls.server, require_starttls=True,
+                                         users={"ses-user": "s3cret"}, auth_exclude=("PLAIN",))
+    sending(SmtpTransport(sink.settings(starttls=True, username="ses-user"), "s3cret",
+                          ssl_context=tls.client, timeout=5.0), outgoing())
+    assert sink.auth_attempts == [("LOGIN", "ses-user")]
+    assert len(sink.received) == 1
+
+
+def test_auth_hidden_before_starttls_says_to_turn_it_on(smtp_server_factory) -> None:
+    """A relay that offers AUTH only inside TLS, reached in plain text with a username."""
+    sink: SmtpSink = smtp_server_factory(users={"ses-user": "s3cret"})
+    transport = SmtpTransport(sink.settings(tls="none", username="ses-user"), "s3cret",
+                              timeout=5.0)
+    with pytest.raises(SendingMisconfigured) as caught:
+        transport.verify()
+    text = str(caught.value)
+    assert "offers no AUTH" in text and "'ses-user'" in text
+    assert '[smtp] tls = "starttls"' in text and "leave [smtp] username empty" in text
+    assert caught.value.exit_code == 2 and sink.auth_attempts == []
+
+
+def test_auth_not_offered_at_all_names_the_username_to_drop(smtp_server_factory,
+                                                             tls: Tls) -> None:
+    # STARTTLS, then "250-AUTH" with no mechanism (what aiosmtpd says with none left)
+    sink: SmtpSink = smtp_server_factory(tls_context=tls.server, users={"ses-user": "s3cret"},
+                                         auth_exclude=("PLAIN", "LOGIN"))
+    transport = SmtpTransport(sink.settings(starttls=True, username="ses-user"), "s3cret",
+                              ssl_context=tls.client, timeout=5.0)
+    with pytest.raises(SendingMisconfigured, match=r"offers no AUTH.*check \[smtp\] host and "
+                       r"port, or leave \[smtp\] username empty"):
+        transport.send(outgoing())
+    transport.close()
+    assert sink.received == [] and sink.auth_attempts == []
+
+
+def test_one_mechanism_is_picked_from_the_relays_list() -> None:
+    """PLAIN, else LOGIN, CRAM-MD5 only when neither is offered; None (no login tried at
+    all) for a relay offering only what smtplib does not speak."""
+    from pipeline.transport.smtp import _mechanism
+
+    assert _mechanism("XOAUTH2 CRAM-MD5") == "CRAM-MD5"
+    assert _mechanism("LOGIN PLAIN CRAM-MD5") == "PLAIN"
+    assert _mechanism("login") == "LOGIN"
+    assert _mechanism("XOAUTH2") is None
+
+
+def test_non_ascii_credentials_are_refused_before_connecting() -> None:
+    with pytest.raises(ConfigError, match="ASCII"):
+        SmtpTransport(SmtpSettings(username="ses-user"), "pässword")
+
+
+# -- refusals about us, not the recipient -----------------------------------------------------
+
+def test_530_starttls_first_at_mail_says_to_turn_tls_on(smtp_server_factory,
+                                                        tls: Tls) -> None:
+    sink: SmtpSink = smtp_server_factory(tls_context=tls.server, require_starttls=True)
+    transport = SmtpTransport(sink.settings(tls="none"), None, timeout=5.0)
+    with pytest.raises(SendingMisconfigured) as caught:
+        sending(transport, outgoing())
+    assert "530 Must issue a STARTTLS command first" in str(caught.value)
+    assert 'set [smtp] tls = "starttls"' in str(caught.value)
+    assert caught.value.exit_code == 2 and sink.received == []
+
+
+def test_530_authentication_required_says_to_log_in(smtp_server_factory, tls: Tls) -> None:
+    sink: SmtpSink = smtp_server_factory(tls_context=tls.server, users={"ses-user": "s3cret"},
+                                         auth_required=True)
+    transport = SmtpTransport(sink.settings(starttls=True), None, ssl_context=tls.client,
+                              timeout=5.0)
+    with pytest.raises(SendingMisconfigured, match=r"530 5\.7\.0 Authentication required; "
+                       r"the relay wants a login first: set \[smtp\] username"):
+        sending(transport, outgoing())
+
+
+@pytest.mark.parametrize(("code", "text", "fix"), [
+    (554, "5.7.1 <{address}>: Relay access denied", "will not relay for us"),
+    (550, "relay not permitted", "will not relay for us"),
+    (550, "5.7.1 Unable to relay for {address}", "will not relay for us"),
+    (554, "5.7.1 <unknown[127.0.0.1]>: Client host rejected: Access denied",
+     "will not relay for us"),
+    (553, "5.7.1 <weekly@example.org>: Sender address rejected: not owned by user",
+     "check [delivery] from and [smtp] return_path"),
+    (504, "5.5.2 <localhost>: Helo command rejected: need fully-qualified hostname",
+     "set [smtp] helo_name"),
+], ids=["postfix-relay", "exim-relay", "exchange-relay", "client-host", "sender", "helo"])
+def test_a_rcpt_refusal_about_us_stops_the_run_without_naming_the_reader(
+        smtp_server: SmtpSink, code: int, text: str, fix: str) -> None:
+    """Every recipient would be refused the same way: marking each one failed for good
+    would lose the whole list to one setting."""
+    smtp_server.fail_next(READER, code, text, at="RCPT")
+    transport = SmtpTransport(smtp_server.settings(), None, timeout=5.0)
+    with pytest.raises(SendingMisconfigured) as caught:
+        sending(transport, outgoing())
+    message = str(caught.value)
+    assert fix in message and f"RCPT refused: {code}" in message
+    assert READER not in message  # shown on stderr: no subscriber's address
+    assert caught.value.recipient == READER and caught.value.exit_code == 2
+
+
+# -- bounces at RCPT and after the data --------------------------------------------------------
+
+@pytest.mark.parametrize(("code", "text", "bounce"), [
+    (550, "5.1.1 <{address}>: Recipient address rejected: User unknown", True),
+    (550, "User unknown", True),
+    (550, "5.7.1 Message rejected due to local policy", False),
+    (552, "5.2.2 Mailbox full", False),
+], ids=["5.1.1", "user-unknown-no-status", "policy", "mailbox-full"])
+@pytest.mark.parametrize("at", ["RCPT", "DATA"])
+def test_a_5xx_for_the_recipient_is_permanent_and_a_bounce_only_when_the_mailbox_is_gone(
+        smtp_server: SmtpSink, at: str, code: int, text: str, bounce: bool) -> None:
+    smtp_server.fail_next("gone@example.com", code, text, at=at)  # type: ignore[arg-type]
+    transport = SmtpTransport(smtp_server.settings(), None, timeout=5.0)
+    with pytest.raises(PermanentFailure) as caught:
+        transport.send(outgoing("gone@example.com"))
+    assert caught.value.bounce is bounce
+    assert caught.value.recipient == "gone@example.com"
+    assert f"{at} refused: {code}" in str(caught.value)
+    sending(transport, outgoing("next@example.com"))  # the run goes on
+    assert [r.rcpt_tos for r in smtp_server.received] == [("next@example.com",)]
+
+
+def test_a_4xx_user_unknown_is_temporary_never_a_bounce(smtp_server: SmtpSink) -> None:
+    smtp_server.fail_next(READER, 450, "4.1.1 <{address}>: Recipient address rejected: "
+                          "unverified address: User unknown", at="RCPT")
+    transport = SmtpTransport(smtp_server.settings(), None, timeout=5.0)
+    with pytest.raises(TemporaryFailure):
+        sending(transport, outgoing())
+
+
+# -- TLS: implicit, a private CA, host names ---------------------------------------------------
+
+def test_implicit_tls_with_the_test_ca_file(smtp_server_factory, tls: Tls,
+                                            tmp_path: Path) -> None:
+    sink: SmtpSink = smtp_server_factory(implicit_tls=tls.server)
+    settings = settings_for(sink, tmp_path, tls="implicit", ca_file=str(tls.ca_file))
+    transport = open_smtp(settings, {})
+    assert transport.describe() == f"smtp 127.0.0.1:{sink.port} with implicit TLS"
+    with transport:
+        transport.probe()
+        transport.send(outgoing())
+        transport.send(outgoing("second@example.com"))
+    assert [r.rcpt_tos[0] for r in sink.received] == [READER, "second@example.com"]
+    assert len(sink.peers) == 1  # one TLS connection, reused
+
+
+def test_starttls_with_a_relative_ca_file(smtp_server_factory, tls: Tls,
+                                          tmp_path: Path) -> None:
+    """``ca_file`` is resolved against the configuration's folder."""
+    (tmp_path / "relay-ca.pem").write_bytes(tls.ca_pem)
+    sink: SmtpSink = smtp_server_factory(tls_context=tls.server, require_starttls=True,
+                                         users={"ses-user": "s3cret"})
+    settings = settings_for(sink, tmp_path, tls="starttls", ca_file="relay-ca.pem",
+                            username="ses-user")
+    with open_smtp(settings, {"NEWSLETTER_SMTP_PASSWORD": "s3cret"}) as transport:
+        transport.send(outgoing())
+    assert len(sink.received) == 1
+
+
+@pytest.mark.parametrize("mode", ["starttls", "implicit"])
+def test_an_untrusted_certificate_is_a_config_error(smtp_server_factory, tls: Tls,
+                                                    tmp_path: Path, mode: str) -> None:
+    options = ({"tls_context": tls.server, "require_starttls": True} if mode == "starttls"
+               else {"implicit_tls": tls.server})
+    sink: SmtpSink = smtp_server_factory(**options)
+    transport = open_smtp(settings_for(sink, tmp_path, tls=mode), {})  # system CAs only
+    with pytest.raises(SendingMisconfigured) as caught:
+        transport.probe()
+    assert str(caught.value) == (
+        f"smtp 127.0.0.1:{sink.port}: the relay's certificate is not trusted (unable to get "
+        "local issuer certificate): set [smtp] ca_file to the CA that signed it")
+    assert caught.value.exit_code == 2
+    with pytest.raises(SendingMisconfigured, match="not trusted"):  # mid-run: the same
+        transport.send(outgoing())
+    assert sink.received == []
+
+
+def test_a_certificate_for_another_host_names_the_host(smtp_server_factory, tls: Tls,
+                                                       tmp_path: Path) -> None:
+    sink: SmtpSink = smtp_server_factory(implicit_tls=tls.elsewhere)
+    transport = open_smtp(settings_for(sink, tmp_path, tls="implicit",
+                                       ca_file=str(tls.ca_file)), {})
+    with pytest.raises(SendingMisconfigured, match=r"certificate is not for this host "
+                       r"\(.*mismatch.*127\.0\.0\.1.*\): set \[smtp\] host"):
+        transport.probe()
+
+
+def test_implicit_tls_to_a_plain_port_says_which_mode(smtp_server: SmtpSink,
+                                                      tmp_path: Path, tls: Tls) -> None:
+    transport = open_smtp(settings_for(smtp_server, tmp_path, tls="implicit",
+                                       ca_file=str(tls.ca_file)), {})
+    with pytest.raises(SendingMisconfigured, match=r'does not speak TLS on connect.*'
+                       r'\[smtp\] tls = "starttls"'):
+        transport.probe()
+
+
+def test_starttls_refused_is_misconfigured_and_names_the_tls_key(smtp_server: SmtpSink
+                                                                 ) -> None:
+    transport = SmtpTransport(smtp_server.settings(tls="starttls"), None, timeout=5.0)
+    with pytest.raises(StartTlsRefused) as caught:
+        transport.verify()
+    assert isinstance(caught.value, SendingMisconfigured) and caught.value.exit_code == 2
+    assert '[smtp] tls = "none"' in str(caught.value)
+
+
+def test_ssl_cert_file_still_works_without_ca_file(smtp_server_factory, tls: Tls,
+                                                   tmp_path: Path,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SSL_CERT_FILE", str(tls.ca_file))
+    sink: SmtpSink = smtp_server_factory(tls_context=tls.server, require_starttls=True)
+    with open_smtp(settings_for(sink, tmp_path, starttls=True), {}) as transport:
+        transport.send(outgoing())
+    assert len(sink.received) == 1
+
+
+@pytest.mark.parametrize(("content", "words"), [
+    (None, "no such file"),
+    (b"not a certificate\n", "holds no PEM CA certificate"),
+    ("dir", "no such file"),
+], ids=["missing", "not-pem", "a-folder"])
+def test_a_ca_file_that_cannot_serve_is_a_config_error(tmp_path: Path, content: bytes | str | None,
+                                                       words: str) -> None:
+    path = tmp_path / "ca.pem"
+    if content == "dir":
+        path.mkdir()
+    elif isinstance(content, bytes):
+        path.write_bytes(content)
+    with pytest.raises(ConfigError) as caught:
+        tls_context(path)
+    assert str(caught.value).startswith("config: [smtp] ca_file: ") and words in str(caught.value)
+    assert caught.value.exit_code == 2
+
+
+def test_a_relay_greeting_421_stays_temporary(smtp_server: SmtpSink) -> None:
+    smtp_server.refuse_connections("421 4.7.0 sink.test Error: too many connections")
+    transport = SmtpTransport(smtp_server.settings(), None, timeout=5.0)
+    with pytest.raises(TemporaryFailure, match="421"):
+        transport.send(outgoing())
+    sending(transport, outgoing())  # the next connection is greeted
+    assert len(smtp_server.received) == 1
+
+
+def test_an_unreachable_relay_stays_resumable(unused_port: int) -> None:
+    transport = SmtpTransport(SmtpSettings(port=unused_port, tls="none"), None, timeout=2.0)
+    with pytest.raises(SendingStopped) as caught:
+        transport.verify()
+    assert not isinstance(caught.value, SendingMisconfigured) and caught.value.exit_code == 4
+
+
+# -- who we say we are: EHLO and the envelope sender -------------------------------------------
+
+def test_ehlo_defaults_to_the_from_domain_in_idna(smtp_server: SmtpSink, tmp_path: Path) -> None:
+    settings = settings_for(smtp_server, tmp_path, from_="周报 <weekly@例子.中国>", tls="none")
+    sending(open_smtp(settings, {}), outgoing())  # type: ignore[arg-type]
+    assert smtp_server.helo_names == ["xn--fsqu00a.xn--fiqs8s"]
+
+
+def test_ehlo_name_as_configured(smtp_server: SmtpSink, tmp_path: Path) -> None:
+    settings = settings_for(smtp_server, tmp_path, tls="none", helo_name="mail.example.org")
+    sending(open_smtp(settings, {}), outgoing())  # type: ignore[arg-type]
+    assert smtp_server.helo_names == ["mail.example.org"]
+    assert "[127.0.0.1]" not in smtp_server.helo_names
+
+
+def test_ehlo_over_starttls_is_said_twice_by_the_same_name(smtp_server_factory, tls: Tls,
+                                                           tmp_path: Path) -> None:
+    sink: SmtpSink = smtp_server_factory(tls_context=tls.server, require_starttls=True)
+    settings = settings_for(sink, tmp_path, starttls=True, ca_file=str(tls.ca_file))
+    sending(open_smtp(settings, {}), outgoing())  # type: ignore[arg-type]
+    assert sink.helo_names == ["example.org", "example.org"]
+
+
+@pytest.mark.parametrize("from_", ["Weekly <weekly@under_score.example>", "no address"])
+def test_a_from_domain_that_is_no_host_name_asks_for_helo_name(from_: str) -> None:
+    with pytest.raises(ConfigError, match=r"\[smtp\] helo_name: .*set \[smtp\] helo_name"):
+        default_helo_name(SmtpSettings(), from_)
+
+
+def test_return_path_is_the_envelope_sender_and_the_from_header_stays(
+        smtp_server: SmtpSink) -> None:
+    transport = SmtpTransport(smtp_server.settings(return_path="bounces@example.org"), None,
+                              timeout=5.0)
+    sending(transport, outgoing())
+    (got,) = smtp_server.received
+    assert got.mail_from == "bounces@example.org"
+    assert got.message()["From"].addresses[0].addr_spec == SENDER
+
+
+def test_a_refused_return_path_names_both_keys(smtp_server: SmtpSink) -> None:
+    smtp_server.fail_next("bounces@example.org", 553, "5.7.1 Sender address rejected",
+                          at="MAIL")
+    transport = SmtpTransport(smtp_server.settings(return_path="bounces@example.org"), None,
+                              timeout=5.0)
+    with pytest.raises(SendingMisconfigured, match=r"\[smtp\] return_path"):
+        sending(transport, outgoing())
+
+
+def test_describe_names_each_mode() -> None:
+    def described(**smtp: object) -> str:
+        return SmtpTransport(SmtpSettings(host="relay.example.org", **smtp),  # type: ignore[arg-type]
+                             None).describe()
+
+    assert described(port=587) == "smtp relay.example.org:587 with STARTTLS"
+    assert described(port=465, tls="implicit") == "smtp relay.example.org:465 with implicit TLS"
+    assert described(port=25, tls="none") == "smtp relay.example.org:25"
+    assert described(port=25, starttls=False) == "smtp relay.example.org:25"
+
+
+def test_the_default_context_verifies(tls: Tls) -> None:
+    """What ``ca_file`` builds checks both the chain and the host name."""
+    context = tls_context(tls.ca_file)
+    assert context is not None
+    assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
+    assert tls_context(None) is None
