@@ -544,11 +544,12 @@ def test_a_permanent_failure_is_recorded_and_the_run_goes_on(
         messages: Messages) -> None:
     subscribers = subscribe(store, 8)
     gone = subscribers[3]
-    smtp_server.fail_next(gone.email, *smtp_server.NO_SUCH_USER)
+    # A refusal for good that does not say the mailbox is gone: the reader stays active.
+    smtp_server.fail_next(gone.email, 550, "5.7.1 Message refused by local policy")
 
     report = run(built, store, smtp, messages)
 
-    assert (report.sent, report.failed, report.unconfirmed) == (7, 1, 0)
+    assert (report.sent, report.failed, report.bounced, report.unconfirmed) == (7, 1, 0, 0)
     assert report.stopped is None
     assert [f["subscriber"] for f in report.failures] == [gone.id]
     assert "550" in report.failures[0]["reason"]
