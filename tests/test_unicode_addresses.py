@@ -121,7 +121,8 @@ def test_without_smtputf8_only_the_non_ascii_local_part_fails_permanently_by_nam
     assert LOCAL in entry.reason and "SMTPUTF8" in entry.reason
     # The report holds ids only: the address is named in the ledger, not in the report.
     assert report.failures == [{"subscriber": store.ids[LOCAL], "reason": entry.reason
-                                .replace(LOCAL, "<recipient>")}]
+                                .replace(LOCAL, "<recipient>"), "permanent": True,
+                                "bounced": False}]
 
 
 def test_ses_gets_the_idna_domain_and_never_a_non_ascii_local_part(
