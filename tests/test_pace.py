@@ -76,8 +76,24 @@ def cooldown(time: FakeTime, rand: float = 1.0) -> Cooldown:
 def test_each_failure_in_a_row_doubles_the_wait_up_to_the_cap():
     time = FakeTime()
     pause = cooldown(time)
-    waits = [pause.failed() for _ in range(9)]
-    assert waits == [1, 2, 4, 8, 16, 32, 60, 60, 60]  # each from now: none were waited out
+    waits = []
+    for _ in range(9):
+        waits.append(pause.failed())
+        pause.wait()
+    assert waits == [1, 2, 4, 8, 16, 32, 60, 60, 60]
+    assert time.t == sum(waits) and pause.failing_for() == sum(waits)
+
+
+def test_failures_heard_during_a_pause_are_the_same_refusal():
+    """Four threads retry together when a pause ends and all four are refused: the pause
+    grows once, not four times."""
+    time = FakeTime()
+    pause = cooldown(time)
+    first = [pause.failed() for _ in range(4)]
+    assert first == [1, 1, 1, 1] and pause.streak == 1
+    pause.wait()
+    second = [pause.failed() for _ in range(4)]
+    assert second == [2, 2, 2, 2] and pause.streak == 2
 
 
 def test_the_wait_is_jittered_between_half_and_all_of_it():
@@ -90,10 +106,11 @@ def test_a_success_ends_the_streak():
     time = FakeTime()
     pause = cooldown(time)
     pause.failed()
+    pause.wait()
     pause.failed()
     pause.wait()
     pause.succeeded()
-    assert pause.failed() == 1.0
+    assert pause.failed() == 1.0 and pause.failing_for() == 0.0
 
 
 def test_the_transports_own_wait_is_believed():
@@ -102,24 +119,28 @@ def test_the_transports_own_wait_is_believed():
 
 
 def test_a_pause_only_grows_while_it_lasts():
-    """A second thread's shorter wait does not cut the first's short."""
+    """A transport's shorter wait does not cut a running pause short."""
     time = FakeTime()
     pause = cooldown(time)
     for _ in range(4):
-        pause.failed()  # 8 s from now
-    pause.failed(retry_after=1.0)
-    assert pause.remaining() == 8.0  # the longer wait stands
+        pause.failed()
+        pause.wait()
+    assert pause.failed() == 16.0
+    assert pause.failed(retry_after=1.0) == 16.0  # the longer wait stands
+    assert pause.remaining() == 16.0
 
 
 def test_waiting_sleeps_until_the_pause_ends_then_not_at_all():
     time = FakeTime()
     pause = cooldown(time)
     pause.failed()
+    pause.wait()
+    assert time.t == 1.0 and pause.remaining() == 0
     pause.failed()
     pause.wait()
-    assert time.t == 2.0 and pause.remaining() == 0
+    assert time.t == 3.0 and pause.remaining() == 0
     pause.wait()
-    assert time.t == 2.0
+    assert time.t == 3.0
 
 
 def test_a_pause_pushed_back_during_the_wait_is_waited_out_too():

@@ -53,8 +53,8 @@ class Cooldown:
     sending rate exceeded") is about the account or the connection, not one message: while
     one thread waits out its backoff, the others must not keep knocking, or the relay's
     window never passes. So a temporary failure pushes back a start time shared by all
-    threads; the wait doubles with each failure in a row, from ``base`` up to ``cap``
-    seconds (60 s spans the minute windows common relays count in), spread by jitter so
+    threads; the wait doubles with each failure in a row (failures heard while a pause
+    runs are the same one), from ``base`` up to ``cap`` seconds (60 s spans the minute windows common relays count in), spread by jitter so
     threads do not return in lockstep, and a success ends the streak. A transport that says
     how long to wait (``retry_after``) is believed.
     """
@@ -74,8 +74,13 @@ class Cooldown:
     def failed(self, retry_after: float | None = None) -> float:
         """Note a temporary failure; the seconds from now until anyone may try again."""
         with self._lock:
-            self.streak += 1
             now = self._clock()
+            if now < self._until and not retry_after:
+                # Refused while the pause another thread began still runs: the same
+                # refusal, heard by one more thread. It does not lengthen the pause, or N
+                # threads retrying together would grow it N times too fast.
+                return self._until - now
+            self.streak += 1
             if self._since is None:
                 self._since = now
             if retry_after is not None and retry_after > 0:

@@ -1,8 +1,12 @@
 """The ``smtp`` transport: any SMTP relay (SES's SMTP interface included) through smtplib.
 
-One connection per sending thread (``threading.local``), opened on first use and reused for
-every later message from that thread, so a run pays the TCP + STARTTLS + AUTH handshake once
-per worker, not once per recipient.
+Connections are pooled: a message takes an idle one, else opens a new one, and gives it back
+once answered, so a run pays the TCP + TLS + AUTH handshake once per connection, not once per
+recipient, with at most one connection per sending thread. A relay that limits connections
+per client (Postfix's ``smtpd_client_connection_count_limit``) greets the one too many with
+``421 too many connections``: the pool then learns the limit (the connections open at that
+moment) and later messages wait for a free connection instead of failing, so four workers
+against a limit of two send at the speed of two, not at the pace of a refusal a second.
 
 What matters most is knowing, when something goes wrong, whether the server may already hold
 the message. Each connection tracks how far the current transaction got:
@@ -59,6 +63,7 @@ address) before anything is sent. A sender the server cannot take stops the run 
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import smtplib
 import socket
@@ -85,6 +90,8 @@ from pipeline.transport import Outgoing, Transport
 
 if TYPE_CHECKING:
     from _typeshed import ReadableBuffer
+
+_log = logging.getLogger("newsletter.smtp")
 
 __all__ = ["SmtpTransport", "StartTlsRefused", "default_helo_name", "tls_context"]
 
@@ -132,6 +139,8 @@ class _Connection(smtplib.SMTP):
 
     phase: Phase = "idle"
     final_reply: bytes = b""
+    #: Closed and no longer counted by the pool (set once, by :meth:`SmtpTransport._discard`).
+    discarded: bool = False
 
     def data(self, msg: ReadableBuffer | str) -> tuple[int, bytes]:
         # sendmail hands bytes; keep smtplib's contract (str or any buffer) anyway
@@ -206,9 +215,15 @@ class SmtpTransport(Transport):
         self.helo_name = helo_name or settings.helo_name or "localhost"
         self._password = password or ""
         self._ssl_context = ssl_context
-        self._local = threading.local()
         self._lock = threading.Lock()
-        self._open: list[_Connection] = []
+        #: Signalled whenever a connection comes back or goes away.
+        self._returned = threading.Condition(self._lock)
+        #: Open connections nobody is using, and how many are open in all (idle or in use).
+        self._idle: list[_Connection] = []
+        self._count = 0
+        #: How many connections at once the relay allows, once it said so (a 4xx greeting
+        #: while others were open); None: as many as there are sending threads.
+        self.connection_limit: int | None = None
         #: Held while logging in: one login at a time, so a refused one is the only one.
         self._login_lock = threading.Lock()
         #: Why the relay refused us for good (a login, AUTH, TLS): no thread tries again.
@@ -223,7 +238,7 @@ class SmtpTransport(Transport):
     def send(self, message: Outgoing) -> str:
         """Hand one message over; returns the server's queue id, else a generated one."""
         for attempt in (1, 2):
-            conn = self._connection(message.recipient)
+            conn = self._take(message.recipient)
             try:
                 reply = self._transact(conn, message)
             except _ConnectionLost as lost:
@@ -233,6 +248,8 @@ class SmtpTransport(Transport):
                         f"smtp {self.where}: connection lost before the message was sent, "
                         f"twice ({lost})", recipient=message.recipient) from lost.__cause__
                 continue
+            finally:
+                self._give_back(conn)
             return _queue_id(reply) or f"smtp-{uuid.uuid4().hex}"
         raise AssertionError("unreachable")  # pragma: no cover
 
@@ -259,10 +276,12 @@ class SmtpTransport(Transport):
         return None
 
     def close(self) -> None:
-        """QUIT every thread's connection (call once the sending threads are done)."""
+        """QUIT every pooled connection (call once the sending threads are done)."""
         with self._lock:
-            conns, self._open = self._open, []
+            conns, self._idle = self._idle, []
+            self._count -= len(conns)
         for conn in conns:
+            conn.discarded = True
             try:
                 conn.quit()
             except (smtplib.SMTPException, OSError):
@@ -272,25 +291,62 @@ class SmtpTransport(Transport):
 
     # -- connections -------------------------------------------------------------------------
 
-    def _connection(self, recipient: str) -> _Connection:
-        conn: _Connection | None = getattr(self._local, "conn", None)
-        if conn is not None and conn.sock is not None:
-            return conn
-        if conn is not None:
+    def _take(self, recipient: str) -> _Connection:
+        """An idle connection, else a new one while the relay allows more, else the next one
+        given back. A 4xx greeting while others are open is the relay's connection limit:
+        it is learned, and this message waits for a connection rather than failing."""
+        while True:
+            with self._returned:
+                while True:
+                    while self._idle:
+                        conn = self._idle.pop()
+                        if conn.sock is not None:
+                            return conn
+                        conn.discarded = True  # closed by the server while idle
+                        self._count -= 1
+                    if self.connection_limit is None or self._count < self.connection_limit:
+                        self._count += 1
+                        break
+                    self._returned.wait()
+            try:
+                return self._connect(recipient)
+            except TemporaryFailure as exc:
+                with self._returned:
+                    self._count -= 1
+                    limited = (isinstance(exc.__cause__, smtplib.SMTPConnectError)
+                               and self._count > 0)
+                    if limited and self.connection_limit != self._count:
+                        self.connection_limit = self._count
+                        _log.info("smtp %s allows %d connection(s) at once (%s); sending "
+                                  "through those", self.where, self._count, exc)
+                    self._returned.notify()
+                if not limited:
+                    raise
+            except BaseException:
+                with self._returned:
+                    self._count -= 1
+                    self._returned.notify()
+                raise
+
+    def _give_back(self, conn: _Connection) -> None:
+        """Back to the pool, unless it was discarded (then its place is free)."""
+        if conn.discarded:
+            return
+        if conn.sock is None:
             self._discard(conn)
-        conn = self._connect(recipient)
-        self._local.conn = conn
-        with self._lock:
-            self._open.append(conn)
-        return conn
+            return
+        with self._returned:
+            self._idle.append(conn)
+            self._returned.notify()
 
     def _discard(self, conn: _Connection) -> None:
+        """Close ``conn`` and free its place in the pool (once, however often called)."""
         conn.close()
-        with self._lock:
-            if conn in self._open:
-                self._open.remove(conn)
-        if getattr(self._local, "conn", None) is conn:
-            self._local.conn = None
+        with self._returned:
+            if not conn.discarded:
+                conn.discarded = True
+                self._count -= 1
+                self._returned.notify()
 
     def _connect(self, recipient: str) -> _Connection:
         """Open, greet, secure and log in. A refusal no rerun can cure is
