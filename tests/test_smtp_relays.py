@@ -431,3 +431,37 @@ def test_the_default_context_verifies(tls: Tls) -> None:
     assert context is not None
     assert context.verify_mode == ssl.CERT_REQUIRED and context.check_hostname
     assert tls_context(None) is None
+
+
+def test_a_connection_limit_is_learned_and_messages_wait_for_a_free_connection(
+        smtp_server_factory) -> None:
+    """Postfix's connection count limit of 2, four threads sending at once: the third and
+    fourth connections are greeted with 421; the pool learns the limit and the messages go
+    through the two connections, none of them failing."""
+    sink = smtp_server_factory(max_connections=2)
+    transport = SmtpTransport(sink.settings(), None, timeout=10.0)
+    readers = [f"reader{n}@example.com" for n in range(24)]
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def worker(mine: list[str]) -> None:
+        start.wait()
+        for reader in mine:
+            try:
+                transport.send(outgoing(reader))
+            except BaseException as exc:  # noqa: BLE001 - collected for the assert
+                errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(readers[n::4],)) for n in range(4)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    finally:
+        transport.close()
+
+    assert errors == []
+    assert sink.limited > 0 and transport.connection_limit in (1, 2)
+    assert sorted(r.rcpt_tos[0] for r in sink.received) == sorted(readers)
+    assert len(sink.peers) <= 2  # two connections carried every message
