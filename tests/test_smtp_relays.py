@@ -449,7 +449,7 @@ def test_a_connection_limit_is_learned_and_messages_wait_for_a_free_connection(
         for reader in mine:
             try:
                 transport.send(outgoing(reader))
-            except BaseException as exc:  # noqa: BLE001 - collected for the assert
+            except BaseException as exc:
                 errors.append(exc)
 
     threads = [threading.Thread(target=worker, args=(readers[n::4],)) for n in range(4)]
