@@ -43,7 +43,7 @@ MIN_SECRET_BYTES = 32
 #: A host name as it may appear in a URL of ours: ASCII labels (IDNA-encode the others),
 #: or an IPv6 literal.
 _HOST = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*"
-                   r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?$|^\[[0-9A-Fa-f:.]+\]$")
+                   r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\Z|^\[[0-9A-Fa-f:.]+\]\Z")
 #: Sane ranges of the numbers of ``[subscriptions]`` (and the others checked below): a
 #: value beyond them is a typo, not a policy (``confirm_days = 7000000000`` would not even
 #: fit a token's expiry field).
@@ -141,7 +141,7 @@ class SmtpSettings:
     @property
     def tls_mode(self) -> str:
         """``starttls``, ``implicit`` or ``none``: :attr:`tls` when set, else what the older
-        ``starttls`` switch says (DESIGN.md names ``[smtp] starttls``; it keeps working)."""
+        ``starttls`` switch says (the older key; it keeps working)."""
         return self.tls or ("starttls" if self.starttls else "none")
 
 
@@ -173,7 +173,7 @@ class StoreSettings:
 
 @dataclass(frozen=True)
 class SubscriptionSettings:
-    #: Days a confirmation link works (DESIGN.md: 7).
+    #: Days a confirmation link works (7 by default).
     confirm_days: int = 7
     #: Transient bounces in a row that make an address ``bounced``.
     transient_bounce_limit: int = 3

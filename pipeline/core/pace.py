@@ -54,9 +54,10 @@ class Cooldown:
     one thread waits out its backoff, the others must not keep knocking, or the relay's
     window never passes. So a temporary failure pushes back a start time shared by all
     threads; the wait doubles with each failure in a row (failures heard while a pause
-    runs are the same one), from ``base`` up to ``cap`` seconds (60 s spans the minute windows common relays count in), spread by jitter so
-    threads do not return in lockstep, and a success ends the streak. A transport that says
-    how long to wait (``retry_after``) is believed.
+    runs are the same one), from ``base`` up to ``cap`` seconds (60 s spans the minute
+    windows common relays count in), spread by jitter so threads do not return in lockstep,
+    and a success ends the streak. A transport that says how long to wait (``retry_after``)
+    is believed.
     """
 
     def __init__(self, *, base: float = 1.0, cap: float = 60.0,
