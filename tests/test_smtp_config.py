@@ -37,6 +37,8 @@ def test_tls_mode_follows_tls_else_starttls(tmp_path: Path, smtp: str, mode: str
     ('port = 465\ntls = "none"\n', {}, "port 465 speaks TLS from the first byte"),
     ('helo_name = "mail example.org"\n', {}, "[smtp] helo_name: expected the host name"),
     ('helo_name = "mail_relay.example.org"\n', {}, "[smtp] helo_name"),
+    ("", {"NEWSLETTER_SMTP_HELO_NAME": "mail.example.org\n"}, "[smtp] helo_name"),
+    ("", {"NEWSLETTER_SMTP_HOST": "relay.example.org\n"}, "[smtp] host"),
     ('helo_name = "mail.example.org\\r\\nMAIL FROM:<x@evil.example>"\n', {},
      "[smtp] helo_name"),
     ('helo_name = "例子.中国"\n', {}, "IDNA-encode"),
