@@ -24,8 +24,9 @@ clock and no environment, so the tests drive it as they like.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -300,7 +301,8 @@ class Subscriptions:
 
     # -- what the mail system says ---------------------------------------------------------
 
-    def bounce(self, token: str, kind: str, *, now: datetime) -> Subscriber | None:
+    def bounce(self, token: str, kind: str, *, now: datetime,
+               refused: Sequence[str] = ()) -> tuple[Subscriber, str] | None:
         """A delivery status notification came back for the message that carried the
         unsubscribe ``token``: apply ``kind`` (``bounce-permanent``: the address is
         ``bounced``; ``bounce-transient``: counted, and
@@ -314,13 +316,23 @@ class Subscriptions:
         address keeps its status (:meth:`~subscribers.store.Directory.record_mail_event`).
         A permanent bounce applied twice changes nothing; a transient one counts again, so
         the caller makes sure each notification is applied once.
+
+        ``refused`` are the mailboxes the notification says refused (its
+        ``Final-Recipient``). A permanent bounce from a mailbox that is not the subscriber's
+        (they forward our mail to an address that died) counts as transient only: their own
+        mailbox took the mail. None given: the token's word stands. Returns the subscriber
+        as it now is and the kind applied.
         """
         if kind not in ("bounce-permanent", "bounce-transient"):
             raise ValueError(f"not a bounce: {kind!r}")
         try:
             subscriber = self.subscriber_for(token, "unsubscribe", now)
+            if kind == "bounce-permanent" and refused and not any(
+                    _same_mailbox(subscriber.email, address) for address in refused):
+                kind = "bounce-transient"
             return self.store.record_mail_event(
-                subscriber.id, kind, now, transient_limit=self.policy.transient_bounce_limit)
+                subscriber.id, kind, now,
+                transient_limit=self.policy.transient_bounce_limit), kind
         except UnknownSubscriber:
             return None
 
@@ -353,6 +365,18 @@ class Subscriptions:
         return self.store.record_mail_event(subscriber.id, kind, now,
                                             transient_limit=self.policy.transient_bounce_limit,
                                             occurred_at=occurred_at)
+
+
+def _same_mailbox(ours: str, theirs: str) -> bool:
+    """Whether two spellings name one mailbox: case aside, the domain in either form
+    (``bücher.example`` / ``xn--bcher-kva.example``)."""
+    def canonical(address: str) -> str:
+        local, _, domain = address.strip().lower().rpartition("@")
+        with contextlib.suppress(UnicodeError):
+            domain = domain.encode("idna").decode("ascii")
+        return f"{local}@{domain}"
+
+    return canonical(ours) == canonical(theirs)
 
 
 def _address_key(address: str) -> str:

@@ -379,3 +379,39 @@ def test_the_dry_run_names_the_bounce_and_acts_on_nothing(settings, built, reade
     assert lines[0] == "dsn.eml: bounce (bounce-permanent) M***@mail.example.org"
     assert subscriber(settings, reader).status == "active"
     assert (folder / "dsn.eml").exists()
+
+
+def test_a_dead_mailbox_our_reader_forwards_to_is_not_their_bounce(settings, built, reader):
+    """The reader forwards our mail (an alias, a .forward) to a mailbox that died: the
+    notification returns our message, but the mailbox that refused is not theirs. Their own
+    took the mail: a transient bounce is counted, they are not marked bounced."""
+    raw = dsn("postfix-user-unknown", sent_message(settings, built, reader))
+    forwarded = raw.replace(b"Final-Recipient: rfc822; reader@example.net",
+                            b"Final-Recipient: rfc822; old-self@elsewhere.example")
+    assert forwarded != raw
+    drop(settings, {"forwarded.eml": forwarded})
+
+    report = run(settings)
+
+    assert dict(report.bounces) == {"transient": 1}
+    found = subscriber(settings, reader)
+    assert found.status == "active" and found.transient_bounces == 1
+
+
+def test_the_refusing_mailbox_matches_whatever_its_case_or_domain_form(settings, built, reader):
+    raw = dsn("postfix-user-unknown", sent_message(settings, built, reader))
+    shouted = raw.replace(b"Final-Recipient: rfc822; reader@example.net",
+                          b"Final-Recipient: rfc822; <Reader@EXAMPLE.net>")
+    drop(settings, {"shouted.eml": shouted})
+
+    assert dict(run(settings).bounces) == {"permanent": 1}
+    assert subscriber(settings, reader).status == "bounced"
+
+
+def test_a_report_inside_the_returned_message_is_not_read(settings, built):
+    """A DSN about a DSN: only the outer report's recipients count."""
+    inner = dsn("postfix-user-unknown", sent_message(settings, built, "a" * 24))
+    outer = dsn("postfix-delayed", inner)
+    report = read_report(outer)
+    assert report is not None and report.bounce is None
+    assert {r.action for r in report.recipients} == {"delayed"}

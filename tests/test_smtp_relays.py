@@ -465,3 +465,59 @@ def test_a_connection_limit_is_learned_and_messages_wait_for_a_free_connection(
     assert sink.limited > 0 and transport.connection_limit in (1, 2)
     assert sorted(r.rcpt_tos[0] for r in sink.received) == sorted(readers)
     assert len(sink.peers) <= 2  # two connections carried every message
+
+
+def test_a_relay_refusing_every_greeting_for_another_reason_sets_no_limit(
+        smtp_server: SmtpSink) -> None:
+    """A restarting relay says 421 to everyone: that is no connection limit to keep to for
+    the rest of the run."""
+    transport = SmtpTransport(smtp_server.settings(), None, timeout=5.0)
+    smtp_server.refuse_connections(times=3)
+    try:
+        for _ in range(3):
+            with pytest.raises(TemporaryFailure, match=r"421 4\.3\.2"):
+                transport.send(outgoing())
+        sending(transport, outgoing())
+    finally:
+        transport.close()
+    assert transport.connection_limit is None
+
+
+@pytest.mark.parametrize(("reply", "error", "words"), [
+    ((550, "5.4.5 Daily user sending quota exceeded."), SendingStopped, "quota exceeded"),
+    ((552, "5.3.4 Message size exceeds fixed limit"), SendingMisconfigured,
+     "size_budget_kb"),
+])
+def test_a_quota_at_mail_is_a_stop_and_a_size_limit_says_so(
+        smtp_server: SmtpSink, reply: tuple[int, str], error: type, words: str) -> None:
+    smtp_server.fail_next(SENDER, *reply, at="MAIL")
+    transport = SmtpTransport(smtp_server.settings(), None, timeout=5.0)
+    try:
+        with pytest.raises(error, match=words) as raised:
+            transport.send(outgoing())
+    finally:
+        transport.close()
+    assert type(raised.value) is error  # a quota is no configuration error: exit 4
+
+
+def test_exims_5_0_0_user_unknown_at_rcpt_is_a_bounce(smtp_server: SmtpSink) -> None:
+    smtp_server.fail_next(READER, 550, "5.0.0 <{address}>: User unknown")
+    transport = SmtpTransport(smtp_server.settings(), None, timeout=5.0)
+    try:
+        with pytest.raises(PermanentFailure) as raised:
+            transport.send(outgoing())
+    finally:
+        transport.close()
+    assert raised.value.bounce
+
+
+def test_a_relays_reply_reaches_the_report_printable_and_short(smtp_server: SmtpSink) -> None:
+    smtp_server.fail_next(READER, 550, "5.7.1 \x1b[31mred\x1b[0m " + "x" * 2000)
+    transport = SmtpTransport(smtp_server.settings(), None, timeout=5.0)
+    try:
+        with pytest.raises(PermanentFailure) as raised:
+            transport.send(outgoing())
+    finally:
+        transport.close()
+    said = str(raised.value)
+    assert "\x1b" not in said and len(said) < 400 and said.endswith("…")

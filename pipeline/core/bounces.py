@@ -53,8 +53,11 @@ def mailbox_gone(text: str, *, code: int | None = None, status: str | None = Non
     """
     if code is not None and not 500 <= code < 600:
         return False
-    status = status or enhanced_status(text)
-    if status is not None:
+    # 5.0.0 is "other or undefined": Exim writes it for every failure and leaves the real
+    # reason to the reply (a code in it, else its words), at RCPT as in a DSN.
+    if status is None or status.strip() == "5.0.0":
+        status = enhanced_status(text)
+    if status is not None and status.strip() != "5.0.0":
         klass, _, detail = status.strip().partition(".")
         return klass == "5" and detail in GONE_STATUSES
     return bool(_GONE_TEXT.search(text))
@@ -68,7 +71,4 @@ def bounce_kind(status: str, text: str = "") -> BounceKind | None:
     status = (enhanced_status(status) or "").strip()
     if not status.startswith("5."):
         return None
-    # 5.0.0 is "other or undefined": Exim writes it for every failure and leaves the real
-    # code (or only words) to the reply in ``text``, which then decides.
-    gone = mailbox_gone(text) if status == "5.0.0" else mailbox_gone(text, status=status)
-    return "bounce-permanent" if gone else "bounce-transient"
+    return "bounce-permanent" if mailbox_gone(text, status=status) else "bounce-transient"

@@ -52,6 +52,10 @@ class Recipient:
     action: str
     status: str
     diagnostic: str = field(default="", repr=False)
+    #: The ``Final-Recipient`` address, lower case ("" when missing): the mailbox that
+    #: refused. Never used to find a subscriber, only compared with the one the token names
+    #: (a subscriber who forwards our mail to a dead mailbox has a live one of their own).
+    final: str = field(default="", repr=False)
 
     @property
     def bounce(self) -> BounceKind | None:
@@ -82,6 +86,10 @@ class Report:
             if kind in kinds:
                 return kind
         return None
+
+    def refused(self, kind: BounceKind) -> tuple[str, ...]:
+        """The ``Final-Recipient`` addresses of the recipients with verdict ``kind``."""
+        return tuple(r.final for r in self.recipients if r.bounce == kind and r.final)
 
     @property
     def failed(self) -> bool:
@@ -115,7 +123,12 @@ def read_report(mail: bytes | Message) -> Report | None:
 def _read(message: Message) -> Report:
     recipients: list[Recipient] = []
     returned: Message | None = None
-    for part in message.walk():
+    # The report's own parts only: a delivery-status part inside the returned message (a
+    # DSN about a DSN) is not this report's word.
+    parts = message.get_payload() if message.is_multipart() else []
+    for part in parts if isinstance(parts, list) else []:
+        if not isinstance(part, Message):
+            continue
         kind = part.get_content_type()
         if kind in ("message/delivery-status", "message/global-delivery-status"):
             recipients.extend(_recipients(part))
@@ -140,7 +153,8 @@ def _recipients(part: Message) -> list[Recipient]:
             continue  # the per-message block (Reporting-MTA, Arrival-Date, …)
         status = enhanced_status(_text(block.get("Status"))) or ""
         found.append(Recipient(action, status, " ".join(_text(block.get("Diagnostic-Code"))
-                                                         .split())))
+                                                         .split()),
+                               _address(block.get("Final-Recipient"))))
     return found
 
 
@@ -157,6 +171,14 @@ def _blocks(part: Message) -> list[Message]:
     parser = HeaderParser()
     return [parser.parsestr(block.strip() + "\n")
             for block in re.split(r"\r?\n[ \t]*\r?\n", text) if block.strip()]
+
+
+def _address(value: object) -> str:
+    """``rfc822; Jane@Example.org`` → ``jane@example.org`` ("" for another address type)."""
+    kind, _, address = _text(value).partition(";")
+    if kind.strip().lower() not in ("rfc822", "utf-8") or "@" not in address:
+        return ""
+    return address.strip().strip("<>").lower()
 
 
 def _first_word(value: object) -> str:

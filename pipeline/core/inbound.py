@@ -76,6 +76,9 @@ class Verdict:
     sender: str | None = None
     layout: str | None = None
     reference: str | None = field(default=None, repr=False)
+    #: For ``bounce``: the mailboxes that refused (``Final-Recipient``), to compare with the
+    #: token's subscriber, never to find one.
+    refused: tuple[str, ...] = field(default=(), repr=False)
 
 
 def classify(raw: bytes) -> Verdict:
@@ -257,7 +260,7 @@ def _bounce(message: EmailMessage, sender: str | None) -> Verdict:
     if len(report.tokens) > 1:  # our messages carry one token, in both forms
         return Verdict("ignored", "dsn-several-tokens", sender=sender)
     return Verdict("bounce", kind, token=report.tokens[0], sender=sender,
-                   reference=report.message_id)
+                   reference=report.message_id, refused=report.refused(kind))
 
 
 # -- subscribe

@@ -27,10 +27,12 @@ sha256 of the inbox and the mail's name) is recorded in the store
 (:meth:`~subscribers.store.OnceKeys.first_time`). A run that crashed after acting but
 before moving the mail aside finds the key on the next run, and only moves the mail. When the
 confirmation mail cannot be sent, the key is forgotten again and the mail stays where it is,
-for the next run to retry. A transient bounce is counted once per returned message
+for the next run to retry. A bounce is applied once per returned message
 (:func:`bounce_key`), so the same notification delivered twice, or processed again after a
-crash, is not counted twice. Unsubscribes and permanent bounces need no key: done again,
-they change nothing, while a key recorded just before a crash would lose them.
+crash, does not count a transient bounce twice (a permanent one from a mailbox that is not
+the subscriber's counts as transient, so bounces of both kinds are keyed). Unsubscribes
+need no key: done again, they change nothing, while a key recorded just before a crash
+would lose them.
 
 :func:`~pipeline.core.inbound.classify` is pure (bytes in, verdict out); :func:`process` does
 the I/O through the :class:`~pipeline.inbox.Inbox` and the
@@ -189,11 +191,11 @@ def process(inbox: Inbox, subscriptions: Subscriptions, now: datetime, *,
 
 def _once_key(verdict: Verdict, where: str, name: str) -> str | None:
     """The once-only key of a mail to act on, or None for one that needs none: an
-    unsubscribe or a permanent bounce changes nothing when done again after a crash (and a
-    key recorded just before the crash would lose it)."""
+    unsubscribe changes nothing when done again after a crash (and a key recorded just
+    before the crash would lose it)."""
     if verdict.action == "subscribe":
         return mail_key(where, name)
-    if verdict.action == "bounce" and verdict.reason == "bounce-transient":
+    if verdict.action == "bounce":  # a permanent one may be counted as transient too
         assert verdict.token is not None  # noqa: S101 - classify sets it for bounce
         return bounce_key(verdict.token, verdict.reference) or mail_key(where, name)
     return None
@@ -238,9 +240,10 @@ def _act(verdict: Verdict, subscriptions: Subscriptions, now: datetime) -> _Acte
 def _bounce(verdict: Verdict, subscriptions: Subscriptions, now: datetime) -> _Acted:
     assert verdict.token is not None  # noqa: S101 - classify sets it for bounce
     try:
-        subscriber = subscriptions.bounce(verdict.token, verdict.reason, now=now)
+        applied = subscriptions.bounce(verdict.token, verdict.reason, now=now,
+                                       refused=verdict.refused)
     except TokenError:
         return _Acted("bad-token", "ignored")
-    if subscriber is None:
+    if applied is None:
         return _Acted("ignored", "ignored", "dsn-no-subscriber")
-    return _Acted("bounce", "processed", verdict.reason.removeprefix("bounce-"))
+    return _Acted("bounce", "processed", applied[1].removeprefix("bounce-"))

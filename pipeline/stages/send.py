@@ -539,7 +539,7 @@ class Sender:
         except SendingStopped as exc:
             # The account refused before taking it: nothing went out, the next run sends it
             # (or, for a refusal no rerun cures, the next run after the fix).
-            self.store.release(issue, subscriber_id)
+            self._release(subscriber_id, report, "released")
             self._halt(str(exc), exc.exit_code)
             return
         except BaseException:

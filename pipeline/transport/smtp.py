@@ -76,7 +76,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pipeline.config import SmtpSettings, is_host_name
 from pipeline.core.addresses import UnsendableAddress, wire_address
-from pipeline.core.bounces import mailbox_gone
+from pipeline.core.bounces import enhanced_status, mailbox_gone
 from pipeline.errors import (
     ConfigError,
     PermanentFailure,
@@ -100,9 +100,14 @@ Phase = Literal["idle", "envelope", "body", "verdict"]
 #: Texts that mean the *account* cannot send now, whatever code carries them.
 _STOPPED = re.compile(
     r"daily message quota exceeded|account is paused|account paused|sending (?:is )?paused"
-    r"|account (?:is )?suspended",
+    r"|account (?:is )?suspended|quota exceeded|sending limit exceeded",
     re.IGNORECASE,
 )
+#: A greeting refused for the number of connections (Postfix, Exim, Sendmail wordings).
+_TOO_MANY = re.compile(r"too many (?:concurrent )?(?:smtp )?connections|connection (?:count )?"
+                       r"limit|too many sessions", re.IGNORECASE)
+#: How much of a relay's reply is kept: enough for any real one.
+_REPLY_CHARS = 300
 _THROTTLED = re.compile(r"throttling|maximum sending rate exceeded", re.IGNORECASE)
 #: A 5xx that asks for a login or TLS first (530 at MAIL or RCPT, whatever the code).
 _NEEDS_AUTH = re.compile(r"authentication required|must issue a starttls|must (?:first )?"
@@ -221,6 +226,8 @@ class SmtpTransport(Transport):
         #: Open connections nobody is using, and how many are open in all (idle or in use).
         self._idle: list[_Connection] = []
         self._count = 0
+        #: Of ``_count``, those still being opened (greeting, TLS, login).
+        self._connecting = 0
         #: How many connections at once the relay allows, once it said so (a 4xx greeting
         #: while others were open); None: as many as there are sending threads.
         self.connection_limit: int | None = None
@@ -306,27 +313,38 @@ class SmtpTransport(Transport):
                         self._count -= 1
                     if self.connection_limit is None or self._count < self.connection_limit:
                         self._count += 1
+                        self._connecting += 1
                         break
                     self._returned.wait()
             try:
-                return self._connect(recipient)
+                conn = self._connect(recipient)
             except TemporaryFailure as exc:
                 with self._returned:
                     self._count -= 1
+                    self._connecting -= 1
+                    # A greeting that says "too many connections" while others are open
+                    # (or opening: the relay counts them from accept) is a limit; a relay
+                    # refusing every greeting for another reason (restarting) sets none.
+                    others = self._count
                     limited = (isinstance(exc.__cause__, smtplib.SMTPConnectError)
-                               and self._count > 0)
-                    if limited and self.connection_limit != self._count:
-                        self.connection_limit = self._count
+                               and others > 0 and bool(_TOO_MANY.search(str(exc))))
+                    if limited and (self.connection_limit or others + 1) > others:
+                        self.connection_limit = others
                         _log.info("smtp %s allows %d connection(s) at once (%s); sending "
-                                  "through those", self.where, self._count, exc)
+                                  "through those", self.where, others, exc)
                     self._returned.notify()
                 if not limited:
                     raise
+                continue
             except BaseException:
                 with self._returned:
                     self._count -= 1
+                    self._connecting -= 1
                     self._returned.notify()
                 raise
+            with self._returned:
+                self._connecting -= 1
+            return conn
 
     def _give_back(self, conn: _Connection) -> None:
         """Back to the pool, unless it was discarded (then its place is free)."""
@@ -593,6 +611,9 @@ class SmtpTransport(Transport):
                         if self.settings.tls_mode == "none" else "the relay wants TLS first")
             return ("the relay wants a login first: set [smtp] username (and "
                     "NEWSLETTER_SMTP_PASSWORD)")
+        if stage == "MAIL" and (code == 552 or enhanced_status(said) == "5.3.4"):
+            return ("the relay refuses a message this size: lower [issue] size_budget_kb, or "
+                    "raise the relay's message size limit")
         if stage == "MAIL" or (stage == "RCPT" and _SENDER_REFUSED.search(said)):
             return ("the relay refuses the sender: check [delivery] from and [smtp] "
                     "return_path (the relay must allow this sender)")
@@ -674,10 +695,13 @@ def _close(conn: smtplib.SMTP | None) -> None:
 
 
 def _reply(code: int, text: bytes | str) -> str:
-    """One line: ``454 4.7.0 Throttling failure: …`` (multi-line replies joined)."""
+    """One line: ``454 4.7.0 Throttling failure: …`` (multi-line replies joined), printable
+    only (a relay's escape codes never reach the terminal) and at most ``_REPLY_CHARS``
+    long (the reason is kept in the ledger and the report for every recipient)."""
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
-    return " ".join(f"{code} {text}".split())
+    line = " ".join("".join(c if c.isprintable() else " " for c in f"{code} {text}").split())
+    return line if len(line) <= _REPLY_CHARS else line[:_REPLY_CHARS - 1] + "…"
 
 
 def _describe(exc: BaseException) -> str:
