@@ -156,6 +156,12 @@ def _list_unsubscribe(message: Message) -> list[Check]:
     mailto = [entry for entry in entries if entry.lower().startswith("mailto:")]
     if not values:
         url = Check("list-unsubscribe-https", False, "no List-Unsubscribe header")
+    elif len(values) > 1:
+        # Which one a provider uses, and which one DKIM signed (the last), is anyone's
+        # guess: a header added on the way may point the one-click POST elsewhere.
+        url = Check("list-unsubscribe-https", False,
+                    f"List-Unsubscribe appears {len(values)} times (one is ours; another was "
+                    "added on the way)")
     elif https:
         url = Check("list-unsubscribe-https", True,
                     f"List-Unsubscribe has an https URL ({_shown_url(https[0])})")
@@ -203,7 +209,9 @@ def _names(h: str) -> list[str]:
 
 
 def _is_aligned(d: str, from_domain: str) -> bool:
-    """``d=`` is the From domain, or a parent of it (not a bare top-level label)."""
+    """``d=`` is the From domain, or a parent of it (not a bare top-level label; a public
+    suffix such as ``co.uk`` is not told apart without the public suffix list, which this
+    offline check does not carry)."""
     d = _ascii_domain(d)
     return bool(d and from_domain) and (
         d == from_domain or ("." in d and from_domain.endswith("." + d)))
