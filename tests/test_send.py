@@ -449,44 +449,36 @@ def test_a_refusal_no_rerun_can_cure_stops_with_exit_2_and_fails_nobody(
     assert len(store.ledger(SAMPLE_WEEK)) == 2 < len(subscribers)
 
 
-def test_a_relay_window_is_waited_out_and_everyone_gets_one_copy(
+#: Relay limits as Postfix enforces them (the sink's options), the readers and the workers.
+RELAY_LIMITS = {
+    # smtpd_client_message_rate_limit: 4 messages per 2 s. Retrying a message a few times a
+    # second apart cannot outlast the window; the shared cooldown and the rounds can.
+    "message rate": ({"message_rate": (4, 2.0)}, 10, 3),
+    # smtpd_client_connection_count_limit = 2 against 4 workers: the third and fourth
+    # connections are greeted with 421 for as long as the first two are open.
+    "connection count": ({"max_connections": 2}, 16, 4),
+}
+
+
+@pytest.mark.parametrize("limit", sorted(RELAY_LIMITS))
+def test_a_relay_limit_is_waited_out_and_everyone_gets_one_copy(
         smtp_server_factory: Callable[..., SmtpSink], built: BuiltIssue, store: SqliteStore,
-        messages: Messages) -> None:
-    """Postfix's ``smtpd_client_message_rate_limit``, for real on the wall clock: 4 messages
-    per 2 s, 10 readers, 3 workers. Retrying a message a few times a second apart cannot
-    outlast the window; the shared cooldown and the rounds after the walk do."""
-    sink = smtp_server_factory(message_rate=(4, 2.0))
-    subscribers = subscribe(store, 10)
+        messages: Messages, limit: str) -> None:
+    """For real, on the wall clock."""
+    options, readers, workers = RELAY_LIMITS[limit]
+    sink = smtp_server_factory(**options)
+    subscribers = subscribe(store, readers)
     transport = SmtpTransport(sink.settings(), None, timeout=10.0)
     try:
-        sender = Sender(built, store, transport, messages, rate=None, concurrency=3,
+        sender = Sender(built, store, transport, messages, rate=None, concurrency=workers,
                         retry_seconds=120)
         report = sender.run(SendOptions())
     finally:
         transport.close()
 
     assert sink.limited > 0  # the relay did refuse some
-    assert (report.sent, report.failed, report.temporary, report.stopped) == (10, 0, 0, None)
-    assert recipients(sink.received) == once_each(subscribers)
-
-
-def test_a_relay_connection_limit_below_the_workers_still_reaches_everyone_once(
-        smtp_server_factory: Callable[..., SmtpSink], built: BuiltIssue, store: SqliteStore,
-        messages: Messages) -> None:
-    """Postfix's ``smtpd_client_connection_count_limit`` = 2 against 4 workers: two workers
-    are greeted with 421 for as long as the other two hold their connections."""
-    sink = smtp_server_factory(max_connections=2)
-    subscribers = subscribe(store, 16)
-    transport = SmtpTransport(sink.settings(), None, timeout=10.0)
-    try:
-        sender = Sender(built, store, transport, messages, rate=None, concurrency=4,
-                        retry_seconds=120)
-        report = sender.run(SendOptions())
-    finally:
-        transport.close()
-
-    assert sink.limited > 0
-    assert (report.sent, report.failed, report.temporary, report.stopped) == (16, 0, 0, None)
+    assert (report.sent, report.failed, report.temporary, report.stopped) \
+        == (readers, 0, 0, None)
     assert recipients(sink.received) == once_each(subscribers)
 
 
