@@ -20,7 +20,10 @@ temp folder with ``pipeline.stages.build.build``; nothing is written in the work
   a child process: in-process it would share the GIL with the client and cap every path at
   the same rate, hiding what concurrency buys; a real relay is another machine too.
   ``client CPU`` is this process's CPU time per message (all its threads, not the sink's):
-  where the sink is the bottleneck, it shows what each path costs the sending side.
+  where the sink is the bottleneck, it shows what each path costs the sending side. Then a
+  relay's connection limit: four workers against a sink that greets the third connection
+  with ``421 too many connections`` (the transport's pool learns the limit and sends
+  through two), beside the baseline of two workers and no limit.
 * **memory**: ``Sender.run`` with a ``NullTransport`` (returns an id, keeps nothing) over
   stores of growing size. ``peak KB`` is tracemalloc's peak during ``Sender.run`` alone
   (store created and filled before tracing starts); ``µs/msg`` comes from a separate run
@@ -303,13 +306,18 @@ class CountingHandler:
         return "250 OK"
 
 
-def serve_sink(port: int, pipe: Connection) -> None:
-    """The child process: a sink on ``port`` that reports its count on request."""
+def serve_sink(port: int, pipe: Connection, max_connections: int | None = None) -> None:
+    """The child process: a sink on ``port`` that reports its count on request. With
+    ``max_connections``, the connection beyond that many open ones is greeted with ``421
+    too many connections`` and closed, as Postfix's ``smtpd_client_connection_count_limit``
+    does."""
     from aiosmtpd.controller import Controller
 
     handler = CountingHandler()
     controller = Controller(handler, hostname=HOST, port=port, server_hostname="sink.bench",
                             ready_timeout=10.0)
+    if max_connections is not None:
+        limit_connections(controller, max_connections)
     controller.start()
     pipe.send("ready")
     try:
@@ -317,6 +325,34 @@ def serve_sink(port: int, pipe: Connection) -> None:
             pipe.send(handler.count)
     finally:
         controller.stop()
+
+
+def limit_connections(controller: Any, most: int) -> None:
+    """Refuse, at the greeting, a connection beyond ``most`` open ones."""
+    make = controller.factory
+    open_now = [0]
+
+    def factory() -> Any:
+        smtp = make()
+        made, lost = smtp.connection_made, smtp.connection_lost
+
+        def connection_made(transport: Any) -> None:
+            if open_now[0] >= most:
+                transport.write(b"421 4.7.0 sink.bench Error: too many connections\r\n")
+                transport.close()
+                smtp.connection_lost = lambda error: None
+                return
+            open_now[0] += 1
+            made(transport)
+
+        def connection_lost(error: Exception | None) -> None:
+            open_now[0] -= 1
+            lost(error)
+
+        smtp.connection_made, smtp.connection_lost = connection_made, connection_lost
+        return smtp
+
+    controller.factory = factory
 
 
 def free_port() -> int:
@@ -329,11 +365,12 @@ def free_port() -> int:
 class Sink:
     """A counting aiosmtpd sink on 127.0.0.1, in a child process."""
 
-    def __init__(self) -> None:
+    def __init__(self, max_connections: int | None = None) -> None:
         self.port = free_port()
         context = multiprocessing.get_context("spawn")
         self._pipe, child = context.Pipe()
-        self._process = context.Process(target=serve_sink, args=(self.port, child), daemon=True)
+        self._process = context.Process(target=serve_sink,
+                                        args=(self.port, child, max_connections), daemon=True)
 
     def __enter__(self) -> Sink:
         self._process.start()
@@ -403,6 +440,24 @@ def bench_smtp(setup: Setup, count: int, concurrencies: Sequence[int]) -> list[S
             results.append(checked(SmtpResult("Sender+SmtpTransport", concurrency, report.sent,
                                               sink.count() - before, watch.wall, watch.cpu),
                                    count))
+    results.extend(bench_connection_limit(setup, count))
+    return results
+
+
+def bench_connection_limit(setup: Setup, count: int) -> list[SmtpResult]:
+    """Four workers against a relay that allows two connections (the pool learns the limit
+    from the 421 greeting and sends through the two), against two workers and no limit:
+    what a relay's limit costs, at best nothing."""
+    results = []
+    for path, workers, limit in (("2 workers, no limit", 2, None),
+                                 ("4 workers, relay allows 2", 4, 2)):
+        with Sink(max_connections=limit) as sink:
+            store = fill_store(setup.folder / f"limit-{workers}.sqlite3", count, setup.now)
+            with store, SmtpTransport(SmtpSettings(host=HOST, port=sink.port, starttls=False),
+                                      None) as transport:
+                report, watch = timed_send(setup, store, transport, workers)
+            results.append(checked(SmtpResult(path, workers, report.sent, sink.count(),
+                                              watch.wall, watch.cpu), count))
     return results
 
 
