@@ -500,6 +500,7 @@ def test_a_mailbox_that_does_not_exist_is_marked_bounced_and_gets_no_later_issue
     assert not by_id[refused.id]["bounced"] and by_id[refused.id]["permanent"]
     assert store.get(gone.id).status == "bounced"
     assert store.get(refused.id).status == "active"
+    assert store.feedback_counts(SAMPLE_WEEK)["bounce"] == 1  # in the issue's bounce rate
     assert "bounced 1 (of the failed)" in report.summary()
     assert pipeline.stages.send.stop_error(report) is None  # the list went through
 

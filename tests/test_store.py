@@ -866,6 +866,21 @@ def test_feedback_is_noted_on_the_ledger_row_of_its_message(store):
         store.record_feedback("ses-a", "opened", NOW)
 
 
+def test_a_refusal_saying_the_mailbox_is_gone_counts_as_a_bounce(store):
+    """An SMTP relay's 550 5.1.1 at RCPT: the message failed for good, and the issue's
+    bounce rate counts it as SES's bounce notification would; other failures do not."""
+    gone, refused, sent = (active(store, f"{n}@example.org") for n in ("gone", "no", "ok"))
+    for sid in (gone, refused, sent):
+        assert store.claim(ISSUE, sid, NOW)
+    store.mark_failed(ISSUE, gone, "550 5.1.1 User unknown", True, NOW, bounce=True)
+    store.mark_failed(ISSUE, refused, "550 5.7.1 policy", True, NOW)
+    store.mark_sent(ISSUE, sent, "queued-1", NOW)
+    store.mark_failed(ISSUE, sent, "late 5.1.1", True, NOW, bounce=True)  # sent stays sent
+    assert store.feedback_counts(ISSUE) == {"bounce": 1, "complaint": 0}
+    assert store.ledger_entry(ISSUE, gone).status == "failed"
+    assert store.ledger_entry(ISSUE, sent).status == "sent"
+
+
 def test_expire_in_flight_of_one_shard_leaves_the_others_alone(store):
     from subscribers.shards import Shard
 

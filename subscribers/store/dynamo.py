@@ -858,10 +858,17 @@ class DynamoStore(Resource):
                      now=encode_time(now), one=1)
 
     def mark_failed(self, issue_id: str, subscriber_id: str, reason: str, permanent: bool,
-                    now: datetime) -> None:
+                    now: datetime, *, bounce: bool = False) -> None:
         """The transport refused the message; ``permanent`` if this recipient never will
-        take it. A ``sent`` row is never downgraded (the update's condition)."""
+        take it, ``bounce`` noted as the row's feedback (a complaint already there stays).
+        A ``sent`` row is never downgraded (the update's condition)."""
         self._record_not_sent(issue_id, subscriber_id, "failed", reason, permanent, now)
+        if bounce:
+            with contextlib.suppress(_Refused):  # feedback already there, or delivered
+                self._update(self.ledger_table, _ledger_key(issue_id, subscriber_id),
+                             "SET #feedback = :kind",
+                             "#status = :failed AND attribute_not_exists(#feedback)",
+                             kind="bounce", failed="failed")
 
     def mark_unconfirmed(self, issue_id: str, subscriber_id: str, reason: str,
                          now: datetime) -> None:

@@ -773,10 +773,16 @@ class SqliteStore(Resource):
             conn.execute(_RECORD_SENT, (issue_id, subscriber_id, message_id, encode_time(now)))
 
     def mark_failed(self, issue_id: str, subscriber_id: str, reason: str, permanent: bool,
-                    now: datetime) -> None:
+                    now: datetime, *, bounce: bool = False) -> None:
         """The transport refused the message; ``permanent`` if this recipient never will
-        take it. A ``sent`` row is never downgraded."""
+        take it, ``bounce`` noted as the row's feedback (a complaint already there stays).
+        A ``sent`` row is never downgraded."""
         self._record_not_sent(issue_id, subscriber_id, "failed", reason, permanent, now)
+        if bounce:
+            with self._using() as conn:
+                conn.execute("UPDATE ledger SET feedback = 'bounce' WHERE issue_id = ? AND "
+                             "subscriber_id = ? AND status = 'failed' AND feedback IS NULL",
+                             (issue_id, subscriber_id))
 
     def mark_unconfirmed(self, issue_id: str, subscriber_id: str, reason: str,
                          now: datetime) -> None:
