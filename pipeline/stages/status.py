@@ -16,7 +16,8 @@ The delivery numbers come from the ledger (the truth, across shards and machines
 does the list of unconfirmed recipients (by id, with the reason), whichever run left them; the
 report parts written by each ``send`` (``send-report*.json``) add how the runs ended.
 Bounce and complaint rates are per issue, from SES's events noted on the ledger rows (and
-the SMTP refusals that said a mailbox does not exist), set against Gmail's and Yahoo's 0.3 % complaint line and SES's 5 % bounce review line.
+the SMTP refusals that said a mailbox does not exist), set against Gmail's and Yahoo's
+0.3 % complaint line and SES's 5 % bounce review line.
 
 The exit code makes it a check a scheduler can use: 0 the week's issue is sent in full;
 3 it waits for approval (or has a blocking problem); 4 it is built but not (fully) sent,
