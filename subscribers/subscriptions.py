@@ -301,8 +301,8 @@ class Subscriptions:
 
     # -- what the mail system says ---------------------------------------------------------
 
-    def bounce(self, token: str, kind: str, *, now: datetime,
-               refused: Sequence[str] = ()) -> tuple[Subscriber, str] | None:
+    def bounce(self, token: str, kind: str, *, now: datetime, refused: Sequence[str] = (),
+               issue_id: str | None = None) -> tuple[Subscriber, str] | None:
         """A delivery status notification came back for the message that carried the
         unsubscribe ``token``: apply ``kind`` (``bounce-permanent``: the address is
         ``bounced``; ``bounce-transient``: counted, and
@@ -320,8 +320,10 @@ class Subscriptions:
         ``refused`` are the mailboxes the notification says refused (its
         ``Final-Recipient``). A permanent bounce from a mailbox that is not the subscriber's
         (they forward our mail to an address that died) counts as transient only: their own
-        mailbox took the mail. None given: the token's word stands. Returns the subscriber
-        as it now is and the kind applied.
+        mailbox took the mail. None given: the token's word stands. A permanent bounce of
+        the message of ``issue_id`` (the issue its ``Message-ID`` names) is noted on that
+        ledger row too, for the issue's bounce rate (as SES's notifications are). Returns
+        the subscriber as it now is and the kind applied.
         """
         if kind not in ("bounce-permanent", "bounce-transient"):
             raise ValueError(f"not a bounce: {kind!r}")
@@ -330,6 +332,8 @@ class Subscriptions:
             if kind == "bounce-permanent" and refused and not any(
                     _same_mailbox(subscriber.email, address) for address in refused):
                 kind = "bounce-transient"
+            if kind == "bounce-permanent" and issue_id:
+                self.store.note_feedback(issue_id, subscriber.id, "bounce")
             return self.store.record_mail_event(
                 subscriber.id, kind, now,
                 transient_limit=self.policy.transient_bounce_limit), kind

@@ -24,7 +24,7 @@ from conftest import SAMPLE_FEED, SAMPLE_WEEK, run_newsletter
 from pipeline.cli import inbox as inbox_command
 from pipeline.config import Settings, load
 from pipeline.core.bounces import bounce_kind
-from pipeline.core.dsn import read_report
+from pipeline.core.dsn import issue_of, read_report
 from pipeline.core.inbound import classify
 from pipeline.core.message import Messages
 from pipeline.stages.build import build
@@ -415,3 +415,27 @@ def test_a_report_inside_the_returned_message_is_not_read(settings, built):
     report = read_report(outer)
     assert report is not None and report.bounce is None
     assert {r.action for r in report.recipients} == {"delayed"}
+
+
+def test_our_message_id_names_the_issue(settings, built):
+    raw = sent_message(settings, built, "a" * 24)
+    message_id = next(line.split(":", 1)[1].strip() for line in raw.decode().splitlines()
+                      if line.lower().startswith("message-id:"))
+    assert issue_of(message_id) == built.id == SAMPLE_WEEK
+    assert issue_of("<2026-W48.0123@elsewhere>") is None and issue_of(None) is None
+
+
+def test_a_permanent_bounce_counts_in_its_issues_bounce_rate(settings, built, reader):
+    """The returned message's Message-ID names the issue: the bounce is noted on the
+    reader's ledger row of that issue, as SES's notifications are, for ``status``."""
+    with open_store(settings) as store:
+        assert store.claim(SAMPLE_WEEK, reader, NOW)
+        store.mark_sent(SAMPLE_WEEK, reader, "queued-1", NOW)
+    drop(settings, {"dsn.eml": dsn("postfix-user-unknown",
+                                   sent_message(settings, built, reader))})
+
+    run(settings)
+
+    with open_store(settings) as store:
+        assert store.feedback_counts(SAMPLE_WEEK) == {"bounce": 1, "complaint": 0}
+        assert store.ledger_entry(SAMPLE_WEEK, reader).status == "sent"

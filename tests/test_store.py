@@ -30,6 +30,7 @@ from subscribers.model import AddOutcome, NewSubscriber
 from subscribers.store import (
     DeliveryStore,
     Directory,
+    Feedback,
     Imports,
     Interests,
     Leases,
@@ -193,7 +194,7 @@ def test_store_has_every_method_of_the_interface(implementation):
                 == list(inspect.signature(member).parameters)), name
 
 
-ROLES = (Directory, Imports, Interests, Ledger, Leases, OnceKeys, Quotas)
+ROLES = (Directory, Imports, Interests, Ledger, Feedback, Leases, OnceKeys, Quotas)
 
 
 def methods(protocol: type) -> set[str]:
@@ -204,16 +205,16 @@ def methods(protocol: type) -> set[str]:
 
 def test_the_roles_are_small_and_share_no_method():
     """Each role a consumer can be typed against stays small, and the whole store is
-    exactly the seven roles (and ``close``): no method belongs to two, none to no role."""
+    exactly the eight roles (and ``close``): no method belongs to two, none to no role."""
     owned = [methods(role) for role in ROLES]
     assert all(len(names) <= 12 for names in owned), [len(names) for names in owned]
     assert sum(len(names) for names in owned) == len(set().union(*owned))
     assert set().union(*owned) | {"close"} == methods(SubscriberStore)
     assert methods(DeliveryStore) == (methods(Directory) | methods(Interests)
-                                      | methods(Ledger))
+                                      | methods(Ledger) | methods(Feedback))
     assert methods(SubscriptionStore) == (methods(Directory) | methods(Interests)
-                                          | methods(Ledger) | methods(OnceKeys)
-                                          | methods(Quotas))
+                                          | methods(Ledger) | methods(Feedback)
+                                          | methods(OnceKeys) | methods(Quotas))
 
 
 @pytest.mark.parametrize("implementation", [SqliteStore, DynamoStore])
@@ -867,18 +868,26 @@ def test_feedback_is_noted_on_the_ledger_row_of_its_message(store):
 
 
 def test_a_refusal_saying_the_mailbox_is_gone_counts_as_a_bounce(store):
-    """An SMTP relay's 550 5.1.1 at RCPT: the message failed for good, and the issue's
-    bounce rate counts it as SES's bounce notification would; other failures do not."""
+    """An SMTP relay's 550 5.1.1 at RCPT (or a bounce notification returning the issue's
+    message): noted on the row of (issue, subscriber), for the issue's bounce rate."""
     gone, refused, sent = (active(store, f"{n}@example.org") for n in ("gone", "no", "ok"))
     for sid in (gone, refused, sent):
         assert store.claim(ISSUE, sid, NOW)
-    store.mark_failed(ISSUE, gone, "550 5.1.1 User unknown", True, NOW, bounce=True)
+    store.mark_failed(ISSUE, gone, "550 5.1.1 User unknown", True, NOW)
+    assert store.note_feedback(ISSUE, gone, "bounce")
     store.mark_failed(ISSUE, refused, "550 5.7.1 policy", True, NOW)
     store.mark_sent(ISSUE, sent, "queued-1", NOW)
-    store.mark_failed(ISSUE, sent, "late 5.1.1", True, NOW, bounce=True)  # sent stays sent
     assert store.feedback_counts(ISSUE) == {"bounce": 1, "complaint": 0}
-    assert store.ledger_entry(ISSUE, gone).status == "failed"
-    assert store.ledger_entry(ISSUE, sent).status == "sent"
+    # A bounce notification for a message that was sent; then its reader complains.
+    assert store.note_feedback(ISSUE, sent, "bounce")
+    assert store.note_feedback(ISSUE, sent, "complaint")
+    assert store.note_feedback(ISSUE, sent, "bounce")  # a complaint stays one
+    assert store.feedback_counts(ISSUE) == {"bounce": 1, "complaint": 1}
+    assert not store.note_feedback("2026-W01", gone, "bounce")  # no such row: nothing made
+    assert store.feedback_counts("2026-W01") == {"bounce": 0, "complaint": 0}
+    assert store.ledger("2026-W01") == {}
+    with pytest.raises(ValueError):
+        store.note_feedback(ISSUE, gone, "opened")
 
 
 def test_expire_in_flight_of_one_shard_leaves_the_others_alone(store):

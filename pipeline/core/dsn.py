@@ -36,7 +36,7 @@ from email.parser import BytesHeaderParser, HeaderParser
 
 from pipeline.core.bounces import BounceKind, bounce_kind, enhanced_status
 
-__all__ = ["Recipient", "Report", "is_report", "read_report"]
+__all__ = ["Recipient", "Report", "is_report", "issue_of", "read_report"]
 
 #: Only the first this many bytes of a part are read: a returned message can be large.
 _MAX_PART = 1_000_000
@@ -95,6 +95,18 @@ class Report:
     def failed(self) -> bool:
         """Whether any recipient's ``Action`` is ``failed`` (whatever its status)."""
         return any(recipient.action == "failed" for recipient in self.recipients)
+
+
+#: Our ``Message-ID``, as :meth:`pipeline.core.message.Messages.build` writes it:
+#: ``<2026-W48.<16 hex>@domain>``.
+_OUR_MESSAGE_ID = re.compile(r"^<(\d{4}-W\d{2})\.[0-9a-f]{16}@[^>]+>$")
+
+
+def issue_of(message_id: str | None) -> str | None:
+    """The issue a ``Message-ID`` of ours names (``2026-W48``), else None: what a bounce
+    notification returning our message says about which issue bounced."""
+    found = _OUR_MESSAGE_ID.match(message_id or "")
+    return found.group(1) if found else None
 
 
 def is_report(message: Message) -> bool:

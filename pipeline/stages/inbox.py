@@ -51,6 +51,7 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
+from pipeline.core.dsn import issue_of
 from pipeline.core.inbound import Verdict, classify
 from pipeline.errors import PermanentFailure, TransportError, Unconfirmed
 from pipeline.inbox import Inbox, Outcome, mail_key
@@ -241,7 +242,8 @@ def _bounce(verdict: Verdict, subscriptions: Subscriptions, now: datetime) -> _A
     assert verdict.token is not None  # noqa: S101 - classify sets it for bounce
     try:
         applied = subscriptions.bounce(verdict.token, verdict.reason, now=now,
-                                       refused=verdict.refused)
+                                       refused=verdict.refused,
+                                       issue_id=issue_of(verdict.reference))
     except TokenError:
         return _Acted("bad-token", "ignored")
     if applied is None:

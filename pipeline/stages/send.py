@@ -578,9 +578,9 @@ class Sender:
         the address is marked bounced too (as SES's bounce notification would), so that no
         later issue is sent to it."""
         now_ = self.clock()
-        self.store.mark_failed(self.built.id, subscriber_id, str(exc), True, now_,
-                               bounce=exc.bounce)
+        self.store.mark_failed(self.built.id, subscriber_id, str(exc), True, now_)
         if exc.bounce:
+            self.store.note_feedback(self.built.id, subscriber_id, "bounce")
             self.store.record_mail_event(subscriber_id, "bounce-permanent", now_,
                                          transient_limit=self.transient_limit)
         with self.lock:

@@ -39,7 +39,7 @@ from subscribers.model import LAYOUTS, STATUSES
 if TYPE_CHECKING:
     from pipeline.archive import Archive
     from pipeline.config import Settings
-    from subscribers.store import DeliveryStore, Ledger
+    from subscribers.store import DeliveryStore
 
 #: Gmail's and Yahoo's bulk-sender line for spam complaints, and SES's review line for
 #: bounces: above them, mail stops landing (or the account is reviewed).
@@ -274,7 +274,7 @@ def gather(settings: Settings, week_id: str, store: DeliveryStore, archive: Arch
     return week, history, store.count_by()
 
 
-def _issue_rates(store: Ledger, week_id: str, ledger: Mapping[str, int] | None = None
+def _issue_rates(store: DeliveryStore, week_id: str, ledger: Mapping[str, int] | None = None
                  ) -> IssueRates:
     feedback = store.feedback_counts(week_id)
     sent = (ledger if ledger is not None else store.ledger_counts(week_id)).get("sent", 0)

@@ -1,18 +1,20 @@
 """Where subscribers and the delivery ledger live: the store's interface, one role at a time.
 
-The store does seven jobs, and each consumer needs only some of them, so the interface is
-seven small Protocols, one per role:
+The store does eight jobs, and each consumer needs only some of them, so the interface is
+eight small Protocols, one per role:
 
 * :class:`Directory`: subscribers, their consent, and the suppressed (removed) addresses;
 * :class:`Imports`: many addresses added at once, with :class:`Directory`'s rules (an import);
 * :class:`Interests`: the areas readers follow, as the email variants to render, and the
   catalog of areas the archive holds (what a reader may pick from);
-* :class:`Ledger`: the per-issue delivery ledger, and the feedback SES sends about it;
+* :class:`Ledger`: the per-issue delivery ledger;
+* :class:`Feedback`: the bounces and complaints noted on it (SES's notifications, an SMTP
+  relay's refusals, bounce notifications in the inbox);
 * :class:`Leases`: named leases, so two runs of one issue (or shard) never send side by side;
 * :class:`OnceKeys`: keys of messages already handled (SNS deliveries, inbound mails);
 * :class:`Quotas`: fixed-window rate counters (the subscription app's limits).
 
-:class:`SubscriberStore` is all seven, and what the wiring opens (``pipeline.wiring.open_store``,
+:class:`SubscriberStore` is all eight, and what the wiring opens (``pipeline.wiring.open_store``,
 by ``[store] backend``); a consumer is typed against the roles it uses:
 :class:`DeliveryStore` for the send loop and ``newsletter status``, :class:`SubscriptionStore`
 for the subscription actions, :class:`Leases` alone for the run lock. The adapters,
@@ -74,6 +76,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DeliveryStore",
     "Directory",
+    "Feedback",
     "Imports",
     "Interests",
     "Leases",
@@ -200,11 +203,7 @@ class Ledger(Protocol):
                   now: datetime) -> None: ...
 
     def mark_failed(self, issue_id: str, subscriber_id: str, reason: str, permanent: bool,
-                    now: datetime, *, bounce: bool = False) -> None:
-        """The transport refused the message; ``permanent`` for good. ``bounce``: the
-        refusal said the mailbox does not exist, noted as the row's ``bounce`` feedback
-        (as an SES bounce notification is), so the issue's bounce rate counts it."""
-        ...
+                    now: datetime) -> None: ...
 
     def mark_unconfirmed(self, issue_id: str, subscriber_id: str, reason: str,
                          now: datetime) -> None: ...
@@ -223,20 +222,32 @@ class Ledger(Protocol):
         unconfirmed."""
         ...
 
-    def record_feedback(self, message_id: str, kind: str, now: datetime) -> str | None:
-        """Note a bounce or complaint (``FEEDBACK``) on the ledger row of the message SES
-        called ``message_id``; the issue's id, or None if no row has that id."""
-        ...
-
-    def feedback_counts(self, issue_id: str) -> dict[str, int]:
-        """Ledger rows of the issue with each kind of feedback (every kind present)."""
-        ...
-
     def ledger(self, issue_id: str, status: str | None = None) -> dict[str, LedgerEntry]: ...
 
     def ledger_entry(self, issue_id: str, subscriber_id: str) -> LedgerEntry | None: ...
 
     def ledger_counts(self, issue_id: str) -> dict[str, int]: ...
+
+
+class Feedback(Protocol):
+    """What mailbox providers said about the messages of an issue (bounces, complaints),
+    noted on its ledger rows: the issue's bounce and complaint rates."""
+
+    def record_feedback(self, message_id: str, kind: str, now: datetime) -> str | None:
+        """Note a bounce or complaint (``FEEDBACK``) on the ledger row of the message SES
+        called ``message_id``; the issue's id, or None if no row has that id."""
+        ...
+
+    def note_feedback(self, issue_id: str, subscriber_id: str, kind: str) -> bool:
+        """Note a bounce or complaint on the ledger row of (issue, subscriber), for a
+        message known by those rather than by SES's id: an SMTP relay's refusal saying the
+        mailbox is gone, a bounce notification returning the issue's message. A complaint
+        outranks a bounce. True if a row was there to note it on."""
+        ...
+
+    def feedback_counts(self, issue_id: str) -> dict[str, int]:
+        """Ledger rows of the issue with each kind of feedback (every kind present)."""
+        ...
 
 
 class Leases(Protocol):
@@ -288,17 +299,17 @@ class Quotas(Protocol):
         ...
 
 
-class DeliveryStore(Directory, Interests, Ledger, Protocol):
+class DeliveryStore(Directory, Interests, Ledger, Feedback, Protocol):
     """Who an issue goes to (and in which variant), and what became of each send: the send
     loop and ``status``."""
 
 
-class SubscriptionStore(Directory, Interests, Ledger, OnceKeys, Quotas, Protocol):
+class SubscriptionStore(Directory, Interests, Ledger, Feedback, OnceKeys, Quotas, Protocol):
     """What the subscription actions and their callers (the app, the inbox) use: the list,
     the areas to pick from, the feedback on the ledger, the keys of messages handled, and
     the rate limits."""
 
 
-class SubscriberStore(Directory, Imports, Interests, Ledger, Leases, OnceKeys, Quotas,
-                      Resource, Protocol):
+class SubscriberStore(Directory, Imports, Interests, Ledger, Feedback, Leases, OnceKeys,
+                      Quotas, Resource, Protocol):
     """Every role, and the store's own life (``close``, ``with``): what the wiring opens."""

@@ -858,17 +858,10 @@ class DynamoStore(Resource):
                      now=encode_time(now), one=1)
 
     def mark_failed(self, issue_id: str, subscriber_id: str, reason: str, permanent: bool,
-                    now: datetime, *, bounce: bool = False) -> None:
+                    now: datetime) -> None:
         """The transport refused the message; ``permanent`` if this recipient never will
-        take it, ``bounce`` noted as the row's feedback (a complaint already there stays).
-        A ``sent`` row is never downgraded (the update's condition)."""
+        take it. A ``sent`` row is never downgraded (the update's condition)."""
         self._record_not_sent(issue_id, subscriber_id, "failed", reason, permanent, now)
-        if bounce:
-            with contextlib.suppress(_Refused):  # feedback already there, or delivered
-                self._update(self.ledger_table, _ledger_key(issue_id, subscriber_id),
-                             "SET #feedback = :kind",
-                             "#status = :failed AND attribute_not_exists(#feedback)",
-                             kind="bounce", failed="failed")
 
     def mark_unconfirmed(self, issue_id: str, subscriber_id: str, reason: str,
                          now: datetime) -> None:
@@ -979,6 +972,20 @@ class DynamoStore(Resource):
                          _ledger_key(found["issue_id"], found["subscriber_id"]),
                          "SET #feedback = :kind", guard, kind=kind)
         return str(found["issue_id"])
+
+    def note_feedback(self, issue_id: str, subscriber_id: str, kind: str) -> bool:
+        """Feedback on the row of (issue, subscriber) (a complaint outranks a bounce);
+        True if the row is there."""
+        if kind not in FEEDBACK:
+            raise ValueError(f"unknown feedback {kind!r}; known: {', '.join(FEEDBACK)}")
+        guard = "attribute_exists(#subscriber_id)" + (
+            "" if kind == "complaint" else " AND attribute_not_exists(#feedback)")
+        try:
+            self._update(self.ledger_table, _ledger_key(issue_id, subscriber_id),
+                         "SET #feedback = :kind", guard, kind=kind)
+        except _Refused as refused:  # no row, or a complaint (or this bounce) already
+            return bool(refused.item)
+        return True
 
     def feedback_counts(self, issue_id: str) -> dict[str, int]:
         """Ledger rows of the issue with each kind of feedback (every kind present)."""

@@ -773,16 +773,10 @@ class SqliteStore(Resource):
             conn.execute(_RECORD_SENT, (issue_id, subscriber_id, message_id, encode_time(now)))
 
     def mark_failed(self, issue_id: str, subscriber_id: str, reason: str, permanent: bool,
-                    now: datetime, *, bounce: bool = False) -> None:
+                    now: datetime) -> None:
         """The transport refused the message; ``permanent`` if this recipient never will
-        take it, ``bounce`` noted as the row's feedback (a complaint already there stays).
-        A ``sent`` row is never downgraded."""
+        take it. A ``sent`` row is never downgraded."""
         self._record_not_sent(issue_id, subscriber_id, "failed", reason, permanent, now)
-        if bounce:
-            with self._using() as conn:
-                conn.execute("UPDATE ledger SET feedback = 'bounce' WHERE issue_id = ? AND "
-                             "subscriber_id = ? AND status = 'failed' AND feedback IS NULL",
-                             (issue_id, subscriber_id))
 
     def mark_unconfirmed(self, issue_id: str, subscriber_id: str, reason: str,
                          now: datetime) -> None:
@@ -863,6 +857,19 @@ class SqliteStore(Resource):
                          (kind, row[0], row[1], kind))
         issue_id: str = row[0]
         return issue_id
+
+    def note_feedback(self, issue_id: str, subscriber_id: str, kind: str) -> bool:
+        """Feedback on the row of (issue, subscriber) (a complaint outranks a bounce);
+        True if the row is there."""
+        if kind not in FEEDBACK:
+            raise ValueError(f"unknown feedback {kind!r}; known: {', '.join(FEEDBACK)}")
+        with self._using() as conn:
+            conn.execute("UPDATE ledger SET feedback = ? WHERE issue_id = ? AND "
+                         "subscriber_id = ? AND (feedback IS NULL OR ? = 'complaint')",
+                         (kind, issue_id, subscriber_id, kind))
+            return conn.execute("SELECT 1 FROM ledger WHERE issue_id = ? AND "
+                                "subscriber_id = ?", (issue_id, subscriber_id)
+                                ).fetchone() is not None
 
     def feedback_counts(self, issue_id: str) -> dict[str, int]:
         with self._using() as conn:
