@@ -82,7 +82,8 @@ from pipeline.core.render import PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDE
 from pipeline.model import LAYOUTS
 from pipeline.stages.build import build
 from pipeline.stages.built import BuiltIssue, load_built
-from pipeline.stages.send import Sender, SendOptions, SendReport
+from pipeline.stages.send import Sender, SendOptions
+from pipeline.stages.send_report import SendReport
 from pipeline.transport import Outgoing, Transport
 from pipeline.transport.smtp import SmtpTransport
 from subscribers.model import email_key, new_subscriber_id

@@ -12,7 +12,7 @@ import pytest
 
 from pipeline.errors import OutputError
 from pipeline.stages.deliver import keep_report
-from pipeline.stages.send import REPORT_FILE, SendReport
+from pipeline.stages.send_report import REPORT_FILE, SendReport
 
 
 def issue_in(folder: Path) -> SimpleNamespace:

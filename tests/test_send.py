@@ -33,14 +33,8 @@ from pipeline.stages.approve import approve
 from pipeline.stages.build import build
 from pipeline.stages.built import BuiltIssue, load_built
 from pipeline.stages.preflight import send_rate
-from pipeline.stages.send import (
-    MAX_ATTEMPTS,
-    Sender,
-    SendOptions,
-    SendReport,
-    check_gates,
-    send_tests,
-)
+from pipeline.stages.send import MAX_ATTEMPTS, Sender, SendOptions, check_gates, send_tests
+from pipeline.stages.send_report import SendReport, stop_error
 from pipeline.transport import Outgoing, Transport
 from pipeline.transport.ses import SesTransport
 from pipeline.transport.smtp import SmtpTransport
@@ -351,7 +345,7 @@ def test_a_reader_throttled_past_the_walk_is_retried_after_it_and_delivered_once
     assert report.failures == [] and report.retried_for_s > 0
     assert smtp_server.attempts(victim.email) == MAX_ATTEMPTS + 2
     assert recipients(smtp_server.received) == once_each(subscribers)
-    assert pipeline.stages.send.stop_error(report) is None
+    assert stop_error(report) is None
 
 
 def test_a_reader_refused_for_now_to_the_end_exits_4_and_a_rerun_delivers_once(
@@ -378,7 +372,7 @@ def test_a_reader_refused_for_now_to_the_end_exits_4_and_a_rerun_delivers_once(
     attempts = smtp_server.attempts(victim.email)
     assert MAX_ATTEMPTS + 2 <= attempts < MAX_ATTEMPTS + 20
     assert "temporary 1 (to retry)" in report.summary()
-    error = pipeline.stages.send.stop_error(report)
+    error = stop_error(report)
     assert error is not None and error.exit_code == 4
     assert "1 recipient(s) still refused for now" in str(error)
     assert "too much mail" in str(error) and victim.email not in str(error)
@@ -415,7 +409,7 @@ def test_a_relay_that_refuses_everything_stops_the_walk_resumably(
     ledger = store.ledger(SAMPLE_WEEK)
     assert {e.status for e in ledger.values()} <= {"failed"}
     assert not any(e.permanent for e in ledger.values())
-    error = pipeline.stages.send.stop_error(report)
+    error = stop_error(report)
     assert error is not None and error.exit_code == 4
 
     smtp_server.clear()
@@ -441,7 +435,7 @@ def test_a_refusal_no_rerun_can_cure_stops_with_exit_2_and_fails_nobody(
 
     assert report.stop_exit == 2 and "535 5.7.8" in (report.stopped or "")
     assert (report.sent, report.failed, report.temporary) == (2, 0, 0)
-    error = pipeline.stages.send.stop_error(report)
+    error = stop_error(report)
     assert error is not None and error.exit_code == 2
     assert "fix the configuration" in str(error)
     # The refused claim was released: the ledger holds only what was sent.
@@ -502,7 +496,7 @@ def test_a_mailbox_that_does_not_exist_is_marked_bounced_and_gets_no_later_issue
     assert store.get(refused.id).status == "active"
     assert store.feedback_counts(SAMPLE_WEEK)["bounce"] == 1  # in the issue's bounce rate
     assert "bounced 1 (of the failed)" in report.summary()
-    assert pipeline.stages.send.stop_error(report) is None  # the list went through
+    assert stop_error(report) is None  # the list went through
 
     # The next week's issue goes to everyone still active, not to the dead mailbox.
     active = {s.id for s in store.iter_subscribers(status="active")}

@@ -22,7 +22,8 @@ from pipeline.config import load
 from pipeline.core.message import Messages
 from pipeline.stages.build import build
 from pipeline.stages.built import BuiltIssue, load_built
-from pipeline.stages.send import Sender, SendOptions, SendReport
+from pipeline.stages.send import Sender, SendOptions
+from pipeline.stages.send_report import SendReport
 from pipeline.transport import Transport
 from pipeline.transport.ses import SesTransport
 from pipeline.transport.smtp import SmtpTransport

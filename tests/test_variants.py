@@ -375,7 +375,8 @@ def store(tmp_path: Path):
 
 def test_send_gives_each_reader_their_variant_and_never_rebuilds(settings, tmp_path, store):
     from pipeline.stages.approve import approve, is_approved
-    from pipeline.stages.send import Sender, SendOptions, write_report
+    from pipeline.stages.send import Sender, SendOptions
+    from pipeline.stages.send_report import write_report
     from pipeline.transport.outbox import OutboxTransport
 
     def add(email: str, layout: str, areas: tuple[str, ...]) -> str:

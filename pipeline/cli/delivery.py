@@ -204,7 +204,8 @@ def _send_list(args: argparse.Namespace, settings: Settings, built: BuiltIssue,
     """The list, under its lease (see pipeline/stages/deliver.py), then what the operator
     needs: the summary, the unconfirmed addresses, the outbox folder."""
     from pipeline.stages.deliver import keep_report, send_list
-    from pipeline.stages.send import Progress, SendOptions, stop_error
+    from pipeline.stages.send import SendOptions
+    from pipeline.stages.send_report import Progress, stop_error
     from pipeline.wiring import open_store
 
     options = SendOptions(dry_run=args.dry_run, limit=args.limit,

@@ -23,14 +23,8 @@ from typing import TYPE_CHECKING
 from pipeline import log
 from pipeline.errors import OutputError
 from pipeline.stages.lock import hold
-from pipeline.stages.send import (
-    RETRY_SECONDS,
-    Progress,
-    Sender,
-    SendOptions,
-    SendReport,
-    write_report,
-)
+from pipeline.stages.send import RETRY_SECONDS, Sender, SendOptions
+from pipeline.stages.send_report import Progress, SendReport, write_report
 
 if TYPE_CHECKING:
     from pipeline.stages.built import BuiltIssue
@@ -54,7 +48,7 @@ def send_list(built: BuiltIssue, delivery: Delivery, store: SubscriberStore,
     already checked and opened by the caller, who closes it. ``progress`` makes the
     progress line for the number of active subscribers (None for a shard: its size is
     known only by walking it). ``retry_seconds`` bounds the retries of temporary failures
-    after the walk. The caller raises :func:`~pipeline.stages.send.stop_error` for a report
+    after the walk. The caller raises :func:`~pipeline.stages.send_report.stop_error` for a report
     that stopped or left temporary failures."""
     part = options.shard
     rate = delivery.rate

@@ -38,19 +38,17 @@ opened before the first message goes.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import re
 import signal
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass
 from datetime import datetime
 from hashlib import sha256
-from typing import IO, TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pipeline import retry
 from pipeline.config import Settings
@@ -59,19 +57,15 @@ from pipeline.core.message import Messages
 from pipeline.core.pace import Cooldown, TokenBucket
 from pipeline.errors import (
     BlockedError,
-    NewsletterError,
-    OutputError,
     PermanentFailure,
-    SendingMisconfigured,
     SendingStopped,
-    StoppedError,
     TemporaryFailure,
     Unconfirmed,
 )
 from pipeline.model import LAYOUTS
-from pipeline.output import write_file
 from pipeline.stages.approve import is_approved
 from pipeline.stages.built import BuiltIssue
+from pipeline.stages.send_report import Progress, SendReport
 from pipeline.transport import Transport
 from pipeline.week import iso_z, now
 from subscribers.shards import Shard
@@ -82,7 +76,6 @@ if TYPE_CHECKING:
     from subscribers.model import LedgerEntry, Subscriber
     from subscribers.store import DeliveryStore
 
-REPORT_FILE = "send-report.json"
 INTERRUPTED = "interrupted (Ctrl-C)"
 #: Tries per message during the walk; a message still refused for now then waits for the
 #: rounds after the walk (:meth:`Sender._retry_deferred`), so one relay limit does not hold
@@ -110,126 +103,6 @@ def check_gates(built: BuiltIssue, settings: Settings, *,
     if settings.issue.require_approval and not is_approved(built):
         raise BlockedError(f"{built.id} is not approved as built ({built.content_hash[:12]}); "
                            f"proof it, then run: newsletter approve --week {built.id}")
-
-
-@dataclass
-class SendReport:
-    """What a run did; printed, and kept as send-report.json beside issue.json.
-
-    One meaning per word, so that the counts add up to the list walked:
-
-    ``sent``         handed over and accepted this run;
-    ``skipped``      done by an earlier run: sent, or refused for good (never re-sent);
-    ``failed``       refused for good this run (``bounced`` of them: the mailbox does not
-                     exist, so the address was marked bounced);
-    ``temporary``    still refused for now (throttled, busy, a relay limit) after this run's
-                     retries: in the ledger as temporary failures, retried by the next run;
-    ``unconfirmed``  every recipient the ledger holds whose message may or may not have
-                     arrived, from whichever run (``unconfirmed_ids`` names each);
-    ``released``     claimed, then let go unsent because the run was stopping: the next run
-                     sends them;
-    ``left``         unsubscribed (or bounced) between the start of the run and their turn.
-    """
-
-    issue: str
-    transport: str
-    content_hash: str
-    started_at: str = ""
-    finished_at: str = ""
-    duration_s: float = 0.0
-    sent: int = 0
-    skipped: int = 0
-    failed: int = 0
-    temporary: int = 0
-    unconfirmed: int = 0
-    released: int = 0
-    left: int = 0
-    bounced: int = 0
-    #: Why the run stopped early (resumable), or None when it went through the list.
-    stopped: str | None = None
-    #: The exit code the stop calls for: 4 (run again), or 2 for a refusal no rerun can
-    #: cure (a login refused, an untrusted certificate: the configuration must change).
-    stop_exit: int = 4
-    dry_run: bool = False
-    #: Subscriber ids (never addresses: the report may be shared) with the reason, whether
-    #: the failure is for good (``permanent``) and whether the address was marked bounced.
-    failures: list[dict[str, Any]] = field(default_factory=list)
-    unconfirmed_ids: list[str] = field(default_factory=list)
-    #: ``I/N`` when the run sent one shard of the list.
-    shard: str | None = None
-    #: Readers given the plain layout because the build has no variant for their current
-    #: interests (they changed them after the build; the next build renders it).
-    plain_fallback: int = 0
-    #: Seconds spent, after the walk, retrying the temporary failures (at most
-    #: ``[delivery] retry_seconds``).
-    retried_for_s: float = 0.0
-
-    @property
-    def rate(self) -> float:
-        return self.sent / self.duration_s if self.duration_s > 0 else 0.0
-
-    def summary(self) -> str:
-        head = "dry run: would send" if self.dry_run else "sent"
-        part = f" (shard {self.shard})" if self.shard else ""
-        # The first four keep the order scripts read; the rest say what else happened.
-        counts = [f"{head} {self.sent}", f"skipped {self.skipped}", f"failed {self.failed}",
-                  f"unconfirmed {self.unconfirmed}",
-                  f"temporary {self.temporary}" + (" (to retry)" if self.temporary else "")]
-        if self.bounced:
-            counts.append(f"bounced {self.bounced} (of the failed)")
-        if self.released:
-            counts.append(f"released {self.released} (the run was stopping)")
-        if self.left:
-            counts.append(f"left the list {self.left}")
-        line = (f"{self.issue}{part}: {', '.join(counts)} in {self.duration_s:.1f} s "
-                f"({self.rate:.1f}/s) via {self.transport}")
-        if self.plain_fallback:
-            line += (f"; {self.plain_fallback} got the plain layout (interests changed since "
-                     "the build)")
-        return line + (f"; stopped: {self.stopped}" if self.stopped else "")
-
-    def to_json(self) -> bytes:
-        data = asdict(self)
-        data["rate_per_s"] = round(self.rate, 2)
-        return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode()
-
-
-class Progress:
-    """A bar on a terminal, else a line every ``every`` messages (logged: a scheduler's log
-    gets it timestamped)."""
-
-    def __init__(self, total: int | None, stream: IO[str] | None = None, every: int = 100):
-        self.total, self.every = total, every
-        self.stream = stream or sys.stderr
-        self.tty = self.stream.isatty()
-        self.done = 0
-        self.lock = threading.Lock()
-        self.started = time.monotonic()
-
-    def step(self, report: SendReport) -> None:
-        with self.lock:
-            self.done += 1
-            if self.tty:
-                self._bar(report)
-            elif self.done % self.every == 0:
-                _log.info("progress: %s", self._counts(report))  # timestamped
-
-    def _counts(self, report: SendReport) -> str:
-        total = f"/{self.total}" if self.total else ""
-        rate = self.done / max(1e-9, time.monotonic() - self.started)
-        return (f"{self.done}{total} done, sent {report.sent}, failed {report.failed}, "
-                f"unconfirmed {report.unconfirmed}, {rate:.1f}/s")
-
-    def _bar(self, report: SendReport) -> None:
-        width = 30
-        share = self.done / self.total if self.total else 0
-        bar = "#" * int(share * width)
-        self.stream.write(f"\r[{bar:<{width}}] {self._counts(report)}")
-        self.stream.flush()
-
-    def close(self) -> None:
-        if self.tty and self.done:
-            self.stream.write("\n")
 
 
 @dataclass
@@ -634,40 +507,3 @@ def send_tests(built: BuiltIssue, messages: Messages, transport: Transport, addr
                                  tags={"issue": built.id, "kind": "test"})
         sent.append((key, transport.send(message)))
     return sent
-
-
-def report_file(shard: Shard | None) -> str:
-    """``send-report.json``, or ``send-report.shard-2-of-3.json`` for one shard's part
-    (``newsletter status`` merges the parts)."""
-    return REPORT_FILE if shard is None else f"send-report.{shard.slug}.json"
-
-
-def write_report(built: BuiltIssue, report: SendReport, shard: Shard | None = None) -> None:
-    """Keep the report beside issue.json (temp file, then rename); OutputError if the
-    folder cannot take it (the disk the outbox filled, say), with no temp file left."""
-    try:
-        write_file(built.folder / report_file(shard), report.to_json(), prefix=".send-report-")
-    except OSError as exc:
-        raise OutputError(f"cannot write {built.folder / report_file(shard)}: "
-                          f"{exc.strerror or exc}") from exc
-
-
-def stop_error(report: SendReport) -> NewsletterError | None:
-    """The error a finished run ends with, if any: the stop (exit 4, or 2 when no rerun can
-    cure it), else the temporary failures still left (exit 4: the next run retries them).
-    None when the list went through (permanent failures and unconfirmed recipients are in
-    the report and ``status``, not a reason to fail the run)."""
-    done = f"sent {report.sent} this run"
-    left = (f"; {report.temporary} refused for now" if report.temporary else "")
-    if report.stopped and report.stop_exit == 2:
-        return SendingMisconfigured(f"{report.issue}: stopped: {report.stopped}; {done}{left}; "
-                                    "fix the configuration, then run the same command again")
-    if report.stopped:
-        return StoppedError(f"{report.issue}: stopped ({report.stopped}); {done}{left}; run "
-                            "the same command again to finish")
-    if report.temporary:
-        last = next(f["reason"] for f in reversed(report.failures) if not f["permanent"])
-        return StoppedError(f"{report.issue}: {report.temporary} recipient(s) still refused "
-                            f"for now after {report.retried_for_s:.0f} s of retries (last: "
-                            f"{last}); {done}; run the same command again to retry them")
-    return None

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.stages.send import REPORT_FILE
+from pipeline.stages.send_report import REPORT_FILE
 from subscribers.model import LAYOUTS, STATUSES
 
 if TYPE_CHECKING:
