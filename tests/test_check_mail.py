@@ -86,7 +86,8 @@ def test_a_message_signed_as_rfc_8058_asks_is_fit(delivered):
                         "(https://news.example.org/api/unsubscribe)")
     assert "ok    DKIM-Signature d=example.org s=mail judged (the only one)" in lines
     assert lines[-2:] == ["fit to send: every required check holds",
-                          "(DKIM tags read only: no DNS lookup, no signature verified)"]
+                          "(DKIM tags read only: no DNS lookup, no signature verified, no public "
+                          "suffix list)"]
 
 
 def test_debian_stock_opendkim_does_not_cover_the_post_header(delivered):

@@ -83,7 +83,8 @@ class MailCheck:
                    f"not fit to send: {len(self.failed)} required check"
                    f"{'s' if len(self.failed) != 1 else ''} failed")
         return [*(check.line() for check in self.checks), verdict,
-                "(DKIM tags read only: no DNS lookup, no signature verified)"]
+                "(DKIM tags read only: no DNS lookup, no signature verified, no public "
+                "suffix list)"]
 
 
 def check_mail(raw: bytes) -> MailCheck:
