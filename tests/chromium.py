@@ -22,6 +22,15 @@ CHROMIUM_FLAGS = [flag for flag in _RUNTIME_FLAGS
                   if flag not in ("--hide-scrollbars", "--force-device-scale-factor=1")]
 
 
+def artifacts_dir(kind: str) -> Path:
+    """Where a browser test keeps what a person may want to look at (screenshots):
+    ``$TEST_ARTIFACTS/<kind>``, else ``build/test-artifacts/<kind>``."""
+    root = Path(__file__).resolve().parents[1]
+    folder = Path(os.environ.get("TEST_ARTIFACTS") or root / "build" / "test-artifacts") / kind
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
 def chromium_executable() -> str:
     """Debian's Chromium, or a failure saying so: these tests fail, never skip, without it."""
     found = os.environ.get("CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"

@@ -7,7 +7,8 @@ sample week (2026-W48, from ``examples/sample-feed.atom``), so the index lists t
 
 :func:`start_server` serves a folder on 127.0.0.1 with ``http.server`` on a port the OS picks;
 bind it first and build with its URL as ``base_url``, so every absolute link points at it.
-Used by tests/test_browser.py and tests/test_site_validity.py (each builds its own archive).
+:func:`served_archive` does both for a block. Used by tests/test_browser.py,
+tests/test_search_browser.py and tests/test_site_validity.py (each builds its own archive).
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 import json
 import subprocess
 import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
@@ -87,6 +90,17 @@ def publish_archive(project: Path, base_url: str) -> PublishedSite:
 class _QuietHandler(SimpleHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
+
+
+@contextmanager
+def served_archive(project: Path) -> Iterator[PublishedSite]:
+    """:func:`publish_archive` into ``project``, served on 127.0.0.1 while the block runs."""
+    server = start_server(project / "site")
+    try:
+        yield publish_archive(project, f"http://127.0.0.1:{server.server_port}")
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def start_server(folder: Path) -> ThreadingHTTPServer:

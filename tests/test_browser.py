@@ -17,19 +17,18 @@ ignored by git). Chromium is never downloaded: a missing ``chromium`` fails thes
 
 from __future__ import annotations
 
-import os
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from urllib.parse import urlsplit
 
 import pytest
 from axe_playwright_python.sync_playwright import Axe
-from conftest import ROOT, SAMPLE_WEEK
+from chromium import artifacts_dir
+from conftest import SAMPLE_WEEK
 from playwright.sync_api import Browser, Page
-from published_site import OLDER_WEEK, PublishedSite, publish_archive, start_server
+from published_site import OLDER_WEEK, PublishedSite, served_archive
 
 #: The flags that work on these machines (closed network, root, no GPU); Playwright gives each
 #: launch a fresh temporary profile (--user-data-dir) of its own.
@@ -39,22 +38,11 @@ PAGES = {"index": "index.html", "issue": f"issues/{SAMPLE_WEEK}/index.html",
 SERIOUS = ("critical", "serious")
 
 
-def artifacts_dir() -> Path:
-    folder = Path(os.environ.get("TEST_ARTIFACTS") or ROOT / "build" / "test-artifacts")
-    folder = folder / "browser"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
-
-
 @pytest.fixture(scope="module")
 def site(tmp_path_factory) -> Iterator[PublishedSite]:
     project = tmp_path_factory.mktemp("browser-site")
-    server = start_server(project / "site")
-    try:
-        yield publish_archive(project, f"http://127.0.0.1:{server.server_port}")
-    finally:
-        server.shutdown()
-        server.server_close()
+    with served_archive(project) as published:
+        yield published
 
 
 @dataclass
@@ -149,7 +137,7 @@ def test_page_loads_cleanly_and_fits(visit: Visit, request):
             : '') + ': ' + (e.textContent || '').trim().slice(0, 60))""")
         assert overflow <= width, f"horizontal overflow at {width}px: {overflow}px wide; " \
             f"widest elements: {wide}"
-    shot = artifacts_dir() / f"{request.node.callspec.id}.png"
+    shot = artifacts_dir("browser") / f"{request.node.callspec.id}.png"
     shot.unlink(missing_ok=True)
     page.screenshot(path=str(shot), full_page=True)
     data = shot.read_bytes()

@@ -13,7 +13,6 @@ axe-core finds no critical or serious violation, light or dark. Screenshots go t
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
@@ -21,7 +20,8 @@ from pathlib import Path
 
 import pytest
 from axe_playwright_python.sync_playwright import Axe
-from conftest import ROOT, SAMPLE_FEED
+from chromium import artifacts_dir
+from conftest import SAMPLE_FEED
 from playwright.sync_api import Browser, Page
 
 from pipeline.core.assemble import assemble
@@ -35,13 +35,6 @@ WEEK = parse_week("2026-W48", "Asia/Shanghai")
 SERIOUS = ("critical", "serious")
 #: The reader of the variant follows this area (two of the sample's eight items).
 AREA = "rocm"
-
-
-def artifacts_dir() -> Path:
-    folder = Path(os.environ.get("TEST_ARTIFACTS") or ROOT / "build" / "test-artifacts")
-    folder = folder / "email"
-    folder.mkdir(parents=True, exist_ok=True)
-    return folder
 
 
 @pytest.fixture(scope="module")
@@ -139,7 +132,7 @@ def test_dark_cards_stand_apart_from_the_page_and_dividers_stay_dark(browser, em
         assert contrast(h1, body) >= 4.5, (h1, body)
         for selector in (".head .meta", ".card .meta", ".card h2 a", "ol a"):
             assert contrast(style(page, selector, "color"), body) >= 4.5, selector
-        page.screenshot(path=str(artifacts_dir() / f"dark-{width}.png"), full_page=True)
+        page.screenshot(path=str(artifacts_dir("email") / f"dark-{width}.png"), full_page=True)
 
 
 def test_the_light_divider_is_light(browser, emails):
@@ -171,7 +164,7 @@ def test_each_contents_entry_takes_two_lines(browser, emails, width):
                 / parseFloat(getComputedStyle(row).lineHeight))))""")
         assert len(lines) == 8 and all(rows == [1, 1] for rows in lines), lines
         assert page.evaluate("document.documentElement.scrollWidth") <= width
-        page.screenshot(path=str(artifacts_dir() / f"for-you-{width}.png"))
+        page.screenshot(path=str(artifacts_dir("email") / f"for-you-{width}.png"))
 
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])

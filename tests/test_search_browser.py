@@ -17,7 +17,7 @@ import pytest
 from axe_playwright_python.sync_playwright import Axe
 from conftest import SAMPLE_WEEK, Entry, atom
 from playwright.sync_api import Page
-from published_site import OLDER_WEEK, PublishedSite, publish_archive, start_server
+from published_site import OLDER_WEEK, PublishedSite, served_archive, start_server
 from test_browser import SERIOUS, WIDTHS, open_page
 
 from pipeline.archive.local import LocalArchive
@@ -35,12 +35,8 @@ RESULT_LINKS = ".pagefind-ui__result a"
 def site(tmp_path_factory) -> Iterator[PublishedSite]:
     """The two-issue archive, published by the command line (so Pagefind ran), served."""
     project = tmp_path_factory.mktemp("search-site")
-    server = start_server(project / "site")
-    try:
-        yield publish_archive(project, f"http://127.0.0.1:{server.server_port}")
-    finally:
-        server.shutdown()
-        server.server_close()
+    with served_archive(project) as published:
+        yield published
 
 
 def search_for(page: Page, query: str) -> list[str]:

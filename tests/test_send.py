@@ -8,12 +8,13 @@ ledger says. Backoff and pacing sleeps are recorded, never slept.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import sqlite3
 import threading
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -203,6 +204,23 @@ def run(built: BuiltIssue, store: SqliteStore, transport: Transport, messages: M
     sender = Sender(built, store, transport, messages, rate=rate, concurrency=concurrency,
                     sleep=waits, monotonic=fake.clock, retry_seconds=retry_seconds)
     return sender.run(SendOptions(**options))
+
+
+@contextlib.contextmanager
+def slow_reply_run(smtp_server: SmtpSink, built: BuiltIssue, store: SqliteStore,
+                   messages: Messages, slow: Subscriber
+                   ) -> Iterator[tuple[SmtpTransport, SendReport]]:
+    """A first run (one worker) through a transport that waits 1 s for a final reply, while
+    the reply to ``slow``'s message is held until the run gave up on it (the server keeps
+    the message): yields the transport (closed afterwards) and that run's report."""
+    pause = smtp_server.pause_next(slow.email)  # answered only after the client gave up
+    transport = SmtpTransport(smtp_server.settings(), None, timeout=1)
+    try:
+        first = run(built, store, transport, messages, concurrency=1)
+        pause.release()
+        yield transport, first
+    finally:
+        transport.close()
 
 
 def recipients(received: Iterable[Received]) -> Counter[str]:
@@ -508,19 +526,13 @@ def test_a_dry_run_lists_the_unconfirmed_and_does_not_count_them_as_skipped(
         messages: Messages) -> None:
     subscribers = subscribe(store, 4)
     slow = subscribers[1]
-    pause = smtp_server.pause_next(slow.email)
-    transport = SmtpTransport(smtp_server.settings(), None, timeout=1)
-    try:
-        first = run(built, store, transport, messages, concurrency=1)
-        pause.release()
+    with slow_reply_run(smtp_server, built, store, messages, slow) as (transport, first):
         assert first.unconfirmed_ids == [slow.id]
         smtp_server.wait_for(4)
         subscribe(store, 2, prefix="new")
 
         dry = run(built, store, transport, messages, dry_run=True)
         asked = run(built, store, transport, messages, dry_run=True, resend_unconfirmed=True)
-    finally:
-        transport.close()
 
     assert (dry.sent, dry.skipped, dry.unconfirmed, dry.unconfirmed_ids) == (2, 3, 1, [slow.id])
     assert (asked.sent, asked.skipped, asked.unconfirmed) == (3, 3, 0)
@@ -650,12 +662,7 @@ def test_no_answer_after_the_data_is_unconfirmed_and_resent_only_when_asked(
         messages: Messages) -> None:
     subscribers = subscribe(store, 4)
     slow = subscribers[1]
-    pause = smtp_server.pause_next(slow.email)  # answered only after the client gave up
-    transport = SmtpTransport(smtp_server.settings(), None, timeout=1)
-    try:
-        report = run(built, store, transport, messages, concurrency=1)
-        pause.release()
-
+    with slow_reply_run(smtp_server, built, store, messages, slow) as (transport, report):
         assert (report.sent, report.unconfirmed, report.failed) == (3, 1, 0)
         assert report.unconfirmed_ids == [slow.id]
         assert store.ledger_entry(SAMPLE_WEEK, slow.id).status == "unconfirmed"
@@ -677,8 +684,6 @@ def test_no_answer_after_the_data_is_unconfirmed_and_resent_only_when_asked(
         assert store.ledger_entry(SAMPLE_WEEK, slow.id).status == "sent"
         assert run(built, store, transport, messages, resend_unconfirmed=True).sent == 0
         assert len(smtp_server.received) == 5
-    finally:
-        transport.close()
 
 
 def test_a_claim_left_in_flight_becomes_unconfirmed_and_is_listed_not_sent(
@@ -728,11 +733,7 @@ def test_every_report_names_the_unconfirmed_an_earlier_run_left(
         messages: Messages) -> None:
     subscribers = subscribe(store, 4)
     slow = subscribers[2]
-    pause = smtp_server.pause_next(slow.email)  # answered only after the client gave up
-    transport = SmtpTransport(smtp_server.settings(), None, timeout=1)
-    try:
-        first = run(built, store, transport, messages, concurrency=1)
-        pause.release()
+    with slow_reply_run(smtp_server, built, store, messages, slow) as (transport, first):
         assert first.unconfirmed_ids == [slow.id]
         smtp_server.wait_for(4)
 
@@ -747,8 +748,6 @@ def test_every_report_names_the_unconfirmed_an_earlier_run_left(
                      resend_unconfirmed=True)
 
         assert (resent.sent, resent.unconfirmed, resent.unconfirmed_ids) == (1, 0, [])
-    finally:
-        transport.close()
 
 
 def test_the_rate_is_kept_on_the_injected_clock(

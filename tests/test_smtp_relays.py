@@ -491,33 +491,21 @@ def test_a_relay_refusing_every_greeting_for_another_reason_sets_no_limit(
 def test_a_quota_at_mail_is_a_stop_and_a_size_limit_says_so(
         smtp_server: SmtpSink, reply: tuple[int, str], error: type, words: str) -> None:
     smtp_server.fail_next(SENDER, *reply, at="MAIL")
-    transport = SmtpTransport(smtp_server.settings(), None, timeout=5.0)
-    try:
-        with pytest.raises(error, match=words) as raised:
-            transport.send(outgoing())
-    finally:
-        transport.close()
+    with pytest.raises(error, match=words) as raised:
+        sending(SmtpTransport(smtp_server.settings(), None, timeout=5.0), outgoing())
     assert type(raised.value) is error  # a quota is no configuration error: exit 4
 
 
 def test_exims_5_0_0_user_unknown_at_rcpt_is_a_bounce(smtp_server: SmtpSink) -> None:
     smtp_server.fail_next(READER, 550, "5.0.0 <{address}>: User unknown")
-    transport = SmtpTransport(smtp_server.settings(), None, timeout=5.0)
-    try:
-        with pytest.raises(PermanentFailure) as raised:
-            transport.send(outgoing())
-    finally:
-        transport.close()
+    with pytest.raises(PermanentFailure) as raised:
+        sending(SmtpTransport(smtp_server.settings(), None, timeout=5.0), outgoing())
     assert raised.value.bounce
 
 
 def test_a_relays_reply_reaches_the_report_printable_and_short(smtp_server: SmtpSink) -> None:
     smtp_server.fail_next(READER, 550, "5.7.1 \x1b[31mred\x1b[0m " + "x" * 2000)
-    transport = SmtpTransport(smtp_server.settings(), None, timeout=5.0)
-    try:
-        with pytest.raises(PermanentFailure) as raised:
-            transport.send(outgoing())
-    finally:
-        transport.close()
+    with pytest.raises(PermanentFailure) as raised:
+        sending(SmtpTransport(smtp_server.settings(), None, timeout=5.0), outgoing())
     said = str(raised.value)
     assert "\x1b" not in said and len(said) < 400 and said.endswith("…")
