@@ -44,7 +44,7 @@ from subscribers.model import (
     new_subscriber_id,
     normalise_email,
 )
-from subscribers.store import SubscriptionStore
+from subscribers.store import DeliveryStore, SubscriptionStore
 from subscribers.store.rules import MAIL_EVENTS
 from subscribers.tokens import Keys, Purpose, make_token, verify_token
 
@@ -53,6 +53,7 @@ __all__ = [
     "Policy",
     "RequestOutcome",
     "Subscriptions",
+    "mark_bounced",
 ]
 
 
@@ -332,8 +333,8 @@ class Subscriptions:
             if kind == "bounce-permanent" and refused and not any(
                     _same_mailbox(subscriber.email, address) for address in refused):
                 kind = "bounce-transient"
-            if kind == "bounce-permanent" and issue_id:
-                self.store.note_feedback(issue_id, subscriber.id, "bounce")
+            if kind == "bounce-permanent":
+                return mark_bounced(self.store, subscriber.id, issue_id, now), kind
             return self.store.record_mail_event(
                 subscriber.id, kind, now,
                 transient_limit=self.policy.transient_bounce_limit), kind
@@ -369,6 +370,17 @@ class Subscriptions:
         return self.store.record_mail_event(subscriber.id, kind, now,
                                             transient_limit=self.policy.transient_bounce_limit,
                                             occurred_at=occurred_at)
+
+
+def mark_bounced(store: DeliveryStore, subscriber_id: str, issue_id: str | None,
+                 now: datetime) -> Subscriber:
+    """The subscriber's mailbox does not exist (an SMTP relay said so, or a bounce
+    notification did): no later issue goes there (``bounced``), and the message of
+    ``issue_id``, when known, counts in that issue's bounce rate, as SES's bounces do."""
+    if issue_id:
+        store.note_feedback(issue_id, subscriber_id, "bounce")
+    # A permanent bounce stops mail at once: the transient count's limit plays no part.
+    return store.record_mail_event(subscriber_id, "bounce-permanent", now, transient_limit=1)
 
 
 def _same_mailbox(ours: str, theirs: str) -> bool:

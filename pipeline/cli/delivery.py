@@ -219,8 +219,7 @@ def _send_list(args: argparse.Namespace, settings: Settings, built: BuiltIssue,
     with open_store(settings) as store:
         report = send_list(built, delivery, store, options, progress=progress,
                            concurrency=settings.delivery.concurrency,
-                           retry_seconds=settings.delivery.retry_seconds,
-                           transient_limit=settings.subscriptions.transient_bounce_limit)
+                           retry_seconds=settings.delivery.retry_seconds)
         print(report.summary())
         keep_report(built, report, options.shard)
         if report.unconfirmed_ids:

@@ -17,12 +17,14 @@ address, and the stdlib's SMTP policy writes exactly that for a non-ASCII local 
 
 from __future__ import annotations
 
+import contextlib
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
 from email_validator import EmailNotValidError, validate_email
 
-__all__ = ["UnsendableAddress", "WireAddress", "to_header", "wire_address"]
+__all__ = ["UnsendableAddress", "WireAddress", "redact_address", "to_header", "wire_address"]
 
 
 @dataclass(frozen=True)
@@ -74,3 +76,15 @@ def to_header(address: str) -> bytes:
     if any(c in shown for c in "\r\n"):
         raise ValueError("header To may not contain a line break")
     return f"To: {shown}\r\n".encode()
+
+
+def redact_address(text: str, address: str) -> str:
+    """``text`` (a server's reply, an error) with ``address`` taken out, as the list keeps
+    it and in the IDNA form a server may quote back: for what is shown, logged or kept in a
+    report, where no subscriber's address belongs."""
+    forms = {address}
+    with contextlib.suppress(UnsendableAddress):
+        forms.add(wire_address(address).idna)
+    for form in filter(None, forms):
+        text = re.sub(re.escape(form), "<recipient>", text, flags=re.IGNORECASE)
+    return text

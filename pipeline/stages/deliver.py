@@ -41,7 +41,7 @@ LOST = "lost its lock to another run (this one stalled past its lease)"
 
 def send_list(built: BuiltIssue, delivery: Delivery, store: SubscriberStore,
               options: SendOptions, *, concurrency: int,
-              retry_seconds: float = RETRY_SECONDS, transient_limit: int = 3,
+              retry_seconds: float = RETRY_SECONDS,
               progress: Callable[[int | None], Progress | None] = lambda total: None
               ) -> SendReport:
     """Send ``built`` to the list (or ``options.shard`` of it) through ``delivery``,
@@ -57,8 +57,7 @@ def send_list(built: BuiltIssue, delivery: Delivery, store: SubscriberStore,
     name = f"send:{built.id}" + (f":{part}" if part else "")
     what = f"send {built.id}" + (f" shard {part}" if part else "")
     sender = Sender(built, store, delivery.transport, delivery.messages, rate=rate,
-                    concurrency=concurrency, retry_seconds=retry_seconds,
-                    transient_limit=transient_limit)
+                    concurrency=concurrency, retry_seconds=retry_seconds)
     with hold(store, name, what, on_lost=lambda: sender.request_stop(LOST)):
         # A shard's size is known only by walking it: no count of the whole list then.
         active = None if part is not None else store.count_by_status().get("active", 0)

@@ -39,7 +39,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import re
 import signal
 import threading
 import time
@@ -52,7 +51,7 @@ from typing import TYPE_CHECKING
 
 from pipeline import retry
 from pipeline.config import Settings
-from pipeline.core.addresses import UnsendableAddress, wire_address
+from pipeline.core.addresses import redact_address
 from pipeline.core.message import Messages
 from pipeline.core.pace import Cooldown, TokenBucket
 from pipeline.errors import (
@@ -69,6 +68,7 @@ from pipeline.stages.send_report import Progress, SendReport
 from pipeline.transport import Transport
 from pipeline.week import iso_z, now
 from subscribers.shards import Shard
+from subscribers.subscriptions import mark_bounced
 
 if TYPE_CHECKING:
     from types import FrameType
@@ -121,15 +121,14 @@ class _Stopping(Exception):
 class Sender:
     """One run of ``send`` for one issue.
 
-    ``retry_seconds`` bounds the time spent after the walk retrying the temporary failures;
-    ``transient_limit`` is ``[subscriptions] transient_bounce_limit`` for the bounces this
-    run learns of. ``sleep`` is every wait's (a test passes one that returns at once); the
+    ``retry_seconds`` bounds the time spent after the walk retrying the temporary failures.
+    ``sleep`` is every wait's (a test passes one that returns at once); the
     default wakes as soon as the run is asked to stop. ``monotonic`` times the retries.
     """
 
     def __init__(self, built: BuiltIssue, store: DeliveryStore, transport: Transport,
                  messages: Messages, *, rate: float | None, concurrency: int,
-                 retry_seconds: float = RETRY_SECONDS, transient_limit: int = 3,
+                 retry_seconds: float = RETRY_SECONDS,
                  clock: Callable[[], datetime] = now,
                  sleep: Callable[[float], None] | None = None,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
@@ -140,7 +139,6 @@ class Sender:
         self.cooldown = Cooldown(clock=monotonic, sleep=self.sleep)
         self.concurrency = concurrency
         self.retry_seconds = retry_seconds
-        self.transient_limit = transient_limit
         self.clock, self.monotonic = clock, monotonic
         self.stop_reason: str | None = None
         self.stop_exit = 4
@@ -388,11 +386,12 @@ class Sender:
             return sent
 
         try:
+            # No sleep between tries: each attempt starts by waiting out the shared pause.
             message_id = retry.call(
                 attempt, retry_on=TemporaryFailure, attempts=attempts, wait=self._pause,
-                stop=self.stop.is_set, sleep=lambda _: self.cooldown.wait(self.stop.is_set))
+                stop=self.stop.is_set, sleep=lambda _: None)
         except retry.GaveUp as gave_up:
-            reason = _without(str(gave_up.last), subscriber.email)
+            reason = redact_address(str(gave_up.last), subscriber.email)
             self.store.mark_failed(issue, subscriber_id, f"temporary: {gave_up.last}", False,
                                    self.clock())
             with self.lock:
@@ -402,7 +401,7 @@ class Sender:
             self._release(subscriber_id, report, "released")
             return
         except PermanentFailure as exc:
-            self._failed_for_good(subscriber_id, exc, _without(str(exc), subscriber.email),
+            self._failed_for_good(subscriber_id, exc, redact_address(str(exc), subscriber.email),
                                   report, progress)
             return
         except Unconfirmed as exc:
@@ -435,7 +434,7 @@ class Sender:
         refusing = self.cooldown.failing_for() + pause
         if self.walking and refusing > max(self.retry_seconds, MIN_REFUSING_SECONDS):
             self._halt(f"the transport refused every message for {refusing:.0f} s "
-                       f"(last: {_without(str(failure), failure.recipient or '')})")
+                       f"(last: {redact_address(str(failure), failure.recipient or '')})")
         return pause
 
     def _release(self, subscriber_id: str, report: SendReport, why: str) -> None:
@@ -453,9 +452,7 @@ class Sender:
         now_ = self.clock()
         self.store.mark_failed(self.built.id, subscriber_id, str(exc), True, now_)
         if exc.bounce:
-            self.store.note_feedback(self.built.id, subscriber_id, "bounce")
-            self.store.record_mail_event(subscriber_id, "bounce-permanent", now_,
-                                         transient_limit=self.transient_limit)
+            mark_bounced(self.store, subscriber_id, self.built.id, now_)
         with self.lock:
             report.failed += 1
             report.bounced += exc.bounce
@@ -472,17 +469,6 @@ class Sender:
                 report.unconfirmed_ids.append(subscriber_id)
         if progress:
             progress.step(report)
-
-
-def _without(reason: str, address: str) -> str:
-    """A server's reason with the recipient's address taken out (as the list keeps it, and
-    in the IDNA form a server may quote back): the report holds ids only."""
-    forms = {address}
-    with contextlib.suppress(UnsendableAddress):
-        forms.add(wire_address(address).idna)
-    for form in forms:
-        reason = re.sub(re.escape(form), "<recipient>", reason, flags=re.IGNORECASE)
-    return reason
 
 
 def _reraise(done: Iterable[Future[None]]) -> None:

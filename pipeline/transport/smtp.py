@@ -75,7 +75,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from pipeline.config import SmtpSettings, is_host_name
-from pipeline.core.addresses import UnsendableAddress, wire_address
+from pipeline.core.addresses import UnsendableAddress, redact_address, wire_address
 from pipeline.core.bounces import enhanced_status, mailbox_gone
 from pipeline.errors import (
     ConfigError,
@@ -226,8 +226,6 @@ class SmtpTransport(Transport):
         #: Open connections nobody is using, and how many are open in all (idle or in use).
         self._idle: list[_Connection] = []
         self._count = 0
-        #: Of ``_count``, those still being opened (greeting, TLS, login).
-        self._connecting = 0
         #: How many connections at once the relay allows, once it said so (a 4xx greeting
         #: while others were open); None: as many as there are sending threads.
         self.connection_limit: int | None = None
@@ -313,22 +311,21 @@ class SmtpTransport(Transport):
                         self._count -= 1
                     if self.connection_limit is None or self._count < self.connection_limit:
                         self._count += 1
-                        self._connecting += 1
                         break
                     self._returned.wait()
             try:
-                conn = self._connect(recipient)
+                return self._connect(recipient)
             except TemporaryFailure as exc:
                 with self._returned:
                     self._count -= 1
-                    self._connecting -= 1
                     # A greeting that says "too many connections" while others are open
                     # (or opening: the relay counts them from accept) is a limit; a relay
                     # refusing every greeting for another reason (restarting) sets none.
                     others = self._count
                     limited = (isinstance(exc.__cause__, smtplib.SMTPConnectError)
                                and others > 0 and bool(_TOO_MANY.search(str(exc))))
-                    if limited and (self.connection_limit or others + 1) > others:
+                    if limited and (self.connection_limit is None
+                                    or others < self.connection_limit):
                         self.connection_limit = others
                         _log.info("smtp %s allows %d connection(s) at once (%s); sending "
                                   "through those", self.where, others, exc)
@@ -339,12 +336,8 @@ class SmtpTransport(Transport):
             except BaseException:
                 with self._returned:
                     self._count -= 1
-                    self._connecting -= 1
                     self._returned.notify()
                 raise
-            with self._returned:
-                self._connecting -= 1
-            return conn
 
     def _give_back(self, conn: _Connection) -> None:
         """Back to the pool, unless it was discarded (then its place is free)."""
@@ -587,13 +580,13 @@ class SmtpTransport(Transport):
         said = _reply(code, text)
         where = f"smtp {self.where}: {stage} refused: {said}"
         if _STOPPED.search(said):
-            return SendingStopped(_without(where, recipient), recipient=recipient)
+            return SendingStopped(redact_address(where, recipient), recipient=recipient)
         if _THROTTLED.search(said) or 400 <= code < 500:
             return TemporaryFailure(where, recipient=recipient)
         if 500 <= code < 600:
             about_us = self._about_us(stage, code, said)
             if about_us is not None:  # every message would be refused the same way
-                return SendingMisconfigured(_without(f"{where}; {about_us}", recipient),
+                return SendingMisconfigured(redact_address(f"{where}; {about_us}", recipient),
                                             recipient=recipient)
             # One recipient per transaction: a 5xx at RCPT or to the body is about this one.
             return PermanentFailure(where, recipient=recipient,
@@ -676,17 +669,6 @@ def _untrusted(exc: ssl.SSLCertVerificationError) -> str:
                 "a name the certificate holds")
     return (f"the relay's certificate is not trusted ({reason}): set [smtp] ca_file to the "
             "CA that signed it")
-
-
-def _without(text: str, recipient: str) -> str:
-    """``text`` with the recipient's address taken out: it stops the whole run, and the
-    line is shown and logged, where no subscriber's address belongs."""
-    forms = {recipient}
-    with contextlib.suppress(UnsendableAddress):
-        forms.add(wire_address(recipient).idna)
-    for form in filter(None, forms):
-        text = re.sub(re.escape(form), "<recipient>", text, flags=re.IGNORECASE)
-    return text
 
 
 def _close(conn: smtplib.SMTP | None) -> None:

@@ -276,14 +276,8 @@ class DynamoStore(Resource):
             if existing.status in FINAL_STATUSES:
                 return AddResult(AddOutcome.REFUSED, existing)
             if existing.status == "pending" and status == "active":
-                update = ("SET #status = :active, #consent_at = :now, #consent_source = :source, "
-                          "#confirmed_at = :now, #updated_at = :now")
-                condition = "#status = :pending"
                 try:
-                    changed = self._update(self.subscribers_table,
-                                           _pk(SUBSCRIBER_PREFIX + existing.id), update,
-                                           condition, active="active", now=stamp,
-                                           source=source, pending="pending")
+                    changed = self._activate(existing.id, stamp, source)
                 except _Refused:
                     continue  # its status changed meanwhile: decide again
                 return AddResult(AddOutcome.ACTIVATED, _subscriber(changed))
@@ -341,13 +335,18 @@ class DynamoStore(Resource):
             outcome, existing_id = self._insert(record)
             return outcome == "created" or existing_id == sub.id
         try:
-            self._update(self.subscribers_table, _pk(SUBSCRIBER_PREFIX + sub.id),
-                         "SET #status = :active, #consent_at = :now, #consent_source = :source, "
-                         "#confirmed_at = :now, #updated_at = :now", "#status = :pending",
-                         active="active", now=stamp, source=source, pending="pending")
+            self._activate(sub.id, stamp, source)
         except _Refused:
             return False
         return True
+
+    def _activate(self, subscriber_id: str, stamp: str, source: str) -> dict[str, Any]:
+        """``pending`` → ``active`` with the consent of now; _Refused if it is not pending."""
+        return self._update(self.subscribers_table, _pk(SUBSCRIBER_PREFIX + subscriber_id),
+                            "SET #status = :active, #consent_at = :now, "
+                            "#consent_source = :source, #confirmed_at = :now, "
+                            "#updated_at = :now", "#status = :pending",
+                            active="active", now=stamp, source=source, pending="pending")
 
     def _existing(self, normals: Iterable[str]) -> dict[str, Subscriber]:
         """The subscribers of these addresses, by email key: their ``email#`` items, then
@@ -963,14 +962,7 @@ class DynamoStore(Resource):
                 break
         if found is None:
             return None
-        if kind == "complaint":
-            guard = "attribute_exists(#subscriber_id)"
-        else:
-            guard = "attribute_exists(#subscriber_id) AND attribute_not_exists(#feedback)"
-        with contextlib.suppress(_Refused):  # a complaint already, or the row was removed
-            self._update(self.ledger_table,
-                         _ledger_key(found["issue_id"], found["subscriber_id"]),
-                         "SET #feedback = :kind", guard, kind=kind)
+        self.note_feedback(str(found["issue_id"]), str(found["subscriber_id"]), kind)
         return str(found["issue_id"])
 
     def note_feedback(self, issue_id: str, subscriber_id: str, kind: str) -> bool:

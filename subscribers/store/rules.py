@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 
@@ -143,14 +143,14 @@ class Additions:
 
 def plan_additions(entries: Sequence[tuple[str, NewSubscriber]], *, status: str, source: str,
                    now: datetime, existing: Mapping[str, Subscriber],
-                   suppressed: set[str], ids: Iterator[str] | None = None) -> Additions:
+                   suppressed: set[str]) -> Additions:
     """Decide ``add`` for each (normalised address, entry) in turn, from what the store holds
     (``existing`` by :func:`~subscribers.model.email_key`, the ``suppressed`` hashes among
     the entries'): the same outcome ``add`` called once per entry, in order, would give
     (so an address twice is created, then present). Pure: both stores read, call this, then
     write what it returns, so their rules cannot drift apart. New ids are drawn from
-    ``ids`` (default: :func:`~subscribers.model.batch_subscriber_ids`)."""
-    new_ids = ids if ids is not None else batch_subscriber_ids()
+    :func:`~subscribers.model.batch_subscriber_ids`."""
+    new_ids = batch_subscriber_ids()
     when = now.astimezone(UTC)
     consent_at = when if status == "active" else None
     known = dict(existing)

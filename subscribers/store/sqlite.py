@@ -242,6 +242,9 @@ _RECORD_NOT_SENT = """
         status = excluded.status, message_id = NULL, reason = excluded.reason,
         permanent = excluded.permanent, updated_at = excluded.updated_at
     WHERE ledger.status != 'sent'"""
+#: A bounce or complaint on one ledger row; a complaint outranks a bounce.
+_SET_FEEDBACK = ("UPDATE ledger SET feedback = ? WHERE issue_id = ? AND subscriber_id = ? "
+                 "AND (feedback IS NULL OR ? = 'complaint')")
 _LEDGER = """
     SELECT issue_id, subscriber_id, status, message_id, reason, permanent, attempts,
            updated_at
@@ -387,12 +390,7 @@ class SqliteStore(Resource):
             if existing.status in FINAL_STATUSES:
                 return AddResult(AddOutcome.REFUSED, existing)
             if existing.status == "pending" and status == "active":
-                conn.execute(
-                    "UPDATE subscribers SET status = 'active', consent_at = ?, "
-                    "consent_source = ?, confirmed_at = ?, updated_at = ? "
-                    "WHERE id = ? AND status = 'pending'",
-                    (stamp, source, stamp, stamp, existing.id),
-                )
+                conn.execute(_ACTIVATE, (stamp, source, stamp, stamp, existing.id))
                 return AddResult(AddOutcome.ACTIVATED, self._by_email(conn, normal))
             return AddResult(AddOutcome.EXISTING, existing)
 
@@ -852,9 +850,7 @@ class SqliteStore(Resource):
                                "WHERE message_id = ? LIMIT 1", (message_id,)).fetchone()
             if row is None:
                 return None
-            conn.execute("UPDATE ledger SET feedback = ? WHERE issue_id = ? AND "
-                         "subscriber_id = ? AND (feedback IS NULL OR ? = 'complaint')",
-                         (kind, row[0], row[1], kind))
+            conn.execute(_SET_FEEDBACK, (kind, row[0], row[1], kind))
         issue_id: str = row[0]
         return issue_id
 
@@ -864,9 +860,8 @@ class SqliteStore(Resource):
         if kind not in FEEDBACK:
             raise ValueError(f"unknown feedback {kind!r}; known: {', '.join(FEEDBACK)}")
         with self._using() as conn:
-            conn.execute("UPDATE ledger SET feedback = ? WHERE issue_id = ? AND "
-                         "subscriber_id = ? AND (feedback IS NULL OR ? = 'complaint')",
-                         (kind, issue_id, subscriber_id, kind))
+            if conn.execute(_SET_FEEDBACK, (kind, issue_id, subscriber_id, kind)).rowcount:
+                return True
             return conn.execute("SELECT 1 FROM ledger WHERE issue_id = ? AND "
                                 "subscriber_id = ?", (issue_id, subscriber_id)
                                 ).fetchone() is not None
