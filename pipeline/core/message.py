@@ -115,8 +115,12 @@ class Messages:
         self._closing = f"--{self.boundary}--\r\n".encode()
         self._date: tuple[tuple[datetime, timedelta | None], bytes] | None = None
         self._static = {layout: self._static_headers(layout, test=False) for layout in LAYOUTS}
+        #: The layout of every rendering: each layout its own, each variant its layout's
+        #: (worked out once: a variant's key is a hash of its areas).
+        self._layout_of = {layout: layout for layout in LAYOUTS}
+        self._layout_of.update((v.key, v.variant.layout) for v in built.variants)
         # A test copy's subject names what it is: the layout, or the variant's key.
-        self._static_test = {key: self._static_headers(key.split(".")[0], test=True,
+        self._static_test = {key: self._static_headers(self._layout_of[key], test=True,
                                                        label=key)
                              for key in built.keys}
 
@@ -166,8 +170,7 @@ class Messages:
         if layout not in LAYOUTS:
             raise ConfigError(f"unknown layout {layout!r}; one of {', '.join(LAYOUTS)}")
         key = variant or layout
-        if key != layout and not any(v.key == key and v.variant.layout == layout
-                                     for v in self.built.variants):
+        if self._layout_of.get(key) != layout:
             raise ConfigError(f"{self.built.id} has no variant {key!r} of layout {layout}")
         links = self.links(subscriber_id)
         list_unsubscribe = f"<{links.unsubscribe}>"

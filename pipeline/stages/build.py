@@ -13,7 +13,6 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from pipeline.config import Settings
 from pipeline.core import issue_json
@@ -35,9 +34,6 @@ from pipeline.stages.approve import read_approval
 from pipeline.stages.built import APPROVAL_FILE, ISSUE_FILE, issue_folder
 from pipeline.stages.machine_translation import Translate, translate_items
 from pipeline.week import last_complete_week, parse_week
-
-if TYPE_CHECKING:
-    pass
 
 _log = logging.getLogger("newsletter.build")
 

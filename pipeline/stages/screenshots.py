@@ -159,10 +159,11 @@ class Screenshotter:
         old = read_manifest(previous) if previous else {}
         manifest: dict[str, dict[str, str]] = {}
         notes: list[str] = []
-        keys = {shot: shot_key((folder / shot.source).read_bytes(), shot, self.identity)
-                for shot in shots}
-        todo = [shot for shot in shots if not (
-            previous and _reuse(previous, old.get(shot.name), keys[shot], out / shot.name))]
+        sources = {shot.source: (folder / shot.source).read_bytes() for shot in shots}
+        keys = {shot: shot_key(sources[shot.source], shot, self.identity) for shot in shots}
+        kept = {shot for shot in shots if previous and _reuse(
+            previous, old.get(shot.name), keys[shot], out / shot.name)}
+        todo = [shot for shot in shots if shot not in kept]
         if todo and cached_only:
             notes.append(f"{len(todo)} screenshot(s) of changed pages are being taken: "
                          "reload in a moment")
@@ -171,10 +172,14 @@ class Screenshotter:
         files = []
         for shot in shots:
             target = out / shot.name
-            if target.is_file():
-                files.append(shot.name)
-                manifest[shot.name] = {"key": keys[shot], "sha256": hashlib.sha256(
-                    target.read_bytes()).hexdigest()}
+            if shot in kept:  # its bytes were just checked against this hash
+                digest = old[shot.name]["sha256"]
+            elif target.is_file():
+                digest = hashlib.sha256(target.read_bytes()).hexdigest()
+            else:
+                continue
+            files.append(shot.name)
+            manifest[shot.name] = {"key": keys[shot], "sha256": digest}
         (out / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True),
                                     encoding="utf-8")
         reused = len(shots) - len(todo)
