@@ -68,15 +68,22 @@ site: install
 serve: install
 	$(NEWSLETTER) serve
 
+# The suite's bytecode (the project's modules, the tests with pytest's rewritten asserts, and
+# every `newsletter` process a test starts) is cached under build/pycache, even where
+# PYTHONDONTWRITEBYTECODE is set: without a cache each of the suite's processes compiles
+# everything again (collection alone took 7 s instead of 0.7 s), and nothing is written
+# into the source tree.
+TEST_ENV := PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(CURDIR)/build/pycache
+
 # Every test, on every core (pytest-xdist), after the system packages the browser tests need
 # (scripts/system-deps). test-fast: only the in-process layer, no Chromium, no moto, no second
 # process, nothing of a second or more (markers in pyproject.toml).
 test: install system-deps
-	$(BIN)/python -m pytest -n auto
+	$(TEST_ENV) $(BIN)/python -m pytest -n auto
 
 .PHONY: test-fast
 test-fast: install
-	$(BIN)/python -m pytest -n auto -m "not browser and not aws and not subprocess and not slow"
+	$(TEST_ENV) $(BIN)/python -m pytest -n auto -m "not browser and not aws and not subprocess and not slow"
 
 # ruff (style, and complexity over 15 is an error) and the import contracts of pyproject.toml:
 # the layering docs/architecture.md draws.

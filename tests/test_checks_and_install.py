@@ -196,7 +196,9 @@ def test_install_uses_uv_on_the_indexes_pip_is_set_up_with_pinned_by_the_lock(
     code, stderr, calls = _install(tmp_path, with_uv=True)
     assert code == 0, stderr
     assert calls == [
-        f"uv pip install --python {tmp_path}/venv/bin/python"
+        # Compiled at install: a process then never compiles a dependency again (where
+        # PYTHONDONTWRITEBYTECODE is set, every one would, each time it starts).
+        f"uv pip install --compile-bytecode --python {tmp_path}/venv/bin/python"
         " --index-url https://mirror.example/simple"
         " --extra-index-url file:///opt/one/simple --extra-index-url file:///opt/two/simple"
         " --find-links /opt/wheels --index-strategy unsafe-best-match"
