@@ -60,36 +60,51 @@ def _largest(lo: int, hi: int, fits: Callable[[int], bool]) -> tuple[int, int | 
 
 
 def old_fit(renderer: Renderer, issue: Issue, variant: Variant, budget: int
-            ) -> tuple[tuple[int, ...], int, int]:
-    """(brief PRs, folded, renders) as the bisection chose them."""
+            ) -> tuple[tuple[int, ...], int, int, dict[tuple[int, ...], tuple[str, str]]]:
+    """(brief PRs, folded, renders, renderings) as the bisection chose them.
+
+    A step asks only whether the heavier rendering fits, so the text is not rendered when the
+    HTML alone is over the budget: the same answer at every step, with fewer renderings.
+    ``renderings`` keeps the (HTML, text) of each plan drawn whole, keyed by :func:`key`, so
+    that the check need not render the chosen plan again.
+    """
     items = interests_first(issue.items, variant.areas)
     n = len(items)
     renders = 0
     footer = Footer()
+    renderings: dict[tuple[int, ...], tuple[str, str]] = {}
 
-    def size(plan: _Plan) -> int:
+    def fits(plan: _Plan) -> bool:
         nonlocal renders
         renders += 1
         html = renderer._html(issue, variant, BASE, plan, footer)
+        if weight(html) > budget:
+            return False
         text = renderer._text(issue, variant, BASE, plan, footer)
-        return max(weight(html), weight(text))
+        renderings[key(plan)] = html, text
+        return weight(text) <= budget
 
-    if size(_Plan(items, (), 0)) <= budget:
-        return (), 0, renders
+    if fits(_Plan(items, (), 0)):
+        return (), 0, renders, renderings
 
     def shrink(k: int) -> _Plan:
         return _Plan(items[: n - k], items[n - k:], 0)
 
-    k, found = _smallest(1, n, lambda k: size(shrink(k)) <= budget)
+    k, found = _smallest(1, n, lambda k: fits(shrink(k)))
     if found is not None:
         plan = shrink(k)
     else:
         def fold(m: int) -> _Plan:
             return _Plan((), items[:m], n - m)
 
-        m, _ = _largest(0, n - 1, lambda m: size(fold(m)) <= budget)
+        m, _ = _largest(0, n - 1, lambda m: fits(fold(m)))
         plan = fold(m)
-    return tuple(i.pr for i in plan.brief), plan.folded, renders
+    return tuple(i.pr for i in plan.brief), plan.folded, renders, renderings
+
+
+def key(plan: _Plan) -> tuple[int, ...]:
+    """A plan as the PRs it shows in full, then in brief, then how many it folds."""
+    return (*(i.pr for i in plan.full), -1, *(i.pr for i in plan.brief), -1, plan.folded)
 
 
 # -- generated weeks ----------------------------------------------------------------------
@@ -151,11 +166,13 @@ def check(renderer: Renderer, issue: Issue, variant: Variant, budget: int) -> in
         result, problem = renderer._fit(issue, variant, BASE, budget, Footer())
     finally:
         del renderer._draw
-    brief, folded, _ = old_fit(renderer, issue, variant, budget)
+    brief, folded, _, renderings = old_fit(renderer, issue, variant, budget)
     assert (result.brief, result.folded) == (brief, folded), (len(issue.items), variant)
     plan = _Plan(*_plan_items(issue, variant, brief, folded))
-    assert result.html == renderer._html(issue, variant, BASE, plan, Footer())
-    assert result.text == renderer._text(issue, variant, BASE, plan, Footer())
+    html, text = renderings.get(key(plan)) or (
+        renderer._html(issue, variant, BASE, plan, Footer()),
+        renderer._text(issue, variant, BASE, plan, Footer()))
+    assert (result.html, result.text) == (html, text)
     heavier = max(weight(result.html), weight(result.text))
     assert (heavier <= budget) == (problem is None or problem.code != "over-size-limit")
     return drawn
