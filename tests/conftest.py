@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import subprocess
@@ -108,6 +109,45 @@ def run_newsletter(args: list[str], cwd: Path, **env: str) -> subprocess.Complet
     """``newsletter ARGS`` in ``cwd`` as a real process, with a clean environment plus ``env``."""
     return subprocess.run([*newsletter_cmd(), *args], cwd=cwd, env=clean_env(**env),
                           capture_output=True, text=True, timeout=120, check=False)
+
+
+def newsletter_main(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    """``newsletter ARGS`` in ``cwd`` called in this process (``pipeline.cli.main``), with a
+    clean environment plus ``env``: what :func:`run_newsletter` returns, without the second
+    of interpreter start and imports a process costs.
+
+    For the tests whose point is what a command does, says and exits with. Signals, crashes,
+    locks held by another process and the installed entry point keep :func:`run_newsletter`.
+    stdout and stderr are fresh UTF-8 streams that are not terminals, as a pipe is; the
+    working folder and ``os.environ`` are restored afterwards whatever happens.
+    """
+    from pipeline.cli import main
+
+    out, err = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="", write_through=True)
+                for _ in range(2))
+    saved_env, saved_cwd = os.environ.copy(), os.getcwd()
+    saved_streams = sys.stdout, sys.stderr
+    os.environ.clear()
+    os.environ.update({k: v for k, v in saved_env.items() if not k.startswith("NEWSLETTER_")})
+    os.environ.update(env)
+    try:
+        os.chdir(cwd)
+        sys.stdout, sys.stderr = out, err
+        try:
+            code = main(args)
+        except SystemExit as exc:  # argparse: --help, --version, a usage error
+            code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
+    finally:
+        sys.stdout, sys.stderr = saved_streams
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+
+    def text(stream: io.TextIOWrapper) -> str:
+        stream.flush()
+        return stream.buffer.getvalue().decode("utf-8")  # type: ignore[attr-defined]
+
+    return subprocess.CompletedProcess(["newsletter", *args], code, text(out), text(err))
 
 
 def ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:

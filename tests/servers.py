@@ -112,6 +112,9 @@ class Pause:
 
     #: Only a message to this (lower-cased) address is held; None: the next message at all.
     address: str | None = None
+    #: Only a message that arrives after this many were accepted (by this sink, since its
+    #: last :meth:`SmtpSink.clear`): ``after=10`` holds the 11th message or a later one.
+    after: int = 0
     reached: threading.Event = field(default_factory=threading.Event)
     released: threading.Event = field(default_factory=threading.Event)
 
@@ -323,11 +326,11 @@ class SmtpSink:
         with self._lock:
             self._greetings.extend([reply] * times)
 
-    def pause_next(self, address: str | None = None) -> Pause:
-        """Keep the next message (for ``address``, or for anyone), then hold its final reply
-        until :meth:`Pause.release`: a client stopped mid-send for as long as a test needs,
-        with no guess at how long that is."""
-        pause = Pause(address.lower() if address else None)
+    def pause_next(self, address: str | None = None, *, after: int = 0) -> Pause:
+        """Keep the next message (for ``address``, or for anyone; once ``after`` messages
+        were accepted), then hold its final reply until :meth:`Pause.release`: a client
+        stopped mid-send for as long as a test needs, with no guess at how long that is."""
+        pause = Pause(address.lower() if address else None, after)
         with self._lock:
             self._pauses.append(pause)
             self._issued.append(pause)
@@ -432,8 +435,9 @@ class _Handler:
             self.sink._received.append(record)
             self.sink._accepted_at.append(time.monotonic())
             rcpts = {a.lower() for a in envelope.rcpt_tos}
-            pause = next((p for p in self.sink._pauses
-                          if p.address is None or p.address in rcpts), None)
+            accepted = len(self.sink._received) - 1  # before this one
+            pause = next((p for p in self.sink._pauses if accepted >= p.after
+                          and (p.address is None or p.address in rcpts)), None)
             if pause is not None:
                 self.sink._pauses.remove(pause)
         if pause is not None:

@@ -6,6 +6,11 @@ in the transport call by the kill: at most one per sending thread), who have it 
 ``--resend-unconfirmed`` then reaches them (a second copy for one that had arrived: the
 documented, knowing choice). However many runs were killed, each report and ``newsletter
 status`` name every one of them.
+
+Each kill comes at a known point, not after a guessed wait: the SMTP sink holds the final
+reply of the message after the ``kill_after``-th (or of one message per sending thread), and
+the run is killed once they are held, so a message is in flight at every kill. The runs the
+kills are not the point of (set-up, the re-runs, ``status``) are called in process.
 """
 
 from __future__ import annotations
@@ -14,7 +19,6 @@ import json
 import os
 import signal
 import subprocess
-import time
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -23,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from conftest import SAMPLE_FEED, SAMPLE_WEEK, clean_env, newsletter_cmd
+from conftest import SAMPLE_FEED, SAMPLE_WEEK, clean_env, newsletter_cmd, newsletter_main, ok
 
 from pipeline.model import LAYOUTS
 from subscribers.store.sqlite import SqliteStore
@@ -48,9 +52,8 @@ class Project:
     def issue(self) -> Path:
         return self.folder / "build" / "issues" / SAMPLE_WEEK
 
-    def newsletter(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
-        return subprocess.run([*newsletter_cmd(), *args], cwd=self.folder, env=env(),
-                              capture_output=True, text=True, timeout=timeout, check=False)
+    def newsletter(self, *args: str) -> subprocess.CompletedProcess:
+        return newsletter_main(list(args), self.folder, NEWSLETTER_SECRET=SECRET)
 
     def report(self) -> dict:
         return json.loads((self.issue / "send-report.json").read_text(encoding="utf-8"))
@@ -69,21 +72,12 @@ class Project:
         return {s.email.lower() for s in found if s}
 
 
-def env() -> dict[str, str]:
-    return clean_env(NEWSLETTER_SECRET=SECRET)
-
-
-def ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
-    assert result.returncode == 0, result.stdout + result.stderr
-    return result
-
-
 @pytest.fixture
 def project(tmp_path: Path, smtp_server: SmtpSink) -> Project:
     (tmp_path / "newsletter.toml").write_text(
         f'[feed]\nurls = ["{SAMPLE_FEED}"]\n'
         '[site]\napp_url = "https://news.example.org/api"\n'  # RFC 8058: smtp needs https
-        f'[delivery]\ntransport = "smtp"\nmax_rate = 40\nconcurrency = {CONCURRENCY}\n'
+        f'[delivery]\ntransport = "smtp"\nconcurrency = {CONCURRENCY}\n'
         f'[smtp]\nhost = "127.0.0.1"\nport = {smtp_server.port}\nstarttls = false\n',
         encoding="utf-8")
     emails = [f"reader{n:03d}@example.com" for n in range(COUNT)]
@@ -97,24 +91,30 @@ def project(tmp_path: Path, smtp_server: SmtpSink) -> Project:
     return made
 
 
-def kill_mid_run(project: Project, sink: SmtpSink, kill_after: int = KILL_AFTER) -> int:
-    """Start ``newsletter send``, SIGKILL it once the sink has ``kill_after`` messages; how
-    many the sink had by then."""
+def kill_mid_run(project: Project, sink: SmtpSink, kill_after: int = KILL_AFTER,
+                 held: int = 1) -> int:
+    """Start ``newsletter send`` and SIGKILL it once ``held`` messages after the sink's
+    ``kill_after``-th wait for their final reply (arrived, unanswered); how many the sink had
+    by then."""
+    pauses = [sink.pause_next(after=kill_after) for _ in range(held)]
     with (project.folder / "first-run.log").open("w") as log:
         process = subprocess.Popen([*newsletter_cmd(), "send", "--week", SAMPLE_WEEK],
-                                   cwd=project.folder, env=env(), stdout=log, stderr=log)
+                                   cwd=project.folder,
+                                   env=clean_env(NEWSLETTER_SECRET=SECRET), stdout=log,
+                                   stderr=log)
         try:
-            deadline = time.monotonic() + 15
-            while len(sink.received) < kill_after and time.monotonic() < deadline:
-                assert process.poll() is None, (project.folder / "first-run.log").read_text()
-                time.sleep(0.01)
+            for pause in pauses:
+                assert pause.wait(), (project.folder / "first-run.log").read_text()
             os.kill(process.pid, signal.SIGKILL)
+            process.wait(timeout=10)
         finally:
             process.kill()  # no-op once it is dead; never leave it running on a failure
             process.wait(timeout=10)
+            for pause in pauses:  # answered to a dead connection
+                pause.release()
     assert process.returncode == -signal.SIGKILL
     got = len(sink.received)
-    assert kill_after <= got < COUNT, f"killed after {got} messages: not mid-run"
+    assert kill_after + held <= got < COUNT, f"killed after {got} messages: not mid-run"
     return got
 
 
@@ -162,15 +162,18 @@ def resend_unconfirmed(project: Project, earlier: Counter[str], sink: SmtpSink,
     assert set(project.ledger().values()) == {"sent"}
 
 
-@pytest.mark.subprocess
+@pytest.mark.subprocess  # a SIGKILL ends a real process: what it leaves behind is the point
 def test_killed_mid_run_then_rerun_sends_each_once(project: Project,
                                                    smtp_server: SmtpSink) -> None:
+    # One message is held unanswered; the other threads are wherever the kill finds them.
     kill_mid_run(project, smtp_server)
+    caught = smtp_server.received[KILL_AFTER].rcpt_tos[0].lower()
 
     unconfirmed, copies = rerun_and_check(project, Counter(), smtp_server)
 
     # Only the messages in the transport call can be caught: one per sending thread at most
     # (the claims the run keeps ahead of the transport are released, not withheld).
+    assert caught in unconfirmed and copies[caught] == 1
     assert len(unconfirmed) <= CONCURRENCY
     resend_unconfirmed(project, Counter(), smtp_server, unconfirmed, copies)
 
@@ -178,34 +181,33 @@ def test_killed_mid_run_then_rerun_sends_each_once(project: Project,
 @pytest.mark.subprocess
 def test_killed_while_messages_wait_for_their_answer(project: Project,
                                                      smtp_server: SmtpSink) -> None:
-    # Every message is kept by the sink at once but answered 0.3 s later: at the kill, the
-    # messages in flight have arrived without the sender knowing it.
-    for email in project.emails:
-        smtp_server.stall_next(email, 0.3)
-    kill_mid_run(project, smtp_server)
+    # Every thread's message has arrived and waits for its answer when the kill comes: each
+    # was delivered without the sender knowing it.
+    got = kill_mid_run(project, smtp_server, held=CONCURRENCY)
+    assert got == KILL_AFTER + CONCURRENCY  # every thread was held: nothing else went out
     earlier = counts(smtp_server.received)
-    smtp_server.clear()  # no more stalls for the re-run (what arrived is kept in `earlier`)
+    caught = {r.rcpt_tos[0].lower() for r in smtp_server.received[KILL_AFTER:]}
+    smtp_server.clear()  # what arrived is kept in `earlier`
 
     unconfirmed, copies = rerun_and_check(project, earlier, smtp_server)
 
-    assert any(copies[email] == 1 for email in unconfirmed), "no message was caught in flight"
+    assert unconfirmed == caught
+    assert all(copies[email] == 1 for email in unconfirmed)
     resend_unconfirmed(project, earlier, smtp_server, unconfirmed, copies)
 
 
 @pytest.mark.subprocess
 def test_five_kills_withhold_at_most_one_message_per_thread_each_and_name_them_all(
         project: Project, smtp_server: SmtpSink) -> None:
-    # Every first message is answered 0.3 s late, so each kill finds messages in flight.
-    for email in project.emails:
-        smtp_server.stall_next(email, 0.3)
     withheld: list[int] = []
-    for kill in range(1, 6):
-        kill_mid_run(project, smtp_server, kill_after=kill * 25)
+    held = [1 + kill % CONCURRENCY for kill in range(5)]  # 1, 2, 3, 4, 1 threads held
+    for kill, holding in enumerate(held, start=1):
+        kill_mid_run(project, smtp_server, kill_after=kill * 25, held=holding)
         # What the next run's start does: settle the claims the dead run left.
         with SqliteStore.open(project.folder / "data" / "subscribers.sqlite3") as store:
             withheld.append(store.expire_in_flight(SAMPLE_WEEK, datetime.now(UTC)))
-    assert all(n <= CONCURRENCY for n in withheld), withheld
-    assert sum(withheld) > 0, "no message was caught in flight"
+    # Each kill withholds the messages it held, and at most one per thread.
+    assert all(h <= n <= CONCURRENCY for h, n in zip(held, withheld, strict=True)), withheld
     earlier = counts(smtp_server.received)
     smtp_server.clear()
 
