@@ -9,6 +9,7 @@ redirects followed, nothing added but what the test gives.
 from __future__ import annotations
 
 import http.client
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -30,13 +31,28 @@ from pipeline.wiring import open_subscriptions
 from subscribers.sns import SnsVerifier
 from subscribers.subscriptions import Policy, Subscriptions
 
+#: Bound sockets by port, from :func:`free_port` until :func:`serve_app` takes its own.
+_HELD: dict[int, socket.socket] = {}
+
 
 def free_port() -> int:
-    import socket
+    """A loopback port bound now (port 0: the kernel's choice) and held: :func:`serve_app`
+    serves on that very socket, and a port nobody serves stays bound and refuses
+    connections, so no other test can take it meanwhile. A port given to another process
+    (``newsletter serve --port``) must be let go first: :func:`let_go`."""
+    from servers import bound_socket
 
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    sock = bound_socket()
+    port: int = sock.getsockname()[1]
+    _HELD[port] = sock
+    return port
+
+
+def let_go(port: int) -> int:
+    """``port``, no longer held here, for a process of its own to bind (the one window
+    left: between this close and that bind)."""
+    _HELD.pop(port).close()
+    return port
 
 
 @dataclass
@@ -132,7 +148,9 @@ def serve_app(settings: Settings, *, environ: Mapping[str, str] | None = None,
                          mail_queue=queue, **options)
         server = uvicorn.Server(server_config(app, host="127.0.0.1", port=port,
                                               forwarded_allow_ips="127.0.0.1"))
-        thread = threading.Thread(target=server.run, daemon=True)
+        held = _HELD.pop(port, None)
+        thread = threading.Thread(target=server.run, daemon=True,
+                                  kwargs={"sockets": [held]} if held else {})
         thread.start()
         deadline = time.monotonic() + 10
         while not server.started:
@@ -144,3 +162,5 @@ def serve_app(settings: Settings, *, environ: Mapping[str, str] | None = None,
         finally:
             server.should_exit = True
             thread.join(timeout=10)
+            if held:
+                held.close()

@@ -76,11 +76,29 @@ NO_SUCH_USER = (550, "5.1.1 <{address}>: Recipient address rejected: User unknow
 Phase = Literal["MAIL", "RCPT", "DATA"]
 
 
-def free_port() -> int:
-    """A loopback port free right now (aiosmtpd's Controller cannot be given port 0)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+def bound_socket() -> socket.socket:
+    """A TCP socket bound to a loopback port the kernel chose (port 0), not yet listening.
+
+    A server is handed the socket itself: picking a free port, closing it and binding it
+    again leaves a window in which another test (another xdist worker) can take the port.
+    """
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+def _controller(handler: Any, sock: socket.socket, **kwargs: Any) -> Any:
+    """aiosmtpd's Controller serving on ``sock`` (it binds host:port itself otherwise, and
+    cannot be given port 0: it connects to its port to see that it is up)."""
+    from aiosmtpd.controller import Controller
+
+    class OnSocket(Controller):
+        def _create_server(self) -> Any:
+            return self.loop.create_server(self._factory_invoker, sock=sock,
+                                           ssl=self.ssl_context)
+
+    return OnSocket(handler, hostname=sock.getsockname()[0], port=sock.getsockname()[1],
+                    **kwargs)
 
 
 # -- SMTP ------------------------------------------------------------------------------------
@@ -164,7 +182,8 @@ class SmtpSink:
                  message_rate: tuple[int, float] | None = None,
                  max_connections: int | None = None, auth_required: bool = False,
                  auth_exclude: tuple[str, ...] = ()) -> None:
-        self.port = free_port()
+        self._socket = bound_socket()
+        self.port: int = self._socket.getsockname()[1]
         self.message_rate = message_rate
         self.max_connections = max_connections
         self._accepted_at: deque[float] = deque()
@@ -196,10 +215,8 @@ class SmtpSink:
                           auth_exclude_mechanism=list(auth_exclude))
         if implicit_tls is not None:
             kwargs.update(ssl_context=implicit_tls)
-        from aiosmtpd.controller import Controller
-
-        self._controller = Controller(_Handler(self), hostname=self.host, port=self.port,
-                                      server_hostname="sink.test", ready_timeout=5.0, **kwargs)
+        self._controller = _controller(_Handler(self), self._socket,
+                                       server_hostname="sink.test", ready_timeout=5.0, **kwargs)
         self._closed: set[tuple[str, int]] = set()
         self._closed_changed = threading.Condition(self._lock)
         make = self._controller.factory
@@ -258,6 +275,7 @@ class SmtpSink:
         for pause in self._issued:  # a test that failed before releasing must not hang here
             pause.release()
         self._controller.stop()
+        self._socket.close()
 
     def settings(self, *, starttls: bool = False, username: str = "",
                  **more: Any) -> SmtpSettings:
@@ -676,9 +694,11 @@ def moto_server(_moto_session: MotoServer, monkeypatch: pytest.MonkeyPatch,
 
 
 @pytest.fixture
-def unused_port() -> int:
-    """A loopback port nobody listens on (connection refused)."""
-    return free_port()
+def unused_port() -> Iterator[int]:
+    """A loopback port nobody listens on (connection refused): bound, never listening, and
+    held for the test, so no other test can start a server on it meanwhile."""
+    with bound_socket() as sock:
+        yield sock.getsockname()[1]
 
 
 @pytest.fixture

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from app_server import App, free_port, project_settings, request, serve_app
+from app_server import App, free_port, let_go, project_settings, request, serve_app
 from conftest import SAMPLE_WEEK, clean_env, newsletter_cmd
 
 from subscribers.subscriptions import Policy
@@ -539,7 +539,7 @@ def test_newsletter_serve_runs_the_app_until_terminated(tmp_path):
     import signal
     import time
 
-    port = free_port()
+    port = let_go(free_port())  # for the `newsletter serve` process to bind
     project_settings(tmp_path, port)
     process = subprocess.Popen([*newsletter_cmd(), "serve"], cwd=tmp_path, env=clean_env(),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -565,7 +565,7 @@ def test_newsletter_serve_runs_the_app_until_terminated(tmp_path):
 
 @pytest.mark.subprocess
 def test_serve_refuses_a_real_transport_without_a_secret(tmp_path):
-    project_settings(tmp_path, free_port(), '[delivery]\ntransport = "ses"\n')
+    project_settings(tmp_path, let_go(free_port()), '[delivery]\ntransport = "ses"\n')
     result = subprocess.run([*newsletter_cmd(), "serve"], cwd=tmp_path, env=clean_env(),
                             capture_output=True, text=True, timeout=60, check=False)
     assert result.returncode == 2

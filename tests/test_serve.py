@@ -12,7 +12,7 @@ from email.parser import BytesParser
 from pathlib import Path
 
 import pytest
-from app_server import free_port, request
+from app_server import free_port, let_go, request
 from conftest import SAMPLE_FEED, clean_env, newsletter_cmd
 
 from pipeline.web.serve import served_app_url
@@ -67,7 +67,7 @@ def test_serve_port_puts_the_port_served_in_the_links(tmp_path):
     """app_url says 8001, the app serves on another port: the confirmation link a new
     subscriber gets must lead to the port that answers."""
     folder = project(tmp_path, "http://127.0.0.1:8001")
-    port = free_port()
+    port = let_go(free_port())  # for the `newsletter serve` process to bind
     process = subprocess.Popen([*newsletter_cmd(), "serve", "--port", str(port)], cwd=folder,
                                env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True)

@@ -281,7 +281,7 @@ def test_starttls_not_offered_is_a_config_error_with_the_fix(smtp_server: SmtpSi
     assert smtp_server.received == []
 
 
-def test_starttls_answered_454_is_a_config_error(unused_port: int) -> None:
+def test_starttls_answered_454_is_a_config_error() -> None:
     """A server that lists STARTTLS but answers it "454 TLS not available"."""
     import socketserver
 
@@ -300,11 +300,12 @@ def test_starttls_answered_454_is_a_config_error(unused_port: int) -> None:
                 else:
                     self.wfile.write(b"503 5.5.1 Bad sequence\r\n")
 
-    with socketserver.ThreadingTCPServer(("127.0.0.1", unused_port), Refusing) as server:
+    with socketserver.ThreadingTCPServer(("127.0.0.1", 0), Refusing) as server:
         server.daemon_threads = True
         threading.Thread(target=server.serve_forever, daemon=True).start()
         try:
-            transport = SmtpTransport(SmtpSettings(host="127.0.0.1", port=unused_port,
+            port = server.server_address[1]
+            transport = SmtpTransport(SmtpSettings(host="127.0.0.1", port=port,
                                                    starttls=True), None, timeout=5.0)
             with pytest.raises(StartTlsRefused, match=r"STARTTLS refused: 454 4\.7\.0 .*"
                                r"\[smtp\] starttls = false"):
