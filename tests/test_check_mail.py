@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_FEED, SAMPLE_WEEK, run_newsletter
+from conftest import SAMPLE_FEED, SAMPLE_WEEK, newsletter_main
 
 from pipeline.cli import main
 from pipeline.config import Settings, load
@@ -224,14 +224,13 @@ def test_command_refuses_what_it_cannot_check(tmp_path, capsys, monkeypatch, mak
     assert err.count("\n") == 1 and message in err and "Traceback" not in err
 
 
-@pytest.mark.subprocess
 def test_command_as_a_process(delivered, tmp_path):
     good = tmp_path / "good.eml"
     good.write_bytes(signed(delivered))
-    result = run_newsletter(["check-mail", str(good)], cwd=tmp_path)
+    result = newsletter_main(["check-mail", str(good)], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[-2] == "fit to send: every required check holds"
-    missing = run_newsletter(["check-mail", str(tmp_path / "none.eml")], cwd=tmp_path)
+    missing = newsletter_main(["check-mail", str(tmp_path / "none.eml")], cwd=tmp_path)
     assert missing.returncode == 2
     assert missing.stderr.splitlines() == [
         f"newsletter: error: check-mail {tmp_path / 'none.eml'}: cannot read it: No such "

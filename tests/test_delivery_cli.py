@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT, SAMPLE_FEED, SAMPLE_WEEK, Entry, atom, ok
-from conftest import run_newsletter as run
+from conftest import newsletter_main as run
 
 SUBSCRIBERS = ROOT / "examples" / "subscribers.csv"
 
@@ -33,7 +33,6 @@ def subscriber_count() -> int:
     return len(SUBSCRIBERS.read_text().strip().splitlines()) - 1
 
 
-@pytest.mark.subprocess
 def test_send_to_the_outbox_once(project):
     first = ok(run(["send", "--week", SAMPLE_WEEK], project))
     n = subscriber_count()
@@ -58,14 +57,12 @@ def test_send_to_the_outbox_once(project):
     assert outbox(project) == files
 
 
-@pytest.mark.subprocess
 def test_dry_run_sends_nothing(project):
     result = ok(run(["send", "--week", SAMPLE_WEEK, "--dry-run"], project))
     assert f"would send {subscriber_count()}" in result.stdout
     assert outbox(project) == []
 
 
-@pytest.mark.subprocess
 def test_limit_then_resume(project):
     ok(run(["send", "--week", SAMPLE_WEEK, "--limit", "2"], project))
     assert len(outbox(project)) == 2
@@ -74,7 +71,6 @@ def test_limit_then_resume(project):
     assert len(outbox(project)) == subscriber_count()
 
 
-@pytest.mark.subprocess
 def test_test_copies_go_outside_the_ledger(project):
     result = ok(run(["send", "--week", SAMPLE_WEEK, "--to", "editor@example.org",
                      "--layout", "zh-en", "--layout", "en"], project))
@@ -99,7 +95,6 @@ def test_test_copies_go_outside_the_ledger(project):
     "Editor <editor@example.org>", "",
 ], ids=["no-domain", "empty-domain", "two", "header-injection", "space", "display-name",
         "empty"])
-@pytest.mark.subprocess
 def test_a_test_copy_address_is_validated_like_an_import(project, address):
     """``--to ""`` included: it is not "no test copy" (which would send to everyone)."""
     result = run(["send", "--week", SAMPLE_WEEK, "--to", address], project)
@@ -111,7 +106,6 @@ def test_a_test_copy_address_is_validated_like_an_import(project, address):
     assert preview.returncode == 2 and "--to: invalid address" in preview.stderr
 
 
-@pytest.mark.subprocess
 def test_a_test_copy_goes_to_the_normalised_address(project):
     ok(run(["send", "--week", SAMPLE_WEEK, "--to", " Editor@EXAMPLE.org ", "--layout", "en"],
            project))
@@ -120,7 +114,7 @@ def test_a_test_copy_goes_to_the_normalised_address(project):
         "Editor@example.org")
 
 
-@pytest.mark.subprocess
+@pytest.mark.subprocess  # publishing runs Pagefind
 def test_require_approval_gate(project):
     env = {"NEWSLETTER_ISSUE_REQUIRE_APPROVAL": "true"}
     refused = run(["send", "--week", SAMPLE_WEEK], project, **env)
@@ -137,7 +131,6 @@ def test_require_approval_gate(project):
     assert len(outbox(project)) == subscriber_count()
 
 
-@pytest.mark.subprocess
 def test_build_keeps_an_approved_issue_unless_forced(project, tmp_path):
     ok(run(["approve", "--week", SAMPLE_WEEK], project))
     ok(run(["build", "--week", SAMPLE_WEEK], project))  # same content: fine
@@ -154,7 +147,6 @@ def test_build_keeps_an_approved_issue_unless_forced(project, tmp_path):
     assert not (folder / "approval.json").exists()
 
 
-@pytest.mark.subprocess
 def test_a_changed_artifact_is_refused(project):
     html = project / "build" / "issues" / SAMPLE_WEEK / "email-en.html"
     html.write_text(html.read_text().replace("vLLM", "vLLM!"))
@@ -162,7 +154,6 @@ def test_a_changed_artifact_is_refused(project):
     assert result.returncode == 3 and "changed since it was built" in result.stderr
 
 
-@pytest.mark.subprocess
 def test_missing_language_blocks_unless_allowed(project, tmp_path):
     feed = tmp_path / "zh-only.atom"
     feed.write_bytes(atom([Entry(pr=1, body="值得精读。")]))
@@ -173,21 +164,19 @@ def test_missing_language_blocks_unless_allowed(project, tmp_path):
     ok(run(["send", "--week", SAMPLE_WEEK, "--allow-missing-translations"], project))
 
 
-@pytest.mark.subprocess
 def test_send_without_a_build_is_a_clear_error(project):
     result = run(["send", "--week", "2026-W40"], project)
     assert result.returncode == 2 and "newsletter build --week 2026-W40" in result.stderr
 
 
 @pytest.mark.parametrize("transport", ["smtp", "ses"])
-@pytest.mark.subprocess
 def test_real_transports_need_the_secret(project, transport):
     result = run(["send", "--week", SAMPLE_WEEK], project,
                  NEWSLETTER_DELIVERY_TRANSPORT=transport)
     assert result.returncode == 2 and "NEWSLETTER_SECRET" in result.stderr
 
 
-@pytest.mark.subprocess
+@pytest.mark.subprocess  # publishing runs Pagefind
 def test_run_builds_and_sends(tmp_path):
     (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
     ok(run(["subscribers", "import", str(SUBSCRIBERS), "--confirmed"], tmp_path))
@@ -197,7 +186,7 @@ def test_run_builds_and_sends(tmp_path):
     assert "sent 0," in again.stdout
 
 
-@pytest.mark.subprocess
+@pytest.mark.subprocess  # publishing runs Pagefind
 def test_run_reuses_the_approved_issue(project, tmp_path):
     ok(run(["approve", "--week", SAMPLE_WEEK], project))
     extra = tmp_path / "late.atom"
@@ -209,7 +198,7 @@ def test_run_reuses_the_approved_issue(project, tmp_path):
     assert 99999 not in [item["pr"] for item in issue["items"]]
 
 
-@pytest.mark.subprocess
+@pytest.mark.subprocess  # publishing runs Pagefind
 def test_run_publishes_before_sending_and_not_at_all_when_blocked(tmp_path):
     (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
     ok(run(["subscribers", "import", str(SUBSCRIBERS), "--confirmed"], tmp_path))

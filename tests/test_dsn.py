@@ -19,7 +19,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_FEED, SAMPLE_WEEK, run_newsletter
+from conftest import SAMPLE_FEED, SAMPLE_WEEK, newsletter_main
 
 from pipeline.cli import inbox as inbox_command
 from pipeline.config import Settings, load
@@ -355,11 +355,10 @@ def test_the_summary_names_nobody(settings, built, reader):
     assert "@" not in summary
 
 
-@pytest.mark.subprocess
 def test_inbox_process_applies_a_dsn_end_to_end(settings, built, reader, tmp_path):
     folder = drop(settings, {"bounce.eml": dsn("postfix-user-unknown",
                                                sent_message(settings, built, reader))})
-    result = run_newsletter(["inbox", "process"], cwd=tmp_path)
+    result = newsletter_main(["inbox", "process"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[0] == f"inbox {folder}: 1 mail: 1 bounce (permanent 1)"
     assert ADDRESS not in result.stdout + result.stderr

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SAMPLE_FEED, SAMPLE_WEEK, Entry, atom, ok
-from conftest import run_newsletter as newsletter
+from conftest import newsletter_main as newsletter
 from servers import SmtpSink
 
 from pipeline.errors import UsageError
@@ -73,7 +73,6 @@ MISCONFIGURED = [
 
 @pytest.mark.parametrize(("name", "config", "env", "code", "words"), MISCONFIGURED,
                          ids=[m[0] for m in MISCONFIGURED])
-@pytest.mark.subprocess
 def test_run_publishes_nothing_when_the_send_is_misconfigured(
         tmp_path, smtp_server, name, config, env, code, words):
     folder = project(tmp_path, config + smtp_config(smtp_server))
@@ -85,7 +84,6 @@ def test_run_publishes_nothing_when_the_send_is_misconfigured(
     assert smtp_server.received == []
 
 
-@pytest.mark.subprocess
 def test_run_publishes_nothing_when_the_relay_refuses_starttls(tmp_path, smtp_server):
     folder = project(tmp_path, HTTPS_APP + smtp_config(smtp_server, starttls=True))
     result = newsletter(["run", "--week", SAMPLE_WEEK], folder, NEWSLETTER_SECRET=SECRET)
@@ -96,7 +94,6 @@ def test_run_publishes_nothing_when_the_relay_refuses_starttls(tmp_path, smtp_se
     assert archive_files(folder) == [] and smtp_server.received == []
 
 
-@pytest.mark.subprocess
 def test_run_publishes_nothing_when_the_relay_is_down(tmp_path, unused_port):
     folder = project(tmp_path, HTTPS_APP + '[delivery]\ntransport = "smtp"\n'
                      f'[smtp]\nhost = "127.0.0.1"\nport = {unused_port}\nstarttls = false\n')
@@ -107,7 +104,6 @@ def test_run_publishes_nothing_when_the_relay_is_down(tmp_path, unused_port):
     assert archive_files(folder) == []
 
 
-@pytest.mark.subprocess
 def test_run_publishes_nothing_to_s3_when_the_secret_is_missing(tmp_path, moto_server):
     s3 = moto_server.client("s3")
     s3.create_bucket(Bucket="weekly-archive")
@@ -119,7 +115,7 @@ def test_run_publishes_nothing_to_s3_when_the_secret_is_missing(tmp_path, moto_s
     assert moto_server.sent() == []
 
 
-@pytest.mark.subprocess
+@pytest.mark.subprocess  # publishing runs Pagefind
 def test_run_still_publishes_then_sends_when_all_is_well(tmp_path, smtp_server):
     folder = project(tmp_path, HTTPS_APP + smtp_config(smtp_server))
     result = ok(newsletter(["run", "--week", SAMPLE_WEEK], folder, NEWSLETTER_SECRET=SECRET))
@@ -131,7 +127,6 @@ def test_run_still_publishes_then_sends_when_all_is_well(tmp_path, smtp_server):
 
 @pytest.mark.parametrize("command", [["send"], ["send", "--to", "editor@example.org"]],
                          ids=["send", "send --to"])
-@pytest.mark.subprocess
 def test_smtp_refuses_an_http_app_url(tmp_path, smtp_server, command):
     folder = project(tmp_path, smtp_config(smtp_server))
     ok(newsletter(["build", "--week", SAMPLE_WEEK], folder))
@@ -142,7 +137,6 @@ def test_smtp_refuses_an_http_app_url(tmp_path, smtp_server, command):
     assert smtp_server.received == []
 
 
-@pytest.mark.subprocess
 def test_ses_refuses_an_http_app_url_before_any_request(tmp_path, moto_server):
     folder = project(tmp_path, '[delivery]\ntransport = "ses"\n')
     ok(newsletter(["build", "--week", SAMPLE_WEEK], folder))
@@ -151,7 +145,6 @@ def test_ses_refuses_an_http_app_url_before_any_request(tmp_path, moto_server):
     assert moto_server.sent() == []
 
 
-@pytest.mark.subprocess
 def test_the_outbox_keeps_its_http_default(tmp_path):
     folder = project(tmp_path)
     ok(newsletter(["build", "--week", SAMPLE_WEEK], folder))
@@ -173,7 +166,6 @@ def current_week_feed(folder: Path) -> tuple[str, Path]:
     return week.id, feed
 
 
-@pytest.mark.subprocess
 def test_the_current_week_builds_but_is_not_sent_without_the_flag(tmp_path):
     folder = project(tmp_path)
     week, feed = current_week_feed(folder)
@@ -189,7 +181,7 @@ def test_the_current_week_builds_but_is_not_sent_without_the_flag(tmp_path):
     assert "sent 1," in sent.stdout
 
 
-@pytest.mark.subprocess
+@pytest.mark.subprocess  # publishing runs Pagefind
 def test_run_refuses_the_current_week_before_building_or_publishing(tmp_path):
     folder = project(tmp_path)
     week, feed = current_week_feed(folder)
@@ -210,7 +202,6 @@ def future_week() -> str:
 @pytest.mark.parametrize("command", [
     ["run"], ["run", "--allow-partial-week"], ["send"], ["send", "--allow-partial-week"],
     ["build"], ["translations"], ["preview", "--no-serve", "--no-screenshots"]])
-@pytest.mark.subprocess
 def test_a_future_week_says_it_has_not_started(tmp_path, command):
     folder = project(tmp_path)
     week = future_week()
@@ -232,7 +223,6 @@ def test_check_week_against_a_set_clock():
     assert not_started(week, week.start) is None
 
 
-@pytest.mark.subprocess
 def test_run_reads_the_one_clock(tmp_path, monkeypatch, capsys):
     """``run`` decides "not ended" by ``pipeline.week.now``, the clock tests set."""
     from pipeline import cli, week

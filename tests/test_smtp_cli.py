@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 from conftest import SAMPLE_FEED, SAMPLE_WEEK, ok
-from conftest import run_newsletter as newsletter
+from conftest import newsletter_main as newsletter
 from servers import SmtpSink, Tls
 
 SECRET = "s" * 40
@@ -42,7 +42,7 @@ def published(folder: Path) -> bool:
     return site.exists() and any(p.is_file() for p in site.rglob("*"))
 
 
-@pytest.mark.subprocess
+@pytest.mark.subprocess  # publishing runs Pagefind
 def test_a_private_ca_without_ca_file_is_exit_2_and_with_it_the_issue_goes_out(
         tmp_path: Path, smtp_server_factory, tls: Tls) -> None:
     sink: SmtpSink = smtp_server_factory(tls_context=tls.server, require_starttls=True)
@@ -63,7 +63,7 @@ def test_a_private_ca_without_ca_file_is_exit_2_and_with_it_the_issue_goes_out(
     assert set(sink.helo_names) == {"example.org"}  # the From domain, never [127.0.0.1]
 
 
-@pytest.mark.subprocess
+@pytest.mark.subprocess  # publishing runs Pagefind
 def test_implicit_tls_helo_name_and_return_path_end_to_end(tmp_path: Path,
                                                            smtp_server_factory,
                                                            tls: Tls) -> None:
@@ -78,7 +78,6 @@ def test_implicit_tls_helo_name_and_return_path_end_to_end(tmp_path: Path,
     assert set(sink.helo_names) == {"mail.example.org"}
 
 
-@pytest.mark.subprocess
 def test_a_refused_login_is_exit_2_after_one_attempt(tmp_path: Path, smtp_server_factory,
                                                      tls: Tls) -> None:
     sink: SmtpSink = smtp_server_factory(tls_context=tls.server, require_starttls=True,
@@ -93,7 +92,6 @@ def test_a_refused_login_is_exit_2_after_one_attempt(tmp_path: Path, smtp_server
     assert not published(folder) and sink.received == []
 
 
-@pytest.mark.subprocess
 def test_auth_not_offered_is_exit_2_with_the_hint(tmp_path: Path, smtp_server_factory) -> None:
     sink: SmtpSink = smtp_server_factory(users={"weekly": "right"})  # AUTH only inside TLS
     folder = project(tmp_path, sink, 'tls = "none"\nusername = "weekly"\n')
@@ -109,7 +107,6 @@ def test_auth_not_offered_is_exit_2_with_the_hint(tmp_path: Path, smtp_server_fa
     ('tls = "sometimes"\n', "[smtp] tls: expected"),
     ('helo_name = "my relay"\n', "[smtp] helo_name"),
 ], ids=["missing-ca-file", "bad-tls", "bad-helo-name"])
-@pytest.mark.subprocess
 def test_bad_smtp_settings_stop_before_anything_is_published(tmp_path: Path,
                                                              smtp_server: SmtpSink, smtp: str,
                                                              words: str) -> None:

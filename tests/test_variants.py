@@ -429,9 +429,9 @@ def _without_links(html: str) -> str:
     return html.replace("\r\n", "\n")
 
 
-@pytest.mark.subprocess
+@pytest.mark.subprocess  # publishing runs Pagefind
 def test_run_builds_with_the_stores_choices(tmp_path):
-    from conftest import ok, run_newsletter
+    from conftest import newsletter_main, ok
 
     from subscribers.store.sqlite import SqliteStore
 
@@ -440,7 +440,7 @@ def test_run_builds_with_the_stores_choices(tmp_path):
         for n, areas in enumerate((("rocm",), ("rocm",), ("cpu", "nixl"), ())):
             seeded.add(f"r{n}@example.org", "zh-en", status="active", source="test", now=NOW,
                        areas=areas)
-    result = ok(run_newsletter(["run", "--week", SAMPLE_WEEK], tmp_path))
+    result = ok(newsletter_main(["run", "--week", SAMPLE_WEEK], tmp_path))
     assert "sent 4," in result.stdout and "plain layout" not in result.stdout
     folder = tmp_path / "build" / "issues" / SAMPLE_WEEK
     data = json.loads((folder / "issue.json").read_text(encoding="utf-8"))
@@ -449,12 +449,11 @@ def test_run_builds_with_the_stores_choices(tmp_path):
     assert report["plain_fallback"] == 0
 
 
-@pytest.mark.subprocess
 def test_a_build_without_a_store_creates_none_and_has_no_variant(tmp_path):
-    from conftest import ok, run_newsletter
+    from conftest import newsletter_main, ok
 
     (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
-    result = ok(run_newsletter(["build", "--week", SAMPLE_WEEK], tmp_path))
+    result = ok(newsletter_main(["build", "--week", SAMPLE_WEEK], tmp_path))
     assert "0 interest variant(s)" in result.stdout
     assert not (tmp_path / "data" / "subscribers.sqlite3").exists()
 
@@ -473,7 +472,7 @@ def test_the_public_issue_json_carries_no_readers_choices(built, settings):
     assert public_issue_json(plain) == plain.source  # no variants: the file as built
 
 
-@pytest.mark.subprocess
+@pytest.mark.subprocess  # publishing runs Pagefind
 def test_publishing_fills_the_area_catalog_the_forms_offer(built, settings, store):
     from pipeline.cli.issue import publish_issue
     from pipeline.core.interests import issue_areas
@@ -483,7 +482,7 @@ def test_publishing_fills_the_area_catalog_the_forms_offer(built, settings, stor
     assert store.known_areas() == issue_areas(built.issue.items) != ()
 
 
-@pytest.mark.subprocess
+@pytest.mark.subprocess  # publishing runs Pagefind
 def test_publishing_without_a_store_creates_none(built, settings, tmp_path):
     from pipeline.cli.issue import publish_issue
 
