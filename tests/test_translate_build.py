@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 from pathlib import Path
 
-import pytest
-from conftest import SAMPLE_WEEK, Entry, atom, clean_env, newsletter_cmd
+from conftest import SAMPLE_WEEK, Entry, atom, newsletter_main
 from test_translate import FakeLLM, drop_first_placeholder, llm  # noqa: F401 (fixture)
 
 
@@ -25,15 +25,14 @@ def project(tmp_path: Path) -> Path:
 
 
 def build(cwd: Path, url: str) -> tuple[subprocess.CompletedProcess, dict]:
-    env = clean_env(NEWSLETTER_TRANSLATE_BACKEND="openai", NEWSLETTER_TRANSLATE_BASE_URL=url,
-                    NEWSLETTER_TRANSLATE_MODEL="test-model")
-    result = subprocess.run([*newsletter_cmd(), "build", "--week", SAMPLE_WEEK], cwd=cwd,
-                            env=env, capture_output=True, text=True, timeout=60, check=False)
+    result = newsletter_main(["build", "--week", SAMPLE_WEEK], cwd,
+                             NEWSLETTER_TRANSLATE_BACKEND="openai",
+                             NEWSLETTER_TRANSLATE_BASE_URL=url,
+                             NEWSLETTER_TRANSLATE_MODEL="test-model")
     path = cwd / "build" / "issues" / SAMPLE_WEEK / "issue.json"
     return result, json.loads(path.read_text()) if path.exists() else {}
 
 
-@pytest.mark.subprocess
 def test_missing_english_is_machine_translated_marked_and_remembered(tmp_path, llm):  # noqa: F811
     cwd = project(tmp_path)
     result, data = build(cwd, llm.url)
@@ -53,7 +52,6 @@ def test_missing_english_is_machine_translated_marked_and_remembered(tmp_path, l
     assert same == data
 
 
-@pytest.mark.subprocess
 def test_a_translation_that_breaks_code_is_rejected_and_stays_missing(tmp_path, llm):  # noqa: F811
     llm.answer = drop_first_placeholder
     result, data = build(project(tmp_path), llm.url)
@@ -63,9 +61,15 @@ def test_a_translation_that_breaks_code_is_rejected_and_stays_missing(tmp_path, 
     assert next(i for i in data["items"] if i["pr"] == 1)["en"] is None
 
 
-@pytest.mark.subprocess
-def test_a_dead_backend_leaves_the_build_green_and_the_language_missing(tmp_path, unused_port):
+def test_a_dead_backend_leaves_the_build_green_and_the_language_missing(tmp_path, unused_port,
+                                                                        monkeypatch):
+    from pipeline.translate import openai
+
+    waits: list[float] = []  # the backoff the build waits through, not slept here
+    monkeypatch.setattr(openai, "OpenAITranslator",
+                        functools.partial(openai.OpenAITranslator, sleep=waits.append))
     result, data = build(project(tmp_path), f"http://127.0.0.1:{unused_port}")
+    assert waits == [1.0, 2.0, 4.0] * (len(waits) // 3) and waits, waits
     assert result.returncode == 0, result.stderr
     codes = {(p["code"], p.get("pr")) for p in data["problems"]}
     assert ("translation-rejected", 1) in codes and ("missing-language", 1) in codes
