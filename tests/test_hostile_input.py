@@ -13,7 +13,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_WEEK, Entry, atom, clean_env, nesting, newsletter_cmd
+from conftest import SAMPLE_WEEK, Entry, atom, nesting, newsletter_main
 
 from pipeline.core.sanitize import MAX_NESTING
 from pipeline.model import LAYOUTS
@@ -27,8 +27,7 @@ LINK = f"https://github.com/vllm-project/vllm/pull/{PR}"
 
 
 def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([*newsletter_cmd(), *args], cwd=cwd, env=clean_env(),
-                          capture_output=True, text=True, timeout=300, check=False)
+    return newsletter_main(args, cwd)
 
 
 def project(tmp_path: Path, feed: bytes) -> Path:
@@ -65,7 +64,7 @@ def raw_entry(lang: str, title: str, body: str, *, pr: int = PR, title_type: str
 
 # -- item 2: bidi and invisible characters ----------------------------------------------------
 
-@pytest.mark.subprocess
+@pytest.mark.subprocess  # publishing runs Pagefind
 def test_bidi_and_invisible_characters_reach_no_subject_page_mail_or_feed(tmp_path):
     zh_title = "修复\u202eSECURITY ALERT\u202c 调度器 &amp;#x202E;死锁\u200b\u2066x\u2069"
     en_title = "Fix \u202eSECURITY ALERT\u202c scheduler &amp;#x2067;deadlock\ufeff\u200d"
@@ -100,7 +99,6 @@ def test_bidi_and_invisible_characters_reach_no_subject_page_mail_or_feed(tmp_pa
 
 # -- item 13: control characters decoded by the sanitizer ------------------------------------
 
-@pytest.mark.subprocess
 def test_control_character_references_in_content_and_titles_build(tmp_path):
     refs = "&amp;#1; &amp;#xFFFE; &amp;#x0B; &amp;#x1F; &amp;#x81; &amp;#xFDD0;"
     feed = raw_feed(
@@ -119,7 +117,6 @@ def test_control_character_references_in_content_and_titles_build(tmp_path):
 
 
 @pytest.mark.parametrize("tag", ["b", "blockquote", "div", "ul"])
-@pytest.mark.subprocess
 def test_ten_thousand_nested_tags_build_flattened(tmp_path, tag):
     deep = f"<{tag}>" * 10_000 + "深处的文字" + f"</{tag}>" * 10_000
     feed = atom([
@@ -140,7 +137,6 @@ def test_ten_thousand_nested_tags_build_flattened(tmp_path, tag):
 
 # -- item 15: PR numbers -------------------------------------------------------------------------
 
-@pytest.mark.subprocess
 def test_a_five_thousand_digit_pr_number_is_skipped_and_the_rest_builds(tmp_path):
     huge = "9" * 5000
     cited = f'<p>Must read. See <a href="https://github.com/vllm-project/vllm/pull/{huge}">' \
@@ -165,7 +161,6 @@ def test_a_five_thousand_digit_pr_number_is_skipped_and_the_rest_builds(tmp_path
 
 # -- item 16: dates and ids ----------------------------------------------------------------------
 
-@pytest.mark.subprocess
 def test_invalid_dates_and_an_id_used_for_two_prs_are_skipped_with_reasons(tmp_path):
     feed = atom([
         Entry(pr=PR, title="正常", body="值得精读。"),
@@ -186,7 +181,6 @@ def test_invalid_dates_and_an_id_used_for_two_prs_are_skipped_with_reasons(tmp_p
         f"feed entry twice skipped: {skipped[('twice', '60004')]}"}
 
 
-@pytest.mark.subprocess
 def test_a_huge_pr_number_cited_in_a_body_passes_the_preview(tmp_path):
     huge = "9" * 5000
     link = f'<a href="https://github.com/vllm-project/vllm/pull/{huge}">#{huge}</a>'

@@ -13,17 +13,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_FEED, SAMPLE_WEEK, clean_env, newsletter_cmd
+from conftest import SAMPLE_FEED, SAMPLE_WEEK, newsletter_main
 
 from pipeline.core import issue_json
 
-#: Every test here starts a process (a real CLI, make, bash or mypy).
-pytestmark = pytest.mark.subprocess
-
 
 def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([*newsletter_cmd(), *args], cwd=cwd, env=clean_env(),
-                          capture_output=True, text=True, timeout=120, check=False)
+    return newsletter_main(args, cwd)
 
 
 @pytest.fixture
@@ -68,6 +64,7 @@ def test_publish_names_an_archived_issue_json_that_is_no_issue(project, content,
     assert "issues/2026-W01/issue.json" in line and said in line
 
 
+@pytest.mark.subprocess  # publishing runs Pagefind
 def test_publish_takes_the_issues_it_wrote(project):
     assert run(["publish", "--week", SAMPLE_WEEK], project).returncode == 0
     again = run(["publish", "--week", SAMPLE_WEEK], project)
