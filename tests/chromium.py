@@ -1,8 +1,11 @@
 """Headless Chromium for the browser tests: Debian's ``chromium``, never a downloaded one.
 
 Registered as a pytest plugin in conftest.py, so every test module gets the ``browser``
-fixture (one browser per module). The flags are the runtime's own (pipeline/stages/preview.py
-screenshots with the same Chromium), minus the screenshot-only ones.
+fixture: one Chromium per session (per xdist worker), started by the first test that asks
+for it; each test opens a context of its own (``browser.new_context``) and closes it, so no
+cookie, storage or viewport passes from one test to the next. The flags are the runtime's own
+(pipeline/stages/preview.py screenshots with the same Chromium), minus the screenshot-only
+ones.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ def chromium_executable() -> str:
     return found
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture(scope="session")
 def browser() -> Iterator[Browser]:
     executable = chromium_executable()
     with sync_playwright() as playwright:
