@@ -37,6 +37,8 @@ def _tool(path: Path, body: str) -> None:
 
 # --- .ci/run -------------------------------------------------------------------------------
 
+DURATIONS = "PYTEST_ARGS=--durations=25"
+
 
 def _ci_run(tmp_path: Path, failing: str = "") -> tuple[int, list[str]]:
     """.ci/run in a copy of the repository where system-deps and make only log their calls
@@ -55,14 +57,15 @@ def _ci_run(tmp_path: Path, failing: str = "") -> tuple[int, list[str]]:
 
 
 def test_ci_runs_system_deps_lint_typecheck_then_the_tests(tmp_path: Path) -> None:
-    assert _ci_run(tmp_path) == (0, ["system-deps", "lint", "typecheck", "test"])
+    # The slowest tests are named at the end of every CI log.
+    assert _ci_run(tmp_path) == (0, ["system-deps", "lint", "typecheck", f"test {DURATIONS}"])
 
 
 @pytest.mark.parametrize(("failing", "ran"), [
     ("system-deps", ["system-deps"]),
     ("lint", ["system-deps", "lint"]),
     ("typecheck", ["system-deps", "lint", "typecheck"]),
-    ("test", ["system-deps", "lint", "typecheck", "test"]),
+    ("test", ["system-deps", "lint", "typecheck", f"test {DURATIONS}"]),
 ])
 def test_ci_fails_at_the_first_failing_step(tmp_path: Path, failing: str, ran: list[str]) -> None:
     code, calls = _ci_run(tmp_path, failing)

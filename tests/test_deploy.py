@@ -536,6 +536,17 @@ def test_ci_runs_the_projects_own_ci_script():
     assert any(s.get("run") == "bash .ci/run" for s in job["steps"])
 
 
+@pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
+def test_every_install_in_a_workflow_takes_the_locked_versions(path):
+    """A scheduled job runs what CI tested: each pip install is constrained by
+    requirements.lock, never whatever PyPI has newest that morning."""
+    for job in workflow(path)["jobs"].values():
+        for step in job.get("steps", []):
+            for command in str(step.get("run", "")).splitlines():
+                if re.search(r"\bpip install\b", command):
+                    assert "-c requirements.lock" in command, (path.name, command)
+
+
 # -- the Lambda handler ------------------------------------------------------------------------
 
 APP_URL = "https://example.org/api"
