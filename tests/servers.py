@@ -165,7 +165,8 @@ class SmtpSink:
     Relay limits, as Postfix's anvil enforces them: ``message_rate=(n, seconds)`` answers
     ``450 4.7.1 Error: too much mail`` at MAIL once ``n`` messages were accepted within the
     last ``seconds``; ``max_connections=n`` greets the connection beyond ``n`` open ones
-    with ``421 4.7.0 Error: too many connections`` and hangs up. ``refuse_connections``
+    with ``421 4.7.0 Error: too many connections`` and hangs up. ``clock`` is the rate's (a
+    test shares one that moves only when the sender waits). ``refuse_connections``
     greets the next connections with a scripted reply (a ``421`` at greeting).
     """
 
@@ -181,8 +182,10 @@ class SmtpSink:
                  smtputf8: bool = False, implicit_tls: ssl.SSLContext | None = None,
                  message_rate: tuple[int, float] | None = None,
                  max_connections: int | None = None, auth_required: bool = False,
-                 auth_exclude: tuple[str, ...] = ()) -> None:
+                 auth_exclude: tuple[str, ...] = (),
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self._socket = bound_socket()
+        self._clock = clock
         self.port: int = self._socket.getsockname()[1]
         self.message_rate = message_rate
         self.max_connections = max_connections
@@ -374,7 +377,7 @@ class SmtpSink:
             return False
         most, seconds = self.message_rate
         with self._lock:
-            horizon = time.monotonic() - seconds
+            horizon = self._clock() - seconds
             while self._accepted_at and self._accepted_at[0] < horizon:
                 self._accepted_at.popleft()
             if len(self._accepted_at) < most:
@@ -451,7 +454,7 @@ class _Handler:
                           queue_id, tuple(session.peer[:2]), tuple(envelope.mail_options))
         with self.sink._lock:
             self.sink._received.append(record)
-            self.sink._accepted_at.append(time.monotonic())
+            self.sink._accepted_at.append(self.sink._clock())
             rcpts = {a.lower() for a in envelope.rcpt_tos}
             accepted = len(self.sink._received) - 1  # before this one
             pause = next((p for p in self.sink._pauses if accepted >= p.after

@@ -1,27 +1,29 @@
 """What ``newsletter send`` and ``run`` say and exit with when a relay pushes back.
 
-Real processes against the aiosmtpd sink on loopback, scripted as real relays behave: a
-limit that outlasts the run's retries is exit 4 and names how many are left; a refusal that
-no rerun can fix is exit 2 with the setting to change; a mailbox that does not exist is a
-bounce, and the list goes on (exit 0).
+The CLI called in process against the aiosmtpd sink on loopback, scripted as real relays
+behave: a limit that outlasts the run's retries is exit 4 and names how many are left; a
+refusal that no rerun can fix is exit 2 with the setting to change; a mailbox that does not
+exist is a bounce, and the list goes on (exit 0).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import subprocess
+import threading
 from pathlib import Path
 
 import pytest
 from conftest import SAMPLE_FEED, SAMPLE_WEEK, ok
-from conftest import run_newsletter as newsletter
+from conftest import newsletter_main as newsletter
 from servers import NO_SUCH_USER, SmtpSink
+
+from pipeline.stages import deliver
 
 SECRET = "s" * 40
 READERS = ["ann@example.org", "bob@example.org", "cy@example.org"]
-
-pytestmark = pytest.mark.subprocess
 
 
 def project(folder: Path, sink: SmtpSink, extra: str = "") -> Path:
@@ -55,9 +57,29 @@ def report(folder: Path) -> dict:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
+class Waits:
+    """The sender's clock for its retries, moved only by its waits: ``retry_seconds`` run
+    out after the waits they allow, without the test sleeping through them."""
+
+    def __init__(self) -> None:
+        self.now, self.slept, self._lock = 0.0, [], threading.Lock()
+
+    def clock(self) -> float:
+        with self._lock:
+            return self.now
+
+    def sleep(self, seconds: float) -> None:
+        with self._lock:
+            self.slept.append(seconds)
+            self.now += seconds
+
+
 def test_a_limit_that_outlasts_the_retries_exits_4_and_a_rerun_finishes(
-        tmp_path: Path, smtp_server: SmtpSink) -> None:
-    folder = project(tmp_path, smtp_server, "retry_seconds = 2\n")
+        tmp_path: Path, smtp_server: SmtpSink, monkeypatch: pytest.MonkeyPatch) -> None:
+    waits = Waits()
+    monkeypatch.setattr(deliver, "Sender", functools.partial(
+        deliver.Sender, sleep=waits.sleep, monotonic=waits.clock))
+    folder = project(tmp_path, smtp_server, "retry_seconds = 60\n")
     smtp_server.fail_next("bob@example.org", 452, "4.5.3 Error: too many recipients",
                           times=1000)
 
@@ -72,6 +94,8 @@ def test_a_limit_that_outlasts_the_retries_exits_4_and_a_rerun_finishes(
     kept = report(folder)
     assert (kept["sent"], kept["failed"], kept["temporary"]) == (2, 0, 1)
     assert [f["permanent"] for f in kept["failures"]] == [False]
+    # The rounds waited as long as the minute allowed, and no longer.
+    assert 0 < kept["retried_for_s"] <= 60 and waits.slept
 
     smtp_server.clear()
     again = ok(send(folder))
