@@ -77,14 +77,15 @@ TEST_ENV := PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(CURDIR)/build/pycache
 
 # Every test, on every core (pytest-xdist), after the system packages the browser tests need
 # (scripts/system-deps). test-fast: only the in-process layer, no Chromium, no moto, no second
-# process, nothing of a second or more (markers in pyproject.toml). PYTEST_ARGS passes more
-# options (.ci/run: --durations=25, so what the suite costs stays in sight).
+# process, nothing of a second or more (markers in pyproject.toml). --dist loadgroup keeps the
+# tests of one xdist_group on one worker, so an expensive module fixture is built once. PYTEST_ARGS
+# passes more options (.ci/run: --durations=25, so what the suite costs stays in sight).
 test: install system-deps
-	$(TEST_ENV) $(BIN)/python -m pytest -n auto $(PYTEST_ARGS)
+	$(TEST_ENV) $(BIN)/python -m pytest -n auto --dist loadgroup $(PYTEST_ARGS)
 
 .PHONY: test-fast
 test-fast: install
-	$(TEST_ENV) $(BIN)/python -m pytest -n auto -m "not browser and not aws and not subprocess and not slow" $(PYTEST_ARGS)
+	$(TEST_ENV) $(BIN)/python -m pytest -n auto --dist loadgroup -m "not browser and not aws and not subprocess and not slow" $(PYTEST_ARGS)
 
 # ruff (style, and complexity over 15 is an error) and the import contracts of pyproject.toml:
 # the layering docs/architecture.md draws.

@@ -15,8 +15,9 @@ import pytest
 
 from pipeline.config import Settings, load
 
-#: Loopback servers (SMTP, moto, TLS) shared by the delivery tests.
-pytest_plugins = ["servers", "chromium"]
+#: Loopback servers (SMTP, moto, TLS) shared by the delivery tests; one Chromium per worker;
+#: how `make test` spreads the tests over its workers.
+pytest_plugins = ["servers", "chromium", "scheduling"]
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_FEED = ROOT / "examples" / "sample-feed.atom"

@@ -240,3 +240,19 @@ def test_the_lock_pins_every_declared_dependency_within_its_range() -> None:
     # The extras of a requirement are locked too (boto3-stubs[s3,…] → mypy-boto3-s3, …).
     for service in ("s3", "sesv2", "dynamodb", "translate", "sns"):
         assert f"mypy-boto3-{service}" in pins
+
+
+def test_the_shared_fixture_modules_each_go_to_one_worker() -> None:
+    """``make test`` asks for the scheduler of tests/scheduling.py (``--dist loadgroup``);
+    every module it keeps on one worker exists and has the module fixture that is why."""
+    from scheduling import SHARED_FIXTURE_MODULES, scope_of
+
+    for target in ("test", "test-fast"):
+        planned = subprocess.run(["make", "-n", "-C", str(ROOT), "-o", "install", "-o",
+                                  "system-deps", target], capture_output=True, text=True,
+                                 timeout=60, check=True).stdout
+        assert "-m pytest -n auto --dist loadgroup" in planned, target
+    for module in SHARED_FIXTURE_MODULES:
+        assert 'scope="module"' in (ROOT / module).read_text(encoding="utf-8"), module
+        assert scope_of(f"{module}::test_a[x]") == scope_of(f"{module}::test_b") == module
+    assert scope_of("tests/test_fit.py::test_c[1]") == "tests/test_fit.py::test_c[1]"

