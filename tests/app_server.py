@@ -107,6 +107,7 @@ def request(method: str, url: str, *, form: Mapping[str, str] | None = None,
     if form is not None:
         body = urlencode(form).encode("utf-8")
         sent_headers.setdefault("Content-Type", "application/x-www-form-urlencoded")
+    assert parts.hostname is not None, url  # an absolute http:// URL
     connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
     try:
         target = parts.path + (f"?{parts.query}" if parts.query else "")

@@ -17,7 +17,7 @@ from pipeline.config import Settings, load
 
 #: Loopback servers (SMTP, moto, TLS) shared by the delivery tests; one Chromium per worker;
 #: how `make test` spreads the tests over its workers.
-pytest_plugins = ["servers", "chromium", "scheduling"]
+pytest_plugins = ["servers", "chromium", "scheduling", "durations", "pytester"]
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_FEED = ROOT / "examples" / "sample-feed.atom"
@@ -106,13 +106,13 @@ def clean_env(**extra: str) -> dict[str, str]:
     return env
 
 
-def run_newsletter(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
+def run_newsletter(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
     """``newsletter ARGS`` in ``cwd`` as a real process, with a clean environment plus ``env``."""
     return subprocess.run([*newsletter_cmd(), *args], cwd=cwd, env=clean_env(**env),
                           capture_output=True, text=True, timeout=120, check=False)
 
 
-def newsletter_main(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
+def newsletter_main(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
     """``newsletter ARGS`` in ``cwd`` called in this process (``pipeline.cli.main``), with a
     clean environment plus ``env``: what :func:`run_newsletter` returns, without the second
     of interpreter start and imports a process costs.
@@ -146,12 +146,14 @@ def newsletter_main(args: list[str], cwd: Path, **env: str) -> subprocess.Comple
 
     def text(stream: io.TextIOWrapper) -> str:
         stream.flush()
-        return stream.buffer.getvalue().decode("utf-8")  # type: ignore[attr-defined]
+        buffer = stream.buffer
+        assert isinstance(buffer, io.BytesIO)  # made above
+        return buffer.getvalue().decode("utf-8")
 
     return subprocess.CompletedProcess(["newsletter", *args], code, text(out), text(err))
 
 
-def ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
     """``result``, asserted to have exited 0 (its output shown when it did not)."""
     assert result.returncode == 0, result.stdout + result.stderr
     return result
@@ -223,7 +225,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
 
 
 @pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo):
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
     """Fail the test whose process start went unseen (it was made from a thread, which
     the failure raised there only ended)."""
     report = yield

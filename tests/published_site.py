@@ -59,7 +59,9 @@ class PublishedSite:
         return f"{self.base_url}/{key}"
 
     def issue(self, week: str) -> dict[str, Any]:
-        return json.loads((self.root / "issues" / week / "issue.json").read_text("utf-8"))
+        data: dict[str, Any] = json.loads(
+            (self.root / "issues" / week / "issue.json").read_text("utf-8"))
+        return data
 
 
 def _newsletter(project: Path, *args: str) -> None:

@@ -60,7 +60,7 @@ from email import policy
 from email.message import EmailMessage
 from email.parser import BytesParser
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import pytest
 
@@ -120,7 +120,7 @@ class Received:
 
     def message(self) -> EmailMessage:
         """The content parsed with the modern policy (decoded headers, ``get_body``)."""
-        return BytesParser(policy=policy.default).parsebytes(self.content)  # type: ignore[return-value]
+        return BytesParser(policy=policy.default).parsebytes(self.content)
 
 
 @dataclass
@@ -266,7 +266,7 @@ class SmtpSink:
             smtp.connection_lost = connection_lost
             return smtp
 
-        self._controller.factory = factory  # type: ignore[method-assign]
+        self._controller.factory = factory
 
     # -- lifecycle
 
@@ -620,7 +620,7 @@ class MotoServer:
         a *string* message as ``raw-unicode-escape`` ("\\u672c…" instead of "本").
         """
         raw = str(record["raw_data"]).encode("utf-8")
-        return BytesParser(policy=policy.default).parsebytes(raw)  # type: ignore[return-value]
+        return BytesParser(policy=policy.default).parsebytes(raw)
 
     def reset(self) -> None:
         """Forget every resource and message (identities included)."""
@@ -635,7 +635,8 @@ class MotoServer:
 
             session = boto3.session.Session(region_name=REGION, aws_access_key_id="testing",
                                             aws_secret_access_key="testing")
-            self._clients[service] = session.client(service, endpoint_url=self.url)
+            # Any service by name: boto3-stubs overload ``client`` on literal names only.
+            self._clients[service] = cast(Any, session).client(service, endpoint_url=self.url)
         return self._clients[service]
 
     def verify(self, identity: str) -> None:
@@ -777,7 +778,8 @@ def inject_ses(client: Any, answers: Mapping[str, Any] | None = None) -> SesInje
             body = {"message": answer["Error"].get("Message", "")}
         else:
             status, body = 200, dict(answer)
-        return AWSResponse(url, status, headers, _Body(json.dumps(body).encode()))
+        # botocore copies any mapping into a HeadersDict; the stubs ask for its HTTPHeaders.
+        return AWSResponse(url, status, cast(Any, headers), _Body(json.dumps(body).encode()))
 
     def _status(code: str) -> int:
         try:

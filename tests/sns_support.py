@@ -104,7 +104,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.paths.append(self.path)
             route = self.server.routes.get(path)
             failing = route is not None and route.fail_first > 0
-            if failing:
+            if route is not None and failing:
                 route.fail_first -= 1
         if route is None:
             self.send_error(404)

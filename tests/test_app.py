@@ -9,6 +9,7 @@ import subprocess
 import threading
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
@@ -48,7 +49,9 @@ def app(settings_for):
 
 def confirm_url(message) -> str:
     text = message.get_body(("plain",)).get_content()
-    return re.search(r"http://\S+/confirm\?token=[a-z2-7]{56}", text).group(0)
+    found = re.search(r"http://\S+/confirm\?token=[a-z2-7]{56}", text)
+    assert found is not None, text
+    return found.group(0)
 
 
 def token_of(url: str) -> str:
@@ -102,7 +105,9 @@ def test_subscribe_confirm_receive_an_issue_then_unsubscribe_in_one_click(tmp_pa
     issue = message_from_bytes(issue_mail.read_bytes(), policy=policy.default)
     assert issue["To"] == "Reader@example.org"
     assert issue["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
-    one_click = re.match(r"<([^>]+)>", issue["List-Unsubscribe"]).group(1)
+    one_click_match = re.match(r"<([^>]+)>", issue["List-Unsubscribe"])
+    assert one_click_match is not None
+    one_click = one_click_match.group(1)
     assert one_click.startswith(app.url + "/unsubscribe?token=")
 
     # RFC 8058: the provider POSTs to that URL; no Origin, no cookies, no next step.
@@ -135,7 +140,9 @@ def test_unsubscribe_page_asks_first_and_its_button_unsubscribes(app):
     page = app.request("GET", f"/unsubscribe?token={token}")
     assert page.status == 200 and 'name="List-Unsubscribe" value="One-Click"' in page.body
     assert app.store.get(sub.id).status == "active"
-    action = re.search(r'<form method="post" action="([^"]+)">', page.body).group(1)
+    form = re.search(r'<form method="post" action="([^"]+)">', page.body)
+    assert form is not None, page.body
+    action = form.group(1)
     answer = request("POST", action.replace("&amp;", "&"),
                      form={"List-Unsubscribe": "One-Click"})
     assert answer.status == 200
@@ -192,12 +199,13 @@ def in_every_state(store) -> dict[str, str]:
 
 class RecordingStore:
     """The real store, with every call's method name recorded; calls to ``held`` methods
-    wait until ``release`` is set, so a test can look at what ran before an answer."""
+    wait until ``unblock`` is set, so a test can look at what ran before an answer. (Not
+    ``release``: that would hide the store's own ``release``.)"""
 
     def __init__(self, store, held: set[str]) -> None:
         self._store, self._held = store, held
         self.calls: list[str] = []
-        self.release = threading.Event()
+        self.unblock = threading.Event()
 
     def __getattr__(self, name: str):
         attribute = getattr(self._store, name)
@@ -206,18 +214,19 @@ class RecordingStore:
 
         def call(*args, **kwargs):
             if name in self._held:  # recorded once released: it did not run before
-                assert self.release.wait(30), "never released"
+                assert self.unblock.wait(30), "never released"
             self.calls.append(name)
             return attribute(*args, **kwargs)
 
         return call
 
 
-def work_per_state(app: App) -> dict[str, tuple]:
+def work_per_state(app: App) -> dict[str, tuple[Any, ...]]:
     """For each state: (status, body, headers without Date, store calls made before the
     answer, jobs queued for it, store calls made after it)."""
     addresses = in_every_state(app.store)
     real = app.subscriptions.store
+    assert app.mail_queue is not None  # serve_app makes one
     seen = {}
     try:
         for state, address in addresses.items():
@@ -226,7 +235,7 @@ def work_per_state(app: App) -> dict[str, tuple]:
             queued = app.mail_queue.queued
             answer = subscribe(app, address, settle=False)
             before = tuple(recorder.calls)  # the job is held at its first store call
-            recorder.release.set()
+            recorder.unblock.set()
             app.settle()
             headers = tuple(sorted(answer.headers.items() - {("date", answer.header("date"))}))
             seen[state] = (answer.status, answer.body, headers, before,
@@ -391,7 +400,9 @@ def test_an_expired_link_offers_a_new_mail(settings_for):
         assert page.status == 410 and "expired" in page.body
         assert app.request("POST", f"/confirm?token={token}").status == 410
         assert app.store.find("late@example.org").status == "pending"
-        action = re.search(r'action="([^"]+/confirm/resend)"', page.body).group(1)
+        resend = re.search(r'action="([^"]+/confirm/resend)"', page.body)
+        assert resend is not None, page.body
+        action = resend.group(1)
         resent = request("POST", action, form={"token": token})
         assert resent.status == 200 and "new confirmation mail" in resent.body
         new_link = confirm_url(app.outbox()[-1])
@@ -502,7 +513,9 @@ def test_the_inline_stylesheet_is_the_one_the_policy_allows(app):
     import hashlib
 
     answer = app.request("GET", "/subscribe")
-    css = re.search(r"<style>(.*?)</style>", answer.body, re.S).group(1)
+    style = re.search(r"<style>(.*?)</style>", answer.body, re.S)
+    assert style is not None, answer.body
+    css = style.group(1)
     digest = base64.b64encode(hashlib.sha256(css.encode()).digest()).decode()
     assert f"'sha256-{digest}'" in answer.header("content-security-policy")
 
@@ -543,17 +556,19 @@ def test_newsletter_serve_runs_the_app_until_terminated(tmp_path):
     project_settings(tmp_path, port)
     process = subprocess.Popen([*newsletter_cmd(), "serve"], cwd=tmp_path, env=clean_env(),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert process.stderr is not None  # piped
     try:
         deadline = time.monotonic() + 20
         while True:
             try:
                 answer = request("GET", f"http://127.0.0.1:{port}/healthz")
-                break
             except OSError:
                 assert process.poll() is None, process.stderr.read()
                 assert time.monotonic() < deadline, "serve did not start"
                 time.sleep(0.1)
-        assert answer.status == 200 and answer.body == "ok"
+            else:
+                assert answer.status == 200 and answer.body == "ok"
+                break
         assert "<form" in request("GET", f"http://127.0.0.1:{port}/subscribe").body
     finally:
         process.send_signal(signal.SIGTERM)

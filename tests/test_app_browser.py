@@ -8,8 +8,8 @@ import re
 
 import pytest
 from app_server import App, free_port, project_settings, serve_app
-from axe_playwright_python.sync_playwright import Axe
-from playwright.sync_api import Browser, Page
+from axe_playwright_python.sync_playwright import Axe  # type: ignore[import-untyped]
+from playwright.sync_api import Browser, ConsoleMessage, Page
 
 SERIOUS = ("critical", "serious")
 
@@ -25,9 +25,14 @@ def page(browser: Browser):
     context = browser.new_context(viewport={"width": 375, "height": 720}, is_mobile=True,
                                   java_script_enabled=False)
     opened = context.new_page()
-    opened.problems = []  # type: ignore[attr-defined]
-    opened.on("console", lambda m: m.type in ("error", "warning")
-              and opened.problems.append(m.text))  # type: ignore[attr-defined]
+    problems: list[str] = []
+    opened.problems = problems  # type: ignore[attr-defined]
+
+    def note(message: ConsoleMessage) -> None:
+        if message.type in ("error", "warning"):
+            problems.append(message.text)
+
+    opened.on("console", note)
     try:
         yield opened
     finally:
@@ -65,8 +70,11 @@ def test_subscribe_and_confirm_in_a_browser_without_javascript(app: App, page: P
     check_page(page)
 
     [mail] = app.outbox()
-    link = re.search(r"http://\S+/confirm\?token=[a-z2-7]{56}",
-                     mail.get_body(("plain",)).get_content()).group(0)
+    plain = mail.get_body(("plain",))
+    assert plain is not None
+    found = re.search(r"http://\S+/confirm\?token=[a-z2-7]{56}", plain.get_content())
+    assert found is not None
+    link = found.group(0)
     page.goto(link)
     check_page(page)
     assert app.store.find("browser@example.org").status == "pending"

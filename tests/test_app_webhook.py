@@ -9,6 +9,7 @@ import json
 import re
 import uuid
 from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 from app_server import App, free_port, project_settings, serve_app
@@ -60,7 +61,7 @@ def app(tmp_path, tls):
         yield served
 
 
-def ses_message(document: dict, address: str, **changes) -> str:
+def ses_message(document: dict[str, Any], address: str, **changes) -> str:
     """An SES payload (as AWS documents it) about ``address``."""
     doc = copy.deepcopy(document)
     for part in ("bounce", "complaint"):
@@ -86,8 +87,9 @@ def post(app: App, certs: CertServer, signer, message: str, *, topic: str = TOPI
 
 
 def active(app: App, address: str) -> str:
-    return app.store.add(address, status="active", source="t",
-                         now=datetime.now(UTC)).subscriber.id
+    sid: str = app.store.add(address, status="active", source="t",
+                             now=datetime.now(UTC)).subscriber.id
+    return sid
 
 
 @pytest.mark.parametrize("document", [BOUNCE_WITH_DSN, EVENT_BOUNCE],

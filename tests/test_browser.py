@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
 import pytest
-from axe_playwright_python.sync_playwright import Axe
+from axe_playwright_python.sync_playwright import Axe  # type: ignore[import-untyped]
 from chromium import artifacts_dir
 from conftest import SAMPLE_WEEK
 from playwright.sync_api import Browser, Page
@@ -121,6 +121,7 @@ BOTH = [(p, w) for p in PAGES for w in WIDTHS]
 IDS = [f"{p}-{w}" for p, w in BOTH]
 
 
+@pytest.mark.slow  # the first to run builds the module's published archive (about 4 s)
 @pytest.mark.parametrize("visit", BOTH, ids=IDS, indirect=True)
 def test_page_loads_cleanly_and_fits(visit: Visit, request):
     page = visit.page
@@ -128,6 +129,7 @@ def test_page_loads_cleanly_and_fits(visit: Visit, request):
     visit.assert_clean()
     assert page.title(), "the page has no <title>"
     width = page.evaluate("window.innerWidth")
+    assert page.viewport_size is not None
     assert width == page.viewport_size["width"], "the viewport meta is not honoured"
     overflow = page.evaluate("document.documentElement.scrollWidth")
     if width < 600:
@@ -203,7 +205,8 @@ def test_language_switch_works_without_javascript(browser, site, width):
 
 def links(page: Page) -> list[str]:
     """Every ``<a href>`` of the page, as the browser resolves it."""
-    return page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
+    hrefs: list[str] = page.eval_on_selector_all("a[href]", "els => els.map(e => e.href)")
+    return hrefs
 
 
 def test_every_link_into_the_issues_resolves(browser, site):
@@ -298,7 +301,7 @@ def test_dark_mode_cards_stand_out_and_dividers_stay_dark(browser, site, name):
 
 @pytest.mark.subprocess
 def test_area_feed_over_http_is_read_by_feedparser(site):
-    import feedparser
+    import feedparser  # type: ignore[import-untyped]
 
     area = busiest_area(site)
     expected = [(week, item["pr"]) for week in site.weeks

@@ -41,7 +41,7 @@ COVERED = STOCK + ":List-Unsubscribe-Post"
 
 
 @pytest.fixture(scope="module")
-def delivered(tmp_path_factory) -> bytes:
+def delivered(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     """One issue as the outbox wrote it for one reader, both unsubscribe forms, https."""
     root = tmp_path_factory.mktemp("check-mail")
     (root / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')

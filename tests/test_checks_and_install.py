@@ -113,7 +113,10 @@ def _make(repo: Path, *targets: str) -> subprocess.CompletedProcess[str]:
 
 
 CLEAN = {"pipeline/__init__.py": "", "subscribers/__init__.py": "",
-         "pipeline/week.py": '"""A module."""\n\n\ndef double(n: int) -> int:\n    return 2 * n\n'}
+         "pipeline/week.py": '"""A module."""\n\n\ndef double(n: int) -> int:\n    return 2 * n\n',
+         # A test needs no annotations (the relaxation pyproject.toml names for tests/).
+         "tests/test_week.py": ('from pipeline.week import double\n\n\n'
+                                'def test_double(tmp_path):\n    assert double(2) == 4\n')}
 
 
 def test_make_lint_fails_on_a_ruff_finding(tmp_path: Path) -> None:
@@ -130,6 +133,15 @@ def test_make_typecheck_fails_on_a_type_error(tmp_path: Path) -> None:
     bad = _make(_project(tmp_path / "bad", wrong), "typecheck")
     assert bad.returncode != 0
     assert "subscribers/bad.py:3: error: Incompatible types" in bad.stdout
+    # tests/ is checked too: an unannotated test passes, a wrong call in its body does not;
+    # and the product keeps strict's annotations.
+    wrong = {**CLEAN, "tests/test_bad.py": ('from pipeline.week import double\n\n\n'
+                                            'def test_half():\n    double("2")\n'),
+             "pipeline/untyped.py": '"""A module."""\n\n\ndef half(n):\n    return n / 2\n'}
+    bad = _make(_project(tmp_path / "bad-test", wrong), "typecheck")
+    assert "tests/test_bad.py:5: error: Argument 1" in bad.stdout
+    assert "pipeline/untyped.py:4: error: Function is missing a type annotation" in bad.stdout
+    assert "tests/test_week.py" not in bad.stdout
 
 
 def test_make_test_sets_up_the_system_packages_before_pytest() -> None:
@@ -218,7 +230,7 @@ def test_install_falls_back_to_pip_with_the_same_pins(tmp_path: Path) -> None:
 
 
 def _pins() -> dict[str, str]:
-    pins = {}
+    pins: dict[str, str] = {}
     for line in (ROOT / "requirements.lock").read_text().splitlines():
         if match := re.match(r"([A-Za-z0-9._-]+)==([^ ;]+)", line):
             pins[canonicalize_name(match[1])] = match[2]

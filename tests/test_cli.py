@@ -10,7 +10,7 @@ import pytest
 from conftest import DATA, SAMPLE_FEED, SAMPLE_WEEK, Entry, atom, clean_env, newsletter_cmd
 
 
-def run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
+def run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*newsletter_cmd(), *args], cwd=cwd, env=clean_env(**env),
                           capture_output=True, text=True, timeout=120, check=False)
 
@@ -21,7 +21,8 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def assert_one_line_error(result: subprocess.CompletedProcess, code: int, *words: str) -> None:
+def assert_one_line_error(result: subprocess.CompletedProcess[str], code: int,
+                          *words: str) -> None:
     assert result.returncode == code, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr

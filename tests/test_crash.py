@@ -24,7 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from conftest import SAMPLE_FEED, SAMPLE_WEEK, clean_env, newsletter_cmd, newsletter_main, ok
@@ -52,11 +52,13 @@ class Project:
     def issue(self) -> Path:
         return self.folder / "build" / "issues" / SAMPLE_WEEK
 
-    def newsletter(self, *args: str) -> subprocess.CompletedProcess:
+    def newsletter(self, *args: str) -> subprocess.CompletedProcess[str]:
         return newsletter_main(list(args), self.folder, NEWSLETTER_SECRET=SECRET)
 
-    def report(self) -> dict:
-        return json.loads((self.issue / "send-report.json").read_text(encoding="utf-8"))
+    def report(self) -> dict[str, Any]:
+        report: dict[str, Any] = json.loads((self.issue / "send-report.json").read_text(
+            encoding="utf-8"))
+        return report
 
     def ledger(self) -> dict[str, str]:
         """Ledger status by address (the store opened after every process has ended)."""

@@ -7,20 +7,23 @@ import json
 import logging
 from pathlib import Path
 from types import SimpleNamespace
+from typing import Any, cast
 
 import pytest
 
+from pipeline.core.built_issue import BuiltIssue
 from pipeline.errors import OutputError
 from pipeline.stages.deliver import keep_report
 from pipeline.stages.send_report import REPORT_FILE, SendReport
 
 
-def issue_in(folder: Path) -> SimpleNamespace:
+def issue_in(folder: Path) -> BuiltIssue:
     """What keep_report reads of a built issue: the folder its report goes beside."""
-    return SimpleNamespace(folder=folder)
+    # A stand-in with only the one attribute keep_report reads, not a whole BuiltIssue.
+    return cast(BuiltIssue, SimpleNamespace(folder=folder))
 
 
-def report(**fields: object) -> SendReport:
+def report(**fields: Any) -> SendReport:
     return SendReport("2026-W48", "outbox", "0" * 64, **fields)
 
 

@@ -39,13 +39,15 @@ def sent(settings, built, layout: str) -> bytes:
 
 def wire_parts(raw: bytes) -> dict[str, tuple[str, bytes]]:
     """content type → (transfer encoding, body bytes exactly as on the wire)."""
-    boundary = re.search(rb'boundary="([^"]+)"', raw).group(1)
+    boundary = re.search(rb'boundary="([^"]+)"', raw)
+    assert boundary is not None
     found = {}
-    for chunk in raw.split(b"--" + boundary)[1:-1]:
+    for chunk in raw.split(b"--" + boundary.group(1))[1:-1]:
         head, body = chunk.lstrip(b"\r\n").split(b"\r\n\r\n", 1)
-        kind = re.search(rb"Content-Type: ([a-z/]+)", head).group(1).decode()
-        cte = re.search(rb"Content-Transfer-Encoding: (\S+)", head).group(1).decode()
-        found[kind] = (cte, body)
+        kind = re.search(rb"Content-Type: ([a-z/]+)", head)
+        cte = re.search(rb"Content-Transfer-Encoding: (\S+)", head)
+        assert kind is not None and cte is not None, head
+        found[kind.group(1).decode()] = (cte.group(1).decode(), body)
     return found
 
 
@@ -150,8 +152,11 @@ def test_spamassassin_finds_nothing_to_score(settings, built, tmp_path):
         statuses[layout] = " ".join(str(message["X-Spam-Status"]).split())
     assert sorted(statuses) == sorted(LAYOUTS), statuses
     for layout, status in statuses.items():
-        score = float(re.search(r"score=(-?[\d.]+)", status).group(1))
-        tests = re.search(r"tests=(\S*(?:\s+[A-Z0-9_,]+)*)", status).group(1)
+        score_match = re.search(r"score=(-?[\d.]+)", status)
+        tests_match = re.search(r"tests=(\S*(?:\s+[A-Z0-9_,]+)*)", status)
+        assert score_match is not None and tests_match is not None, (layout, status)
+        score = float(score_match.group(1))
+        tests = tests_match.group(1)
         assert "HTML_FONT_LOW_CONTRAST" not in tests, (layout, status)
         assert score <= 0.0, (layout, status)
 
@@ -198,7 +203,9 @@ def test_one_brand_per_layout(long_titles):
 def test_encoded_words_are_at_most_75_characters(settings, long_titles, layout):
     raw = sent(settings, long_titles, layout)
     head = raw.split(b"\r\n\r\n", 1)[0].decode("ascii")
-    subject = re.search(r"\r\nSubject: (.*?)\r\n(?! )", "\r\n" + head, re.S).group(1)
+    found = re.search(r"\r\nSubject: (.*?)\r\n(?! )", "\r\n" + head, re.S)
+    assert found is not None, head
+    subject = found.group(1)
     words = re.findall(r"=\?[^?]+\?[bBqQ]\?[^?]*\?=", subject)
     assert words and all(len(word) <= 75 for word in words), words
     for line in ("Subject: " + subject).split("\r\n"):
@@ -299,4 +306,6 @@ def test_the_confirmation_eml_is_readable_and_its_link_works(settings, tmp_path)
     assert b"base64" not in raw and b"quoted-printable" in raw
     assert b"Confirm subscription" in body and b"/confirm?token=3D" in body
     message = email.message_from_bytes(raw, policy=policy.default)
-    assert url in message.get_body(("plain",)).get_content()
+    plain = message.get_body(("plain",))
+    assert plain is not None
+    assert url in plain.get_content()

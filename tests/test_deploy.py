@@ -31,12 +31,13 @@ from urllib.parse import parse_qsl, urlencode
 from zoneinfo import ZoneInfo
 
 import pytest
-import yaml
+import yaml  # type: ignore[import-untyped]
 from conftest import ROOT, clean_env
 
 from pipeline.week import last_complete_week
+from subscribers.errors import TokenError
 from subscribers.store.sqlite import SqliteStore
-from subscribers.tokens import Keys, TokenError, verify_token
+from subscribers.tokens import Keys, verify_token
 
 TEMPLATE = ROOT / "deploy" / "template.yaml"
 WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
@@ -46,7 +47,7 @@ BIN = Path(sys.executable).parent
 
 # -- reading the files -------------------------------------------------------------------------
 
-class _CfnLoader(yaml.SafeLoader):
+class _CfnLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML ships no types
     """YAML with CloudFormation's short tags (``!Ref``, ``!Sub``, …) read as the long form."""
 
 
@@ -56,7 +57,7 @@ def _cfn_tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict[str,
     elif isinstance(node, yaml.SequenceNode):
         value = loader.construct_sequence(node, deep=True)
     else:
-        value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
+        value = loader.construct_mapping(node, deep=True)
     if suffix == "GetAtt" and isinstance(value, str):
         value = value.split(".", 1)
     return {suffix if suffix in ("Ref", "Condition") else f"Fn::{suffix}": value}
@@ -66,7 +67,9 @@ _CfnLoader.add_multi_constructor("!", _cfn_tag)
 
 
 def template() -> dict[str, Any]:
-    return yaml.load(TEMPLATE.read_text(encoding="utf-8"), Loader=_CfnLoader)  # noqa: S506
+    loaded: dict[str, Any] = yaml.load(TEMPLATE.read_text(encoding="utf-8"),
+                                       Loader=_CfnLoader)  # noqa: S506
+    return loaded
 
 
 def resources(kind: str) -> dict[str, dict[str, Any]]:
@@ -74,12 +77,15 @@ def resources(kind: str) -> dict[str, dict[str, Any]]:
 
 
 def workflow(path: Path) -> dict[str, Any]:
-    return yaml.safe_load(path.read_text(encoding="utf-8"))
+    loaded: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
+    return loaded
 
 
-def triggers(flow: dict[str, Any]) -> dict[str, Any]:
+def triggers(flow: dict[Any, Any]) -> dict[str, Any]:
     """``on:`` (YAML 1.1, which PyYAML speaks, reads the bare key as True)."""
-    return flow.get("on", flow.get(True))
+    found = flow.get("on", flow.get(True))
+    assert isinstance(found, dict), flow
+    return found
 
 
 def steps(flow: dict[str, Any]):
@@ -89,7 +95,9 @@ def steps(flow: dict[str, Any]):
 
 
 def step_with_id(flow: dict[str, Any], job: str, step_id: str) -> dict[str, Any]:
-    (found,) = [s for s in flow["jobs"][job]["steps"] if s.get("id") == step_id]
+    matches: list[dict[str, Any]] = [s for s in flow["jobs"][job]["steps"]
+                                     if s.get("id") == step_id]
+    (found,) = matches
     return found
 
 
@@ -605,7 +613,8 @@ def invoke(tmp_path: Path, events: list[dict[str, Any]], **env: str) -> list[dic
                             cwd=tmp_path, env=environment, capture_output=True, text=True,
                             timeout=120)
     assert result.returncode == 0, result.stderr
-    return json.loads((tmp_path / "answers.json").read_text())
+    answers: list[dict[str, Any]] = json.loads((tmp_path / "answers.json").read_text())
+    return answers
 
 
 def body_of(answer: dict[str, Any]) -> str:
@@ -620,7 +629,9 @@ def outbox(tmp_path: Path) -> list[Path]:
 def mail(path: Path) -> tuple[str, str]:
     """(To, the plain-text part) of an outbox message."""
     message = BytesParser(policy=policy.default).parsebytes(path.read_bytes())
-    return str(message["To"]), message.get_body(("plain",)).get_content()
+    plain = message.get_body(("plain",))
+    assert plain is not None
+    return str(message["To"]), plain.get_content()
 
 
 def stored(tmp_path: Path, email: str):
@@ -744,7 +755,9 @@ def test_the_secrets_are_read_from_ssm_and_secrets_manager_at_cold_start(tmp_pat
 
     # The confirmation link is signed with the key from SSM, not the development key.
     (sent,) = outbox(tmp_path)
-    token = re.search(r"/confirm\?token=([a-z2-7]{56})", mail(sent)[1]).group(1)
+    link = re.search(r"/confirm\?token=([a-z2-7]{56})", mail(sent)[1])
+    assert link is not None
+    token = link.group(1)
     subscriber = stored(tmp_path, "reader@example.org")
     now = datetime.now(UTC)
     assert verify_token(Keys.from_environ({"NEWSLETTER_SECRET": signing}), token, "confirm",

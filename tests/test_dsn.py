@@ -437,4 +437,5 @@ def test_a_permanent_bounce_counts_in_its_issues_bounce_rate(settings, built, re
 
     with open_store(settings) as store:
         assert store.feedback_counts(SAMPLE_WEEK) == {"bounce": 1, "complaint": 0}
-        assert store.ledger_entry(SAMPLE_WEEK, reader).status == "sent"
+        entry = store.ledger_entry(SAMPLE_WEEK, reader)
+        assert entry is not None and entry.status == "sent"

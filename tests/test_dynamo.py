@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from botocore.awsrequest import AWSResponse
+from botocore.compat import HTTPHeaders
 
 from pipeline.wiring import open_store
 from subscribers.errors import StoreError
@@ -34,7 +35,8 @@ ISSUE = "2026-W48"
 
 @pytest.fixture
 def store(dynamo) -> DynamoStore:
-    return dynamo.open()
+    opened: DynamoStore = dynamo.open()
+    return opened
 
 
 # -- the wire --------------------------------------------------------------------------------
@@ -52,7 +54,8 @@ def dynamo_error(status: int, code: str, message: str, **extra: Any) -> AWSRespo
     body = json.dumps({"__type": f"com.amazonaws.dynamodb.v20120810#{code}",
                        "message": message, **extra}).encode()
     return AWSResponse("https://dynamodb.us-east-1.amazonaws.com/", status,
-                       {"Content-Type": "application/x-amz-json-1.0"}, _Raw(body))
+                       HTTPHeaders.from_dict({"Content-Type": "application/x-amz-json-1.0"}),
+                       _Raw(body))
 
 
 @dataclass
@@ -77,12 +80,16 @@ class Wire:
 def watch(store: DynamoStore) -> Wire:
     wire = Wire()
     store.client.meta.events.register("before-call.dynamodb", wire.before_call)
-    store.client.meta.events.register("before-send.dynamodb", wire.before_send)
+    # A before-send handler returns the answer to use instead of sending; botocore-stubs
+    # types every handler as returning None.
+    store.client.meta.events.register("before-send.dynamodb",
+                                      wire.before_send)  # type: ignore[arg-type]
     return wire
 
 
 def describe(client: Any, table: str) -> dict[str, Any]:
-    return client.describe_table(TableName=table)["Table"]
+    found: dict[str, Any] = client.describe_table(TableName=table)["Table"]
+    return found
 
 
 def attributes(table: dict[str, Any]) -> dict[str, str]:
@@ -122,7 +129,7 @@ def test_creating_the_tables_again_changes_nothing(dynamo):
     active_id = dynamo.open().add("a@example.org", status="active", source="t",
                                   now=NOW).subscriber.id
     assert create_tables(dynamo.client, dynamo.subscribers_table, dynamo.ledger_table,
-                         delay=0.05) == []
+                         delay=0.05) == []  # type: ignore[arg-type]  # see dynamo_support
     assert dynamo.open().get(active_id) is not None
 
 

@@ -46,6 +46,7 @@ priority = "skim"
     assert item["note"] == {"zh": note, "en": note}
     assert "editor" in item["why"]["en"]
     rust = next(i for i in data["items"] if i["pr"] == 56366)
+    assert rust["note"] is not None
     assert rust["note"]["en"] == "Only if you work on the Rust frontend."
     codes = {(p["code"], p.get("pr")) for p in data["problems"]}
     assert ("hidden", 56317) in codes and ("editor-unknown-pr", 99999) in codes
@@ -61,6 +62,7 @@ body = "Must read, the editor's own words with `SupportsHMA`.\\n\\nSecond paragr
 """)
     data = build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "o").data
     en = next(i for i in data["items"] if i["pr"] == 53721)["en"]
+    assert en is not None
     assert en["source"] == "editor" and en["title"] == "A better English headline"
     assert en["body_html"] == ("<p>Must read, the editor's own words with "
                                "<code>SupportsHMA</code>.</p><p>Second paragraph.</p>")

@@ -17,9 +17,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
+from typing import Literal
 
 import pytest
-from axe_playwright_python.sync_playwright import Axe
+from axe_playwright_python.sync_playwright import Axe  # type: ignore[import-untyped]
 from chromium import artifacts_dir
 from conftest import SAMPLE_FEED
 from playwright.sync_api import Browser, Page
@@ -33,6 +34,7 @@ from pipeline.week import parse_week
 
 WEEK = parse_week("2026-W48", "Asia/Shanghai")
 SERIOUS = ("critical", "serious")
+Scheme = Literal["light", "dark"]
 #: The reader of the variant follows this area (two of the sample's eight items).
 AREA = "rocm"
 
@@ -60,7 +62,7 @@ def emails(tmp_path_factory) -> dict[str, Path]:
 
 
 @contextmanager
-def opened(browser: Browser, path: Path, width: int, scheme: str = "light") -> Iterator[Page]:
+def opened(browser: Browser, path: Path, width: int, scheme: Scheme = "light") -> Iterator[Page]:
     """``path`` in a fresh context at ``width`` px; fails if it asks for anything else."""
     mobile = width < 600
     context = browser.new_context(viewport={"width": width, "height": 812 if mobile else 900},
@@ -90,8 +92,9 @@ def contrast(a: str, b: str) -> float:
 
 
 def style(page: Page, selector: str, prop: str) -> str:
-    return page.evaluate("([s, p]) => getComputedStyle(document.querySelector(s))[p]",
-                         [selector, prop])
+    value: str = page.evaluate("([s, p]) => getComputedStyle(document.querySelector(s))[p]",
+                               [selector, prop])
+    return value
 
 
 @pytest.mark.parametrize("width", [375, 1280])
@@ -178,6 +181,7 @@ def test_the_for_you_mark_reads_in_both_schemes(browser, emails, scheme):
             assert colours and all(contrast(c, background) >= 4.5 for c in colours), marks
 
 
+@pytest.mark.slow  # axe's colour-contrast pass over a whole email, in 2 schemes at 2 widths
 @pytest.mark.parametrize("name", ["plain", "for-you"])
 def test_no_serious_accessibility_violations_in_either_scheme(browser, emails, name):
     axe = Axe()

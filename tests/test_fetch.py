@@ -41,6 +41,7 @@ class FeedServer(ThreadingHTTPServer):
 
     def url(self, path: str = "/feed.atom") -> str:
         host, port = self.server_address[:2]
+        assert isinstance(host, str)  # an AF_INET server's address
         return f"http://{host}:{port}{path}"
 
 

@@ -134,7 +134,7 @@ def week_of(sample: Issue, count: int, seed: int = 0) -> Issue:
         item = sample.items[i % len(sample.items)]
         pr = 60000 + i
         repeat = rng.choice((1, 1, 2, 3))
-        texts = {}
+        texts: dict[str, Text | None] = {}
         for lang in ("zh", "en"):
             text = item.text(lang)
             if text is None or rng.random() < 0.05:

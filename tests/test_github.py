@@ -11,6 +11,7 @@ from dataclasses import replace
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import SAMPLE_WEEK, Entry, atom, clean_env, newsletter_cmd
@@ -219,7 +220,7 @@ def _project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def _build(cwd: Path, url: str) -> tuple[subprocess.CompletedProcess, dict]:
+def _build(cwd: Path, url: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     env = clean_env(NEWSLETTER_GITHUB_ENABLED="true", NEWSLETTER_GITHUB_API_URL=url)
     env.pop("GITHUB_TOKEN", None)
     result = subprocess.run([*newsletter_cmd(), "build", "--week", SAMPLE_WEEK], cwd=cwd,

@@ -11,6 +11,7 @@ import json
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import SAMPLE_WEEK, Entry, atom, nesting, newsletter_main
@@ -26,7 +27,7 @@ PR = 60001
 LINK = f"https://github.com/vllm-project/vllm/pull/{PR}"
 
 
-def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return newsletter_main(args, cwd)
 
 
@@ -36,12 +37,13 @@ def project(tmp_path: Path, feed: bytes) -> Path:
     return tmp_path
 
 
-def build(tmp_path: Path, feed: bytes) -> dict:
+def build(tmp_path: Path, feed: bytes) -> dict[str, Any]:
     result = run(["build", "--week", SAMPLE_WEEK], project(tmp_path, feed))
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
     out = tmp_path / "build" / "issues" / SAMPLE_WEEK / "issue.json"
-    return json.loads(out.read_text(encoding="utf-8"))
+    issue: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
+    return issue
 
 
 def raw_feed(*entries: str) -> bytes:

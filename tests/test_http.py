@@ -29,6 +29,7 @@ class Server(ThreadingHTTPServer):
 
     def url(self, path: str) -> str:
         host, port = self.server_address[:2]
+        assert isinstance(host, str)  # an AF_INET server: str, not bytes
         return f"http://{host}:{port}{path}"
 
 

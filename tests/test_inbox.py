@@ -122,7 +122,7 @@ def inbox_folder(settings: Settings) -> Path:
 def outbox(settings: Settings) -> list[email.message.EmailMessage]:
     folder = settings.resolve(settings.paths.build_dir) / OUTBOX_DIR
     paths = sorted(folder.glob("*.eml")) if folder.is_dir() else []
-    return [email.message_from_bytes(p.read_bytes(), policy=policy.default)  # type: ignore[misc]
+    return [email.message_from_bytes(p.read_bytes(), policy=policy.default)
             for p in paths]
 
 
@@ -565,6 +565,7 @@ def test_an_address_that_refuses_the_confirmation_is_not_retried(settings, smtp_
 def test_an_unsubscribe_is_honoured_even_when_ses_calls_the_mail_spam(settings):
     with open_store(settings) as store:
         sub = store.add("bob@example.com", status="active", source="t", now=NOW).subscriber
+    assert sub is not None
     token = make_token(Keys.development(), "unsubscribe", sub.id, None)
     folder = inbox_folder(settings)
     folder.mkdir(parents=True)
@@ -708,7 +709,8 @@ def command(settings: Settings, *argv: str) -> int:
     commands = top.add_subparsers(dest="command", required=True)
     inbox_command.add_parser(commands)
     args = top.parse_args(["inbox", *argv])
-    return args.handler(args, settings)
+    code: int = args.handler(args, settings)
+    return code
 
 
 def test_command_with_no_mail_waiting(settings, capsys):

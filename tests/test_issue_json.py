@@ -7,14 +7,14 @@ import json
 import re
 from dataclasses import replace
 from datetime import UTC, datetime
+from typing import Any, cast
 
 import pytest
 from conftest import SAMPLE_FEED, SAMPLE_WEEK, SEED_PRS
 
 from pipeline.core import issue_json
 from pipeline.errors import BlockedError
-from pipeline.model import LAYOUTS, Issue, Item, Pair, Problem, Skipped, Text, Week
-from pipeline.sources.github import PullFacts
+from pipeline.model import LAYOUTS, Issue, Item, Pair, Problem, PullFacts, Skipped, Text, Week
 from pipeline.stages.build import build
 from pipeline.stages.built import load_built
 
@@ -97,6 +97,7 @@ def test_problems_and_skipped_shapes(settings, write_feed, tmp_path):
     missing = data["problems"][0]
     assert missing["pr"] == 1 and "English" in missing["message"]
     item = data["items"][0]
+    assert item["zh"] is not None
     assert item["en"] is None and item["zh"]["title"] == "标题"
 
 
@@ -107,7 +108,7 @@ def test_sample_feed_is_what_the_readme_says():
 
 
 def test_sample_feed_carries_the_seed_reviews_verbatim():
-    import feedparser
+    import feedparser  # type: ignore[import-untyped]
     from conftest import SEED
 
     blocks = [b.strip() for b in SEED.read_text(encoding="utf-8").split("\n\n") if b.strip()]
@@ -203,9 +204,11 @@ def test_an_empty_issue_round_trips():
 
 def test_what_build_keeps_for_itself_comes_back_as_the_defaults():
     item = _odd_issue().items[0]
+    assert item.github is not None
     working = replace(item, original_lang="en", scopes=Pair("只需读 27 行", None),
                       github=replace(item.github, files=("a.py",)))
     back = _through_the_file(replace(_odd_issue(), items=(working,))).items[0]
+    assert back.github is not None
     assert (back.original_lang, back.scopes, back.github.files) == ("zh", Pair(None, None), ())
     assert back == item
 
@@ -219,7 +222,8 @@ def test_a_github_headline_comes_back_as_the_text_the_file_holds():
 
 
 def test_keys_that_may_be_null_may_be_missing():
-    data = issue_json.to_dict(_odd_issue(), {})
+    # Keys are deleted below, which an IssueData does not allow: a plain dict from here on.
+    data = cast(dict[str, Any], issue_json.to_dict(_odd_issue(), {}))
     for item in data["items"]:
         for key in ("scope_note", "note", "zh", "en", "github", "areas"):
             del item[key]

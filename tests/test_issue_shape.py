@@ -18,7 +18,7 @@ from conftest import SAMPLE_FEED, SAMPLE_WEEK, newsletter_main
 from pipeline.core import issue_json
 
 
-def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return newsletter_main(args, cwd)
 
 
@@ -30,7 +30,7 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def one_line_error(result: subprocess.CompletedProcess) -> str:
+def one_line_error(result: subprocess.CompletedProcess[str]) -> str:
     assert "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr

@@ -23,7 +23,7 @@ def store(tmp_path):
         yield opened
 
 
-def holder_process(path) -> subprocess.Popen:
+def holder_process(path) -> subprocess.Popen[str]:
     code = ("import time; from pathlib import Path; from pipeline.stages.lock import hold; "
             "from subscribers.store.sqlite import SqliteStore\n"
             f"store = SqliteStore.open(Path({str(path)!r}))\n"
@@ -36,6 +36,7 @@ def holder_process(path) -> subprocess.Popen:
 def test_a_second_holder_is_refused_naming_the_first(store, tmp_path):
     holder = holder_process(tmp_path / "subscribers.sqlite3")
     try:
+        assert holder.stdout is not None  # piped
         assert holder.stdout.readline().strip() == "held"
         with pytest.raises(LockedError) as info, hold(store, "send:2026-W48",
                                                       "send 2026-W48"):

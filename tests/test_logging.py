@@ -30,7 +30,7 @@ PASSWORD = "hunter2-smtp-password"
 TOKEN = "feedtoken-0123456789"
 
 
-def run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
+def run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
     environment = clean_env(**env)
     for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
         environment.pop(name, None)
@@ -38,7 +38,7 @@ def run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
                           capture_output=True, text=True, timeout=120, check=False)
 
 
-def ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
     assert result.returncode == 0, result.stdout + result.stderr
     return result
 
@@ -130,6 +130,7 @@ def feed_url():
     thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     host, port = httpd.server_address[:2]
+    assert isinstance(host, str)  # an AF_INET server: str, not bytes
     yield f"http://{host}:{port}/feed.atom"
     httpd.shutdown()
     httpd.server_close()

@@ -73,13 +73,17 @@ def test_unsubscribe_links_are_signed_for_the_recipient(settings, built):
     messages = Messages(built, settings, KEYS)
     message = parse(messages.build("reader@example.org", SID, "zh-en", NOW).raw)
     header = message["List-Unsubscribe"]
-    url = re.fullmatch(r"<(https?://[^>]+)>", header).group(1)
+    found = re.fullmatch(r"<(https?://[^>]+)>", header)
+    assert found is not None, header
+    url = found.group(1)
     assert url.startswith(f"{settings.site.app_url}/unsubscribe?token=")
     token = parse_qs(urlparse(url).query)["token"][0]
     assert verify_token(KEYS, token, "unsubscribe", NOW) == SID
     html = parts(message)["text/html"]
     assert f'href="{url}"' in html  # the visible link is the same one-click URL
-    prefs = re.search(r'href="([^"]*/preferences\?token=[^"]+)"', html).group(1)
+    link = re.search(r'href="([^"]*/preferences\?token=[^"]+)"', html)
+    assert link is not None
+    prefs = link.group(1)
     assert verify_token(KEYS, parse_qs(urlparse(prefs).query)["token"][0], "preferences",
                         NOW) == SID
 
@@ -117,8 +121,10 @@ def test_mailto_only_when_inbound_mail_is_configured(settings, built):
                                                                NOW).raw)
     https, mailto = [v.strip(" <>") for v in message["List-Unsubscribe"].split(",")]
     assert https.startswith("http")
-    local = re.fullmatch(r"mailto:unsub\+([a-z2-7]+)@example\.org\?subject=unsubscribe",
-                         mailto).group(1)
+    address = re.fullmatch(r"mailto:unsub\+([a-z2-7]+)@example\.org\?subject=unsubscribe",
+                           mailto)
+    assert address is not None, mailto
+    local = address.group(1)
     assert len(local) + len("unsub+") <= 64
     assert verify_token(KEYS, local, "unsubscribe", NOW) == SID
 

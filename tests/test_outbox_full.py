@@ -22,7 +22,7 @@ SUBSCRIBERS = ROOT / "examples" / "subscribers.csv"
 COUNT = len(SUBSCRIBERS.read_text().strip().splitlines()) - 1
 
 
-def newsletter(folder: Path, *args: str) -> subprocess.CompletedProcess:
+def newsletter(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*newsletter_cmd(), *args], cwd=folder, env=clean_env(),
                           capture_output=True, text=True, timeout=120, check=False)
 
@@ -63,7 +63,7 @@ def leftovers(folder: Path) -> list[str]:
     return [p.name for p in folder.iterdir() if p.name.startswith(".tmp-")]
 
 
-def check_stopped(result: subprocess.CompletedProcess, why: str) -> None:
+def check_stopped(result: subprocess.CompletedProcess[str], why: str) -> None:
     assert result.returncode == 4, result.stdout + result.stderr
     *notes, error = result.stderr.strip().splitlines()
     # The error is one line, the last; only logged notes (the development key's) come before.

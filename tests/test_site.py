@@ -109,7 +109,7 @@ def test_index_feed_sitemap_from_issue_files(settings, built, older):
 
 
 def test_the_feed_carries_the_latest_issues_only(settings, built):
-    import feedparser
+    import feedparser  # type: ignore[import-untyped]
 
     from pipeline.core.site import FEED_ISSUES
 

@@ -25,7 +25,7 @@ from pipeline.transport import Outgoing
 from pipeline.transport.smtp import SmtpTransport, StartTlsRefused
 
 if TYPE_CHECKING:
-    from servers import SmtpSink, Tls
+    from servers import Phase, SmtpSink, Tls
 
 pytest_plugins = ["servers"]
 
@@ -68,9 +68,11 @@ def test_message_arrives_intact_and_queue_id_is_returned(smtp_server: SmtpSink,
     parsed = got.message()
     assert parsed["Subject"] == SUBJECT
     assert "=?utf-8?" in got.content.decode("ascii", "replace").split("Subject:", 1)[1][:20]
-    assert "调度器重构" in parsed.get_body(("plain",)).get_content()
-    assert ".hidden line" in parsed.get_body(("plain",)).get_content()
-    assert 'lang="zh"' in parsed.get_body(("html",)).get_content()
+    plain, html = parsed.get_body(("plain",)), parsed.get_body(("html",))
+    assert plain is not None and html is not None
+    assert "调度器重构" in plain.get_content()
+    assert ".hidden line" in plain.get_content()
+    assert 'lang="zh"' in html.get_content()
 
 
 @pytest.mark.parametrize(("reply", "expected"), [
@@ -91,7 +93,7 @@ def test_queue_id_forms(smtp_server: SmtpSink, transport: SmtpTransport, reply: 
 
 @pytest.mark.parametrize("at", ["MAIL", "RCPT", "DATA"])
 def test_throttling_is_temporary_and_the_retry_is_delivered_once(
-        smtp_server: SmtpSink, transport: SmtpTransport, at: str) -> None:
+        smtp_server: SmtpSink, transport: SmtpTransport, at: Phase) -> None:
     message = outgoing()
     smtp_server.fail_next(SENDER if at == "MAIL" else message.recipient,
                           *smtp_server.THROTTLED, at=at)
@@ -109,7 +111,7 @@ def test_throttling_is_temporary_and_the_retry_is_delivered_once(
 
 @pytest.mark.parametrize("at", ["RCPT", "DATA"])
 def test_refused_recipient_is_permanent_and_the_run_goes_on(
-        smtp_server: SmtpSink, transport: SmtpTransport, at: str) -> None:
+        smtp_server: SmtpSink, transport: SmtpTransport, at: Phase) -> None:
     smtp_server.fail_next("gone@example.com", *smtp_server.NO_SUCH_USER, at=at)
 
     with pytest.raises(PermanentFailure) as caught:
@@ -131,7 +133,7 @@ def test_refused_recipient_is_permanent_and_the_run_goes_on(
     ("DATA", 454, "4.7.0 Sending paused for this account."),
 ])
 def test_quota_or_paused_account_stops_the_run(smtp_server: SmtpSink, transport: SmtpTransport,
-                                               at: str, code: int, text: str) -> None:
+                                               at: Phase, code: int, text: str) -> None:
     message = outgoing()
     smtp_server.fail_next(SENDER if at == "MAIL" else message.recipient, code, text, at=at)
     with pytest.raises(SendingStopped) as caught:

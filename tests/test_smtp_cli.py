@@ -16,7 +16,7 @@ SECRET = "s" * 40
 HTTPS_APP = '[site]\napp_url = "https://news.example.org/api"\n'
 
 
-def one_line(result: subprocess.CompletedProcess) -> str:
+def one_line(result: subprocess.CompletedProcess[str]) -> str:
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr
     assert "Traceback" not in result.stderr
@@ -33,7 +33,7 @@ def project(folder: Path, sink: SmtpSink, smtp: str, delivery: str = "") -> Path
     return folder
 
 
-def run(folder: Path, **env: str) -> subprocess.CompletedProcess:
+def run(folder: Path, **env: str) -> subprocess.CompletedProcess[str]:
     return newsletter(["run", "--week", SAMPLE_WEEK], folder, NEWSLETTER_SECRET=SECRET, **env)
 
 

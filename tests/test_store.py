@@ -20,7 +20,7 @@ import sys
 import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -42,6 +42,9 @@ from subscribers.store import (
 )
 from subscribers.store.dynamo import DynamoStore
 from subscribers.store.sqlite import MIGRATIONS, SqliteStore
+
+if TYPE_CHECKING:
+    from dynamo_support import Dynamo
 
 pytest_plugins = ["dynamo_support"]
 
@@ -69,7 +72,8 @@ class SqliteBackend:
         return store
 
     def subscriber_count(self) -> int:
-        return raw(self.path, "SELECT count(*) FROM subscribers")[0][0]
+        count: int = raw(self.path, "SELECT count(*) FROM subscribers")[0][0]
+        return count
 
     def suppressions(self) -> list[str]:
         return [row[0] for row in raw(self.path, "SELECT email_hash FROM suppressions")]
@@ -88,7 +92,7 @@ class DynamoBackend:
 
     name = "dynamodb"
 
-    def __init__(self, dynamo: Any) -> None:
+    def __init__(self, dynamo: Dynamo) -> None:
         self.dynamo = dynamo
 
     def open(self) -> DynamoStore:
@@ -121,11 +125,11 @@ def backend(request, path: Path):
 
 
 @pytest.fixture
-def store(backend) -> SubscriberStore:
+def store(backend: SqliteBackend | DynamoBackend) -> SubscriberStore:
     return backend.open()
 
 
-def raw(path: Path, query: str) -> list[tuple]:
+def raw(path: Path, query: str) -> list[tuple[Any, ...]]:
     """Read the file with a connection of its own, as another process would."""
     conn = sqlite3.connect(path)
     try:
@@ -157,6 +161,7 @@ def test_fresh_file_is_migrated_and_reopening_changes_nothing(path):
 
 def test_settings_place_the_store_in_the_data_folder(settings):
     with open_store(settings) as store:
+        assert isinstance(store, SqliteStore)  # the default backend
         assert store.path == settings.resolve(settings.paths.data_dir) / "subscribers.sqlite3"
     assert store.path.is_file()
 
@@ -485,6 +490,7 @@ def test_iter_subscribers_streams_every_row_once_in_id_order(backend):
 
 # -- ledger ----------------------------------------------------------------------------------
 
+@pytest.mark.slow  # eight threads race through moto's DynamoDB, which serialises each call
 def test_claim_is_exclusive_under_eight_threads(backend):
     backend.open().close()
     shared = backend.open()
@@ -542,6 +548,7 @@ def test_claim_is_exclusive_across_processes(path, tmp_path):
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for n in range(3)]
     for proc in procs:  # all three have the store open and wait: they start together
+        assert proc.stdout is not None and proc.stderr is not None  # both piped
         assert proc.stdout.readline().strip() == "ready", proc.stderr.read()
     go.touch()
     won: list[list[str]] = []
@@ -679,6 +686,7 @@ def test_a_version_1_file_is_migrated_keeping_its_subscribers(path):
     conn.close()
     with SqliteStore.open(path) as store:
         old = store.find("old@example.org")
+        assert old is not None
         assert old.status == "active" and old.layout == "en"
         assert old.consent_ip is None and old.transient_bounces == 0
         assert store.first_time("k", NOW)
@@ -1080,6 +1088,7 @@ def test_a_version_5_file_gains_areas_keeping_its_subscribers(path):
     conn.close()
     with SqliteStore.open(path) as store:
         old = store.find("old@example.org")
+        assert old is not None
         assert old.status == "active" and old.layout == "en" and old.areas == ()
         assert store.variant_choices() == [] and store.known_areas() == ()
         store.set_layout(old.id, "en", NOW, areas=["rocm"])
@@ -1102,8 +1111,10 @@ def test_areas_edited_by_hand_read_as_what_could_be_stored(path):
     conn.commit()
     conn.close()
     with SqliteStore.open(path) as store:
-        assert store.get(good).areas == ("rocm",)
-        assert store.get(bad).areas == ()
+        got_good, got_bad = store.get(good), store.get(bad)
+        assert got_good is not None and got_bad is not None
+        assert got_good.areas == ("rocm",)
+        assert got_bad.areas == ()
         assert store.variant_choices() == [("zh-en", ("rocm",))]
 
 

@@ -37,11 +37,13 @@ def run(settings: Any, *argv: str) -> int:
     commands.required = True
     add_parser(commands)
     args = parser.parse_args(["store", *argv])
-    return args.handler(args, settings)
+    code: int = args.handler(args, settings)
+    return code
 
 
 def sqlite_path(settings: Any) -> Path:
-    return settings.resolve(settings.paths.data_dir) / FILE_NAME
+    path: Path = settings.resolve(settings.paths.data_dir) / FILE_NAME
+    return path
 
 
 @pytest.fixture
@@ -53,13 +55,16 @@ def source(dynamo) -> dict[str, Any]:
         for n, status in enumerate(STATUSES):
             sub = store.add(f"{status}.Reader@Example.org", ("zh-en", "en", "zh", "en-zh")[n % 4],
                             status="active", source="import:list.csv", now=NOW).subscriber
+            assert sub is not None
             if status != "active":
                 store.set_status(sub.id, status, NOW + timedelta(hours=n))
             made[status] = sub.id
         fresh = store.request_subscription("new@example.org", "en", source="web", now=NOW)
+        assert fresh.subscriber is not None
         made["fresh"] = fresh.subscriber.id
         confirmed = store.request_subscription("web@example.org", "zh", source="web", now=NOW,
                                                areas=["ROCm", "kv-connector"])
+        assert confirmed.subscriber is not None
         store.note_areas(["rocm", "kv-connector"])
         store.set_status(confirmed.subscriber.id, "active", NOW + timedelta(minutes=3),
                          source="web", client="203.0.113.9")
@@ -67,6 +72,7 @@ def source(dynamo) -> dict[str, Any]:
                                 transient_limit=3)
         made["web"] = confirmed.subscriber.id
         gone = store.add("gone@example.org", status="active", source="cli", now=NOW).subscriber
+        assert gone is not None
         readers = [made["active"], made["web"], gone.id]
         for week, issue in enumerate(ISSUES):
             for n, sid in enumerate(readers):

@@ -100,7 +100,7 @@ def test_forged_truncated_and_garbage_tokens_say_why():
     never_expiring_confirm = data.copy()
     never_expiring_confirm[0] = 0x11
 
-    def encode(raw: bytes) -> str:
+    def encode(raw: bytearray) -> str:
         return base64.b32encode(bytes(raw)).decode().lower()
 
     assert reason(k, encode(mac_flipped)) == "bad-signature"
@@ -166,14 +166,17 @@ def test_rotation_keeps_old_links_working_while_the_old_key_is_listed():
 
 
 def test_keys_sharing_a_key_id_are_both_tried():
-    by_id: dict[bytes, str] = {}
-    for n in itertools.count():
-        secret = f"collision-search-secret-0123456789-{n}"
-        key_id = hashlib.sha256(secret.encode()).digest()[:2]
-        if key_id in by_id:
-            first, second = by_id[key_id], secret
-            break
-        by_id[key_id] = secret
+    def colliding_secrets() -> tuple[str, str]:
+        by_id: dict[bytes, str] = {}
+        for n in itertools.count():
+            secret = f"collision-search-secret-0123456789-{n}"
+            key_id = hashlib.sha256(secret.encode()).digest()[:2]
+            if key_id in by_id:
+                return by_id[key_id], secret
+            by_id[key_id] = secret
+        raise AssertionError("itertools.count() never ends")
+
+    first, second = colliding_secrets()
     token = token_for("preferences", keys(second))
     assert verify_token(keys(first, second), token, "preferences", NOW) == SID
     assert reason(keys(first), token, "preferences") == "bad-signature"

@@ -6,6 +6,7 @@ import functools
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 from conftest import SAMPLE_WEEK, Entry, atom, newsletter_main
 from test_translate import FakeLLM, drop_first_placeholder, llm  # noqa: F401 (fixture)
@@ -24,7 +25,7 @@ def project(tmp_path: Path) -> Path:
     return tmp_path
 
 
-def build(cwd: Path, url: str) -> tuple[subprocess.CompletedProcess, dict]:
+def build(cwd: Path, url: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
     result = newsletter_main(["build", "--week", SAMPLE_WEEK], cwd,
                              NEWSLETTER_TRANSLATE_BACKEND="openai",
                              NEWSLETTER_TRANSLATE_BASE_URL=url,

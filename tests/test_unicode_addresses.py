@@ -27,6 +27,7 @@ from pipeline.stages.send_report import SendReport
 from pipeline.transport import Transport
 from pipeline.transport.ses import SesTransport
 from pipeline.transport.smtp import SmtpTransport
+from subscribers.model import Subscriber
 from subscribers.store.sqlite import SqliteStore
 from subscribers.tokens import Keys
 
@@ -53,14 +54,18 @@ def built(tmp_path: Path) -> BuiltIssue:
 @pytest.fixture
 def store(tmp_path: Path):
     opened = SqliteStore.open(tmp_path / "data" / "subscribers.sqlite3")
-    ids = {}
     for address in (LOCAL, DOMAIN, PLAIN):
         added = opened.add(address, "en", status="active", source="test", now=NOW)
         assert added.subscriber is not None
-        ids[address] = added.subscriber.id
-    opened.ids = ids  # type: ignore[attr-defined]
     yield opened
     opened.close()
+
+
+def reader(store: SqliteStore, address: str) -> Subscriber:
+    """The reader at ``address``, one of the three the ``store`` fixture adds."""
+    found = store.find(address)
+    assert found is not None, address
+    return found
 
 
 def send(built: BuiltIssue, store: SqliteStore, transport: Transport) -> SendReport:
@@ -117,11 +122,13 @@ def test_without_smtputf8_only_the_non_ascii_local_part_fails_permanently_by_nam
     assert (report.sent, report.failed, report.unconfirmed, report.stopped) == (2, 1, 0, None)
     assert set(by_recipient(smtp_server.wait_for(2))) == {DOMAIN_IDNA, PLAIN}
     assert smtp_server.attempts(LOCAL) == 0  # refused before anything was sent
-    entry = store.ledger_entry(SAMPLE_WEEK, store.ids[LOCAL])
+    local_id = reader(store, LOCAL).id
+    entry = store.ledger_entry(SAMPLE_WEEK, local_id)
+    assert entry is not None and entry.reason is not None
     assert entry.status == "failed" and entry.permanent
     assert LOCAL in entry.reason and "SMTPUTF8" in entry.reason
     # The report holds ids only: the address is named in the ledger, not in the report.
-    assert report.failures == [{"subscriber": store.ids[LOCAL], "reason": entry.reason
+    assert report.failures == [{"subscriber": local_id, "reason": entry.reason
                                 .replace(LOCAL, "<recipient>"), "permanent": True,
                                 "bounced": False}]
 
@@ -139,7 +146,8 @@ def test_ses_gets_the_idna_domain_and_never_a_non_ascii_local_part(
     assert sorted(r["destinations"][0] for r in sent) == sorted([DOMAIN_IDNA, PLAIN])
     for record in sent:
         assert b"=?" not in to_line(str(record["raw_data"]).encode("utf-8"))
-    entry = store.ledger_entry(SAMPLE_WEEK, store.ids[LOCAL])
+    entry = store.ledger_entry(SAMPLE_WEEK, reader(store, LOCAL).id)
+    assert entry is not None and entry.reason is not None
     assert entry.status == "failed" and entry.permanent and LOCAL in entry.reason
 
 
@@ -155,7 +163,7 @@ def test_the_command_line_finishes_the_list_and_names_the_refused_address(
                                        encoding="utf-8")
     env = clean_env(NEWSLETTER_SECRET="unicode-address-test-secret-0123456789")
 
-    def newsletter(*args: str) -> subprocess.CompletedProcess:
+    def newsletter(*args: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([*newsletter_cmd(), *args], cwd=tmp_path, env=env,
                               capture_output=True, text=True, timeout=120, check=False)
 
@@ -184,8 +192,7 @@ def test_the_confirmation_mail_reaches_a_non_ascii_address_with_its_to_as_is(
     try:
         mailer = OptInMailer(settings, transport)
         for address in (LOCAL, DOMAIN):
-            subscriber = store.get(store.ids[address])
-            mailer.confirmation(subscriber, "https://news.example.org/app/confirm?token=t",
+            mailer.confirmation(reader(store, address), "https://news.example.org/app/confirm?token=t",
                                 NOW)
     finally:
         transport.close()

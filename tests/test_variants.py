@@ -40,7 +40,7 @@ class CountingRenderer(Renderer):
         super().__init__()
         self.variants: list[Variant] = []
 
-    def render_variant(self, issue, variant, base_url, budget_kb, footer=None):  # type: ignore[no-untyped-def]
+    def render_variant(self, issue, variant, base_url, budget_kb, footer=None):
         self.variants.append(variant)
         return super().render_variant(issue, variant, base_url, budget_kb, footer)
 
@@ -357,10 +357,13 @@ def _html_of(path: Path) -> str:
     from email import message_from_bytes, policy
 
     message = message_from_bytes(path.read_bytes(), policy=policy.default)
-    return message.get_body(("html",)).get_content()  # type: ignore[union-attr]
+    body = message.get_body(("html",))
+    assert body is not None
+    html: str = body.get_content()
+    return html
 
 
-def _first_pr(html: str, prs) -> int:
+def _first_pr(html: str, prs: list[int]) -> int:
     return min(prs, key=lambda pr: html.find(f"/pull/{pr}"))
 
 
@@ -383,7 +386,8 @@ def test_send_gives_each_reader_their_variant_and_never_rebuilds(settings, tmp_p
         added = store.add(email, layout, status="active", source="test", now=NOW,
                           areas=areas).subscriber
         assert added is not None
-        return added.id
+        added_id: str = added.id
+        return added_id
 
     rocm = add("rocm@example.org", "zh-en", ("rocm",))
     changed = add("changed@example.org", "en", ("kv-connector",))
