@@ -1,15 +1,17 @@
 """Sharded sending and the run lock, as real processes on one SQLite store and one SMTP sink:
 N shard workers reach everyone exactly once, a competing worker for a shard is refused with
-exit 5, two `run`s started together send once, and `newsletter status` merges the parts."""
+exit 5, two `run`s started together send once. The set-up, and `newsletter status` merging the
+parts, where no second process is the point, run in this one (``newsletter_main``)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_FEED, SAMPLE_WEEK, clean_env, newsletter_cmd
+from conftest import SAMPLE_FEED, SAMPLE_WEEK, clean_env, newsletter_cmd, newsletter_main
 
 SECRET = {"NEWSLETTER_SECRET": "x" * 32}
 COUNT = 40
@@ -35,12 +37,16 @@ def project(tmp_path: Path, smtp_server) -> Path:
     (tmp_path / "newsletter.toml").write_text(
         f'[feed]\nurls = ["{SAMPLE_FEED}"]\n'
         '[site]\napp_url = "https://news.example.org/api"\n'  # RFC 8058: smtp needs https
-        f'[delivery]\ntransport = "smtp"\nmax_rate = 12\n'
+        # Unpaced: where a process must still be sending, a held reply keeps it so.
+        f'[delivery]\ntransport = "smtp"\n'
         f'[smtp]\nhost = "{smtp_server.host}"\nport = {smtp_server.port}\nstarttls = false\n')
     addresses = [f"reader{n:02d}@example.org" for n in range(COUNT)]
     (tmp_path / "list.csv").write_text("email,layout\n" + "".join(f"{a},\n" for a in addresses))
-    assert run(["subscribers", "import", "list.csv", "--confirmed"], tmp_path).returncode == 0
-    assert run(["build", "--week", SAMPLE_WEEK], tmp_path).returncode == 0
+    imported = newsletter_main(["subscribers", "import", "list.csv", "--confirmed"], tmp_path,
+                               **SECRET)
+    assert imported.returncode == 0, imported.stderr
+    built = newsletter_main(["build", "--week", SAMPLE_WEEK], tmp_path, **SECRET)
+    assert built.returncode == 0, built.stderr
     return tmp_path
 
 
@@ -81,17 +87,27 @@ def test_shards_reach_everyone_once_and_a_competing_worker_is_refused(project, s
     assert f"sent {COUNT}, failed 0" in status.stdout
 
 
-@pytest.mark.subprocess
 def test_status_waits_for_the_missing_shard(project):
-    assert run(["send", "--week", SAMPLE_WEEK, "--shard", "1/3"], project).returncode == 0
-    status = run(["status", "--week", SAMPLE_WEEK], project)
+    sent = newsletter_main(["send", "--week", SAMPLE_WEEK, "--shard", "1/3"], project, **SECRET)
+    assert sent.returncode == 0, sent.stderr
+    status = newsletter_main(["status", "--week", SAMPLE_WEEK], project, **SECRET)
     assert status.returncode == 4
     assert "not fully sent" in status.stdout and "2/3, 3/3" in status.stdout
 
 
 @pytest.mark.subprocess
 def test_two_runs_started_together_send_once(project, smtp_server):
+    pause = smtp_server.pause_next()
     runs = [start(["run", "--week", SAMPLE_WEEK], project) for _ in range(2)]
+    try:
+        # One run holds the lock and is sending, held at its first reply until the other
+        # has given up: the two overlap however fast this machine is.
+        assert pause.wait(60), "neither run sent anything"
+        deadline = time.monotonic() + 60
+        while all(p.poll() is None for p in runs) and time.monotonic() < deadline:
+            time.sleep(0.02)
+    finally:
+        pause.release()
     results = sorted((finish(p) for p in runs), key=lambda r: r[0])
     assert [code for code, _, _ in results] == [0, 5], [r[2] for r in results]
     assert "holds its lock" in results[1][2]
