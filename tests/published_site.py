@@ -109,5 +109,6 @@ def start_server(folder: Path) -> ThreadingHTTPServer:
     """Serve ``folder`` (it may not exist yet) on 127.0.0.1; stop with ``shutdown()``."""
     server = ThreadingHTTPServer(("127.0.0.1", 0),
                                  partial(_QuietHandler, directory=str(folder)))
-    threading.Thread(target=server.serve_forever, name="site-server", daemon=True).start()
+    threading.Thread(target=server.serve_forever, args=(0.005,), name="site-server",
+                     daemon=True).start()
     return server

@@ -193,7 +193,7 @@ def cert_server(context: Any, routes: dict[str, Route]) -> Iterator[CertServer]:
     """A :class:`CertServer` with ``routes``, serving in a thread until the block ends."""
     server = CertServer(context)
     server.routes.update(routes)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
+    thread = threading.Thread(target=server.serve_forever, args=(0.005,), daemon=True)
     thread.start()
     try:
         yield server

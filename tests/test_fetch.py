@@ -76,7 +76,7 @@ def server(monkeypatch):
     for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
         monkeypatch.delenv(name, raising=False)
     httpd = FeedServer()
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.005,), daemon=True)
     thread.start()
     yield httpd
     httpd.shutdown()
@@ -229,7 +229,7 @@ def drip(monkeypatch):
     handler = type("Handler", (DripHandler,), {"stop": stop})
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.005,), daemon=True)
     thread.start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}"
     stop.set()

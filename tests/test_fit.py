@@ -248,6 +248,7 @@ def test_the_sample_fits_as_the_old_search_did(sample_issue, layout, budget):
     check(Renderer(), sample_issue, Variant(layout), budget)
 
 
+@pytest.mark.slow  # 13 weeks of up to 200 items, each searched as the old fitting did
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_generated_weeks_fit_as_the_old_search_did(sample_issue, layout):
     renderer = Renderer()
@@ -256,6 +257,7 @@ def test_generated_weeks_fit_as_the_old_search_did(sample_issue, layout):
         assert drawn <= 5, (count, drawn)
 
 
+@pytest.mark.slow  # 3 weeks × 4 layouts, each searched as the old fitting did
 @pytest.mark.parametrize("areas", [("rocm",), ("<script>", "x" * 120)])
 def test_interest_variants_fit_as_the_old_search_did(sample_issue, areas):
     renderer = Renderer()

@@ -44,7 +44,8 @@ class FakeGithub:
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.005,),
+                                       daemon=True)
         self.thread.start()
 
     def record(self, handler: BaseHTTPRequestHandler, status: int) -> int:

@@ -74,7 +74,7 @@ def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
     for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
         monkeypatch.delenv(name, raising=False)
     httpd = Server()
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.005,), daemon=True)
     thread.start()
     yield httpd
     httpd.shutdown()

@@ -127,7 +127,7 @@ class _FeedHandler(BaseHTTPRequestHandler):
 @pytest.fixture
 def feed_url():
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _FeedHandler)
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.005,), daemon=True)
     thread.start()
     host, port = httpd.server_address[:2]
     assert isinstance(host, str)  # an AF_INET server: str, not bytes

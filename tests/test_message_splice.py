@@ -134,6 +134,7 @@ def random_link(rng: random.Random) -> str:
     return rng.choice(["https://a.example/u?t=", "", "=", ".", "中", " "]) + tail
 
 
+@pytest.mark.slow  # 1,500 random bodies a seed, each encoded whole and spliced
 @pytest.mark.parametrize("seed", range(4))
 def test_splicing_random_bodies_gives_what_encoding_the_filled_body_gives(seed):
     rng = random.Random(seed)

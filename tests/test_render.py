@@ -273,6 +273,34 @@ def test_operator_templates_override_the_built_in_ones(tmp_path, sample):
     assert rendered["en"].text == f"custom {issue.archive_url}"
 
 
+def test_environments_share_compiled_templates_and_an_edit_is_compiled_afresh(tmp_path,
+                                                                             monkeypatch):
+    """Each part of a run makes its own environment: the email templates are compiled once
+    per process, and a template edited since (``preview --watch``) is not served stale."""
+    import jinja2
+
+    compiled: list[str | None] = []
+    compile_source = jinja2.Environment.compile
+
+    def counting(self, source, name=None, filename=None, *args, **kwargs):
+        compiled.append(name)
+        return compile_source(self, source, name, filename, *args, **kwargs)
+
+    monkeypatch.setattr(jinja2.Environment, "compile", counting)
+    environment().get_template("email/issue.txt.j2")  # compiled here or by an earlier test
+    compiled.clear()
+    again = environment().get_template("email/issue.txt.j2")
+    assert compiled == [] and again.name == "email/issue.txt.j2"  # nothing compiled again
+
+    mail = tmp_path / "mail"
+    mail.mkdir()
+    (mail / "note.txt.j2").write_text("first {{ n }}")
+    assert environment([tmp_path]).get_template("mail/note.txt.j2").render(n=1) == "first 1"
+    (mail / "note.txt.j2").write_text("second {{ n }}")
+    assert environment([tmp_path]).get_template("mail/note.txt.j2").render(n=2) == "second 2"
+    assert compiled == ["mail/note.txt.j2", "mail/note.txt.j2"]
+
+
 # -- issue 16: contents first, "for you", the issue number ---------------------------------
 
 

@@ -537,6 +537,7 @@ def test_a_mailbox_that_does_not_exist_is_marked_bounced_and_gets_no_later_issue
     assert gone.id not in active and refused.id in active
 
 
+@pytest.mark.slow  # its first run waits out a 1 s reply timeout (slow_reply_run)
 def test_a_dry_run_lists_the_unconfirmed_and_does_not_count_them_as_skipped(
         smtp_server: SmtpSink, built: BuiltIssue, store: SqliteStore,
         messages: Messages) -> None:

@@ -304,7 +304,7 @@ def test_starttls_answered_454_is_a_config_error() -> None:
 
     with socketserver.ThreadingTCPServer(("127.0.0.1", 0), Refusing) as server:
         server.daemon_threads = True
-        threading.Thread(target=server.serve_forever, daemon=True).start()
+        threading.Thread(target=server.serve_forever, args=(0.005,), daemon=True).start()
         try:
             port = server.server_address[1]
             transport = SmtpTransport(SmtpSettings(host="127.0.0.1", port=port,

@@ -137,7 +137,7 @@ def llm() -> Iterator[FakeLLM]:
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
     server.daemon_threads = True
     fake.port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.02},
+    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.005},
                               daemon=True)
     thread.start()
     try:
