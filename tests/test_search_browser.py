@@ -50,6 +50,7 @@ def search_for(page: Page, query: str) -> list[str]:
     return hrefs
 
 
+@pytest.mark.slow  # the first to run publishes the module's archive and its Pagefind index
 @pytest.mark.parametrize(("query", "week", "pr"), [
     ("竞态", SAMPLE_WEEK, 56317),           # 消除竞态误判: a word inside a Chinese sentence
     ("投机解码", SAMPLE_WEEK, 54934),
