@@ -254,6 +254,16 @@ def test_the_lock_pins_every_declared_dependency_within_its_range() -> None:
         assert f"mypy-boto3-{service}" in pins
 
 
+def test_the_fast_layer_runs_one_worker_more_than_there_are_cores() -> None:
+    planned = subprocess.run(["make", "-n", "-C", str(ROOT), "-o", "install", "test-fast"],
+                             capture_output=True, text=True, timeout=60, check=True).stdout
+    assert f"-m pytest -n {(os.cpu_count() or 1) + 1} --dist loadgroup" in planned
+    chosen = subprocess.run(["make", "-n", "-C", str(ROOT), "-o", "install", "test-fast",
+                             "FAST_WORKERS=7"], capture_output=True, text=True, timeout=60,
+                            check=True).stdout
+    assert "-m pytest -n 7 --dist loadgroup" in chosen
+
+
 def test_the_shared_fixture_modules_each_go_to_one_worker() -> None:
     """``make test`` asks for the scheduler of tests/scheduling.py (``--dist loadgroup``);
     every module it keeps on one worker exists and has the module fixture that is why."""
@@ -263,7 +273,7 @@ def test_the_shared_fixture_modules_each_go_to_one_worker() -> None:
         planned = subprocess.run(["make", "-n", "-C", str(ROOT), "-o", "install", "-o",
                                   "system-deps", target], capture_output=True, text=True,
                                  timeout=60, check=True).stdout
-        assert "-m pytest -n auto --dist loadgroup" in planned, target
+        assert re.search(r"-m pytest -n (auto|\d+) --dist loadgroup", planned), target
     for module in SHARED_FIXTURE_MODULES:
         assert 'scope="module"' in (ROOT / module).read_text(encoding="utf-8"), module
         assert scope_of(f"{module}::test_a[x]") == scope_of(f"{module}::test_b") == module

@@ -217,11 +217,11 @@ def run(built: BuiltIssue, store: SqliteStore, transport: Transport, messages: M
 def slow_reply_run(smtp_server: SmtpSink, built: BuiltIssue, store: SqliteStore,
                    messages: Messages, slow: Subscriber
                    ) -> Iterator[tuple[SmtpTransport, SendReport]]:
-    """A first run (one worker) through a transport that waits 1 s for a final reply, while
+    """A first run (one worker) through a transport that waits 0.5 s for a final reply, while
     the reply to ``slow``'s message is held until the run gave up on it (the server keeps
     the message): yields the transport (closed afterwards) and that run's report."""
     pause = smtp_server.pause_next(slow.email)  # answered only after the client gave up
-    transport = SmtpTransport(smtp_server.settings(), None, timeout=1)
+    transport = SmtpTransport(smtp_server.settings(), None, timeout=0.5)
     try:
         first = run(built, store, transport, messages, concurrency=1)
         pause.release()
@@ -537,7 +537,7 @@ def test_a_mailbox_that_does_not_exist_is_marked_bounced_and_gets_no_later_issue
     assert gone.id not in active and refused.id in active
 
 
-@pytest.mark.slow  # its first run waits out a 1 s reply timeout (slow_reply_run)
+@pytest.mark.slow  # its first run waits out a reply timeout (slow_reply_run)
 def test_a_dry_run_lists_the_unconfirmed_and_does_not_count_them_as_skipped(
         smtp_server: SmtpSink, built: BuiltIssue, store: SqliteStore,
         messages: Messages) -> None:

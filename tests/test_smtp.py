@@ -168,7 +168,7 @@ def test_connection_refused_stops_naming_host_and_port(unused_port: int) -> None
 def test_no_answer_after_data_is_unconfirmed_never_retried(smtp_server: SmtpSink) -> None:
     message = outgoing()
     pause = smtp_server.pause_next()  # the final reply comes only after the client gave up
-    transport = SmtpTransport(smtp_server.settings(), None, timeout=1.0)
+    transport = SmtpTransport(smtp_server.settings(), None, timeout=0.5)
     try:
         with pytest.raises(Unconfirmed) as caught:
             transport.send(message)

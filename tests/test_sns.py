@@ -434,7 +434,7 @@ def test_an_unreachable_certificate(verifier, signer, unused_port):
 
 def test_a_server_that_never_answers_times_out(tls, signer, silent_server):
     host, port = silent_server
-    source = CertificateSource(host_pattern=LOOPBACK, ssl_context=tls.client, timeout=0.5)
+    source = CertificateSource(host_pattern=LOOPBACK, ssl_context=tls.client, timeout=0.2)
     fields = sign(notification(f"https://{host}:{port}/cert.pem"), signer)
     started = time.monotonic()
     assert refusal(SnsVerifier(source, [TOPIC]), body(fields)) == "cert-unavailable"
