@@ -1,8 +1,10 @@
 """-v / -q and the log of a scheduled job, as the operator and the scheduler meet them.
 
-Real processes: stdout and stderr are pipes (what cron or systemd hands a job), except where
-a pseudo-terminal stands in for the operator's terminal. A real HTTP server on loopback for
-the feed (200, then 304), a real aiosmtpd relay for the transport.
+What a command logs is checked in process (``newsletter_main``: stdout and stderr are streams
+that are not terminals, as the pipes cron or systemd hand a job are). Where the stream itself
+is the point, a real process: its stderr a pipe, or a pseudo-terminal standing in for the
+operator's terminal. A real HTTP server on loopback for the feed (200, then 304), a real
+aiosmtpd relay for the transport.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_FEED, SAMPLE_WEEK, clean_env, newsletter_cmd
+from conftest import SAMPLE_FEED, SAMPLE_WEEK, clean_env, newsletter_cmd, newsletter_main
 
 from pipeline.cli import parser
 from pipeline.log import LineFormatter, safe_url
@@ -30,7 +32,20 @@ PASSWORD = "hunter2-smtp-password"
 TOKEN = "feedtoken-0123456789"
 
 
+@pytest.fixture(autouse=True)
+def _no_proxy(monkeypatch):
+    """The loopback feed server is reached directly, whatever proxy this machine names."""
+    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+
+
 def run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """``newsletter ARGS`` in this process, with a clean environment plus ``env``."""
+    return newsletter_main(args, cwd, **env)
+
+
+def run_process(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """``newsletter ARGS`` as a real process, stdout and stderr pipes."""
     environment = clean_env(**env)
     for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
         environment.pop(name, None)
@@ -59,7 +74,6 @@ def project(folder: Path, config: str = "", readers: int = 0) -> Path:
 
 
 @pytest.mark.parametrize("where", ["before", "after"])
-@pytest.mark.subprocess
 def test_quiet_build_prints_its_result_and_nothing_else(tmp_path, where):
     folder = project(tmp_path)
     args = ["-q", "build", "--week", SAMPLE_WEEK] if where == "before" \
@@ -70,7 +84,6 @@ def test_quiet_build_prints_its_result_and_nothing_else(tmp_path, where):
     assert result.stderr == ""
 
 
-@pytest.mark.subprocess
 def test_quiet_send_drops_notes_and_progress_but_keeps_the_summary(tmp_path):
     folder = project(tmp_path, readers=100)
     ok(run(["build", "--week", SAMPLE_WEEK], folder))
@@ -80,7 +93,6 @@ def test_quiet_send_drops_notes_and_progress_but_keeps_the_summary(tmp_path):
     assert result.stderr == ""
 
 
-@pytest.mark.subprocess
 def test_notes_and_progress_go_to_stderr_timestamped(tmp_path):
     """The default: the development-key note and a progress line every 100 messages, on
     stderr (stdout keeps only what the run produced), each line stamped for the job's log."""
@@ -137,7 +149,6 @@ def feed_url():
     thread.join(timeout=5)
 
 
-@pytest.mark.subprocess
 def test_verbose_build_names_the_config_each_fetch_and_the_stage_timings(tmp_path, feed_url):
     folder = project(tmp_path)
     url = f"{feed_url}?token={TOKEN}"
@@ -154,13 +165,12 @@ def test_verbose_build_names_the_config_each_fetch_and_the_stage_timings(tmp_pat
     assert f"debug: feed {feed_url}?…: HTTP 304, the cached copy" in second.stderr
 
 
-@pytest.mark.subprocess
 def test_without_verbose_there_is_no_debug_detail(tmp_path):
     result = ok(run(["build", "--week", SAMPLE_WEEK], project(tmp_path)))
     assert result.stderr == ""
 
 
-@pytest.mark.subprocess
+@pytest.mark.subprocess  # its publish step runs Pagefind, a program of its own
 def test_verbose_run_times_each_stage_and_names_the_transport(tmp_path):
     folder = project(tmp_path, readers=2)
     result = ok(run(["run", "--week", SAMPLE_WEEK, "--verbose"], folder))
@@ -173,7 +183,6 @@ def test_verbose_run_times_each_stage_and_names_the_transport(tmp_path):
     assert f"built {SAMPLE_WEEK}:" in result.stdout and "sent 2," in result.stdout
 
 
-@pytest.mark.subprocess
 def test_no_secret_password_or_address_reaches_the_log(tmp_path, smtp_server_factory):
     sink = smtp_server_factory(users={"weekly": PASSWORD}, auth_require_tls=False)
     folder = project(tmp_path, '[site]\napp_url = "https://news.example.org/api"\n'
@@ -226,7 +235,7 @@ def test_no_timestamps_on_a_terminal(tmp_path):
 
 @pytest.mark.subprocess
 def test_every_line_is_stamped_when_stderr_is_not_a_terminal(tmp_path):
-    result = ok(run(["-v", "build", "--week", SAMPLE_WEEK], project(tmp_path)))
+    result = ok(run_process(["-v", "build", "--week", SAMPLE_WEEK], project(tmp_path)))
     lines = result.stderr.splitlines()
     assert len(lines) >= 5
     assert all(STAMPED.match(line) for line in lines), result.stderr
@@ -236,7 +245,6 @@ def test_every_line_is_stamped_when_stderr_is_not_a_terminal(tmp_path):
 
 
 @pytest.mark.parametrize("flags", [[], ["-q"]])
-@pytest.mark.subprocess
 def test_an_error_is_still_one_line(tmp_path, flags):
     result = run([*flags, "build", "--week", "2026-W99"], project(tmp_path))
     assert result.returncode == 2
@@ -244,7 +252,6 @@ def test_an_error_is_still_one_line(tmp_path, flags):
     assert len(result.stderr.strip().splitlines()) == 1
 
 
-@pytest.mark.subprocess
 def test_with_verbose_the_error_is_still_its_own_unstamped_line(tmp_path):
     result = run(["-v", "build", "--week", "2026-W99"], project(tmp_path))
     assert result.returncode == 2
@@ -254,7 +261,6 @@ def test_with_verbose_the_error_is_still_its_own_unstamped_line(tmp_path):
     assert "Traceback" not in result.stderr
 
 
-@pytest.mark.subprocess
 def test_verbose_and_quiet_together_is_a_usage_error(tmp_path):
     result = run(["-v", "build", "-q"], project(tmp_path))
     assert result.returncode == 2
