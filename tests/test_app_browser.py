@@ -58,6 +58,7 @@ def axe_clean(browser: Browser, url: str) -> None:
         context.close()
 
 
+@pytest.mark.slow  # the app on loopback, walked through in Chromium, then axe on its pages
 def test_subscribe_and_confirm_in_a_browser_without_javascript(app: App, page: Page,
                                                                browser: Browser):
     page.goto(app.url + "/subscribe")
@@ -96,6 +97,7 @@ def test_subscribe_and_confirm_in_a_browser_without_javascript(app: App, page: P
         axe_clean(browser, app.url + path)
 
 
+@pytest.mark.slow  # the app on loopback, the form at phone width, then axe on its pages
 def test_area_boxes_fit_a_phone_work_without_javascript_and_pass_axe(app: App, page: Page,
                                                                     browser: Browser):
     long_name = "very-long-area-name-" + "x" * 40  # the longest a name may be (60)

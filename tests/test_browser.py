@@ -146,6 +146,7 @@ def test_page_loads_cleanly_and_fits(visit: Visit, request):
     assert data.startswith(b"\x89PNG\r\n\x1a\n") and len(data) > 1000, shot
 
 
+@pytest.mark.slow  # axe over a whole page, in both colour schemes
 @pytest.mark.parametrize("visit", BOTH, ids=IDS, indirect=True)
 def test_no_serious_accessibility_violations(visit: Visit):
     axe = Axe()
@@ -319,6 +320,7 @@ def test_area_feed_over_http_is_read_by_feedparser(site):
         assert entry.content[0].value and entry.link.startswith(site.url("pr/"))
 
 
+@pytest.mark.slow  # opens every page an issue links to
 def test_pr_and_area_links_from_an_issue_page_resolve(browser, site):
     with open_page(browser, site, PAGES["issue"], WIDTHS["desktop"]) as visit:
         page = visit.page

@@ -126,6 +126,7 @@ def test_make_lint_fails_on_a_ruff_finding(tmp_path: Path) -> None:
     assert "F401" in bad.stdout
 
 
+@pytest.mark.slow  # make, then mypy over three small projects
 def test_make_typecheck_fails_on_a_type_error(tmp_path: Path) -> None:
     assert _make(_project(tmp_path / "clean", CLEAN), "typecheck").returncode == 0
     wrong = {**CLEAN, "subscribers/bad.py":

@@ -198,6 +198,7 @@ def test_killed_while_messages_wait_for_their_answer(project: Project,
     resend_unconfirmed(project, earlier, smtp_server, unconfirmed, copies)
 
 
+@pytest.mark.slow  # five sending processes killed in turn, each followed by a rerun
 @pytest.mark.subprocess
 def test_five_kills_withhold_at_most_one_message_per_thread_each_and_name_them_all(
         project: Project, smtp_server: SmtpSink) -> None:

@@ -129,6 +129,7 @@ def test_each_part_takes_the_smaller_encoding(big_built, built, settings):
 # -- 19: a spam filter's stock rules ---------------------------------------------------------
 
 
+@pytest.mark.slow  # SpamAssassin's start (Perl, its rules) is most of it
 @pytest.mark.subprocess
 def test_spamassassin_finds_nothing_to_score(settings, built, tmp_path):
     """Stock rules, no network (``-L``): no rule that scores above zero, in any layout; in

@@ -338,6 +338,7 @@ def luminance(css_color: str) -> float:
     return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255
 
 
+@pytest.mark.slow  # the first to use `served`, and a page of eight email frames
 def test_the_page_loads_cleanly_and_shows_every_layout(browser, served, sample: Previewed):
     data = json.loads((issue_folder(sample.project) / "issue.json").read_text())
     first_pr = data["items"][0]["pr"]
@@ -388,6 +389,7 @@ def test_the_page_needs_no_javascript(browser, served):
         visit.assert_clean()
 
 
+@pytest.mark.slow  # axe over the preview page, in both colour schemes
 def test_the_page_is_accessible(browser, served):
     axe = Axe()
     with open_preview(browser, served) as visit:
