@@ -103,6 +103,7 @@ def step_with_id(flow: dict[str, Any], job: str, step_id: str) -> dict[str, Any]
 
 # -- the template ------------------------------------------------------------------------------
 
+@pytest.mark.slow  # cfn-lint loads its schema of every AWS resource type
 @pytest.mark.subprocess
 def test_the_template_passes_cfn_lint():
     result = subprocess.run([str(BIN / "cfn-lint"), "--", str(TEMPLATE)],
