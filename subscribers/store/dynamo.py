@@ -1127,6 +1127,9 @@ class DynamoStore(Resource):
         item = {name: record.get(name) for name in _LEDGER_FIELDS}
         item["permanent"] = bool(item["permanent"])
         item["attempts"] = int(item["attempts"] if item["attempts"] is not None else 1)
+        # SQLite's 0/1; a row from before the column was added counts as handed over there.
+        item["handed_over"] = bool(item["handed_over"] if item["handed_over"] is not None
+                                   else True)
         return self._copy(self.ledger_table, item, "#subscriber_id", dry_run)
 
     def copy_seen(self, key: str, at: str, *, dry_run: bool = False) -> Copied:
@@ -1279,11 +1282,13 @@ def _code(exc: ClientError) -> str:
 # -- items -----------------------------------------------------------------------------------
 
 #: The attributes of a ``sub#`` item besides ``pk`` (the SQLite columns, same names).
+#: Every attribute of a ``sub#`` item and of a ledger item, named as SQLite's columns are:
+#: what :meth:`DynamoStore.copy_subscriber` and :meth:`DynamoStore.copy_ledger_row` keep.
 _SUBSCRIBER_FIELDS = ("id", "email", "email_key", "status", "layout", "consent_at",
                       "consent_source", "created_at", "confirmed_at", "updated_at",
-                      "consent_ip", "transient_bounces", "areas")
+                      "consent_ip", "transient_bounces", "areas", "mail_event_at")
 _LEDGER_FIELDS = ("issue_id", "subscriber_id", "status", "message_id", "reason", "permanent",
-                  "attempts", "updated_at", "feedback")
+                  "attempts", "updated_at", "feedback", "handed_over")
 
 
 def _new_record(normal: str, status: str, layout: str, source: str, stamp: str,

@@ -24,12 +24,12 @@ __all__ = ["FILE_NAME", "KINDS", "migrate", "read_only", "summary"]
 #: The store's columns, as the current schema (every migration applied) has them.
 _SUBSCRIBERS = """
     SELECT id, email, email_key, status, layout, consent_at, consent_source, created_at,
-           confirmed_at, updated_at, consent_ip, transient_bounces, areas
+           confirmed_at, updated_at, consent_ip, transient_bounces, areas, mail_event_at
     FROM subscribers ORDER BY id"""
 _SUPPRESSIONS = "SELECT email_hash, created_at FROM suppressions ORDER BY email_hash"
 _LEDGER = """
     SELECT issue_id, subscriber_id, status, message_id, reason, permanent, attempts,
-           updated_at, feedback
+           updated_at, feedback, handed_over
     FROM ledger ORDER BY issue_id, subscriber_id"""
 _SEEN = "SELECT key, at FROM seen ORDER BY key"
 _CATALOG = "SELECT name FROM area_catalog ORDER BY name"
