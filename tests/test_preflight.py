@@ -194,6 +194,21 @@ def test_run_refuses_the_current_week_before_building_or_publishing(tmp_path):
     assert "sent 1," in done.stdout
 
 
+@pytest.mark.subprocess  # publishing runs Pagefind
+def test_publish_refuses_the_current_week_unless_allowed(tmp_path):
+    folder = project(tmp_path)
+    week, feed = current_week_feed(folder)
+    ok(newsletter(["build", "--week", week, "--feed", str(feed)], folder))
+    refused = newsletter(["publish", "--week", week], folder)
+    assert refused.returncode == 2
+    line = one_line(refused)
+    assert f"week {week} has not ended" in line and "--allow-partial-week" in line
+    assert "published now" in line
+    assert archive_files(folder) == []
+    done = ok(newsletter(["publish", "--week", week, "--allow-partial-week"], folder))
+    assert f"published {week}" in done.stdout and archive_files(folder) != []
+
+
 def future_week() -> str:
     year = datetime.now(UTC).year + 1
     return f"{year}-W02"
@@ -201,6 +216,7 @@ def future_week() -> str:
 
 @pytest.mark.parametrize("command", [
     ["run"], ["run", "--allow-partial-week"], ["send"], ["send", "--allow-partial-week"],
+    ["publish"], ["publish", "--allow-partial-week"],
     ["build"], ["translations"], ["preview", "--no-serve", "--no-screenshots"]])
 def test_a_future_week_says_it_has_not_started(tmp_path, command):
     folder = project(tmp_path)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline import log
+from pipeline import week as clock
 from pipeline.cli.common import (
     EXIT_OK,
     add_week,
@@ -71,6 +72,9 @@ def add_publish(commands: argparse._SubParsersAction[Any]) -> None:
     add_week(publish)
     publish.add_argument("--allow-missing-translations", action="store_true",
                          help="publish even though some items lack a language")
+    publish.add_argument("--allow-partial-week", action="store_true",
+                         help="publish a week that has not ended yet (publish it again once "
+                         "it has, to add its later reviews)")
     publish.set_defaults(handler=_cmd_publish)
 
 
@@ -130,8 +134,13 @@ def _cmd_approve(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _cmd_publish(args: argparse.Namespace, settings: Settings) -> int:
+    from pipeline.stages.build import choose_week
+    from pipeline.stages.preflight import check_week
     from pipeline.stages.send import check_gates
 
+    # As send and run do, before "not built": a week still running is not put on the web.
+    check_week(choose_week(settings, args.week), clock.now(),
+               allow_partial_week=args.allow_partial_week, doing="publish")
     built = built_issue(settings, args.week)
     check_gates(built, settings, allow_missing_translations=args.allow_missing_translations)
     publish_issue(settings, built)

@@ -63,16 +63,24 @@ class Delivery(Resource):
         self.transport.close()
 
 
-def check_week(week: Week, at: datetime, *, allow_partial_week: bool = False) -> None:
-    """Refuse to send a week that has not ended (exit 2): its issue would go out half-full
-    and the ledger would then keep the rest from everyone who got it."""
+#: What a week's later reviews would miss, by what is done with it too early.
+_TOO_EARLY = {
+    "send": "sent now, its later reviews would reach nobody",
+    "publish": "published now, its archive page and feed entry would lack its later reviews",
+}
+
+
+def check_week(week: Week, at: datetime, *, allow_partial_week: bool = False,
+               doing: str = "send") -> None:
+    """Refuse to send (or publish: ``doing``) a week that has not ended (exit 2): its issue
+    would go out half-full, and for a send the ledger would then keep the rest from everyone
+    who got it."""
     early = not_started(week, at)
     if early is not None:
         raise early
     if at < week.end and not allow_partial_week:
         raise UsageError(f"week {week.id} has not ended (it ends {_local(week.end, week.tz)}); "
-                         "sent now, its later reviews would reach nobody: wait, or pass "
-                         "--allow-partial-week")
+                         f"{_TOO_EARLY[doing]}: wait, or pass --allow-partial-week")
 
 
 def not_started(week: Week, at: datetime) -> UsageError | None:
