@@ -4,7 +4,8 @@ The list accepts ``reader@例子.中国`` and ``用户@example.com`` (email-vali
 wire the domain always goes in IDNA form; a non-ASCII local part goes only to a server that
 offers SMTPUTF8 (aiosmtpd's ``enable_SMTPUTF8``), and is refused for that recipient alone,
 named, by a server that does not and by SES (which never does). The ``To`` header never holds
-an RFC 2047 encoded word inside the address.
+an RFC 2047 encoded word inside the address, and neither does ``From``: a sender at a Unicode
+domain is written in IDNA form.
 """
 
 from __future__ import annotations
@@ -212,3 +213,63 @@ def test_messages_write_the_to_header_without_encoded_words(built: BuiltIssue) -
     for address, expected in cases.items():
         raw = messages.build(address, "0" * 24, "en", NOW).raw
         assert to_line(raw) == expected
+
+
+def header_line(raw: bytes, name: bytes) -> bytes:
+    """The raw header ``name`` of a message, unfolded."""
+    head = raw.split(b"\r\n\r\n", 1)[0].replace(b"\r\n ", b" ")
+    (line,) = [line for line in head.split(b"\r\n") if line.lower().startswith(name + b":")]
+    return line
+
+
+def test_a_sender_at_an_internationalised_domain_is_written_in_idna(
+        built: BuiltIssue, smtp_server_factory: Callable[..., SmtpSink]) -> None:
+    """``[delivery] from`` at a Unicode domain: the address in IDNA form in ``From``,
+    ``Reply-To``, the envelope and the Message-ID; only the display name is encoded."""
+    from email.header import decode_header, make_header
+
+    settings = load(built.folder.parent / "newsletter.toml", {
+        "NEWSLETTER_DELIVERY_FROM": "vLLM 周报 <weekly@例子.中国>",
+        "NEWSLETTER_DELIVERY_REPLY_TO": "editor@例子.中国"})
+    messages = Messages(built, settings, KEYS)
+    outgoing = messages.build(PLAIN, "0" * 24, "en", NOW)
+    sender = header_line(outgoing.raw, b"from")
+    assert sender.endswith(b" <weekly@xn--fsqu00a.xn--fiqs8s>"), sender
+    assert str(make_header(decode_header(sender[len(b"From: "):].decode()))) == \
+        "vLLM 周报 <weekly@xn--fsqu00a.xn--fiqs8s>"
+    assert header_line(outgoing.raw, b"reply-to") == b"Reply-To: editor@xn--fsqu00a.xn--fiqs8s"
+    assert header_line(outgoing.raw, b"message-id").endswith(b"@xn--fsqu00a.xn--fiqs8s>")
+    assert outgoing.sender == "weekly@xn--fsqu00a.xn--fiqs8s"
+    assert outgoing.raw.split(b"\r\n\r\n", 1)[0].isascii()
+
+    # The confirmation mail of the subscription app, through a relay without SMTPUTF8.
+    from pipeline.stages.optin_mail import OptInMailer
+
+    sink = smtp_server_factory()
+    transport = SmtpTransport(sink.settings(), None, timeout=10.0)
+    try:
+        OptInMailer(settings, transport).confirmation(
+            _subscriber(PLAIN),
+            "https://news.example.org/app/confirm?token=t", NOW)
+    finally:
+        transport.close()
+    (got,) = sink.wait_for(1)
+    assert got.mail_from == "weekly@xn--fsqu00a.xn--fiqs8s"
+    assert header_line(got.content, b"from").endswith(b" <weekly@xn--fsqu00a.xn--fiqs8s>")
+
+
+def _subscriber(address: str) -> Subscriber:
+    return Subscriber(id="0" * 24, email=address, status="pending", layout="en",
+                      consent_at=None, consent_source="web", created_at=NOW,
+                      confirmed_at=None, updated_at=NOW)
+
+
+@pytest.mark.parametrize("value", ["周报 <用户@example.com>", "weekly@例子..中国"])
+def test_a_sender_the_wire_cannot_carry_is_a_config_error(built: BuiltIssue, value: str) -> None:
+    from pipeline.errors import ConfigError
+
+    settings = load(built.folder.parent / "newsletter.toml", {"NEWSLETTER_DELIVERY_FROM": value})
+    with pytest.raises(ConfigError) as caught:
+        Messages(built, settings, KEYS)
+    assert caught.value.exit_code == 2 and "[delivery] from" in str(caught.value)
+    assert "\n" not in str(caught.value)

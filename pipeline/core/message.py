@@ -43,7 +43,7 @@ from email.utils import format_datetime, getaddresses
 from urllib.parse import quote
 
 from pipeline.config import Settings
-from pipeline.core.addresses import to_header
+from pipeline.core.addresses import UnsendableAddress, to_header, wire_address
 from pipeline.core.body_splice import SplicedBody
 from pipeline.core.built_issue import BuiltIssue
 from pipeline.core.mime import QUOTED_PRINTABLE, choose_encoding, encode_subject
@@ -67,13 +67,26 @@ class Links:
 
 
 def parse_address(value: str, key: str) -> Address:
-    """``Name <user@domain>`` → an Address; anything else is a configuration error."""
+    """``Name <user@domain>`` → an Address, its domain in IDNA form; anything else is a
+    configuration error.
+
+    The domain is written as the wire carries it (``weekly@xn--fsqu00a.xn--fiqs8s``), as for
+    ``To``: the stdlib would write a Unicode domain as an RFC 2047 encoded word inside the
+    address, which is no address at all. A non-ASCII local part has no ASCII form, and a
+    sender's address is on every message to every server: refused here, before any mail."""
     pairs = getaddresses([value])
     if len(pairs) != 1 or "@" not in pairs[0][1] or any(c in value for c in "\r\n"):
         raise ConfigError(f"expected one address such as 'Name <user@example.org>', "
                           f"got {value!r}", key=key)
     name, addr = pairs[0]
-    user, domain = addr.rsplit("@", 1)
+    try:
+        wire = wire_address(addr)
+    except UnsendableAddress as exc:
+        raise ConfigError(str(exc), key=key) from None
+    if wire.needs_smtputf8:
+        raise ConfigError(f"{addr}: the part before the @ must be ASCII (it would need "
+                          "SMTPUTF8 on every message, which SES and many relays lack)", key=key)
+    user, domain = wire.idna.rsplit("@", 1)
     return Address(display_name=name, username=user, domain=domain)
 
 
