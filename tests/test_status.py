@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
-from pipeline.stages.status import IssueRates, WeekStatus, missing_shards, render
+from pipeline.stages.status import IssueRates, WeekStatus, as_json, missing_shards, render
+
+NOW = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
 
 
 def week(**fields) -> WeekStatus:
@@ -78,3 +82,48 @@ def test_every_unconfirmed_recipient_is_named_with_the_remedy():
     assert "--week 2026-W48 --resend-unconfirmed" in text
     for sid, reason in status.unconfirmed.items():
         assert f"{sid}  {reason}" in text
+
+
+def test_readers_given_the_plain_layout_are_counted_over_every_run():
+    shards = [{"file": "send-report.shard-1-of-2.json", "shard": "1/2", "plain_fallback": 2},
+              {"file": "send-report.shard-2-of-2.json", "shard": "2/2", "plain_fallback": 1}]
+    status = week(reports=shards)
+    assert status.plain_fallback == 3
+    assert "plain      3 reader(s) got the plain layout" in render(status, [], {})
+    assert "plain  " not in render(week(), [], {})  # said only when it happened
+    assert as_json(status, [], {})["delivery"]["plain_fallback"] == 3
+    assert as_json(week(), [], {})["delivery"]["plain_fallback"] == 0
+
+
+def test_status_json_says_what_the_text_says(tmp_path):
+    """A reader who changed their areas after the build gets the plain layout; ``status``
+    says so, and ``--json`` carries it with the rest, under the same exit code."""
+    import json
+
+    from conftest import SAMPLE_FEED, SAMPLE_WEEK, newsletter_main, ok
+
+    from subscribers.store.sqlite import SqliteStore
+
+    (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
+    store_path = tmp_path / "data" / "subscribers.sqlite3"
+    with SqliteStore.open(store_path) as store:
+        for n, areas in enumerate((("rocm",), ("rocm",), ())):
+            store.add(f"r{n}@example.org", "zh-en", status="active", source="test",
+                      now=NOW, areas=areas)
+    ok(newsletter_main(["build", "--week", SAMPLE_WEEK], tmp_path))
+    with SqliteStore.open(store_path) as store:
+        changed = store.find("r1@example.org")
+        assert changed is not None
+        store.set_layout(changed.id, "zh-en", NOW, areas=("cpu",))
+    ok(newsletter_main(["send", "--week", SAMPLE_WEEK], tmp_path))
+
+    text = newsletter_main(["status", "--week", SAMPLE_WEEK], tmp_path)
+    assert text.returncode == 0, text.stdout + text.stderr
+    assert "plain      1 reader(s) got the plain layout" in text.stdout
+    as_json_ = newsletter_main(["status", "--week", SAMPLE_WEEK, "--json"], tmp_path)
+    assert as_json_.returncode == text.returncode
+    data = json.loads(as_json_.stdout)
+    assert (data["week"], data["state"], data["exit_code"]) == (SAMPLE_WEEK, "sent", 0)
+    assert data["delivery"]["plain_fallback"] == 1 and data["delivery"]["sent"] == 3
+    assert data["list"]["active"]["zh-en"] == 3
+    assert "@" not in as_json_.stdout  # ids, never addresses

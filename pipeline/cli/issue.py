@@ -3,8 +3,8 @@ archive.
 
     build [--week W] [--feed F] [--out DIR] [--force]    issue.json and the emails
     approve [--week W]                                    record what the editor proofed
-    publish [--week W]                                    the issue's pages, index, feed
-    status [--week W] [--last N]                          where the issue stands
+    publish [--week W] [--allow-partial-week]             the issue's pages, index, feed
+    status [--week W] [--last N] [--json]                 where the issue stands
 
 Handlers are pipeline/cli/common.py's ``Handler``: ``handler(args, settings) -> int``, errors as
 :class:`~pipeline.errors.NewsletterError` subclasses for the command line to map to exit
@@ -14,6 +14,7 @@ codes.
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 from collections import Counter
 from pathlib import Path
@@ -88,6 +89,8 @@ def add_status(commands: argparse._SubParsersAction[Any]) -> None:
     add_week(status)
     status.add_argument("--last", type=positive, default=6, metavar="N",
                         help="issues in the rates table (default 6)")
+    status.add_argument("--json", action="store_true",
+                        help="the same facts as one JSON document (same exit code)")
     status.set_defaults(handler=_cmd_status)
 
 
@@ -171,11 +174,14 @@ def publish_issue(settings: Settings, built: BuiltIssue) -> None:
 
 def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.stages.build import choose_week
-    from pipeline.stages.status import gather, render
+    from pipeline.stages.status import as_json, gather, render
     from pipeline.wiring import open_archive, open_store
 
     week = choose_week(settings, args.week)
     with open_store(settings) as store, open_archive(settings) as archive:
         status, history, counts = gather(settings, week.id, store, archive, last=args.last)
-    print(render(status, history, counts))
+    if args.json:
+        print(json.dumps(as_json(status, history, counts), indent=2, ensure_ascii=False))
+    else:
+        print(render(status, history, counts))
     return status.exit_code

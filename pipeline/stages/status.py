@@ -116,6 +116,12 @@ class WeekStatus:
                 and not self.ledger.get("sending") and temporary == 0)
 
     @property
+    def plain_fallback(self) -> int:
+        """Readers given the plain layout by the latest runs: their areas changed after the
+        build, which has no variant for them (the next build renders one)."""
+        return sum(int(r.get("plain_fallback") or 0) for r in self.reports)
+
+    @property
     def exit_code(self) -> int:
         return {"not built": EXIT_NOT_BUILT, "waiting for approval": EXIT_BLOCKED,
                 "blocked": EXIT_BLOCKED, "failed": EXIT_FAILED, "sent": EXIT_SENT,
@@ -189,6 +195,9 @@ def render(status: WeekStatus, history: Sequence[IssueRates],
                      f"{status.permanent_failures} (+{temporary} to retry), unconfirmed "
                      f"{ledger.get('unconfirmed', 0)}, in flight {ledger.get('sending', 0)} "
                      f"(runs reported: {parts})")
+        if status.plain_fallback:
+            lines.append(f"  plain      {status.plain_fallback} reader(s) got the plain layout: "
+                         "their areas changed after the build (the next build renders them)")
         if status.unconfirmed:
             lines.append(f"  unconfirmed (each may or may not have arrived; newsletter send "
                          f"--week {status.week} --resend-unconfirmed sends them again):")
@@ -210,6 +219,48 @@ def render(status: WeekStatus, history: Sequence[IssueRates],
         lines.append(f"  (lines: complaints {COMPLAINT_LINE:.1%}, bounces {BOUNCE_LINE:.0%})")
     lines.append("list       " + _list(counts))
     return "\n".join(lines)
+
+
+def as_json(status: WeekStatus, history: Sequence[IssueRates],
+            counts: Mapping[tuple[str, str], int]) -> dict[str, Any]:
+    """What ``newsletter status --json`` prints: the text's facts for a script (subscriber
+    ids, never addresses, as the text)."""
+    ledger = status.ledger
+    data: dict[str, Any] = {"week": status.week, "state": status.state,
+                            "exit_code": status.exit_code, "built": status.built,
+                            "published": status.published}
+    if status.built:
+        data.update({
+            "items": status.items, "content_hash": status.content_hash,
+            "folder": status.folder, "approved": status.approved,
+            "approval_required": status.approval_required, "blocking": status.blocking,
+            "archive_url": status.archive_url,
+            "delivery": {
+                "sent": ledger.get("sent", 0), "failed": status.permanent_failures,
+                "to_retry": ledger.get("failed", 0) - status.permanent_failures,
+                "unconfirmed": ledger.get("unconfirmed", 0),
+                "in_flight": ledger.get("sending", 0),
+                "plain_fallback": status.plain_fallback,
+                "runs": [r.get("shard") or "all" for r in status.reports],
+                "missing_shards": list(status.missing_shards),
+                "stopped": {str(r.get("file")): r["stopped"] for r in status.reports
+                            if r.get("stopped")},
+            },
+            "unconfirmed": dict(status.unconfirmed),
+            "feedback": _rates_json(status.rates) if status.rates else None,
+        })
+    data["last_issues"] = [{"issue": r.issue, "sent": r.sent, **_rates_json(r)}
+                           for r in history]
+    data["lines"] = {"complaint_rate": COMPLAINT_LINE, "bounce_rate": BOUNCE_LINE}
+    data["list"] = {state: {layout: counts.get((state, layout), 0) for layout in LAYOUTS}
+                    for state in STATUSES}
+    return data
+
+
+def _rates_json(rates: IssueRates) -> dict[str, Any]:
+    return {"bounces": rates.bounces, "complaints": rates.complaints,
+            "bounce_rate": round(rates.bounce_rate, 6),
+            "complaint_rate": round(rates.complaint_rate, 6)}
 
 
 def _rates(rates: IssueRates) -> str:
