@@ -47,7 +47,7 @@ STATUSES: tuple[str, ...] = ("pending", "active", "unsubscribed", "bounced", "co
 #: Statuses an import or ``subscribers add`` never changes.
 FINAL_STATUSES: frozenset[str] = frozenset({"unsubscribed", "bounced", "complained"})
 
-#: The layout a subscriber gets unless they chose another (DESIGN.md: Bilingual).
+#: The layout a subscriber gets unless they chose another (Chinese first, then English).
 DEFAULT_LAYOUT = "zh-en"
 
 #: The state of one (issue, subscriber) delivery. ``sending`` is claimed before the

@@ -1,7 +1,7 @@
 """Signed tokens for the links in every email: confirm, unsubscribe, preferences.
 
 Shared by the send loop (which puts them in links and in the ``mailto:`` unsubscribe
-address) and the subscription app (which checks them). DESIGN.md: HMAC-SHA256 over (key id,
+address) and the subscription app (which checks them): HMAC-SHA256 over (key id,
 purpose, subscriber id, expiry), URL-safe, compared in constant time, several keys valid at
 once so a rotation breaks no link already in someone's inbox.
 
@@ -146,7 +146,7 @@ class Keys:
 
 
 def confirm_expiry(now: datetime, days: int = 7) -> datetime:
-    """When a confirmation link sent at ``now`` stops working (DESIGN.md: 7 days)."""
+    """When a confirmation link sent at ``now`` stops working (7 days: a week to open the mail)."""
     _require_aware(now)
     return now.astimezone(UTC) + timedelta(days=days)
 

@@ -21,11 +21,12 @@ pytest_plugins = ["servers", "chromium", "scheduling", "durations", "pytester"]
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_FEED = ROOT / "examples" / "sample-feed.atom"
-#: A copy of shared/seeds/reviews-sample.zh.txt, so the suite runs from any clone.
+#: A real sample of the review text the pipeline consumes (verdicts, backticked names, both
+#: languages), kept with the tests so the suite runs from any clone.
 SEED = Path(__file__).resolve().parent / "data" / "reviews-sample.zh.txt"
 DATA = Path(__file__).resolve().parent / "data"
 SAMPLE_WEEK = "2026-W48"
-#: The PRs of the seed reviews, in the seed's order (DESIGN.md).
+#: The PRs of the seed reviews, in the seed's order.
 SEED_PRS = (53721, 55309, 55823, 54934, 51794, 56671, 56366, 56317)
 
 

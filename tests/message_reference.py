@@ -127,7 +127,7 @@ class Messages:
         return self.sender.addr_spec
 
     def links(self, subscriber_id: str) -> Links:
-        """Signed links that never expire: old mail keeps working (DESIGN.md)."""
+        """Signed links that never expire: old mail keeps working."""
         unsubscribe = make_token(self.keys, "unsubscribe", subscriber_id, None)
         preferences = make_token(self.keys, "preferences", subscriber_id, None)
         mailto = None

@@ -348,7 +348,7 @@ def test_too_large_a_form_is_refused_before_it_is_read(app):
     assert answer.status == 413
 
 
-# -- tokens as DESIGN.md says: nothing changes on a refusal ---------------------------------------
+# -- tokens: nothing changes on a refusal ----------------------------------------------------------
 
 @pytest.fixture
 def pending(app):

@@ -1,5 +1,6 @@
-"""Collect: feed bytes → reviews, and a week's reviews → one group per PR (DESIGN.md's
-input contract). The feeds under tests/data/ are written by hand, as real feeds are."""
+"""Collect: feed bytes → reviews, and a week's reviews → one group per PR (the input
+contract of docs/architecture.md). The feeds under tests/data/ are written by hand, as real
+feeds are."""
 
 from __future__ import annotations
 

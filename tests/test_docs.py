@@ -61,6 +61,27 @@ def test_no_reference_to_files_outside_the_repository(doc: Path) -> None:
     assert found == [], f"{doc.name} refers to files outside the repository"
 
 
+#: Every file of the product a reader may open to learn why: its code, tests, templates, the
+#: deployment and the scripts (this file names the pattern itself).
+SOURCES = sorted(p for folder in ("pipeline", "subscribers", "tests", "templates", "deploy",
+                                  "scripts", "examples", "bench", ".ci", ".github")
+                 for p in (ROOT / folder).rglob("*")
+                 if p.is_file() and p.suffix in {".py", ".j2", ".toml", ".yml", ".yaml", ".md",
+                                                 ".sh", ".txt", ""}
+                 and p != Path(__file__).resolve() and "__pycache__" not in p.parts)
+
+
+def test_no_source_file_refers_to_files_outside_the_repository() -> None:
+    """A docstring citing the team's design notes sends a reader to a file they do not have:
+    the code says what it means in its own words, or points into docs/."""
+    assert len(SOURCES) > 150
+    found = [f"{p.relative_to(ROOT)}:{n}" for p in SOURCES
+             for n, line in enumerate(p.read_text(encoding="utf-8", errors="replace")
+                                      .splitlines(), 1)
+             if _OUTSIDE.search(line) or "NOTES.md" in line or "STYLE.md" in line]
+    assert found == []
+
+
 @pytest.mark.parametrize("doc", DOCS, ids=[str(p.relative_to(ROOT)) for p in DOCS])
 def test_every_relative_link_names_a_file_of_the_repository(doc: Path) -> None:
     broken = [target for target in _links(doc)

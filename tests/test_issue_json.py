@@ -1,5 +1,5 @@
-"""issue.json: DESIGN.md's shape, identical bytes for identical input, an honest hash; read
-back into the same records, and written again into the same bytes."""
+"""issue.json: docs/architecture.md's shape, identical bytes for identical input, an honest
+hash; read back into the same records, and written again into the same bytes."""
 
 from __future__ import annotations
 

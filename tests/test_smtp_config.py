@@ -19,7 +19,7 @@ def loaded(tmp_path: Path, smtp: str, env: dict[str, str] | None = None) -> Smtp
 
 @pytest.mark.parametrize(("smtp", "mode"), [
     ("", "starttls"),                                   # the embedded default
-    ("starttls = false\n", "none"),                     # DESIGN.md's switch keeps working
+    ("starttls = false\n", "none"),                     # the older switch keeps working
     ('tls = "implicit"\nport = 465\n', "implicit"),
     ('tls = "none"\n', "none"),                         # tls, when set, decides
     ('tls = "starttls"\nstarttls = false\n', "starttls"),

@@ -1,4 +1,4 @@
-"""The command line: parse arguments, run a stage, map errors to DESIGN.md's exit codes.
+"""The command line: parse arguments, run a stage, map errors to exit codes.
 
 0 done · 1 unexpected failure · 2 bad usage, config or input · 3 blocked · 4 stopped,
 resumable · 5 locked · 6 nothing to do. A mistake a user can make ends in one line on

@@ -109,7 +109,7 @@ def rank_week(settings: Settings, week: Week, grouped: Grouped, editorial: Edito
 
 
 def complete(ranked: Ranked, gathered: Gathered) -> Ranked:
-    """The items with their PR facts, their machine translations (DESIGN.md's last source)
+    """The items with their PR facts, their machine translations (the last source of a text)
     and their file links; the problems of the asking and of the translations added."""
     items = [with_facts(item, gathered.facts.get(item.pr)) for item in ranked.items]
     items, translation_problems = fill_missing(items, gathered.translations)

@@ -1,7 +1,7 @@
 """Bilingual: ranked items → the :class:`Issue`, with every language gap made visible.
 
 Every item should read in Chinese and in English. Texts come from the editor's file, the feed
-and machine translation, in DESIGN.md's precedence. The PR's own title from GitHub is a headline
+and machine translation, in that order of precedence. The PR's own title from GitHub is a headline
 only: it never becomes a :class:`Text`, so an item without English keeps its blocking
 ``missing-language`` problem; the templates show that title, marked, in the missing block.
 A missing language is a *blocking problem* recorded in the issue, not a build failure: the
@@ -70,7 +70,7 @@ def missing_languages(items: Sequence[Item]) -> Iterator[tuple[Item, Lang, Lang,
 def fill_missing(items: Sequence[Item], translations: Mapping[tuple[int, str], MachineText]
                  ) -> tuple[list[Item], list[Problem]]:
     """Give each item its missing language by machine translation, the last source in
-    DESIGN.md's precedence (editor, feed, GitHub title, machine). ``translations`` were
+    the precedence of texts (editor, feed, GitHub title, machine). ``translations`` were
     asked for before (keyed by PR and target language); a translation the guard rejected,
     or a backend that failed, leaves the language missing, and the proof report says why."""
     if not translations:

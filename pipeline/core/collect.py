@@ -1,7 +1,7 @@
 """Collect: feed bytes → reviews, and a week's reviews → one group per pull request.
 
-Pure: bytes in, records out (``fetch`` does the I/O). The rules are DESIGN.md's input
-contract; the feedparser traps they avoid are in NOTES.md:
+Pure: bytes in, records out (``fetch`` does the I/O). The rules are the input contract of
+docs/architecture.md; the feedparser traps they avoid:
 
 * the PR is read from the entry's ``alternate`` link with an anchored pattern, never from
   ``entry.link`` (which falls back to the id) nor from PRs cited in the text;

@@ -1,8 +1,9 @@
 """``issue.json``: the one hand-off between ``build`` and every later stage.
 
-The shape is DESIGN.md's. Identical input gives identical bytes: no wall-clock time, keys in
-a fixed order, times in UTC with ``Z``. ``content_hash`` covers the canonical JSON (without
-the hash) and every rendered artifact, so an approval pins exactly what the editor proofed.
+The shape is docs/architecture.md's (``issue.json``). Identical input gives identical bytes:
+no wall-clock time, keys in a fixed order, times in UTC with ``Z``. ``content_hash`` covers
+the canonical JSON (without the hash) and every rendered artifact, so an approval pins
+exactly what the editor proofed.
 
 :func:`to_dict` writes it; :func:`from_dict` reads it back into the frozen records of
 ``pipeline.model``, so no later stage indexes a dict: a missing key or a wrong type is one
@@ -172,8 +173,8 @@ def _item(item: Item) -> ItemData:
 
 def _github_headline(item: Item) -> TextData | None:
     """No English text but a GitHub title: the PR's own title is the English headline
-    (DESIGN.md's precedence), marked ``github-title``, with no body. It is a headline, not
-    a translation: the item keeps its blocking ``missing-language`` problem."""
+    (after the editor's and the feed's texts), marked ``github-title``, with no body. It is a
+    headline, not a translation: the item keeps its blocking ``missing-language`` problem."""
     if item.github is None or not item.github.title:
         return None
     return {"title": item.github.title, "body_html": "", "body_text": "",
@@ -200,14 +201,15 @@ def _problem(problem: Problem) -> ProblemData:
         where["pr"] = problem.pr
     if problem.layout is not None:
         where["layout"] = problem.layout
-    # DESIGN.md's key order: code, severity, pr and layout when set, message.
+    # The key order readers of issue.json rely on: code, severity, pr and layout when set,
+    # message.
     return {"code": problem.code, "severity": problem.severity, **where,
             "message": problem.message}
 
 
 def to_dict(issue: Issue, artifacts: Mapping[str, bytes],
             variants: Sequence[VariantData] = ()) -> IssueData:
-    """The issue as DESIGN.md lays it out, ``content_hash`` included; ``variants`` (the
+    """The issue as docs/architecture.md lays it out, ``content_hash`` included; ``variants`` (the
     interest variants rendered, their artifacts among ``artifacts``) when there are any."""
     body = _body(issue, variants)
     return {**body, "content_hash": content_hash(body, artifacts)}

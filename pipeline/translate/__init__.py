@@ -1,6 +1,6 @@
 """Machine translation: the :class:`Translator` interface, its record, and the memory's.
 
-Off by default (``[translate] backend = "none"``). DESIGN.md puts machine translation last in
+Off by default (``[translate] backend = "none"``). Machine translation comes last in
 the precedence of texts (editor, feed, GitHub title, machine); a translator only turns one
 text into another language. The flow around it lives in
 :mod:`pipeline.stages.machine_translation`:
