@@ -207,6 +207,9 @@ def test_publish_refuses_the_current_week_unless_allowed(tmp_path):
     assert archive_files(folder) == []
     done = ok(newsletter(["publish", "--week", week, "--allow-partial-week"], folder))
     assert f"published {week}" in done.stdout and archive_files(folder) != []
+    # The pages name their sender as the email does ([delivery] publisher, else from).
+    page = (folder / "build" / "site" / "issues" / week / "en.html").read_text()
+    assert "Sent by" in page and "vLLM PR Weekly &lt;weekly@example.org&gt;" in page
 
 
 def future_week() -> str:

@@ -373,3 +373,33 @@ def test_every_page_has_share_tags_and_robots_names_the_sitemap(settings, built)
     assert email.count('<link rel="canonical"') == 1
     assert f'<link rel="canonical" href="{base}/issues/{SAMPLE_WEEK}/index.html">' in email
     assert found["static/card.png"].content_type == "image/png"
+
+
+def test_every_page_names_its_sender_as_the_email_does(settings, built, tmp_path):
+    """CAN-SPAM's spirit on the web: the publisher line and the postal address (when set)
+    at the foot of every archive page, escaped like any configured text."""
+    from pipeline.config import load
+    from pipeline.core.render import Footer
+
+    configured = tmp_path / "sender.toml"
+    configured.write_text('[delivery]\npublisher = "vLLM 周报 <b>team</b>"\n'
+                          'postal_address = """1 Example Road\nShanghai"""\n', encoding="utf-8")
+    footer = Footer.from_settings(load(configured, {}))
+    site = Site(settings.site, footer=footer)
+    from pipeline.core.search import search_page
+
+    search = search_page(site).data
+    pages = {**{o.key: o.data for o in site.issue_objects(built)},
+             **{o.key: o.data for o in site.index_objects([built.issue])},
+             "search/index.html": search}
+    html = {key: data.decode() for key, data in pages.items()
+            if key.endswith(".html") and key != f"issues/{SAMPLE_WEEK}/email.html"}
+    assert {"index.html", "404.html", "areas/index.html", f"issues/{SAMPLE_WEEK}/en.html",
+            "search/index.html"} <= set(html) and any(k.startswith("pr/") for k in html)
+    for key, page in html.items():
+        foot = page[page.index("<footer>"):]
+        assert "vLLM 周报 &lt;b&gt;team&lt;/b&gt;" in foot, key
+        assert "1 Example Road Shanghai" in foot and "Sent by" in foot, key
+    # Without a footer (a Site made for a test or a tool) the pages name no sender.
+    bare = objects(Site(settings.site), built)[f"issues/{SAMPLE_WEEK}/en.html"].data.decode()
+    assert "Sent by" not in bare

@@ -153,12 +153,14 @@ def _cmd_publish(args: argparse.Namespace, settings: Settings) -> int:
 def publish_issue(settings: Settings, built: BuiltIssue) -> None:
     """Publish ``built`` to the archive of ``[archive]`` and say where (``publish``, and
     ``run`` once every check of its send has passed)."""
+    from pipeline.core.render import Footer
     from pipeline.core.site import Site
     from pipeline.stages.publish import publish
     from pipeline.wiring import note_areas, open_archive
 
     with open_archive(settings) as archive:
-        report = publish(built, archive, Site(settings.site))
+        report = publish(built, archive,
+                         Site(settings.site, footer=Footer.from_settings(settings)))
         where = archive.describe()
     print(f"published {built.id} to {where}: {len(report.written)} object(s) written "
           f"({report.bytes_written / 1000:.1f} KB), {report.unchanged} unchanged")

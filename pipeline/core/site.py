@@ -31,6 +31,7 @@ from pipeline.core.rank import TIER_BY_NAME
 from pipeline.core.render import (
     PREFERENCES_PLACEHOLDER,
     UNSUBSCRIBE_PLACEHOLDER,
+    Footer,
     environment,
     strings,
     templates_dir,
@@ -73,11 +74,15 @@ def body(text: Text | None) -> Markup | None:
 class Site:
     """Renders the site's pages with the shared template environment."""
 
-    def __init__(self, site: SiteSettings, env: jinja2.Environment | None = None) -> None:
+    def __init__(self, site: SiteSettings, env: jinja2.Environment | None = None, *,
+                 footer: Footer | None = None) -> None:
+        """``footer``: who publishes the archive (:meth:`Footer.from_settings`, as every
+        email's foot says it); without one the pages name no sender."""
         self.base_url = site.base_url.rstrip("/")
         self.app_url = site.app_url.rstrip("/")
         self.env = env or environment()
         self.env.globals.update(
+            footer=footer or Footer(),
             s=strings(), lang_tag=LANG_TAGS, tier_label=tier_label,
             identifiers=identifiers, body=body, base_url=self.base_url,
             app_url=self.app_url, tiers=TIER_BY_NAME, card_url=url_of(self.base_url, CARD_KEY),
