@@ -138,6 +138,27 @@ def test_dark_cards_stand_apart_from_the_page_and_dividers_stay_dark(browser, em
         page.screenshot(path=str(artifacts_dir("email") / f"dark-{width}.png"), full_page=True)
 
 
+@pytest.mark.parametrize("width", [375, 1280])
+def test_light_cards_have_an_edge_that_stands_apart_from_the_page(browser, emails, width):
+    """White cards on a light grey page are ~1.1:1: the card's edge carries the 3:1 that
+    WCAG 1.4.11 asks of a component's boundary, against the page and the card alike."""
+    with opened(browser, emails["plain"], width) as page:
+        body = style(page, "body", "backgroundColor")
+        card = style(page, ".card", "backgroundColor")
+        edges = page.eval_on_selector_all(".card", """cards => cards.map(c => {
+            const s = getComputedStyle(c);
+            return [s.borderTopColor, s.borderTopWidth, s.borderBottomColor, s.borderLeftColor,
+                    s.borderRightColor];
+        })""")
+        assert edges and len({tuple(e) for e in edges}) == 1, edges  # every card alike
+        colour, thickness, *sides = edges[0]
+        assert thickness == "1px" and set(sides) == {colour}
+        assert contrast(colour, body) >= 3 and contrast(colour, card) >= 3, (colour, body)
+    with opened(browser, emails["plain"], width, "dark") as page:  # dark mode as it was
+        card = style(page, ".card", "backgroundColor")
+        assert style(page, ".card", "borderTopColor") == card
+
+
 def test_the_light_divider_is_light(browser, emails):
     with opened(browser, emails["plain"], 1280) as page:
         assert luminance(style(page, ".card .divider", "borderTopColor")) > 0.7
