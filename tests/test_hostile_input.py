@@ -119,8 +119,10 @@ def test_control_character_references_in_content_and_titles_build(tmp_path):
 
 
 @pytest.mark.parametrize("tag", ["b", "blockquote", "div", "ul"])
-def test_ten_thousand_nested_tags_build_flattened(tmp_path, tag):
-    deep = f"<{tag}>" * 10_000 + "深处的文字" + f"</{tag}>" * 10_000
+def test_seven_hundred_nested_tags_build_flattened_and_say_so(tmp_path, tag):
+    # Past both bounds (256 before nh3, 32 after) and within MAX_BODY_CHARS, so the text at
+    # the bottom is still there to keep (10,000 levels are cut first: the test below).
+    deep = f"<{tag}>" * 700 + "深处的文字" + f"</{tag}>" * 700
     feed = atom([
         Entry(pr=PR, title="嵌套", body=f"<p>值得精读。</p>{deep}", content_type="html"),
         Entry(pr=PR, title="Nesting", body="Must read. Deep text.", lang="en", id="en"),
@@ -132,12 +134,41 @@ def test_ten_thousand_nested_tags_build_flattened(tmp_path, tag):
     assert nesting(body) <= MAX_NESTING
     # Flattened, not stripped: an allowed tag keeps its outer levels (div is not allowed at all).
     assert (f"<{tag}>" in body) is (tag != "div")
+    # And said: the editor proofing the issue learns the feed's body was changed.
+    said = [(p["code"], p.get("pr")) for p in data["problems"] if p["code"].startswith("body-")]
+    assert said == [("body-flattened", PR)]
     for layout in ("zh-en", "en-zh", "zh"):
         email = tmp_path / "build" / "issues" / SAMPLE_WEEK / f"email-{layout}.html"
         assert "深处的文字" in email.read_text(encoding="utf-8")
 
 
 # -- item 15: PR numbers -------------------------------------------------------------------------
+
+@pytest.mark.parametrize("content_type", ["html", "text"])
+def test_a_body_of_megabytes_is_cut_said_and_costs_no_more_than_a_long_review(tmp_path,
+                                                                            content_type):
+    """3 MB of markup took the sanitizer and the text seconds: a body is cut at
+    ``MAX_BODY_CHARS`` (the review kept), and the proof report says how long it was."""
+    from pipeline.core.sanitize import MAX_BODY_CHARS
+
+    unit = "<b>`x`</b> 细节 &amp; " if content_type == "html" else "细节 `x` & more\n"
+    huge = "值得精读。" + unit * (3_000_000 // len(unit))
+    feed = atom([
+        Entry(pr=PR, title="巨大", body=huge, content_type=content_type),
+        Entry(pr=PR, title="Huge", body="Must read. A normal review.", lang="en", id="en"),
+    ])
+    data = build(tmp_path, feed)
+    (item,) = data["items"]
+    assert item["tier"] == "must-read"  # the verdict is read from what is kept
+    assert len(item["zh"]["body_text"]) <= MAX_BODY_CHARS
+    assert "细节" in item["zh"]["body_html"]
+    (said,) = [p for p in data["problems"] if p["code"] == "body-shortened"]
+    assert said["pr"] == PR and said["severity"] == "warning"
+    length = re.search(r"body is ([\d,]+) characters; only its first 20,000 are kept",
+                       said["message"])
+    assert length and int(length[1].replace(",", "")) > 2_900_000, said["message"]
+    assert item["en"]["body_text"] == "Must read. A normal review."  # the other is untouched
+
 
 def test_a_five_thousand_digit_pr_number_is_skipped_and_the_rest_builds(tmp_path):
     huge = "9" * 5000

@@ -9,7 +9,7 @@ docs/architecture.md; the feedparser traps they avoid:
   date string is known to be a real date (``feed_date``: feedparser normalises 30 February);
 * a PR number is 1 to 9 ASCII digits: a longer one is no PR and would stop ``int()``;
 * every text that reaches a headline passes ``sanitize.one_line`` (no bidi override may turn a
-  subject around), every body ``sanitize.clean_html``;
+  subject around), every body ``sanitize.clean_body`` (cut past ``MAX_BODY_CHARS``, said);
 * a document that is not well-formed XML is refused even when feedparser recovers entries
   from it: it may be truncated, and a partial issue is worse than none.
 """
@@ -26,9 +26,12 @@ from typing import Any
 
 import feedparser  # type: ignore[import-untyped]  # ships neither stubs nor py.typed
 
+from pipeline.core.feed_cut import cut_long_texts
 from pipeline.core.feed_date import date_problem
 from pipeline.core.sanitize import (
-    clean_html,
+    MAX_BODY_CHARS,
+    CleanBody,
+    clean_body,
     html_to_text,
     letter_counts,
     one_line,
@@ -91,6 +94,7 @@ def parse_feed(data: bytes, location: str, repo: str, content_type: str | None =
     if not data.strip():
         raise FeedError(location, "is empty")
     headers = {"content-type": content_type} if content_type else None
+    data, cut = cut_long_texts(data, MAX_BODY_CHARS)  # feedparser's time is per character
     parsed = feedparser.parse(data, response_headers=headers)
     warnings: list[str] = []
     if parsed.bozo:
@@ -107,6 +111,8 @@ def parse_feed(data: bytes, location: str, repo: str, content_type: str | None =
     for entry in parsed.entries:
         result = _review(entry, feed_lang, repo, location)
         if isinstance(result, Review):
+            if result.entry_id in cut:
+                result = replace(result, shortened_from=cut[result.entry_id])
             reviews.append(result)
         else:
             rejected.append(result)
@@ -163,14 +169,17 @@ def _alternate_link(entry: Entry) -> str:
     return ""
 
 
-def _body(entry: Entry) -> str:
+def _body(entry: Entry) -> CleanBody:
     for detail in (*entry.get("content", ()), entry.get("summary_detail")):
         if detail and str(detail.get("value", "")).strip():
             value = str(detail["value"])
             if detail.get("type") == "text/plain":
-                value = text_to_html(value)
-            return clean_html(value)
-    return ""
+                # Cut before it becomes HTML: a plain text's length is its reader's.
+                cut = clean_body(text_to_html(value[:MAX_BODY_CHARS]), limit=None)
+                return replace(cut, shortened_from=len(value) if len(value) > MAX_BODY_CHARS
+                               else 0)
+            return clean_body(value)
+    return CleanBody("")
 
 
 def _title(entry: Entry) -> str:
@@ -215,7 +224,8 @@ def _review(entry: Entry, feed_lang: str | None, repo: str, location: str) -> Re
         return reject(bad_date)
     if published is None and updated is None:
         return reject("entry has no parseable date")
-    body = _body(entry)
+    cleaned = _body(entry)
+    body = cleaned.html
     if not body:
         return reject("entry has no review text")
     lang = _entry_lang(entry, feed_lang) or detect_lang(title + " " + html_to_text(body))
@@ -226,7 +236,7 @@ def _review(entry: Entry, feed_lang: str | None, repo: str, location: str) -> Re
     return Review(
         entry_id=entry_id, link=link, pr=int(number), lang=lang, title=title or f"#{int(number)}",
         body_html=body, published=published, updated=updated, categories=categories,
-        source=location,
+        source=location, shortened_from=cleaned.shortened_from, flattened=cleaned.flattened,
     )
 
 

@@ -20,7 +20,14 @@ import pendulum
 
 from pipeline.core.collect import PullGroup
 from pipeline.core.editorial import EditorEntry, Editorial
-from pipeline.core.sanitize import HAN, clean_html, html_to_text, text_to_html
+from pipeline.core.sanitize import (
+    HAN,
+    MAX_BODY_CHARS,
+    MAX_NESTING,
+    clean_html,
+    html_to_text,
+    text_to_html,
+)
 from pipeline.model import LANGS, Item, Lang, Pair, Problem, Review, Text, Verdict
 
 
@@ -155,6 +162,19 @@ def _rank_one(group: PullGroup, tz: str, entry: EditorEntry | None = None
                           entry)
     verdicts = {lang: parse_verdict(texts[lang].body_text, lang) for lang in texts}
     original = group.original_lang
+    for lang, review in group.latest.items():
+        if review.shortened_from:
+            problems.append(Problem(
+                "body-shortened", "warning", pr=group.pr,
+                message=(f"PR #{group.pr}: the {lang} review's body is "
+                         f"{review.shortened_from:,} characters; only its first "
+                         f"{MAX_BODY_CHARS:,} are kept (a review is a few thousand)")))
+        if review.flattened:
+            problems.append(Problem(
+                "body-flattened", "warning", pr=group.pr,
+                message=(f"PR #{group.pr}: the {lang} review's body nests its markup deeper "
+                         f"than {MAX_NESTING} levels; the deeper tags were dropped, their "
+                         "text kept")))
     verdict = verdicts.get(original)
 
     for lang, other in verdicts.items():

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import html
 import re
+from dataclasses import dataclass
 from html.parser import HTMLParser
 
 import nh3
@@ -93,14 +94,43 @@ def one_line(text: str) -> str:
     return _SPACE.sub(" ", strip_unsafe(_BREAKS.sub(" ", text))).strip()
 
 
+#: The longest review body taken, in characters of the feed's (or editor's) text, markup
+#: included. A real review is a few thousand; sanitizing costs time in proportion (nh3, then
+#: the text and the measuring of every layout), and a feed may hold megabytes: past this a
+#: body is cut, the review kept and the cut said in ``problems``.
+MAX_BODY_CHARS = 20_000
+
+
+@dataclass(frozen=True)
+class CleanBody:
+    """A sanitized body, and what had to be done to it beyond the allowlist."""
+
+    html: str
+    #: The body's length before it was cut to :data:`MAX_BODY_CHARS`; 0 when it was not.
+    shortened_from: int = 0
+    #: Whether elements nested too deep were unwrapped (their text kept).
+    flattened: bool = False
+
+
 def clean_html(fragment: str) -> str:
     """Sanitize ``fragment`` to the allowlist and turn ``backticks`` into ``<code>``."""
-    bounded = _bound_raw_nesting(strip_unsafe(fragment), _RAW_NESTING)
+    return clean_body(fragment, limit=None).html
+
+
+def clean_body(fragment: str, limit: int | None = MAX_BODY_CHARS) -> CleanBody:
+    """:func:`clean_html` of a review's body, cut to ``limit`` characters first (None: never),
+    saying what was cut or flattened so the proof report can."""
+    shortened_from = 0
+    if limit is not None and len(fragment) > limit:
+        shortened_from, fragment = len(fragment), fragment[:limit]
+    raw = strip_unsafe(fragment)
+    bounded = _bound_raw_nesting(raw, _RAW_NESTING)
     # Again after nh3: it decodes character references (``&#1;``, ``&#x202E;``).
-    cleaned = strip_unsafe(_CLEANER.clean(bounded))
-    cleaned = cap_nesting(cleaned, MAX_NESTING)
-    cleaned = _EMPTY_ANCHOR.sub(r"\1", cleaned)  # a link whose target was refused: keep the text
-    return code_spans(cleaned).strip()
+    sanitized = strip_unsafe(_CLEANER.clean(bounded))
+    capped = cap_nesting(sanitized, MAX_NESTING)
+    flattened = bounded is not raw or capped is not sanitized
+    cleaned = _EMPTY_ANCHOR.sub(r"\1", capped)  # a link whose target was refused: keep the text
+    return CleanBody(code_spans(cleaned).strip(), shortened_from, flattened)
 
 
 def _bound_raw_nesting(fragment: str, limit: int) -> str:
@@ -110,10 +140,12 @@ def _bound_raw_nesting(fragment: str, limit: int) -> str:
     An estimate of what an HTML parser builds, erring deep: every start tag but a void one
     opens a level, an end tag closes back to its open element. A dropped ``<script>`` (or any
     tag nh3 drops with its content) goes with its content. Text and the tags kept are left
-    exactly as written, for nh3 to judge.
+    exactly as written, for nh3 to judge. ``fragment`` itself (the same object) when
+    nothing was dropped.
     """
     if fragment.count("<") <= limit:
         return fragment
+    changed = False
     open_tags: list[str] = []
     open_count: dict[str, int] = {}
     dropped: dict[str, int] = {}
@@ -128,6 +160,7 @@ def _bound_raw_nesting(fragment: str, limit: int) -> str:
                 pass
             elif len(open_tags) >= limit and name in DROPPED_WITH_CONTENT:
                 # Unwrapped, its content (a script's code) would show: drop it with the tag.
+                changed = True
                 out.append(fragment[last:match.start()])
                 end = re.compile(f"</{re.escape(name)}", re.I).search(fragment, match.end())
                 close = fragment.find(">", end.end()) if end else -1
@@ -150,9 +183,12 @@ def _bound_raw_nesting(fragment: str, limit: int) -> str:
                 if top == name:
                     break
         if not keep:
+            changed = True
             _unwrap(out, fragment[last:match.start()], name)
             last = match.end()
         match = _RAW_TAG.search(fragment, match.end())
+    if not changed:
+        return fragment
     out.append(fragment[last:])
     return "".join(out)
 
