@@ -286,6 +286,45 @@ def test_area_pages_list_reviews_newest_first_with_feed_and_counts(settings, bui
     assert len({e.id for e in feed.entries}) == len(order)
 
 
+def test_an_area_of_many_reviews_is_paged_fifty_a_page_linked_both_ways(settings, built):
+    """120 reviews of one area: its index holds the newest 50, ``page/2/`` and ``page/3/``
+    the rest (20 on the last), each linking to its neighbours and to every page; the sitemap
+    names every page, the feed the newest 50."""
+    import feedparser
+
+    from pipeline.core.site_pages import AREA_PAGE_SIZE
+
+    many = replace(built.issue, items=tuple(
+        replace(built.issue.items[n % len(built.issue.items)], pr=100_000 + n, areas=("rocm",))
+        for n in range(120)))
+    found = by_key(Site(settings.site), [many])
+    base = f"{settings.site.base_url}/areas/rocm"
+    keys = ["areas/rocm/index.html", "areas/rocm/page/2/index.html",
+            "areas/rocm/page/3/index.html"]
+    assert [k for k in found if k.startswith("areas/rocm/") and k.endswith(".html")] == keys
+    assert "areas/rocm/page/4/index.html" not in found and AREA_PAGE_SIZE == 50
+    shown = []
+    for n, key in enumerate(keys, 1):
+        page = found[key].data.decode()
+        shown.append([int(m) for m in re.findall(r'href="[^"]+/pr/(\d+)/index.html"', page)])
+        own = f"{base}/index.html" if n == 1 else f"{base}/page/{n}/index.html"
+        assert f'<link rel="canonical" href="{own}">' in page
+        assert f'<span aria-current="page">{n}</span>' in page
+        assert ('rel="prev"' in page) is (n > 1) and ('rel="next"' in page) is (n < 3)
+        if n > 1:
+            before = f"{base}/index.html" if n == 2 else f"{base}/page/{n - 1}/index.html"
+            assert f'<a rel="prev" href="{before}">' in page
+        if n < 3:
+            assert f'<a rel="next" href="{base}/page/{n + 1}/index.html">' in page
+        assert "120 reviews" in page  # the count is the area's, on every page
+    assert [len(prs) for prs in shown] == [50, 50, 20]
+    assert sum(shown, []) == [item.pr for item in many.items]  # each once, newest first
+    sitemap = found["sitemap.xml"].data.decode()
+    assert all(f"<loc>{settings.site.base_url}/{key}</loc>" in sitemap for key in keys)
+    feed = feedparser.parse(found["areas/rocm/feed.xml"].data)
+    assert len(feed.entries) == 50
+
+
 def test_hostile_area_names_and_titles_stay_text_and_inside_the_archive(settings, built,
                                                                         tmp_path):
     import feedparser

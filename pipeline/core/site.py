@@ -152,9 +152,12 @@ class Site:
     def _area_objects(self, area: AreaPage) -> list[SiteObject]:
         feed = area.feed_reviews
         updated = feed[0].issue.published if feed else None
+        pages = [SiteObject(area.page_key(n), self._render("web/area.html.j2", area=area,
+                                                             page=n, reviews=area.page(n)),
+                            HTML, SHORT_CACHE)
+                 for n in range(1, area.page_count + 1)]
         return [
-            SiteObject(area.key(), self._render("web/area.html.j2", area=area), HTML,
-                       SHORT_CACHE),
+            *pages,
             SiteObject(area.key("feed.xml"), self._render("web/area_feed.xml.j2", area=area,
                                                           reviews=feed, updated=updated),
                        ATOM, SHORT_CACHE),

@@ -26,6 +26,9 @@ from pipeline.model import Issue, Item
 
 #: An area's Atom feed carries its latest reviews in full; its page lists them all.
 AREA_FEED_ENTRIES = 50
+#: Reviews on one page of an area; the first page is the area's index, the rest
+#: ``areas/<slug>/page/<n>/index.html``, each linked to the one before and after.
+AREA_PAGE_SIZE = 50
 
 
 def pr_key(pr: int) -> str:
@@ -168,6 +171,19 @@ class AreaPage:
     @property
     def feed_reviews(self) -> tuple[Appearance, ...]:
         return self.reviews[:AREA_FEED_ENTRIES]
+
+    @property
+    def page_count(self) -> int:
+        return max(1, -(-len(self.reviews) // AREA_PAGE_SIZE))
+
+    def page_key(self, n: int) -> str:
+        """Page ``n`` (from 1) of the area's reviews: its index, then ``page/<n>/``."""
+        return self.key() if n == 1 else self.key(f"page/{n}/index.html")
+
+    def page(self, n: int) -> tuple[Appearance, ...]:
+        """The reviews of page ``n``, newest first: each page a slice, so paging stays
+        linear in the reviews however many pages there are."""
+        return self.reviews[(n - 1) * AREA_PAGE_SIZE: n * AREA_PAGE_SIZE]
 
 
 def appearances(views: Iterable[IssueView]) -> list[Appearance]:

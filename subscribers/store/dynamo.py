@@ -327,8 +327,9 @@ class DynamoStore(Resource):
             return True
         stamp = encode_time(now)
         if planned.outcome is AddOutcome.CREATED:
+            # A new subscriber has had no mail event yet: no mail_event_at attribute.
             record = {field: getattr(sub, field) for field in _SUBSCRIBER_FIELDS
-                      if field != "email_key"}
+                      if field not in ("email_key", "mail_event_at")}
             record.update(email_key=email_key(sub.email), consent_at=_time(sub.consent_at),
                           created_at=stamp, confirmed_at=_time(sub.confirmed_at),
                           updated_at=stamp, areas=encode_areas(sub.areas) or None)
