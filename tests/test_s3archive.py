@@ -517,3 +517,32 @@ def test_an_area_page_of_a_chinese_area_round_trips_and_escapes_nothing(s3: Any)
             again.write(SiteObject(bad, b"x", HTML, SHORT))
     assert all(k.startswith(PREFIX + "areas/") for k in all_keys(s3))
     again.close()
+
+
+def test_keys_and_delete_work_on_the_prefix_only(s3: Any, archive: S3Archive,
+                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """What the search index's clean-up uses: the keys under a prefix, and DeleteObjects,
+    1,000 keys a request (2 here, so batches are crossed with a few objects); an absent key
+    is no error, and nothing outside the prefix goes."""
+    from pipeline.archive import s3 as s3_module
+    from pipeline.model import SiteObject
+
+    monkeypatch.setattr(s3_module, "DELETE_BATCH", 2)
+    wire = watch(archive)
+    for n in range(7):
+        archive.write(SiteObject(f"search/pagefind/index/zh_{n}.pf_index", b"x",
+                                 "application/octet-stream", "no-cache"))
+    archive.write(SiteObject("index.html", b"<html>", "text/html", "no-cache"))
+    s3.put_object(Bucket=BUCKET, Key="elsewhere/search/pagefind/index/zh_1.pf_index", Body=b"")
+    chunks = archive.keys("search/pagefind/")
+    assert len(chunks) == 7 and chunks == sorted(chunks)
+    assert archive.delete([*chunks[:6], "search/pagefind/never-there"]) == 6
+    assert wire.calls["DeleteObjects"] == 3
+    assert archive.keys("search/") == [chunks[-1]]
+    assert "weekly/index.html" in all_keys(s3)
+    assert "elsewhere/search/pagefind/index/zh_1.pf_index" in all_keys(s3)
+    fresh = S3Archive(BUCKET, PREFIX)  # a new runner lists the bucket itself
+    try:
+        assert fresh.keys("search/pagefind/") == [chunks[-1]]
+    finally:
+        fresh.close()

@@ -155,6 +155,55 @@ def test_publish_indexes_every_issue_the_archive_holds(settings, built, tmp_path
     assert 'h2 id="pr-' not in (root / f"issues/{SAMPLE_WEEK}/index.html").read_text()
 
 
+def test_stale_files_are_the_hashed_ones_neither_index_names():
+    b = search.BUNDLE
+    present = [f"{b}pagefind-entry.json", f"{b}pagefind.js", f"{b}pagefind.aa.pf_meta",
+               f"{b}pagefind.bb.pf_meta", f"{b}pagefind.cc.pf_meta", f"{b}index/zh_1.pf_index",
+               f"{b}index/zh_2.pf_index", f"{b}fragment/zh_3.pf_fragment", "index.html"]
+    live = [f"{b}pagefind-entry.json", f"{b}pagefind.js", f"{b}pagefind.cc.pf_meta",
+            f"{b}index/zh_2.pf_index"]
+    previous = f"{b}pagefind.bb.pf_meta\n{b}fragment/zh_3.pf_fragment\n".encode()
+    assert search.stale_files(present, live, previous) == [f"{b}index/zh_1.pf_index",
+                                                          f"{b}pagefind.aa.pf_meta"]
+    assert search.stale_files(present, live, None) == []  # no list of the last index: keep
+
+
+@pytest.mark.subprocess
+def test_old_index_files_go_once_two_newer_indexes_name_none_of_them(settings, built,
+                                                                      tmp_path):
+    """Each publish writes a new index; the files only the index before last named are
+    deleted (after the new entry file is in place), so the search files stop growing and a
+    reader of the previous index still finds its chunks."""
+    def week(n: int):
+        day = f"2026-11-{3 + 7 * (n - 45):02d}T10:00:00+08:00"
+        return built_from(settings, tmp_path, f"2026-W{n}", [
+            Entry(pr=40000 + n, title=f"第 {n} 周", body=f"值得一读，第 {n} 周的评审。",
+                  published=day, lang="zh-CN"),
+            Entry(pr=40000 + n, title=f"Week {n}", body=f"Skim: week {n}.", published=day,
+                  lang="en", id=f"en-{n}")])
+
+    root = tmp_path / "site"
+    archive = LocalArchive(root)
+
+    def listed() -> set[str]:
+        """The bundle's files the last publish wrote down as its index."""
+        return set((root / search.MANIFEST).read_text().splitlines())
+
+    assert publish(week(45), archive, Site(settings.site)).removed == 0
+    first = listed()
+    assert publish(week(46), archive, Site(settings.site)).removed == 0
+    second = listed()
+    assert first <= set(archive.keys(search.BUNDLE))  # kept for readers of the first
+    third = publish(built, archive, Site(settings.site))
+    now = set(archive.keys(search.BUNDLE))
+    gone = first - second - listed()
+    assert gone and any(".pf_" in key for key in gone)  # a whole index's chunks
+    assert third.removed == len(gone) and not (gone & now)
+    assert second | listed() <= now  # the live index whole, the one before it too
+    assert {"/issues/2026-W45/index.html", f"/issues/{SAMPLE_WEEK}/index.html"} <= \
+        set(fragments(root))
+
+
 @pytest.mark.subprocess
 def test_the_archives_pr_pages_are_not_indexed_twice(settings, built, tmp_path):
     root = tmp_path / "site"
@@ -248,7 +297,9 @@ def test_publish_to_s3_stores_the_search_files_with_their_headers(moto_server, s
     client.create_bucket(Bucket="weekly-archive")
     with S3Archive("weekly-archive", "weekly/") as archive:
         report = publish(built, archive, Site(settings.site))
-    keys = [key for key in report.written if key.startswith("search/")]
+    assert search.MANIFEST in report.written  # the list of this index's files
+    keys = [key for key in report.written
+            if key.startswith("search/") and key != search.MANIFEST]
     heads = {key: client.head_object(Bucket="weekly-archive", Key="weekly/" + key)
              for key in keys}
     expected = {o.key: o for o in search.bundle_objects(

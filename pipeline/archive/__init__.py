@@ -4,11 +4,15 @@
         def list_issues(self) -> list[str]                  # weeks holding issues/<w>/issue.json
         def read(self, key: str) -> bytes | None
         def write(self, obj: SiteObject) -> bool            # False: same bytes already there
+        def keys(self, prefix: str) -> list[str]            # every key under prefix, sorted
+        def delete(self, keys: Sequence[str]) -> int        # how many were there and went
         def describe(self) -> str                           # where it is, for messages
         def close(self) -> None                             # also: ``with archive:``
 
 Keys are relative paths (``index.html``, ``issues/2026-W48/index.html``). ``write`` compares
 digests and skips an unchanged object, so publishing the same content twice writes nothing.
+``delete`` is for files nothing links to any more (the search index's old chunks), never for
+a page: the archive of issues only grows.
 Adapters raise only :class:`~pipeline.errors.ArchiveError`. ``local`` (``local.py``) writes
 into a folder; ``s3`` (``s3.py``) into a bucket, so boto3 is imported only there.
 :func:`pipeline.wiring.open_archive` builds the one ``[archive] target`` names.
@@ -17,6 +21,7 @@ into a folder; ``s3`` (``s3.py``) into a bucket, so boto3 is imported only there
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from typing import Protocol
 
 from pipeline.errors import ArchiveError
@@ -45,6 +50,14 @@ class Archive(Resource, Protocol):
 
     def write(self, obj: SiteObject) -> bool:
         """Store ``obj`` unless the archive holds the same bytes already (False then)."""
+        ...
+
+    def keys(self, prefix: str) -> list[str]:
+        """Every key the archive holds that starts with ``prefix``, sorted."""
+        ...
+
+    def delete(self, keys: Sequence[str]) -> int:
+        """Remove ``keys`` (one absent is no error); how many were there and are gone."""
         ...
 
     def describe(self) -> str:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from pipeline.archive import Archive, SiteObject, check_key, issue_id_of
@@ -49,6 +50,26 @@ class LocalArchive(Archive):
             raise ArchiveError(f"cannot write {obj.key}: {exc.strerror or exc}",
                                key=obj.key) from exc
         return True
+
+    def keys(self, prefix: str) -> list[str]:
+        if not self.root.is_dir():
+            return []
+        found = (p.relative_to(self.root).as_posix() for p in self.root.rglob("*")
+                 if p.is_file() and not p.name.startswith("."))  # not a write's temporary
+        return sorted(key for key in found if key.startswith(prefix))
+
+    def delete(self, keys: Sequence[str]) -> int:
+        removed = 0
+        for key in keys:
+            try:
+                self._path(key).unlink()
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                raise ArchiveError(f"cannot remove {key}: {exc.strerror or exc}",
+                                   key=key) from exc
+            removed += 1
+        return removed
 
     def describe(self) -> str:
         """The folder with a trailing slash, relative to the working directory when inside

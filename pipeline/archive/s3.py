@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import base64
 import threading
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from botocore.exceptions import (
@@ -69,6 +70,10 @@ def normalise_prefix(prefix: str) -> str:
     if "//" in stripped:
         raise ArchiveError(f"unusable prefix {prefix!r}: empty path segment")
     return stripped + "/"
+
+
+#: The most keys one DeleteObjects request takes.
+DELETE_BATCH = 1000
 
 
 class S3Archive(Archive):
@@ -154,6 +159,36 @@ class S3Archive(Archive):
             self.uploads += 1
             self.uploaded_bytes += len(obj.data)
         return True
+
+    def keys(self, prefix: str) -> list[str]:
+        """From the listing ``write`` keeps (one paginated pass when there is none yet)."""
+        return sorted(key for key in self._known_etags() if key.startswith(prefix))
+
+    def delete(self, keys: Sequence[str]) -> int:
+        """``DeleteObjects``, 1,000 keys a request (S3's most); an object S3 would not
+        delete is an ArchiveError naming it."""
+        known = self._known_etags()
+        present = [key for key in dict.fromkeys(keys) if key in known]
+        for start in range(0, len(present), DELETE_BATCH):
+            batch = present[start:start + DELETE_BATCH]
+            try:
+                response = self._client.delete_objects(
+                    Bucket=self.bucket, Delete={"Objects": [{"Key": self._key(k)}
+                                                            for k in batch], "Quiet": True})
+            except (ClientError, BotoCoreError, OSError) as exc:
+                raise self._error(exc, f"cannot remove {len(batch)} object(s) under "
+                                  f"s3://{self.bucket}/{self.prefix}", batch[0]) from exc
+            with self._lock:
+                for key in batch:
+                    if self._etags is not None:
+                        self._etags.pop(key, None)
+            errors = response.get("Errors") or []
+            if errors:
+                first = errors[0]
+                raise ArchiveError(f"cannot remove s3://{self.bucket}/{first.get('Key')}: "
+                                   f"{first.get('Code')}: {first.get('Message')}",
+                                   key=str(first.get("Key", ""))[len(self.prefix):])
+        return len(present)
 
     # -- the ETag cache ---------------------------------------------------------------------
 

@@ -163,7 +163,8 @@ def publish_issue(settings: Settings, built: BuiltIssue) -> None:
                          Site(settings.site, footer=Footer.from_settings(settings)))
         where = archive.describe()
     print(f"published {built.id} to {where}: {len(report.written)} object(s) written "
-          f"({report.bytes_written / 1000:.1f} KB), {report.unchanged} unchanged")
+          f"({report.bytes_written / 1000:.1f} KB), {report.unchanged} unchanged"
+          + (f", {report.removed} old search file(s) removed" if report.removed else ""))
     print(f"  {settings.site.base_url.rstrip('/')}/issues/{built.id}/index.html")
     if report.search_problem:
         _log.warning("the search index was not updated (the old one still answers): %s",

@@ -37,8 +37,13 @@ SEARCH_PAGE = "search/index.html"
 BUNDLE = "search/pagefind/"
 #: Files named by a hash of their content: a new index gets new names, so they never change
 #: once written and may be cached for a year. A reader mid-session on last week's entry file
-#: still finds the chunks it names (old chunks are never deleted: the archive only writes).
+#: still finds the chunks it names: a chunk is deleted only once neither the index just
+#: written nor the one before it names it (:func:`stale_files`).
 IMMUTABLE_CACHE = "public, max-age=31536000, immutable"
+#: The bundle's files of the index last written, one key a line: what the next publish
+#: keeps for readers who loaded that index (Pagefind's own files name chunks only inside
+#: gzip streams).
+MANIFEST = "search/index-files.txt"
 #: Bundle files the search page never loads (the other two UI flavours, the highlighter):
 #: not published, so the archive carries only what it serves.
 UNUSED = frozenset({
@@ -92,6 +97,27 @@ def bundle_objects(files: Mapping[str, bytes]) -> list[SiteObject]:
         objects.append(SiteObject(BUNDLE + path, files[path],
                                   CONTENT_TYPES.get(suffix, OCTETS), cache))
     return objects
+
+
+def manifest(objects: Sequence[SiteObject]) -> SiteObject:
+    """The keys of the bundle's files of ``objects``, one a line, as :data:`MANIFEST`."""
+    keys = sorted(obj.key for obj in objects if obj.key.startswith(BUNDLE))
+    return SiteObject(MANIFEST, "".join(f"{key}\n" for key in keys).encode("utf-8"),
+                      "text/plain; charset=utf-8", SHORT_CACHE)
+
+
+def stale_files(present: Sequence[str], live: Sequence[str], previous: bytes | None
+                ) -> list[str]:
+    """The bundle's hashed files (chunks, fragments, filters, metadata) that neither the
+    index just written (``live``) nor the one before it (``previous``: its manifest) names:
+    safe to delete, since a reader holds at most the previous entry file. Nothing when there
+    is no previous manifest (an archive from before manifests, or a first index): deleting
+    then could take a chunk from under a reader."""
+    if previous is None:
+        return []
+    keep = set(live) | set(previous.decode("utf-8", errors="replace").splitlines())
+    return [key for key in sorted(present)
+            if key.startswith(BUNDLE) and _HASHED.match(key[len(BUNDLE):]) and key not in keep]
 
 
 def page_count(files: Mapping[str, bytes]) -> int:

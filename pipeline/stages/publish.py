@@ -34,6 +34,8 @@ class PublishReport:
     #: Why the search index was not updated ("" when it was): the pages are published and
     #: the old index still answers, so the week goes out; the operator is told.
     search_problem: str = ""
+    #: Old search-index files deleted: named by neither this index nor the one before.
+    removed: int = 0
 
     def note(self, obj: SiteObject, changed: bool) -> None:
         if changed:
@@ -69,7 +71,7 @@ def publish(built: BuiltIssue, archive: Archive, site: Site) -> PublishReport:
         report.note(obj, archive.write(obj))
     report.areas = issue_areas([item for issue in issues for item in issue.items])
     try:  # last: it indexes the pages above
-        publish_search(archive, site, issues, report.note)
+        report.removed = publish_search(archive, site, issues, report.note)
     except RenderError as exc:  # search is an addition: a broken index stops no send
         report.search_problem = str(exc)
     return report

@@ -106,8 +106,20 @@ def search_objects(archive: Archive, site: Site, issues: Sequence[Issue]) -> lis
 
 
 def publish_search(archive: Archive, site: Site, issues: Sequence[Issue],
-                   note: Callable[[SiteObject, bool], None]) -> None:
-    """Write the search objects (the bundle before the page that loads it); ``note`` is told
-    of each write and whether it changed anything (:meth:`PublishReport.note`)."""
-    for obj in search_objects(archive, site, issues):
+                   note: Callable[[SiteObject, bool], None]) -> int:
+    """Write the search objects (the bundle before the page that loads it), then the list
+    of the bundle's files, then delete the old index files neither this index nor the one
+    before names (:func:`search.stale_files`); how many were deleted. ``note`` is told of
+    each write and whether it changed anything (:meth:`PublishReport.note`).
+
+    Nothing is deleted before the new entry file is in place, and what a reader of the
+    previous index may still fetch stays: search answers throughout, and the archive's
+    search files no longer grow by a whole index every week."""
+    objects = search_objects(archive, site, issues)
+    previous = archive.read(search.MANIFEST)
+    for obj in objects:
         note(obj, archive.write(obj))
+    listing = search.manifest(objects)
+    note(listing, archive.write(listing))
+    live = [obj.key for obj in objects]
+    return archive.delete(search.stale_files(archive.keys(search.BUNDLE), live, previous))
