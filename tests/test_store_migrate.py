@@ -176,6 +176,59 @@ def test_every_column_of_every_row_is_copied(dynamo, source, capsys):
             _as_dynamodb_keeps(row, ("permanent", "handed_over")) for row in rows} == ledger
 
 
+#: Every table a migration carries, with the order that makes two dumps comparable.
+_TABLES = {"subscribers": "id", "suppressions": "email_hash", "seen": "key",
+           "area_catalog": "name", "ledger": "issue_id, subscriber_id"}
+
+
+def _dump(path: Path) -> dict[str, list[dict[str, Any]]]:
+    conn = sqlite3.connect(path)
+    try:
+        conn.row_factory = sqlite3.Row
+        return {table: [dict(row) for row in conn.execute(
+                    f"SELECT * FROM {table} ORDER BY {order}")]  # noqa: S608
+                for table, order in _TABLES.items()}
+    finally:
+        conn.close()
+
+
+def test_sqlite_to_dynamodb_and_back_gives_the_same_rows(dynamo, source, capsys, tmp_path):
+    """The round trip, field by field, every status of subscriber and ledger row: what
+    DynamoDB holds is what SQLite held, and ``--to sqlite`` writes it back whole."""
+    assert run(dynamo.settings, "migrate", "--to", "dynamodb") == 0
+    back = tmp_path / "back" / "subscribers.sqlite3"
+    assert run(dynamo.settings, "migrate", "--to", "sqlite", "--to-sqlite", str(back),
+               "--dry-run") == 0
+    assert "would copy 21" in capsys.readouterr().out and not back.parent.exists()
+    assert run(dynamo.settings, "migrate", "--to", "sqlite", "--to-sqlite", str(back)) == 0
+    out = capsys.readouterr().out
+    assert "21 copied (subscribers 7, suppressions 1, ledger rows 10, handled keys 1, " \
+           "catalog areas 2)" in out
+    before, after = _dump(sqlite_path(dynamo.settings)), _dump(back)
+    assert {row["status"] for row in before["subscribers"]} == set(STATUSES)
+    assert {row["status"] for row in before["ledger"]} == {"sending", "sent", "failed",
+                                                           "unconfirmed"}
+    assert after == before
+    assert [p.name for p in back.parent.iterdir()] == ["subscribers.sqlite3"]  # no leftovers
+    with SqliteStore.open(back) as store:  # a store like any other, schema current
+        assert store.find("web@example.org") is not None
+
+
+def test_back_to_sqlite_never_writes_over_a_file_nor_leaves_half_of_one(dynamo, source,
+                                                                        tmp_path):
+    taken = sqlite_path(dynamo.settings)  # the default: the store that is still there
+    before = taken.read_bytes()
+    with pytest.raises(UsageError, match="already exists"):
+        run(dynamo.settings, "migrate", "--to", "sqlite")
+    assert taken.read_bytes() == before
+    missing = replace(dynamo.settings, store=replace(dynamo.settings.store,
+                                                     subscribers_table="absent"))
+    target = tmp_path / "new" / "subscribers.sqlite3"
+    with pytest.raises(StoreError):
+        run(missing, "migrate", "--to", "sqlite", "--to-sqlite", str(target))
+    assert not target.exists() and list(target.parent.iterdir()) == []
+
+
 def test_running_it_again_copies_nothing(dynamo, source, capsys):
     assert run(dynamo.settings, "migrate", "--to", "dynamodb") == 0
     before = dynamo.dump()
@@ -274,8 +327,10 @@ def test_an_older_or_foreign_sqlite_file_is_refused_untouched(dynamo, tmp_path):
     assert caught.value.exit_code == 1
 
 
-def test_only_dynamodb_is_a_destination(dynamo, capsys):
+def test_only_dynamodb_and_sqlite_are_destinations(dynamo, capsys):
     with pytest.raises(SystemExit) as caught:
-        run(dynamo.settings, "migrate", "--to", "sqlite")
+        run(dynamo.settings, "migrate", "--to", "postgres")
     assert caught.value.code == 2
-    assert "invalid choice: 'sqlite'" in capsys.readouterr().err
+    assert "invalid choice: 'postgres'" in capsys.readouterr().err
+    with pytest.raises(UsageError, match="go with --to dynamodb"):
+        run(dynamo.settings, "migrate", "--to", "sqlite", "--create-tables")

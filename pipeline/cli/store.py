@@ -1,6 +1,7 @@
 """``newsletter store …``: moving the subscriber store from SQLite to DynamoDB.
 
     migrate --to dynamodb [--from-sqlite PATH] [--create-tables] [--dry-run]
+    migrate --to sqlite [--to-sqlite PATH] [--dry-run]
 
 ``migrate`` copies every subscriber (every field, the id included, so the links in mail already
 sent keep working), every suppression, every ledger row and every handled-message key from a
@@ -9,6 +10,10 @@ SQLite store into the DynamoDB tables of ``[store]``. Each record is one conditi
 missing, and a record already in DynamoDB is never overwritten: an address DynamoDB holds
 under another id (someone signed up there meanwhile) is reported and left alone. Rate counters
 and leases are not copied: they live minutes to hours, and are started afresh.
+
+``--to sqlite`` goes the other way, into a new SQLite file (leaving AWS, or a copy to look
+at): every record the tables hold, field by field, so SQLite → DynamoDB → SQLite gives the
+same rows. The file is written under a temporary name and renamed into place when whole.
 
 The SQLite file is read through a connection of its own, opened read-only
 (``file:…?mode=ro``) inside one read transaction, so the copy is one consistent snapshot and
@@ -44,16 +49,20 @@ only read. Stop the subscription app and sends first; then set [store] backend =
 def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     """Register ``store`` and its actions on the top-level sub-command set."""
     top = commands.add_parser(
-        "store", help="move the subscriber store to DynamoDB",
+        "store", help="move the subscriber store to DynamoDB (or back to SQLite)",
         description="Work on the subscriber store as a whole ([store] in the configuration).")
     actions = top.add_subparsers(dest="store_command", metavar="ACTION")
     actions.required = True
 
     migrate_cmd = actions.add_parser(
-        "migrate", help="copy the SQLite store into the DynamoDB tables of [store]",
+        "migrate", help="copy the store between SQLite and the DynamoDB tables of [store]",
         description=_MIGRATE_HELP)
-    migrate_cmd.add_argument("--to", required=True, choices=("dynamodb",),
-                             help="the backend to copy into (dynamodb)")
+    migrate_cmd.add_argument("--to", required=True, choices=("dynamodb", "sqlite"),
+                             help="the backend to copy into: dynamodb (from SQLite), or "
+                             "sqlite (from the DynamoDB tables, into a new file)")
+    migrate_cmd.add_argument("--to-sqlite", type=Path, metavar="PATH",
+                             help="with --to sqlite: the new SQLite file "
+                             "(default: <data_dir>/subscribers.sqlite3, which must not exist)")
     migrate_cmd.add_argument("--from-sqlite", type=Path, metavar="PATH",
                              help="the SQLite store to copy "
                              "(default: <data_dir>/subscribers.sqlite3)")
@@ -66,10 +75,26 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
 
 
 def _cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
+    from pipeline.errors import UsageError
     from pipeline.wiring import open_dynamo_store
-    from subscribers.store.migrate import FILE_NAME, migrate, read_only, summary
+    from subscribers.store.migrate import FILE_NAME, migrate, read_only, summary, to_sqlite
 
-    source: Path = args.from_sqlite or settings.resolve(settings.paths.data_dir) / FILE_NAME
+    default = settings.resolve(settings.paths.data_dir) / FILE_NAME
+    if args.to == "sqlite":
+        if args.from_sqlite or args.create_tables:
+            raise UsageError("--from-sqlite and --create-tables go with --to dynamodb")
+        path: Path = args.to_sqlite or default
+        with open_dynamo_store(settings) as store:
+            tally = to_sqlite(store, path, dry_run=args.dry_run)
+            where = f"DynamoDB ({store.subscribers_table}, {store.ledger_table}) → {path}"
+        counts = ", ".join(f"{kind} {c['copied']}" for kind, c in tally.items())
+        total = sum(c["copied"] for c in tally.values())
+        print(f"dry run, nothing written: {where}: would copy {total} ({counts})"
+              if args.dry_run else f"migrated {where}: {total} copied ({counts})")
+        return 0
+    if args.to_sqlite:
+        raise UsageError("--to-sqlite goes with --to sqlite")
+    source: Path = args.from_sqlite or default
     with read_only(source) as conn, open_dynamo_store(settings) as target:
         tally = migrate(conn, target, source=source, create_tables=args.create_tables,
                         dry_run=args.dry_run)

@@ -17,9 +17,9 @@ from pipeline.errors import UsageError
 from subscribers.errors import StoreError
 from subscribers.store.dynamo import Copied, DynamoStore
 from subscribers.store.dynamo import create_tables as make_tables
-from subscribers.store.sqlite import FILE_NAME, MIGRATIONS
+from subscribers.store.sqlite import FILE_NAME, MIGRATIONS, SqliteStore
 
-__all__ = ["FILE_NAME", "KINDS", "migrate", "read_only", "summary"]
+__all__ = ["FILE_NAME", "KINDS", "migrate", "read_only", "summary", "to_sqlite"]
 
 #: The store's columns, as the current schema (every migration applied) has them.
 _SUBSCRIBERS = """
@@ -36,6 +36,22 @@ _CATALOG = "SELECT name FROM area_catalog ORDER BY name"
 
 #: What the summary counts, in its order.
 KINDS = ("subscribers", "suppressions", "ledger rows", "handled keys", "catalog areas")
+
+#: DynamoDB → SQLite: each kind of :meth:`DynamoStore.export` record, its table, and the
+#: summary's name for it.
+_INSERTS = {
+    "subscriber": ("subscribers", (
+        "id", "email", "email_key", "status", "layout", "consent_at", "consent_source",
+        "created_at", "confirmed_at", "updated_at", "consent_ip", "transient_bounces", "areas",
+        "mail_event_at")),
+    "suppression": ("suppressions", ("email_hash", "created_at")),
+    "ledger": ("ledger", ("issue_id", "subscriber_id", "status", "message_id", "reason",
+                          "permanent", "attempts", "updated_at", "feedback", "handed_over")),
+    "seen": ("seen", ("key", "at")),
+    "area": ("area_catalog", ("name",)),
+}
+_KIND_NAMES = {"subscriber": "subscribers", "suppression": "suppressions",
+               "ledger": "ledger rows", "seen": "handled keys", "area": "catalog areas"}
 
 
 def migrate(conn: sqlite3.Connection, target: DynamoStore, *, source: Path,
@@ -91,6 +107,49 @@ def _copy_catalog(conn: sqlite3.Connection, target: DynamoStore, source: Path,
         count[(Copied.PRESENT if name in known else Copied.COPIED).value] += 1
     if names and not dry_run:
         target.note_areas(names)
+
+
+def to_sqlite(source: DynamoStore, path: Path, *, dry_run: bool = False
+              ) -> dict[str, Counter[str]]:
+    """Copy everything the DynamoDB tables hold into a new SQLite store at ``path``; per
+    kind of record, how many were copied.
+
+    The file must not exist (nothing is merged into a store in use). It is written whole
+    beside ``path`` under a temporary name and renamed into place only once every record is
+    in: a failure half-way (DynamoDB unreachable, a full disk) leaves no file at all."""
+    if path.exists():
+        raise UsageError(f"{path}: already exists; --to-sqlite names a new file (nothing is "
+                         "merged into a store that may be in use)")
+    tally: dict[str, Counter[str]] = {kind: Counter() for kind in KINDS}
+    if dry_run:
+        for kind, _ in source.export():
+            tally[_KIND_NAMES[kind]]["copied"] += 1
+        return tally
+    path.parent.mkdir(parents=True, exist_ok=True)
+    partial = path.with_name(f".{path.name}.migrating")
+    partial.unlink(missing_ok=True)
+    try:
+        SqliteStore.open(partial).close()  # the schema, every migration applied
+        conn = sqlite3.connect(partial, isolation_level=None)
+        try:
+            conn.execute("BEGIN")
+            for kind, row in source.export():
+                table, columns = _INSERTS[kind]
+                conn.execute(f"INSERT INTO {table} ({', '.join(columns)}) "  # noqa: S608
+                             f"VALUES ({', '.join('?' * len(columns))})",
+                             [row[name] for name in columns])
+                tally[_KIND_NAMES[kind]]["copied"] += 1
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+        partial.replace(path)
+    except sqlite3.Error as exc:
+        partial.unlink(missing_ok=True)
+        raise StoreError(path, _describe(exc)) from exc
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
+    return tally
 
 
 def summary(tally: dict[str, Counter[str]], source: Path, target: DynamoStore, *,
