@@ -27,8 +27,10 @@ from urllib.parse import urlencode, urlsplit
 import uvicorn
 
 from pipeline.config import Settings
+from pipeline.core.render import Footer
 from pipeline.web.app import MailQueue, create_app
 from pipeline.web.serve import server_config
+from pipeline.week import now as clock_now
 from pipeline.wiring import open_subscriptions
 from subscribers.sns import SnsVerifier
 from subscribers.subscriptions import Policy, Subscriptions
@@ -183,11 +185,11 @@ def serve_app(settings: Settings, *, environ: Mapping[str, str] | None = None,
     with open_subscriptions(settings, environ or {}) as subscriptions:
         if policy is not None:
             subscriptions.policy = replace(policy)
-        options = {"clock": clock} if clock is not None else {}
         queue = MailQueue()
         app = create_app(subscriptions, app_url=settings.site.app_url,
                          base_url=settings.site.base_url, verifier=verifier,
-                         mail_queue=queue, **options)
+                         mail_queue=queue, clock=clock or clock_now,
+                         footer=Footer.from_settings(settings))  # as `newsletter serve`
         server = _PromptServer(server_config(app, host="127.0.0.1", port=port,
                                               forwarded_allow_ips="127.0.0.1"))
         held = _HELD.pop(port, None)

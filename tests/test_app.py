@@ -779,3 +779,16 @@ def test_the_largest_pick_a_reader_can_make_is_not_too_large(app):
                         FROM_ARCHIVE)
     assert answer.status == 200
     assert app.store.find("big@example.org").areas == tuple(sorted(names))
+
+
+def test_every_page_names_the_sender_as_the_email_does(settings_for):
+    """The subscribe form asks for an address: it says who asks, as every email and archive
+    page does ([delivery] publisher, the postal address when set), escaped."""
+    settings = settings_for('[delivery]\npublisher = "vLLM 周报 <i>team</i>"\n'
+                            'postal_address = "1 Example Road, Shanghai"\n')
+    with serve_app(settings) as app:
+        for path in ("/subscribe", "/confirm?token=nonsense", "/no-such-page"):
+            page = app.request("GET", path).body
+            foot = page[page.index("<footer>"):]
+            assert "Sent by" in foot and "vLLM 周报 &lt;i&gt;team&lt;/i&gt;" in foot, path
+            assert "1 Example Road, Shanghai" in foot, path

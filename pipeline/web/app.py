@@ -51,6 +51,7 @@ from urllib.parse import urlsplit
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute, Mount, Route
 
+from pipeline.core.render import Footer
 from pipeline.web.mail_queue import MailQueue
 from pipeline.web.pages import Pages
 from pipeline.web.routes import SNS_WINDOW, Routes
@@ -64,12 +65,13 @@ __all__ = ["SNS_WINDOW", "MailQueue", "create_app"]
 def create_app(subscriptions: Subscriptions, *, app_url: str, base_url: str,
                verifier: SnsVerifier | None = None,
                clock: Callable[[], datetime] = clock_now,
-               mail_queue: MailQueue | None = None) -> Starlette:
+               mail_queue: MailQueue | None = None, footer: Footer | None = None
+               ) -> Starlette:
     """The app over ready-made parts; :func:`pipeline.web.serve.open_app` wires them from the
     settings, tests pass their own (a verifier that trusts a loopback certificate host, a
     fixed clock, a queue they can wait on). The queue is also ``app.state.mail_queue``."""
     queue = mail_queue or MailQueue()
-    handlers = Routes(subscriptions, Pages(app_url, base_url), app_url=app_url,
+    handlers = Routes(subscriptions, Pages(app_url, base_url, footer), app_url=app_url,
                       base_url=base_url, verifier=verifier, clock=clock, queue=queue)
     routes: list[BaseRoute] = [
         Route("/subscribe", handlers.subscribe_page, methods=["GET"]),

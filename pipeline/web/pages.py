@@ -19,7 +19,7 @@ from typing import Any
 from markupsafe import Markup
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 
-from pipeline.core.render import environment, templates_dir
+from pipeline.core.render import Footer, environment, templates_dir
 from pipeline.model import LAYOUTS
 from subscribers.areas import clean_area
 from subscribers.errors import TokenError, UnknownSubscriber
@@ -56,8 +56,11 @@ class Link:
 class Pages:
     """Renders the bilingual pages and knows the headers every answer carries."""
 
-    def __init__(self, app_url: str, base_url: str) -> None:
+    def __init__(self, app_url: str, base_url: str, footer: Footer | None = None) -> None:
         self.env = environment()
+        #: Who runs the list, at the foot of every page as of every email (no sender named
+        #: when None: a page made for a test).
+        self.footer = footer or Footer()
         # Markup: the stylesheet is ours, and escaping its quotes would change the bytes
         # whose hash the policy allows (the browser would then drop every style).
         self.css = Markup(  # noqa: S704 - our own file, not input
@@ -91,6 +94,7 @@ class Pages:
         check must refuse."""
         html = self.env.get_template(f"app/{template}.html.j2").render(
             page=self.text[name], css=self.css, app_url=self.app_url, base_url=self.base_url,
+            footer=self.footer,
             status=status, status_kind=status_kind, layouts=LAYOUT_LABELS,
             button=context.pop("button", None), link=context.pop("link", None), **context)
         return HTMLResponse(html, status_code=status_code,

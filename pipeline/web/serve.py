@@ -42,6 +42,7 @@ def open_app(settings: Settings, environ: Mapping[str, str], stack: ExitStack) -
     """The subscription app wired from the settings; its store and transport are closed
     when ``stack`` closes. One wiring for ``newsletter serve`` and any other host (the
     Lambda function of ``deploy/``)."""
+    from pipeline.core.render import Footer
     from pipeline.web.app import SNS_WINDOW, create_app
     from subscribers.sns import CertificateSource, SnsVerifier
 
@@ -57,7 +58,8 @@ def open_app(settings: Settings, environ: Mapping[str, str], stack: ExitStack) -
     if verifier is None:
         log.info("POST /webhooks/ses is off: no [ses] sns_topic_arns")
     return create_app(subscriptions, app_url=settings.site.app_url,
-                      base_url=settings.site.base_url, verifier=verifier)
+                      base_url=settings.site.base_url, verifier=verifier,
+                      footer=Footer.from_settings(settings))
 
 
 def served_app_url(app_url: str, port: int) -> str:
