@@ -110,6 +110,7 @@ SEND_FULL := --recipients 10000 --memory-sizes 10000,50000,100000
 
 bench: install
 	$(BIN)/python bench/bench_build.py
+	$(BIN)/python bench/bench_hostile.py
 	$(BIN)/python bench/bench_email_bytes.py
 	$(BIN)/python bench/bench_send.py $(if $(FULL),$(SEND_FULL))
 	$(BIN)/python bench/bench_site.py

@@ -1,0 +1,76 @@
+"""Benchmark of one hostile review: what a feed entry with a body of megabytes costs a build.
+
+A feed of one review whose body is ``N`` MB of markup (``<b>`x`</b> 细节 &amp;`` over and
+over, escaped in the Atom document as any HTML body is), for N = 0.1, 1, 3 and 10 (a feed
+may be 20 MB). ``parse_feed`` is what the build does with it now: the body is cut to
+``MAX_BODY_CHARS`` before feedparser reads the document (pipeline/core/feed_cut.py), then
+sanitized. The baseline, measured in the same run, is ``feedparser.parse`` alone on the same
+document uncut: what the build paid before the cut, before any of the project's own work
+(nh3, the text, the rendering), which then came on top. ``vs feedparser`` is ``parse_feed``
+over that baseline. Each figure is the median of three runs (one at 10 MB).
+
+Run: ``make bench`` or ``.venv/bin/python bench/bench_hostile.py [--sizes 0.1,1,3]``.
+Nothing here asserts on time: it is a measurement, not a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from html import escape
+
+import feedparser  # type: ignore[import-untyped]
+
+from pipeline.core.collect import parse_feed
+from pipeline.core.sanitize import MAX_BODY_CHARS
+
+UNIT = "<b>`x`</b> 细节 &amp; "
+
+
+def feed_of(megabytes: float) -> bytes:
+    body = "值得精读。" + UNIT * int(megabytes * 1e6 / len(UNIT))
+    return ('<?xml version="1.0" encoding="utf-8"?>\n<feed xmlns="http://www.w3.org/2005/Atom"'
+            ' xml:lang="zh-CN"><title>t</title><id>tag:bench,2026:feed</id>'
+            "<updated>2026-11-29T00:00:00Z</updated><entry><id>tag:bench,2026:1</id>"
+            "<title>巨大</title><updated>2026-11-24T10:00:00+08:00</updated>"
+            '<link rel="alternate" href="https://github.com/vllm-project/vllm/pull/1"/>'
+            f'<content type="html">{escape(body)}</content></entry></feed>').encode()
+
+
+def median_s(fn: Callable[[], object], runs: int) -> float:
+    times = []
+    for _ in range(runs):
+        start = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="0.1,1,3,10")
+    ns = parser.parse_args(sys.argv[1:] if argv is None else argv)
+    rows = []
+    for size in (float(s) for s in ns.sizes.split(",")):
+        data = feed_of(size)
+        runs = 1 if size >= 10 else 3
+        (review,) = parse_feed(data, "bench", "vllm-project/vllm").reviews
+        now = median_s(lambda d=data: parse_feed(d, "bench", "vllm-project/vllm"), runs)
+        before = median_s(lambda d=data: feedparser.parse(d), runs)
+        rows.append([f"{len(data) / 1e6:.1f}", f"{review.shortened_from:,}",
+                     f"{now:.3f}", f"{before:.2f}", f"{now / before:.3f}×"])
+    head = ["feed MB", "body chars (cut to " f"{MAX_BODY_CHARS:,})", "parse_feed s",
+            "feedparser alone s (before)", "vs feedparser"]
+    print("## One hostile review (a body of megabytes)\n")
+    print("| " + " | ".join(head) + " |")
+    print("|" + "---|" * len(head))
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
