@@ -25,8 +25,9 @@ if TYPE_CHECKING:  # boto3-stubs (the test extra): types only, never imported at
     from mypy_boto3_sesv2 import SESV2Client
     from mypy_boto3_translate import TranslateClient
 
-#: The services the adapters speak to; each gets its typed client below.
-Service = Literal["s3", "sesv2", "translate", "dynamodb"]
+#: The services the adapters speak to; each gets its typed client below (SQS untyped: the
+#: test extra's boto3-stubs leave it out).
+Service = Literal["s3", "sesv2", "translate", "dynamodb", "sqs"]
 
 
 @overload
@@ -41,8 +42,11 @@ def aws_client(service: Literal["translate"], *, region: str | None, what: str,
 @overload
 def aws_client(service: Literal["dynamodb"], *, region: str | None, what: str,
                key: str | None = None, **config: Any) -> DynamoDBClient: ...
+@overload
+def aws_client(service: Literal["sqs"], *, region: str | None, what: str,
+               key: str | None = None, **config: Any) -> Any: ...
 def aws_client(service: Service, *, region: str | None, what: str, key: str | None = None,
-               **config: Any) -> S3Client | SESV2Client | TranslateClient | DynamoDBClient:
+               **config: Any) -> Any:
     """A ``service`` client configured with ``config`` (botocore ``Config`` arguments); no
     region anywhere is a configuration error naming ``what`` needs it."""
     import boto3

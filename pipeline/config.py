@@ -185,6 +185,10 @@ class SubscriptionSettings:
     #: Proxies (comma-separated IPs, or "*") whose X-Forwarded-For / X-Forwarded-Proto are
     #: believed: CloudFront or a load balancer in front of ``newsletter serve``.
     forwarded_allow_ips: str = "127.0.0.1"
+    #: An SQS queue URL: each sign-up becomes a message there, done by whoever drains the
+    #: queue (the Lambda function of deploy/), so the answer never waits for the address's
+    #: state. Empty: done in this process, after the answer has gone (``newsletter serve``).
+    queue_url: str = ""
 
 
 @dataclass(frozen=True)

@@ -246,6 +246,32 @@ def test_the_function_runs_the_lambda_handler_with_the_production_settings():
     assert not re.fullmatch(secret["AllowedPattern"], "s3cr3t-value-typed-inline")
 
 
+def test_sign_ups_go_through_a_queue_that_invokes_the_function():
+    """pipeline/web/signups.py: on Lambda the answer must not wait for the address."""
+    (function,) = resources("AWS::Serverless::Function").values()
+    properties = function["Properties"]
+    assert properties["Environment"]["Variables"]["NEWSLETTER_SUBSCRIPTIONS_QUEUE_URL"] == {
+        "Ref": "SignupQueue"}
+    (event,) = properties["Events"].values()
+    assert event["Type"] == "SQS" and event["Properties"]["Queue"] == {
+        "Fn::GetAtt": ["SignupQueue", "Arn"]}
+    assert event["Properties"]["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    queues = resources("AWS::SQS::Queue")
+    queue = queues["SignupQueue"]["Properties"]
+    assert queue["VisibilityTimeout"] >= 6 * properties["Timeout"]
+    assert queue["RedrivePolicy"]["deadLetterTargetArn"] == {
+        "Fn::GetAtt": ["SignupDeadLetterQueue", "Arn"]}
+    assert all(q["Properties"]["SqsManagedSseEnabled"] for q in queues.values())
+    role = resources("AWS::IAM::Role")["FunctionRole"]["Properties"]
+    granted = {action for policy in role["Policies"]
+               for statement in policy["PolicyDocument"]["Statement"]
+               if statement["Resource"] == {"Fn::GetAtt": ["SignupQueue", "Arn"]}
+               for action in ([statement["Action"]] if isinstance(statement["Action"], str)
+                              else statement["Action"])}
+    assert granted == {"sqs:SendMessage", "sqs:ReceiveMessage", "sqs:DeleteMessage",
+                       "sqs:GetQueueAttributes"}
+
+
 @pytest.mark.subprocess
 def test_the_build_script_parses():
     result = subprocess.run(["bash", "-n", str(ROOT / "deploy" / "build-function.sh")],
@@ -702,6 +728,54 @@ def test_on_lambda_the_mail_queued_after_the_answer_still_leaves_within_its_limi
     assert [to for to, _ in sent] == ["reader@example.org"] * 3  # the 4th: over the allowance
     assert stored(tmp_path, "reader@example.org").status == "pending"
     assert stored(tmp_path, "removed@example.org") is None
+
+
+def sqs_event(messages: list[dict[str, Any]]) -> dict[str, Any]:
+    """What SQS's event source mapping hands the function for ``messages``."""
+    return {"Records": [{"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"],
+                         "body": m["Body"], "attributes": {}, "messageAttributes": {},
+                         "md5OfBody": m["MD5OfBody"], "eventSource": "aws:sqs",
+                         "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:signups",
+                         "awsRegion": "us-east-1"} for m in messages]}
+
+
+@pytest.mark.subprocess
+def test_with_the_queue_the_answer_waits_for_no_address_and_the_queue_signs_up(tmp_path,
+                                                                              moto_server):
+    """On Lambda a background task runs before the answer leaves: with [subscriptions]
+    queue_url the answer only sends the sign-up to SQS (the same call for every address),
+    and the queue's own invocation of the handler does the store's work and the mail."""
+    sqs = moto_server.client("sqs")
+    url = sqs.create_queue(QueueName="signups")["QueueUrl"]
+    data = tmp_path / "data"
+    data.mkdir()
+    with SqliteStore.open(data / "subscribers.sqlite3") as store:
+        now = datetime.now(UTC)
+        store.add("removed@example.org", status="active", source="test", now=now)
+        store.remove("removed@example.org", now)
+    answers = invoke(tmp_path, [subscribe_event("removed@example.org"),
+                                subscribe_event("reader@example.org")],
+                     NEWSLETTER_SUBSCRIPTIONS_QUEUE_URL=url)
+    assert [a["statusCode"] for a in answers] == [200, 200]
+    assert len({body_of(a) for a in answers}) == 1
+    # Answered, and nothing looked up or sent yet: the answer waited for no address.
+    assert stored(tmp_path, "reader@example.org") is None and outbox(tmp_path) == []
+    messages = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10)["Messages"]
+    assert sorted(json.loads(m["Body"])["email"] for m in messages) == [
+        "reader@example.org", "removed@example.org"]
+    junk = {"MessageId": "junk", "ReceiptHandle": "r", "Body": "{not a sign-up",
+            "MD5OfBody": "0"}
+    (drained,) = invoke(tmp_path, [sqs_event([*messages, junk])],
+                        NEWSLETTER_SUBSCRIPTIONS_QUEUE_URL=url)
+    assert drained == {"batchItemFailures": []}  # the junk is dropped, never retried
+    assert stored(tmp_path, "reader@example.org").status == "pending"
+    assert stored(tmp_path, "removed@example.org") is None  # still removed, and no mail
+    assert [to for to, _ in (mail(path) for path in outbox(tmp_path))] == [
+        "reader@example.org"]
+    # A queue that does not take the request: the same 503 for every address, said.
+    refused = invoke(tmp_path, [subscribe_event("other@example.org")],
+                     NEWSLETTER_SUBSCRIPTIONS_QUEUE_URL=url + "-gone")
+    assert refused[0]["statusCode"] == 503
 
 
 @pytest.mark.subprocess

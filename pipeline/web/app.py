@@ -55,6 +55,7 @@ from pipeline.core.render import Footer
 from pipeline.web.mail_queue import MailQueue
 from pipeline.web.pages import Pages
 from pipeline.web.routes import SNS_WINDOW, Routes
+from pipeline.web.signups import SqsSignups
 from pipeline.week import now as clock_now
 from subscribers.sns import SnsVerifier
 from subscribers.subscriptions import Subscriptions
@@ -65,14 +66,15 @@ __all__ = ["SNS_WINDOW", "MailQueue", "create_app"]
 def create_app(subscriptions: Subscriptions, *, app_url: str, base_url: str,
                verifier: SnsVerifier | None = None,
                clock: Callable[[], datetime] = clock_now,
-               mail_queue: MailQueue | None = None, footer: Footer | None = None
-               ) -> Starlette:
+               mail_queue: MailQueue | None = None, footer: Footer | None = None,
+               signups: SqsSignups | None = None) -> Starlette:
     """The app over ready-made parts; :func:`pipeline.web.serve.open_app` wires them from the
     settings, tests pass their own (a verifier that trusts a loopback certificate host, a
     fixed clock, a queue they can wait on). The queue is also ``app.state.mail_queue``."""
     queue = mail_queue or MailQueue()
     handlers = Routes(subscriptions, Pages(app_url, base_url, footer), app_url=app_url,
-                      base_url=base_url, verifier=verifier, clock=clock, queue=queue)
+                      base_url=base_url, verifier=verifier, clock=clock, queue=queue,
+                      signups=signups)
     routes: list[BaseRoute] = [
         Route("/subscribe", handlers.subscribe_page, methods=["GET"]),
         Route("/subscribe", handlers.subscribe, methods=["POST"]),
@@ -91,4 +93,6 @@ def create_app(subscriptions: Subscriptions, *, app_url: str, base_url: str,
         routes = [Mount(prefix, app=Starlette(routes=routes, exception_handlers=errors))]
     app = Starlette(routes=routes, exception_handlers=errors)
     app.state.mail_queue = queue
+    #: For a host that carries out queued sign-ups itself (the Lambda function).
+    app.state.subscriptions = subscriptions
     return app

@@ -27,6 +27,12 @@ What only the Lambda host needs:
   delivery sends. So the function URL is public (``AuthType: NONE``) and CloudFront adds a
   secret ``X-Origin-Verify`` header to every origin request; a request without it is
   refused here (403) before the app sees it.
+* **Sign-ups through SQS.** Mangum runs a response's background task before the function
+  returns, so under Lambda the answer to ``POST /subscribe`` would wait for the store and
+  the mail, and its time would follow the address's state. With ``[subscriptions]
+  queue_url`` (the template sets it) the app sends the sign-up to that queue instead, and
+  the queue invokes this same handler with the messages: :func:`drain_signups` carries
+  them out, naming the ones to retry (``ReportBatchItemFailures``).
 * **The visitor's address.** The function URL's ``sourceIp`` is CloudFront's edge, and
   ``X-Forwarded-For`` starts with whatever the visitor wrote. For requests that carry the
   verified origin header, the client address (consent record, rate limit) is taken from
@@ -38,16 +44,22 @@ from __future__ import annotations
 
 import base64
 import hmac
+import logging
 import os
 from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from mangum import Mangum
 
 from pipeline.config import load
 from pipeline.web.serve import open_app
+
+if TYPE_CHECKING:
+    from subscribers.subscriptions import Subscriptions
+
+log = logging.getLogger("newsletter.app")
 
 #: The header CloudFront adds to every request it sends to the function (deploy/).
 ORIGIN_HEADER = "x-origin-verify"
@@ -92,10 +104,13 @@ def create_handler(environ: Mapping[str, str], stack: ExitStack) -> Handler:
     what ``open_app`` opens is closed with ``stack``."""
     config = environ.get("NEWSLETTER_CONFIG")
     settings = load(Path(config) if config else None, environ)
-    adapter = Mangum(open_app(settings, environ, stack), lifespan="off")
+    app = open_app(settings, environ, stack)
+    adapter = Mangum(app, lifespan="off")
     origin_secret = environ.get("NEWSLETTER_ORIGIN_SECRET", "")
 
     def handle(event: Event, context: Any) -> dict[str, Any]:
+        if _from_sqs(event):  # the Lambda service itself, never a function URL request
+            return drain_signups(event, app.state.subscriptions)
         headers = {str(k).lower(): v for k, v in (event.get("headers") or {}).items()}
         verified = False
         if origin_secret:
@@ -106,6 +121,44 @@ def create_handler(environ: Mapping[str, str], stack: ExitStack) -> Handler:
         return adapter(_prepared(event, headers, trust_viewer_address=verified), context)
 
     return handle
+
+
+def _from_sqs(event: Event) -> bool:
+    """Whether the event is a batch of SQS messages (the sign-up queue). A function URL
+    request is always an HTTP event (``requestContext.http``), whatever its body says."""
+    records = event.get("Records")
+    return ("requestContext" not in event and isinstance(records, list) and bool(records)
+            and all(isinstance(r, dict) and r.get("eventSource") == "aws:sqs"
+                    for r in records))
+
+
+def drain_signups(event: Event, subscriptions: Subscriptions) -> dict[str, Any]:
+    """Carry out each queued sign-up (:mod:`pipeline.web.signups`). One that fails for now
+    (the store or the mail unavailable) is named in ``batchItemFailures``, so SQS delivers
+    it again (and, after the queue's redrive limit, keeps it in the dead-letter queue); one
+    that is no sign-up at all is logged and dropped, since no retry can mend it."""
+    from pipeline.errors import TransportError, Unconfirmed
+    from pipeline.web.signups import Signup
+    from subscribers.errors import InvalidAddress, StoreError
+
+    failed: list[dict[str, str]] = []
+    for record in event["Records"]:
+        message_id = str(record.get("messageId", ""))
+        try:
+            signup = Signup.from_json(str(record.get("body", "")))
+        except ValueError as exc:
+            log.warning("sign-up %s dropped: %s", message_id, exc)
+            continue
+        try:
+            log.info("subscribe: %s", signup.run(subscriptions))
+        except InvalidAddress as exc:  # checked before it was queued: never mended by a retry
+            log.warning("sign-up %s dropped: %s", message_id, exc)
+        except Unconfirmed:  # the mail may have left: sending again could send it twice
+            log.warning("subscribe: the mail may or may not have left")
+        except (TransportError, StoreError) as exc:
+            log.warning("subscribe: not done, SQS retries it: %s", type(exc).__name__)
+            failed.append({"itemIdentifier": message_id})
+    return {"batchItemFailures": failed}
 
 
 def _prepared(event: Event, headers: dict[str, str], *, trust_viewer_address: bool) -> Event:

@@ -28,6 +28,7 @@ from pipeline.errors import TransportError, Unconfirmed
 from pipeline.model import LAYOUTS
 from pipeline.web.mail_queue import MailQueue
 from pipeline.web.pages import Button, Link, Pages, chosen_layout, status_line
+from pipeline.web.signups import Signup, SqsSignups
 from subscribers.areas import MAX_AREA_LENGTH, MAX_AREAS
 from subscribers.errors import AreaChoiceError, InvalidAddress, TokenError, UnknownSubscriber
 from subscribers.model import Subscriber
@@ -100,8 +101,11 @@ class Routes:
 
     def __init__(self, subscriptions: Subscriptions, pages: Pages, *, app_url: str,
                  base_url: str, verifier: SnsVerifier | None,
-                 clock: Callable[[], datetime], queue: MailQueue) -> None:
+                 clock: Callable[[], datetime], queue: MailQueue,
+                 signups: SqsSignups | None = None) -> None:
         self.subscriptions = subscriptions
+        #: Where sign-ups go when not done in this process (pipeline/web/signups.py).
+        self.signups = signups
         self.pages = pages
         self.verifier = verifier
         self.clock = clock
@@ -144,8 +148,16 @@ class Routes:
         # The address's state is read only after the answer has gone (see the app's
         # docstring): the same page, status and work before it, whatever the address.
         response = self.pages.render("sent")
-        response.background = self.queue.put(lambda: self.subscriptions.request(
-            email, layout, source="web", now=now, areas=areas), "subscribe")
+        signup = Signup(email, layout, tuple(areas), now)
+        if self.signups is None:
+            response.background = self.queue.put(lambda: signup.run(self.subscriptions),
+                                                  "subscribe")
+            return response
+        try:  # one SendMessage, whatever the address: the answer's time says nothing
+            await run_in_threadpool(self.signups.send, signup)
+        except TransportError as exc:  # the same for every address: said, not hidden
+            log.warning("subscribe: not queued: %s", exc)
+            return self.pages.render("unavailable", 503)
         return response
 
     # -- /confirm --------------------------------------------------------------------------

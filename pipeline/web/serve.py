@@ -57,9 +57,15 @@ def open_app(settings: Settings, environ: Mapping[str, str], stack: ExitStack) -
                     "local outbox, never for real mail (set NEWSLETTER_SECRET)")
     if verifier is None:
         log.info("POST /webhooks/ses is off: no [ses] sns_topic_arns")
+    signups = None
+    if settings.subscriptions.queue_url:
+        from pipeline.web.signups import SqsSignups
+
+        signups = SqsSignups(settings.subscriptions.queue_url)
+        log.info("sign-ups go to the queue %s", settings.subscriptions.queue_url)
     return create_app(subscriptions, app_url=settings.site.app_url,
                       base_url=settings.site.base_url, verifier=verifier,
-                      footer=Footer.from_settings(settings))
+                      footer=Footer.from_settings(settings), signups=signups)
 
 
 def served_app_url(app_url: str, port: int) -> str:
