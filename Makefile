@@ -77,7 +77,7 @@ TEST_ENV := PYTHONDONTWRITEBYTECODE= PYTHONPYCACHEPREFIX=$(CURDIR)/build/pycache
 
 # Every test, on every core (pytest-xdist), after the system packages the browser tests need
 # (scripts/system-deps). test-fast: only the in-process layer, no Chromium, no moto, no second
-# process, nothing of a second or more (markers in pyproject.toml). --dist loadgroup keeps the
+# process, nothing of half a second or more (markers in pyproject.toml). --dist loadgroup keeps the
 # tests of one xdist_group on one worker, so an expensive module fixture is built once. PYTEST_ARGS
 # passes more options (.ci/run: --durations=25, so what the suite costs stays in sight).
 test: install system-deps

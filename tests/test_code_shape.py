@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 from collections.abc import Iterator
 
+import pytest
 from conftest import ROOT
 
 MAX_LINES = 80
@@ -24,6 +25,7 @@ def long_functions(source: str, filename: str, limit: int = MAX_LINES) -> Iterat
                 yield f"{filename}:{node.lineno} {node.name} ({length} lines)"
 
 
+@pytest.mark.slow  # parses every module of the project
 def test_no_function_is_longer_than_80_lines() -> None:
     files = sorted(path for package in PACKAGES for path in (ROOT / package).rglob("*.py"))
     assert files

@@ -339,6 +339,7 @@ def test_a_feed_cannot_forge_a_mark(sample_issue):
     check(renderer, week_of(issue, 40), Variant("en"), 30_000)
 
 
+@pytest.mark.slow  # the old search, a rendering at a time, over a template without marks
 def test_an_operator_template_without_marks_still_fits(tmp_path, sample_issue):
     """No marks, no estimate: the fitting bisects with real renderings, as before."""
     from pipeline.core.render import environment, templates_dir

@@ -75,6 +75,7 @@ def both(settings: Settings, built: BuiltIssue) -> tuple[Messages, message_refer
     return Messages(built, settings, KEYS), message_reference.Messages(built, settings, KEYS)
 
 
+@pytest.mark.slow  # every layout and variant, spliced and encoded whole, for many readers
 def test_every_layout_and_variant_is_byte_identical_for_many_recipients(issue):
     settings, built = issue
     ours, reference = both(settings, built)

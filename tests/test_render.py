@@ -538,6 +538,7 @@ def test_the_number_in_the_subject_matches_the_masthead_words():
         assert NUMBER[lang] == strings()[lang]["issue_number"]
 
 
+@pytest.mark.slow  # eighty long items fitted into each layout's budget
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_a_variant_of_eighty_long_items_keeps_the_budget(settings, layout):
     result = parse_feed(big_feed(80), "big", settings.feed.repo)

@@ -336,6 +336,7 @@ def test_username_without_password_is_a_config_error() -> None:
         SmtpTransport(SmtpSettings(username="someone"), None)
 
 
+@pytest.mark.slow  # 200 messages from eight threads through a real SMTP sink
 def test_eight_threads_two_hundred_messages_each_once(smtp_server: SmtpSink,
                                                       transport: SmtpTransport) -> None:
     recipients = [f"reader{n:03d}@example.com" for n in range(200)]
