@@ -639,6 +639,18 @@ class MotoServer:
             self._clients[service] = cast(Any, session).client(service, endpoint_url=self.url)
         return self._clients[service]
 
+    @staticmethod
+    def seed_objects(bucket: str, objects: Mapping[str, bytes]) -> None:
+        """Put ``objects`` (key → bytes) into ``bucket`` straight into moto's memory: the
+        server runs in this process, and a thousand set-up puts over HTTP cost seconds
+        that check nothing (what is then read back goes over HTTP as usual)."""
+        from moto.core.models import DEFAULT_ACCOUNT_ID
+        from moto.s3.models import s3_backends
+
+        backend = s3_backends[DEFAULT_ACCOUNT_ID]["aws"]
+        for key, data in objects.items():
+            backend.put_object(bucket, key, data)
+
     def verify(self, identity: str) -> None:
         """Make an address (or a domain) a verified SES sender."""
         self.client().create_email_identity(EmailIdentity=identity)
