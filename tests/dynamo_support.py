@@ -105,10 +105,9 @@ def dynamo(moto_server, settings, monkeypatch) -> Any:
     serialise_moto_dynamodb(monkeypatch)
     configured = dynamo_settings(settings)
     client = moto_server.client("dynamodb")  # set-up only, cached for the session
-    # botocore's waiter sleeps a float fine; create_tables says int (WaiterConfig's Delay in
-    # the stubs), and a test has no two seconds to wait between polls.
+    # A test has no two seconds to wait between polls.
     create_tables(client, configured.store.subscribers_table, configured.store.ledger_table,
-                  delay=0.05)  # type: ignore[arg-type]
+                  delay=0.05)
     env = Dynamo(configured, client)
     try:
         yield env

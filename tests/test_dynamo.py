@@ -129,7 +129,7 @@ def test_creating_the_tables_again_changes_nothing(dynamo):
     active_id = dynamo.open().add("a@example.org", status="active", source="t",
                                   now=NOW).subscriber.id
     assert create_tables(dynamo.client, dynamo.subscribers_table, dynamo.ledger_table,
-                         delay=0.05) == []  # type: ignore[arg-type]  # see dynamo_support
+                         delay=0.05) == []
     assert dynamo.open().get(active_id) is not None
 
 

@@ -5,7 +5,7 @@ for a first run), and how a botocore error about them is worded for the operator
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from botocore.exceptions import (
     BotoCoreError,
@@ -77,7 +77,7 @@ def table_definitions(subscribers_table: str, ledger_table: str) -> list[dict[st
 
 
 def create_tables(client: DynamoDBClient, subscribers_table: str, ledger_table: str, *,
-                  delay: int = 2, max_attempts: int = 150) -> list[str]:
+                  delay: float = 2, max_attempts: int = 150) -> list[str]:
     """Create the two tables (on-demand billing) unless they exist, wait until they are
     ACTIVE, and make sure TTL on ``expires_at`` is on for the subscribers table. The names
     of the tables created (an existing table is left as it is). StoreError on failure."""
@@ -96,7 +96,9 @@ def create_tables(client: DynamoDBClient, subscribers_table: str, ledger_table: 
     for table in (subscribers_table, ledger_table):
         try:
             client.get_waiter("table_exists").wait(
-                TableName=table, WaiterConfig={"Delay": delay, "MaxAttempts": max_attempts})
+                # botocore's waiter sleeps any number of seconds; the stubs say int.
+                TableName=table, WaiterConfig=cast(Any, {"Delay": delay,
+                                                         "MaxAttempts": max_attempts}))
         except WaiterError as exc:
             raise StoreError(f"dynamodb:{table}", f"the table did not become ACTIVE: "
                              f"{' '.join(str(exc).split())}") from exc
