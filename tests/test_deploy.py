@@ -669,6 +669,17 @@ def stored(tmp_path: Path, email: str):
         store.close()
 
 
+def with_a_removed_address(tmp_path: Path) -> None:
+    """A store at the handler's data folder where removed@example.org was subscribed, then
+    removed (suppressed): an address whose answer must look like any other's."""
+    data = tmp_path / "data"
+    data.mkdir()
+    with SqliteStore.open(data / "subscribers.sqlite3") as store:
+        now = datetime.now(UTC)
+        store.add("removed@example.org", status="active", source="test", now=now)
+        store.remove("removed@example.org", now)
+
+
 @pytest.mark.subprocess
 def test_the_handler_serves_the_apps_pages_with_their_security_headers(tmp_path):
     form, health, missing = invoke(tmp_path, [url_event("GET", "/api/subscribe"),
@@ -713,12 +724,7 @@ def test_on_lambda_the_mail_queued_after_the_answer_still_leaves_within_its_limi
     """The app answers /subscribe before it looks the address up and mails after; Mangum
     runs that work before the function returns, so on Lambda nothing queued is lost, and
     the address's daily allowance still holds. A removed address answers the same."""
-    data = tmp_path / "data"
-    data.mkdir()
-    with SqliteStore.open(data / "subscribers.sqlite3") as store:
-        now = datetime.now(UTC)
-        store.add("removed@example.org", status="active", source="test", now=now)
-        store.remove("removed@example.org", now)
+    with_a_removed_address(tmp_path)
     answers = invoke(tmp_path, [subscribe_event("removed@example.org")]
                      + [subscribe_event("reader@example.org")] * 4,
                      NEWSLETTER_SUBSCRIPTIONS_ADDRESS_PER_DAY="3")
@@ -747,12 +753,7 @@ def test_with_the_queue_the_answer_waits_for_no_address_and_the_queue_signs_up(t
     and the queue's own invocation of the handler does the store's work and the mail."""
     sqs = moto_server.client("sqs")
     url = sqs.create_queue(QueueName="signups")["QueueUrl"]
-    data = tmp_path / "data"
-    data.mkdir()
-    with SqliteStore.open(data / "subscribers.sqlite3") as store:
-        now = datetime.now(UTC)
-        store.add("removed@example.org", status="active", source="test", now=now)
-        store.remove("removed@example.org", now)
+    with_a_removed_address(tmp_path)
     answers = invoke(tmp_path, [subscribe_event("removed@example.org"),
                                 subscribe_event("reader@example.org")],
                      NEWSLETTER_SUBSCRIPTIONS_QUEUE_URL=url)

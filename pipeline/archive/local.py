@@ -52,9 +52,11 @@ class LocalArchive(Archive):
         return True
 
     def keys(self, prefix: str) -> list[str]:
-        if not self.root.is_dir():
+        # Only the folder the prefix names is walked, not the whole archive.
+        folder = self.root / prefix.rsplit("/", 1)[0] if "/" in prefix else self.root
+        if not folder.is_dir():
             return []
-        found = (p.relative_to(self.root).as_posix() for p in self.root.rglob("*")
+        found = (p.relative_to(self.root).as_posix() for p in folder.rglob("*")
                  if p.is_file() and not p.name.startswith("."))  # not a write's temporary
         return sorted(key for key in found if key.startswith(prefix))
 

@@ -77,7 +77,14 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
 def _cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.errors import UsageError
     from pipeline.wiring import open_dynamo_store
-    from subscribers.store.migrate import FILE_NAME, migrate, read_only, summary, to_sqlite
+    from subscribers.store.migrate import (
+        FILE_NAME,
+        migrate,
+        read_only,
+        summary,
+        summary_to_sqlite,
+        to_sqlite,
+    )
 
     default = settings.resolve(settings.paths.data_dir) / FILE_NAME
     if args.to == "sqlite":
@@ -86,11 +93,7 @@ def _cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
         path: Path = args.to_sqlite or default
         with open_dynamo_store(settings) as store:
             tally = to_sqlite(store, path, dry_run=args.dry_run)
-            where = f"DynamoDB ({store.subscribers_table}, {store.ledger_table}) → {path}"
-        counts = ", ".join(f"{kind} {c['copied']}" for kind, c in tally.items())
-        total = sum(c["copied"] for c in tally.values())
-        print(f"dry run, nothing written: {where}: would copy {total} ({counts})"
-              if args.dry_run else f"migrated {where}: {total} copied ({counts})")
+            print(summary_to_sqlite(tally, store, path, dry_run=args.dry_run))
         return 0
     if args.to_sqlite:
         raise UsageError("--to-sqlite goes with --to sqlite")

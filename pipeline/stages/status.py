@@ -108,12 +108,16 @@ class WeekStatus:
         return bool(self.ledger.get("unconfirmed") or self.permanent_failures)
 
     @property
+    def to_retry(self) -> int:
+        """Failed for now (the transport said try later): the next run sends them."""
+        return self.ledger.get("failed", 0) - self.permanent_failures
+
+    @property
     def complete(self) -> bool:
         """Every run has reported, none stopped, and nothing is left in flight or to retry."""
-        temporary = self.ledger.get("failed", 0) - self.permanent_failures
         return (bool(self.reports) and not self.missing_shards and not self.failed
                 and not any(r.get("stopped") for r in self.reports)
-                and not self.ledger.get("sending") and temporary == 0)
+                and not self.ledger.get("sending") and self.to_retry == 0)
 
     @property
     def plain_fallback(self) -> int:
@@ -189,10 +193,9 @@ def render(status: WeekStatus, history: Sequence[IssueRates],
         where = f"yes ({status.archive_url})" if status.published else "no"
         lines.append(f"  published  {where}")
         ledger = status.ledger
-        temporary = ledger.get("failed", 0) - status.permanent_failures
         parts = ", ".join(r.get("shard") or "all" for r in status.reports) or "none yet"
         lines.append(f"  delivery   sent {ledger.get('sent', 0)}, failed "
-                     f"{status.permanent_failures} (+{temporary} to retry), unconfirmed "
+                     f"{status.permanent_failures} (+{status.to_retry} to retry), unconfirmed "
                      f"{ledger.get('unconfirmed', 0)}, in flight {ledger.get('sending', 0)} "
                      f"(runs reported: {parts})")
         if status.plain_fallback:
@@ -237,7 +240,7 @@ def as_json(status: WeekStatus, history: Sequence[IssueRates],
             "archive_url": status.archive_url,
             "delivery": {
                 "sent": ledger.get("sent", 0), "failed": status.permanent_failures,
-                "to_retry": ledger.get("failed", 0) - status.permanent_failures,
+                "to_retry": status.to_retry,
                 "unconfirmed": ledger.get("unconfirmed", 0),
                 "in_flight": ledger.get("sending", 0),
                 "plain_fallback": status.plain_fallback,

@@ -43,6 +43,7 @@ What only the Lambda host needs:
 from __future__ import annotations
 
 import base64
+import functools
 import hmac
 import logging
 import os
@@ -137,9 +138,8 @@ def drain_signups(event: Event, subscriptions: Subscriptions) -> dict[str, Any]:
     (the store or the mail unavailable) is named in ``batchItemFailures``, so SQS delivers
     it again (and, after the queue's redrive limit, keeps it in the dead-letter queue); one
     that is no sign-up at all is logged and dropped, since no retry can mend it."""
-    from pipeline.errors import TransportError, Unconfirmed
+    from pipeline.web.mail_queue import carry_out
     from pipeline.web.signups import Signup
-    from subscribers.errors import InvalidAddress, StoreError
 
     failed: list[dict[str, str]] = []
     for record in event["Records"]:
@@ -149,14 +149,7 @@ def drain_signups(event: Event, subscriptions: Subscriptions) -> dict[str, Any]:
         except ValueError as exc:
             log.warning("sign-up %s dropped: %s", message_id, exc)
             continue
-        try:
-            log.info("subscribe: %s", signup.run(subscriptions))
-        except InvalidAddress as exc:  # checked before it was queued: never mended by a retry
-            log.warning("sign-up %s dropped: %s", message_id, exc)
-        except Unconfirmed:  # the mail may have left: sending again could send it twice
-            log.warning("subscribe: the mail may or may not have left")
-        except (TransportError, StoreError) as exc:
-            log.warning("subscribe: not done, SQS retries it: %s", type(exc).__name__)
+        if not carry_out(functools.partial(signup.run, subscriptions), "subscribe"):
             failed.append({"itemIdentifier": message_id})
     return {"batchItemFailures": failed}
 

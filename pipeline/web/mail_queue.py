@@ -15,9 +15,9 @@ from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
 from pipeline.errors import TransportError, Unconfirmed
-from subscribers.errors import StoreError
+from subscribers.errors import InvalidAddress, StoreError
 
-__all__ = ["MailQueue"]
+__all__ = ["MailQueue", "carry_out"]
 
 log = logging.getLogger("newsletter.app")
 
@@ -48,11 +48,7 @@ class MailQueue:
 
     async def _run(self, job: Callable[[], object], what: str) -> None:
         try:
-            log.info("%s: %s", what, await run_in_threadpool(job))
-        except Unconfirmed:
-            log.warning("%s: the mail may or may not have left", what)
-        except (TransportError, StoreError) as exc:
-            log.warning("%s: not done: %s", what, type(exc).__name__)
+            await run_in_threadpool(carry_out, job, what)
         finally:
             with self._idle:
                 self._pending -= 1
@@ -62,3 +58,19 @@ class MailQueue:
         """Block until no job is queued or running; False if ``timeout`` seconds pass."""
         with self._idle:
             return self._idle.wait_for(lambda: self._pending == 0, timeout)
+
+
+def carry_out(job: Callable[[], object], what: str) -> bool:
+    """Run one sign-up's work and log how it went; False when it failed for now and is
+    worth another try (the store or the transport unavailable). The same for the jobs
+    queued here and for those the sign-up queue delivers (pipeline/web/lambda_app.py)."""
+    try:
+        log.info("%s: %s", what, job())
+    except InvalidAddress as exc:  # checked before it was queued: no retry mends it
+        log.warning("%s: dropped: %s", what, exc)
+    except Unconfirmed:  # the mail may have left: sending it again could send it twice
+        log.warning("%s: the mail may or may not have left", what)
+    except (TransportError, StoreError) as exc:
+        log.warning("%s: not done: %s", what, type(exc).__name__)
+        return False
+    return True

@@ -19,7 +19,8 @@ from subscribers.store.dynamo import Copied, DynamoStore
 from subscribers.store.dynamo import create_tables as make_tables
 from subscribers.store.sqlite import FILE_NAME, MIGRATIONS, SqliteStore
 
-__all__ = ["FILE_NAME", "KINDS", "migrate", "read_only", "summary", "to_sqlite"]
+__all__ = ["FILE_NAME", "KINDS", "migrate", "read_only", "summary", "summary_to_sqlite",
+           "to_sqlite"]
 
 #: The store's columns, as the current schema (every migration applied) has them.
 _SUBSCRIBERS = """
@@ -150,6 +151,17 @@ def to_sqlite(source: DynamoStore, path: Path, *, dry_run: bool = False
         partial.unlink(missing_ok=True)
         raise
     return tally
+
+
+def summary_to_sqlite(tally: dict[str, Counter[str]], source: DynamoStore, path: Path, *,
+                      dry_run: bool) -> str:
+    """The one line ``store migrate --to sqlite`` prints at the end."""
+    counts = ", ".join(f"{kind} {c['copied']}" for kind, c in tally.items())
+    total = sum(c["copied"] for c in tally.values())
+    where = f"DynamoDB ({source.subscribers_table}, {source.ledger_table}) → {path}"
+    if dry_run:
+        return f"dry run, nothing written: {where}: would copy {total} ({counts})"
+    return f"migrated {where}: {total} copied ({counts})"
 
 
 def summary(tally: dict[str, Counter[str]], source: Path, target: DynamoStore, *,
