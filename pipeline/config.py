@@ -465,6 +465,8 @@ def _check_urls(s: Settings) -> None:
     if s.translate.base_url != "":
         _check_url("[translate] base_url", s.translate.base_url)
     _check_url("[github] api_url", s.github.api_url)
+    if s.subscriptions.queue_url != "":  # "": sign-ups done in the app's own process
+        _check_url("[subscriptions] queue_url", s.subscriptions.queue_url)
 
 
 def _check_choices(s: Settings) -> None:

@@ -129,6 +129,8 @@ SECRET_32 = "0123456789abcdef0123456789abcdef"
         ('[site]\nbase_url = "https://例子.测试"\n', {}, "ASCII URL"),
         ('[translate]\nbase_url = "http://llm.example\\n"\n', {}, "[translate] base_url"),
         ('[github]\napi_url = "gopher://api.github.com"\n', {}, "[github] api_url"),
+        ("", {"NEWSLETTER_SUBSCRIPTIONS_QUEUE_URL": "not a url"},
+         "NEWSLETTER_SUBSCRIPTIONS_QUEUE_URL ([subscriptions] queue_url)"),
         # Numbers: finite, and within sane bounds.
         ("[delivery]\nmax_rate = nan\n", {}, "[delivery] max_rate: expected messages"),
         ("[delivery]\nmax_rate = inf\n", {}, "[delivery] max_rate"),

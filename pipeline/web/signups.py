@@ -83,8 +83,7 @@ class SqsSignups:
             from pipeline.aws import aws_client
 
             client = aws_client("sqs", region=_region_of(queue_url),
-                                what="[subscriptions] queue_url",
-                                key="[subscriptions] queue_url")
+                                what="the sign-up queue", key="[subscriptions] queue_url")
         self.queue_url = queue_url
         self.client = client
 
