@@ -2,8 +2,9 @@
 
 :func:`publish_archive` writes a project folder (``newsletter.toml`` with ``[feed] urls``,
 ``[archive] dir`` and ``[site] base_url``), then runs ``newsletter build`` and ``newsletter
-publish`` as subprocesses for an older week (2026-W47, from a small feed written here) and the
-sample week (2026-W48, from ``examples/sample-feed.atom``), so the index lists two issues.
+publish`` as subprocesses for an older week (2025-W52, from a small feed written here) and the
+sample week (2026-W48, from ``examples/sample-feed.atom``), so the index lists two issues, and
+the search has two years' bundles, one merged into the other.
 
 :func:`start_server` serves a folder on 127.0.0.1 with ``http.server`` on a port the OS picks;
 bind it first and build with its URL as ``base_url``, so every absolute link points at it.
@@ -26,21 +27,22 @@ from typing import Any
 
 from conftest import SAMPLE_FEED, SAMPLE_WEEK, Entry, atom, clean_env, newsletter_cmd
 
-OLDER_WEEK = "2026-W47"
-#: The older issue: two PRs, each reviewed in Chinese then in English, inside 2026-W47
-#: (Monday 16 to Monday 23 November 2026, Asia/Shanghai).
+OLDER_WEEK = "2025-W52"
+#: The older issue: two PRs, each reviewed in Chinese then in English, inside 2025-W52
+#: (Monday 22 to Monday 29 December 2025, Asia/Shanghai): last year's, so its search bundle is
+#: not the newest year's.
 OLDER_ENTRIES = [
-    Entry(pr=50101, lang="zh-CN", published="2026-11-17T10:00:00+08:00",
+    Entry(pr=50101, lang="zh-CN", published="2025-12-23T10:00:00+08:00",
           title="调度器预分配 KV 块，减少抢占抖动",
           body="值得精读：`Scheduler.schedule` 先预留块再决定抢占，抖动下降 12.5%。"),
-    Entry(pr=50101, lang="en", published="2026-11-17T20:00:00+08:00",
+    Entry(pr=50101, lang="en", published="2025-12-23T20:00:00+08:00",
           title="Scheduler reserves KV blocks up front, cutting preemption churn",
           body="Must read: `Scheduler.schedule` reserves blocks before deciding to preempt; "
                "churn drops by 12.5%."),
-    Entry(pr=50233, lang="zh-CN", published="2026-11-19T09:00:00+08:00",
+    Entry(pr=50233, lang="zh-CN", published="2025-12-25T09:00:00+08:00",
           title="采样器参数校验提前到请求入口",
           body="值得一读：把 `SamplingParams` 的校验移到 API 入口，错误更早返回。"),
-    Entry(pr=50233, lang="en", published="2026-11-19T18:00:00+08:00",
+    Entry(pr=50233, lang="en", published="2025-12-25T18:00:00+08:00",
           title="Sampler parameter checks move to the request entry point",
           body="Skim: validation of `SamplingParams` moves to the API entry, so errors "
                "return earlier."),
@@ -73,7 +75,7 @@ def _newsletter(project: Path, *args: str) -> None:
 
 
 def publish_archive(project: Path, base_url: str) -> PublishedSite:
-    """Build and publish 2026-W47 and then 2026-W48 into ``project/site``."""
+    """Build and publish 2025-W52 and then 2026-W48 into ``project/site``."""
     project.mkdir(parents=True, exist_ok=True)
     older_feed = project / "older.atom"
     older_feed.write_bytes(atom(OLDER_ENTRIES))

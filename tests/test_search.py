@@ -26,15 +26,16 @@ from pipeline.errors import RenderError
 from pipeline.stages.build import build
 from pipeline.stages.built import load_built
 from pipeline.stages.publish import publish
-from pipeline.stages.search_index import run_pagefind, search_objects
+from pipeline.stages.search_index import publish_search, run_pagefind
 
 SIGNATURE = b"pagefind_dcd"
 
 
-def fragments(root: Path) -> dict[str, dict[str, Any]]:
-    """Each indexed page's fragment, by the URL a result links to."""
+def fragments(root: Path, year: str = "*") -> dict[str, dict[str, Any]]:
+    """Each indexed page's fragment (of every year's bundle, or of ``year``'s), by the URL a
+    result links to."""
     found = {}
-    for path in (root / search.BUNDLE / "fragment").iterdir():
+    for path in (root / search.BUNDLE).glob(f"{year}/fragment/*"):
         data = gzip.decompress(path.read_bytes())
         assert data.startswith(SIGNATURE)
         fragment = json.loads(data[len(SIGNATURE):])
@@ -58,12 +59,40 @@ def built_from(settings, tmp_path: Path, week: str, entries: list[Entry]):
 # -- the pure part ------------------------------------------------------------------------------
 
 
-def test_pages_to_index_are_each_issues_bilingual_page_only(built):
-    older = replace(built.issue, id="2026-W47")
-    keys = search.pages_to_index([built.issue, older, built.issue])
+def test_pages_to_index_are_each_issues_bilingual_page_only_by_year(built):
+    older, oldest = replace(built.issue, id="2026-W47"), replace(built.issue, id="2025-W01")
+    odd = [replace(built.issue, id=bad) for bad in ("../2026-W01", "2026-W01/..", "x-W01")]
+    keys = search.pages_to_index([built.issue, older, built.issue, oldest, *odd])
     # Not zh.html / en.html nor the PR pages: they hold the same reviews again, and every
     # result would come twice.
-    assert keys == ["issues/2026-W47/index.html", f"issues/{SAMPLE_WEEK}/index.html"]
+    assert keys == {"2025": ["issues/2025-W01/index.html"],
+                    "2026": ["issues/2026-W47/index.html", f"issues/{SAMPLE_WEEK}/index.html"]}
+    assert list(keys) == ["2025", "2026"]
+
+
+def test_pages_digest_changes_with_a_page_a_key_or_the_tool_only():
+    pages = {"issues/2026-W47/index.html": "<main>a</main>", "issues/2026-W48/index.html": "b"}
+    digest = search.pages_digest(pages, "pagefind 1")
+    assert search.pages_digest(dict(reversed(pages.items())), "pagefind 1") == digest
+    assert search.pages_digest({**pages, "issues/2026-W48/index.html": "c"}, "pagefind 1") \
+        != digest
+    assert search.pages_digest(pages, "pagefind 2") != digest
+    # Where one page ends and the next begins is part of the digest.
+    assert search.pages_digest({"a": "bc", "d": ""}, "t") != search.pages_digest(
+        {"a": "b", "cd": ""}, "t")
+
+
+def test_manifest_round_trips_and_an_unreadable_one_is_none():
+    manifest = search.Manifest({"2026": search.YearIndex("d1", ("search/pagefind/2026/a",)),
+                                "2025": search.YearIndex("d0", ("search/pagefind/2025/b",))})
+    obj = manifest.to_object()
+    assert obj.key == search.MANIFEST and obj.content_type.startswith("application/json")
+    assert search.Manifest.parse(obj.data) == manifest
+    assert manifest.files() == {"search/pagefind/2026/a", "search/pagefind/2025/b"}
+    for torn in (obj.data[:-9], b"[]", b'{"years": {"2026": {"digest": "d"}}}', b"\xff"):
+        assert search.Manifest.parse(torn) is None, torn
+    legacy = search.Manifest.from_listing(b"search/pagefind/x.pf_meta\nsearch/pagefind/y.js\n")
+    assert legacy.files() == {"search/pagefind/x.pf_meta", "search/pagefind/y.js"}
 
 
 def test_anchor_reviews_gives_each_reviews_first_heading_its_id():
@@ -87,7 +116,8 @@ def test_bundle_objects_types_caches_and_order():
         "pagefind-ui.css", "pagefind-highlight.js", "pagefind-modular-ui.js",
         "pagefind-component-ui.css", "wasm.unknown.pagefind", "pagefind.zh_0123abcd.pf_meta",
         "index/zh_1.pf_index", "fragment/zh_2.pf_fragment", "playground/index.html")}
-    objects = {o.key.removeprefix(search.BUNDLE): o for o in search.bundle_objects(files)}
+    prefix = search.bundle_prefix("2026")
+    objects = {o.key.removeprefix(prefix): o for o in search.bundle_objects(files, prefix)}
     assert set(objects) == {"pagefind-entry.json", "pagefind.js", "pagefind-worker.js",
                             "pagefind-ui.js", "pagefind-ui.css", "wasm.unknown.pagefind",
                             "pagefind.zh_0123abcd.pf_meta", "index/zh_1.pf_index",
@@ -106,12 +136,20 @@ def test_bundle_objects_types_caches_and_order():
         assert objects[name].cache_control == SHORT_CACHE
 
 
-def test_search_page_loads_the_bundle_and_says_what_to_do_without_javascript(settings):
-    page = search.search_page(Site(settings.site))
+def test_search_page_loads_the_newest_bundle_merges_the_others_and_says_what_to_do_without_js(
+        settings):
+    page = search.search_page(Site(settings.site), ["2024", "2026", "2025"])
     assert page.key == "search/index.html" and page.content_type.startswith("text/html")
     html = page.data.decode()
     base = settings.site.base_url.rstrip("/")
-    assert f'src="{base}/search/pagefind/pagefind-ui.js"' in html
+    assert f'src="{base}/search/pagefind/2026/pagefind-ui.js"' in html
+    assert f'bundlePath: "{base}/search/pagefind/2026/",' in html
+    assert (f'mergeIndex: [{{ bundlePath: "{base}/search/pagefind/2025/", baseUrl: "{base}/" }}, '
+            f'{{ bundlePath: "{base}/search/pagefind/2024/", baseUrl: "{base}/" }}],') in html
+    only = search.search_page(Site(settings.site), ["2026"]).data.decode()
+    assert "mergeIndex: []," in only
+    with pytest.raises(RenderError, match="no year"):
+        search.search_page(Site(settings.site), [])
     noscript = html[html.index("<noscript>"):html.index("</noscript>")]
     assert f'href="{base}/index.html"' in noscript
     assert "需要 JavaScript" in noscript and "needs JavaScript" in noscript
@@ -141,7 +179,7 @@ def test_publish_indexes_every_issue_the_archive_holds(settings, built, tmp_path
     publish(older, archive, Site(settings.site))
     shutil.rmtree(older.folder)  # a fresh runner: the older issue is only in the archive
     report = publish(built, archive, Site(settings.site))
-    assert "search/pagefind/pagefind-entry.json" in report.written
+    assert "search/pagefind/2026/pagefind-entry.json" in report.written
     found = fragments(root)
     assert {"/issues/2026-W47/index.html", f"/issues/{SAMPLE_WEEK}/index.html"} <= set(found)
     this_week = found[f"/issues/{SAMPLE_WEEK}/index.html"]
@@ -149,23 +187,43 @@ def test_publish_indexes_every_issue_the_archive_holds(settings, built, tmp_path
     assert anchors == {f"pr-{item.pr}" for item in built.issue.items}
     # Only <main> is indexed: the header's words are on every page and would match them all.
     assert "往期存档" not in this_week["text"]
-    entry = json.loads((root / "search/pagefind/pagefind-entry.json").read_text())
+    entry = json.loads((root / "search/pagefind/2026/pagefind-entry.json").read_text())
     assert list(entry["languages"]) == ["zh"]  # one index holds both languages
     # The published pages are not the copies Pagefind read: no heading id added there.
     assert 'h2 id="pr-' not in (root / f"issues/{SAMPLE_WEEK}/index.html").read_text()
 
 
-def test_stale_files_are_the_hashed_ones_neither_index_names():
+def test_stale_files_are_the_bundle_files_neither_index_names():
     b = search.BUNDLE
-    present = [f"{b}pagefind-entry.json", f"{b}pagefind.js", f"{b}pagefind.aa.pf_meta",
-               f"{b}pagefind.bb.pf_meta", f"{b}pagefind.cc.pf_meta", f"{b}index/zh_1.pf_index",
-               f"{b}index/zh_2.pf_index", f"{b}fragment/zh_3.pf_fragment", "index.html"]
-    live = [f"{b}pagefind-entry.json", f"{b}pagefind.js", f"{b}pagefind.cc.pf_meta",
-            f"{b}index/zh_2.pf_index"]
-    previous = f"{b}pagefind.bb.pf_meta\n{b}fragment/zh_3.pf_fragment\n".encode()
-    assert search.stale_files(present, live, previous) == [f"{b}index/zh_1.pf_index",
-                                                          f"{b}pagefind.aa.pf_meta"]
+    present = [f"{b}2026/pagefind-entry.json", f"{b}2026/pagefind.js",
+               f"{b}2026/pagefind.aa.pf_meta", f"{b}2026/pagefind.bb.pf_meta",
+               f"{b}2026/pagefind.cc.pf_meta", f"{b}2026/index/zh_1.pf_index",
+               f"{b}2026/index/zh_2.pf_index", f"{b}2026/fragment/zh_3.pf_fragment",
+               f"{b}pagefind.js", f"{b}pagefind.dd.pf_meta", "index.html", search.MANIFEST]
+    live = [f"{b}2026/pagefind-entry.json", f"{b}2026/pagefind.js",
+            f"{b}2026/pagefind.cc.pf_meta", f"{b}2026/index/zh_2.pf_index"]
+    previous = search.Manifest({"2026": search.YearIndex("d", (
+        f"{b}2026/pagefind.bb.pf_meta", f"{b}2026/fragment/zh_3.pf_fragment"))},
+        legacy=frozenset({f"{b}pagefind.js"}))
+    # The flat bundle of before years goes too, once no index names it; never a page.
+    assert search.stale_files(present, live, previous) == [
+        f"{b}2026/index/zh_1.pf_index", f"{b}2026/pagefind.aa.pf_meta", f"{b}pagefind.dd.pf_meta"]
     assert search.stale_files(present, live, None) == []  # no list of the last index: keep
+
+
+def week_of(settings, tmp_path: Path, week: str):
+    """A one-PR issue of ``week`` (its Tuesday), reviewed in Chinese and in English."""
+    from datetime import timedelta
+
+    from pipeline.week import iso_monday
+
+    day = f"{iso_monday(week) + timedelta(days=1)}T10:00:00+08:00"
+    n = int(week.replace("-W", ""))
+    return built_from(settings, tmp_path, week, [
+        Entry(pr=n, title=f"{week} 周", body=f"值得一读，{week} 周的评审。", published=day,
+              lang="zh-CN"),
+        Entry(pr=n, title=f"Week {week}", body=f"Skim: week {week}.", published=day,
+              lang="en", id=f"en-{n}")])
 
 
 @pytest.mark.subprocess
@@ -174,24 +232,20 @@ def test_old_index_files_go_once_two_newer_indexes_name_none_of_them(settings, b
     """Each publish writes a new index; the files only the index before last named are
     deleted (after the new entry file is in place), so the search files stop growing and a
     reader of the previous index still finds its chunks."""
-    def week(n: int):
-        day = f"2026-11-{3 + 7 * (n - 45):02d}T10:00:00+08:00"
-        return built_from(settings, tmp_path, f"2026-W{n}", [
-            Entry(pr=40000 + n, title=f"第 {n} 周", body=f"值得一读，第 {n} 周的评审。",
-                  published=day, lang="zh-CN"),
-            Entry(pr=40000 + n, title=f"Week {n}", body=f"Skim: week {n}.", published=day,
-                  lang="en", id=f"en-{n}")])
-
     root = tmp_path / "site"
     archive = LocalArchive(root)
 
     def listed() -> set[str]:
         """The bundle's files the last publish wrote down as its index."""
-        return set((root / search.MANIFEST).read_text().splitlines())
+        manifest = search.Manifest.parse((root / search.MANIFEST).read_bytes())
+        assert manifest is not None
+        return manifest.files()
 
-    assert publish(week(45), archive, Site(settings.site)).removed == 0
+    assert publish(week_of(settings, tmp_path, "2026-W45"), archive, Site(settings.site)
+                   ).removed == 0
     first = listed()
-    assert publish(week(46), archive, Site(settings.site)).removed == 0
+    assert publish(week_of(settings, tmp_path, "2026-W46"), archive, Site(settings.site)
+                   ).removed == 0
     second = listed()
     assert first <= set(archive.keys(search.BUNDLE))  # kept for readers of the first
     third = publish(built, archive, Site(settings.site))
@@ -202,6 +256,72 @@ def test_old_index_files_go_once_two_newer_indexes_name_none_of_them(settings, b
     assert second | listed() <= now  # the live index whole, the one before it too
     assert {"/issues/2026-W45/index.html", f"/issues/{SAMPLE_WEEK}/index.html"} <= \
         set(fragments(root))
+
+
+@pytest.mark.subprocess
+def test_a_weekly_publish_indexes_only_the_year_that_changed(settings, built, tmp_path,
+                                                             monkeypatch):
+    """A bundle a year: the week's publish runs Pagefind over this year's issues only, and
+    leaves last year's bundle as it was, until one of its files goes missing."""
+    import pipeline.stages.search_index as search_index
+
+    indexed: list[list[str]] = []
+    real = search_index.run_pagefind
+
+    def counted(pages: dict[str, str]) -> dict[str, bytes]:
+        indexed.append(sorted(pages))
+        return real(pages)
+
+    monkeypatch.setattr(search_index, "run_pagefind", counted)
+    root = tmp_path / "site"
+    archive = LocalArchive(root)
+    publish(week_of(settings, tmp_path, "2025-W52"), archive, Site(settings.site))
+    publish(week_of(settings, tmp_path, "2026-W01"), archive, Site(settings.site))
+    last_year = {key: (root / key).read_bytes()
+                 for key in archive.keys(search.bundle_prefix("2025"))}
+    report = publish(built, archive, Site(settings.site))
+    assert indexed == [["issues/2025-W52/index.html"], ["issues/2026-W01/index.html"],
+                       ["issues/2026-W01/index.html", f"issues/{SAMPLE_WEEK}/index.html"]]
+    assert not any(key.startswith(search.bundle_prefix("2025")) for key in report.written)
+    assert {key: (root / key).read_bytes()
+            for key in archive.keys(search.bundle_prefix("2025"))} == last_year
+    assert set(fragments(root, "2025")) == {"/issues/2025-W52/index.html"}
+    assert set(fragments(root, "2026")) == {"/issues/2026-W01/index.html",
+                                            f"/issues/{SAMPLE_WEEK}/index.html"}
+    page = (root / search.SEARCH_PAGE).read_text()
+    assert "search/pagefind/2026/pagefind-ui.js" in page and "pagefind/2025/" in page
+    # A bundle that lost a file is written whole again, though its pages did not change.
+    lost = next(key for key in last_year if "/fragment/" in key)
+    (root / lost).unlink()
+    indexed.clear()
+    publish(built, archive, Site(settings.site))
+    assert indexed == [["issues/2025-W52/index.html"]] and (root / lost).is_file()
+
+
+@pytest.mark.subprocess
+def test_an_archive_with_the_one_bundle_of_before_moves_to_yearly_bundles(settings, built,
+                                                                         tmp_path):
+    """An archive whose search is one bundle at search/pagefind/ with its list in
+    search/index-files.txt: the first publish writes the yearly bundles and keeps the old
+    files for its readers, the next deletes them."""
+    root = tmp_path / "site"
+    archive = LocalArchive(root)
+    publish(built, archive, Site(settings.site))
+    flat = {"pagefind-entry.json": b"{}", "pagefind.js": b"js", "pagefind.zh_1.pf_meta": b"m",
+            "index/zh_1.pf_index": b"i"}
+    for path, data in flat.items():
+        archive.write(SiteObject(search.BUNDLE + path, data, "x", SHORT_CACHE))
+    listing = "".join(f"{search.BUNDLE}{path}\n" for path in flat)
+    archive.write(SiteObject(search.LEGACY_MANIFEST, listing.encode(), "text/plain",
+                             SHORT_CACHE))
+    (root / search.MANIFEST).unlink()
+    first = publish(built, archive, Site(settings.site))
+    assert first.removed == 1 and not (root / search.LEGACY_MANIFEST).exists()
+    assert all((root / search.BUNDLE / path).is_file() for path in flat)  # its readers'
+    second = publish(built, archive, Site(settings.site))
+    assert second.removed == len(flat)
+    assert not any((root / search.BUNDLE / path).exists() for path in flat)
+    assert set(fragments(root)) == {f"/issues/{SAMPLE_WEEK}/index.html"}
 
 
 @pytest.mark.subprocess
@@ -249,8 +369,10 @@ def test_a_page_pagefind_would_skip_is_a_render_error(settings, built, tmp_path)
     archive.write(SiteObject("issues/2026-W47/index.html",
                              b"<html><body><p>no main</p></body></html>", "text/html",
                              SHORT_CACHE))
-    with pytest.raises(RenderError, match=r"indexed 1 of 2 pages: each needs a <main>"):
-        search_objects(archive, Site(settings.site), [built.issue, older])
+    with pytest.raises(RenderError,
+                       match=r"indexed 1 of 2 pages of 2026: each needs a <main>"):
+        publish_search(archive, Site(settings.site), [built.issue, older],
+                       lambda obj, changed: None)
 
 
 def test_page_count_reads_the_entry_file():
@@ -302,8 +424,9 @@ def test_publish_to_s3_stores_the_search_files_with_their_headers(moto_server, s
             if key.startswith("search/") and key != search.MANIFEST]
     heads = {key: client.head_object(Bucket="weekly-archive", Key="weekly/" + key)
              for key in keys}
+    prefix = search.bundle_prefix("2026")
     expected = {o.key: o for o in search.bundle_objects(
-        {key.removeprefix(search.BUNDLE): b"" for key in keys if key != search.SEARCH_PAGE})}
+        {key.removeprefix(prefix): b"" for key in keys if key != search.SEARCH_PAGE}, prefix)}
     assert search.SEARCH_PAGE in heads and len(expected) == len(keys) - 1
     assert heads[search.SEARCH_PAGE]["ContentType"] == "text/html; charset=utf-8"
     for key, obj in expected.items():
@@ -311,10 +434,10 @@ def test_publish_to_s3_stores_the_search_files_with_their_headers(moto_server, s
             obj.content_type, obj.cache_control), key
     wasm = next(key for key in keys if key.endswith(".pagefind"))
     assert heads[wasm]["ContentType"] == "application/octet-stream"
-    assert heads["search/pagefind/pagefind-ui.js"]["ContentType"].startswith("text/javascript")
+    assert heads[f"{prefix}pagefind-ui.js"]["ContentType"].startswith("text/javascript")
     # The index a browser reads from the bucket is the one written: its entry names its meta.
     entry = json.loads(client.get_object(Bucket="weekly-archive",
-                                         Key="weekly/search/pagefind/pagefind-entry.json")
+                                         Key=f"weekly/{prefix}pagefind-entry.json")
                        ["Body"].read())
-    meta = f"search/pagefind/pagefind.{entry['languages']['zh']['hash']}.pf_meta"
+    meta = f"{prefix}pagefind.{entry['languages']['zh']['hash']}.pf_meta"
     assert meta in heads

@@ -69,6 +69,18 @@ def test_a_query_finds_the_right_review(browser, site, query, week, pr):
         visit.assert_clean()
 
 
+def test_one_query_finds_reviews_of_both_years_bundles(browser, site):
+    """2025-W52's bundle is merged into 2026's: one box, one result list, both years (the
+    2026 bundle holds no 2025 page: tests/test_search.py reads each year's fragments)."""
+    with open_page(browser, site, SEARCH, WIDTHS["desktop"]) as visit:
+        found = search_for(visit.page, "Scheduler")
+        weeks = {week for week in site.weeks for url in found
+                 if url.startswith(site.url(f"issues/{week}/index.html"))}
+        assert weeks == {SAMPLE_WEEK, OLDER_WEEK}, found
+        assert all(url.startswith(site.url("issues/")) for url in found), found
+        visit.assert_clean()
+
+
 @pytest.mark.parametrize("width", WIDTHS.values(), ids=WIDTHS.keys())
 def test_search_page_has_no_serious_accessibility_violation(browser, site, width):
     with open_page(browser, site, SEARCH, width) as visit:

@@ -1,10 +1,13 @@
-"""Search index: the archive's issue pages → Pagefind's bundle, written to the archive.
+"""Search index: the archive's issue pages → Pagefind's bundles, one a year, written to the archive.
 
 Called once at the end of ``publish``, after the issue pages and the index are written, and
 built from what the archive holds (its issue.json files name the pages; the pages are read
 back from the archive), so a fresh runner with an empty ``build/`` indexes every issue, on
-the local folder and on S3 alike. Pagefind's output is deterministic (file names are hashes
-of their content), so a second publish of the same archive writes nothing.
+the local folder and on S3 alike. A year whose pages (and Pagefind) are what the manifest
+recorded keeps its bundle: a weekly publish runs Pagefind over this year's issues only, and
+one Pagefind process never holds more than a year (pipeline/core/search.py says why). Its
+output is deterministic (file names are hashes of their content), so even a year indexed
+again writes nothing when nothing changed.
 
 Why the extended binary, run once over a temporary folder, and not Pagefind's Python API:
 
@@ -29,6 +32,7 @@ from __future__ import annotations
 import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
+from importlib import metadata
 from pathlib import Path
 
 from pipeline.archive import Archive
@@ -42,6 +46,9 @@ from pipeline.model import Issue, SiteObject
 PAGEFIND_TIMEOUT_S = 600
 #: Only the reviews: the header, footer and language switch are the same on every page.
 ROOT_SELECTOR = "main"
+#: How every bundle is indexed (after ``--site`` and ``--output-path``).
+OPTIONS = ("--force-language", "zh", "--keep-index-url", "--root-selector", ROOT_SELECTOR,
+           "--silent")
 
 
 def pagefind_executable() -> Path:
@@ -64,9 +71,7 @@ def run_pagefind(pages: dict[str, str], executable: Path | None = None) -> dict[
             path = site / key
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(html, encoding="utf-8")
-        command = [str(binary), "--site", str(site), "--output-path", str(out),
-                   "--force-language", "zh", "--keep-index-url", "--root-selector",
-                   ROOT_SELECTOR, "--silent"]
+        command = [str(binary), "--site", str(site), "--output-path", str(out), *OPTIONS]
         try:
             result = subprocess.run(command, capture_output=True, text=True, errors="replace",
                                     timeout=PAGEFIND_TIMEOUT_S, check=False,
@@ -84,42 +89,80 @@ def run_pagefind(pages: dict[str, str], executable: Path | None = None) -> dict[
                 for path in sorted(out.rglob("*")) if path.is_file()}
 
 
-def archive_pages(archive: Archive, issues: Sequence[Issue]) -> dict[str, str]:
-    """The pages to index as the archive holds them, prepared for Pagefind."""
+def tool() -> str:
+    """Pagefind's version and options, part of each year's digest: a new Pagefind or a
+    changed option indexes every year again."""
+    try:
+        version = metadata.version("pagefind_bin_extended")
+    except metadata.PackageNotFoundError:
+        version = "unknown"
+    return " ".join(["pagefind_extended", version, *OPTIONS])
+
+
+def archive_pages(archive: Archive, keys: Sequence[str]) -> dict[str, str]:
+    """The pages ``keys`` name as the archive holds them, prepared for Pagefind."""
     pages: dict[str, str] = {}
-    for key in search.pages_to_index(issues):
+    for key in keys:
         data = archive.read(key)
         if data is not None:
             pages[key] = search.anchor_reviews(data.decode("utf-8", errors="replace"))
     return pages
 
 
-def search_objects(archive: Archive, site: Site, issues: Sequence[Issue]) -> list[SiteObject]:
-    """The search page and the bundle indexing every issue ``issues`` names."""
-    pages = archive_pages(archive, issues)
+def bundle_objects(year: str, pages: dict[str, str]) -> list[SiteObject]:
+    """Pagefind's bundle of ``pages`` (one year's) as objects under its year's prefix."""
     bundle = run_pagefind(pages)
     indexed = search.page_count(bundle)
     if indexed != len(pages):  # Pagefind skips, silently, a page without the root element
         raise RenderError("search index", f"Pagefind indexed {indexed} of {len(pages)} "
-                          f"pages: each needs a <{ROOT_SELECTOR}> element")
-    return [*search.bundle_objects(bundle), search.search_page(site)]
+                          f"pages of {year}: each needs a <{ROOT_SELECTOR}> element")
+    return search.bundle_objects(bundle, search.bundle_prefix(year))
 
 
 def publish_search(archive: Archive, site: Site, issues: Sequence[Issue],
                    note: Callable[[SiteObject, bool], None]) -> int:
-    """Write the search objects (the bundle before the page that loads it), then the list
-    of the bundle's files, then delete the old index files neither this index nor the one
-    before names (:func:`search.stale_files`); how many were deleted. ``note`` is told of
-    each write and whether it changed anything (:meth:`PublishReport.note`).
+    """Index each year of ``issues`` whose pages changed since the manifest's digest (or
+    whose bundle lost a file) and write its bundle, then the search page over every year's,
+    then the manifest; last, delete the bundle files neither this index nor the one before
+    names (:func:`search.stale_files`); how many were deleted. ``note`` is told of each
+    write and whether it changed anything (:meth:`PublishReport.note`).
 
-    Nothing is deleted before the new entry file is in place, and what a reader of the
-    previous index may still fetch stays: search answers throughout, and the archive's
-    search files no longer grow by a whole index every week."""
-    objects = search_objects(archive, site, issues)
-    previous = archive.read(search.MANIFEST)
-    for obj in objects:
-        note(obj, archive.write(obj))
-    listing = search.manifest(objects)
-    note(listing, archive.write(listing))
-    live = [obj.key for obj in objects]
-    return archive.delete(search.stale_files(archive.keys(search.BUNDLE), live, previous))
+    Each bundle is written before the page that loads it, and its entry file last; nothing
+    is deleted before the new index is in place, and what a reader of the previous index
+    may still fetch stays: search answers throughout, and the archive's search files no
+    longer grow by a whole index every week."""
+    previous = previous_manifest(archive)
+    present = set(archive.keys(search.BUNDLE))
+    identity = tool()
+    years: dict[str, search.YearIndex] = {}
+    for year, keys in search.pages_to_index(issues).items():
+        pages = archive_pages(archive, keys)
+        if not pages:
+            continue
+        digest = search.pages_digest(pages, identity)
+        kept = previous.years.get(year) if previous else None
+        if kept is not None and kept.digest == digest and set(kept.files) <= present:
+            years[year] = kept
+            continue
+        objects = bundle_objects(year, pages)
+        for obj in objects:
+            note(obj, archive.write(obj))
+        years[year] = search.YearIndex(digest, tuple(obj.key for obj in objects))
+    page = search.search_page(site, years)
+    note(page, archive.write(page))
+    manifest = search.Manifest(years)
+    note(manifest.to_object(), archive.write(manifest.to_object()))
+    stale = search.stale_files(present, manifest.files(), previous)
+    if previous is not None and previous.legacy:
+        stale.append(search.LEGACY_MANIFEST)
+    return archive.delete(stale)
+
+
+def previous_manifest(archive: Archive) -> search.Manifest | None:
+    """What the last publish indexed: the manifest, else an archive's list from before
+    per-year bundles, else None (nothing is then deleted)."""
+    data = archive.read(search.MANIFEST)
+    if data is not None:
+        return search.Manifest.parse(data)
+    legacy = archive.read(search.LEGACY_MANIFEST)
+    return search.Manifest.from_listing(legacy) if legacy is not None else None
