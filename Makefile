@@ -119,6 +119,7 @@ bench: install
 	$(BIN)/python bench/bench_subscribe.py
 	$(BIN)/python bench/bench_import.py
 	$(BIN)/python bench/bench_preview.py
+	$(BIN)/python bench/bench_process.py
 
 clean:
 	rm -rf build
