@@ -18,8 +18,6 @@ from pathlib import Path
 from typing import Any, get_type_hints
 from urllib.parse import urlsplit
 
-import pendulum
-
 from pipeline.errors import ConfigError
 from pipeline.week import iso_monday
 
@@ -440,6 +438,8 @@ def _validate(s: Settings) -> None:
 
 
 def _check_issue(s: Settings) -> None:
+    import pendulum  # here: --help never loads a config, and need not import it
+
     try:
         pendulum.timezone(s.issue.timezone)
     except Exception:  # pendulum raises several types for an unknown zone name

@@ -13,9 +13,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from functools import lru_cache
-
-from email_validator import EmailNotValidError, validate_email
-from email_validator.rfc_constants import CASE_INSENSITIVE_MAILBOX_NAMES
+from types import ModuleType
 
 from pipeline.model import LAYOUTS
 from subscribers.errors import InvalidAddress
@@ -211,14 +209,27 @@ def normalise_email(text: str) -> str:
         raise InvalidAddress(text, "empty")
     plain = _PLAIN_ADDRESS.match(stripped)
     if plain and len(stripped) <= _MAX_ADDRESS_LENGTH \
-            and plain[1].lower() not in _CASE_INSENSITIVE_MAILBOXES:
+            and plain[1].lower() not in _case_insensitive_mailboxes():
         domain = _plain_domain(plain[2])
         if domain is not None:
             return f"{plain[1]}@{domain}"
+    checker = _email_validator()
     try:
-        return validate_email(stripped, check_deliverability=False).normalized
-    except EmailNotValidError as exc:
+        normal: str = checker.validate_email(stripped, check_deliverability=False).normalized
+    except checker.EmailNotValidError as exc:
         raise InvalidAddress(stripped, str(exc)) from exc
+    return normal
+
+
+@lru_cache(maxsize=1)
+def _email_validator() -> ModuleType:
+    """email-validator, imported when an address is first checked: compiling its patterns
+    costs ~30 ms, which every command that imports this module (``build``, through the
+    store; ``--help``) would otherwise pay at start-up."""
+    import email_validator
+    import email_validator.rfc_constants  # the attribute read below
+
+    return email_validator
 
 
 #: RFC 5322 ``atext``, as email-validator's ``DOT_ATOM_TEXT`` has it.
@@ -228,9 +239,13 @@ _PLAIN_ADDRESS = re.compile(rf"({_ATEXT}(?:\.{_ATEXT})*)@([a-zA-Z0-9.-]+)\Z")
 #: email-validator's limit on a whole address (RFC 5321 4.5.3.1.3), in UTF-8 octets; a
 #: plain address is ASCII, so characters.
 _MAX_ADDRESS_LENGTH = 254
-#: Mailboxes RFC 2142 makes case-insensitive: email-validator lower-cases their local part
-#: (its own list, so an upgrade that changes it changes the shortcut too).
-_CASE_INSENSITIVE_MAILBOXES = frozenset(CASE_INSENSITIVE_MAILBOX_NAMES)
+
+
+@lru_cache(maxsize=1)
+def _case_insensitive_mailboxes() -> frozenset[str]:
+    """Mailboxes RFC 2142 makes case-insensitive: email-validator lower-cases their local
+    part (its own list, so an upgrade that changes it changes the shortcut too)."""
+    return frozenset(_email_validator().rfc_constants.CASE_INSENSITIVE_MAILBOX_NAMES)
 
 
 @lru_cache(maxsize=4096)
@@ -240,9 +255,10 @@ def _plain_domain(domain: str) -> str | None:
     text, as an ``xn--`` domain's Unicode form is). Its checks of a domain do not depend on
     the local part, so one answer serves every address at that domain; a cache bounded so a
     long-running app that sees many domains stays small."""
+    checker = _email_validator()
     try:
-        normal = validate_email(f"a@{domain}", check_deliverability=False).normalized
-    except EmailNotValidError:
+        normal = checker.validate_email(f"a@{domain}", check_deliverability=False).normalized
+    except checker.EmailNotValidError:
         return None
     lowered = domain.lower()
     return lowered if normal == f"a@{lowered}" else None

@@ -5,8 +5,10 @@ from __future__ import annotations
 import io
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from xml.sax.saxutils import escape, quoteattr
@@ -197,7 +199,11 @@ _running: list[pytest.Item] = []
 
 def pytest_configure(config: pytest.Config) -> None:
     """Watch every process start (subprocess.Popen: ``run``, ``check_output`` and asyncio's
-    subprocesses all go through it) for the guard below."""
+    subprocesses all go through it) for the guard below; and keep the compiled templates a
+    command keeps (pipeline/template_cache.py) in a folder of this run, not the user's."""
+    cache = tempfile.mkdtemp(prefix="newsletter-tests-cache-")
+    os.environ["XDG_CACHE_HOME"] = cache
+    config.add_cleanup(lambda: shutil.rmtree(cache, ignore_errors=True))
     real = subprocess.Popen._execute_child  # type: ignore[attr-defined]
 
     def execute_child(self, args, *rest, **kw):

@@ -1,0 +1,60 @@
+"""What a command imports when it starts: only what it uses (issue 26).
+
+Each command is a new process, and every module it imports is start-up time a user waits for
+on every run: boto3 alone costs ~0.3 s, email-validator's patterns ~30 ms. The build never
+talks to AWS, serves nothing, drives no browser and checks no address, so none of those may be
+imported on its way; ``--help`` only lists the commands, so it compiles no template and reads
+no feed. Each runs in a fresh interpreter (the process boundary is what is checked: this
+test process has imported everything long ago) that prints the modules it holds at the end.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from conftest import SAMPLE_FEED, SAMPLE_WEEK, clean_env
+
+#: Run as ``python -c``: the command, then the top-level packages it imported, as JSON.
+PROBE = """
+import json, sys
+from pipeline.cli import main
+try:
+    main(sys.argv[1:])
+except SystemExit:
+    pass
+print(json.dumps(sorted({name.split(".")[0] for name in sys.modules})), file=sys.stderr)
+"""
+
+#: Never on the way of a build: AWS, the web app, the browser, the address checker.
+NOT_FOR_BUILD = {"boto3", "botocore", "s3transfer", "uvicorn", "starlette", "playwright",
+                 "email_validator", "aiosmtpd"}
+#: Never for ``--help``: besides those, the templates, the feed parser, the sanitizer.
+NOT_FOR_HELP = NOT_FOR_BUILD | {"jinja2", "mjml", "feedparser", "nh3", "pendulum"}
+
+
+def imported(args: list[str], cwd: Path) -> set[str]:
+    result = subprocess.run([sys.executable, "-c", PROBE, *args], cwd=cwd, env=clean_env(),
+                            capture_output=True, text=True, timeout=60, check=False)
+    modules: list[str] = json.loads(result.stderr.strip().splitlines()[-1])
+    return set(modules)
+
+
+@pytest.mark.subprocess
+def test_build_imports_no_aws_web_browser_or_address_checker(tmp_path):
+    out = tmp_path / "issue"
+    modules = imported(["build", "--week", SAMPLE_WEEK, "--feed", str(SAMPLE_FEED),
+                        "--out", str(out), "-q"], tmp_path)
+    assert (out / "issue.json").is_file()  # it did build: the modules are a build's
+    assert {"jinja2", "mjml", "feedparser"} <= modules
+    assert modules & NOT_FOR_BUILD == set()
+
+
+@pytest.mark.subprocess
+def test_help_imports_only_the_parser(tmp_path):
+    modules = imported(["--help"], tmp_path)
+    assert "pipeline" in modules and "argparse" in modules
+    assert modules & NOT_FOR_HELP == set()

@@ -1,0 +1,106 @@
+"""Compiled templates kept between commands (pipeline/template_cache.py, and the bytecode
+cache of pipeline/core/render.py that reads it): a second process renders without compiling,
+a changed template is compiled again, and a cache that is torn, foreign or unwritable never
+fails a command."""
+
+from __future__ import annotations
+
+import stat
+
+import jinja2
+import pytest
+
+from pipeline.core import render
+from pipeline.template_cache import FOLDER, DiskCodeStore
+
+KEY = "0123456789abcdef0123456789abcdef01234567"
+
+
+def test_the_users_cache_folder_is_made_private(tmp_path):
+    store = DiskCodeStore.for_user({"XDG_CACHE_HOME": str(tmp_path / "xdg")})
+    assert store is not None and store.folder == tmp_path / "xdg" / FOLDER
+    assert stat.S_IMODE(store.folder.stat().st_mode) == 0o700
+    home = DiskCodeStore.for_user({"HOME": str(tmp_path / "home")})
+    assert home is not None and home.folder == tmp_path / "home" / ".cache" / FOLDER
+
+
+def test_no_cache_where_others_could_write_code_or_there_is_no_place(tmp_path):
+    shared = tmp_path / "shared" / FOLDER
+    shared.mkdir(parents=True)
+    shared.chmod(0o777)  # loading a compiled template runs it: never from such a folder
+    assert DiskCodeStore.for_user({"XDG_CACHE_HOME": str(tmp_path / "shared")}) is None
+    assert DiskCodeStore.for_user({}) is None
+    assert DiskCodeStore.for_user({"XDG_CACHE_HOME": "relative/cache"}) is None
+    blocked = tmp_path / "file"
+    blocked.write_text("not a folder")
+    assert DiskCodeStore.for_user({"XDG_CACHE_HOME": str(blocked)}) is None
+
+
+def test_save_and_load_and_nothing_that_is_not_a_key(tmp_path):
+    store = DiskCodeStore(tmp_path)
+    store.save(KEY, b"code")
+    assert store.load(KEY) == b"code"
+    assert store.load("f" * 40) is None
+    store.save("../escape", b"x")
+    assert store.load("../escape") is None and not (tmp_path.parent / "escape").exists()
+    assert [p.name for p in tmp_path.iterdir()] == [KEY]  # no temporary file left
+
+
+def test_a_save_that_cannot_write_says_nothing_and_leaves_nothing(tmp_path):
+    store = DiskCodeStore(tmp_path / "gone")  # the folder went away (or the disk is full)
+    store.save(KEY, b"code")
+    assert store.load(KEY) is None
+
+
+def _compiles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the templates Jinja compiles from now on."""
+    names: list[str] = []
+    real = jinja2.Environment.compile
+
+    def counted(self, source, name=None, filename=None, raw=False, defer_init=False):
+        names.append(name)
+        return real(self, source, name, filename, raw, defer_init)
+
+    monkeypatch.setattr(jinja2.Environment, "compile", counted)
+    return names
+
+
+def _fresh_process(monkeypatch: pytest.MonkeyPatch, store: DiskCodeStore | None) -> None:
+    """What a new command starts with: no compiled template in memory, ``store`` on disk."""
+    fresh = render._CompiledTemplates()
+    fresh.store = store
+    monkeypatch.setattr(render, "_COMPILED", fresh)
+
+
+def test_a_second_process_renders_without_compiling(tmp_path, monkeypatch):
+    store = DiskCodeStore(tmp_path)
+    compiled = _compiles(monkeypatch)
+    _fresh_process(monkeypatch, store)
+    render.environment().get_template("email/issue.mjml.j2")  # the build's costliest
+    assert "email/issue.mjml.j2" in compiled and any(tmp_path.iterdir())
+    compiled.clear()
+    _fresh_process(monkeypatch, store)
+    render.environment().get_template("email/issue.mjml.j2")
+    assert compiled == []
+
+
+def test_an_edited_template_or_a_torn_file_is_compiled_again(tmp_path, monkeypatch):
+    folder = tmp_path / "templates"
+    folder.mkdir()
+    (folder / "t.txt.j2").write_text("one {{ x }}\n", encoding="utf-8")
+    store = DiskCodeStore(tmp_path / "cache")
+    store.folder.mkdir()
+    compiled = _compiles(monkeypatch)
+    for _ in range(2):  # compiled once, then read back from the store and run
+        _fresh_process(monkeypatch, store)
+        assert render.environment([folder]).get_template("t.txt.j2").render(x=1) == "one 1\n"
+    assert compiled.count("t.txt.j2") == 1
+    (folder / "t.txt.j2").write_text("two {{ x }}\n", encoding="utf-8")
+    _fresh_process(monkeypatch, store)
+    assert render.environment([folder]).get_template("t.txt.j2").render(x=1) == "two 1\n"
+    assert compiled.count("t.txt.j2") == 2
+    for cached in store.folder.iterdir():
+        cached.write_bytes(cached.read_bytes()[:-7])  # torn: a crash mid-write elsewhere
+    _fresh_process(monkeypatch, store)
+    assert render.environment([folder]).get_template("t.txt.j2").render(x=2) == "two 2\n"
+    assert compiled.count("t.txt.j2") == 3
