@@ -37,5 +37,7 @@ def clean_area(name: str) -> str | None:
 def clean_areas(names: Iterable[str]) -> tuple[str, ...]:
     """A reader's chosen areas as stored: each name through :func:`clean_area` (unusable
     ones dropped), no duplicates, sorted, at most :data:`MAX_AREAS`."""
+    if not names:  # most readers choose none: an import of 100,000 asks 150,000 times
+        return ()
     kept = {cleaned for name in names if (cleaned := clean_area(name)) is not None}
     return tuple(sorted(kept))[:MAX_AREAS]
