@@ -61,7 +61,8 @@ def built_from(settings, tmp_path: Path, week: str, entries: list[Entry]):
 
 def test_pages_to_index_are_each_issues_bilingual_page_only_by_year(built):
     older, oldest = replace(built.issue, id="2026-W47"), replace(built.issue, id="2025-W01")
-    odd = [replace(built.issue, id=bad) for bad in ("../2026-W01", "2026-W01/..", "x-W01")]
+    odd = [replace(built.issue, id=bad)
+           for bad in ("../2026-W01", "2026-W01/..", "x-W01", "٢٠٢٦-W01")]  # Arabic digits
     keys = search.pages_to_index([built.issue, older, built.issue, oldest, *odd])
     # Not zh.html / en.html nor the PR pages: they hold the same reviews again, and every
     # result would come twice.
@@ -89,7 +90,8 @@ def test_manifest_round_trips_and_an_unreadable_one_is_none():
     assert obj.key == search.MANIFEST and obj.content_type.startswith("application/json")
     assert search.Manifest.parse(obj.data) == manifest
     assert manifest.files() == {"search/pagefind/2026/a", "search/pagefind/2025/b"}
-    for torn in (obj.data[:-9], b"[]", b'{"years": {"2026": {"digest": "d"}}}', b"\xff"):
+    for torn in (obj.data[:-9], b"[]", b'{"years": {"2026": {"digest": "d"}}}', b"\xff",
+                 b"[" * 200_000):  # nested past the parser's recursion limit
         assert search.Manifest.parse(torn) is None, torn
     legacy = search.Manifest.from_listing(b"search/pagefind/x.pf_meta\nsearch/pagefind/y.js\n")
     assert legacy.files() == {"search/pagefind/x.pf_meta", "search/pagefind/y.js"}
@@ -296,6 +298,53 @@ def test_a_weekly_publish_indexes_only_the_year_that_changed(settings, built, tm
     indexed.clear()
     publish(built, archive, Site(settings.site))
     assert indexed == [["issues/2025-W52/index.html"]] and (root / lost).is_file()
+
+
+def _entry_names_files_that_exist(root: Path, year: str) -> bool:
+    prefix = root / search.bundle_prefix(year)
+    entry = json.loads((prefix / search.ENTRY).read_text())
+    return all((prefix / f"pagefind.{lang['hash']}.pf_meta").is_file()
+               for lang in entry["languages"].values())
+
+
+@pytest.mark.subprocess
+def test_a_publish_that_failed_half_way_leaves_no_year_naming_deleted_chunks(
+        settings, tmp_path, monkeypatch):
+    """A publish rewrites 2025's bundle, then Pagefind fails on 2026; 2025's page is put
+    back as it was and the next publish succeeds. 2025's live entry file is the one the failed
+    publish wrote, so the next one may neither skip the year on the old record nor delete
+    the chunks that entry names."""
+    import pipeline.stages.search_index as search_index
+
+    root = tmp_path / "site"
+    archive = LocalArchive(root)
+    publish(week_of(settings, tmp_path, "2025-W52"), archive, Site(settings.site))
+    newer = week_of(settings, tmp_path, "2026-W02")
+    publish(newer, archive, Site(settings.site))
+    entry = root / search.bundle_prefix("2025") / search.ENTRY
+    as_first = entry.read_bytes()
+    page = root / "issues/2025-W52/index.html"
+    original = page.read_bytes()
+    page.write_bytes(original.replace(b"</main>", "<p>勘误 erratum</p></main>".encode(), 1))
+    # 2026's bundle lost a file, so it is indexed again too, and that fails.
+    (root / next(iter(archive.keys(search.bundle_prefix("2026") + "fragment/")))).unlink()
+    real = search_index.run_pagefind
+
+    def fails_on_2026(pages: dict[str, str]) -> dict[str, bytes]:
+        if any("2026-W" in key for key in pages):
+            raise RenderError("search index", "Pagefind exited 1: injected")
+        return real(pages)
+
+    monkeypatch.setattr(search_index, "run_pagefind", fails_on_2026)
+    assert "injected" in publish(newer, archive, Site(settings.site)).search_problem
+    assert _entry_names_files_that_exist(root, "2025")
+    page.write_bytes(original)
+    monkeypatch.setattr(search_index, "run_pagefind", real)
+    report = publish(newer, archive, Site(settings.site))
+    assert report.search_problem == ""
+    for year in ("2025", "2026"):
+        assert _entry_names_files_that_exist(root, year), year
+    assert entry.read_bytes() == as_first  # indexed again from the page as it is now
 
 
 @pytest.mark.subprocess

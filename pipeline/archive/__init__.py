@@ -30,7 +30,7 @@ from pipeline.resource import Resource
 
 __all__ = ["Archive", "SiteObject", "check_key", "issue_id_of"]
 
-_ISSUE_KEY = re.compile(r"^issues/(\d{4}-W\d{2})/issue\.json$")
+_ISSUE_KEY = re.compile(r"^issues/([0-9]{4}-W[0-9]{2})/issue\.json$")
 #: Letters and digits of any script (an area page of a Chinese area name is
 #: ``areas/调度器/``), ``.``, ``_``, ``-`` and ``/``; no empty, ``.`` or ``..`` segment.
 _SAFE_KEY = re.compile(r"^(?!/)(?!.*/$)(?!.*//)(?!.*(?:^|/)\.\.?(?:/|$))[\w./-]+\Z")

@@ -76,7 +76,7 @@ CONTENT_TYPES = {
 }
 OCTETS = "application/octet-stream"
 ENTRY = "pagefind-entry.json"
-_WEEK_ID = re.compile(r"(\d{4})-W\d{2}")
+_WEEK_ID = re.compile(r"([0-9]{4})-W[0-9]{2}")  # ASCII digits: \d takes ٢٠٢٦ too
 _HASHED = re.compile(r"^(?:index/|fragment/|filter/|pagefind\.[^/]+\.pf_meta$)")
 #: A review's article (``id="pr-<n>"``) up to the attributes of its first ``<h2>``, without
 #: crossing the article's end. Review bodies cannot open an ``<article>`` or an ``<h2>``: the
@@ -140,10 +140,14 @@ def bundle_objects(files: Mapping[str, bytes], prefix: str) -> list[SiteObject]:
 @dataclass(frozen=True)
 class YearIndex:
     """One year's bundle as the manifest records it: the digest of the pages it indexes
-    (:func:`pages_digest`) and the keys of its files."""
+    (:func:`pages_digest`), the keys of its files, and the digest of its entry file
+    (:func:`entry_digest`). The entry file keeps its name from one index to the next, so only
+    its bytes tell whether the live bundle is still the one recorded (a publish that failed
+    after rewriting the year, a second publish at the same time)."""
 
     digest: str
     files: tuple[str, ...]
+    entry: str = ""
 
 
 @dataclass(frozen=True)
@@ -159,8 +163,12 @@ class Manifest:
         return {key for year in self.years.values() for key in year.files} | self.legacy
 
     def to_object(self) -> SiteObject:
-        data = {"years": {year: {"digest": index.digest, "files": sorted(index.files)}
-                          for year, index in sorted(self.years.items())}}
+        data: dict[str, object] = {
+            "years": {year: {"digest": index.digest, "entry": index.entry,
+                             "files": sorted(index.files)}
+                      for year, index in sorted(self.years.items())}}
+        if self.legacy:  # written after a failed move from the one bundle: still live files
+            data["legacy"] = sorted(self.legacy)
         return SiteObject(MANIFEST, (json.dumps(data, indent=1) + "\n").encode("utf-8"),
                           "application/json; charset=utf-8", SHORT_CACHE)
 
@@ -169,17 +177,24 @@ class Manifest:
         """The manifest ``data`` holds; None when it is not one (a hand edit, a torn write):
         then every year is indexed again and nothing is deleted, never a guess."""
         try:
-            years = json.loads(data)["years"]
+            whole = json.loads(data)
             return cls({str(year): YearIndex(str(entry["digest"]),
-                                             tuple(str(key) for key in entry["files"]))
-                        for year, entry in years.items()})
-        except (ValueError, KeyError, TypeError, AttributeError):
+                                             tuple(str(key) for key in entry["files"]),
+                                             str(entry.get("entry", "")))
+                        for year, entry in whole["years"].items()},
+                       frozenset(str(key) for key in whole.get("legacy", ())))
+        except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
             return None
 
     @classmethod
     def from_listing(cls, data: bytes) -> Manifest:
         """An archive's :data:`LEGACY_MANIFEST` (one key a line) as the previous index."""
         return cls({}, frozenset(data.decode("utf-8", errors="replace").split()))
+
+
+def entry_digest(data: bytes | None) -> str:
+    """The digest the manifest keeps of a bundle's entry file ("" for none)."""
+    return hashlib.sha256(data).hexdigest() if data is not None else ""
 
 
 def stale_files(present: Iterable[str], live: Iterable[str], previous: Manifest | None

@@ -29,6 +29,7 @@ as written (and by prefix while typing), which suits PR titles and code identifi
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import tempfile
 from collections.abc import Callable, Sequence
@@ -121,48 +122,74 @@ def bundle_objects(year: str, pages: dict[str, str]) -> list[SiteObject]:
 
 def publish_search(archive: Archive, site: Site, issues: Sequence[Issue],
                    note: Callable[[SiteObject, bool], None]) -> int:
-    """Index each year of ``issues`` whose pages changed since the manifest's digest (or
-    whose bundle lost a file) and write its bundle, then the search page over every year's,
-    then the manifest; last, delete the bundle files neither this index nor the one before
-    names (:func:`search.stale_files`); how many were deleted. ``note`` is told of each
-    write and whether it changed anything (:meth:`PublishReport.note`).
+    """Index each year of ``issues`` whose bundle is not the one the manifest recorded for
+    its pages, and write its bundle; then the search page over every year's, then the
+    manifest; last, delete the bundle files neither this index nor the one before names
+    (:func:`search.stale_files`); how many were deleted. ``note`` is told of each write and
+    whether it changed anything (:meth:`PublishReport.note`).
 
-    Each bundle is written before the page that loads it, and its entry file last; nothing
-    is deleted before the new index is in place, and what a reader of the previous index
-    may still fetch stays: search answers throughout, and the archive's search files no
-    longer grow by a whole index every week."""
-    previous = previous_manifest(archive)
+    A year is kept only when its pages digest as recorded, its files are all there and its
+    live entry file is the one recorded. Each bundle is written before the page that loads
+    it, and its entry file last; nothing is deleted before the new index is in place, and
+    what a reader of the previous index may still fetch stays. When a year fails half-way,
+    the manifest is still written for what is live (the years rewritten so far, the others
+    as they were), so the next publish neither trusts a stale record nor deletes the chunks
+    of an entry file that went live: search answers throughout, and the archive's search
+    files no longer grow by a whole index every week."""
+    previous, legacy = previous_manifest(archive)
     present = set(archive.keys(search.BUNDLE))
     identity = tool()
     years: dict[str, search.YearIndex] = {}
-    for year, keys in search.pages_to_index(issues).items():
-        pages = archive_pages(archive, keys)
-        if not pages:
-            continue
-        digest = search.pages_digest(pages, identity)
-        kept = previous.years.get(year) if previous else None
-        if kept is not None and kept.digest == digest and set(kept.files) <= present:
-            years[year] = kept
-            continue
-        objects = bundle_objects(year, pages)
-        for obj in objects:
-            note(obj, archive.write(obj))
-        years[year] = search.YearIndex(digest, tuple(obj.key for obj in objects))
+    try:
+        for year, keys in search.pages_to_index(issues).items():
+            pages = archive_pages(archive, keys)
+            if not pages:
+                continue
+            digest = search.pages_digest(pages, identity)
+            kept = previous.years.get(year) if previous else None
+            if kept is not None and kept.digest == digest and set(kept.files) <= present \
+                    and kept.entry == _live_entry(archive, year):
+                years[year] = kept
+                continue
+            objects = bundle_objects(year, pages)
+            for obj in objects:
+                note(obj, archive.write(obj))
+            entry = next(obj.data for obj in objects if obj.key.endswith(search.ENTRY))
+            years[year] = search.YearIndex(digest, tuple(obj.key for obj in objects),
+                                           search.entry_digest(entry))
+    except BaseException:
+        _record_what_is_live(archive, years, previous)
+        raise
     page = search.search_page(site, years)
     note(page, archive.write(page))
     manifest = search.Manifest(years)
     note(manifest.to_object(), archive.write(manifest.to_object()))
     stale = search.stale_files(present, manifest.files(), previous)
-    if previous is not None and previous.legacy:
-        stale.append(search.LEGACY_MANIFEST)
-    return archive.delete(stale)
+    return archive.delete([*stale, *([search.LEGACY_MANIFEST] if legacy else [])])
 
 
-def previous_manifest(archive: Archive) -> search.Manifest | None:
-    """What the last publish indexed: the manifest, else an archive's list from before
-    per-year bundles, else None (nothing is then deleted)."""
+def _live_entry(archive: Archive, year: str) -> str:
+    return search.entry_digest(archive.read(search.bundle_prefix(year) + search.ENTRY))
+
+
+def _record_what_is_live(archive: Archive, years: dict[str, search.YearIndex],
+                         previous: search.Manifest | None) -> None:
+    """After a year failed: the manifest of the years rewritten so far and, for the rest,
+    what the previous manifest said (their entry files were not replaced: each is written
+    last). Best effort: the failure being raised is the one to report."""
+    live = {**(previous.years if previous else {}), **years}
+    with contextlib.suppress(Exception):
+        archive.write(search.Manifest(live, previous.legacy if previous else frozenset()
+                                      ).to_object())
+
+
+def previous_manifest(archive: Archive) -> tuple[search.Manifest | None, bool]:
+    """What the last publish indexed (the manifest, else an archive's list from before
+    per-year bundles, else None: nothing is then deleted), and whether that list from before
+    is still there (deleted once the new manifest is written)."""
     data = archive.read(search.MANIFEST)
-    if data is not None:
-        return search.Manifest.parse(data)
     legacy = archive.read(search.LEGACY_MANIFEST)
-    return search.Manifest.from_listing(legacy) if legacy is not None else None
+    if data is not None:
+        return search.Manifest.parse(data), legacy is not None
+    listing = search.Manifest.from_listing(legacy) if legacy is not None else None
+    return listing, legacy is not None
