@@ -65,10 +65,14 @@ def _compiles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return names
 
 
-def _fresh_process(monkeypatch: pytest.MonkeyPatch, store: DiskCodeStore | None) -> None:
-    """What a new command starts with: no compiled template in memory, ``store`` on disk."""
+def _fresh_process(monkeypatch: pytest.MonkeyPatch, store: DiskCodeStore | None,
+                   fingerprint: str | None = None) -> None:
+    """What a new command starts with: no compiled template in memory, ``store`` on disk
+    (``fingerprint``: as if Jinja, Python or the environment's options were others)."""
     fresh = render._CompiledTemplates()
-    fresh.store = store
+    fresh.keep_in(store)
+    if fingerprint is not None:
+        fresh._fingerprint = fingerprint
     monkeypatch.setattr(render, "_COMPILED", fresh)
 
 
@@ -104,3 +108,44 @@ def test_an_edited_template_or_a_torn_file_is_compiled_again(tmp_path, monkeypat
     _fresh_process(monkeypatch, store)
     assert render.environment([folder]).get_template("t.txt.j2").render(x=2) == "two 2\n"
     assert compiled.count("t.txt.j2") == 3
+
+
+def test_code_compiled_under_other_options_or_versions_is_never_run(tmp_path, monkeypatch):
+    folder = tmp_path / "templates"
+    folder.mkdir()
+    (folder / "t.html.j2").write_text("hi {{ x }}\n", encoding="utf-8")
+    store = DiskCodeStore(tmp_path / "cache")
+    store.folder.mkdir()
+    compiled = _compiles(monkeypatch)
+    _fresh_process(monkeypatch, store, fingerprint="jinja 3.0, autoescape off")
+    render.environment([folder]).get_template("t.html.j2")
+    _fresh_process(monkeypatch, store)  # this Jinja, this Python, these options
+    out = render.environment([folder]).get_template("t.html.j2").render(x="<script>")
+    assert out == "hi &lt;script&gt;\n" and compiled.count("t.html.j2") == 2
+
+
+@pytest.mark.parametrize("after_magic", ["not a pickle", "not code"])
+def test_a_cache_file_of_any_garbage_is_compiled_again(tmp_path, monkeypatch, after_magic):
+    """Jinja's header (its magic, then the source's checksum as a pickle), then what a torn
+    or foreign writer left: unpickling fails, or marshal hands back an int, not code."""
+    import hashlib
+    import marshal
+    import pickle
+
+    from jinja2.bccache import bc_magic
+
+    folder = tmp_path / "templates"
+    folder.mkdir()
+    source = "ok {{ x }}\n"
+    (folder / "t.txt.j2").write_text(source, encoding="utf-8")
+    store = DiskCodeStore(tmp_path / "cache")
+    store.folder.mkdir()
+    _fresh_process(monkeypatch, store)
+    render.environment([folder]).get_template("t.txt.j2")
+    (cached,) = store.folder.iterdir()
+    checksum = pickle.dumps(hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest(), 2)
+    cached.write_bytes(bc_magic + (b"\xffgarbage" if after_magic == "not a pickle"
+                                   else checksum + marshal.dumps(42)))
+    _fresh_process(monkeypatch, store)
+    assert render.environment([folder]).get_template("t.txt.j2").render(x=1) == "ok 1\n"
+    assert cached.read_bytes() != bc_magic + checksum + marshal.dumps(42)  # written afresh

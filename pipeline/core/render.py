@@ -31,8 +31,12 @@ links every entry to the archive. The contents are part of what the budget weigh
 from __future__ import annotations
 
 import functools
+import hashlib
+import marshal
 import re
+import sys
 import tomllib
+import types
 from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
@@ -210,26 +214,40 @@ class _CompiledTemplates(jinja2.BytecodeCache):
     def __init__(self) -> None:
         self._code: dict[str, bytes] = {}
         self.store: CodeStore | None = None
+        self._fingerprint = ""
+
+    def keep_in(self, store: CodeStore | None) -> None:
+        self.store = store
+        if store is not None and not self._fingerprint:
+            self._fingerprint = _environment_fingerprint()
+
+    def _stored_key(self, key: str) -> str:
+        """The key on disk: Jinja's (the template's name and path) with what else the code
+        depends on, so another Jinja, Python or set of options never runs it."""
+        return hashlib.sha1(f"{key}:{self._fingerprint}".encode(), usedforsecurity=False
+                            ).hexdigest()
 
     def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
         code = self._code.get(bucket.key)
         if code is None and self.store is not None:
-            code = self.store.load(bucket.key)
+            code = self.store.load(self._stored_key(bucket.key))
         if code is None:
             return
         try:  # a stale checksum or another Jinja's magic resets it: compiled again
             bucket.bytecode_from_string(code)
-        except (ValueError, EOFError, TypeError):  # a torn or foreign file: compiled again
+        except Exception:  # a torn or foreign file (pickle, marshal, anything): compiled again
             bucket.reset()
-        if bucket.code is not None:
-            self._code[bucket.key] = code
+        if not isinstance(bucket.code, types.CodeType):
+            bucket.reset()  # marshal gave something that is not code
+            return
+        self._code[bucket.key] = code
 
     def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
         code = bucket.bytecode_to_string()
         if self._code.get(bucket.key) != code:
             self._code[bucket.key] = code
-            if self.store is not None:
-                self.store.save(bucket.key, code)
+            if self.store is not None:  # overwrites a file that failed to load
+                self.store.save(self._stored_key(bucket.key), code)
 
 
 _COMPILED = _CompiledTemplates()
@@ -238,7 +256,16 @@ _COMPILED = _CompiledTemplates()
 def keep_compiled_templates(store: CodeStore | None) -> None:
     """Keep compiled templates in ``store`` from now on (None: in this process only). The
     command line calls it once, as it sets up logging; a library user or a test need not."""
-    _COMPILED.store = store
+    _COMPILED.keep_in(store)
+
+
+def _environment_fingerprint() -> str:
+    """What compiled templates depend on besides their source: Jinja's version, Python's,
+    and :func:`environment` itself (its options are compiled into the code), so an upgrade
+    or an edit of the options never runs code compiled under the old ones."""
+    digest = hashlib.sha256(f"{jinja2.__version__}|{sys.version}|".encode())
+    digest.update(marshal.dumps(environment.__code__))
+    return digest.hexdigest()
 
 
 def environment(override_dirs: Sequence[Path] = ()) -> jinja2.Environment:

@@ -19,7 +19,7 @@ the result links to ``…/index.html#pr-<number>``, which the live page resolves
 The search page and the bundles live under ``search/``: the page at ``search/index.html``,
 one Pagefind bundle per ISO year of the issues at ``search/pagefind/<year>/``. Why a bundle a
 year and not one for the archive: Pagefind holds the whole index in memory while it writes it
-(650 MB for 520 issue pages, ten years), and cannot add to an index; a bundle a year bounds
+(629 MB for 520 issue pages, ten years), and cannot add to an index; a bundle a year bounds
 both the memory and the work of a weekly publish by one year's issues, since only a year
 whose pages changed is indexed again (:class:`Manifest` keeps a digest of each year's pages).
 The search page loads the newest year's bundle and merges the others into it (Pagefind UI's
