@@ -102,11 +102,13 @@ def test_the_text_part_shortens_the_same_items_as_the_html(big_built):
     _, built = big_built
     for layout in LAYOUTS:
         text, html = built.text(layout), built.html(layout)
-        # The brief list's links into the archive (the contents' "#pr-N" links go to cards).
-        briefed = list(dict.fromkeys(re.findall(r"index\.html#pr-(\d+)", html)))
+        # The HTML lists a shortened item in its contents only, linked to the PR's page (a
+        # card's entry links to "#pr-N"); the text part lists it in brief, into the archive.
+        briefed = list(dict.fromkeys(re.findall(r"/pr/(\d+)/index\.html", html)))
         assert briefed and list(dict.fromkeys(re.findall(r"index\.html#pr-(\d+)", text))) \
             == briefed
         assert "More reviews, in brief" in text or "更多评审（精简）" in text
+        assert "More reviews, in brief" not in html and "更多评审（精简）" not in html
 
 
 def test_each_part_takes_the_smaller_encoding(big_built, built, settings):

@@ -8,6 +8,7 @@ from html.parser import HTMLParser
 from typing import Any
 
 import pytest
+from markupsafe import escape
 from conftest import SAMPLE_FEED, Entry, atom
 
 from pipeline.core.assemble import assemble
@@ -204,7 +205,8 @@ def test_over_budget_shrinks_lowest_priority_first(settings):
         assert list(r.brief) == order[len(order) - len(r.brief):]
         assert r.folded == 0
         # A shortened item is a title linking into the archive, not its body.
-        assert f'{issue.archive_url}#pr-{r.brief[-1]}' in r.html
+        base = settings.site.base_url.rstrip("/")
+        assert f'href="{base}/pr/{r.brief[-1]}/index.html"' in r.html
     shrunk = [p for p in data["problems"] if p["code"] == "items-shrunk"]
     assert {p["layout"] for p in shrunk} == set(CHINESE_LAYOUTS)
     assert all(p["severity"] == "warning" for p in shrunk)
@@ -399,7 +401,7 @@ def test_cards_carry_no_tier_pill_and_their_title_is_a_link(sample):
             assert headline and headline.group(1) == item.url
 
 
-def test_the_brief_list_keeps_its_pills_and_the_contents_link_brief_items_to_pr_pages(
+def test_shortened_items_are_listed_once_in_the_contents_marked_and_linked_to_pr_pages(
         settings):
     result = parse_feed(big_feed(40), "big", settings.feed.repo)
     issue, _data, _artifacts, rendered = assemble(settings, WEEK, rank_week(settings, WEEK,
@@ -416,8 +418,13 @@ def test_the_brief_list_keeps_its_pills_and_the_contents_link_brief_items_to_pr_
             assert pr in full and f"#pr-{pr}" in hrefs
         for pr in r.brief:
             assert pr not in full and f"{base}/pr/{pr}/index.html" in hrefs
-        # Tiers mix in the brief list: there the pill still says something.
-        assert r.html.count('class="pill') == len(r.brief)
+        # No second list of the same titles (it cost two reviews in full): each shortened
+        # entry is marked, and the contents says once what the mark means.
+        assert r.html.count(" ↗</div>") == len(r.brief)
+        assert "只列在目录中" in r.html and 'class="card brief"' not in r.html
+        for item in issue.items:
+            if item.pr in r.brief and item.zh:
+                assert r.html.count(str(escape(item.zh.title))) == 1, item.pr
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
