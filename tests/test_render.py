@@ -8,8 +8,8 @@ from html.parser import HTMLParser
 from typing import Any
 
 import pytest
-from markupsafe import escape
 from conftest import SAMPLE_FEED, Entry, atom
+from markupsafe import escape
 
 from pipeline.core.assemble import assemble
 from pipeline.core.collect import parse_feed
