@@ -202,6 +202,26 @@ def test_the_for_you_mark_reads_in_both_schemes(browser, emails, scheme):
             assert colours and all(contrast(c, background) >= 4.5 for c in colours), marks
 
 
+@pytest.mark.parametrize("scheme", ["light", "dark"])
+def test_the_email_folded_for_8bit_shows_the_same_pixels(browser, emails, tmp_path, scheme):
+    """An 8bit part's lines are folded (pipeline/core/eightbit.py): spaces become line
+    breaks where HTML reads both as the same white space. The folded email must look, to
+    the pixel, as the unfolded one does."""
+    from pipeline.core.eightbit import MAX_LINE_OCTETS, fold_html
+
+    raw = emails["plain"].read_bytes()
+    folded = fold_html(raw.replace(b"\r\n", b"\n"))
+    assert folded is not None and folded != raw
+    assert max(len(line) for line in folded.split(b"\n")) <= MAX_LINE_OCTETS
+    copy = tmp_path / "email-folded.html"
+    copy.write_bytes(folded)
+    shots = []
+    for path in (emails["plain"], copy):
+        with opened(browser, path, 375, scheme) as page:
+            shots.append(page.screenshot(full_page=True))
+    assert shots[0] == shots[1]
+
+
 @pytest.mark.slow  # axe's colour-contrast pass over a whole email, in 2 schemes at 2 widths
 @pytest.mark.parametrize("name", ["plain", "for-you"])
 def test_no_serious_accessibility_violations_in_either_scheme(browser, emails, name):

@@ -21,8 +21,13 @@ from __future__ import annotations
 import base64
 import binascii
 
+from pipeline.core.eightbit import eight_bit_body
+
 QUOTED_PRINTABLE = "quoted-printable"
 BASE64 = "base64"
+#: UTF-8 as it is, lines folded to 998 octets (``eightbit.py``): only where the transport
+#: carries 8bit data (SMTP's 8BITMIME, SES), and only when the caller asks for it.
+EIGHT_BIT = "8bit"
 
 #: RFC 2047 §2: an encoded word is at most 75 characters; a line holding one at most 76.
 ENCODED_WORD_MAX = 75
@@ -30,8 +35,15 @@ ENCODED_LINE_MAX = 76
 _PREFIX, _SUFFIX = "=?utf-8?b?", "?="
 
 
-def encode_body(text: str, encoding: str) -> bytes:
-    """``text`` as the lines of a part body in ``encoding``, CRLF line ends, ASCII only."""
+def encode_body(text: str, encoding: str, *, html: bool = False) -> bytes:
+    """``text`` as the lines of a part body in ``encoding``, CRLF line ends: ASCII only in
+    quoted-printable and base64; in 8bit, UTF-8 with an HTML part folded (ValueError when
+    ``text`` cannot be 8bit data: :func:`can_be_8bit` says so beforehand)."""
+    if encoding == EIGHT_BIT:
+        body = eight_bit_body(text, html=html)
+        if body is None:
+            raise ValueError("the part cannot be sent as 8bit data")
+        return body
     data = text.replace("\r\n", "\n").encode("utf-8")
     if encoding == QUOTED_PRINTABLE:
         # istext: "\n" stays a line break; trailing spaces and "=" are escaped, lines ≤ 76.
@@ -45,22 +57,30 @@ def encode_body(text: str, encoding: str) -> bytes:
     return encoded.replace(b"\n", b"\r\n")
 
 
-def choose_encoding(text: str) -> str:
-    """The smaller of quoted-printable and base64 for ``text`` (quoted-printable on a tie:
-    it stays readable)."""
-    return _sizes(text)[1]
+def choose_encoding(text: str, *, eight_bit: bool = False, html: bool = False) -> str:
+    """The smallest of quoted-printable and base64 for ``text`` (quoted-printable on a tie:
+    it stays readable), and of 8bit too when ``eight_bit`` and the part can be 8bit data."""
+    return _sizes(text, eight_bit, html)[1]
 
 
-def sent_size(text: str) -> int:
+def sent_size(text: str, *, eight_bit: bool = False, html: bool = False) -> int:
     """The bytes ``text`` weighs as a part body, in the encoding :func:`choose_encoding` picks."""
-    return _sizes(text)[0]
+    return _sizes(text, eight_bit, html)[0]
 
 
-def _sizes(text: str) -> tuple[int, str]:
-    """(size, encoding) of the smaller encoding of ``text``."""
-    return min((len(encode_body(text, QUOTED_PRINTABLE)), QUOTED_PRINTABLE),
-               (len(encode_body(text, BASE64)), BASE64),
-               key=lambda pair: (pair[0], pair[1] != QUOTED_PRINTABLE))
+def can_be_8bit(text: str, *, html: bool) -> bool:
+    return eight_bit_body(text, html=html) is not None
+
+
+def _sizes(text: str, eight_bit: bool = False, html: bool = False) -> tuple[int, str]:
+    """(size, encoding) of the smallest encoding of ``text``."""
+    options = [(len(encode_body(text, QUOTED_PRINTABLE)), QUOTED_PRINTABLE),
+               (len(encode_body(text, BASE64)), BASE64)]
+    if eight_bit:
+        body = eight_bit_body(text, html=html)
+        if body is not None:
+            options.append((len(body), EIGHT_BIT))
+    return min(options, key=lambda pair: (pair[0], pair[1] != QUOTED_PRINTABLE))
 
 
 def encode_subject(text: str, header_name: str = "Subject") -> str:

@@ -1,0 +1,95 @@
+"""8bit part bodies (pipeline/core/eightbit.py, mime.EIGHT_BIT): lines of at most 998 octets,
+folded only where a line break is the same white space a space was.
+
+The pixels of a folded email against the unfolded one are compared in Chromium in
+tests/test_email_browser.py; here the fold points, the line lengths and what may never fold.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from pipeline.core import mime
+from pipeline.core.eightbit import MAX_LINE_OCTETS, eight_bit_body, fold_html, fold_points
+
+
+def lines(data: bytes) -> list[bytes]:
+    return data.split(b"\n")
+
+
+def test_fold_points_are_spaces_between_attributes_and_in_text():
+    html = b'<a href="x y" title=\'a b\' class=c>one two</a>'
+    points = fold_points(html)
+    assert [html[p:p + 6] for p in points] == [b' href=', b' title', b' class', b' two</']
+    # Never inside a quoted value, never right after "<".
+    assert html.index(b"x y") + 1 not in points and html.index(b"a b") + 1 not in points
+
+
+@pytest.mark.parametrize("kept", [
+    b"<pre>keep  these  spaces</pre>",
+    b"<style>body { font-family: 'Segoe UI', sans-serif; }</style>",
+    b"<script>var s = 'a b';</script>",
+    b"<title>a title</title>",
+    b"<!--[if mso]>not for others<![endif]-->",
+    b"<textarea>as typed</textarea>",
+])
+def test_no_fold_point_where_white_space_is_kept_or_a_line_break_is_not_allowed(kept):
+    inner = kept[kept.index(b">") + 1:kept.rindex(b"<")] if kept.startswith(b"<") else kept
+    start = kept.index(inner)
+    assert not [p for p in fold_points(kept) if start <= p < start + len(inner)], kept
+
+
+def test_tags_inside_pre_still_fold_between_attributes_but_its_text_does_not():
+    html = b'<pre><code class="a" id="b">x  y</code></pre> after'
+    points = fold_points(html)
+    assert [html[p:p + 4] for p in points] == [b' cla', b' id=', b' aft']
+
+
+def test_a_long_line_folds_to_lines_of_at_most_998_octets_changing_only_spaces():
+    words = "".join(f'<span lang="en">word{i} 张量 并行</span> ' for i in range(400))
+    data = f"<div>{words}</div>\n<p>short</p>".encode()
+    folded = fold_html(data)
+    assert folded is not None and len(folded) == len(data)
+    assert max(len(line) for line in lines(folded)) <= MAX_LINE_OCTETS
+    assert all(a == b or (a == 0x20 and b == 0x0A) for a, b in zip(data, folded, strict=True))
+    assert fold_html(b"<p>short</p>\n") == b"<p>short</p>\n"  # nothing to do: as it was
+
+
+def test_a_run_with_no_fold_point_cannot_be_8bit():
+    paragraph = ("<p>" + "值得精读" * 100 + "</p>").encode()  # 1,207 octets, no space at all
+    assert fold_html(paragraph) is None
+    assert eight_bit_body(paragraph.decode(), html=True) is None
+    assert not mime.can_be_8bit(paragraph.decode(), html=True)
+    # The part then goes as it did: base64 is the smaller for Chinese.
+    assert mime.choose_encoding(paragraph.decode(), eight_bit=True, html=True) == mime.BASE64
+
+
+def test_grown_text_is_counted_at_its_grown_size():
+    placeholder = "%%unsubscribe_url%%"
+    line = f'<p><a href="{placeholder}">x</a> ' + "y " * 450 + "</p>"  # ~940 octets
+    assert fold_html(line.encode()) == line.encode()
+    grown = fold_html(line.encode(), {placeholder.encode(): 256 - len(placeholder)})
+    assert grown is not None and grown != line.encode()
+    filled = grown.replace(placeholder.encode(), b"h" * 256)
+    assert max(len(part) for part in lines(filled)) <= MAX_LINE_OCTETS
+
+
+def test_a_body_with_nul_or_a_bare_cr_or_a_long_plain_line_is_not_8bit():
+    assert eight_bit_body("a\x00b", html=True) is None
+    assert eight_bit_body("a\rb", html=False) is None
+    assert eight_bit_body("x " * 600, html=False) is None  # a plain-text line is its content
+    assert eight_bit_body("ab\r\ncd", html=False) == b"ab\r\ncd\r\n"
+
+
+def test_eight_bit_is_chosen_only_when_asked_and_smaller():
+    chinese = "<p>" + "张量并行 " * 300 + "</p>"
+    assert mime.choose_encoding(chinese, html=True) == mime.BASE64  # not asked: as before
+    assert mime.choose_encoding(chinese, eight_bit=True, html=True) == mime.EIGHT_BIT
+    size = mime.sent_size(chinese, eight_bit=True, html=True)
+    assert size == len(mime.encode_body(chinese, mime.EIGHT_BIT, html=True))
+    assert size < mime.sent_size(chinese, html=True) / 1.3
+    english = "<p>" + "plain words " * 50 + "</p>"  # ASCII: quoted-printable is as small
+    assert mime.choose_encoding(english, eight_bit=True, html=True) in (
+        mime.QUOTED_PRINTABLE, mime.EIGHT_BIT)
+    with pytest.raises(ValueError, match="8bit"):
+        mime.encode_body("<p>" + "字" * 400 + "</p>", mime.EIGHT_BIT, html=True)
