@@ -88,7 +88,8 @@ def baseline_renderer(folder: Path) -> Renderer:
     return Renderer(environment([folder]))
 
 
-def per_item(renderer: Renderer, issue: Issue, base_url: str, footer: Footer) -> PerItem:
+def per_item(renderer: Renderer, issue: Issue, base_url: str, footer: Footer,
+             eight_bit: bool = False) -> PerItem:
     variant, n = Variant(BILINGUAL), len(issue.items)
 
     def parts(plan: _Plan) -> tuple[str, str]:
@@ -100,24 +101,30 @@ def per_item(renderer: Renderer, issue: Issue, base_url: str, footer: Footer) ->
     def raw(body: str) -> int:
         return len(body.encode("utf-8"))
 
-    return PerItem((raw(html) - raw(html0)) / n, (weight(html) - weight(html0)) / n,
-                   (raw(text) - raw(text0)) / n, (weight(text) - weight(text0)) / n)
+    def sent(body: str, html: bool) -> int:
+        return weight(body, eight_bit=eight_bit, html=html)
+
+    return PerItem((raw(html) - raw(html0)) / n, (sent(html, True) - sent(html0, True)) / n,
+                   (raw(text) - raw(text0)) / n, (sent(text, False) - sent(text0, False)) / n)
 
 
 def measure(name: str, renderer: Renderer, issue: Issue, settings: Settings,
-            runs: int) -> Measured:
+            runs: int, eight_bit: bool = False) -> Measured:
     base_url, budget = settings.site.base_url.rstrip("/"), settings.issue.size_budget_kb
     footer = Footer.from_settings(settings)
-    rendered, _ = renderer.render(issue, base_url, budget, footer)
-    fitted = {layout: Fitted(len(issue.items) - len(r.brief) - r.folded, weight(r.html),
-                             weight(r.text)) for layout, r in rendered.items()}
-    return Measured(name, per_item(renderer, issue, base_url, footer), fitted,
-                    median_ms(lambda: renderer.render(issue, base_url, budget, footer), runs))
+    rendered, _ = renderer.render(issue, base_url, budget, footer, eight_bit=eight_bit)
+    fitted = {layout: Fitted(len(issue.items) - len(r.brief) - r.folded,
+                             weight(r.html, eight_bit=eight_bit, html=True),
+                             weight(r.text, eight_bit=eight_bit))
+              for layout, r in rendered.items()}
+    return Measured(name, per_item(renderer, issue, base_url, footer, eight_bit), fitted,
+                    median_ms(lambda: renderer.render(issue, base_url, budget, footer,
+                                                      eight_bit=eight_bit), runs))
 
 
-def per_item_rows(baseline: Measured, current: Measured) -> list[list[str]]:
+def per_item_rows(baseline: Measured, current: Measured, eight: Measured) -> list[list[str]]:
     rows = []
-    for m in (baseline, current):
+    for m in (baseline, current, eight):
         p = m.per_item
         rows.append([m.name, f"{p.html_raw:,.0f}", f"{p.text_raw:,.0f}",
                      f"{(p.html_raw - p.text_raw) / p.text_raw:.2f}x", f"{p.html_sent:,.0f}",
@@ -126,33 +133,36 @@ def per_item_rows(baseline: Measured, current: Measured) -> list[list[str]]:
     return rows
 
 
-def fitted_rows(baseline: Measured, current: Measured, size: int) -> list[list[str]]:
+def fitted_rows(baseline: Measured, current: Measured, eight: Measured, size: int
+                ) -> list[list[str]]:
     rows = []
     for layout in LAYOUTS:
-        b, c = baseline.fitted[layout], current.fitted[layout]
-        rows.append([layout, f"{b.full}/{size}", f"{c.full}/{size}",
+        b, c, e = baseline.fitted[layout], current.fitted[layout], eight.fitted[layout]
+        rows.append([layout, f"{b.full}/{size}", f"{c.full}/{size}", f"{e.full}/{size}",
                      f"{b.html_sent / 1000:.1f}", f"{c.html_sent / 1000:.1f}",
-                     f"{c.text_sent / 1000:.1f}",
-                     "html" if c.html_sent >= c.text_sent else "text"])
+                     f"{e.html_sent / 1000:.1f}", f"{e.text_sent / 1000:.1f}",
+                     "html" if e.html_sent >= e.text_sent else "text"])
     return rows
 
 
-def report(baseline: Measured, current: Measured, settings: Settings, size: int,
-           runs: int) -> str:
+def report(baseline: Measured, current: Measured, eight: Measured, settings: Settings,
+           size: int, runs: int) -> str:
     budget = settings.issue.size_budget_kb
     return "\n\n".join([
         f"email bytes: {size}-PR synthetic week, budget {budget} KB as sent, "
         f"baseline = template at 25a9b3e (same run), median of {runs} runs",
         f"bytes per full bilingual item ({BILINGUAL}: its card + its contents entry)\n"
         + table(["template", "html raw", "text raw", "markup/text", "html sent", "text sent",
-                 "markup/text sent", "vs base"], per_item_rows(baseline, current)),
-        f"items in full within {budget} KB as sent (parts of the current template, KB)\n"
-        + table(["layout", "base full", "now full", "base html", "now html", "now text",
-                 "heavier"], fitted_rows(baseline, current, size)),
+                 "markup/text sent", "vs base"], per_item_rows(baseline, current, eight)),
+        f"items in full within {budget} KB as sent (KB; now = quoted-printable or base64, "
+        "8bit = [delivery] eight_bit)\n"
+        + table(["layout", "base full", "now full", "8bit full", "base html", "now html",
+                 "8bit html", "8bit text", "heavier"],
+                fitted_rows(baseline, current, eight, size)),
         "Renderer.render, four layouts with fitting (ms)\n"
         + table(["template", "ms", "vs base"],
                 [[m.name, f"{m.render_ms:.1f}", f"{m.render_ms / baseline.render_ms:.2f}x"]
-                 for m in (baseline, current)]),
+                 for m in (baseline, current, eight)]),
     ])
 
 
@@ -175,7 +185,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         baseline = measure("25a9b3e", baseline_renderer(Path(folder)), issue, settings,
                            ns.runs)
     current = measure("current", Renderer(), issue, settings, ns.runs)
-    print(report(baseline, current, settings, ns.size, ns.runs))
+    eight = measure("current, 8bit", Renderer(), issue, settings, ns.runs, eight_bit=True)
+    print(report(baseline, current, eight, settings, ns.size, ns.runs))
     return 0
 
 

@@ -103,6 +103,12 @@ def newsletter_cmd() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "pipeline"]
 
 
+def unfolded(html: str) -> str:
+    """An HTML part as a reader's mail app lays it out: the line breaks an 8bit part's
+    folding put in place of spaces (pipeline/core/eightbit.py) read as those spaces."""
+    return html.replace("\r\n", "\n").replace("\n", " ")
+
+
 def clean_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("NEWSLETTER_")}
     env.update(extra)

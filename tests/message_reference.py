@@ -1,4 +1,6 @@
-"""The reference: ``pipeline/core/message.py`` as it was before issue 17, kept verbatim.
+"""The reference: ``pipeline/core/message.py`` as it was before issue 17, kept verbatim but
+for 8bit parts (issue 26, ``[delivery] eight_bit``): such a body is folded once with each
+placeholder counted at the reserved length of a link, then filled (``_eight_bit_part``).
 
 Each recipient's parts are filled in and encoded whole (``mime.encode_body``). Today's
 :class:`pipeline.core.message.Messages` encodes each part once and splices the links in; the
@@ -49,8 +51,16 @@ from urllib.parse import quote
 from pipeline.config import Settings
 from pipeline.core.addresses import to_header
 from pipeline.core.built_issue import BuiltIssue
-from pipeline.core.mime import QUOTED_PRINTABLE, choose_encoding, encode_body, encode_subject
+from pipeline.core.eightbit import eight_bit_body
+from pipeline.core.mime import (
+    EIGHT_BIT,
+    QUOTED_PRINTABLE,
+    choose_encoding,
+    encode_body,
+    encode_subject,
+)
 from pipeline.core.render import (
+    LINK_RESERVE,
     PREFERENCES_PLACEHOLDER,
     UNSUBSCRIBE_PLACEHOLDER,
     stray_placeholders,
@@ -110,7 +120,9 @@ class Messages:
         self.subscribe_url = f"{self.app_url}/subscribe"
         refuse_stray_placeholders(built)
         self._encoding = {
-            (key, kind): choose_encoding(with_reserved_links(body))
+            (key, kind): choose_encoding(with_reserved_links(body),
+                                         eight_bit=settings.delivery.eight_bit,
+                                         html=kind == "text/html")
             for key in built.keys
             for kind, body in (("text/plain", built.text(key)),
                                ("text/html", built.html(key)))
@@ -172,8 +184,11 @@ class Messages:
                                      for v in self.built.variants):
             raise ConfigError(f"{self.built.id} has no variant {key!r} of layout {layout}")
         links = self.links(subscriber_id)
-        html = _fill(self.built.html(key), links)
-        text = _fill(self.built.text(key), links)
+        html, text = self.built.html(key), self.built.text(key)
+        if self._encoding[key, "text/html"] != EIGHT_BIT:
+            html = _fill(html, links)
+        if self._encoding[key, "text/plain"] != EIGHT_BIT:
+            text = _fill(text, links)
         list_unsubscribe = f"<{links.unsubscribe}>"
         if links.unsubscribe_mailto:
             list_unsubscribe += f", <{links.unsubscribe_mailto}>"
@@ -191,13 +206,15 @@ class Messages:
         raw = b"".join([
             static, personal,
             f'Content-Type: multipart/alternative; boundary="{self.boundary}"\r\n\r\n'.encode(),
-            _part(self.boundary, "text/plain", text, self._encoding[key, "text/plain"]),
-            _part(self.boundary, "text/html", html, self._encoding[key, "text/html"]),
+            _part(self.boundary, "text/plain", text, self._encoding[key, "text/plain"], links),
+            _part(self.boundary, "text/html", html, self._encoding[key, "text/html"], links),
             f"--{self.boundary}--\r\n".encode(),
         ])
         return Outgoing(recipient=recipient, sender=self.envelope_sender, raw=raw,
                         key=idempotency,
-                        tags=dict(tags or {"issue": self.built.id}))
+                        tags=dict(tags or {"issue": self.built.id}),
+                        eight_bit=EIGHT_BIT in (self._encoding[key, "text/html"],
+                                                self._encoding[key, "text/plain"]))
 
 
 def refuse_stray_placeholders(built: BuiltIssue) -> None:
@@ -247,10 +264,25 @@ def _fill(body: str, links: Links) -> str:
             .replace(PREFERENCES_PLACEHOLDER, links.preferences))
 
 
-def _part(boundary: str, content_type: str, body: str, encoding: str) -> bytes:
-    return (f"--{boundary}\r\nContent-Type: {content_type}; charset=\"utf-8\"\r\n"
-            f"Content-Transfer-Encoding: {encoding}\r\n\r\n").encode() \
-        + encode_body(body, encoding)
+def _part(boundary: str, content_type: str, body: str, encoding: str, links: Links
+          ) -> bytes:
+    head = (f"--{boundary}\r\nContent-Type: {content_type}; charset=\"utf-8\"\r\n"
+            f"Content-Transfer-Encoding: {encoding}\r\n\r\n").encode()
+    if encoding == EIGHT_BIT:
+        return head + _eight_bit_part(body, content_type == "text/html", links)
+    return head + encode_body(body, encoding)
+
+
+def _eight_bit_part(body: str, html: bool, links: Links) -> bytes:
+    """``body`` (placeholders still in it) folded with each placeholder at the reserved
+    length, then filled: its lines stay within 998 octets for any link up to that length."""
+    if any(len(link.encode()) > LINK_RESERVE for link in (links.unsubscribe, links.preferences)):
+        return encode_body(_fill(body, links), EIGHT_BIT, html=html)  # no room made: afresh
+    grow = {p: LINK_RESERVE - len(p) for p in (UNSUBSCRIBE_PLACEHOLDER, PREFERENCES_PLACEHOLDER)}
+    folded = eight_bit_body(body, html=html, grow=grow)
+    assert folded is not None
+    return (folded.replace(UNSUBSCRIBE_PLACEHOLDER.encode(), links.unsubscribe.encode())
+            .replace(PREFERENCES_PLACEHOLDER.encode(), links.preferences.encode()))
 
 
 def transfer_encoding(text: str, *, readable: bool = False) -> str:

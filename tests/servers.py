@@ -158,7 +158,9 @@ class SmtpSink:
     ``implicit_tls`` (a server context) speaks TLS from the first byte instead (port 465);
     ``users`` ({name: password}) turns on AUTH (over TLS only unless ``auth_require_tls`` is
     False); ``idle_timeout`` closes idle connections (as real relays do); ``smtputf8`` offers
-    SMTPUTF8 (RFC 6531: non-ASCII addresses), which aiosmtpd does not by default.
+    SMTPUTF8 (RFC 6531: non-ASCII addresses), which aiosmtpd does not by default;
+    ``eight_bit_mime=False`` does not announce 8BITMIME (aiosmtpd then decodes what DATA
+    carries: for a relay that must never be handed 8bit data).
     ``auth_required`` answers ``530 5.7.0 Authentication required`` to MAIL before a login;
     ``auth_exclude`` hides AUTH mechanisms (``("PLAIN",)`` leaves LOGIN alone).
 
@@ -182,7 +184,7 @@ class SmtpSink:
                  smtputf8: bool = False, implicit_tls: ssl.SSLContext | None = None,
                  message_rate: tuple[int, float] | None = None,
                  max_connections: int | None = None, auth_required: bool = False,
-                 auth_exclude: tuple[str, ...] = (),
+                 auth_exclude: tuple[str, ...] = (), eight_bit_mime: bool = True,
                  clock: Callable[[], float] = time.monotonic) -> None:
         self._socket = bound_socket()
         self._clock = clock
@@ -209,7 +211,8 @@ class SmtpSink:
         self._pauses: deque[Pause] = deque()
         self._issued: list[Pause] = []
         self._users = dict(users or {})
-        kwargs: dict[str, Any] = {"timeout": idle_timeout, "enable_SMTPUTF8": smtputf8}
+        kwargs: dict[str, Any] = {"timeout": idle_timeout, "enable_SMTPUTF8": smtputf8,
+                                  "decode_data": not eight_bit_mime}
         if tls_context is not None:
             kwargs.update(tls_context=tls_context, require_starttls=require_starttls)
         if self._users:

@@ -16,11 +16,11 @@ from email import policy
 from email.header import decode_header, make_header
 
 import pytest
-from conftest import SAMPLE_WEEK, Entry, atom
+from conftest import SAMPLE_WEEK, Entry, atom, unfolded
 
 from pipeline.core.bilingual import SUBJECT_MAX
 from pipeline.core.message import Messages
-from pipeline.core.mime import BASE64, QUOTED_PRINTABLE
+from pipeline.core.mime import BASE64, EIGHT_BIT, QUOTED_PRINTABLE
 from pipeline.core.site import Site, public_email
 from pipeline.core.wrap import SIGNATURE, width
 from pipeline.model import LAYOUTS
@@ -53,7 +53,9 @@ def wire_parts(raw: bytes) -> dict[str, tuple[str, bytes]]:
 
 def parsed_parts(raw: bytes) -> dict[str, str]:
     message = email.message_from_bytes(raw, policy=policy.default)
-    return {part.get_content_type(): part.get_content() for part in message.iter_parts()}
+    return {part.get_content_type(): unfolded(part.get_content())
+            if part.get_content_type() == "text/html" else part.get_content()
+            for part in message.iter_parts()}
 
 
 def big_feed(count: int) -> bytes:
@@ -112,15 +114,24 @@ def test_the_text_part_shortens_the_same_items_as_the_html(big_built):
 
 
 def test_each_part_takes_the_smaller_encoding(big_built, built, settings):
-    # English: quoted-printable (~1.0x, against base64's 1.37x); mostly Chinese, three bytes
-    # a character, each "=XX": base64. With the cards' markup in shared classes, the Chinese
-    # HTML is mostly Chinese too.
-    en = wire_parts(sent(settings, built, "en"))
+    # Without 8bit: English, quoted-printable (~1.0x, against base64's 1.37x); mostly
+    # Chinese, three bytes a character, each "=XX": base64. With the cards' markup in shared
+    # classes, the Chinese HTML is mostly Chinese too.
+    seven = replace(settings, delivery=replace(settings.delivery, eight_bit=False))
+    en = wire_parts(sent(seven, built, "en"))
     assert en["text/html"][0] == en["text/plain"][0] == QUOTED_PRINTABLE
-    zh = wire_parts(sent(settings, built, "zh"))
+    zh = wire_parts(sent(seven, built, "zh"))
     assert zh["text/html"][0] == zh["text/plain"][0] == BASE64
     big_settings, big = big_built
-    assert wire_parts(sent(big_settings, big, "zh"))["text/html"][0] == BASE64
+    seven_big = replace(big_settings, delivery=replace(big_settings.delivery, eight_bit=False))
+    assert wire_parts(sent(seven_big, big, "zh"))["text/html"][0] == BASE64
+    # With 8bit (the default): every HTML part goes as it is, folded, at ~1.0x its size.
+    for layout in LAYOUTS:
+        parts = wire_parts(sent(settings, built, layout))
+        cte, body = parts["text/html"]
+        assert cte == EIGHT_BIT, layout
+        assert len(body) < 1.01 * len(built.html(layout).encode()) + 2_000
+        assert len(body) < len(wire_parts(sent(seven, built, layout))["text/html"][1])
     for layout in LAYOUTS:  # the same choice for every recipient
         assert wire_parts(sent(settings, built, layout)).keys() == {"text/html", "text/plain"}
         other = Messages(built, settings, KEYS).build("b@example.org", "f" * 24, layout, NOW)

@@ -10,7 +10,7 @@ from email import policy
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from conftest import SAMPLE_WEEK
+from conftest import SAMPLE_WEEK, unfolded
 
 from pipeline.core.message import Messages
 from pipeline.core.render import PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER
@@ -60,9 +60,9 @@ def test_headers_and_parts(settings, built, layout):
     assert message["Date"]
     body = parts(message)
     assert set(body) == {"text/plain", "text/html"}
-    assert body["text/html"].replace("\r\n", "\n") == built.html(layout).replace(
+    assert unfolded(body["text/html"]) == unfolded(built.html(layout).replace(
         UNSUBSCRIBE_PLACEHOLDER, messages.links(SID).unsubscribe).replace(
-        PREFERENCES_PLACEHOLDER, messages.links(SID).preferences)
+        PREFERENCES_PLACEHOLDER, messages.links(SID).preferences))
     for text in body.values():
         assert "%%" not in text
     assert out.recipient == "reader@example.org" and out.sender == "weekly@example.org"

@@ -397,7 +397,7 @@ def test_cards_carry_no_tier_pill_and_their_title_is_a_link(sample):
         assert 'class="pill' not in html  # every card sits under its tier's heading
         for item in issue.items:
             card = card_of(html, item.pr)
-            headline = re.search(r'<h2[^>]*><a href="([^"]+)" style="color:#0b62d6;', card)
+            headline = re.search(r'<h2[^>]*><a href="([^"]+)" style="color:#0b62d6"', card)
             assert headline and headline.group(1) == item.url
 
 
@@ -604,3 +604,20 @@ def test_a_numbered_subject_drops_the_week_before_it_cuts_the_headline(sample, n
         assert shown_label == label and "2026-W48" not in line
         title = long_zh if layout.startswith("zh") else long_en
         assert title.startswith(headline.split("…")[0]) and "…" in headline
+
+
+def test_compact_css_drops_white_space_but_keeps_rules_lines_and_no_double_brace():
+    from pipeline.core.render import compact_css
+
+    css = """
+      a { color: #0b62d6; }
+      @media (max-width: 480px) { .brand { display: block; } }
+      body, .page, .page > table { background: #0d1117 !important; }
+      .card h2 a { margin: 0 0 4px 0; }
+    """
+    assert compact_css(css).split("\n") == [
+        "a{color:#0b62d6}",
+        "@media (max-width:480px){.brand{display:block} }",
+        "body,.page,.page>table{background:#0d1117 !important}",
+        ".card h2 a{margin:0 0 4px 0}",
+    ]

@@ -266,6 +266,34 @@ def test_untrusted_certificate_is_a_config_error(smtp_server_factory, tls: Tls) 
     assert isinstance(caught.value.__cause__, ssl.SSLCertVerificationError)
 
 
+def test_an_8bit_message_is_sent_with_body_8bitmime(smtp_server: SmtpSink,
+                                                   transport: SmtpTransport) -> None:
+    message = outgoing()
+    eight = Outgoing(message.recipient, message.sender, message.raw, message.key,
+                     message.tags, eight_bit=True)
+    transport.send(eight)
+    (received,) = smtp_server.received
+    assert "BODY=8BITMIME" in received.mail_options and received.content == eight.raw
+
+
+def test_an_8bit_message_to_a_relay_without_8bitmime_stops_the_send_naming_the_fix(
+        smtp_server_factory) -> None:
+    """RFC 6152: 8bit data only to a relay that announces 8BITMIME. Re-encoding it behind
+    the editor's approval is not ours to do: the send stops, as a configuration error."""
+    sink = smtp_server_factory(eight_bit_mime=False)
+    transport = SmtpTransport(sink.settings(), None, timeout=5.0)
+    message = outgoing()
+    try:
+        with pytest.raises(SendingMisconfigured) as caught:
+            transport.send(Outgoing(message.recipient, message.sender, message.raw,
+                                    message.key, message.tags, eight_bit=True))
+        assert caught.value.exit_code == 2 and "8BITMIME" in str(caught.value)
+        assert "[delivery] eight_bit = false" in str(caught.value)
+    finally:
+        transport.close()
+    assert sink.received == []
+
+
 def test_starttls_not_offered_is_a_config_error_with_the_fix(smtp_server: SmtpSink) -> None:
     """The sink offers no STARTTLS: running again would not help, so ``verify`` (the check
     before a run) says so as a configuration error; mid-run it still stops the run."""

@@ -121,3 +121,25 @@ def test_bad_smtp_settings_stop_before_anything_is_published(tmp_path: Path,
     assert result.returncode == 2, result.stdout + result.stderr
     assert words in one_line(result)
     assert not published(folder) and smtp_server.received == []
+
+
+@pytest.mark.subprocess  # publishing runs Pagefind
+def test_a_relay_without_8bitmime_stops_an_8bit_issue_before_publishing(
+        tmp_path: Path, smtp_server_factory) -> None:
+    """8bit parts go only to a relay that announces 8BITMIME (RFC 6152); one that does not
+    is known at the probe, before anything is published. ``[delivery] eight_bit = false``
+    (and a build) sends the issue as quoted-printable and base64 instead."""
+    sink: SmtpSink = smtp_server_factory(eight_bit_mime=False)  # strict ASCII, as it says
+    folder = project(tmp_path, sink, 'tls = "none"\n')
+    result = run(folder)
+    assert result.returncode == 2, result.stdout + result.stderr
+    line = one_line(result)
+    assert "8BITMIME" in line and "[delivery] eight_bit = false" in line
+    assert not published(folder) and sink.received == []
+    config = folder / "newsletter.toml"
+    config.write_text(config.read_text().replace(
+        "[delivery]\n", "[delivery]\neight_bit = false\n"), encoding="utf-8")
+    ok(run(folder))
+    (received,) = sink.received
+    assert b"Content-Transfer-Encoding: 8bit" not in received.content
+    assert "BODY=8BITMIME" not in received.mail_options and published(folder)

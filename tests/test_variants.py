@@ -12,7 +12,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_FEED, SAMPLE_WEEK, Entry, atom
+from conftest import SAMPLE_FEED, SAMPLE_WEEK, Entry, atom, unfolded
 
 from pipeline.config import Settings, load
 from pipeline.core import issue_json
@@ -40,9 +40,11 @@ class CountingRenderer(Renderer):
         super().__init__()
         self.variants: list[Variant] = []
 
-    def render_variant(self, issue, variant, base_url, budget_kb, footer=None):
+    def render_variant(self, issue, variant, base_url, budget_kb, footer=None, *,
+                       eight_bit=False):
         self.variants.append(variant)
-        return super().render_variant(issue, variant, base_url, budget_kb, footer)
+        return super().render_variant(issue, variant, base_url, budget_kb, footer,
+                                      eight_bit=eight_bit)
 
 
 @pytest.fixture
@@ -427,10 +429,11 @@ def test_send_gives_each_reader_their_variant_and_never_rebuilds(settings, tmp_p
 
 
 def _without_links(html: str) -> str:
-    """``html`` with its personal links (filled in or not) and line ends made alike."""
+    """``html`` with its personal links (filled in or not) and line ends (an 8bit part's
+    folds among them) made alike."""
     html = re.sub(r"https://news\.example\.org/app/(unsubscribe|preferences)\?token=[^\"'\s]+",
                   r"%%\1_url%%", html)
-    return html.replace("\r\n", "\n")
+    return unfolded(html)
 
 
 @pytest.mark.subprocess  # publishing runs Pagefind

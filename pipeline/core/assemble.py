@@ -138,9 +138,12 @@ def assemble(settings: Settings, week: Week, ranked: Ranked,
     renderer = renderer or Renderer()
     footer = Footer.from_settings(settings)
     base_url, budget_kb = settings.site.base_url, settings.issue.size_budget_kb
-    rendered, render_problems = renderer.render(issue, base_url, budget_kb, footer)
+    eight_bit = settings.delivery.eight_bit  # the parts as the transport will carry them
+    rendered, render_problems = renderer.render(issue, base_url, budget_kb, footer,
+                                                eight_bit=eight_bit)
     for variant in distinct_variants(choices, issue.items):
-        result, problem = renderer.render_variant(issue, variant, base_url, budget_kb, footer)
+        result, problem = renderer.render_variant(issue, variant, base_url, budget_kb, footer,
+                                                  eight_bit=eight_bit)
         rendered[variant.key] = result
         if problem:
             render_problems.append(problem)

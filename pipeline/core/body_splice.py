@@ -20,6 +20,13 @@ and each piece between links is encoded once per starting column (one column in 
 links of one issue all have the same shape), starting from that column by encoding it behind
 as many ``x`` and in front of one ``x`` standing for the link that follows.
 
+*8bit* is the body as it is, folded once (``eightbit.py``) with each placeholder counted at
+the reserved length of a link, so its lines stay within 998 octets whatever link of at most
+that length replaces it; per recipient the links are put in place in the folded bytes. The
+fold points are the ones the budget's weighing of the body with reserved links chose, so
+what is sent weighs at most what was weighed. A link longer than the reserve folds the
+filled body afresh.
+
 When a link could change the result in a way a piece cannot see (a line break in a link,
 a link that could form a placeholder with the text around it, a ``\\r`` in the body, which
 ``b2a_qp`` reads as a hint of the line ends to use), the whole body is encoded the ordinary
@@ -34,7 +41,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from pipeline.core.mime import BASE64, QUOTED_PRINTABLE, encode_body
+from pipeline.core.eightbit import eight_bit_body
+from pipeline.core.mime import BASE64, EIGHT_BIT, QUOTED_PRINTABLE, encode_body
 
 #: Bytes of input per base64 line (76 characters out).
 _B64_LINE = 57
@@ -55,12 +63,22 @@ class _Window:
 class SplicedBody:
     """``encode_body(filled(body, links), encoding)``, computed mostly once."""
 
-    def __init__(self, body: str, encoding: str, placeholders: Sequence[str]) -> None:
-        if encoding not in (BASE64, QUOTED_PRINTABLE):
+    def __init__(self, body: str, encoding: str, placeholders: Sequence[str], *,
+                 html: bool = False, reserve: int = 0) -> None:
+        if encoding not in (BASE64, QUOTED_PRINTABLE, EIGHT_BIT):
             raise ValueError(f"unknown transfer encoding {encoding!r}")
         self.body = body
         self.encoding = encoding
         self.placeholders = tuple(placeholders)
+        self.html = html
+        self.reserve = reserve
+        self._eight: bytes | None = None
+        if encoding == EIGHT_BIT:
+            self._eight = eight_bit_body(body, html=html, grow={
+                placeholder: reserve - len(placeholder.encode("utf-8"))
+                for placeholder in self.placeholders})
+            if self._eight is None:
+                raise ValueError("the part cannot be sent as 8bit data")
         split = _split(body, self.placeholders)
         self._statics, self._slots = split or ([], [])
         self._plans: dict[tuple[int, ...], list[bytes | _Window]] = {}
@@ -71,6 +89,8 @@ class SplicedBody:
 
     def encode(self, links: Sequence[str]) -> bytes:
         """The encoded body with ``links[i]`` in place of ``placeholders[i]``."""
+        if self._eight is not None:
+            return self._eight_bit(links)
         if not self._spliceable or not self._safe(links):
             return encode_body(self.reference_fill(links), self.encoding)
         data = [link.encode("utf-8") for link in links]
@@ -99,6 +119,24 @@ class SplicedBody:
                 if later[0] in link or later[-1] in link or link in later:
                     return False
         return True
+
+    # -- 8bit ----------------------------------------------------------------------------------
+
+    def _eight_bit(self, links: Sequence[str]) -> bytes:
+        """The folded body with the links put in, one placeholder after the other as
+        :meth:`reference_fill` does. No fold point lies in or next to a placeholder (they
+        hold no space), so this is the filled body with the same folds; only a link too long
+        for the room made, or holding a line break or NUL, folds the filled body afresh."""
+        if len(links) != len(self.placeholders):
+            raise ValueError(f"expected {len(self.placeholders)} links, got {len(links)}")
+        data = [link.encode("utf-8") for link in links]
+        if any(len(link) > self.reserve or b"\r" in link or b"\n" in link or b"\x00" in link
+               for link in data):
+            return encode_body(self.reference_fill(links), EIGHT_BIT, html=self.html)
+        body = self._eight or b""
+        for placeholder, link in zip(self.placeholders, data, strict=True):
+            body = body.replace(placeholder.encode("utf-8"), link)
+        return body
 
     # -- base64 --------------------------------------------------------------------------------
 

@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 
 from markupsafe import Markup
 
+from pipeline.core.eightbit import eight_bit_body
+
 #: Kinds of piece a template marks (see the module docstring).
 ENTRY, CARD, BRIEF, CONTENTS_TIER, CARD_TIER, END = "e", "c", "b", "g", "h", "z"
 #: Bytes by which the corrected estimate of a plan may still be off (quoted-printable soft
@@ -44,34 +46,54 @@ GUIDED_STEPS = 3
 
 @dataclass(frozen=True)
 class Size:
-    """What a piece weighs: UTF-8 bytes, and quoted-printable bytes (CRLF line ends)."""
+    """What a piece weighs: UTF-8 bytes, quoted-printable bytes (CRLF line ends), and 8bit
+    bytes (UTF-8 with CRLF line ends; for a whole part exact, folds included, or
+    :data:`NOT_8BIT` when it cannot be 8bit data; for a piece its bytes and line ends, the
+    folds, one byte in about a thousand, left to the check)."""
 
     raw: int = 0
     qp: int = 0
+    eight: int = 0
 
     def __add__(self, other: Size) -> Size:
-        return Size(self.raw + other.raw, self.qp + other.qp)
+        return Size(self.raw + other.raw, self.qp + other.qp, self.eight + other.eight)
 
     def __sub__(self, other: Size) -> Size:
-        return Size(self.raw - other.raw, self.qp - other.qp)
+        return Size(self.raw - other.raw, self.qp - other.qp, self.eight - other.eight)
 
-    def sent(self) -> int:
-        """The part's weight as sent: the smaller of its two encodings (``mime.sent_size``)."""
-        return min(self.qp, base64_size(self.raw))
+    def sent(self, eight_bit: bool = False) -> int:
+        """The part's weight as sent: the smallest of its encodings (``mime.sent_size``),
+        8bit among them when the transport carries it."""
+        sent = min(self.qp, base64_size(self.raw))
+        return min(sent, self.eight) if eight_bit else sent
 
 
-def size_of(text: str, *, whole: bool = True, exact: bool = True) -> Size:
-    """``text`` weighed in both units as ``mime.encode_body`` encodes a part body: exactly
+#: What a whole part that cannot be 8bit data weighs in 8bit: more than any budget, so a
+#: plan whose frame carries it is weighed in its other encodings (and checked for real).
+NOT_8BIT = 10**9
+
+
+def size_of(text: str, *, whole: bool = True, exact: bool = True, eight_bit: bool = False,
+            html: bool = False) -> Size:
+    """``text`` weighed in each unit as ``mime.encode_body`` encodes a part body: exactly
     for a ``whole`` part, without the line end it adds at the end of one for a piece. Not
     ``exact``, quoted-printable is only bounded from below (every byte above ASCII costs
-    three): enough where base64 wins anyway, and three times cheaper on Chinese."""
+    three): enough where base64 wins anyway, and three times cheaper on Chinese. 8bit is
+    weighed only when ``eight_bit`` (a whole ``html`` part folded, as it would be sent)."""
     data = text.replace("\r\n", "\n").encode("utf-8")
+    eight = 0
+    if eight_bit:
+        if whole:
+            body = eight_bit_body(text, html=html)
+            eight = NOT_8BIT if body is None else len(body)
+        else:
+            eight = len(data) + data.count(b"\n")
     if not exact:
         return Size(len(data), len(data) + 2 * len(data.translate(None, _ASCII))
-                    + data.count(b"\n"))
+                    + data.count(b"\n"), eight)
     qp = binascii.b2a_qp(data, quotetabs=False, istext=True, header=False)
     ending = 1 if whole and qp and not qp.endswith(b"\n") else 0
-    return Size(len(data), len(qp) + ending + qp.count(b"\n") + ending)
+    return Size(len(data), len(qp) + ending + qp.count(b"\n") + ending, eight)
 
 
 _ASCII = bytes(range(128))
@@ -124,14 +146,16 @@ _ZERO = Size()
 
 
 def measure(marked: str, marks: Marks, finish: Callable[[str], str],
-            as_sent: Callable[[str], str]) -> Measured:
+            as_sent: Callable[[str], str], *, eight_bit: bool = False,
+            html: bool = False) -> Measured:
     """Cut ``marked`` at its marks. ``finish`` turns mark-free text into the part (the text
     part's wrapping, which works line by line); ``as_sent`` is the part as one recipient
-    gets it (placeholders become links as long as real ones)."""
+    gets it (placeholders become links as long as real ones); ``eight_bit`` weighs 8bit
+    too (``html``: the part is HTML, folded as sent)."""
     pattern = marks.pattern
     found = list(pattern.finditer(marked))
     part = finish(pattern.sub("", marked))
-    total = size_of(as_sent(part))
+    total = size_of(as_sent(part), eight_bit=eight_bit, html=html)
     # Where quoted-printable loses by far (Chinese), its exact size does not matter.
     exact = total.qp < 1.2 * base64_size(total.raw)
     pieces: dict[tuple[str, str], Size] = {}
@@ -140,7 +164,8 @@ def measure(marked: str, marks: Marks, finish: Callable[[str], str],
         if kind == END:
             continue
         end = found[at + 1].start() if at + 1 < len(found) else len(marked)
-        size = size_of(as_sent(finish(marked[here.end():end])), whole=False, exact=exact)
+        size = size_of(as_sent(finish(marked[here.end():end])), whole=False, exact=exact,
+                       eight_bit=eight_bit)
         pieces[(kind, key)] = pieces.get((kind, key), _ZERO) + size
     return Measured(part, total, total - sum(pieces.values(), _ZERO), pieces)
 

@@ -11,10 +11,12 @@ filling the links in and encoding the whole part, which took 70 % of a message's
 a hundred times faster than building an ``EmailMessage`` each time (``make bench``), with the
 same result on the wire.
 
-Each part goes out in whichever of quoted-printable and base64 is smaller for that layout
-(``mime.choose_encoding``, decided once per layout on the part with links of the reserved
-length), so what the size budget weighed is what is sent, and an ``.eml`` in the outbox stays
-readable where quoted-printable wins.
+Each part goes out in whichever of quoted-printable, base64 and (with ``[delivery]
+eight_bit``) 8bit is smallest for that layout (``mime.choose_encoding``, decided once per
+layout on the part with links of the reserved length), so what the size budget weighed is
+what is sent, and an ``.eml`` in the outbox stays readable where quoted-printable or 8bit
+wins. A message with an 8bit part says so (``Outgoing.eight_bit``): SMTP then sends it with
+``BODY=8BITMIME``, and only to a relay that announces it.
 
 Personal links are filled only into the template's own slots. ``render`` never lets text
 from outside print a placeholder; should a built issue still hold one outside a slot (an
@@ -46,8 +48,13 @@ from pipeline.config import Settings
 from pipeline.core.addresses import UnsendableAddress, to_header, wire_address
 from pipeline.core.body_splice import SplicedBody
 from pipeline.core.built_issue import BuiltIssue
-from pipeline.core.mime import QUOTED_PRINTABLE, choose_encoding, encode_subject
-from pipeline.core.render import PLACEHOLDERS, stray_placeholders, with_reserved_links
+from pipeline.core.mime import EIGHT_BIT, QUOTED_PRINTABLE, choose_encoding, encode_subject
+from pipeline.core.render import (
+    LINK_RESERVE,
+    PLACEHOLDERS,
+    stray_placeholders,
+    with_reserved_links,
+)
 from pipeline.errors import BlockedError, ConfigError
 from pipeline.model import LAYOUTS, Outgoing
 from subscribers.tokens import Keys, make_token, tagged_address
@@ -118,7 +125,8 @@ class Messages:
         # Per part: its encoding chosen and its headers written once, its body encoded once
         # but for the lines that hold a link (body_splice).
         self._parts = {
-            key: tuple(_Part.of(self.boundary, kind, body)
+            key: tuple(_Part.of(self.boundary, kind, body,
+                                eight_bit=settings.delivery.eight_bit)
                        for kind, body in (("text/plain", built.text(key)),
                                           ("text/html", built.html(key))))
             for key in built.keys
@@ -136,6 +144,11 @@ class Messages:
         self._static_test = {key: self._static_headers(self._layout_of[key], test=True,
                                                        label=key)
                              for key in built.keys}
+
+    @property
+    def eight_bit(self) -> bool:
+        """Whether any part of any layout or variant goes as 8bit data."""
+        return any(part.eight_bit for parts in self._parts.values() for part in parts)
 
     @property
     def envelope_sender(self) -> str:
@@ -207,7 +220,8 @@ class Messages:
                         html.head, html.body.encode(filled), self._closing])
         return Outgoing(recipient=recipient, sender=self.envelope_sender, raw=raw,
                         key=idempotency,
-                        tags=dict(tags or {"issue": self.built.id}))
+                        tags=dict(tags or {"issue": self.built.id}),
+                        eight_bit=text.eight_bit or html.eight_bit)
 
 
     def _date_header(self, now: datetime) -> bytes:
@@ -228,13 +242,20 @@ class _Part:
     head: bytes
     body: SplicedBody
 
+    @property
+    def eight_bit(self) -> bool:
+        return self.body.encoding == EIGHT_BIT
+
     @classmethod
-    def of(cls, boundary: str, content_type: str, body: str) -> _Part:
+    def of(cls, boundary: str, content_type: str, body: str, *, eight_bit: bool = False
+           ) -> _Part:
         # Chosen on the part with links of the reserved length: what the budget weighed.
-        encoding = choose_encoding(with_reserved_links(body))
+        html = content_type == "text/html"
+        encoding = choose_encoding(with_reserved_links(body), eight_bit=eight_bit, html=html)
         head = (f"--{boundary}\r\nContent-Type: {content_type}; charset=\"utf-8\"\r\n"
                 f"Content-Transfer-Encoding: {encoding}\r\n\r\n").encode()
-        return cls(head, SplicedBody(body, encoding, PLACEHOLDERS))
+        return cls(head, SplicedBody(body, encoding, PLACEHOLDERS, html=html,
+                                     reserve=LINK_RESERVE))
 
 
 def refuse_stray_placeholders(built: BuiltIssue) -> None:

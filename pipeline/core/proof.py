@@ -150,16 +150,19 @@ class ProofReport:
         return bool(self.blocking)
 
 
-def proof(built: BuiltIssue, *, size_budget_kb: int, repo: str) -> ProofReport:
-    """The proof report of ``built``, checked against the budget and ``repo``'s PR links."""
+def proof(built: BuiltIssue, *, size_budget_kb: int, repo: str, eight_bit: bool = False
+          ) -> ProofReport:
+    """The proof report of ``built``, checked against the budget (the parts weighed as the
+    transport carries them: ``eight_bit``, ``[delivery] eight_bit``) and ``repo``'s PR
+    links."""
     issue = built.issue
     recorded = list(issue.problems)
-    sizes = tuple(layout_size(built.html(layout), layout, size_budget_kb)
+    sizes = tuple(layout_size(built.html(layout), layout, size_budget_kb, eight_bit)
                   for layout in LAYOUTS)
     variants = tuple(
         VariantProof(v.key, v.variant.layout, v.variant.areas,
-                     layout_size(built.html(v.key), v.key, size_budget_kb),
-                     weight(built.text(v.key)), len(v.brief), v.folded)
+                     layout_size(built.html(v.key), v.key, size_budget_kb, eight_bit),
+                     weight(built.text(v.key), eight_bit=eight_bit), len(v.brief), v.folded)
         for v in built.variants)
     already_over = {p.layout for p in recorded if p.code == "over-size-limit"}
     found: list[Problem] = []
@@ -183,8 +186,10 @@ def proof(built: BuiltIssue, *, size_budget_kb: int, repo: str) -> ProofReport:
     )
 
 
-def layout_size(html: str, layout: str, size_budget_kb: int) -> LayoutSize:
-    return LayoutSize(layout, len(html.encode("utf-8")), weight(html),
+def layout_size(html: str, layout: str, size_budget_kb: int, eight_bit: bool = False
+                ) -> LayoutSize:
+    return LayoutSize(layout, len(html.encode("utf-8")),
+                      weight(html, eight_bit=eight_bit, html=True),
                       min(size_budget_kb * 1000, HARD_LIMIT_BYTES))
 
 

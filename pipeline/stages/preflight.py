@@ -36,7 +36,14 @@ from urllib.parse import urlsplit
 
 from pipeline.config import Settings
 from pipeline.core.message import Messages
-from pipeline.errors import ConfigError, NewsletterError, StoppedError, TransportError, UsageError
+from pipeline.errors import (
+    ConfigError,
+    NewsletterError,
+    SendingMisconfigured,
+    StoppedError,
+    TransportError,
+    UsageError,
+)
 from pipeline.model import Week
 from pipeline.resource import Resource
 from pipeline.stages.built import BuiltIssue
@@ -123,6 +130,11 @@ def check_delivery(settings: Settings, built: BuiltIssue, keys: Keys, developmen
             require_https(settings)
         messages = Messages(built, settings, keys)
         probe(transport)
+        if messages.eight_bit and not transport.carries_8bit():
+            raise SendingMisconfigured(
+                f"{transport.describe()}: the relay does not announce 8BITMIME and the "
+                "issue's parts are 8bit data: set [delivery] eight_bit = false, build the "
+                "issue again and send it")
         rate = send_rate(settings, transport)
     except BaseException:
         transport.close()

@@ -288,7 +288,7 @@ def preview_issue(settings: Settings, week_id: str, feeds: Sequence[str] = (), *
                            "then preview again)") from None
     built = load_built(result.out_dir)  # what every later stage reads, hash checked
     report = proof(built, size_budget_kb=settings.issue.size_budget_kb,
-                   repo=settings.feed.repo)
+                   repo=settings.feed.repo, eight_bit=settings.delivery.eight_bit)
     editorial = editorial_file(settings, week_id)
     approval = read_approval(built.folder)
     sender = parse_address(settings.delivery.from_, "[delivery] from").display_name

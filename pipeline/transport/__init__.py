@@ -6,6 +6,7 @@
         def send(self, message: Outgoing) -> str      # the id the transport gives it
         def max_rate(self) -> float | None            # its own limit, messages/s, if known
         def probe(self) -> None                       # will it take mail at all?
+        def carries_8bit(self) -> bool                # may a part be 8bit data? (after probe)
         def describe(self) -> str                     # which one, and where to
         def close(self) -> None                       # also: ``with transport:``
 
@@ -60,6 +61,12 @@ class Transport(Resource, Protocol):
         raises as the first message would (or a :class:`~pipeline.errors.ConfigError` /
         :class:`~pipeline.errors.StoppedError` that says what to fix)."""
         ...
+
+    def carries_8bit(self) -> bool:
+        """Whether a message may carry 8bit parts (``[delivery] eight_bit``), as far as
+        :meth:`probe` found out: files and SES take them; an SMTP relay must announce
+        8BITMIME (RFC 6152)."""
+        return True
 
     def describe(self) -> str:
         """Which transport, and where to, in one line (never a login or a password)."""

@@ -226,6 +226,8 @@ class SmtpTransport(Transport):
         #: Open connections nobody is using, and how many are open in all (idle or in use).
         self._idle: list[_Connection] = []
         self._count = 0
+        #: Whether the relay announced 8BITMIME, once :meth:`verify` has asked.
+        self._announces_8bitmime: bool | None = None
         #: How many connections at once the relay allows, once it said so (a 4xx greeting
         #: while others were open); None: as many as there are sending threads.
         self.connection_limit: int | None = None
@@ -262,9 +264,15 @@ class SmtpTransport(Transport):
         """Connect, secure and log in once, then QUIT: what ``send`` and ``run`` check before
         anything is published or sent. Raises as the first message would."""
         conn = self._connect("")
+        self._announces_8bitmime = bool(conn.has_extn("8bitmime"))
         with contextlib.suppress(smtplib.SMTPException, OSError):
             conn.quit()
         conn.close()
+
+    def carries_8bit(self) -> bool:
+        """What the relay's EHLO said at :meth:`verify`: 8BITMIME or not (unknown before:
+        each 8bit message is then checked as it goes)."""
+        return self._announces_8bitmime is not False
 
     def probe(self) -> None:
         """:meth:`verify`: the relay takes a connection, TLS and the login."""
@@ -512,8 +520,16 @@ class SmtpTransport(Transport):
             raise SendingMisconfigured(f"smtp {self.where}: the sender {exc}; check "
                                        "[delivery] from and [smtp] return_path",
                                        recipient=message.recipient) from exc
+        body = []
+        if message.eight_bit:
+            if not conn.has_extn("8bitmime"):
+                raise SendingMisconfigured(
+                    f"smtp {self.where}: the relay does not announce 8BITMIME and the issue's "
+                    "parts are 8bit data: set [delivery] eight_bit = false, build the issue "
+                    "again and send it", recipient=message.recipient)
+            body = ["BODY=8BITMIME"]
         if not (rcpt.needs_smtputf8 or sender.needs_smtputf8):
-            return sender.idna, rcpt.idna, []
+            return sender.idna, rcpt.idna, body
         if not conn.has_extn("smtputf8"):
             if sender.needs_smtputf8:
                 raise SendingMisconfigured(
