@@ -7,10 +7,18 @@ tests/test_email_browser.py; here the fold points, the line lengths and what may
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from pipeline.core import mime
-from pipeline.core.eightbit import MAX_LINE_OCTETS, eight_bit_body, fold_html, fold_points
+from pipeline.core.eightbit import (
+    MAX_LINE_OCTETS,
+    eight_bit_body,
+    fold_html,
+    fold_points,
+    join_points,
+)
 
 
 def lines(data: bytes) -> list[bytes]:
@@ -56,12 +64,28 @@ def test_a_long_line_folds_to_lines_of_at_most_998_octets_changing_only_spaces()
 
 
 def test_a_run_with_no_fold_point_cannot_be_8bit():
-    paragraph = ("<p>" + "值得精读" * 100 + "</p>").encode()  # 1,207 octets, no space at all
-    assert fold_html(paragraph) is None
-    assert eight_bit_body(paragraph.decode(), html=True) is None
-    assert not mime.can_be_8bit(paragraph.decode(), html=True)
-    # The part then goes as it did: base64 is the smaller for Chinese.
-    assert mime.choose_encoding(paragraph.decode(), eight_bit=True, html=True) == mime.BASE64
+    paragraph = "<p>" + "x" * 1200 + "</p>"  # 1,207 octets: no space, no ideograph
+    assert fold_html(paragraph.encode()) is None
+    assert eight_bit_body(paragraph, html=True) is None
+    assert not mime.can_be_8bit(paragraph, html=True)
+    # The part then goes as it did: quoted-printable or base64, whichever is smaller.
+    assert mime.choose_encoding(paragraph, eight_bit=True, html=True) != mime.EIGHT_BIT
+    in_pre = "<pre>" + "张量" * 300 + "</pre>"  # white space kept: not even a <wbr> there
+    assert fold_html(in_pre.encode()) is None
+
+
+def test_a_chinese_paragraph_without_spaces_is_cut_between_ideographs_by_a_wbr():
+    text = "值得精读，" + "调度器先预留块再决定抢占" * 40 + "。"  # 1,470 octets, no space
+    data = f"<p>{text}</p>".encode()
+    folded = fold_html(data)
+    assert folded is not None and max(len(line) for line in lines(folded)) <= MAX_LINE_OCTETS
+    assert folded.count(b"<wbr\n>") >= 1
+    assert folded.replace(b"<wbr\n>", b"") == data  # nothing else changed
+    for cut in re.finditer(rb"<wbr\n>", folded):  # always between two ideographs
+        before = folded[:cut.start()].decode()[-1]
+        after = folded[cut.end():].decode()[0]
+        assert "\u4e00" <= before <= "\u9fff" and "\u4e00" <= after <= "\u9fff"
+    assert join_points("，。".encode() + "张量".encode()) == [len("，。".encode()) + 3]
 
 
 def test_grown_text_is_counted_at_its_grown_size():
@@ -92,4 +116,4 @@ def test_eight_bit_is_chosen_only_when_asked_and_smaller():
     assert mime.choose_encoding(english, eight_bit=True, html=True) in (
         mime.QUOTED_PRINTABLE, mime.EIGHT_BIT)
     with pytest.raises(ValueError, match="8bit"):
-        mime.encode_body("<p>" + "字" * 400 + "</p>", mime.EIGHT_BIT, html=True)
+        mime.encode_body("<p>" + "x" * 1200 + "</p>", mime.EIGHT_BIT, html=True)

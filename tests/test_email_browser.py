@@ -222,6 +222,29 @@ def test_the_email_folded_for_8bit_shows_the_same_pixels(browser, emails, tmp_pa
     assert shots[0] == shots[1]
 
 
+@pytest.mark.parametrize("width", [375, 600])
+def test_a_chinese_paragraph_cut_by_wbr_for_8bit_shows_the_same_pixels(browser, tmp_path,
+                                                                       width):
+    """A paragraph of Chinese with no space is folded between two ideographs by a ``<wbr>``
+    whose tag holds the line break: where the text wraps, and every glyph, stay."""
+    from pipeline.core.eightbit import fold_html
+
+    text = "值得精读，调度器先预留块再决定抢占，抖动下降百分之十二点五。" * 30
+    page = (f'<!doctype html><meta charset="utf-8"><body style="margin:8px">'
+            f'<p style="font-size:15px;line-height:1.7"><b>要点</b>{text}</p></body>')
+    raw = page.encode()
+    folded = fold_html(raw)
+    assert folded is not None and b"<wbr\n>" in folded
+    files = [tmp_path / "raw.html", tmp_path / "folded.html"]
+    files[0].write_bytes(raw)
+    files[1].write_bytes(folded)
+    shots = []
+    for path in files:
+        with opened(browser, path, width) as page_:
+            shots.append(page_.screenshot(full_page=True))
+    assert shots[0] == shots[1]
+
+
 @pytest.mark.slow  # axe's colour-contrast pass over a whole email, in 2 schemes at 2 widths
 @pytest.mark.parametrize("name", ["plain", "for-you"])
 def test_no_serious_accessibility_violations_in_either_scheme(browser, emails, name):

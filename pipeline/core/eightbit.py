@@ -17,6 +17,13 @@ white space is kept as written or a line break is not allowed:
   may not become a line break), ``<title>``, a comment (Outlook's conditional comments are
   read as markup by Outlook only) or a quoted attribute value.
 
+A Chinese paragraph often holds no space at all, and 333 characters are 999 octets. Where a
+line has no space to fold at, it is cut between two CJK ideographs of its text (the same
+places) by ``<wbr`` + line break + ``>``: a word-break opportunity where a line may break
+anyway (between two ideographs, UAX #14), with the line break inside its tag, so the reader
+sees nothing new. Never before punctuation, whose line-breaking rules a ``<wbr>`` would
+change.
+
 A text/plain part is never folded (its line breaks are its content): it is 8bit only when no
 line is too long already. Either way, a body that cannot be made 8bit data gives None, and the
 caller encodes it as before.
@@ -30,7 +37,7 @@ from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 #: RFC 5322 §2.1.1: a line is at most 998 octets before its CRLF.
 MAX_LINE_OCTETS = 998
@@ -41,9 +48,26 @@ _TAG_NAME = re.compile(rb"</?([A-Za-z][A-Za-z0-9-]*)")
 _KEPT = frozenset({b"pre", b"textarea", b"style", b"script", b"title"})
 
 
+#: Between two CJK unified ideographs (U+4E00–U+9FFF: three UTF-8 bytes, E4–E9 first).
+_BETWEEN_IDEOGRAPHS = re.compile(
+    rb"(?<=[\xe4-\xe9][\x80-\xbf][\x80-\xbf])(?=[\xe4-\xe9][\x80-\xbf][\x80-\xbf])")
+#: What a cut between two ideographs puts in: the line break inside a ``<wbr>`` tag.
+_WBR_OPEN, _WBR_CLOSE = b"<wbr", b">"
+
+
 def fold_points(data: bytes) -> list[int]:
     """The offsets of the spaces in ``data`` (HTML) that may become a line break."""
+    return _points(data)[0]
+
+
+def join_points(data: bytes) -> list[int]:
+    """The offsets between two ideographs of ``data``'s text where ``<wbr>`` may go."""
+    return _points(data)[1]
+
+
+def _points(data: bytes) -> tuple[list[int], list[int]]:
     points: list[int] = []
+    joins: list[int] = []
     kept: list[bytes] = []  # the open elements of _KEPT, innermost last
     for match in _TOKEN.finditer(data):
         token, start = match[0], match.start()
@@ -70,7 +94,8 @@ def fold_points(data: bytes) -> list[int]:
             continue
         if not kept:
             points.extend(start + i for i, byte in enumerate(token) if byte == 0x20)
-    return points
+            joins.extend(start + m.start() for m in _BETWEEN_IDEOGRAPHS.finditer(token))
+    return points, joins
 
 
 def fold_html(data: bytes, grow: Mapping[bytes, int] | None = None) -> bytes | None:
@@ -87,35 +112,54 @@ def fold_html(data: bytes, grow: Mapping[bytes, int] | None = None) -> bytes | N
             extra += max(inside, 0) * grow[key]
         return end - start + extra
 
-    points: list[int] | None = None
-    cuts: list[int] = []
+    found: tuple[list[int], list[int]] | None = None
+    cuts: list[tuple[int, bool]] = []  # (offset, True: a <wbr> goes in; False: a space goes)
     line_start = 0
     for line_end in [*(m.start() for m in re.finditer(rb"\n", data)), len(data)]:
-        start = line_start
-        while size(start, line_end) > MAX_LINE_OCTETS:
-            if points is None:
-                points = fold_points(data)
-            low = bisect.bisect_right(points, start)
-            high = bisect.bisect_left(points, line_end)
-            # The last fold point that leaves the line before it short enough.
-            chosen = None
-            while low < high:
-                middle = (low + high) // 2
-                if size(start, points[middle]) <= MAX_LINE_OCTETS:
-                    chosen, low = points[middle], middle + 1
-                else:
-                    high = middle
-            if chosen is None:
+        start, lead = line_start, 0  # lead: the ">" a <wbr> cut puts at the line's start
+        while lead + size(start, line_end) > MAX_LINE_OCTETS:
+            if found is None:
+                found = _points(data)
+            spaces, joins = found
+            space = _last_fitting(spaces, start, line_end, size, lead)
+            if space is not None:
+                cuts.append((space, False))
+                start, lead = space + 1, 0
+                continue
+            join = _last_fitting(joins, start, line_end, size, lead + len(_WBR_OPEN))
+            if join is None:
                 return None
-            cuts.append(chosen)
-            start = chosen + 1
+            cuts.append((join, True))
+            start, lead = join, len(_WBR_CLOSE)
         line_start = line_end + 1
     if not cuts:
         return data
-    out = bytearray(data)
-    for cut in cuts:
-        out[cut] = 0x0A  # the space becomes the line break
-    return bytes(out)
+    out: list[bytes] = []
+    done = 0
+    for at, wbr in cuts:
+        if wbr:
+            out += [data[done:at], _WBR_OPEN, b"\n", _WBR_CLOSE]
+            done = at
+        else:
+            out += [data[done:at], b"\n"]
+            done = at + 1
+    out.append(data[done:])
+    return b"".join(out)
+
+
+def _last_fitting(points: list[int], start: int, end: int, size: Callable[[int, int], int],
+                  extra: int) -> int | None:
+    """The last of ``points`` inside ``(start, end)`` whose line, from ``start`` up to it
+    and ``extra`` bytes more, is short enough."""
+    low, high = bisect.bisect_right(points, start), bisect.bisect_left(points, end)
+    chosen = None
+    while low < high:
+        middle = (low + high) // 2
+        if extra + size(start, points[middle]) <= MAX_LINE_OCTETS:
+            chosen, low = points[middle], middle + 1
+        else:
+            high = middle
+    return chosen
 
 
 def eight_bit_body(text: str, *, html: bool, grow: Mapping[str, int] | None = None
