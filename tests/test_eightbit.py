@@ -117,3 +117,65 @@ def test_eight_bit_is_chosen_only_when_asked_and_smaller():
         mime.QUOTED_PRINTABLE, mime.EIGHT_BIT)
     with pytest.raises(ValueError, match="8bit"):
         mime.encode_body("<p>" + "x" * 1200 + "</p>", mime.EIGHT_BIT, html=True)
+
+
+def _cuts(data: bytes, folded: bytes) -> tuple[set[int], set[int]]:
+    """Where ``folded`` differs from ``data``: spaces made line breaks, <wbr> put in."""
+    spaces, joins = set(), set()
+    i = j = 0
+    while i < len(data):
+        if folded.startswith(b"<wbr\n>", j) and not data.startswith(b"<wbr\n>", i):
+            joins.add(i)
+            j += len(b"<wbr\n>")
+            continue
+        if data[i] != folded[j]:
+            assert (data[i], folded[j]) == (0x20, 0x0A), i
+            spaces.add(i)
+        i, j = i + 1, j + 1
+    return spaces, joins
+
+
+@pytest.mark.parametrize("doc", [
+    # Every kind of place at once, long enough to need many folds.
+    ('<html><head><title>a title that is long ' + "x " * 200 + '</title>'
+     '<style>body { font-family: "Segoe UI", x; }\n' + ".a { b: c }\n" * 200 + '</style>'
+     '</head><body><!--[if mso]><table class="a b" style="x: y">' + "q " * 300
+     + '<![endif]-->'
+     '<pre class="code" id="p">' + "keep  me " * 50 + '</pre>'
+     + '<p lang="zh-CN">' + "调度器预留块，抢占 " * 120 + '<a href="x y" title=\'a b\'>链接</a>'
+     + "张量并行" * 200 + '</p></body></html>'),
+    "<div>" + "".join(f'<span class="c{i}" data-x="{i} {i}">w{i}</span>' for i in range(900))
+    + "</div>",
+])
+def test_the_folds_are_only_where_the_rules_allow_them(doc):
+    data = doc.encode()
+    folded = fold_html(data)
+    assert folded is not None
+    assert max(len(line) for line in lines(folded)) <= MAX_LINE_OCTETS
+    spaces, joins = _cuts(data, folded)
+    assert spaces and spaces <= set(fold_points(data))
+    assert joins <= set(join_points(data))
+
+
+@pytest.mark.parametrize("footer", ["", 'publisher = "Example Labs for the vLLM community"\n'
+                                    'postal_address = "1 Example Road, Springfield 12345"\n'])
+def test_a_part_that_folds_with_its_links_folds_with_room_made_for_them(tmp_path, footer):
+    """The budget weighs a part with links at their reserved length; a message folds it
+    with room made for them, then puts them in. Both must agree the part can be 8bit."""
+    from conftest import SAMPLE_FEED, SAMPLE_WEEK
+
+    from pipeline.config import load
+    from pipeline.core.render import LINK_RESERVE, PLACEHOLDERS, with_reserved_links
+    from pipeline.stages.build import build
+    from pipeline.stages.built import load_built
+
+    (tmp_path / "newsletter.toml").write_text(
+        f'[feed]\nurls = ["{SAMPLE_FEED}"]\n[delivery]\n{footer}', encoding="utf-8")
+    settings = load(tmp_path / "newsletter.toml", {})
+    built = load_built(build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "i").out_dir)
+    room = {p: LINK_RESERVE - len(p) for p in PLACEHOLDERS}
+    for key in built.keys:
+        for body, html in ((built.html(key), True), (built.text(key), False)):
+            reserved = eight_bit_body(with_reserved_links(body), html=html)
+            assert reserved is not None, key  # the sample goes 8bit in every layout
+            assert eight_bit_body(body, html=html, grow=room) is not None, key
