@@ -6,6 +6,7 @@ fails a command."""
 from __future__ import annotations
 
 import stat
+from pathlib import Path
 
 import jinja2
 import pytest
@@ -88,12 +89,18 @@ def test_a_second_process_renders_without_compiling(tmp_path, monkeypatch):
     assert compiled == []
 
 
-def test_an_edited_template_or_a_torn_file_is_compiled_again(tmp_path, monkeypatch):
+def _operator_template(tmp_path, name: str, source: str) -> tuple[Path, DiskCodeStore]:
+    """An operator's template folder holding ``name``, and an empty store beside it."""
     folder = tmp_path / "templates"
     folder.mkdir()
-    (folder / "t.txt.j2").write_text("one {{ x }}\n", encoding="utf-8")
+    (folder / name).write_text(source, encoding="utf-8")
     store = DiskCodeStore(tmp_path / "cache")
     store.folder.mkdir()
+    return folder, store
+
+
+def test_an_edited_template_or_a_torn_file_is_compiled_again(tmp_path, monkeypatch):
+    folder, store = _operator_template(tmp_path, "t.txt.j2", "one {{ x }}\n")
     compiled = _compiles(monkeypatch)
     for _ in range(2):  # compiled once, then read back from the store and run
         _fresh_process(monkeypatch, store)
@@ -111,11 +118,7 @@ def test_an_edited_template_or_a_torn_file_is_compiled_again(tmp_path, monkeypat
 
 
 def test_code_compiled_under_other_options_or_versions_is_never_run(tmp_path, monkeypatch):
-    folder = tmp_path / "templates"
-    folder.mkdir()
-    (folder / "t.html.j2").write_text("hi {{ x }}\n", encoding="utf-8")
-    store = DiskCodeStore(tmp_path / "cache")
-    store.folder.mkdir()
+    folder, store = _operator_template(tmp_path, "t.html.j2", "hi {{ x }}\n")
     compiled = _compiles(monkeypatch)
     _fresh_process(monkeypatch, store, fingerprint="jinja 3.0, autoescape off")
     render.environment([folder]).get_template("t.html.j2")
@@ -134,12 +137,8 @@ def test_a_cache_file_of_any_garbage_is_compiled_again(tmp_path, monkeypatch, af
 
     from jinja2.bccache import bc_magic
 
-    folder = tmp_path / "templates"
-    folder.mkdir()
     source = "ok {{ x }}\n"
-    (folder / "t.txt.j2").write_text(source, encoding="utf-8")
-    store = DiskCodeStore(tmp_path / "cache")
-    store.folder.mkdir()
+    folder, store = _operator_template(tmp_path, "t.txt.j2", source)
     _fresh_process(monkeypatch, store)
     render.environment([folder]).get_template("t.txt.j2")
     (cached,) = store.folder.iterdir()

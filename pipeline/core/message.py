@@ -48,7 +48,6 @@ from pipeline.config import Settings
 from pipeline.core.addresses import UnsendableAddress, to_header, wire_address
 from pipeline.core.body_splice import SplicedBody
 from pipeline.core.built_issue import BuiltIssue
-from pipeline.core.eightbit import eight_bit_body
 from pipeline.core.mime import EIGHT_BIT, QUOTED_PRINTABLE, choose_encoding, encode_subject
 from pipeline.core.render import (
     LINK_RESERVE,
@@ -253,18 +252,16 @@ class _Part:
         # Chosen on the part with links of the reserved length: what the budget weighed.
         html = content_type == "text/html"
         encoding = choose_encoding(with_reserved_links(body), eight_bit=eight_bit, html=html)
-        if encoding == EIGHT_BIT and eight_bit_body(body, html=html, grow=_LINK_ROOM) is None:
-            # Folded with its links at full length, the part fits; with room left for them,
+        try:
+            spliced = SplicedBody(body, encoding, PLACEHOLDERS, html=html, reserve=LINK_RESERVE)
+        except ValueError:
+            # Folded with its links at full length the part fits; with room left for them,
             # not (a line with no fold point between two links): send it as before.
             encoding = choose_encoding(with_reserved_links(body), html=html)
+            spliced = SplicedBody(body, encoding, PLACEHOLDERS, html=html, reserve=LINK_RESERVE)
         head = (f"--{boundary}\r\nContent-Type: {content_type}; charset=\"utf-8\"\r\n"
                 f"Content-Transfer-Encoding: {encoding}\r\n\r\n").encode()
-        return cls(head, SplicedBody(body, encoding, PLACEHOLDERS, html=html,
-                                     reserve=LINK_RESERVE))
-
-
-#: The room each personal link takes in an 8bit part beyond its placeholder.
-_LINK_ROOM = {placeholder: LINK_RESERVE - len(placeholder) for placeholder in PLACEHOLDERS}
+        return cls(head, spliced)
 
 
 def refuse_stray_placeholders(built: BuiltIssue) -> None:
