@@ -60,10 +60,13 @@ import pendulum
 from mjml import mjml2html
 
 from pipeline.config import Settings, load
-from pipeline.core import issue_json
 from pipeline.core.assemble import Choice, assemble, distinct_variants
-from pipeline.core.bilingual import compose
-from pipeline.core.collect import (
+from pipeline.core.email.message import Messages
+from pipeline.core.email.mime import BASE64, encode_body
+from pipeline.core.email.render import Footer, RenderedLayout, Renderer, _Plan
+from pipeline.core.issue import issue_json
+from pipeline.core.issue.bilingual import compose
+from pipeline.core.issue.collect import (
     FeedResult,
     PullGroup,
     group_week,
@@ -71,11 +74,8 @@ from pipeline.core.collect import (
     parse_feed,
     skipped_in_week,
 )
-from pipeline.core.interests import Variant, issue_areas
-from pipeline.core.message import Messages
-from pipeline.core.mime import BASE64, encode_body
-from pipeline.core.rank import rank
-from pipeline.core.render import Footer, RenderedLayout, Renderer, _Plan
+from pipeline.core.issue.interests import Variant, issue_areas
+from pipeline.core.issue.rank import rank
 from pipeline.model import LAYOUTS, Issue, Week
 from pipeline.stages.build import rank_week
 from pipeline.stages.built import BuiltIssue

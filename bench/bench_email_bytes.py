@@ -42,8 +42,8 @@ from bench_build import (
 )
 
 from pipeline.config import Settings, load
-from pipeline.core.interests import Variant
-from pipeline.core.render import Footer, Renderer, _Plan, environment, weight
+from pipeline.core.email.render import Footer, Renderer, _Plan, environment, weight
+from pipeline.core.issue.interests import Variant
 from pipeline.model import LAYOUTS, Issue
 from pipeline.week import parse_week
 

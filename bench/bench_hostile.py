@@ -3,7 +3,7 @@
 A feed of one review whose body is ``N`` MB of markup (``<b>`x`</b> 细节 &amp;`` over and
 over, escaped in the Atom document as any HTML body is), for N = 0.1, 1, 3 and 10 (a feed
 may be 20 MB). ``parse_feed`` is what the build does with it now: the body is cut to
-``MAX_BODY_CHARS`` before feedparser reads the document (pipeline/core/feed_cut.py), then
+``MAX_BODY_CHARS`` before feedparser reads the document (pipeline/core/issue/feed_cut.py), then
 sanitized. The baseline, measured in the same run, is ``feedparser.parse`` alone on the same
 document uncut: what the build paid before the cut, before any of the project's own work
 (nh3, the text, the rendering), which then came on top. ``vs feedparser`` is ``parse_feed``
@@ -23,8 +23,8 @@ from html import escape
 import feedparser  # type: ignore[import-untyped]
 from bench_build import median_ms, table
 
-from pipeline.core.collect import parse_feed
-from pipeline.core.sanitize import MAX_BODY_CHARS
+from pipeline.core.issue.collect import parse_feed
+from pipeline.core.issue.sanitize import MAX_BODY_CHARS
 
 UNIT = "<b>`x`</b> 细节 &amp; "
 

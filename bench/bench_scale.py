@@ -79,7 +79,7 @@ from bench_build import table
 from bench_send import BENCH_KEY, WEEK_ID, NullTransport, Setup, fill_store, numbers, prepare
 
 from pipeline.config import load
-from pipeline.core.message import Messages
+from pipeline.core.email.message import Messages
 from pipeline.stages.built import load_built
 from pipeline.stages.send import Sender, SendOptions
 from subscribers.shards import Shard

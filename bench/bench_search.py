@@ -40,7 +40,7 @@ from bench_site import Setup, prepare
 
 import pipeline.stages.search_index as search_index
 from pipeline.archive.local import LocalArchive
-from pipeline.core import search
+from pipeline.core.site import search
 from pipeline.model import Issue, SiteObject
 
 #: What the forked measurement reads (set before each fork, so nothing is pickled).

@@ -5,7 +5,7 @@ temp folder with ``pipeline.stages.build.build``; nothing is written in the work
 
 * **build**: ``Messages.build`` per recipient (µs), for each layout: the signed links, the
   personal headers folded, both parts encoded once per layout with the links spliced in
-  (``pipeline/core/body_splice.py``). Baselines in the same run: the implementation before
+  (``pipeline/core/email/body_splice.py``). Baselines in the same run: the implementation before
   issue 17 (``tests/message_reference.py``: each part filled in and encoded whole per
   recipient; ``vs before`` = its time / ours), checked to give the same bytes before
   anything is timed, and the same message built the obvious way with
@@ -77,8 +77,8 @@ from typing import Any
 from bench_build import table
 
 from pipeline.config import Settings, SmtpSettings, load
-from pipeline.core.message import Messages
-from pipeline.core.render import PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER
+from pipeline.core.email.message import Messages
+from pipeline.core.email.render import PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER
 from pipeline.model import LAYOUTS
 from pipeline.stages.build import build
 from pipeline.stages.built import BuiltIssue, load_built

@@ -72,8 +72,8 @@ from bench_build import median_ms, table
 from pipeline.archive import Archive
 from pipeline.archive.local import LocalArchive
 from pipeline.config import Settings, load
-from pipeline.core import issue_json
-from pipeline.core.site import Site
+from pipeline.core.issue import issue_json
+from pipeline.core.site.site import Site
 from pipeline.model import Issue
 from pipeline.stages.build import build
 from pipeline.stages.built import BuiltIssue, load_built

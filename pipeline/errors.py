@@ -147,7 +147,7 @@ class PermanentFailure(TransportError):
     """The recipient's address refuses this message for good (e.g. SMTP 550, SES rejected).
 
     ``bounce``: the reply says the mailbox does not exist (``550 5.1.1 User unknown``, see
-    :func:`pipeline.core.bounces.mailbox_gone`), so the address is marked bounced and gets
+    :func:`pipeline.core.mail_in.bounces.mailbox_gone`), so the address is marked bounced and gets
     no later issue, as an SES bounce notification would do. Any other refusal (a policy, a
     message the server did not like) fails this message only."""
 

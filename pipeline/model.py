@@ -229,7 +229,7 @@ class Issue:
 class SiteObject:
     """One file of the site, with the headers a host should serve it with.
 
-    Made by :mod:`pipeline.core.site`, written by an :class:`~pipeline.archive.Archive`.
+    Made by :mod:`pipeline.core.site.site`, written by an :class:`~pipeline.archive.Archive`.
     """
 
     #: Its path inside the archive (``index.html``, ``issues/2026-W48/index.html``).
@@ -247,7 +247,7 @@ class SiteObject:
 class Outgoing:
     """One finished message for one recipient.
 
-    Made by :mod:`pipeline.core.message`, handed to a :class:`~pipeline.transport.Transport`.
+    Made by :mod:`pipeline.core.email.message`, handed to a :class:`~pipeline.transport.Transport`.
     """
 
     #: The envelope recipient (one per message: a bounce names exactly one subscriber).

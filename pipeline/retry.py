@@ -4,7 +4,7 @@ Four places retry, each for its own failures and with its own bounds, through :f
 
 - ``send`` (:mod:`pipeline.stages.send`): a transport's :class:`TemporaryFailure` (throttled,
   busy, a relay's limit), three attempts during the walk and one per round after it, the
-  waits a :class:`~pipeline.core.pace.Cooldown` shared by every sending thread (growing as
+  waits a :class:`~pipeline.stages.pace.Cooldown` shared by every sending thread (growing as
   :func:`backoff` does, with jitter), or the transport's ``retry_after``;
 - the ``openai`` translator: 429, 5xx, timeouts and refused connections, waits doubling from
   ``[translate]``'s backoff, ``Retry-After`` honoured unless longer than the build can wait;

@@ -2,7 +2,7 @@
 
 Each ``newsletter`` command is a new process, and a new process compiles every template it
 renders: about 0.1 s of a 0.35 s ``build``. Jinja can keep the compiled code
-(``pipeline.core.render``'s bytecode cache, checked against each template's source); this
+(``pipeline.core.email.render``'s bytecode cache, checked against each template's source); this
 module is where it lives between processes: ``$XDG_CACHE_HOME/vllm-pr-weekly/templates/``
 (``~/.cache/…`` without it), one file a template, named by Jinja's key for it (a digest of the
 template's name and path, so two checkouts never share one).
@@ -32,7 +32,7 @@ FOLDER = Path("vllm-pr-weekly", "templates")
 
 
 class DiskCodeStore:
-    """A :class:`pipeline.core.render.CodeStore` in one private folder."""
+    """A :class:`pipeline.core.email.render.CodeStore` in one private folder."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder

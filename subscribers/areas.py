@@ -1,7 +1,7 @@
 """Area names as a reader's choice: the one way a name from a form, a CSV column or the
 archive becomes what the store keeps.
 
-It lives here, not in ``pipeline.core.interests`` (which re-exports it), because the
+It lives here, not in ``pipeline.core.issue.interests`` (which re-exports it), because the
 subscriber store must apply it and ``subscribers`` may not import ``pipeline.core``
 (the import-linter contract ``subscribers-alone``); ``pipeline.core`` may import this
 module (``core-pure`` forbids only the store and the subscription actions), so there is

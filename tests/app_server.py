@@ -27,7 +27,7 @@ from urllib.parse import urlencode, urlsplit
 import uvicorn
 
 from pipeline.config import Settings
-from pipeline.core.render import Footer
+from pipeline.core.email.render import Footer
 from pipeline.web.app import MailQueue, create_app
 from pipeline.web.serve import server_config
 from pipeline.week import now as clock_now

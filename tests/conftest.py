@@ -105,7 +105,7 @@ def newsletter_cmd() -> list[str]:
 
 def unfolded(html: str) -> str:
     """An HTML part as a reader's mail app lays it out: the line breaks an 8bit part's
-    folding put in place of spaces (pipeline/core/eightbit.py) read as those spaces."""
+    folding put in place of spaces (pipeline/core/email/eightbit.py) read as those spaces."""
     return html.replace("\r\n", "\n").replace("\n", " ")
 
 

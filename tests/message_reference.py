@@ -1,9 +1,9 @@
-"""The reference: ``pipeline/core/message.py`` as it was before issue 17, kept verbatim but
+"""The reference: ``pipeline/core/email/message.py`` as it was before issue 17, kept verbatim but
 for 8bit parts (issue 26, ``[delivery] eight_bit``): such a body is folded once with each
 placeholder counted at the reserved length of a link, then filled (``_eight_bit_part``).
 
 Each recipient's parts are filled in and encoded whole (``mime.encode_body``). Today's
-:class:`pipeline.core.message.Messages` encodes each part once and splices the links in; the
+:class:`pipeline.core.email.message.Messages` encodes each part once and splices the links in; the
 tests (``test_message_splice.py``) and ``bench/bench_send.py`` hold it to these bytes.
 
 Messages: a rendered layout + one recipient's links → the bytes a transport sends.
@@ -49,23 +49,23 @@ from email.utils import format_datetime, getaddresses
 from urllib.parse import quote
 
 from pipeline.config import Settings
-from pipeline.core.addresses import to_header
-from pipeline.core.built_issue import BuiltIssue
-from pipeline.core.eightbit import eight_bit_body
-from pipeline.core.mime import (
+from pipeline.core.email.addresses import to_header
+from pipeline.core.email.eightbit import eight_bit_body
+from pipeline.core.email.mime import (
     EIGHT_BIT,
     QUOTED_PRINTABLE,
     choose_encoding,
     encode_body,
     encode_subject,
 )
-from pipeline.core.render import (
+from pipeline.core.email.render import (
     LINK_RESERVE,
     PREFERENCES_PLACEHOLDER,
     UNSUBSCRIBE_PLACEHOLDER,
     stray_placeholders,
     with_reserved_links,
 )
+from pipeline.core.issue.built_issue import BuiltIssue
 from pipeline.errors import BlockedError, ConfigError
 from pipeline.model import LAYOUTS, Outgoing
 from subscribers.tokens import Keys, make_token, tagged_address

@@ -7,9 +7,9 @@ import pytest
 from conftest import SAMPLE_WEEK, Entry, atom
 
 from pipeline.core.assemble import Gathered, assemble, complete, group, rank_week
-from pipeline.core.bilingual import MachineText
-from pipeline.core.collect import parse_feed
-from pipeline.core.editorial import Editorial
+from pipeline.core.issue.bilingual import MachineText
+from pipeline.core.issue.collect import parse_feed
+from pipeline.core.issue.editorial import Editorial
 from pipeline.errors import EmptyWeekError
 from pipeline.model import PullFacts
 from pipeline.week import parse_week

@@ -1,4 +1,4 @@
-"""``newsletter check-mail FILE.eml`` (pipeline/core/mail_check.py, pipeline/cli/check_mail.py).
+"""``newsletter check-mail FILE.eml`` (core/mail_in/mail_check.py, cli/check_mail.py).
 
 The messages are what our pipeline writes to the outbox (the local transport, the same bytes
 a real one hands over), with a ``DKIM-Signature`` prepended as a relay's signer adds it. The
@@ -18,8 +18,8 @@ from conftest import SAMPLE_FEED, SAMPLE_WEEK, newsletter_main
 
 from pipeline.cli import main
 from pipeline.config import Settings, load
-from pipeline.core.mail_check import NotAMail, check_mail
-from pipeline.core.message import Messages
+from pipeline.core.email.message import Messages
+from pipeline.core.mail_in.mail_check import NotAMail, check_mail
 from pipeline.stages.build import build
 from pipeline.stages.built import load_built
 from pipeline.transport.outbox import OutboxTransport

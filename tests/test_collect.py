@@ -15,7 +15,7 @@ import pytest
 from conftest import DATA, Entry, atom
 
 from pipeline.core.assemble import assemble
-from pipeline.core.collect import (
+from pipeline.core.issue.collect import (
     FeedResult,
     detect_lang,
     group_week,
@@ -23,7 +23,7 @@ from pipeline.core.collect import (
     parse_feed,
     skipped_in_week,
 )
-from pipeline.core.feed_date import date_problem
+from pipeline.core.issue.feed_date import date_problem
 from pipeline.errors import FeedError
 from pipeline.model import Skipped
 from pipeline.stages.build import build, rank_week

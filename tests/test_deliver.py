@@ -11,7 +11,7 @@ from typing import Any, cast
 
 import pytest
 
-from pipeline.core.built_issue import BuiltIssue
+from pipeline.core.issue.built_issue import BuiltIssue
 from pipeline.errors import OutputError
 from pipeline.stages.deliver import keep_report
 from pipeline.stages.send_report import REPORT_FILE, SendReport

@@ -18,11 +18,11 @@ from email.header import decode_header, make_header
 import pytest
 from conftest import SAMPLE_WEEK, Entry, atom, unfolded
 
-from pipeline.core.bilingual import SUBJECT_MAX
-from pipeline.core.message import Messages
-from pipeline.core.mime import BASE64, EIGHT_BIT, QUOTED_PRINTABLE
-from pipeline.core.site import Site, public_email
-from pipeline.core.wrap import SIGNATURE, width
+from pipeline.core.email.message import Messages
+from pipeline.core.email.mime import BASE64, EIGHT_BIT, QUOTED_PRINTABLE
+from pipeline.core.email.wrap import SIGNATURE, width
+from pipeline.core.issue.bilingual import SUBJECT_MAX
+from pipeline.core.site.site import Site, public_email
 from pipeline.model import LAYOUTS
 from pipeline.stages.build import build
 from pipeline.stages.built import load_built

@@ -1,4 +1,4 @@
-"""Delivery status notifications read as bounces (pipeline/core/dsn.py, inbox process).
+"""Delivery status notifications read as bounces (pipeline/core/mail_in/dsn.py, inbox process).
 
 The samples under tests/data/dsn/ are shaped as Postfix, Exim and Gmail write them. Each
 returns a message our pipeline really built for a subscriber of a real SQLite store
@@ -23,10 +23,10 @@ from conftest import SAMPLE_FEED, SAMPLE_WEEK, newsletter_main
 
 from pipeline.cli import inbox as inbox_command
 from pipeline.config import Settings, load
-from pipeline.core.bounces import bounce_kind
-from pipeline.core.dsn import issue_of, read_report
-from pipeline.core.inbound import classify
-from pipeline.core.message import Messages
+from pipeline.core.email.message import Messages
+from pipeline.core.mail_in.bounces import bounce_kind
+from pipeline.core.mail_in.dsn import issue_of, read_report
+from pipeline.core.mail_in.inbound import classify
 from pipeline.stages.build import build
 from pipeline.stages.built import load_built
 from pipeline.stages.inbox import bounce_key, process

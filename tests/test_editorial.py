@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 from conftest import SAMPLE_WEEK, clean_env
 
-from pipeline.core.editorial import load_editorial
-from pipeline.core.rank import TIER_NAMES
+from pipeline.core.issue.rank import TIER_NAMES
 from pipeline.errors import ConfigError
+from pipeline.sources.editorial import load_editorial
 from pipeline.stages.build import build
 
 

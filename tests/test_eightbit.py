@@ -1,4 +1,4 @@
-"""8bit part bodies (pipeline/core/eightbit.py, mime.EIGHT_BIT): lines of at most 998 octets,
+"""8bit part bodies (pipeline/core/email/eightbit.py, mime.EIGHT_BIT): lines of at most 998 octets,
 folded only where a line break is the same white space a space was.
 
 The pixels of a folded email against the unfolded one are compared in Chromium in
@@ -11,8 +11,8 @@ import re
 
 import pytest
 
-from pipeline.core import mime
-from pipeline.core.eightbit import (
+from pipeline.core.email import mime
+from pipeline.core.email.eightbit import (
     MAX_LINE_OCTETS,
     eight_bit_body,
     fold_html,
@@ -165,7 +165,7 @@ def test_a_part_that_folds_with_its_links_folds_with_room_made_for_them(tmp_path
     from conftest import SAMPLE_FEED, SAMPLE_WEEK
 
     from pipeline.config import load
-    from pipeline.core.render import LINK_RESERVE, PLACEHOLDERS, with_reserved_links
+    from pipeline.core.email.render import LINK_RESERVE, PLACEHOLDERS, with_reserved_links
     from pipeline.stages.build import build
     from pipeline.stages.built import load_built
 

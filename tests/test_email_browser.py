@@ -26,9 +26,9 @@ from conftest import SAMPLE_FEED
 from playwright.sync_api import Browser, Page
 
 from pipeline.core.assemble import assemble
-from pipeline.core.collect import parse_feed
-from pipeline.core.interests import Variant
-from pipeline.core.render import Renderer
+from pipeline.core.email.render import Renderer
+from pipeline.core.issue.collect import parse_feed
+from pipeline.core.issue.interests import Variant
 from pipeline.stages.build import rank_week
 from pipeline.week import parse_week
 
@@ -204,10 +204,10 @@ def test_the_for_you_mark_reads_in_both_schemes(browser, emails, scheme):
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_the_email_folded_for_8bit_shows_the_same_pixels(browser, emails, tmp_path, scheme):
-    """An 8bit part's lines are folded (pipeline/core/eightbit.py): spaces become line
+    """An 8bit part's lines are folded (pipeline/core/email/eightbit.py): spaces become line
     breaks where HTML reads both as the same white space. The folded email must look, to
     the pixel, as the unfolded one does."""
-    from pipeline.core.eightbit import MAX_LINE_OCTETS, fold_html
+    from pipeline.core.email.eightbit import MAX_LINE_OCTETS, fold_html
 
     raw = emails["plain"].read_bytes()
     folded = fold_html(raw.replace(b"\r\n", b"\n"))
@@ -227,7 +227,7 @@ def test_a_chinese_paragraph_cut_by_wbr_for_8bit_shows_the_same_pixels(browser, 
                                                                        width):
     """A paragraph of Chinese with no space is folded between two ideographs by a ``<wbr>``
     whose tag holds the line break: where the text wraps, and every glyph, stay."""
-    from pipeline.core.eightbit import fold_html
+    from pipeline.core.email.eightbit import fold_html
 
     text = "值得精读，调度器先预留块再决定抢占，抖动下降百分之十二点五。" * 30
     page = (f'<!doctype html><meta charset="utf-8"><body style="margin:8px">'

@@ -16,9 +16,9 @@ import pytest
 from conftest import SAMPLE_FEED
 
 from pipeline.core.assemble import assemble
-from pipeline.core.collect import parse_feed
-from pipeline.core.interests import Variant
-from pipeline.core.render import Footer, Renderer, _Plan
+from pipeline.core.email.render import Footer, Renderer, _Plan
+from pipeline.core.issue.collect import parse_feed
+from pipeline.core.issue.interests import Variant
 from pipeline.model import LANG_TAGS, LAYOUTS, layout_langs
 from pipeline.stages.build import rank_week
 from pipeline.week import parse_week

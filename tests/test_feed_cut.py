@@ -1,12 +1,12 @@
-"""Oversized entry texts cut before feedparser reads them (pipeline/core/feed_cut.py)."""
+"""Oversized entry texts cut before feedparser reads them (pipeline/core/issue/feed_cut.py)."""
 
 from __future__ import annotations
 
 from conftest import Entry, atom
 
-from pipeline.core.collect import parse_feed
-from pipeline.core.feed_cut import cut_long_texts
-from pipeline.core.sanitize import MAX_BODY_CHARS
+from pipeline.core.issue.collect import parse_feed
+from pipeline.core.issue.feed_cut import cut_long_texts
+from pipeline.core.issue.sanitize import MAX_BODY_CHARS
 
 REPO = "vllm-project/vllm"
 

@@ -19,13 +19,13 @@ from dataclasses import replace
 import pytest
 from conftest import SAMPLE_FEED
 
-from pipeline.core import fit
-from pipeline.core.collect import parse_feed
-from pipeline.core.fit import Marks, base64_size, size_of
-from pipeline.core.interests import Variant, interests_first
-from pipeline.core.mime import BASE64, QUOTED_PRINTABLE, encode_body, sent_size
-from pipeline.core.rank import TIERS
-from pipeline.core.render import Footer, Renderer, _Plan, weight, with_reserved_links
+from pipeline.core.email import fit
+from pipeline.core.email.fit import Marks, base64_size, size_of
+from pipeline.core.email.mime import BASE64, QUOTED_PRINTABLE, encode_body, sent_size
+from pipeline.core.email.render import Footer, Renderer, _Plan, weight, with_reserved_links
+from pipeline.core.issue.collect import parse_feed
+from pipeline.core.issue.interests import Variant, interests_first
+from pipeline.core.issue.rank import TIERS
 from pipeline.model import LAYOUTS, Issue, Text
 from pipeline.stages.build import rank_week
 from pipeline.week import parse_week
@@ -344,7 +344,7 @@ def test_a_feed_cannot_forge_a_mark(sample_issue):
 @pytest.mark.slow  # the old search, a rendering at a time, over a template without marks
 def test_an_operator_template_without_marks_still_fits(tmp_path, sample_issue):
     """No marks, no estimate: the fitting bisects with real renderings, as before."""
-    from pipeline.core.render import environment, templates_dir
+    from pipeline.core.email.render import environment, templates_dir
 
     email = tmp_path / "email"
     email.mkdir()

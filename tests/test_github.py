@@ -17,9 +17,9 @@ import pytest
 from conftest import SAMPLE_WEEK, Entry, atom, clean_env, newsletter_cmd
 
 from pipeline.config import SiteSettings
-from pipeline.core import issue_json
-from pipeline.core.pulls import area_names, link_files, title_tags
-from pipeline.core.site import Site
+from pipeline.core.issue import issue_json
+from pipeline.core.issue.pulls import area_names, link_files, title_tags
+from pipeline.core.site.site import Site
 from pipeline.sources.github import GithubClient, parse_pull
 from pipeline.stages.built import load_built
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from conftest import SAMPLE_WEEK, Entry, atom, nesting, newsletter_main
 
-from pipeline.core.sanitize import MAX_NESTING
+from pipeline.core.issue.sanitize import MAX_NESTING
 from pipeline.model import LAYOUTS
 
 #: Every character that reorders or hides text, the ones issue #13 names and their kin.
@@ -149,7 +149,7 @@ def test_a_body_of_megabytes_is_cut_said_and_costs_no_more_than_a_long_review(tm
                                                                             content_type):
     """3 MB of markup took the sanitizer and the text seconds: a body is cut at
     ``MAX_BODY_CHARS`` (the review kept), and the proof report says how long it was."""
-    from pipeline.core.sanitize import MAX_BODY_CHARS
+    from pipeline.core.issue.sanitize import MAX_BODY_CHARS
 
     unit = "<b>`x`</b> 细节 &amp; " if content_type == "html" else "细节 `x` & more\n"
     huge = "值得精读。" + unit * (3_000_000 // len(unit))

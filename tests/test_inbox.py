@@ -24,7 +24,7 @@ import pytest
 
 from pipeline.cli import inbox as inbox_command
 from pipeline.config import Settings
-from pipeline.core.inbound import ACTIONS, classify, mask_address
+from pipeline.core.mail_in.inbound import ACTIONS, classify, mask_address
 from pipeline.inbox import SETUP_NOTIFICATION, InboundMail, InboxError, mail_key
 from pipeline.inbox.local import LocalInbox
 from pipeline.inbox.s3 import S3Inbox

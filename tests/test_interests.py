@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.core.interests import (
+from pipeline.core.issue.interests import (
     Variant,
     area_slug,
     clean_areas,
@@ -81,7 +81,7 @@ def test_issue_number_counts_weeks_from_the_first() -> None:
 def test_the_core_and_the_store_clean_areas_with_one_function():
     """``subscribers`` may not import ``pipeline.core``: the function lives beside the store
     and the core re-exports it, so a reader's choice is normalised one way everywhere."""
-    import pipeline.core.interests as core
+    import pipeline.core.issue.interests as core
     import subscribers.areas as store_side
 
     assert core.clean_areas is store_side.clean_areas

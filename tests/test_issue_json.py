@@ -12,7 +12,7 @@ from typing import Any, cast
 import pytest
 from conftest import SAMPLE_FEED, SAMPLE_WEEK, SEED_PRS
 
-from pipeline.core import issue_json
+from pipeline.core.issue import issue_json
 from pipeline.errors import BlockedError
 from pipeline.model import LAYOUTS, Issue, Item, Pair, Problem, PullFacts, Skipped, Text, Week
 from pipeline.stages.build import build

@@ -1,7 +1,7 @@
 """issue.json read back, by ``send`` from the build folder and by ``publish`` from the
 archive: JSON that is not an issue is said in one line, never a traceback.
 
-Typing ``BuiltIssue.data`` as :class:`~pipeline.core.issue_json.IssueData` showed both readers
+Typing ``BuiltIssue.data`` as :class:`~pipeline.core.issue.issue_json.IssueData` showed both readers
 trusting ``json.loads`` to return an issue: a list (or an object missing ``week``) ended in
 an AttributeError or a KeyError deep in the site's templates.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLE_FEED, SAMPLE_WEEK, newsletter_main
 
-from pipeline.core import issue_json
+from pipeline.core.issue import issue_json
 
 
 def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:

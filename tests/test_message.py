@@ -12,8 +12,8 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from conftest import SAMPLE_WEEK, unfolded
 
-from pipeline.core.message import Messages
-from pipeline.core.render import PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER
+from pipeline.core.email.message import Messages
+from pipeline.core.email.render import PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER
 from pipeline.errors import ConfigError
 from pipeline.model import LAYOUTS
 from pipeline.stages.build import build

@@ -21,10 +21,14 @@ import pytest
 from conftest import SAMPLE_FEED, SAMPLE_WEEK
 
 from pipeline.config import Settings, load
-from pipeline.core.body_splice import SplicedBody
-from pipeline.core.message import Messages
-from pipeline.core.mime import BASE64, QUOTED_PRINTABLE, encode_body
-from pipeline.core.render import PLACEHOLDERS, PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER
+from pipeline.core.email.body_splice import SplicedBody
+from pipeline.core.email.message import Messages
+from pipeline.core.email.mime import BASE64, QUOTED_PRINTABLE, encode_body
+from pipeline.core.email.render import (
+    PLACEHOLDERS,
+    PREFERENCES_PLACEHOLDER,
+    UNSUBSCRIBE_PLACEHOLDER,
+)
 from pipeline.model import LAYOUTS
 from pipeline.stages.build import build
 from pipeline.stages.built import BuiltIssue, load_built

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from pipeline.core.pace import Cooldown, TokenBucket
+from pipeline.stages.pace import Cooldown, TokenBucket
 
 
 class FakeTime:

@@ -16,9 +16,9 @@ from email import policy
 import pytest
 from conftest import SAMPLE_WEEK, Entry, atom
 
-from pipeline.core.message import Messages
+from pipeline.core.email.message import Messages
+from pipeline.core.email.render import PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER
 from pipeline.core.proof import proof
-from pipeline.core.render import PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER
 from pipeline.errors import BlockedError
 from pipeline.model import LAYOUTS
 from pipeline.stages.build import build
@@ -118,7 +118,7 @@ def test_an_issue_holding_a_stray_placeholder_is_refused_and_blocked(settings, t
 
 def test_what_counts_as_a_slot():
     """An operator's own template may write a slot its own way; glued to a URL it is none."""
-    from pipeline.core.render import stray_placeholders
+    from pipeline.core.email.render import stray_placeholders
 
     u, p = UNSUBSCRIBE_PLACEHOLDER, PREFERENCES_PLACEHOLDER
     assert stray_placeholders(f'<a href="{u}">x</a> <a href=\'{p}\'>y</a>', "html") == 0

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 from conftest import SEED, SEED_PRS, Entry, atom
 
-from pipeline.core.collect import group_week, merge, parse_feed
-from pipeline.core.rank import TIERS, parse_verdict, rank, reading_minutes
+from pipeline.core.issue.collect import group_week, merge, parse_feed
+from pipeline.core.issue.rank import TIERS, parse_verdict, rank, reading_minutes
 from pipeline.week import parse_week
 
 WEEK = parse_week("2026-W48", "Asia/Shanghai")

@@ -12,15 +12,15 @@ from conftest import SAMPLE_FEED, Entry, atom
 from markupsafe import escape
 
 from pipeline.core.assemble import assemble
-from pipeline.core.collect import parse_feed
-from pipeline.core.interests import Variant
-from pipeline.core.render import (
+from pipeline.core.email.render import (
     HARD_LIMIT_BYTES,
     PREFERENCES_PLACEHOLDER,
     UNSUBSCRIBE_PLACEHOLDER,
     Renderer,
     environment,
 )
+from pipeline.core.issue.collect import parse_feed
+from pipeline.core.issue.interests import Variant
 from pipeline.errors import RenderError
 from pipeline.model import LAYOUTS
 from pipeline.stages.build import rank_week
@@ -219,7 +219,7 @@ def test_shrinking_takes_the_fewest_items(settings):
     issue, _, _, rendered = assemble(settings, WEEK, ranked, renderer)
     r = rendered["zh"]
     # One item fewer shortened would not fit.
-    from pipeline.core.render import Footer, _Plan, weight
+    from pipeline.core.email.render import Footer, _Plan, weight
 
     k = len(r.brief) - 1
     n = len(issue.items)
@@ -469,7 +469,7 @@ def test_for_you_marks_only_the_items_of_the_readers_areas(sample, layout):
     # The contents open with the reader's areas, in each of the layout's languages.
     opening = r.html.split("<ol", 1)[0].rsplit("</h2>", 1)[1]
     assert "rocm" in opening
-    from pipeline.core.render import strings
+    from pipeline.core.email.render import strings
 
     for lang in layout.split("-"):
         line = strings()[lang]["areas_first"].format(areas="rocm")
@@ -503,7 +503,7 @@ HOSTILE_AREAS = ("<script>alert(1)</script>", "%%unsubscribe_url%%", "../x", "a&
 
 
 def test_hostile_area_names_reach_the_email_escaped(sample):
-    from pipeline.core.render import stray_placeholders
+    from pipeline.core.email.render import stray_placeholders
 
     _, issue, *_ = sample
     hostile = with_areas(issue, HOSTILE_AREAS)
@@ -538,8 +538,8 @@ def test_the_issue_number_leads_the_masthead_in_both_parts(sample):
 
 
 def test_the_number_in_the_subject_matches_the_masthead_words():
-    from pipeline.core.bilingual import NUMBER
-    from pipeline.core.render import strings
+    from pipeline.core.email.render import strings
+    from pipeline.core.issue.bilingual import NUMBER
 
     for lang in ("zh", "en"):
         assert NUMBER[lang] == strings()[lang]["issue_number"]
@@ -554,7 +554,7 @@ def test_a_variant_of_eighty_long_items_keeps_the_budget(settings, layout):
     issue = with_areas(issue, areas)
     r, problem = Renderer().render_variant(issue, Variant(layout, areas),
                                            settings.site.base_url, 90)
-    from pipeline.core.render import weight
+    from pipeline.core.email.render import weight
 
     assert problem is not None and problem.code == "items-shrunk"
     assert max(weight(r.html), weight(r.text)) <= 90_000
@@ -568,7 +568,7 @@ def retitled(item, zh: str, en: str):
 
 
 def test_an_unnumbered_subject_is_as_before(sample):
-    from pipeline.core.bilingual import subject
+    from pipeline.core.issue.bilingual import subject
 
     _, issue, *_ = sample
     items = [retitled(issue.items[0], "短标题", "Short title"), *issue.items[1:]]
@@ -577,7 +577,7 @@ def test_an_unnumbered_subject_is_as_before(sample):
 
 
 def test_a_numbered_subject_keeps_the_week_while_the_headline_fits_whole(sample):
-    from pipeline.core.bilingual import subject
+    from pipeline.core.issue.bilingual import subject
 
     _, issue, *_ = sample
     items = [retitled(issue.items[0], "短标题", "Short title"), *issue.items[1:]]
@@ -589,7 +589,7 @@ def test_a_numbered_subject_keeps_the_week_while_the_headline_fits_whole(sample)
 
 @pytest.mark.parametrize("number", [3, 52, 1000])
 def test_a_numbered_subject_drops_the_week_before_it_cuts_the_headline(sample, number):
-    from pipeline.core.bilingual import SUBJECT_MAX, subject
+    from pipeline.core.issue.bilingual import SUBJECT_MAX, subject
 
     _, issue, *_ = sample
     long_en = "MoRI-IO connector supports SWA and HMA, multiplying disaggregated throughput"
@@ -607,7 +607,7 @@ def test_a_numbered_subject_drops_the_week_before_it_cuts_the_headline(sample, n
 
 
 def test_compact_css_drops_white_space_but_keeps_rules_lines_and_no_double_brace():
-    from pipeline.core.render import compact_css
+    from pipeline.core.email.render import compact_css
 
     css = """
       a { color: #0b62d6; }

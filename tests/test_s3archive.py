@@ -403,7 +403,7 @@ def test_publish_twice_uploads_nothing_and_a_fresh_runner_rebuilds_the_index(
         s3: Any, settings: Settings, tmp_path: Path) -> None:
     from conftest import SAMPLE_WEEK, Entry, atom
 
-    from pipeline.core.site import Site
+    from pipeline.core.site.site import Site
     from pipeline.stages.build import build
     from pipeline.stages.built import load_built
     from pipeline.stages.publish import publish
@@ -494,7 +494,7 @@ def test_with_closes_the_client_the_archive_built(s3: Any,
 def test_an_area_page_of_a_chinese_area_round_trips_and_escapes_nothing(s3: Any) -> None:
     """``area_slug`` keeps letters of any script: the key rule takes them, S3 stores the key
     as UTF-8, and a second write of the same bytes is known unchanged from the listing."""
-    from pipeline.core.interests import area_slug
+    from pipeline.core.issue.interests import area_slug
 
     key = f"areas/{area_slug('调度器')}/index.html"
     first = S3Archive(BUCKET, PREFIX)

@@ -7,7 +7,7 @@ import re
 import pytest
 from conftest import nesting
 
-from pipeline.core.sanitize import (
+from pipeline.core.issue.sanitize import (
     MAX_NESTING,
     cap_nesting,
     clean_html,

@@ -1,4 +1,4 @@
-"""The archive's search (pipeline/core/search.py, pipeline/stages/search_index.py): which pages
+"""The archive's search (pipeline/core/site/search.py, pipeline/stages/search_index.py): which pages
 are indexed, the bundle as site objects, and a real Pagefind run at the end of ``publish``.
 
 Pagefind's fragments (one per indexed page: its URL, text and anchors) are gzip streams
@@ -20,8 +20,8 @@ from conftest import SAMPLE_WEEK, Entry, atom
 
 from pipeline.archive import SiteObject
 from pipeline.archive.local import LocalArchive
-from pipeline.core import search
-from pipeline.core.site import SHORT_CACHE, Site
+from pipeline.core.site import search
+from pipeline.core.site.site import SHORT_CACHE, Site
 from pipeline.errors import RenderError
 from pipeline.stages.build import build
 from pipeline.stages.built import load_built

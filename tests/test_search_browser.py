@@ -22,7 +22,7 @@ from test_browser import SERIOUS, WIDTHS, open_page
 
 from pipeline.archive.local import LocalArchive
 from pipeline.config import load
-from pipeline.core.site import Site
+from pipeline.core.site.site import Site
 from pipeline.stages.build import build
 from pipeline.stages.built import load_built
 from pipeline.stages.publish import publish

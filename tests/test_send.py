@@ -26,13 +26,13 @@ from conftest import SAMPLE_FEED, SAMPLE_WEEK, Entry, atom
 
 import pipeline.stages.send
 from pipeline.config import Settings, load
-from pipeline.core.message import Messages
-from pipeline.core.pace import TokenBucket
+from pipeline.core.email.message import Messages
 from pipeline.errors import BlockedError, SendingMisconfigured
 from pipeline.model import LAYOUTS
 from pipeline.stages.approve import approve
 from pipeline.stages.build import build
 from pipeline.stages.built import BuiltIssue, load_built
+from pipeline.stages.pace import TokenBucket
 from pipeline.stages.preflight import send_rate
 from pipeline.stages.send import MAX_ATTEMPTS, Sender, SendOptions, check_gates, send_tests
 from pipeline.stages.send_report import SendReport, stop_error

@@ -12,7 +12,7 @@ from conftest import SAMPLE_WEEK, Entry, atom
 
 from pipeline.archive import SiteObject
 from pipeline.archive.local import LocalArchive
-from pipeline.core.site import LONG_CACHE, SHORT_CACHE, Site, identifiers
+from pipeline.core.site.site import LONG_CACHE, SHORT_CACHE, Site, identifiers
 from pipeline.errors import ArchiveError
 from pipeline.stages.build import build
 from pipeline.stages.built import load_built
@@ -111,7 +111,7 @@ def test_index_feed_sitemap_from_issue_files(settings, built, older):
 def test_the_feed_carries_the_latest_issues_only(settings, built):
     import feedparser  # type: ignore[import-untyped]
 
-    from pipeline.core.site import FEED_ISSUES
+    from pipeline.core.site.site import FEED_ISSUES
 
     many = []
     for n in range(1, FEED_ISSUES + 6):
@@ -210,7 +210,7 @@ def test_the_archive_gets_issue_json_byte_for_byte_as_built(settings, tmp_path):
     """An issue.json from before the ``github`` key still reads back; publish copies the file
     it read, not one laid out again from the records (which would add ``"github": null``
     and no longer match its own content_hash)."""
-    from pipeline.core import issue_json
+    from pipeline.core.issue import issue_json
     from pipeline.stages.built import artifact_names
 
     folder = build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "out").out_dir
@@ -295,7 +295,7 @@ def test_an_area_of_many_reviews_is_paged_fifty_a_page_linked_both_ways(settings
     names every page, the feed the newest 50."""
     import feedparser
 
-    from pipeline.core.site_pages import AREA_PAGE_SIZE
+    from pipeline.core.site.site_pages import AREA_PAGE_SIZE
 
     many = replace(built.issue, items=tuple(
         replace(built.issue.items[n % len(built.issue.items)], pr=100_000 + n, areas=("rocm",))
@@ -363,7 +363,7 @@ def test_hostile_area_names_and_titles_stay_text_and_inside_the_archive(settings
 
 
 def test_index_headlines_issues_by_number_and_dates_and_lists_every_title(settings, built):
-    from pipeline.core.site import INDEX_TITLES
+    from pipeline.core.site.site import INDEX_TITLES
 
     numbered = replace(built.issue, number=3)
     index = by_key(Site(settings.site), [numbered])["index.html"].data.decode()
@@ -382,7 +382,7 @@ def test_index_headlines_issues_by_number_and_dates_and_lists_every_title(settin
 def test_headline_dates_across_months_and_years():
     from datetime import UTC, datetime
 
-    from pipeline.core.site_pages import headline_dates
+    from pipeline.core.site.site_pages import headline_dates
 
     def at(y, m, d):  # a week boundary: midnight, UTC
         return datetime(y, m, d, tzinfo=UTC)
@@ -421,14 +421,14 @@ def test_every_page_names_its_sender_as_the_email_does(settings, built, tmp_path
     """CAN-SPAM's spirit on the web: the publisher line and the postal address (when set)
     at the foot of every archive page, escaped like any configured text."""
     from pipeline.config import load
-    from pipeline.core.render import Footer
+    from pipeline.core.email.render import Footer
 
     configured = tmp_path / "sender.toml"
     configured.write_text('[delivery]\npublisher = "vLLM 周报 <b>team</b>"\n'
                           'postal_address = """1 Example Road\nShanghai"""\n', encoding="utf-8")
     footer = Footer.from_settings(load(configured, {}))
     site = Site(settings.site, footer=footer)
-    from pipeline.core.search import search_page
+    from pipeline.core.site.search import search_page
 
     search = search_page(site, ["2026"]).data
     pages = {**{o.key: o.data for o in site.issue_objects(built)},

@@ -1,5 +1,5 @@
 """Compiled templates kept between commands (pipeline/template_cache.py, and the bytecode
-cache of pipeline/core/render.py that reads it): a second process renders without compiling,
+cache of pipeline/core/email/render.py that reads it): a second process renders without compiling,
 a changed template is compiled again, and a cache that is torn, foreign or unwritable never
 fails a command."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 import jinja2
 import pytest
 
-from pipeline.core import render
+from pipeline.core.email import render
 from pipeline.template_cache import FOLDER, DiskCodeStore
 
 KEY = "0123456789abcdef0123456789abcdef01234567"

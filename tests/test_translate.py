@@ -21,8 +21,8 @@ from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 
 from pipeline.config import Settings, TranslateSettings, load
-from pipeline.core.sanitize import clean_html, text_to_html
-from pipeline.core.translate_guard import protect
+from pipeline.core.issue.sanitize import clean_html, text_to_html
+from pipeline.core.issue.translate_guard import protect
 from pipeline.errors import ConfigError, NewsletterError, TranslateError
 from pipeline.stages.machine_translation import translate_html
 from pipeline.translate import API_KEY_VARIABLE, Translation

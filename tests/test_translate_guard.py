@@ -1,4 +1,4 @@
-"""The placeholder guard (pipeline/core/translate_guard.py): what a translator may not touch
+"""The placeholder guard (pipeline/core/issue/translate_guard.py): what a translator may not touch
 survives, on the eight seed reviews and on hostile translations."""
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.core.sanitize import clean_html, text_to_html
-from pipeline.core.translate_guard import Guarded, GuardError, placeholder, protect, restore
+from pipeline.core.issue.sanitize import clean_html, text_to_html
+from pipeline.core.issue.translate_guard import Guarded, GuardError, placeholder, protect, restore
 
 SEED = Path(__file__).resolve().parent / "data" / "reviews-sample.zh.txt"
 PLACEHOLDER = re.compile(r"⟦(\d+)⟧")

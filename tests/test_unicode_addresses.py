@@ -20,7 +20,7 @@ import pytest
 from conftest import SAMPLE_FEED, SAMPLE_WEEK, clean_env, newsletter_cmd
 
 from pipeline.config import load
-from pipeline.core.message import Messages
+from pipeline.core.email.message import Messages
 from pipeline.stages.build import build
 from pipeline.stages.built import BuiltIssue, load_built
 from pipeline.stages.send import Sender, SendOptions

@@ -15,12 +15,12 @@ import pytest
 from conftest import SAMPLE_FEED, SAMPLE_WEEK, Entry, atom, unfolded
 
 from pipeline.config import Settings, load
-from pipeline.core import issue_json
 from pipeline.core.assemble import distinct_variants
-from pipeline.core.interests import Variant
-from pipeline.core.message import Messages
+from pipeline.core.email.message import Messages
+from pipeline.core.email.render import Renderer
+from pipeline.core.issue import issue_json
+from pipeline.core.issue.interests import Variant
 from pipeline.core.proof import proof
-from pipeline.core.render import Renderer
 from pipeline.errors import BlockedError, ConfigError
 from pipeline.model import LAYOUTS
 from pipeline.stages.build import build
@@ -466,7 +466,7 @@ def test_a_build_without_a_store_creates_none_and_has_no_variant(tmp_path):
 
 
 def test_the_public_issue_json_carries_no_readers_choices(built, settings):
-    from pipeline.core.site import Site, public_issue_json
+    from pipeline.core.site.site import Site, public_issue_json
 
     assert "variants" in built.data
     (obj,) = [o for o in Site(settings.site).issue_objects(built) if o.key.endswith("issue.json")]
@@ -482,7 +482,7 @@ def test_the_public_issue_json_carries_no_readers_choices(built, settings):
 @pytest.mark.subprocess  # publishing runs Pagefind
 def test_publishing_fills_the_area_catalog_the_forms_offer(built, settings, store):
     from pipeline.cli.issue import publish_issue
-    from pipeline.core.interests import issue_areas
+    from pipeline.core.issue.interests import issue_areas
 
     assert store.known_areas() == ()
     publish_issue(settings, built)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from pipeline.core.wrap import SIGNATURE, width, wrap_text
+from pipeline.core.email.wrap import SIGNATURE, width, wrap_text
 
 ZH = ("修复 MoRI-IO 连接器在多节点下的握手超时问题，并补上回归测试，这一改动值得精读，"
       "因为它触及了分布式推理里最容易出错的部分（见 https://github.com/vllm-project/vllm/pull/"

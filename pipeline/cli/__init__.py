@@ -98,7 +98,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 def _keep_compiled_templates() -> None:
     """Compiled templates outlive the command (pipeline/template_cache.py): the next one
     starts without compiling them again."""
-    from pipeline.core.render import keep_compiled_templates
+    from pipeline.core.email.render import keep_compiled_templates
     from pipeline.template_cache import DiskCodeStore
 
     keep_compiled_templates(DiskCodeStore.for_user(os.environ))

@@ -1,6 +1,6 @@
 """``newsletter check-mail FILE.eml``: is a delivered message fit for one-click unsubscribe?
 
-    check-mail FILE          one line per check (pipeline/core/mail_check.py), then the verdict
+    check-mail FILE          one line per check (core/mail_in/mail_check.py), then the verdict
 
 Exit 0 when every required check holds, 3 (blocked: not fit to send as it is) when one
 fails, 2 when the file cannot be read or is not a mail. ``-`` reads standard input. The
@@ -47,7 +47,7 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
 
 
 def _cmd_check_mail(args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.core.mail_check import check_mail
+    from pipeline.core.mail_in.mail_check import check_mail
 
     name = "stdin" if args.file == "-" else args.file
     raw = _read(args.file)

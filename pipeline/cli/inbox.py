@@ -77,7 +77,7 @@ def _cmd_process(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _dry_run(inbox: Inbox) -> int:
-    from pipeline.core.inbound import classify, mask_address
+    from pipeline.core.mail_in.inbound import classify, mask_address
 
     seen = 0
     for mail in inbox.pending():

@@ -153,8 +153,8 @@ def _cmd_publish(args: argparse.Namespace, settings: Settings) -> int:
 def publish_issue(settings: Settings, built: BuiltIssue) -> None:
     """Publish ``built`` to the archive of ``[archive]`` and say where (``publish``, and
     ``run`` once every check of its send has passed)."""
-    from pipeline.core.render import Footer
-    from pipeline.core.site import Site
+    from pipeline.core.email.render import Footer
+    from pipeline.core.site.site import Site
     from pipeline.stages.publish import publish
     from pipeline.wiring import note_areas, open_archive
 

@@ -31,7 +31,7 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
 
 
 def _cmd_translations(args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.core.editorial import editorial_path
+    from pipeline.core.issue.editorial import editorial_path
     from pipeline.stages.build import choose_week, rank_week, read_feeds
     from pipeline.stages.skeleton import extend
 

@@ -10,7 +10,7 @@ bytes, and assembling makes no call. The build runs it in two steps around that 
 
 Interest variants: ``assemble`` takes the readers' choices (layout, areas), as many as the
 list has, and renders each *distinct* variant they come to once (see
-:mod:`pipeline.core.interests`): a thousand readers of three choices cost three renderings,
+:mod:`pipeline.core.issue.interests`): a thousand readers of three choices cost three renderings,
 and a choice none of whose areas this issue touches is the plain layout, rendered anyway.
 """
 
@@ -21,15 +21,15 @@ from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from pipeline.config import Settings
-from pipeline.core import issue_json
-from pipeline.core.bilingual import MachineText, compose, fill_missing, sort_problems
-from pipeline.core.collect import FeedResult, PullGroup, group_week, merge, skipped_in_week
-from pipeline.core.editorial import Editorial
-from pipeline.core.interests import Variant, issue_areas, variant_for
-from pipeline.core.issue_json import IssueData, variant_data
-from pipeline.core.pulls import link_item, with_facts
-from pipeline.core.rank import rank
-from pipeline.core.render import Footer, RenderedLayout, Renderer
+from pipeline.core.email.render import Footer, RenderedLayout, Renderer
+from pipeline.core.issue import issue_json
+from pipeline.core.issue.bilingual import MachineText, compose, fill_missing, sort_problems
+from pipeline.core.issue.collect import FeedResult, PullGroup, group_week, merge, skipped_in_week
+from pipeline.core.issue.editorial import Editorial
+from pipeline.core.issue.interests import Variant, issue_areas, variant_for
+from pipeline.core.issue.issue_json import IssueData, variant_data
+from pipeline.core.issue.pulls import link_item, with_facts
+from pipeline.core.issue.rank import rank
 from pipeline.errors import EmptyWeekError
 from pipeline.model import LAYOUTS, Issue, Item, Problem, PullFacts, Skipped, Week
 from pipeline.week import issue_number

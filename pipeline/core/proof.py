@@ -1,6 +1,7 @@
 """Proof: a built issue → the report the editor reads before approving it.
 
-Pure: a :class:`~pipeline.core.built_issue.BuiltIssue` (the issue plus its rendered artifacts) in,
+Pure: a :class:`~pipeline.core.issue.built_issue.BuiltIssue` (the issue plus its rendered
+artifacts) in,
 a frozen :class:`ProofReport` out. It repeats every problem ``build`` recorded and adds what
 can only be seen in the finished artifacts:
 
@@ -38,15 +39,15 @@ from urllib.parse import urlsplit
 
 from markupsafe import escape
 
-from pipeline.core.bilingual import sort_problems
-from pipeline.core.built_issue import BuiltIssue
-from pipeline.core.render import (
+from pipeline.core.email.render import (
     HARD_LIMIT_BYTES,
     PREFERENCES_PLACEHOLDER,
     UNSUBSCRIBE_PLACEHOLDER,
     stray_placeholders,
     weight,
 )
+from pipeline.core.issue.bilingual import sort_problems
+from pipeline.core.issue.built_issue import BuiltIssue
 from pipeline.model import LANGS, LAYOUTS, Issue, Item, Pair, Problem, Severity, Skipped
 
 #: Share of the budget above which a layout is flagged as close to it.

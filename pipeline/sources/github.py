@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from pipeline import retry
-from pipeline.core.pulls import title_tags
-from pipeline.core.sanitize import one_line
+from pipeline.core.issue.pulls import title_tags
+from pipeline.core.issue.sanitize import one_line
 from pipeline.http import ConditionalCache, HttpError, Response, get_cached, retry_after
 from pipeline.model import Problem, PullFacts
 from pipeline.sources.feeds import USER_AGENT

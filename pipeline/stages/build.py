@@ -15,20 +15,20 @@ from datetime import datetime
 from pathlib import Path
 
 from pipeline.config import Settings
-from pipeline.core import issue_json
 from pipeline.core.assemble import Choice, Gathered, Ranked, assemble, complete, group
 from pipeline.core.assemble import rank_week as core_rank_week
-from pipeline.core.collect import FeedResult, parse_feed
-from pipeline.core.editorial import load_editorial
-from pipeline.core.issue_json import IssueData
-from pipeline.core.pulls import names_paths
-from pipeline.core.rank import TIER_NAMES
-from pipeline.core.render import RenderedLayout
+from pipeline.core.email.render import RenderedLayout
+from pipeline.core.issue import issue_json
+from pipeline.core.issue.collect import FeedResult, parse_feed
+from pipeline.core.issue.issue_json import IssueData
+from pipeline.core.issue.pulls import names_paths
+from pipeline.core.issue.rank import TIER_NAMES
 from pipeline.errors import BlockedError, UsageError
 from pipeline.log import timed
 from pipeline.model import Issue, Item, Problem, PullFacts, Week
 from pipeline.output import write_folder
 from pipeline.sources import PullSource
+from pipeline.sources.editorial import load_editorial
 from pipeline.sources.feeds import fetch
 from pipeline.stages.approve import read_approval
 from pipeline.stages.built import APPROVAL_FILE, ISSUE_FILE, issue_folder

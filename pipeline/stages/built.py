@@ -3,7 +3,7 @@
 ``preview``, ``approve``, ``publish`` and ``send`` never rebuild: they read what ``build``
 wrote, and refuse it when the files no longer match the ``content_hash`` inside (a file
 edited by hand after the editor's proof is not what the editor approved). What they get is
-a :class:`~pipeline.core.built_issue.BuiltIssue`: the records, not the dict.
+a :class:`~pipeline.core.issue.built_issue.BuiltIssue`: the records, not the dict.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 
 from pipeline.config import Settings
-from pipeline.core import issue_json
-from pipeline.core.built_issue import BuiltIssue, artifact_names
+from pipeline.core.issue import issue_json
+from pipeline.core.issue.built_issue import BuiltIssue, artifact_names
 from pipeline.errors import BlockedError, IssueNotFoundError
 from pipeline.week import parse_week
 

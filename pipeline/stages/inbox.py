@@ -16,9 +16,10 @@ Three kinds of mail are understood:
   returned message's ``List-Unsubscribe`` is marked ``bounced`` (the mailbox is gone) or
   has a transient bounce counted (any other permanent failure;
   ``[subscriptions] transient_bounce_limit`` in a row bounce it too). The addresses the
-  notification names are never used: anyone can write one (:mod:`pipeline.core.dsn`).
+  notification names are never used: anyone can write one (:mod:`pipeline.core.mail_in.dsn`).
 
-Everything else, and mail that SES's checks condemned (:func:`~pipeline.core.inbound.classify`),
+Everything else, and mail that SES's checks condemned
+(:func:`~pipeline.core.mail_in.inbound.classify`),
 is ignored. Each mail is then moved aside, out of the way of the next run: ``processed/`` or
 ``ignored/`` under the folder or the prefix.
 
@@ -34,7 +35,8 @@ the subscriber's counts as transient, so bounces of both kinds are keyed). Unsub
 need no key: done again, they change nothing, while a key recorded just before a crash
 would lose them.
 
-:func:`~pipeline.core.inbound.classify` is pure (bytes in, verdict out); :func:`process` does
+:func:`~pipeline.core.mail_in.inbound.classify` is pure (bytes in, verdict out);
+:func:`process` does
 the I/O through the :class:`~pipeline.inbox.Inbox` and the
 :class:`~subscribers.subscriptions.Subscriptions` it is given. No token and no whole address
 is ever put in a report or an error message.
@@ -51,8 +53,8 @@ from datetime import datetime
 from types import MappingProxyType
 from typing import TYPE_CHECKING
 
-from pipeline.core.dsn import issue_of
-from pipeline.core.inbound import Verdict, classify
+from pipeline.core.mail_in.dsn import issue_of
+from pipeline.core.mail_in.inbound import Verdict, classify
 from pipeline.errors import PermanentFailure, TransportError, Unconfirmed
 from pipeline.inbox import Inbox, Outcome, mail_key
 from subscribers.errors import InvalidAddress, TokenError

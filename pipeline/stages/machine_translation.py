@@ -5,7 +5,7 @@
                                                                      not remembered
 
 And the build's step that asks for every missing language before assembly
-(:func:`translate_items`): the answers go to :func:`pipeline.core.bilingual.fill_missing` as
+(:func:`translate_items`): the answers go to :func:`pipeline.core.issue.bilingual.fill_missing` as
 data, so assembling the issue makes no call.
 """
 
@@ -15,9 +15,9 @@ import re
 from collections.abc import Sequence
 from typing import Protocol
 
-from pipeline.core.bilingual import MachineText, missing_languages
-from pipeline.core.sanitize import clean_html, letter_counts, one_line
-from pipeline.core.translate_guard import GuardError, protect, restore
+from pipeline.core.issue.bilingual import MachineText, missing_languages
+from pipeline.core.issue.sanitize import clean_html, letter_counts, one_line
+from pipeline.core.issue.translate_guard import GuardError, protect, restore
 from pipeline.errors import TranslateError
 from pipeline.model import Item
 from pipeline.translate import LANGUAGE_NAMES, Memory, Translation, Translator

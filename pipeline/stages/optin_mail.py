@@ -22,9 +22,9 @@ from typing import Any
 import jinja2
 
 from pipeline.config import Settings
-from pipeline.core.addresses import wire_address
-from pipeline.core.message import parse_address, transfer_encoding
-from pipeline.core.render import environment
+from pipeline.core.email.addresses import wire_address
+from pipeline.core.email.message import parse_address, transfer_encoding
+from pipeline.core.email.render import environment
 from pipeline.transport import Outgoing, Transport
 from subscribers.model import Subscriber
 

@@ -35,7 +35,7 @@ from datetime import datetime
 from urllib.parse import urlsplit
 
 from pipeline.config import Settings
-from pipeline.core.message import Messages
+from pipeline.core.email.message import Messages
 from pipeline.errors import (
     ConfigError,
     NewsletterError,

@@ -44,10 +44,8 @@ import jinja2
 
 from pipeline.config import Settings
 from pipeline.core.assemble import Choice
-from pipeline.core.editorial import editorial_path
-from pipeline.core.message import parse_address
-from pipeline.core.proof import LayoutSize, ProofReport, VariantProof, proof
-from pipeline.core.render import (
+from pipeline.core.email.message import parse_address
+from pipeline.core.email.render import (
     PREFERENCES_PLACEHOLDER,
     UNSUBSCRIBE_PLACEHOLDER,
     environment,
@@ -55,7 +53,9 @@ from pipeline.core.render import (
     templates_dir,
     tier_label,
 )
-from pipeline.core.site import IssueView
+from pipeline.core.issue.editorial import editorial_path
+from pipeline.core.proof import LayoutSize, ProofReport, VariantProof, proof
+from pipeline.core.site.site import IssueView
 from pipeline.errors import BlockedError, OutputError, RenderError
 from pipeline.model import LANG_TAGS, LAYOUTS
 from pipeline.output import staged_folder

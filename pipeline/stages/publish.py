@@ -15,9 +15,9 @@ import json
 from dataclasses import dataclass, field
 
 from pipeline.archive import Archive, SiteObject
-from pipeline.core import issue_json
-from pipeline.core.interests import issue_areas
-from pipeline.core.site import Site
+from pipeline.core.issue import issue_json
+from pipeline.core.issue.interests import issue_areas
+from pipeline.core.site.site import Site
 from pipeline.errors import ArchiveError, RenderError
 from pipeline.model import Issue
 from pipeline.stages.built import BuiltIssue

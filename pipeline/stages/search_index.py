@@ -5,7 +5,7 @@ built from what the archive holds (its issue.json files name the pages; the page
 back from the archive), so a fresh runner with an empty ``build/`` indexes every issue, on
 the local folder and on S3 alike. A year whose pages (and Pagefind) are what the manifest
 recorded keeps its bundle: a weekly publish runs Pagefind over this year's issues only, and
-one Pagefind process never holds more than a year (pipeline/core/search.py says why). Its
+one Pagefind process never holds more than a year (pipeline/core/site/search.py says why). Its
 output is deterministic (file names are hashes of their content), so even a year indexed
 again writes nothing when nothing changed.
 
@@ -37,8 +37,8 @@ from importlib import metadata
 from pathlib import Path
 
 from pipeline.archive import Archive
-from pipeline.core import search
-from pipeline.core.site import Site
+from pipeline.core.site import search
+from pipeline.core.site.site import Site
 from pipeline.errors import RenderError
 from pipeline.model import Issue, SiteObject
 

@@ -17,7 +17,7 @@ The guarantee, and how it is kept:
   claims not yet handed over and exits 4, and the next run finishes the list; a refusal no
   rerun can cure (a login refused) stops the same way, with exit 2.
 * **A relay's "not now" is waited out, not ignored.** A temporary refusal pauses every
-  sending thread (:class:`~pipeline.core.pace.Cooldown`: a relay's limit is about us, not
+  sending thread (:class:`~pipeline.stages.pace.Cooldown`: a relay's limit is about us, not
   one message), longer with each refusal in a row. A message still refused after its tries
   in the walk is tried again in rounds after the walk, for up to ``retry_seconds``; what is
   still refused then is counted ``temporary``, stays a temporary failure in the ledger for
@@ -51,9 +51,8 @@ from typing import TYPE_CHECKING
 
 from pipeline import retry
 from pipeline.config import Settings
-from pipeline.core.addresses import redact_address
-from pipeline.core.message import Messages
-from pipeline.core.pace import Cooldown, TokenBucket
+from pipeline.core.email.addresses import redact_address
+from pipeline.core.email.message import Messages
 from pipeline.errors import (
     BlockedError,
     PermanentFailure,
@@ -64,6 +63,7 @@ from pipeline.errors import (
 from pipeline.model import LAYOUTS
 from pipeline.stages.approve import is_approved
 from pipeline.stages.built import BuiltIssue
+from pipeline.stages.pace import Cooldown, TokenBucket
 from pipeline.stages.send_report import Progress, SendReport
 from pipeline.transport import Transport
 from pipeline.week import iso_z, now

@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable
 
 from pipeline import retry
-from pipeline.core.translate_guard import OPEN
+from pipeline.core.issue.translate_guard import OPEN
 from pipeline.errors import ConfigError, TranslateError
 from pipeline.http import HttpError, post_json, retry_after
 from pipeline.translate import API_KEY_VARIABLE, LANGUAGE_NAMES, Translator

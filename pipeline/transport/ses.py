@@ -50,7 +50,7 @@ from botocore.exceptions import (
 from botocore.exceptions import ConnectionError as NeverConnected
 
 from pipeline.aws import access_problem, aws_client
-from pipeline.core.addresses import UnsendableAddress, wire_address
+from pipeline.core.email.addresses import UnsendableAddress, wire_address
 from pipeline.errors import (
     ConfigError,
     PermanentFailure,

@@ -39,7 +39,7 @@ Replies are mapped at this edge, keeping the smtplib exception as the cause:
   operator;
 * any other 5xx to ``RCPT`` or to the message (one recipient per transaction) →
   :class:`PermanentFailure` for that recipient, with ``bounce=True`` when the reply says the
-  mailbox does not exist (:func:`pipeline.core.bounces.mailbox_gone`: ``550 5.1.1``, "User
+  mailbox does not exist (:func:`pipeline.core.mail_in.bounces.mailbox_gone`: ``550 5.1.1``, "User
   unknown"), so the list marks the address bounced; a policy refusal or a full mailbox
   fails this message only;
 * a connection that cannot be opened (refused, unreachable, timed out) → :class:`SendingStopped`
@@ -54,7 +54,8 @@ The certificate is verified (chain and host name) against the context wiring bui
 smtplib's guess at this machine's name; ``MAIL FROM`` is ``[smtp] return_path`` when set (where
 delivery status notifications go), else the message's sender.
 
-Addresses go out as :mod:`pipeline.core.addresses` writes them: the domain always in IDNA form; a
+Addresses go out as :mod:`pipeline.core.email.addresses` writes them: the domain always in
+IDNA form; a
 non-ASCII local part with ``SMTPUTF8`` (and ``BODY=8BITMIME``) when the server offers it, else
 the message is refused for that recipient alone (:class:`PermanentFailure`, naming the
 address) before anything is sent. A sender the server cannot take stops the run (exit 2).
@@ -75,8 +76,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from pipeline.config import SmtpSettings, is_host_name
-from pipeline.core.addresses import UnsendableAddress, redact_address, wire_address
-from pipeline.core.bounces import enhanced_status, mailbox_gone
+from pipeline.core.email.addresses import UnsendableAddress, redact_address, wire_address
+from pipeline.core.mail_in.bounces import enhanced_status, mailbox_gone
 from pipeline.errors import (
     ConfigError,
     PermanentFailure,

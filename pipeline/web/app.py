@@ -51,7 +51,7 @@ from urllib.parse import urlsplit
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute, Mount, Route
 
-from pipeline.core.render import Footer
+from pipeline.core.email.render import Footer
 from pipeline.web.mail_queue import MailQueue
 from pipeline.web.pages import Pages
 from pipeline.web.routes import SNS_WINDOW, Routes

@@ -42,7 +42,7 @@ def open_app(settings: Settings, environ: Mapping[str, str], stack: ExitStack) -
     """The subscription app wired from the settings; its store and transport are closed
     when ``stack`` closes. One wiring for ``newsletter serve`` and any other host (the
     Lambda function of ``deploy/``)."""
-    from pipeline.core.render import Footer
+    from pipeline.core.email.render import Footer
     from pipeline.web.app import SNS_WINDOW, create_app
     from subscribers.sns import CertificateSource, SnsVerifier
 

@@ -1,10 +1,11 @@
 """Site pages across issues: one page per reviewed PR and one per area, decided from records.
 
-Pure: the issues the archive holds in, plain records out; :mod:`pipeline.core.site` renders
+Pure: the issues the archive holds in, plain records out; :mod:`pipeline.core.site.site` renders
 them. Both groupings walk every item of every issue once (linear in the archive), newest
 issue first, so a PR reviewed in several weeks lists each review, newest first.
 
-Area names are feed text (a category, a GitHub label). :func:`~pipeline.core.interests.area_slug`
+Area names are feed text (a category, a GitHub label).
+:func:`~pipeline.core.issue.interests.area_slug`
 is the one way a name becomes a path segment, so ``../x`` or ``<script>`` can only ever be the
 text of a page, never its place; the URL percent-encodes the segment (a CJK slug is a
 valid key, and a URL carries it encoded). Distinct names that fold to one slug share a page.
@@ -20,8 +21,8 @@ from urllib.parse import quote
 
 import pendulum
 
-from pipeline.core.interests import area_slug
-from pipeline.core.render import strings
+from pipeline.core.email.render import strings
+from pipeline.core.issue.interests import area_slug
 from pipeline.model import Issue, Item
 
 #: An area's Atom feed carries its latest reviews in full; its page lists them all.

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Generic, NotRequired, TypedDict, TypeGuard, TypeVar
 
-from pipeline.core.interests import Variant, issue_areas
+from pipeline.core.issue.interests import Variant, issue_areas
 from pipeline.model import (
     LANGS,
     LAYOUTS,

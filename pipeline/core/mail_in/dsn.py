@@ -15,7 +15,7 @@ with our keys says whose mail came back (:mod:`pipeline.stages.inbox`). Whoever 
 token can already unsubscribe its subscriber, so a forged DSN carrying one grants nothing
 new.
 
-**What it means** is :func:`pipeline.core.bounces.bounce_kind`'s verdict on each
+**What it means** is :func:`pipeline.core.mail_in.bounces.bounce_kind`'s verdict on each
 recipient whose ``Action`` is ``failed`` (:meth:`Report.bounce`): the mailbox is gone
 (permanent), or a permanent failure for another reason (transient: counted). ``delayed``,
 ``delivered``, ``relayed`` and ``expanded`` change nothing, nor does a 4.x.x status.
@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from email.message import Message
 from email.parser import BytesHeaderParser, HeaderParser
 
-from pipeline.core.bounces import BounceKind, bounce_kind, enhanced_status
+from pipeline.core.mail_in.bounces import BounceKind, bounce_kind, enhanced_status
 
 __all__ = ["Recipient", "Report", "is_report", "issue_of", "read_report"]
 
@@ -97,7 +97,7 @@ class Report:
         return any(recipient.action == "failed" for recipient in self.recipients)
 
 
-#: Our ``Message-ID``, as :meth:`pipeline.core.message.Messages.build` writes it:
+#: Our ``Message-ID``, as :meth:`pipeline.core.email.message.Messages.build` writes it:
 #: ``<2026-W48.<16 hex>@domain>``.
 _OUR_MESSAGE_ID = re.compile(r"^<(\d{4}-W\d{2})\.[0-9a-f]{16}@[^>]+>$")
 

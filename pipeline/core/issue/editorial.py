@@ -10,7 +10,8 @@
     body = "…"                    # plain text; blank lines split paragraphs; `backticks` = code
 
 The editor steers the order without touching the feed. Read once per build, validated
-strictly (a misspelt key is an error naming the file and the key, exit 2), pure after that.
+strictly (a misspelt key is an error naming the file and the key, exit 2). Pure: the file's
+text in, the decisions out; :mod:`pipeline.sources.editorial` reads it.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.core.sanitize import one_line, strip_unsafe
+from pipeline.core.issue.sanitize import one_line, strip_unsafe
 from pipeline.errors import ConfigError
 from pipeline.model import LANGS, Lang, Pair
 
@@ -60,15 +61,11 @@ def editorial_path(folder: Path, week_id: str) -> Path:
     return folder / f"{week_id}.toml"
 
 
-def load_editorial(folder: Path, week_id: str, tiers: tuple[str, ...]) -> Editorial:
-    """Read ``<folder>/<week>.toml`` if it exists; raise ConfigError naming what is wrong."""
-    path = editorial_path(folder, week_id)
+def parse_editorial(text: str, path: Path, tiers: tuple[str, ...]) -> Editorial:
+    """The editor's file ``path`` from its ``text``; raise ConfigError naming what is wrong
+    (the file is read by :func:`pipeline.sources.editorial.load_editorial`)."""
     try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        return Editorial()
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"cannot read {path}: {exc}") from None
+        raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from None
     entries = {}

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 
 import jinja2
 
-from pipeline.core.site import HTML, SHORT_CACHE, Site
+from pipeline.core.site.site import HTML, SHORT_CACHE, Site
 from pipeline.errors import RenderError
 from pipeline.model import Issue, SiteObject
 
@@ -80,7 +80,7 @@ _WEEK_ID = re.compile(r"([0-9]{4})-W[0-9]{2}")  # ASCII digits: \d takes ٢٠٢�
 _HASHED = re.compile(r"^(?:index/|fragment/|filter/|pagefind\.[^/]+\.pf_meta$)")
 #: A review's article (``id="pr-<n>"``) up to the attributes of its first ``<h2>``, without
 #: crossing the article's end. Review bodies cannot open an ``<article>`` or an ``<h2>``: the
-#: sanitizer (pipeline/core/sanitize.py) allows neither, nor any ``id``.
+#: sanitizer (pipeline/core/issue/sanitize.py) allows neither, nor any ``id``.
 _REVIEW = re.compile(
     r'(<article\b[^>]*\bid="(pr-\d+)"[^>]*>(?:(?!</article>|<h2\b).)*<h2\b)([^>]*)>', re.S)
 

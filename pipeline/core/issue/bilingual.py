@@ -15,8 +15,8 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from pipeline.core.rank import TIER_BY_NAME, TIER_NAMES, reading_minutes
-from pipeline.core.sanitize import html_to_text, one_line
+from pipeline.core.issue.rank import TIER_BY_NAME, TIER_NAMES, reading_minutes
+from pipeline.core.issue.sanitize import html_to_text, one_line
 from pipeline.model import (
     LANGS,
     LAYOUTS,

@@ -47,7 +47,7 @@ import jinja2
 from markupsafe import Markup, escape
 from mjml import mjml2html
 
-from pipeline.core.fit import (
+from pipeline.core.email.fit import (
     BRIEF,
     CARD,
     CARD_TIER,
@@ -60,10 +60,10 @@ from pipeline.core.fit import (
     measure,
     no_mark,
 )
-from pipeline.core.interests import Variant, for_you, interests_first
-from pipeline.core.mime import sent_size
-from pipeline.core.rank import TIER_BY_NAME, TIERS
-from pipeline.core.wrap import wrap_text
+from pipeline.core.email.mime import sent_size
+from pipeline.core.email.wrap import wrap_text
+from pipeline.core.issue.interests import Variant, for_you, interests_first
+from pipeline.core.issue.rank import TIER_BY_NAME, TIERS
 from pipeline.errors import RenderError
 from pipeline.model import LANG_TAGS, LAYOUTS, Issue, Item, Problem, PullFacts, Text, layout_langs
 from pipeline.week import week_ranges

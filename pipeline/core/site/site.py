@@ -5,7 +5,7 @@ writes them). Each issue gets a bilingual page and one page per language (``lang
 ``hreflang`` set, so the language switch is plain links and needs no JavaScript), the public
 copy of its email, and its ``issue.json``, written again from the records. The index,
 the Atom feed, the sitemap, one page per reviewed PR and one page (and Atom feed) per area
-(:mod:`pipeline.core.site_pages`) are made from the issue.json files the archive holds, never
+(:mod:`pipeline.core.site.site_pages`) are made from the issue.json files the archive holds, never
 from a local build folder: a fresh runner with an empty ``build/`` publishes a whole index.
 Public pages show no ranking rationale (an item's ``why`` is for the editor's proof). Every
 page carries Open Graph and Twitter card tags with one static card image (``static/card.png``).
@@ -24,11 +24,7 @@ import jinja2
 from markupsafe import Markup, escape
 
 from pipeline.config import SiteSettings
-from pipeline.core import issue_json, site_pages
-from pipeline.core.built_issue import BuiltIssue
-from pipeline.core.interests import area_slug
-from pipeline.core.rank import TIER_BY_NAME
-from pipeline.core.render import (
+from pipeline.core.email.render import (
     PREFERENCES_PLACEHOLDER,
     UNSUBSCRIBE_PLACEHOLDER,
     Footer,
@@ -37,8 +33,13 @@ from pipeline.core.render import (
     templates_dir,
     tier_label,
 )
-from pipeline.core.site_pages import AreaPage, PrPage, url_of
-from pipeline.core.site_pages import IssueView as IssueView  # re-exported: preview uses it
+from pipeline.core.issue import issue_json
+from pipeline.core.issue.built_issue import BuiltIssue
+from pipeline.core.issue.interests import area_slug
+from pipeline.core.issue.rank import TIER_BY_NAME
+from pipeline.core.site import site_pages
+from pipeline.core.site.site_pages import AreaPage, PrPage, url_of
+from pipeline.core.site.site_pages import IssueView as IssueView  # re-exported: preview uses it
 from pipeline.model import LANG_TAGS, Issue, SiteObject, Text
 
 HTML = "text/html; charset=utf-8"
@@ -67,7 +68,7 @@ def identifiers(body_html: str) -> list[Markup]:
 
 
 def body(text: Text | None) -> Markup | None:
-    """A text's body HTML, which left pipeline/core/sanitize.py before it entered issue.json."""
+    """A text's body HTML, which left core/issue/sanitize.py before it entered issue.json."""
     return Markup(text.body_html) if text else None  # noqa: S704
 
 

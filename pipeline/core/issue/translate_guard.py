@@ -7,7 +7,8 @@ refuses (:class:`GuardError`) a translation that lost, duplicated, altered or in
 that reordered markup so that a tag no longer closes what it opened. Moving a placeholder is
 allowed: word order differs between Chinese and English.
 
-Protected, in a text that is sanitized HTML (:func:`pipeline.core.sanitize.clean_html`) or plain:
+Protected, in a text that is sanitized HTML
+(:func:`pipeline.core.issue.sanitize.clean_html`) or plain:
 
 - every HTML tag (``<p>``, ``<a href=…>``, ``</em>``, ``<br>``), so inline markup survives;
   block tags that touch (``</p><p>``) share one placeholder;

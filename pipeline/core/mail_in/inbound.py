@@ -12,7 +12,7 @@ still taken). Missing headers (a hand-dropped file) are not failures. An unsubsc
 honoured whatever those headers say: its token is signed and proves itself, and a spam
 filter's mistake must not keep anyone on the list (only the headers are read, never the
 body's attachments). A delivery status notification is read before any of those checks
-(:mod:`pipeline.core.dsn`): it is ``Auto-Submitted: auto-replied`` by nature, often comes
+(:mod:`pipeline.core.mail_in.dsn`): it is ``Auto-Submitted: auto-replied`` by nature, often comes
 from a server without SPF, and is acted on only through the signed token of the message it
 returns, which proves itself as an unsubscribe does.
 """
@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Literal
 
-from pipeline.core.dsn import is_report, read_report
+from pipeline.core.mail_in.dsn import is_report, read_report
 
 if TYPE_CHECKING:
     from email.message import EmailMessage
@@ -86,8 +86,8 @@ def classify(raw: bytes) -> Verdict:
     kind is ``unrecognised``).
 
     **A delivery status notification** (``multipart/report; report-type=delivery-status``)
-    is decided before anything else, by :mod:`pipeline.core.dsn`: a ``bounce`` of the kind
-    :func:`~pipeline.core.bounces.bounce_kind` gives for its failed recipients, with the
+    is decided before anything else, by :mod:`pipeline.core.mail_in.dsn`: a ``bounce`` of the kind
+    :func:`~pipeline.core.mail_in.bounces.bounce_kind` gives for its failed recipients, with the
     token of the message it returns; ``ignored`` when nothing failed for good or it returns
     no message of ours. SES's verdicts do not stop it (the token proves itself), nor does
     its ``Auto-Submitted: auto-replied``.

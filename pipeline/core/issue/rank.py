@@ -18,9 +18,9 @@ from datetime import datetime
 
 import pendulum
 
-from pipeline.core.collect import PullGroup
-from pipeline.core.editorial import EditorEntry, Editorial
-from pipeline.core.sanitize import (
+from pipeline.core.issue.collect import PullGroup
+from pipeline.core.issue.editorial import EditorEntry, Editorial
+from pipeline.core.issue.sanitize import (
     HAN,
     MAX_BODY_CHARS,
     MAX_NESTING,

@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 
 from markupsafe import Markup
 
-from pipeline.core.eightbit import eight_bit_body
+from pipeline.core.email.eightbit import eight_bit_body
 
 #: Kinds of piece a template marks (see the module docstring).
 ENTRY, CARD, BRIEF, CONTENTS_TIER, CARD_TIER, END = "e", "c", "b", "g", "h", "z"

@@ -21,7 +21,7 @@ from __future__ import annotations
 import base64
 import binascii
 
-from pipeline.core.eightbit import eight_bit_body
+from pipeline.core.email.eightbit import eight_bit_body
 
 QUOTED_PRINTABLE = "quoted-printable"
 BASE64 = "base64"

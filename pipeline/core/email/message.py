@@ -45,16 +45,16 @@ from email.utils import format_datetime, getaddresses
 from urllib.parse import quote
 
 from pipeline.config import Settings
-from pipeline.core.addresses import UnsendableAddress, to_header, wire_address
-from pipeline.core.body_splice import SplicedBody
-from pipeline.core.built_issue import BuiltIssue
-from pipeline.core.mime import EIGHT_BIT, QUOTED_PRINTABLE, choose_encoding, encode_subject
-from pipeline.core.render import (
+from pipeline.core.email.addresses import UnsendableAddress, to_header, wire_address
+from pipeline.core.email.body_splice import SplicedBody
+from pipeline.core.email.mime import EIGHT_BIT, QUOTED_PRINTABLE, choose_encoding, encode_subject
+from pipeline.core.email.render import (
     LINK_RESERVE,
     PLACEHOLDERS,
     stray_placeholders,
     with_reserved_links,
 )
+from pipeline.core.issue.built_issue import BuiltIssue
 from pipeline.errors import BlockedError, ConfigError
 from pipeline.model import LAYOUTS, Outgoing
 from subscribers.tokens import Keys, make_token, tagged_address

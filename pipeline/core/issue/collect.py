@@ -26,9 +26,9 @@ from typing import Any
 
 import feedparser  # type: ignore[import-untyped]  # ships neither stubs nor py.typed
 
-from pipeline.core.feed_cut import cut_long_texts
-from pipeline.core.feed_date import date_problem
-from pipeline.core.sanitize import (
+from pipeline.core.issue.feed_cut import cut_long_texts
+from pipeline.core.issue.feed_date import date_problem
+from pipeline.core.issue.sanitize import (
     MAX_BODY_CHARS,
     CleanBody,
     clean_body,

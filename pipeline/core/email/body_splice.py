@@ -41,8 +41,8 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from pipeline.core.eightbit import eight_bit_body
-from pipeline.core.mime import BASE64, EIGHT_BIT, QUOTED_PRINTABLE, encode_body
+from pipeline.core.email.eightbit import eight_bit_body
+from pipeline.core.email.mime import BASE64, EIGHT_BIT, QUOTED_PRINTABLE, encode_body
 
 #: Bytes of input per base64 line (76 characters out).
 _B64_LINE = 57

@@ -14,8 +14,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pipeline.core.interests import issue_areas, variant_for
-from pipeline.core.issue_json import BuiltVariant, IssueData
+from pipeline.core.issue.interests import issue_areas, variant_for
+from pipeline.core.issue.issue_json import BuiltVariant, IssueData
 from pipeline.model import LAYOUTS, Issue, Problem
 
 
