@@ -1,4 +1,4 @@
-"""The one HTTP client: a GET or a JSON POST, bounded, and a conditional-GET cache on disk.
+"""The weekly job's HTTP client: a GET or a JSON POST, bounded, and a conditional-GET cache.
 
 Every exchange has a per-operation timeout (connect, one read), a bound on the bytes read,
 and optionally a bound on the whole exchange (:func:`request`'s ``total_seconds``: the

@@ -30,9 +30,9 @@ from pipeline.config import Settings
 from pipeline.core.email.render import Footer
 from pipeline.web.app import MailQueue, create_app
 from pipeline.web.serve import server_config
+from pipeline.web.sns import SnsVerifier
 from pipeline.week import now as clock_now
 from pipeline.wiring import open_subscriptions
-from subscribers.sns import SnsVerifier
 from subscribers.subscriptions import Policy, Subscriptions
 
 

@@ -32,7 +32,7 @@ from test_ses_events import (
     EVENT_COMPLAINT,
 )
 
-from subscribers.sns import CertificateSource, SnsVerifier
+from pipeline.web.sns import CertificateSource, SnsVerifier
 
 LOOPBACK = re.compile(r"^127\.0\.0\.1$")
 STRANGER = "arn:aws:sns:us-east-1:999999999999:not-ours"

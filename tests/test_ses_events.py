@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from subscribers.ses_events import EVENT_KINDS, MailEvent, events_from
+from pipeline.core.mail_in.ses_events import EVENT_KINDS, MailEvent, events_from
 
 NOTE_ID = "00000138111222aa-33322211-cccc-cccc-cccc-ddddaaaa0680-000000"
 EVENT_ID = "EXAMPLE7c191be45-e9aedb9a-02f9-4d12-a87d-dd0099a07f8a-000000"

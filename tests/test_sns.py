@@ -38,7 +38,7 @@ from sns_support import (
 )
 
 from pipeline.errors import NewsletterError
-from subscribers.sns import (
+from pipeline.web.sns import (
     AWS_SNS_HOST,
     SNS_REASONS,
     CertificateSource,

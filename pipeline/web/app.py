@@ -56,8 +56,8 @@ from pipeline.web.mail_queue import MailQueue
 from pipeline.web.pages import Pages
 from pipeline.web.routes import SNS_WINDOW, Routes
 from pipeline.web.signups import SqsSignups
+from pipeline.web.sns import SnsVerifier
 from pipeline.week import now as clock_now
-from subscribers.sns import SnsVerifier
 from subscribers.subscriptions import Subscriptions
 
 __all__ = ["SNS_WINDOW", "MailQueue", "create_app"]

@@ -24,16 +24,16 @@ from starlette.formparsers import MultiPartException
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
 
+from pipeline.core.mail_in.ses_events import events_from
 from pipeline.errors import TransportError, Unconfirmed
 from pipeline.model import LAYOUTS
 from pipeline.web.mail_queue import MailQueue
 from pipeline.web.pages import Button, Link, Pages, chosen_layout, status_line
 from pipeline.web.signups import Signup, SqsSignups
+from pipeline.web.sns import SnsError, SnsMessage, SnsVerifier
 from subscribers.areas import MAX_AREA_LENGTH, MAX_AREAS
 from subscribers.errors import AreaChoiceError, InvalidAddress, TokenError, UnknownSubscriber
 from subscribers.model import Subscriber
-from subscribers.ses_events import events_from
-from subscribers.sns import SnsError, SnsMessage, SnsVerifier
 from subscribers.subscriptions import Subscriptions
 
 __all__ = ["MAX_FORM_BYTES", "MAX_WEBHOOK_BYTES", "PURGE_EVERY", "SNS_WINDOW", "Routes"]

@@ -44,7 +44,7 @@ def open_app(settings: Settings, environ: Mapping[str, str], stack: ExitStack) -
     Lambda function of ``deploy/``)."""
     from pipeline.core.email.render import Footer
     from pipeline.web.app import SNS_WINDOW, create_app
-    from subscribers.sns import CertificateSource, SnsVerifier
+    from pipeline.web.sns import CertificateSource, SnsVerifier
 
     _, development = signing_keys(settings, environ)
     subscriptions = stack.enter_context(open_subscriptions(settings, environ))

@@ -1,0 +1,91 @@
+"""What docs/architecture.md says of the code beyond the import graph, checked on the source.
+
+test_architecture.py holds the layers to their imports; these are the claims an import cannot
+show: the core reads nothing but the files that ship with it and never waits, the network is
+reached through two clients only, and each ``core`` package says in its ``__init__`` what
+lives there. Each check reads the syntax tree, so a comment or a docstring never counts.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from conftest import ROOT
+
+CORE = ROOT / "pipeline" / "core"
+#: Calls that read or change the world when their receiver is a path or the clock.
+_IO_METHODS = {"read_text", "read_bytes", "write_text", "write_bytes", "open", "mkdir",
+               "unlink", "rename", "replace", "iterdir", "glob", "rglob", "touch", "stat"}
+#: What a core module may read: the product's own templates and strings.
+_SHIPPED = "templates_dir()"
+
+
+def _sources(root: Path) -> Iterator[tuple[Path, ast.Module]]:
+    for path in sorted(root.rglob("*.py")):
+        yield path, ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+def _calls(tree: ast.Module) -> Iterator[ast.Call]:
+    return (node for node in ast.walk(tree) if isinstance(node, ast.Call))
+
+
+def _io_calls(path: Path, tree: ast.Module) -> list[str]:
+    """``path``'s calls that touch files, the clock or a wait, except reads of what ships."""
+    source = path.read_text(encoding="utf-8")
+    found = []
+    for call in _calls(tree):
+        func = call.func
+        if isinstance(func, ast.Name) and func.id in ("open", "input", "print"):
+            found.append(f"{path.name}:{call.lineno} {func.id}()")
+        elif isinstance(func, ast.Attribute):
+            receiver = ast.get_source_segment(source, func.value) or ""
+            if func.attr == "sleep" or (func.attr == "now" and "datetime" in receiver) or (func.attr in _IO_METHODS and "Path" in receiver) or (
+                    func.attr in ("read_text", "read_bytes") and _SHIPPED not in receiver):
+                found.append(f"{path.name}:{call.lineno} {receiver}.{func.attr}()")
+    return found
+
+
+def test_the_core_reads_only_what_ships_with_it_and_never_waits() -> None:
+    found = [call for path, tree in _sources(CORE) for call in _io_calls(path, tree)]
+    assert found == []
+
+
+def test_the_check_sees_a_read_a_wait_and_the_clock(tmp_path: Path) -> None:
+    module = tmp_path / "bad.py"
+    module.write_text("import time\nfrom datetime import datetime\nfrom pathlib import Path\n"
+                      "def f(p):\n    time.sleep(1)\n    datetime.now()\n"
+                      "    return p.read_text(), templates_dir().read_text(), open(p)\n",
+                      encoding="utf-8")
+    tree = ast.parse(module.read_text(encoding="utf-8"))
+    assert [line.split(" ", 1)[1] for line in _io_calls(module, tree)] == [
+        "time.sleep()", "datetime.now()", "p.read_text()", "open()"]
+
+
+def _importers_of(name: str) -> set[str]:
+    """The modules of pipeline/ and subscribers/ that import ``name`` (or a name in it)."""
+    found = set()
+    for root in ("pipeline", "subscribers"):
+        for path, tree in _sources(ROOT / root):
+            for node in ast.walk(tree):
+                names = ([alias.name for alias in node.names] if isinstance(node, ast.Import)
+                         else [node.module or ""] if isinstance(node, ast.ImportFrom) else [])
+                if any(n == name or n.startswith(name + ".") for n in names):
+                    found.add(str(path.relative_to(ROOT)))
+    return found
+
+
+def test_two_http_clients_and_no_third() -> None:
+    """The weekly job's client (feeds, GitHub, the openai translator) and the SNS verifier's,
+    which follows no redirect; boto3 speaks for the AWS adapters."""
+    assert _importers_of("urllib.request") == {"pipeline/http.py", "pipeline/web/sns.py"}
+
+
+@pytest.mark.parametrize("package", sorted(p.parent.name for p in CORE.glob("*/__init__.py")))
+def test_each_core_package_says_what_lives_there(package: str) -> None:
+    tree = ast.parse((CORE / package / "__init__.py").read_text(encoding="utf-8"))
+    said = ast.get_docstring(tree) or ""
+    modules = sorted(p.stem for p in (CORE / package).glob("*.py") if p.stem != "__init__")
+    assert modules and [m for m in modules if f"``{m}``" not in said] == []
