@@ -77,7 +77,7 @@ from pipeline.core.issue.collect import (
 from pipeline.core.issue.interests import Variant, issue_areas
 from pipeline.core.issue.rank import rank
 from pipeline.model import LAYOUTS, Issue, Week
-from pipeline.stages.build import rank_week
+from pipeline.stages.build import rank_week, terms
 from pipeline.stages.built import BuiltIssue
 from pipeline.week import parse_week
 from subscribers.tokens import Keys
@@ -233,7 +233,7 @@ def compose_issue(data: bytes, settings: Settings, week: Week) -> Issue:
 
 def total(data: bytes, settings: Settings, week: Week, renderer: Renderer) -> None:
     results: list[FeedResult] = [parse_feed(data, LOCATION, settings.feed.repo)]
-    assemble(settings, week, rank_week(settings, week, results), renderer)
+    assemble(terms(settings), week, rank_week(settings, week, results), renderer)
 
 
 class CountingRenderer(Renderer):
@@ -272,7 +272,7 @@ def sent_layouts(issue: Issue, rendered: dict[str, RenderedLayout], settings: Se
     built = BuiltIssue(Path("."), issue, "bench", artifacts,
                        issue_json.dumps(issue_json.with_hash(issue, "bench")))
     keys = Keys.from_environ({"NEWSLETTER_SECRET": "bench-secret-" + "x" * 32})
-    messages = Messages(built, settings, keys)
+    messages = Messages(built, settings.site, settings.delivery, keys)
     now = pendulum.datetime(2026, 11, 30, tz="UTC")
     sid = "0123456789abcdef01234567"
     found = {}
@@ -333,7 +333,7 @@ def bench_variants(sample: Sample, size: int, settings: Settings, week: Week,
     for subscribers, distinct in VARIANT_CASES:
         choices = reader_choices(areas, distinct, subscribers)
         rendered = len(distinct_variants(choices, ranked.items))
-        took = median_ms(lambda choices=choices: assemble(settings, week, ranked, renderer,
+        took = median_ms(lambda choices=choices: assemble(terms(settings), week, ranked, renderer,
                                                            choices), runs)
         dedup = median_ms(lambda choices=choices: distinct_variants(choices, ranked.items),
                           runs)
@@ -371,7 +371,7 @@ def bench_size(sample: Sample, size: int, settings: Settings, week: Week, render
                             settings.issue.size_budget_kb)
     items, _ = rank(groups, tz)
     issue = compose_issue(data, settings, week)
-    footer = Footer.from_settings(settings)
+    footer = Footer.configured(settings.delivery, settings.site)
     jinja = mjml_source(renderer, issue, base_url, footer)
     source = jinja()
     timings = Timings(

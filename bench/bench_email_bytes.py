@@ -111,7 +111,7 @@ def per_item(renderer: Renderer, issue: Issue, base_url: str, footer: Footer,
 def measure(name: str, renderer: Renderer, issue: Issue, settings: Settings,
             runs: int, eight_bit: bool = False) -> Measured:
     base_url, budget = settings.site.base_url.rstrip("/"), settings.issue.size_budget_kb
-    footer = Footer.from_settings(settings)
+    footer = Footer.configured(settings.delivery, settings.site)
     rendered, _ = renderer.render(issue, base_url, budget, footer, eight_bit=eight_bit)
     fitted = {layout: Fitted(len(issue.items) - len(r.brief) - r.folded,
                              weight(r.html, eight_bit=eight_bit, html=True),

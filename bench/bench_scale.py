@@ -187,7 +187,8 @@ def work(job: Job, barrier: Barrier, pipe: Connection) -> None:
 def do_job(job: Job, barrier: Barrier) -> WorkerResult:
     settings = load(Path(job.config), {})
     built = load_built(Path(job.issue))
-    messages = Messages(built, settings, Keys.from_environ({"NEWSLETTER_SECRET": BENCH_KEY}))
+    keys = Keys.from_environ({"NEWSLETTER_SECRET": BENCH_KEY})
+    messages = Messages(built, settings.site, settings.delivery, keys)
     store = SqliteStore.open(Path(job.store))
     try:
         open_kib = current_rss_kib()

@@ -172,7 +172,8 @@ def prepare(folder: Path) -> Setup:
     settings = load(config, {})
     built = load_built(build(settings, week_id=WEEK_ID, out=folder / "issue").out_dir)
     keys = Keys.from_environ({"NEWSLETTER_SECRET": BENCH_KEY})
-    return Setup(folder, settings, built, Messages(built, settings, keys), datetime.now(UTC))
+    messages = Messages(built, settings.site, settings.delivery, keys)
+    return Setup(folder, settings, built, messages, datetime.now(UTC))
 
 
 def address(index: int) -> str:

@@ -186,10 +186,10 @@ def serve_app(settings: Settings, *, environ: Mapping[str, str] | None = None,
         if policy is not None:
             subscriptions.policy = replace(policy)
         queue = MailQueue()
+        footer = Footer.configured(settings.delivery, settings.site)  # as `newsletter serve`
         app = create_app(subscriptions, app_url=settings.site.app_url,
                          base_url=settings.site.base_url, verifier=verifier,
-                         mail_queue=queue, clock=clock or clock_now,
-                         footer=Footer.from_settings(settings))  # as `newsletter serve`
+                         mail_queue=queue, clock=clock or clock_now, footer=footer)
         server = _PromptServer(server_config(app, host="127.0.0.1", port=port,
                                               forwarded_allow_ips="127.0.0.1"))
         held = _HELD.pop(port, None)

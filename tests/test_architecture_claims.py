@@ -9,6 +9,7 @@ lives there. Each check reads the syntax tree, so a comment or a docstring never
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -25,7 +26,12 @@ _SHIPPED = "templates_dir()"
 
 def _sources(root: Path) -> Iterator[tuple[Path, ast.Module]]:
     for path in sorted(root.rglob("*.py")):
-        yield path, ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        yield path, _parsed(path)
+
+
+@functools.cache
+def _parsed(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
 
 
 def _calls(tree: ast.Module) -> Iterator[ast.Call]:
@@ -34,14 +40,13 @@ def _calls(tree: ast.Module) -> Iterator[ast.Call]:
 
 def _io_calls(path: Path, tree: ast.Module) -> list[str]:
     """``path``'s calls that touch files, the clock or a wait, except reads of what ships."""
-    source = path.read_text(encoding="utf-8")
     found = []
     for call in _calls(tree):
         func = call.func
         if isinstance(func, ast.Name) and func.id in ("open", "input", "print"):
             found.append(f"{path.name}:{call.lineno} {func.id}()")
         elif isinstance(func, ast.Attribute):
-            receiver = ast.get_source_segment(source, func.value) or ""
+            receiver = ast.unparse(func.value)
             if _touches_world(func.attr, receiver):
                 found.append(f"{path.name}:{call.lineno} {receiver}.{func.attr}()")
     return found
@@ -96,3 +101,13 @@ def test_each_core_package_says_what_lives_there(package: str) -> None:
     said = ast.get_docstring(tree) or ""
     modules = sorted(p.stem for p in (CORE / package).glob("*.py") if p.stem != "__init__")
     assert modules and [m for m in modules if f"``{m}``" not in said] == []
+
+
+def test_the_core_is_handed_the_sections_it_reads_not_the_whole_settings() -> None:
+    """A core function sees the sections it uses (``[site]``, ``[delivery]``…), so none can
+    come to depend on a secret, a path or a backend without its signature saying so."""
+    found = [f"{path.relative_to(ROOT)}:{node.lineno}" for path, tree in _sources(CORE)
+             for node in ast.walk(tree)
+             if isinstance(node, ast.Name | ast.alias)
+             and (node.id if isinstance(node, ast.Name) else node.name) == "Settings"]
+    assert found == []

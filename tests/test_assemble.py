@@ -12,6 +12,7 @@ from pipeline.core.issue.collect import parse_feed
 from pipeline.core.issue.editorial import Editorial
 from pipeline.errors import EmptyWeekError
 from pipeline.model import PullFacts
+from pipeline.stages.build import terms
 from pipeline.week import parse_week
 
 WEEK = parse_week(SAMPLE_WEEK, "Asia/Shanghai")
@@ -23,7 +24,7 @@ FACTS = PullFacts(title="[ROCm] Fix a race", author="dev", state="merged", merge
 def ranked(settings):
     feed = atom([Entry(pr=1, title="修复竞态", body="值得精读，`vllm/core/sched.py` 的竞态。")])
     result = parse_feed(feed, "zh", settings.feed.repo)
-    return rank_week(settings, WEEK, group(settings, WEEK, [result]), Editorial())
+    return rank_week(settings.issue, WEEK, group(settings.feed, WEEK, [result]), Editorial())
 
 
 def test_facts_and_a_translation_are_applied_as_given(settings):
@@ -53,8 +54,8 @@ def test_a_failed_or_rejected_translation_leaves_the_language_missing(settings, 
 
 def test_the_same_data_assembles_to_the_same_bytes(settings):
     gathered = Gathered({1: FACTS}, {(1, "en"): MachineText("Fix", "<p>Fix.</p>", "machine:aws")})
-    first = assemble(settings, WEEK, complete(ranked(settings), gathered))
-    again = assemble(settings, WEEK, complete(ranked(settings), gathered))
+    first = assemble(terms(settings), WEEK, complete(ranked(settings), gathered))
+    again = assemble(terms(settings), WEEK, complete(ranked(settings), gathered))
     assert first.artifacts == again.artifacts and first.data == again.data
     assert first.issue.items[0].en is not None
 
@@ -63,4 +64,4 @@ def test_a_week_without_reviews_is_empty(settings):
     result = parse_feed(atom([Entry(pr=1, published="2026-10-01T10:00:00+08:00")]), "zh",
                         settings.feed.repo)
     with pytest.raises(EmptyWeekError):
-        group(settings, WEEK, [result])
+        group(settings.feed, WEEK, [result])

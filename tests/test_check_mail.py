@@ -51,7 +51,8 @@ def delivered(tmp_path_factory: pytest.TempPathFactory) -> bytes:
         settings, site=replace(settings.site, app_url="https://news.example.org/api"),
         delivery=replace(settings.delivery, unsubscribe_mailto="unsub@example.org"))
     outbox = OutboxTransport(root / "outbox")
-    outbox.send(Messages(built, settings, KEYS).build(READER, SID, "zh-en", NOW))
+    messages = Messages(built, settings.site, settings.delivery, KEYS)
+    outbox.send(messages.build(READER, SID, "zh-en", NOW))
     (path,) = (root / "outbox").glob("*.eml")
     return path.read_bytes()
 

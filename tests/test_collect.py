@@ -26,7 +26,7 @@ from pipeline.core.issue.collect import (
 from pipeline.core.issue.feed_date import date_problem
 from pipeline.errors import FeedError
 from pipeline.model import Skipped
-from pipeline.stages.build import build, rank_week
+from pipeline.stages.build import build, rank_week, terms
 from pipeline.week import parse_week
 
 REPO = "vllm-project/vllm"
@@ -590,7 +590,7 @@ def test_wrong_declared_encoding_over_http_is_a_warning_not_a_failure():
 def test_wrong_declared_encoding_becomes_a_feed_warning_problem_in_the_issue(settings):
     data = (DATA / "wrong-encoding.xml").read_bytes()
     result = parse_feed(data, "legacy", REPO, content_type="text/xml")
-    _, issue_data, _, _ = assemble(settings, W48, rank_week(settings, W48, [result]))
+    _, issue_data, _, _ = assemble(terms(settings), W48, rank_week(settings, W48, [result]))
     warnings = [p for p in issue_data["problems"] if p["code"] == "feed-warning"]
     assert len(warnings) == 1
     assert warnings[0]["severity"] == "warning"

@@ -34,7 +34,8 @@ KEYS = Keys.from_environ({"NEWSLETTER_SECRET": "test-secret-for-deliverability-0
 
 
 def sent(settings, built, layout: str) -> bytes:
-    return Messages(built, settings, KEYS).build("reader@example.org", SID, layout, NOW).raw
+    messages = Messages(built, settings.site, settings.delivery, KEYS)
+    return messages.build("reader@example.org", SID, layout, NOW).raw
 
 
 def wire_parts(raw: bytes) -> dict[str, tuple[str, bytes]]:
@@ -134,7 +135,8 @@ def test_each_part_takes_the_smaller_encoding(big_built, built, settings):
         assert len(body) < len(wire_parts(sent(seven, built, layout))["text/html"][1])
     for layout in LAYOUTS:  # the same choice for every recipient
         assert wire_parts(sent(settings, built, layout)).keys() == {"text/html", "text/plain"}
-        other = Messages(built, settings, KEYS).build("b@example.org", "f" * 24, layout, NOW)
+        messages = Messages(built, settings.site, settings.delivery, KEYS)
+        other = messages.build("b@example.org", "f" * 24, layout, NOW)
         assert [c for c, _ in wire_parts(other.raw).values()] == \
             [c for c, _ in wire_parts(sent(settings, built, layout)).values()]
 
@@ -152,9 +154,9 @@ def test_spamassassin_finds_nothing_to_score(settings, built, tmp_path):
     most of its time); each message goes to an address named for its layout, since the
     answers need not come back in order."""
     box = mailbox.mbox(tmp_path / "sent.mbox")
+    messages = Messages(built, settings.site, settings.delivery, KEYS)
     for layout in LAYOUTS:
-        box.add(Messages(built, settings, KEYS).build(f"{layout}@example.org", SID, layout,
-                                                      NOW).raw)
+        box.add(messages.build(f"{layout}@example.org", SID, layout, NOW).raw)
     box.close()
     result = subprocess.run(["spamassassin", "-L", "-t", "--mbox", "--cf=use_bayes 0"],
                             input=(tmp_path / "sent.mbox").read_bytes(), capture_output=True,
@@ -240,7 +242,7 @@ def test_text_part_is_wrapped_with_whole_urls_and_a_signature(settings, built, l
             assert re.fullmatch(r"\s*\S*https?://\S+", line), line
     for item in built.data["items"]:
         assert item["url"] in lines
-    links = Messages(built, settings, KEYS).links(SID)
+    links = Messages(built, settings.site, settings.delivery, KEYS).links(SID)
     assert links.unsubscribe in lines and links.preferences in lines
     assert lines.count(SIGNATURE) == 1 and "--" not in lines
 

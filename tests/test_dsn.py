@@ -64,7 +64,8 @@ def with_mailto(settings: Settings) -> Settings:
 def sent_message(settings: Settings, built, subscriber_id: str, *,
                  keys: Keys | None = None, address: str = ADDRESS) -> bytes:
     """The raw message the pipeline sends this subscriber (both unsubscribe forms)."""
-    messages = Messages(built, with_mailto(settings), keys or Keys.development())
+    messages = Messages(built, settings.site, with_mailto(settings).delivery,
+                        keys or Keys.development())
     return messages.build(address, subscriber_id, "zh-en", NOW).raw
 
 

@@ -29,7 +29,7 @@ from pipeline.core.assemble import assemble
 from pipeline.core.email.render import Renderer
 from pipeline.core.issue.collect import parse_feed
 from pipeline.core.issue.interests import Variant
-from pipeline.stages.build import rank_week
+from pipeline.stages.build import rank_week, terms
 from pipeline.week import parse_week
 
 WEEK = parse_week("2026-W48", "Asia/Shanghai")
@@ -49,7 +49,7 @@ def emails(tmp_path_factory) -> dict[str, Path]:
     config.write_text("", encoding="utf-8")
     settings = load(config, {})
     result = parse_feed(SAMPLE_FEED.read_bytes(), "sample", settings.feed.repo)
-    issue, *_ = assemble(settings, WEEK, rank_week(settings, WEEK, [result]))
+    issue, *_ = assemble(terms(settings), WEEK, rank_week(settings, WEEK, [result]))
     issue = replace(issue, number=3)
     renderer = Renderer()
     files = {}

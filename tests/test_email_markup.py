@@ -20,7 +20,7 @@ from pipeline.core.email.render import Footer, Renderer, _Plan
 from pipeline.core.issue.collect import parse_feed
 from pipeline.core.issue.interests import Variant
 from pipeline.model import LANG_TAGS, LAYOUTS, layout_langs
-from pipeline.stages.build import rank_week
+from pipeline.stages.build import rank_week, terms
 from pipeline.week import parse_week
 
 WEEK = parse_week("2026-W48", "Asia/Shanghai")
@@ -38,7 +38,7 @@ def sample(tmp_path_factory):
     config.write_text("", encoding="utf-8")
     settings = load(config, {})
     result = parse_feed(SAMPLE_FEED.read_bytes(), "sample", settings.feed.repo)
-    issue, *_, rendered = assemble(settings, WEEK, rank_week(settings, WEEK, [result]))
+    issue, *_, rendered = assemble(terms(settings), WEEK, rank_week(settings, WEEK, [result]))
     return settings, issue, rendered
 
 

@@ -116,12 +116,13 @@ def key(plan: _Plan) -> tuple[int, ...]:
 def sample_issue(tmp_path_factory) -> Issue:
     from pipeline.config import load
     from pipeline.core.assemble import assemble
+    from pipeline.stages.build import terms
 
     config = tmp_path_factory.mktemp("cfg") / "newsletter.toml"
     config.write_text("", encoding="utf-8")
     settings = load(config, {})
     result = parse_feed(SAMPLE_FEED.read_bytes(), "sample", settings.feed.repo)
-    issue, *_ = assemble(settings, WEEK, rank_week(settings, WEEK, [result]))
+    issue, *_ = assemble(terms(settings), WEEK, rank_week(settings, WEEK, [result]))
     return issue
 
 

@@ -46,7 +46,7 @@ def parts(message) -> dict[str, str]:
 
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_headers_and_parts(settings, built, layout):
-    messages = Messages(built, settings, KEYS)
+    messages = Messages(built, settings.site, settings.delivery, KEYS)
     out = messages.build("reader@example.org", SID, layout, NOW)
     message = parse(out.raw)
     assert message["Subject"] == built.data["subject"][layout]
@@ -70,7 +70,7 @@ def test_headers_and_parts(settings, built, layout):
 
 
 def test_unsubscribe_links_are_signed_for_the_recipient(settings, built):
-    messages = Messages(built, settings, KEYS)
+    messages = Messages(built, settings.site, settings.delivery, KEYS)
     message = parse(messages.build("reader@example.org", SID, "zh-en", NOW).raw)
     header = message["List-Unsubscribe"]
     found = re.fullmatch(r"<(https?://[^>]+)>", header)
@@ -91,7 +91,7 @@ def test_unsubscribe_links_are_signed_for_the_recipient(settings, built):
 def test_list_unsubscribe_is_written_verbatim_for_mailbox_providers(settings, built):
     with_mailto = replace(settings, delivery=replace(
         settings.delivery, unsubscribe_mailto="unsub@example.org"))
-    messages = Messages(built, with_mailto, KEYS)
+    messages = Messages(built, with_mailto.site, with_mailto.delivery, KEYS)
     raw = messages.build("reader@example.org", SID, "zh-en", NOW).raw
     head = raw.split(b"\r\n\r\n", 1)[0].decode("ascii")
     links = messages.links(SID)
@@ -105,7 +105,7 @@ def test_list_unsubscribe_is_written_verbatim_for_mailbox_providers(settings, bu
 
 
 def test_each_recipient_gets_distinct_links(settings, built):
-    messages = Messages(built, settings, KEYS)
+    messages = Messages(built, settings.site, settings.delivery, KEYS)
     other = "fedcba9876543210fedcba98"
     a = parse(messages.build("a@example.org", SID, "en", NOW).raw)["List-Unsubscribe"]
     b = parse(messages.build("b@example.org", other, "en", NOW).raw)["List-Unsubscribe"]
@@ -113,12 +113,13 @@ def test_each_recipient_gets_distinct_links(settings, built):
 
 
 def test_mailto_only_when_inbound_mail_is_configured(settings, built):
-    plain = parse(Messages(built, settings, KEYS).build("r@example.org", SID, "en", NOW).raw)
+    messages = Messages(built, settings.site, settings.delivery, KEYS)
+    plain = parse(messages.build("r@example.org", SID, "en", NOW).raw)
     assert "mailto:" not in plain["List-Unsubscribe"]
     with_mailto = replace(settings, delivery=replace(
         settings.delivery, unsubscribe_mailto="unsub@example.org"))
-    message = parse(Messages(built, with_mailto, KEYS).build("r@example.org", SID, "en",
-                                                               NOW).raw)
+    messages = Messages(built, with_mailto.site, with_mailto.delivery, KEYS)
+    message = parse(messages.build("r@example.org", SID, "en", NOW).raw)
     https, mailto = [v.strip(" <>") for v in message["List-Unsubscribe"].split(",")]
     assert https.startswith("http")
     address = re.fullmatch(r"mailto:unsub\+([a-z2-7]+)@example\.org\?subject=unsubscribe",
@@ -132,7 +133,7 @@ def test_mailto_only_when_inbound_mail_is_configured(settings, built):
 def test_reply_to_and_test_subjects(settings, built):
     configured = replace(settings, delivery=replace(settings.delivery,
                                                     reply_to="Editor <editor@example.org>"))
-    messages = Messages(built, configured, KEYS)
+    messages = Messages(built, configured.site, configured.delivery, KEYS)
     message = parse(messages.build("r@example.org", SID, "zh", NOW, test=True).raw)
     assert message["Reply-To"] == "Editor <editor@example.org>"
     assert message["Subject"] == "[TEST zh] " + built.data["subject"]["zh"]
@@ -143,11 +144,11 @@ def test_reply_to_and_test_subjects(settings, built):
 def test_a_bad_from_is_a_config_error(settings, built, value):
     bad = replace(settings, delivery=replace(settings.delivery, from_=value))
     with pytest.raises(ConfigError):
-        Messages(built, bad, KEYS)
+        Messages(built, bad.site, bad.delivery, KEYS)
 
 
 def test_header_injection_through_the_recipient_is_refused(settings, built):
-    messages = Messages(built, settings, KEYS)
+    messages = Messages(built, settings.site, settings.delivery, KEYS)
     with pytest.raises(ValueError):
         messages.build("a@example.org\r\nBcc: victim@example.org", SID, "en", NOW)
 
@@ -156,11 +157,11 @@ def test_a_subject_with_a_line_break_never_reaches_the_wire(settings, built):
     subject = {**built.issue.subject, "en": "Hello\r\nBcc: victim@example.org"}
     built = replace(built, issue=replace(built.issue, subject=subject))
     with pytest.raises(ValueError):
-        Messages(built, settings, KEYS)
+        Messages(built, settings.site, settings.delivery, KEYS)
 
 
 def test_html_part_stays_within_the_budget_with_real_links(settings, built):
-    messages = Messages(built, settings, KEYS)
+    messages = Messages(built, settings.site, settings.delivery, KEYS)
     for layout in LAYOUTS:
         html = parts(parse(messages.build("r@example.org", SID, layout, NOW).raw))["text/html"]
         assert len(html.encode()) <= settings.issue.size_budget_kb * 1000

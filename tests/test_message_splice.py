@@ -77,7 +77,8 @@ def with_app_url(settings: Settings, app_url: str, mailto: str = "") -> Settings
 
 
 def both(settings: Settings, built: BuiltIssue) -> tuple[Messages, message_reference.Messages]:
-    return Messages(built, settings, KEYS), message_reference.Messages(built, settings, KEYS)
+    return (Messages(built, settings.site, settings.delivery, KEYS),
+            message_reference.Messages(built, settings, KEYS))
 
 
 @pytest.mark.slow  # every layout and variant, spliced and encoded whole, for many readers
@@ -212,7 +213,7 @@ def test_a_layout_is_encoded_once_then_only_around_the_links(issue, monkeypatch)
     """What makes it fast, said as behaviour: after the first recipient of a layout, the
     encoders see only a few lines per link, never a whole part again."""
     settings, built = issue
-    messages = Messages(built, settings, KEYS)
+    messages = Messages(built, settings.site, settings.delivery, KEYS)
     messages.build("first@example.org", new_subscriber_id(), "zh-en", NOW)
     seen: list[int] = []
     # body_splice calls the encoders through these modules: patching them is patching it.

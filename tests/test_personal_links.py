@@ -45,7 +45,7 @@ def hostile_feed() -> bytes:
 
 
 def sent_parts(built, settings, layout: str) -> tuple[dict[str, str], Messages]:
-    messages = Messages(built, settings, KEYS)
+    messages = Messages(built, settings.site, settings.delivery, KEYS)
     raw = messages.build("reader@example.org", SID, layout, NOW).raw
     message = email.message_from_bytes(raw, policy=policy.default)
     return {part.get_content_type(): part.get_content()
@@ -102,7 +102,7 @@ def test_an_issue_holding_a_stray_placeholder_is_refused_and_blocked(settings, t
     evil = f'<a href="https://evil.example/?u={UNSUBSCRIBE_PLACEHOLDER}">x</a>'
     built.artifacts["email-en.html"] = built.html("en").replace("</body>", evil + "</body>")
     with pytest.raises(BlockedError, match=r"email-en\.html .* outside the template's slots"):
-        Messages(built, settings, KEYS)
+        Messages(built, settings.site, settings.delivery, KEYS)
     report = proof(built, size_budget_kb=90, repo=settings.feed.repo)
     stray = [p for p in report.blocking if p.code == "stray-personal-link"]
     assert [p.layout for p in stray] == ["en"]
@@ -111,7 +111,7 @@ def test_an_issue_holding_a_stray_placeholder_is_refused_and_blocked(settings, t
     built.artifacts["email-zh.txt"] = built.text("zh") + f"\nhttps://evil.example/?u=" \
         f"{PREFERENCES_PLACEHOLDER}\n"
     with pytest.raises(BlockedError, match=r"email-zh\.txt"):
-        Messages(built, settings, KEYS)
+        Messages(built, settings.site, settings.delivery, KEYS)
     assert [p.layout for p in proof(built, size_budget_kb=90, repo=settings.feed.repo).blocking
             if p.code == "stray-personal-link"] == ["zh"]
 

@@ -23,7 +23,7 @@ from pipeline.core.issue.collect import parse_feed
 from pipeline.core.issue.interests import Variant
 from pipeline.errors import RenderError
 from pipeline.model import LAYOUTS
-from pipeline.stages.build import rank_week
+from pipeline.stages.build import rank_week, terms
 from pipeline.week import parse_week
 
 WEEK = parse_week("2026-W48", "Asia/Shanghai")
@@ -53,7 +53,7 @@ def sample(tmp_path_factory):
     settings = load(config, {})
     result = parse_feed(SAMPLE_FEED.read_bytes(), "sample", settings.feed.repo)
     ranked = rank_week(settings, WEEK, [result])
-    issue, data, artifacts, rendered = assemble(settings, WEEK, ranked)
+    issue, data, artifacts, rendered = assemble(terms(settings), WEEK, ranked)
     return settings, issue, data, artifacts, rendered
 
 
@@ -192,7 +192,7 @@ def big_feed(count: int, paragraphs: int = 6) -> bytes:
 def test_over_budget_shrinks_lowest_priority_first(settings):
     result = parse_feed(big_feed(40), "big", settings.feed.repo)
     ranked = rank_week(settings, WEEK, [result])
-    issue, data, _artifacts, rendered = assemble(settings, WEEK, ranked)
+    issue, data, _artifacts, rendered = assemble(terms(settings), WEEK, ranked)
     order = [item.pr for item in issue.items]
     # The feed is Chinese only: the English layout's cards carry a one-line "no English
     # review" note each, and forty of those fit in full.
@@ -216,7 +216,7 @@ def test_shrinking_takes_the_fewest_items(settings):
     result = parse_feed(big_feed(40), "big", settings.feed.repo)
     renderer = Renderer()
     ranked = rank_week(settings, WEEK, [result])
-    issue, _, _, rendered = assemble(settings, WEEK, ranked, renderer)
+    issue, _, _, rendered = assemble(terms(settings), WEEK, ranked, renderer)
     r = rendered["zh"]
     # One item fewer shortened would not fit.
     from pipeline.core.email.render import Footer, _Plan, weight
@@ -224,7 +224,7 @@ def test_shrinking_takes_the_fewest_items(settings):
     k = len(r.brief) - 1
     n = len(issue.items)
     plan = _Plan(issue.items[: n - k], issue.items[n - k:], 0)
-    footer = Footer.from_settings(settings)
+    footer = Footer.configured(settings.delivery, settings.site)
     html = renderer._html(issue, Variant("zh"), settings.site.base_url, plan, footer)
     text = renderer._text(issue, Variant("zh"), settings.site.base_url, plan, footer)
     assert max(weight(html), weight(text)) > 90_000
@@ -234,7 +234,7 @@ def test_a_list_too_long_folds_its_tail_into_one_archive_link(settings):
     small = replace(settings, issue=replace(settings.issue, size_budget_kb=30))
     result = parse_feed(big_feed(150, paragraphs=1), "big", settings.feed.repo)
     ranked = rank_week(small, WEEK, [result])
-    issue, _data, _, rendered = assemble(small, WEEK, ranked)
+    issue, _data, _, rendered = assemble(terms(small), WEEK, ranked)
     for layout in LAYOUTS:
         r = rendered[layout]
         assert r.html_bytes <= 30_000
@@ -404,7 +404,7 @@ def test_cards_carry_no_tier_pill_and_their_title_is_a_link(sample):
 def test_shortened_items_are_listed_once_in_the_contents_marked_and_linked_to_pr_pages(
         settings):
     result = parse_feed(big_feed(40), "big", settings.feed.repo)
-    issue, _data, _artifacts, rendered = assemble(settings, WEEK, rank_week(settings, WEEK,
+    issue, _data, _artifacts, rendered = assemble(terms(settings), WEEK, rank_week(settings, WEEK,
                                                                             [result]))
     base = settings.site.base_url.rstrip("/")
     for layout in CHINESE_LAYOUTS:  # the feed is Chinese only: "en" fits in full
@@ -549,7 +549,7 @@ def test_the_number_in_the_subject_matches_the_masthead_words():
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_a_variant_of_eighty_long_items_keeps_the_budget(settings, layout):
     result = parse_feed(big_feed(80), "big", settings.feed.repo)
-    issue, *_ = assemble(settings, WEEK, rank_week(settings, WEEK, [result]))
+    issue, *_ = assemble(terms(settings), WEEK, rank_week(settings, WEEK, [result]))
     areas = ("<script>x</script>", "y" * 60)
     issue = with_areas(issue, areas)
     r, problem = Renderer().render_variant(issue, Variant(layout, areas),

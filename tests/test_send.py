@@ -90,7 +90,7 @@ def built(settings: Settings, tmp_path: Path) -> BuiltIssue:
 
 @pytest.fixture
 def messages(built: BuiltIssue, settings: Settings) -> Messages:
-    return Messages(built, settings, KEYS)
+    return Messages(built, settings.site, settings.delivery, KEYS)
 
 
 @pytest.fixture

@@ -426,7 +426,7 @@ def test_every_page_names_its_sender_as_the_email_does(settings, built, tmp_path
     configured = tmp_path / "sender.toml"
     configured.write_text('[delivery]\npublisher = "vLLM 周报 <b>team</b>"\n'
                           'postal_address = """1 Example Road\nShanghai"""\n', encoding="utf-8")
-    footer = Footer.from_settings(load(configured, {}))
+    footer = Footer.configured(load(configured, {}).delivery, load(configured, {}).site)
     site = Site(settings.site, footer=footer)
     from pipeline.core.site.search import search_page
 

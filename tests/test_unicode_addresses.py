@@ -71,8 +71,9 @@ def reader(store: SqliteStore, address: str) -> Subscriber:
 
 def send(built: BuiltIssue, store: SqliteStore, transport: Transport) -> SendReport:
     settings = load(built.folder.parent / "newsletter.toml", {})
-    sender = Sender(built, store, transport, Messages(built, settings, KEYS), rate=None,
-                    concurrency=2, sleep=lambda _: None)
+    messages = Messages(built, settings.site, settings.delivery, KEYS)
+    sender = Sender(built, store, transport, messages, rate=None, concurrency=2,
+                    sleep=lambda _: None)
     return sender.run(SendOptions())
 
 
@@ -206,7 +207,7 @@ def test_the_confirmation_mail_reaches_a_non_ascii_address_with_its_to_as_is(
 
 def test_messages_write_the_to_header_without_encoded_words(built: BuiltIssue) -> None:
     settings = load(built.folder.parent / "newsletter.toml", {})
-    messages = Messages(built, settings, KEYS)
+    messages = Messages(built, settings.site, settings.delivery, KEYS)
     cases = {LOCAL: "To: 用户@example.com".encode(), DOMAIN: f"To: {DOMAIN_IDNA}".encode(),
              "josé@bücher.de": "To: josé@xn--bcher-kva.de".encode(),
              PLAIN: f"To: {PLAIN}".encode()}
@@ -231,7 +232,7 @@ def test_a_sender_at_an_internationalised_domain_is_written_in_idna(
     settings = load(built.folder.parent / "newsletter.toml", {
         "NEWSLETTER_DELIVERY_FROM": "vLLM 周报 <weekly@例子.中国>",
         "NEWSLETTER_DELIVERY_REPLY_TO": "editor@例子.中国"})
-    messages = Messages(built, settings, KEYS)
+    messages = Messages(built, settings.site, settings.delivery, KEYS)
     outgoing = messages.build(PLAIN, "0" * 24, "en", NOW)
     sender = header_line(outgoing.raw, b"from")
     assert sender.endswith(b" <weekly@xn--fsqu00a.xn--fiqs8s>"), sender
@@ -270,6 +271,6 @@ def test_a_sender_the_wire_cannot_carry_is_a_config_error(built: BuiltIssue, val
 
     settings = load(built.folder.parent / "newsletter.toml", {"NEWSLETTER_DELIVERY_FROM": value})
     with pytest.raises(ConfigError) as caught:
-        Messages(built, settings, KEYS)
+        Messages(built, settings.site, settings.delivery, KEYS)
     assert caught.value.exit_code == 2 and "[delivery] from" in str(caught.value)
     assert "\n" not in str(caught.value)

@@ -241,7 +241,7 @@ def test_a_personal_link_placeholder_in_a_variant_is_found(built, settings):
     report = proof(stray, size_budget_kb=90, repo=settings.feed.repo)
     assert [p for p in report.blocking if p.code == "stray-personal-link" and p.layout == key]
     with pytest.raises(BlockedError, match=f"email-{key}.txt"):
-        Messages(stray, settings, KEYS)
+        Messages(stray, settings.site, settings.delivery, KEYS)
 
 
 # -- choose and message -----------------------------------------------------------------------
@@ -259,7 +259,7 @@ def test_a_message_carries_its_variants_parts_under_its_layouts_headers(built, s
     from email import message_from_bytes, policy
 
     rocm = next(v for v in built.variants if v.variant.areas == ("rocm",))
-    messages = Messages(built, settings, KEYS)
+    messages = Messages(built, settings.site, settings.delivery, KEYS)
     raw = messages.build("r@example.org", "a" * 24, "zh-en", _now(), variant=rocm.key).raw
     parsed = message_from_bytes(raw, policy=policy.default)
     html = parsed.get_body(("html",)).get_content()  # type: ignore[union-attr]
@@ -304,7 +304,7 @@ def test_hostile_area_names_never_reach_a_file_name_or_a_link(hostile, settings)
                                                           "template-leftover", "unsafe-link")]
     for key in hostile.keys:
         assert "<script>alert" not in hostile.html(key)
-    Messages(hostile, settings, KEYS)  # no placeholder outside a slot
+    Messages(hostile, settings.site, settings.delivery, KEYS)  # no placeholder outside a slot
 
 
 def test_the_preview_lists_and_links_every_variant(hostile, settings):
@@ -339,8 +339,9 @@ def test_test_copies_include_each_variant_of_the_chosen_layouts(built, settings,
     from pipeline.transport.outbox import OutboxTransport
 
     outbox = tmp_path / "outbox"
-    sent = send_tests(built, Messages(built, settings, KEYS), OutboxTransport(outbox),
-                      "editor@example.org", ["zh-en", "en"], clock=_now)
+    messages = Messages(built, settings.site, settings.delivery, KEYS)
+    sent = send_tests(built, messages, OutboxTransport(outbox), "editor@example.org",
+                      ["zh-en", "en"], clock=_now)
     variants = [v.key for v in built.variants if v.variant.layout in ("zh-en", "en")]
     assert [key for key, _ in sent] == ["zh-en", "en", *variants] and variants
     subjects = sorted(message_from_bytes(p.read_bytes(), policy=policy.default)["Subject"]
@@ -403,8 +404,8 @@ def test_send_gives_each_reader_their_variant_and_never_rebuilds(settings, tmp_p
     # After the approval a reader changes their areas: nothing may be rendered for them now.
     store.set_layout(changed, "en", NOW, areas=("cpu",))
     transport = OutboxTransport(built.folder / "outbox")
-    report = Sender(built, store, transport, Messages(built, settings, KEYS), rate=None,
-                    concurrency=1).run(SendOptions())
+    messages = Messages(built, settings.site, settings.delivery, KEYS)
+    report = Sender(built, store, transport, messages, rate=None, concurrency=1).run(SendOptions())
     assert report.sent == 4 and report.plain_fallback == 1
     assert "1 got the plain layout" in report.summary()
     write_report(built, report)

@@ -158,9 +158,9 @@ def publish_issue(settings: Settings, built: BuiltIssue) -> None:
     from pipeline.stages.publish import publish
     from pipeline.wiring import note_areas, open_archive
 
+    footer = Footer.configured(settings.delivery, settings.site)
     with open_archive(settings) as archive:
-        report = publish(built, archive,
-                         Site(settings.site, footer=Footer.from_settings(settings)))
+        report = publish(built, archive, Site(settings.site, footer=footer))
         where = archive.describe()
     print(f"published {built.id} to {where}: {len(report.written)} object(s) written "
           f"({report.bytes_written / 1000:.1f} KB), {report.unchanged} unchanged"

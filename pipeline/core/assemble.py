@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
-from pipeline.config import Settings
+from pipeline.config import DeliverySettings, FeedSettings, IssueSettings, SiteSettings
 from pipeline.core.email.render import Footer, RenderedLayout, Renderer
 from pipeline.core.issue import issue_json
 from pipeline.core.issue.bilingual import MachineText, compose, fill_missing, sort_problems
@@ -34,8 +34,8 @@ from pipeline.errors import EmptyWeekError
 from pipeline.model import LAYOUTS, Issue, Item, Problem, PullFacts, Skipped, Week
 from pipeline.week import issue_number
 
-__all__ = ["Assembled", "Choice", "Gathered", "Grouped", "Ranked", "assemble", "complete",
-           "distinct_variants", "group", "rank_week"]
+__all__ = ["Assembled", "Choice", "Gathered", "Grouped", "Ranked", "Terms", "assemble",
+           "complete", "distinct_variants", "group", "rank_week"]
 
 #: One reader's choice: their layout and the areas they follow.
 Choice = tuple[str, Sequence[str]]
@@ -75,6 +75,20 @@ class Gathered:
     problems: tuple[Problem, ...] = ()
 
 
+@dataclass(frozen=True)
+class Terms:
+    """The four sections of the settings an issue is assembled by, and no other: the
+    feed's repository, the issue's numbering and size budget, the site's URLs (links and the
+    footer's subscribe page) and the delivery's sender lines and 8bit choice. The stage
+    hands them over (``Terms(settings.feed, settings.issue, settings.site,
+    settings.delivery)``); the core never sees a secret, a path or a backend."""
+
+    feed: FeedSettings
+    issue: IssueSettings
+    site: SiteSettings
+    delivery: DeliverySettings
+
+
 class Assembled(NamedTuple):
     """The issue, its ``issue.json`` data, its artifacts (file name → bytes) and the
     renderings, by layout then by variant key (a tuple: callers unpack it)."""
@@ -85,11 +99,11 @@ class Assembled(NamedTuple):
     rendered: dict[str, RenderedLayout]
 
 
-def group(settings: Settings, week: Week, results: Sequence[FeedResult]) -> Grouped:
+def group(feed: FeedSettings, week: Week, results: Sequence[FeedResult]) -> Grouped:
     """The week's reviews of ``[feed] repo``, one group per PR, the entries skipped and the
     feeds' warnings. :class:`EmptyWeekError` when the week has no review."""
     reviews, rejected = merge(results)
-    groups = group_week(reviews, week, settings.feed.repo)
+    groups = group_week(reviews, week, feed.repo)
     skipped = skipped_in_week(rejected, week)
     if not groups:
         raise EmptyWeekError(week.id, len(skipped))
@@ -98,11 +112,11 @@ def group(settings: Settings, week: Week, results: Sequence[FeedResult]) -> Grou
     return Grouped(tuple(groups), tuple(skipped), tuple(warnings))
 
 
-def rank_week(settings: Settings, week: Week, grouped: Grouped, editorial: Editorial
+def rank_week(issue: IssueSettings, week: Week, grouped: Grouped, editorial: Editorial
               ) -> Ranked:
     """The week's items in reading order with the editor's file applied, and the problems
     found on the way. :class:`EmptyWeekError` when the editor left nothing."""
-    items, problems = rank(grouped.groups, settings.issue.timezone, editorial)
+    items, problems = rank(grouped.groups, issue.timezone, editorial)
     if not items:
         raise EmptyWeekError(week.id, len(grouped.skipped))
     return Ranked(tuple(items), (*problems, *grouped.warnings), grouped.skipped)
@@ -128,17 +142,17 @@ def distinct_variants(choices: Iterable[Choice], items: Sequence[Item]) -> tuple
     return tuple(sorted(v for v in found if v.areas))
 
 
-def assemble(settings: Settings, week: Week, ranked: Ranked,
+def assemble(terms: Terms, week: Week, ranked: Ranked,
              renderer: Renderer | None = None, choices: Iterable[Choice] = ()) -> Assembled:
     """Completed items → the issue, its JSON and its artifacts: every layout rendered, and
     each distinct interest variant of ``choices``, all within the size budget."""
-    issue = compose(ranked.items, week, settings.feed.repo, settings.site.base_url,
+    issue = compose(ranked.items, week, terms.feed.repo, terms.site.base_url,
                     ranked.skipped, ranked.problems,
-                    issue_number(week.id, settings.issue.first_week))
+                    issue_number(week.id, terms.issue.first_week))
     renderer = renderer or Renderer()
-    footer = Footer.from_settings(settings)
-    base_url, budget_kb = settings.site.base_url, settings.issue.size_budget_kb
-    eight_bit = settings.delivery.eight_bit  # the parts as the transport will carry them
+    footer = Footer.configured(terms.delivery, terms.site)
+    base_url, budget_kb = terms.site.base_url, terms.issue.size_budget_kb
+    eight_bit = terms.delivery.eight_bit  # the parts as the transport will carry them
     rendered, render_problems = renderer.render(issue, base_url, budget_kb, footer,
                                                 eight_bit=eight_bit)
     for variant in distinct_variants(choices, issue.items):

@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 
 from pipeline.config import Settings
-from pipeline.core.assemble import Choice, Gathered, Ranked, assemble, complete, group
+from pipeline.core.assemble import Choice, Gathered, Ranked, Terms, assemble, complete, group
 from pipeline.core.assemble import rank_week as core_rank_week
 from pipeline.core.email.render import RenderedLayout
 from pipeline.core.issue import issue_json
@@ -54,6 +54,11 @@ class Built:
         return sum(1 for rendered in self.rendered.values() if rendered.areas)
 
 
+def terms(settings: Settings) -> Terms:
+    """The sections of ``settings`` the pure assembly reads, and no other."""
+    return Terms(settings.feed, settings.issue, settings.site, settings.delivery)
+
+
 def choose_week(settings: Settings, week_id: str | None, at: datetime | None = None) -> Week:
     """``--week`` when given, else the last complete week in the issue's timezone."""
     tz = settings.issue.timezone
@@ -83,10 +88,10 @@ def rank_week(settings: Settings, week: Week, results: Sequence[FeedResult],
     The outside is asked here, in this order: the editor's file, GitHub, the translator;
     what they answer is applied by the pure :func:`pipeline.core.assemble.complete`.
     """
-    grouped = group(settings, week, results)
+    grouped = group(settings.feed, week, results)
     editorial = load_editorial(settings.resolve(settings.paths.editorial_dir), week.id,
                                TIER_NAMES)
-    ranked = core_rank_week(settings, week, grouped, editorial)
+    ranked = core_rank_week(settings.issue, week, grouped, editorial)
     return complete(ranked, gather(ranked.items, settings.feed.repo, translate, github))
 
 
@@ -137,7 +142,7 @@ def build(settings: Settings, *, week_id: str | None = None, feeds: Sequence[str
     with timed(_log, "read feeds"):
         results = read_feeds(settings, locations)
     with timed(_log, "rank and render"):
-        assembled = assemble(settings, week, rank_week(settings, week, results, translate,
+        assembled = assemble(terms(settings), week, rank_week(settings, week, results, translate,
                                                        github), choices=choices)
     issue, data, artifacts = assembled.issue, assembled.data, assembled.artifacts
     files = {ISSUE_FILE: issue_json.dumps(data), **artifacts}

@@ -128,7 +128,7 @@ def check_delivery(settings: Settings, built: BuiltIssue, keys: Keys, developmen
     try:
         if transport.reaches_mailboxes:
             require_https(settings)
-        messages = Messages(built, settings, keys)
+        messages = Messages(built, settings.site, settings.delivery, keys)
         probe(transport)
         if messages.eight_bit and not transport.carries_8bit():
             raise SendingMisconfigured(

@@ -65,7 +65,7 @@ def open_app(settings: Settings, environ: Mapping[str, str], stack: ExitStack) -
         log.info("sign-ups go to the queue %s", settings.subscriptions.queue_url)
     return create_app(subscriptions, app_url=settings.site.app_url,
                       base_url=settings.site.base_url, verifier=verifier,
-                      footer=Footer.from_settings(settings), signups=signups)
+                      footer=Footer.configured(settings.delivery, settings.site), signups=signups)
 
 
 def served_app_url(app_url: str, port: int) -> str:

@@ -44,7 +44,7 @@ from email.headerregistry import Address
 from email.utils import format_datetime, getaddresses
 from urllib.parse import quote
 
-from pipeline.config import Settings
+from pipeline.config import DeliverySettings, SiteSettings
 from pipeline.core.email.addresses import UnsendableAddress, to_header, wire_address
 from pipeline.core.email.body_splice import SplicedBody
 from pipeline.core.email.mime import EIGHT_BIT, QUOTED_PRINTABLE, choose_encoding, encode_subject
@@ -100,17 +100,18 @@ def parse_address(value: str, key: str) -> Address:
 class Messages:
     """Builds every recipient's message for one built issue."""
 
-    def __init__(self, built: BuiltIssue, settings: Settings, keys: Keys) -> None:
+    def __init__(self, built: BuiltIssue, site: SiteSettings, delivery: DeliverySettings,
+                 keys: Keys) -> None:
         self.built = built
         self.keys = keys
-        self.app_url = settings.site.app_url.rstrip("/")
+        self.app_url = site.app_url.rstrip("/")
         if not self.app_url:
             raise ConfigError("needed for every message's unsubscribe and preferences links",
                               key="[site] app_url")
-        self.sender = parse_address(settings.delivery.from_, "[delivery] from")
-        self.reply_to = (parse_address(settings.delivery.reply_to, "[delivery] reply_to")
-                         if settings.delivery.reply_to else None)
-        self.mailto = settings.delivery.unsubscribe_mailto.strip()
+        self.sender = parse_address(delivery.from_, "[delivery] from")
+        self.reply_to = (parse_address(delivery.reply_to, "[delivery] reply_to")
+                         if delivery.reply_to else None)
+        self.mailto = delivery.unsubscribe_mailto.strip()
         if self.mailto and ("@" not in self.mailto or any(c in self.mailto for c in "\r\n<>")):
             raise ConfigError("expected an address such as unsubscribe@example.org",
                               key="[delivery] unsubscribe_mailto")
@@ -118,7 +119,7 @@ class Messages:
             self.links("0" * 24)
         domain = self.sender.domain
         self.list_id = f"vLLM PR Weekly <{_LIST_LABEL}.{domain}>"
-        self.archive_url = settings.site.base_url.rstrip("/") + "/"
+        self.archive_url = site.base_url.rstrip("/") + "/"
         self.subscribe_url = f"{self.app_url}/subscribe"
         refuse_stray_placeholders(built)
         self.boundary = f"=_vpw_{hashlib.sha256(built.content_hash.encode()).hexdigest()[:24]}"
@@ -126,7 +127,7 @@ class Messages:
         # but for the lines that hold a link (body_splice).
         self._parts = {
             key: tuple(_Part.of(self.boundary, kind, body,
-                                eight_bit=settings.delivery.eight_bit)
+                                eight_bit=delivery.eight_bit)
                        for kind, body in (("text/plain", built.text(key)),
                                           ("text/html", built.html(key))))
             for key in built.keys

@@ -69,7 +69,7 @@ from pipeline.model import LANG_TAGS, LAYOUTS, Issue, Item, Problem, PullFacts, 
 from pipeline.week import week_ranges
 
 if TYPE_CHECKING:
-    from pipeline.config import Settings
+    from pipeline.config import DeliverySettings, SiteSettings
 
 #: Filled per recipient at send time; never left in a sent message or the public archive.
 UNSUBSCRIBE_PLACEHOLDER = "%%unsubscribe_url%%"
@@ -165,10 +165,9 @@ class Footer:
     subscribe_url: str = ""
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> Footer:
-        """The footer a deployment's settings describe."""
-        delivery = settings.delivery
-        app_url = settings.site.app_url.rstrip("/")
+    def configured(cls, delivery: DeliverySettings, site: SiteSettings) -> Footer:
+        """The footer a deployment's ``[delivery]`` and ``[site]`` describe."""
+        app_url = site.app_url.rstrip("/")
         return cls(
             publisher=_one_line(delivery.publisher) or _one_line(delivery.from_),
             postal_address=_one_line(delivery.postal_address),

@@ -77,7 +77,7 @@ class Site:
 
     def __init__(self, site: SiteSettings, env: jinja2.Environment | None = None, *,
                  footer: Footer | None = None) -> None:
-        """``footer``: who publishes the archive (:meth:`Footer.from_settings`, as every
+        """``footer``: who publishes the archive (:meth:`Footer.configured`, as every
         email's foot says it); without one the pages name no sender."""
         self.base_url = site.base_url.rstrip("/")
         self.app_url = site.app_url.rstrip("/")
