@@ -32,10 +32,10 @@ normalising of a reader's areas (which the store must apply, and may not import 
 INTERFACES = ("pipeline.archive", "pipeline.transport", "pipeline.translate", "pipeline.inbox")
 """Packages whose ``__init__`` is the interface and whose submodules are its adapters."""
 
-ADAPTER_ROOTS = ("pipeline.sources.github", "subscribers.store.sqlite", "subscribers.store.dynamo",
-                 "subscribers.store.dynamo_tables")
-"""Adapters outside an interface package. ``pipeline.sources.feeds`` is not one: the build reads
-its feeds (a file or a URL) itself, as it reads the editor's file; there is no other way to."""
+ADAPTER_ROOTS = ("pipeline.sources.github", "subscribers.store.sqlite", "subscribers.store.dynamo")
+"""Adapters outside an interface package; each store backend is a package (a module per role),
+and every module under it counts. ``pipeline.sources.feeds`` is not one: the build reads its
+feeds (a file or a URL) itself, as it reads the editor's file; there is no other way to."""
 
 ENTRY_POINTS = ("pipeline.wiring", "pipeline.cli", "pipeline.web")
 

@@ -1,4 +1,5 @@
-"""The DynamoDB tables of :class:`~subscribers.store.dynamo.DynamoStore`: their exact definitions
+"""The DynamoDB tables of :class:`~subscribers.store.dynamo.DynamoStore`: their exact
+definitions
 (what ``deploy/template.yaml`` creates, and what ``store migrate --create-tables`` creates
 for a first run), and how a botocore error about them is worded for the operator.
 """

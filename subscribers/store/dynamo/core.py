@@ -1,0 +1,259 @@
+"""The DynamoDB store's requests: the client, one call with its errors mapped at this edge
+(a refused condition as :class:`Refused`, a conflicting transaction tried again, anything
+else a :class:`~subscribers.errors.StoreError`), the reads and writes every role is made
+of, and the one transaction that stores a new subscriber. Every role class builds on
+:class:`DynamoCore`, so all of them share one client and one way to fail.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any, cast
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from pipeline import retry
+from pipeline.resource import Resource
+from subscribers.errors import StoreError
+from subscribers.store.dynamo.items import (
+    EMAIL_INDEX_PREFIX,
+    SUBSCRIBER_PREFIX,
+    SUPPRESSION_PREFIX,
+    expression,
+    pk_of,
+    plain_item,
+    serialise,
+)
+from subscribers.store.dynamo.tables import dynamo_reason
+from subscribers.store.rules import suppression_hash
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb import DynamoDBClient
+
+
+__all__ = ["RACE_TRIES", "DynamoCore", "Refused", "error_code"]
+
+#: How often a write refused by another writer's concurrent change is tried again (each try
+#: is a fresh conditional write; the loop ends as soon as nobody interferes).
+RACE_TRIES = 20
+#: Transactions cancelled by a conflicting transaction (not by a condition) are retried.
+_CONFLICT_TRIES = 6
+_RETRYABLE_REASONS = frozenset({"TransactionConflict", "ThrottlingError",
+                                "ProvisionedThroughputExceeded", "RequestLimitExceeded"})
+
+
+class _Conflict(Exception):
+    """A transaction cancelled by a concurrent one: worth another try. Never leaves this
+    module."""
+
+    def __init__(self, error: ClientError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+class Refused(Exception):
+    """A condition did not hold. Never leaves this module.
+
+    ``item`` is the item as it was (``ReturnValuesOnConditionCheckFailure=ALL_OLD``), None if
+    there was none; ``reasons`` a cancelled transaction's per-action codes and items.
+    """
+
+    def __init__(self, item: dict[str, Any] | None,
+                 reasons: list[tuple[str, dict[str, Any] | None]]) -> None:
+        super().__init__("condition failed")
+        self.item = item
+        self.reasons = reasons
+
+    def failed(self, index: int) -> bool:
+        return index < len(self.reasons) and self.reasons[index][0] == "ConditionalCheckFailed"
+
+
+class DynamoCore(Resource):
+    """The client and the requests every role of :class:`~subscribers.store.dynamo.DynamoStore`
+    uses.
+
+    The low-level client is given, never built here: ``pipeline.wiring.open_dynamo_store``
+    builds it from AWS's own settings (region, endpoint, credentials) and passes
+    ``owns_client=True``, so the store closes it; without that flag the caller keeps the
+    client. Nothing is requested yet: a missing table is reported by the first call that
+    needs it.
+    """
+
+    def __init__(self, client: DynamoDBClient, subscribers_table: str, ledger_table: str, *,
+                 owns_client: bool = False) -> None:
+        self._client = client
+        self.subscribers_table = subscribers_table
+        self.ledger_table = ledger_table
+        self._owns_client = owns_client
+        self._closed = False
+        self._close_lock = threading.Lock()
+
+    # -- opening and closing -------------------------------------------------------------
+
+    @property
+    def client(self) -> DynamoDBClient:
+        return self._client
+
+    def close(self) -> None:
+        """Close the client this store built (idempotent). Every write is already durable
+        when its method returns: DynamoDB acknowledges a write once it is stored."""
+        with self._close_lock:
+            if self._closed:
+                return
+            self._closed = True
+        if self._owns_client:
+            self._client.close()
+
+    def __repr__(self) -> str:
+        return f"DynamoStore({self.subscribers_table!r}, {self.ledger_table!r})"
+
+    # -- requests ----------------------------------------------------------------------------
+
+    def _insert(self, record: dict[str, Any]) -> tuple[str, str | None]:
+        """Put a subscriber and its address in one transaction, if the address is new, the id
+        unused and the address not suppressed. ``("created", None)``, ``("suppressed",
+        None)``, ``("id-taken", None)`` or ``("exists", id of the address's subscriber)``."""
+        absent = "attribute_not_exists(#pk)"
+        names = expression(absent)
+        email_item = {"pk": EMAIL_INDEX_PREFIX + record["email_key"],
+                      "subscriber_id": record["id"]}
+        actions = [
+            {"ConditionCheck": {"TableName": self.subscribers_table,
+                                "Key": pk_of(SUPPRESSION_PREFIX
+                                             + suppression_hash(record["email"])),
+                                "ConditionExpression": absent, **names}},
+            {"Put": {"TableName": self.subscribers_table,
+                     "Item": serialise({"pk": SUBSCRIBER_PREFIX + record["id"], **record}),
+                     "ConditionExpression": absent, **names}},
+            {"Put": {"TableName": self.subscribers_table, "Item": serialise(email_item),
+                     "ConditionExpression": absent, **names,
+                     "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
+        ]
+        try:
+            self._call(self.subscribers_table, "transact_write_items", TransactItems=actions)
+        except Refused as refused:
+            if refused.failed(0):
+                return "suppressed", None
+            if refused.failed(2):
+                old = refused.reasons[2][1]
+                existing = old["subscriber_id"] if old else self._id_of(record["email_key"])
+                return "exists", existing
+            return "id-taken", None
+        return "created", None
+
+    def _id_of(self, key: str) -> str | None:
+        item = self._get(self.subscribers_table, pk_of(EMAIL_INDEX_PREFIX + key))
+        return item["subscriber_id"] if item else None
+
+    def _get_subscriber_item(self, subscriber_id: str) -> dict[str, Any] | None:
+        return self._get(self.subscribers_table, pk_of(SUBSCRIBER_PREFIX + subscriber_id))
+
+    def _get(self, table: str, key: dict[str, Any]) -> dict[str, Any] | None:
+        response = self._call(table, "get_item", TableName=table, Key=key, ConsistentRead=True)
+        item = response.get("Item")
+        return plain_item(item) if item else None
+
+    def _put(self, table: str, item: dict[str, Any], condition: str, **values: Any) -> None:
+        self._call(table, "put_item", TableName=table, Item=serialise(item),
+                   ConditionExpression=condition,
+                   ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                   **expression(condition, **values))
+
+    def _update(self, table: str, key: dict[str, Any], update: str, condition: str | None,
+                **values: Any) -> dict[str, Any]:
+        """One UpdateItem; the item as it now is, or Refused with the item as it was."""
+        params: dict[str, Any] = {"TableName": table, "Key": key, "UpdateExpression": update,
+                                  "ReturnValues": "ALL_NEW"}
+        if condition:
+            params["ConditionExpression"] = condition
+            params["ReturnValuesOnConditionCheckFailure"] = "ALL_OLD"
+        params.update(expression(update, condition, **values))
+        return plain_item(self._call(table, "update_item", **params).get("Attributes") or {})
+
+    def _pages(self, table: str, operation: str,
+               **params: Any) -> Iterator[list[dict[str, Any]]]:
+        """The pages of a Query or Scan, each requested when the previous one is used up."""
+        while True:
+            response = self._call(table, operation, **params)
+            yield [plain_item(item) for item in response.get("Items", ())]
+            last = response.get("LastEvaluatedKey")
+            if not last:
+                return
+            params["ExclusiveStartKey"] = last
+
+    def _call(self, table: str, operation: str, **params: Any) -> dict[str, Any]:
+        """One request; a refused condition as Refused, any other failure as StoreError.
+
+        Transactions cancelled by another transaction on the same items (not by a
+        condition) are tried again with a short random backoff; botocore's standard retries
+        already cover throttling and 5xx.
+        """
+        try:
+            return retry.call(lambda: self._once(table, operation, params), retry_on=_Conflict,
+                              attempts=_CONFLICT_TRIES,
+                              wait=lambda n, _: retry.backoff(n, base=0.02, cap=math.inf,
+                                                              jitter="full"))
+        except retry.GaveUp as gave_up:
+            failure = cast(_Conflict, gave_up.last).error
+            raise self._error(failure, table) from failure
+
+    def _once(self, table: str, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        """One request of :meth:`_call`; a conflict worth another try as :class:`_Conflict`."""
+        try:
+            answer: dict[str, Any] = getattr(self._client, operation)(**params)
+            return answer
+        except ClientError as exc:
+            code = error_code(exc)
+            if code == "ConditionalCheckFailedException":
+                item = exc.response.get("Item")
+                raise Refused(plain_item(item) if isinstance(item, Mapping) and item else None,
+                               []) from None
+            if code == "TransactionCanceledException":
+                reasons = [(str(r.get("Code", "None")),
+                            plain_item(r["Item"]) if r.get("Item") else None)
+                           for r in exc.response.get("CancellationReasons") or ()]
+                codes = {reason for reason, _ in reasons}
+                if "ConditionalCheckFailed" in codes:
+                    raise Refused(None, reasons) from None
+                if codes & _RETRYABLE_REASONS:
+                    raise _Conflict(exc) from exc
+            elif code == "TransactionConflictException":
+                raise _Conflict(exc) from exc
+            raise self._error(exc, table) from exc
+        except BotoCoreError as exc:
+            raise self._error(exc, table) from exc
+
+    def _error(self, exc: Exception, table: str) -> StoreError:
+        region = getattr(getattr(self._client, "meta", None), "region_name", None)
+        return StoreError(f"dynamodb:{table}", dynamo_reason(exc, table, region))
+
+    def _race_error(self, table: str, doing: str) -> StoreError:
+        return StoreError(f"dynamodb:{table}", f"{doing}: the item kept changing under "
+                          f"concurrent writers ({RACE_TRIES} tries); try again")
+
+    def _activate(self, subscriber_id: str, stamp: str, source: str) -> dict[str, Any]:
+        """``pending`` → ``active`` with the consent of now; Refused if it is not pending."""
+        return self._update(self.subscribers_table, pk_of(SUBSCRIBER_PREFIX + subscriber_id),
+                            "SET #status = :active, #consent_at = :now, "
+                            "#consent_source = :source, #confirmed_at = :now, "
+                            "#updated_at = :now", "#status = :pending",
+                            active="active", now=stamp, source=source, pending="pending")
+
+    def _issue_rows(self, issue_id: str, projection: str | None, row_filter: str | None,
+                    **values: Any) -> Iterator[dict[str, Any]]:
+        condition = "#issue_id = :issue"
+        params: dict[str, Any] = {"TableName": self.ledger_table, "ConsistentRead": True,
+                                  "KeyConditionExpression": condition}
+        if projection:
+            params["ProjectionExpression"] = projection
+        if row_filter:
+            params["FilterExpression"] = row_filter
+        params.update(expression(condition, projection, row_filter, issue=issue_id, **values))
+        for page in self._pages(self.ledger_table, "query", **params):
+            yield from page
+
+
+def error_code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))

@@ -1,0 +1,400 @@
+""":class:`~subscribers.store.Directory` on DynamoDB: ``sub#``, ``email#`` and ``supp#`` items
+in the subscribers table. Uniqueness is one transaction, every status change one
+conditional update; a read happens only after a write was refused, to say why.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import heapq
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+from subscribers.errors import UnknownSubscriber
+from subscribers.model import (
+    DEFAULT_LAYOUT,
+    FINAL_STATUSES,
+    LAYOUTS,
+    STATUSES,
+    AddOutcome,
+    AddResult,
+    Subscriber,
+    email_key,
+    normalise_email,
+)
+from subscribers.store.dynamo.core import RACE_TRIES, DynamoCore, Refused
+from subscribers.store.dynamo.items import (
+    EMAIL_INDEX_PREFIX,
+    SUBSCRIBER_PREFIX,
+    SUPPRESSION_PREFIX,
+    expression,
+    ledger_key,
+    new_record,
+    pk_of,
+    read_subscriber,
+)
+from subscribers.store.dynamo.tables import STATUS_INDEX
+from subscribers.store.rules import (
+    MAIL_EVENTS,
+    check_new_status,
+    encode_areas,
+    encode_time,
+    status_counts,
+    suppression_hash,
+)
+
+if TYPE_CHECKING:
+
+    pass
+
+__all__ = ["DynamoDirectory"]
+
+class DynamoDirectory(DynamoCore):
+    """The list's subscribers and the removed addresses."""
+
+    def add(self, email: str, layout: str = DEFAULT_LAYOUT, *, status: str = "pending",
+            source: str, now: datetime, areas: Iterable[str] = ()) -> AddResult:
+        """Store ``email`` as a new subscriber, or say why not (see :class:`AddOutcome`).
+
+        One transaction puts ``sub#<id>`` and ``email#<address>`` (both only if absent) and
+        checks that ``supp#<hash>`` is absent: the address is unique whatever its case, and a
+        removed one is never stored. Only when the transaction is refused is the existing
+        subscriber read; a ``pending`` one asked to be ``active`` is activated by an update
+        conditional on it still being ``pending``.
+        """
+        check_new_status(layout, status)
+        normal = normalise_email(email)
+        stamp = encode_time(now)
+        consent_at = stamp if status == "active" else None
+        stored = encode_areas(areas)
+        for _ in range(RACE_TRIES):
+            record = new_record(normal, status, layout, source, stamp, consent_at, stored)
+            outcome, existing_id = self._insert(record)
+            if outcome == "created" or existing_id == record["id"]:
+                # (the address under the id just drawn: our own write, answered twice
+                # because botocore retried a transaction that had succeeded)
+                return AddResult(AddOutcome.CREATED, read_subscriber(record))
+            if outcome == "suppressed":
+                return AddResult(AddOutcome.SUPPRESSED, None)
+            if outcome == "id-taken":
+                continue  # 96 random bits collided: draw another id
+            item = self._get_subscriber_item(existing_id) if existing_id else None
+            if item is None:
+                continue  # removed between the two requests: look again
+            existing = read_subscriber(item)
+            if existing.status in FINAL_STATUSES:
+                return AddResult(AddOutcome.REFUSED, existing)
+            if existing.status == "pending" and status == "active":
+                try:
+                    changed = self._activate(existing.id, stamp, source)
+                except Refused:
+                    continue  # its status changed meanwhile: decide again
+                return AddResult(AddOutcome.ACTIVATED, read_subscriber(changed))
+            return AddResult(AddOutcome.EXISTING, existing)
+        raise self._race_error(self.subscribers_table, "add")
+
+    def get(self, subscriber_id: str) -> Subscriber | None:
+        item = self._get_subscriber_item(subscriber_id)
+        return read_subscriber(item) if item else None
+
+    def find(self, email: str) -> Subscriber | None:
+        """The subscriber with this address in any case; InvalidAddress for non-addresses.
+        Two strongly consistent reads: the address's ``email#`` item, then its ``sub#``."""
+        normal = normalise_email(email)
+        subscriber_id = self._id_of(email_key(normal))
+        return self.get(subscriber_id) if subscriber_id else None
+
+    def iter_subscribers(self, status: str | None = None,
+                         batch: int = 1000) -> Iterator[Subscriber]:
+        """Every subscriber (with ``status``, if given) in id order, ``batch`` at a time.
+
+        A paginated Query of the ``by_status`` index (``Limit=batch``); each page is fetched
+        only when the previous one is used up, so memory stays flat. With no status, the five
+        statuses' queries are merged by id (every id is in one status), giving global id
+        order. The index is eventually consistent, and a subscriber whose status changes
+        while the list is read may appear under either status (never twice: equal ids are
+        adjacent in the merge, and repeats are dropped).
+        """
+        if status is not None and status not in STATUSES:
+            raise ValueError(f"unknown status {status!r}; known: {', '.join(STATUSES)}")
+        if batch < 1:
+            raise ValueError("batch must be at least 1")
+        if status is not None:
+            yield from self._iter_status(status, batch)
+            return
+        streams = [self._iter_status(each, batch) for each in STATUSES]
+        last = None
+        for sub in heapq.merge(*streams, key=lambda s: s.id):
+            if sub.id != last:
+                yield sub
+            last = sub.id
+
+    def _iter_status(self, status: str, batch: int) -> Iterator[Subscriber]:
+        condition = "#status = :status"
+        for page in self._pages(self.subscribers_table, "query",
+                                TableName=self.subscribers_table, IndexName=STATUS_INDEX,
+                                KeyConditionExpression=condition, Limit=batch,
+                                **expression(condition, status=status)):
+            for item in page:
+                yield read_subscriber(item)
+
+    def count_by(self) -> dict[tuple[str, str], int]:
+        """Subscribers per (status, layout), e.g. ``{("active", "zh-en"): 120, ...}``.
+
+        A paginated, strongly consistent Scan of the subscribers table that reads only the
+        status and layout of ``sub#`` items: a full read of the table, fine for reports."""
+        projection = "#status, #layout"
+        condition = "begins_with(#pk, :prefix)"
+        counts: Counter[tuple[str, str]] = Counter()
+        for page in self._pages(self.subscribers_table, "scan",
+                                TableName=self.subscribers_table, ConsistentRead=True,
+                                ProjectionExpression=projection, FilterExpression=condition,
+                                **expression(projection, condition,
+                                              prefix=SUBSCRIBER_PREFIX)):
+            counts.update((item["status"], item["layout"]) for item in page)
+        return dict(sorted(counts.items()))
+
+    def count_by_status(self) -> dict[str, int]:
+        """Subscribers per status, every status present (0 if none)."""
+        return status_counts(self.count_by())
+
+    def set_status(self, subscriber_id: str, status: str, now: datetime, *,
+                   source: str | None = None, client: str | None = None) -> Subscriber:
+        """Change a subscriber's status; UnknownSubscriber if there is none with this id.
+
+        Becoming ``active`` from any other status is a confirmation: ``confirmed_at`` and
+        ``consent_at`` become ``now``, ``consent_source`` becomes ``source`` (if given),
+        ``consent_ip`` becomes ``client`` and the transient bounces start again from 0. One
+        update conditional on the status being different; a refusal means nothing was to
+        change (confirming an active subscriber again changes nothing) or there is no such
+        subscriber.
+        """
+        if status not in STATUSES:
+            raise ValueError(f"unknown status {status!r}; known: {', '.join(STATUSES)}")
+        stamp = encode_time(now)
+        sets = ["#status = :status", "#updated_at = :now"]
+        removes: list[str] = []
+        if status == "active":
+            sets += ["#confirmed_at = :now", "#consent_at = :now", "#transient_bounces = :zero"]
+            if source is not None:
+                sets.append("#consent_source = :source")
+            if client is not None:
+                sets.append("#consent_ip = :client")
+            else:
+                removes.append("#consent_ip")
+        update = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
+        condition = "attribute_exists(#pk) AND #status <> :status"
+        try:
+            item = self._update(self.subscribers_table, pk_of(SUBSCRIBER_PREFIX + subscriber_id),
+                                update, condition, status=status, now=stamp, zero=0,
+                                source=source, client=client)
+        except Refused as refused:
+            if refused.item is None:
+                raise UnknownSubscriber(subscriber_id=subscriber_id) from None
+            item = refused.item
+        return read_subscriber(item)
+
+    def set_layout(self, subscriber_id: str, layout: str, now: datetime, *,
+                   areas: Iterable[str] | None = None) -> Subscriber:
+        """Change the layout a subscriber reads, and the areas they follow unless ``areas``
+        is None (no areas: the attribute removed); UnknownSubscriber if there is none."""
+        if layout not in LAYOUTS:
+            raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
+        update = "SET #layout = :layout, #updated_at = :now"
+        stored = None if areas is None else encode_areas(areas)
+        if stored:
+            update += ", #areas = :areas"
+        elif stored is not None:
+            update += " REMOVE #areas"
+        try:
+            item = self._update(self.subscribers_table, pk_of(SUBSCRIBER_PREFIX + subscriber_id),
+                                update, "attribute_exists(#pk)", layout=layout,
+                                now=encode_time(now), areas=stored)
+        except Refused:
+            raise UnknownSubscriber(subscriber_id=subscriber_id) from None
+        return read_subscriber(item)
+
+    def request_subscription(self, email: str, layout: str, *, source: str,
+                             now: datetime, areas: Iterable[str] = ()) -> AddResult:
+        """A sign-up someone asked for, before any consent (see the protocol).
+
+        ``CREATED`` (a new ``pending`` subscriber, by the same transaction as :meth:`add`),
+        ``EXISTING`` (``pending`` or ``active``; a pending one takes the new layout),
+        ``REFUSED`` (``unsubscribed``, ``bounced`` or ``complained``: still so, with the new
+        layout) or ``SUPPRESSED`` (removed: nothing stored). The layout is changed by one
+        update conditional on the subscriber not being ``active``, with the areas asked for;
+        an ``active`` subscriber's layout and areas are never changed here.
+        """
+        if layout not in LAYOUTS:
+            raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
+        normal = normalise_email(email)
+        stamp = encode_time(now)
+        stored = encode_areas(areas)
+        if stored:
+            update = "SET #layout = :layout, #areas = :areas, #updated_at = :now"
+            differs = "(#layout <> :layout OR attribute_not_exists(#areas) OR #areas <> :areas)"
+        else:
+            update = "SET #layout = :layout, #updated_at = :now REMOVE #areas"
+            differs = "(#layout <> :layout OR attribute_exists(#areas))"
+        for _ in range(RACE_TRIES):
+            record = new_record(normal, "pending", layout, source, stamp, None, stored)
+            outcome, existing_id = self._insert(record)
+            if outcome == "created" or existing_id == record["id"]:
+                return AddResult(AddOutcome.CREATED, read_subscriber(record))  # (as in add)
+            if outcome == "suppressed":
+                return AddResult(AddOutcome.SUPPRESSED, None)
+            if outcome == "id-taken" or existing_id is None:
+                continue
+            condition = f"attribute_exists(#pk) AND #status <> :active AND {differs}"
+            try:
+                item = self._update(self.subscribers_table, pk_of(SUBSCRIBER_PREFIX + existing_id),
+                                    update, condition, active="active", layout=layout,
+                                    now=stamp, areas=stored)
+            except Refused as refused:
+                if refused.item is None:
+                    continue  # removed meanwhile: look again (it is suppressed now)
+                item = refused.item
+            current = read_subscriber(item)
+            outcome_now = (AddOutcome.REFUSED if current.status in FINAL_STATUSES
+                           else AddOutcome.EXISTING)
+            return AddResult(outcome_now, current)
+        raise self._race_error(self.subscribers_table, "request_subscription")
+
+    def record_mail_event(self, subscriber_id: str, kind: str, now: datetime, *,
+                          transient_limit: int,
+                          occurred_at: datetime | None = None) -> Subscriber:
+        """Apply one SES event to a subscriber, atomically (see ``MAIL_EVENTS``).
+
+        Each event is one conditional update (a transient bounce: the update that makes the
+        address ``bounced`` at the limit, else the one that only counts it). ``complained``
+        is never overridden, and a bounce never turns ``unsubscribed`` into ``bounced``.
+        A transient bounce or delivery that happened (``occurred_at``) before the latest
+        one applied (``mail_event_at``, SQLite's column of the same name) is ignored, as in
+        :meth:`SqliteStore.record_mail_event`. UnknownSubscriber if there is no such id.
+        """
+        if kind not in MAIL_EVENTS:
+            raise ValueError(f"unknown mail event {kind!r}; known: {', '.join(MAIL_EVENTS)}")
+        if transient_limit < 1:
+            raise ValueError("transient_limit must be at least 1")
+        key = pk_of(SUBSCRIBER_PREFIX + subscriber_id)
+        at = None if occurred_at is None else encode_time(occurred_at)
+        values = {"now": encode_time(now), "bounced": "bounced", "complained": "complained",
+                  "pending": "pending", "active": "active", "zero": 0, "one": 1,
+                  "before_limit": transient_limit - 1, "at": at}
+        count_one = "#transient_bounces = if_not_exists(#transient_bounces, :zero) + :one"
+        # Timestamps are stored as fixed-width UTC text, so they compare as strings.
+        stamp, in_order = ("", "") if at is None else (
+            ", #mail_event_at = :at",
+            " AND (attribute_not_exists(#mail_event_at) OR #mail_event_at <= :at)")
+        steps: list[tuple[str, str]] = {
+            "bounce-permanent": [(
+                "SET #status = :bounced, #updated_at = :now",
+                "attribute_exists(#pk) AND #status IN (:pending, :active)")],
+            "bounce-transient": [
+                (f"SET {count_one}, #status = :bounced, #updated_at = :now{stamp}",
+                 "attribute_exists(#pk) AND #status IN (:pending, :active) "
+                 f"AND #transient_bounces >= :before_limit{in_order}"),
+                (f"SET {count_one}, #updated_at = :now{stamp}",
+                 "attribute_exists(#pk) AND (NOT #status IN (:pending, :active) "
+                 "OR #transient_bounces < :before_limit OR attribute_not_exists("
+                 f"#transient_bounces)){in_order}")],
+            "complaint": [(
+                "SET #status = :complained, #updated_at = :now",
+                "attribute_exists(#pk) AND #status <> :complained")],
+            # Without a time, a delivery writes only to end a run; with one, it always
+            # records its time, or an older bounce arriving after it would count.
+            "delivery": [(
+                f"SET #transient_bounces = :zero{stamp}",
+                "attribute_exists(#pk) AND "
+                + ("#transient_bounces <> :zero" if at is None else in_order[5:]))],
+        }[kind]
+        for _ in range(RACE_TRIES):
+            for n, (update, condition) in enumerate(steps):
+                try:
+                    return read_subscriber(self._update(self.subscribers_table, key, update,
+                                                    condition, **values))
+                except Refused as refused:
+                    if refused.item is None:
+                        raise UnknownSubscriber(subscriber_id=subscriber_id) from None
+                    if len(steps) == 1:
+                        return read_subscriber(refused.item)  # nothing to change
+                    if at is not None and refused.item.get("mail_event_at", "") > at:
+                        return read_subscriber(refused.item)  # a newer event was applied
+                    if n == len(steps) - 1:
+                        break  # both refused: it changed between them; try again
+        raise self._race_error(self.subscribers_table, "record_mail_event")
+
+    def remove(self, email: str, now: datetime) -> bool:
+        """Erase a subscriber; True if there was one. The address stays refused for good.
+
+        One transaction deletes ``sub#`` and ``email#`` and writes ``supp#<sha256>``; then
+        **all the subscriber's ledger rows** are deleted. The ledger has no index by
+        subscriber, so they are found by a Scan of the ledger table filtered on the id:
+        a full read of the ledger, acceptable for a rare operator action. Until that is done
+        the suppression item notes the id (``purge_ledger``), so a remove interrupted between
+        the two steps is finished by the next ``remove`` of the address. DynamoDB keeps no
+        copy of deleted items (except in backups, if the table has them).
+        An address that is not stored is left alone (False), not suppressed.
+        """
+        normal = normalise_email(email)
+        key = email_key(normal)
+        supp_key = pk_of(SUPPRESSION_PREFIX + suppression_hash(normal))
+        stamp = encode_time(now)
+        for _ in range(RACE_TRIES):
+            subscriber_id = self._id_of(key)
+            if subscriber_id is None:
+                self._finish_purge(supp_key)
+                return False
+            delete_sub = "attribute_exists(#pk)"
+            delete_email = "#subscriber_id = :id"
+            suppress = "SET #created_at = if_not_exists(#created_at, :now), #purge_ledger = :id"
+            actions = [
+                {"Delete": {"TableName": self.subscribers_table,
+                            "Key": pk_of(SUBSCRIBER_PREFIX + subscriber_id),
+                            "ConditionExpression": delete_sub, **expression(delete_sub)}},
+                {"Delete": {"TableName": self.subscribers_table,
+                            "Key": pk_of(EMAIL_INDEX_PREFIX + key),
+                            "ConditionExpression": delete_email,
+                            **expression(delete_email, id=subscriber_id)}},
+                {"Update": {"TableName": self.subscribers_table, "Key": supp_key,
+                            "UpdateExpression": suppress,
+                            **expression(suppress, now=stamp, id=subscriber_id)}},
+            ]
+            try:
+                self._call(self.subscribers_table, "transact_write_items", TransactItems=actions)
+            except Refused:
+                continue  # removed or replaced meanwhile: look again
+            self._purge_ledger(subscriber_id)
+            self._clear_purge(supp_key, subscriber_id)
+            return True
+        raise self._race_error(self.subscribers_table, "remove")
+
+    def _finish_purge(self, supp_key: dict[str, Any]) -> None:
+        item = self._get(self.subscribers_table, supp_key)
+        if item and item.get("purge_ledger"):
+            self._purge_ledger(item["purge_ledger"])
+            self._clear_purge(supp_key, item["purge_ledger"])
+
+    def _purge_ledger(self, subscriber_id: str) -> None:
+        projection = "#issue_id, #subscriber_id"
+        condition = "#subscriber_id = :id"
+        for page in self._pages(self.ledger_table, "scan", TableName=self.ledger_table,
+                                ConsistentRead=True, ProjectionExpression=projection,
+                                FilterExpression=condition,
+                                **expression(projection, condition, id=subscriber_id)):
+            for item in page:
+                self._call(self.ledger_table, "delete_item", TableName=self.ledger_table,
+                           Key=ledger_key(item["issue_id"], item["subscriber_id"]))
+
+    def _clear_purge(self, supp_key: dict[str, Any], subscriber_id: str) -> None:
+        with contextlib.suppress(Refused):
+            self._update(self.subscribers_table, supp_key, "REMOVE #purge_ledger",
+                         "#purge_ledger = :id", id=subscriber_id)
+
+    def is_suppressed(self, email: str) -> bool:
+        """Whether this address was removed (compared by hash; any case)."""
+        normal = normalise_email(email)
+        return self._get(self.subscribers_table,
+                         pk_of(SUPPRESSION_PREFIX + suppression_hash(normal))) is not None

@@ -1,0 +1,165 @@
+"""What a DynamoDB item of the store looks like: the key prefixes of the subscribers table,
+the attributes of a subscriber and a ledger row (SQLite's column names), and the
+conversions both ways (boto3's serialisers, the expression names and values, TTL epochs).
+Every role writes and reads items through these, so an item is the same whoever wrote it.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping
+from datetime import UTC, datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+
+from subscribers.model import Lease, LedgerEntry, Subscriber, email_key, new_subscriber_id
+from subscribers.store.rules import decode_areas, decode_time, decode_time_or_none, encode_time
+
+if TYPE_CHECKING:
+
+    pass
+
+__all__ = [
+    "CATALOG_KEY",
+    "EMAIL_INDEX_PREFIX",
+    "LEASE_PREFIX",
+    "LEDGER_FIELDS",
+    "QUOTA_PREFIX",
+    "SEEN_PREFIX",
+    "SEEN_RETENTION",
+    "SUBSCRIBER_FIELDS",
+    "SUBSCRIBER_PREFIX",
+    "SUPPRESSION_PREFIX",
+    "epoch",
+    "expression",
+    "ledger_key",
+    "new_record",
+    "pk_of",
+    "plain_item",
+    "read_entry",
+    "read_lease",
+    "read_subscriber",
+    "serialise",
+    "stored_time",
+]
+
+#: Key prefixes of the subscribers table.
+SUBSCRIBER_PREFIX = "sub#"
+EMAIL_INDEX_PREFIX = "email#"
+SUPPRESSION_PREFIX = "supp#"
+SEEN_PREFIX = "seen#"
+QUOTA_PREFIX = "quota#"
+LEASE_PREFIX = "lease#"
+#: The one item holding the area catalog (attribute ``names``, a string set).
+CATALOG_KEY = "catalog#areas"
+
+#: How long a ``seen#`` key lives before TTL may delete it: well beyond the webhook's window
+#: (a week), so ``purge_seen`` stays the rule and TTL only collects what nobody purged.
+SEEN_RETENTION = timedelta(days=30)
+
+_SERIALIZER = TypeSerializer()
+_DESERIALIZER = TypeDeserializer()
+_NAMES = re.compile(r"#(\w+)")
+_VALUES = re.compile(r":(\w+)")
+
+
+#: The attributes of a ``sub#`` item besides ``pk`` (the SQLite columns, same names).
+#: Every attribute of a ``sub#`` item and of a ledger item, named as SQLite's columns are:
+#: what :meth:`DynamoStore.copy_subscriber` and :meth:`DynamoStore.copy_ledger_row` keep.
+SUBSCRIBER_FIELDS = ("id", "email", "email_key", "status", "layout", "consent_at",
+                      "consent_source", "created_at", "confirmed_at", "updated_at",
+                      "consent_ip", "transient_bounces", "areas", "mail_event_at")
+LEDGER_FIELDS = ("issue_id", "subscriber_id", "status", "message_id", "reason", "permanent",
+                  "attempts", "updated_at", "feedback", "handed_over")
+
+
+def new_record(normal: str, status: str, layout: str, source: str, stamp: str,
+                consent_at: str | None, areas: str) -> dict[str, Any]:
+    """A new ``sub#`` item's attributes; ``areas`` is :func:`encode_areas`'s text, left out
+    (None) when empty, as :func:`serialise` leaves out every None."""
+    return {"id": new_subscriber_id(), "email": normal, "email_key": email_key(normal),
+            "status": status, "layout": layout, "consent_at": consent_at,
+            "consent_source": source, "created_at": stamp, "confirmed_at": consent_at,
+            "updated_at": stamp, "consent_ip": None, "transient_bounces": 0,
+            "areas": areas or None}
+
+
+def stored_time(when: datetime | None) -> str | None:
+    return encode_time(when) if when is not None else None
+
+
+def pk_of(value: str) -> dict[str, Any]:
+    return {"pk": {"S": value}}
+
+
+def ledger_key(issue_id: str, subscriber_id: str) -> dict[str, Any]:
+    return {"issue_id": {"S": issue_id}, "subscriber_id": {"S": subscriber_id}}
+
+
+def serialise(item: Mapping[str, Any]) -> dict[str, Any]:
+    """An item in DynamoDB's JSON; None-valued attributes are left out (never NULL: an index
+    key attribute must be a string or absent)."""
+    return {name: _SERIALIZER.serialize(value) for name, value in item.items()
+            if value is not None}
+
+
+def plain_item(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {name: _DESERIALIZER.deserialize(value) for name, value in item.items()}
+
+
+def expression(*parts: str | None, **values: Any) -> dict[str, Any]:
+    """ExpressionAttributeNames/Values for expressions written with ``#name`` for every
+    attribute and ``:name`` for every value: exactly those used (DynamoDB refuses unused
+    ones), values serialised."""
+    text = " ".join(part for part in parts if part)
+    params: dict[str, Any] = {}
+    names = sorted(set(_NAMES.findall(text)))
+    if names:
+        params["ExpressionAttributeNames"] = {f"#{name}": name for name in names}
+    used = sorted(set(_VALUES.findall(text)))
+    if used:
+        params["ExpressionAttributeValues"] = {f":{name}": _SERIALIZER.serialize(values[name])
+                                               for name in used}
+    return params
+
+
+def epoch(when: datetime) -> int:
+    """Epoch seconds for TTL, rounded up: an item never expires before ``when``."""
+    return math.ceil(when.astimezone(UTC).timestamp())
+
+
+def read_subscriber(item: Mapping[str, Any]) -> Subscriber:
+    return Subscriber(
+        id=item["id"],
+        email=item["email"],
+        status=item["status"],
+        layout=item["layout"],
+        consent_at=decode_time_or_none(item.get("consent_at")),
+        consent_source=item["consent_source"],
+        created_at=decode_time(item["created_at"]),
+        confirmed_at=decode_time_or_none(item.get("confirmed_at")),
+        updated_at=decode_time(item["updated_at"]),
+        consent_ip=item.get("consent_ip"),
+        transient_bounces=int(item.get("transient_bounces", 0)),
+        areas=decode_areas(item.get("areas")),
+    )
+
+
+def read_entry(item: Mapping[str, Any]) -> LedgerEntry:
+    return LedgerEntry(
+        issue_id=item["issue_id"],
+        subscriber_id=item["subscriber_id"],
+        status=item["status"],
+        message_id=item.get("message_id"),
+        reason=item.get("reason"),
+        permanent=bool(item.get("permanent", False)),
+        attempts=int(item.get("attempts", 1)),
+        updated_at=decode_time(item["updated_at"]),
+    )
+
+
+def read_lease(name: str, item: Mapping[str, Any]) -> Lease:
+    return Lease(name, item["owner"], decode_time(item["acquired_at"]),
+                 decode_time(item["expires_at_iso"]))

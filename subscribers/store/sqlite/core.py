@@ -1,0 +1,140 @@
+"""The SQLite store's one connection: opening (pragmas, migrations), closing, the lock, and
+the transaction every role writes in, with SQLite's storage failures said as
+:class:`~subscribers.errors.StoreError`. Every role class builds on :class:`SqliteCore`,
+so all of them share one connection and one lock.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Self
+
+from pipeline.resource import Resource
+from subscribers.errors import StoreError
+from subscribers.model import Subscriber
+from subscribers.store.sqlite.rows import read_subscriber, row_by_email
+from subscribers.store.sqlite.schema import migrate
+
+__all__ = ["FILE_NAME", "SqliteCore"]
+
+#: The store's file name inside ``[paths] data_dir``.
+FILE_NAME = "subscribers.sqlite3"
+
+
+class SqliteCore(Resource):
+    """The connection every role of :class:`~subscribers.store.sqlite.SqliteStore` uses.
+
+    One connection, guarded by a lock: SQLite serialises writers anyway, each call holds
+    the lock for well under a millisecond of work, and a single connection can be closed
+    from whichever thread owns the store (per-thread connections cannot). Other processes
+    use their own connections; ``busy_timeout`` makes them wait for each other's
+    transactions instead of failing.
+    """
+
+    def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
+        """Use :meth:`open`; this only wraps a connection that is already migrated."""
+        self.path = path
+        self._conn = connection
+        self._lock = threading.Lock()
+
+    # -- opening and closing -------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: Path, *, timeout: float = 10.0) -> Self:
+        """Open (creating folder and file if needed) and bring the schema up to date.
+
+        ``timeout`` is how long (seconds) to wait for another process's transaction.
+        """
+        path = Path(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(path, f"cannot create its folder: {exc.strerror or exc}") from exc
+        try:
+            conn = sqlite3.connect(path, timeout=timeout, isolation_level=None,
+                                   check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise StoreError(path, _describe(exc, timeout)) from exc
+        try:
+            conn.row_factory = sqlite3.Row
+            conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+            conn.execute("PRAGMA journal_mode = WAL")
+            # FULL: a committed claim survives a power cut too, or a resend could follow.
+            conn.execute("PRAGMA synchronous = FULL")
+            # Deleted rows are overwritten with zeros: ``remove`` really erases the address.
+            conn.execute("PRAGMA secure_delete = ON")
+            migrate(conn, path)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            if not _is_storage_error(exc):
+                raise
+            raise StoreError(path, _describe(exc, timeout)) from exc
+        except BaseException:
+            conn.close()
+            raise
+        return cls(path, conn)
+
+    def close(self) -> None:
+        """Close the connection (idempotent). Committed work is already on disk."""
+        with self._lock:
+            self._conn.close()
+
+    def __repr__(self) -> str:
+        return f"SqliteStore({str(self.path)!r})"
+
+    @contextmanager
+    def _using(self) -> Iterator[sqlite3.Connection]:
+        """The connection, under the lock, with storage failures turned into StoreError."""
+        with self._lock:
+            try:
+                yield self._conn
+            except sqlite3.DatabaseError as exc:
+                if not _is_storage_error(exc):
+                    raise
+                raise StoreError(self.path, _describe(exc)) from exc
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction, taken up front (IMMEDIATE) so reads inside it stay true."""
+        with self._using() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                raise
+
+    def _by_email(self, conn: sqlite3.Connection, normal: str) -> Subscriber:
+        """The subscriber just inserted or found under ``normal`` in this write transaction.
+        None there is a database changed behind our back (a trigger, a hand edit): said as a
+        store error, not an AttributeError."""
+        row = row_by_email(conn, normal)
+        if row is None:
+            raise StoreError(self.path, "a subscriber written in this transaction is gone")
+        return read_subscriber(row)
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+def _is_storage_error(exc: sqlite3.DatabaseError) -> bool:
+    """Failures of the file or the machine (not a database, locked, I/O, disk full), as
+    opposed to a bug in our SQL or a violated constraint, which propagate unchanged."""
+    return type(exc) in (sqlite3.DatabaseError, sqlite3.OperationalError)
+
+
+def _describe(exc: sqlite3.Error, timeout: float | None = None) -> str:
+    text = str(exc)
+    if "file is not a database" in text:
+        return "not a SQLite database (is the path right?)"
+    if "database is locked" in text:
+        wait = f" for more than {timeout:g}s" if timeout else ""
+        return f"locked by another process{wait}; try again when it has finished"
+    if "unable to open database file" in text:
+        return "cannot open the file (missing folder, or no permission)"
+    return text
