@@ -23,7 +23,7 @@ from botocore.compat import HTTPHeaders
 
 from pipeline.wiring import open_store
 from subscribers.errors import StoreError
-from subscribers.model import STATUSES, AddOutcome
+from subscribers.model import STATUSES, AddOutcome, NewSubscriber
 from subscribers.store.dynamo import SEEN_RETENTION, DynamoStore, create_tables
 from subscribers.store.rules import suppression_hash
 
@@ -369,3 +369,46 @@ def test_a_caller_owned_client_stays_open(moto_server, dynamo):
     borrowed.close()
     borrowed.close()  # idempotent
     assert client.describe_table(TableName=dynamo.ledger_table)
+
+
+def _throttling(store: DynamoStore, times: float) -> Counter[str]:
+    """The first ``times`` BatchGetItem requests come back with every key unprocessed, as
+    DynamoDB answers when it throttles a batch read; then moto answers."""
+    asked: Counter[str] = Counter()
+
+    def before_send(request: Any, event_name: str, **_: Any) -> AWSResponse | None:
+        if not event_name.endswith("BatchGetItem"):
+            return None
+        asked["requests"] += 1
+        if asked["requests"] > times:
+            return None
+        body = json.dumps({"Responses": {}, "UnprocessedKeys": json.loads(request.body)[
+            "RequestItems"]}).encode()
+        return AWSResponse(request.url, 200, HTTPHeaders.from_dict(
+            {"Content-Type": "application/x-amz-json-1.0"}), _Raw(body))
+
+    store.client.meta.events.register("before-send.dynamodb",
+                                      before_send)  # type: ignore[arg-type]
+    return asked
+
+
+def test_keys_a_batch_read_leaves_unprocessed_are_asked_again(store, monkeypatch):
+    monkeypatch.setattr("pipeline.retry.backoff", lambda attempt, **_: 0.0)
+    store.add("kept@example.org", "zh", status="active", source="web", now=NOW)
+    asked = _throttling(store, 2)
+    [kept, new] = store.add_many([NewSubscriber("kept@example.org"),
+                                  NewSubscriber("new@example.org")],
+                                 status="active", source="import:t.csv", now=NOW)
+    assert asked["requests"] > 2  # the throttled reads were asked again, then answered
+    assert kept.outcome is AddOutcome.EXISTING and new.outcome is AddOutcome.CREATED
+    assert (found := store.find("kept@example.org")) is not None and found.layout == "zh"
+
+
+def test_a_batch_read_throttled_every_time_is_one_clear_error(store, monkeypatch):
+    monkeypatch.setattr("pipeline.retry.backoff", lambda attempt, **_: 0.0)
+    asked = _throttling(store, math.inf)
+    with pytest.raises(StoreError, match="unprocessed \\(throttled\\); try again"):
+        store.add_many([NewSubscriber("new@example.org")], status="active",
+                       source="import:t.csv", now=NOW)
+    assert asked["requests"] == 8
+    assert store.find("new@example.org") is None  # nothing written after a failed read

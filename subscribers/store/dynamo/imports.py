@@ -6,7 +6,6 @@ builds on the directory and falls back to ``add`` for an entry someone changed m
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -50,6 +49,10 @@ __all__ = ["DynamoImports"]
 #: Keys per BatchGetItem (DynamoDB's limit), and how often its unprocessed keys are asked again.
 _BATCH_GET = 100
 _BATCH_GET_TRIES = 8
+
+
+class _Unprocessed(Exception):
+    """A batch read came back with keys DynamoDB left for later (throttling)."""
 
 
 class DynamoImports(DynamoDirectory):
@@ -137,7 +140,9 @@ class DynamoImports(DynamoDirectory):
         found: dict[str, dict[str, Any]] = {}
         for start in range(0, len(wanted), _BATCH_GET):
             keys: list[dict[str, Any]] = [pk_of(pk) for pk in wanted[start:start + _BATCH_GET]]
-            for attempt in range(1, _BATCH_GET_TRIES + 1):
+
+            def read_batch() -> None:
+                nonlocal keys
                 response = self._call(self.subscribers_table, "batch_get_item", RequestItems={
                     self.subscribers_table: {"Keys": keys, "ConsistentRead": True}})
                 for item in response.get("Responses", {}).get(self.subscribers_table, ()):
@@ -145,10 +150,14 @@ class DynamoImports(DynamoDirectory):
                     found[plain["pk"]] = plain
                 keys = (response.get("UnprocessedKeys", {}).get(self.subscribers_table, {})
                         .get("Keys", []))
-                if not keys:
-                    break
-                time.sleep(retry.backoff(attempt, base=0.05, cap=2.0))
-            else:
+                if keys:
+                    raise _Unprocessed
+
+            try:
+                retry.call(read_batch, retry_on=_Unprocessed, attempts=_BATCH_GET_TRIES,
+                           wait=lambda n, _: retry.backoff(n, base=0.05, cap=2.0))
+            except retry.GaveUp:
                 raise StoreError(f"dynamodb:{self.subscribers_table}", "DynamoDB kept "
-                                 "keys of a batch read unprocessed (throttled); try again")
+                                 "keys of a batch read unprocessed (throttled); try again"
+                                 ) from None
         return found
