@@ -156,7 +156,7 @@ def test_verbose_build_names_the_config_each_fetch_and_the_stage_timings(tmp_pat
     second = ok(run(["build", "-v", "--week", SAMPLE_WEEK, "--feed", url], folder))
     for result in (first, second):
         assert f"debug: config: {(folder / 'newsletter.toml').resolve()}" in result.stderr
-        for stage in ("read feeds", "rank and render", "write", "build"):
+        for stage in ("read feeds", "rank", "render", "write", "build"):
             assert re.search(rf"debug: {stage} took \d+\.\d\d s$", result.stderr, re.M), \
                 result.stderr
         assert TOKEN not in result.stderr  # a feed's token is no one's business in a log

@@ -16,9 +16,9 @@ and a choice none of whose areas this issue touches is the plain layout, rendere
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple
+from typing import NamedTuple, Protocol, TypeVar
 
 from pipeline.config import DeliverySettings, FeedSettings, IssueSettings, SiteSettings
 from pipeline.core.email.render import Footer, RenderedLayout, Renderer
@@ -34,8 +34,23 @@ from pipeline.errors import EmptyWeekError
 from pipeline.model import LAYOUTS, Issue, Item, Problem, PullFacts, Skipped, Week
 from pipeline.week import issue_number
 
-__all__ = ["Assembled", "Choice", "Gathered", "Grouped", "Ranked", "Terms", "assemble",
-           "complete", "distinct_variants", "group", "rank_week"]
+__all__ = [
+    "Assembled",
+    "Choice",
+    "Gathered",
+    "Grouped",
+    "Ranked",
+    "Spread",
+    "Terms",
+    "assemble",
+    "complete",
+    "distinct_variants",
+    "group",
+    "rank_week",
+]
+
+J = TypeVar("J")
+R = TypeVar("R")
 
 #: One reader's choice: their layout and the areas they follow.
 Choice = tuple[str, Sequence[str]]
@@ -143,9 +158,14 @@ def distinct_variants(choices: Iterable[Choice], items: Sequence[Item]) -> tuple
 
 
 def assemble(terms: Terms, week: Week, ranked: Ranked,
-             renderer: Renderer | None = None, choices: Iterable[Choice] = ()) -> Assembled:
+             renderer: Renderer | None = None, choices: Iterable[Choice] = (),
+             spread: Spread | None = None) -> Assembled:
     """Completed items → the issue, its JSON and its artifacts: every layout rendered, and
-    each distinct interest variant of ``choices``, all within the size budget."""
+    each distinct interest variant of ``choices``, all within the size budget.
+
+    Each rendering is independent of the others: ``spread`` is how they are shared out
+    (the stage may hand them to several cores; by default one after the other). Whoever
+    renders which, the results are put together in one order, so the bytes are the same."""
     issue = compose(ranked.items, week, terms.feed.repo, terms.site.base_url,
                     ranked.skipped, ranked.problems,
                     issue_number(week.id, terms.issue.first_week))
@@ -153,11 +173,17 @@ def assemble(terms: Terms, week: Week, ranked: Ranked,
     footer = Footer.configured(terms.delivery, terms.site)
     base_url, budget_kb = terms.site.base_url, terms.issue.size_budget_kb
     eight_bit = terms.delivery.eight_bit  # the parts as the transport will carry them
-    rendered, render_problems = renderer.render(issue, base_url, budget_kb, footer,
-                                                eight_bit=eight_bit)
-    for variant in distinct_variants(choices, issue.items):
-        result, problem = renderer.render_variant(issue, variant, base_url, budget_kb, footer,
-                                                  eight_bit=eight_bit)
+    variants = [Variant(layout) for layout in LAYOUTS]
+    variants += distinct_variants(choices, issue.items)
+
+    def render(variant: Variant) -> tuple[RenderedLayout, Problem | None]:
+        return renderer.render_variant(issue, variant, base_url, budget_kb, footer,
+                                       eight_bit=eight_bit)
+
+    rendered: dict[str, RenderedLayout] = {}
+    render_problems: list[Problem] = []
+    for variant, (result, problem) in zip(variants, (spread or _one_by_one)(render, variants),
+                                          strict=True):
         rendered[variant.key] = result
         if problem:
             render_problems.append(problem)
@@ -166,7 +192,17 @@ def assemble(terms: Terms, week: Week, ranked: Ranked,
     for key, result in rendered.items():
         artifacts[f"email-{key}.html"] = result.html.encode("utf-8")
         artifacts[f"email-{key}.txt"] = result.text.encode("utf-8")
-    variants = [variant_data(r.variant, r.brief, r.folded) for r in rendered.values()
-                if r.areas]
-    return Assembled(issue, issue_json.to_dict(issue, artifacts, variants), artifacts,
+    kept = [variant_data(r.variant, r.brief, r.folded) for r in rendered.values() if r.areas]
+    return Assembled(issue, issue_json.to_dict(issue, artifacts, kept), artifacts,
                      rendered)
+
+
+class Spread(Protocol):
+    """Applies a function to every job and returns the results in the jobs' order
+    (``pipeline.parallel.fork_map`` is one; a plain loop is another)."""
+
+    def __call__(self, fn: Callable[[J], R], jobs: Sequence[J], /) -> list[R]: ...
+
+
+def _one_by_one(fn: Callable[[J], R], jobs: Sequence[J], /) -> list[R]:
+    return [fn(job) for job in jobs]
