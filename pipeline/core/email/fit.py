@@ -170,6 +170,15 @@ def measure(marked: str, marks: Marks, finish: Callable[[str], str],
     return Measured(part, total, total - sum(pieces.values(), _ZERO), pieces)
 
 
+def weigh(part: str, finish: Callable[[str], str], as_sent: Callable[[str], str], *,
+          eight_bit: bool = False, html: bool = False) -> Measured:
+    """An unmarked part, finished and weighed whole, as :func:`measure` weighs its total:
+    for a rendering whose pieces nobody reads (one drawn only to check that it fits)."""
+    text = finish(part)
+    total = size_of(as_sent(text), eight_bit=eight_bit, html=html)
+    return Measured(text, total, total, {})
+
+
 def first_fitting(count: int, estimate: Callable[[int], tuple[int, int]],
                   draw: Callable[[int], tuple[int, int]], budget: int,
                   known: Iterable[tuple[int, tuple[int, int]]] = (), *,

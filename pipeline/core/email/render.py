@@ -59,6 +59,7 @@ from pipeline.core.email.fit import (
     first_fitting,
     measure,
     no_mark,
+    weigh,
 )
 from pipeline.core.email.mime import sent_size
 from pipeline.core.email.wrap import wrap_text
@@ -432,16 +433,25 @@ class Renderer:
         brief = draw(_Plan((), items, 0))
         if not n or brief.weight <= budget:
             if full is None:
-                full = draw(_Plan(items, (), 0)) if n else brief
-            if full.weight <= budget:
+                # Only the first ``reach`` can be in full: with them, the email is over
+                # budget whatever else. So only they are drawn in full (measured).
+                reach = _full_reach(items, layout_langs(variant.layout), budget,
+                                    brief.html.total.raw, base_url)
+                full = draw(_Plan(items[:reach], items[reach:], 0)) if n else brief
+            if full.weight <= budget and not full.plan.brief:
                 return full.result(variant), None
             if not n:  # no item to shorten: the frame alone is over
                 return full.result(variant), _fit_problem(variant.key, full, budget, full,
                                                           True)
-            # Plan j shortens the last j + 1 items; the last plan (all in brief) is drawn.
+            # Plan j shortens the last j + 1 items; the last plan (all in brief) is drawn,
+            # and so is the one that shows as many in full as ``full`` did.
             sizes = _Sizes(items, full, brief)
             plans = [(n - 1 - j, n) for j in range(n)]
             frame, known, heaviest = brief, {n - 1: brief}, full
+            if full.plan.brief:
+                # Noted first: the error of the last one noted corrects the estimates, and
+                # the all-brief plan's is the nearer to the plans searched.
+                known = {n - 1 - len(full.plan.full): full, **known}
         else:
             # Plan j keeps the first n - 1 - j titles; the last (none: all folded) is drawn.
             nothing = draw(_Plan((), (), n))
@@ -455,7 +465,9 @@ class Renderer:
             return _Plan(items[:shown], items[shown:listed], n - listed)
 
         def real(j: int) -> tuple[int, int]:
-            drawn[j] = draw(plan_of(j))
+            # Only its weight is asked of it: its pieces are never read, so not cut.
+            drawn[j] = self._draw(common, plan_of(j), base_url, marked, eight_bit=eight_bit,
+                                  pieces=False)
             return drawn[j].weights
 
         def estimate(j: int) -> tuple[int, int]:
@@ -469,11 +481,18 @@ class Renderer:
                                                     heaviest, found is None)
 
     def _draw(self, common: dict[str, Any], plan: _Plan, base_url: str,
-              marked: dict[int, _MarkedItem] | None = None, *, eight_bit: bool = False
-              ) -> _Drawn:
+              marked: dict[int, _MarkedItem] | None = None, *, eight_bit: bool = False,
+              pieces: bool = True) -> _Drawn:
         """``plan`` rendered with marks, measured, and its marks stripped. ``common`` is
         the context every plan shares; ``marked`` keeps the items as templates see them
-        from one plan to the next."""
+        from one plan to the next. Not ``pieces``: rendered without marks and weighed whole
+        (the same bytes; half the time of cutting them at 200 items)."""
+        if not pieces:
+            context = {**common, **_plan_context(plan, base_url, marked)}
+            return _Drawn(plan, weigh(self._html_of(context), _as_is, with_reserved_links,
+                                      eight_bit=eight_bit, html=True),
+                          weigh(self._text_of(context), wrap_text, with_reserved_links,
+                                eight_bit=eight_bit), eight_bit)
         marks = Marks()
         context = {**common, **_plan_context(plan, base_url, marked), "fit": marks}
         html = measure(self._html_of(context), marks, _as_is, with_reserved_links,
@@ -573,6 +592,26 @@ def _plan_context(plan: _Plan, base_url: str, marked: dict[int, _MarkedItem] | N
     }
 
 
+def _full_reach(items: Sequence[Item], langs: Sequence[str], budget: int, brief: int,
+                base_url: str) -> int:
+    """How many of ``items``, from the first, make an email over ``budget`` when shown in
+    full, whatever else it holds (all of them when none does). ``brief`` is the HTML part's
+    bytes with every item in brief: showing an item in full keeps all of that but its
+    entry's link into the archive and its ↗ (the card's own link is shorter), and adds at
+    least the review's body; every encoding weighs at least the bytes it encodes."""
+    total = brief
+    for at, item in enumerate(items, 1):
+        total += _body_bytes((item,), langs) - len(pr_page(base_url, item.pr)) - _ENTRY_SLACK
+        if total > budget:
+            return at
+    return len(items)
+
+
+#: Bytes besides its link by which an item's contents entry may be shorter when it is
+#: shown in full (its ↗ mark and the spaces around it, a digit of a count).
+_ENTRY_SLACK = 16
+
+
 def _body_bytes(items: Sequence[Item], langs: Sequence[str]) -> int:
     """The bytes of the reviews' HTML bodies alone in a layout: an email showing them all
     in full weighs at least that much (only the order of the first renderings hangs on it)."""
@@ -659,7 +698,9 @@ def _fit_problem(name: str, chosen: _Drawn, budget: int, heaviest: _Drawn, over:
                      f"folded; the budget is {budget / 1000:.0f} KB"),
         )
     shrunk = len(plan.brief) + plan.folded
-    heaviest_kind = "in brief" if heaviest.plan.brief else "full"
+    shown = len(heaviest.plan.full)
+    heaviest_kind = ("full" if not heaviest.plan.brief else "in brief" if not shown
+                     else f"the first {shown} in full")
     return Problem(
         "items-shrunk", "warning", layout=name,
         message=(f"{name}: {shrunk} lowest-priority item(s) shortened to a title and "

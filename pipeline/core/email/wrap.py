@@ -43,6 +43,11 @@ def width(text: str) -> int:
     return total
 
 
+#: A unit's columns, remembered: a week's text is made of the same few thousand words and
+#: characters, and measuring one walks it character by character.
+_unit_width = functools.lru_cache(maxsize=16384)(width)
+
+
 def wrap_text(text: str, limit: int = WIDTH) -> str:
     """Every line of ``text`` at most ``limit`` columns, URLs whole and on their own line."""
     out: list[str] = []
@@ -83,14 +88,14 @@ def wrap_line(line: str, limit: int = WIDTH) -> tuple[str, ...]:
             first = False
             continue
         first = False
-        unit_width = width(unit)
+        unit_width = _unit_width(unit)
         if _URL.fullmatch(unit):
             if current.strip():
                 emit()
             lines.append((indent if lines else current) + unit)
             current, current_width, space = indent, width(indent), ""
             continue
-        gap = width(space)
+        gap = _unit_width(space)
         if current.strip() and current_width + gap + unit_width > limit:
             emit()
             space, gap = "", 0

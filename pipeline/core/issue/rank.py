@@ -244,15 +244,19 @@ def _split_categories(terms: Sequence[str]) -> tuple[str | None, tuple[str, ...]
     return priority, tuple(sorted(areas))
 
 
+_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
+_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 _LANG_NAME = Pair({"zh": "中文", "en": "英文"}, {"zh": "Chinese", "en": "English"})
 
 
 def _why(tier: str, source: str, verdict: Verdict | None, priority: str | None,
          reviewed: datetime, tz: str) -> Pair[str]:
     label = TIER_BY_NAME[tier].label
-    local = pendulum.instance(reviewed).in_timezone(tz)
+    local = reviewed.astimezone(pendulum.timezone(tz))
     when_zh = f"{local.month} 月 {local.day} 日 {local:%H:%M}"
-    when_en = f"{local.format('ddd D MMM', locale='en')} {local:%H:%M}"
+    # Named here, not by strftime's %a/%b: those follow the process's locale.
+    when_en = (f"{_DAYS[local.weekday()]} {local.day} {_MONTHS[local.month - 1]} "
+               f"{local:%H:%M}")
     if source == "editor":
         zh = f"{label.zh}：由编辑指定（本周编辑文件）"
         en = f"{label.en}: set by the editor (this week's editor's file)"
