@@ -106,12 +106,20 @@ def test_the_text_part_shortens_the_same_items_as_the_html(big_built):
     for layout in LAYOUTS:
         text, html = built.text(layout), built.html(layout)
         # The HTML lists a shortened item in its contents only, linked to the PR's page (a
-        # card's entry links to "#pr-N"); the text part lists it in brief, into the archive.
+        # card's entry links to "#pr-N"); so does the text part, its entry marked ↗ (there
+        # every entry links to the PR's page: a text part has no anchors).
         briefed = list(dict.fromkeys(re.findall(r"/pr/(\d+)/index\.html", html)))
-        assert briefed and list(dict.fromkeys(re.findall(r"index\.html#pr-(\d+)", text))) \
-            == briefed
-        assert "More reviews, in brief" in text or "更多评审（精简）" in text
-        assert "More reviews, in brief" not in html and "更多评审（精简）" not in html
+        entries = list(re.finditer(r"/pr/(\d+)/index\.html", text))
+        marked = [m.group(1) for before, m in zip([None, *entries], entries, strict=False)
+                  if "↗" in text[before.end() if before else 0:m.start()]]
+        assert briefed and marked == briefed
+        cards = re.findall(r"^#(\d+)", text, re.M)
+        assert cards and not set(cards) & set(briefed)
+        assert len(cards) + len(briefed) == len(entries)
+        for part in (text, html):
+            assert "More reviews, in brief" not in part and "更多评审（精简）" not in part
+            assert re.search(rf"{len(briefed)} more reviews in the archive|另有 {len(briefed)} "
+                             "篇评审见网页存档", part)
 
 
 def test_each_part_takes_the_smaller_encoding(big_built, built, settings):
