@@ -46,6 +46,7 @@ from playwright.sync_api import Browser, Page
 from test_browser import SERIOUS
 
 from pipeline.model import LAYOUTS
+from pipeline.stages.headless import Chromium
 from pipeline.stages.preview import Screenshotter, Watcher, serve, watch
 from pipeline.stages.screenshots import planned_shots
 
@@ -274,10 +275,35 @@ def test_cached_only_takes_no_shot_and_says_what_is_coming(tmp_path, shooter):
         "en-dark-375.png", "shots.json"]
 
 
+@pytest.mark.browser
+def test_a_browser_warmed_up_while_the_pages_are_built_shoots_them_and_ends_with_them(
+        tmp_path, monkeypatch):
+    started: list[Chromium] = []
+
+    class Recorded(Chromium):
+        def __init__(self, *args, **kwargs) -> None:
+            super().__init__(*args, **kwargs)
+            started.append(self)
+
+    monkeypatch.setattr("pipeline.stages.screenshots.Chromium", Recorded)
+    with Screenshotter(chromium_executable()) as taker:
+        taker.warm_up()  # before the pages exist, as `preview` does before its build
+        folder = copies(tmp_path / "1", email("#ffffff"), email("#000000"))
+        made = taker.take(folder, SHOTS)
+        assert made.files == tuple(s.name for s in SHOTS) and made.notes == ()
+        assert len(started) == 1 and taker._opened <= taker.workers
+    assert started[0]._process.poll() is not None
+    # Closed while it is still starting (the build failed at once): waited for, then ended.
+    with Screenshotter(chromium_executable()) as taker:
+        taker.warm_up()
+    assert len(started) == 2 and started[1]._process.poll() is not None
+
+
 @pytest.mark.subprocess
 def test_without_a_browser_that_starts_the_page_says_why(tmp_path):
     folder = copies(tmp_path / "1", email("#ffffff"), email("#000000"))
     with Screenshotter(str(tmp_path / "no-such-chromium")) as taker:
+        taker.warm_up()  # fails quietly: the shot says why
         made = taker.take(folder, SHOTS)
     assert made.files == () and len(made.notes) == 1
     assert made.notes[0].startswith("Chromium did not start: ")

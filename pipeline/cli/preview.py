@@ -98,7 +98,7 @@ def _cmd_preview(args: argparse.Namespace, settings: Settings) -> int:
         args.to = copy_address(args.to)
     week = choose_week(settings, args.week)
     approve = _approve_command(args, week.id)
-    with _shooter(args) as shooter:
+    with _shooter(args, settings, week.id) as shooter:
         make = _maker(args, settings, week.id, approve, shooter)
         with future_week_said(settings, week.id):
             built, report, preview = make(False)
@@ -128,9 +128,11 @@ def _approve_command(args: argparse.Namespace, week_id: str) -> str:
 
 
 @contextmanager
-def _shooter(args: argparse.Namespace) -> Iterator[Screenshotter | None]:
-    """The screenshot taker of the whole command (one Chromium, started at the first shot
-    needed and kept for every rebuild under --watch); None without chromium."""
+def _shooter(args: argparse.Namespace, settings: Settings, week_id: str
+             ) -> Iterator[Screenshotter | None]:
+    """The screenshot taker of the whole command (one Chromium, kept for every rebuild under
+    --watch); None without chromium. Chromium starts with the command when the week was
+    never shot before, else at the first shot the cache cannot give."""
     import shutil
 
     from pipeline.stages.preview import Screenshotter
@@ -140,7 +142,18 @@ def _shooter(args: argparse.Namespace) -> Iterator[Screenshotter | None]:
         yield None
         return
     with Screenshotter(chromium) as shooter:
+        if not _shot_before(settings, week_id):
+            shooter.warm_up()  # every shot is to be taken: start Chromium as the build runs
         yield shooter
+
+
+def _shot_before(settings: Settings, week_id: str) -> bool:
+    """Whether an earlier preview of the week left screenshots that may be reused."""
+    from pipeline.stages.built import issue_folder
+    from pipeline.stages.preview import PREVIEW_DIR
+    from pipeline.stages.screenshots import MANIFEST, SCREENSHOT_DIR
+
+    return (issue_folder(settings, week_id) / PREVIEW_DIR / SCREENSHOT_DIR / MANIFEST).is_file()
 
 
 def _maker(args: argparse.Namespace, settings: Settings, week_id: str, approve: str,

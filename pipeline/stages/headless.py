@@ -197,11 +197,13 @@ class Chromium:
     # -- the end -----------------------------------------------------------------------------
 
     def close(self) -> None:
-        """End the browser (politely, then by its process group) and remove its profile."""
-        with contextlib.suppress(BrowserError):
-            if self._process.poll() is None and not self._gone:
-                self.timeout = 5.0
-                self.call("Browser.close")
+        """End the browser, its whole process group at once, and remove its profile.
+
+        Not ``Browser.close``: a polite shutdown took 0.2 s of every preview's wait, and
+        saves nothing here (the profile is thrown away; the PNGs were already read)."""
+        if self._process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self._process.pid, signal.SIGTERM)
         try:
             self._process.wait(timeout=5)
         except subprocess.TimeoutExpired:

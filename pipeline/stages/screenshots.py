@@ -135,7 +135,10 @@ class Screenshotter:
         self.identity = browser_identity(executable)
         self._browser: Chromium | None = None
         self._tabs: queue.Queue[Tab] = queue.Queue()
+        #: Tabs opened in this browser (free ones wait in ``_tabs``).
+        self._opened = 0
         self._lock = threading.Lock()
+        self._warming: threading.Thread | None = None
 
     def __enter__(self) -> Screenshotter:
         return self
@@ -144,10 +147,15 @@ class Screenshotter:
         self.close()
 
     def close(self) -> None:
+        # A browser still starting is waited for, then ended: none outlives the command.
+        if self._warming is not None:
+            self._warming.join()
+            self._warming = None
         if self._browser is not None:
             self._browser.close()
             self._browser = None
             self._tabs = queue.Queue()
+            self._opened = 0
 
     def take(self, folder: Path, shots: Sequence[Shot], previous: Path | None = None, *,
              cached_only: bool = False) -> Screenshots:
@@ -188,16 +196,27 @@ class Screenshotter:
         return Screenshots(tuple(files), tuple(notes), reused)
 
     def _shoot(self, folder: Path, shots: Sequence[Shot]) -> list[str]:
-        """Shoot ``shots`` on the browser's tabs; the notes of what went wrong."""
+        """Shoot ``shots`` on the browser's tabs; the notes of what went wrong.
+
+        The tallest pages go first (a page's pixels, whatever its width, follow its bytes):
+        a long shot started last would keep one tab busy while the others idle. Each tab
+        is opened by the first shot that needs it, so the first shot starts as soon as one
+        tab is up rather than after all of them."""
         try:
-            self._ready(min(self.workers, len(shots)))
+            self._start()
         except BrowserError as exc:
             self.close()
             return [str(exc)]
         notes: list[str] = []
+        tabs = min(self.workers, len(shots))
+        sizes = {shot: (folder / shot.source).stat().st_size for shot in shots}
 
         def one(shot: Shot) -> None:
-            tab = self._tabs.get()
+            try:
+                tab = self._tab(tabs)
+            except BrowserError as exc:
+                notes.append(f"{shot.name}: {exc}")
+                return
             target = folder / SCREENSHOT_DIR / shot.name
             try:
                 png, height = tab.screenshot((folder / shot.source).as_uri(), shot.width,
@@ -214,17 +233,59 @@ class Screenshotter:
             finally:
                 self._tabs.put(tab)
 
-        with ThreadPoolExecutor(max_workers=self._tabs.qsize(),
-                                thread_name_prefix="screenshot") as pool:
-            list(pool.map(one, shots))
+        with ThreadPoolExecutor(max_workers=tabs, thread_name_prefix="screenshot") as pool:
+            list(pool.map(one, sorted(shots, key=lambda shot: -sizes[shot])))
         if self._browser is not None and not self._browser.alive:
             self.close()  # the next preview starts a fresh one
         return notes
 
-    def _ready(self, tabs: int) -> None:
-        """The browser up, with at least ``tabs`` tabs."""
+    def warm_up(self) -> None:
+        """Start the browser and open its tabs now, in the background, while the caller
+        builds the pages to shoot: a cold preview then waits for Chromium's start-up only
+        where the build is quicker. What goes wrong here is met again, and said, by the
+        first shot."""
+        def start() -> None:
+            try:
+                self._start()
+                for _ in range(self.workers):
+                    self._tabs.put(self._tab(self.workers, fresh=True))
+            except BrowserError:
+                pass
+
+        self._warming = threading.Thread(target=start, name="screenshot-warm-up", daemon=True)
+        self._warming.start()
+
+    def _start(self) -> None:
+        """The browser up (its tabs are opened by :meth:`_tab`)."""
         with self._lock:
             if self._browser is None:
                 self._browser = Chromium(self.executable)
-            while self._tabs.qsize() < tabs:
-                self._tabs.put(Tab(self._browser))
+
+    def _tab(self, most: int, *, fresh: bool = False) -> Tab:
+        """A free tab; a new one while fewer than ``most`` are open, else the next one a
+        shot gives back (``fresh``: a new one or none, BrowserError)."""
+        with self._lock:
+            browser = self._browser
+            if browser is None:
+                raise BrowserError("Chromium is not running")
+            try:
+                if fresh:
+                    raise queue.Empty
+                return self._tabs.get_nowait()
+            except queue.Empty:
+                opening = self._opened < most
+                if opening:
+                    self._opened += 1
+                elif fresh:
+                    raise BrowserError("enough tabs are open") from None
+        if not opening:
+            try:
+                return self._tabs.get(timeout=browser.timeout)
+            except queue.Empty:
+                raise BrowserError("no tab came free") from None
+        try:
+            return Tab(browser)
+        except BrowserError:
+            with self._lock:
+                self._opened -= 1
+            raise
