@@ -26,7 +26,7 @@ import os
 import pickle
 import threading
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 if TYPE_CHECKING:
     import multiprocessing.process
@@ -89,23 +89,23 @@ def _shared(fn: Callable[[J], R], jobs: Sequence[J], workers: int) -> list[R]:
             children.append((share, child, receiver))
         results[0::workers] = serial(fn, jobs[0::workers])
         for share, _, receiver in children:
-            part = _received(receiver)
+            part: list[R] | None = _received(receiver)
             if part is None:
                 _log.debug("share %d came back empty: computed here", share)
                 part = serial(fn, jobs[share::workers])
             results[share::workers] = part
     finally:
         gc.unfreeze()
-        for _, child, receiver in children:
+        for _, process, receiver in children:
             receiver.close()
-            child.join(timeout=5)
-            if child.is_alive():
-                child.kill()
-                child.join()
+            process.join(timeout=5)
+            if process.is_alive():
+                process.kill()
+                process.join()
     return results  # type: ignore[return-value]  # every slot is filled above
 
 
-def _received(receiver: Connection) -> list[R] | None:
+def _received(receiver: Connection) -> list[Any] | None:
     """The child's results, or None when it raised, died or sent something unreadable."""
     try:
         kind, part = receiver.recv()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 
 import pytest
 from conftest import SAMPLE_WEEK, Entry, atom
@@ -54,7 +55,7 @@ def test_a_child_that_dies_or_sends_what_cannot_be_pickled_loses_nothing():
 
     assert parallel._shared(dies_in_a_child, list(range(5)), 2) == [1, 2, 3, 4, 5]
 
-    def unpicklable(job: int) -> object:
+    def unpicklable(job: int) -> tuple[int, Callable[[], int]]:
         return (job, lambda: job)  # a lambda cannot cross a pipe
 
     answer = parallel._shared(unpicklable, list(range(4)), 2)
