@@ -150,10 +150,10 @@ def _shooter(args: argparse.Namespace, settings: Settings, week_id: str
 def _shot_before(settings: Settings, week_id: str) -> bool:
     """Whether an earlier preview of the week left screenshots that may be reused."""
     from pipeline.stages.built import issue_folder
-    from pipeline.stages.preview import PREVIEW_DIR
-    from pipeline.stages.screenshots import MANIFEST, SCREENSHOT_DIR
+    from pipeline.stages.preview import screenshots_of
+    from pipeline.stages.screenshots import MANIFEST
 
-    return (issue_folder(settings, week_id) / PREVIEW_DIR / SCREENSHOT_DIR / MANIFEST).is_file()
+    return (screenshots_of(issue_folder(settings, week_id)) / MANIFEST).is_file()
 
 
 def _maker(args: argparse.Namespace, settings: Settings, week_id: str, approve: str,

@@ -77,8 +77,8 @@ from pipeline.stages.screenshots import (
 )
 
 __all__ = ["CHROMIUM_FLAGS", "PREVIEW_DIR", "PageFacts", "Preview", "Screenshots",
-           "Screenshotter", "Watcher", "preview_issue", "reshoot", "serve", "watch",
-           "write_preview"]
+           "Screenshotter", "Watcher", "preview_issue", "reshoot", "screenshots_of", "serve",
+           "watch", "write_preview"]
 
 PREVIEW_DIR = "preview"
 PAGE = "index.html"
@@ -214,6 +214,11 @@ class Preview:
         return self.folder / PAGE
 
 
+def screenshots_of(issue_folder: Path) -> Path:
+    """Where an issue's last preview keeps its screenshots (and their manifest)."""
+    return issue_folder / PREVIEW_DIR / SCREENSHOT_DIR
+
+
 def write_preview(built: BuiltIssue, report: ProofReport, facts: PageFacts, *,
                   chromium: str | None = None, shooter: Screenshotter | None = None,
                   skip_reason: str | None = None, env: jinja2.Environment | None = None,
@@ -239,7 +244,7 @@ def write_preview(built: BuiltIssue, report: ProofReport, facts: PageFacts, *,
             _write(staging / copy_name(key), proof_copy(html))
             _write(staging / copy_name(key, dark=True), dark)
         if shooter is not None:
-            screenshots = shooter.take(staging, planned_shots(), target / SCREENSHOT_DIR,
+            screenshots = shooter.take(staging, planned_shots(), screenshots_of(built.folder),
                                        cached_only=cached_only)
         else:
             screenshots = Screenshots(notes=(skip_reason or "no chromium on the PATH",))

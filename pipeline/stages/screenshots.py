@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.model import LAYOUTS
-from pipeline.stages.headless import BrowserError, Chromium, Tab
+from pipeline.stages.headless import CALL_TIMEOUT_S, BrowserError, Chromium, Tab
 
 SCREENSHOT_DIR = "screenshots"
 MANIFEST = "shots.json"
@@ -171,7 +171,10 @@ class Screenshotter:
         keys = {shot: shot_key(sources[shot.source], shot, self.identity) for shot in shots}
         kept = {shot for shot in shots if previous and _reuse(
             previous, old.get(shot.name), keys[shot], out / shot.name)}
-        todo = [shot for shot in shots if shot not in kept]
+        # The tallest pages first (a page's pixels, whatever its width, follow its bytes): a
+        # long shot started last would keep one tab busy while the others idle.
+        todo = sorted((shot for shot in shots if shot not in kept),
+                      key=lambda shot: -len(sources[shot.source]))
         if todo and cached_only:
             notes.append(f"{len(todo)} screenshot(s) of changed pages are being taken: "
                          "reload in a moment")
@@ -196,12 +199,9 @@ class Screenshotter:
         return Screenshots(tuple(files), tuple(notes), reused)
 
     def _shoot(self, folder: Path, shots: Sequence[Shot]) -> list[str]:
-        """Shoot ``shots`` on the browser's tabs; the notes of what went wrong.
-
-        The tallest pages go first (a page's pixels, whatever its width, follow its bytes):
-        a long shot started last would keep one tab busy while the others idle. Each tab
-        is opened by the first shot that needs it, so the first shot starts as soon as one
-        tab is up rather than after all of them."""
+        """Shoot ``shots``, in their order, on the browser's tabs; the notes of what went
+        wrong. Each tab is opened by the first shot that needs it, so the first shot starts
+        as soon as one tab is up rather than after all of them."""
         try:
             self._start()
         except BrowserError as exc:
@@ -209,7 +209,6 @@ class Screenshotter:
             return [str(exc)]
         notes: list[str] = []
         tabs = min(self.workers, len(shots))
-        sizes = {shot: (folder / shot.source).stat().st_size for shot in shots}
 
         def one(shot: Shot) -> None:
             try:
@@ -234,7 +233,7 @@ class Screenshotter:
                 self._tabs.put(tab)
 
         with ThreadPoolExecutor(max_workers=tabs, thread_name_prefix="screenshot") as pool:
-            list(pool.map(one, sorted(shots, key=lambda shot: -sizes[shot])))
+            list(pool.map(one, shots))
         if self._browser is not None and not self._browser.alive:
             self.close()  # the next preview starts a fresh one
         return notes
@@ -247,8 +246,8 @@ class Screenshotter:
         def start() -> None:
             try:
                 self._start()
-                for _ in range(self.workers):
-                    self._tabs.put(self._tab(self.workers, fresh=True))
+                while (tab := self._open(self.workers)) is not None:
+                    self._tabs.put(tab)
             except BrowserError:
                 pass
 
@@ -261,28 +260,30 @@ class Screenshotter:
             if self._browser is None:
                 self._browser = Chromium(self.executable)
 
-    def _tab(self, most: int, *, fresh: bool = False) -> Tab:
+    def _tab(self, most: int) -> Tab:
         """A free tab; a new one while fewer than ``most`` are open, else the next one a
-        shot gives back (``fresh``: a new one or none, BrowserError)."""
+        shot gives back."""
+        try:
+            return self._tabs.get_nowait()
+        except queue.Empty:
+            pass
+        tab = self._open(most)
+        if tab is not None:
+            return tab
+        try:
+            return self._tabs.get(timeout=CALL_TIMEOUT_S)
+        except queue.Empty:
+            raise BrowserError("no tab came free") from None
+
+    def _open(self, most: int) -> Tab | None:
+        """A new tab, or None when ``most`` are open already."""
         with self._lock:
             browser = self._browser
             if browser is None:
                 raise BrowserError("Chromium is not running")
-            try:
-                if fresh:
-                    raise queue.Empty
-                return self._tabs.get_nowait()
-            except queue.Empty:
-                opening = self._opened < most
-                if opening:
-                    self._opened += 1
-                elif fresh:
-                    raise BrowserError("enough tabs are open") from None
-        if not opening:
-            try:
-                return self._tabs.get(timeout=browser.timeout)
-            except queue.Empty:
-                raise BrowserError("no tab came free") from None
+            if self._opened >= most:
+                return None
+            self._opened += 1
         try:
             return Tab(browser)
         except BrowserError:

@@ -145,13 +145,18 @@ class Measured:
 _ZERO = Size()
 
 
-def measure(marked: str, marks: Marks, finish: Callable[[str], str],
+def measure(marked: str, marks: Marks | None, finish: Callable[[str], str],
             as_sent: Callable[[str], str], *, eight_bit: bool = False,
             html: bool = False) -> Measured:
     """Cut ``marked`` at its marks. ``finish`` turns mark-free text into the part (the text
     part's wrapping, which works line by line); ``as_sent`` is the part as one recipient
     gets it (placeholders become links as long as real ones); ``eight_bit`` weighs 8bit
-    too (``html``: the part is HTML, folded as sent)."""
+    too (``html``: the part is HTML, folded as sent). Without ``marks`` (a rendering drawn
+    only to be weighed) the part is weighed whole and has no pieces."""
+    if marks is None:
+        part = finish(marked)
+        total = size_of(as_sent(part), eight_bit=eight_bit, html=html)
+        return Measured(part, total, total, {})
     pattern = marks.pattern
     found = list(pattern.finditer(marked))
     part = finish(pattern.sub("", marked))
@@ -168,15 +173,6 @@ def measure(marked: str, marks: Marks, finish: Callable[[str], str],
                        eight_bit=eight_bit)
         pieces[(kind, key)] = pieces.get((kind, key), _ZERO) + size
     return Measured(part, total, total - sum(pieces.values(), _ZERO), pieces)
-
-
-def weigh(part: str, finish: Callable[[str], str], as_sent: Callable[[str], str], *,
-          eight_bit: bool = False, html: bool = False) -> Measured:
-    """An unmarked part, finished and weighed whole, as :func:`measure` weighs its total:
-    for a rendering whose pieces nobody reads (one drawn only to check that it fits)."""
-    text = finish(part)
-    total = size_of(as_sent(text), eight_bit=eight_bit, html=html)
-    return Measured(text, total, total, {})
 
 
 def first_fitting(count: int, estimate: Callable[[int], tuple[int, int]],

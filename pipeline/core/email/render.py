@@ -59,7 +59,6 @@ from pipeline.core.email.fit import (
     first_fitting,
     measure,
     no_mark,
-    weigh,
 )
 from pipeline.core.email.mime import sent_size
 from pipeline.core.email.wrap import wrap_text
@@ -421,11 +420,13 @@ class Renderer:
         marked: dict[int, _MarkedItem] = {}
         common = self._common_context(issue, variant, base_url, footer)
 
-        def draw(plan: _Plan) -> _Drawn:
-            return self._draw(common, plan, base_url, marked, eight_bit=eight_bit)
+        def draw(plan: _Plan, pieces: bool = True) -> _Drawn:
+            return self._draw(common, plan, base_url, marked, eight_bit=eight_bit,
+                              pieces=pieces)
 
+        bodies = [_body_bytes(item, layout_langs(variant.layout)) for item in items]
         full = None
-        if _body_bytes(items, layout_langs(variant.layout)) <= budget:
+        if sum(bodies) <= budget:
             # The reviews' own bytes may fit: try it whole first (then it is all it costs).
             full = draw(_Plan(items, (), 0))
             if full.weight <= budget:
@@ -435,8 +436,7 @@ class Renderer:
             if full is None:
                 # Only the first ``reach`` can be in full: with them, the email is over
                 # budget whatever else. So only they are drawn in full (measured).
-                reach = _full_reach(items, layout_langs(variant.layout), budget,
-                                    brief.html.total.raw, base_url)
+                reach = _full_reach(items, bodies, budget, brief.html.total.raw, base_url)
                 full = draw(_Plan(items[:reach], items[reach:], 0)) if n else brief
             if full.weight <= budget and not full.plan.brief:
                 return full.result(variant), None
@@ -466,8 +466,7 @@ class Renderer:
 
         def real(j: int) -> tuple[int, int]:
             # Only its weight is asked of it: its pieces are never read, so not cut.
-            drawn[j] = self._draw(common, plan_of(j), base_url, marked, eight_bit=eight_bit,
-                                  pieces=False)
+            drawn[j] = draw(plan_of(j), pieces=False)
             return drawn[j].weights
 
         def estimate(j: int) -> tuple[int, int]:
@@ -487,14 +486,8 @@ class Renderer:
         the context every plan shares; ``marked`` keeps the items as templates see them
         from one plan to the next. Not ``pieces``: rendered without marks and weighed whole
         (the same bytes; half the time of cutting them at 200 items)."""
-        if not pieces:
-            context = {**common, **_plan_context(plan, base_url, marked)}
-            return _Drawn(plan, weigh(self._html_of(context), _as_is, with_reserved_links,
-                                      eight_bit=eight_bit, html=True),
-                          weigh(self._text_of(context), wrap_text, with_reserved_links,
-                                eight_bit=eight_bit), eight_bit)
-        marks = Marks()
-        context = {**common, **_plan_context(plan, base_url, marked), "fit": marks}
+        marks = Marks() if pieces else None
+        context = {**common, **_plan_context(plan, base_url, marked), "fit": marks or no_mark}
         html = measure(self._html_of(context), marks, _as_is, with_reserved_links,
                        eight_bit=eight_bit, html=True)
         text = measure(self._text_of(context), marks, wrap_text, with_reserved_links,
@@ -592,16 +585,17 @@ def _plan_context(plan: _Plan, base_url: str, marked: dict[int, _MarkedItem] | N
     }
 
 
-def _full_reach(items: Sequence[Item], langs: Sequence[str], budget: int, brief: int,
+def _full_reach(items: Sequence[Item], bodies: Sequence[int], budget: int, brief: int,
                 base_url: str) -> int:
     """How many of ``items``, from the first, make an email over ``budget`` when shown in
-    full, whatever else it holds (all of them when none does). ``brief`` is the HTML part's
+    full, whatever else it holds (all of them when none does). ``bodies`` are the items'
+    :func:`_body_bytes` in the layout; ``brief`` is the HTML part's
     bytes with every item in brief: showing an item in full keeps all of that but its
     entry's link into the archive and its ↗ (the card's own link is shorter), and adds at
     least the review's body; every encoding weighs at least the bytes it encodes."""
     total = brief
-    for at, item in enumerate(items, 1):
-        total += _body_bytes((item,), langs) - len(pr_page(base_url, item.pr)) - _ENTRY_SLACK
+    for at, (item, body) in enumerate(zip(items, bodies, strict=True), 1):
+        total += body - len(pr_page(base_url, item.pr)) - _ENTRY_SLACK
         if total > budget:
             return at
     return len(items)
@@ -612,10 +606,10 @@ def _full_reach(items: Sequence[Item], langs: Sequence[str], budget: int, brief:
 _ENTRY_SLACK = 16
 
 
-def _body_bytes(items: Sequence[Item], langs: Sequence[str]) -> int:
-    """The bytes of the reviews' HTML bodies alone in a layout: an email showing them all
-    in full weighs at least that much (only the order of the first renderings hangs on it)."""
-    return sum(len(text.body_html.encode("utf-8")) for item in items for lang in langs
+def _body_bytes(item: Item, langs: Sequence[str]) -> int:
+    """The bytes of the review's HTML bodies alone in a layout: an email showing it in full
+    weighs at least that much more than its card's frame."""
+    return sum(len(text.body_html.encode("utf-8")) for lang in langs
                if (text := item.text(lang)))
 
 
