@@ -20,6 +20,7 @@ import signal
 import struct
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -297,6 +298,21 @@ def test_a_browser_warmed_up_while_the_pages_are_built_shoots_them_and_ends_with
     with Screenshotter(chromium_executable()) as taker:
         taker.warm_up()
     assert len(started) == 2 and started[1]._process.poll() is not None
+
+
+def test_a_full_temp_folder_is_one_note_not_a_traceback(tmp_path, monkeypatch, capsys):
+    def full(*_, **__):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("pipeline.stages.headless.tempfile.mkdtemp", full)
+    folder = copies(tmp_path / "1", email("#ffffff"), email("#000000"))
+    with Screenshotter(chromium_executable()) as taker:
+        taker.warm_up()  # meets the full disk first, in its thread, and says nothing
+        made = taker.take(folder, SHOTS)
+    assert made.files == ()
+    assert made.notes == ("cannot make Chromium's profile folder in "
+                          f"{tempfile.gettempdir()}: No space left on device",)
+    assert "Traceback" not in capsys.readouterr().err
 
 
 @pytest.mark.subprocess

@@ -56,7 +56,11 @@ class Chromium:
 
     def __init__(self, executable: str, *, timeout: float = CALL_TIMEOUT_S) -> None:
         self.timeout = timeout
-        self._profile = tempfile.mkdtemp(prefix="newsletter-chromium-")
+        try:
+            self._profile = tempfile.mkdtemp(prefix="newsletter-chromium-")
+        except OSError as exc:  # a full or read-only temp folder: the shots say so, once
+            raise BrowserError("cannot make Chromium's profile folder in "
+                               f"{tempfile.gettempdir()}: {exc.strerror or exc}") from None
         self._lock = threading.Lock()
         self._pending: dict[int, _Pending] = {}
         self._events: dict[str, queue.Queue[str | None]] = {}
