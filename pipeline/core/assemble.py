@@ -16,9 +16,9 @@ and a choice none of whose areas this issue touches is the plain layout, rendere
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple, Protocol, TypeVar
+from typing import NamedTuple
 
 from pipeline.config import DeliverySettings, FeedSettings, IssueSettings, SiteSettings
 from pipeline.core.email.render import Footer, RenderedLayout, Renderer
@@ -30,6 +30,7 @@ from pipeline.core.issue.interests import Variant, issue_areas, variant_for
 from pipeline.core.issue.issue_json import IssueData, variant_data
 from pipeline.core.issue.pulls import link_item, with_facts
 from pipeline.core.issue.rank import rank
+from pipeline.core.spread import Spread, one_by_one
 from pipeline.errors import EmptyWeekError
 from pipeline.model import LAYOUTS, Issue, Item, Problem, PullFacts, Skipped, Week
 from pipeline.week import issue_number
@@ -48,9 +49,6 @@ __all__ = [
     "group",
     "rank_week",
 ]
-
-J = TypeVar("J")
-R = TypeVar("R")
 
 #: One reader's choice: their layout and the areas they follow.
 Choice = tuple[str, Sequence[str]]
@@ -127,11 +125,12 @@ def group(feed: FeedSettings, week: Week, results: Sequence[FeedResult]) -> Grou
     return Grouped(tuple(groups), tuple(skipped), tuple(warnings))
 
 
-def rank_week(issue: IssueSettings, week: Week, grouped: Grouped, editorial: Editorial
-              ) -> Ranked:
+def rank_week(issue: IssueSettings, week: Week, grouped: Grouped, editorial: Editorial,
+              spread: Spread | None = None) -> Ranked:
     """The week's items in reading order with the editor's file applied, and the problems
-    found on the way. :class:`EmptyWeekError` when the editor left nothing."""
-    items, problems = rank(grouped.groups, issue.timezone, editorial)
+    found on the way (each PR ranked where ``spread`` says). :class:`EmptyWeekError` when
+    the editor left nothing."""
+    items, problems = rank(grouped.groups, issue.timezone, editorial, spread)
     if not items:
         raise EmptyWeekError(week.id, len(grouped.skipped))
     return Ranked(tuple(items), (*problems, *grouped.warnings), grouped.skipped)
@@ -182,7 +181,7 @@ def assemble(terms: Terms, week: Week, ranked: Ranked,
 
     rendered: dict[str, RenderedLayout] = {}
     render_problems: list[Problem] = []
-    for variant, (result, problem) in zip(variants, (spread or _one_by_one)(render, variants),
+    for variant, (result, problem) in zip(variants, (spread or one_by_one)(render, variants),
                                           strict=True):
         rendered[variant.key] = result
         if problem:
@@ -196,13 +195,3 @@ def assemble(terms: Terms, week: Week, ranked: Ranked,
     return Assembled(issue, issue_json.to_dict(issue, artifacts, kept), artifacts,
                      rendered)
 
-
-class Spread(Protocol):
-    """Applies a function to every job and returns the results in the jobs' order
-    (``pipeline.parallel.fork_map`` is one; a plain loop is another)."""
-
-    def __call__(self, fn: Callable[[J], R], jobs: Sequence[J], /) -> list[R]: ...
-
-
-def _one_by_one(fn: Callable[[J], R], jobs: Sequence[J], /) -> list[R]:
-    return [fn(job) for job in jobs]

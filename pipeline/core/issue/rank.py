@@ -28,6 +28,7 @@ from pipeline.core.issue.sanitize import (
     html_to_text,
     text_to_html,
 )
+from pipeline.core.spread import Spread, one_by_one
 from pipeline.model import LANGS, Item, Lang, Pair, Problem, Review, Text, Verdict
 
 
@@ -112,10 +113,15 @@ def text_from_review(review: Review) -> Text:
     return Text(review.title, review.body_html, html_to_text(review.body_html), "feed")
 
 
-def rank(groups: Sequence[PullGroup], tz: str, editorial: Editorial | None = None
-         ) -> tuple[list[Item], list[Problem]]:
-    """Rank the week's PRs; return the items in reading order and the problems found."""
+def rank(groups: Sequence[PullGroup], tz: str, editorial: Editorial | None = None,
+         spread: Spread | None = None) -> tuple[list[Item], list[Problem]]:
+    """Rank the week's PRs; return the items in reading order and the problems found.
+    Each PR is ranked on its own: ``spread`` shares them out (one by one by default)."""
     editorial = editorial or Editorial()
+    shown = [group for group in groups
+             if not ((entry := editorial.get(group.pr)) and entry.hide)]
+    ones = iter((spread or one_by_one)(
+        lambda group: _rank_one(group, tz, editorial.get(group.pr)), shown))
     ranked: list[tuple[tuple[int, datetime, int], Item]] = []
     problems: list[Problem] = []
     seen = {group.pr for group in groups}
@@ -129,7 +135,7 @@ def rank(groups: Sequence[PullGroup], tz: str, editorial: Editorial | None = Non
             problems.append(Problem("hidden", "warning", pr=group.pr,
                                     message=f"PR #{group.pr} hidden by the editor's file"))
             continue
-        item, found = _rank_one(group, tz, entry)
+        item, found = next(ones)
         problems.extend(found)
         key = (TIER_NAMES.index(item.tier), item.reviewed_at, item.pr)
         ranked.append((key, item))
