@@ -13,7 +13,8 @@ from conftest import SAMPLE_WEEK, Entry, atom
 from pipeline import parallel
 from pipeline.core.assemble import assemble, group, rank_week
 from pipeline.core.issue.collect import parse_feed
-from pipeline.core.issue.editorial import Editorial
+from pipeline.core.issue.editorial import EditorEntry, Editorial
+from pipeline.core.issue.rank import rank
 from pipeline.parallel import fork_map, serial
 from pipeline.stages.build import SPREAD_FROM, spread_for, terms
 from pipeline.week import parse_week
@@ -102,3 +103,19 @@ def test_a_week_rendered_on_two_cores_is_the_same_bytes(settings):
     assert shared.artifacts == alone.artifacts and shared.data == alone.data
     assert len(shared.rendered) == 6
     assert [p for p in shared.issue.problems if p.code == "items-shrunk"]
+
+
+def test_prs_ranked_on_two_cores_come_out_in_the_same_order_with_the_same_problems(settings):
+    """Hidden PRs, a PR the week lacks and unrated ones: the problems interleave as the
+    plain loop gives them."""
+    week = parse_week(SAMPLE_WEEK, settings.issue.timezone)
+    entries = [Entry(pr=200 + n, body=("值得精读，" if n % 4 else "") + "改动。" * n)
+               for n in range(1, 30)]
+    result = parse_feed(atom(entries), "feed", settings.feed.repo)
+    groups = group(settings.feed, week, [result]).groups
+    editorial = Editorial(entries={203: EditorEntry(hide=True), 210: EditorEntry(hide=True),
+                                   999: EditorEntry(priority="skim")})
+    shared = rank(groups, settings.issue.timezone, editorial,
+                  lambda fn, jobs: parallel._shared(fn, jobs, 2))
+    assert shared == rank(groups, settings.issue.timezone, editorial)
+    assert {"editor-unknown-pr", "hidden", "unrated"} <= {p.code for p in shared[1]}

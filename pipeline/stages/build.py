@@ -36,7 +36,7 @@ from pipeline.errors import BlockedError, UsageError
 from pipeline.log import timed
 from pipeline.model import Issue, Item, Problem, PullFacts, Week
 from pipeline.output import write_folder
-from pipeline.parallel import fork_map, serial
+from pipeline.parallel import cores, fork_map, serial
 from pipeline.sources import PullSource
 from pipeline.sources.editorial import load_editorial
 from pipeline.sources.feeds import fetch
@@ -49,6 +49,10 @@ _log = logging.getLogger("newsletter.build")
 
 #: Reviews from which a week's renderings are shared among the cores (:func:`spread_for`).
 SPREAD_FROM = 24
+#: Bytes from which a feed is read by feedparser on every core (``core/issue/feed_split``):
+#: a 200-review week's 0.58 MB in 0.08 s instead of 0.13 s on two; a 25-review week's
+#: 70 KB is read sooner than a child is forked.
+SPLIT_FROM = 256_000
 
 
 @dataclass(frozen=True)
@@ -96,8 +100,10 @@ def read_feeds(settings: Settings, locations: Sequence[str]) -> list[FeedResult]
     results = []
     for location in locations:
         fetched = fetch(settings.feed_location(location), cache)
+        big = len(fetched.body) >= SPLIT_FROM
         results.append(parse_feed(fetched.body, location, settings.feed.repo,
-                                  fetched.content_type))
+                                  fetched.content_type, spread=fork_map if big else None,
+                                  parts=cores()))
     return results
 
 
@@ -112,7 +118,8 @@ def rank_week(settings: Settings, week: Week, results: Sequence[FeedResult],
     grouped = group(settings.feed, week, results)
     editorial = load_editorial(settings.resolve(settings.paths.editorial_dir), week.id,
                                TIER_NAMES)
-    ranked = core_rank_week(settings.issue, week, grouped, editorial)
+    ranked = core_rank_week(settings.issue, week, grouped, editorial,
+                            spread_for(len(grouped.groups)))
     return complete(ranked, gather(ranked.items, settings.feed.repo, translate, github))
 
 
