@@ -102,8 +102,7 @@ def parse_feed(data: bytes, location: str, repo: str, content_type: str | None =
     if not data.strip():
         raise FeedError(location, "is empty")
     data, cut = cut_long_texts(data, MAX_BODY_CHARS)  # feedparser's time is per character
-    pieces = split_entries(data, parts, content_type) if spread else None
-    if spread and pieces:
+    if spread is not None and (pieces := split_entries(data, parts, content_type)):
         try:
             runs = spread(lambda piece: _read(piece, location, repo, content_type, cut),
                           pieces)
