@@ -1,5 +1,5 @@
-"""The preview's screenshots: one Chromium for all of them, tabs in parallel, and only what
-changed re-shot.
+"""The preview's screenshots: one Chromium for all of them, tabs in parallel, each page opened
+once for all its widths, and only what changed re-shot.
 
 Each shot is keyed by a hash of what decides its pixels: the email copy's bytes, the width,
 the colour scheme, the height cap, how shots are taken (``RECIPE``) and which Chromium takes
@@ -19,6 +19,7 @@ import json
 import os
 import queue
 import threading
+from collections import Counter
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -171,10 +172,12 @@ class Screenshotter:
         keys = {shot: shot_key(sources[shot.source], shot, self.identity) for shot in shots}
         kept = {shot for shot in shots if previous and _reuse(
             previous, old.get(shot.name), keys[shot], out / shot.name)}
-        # The tallest pages first (a page's pixels, whatever its width, follow its bytes): a
-        # long shot started last would keep one tab busy while the others idle.
-        todo = sorted((shot for shot in shots if shot not in kept),
-                      key=lambda shot: -len(sources[shot.source]))
+        # The longest work first (a page's pixels, whatever its width, follow its bytes, and
+        # each width is one more shot of it): a long page started last would keep one tab
+        # busy while the others idle.
+        todo = [shot for shot in shots if shot not in kept]
+        widths = Counter(shot.source for shot in todo)
+        todo.sort(key=lambda shot: -len(sources[shot.source]) * widths[shot.source])
         if todo and cached_only:
             notes.append(f"{len(todo)} screenshot(s) of changed pages are being taken: "
                          "reload in a moment")
@@ -199,41 +202,49 @@ class Screenshotter:
         return Screenshots(tuple(files), tuple(notes), reused)
 
     def _shoot(self, folder: Path, shots: Sequence[Shot]) -> list[str]:
-        """Shoot ``shots``, in their order, on the browser's tabs; the notes of what went
-        wrong. Each tab is opened by the first shot that needs it, so the first shot starts
-        as soon as one tab is up rather than after all of them."""
+        """Shoot ``shots`` on the browser's tabs, each page opened once for all its widths,
+        pages in the order of their first shot; the notes of what went wrong. Each tab is
+        opened by the first page that needs it, so the first shot starts as soon as one tab
+        is up rather than after all of them."""
         try:
             self._start()
         except BrowserError as exc:
             self.close()
             return [str(exc)]
         notes: list[str] = []
-        tabs = min(self.workers, len(shots))
+        pages: dict[str, list[Shot]] = {}
+        for shot in shots:
+            pages.setdefault(shot.source, []).append(shot)
+        tabs = min(self.workers, len(pages))
 
-        def one(shot: Shot) -> None:
+        def one(page: list[Shot]) -> None:
             try:
                 tab = self._tab(tabs)
             except BrowserError as exc:
-                notes.append(f"{shot.name}: {exc}")
+                notes.extend(f"{shot.name}: {exc}" for shot in page)
                 return
-            target = folder / SCREENSHOT_DIR / shot.name
+            left = {shot.width: shot for shot in page}
             try:
-                png, height = tab.screenshot((folder / shot.source).as_uri(), shot.width,
-                                             max_height=MAX_SHOT_HEIGHT)
-                if not png.startswith(_PNG):
-                    raise BrowserError("no PNG came back")
-                target.write_bytes(png)
-                if height > MAX_SHOT_HEIGHT:
-                    notes.append(f"{shot.name}: cut at {MAX_SHOT_HEIGHT} px of {height}")
+                for width, png, height in tab.screenshots(
+                        (folder / page[0].source).as_uri(), list(left),
+                        max_height=MAX_SHOT_HEIGHT):
+                    shot = left[width]
+                    if not png.startswith(_PNG):
+                        raise BrowserError("no PNG came back")
+                    (folder / SCREENSHOT_DIR / shot.name).write_bytes(png)
+                    del left[width]
+                    if height > MAX_SHOT_HEIGHT:
+                        notes.append(f"{shot.name}: cut at {MAX_SHOT_HEIGHT} px of {height}")
             except (BrowserError, OSError, KeyError, ValueError) as exc:
-                with contextlib.suppress(OSError):
-                    target.unlink()
-                notes.append(f"{shot.name}: {exc}")
+                for shot in left.values():  # this one and those after it on the page
+                    with contextlib.suppress(OSError):
+                        (folder / SCREENSHOT_DIR / shot.name).unlink()
+                    notes.append(f"{shot.name}: {exc}")
             finally:
                 self._tabs.put(tab)
 
         with ThreadPoolExecutor(max_workers=tabs, thread_name_prefix="screenshot") as pool:
-            list(pool.map(one, shots))
+            list(pool.map(one, pages.values()))
         if self._browser is not None and not self._browser.alive:
             self.close()  # the next preview starts a fresh one
         return notes
