@@ -2,10 +2,11 @@
 
 Each ``newsletter`` command is a new process, and a new process compiles every template it
 renders: about 0.1 s of a 0.35 s ``build``. Jinja can keep the compiled code
-(``pipeline.core.email.render``'s bytecode cache, checked against each template's source); this
-module is where it lives between processes: ``$XDG_CACHE_HOME/vllm-pr-weekly/templates/``
-(``~/.cache/…`` without it), one file a template, named by Jinja's key for it (a digest of the
-template's name and path, so two checkouts never share one).
+(``pipeline.core.email.render``'s bytecode cache, checked against each template's source, in
+the store ``pipeline.core.email.code_store`` names); this module is where it lives between
+processes: ``$XDG_CACHE_HOME/vllm-pr-weekly/templates/`` (``~/.cache/…`` without it), one file
+a template, named by Jinja's key for it (a digest of the template's name and path, so two
+checkouts never share one).
 
 Loading a compiled template runs its code, so the folder must be the user's alone: it is made
 0700, and a folder owned by someone else or writable by others is not used at all. Nothing
@@ -32,7 +33,7 @@ FOLDER = Path("vllm-pr-weekly", "templates")
 
 
 class DiskCodeStore:
-    """A :class:`pipeline.core.email.render.CodeStore` in one private folder."""
+    """A :class:`pipeline.core.email.code_store.CodeStore` in one private folder."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder

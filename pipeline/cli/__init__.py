@@ -97,8 +97,9 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _keep_compiled_templates() -> None:
     """Compiled templates outlive the command (pipeline/template_cache.py): the next one
-    starts without compiling them again."""
-    from pipeline.core.email.render import keep_compiled_templates
+    starts without compiling them again. Chosen without importing the renderer: a command
+    that renders nothing does not pay for it."""
+    from pipeline.core.email.code_store import keep_compiled_templates
     from pipeline.template_cache import DiskCodeStore
 
     keep_compiled_templates(DiskCodeStore.for_user(os.environ))

@@ -111,7 +111,7 @@ def future_week_said(settings: Settings, week_id: str | None) -> Iterator[None]:
     """A week that lies ahead has no reviews: say that it has not started (exit 2), not
     "nothing to do"."""
     from pipeline.errors import EmptyWeekError
-    from pipeline.stages.build import choose_week
+    from pipeline.stages.built import choose_week
     from pipeline.stages.preflight import not_started
 
     try:
@@ -125,8 +125,7 @@ def future_week_said(settings: Settings, week_id: str | None) -> Iterator[None]:
 
 def built_issue(settings: Settings, week: str | None) -> BuiltIssue:
     """The built issue of ``--week`` (default: the last complete week), hash checked."""
-    from pipeline.stages.build import choose_week
-    from pipeline.stages.built import issue_folder, load_built
+    from pipeline.stages.built import choose_week, issue_folder, load_built
 
     return load_built(issue_folder(settings, choose_week(settings, week).id))
 

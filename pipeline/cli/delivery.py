@@ -93,7 +93,7 @@ def _send_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _cmd_send(args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.stages.build import choose_week
+    from pipeline.stages.built import choose_week
     from pipeline.stages.preflight import check_week
 
     if args.to is not None:  # --to "" is a mistake, not "no test copy"
@@ -120,7 +120,7 @@ def open_delivery(args: argparse.Namespace, settings: Settings, built: BuiltIssu
 
 
 def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.stages.build import choose_week
+    from pipeline.stages.built import choose_week
     from pipeline.stages.lock import hold
     from pipeline.stages.preflight import check_week
     from pipeline.wiring import open_store

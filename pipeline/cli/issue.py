@@ -137,7 +137,7 @@ def _cmd_approve(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _cmd_publish(args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.stages.build import choose_week
+    from pipeline.stages.built import choose_week
     from pipeline.stages.preflight import check_week
     from pipeline.stages.send import check_gates
 
@@ -176,7 +176,7 @@ def publish_issue(settings: Settings, built: BuiltIssue) -> None:
 
 
 def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.stages.build import choose_week
+    from pipeline.stages.built import choose_week
     from pipeline.stages.status import as_json, gather, render
     from pipeline.wiring import open_archive, open_store
 

@@ -90,7 +90,7 @@ class _Latest:
 
 def _cmd_preview(args: argparse.Namespace, settings: Settings) -> int:
     """build → proof → preview folder → (test copies) → serve / watch → exit 3 if blocked."""
-    from pipeline.stages.build import choose_week
+    from pipeline.stages.built import choose_week
 
     if args.layouts and not args.to:
         raise UsageError("--layouts goes with --to (test copies)")
@@ -135,7 +135,7 @@ def _shooter(args: argparse.Namespace, settings: Settings, week_id: str
     never shot before, else at the first shot the cache cannot give."""
     import shutil
 
-    from pipeline.stages.preview import Screenshotter
+    from pipeline.stages.screenshots import Screenshotter  # not via preview: no renderer yet
 
     chromium = None if args.no_screenshots else shutil.which("chromium")
     if chromium is None:
@@ -148,12 +148,12 @@ def _shooter(args: argparse.Namespace, settings: Settings, week_id: str
 
 
 def _shot_before(settings: Settings, week_id: str) -> bool:
-    """Whether an earlier preview of the week left screenshots that may be reused."""
-    from pipeline.stages.built import issue_folder
-    from pipeline.stages.preview import screenshots_of
-    from pipeline.stages.screenshots import MANIFEST
+    """Whether an earlier preview of the week left screenshots that may be reused (asked
+    before the renderer is imported, so a cold preview's browser starts at once)."""
+    from pipeline.stages.built import PREVIEW_DIR, issue_folder
+    from pipeline.stages.screenshots import MANIFEST, SCREENSHOT_DIR
 
-    return (screenshots_of(issue_folder(settings, week_id)) / MANIFEST).is_file()
+    return (issue_folder(settings, week_id) / PREVIEW_DIR / SCREENSHOT_DIR / MANIFEST).is_file()
 
 
 def _maker(args: argparse.Namespace, settings: Settings, week_id: str, approve: str,

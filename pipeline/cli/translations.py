@@ -32,7 +32,8 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
 
 def _cmd_translations(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.core.issue.editorial import editorial_path
-    from pipeline.stages.build import choose_week, rank_week, read_feeds
+    from pipeline.stages.build import rank_week, read_feeds
+    from pipeline.stages.built import choose_week
     from pipeline.stages.skeleton import extend
 
     week = choose_week(settings, args.week)

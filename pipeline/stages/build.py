@@ -11,7 +11,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from datetime import datetime
 from pathlib import Path
 
 from pipeline.config import Settings
@@ -41,9 +40,8 @@ from pipeline.sources import PullSource
 from pipeline.sources.editorial import load_editorial
 from pipeline.sources.feeds import fetch
 from pipeline.stages.approve import read_approval
-from pipeline.stages.built import APPROVAL_FILE, ISSUE_FILE, issue_folder
+from pipeline.stages.built import APPROVAL_FILE, ISSUE_FILE, choose_week, issue_folder
 from pipeline.stages.machine_translation import Translate, translate_items
-from pipeline.week import last_complete_week, parse_week
 
 _log = logging.getLogger("newsletter.build")
 
@@ -74,12 +72,6 @@ class Built:
 def terms(settings: Settings) -> Terms:
     """The sections of ``settings`` the pure assembly reads, and no other."""
     return Terms(settings.feed, settings.issue, settings.site, settings.delivery)
-
-
-def choose_week(settings: Settings, week_id: str | None, at: datetime | None = None) -> Week:
-    """``--week`` when given, else the last complete week in the issue's timezone."""
-    tz = settings.issue.timezone
-    return parse_week(week_id, tz) if week_id else last_complete_week(tz, at)
 
 
 def spread_for(items: int) -> Spread:

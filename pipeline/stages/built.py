@@ -9,19 +9,29 @@ a :class:`~pipeline.core.issue.built_issue.BuiltIssue`: the records, not the dic
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from pathlib import Path
 
 from pipeline.config import Settings
 from pipeline.core.issue import issue_json
 from pipeline.core.issue.built_issue import BuiltIssue, artifact_names
 from pipeline.errors import BlockedError, IssueNotFoundError
-from pipeline.week import parse_week
+from pipeline.model import Week
+from pipeline.week import last_complete_week, parse_week
 
-__all__ = ["APPROVAL_FILE", "ISSUE_FILE", "BuiltIssue", "artifact_names", "issue_folder",
-           "load_built"]
+__all__ = ["APPROVAL_FILE", "ISSUE_FILE", "PREVIEW_DIR", "BuiltIssue", "artifact_names",
+           "choose_week", "issue_folder", "load_built"]
 
 ISSUE_FILE = "issue.json"
 APPROVAL_FILE = "approval.json"
+#: The issue's last preview (``stages/preview.py``), beside what it previews.
+PREVIEW_DIR = "preview"
+
+
+def choose_week(settings: Settings, week_id: str | None, at: datetime | None = None) -> Week:
+    """``--week`` when given, else the last complete week in the issue's timezone."""
+    tz = settings.issue.timezone
+    return parse_week(week_id, tz) if week_id else last_complete_week(tz, at)
 
 
 def issue_folder(settings: Settings, week_id: str) -> Path:

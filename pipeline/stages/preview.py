@@ -62,7 +62,7 @@ from pipeline.output import staged_folder
 from pipeline.sources import PullSource
 from pipeline.stages.approve import read_approval
 from pipeline.stages.build import build
-from pipeline.stages.built import BuiltIssue, load_built
+from pipeline.stages.built import PREVIEW_DIR, BuiltIssue, load_built
 from pipeline.stages.headless import CHROMIUM_FLAGS
 from pipeline.stages.machine_translation import Translate
 from pipeline.stages.screenshots import (
@@ -77,10 +77,9 @@ from pipeline.stages.screenshots import (
 )
 
 __all__ = ["CHROMIUM_FLAGS", "PREVIEW_DIR", "PageFacts", "Preview", "Screenshots",
-           "Screenshotter", "Watcher", "preview_issue", "reshoot", "screenshots_of", "serve",
+           "Screenshotter", "Watcher", "preview_issue", "reshoot", "serve",
            "watch", "write_preview"]
 
-PREVIEW_DIR = "preview"
 PAGE = "index.html"
 TEMPLATE = "preview/index.html.j2"
 #: Height of each frame on the page (the frame scrolls inside).
@@ -214,11 +213,6 @@ class Preview:
         return self.folder / PAGE
 
 
-def screenshots_of(issue_folder: Path) -> Path:
-    """Where an issue's last preview keeps its screenshots (and their manifest)."""
-    return issue_folder / PREVIEW_DIR / SCREENSHOT_DIR
-
-
 def write_preview(built: BuiltIssue, report: ProofReport, facts: PageFacts, *,
                   chromium: str | None = None, shooter: Screenshotter | None = None,
                   skip_reason: str | None = None, env: jinja2.Environment | None = None,
@@ -244,7 +238,8 @@ def write_preview(built: BuiltIssue, report: ProofReport, facts: PageFacts, *,
             _write(staging / copy_name(key), proof_copy(html))
             _write(staging / copy_name(key, dark=True), dark)
         if shooter is not None:
-            screenshots = shooter.take(staging, planned_shots(), screenshots_of(built.folder),
+            previous = built.folder / PREVIEW_DIR / SCREENSHOT_DIR
+            screenshots = shooter.take(staging, planned_shots(), previous,
                                        cached_only=cached_only)
         else:
             screenshots = Screenshots(notes=(skip_reason or "no chromium on the PATH",))

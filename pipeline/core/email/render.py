@@ -41,12 +41,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 import jinja2
 from markupsafe import Markup, escape
 from mjml import mjml2html
 
+from pipeline.core.email.code_store import CodeStore, kept_in
 from pipeline.core.email.fit import (
     BRIEF,
     CARD,
@@ -186,19 +187,10 @@ def templates_dir() -> Path:
     return Path(str(resources.files("pipeline.templates")))
 
 
-class CodeStore(Protocol):
-    """Where compiled templates outlive the process (``pipeline/template_cache.py`` keeps
-    them in the user's cache folder): ``load`` answers None for a key it does not hold or
-    cannot read, ``save`` never raises. A cache is a shortcut, never a reason to fail."""
-
-    def load(self, key: str) -> bytes | None: ...
-
-    def save(self, key: str, code: bytes) -> None: ...
-
-
 class _CompiledTemplates(jinja2.BytecodeCache):
     """The compiled code of each template, shared by every environment of this process, and
-    kept between processes when the command line gives it a :class:`CodeStore`.
+    kept between processes when the command line chose a :class:`CodeStore`
+    (``code_store.py``).
 
     Each part of a run (the build's renderer, the site, the preview page, the app's pages,
     the opt-in mail) makes its own environment, and an environment compiles each template it
@@ -213,17 +205,23 @@ class _CompiledTemplates(jinja2.BytecodeCache):
 
     def __init__(self) -> None:
         self._code: dict[str, bytes] = {}
-        self.store: CodeStore | None = None
+        self._store: CodeStore | None = None
+        self._own_store = False
         self._fingerprint = ""
 
     def keep_in(self, store: CodeStore | None) -> None:
-        self.store = store
-        if store is not None and not self._fingerprint:
-            self._fingerprint = _environment_fingerprint()
+        """Keep this cache's code in ``store``, whatever the command line chose."""
+        self._store, self._own_store = store, True
+
+    @property
+    def store(self) -> CodeStore | None:
+        return self._store if self._own_store else kept_in()
 
     def _stored_key(self, key: str) -> str:
         """The key on disk: Jinja's (the template's name and path) with what else the code
         depends on, so another Jinja, Python or set of options never runs it."""
+        if not self._fingerprint:
+            self._fingerprint = _environment_fingerprint()
         return hashlib.sha1(f"{key}:{self._fingerprint}".encode(), usedforsecurity=False
                             ).hexdigest()
 
@@ -251,12 +249,6 @@ class _CompiledTemplates(jinja2.BytecodeCache):
 
 
 _COMPILED = _CompiledTemplates()
-
-
-def keep_compiled_templates(store: CodeStore | None) -> None:
-    """Keep compiled templates in ``store`` from now on (None: in this process only). The
-    command line calls it once, as it sets up logging; a library user or a test need not."""
-    _COMPILED.keep_in(store)
 
 
 def _environment_fingerprint() -> str:
