@@ -11,6 +11,7 @@ type is a dependency too.
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterable
 
 import grimp
@@ -127,6 +128,41 @@ def test_subscribers_stand_on_their_own(graph: grimp.ImportGraph) -> None:
             "pipeline", "pipeline.errors", "pipeline.model", "pipeline.retry", "pipeline.resource"}
 
     assert _breaches(graph, subscribers, allowed) == []
+
+
+def test_command_groups_share_only_common(graph: grimp.ImportGraph) -> None:
+    """Each command group (``pipeline/cli/<group>.py``) imports ``pipeline.cli.common`` and no
+    other group: what two commands share (the checked delivery, the publish, the test
+    copies) lives in common or in a stage, so a group can be read on its own."""
+    groups = [m for m in _ours(graph) if m.startswith("pipeline.cli.")
+              and m != "pipeline.cli.common"]
+    assert "pipeline.cli.delivery" in groups and "pipeline.cli.preview" in groups
+
+    def allowed(source: str, target: str) -> bool:
+        return not _under(target, ["pipeline.cli"]) or target == "pipeline.cli.common"
+
+    assert _breaches(graph, groups, allowed) == []
+
+
+def test_handlers_read_their_arguments_and_never_rewrite_them() -> None:
+    """A handler reads ``args`` and hands the stages records; it never writes an attribute
+    of the parsed arguments (``args.to = None``), nor asks ``getattr`` whether one exists: a
+    stage's input is what its request says, not what a Namespace happens to hold."""
+    found = []
+    for path in sorted((ROOT / "pipeline" / "cli").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            targets = (node.targets if isinstance(node, ast.Assign)
+                       else [node.target] if isinstance(node, ast.AugAssign | ast.AnnAssign)
+                       else [])
+            for target in targets:
+                if (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+                        and target.value.id == "args"):
+                    found.append(f"{path.name}:{node.lineno} writes args.{target.attr}")
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id in ("getattr", "hasattr") and node.args
+                    and isinstance(node.args[0], ast.Name) and node.args[0].id == "args"):
+                found.append(f"{path.name}:{node.lineno} {node.func.id}(args, …)")
+    assert found == []
 
 
 def test_the_cycle_finder_finds_a_cycle() -> None:

@@ -484,7 +484,7 @@ def test_the_public_issue_json_carries_no_readers_choices(built, settings):
 
 @pytest.mark.subprocess  # publishing runs Pagefind
 def test_publishing_fills_the_area_catalog_the_forms_offer(built, settings, store):
-    from pipeline.cli.issue import publish_issue
+    from pipeline.cli.common import publish_issue
     from pipeline.core.issue.interests import issue_areas
 
     assert store.known_areas() == ()
@@ -494,7 +494,7 @@ def test_publishing_fills_the_area_catalog_the_forms_offer(built, settings, stor
 
 @pytest.mark.subprocess  # publishing runs Pagefind
 def test_publishing_without_a_store_creates_none(built, settings, tmp_path):
-    from pipeline.cli.issue import publish_issue
+    from pipeline.cli.common import publish_issue
 
     publish_issue(settings, built)
     assert (tmp_path / "build" / "site" / "index.html").is_file()

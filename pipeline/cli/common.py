@@ -1,34 +1,42 @@
 """What the command groups share: the exit codes, the handler's shape, argument types, the
-build's translator and GitHub source, and how a path is shown.
+build's translator and GitHub source, the checked delivery and the test copies (``send``,
+``run``, ``preview --to``), the publish (``publish``, ``run``), and how a path is shown.
 
 Each command group (``issue``, ``delivery``, ``preview``, ``translations``, ``serve``,
 ``inbox``, ``check_mail``, ``subscribers``, ``store``) registers its parsers and handlers;
 the package's ``__init__`` assembles them and maps the errors a handler raises to exit
-codes. Like the groups, this module is imported when the command line starts: what a
-command needs (the stages, the adapters, boto3) is imported only when it runs.
+codes. The groups import this module and never one another. Like the groups, it is
+imported when the command line starts: what a command needs (the stages, the adapters,
+boto3) is imported only when it runs.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import logging
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipeline import week as clock
-from pipeline.errors import UsageError
+from pipeline.errors import NewsletterError, UsageError
 from pipeline.model import LAYOUTS
 
 if TYPE_CHECKING:
     from pipeline.config import Settings
     from pipeline.sources import PullSource
     from pipeline.stages.built import BuiltIssue
+    from pipeline.stages.deliver import SendRequest
     from pipeline.stages.machine_translation import Translate
+    from pipeline.stages.preflight import Delivery
     from subscribers.shards import Shard
+    from subscribers.store import SubscriberStore
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_BLOCKED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4
+
+_log = logging.getLogger("newsletter.cli")
 
 #: What ``set_defaults(handler=…)`` names for each command: it runs the command and returns
 #: its exit code (errors it raises are mapped by :func:`pipeline.cli.main`).
@@ -136,3 +144,65 @@ def shown(path: Path) -> str:
         return str(path.relative_to(Path.cwd()))
     except ValueError:
         return str(path)
+
+
+def open_delivery(settings: Settings, built: BuiltIssue, request: SendRequest) -> Delivery:
+    """Every check a send makes, the transport opened and probed, with this process's
+    environment (see ``pipeline/stages/preflight.py``); the caller closes it."""
+    from pipeline.wiring import open_delivery
+
+    return open_delivery(settings, os.environ, built, at=clock.now(),
+                         test_copies=request.to is not None,
+                         allow_missing_translations=request.allow_missing_translations,
+                         allow_partial_week=request.allow_partial_week)
+
+
+def send_copies(settings: Settings, built: BuiltIssue, to: str,
+                layouts: tuple[str, ...] = LAYOUTS) -> None:
+    """Test copies of ``built`` to ``to`` (outside the ledger), through every check and the
+    transport a real send uses (``send --to``, ``preview --to``)."""
+    from pipeline.stages.deliver import SendRequest
+    from pipeline.stages.send import send_tests
+
+    with open_delivery(settings, built, SendRequest(to=to, layouts=layouts)) as delivery:
+        say_development_key(delivery)
+        for key, message_id in send_tests(built, delivery.messages, delivery.transport, to,
+                                          layouts):
+            print(f"test copy {key} → {to}: {message_id}")
+
+
+def say_development_key(delivery: Delivery) -> None:
+    if delivery.development:
+        _log.info("note: NEWSLETTER_SECRET is not set; links are signed with the development "
+                  "key (fine for the local outbox, never for real mail)")
+
+
+def publish_issue(settings: Settings, built: BuiltIssue,
+                  store: SubscriberStore | None = None) -> None:
+    """Publish ``built`` to the archive of ``[archive]`` and say where (``publish``, and
+    ``run`` once every check of its send has passed); its areas go to the catalog of
+    ``store`` (``run``'s own), else of the deployment's store if there is one."""
+    from pipeline.core.email.render import Footer
+    from pipeline.core.site.site import Site
+    from pipeline.stages.publish import publish
+    from pipeline.wiring import note_areas, open_archive
+
+    footer = Footer.configured(settings.delivery, settings.site)
+    with open_archive(settings) as archive:
+        report = publish(built, archive, Site(settings.site, footer=footer))
+        where = archive.describe()
+    print(f"published {built.id} to {where}: {len(report.written)} object(s) written "
+          f"({report.bytes_written / 1000:.1f} KB), {report.unchanged} unchanged"
+          + (f", {report.removed} old search file(s) removed" if report.removed else ""))
+    print(f"  {settings.site.base_url.rstrip('/')}/issues/{built.id}/index.html")
+    if report.search_problem:
+        _log.warning("the search index was not updated (the old one still answers): %s",
+                     report.search_problem)
+    try:
+        if store is not None:
+            if report.areas:
+                store.note_areas(report.areas)
+        else:
+            note_areas(settings, report.areas)
+    except NewsletterError as exc:  # the week is published; the forms offer older areas
+        _log.warning("the subscribe form's list of areas was not updated: %s", exc)

@@ -29,16 +29,15 @@ from pipeline.cli.common import (
     future_week_said,
     github,
     positive,
+    publish_issue,
     shown,
     translation,
 )
-from pipeline.errors import NewsletterError
 
 if TYPE_CHECKING:
     from pipeline.config import Settings
-    from pipeline.stages.built import BuiltIssue
 
-__all__ = ["add_approve", "add_build", "add_publish", "add_status", "publish_issue"]
+__all__ = ["add_approve", "add_build", "add_publish", "add_status"]
 
 _log = logging.getLogger("newsletter.cli")
 
@@ -148,31 +147,6 @@ def _cmd_publish(args: argparse.Namespace, settings: Settings) -> int:
     check_gates(built, settings, allow_missing_translations=args.allow_missing_translations)
     publish_issue(settings, built)
     return EXIT_OK
-
-
-def publish_issue(settings: Settings, built: BuiltIssue) -> None:
-    """Publish ``built`` to the archive of ``[archive]`` and say where (``publish``, and
-    ``run`` once every check of its send has passed)."""
-    from pipeline.core.email.render import Footer
-    from pipeline.core.site.site import Site
-    from pipeline.stages.publish import publish
-    from pipeline.wiring import note_areas, open_archive
-
-    footer = Footer.configured(settings.delivery, settings.site)
-    with open_archive(settings) as archive:
-        report = publish(built, archive, Site(settings.site, footer=footer))
-        where = archive.describe()
-    print(f"published {built.id} to {where}: {len(report.written)} object(s) written "
-          f"({report.bytes_written / 1000:.1f} KB), {report.unchanged} unchanged"
-          + (f", {report.removed} old search file(s) removed" if report.removed else ""))
-    print(f"  {settings.site.base_url.rstrip('/')}/issues/{built.id}/index.html")
-    if report.search_problem:
-        _log.warning("the search index was not updated (the old one still answers): %s",
-                     report.search_problem)
-    try:
-        note_areas(settings, report.areas)
-    except NewsletterError as exc:  # the week is published; the forms offer older areas
-        _log.warning("the subscribe form's list of areas was not updated: %s", exc)
 
 
 def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:

@@ -29,6 +29,7 @@ from pipeline.cli.common import (
     github,
     layout_list,
     port,
+    send_copies,
     shown,
     translation,
 )
@@ -94,8 +95,8 @@ def _cmd_preview(args: argparse.Namespace, settings: Settings) -> int:
 
     if args.layouts and not args.to:
         raise UsageError("--layouts goes with --to (test copies)")
-    if args.to is not None:  # --to "" is a mistake, not "no test copy"
-        args.to = copy_address(args.to)
+    # --to "" is a mistake, not "no test copy"
+    to = copy_address(args.to) if args.to is not None else None
     week = choose_week(settings, args.week)
     approve = _approve_command(args, week.id)
     with _shooter(args, settings, week.id) as shooter:
@@ -103,8 +104,8 @@ def _cmd_preview(args: argparse.Namespace, settings: Settings) -> int:
         with future_week_said(settings, week.id):
             built, report, preview = make(False)
         _show_preview(built, report, preview)
-        if args.to:
-            _send_copies(args, settings, built)
+        if to:
+            send_copies(settings, built, to, tuple(args.layouts or LAYOUTS))
         latest = _Latest(built, report)
         _serve_and_watch(args, settings, week.id, approve, make, latest, shooter)
     built, report = latest.built, latest.report
@@ -175,17 +176,6 @@ def _maker(args: argparse.Namespace, settings: Settings, week_id: str, approve: 
                                  choices=choices)
 
     return make
-
-
-def _send_copies(args: argparse.Namespace, settings: Settings, built: BuiltIssue) -> None:
-    """``--to``: the test copies, as ``send --to`` sends them."""
-    from pipeline.cli.delivery import deliver, open_delivery
-
-    copies = argparse.Namespace(to=args.to, layout=list(args.layouts or LAYOUTS),
-                                dry_run=False, limit=None, resend_unconfirmed=False,
-                                allow_missing_translations=False)
-    with open_delivery(copies, settings, built) as delivery:
-        deliver(copies, settings, built, delivery)
 
 
 def _serve_and_watch(args: argparse.Namespace, settings: Settings, week_id: str, approve: str,

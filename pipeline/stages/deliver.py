@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from pipeline import log
 from pipeline.errors import OutputError
+from pipeline.model import LAYOUTS
 from pipeline.stages.lock import hold
 from pipeline.stages.send import RETRY_SECONDS, Sender, SendOptions
 from pipeline.stages.send_report import Progress, SendReport, write_report
@@ -32,11 +34,26 @@ if TYPE_CHECKING:
     from subscribers.shards import Shard
     from subscribers.store import SubscriberStore
 
-__all__ = ["keep_report", "send_list"]
+__all__ = ["SendRequest", "keep_report", "send_list"]
 
 _log = logging.getLogger("newsletter.send")
 
 LOST = "lost its lock to another run (this one stalled past its lease)"
+
+
+@dataclass(frozen=True)
+class SendRequest:
+    """What a send is asked to do: ``send``'s and ``run``'s flags as a record, and the test
+    copies of ``send --to`` and ``preview --to``."""
+
+    options: SendOptions = field(default_factory=SendOptions)
+    allow_missing_translations: bool = False
+    #: Send a week that has not ended yet (``--allow-partial-week``).
+    allow_partial_week: bool = False
+    #: Test copies to this address (outside the ledger), not the list.
+    to: str | None = None
+    #: With ``to``: the layouts copied.
+    layouts: tuple[str, ...] = LAYOUTS
 
 
 def send_list(built: BuiltIssue, delivery: Delivery, store: SubscriberStore,

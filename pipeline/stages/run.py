@@ -1,0 +1,118 @@
+"""The weekly job, ``newsletter run``: build (or reuse the approved issue) → every check of
+the send → publish → send, in that order and no other.
+
+The order is what the operator relies on:
+
+* a week still running (or ahead) is refused before anything is built or opened;
+* the issue's lease (``send:<week>``) is held from the start, so two schedulers firing
+  together never both build, publish and send (the send inside holds it again, as the same
+  owner);
+* an approved issue is sent as the editor proofed it, never rebuilt; otherwise the build
+  renders the readers' interest variants from the store's choices, and nothing is rendered
+  again after it;
+* every check of the send, the transport's login included, passes before anything is
+  published: the archive never shows an issue that could not be sent (a dry run publishes
+  nothing).
+
+What reaches outside comes in as :class:`Steps` (the command line wires them from the
+settings), so this stage decides the order without opening an adapter. The store is opened
+once, here, and serves the lease, the readers' choices, the archive's catalog of areas and
+the send. The request is a record (:class:`RunRequest`), not the command line's arguments.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import TYPE_CHECKING, Protocol
+
+from pipeline import log
+from pipeline.model import Week
+from pipeline.stages.approve import is_approved
+from pipeline.stages.built import APPROVAL_FILE, BuiltIssue, load_built
+from pipeline.stages.deliver import SendRequest
+from pipeline.stages.lock import hold
+from pipeline.stages.preflight import check_week
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from pipeline.core.assemble import Choice
+    from pipeline.stages.preflight import Delivery
+    from subscribers.store import SubscriberStore
+
+__all__ = ["RunRequest", "Steps", "approved_issue", "run_week"]
+
+_log = logging.getLogger("newsletter.run")
+
+
+@dataclass(frozen=True)
+class RunRequest:
+    """What ``newsletter run`` is asked to do."""
+
+    week: Week
+    #: Feeds read instead of ``[feed] urls`` (``--feed``); empty: the configured ones.
+    feeds: tuple[str, ...] = ()
+    send: SendRequest = field(default_factory=SendRequest)
+
+
+class Steps(Protocol):
+    """The steps of the job that reach outside, in the order :func:`run_week` calls them."""
+
+    def open_store(self) -> SubscriberStore:
+        """The subscriber store, opened (the job closes it)."""
+        ...
+
+    def reuse(self, built: BuiltIssue) -> None:
+        """The approved ``built`` is what is sent (the command line says so)."""
+        ...
+
+    def build(self, week: Week, feeds: Sequence[str], choices: Sequence[Choice]
+              ) -> BuiltIssue:
+        """Build the week's issue with the readers' ``choices``; the folder as written."""
+        ...
+
+    def open_delivery(self, built: BuiltIssue, request: SendRequest) -> Delivery:
+        """Every check of the send, the transport opened and probed (the job closes it)."""
+        ...
+
+    def publish(self, built: BuiltIssue, store: SubscriberStore) -> None:
+        """Publish ``built`` to the archive and note its areas in ``store``."""
+        ...
+
+    def send(self, built: BuiltIssue, delivery: Delivery, store: SubscriberStore,
+             request: SendRequest) -> int:
+        """Send ``built`` to the list through ``delivery``; the exit code."""
+        ...
+
+
+def run_week(request: RunRequest, steps: Steps, *, at: datetime,
+             issue_folder: Path) -> int:
+    """The weekly job for ``request.week`` (its issue folder is ``issue_folder``), at time
+    ``at``; the send's exit code. What fails raises, and stops the job where it stands."""
+    week = request.week
+    check_week(week, at, allow_partial_week=request.send.allow_partial_week)
+    with steps.open_store() as store, hold(store, f"send:{week.id}", f"run {week.id}"):
+        built = approved_issue(issue_folder)
+        if built is not None:
+            steps.reuse(built)
+        else:
+            built = steps.build(week, request.feeds, store.variant_choices())
+        with log.timed(_log, "checks before publishing"):
+            delivery = steps.open_delivery(built, request.send)
+        with delivery:
+            if not request.send.options.dry_run:
+                with log.timed(_log, "publish"):
+                    steps.publish(built, store)
+            return steps.send(built, delivery, store, request.send)
+
+
+def approved_issue(folder: Path) -> BuiltIssue | None:
+    """The issue in ``folder`` when it is approved as it stands (``run`` then sends what the
+    editor proofed), else None."""
+    if not (folder / APPROVAL_FILE).exists():
+        return None
+    candidate = load_built(folder)
+    return candidate if is_approved(candidate) else None
