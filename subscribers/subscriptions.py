@@ -44,7 +44,7 @@ from subscribers.model import (
     new_subscriber_id,
     normalise_email,
 )
-from subscribers.store import DeliveryStore, SubscriptionStore
+from subscribers.store import DeliveryStore, Interests, OnceKeys, SubscriptionStore
 from subscribers.store.rules import MAIL_EVENTS
 from subscribers.tokens import Keys, Purpose, make_token, verify_token
 
@@ -100,6 +100,18 @@ class Subscriptions:
         self.mailer = mailer
         self.app_url = app_url.rstrip("/")
         self.policy = policy or Policy()
+
+    # -- the store's roles others use beside these actions -------------------------------
+
+    @property
+    def catalog(self) -> Interests:
+        """The areas the forms offer (the store as the catalog of areas)."""
+        return self.store
+
+    @property
+    def handled(self) -> OnceKeys:
+        """Keys of messages handled once: SNS notifications, inbound mails."""
+        return self.store
 
     # -- links -----------------------------------------------------------------------------
 

@@ -2,14 +2,16 @@
 
 test_architecture.py holds the layers to their imports; these are the claims an import cannot
 show: the core reads nothing but the files that ship with it and never waits, the network is
-reached through two clients only, and each ``core`` package says in its ``__init__`` what
-lives there. Each check reads the syntax tree, so a comment or a docstring never counts.
+reached through two clients only, each ``core`` package says in its ``__init__`` what lives
+there, and the doc's module tables name every module, and only modules that exist. Each
+check of the code reads its syntax tree, so a comment or a docstring never counts.
 """
 
 from __future__ import annotations
 
 import ast
 import functools
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -111,3 +113,49 @@ def test_the_core_is_handed_the_sections_it_reads_not_the_whole_settings() -> No
              if isinstance(node, ast.Name | ast.alias)
              and (node.id if isinstance(node, ast.Name) else node.name) == "Settings"]
     assert found == []
+
+
+_DOC = ROOT / "docs" / "architecture.md"
+_NAMED = re.compile(r"`([\w/.]+(?:\.py|/))`")
+
+
+def _table_rows() -> list[str]:
+    return [line for line in _DOC.read_text(encoding="utf-8").splitlines()
+            if line.startswith("| `")]
+
+
+def _exists(name: str) -> bool:
+    """A module or package the doc names, from the repository, ``pipeline/`` or
+    ``subscribers/`` (the tables name each from the folder they describe)."""
+    return any((ROOT / base / name).exists() for base in ("", "pipeline", "subscribers"))
+
+
+def test_the_module_tables_name_what_exists_and_every_module() -> None:
+    """Each module the tables of docs/architecture.md name exists, and each module of
+    ``pipeline`` and ``subscribers`` is named there: in a row of its own, or by its file
+    name in the row of its package (``store/sqlite/``: "a module per role (``ledger.py``,
+    …)"). A file moved or added without the map is a failure here, not a reader lost."""
+    rows = _table_rows()
+    named = {name for row in rows for name in _NAMED.findall(row)}
+    assert {"core/email/render.py", "store/sqlite/"} <= named  # the tables were read
+    missing = []
+    for row in rows:
+        names = _NAMED.findall(row)
+        packages = [""] + [name for name in names if name.endswith("/")]
+        missing += [name for name in names
+                    if not any(_exists(package + name) for package in packages)]
+    assert missing == []
+    unnamed = []
+    for root in ("pipeline", "subscribers"):
+        for path in sorted((ROOT / root).rglob("*.py")):
+            if path.name == "__init__.py" or "templates" in path.parts:
+                continue
+            rel = path.relative_to(ROOT).as_posix()
+            tails = {rel, rel.split("/", 1)[1]}
+            package = path.parent.relative_to(ROOT / root).as_posix() + "/"
+            if tails & named:
+                continue
+            if any(f"`{package}`" in row and f"`{path.name}`" in row for row in rows):
+                continue
+            unnamed.append(rel)
+    assert unnamed == []

@@ -26,7 +26,7 @@ import pytest
 
 from pipeline.wiring import open_store
 from subscribers.errors import InvalidAddress, StoreError, UnknownSubscriber
-from subscribers.model import AddOutcome, NewSubscriber
+from subscribers.model import STATUSES, AddOutcome, NewSubscriber
 from subscribers.store import (
     DeliveryStore,
     Directory,
@@ -41,6 +41,7 @@ from subscribers.store import (
     SubscriptionStore,
 )
 from subscribers.store.dynamo import DynamoStore
+from subscribers.store.rules import MAIL_EVENTS, MailState, after_mail_event, encode_time
 from subscribers.store.sqlite import MIGRATIONS, SqliteStore
 
 if TYPE_CHECKING:
@@ -772,6 +773,64 @@ def test_mail_events_bounce_complain_and_count_transient_bounces_in_a_row(store)
         store.record_mail_event("f" * 24, "complaint", NOW, transient_limit=3)
     with pytest.raises(ValueError):
         store.record_mail_event(sid, "opened", NOW, transient_limit=3)
+
+
+def test_each_backend_applies_mail_events_as_the_rules_say(store):
+    """rules.after_mail_event is the rule; SQLite's UPDATE and DynamoDB's conditional updates
+    are each held to it, from every status, with and without a transient bounce counted
+    (the limit is 2: one more makes a run), for an event older, newer or without a time."""
+    t0 = NOW + timedelta(minutes=10)
+    times = {"untimed": None, "older": t0 - timedelta(minutes=5),
+             "newer": t0 + timedelta(minutes=5)}
+    cases = [(status, count, kind, when) for status in STATUSES for count in (0, 1)
+             for kind in MAIL_EVENTS
+             for when in (times if kind in ("bounce-transient", "delivery") else ["untimed"])]
+    ids = {}
+    for start in ("pending", "active"):  # one batch each: fewer requests than one by one
+        mine = [n for n, case in enumerate(cases) if (case[0] == "pending") == (start == "pending")]
+        added = store.add_many([NewSubscriber(f"rule{n}@example.org", "en") for n in mine],
+                               status=start, source="test", now=NOW)
+        ids.update((n, result.subscriber.id) for n, result in zip(mine, added, strict=True)
+                   if result.subscriber is not None)
+    wrong = []
+    for n, (status, count, kind, when) in enumerate(cases):
+        # The latest event applied happened at t0: a counted bounce, or a delivery.
+        store.record_mail_event(ids[n], "bounce-transient" if count else "delivery", NOW,
+                                transient_limit=99, occurred_at=t0)
+        if status not in ("pending", "active"):
+            store.set_status(ids[n], status, NOW)
+        at = times[when]
+        expected = after_mail_event(MailState(status, count, encode_time(t0)), kind,
+                                    transient_limit=2,
+                                    occurred_at=None if at is None else encode_time(at))
+        got = store.record_mail_event(ids[n], kind, NOW, transient_limit=2, occurred_at=at)
+        if (got.status, got.transient_bounces) != (expected.status,
+                                                   expected.transient_bounces):
+            wrong.append(f"{status}/{count} + {kind} ({when}): got {got.status}/"
+                         f"{got.transient_bounces}, the rule says {expected.status}/"
+                         f"{expected.transient_bounces}")
+    assert len(ids) == len(cases) == 80 and wrong == []
+
+
+def test_the_mail_event_rule_itself():
+    """The rule's own corners, which the comparison above could only share if both were
+    wrong alike: a complaint overrides everything, a bounce never overrides a person's own
+    unsubscribe, the limit counts in a row, an older event changes nothing."""
+    active_ = MailState("active", 2, "2026-11-30T01:10:00.000000Z")
+    assert after_mail_event(active_, "bounce-transient", transient_limit=3).status == "bounced"
+    assert after_mail_event(active_, "bounce-transient", transient_limit=4) == MailState(
+        "active", 3, active_.mail_event_at)
+    assert after_mail_event(MailState("unsubscribed"), "bounce-permanent",
+                            transient_limit=3).status == "unsubscribed"
+    assert after_mail_event(MailState("bounced"), "complaint",
+                            transient_limit=3).status == "complained"
+    assert after_mail_event(MailState("complained"), "bounce-permanent",
+                            transient_limit=3).status == "complained"
+    older = "2026-11-30T01:05:00.000000Z"
+    assert after_mail_event(active_, "delivery", transient_limit=3, occurred_at=older) is active_
+    assert after_mail_event(active_, "delivery", transient_limit=3).transient_bounces == 0
+    with pytest.raises(ValueError):
+        after_mail_event(active_, "opened", transient_limit=3)
 
 
 def test_an_old_event_arriving_late_does_not_undo_a_newer_one(store):

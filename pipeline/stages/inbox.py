@@ -151,7 +151,7 @@ def process(inbox: Inbox, subscriptions: Subscriptions, now: datetime, *,
     ignored: Counter[str] = Counter()
     requests: Counter[str] = Counter()
     bounces: Counter[str] = Counter()
-    store = subscriptions.store
+    handled = subscriptions.handled
     where = inbox.describe()
     for mail in inbox.pending():
         verdict = classify(mail.raw)
@@ -162,7 +162,7 @@ def process(inbox: Inbox, subscriptions: Subscriptions, now: datetime, *,
             inbox.move_aside(mail.key, "ignored")
             continue
         key = _once_key(verdict, where, mail.key) if store_keys else None
-        if key is not None and not store.first_time(key, now):
+        if key is not None and not handled.first_time(key, now):
             counts["duplicate"] += 1
             inbox.move_aside(mail.key, "processed")
             continue
@@ -174,13 +174,13 @@ def process(inbox: Inbox, subscriptions: Subscriptions, now: datetime, *,
             outcome = _Acted("ignored", "ignored", "undeliverable")
         except TransportError:  # throttled, or the account paused: the next run retries
             if key is not None:
-                store.forget(key)
+                handled.forget(key)
             counts["retry-later"] += 1
             continue
         except BaseException:
             if key is not None:
                 with contextlib.suppress(Exception):
-                    store.forget(key)
+                    handled.forget(key)
             raise
         counts[outcome.category] += 1
         if outcome.detail:

@@ -116,7 +116,7 @@ class Routes:
     # -- /subscribe ------------------------------------------------------------------------
 
     async def subscribe_page(self, request: Request) -> Response:
-        known = await run_in_threadpool(self.subscriptions.store.known_areas)
+        known = await run_in_threadpool(self.subscriptions.catalog.known_areas)
         return self.pages.subscribe_form("", chosen_layout(request.query_params.get("layout")),
                                          known=known)
 
@@ -142,7 +142,7 @@ class Routes:
         except (InvalidAddress, AreaChoiceError) as exc:
             page = ("invalid_email" if isinstance(exc, InvalidAddress)
                     else _AREA_PAGES[exc.reason])
-            known = await run_in_threadpool(self.subscriptions.store.known_areas)
+            known = await run_in_threadpool(self.subscriptions.catalog.known_areas)
             return self.pages.subscribe_form(email[:254], layout, page, 400, known=known,
                                              chosen=posted.areas)
         # The address's state is read only after the answer has gone (see the app's
@@ -298,7 +298,7 @@ class Routes:
                                 chosen: tuple[str, ...] | None = None) -> Response:
         """The preferences page: the catalog's areas and the subscriber's own as boxes,
         theirs checked (or, after a refused pick, what was posted)."""
-        known = await run_in_threadpool(self.subscriptions.store.known_areas)
+        known = await run_in_threadpool(self.subscriptions.catalog.known_areas)
         refused = status_code >= 400
         return self.pages.render(
             "preferences", status_code, template="preferences", email=subscriber.email,
@@ -331,10 +331,10 @@ class Routes:
         if message.type != "Notification":
             log.info("webhook: %s for %s", message.type, message.topic_arn)
             return self.pages.plain("OK", 200)
-        store = self.subscriptions.store
-        if (not getattr(store, "expires_by_itself", False)
+        handled = self.subscriptions.handled
+        if (not handled.expires_by_itself
                 and next(self._notifications) % PURGE_EVERY == 0):  # keep the handled ids few
-            await run_in_threadpool(store.purge_seen, now - SNS_WINDOW)
+            await run_in_threadpool(handled.purge_seen, now - SNS_WINDOW)
         return await run_in_threadpool(_apply_notification, self.subscriptions, self.pages,
                                        message, now)
 
@@ -458,12 +458,12 @@ def _apply_notification(subscriptions: Subscriptions, pages: Pages, message: Sns
     except ValueError as exc:
         log.warning("webhook: not an SES event: %s", exc)
         return pages.plain("Ignored: not an SES event", 200)
-    store = subscriptions.store
+    handled = subscriptions.handled
     applied = 0
     for n, event in enumerate(events):
         key = f"sns:{message.message_id}:{n}"
         counted = event.kind == "bounce-transient"
-        if counted and not store.first_time(key, now):
+        if counted and not handled.first_time(key, now):
             continue  # counted on an earlier delivery of this message
         try:
             if subscriptions.mail_event(event.kind, event.address, now,
@@ -473,7 +473,7 @@ def _apply_notification(subscriptions: Subscriptions, pages: Pages, message: Sns
                 applied += 1
         except Exception:
             if counted:
-                store.forget(key)
+                handled.forget(key)
             raise
     log.info("webhook: %d event(s), %d applied", len(events), applied)
     return pages.plain("OK", 200)

@@ -28,9 +28,12 @@ from subscribers.model import (
 )
 
 __all__ = [
+    "BOUNCEABLE",
     "IN_FLIGHT_REASON",
     "MAIL_EVENTS",
     "Additions",
+    "MailState",
+    "after_mail_event",
     "catalog_names",
     "check_new_status",
     "decode_areas",
@@ -49,6 +52,47 @@ __all__ = [
 #: (``occurred_at``), not the order they arrive: a transient bounce or delivery older than
 #: the latest one applied to the address is ignored.
 MAIL_EVENTS: tuple[str, ...] = ("bounce-permanent", "bounce-transient", "complaint", "delivery")
+
+#: The statuses a bounce ends in ``bounced``: a person's own ``unsubscribed`` is the better
+#: record of an address that stops mail, and ``complained`` is never overridden.
+BOUNCEABLE: tuple[str, ...] = ("pending", "active")
+
+
+@dataclass(frozen=True)
+class MailState:
+    """What a mail event reads and writes of a subscriber: the status, the transient bounces
+    in a row, and when the latest transient bounce or delivery applied happened (stored
+    text, :func:`encode_time`; None: never)."""
+
+    status: str
+    transient_bounces: int = 0
+    mail_event_at: str | None = None
+
+
+def after_mail_event(state: MailState, kind: str, *, transient_limit: int,
+                     occurred_at: str | None = None) -> MailState:
+    """What one event of :data:`MAIL_EVENTS` makes of ``state`` (``occurred_at``: when it
+    happened, as stored text; None: unknown, applied as it comes). The rule written once:
+    SQLite's ``UPDATE`` and DynamoDB's conditional updates each say it in their own language,
+    and tests/test_store.py holds both to this function, state by state."""
+    status, count, at = state.status, state.transient_bounces, state.mail_event_at
+    in_order = occurred_at is None or at is None or at <= occurred_at
+    if kind == "bounce-permanent":
+        return replace(state, status="bounced") if status in BOUNCEABLE else state
+    if kind == "complaint":
+        return replace(state, status="complained")
+    if kind == "bounce-transient":
+        if not in_order:
+            return state
+        count += 1
+        return MailState("bounced" if count >= transient_limit and status in BOUNCEABLE
+                         else status, count, occurred_at or at)
+    if kind == "delivery":
+        if not in_order or (count == 0 and occurred_at is None):
+            return state
+        return MailState(status, 0, occurred_at or at)
+    raise ValueError(f"unknown mail event {kind!r}; known: {', '.join(MAIL_EVENTS)}")
+
 
 #: The reason a ``sending`` claim an earlier run left, and handed over, becomes
 #: ``unconfirmed`` with (:meth:`~subscribers.store.Ledger.expire_in_flight`).

@@ -37,6 +37,7 @@ from subscribers.store.dynamo.items import (
 )
 from subscribers.store.dynamo.tables import STATUS_INDEX
 from subscribers.store.rules import (
+    BOUNCEABLE,
     MAIL_EVENTS,
     check_new_status,
     encode_areas,
@@ -280,8 +281,11 @@ class DynamoDirectory(DynamoCore):
             raise ValueError("transient_limit must be at least 1")
         key = pk_of(SUBSCRIBER_PREFIX + subscriber_id)
         at = None if occurred_at is None else encode_time(occurred_at)
+        # rules.after_mail_event as conditional updates.
+        bounceable = {f"bounceable{n}": status for n, status in enumerate(BOUNCEABLE)}
+        can_bounce = f"#status IN ({', '.join(':' + name for name in bounceable)})"
         values = {"now": encode_time(now), "bounced": "bounced", "complained": "complained",
-                  "pending": "pending", "active": "active", "zero": 0, "one": 1,
+                  **bounceable, "zero": 0, "one": 1,
                   "before_limit": transient_limit - 1, "at": at}
         count_one = "#transient_bounces = if_not_exists(#transient_bounces, :zero) + :one"
         # Timestamps are stored as fixed-width UTC text, so they compare as strings.
@@ -291,13 +295,13 @@ class DynamoDirectory(DynamoCore):
         steps: list[tuple[str, str]] = {
             "bounce-permanent": [(
                 "SET #status = :bounced, #updated_at = :now",
-                "attribute_exists(#pk) AND #status IN (:pending, :active)")],
+                f"attribute_exists(#pk) AND {can_bounce}")],
             "bounce-transient": [
                 (f"SET {count_one}, #status = :bounced, #updated_at = :now{stamp}",
-                 "attribute_exists(#pk) AND #status IN (:pending, :active) "
+                 f"attribute_exists(#pk) AND {can_bounce} "
                  f"AND #transient_bounces >= :before_limit{in_order}"),
                 (f"SET {count_one}, #updated_at = :now{stamp}",
-                 "attribute_exists(#pk) AND (NOT #status IN (:pending, :active) "
+                 f"attribute_exists(#pk) AND (NOT {can_bounce} "
                  "OR #transient_bounces < :before_limit OR attribute_not_exists("
                  f"#transient_bounces)){in_order}")],
             "complaint": [(

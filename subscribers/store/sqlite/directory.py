@@ -5,6 +5,7 @@ inside a write transaction, so two writers cannot both decide from the same read
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Iterator
 from datetime import datetime
 
@@ -22,6 +23,7 @@ from subscribers.model import (
     normalise_email,
 )
 from subscribers.store.rules import (
+    BOUNCEABLE,
     MAIL_EVENTS,
     check_new_status,
     encode_areas,
@@ -260,14 +262,15 @@ class SqliteDirectory(SqliteCore):
             raise ValueError(f"unknown mail event {kind!r}; known: {', '.join(MAIL_EVENTS)}")
         if transient_limit < 1:
             raise ValueError("transient_limit must be at least 1")
+        # rules.after_mail_event in SQL; rules.BOUNCEABLE comes in as one JSON parameter.
         statements = {
             "bounce-permanent": (
                 "UPDATE subscribers SET status = 'bounced', updated_at = :now "
-                "WHERE id = :id AND status IN ('pending', 'active')"),
+                "WHERE id = :id AND status IN (SELECT value FROM json_each(:bounceable))"),
             "bounce-transient": (
                 "UPDATE subscribers SET transient_bounces = transient_bounces + 1, "
                 "status = CASE WHEN transient_bounces + 1 >= :limit "
-                "              AND status IN ('pending', 'active') "
+                "              AND status IN (SELECT value FROM json_each(:bounceable)) "
                 "              THEN 'bounced' ELSE status END, "
                 "mail_event_at = coalesce(:at, mail_event_at), updated_at = :now "
                 "WHERE id = :id "
@@ -283,7 +286,8 @@ class SqliteDirectory(SqliteCore):
                 "AND (transient_bounces != 0 OR :at IS NOT NULL)"),
         }
         params = {"now": encode_time(now), "id": subscriber_id, "limit": transient_limit,
-                  "at": None if occurred_at is None else encode_time(occurred_at)}
+                  "at": None if occurred_at is None else encode_time(occurred_at),
+                  "bounceable": json.dumps(BOUNCEABLE)}
         with self._transaction() as conn:
             conn.execute(statements[kind], params)
             row = conn.execute(_SUBSCRIBER_BY_ID, (subscriber_id,)).fetchone()
