@@ -6,7 +6,7 @@ temp folder with ``pipeline.stages.build.build``; nothing is written in the work
 * **build**: ``Messages.build`` per recipient (µs), for each layout: the signed links, the
   personal headers folded, both parts encoded once per layout with the links spliced in
   (``pipeline/core/email/body_splice.py``). Baselines in the same run: the implementation before
-  issue 17 (``tests/message_reference.py``: each part filled in and encoded whole per
+  issue 17 (``tests/support/message_reference.py``: each part filled in and encoded whole per
   recipient; ``vs before`` = its time / ours), checked to give the same bytes before
   anything is timed, and the same message built the obvious way with
   ``email.message.EmailMessage`` (same headers, same links, ``set_content`` text +
@@ -244,10 +244,10 @@ def median_us_per_item(fn: Callable[[str, str], object], people: Sequence[tuple[
 
 
 def reference_messages(setup: Setup) -> Any:
-    """``Messages`` as it was before issue 17 (``tests/message_reference.py``, kept there as
+    """``Messages`` as it was before issue 17 (``tests/support/message_reference.py``, kept there as
     the tests' reference), for the same issue, settings and key."""
     sys.path.insert(0, str(ROOT / "tests"))
-    import message_reference
+    from support import message_reference
 
     keys = Keys.from_environ({"NEWSLETTER_SECRET": BENCH_KEY})
     return message_reference.Messages(setup.built, setup.settings, keys)

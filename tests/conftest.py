@@ -1,4 +1,5 @@
-"""Shared fixtures: the sample feed, settings rooted in a temp folder, a small feed writer."""
+"""Shared fixtures: the sample feed, settings rooted in a temp folder, the sample week built once
+per session, a small feed writer."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ from pipeline.config import Settings, load
 
 #: Loopback servers (SMTP, moto, TLS) shared by the delivery tests; one Chromium per worker;
 #: how `make test` spreads the tests over its workers.
-pytest_plugins = ["servers", "chromium", "scheduling", "durations", "pytester"]
+pytest_plugins = ["support.servers", "support.chromium", "support.scheduling", "support.durations",
+                  "pytester"]
 
 ROOT = Path(__file__).resolve().parent.parent
 SAMPLE_FEED = ROOT / "examples" / "sample-feed.atom"
@@ -82,6 +84,31 @@ def settings(tmp_path: Path) -> Settings:
     config = tmp_path / "newsletter.toml"
     config.write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n', encoding="utf-8")
     return load(config, {})
+
+
+@pytest.fixture(scope="session")
+def built(tmp_path_factory: pytest.TempPathFactory):
+    """The sample week built once per session (per worker) with the built-in defaults, for
+    the many tests that only read a built issue. Read it, never write into its folder: the
+    session's end checks that every file is as the build left it. A test that changes the
+    issue, sends it (a send writes its report beside it) or needs other settings builds its
+    own."""
+    from pipeline.stages.build import build
+    from pipeline.stages.built import load_built
+
+    root = tmp_path_factory.mktemp("sample-built")
+    (root / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n',
+                                          encoding="utf-8")
+    issue = load_built(build(load(root / "newsletter.toml", {}), week_id=SAMPLE_WEEK,
+                             out=root / "issue").out_dir)
+    before = _files(issue.folder)
+    yield issue
+    assert _files(issue.folder) == before, "a test wrote into the shared built issue"
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {path.relative_to(folder).as_posix(): path.read_bytes()
+            for path in sorted(folder.rglob("*")) if path.is_file()}
 
 
 @pytest.fixture

@@ -7,9 +7,9 @@ from __future__ import annotations
 import re
 
 import pytest
-from app_server import App, free_port, project_settings, serve_app
 from axe_playwright_python.sync_playwright import Axe  # type: ignore[import-untyped]
 from playwright.sync_api import Browser, ConsoleMessage, Page
+from support.app_server import App, free_port, project_settings, serve_app
 
 SERIOUS = ("critical", "serious")
 

@@ -12,8 +12,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 import pytest
-from app_server import App, free_port, project_settings, serve_app
-from sns_support import (
+from support.app_server import App, free_port, project_settings, serve_app
+from support.sns_support import (
     TOPIC,
     CertServer,
     Route,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-from servers import aws_environment
+from support.servers import aws_environment
 
 from pipeline import aws
 from pipeline.errors import ConfigError

@@ -25,10 +25,10 @@ from urllib.parse import urlsplit
 
 import pytest
 from axe_playwright_python.sync_playwright import Axe  # type: ignore[import-untyped]
-from chromium import artifacts_dir
 from conftest import SAMPLE_WEEK
 from playwright.sync_api import Browser, Page
-from published_site import OLDER_WEEK, PublishedSite, served_archive
+from support.chromium import artifacts_dir
+from support.published_site import OLDER_WEEK, PublishedSite, served_archive
 
 #: The flags that work on these machines (closed network, root, no GPU); Playwright gives each
 #: launch a fresh temporary profile (--user-data-dir) of its own.

@@ -266,9 +266,9 @@ def test_the_fast_layer_runs_one_worker_more_than_there_are_cores() -> None:
 
 
 def test_the_shared_fixture_modules_each_go_to_one_worker() -> None:
-    """``make test`` asks for the scheduler of tests/scheduling.py (``--dist loadgroup``);
+    """``make test`` asks for the scheduler of tests/support/scheduling.py (``--dist loadgroup``);
     every module it keeps on one worker exists and has the module fixture that is why."""
-    from scheduling import SHARED_FIXTURE_MODULES, scope_of
+    from support.scheduling import SHARED_FIXTURE_MODULES, scope_of
 
     for target in ("test", "test-fast"):
         planned = subprocess.run(["make", "-n", "-C", str(ROOT), "-o", "install", "-o",

@@ -33,7 +33,7 @@ from pipeline.model import LAYOUTS
 from subscribers.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
-    from servers import Received, SmtpSink
+    from support.servers import Received, SmtpSink
 
 COUNT = 300
 #: How many messages the sink must have before the first run is killed.

@@ -83,11 +83,6 @@ def big_built(tmp_path_factory):
     return settings, load_built(build(settings, week_id=SAMPLE_WEEK, out=folder / "issue").out_dir)
 
 
-@pytest.fixture
-def built(settings, tmp_path):
-    return load_built(build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "issue").out_dir)
-
-
 # -- 17, 18: the size budget counts what is sent, in both parts ---------------------------
 
 

@@ -19,16 +19,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_FEED, SAMPLE_WEEK, newsletter_main
+from conftest import SAMPLE_WEEK, newsletter_main
 
 from pipeline.cli import inbox as inbox_command
-from pipeline.config import Settings, load
+from pipeline.config import Settings
 from pipeline.core.email.message import Messages
 from pipeline.core.mail_in.bounces import bounce_kind
 from pipeline.core.mail_in.dsn import issue_of, read_report
 from pipeline.core.mail_in.inbound import classify
-from pipeline.stages.build import build
-from pipeline.stages.built import load_built
 from pipeline.stages.inbox import bounce_key, process
 from pipeline.wiring import open_inbox, open_store, open_subscriptions
 from subscribers.tokens import Keys, make_token
@@ -45,15 +43,6 @@ EXPECTED = {
     "exim-policy": ("bounce", "bounce-transient"),
     "postfix-delayed": ("ignored", "dsn-not-failed"),
 }
-
-
-@pytest.fixture(scope="module")
-def built(tmp_path_factory):
-    """The sample week, built once for the module."""
-    root = tmp_path_factory.mktemp("dsn-build")
-    (root / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
-    settings = load(root / "newsletter.toml", {})
-    return load_built(build(settings, week_id=SAMPLE_WEEK, out=root / "issue").out_dir)
 
 
 def with_mailto(settings: Settings) -> Settings:

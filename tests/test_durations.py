@@ -1,8 +1,8 @@
-"""The warning that keeps the suite's cost in sight (tests/durations.py)."""
+"""The warning that keeps the suite's cost in sight (tests/support/durations.py)."""
 
 from __future__ import annotations
 
-import durations
+from support import durations
 
 
 def test_only_the_unmarked_tests_over_the_limit_are_named_slowest_first():
@@ -24,7 +24,7 @@ def test_a_run_names_its_unmarked_slow_test_in_the_summary(pytester, monkeypatch
         def test_unmarked():
             pass
     """)
-    result = pytester.runpytest_inprocess("-p", "durations", "-p", "no:cacheprovider")
+    result = pytester.runpytest_inprocess("-p", "support.durations", "-p", "no:cacheprovider")
     result.assert_outcomes(passed=2)
     out = result.stdout.str()
     assert "over 0 s without @pytest.mark.slow and its reason" in out

@@ -2,7 +2,7 @@
 ``by_status`` index read in pages, uniqueness with many clients at once, and AWS failures as
 one-line StoreErrors. The behaviour both stores share is tested in tests/test_store.py.
 
-Tables live in the session's moto server (tests/dynamo_support.py); failures moto cannot
+Tables live in the session's moto server (tests/support/dynamo_support.py); failures moto cannot
 produce (access denied, a conflicting transaction, a failed Scan) are injected on the wire
 with botocore's ``before-send`` hook, shaped as DynamoDB answers them.
 """
@@ -27,7 +27,7 @@ from subscribers.model import STATUSES, AddOutcome, NewSubscriber
 from subscribers.store.dynamo import SEEN_RETENTION, DynamoStore, create_tables
 from subscribers.store.rules import suppression_hash
 
-pytest_plugins = ["dynamo_support"]
+pytest_plugins = ["support.dynamo_support"]
 
 NOW = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
 ISSUE = "2026-W48"

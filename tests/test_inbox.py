@@ -33,7 +33,7 @@ from pipeline.wiring import OUTBOX_DIR, open_inbox, open_store, open_subscriptio
 from subscribers.tokens import Keys, make_token
 
 if TYPE_CHECKING:
-    from servers import MotoServer
+    from support.servers import MotoServer
 
 INBOUND = Path(__file__).resolve().parent / "data" / "inbound"
 NOW = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)

@@ -18,7 +18,7 @@ from conftest import SAMPLE_FEED, SAMPLE_WEEK, clean_env, newsletter_cmd, newsle
 from subscribers.store.sqlite import SqliteStore
 
 if TYPE_CHECKING:
-    from servers import SmtpSink
+    from support.servers import SmtpSink
 
 COUNT = 120
 #: Sent before the signal.

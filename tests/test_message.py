@@ -16,18 +16,11 @@ from pipeline.core.email.message import Messages
 from pipeline.core.email.render import PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER
 from pipeline.errors import ConfigError
 from pipeline.model import LAYOUTS
-from pipeline.stages.build import build
-from pipeline.stages.built import load_built
 from subscribers.tokens import Keys, verify_token
 
 NOW = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
 SID = "0123456789abcdef01234567"
 KEYS = Keys.from_environ({"NEWSLETTER_SECRET": "test-secret-for-the-message-tests-0001"})
-
-
-@pytest.fixture
-def built(settings, tmp_path):
-    return load_built(build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "issue").out_dir)
 
 
 def parse(raw: bytes) -> email.message.EmailMessage:

@@ -16,9 +16,9 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
-import message_reference
 import pytest
 from conftest import SAMPLE_FEED, SAMPLE_WEEK
+from support import message_reference
 
 from pipeline.config import Settings, load
 from pipeline.core.email.body_splice import SplicedBody

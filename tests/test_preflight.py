@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLE_FEED, SAMPLE_WEEK, Entry, atom, ok
 from conftest import newsletter_main as newsletter
-from servers import SmtpSink
+from support.servers import SmtpSink
 
 from pipeline.errors import UsageError
 from pipeline.stages.preflight import check_week, not_started

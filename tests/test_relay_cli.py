@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from conftest import SAMPLE_FEED, SAMPLE_WEEK, ok
 from conftest import newsletter_main as newsletter
-from servers import NO_SUCH_USER, SmtpSink
+from support.servers import NO_SUCH_USER, SmtpSink
 
 from pipeline.stages import deliver
 from pipeline.stages.send import Sender

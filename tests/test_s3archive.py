@@ -1,4 +1,4 @@
-"""The s3 archive: boto3 over HTTP to a moto server on 127.0.0.1 (tests/servers.py).
+"""The s3 archive: boto3 over HTTP to a moto server on 127.0.0.1 (tests/support/servers.py).
 
 Every request the adapter makes is also recorded on the wire through botocore's
 ``before-send`` hook, so "uploads nothing" is checked as "no PutObject left the process", not
@@ -29,9 +29,9 @@ from pipeline.wiring import open_archive
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from servers import MotoServer
+    from support.servers import MotoServer
 
-pytest_plugins = ["servers"]
+pytest_plugins = ["support.servers"]
 
 BUCKET = "weekly-archive"
 PREFIX = "weekly/"

@@ -44,11 +44,6 @@ def fragments(root: Path, year: str = "*") -> dict[str, dict[str, Any]]:
     return found
 
 
-@pytest.fixture
-def built(settings, tmp_path):
-    return load_built(build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "b48").out_dir)
-
-
 def built_from(settings, tmp_path: Path, week: str, entries: list[Entry]):
     feed = tmp_path / f"{week}.atom"
     feed.write_bytes(atom(entries))

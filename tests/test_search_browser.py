@@ -1,11 +1,11 @@
 """The archive's search in headless Chromium (issue #16, items 3 and 6).
 
-The two-issue archive of tests/published_site.py (built and published by the real command line,
-so ``publish`` ran Pagefind) is served on 127.0.0.1. A Chinese query and an English query each
-find the right PR's review (its ``#pr-<number>`` anchor on the issue page), a review that
-tries to inject markup shows as text, the search page has no serious axe violation in either
-colour scheme, and with JavaScript off every page still reads and the search page says what
-to do instead.
+The two-issue archive of tests/support/published_site.py (built and published by the real
+command line, so ``publish`` ran Pagefind) is served on 127.0.0.1. A Chinese query and an
+English query each find the right PR's review (its ``#pr-<number>`` anchor on the issue page),
+a review that tries to inject markup shows as text, the search page has no serious axe
+violation in either colour scheme, and with JavaScript off every page still reads and the
+search page says what to do instead.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import pytest
 from axe_playwright_python.sync_playwright import Axe  # type: ignore[import-untyped]
 from conftest import SAMPLE_WEEK, Entry, atom
 from playwright.sync_api import Page
-from published_site import OLDER_WEEK, PublishedSite, served_archive, start_server
+from support.published_site import OLDER_WEEK, PublishedSite, served_archive, start_server
 from test_browser import SERIOUS, WIDTHS, open_page
 
 from pipeline.archive.local import LocalArchive

@@ -44,7 +44,7 @@ from subscribers.store.sqlite import SqliteStore
 from subscribers.tokens import Keys, verify_token
 
 if TYPE_CHECKING:
-    from servers import MotoServer, Received, SmtpSink
+    from support.servers import MotoServer, Received, SmtpSink
 
 NOW = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
 APP_URL = "https://news.example.org/app"
@@ -84,13 +84,15 @@ def settings(tmp_path: Path) -> Settings:
 
 
 @pytest.fixture
-def built(settings: Settings, tmp_path: Path) -> BuiltIssue:
+def to_send(settings: Settings, tmp_path: Path) -> BuiltIssue:
+    """The sample week built for this test alone: a send writes its report and outbox
+    beside it (conftest's shared ``built`` is only read)."""
     return build_issue(settings, tmp_path / "issue")
 
 
 @pytest.fixture
-def messages(built: BuiltIssue, settings: Settings) -> Messages:
-    return Messages(built, settings.site, settings.delivery, KEYS)
+def messages(to_send: BuiltIssue, settings: Settings) -> Messages:
+    return Messages(to_send, settings.site, settings.delivery, KEYS)
 
 
 @pytest.fixture
@@ -194,7 +196,7 @@ class Hooked(Transport):
         self.inner.close()
 
 
-def run(built: BuiltIssue, store: SqliteStore, transport: Transport, messages: Messages, *,
+def run(to_send: BuiltIssue, store: SqliteStore, transport: Transport, messages: Messages, *,
         concurrency: int = 4, rate: float | None = None, sleep: Callable[[float], None] | None
         = None, time: FakeTime | None = None, retry_seconds: float = 600.0,
         **options: Any) -> SendReport:
@@ -208,13 +210,13 @@ def run(built: BuiltIssue, store: SqliteStore, transport: Transport, messages: M
             sleep(seconds)
         fake.sleep(seconds)
 
-    sender = Sender(built, store, transport, messages, rate=rate, concurrency=concurrency,
+    sender = Sender(to_send, store, transport, messages, rate=rate, concurrency=concurrency,
                     sleep=waits, monotonic=fake.clock, retry_seconds=retry_seconds)
     return sender.run(SendOptions(**options))
 
 
 @contextlib.contextmanager
-def slow_reply_run(smtp_server: SmtpSink, built: BuiltIssue, store: SqliteStore,
+def slow_reply_run(smtp_server: SmtpSink, to_send: BuiltIssue, store: SqliteStore,
                    messages: Messages, slow: Subscriber
                    ) -> Iterator[tuple[SmtpTransport, SendReport]]:
     """A first run (one worker) through a transport that waits 0.5 s for a final reply, while
@@ -223,7 +225,7 @@ def slow_reply_run(smtp_server: SmtpSink, built: BuiltIssue, store: SqliteStore,
     pause = smtp_server.pause_next(slow.email)  # answered only after the client gave up
     transport = SmtpTransport(smtp_server.settings(), None, timeout=0.5)
     try:
-        first = run(built, store, transport, messages, concurrency=1)
+        first = run(to_send, store, transport, messages, concurrency=1)
         pause.release()
         yield transport, first
     finally:
@@ -255,14 +257,14 @@ def token_of(url: str, path: str) -> str:
 
 
 def test_each_active_subscriber_gets_one_message_in_their_layout(
-        smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
+        smtp_server: SmtpSink, smtp: SmtpTransport, to_send: BuiltIssue, store: SqliteStore,
         messages: Messages) -> None:
     active = subscribe(store, 30)
     others = (subscribe(store, 3, status="pending", prefix="pending")
               + subscribe(store, 3, status="unsubscribed", prefix="gone"))
-    subjects = json.loads((built.folder / "issue.json").read_text(encoding="utf-8"))["subject"]
+    subjects = json.loads((to_send.folder / "issue.json").read_text(encoding="utf-8"))["subject"]
 
-    report = run(built, store, smtp, messages)
+    report = run(to_send, store, smtp, messages)
 
     assert (report.sent, report.skipped, report.failed, report.unconfirmed) == (30, 0, 0, 0)
     assert report.stopped is None
@@ -305,7 +307,7 @@ def test_each_active_subscriber_gets_one_message_in_their_layout(
 
 
 def test_throttling_is_retried_with_growing_backoff_and_none_twice(
-        smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
+        smtp_server: SmtpSink, smtp: SmtpTransport, to_send: BuiltIssue, store: SqliteStore,
         messages: Messages) -> None:
     subscribers = subscribe(store, 12)
     throttled = subscribers[::3]
@@ -313,7 +315,7 @@ def test_throttling_is_retried_with_growing_backoff_and_none_twice(
         smtp_server.fail_next(subscriber.email, *smtp_server.THROTTLED, times=2)
     sleeps = Sleeps()
 
-    report = run(built, store, smtp, messages, concurrency=1, sleep=sleeps)
+    report = run(to_send, store, smtp, messages, concurrency=1, sleep=sleeps)
 
     assert (report.sent, report.failed, report.temporary, report.unconfirmed) == (12, 0, 0, 0)
     assert recipients(smtp_server.received) == once_each(subscribers)
@@ -330,7 +332,7 @@ def test_throttling_is_retried_with_growing_backoff_and_none_twice(
 
 
 def test_a_throttled_message_waits_for_its_retry_as_not_handed_over(
-        smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
+        smtp_server: SmtpSink, smtp: SmtpTransport, to_send: BuiltIssue, store: SqliteStore,
         messages: Messages, tmp_path: Path) -> None:
     """A crash while a message waits out its backoff must release it, not withhold it: the
     server refused it (454), so nothing left. What the ledger says during the wait is what a
@@ -348,14 +350,14 @@ def test_a_throttled_message_waits_for_its_retry_as_not_handed_over(
         assert status == "sending"
         seen.append(handed)
 
-    report = run(built, store, smtp, messages, concurrency=1, sleep=sleep)
+    report = run(to_send, store, smtp, messages, concurrency=1, sleep=sleep)
 
     assert seen == [0] and report.sent == 1
     assert smtp_server.attempts(reader.email) == 2
 
 
 def test_a_reader_throttled_past_the_walk_is_retried_after_it_and_delivered_once(
-        smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
+        smtp_server: SmtpSink, smtp: SmtpTransport, to_send: BuiltIssue, store: SqliteStore,
         messages: Messages) -> None:
     """The walk gives a message MAX_ATTEMPTS tries; one still refused is tried again in the
     rounds after the walk, after the shared cooldown, and goes through there."""
@@ -364,7 +366,7 @@ def test_a_reader_throttled_past_the_walk_is_retried_after_it_and_delivered_once
     smtp_server.fail_next(victim.email, *smtp_server.THROTTLED, times=MAX_ATTEMPTS + 1)
     sleeps = Sleeps()
 
-    report = run(built, store, smtp, messages, concurrency=2, sleep=sleeps)
+    report = run(to_send, store, smtp, messages, concurrency=2, sleep=sleeps)
 
     assert (report.sent, report.failed, report.temporary) == (5, 0, 0)
     assert report.failures == [] and report.retried_for_s > 0
@@ -374,7 +376,7 @@ def test_a_reader_throttled_past_the_walk_is_retried_after_it_and_delivered_once
 
 
 def test_a_reader_refused_for_now_to_the_end_exits_4_and_a_rerun_delivers_once(
-        smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
+        smtp_server: SmtpSink, smtp: SmtpTransport, to_send: BuiltIssue, store: SqliteStore,
         messages: Messages) -> None:
     """Temporary failures left when the retry time is spent are not a success: the report
     counts them apart from permanent failures, the run ends with exit 4, and the ledger
@@ -385,7 +387,7 @@ def test_a_reader_refused_for_now_to_the_end_exits_4_and_a_rerun_delivers_once(
                           times=1000)
     clock = FakeTime()
 
-    report = run(built, store, smtp, messages, concurrency=2, time=clock, retry_seconds=120)
+    report = run(to_send, store, smtp, messages, concurrency=2, time=clock, retry_seconds=120)
 
     assert (report.sent, report.failed, report.temporary, report.bounced) == (4, 0, 1, 0)
     assert report.stopped is None
@@ -406,7 +408,7 @@ def test_a_reader_refused_for_now_to_the_end_exits_4_and_a_rerun_delivers_once(
     assert smtp_server.for_recipient(victim.email) == []
 
     smtp_server.clear()  # the relay lets up
-    again = run(built, store, smtp, messages, concurrency=2)
+    again = run(to_send, store, smtp, messages, concurrency=2)
 
     assert (again.sent, again.skipped, again.failed, again.temporary) == (1, 4, 0, 0)
     assert recipients(smtp_server.received) == once_each([victim])
@@ -415,7 +417,7 @@ def test_a_reader_refused_for_now_to_the_end_exits_4_and_a_rerun_delivers_once(
 
 
 def test_a_relay_that_refuses_everything_stops_the_walk_resumably(
-        smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
+        smtp_server: SmtpSink, smtp: SmtpTransport, to_send: BuiltIssue, store: SqliteStore,
         messages: Messages) -> None:
     """421 at every greeting (the relay is saturated): the walk does not creep through the
     list a minute per message; once everything was refused for longer than retry_seconds
@@ -424,7 +426,7 @@ def test_a_relay_that_refuses_everything_stops_the_walk_resumably(
     smtp_server.refuse_connections(times=100_000)
     clock = FakeTime()
 
-    report = run(built, store, smtp, messages, concurrency=2, time=clock, retry_seconds=120)
+    report = run(to_send, store, smtp, messages, concurrency=2, time=clock, retry_seconds=120)
 
     assert report.stopped is not None and "refused every message" in report.stopped
     assert "421 4.3.2" in report.stopped and report.stop_exit == 4
@@ -439,14 +441,14 @@ def test_a_relay_that_refuses_everything_stops_the_walk_resumably(
     assert error is not None and error.exit_code == 4
 
     smtp_server.clear()
-    again = run(built, store, smtp, messages, concurrency=2)
+    again = run(to_send, store, smtp, messages, concurrency=2)
 
     assert (again.sent, again.failed, again.temporary, again.stopped) == (40, 0, 0, None)
     assert recipients(smtp_server.received) == once_each(subscribers)
 
 
 def test_a_refusal_no_rerun_can_cure_stops_with_exit_2_and_fails_nobody(
-        smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
+        smtp_server: SmtpSink, smtp: SmtpTransport, to_send: BuiltIssue, store: SqliteStore,
         messages: Messages) -> None:
     subscribers = subscribe(store, 6)
     handed: list[str] = []
@@ -457,7 +459,7 @@ def test_a_refusal_no_rerun_can_cure_stops_with_exit_2_and_fails_nobody(
             raise SendingMisconfigured("smtp relay: login as 'weekly' refused: 535 5.7.8 "
                                        "Authentication failed; check [smtp] username")
 
-    report = run(built, store, Hooked(smtp, refuse_from_the_third), messages, concurrency=1)
+    report = run(to_send, store, Hooked(smtp, refuse_from_the_third), messages, concurrency=1)
 
     assert report.stop_exit == 2 and "535 5.7.8" in (report.stopped or "")
     assert (report.sent, report.failed, report.temporary) == (2, 0, 0)
@@ -482,7 +484,7 @@ RELAY_LIMITS: dict[str, tuple[dict[str, Any], int, int]] = {
 
 @pytest.mark.parametrize("limit", sorted(RELAY_LIMITS))
 def test_a_relay_limit_is_waited_out_and_everyone_gets_one_copy(
-        smtp_server_factory: Callable[..., SmtpSink], built: BuiltIssue, store: SqliteStore,
+        smtp_server_factory: Callable[..., SmtpSink], to_send: BuiltIssue, store: SqliteStore,
         messages: Messages, limit: str) -> None:
     """A real relay over SMTP. The message-rate window is counted on a clock the relay and
     the sender share, which moves only when the sender waits: the window passes as it would,
@@ -497,7 +499,7 @@ def test_a_relay_limit_is_waited_out_and_everyone_gets_one_copy(
     subscribers = subscribe(store, readers)
     transport = SmtpTransport(sink.settings(), None, timeout=10.0)
     try:
-        sender = Sender(built, store, transport, messages, rate=None, concurrency=workers,
+        sender = Sender(to_send, store, transport, messages, rate=None, concurrency=workers,
                         retry_seconds=120, **waits)
         report = sender.run(SendOptions())
     finally:
@@ -510,7 +512,7 @@ def test_a_relay_limit_is_waited_out_and_everyone_gets_one_copy(
 
 
 def test_a_mailbox_that_does_not_exist_is_marked_bounced_and_gets_no_later_issue(
-        smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
+        smtp_server: SmtpSink, smtp: SmtpTransport, to_send: BuiltIssue, store: SqliteStore,
         messages: Messages) -> None:
     """550 5.1.1 at RCPT is a bounce (as SES's notification would be); a 550 5.7.1 policy
     refusal fails this message only, and the reader stays on the list."""
@@ -519,7 +521,7 @@ def test_a_mailbox_that_does_not_exist_is_marked_bounced_and_gets_no_later_issue
     smtp_server.fail_next(gone.email, *smtp_server.NO_SUCH_USER)
     smtp_server.fail_next(refused.email, 550, "5.7.1 Message rejected by policy")
 
-    report = run(built, store, smtp, messages, concurrency=2)
+    report = run(to_send, store, smtp, messages, concurrency=2)
 
     assert (report.sent, report.failed, report.bounced, report.temporary) == (2, 2, 1, 0)
     by_id = {f["subscriber"]: f for f in report.failures}
@@ -539,31 +541,31 @@ def test_a_mailbox_that_does_not_exist_is_marked_bounced_and_gets_no_later_issue
 
 @pytest.mark.slow  # its first run waits out a reply timeout (slow_reply_run)
 def test_a_dry_run_lists_the_unconfirmed_and_does_not_count_them_as_skipped(
-        smtp_server: SmtpSink, built: BuiltIssue, store: SqliteStore,
+        smtp_server: SmtpSink, to_send: BuiltIssue, store: SqliteStore,
         messages: Messages) -> None:
     subscribers = subscribe(store, 4)
     slow = subscribers[1]
-    with slow_reply_run(smtp_server, built, store, messages, slow) as (transport, first):
+    with slow_reply_run(smtp_server, to_send, store, messages, slow) as (transport, first):
         assert first.unconfirmed_ids == [slow.id]
         smtp_server.wait_for(4)
         subscribe(store, 2, prefix="new")
 
-        dry = run(built, store, transport, messages, dry_run=True)
-        asked = run(built, store, transport, messages, dry_run=True, resend_unconfirmed=True)
+        dry = run(to_send, store, transport, messages, dry_run=True)
+        asked = run(to_send, store, transport, messages, dry_run=True, resend_unconfirmed=True)
 
     assert (dry.sent, dry.skipped, dry.unconfirmed, dry.unconfirmed_ids) == (2, 3, 1, [slow.id])
     assert (asked.sent, asked.skipped, asked.unconfirmed) == (3, 3, 0)
 
 
 def test_a_permanent_failure_is_recorded_and_the_run_goes_on(
-        smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
+        smtp_server: SmtpSink, smtp: SmtpTransport, to_send: BuiltIssue, store: SqliteStore,
         messages: Messages) -> None:
     subscribers = subscribe(store, 8)
     gone = subscribers[3]
     # A refusal for good that does not say the mailbox is gone: the reader stays active.
     smtp_server.fail_next(gone.email, 550, "5.7.1 Message refused by local policy")
 
-    report = run(built, store, smtp, messages)
+    report = run(to_send, store, smtp, messages)
 
     assert (report.sent, report.failed, report.bounced, report.unconfirmed) == (7, 1, 0, 0)
     assert report.stopped is None
@@ -574,7 +576,7 @@ def test_a_permanent_failure_is_recorded_and_the_run_goes_on(
     others = [s for s in subscribers if s is not gone]
     assert recipients(smtp_server.received) == once_each(others)
 
-    again = run(built, store, smtp, messages)
+    again = run(to_send, store, smtp, messages)
 
     assert (again.sent, again.skipped, again.failed) == (0, 8, 0)
     assert smtp_server.attempts(gone.email) == 1  # never asked again
@@ -583,7 +585,7 @@ def test_a_permanent_failure_is_recorded_and_the_run_goes_on(
 
 
 def test_the_report_names_subscribers_never_addresses(
-        smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
+        smtp_server: SmtpSink, smtp: SmtpTransport, to_send: BuiltIssue, store: SqliteStore,
         messages: Messages) -> None:
     """send-report.json "may be shared": a server that quotes the address in its refusal
     (as NO_SUCH_USER does) must not put the address in it."""
@@ -591,7 +593,7 @@ def test_the_report_names_subscribers_never_addresses(
     gone = subscribers[1]
     smtp_server.fail_next(gone.email, *smtp_server.NO_SUCH_USER)
 
-    report = run(built, store, smtp, messages)
+    report = run(to_send, store, smtp, messages)
 
     assert report.failed == 1 and report.failures[0]["subscriber"] == gone.id
     assert "550" in report.failures[0]["reason"]
@@ -600,13 +602,13 @@ def test_the_report_names_subscribers_never_addresses(
 
 @pytest.mark.parametrize("concurrency", [1, 4])
 def test_daily_quota_stops_resumably_and_a_rerun_finishes_the_list(
-        smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
+        smtp_server: SmtpSink, smtp: SmtpTransport, to_send: BuiltIssue, store: SqliteStore,
         messages: Messages, concurrency: int) -> None:
     subscribers = subscribe(store, 20)
     for subscriber in subscribers[8:]:  # the day's quota runs out after 8 messages
         smtp_server.fail_next(subscriber.email, *smtp_server.DAILY_QUOTA)
 
-    report = run(built, store, smtp, messages, concurrency=concurrency)
+    report = run(to_send, store, smtp, messages, concurrency=concurrency)
 
     assert report.stopped is not None and "Daily message quota exceeded" in report.stopped
     assert report.failed == 0 and report.unconfirmed == 0
@@ -625,7 +627,7 @@ def test_daily_quota_stops_resumably_and_a_rerun_finishes_the_list(
     assert {by_id[sid] for sid in ledger} == set(delivered)
 
     smtp_server.clear()  # the quota is lifted (a new day)
-    again = run(built, store, smtp, messages, concurrency=concurrency)
+    again = run(to_send, store, smtp, messages, concurrency=concurrency)
 
     assert again.stopped is None
     assert (again.sent, again.skipped, again.failed) == (20 - report.sent, report.sent, 0)
@@ -635,7 +637,7 @@ def test_daily_quota_stops_resumably_and_a_rerun_finishes_the_list(
 
 
 def test_an_unsubscribe_during_the_run_is_honoured(
-        smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
+        smtp_server: SmtpSink, smtp: SmtpTransport, to_send: BuiltIssue, store: SqliteStore,
         messages: Messages) -> None:
     subscribers = subscribe(store, 10)
     first = subscribers[0]
@@ -648,7 +650,7 @@ def test_an_unsubscribe_during_the_run_is_honoured(
             for subscriber in leaving:
                 store.set_status(subscriber.id, "unsubscribed", NOW)
 
-    report = run(built, store, Hooked(smtp, unsubscribe_them), messages, concurrency=1)
+    report = run(to_send, store, Hooked(smtp, unsubscribe_them), messages, concurrency=1)
 
     # Neither was done by an earlier run: they left the list, which is not "skipped".
     assert (report.sent, report.skipped, report.left, report.failed) == (8, 0, 2, 0)
@@ -661,13 +663,13 @@ def test_an_unsubscribe_during_the_run_is_honoured(
 
 
 def test_a_rerun_after_completion_sends_nothing(
-        smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
+        smtp_server: SmtpSink, smtp: SmtpTransport, to_send: BuiltIssue, store: SqliteStore,
         messages: Messages) -> None:
     subscribers = subscribe(store, 6)
-    assert run(built, store, smtp, messages).sent == 6
+    assert run(to_send, store, smtp, messages).sent == 6
 
-    again = run(built, store, smtp, messages)
-    resend = run(built, store, smtp, messages, resend_unconfirmed=True)
+    again = run(to_send, store, smtp, messages)
+    resend = run(to_send, store, smtp, messages, resend_unconfirmed=True)
 
     for report in (again, resend):
         assert (report.sent, report.skipped, report.failed, report.unconfirmed) == (0, 6, 0, 0)
@@ -676,11 +678,11 @@ def test_a_rerun_after_completion_sends_nothing(
 
 @pytest.mark.slow
 def test_no_answer_after_the_data_is_unconfirmed_and_resent_only_when_asked(
-        smtp_server: SmtpSink, built: BuiltIssue, store: SqliteStore,
+        smtp_server: SmtpSink, to_send: BuiltIssue, store: SqliteStore,
         messages: Messages) -> None:
     subscribers = subscribe(store, 4)
     slow = subscribers[1]
-    with slow_reply_run(smtp_server, built, store, messages, slow) as (transport, report):
+    with slow_reply_run(smtp_server, to_send, store, messages, slow) as (transport, report):
         assert (report.sent, report.unconfirmed, report.failed) == (3, 1, 0)
         assert report.unconfirmed_ids == [slow.id]
         entry = store.ledger_entry(SAMPLE_WEEK, slow.id)
@@ -689,33 +691,33 @@ def test_no_answer_after_the_data_is_unconfirmed_and_resent_only_when_asked(
         # The server did keep it: that is why it is not sent again by itself.
         assert recipients(smtp_server.received) == once_each(subscribers)
 
-        plain = run(built, store, transport, messages, concurrency=1)
+        plain = run(to_send, store, transport, messages, concurrency=1)
 
         assert plain.sent == 0 and plain.failed == 0
         assert len(smtp_server.for_recipient(slow.email)) == 1
         entry = store.ledger_entry(SAMPLE_WEEK, slow.id)
         assert entry is not None and entry.status == "unconfirmed"
 
-        resend = run(built, store, transport, messages, concurrency=1,
+        resend = run(to_send, store, transport, messages, concurrency=1,
                      resend_unconfirmed=True)
 
         assert (resend.sent, resend.skipped) == (1, 3)
         assert len(smtp_server.for_recipient(slow.email)) == 2  # knowingly, once more
         entry = store.ledger_entry(SAMPLE_WEEK, slow.id)
         assert entry is not None and entry.status == "sent"
-        assert run(built, store, transport, messages, resend_unconfirmed=True).sent == 0
+        assert run(to_send, store, transport, messages, resend_unconfirmed=True).sent == 0
         assert len(smtp_server.received) == 5
 
 
 def test_a_claim_left_in_flight_becomes_unconfirmed_and_is_listed_not_sent(
-        smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
+        smtp_server: SmtpSink, smtp: SmtpTransport, to_send: BuiltIssue, store: SqliteStore,
         messages: Messages) -> None:
     subscribers = subscribe(store, 5)
     caught = subscribers[2]
     assert store.claim(SAMPLE_WEEK, caught.id, NOW)  # an earlier run died holding it...
     store.mark_handed_over(SAMPLE_WEEK, caught.id)  # ...in the transport call
 
-    report = run(built, store, smtp, messages)
+    report = run(to_send, store, smtp, messages)
 
     assert report.sent == 4 and report.failed == 0
     assert smtp_server.for_recipient(caught.email) == []
@@ -726,21 +728,21 @@ def test_a_claim_left_in_flight_becomes_unconfirmed_and_is_listed_not_sent(
     assert report.unconfirmed_ids == [caught.id]
     assert (report.unconfirmed, report.skipped) == (1, 0)
 
-    resend = run(built, store, smtp, messages, resend_unconfirmed=True)
+    resend = run(to_send, store, smtp, messages, resend_unconfirmed=True)
 
     assert (resend.sent, resend.skipped) == (1, 4)
     assert recipients(smtp_server.received) == once_each(subscribers)
 
 
 def test_a_claim_a_crash_left_before_the_transport_call_is_sent_not_withheld(
-        smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
+        smtp_server: SmtpSink, smtp: SmtpTransport, to_send: BuiltIssue, store: SqliteStore,
         messages: Messages) -> None:
     subscribers = subscribe(store, 5)
     waiting = subscribers[3]
     # An earlier run claimed it ahead of the transport, then died: it never left.
     assert store.claim(SAMPLE_WEEK, waiting.id, NOW)
 
-    report = run(built, store, smtp, messages)
+    report = run(to_send, store, smtp, messages)
 
     assert (report.sent, report.skipped, report.unconfirmed) == (5, 0, 0)
     assert report.unconfirmed_ids == []
@@ -751,22 +753,22 @@ def test_a_claim_a_crash_left_before_the_transport_call_is_sent_not_withheld(
 
 @pytest.mark.slow
 def test_every_report_names_the_unconfirmed_an_earlier_run_left(
-        smtp_server: SmtpSink, built: BuiltIssue, store: SqliteStore,
+        smtp_server: SmtpSink, to_send: BuiltIssue, store: SqliteStore,
         messages: Messages) -> None:
     subscribers = subscribe(store, 4)
     slow = subscribers[2]
-    with slow_reply_run(smtp_server, built, store, messages, slow) as (transport, first):
+    with slow_reply_run(smtp_server, to_send, store, messages, slow) as (transport, first):
         assert first.unconfirmed_ids == [slow.id]
         smtp_server.wait_for(4)
 
-        later = run(built, store, transport, messages, concurrency=1)
+        later = run(to_send, store, transport, messages, concurrency=1)
 
         # Not sent again, not forgotten: still named, counted once (not also as skipped).
         assert later.unconfirmed_ids == [slow.id]
         assert (later.sent, later.skipped, later.failed, later.unconfirmed) == (0, 3, 0, 1)
         assert json.loads(later.to_json())["unconfirmed_ids"] == [slow.id]
 
-        resent = run(built, store, transport, messages, concurrency=1,
+        resent = run(to_send, store, transport, messages, concurrency=1,
                      resend_unconfirmed=True)
 
         assert (resent.sent, resent.unconfirmed, resent.unconfirmed_ids) == (1, 0, [])
@@ -774,14 +776,14 @@ def test_every_report_names_the_unconfirmed_an_earlier_run_left(
 
 def test_the_rate_is_kept_on_the_injected_clock(
         monkeypatch: pytest.MonkeyPatch, smtp_server: SmtpSink, smtp: SmtpTransport,
-        built: BuiltIssue, store: SqliteStore, messages: Messages) -> None:
+        to_send: BuiltIssue, store: SqliteStore, messages: Messages) -> None:
     """Sender builds its own TokenBucket (rate, burst, sleep); the test hands that bucket a
     clock that moves only when the run sleeps, so the pace is measured, not timed."""
     fake = FakeTime()
     monkeypatch.setattr(pipeline.stages.send, "TokenBucket", partial(TokenBucket, clock=fake.clock))
     subscribers = subscribe(store, 20)
 
-    report = run(built, store, smtp, messages, concurrency=1, rate=20, sleep=fake.sleep)
+    report = run(to_send, store, smtp, messages, concurrency=1, rate=20, sleep=fake.sleep)
 
     assert report.sent == 20
     assert recipients(smtp_server.received) == once_each(subscribers)
@@ -794,11 +796,11 @@ def test_the_rate_is_kept_on_the_injected_clock(
 
 
 def test_ses_delivers_each_once_and_the_ledger_keeps_the_message_ids(
-        moto_server: MotoServer, ses: SesTransport, built: BuiltIssue, store: SqliteStore,
+        moto_server: MotoServer, ses: SesTransport, to_send: BuiltIssue, store: SqliteStore,
         messages: Messages) -> None:
     subscribers = subscribe(store, 5)
 
-    report = run(built, store, ses, messages, concurrency=2)
+    report = run(to_send, store, ses, messages, concurrency=2)
 
     assert (report.sent, report.failed, report.unconfirmed) == (5, 0, 0)
     sent = moto_server.sent()
@@ -812,11 +814,11 @@ def test_ses_delivers_each_once_and_the_ledger_keeps_the_message_ids(
         assert record["source"] == "weekly@example.org"
         assert ledger[subscriber.id].status == "sent"
         assert ledger[subscriber.id].message_id == record["id"]
-        assert moto_server.parse(record)["Subject"] == built.data["subject"][subscriber.layout]
+        assert moto_server.parse(record)["Subject"] == to_send.data["subject"][subscriber.layout]
 
 
 def test_ses_rate_comes_from_get_account_unless_max_rate_is_set(
-        moto_server: MotoServer, ses: SesTransport, built: BuiltIssue, store: SqliteStore,
+        moto_server: MotoServer, ses: SesTransport, to_send: BuiltIssue, store: SqliteStore,
         messages: Messages, tmp_path: Path) -> None:
     wire = moto_server.inject(ses.client, {"GetAccount": GET_ACCOUNT})
     capped = configure(tmp_path / "capped", "[delivery]\nmax_rate = 5\n")
@@ -826,18 +828,18 @@ def test_ses_rate_comes_from_get_account_unless_max_rate_is_set(
     rate = send_rate(configure(tmp_path / "account"), ses)
     assert rate == 14.0
 
-    sender = Sender(built, store, ses, messages, rate=rate, concurrency=4, sleep=Sleeps())
+    sender = Sender(to_send, store, ses, messages, rate=rate, concurrency=4, sleep=Sleeps())
     assert sender.bucket.rate == 14.0
 
 
 def test_ses_throttling_is_retried_and_each_is_delivered_once(
-        moto_server: MotoServer, ses: SesTransport, built: BuiltIssue, store: SqliteStore,
+        moto_server: MotoServer, ses: SesTransport, to_send: BuiltIssue, store: SqliteStore,
         messages: Messages) -> None:
     subscribers = subscribe(store, 5)
     wire = moto_server.inject(ses.client, {"SendEmail": [THROTTLED_SES] * 4})
     sleeps = Sleeps()
 
-    report = run(built, store, ses, messages, concurrency=1, sleep=sleeps)
+    report = run(to_send, store, ses, messages, concurrency=1, sleep=sleeps)
 
     assert (report.sent, report.failed, report.temporary, report.unconfirmed) == (5, 0, 0, 0)
     assert wire.calls["SendEmail"] == 5 + 4
@@ -850,13 +852,13 @@ def test_ses_throttling_is_retried_and_each_is_delivered_once(
 
 
 def test_ses_paused_account_stops_and_a_rerun_finishes(
-        moto_server: MotoServer, ses: SesTransport, built: BuiltIssue, store: SqliteStore,
+        moto_server: MotoServer, ses: SesTransport, to_send: BuiltIssue, store: SqliteStore,
         messages: Messages) -> None:
     subscribers = subscribe(store, 5)
     # Two messages go through (None: passed on to moto), then the account is paused.
     wire = moto_server.inject(ses.client, {"SendEmail": [None, None] + [PAUSED_SES] * 5})
 
-    report = run(built, store, ses, messages, concurrency=1)
+    report = run(to_send, store, ses, messages, concurrency=1)
 
     assert report.stopped is not None and "SendingPaused" in report.stopped
     assert (report.sent, report.failed, report.unconfirmed) == (2, 0, 0)
@@ -865,7 +867,7 @@ def test_ses_paused_account_stops_and_a_rerun_finishes(
     assert len(moto_server.sent()) == 2
 
     wire.remove()  # the account is enabled again
-    again = run(built, store, ses, messages, concurrency=1)
+    again = run(to_send, store, ses, messages, concurrency=1)
 
     assert again.stopped is None
     assert (again.sent, again.skipped) == (3, 2)
@@ -879,52 +881,52 @@ def test_ses_paused_account_stops_and_a_rerun_finishes(
 def test_a_blocking_problem_is_refused_even_with_missing_translations_allowed(
         tmp_path: Path) -> None:
     settings = configure(tmp_path, "[issue]\nsize_budget_kb = 1\n")
-    built = build_issue(settings, tmp_path / "issue")
+    to_send = build_issue(settings, tmp_path / "issue")
     with pytest.raises(BlockedError, match="over-size-limit"):
-        check_gates(built, settings)
+        check_gates(to_send, settings)
     with pytest.raises(BlockedError, match="over-size-limit"):
-        check_gates(built, settings, allow_missing_translations=True)
+        check_gates(to_send, settings, allow_missing_translations=True)
 
 
 def test_missing_languages_alone_may_be_waived(tmp_path: Path) -> None:
     settings = configure(tmp_path)
     feed = tmp_path / "zh-only.atom"
     feed.write_bytes(atom([Entry(pr=1, body="值得精读。")]))
-    built = build_issue(settings, tmp_path / "issue", feeds=[str(feed)])
+    to_send = build_issue(settings, tmp_path / "issue", feeds=[str(feed)])
     with pytest.raises(BlockedError, match="missing-language") as caught:
-        check_gates(built, settings)
+        check_gates(to_send, settings)
     assert "--allow-missing-translations" in str(caught.value)
-    check_gates(built, settings, allow_missing_translations=True)
+    check_gates(to_send, settings, allow_missing_translations=True)
 
 
 def test_require_approval_refuses_until_approved(tmp_path: Path) -> None:
     settings = configure(tmp_path, "[issue]\nrequire_approval = true\n")
-    built = build_issue(settings, tmp_path / "issue")
+    to_send = build_issue(settings, tmp_path / "issue")
     with pytest.raises(BlockedError, match="not approved"):
-        check_gates(built, settings)
-    approve(built, NOW)
-    check_gates(built, settings)
-    check_gates(built, configure(tmp_path / "plain"))  # no approval asked: no gate
+        check_gates(to_send, settings)
+    approve(to_send, NOW)
+    check_gates(to_send, settings)
+    check_gates(to_send, configure(tmp_path / "plain"))  # no approval asked: no gate
 
 
 def test_test_copies_of_every_layout_go_outside_the_ledger(
-        smtp_server: SmtpSink, smtp: SmtpTransport, built: BuiltIssue, store: SqliteStore,
+        smtp_server: SmtpSink, smtp: SmtpTransport, to_send: BuiltIssue, store: SqliteStore,
         messages: Messages) -> None:
     subscribers = subscribe(store, 3)
 
-    sent = send_tests(built, messages, smtp, "editor@example.org")
+    sent = send_tests(to_send, messages, smtp, "editor@example.org")
 
     assert [layout for layout, _ in sent] == list(LAYOUTS)
     received = smtp_server.received
     assert recipients(received) == Counter({"editor@example.org": 4})
     assert sorted(r.queue_id for r in received) == sorted(mid for _, mid in sent)
     subjects = sorted(str(r.message()["Subject"]) for r in received)
-    assert subjects == sorted(f"[TEST {layout}] {built.data['subject'][layout]}"
+    assert subjects == sorted(f"[TEST {layout}] {to_send.data['subject'][layout]}"
                               for layout in LAYOUTS)
     assert all(r.message()["List-Unsubscribe-Post"] for r in received)
     assert store.ledger(SAMPLE_WEEK) == {}
 
-    report = run(built, store, smtp, messages)  # the real send still reaches everyone
+    report = run(to_send, store, smtp, messages)  # the real send still reaches everyone
 
     assert report.sent == 3
     assert recipients(smtp_server.for_recipient(s.email)[0] for s in subscribers) \

@@ -12,8 +12,8 @@ from email.parser import BytesParser
 from pathlib import Path
 
 import pytest
-from app_server import free_port, let_go, request
 from conftest import SAMPLE_FEED, clean_env, newsletter_cmd
+from support.app_server import free_port, let_go, request
 
 from pipeline.web.serve import served_app_url
 

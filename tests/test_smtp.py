@@ -1,4 +1,4 @@
-"""The smtp transport against a real aiosmtpd server on 127.0.0.1 (tests/servers.py)."""
+"""The smtp transport against a real aiosmtpd server on 127.0.0.1 (tests/support/servers.py)."""
 
 from __future__ import annotations
 
@@ -25,9 +25,9 @@ from pipeline.transport import Outgoing
 from pipeline.transport.smtp import SmtpTransport, StartTlsRefused
 
 if TYPE_CHECKING:
-    from servers import Phase, SmtpSink, Tls
+    from support.servers import Phase, SmtpSink, Tls
 
-pytest_plugins = ["servers"]
+pytest_plugins = ["support.servers"]
 
 SENDER = "weekly@example.org"
 SUBJECT = "vLLM PR 周报 2026-W48：值得精读的 8 个 PR"

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from conftest import SAMPLE_FEED, SAMPLE_WEEK, ok
 from conftest import newsletter_main as newsletter
-from servers import SmtpSink, Tls
+from support.servers import SmtpSink, Tls
 
 SECRET = "s" * 40
 HTTPS_APP = '[site]\napp_url = "https://news.example.org/api"\n'

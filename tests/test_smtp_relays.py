@@ -1,7 +1,7 @@
 """The smtp transport against relays as they really behave (issue 18): logins refused once,
 TLS with a private CA, implicit TLS, the EHLO name, the envelope sender, refusals that are
 about us rather than the recipient, and bounces at RCPT. All against the aiosmtpd sink on
-127.0.0.1 (tests/servers.py)."""
+127.0.0.1 (tests/support/servers.py)."""
 
 from __future__ import annotations
 
@@ -28,9 +28,9 @@ from pipeline.transport.smtp import SmtpTransport, StartTlsRefused, default_helo
 from pipeline.wiring import open_smtp
 
 if TYPE_CHECKING:
-    from servers import SmtpSink, Tls
+    from support.servers import SmtpSink, Tls
 
-pytest_plugins = ["servers"]
+pytest_plugins = ["support.servers"]
 
 SENDER = "weekly@example.org"
 READER = "reader@example.com"

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
-from sns_support import (
+from support.sns_support import (
     NOW,
     SES_BOUNCE,
     TOPIC,

@@ -2,7 +2,7 @@
 across threads (and, on SQLite's real files, processes), quotas and leases.
 
 Every test of the interface's behaviour runs on SQLite and on DynamoDB (moto, through
-tests/dynamo_support.py) through the parametrised ``backend`` fixture; ``backend.open()``
+tests/support/dynamo_support.py) through the parametrised ``backend`` fixture; ``backend.open()``
 gives another store object on the same data (another connection, or another boto3 client),
 which is how the concurrency tests get several clients. Tests of the SQLite file itself
 (schema migrations, raw SQL, file errors, killed processes) use ``path`` and SQLite only.
@@ -45,9 +45,9 @@ from subscribers.store.rules import MAIL_EVENTS, MailState, after_mail_event, en
 from subscribers.store.sqlite import MIGRATIONS, SqliteStore
 
 if TYPE_CHECKING:
-    from dynamo_support import Dynamo
+    from support.dynamo_support import Dynamo
 
-pytest_plugins = ["dynamo_support"]
+pytest_plugins = ["support.dynamo_support"]
 
 NOW = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
 ISSUE = "2026-W48"

@@ -24,7 +24,7 @@ from subscribers.errors import StoreError
 from subscribers.model import STATUSES
 from subscribers.store.sqlite import FILE_NAME, MIGRATIONS, SqliteStore
 
-pytest_plugins = ["dynamo_support"]
+pytest_plugins = ["support.dynamo_support"]
 
 NOW = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
 ISSUES = ("2026-W47", "2026-W48")

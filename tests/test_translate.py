@@ -514,7 +514,7 @@ def test_aws_refuses_a_text_over_its_size_limit_without_calling(
 
 def test_aws_unreachable_endpoint_is_a_translate_error(
         monkeypatch: pytest.MonkeyPatch, unused_port: int) -> None:
-    from servers import aws_environment
+    from support.servers import aws_environment
 
     aws_environment(monkeypatch, f"http://127.0.0.1:{unused_port}")
     translator = AwsTranslator(client=translate_client(max_attempts=1, connect_timeout=2))
@@ -562,7 +562,7 @@ def test_openai_backend_config_errors_name_the_key(conf: TranslateSettings, key:
 
 
 def test_aws_backend_uses_aws_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    from servers import aws_environment
+    from support.servers import aws_environment
 
     aws_environment(monkeypatch, "http://127.0.0.1:9")
     translator = open_translator(TranslateSettings("aws"), {})

@@ -33,7 +33,7 @@ from subscribers.store.sqlite import SqliteStore
 from subscribers.tokens import Keys
 
 if TYPE_CHECKING:
-    from servers import MotoServer, Received, SmtpSink
+    from support.servers import MotoServer, Received, SmtpSink
 
 NOW = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
 KEYS = Keys.from_environ({"NEWSLETTER_SECRET": "unicode-address-test-secret-0123456789"})
@@ -44,7 +44,8 @@ PLAIN = "plain@example.com"
 
 
 @pytest.fixture
-def built(tmp_path: Path) -> BuiltIssue:
+def app_built(tmp_path: Path) -> BuiltIssue:
+    """The sample week built with an app URL, whose settings the sends here read back."""
     config = tmp_path / "newsletter.toml"
     config.write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n'
                       '[site]\napp_url = "https://news.example.org/app"\n', encoding="utf-8")
@@ -69,10 +70,10 @@ def reader(store: SqliteStore, address: str) -> Subscriber:
     return found
 
 
-def send(built: BuiltIssue, store: SqliteStore, transport: Transport) -> SendReport:
-    settings = load(built.folder.parent / "newsletter.toml", {})
-    messages = Messages(built, settings.site, settings.delivery, KEYS)
-    sender = Sender(built, store, transport, messages, rate=None, concurrency=2,
+def send(app_built: BuiltIssue, store: SqliteStore, transport: Transport) -> SendReport:
+    settings = load(app_built.folder.parent / "newsletter.toml", {})
+    messages = Messages(app_built, settings.site, settings.delivery, KEYS)
+    sender = Sender(app_built, store, transport, messages, rate=None, concurrency=2,
                     sleep=lambda _: None)
     return sender.run(SendOptions())
 
@@ -92,12 +93,12 @@ def by_recipient(received: list[Received]) -> dict[str, Received]:
 
 
 def test_smtputf8_carries_a_non_ascii_local_part_and_idna_carries_the_domain(
-        smtp_server_factory: Callable[..., SmtpSink], built: BuiltIssue,
+        smtp_server_factory: Callable[..., SmtpSink], app_built: BuiltIssue,
         store: SqliteStore) -> None:
     sink = smtp_server_factory(smtputf8=True)
     transport = SmtpTransport(sink.settings(), None, timeout=10.0)
     try:
-        report = send(built, store, transport)
+        report = send(app_built, store, transport)
     finally:
         transport.close()
 
@@ -114,10 +115,10 @@ def test_smtputf8_carries_a_non_ascii_local_part_and_idna_carries_the_domain(
 
 
 def test_without_smtputf8_only_the_non_ascii_local_part_fails_permanently_by_name(
-        smtp_server: SmtpSink, built: BuiltIssue, store: SqliteStore) -> None:
+        smtp_server: SmtpSink, app_built: BuiltIssue, store: SqliteStore) -> None:
     transport = SmtpTransport(smtp_server.settings(), None, timeout=10.0)
     try:
-        report = send(built, store, transport)
+        report = send(app_built, store, transport)
     finally:
         transport.close()
 
@@ -136,10 +137,10 @@ def test_without_smtputf8_only_the_non_ascii_local_part_fails_permanently_by_nam
 
 
 def test_ses_gets_the_idna_domain_and_never_a_non_ascii_local_part(
-        moto_server: MotoServer, built: BuiltIssue, store: SqliteStore) -> None:
+        moto_server: MotoServer, app_built: BuiltIssue, store: SqliteStore) -> None:
     transport = SesTransport("")
     try:
-        report = send(built, store, transport)
+        report = send(app_built, store, transport)
     finally:
         transport.close()
 
@@ -182,13 +183,13 @@ def test_the_command_line_finishes_the_list_and_names_the_refused_address(
 
 
 def test_the_confirmation_mail_reaches_a_non_ascii_address_with_its_to_as_is(
-        smtp_server_factory: Callable[..., SmtpSink], built: BuiltIssue,
+        smtp_server_factory: Callable[..., SmtpSink], app_built: BuiltIssue,
         store: SqliteStore) -> None:
     """The subscription app's mail leaves through the same transports: no crash (the app
     answered 500), and the same ``To`` rules."""
     from pipeline.stages.optin_mail import OptInMailer
 
-    settings = load(built.folder.parent / "newsletter.toml", {})
+    settings = load(app_built.folder.parent / "newsletter.toml", {})
     sink = smtp_server_factory(smtputf8=True)
     transport = SmtpTransport(sink.settings(), None, timeout=10.0)
     try:
@@ -205,9 +206,9 @@ def test_the_confirmation_mail_reaches_a_non_ascii_address_with_its_to_as_is(
     assert "SMTPUTF8" in got[LOCAL].mail_options
 
 
-def test_messages_write_the_to_header_without_encoded_words(built: BuiltIssue) -> None:
-    settings = load(built.folder.parent / "newsletter.toml", {})
-    messages = Messages(built, settings.site, settings.delivery, KEYS)
+def test_messages_write_the_to_header_without_encoded_words(app_built: BuiltIssue) -> None:
+    settings = load(app_built.folder.parent / "newsletter.toml", {})
+    messages = Messages(app_built, settings.site, settings.delivery, KEYS)
     cases = {LOCAL: "To: 用户@example.com".encode(), DOMAIN: f"To: {DOMAIN_IDNA}".encode(),
              "josé@bücher.de": "To: josé@xn--bcher-kva.de".encode(),
              PLAIN: f"To: {PLAIN}".encode()}
@@ -224,15 +225,15 @@ def header_line(raw: bytes, name: bytes) -> bytes:
 
 
 def test_a_sender_at_an_internationalised_domain_is_written_in_idna(
-        built: BuiltIssue, smtp_server_factory: Callable[..., SmtpSink]) -> None:
+        app_built: BuiltIssue, smtp_server_factory: Callable[..., SmtpSink]) -> None:
     """``[delivery] from`` at a Unicode domain: the address in IDNA form in ``From``,
     ``Reply-To``, the envelope and the Message-ID; only the display name is encoded."""
     from email.header import decode_header, make_header
 
-    settings = load(built.folder.parent / "newsletter.toml", {
+    settings = load(app_built.folder.parent / "newsletter.toml", {
         "NEWSLETTER_DELIVERY_FROM": "vLLM 周报 <weekly@例子.中国>",
         "NEWSLETTER_DELIVERY_REPLY_TO": "editor@例子.中国"})
-    messages = Messages(built, settings.site, settings.delivery, KEYS)
+    messages = Messages(app_built, settings.site, settings.delivery, KEYS)
     outgoing = messages.build(PLAIN, "0" * 24, "en", NOW)
     sender = header_line(outgoing.raw, b"from")
     assert sender.endswith(b" <weekly@xn--fsqu00a.xn--fiqs8s>"), sender
@@ -266,11 +267,13 @@ def _subscriber(address: str) -> Subscriber:
 
 
 @pytest.mark.parametrize("value", ["周报 <用户@example.com>", "weekly@例子..中国"])
-def test_a_sender_the_wire_cannot_carry_is_a_config_error(built: BuiltIssue, value: str) -> None:
+def test_a_sender_the_wire_cannot_carry_is_a_config_error(app_built: BuiltIssue,
+                                                          value: str) -> None:
     from pipeline.errors import ConfigError
 
-    settings = load(built.folder.parent / "newsletter.toml", {"NEWSLETTER_DELIVERY_FROM": value})
+    settings = load(app_built.folder.parent / "newsletter.toml",
+                    {"NEWSLETTER_DELIVERY_FROM": value})
     with pytest.raises(ConfigError) as caught:
-        Messages(built, settings.site, settings.delivery, KEYS)
+        Messages(app_built, settings.site, settings.delivery, KEYS)
     assert caught.value.exit_code == 2 and "[delivery] from" in str(caught.value)
     assert "\n" not in str(caught.value)

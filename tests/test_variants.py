@@ -68,7 +68,9 @@ def counting(monkeypatch) -> CountingRenderer:
 
 
 @pytest.fixture
-def built(settings: Settings, tmp_path: Path) -> BuiltIssue:
+def varied(settings: Settings, tmp_path: Path) -> BuiltIssue:
+    """The sample week built with three readers' choices: its interest variants (the shared
+    ``built`` has none); tests here also change its files."""
     return build_with(settings, tmp_path / "issue", [ROCM, KV, CPU_NIXL])
 
 
@@ -80,27 +82,27 @@ def test_a_thousand_readers_of_three_choices_cost_three_renderings(settings, tmp
     choices = [(ROCM, KV, CPU_NIXL)[n % 3] for n in range(1000)]
     # Areas outside the issue, or in another order, change nothing.
     choices += [("zh-en", ("rocm", "not-this-week")), ("en", ("unrelated-area", "kv-connector"))]
-    built = build_with(settings, tmp_path / "issue", choices)
+    varied = build_with(settings, tmp_path / "issue", choices)
     # Each plain layout once, and each distinct interest variant once.
     assert [v for v in counting.variants if not v.areas] == [Variant(x) for x in LAYOUTS]
     assert len([v for v in counting.variants if v.areas]) == 3
-    assert sorted(v.key for v in built.variants) == sorted(
+    assert sorted(v.key for v in varied.variants) == sorted(
         Variant(*c).key for c in [("zh-en", ("rocm",)), ("en", ("kv-connector",)),
                                   ("zh", ("cpu", "nixl"))])
-    for v in built.variants:
-        assert f"email-{v.key}.html" in built.artifacts
-        assert built.html(v.key) != built.html(v.variant.layout)
+    for v in varied.variants:
+        assert f"email-{v.key}.html" in varied.artifacts
+        assert varied.html(v.key) != varied.html(v.variant.layout)
 
 
 def test_choices_outside_the_issues_areas_are_the_plain_layouts(settings, tmp_path,
                                                                 counting):
-    built = build_with(settings, tmp_path / "issue",
+    varied = build_with(settings, tmp_path / "issue",
                        [("en", ("not-an-area",)), ("zh", ()), ("zh-en", ("ROCm ",)),
                         ("no-such-layout", ("rocm",))])
-    assert all(not v.areas for v in counting.variants) and built.variants == ()
-    assert sorted(built.artifacts) == sorted(f"email-{layout}.{ext}" for layout in LAYOUTS
+    assert all(not v.areas for v in counting.variants) and varied.variants == ()
+    assert sorted(varied.artifacts) == sorted(f"email-{layout}.{ext}" for layout in LAYOUTS
                                              for ext in ("html", "txt"))
-    assert "variants" not in json.loads(built.source)  # no interests: today's issue.json
+    assert "variants" not in json.loads(varied.source)  # no interests: today's issue.json
 
 
 def test_no_choices_give_the_same_bytes_as_before_variants_existed(settings, tmp_path):
@@ -110,20 +112,20 @@ def test_no_choices_give_the_same_bytes_as_before_variants_existed(settings, tmp
     assert plain.content_hash == with_unrelated.content_hash
 
 
-def test_distinct_variants_are_each_once_sorted_and_never_plain(built):
-    items = built.issue.items
+def test_distinct_variants_are_each_once_sorted_and_never_plain(varied):
+    items = varied.issue.items
     found = distinct_variants([("en", ["cpu"]), ("en", ("cpu", "x")), ("zh", ("rocm", "nixl")),
                                ("zh", ()), ("en-zh", ("x",))], items)
     assert found == (Variant("en", ("cpu",)), Variant("zh", ("nixl", "rocm")))
 
 
-def test_a_variant_puts_its_areas_first_and_marks_them(built):
-    rocm = next(v for v in built.variants if v.variant.areas == ("rocm",))
-    html, plain = built.html(rocm.key), built.html("zh-en")
-    rocm_prs = [i.pr for i in built.issue.items if "rocm" in i.areas]
+def test_a_variant_puts_its_areas_first_and_marks_them(varied):
+    rocm = next(v for v in varied.variants if v.variant.areas == ("rocm",))
+    html, plain = varied.html(rocm.key), varied.html("zh-en")
+    rocm_prs = [i.pr for i in varied.issue.items if "rocm" in i.areas]
     assert rocm_prs
     first = min(html.find(f"/pull/{pr}") for pr in rocm_prs)
-    others = [i.pr for i in built.issue.items if i.tier == "must-read" and "rocm" not in i.areas]
+    others = [i.pr for i in varied.issue.items if i.tier == "must-read" and "rocm" not in i.areas]
     assert all(first < html.find(f"/pull/{pr}") for pr in others)
     assert html != plain
 
@@ -131,23 +133,23 @@ def test_a_variant_puts_its_areas_first_and_marks_them(built):
 # -- issue.json: listed, checked, pinned ------------------------------------------------------
 
 
-def test_issue_json_lists_the_variants_and_reads_back_to_the_same_bytes(built):
-    data = json.loads(built.source)
-    assert [v["key"] for v in data["variants"]] == [v.key for v in built.variants]
+def test_issue_json_lists_the_variants_and_reads_back_to_the_same_bytes(varied):
+    data = json.loads(varied.source)
+    assert [v["key"] for v in data["variants"]] == [v.key for v in varied.variants]
     for entry in data["variants"]:
         assert entry["key"] == Variant(entry["layout"], tuple(entry["areas"])).key
-    again = issue_json.with_hash(built.issue, built.content_hash,
-                                 [v.data() for v in built.variants])
-    assert issue_json.dumps(again) == built.source
+    again = issue_json.with_hash(varied.issue, varied.content_hash,
+                                 [v.data() for v in varied.variants])
+    assert issue_json.dumps(again) == varied.source
 
 
-def rewrite(built: BuiltIssue, change) -> None:
+def rewrite(varied: BuiltIssue, change) -> None:
     """Edit issue.json's variants and make the hash agree (a tamperer who recomputes it)."""
-    data = json.loads(built.source)
+    data = json.loads(varied.source)
     change(data)
-    raw = {path.name: path.read_bytes() for path in built.folder.glob("email-*")}
+    raw = {path.name: path.read_bytes() for path in varied.folder.glob("email-*")}
     data["content_hash"] = issue_json.content_hash(data, raw)
-    (built.folder / "issue.json").write_bytes(issue_json.dumps(data))
+    (varied.folder / "issue.json").write_bytes(issue_json.dumps(data))
 
 
 @pytest.mark.parametrize(("change", "said"), [
@@ -161,51 +163,51 @@ def rewrite(built: BuiltIssue, change) -> None:
     (lambda d: d["variants"][0].update(brief=[424242]), "brief must name the issue's PRs"),
     (lambda d: d["variants"][0].update(folded=-1), "folded count"),
 ])
-def test_a_tampered_variant_list_is_refused(built, change, said):
-    rewrite(built, change)
+def test_a_tampered_variant_list_is_refused(varied, change, said):
+    rewrite(varied, change)
     with pytest.raises(BlockedError, match=said):
-        load_built(built.folder)
+        load_built(varied.folder)
 
 
-def test_a_key_that_is_not_its_layout_and_areas_key_is_refused(built):
-    old = built.variants[0].key
-    new = built.variants[0].variant.layout + ".0123456789"
+def test_a_key_that_is_not_its_layout_and_areas_key_is_refused(varied):
+    old = varied.variants[0].key
+    new = varied.variants[0].variant.layout + ".0123456789"
     for ext in ("html", "txt"):
-        (built.folder / f"email-{old}.{ext}").rename(built.folder / f"email-{new}.{ext}")
-    rewrite(built, lambda d: d["variants"][0].update(key=new))
+        (varied.folder / f"email-{old}.{ext}").rename(varied.folder / f"email-{new}.{ext}")
+    rewrite(varied, lambda d: d["variants"][0].update(key=new))
     with pytest.raises(BlockedError, match="not the key of its layout and areas"):
-        load_built(built.folder)
+        load_built(varied.folder)
 
 
-def test_a_key_naming_a_path_is_refused_before_any_file_is_read(built, tmp_path):
-    (built.folder.parent / "x.html").write_text("outside", encoding="utf-8")
-    data = json.loads(built.source)
+def test_a_key_naming_a_path_is_refused_before_any_file_is_read(varied, tmp_path):
+    (varied.folder.parent / "x.html").write_text("outside", encoding="utf-8")
+    data = json.loads(varied.source)
     data["variants"][0]["key"] = "../x"
-    (built.folder / "issue.json").write_bytes(issue_json.dumps(data))
+    (varied.folder / "issue.json").write_bytes(issue_json.dumps(data))
     with pytest.raises(BlockedError, match="is not a variant key"):
-        load_built(built.folder)
+        load_built(varied.folder)
 
 
-def test_the_hash_covers_each_variant(built):
-    key = built.variants[0].key
-    path = built.folder / f"email-{key}.html"
+def test_the_hash_covers_each_variant(varied):
+    key = varied.variants[0].key
+    path = varied.folder / f"email-{key}.html"
     path.write_text(path.read_text(encoding="utf-8").replace("vLLM", "vLLM!"), encoding="utf-8")
     with pytest.raises(BlockedError, match="changed since it was built"):
-        load_built(built.folder)
+        load_built(varied.folder)
 
 
-def test_a_missing_variant_file_is_refused(built):
-    (built.folder / f"email-{built.variants[0].key}.txt").unlink()
+def test_a_missing_variant_file_is_refused(varied):
+    (varied.folder / f"email-{varied.variants[0].key}.txt").unlink()
     with pytest.raises(BlockedError, match="is missing"):
-        load_built(built.folder)
+        load_built(varied.folder)
 
 
 # -- proof ------------------------------------------------------------------------------------
 
 
-def test_the_proof_report_lists_each_variant_with_its_sizes(built, settings):
-    report = proof(built, size_budget_kb=settings.issue.size_budget_kb, repo=settings.feed.repo)
-    assert [v.key for v in report.variants] == [v.key for v in built.variants]
+def test_the_proof_report_lists_each_variant_with_its_sizes(varied, settings):
+    report = proof(varied, size_budget_kb=settings.issue.size_budget_kb, repo=settings.feed.repo)
+    assert [v.key for v in report.variants] == [v.key for v in varied.variants]
     for row in report.variants:
         assert row.areas and row.layout in LAYOUTS
         assert 0 < row.html.weight <= row.html.budget and row.text_weight > 0
@@ -213,11 +215,11 @@ def test_the_proof_report_lists_each_variant_with_its_sizes(built, settings):
     assert len(report.sizes) == len(LAYOUTS)
 
 
-def test_an_over_budget_variant_blocks_the_proof(built, settings):
-    key = built.variants[0].key
+def test_an_over_budget_variant_blocks_the_proof(varied, settings):
+    key = varied.variants[0].key
     name = f"email-{key}.html"
-    padded = built.html(key).replace("</body>", "<p>" + "内容" * 40_000 + "</p></body>")
-    heavy = replace(built, artifacts={**built.artifacts, name: padded})
+    padded = varied.html(key).replace("</body>", "<p>" + "内容" * 40_000 + "</p></body>")
+    heavy = replace(varied, artifacts={**varied.artifacts, name: padded})
     report = proof(heavy, size_budget_kb=settings.issue.size_budget_kb, repo=settings.feed.repo)
     [over] = [p for p in report.blocking if p.code == "over-size-limit"]
     assert over.layout == key and key in over.message
@@ -229,17 +231,17 @@ def test_a_variant_over_budget_at_build_is_a_blocking_problem(settings, tmp_path
     config.write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n[issue]\nsize_budget_kb = 4\n',
                       encoding="utf-8")
     tight = load(config, {})
-    built = build_with(tight, tmp_path / "issue", [ROCM])
-    key = built.variants[0].key
-    assert [p for p in built.issue.problems
+    varied = build_with(tight, tmp_path / "issue", [ROCM])
+    key = varied.variants[0].key
+    assert [p for p in varied.issue.problems
             if p.code == "over-size-limit" and p.layout == key and p.severity == "blocking"]
 
 
-def test_a_personal_link_placeholder_in_a_variant_is_found(built, settings):
-    key = built.variants[0].key
+def test_a_personal_link_placeholder_in_a_variant_is_found(varied, settings):
+    key = varied.variants[0].key
     name = f"email-{key}.txt"
-    stray = replace(built, artifacts={**built.artifacts,
-                                      name: built.text(key) + "\nx%%unsubscribe_url%%x\n"})
+    stray = replace(varied, artifacts={**varied.artifacts,
+                                      name: varied.text(key) + "\nx%%unsubscribe_url%%x\n"})
     report = proof(stray, size_budget_kb=90, repo=settings.feed.repo)
     assert [p for p in report.blocking if p.code == "stray-personal-link" and p.layout == key]
     with pytest.raises(BlockedError, match=f"email-{key}.txt"):
@@ -249,25 +251,25 @@ def test_a_personal_link_placeholder_in_a_variant_is_found(built, settings):
 # -- choose and message -----------------------------------------------------------------------
 
 
-def test_choose_gives_the_built_variant_or_the_plain_layout(built):
-    rocm = next(v for v in built.variants if v.variant.areas == ("rocm",))
-    assert built.choose("zh-en", ("rocm", "elsewhere")) == (rocm.key, False)
-    assert built.choose("zh-en", ()) == ("zh-en", False)
-    assert built.choose("zh-en", ("not-this-week",)) == ("zh-en", False)
-    assert built.choose("en-zh", ("rocm",)) == ("en-zh", True)  # never built: fallback
+def test_choose_gives_the_built_variant_or_the_plain_layout(varied):
+    rocm = next(v for v in varied.variants if v.variant.areas == ("rocm",))
+    assert varied.choose("zh-en", ("rocm", "elsewhere")) == (rocm.key, False)
+    assert varied.choose("zh-en", ()) == ("zh-en", False)
+    assert varied.choose("zh-en", ("not-this-week",)) == ("zh-en", False)
+    assert varied.choose("en-zh", ("rocm",)) == ("en-zh", True)  # never built: fallback
 
 
-def test_a_message_carries_its_variants_parts_under_its_layouts_headers(built, settings):
+def test_a_message_carries_its_variants_parts_under_its_layouts_headers(varied, settings):
     from email import message_from_bytes, policy
 
-    rocm = next(v for v in built.variants if v.variant.areas == ("rocm",))
-    messages = Messages(built, settings.site, settings.delivery, KEYS)
+    rocm = next(v for v in varied.variants if v.variant.areas == ("rocm",))
+    messages = Messages(varied, settings.site, settings.delivery, KEYS)
     raw = messages.build("r@example.org", "a" * 24, "zh-en", _now(), variant=rocm.key).raw
     parsed = message_from_bytes(raw, policy=policy.default)
     html = parsed.get_body(("html",)).get_content()  # type: ignore[union-attr]
     plain = messages.build("r@example.org", "a" * 24, "zh-en", _now()).raw
     assert parsed["Subject"] == message_from_bytes(plain, policy=policy.default)["Subject"]
-    assert html.count("/pull/") == built.html(rocm.key).count("/pull/")
+    assert html.count("/pull/") == varied.html(rocm.key).count("/pull/")
     assert "%%" not in html
     with pytest.raises(ConfigError, match="no variant"):
         messages.build("r@example.org", "a" * 24, "en", _now(), variant=rocm.key)
@@ -334,17 +336,17 @@ def test_the_preview_says_when_there_is_no_variant(settings, tmp_path):
     assert "0 interest variant(s)" in page and "No interest variant" in page
 
 
-def test_test_copies_include_each_variant_of_the_chosen_layouts(built, settings, tmp_path):
+def test_test_copies_include_each_variant_of_the_chosen_layouts(varied, settings, tmp_path):
     from email import message_from_bytes, policy
 
     from pipeline.stages.send import send_tests
     from pipeline.transport.outbox import OutboxTransport
 
     outbox = tmp_path / "outbox"
-    messages = Messages(built, settings.site, settings.delivery, KEYS)
-    sent = send_tests(built, messages, OutboxTransport(outbox), "editor@example.org",
+    messages = Messages(varied, settings.site, settings.delivery, KEYS)
+    sent = send_tests(varied, messages, OutboxTransport(outbox), "editor@example.org",
                       ["zh-en", "en"], clock=_now)
-    variants = [v.key for v in built.variants if v.variant.layout in ("zh-en", "en")]
+    variants = [v.key for v in varied.variants if v.variant.layout in ("zh-en", "en")]
     assert [key for key, _ in sent] == ["zh-en", "en", *variants] and variants
     subjects = sorted(message_from_bytes(p.read_bytes(), policy=policy.default)["Subject"]
                       for p in outbox.glob("*.eml"))
@@ -398,36 +400,36 @@ def test_send_gives_each_reader_their_variant_and_never_rebuilds(settings, tmp_p
     changed = add("changed@example.org", "en", ("kv-connector",))
     plain = add("plain@example.org", "zh-en", ())
     elsewhere = add("elsewhere@example.org", "zh", ("not-this-week",))
-    built = build_with(settings, tmp_path / "issue", store.variant_choices())
-    assert sorted(v.variant.areas for v in built.variants) == [("kv-connector",), ("rocm",)]
-    approve(built, NOW)
-    files_before = sorted(p.name for p in built.folder.iterdir())
+    varied = build_with(settings, tmp_path / "issue", store.variant_choices())
+    assert sorted(v.variant.areas for v in varied.variants) == [("kv-connector",), ("rocm",)]
+    approve(varied, NOW)
+    files_before = sorted(p.name for p in varied.folder.iterdir())
 
     # After the approval a reader changes their areas: nothing may be rendered for them now.
     store.set_layout(changed, "en", NOW, areas=("cpu",))
-    transport = OutboxTransport(built.folder / "outbox")
-    messages = Messages(built, settings.site, settings.delivery, KEYS)
-    report = Sender(built, store, transport, messages, rate=None, concurrency=1).run(SendOptions())
+    transport = OutboxTransport(varied.folder / "outbox")
+    messages = Messages(varied, settings.site, settings.delivery, KEYS)
+    report = Sender(varied, store, transport, messages, rate=None, concurrency=1).run(SendOptions())
     assert report.sent == 4 and report.plain_fallback == 1
     assert "1 got the plain layout" in report.summary()
-    write_report(built, report)
-    assert json.loads((built.folder / "send-report.json").read_text())["plain_fallback"] == 1
+    write_report(varied, report)
+    assert json.loads((varied.folder / "send-report.json").read_text())["plain_fallback"] == 1
 
     sent = {p.name.split("--")[1].removesuffix(".eml"): _html_of(p)
-            for p in (built.folder / "outbox").glob("*.eml")}
-    must = [i.pr for i in built.issue.items if i.tier == "must-read"]
-    rocm_prs = [i.pr for i in built.issue.items if "rocm" in i.areas and i.tier == "must-read"]
-    rocm_key = built.choose("zh-en", ("rocm",))[0]
+            for p in (varied.folder / "outbox").glob("*.eml")}
+    must = [i.pr for i in varied.issue.items if i.tier == "must-read"]
+    rocm_prs = [i.pr for i in varied.issue.items if "rocm" in i.areas and i.tier == "must-read"]
+    rocm_key = varied.choose("zh-en", ("rocm",))[0]
     assert _first_pr(sent[rocm], must) in rocm_prs  # for-you order
     assert _first_pr(sent[plain], must) == must[0]  # rank order
     assert sent[rocm] != sent[plain]
-    assert sent[rocm].count("/pull/") == built.html(rocm_key).count("/pull/")
+    assert sent[rocm].count("/pull/") == varied.html(rocm_key).count("/pull/")
     for sid, layout in ((changed, "en"), (plain, "zh-en"), (elsewhere, "zh")):
-        assert _without_links(sent[sid]) == _without_links(built.html(layout)), sid
+        assert _without_links(sent[sid]) == _without_links(varied.html(layout)), sid
 
-    again = load_built(built.folder)  # nothing rebuilt, the approval still holds
-    assert again.content_hash == built.content_hash and is_approved(again)
-    assert sorted(p.name for p in built.folder.iterdir()
+    again = load_built(varied.folder)  # nothing rebuilt, the approval still holds
+    assert again.content_hash == varied.content_hash and is_approved(again)
+    assert sorted(p.name for p in varied.folder.iterdir()
                   if p.name not in ("outbox", "send-report.json")) == files_before
 
 
@@ -468,34 +470,34 @@ def test_a_build_without_a_store_creates_none_and_has_no_variant(tmp_path):
     assert not (tmp_path / "data" / "subscribers.sqlite3").exists()
 
 
-def test_the_public_issue_json_carries_no_readers_choices(built, settings):
+def test_the_public_issue_json_carries_no_readers_choices(varied, settings):
     from pipeline.core.site.site import Site, public_issue_json
 
-    assert "variants" in built.data
-    (obj,) = [o for o in Site(settings.site).issue_objects(built) if o.key.endswith("issue.json")]
+    assert "variants" in varied.data
+    (obj,) = [o for o in Site(settings.site).issue_objects(varied) if o.key.endswith("issue.json")]
     public = json.loads(obj.data)
-    assert "variants" not in public and public["content_hash"] == built.content_hash
-    chosen = {area for entry in built.data["variants"] for area in entry["areas"]}
-    assert chosen and public["items"] == built.data["items"]  # the issue itself, whole
-    plain = load_built(build(settings, week_id=SAMPLE_WEEK, out=built.folder.parent / "plain",
+    assert "variants" not in public and public["content_hash"] == varied.content_hash
+    chosen = {area for entry in varied.data["variants"] for area in entry["areas"]}
+    assert chosen and public["items"] == varied.data["items"]  # the issue itself, whole
+    plain = load_built(build(settings, week_id=SAMPLE_WEEK, out=varied.folder.parent / "plain",
                              choices=[]).out_dir)
     assert public_issue_json(plain) == plain.source  # no variants: the file as built
 
 
 @pytest.mark.subprocess  # publishing runs Pagefind
-def test_publishing_fills_the_area_catalog_the_forms_offer(built, settings, store):
+def test_publishing_fills_the_area_catalog_the_forms_offer(varied, settings, store):
     from pipeline.cli.common import publish_issue
     from pipeline.core.issue.interests import issue_areas
 
     assert store.known_areas() == ()
-    publish_issue(settings, built)
-    assert store.known_areas() == issue_areas(built.issue.items) != ()
+    publish_issue(settings, varied)
+    assert store.known_areas() == issue_areas(varied.issue.items) != ()
 
 
 @pytest.mark.subprocess  # publishing runs Pagefind
-def test_publishing_without_a_store_creates_none(built, settings, tmp_path):
+def test_publishing_without_a_store_creates_none(varied, settings, tmp_path):
     from pipeline.cli.common import publish_issue
 
-    publish_issue(settings, built)
+    publish_issue(settings, varied)
     assert (tmp_path / "build" / "site" / "index.html").is_file()
     assert not (tmp_path / "data" / "subscribers.sqlite3").exists()

@@ -83,7 +83,7 @@ def free_port() -> int:
     serves on that very socket, and a port nobody serves stays bound and refuses
     connections, so no other test can take it meanwhile. A port given to another process
     (``newsletter serve --port``) must be let go first: :func:`let_go`."""
-    from servers import bound_socket
+    from support.servers import bound_socket
 
     sock = bound_socket()
     port: int = sock.getsockname()[1]

@@ -1,4 +1,5 @@
-"""DynamoDB for the store tests: the two tables in the session's moto server (tests/servers.py).
+"""DynamoDB for the store tests: the two tables in the session's moto server
+(tests/support/servers.py).
 
 ``dynamo`` (fixture) resets moto, creates the tables of ``[store]`` with
 :func:`subscribers.store.dynamo.create_tables` and gives settings whose ``[store] backend`` is

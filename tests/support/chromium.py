@@ -28,7 +28,7 @@ CHROMIUM_FLAGS = [flag for flag in _RUNTIME_FLAGS
 def artifacts_dir(kind: str) -> Path:
     """Where a browser test keeps what a person may want to look at (screenshots):
     ``$TEST_ARTIFACTS/<kind>``, else ``build/test-artifacts/<kind>``."""
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     folder = Path(os.environ.get("TEST_ARTIFACTS") or root / "build" / "test-artifacts") / kind
     folder.mkdir(parents=True, exist_ok=True)
     return folder

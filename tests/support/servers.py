@@ -1,6 +1,6 @@
 """Real servers on loopback for the delivery tests: an SMTP sink and a moto (AWS) server.
 
-Enabling the fixtures: ``pytest_plugins = ["servers"]``, best once in ``tests/conftest.py``;
+Enabling the fixtures: ``pytest_plugins = ["support.servers"]``, best once in ``tests/conftest.py``;
 then any test module may ``from servers import inject_ses, THROTTLED`` at the top. A test
 module that declares ``pytest_plugins`` itself should import from here only under
 ``TYPE_CHECKING`` or inside functions: a top-level import runs before pytest loads the plugin,
