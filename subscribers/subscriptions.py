@@ -19,14 +19,15 @@ here, so a sign-up by form and one by mail follow the same rules:
   client address.
 
 Everything here takes ``now`` and talks to the store and a :class:`Mailer`; it reads no
-clock and no environment, so the tests drive it as they like.
+clock and no environment, so the tests drive it as they like. What mail that comes back
+does to the list (bounces, complaints) is ``subscribers/bounces.py``'s; ``bounces`` here
+is it, over the same store and keys.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime, timedelta
@@ -35,7 +36,8 @@ from typing import Protocol
 
 from pipeline.errors import TransportError, Unconfirmed
 from subscribers.areas import MAX_AREAS, clean_area
-from subscribers.errors import AreaChoiceError, InvalidAddress, TokenError, UnknownSubscriber
+from subscribers.bounces import Bounces
+from subscribers.errors import AreaChoiceError, TokenError, UnknownSubscriber
 from subscribers.model import (
     DEFAULT_LAYOUT,
     LAYOUTS,
@@ -44,8 +46,7 @@ from subscribers.model import (
     new_subscriber_id,
     normalise_email,
 )
-from subscribers.store import DeliveryStore, Interests, OnceKeys, SubscriptionStore
-from subscribers.store.rules import MAIL_EVENTS
+from subscribers.store import Interests, OnceKeys, SubscriptionStore
 from subscribers.tokens import Keys, Purpose, make_token, verify_token
 
 __all__ = [
@@ -53,7 +54,6 @@ __all__ = [
     "Policy",
     "RequestOutcome",
     "Subscriptions",
-    "mark_bounced",
 ]
 
 
@@ -100,6 +100,9 @@ class Subscriptions:
         self.mailer = mailer
         self.app_url = app_url.rstrip("/")
         self.policy = policy or Policy()
+        #: What mail that comes back does to the list (``subscribers/bounces.py``).
+        self.bounces = Bounces(store, keys,
+                               transient_limit=self.policy.transient_bounce_limit)
 
     # -- the store's roles others use beside these actions -------------------------------
 
@@ -311,100 +314,6 @@ class Subscriptions:
             return subscriber
         return self.store.set_status(subscriber.id, "active", now, source="preferences",
                                      client=client)
-
-    # -- what the mail system says ---------------------------------------------------------
-
-    def bounce(self, token: str, kind: str, *, now: datetime, refused: Sequence[str] = (),
-               issue_id: str | None = None) -> tuple[Subscriber, str] | None:
-        """A delivery status notification came back for the message that carried the
-        unsubscribe ``token``: apply ``kind`` (``bounce-permanent``: the address is
-        ``bounced``; ``bounce-transient``: counted, and
-        :attr:`Policy.transient_bounce_limit` in a row bounce it too) to the token's
-        subscriber. TokenError if it does not verify (nothing read); None if its subscriber
-        was removed since.
-
-        Only the token decides whose mail it was, never an address the notification names
-        (anyone can write one); holding the token already lets one unsubscribe its
-        subscriber, so this grants nothing more. An ``unsubscribed`` or ``complained``
-        address keeps its status (:meth:`~subscribers.store.Directory.record_mail_event`).
-        A permanent bounce applied twice changes nothing; a transient one counts again, so
-        the caller makes sure each notification is applied once.
-
-        ``refused`` are the mailboxes the notification says refused (its
-        ``Final-Recipient``). A permanent bounce from a mailbox that is not the subscriber's
-        (they forward our mail to an address that died) counts as transient only: their own
-        mailbox took the mail. None given: the token's word stands. A permanent bounce of
-        the message of ``issue_id`` (the issue its ``Message-ID`` names) is noted on that
-        ledger row too, for the issue's bounce rate (as SES's notifications are). Returns
-        the subscriber as it now is and the kind applied.
-        """
-        if kind not in ("bounce-permanent", "bounce-transient"):
-            raise ValueError(f"not a bounce: {kind!r}")
-        try:
-            subscriber = self.subscriber_for(token, "unsubscribe", now)
-            if kind == "bounce-permanent" and refused and not any(
-                    _same_mailbox(subscriber.email, address) for address in refused):
-                kind = "bounce-transient"
-            if kind == "bounce-permanent":
-                return mark_bounced(self.store, subscriber.id, issue_id, now), kind
-            return self.store.record_mail_event(
-                subscriber.id, kind, now,
-                transient_limit=self.policy.transient_bounce_limit), kind
-        except UnknownSubscriber:
-            return None
-
-    def mail_event(self, kind: str, address: str, now: datetime, *,
-                   message_id: str | None = None,
-                   occurred_at: datetime | None = None) -> Subscriber | None:
-        """Apply an SES event (``bounce-permanent``, ``bounce-transient``, ``complaint``,
-        ``delivery``) to the subscriber with ``address``; None if there is none (a test
-        copy, a removed subscriber, an address that is not one). A permanent bounce or a
-        complaint is also noted on the ledger row of the message (SES's ``message_id``),
-        for the issue's bounce and complaint rates.
-
-        ``occurred_at`` (when SES says it happened) orders the events of one address: an
-        old delivery that arrives late, or again, does not undo the transient bounces
-        counted since. A time after ``now`` is taken as ``now``, so one event stamped in
-        the future cannot make every later one look old."""
-        if kind not in MAIL_EVENTS:
-            raise ValueError(f"unknown mail event {kind!r}")
-        feedback = {"bounce-permanent": "bounce", "complaint": "complaint"}.get(kind)
-        if feedback and message_id:
-            self.store.record_feedback(message_id, feedback, now)
-        try:
-            subscriber = self.store.find(address)
-        except InvalidAddress:
-            return None
-        if subscriber is None:
-            return None
-        if occurred_at is not None:
-            occurred_at = min(occurred_at, now)
-        return self.store.record_mail_event(subscriber.id, kind, now,
-                                            transient_limit=self.policy.transient_bounce_limit,
-                                            occurred_at=occurred_at)
-
-
-def mark_bounced(store: DeliveryStore, subscriber_id: str, issue_id: str | None,
-                 now: datetime) -> Subscriber:
-    """The subscriber's mailbox does not exist (an SMTP relay said so, or a bounce
-    notification did): no later issue goes there (``bounced``), and the message of
-    ``issue_id``, when known, counts in that issue's bounce rate, as SES's bounces do."""
-    if issue_id:
-        store.note_feedback(issue_id, subscriber_id, "bounce")
-    # A permanent bounce stops mail at once: the transient count's limit plays no part.
-    return store.record_mail_event(subscriber_id, "bounce-permanent", now, transient_limit=1)
-
-
-def _same_mailbox(ours: str, theirs: str) -> bool:
-    """Whether two spellings name one mailbox: case aside, the domain in either form
-    (``bücher.example`` / ``xn--bcher-kva.example``)."""
-    def canonical(address: str) -> str:
-        local, _, domain = address.strip().lower().rpartition("@")
-        with contextlib.suppress(UnicodeError):
-            domain = domain.encode("idna").decode("ascii")
-        return f"{local}@{domain}"
-
-    return canonical(ours) == canonical(theirs)
 
 
 def _address_key(address: str) -> str:

@@ -243,9 +243,9 @@ def _act(verdict: Verdict, subscriptions: Subscriptions, now: datetime) -> _Acte
 def _bounce(verdict: Verdict, subscriptions: Subscriptions, now: datetime) -> _Acted:
     assert verdict.token is not None  # noqa: S101 - classify sets it for bounce
     try:
-        applied = subscriptions.bounce(verdict.token, verdict.reason, now=now,
-                                       refused=verdict.refused,
-                                       issue_id=issue_of(verdict.reference))
+        applied = subscriptions.bounces.bounce(verdict.token, verdict.reason, now=now,
+                                               refused=verdict.refused,
+                                               issue_id=issue_of(verdict.reference))
     except TokenError:
         return _Acted("bad-token", "ignored")
     if applied is None:

@@ -67,8 +67,8 @@ from pipeline.stages.pace import Cooldown, TokenBucket
 from pipeline.stages.send_report import Progress, SendReport
 from pipeline.transport import Transport
 from pipeline.week import iso_z, now
+from subscribers.bounces import mark_bounced
 from subscribers.shards import Shard
-from subscribers.subscriptions import mark_bounced
 
 if TYPE_CHECKING:
     from types import FrameType

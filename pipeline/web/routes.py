@@ -443,38 +443,16 @@ async def _form_of(request: Request, *, lenient: bool = False
 
 def _apply_notification(subscriptions: Subscriptions, pages: Pages, message: SnsMessage,
                         now: datetime) -> Response:
-    """One verified SNS notification's SES events, applied so that SNS's redeliveries
-    (it delivers at least once, and again after a 5xx) change nothing twice.
-
-    Bounces, complaints and deliveries set a state: applying one again is harmless, so
-    they are simply applied (a crash half-way loses nothing: SNS retries). A transient
-    bounce is *counted*, so each one (message id + its place in the message) is claimed
-    once before it is counted, and given back if counting fails. SNS keeps no order, so
-    each event carries the time SES says it happened (else the notification's): an old
-    delivery arriving after newer transient bounces does not reset their count.
-    """
+    """One verified SNS notification's SES events, applied by
+    :meth:`subscribers.bounces.Bounces.notification` (which makes SNS's redeliveries
+    harmless); a body that is no SES event is answered 200 and ignored."""
     try:
         events = events_from(message.message)
     except ValueError as exc:
         log.warning("webhook: not an SES event: %s", exc)
         return pages.plain("Ignored: not an SES event", 200)
-    handled = subscriptions.handled
-    applied = 0
-    for n, event in enumerate(events):
-        key = f"sns:{message.message_id}:{n}"
-        counted = event.kind == "bounce-transient"
-        if counted and not handled.first_time(key, now):
-            continue  # counted on an earlier delivery of this message
-        try:
-            if subscriptions.mail_event(event.kind, event.address, now,
-                                        message_id=event.message_id,
-                                        occurred_at=event.occurred_at or message.timestamp
-                                        ) is not None:
-                applied += 1
-        except Exception:
-            if counted:
-                handled.forget(key)
-            raise
+    applied = subscriptions.bounces.notification(message.message_id, events, now,
+                                                 sent_at=message.timestamp)
     log.info("webhook: %d event(s), %d applied", len(events), applied)
     return pages.plain("OK", 200)
 
