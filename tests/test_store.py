@@ -41,7 +41,16 @@ from subscribers.store import (
     SubscriptionStore,
 )
 from subscribers.store.dynamo import DynamoStore
-from subscribers.store.rules import MAIL_EVENTS, MailState, after_mail_event, encode_time
+from subscribers.store.rules import (
+    MAIL_EVENTS,
+    LedgerRow,
+    MailState,
+    after_claim,
+    after_mail_event,
+    after_outcome,
+    after_release,
+    encode_time,
+)
 from subscribers.store.sqlite import MIGRATIONS, SqliteStore
 
 if TYPE_CHECKING:
@@ -810,6 +819,68 @@ def test_each_backend_applies_mail_events_as_the_rules_say(store):
                          f"{got.transient_bounces}, the rule says {expected.status}/"
                          f"{expected.transient_bounces}")
     assert len(ids) == len(cases) == 80 and wrong == []
+
+
+def test_each_backend_keeps_the_ledger_as_the_rules_say(store):
+    """rules.after_claim / after_outcome / after_release are the ledger's rules; each store
+    is held to them from every state a row can be in (none, sending, sent, a temporary or
+    permanent failure, unconfirmed), by every write a send makes."""
+    issue = "2026-W48"
+    setups = {  # how a row gets to each state, and the state the rules say it is in
+        "none": ([], LedgerRow()),
+        "sending": (["claim"], LedgerRow("sending", False, 1)),
+        "sent": (["claim", "sent"], LedgerRow("sent", False, 1)),
+        "temporary": (["claim", "failed temporary"], LedgerRow("failed", False, 1)),
+        "permanent": (["claim", "failed permanent"], LedgerRow("failed", True, 1)),
+        "unconfirmed": (["claim", "unconfirmed"], LedgerRow("unconfirmed", False, 1)),
+    }
+    writes = ["claim", "claim retry", "claim retry_temporary", "sent", "failed temporary",
+              "failed permanent", "unconfirmed", "release"]
+
+    def entry(subscriber: str) -> LedgerRow:
+        found = store.ledger_entry(issue, subscriber)
+        return (LedgerRow() if found is None
+                else LedgerRow(found.status, found.permanent, found.attempts))
+
+    def apply(subscriber: str, write: str) -> bool | None:
+        name, _, option = write.partition(" ")
+        if name == "claim":
+            return store.claim(issue, subscriber, NOW, retry=option == "retry",
+                               retry_temporary=option == "retry_temporary")
+        if name == "sent":
+            store.mark_sent(issue, subscriber, "msg-1", NOW)
+        elif name == "failed":
+            store.mark_failed(issue, subscriber, "refused", option == "permanent", NOW)
+        elif name == "unconfirmed":
+            store.mark_unconfirmed(issue, subscriber, "timed out", NOW)
+        else:
+            return store.release(issue, subscriber)
+        return None
+
+    wrong = []
+    for n, ((state, (steps, before)), write) in enumerate(
+            (setup, write) for setup in setups.items() for write in writes):
+        subscriber = f"{n:024x}"
+        for step in steps:
+            apply(subscriber, step)
+        assert entry(subscriber) == before, state  # the setup reached the state it names
+        name, _, option = write.partition(" ")
+        if name == "claim":
+            claimed = after_claim(before, retry=option == "retry",
+                                  retry_temporary=option == "retry_temporary")
+            expected, answer = claimed or before, claimed is not None
+        elif name == "release":
+            expected = after_release(before)
+            answer = expected != before
+        else:
+            expected = after_outcome(before, name, permanent=option == "permanent")
+            answer = None
+        got_answer = apply(subscriber, write)
+        got = entry(subscriber)
+        if (got, got_answer) != (expected, answer):
+            wrong.append(f"{state} + {write}: got {got} ({got_answer}), the rules say "
+                         f"{expected} ({answer})")
+    assert wrong == []
 
 
 def test_the_mail_event_rule_itself():

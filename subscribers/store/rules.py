@@ -1,4 +1,5 @@
-"""What both store backends agree on: the mail events, the suppression hash, the timestamp text.
+"""What both store backends agree on: the status rules (an address's after a mail event, a
+ledger row's after a claim, an outcome or a release), the suppression hash, the timestamp text.
 
 :class:`~subscribers.store.sqlite.SqliteStore` and :class:`~subscribers.store.dynamo.DynamoStore`
 must give the same answers and store the same values (``newsletter store migrate`` copies
@@ -32,8 +33,12 @@ __all__ = [
     "IN_FLIGHT_REASON",
     "MAIL_EVENTS",
     "Additions",
+    "LedgerRow",
     "MailState",
+    "after_claim",
     "after_mail_event",
+    "after_outcome",
+    "after_release",
     "catalog_names",
     "check_new_status",
     "decode_areas",
@@ -92,6 +97,50 @@ def after_mail_event(state: MailState, kind: str, *, transient_limit: int,
             return state
         return MailState(status, 0, occurred_at or at)
     raise ValueError(f"unknown mail event {kind!r}; known: {', '.join(MAIL_EVENTS)}")
+
+
+@dataclass(frozen=True)
+class LedgerRow:
+    """What the ledger's rules read and write of one (issue, subscriber) row; ``status``
+    None: no row yet."""
+
+    status: str | None = None
+    permanent: bool = False
+    attempts: int = 0
+
+
+def after_claim(row: LedgerRow, *, retry: bool = False,
+                retry_temporary: bool = False) -> LedgerRow | None:
+    """The row :meth:`~subscribers.store.Ledger.claim` leaves, or None when it is refused
+    (the row stays as it was). No row: created ``sending``, the first attempt. With
+    ``retry`` an ``unconfirmed`` row or a temporary failure is taken over, with
+    ``retry_temporary`` only a temporary failure; taking over counts one more attempt.
+    ``sent``, ``sending`` and permanent failures are never taken. Both stores say this in
+    their own language; tests/test_store.py holds each to it, row by row."""
+    if row.status is None:
+        return LedgerRow("sending", False, 1)
+    temporary = row.status == "failed" and not row.permanent
+    if (retry and (row.status == "unconfirmed" or temporary)) or (retry_temporary
+                                                                  and temporary):
+        return LedgerRow("sending", False, row.attempts + 1)
+    return None
+
+
+def after_outcome(row: LedgerRow, status: str, *, permanent: bool = False) -> LedgerRow:
+    """The row ``mark_sent`` (``status`` ``sent``), ``mark_failed`` (``failed``) or
+    ``mark_unconfirmed`` (``unconfirmed``) leaves: recorded whatever the row said, even with
+    no claim (the transport's answer is the truth), except that a ``sent`` row is never
+    downgraded; only a failure can be permanent; a row written without a claim counts one
+    attempt."""
+    if row.status == "sent" and status != "sent":
+        return row
+    return LedgerRow(status, permanent and status == "failed", row.attempts or 1)
+
+
+def after_release(row: LedgerRow) -> LedgerRow:
+    """The row ``release`` leaves: a ``sending`` claim is dropped (no row), any other
+    stays."""
+    return LedgerRow() if row.status == "sending" else row
 
 
 #: The reason a ``sending`` claim an earlier run left, and handed over, becomes
