@@ -157,7 +157,7 @@ def test_handlers_read_their_arguments_and_never_rewrite_them() -> None:
             for target in targets:
                 if (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
                         and target.value.id == "args"):
-                    found.append(f"{path.name}:{node.lineno} writes args.{target.attr}")
+                    found.append(f"{path.name}:{target.lineno} writes args.{target.attr}")
             if (isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
                     and node.func.id in ("getattr", "hasattr") and node.args
                     and isinstance(node.args[0], ast.Name) and node.args[0].id == "args"):

@@ -794,7 +794,7 @@ def test_each_backend_applies_mail_events_as_the_rules_say(store):
     cases = [(status, count, kind, when) for status in STATUSES for count in (0, 1)
              for kind in MAIL_EVENTS
              for when in (times if kind in ("bounce-transient", "delivery") else ["untimed"])]
-    ids = {}
+    ids: dict[int, str] = {}
     for start in ("pending", "active"):  # one batch each: fewer requests than one by one
         mine = [n for n, case in enumerate(cases) if (case[0] == "pending") == (start == "pending")]
         added = store.add_many([NewSubscriber(f"rule{n}@example.org", "en") for n in mine],
@@ -845,8 +845,8 @@ def test_each_backend_keeps_the_ledger_as_the_rules_say(store):
     def apply(subscriber: str, write: str) -> bool | None:
         name, _, option = write.partition(" ")
         if name == "claim":
-            return store.claim(issue, subscriber, NOW, retry=option == "retry",
-                               retry_temporary=option == "retry_temporary")
+            return bool(store.claim(issue, subscriber, NOW, retry=option == "retry",
+                                    retry_temporary=option == "retry_temporary"))
         if name == "sent":
             store.mark_sent(issue, subscriber, "msg-1", NOW)
         elif name == "failed":
@@ -854,7 +854,7 @@ def test_each_backend_keeps_the_ledger_as_the_rules_say(store):
         elif name == "unconfirmed":
             store.mark_unconfirmed(issue, subscriber, "timed out", NOW)
         else:
-            return store.release(issue, subscriber)
+            return bool(store.release(issue, subscriber))
         return None
 
     wrong = []
