@@ -205,9 +205,12 @@ class Chromium:
         """End the browser and every process it started (its own process group, killed at
         once), and remove its profile. Not ``Browser.close``, nor SIGTERM: a shutdown took
         0.2 s of every preview's wait, SIGTERM 0.1 s, and it saves nothing here (the
-        profile is thrown away, the PNGs were already read)."""
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(self._process.pid, signal.SIGKILL)
+        profile is thrown away, the PNGs were already read). A browser that died and was
+        reaped already is not signalled: its group id could name someone else's by now,
+        and its renderers end with its pipe."""
+        if self._process.returncode is None:  # not reaped: the group is surely still ours
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self._process.pid, signal.SIGKILL)
         self._process.wait()
         self._stderr_thread.join(timeout=2)
         with contextlib.suppress(OSError):
