@@ -328,3 +328,21 @@ def test_the_confirmation_eml_is_readable_and_its_link_works(settings, tmp_path)
     plain = message.get_body(("plain",))
     assert plain is not None
     assert url in plain.get_content()
+
+
+def test_a_send_without_8bit_refuses_an_issue_fitted_with_it(big_built):
+    """The 40-review week was fitted to 90 KB with 8bit parts; sent with
+    ``[delivery] eight_bit = false`` (a relay that refused it) the same parts go as
+    quoted-printable or base64, over the budget: refused before anything goes, with the fix."""
+    from pipeline.errors import BlockedError
+    from pipeline.stages.preflight import check_issue
+
+    settings, built = big_built
+    sent_at = datetime(2026, 12, 2, tzinfo=UTC)  # after the sample week
+    check_issue(settings, built, at=sent_at)  # as built: within the budget
+    without = replace(settings, delivery=replace(settings.delivery, eight_bit=False))
+    with pytest.raises(BlockedError, match=r"email-[a-z-]+\.(html|txt) weighs .* KB as this "
+                       r"send would carry it \(\[delivery\] eight_bit = false\), over the 90 KB"
+                       r" budget it was built to: build the issue again"):
+        check_issue(without, built, at=sent_at)
+    check_issue(without, built, at=sent_at, test_copies=True)  # a test copy shows it as is

@@ -14,7 +14,8 @@ In order, cheapest first, so the first problem named is the one to fix first:
 1. the week: one that has not ended is refused unless ``--allow-partial-week`` (its
    reviews are still coming; sent now, the ledger would keep the rest from every reader),
    one that has not started says so;
-2. the gates: blocking proof problems, approval (:func:`pipeline.stages.send.check_gates`);
+2. the gates: blocking proof problems, approval (:func:`pipeline.stages.send.check_gates`),
+   and each part weighed as this send carries it (:func:`check_sizes`);
 3. the transport's own settings: a real transport needs ``NEWSLETTER_SECRET``, a password
    when ``[smtp] username`` is set, and an https ``[site] app_url`` (RFC 8058: mailbox
    providers ignore a one-click unsubscribe URL that is not https);
@@ -37,6 +38,7 @@ from urllib.parse import urlsplit
 from pipeline.config import Settings
 from pipeline.core.email.message import Messages
 from pipeline.errors import (
+    BlockedError,
     ConfigError,
     NewsletterError,
     SendingMisconfigured,
@@ -119,6 +121,32 @@ def check_issue(settings: Settings, built: BuiltIssue, *, at: datetime,
     check_week(parse_week(built.id, settings.issue.timezone), at,
                allow_partial_week=allow_partial_week)
     check_gates(built, settings, allow_missing_translations=allow_missing_translations)
+    check_sizes(settings, built)
+
+
+def check_sizes(settings: Settings, built: BuiltIssue) -> None:
+    """Each part, weighed as this send will carry it, within the budget (exit 3 otherwise).
+
+    The build fits every layout to ``[issue] size_budget_kb`` in the transfer encodings
+    ``[delivery] eight_bit`` allowed then; issue.json does not say which. Sent with 8bit
+    turned off since (a relay or SES that refused it), the same parts go as quoted-printable
+    or base64, up to a third heavier, and a week the build filled to the brim would be
+    clipped by Gmail in every inbox. Weighed again here, with the setting of this send, such
+    an issue is refused with the fix, before anything is published or sent."""
+    from pipeline.core.email.render import HARD_LIMIT_BYTES, weight
+
+    eight_bit = settings.delivery.eight_bit
+    budget = min(settings.issue.size_budget_kb * 1000, HARD_LIMIT_BYTES)
+    for key in built.keys:
+        for name, body, html in ((f"email-{key}.html", built.html(key), True),
+                                 (f"email-{key}.txt", built.text(key), False)):
+            weighs = weight(body, eight_bit=eight_bit, html=html)
+            if weighs > budget:
+                raise BlockedError(
+                    f"{name} weighs {weighs / 1000:.1f} KB as this send would carry it "
+                    f"([delivery] eight_bit = {str(eight_bit).lower()}), over the "
+                    f"{budget / 1000:.0f} KB budget it was built to: build the issue again "
+                    "with this setting, proof and approve it, then send")
 
 
 def check_delivery(settings: Settings, built: BuiltIssue, keys: Keys, development: bool,
