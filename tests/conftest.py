@@ -1,20 +1,18 @@
-"""Shared fixtures: the sample feed, settings rooted in a temp folder, the sample week built once
-per session, a small feed writer."""
+"""Shared fixtures and the suite's hooks: settings rooted in a temp folder, the sample week built
+once per session, a small feed writer; the layers' marks and the guard on process starts. The
+helpers tests import live in tests/support/ (the sample project, feeds, commands, markup)."""
 
 from __future__ import annotations
 
-import io
 import os
-import re
 import shutil
 import subprocess
-import sys
 import tempfile
-from dataclasses import dataclass, field
 from pathlib import Path
-from xml.sax.saxutils import escape, quoteattr
 
 import pytest
+from support.feeds import Entry, atom
+from support.project import SAMPLE_FEED, SAMPLE_WEEK
 
 from pipeline.config import Settings, load
 
@@ -22,60 +20,6 @@ from pipeline.config import Settings, load
 #: how `make test` spreads the tests over its workers.
 pytest_plugins = ["support.servers", "support.chromium", "support.scheduling", "support.durations",
                   "pytester"]
-
-ROOT = Path(__file__).resolve().parent.parent
-SAMPLE_FEED = ROOT / "examples" / "sample-feed.atom"
-#: A real sample of the review text the pipeline consumes (verdicts, backticked names, both
-#: languages), kept with the tests so the suite runs from any clone.
-SEED = Path(__file__).resolve().parent / "data" / "reviews-sample.zh.txt"
-DATA = Path(__file__).resolve().parent / "data"
-SAMPLE_WEEK = "2026-W48"
-#: The PRs of the seed reviews, in the seed's order.
-SEED_PRS = (53721, 55309, 55823, 54934, 51794, 56671, 56366, 56317)
-
-
-@dataclass
-class Entry:
-    """One feed entry to write; only what a test sets is written."""
-
-    pr: int | None = 1
-    title: str = "标题"
-    body: str = "值得精读，测试。"
-    published: str | None = "2026-11-24T10:00:00+08:00"
-    updated: str | None = None
-    lang: str | None = None
-    id: str | None = None
-    link: str | None = None
-    content_type: str = "text"
-    categories: list[str] = field(default_factory=list)
-    repo: str = "vllm-project/vllm"
-
-
-def atom(entries: list[Entry], feed_lang: str | None = "zh-CN") -> bytes:
-    """A well-formed Atom 1.0 document holding ``entries``."""
-    lang = f" xml:lang={quoteattr(feed_lang)}" if feed_lang else ""
-    parts = [f'<?xml version="1.0" encoding="utf-8"?>\n<feed xmlns="http://www.w3.org/2005/Atom"'
-             f'{lang}><title>t</title><id>tag:test,2026:feed</id>'
-             f'<updated>2026-11-29T00:00:00Z</updated>']
-    for n, e in enumerate(entries):
-        link = e.link if e.link is not None else (
-            f"https://github.com/{e.repo}/pull/{e.pr}" if e.pr else "")
-        entry_lang = f" xml:lang={quoteattr(e.lang)}" if e.lang else ""
-        parts.append(f"<entry{entry_lang}>")
-        parts.append(f"<id>{escape(e.id or f'tag:test,2026:{e.pr}/{n}')}</id>")
-        parts.append(f"<title>{escape(e.title)}</title>")
-        if link:
-            parts.append(f'<link rel="alternate" href={quoteattr(link)}/>')
-        if e.published:
-            parts.append(f"<published>{e.published}</published>")
-        if e.updated:
-            parts.append(f"<updated>{e.updated}</updated>")
-        for term in e.categories:
-            parts.append(f"<category term={quoteattr(term)}/>")
-        parts.append(f'<content type="{e.content_type}">{escape(e.body)}</content>')
-        parts.append("</entry>")
-    parts.append("</feed>")
-    return "".join(parts).encode("utf-8")
 
 
 @pytest.fixture
@@ -122,87 +66,6 @@ def write_feed(tmp_path: Path):
         return path
 
     return write
-
-
-def newsletter_cmd() -> list[str]:
-    """The installed command, run as a real process (its exit code and stderr are tested)."""
-    exe = Path(sys.executable).with_name("newsletter")
-    return [str(exe)] if exe.exists() else [sys.executable, "-m", "pipeline"]
-
-
-def unfolded(html: str) -> str:
-    """An HTML part as a reader's mail app lays it out: the line breaks an 8bit part's
-    folding put in place of spaces (pipeline/core/email/eightbit.py) read as those spaces."""
-    return html.replace("\r\n", "\n").replace("\n", " ")
-
-
-def clean_env(**extra: str) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("NEWSLETTER_")}
-    env.update(extra)
-    return env
-
-
-def run_newsletter(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    """``newsletter ARGS`` in ``cwd`` as a real process, with a clean environment plus ``env``."""
-    return subprocess.run([*newsletter_cmd(), *args], cwd=cwd, env=clean_env(**env),
-                          capture_output=True, text=True, timeout=120, check=False)
-
-
-def newsletter_main(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    """``newsletter ARGS`` in ``cwd`` called in this process (``pipeline.cli.main``), with a
-    clean environment plus ``env``: what :func:`run_newsletter` returns, without the second
-    of interpreter start and imports a process costs.
-
-    For the tests whose point is what a command does, says and exits with. Signals, crashes,
-    locks held by another process and the installed entry point keep :func:`run_newsletter`.
-    stdout and stderr are fresh UTF-8 streams that are not terminals, as a pipe is; the
-    working folder and ``os.environ`` are restored afterwards whatever happens.
-    """
-    from pipeline.cli import main
-
-    out, err = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="", write_through=True)
-                for _ in range(2))
-    saved_env, saved_cwd = os.environ.copy(), os.getcwd()
-    saved_streams = sys.stdout, sys.stderr
-    os.environ.clear()
-    os.environ.update({k: v for k, v in saved_env.items() if not k.startswith("NEWSLETTER_")})
-    os.environ.update(env)
-    try:
-        os.chdir(cwd)
-        sys.stdout, sys.stderr = out, err
-        try:
-            code = main(args)
-        except SystemExit as exc:  # argparse: --help, --version, a usage error
-            code = exc.code if isinstance(exc.code, int) else 0 if exc.code is None else 1
-    finally:
-        sys.stdout, sys.stderr = saved_streams
-        os.chdir(saved_cwd)
-        os.environ.clear()
-        os.environ.update(saved_env)
-
-    def text(stream: io.TextIOWrapper) -> str:
-        stream.flush()
-        buffer = stream.buffer
-        assert isinstance(buffer, io.BytesIO)  # made above
-        return buffer.getvalue().decode("utf-8")
-
-    return subprocess.CompletedProcess(["newsletter", *args], code, text(out), text(err))
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
-    """``result``, asserted to have exited 0 (its output shown when it did not)."""
-    assert result.returncode == 0, result.stdout + result.stderr
-    return result
-
-
-def nesting(fragment: str) -> int:
-    """How deep the elements of an HTML fragment nest (``<br>`` opens nothing)."""
-    depth = deepest = 0
-    for closing, name in re.findall(r"<(/?)([a-z]+)[^>]*>", fragment):
-        if name != "br":
-            depth += -1 if closing else 1
-            deepest = max(deepest, depth)
-    return deepest
 
 
 # -- the layers ---------------------------------------------------------------------------------

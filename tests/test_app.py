@@ -13,8 +13,9 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 import pytest
-from conftest import SAMPLE_WEEK, clean_env, newsletter_cmd
 from support.app_server import App, free_port, let_go, project_settings, request, serve_app
+from support.commands import clean_env, newsletter_cmd
+from support.project import SAMPLE_WEEK
 
 from subscribers.subscriptions import Policy
 from subscribers.tokens import Keys, make_token

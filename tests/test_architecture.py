@@ -16,9 +16,9 @@ from collections.abc import Iterable
 
 import grimp
 import pytest
-from conftest import ROOT
 from importlinter import configuration
 from importlinter.application.use_cases import lint_imports
+from support.project import ROOT
 
 KERNEL = {"pipeline", "pipeline.errors", "pipeline.model", "pipeline.config", "pipeline.week",
           "pipeline.log", "pipeline.retry", "pipeline.resource"}

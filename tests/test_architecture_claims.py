@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from support.project import ROOT
 
 CORE = ROOT / "pipeline" / "core"
 #: Calls that read or change the world when their receiver is a path or the clock.

@@ -4,7 +4,8 @@ gives the same bytes. No server, no translator, no mock: nothing here calls out.
 from __future__ import annotations
 
 import pytest
-from conftest import SAMPLE_WEEK, Entry, atom
+from support.feeds import Entry, atom
+from support.project import SAMPLE_WEEK
 
 from pipeline.core.assemble import Gathered, assemble, complete, group, rank_week
 from pipeline.core.issue.bilingual import MachineText

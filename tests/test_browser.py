@@ -25,9 +25,9 @@ from urllib.parse import urlsplit
 
 import pytest
 from axe_playwright_python.sync_playwright import Axe  # type: ignore[import-untyped]
-from conftest import SAMPLE_WEEK
 from playwright.sync_api import Browser, Page
 from support.chromium import artifacts_dir
+from support.project import SAMPLE_WEEK
 from support.published_site import OLDER_WEEK, PublishedSite, served_archive
 
 #: The flags that work on these machines (closed network, root, no GPU); Playwright gives each

@@ -14,7 +14,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_FEED, SAMPLE_WEEK, newsletter_main
+from support.commands import newsletter_main
+from support.project import SAMPLE_FEED, SAMPLE_WEEK
 
 from pipeline.cli import main
 from pipeline.config import Settings, load

@@ -19,9 +19,9 @@ import tomllib
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
+from support.project import ROOT
 
 #: Every test here starts a process (a real CLI, make, bash or mypy).
 pytestmark = pytest.mark.subprocess

@@ -9,16 +9,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import (
-    DATA,
-    SAMPLE_FEED,
-    SAMPLE_WEEK,
-    Entry,
-    atom,
-    clean_env,
-    newsletter_cmd,
-    newsletter_main,
-)
+from support.commands import clean_env, newsletter_cmd, newsletter_main
+from support.feeds import Entry, atom
+from support.project import DATA, SAMPLE_FEED, SAMPLE_WEEK
 
 
 def run_process(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:

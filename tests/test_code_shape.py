@@ -8,7 +8,7 @@ import ast
 from collections.abc import Iterator
 
 import pytest
-from conftest import ROOT
+from support.project import ROOT
 
 MAX_LINES = 80
 PACKAGES = ("pipeline", "subscribers")

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import feedparser  # type: ignore[import-untyped]
 import pytest
-from conftest import DATA, Entry, atom
+from support.feeds import Entry, atom
+from support.project import DATA
 
 from pipeline.core.assemble import assemble
 from pipeline.core.issue.collect import (

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from support.project import ROOT
 
 from pipeline.config import load
 from pipeline.errors import ConfigError
@@ -190,7 +190,7 @@ def test_sane_values_still_load(tmp_path, text, env):
 def test_a_bad_value_is_one_line_and_exit_2_from_the_command_line(tmp_path):
     import subprocess
 
-    from conftest import clean_env, newsletter_cmd
+    from support.commands import clean_env, newsletter_cmd
 
     for env in ({"NEWSLETTER_DELIVERY_MAX_RATE": "nan"}, {"NEWSLETTER_SECRET": "short"},
                 {"NEWSLETTER_SITE_APP_URL": "https://example.org/api\nBcc: x@evil.example"}):

@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from conftest import SAMPLE_FEED, SAMPLE_WEEK, clean_env, newsletter_cmd, newsletter_main, ok
+from support.commands import clean_env, newsletter_cmd, newsletter_main, ok
+from support.project import SAMPLE_FEED, SAMPLE_WEEK
 
 from pipeline.model import LAYOUTS
 from subscribers.store.sqlite import SqliteStore

@@ -16,7 +16,9 @@ from email import policy
 from email.header import decode_header, make_header
 
 import pytest
-from conftest import SAMPLE_WEEK, Entry, atom, unfolded
+from support.feeds import Entry, atom
+from support.markup import unfolded
+from support.project import SAMPLE_WEEK
 
 from pipeline.core.email.message import Messages
 from pipeline.core.email.mime import BASE64, EIGHT_BIT, QUOTED_PRINTABLE

@@ -8,8 +8,10 @@ from email import policy
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, SAMPLE_FEED, SAMPLE_WEEK, Entry, atom, ok
-from conftest import newsletter_main as run
+from support.commands import newsletter_main as run
+from support.commands import ok
+from support.feeds import Entry, atom
+from support.project import ROOT, SAMPLE_FEED, SAMPLE_WEEK
 
 SUBSCRIBERS = ROOT / "examples" / "subscribers.csv"
 

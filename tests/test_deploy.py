@@ -32,7 +32,8 @@ from zoneinfo import ZoneInfo
 
 import pytest
 import yaml  # type: ignore[import-untyped]
-from conftest import ROOT, clean_env
+from support.commands import clean_env
+from support.project import ROOT
 
 from pipeline.week import last_complete_week
 from subscribers.errors import TokenError

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from support.project import ROOT
 
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 README_MAX_LINES = 150

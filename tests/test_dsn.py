@@ -19,7 +19,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_WEEK, newsletter_main
+from support.commands import newsletter_main
+from support.project import SAMPLE_WEEK
 
 from pipeline.cli import inbox as inbox_command
 from pipeline.config import Settings

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conftest import SAMPLE_WEEK, clean_env
+from support.commands import clean_env
+from support.project import SAMPLE_WEEK
 
 from pipeline.core.issue.rank import TIER_NAMES
 from pipeline.errors import ConfigError
@@ -92,7 +93,8 @@ def test_no_file_changes_nothing(settings, tmp_path):
 def test_a_bad_editor_file_exits_2_from_the_command_line(tmp_path):
     import subprocess
 
-    from conftest import SAMPLE_FEED, newsletter_cmd
+    from support.commands import newsletter_cmd
+    from support.project import SAMPLE_FEED
 
     (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
     (tmp_path / "editorial").mkdir()

@@ -162,7 +162,7 @@ def test_the_folds_are_only_where_the_rules_allow_them(doc):
 def test_a_part_that_folds_with_its_links_folds_with_room_made_for_them(tmp_path, footer):
     """The budget weighs a part with links at their reserved length; a message folds it
     with room made for them, then puts them in. Both must agree the part can be 8bit."""
-    from conftest import SAMPLE_FEED, SAMPLE_WEEK
+    from support.project import SAMPLE_FEED, SAMPLE_WEEK
 
     from pipeline.config import load
     from pipeline.core.email.render import LINK_RESERVE, PLACEHOLDERS, with_reserved_links

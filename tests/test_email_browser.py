@@ -21,9 +21,9 @@ from typing import Literal
 
 import pytest
 from axe_playwright_python.sync_playwright import Axe  # type: ignore[import-untyped]
-from conftest import SAMPLE_FEED
 from playwright.sync_api import Browser, Page
 from support.chromium import artifacts_dir
+from support.project import SAMPLE_FEED
 
 from pipeline.core.assemble import assemble
 from pipeline.core.email.render import Renderer

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import SAMPLE_FEED
+from support.project import SAMPLE_FEED
 
 from pipeline.core.assemble import assemble
 from pipeline.core.email.render import Footer, Renderer, _Plan

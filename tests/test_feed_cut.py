@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import Entry, atom
+from support.feeds import Entry, atom
 
 from pipeline.core.issue.collect import parse_feed
 from pipeline.core.issue.feed_cut import cut_long_texts

@@ -6,7 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_FEED, Entry, atom
+from support.feeds import Entry, atom
+from support.project import SAMPLE_FEED
 
 from pipeline.core.issue.collect import parse_feed
 from pipeline.core.issue.feed_split import split_entries

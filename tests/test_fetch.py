@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import clean_env, newsletter_cmd
+from support.commands import clean_env, newsletter_cmd
 
 from pipeline.errors import FeedError
 from pipeline.sources.feeds import MAX_BYTES, fetch

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
-from conftest import SAMPLE_FEED
+from support.project import SAMPLE_FEED
 
 from pipeline.core.email import fit
 from pipeline.core.email.fit import Marks, base64_size, size_of

@@ -14,7 +14,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SAMPLE_WEEK, Entry, atom, clean_env, newsletter_cmd
+from support.commands import clean_env, newsletter_cmd
+from support.feeds import Entry, atom
+from support.project import SAMPLE_WEEK
 
 from pipeline.config import SiteSettings
 from pipeline.core.issue import issue_json

@@ -14,7 +14,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SAMPLE_WEEK, Entry, atom, nesting, newsletter_main
+from support.commands import newsletter_main
+from support.feeds import Entry, atom
+from support.markup import nesting
+from support.project import SAMPLE_WEEK
 
 from pipeline.core.issue.sanitize import MAX_NESTING
 from pipeline.model import LAYOUTS

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from conftest import SAMPLE_FEED, SAMPLE_WEEK, clean_env, newsletter_cmd, newsletter_main, ok
+from support.commands import clean_env, newsletter_cmd, newsletter_main, ok
+from support.project import SAMPLE_FEED, SAMPLE_WEEK
 
 from subscribers.store.sqlite import SqliteStore
 

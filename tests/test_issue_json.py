@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 import pytest
-from conftest import SAMPLE_FEED, SAMPLE_WEEK, SEED_PRS
+from support.project import SAMPLE_FEED, SAMPLE_WEEK, SEED_PRS
 
 from pipeline.core.issue import issue_json
 from pipeline.errors import BlockedError
@@ -80,7 +80,7 @@ def test_content_hash_covers_json_and_every_artifact(settings, tmp_path):
 
 
 def test_problems_and_skipped_shapes(settings, write_feed, tmp_path):
-    from conftest import Entry
+    from support.feeds import Entry
 
     feed = write_feed([
         Entry(pr=1, body="没有结论的评审。"),
@@ -109,7 +109,7 @@ def test_sample_feed_is_what_the_readme_says():
 
 def test_sample_feed_carries_the_seed_reviews_verbatim():
     import feedparser  # type: ignore[import-untyped]
-    from conftest import SEED
+    from support.project import SEED
 
     blocks = [b.strip() for b in SEED.read_text(encoding="utf-8").split("\n\n") if b.strip()]
     seeds = list(zip(blocks[1::2], blocks[2::2], strict=True))

@@ -13,7 +13,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_FEED, SAMPLE_WEEK, newsletter_main
+from support.commands import newsletter_main
+from support.project import SAMPLE_FEED, SAMPLE_WEEK
 
 from pipeline.core.issue import issue_json
 

@@ -9,7 +9,8 @@ import sys
 from datetime import UTC, datetime
 
 import pytest
-from conftest import _PROCESSES, ROOT
+from conftest import _PROCESSES
+from support.project import ROOT
 
 
 def test_a_test_using_moto_is_marked_aws(request: pytest.FixtureRequest, moto_server) -> None:

@@ -20,7 +20,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_FEED, SAMPLE_WEEK, clean_env, newsletter_cmd, newsletter_main
+from support.commands import clean_env, newsletter_cmd, newsletter_main
+from support.project import SAMPLE_FEED, SAMPLE_WEEK
 
 from pipeline.cli import parser
 from pipeline.log import LineFormatter, safe_url

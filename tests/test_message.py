@@ -10,7 +10,8 @@ from email import policy
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from conftest import SAMPLE_WEEK, unfolded
+from support.markup import unfolded
+from support.project import SAMPLE_WEEK
 
 from pipeline.core.email.message import Messages
 from pipeline.core.email.render import PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER

@@ -17,8 +17,8 @@ from datetime import UTC, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 import pytest
-from conftest import SAMPLE_FEED, SAMPLE_WEEK
 from support import message_reference
+from support.project import SAMPLE_FEED, SAMPLE_WEEK
 
 from pipeline.config import Settings, load
 from pipeline.core.email.body_splice import SplicedBody

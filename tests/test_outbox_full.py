@@ -14,7 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, SAMPLE_FEED, SAMPLE_WEEK, clean_env, newsletter_cmd
+from support.commands import clean_env, newsletter_cmd
+from support.project import ROOT, SAMPLE_FEED, SAMPLE_WEEK
 
 from subscribers.store.sqlite import SqliteStore
 

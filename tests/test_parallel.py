@@ -8,7 +8,8 @@ import threading
 from collections.abc import Callable
 
 import pytest
-from conftest import SAMPLE_WEEK, Entry, atom
+from support.feeds import Entry, atom
+from support.project import SAMPLE_WEEK
 
 from pipeline import parallel
 from pipeline.core.assemble import assemble, group, rank_week

@@ -14,7 +14,8 @@ from datetime import UTC, datetime
 from email import policy
 
 import pytest
-from conftest import SAMPLE_WEEK, Entry, atom
+from support.feeds import Entry, atom
+from support.project import SAMPLE_WEEK
 
 from pipeline.core.email.message import Messages
 from pipeline.core.email.render import PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER

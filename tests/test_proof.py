@@ -6,7 +6,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_FEED, SAMPLE_WEEK, SEED_PRS, Entry
+from support.feeds import Entry
+from support.project import SAMPLE_FEED, SAMPLE_WEEK, SEED_PRS
 
 from pipeline.config import load
 from pipeline.core.proof import link_verdict, proof

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import pytest
-from conftest import SEED, SEED_PRS, Entry, atom
+from support.feeds import Entry, atom
+from support.project import SEED, SEED_PRS
 
 from pipeline.core.issue.collect import group_week, merge, parse_feed
 from pipeline.core.issue.rank import TIERS, parse_verdict, rank, reading_minutes

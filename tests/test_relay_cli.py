@@ -17,8 +17,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SAMPLE_FEED, SAMPLE_WEEK, ok
-from conftest import newsletter_main as newsletter
+from support.commands import newsletter_main as newsletter
+from support.commands import ok
+from support.project import SAMPLE_FEED, SAMPLE_WEEK
 from support.servers import NO_SUCH_USER, SmtpSink
 
 from pipeline.stages import deliver

@@ -8,8 +8,9 @@ from html.parser import HTMLParser
 from typing import Any
 
 import pytest
-from conftest import SAMPLE_FEED, Entry, atom
 from markupsafe import escape
+from support.feeds import Entry, atom
+from support.project import SAMPLE_FEED
 
 from pipeline.core.assemble import assemble
 from pipeline.core.email.render import (

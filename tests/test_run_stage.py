@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_WEEK
+from support.project import SAMPLE_WEEK
 
 from pipeline.config import Settings
 from pipeline.errors import TransportError, UsageError

@@ -401,7 +401,8 @@ def test_a_borrowed_client_stays_open(s3: Any) -> None:
 @pytest.mark.subprocess  # publish ends by running Pagefind
 def test_publish_twice_uploads_nothing_and_a_fresh_runner_rebuilds_the_index(
         s3: Any, settings: Settings, tmp_path: Path) -> None:
-    from conftest import SAMPLE_WEEK, Entry, atom
+    from support.feeds import Entry, atom
+    from support.project import SAMPLE_WEEK
 
     from pipeline.core.site.site import Site
     from pipeline.stages.build import build

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import nesting
+from support.markup import nesting
 
 from pipeline.core.issue.sanitize import (
     MAX_NESTING,

@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import SAMPLE_WEEK, Entry, atom
+from support.feeds import Entry, atom
+from support.project import SAMPLE_WEEK
 
 from pipeline.archive import SiteObject
 from pipeline.archive.local import LocalArchive

@@ -10,13 +10,15 @@ search page says what to do instead.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from axe_playwright_python.sync_playwright import Axe  # type: ignore[import-untyped]
-from conftest import SAMPLE_WEEK, Entry, atom
 from playwright.sync_api import Page
+from support.feeds import Entry, atom
+from support.project import SAMPLE_WEEK
 from support.published_site import OLDER_WEEK, PublishedSite, served_archive, start_server
 from test_browser import SERIOUS, WIDTHS, open_page
 
@@ -44,8 +46,15 @@ def search_for(page: Page, query: str) -> list[str]:
     box = page.locator(".pagefind-ui__search-input")
     box.wait_for()
     box.fill(query)
-    page.locator(".pagefind-ui__message").filter(has_text=query).wait_for()
-    page.locator(".pagefind-ui__result-link").first.wait_for()
+    message = page.locator(".pagefind-ui__message").filter(has_text=query)
+    message.wait_for()
+    # Pagefind shows the count at once and each result when its fragment has loaded (five
+    # at first): wait for all of those, not the first, or a slow one is missed.
+    counted = re.search(r"\d+", message.inner_text())
+    shown = min(int(counted.group()) if counted else 1, 5)
+    page.wait_for_function(
+        "n => [...document.querySelectorAll('li.pagefind-ui__result')]"
+        ".filter(li => li.querySelector('a.pagefind-ui__result-link')).length >= n", arg=shown)
     hrefs: list[str] = page.eval_on_selector_all(RESULT_LINKS, "els => els.map(e => e.href)")
     return hrefs
 

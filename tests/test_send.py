@@ -22,7 +22,8 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from conftest import SAMPLE_FEED, SAMPLE_WEEK, Entry, atom
+from support.feeds import Entry, atom
+from support.project import SAMPLE_FEED, SAMPLE_WEEK
 
 import pipeline.stages.send
 from pipeline.config import Settings, load

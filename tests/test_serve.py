@@ -12,8 +12,9 @@ from email.parser import BytesParser
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_FEED, clean_env, newsletter_cmd
 from support.app_server import free_port, let_go, request
+from support.commands import clean_env, newsletter_cmd
+from support.project import SAMPLE_FEED
 
 from pipeline.web.serve import served_app_url
 

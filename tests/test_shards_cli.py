@@ -11,7 +11,8 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_FEED, SAMPLE_WEEK, clean_env, newsletter_cmd, newsletter_main
+from support.commands import clean_env, newsletter_cmd, newsletter_main
+from support.project import SAMPLE_FEED, SAMPLE_WEEK
 
 SECRET = {"NEWSLETTER_SECRET": "x" * 32}
 COUNT = 40

@@ -8,7 +8,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_WEEK, Entry, atom
+from support.feeds import Entry, atom
+from support.project import SAMPLE_WEEK
 
 from pipeline.archive import SiteObject
 from pipeline.archive.local import LocalArchive

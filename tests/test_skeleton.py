@@ -6,7 +6,9 @@ import subprocess
 import tomllib
 
 import pytest
-from conftest import SAMPLE_WEEK, Entry, atom, clean_env, newsletter_cmd
+from support.commands import clean_env, newsletter_cmd
+from support.feeds import Entry, atom
+from support.project import SAMPLE_WEEK
 
 
 def run(args, cwd):

@@ -8,8 +8,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_FEED, SAMPLE_WEEK, ok
-from conftest import newsletter_main as newsletter
+from support.commands import newsletter_main as newsletter
+from support.commands import ok
+from support.project import SAMPLE_FEED, SAMPLE_WEEK
 from support.servers import SmtpSink, Tls
 
 SECRET = "s" * 40

@@ -17,7 +17,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_FEED, SAMPLE_WEEK, clean_env
+from support.commands import clean_env
+from support.project import SAMPLE_FEED, SAMPLE_WEEK
 
 #: Run as ``python -c``: the command, then the top-level packages it imported, as JSON.
 PROBE = """

@@ -100,7 +100,8 @@ def test_status_json_says_what_the_text_says(tmp_path):
     says so, and ``--json`` carries it with the rest, under the same exit code."""
     import json
 
-    from conftest import SAMPLE_FEED, SAMPLE_WEEK, newsletter_main, ok
+    from support.commands import newsletter_main, ok
+    from support.project import SAMPLE_FEED, SAMPLE_WEEK
 
     from subscribers.store.sqlite import SqliteStore
 

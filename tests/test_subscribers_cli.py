@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from support.project import ROOT
 
 from pipeline import week
 from pipeline.cli.subscribers import add_parser

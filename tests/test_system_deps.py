@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from support.project import ROOT
 
 #: Every test here starts a process (a real CLI, make, bash or mypy).
 pytestmark = pytest.mark.subprocess

@@ -8,7 +8,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from conftest import SAMPLE_WEEK, Entry, atom, newsletter_main
+from support.commands import newsletter_main
+from support.feeds import Entry, atom
+from support.project import SAMPLE_WEEK
 from test_translate import FakeLLM, drop_first_placeholder, llm  # noqa: F401 (fixture)
 
 

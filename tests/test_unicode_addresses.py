@@ -17,7 +17,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from conftest import SAMPLE_FEED, SAMPLE_WEEK, clean_env, newsletter_cmd
+from support.commands import clean_env, newsletter_cmd
+from support.project import SAMPLE_FEED, SAMPLE_WEEK
 
 from pipeline.config import load
 from pipeline.core.email.message import Messages

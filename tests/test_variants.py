@@ -12,7 +12,9 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from conftest import SAMPLE_FEED, SAMPLE_WEEK, Entry, atom, unfolded
+from support.feeds import Entry, atom
+from support.markup import unfolded
+from support.project import SAMPLE_FEED, SAMPLE_WEEK
 
 from pipeline.config import Settings, load
 from pipeline.core.assemble import distinct_variants
@@ -443,7 +445,7 @@ def _without_links(html: str) -> str:
 
 @pytest.mark.subprocess  # publishing runs Pagefind
 def test_run_builds_with_the_stores_choices(tmp_path):
-    from conftest import newsletter_main, ok
+    from support.commands import newsletter_main, ok
 
     from subscribers.store.sqlite import SqliteStore
 
@@ -462,7 +464,7 @@ def test_run_builds_with_the_stores_choices(tmp_path):
 
 
 def test_a_build_without_a_store_creates_none_and_has_no_variant(tmp_path):
-    from conftest import newsletter_main, ok
+    from support.commands import newsletter_main, ok
 
     (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
     result = ok(newsletter_main(["build", "--week", SAMPLE_WEEK], tmp_path))

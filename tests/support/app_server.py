@@ -165,9 +165,8 @@ def request(method: str, url: str, *, form: Mapping[str, str] | None = None,
 
 def project_settings(tmp_path: Path, port: int, extra: str = "") -> Settings:
     """Settings rooted in ``tmp_path`` whose app_url is ``http://127.0.0.1:<port>``."""
-    from conftest import SAMPLE_FEED
-
     from pipeline.config import load
+    from support.project import SAMPLE_FEED
 
     config = tmp_path / "newsletter.toml"
     config.write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n'

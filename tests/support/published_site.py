@@ -25,7 +25,9 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from conftest import SAMPLE_FEED, SAMPLE_WEEK, Entry, atom, clean_env, newsletter_cmd
+from support.commands import clean_env, newsletter_cmd
+from support.feeds import Entry, atom
+from support.project import SAMPLE_FEED, SAMPLE_WEEK
 
 OLDER_WEEK = "2025-W52"
 #: The older issue: two PRs, each reviewed in Chinese then in English, inside 2025-W52

@@ -1,0 +1,16 @@
+"""The sample project the tests stand on: the repository, the bundled sample feed and its
+week, and the real review text kept with the tests (so the suite runs from any clone)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+SAMPLE_FEED = ROOT / "examples" / "sample-feed.atom"
+#: A real sample of the review text the pipeline consumes (verdicts, backticked names, both
+#: languages), kept with the tests so the suite runs from any clone.
+SEED = ROOT / "tests" / "data" / "reviews-sample.zh.txt"
+DATA = ROOT / "tests" / "data"
+SAMPLE_WEEK = "2026-W48"
+#: The PRs of the seed reviews, in the seed's order.
+SEED_PRS = (53721, 55309, 55823, 54934, 51794, 56671, 56366, 56317)
