@@ -28,6 +28,8 @@ import threading
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from pipeline.core.spread import one_by_one
+
 if TYPE_CHECKING:
     import multiprocessing.process
     from multiprocessing.connection import Connection
@@ -38,9 +40,8 @@ J = TypeVar("J")
 R = TypeVar("R")
 
 
-def serial(fn: Callable[[J], R], jobs: Sequence[J], /) -> list[R]:
-    """The plain loop: every job in this process, one after the other."""
-    return [fn(job) for job in jobs]
+#: The plain loop: every job in this process, one after the other (the core's own).
+serial = one_by_one
 
 
 def cores() -> int:
@@ -61,7 +62,7 @@ def can_fork() -> bool:
 
 def fork_map(fn: Callable[[J], R], jobs: Sequence[J], /) -> list[R]:
     """``[fn(job) for job in jobs]``, the jobs shared among the cores (see the module): a
-    ``pipeline.core.assemble.Spread``."""
+    :class:`pipeline.core.spread.Spread`."""
     workers = min(cores(), len(jobs))
     if workers < 2 or not can_fork():
         return serial(fn, jobs)

@@ -199,10 +199,9 @@ def publish_issue(settings: Settings, built: BuiltIssue,
         _log.warning("the search index was not updated (the old one still answers): %s",
                      report.search_problem)
     try:
-        if store is not None:
-            if report.areas:
-                store.note_areas(report.areas)
-        else:
+        if store is None:
             note_areas(settings, report.areas)
+        elif report.areas:
+            store.note_areas(report.areas)
     except NewsletterError as exc:  # the week is published; the forms offer older areas
         _log.warning("the subscribe form's list of areas was not updated: %s", exc)

@@ -133,14 +133,13 @@ def _cmd_send(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.stages.build import issue_dir
-    from pipeline.stages.built import choose_week
+    from pipeline.stages.built import choose_week, issue_folder
     from pipeline.stages.run import RunRequest, run_week
 
     week = choose_week(settings, args.week)
     request = RunRequest(week, tuple(args.feed), _send_request(args))
     return run_week(request, _Steps(settings), at=clock.now(),
-                    issue_folder=issue_dir(settings, week))
+                    issue_folder=issue_folder(settings, week.id))
 
 
 class _Steps:

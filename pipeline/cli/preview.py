@@ -151,10 +151,10 @@ def _shooter(args: argparse.Namespace, settings: Settings, week_id: str
 def _shot_before(settings: Settings, week_id: str) -> bool:
     """Whether an earlier preview of the week left screenshots that may be reused (asked
     before the renderer is imported, so a cold preview's browser starts at once)."""
-    from pipeline.stages.built import PREVIEW_DIR, issue_folder
-    from pipeline.stages.screenshots import MANIFEST, SCREENSHOT_DIR
+    from pipeline.stages.built import issue_folder
+    from pipeline.stages.screenshots import MANIFEST, shots_of
 
-    return (issue_folder(settings, week_id) / PREVIEW_DIR / SCREENSHOT_DIR / MANIFEST).is_file()
+    return (shots_of(issue_folder(settings, week_id)) / MANIFEST).is_file()
 
 
 def _maker(args: argparse.Namespace, settings: Settings, week_id: str, approve: str,

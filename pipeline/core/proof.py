@@ -40,9 +40,9 @@ from urllib.parse import urlsplit
 from markupsafe import escape
 
 from pipeline.core.email.render import (
-    HARD_LIMIT_BYTES,
     PREFERENCES_PLACEHOLDER,
     UNSUBSCRIBE_PLACEHOLDER,
+    budget_bytes,
     stray_placeholders,
     weight,
 )
@@ -191,7 +191,7 @@ def layout_size(html: str, layout: str, size_budget_kb: int, eight_bit: bool = F
                 ) -> LayoutSize:
     return LayoutSize(layout, len(html.encode("utf-8")),
                       weight(html, eight_bit=eight_bit, html=True),
-                      min(size_budget_kb * 1000, HARD_LIMIT_BYTES))
+                      budget_bytes(size_budget_kb))
 
 
 def _size_problem(size: LayoutSize, already_over: set[str | None]) -> list[Problem]:

@@ -133,10 +133,10 @@ def check_sizes(settings: Settings, built: BuiltIssue) -> None:
     or base64, up to a third heavier, and a week the build filled to the brim would be
     clipped by Gmail in every inbox. Weighed again here, with the setting of this send, such
     an issue is refused with the fix, before anything is published or sent."""
-    from pipeline.core.email.render import HARD_LIMIT_BYTES, weight
+    from pipeline.core.email.render import budget_bytes, weight
 
     eight_bit = settings.delivery.eight_bit
-    budget = min(settings.issue.size_budget_kb * 1000, HARD_LIMIT_BYTES)
+    budget = budget_bytes(settings.issue.size_budget_kb)
     for key in built.keys:
         for name, body, html in ((f"email-{key}.html", built.html(key), True),
                                  (f"email-{key}.txt", built.text(key), False)):

@@ -74,6 +74,7 @@ from pipeline.stages.screenshots import (
     Shot,
     copy_name,
     planned_shots,
+    shots_of,
 )
 
 __all__ = ["CHROMIUM_FLAGS", "PREVIEW_DIR", "PageFacts", "Preview", "Screenshots",
@@ -238,8 +239,7 @@ def write_preview(built: BuiltIssue, report: ProofReport, facts: PageFacts, *,
             _write(staging / copy_name(key), proof_copy(html))
             _write(staging / copy_name(key, dark=True), dark)
         if shooter is not None:
-            previous = built.folder / PREVIEW_DIR / SCREENSHOT_DIR
-            screenshots = shooter.take(staging, planned_shots(), previous,
+            screenshots = shooter.take(staging, planned_shots(), shots_of(built.folder),
                                        cached_only=cached_only)
         else:
             screenshots = Screenshots(notes=(skip_reason or "no chromium on the PATH",))

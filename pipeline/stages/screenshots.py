@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pipeline.model import LAYOUTS
+from pipeline.stages.built import PREVIEW_DIR
 from pipeline.stages.headless import CALL_TIMEOUT_S, BrowserError, Chromium, Tab
 
 SCREENSHOT_DIR = "screenshots"
@@ -41,6 +42,11 @@ RECIPE = "devtools-viewport-1"
 #: Tabs shooting at once (the machines have two cores; a third tab hides the waits).
 WORKERS = 3
 _PNG = b"\x89PNG\r\n\x1a\n"
+
+
+def shots_of(issue_folder: Path) -> Path:
+    """Where an issue's last preview keeps its screenshots (and their manifest)."""
+    return issue_folder / PREVIEW_DIR / SCREENSHOT_DIR
 
 
 def copy_name(layout: str, *, dark: bool = False) -> str:

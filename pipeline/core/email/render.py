@@ -147,6 +147,11 @@ def with_reserved_links(body: str) -> str:
     return body
 
 
+def budget_bytes(size_budget_kb: int) -> int:
+    """``[issue] size_budget_kb`` in bytes, never above :data:`HARD_LIMIT_BYTES`."""
+    return min(size_budget_kb * 1000, HARD_LIMIT_BYTES)
+
+
 def weight(body: str, *, eight_bit: bool = False, html: bool = False) -> int:
     """The bytes one recipient's part weighs as sent: encoded (8bit among the encodings when
     ``eight_bit``; ``html``: the part is HTML, folded as sent), with real links filled in."""
@@ -392,7 +397,7 @@ class Renderer:
     def _fitted(self, issue: Issue, variant: Variant, base_url: str, budget_kb: int,
                 footer: Footer | None, eight_bit: bool = False
                 ) -> tuple[RenderedLayout, Problem | None]:
-        budget = min(budget_kb * 1000, HARD_LIMIT_BYTES)
+        budget = budget_bytes(budget_kb)
         return self._fit(issue, variant, base_url.rstrip("/"), budget, footer or Footer(),
                          eight_bit)
 
