@@ -40,7 +40,7 @@ from support.project import SAMPLE_FEED, SAMPLE_WEEK, SEED_PRS
 from test_browser import SERIOUS
 
 from pipeline.model import LAYOUTS
-from pipeline.stages.headless import Chromium
+from pipeline.stages.headless import Chromium, Tab
 from pipeline.stages.preview import Screenshotter, Watcher, serve, watch
 from pipeline.stages.screenshots import planned_shots
 
@@ -254,6 +254,30 @@ def test_a_corrupt_or_unrecorded_cached_shot_is_shot_again(tmp_path, shooter):
         (again / "screenshots" / "shots.json").write_text(manifest, encoding="utf-8")
         fresh = copies(tmp_path / f"m{len(manifest)}", email("#ffffff"), email("#000000"))
         assert shooter.take(fresh, SHOTS, again / "screenshots").reused == 0
+
+
+@pytest.mark.browser
+def test_pages_alike_byte_for_byte_are_shot_once(tmp_path, shooter, monkeypatch):
+    opened: list[str] = []
+    real = Tab.screenshots
+
+    def counted(self, url, widths, **kwargs):
+        opened.append(url.rsplit("/", 1)[-1])
+        yield from real(self, url, widths, **kwargs)
+
+    monkeypatch.setattr(Tab, "screenshots", counted)
+    folder = copies(tmp_path / "1", email("#ffffff"), email("#000000"))
+    (folder / "email-zh.html").write_text(email("#ffffff"), encoding="utf-8")  # en's bytes
+    (folder / "email-zh-dark.html").write_text(email("#000001"), encoding="utf-8")
+    shots = planned_shots(["en", "zh"])
+    made = shooter.take(folder, shots)
+    assert made.notes == () and len(made.files) == 6
+    # The light pages are one page twice: opened once, its two widths copied to the other.
+    assert len(opened) == 3 and "email-zh-dark.html" in opened
+    assert len({"email-en.html", "email-zh.html"} & set(opened)) == 1
+    taken = folder / "screenshots"
+    for width in (375, 600):
+        assert (taken / f"en-{width}.png").read_bytes() == (taken / f"zh-{width}.png").read_bytes()
 
 
 @pytest.mark.browser

@@ -18,6 +18,7 @@ import hashlib
 import json
 import os
 import queue
+import shutil
 import threading
 from collections import Counter
 from collections.abc import Sequence
@@ -188,7 +189,19 @@ class Screenshotter:
             notes.append(f"{len(todo)} screenshot(s) of changed pages are being taken: "
                          "reload in a moment")
         elif todo:
-            notes += self._shoot(folder, todo)
+            # A page byte for byte another's, at the same width and scheme (the same key),
+            # is shot once and its PNG copied.
+            first: dict[str, Shot] = {}
+            for shot in todo:
+                first.setdefault(keys[shot], shot)
+            notes += self._shoot(folder, list(first.values()))
+            for shot in todo:
+                taken = out / first[keys[shot]].name
+                if first[keys[shot]] is not shot and taken.is_file():
+                    try:
+                        shutil.copyfile(taken, out / shot.name)
+                    except OSError as exc:
+                        notes.append(f"{shot.name}: {exc.strerror or exc}")
         files = []
         for shot in shots:
             target = out / shot.name
@@ -202,7 +215,7 @@ class Screenshotter:
             manifest[shot.name] = {"key": keys[shot], "sha256": digest}
         (out / MANIFEST).write_text(json.dumps(manifest, indent=1, sort_keys=True),
                                     encoding="utf-8")
-        reused = len(shots) - len(todo)
+        reused = len(kept)
         if not files and not notes:
             notes.append("no screenshot was planned")
         return Screenshots(tuple(files), tuple(notes), reused)
