@@ -68,7 +68,7 @@ def create_app(subscriptions: Subscriptions, *, app_url: str, base_url: str,
                clock: Callable[[], datetime] = clock_now,
                mail_queue: MailQueue | None = None, footer: Footer | None = None,
                signups: SqsSignups | None = None) -> Starlette:
-    """The app over ready-made parts; :func:`pipeline.web.serve.open_app` wires them from the
+    """The app over ready-made parts; :func:`pipeline.web.wired.open_app` wires them from the
     settings, tests pass their own (a verifier that trusts a loopback certificate host, a
     fixed clock, a queue they can wait on). The queue is also ``app.state.mail_queue``."""
     queue = mail_queue or MailQueue()

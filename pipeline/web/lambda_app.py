@@ -2,7 +2,7 @@
 
 CloudFront sends ``/api/*`` to the function's **function URL** (payload format 2.0), and
 Mangum turns each event into one ASGI request for the same Starlette app ``newsletter serve``
-runs: :func:`pipeline.web.serve.open_app` wires it from the settings, so the store, the signing
+runs: :func:`pipeline.web.wired.open_app` wires it from the settings, so the store, the signing
 keys, the transport and the SNS verifier are set up in exactly one place for both hosts.
 
 Everything is built once per cold start, at import, and reused by every request the
@@ -55,7 +55,7 @@ from typing import TYPE_CHECKING, Any
 from mangum import Mangum
 
 from pipeline.config import load
-from pipeline.web.serve import open_app
+from pipeline.web.wired import open_app
 
 if TYPE_CHECKING:
     from subscribers.subscriptions import Subscriptions

@@ -23,7 +23,7 @@ from starlette.applications import Starlette
 
 from pipeline.config import Settings
 from pipeline.errors import UsageError
-from pipeline.wiring import open_subscriptions, signing_keys
+from pipeline.web.wired import open_app
 
 log = logging.getLogger("newsletter.app")
 
@@ -36,36 +36,6 @@ LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 def default_port(settings: Settings) -> int:
     """The port of ``[site] app_url`` when it names one, else 8001."""
     return urlsplit(settings.site.app_url).port or DEFAULT_PORT
-
-
-def open_app(settings: Settings, environ: Mapping[str, str], stack: ExitStack) -> Starlette:
-    """The subscription app wired from the settings; its store and transport are closed
-    when ``stack`` closes. One wiring for ``newsletter serve`` and any other host (the
-    Lambda function of ``deploy/``)."""
-    from pipeline.core.email.render import Footer
-    from pipeline.web.app import SNS_WINDOW, create_app
-    from pipeline.web.sns import CertificateSource, SnsVerifier
-
-    _, development = signing_keys(settings, environ)
-    subscriptions = stack.enter_context(open_subscriptions(settings, environ))
-    verifier = None
-    if settings.ses.sns_topic_arns:
-        verifier = SnsVerifier(CertificateSource(), settings.ses.sns_topic_arns,
-                               max_age=SNS_WINDOW)
-    if development:
-        log.warning("links are signed with the public development key: fine for the "
-                    "local outbox, never for real mail (set NEWSLETTER_SECRET)")
-    if verifier is None:
-        log.info("POST /webhooks/ses is off: no [ses] sns_topic_arns")
-    signups = None
-    if settings.subscriptions.queue_url:
-        from pipeline.web.signups import SqsSignups
-
-        signups = SqsSignups(settings.subscriptions.queue_url)
-        log.info("sign-ups go to the queue %s", settings.subscriptions.queue_url)
-    return create_app(subscriptions, app_url=settings.site.app_url,
-                      base_url=settings.site.base_url, verifier=verifier,
-                      footer=Footer.configured(settings.delivery, settings.site), signups=signups)
 
 
 def served_app_url(app_url: str, port: int) -> str:

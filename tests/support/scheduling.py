@@ -24,6 +24,7 @@ SHARED_FIXTURE_MODULES = frozenset({
     "tests/test_site_validity.py",  # the same, through the Nu HTML checker
     "tests/test_email_browser.py",  # every layout rendered and opened in Chromium
     "tests/test_deliverability.py",  # one SpamAssassin run over every layout
+    "tests/test_shipped.py",  # the wheel installed in a fresh venv, the Lambda package built
 })
 
 

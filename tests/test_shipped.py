@@ -1,0 +1,235 @@
+"""What ships, tried as production installs it, not as the editable tree the other tests use.
+
+* The wheel, built as ``pip install .`` builds it (pip, an isolated setuptools), from a copy
+  of what the build reads: a build in the tree packs whatever an earlier build left in
+  ``build/lib``, which could hide exactly the module this looks for. It must hold every
+  module of ``pipeline/`` and ``subscribers/`` and every template.
+* That wheel installed non-editable into a fresh virtual environment, and the weekly job run
+  from a folder that is not the repository: build → publish → send to the outbox.
+* The Lambda package that ``deploy/build-function.sh`` writes, imported and invoked in an
+  interpreter that sees nothing else (``python -I -S``, the package alone on ``sys.path``),
+  against moto: DynamoDB, SES, the sign-up queue, the secrets in SSM and Secrets Manager.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from email import policy
+from email.parser import BytesParser
+from pathlib import Path
+from typing import Any
+
+import pytest
+from support.commands import clean_env
+from support.function_events import APP_URL, SITE, body_of, sqs_event, subscribe_event, url_event
+from support.project import ROOT, SAMPLE_FEED, SAMPLE_WEEK
+
+pytest_plugins = ["support.dynamo_support"]
+pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
+
+#: What the build reads (pyproject.toml's readme, setup.py's packages).
+BUILD_READS = ("pyproject.toml", "setup.py", "README.md", "pipeline", "subscribers", "templates")
+#: The Lambda function's handler, as deploy/template.yaml names it.
+HANDLER = "pipeline.web.lambda_app"
+
+
+def run(command: list[str | Path], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    result = subprocess.run([str(c) for c in command], cwd=cwd, env=clean_env(**env),
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, f"{command}: {result.returncode}\n{result.stderr[-3000:]}"
+    return result
+
+
+# -- the wheel ---------------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    source = tmp_path_factory.mktemp("source")
+    for name in BUILD_READS:
+        if (ROOT / name).is_dir():
+            shutil.copytree(ROOT / name, source / name,
+                            ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            shutil.copy2(ROOT / name, source / name)
+    out = tmp_path_factory.mktemp("wheel")
+    run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", out,
+         source], cwd=out)
+    (built,) = out.glob("vllm_pr_weekly-*.whl")
+    return built
+
+
+def shipped_sources() -> set[str]:
+    """Where each module and template of the tree lands in an installed project."""
+    found = {path.relative_to(ROOT).as_posix()
+             for package in ("pipeline", "subscribers") for path in (ROOT / package).rglob("*.py")}
+    found |= {"pipeline/templates/" + path.relative_to(ROOT / "templates").as_posix()
+              for path in (ROOT / "templates").rglob("*")
+              if path.is_file() and "__pycache__" not in path.parts}
+    return found
+
+
+def test_the_wheel_holds_every_module_and_template_and_nothing_else(wheel):
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert sorted(shipped_sources() - names) == []
+    dist_info = {n for n in names if n.startswith("vllm_pr_weekly-0.1.0.dist-info/")}
+    assert sorted(names - shipped_sources() - dist_info) == []
+
+
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A fresh virtual environment holding the wheel, its dependencies pinned by the lock
+    (as .github/workflows/ install it), nothing editable."""
+    venv = tmp_path_factory.mktemp("venv")
+    run([sys.executable, "-m", "venv", "--without-pip", venv], cwd=venv)
+    run([sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install",
+         "--quiet", "-c", ROOT / "requirements.lock", wheel], cwd=venv)
+    return venv
+
+
+def test_the_installed_wheel_runs_the_weekly_job_outside_the_repository(installed, tmp_path):
+    newsletter = installed / "bin" / "newsletter"
+    where = run([installed / "bin" / "python", "-c",
+                 "import pipeline, subscribers; print(pipeline.__file__, subscribers.__file__)"],
+                cwd=tmp_path).stdout.split()
+    assert all(Path(path).is_relative_to(installed) for path in where), where
+
+    run([newsletter, "subscribers", "import", ROOT / "examples" / "subscribers.csv",
+         "--confirmed"], cwd=tmp_path)
+    result = run([newsletter, "run", "--feed", SAMPLE_FEED, "--week", SAMPLE_WEEK], cwd=tmp_path)
+
+    assert f"built {SAMPLE_WEEK}: 8 items" in result.stdout + result.stderr
+    issue = tmp_path / "build" / "issues" / SAMPLE_WEEK
+    sent = sorted((issue / "outbox").glob("*.eml"))
+    assert len(sent) == 6
+    message = BytesParser(policy=policy.default).parsebytes(sent[0].read_bytes())
+    assert message.get_body(("html",)) is not None and message["List-Unsubscribe"]
+    site = tmp_path / "build" / "site"
+    assert (site / "issues" / SAMPLE_WEEK / "index.html").is_file()
+    assert list(site.glob("search/pagefind/*/pagefind.js"))  # Pagefind ran
+
+
+# -- the Lambda package ------------------------------------------------------------------------
+
+@pytest.fixture(scope="module")
+def function_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    package = tmp_path_factory.mktemp("lambda") / "function"
+    run(["bash", ROOT / "deploy" / "build-function.sh", package], cwd=ROOT,
+        PYTHON=sys.executable)
+    return package
+
+
+def locked_versions() -> dict[str, str]:
+    pins = re.findall(r"^([A-Za-z0-9._-]+)==([^\s;]+)",
+                      (ROOT / "requirements.lock").read_text(encoding="utf-8"), re.M)
+    return {_key(name): version for name, version in pins}
+
+
+def _key(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def test_the_function_package_is_pinned_by_the_lock_lean_and_compiled(function_package):
+    shipped = {}
+    for dist_info in function_package.glob("*.dist-info"):
+        name, version = dist_info.name.removesuffix(".dist-info").rsplit("-", 1)
+        shipped[_key(name)] = version
+    locked = locked_versions()
+    assert {name: version for name, version in shipped.items()
+            if name != "vllm-pr-weekly" and locked.get(name) != version} == {}
+    assert {"boto3", "botocore", "cryptography", "mangum", "starlette"} <= set(shipped)
+    # What the function never runs stays out.
+    assert not {"pagefind", "pagefind-bin-extended", "uvicorn", "click", "dnspython"} & set(
+        shipped)
+
+    # Every module with its bytecode for the runtime's Python, valid whatever the zip's
+    # timestamps (unchecked-hash), so a read-only code folder compiles nothing at start.
+    tag = sys.implementation.cache_tag
+    uncompiled, checked = [], []
+    for source in function_package.rglob("*.py"):
+        compiled = source.parent / "__pycache__" / f"{source.stem}.{tag}.pyc"
+        if not compiled.is_file():
+            uncompiled.append(source)
+            continue
+        header = compiled.read_bytes()[:8]
+        if header[:4] != importlib.util.MAGIC_NUMBER or int.from_bytes(header[4:8],
+                                                                       "little") != 0b01:
+            checked.append(compiled)
+    assert uncompiled == [] and checked == []
+
+
+_INVOKE = """
+import json, sys
+package, events, answers = sys.argv[1:]
+sys.path.insert(0, package)
+from pipeline.web.lambda_app import handler
+import pipeline
+answered = [handler(event, None) for event in json.load(open(events))]
+json.dump({"answers": answered, "pipeline": pipeline.__file__,
+           "modules": sorted({name.split(".")[0] for name in sys.modules})}, open(answers, "w"))
+"""
+
+
+def invoke_isolated(package: Path, folder: Path, events: list[dict[str, Any]],
+                    env: dict[str, str]) -> dict[str, Any]:
+    """A cold start of the handler in ``python -I -S`` with ``package`` as its only folder
+    of code besides the standard library, called with each event in turn."""
+    (folder / "events.json").write_text(json.dumps(events))
+    run([sys.executable, "-I", "-S", "-c", _INVOKE, package, folder / "events.json",
+         folder / "answers.json"], cwd=folder, **env)
+    result: dict[str, Any] = json.loads((folder / "answers.json").read_text())
+    assert Path(result["pipeline"]).is_relative_to(package)
+    assert "uvicorn" not in result["modules"]
+    return result
+
+
+def test_the_function_package_alone_answers_the_url_and_the_queue(function_package, tmp_path,
+                                                                 moto_server, dynamo):
+    signing, origin = "a-signing-key-kept-in-ssm-0123456789", "an-origin-secret-in-sm"
+    moto_server.client("ssm").put_parameter(Name="/vllm-pr-weekly/secret", Value=signing,
+                                            Type="SecureString")
+    origin_arn = moto_server.client("secretsmanager").create_secret(
+        Name="vllm-pr-weekly-origin", SecretString=origin)["ARN"]
+    sqs = moto_server.client("sqs")
+    queue = sqs.create_queue(QueueName="signups")["QueueUrl"]
+    # The function's settings, as deploy/template.yaml gives them.
+    env = {"NEWSLETTER_STORE_BACKEND": "dynamodb",
+           "NEWSLETTER_STORE_SUBSCRIBERS_TABLE": dynamo.subscribers_table,
+           "NEWSLETTER_STORE_LEDGER_TABLE": dynamo.ledger_table,
+           "NEWSLETTER_DELIVERY_TRANSPORT": "ses",
+           "NEWSLETTER_DELIVERY_FROM": "vLLM PR Weekly <weekly@example.org>",
+           "NEWSLETTER_SUBSCRIPTIONS_QUEUE_URL": queue,
+           "NEWSLETTER_SITE_BASE_URL": SITE, "NEWSLETTER_SITE_APP_URL": APP_URL,
+           "NEWSLETTER_PATHS_BUILD_DIR": str(tmp_path / "build"),
+           "NEWSLETTER_PATHS_DATA_DIR": str(tmp_path / "data"),
+           "NEWSLETTER_SECRET_PARAMETER": "/vllm-pr-weekly/secret",
+           "NEWSLETTER_ORIGIN_SECRET_PARAMETER": origin_arn}
+    via = {"x-origin-verify": origin}
+    before = sorted(function_package.rglob("*"))
+
+    page, posted = invoke_isolated(function_package, tmp_path, [
+        url_event("GET", "/api/subscribe", headers=via),
+        subscribe_event("reader@example.org", headers=via)], env)["answers"]
+    assert page["statusCode"] == 200
+    assert f'action="{APP_URL}/subscribe"' in body_of(page)
+    assert posted["statusCode"] == 200, body_of(posted)
+    messages = sqs.receive_message(QueueUrl=queue, MaxNumberOfMessages=10)["Messages"]
+    assert [json.loads(m["Body"])["email"] for m in messages] == ["reader@example.org"]
+
+    (drained,) = invoke_isolated(function_package, tmp_path, [sqs_event(messages)],
+                                 env)["answers"]
+    assert drained == {"batchItemFailures": []}
+    subscriber = dynamo.open().find("reader@example.org")
+    assert subscriber is not None and subscriber.status == "pending"
+    (sent,) = moto_server.sent()
+    mail = moto_server.parse(sent)
+    assert mail["To"] == "reader@example.org"
+    plain = mail.get_body(("plain",))
+    assert plain is not None and f"{APP_URL}/confirm?token=" in plain.get_content()
+    # Nothing compiled or written into the package: a read-only folder would have done.
+    assert sorted(function_package.rglob("*")) == before
