@@ -120,6 +120,7 @@ bench: install
 	$(BIN)/python bench/bench_import.py
 	$(BIN)/python bench/bench_preview.py
 	$(BIN)/python bench/bench_process.py
+	$(BIN)/python bench/bench_lambda.py
 
 clean:
 	rm -rf build
