@@ -98,8 +98,9 @@ else
   echo "build-function.sh: no GNU strip here; the binary modules keep their symbols" >&2
 fi
 
-# 6. The bytecode (unchecked-hash: see above).
-"$python" -m compileall -q -j 0 --invalidation-mode unchecked-hash "$out" >/dev/null
+# 6. The bytecode (unchecked-hash: see above), beside each module whatever the environment
+#    says (-I: a PYTHONPYCACHEPREFIX would send it elsewhere).
+"$python" -I -m compileall -q -j 0 --invalidation-mode unchecked-hash "$out" >/dev/null
 
 size=$("$python" -c 'import os, sys
 print(round(sum(os.path.getsize(os.path.join(top, name)) for top, _, names in os.walk(sys.argv[1])
