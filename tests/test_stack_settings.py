@@ -574,11 +574,12 @@ def test_the_role_trusts_the_allowed_branch_only_and_no_job_changes_the_subject(
             assert not (logs_in and "environment" in job), (path.name, name)
 
 
-def test_a_failed_first_deploy_can_remove_the_tables_it_created():
-    for name in ("SubscribersTable", "LedgerTable"):
+def test_a_failed_first_deploy_can_remove_the_tables_and_buckets_it_created():
+    for name in ("SubscribersTable", "LedgerTable", "StateBucket", "ArchiveBucket"):
         spec = template()["Resources"][name]
         assert (spec["DeletionPolicy"], spec["UpdateReplacePolicy"]) == (
             "RetainExceptOnCreate", "Retain")
+    for name in ("SubscribersTable", "LedgerTable"):
         # Deletion protection would stop that removal: off until the operator turns it on.
         assert Stack().resource(name)["DeletionProtectionEnabled"] is False
         assert Stack({**GIVEN, "TableDeletionProtection": "true"}).resource(name)[
