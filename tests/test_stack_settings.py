@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
+import os
 import re
 import subprocess
 from collections.abc import Callable, Iterator, Mapping
@@ -247,11 +248,12 @@ def sourced(tmp_path: Path, text: str) -> dict[str, str]:
     read back from bash itself: the quoting of the From address is bash's to undo."""
     path = tmp_path / "github-variables.env"
     path.write_text(text, encoding="utf-8")
-    result = subprocess.run(["env", "-i", "bash", "--noprofile", "--norc", "-c",
-                             'set -a; . "$1"; set +a; env -0', "bash", str(path)],
-                            capture_output=True, text=True, timeout=30, check=True)
+    result = subprocess.run(["env", "-i", f"PATH={os.defpath}", "bash", "--noprofile",
+                             "--norc", "-c", 'set -a; . "$1"; set +a; env -0', "bash",
+                             str(path)], capture_output=True, text=True, timeout=30, check=True)
     found = dict(item.split("=", 1) for item in result.stdout.split("\0") if item)
-    return {k: v for k, v in found.items() if k not in {"PWD", "SHLVL", "_", "OLDPWD"}}
+    return {k: v for k, v in found.items()
+            if k not in {"PATH", "PWD", "SHLVL", "_", "OLDPWD"}}
 
 
 @dataclass(frozen=True)
@@ -286,15 +288,18 @@ def recorded_calls() -> Iterator[list[Call]]:
 def seed_subscribers(client: Any, subscribers_table: str, ledger_table: str) -> None:
     """Readers in production's tables, written by a store of their own (not through the
     settings under test): two active (one following rocm), one pending."""
-    store = DynamoStore(client, subscribers_table, ledger_table)
-    store.add("follows-rocm@example.org", "zh-en", status="active", source="test", now=NOW,
-              areas=("rocm",))
-    store.add("plain@example.org", "en", status="active", source="test", now=NOW)
-    store.add("pending@example.org", "zh", status="pending", source="test", now=NOW)
+    store = DynamoStore(client, subscribers_table, ledger_table)  # the client stays open
+    try:
+        store.add("follows-rocm@example.org", "zh-en", status="active", source="test",
+                  now=NOW, areas=("rocm",))
+        store.add("plain@example.org", "en", status="active", source="test", now=NOW)
+        store.add("pending@example.org", "zh", status="pending", source="test", now=NOW)
+    finally:
+        store.close()
 
 
 @pytest.mark.subprocess  # bash sources the file; publishing runs Pagefind
-@pytest.mark.slow  # build, publish (search index) and status against moto: about 10 s
+@pytest.mark.slow  # build, approve, publish (search index) and status against moto
 def test_the_editor_with_only_the_stack_output_builds_and_sees_production(tmp_path, moto_server,
                                                                           monkeypatch):
     stack = Stack()
