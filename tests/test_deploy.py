@@ -27,12 +27,23 @@ from email import policy
 from email.parser import BytesParser
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qsl, urlencode
+from urllib.parse import parse_qsl
 from zoneinfo import ZoneInfo
 
 import pytest
-import yaml  # type: ignore[import-untyped]
 from support.commands import clean_env
+from support.deploy_files import (
+    TEMPLATE,
+    WEEKLY,
+    WORKFLOWS,
+    environments,
+    resources,
+    steps,
+    template,
+    triggers,
+    workflow,
+)
+from support.function_events import APP_URL, SITE, body_of, sqs_event, subscribe_event, url_event
 from support.project import ROOT
 
 from pipeline.week import last_complete_week
@@ -40,59 +51,7 @@ from subscribers.errors import TokenError
 from subscribers.store.sqlite import SqliteStore
 from subscribers.tokens import Keys, verify_token
 
-TEMPLATE = ROOT / "deploy" / "template.yaml"
-WORKFLOWS = sorted((ROOT / ".github" / "workflows").glob("*.yml"))
-WEEKLY = ROOT / ".github" / "workflows" / "weekly.yml"
 BIN = Path(sys.executable).parent
-
-
-# -- reading the files -------------------------------------------------------------------------
-
-class _CfnLoader(yaml.SafeLoader):  # type: ignore[misc]  # PyYAML ships no types
-    """YAML with CloudFormation's short tags (``!Ref``, ``!Sub``, …) read as the long form."""
-
-
-def _cfn_tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:
-    if isinstance(node, yaml.ScalarNode):
-        value: Any = loader.construct_scalar(node)
-    elif isinstance(node, yaml.SequenceNode):
-        value = loader.construct_sequence(node, deep=True)
-    else:
-        value = loader.construct_mapping(node, deep=True)
-    if suffix == "GetAtt" and isinstance(value, str):
-        value = value.split(".", 1)
-    return {suffix if suffix in ("Ref", "Condition") else f"Fn::{suffix}": value}
-
-
-_CfnLoader.add_multi_constructor("!", _cfn_tag)
-
-
-def template() -> dict[str, Any]:
-    loaded: dict[str, Any] = yaml.load(TEMPLATE.read_text(encoding="utf-8"),
-                                       Loader=_CfnLoader)  # noqa: S506
-    return loaded
-
-
-def resources(kind: str) -> dict[str, dict[str, Any]]:
-    return {name: r for name, r in template()["Resources"].items() if r["Type"] == kind}
-
-
-def workflow(path: Path) -> dict[str, Any]:
-    loaded: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
-    return loaded
-
-
-def triggers(flow: dict[Any, Any]) -> dict[str, Any]:
-    """``on:`` (YAML 1.1, which PyYAML speaks, reads the bare key as True)."""
-    found = flow.get("on", flow.get(True))
-    assert isinstance(found, dict), flow
-    return found
-
-
-def steps(flow: dict[str, Any]):
-    for job_name, job in flow["jobs"].items():
-        for step in job.get("steps", []):
-            yield job_name, step
 
 
 def step_with_id(flow: dict[str, Any], job: str, step_id: str) -> dict[str, Any]:
@@ -542,19 +501,11 @@ def test_aws_access_is_by_oidc_and_one_run_at_a_time(path):
         assert "${{" not in flow["concurrency"]["group"]
 
 
-def _environments(flow: dict[str, Any]):
-    yield flow.get("env", {})
-    for job in flow["jobs"].values():
-        yield job.get("env", {})
-        for step in job.get("steps", []):
-            yield step.get("env", {})
-
-
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
 def test_no_secret_value_is_written_into_a_workflow(path):
     text = path.read_text(encoding="utf-8")
     assert not re.search(r"AKIA[0-9A-Z]{16}|BEGIN [A-Z ]*PRIVATE KEY|aws-secret-access-key", text)
-    for env in _environments(workflow(path)):
+    for env in environments(workflow(path)):
         # The signing key is read from SSM at run time, in the step that needs it.
         assert "NEWSLETTER_SECRET" not in env and "NEWSLETTER_SECRET_PREVIOUS" not in env
         for name, value in env.items():
@@ -586,8 +537,6 @@ def test_every_install_in_a_workflow_takes_the_locked_versions(path):
 
 # -- the Lambda handler ------------------------------------------------------------------------
 
-APP_URL = "https://example.org/api"
-SITE = "https://example.org"
 _INVOKE = """
 import json, sys
 from pipeline.web.lambda_app import handler
@@ -595,39 +544,6 @@ events = json.loads(open(sys.argv[1]).read())
 answers = [handler(event, None) for event in events]
 open(sys.argv[2], "w").write(json.dumps(answers))
 """
-
-
-def url_event(method: str, path: str, *, form: dict[str, str] | None = None,
-              base64_body: bool = False, headers: dict[str, str] | None = None,
-              source_ip: str = "130.176.9.19") -> dict[str, Any]:
-    """What a Lambda function URL hands the function (payload format 2.0), as CloudFront's
-    origin request reaches it."""
-    headers = {"host": "abcdefghij.lambda-url.us-east-1.on.aws", "x-forwarded-proto": "https",
-               "x-forwarded-for": source_ip, "user-agent": "Amazon CloudFront",
-               **(headers or {})}
-    event: dict[str, Any] = {
-        "version": "2.0", "routeKey": "$default", "rawPath": path, "rawQueryString": "",
-        "headers": headers, "isBase64Encoded": base64_body,
-        "requestContext": {
-            "accountId": "anonymous", "apiId": "abcdefghij",
-            "domainName": headers["host"], "domainPrefix": "abcdefghij",
-            "http": {"method": method, "path": path, "protocol": "HTTP/1.1",
-                     "sourceIp": source_ip, "userAgent": "Amazon CloudFront"},
-            "requestId": "c1a7e9b0-0000-4000-8000-000000000000", "routeKey": "$default",
-            "stage": "$default", "time": "30/Nov/2026:01:00:00 +0000",
-            "timeEpoch": 1795914000000},
-    }
-    if form is not None:
-        body = urlencode(form)
-        headers["content-type"] = "application/x-www-form-urlencoded"
-        event["body"] = base64.b64encode(body.encode()).decode() if base64_body else body
-    return event
-
-
-def subscribe_event(email: str, **options: Any) -> dict[str, Any]:
-    headers = {"origin": SITE, **options.pop("headers", {})}
-    return url_event("POST", "/api/subscribe", form={"email": email, "layout": "en"},
-                     headers=headers, **options)
 
 
 def invoke(tmp_path: Path, events: list[dict[str, Any]], **env: str) -> list[dict[str, Any]]:
@@ -644,11 +560,6 @@ def invoke(tmp_path: Path, events: list[dict[str, Any]], **env: str) -> list[dic
     assert result.returncode == 0, result.stderr
     answers: list[dict[str, Any]] = json.loads((tmp_path / "answers.json").read_text())
     return answers
-
-
-def body_of(answer: dict[str, Any]) -> str:
-    body = answer.get("body", "")
-    return base64.b64decode(body).decode() if answer.get("isBase64Encoded") else body
 
 
 def outbox(tmp_path: Path) -> list[Path]:
@@ -736,15 +647,6 @@ def test_on_lambda_the_mail_queued_after_the_answer_still_leaves_within_its_limi
     assert [to for to, _ in sent] == ["reader@example.org"] * 3  # the 4th: over the allowance
     assert stored(tmp_path, "reader@example.org").status == "pending"
     assert stored(tmp_path, "removed@example.org") is None
-
-
-def sqs_event(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    """What SQS's event source mapping hands the function for ``messages``."""
-    return {"Records": [{"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"],
-                         "body": m["Body"], "attributes": {}, "messageAttributes": {},
-                         "md5OfBody": m["MD5OfBody"], "eventSource": "aws:sqs",
-                         "eventSourceARN": "arn:aws:sqs:us-east-1:123456789012:signups",
-                         "awsRegion": "us-east-1"} for m in messages]}
 
 
 @pytest.mark.subprocess

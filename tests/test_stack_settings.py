@@ -28,8 +28,8 @@ from typing import Any
 
 import pytest
 from support.commands import newsletter_main, ok
+from support.deploy_files import WORKFLOWS, environments, steps, template, workflow
 from support.project import ROOT, SAMPLE_FEED, SAMPLE_WEEK
-from test_deploy import WORKFLOWS, _environments, steps, template, workflow
 
 from subscribers.store.dynamo import DynamoStore, table_definitions
 
@@ -620,7 +620,7 @@ def test_what_a_workflow_writes_itself_is_what_the_stack_says():
               (line.split("=", 1) for line in Stack().variables_file().splitlines() if line)}
     compared = set()
     for path in WORKFLOWS:
-        for env in _environments(workflow(path)):
+        for env in environments(workflow(path)):
             for name, value in env.items():
                 if name in output and "${{" not in str(value):
                     assert str(value) == output[name], (path.name, name)
