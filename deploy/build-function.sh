@@ -5,6 +5,8 @@
 #
 #   deploy/build-function.sh          # PYTHON=python3.11 deploy/build-function.sh, etc.
 #   deploy/build-function.sh DIR      # the package in DIR instead (the tests build it in a temp)
+#   WHEEL=vllm_pr_weekly-….whl deploy/build-function.sh   # ship that wheel of the project (the
+#                                     # one CI built and tested, say) instead of building one
 #
 # - Every version is the one requirements.lock pins: the function runs what CI tested.
 # - Without what the function never runs: Pagefind (the archive's search index, made by
@@ -27,6 +29,10 @@ if ! "$python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev
   exit 2
 fi
 
+if [ -n "${WHEEL:-}" ] && [ ! -f "$WHEEL" ]; then
+  echo "build-function.sh: WHEEL=$WHEEL: no such file" >&2
+  exit 2
+fi
 # A folder of something else is never emptied: the argument may be mistyped.
 if [ -n "$(ls -A "$out" 2>/dev/null)" ] && ! compgen -G "$out/vllm_pr_weekly-*.dist-info" >/dev/null; then
   echo "build-function.sh: $out is not a function package; not replacing it" >&2
@@ -39,12 +45,16 @@ pip=("$python" -m pip --disable-pip-version-check --quiet)
 lambda_platform=(--platform manylinux2014_x86_64 --implementation cp --python-version 3.11
                  --abi cp311 --only-binary=:all:)
 
-# 1. This project's wheel, built from a copy of what the build reads: a build in the tree
-#    would pack whatever an earlier build left in build/lib.
-tar -C "$root" --exclude=__pycache__ -cf - pyproject.toml setup.py README.md \
-  pipeline subscribers templates | tar -C "$work/src" -xf -
-"${pip[@]}" wheel --no-deps --wheel-dir "$work" "$work/src"
-project=("$work"/vllm_pr_weekly-*.whl)
+# 1. This project's wheel, unless given: built from a copy of what the build reads, since a
+#    build in the tree would pack whatever an earlier build left in build/lib.
+if [ -n "${WHEEL:-}" ]; then
+  project=("$("$python" -c 'import os, sys; print(os.path.abspath(sys.argv[1]))' "$WHEEL")")
+else
+  tar -C "$root" --exclude=__pycache__ -cf - pyproject.toml setup.py README.md \
+    pipeline subscribers templates | tar -C "$work/src" -xf -
+  "${pip[@]}" wheel --no-deps --wheel-dir "$work" "$work/src"
+  project=("$work"/vllm_pr_weekly-*.whl)
+fi
 
 # 2. What the project with its `lambda` extra needs on Lambda (Amazon Linux 2: glibc 2.26, so
 #    manylinux2014 wheels), resolved once, pinned by the lock, nothing installed yet.
@@ -52,7 +62,7 @@ project=("$work"/vllm_pr_weekly-*.whl)
   --target "$work/resolved" "${lambda_platform[@]}" -c "$root/requirements.lock" \
   "${project[0]}[lambda]"
 
-# 3. Those pins, minus what never runs there and whatever nothing else then requires.
+# 3. Those files, minus what never runs there and whatever nothing else then requires.
 "$python" - "$work/report.json" >"$work/requirements.txt" <<'PY'
 import json
 import re
@@ -74,9 +84,9 @@ while True:  # drop what no kept distribution names (markers ignored: at worst, 
     if not unneeded:
         break
     keep -= unneeded
-for name in sorted(keep):
+for name in sorted(keep):  # the very files resolved: no index is asked again
     if not chosen[name]["requested"]:
-        print(f"{chosen[name]['metadata']['name']}=={chosen[name]['metadata']['version']}")
+        print(f"{chosen[name]['metadata']['name']} @ {chosen[name]['download_info']['url']}")
 PY
 "${pip[@]}" install --no-compile --no-deps --target "$out" "${lambda_platform[@]}" \
   -r "$work/requirements.txt" "${project[0]}"

@@ -83,12 +83,11 @@ def test_the_wheel_holds_every_module_and_template_and_nothing_else(wheel):
 
 @pytest.fixture(scope="module")
 def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh virtual environment holding the wheel, its dependencies pinned by the lock
-    (as .github/workflows/ install it), nothing editable."""
-    venv = tmp_path_factory.mktemp("venv")
-    run([sys.executable, "-m", "venv", "--without-pip", venv], cwd=venv)
-    run([sys.executable, "-m", "pip", "--python", venv / "bin" / "python", "install",
-         "--quiet", "-c", ROOT / "requirements.lock", wheel], cwd=venv)
+    """A fresh virtual environment holding the wheel, its dependencies pinned by the lock,
+    nothing editable (scripts/python-deps venv: uv, where `make install` found it)."""
+    venv = tmp_path_factory.mktemp("installed") / "venv"
+    run([ROOT / "scripts" / "python-deps", "venv", venv, wheel], cwd=ROOT,
+        PYTHON=sys.executable, VENV=str(Path(sys.executable).parent.parent))
     return venv
 
 
@@ -117,10 +116,11 @@ def test_the_installed_wheel_runs_the_weekly_job_outside_the_repository(installe
 # -- the Lambda package ------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def function_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def function_package(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """deploy/build-function.sh's package, of the wheel tested above."""
     package = tmp_path_factory.mktemp("lambda") / "function"
     run(["bash", ROOT / "deploy" / "build-function.sh", package], cwd=ROOT,
-        PYTHON=sys.executable)
+        PYTHON=sys.executable, WHEEL=str(wheel))
     return package
 
 
