@@ -5,8 +5,6 @@
 #
 #   deploy/build-function.sh          # PYTHON=python3.11 deploy/build-function.sh, etc.
 #   deploy/build-function.sh DIR      # the package in DIR instead (the tests build it in a temp)
-#   WHEEL=vllm_pr_weekly-….whl deploy/build-function.sh   # ship that wheel of the project (the
-#                                     # one CI built and tested, say) instead of building one
 #
 # - Every version is the one requirements.lock pins: the function runs what CI tested.
 # - Without what the function never runs: Pagefind (the archive's search index, made by
@@ -29,44 +27,37 @@ if ! "$python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev
   exit 2
 fi
 
-if [ -n "${WHEEL:-}" ] && [ ! -f "$WHEEL" ]; then
-  echo "build-function.sh: WHEEL=$WHEEL: no such file" >&2
-  exit 2
-fi
 # A folder of something else is never emptied: the argument may be mistyped.
 if [ -n "$(ls -A "$out" 2>/dev/null)" ] && ! compgen -G "$out/vllm_pr_weekly-*.dist-info" >/dev/null; then
   echo "build-function.sh: $out is not a function package; not replacing it" >&2
   exit 2
 fi
 rm -rf "$out" "$work"
-mkdir -p "$out" "$work/src"
+mkdir -p "$out" "$work"
 trap 'rm -rf "$work"' EXIT
+out=$(cd "$out" && pwd)
+work=$(cd "$work" && pwd)
 pip=("$python" -m pip --disable-pip-version-check --quiet)
 lambda_platform=(--platform manylinux2014_x86_64 --implementation cp --python-version 3.11
                  --abi cp311 --only-binary=:all:)
 
-# 1. This project's wheel, unless given: built from a copy of what the build reads, since a
-#    build in the tree would pack whatever an earlier build left in build/lib.
-if [ -n "${WHEEL:-}" ]; then
-  project=("$("$python" -c 'import os, sys; print(os.path.abspath(sys.argv[1]))' "$WHEEL")")
-else
-  tar -C "$root" --exclude=__pycache__ -cf - pyproject.toml setup.py README.md \
-    pipeline subscribers templates | tar -C "$work/src" -xf -
-  "${pip[@]}" wheel --no-deps --wheel-dir "$work" "$work/src"
-  project=("$work"/vllm_pr_weekly-*.whl)
-fi
+# 1. This project's wheel, built as `pip install .` builds it (scripts/python-deps).
+PYTHON="$python" "$root/scripts/python-deps" wheel "$work"
+project=("$work"/vllm_pr_weekly-*.whl)
 
 # 2. What the project with its `lambda` extra needs on Lambda (Amazon Linux 2: glibc 2.26, so
-#    manylinux2014 wheels), resolved once, pinned by the lock, nothing installed yet.
-"${pip[@]}" install --dry-run --ignore-installed --report "$work/report.json" \
-  --target "$work/resolved" "${lambda_platform[@]}" -c "$root/requirements.lock" \
-  "${project[0]}[lambda]"
+#    manylinux2014 wheels), pinned by the lock, installed aside first.
+"${pip[@]}" install --no-compile --no-warn-conflicts --target "$work/all" \
+  "${lambda_platform[@]}" -c "$root/requirements.lock" "${project[0]}[lambda]"
 
-# 3. Those files, minus what never runs there and whatever nothing else then requires.
-"$python" - "$work/report.json" >"$work/requirements.txt" <<'PY'
-import json
+# 3. Into the package, all of it but what never runs there and whatever nothing else then
+#    requires, file by file as each distribution's RECORD lists them.
+"$python" - "$work/all" "$out" <<'PY'
 import re
+import shutil
 import sys
+from importlib.metadata import distributions
+from pathlib import Path
 
 NEVER_RUNS = {"pagefind", "uvicorn", "dnspython"}
 
@@ -75,21 +66,21 @@ def key(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-chosen = {key(d["metadata"]["name"]): d for d in json.load(open(sys.argv[1]))["install"]}
-keep = {name for name, d in chosen.items() if name not in NEVER_RUNS}
+installed, out = map(Path, sys.argv[1:])
+found = {key(d.metadata["Name"]): d for d in distributions(path=[str(installed)])}
+keep = set(found) - NEVER_RUNS
 while True:  # drop what no kept distribution names (markers ignored: at worst, one too many)
-    named = {key(re.match(r"[A-Za-z0-9._-]+", r)[0])
-             for name in keep for r in chosen[name]["metadata"].get("requires_dist") or ()}
-    unneeded = {name for name in keep if name not in named and not chosen[name]["requested"]}
+    named = {key(re.match(r"[A-Za-z0-9._-]+", r)[0]) for n in keep for r in found[n].requires or ()}
+    unneeded = {n for n in keep if n not in named and n != "vllm-pr-weekly"}
     if not unneeded:
         break
     keep -= unneeded
-for name in sorted(keep):  # the very files resolved: no index is asked again
-    if not chosen[name]["requested"]:
-        print(f"{chosen[name]['metadata']['name']} @ {chosen[name]['download_info']['url']}")
+for name in keep:
+    for file in found[name].files or ():
+        if file.parts[0] != "..":  # console scripts: the function runs none
+            (out / file).parent.mkdir(parents=True, exist_ok=True)
+            shutil.move(installed / file, out / file)
 PY
-"${pip[@]}" install --no-compile --no-deps --target "$out" "${lambda_platform[@]}" \
-  -r "$work/requirements.txt" "${project[0]}"
 
 # 4. botocore describes some 400 services in 22 MB; the function calls five: the store, the
 #    mail, the sign-up queue and the two places a secret may be kept.

@@ -1,9 +1,9 @@
 """What ships, tried as production installs it, not as the editable tree the other tests use.
 
-* The wheel, built as ``pip install .`` builds it (pip, an isolated setuptools), from a copy
-  of what the build reads: a build in the tree packs whatever an earlier build left in
-  ``build/lib``, which could hide exactly the module this looks for. It must hold every
-  module of ``pipeline/`` and ``subscribers/`` and every template.
+* The wheel, built as ``pip install .`` builds it (an isolated setuptools) from a copy of
+  what the build reads (``scripts/python-deps wheel``): a build in the tree packs whatever
+  an earlier build left in ``build/lib``, which could hide exactly the module this looks
+  for. It must hold every module of ``pipeline/`` and ``subscribers/`` and every template.
 * That wheel installed non-editable into a fresh virtual environment, and the weekly job run
   from a folder that is not the repository: build → publish → send to the outbox.
 * The Lambda package that ``deploy/build-function.sh`` writes, imported and invoked in an
@@ -16,7 +16,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
-import shutil
 import subprocess
 import sys
 import zipfile
@@ -33,8 +32,8 @@ from support.project import ROOT, SAMPLE_FEED, SAMPLE_WEEK
 pytest_plugins = ["support.dynamo_support"]
 pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
-#: What the build reads (pyproject.toml's readme, setup.py's packages).
-BUILD_READS = ("pyproject.toml", "setup.py", "README.md", "pipeline", "subscribers", "templates")
+#: scripts/python-deps (and so deploy/build-function.sh) with this interpreter and its venv.
+PYTHON_DEPS = {"PYTHON": sys.executable, "VENV": str(Path(sys.executable).parent.parent)}
 #: The Lambda function's handler, as deploy/template.yaml names it.
 HANDLER = "pipeline.web.lambda_app"
 
@@ -50,16 +49,8 @@ def run(command: list[str | Path], cwd: Path, **env: str) -> subprocess.Complete
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    source = tmp_path_factory.mktemp("source")
-    for name in BUILD_READS:
-        if (ROOT / name).is_dir():
-            shutil.copytree(ROOT / name, source / name,
-                            ignore=shutil.ignore_patterns("__pycache__"))
-        else:
-            shutil.copy2(ROOT / name, source / name)
     out = tmp_path_factory.mktemp("wheel")
-    run([sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--wheel-dir", out,
-         source], cwd=out)
+    run([ROOT / "scripts" / "python-deps", "wheel", out], cwd=ROOT, **PYTHON_DEPS)
     (built,) = out.glob("vllm_pr_weekly-*.whl")
     return built
 
@@ -86,8 +77,7 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A fresh virtual environment holding the wheel, its dependencies pinned by the lock,
     nothing editable (scripts/python-deps venv: uv, where `make install` found it)."""
     venv = tmp_path_factory.mktemp("installed") / "venv"
-    run([ROOT / "scripts" / "python-deps", "venv", venv, wheel], cwd=ROOT,
-        PYTHON=sys.executable, VENV=str(Path(sys.executable).parent.parent))
+    run([ROOT / "scripts" / "python-deps", "venv", venv, wheel], cwd=ROOT, **PYTHON_DEPS)
     return venv
 
 
@@ -116,11 +106,9 @@ def test_the_installed_wheel_runs_the_weekly_job_outside_the_repository(installe
 # -- the Lambda package ------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
-def function_package(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """deploy/build-function.sh's package, of the wheel tested above."""
+def function_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
     package = tmp_path_factory.mktemp("lambda") / "function"
-    run(["bash", ROOT / "deploy" / "build-function.sh", package], cwd=ROOT,
-        PYTHON=sys.executable, WHEEL=str(wheel))
+    run(["bash", ROOT / "deploy" / "build-function.sh", package], cwd=ROOT, **PYTHON_DEPS)
     return package
 
 

@@ -3,6 +3,7 @@ CloudFormation's short tags, and the GitHub workflows."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,9 @@ def _cfn_tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict[str,
 _CfnLoader.add_multi_constructor("!", _cfn_tag)
 
 
+@functools.cache
 def template() -> dict[str, Any]:
+    """The template, read once a process (a hundred tests read it): never change it."""
     loaded: dict[str, Any] = yaml.load(TEMPLATE.read_text(encoding="utf-8"),
                                        Loader=_CfnLoader)  # noqa: S506
     return loaded
