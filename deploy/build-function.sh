@@ -37,18 +37,13 @@ mkdir -p "$out" "$work"
 trap 'rm -rf "$work"' EXIT
 out=$(cd "$out" && pwd)
 work=$(cd "$work" && pwd)
-pip=("$python" -m pip --disable-pip-version-check --quiet)
-lambda_platform=(--platform manylinux2014_x86_64 --implementation cp --python-version 3.11
-                 --abi cp311 --only-binary=:all:)
-
 # 1. This project's wheel, built as `pip install .` builds it (scripts/python-deps).
 PYTHON="$python" "$root/scripts/python-deps" wheel "$work"
 project=("$work"/vllm_pr_weekly-*.whl)
 
 # 2. What the project with its `lambda` extra needs on Lambda (Amazon Linux 2: glibc 2.26, so
 #    manylinux2014 wheels), pinned by the lock, installed aside first.
-"${pip[@]}" install --no-compile --no-warn-conflicts --target "$work/all" \
-  "${lambda_platform[@]}" -c "$root/requirements.lock" "${project[0]}[lambda]"
+PYTHON="$python" "$root/scripts/python-deps" for-lambda "$work/all" "${project[0]}[lambda]"
 
 # 3. Into the package, all of it but what never runs there and whatever nothing else then
 #    requires, file by file as each distribution's RECORD lists them.
@@ -77,7 +72,7 @@ while True:  # drop what no kept distribution names (markers ignored: at worst, 
     keep -= unneeded
 for name in keep:
     for file in found[name].files or ():
-        if file.parts[0] != "..":  # console scripts: the function runs none
+        if file.parts[0] not in ("..", "bin"):  # console scripts: the function runs none
             (out / file).parent.mkdir(parents=True, exist_ok=True)
             shutil.move(installed / file, out / file)
 PY
