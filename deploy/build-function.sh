@@ -32,11 +32,14 @@ if [ -n "$(ls -A "$out" 2>/dev/null)" ] && ! compgen -G "$out/vllm_pr_weekly-*.d
   echo "build-function.sh: $out is not a function package; not replacing it" >&2
   exit 2
 fi
-rm -rf "$out" "$work"
-mkdir -p "$out" "$work"
+# Built aside, in place only once whole: a failed build (no network, a full disk) never leaves
+# a half package for `sam deploy` to upload.
+rm -rf "$work"
+mkdir -p "$work/package"
 trap 'rm -rf "$work"' EXIT
-out=$(cd "$out" && pwd)
 work=$(cd "$work" && pwd)
+package="$work/package"
+
 # 1. This project's wheel, built as `pip install .` builds it (scripts/python-deps).
 PYTHON="$python" "$root/scripts/python-deps" wheel "$work"
 project=("$work"/vllm_pr_weekly-*.whl)
@@ -47,7 +50,7 @@ PYTHON="$python" "$root/scripts/python-deps" for-lambda "$work/all" "${project[0
 
 # 3. Into the package, all of it but what never runs there and whatever nothing else then
 #    requires, file by file as each distribution's RECORD lists them.
-"$python" - "$work/all" "$out" <<'PY'
+"$python" - "$work/all" "$package" <<'PY'
 import re
 import shutil
 import sys
@@ -79,7 +82,7 @@ PY
 
 # 4. botocore describes some 400 services in 22 MB; the function calls five: the store, the
 #    mail, the sign-up queue and the two places a secret may be kept.
-for service in "$out"/botocore/data/*/; do
+for service in "$package"/botocore/data/*/; do
   case "$(basename "$service")" in
     dynamodb | sesv2 | sqs | ssm | secretsmanager) ;;
     *) rm -r "$service" ;;
@@ -89,15 +92,19 @@ done
 # 5. The binary modules without their debugging symbols (cryptography's alone carries 3 MB of
 #    them), where this machine has GNU strip (not the one of macOS, which reads no ELF).
 if strip --version >/dev/null 2>&1; then
-  find "$out" -name "*.so" -exec strip --strip-unneeded {} +
+  find "$package" -name "*.so" -exec strip --strip-unneeded {} +
 else
   echo "build-function.sh: no GNU strip here; the binary modules keep their symbols" >&2
 fi
 
 # 6. The bytecode (unchecked-hash: see above), beside each module whatever the environment
 #    says (-I: a PYTHONPYCACHEPREFIX would send it elsewhere).
-"$python" -I -m compileall -q -j 0 --invalidation-mode unchecked-hash "$out" >/dev/null
+"$python" -I -m compileall -q -j 0 --invalidation-mode unchecked-hash "$package" >/dev/null
 
+mkdir -p "$(dirname "$out")"
+rm -rf "$out"
+mv "$package" "$out"
+out=$(cd "$out" && pwd)
 size=$("$python" -c 'import os, sys
 print(round(sum(os.path.getsize(os.path.join(top, name)) for top, _, names in os.walk(sys.argv[1])
                 for name in names) / 1e6, 1))' "$out")
