@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 from support.commands import clean_env
+from support.deploy_files import resources
 from support.function_events import APP_URL, SITE, body_of, sqs_event, subscribe_event, url_event
 from support.project import ROOT, SAMPLE_FEED, SAMPLE_WEEK
 
@@ -34,8 +35,6 @@ pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
 
 #: scripts/python-deps (and so deploy/build-function.sh) with this interpreter and its venv.
 PYTHON_DEPS = {"PYTHON": sys.executable, "VENV": str(Path(sys.executable).parent.parent)}
-#: The Lambda function's handler, as deploy/template.yaml names it.
-HANDLER = "pipeline.web.lambda_app"
 
 
 def run(command: list[str | Path], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
@@ -152,10 +151,11 @@ def test_the_function_package_is_pinned_by_the_lock_lean_and_compiled(function_p
 
 
 _INVOKE = """
-import json, sys
-package, events, answers = sys.argv[1:]
+import importlib, json, sys
+package, name, events, answers = sys.argv[1:]
 sys.path.insert(0, package)
-from pipeline.web.lambda_app import handler
+module, attribute = name.rsplit(".", 1)
+handler = getattr(importlib.import_module(module), attribute)
 import pipeline
 answered = [handler(event, None) for event in json.load(open(events))]
 json.dump({"answers": answered, "pipeline": pipeline.__file__,
@@ -165,11 +165,13 @@ json.dump({"answers": answered, "pipeline": pipeline.__file__,
 
 def invoke_isolated(package: Path, folder: Path, events: list[dict[str, Any]],
                     env: dict[str, str]) -> dict[str, Any]:
-    """A cold start of the handler in ``python -I -S`` with ``package`` as its only folder
-    of code besides the standard library, called with each event in turn."""
+    """A cold start of the handler deploy/template.yaml names, in ``python -I -S`` with
+    ``package`` as its only folder of code besides the standard library, called with each
+    event in turn."""
     (folder / "events.json").write_text(json.dumps(events))
-    run([sys.executable, "-I", "-S", "-c", _INVOKE, package, folder / "events.json",
-         folder / "answers.json"], cwd=folder, **env)
+    (function,) = resources("AWS::Serverless::Function").values()
+    run([sys.executable, "-I", "-S", "-c", _INVOKE, package, function["Properties"]["Handler"],
+         folder / "events.json", folder / "answers.json"], cwd=folder, **env)
     result: dict[str, Any] = json.loads((folder / "answers.json").read_text())
     assert Path(result["pipeline"]).is_relative_to(package)
     assert "uvicorn" not in result["modules"]
