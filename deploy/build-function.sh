@@ -18,7 +18,7 @@ set -euo pipefail
 here="$(cd "$(dirname "$0")" && pwd)"
 root="$(dirname "$here")"
 out="${1:-$here/.build/function}"
-work="$out.work"
+out="${out%/}"
 python="${PYTHON:-python3}"
 
 if ! "$python" -c 'import sys; sys.exit(sys.version_info[:2] != (3, 11))' 2>/dev/null; then
@@ -32,13 +32,13 @@ if [ -n "$(ls -A "$out" 2>/dev/null)" ] && ! compgen -G "$out/vllm_pr_weekly-*.d
   echo "build-function.sh: $out is not a function package; not replacing it" >&2
   exit 2
 fi
-# Built aside, in place only once whole: a failed build (no network, a full disk) never leaves
-# a half package for `sam deploy` to upload.
-rm -rf "$work"
-mkdir -p "$work/package"
+# Built aside (beside the package, so that moving it in is a rename), in place only once
+# whole: a failed build (no network, a full disk) leaves the last package, never half of one.
+mkdir -p "$(dirname "$out")"
+work=$(mktemp -d "$(dirname "$out")/.function-build.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-work=$(cd "$work" && pwd)
 package="$work/package"
+mkdir "$package"
 
 # 1. This project's wheel, built as `pip install .` builds it (scripts/python-deps).
 PYTHON="$python" "$root/scripts/python-deps" wheel "$work"
@@ -90,8 +90,9 @@ for service in "$package"/botocore/data/*/; do
 done
 
 # 5. The binary modules without their debugging symbols (cryptography's alone carries 3 MB of
-#    them), where this machine has GNU strip (not the one of macOS, which reads no ELF).
-if strip --version >/dev/null 2>&1; then
+#    them), where this machine's GNU strip reads them: an x86_64 one (macOS's strip reads no
+#    ELF, another architecture's no x86_64 ELF).
+if [ "$(uname -m)" = x86_64 ] && strip --version >/dev/null 2>&1; then
   find "$package" -name "*.so" -exec strip --strip-unneeded {} +
 else
   echo "build-function.sh: no GNU strip here; the binary modules keep their symbols" >&2
@@ -101,8 +102,9 @@ fi
 #    says (-I: a PYTHONPYCACHEPREFIX would send it elsewhere).
 "$python" -I -m compileall -q -j 0 --invalidation-mode unchecked-hash "$package" >/dev/null
 
-mkdir -p "$(dirname "$out")"
-rm -rf "$out"
+if [ -e "$out" ]; then
+  mv "$out" "$work/previous"  # removed with the rest of $work on exit
+fi
 mv "$package" "$out"
 out=$(cd "$out" && pwd)
 size=$("$python" -c 'import os, sys

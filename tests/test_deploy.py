@@ -99,8 +99,6 @@ def test_the_dynamodb_tables_have_the_schema_the_store_uses():
             == dict.fromkeys(attributes, "S")
         assert table["BillingMode"] == "PAY_PER_REQUEST"
         assert table["PointInTimeRecoverySpecification"] == {"PointInTimeRecoveryEnabled": True}
-        # On from the second deploy (tests/test_stack_settings.py: a failed first deploy).
-        assert table["DeletionProtectionEnabled"] == {"Fn::If": ["ProtectTables", True, False]}
 
 
 def test_the_tables_are_the_ones_the_store_would_create():

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -30,11 +31,17 @@ from support.deploy_files import resources
 from support.function_events import APP_URL, SITE, body_of, sqs_event, subscribe_event, url_event
 from support.project import ROOT, SAMPLE_FEED, SAMPLE_WEEK
 
-pytest_plugins = ["support.dynamo_support"]
-pytestmark = [pytest.mark.subprocess, pytest.mark.slow]
+from subscribers.tokens import Keys, make_token
 
-#: scripts/python-deps (and so deploy/build-function.sh) with this interpreter and its venv.
-PYTHON_DEPS = {"PYTHON": sys.executable, "VENV": str(Path(sys.executable).parent.parent)}
+pytest_plugins = ["support.dynamo_support"]
+# A fresh machine fetches what it builds and installs from the package index, module fixtures
+# included in the first test's time.
+pytestmark = [pytest.mark.subprocess, pytest.mark.slow, pytest.mark.timeout(600)]
+
+#: scripts/python-deps (and so deploy/build-function.sh) with this interpreter, and its uv
+#: where `make install` put one in the venv this runs in (never an interpreter outside one).
+PYTHON_DEPS = {"PYTHON": sys.executable,
+               **({"VENV": sys.prefix} if sys.prefix != sys.base_prefix else {})}
 
 
 def run(command: list[str | Path], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
@@ -106,8 +113,13 @@ def test_the_installed_wheel_runs_the_weekly_job_outside_the_repository(installe
 
 @pytest.fixture(scope="module")
 def function_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """deploy/build-function.sh's package, which needs a Python 3.11 (Lambda's runtime)."""
+    python = sys.executable if sys.version_info[:2] == (3, 11) else shutil.which("python3.11")
+    if python is None:
+        pytest.fail("the function's package needs a Python 3.11 (Lambda's runtime) on PATH")
     package = tmp_path_factory.mktemp("lambda") / "function"
-    run(["bash", ROOT / "deploy" / "build-function.sh", package], cwd=ROOT, **PYTHON_DEPS)
+    run(["bash", ROOT / "deploy" / "build-function.sh", package], cwd=ROOT,
+        **{**PYTHON_DEPS, "PYTHON": python})
     return package
 
 
@@ -220,6 +232,22 @@ def test_the_function_package_alone_answers_the_url_and_the_queue(function_packa
     mail = moto_server.parse(sent)
     assert mail["To"] == "reader@example.org"
     plain = mail.get_body(("plain",))
-    assert plain is not None and f"{APP_URL}/confirm?token=" in plain.get_content()
+    assert plain is not None
+    link = re.search(rf"{re.escape(APP_URL)}/confirm\?token=([a-z2-7]+)", plain.get_content())
+    assert link is not None
+
+    # The reader's next clicks, in a new execution environment: the confirmation page and
+    # its button, then the one-click unsubscribe of an issue's List-Unsubscribe header.
+    one_click = make_token(Keys.from_environ({"NEWSLETTER_SECRET": signing}), "unsubscribe",
+                           subscriber.id, None)
+    shown, confirmed, left = invoke_isolated(function_package, tmp_path, [
+        url_event("GET", "/api/confirm", query=f"token={link[1]}", headers=via),
+        url_event("POST", "/api/confirm", form={"token": link[1]},
+                  headers={**via, "origin": SITE}),
+        url_event("POST", "/api/unsubscribe", query=f"token={one_click}",
+                  form={"List-Unsubscribe": "One-Click"}, headers=via)], env)["answers"]
+    assert [shown["statusCode"], confirmed["statusCode"], left["statusCode"]] == [200, 200, 200]
+    assert "You are subscribed" in body_of(confirmed)
+    assert dynamo.open().find("reader@example.org").status == "unsubscribed"
     # Nothing compiled or written into the package: a read-only folder would have done.
     assert sorted(function_package.rglob("*")) == before

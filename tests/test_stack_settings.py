@@ -542,6 +542,10 @@ def test_in_the_sandbox_the_roles_may_send_to_the_named_test_recipients_only():
                      arn + "you@example.org.evil.example", arn + "x@simulator.amazonses.com.x"):
         assert not allowed({"Statement": sends}, "ses:SendRawEmail", resource, {}), resource
 
+    for wildcard in ("*", "you@*", "*@*", "you@example.org,*"):
+        with pytest.raises(AssertionError):
+            Stack({**GIVEN, "SandboxTestRecipients": wildcard})
+
     production = Stack().resource("SendMailPolicy")["PolicyDocument"]
     sends = [s for s in production["Statement"] if "ses:SendRawEmail" in s["Action"]]
     assert not allowed({"Statement": sends}, "ses:SendRawEmail", arn + "you@example.org", {})
@@ -579,19 +583,11 @@ def test_the_role_trusts_the_allowed_branch_only_and_no_job_changes_the_subject(
             assert not (logs_in and "environment" in job), (path.name, name)
 
 
-def test_a_failed_first_deploy_can_remove_the_tables_and_buckets_it_created():
-    for name in ("SubscribersTable", "LedgerTable", "StateBucket", "ArchiveBucket"):
-        spec = template()["Resources"][name]
-        assert (spec["DeletionPolicy"], spec["UpdateReplacePolicy"]) == (
-            "RetainExceptOnCreate", "Retain")
+def test_the_tables_are_protected_except_on_the_first_deploy_if_asked():
     for name in ("SubscribersTable", "LedgerTable"):
-        # Deletion protection would stop that removal: off until the operator turns it on.
-        assert Stack().resource(name)["DeletionProtectionEnabled"] is False
-        assert Stack({**GIVEN, "TableDeletionProtection": "true"}).resource(name)[
-            "DeletionProtectionEnabled"] is True
-    for name in ("SignupQueue", "SignupDeadLetterQueue"):
-        spec = template()["Resources"][name]
-        assert (spec["DeletionPolicy"], spec["UpdateReplacePolicy"]) == ("Delete", "Delete")
+        assert Stack().resource(name)["DeletionProtectionEnabled"] is True
+        assert Stack({**GIVEN, "TableDeletionProtection": "false"}).resource(name)[
+            "DeletionProtectionEnabled"] is False
 
 
 def test_a_sign_up_in_the_dead_letter_queue_mails_the_operator():

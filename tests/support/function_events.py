@@ -13,7 +13,8 @@ SITE = "https://example.org"
 
 
 def url_event(method: str, path: str, *, form: dict[str, str] | None = None,
-              base64_body: bool = False, headers: dict[str, str] | None = None,
+              query: str = "", base64_body: bool = False,
+              headers: dict[str, str] | None = None,
               source_ip: str = "130.176.9.19") -> dict[str, Any]:
     """What a Lambda function URL hands the function (payload format 2.0), as CloudFront's
     origin request reaches it."""
@@ -21,7 +22,7 @@ def url_event(method: str, path: str, *, form: dict[str, str] | None = None,
                "x-forwarded-for": source_ip, "user-agent": "Amazon CloudFront",
                **(headers or {})}
     event: dict[str, Any] = {
-        "version": "2.0", "routeKey": "$default", "rawPath": path, "rawQueryString": "",
+        "version": "2.0", "routeKey": "$default", "rawPath": path, "rawQueryString": query,
         "headers": headers, "isBase64Encoded": base64_body,
         "requestContext": {
             "accountId": "anonymous", "apiId": "abcdefghij",
