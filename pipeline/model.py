@@ -138,6 +138,11 @@ class Verdict:
     lang: Lang
     #: What a scoped verdict limits the reading to ("只需读 27 行中的 fixture 本体").
     scope: str | None = None
+    #: The whole opening clause the verdict was read from, as written: what ``why`` quotes.
+    clause: str = ""
+    #: For a verdict that holds for some readers only, the condition ("only if you maintain
+    #: X"); the tier is then what the review says for everyone else.
+    condition: str | None = None
 
 
 @dataclass(frozen=True)

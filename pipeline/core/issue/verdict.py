@@ -1,0 +1,488 @@
+"""A review's verdict, read from its opening: which tier its author gives the PR.
+
+The words are data (``templates/verdicts.toml``, plus the file ``[issue] verdicts`` names);
+this module is the grammar that reads them, and docs/ranking.md says it in a table. A verdict
+counts only where it is the verdict: it opens the review's first sentence (or the next one,
+after a question, a quotation or a heading), past decoration (emoji, markdown, list marks),
+labels ("结论：", "Verdict:") and short prefaces ("本 PR", "This PR is a"). Negations are read
+before positives. A verdict word that is the subject of its sentence ("值得精读的部分不多"),
+sits in a question, or is quoted, is not the verdict. A verdict for some readers only
+("only if you maintain X", "仅对…") ranks by what it says for everyone else and is flagged.
+A phrase two careful editors would file differently reads as unrated: a confident wrong tier
+is worse than none.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+import tomllib
+import unicodedata
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from importlib import resources
+from typing import Any
+
+from pipeline.errors import ConfigError
+from pipeline.model import LANGS, Lang, Verdict
+
+#: The tier of a phrase that names none with confidence.
+AMBIGUOUS = "unrated"
+_TIERS = ("must-read", "medium", "skim")
+
+_OPEN_QUOTES = "“‘「『\"'《"
+_CLOSE_QUOTES = "”’」』\"'》"
+#: Ends a sentence: a full stop followed by a space or the end (not "block_pool.py"), or
+#: one of these.
+_SENTENCE_END = re.compile(r"[。！？!?\n]|(?<!tl)(?<!TL)(?<!Tl)[；;]|\.(?=\s|$)")
+_CLAUSE_END = re.compile(r"[，,：:。！？!?、\n]|(?<!tl)(?<!TL)(?<!Tl)[；;]|\.(?=\s|$)|\s[—–-]\s")
+_QUESTION = re.compile(r"(?:[?？]|[吗么呢][\s。.]*)$")
+_CODE = re.compile(r"`[^`\n]*`")
+#: Markdown emphasis and strike marks, read as nothing outside code.
+_EMPHASIS = re.compile(r"\*+|__+|~~")
+#: Words that may follow an English verdict phrase and keep it the verdict ("must-read for
+#: anyone…", "skim the tests"); any other word makes the phrase part of a longer subject
+#: ("must-read material is thin").
+_EN_NEXT = frozenset({
+    "for", "if", "but", "though", "although", "especially", "particularly", "unless", "only",
+    "to", "here", "overall", "as", "at", "with", "because", "since", "given", "in", "on", "and",
+    "or", "the", "this", "it", "its", "these", "through", "over", "pr", "prs", "change",
+    "changes", "patch", "fix", "one", "so", "now", "today", "too", "also", "anyway", "all",
+    "whole", "entirely", "mostly",
+})
+#: Chinese that turns a verdict phrase into an attribute ("值得精读的部分…"), except when
+#: what it qualifies is the PR itself ("值得精读的 PR").
+_ZH_ATTRIBUTE = re.compile(
+    r"^(?:的|之|地)(?!\s*(?:一个|这个|小|大|简单|中等)?\s*(?:pr|PR|改动|修复|提交|补丁|变更|优化|重构|"
+    r"功能|特性))")
+_ZH_NOUN_AFTER = ("清单", "列表", "标签", "名单", "书目", "榜", "部分", "内容", "价值",
+                  "程度", "项")
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """The words of ``templates/verdicts.toml`` (and an operator's additions), per language."""
+
+    #: Phrase → tier (or :data:`AMBIGUOUS`), negations included.
+    phrases: Mapping[Lang, Mapping[str, str]]
+    labels: Mapping[Lang, tuple[str, ...]]
+    levels: Mapping[Lang, Mapping[str, str]]
+    prefaces: Mapping[Lang, tuple[str, ...]]
+    links: Mapping[Lang, tuple[str, ...]]
+    modals: Mapping[Lang, tuple[str, ...]]
+    conditions: Mapping[Lang, tuple[str, ...]]
+    otherwise: Mapping[Lang, tuple[str, ...]]
+    scope_openers: Mapping[Lang, tuple[str, ...]]
+    scope_limits: Mapping[Lang, tuple[str, ...]]
+    _patterns: dict[str, re.Pattern[str]] = field(default_factory=dict, compare=False,
+                                                  repr=False)
+
+    @classmethod
+    def from_toml(cls, *texts: str) -> Vocabulary:
+        """The vocabulary of these TOML documents, the later ones adding to the first."""
+        words: dict[str, dict[str, Any]] = {}
+        for text in texts:
+            try:
+                data = tomllib.loads(text)
+            except tomllib.TOMLDecodeError as exc:
+                raise ConfigError(f"verdict vocabulary: {exc}") from None
+            _merge(words, data)
+        phrases: dict[Lang, dict[str, str]] = {lang: {} for lang in LANGS}
+        for tier, by_lang in words.get("tiers", {}).items():
+            if tier not in _TIERS:
+                raise ConfigError(f"verdict vocabulary: [tiers.{tier}] is no tier "
+                                  f"({', '.join(_TIERS)})")
+            for lang in LANGS:
+                phrases[lang].update(dict.fromkeys(_list(by_lang, lang, f"tiers.{tier}"), tier))
+        for lang in LANGS:
+            phrases[lang].update(dict.fromkeys(_list(words.get("ambiguous", {}), lang,
+                                                     "ambiguous"), AMBIGUOUS))
+            negations = words.get("negations", {}).get(lang, {})
+            phrases[lang].update(_tiers_of(negations, f"negations.{lang}"))
+        section = words.get
+
+        def lists(name: str, key: str = "") -> dict[Lang, tuple[str, ...]]:
+            return {lang: _list(section(name, {}), f"{lang}{key}", name) for lang in LANGS}
+
+        return cls(
+            phrases={lang: {_fold(p, lang): t for p, t in found.items()}
+                     for lang, found in phrases.items()},
+            labels=lists("labels"),
+            levels={lang: _tiers_of(section("levels", {}).get(lang, {}), f"levels.{lang}")
+                    for lang in LANGS},
+            prefaces=lists("prefaces"), links=lists("prefaces", "_links"),
+            modals=lists("modals"),
+            conditions=lists("conditions"), otherwise=lists("otherwise"),
+            scope_openers=lists("scopes"), scope_limits=lists("scopes", "_limits"),
+        )
+
+    def pattern(self, kind: str, lang: Lang, words: Iterable[str]) -> re.Pattern[str]:
+        """One expression matching any of ``words`` (longest first), whatever the case, the
+        spaces or the hyphens between them; kept per kind and language."""
+        key = f"{kind}:{lang}"
+        if key not in self._patterns:
+            ordered = sorted({_fold(w, lang) for w in words if w.strip()}, key=len, reverse=True)
+            alternatives = "|".join(_loose(w, lang) for w in ordered) or r"(?!x)x"
+            self._patterns[key] = re.compile(f"(?:{alternatives})", re.I)
+        return self._patterns[key]
+
+
+@functools.cache
+def shipped_vocabulary() -> Vocabulary:
+    """The vocabulary that ships with the templates."""
+    text = resources.files("pipeline.templates").joinpath("verdicts.toml").read_text("utf-8")
+    return Vocabulary.from_toml(text)
+
+
+def parse_verdict(text: str, lang: Lang, vocabulary: Vocabulary | None = None
+                  ) -> Verdict | None:
+    """The verdict that opens ``text`` (plain text), or None if it opens with none."""
+    return _Reader(text[:1200], lang, vocabulary or shipped_vocabulary()).read()
+
+
+def opening_of(text: str, limit: int = 80) -> str:
+    """What ``text`` opens with, for a reason that quotes it: its first clause (or the start
+    of it), code spans whole."""
+    first = _SENTENCE_END.split(_masked(text.strip()), maxsplit=1)[0]
+    clause = text.strip()[: len(first)].strip()
+    if len(clause) <= limit:
+        return clause
+    cut = clause[:limit]
+    if cut.count("`") % 2:  # never leave a code span open
+        cut = cut[: cut.rfind("`")]
+    return cut.rstrip() + "…"
+
+
+class _Reader:
+    """One review's opening, read sentence by sentence."""
+
+    def __init__(self, text: str, lang: Lang, vocabulary: Vocabulary) -> None:
+        self.text, self.lang, self.words = text, lang, vocabulary
+        # Positions stay those of ``text``: code and emphasis are masked, not removed.
+        self.masked = _EMPHASIS.sub(lambda m: " " * len(m[0]), _masked(text))
+
+    def read(self) -> Verdict | None:
+        start, answer = 0, False
+        for _ in range(3):  # a question, a quotation or a heading may come first
+            end = _end_of_sentence(self.masked, start)
+            found = self._sentence(start, end)
+            if found is None and answer:  # "值得精读吗？未必，快速浏览即可。"
+                found = self._later_clause(start, end)
+            if isinstance(found, Verdict):
+                return found
+            if found is not _SKIP:
+                return None
+            start, answer = end + 1, True
+            if start >= len(self.masked):
+                break
+        return None
+
+    # -- one sentence
+
+    def _sentence(self, start: int, end: int) -> Verdict | object | None:
+        if _QUESTION.search(self.masked[start:end + 1].rstrip()):
+            return _SKIP  # "值得精读吗？" asks; the answer may follow
+        pos = self._past_decoration(start, end)
+        if pos >= end:
+            return _SKIP
+        if self.masked[pos] in _OPEN_QUOTES:
+            return self._quoted(start, pos, end)
+        pos, labelled = self._past_labels(pos, end)
+        if pos >= end:
+            return _SKIP if labelled else None  # a heading: "## 结论"
+        if labelled and (level := self._level(start, pos, end)):
+            return level
+        pos = self._past_preface(pos, end)
+        if self._match("conditions", self.words.conditions[self.lang], pos):
+            return self._conditional(start, pos, end)
+        found = self._phrase_after_modal(pos, end)
+        if found is None:
+            return None
+        at, tier, phrase_end = found
+        if tier is _SUBJECT:
+            return self._later_clause(phrase_end, end) or _SKIP
+        return self._verdict(tier, start, at, phrase_end, end)
+
+    def _phrase_after_modal(self, pos: int, end: int) -> tuple[int, str, int] | None:
+        """The phrase at ``pos``, or after one modal word ("建议快速浏览", "Only worth…")."""
+        found = self._phrase_at(pos, end)
+        if found is None:
+            modal = self._match("modals", self.words.modals[self.lang], pos)
+            if modal:
+                pos = self._skip(modal.end(), " ")
+                found = self._phrase_at(pos, end)
+        return (pos, *found) if found else None
+
+    def _verdict(self, tier: str, start: int, pos: int, phrase_end: int, end: int
+                 ) -> Verdict:
+        phrase = self.text[pos:phrase_end].strip()
+        rest_start = phrase_end
+        condition = self._condition_after(phrase_end, end)
+        if condition is not None:
+            tier = self._otherwise(phrase_end, end) or "skim"
+        elif tier in _TIERS and self._is_negation(pos, phrase_end):
+            tier = self._but_clause(phrase_end, end) or tier
+        scope = None if condition else self._scope(rest_start, end)
+        return Verdict(tier, phrase, self.lang, scope, clause=self._clause(start, phrase_end),
+                       condition=condition)
+
+    def _conditional(self, start: int, pos: int, end: int) -> Verdict | None:
+        """"仅对维护 X 的同学值得精读，其他人可略读": the phrase comes after the condition."""
+        clause_end = _end_of_clause(self.masked, pos, end)
+        for at in range(pos, clause_end):
+            found = self._phrase_at(at, end, boundary=False)
+            if found and found[0] in _TIERS:
+                tier = self._otherwise(found[1], len(self.masked)) or "skim"
+                return Verdict(tier, self.text[at:found[1]].strip(), self.lang, None,
+                               clause=self._clause(start, found[1]),
+                               condition=self.text[pos:at].strip() or None)
+        return None
+
+    # -- pieces of a sentence
+
+    def _past_decoration(self, pos: int, end: int) -> int:
+        while pos < end and _is_decoration(self.masked[pos]):
+            pos += 1
+        list_mark = re.compile(r"\d{1,2}[.)、]\s*").match(self.masked, pos, end)
+        return list_mark.end() if list_mark else pos
+
+    def _past_labels(self, pos: int, end: int) -> tuple[int, bool]:
+        labelled = False
+        for _ in range(3):
+            label = self._match("labels", self.words.labels[self.lang], pos)
+            if not label:
+                break
+            after = pos + label.end() - label.start()
+            while after < end and (self.masked[after].isspace() or (_is_decoration(
+                    self.masked[after]) and self.masked[after] not in "【[(（")):
+                after += 1
+            if after < end and self.masked[after] in ":：】]":
+                after += 1
+            elif after < end:
+                break  # "建议精读": a phrase that starts like a label
+            pos, labelled = self._past_decoration(after, end), True
+        return pos, labelled
+
+    def _level(self, start: int, pos: int, end: int) -> Verdict | None:
+        """"优先级：高", "Priority: low": a level after a label."""
+        words = self.words.levels[self.lang]
+        found = self._match("levels", words, pos)
+        if found and self._ends_phrase(found.end(), end):
+            return Verdict(words[_fold(found[0], self.lang)], found[0].strip(), self.lang,
+                           None, clause=self._clause(start, found.end()))
+        return None
+
+    def _past_preface(self, pos: int, end: int) -> int:
+        preface = self._match("prefaces", self.words.prefaces[self.lang], pos)
+        if not preface:
+            return pos
+        after = self._skip(preface.end(), ",，:： ")
+        for _ in range(3):
+            link = self._match("links", self.words.links[self.lang], after)
+            if not link or not link[0].strip():
+                break
+            after = self._skip(link.end(), ",，:： ")
+        return after
+
+    def _phrase_at(self, pos: int, end: int, boundary: bool = True
+                   ) -> tuple[str, int] | None:
+        phrases = self.words.phrases[self.lang]
+        found = self._match("phrases", phrases, pos)
+        if not found or found.end() > end:
+            return None
+        if not boundary:
+            return phrases[_fold(found[0], self.lang)], found.end()
+        if not self._ends_phrase(found.end(), end):
+            return (_SUBJECT, found.end()) if self._subject_use(found.end()) else None
+        return phrases[_fold(found[0], self.lang)], found.end()
+
+    def _ends_phrase(self, at: int, end: int) -> bool:
+        """Whether what follows a phrase leaves it the verdict."""
+        rest = self.masked[at:end]
+        if not rest.strip() or rest[0] in _CLOSE_QUOTES:
+            return not rest.strip() or rest[1:2] in ("", *",，;；:：。.!！)）")
+        if self.lang == "zh":
+            return not (_ZH_ATTRIBUTE.match(rest) or rest.lstrip().startswith(_ZH_NOUN_AFTER))
+        if rest[0].isalnum() or (rest[:2].startswith("-") and rest[1:2].isalnum()):
+            return False  # "skimming", "medium-sized"
+        if not rest[0].isspace():
+            return True  # punctuation
+        last = self.masked[:at].split()[-1].lower() if self.masked[:at].split() else ""
+        word = re.match(r"\s*([A-Za-z']+)", rest)
+        return word is None or word[1].lower() in _EN_NEXT or last in _EN_NEXT
+
+    def _subject_use(self, at: int) -> bool:
+        rest = self.masked[at:]
+        if self.lang == "zh":
+            return bool(_ZH_ATTRIBUTE.match(rest) or rest.lstrip().startswith(_ZH_NOUN_AFTER))
+        return bool(re.match(r"\s+[A-Za-z]", rest))
+
+    def _is_negation(self, pos: int, phrase_end: int) -> bool:
+        folded = _fold(self.text[pos:phrase_end], self.lang)
+        return folded.startswith(("不", "无", "没", "非", "not", "no "))
+
+    def _later_clause(self, at: int, end: int) -> Verdict | None:
+        """A later clause of the sentence that opens with a verdict: after a phrase used as
+        a subject ("值得精读的部分不多，快速浏览即可"), a quotation or a question's answer."""
+        while (at := _end_of_clause(self.masked, at, end)) < end:
+            at += 1
+            start = self._past_decoration(self._skip(at, " "), end)
+            pos = self._past_preface(start, end)
+            found = self._phrase_after_modal(pos, end)
+            if found and found[1] is not _SUBJECT:
+                return self._verdict(found[1], start, found[0], found[2], end)
+        return None
+
+    def _but_clause(self, at: int, end: int) -> str | None:
+        """"Not a must-read, but a solid medium-priority read": what the but clause says."""
+        opener = self.words.scope_openers[self.lang]
+        while (at := _end_of_clause(self.masked, at, end)) < end:
+            at = self._skip(at + 1, " ")
+            but = self._match("openers", opener, at)
+            if not but:
+                continue
+            stop = _end_of_clause(self.masked, but.end(), end)
+            for pos in range(but.end(), stop):
+                found = self._phrase_at(pos, stop)
+                if found and found[0] in _TIERS:
+                    return found[0]
+        return None
+
+    def _condition_after(self, at: int, end: int) -> str | None:
+        """A condition in the rest of the verdict's sentence ("…, but only if you maintain
+        X", "（仅对…）"), as written."""
+        pattern = self.words.pattern("conditions", self.lang, self.words.conditions[self.lang])
+        found = pattern.search(self.masked, at, end)
+        if not found:
+            return None
+        stop = _end_of_clause(self.masked, found.start(), end)
+        return self.text[found.start():stop].strip(" )）") or None
+
+    def _otherwise(self, at: int, end: int) -> str | None:
+        """What a conditional verdict says for everyone else, if it says it."""
+        pattern = self.words.pattern("otherwise", self.lang, self.words.otherwise[self.lang])
+        stop = _end_of_sentence(self.masked, _end_of_sentence(self.masked, at) + 1)
+        found = pattern.search(self.masked, at, stop)
+        if not found:
+            return None
+        pos = self._skip(found.end(), " ,，:：")
+        pos = self._past_preface(pos, stop)
+        for step in range(0, 8):  # "其他人可略读", "otherwise just skim", "其余读者只需快速浏览"
+            hit = self._phrase_at(pos + step, stop)
+            if hit and hit[0] in _TIERS:
+                return hit[0]
+        return None
+
+    def _scope(self, at: int, end: int) -> str | None:
+        """A scoped verdict's limit: "值得精读，但只需读 27 行…" → "只需读 27 行…"."""
+        pos = self._skip(at, " ,，:：;；—–-")
+        bracket = self.masked[pos:pos + 1] in ("(", "（")
+        if bracket:
+            pos = self._skip(pos + 1, " ")
+        opener = self._match("openers", self.words.scope_openers[self.lang], pos)
+        if not opener and not bracket:
+            return None
+        start = self._skip(opener.end() if opener else pos, " ,，")
+        stop = end
+        if bracket:
+            close = re.compile(r"[)）]").search(self.masked, start, end)
+            stop = close.start() if close else end
+        scope = self.text[start:stop].strip()
+        limits = self.words.scope_limits[self.lang]
+        if not scope or not any(_fold(w, self.lang) in _fold(scope, self.lang) for w in limits):
+            return None  # a caveat ("但 PR 描述不完整"), not a limit
+        return scope
+
+    def _quoted(self, start: int, pos: int, end: int) -> Verdict | object | None:
+        """A sentence that opens with a quotation: the verdict in quotes for emphasis
+        ("「值得精读」，…"), or a phrase mentioned, not given ("“必读”标签被滥用了")."""
+        inner = pos + 1
+        found = self._phrase_at(inner, end, boundary=False)
+        if found and self.masked[found[1]:found[1] + 1] in _CLOSE_QUOTES:
+            after = found[1] + 1
+            rest = self.masked[after:end].strip()
+            if not rest or rest[0] in ",，;；:：。.!！—-":
+                return self._verdict(found[0], start, inner, found[1], end)
+        return self._later_clause(pos, end) or _SKIP
+
+    # -- small helpers
+
+    def _match(self, kind: str, words: Iterable[str], pos: int) -> re.Match[str] | None:
+        return self.words.pattern(kind, self.lang, words).match(self.masked, pos)
+
+    def _skip(self, pos: int, chars: str) -> int:
+        while pos < len(self.masked) and self.masked[pos] in chars:
+            pos += 1
+        return pos
+
+    def _clause(self, start: int, phrase_end: int) -> str:
+        """The opening clause the verdict came from, as written (code spans whole)."""
+        stop = _end_of_clause(self.masked, phrase_end, len(self.masked))
+        return re.sub(r"\*+|~~", "", self.text[start:stop]).strip()
+
+
+_SKIP = object()
+_SUBJECT = "subject"
+
+
+def _masked(text: str) -> str:
+    """``text`` with each code span's inside blanked, same length: a full stop in
+    `block_pool.py` ends nothing."""
+    return _CODE.sub(lambda m: "`" + "x" * (len(m[0]) - 2) + "`", text)
+
+
+def _end_of_sentence(text: str, start: int) -> int:
+    found = _SENTENCE_END.search(text, start)
+    return found.start() if found else len(text)
+
+
+def _end_of_clause(text: str, start: int, end: int) -> int:
+    found = _CLAUSE_END.search(text, start, end)
+    return found.start() if found else end
+
+
+def _is_decoration(char: str) -> bool:
+    """Emoji, symbols, markdown and list marks, brackets: what may stand before a verdict."""
+    if char.isspace() or char in "#>*_-—–+•·●▪◆◇■□▶►→=~|【】[]()（）":
+        return True
+    category = unicodedata.category(char)
+    return category in ("So", "Sk", "Cf", "Mn") or char in "\ufe0f\u200d"
+
+
+def _fold(text: str, lang: Lang) -> str:
+    """The form phrases are compared in: lower case, hyphens as spaces, and for Chinese no
+    spaces at all ("本 PR" = "本PR")."""
+    folded = re.sub(r"[\s\-‐‑–]+", " ", text.strip().lower())
+    return folded.replace(" ", "") if lang == "zh" else folded
+
+
+def _loose(folded: str, lang: Lang) -> str:
+    """A folded phrase as an expression that matches it however it is spaced or hyphenated."""
+    if lang == "zh":
+        return r"\s*".join(re.escape(char) for char in folded)
+    return r"[\s\-‐‑–]+".join(re.escape(word) for word in folded.split(" "))
+
+
+def _merge(into: dict[str, Any], data: Mapping[str, Any]) -> None:
+    for key, value in data.items():
+        if isinstance(value, dict):
+            _merge(into.setdefault(key, {}), value)
+        elif isinstance(value, list):
+            into[key] = [*into.get(key, []), *value]
+        else:
+            into[key] = value
+
+
+def _list(section: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
+    value = section.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ConfigError(f"verdict vocabulary: [{where}] {key} must be a list of strings")
+    return tuple(value)
+
+
+def _tiers_of(table: Mapping[str, Any], where: str) -> dict[str, str]:
+    for phrase, tier in table.items():
+        if tier not in _TIERS:
+            raise ConfigError(f"verdict vocabulary: [{where}] {phrase!r} = {tier!r} names no "
+                              f"tier ({', '.join(_TIERS)})")
+    return dict(table)
