@@ -13,8 +13,9 @@ here, so a sign-up by form and one by mail follow the same rules:
   address too takes its allowance, and gets a link signed that is never sent), and the
   app answers before any of it runs (:meth:`Subscriptions.check_request` is all it does
   first).
-* **Limits.** Confirmation mails per address per day and requests per client per hour are
-  counted in the store (so several app processes share them), keyed by a hash.
+* **Limits.** Confirmation mails per mailbox per day (every spelling of one mailbox
+  counted together: :func:`mailbox_key`) and requests per client per hour are counted in
+  the store (so several app processes share them), keyed by a hash.
 * **Consent** is recorded on confirmation: when, from where (``web``, ``mail``), and the
   client address.
 
@@ -153,7 +154,7 @@ class Subscriptions:
         inbound mail is retried).
 
         Every state takes the same steps: the store's request, the address's daily
-        allowance (keyed by the address, so a removed one counts too), a signed link, and
+        allowance (keyed by its mailbox, so a removed one counts too), a signed link, and
         then the mail, or for a removed or throttled address the same call with nothing
         to send. So the work done, and the time it takes, says nothing about the address.
         """
@@ -316,9 +317,29 @@ class Subscriptions:
                                      client=client)
 
 
+#: Domains whose mailboxes ignore dots in the part before the @ (Gmail, under both of its
+#: names), each mapped to the one name its mailboxes are counted under.
+_DOTS_IGNORED = {"gmail.com": "gmail.com", "googlemail.com": "gmail.com"}
+
+
+def mailbox_key(address: str) -> str:
+    """The mailbox a normalised address reaches, as far as the daily allowance can tell:
+    case-insensitive as uniqueness is, without a ``+tag`` (``victim+1@`` is ``victim@``'s
+    mailbox at most providers), and, at ``gmail.com`` and ``googlemail.com`` (the same
+    mailboxes), without dots. Else each spelling of one mailbox would get its own
+    confirmation mails: a way to flood it. Only the counting uses it; the address is
+    stored and mailed as typed. Other providers' schemes (a ``-`` separator, Fastmail's
+    subdomains) stay per address, bounded by the per-client limit."""
+    local, _, domain = email_key(address).rpartition("@")
+    local = local.split("+", 1)[0]
+    if domain in _DOTS_IGNORED:
+        local, domain = local.replace(".", ""), _DOTS_IGNORED[domain]
+    return f"{local}@{domain}"
+
+
 def _address_key(address: str) -> str:
-    """The allowance key of a normalised address (case-insensitive, as uniqueness is)."""
-    return "address:" + _digest(email_key(address))
+    """The allowance key of a normalised address: its mailbox's (:func:`mailbox_key`)."""
+    return "address:" + _digest(mailbox_key(address))
 
 
 def _digest(text: str) -> str:

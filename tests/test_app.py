@@ -342,6 +342,22 @@ def test_requests_are_limited_per_client_and_per_address(settings_for):
         assert app.store.find("y@example.org") is None
 
 
+def test_the_address_limit_counts_per_mailbox_not_per_spelling(settings_for):
+    """victim+1@, victim+2@, … each got their own three mails a day (issue 39): the limit
+    is the mailbox's, with the +tag gone and, at Gmail, the dots."""
+    spellings = ("victim@gmail.com", "victim+1@gmail.com", "Victim+2@gmail.com",
+                 "v.i.c.t.i.m@gmail.com", "vic.tim+news@googlemail.com")
+    others = ("victim@example.org", "victim+1@example.org", "v.ictim@example.org")
+    with serve_app(settings_for(), policy=Policy(address_per_day=2)) as app:
+        answers = [subscribe(app, address) for address in (*spellings, *others)]
+        assert {(a.status, a.body) for a in answers} == {(200, answers[0].body)}
+        mailed = [str(m["To"]) for m in app.outbox()]
+    # Two for the Gmail mailbox, two for victim@example.org; v.ictim@example.org is
+    # another mailbox (dots count outside Gmail).
+    assert mailed == ["victim@gmail.com", "victim+1@gmail.com", "victim@example.org",
+                      "victim+1@example.org", "v.ictim@example.org"]
+
+
 def test_too_large_a_form_is_refused_before_it_is_read(app):
     answer = app.request("POST", "/subscribe", headers={**FROM_ARCHIVE,
                          "Content-Type": "application/x-www-form-urlencoded"},
