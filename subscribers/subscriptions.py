@@ -10,12 +10,11 @@ here, so a sign-up by form and one by mail follow the same rules:
   complained, it changes nothing.
 * **No enumeration.** A request gets the same answer whether the address is new, pending,
   active or gone: what differs is only the mail that address receives (a confirmation, its
-  preferences link, or nothing), and nobody else sees that. A confirmation link's pages
-  are the same whatever became of its address. Nor
-  can the time it takes tell: every state goes through the same store calls (a removed
-  address too takes its allowance, and gets a link signed that is never sent), and the
-  app answers before any of it runs (:meth:`Subscriptions.check_request` is all it does
-  first).
+  preferences link, or nothing), and nobody else sees that. Nor can the time it takes
+  tell: every state goes through the same store calls (a removed address too takes its
+  allowance, and gets a link signed that is never sent), and the app answers before any of
+  it runs (:meth:`Subscriptions.check_request` is all it does first). A confirmation
+  link's pages are the same whatever became of its address.
 * **Limits.** Confirmation mails per mailbox per day (every spelling of one mailbox
   counted together: :func:`mailbox_key`) and requests per client per hour are counted in
   the store (so several app processes share them), keyed by a hash.
@@ -55,8 +54,8 @@ from subscribers.store.rules import CONFIRMABLE
 from subscribers.tokens import Keys, Purpose, make_token, verify_token
 
 __all__ = [
-    "NOT_MAILED",
-    "PREFERENCES_INSTEAD",
+    "MAILED_NOTHING",
+    "MAILED_PREFERENCES",
     "Mailer",
     "Policy",
     "RequestOutcome",
@@ -97,10 +96,10 @@ class RequestOutcome(StrEnum):
 #: ``active`` (nothing to confirm) and ``unsubscribed`` (a confirmation link changes only a
 #: ``pending`` address, :data:`~subscribers.store.rules.CONFIRMABLE`; the preferences page's
 #: "subscribe again" is the way back).
-PREFERENCES_INSTEAD = ("active", "unsubscribed")
+MAILED_PREFERENCES = ("active", "unsubscribed")
 #: The statuses a sign-up request mails nothing: ``bounced`` (it would bounce again) and
 #: ``complained`` (its owner said stop); neither can be confirmed again.
-NOT_MAILED = ("bounced", "complained")
+MAILED_NOTHING = ("bounced", "complained")
 
 
 @dataclass(frozen=True)
@@ -176,8 +175,8 @@ class Subscriptions:
         inbound mail is retried).
 
         A ``pending`` (or new) address is mailed a confirmation link; an ``active`` or
-        ``unsubscribed`` one its preferences link (:data:`PREFERENCES_INSTEAD`); a bounced,
-        complained or removed one nothing (:data:`NOT_MAILED`).
+        ``unsubscribed`` one its preferences link (:data:`MAILED_PREFERENCES`); a bounced,
+        complained or removed one nothing (:data:`MAILED_NOTHING`).
 
         Every state takes the same steps: the store's request, the address's daily
         allowance (keyed by its mailbox, so a removed one counts too), a signed link, and
@@ -189,12 +188,12 @@ class Subscriptions:
                                                  areas=areas)
         subscriber = result.subscriber
         allowed = self._take_address_quota(normal, now)
-        if subscriber is None or subscriber.status in NOT_MAILED:
+        if subscriber is None or subscriber.status in MAILED_NOTHING:
             # Signed for an id nobody has, and never sent: the same work as the others.
             self.link("confirm", "confirm", new_subscriber_id(), now)
             return (RequestOutcome.SUPPRESSED if subscriber is None
                     else RequestOutcome.NOT_MAILED)
-        reminder = subscriber.status in PREFERENCES_INSTEAD
+        reminder = subscriber.status in MAILED_PREFERENCES
         url = (self.link("preferences", "preferences", subscriber.id, now) if reminder
                else self.link("confirm", "confirm", subscriber.id, now))
         if not allowed:
