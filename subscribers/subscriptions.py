@@ -5,16 +5,19 @@ here, so a sign-up by form and one by mail follow the same rules:
 
 * **Double opt-in.** A request stores a ``pending`` address and mails it a confirmation
   link; only the person who reads that mailbox can make it ``active``. The link's page asks
-  for one more click (a POST), because mail scanners fetch every link they see.
+  for one more click (a POST), because mail scanners fetch every link they see. A link
+  confirms only a ``pending`` address: replayed after the address unsubscribed, bounced or
+  complained, it changes nothing.
 * **No enumeration.** A request gets the same answer whether the address is new, pending,
-  active or gone: what differs is only the mail that address receives (a confirmation, or
-  "you are already subscribed" with its preferences link), and nobody else sees that. Nor
-  can the time it takes tell: every state goes through the same store calls (a removed
-  address too takes its allowance, and gets a link signed that is never sent), and the
-  app answers before any of it runs (:meth:`Subscriptions.check_request` is all it does
-  first).
-* **Limits.** Confirmation mails per address per day and requests per client per hour are
-  counted in the store (so several app processes share them), keyed by a hash.
+  active or gone: what differs is only the mail that address receives (a confirmation, its
+  preferences link, or nothing), and nobody else sees that. Nor can the time it takes
+  tell: every state goes through the same store calls (a removed address too takes its
+  allowance, and gets a link signed that is never sent), and the app answers before any of
+  it runs (:meth:`Subscriptions.check_request` is all it does first). A confirmation
+  link's pages are the same whatever became of its address.
+* **Limits.** Confirmation mails per mailbox per day (every spelling of one mailbox
+  counted together: :func:`mailbox_key`) and requests per client per hour are counted in
+  the store (so several app processes share them), keyed by a hash.
 * **Consent** is recorded on confirmation: when, from where (``web``, ``mail``), and the
   client address.
 
@@ -28,7 +31,7 @@ from __future__ import annotations
 
 import hashlib
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -47,9 +50,12 @@ from subscribers.model import (
     normalise_email,
 )
 from subscribers.store import Interests, OnceKeys, SubscriptionStore
+from subscribers.store.rules import CONFIRMABLE
 from subscribers.tokens import Keys, Purpose, make_token, verify_token
 
 __all__ = [
+    "MAILED_NOTHING",
+    "MAILED_PREFERENCES",
     "Mailer",
     "Policy",
     "RequestOutcome",
@@ -63,21 +69,37 @@ class Mailer(Protocol):
     def confirmation(self, subscriber: Subscriber, confirm_url: str,
                      expires_at: datetime) -> None: ...
 
-    def already_subscribed(self, subscriber: Subscriber, preferences_url: str) -> None: ...
+    def reminder(self, subscriber: Subscriber, preferences_url: str) -> None:
+        """The preferences link, for an address a request cannot confirm: one already
+        ``active``, or one that unsubscribed (its preferences page can subscribe it again)."""
+        ...
 
 
 class RequestOutcome(StrEnum):
     """What a sign-up request did. For logs and tests only: the requester is always told
     the same thing."""
 
-    #: A confirmation mail went to the address (new, pending, or once unsubscribed).
+    #: A confirmation mail went to the address (new or pending).
     CONFIRMATION_SENT = "confirmation-sent"
-    #: The address is active: it was mailed its preferences link instead.
+    #: The address is active, or unsubscribed: it was mailed its preferences link instead.
     REMINDER_SENT = "reminder-sent"
     #: This address already had its confirmation mails for the day: nothing sent.
     THROTTLED = "throttled"
     #: The address was removed at its owner's request: nothing stored, nothing sent.
     SUPPRESSED = "suppressed"
+    #: Nothing to send: the address bounced or complained (no link can bring it back), or
+    #: a new confirmation was asked for one no longer pending.
+    NOT_MAILED = "not-mailed"
+
+
+#: The statuses a sign-up request mails the preferences link instead of a confirmation:
+#: ``active`` (nothing to confirm) and ``unsubscribed`` (a confirmation link changes only a
+#: ``pending`` address, :data:`~subscribers.store.rules.CONFIRMABLE`; the preferences page's
+#: "subscribe again" is the way back).
+MAILED_PREFERENCES = ("active", "unsubscribed")
+#: The statuses a sign-up request mails nothing: ``bounced`` (it would bounce again) and
+#: ``complained`` (its owner said stop); neither can be confirmed again.
+MAILED_NOTHING = ("bounced", "complained")
 
 
 @dataclass(frozen=True)
@@ -152,9 +174,13 @@ class Subscriptions:
         the transport's errors propagate (the app sends it after its answer and logs them;
         inbound mail is retried).
 
+        A ``pending`` (or new) address is mailed a confirmation link; an ``active`` or
+        ``unsubscribed`` one its preferences link (:data:`MAILED_PREFERENCES`); a bounced,
+        complained or removed one nothing (:data:`MAILED_NOTHING`).
+
         Every state takes the same steps: the store's request, the address's daily
-        allowance (keyed by the address, so a removed one counts too), a signed link, and
-        then the mail, or for a removed or throttled address the same call with nothing
+        allowance (keyed by its mailbox, so a removed one counts too), a signed link, and
+        then the mail, or for an address not mailed or throttled the same call with nothing
         to send. So the work done, and the time it takes, says nothing about the address.
         """
         normal = self.check_request(email, layout)
@@ -162,18 +188,19 @@ class Subscriptions:
                                                  areas=areas)
         subscriber = result.subscriber
         allowed = self._take_address_quota(normal, now)
-        if subscriber is None:
+        if subscriber is None or subscriber.status in MAILED_NOTHING:
             # Signed for an id nobody has, and never sent: the same work as the others.
             self.link("confirm", "confirm", new_subscriber_id(), now)
-            return RequestOutcome.SUPPRESSED
-        active = subscriber.status == "active"
-        url = (self.link("preferences", "preferences", subscriber.id, now) if active
+            return (RequestOutcome.SUPPRESSED if subscriber is None
+                    else RequestOutcome.NOT_MAILED)
+        reminder = subscriber.status in MAILED_PREFERENCES
+        url = (self.link("preferences", "preferences", subscriber.id, now) if reminder
                else self.link("confirm", "confirm", subscriber.id, now))
         if not allowed:
             return RequestOutcome.THROTTLED
         with self._returning_quota_on_failure(normal):
-            if active:
-                self.mailer.already_subscribed(subscriber, url)
+            if reminder:
+                self.mailer.reminder(subscriber, url)
                 return RequestOutcome.REMINDER_SENT
             self.mailer.confirmation(subscriber, url,
                                      now + timedelta(days=self.policy.confirm_days))
@@ -181,13 +208,14 @@ class Subscriptions:
 
     def resend(self, subscriber_id: str, *, now: datetime) -> RequestOutcome:
         """A new confirmation mail for the subscriber an expired link was made for (the
-        expired-link page offers it). Limited like a request; an active subscriber gets
-        nothing (the expired link is moot), a removed one neither."""
+        expired-link page offers it), if it is still ``pending``. Limited like a request;
+        an active subscriber gets nothing (the expired link is moot), nor does one that
+        left or was removed (no link can confirm it)."""
         subscriber = self.store.get(subscriber_id)
         if subscriber is None:
             return RequestOutcome.SUPPRESSED
-        if subscriber.status == "active":
-            return RequestOutcome.REMINDER_SENT
+        if subscriber.status != CONFIRMABLE:
+            return RequestOutcome.NOT_MAILED
         if not self._take_address_quota(subscriber.email, now):
             return RequestOutcome.THROTTLED
         with self._returning_quota_on_failure(subscriber.email):
@@ -218,10 +246,15 @@ class Subscriptions:
 
     # -- acting on a link ------------------------------------------------------------------
 
+    def verified(self, token: str, purpose: Purpose, now: datetime) -> str:
+        """The subscriber id a link names, or TokenError if it does not verify; the store
+        is not read, so the answer says nothing about the address."""
+        return verify_token(self.keys, token, purpose, now)
+
     def subscriber_for(self, token: str, purpose: Purpose, now: datetime) -> Subscriber:
         """The subscriber a link is for: TokenError if it does not verify (nothing read),
         UnknownSubscriber if its subscriber was removed since."""
-        subscriber_id = verify_token(self.keys, token, purpose, now)
+        subscriber_id = self.verified(token, purpose, now)
         subscriber = self.store.get(subscriber_id)
         if subscriber is None:
             raise UnknownSubscriber(subscriber_id=subscriber_id)
@@ -241,12 +274,20 @@ class Subscriptions:
         raise TokenError("wrong-purpose")
 
     def confirm(self, token: str, *, source: str, client: str | None,
-                now: datetime) -> Subscriber:
-        """Make the link's subscriber ``active``, recording consent (now, ``source``,
-        ``client``). Confirming again changes nothing, not even the consent record."""
-        subscriber = self.subscriber_for(token, "confirm", now)
-        return self.store.set_status(subscriber.id, "active", now, source=source,
-                                     client=client)
+                now: datetime) -> None:
+        """Make the link's subscriber ``active`` if it is ``pending``, recording consent
+        (now, ``source``, ``client``); TokenError for a link that does not verify.
+
+        Any other subscriber is left as it is: an ``active`` one (confirming twice changes
+        nothing, not even the consent record), and one that has since unsubscribed, bounced,
+        complained or been removed: a link replayed within its days never undoes that.
+        Nothing is returned, so the caller's answer cannot differ by what became of the
+        address; the store checks the status in the same write that changes it
+        (:data:`~subscribers.store.rules.CONFIRMABLE`)."""
+        subscriber_id = self.verified(token, "confirm", now)
+        with suppress(UnknownSubscriber):
+            self.store.set_status(subscriber_id, "active", now, source=source, client=client,
+                                  only_from=CONFIRMABLE)
 
     def unsubscribe(self, token: str, *, now: datetime) -> Subscriber | None:
         """Unsubscribe the link's subscriber at once (RFC 8058 one-click, the page's
@@ -316,9 +357,29 @@ class Subscriptions:
                                      client=client)
 
 
+#: Domains whose mailboxes ignore dots in the part before the @ (Gmail, under both of its
+#: names), each mapped to the one name its mailboxes are counted under.
+_DOTS_IGNORED = {"gmail.com": "gmail.com", "googlemail.com": "gmail.com"}
+
+
+def mailbox_key(address: str) -> str:
+    """The mailbox a normalised address reaches, as far as the daily allowance can tell:
+    case-insensitive as uniqueness is, without a ``+tag`` (``victim+1@`` is ``victim@``'s
+    mailbox at most providers), and, at ``gmail.com`` and ``googlemail.com`` (the same
+    mailboxes), without dots. Else each spelling of one mailbox would get its own
+    confirmation mails: a way to flood it. Only the counting uses it; the address is
+    stored and mailed as typed. Other providers' schemes (a ``-`` separator, Fastmail's
+    subdomains) stay per address, bounded by the per-client limit."""
+    local, _, domain = email_key(address).rpartition("@")
+    local = local.split("+", 1)[0]
+    if domain in _DOTS_IGNORED:
+        local, domain = local.replace(".", ""), _DOTS_IGNORED[domain]
+    return f"{local}@{domain}"
+
+
 def _address_key(address: str) -> str:
-    """The allowance key of a normalised address (case-insensitive, as uniqueness is)."""
-    return "address:" + _digest(email_key(address))
+    """The allowance key of a normalised address: its mailbox's (:func:`mailbox_key`)."""
+    return "address:" + _digest(mailbox_key(address))
 
 
 def _digest(text: str) -> str:

@@ -4,10 +4,7 @@ helpers tests import live in tests/support/ (the sample project, feeds, commands
 
 from __future__ import annotations
 
-import os
-import shutil
 import subprocess
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -95,11 +92,7 @@ _running: list[pytest.Item] = []
 
 def pytest_configure(config: pytest.Config) -> None:
     """Watch every process start (subprocess.Popen: ``run``, ``check_output`` and asyncio's
-    subprocesses all go through it) for the guard below; and keep the compiled templates a
-    command keeps (pipeline/template_cache.py) in a folder of this run, not the user's."""
-    cache = tempfile.mkdtemp(prefix="newsletter-tests-cache-")
-    os.environ["XDG_CACHE_HOME"] = cache
-    config.add_cleanup(lambda: shutil.rmtree(cache, ignore_errors=True))
+    subprocesses all go through it) for the guard below."""
     real = subprocess.Popen._execute_child  # type: ignore[attr-defined]
 
     def execute_child(self, args, *rest, **kw):

@@ -88,7 +88,7 @@ def test_subscribe_confirm_receive_an_issue_then_unsubscribe_in_one_click(tmp_pa
     assert re.search(r'<form method="post" action="[^"]+/confirm">', page.body)
 
     done = app.request("POST", "/confirm", form={"token": token_of(link)})
-    assert done.status == 200 and "You are subscribed" in done.body
+    assert done.status == 200 and "Thank you for confirming" in done.body
     reader = app.store.find("reader@example.org")
     assert reader.status == "active" and reader.layout == "en"
     assert reader.consent_source == "web" and reader.consent_ip == "127.0.0.1"
@@ -173,7 +173,8 @@ def test_the_answer_is_the_same_for_new_pending_active_and_removed_addresses(app
     by_recipient = {str(m["To"]): str(m["Subject"]) for m in app.outbox()}
     assert "Confirm" in by_recipient["new@example.org"]
     assert "Confirm" in by_recipient["pending@example.org"]
-    assert "Confirm" in by_recipient["left@example.org"]  # rejoining needs a new consent
+    # Rejoining is the owner's own "subscribe again" on the preferences page.
+    assert "Subscribe again" in by_recipient["left@example.org"]
     assert "You are subscribed" in by_recipient["active@example.org"]
     assert "removed@example.org" not in by_recipient
     assert app.store.find("removed@example.org") is None
@@ -260,10 +261,12 @@ def test_every_address_state_gets_the_same_answer_after_the_same_work(app):
     assert after == ("request_subscription", "take_quota")  # its allowance, then the mail
 
     by_recipient = {str(m["To"]): str(m["Subject"]) for m in app.outbox()}
-    for state in ("new", "pending", "unsubscribed", "bounced", "complained"):
+    for state in ("new", "pending"):
         assert "Confirm" in by_recipient[f"{state}@example.org"]  # a new consent is due
+    assert "Subscribe again" in by_recipient["unsubscribed@example.org"]
     assert "You are subscribed" in by_recipient["active@example.org"]
-    assert "removed@example.org" not in by_recipient
+    for state in ("bounced", "complained", "removed"):  # no link could bring them back
+        assert f"{state}@example.org" not in by_recipient
     assert app.store.find("removed@example.org") is None
 
 
@@ -283,8 +286,9 @@ def test_with_the_transport_down_every_state_still_gets_the_same_answer(tmp_path
     assert seen["new"][0] == 200 and "Check your inbox" in seen["new"][1]
     # After the answer: the allowance of a mail that did not leave is given back.
     assert seen["new"][5] == ("request_subscription", "take_quota", "return_quota")
-    assert seen["removed"][5] == ("request_subscription", "take_quota")
-    assert caplog.text.count("subscribe: not done: SendingStopped") == len(STATES) - 1
+    for state in ("removed", "bounced", "complained"):  # nothing to send
+        assert seen[state][5] == ("request_subscription", "take_quota")
+    assert caplog.text.count("subscribe: not done: SendingStopped") == len(STATES) - 3
 
 
 def test_an_active_subscribers_layout_cannot_be_changed_by_a_stranger(app):
@@ -342,6 +346,22 @@ def test_requests_are_limited_per_client_and_per_address(settings_for):
         assert app.store.find("y@example.org") is None
 
 
+def test_the_address_limit_counts_per_mailbox_not_per_spelling(settings_for):
+    """victim+1@, victim+2@, … each got their own three mails a day (issue 39): the limit
+    is the mailbox's, with the +tag gone and, at Gmail, the dots."""
+    spellings = ("victim@gmail.com", "victim+1@gmail.com", "Victim+2@gmail.com",
+                 "v.i.c.t.i.m@gmail.com", "vic.tim+news@googlemail.com")
+    others = ("victim@example.org", "victim+1@example.org", "v.ictim@example.org")
+    with serve_app(settings_for(), policy=Policy(address_per_day=2)) as app:
+        answers = [subscribe(app, address) for address in (*spellings, *others)]
+        assert {(a.status, a.body) for a in answers} == {(200, answers[0].body)}
+        mailed = [str(m["To"]) for m in app.outbox()]
+    # Two for the Gmail mailbox, two for victim@example.org; v.ictim@example.org is
+    # another mailbox (dots count outside Gmail).
+    assert mailed == ["victim@gmail.com", "victim+1@gmail.com", "victim@example.org",
+                      "victim+1@example.org", "v.ictim@example.org"]
+
+
 def test_too_large_a_form_is_refused_before_it_is_read(app):
     answer = app.request("POST", "/subscribe", headers={**FROM_ARCHIVE,
                          "Content-Type": "application/x-www-form-urlencoded"},
@@ -385,10 +405,61 @@ def test_confirming_twice_is_harmless_and_keeps_the_first_consent(app, pending):
     sub, token = pending
     assert app.request("POST", f"/confirm?token={token}").status == 200
     first = app.store.get(sub.id)
+    assert first.status == "active"
     again = app.request("POST", f"/confirm?token={token}")
-    assert again.status == 200 and "You are subscribed" in again.body
-    assert app.store.get(sub.id).consent_at == first.consent_at
-    assert "You are subscribed" in app.request("GET", f"/confirm?token={token}").body
+    assert again.status == 200 and "Thank you for confirming" in again.body
+    assert app.store.get(sub.id) == first
+
+
+def test_an_old_confirmation_link_never_undoes_leaving_and_tells_nothing(app):
+    """Replaying a confirmation link within its 7 days made an address that had since
+    unsubscribed, bounced or complained active again (issue 39). Only a pending address is
+    confirmed, and the pages (GET and POST) are the same whatever became of the address."""
+    now = datetime.now(UTC)
+    pages, status = {}, {}
+    for state in ("pending", "active", "unsubscribed", "bounced", "complained", "removed"):
+        address = f"{state}@example.org"
+        subscribe(app, address)
+        token = token_of(confirm_url(app.outbox()[-1]))
+        sid = app.store.find(address).id
+        if state != "pending":
+            assert app.request("POST", "/confirm", form={"token": token}).status == 200
+        if state in ("unsubscribed", "bounced", "complained"):
+            app.store.set_status(sid, state, now)
+        elif state == "removed":
+            app.store.remove(address, now)
+        answers = (app.request("GET", f"/confirm?token={token}"),
+                   app.request("POST", "/confirm", form={"token": token}))
+        pages[state] = tuple((a.status, a.body.replace(token, "TOKEN")) for a in answers)
+        status[state] = getattr(app.store.get(sid), "status", None)
+    assert status == {"pending": "active", "active": "active", "unsubscribed": "unsubscribed",
+                      "bounced": "bounced", "complained": "complained", "removed": None}
+    assert set(pages.values()) == {pages["pending"]}
+    (get_status, get_body), (post_status, post_body) = pages["pending"]
+    assert (get_status, post_status) == (200, 200) and "Confirm subscription" in get_body
+    assert "preferences?token=" not in post_body  # no link a stranger's old link could use
+
+
+def test_who_unsubscribed_comes_back_by_the_mailed_preferences_link_not_a_confirmation(
+        settings_for):
+    clock = Clock()
+    with serve_app(settings_for(), clock=clock) as app:
+        subscribe(app, "back@example.org")
+        old = token_of(confirm_url(app.outbox()[-1]))
+        sid = app.store.find("back@example.org").id
+        app.store.set_status(sid, "unsubscribed", clock.now)
+        clock.now += timedelta(days=8)  # the old link expired: a new one is not sent
+        assert app.request("POST", "/confirm/resend", form={"token": old}).status == 200
+        subscribe(app, "back@example.org")
+        mails = app.outbox()
+        assert len(mails) == 2 and "Subscribe again" in str(mails[-1]["Subject"])
+        plain = mails[-1].get_body(("plain",))
+        assert plain is not None
+        link = re.search(r"http://\S+/preferences\?token=[a-z2-7]{56}", plain.get_content())
+        assert link is not None
+        back = request("POST", link.group(0), form={"action": "resubscribe"})
+        assert "Subscribed again" in back.body
+        assert app.store.get(sid).status == "active"
 
 
 def test_an_expired_link_offers_a_new_mail(settings_for):

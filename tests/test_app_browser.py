@@ -5,6 +5,7 @@ pages fit a phone, and axe-core finds no critical or serious problem."""
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime
 
 import pytest
 from axe_playwright_python.sync_playwright import Axe  # type: ignore[import-untyped]
@@ -81,11 +82,14 @@ def test_subscribe_and_confirm_in_a_browser_without_javascript(app: App, page: P
     assert app.store.find("browser@example.org").status == "pending"
     page.click("button[type=submit]")
     page.wait_for_load_state()
-    assert "You are subscribed" in page.content()
+    assert "Thank you for confirming" in page.content()
+    check_page(page)
     subscriber = app.store.find("browser@example.org")
     assert subscriber.status == "active" and subscriber.layout == "en"
 
-    page.click("text=Your preferences")
+    # The preferences link every issue carries (the confirmed page names none: issue 39).
+    page.goto(app.subscriptions.link("preferences", "preferences", subscriber.id,
+                                     datetime.now(UTC)))
     page.wait_for_load_state()
     check_page(page)
     page.check("input[value=zh]")

@@ -64,8 +64,7 @@ def test_help_imports_only_the_parser(tmp_path):
 
 @pytest.mark.subprocess
 def test_a_command_that_renders_nothing_imports_no_template_engine(tmp_path):
-    # The command line chooses where compiled templates are kept for every command; choosing
-    # must not import the renderer (Jinja, MJML: ~0.1 s of an import of 100k rows).
+    # Nothing a command does first (logging, settings) may import the renderer (Jinja, MJML).
     rows = tmp_path / "rows.csv"
     rows.write_text("email\nreader@example.com\n", encoding="utf-8")
     modules = imported(["subscribers", "import", str(rows), "--confirmed"], tmp_path)

@@ -42,10 +42,12 @@ from subscribers.store import (
 )
 from subscribers.store.dynamo import DynamoStore
 from subscribers.store.rules import (
+    CONFIRMABLE,
     MAIL_EVENTS,
     LedgerRow,
     MailState,
     after_claim,
+    after_confirmation,
     after_mail_event,
     after_outcome,
     after_release,
@@ -754,6 +756,29 @@ def test_confirmation_records_consent_and_its_client(store):
     again = store.set_status(sid, "active", later + timedelta(days=1), source="mail",
                              client="198.51.100.1")
     assert again == confirmed  # confirming twice changes nothing
+
+
+def test_each_backend_confirms_only_a_pending_subscriber_as_the_rule_says(store):
+    """rules.after_confirmation is the rule (issue 39: a replayed confirmation link made an
+    address that had left active again); each store is held to it from every status, and
+    a confirmation it refuses changes nothing at all, not even the consent record."""
+    later = NOW + timedelta(hours=1)
+    for status in STATUSES:
+        sid = store.add(f"{status}@example.org", source="web", now=NOW).subscriber.id
+        if status != "pending":
+            store.set_status(sid, "active", NOW, source="web", client="198.51.100.1")
+            store.set_status(sid, status, NOW)
+        before = store.get(sid)
+        got = store.set_status(sid, "active", later, source="web", client="203.0.113.9",
+                               only_from=CONFIRMABLE)
+        assert got.status == after_confirmation(status), status
+        assert store.get(sid) == got
+        if status == "pending":
+            assert (got.consent_at, got.consent_ip) == (later, "203.0.113.9")
+        else:
+            assert got == before, status
+    with pytest.raises(UnknownSubscriber):
+        store.set_status("0" * 24, "active", NOW, only_from=CONFIRMABLE)
 
 
 def test_mail_events_bounce_complain_and_count_transient_bounces_in_a_row(store):

@@ -95,19 +95,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _main(args)
 
 
-def _keep_compiled_templates() -> None:
-    """Compiled templates outlive the command (pipeline/template_cache.py): the next one
-    starts without compiling them again. Chosen without importing the renderer: a command
-    that renders nothing does not pay for it."""
-    from pipeline.core.email.code_store import keep_compiled_templates
-    from pipeline.template_cache import DiskCodeStore
-
-    keep_compiled_templates(DiskCodeStore.for_user(os.environ))
-
-
 def _main(args: argparse.Namespace) -> int:
     try:
-        _keep_compiled_templates()
         settings = load(args.config, os.environ)
         _log.debug("config: %s", settings.source or "built-in defaults (no newsletter.toml "
                    "here)")

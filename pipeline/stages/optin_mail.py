@@ -1,5 +1,7 @@
-"""The two mails a sign-up request causes: "confirm your subscription" and "you are
-already subscribed". Bilingual like the newsletter, plain text plus a small HTML part.
+"""The mails a sign-up request causes: "confirm your subscription", "you are already
+subscribed" and, for an address that unsubscribed, "subscribe again from your preferences"
+(a confirmation link cannot bring it back). Bilingual like the newsletter, plain text plus
+a small HTML part.
 
 They are transactional, one per request, so they are built with the stdlib's
 ``EmailMessage`` (no per-layout precomputation as for an issue) and leave through the same
@@ -33,6 +35,7 @@ _POLICY = policy.SMTP.clone(max_line_length=78)
 SUBJECTS = {
     "confirm": "请确认订阅 vLLM PR 周报 · Confirm your subscription to vLLM PR Weekly",
     "reminder": "你已订阅 vLLM PR 周报 · You are subscribed to vLLM PR Weekly",
+    "rejoin": "重新订阅 vLLM PR 周报 · Subscribe again to vLLM PR Weekly",
 }
 
 
@@ -52,8 +55,9 @@ class OptInMailer:
                      expires_at: datetime) -> None:
         self._send("confirm", subscriber, {"url": confirm_url, "expires": expires_at})
 
-    def already_subscribed(self, subscriber: Subscriber, preferences_url: str) -> None:
-        self._send("reminder", subscriber, {"url": preferences_url, "expires": None})
+    def reminder(self, subscriber: Subscriber, preferences_url: str) -> None:
+        kind = "rejoin" if subscriber.status == "unsubscribed" else "reminder"
+        self._send(kind, subscriber, {"url": preferences_url, "expires": None})
 
     def _send(self, kind: str, subscriber: Subscriber, context: dict[str, Any]) -> None:
         context = {**context, "kind": kind, "email": subscriber.email,

@@ -163,29 +163,29 @@ class Routes:
     # -- /confirm --------------------------------------------------------------------------
 
     async def confirm_page(self, request: Request) -> Response:
+        """The one button, for any link that verifies: the page reads nothing about the
+        address, so it is the same whatever became of it (and a scanner changes nothing)."""
         token = _token_of(request)
         try:
-            subscriber = await run_in_threadpool(
-                self.subscriptions.subscriber_for, token, "confirm", self.clock())
-        except (TokenError, UnknownSubscriber) as exc:
+            self.subscriptions.verified(token, "confirm", self.clock())
+        except TokenError as exc:
             return self.pages.link_problem(exc, token)
-        if subscriber.status == "active":
-            return self.pages.render("confirmed",
-                                     link=self._preferences_link(subscriber.id, self.clock()))
         return self.pages.render("confirm", button=Button(
             f"{self.pages.app_url}/confirm", "确认订阅", "Confirm subscription",
             {"token": token}))
 
     @_form_post()
     async def confirm(self, request: Request, posted: Posted) -> Response:
+        """The same page for every address a verified link names: only a ``pending`` one
+        changes (an old link replayed after its address left changes nothing), and the page
+        carries no personal link an old link's holder could use."""
         try:
-            subscriber = await run_in_threadpool(lambda: self.subscriptions.confirm(
+            await run_in_threadpool(lambda: self.subscriptions.confirm(
                 posted.token, source="web", client=_client_of(request), now=posted.now))
-        except (TokenError, UnknownSubscriber) as exc:
+        except TokenError as exc:
             return self.pages.link_problem(exc, posted.token)
-        log.info("confirm: subscriber confirmed")
-        return self.pages.render("confirmed",
-                                 link=self._preferences_link(subscriber.id, posted.now))
+        log.info("confirm: done")
+        return self.pages.render("confirmed", link=self.pages.subscribe_link())
 
     @_form_post()
     async def resend(self, request: Request, posted: Posted) -> Response:

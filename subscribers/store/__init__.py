@@ -49,7 +49,8 @@ Rules every implementation keeps, in every role:
   methods taking an address accept it in any case.
 * **Consent is not manufactured.** ``add`` never reactivates an ``unsubscribed``,
   ``bounced`` or ``complained`` subscriber and never re-adds a removed (suppressed)
-  address; only :meth:`Directory.set_status` (the subscriber's own new confirmation) can.
+  address; only :meth:`Directory.set_status` (the subscriber's own new consent) can, and a
+  confirmation link only for a ``pending`` one (:data:`~subscribers.store.rules.CONFIRMABLE`).
 * **Ledger writes are durable when the method returns**, and a claim is exclusive
   across threads and processes.
 """
@@ -116,7 +117,13 @@ class Directory(Protocol):
         ...
 
     def set_status(self, subscriber_id: str, status: str, now: datetime, *,
-                   source: str | None = None, client: str | None = None) -> Subscriber: ...
+                   source: str | None = None, client: str | None = None,
+                   only_from: str | None = None) -> Subscriber:
+        """Change a subscriber's status (becoming ``active`` records consent: ``now``,
+        ``source``, ``client``); UnknownSubscriber if there is none. With ``only_from``, only
+        a subscriber in that status changes, checked in the same write (a confirmation:
+        :data:`~subscribers.store.rules.CONFIRMABLE`); any other is returned unchanged."""
+        ...
 
     def set_layout(self, subscriber_id: str, layout: str, now: datetime, *,
                    areas: Iterable[str] | None = None) -> Subscriber:

@@ -1,5 +1,6 @@
-"""What both store backends agree on: the status rules (an address's after a mail event, a
-ledger row's after a claim, an outcome or a release), the suppression hash, the timestamp text.
+"""What both store backends agree on: the status rules (an address's after a confirmation or
+a mail event, a ledger row's after a claim, an outcome or a release), the suppression hash,
+the timestamp text.
 
 :class:`~subscribers.store.sqlite.SqliteStore` and :class:`~subscribers.store.dynamo.DynamoStore`
 must give the same answers and store the same values (``newsletter store migrate`` copies
@@ -30,12 +31,14 @@ from subscribers.model import (
 
 __all__ = [
     "BOUNCEABLE",
+    "CONFIRMABLE",
     "IN_FLIGHT_REASON",
     "MAIL_EVENTS",
     "Additions",
     "LedgerRow",
     "MailState",
     "after_claim",
+    "after_confirmation",
     "after_mail_event",
     "after_outcome",
     "after_release",
@@ -61,6 +64,20 @@ MAIL_EVENTS: tuple[str, ...] = ("bounce-permanent", "bounce-transient", "complai
 #: The statuses a bounce ends in ``bounced``: a person's own ``unsubscribed`` is the better
 #: record of an address that stops mail, and ``complained`` is never overridden.
 BOUNCEABLE: tuple[str, ...] = ("pending", "active")
+
+
+#: The one status a confirmation link makes ``active``. An address that has since left
+#: (``unsubscribed``, ``bounced``, ``complained``) keeps its status: a link replayed within
+#: its days must never undo that; an ``active`` one stays as it is (link scanners click
+#: first). Callers pass it as ``set_status(..., only_from=CONFIRMABLE)``, which each store
+#: checks in the same write that changes the status.
+CONFIRMABLE = "pending"
+
+
+def after_confirmation(status: str) -> str:
+    """The status a confirmation leaves, from ``status``: tests/test_store.py holds both
+    stores to it, status by status."""
+    return "active" if status == CONFIRMABLE else status
 
 
 @dataclass(frozen=True)

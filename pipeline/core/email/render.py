@@ -31,10 +31,7 @@ links every entry to the archive. The contents are part of what the budget weigh
 from __future__ import annotations
 
 import functools
-import hashlib
-import marshal
 import re
-import sys
 import tomllib
 import types
 from collections.abc import Sequence
@@ -47,7 +44,6 @@ import jinja2
 from markupsafe import Markup, escape
 from mjml import mjml2html
 
-from pipeline.core.email.code_store import CodeStore, kept_in
 from pipeline.core.email.fit import (
     BRIEF,
     CARD,
@@ -193,76 +189,37 @@ def templates_dir() -> Path:
 
 
 class _CompiledTemplates(jinja2.BytecodeCache):
-    """The compiled code of each template, shared by every environment of this process, and
-    kept between processes when the command line chose a :class:`CodeStore`
-    (``code_store.py``).
+    """The compiled code of each template, shared by every environment of this process, in
+    memory only.
 
     Each part of a run (the build's renderer, the site, the preview page, the app's pages,
     the opt-in mail) makes its own environment, and an environment compiles each template it
-    loads: lexing, parsing and compiling the email templates cost ~40 ms, again per part, and
-    again for every test that makes one; and a command starts with none of it, so each
-    ``newsletter build`` spent ~0.1 s compiling the same templates (a third of its time).
-    Jinja's own bytecode cache keeps the code instead, keyed by the template's name and file
-    and checked against its source, so an edited template (``preview --watch``, an
-    operator's folder) is compiled afresh. Sharing is sound because every environment comes
-    from :func:`environment`, with the same options, which the compiled code depends on
-    (autoescape, finalize, whitespace)."""
+    loads, again per part, and again for every test that makes one. Jinja's bytecode cache
+    keeps the code instead, keyed by the template's name and file and checked against its
+    source, so an edited template (``preview --watch``, an operator's folder) is compiled
+    afresh. Sharing is sound because
+    every environment comes from :func:`environment`, with the same options, which the
+    compiled code depends on (autoescape, finalize, whitespace).
+
+    Never on disk: loading compiled code runs it, and a file another local user could swap
+    (a symlink in a cache folder) would run as us (issue 39). Each command compiles what it
+    renders once."""
 
     def __init__(self) -> None:
-        self._code: dict[str, bytes] = {}
-        self._store: CodeStore | None = None
-        self._own_store = False
-        self._fingerprint = ""
-
-    def keep_in(self, store: CodeStore | None) -> None:
-        """Keep this cache's code in ``store``, whatever the command line chose."""
-        self._store, self._own_store = store, True
-
-    @property
-    def store(self) -> CodeStore | None:
-        return self._store if self._own_store else kept_in()
-
-    def _stored_key(self, key: str) -> str:
-        """The key on disk: Jinja's (the template's name and path) with what else the code
-        depends on, so another Jinja, Python or set of options never runs it."""
-        if not self._fingerprint:
-            self._fingerprint = _environment_fingerprint()
-        return hashlib.sha1(f"{key}:{self._fingerprint}".encode(), usedforsecurity=False
-                            ).hexdigest()
+        #: Jinja's key → (the source's checksum, the code compiled from it).
+        self._code: dict[str, tuple[str, types.CodeType]] = {}
 
     def load_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        code = self._code.get(bucket.key)
-        if code is None and self.store is not None:
-            code = self.store.load(self._stored_key(bucket.key))
-        if code is None:
-            return
-        try:  # a stale checksum or another Jinja's magic resets it: compiled again
-            bucket.bytecode_from_string(code)
-        except Exception:  # a torn or foreign file (pickle, marshal, anything): compiled again
-            bucket.reset()
-        if not isinstance(bucket.code, types.CodeType):
-            bucket.reset()  # marshal gave something that is not code
-            return
-        self._code[bucket.key] = code
+        kept = self._code.get(bucket.key)
+        if kept is not None and kept[0] == bucket.checksum:  # else edited: compiled again
+            bucket.code = kept[1]
 
     def dump_bytecode(self, bucket: jinja2.bccache.Bucket) -> None:
-        code = bucket.bytecode_to_string()
-        if self._code.get(bucket.key) != code:
-            self._code[bucket.key] = code
-            if self.store is not None:  # overwrites a file that failed to load
-                self.store.save(self._stored_key(bucket.key), code)
+        if bucket.code is not None:
+            self._code[bucket.key] = (bucket.checksum, bucket.code)
 
 
 _COMPILED = _CompiledTemplates()
-
-
-def _environment_fingerprint() -> str:
-    """What compiled templates depend on besides their source: Jinja's version, Python's,
-    and :func:`environment` itself (its options are compiled into the code), so an upgrade
-    or an edit of the options never runs code compiled under the old ones."""
-    digest = hashlib.sha256(f"{jinja2.__version__}|{sys.version}|".encode())
-    digest.update(marshal.dumps(environment.__code__))
-    return digest.hexdigest()
 
 
 def environment(override_dirs: Sequence[Path] = ()) -> jinja2.Environment:

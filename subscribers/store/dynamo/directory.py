@@ -162,17 +162,18 @@ class DynamoDirectory(DynamoCore):
         return status_counts(self.count_by())
 
     def set_status(self, subscriber_id: str, status: str, now: datetime, *,
-                   source: str | None = None, client: str | None = None) -> Subscriber:
+                   source: str | None = None, client: str | None = None,
+                   only_from: str | None = None) -> Subscriber:
         """Change a subscriber's status; UnknownSubscriber if there is none with this id.
 
         Becoming ``active`` from any other status is a confirmation: ``confirmed_at`` and
         ``consent_at`` become ``now``, ``consent_source`` becomes ``source`` (if given),
         ``consent_ip`` becomes ``client`` and the transient bounces start again from 0. One
         update conditional on the status being different; a refusal means nothing was to
-        change (confirming an active subscriber again changes nothing) or there is no such
-        subscriber.
+        change (confirming an active subscriber again changes nothing), a status other than
+        ``only_from`` (when given: part of the same condition), or no such subscriber.
         """
-        if status not in STATUSES:
+        if status not in STATUSES or (only_from is not None and only_from not in STATUSES):
             raise ValueError(f"unknown status {status!r}; known: {', '.join(STATUSES)}")
         stamp = encode_time(now)
         sets = ["#status = :status", "#updated_at = :now"]
@@ -187,10 +188,12 @@ class DynamoDirectory(DynamoCore):
                 removes.append("#consent_ip")
         update = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
         condition = "attribute_exists(#pk) AND #status <> :status"
+        if only_from is not None:
+            condition += " AND #status = :only_from"
         try:
             item = self._update(self.subscribers_table, pk_of(SUBSCRIBER_PREFIX + subscriber_id),
                                 update, condition, status=status, now=stamp, zero=0,
-                                source=source, client=client)
+                                source=source, client=client, only_from=only_from)
         except Refused as refused:
             if refused.item is None:
                 raise UnknownSubscriber(subscriber_id=subscriber_id) from None

@@ -144,7 +144,8 @@ class SqliteDirectory(SqliteCore):
         return status_counts(self.count_by())
 
     def set_status(self, subscriber_id: str, status: str, now: datetime, *,
-                   source: str | None = None, client: str | None = None) -> Subscriber:
+                   source: str | None = None, client: str | None = None,
+                   only_from: str | None = None) -> Subscriber:
         """Change a subscriber's status; UnknownSubscriber if there is none with this id.
 
         Becoming ``active`` from any other status is a confirmation: ``confirmed_at`` and
@@ -153,13 +154,15 @@ class SqliteDirectory(SqliteCore):
         and the count of transient bounces starts again from 0.
         Confirming an active subscriber again changes nothing (link scanners click first).
         This is the one way out of ``unsubscribed``/``bounced``/``complained``: call it only
-        on the subscriber's own new confirmation, never from an import.
+        on the subscriber's own new consent, never from an import. With ``only_from`` the
+        row changes only while its status is that one (the ``WHERE`` of the one statement);
+        any other is returned as it is.
         """
-        if status not in STATUSES:
+        if status not in STATUSES or (only_from is not None and only_from not in STATUSES):
             raise ValueError(f"unknown status {status!r}; known: {', '.join(STATUSES)}")
         stamp = encode_time(now)
         with self._transaction() as conn:
-            changed = conn.execute(
+            conn.execute(
                 """
                 UPDATE subscribers SET
                     confirmed_at = CASE WHEN :status = 'active' AND status != 'active'
@@ -175,14 +178,14 @@ class SqliteDirectory(SqliteCore):
                                              THEN 0 ELSE transient_bounces END,
                     updated_at = CASE WHEN status != :status THEN :now ELSE updated_at END,
                     status = :status
-                WHERE id = :id
+                WHERE id = :id AND (:only_from IS NULL OR status = :only_from)
                 """,
                 {"status": status, "now": stamp, "source": source, "client": client,
-                 "id": subscriber_id},
-            ).rowcount
-            if not changed:
-                raise UnknownSubscriber(subscriber_id=subscriber_id)
+                 "id": subscriber_id, "only_from": only_from},
+            )
             row = conn.execute(_SUBSCRIBER_BY_ID, (subscriber_id,)).fetchone()
+        if row is None:
+            raise UnknownSubscriber(subscriber_id=subscriber_id)
         return read_subscriber(row)
 
     def set_layout(self, subscriber_id: str, layout: str, now: datetime, *,
