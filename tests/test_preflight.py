@@ -25,6 +25,9 @@ from pipeline.week import parse_week, week_containing
 SECRET = "s" * 40
 HTTPS_APP = '[site]\napp_url = "https://news.example.org/api"\n'
 TZ = "Asia/Shanghai"
+#: 904 characters: "List-Unsubscribe: <" + it + "/unsubscribe?token=" + a 56-character token
+#: + ">" is 999 octets, one over a mail line (issue 39, item 8).
+LONG_APP_URL = "https://news.example.org/" + "a" * 879
 
 
 
@@ -67,6 +70,12 @@ MISCONFIGURED = [
                              "NEWSLETTER_DELIVERY_FROM": "no address here"}, 2, "from"),
     ("http app_url", "", {"NEWSLETTER_SECRET": SECRET}, 2, "https"),
     ("no app_url", '[site]\napp_url = ""\n', {"NEWSLETTER_SECRET": SECRET}, 2, "app_url"),
+    # One character over what List-Unsubscribe can carry with its token on a mail line.
+    ("app_url too long for a header", f'[site]\napp_url = "{LONG_APP_URL}"\n',
+     {"NEWSLETTER_SECRET": SECRET}, 2, "[site] app_url"),
+    ("unsubscribe_mailto too long for a header", HTTPS_APP,
+     {"NEWSLETTER_SECRET": SECRET, "NEWSLETTER_DELIVERY_UNSUBSCRIBE_MAILTO":
+      "unsub@" + "a" * 60 + ".example" * 120 + ".org"}, 2, "[delivery] unsubscribe_mailto"),
     ("username without password", HTTPS_APP,
      {"NEWSLETTER_SECRET": SECRET, "NEWSLETTER_SMTP_USERNAME": "weekly"}, 2,
      "NEWSLETTER_SMTP_PASSWORD"),
