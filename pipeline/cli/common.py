@@ -135,7 +135,8 @@ def built_issue(settings: Settings, week: str | None) -> BuiltIssue:
     """The built issue of ``--week`` (default: the last complete week), hash checked."""
     from pipeline.stages.built import choose_week, issue_folder, load_built
 
-    return load_built(issue_folder(settings, choose_week(settings, week).id))
+    week_id = choose_week(settings, week).id
+    return load_built(issue_folder(settings, week_id), week_id)
 
 
 def shown(path: Path) -> str:
