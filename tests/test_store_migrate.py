@@ -314,6 +314,41 @@ def test_a_row_over_dynamodbs_item_limit_is_named_and_the_rest_copied(dynamo, so
     assert err == "" and "1 copied, 20 already there, 0 conflicting" in out
 
 
+def test_a_key_over_dynamodbs_limit_is_named_by_its_start(dynamo, source, capsys):
+    from pipeline.errors import BlockedError
+
+    key = "mail:" + "k" * 3000  # over 2,048 bytes, DynamoDB's limit for a partition key
+    with sqlite3.connect(sqlite_path(dynamo.settings)) as conn:
+        conn.execute("INSERT INTO seen (key, at) VALUES (?, ?)", (key, "2026-11-30T01:00:00Z"))
+    with pytest.raises(BlockedError):
+        run(dynamo.settings, "migrate", "--to", "dynamodb")
+    out, err = capsys.readouterr()
+    assert f"not copied: handled key {key[:80]}… (3.0 KB in SQLite)" in err
+    assert "21 copied" in out and len(err) < 500
+
+
+def test_a_catalog_over_the_item_limit_is_named_and_the_rest_copied(dynamo, source, capsys,
+                                                                    monkeypatch):
+    """moto lets a string set grow past 400 KB; DynamoDB refuses the update, as here."""
+    from botocore.exceptions import ClientError
+
+    from pipeline.errors import BlockedError
+    from subscribers.store.dynamo import DynamoStore
+
+    def refused(self, names):
+        error = ClientError({"Error": {"Code": "ValidationException", "Message": "Item size "
+                                       "to update has exceeded the maximum allowed size"}},
+                            "UpdateItem")
+        raise StoreError("dynamodb:t", "refused") from error
+
+    monkeypatch.setattr(DynamoStore, "note_areas", refused)
+    with pytest.raises(BlockedError):
+        run(dynamo.settings, "migrate", "--to", "dynamodb")
+    out, err = capsys.readouterr()
+    assert "not copied: the area catalog's 2 new name(s)" in err
+    assert "19 copied" in out and "suppressions 1/0/0" in out
+
+
 def test_create_tables_makes_them_first(dynamo, source, capsys):
     store_settings = replace(dynamo.settings.store, subscribers_table="fresh-subscribers",
                              ledger_table="fresh-ledger")

@@ -100,7 +100,8 @@ def migrate(conn: sqlite3.Connection, target: DynamoStore, *, source: Path,
         each("ledger rows", f"ledger row {row['issue_id']}/{row['subscriber_id']}", row,
              functools.partial(target.copy_ledger_row, row, dry_run=dry_run))
     for row in _rows(conn, source, _SEEN):
-        each("handled keys", f"handled key {row['key']}", row, functools.partial(
+        key = row["key"] if len(row["key"]) <= 80 else row["key"][:80] + "…"
+        each("handled keys", f"handled key {key}", row, functools.partial(
             target.copy_seen, row["key"], row["at"], dry_run=dry_run))
     _copy_catalog(conn, target, source, tally["catalog areas"], assume_empty=assume_empty,
                   dry_run=dry_run)

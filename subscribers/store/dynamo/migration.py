@@ -47,14 +47,16 @@ class Copied(StrEnum):
 
 
 def refusal(error: StoreError) -> str | None:
-    """DynamoDB's reason when it refused one record for what it holds (a
-    ``ValidationException``: over the 400 KB item limit, say), else None. Such a record can
-    never be written as it is, but says nothing of the next one, so a copy reports it and
-    goes on; any other failure (the network, a missing table, a denied policy) stops it."""
+    """DynamoDB's reason when it refused one record for its size (a ``ValidationException``
+    over a limit: 400 KB an item, 2,048 bytes a partition key, 1,024 a sort key), else None.
+    Such a record can never be written as it is, but says nothing of the next one, so a copy
+    reports it and goes on. Any other failure stops the copy, another validation error too:
+    tables of another key schema, say, would refuse every record alike."""
     cause = error.__cause__
-    if isinstance(cause, ClientError) and error_code(cause) == "ValidationException":
-        return str(cause.response.get("Error", {}).get("Message") or "ValidationException")
-    return None
+    if not isinstance(cause, ClientError) or error_code(cause) != "ValidationException":
+        return None
+    message = str(cause.response.get("Error", {}).get("Message") or "")
+    return message if "size" in message.lower() else None
 
 
 class DynamoMigration(DynamoDirectory):
