@@ -130,6 +130,9 @@ def test_a_sender_the_relay_refuses_mid_run_is_exit_2_with_the_fix(
     assert status.returncode == 1, status.stdout + status.stderr
     assert status.stdout.startswith(f"{SAMPLE_WEEK}: failed")
     assert "Sender address rejected" in status.stdout
+    smtp_server.clear()  # the configuration fixed: the rerun's report replaces the stop
+    ok(send(folder))
+    assert newsletter(["status", "--week", SAMPLE_WEEK], folder).returncode == 0
 
 
 def test_two_bounces_are_counted_and_the_issue_is_sent(tmp_path: Path,
