@@ -150,6 +150,7 @@ def test_two_bounces_are_counted_and_the_issue_is_sent(tmp_path: Path,
     assert "sent 1, failed 2 (+0 to retry)" in status.stdout
 
 
+@pytest.mark.slow  # four sends, three status reads
 def test_a_stopped_run_with_unconfirmed_recipients_is_resumable(
         tmp_path: Path, smtp_server: SmtpSink) -> None:
     """A claim a crashed run left in flight (now unconfirmed), then the day's quota: status
