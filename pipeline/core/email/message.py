@@ -133,7 +133,7 @@ class Messages:
             self._static = {layout: self._static_headers(layout, test=False)
                             for layout in LAYOUTS}
         except HeaderTooLong as exc:
-            raise exc.config_error() from None
+            raise exc.config_error() or exc from None
         refuse_stray_placeholders(built)
         self.boundary = f"=_vpw_{hashlib.sha256(built.content_hash.encode()).hexdigest()[:24]}"
         # Per part: its encoding chosen and its headers written once, its body encoded once
@@ -288,14 +288,13 @@ class HeaderTooLong(ValueError):
         super().__init__(f"header {name} is longer than a mail line may be")
         self.name, self.line, self.octets = name, line, octets
 
-    def config_error(self) -> ConfigError:
-        """The setting that made the line too long, named: each header that carries one
-        (the mailto: is the second line of ``List-Unsubscribe``). Anything else is no
-        setting's fault and stays this error."""
+    def config_error(self) -> ConfigError | None:
+        """The error naming the setting that made the line too long (the mailto: is the
+        second line of ``List-Unsubscribe``); None for a header that carries no setting."""
         key = ("[delivery] unsubscribe_mailto" if self.name == "List-Unsubscribe" and self.line
                else _CARRIED_BY.get(self.name))
         if key is None:
-            raise self
+            return None
         token = (f", with its {TOKEN_LENGTH}-character token,"
                  if self.name == "List-Unsubscribe" else "")
         return ConfigError(f"too long for the {self.name} header that carries it{token} on "
