@@ -182,18 +182,19 @@ def reader_choices(settings: Settings) -> Sequence[Choice]:
 
 def store_exists(settings: Settings) -> bool:
     """Whether there is a store to read: always for DynamoDB, for SQLite once its file is
-    made (by the subscription app, ``subscribers`` commands or a send). A command that only
-    reads the store does not create it."""
+    made (by the subscription app, ``subscribers`` commands, a send, or a publish, which
+    holds its lease there). A command that only reads the store does not create it."""
     return settings.store.backend == "dynamodb" or _sqlite_path(settings).exists()
 
 
-def note_areas(settings: Settings, areas: Sequence[str]) -> None:
-    """Add ``areas`` (every area the archive holds, after a publish) to the store's catalog,
-    which the subscribe form and the preferences page offer. Nothing when there is no store
-    yet: the next publish after it exists fills the catalog."""
-    if areas and store_exists(settings):
-        with open_store(settings) as store:
-            store.note_areas(areas)
+def archive_lease(settings: Settings) -> str:
+    """The lease every write to the archive holds, ``publish:<archive>``: named for where
+    the archive is, the same from any folder and machine (the folder's absolute path, or
+    ``s3://bucket/prefix`` however the prefix's slashes were written)."""
+    conf = settings.archive
+    if conf.target == "s3":
+        return f"publish:s3://{conf.bucket.strip()}/{conf.prefix.strip().strip('/')}"
+    return f"publish:{settings.resolve(conf.dir)}"
 
 
 def open_dynamo_store(settings: Settings) -> DynamoStore:

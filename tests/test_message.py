@@ -159,3 +159,43 @@ def test_html_part_stays_within_the_budget_with_real_links(settings, built):
     for layout in LAYOUTS:
         html = parts(parse(messages.build("r@example.org", SID, layout, NOW).raw))["text/html"]
         assert len(html.encode()) <= settings.issue.size_budget_kb * 1000
+
+
+#: What List-Unsubscribe puts around the app URL on its first line: the name, "<", the path
+#: and query before the token, the 56-character token, ">" (plus "," before a mailto:).
+AROUND_APP_URL = len("List-Unsubscribe: <") + len("/unsubscribe?token=") + 56 + len(">")
+
+
+@pytest.mark.parametrize("mailto", ["", "unsub@example.org"], ids=["https only", "with mailto"])
+def test_the_longest_app_url_a_mail_line_holds_sends_and_one_more_is_refused(
+        settings, built, mailto):
+    longest = 998 - AROUND_APP_URL - (1 if mailto else 0)
+
+    def configured(length: int):
+        url = "https://news.example.org/" + "a" * (length - len("https://news.example.org/"))
+        return replace(settings, site=replace(settings.site, app_url=url),
+                       delivery=replace(settings.delivery, unsubscribe_mailto=mailto))
+
+    fits = configured(longest)
+    raw = Messages(built, fits.site, fits.delivery, KEYS).build("r@example.org", SID, "en",
+                                                                 NOW).raw
+    lines = raw.split(b"\r\n\r\n", 1)[0].split(b"\r\n")
+    assert max(len(line) for line in lines) == 998  # the List-Unsubscribe line, full
+    over = configured(longest + 1)
+    with pytest.raises(ConfigError, match=r"\[site\] app_url: .*List-Unsubscribe.*by 1 "):
+        Messages(built, over.site, over.delivery, KEYS)
+
+
+@pytest.mark.parametrize(("section", "key", "value", "header"), [
+    ("delivery", "unsubscribe_mailto", "unsub@" + "a" * 60 + ".example" * 120 + ".org",
+     "List-Unsubscribe"),
+    # Too long for List-Help too: named for List-Unsubscribe, which needs the most room.
+    ("site", "app_url", "https://news.example.org/" + "a" * 960, "List-Unsubscribe"),
+    ("site", "base_url", "https://news.example.org/" + "a" * 960, "List-Archive"),
+])
+def test_a_setting_too_long_for_its_header_is_a_config_error(settings, built, section, key,
+                                                             value, header):
+    longer = replace(settings, **{section: replace(getattr(settings, section),
+                                                   **{key: value})})
+    with pytest.raises(ConfigError, match=rf"\[{section}\] {key}: .*{header}"):
+        Messages(built, longer.site, longer.delivery, KEYS)

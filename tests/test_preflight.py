@@ -19,12 +19,17 @@ from support.project import SAMPLE_FEED, SAMPLE_WEEK
 from support.servers import SmtpSink
 
 from pipeline.errors import UsageError
+from pipeline.stages.approve import approve
+from pipeline.stages.built import load_built
 from pipeline.stages.preflight import check_week, not_started
 from pipeline.week import parse_week, week_containing
 
 SECRET = "s" * 40
 HTTPS_APP = '[site]\napp_url = "https://news.example.org/api"\n'
 TZ = "Asia/Shanghai"
+#: 904 characters: "List-Unsubscribe: <" + it + "/unsubscribe?token=" + a 56-character token
+#: + ">" is 999 octets, one over a mail line (issue 39, item 8).
+LONG_APP_URL = "https://news.example.org/" + "a" * 879
 
 
 
@@ -67,6 +72,12 @@ MISCONFIGURED = [
                              "NEWSLETTER_DELIVERY_FROM": "no address here"}, 2, "from"),
     ("http app_url", "", {"NEWSLETTER_SECRET": SECRET}, 2, "https"),
     ("no app_url", '[site]\napp_url = ""\n', {"NEWSLETTER_SECRET": SECRET}, 2, "app_url"),
+    # One character over what List-Unsubscribe can carry with its token on a mail line.
+    ("app_url too long for a header", f'[site]\napp_url = "{LONG_APP_URL}"\n',
+     {"NEWSLETTER_SECRET": SECRET}, 2, "[site] app_url"),
+    ("unsubscribe_mailto too long for a header", HTTPS_APP,
+     {"NEWSLETTER_SECRET": SECRET, "NEWSLETTER_DELIVERY_UNSUBSCRIBE_MAILTO":
+      "unsub@" + "a" * 60 + ".example" * 120 + ".org"}, 2, "[delivery] unsubscribe_mailto"),
     ("username without password", HTTPS_APP,
      {"NEWSLETTER_SECRET": SECRET, "NEWSLETTER_SMTP_USERNAME": "weekly"}, 2,
      "NEWSLETTER_SMTP_PASSWORD"),
@@ -212,6 +223,25 @@ def test_publish_refuses_the_current_week_unless_allowed(tmp_path):
     # The pages name their sender as the email does ([delivery] publisher, else from).
     page = (folder / "build" / "site" / "issues" / week / "en.html").read_text()
     assert "Sent by" in page and "vLLM PR Weekly &lt;weekly@example.org&gt;" in page
+
+
+@pytest.mark.parametrize("command", [["publish"], ["send"], ["approve"], ["run"]],
+                         ids=["publish", "send", "approve", "run"])
+def test_a_folder_holding_another_weeks_issue_is_refused(tmp_path, command):
+    """``build --out`` put the running week's issue in 2026-W48's folder: ``--week 2026-W48``
+    is not that issue, and it goes nowhere (exit 2), the one line naming both weeks."""
+    folder = project(tmp_path)
+    week, feed = current_week_feed(folder)
+    w48 = folder / "build" / "issues" / SAMPLE_WEEK
+    ok(newsletter(["build", "--week", week, "--feed", str(feed), "--out", str(w48)], folder))
+    if command == ["run"]:  # the editor's approval of what the folder holds
+        approve(load_built(w48), datetime.now(UTC))
+    result = newsletter([*command, "--week", SAMPLE_WEEK], folder)
+    assert result.returncode == 2, result.stdout + result.stderr
+    line = one_line(result)
+    assert f"holds the issue of {week}, not {SAMPLE_WEEK}" in line
+    assert archive_files(folder) == [] and not (w48 / "outbox").exists()
+    assert (w48 / "approval.json").exists() == (command == ["run"])
 
 
 def future_week() -> str:

@@ -125,6 +125,59 @@ def test_a_sender_the_relay_refuses_mid_run_is_exit_2_with_the_fix(
     kept = report(folder)
     assert (kept["sent"], kept["failed"], kept["stop_exit"]) == (0, 0, 2)
     assert smtp_server.received == []
+    # What a scheduler gating on status hears: failed, exit 1; a rerun cannot cure it.
+    status = newsletter(["status", "--week", SAMPLE_WEEK], folder)
+    assert status.returncode == 1, status.stdout + status.stderr
+    assert status.stdout.startswith(f"{SAMPLE_WEEK}: failed")
+    assert "Sender address rejected" in status.stdout
+    smtp_server.clear()  # the configuration fixed: the rerun's report replaces the stop
+    ok(send(folder))
+    assert newsletter(["status", "--week", SAMPLE_WEEK], folder).returncode == 0
+
+
+def test_two_bounces_are_counted_and_the_issue_is_sent(tmp_path: Path,
+                                                       smtp_server: SmtpSink) -> None:
+    """Two mailboxes that do not exist: a result of the send, not a failure of it. status
+    says sent (exit 0) and counts them."""
+    folder = project(tmp_path, smtp_server)
+    for gone in READERS[1:]:
+        smtp_server.fail_next(gone, *NO_SUCH_USER)
+    ok(send(folder))
+
+    status = newsletter(["status", "--week", SAMPLE_WEEK], folder)
+    assert status.returncode == 0, status.stdout + status.stderr
+    assert status.stdout.startswith(f"{SAMPLE_WEEK}: sent\n")
+    assert "sent 1, failed 2 (+0 to retry)" in status.stdout
+
+
+@pytest.mark.slow  # four sends, three status reads
+def test_a_stopped_run_with_unconfirmed_recipients_is_resumable(
+        tmp_path: Path, smtp_server: SmtpSink) -> None:
+    """A claim a crashed run left in flight (now unconfirmed), then the day's quota: status
+    says stopped, exit 4, and the rerun the scheduler makes finishes the list."""
+    from datetime import UTC, datetime
+
+    from subscribers.store.sqlite import SqliteStore
+
+    folder = project(tmp_path, smtp_server)
+    with SqliteStore.open(folder / "data" / "subscribers.sqlite3") as store:
+        crashed = store.find(READERS[0])
+        assert crashed is not None and store.claim(SAMPLE_WEEK, crashed.id, datetime.now(UTC))
+        store.mark_handed_over(SAMPLE_WEEK, crashed.id)
+    smtp_server.fail_next(READERS[1], *smtp_server.DAILY_QUOTA, times=1000)
+    assert send(folder).returncode == 4
+
+    status = newsletter(["status", "--week", SAMPLE_WEEK], folder)
+    assert status.returncode == 4, status.stdout + status.stderr
+    assert status.stdout.startswith(f"{SAMPLE_WEEK}: stopped (resumable)")
+    assert "unconfirmed 1" in status.stdout
+    smtp_server.clear()
+    ok(send(folder))
+    # Left: one recipient whose message may or may not have arrived; a person decides.
+    status = newsletter(["status", "--week", SAMPLE_WEEK], folder)
+    assert status.returncode == 4 and "--resend-unconfirmed" in status.stdout
+    ok(send(folder, "--resend-unconfirmed"))
+    assert newsletter(["status", "--week", SAMPLE_WEEK], folder).returncode == 0
 
 
 def test_a_mailbox_that_does_not_exist_is_a_bounce_and_the_list_goes_on(

@@ -11,6 +11,8 @@ from __future__ import annotations
 import gzip
 import json
 import shutil
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -341,6 +343,65 @@ def test_a_publish_that_failed_half_way_leaves_no_year_naming_deleted_chunks(
     for year in ("2025", "2026"):
         assert _entry_names_files_that_exist(root, year), year
     assert entry.read_bytes() == as_first  # indexed again from the page as it is now
+
+
+#: ``publish_issue`` of the issue in argv[2] with the settings of argv[1], held just before its
+#: search index goes live (its entry file, written after the chunks it names) until a line
+#: comes on stdin.
+PAUSED_PUBLISH = """\
+import sys
+from pathlib import Path
+from pipeline.archive.local import LocalArchive
+from pipeline.cli.common import publish_issue
+from pipeline.config import load
+from pipeline.core.site import search
+from pipeline.stages.built import load_built
+
+write = LocalArchive.write
+
+def paused(self, obj):
+    if obj.key.endswith(search.ENTRY):
+        print("paused", flush=True)
+        sys.stdin.readline()
+    return write(self, obj)
+
+LocalArchive.write = paused
+publish_issue(load(Path(sys.argv[1]), {}), load_built(Path(sys.argv[2])))
+"""
+
+
+@pytest.mark.subprocess
+@pytest.mark.slow  # three publishes, one in a process of its own
+def test_a_second_publish_while_one_is_under_way_is_refused_and_search_survives(
+        settings, tmp_path):
+    """One publish (2026-W47) has written its search chunks, not yet the entry file naming
+    them; another (2026-W48) starting then would delete those chunks as stale, and the first
+    would then put live an entry naming files that are gone. The archive's lease refuses the
+    second (exit 5) before it writes anything."""
+    from pipeline.cli.common import publish_issue
+    from pipeline.errors import LockedError
+
+    root = settings.resolve(settings.archive.dir)
+    publish_issue(settings, week_of(settings, tmp_path, "2026-W45"))  # a manifest to go by
+    first = subprocess.Popen(
+        [sys.executable, "-c", PAUSED_PUBLISH, str(settings.base_dir / "newsletter.toml"),
+         str(week_of(settings, tmp_path, "2026-W47").folder)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    second = week_of(settings, tmp_path, "2026-W48")
+    try:
+        assert first.stdout is not None and first.stdin is not None  # piped
+        assert first.stdout.readline() == "paused\n", first.stderr
+        with pytest.raises(LockedError, match=r"publish to .* holds its lock"):
+            publish_issue(settings, second)
+        first.stdin.write("go\n")
+        first.stdin.flush()
+    finally:
+        _, err = first.communicate(timeout=60)
+    assert first.returncode == 0, err
+    assert _entry_names_files_that_exist(root, "2026")
+    publish_issue(settings, second)  # once the first is done
+    assert _entry_names_files_that_exist(root, "2026")
+    assert {f"/issues/2026-W{n}/index.html" for n in (45, 47, 48)} <= set(fragments(root))
 
 
 @pytest.mark.subprocess

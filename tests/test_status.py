@@ -20,6 +20,12 @@ def week(**fields) -> WeekStatus:
     return WeekStatus(**{**base, **fields})
 
 
+STOPPED = {"file": "send-report.json", "stopped": "Daily quota", "stop_exit": 4}
+#: A stop no rerun cures: the relay refused the login, the sender, the certificate.
+MISCONFIGURED = {"file": "send-report.json", "stop_exit": 2,
+                 "stopped": "smtp: 535 5.7.8 Authentication credentials invalid"}
+
+
 @pytest.mark.parametrize("fields, state, code", [
     ({}, "sent", 0),
     ({"built": False}, "not built", 6),
@@ -29,11 +35,17 @@ def week(**fields) -> WeekStatus:
     ({"reports": []}, "not fully sent", 4),
     ({"ledger": {"sent": 9, "sending": 1}}, "not fully sent", 4),
     ({"ledger": {"sent": 9, "failed": 1}}, "not fully sent", 4),  # temporary: to retry
-    ({"ledger": {"sent": 9, "failed": 1}, "permanent_failures": 1}, "failed", 1),
-    ({"ledger": {"sent": 9, "unconfirmed": 1}}, "failed", 1),
-    ({"reports": [{"file": "send-report.json", "stopped": "Daily quota"}]},
+    # Bounced, or refused for good: a result of the send, counted, not a failure of it.
+    ({"ledger": {"sent": 8, "failed": 2}, "permanent_failures": 2}, "sent", 0),
+    ({"ledger": {"sent": 9, "unconfirmed": 1}}, "not fully sent", 4),
+    ({"reports": [STOPPED]}, "stopped (resumable)", 4),
+    ({"reports": [STOPPED], "ledger": {"sent": 9, "unconfirmed": 1}},
      "stopped (resumable)", 4),
     ({"missing_shards": ["2/2"]}, "not fully sent", 4),
+    ({"reports": [MISCONFIGURED]}, "failed", 1),
+    ({"reports": [{**MISCONFIGURED, "file": "send-report.shard-1-of-2.json", "shard": "1/2"},
+                  {**STOPPED, "file": "send-report.shard-2-of-2.json", "shard": "2/2"}]},
+     "failed", 1),
 ])
 def test_state_and_exit_code(fields, state, code):
     status = week(**fields)
@@ -78,7 +90,7 @@ def test_every_unconfirmed_recipient_is_named_with_the_remedy():
                   unconfirmed={"a" * 24: "in flight when an earlier run stopped",
                                "b" * 24: "smtp: no answer after the message was sent"})
     text = render(status, [], {})
-    assert status.state == "failed"
+    assert (status.state, status.exit_code) == ("not fully sent", 4)
     assert "--week 2026-W48 --resend-unconfirmed" in text
     for sid, reason in status.unconfirmed.items():
         assert f"{sid}  {reason}" in text

@@ -272,6 +272,83 @@ def test_an_address_already_in_dynamodb_under_another_id_is_reported_not_overwri
     assert "0 copied, 20 already there, 1 conflicting" in out
 
 
+#: (table, the row first in the migration's order, its column made larger than an item may
+#: be, how the report names the row)
+OVERSIZED = {
+    "subscriber": ("subscribers", "SELECT id FROM subscribers ORDER BY id LIMIT 1",
+                   "UPDATE subscribers SET consent_source = ? WHERE id = ?", "subscriber {}"),
+    "ledger row": ("ledger", "SELECT issue_id || '/' || subscriber_id FROM ledger "
+                   "ORDER BY issue_id, subscriber_id LIMIT 1",
+                   "UPDATE ledger SET reason = ? WHERE issue_id || '/' || subscriber_id = ?",
+                   "ledger row {}"),
+}
+
+
+@pytest.mark.parametrize("kind", list(OVERSIZED))
+def test_a_row_over_dynamodbs_item_limit_is_named_and_the_rest_copied(dynamo, source, capsys,
+                                                                      kind):
+    """The first row copied (of its kind) is over DynamoDB's 400 KB: it is named by id, never
+    by address, and why; every row after it, suppressions and ledger rows included, is
+    copied; exit 3 (blocked: a person must fix the row, running again alone copies nothing
+    more). Once it is fixed, running again copies it, and only it."""
+    from pipeline.errors import BlockedError
+
+    _, first, update, named = OVERSIZED[kind]
+    with sqlite3.connect(sqlite_path(dynamo.settings)) as conn:
+        (row,) = conn.execute(first).fetchone()
+        conn.execute(update, ("x" * 410_000, row))
+    with pytest.raises(BlockedError) as caught:
+        run(dynamo.settings, "migrate", "--to", "dynamodb")
+    assert caught.value.exit_code == 3 and "1 record" in str(caught.value)
+    out, err = capsys.readouterr()
+    assert err.count("\n") == 1 and named.format(row) in err
+    assert "Item size has exceeded the maximum allowed size" in err
+    assert "@" not in err and "xxxx" not in err
+    assert ("20 copied, 0 already there, 0 conflicting, not overwritten, 1 refused by "
+            "DynamoDB, not copied") in out
+    assert "suppressions 1/0/0" in out and "handled keys 1/0/0" in out
+    with sqlite3.connect(sqlite_path(dynamo.settings)) as conn:
+        conn.execute(update, ("fixed", row))
+    assert run(dynamo.settings, "migrate", "--to", "dynamodb") == 0
+    out, err = capsys.readouterr()
+    assert err == "" and "1 copied, 20 already there, 0 conflicting" in out
+
+
+def test_a_key_over_dynamodbs_limit_is_named_by_its_start(dynamo, source, capsys):
+    from pipeline.errors import BlockedError
+
+    key = "mail:" + "k" * 3000  # over 2,048 bytes, DynamoDB's limit for a partition key
+    with sqlite3.connect(sqlite_path(dynamo.settings)) as conn:
+        conn.execute("INSERT INTO seen (key, at) VALUES (?, ?)", (key, "2026-11-30T01:00:00Z"))
+    with pytest.raises(BlockedError):
+        run(dynamo.settings, "migrate", "--to", "dynamodb")
+    out, err = capsys.readouterr()
+    assert f"not copied: handled key {key[:80]}… (3.0 KB in SQLite)" in err
+    assert "21 copied" in out and len(err) < 500
+
+
+def test_a_catalog_over_the_item_limit_is_named_and_the_rest_copied(dynamo, source, capsys,
+                                                                    monkeypatch):
+    """moto lets a string set grow past 400 KB; DynamoDB refuses the update, as here."""
+    from botocore.exceptions import ClientError
+
+    from pipeline.errors import BlockedError
+    from subscribers.store.dynamo import DynamoStore
+
+    def refused(self, names):
+        error = ClientError({"Error": {"Code": "ValidationException", "Message": "Item size "
+                                       "to update has exceeded the maximum allowed size"}},
+                            "UpdateItem")
+        raise StoreError("dynamodb:t", "refused") from error
+
+    monkeypatch.setattr(DynamoStore, "note_areas", refused)
+    with pytest.raises(BlockedError):
+        run(dynamo.settings, "migrate", "--to", "dynamodb")
+    out, err = capsys.readouterr()
+    assert "not copied: the area catalog's 2 new name(s)" in err
+    assert "19 copied" in out and "suppressions 1/0/0" in out
+
+
 def test_create_tables_makes_them_first(dynamo, source, capsys):
     store_settings = replace(dynamo.settings.store, subscribers_table="fresh-subscribers",
                              ledger_table="fresh-ledger")

@@ -497,9 +497,17 @@ def test_publishing_fills_the_area_catalog_the_forms_offer(varied, settings, sto
 
 
 @pytest.mark.subprocess  # publishing runs Pagefind
-def test_publishing_without_a_store_creates_none(varied, settings, tmp_path):
+def test_publishing_without_a_store_makes_one_for_its_lease_only(varied, settings, tmp_path):
+    from datetime import UTC, datetime, timedelta
+
     from pipeline.cli.common import publish_issue
+    from pipeline.wiring import archive_lease
+    from subscribers.store.sqlite import SqliteStore
 
     publish_issue(settings, varied)
     assert (tmp_path / "build" / "site" / "index.html").is_file()
-    assert not (tmp_path / "data" / "subscribers.sqlite3").exists()
+    with SqliteStore.open(tmp_path / "data" / "subscribers.sqlite3") as store:
+        assert not any(store.count_by_status().values())  # nobody on the list
+        lease = store.acquire_lease(archive_lease(settings), "next", datetime.now(UTC),
+                                    timedelta(minutes=1))
+        assert lease.owner == "next"  # released

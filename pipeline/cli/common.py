@@ -135,7 +135,8 @@ def built_issue(settings: Settings, week: str | None) -> BuiltIssue:
     """The built issue of ``--week`` (default: the last complete week), hash checked."""
     from pipeline.stages.built import choose_week, issue_folder, load_built
 
-    return load_built(issue_folder(settings, choose_week(settings, week).id))
+    week_id = choose_week(settings, week).id
+    return load_built(issue_folder(settings, week_id), week_id)
 
 
 def shown(path: Path) -> str:
@@ -180,17 +181,26 @@ def say_development_key(delivery: Delivery) -> None:
 def publish_issue(settings: Settings, built: BuiltIssue,
                   store: SubscriberStore | None = None) -> None:
     """Publish ``built`` to the archive of ``[archive]`` and say where (``publish``, and
-    ``run`` once every check of its send has passed); its areas go to the catalog of
-    ``store`` (``run``'s own), else of the deployment's store if there is one."""
+    ``run`` once every check of its send has passed), holding the archive's lease in
+    ``store`` (``run``'s own, else the deployment's, made if need be) for every write: two
+    publishes at once, of two weeks or the same, would each delete as stale the search
+    files the other's new index names, so the second is refused (exit 5) before it writes.
+    The archive's areas go to the catalog of that store."""
     from pipeline.core.email.render import Footer
     from pipeline.core.site.site import Site
+    from pipeline.stages.lock import hold
     from pipeline.stages.publish import publish
-    from pipeline.wiring import note_areas, open_archive
+    from pipeline.wiring import archive_lease, open_archive, open_store
 
+    if store is None:
+        with open_store(settings) as own:
+            publish_issue(settings, built, own)
+        return
     footer = Footer.configured(settings.delivery, settings.site)
     with open_archive(settings) as archive:
-        report = publish(built, archive, Site(settings.site, footer=footer))
         where = archive.describe()
+        with hold(store, archive_lease(settings), f"publish to {where}"):
+            report = publish(built, archive, Site(settings.site, footer=footer))
     print(f"published {built.id} to {where}: {len(report.written)} object(s) written "
           f"({report.bytes_written / 1000:.1f} KB), {report.unchanged} unchanged"
           + (f", {report.removed} old search file(s) removed" if report.removed else ""))
@@ -199,9 +209,7 @@ def publish_issue(settings: Settings, built: BuiltIssue,
         _log.warning("the search index was not updated (the old one still answers): %s",
                      report.search_problem)
     try:
-        if store is None:
-            note_areas(settings, report.areas)
-        elif report.areas:
+        if report.areas:
             store.note_areas(report.areas)
     except NewsletterError as exc:  # the week is published; the forms offer older areas
         _log.warning("the subscribe form's list of areas was not updated: %s", exc)

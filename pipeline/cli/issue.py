@@ -83,8 +83,10 @@ def add_status(commands: argparse._SubParsersAction[Any]) -> None:
         "status", help="where the week's issue stands, bounce and complaint rates, the list",
         description="Built, approved, published; sent, failed, unconfirmed (from the ledger, "
         "all shards merged); bounce and complaint rates of the last issues against the 0.3 %% "
-        "complaint line; the list by status and layout. Exit 0 sent in full, 3 waiting for "
-        "approval, 4 not fully sent, 1 something failed, 6 not built.")
+        "complaint line; the list by status and layout. Exit 0 sent in full (bounces "
+        "counted, not failures), 3 waiting for approval, 4 not fully sent or stopped "
+        "(run again; unconfirmed recipients: --resend-unconfirmed), 1 a run stopped on what "
+        "no rerun cures (fix the configuration), 6 not built.")
     add_week(status)
     status.add_argument("--last", type=positive, default=6, metavar="N",
                         help="issues in the rates table (default 6)")

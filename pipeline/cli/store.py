@@ -22,9 +22,14 @@ the file cannot be changed by the migration; the queries name the store's column
 :data:`~subscribers.store.sqlite.MIGRATIONS`). Stop the subscription app and sends while it runs:
 what changes in SQLite after a record was copied is not copied again.
 
+A record DynamoDB refuses for what it holds (over its 400 KB item limit) is named by id and
+skipped; the rest is copied, then the command ends with exit 3 (blocked): a person shortens or
+drops the row, and running it again copies what is missing. 4 ("resumable") would promise
+that running it again finishes, which it cannot until the row changes.
+
 Handlers are pipeline/cli/common.py's ``Handler``: ``handler(args, settings) -> int``, errors as
 :class:`~pipeline.errors.NewsletterError` subclasses (exit 2 for usage, 1 for a store that
-fails).
+fails, 3 for records DynamoDB refused).
 """
 
 from __future__ import annotations
@@ -43,8 +48,10 @@ Copy the SQLite store (default: <data_dir>/subscribers.sqlite3) into the DynamoD
 [store]: every subscriber with its id and consent record, every suppression, every ledger row
 and every handled-message key. Idempotent: running it again copies only what is missing and
 reports the rest as already there. A record already in DynamoDB is never overwritten; an
-address stored there under another id is reported on stderr (exit 0). The SQLite file is
-only read. Stop the subscription app and sends first; then set [store] backend = "dynamodb"."""
+address stored there under another id is reported on stderr (exit 0). A record DynamoDB
+refuses (over its 400 KB item limit) is named on stderr by id, the rest copied (exit 3). The
+SQLite file is only read. Stop the subscription app and sends first; then set [store] backend =
+"dynamodb"."""
 
 def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     """Register ``store`` and its actions on the top-level sub-command set."""
@@ -75,12 +82,13 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
 
 
 def _cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.errors import UsageError
+    from pipeline.errors import BlockedError, UsageError
     from pipeline.wiring import open_dynamo_store
     from subscribers.store.migrate import (
         FILE_NAME,
         migrate,
         read_only,
+        refused,
         summary,
         summary_to_sqlite,
         to_sqlite,
@@ -102,4 +110,10 @@ def _cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
         tally = migrate(conn, target, source=source, create_tables=args.create_tables,
                         dry_run=args.dry_run)
     print(summary(tally, source, target, dry_run=args.dry_run))
+    left = refused(tally)
+    if left:  # 3, not 4: running again alone copies nothing more; a person fixes the rows
+        raise BlockedError(f"{left} record(s) not copied: DynamoDB refused each (named "
+                           "above, with why); every other record is copied. Shorten or drop "
+                           "them in the SQLite store, then run the same command again: it "
+                           "copies only what is missing")
     return 0

@@ -39,8 +39,11 @@ def issue_folder(settings: Settings, week_id: str) -> Path:
     return settings.resolve(settings.paths.build_dir) / "issues" / week_id
 
 
-def load_built(folder: Path) -> BuiltIssue:
-    """Read a built issue and check its files against its ``content_hash``."""
+def load_built(folder: Path, week_id: str | None = None) -> BuiltIssue:
+    """Read a built issue and check its files against its ``content_hash``; with
+    ``week_id``, refuse (exit 2) an issue of another week: a folder named for a week may
+    hold what ``build --out`` or a copy put there, and every check of the week asked for
+    would then pass for an issue that is not it."""
     path = folder / ISSUE_FILE
     try:
         source = path.read_bytes()
@@ -71,5 +74,9 @@ def load_built(folder: Path) -> BuiltIssue:
         variants = issue_json.read_variants(data, issue)
     except ValueError as exc:
         raise BlockedError(f"{path}: {exc}; rebuild the issue") from None
+    if week_id is not None and issue.id != week_id:
+        raise IssueNotFoundError(f"{path} holds the issue of {issue.id}, not {week_id}: "
+                                 f"nothing of it goes out as {week_id}; build {week_id} "
+                                 f"(newsletter build --week {week_id}), or name {issue.id}")
     return BuiltIssue(folder, issue, known, {k: v.decode("utf-8") for k, v in raw.items()},
                       source, variants)

@@ -95,7 +95,7 @@ def run_week(request: RunRequest, steps: Steps, *, at: datetime,
     week = request.week
     check_week(week, at, allow_partial_week=request.send.allow_partial_week)
     with steps.open_store() as store, hold(store, f"send:{week.id}", f"run {week.id}"):
-        built = approved_issue(issue_folder)
+        built = approved_issue(issue_folder, week.id)
         if built is not None:
             steps.reuse(built)
         else:
@@ -109,10 +109,10 @@ def run_week(request: RunRequest, steps: Steps, *, at: datetime,
             return steps.send(built, delivery, store, request.send)
 
 
-def approved_issue(folder: Path) -> BuiltIssue | None:
-    """The issue in ``folder`` when it is approved as it stands (``run`` then sends what the
-    editor proofed), else None."""
+def approved_issue(folder: Path, week_id: str) -> BuiltIssue | None:
+    """The issue of ``week_id`` in ``folder`` when it is approved as it stands (``run`` then
+    sends what the editor proofed), else None; another week's issue there is refused."""
     if not (folder / APPROVAL_FILE).exists():
         return None
-    candidate = load_built(folder)
+    candidate = load_built(folder, week_id)
     return candidate if is_approved(candidate) else None

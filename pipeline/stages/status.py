@@ -19,10 +19,24 @@ Bounce and complaint rates are per issue, from SES's events noted on the ledger 
 the SMTP refusals that said a mailbox does not exist), set against Gmail's and Yahoo's
 0.3 % complaint line and SES's 5 % bounce review line.
 
-The exit code makes it a check a scheduler can use: 0 the week's issue is sent in full;
-3 it waits for approval (or has a blocking problem); 4 it is built but not (fully) sent,
-resumable (including a run that stopped on a quota or a pause); 1 something failed
-(permanent failures, unconfirmed deliveries); 6 nothing is built for the week.
+The state and its exit code say what a scheduler gating on ``status`` should do next:
+
+    sent                   0  nothing more to do. Every run reported, none stopped, nothing
+                              in flight, to retry or unconfirmed. Recipients who bounced or
+                              were refused for good are counted and shown: a result of the
+                              send, not a failure of it (a list always has some).
+    waiting for approval   3  the editor approves (``blocked``: a blocking problem to fix).
+    stopped (resumable)    4  a run stopped on a quota, a paused account, an interruption:
+                              run it again.
+    not fully sent         4  not sent yet, a shard has not reported, messages are in flight
+                              or refused for now (run it again), or unconfirmed recipients
+                              are left (``send --resend-unconfirmed`` once a person decides).
+    failed                 1  a run stopped on what no rerun cures (the relay refused the
+                              login, the sender, the certificate): a person fixes the
+                              configuration, then runs it again.
+    not built              6  build it (or the week had no review).
+
+Only ``failed`` needs a person before anything else can happen, so only it is 1.
 """
 
 from __future__ import annotations
@@ -89,6 +103,7 @@ class WeekStatus:
 
     @property
     def state(self) -> str:
+        """One of the states of the module's table, the first that holds."""
         if not self.built:
             return "not built"
         if self.blocking or (self.approval_required and not self.approved):
@@ -103,9 +118,11 @@ class WeekStatus:
 
     @property
     def failed(self) -> bool:
-        """Someone will not get it without a person looking: a permanent failure, or a
-        delivery nobody can confirm. A stopped run is not a failure: it resumes."""
-        return bool(self.ledger.get("unconfirmed") or self.permanent_failures)
+        """A run stopped on a refusal no rerun cures (its report's ``stop_exit`` is 2: a
+        login, a sender or a certificate refused): nothing goes out until a person fixes the
+        configuration. Bounces and other permanent refusals of one recipient are results,
+        and a stop for a quota or a pause resumes: neither is a failure."""
+        return any(r.get("stopped") and r.get("stop_exit") == 2 for r in self.reports)
 
     @property
     def to_retry(self) -> int:
@@ -114,10 +131,12 @@ class WeekStatus:
 
     @property
     def complete(self) -> bool:
-        """Every run has reported, none stopped, and nothing is left in flight or to retry."""
-        return (bool(self.reports) and not self.missing_shards and not self.failed
+        """Every run has reported, none stopped, and nothing is left in flight, to retry or
+        unconfirmed."""
+        return (bool(self.reports) and not self.missing_shards
                 and not any(r.get("stopped") for r in self.reports)
-                and not self.ledger.get("sending") and self.to_retry == 0)
+                and not self.ledger.get("sending") and self.to_retry == 0
+                and not self.ledger.get("unconfirmed"))
 
     @property
     def plain_fallback(self) -> int:
@@ -210,7 +229,9 @@ def render(status: WeekStatus, history: Sequence[IssueRates],
             lines.append(f"  waiting    for shard(s) {', '.join(status.missing_shards)}")
         for report in status.reports:
             if report.get("stopped"):
-                lines.append(f"  stopped    {report.get('file')}: {report['stopped']}")
+                cure = ("; fix the configuration, then run it again (a rerun alone is refused "
+                        "the same)" if report.get("stop_exit") == 2 else "")
+                lines.append(f"  stopped    {report.get('file')}: {report['stopped']}{cure}")
         if status.rates:
             lines.append("  feedback   " + _rates(status.rates))
     if history:
@@ -300,7 +321,7 @@ def gather(settings: Settings, week_id: str, store: DeliveryStore, archive: Arch
         week = WeekStatus(week=week_id, built=False, published=week_id in published)
     else:
         try:
-            built = load_built(folder)
+            built = load_built(folder, week_id)
         except NewsletterError:
             week = WeekStatus(week=week_id, built=False, published=week_id in published)
         else:

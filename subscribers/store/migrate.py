@@ -5,22 +5,23 @@ methods), so it lives beside them; the command line only parses and reports
 
 from __future__ import annotations
 
+import functools
 import sqlite3
 import sys
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 from pipeline.errors import UsageError
 from subscribers.errors import StoreError
-from subscribers.store.dynamo import Copied, DynamoStore
+from subscribers.store.dynamo import Copied, DynamoStore, refusal
 from subscribers.store.dynamo import create_tables as make_tables
 from subscribers.store.sqlite import FILE_NAME, MIGRATIONS, SqliteStore
 
-__all__ = ["FILE_NAME", "KINDS", "migrate", "read_only", "summary", "summary_to_sqlite",
-           "to_sqlite"]
+__all__ = ["FILE_NAME", "KINDS", "migrate", "read_only", "refused", "summary",
+           "summary_to_sqlite", "to_sqlite"]
 
 #: The store's columns, as the current schema (every migration applied) has them.
 _SUBSCRIBERS = """
@@ -72,30 +73,58 @@ def migrate(conn: sqlite3.Connection, target: DynamoStore, *, source: Path,
                 print(f"created table {table}")
     tally: dict[str, Counter[str]] = {kind: Counter() for kind in KINDS}
 
-    def count(kind: str, outcome: Copied) -> None:
+    def each(kind: str, label: str, row: dict[str, Any], write: Callable[[], Copied]) -> None:
+        """One record, counted as ``write`` says; one DynamoDB refuses (:func:`refusal`) is
+        named by ``label`` (an id, never an address) with why, and the copy goes on."""
+        if assume_empty:
+            tally[kind][Copied.COPIED.value] += 1
+            return
+        try:
+            outcome = write()
+        except StoreError as exc:
+            why = refusal(exc)
+            if why is None:
+                raise
+            print(f"{source}: not copied: {label} ({_weight(row.values())} in SQLite): "
+                  f"DynamoDB refused it: {why}", file=sys.stderr)
+            outcome = Copied.REFUSED
         tally[kind][outcome.value] += 1
 
     for row in _rows(conn, source, _SUBSCRIBERS):
-        if assume_empty:
-            count("subscribers", Copied.COPIED)
-            continue
-        outcome, why = target.copy_subscriber(row, dry_run=dry_run)
-        count("subscribers", outcome)
-        if outcome is Copied.CONFLICT:
-            print(f"{source}: not copied: {row['email']} (id {row['id']}): {why}",
-                  file=sys.stderr)
+        each("subscribers", f"subscriber {row['id']}", row,
+             functools.partial(_copy_subscriber, target, row, source, dry_run))
     for row in _rows(conn, source, _SUPPRESSIONS):
-        count("suppressions", Copied.COPIED if assume_empty else target.copy_suppression(
-            row["email_hash"], row["created_at"], dry_run=dry_run))
+        each("suppressions", f"suppression {row['email_hash']}", row, functools.partial(
+            target.copy_suppression, row["email_hash"], row["created_at"], dry_run=dry_run))
     for row in _rows(conn, source, _LEDGER):
-        count("ledger rows", Copied.COPIED if assume_empty else target.copy_ledger_row(
-            row, dry_run=dry_run))
+        each("ledger rows", f"ledger row {row['issue_id']}/{row['subscriber_id']}", row,
+             functools.partial(target.copy_ledger_row, row, dry_run=dry_run))
     for row in _rows(conn, source, _SEEN):
-        count("handled keys", Copied.COPIED if assume_empty else target.copy_seen(
-            row["key"], row["at"], dry_run=dry_run))
+        key = row["key"] if len(row["key"]) <= 80 else row["key"][:80] + "…"
+        each("handled keys", f"handled key {key}", row, functools.partial(
+            target.copy_seen, row["key"], row["at"], dry_run=dry_run))
     _copy_catalog(conn, target, source, tally["catalog areas"], assume_empty=assume_empty,
                   dry_run=dry_run)
     return tally
+
+
+def _copy_subscriber(target: DynamoStore, row: dict[str, Any], source: Path,
+                     dry_run: bool) -> Copied:
+    outcome, why = target.copy_subscriber(row, dry_run=dry_run)
+    if outcome is Copied.CONFLICT:
+        print(f"{source}: not copied: {row['email']} (id {row['id']}): {why}", file=sys.stderr)
+    return outcome
+
+
+def _weight(values: Iterable[Any]) -> str:
+    """About what a record weighs (its values as text, in KB): what DynamoDB's 400 KB
+    item limit is measured against, give or take the attribute names."""
+    return f"{sum(len(str(v).encode('utf-8')) for v in values if v is not None) / 1000:.1f} KB"
+
+
+def refused(tally: dict[str, Counter[str]]) -> int:
+    """How many records DynamoDB refused (each named on stderr as it was)."""
+    return sum(c[Copied.REFUSED.value] for c in tally.values())
 
 
 def _copy_catalog(conn: sqlite3.Connection, target: DynamoStore, source: Path,
@@ -104,10 +133,21 @@ def _copy_catalog(conn: sqlite3.Connection, target: DynamoStore, source: Path,
     conflicts, a name already there is counted as present)."""
     names = [row["name"] for row in _rows(conn, source, _CATALOG)]
     known = set() if assume_empty or not names else set(target.known_areas())
-    for name in names:
-        count[(Copied.PRESENT if name in known else Copied.COPIED).value] += 1
+    new = sum(1 for name in names if name not in known)
+    count[Copied.PRESENT.value] += len(names) - new
     if names and not dry_run:
-        target.note_areas(names)
+        try:
+            target.note_areas(names)
+        except StoreError as exc:
+            why = refusal(exc)
+            if why is None:
+                raise
+            print(f"{source}: not copied: the area catalog's {new} new name(s) "
+                  f"({_weight(names)} in SQLite): DynamoDB refused them: {why}",
+                  file=sys.stderr)
+            count[Copied.REFUSED.value] += new
+            return
+    count[Copied.COPIED.value] += new
 
 
 def to_sqlite(source: DynamoStore, path: Path, *, dry_run: bool = False
@@ -176,8 +216,11 @@ def summary(tally: dict[str, Counter[str]], source: Path, target: DynamoStore, *
     if dry_run:
         return (f"dry run, nothing written: {where}: would copy {copied}, {present} already "
                 f"there, {conflicts} conflicting ({detail}: copied/there/conflicting)")
+    left = refused(tally)
     return (f"migrated {where}: {copied} copied, {present} already there, {conflicts} "
-            f"conflicting, not overwritten ({detail}: copied/there/conflicting)")
+            "conflicting, not overwritten"
+            + (f", {left} refused by DynamoDB, not copied" if left else "")
+            + f" ({detail}: copied/there/conflicting)")
 
 
 # -- the SQLite side -------------------------------------------------------------------------

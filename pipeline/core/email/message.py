@@ -30,6 +30,12 @@ a ``mailto:`` carrying the token when inbound mail is configured) and
 ``List-Unsubscribe-Post: List-Unsubscribe=One-Click`` (RFC 8058), and the RFC 2369 headers
 ``List-Archive`` (the archive), ``List-Help`` and ``List-Subscribe`` (the subscribe page)
 and ``List-Post: NO`` (nobody posts to this list).
+
+A mail line holds at most 998 octets (RFC 5322), and these headers are written verbatim, never
+broken inside a URL. Every token has the same length, so one recipient's ``List-Unsubscribe``
+is as long as anyone's: :class:`Messages` folds each header that carries a configured URL or
+address once when it is made (in the send's pre-flight, before ``run`` publishes), and one too
+long for its line is a configuration error naming the setting, not a crash at the first message.
 """
 
 from __future__ import annotations
@@ -57,9 +63,11 @@ from pipeline.core.email.render import (
 from pipeline.core.issue.built_issue import BuiltIssue
 from pipeline.errors import BlockedError, ConfigError
 from pipeline.model import LAYOUTS, Outgoing
-from subscribers.tokens import Keys, make_token, tagged_address
+from subscribers.tokens import TOKEN_LENGTH, Keys, make_token, tagged_address
 
 _POLICY = policy.SMTP.clone(max_line_length=78)
+#: Octets a mail line may hold, CRLF aside (RFC 5322 section 2.1.1).
+MAX_LINE = 998
 _LIST_LABEL = "vllm-pr-weekly"
 
 
@@ -115,12 +123,17 @@ class Messages:
         if self.mailto and ("@" not in self.mailto or any(c in self.mailto for c in "\r\n<>")):
             raise ConfigError("expected an address such as unsubscribe@example.org",
                               key="[delivery] unsubscribe_mailto")
-        if self.mailto:  # the token must fit the address's local part: fail now, not per message
-            self.links("0" * 24)
         domain = self.sender.domain
         self.list_id = f"vLLM PR Weekly <{_LIST_LABEL}.{domain}>"
         self.archive_url = site.base_url.rstrip("/") + "/"
         self.subscribe_url = f"{self.app_url}/subscribe"
+        try:  # List-Unsubscribe first: of the app URL's headers, it needs the most room
+            # Any id: every token has one length (and must fit the mailto's local part).
+            self._unsubscribe_header(self.links("0" * 24))
+            self._static = {layout: self._static_headers(layout, test=False)
+                            for layout in LAYOUTS}
+        except HeaderTooLong as exc:
+            raise exc.config_error() or exc from None
         refuse_stray_placeholders(built)
         self.boundary = f"=_vpw_{hashlib.sha256(built.content_hash.encode()).hexdigest()[:24]}"
         # Per part: its encoding chosen and its headers written once, its body encoded once
@@ -136,7 +149,6 @@ class Messages:
                          f"\r\n\r\n").encode()
         self._closing = f"--{self.boundary}--\r\n".encode()
         self._date: tuple[tuple[datetime, timedelta | None], bytes] | None = None
-        self._static = {layout: self._static_headers(layout, test=False) for layout in LAYOUTS}
         #: The layout of every rendering: each layout its own, each variant its layout's
         #: (worked out once: a variant's key is a hash of its areas).
         self._layout_of = {layout: layout for layout in LAYOUTS}
@@ -200,9 +212,6 @@ class Messages:
         if self._layout_of.get(key) != layout:
             raise ConfigError(f"{self.built.id} has no variant {key!r} of layout {layout}")
         links = self.links(subscriber_id)
-        list_unsubscribe = f"<{links.unsubscribe}>"
-        if links.unsubscribe_mailto:
-            list_unsubscribe += f", <{links.unsubscribe_mailto}>"
         idempotency = f"{self.built.id}/test-{key}-{recipient}" if test else \
             f"{self.built.id}/{subscriber_id}"
         message_id = f"<{self.built.id}.{secrets.token_hex(8)}@{self.sender.domain}>"
@@ -210,7 +219,7 @@ class Messages:
             to_header(recipient),  # never an encoded word inside the address
             self._date_header(now),
             _fold("Message-ID", message_id),
-            _fold("List-Unsubscribe", list_unsubscribe),
+            self._unsubscribe_header(links),
             _ONE_CLICK,
         ])
         static = self._static_test[key] if test else self._static[layout]
@@ -224,6 +233,12 @@ class Messages:
                         tags=dict(tags or {"issue": self.built.id}),
                         eight_bit=text.eight_bit or html.eight_bit)
 
+    @staticmethod
+    def _unsubscribe_header(links: Links) -> bytes:
+        value = f"<{links.unsubscribe}>"
+        if links.unsubscribe_mailto:
+            value += f", <{links.unsubscribe_mailto}>"
+        return _fold("List-Unsubscribe", value)
 
     def _date_header(self, now: datetime) -> bytes:
         """The ``Date`` header, folded once per second of ``now`` (all it shows: the wall time
@@ -265,6 +280,34 @@ class _Part:
         return cls(head, spliced)
 
 
+class HeaderTooLong(ValueError):
+    """A header written verbatim whose line ``line`` (0: the first) is ``octets`` long, over
+    :data:`MAX_LINE`."""
+
+    def __init__(self, name: str, line: int, octets: int) -> None:
+        super().__init__(f"header {name} is longer than a mail line may be")
+        self.name, self.line, self.octets = name, line, octets
+
+    def config_error(self) -> ConfigError | None:
+        """The error naming the setting that made the line too long (the mailto: is the
+        second line of ``List-Unsubscribe``); None for a header that carries no setting."""
+        key = ("[delivery] unsubscribe_mailto" if self.name == "List-Unsubscribe" and self.line
+               else _CARRIED_BY.get(self.name))
+        if key is None:
+            return None
+        token = (f", with its {TOKEN_LENGTH}-character token,"
+                 if self.name == "List-Unsubscribe" else "")
+        return ConfigError(f"too long for the {self.name} header that carries it{token} on "
+                           f"one line: {self.octets} octets where a mail line holds "
+                           f"{MAX_LINE} (RFC 5322); shorten it by {self.octets - MAX_LINE} "
+                           "character(s) or more", key=key)
+
+
+#: The setting each header carries, for :meth:`HeaderTooLong.config_error`.
+_CARRIED_BY = {"List-Unsubscribe": "[site] app_url", "List-Help": "[site] app_url",
+               "List-Subscribe": "[site] app_url", "List-Archive": "[site] base_url"}
+
+
 def refuse_stray_placeholders(built: BuiltIssue) -> None:
     """Refuse an issue whose parts (any layout's, any variant's) hold a personal-link
     placeholder outside a slot."""
@@ -295,8 +338,9 @@ def _fold(name: str, value: object) -> bytes:
         # URLs and ids go out as written: the policy would RFC 2047-encode a URL longer than
         # a line, and mailbox providers read List-Unsubscribe raw. Fold only between entries.
         line = f"{name}: " + text.replace(">, <", ">,\r\n <")
-        if any(len(part) > 998 for part in line.split("\r\n")):
-            raise ValueError(f"header {name} is longer than a mail line may be")
+        for index, part in enumerate(line.split("\r\n")):
+            if len(part) > MAX_LINE:
+                raise HeaderTooLong(name, index, len(part))
         return (line + "\r\n").encode("ascii")
     return _POLICY.fold_binary(name, _POLICY.header_factory(name, text))
 

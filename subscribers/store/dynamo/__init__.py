@@ -63,7 +63,7 @@ from subscribers.store.dynamo.interests import DynamoInterests
 from subscribers.store.dynamo.items import SEEN_RETENTION
 from subscribers.store.dynamo.leases import DynamoLeases
 from subscribers.store.dynamo.ledger import DynamoLedger
-from subscribers.store.dynamo.migration import Copied, DynamoMigration
+from subscribers.store.dynamo.migration import Copied, DynamoMigration, refusal
 from subscribers.store.dynamo.once_keys import DynamoOnceKeys
 from subscribers.store.dynamo.quotas import DynamoQuotas
 from subscribers.store.dynamo.tables import (
@@ -84,6 +84,7 @@ __all__ = [
     "DynamoStore",
     "create_tables",
     "dynamo_reason",
+    "refusal",
     "table_definitions",
 ]
 

@@ -9,10 +9,11 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
+from subscribers.errors import StoreError
 from subscribers.store.dynamo.core import Refused, error_code
 from subscribers.store.dynamo.directory import DynamoDirectory
 from subscribers.store.dynamo.items import (
@@ -30,11 +31,7 @@ from subscribers.store.dynamo.items import (
 from subscribers.store.dynamo.tables import TTL_ATTRIBUTE
 from subscribers.store.rules import decode_time
 
-if TYPE_CHECKING:
-
-    pass
-
-__all__ = ["Copied", "DynamoMigration"]
+__all__ = ["Copied", "DynamoMigration", "refusal"]
 
 class Copied(StrEnum):
     """What ``newsletter store migrate`` did with one record (see ``DynamoStore.copy_*``)."""
@@ -45,6 +42,21 @@ class Copied(StrEnum):
     PRESENT = "present"
     #: In DynamoDB in another form (the address under another id...): left alone, reported.
     CONFLICT = "conflict"
+    #: Refused by DynamoDB itself (:func:`refusal`): not copied, reported.
+    REFUSED = "refused"
+
+
+def refusal(error: StoreError) -> str | None:
+    """DynamoDB's reason when it refused one record for its size (a ``ValidationException``
+    over a limit: 400 KB an item, 2,048 bytes a partition key, 1,024 a sort key), else None.
+    Such a record can never be written as it is, but says nothing of the next one, so a copy
+    reports it and goes on. Any other failure stops the copy, another validation error too:
+    tables of another key schema, say, would refuse every record alike."""
+    cause = error.__cause__
+    if not isinstance(cause, ClientError) or error_code(cause) != "ValidationException":
+        return None
+    message = str(cause.response.get("Error", {}).get("Message") or "")
+    return message if "size" in message.lower() else None
 
 
 class DynamoMigration(DynamoDirectory):
