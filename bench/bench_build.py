@@ -226,7 +226,7 @@ def compose_issue(data: bytes, settings: Settings, week: Week) -> Issue:
     result = parse_feed(data, LOCATION, settings.feed.repo)
     reviews, rejected = merge([result])
     groups = group_week(reviews, week, settings.feed.repo)
-    items, problems = rank(groups, settings.issue.timezone)
+    items, problems = rank(groups)
     return compose(items, week, settings.feed.repo, settings.site.base_url,
                    skipped_in_week(rejected, week), problems)
 
@@ -367,16 +367,15 @@ def bench_size(sample: Sample, size: int, settings: Settings, week: Week, render
     groups = collect(data, settings, week)
     if len(groups) != size:
         raise SystemExit(f"size {size}: the synthetic feed gave {len(groups)} PRs")
-    tz, base_url, budget = (settings.issue.timezone, settings.site.base_url,
-                            settings.issue.size_budget_kb)
-    items, _ = rank(groups, tz)
+    base_url, budget = settings.site.base_url, settings.issue.size_budget_kb
+    items, _ = rank(groups)
     issue = compose_issue(data, settings, week)
     footer = Footer.configured(settings.delivery, settings.site)
     jinja = mjml_source(renderer, issue, base_url, footer)
     source = jinja()
     timings = Timings(
         collect=median_ms(lambda: collect(data, settings, week), runs),
-        rank=median_ms(lambda: rank(groups, tz), runs),
+        rank=median_ms(lambda: rank(groups), runs),
         render=median_ms(lambda: renderer.render(issue, base_url, budget, footer), runs),
         total=median_ms(lambda: total(data, settings, week, renderer), runs),
         jinja=median_ms(jinja, runs),

@@ -188,6 +188,12 @@ class Item:
     note: Pair[str | None] | None = None
     #: The PR's own facts from GitHub (``[github] enabled``), or None.
     github: PullFacts | None = None
+    #: How much of the PR its tier asks a reader to read: ``full``, ``scoped`` (part of it)
+    #: or ``conditional`` (a verdict for some readers only); it orders a tier.
+    reading: str = "full"
+    #: Why the tier, before the order is added to ``why`` (:func:`pipeline.core.issue.rank.
+    #: ordered`); None for an item read back from ``issue.json``, whose ``why`` is whole.
+    reason: Pair[str] | None = None
 
     def text(self, lang: str) -> Text | None:
         return self.zh if lang == "zh" else self.en

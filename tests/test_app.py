@@ -833,7 +833,7 @@ def test_area_fields_need_the_token_and_the_same_site_as_every_form(app):
 def test_the_refusal_pages_say_the_same_limit_the_code_keeps():
     import tomllib
 
-    from pipeline.core.email.render import templates_dir
+    from pipeline.core.shipped import templates_dir
     from subscribers.areas import MAX_AREAS
 
     pages = tomllib.loads((templates_dir() / "app" / "pages.toml").read_text(encoding="utf-8"))

@@ -25,7 +25,7 @@ FACTS = PullFacts(title="[ROCm] Fix a race", author="dev", state="merged", merge
 def ranked(settings):
     feed = atom([Entry(pr=1, title="修复竞态", body="值得精读，`vllm/core/sched.py` 的竞态。")])
     result = parse_feed(feed, "zh", settings.feed.repo)
-    return rank_week(settings.issue, WEEK, group(settings.feed, WEEK, [result]), Editorial())
+    return rank_week(WEEK, group(settings.feed, WEEK, [result]), Editorial())
 
 
 def test_facts_and_a_translation_are_applied_as_given(settings):

@@ -344,7 +344,8 @@ def test_a_feed_cannot_forge_a_mark(sample_issue):
 @pytest.mark.slow  # the old search, a rendering at a time, over a template without marks
 def test_an_operator_template_without_marks_still_fits(tmp_path, sample_issue):
     """No marks, no estimate: the fitting bisects with real renderings, as before."""
-    from pipeline.core.email.render import environment, templates_dir
+    from pipeline.core.email.render import environment
+    from pipeline.core.shipped import templates_dir
 
     email = tmp_path / "email"
     email.mkdir()

@@ -96,7 +96,7 @@ def test_a_week_rendered_on_two_cores_is_the_same_bytes(settings):
                      categories=["rocm"] if n % 2 else ["kv-connector"])
                for n in range(40)]
     result = parse_feed(atom(entries), "feed", settings.feed.repo)
-    ranked = rank_week(settings.issue, week, group(settings.feed, week, [result]), Editorial())
+    ranked = rank_week(week, group(settings.feed, week, [result]), Editorial())
     choices = [("zh-en", ("rocm",)), ("en", ("kv-connector",))]
     shared = assemble(terms(settings), week, ranked, choices=choices,
                       spread=lambda fn, jobs: parallel._shared(fn, jobs, 2))
@@ -116,7 +116,7 @@ def test_prs_ranked_on_two_cores_come_out_in_the_same_order_with_the_same_proble
     groups = group(settings.feed, week, [result]).groups
     editorial = Editorial(entries={203: EditorEntry(hide=True), 210: EditorEntry(hide=True),
                                    999: EditorEntry(priority="skim")})
-    shared = rank(groups, settings.issue.timezone, editorial,
+    shared = rank(groups, editorial,
                   lambda fn, jobs: parallel._shared(fn, jobs, 2))
-    assert shared == rank(groups, settings.issue.timezone, editorial)
+    assert shared == rank(groups, editorial)
     assert {"editor-unknown-pr", "hidden", "unrated"} <= {p.code for p in shared[1]}

@@ -29,7 +29,8 @@ from pipeline.core.issue.editorial import Editorial
 from pipeline.core.issue.interests import Variant, issue_areas, variant_for
 from pipeline.core.issue.issue_json import IssueData, variant_data
 from pipeline.core.issue.pulls import link_item, with_facts
-from pipeline.core.issue.rank import rank
+from pipeline.core.issue.rank import ordered, rank
+from pipeline.core.issue.verdict import Vocabulary
 from pipeline.core.spread import Spread, one_by_one
 from pipeline.errors import EmptyWeekError
 from pipeline.model import LAYOUTS, Issue, Item, Problem, PullFacts, Skipped, Week
@@ -125,12 +126,13 @@ def group(feed: FeedSettings, week: Week, results: Sequence[FeedResult]) -> Grou
     return Grouped(tuple(groups), tuple(skipped), tuple(warnings))
 
 
-def rank_week(issue: IssueSettings, week: Week, grouped: Grouped, editorial: Editorial,
-              spread: Spread | None = None) -> Ranked:
+def rank_week(week: Week, grouped: Grouped, editorial: Editorial, spread: Spread | None = None,
+              vocabulary: Vocabulary | None = None) -> Ranked:
     """The week's items in reading order with the editor's file applied, and the problems
-    found on the way (each PR ranked where ``spread`` says). :class:`EmptyWeekError` when
-    the editor left nothing."""
-    items, problems = rank(grouped.groups, issue.timezone, editorial, spread)
+    found on the way (each PR ranked where ``spread`` says, its verdict read with
+    ``vocabulary``, the shipped one by default). :class:`EmptyWeekError` when the editor left
+    nothing."""
+    items, problems = rank(grouped.groups, editorial, spread, vocabulary)
     if not items:
         raise EmptyWeekError(week.id, len(grouped.skipped))
     return Ranked(tuple(items), (*problems, *grouped.warnings), grouped.skipped)
@@ -141,7 +143,7 @@ def complete(ranked: Ranked, gathered: Gathered) -> Ranked:
     and their file links; the problems of the asking and of the translations added."""
     items = [with_facts(item, gathered.facts.get(item.pr)) for item in ranked.items]
     items, translation_problems = fill_missing(items, gathered.translations)
-    items = [link_item(item) for item in items]
+    items = ordered([link_item(item) for item in items])  # GitHub's sizes may reorder a tier
     return Ranked(tuple(items), (*ranked.problems, *gathered.problems, *translation_problems),
                   ranked.skipped)
 

@@ -110,7 +110,7 @@ def rank_week(settings: Settings, week: Week, results: Sequence[FeedResult],
     grouped = group(settings.feed, week, results)
     editorial = load_editorial(settings.resolve(settings.paths.editorial_dir), week.id,
                                TIER_NAMES)
-    ranked = core_rank_week(settings.issue, week, grouped, editorial,
+    ranked = core_rank_week(week, grouped, editorial,
                             spread_for(len(grouped.groups)))
     return complete(ranked, gather(ranked.items, settings.feed.repo, translate, github))
 

@@ -50,11 +50,11 @@ from pipeline.core.email.render import (
     UNSUBSCRIBE_PLACEHOLDER,
     environment,
     strings,
-    templates_dir,
     tier_label,
 )
 from pipeline.core.issue.editorial import editorial_path
 from pipeline.core.proof import LayoutSize, ProofReport, VariantProof, proof
+from pipeline.core.shipped import templates_dir
 from pipeline.core.site.site import IssueView
 from pipeline.errors import BlockedError, OutputError, RenderError
 from pipeline.model import LANG_TAGS, LAYOUTS

@@ -19,7 +19,8 @@ from typing import Any
 from markupsafe import Markup
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 
-from pipeline.core.email.render import Footer, environment, templates_dir
+from pipeline.core.email.render import Footer, environment
+from pipeline.core.shipped import templates_dir
 from pipeline.model import LAYOUTS
 from subscribers.areas import clean_area
 from subscribers.errors import TokenError, UnknownSubscriber

@@ -36,7 +36,6 @@ import tomllib
 import types
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -61,6 +60,7 @@ from pipeline.core.email.mime import sent_size
 from pipeline.core.email.wrap import wrap_text
 from pipeline.core.issue.interests import Variant, for_you, interests_first
 from pipeline.core.issue.rank import TIER_BY_NAME, TIERS
+from pipeline.core.shipped import templates_dir
 from pipeline.errors import RenderError
 from pipeline.model import LANG_TAGS, LAYOUTS, Issue, Item, Problem, PullFacts, Text, layout_langs
 from pipeline.week import week_ranges
@@ -181,11 +181,6 @@ def _one_line(text: str) -> str:
     """A configured footer line as one line of printable text: line breaks become spaces
     (an address written over several lines in TOML), control characters go."""
     return " ".join("".join(c if c.isprintable() else " " for c in text).split())
-
-
-def templates_dir() -> Path:
-    """The built-in templates, wherever the package is installed."""
-    return Path(str(resources.files("pipeline.templates")))
 
 
 class _CompiledTemplates(jinja2.BytecodeCache):

@@ -3,7 +3,8 @@
 Here live the steps of a build that decide *what* the week says: reading a feed's entries
 (``collect``, with ``feed_cut`` and ``feed_date`` guarding feedparser, ``feed_split``
 cutting a long feed into runs of entries for several cores, ``sanitize`` making their HTML
-safe), ranking them (``rank``, ``pulls`` for GitHub's facts), filling both
+safe), ranking them (``rank``, ``verdict`` reading each review's verdict, ``pulls`` for GitHub's
+facts), filling both
 languages (``bilingual``, ``editorial`` for the editor's file, ``translate_guard`` for the
 machine's), the readers' areas (``interests``), and the hand-off written from these records
 and read back into them (``issue_json``, ``built_issue``). Nothing here renders or sends.

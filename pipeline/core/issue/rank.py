@@ -1,11 +1,12 @@
 """Rank: each PR's reviews → one :class:`Item` with a tier, an order, and the reason why.
 
-Tiers, best first, are data (:data:`TIERS`): adding a phrase is a one-line change. A verdict
-is looked for only at the start of the review's opening clause (up to the first ，。,.:;), so
-"不必读" never reads as "必读", and a verdict quoted mid-text counts for nothing. The tier comes,
-in order of precedence, from the editor (a later issue), a ``priority:<tier>`` category, then
-the verdict of the PR's original language. Inside a tier, items follow the time of their first
-review, then the PR number: a rule a reader can check, spelled out in ``why``.
+The tier comes, in order of precedence, from the editor's file, a ``priority:<tier>``
+category, then the verdict the review opens with (:mod:`pipeline.core.issue.verdict` reads
+it), taken from the PR's original language, else from the other language's review (and
+flagged). Inside a tier, items follow what a reader would weigh (:func:`ordered`): full reads
+before scoped ones and before verdicts for some readers only, then the bigger change first
+(GitHub's lines changed, or else the review's length), then the PR number. ``why`` quotes
+what the verdict was read from and says the order.
 """
 
 from __future__ import annotations
@@ -13,10 +14,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from datetime import datetime
-
-import pendulum
+from dataclasses import dataclass, replace
 
 from pipeline.core.issue.collect import PullGroup
 from pipeline.core.issue.editorial import EditorEntry, Editorial
@@ -28,6 +26,7 @@ from pipeline.core.issue.sanitize import (
     html_to_text,
     text_to_html,
 )
+from pipeline.core.issue.verdict import Vocabulary, opening_of, parse_verdict, shipped_vocabulary
 from pipeline.core.spread import Spread, one_by_one
 from pipeline.model import LANGS, Item, Lang, Pair, Problem, Review, Text, Verdict
 
@@ -36,69 +35,18 @@ from pipeline.model import LANGS, Item, Lang, Pair, Problem, Review, Text, Verdi
 class Tier:
     name: str
     label: Pair[str]
-    #: Opening phrases per language, matched at the start of the opening clause.
-    phrases: dict[str, tuple[str, ...]]
 
 
 TIERS: tuple[Tier, ...] = (
-    Tier("must-read", Pair("必读", "Must read"), {
-        "zh": ("值得精读", "必读", "强烈推荐精读", "推荐精读"),
-        "en": ("must read", "must-read", "a must-read", "essential reading",
-               "worth a close read", "worth reading closely"),
-    }),
-    Tier("medium", Pair("中等优先级", "Medium priority"), {
-        "zh": ("值得中等优先级精读", "中等优先级", "值得中等优先级阅读"),
-        "en": ("worth a medium-priority read", "medium-priority read", "medium priority",
-               "medium-priority"),
-    }),
-    Tier("skim", Pair("可略读", "Skim"), {
-        "zh": ("值得一读", "可略读", "选读", "不必精读", "不必读", "略读", "可选读"),
-        "en": ("skim", "worth a skim", "worth a look", "optional reading", "optional"),
-    }),
-    Tier("unrated", Pair("未评级", "Unrated"), {"zh": (), "en": ()}),
+    Tier("must-read", Pair("必读", "Must read")),
+    Tier("medium", Pair("中等优先级", "Medium priority")),
+    Tier("skim", Pair("可略读", "Skim")),
+    Tier("unrated", Pair("未评级", "Unrated")),
 )
 TIER_NAMES: tuple[str, ...] = tuple(t.name for t in TIERS)
 TIER_BY_NAME: dict[str, Tier] = {t.name: t for t in TIERS}
-
-# Longest phrase first, so "值得中等优先级精读" is not read as a shorter phrase.
-_PHRASES: dict[str, list[tuple[str, str]]] = {
-    lang: sorted(((p, t.name) for t in TIERS for p in t.phrases[lang]), key=lambda x: -len(x[0]))
-    for lang in LANGS
-}
-_CLAUSE_END = re.compile(r"[，。,.:;：；！!？?\n]")
-_SENTENCE_END = re.compile(r"[。.!！？?；;\n]")
-_LEAD = re.compile(r"^[\s\"'“”「」『』【】\[\]()（）*_#>-]+")
-_LABEL = re.compile(r"^(?:结论|评价|评级|verdict|bottom line|tl;dr)\s*[:：]\s*", re.I)
-_SCOPE_OPENER = {
-    "zh": re.compile(r"^(?:但是|但|不过|只是)\s*"),
-    "en": re.compile(r"^(?:but|though|although)\s+", re.I),
-}
+_READINGS = ("full", "scoped", "conditional")
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.'/-]*")
-
-
-def parse_verdict(text: str, lang: Lang) -> Verdict | None:
-    """The verdict that opens ``text`` (plain text), or None if it opens with none."""
-    opening = _LABEL.sub("", _LEAD.sub("", text), count=1)
-    clause = _CLAUSE_END.split(opening, maxsplit=1)[0].strip()
-    folded = clause if lang == "zh" else clause.lower()
-    for phrase, tier in _PHRASES[lang]:
-        if not folded.startswith(phrase):
-            continue
-        rest = folded[len(phrase):]
-        if lang == "en" and rest[:1].isalnum():
-            continue  # "skimming" is not "skim"
-        return Verdict(tier, clause[: len(phrase)], lang, _scope(opening[len(clause):], lang))
-    return None
-
-
-def _scope(after_clause: str, lang: Lang) -> str | None:
-    """A scoped verdict's limit: "值得精读，但只需读 27 行…" → "只需读 27 行…"."""
-    rest = after_clause.lstrip("，,:：;； ")
-    opener = _SCOPE_OPENER[lang].match(rest)
-    if not opener:
-        return None
-    scope = _SENTENCE_END.split(rest[opener.end():], maxsplit=1)[0].strip()
-    return scope or None
 
 
 def reading_minutes(text: str, lang: Lang) -> int:
@@ -113,16 +61,18 @@ def text_from_review(review: Review) -> Text:
     return Text(review.title, review.body_html, html_to_text(review.body_html), "feed")
 
 
-def rank(groups: Sequence[PullGroup], tz: str, editorial: Editorial | None = None,
-         spread: Spread | None = None) -> tuple[list[Item], list[Problem]]:
+def rank(groups: Sequence[PullGroup], editorial: Editorial | None = None,
+         spread: Spread | None = None, vocabulary: Vocabulary | None = None
+         ) -> tuple[list[Item], list[Problem]]:
     """Rank the week's PRs; return the items in reading order and the problems found.
     Each PR is ranked on its own: ``spread`` shares them out (one by one by default)."""
     editorial = editorial or Editorial()
+    words = vocabulary or shipped_vocabulary()
     shown = [group for group in groups
              if not ((entry := editorial.get(group.pr)) and entry.hide)]
     ones = iter((spread or one_by_one)(
-        lambda group: _rank_one(group, tz, editorial.get(group.pr)), shown))
-    ranked: list[tuple[tuple[int, datetime, int], Item]] = []
+        lambda group: _rank_one(group, editorial.get(group.pr), words), shown))
+    items: list[Item] = []
     problems: list[Problem] = []
     seen = {group.pr for group in groups}
     for pr in sorted(set(editorial.entries) - seen):
@@ -137,10 +87,55 @@ def rank(groups: Sequence[PullGroup], tz: str, editorial: Editorial | None = Non
             continue
         item, found = next(ones)
         problems.extend(found)
-        key = (TIER_NAMES.index(item.tier), item.reviewed_at, item.pr)
-        ranked.append((key, item))
-    ranked.sort(key=lambda pair: pair[0])
-    return [item for _, item in ranked], problems
+        items.append(item)
+    return ordered(items), problems
+
+
+def ordered(items: Sequence[Item]) -> list[Item]:
+    """``items`` in reading order, each ``why`` ending with the rule that placed it.
+
+    Inside a tier: what the tier asks a reader to read in full first, then part of it, then
+    a verdict for some readers only; then the bigger change first, by GitHub's lines changed
+    when every item of the tier has them, else by the review's length; then the PR number.
+    Run again once GitHub's facts arrive (:func:`pipeline.core.assemble.complete`)."""
+    by_tier: dict[str, list[Item]] = {}
+    for item in items:
+        by_tier.setdefault(item.tier, []).append(item)
+    result: list[Item] = []
+    for tier in sorted(by_tier, key=TIER_NAMES.index):
+        group = by_tier[tier]
+        sized = all(item.github is not None for item in group)
+
+        def key(item: Item, sized: bool = sized) -> tuple[int, int, int]:
+            size = _lines_changed(item) if sized else _review_minutes(item)
+            return (_READINGS.index(item.reading), -size, item.pr)
+
+        result.extend(_with_order(item, sized) for item in sorted(group, key=key))
+    return result
+
+
+def _lines_changed(item: Item) -> int:
+    return item.github.additions + item.github.deletions if item.github else 0
+
+
+def _review_minutes(item: Item) -> int:
+    return max(item.reading_minutes.zh, item.reading_minutes.en)
+
+
+def _with_order(item: Item, sized: bool) -> Item:
+    reason = item.reason or item.why
+    if sized:
+        lines = _lines_changed(item)
+        zh = (f"同档内先读全文、再读限定范围的，再按改动行数从多到少"
+              f"（本 PR {lines:,} 行，据 GitHub）")
+        en = (f"within the tier, full reads before scoped ones, then the bigger change first "
+              f"(this PR: {lines:,} lines changed, per GitHub)")
+    else:
+        minutes = _review_minutes(item)
+        zh = f"同档内先读全文、再读限定范围的，再按评审篇幅从长到短（本篇约 {minutes} 分钟）"
+        en = (f"within the tier, full reads before scoped ones, then the longer review first "
+              f"(this one: about {minutes} min)")
+    return replace(item, reason=reason, why=Pair(f"{reason.zh}；{zh}", f"{reason.en}; {en}"))
 
 
 def _editor_texts(texts: dict[Lang, Text], entry: EditorEntry | None) -> dict[Lang, Text]:
@@ -161,12 +156,12 @@ def _editor_texts(texts: dict[Lang, Text], entry: EditorEntry | None) -> dict[La
     return merged
 
 
-def _rank_one(group: PullGroup, tz: str, entry: EditorEntry | None = None
-              ) -> tuple[Item, list[Problem]]:
+def _rank_one(group: PullGroup, entry: EditorEntry | None,
+              vocabulary: Vocabulary) -> tuple[Item, list[Problem]]:
     problems: list[Problem] = []
     texts = _editor_texts({lang: text_from_review(r) for lang, r in group.latest.items()},
                           entry)
-    verdicts = {lang: parse_verdict(texts[lang].body_text, lang) for lang in texts}
+    verdicts = {lang: parse_verdict(texts[lang].body_text, lang, vocabulary) for lang in texts}
     original = group.original_lang
     for lang, review in group.latest.items():
         if review.shortened_from:
@@ -181,16 +176,7 @@ def _rank_one(group: PullGroup, tz: str, entry: EditorEntry | None = None
                 message=(f"PR #{group.pr}: the {lang} review's body nests its markup deeper "
                          f"than {MAX_NESTING} levels; the deeper tags were dropped, their "
                          "text kept")))
-    verdict = verdicts.get(original)
-
-    for lang, other in verdicts.items():
-        if lang != original and other and verdict and other.tier != verdict.tier:
-            problems.append(Problem(
-                "verdict-conflict", "warning", pr=group.pr,
-                message=(f"PR #{group.pr}: the {lang} review says {other.tier} "
-                         f"(“{other.phrase}”) but the original {original} review says "
-                         f"{verdict.tier} (“{verdict.phrase}”); the tier follows the original"),
-            ))
+    verdict = _verdict_of(group.pr, original, verdicts, problems)
 
     categories = [c for r in group.latest.values() for c in r.categories]
     priority, areas = _split_categories(categories)
@@ -202,25 +188,41 @@ def _rank_one(group: PullGroup, tz: str, entry: EditorEntry | None = None
         ))
         priority = None
 
+    read = verdict if verdict and verdict.tier != "unrated" else None
     if entry and entry.priority:
         tier, source = entry.priority, "editor"
+        if read and read.tier != tier:
+            problems.append(Problem(
+                "editor-overrides-verdict", "warning", pr=group.pr,
+                message=(f"PR #{group.pr}: the editor's file says {tier}, but the review "
+                         f"opens “{read.clause}” ({read.tier})")))
     elif priority:
         tier, source = priority, "category"
-    elif verdict:
-        tier, source = verdict.tier, "verdict"
+    elif read:
+        tier, source = read.tier, "verdict"
     else:
         tier, source = "unrated", "none"
+        opening = opening_of(texts[original].body_text) if original in texts else ""
+        why_not = (f"its opening “{verdict.phrase}” reads more than one way" if verdict
+                   else f"it opens “{opening}”, which names no tier")
         problems.append(Problem(
             "unrated", "warning", pr=group.pr,
-            message=f"PR #{group.pr}: the review opens with no verdict; listed last",
-        ))
+            message=f"PR #{group.pr}: no verdict: {why_not}; listed last"))
+    if read and read.condition and source == "verdict":
+        problems.append(Problem(
+            "verdict-conditional", "warning", pr=group.pr,
+            message=(f"PR #{group.pr}: the verdict “{read.clause}” holds only for some "
+                     f"readers ({read.condition}); ranked {tier} for everyone else")))
 
+    scope = read.scope if read and source == "verdict" else None
+    reading = ("conditional" if read and read.condition and source == "verdict"
+               else "scoped" if scope else "full")
     item = Item(
         pr=group.pr,
         url=group.url,
         tier=tier,
-        scope_note=verdict.scope if verdict else None,
-        why=_why(tier, source, verdict, priority, group.first_reviewed, tz),
+        scope_note=scope,
+        why=_why(tier, source, verdict, priority, texts, original),
         reviewed_at=group.first_reviewed,
         areas=areas,
         reading_minutes=Pair(*(
@@ -233,8 +235,32 @@ def _rank_one(group: PullGroup, tz: str, entry: EditorEntry | None = None
         scopes=Pair(*((found.scope if (found := verdicts.get(lang)) else None)
                       for lang in LANGS)),
         note=entry.note if entry and (entry.note.zh or entry.note.en) else None,
+        reading=reading,
     )
     return item, problems
+
+
+def _verdict_of(pr: int, original: Lang, verdicts: dict[Lang, Verdict | None],
+                problems: list[Problem]) -> Verdict | None:
+    """The verdict of the original language's review; else another language's (flagged); a
+    review in another language that disagrees is reported, never followed."""
+    verdict = verdicts.get(original)
+    for lang, other in verdicts.items():
+        if lang == original or not other or other.tier == "unrated":
+            continue
+        if verdict and verdict.tier != "unrated" and other.tier != verdict.tier:
+            problems.append(Problem(
+                "verdict-conflict", "warning", pr=pr,
+                message=(f"PR #{pr}: the {lang} review says {other.tier} "
+                         f"(“{other.clause}”) but the original {original} review says "
+                         f"{verdict.tier} (“{verdict.clause}”); the tier follows the original")))
+        elif not verdict or verdict.tier == "unrated":
+            problems.append(Problem(
+                "verdict-borrowed", "warning", pr=pr,
+                message=(f"PR #{pr}: the original {original} review names no tier; the "
+                         f"{lang} review's “{other.clause}” gives it ({other.tier})")))
+            return other
+    return verdict
 
 
 def _split_categories(terms: Sequence[str]) -> tuple[str | None, tuple[str, ...]]:
@@ -250,40 +276,53 @@ def _split_categories(terms: Sequence[str]) -> tuple[str | None, tuple[str, ...]
     return priority, tuple(sorted(areas))
 
 
-_DAYS = ("Mon", "Tue", "Wed", "Thu", "Fri", "Sat", "Sun")
-_MONTHS = ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec")
 _LANG_NAME = Pair({"zh": "中文", "en": "英文"}, {"zh": "Chinese", "en": "English"})
 
 
 def _why(tier: str, source: str, verdict: Verdict | None, priority: str | None,
-         reviewed: datetime, tz: str) -> Pair[str]:
+         texts: dict[Lang, Text], original: Lang) -> Pair[str]:
+    """Why the tier, quoting what it was read from: the whole opening clause (an editor can
+    spot a misreading), or what an unrated review opens with. The English never quotes
+    Chinese: it names the Chinese review's verdict by its tier instead."""
     label = TIER_BY_NAME[tier].label
-    local = reviewed.astimezone(pendulum.timezone(tz))
-    when_zh = f"{local.month} 月 {local.day} 日 {local:%H:%M}"
-    # Named here, not by strftime's %a/%b: those follow the process's locale.
-    when_en = (f"{_DAYS[local.weekday()]} {local.day} {_MONTHS[local.month - 1]} "
-               f"{local:%H:%M}")
     if source == "editor":
-        zh = f"{label.zh}：由编辑指定（本周编辑文件）"
-        en = f"{label.en}: set by the editor (this week's editor's file)"
-    elif source == "category":
-        zh = f"{label.zh}：由订阅源分类 priority:{priority} 指定"
-        en = f"{label.en}: set by the feed category priority:{priority}"
-    elif source == "verdict" and verdict:
-        scope_zh = f"（限定范围：{verdict.scope}）" if verdict.scope else ""
-        scope_en = f" (scoped: {verdict.scope})" if verdict.scope else ""
-        lang_zh = _LANG_NAME.zh[verdict.lang]
-        zh = f"{label.zh}：{lang_zh}评审开篇结论为「{verdict.phrase}」{scope_zh}"
-        gloss = f" ({label.en.lower()})" if verdict.lang == "zh" else ""
-        en = (f"{label.en}: the {_LANG_NAME.en[verdict.lang]} review opens with the verdict "
-              f"“{verdict.phrase}”{gloss}{scope_en}")
-    else:
-        return Pair(
-            f"{label.zh}：评审开篇没有结论，排在最后；同档按首次评审时间排序（{when_zh}）",
-            f"{label.en}: the review opens with no verdict, so it comes last; within the tier, "
-            f"ordered by first review ({when_en})",
-        )
-    return Pair(
-        f"{zh}；同档按首次评审时间排序（{when_zh}）",
-        f"{en}; within the tier, ordered by first review ({when_en})",
-    )
+        return Pair(f"{label.zh}：由编辑指定（本周编辑文件）",
+                    f"{label.en}: set by the editor (this week's editor's file)")
+    if source == "category":
+        return Pair(f"{label.zh}：由订阅源分类 priority:{priority} 指定",
+                    f"{label.en}: set by the feed category priority:{priority}")
+    if source == "verdict" and verdict:
+        lang_zh, lang_en = _LANG_NAME.zh[verdict.lang], _LANG_NAME.en[verdict.lang]
+        borrowed_zh = "（原文评审没有结论）" if verdict.lang != original else ""
+        borrowed_en = " (the original review names none)" if verdict.lang != original else ""
+        zh = f"{label.zh}：{lang_zh}评审开篇写道「{verdict.clause}」{borrowed_zh}"
+        if verdict.lang == "en":
+            en = f"{label.en}: the English review opens “{verdict.clause}”{borrowed_en}"
+        else:
+            tier_word = TIER_BY_NAME[verdict.tier].label.en.lower()
+            en = f"{label.en}: the {lang_en} review opens with a {tier_word} verdict{borrowed_en}"
+        if verdict.condition:
+            zh += f"，只对部分读者（{verdict.condition}）而言如此；按对其他读者的说法排"
+            en += (" that holds for some readers only; ranked by what it says for everyone "
+                   "else")
+        elif verdict.scope:
+            zh += f"（限定范围：{verdict.scope}）"
+            en += (f" (scoped: {verdict.scope})" if verdict.lang == "en"
+                   else " (scoped to part of the PR)")
+        return Pair(zh, en)
+    if verdict:  # a phrase that reads more than one way
+        zh = (f"{label.zh}：{_LANG_NAME.zh[verdict.lang]}评审开篇「{verdict.clause}」"
+              "可作多种理解，排在最后")
+        en = (f"{label.en}: the opening “{verdict.clause}” reads more than one way, so it "
+              "comes last" if verdict.lang == "en" else
+              f"{label.en}: the Chinese review's opening reads more than one way, so it comes "
+              "last")
+        return Pair(zh, en)
+    zh_text, en_text = texts.get("zh"), texts.get("en")
+    zh_open = opening_of(zh_text.body_text) if zh_text else ""
+    en_open = opening_of(en_text.body_text) if en_text else ""
+    zh = (f"{label.zh}：评审开篇是「{zh_open or en_open}」，没有可识别的结论，排在最后")
+    en = (f"{label.en}: the review opens “{en_open}”, which names no tier, so it comes last"
+          if en_open else
+          f"{label.en}: the Chinese review's opening names no tier, so it comes last")
+    return Pair(zh, en)

@@ -20,9 +20,9 @@ import tomllib
 import unicodedata
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any
 
+from pipeline.core.shipped import templates_dir
 from pipeline.errors import ConfigError
 from pipeline.model import LANGS, Lang, Verdict
 
@@ -34,7 +34,7 @@ _OPEN_QUOTES = "“‘「『\"'《"
 _CLOSE_QUOTES = "”’」』\"'》"
 #: Ends a sentence: a full stop followed by a space or the end (not "block_pool.py"), or
 #: one of these.
-_SENTENCE_END = re.compile(r"[。！？!?\n]|(?<!tl)(?<!TL)(?<!Tl)[；;]|\.(?=\s|$)")
+_SENTENCE_END = re.compile(r"[。！？!?\n]|(?<!tl)(?<!TL)(?<!Tl)[；;]|(?<![0-9])\.(?=\s|$)")
 _CLAUSE_END = re.compile(r"[，,：:。！？!?、\n]|(?<!tl)(?<!TL)(?<!Tl)[；;]|\.(?=\s|$)|\s[—–-]\s")
 _QUESTION = re.compile(r"(?:[?？]|[吗么呢][\s。.]*)$")
 _CODE = re.compile(r"`[^`\n]*`")
@@ -71,6 +71,7 @@ class Vocabulary:
     links: Mapping[Lang, tuple[str, ...]]
     modals: Mapping[Lang, tuple[str, ...]]
     conditions: Mapping[Lang, tuple[str, ...]]
+    soft_conditions: Mapping[Lang, tuple[str, ...]]
     otherwise: Mapping[Lang, tuple[str, ...]]
     scope_openers: Mapping[Lang, tuple[str, ...]]
     scope_limits: Mapping[Lang, tuple[str, ...]]
@@ -112,7 +113,8 @@ class Vocabulary:
                     for lang in LANGS},
             prefaces=lists("prefaces"), links=lists("prefaces", "_links"),
             modals=lists("modals"),
-            conditions=lists("conditions"), otherwise=lists("otherwise"),
+            conditions=lists("conditions"), soft_conditions=lists("soft_conditions"),
+            otherwise=lists("otherwise"),
             scope_openers=lists("scopes"), scope_limits=lists("scopes", "_limits"),
         )
 
@@ -130,8 +132,16 @@ class Vocabulary:
 @functools.cache
 def shipped_vocabulary() -> Vocabulary:
     """The vocabulary that ships with the templates."""
-    text = resources.files("pipeline.templates").joinpath("verdicts.toml").read_text("utf-8")
-    return Vocabulary.from_toml(text)
+    return Vocabulary.from_toml(_shipped_text())
+
+
+def vocabulary_with(extra: str) -> Vocabulary:
+    """The shipped vocabulary with an operator's additions (``[issue] verdicts``)."""
+    return Vocabulary.from_toml(_shipped_text(), extra) if extra.strip() else shipped_vocabulary()
+
+
+def _shipped_text() -> str:
+    return (templates_dir() / "verdicts.toml").read_text(encoding="utf-8")
 
 
 def parse_verdict(text: str, lang: Lang, vocabulary: Vocabulary | None = None
@@ -193,31 +203,35 @@ class _Reader:
         if labelled and (level := self._level(start, pos, end)):
             return level
         pos = self._past_preface(pos, end)
-        if self._match("conditions", self.words.conditions[self.lang], pos):
+        if (self._match("conditions", self.words.conditions[self.lang], pos)
+                or self._match("soft", self.words.soft_conditions[self.lang], pos)):
             return self._conditional(start, pos, end)
         found = self._phrase_after_modal(pos, end)
         if found is None:
             return None
-        at, tier, phrase_end = found
+        at, tier, phrase_end, restricted = found
         if tier is _SUBJECT:
             return self._later_clause(phrase_end, end) or _SKIP
-        return self._verdict(tier, start, at, phrase_end, end)
+        return self._verdict(tier, start, at, phrase_end, end, restricted)
 
-    def _phrase_after_modal(self, pos: int, end: int) -> tuple[int, str, int] | None:
-        """The phrase at ``pos``, or after one modal word ("建议快速浏览", "Only worth…")."""
+    def _phrase_after_modal(self, pos: int, end: int) -> tuple[int, str, int, bool] | None:
+        """The phrase at ``pos``, or after one modal word ("建议快速浏览", "Only worth…"),
+        and whether that word restricts it ("only", "仅": "only worth it if you…")."""
         found = self._phrase_at(pos, end)
+        restricts = False
         if found is None:
             modal = self._match("modals", self.words.modals[self.lang], pos)
             if modal:
+                restricts = _fold(modal[0], self.lang) in ("only", "仅", "只")
                 pos = self._skip(modal.end(), " ")
                 found = self._phrase_at(pos, end)
-        return (pos, *found) if found else None
+        return (pos, found[0], found[1], restricts) if found else None
 
-    def _verdict(self, tier: str, start: int, pos: int, phrase_end: int, end: int
-                 ) -> Verdict:
+    def _verdict(self, tier: str, start: int, pos: int, phrase_end: int, end: int,
+                 restricted: bool = False) -> Verdict:
         phrase = self.text[pos:phrase_end].strip()
         rest_start = phrase_end
-        condition = self._condition_after(phrase_end, end)
+        condition = self._condition_after(phrase_end, end, soft=restricted)
         if condition is not None:
             tier = self._otherwise(phrase_end, end) or "skim"
         elif tier in _TIERS and self._is_negation(pos, phrase_end):
@@ -228,8 +242,7 @@ class _Reader:
 
     def _conditional(self, start: int, pos: int, end: int) -> Verdict | None:
         """"仅对维护 X 的同学值得精读，其他人可略读": the phrase comes after the condition."""
-        clause_end = _end_of_clause(self.masked, pos, end)
-        for at in range(pos, clause_end):
+        for at in range(pos, end):
             found = self._phrase_at(at, end, boundary=False)
             if found and found[0] in _TIERS:
                 tier = self._otherwise(found[1], len(self.masked)) or "skim"
@@ -254,7 +267,7 @@ class _Reader:
                 break
             after = pos + label.end() - label.start()
             while after < end and (self.masked[after].isspace() or (_is_decoration(
-                    self.masked[after]) and self.masked[after] not in "【[(（")):
+                    self.masked[after]) and self.masked[after] not in "【[(（】])）")):
                 after += 1
             if after < end and self.masked[after] in ":：】]":
                 after += 1
@@ -330,7 +343,7 @@ class _Reader:
             pos = self._past_preface(start, end)
             found = self._phrase_after_modal(pos, end)
             if found and found[1] is not _SUBJECT:
-                return self._verdict(found[1], start, found[0], found[2], end)
+                return self._verdict(found[1], start, found[0], found[2], end, found[3])
         return None
 
     def _but_clause(self, at: int, end: int) -> str | None:
@@ -348,10 +361,15 @@ class _Reader:
                     return found[0]
         return None
 
-    def _condition_after(self, at: int, end: int) -> str | None:
+    def _condition_after(self, at: int, end: int, soft: bool = False) -> str | None:
         """A condition in the rest of the verdict's sentence ("…, but only if you maintain
-        X", "（仅对…）"), as written."""
-        pattern = self.words.pattern("conditions", self.lang, self.words.conditions[self.lang])
+        X", "（仅对…）"), as written; a soft one ("if you…") too after a restricting word
+        ("Only worth a close read if you…")."""
+        words = self.words.conditions[self.lang]
+        if soft:
+            words = (*words, *self.words.soft_conditions[self.lang])
+        pattern = self.words.pattern("conditions+soft" if soft else "conditions", self.lang,
+                                     words)
         found = pattern.search(self.masked, at, end)
         if not found:
             return None
