@@ -40,8 +40,9 @@ priority = "skim"
     order = [(item["pr"], item["tier"]) for item in data["items"]]
     assert (56317, "must-read") not in order and len(order) == 7
     assert order[-1] == (56366, "skim")
-    # Editor's priority: 54934 joins the must-reads, in first-review order.
-    assert order[3] == (54934, "must-read")
+    # Editor's priority: 54934 joins the must-reads, a full read placed by its length.
+    assert [tier for _, tier in order] == ["must-read"] * 6 + ["skim"]
+    assert (54934, "must-read") in order
     item = next(i for i in data["items"] if i["pr"] == 54934)
     note = "先读这一篇 · Read this first"
     assert item["note"] == {"zh": note, "en": note}

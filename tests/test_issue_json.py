@@ -32,8 +32,9 @@ def test_shape_follows_design(settings, tmp_path):
     assert data["repo"] == "vllm-project/vllm"
     assert set(data["subject"]) == set(LAYOUTS) == set(data["preheader"])
     assert all("\n" not in s and "\r" not in s for s in data["subject"].values())
+    # Must-reads in full, the longer review first; then the scoped one; then the medium.
     assert [item["pr"] for item in data["items"]] == [
-        53721, 55309, 55823, 51794, 56671, 56366, 56317, 54934]
+        55823, 53721, 56366, 51794, 56317, 55309, 56671, 54934]
     assert sorted(item["pr"] for item in data["items"]) == sorted(SEED_PRS)
     for item in data["items"]:
         assert set(item) == {"pr", "url", "tier", "scope_note", "why", "reviewed_at", "areas",

@@ -135,8 +135,8 @@ def test_inside_a_tier_full_reads_come_first_then_the_longer_review_and_why_says
     assert [(i.pr, i.tier, i.reading) for i in items] == [
         (40, "must-read", "full"), (20, "must-read", "full"), (50, "must-read", "full"),
         (10, "must-read", "scoped"), (60, "skim", "full"), (30, "skim", "conditional")]
-    assert "评审篇幅从长到短（本篇约 3 分钟）" in items[0].why.zh
-    assert "then the longer review first (this one: about 3 min)" in items[0].why.en
+    assert "评审篇幅从长到短（本篇约 2.7 分钟）" in items[0].why.zh
+    assert "then the longer review first (this one: about 2.7 min)" in items[0].why.en
     assert [p.code for p in problems] == ["verdict-conditional"]
 
 

@@ -51,10 +51,15 @@ _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.'/-]*")
 
 def reading_minutes(text: str, lang: Lang) -> int:
     """Minutes to read ``text``: 300 Chinese characters or 200 words a minute, at least 1."""
+    del lang  # the same pace in either language's text: characters and words each count
+    return max(1, math.ceil(reading_time(text)))
+
+
+def reading_time(text: str) -> float:
+    """Minutes to read ``text``, unrounded: 300 Chinese characters or 200 words a minute."""
     han = len(HAN.findall(text))
     words = len(_WORD.findall(HAN.sub(" ", text)))
-    minutes = han / 300 + words / 200 if lang == "zh" else words / 200 + han / 300
-    return max(1, math.ceil(minutes))
+    return han / 300 + words / 200
 
 
 def text_from_review(review: Review) -> Text:
@@ -106,7 +111,7 @@ def ordered(items: Sequence[Item]) -> list[Item]:
         group = by_tier[tier]
         sized = all(item.github is not None for item in group)
 
-        def key(item: Item, sized: bool = sized) -> tuple[int, int, int]:
+        def key(item: Item, sized: bool = sized) -> tuple[int, float, int]:
             size = _lines_changed(item) if sized else _review_minutes(item)
             return (_READINGS.index(item.reading), -size, item.pr)
 
@@ -118,8 +123,11 @@ def _lines_changed(item: Item) -> int:
     return item.github.additions + item.github.deletions if item.github else 0
 
 
-def _review_minutes(item: Item) -> int:
-    return max(item.reading_minutes.zh, item.reading_minutes.en)
+def _review_minutes(item: Item) -> float:
+    """How long the longer of the item's reviews takes to read, in minutes (a tenth's
+    precision: whole minutes tie most weeks)."""
+    return max(reading_time(text.body_text) for lang in LANGS
+               if (text := item.text(lang)) is not None)
 
 
 def _with_order(item: Item, sized: bool) -> Item:
@@ -132,9 +140,9 @@ def _with_order(item: Item, sized: bool) -> Item:
               f"(this PR: {lines:,} lines changed, per GitHub)")
     else:
         minutes = _review_minutes(item)
-        zh = f"同档内先读全文、再读限定范围的，再按评审篇幅从长到短（本篇约 {minutes} 分钟）"
+        zh = f"同档内先读全文、再读限定范围的，再按评审篇幅从长到短（本篇约 {minutes:.1f} 分钟）"
         en = (f"within the tier, full reads before scoped ones, then the longer review first "
-              f"(this one: about {minutes} min)")
+              f"(this one: about {minutes:.1f} min)")
     return replace(item, reason=reason, why=Pair(f"{reason.zh}；{zh}", f"{reason.en}; {en}"))
 
 
@@ -222,7 +230,8 @@ def _rank_one(group: PullGroup, entry: EditorEntry | None,
         url=group.url,
         tier=tier,
         scope_note=scope,
-        why=_why(tier, source, verdict, priority, texts, original),
+        why=_why(tier, source, verdict, priority, texts, original,
+                 _english_agreeing(verdicts, read)),
         reviewed_at=group.first_reviewed,
         areas=areas,
         reading_minutes=Pair(*(
@@ -238,6 +247,16 @@ def _rank_one(group: PullGroup, entry: EditorEntry | None,
         reading=reading,
     )
     return item, problems
+
+
+def _english_agreeing(verdicts: dict[Lang, Verdict | None], read: Verdict | None
+                      ) -> Verdict | None:
+    """The English review's verdict when it gives the tier read from another language: the
+    English reason can quote it instead of naming the Chinese verdict."""
+    english = verdicts.get("en")
+    if read and read.lang != "en" and english and english.tier == read.tier:
+        return english
+    return None
 
 
 def _verdict_of(pr: int, original: Lang, verdicts: dict[Lang, Verdict | None],
@@ -280,7 +299,8 @@ _LANG_NAME = Pair({"zh": "中文", "en": "英文"}, {"zh": "Chinese", "en": "Eng
 
 
 def _why(tier: str, source: str, verdict: Verdict | None, priority: str | None,
-         texts: dict[Lang, Text], original: Lang) -> Pair[str]:
+         texts: dict[Lang, Text], original: Lang, agreeing: Verdict | None = None
+         ) -> Pair[str]:
     """Why the tier, quoting what it was read from: the whole opening clause (an editor can
     spot a misreading), or what an unrated review opens with. The English never quotes
     Chinese: it names the Chinese review's verdict by its tier instead."""
@@ -296,8 +316,10 @@ def _why(tier: str, source: str, verdict: Verdict | None, priority: str | None,
         borrowed_zh = "（原文评审没有结论）" if verdict.lang != original else ""
         borrowed_en = " (the original review names none)" if verdict.lang != original else ""
         zh = f"{label.zh}：{lang_zh}评审开篇写道「{verdict.clause}」{borrowed_zh}"
-        if verdict.lang == "en":
-            en = f"{label.en}: the English review opens “{verdict.clause}”{borrowed_en}"
+        english = verdict if verdict.lang == "en" else agreeing
+        if english:
+            whose = "English" if english is verdict else "English version of the"
+            en = f"{label.en}: the {whose} review opens “{english.clause}”{borrowed_en}"
         else:
             tier_word = TIER_BY_NAME[verdict.tier].label.en.lower()
             en = f"{label.en}: the {lang_en} review opens with a {tier_word} verdict{borrowed_en}"
@@ -307,8 +329,8 @@ def _why(tier: str, source: str, verdict: Verdict | None, priority: str | None,
                    "else")
         elif verdict.scope:
             zh += f"（限定范围：{verdict.scope}）"
-            en += (f" (scoped: {verdict.scope})" if verdict.lang == "en"
-                   else " (scoped to part of the PR)")
+            en_scope = english.scope if english else None
+            en += f" (scoped: {en_scope})" if en_scope else " (scoped to part of the PR)"
         return Pair(zh, en)
     if verdict:  # a phrase that reads more than one way
         zh = (f"{label.zh}：{_LANG_NAME.zh[verdict.lang]}评审开篇「{verdict.clause}」"

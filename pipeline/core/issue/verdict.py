@@ -70,6 +70,9 @@ class Vocabulary:
     prefaces: Mapping[Lang, tuple[str, ...]]
     links: Mapping[Lang, tuple[str, ...]]
     modals: Mapping[Lang, tuple[str, ...]]
+    negators: Mapping[Lang, tuple[str, ...]]
+    answers_yes: Mapping[Lang, tuple[str, ...]]
+    answers_no: Mapping[Lang, tuple[str, ...]]
     conditions: Mapping[Lang, tuple[str, ...]]
     soft_conditions: Mapping[Lang, tuple[str, ...]]
     otherwise: Mapping[Lang, tuple[str, ...]]
@@ -112,7 +115,11 @@ class Vocabulary:
             levels={lang: _tiers_of(section("levels", {}).get(lang, {}), f"levels.{lang}")
                     for lang in LANGS},
             prefaces=lists("prefaces"), links=lists("prefaces", "_links"),
-            modals=lists("modals"),
+            modals=lists("modals"), negators=lists("negators"),
+            answers_yes={lang: _list(section("answers", {}), f"{lang}_yes", "answers")
+                         for lang in LANGS},
+            answers_no={lang: _list(section("answers", {}), f"{lang}_no", "answers")
+                        for lang in LANGS},
             conditions=lists("conditions"), soft_conditions=lists("soft_conditions"),
             otherwise=lists("otherwise"),
             scope_openers=lists("scopes"), scope_limits=lists("scopes", "_limits"),
@@ -172,25 +179,67 @@ class _Reader:
         self.masked = _EMPHASIS.sub(lambda m: " " * len(m[0]), _masked(text))
 
     def read(self) -> Verdict | None:
-        start, answer = 0, False
-        for _ in range(3):  # a question, a quotation or a heading may come first
+        start, after_question, asked = 0, False, None
+        for first in (True, False, False):  # a question, a quotation or a heading may come first
             end = _end_of_sentence(self.masked, start)
-            found = self._sentence(start, end)
-            if found is None and answer:  # "值得精读吗？未必，快速浏览即可。"
-                found = self._later_clause(start, end)
+            found = self._sentence(start, end, first)
+            if found is None and after_question:
+                found = self._answer(start, end, asked) or self._later_clause(start, end)
             if isinstance(found, Verdict):
                 return found
             if found is not _SKIP:
                 return None
-            start, answer = end + 1, True
+            after_question = self._is_question(start, end)
+            asked = self._asked(start, end) if after_question else None
+            start = end + 1
             if start >= len(self.masked):
                 break
         return None
 
+    def _quotes_a_verdict(self, start: int, end: int) -> bool:
+        """Whether the sentence quotes a verdict phrase (“…calls this a "must-read"…”)."""
+        for at in range(start + 1, end):
+            if self.masked[at - 1] in _OPEN_QUOTES:
+                found = self._phrase_at(at, end, boundary=False)
+                if found and found[0] in _TIERS:
+                    return True
+        return False
+
+    def _is_question(self, start: int, end: int) -> bool:
+        return bool(_QUESTION.search(self.masked[start:end + 1].rstrip()))
+
+    def _asked(self, start: int, end: int) -> str | None:
+        """The one tier a question asks about ("值得精读吗？"), or None (none, or two:
+        "值得精读还是快速浏览？")."""
+        tiers = set()
+        for at in range(start, end):
+            found = self._phrase_at(at, end, boundary=False)
+            if found and found[0] in _TIERS and (at == start or not self.masked[at - 1].isalpha()
+                                                 or self.lang == "zh"):
+                tiers.add(found[0])
+        return tiers.pop() if len(tiers) == 1 else None
+
+    def _answer(self, start: int, end: int, asked: str | None) -> Verdict | None:
+        """"值得精读吗？答案是肯定的" → the asked tier; "…？并不。" → its negation; an answer
+        that gives its own verdict later in the sentence says more, and wins."""
+        if asked is None:
+            return None
+        pos = self._past_decoration(start, end)
+        for words, yes in ((self.words.answers_no, False), (self.words.answers_yes, True)):
+            found = self._match("yes" if yes else "no", words[self.lang], pos)
+            if found and self._ends_phrase(found.end(), end, loose=True):
+                tier = asked if yes else _negated(asked)
+                if tier is None:
+                    return None
+                later = self._later_clause(found.end(), end)
+                return later or Verdict(tier, found[0], self.lang, None,
+                                        clause=self._clause(start, found.end()))
+        return None
+
     # -- one sentence
 
-    def _sentence(self, start: int, end: int) -> Verdict | object | None:
-        if _QUESTION.search(self.masked[start:end + 1].rstrip()):
+    def _sentence(self, start: int, end: int, first: bool = False) -> Verdict | object | None:
+        if self._is_question(start, end):
             return _SKIP  # "值得精读吗？" asks; the answer may follow
         pos = self._past_decoration(start, end)
         if pos >= end:
@@ -207,6 +256,9 @@ class _Reader:
                 or self._match("soft", self.words.soft_conditions[self.lang], pos)):
             return self._conditional(start, pos, end)
         found = self._phrase_after_modal(pos, end)
+        if found is None and first:  # "重点看三处设计：值得精读": a later clause of the first
+            later = self._later_clause(pos, end)  # sentence; after a verdict only quoted, the
+            return later or (_SKIP if self._quotes_a_verdict(start, end) else None)  # next one
         if found is None:
             return None
         at, tier, phrase_end, restricted = found
@@ -219,6 +271,8 @@ class _Reader:
         and whether that word restricts it ("only", "仅": "only worth it if you…")."""
         found = self._phrase_at(pos, end)
         restricts = False
+        if found is None:
+            found = self._negated_phrase(pos, end)
         if found is None:
             modal = self._match("modals", self.words.modals[self.lang], pos)
             if modal:
@@ -309,9 +363,26 @@ class _Reader:
             return (_SUBJECT, found.end()) if self._subject_use(found.end()) else None
         return phrases[_fold(found[0], self.lang)], found.end()
 
-    def _ends_phrase(self, at: int, end: int) -> bool:
-        """Whether what follows a phrase leaves it the verdict."""
+    def _negated_phrase(self, pos: int, end: int) -> tuple[str, int] | None:
+        """A negator and the verdict phrase it negates in its clause ("不必作为必读", "don't
+        skim this one"): the tier that reading gives, and where the phrase ends."""
+        negator = self._match("negators", self.words.negators[self.lang], pos)
+        if not negator or not self._ends_phrase(negator.end(), end, loose=True):
+            return None
+        stop = _end_of_clause(self.masked, negator.end(), end)
+        for at in range(negator.end(), stop):
+            found = self._phrase_at(at, stop, boundary=False)
+            if found and found[0] in _TIERS:
+                tier = _negated(found[0])
+                return (tier, found[1]) if tier else None
+        return None
+
+    def _ends_phrase(self, at: int, end: int, loose: bool = False) -> bool:
+        """Whether what follows a phrase leaves it the verdict (``loose``: only that it is
+        not the inside of a word)."""
         rest = self.masked[at:end]
+        if loose:
+            return not rest[:1].isalnum() or self.lang == "zh"
         if not rest.strip() or rest[0] in _CLOSE_QUOTES:
             return not rest.strip() or rest[1:2] in ("", *",，;；:：。.!！)）")
         if self.lang == "zh":
@@ -332,7 +403,8 @@ class _Reader:
 
     def _is_negation(self, pos: int, phrase_end: int) -> bool:
         folded = _fold(self.text[pos:phrase_end], self.lang)
-        return folded.startswith(("不", "无", "没", "非", "not", "no "))
+        return (folded.startswith(("不", "无", "没", "非", "not", "no "))
+                or bool(self._match("negators", self.words.negators[self.lang], pos)))
 
     def _later_clause(self, at: int, end: int) -> Verdict | None:
         """A later clause of the sentence that opens with a verdict: after a phrase used as
@@ -356,7 +428,7 @@ class _Reader:
                 continue
             stop = _end_of_clause(self.masked, but.end(), end)
             for pos in range(but.end(), stop):
-                found = self._phrase_at(pos, stop)
+                found = self._phrase_at(pos, stop, boundary=False)
                 if found and found[0] in _TIERS:
                     return found[0]
         return None
@@ -371,8 +443,8 @@ class _Reader:
         pattern = self.words.pattern("conditions+soft" if soft else "conditions", self.lang,
                                      words)
         found = pattern.search(self.masked, at, end)
-        if not found:
-            return None
+        if not found or self.masked[:found.start()].lower().endswith("if "):
+            return None  # "worth a look, if only for the helper" names no readers
         stop = _end_of_clause(self.masked, found.start(), end)
         return self.text[found.start():stop].strip(" )）") or None
 
@@ -383,11 +455,10 @@ class _Reader:
         found = pattern.search(self.masked, at, stop)
         if not found:
             return None
-        pos = self._skip(found.end(), " ,，:：")
-        pos = self._past_preface(pos, stop)
-        for step in range(0, 8):  # "其他人可略读", "otherwise just skim", "其余读者只需快速浏览"
-            hit = self._phrase_at(pos + step, stop)
-            if hit and hit[0] in _TIERS:
+        clause_end = _end_of_clause(self.masked, self._skip(found.end(), " ,，:："), stop)
+        for at in range(found.end(), clause_end):  # "其他人可略读", "everyone else should
+            hit = self._phrase_at(at, clause_end, boundary=False)  # still give it a medium-
+            if hit and hit[0] in _TIERS:  # priority look"
                 return hit[0]
         return None
 
@@ -441,6 +512,12 @@ class _Reader:
 
 _SKIP = object()
 _SUBJECT = "subject"
+
+
+def _negated(tier: str) -> str | None:
+    """What a negated verdict says: not a must-read (or medium) is a skim; not a skim ("don't
+    skim this one", "不建议跳过") is a must-read."""
+    return {"must-read": "skim", "medium": "skim", "skim": "must-read"}.get(tier)
 
 
 def _masked(text: str) -> str:
