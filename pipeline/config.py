@@ -78,6 +78,9 @@ class IssueSettings:
     #: The ISO week of issue No. 1 (``2026-W48``); every issue's number counts weeks from
     #: it. "" leaves issues unnumbered.
     first_week: str = ""
+    #: A TOML file of verdict phrases added to the shipped ``templates/verdicts.toml`` (its
+    #: lists extend those; docs/ranking.md); "" for the shipped ones alone.
+    verdicts: str = ""
 
 
 @dataclass(frozen=True)

@@ -187,3 +187,29 @@ def test_reading_minutes_per_language():
     assert reading_minutes("字" * 900, "zh") == 3
     assert reading_minutes("word " * 410, "en") == 3
     assert reading_minutes("", "en") == 1
+
+
+def test_an_operators_vocabulary_adds_phrases_and_a_bad_one_is_a_config_error(settings,
+                                                                            tmp_path):
+    from dataclasses import replace as with_
+
+    from pipeline.errors import ConfigError
+    from pipeline.stages.build import load_vocabulary
+
+    extra = tmp_path / "verdicts.toml"
+    extra.write_text('[tiers.skim]\nzh = ["稍后再看"]\n\n[ambiguous]\nen = ["must read"]\n',
+                     encoding="utf-8")
+    mine = with_(settings, issue=with_(settings.issue, verdicts=str(extra)))
+    words = load_vocabulary(mine)
+    assert parse_verdict("稍后再看，周末有空再说。", "zh", words).tier == "skim"
+    assert parse_verdict("值得精读。", "zh", words).tier == "must-read"  # the shipped ones stay
+    assert parse_verdict("稍后再看。", "zh") is None  # not added to anyone else's
+    for text, said in [('[tiers.urgent]\nzh = ["x"]', "[tiers.urgent] is no tier"),
+                       ("[labels]\nzh = {a = 1}", "labels.zh must be a list of phrases"),
+                       ("[tiers.skim", "at the end of a table declaration")]:
+        extra.write_text(text, encoding="utf-8")
+        with pytest.raises(ConfigError, match=re.escape(said)):
+            load_vocabulary(mine)
+    extra.unlink()
+    with pytest.raises(ConfigError, match="cannot read"):
+        load_vocabulary(mine)

@@ -31,7 +31,8 @@ from pipeline.core.issue.collect import FeedResult, parse_feed
 from pipeline.core.issue.issue_json import IssueData
 from pipeline.core.issue.pulls import names_paths
 from pipeline.core.issue.rank import TIER_NAMES
-from pipeline.errors import BlockedError, UsageError
+from pipeline.core.issue.verdict import Vocabulary, shipped_vocabulary, vocabulary_with
+from pipeline.errors import BlockedError, ConfigError, UsageError
 from pipeline.log import timed
 from pipeline.model import Issue, Item, Problem, PullFacts, Week
 from pipeline.output import write_folder
@@ -110,9 +111,25 @@ def rank_week(settings: Settings, week: Week, results: Sequence[FeedResult],
     grouped = group(settings.feed, week, results)
     editorial = load_editorial(settings.resolve(settings.paths.editorial_dir), week.id,
                                TIER_NAMES)
-    ranked = core_rank_week(week, grouped, editorial,
-                            spread_for(len(grouped.groups)))
+    ranked = core_rank_week(week, grouped, editorial, spread_for(len(grouped.groups)),
+                            load_vocabulary(settings))
     return complete(ranked, gather(ranked.items, settings.feed.repo, translate, github))
+
+
+def load_vocabulary(settings: Settings) -> Vocabulary:
+    """The verdict vocabulary: the shipped one, with ``[issue] verdicts`` added when set."""
+    if not settings.issue.verdicts:
+        return shipped_vocabulary()
+    path = settings.resolve(settings.issue.verdicts)
+    try:
+        extra = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"[issue] verdicts: cannot read {path}: "
+                          f"{getattr(exc, 'strerror', None) or exc}") from None
+    try:
+        return vocabulary_with(extra)
+    except ValueError as exc:
+        raise ConfigError(f"[issue] verdicts ({path}): {exc}") from None
 
 
 def gather(items: Sequence[Item], repo: str, translate: Translate | None,

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pipeline.core.shipped import templates_dir
-from pipeline.errors import ConfigError
 from pipeline.model import LANGS, Lang, Verdict
 
 #: The tier of a phrase that names none with confidence.
@@ -83,18 +82,19 @@ class Vocabulary:
 
     @classmethod
     def from_toml(cls, *texts: str) -> Vocabulary:
-        """The vocabulary of these TOML documents, the later ones adding to the first."""
+        """The vocabulary of these TOML documents, the later ones adding to the first;
+        :class:`ValueError` says what is wrong with one."""
         words: dict[str, dict[str, Any]] = {}
         for text in texts:
             try:
                 data = tomllib.loads(text)
             except tomllib.TOMLDecodeError as exc:
-                raise ConfigError(f"verdict vocabulary: {exc}") from None
+                raise ValueError(str(exc)) from None
             _merge(words, data)
         phrases: dict[Lang, dict[str, str]] = {lang: {} for lang in LANGS}
         for tier, by_lang in words.get("tiers", {}).items():
             if tier not in _TIERS:
-                raise ConfigError(f"verdict vocabulary: [tiers.{tier}] is no tier "
+                raise ValueError(f"[tiers.{tier}] is no tier "
                                   f"({', '.join(_TIERS)})")
             for lang in LANGS:
                 phrases[lang].update(dict.fromkeys(_list(by_lang, lang, f"tiers.{tier}"), tier))
@@ -558,12 +558,21 @@ def _loose(folded: str, lang: Lang) -> str:
     return r"[\s\-‐‑–]+".join(re.escape(word) for word in folded.split(" "))
 
 
-def _merge(into: dict[str, Any], data: Mapping[str, Any]) -> None:
+def _merge(into: dict[str, Any], data: Mapping[str, Any], where: str = "") -> None:
+    """``data`` added to ``into``: tables merged, lists extended, anything else replaced; a
+    value of another shape than the shipped one is refused, naming what it should be."""
     for key, value in data.items():
+        name = f"{where}.{key}" if where else key
+        kept = into.get(key)
+        if kept is not None and type(kept) is not type(value) and (
+                isinstance(kept, dict | list) or isinstance(value, dict | list)):
+            shape = ("a table" if isinstance(kept, dict) else "a list of phrases"
+                     if isinstance(kept, list) else "a single value")
+            raise ValueError(f"{name} must be {shape}")
         if isinstance(value, dict):
-            _merge(into.setdefault(key, {}), value)
+            _merge(into.setdefault(key, {}), value, name)
         elif isinstance(value, list):
-            into[key] = [*into.get(key, []), *value]
+            into[key] = [*(kept or []), *value]
         else:
             into[key] = value
 
@@ -571,13 +580,13 @@ def _merge(into: dict[str, Any], data: Mapping[str, Any]) -> None:
 def _list(section: Mapping[str, Any], key: str, where: str) -> tuple[str, ...]:
     value = section.get(key, [])
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise ConfigError(f"verdict vocabulary: [{where}] {key} must be a list of strings")
+        raise ValueError(f"[{where}] {key} must be a list of strings")
     return tuple(value)
 
 
 def _tiers_of(table: Mapping[str, Any], where: str) -> dict[str, str]:
     for phrase, tier in table.items():
         if tier not in _TIERS:
-            raise ConfigError(f"verdict vocabulary: [{where}] {phrase!r} = {tier!r} names no "
+            raise ValueError(f"[{where}] {phrase!r} = {tier!r} names no "
                               f"tier ({', '.join(_TIERS)})")
     return dict(table)
