@@ -201,8 +201,10 @@ def test_an_operators_vocabulary_adds_phrases_and_a_bad_one_is_a_config_error(se
                      encoding="utf-8")
     mine = with_(settings, issue=with_(settings.issue, verdicts=str(extra)))
     words = load_vocabulary(mine)
-    assert parse_verdict("稍后再看，周末有空再说。", "zh", words).tier == "skim"
-    assert parse_verdict("值得精读。", "zh", words).tier == "must-read"  # the shipped ones stay
+    added, shipped = parse_verdict("稍后再看，周末有空再说。", "zh", words), parse_verdict(
+        "值得精读。", "zh", words)
+    assert added and added.tier == "skim"
+    assert shipped and shipped.tier == "must-read"  # the shipped phrases stay
     assert parse_verdict("稍后再看。", "zh") is None  # not added to anyone else's
     for text, said in [('[tiers.urgent]\nzh = ["x"]', "[tiers.urgent] is no tier"),
                        ("[labels]\nzh = {a = 1}", "labels.zh must be a list of phrases"),
