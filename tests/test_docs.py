@@ -107,3 +107,22 @@ def test_the_checks_themselves_catch_what_they_should() -> None:
     assert not _resolves(readme, "docs/nowhere.md")
     assert not _resolves(readme, "docs/operations.md#no-such-heading")
     assert not _resolves(readme, "../shared/DESIGN.md")
+
+
+def test_the_ranking_tables_rows_read_as_they_say():
+    """docs/ranking.md's table of what is recognised: each opening reads as its row says."""
+    from pipeline.core.issue.verdict import parse_verdict
+
+    text = (ROOT / "docs" / "ranking.md").read_text(encoding="utf-8")
+    table = text.split("## What is recognised", 1)[1].split("\n## ", 1)[0]
+    rows = [[cell.strip() for cell in line.strip("|").split(" | ")]
+            for line in table.splitlines() if line.startswith("| ") and "---" not in line]
+    rows = [row for row in rows if row[0] != "opening"]
+    assert len(rows) >= 30 and {row[2] for row in rows} == {"must-read", "medium", "skim",
+                                                            "unrated"}
+    wrong = []
+    for opening, lang, tier, _ in rows:
+        verdict = parse_verdict(opening, lang)
+        if (verdict.tier if verdict else "unrated") != tier:
+            wrong.append((opening, tier, verdict))
+    assert wrong == []

@@ -215,3 +215,27 @@ def test_an_operators_vocabulary_adds_phrases_and_a_bad_one_is_a_config_error(se
     extra.unlink()
     with pytest.raises(ConfigError, match="cannot read"):
         load_vocabulary(mine)
+
+
+#: Where the grammar reads an outside writer's line otherwise, and the rule that decides it.
+OUTSIDE_DISAGREEMENTS = {
+    "Worth a read, though not urgent": "worth a read is ambiguous: unrated, never wrong",
+    "值得一读但不必逐行": "值得一读 is a skim (DESIGN), and 不必逐行 only lowers it",
+    "Must-read for anyone deploying on Blackwell": "a split verdict ranks by what it says for "
+                                                    "everyone else (issue 40)",
+}
+
+
+def test_openings_written_by_outsiders_read_as_they_meant_them():
+    rows = [line.split("\t") for line in (DATA / "verdict_outside.tsv").read_text(
+        encoding="utf-8").splitlines() if line and not line.startswith("#")]
+    assert len(rows) >= 140
+    differ = []
+    for tier, lang, text in rows:
+        verdict = parse_verdict(text, lang)
+        if (verdict.tier if verdict else "unrated") != tier:
+            differ.append(text)
+    assert [text for text in differ
+            if not any(text.startswith(known) or known in text[:80]
+                       for known in OUTSIDE_DISAGREEMENTS)] == []
+    assert len(differ) <= 4  # 97 % as written

@@ -37,6 +37,9 @@ _SENTENCE_END = re.compile(r"[。！？!?\n]|(?<!tl)(?<!TL)(?<!Tl)[；;]|(?<![0-
 _CLAUSE_END = re.compile(r"[，,：:。！？!?、\n]|(?<!tl)(?<!TL)(?<!Tl)[；;]|\.(?=\s|$)|\s[—–-]\s")
 _QUESTION = re.compile(r"(?:[?？]|[吗么呢][\s。.]*)$")
 _CODE = re.compile(r"`[^`\n]*`")
+#: Stars (filled ones counted) or a score out of five.
+_RATING = re.compile(r"(?P<stars>[★⭐]{1,5})[☆✩]*(?:\s*[(（]\s*\d\s*/\s*5\s*[)）])?"
+                     r"|(?P<score>[0-5])\s*/\s*5\b")
 #: Markdown emphasis and strike marks, read as nothing outside code.
 _EMPHASIS = re.compile(r"\*+|__+|~~")
 #: Words that may follow an English verdict phrase and keep it the verdict ("must-read for
@@ -66,6 +69,8 @@ class Vocabulary:
     phrases: Mapping[Lang, Mapping[str, str]]
     labels: Mapping[Lang, tuple[str, ...]]
     levels: Mapping[Lang, Mapping[str, str]]
+    ratings: Mapping[str, str]
+    recommends: Mapping[Lang, tuple[str, ...]]
     prefaces: Mapping[Lang, tuple[str, ...]]
     links: Mapping[Lang, tuple[str, ...]]
     modals: Mapping[Lang, tuple[str, ...]]
@@ -116,6 +121,8 @@ class Vocabulary:
                     for lang in LANGS},
             prefaces=lists("prefaces"), links=lists("prefaces", "_links"),
             modals=lists("modals"), negators=lists("negators"),
+            ratings=_tiers_of(section("ratings", {}), "ratings"),
+            recommends=lists("recommends"),
             answers_yes={lang: _list(section("answers", {}), f"{lang}_yes", "answers")
                          for lang in LANGS},
             answers_no={lang: _list(section("answers", {}), f"{lang}_no", "answers")
@@ -179,16 +186,19 @@ class _Reader:
         self.masked = _EMPHASIS.sub(lambda m: " " * len(m[0]), _masked(text))
 
     def read(self) -> Verdict | None:
+        """The first sentence's verdict; else, after a question, a quotation or a heading
+        (or a one-line summary), one that opens the next sentence."""
         start, after_question, asked = 0, False, None
-        for first in (True, False, False):  # a question, a quotation or a heading may come first
+        for index in range(3):
             end = _end_of_sentence(self.masked, start)
-            found = self._sentence(start, end, first)
+            found = self._sentence(start, end, first=index == 0)
             if found is None and after_question:
                 found = self._answer(start, end, asked) or self._later_clause(start, end)
             if isinstance(found, Verdict):
                 return found
-            if found is not _SKIP:
+            if found is None and index > 0:
                 return None
+            # The first sentence said nothing (a summary): the second may open with it.
             after_question = self._is_question(start, end)
             asked = self._asked(start, end) if after_question else None
             start = end + 1
@@ -286,13 +296,31 @@ class _Reader:
         phrase = self.text[pos:phrase_end].strip()
         rest_start = phrase_end
         condition = self._condition_after(phrase_end, end, soft=restricted)
+        otherwise = self._otherwise(phrase_end, end) if tier in _TIERS else None
         if condition is not None:
-            tier = self._otherwise(phrase_end, end) or "skim"
+            tier = otherwise or "skim"
+        elif otherwise and otherwise != tier:  # "must-read for X, skippable for everyone else"
+            condition = self.text[phrase_end:end].strip(" ,，;；") or None
+            tier = otherwise
         elif tier in _TIERS and self._is_negation(pos, phrase_end):
             tier = self._but_clause(phrase_end, end) or tier
         scope = None if condition else self._scope(rest_start, end)
+        level = self._bracketed_level(phrase_end)
+        if level and not condition:  # "值得一读（中）": the level given in brackets says it
+            tier = level
         return Verdict(tier, phrase, self.lang, scope, clause=self._clause(start, phrase_end),
                        condition=condition)
+
+    def _bracketed_level(self, at: int) -> str | None:
+        """A level in brackets right after the phrase: "值得一读（中）", "Worth a look (medium)"."""
+        opened = re.compile(r"\s*[(（]\s*").match(self.masked, at)
+        if not opened:
+            return None
+        words = self.words.levels[self.lang]
+        level = self._match("levels", words, opened.end())
+        if level and re.compile(r"\s*[)）]").match(self.masked, level.end()):
+            return words[_fold(level[0], self.lang)]
+        return None
 
     def _conditional(self, start: int, pos: int, end: int) -> Verdict | None:
         """"仅对维护 X 的同学值得精读，其他人可略读": the phrase comes after the condition."""
@@ -327,11 +355,23 @@ class _Reader:
                 after += 1
             elif after < end:
                 break  # "建议精读": a phrase that starts like a label
-            pos, labelled = self._past_decoration(after, end), True
+            after, labelled = self._skip(after, " "), True
+            if _RATING.match(self.masked, after):  # stars are no decoration after a label
+                return after, labelled
+            pos = self._past_decoration(after, end)
         return pos, labelled
 
     def _level(self, start: int, pos: int, end: int) -> Verdict | None:
-        """"优先级：高", "Priority: low": a level after a label."""
+        """"优先级：高", "Priority: low", "推荐指数：★★★☆☆", "Rating: 3/5": a level or a rating
+        after a label."""
+        rating = _RATING.match(self.masked, pos)
+        if rating:
+            stars = len(rating["stars"]) if rating["stars"] else int(rating["score"])
+            tier = self.words.ratings.get(str(stars))
+            if tier is None:
+                return None
+            return Verdict(tier, rating[0].strip(), self.lang, None,
+                           clause=self._clause(start, rating.end()))
         words = self.words.levels[self.lang]
         found = self._match("levels", words, pos)
         if found and self._ends_phrase(found.end(), end):
@@ -412,14 +452,16 @@ class _Reader:
         while (at := _end_of_clause(self.masked, at, end)) < end:
             at += 1
             start = self._past_decoration(self._skip(at, " "), end)
-            pos = self._past_preface(start, end)
+            but = self._match("openers", self.words.scope_openers[self.lang], start)
+            pos = self._past_preface(self._skip(but.end(), " ,，") if but else start, end)
             found = self._phrase_after_modal(pos, end)
             if found and found[1] is not _SUBJECT:
                 return self._verdict(found[1], start, found[0], found[2], end, found[3])
         return None
 
     def _but_clause(self, at: int, end: int) -> str | None:
-        """"Not a must-read, but a solid medium-priority read": what the but clause says."""
+        """"Not a must-read, but a solid medium-priority read": what the but clause says; a
+        but that recommends without a tier ("…，但值得花十分钟看看") is a medium."""
         opener = self.words.scope_openers[self.lang]
         while (at := _end_of_clause(self.masked, at, end)) < end:
             at = self._skip(at + 1, " ")
@@ -429,8 +471,12 @@ class _Reader:
             stop = _end_of_clause(self.masked, but.end(), end)
             for pos in range(but.end(), stop):
                 found = self._phrase_at(pos, stop, boundary=False)
-                if found and found[0] in _TIERS:
+                if found:  # a tier, or a phrase that reads more than one way
                     return found[0]
+            pattern = self.words.pattern("recommends", self.lang,
+                                         self.words.recommends[self.lang])
+            if pattern.search(self.masked, but.end(), stop):
+                return "medium"
         return None
 
     def _condition_after(self, at: int, end: int, soft: bool = False) -> str | None:
@@ -455,10 +501,13 @@ class _Reader:
         found = pattern.search(self.masked, at, stop)
         if not found:
             return None
+        # The clause the marker is in: "其他人可略读", "everyone else should still give it a
+        # medium-priority look", "skippable for everyone else".
+        clause_start = max(self.masked.rfind(c, at, found.start()) for c in ",，;；:：") + 1
         clause_end = _end_of_clause(self.masked, self._skip(found.end(), " ,，:："), stop)
-        for at in range(found.end(), clause_end):  # "其他人可略读", "everyone else should
-            hit = self._phrase_at(at, clause_end, boundary=False)  # still give it a medium-
-            if hit and hit[0] in _TIERS:  # priority look"
+        for pos in range(max(clause_start, at), clause_end):
+            hit = self._phrase_at(pos, clause_end, boundary=False)
+            if hit and hit[0] in _TIERS and not (found.start() <= pos < found.end()):
                 return hit[0]
         return None
 
