@@ -137,7 +137,7 @@ def test_inside_a_tier_full_reads_come_first_then_the_longer_review_and_why_says
         (10, "must-read", "scoped"), (60, "skim", "full"), (30, "skim", "conditional")]
     assert "评审篇幅从长到短（本篇约 2.7 分钟）" in items[0].why.zh
     assert "then the longer review first (this one: about 2.7 min)" in items[0].why.en
-    assert [p.code for p in problems] == ["verdict-conditional"]
+    assert [p.code for p in problems] == ["verdict-conditional", "mostly-must-read"]  # 4 of 6
 
 
 def test_with_githubs_facts_the_bigger_change_comes_first():
@@ -239,3 +239,15 @@ def test_openings_written_by_outsiders_read_as_they_meant_them():
             if not any(text.startswith(known) or known in text[:80]
                        for known in OUTSIDE_DISAGREEMENTS)] == []
     assert len(differ) <= 4  # 97 % as written
+
+
+def test_the_week_is_questioned_when_one_tier_holds_most_or_many_are_unrated():
+    def codes(bodies):
+        _, problems = rank_entries([Entry(pr=i + 1, body=b) for i, b in enumerate(bodies)])
+        return [p.code for p in problems if p.pr is None]
+
+    assert codes(["值得精读。"] * 3 + ["可略读。"] * 2) == ["mostly-must-read"]  # 3 of 5
+    assert codes(["值得精读。"] * 2 + ["可略读。"] * 2) == []  # half is not most
+    assert codes(["值得精读。"] * 3) == []  # too few to say
+    assert codes(["本 PR 重写了调度器。"] + ["可略读。"] * 3) == ["many-unrated"]  # 1 of 4
+    assert codes(["本 PR 重写了调度器。"] + ["可略读。"] * 4) == []

@@ -198,9 +198,12 @@ def first_fitting(count: int, estimate: Callable[[int], tuple[int, int]],
                          if max(e + d for e, d in zip(estimate(j), state.error, strict=True))
                          - SLACK <= budget), None)
             if pick is None:
-                if state.fits is not None:
-                    break  # everything before the plan that fits is over, even with doubt
-                pick = count - 1
+                if state.fits is not None and state.error == (0, 0):
+                    break  # the estimates were exact: everything before the fit is over
+                # Nothing before the plan that fits is estimated to, but the estimates were
+                # off: the plan just before it is drawn all the same, and the search ends
+                # once a drawn plan is over.
+                pick = count - 1 if state.fits is None else state.fits - 1
         else:
             pick = (state.over + end) // 2  # bisection, as the old search
         steps += 1

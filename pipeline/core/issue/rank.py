@@ -93,7 +93,29 @@ def rank(groups: Sequence[PullGroup], editorial: Editorial | None = None,
         item, found = next(ones)
         problems.extend(found)
         items.append(item)
-    return ordered(items), problems
+    return ordered(items), [*problems, *week_questions(items)]
+
+
+def week_questions(items: Sequence[Item]) -> list[Problem]:
+    """What the proof report asks of the week as a whole: a tier that holds most of an issue
+    orders nothing, and many unrated reviews suggest wording the vocabulary does not know."""
+    count = len(items)
+    must = sum(1 for item in items if item.tier == "must-read")
+    unrated = sum(1 for item in items if item.tier == "unrated")
+    questions = []
+    if count >= 4 and must * 2 > count:
+        questions.append(Problem(
+            "mostly-must-read", "warning",
+            message=(f"{must} of the week's {count} items are must-read: a tier that holds most "
+                     "of an issue orders nothing; is each one a must-read? (the editor's file "
+                     "can set priority)")))
+    if count >= 4 and unrated * 4 >= count:
+        questions.append(Problem(
+            "many-unrated", "warning",
+            message=(f"{unrated} of the week's {count} items have no verdict the vocabulary "
+                     "knows: their reviews may word it in a new way (docs/ranking.md: "
+                     "[issue] verdicts adds words)")))
+    return questions
 
 
 def ordered(items: Sequence[Item]) -> list[Item]:
