@@ -93,15 +93,9 @@ def parse_feed(data: bytes, location: str, repo: str, content_type: str | None =
     """Parse one feed document; raise :class:`FeedError` if it is no usable feed."""
     if not data.strip():
         raise FeedError(location, "is empty")
-    data, cut = cut_long_texts(data, MAX_BODY_CHARS)  # feedparser's time is per character
-    return _read(data, location, repo, content_type, cut)
-
-
-def _read(data: bytes, location: str, repo: str, content_type: str | None,
-          cut: dict[str, int]) -> FeedResult:
-    """One document through feedparser; ``cut`` names the entries ``feed_cut`` shortened."""
-    headers = {"content-type": content_type} if content_type else None
-    parsed = feedparser.parse(data, response_headers=headers)
+    feed = cut_long_texts(data, MAX_BODY_CHARS, content_type)  # its time is per character
+    headers = {"content-type": feed.content_type} if feed.content_type else None
+    parsed = feedparser.parse(feed.data, response_headers=headers)
     warnings: list[str] = []
     if parsed.bozo:
         exc = parsed.get("bozo_exception")
@@ -109,6 +103,8 @@ def _read(data: bytes, location: str, repo: str, content_type: str | None,
             warnings.append(f"feed {location}: {exc}")
         else:
             raise FeedError(location, f"not well-formed XML ({_describe(exc)})")
+    if feed.warning:
+        warnings.append(f"feed {location}: {feed.warning}")
     if not parsed.get("version"):
         raise FeedError(location, "is not an RSS or Atom feed")
     feed_lang = _normalise_lang(parsed.feed.get("language"))
@@ -117,8 +113,8 @@ def _read(data: bytes, location: str, repo: str, content_type: str | None,
     for entry in parsed.entries:
         result = _review(entry, feed_lang, repo, location)
         if isinstance(result, Review):
-            if result.entry_id in cut:
-                result = replace(result, shortened_from=cut[result.entry_id])
+            if result.entry_id in feed.cut:
+                result = replace(result, shortened_from=feed.cut[result.entry_id])
             reviews.append(result)
         else:
             rejected.append(result)
