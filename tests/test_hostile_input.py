@@ -167,9 +167,10 @@ def test_thousands_of_categories_leave_the_email_whole_and_the_archive_small(tmp
         assert all(f'id="pr-{i["pr"]}"' in email for i in data["items"]), layout
     published = run(["publish", "--week", SAMPLE_WEEK], tmp_path)
     assert published.returncode == 0, published.stderr
-    written = int(re.search(r"(\d+) object\(s\) written", published.stdout)[1])
+    written = re.search(r"(\d+) object\(s\) written", published.stdout)
     areas = list((tmp_path / "build" / "site" / "areas").iterdir())
-    assert written < 100 and len(areas) < 30, (written, len(areas))  # the sample's: 58, 14
+    assert written and int(written[1]) < 100, published.stdout  # the sample's: 58
+    assert len(areas) < 30  # the sample's: 14
 
 
 # -- item 15: PR numbers -------------------------------------------------------------------------
