@@ -103,7 +103,7 @@ def _well_formed(data: bytes) -> bool:
     return True
 
 
-def as_read(text: str) -> str:
+def _as_read(text: str) -> str:
     """``text`` as feedparser gives it: Latin-1 characters that are UTF-8 bytes read again as
     UTF-8, as it does to repair a wrong charset."""
     if text.isascii():
@@ -268,7 +268,7 @@ class _Scan:
             if self._field is not None:
                 self._text.append(text)
             return
-        size = len(text) if text.isascii() else len(as_read(text))
+        size = len(text) if text.isascii() else len(_as_read(text))
         kept = self.kept
         if body.base64:  # room for ``kept`` characters of what it decodes to
             body.start = self._at() if body.start is None else body.start
@@ -322,11 +322,11 @@ class _Scan:
             raise expat.ExpatError("a cut text does not end")
         if body.base64:  # read from its start
             text = "".join(texts)
-            body.length = len(_from_base64(text) or as_read(text))
+            body.length = len(_from_base64(text) or _as_read(text))
         elif body.markup:  # markup is as long as it is written (feedparser writes it again)
-            body.length += len(as_read(self.data[cut_at:end].decode("utf-8")))
+            body.length += len(_as_read(self.data[cut_at:end].decode("utf-8")))
         else:
-            body.length += len(as_read("".join(texts)))
+            body.length += len(_as_read("".join(texts)))
         return end
 
     def _cdata_start(self) -> None:
@@ -381,7 +381,7 @@ def _start_tags(names: list[str], scope: dict[str, str]) -> bytes:
 
 def _prefix(text: str, room: int) -> str:
     """The start of ``text`` that feedparser reads as ``room`` characters."""
-    read = as_read(text)
+    read = _as_read(text)
     if read is text:
         return text[:room]
     return read[:room].encode("utf-8").decode("latin-1")
