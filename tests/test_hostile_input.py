@@ -17,7 +17,7 @@ import pytest
 from support.commands import newsletter_main
 from support.feeds import Entry, atom
 from support.markup import nesting
-from support.project import SAMPLE_WEEK
+from support.project import SAMPLE_FEED, SAMPLE_WEEK
 
 from pipeline.core.issue.sanitize import MAX_NESTING
 from pipeline.model import LAYOUTS
@@ -143,6 +143,34 @@ def test_seven_hundred_nested_tags_build_flattened_and_say_so(tmp_path, tag):
     for layout in ("zh-en", "en-zh", "zh"):
         email = tmp_path / "build" / "issues" / SAMPLE_WEEK / f"email-{layout}.html"
         assert "深处的文字" in email.read_text(encoding="utf-8")
+
+
+# -- issue 39, item 7: thousands of categories --------------------------------------------------
+
+@pytest.mark.subprocess  # publishing runs Pagefind
+@pytest.mark.slow
+def test_thousands_of_categories_leave_the_email_whole_and_the_archive_small(tmp_path):
+    """3,000 categories on one entry weighed 180 KB in every email (each item shrank to its
+    title) and made 6,060 archive objects: an item keeps 8 areas, an issue 64 names."""
+    terms = "".join(f'<category term="area-{n:04}"/>' for n in range(3_000))
+    feed = SAMPLE_FEED.read_bytes().replace(b'<category term="nixl"/>',
+                                            terms.encode(), 1)
+    data = build(tmp_path, feed)
+    assert not [p for p in data["problems"] if p["code"] in ("items-shrunk", "over-size-limit")]
+    (dropped,) = [p for p in data["problems"] if p["code"] == "areas-dropped"]
+    (item,) = [item for item in data["items"] if item["pr"] == dropped["pr"]]
+    assert dropped["severity"] == "warning" and "2,994 of its 3,002" in dropped["message"]
+    # kv-connector, which two other PRs carry too, then the first in sorted order
+    assert item["areas"] == [f"area-{n:04}" for n in range(7)] + ["kv-connector"]
+    for layout in LAYOUTS:  # every item keeps its card
+        email = (tmp_path / "build" / "issues" / SAMPLE_WEEK / f"email-{layout}.html").read_text()
+        assert all(f'id="pr-{i["pr"]}"' in email for i in data["items"]), layout
+    published = run(["publish", "--week", SAMPLE_WEEK], tmp_path)
+    assert published.returncode == 0, published.stderr
+    written = re.search(r"(\d+) object\(s\) written", published.stdout)
+    areas = list((tmp_path / "build" / "site" / "areas").iterdir())
+    assert written and int(written[1]) < 100, published.stdout  # the sample's: 58
+    assert len(areas) < 30  # the sample's: 14
 
 
 # -- item 15: PR numbers -------------------------------------------------------------------------

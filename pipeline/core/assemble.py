@@ -23,6 +23,7 @@ from typing import NamedTuple
 from pipeline.config import DeliverySettings, FeedSettings, IssueSettings, SiteSettings
 from pipeline.core.email.render import Footer, RenderedLayout, Renderer
 from pipeline.core.issue import issue_json
+from pipeline.core.issue.area_limits import bound_areas
 from pipeline.core.issue.bilingual import MachineText, compose, fill_missing, sort_problems
 from pipeline.core.issue.collect import FeedResult, PullGroup, group_week, merge, skipped_in_week
 from pipeline.core.issue.editorial import Editorial
@@ -139,13 +140,15 @@ def rank_week(week: Week, grouped: Grouped, editorial: Editorial, spread: Spread
 
 
 def complete(ranked: Ranked, gathered: Gathered) -> Ranked:
-    """The items with their PR facts, their machine translations (the last source of a text)
-    and their file links; the problems of the asking and of the translations added."""
+    """The items with their PR facts, their machine translations (the last source of a text),
+    their file links and their areas within bounds; the problems of the asking, of the
+    translations and of the areas added."""
     items = [with_facts(item, gathered.facts.get(item.pr)) for item in ranked.items]
     items, translation_problems = fill_missing(items, gathered.translations)
-    items = ordered([link_item(item) for item in items])  # GitHub's sizes may reorder a tier
-    return Ranked(tuple(items), (*ranked.problems, *gathered.problems, *translation_problems),
-                  ranked.skipped)
+    items, area_problems = bound_areas([link_item(item) for item in items])
+    items = ordered(items)  # GitHub's sizes may reorder a tier
+    return Ranked(tuple(items), (*ranked.problems, *gathered.problems, *translation_problems,
+                                 *area_problems), ranked.skipped)
 
 
 def distinct_variants(choices: Iterable[Choice], items: Sequence[Item]) -> tuple[Variant, ...]:

@@ -36,7 +36,7 @@ from pipeline.errors import BlockedError, ConfigError, UsageError
 from pipeline.log import timed
 from pipeline.model import Issue, Item, Problem, PullFacts, Week
 from pipeline.output import write_folder
-from pipeline.parallel import cores, fork_map, serial
+from pipeline.parallel import fork_map, serial
 from pipeline.sources import PullSource
 from pipeline.sources.editorial import load_editorial
 from pipeline.sources.feeds import fetch
@@ -48,10 +48,6 @@ _log = logging.getLogger("newsletter.build")
 
 #: Reviews from which a week's renderings are shared among the cores (:func:`spread_for`).
 SPREAD_FROM = 24
-#: Bytes from which a feed is read by feedparser on every core (``core/issue/feed_split``):
-#: a 200-review week's 0.58 MB in 0.08 s instead of 0.13 s on two; a 25-review week's
-#: 70 KB is read sooner than a child is forked.
-SPLIT_FROM = 256_000
 
 
 @dataclass(frozen=True)
@@ -93,10 +89,8 @@ def read_feeds(settings: Settings, locations: Sequence[str]) -> list[FeedResult]
     results = []
     for location in locations:
         fetched = fetch(settings.feed_location(location), cache)
-        big = len(fetched.body) >= SPLIT_FROM
         results.append(parse_feed(fetched.body, location, settings.feed.repo,
-                                  fetched.content_type, spread=fork_map if big else None,
-                                  parts=cores()))
+                                  fetched.content_type))
     return results
 
 

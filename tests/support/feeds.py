@@ -45,7 +45,10 @@ def atom(entries: list[Entry], feed_lang: str | None = "zh-CN") -> bytes:
             parts.append(f"<updated>{e.updated}</updated>")
         for term in e.categories:
             parts.append(f"<category term={quoteattr(term)}/>")
-        parts.append(f'<content type="{e.content_type}">{escape(e.body)}</content>')
+        # type="xhtml": the body is markup, written as it is inside the XHTML div.
+        body = (f'<div xmlns="http://www.w3.org/1999/xhtml">{e.body}</div>'
+                if e.content_type == "xhtml" else escape(e.body))
+        parts.append(f'<content type="{e.content_type}">{body}</content>')
         parts.append("</entry>")
     parts.append("</feed>")
     return "".join(parts).encode("utf-8")

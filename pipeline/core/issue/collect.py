@@ -28,7 +28,6 @@ import feedparser  # type: ignore[import-untyped]  # ships neither stubs nor py.
 
 from pipeline.core.issue.feed_cut import cut_long_texts
 from pipeline.core.issue.feed_date import date_problem
-from pipeline.core.issue.feed_split import split_entries
 from pipeline.core.issue.sanitize import (
     MAX_BODY_CHARS,
     CleanBody,
@@ -39,7 +38,6 @@ from pipeline.core.issue.sanitize import (
     plain_line,
     text_to_html,
 )
-from pipeline.core.spread import Spread
 from pipeline.errors import FeedError
 from pipeline.model import Lang, Review, Skipped, Week, is_lang
 
@@ -90,37 +88,14 @@ class PullGroup:
     latest: dict[Lang, Review]
 
 
-def parse_feed(data: bytes, location: str, repo: str, content_type: str | None = None, *,
-               spread: Spread | None = None, parts: int = 1) -> FeedResult:
-    """Parse one feed document; raise :class:`FeedError` if it is no usable feed.
-
-    With ``spread``, a feed whose entries can be cut apart (``feed_split``) is read as
-    ``parts`` documents, each by feedparser on its own, their entries put back in order: the
-    same result as the whole. A run that feedparser refuses (an unbound namespace prefix:
-    expat without namespaces let it pass) sends the whole document back to be read, and
-    refused, as before."""
+def parse_feed(data: bytes, location: str, repo: str, content_type: str | None = None
+               ) -> FeedResult:
+    """Parse one feed document; raise :class:`FeedError` if it is no usable feed."""
     if not data.strip():
         raise FeedError(location, "is empty")
-    data, cut = cut_long_texts(data, MAX_BODY_CHARS)  # feedparser's time is per character
-    if spread is not None and (pieces := split_entries(data, parts, content_type)):
-        try:
-            runs = spread(lambda piece: _read(piece, location, repo, content_type, cut),
-                          pieces)
-        except FeedError:
-            pass
-        else:
-            return FeedResult(location,
-                              tuple(review for run in runs for review in run.reviews),
-                              tuple(entry for run in runs for entry in run.rejected),
-                              tuple(dict.fromkeys(w for run in runs for w in run.warnings)))
-    return _read(data, location, repo, content_type, cut)
-
-
-def _read(data: bytes, location: str, repo: str, content_type: str | None,
-          cut: dict[str, int]) -> FeedResult:
-    """One document through feedparser; ``cut`` names the entries ``feed_cut`` shortened."""
-    headers = {"content-type": content_type} if content_type else None
-    parsed = feedparser.parse(data, response_headers=headers)
+    feed = cut_long_texts(data, MAX_BODY_CHARS, content_type)  # its time is per character
+    headers = {"content-type": feed.content_type} if feed.content_type else None
+    parsed = feedparser.parse(feed.data, response_headers=headers)
     warnings: list[str] = []
     if parsed.bozo:
         exc = parsed.get("bozo_exception")
@@ -128,6 +103,8 @@ def _read(data: bytes, location: str, repo: str, content_type: str | None,
             warnings.append(f"feed {location}: {exc}")
         else:
             raise FeedError(location, f"not well-formed XML ({_describe(exc)})")
+    if feed.warning:
+        warnings.append(f"feed {location}: {feed.warning}")
     if not parsed.get("version"):
         raise FeedError(location, "is not an RSS or Atom feed")
     feed_lang = _normalise_lang(parsed.feed.get("language"))
@@ -136,8 +113,8 @@ def _read(data: bytes, location: str, repo: str, content_type: str | None,
     for entry in parsed.entries:
         result = _review(entry, feed_lang, repo, location)
         if isinstance(result, Review):
-            if result.entry_id in cut:
-                result = replace(result, shortened_from=cut[result.entry_id])
+            if result.entry_id in feed.cut:
+                result = replace(result, shortened_from=feed.cut[result.entry_id])
             reviews.append(result)
         else:
             rejected.append(result)

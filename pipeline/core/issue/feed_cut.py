@@ -1,72 +1,404 @@
-"""A feed's oversized entry texts, cut before feedparser reads them.
+"""A feed's oversized entry texts, cut before feedparser reads them, without changing what
+the feed means.
 
-feedparser handles an entry's HTML itself (its sanitizer, its resolver of relative links,
-its loose parser) at about two microseconds a character: a 3 MB review body took seven
-seconds before any of the project's own code saw it, and a feed may be 20 MB. So a document
-long enough to hold such a text is first read by the stdlib's C parser (expat, as
-feedparser's own strict parse is), and only when some entry text is longer than the limit is
-the document written again with that text cut; every other feed reaches feedparser byte for
-byte as it came. Reading it twice costs a millisecond for the sample feed.
+feedparser handles an entry's HTML itself (its sanitizer, its resolver of relative links, its
+loose parser), and markup written inside a text (``type="xhtml"``) element by element: its
+time grows with every character and every element, and a feed may be 20 MB. So a document long
+enough to hold such a text is first read the way feedparser will read it, and only when some
+entry text is too long is it handed over cut; every other feed reaches feedparser byte for
+byte as it came.
+
+Read the way feedparser reads it: its own function decides the encoding (the HTTP charset,
+the byte order mark, the declaration, its fallbacks) and transcodes the document to UTF-8,
+its own function replaces the doctype, and expat with namespaces reads the result, as under
+feedparser's strict parser. A cut document is that UTF-8 with only the inside of each cut
+element changed: its text up to the cut, then the end tags of the elements still open there
+(markup inside a text is cut between two of its pieces). What feedparser said of the encoding
+(a charset that did not fit) comes back as its warning. A document expat refuses, or that the
+cut would leave unreadable, is handed over as it came, for feedparser to judge.
+
+A text is cut at :data:`KEPT_FACTOR` times the body's limit, so that what feedparser's
+sanitizer drops (markup, the XHTML wrapper) still leaves the limit's worth, and the body is
+cut where reading it whole would cut it. Characters are counted as feedparser gives them: it
+reads again as UTF-8 a text whose Latin-1 characters are UTF-8 bytes (a server's wrong
+charset), and decodes a base64 text (Atom 0.3's ``mode="base64"``, a type neither text nor
+XML), so such texts are counted and cut as what they become.
 """
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
+import base64
+import re
+from dataclasses import dataclass, field
+from xml.parsers import expat
+from xml.sax.saxutils import quoteattr
 
-__all__ = ["cut_long_texts"]
+from feedparser.encodings import convert_to_utf8  # type: ignore[import-untyped]
+from feedparser.sanitizer import replace_doctype  # type: ignore[import-untyped]
 
+__all__ = ["KEPT_FACTOR", "CutFeed", "cut_long_texts"]
+
+#: A text is cut at this many times the body's limit (see the module).
+KEPT_FACTOR = 2
 #: The elements that hold an entry's body: Atom's content and summary, RSS's description
 #: and content:encoded.
 _TEXTS = frozenset({"content", "summary", "description", "encoded"})
 _ENTRIES = frozenset({"entry", "item"})
+_ID_FIELDS = frozenset({"id", "guid", "title", "link"})
+_ESCAPES = str.maketrans({"&": "&amp;", "<": "&lt;", ">": "&gt;", "\r": "&#13;"})
 
 
-def cut_long_texts(data: bytes, limit: int) -> tuple[bytes, dict[str, int]]:
-    """``data`` with every entry text over ``limit`` characters cut to ``limit``, and each
-    cut entry's longest text before the cut, by the id feedparser gives the entry.
+@dataclass(frozen=True)
+class CutFeed:
+    """A feed as feedparser is to read it."""
 
-    ``data`` itself, and no cuts, when no text is that long, or when the document is not XML
-    expat reads (feedparser then judges it, and reports what is wrong as before).
-    """
-    if len(data) <= limit:
-        return data, {}
+    data: bytes
+    #: The HTTP Content-Type to read ``data`` with: None once it is transcoded to UTF-8.
+    content_type: str | None
+    #: Each cut entry's longest text before the cut, in characters, by the id feedparser
+    #: gives the entry.
+    cut: dict[str, int] = field(default_factory=dict)
+    #: What feedparser said when it decided the encoding of a transcoded document.
+    warning: str | None = None
+
+
+def cut_long_texts(data: bytes, limit: int, content_type: str | None = None) -> CutFeed:
+    """``data`` with every entry text over ``KEPT_FACTOR * limit`` characters cut there, read
+    as feedparser reads ``data`` served with ``content_type`` (see the module)."""
+    whole = CutFeed(data, content_type)
+    kept = KEPT_FACTOR * limit
+    if len(data) <= kept:  # no encoding has fewer bytes than characters
+        return whole
+    said: dict[str, object] = {}
+    utf8 = convert_to_utf8({"content-type": content_type} if content_type else {}, data, said)
+    if not said.get("encoding"):
+        return whole  # no encoding fits: feedparser's loose parser reads it as it is
+    _, read, _ = replace_doctype(utf8)
+    scan = _Scan(read, kept)
     try:
-        root = ET.fromstring(data)  # noqa: S314 (expat refuses entity bombs, as for feedparser)
-    except ET.ParseError:
-        return data, {}
-    cut: dict[str, int] = {}
-    for entry in root.iter():
-        if _local(entry.tag) not in _ENTRIES:
+        scan.run()
+    except expat.ExpatError:
+        return whole
+    if not scan.cuts:
+        return whole
+    shift = len(read) - len(utf8)  # only the doctype, before the root element, moved
+    out, at = [], 0
+    for start, end, replacement in scan.cuts:
+        out += [utf8[at:start - shift], replacement]
+        at = end - shift
+    out.append(utf8[at:])
+    cut = b"".join(out)
+    if not _well_formed(cut):
+        return whole  # markup from a doctype's entity cut apart: read it whole
+    warning = said.get("bozo_exception") if said.get("bozo") else None
+    return CutFeed(cut, None, scan.lengths, str(warning) if warning else None)
+
+
+def _well_formed(data: bytes) -> bool:
+    parser = expat.ParserCreate(None, " ")
+    try:
+        parser.Parse(data, True)
+    except expat.ExpatError:
+        return False
+    return True
+
+
+def _as_read(text: str) -> str:
+    """``text`` as feedparser gives it: Latin-1 characters that are UTF-8 bytes read again as
+    UTF-8, as it does to repair a wrong charset."""
+    if text.isascii():
+        return text
+    try:
+        again = text.encode("latin-1").decode("utf-8", "replace")
+    except UnicodeEncodeError:
+        return text
+    return text if "\ufffd" in again else again
+
+
+@dataclass
+class _Body:
+    """An entry text being read: where it is, how long it is so far, and where it is cut."""
+
+    depth: int
+    length: int = 0
+    #: Where the cut begins (a byte offset), what replaces the rest of the text up to its end
+    #: tag, and the elements open inside the text there (outermost first).
+    cut_at: int | None = None
+    tail: str = ""
+    open: list[str] = field(default_factory=list)
+    in_cdata: bool = False
+    #: Whether elements were met inside it (markup, as ``type="xhtml"``) before the cut.
+    markup: bool = False
+    #: Whether feedparser reads the text as base64 (then cut as what it decodes to), and
+    #: where the text begins and its pieces so far.
+    base64: bool = False
+    start: int | None = None
+    pieces: list[str] = field(default_factory=list)
+
+
+class _Skip(Exception):
+    """Raised by a handler to stop expat where ``body`` is cut."""
+
+    def __init__(self, body: _Body, at: int) -> None:
+        super().__init__()
+        self.body, self.at = body, at
+
+
+class _End(Exception):
+    """Raised by a handler to stop expat at the end tag it was looking for."""
+
+
+class _Scan:
+    """expat over a UTF-8 document: the cuts to make, as (start, end, replacement) byte
+    ranges in order, and each cut entry's longest text by entry id.
+
+    The part of a text after its cut is not read here, where a Python handler would run for
+    each of its pieces (3 MB of ``<b>w</b>`` are 750,000): expat reads it alone up to the
+    text's end tag (:meth:`_skip`), and the reading goes on from there."""
+
+    def __init__(self, data: bytes, kept: int) -> None:
+        self.data, self.kept = data, kept
+        self.cuts: list[tuple[int, int, bytes]] = []
+        self.lengths: dict[str, int] = {}
+        self._stack: list[str] = []  # the qualified names of the open elements
+        self._scopes: list[dict[str, str]] = []  # the namespaces in scope in each of them
+        self._declared: dict[str, str] = {}  # declared on the element about to start
+        self._head = b""  # what comes before the root element: declaration, doctype
+        self._entry: int | None = None  # the depth of the entry being read
+        self._fields: dict[str, str] = {}  # its id, link and title, as they come
+        self._field: str | None = None
+        self._text: list[str] = []
+        self._pending: list[int] = []  # its texts' lengths, cut ones, until its id is known
+        self._body: _Body | None = None
+        self._cdata = False
+        self._parser = expat.ParserCreate(None, " ")
+        self._base = 0  # the position in ``data`` of the parser's first byte
+        self._replay = 0  # start tags of the parser's own making, still to pass
+
+    def run(self) -> None:
+        """Read the document; :class:`expat.ExpatError` when it is not well-formed."""
+        prefix, at = b"", 0
+        while True:
+            self._start_parser(at - len(prefix))
+            try:
+                self._parser.Parse(prefix, False)
+                self._parser.Parse(memoryview(self.data)[at:], True)
+                return
+            except _Skip as skip:
+                at, depth = self._skip(skip.body, skip.at), skip.body.depth
+                # Read on from the text's end tag, inside the elements open around it.
+                prefix = self._head + _start_tags(self._stack[:depth], self._scopes[depth - 1])
+                del self._stack[depth:], self._scopes[depth:]
+                self._replay, self._cdata = depth, False
+
+    def _start_parser(self, base: int) -> None:
+        parser = self._parser = expat.ParserCreate(None, " ")  # namespaces, as feedparser's
+        parser.namespace_prefixes = True
+        parser.StartNamespaceDeclHandler = self._namespace
+        parser.StartElementHandler = self._start
+        parser.EndElementHandler = self._end
+        parser.CharacterDataHandler = self._characters
+        parser.StartCdataSectionHandler = self._cdata_start
+        parser.EndCdataSectionHandler = self._cdata_end
+        self._base = base
+
+    def _at(self) -> int:
+        return self._parser.CurrentByteIndex + self._base
+
+    def _namespace(self, prefix: str | None, uri: str | None) -> None:
+        if not self._replay:
+            self._declared[prefix or ""] = uri or ""
+
+    def _start(self, name: str, attributes: dict[str, str]) -> None:
+        if self._replay:
+            self._replay -= 1
+            return
+        if not self._stack:
+            self._head = self.data[:self._at()]
+        scope = self._scopes[-1] if self._scopes else {}
+        if self._declared:
+            scope, self._declared = {**scope, **self._declared}, {}
+        self._stack.append(_qualified(name))
+        self._scopes.append(scope)
+        body = self._body
+        if body is not None:
+            body.markup, body.base64 = True, False  # feedparser decodes no markup
+            size = len(self._stack[-1]) + 2 + sum(
+                len(_local(key)) + len(value) + 4 for key, value in attributes.items())
+            if body.length + size > self.kept:  # cut before this element
+                self._cut(body, "", self._stack[body.depth:-1])
+            body.length += size
+            return
+        local, depth = _local(name), len(self._stack)
+        if self._entry is None:
+            if local in _ENTRIES:
+                self._entry, self._fields, self._pending = depth, {}, []
+        elif local in _TEXTS:
+            self._body = _Body(depth, base64=_base64(attributes))
+        elif depth == self._entry + 1 and local in _ID_FIELDS:
+            self._field, self._text = local, []
+            if local == "link" and attributes.get("rel", "alternate") == "alternate":
+                self._fields.setdefault("href", attributes.get("href", ""))
+
+    def _end(self, _name: str) -> None:
+        name = self._stack.pop()
+        self._scopes.pop()
+        depth = len(self._stack)
+        body = self._body
+        if body is not None:
+            if depth >= body.depth:
+                body.length += len(name) + 3
+                return
+            self._body = None
+            if body.cut_at is not None:
+                self.cuts.append((body.cut_at, self._at(), body.tail.encode("utf-8")))
+                self._pending.append(body.length)
+        elif self._field is not None and depth == self._entry:
+            self._fields.setdefault(self._field, "".join(self._text).strip())
+            self._field = None
+        elif depth + 1 == self._entry:
+            if self._pending:
+                key = _entry_id(self._fields)
+                self.lengths[key] = max(self.lengths.get(key, 0), *self._pending)
+            self._entry = None
+
+    def _characters(self, text: str) -> None:
+        body = self._body
+        if body is None:
+            if self._field is not None:
+                self._text.append(text)
+            return
+        size = len(text) if text.isascii() else len(_as_read(text))
+        kept = self.kept
+        if body.base64:  # room for ``kept`` characters of what it decodes to
+            body.start = self._at() if body.start is None else body.start
+            body.pieces.append(text)
+            kept = self.kept * 16 // 3
+        if body.length + size > kept:
+            self._cut(body, _prefix(text, kept - body.length), self._stack[body.depth:])
+        body.length += size
+
+    def _cut(self, body: _Body, kept: str, open_: list[str]) -> None:
+        """Cut ``body`` here: ``kept``, the start of the characters that begin here, then the
+        end tags of ``open_``, the elements open inside the body; stop reading."""
+        if body.base64 and body.start is not None:  # what feedparser decodes, from its start
+            text = "".join(body.pieces[:-1]) + kept
+            body.tail = _base64_prefix(text, self.kept) or text[:self.kept].translate(_ESCAPES)
+            body.cut_at = body.start
+            raise _Skip(body, body.start)
+        text = kept + "]]>" if self._cdata else kept.translate(_ESCAPES)
+        body.cut_at, body.open, body.in_cdata = self._at(), open_, self._cdata
+        body.tail = text + "".join(f"</{name}>" for name in reversed(open_))
+        raise _Skip(body, body.cut_at)
+
+    def _skip(self, body: _Body, cut_at: int) -> int:
+        """Where the end tag of ``body``, cut at ``cut_at``, begins: expat reads on from the
+        cut alone, inside the elements open there, with no Python handler but one at the
+        end of a namespace declared on the body for this (and C ones keeping a text's
+        characters). What it read is counted."""
+        marker = "feedcut"
+        while marker.encode() in self.data:
+            marker += "_"
+        names = [self._stack[body.depth - 1], *body.open]
+        prefix = self._head + _start_tags(names, {**self._scopes[-1], marker: "urn:feed-cut"})
+        prefix += b"<![CDATA[" if body.in_cdata else b""
+        parser = expat.ParserCreate(None, " ")
+        texts: list[str] = []
+        if not body.markup:  # a text: its characters are counted as they come
+            parser.buffer_text, parser.buffer_size = True, 1 << 16
+            parser.CharacterDataHandler = texts.append
+
+        def ended(declared: str | None) -> None:
+            if declared == marker:
+                raise _End(parser.CurrentByteIndex - len(prefix) + cut_at)
+
+        parser.EndNamespaceDeclHandler = ended
+        try:
+            parser.Parse(prefix, False)
+            parser.Parse(memoryview(self.data)[cut_at:], True)
+        except _End as found:
+            end: int = found.args[0]
+        else:
+            raise expat.ExpatError("a cut text does not end")
+        if body.base64:  # read from its start
+            text = "".join(texts)
+            body.length = len(_from_base64(text) or _as_read(text))
+        elif body.markup:  # markup is as long as it is written (feedparser writes it again)
+            body.length += len(_as_read(self.data[cut_at:end].decode("utf-8")))
+        else:
+            body.length += len(_as_read("".join(texts)))
+        return end
+
+    def _cdata_start(self) -> None:
+        self._cdata = True
+        if self._body is not None and self._body.base64 and self._body.start is None:
+            self._body.start = self._at()
+
+    def _cdata_end(self) -> None:
+        self._cdata = False
+
+
+def _base64(attributes: dict[str, str]) -> bool:
+    """Whether feedparser decodes an entry text with these attributes as base64: Atom 0.3's
+    ``mode="base64"``, or a type that is neither text nor XML."""
+    if attributes.get("mode") == "base64":
+        return True
+    kind = attributes.get("type", "text").lower()
+    kind = {"text": "text/plain", "plain": "text/plain", "html": "text/html",
+            "xhtml": "application/xhtml+xml"}.get(kind, kind)
+    return not (kind.startswith("text/") or kind.endswith(("+xml", "/xml")))
+
+
+def _from_base64(text: str) -> str | None:
+    """What feedparser decodes a base64 text to; None when it cannot, and keeps the text."""
+    try:
+        return base64.decodebytes(text.strip().encode()).decode()
+    except (ValueError, UnicodeDecodeError):
+        return None
+
+
+def _base64_prefix(text: str, chars: int) -> str | None:
+    """The base64 of the first ``chars`` characters that the start of the base64 ``text``
+    decodes to, whole characters only; None when it decodes to no UTF-8."""
+    quanta = re.sub(r"[^A-Za-z0-9+/]", "", text)
+    decoded = base64.b64decode(quanta[:len(quanta) // 4 * 4])
+    for end in range(len(decoded), max(len(decoded) - 4, -1), -1):
+        try:
+            whole = decoded[:end].decode()
+        except UnicodeDecodeError:
             continue
-        for element in entry.iter():
-            text = element.text
-            if (_local(element.tag) in _TEXTS and len(element) == 0 and text is not None
-                    and len(text) > limit):
-                key = _entry_id(entry)
-                cut[key] = max(cut.get(key, 0), len(text))
-                element.text = text[:limit]
-    if not cut:
-        return data, {}
-    return ET.tostring(root, encoding="utf-8", xml_declaration=True), cut
+        return base64.b64encode(whole[:chars].encode()).decode("ascii")
+    return None
 
 
-def _local(tag: object) -> str:
-    return tag.rsplit("}", 1)[-1] if isinstance(tag, str) else ""
+def _start_tags(names: list[str], scope: dict[str, str]) -> bytes:
+    """Start tags of ``names``, the first declaring the namespaces of ``scope``."""
+    declared = "".join(f" xmlns{':' if prefix else ''}{prefix}={quoteattr(uri)}"
+                       for prefix, uri in scope.items())
+    tags = [f"<{names[0]}{declared}>", *(f"<{name}>" for name in names[1:])]
+    return "".join(tags).encode("utf-8")
 
 
-def _entry_id(entry: ET.Element) -> str:
+def _prefix(text: str, room: int) -> str:
+    """The start of ``text`` that feedparser reads as ``room`` characters."""
+    read = _as_read(text)
+    if read is text:
+        return text[:room]
+    return read[:room].encode("utf-8").decode("latin-1")
+
+
+def _qualified(name: str) -> str:
+    """``uri local prefix`` (expat with namespaces and prefixes) → ``prefix:local``."""
+    parts = name.split(" ")
+    return f"{parts[2]}:{parts[1]}" if len(parts) == 3 else parts[-1]
+
+
+def _local(name: str) -> str:
+    return name.split(" ")[1] if " " in name else name
+
+
+def _entry_id(fields: dict[str, str]) -> str:
     """The entry's id as ``collect`` takes it from feedparser: its id (RSS: guid), else its
-    link, else its title."""
-    found: dict[str, str] = {}
-    for child in entry:
-        name = _local(child.tag)
-        if name in ("id", "guid") and child.text and child.text.strip():
-            found.setdefault("id", child.text.strip())
-        elif name == "link":
-            href = child.get("href") if child.get("rel", "alternate") == "alternate" else None
-            link = href or (child.text or "").strip()
-            if link:
-                found.setdefault("link", link)
-        elif name == "title" and child.text:
-            found.setdefault("title", child.text.strip())
-    return found.get("id") or found.get("link") or found.get("title", "")
+    alternate link, else its title."""
+    return (fields.get("id") or fields.get("guid") or fields.get("href")
+            or fields.get("link") or fields.get("title", ""))

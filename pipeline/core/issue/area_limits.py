@@ -1,0 +1,52 @@
+"""The bounds on areas: how many an item carries, how many names an issue holds.
+
+An area is a feed category or a PR's label, a short tag a reader may follow. Nothing stops a
+feed from giving one entry thousands, and each one shows in every email's contents and card,
+becomes a page and a feed of the archive and a name in the store's catalog: 3,000 of them
+shrank every item of an email to its title. So an item keeps at most
+:data:`MAX_ITEM_AREAS`, an issue at most :data:`MAX_ISSUE_AREAS` names, and a name is no
+longer than a reader may follow, far beyond what an editor uses. Kept first are the names
+more items carry (a real area is shared, a stray one is not), then the first in sorted order,
+so the same feed keeps the same ones; each item that lost some says so (``areas-dropped``).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+
+from pipeline.core.issue.interests import MAX_AREA_LENGTH
+from pipeline.model import Item, Problem
+
+__all__ = ["MAX_ISSUE_AREAS", "MAX_ITEM_AREAS", "bound_areas"]
+
+MAX_ITEM_AREAS = 8
+MAX_ISSUE_AREAS = 64
+
+
+def bound_areas(items: Sequence[Item]) -> tuple[list[Item], list[Problem]]:
+    """``items`` with their areas within the bounds, and an ``areas-dropped`` warning for
+    each item that lost some. Kept first: the names more items carry, then in sorted order."""
+    usable = [[area for area in item.areas if len(area) <= MAX_AREA_LENGTH] for item in items]
+    carried = Counter(area for areas in usable for area in set(areas))
+
+    def first(names: Iterable[str]) -> list[str]:
+        return sorted(names, key=lambda name: (-carried[name], name))
+
+    kept = [first(areas)[:MAX_ITEM_AREAS] for areas in usable]
+    names = set(first({area for areas in kept for area in areas})[:MAX_ISSUE_AREAS])
+    bounded: list[Item] = []
+    problems: list[Problem] = []
+    for item, chosen in zip(items, kept, strict=True):
+        areas = tuple(sorted(area for area in chosen if area in names))
+        if len(areas) == len(item.areas):
+            bounded.append(item)
+            continue
+        bounded.append(replace(item, areas=areas))
+        problems.append(Problem("areas-dropped", "warning", pr=item.pr, message=(
+            f"PR #{item.pr}: {len(item.areas) - len(areas):,} of its {len(item.areas):,} areas "
+            f"dropped: an item keeps {MAX_ITEM_AREAS}, an issue {MAX_ISSUE_AREAS} names of at "
+            f"most {MAX_AREA_LENGTH} characters, those more items carry first, then in "
+            "sorted order")))
+    return bounded, problems
