@@ -768,3 +768,14 @@ def test_bidi_and_invisible_characters_leave_titles_bodies_and_tags():
     assert review.title == "Fix SECURITY ALERT now"
     assert review.body_html == "<p>值得精读。内容</p>"
     assert review.categories == ("area:cuda",)
+
+
+@pytest.mark.parametrize("body", ["path", "file-url"])
+def test_a_feed_whose_body_names_a_local_file_is_read_as_itself_never_the_file(body, tmp_path):
+    """feedparser takes a string it is handed for a path or a URL to open when it can: a
+    remote feed whose body is ``/etc/…`` or ``file:///…`` must not read this machine's files."""
+    secret = tmp_path / "local.atom"
+    secret.write_bytes(atom([Entry(pr=1, body="值得精读。", title="local file's review")]))
+    data = (str(secret) if body == "path" else secret.as_uri()).encode()
+    with pytest.raises(FeedError):
+        parse_feed(data, "https://feeds.example.org/reviews.atom", "vllm-project/vllm")

@@ -17,6 +17,7 @@ docs/architecture.md; the feedparser traps they avoid:
 from __future__ import annotations
 
 import calendar
+import io
 import re
 import xml.sax
 from collections.abc import Iterable, Sequence
@@ -95,7 +96,9 @@ def parse_feed(data: bytes, location: str, repo: str, content_type: str | None =
         raise FeedError(location, "is empty")
     feed = cut_long_texts(data, MAX_BODY_CHARS, content_type)  # its time is per character
     headers = {"content-type": feed.content_type} if feed.content_type else None
-    parsed = feedparser.parse(feed.data, response_headers=headers)
+    # A stream, never the bytes: feedparser opens a string that names a file or a URL, and a
+    # feed whose whole body is "/etc/…" would read this machine's file.
+    parsed = feedparser.parse(io.BytesIO(feed.data), response_headers=headers)
     warnings: list[str] = []
     if parsed.bozo:
         exc = parsed.get("bozo_exception")
