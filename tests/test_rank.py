@@ -251,3 +251,18 @@ def test_the_week_is_questioned_when_one_tier_holds_most_or_many_are_unrated():
     assert codes(["值得精读。"] * 3) == []  # too few to say
     assert codes(["本 PR 重写了调度器。"] + ["可略读。"] * 3) == ["many-unrated"]  # 1 of 4
     assert codes(["本 PR 重写了调度器。"] + ["可略读。"] * 4) == []
+
+
+@pytest.mark.parametrize(("text", "lang", "scope"), [
+    ("值得精读，但只需看 `block_pool.py` 中的两处改动。关注三点…", "zh",
+     "只需看 `block_pool.py` 中的两处改动"),
+    ("值得精读（但只需看 `vllm/v1/core/sched/scheduler.py`）。其余是样板。", "zh",
+     "只需看 `vllm/v1/core/sched/scheduler.py`"),
+    ("Must read, but only `vllm/v1/core/block_pool.py`. The rest is plumbing.", "en",
+     "only `vllm/v1/core/block_pool.py`"),
+    ("Worth a close read — but only the two hunks in `kv_cache.py`; skip the tests.", "en",
+     "only the two hunks in `kv_cache.py`"),
+])
+def test_a_scope_keeps_its_code_spans_whole_and_may_sit_in_brackets(text, lang, scope):
+    verdict = parse_verdict(text, lang)
+    assert verdict is not None and verdict.tier == "must-read" and verdict.scope == scope
