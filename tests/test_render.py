@@ -622,3 +622,20 @@ def test_compact_css_drops_white_space_but_keeps_rules_lines_and_no_double_brace
         "body,.page,.page>table{background:#0d1117 !important}",
         ".card h2 a{margin:0 0 4px 0}",
     ]
+
+
+def test_a_reviewers_markdown_renders_and_never_shows_its_marks(settings):
+    """``**bold**`` and backticks in a headline and a body: the HTML shows code and strong
+    text, the plain text keeps backticks for code, and no star is left anywhere."""
+    feed = atom([Entry(pr=7, title="**Fix** a leak in `block_pool.py`",
+                       body="值得精读，**重点**看 `block_pool.py` 与 `a**b`。")])
+    ranked = rank_week(settings, WEEK, [parse_feed(feed, "t", settings.feed.repo)])
+    (item,) = ranked.items
+    assert item.zh is not None and item.zh.title == "Fix a leak in `block_pool.py`"
+    _, _, artifacts, _ = assemble(terms(settings), WEEK, ranked)
+    html = artifacts["email-zh.html"].decode()
+    assert "Fix a leak in <code>block_pool.py</code></a></h2>" in html
+    assert "<strong>重点</strong>" in html and "<code>a**b</code>" in html
+    assert "**重点**" not in html and "**Fix**" not in html
+    text = artifacts["email-zh.txt"].decode()
+    assert "Fix a leak in `block_pool.py`" in text and "**" not in text.replace("a**b", "")

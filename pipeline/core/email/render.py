@@ -60,6 +60,7 @@ from pipeline.core.email.mime import sent_size
 from pipeline.core.email.wrap import wrap_text
 from pipeline.core.issue.interests import Variant, for_you, interests_first
 from pipeline.core.issue.rank import TIER_BY_NAME, TIERS
+from pipeline.core.issue.sanitize import title_html
 from pipeline.core.shipped import templates_dir
 from pipeline.errors import RenderError
 from pipeline.model import LANG_TAGS, LAYOUTS, Issue, Item, Problem, PullFacts, Text, layout_langs
@@ -234,6 +235,8 @@ def environment(override_dirs: Sequence[Path] = ()) -> jinja2.Environment:
     )
     env.globals["facts_line"] = facts_line
     env.filters["compact_css"] = compact_css
+    # A headline's backticked code as code (a Markup: escaped first, then tagged).
+    env.filters["title_html"] = lambda title: Markup(title_html(str(title)))  # noqa: S704
     return env
 
 

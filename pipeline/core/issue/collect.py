@@ -37,6 +37,7 @@ from pipeline.core.issue.sanitize import (
     letter_counts,
     one_line,
     plain_line,
+    plain_title,
     text_to_html,
 )
 from pipeline.errors import FeedError
@@ -191,8 +192,8 @@ def _title(entry: Entry) -> str:
     detail = entry.get("title_detail") or {}
     value = str(entry.get("title", ""))
     if detail.get("type") in ("text/html", "application/xhtml+xml"):
-        return plain_line(value)
-    return one_line(value)
+        return plain_title(plain_line(value))
+    return plain_title(one_line(value))
 
 
 def _entry_lang(entry: Entry, feed_lang: str | None) -> str | None:

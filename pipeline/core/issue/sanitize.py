@@ -20,6 +20,7 @@ import re
 from dataclasses import dataclass
 from html.parser import HTMLParser
 
+import markupsafe
 import nh3
 
 ALLOWED_TAGS = frozenset(
@@ -46,6 +47,9 @@ HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
 _LATIN = re.compile(r"[A-Za-z]")
 _TAG_SPLIT = re.compile(r"(<[^>]*>)")
 _BACKTICK = re.compile(r"`([^`\n]+?)`")
+#: Markdown's strong emphasis, as reviewers write it: ``**x**`` (not ``__x__``, which is
+#: how Python names ``__init__``).
+_BOLD = re.compile(r"\*\*(?=\S)(.+?)(?<=\S)\*\*")
 _SPACE = re.compile(r"\s+")
 _EMPTY_ANCHOR = re.compile(r"<a rel=\"noopener noreferrer\">(.*?)</a>", re.S)
 
@@ -237,8 +241,22 @@ def text_to_html(text: str) -> str:
     )
 
 
+def plain_title(text: str) -> str:
+    """A headline without the reviewer's markdown emphasis ("**Fix** x" → "Fix x"): a title
+    is shown bold already, and the marks would show as stars. Backticks stay: they mark code,
+    which the HTML shows as code (:func:`title_html`)."""
+    return _BOLD.sub(r"\1", text)
+
+
+def title_html(title: str) -> str:
+    """A plain headline as HTML: escaped as the templates escape, its backticked code as
+    ``<code>``."""
+    return _BACKTICK.sub(r"<code>\1</code>", str(markupsafe.escape(title)))
+
+
 def code_spans(fragment: str) -> str:
-    """```x``` → ``<code>x</code>`` in text nodes only, never inside code, pre or a tag."""
+    """```x``` → ``<code>x</code>`` and ``**x**`` → ``<strong>x</strong>`` in text nodes
+    only, never inside code, pre or a tag (nor inside a backticked span)."""
     out: list[str] = []
     depth = 0  # inside <code> or <pre>
     for part in _TAG_SPLIT.split(fragment):
@@ -250,7 +268,9 @@ def code_spans(fragment: str) -> str:
         elif depth > 0:
             out.append(part)
         else:
-            out.append(_BACKTICK.sub(r"<code>\1</code>", part))
+            pieces = _BACKTICK.split(part)  # outside, code, outside, …
+            out.append("".join(_BOLD.sub(r"<strong>\1</strong>", piece) if i % 2 == 0
+                               else f"<code>{piece}</code>" for i, piece in enumerate(pieces)))
     return "".join(out)
 
 
