@@ -17,10 +17,10 @@ builds) and ``mjml2html`` alone on that MJML. ``render/jinja`` says how many Jin
 a real render costs: four layouts, plus the extra attempts the size budget forces once the full
 issue no longer fits. ``renderings`` counts the renderings ``render`` made for the four layouts
 (each a Jinja render, an MJML compile and the text part), and ``vs j+m`` is ``render`` over the
-issue's baseline, one Jinja plus one MJML render of it in full (issue 17: the fitting measures
-each item's pieces and computes the plan, so a layout costs two or three renderings, the
-first the largest, instead of a search). The second table gives the HTML bytes per layout
-and how many items the budget shortened to a title (``brief``) or left to the archive (``folded``).
+issue's baseline, one Jinja plus one MJML render of it in full (the fitting is a plain
+bisection over how many items show in full, each step a whole rendering). The second table
+gives the HTML bytes per layout and how many items the budget shortened to a title
+(``brief``) or left to the archive (``folded``).
 
 The fourth table is the cost of interest variants: ``assemble`` (the build without I/O) of the
 sample-sized issue for 1,000 subscribers whose (layout, areas) choices come to 0, 1 and 20

@@ -18,9 +18,10 @@ character. Each part is weighed as sent: after its transfer encoding (``mime.py`
 every placeholder counted as a real signed link. When the HTML or the text part of a layout
 would exceed ``[issue] size_budget_kb``, the lowest-priority items shrink to a title and a link
 to the archive, one at a time from the bottom, in both parts alike; if the list of titles
-itself does not fit, its tail becomes one "N more in the archive" link. How many is computed
-from the measured sizes of each item's pieces and checked by one rendering (``fit.py``), not
-searched by re-rendering. The text part is wrapped at 78 columns (``wrap.py``).
+itself does not fit, its tail becomes one "N more in the archive" link. How many is found by
+a plain search over that one number, each step a rendering weighed whole (a template edited by
+an editor or an operator needs to know nothing about it). The text part is wrapped at 78
+columns (``wrap.py``).
 
 Both parts open with the contents: every item shown, per tier, numbered through. An HTML entry
 links to its card in the same message (``#pr-<n>``, the card's first element), or, for an item
@@ -34,7 +35,7 @@ import functools
 import re
 import tomllib
 import types
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,19 +44,6 @@ import jinja2
 from markupsafe import Markup, escape
 from mjml import mjml2html
 
-from pipeline.core.email.fit import (
-    BRIEF,
-    CARD,
-    CARD_TIER,
-    CONTENTS_TIER,
-    ENTRY,
-    Marks,
-    Measured,
-    Size,
-    first_fitting,
-    measure,
-    no_mark,
-)
 from pipeline.core.email.mime import sent_size
 from pipeline.core.email.wrap import wrap_text
 from pipeline.core.issue.interests import Variant, for_you, interests_first
@@ -360,91 +348,48 @@ class Renderer:
 
     def _fit(self, issue: Issue, variant: Variant, base_url: str, budget: int, footer: Footer,
              eight_bit: bool = False) -> tuple[RenderedLayout, Problem | None]:
-        """``variant`` within ``budget``: measured, planned, then rendered (``fit.py``).
-
-        The cheapest rendering comes first: every item in brief. If even that is over, the
-        tail folds, and the full items are never rendered at all; else every item in full is
-        rendered, returned when it fits, and its pieces measured when not. Then the plan
-        the sizes predict is rendered and weighed, corrected if the prediction was off."""
+        """``variant`` within ``budget``: every item in full if that fits; else the fewest
+        items, from the bottom, shortened to a title and a link; else, when even every item
+        as a title is over, the most titles kept and the rest folded into one link. Each is
+        a count searched by bisection, a rendering weighed whole at each step: the parts
+        only grow as more is shown, so the first that fits is the one the search finds."""
         items = interests_first(issue.items, variant.areas)
         n = len(items)
-
-        marked: dict[int, _MarkedItem] = {}
         common = self._common_context(issue, variant, base_url, footer)
+        drawn: dict[_Plan, _Drawn] = {}
 
-        def draw(plan: _Plan, pieces: bool = True) -> _Drawn:
-            return self._draw(common, plan, base_url, marked, eight_bit=eight_bit,
-                              pieces=pieces)
+        def draw(plan: _Plan) -> _Drawn:
+            if plan not in drawn:
+                drawn[plan] = self._draw(common, plan, base_url, eight_bit=eight_bit)
+            return drawn[plan]
 
-        bodies = [_body_bytes(item, layout_langs(variant.layout)) for item in items]
-        full = None
-        if sum(bodies) <= budget:
-            # The reviews' own bytes may fit: try it whole first (then it is all it costs).
-            full = draw(_Plan(items, (), 0))
-            if full.weight <= budget:
-                return full.result(variant), None
-        brief = draw(_Plan((), items, 0))
-        if not n or brief.weight <= budget:
-            if full is None:
-                # Only the first ``reach`` can be in full: with them, the email is over
-                # budget whatever else. So only they are drawn in full (measured).
-                reach = _full_reach(items, bodies, budget, brief.html.total.raw, base_url)
-                full = draw(_Plan(items[:reach], items[reach:], 0)) if n else brief
-            if full.weight <= budget and not full.plan.brief:
-                return full.result(variant), None
-            if not n:  # no item to shorten: the frame alone is over
-                return full.result(variant), _fit_problem(variant.key, full, budget, full,
-                                                          True)
-            # Plan j shortens the last j + 1 items; the last plan (all in brief) is drawn,
-            # and so is the one that shows as many in full as ``full`` did.
-            sizes = _Sizes(items, full, brief)
-            plans = [(n - 1 - j, n) for j in range(n)]
-            frame, known, heaviest = brief, {n - 1: brief}, full
-            if full.plan.brief:
-                # Noted first: the error of the last one noted corrects the estimates, and
-                # the all-brief plan's is the nearer to the plans searched.
-                known = {n - 1 - len(full.plan.full): full, **known}
-        else:
-            # Plan j keeps the first n - 1 - j titles; the last (none: all folded) is drawn.
-            nothing = draw(_Plan((), (), n))
-            sizes = _Sizes(items, None, brief)
-            plans = [(0, n - 1 - j) for j in range(n)]
-            frame, known, heaviest = nothing, {n - 1: nothing}, brief
-        drawn = dict(known)
+        def shortened(k: int) -> _Plan:  # the last k items as titles
+            return _Plan(items[:n - k], items[n - k:], 0)
 
-        def plan_of(j: int) -> _Plan:
-            shown, listed = plans[j]
-            return _Plan(items[:shown], items[shown:listed], n - listed)
+        def kept(m: int) -> _Plan:  # m titles, the rest folded
+            return _Plan((), items[:m], n - m)
 
-        def real(j: int) -> tuple[int, int]:
-            # Only its weight is asked of it: its pieces are never read, so not cut.
-            drawn[j] = draw(plan_of(j), pieces=False)
-            return drawn[j].weights
+        full = draw(shortened(0))
+        if full.weight <= budget:
+            return full.result(variant), None
+        k = _smallest(1, n, lambda k: draw(shortened(k)).weight <= budget)
+        if k is not None:
+            chosen = draw(shortened(k))
+            return chosen.result(variant), _fit_problem(variant.key, chosen, budget, full,
+                                                        False)
+        m = _largest(0, n - 1, lambda m: draw(kept(m)).weight <= budget)
+        chosen = draw(kept(0 if m is None else m))
+        return chosen.result(variant), _fit_problem(variant.key, chosen, budget, full,
+                                                    m is None)
 
-        def estimate(j: int) -> tuple[int, int]:
-            return sizes.estimate(*plans[j], frame)
-
-        found = first_fitting(n, estimate, real, budget,
-                              [(j, d.weights) for j, d in known.items()],
-                              guided=bool(brief.html.pieces and brief.text.pieces))
-        chosen = drawn[n - 1 if found is None else found]
-        return chosen.result(variant), _fit_problem(variant.key, chosen, budget,
-                                                    heaviest, found is None)
-
-    def _draw(self, common: dict[str, Any], plan: _Plan, base_url: str,
-              marked: dict[int, _MarkedItem] | None = None, *, eight_bit: bool = False,
-              pieces: bool = True) -> _Drawn:
-        """``plan`` rendered with marks, measured, and its marks stripped. ``common`` is
-        the context every plan shares; ``marked`` keeps the items as templates see them
-        from one plan to the next. Not ``pieces``: rendered without marks and weighed whole
-        (the same bytes; half the time of cutting them at 200 items)."""
-        marks = Marks() if pieces else None
-        context = {**common, **_plan_context(plan, base_url, marked), "fit": marks or no_mark}
-        html = measure(self._html_of(context), marks, _as_is, with_reserved_links,
-                       eight_bit=eight_bit, html=True)
-        text = measure(self._text_of(context), marks, wrap_text, with_reserved_links,
-                       eight_bit=eight_bit)
-        return _Drawn(plan, html, text, eight_bit)
+    def _draw(self, common: dict[str, Any], plan: _Plan, base_url: str, *,
+              eight_bit: bool = False) -> _Drawn:
+        """``plan`` rendered, both parts, and weighed as sent."""
+        context = {**common, **_plan_context(plan, base_url)}
+        html = self._html_of(context)
+        text = wrap_text(self._text_of(context))
+        return _Drawn(plan, html, text, (weight(html, eight_bit=eight_bit, html=True),
+                                         weight(text, eight_bit=eight_bit)))
 
     # -- templates ---------------------------------------------------------------------
 
@@ -485,8 +430,6 @@ class Renderer:
             #: The areas this variant puts first, and whether an item is one of them.
             "interests": variant.areas,
             "for_you": lambda item: for_you(item, interests),
-            #: Where a measured piece begins (``fit.py``); prints nothing unless measuring.
-            "fit": no_mark,
             "areas_first": {lang: s[lang]["areas_first"].format(
                 areas=_AREA_SEPARATOR[lang].join(variant.areas)) for lang in langs},
         }
@@ -513,7 +456,7 @@ class Renderer:
                               f"MJML does not compile: {exc}") from None
 
     def _text_of(self, context: dict[str, Any]) -> str:
-        """The text part, not yet wrapped (marks go before wrapping)."""
+        """The text part, not yet wrapped."""
         langs = context["langs"]
         context = dict(context,
             brand_line=" · ".join(strings()[lang]["brand"] for lang in langs),
@@ -526,111 +469,60 @@ class Renderer:
             raise RenderError(self.text_template.name or "text", str(exc)) from None
 
 
-def _plan_context(plan: _Plan, base_url: str, marked: dict[int, _MarkedItem] | None = None
-                  ) -> dict[str, Any]:
+def _plan_context(plan: _Plan, base_url: str) -> dict[str, Any]:
     """What the templates print that depends on which items are shortened or folded."""
     return {
-        "groups": _groups(_marked(plan.full, marked)),
-        "contents": _contents(plan, base_url, marked),
-        "brief": _marked(plan.brief, marked),
+        "groups": _groups(_marked(plan.full)),
+        "contents": _contents(plan, base_url),
+        "brief": _marked(plan.brief),
         "folded": plan.folded,
     }
 
 
-def _full_reach(items: Sequence[Item], bodies: Sequence[int], budget: int, brief: int,
-                base_url: str) -> int:
-    """How many of ``items``, from the first, make an email over ``budget`` when shown in
-    full, whatever else it holds (all of them when none does). ``bodies`` are the items'
-    :func:`_body_bytes` in the layout; ``brief`` is the HTML part's
-    bytes with every item in brief: showing an item in full keeps all of that but its
-    entry's link into the archive and its ↗ (the card's own link is shorter), and adds at
-    least the review's body; every encoding weighs at least the bytes it encodes."""
-    total = brief
-    for at, (item, body) in enumerate(zip(items, bodies, strict=True), 1):
-        total += body - len(pr_page(base_url, item.pr)) - _ENTRY_SLACK
-        if total > budget:
-            return at
-    return len(items)
+def _smallest(lo: int, hi: int, fits: Callable[[int], bool]) -> int | None:
+    """The smallest count in ``lo..hi`` that fits (``fits`` grows true from some count on),
+    or None when not even ``hi`` does."""
+    if lo > hi or not fits(hi):
+        return None
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
-#: Bytes besides its link by which an item's contents entry may be shorter when it is
-#: shown in full (its ↗ mark and the spaces around it, a digit of a count).
-_ENTRY_SLACK = 16
-
-
-def _body_bytes(item: Item, langs: Sequence[str]) -> int:
-    """The bytes of the review's HTML bodies alone in a layout: an email showing it in full
-    weighs at least that much more than its card's frame."""
-    return sum(len(text.body_html.encode("utf-8")) for lang in langs
-               if (text := item.text(lang)))
-
-
-def _as_is(text: str) -> str:
-    return text
+def _largest(lo: int, hi: int, fits: Callable[[int], bool]) -> int | None:
+    """The largest count in ``lo..hi`` that fits (true up to some count), or None."""
+    if lo > hi or not fits(lo):
+        return None
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if fits(mid):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo
 
 
 @dataclass(frozen=True)
 class _Drawn:
-    """One plan rendered: both parts, measured."""
+    """One plan rendered: both parts, and what each weighs as sent."""
 
     plan: _Plan
-    html: Measured
-    text: Measured
-    #: Whether the parts are weighed in 8bit too (``[delivery] eight_bit``).
-    eight_bit: bool = False
-
-    @property
-    def weights(self) -> tuple[int, int]:
-        """(html, text) as sent: exactly ``weight()`` of each part."""
-        return self.html.total.sent(self.eight_bit), self.text.total.sent(self.eight_bit)
+    html: str
+    text: str
+    weights: tuple[int, int]
 
     @property
     def weight(self) -> int:
         return max(self.weights)
 
     def result(self, variant: Variant) -> RenderedLayout:
-        return RenderedLayout(variant.layout, self.html.text, self.text.text,
+        return RenderedLayout(variant.layout, self.html, self.text,
                               tuple(i.pr for i in self.plan.brief), self.plan.folded,
                               variant.areas)
-
-
-class _Sizes:
-    """What any plan ``(shown, listed)`` should weigh: ``items[:shown]`` in full,
-    ``items[shown:listed]`` in brief, the rest folded. Pieces come from the rendering that
-    showed them that way (``full``: every item in full; ``brief``: every item in brief),
-    the frame from a rendering of the same kind as the plan (with or without a fold)."""
-
-    def __init__(self, items: Sequence[Item], full: _Drawn | None, brief: _Drawn) -> None:
-        self.first: dict[str, int] = {}
-        for at, item in enumerate(items):
-            self.first.setdefault(item.tier, at)
-        self.parts = [self._part(items, full.html if full else None, brief.html),
-                      self._part(items, full.text if full else None, brief.text)]
-
-    def _part(self, items: Sequence[Item], full: Measured | None, brief: Measured
-              ) -> tuple[list[Size], list[Size], dict[str, Size], dict[str, Size]]:
-        in_full, in_brief = [Size()], [Size()]
-        for item in items:
-            in_full.append(in_full[-1] + (full.get(CARD, item.pr) + full.get(ENTRY, item.pr)
-                                          if full else Size()))
-            in_brief.append(in_brief[-1] + brief.get(BRIEF, item.pr)
-                            + brief.get(ENTRY, item.pr))
-        listed = {tier: brief.get(CONTENTS_TIER, tier) for tier in self.first}
-        carded = {tier: full.get(CARD_TIER, tier) if full else Size() for tier in self.first}
-        return in_full, in_brief, listed, carded
-
-    def estimate(self, shown: int, listed: int, frame: _Drawn) -> tuple[int, int]:
-        sizes = []
-        for (in_full, in_brief, tiers, cards), measured in zip(
-                self.parts, (frame.html, frame.text), strict=True):
-            size = measured.frame + in_full[shown] + in_brief[listed] - in_brief[shown]
-            for tier, at in self.first.items():
-                if at < listed:
-                    size += tiers[tier]
-                if at < shown:
-                    size += cards[tier]
-            sizes.append(size.sent(frame.eight_bit))
-        return sizes[0], sizes[1]
 
 
 def _fit_problem(name: str, chosen: _Drawn, budget: int, heaviest: _Drawn, over: bool
@@ -677,14 +569,9 @@ def _marked_text(text: Text | None) -> Text | None:
     return Text(text.title, Markup(text.body_html), text.body_text, text.source)  # noqa: S704
 
 
-def _marked(items: Sequence[Item], cache: dict[int, _MarkedItem] | None = None
-            ) -> list[_MarkedItem]:
-    """``items`` as templates see them; ``cache`` (by identity, for items that outlive it)
-    spares marking the same item again for every plan a fitting renders."""
-    if cache is None:
-        return [_MarkedItem(item) for item in items]
-    return [cache.get(id(item)) or cache.setdefault(id(item), _MarkedItem(item))
-            for item in items]
+def _marked(items: Sequence[Item]) -> list[_MarkedItem]:
+    """``items`` as templates see them."""
+    return [_MarkedItem(item) for item in items]
 
 
 def _groups(items: Sequence[_MarkedItem]) -> list[dict[str, Any]]:
@@ -714,15 +601,14 @@ class _Entry:
     page: str
 
 
-def _contents(plan: _Plan, base_url: str, cache: dict[int, _MarkedItem] | None = None
-              ) -> list[dict[str, Any]]:
+def _contents(plan: _Plan, base_url: str) -> list[dict[str, Any]]:
     """The contents list: every item the email shows (in full or in brief, not the folded
     tail), per tier in rank order, numbered through. A card's entry links to the card; a
     brief item has no card, so its entry links to the archive's page of the PR."""
     full = {item.pr for item in plan.full}
     groups: list[dict[str, Any]] = []
     n = 0
-    for group in _groups(_marked((*plan.full, *plan.brief), cache)):
+    for group in _groups(_marked((*plan.full, *plan.brief))):
         entries = []
         for marked in group["items"]:
             n += 1
