@@ -90,6 +90,8 @@ from pipeline.errors import (
 from pipeline.transport import Outgoing, Transport
 
 if TYPE_CHECKING:
+    from _socket import _Address as _SourceAddress
+
     from _typeshed import ReadableBuffer
 
 _log = logging.getLogger("newsletter.smtp")
@@ -147,6 +149,17 @@ class _Connection(smtplib.SMTP):
     final_reply: bytes = b""
     #: Closed and no longer counted by the pool (set once, by :meth:`SmtpTransport._discard`).
     discarded: bool = False
+
+    def connect(self, host: str = "localhost", port: int = 0,
+                source_address: _SourceAddress | None = None) -> tuple[int, bytes]:
+        """smtplib's connect, with Nagle's algorithm off. A message leaves in several writes
+        (TLS records, then ``.``); with Nagle on, the kernel holds the last small one until
+        the relay acknowledges the others, and relays delay that ACK (~40 ms a message).
+        STARTTLS wraps this very descriptor (implicit TLS already did), so it stays set."""
+        reply = super().connect(host, port, source_address)
+        if self.sock is not None:
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return reply
 
     def data(self, msg: ReadableBuffer | str) -> tuple[int, bytes]:
         # sendmail hands bytes; keep smtplib's contract (str or any buffer) anyway
