@@ -230,6 +230,35 @@ def test_connection_closed_while_idle_is_reopened(smtp_server_factory) -> None:
     assert len(sink.peers) == 2
 
 
+def test_after_the_relay_dropped_every_idle_connection_each_send_goes_through(
+        smtp_server_factory) -> None:
+    """The retry after a dead pooled connection took the next pooled one, dead too: after
+    a relay's idle timeout, sends failed twice over. A retry opens a fresh connection."""
+    sink: SmtpSink = smtp_server_factory(idle_timeout=0.2)
+    transport = SmtpTransport(sink.settings(), None, timeout=5.0)
+    busy = []
+    try:
+        for name in ("one", "two"):  # each holds its connection: three end up pooled
+            pause = sink.pause_next(f"{name}@example.com")
+            thread = threading.Thread(target=transport.send,
+                                      args=(outgoing(f"{name}@example.com"),))
+            thread.start()
+            assert pause.wait()
+            busy.append((pause, thread))
+        transport.send(outgoing("three@example.com"))
+        for pause, thread in busy:
+            pause.release()
+            thread.join()
+        assert len(sink.peers) == 3
+        for peer in sink.peers:
+            assert sink.wait_closed(peer)  # "421 timeout": every pooled connection is dead
+        for name in ("four", "five", "six"):
+            transport.send(outgoing(f"{name}@example.com"))
+    finally:
+        transport.close()
+    assert len(sink.received) == 6
+
+
 def test_starttls_and_login(smtp_server_factory, tls: Tls) -> None:
     sink: SmtpSink = smtp_server_factory(tls_context=tls.server, require_starttls=True,
                                          users={"ses-user": "s3cret"})

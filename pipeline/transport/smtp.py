@@ -259,7 +259,9 @@ class SmtpTransport(Transport):
     def send(self, message: Outgoing) -> str:
         """Hand one message over; returns the server's queue id, else a generated one."""
         for attempt in (1, 2):
-            conn = self._take(message.recipient)
+            # The retry opens a new connection: the pooled ones were idle as long as the
+            # one just lost, and a relay's idle timeout has closed those too.
+            conn = self._take(message.recipient, fresh=attempt == 2)
             try:
                 reply = self._transact(conn, message)
             except _ConnectionLost as lost:
@@ -318,14 +320,16 @@ class SmtpTransport(Transport):
 
     # -- connections -------------------------------------------------------------------------
 
-    def _take(self, recipient: str) -> _Connection:
+    def _take(self, recipient: str, *, fresh: bool = False) -> _Connection:
         """An idle connection, else a new one while the relay allows more, else the next one
         given back. A 4xx greeting while others are open is the relay's connection limit:
-        it is learned, and this message waits for a connection rather than failing."""
+        it is learned, and this message waits for a connection rather than failing.
+        ``fresh``: a new connection, never an idle one; at the limit, the longest idle one
+        is closed to make room for it."""
         while True:
             with self._returned:
                 while True:
-                    while self._idle:
+                    while self._idle and not fresh:
                         conn = self._idle.pop()
                         if conn.sock is not None:
                             return conn
@@ -334,6 +338,12 @@ class SmtpTransport(Transport):
                     if self.connection_limit is None or self._count < self.connection_limit:
                         self._count += 1
                         break
+                    if self._idle:  # fresh, at the limit
+                        stale = self._idle.pop(0)
+                        stale.discarded = True
+                        self._count -= 1
+                        stale.close()
+                        continue
                     self._returned.wait()
             try:
                 return self._connect(recipient)
