@@ -2,11 +2,14 @@
 
 The subscribe page is answered before the address is looked up, so that neither the page
 nor its timing tells whether the address is known (see :mod:`pipeline.web.app`); the work
-itself waits here.
+itself waits here. The person was told to check their inbox, so work that fails for now (the
+relay or the store unavailable) is tried again a few times, with growing waits, and one that
+never succeeds is logged as an error that names the address: nobody else will notice.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections.abc import Callable
@@ -14,12 +17,19 @@ from collections.abc import Callable
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
-from pipeline.errors import TransportError, Unconfirmed
+from pipeline.errors import PermanentFailure, TransportError, Unconfirmed
+from pipeline.retry import backoff
 from subscribers.errors import InvalidAddress, StoreError
 
 __all__ = ["MailQueue", "carry_out"]
 
 log = logging.getLogger("newsletter.app")
+
+#: Tries after the first, and the first wait (doubling, with jitter): about half a minute in
+#: all, enough for a relay or a store that restarts, short enough that stopping the app
+#: (which waits for this work) stays quick.
+RETRIES = 4
+FIRST_WAIT = 2.0
 
 
 class MailQueue:
@@ -28,27 +38,43 @@ class MailQueue:
     (Mangum, on Lambda), so nothing queued is lost with either host.
 
     What a job raises is logged here, never shown: the person was already told to check
-    their inbox, and asking again is their remedy. :meth:`wait` lets a host (and the tests)
-    wait until every queued job is done.
+    their inbox. A job that fails for now is tried ``retries`` more times, waiting
+    :func:`~pipeline.retry.backoff` from ``first_wait`` between tries (in the event loop, so
+    no worker thread is held while waiting), then given up with an error naming ``about``.
+    :meth:`wait` lets a host (and the tests) wait until every queued job is done.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, retries: int = RETRIES, first_wait: float = FIRST_WAIT) -> None:
+        self.retries = retries
+        self.first_wait = first_wait
         self._pending = 0
         self._idle = threading.Condition()
         #: Jobs queued since start (for the tests: one per accepted request).
         self.queued = 0
 
-    def put(self, job: Callable[[], object], what: str) -> BackgroundTask:
+    def put(self, job: Callable[[], object], what: str, about: str = "") -> BackgroundTask:
         """The background task that runs ``job`` in the thread pool; attach it to the
-        response (``response.background``)."""
+        response (``response.background``). ``about`` names the job in the one line that
+        says it was given up (the address signing up)."""
         with self._idle:
             self._pending += 1
             self.queued += 1
-        return BackgroundTask(self._run, job, what)
+        return BackgroundTask(self._run, job, what, about)
 
-    async def _run(self, job: Callable[[], object], what: str) -> None:
+    async def _run(self, job: Callable[[], object], what: str, about: str) -> None:
+        tries = 0
         try:
-            await run_in_threadpool(carry_out, job, what)
+            while not await run_in_threadpool(carry_out, job, what):
+                tries += 1
+                if tries > self.retries:
+                    log.error("%s for %s: given up after %d tries; they were told to check "
+                              "their inbox and got nothing: ask them to sign up again",
+                              what, about or "?", tries)
+                    return
+                await asyncio.sleep(backoff(tries, base=self.first_wait))
+        except asyncio.CancelledError:  # the server was made to stop at once
+            log.error("%s for %s: abandoned when the app stopped", what, about or "?")
+            raise
         finally:
             with self._idle:
                 self._pending -= 1
@@ -70,6 +96,8 @@ def carry_out(job: Callable[[], object], what: str) -> bool:
         log.warning("%s: dropped: %s", what, exc)
     except Unconfirmed:  # the mail may have left: sending it again could send it twice
         log.warning("%s: the mail may or may not have left", what)
+    except PermanentFailure:  # the mailbox refuses it: so would every retry
+        log.warning("%s: the mail was refused for good (PermanentFailure)", what)
     except (TransportError, StoreError) as exc:
         log.warning("%s: not done: %s", what, type(exc).__name__)
         return False

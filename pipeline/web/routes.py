@@ -151,7 +151,7 @@ class Routes:
         signup = Signup(email, layout, tuple(areas), now)
         if self.signups is None:
             response.background = self.queue.put(lambda: signup.run(self.subscriptions),
-                                                  "subscribe")
+                                                  "subscribe", about=signup.email)
             return response
         try:  # one SendMessage, whatever the address: the answer's time says nothing
             await run_in_threadpool(self.signups.send, signup)

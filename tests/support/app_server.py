@@ -178,13 +178,16 @@ def project_settings(tmp_path: Path, port: int, extra: str = "") -> Settings:
 @contextmanager
 def serve_app(settings: Settings, *, environ: Mapping[str, str] | None = None,
               verifier: SnsVerifier | None = None, clock: Callable[[], datetime] | None = None,
-              policy: Policy | None = None) -> Iterator[App]:
+              policy: Policy | None = None, mail_queue: MailQueue | None = None
+              ) -> Iterator[App]:
+    """``mail_queue``: one with short waits, for a test whose mail fails (the default
+    retries for half a minute)."""
     port = urlsplit(settings.site.app_url).port
     assert port, "app_url must name the port to serve on"
     with open_subscriptions(settings, environ or {}) as subscriptions:
         if policy is not None:
             subscriptions.policy = replace(policy)
-        queue = MailQueue()
+        queue = mail_queue or MailQueue()
         footer = Footer.configured(settings.delivery, settings.site)  # as `newsletter serve`
         app = create_app(subscriptions, app_url=settings.site.app_url,
                          base_url=settings.site.base_url, verifier=verifier,
