@@ -7,13 +7,16 @@ per client (Postfix's ``smtpd_client_connection_count_limit``) greets the one to
 ``421 too many connections``: the pool then learns the limit (the connections open at that
 moment) and later messages wait for a free connection instead of failing, so four workers
 against a limit of two send at the speed of two, not at the pace of a refusal a second.
+Every connection sets ``TCP_NODELAY``: with Nagle's algorithm, the last TLS record of each
+message waited for the relay's delayed ACK (~40 ms a message over STARTTLS).
 
 What matters most is knowing, when something goes wrong, whether the server may already hold
 the message. Each connection tracks how far the current transaction got:
 
 ``envelope``  MAIL / RCPT / the ``DATA`` command, before the server said 354. Nothing can have
-              been accepted: a dropped or idle-closed connection is reopened once and the
-              message tried again; a second loss is a :class:`TemporaryFailure`.
+              been accepted: after a dropped or idle-closed connection the message is tried
+              again once, on a new connection (never another pooled one: the relay's idle
+              timeout has closed those too); a second loss is a :class:`TemporaryFailure`.
 ``body``      the message is being written. The server cannot accept it before the final
               ``<CRLF>.<CRLF>``, which is the last thing written, so a write that fails means
               "not accepted": :class:`TemporaryFailure` (the sender retries with backoff).

@@ -26,7 +26,8 @@ Why it is shaped like this:
   before it looks the address up: the answer waits only for the form check and the
   per-client limit, and the store and the mail are handled after it (:class:`MailQueue`),
   for every state alike. So neither the page, nor its timing, nor a mail transport that is
-  down (the mail is logged as not sent; the person asks again) tells anything. Only the
+  down (the mail is tried again, then logged as not sent; the person asks again) tells
+  anything. Only the
   mail the address itself receives differs. (On AWS Lambda the function returns only once
   that work is done, Mangum running it before it hands the answer back: nothing is lost,
   but there the time does include it.)
