@@ -4,7 +4,8 @@ The subscribe page is answered before the address is looked up, so that neither 
 nor its timing tells whether the address is known (see :mod:`pipeline.web.app`); the work
 itself waits here. The person was told to check their inbox, so work that fails for now (the
 relay or the store unavailable) is tried again a few times, with growing waits, and one that
-never succeeds is logged as an error that names the address: nobody else will notice.
+never succeeds is logged as an error naming the sign-up by when it was asked (no address is
+ever logged): nobody else would notice.
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ class MailQueue:
     What a job raises is logged here, never shown: the person was already told to check
     their inbox. A job that fails for now is tried ``retries`` more times, waiting
     :func:`~pipeline.retry.backoff` from ``first_wait`` between tries (in the event loop, so
-    no worker thread is held while waiting), then given up with an error naming ``about``.
+    no worker thread is held while waiting), then given up with an error naming ``about``
+    (never an address).
     :meth:`wait` lets a host (and the tests) wait until every queued job is done.
     """
 
@@ -54,8 +56,8 @@ class MailQueue:
 
     def put(self, job: Callable[[], object], what: str, about: str = "") -> BackgroundTask:
         """The background task that runs ``job`` in the thread pool; attach it to the
-        response (``response.background``). ``about`` names the job in the one line that
-        says it was given up (the address signing up)."""
+        response (``response.background``). ``about`` names the job in the line that says
+        it was given up ("asked at 2026-12-07T08:00:00Z")."""
         with self._idle:
             self._pending += 1
             self.queued += 1
@@ -67,13 +69,13 @@ class MailQueue:
             while not await run_in_threadpool(carry_out, job, what):
                 tries += 1
                 if tries > self.retries:
-                    log.error("%s for %s: given up after %d tries; they were told to check "
-                              "their inbox and got nothing: ask them to sign up again",
-                              what, about or "?", tries)
+                    log.error("%s (%s): given up after %d tries: the person was told to "
+                              "check their inbox and got nothing; they stay pending until "
+                              "they ask again", what, about or "?", tries)
                     return
                 await asyncio.sleep(backoff(tries, base=self.first_wait))
         except asyncio.CancelledError:  # the server was made to stop at once
-            log.error("%s for %s: abandoned when the app stopped", what, about or "?")
+            log.error("%s (%s): abandoned when the app stopped", what, about or "?")
             raise
         finally:
             with self._idle:
