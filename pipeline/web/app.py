@@ -50,6 +50,7 @@ from datetime import datetime
 from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect
 from starlette.routing import BaseRoute, Mount, Route
 
 from pipeline.core.email.render import Footer
@@ -88,7 +89,8 @@ def create_app(subscriptions: Subscriptions, *, app_url: str, base_url: str,
         Route("/webhooks/ses", handlers.ses_webhook, methods=["POST"]),
         Route("/healthz", handlers.healthz, methods=["GET"]),
     ]
-    errors = {404: handlers.not_found, 405: handlers.not_allowed}
+    errors = {404: handlers.not_found, 405: handlers.not_allowed,
+              ClientDisconnect: handlers.client_gone}
     prefix = urlsplit(app_url).path.rstrip("/")
     if prefix:  # app_url = https://example.org/api: the routes live under /api
         routes = [Mount(prefix, app=Starlette(routes=routes, exception_handlers=errors))]

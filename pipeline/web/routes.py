@@ -370,6 +370,12 @@ class Routes:
     async def not_found(self, request: Request, exc: Exception) -> Response:
         return self.pages.render("not_found", 404)
 
+    async def client_gone(self, request: Request, exc: Exception) -> Response:
+        """The client left, or was cut off (its request did not arrive in time), before its
+        body was read: nothing was done, and this answer reaches nobody. Without it, each
+        such request logged a traceback."""
+        return self.pages.plain("Request incomplete", 400)
+
     async def not_allowed(self, request: Request, exc: Exception) -> Response:
         response = self.pages.plain("Method not allowed", 405)
         response.headers.update(getattr(exc, "headers", None) or {})  # Allow
