@@ -61,8 +61,8 @@ REQUEST_SECONDS = 10.0
 #: sends a request down a connection this end is closing (a 502). Safe so long: an idle
 #: connection is the first to go when the limit is reached.
 KEEP_ALIVE_SECONDS = 75
-#: A request head larger than this is refused (400): h11's default, stated, since it bounds
-#: the memory a connection holds while its head arrives.
+#: A request head still incomplete past this many bytes is refused (400): h11's default,
+#: stated, since it bounds the memory a connection holds while its head arrives.
 MAX_HEAD_BYTES = 16 * 1024
 #: One log line per this many seconds for an event that repeats.
 LOG_INTERVAL = 10.0
