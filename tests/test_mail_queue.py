@@ -3,6 +3,7 @@ was promised leaves, or its loss is said out loud (pipeline/web/mail_queue.py)."
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import replace
 from datetime import UTC, datetime
@@ -11,6 +12,7 @@ from typing import TYPE_CHECKING
 import pytest
 from support.app_server import App, free_port, project_settings, serve_app
 
+from pipeline.errors import TemporaryFailure
 from pipeline.web.mail_queue import MailQueue
 from pipeline.week import iso_z
 
@@ -28,8 +30,9 @@ class Clock:
 
     def __call__(self) -> datetime:
         return self.now
-#: Tries again at once, nearly: the test waits for the outcome, not for the clock.
-QUICK = MailQueue(retries=3, first_wait=0.01)
+def quick() -> MailQueue:
+    """Tries again at once, nearly: the test waits for the outcome, not for the clock."""
+    return MailQueue(retries=3, first_wait=0.01)
 
 
 def relayed(tmp_path, smtp_port: int):
@@ -79,7 +82,7 @@ def test_a_sign_up_whose_relay_is_busy_is_tried_again_until_its_mail_leaves(
     smtp_server.refuse_connections("421 4.3.2 sink.test busy, try again later", times=2)
     caplog.set_level(logging.INFO, logger="newsletter.app")
     with serve_app(relayed(tmp_path, smtp_server.port), environ=SECRET,
-                   mail_queue=QUICK) as app:
+                   mail_queue=quick()) as app:
         subscribe(app, "patient@example.org")
     (mail,) = smtp_server.received
     assert mail.rcpt_tos == ("patient@example.org",)
@@ -92,7 +95,7 @@ def test_a_sign_up_whose_mail_never_leaves_is_an_error_naming_when_it_was_asked(
     """...by its time, which `subscribers export` shows as created_at: an address is never
     logged (docs/operations.md)."""
     clock = Clock()
-    with serve_app(relayed(tmp_path, unused_port), environ=SECRET, mail_queue=QUICK,
+    with serve_app(relayed(tmp_path, unused_port), environ=SECRET, mail_queue=quick(),
                    clock=clock) as app:
         subscribe(app, "lost@example.org")
         created = app.store.find("lost@example.org").created_at
@@ -111,7 +114,30 @@ def test_a_mail_refused_for_good_is_not_tried_again(tmp_path, smtp_server, caplo
     smtp_server.fail_next("gone@example.org", code, "5.1.1 no such mailbox", at="RCPT")
     caplog.set_level(logging.INFO, logger="newsletter.app")
     with serve_app(relayed(tmp_path, smtp_server.port), environ=SECRET,
-                   mail_queue=QUICK) as app:
+                   mail_queue=quick()) as app:
         subscribe(app, "gone@example.org")
     assert smtp_server.attempts("gone@example.org") == 1
     assert "refused for good" in caplog.text and "not done" not in caplog.text
+
+
+def test_a_stopping_server_waits_for_no_retry_and_gives_up_out_loud(caplog) -> None:
+    """`newsletter serve` waits for this work when it stops: half a minute of retries held
+    SIGTERM that long (a container is killed after ten seconds, the sign-up lost unsaid)."""
+    queue, tries = MailQueue(retries=4, first_wait=3600), []
+
+    def job() -> object:
+        tries.append(1)
+        raise TemporaryFailure("relay down")
+
+    async def stop_while_it_waits() -> None:
+        running = asyncio.ensure_future(queue.put(job, "subscribe", "asked at T")())
+        while not tries:
+            await asyncio.sleep(0.01)
+        queue.stop_waiting()
+        await asyncio.wait_for(running, 30)
+
+    asyncio.run(stop_while_it_waits())
+    assert len(tries) == 2  # the first, then one more once told to stop
+    (given_up,) = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert given_up.startswith("subscribe (asked at T): given up after 2 tries (the app "
+                               "stopped): ")

@@ -11,6 +11,7 @@ ever logged): nobody else would notice.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import Callable
@@ -27,8 +28,7 @@ __all__ = ["MailQueue", "carry_out"]
 log = logging.getLogger("newsletter.app")
 
 #: Tries after the first, and the first wait (doubling, with jitter): about half a minute in
-#: all, enough for a relay or a store that restarts, short enough that stopping the app
-#: (which waits for this work) stays quick.
+#: all, enough for a relay or a store that restarts.
 RETRIES = 4
 FIRST_WAIT = 2.0
 
@@ -42,7 +42,8 @@ class MailQueue:
     their inbox. A job that fails for now is tried ``retries`` more times, waiting
     :func:`~pipeline.retry.backoff` from ``first_wait`` between tries (in the event loop, so
     no worker thread is held while waiting), then given up with an error naming ``about``
-    (never an address).
+    (never an address). A server that stops calls :meth:`stop_waiting`: it waits for this
+    work, and a stop must not wait half a minute (a container is killed after ten seconds).
     :meth:`wait` lets a host (and the tests) wait until every queued job is done.
     """
 
@@ -51,6 +52,10 @@ class MailQueue:
         self.first_wait = first_wait
         self._pending = 0
         self._idle = threading.Condition()
+        #: Set by :meth:`stop_waiting`: no more waits; wakes the jobs waiting now. Made on
+        #: the server's event loop, where it is waited on.
+        self._stopped = False
+        self._stopping: asyncio.Event | None = None
         #: Jobs queued since start (for the tests: one per accepted request).
         self.queued = 0
 
@@ -68,12 +73,16 @@ class MailQueue:
         try:
             while not await run_in_threadpool(carry_out, job, what):
                 tries += 1
-                if tries > self.retries:
-                    log.error("%s (%s): given up after %d tries: the person was told to "
+                if tries > self.retries or self._stopped:
+                    log.error("%s (%s): given up after %d tries%s: the person was told to "
                               "check their inbox and got nothing; they stay pending until "
-                              "they ask again", what, about or "?", tries)
+                              "they ask again", what, about or "?", tries,
+                              " (the app stopped)" if self._stopped else "")
                     return
-                await asyncio.sleep(backoff(tries, base=self.first_wait))
+                self._stopping = self._stopping or asyncio.Event()
+                with contextlib.suppress(TimeoutError):  # the wait, or a stop
+                    await asyncio.wait_for(self._stopping.wait(),
+                                           backoff(tries, base=self.first_wait))
         except asyncio.CancelledError:  # the server was made to stop at once
             log.error("%s (%s): abandoned when the app stopped", what, about or "?")
             raise
@@ -81,6 +90,13 @@ class MailQueue:
             with self._idle:
                 self._pending -= 1
                 self._idle.notify_all()
+
+    def stop_waiting(self) -> None:
+        """The server stops: each job waiting to be tried again is tried once more now, and
+        given up (with its error line) if that fails too. Call it on the event loop."""
+        self._stopped = True
+        if self._stopping is not None:
+            self._stopping.set()
 
     def wait(self, timeout: float) -> bool:
         """Block until no job is queued or running; False if ``timeout`` seconds pass."""

@@ -41,6 +41,7 @@ from pipeline.web.connection_limits import (
     quiet_accept_errors,
     raise_open_files,
 )
+from pipeline.web.mail_queue import MailQueue
 from pipeline.web.wired import open_app
 
 log = logging.getLogger("newsletter.app")
@@ -119,6 +120,7 @@ def serve(settings: Settings, environ: Mapping[str, str], *, host: str, port: in
                  app_url.rstrip("/"), host, served)
         server = _Server(server_config(app, host=host, port=served, forwarded_allow_ips=(
             settings.subscriptions.forwarded_allow_ips), connections=connections))
+        server.mail_queue = app.state.mail_queue
         server.run(sockets=[sock])
         if not server.started:  # uvicorn said why, on stderr
             raise UsageError(f"could not serve on {host}:{served}")
@@ -136,6 +138,8 @@ class _Server(uvicorn.Server):
         self._captured_signals.clear()
 
     _refused_accepts: Counted | None = None
+    #: The app's sign-up work, told to stop waiting when the server stops (it waits for it).
+    mail_queue: MailQueue | None = None
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         self._refused_accepts = quiet_accept_errors(asyncio.get_running_loop())
@@ -144,6 +148,8 @@ class _Server(uvicorn.Server):
         await super().startup(sockets)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self.mail_queue is not None:
+            self.mail_queue.stop_waiting()
         await super().shutdown(sockets)
         if self._refused_accepts is not None:
             self._refused_accepts.flush()
