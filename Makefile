@@ -101,7 +101,7 @@ lint: install
 typecheck: install
 	$(BIN)/mypy
 
-# make bench: about twelve minutes (the send path at scale, 10,000 and 100,000 subscribers with
+# make bench: about fourteen minutes (the send path at scale, 10,000 and 100,000 subscribers with
 # 1 and 2 shard workers, is half of it); make bench FULL=1: the issue's full sizes (10,000
 # recipients over SMTP, lists up to 100,000, and a 1,000,000-subscriber list through the send
 # path), about ninety minutes.

@@ -24,6 +24,17 @@ temp folder with ``pipeline.stages.build.build``; nothing is written in the work
   relay's connection limit: four workers against a sink that greets the third connection
   with ``421 too many connections`` (the transport's pool learns the limit and sends
   through two), beside the baseline of two workers and no limit.
+* **starttls**: the same over STARTTLS, where a real relay is reached (the rows above are
+  plain SMTP, which hid a stall of ~40 ms a message: Nagle's algorithm held each message's
+  last TLS record until the relay's delayed ACK). A sink offering STARTTLS (a throwaway CA and
+  certificate for 127.0.0.1, from tests/support/servers.py), in a child process; each row the
+  median of ``--tls-runs`` runs of ``--tls-recipients`` messages. Baseline in the same run:
+  plain ``smtplib`` over two STARTTLS connections (one thread each) with ``TCP_NODELAY``,
+  i.e. what the relay itself takes over two connections; beside it the same loop as smtplib
+  ships it (Nagle on), ``SmtpTransport.send`` alone from two threads (no ledger: what the
+  transport itself costs), then ``Sender`` + ``SmtpTransport`` with 2 workers, and with 4
+  workers against a relay that allows 2 connections (the README's row), where the ledger's
+  two fsynced writes per message overlap another worker's sending.
 * **memory**: ``Sender.run`` with a ``NullTransport`` (returns an id, keeps nothing) over
   stores of growing size. ``peak KB`` is tracemalloc's peak during ``Sender.run`` alone
   (store created and filled before tracing starts); ``µs/msg`` comes from a separate run
@@ -40,8 +51,9 @@ Sizes: the defaults fit about three minutes on a 2-core machine, and the sizes u
 printed. The issue's figures (10,000 recipients, lists of 10,000 / 50,000 / 100,000) take
 about 20 minutes: ``--recipients 10000 --memory-sizes 10000,50000,100000``.
 
-Run: ``make bench`` or ``.venv/bin/python bench/bench_send.py [--parts build,smtp,memory]
-[--runs N] [--build-recipients N] [--recipients N] [--concurrency 1,4] [--memory-sizes ...]``.
+Run: ``make bench`` or ``.venv/bin/python bench/bench_send.py [--parts
+build,smtp,starttls,memory] [--runs N] [--build-recipients N] [--recipients N] [--concurrency
+1,4] [--tls-recipients N] [--tls-runs N] [--memory-sizes ...]``.
 Nothing here asserts on time: it is a measurement, not a test. It does stop when a run
 delivers a different number of messages than it should, since its figures would be wrong.
 """
@@ -57,9 +69,11 @@ import secrets
 import smtplib
 import socket
 import sqlite3
+import ssl
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import tracemalloc
 from collections.abc import Callable, Iterator, Sequence
@@ -96,11 +110,13 @@ WEEK_ID = "2026-W48"
 HOST = "127.0.0.1"
 #: Signs the links of these benchmark messages only (real-length tokens, never mailed).
 BENCH_KEY = "bench-only-signing-key-never-used-for-mail"
-PARTS = ("build", "smtp", "memory")
+PARTS = ("build", "smtp", "starttls", "memory")
 RUNS = 5
 BUILD_RECIPIENTS = 200
 RECIPIENTS = 3_000
 CONCURRENCY = (1, 4)
+TLS_RECIPIENTS = 1_000
+TLS_RUNS = 3
 MEMORY_SIZES = (1_000, 5_000, 10_000)
 BASELINE_LAYOUT = "zh-en"
 CONTENT_LANGUAGE = {"zh-en": "zh-CN, en", "en-zh": "zh-CN, en", "zh": "zh-CN", "en": "en"}
@@ -308,16 +324,23 @@ class CountingHandler:
         return "250 OK"
 
 
-def serve_sink(port: int, pipe: Connection, max_connections: int | None = None) -> None:
+def serve_sink(port: int, pipe: Connection, max_connections: int | None = None,
+               certificate: tuple[str, str] | None = None) -> None:
     """The child process: a sink on ``port`` that reports its count on request. With
     ``max_connections``, the connection beyond that many open ones is greeted with ``421
     too many connections`` and closed, as Postfix's ``smtpd_client_connection_count_limit``
-    does."""
+    does. With ``certificate`` (PEM files: certificate, key), it offers STARTTLS and takes
+    no mail before it."""
     from aiosmtpd.controller import Controller
 
     handler = CountingHandler()
+    tls: dict[str, Any] = {}
+    if certificate is not None:
+        context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        context.load_cert_chain(*certificate)
+        tls = {"tls_context": context, "require_starttls": True}
     controller = Controller(handler, hostname=HOST, port=port, server_hostname="sink.bench",
-                            ready_timeout=10.0)
+                            ready_timeout=10.0, **tls)
     if max_connections is not None:
         limit_connections(controller, max_connections)
     controller.start()
@@ -337,8 +360,13 @@ def limit_connections(controller: Any, most: int) -> None:
     def factory() -> Any:
         smtp = make()
         made, lost = smtp.connection_made, smtp.connection_lost
+        greeted = [False]
 
         def connection_made(transport: Any) -> None:
+            if greeted[0]:  # again, for the TLS transport after STARTTLS: the same one
+                made(transport)
+                return
+            greeted[0] = True
             if open_now[0] >= most:
                 transport.write(b"421 4.7.0 sink.bench Error: too many connections\r\n")
                 transport.close()
@@ -367,12 +395,14 @@ def free_port() -> int:
 class Sink:
     """A counting aiosmtpd sink on 127.0.0.1, in a child process."""
 
-    def __init__(self, max_connections: int | None = None) -> None:
+    def __init__(self, max_connections: int | None = None,
+                 certificate: tuple[str, str] | None = None) -> None:
         self.port = free_port()
         context = multiprocessing.get_context("spawn")
         self._pipe, child = context.Pipe()
         self._process = context.Process(target=serve_sink,
-                                        args=(self.port, child, max_connections), daemon=True)
+                                        args=(self.port, child, max_connections, certificate),
+                                        daemon=True)
 
     def __enter__(self) -> Sink:
         self._process.start()
@@ -463,7 +493,122 @@ def bench_connection_limit(setup: Setup, count: int) -> list[SmtpResult]:
     return results
 
 
-# -- 3. memory against the list's size -------------------------------------------------------
+# -- 3. the same over STARTTLS -----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """A throwaway CA's certificate for 127.0.0.1, as files for the sink, and the client's
+    context that trusts only that CA."""
+
+    files: tuple[str, str]
+    client: ssl.SSLContext
+
+
+def certificate(folder: Path) -> Certificate:
+    sys.path.insert(0, str(ROOT / "tests"))
+    from support.servers import make_certificates
+
+    (cert, key), _, ca = make_certificates()
+    (folder / "sink.pem").write_bytes(cert)
+    (folder / "sink.key").write_bytes(key)
+    return Certificate((str(folder / "sink.pem"), str(folder / "sink.key")),
+                       ssl.create_default_context(cadata=ca.decode("ascii")))
+
+
+def smtplib_starttls(port: int, sender: str, raw: bytes, count: int, context: ssl.SSLContext,
+                     *, connections: int, nodelay: bool) -> Stopwatch:
+    """Send ``raw`` ``count`` times over ``connections`` STARTTLS connections, one thread
+    each, opened before the clock starts (as the transport's pool holds them)."""
+    clients = []
+    for _ in range(connections):
+        client = smtplib.SMTP(HOST, port, timeout=30)
+        client.starttls(context=context)
+        client.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, int(nodelay))
+        clients.append(client)
+
+    def work(client: smtplib.SMTP, share: range) -> None:
+        for i in share:
+            client.sendmail(sender, [address(i)], raw)
+
+    threads = [threading.Thread(target=work, args=(client, range(n, count, connections)))
+               for n, client in enumerate(clients)]
+    with stopwatch() as watch:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    for client in clients:
+        client.quit()
+    return watch
+
+
+def transport_alone(port: int, sender: str, raw: bytes, count: int, context: ssl.SSLContext,
+                    *, threads: int) -> Stopwatch:
+    """``SmtpTransport.send`` of ``raw`` ``count`` times from ``threads`` threads, its
+    connections opened before the clock starts: the transport without the ledger."""
+    settings = SmtpSettings(host=HOST, port=port, tls="starttls")
+    with SmtpTransport(settings, None, ssl_context=context) as transport:
+        def work(share: range) -> None:
+            for i in share:
+                transport.send(Outgoing(recipient=address(i), sender=sender, raw=raw,
+                                        key=str(i), tags={}))
+
+        warm = [threading.Thread(target=work, args=(range(n, n + 1),)) for n in range(threads)]
+        for thread in warm:
+            thread.start()
+        for thread in warm:
+            thread.join()
+        workers = [threading.Thread(target=work, args=(range(threads + n, count + threads,
+                                                             threads),))
+                   for n in range(threads)]
+        with stopwatch() as watch:
+            for thread in workers:
+                thread.start()
+            for thread in workers:
+                thread.join()
+    return watch
+
+
+def bench_starttls(setup: Setup, count: int, runs: int) -> list[SmtpResult]:
+    """Each row the median of ``runs`` runs, the relay's own capacity over two connections
+    (smtplib with TCP_NODELAY) first, as the baseline."""
+    raw = setup.messages.build(address(0), new_subscriber_id(), BASELINE_LAYOUT, setup.now).raw
+    sender = setup.messages.envelope_sender
+    cert = certificate(setup.folder)
+    samples: dict[tuple[str, int], list[SmtpResult]] = {}
+
+    def keep(result: SmtpResult) -> None:
+        samples.setdefault((result.path, result.concurrency), []).append(checked(result, count))
+
+    for run in range(runs):
+        for path, nodelay in (("smtplib, TCP_NODELAY (the relay's capacity)", True),
+                              ("smtplib as it ships (Nagle on)", False)):
+            with Sink(certificate=cert.files) as sink:
+                watch = smtplib_starttls(sink.port, sender, raw, count, cert.client,
+                                         connections=2, nodelay=nodelay)
+                keep(SmtpResult(path, 2, count, sink.count(), watch.wall, watch.cpu))
+        with Sink(certificate=cert.files) as sink:
+            watch = transport_alone(sink.port, sender, raw, count, cert.client, threads=2)
+            keep(SmtpResult("SmtpTransport alone (no ledger)", 2, count,
+                            sink.count() - 2, watch.wall, watch.cpu))
+        for path, workers, limit in (("Sender+SmtpTransport", 2, None),
+                                     ("Sender+SmtpTransport, relay allows 2", 4, 2)):
+            with Sink(max_connections=limit, certificate=cert.files) as sink:
+                store = fill_store(setup.folder / f"tls-{workers}-{run}.sqlite3", count,
+                                   setup.now)
+                settings = SmtpSettings(host=HOST, port=sink.port, tls="starttls")
+                with store, SmtpTransport(settings, None, ssl_context=cert.client) as transport:
+                    report, watch = timed_send(setup, store, transport, workers)
+                keep(SmtpResult(path, workers, report.sent, sink.count(), watch.wall,
+                                watch.cpu))
+    return [SmtpResult(path, workers, count, count,
+                       statistics.median(r.seconds for r in results),
+                       statistics.median(r.cpu_seconds for r in results))
+            for (path, workers), results in samples.items()]
+
+
+# -- 4. memory against the list's size -------------------------------------------------------
 
 
 class NullTransport:
@@ -558,6 +703,10 @@ def header(ns: argparse.Namespace, setup: Setup) -> str:
     if "smtp" in ns.parts:
         lines.append(f"smtp: {ns.recipients:,} recipients per path, one run each, sink on "
                      f"{HOST} in a child process")
+    if "starttls" in ns.parts:
+        lines.append(f"starttls: {ns.tls_recipients:,} recipients per row, median of "
+                     f"{ns.tls_runs} runs, a STARTTLS sink on {HOST} in a child process, "
+                     "two connections")
     if "memory" in ns.parts:
         lines.append(f"memory: lists of {', '.join(f'{s:,}' for s in ns.memory_sizes)} "
                      f"subscribers, concurrency {setup.settings.delivery.concurrency} "
@@ -566,7 +715,8 @@ def header(ns: argparse.Namespace, setup: Setup) -> str:
 
 
 def report(ns: argparse.Namespace, setup: Setup, built: Sequence[BuildResult],
-           smtp: Sequence[SmtpResult], memory: Sequence[MemoryResult]) -> str:
+           smtp: Sequence[SmtpResult], tls: Sequence[SmtpResult],
+           memory: Sequence[MemoryResult]) -> str:
     sections = [header(ns, setup)]
     if built:
         sections.append(table(["layout", "msg KB", "ours µs/rcpt", "before µs/rcpt",
@@ -577,6 +727,12 @@ def report(ns: argparse.Namespace, setup: Setup, built: Sequence[BuildResult],
                                "µs/msg", "client CPU µs/msg", "vs smtplib"], smtp_rows(smtp)))
         sections.append("client CPU = this process's CPU time (all its threads) per message; "
                         "the sink's is not in it.")
+    if tls:
+        sections.append(table(["over STARTTLS", "workers", "sent", "sink got", "s", "msg/s",
+                               "µs/msg", "client CPU µs/msg", "vs capacity"],
+                              smtp_rows(tls)))
+        sections.append("vs capacity = msg/s over the relay's own, measured by smtplib over "
+                        "two connections with TCP_NODELAY in the same run.")
     if memory:
         message = len(setup.messages.build(address(0), new_subscriber_id(), BASELINE_LAYOUT,
                                            setup.now).raw)
@@ -606,6 +762,10 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
                         help=f"recipients per SMTP path ({RECIPIENTS})")
     parser.add_argument("--concurrency", type=numbers, default=CONCURRENCY,
                         help="comma-separated Sender concurrencies for SMTP (1,4)")
+    parser.add_argument("--tls-recipients", type=int, default=TLS_RECIPIENTS,
+                        help=f"recipients per STARTTLS row ({TLS_RECIPIENTS})")
+    parser.add_argument("--tls-runs", type=int, default=TLS_RUNS,
+                        help=f"runs per STARTTLS row, the median kept ({TLS_RUNS})")
     parser.add_argument("--memory-sizes", type=numbers, default=MEMORY_SIZES,
                         help="comma-separated list sizes ("
                              f"{','.join(map(str, MEMORY_SIZES))})")
@@ -613,7 +773,8 @@ def parse_args(argv: Sequence[str]) -> argparse.Namespace:
     ns.parts = tuple(p.strip() for p in ns.parts.split(",") if p.strip())
     if not ns.parts or set(ns.parts) - set(PARTS):
         parser.error(f"--parts takes some of {','.join(PARTS)}")
-    counts = (ns.runs, ns.build_recipients, ns.recipients, *ns.concurrency, *ns.memory_sizes)
+    counts = (ns.runs, ns.build_recipients, ns.recipients, ns.tls_recipients, ns.tls_runs,
+              *ns.concurrency, *ns.memory_sizes)
     if min(counts) < 1 or not ns.concurrency or not ns.memory_sizes:
         parser.error("every count, concurrency and size must be at least 1")
     return ns
@@ -625,8 +786,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         setup = prepare(Path(tmp))
         built = bench_build(setup, ns.build_recipients, ns.runs) if "build" in ns.parts else []
         smtp = bench_smtp(setup, ns.recipients, ns.concurrency) if "smtp" in ns.parts else []
+        tls = (bench_starttls(setup, ns.tls_recipients, ns.tls_runs)
+               if "starttls" in ns.parts else [])
         memory = bench_memory(setup, ns.memory_sizes) if "memory" in ns.parts else []
-        print(report(ns, setup, built, smtp, memory))
+        print(report(ns, setup, built, smtp, tls, memory))
     return 0
 
 

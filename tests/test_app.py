@@ -17,6 +17,7 @@ from support.app_server import App, free_port, let_go, project_settings, request
 from support.commands import clean_env, newsletter_cmd
 from support.project import SAMPLE_WEEK
 
+from pipeline.web.mail_queue import MailQueue
 from subscribers.subscriptions import Policy
 from subscribers.tokens import Keys, make_token
 
@@ -280,7 +281,8 @@ def test_with_the_transport_down_every_state_still_gets_the_same_answer(tmp_path
     settings = replace(settings, site=replace(settings.site,
                                               app_url=f"https://127.0.0.1:{port}"))
     caplog.set_level(logging.INFO, logger="newsletter.app")
-    with serve_app(settings, environ={"NEWSLETTER_SECRET": "s" * 32}) as app:
+    with serve_app(settings, environ={"NEWSLETTER_SECRET": "s" * 32},
+                   mail_queue=MailQueue(retries=0)) as app:
         seen = work_per_state(app)
     assert {s[:5] for s in seen.values()} == {(*seen["new"][:4], 1)}
     assert seen["new"][0] == 200 and "Check your inbox" in seen["new"][1]
@@ -667,7 +669,7 @@ def test_the_confirmation_goes_through_smtp_and_a_failed_send_costs_no_allowance
         f'[delivery]\ntransport = "smtp"\n'
         f'[smtp]\nhost = "{smtp_server.host}"\nport = {smtp_server.port}\nstarttls = false\n'))
     with serve_app(settings, environ={"NEWSLETTER_SECRET": "s" * 32},
-                   policy=Policy(address_per_day=1)) as app:
+                   policy=Policy(address_per_day=1), mail_queue=MailQueue(retries=0)) as app:
         smtp_server.fail_next("smtp@example.org", 451, "4.3.0 try again later")
         failed = subscribe(app, "smtp@example.org")  # answered first, mailed after
         assert failed.status == 200 and "Check your inbox" in failed.body

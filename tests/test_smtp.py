@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import os
 import smtplib
+import socket
 import ssl
 import threading
 from email import policy
@@ -228,6 +230,35 @@ def test_connection_closed_while_idle_is_reopened(smtp_server_factory) -> None:
     assert len(sink.peers) == 2
 
 
+def test_after_the_relay_dropped_every_idle_connection_each_send_goes_through(
+        smtp_server_factory) -> None:
+    """The retry after a dead pooled connection took the next pooled one, dead too: after
+    a relay's idle timeout, sends failed twice over. A retry opens a fresh connection."""
+    sink: SmtpSink = smtp_server_factory(idle_timeout=0.2)
+    transport = SmtpTransport(sink.settings(), None, timeout=5.0)
+    busy = []
+    try:
+        for name in ("one", "two"):  # each holds its connection: three end up pooled
+            pause = sink.pause_next(f"{name}@example.com")
+            thread = threading.Thread(target=transport.send,
+                                      args=(outgoing(f"{name}@example.com"),))
+            thread.start()
+            assert pause.wait()
+            busy.append((pause, thread))
+        transport.send(outgoing("three@example.com"))
+        for pause, thread in busy:
+            pause.release()
+            thread.join()
+        assert len(sink.peers) == 3
+        for peer in sink.peers:
+            assert sink.wait_closed(peer)  # "421 timeout": every pooled connection is dead
+        for name in ("four", "five", "six"):
+            transport.send(outgoing(f"{name}@example.com"))
+    finally:
+        transport.close()
+    assert len(sink.received) == 6
+
+
 def test_starttls_and_login(smtp_server_factory, tls: Tls) -> None:
     sink: SmtpSink = smtp_server_factory(tls_context=tls.server, require_starttls=True,
                                          users={"ses-user": "s3cret"})
@@ -396,3 +427,48 @@ def test_eight_threads_two_hundred_messages_each_once(smtp_server: SmtpSink,
     transport.close()
     transport.send(outgoing("after-close@example.com"))  # reopens after close()
     assert len(smtp_server.received) == 201
+
+
+def _client_nodelay(peer: tuple[str, int]) -> int:
+    """TCP_NODELAY of this process's socket whose local address is ``peer`` (the sink saw
+    the connection come from there), read from the descriptor itself, as it is after any
+    TLS wrapping."""
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            sock = socket.socket(fileno=os.dup(int(name)))
+        except OSError:
+            continue  # not a socket (a file, a pipe), or gone meanwhile
+        with sock:
+            try:
+                if sock.family == socket.AF_INET and sock.getsockname()[:2] == peer:
+                    return sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY)
+            except OSError:
+                continue
+    raise AssertionError(f"no socket of this process is {peer}")
+
+
+@pytest.mark.parametrize("mode", ["none", "starttls", "implicit"])
+def test_every_connection_sends_at_once_without_nagle(smtp_server_factory, tls: Tls,
+                                                       mode: str) -> None:
+    """Nagle's algorithm held a message's last TLS record until the relay's delayed ACK
+    (~40 ms a message): every connection the transport opens, wrapped in TLS or not, the
+    first and the one reopened after the relay hung up, sets TCP_NODELAY."""
+    options: dict[str, object] = {}
+    if mode == "starttls":
+        options.update(tls_context=tls.server, require_starttls=True)
+    elif mode == "implicit":
+        options.update(implicit_tls=tls.server)
+    sink: SmtpSink = smtp_server_factory(**options)
+    transport = SmtpTransport(sink.settings(tls=mode), None, ssl_context=tls.client,
+                              timeout=5.0)
+    sink.drop_next("second@example.com", at="RCPT")  # the retry opens a second connection
+    try:
+        transport.send(outgoing("first@example.com"))
+        (first,) = sink.peers
+        assert _client_nodelay(first) != 0
+        transport.send(outgoing("second@example.com"))
+        (second,) = sink.peers - {first}
+        assert _client_nodelay(second) != 0
+    finally:
+        transport.close()
+    assert len(sink.received) == 2

@@ -7,13 +7,16 @@ per client (Postfix's ``smtpd_client_connection_count_limit``) greets the one to
 ``421 too many connections``: the pool then learns the limit (the connections open at that
 moment) and later messages wait for a free connection instead of failing, so four workers
 against a limit of two send at the speed of two, not at the pace of a refusal a second.
+Every connection sets ``TCP_NODELAY``: with Nagle's algorithm, the last TLS record of each
+message waited for the relay's delayed ACK (~40 ms a message over STARTTLS).
 
 What matters most is knowing, when something goes wrong, whether the server may already hold
 the message. Each connection tracks how far the current transaction got:
 
 ``envelope``  MAIL / RCPT / the ``DATA`` command, before the server said 354. Nothing can have
-              been accepted: a dropped or idle-closed connection is reopened once and the
-              message tried again; a second loss is a :class:`TemporaryFailure`.
+              been accepted: after a dropped or idle-closed connection the message is tried
+              again once, on a new connection (never another pooled one: the relay's idle
+              timeout has closed those too); a second loss is a :class:`TemporaryFailure`.
 ``body``      the message is being written. The server cannot accept it before the final
               ``<CRLF>.<CRLF>``, which is the last thing written, so a write that fails means
               "not accepted": :class:`TemporaryFailure` (the sender retries with backoff).
@@ -90,6 +93,8 @@ from pipeline.errors import (
 from pipeline.transport import Outgoing, Transport
 
 if TYPE_CHECKING:
+    from _socket import _Address as _SourceAddress
+
     from _typeshed import ReadableBuffer
 
 _log = logging.getLogger("newsletter.smtp")
@@ -147,6 +152,17 @@ class _Connection(smtplib.SMTP):
     final_reply: bytes = b""
     #: Closed and no longer counted by the pool (set once, by :meth:`SmtpTransport._discard`).
     discarded: bool = False
+
+    def connect(self, host: str = "localhost", port: int = 0,
+                source_address: _SourceAddress | None = None) -> tuple[int, bytes]:
+        """smtplib's connect, with Nagle's algorithm off. A message leaves in several writes
+        (TLS records, then ``.``); with Nagle on, the kernel holds the last small one until
+        the relay acknowledges the others, and relays delay that ACK (~40 ms a message).
+        STARTTLS wraps this very descriptor (implicit TLS already did), so it stays set."""
+        reply = super().connect(host, port, source_address)
+        if self.sock is not None:
+            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        return reply
 
     def data(self, msg: ReadableBuffer | str) -> tuple[int, bytes]:
         # sendmail hands bytes; keep smtplib's contract (str or any buffer) anyway
@@ -246,7 +262,9 @@ class SmtpTransport(Transport):
     def send(self, message: Outgoing) -> str:
         """Hand one message over; returns the server's queue id, else a generated one."""
         for attempt in (1, 2):
-            conn = self._take(message.recipient)
+            # The retry opens a new connection: the pooled ones were idle as long as the
+            # one just lost, and a relay's idle timeout has closed those too.
+            conn = self._take(message.recipient, fresh=attempt == 2)
             try:
                 reply = self._transact(conn, message)
             except _ConnectionLost as lost:
@@ -305,14 +323,16 @@ class SmtpTransport(Transport):
 
     # -- connections -------------------------------------------------------------------------
 
-    def _take(self, recipient: str) -> _Connection:
+    def _take(self, recipient: str, *, fresh: bool = False) -> _Connection:
         """An idle connection, else a new one while the relay allows more, else the next one
         given back. A 4xx greeting while others are open is the relay's connection limit:
-        it is learned, and this message waits for a connection rather than failing."""
+        it is learned, and this message waits for a connection rather than failing.
+        ``fresh``: a new connection, never an idle one; at the limit, the longest idle one
+        is closed to make room for it."""
         while True:
             with self._returned:
                 while True:
-                    while self._idle:
+                    while self._idle and not fresh:
                         conn = self._idle.pop()
                         if conn.sock is not None:
                             return conn
@@ -321,6 +341,12 @@ class SmtpTransport(Transport):
                     if self.connection_limit is None or self._count < self.connection_limit:
                         self._count += 1
                         break
+                    if self._idle:  # fresh, at the limit
+                        stale = self._idle.pop(0)
+                        stale.discarded = True
+                        self._count -= 1
+                        stale.close()
+                        continue
                     self._returned.wait()
             try:
                 return self._connect(recipient)

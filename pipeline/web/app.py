@@ -26,7 +26,8 @@ Why it is shaped like this:
   before it looks the address up: the answer waits only for the form check and the
   per-client limit, and the store and the mail are handled after it (:class:`MailQueue`),
   for every state alike. So neither the page, nor its timing, nor a mail transport that is
-  down (the mail is logged as not sent; the person asks again) tells anything. Only the
+  down (the mail is tried again, then logged as not sent; the person asks again) tells
+  anything. Only the
   mail the address itself receives differs. (On AWS Lambda the function returns only once
   that work is done, Mangum running it before it hands the answer back: nothing is lost,
   but there the time does include it.)
@@ -49,6 +50,7 @@ from datetime import datetime
 from urllib.parse import urlsplit
 
 from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect
 from starlette.routing import BaseRoute, Mount, Route
 
 from pipeline.core.email.render import Footer
@@ -87,7 +89,8 @@ def create_app(subscriptions: Subscriptions, *, app_url: str, base_url: str,
         Route("/webhooks/ses", handlers.ses_webhook, methods=["POST"]),
         Route("/healthz", handlers.healthz, methods=["GET"]),
     ]
-    errors = {404: handlers.not_found, 405: handlers.not_allowed}
+    errors = {404: handlers.not_found, 405: handlers.not_allowed,
+              ClientDisconnect: handlers.client_gone}
     prefix = urlsplit(app_url).path.rstrip("/")
     if prefix:  # app_url = https://example.org/api: the routes live under /api
         routes = [Mount(prefix, app=Starlette(routes=routes, exception_handlers=errors))]

@@ -2,11 +2,16 @@
 
 The subscribe page is answered before the address is looked up, so that neither the page
 nor its timing tells whether the address is known (see :mod:`pipeline.web.app`); the work
-itself waits here.
+itself waits here. The person was told to check their inbox, so work that fails for now (the
+relay or the store unavailable) is tried again a few times, with growing waits, and one that
+never succeeds is logged as an error naming the sign-up by when it was asked (no address is
+ever logged): nobody else would notice.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 import threading
 from collections.abc import Callable
@@ -14,12 +19,18 @@ from collections.abc import Callable
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
-from pipeline.errors import TransportError, Unconfirmed
+from pipeline.errors import PermanentFailure, TransportError, Unconfirmed
+from pipeline.retry import backoff
 from subscribers.errors import InvalidAddress, StoreError
 
 __all__ = ["MailQueue", "carry_out"]
 
 log = logging.getLogger("newsletter.app")
+
+#: Tries after the first, and the first wait (doubling, with jitter): about half a minute in
+#: all, enough for a relay or a store that restarts.
+RETRIES = 4
+FIRST_WAIT = 2.0
 
 
 class MailQueue:
@@ -28,31 +39,64 @@ class MailQueue:
     (Mangum, on Lambda), so nothing queued is lost with either host.
 
     What a job raises is logged here, never shown: the person was already told to check
-    their inbox, and asking again is their remedy. :meth:`wait` lets a host (and the tests)
-    wait until every queued job is done.
+    their inbox. A job that fails for now is tried ``retries`` more times, waiting
+    :func:`~pipeline.retry.backoff` from ``first_wait`` between tries (in the event loop, so
+    no worker thread is held while waiting), then given up with an error naming ``about``
+    (never an address). A server that stops calls :meth:`stop_waiting`: it waits for this
+    work, and a stop must not wait half a minute (a container is killed after ten seconds).
+    :meth:`wait` lets a host (and the tests) wait until every queued job is done.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, retries: int = RETRIES, first_wait: float = FIRST_WAIT) -> None:
+        self.retries = retries
+        self.first_wait = first_wait
         self._pending = 0
         self._idle = threading.Condition()
+        #: Set by :meth:`stop_waiting`: no more waits; wakes the jobs waiting now. Made on
+        #: the server's event loop, where it is waited on.
+        self._stopped = False
+        self._stopping: asyncio.Event | None = None
         #: Jobs queued since start (for the tests: one per accepted request).
         self.queued = 0
 
-    def put(self, job: Callable[[], object], what: str) -> BackgroundTask:
+    def put(self, job: Callable[[], object], what: str, about: str = "") -> BackgroundTask:
         """The background task that runs ``job`` in the thread pool; attach it to the
-        response (``response.background``)."""
+        response (``response.background``). ``about`` names the job in the line that says
+        it was given up ("asked at 2026-12-07T08:00:00Z")."""
         with self._idle:
             self._pending += 1
             self.queued += 1
-        return BackgroundTask(self._run, job, what)
+        return BackgroundTask(self._run, job, what, about)
 
-    async def _run(self, job: Callable[[], object], what: str) -> None:
+    async def _run(self, job: Callable[[], object], what: str, about: str) -> None:
+        tries = 0
         try:
-            await run_in_threadpool(carry_out, job, what)
+            while not await run_in_threadpool(carry_out, job, what):
+                tries += 1
+                if tries > self.retries or self._stopped:
+                    log.error("%s (%s): given up after %d tries%s: the person was told to "
+                              "check their inbox and got nothing; they stay pending until "
+                              "they ask again", what, about or "?", tries,
+                              " (the app stopped)" if self._stopped else "")
+                    return
+                self._stopping = self._stopping or asyncio.Event()
+                with contextlib.suppress(TimeoutError):  # the wait, or a stop
+                    await asyncio.wait_for(self._stopping.wait(),
+                                           backoff(tries, base=self.first_wait))
+        except asyncio.CancelledError:  # the server was made to stop at once
+            log.error("%s (%s): abandoned when the app stopped", what, about or "?")
+            raise
         finally:
             with self._idle:
                 self._pending -= 1
                 self._idle.notify_all()
+
+    def stop_waiting(self) -> None:
+        """The server stops: each job waiting to be tried again is tried once more now, and
+        given up (with its error line) if that fails too. Call it on the event loop."""
+        self._stopped = True
+        if self._stopping is not None:
+            self._stopping.set()
 
     def wait(self, timeout: float) -> bool:
         """Block until no job is queued or running; False if ``timeout`` seconds pass."""
@@ -70,6 +114,8 @@ def carry_out(job: Callable[[], object], what: str) -> bool:
         log.warning("%s: dropped: %s", what, exc)
     except Unconfirmed:  # the mail may have left: sending it again could send it twice
         log.warning("%s: the mail may or may not have left", what)
+    except PermanentFailure:  # the mailbox refuses it: so would every retry
+        log.warning("%s: the mail was refused for good (PermanentFailure)", what)
     except (TransportError, StoreError) as exc:
         log.warning("%s: not done: %s", what, type(exc).__name__)
         return False

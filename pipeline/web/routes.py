@@ -31,6 +31,7 @@ from pipeline.web.mail_queue import MailQueue
 from pipeline.web.pages import Button, Link, Pages, chosen_layout, status_line
 from pipeline.web.signups import Signup, SqsSignups
 from pipeline.web.sns import SnsError, SnsMessage, SnsVerifier
+from pipeline.week import iso_z
 from subscribers.areas import MAX_AREA_LENGTH, MAX_AREAS
 from subscribers.errors import AreaChoiceError, InvalidAddress, TokenError, UnknownSubscriber
 from subscribers.model import Subscriber
@@ -151,7 +152,7 @@ class Routes:
         signup = Signup(email, layout, tuple(areas), now)
         if self.signups is None:
             response.background = self.queue.put(lambda: signup.run(self.subscriptions),
-                                                  "subscribe")
+                                                  "subscribe", f"asked at {iso_z(now)}")
             return response
         try:  # one SendMessage, whatever the address: the answer's time says nothing
             await run_in_threadpool(self.signups.send, signup)
@@ -368,6 +369,12 @@ class Routes:
 
     async def not_found(self, request: Request, exc: Exception) -> Response:
         return self.pages.render("not_found", 404)
+
+    async def client_gone(self, request: Request, exc: Exception) -> Response:
+        """The client left, or was cut off (its request did not arrive in time), before its
+        body was read: nothing was done, and this answer reaches nobody. Without it, each
+        such request logged a traceback."""
+        return self.pages.plain("Request incomplete", 400)
 
     async def not_allowed(self, request: Request, exc: Exception) -> Response:
         response = self.pages.plain("Method not allowed", 405)

@@ -4,11 +4,13 @@ One process serves every request; SQLite handles its writes one at a time and se
 ``serve`` processes (or a ``send`` running meanwhile) share the file safely. Behind
 CloudFront or a load balancer, list its addresses in ``[subscriptions]
 forwarded_allow_ips`` so the client address recorded with consent (and used by the rate
-limit) is the visitor's, not the proxy's.
+limit) is the visitor's, not the proxy's. Clients that hold connections open are bounded by
+:mod:`pipeline.web.connection_limits`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import logging
 import socket
@@ -23,6 +25,23 @@ from starlette.applications import Starlette
 
 from pipeline.config import Settings
 from pipeline.errors import UsageError
+from pipeline.web.connection_limits import (
+    BACKLOG,
+    KEEP_ALIVE_SECONDS,
+    MAX_CONNECTIONS,
+    MAX_HEAD_BYTES,
+    REQUEST_SECONDS,
+    RESERVED_FILES,
+    ConnectionGuard,
+    Counted,
+    OncePerInterval,
+    SteadyEventLoop,
+    connection_limit,
+    guarded_protocol,
+    quiet_accept_errors,
+    raise_open_files,
+)
+from pipeline.web.mail_queue import MailQueue
 from pipeline.web.wired import open_app
 
 log = logging.getLogger("newsletter.app")
@@ -70,7 +89,7 @@ def listen(host: str, port: int) -> socket.socket:
     try:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn does
         sock.bind(address)
-        sock.listen(2048)
+        sock.listen(BACKLOG)
     except OSError as exc:
         sock.close()
         reason = ("the port is in use (another newsletter serve?); choose another with "
@@ -82,6 +101,12 @@ def listen(host: str, port: int) -> socket.socket:
 
 def serve(settings: Settings, environ: Mapping[str, str], *, host: str, port: int) -> int:
     """Run until interrupted (Ctrl-C or SIGTERM end it cleanly: exit 0)."""
+    open_files = raise_open_files(MAX_CONNECTIONS + BACKLOG + RESERVED_FILES)
+    connections = connection_limit(open_files)
+    if connections < MAX_CONNECTIONS:
+        log.warning("serve: the open-file limit (%d) lets it hold %d connections, not %d: "
+                    "raise its hard limit (ulimit -Hn, systemd's LimitNOFILE)", open_files,
+                    connections, MAX_CONNECTIONS)
     with ExitStack() as stack:
         sock = stack.enter_context(listen(host, port))
         served = sock.getsockname()[1]
@@ -94,7 +119,8 @@ def serve(settings: Settings, environ: Mapping[str, str], *, host: str, port: in
         log.info("subscription app: %s/subscribe (listening on %s:%d; Ctrl-C stops)",
                  app_url.rstrip("/"), host, served)
         server = _Server(server_config(app, host=host, port=served, forwarded_allow_ips=(
-            settings.subscriptions.forwarded_allow_ips)))
+            settings.subscriptions.forwarded_allow_ips), connections=connections))
+        server.mail_queue = app.state.mail_queue
         server.run(sockets=[sock])
         if not server.started:  # uvicorn said why, on stderr
             raise UsageError(f"could not serve on {host}:{served}")
@@ -111,11 +137,39 @@ class _Server(uvicorn.Server):
         super().handle_exit(sig, frame)
         self._captured_signals.clear()
 
+    _refused_accepts: Counted | None = None
+    #: The app's sign-up work, told to stop waiting when the server stops (it waits for it).
+    mail_queue: MailQueue | None = None
 
-def server_config(app: Starlette, *, host: str, port: int, forwarded_allow_ips: str
-                  ) -> uvicorn.Config:
-    """How uvicorn serves the app (the tests serve it the same way)."""
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        self._refused_accepts = quiet_accept_errors(asyncio.get_running_loop())
+        # uvicorn's warnings a client causes at will, one per request it sends.
+        logging.getLogger("uvicorn.error").addFilter(OncePerInterval())
+        await super().startup(sockets)
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self.mail_queue is not None:
+            self.mail_queue.stop_waiting()
+        await super().shutdown(sockets)
+        if self._refused_accepts is not None:
+            self._refused_accepts.flush()
+
+
+def server_config(app: Starlette, *, host: str, port: int, forwarded_allow_ips: str,
+                  connections: int = MAX_CONNECTIONS, request_seconds: float = REQUEST_SECONDS,
+                  keep_alive: int = KEEP_ALIVE_SECONDS) -> uvicorn.Config:
+    """How uvicorn serves the app (the tests serve it the same way, some with smaller
+    bounds): at most ``connections`` held, a request whole within ``request_seconds``, an
+    idle kept-alive connection closed after ``keep_alive`` seconds."""
     return uvicorn.Config(
         app, host=host, port=port, proxy_headers=True, forwarded_allow_ips=forwarded_allow_ips,
+        http=guarded_protocol(ConnectionGuard(connections, request_seconds)),
+        loop=f"{SteadyEventLoop.__module__}:{SteadyEventLoop.__qualname__}",
+        timeout_keep_alive=keep_alive, backlog=BACKLOG,
+        h11_max_incomplete_event_size=MAX_HEAD_BYTES,
+        # Requests in flight (sign-ups being tried again included) and connections: beyond,
+        # uvicorn answers 503. The guard keeps the connections to ``connections``, passed
+        # for a moment by at most one accept burst before it closes the extra ones.
+        limit_concurrency=connections + BACKLOG,
         # The access log would write every token of every query string.
         access_log=False, server_header=False, log_level="warning")

@@ -22,6 +22,7 @@ from email import policy
 from email.message import EmailMessage
 from email.parser import BytesParser
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlencode, urlsplit
 
 import uvicorn
@@ -178,19 +179,24 @@ def project_settings(tmp_path: Path, port: int, extra: str = "") -> Settings:
 @contextmanager
 def serve_app(settings: Settings, *, environ: Mapping[str, str] | None = None,
               verifier: SnsVerifier | None = None, clock: Callable[[], datetime] | None = None,
-              policy: Policy | None = None) -> Iterator[App]:
+              policy: Policy | None = None, mail_queue: MailQueue | None = None,
+              limits: Mapping[str, Any] | None = None) -> Iterator[App]:
+    """``mail_queue``: one with short waits, for a test whose mail fails (the default
+    retries for half a minute); ``limits``: smaller bounds on connections
+    (``server_config``'s ``connections``, ``request_seconds``, ``keep_alive``)."""
     port = urlsplit(settings.site.app_url).port
     assert port, "app_url must name the port to serve on"
     with open_subscriptions(settings, environ or {}) as subscriptions:
         if policy is not None:
             subscriptions.policy = replace(policy)
-        queue = MailQueue()
+        queue = mail_queue or MailQueue()
         footer = Footer.configured(settings.delivery, settings.site)  # as `newsletter serve`
         app = create_app(subscriptions, app_url=settings.site.app_url,
                          base_url=settings.site.base_url, verifier=verifier,
                          mail_queue=queue, clock=clock or clock_now, footer=footer)
         server = _PromptServer(server_config(app, host="127.0.0.1", port=port,
-                                              forwarded_allow_ips="127.0.0.1"))
+                                              forwarded_allow_ips="127.0.0.1",
+                                              **(limits or {})))
         held = _HELD.pop(port, None)
         thread = threading.Thread(target=server.run, daemon=True,
                                   kwargs={"sockets": [held]} if held else {})

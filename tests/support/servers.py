@@ -529,7 +529,7 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> Tls:
     """Skips the test when ``cryptography`` is not installed (moto brings it)."""
     pytest.importorskip("cryptography")
     folder = tmp_path_factory.mktemp("tls")
-    (cert_pem, key_pem), (other_pem, other_key), ca_pem = _make_certificates()
+    (cert_pem, key_pem), (other_pem, other_key), ca_pem = make_certificates()
     contexts = []
     for name, cert, key in (("cert", cert_pem, key_pem), ("elsewhere", other_pem, other_key)):
         (folder / f"{name}.pem").write_bytes(cert)
@@ -543,9 +543,10 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> Tls:
                elsewhere=contexts[1])
 
 
-def _make_certificates() -> tuple[tuple[bytes, bytes], tuple[bytes, bytes], bytes]:
+def make_certificates() -> tuple[tuple[bytes, bytes], tuple[bytes, bytes], bytes]:
     """((leaf certificate, key), (a leaf for elsewhere.test only, key), CA certificate),
-    PEM."""
+    PEM. The leaf is for 127.0.0.1 and localhost (bench/bench_send.py's STARTTLS sink uses
+    it too)."""
     from cryptography import x509
     from cryptography.hazmat.primitives import hashes, serialization
     from cryptography.hazmat.primitives.asymmetric import ec
