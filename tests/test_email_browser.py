@@ -258,3 +258,46 @@ def test_no_serious_accessibility_violations_in_either_scheme(browser, emails, n
                            for v in axe.run(page).response["violations"]
                            if v.get("impact") in SERIOUS]
     assert not report, "\n".join(report)
+
+
+def fifty_review_week(folder: Path):
+    """A realistic long week: 50 reviews in both languages, tiers given (22 must-read, 10
+    medium, 18 skim), rendered zh-en within the 90 KB budget."""
+    from support.feeds import Entry, atom
+
+    from pipeline.config import load
+
+    config = folder / "newsletter.toml"
+    config.write_text("", encoding="utf-8")
+    settings = load(config, {})
+    tiers = ["must-read"] * 22 + ["medium"] * 10 + ["skim"] * 18
+    entries = [Entry(pr=51000 + i, title=f"调度器第 {i} 处改动：把 `block_pool.py` 的锁拆细",
+                     body="值得一读。" + "评审正文讨论设计取舍、测试手法与兼容性。" * 12,
+                     categories=[f"priority:{tier}", "v1"]) for i, tier in enumerate(tiers)]
+    entries += [Entry(pr=51000 + i, lang="en", id=f"en-{i}",
+                      title=f"Scheduler change {i}: finer locks in `block_pool.py`",
+                      body="Worth a look. " + "The review weighs trade-offs and tests. " * 10,
+                      published="2026-11-24T12:00:00+08:00") for i in range(len(tiers))]
+    result = parse_feed(atom(entries), "long week", settings.feed.repo)
+    issue, *_ = assemble(terms(settings), WEEK, rank_week(settings, WEEK, [result]))
+    rendered, _ = Renderer().render_variant(issue, Variant("zh-en"), settings.site.base_url, 90)
+    path = folder / "email-fifty.html"
+    path.write_text(rendered.html, encoding="utf-8")
+    return issue, rendered, path
+
+
+@pytest.mark.slow  # a 50-review week built, rendered and laid out at 600 px
+def test_a_fifty_review_week_opens_its_first_card_on_the_first_screen(browser, tmp_path):
+    issue, rendered, path = fifty_review_week(tmp_path)
+    tier = {item.pr: item.tier for item in issue.items}
+    assert rendered.brief and {tier[pr] for pr in rendered.brief} <= {"medium", "skim"}
+    with opened(browser, path, 600) as page:
+        top = page.evaluate("document.querySelector('table.card').getBoundingClientRect().top"
+                            " + window.scrollY")
+        assert top <= 1000, top
+        # The tiers' lines lead to their cards, and the titles left to the archive are listed
+        # once, after the cards, each linking to its page.
+        page.click("a[href='#tier-must-read']")
+        assert page.evaluate("location.hash") == "#tier-must-read"
+        listed = page.locator("#more ~ ol.toc li a").count()
+        assert listed == len(rendered.brief)

@@ -411,18 +411,18 @@ def test_shortened_items_are_listed_once_in_the_contents_marked_and_linked_to_pr
     for layout in CHINESE_LAYOUTS:  # the feed is Chinese only: "en" fits in full
         r = rendered[layout]
         assert r.brief and r.html_bytes <= 90_000
-        contents = Contents(r.html)
-        hrefs = [e["href"] for e in contents.entries]
-        assert len(hrefs) == len(issue.items) - r.folded
+        # A long week: the contents lists its tiers, each leading to its cards; the titles
+        # shortened to fit are listed once, after the cards, each linking to its PR page.
+        hrefs = [e["href"] for e in Contents(r.html).entries]
+        assert sorted(hrefs) == sorted(f"{base}/pr/{pr}/index.html" for pr in r.brief)
         full = set(card_ids(r.html))
-        for pr in {item.pr for item in issue.items} - set(r.brief):
-            assert pr in full and f"#pr-{pr}" in hrefs
-        for pr in r.brief:
-            assert pr not in full and f"{base}/pr/{pr}/index.html" in hrefs
-        # No second list of the same titles (it cost two reviews in full): each shortened
-        # entry is marked, and the contents says once what the mark means.
+        assert full == {item.pr for item in issue.items} - set(r.brief)
+        for tier in {item.tier for item in issue.items if item.pr in full}:
+            assert f'href="#tier-{tier}"' in r.html and f'id="tier-{tier}"' in r.html
+        assert r.html.index('id="more"') > r.html.rindex('class="card"')
+        # Each shortened entry is marked, and the list says once what the mark means.
         assert r.html.count(" ↗</div>") == len(r.brief)
-        assert "只列在目录中" in r.html and 'class="card brief"' not in r.html
+        assert "只列出标题" in r.html and 'class="card brief"' not in r.html
         for item in issue.items:
             if item.pr in r.brief and item.zh:
                 assert r.html.count(str(escape(item.zh.title))) == 1, item.pr
@@ -557,9 +557,10 @@ def test_a_variant_of_eighty_long_items_keeps_the_budget(settings, layout):
                                            settings.site.base_url, 90)
     from pipeline.core.email.render import weight
 
-    assert problem is not None and problem.code == "items-shrunk"
+    # The feed is Chinese only: "en" (titles and a line saying the review is missing) fits.
+    assert (problem is not None and problem.code == "items-shrunk") or layout == "en"
     assert max(weight(r.html), weight(r.text)) <= 90_000
-    assert len(Contents(r.html).entries) == len(issue.items) - r.folded
+    assert len(Contents(r.html).entries) == len(r.brief)  # a long week lists its tiers
 
 
 def retitled(item, zh: str, en: str):

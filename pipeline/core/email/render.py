@@ -476,6 +476,10 @@ def _plan_context(plan: _Plan, base_url: str) -> dict[str, Any]:
         "contents": _contents(plan, base_url),
         "brief": _marked(plan.brief),
         "folded": plan.folded,
+        # A long week's contents is one line per tier, and the titles shortened to fit are
+        # listed after the cards: the first card then opens the first screen, not the
+        # third. Counted on every item the issue has, so it holds through the whole search.
+        "compact": len(plan.full) + len(plan.brief) + plan.folded > CONTENTS_IN_FULL,
     }
 
 
@@ -601,6 +605,11 @@ class _Entry:
     page: str
 
 
+#: The most items whose contents lists every title at the top of the email; a longer week
+#: lists its tiers there (issue 40: a 50-review week's first card opened 2,650 px down).
+CONTENTS_IN_FULL = 12
+
+
 def _contents(plan: _Plan, base_url: str) -> list[dict[str, Any]]:
     """The contents list: every item the email shows (in full or in brief, not the folded
     tail), per tier in rank order, numbered through. A card's entry links to the card; a
@@ -615,7 +624,8 @@ def _contents(plan: _Plan, base_url: str) -> list[dict[str, Any]]:
             page = pr_page(base_url, marked.pr)
             entries.append(_Entry(n, marked, f"#pr-{marked.pr}" if marked.pr in full else page,
                                   page))
-        groups.append({"tier": group["tier"], "entries": entries})
+        groups.append({"tier": group["tier"], "entries": entries,
+                       "carded": any(entry.href.startswith("#") for entry in entries)})
     return groups
 
 
