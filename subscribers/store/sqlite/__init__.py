@@ -2,10 +2,12 @@
 
 It keeps every role of :class:`~subscribers.store.SubscriberStore` (the rules are there) in
 ``<[paths] data_dir>/subscribers.sqlite3``, WAL mode, the schema versioned by
-:data:`MIGRATIONS` and brought up to date on open. Every ledger write is committed at once
-and fsynced (``synchronous=FULL``), so a claim survives SIGKILL and a power cut; a claim is
-one statement (an insert that does nothing if the row exists, or a compare-and-set update),
-never a read followed by a write.
+:data:`MIGRATIONS` and brought up to date on open. Every ledger write is committed at once,
+so it survives SIGKILL; the hand-over before each transport call is fsynced
+(``synchronous=FULL``) and takes the message's claim to the disk with it, so a power cut
+never leads to a second delivery (``ledger._unsynced`` says why the other writes need not
+wait). A claim is one statement (an insert that does nothing if the row exists, or a
+compare-and-set update), never a read followed by a write.
 
 One module per role (``directory``, ``imports``, ``interests``, ``ledger``, ``feedback``,
 ``leases``, ``once_keys``, ``quotas``), each a class on :class:`~.core.SqliteCore` (the one
