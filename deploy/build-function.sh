@@ -93,7 +93,8 @@ done
 #    them), where this machine's GNU strip reads them: an x86_64 one (macOS's strip reads no
 #    ELF, another architecture's no x86_64 ELF).
 if [ "$(uname -m)" = x86_64 ] && strip --version >/dev/null 2>&1; then
-  find "$package" -name "*.so" -exec strip --strip-unneeded {} +
+  # Only a file no other path shares: a hard link would carry the change elsewhere.
+  find "$package" -name "*.so" -links 1 -exec strip --strip-unneeded {} +
 else
   echo "build-function.sh: no GNU strip here; the binary modules keep their symbols" >&2
 fi
