@@ -7,8 +7,8 @@
 #   deploy/build-function.sh DIR      # the package in DIR instead (the tests build it in a temp)
 #
 # - Every version is the one requirements.lock pins: the function runs what CI tested.
-# - Without what the function never runs: Pagefind (the archive's search index, made by
-#   `publish`), uvicorn (`newsletter serve`'s server), dnspython (email-validator's
+# - Without what the function never runs: Pagefind and rjieba (the archive's search index,
+#   made by `publish`), uvicorn (`newsletter serve`'s server), dnspython (email-validator's
 #   deliverability check, which the project never asks for) and what only they need; and of
 #   botocore's service descriptions, only those of the services the function calls.
 # - With bytecode compiled for Python 3.11: Lambda's code folder is read-only, so a module
@@ -57,7 +57,7 @@ import sys
 from importlib.metadata import distributions
 from pathlib import Path
 
-NEVER_RUNS = {"pagefind", "uvicorn", "dnspython"}
+NEVER_RUNS = {"pagefind", "rjieba", "uvicorn", "dnspython"}
 
 
 def key(name: str) -> str:

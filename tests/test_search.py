@@ -1,7 +1,8 @@
-"""The archive's search (pipeline/core/site/search.py, pipeline/stages/search_index.py): which pages
-are indexed, the bundle as site objects, and a real Pagefind run at the end of ``publish``.
+"""The archive's search (pipeline/core/site/search.py, words.py, pipeline/stages/search_index.py):
+the records indexed (one a review), their Chinese cut into words, the bundle as site objects,
+and a real Pagefind run at the end of ``publish``.
 
-Pagefind's fragments (one per indexed page: its URL, text and anchors) are gzip streams
+Pagefind's fragments (one per indexed record: its URL, text and meta) are gzip streams
 behind a ``pagefind_dcd`` signature; :func:`fragments` reads them back, so these tests check
 what a reader's browser will search, not only that files exist.
 """
@@ -9,6 +10,7 @@ what a reader's browser will search, not only that files exist.
 from __future__ import annotations
 
 import gzip
+import itertools
 import json
 import shutil
 import subprocess
@@ -23,26 +25,25 @@ from support.project import SAMPLE_WEEK
 
 from pipeline.archive import SiteObject
 from pipeline.archive.local import LocalArchive
-from pipeline.core.site import search
+from pipeline.core.site import search, words
 from pipeline.core.site.site import SHORT_CACHE, Site
 from pipeline.errors import RenderError
 from pipeline.stages.build import build
 from pipeline.stages.built import load_built
 from pipeline.stages.publish import publish
-from pipeline.stages.search_index import publish_search, run_pagefind
+from pipeline.stages.search_index import run_pagefind
 
 SIGNATURE = b"pagefind_dcd"
 
 
 def fragments(root: Path, year: str = "*") -> dict[str, dict[str, Any]]:
-    """Each indexed page's fragment (of every year's bundle, or of ``year``'s), by the URL a
-    result links to."""
+    """Each indexed record's fragment (of every year's bundle, or of ``year``'s), by its
+    URL (``/reviews/<week>/<pr>.html``)."""
     found = {}
     for path in (root / search.BUNDLE).glob(f"{year}/fragment/*"):
         data = gzip.decompress(path.read_bytes())
         assert data.startswith(SIGNATURE)
         fragment = json.loads(data[len(SIGNATURE):])
-        fragment["text"] = fragment["content"].replace("\u200b", "")  # word breaks it marks
         found[fragment["url"]] = fragment
     return found
 
@@ -57,16 +58,58 @@ def built_from(settings, tmp_path: Path, week: str, entries: list[Entry]):
 # -- the pure part ------------------------------------------------------------------------------
 
 
-def test_pages_to_index_are_each_issues_bilingual_page_only_by_year(built):
+def record_keys(issue) -> list[str]:
+    return [f"reviews/{issue.id}/{item.pr}.html" for item in issue.items]
+
+
+def test_records_are_one_a_review_by_year(settings, built):
+    site = Site(settings.site)
     older, oldest = replace(built.issue, id="2026-W47"), replace(built.issue, id="2025-W01")
     odd = [replace(built.issue, id=bad)
            for bad in ("../2026-W01", "2026-W01/..", "x-W01", "٢٠٢٦-W01")]  # Arabic digits
-    keys = search.pages_to_index([built.issue, older, built.issue, oldest, *odd])
-    # Not zh.html / en.html nor the PR pages: they hold the same reviews again, and every
-    # result would come twice.
-    assert keys == {"2025": ["issues/2025-W01/index.html"],
-                    "2026": ["issues/2026-W47/index.html", f"issues/{SAMPLE_WEEK}/index.html"]}
-    assert list(keys) == ["2025", "2026"]
+    years = search.records(site, [built.issue, older, built.issue, oldest, *odd])
+    assert list(years) == ["2025", "2026"]
+    assert list(years["2025"]) == record_keys(oldest)
+    assert list(years["2026"]) == record_keys(older) + record_keys(built.issue)
+
+
+def test_a_record_holds_its_own_review_whole_and_no_other(settings, built):
+    """Title, body, note and tag line of one review: the tag line of the review after it,
+    which an issue page shows between the two, is not there."""
+    records = search.records(Site(settings.site), [built.issue])["2026"]
+    items = built.issue.items
+    for item, following in itertools.pairwise(items):
+        text = words.html_text(records[f"reviews/{built.issue.id}/{item.pr}.html"])
+        assert f"#{item.pr}" in text and f"#{following.pr}" not in text
+        assert f"#{item.pr} · {' · '.join(item.areas)}" in text  # its own tag line
+        for lang in ("zh", "en"):
+            body = getattr(item, lang)
+            assert body is not None and body.title.replace("`", "") in text.replace("`", "")
+
+
+def test_chinese_is_cut_into_words_between_the_tags_only():
+    html = ('<p title="内核约束">并入Triton内核，保持BF16舍入边界</p>'
+            '<span data-pagefind-meta="title_zh:锁内快照"></span><p>读_remote_agents加锁</p>')
+    cut = words.segment_html(html)
+    assert cut.startswith('<p title="内核约束">')  # attributes as they were
+    assert 'data-pagefind-meta="title_zh:锁内快照"' in cut
+    assert words.html_text(cut).split() == [
+        "并入", "Triton", "内核", "，", "保持", "BF16", "舍入", "边界", "读", "_remote_agents",
+        "加锁"]
+    # The words a reader types: 内核 is one word, 锁内 another; 核对 is not inside 内核.
+    assert words.cut("内核约束耦合") == ["内核", "约束", "耦合"]
+    assert "内" not in words.cut("锁内快照") and "核" not in words.cut("阅读时建议重点核对两点")
+
+
+def test_a_years_words_hold_each_word_whole_and_its_parts():
+    found = words.indexed_words([words.segment_html(
+        "<h1>读 _remote_agents 加锁</h1><p>Scheduler.schedule kv-connector Qwen4Exp Café</p>")])
+    assert {"remoteagents", "remote", "agents", "schedulerschedule", "scheduler", "schedule",
+            "kvconnector", "kv", "connector", "qwen4exp", "qwen", "exp", "cafe", "读",
+            "加锁"} <= found
+    assert "" not in found and not any(char.isupper() for word in found for char in word)
+    listed = words.vocabulary(["b", "a", "加锁", "a"])
+    assert listed == '["a","b","加锁"]\n'.encode()
 
 
 def test_pages_digest_changes_with_a_page_a_key_or_the_tool_only():
@@ -95,37 +138,26 @@ def test_manifest_round_trips_and_an_unreadable_one_is_none():
     assert legacy.files() == {"search/pagefind/x.pf_meta", "search/pagefind/y.js"}
 
 
-def test_anchor_reviews_gives_each_reviews_first_heading_its_id():
-    page = ('<main><h2 class="tier-head">必读</h2>'
-            '<article class="item" id="pr-7"><p>x</p><h2><a href="u">标题</a></h2>'
-            '<h2>Title</h2></article>'
-            '<article class="item" id="pr-8"><p>no heading here</p></article>'
-            '<article class="item" id="pr-9"><h2 id="kept">T</h2></article>'
-            '<article id="pr-x"><h2>not a review</h2></article></main>')
-    out = search.anchor_reviews(page)
-    assert '<h2 id="pr-7"><a href="u">标题</a></h2><h2>Title</h2>' in out
-    # An article without a heading lends its id to no other article's heading.
-    assert out.count('id="pr-8"') == 1 and out.count('id="pr-9"') == 1
-    assert '<h2 id="kept">' in out and "<h2>not a review</h2>" in out
-    assert search.anchor_reviews(out) == out  # idempotent
-
-
 def test_bundle_objects_types_caches_and_order():
     files = {name: name.encode() for name in (
         "pagefind-entry.json", "pagefind.js", "pagefind-worker.js", "pagefind-ui.js",
         "pagefind-ui.css", "pagefind-highlight.js", "pagefind-modular-ui.js",
         "pagefind-component-ui.css", "wasm.unknown.pagefind", "pagefind.zh_0123abcd.pf_meta",
-        "index/zh_1.pf_index", "fragment/zh_2.pf_fragment", "playground/index.html")}
+        "index/zh_1.pf_index", "fragment/zh_2.pf_fragment", "playground/index.html",
+        search.WORDS, "x.css")}
     prefix = search.bundle_prefix("2026")
     objects = {o.key.removeprefix(prefix): o for o in search.bundle_objects(files, prefix)}
+    # Not Pagefind's UIs: the search page shows the results itself.
     assert set(objects) == {"pagefind-entry.json", "pagefind.js", "pagefind-worker.js",
-                            "pagefind-ui.js", "pagefind-ui.css", "wasm.unknown.pagefind",
-                            "pagefind.zh_0123abcd.pf_meta", "index/zh_1.pf_index",
-                            "fragment/zh_2.pf_fragment"}
+                            "wasm.unknown.pagefind", "pagefind.zh_0123abcd.pf_meta",
+                            "index/zh_1.pf_index", "fragment/zh_2.pf_fragment", search.WORDS,
+                            "x.css"}
     assert list(objects)[-1] == "pagefind-entry.json"  # names the rest: written last
     assert objects["pagefind.js"].content_type == "text/javascript; charset=utf-8"
-    assert objects["pagefind-ui.css"].content_type == "text/css; charset=utf-8"
+    assert objects["x.css"].content_type == "text/css; charset=utf-8"
     assert objects["pagefind-entry.json"].content_type == "application/json; charset=utf-8"
+    assert objects[search.WORDS].content_type == "application/json; charset=utf-8"
+    assert objects[search.WORDS].cache_control == SHORT_CACHE
     for name in ("wasm.unknown.pagefind", "index/zh_1.pf_index", "fragment/zh_2.pf_fragment",
                  "pagefind.zh_0123abcd.pf_meta"):
         assert objects[name].content_type == "application/octet-stream"
@@ -136,32 +168,45 @@ def test_bundle_objects_types_caches_and_order():
         assert objects[name].cache_control == SHORT_CACHE
 
 
-def test_search_page_loads_the_newest_bundle_merges_the_others_and_says_what_to_do_without_js(
+def test_search_pages_load_the_newest_bundle_merge_the_others_and_say_what_to_do_without_js(
         settings):
-    page = search.search_page(Site(settings.site), ["2024", "2026", "2025"])
-    assert page.key == "search/index.html" and page.content_type.startswith("text/html")
-    html = page.data.decode()
+    pages = {page.key: page for page in search.search_pages(Site(settings.site),
+                                                            ["2024", "2026", "2025"])}
+    assert list(pages) == ["search/index.html", "search/zh.html", "search/en.html"]
     base = settings.site.base_url.rstrip("/")
-    assert f'src="{base}/search/pagefind/2026/pagefind-ui.js"' in html
-    assert f'bundlePath: "{base}/search/pagefind/2026/",' in html
-    assert (f'mergeIndex: [{{ bundlePath: "{base}/search/pagefind/2025/", baseUrl: "{base}/" }}, '
-            f'{{ bundlePath: "{base}/search/pagefind/2024/", baseUrl: "{base}/" }}],') in html
-    only = search.search_page(Site(settings.site), ["2026"]).data.decode()
-    assert "mergeIndex: []," in only
+    for key, page in pages.items():
+        assert page.content_type.startswith("text/html")
+        html = page.data.decode()
+        assert 'var YEARS = ["2026", "2025", "2024"];' in html
+        assert (f'var BUNDLES = ["{base}/search/pagefind/2026/", "{base}/search/pagefind/2025/", '
+                f'"{base}/search/pagefind/2024/"];') in html
+        noscript = html[html.index("<noscript>"):html.index("</noscript>")]
+        assert f'href="{base}/index.html"' in noscript
+        variant = key.removeprefix("search/")
+        assert f'var VARIANT = "{variant}";' in html  # results link to this variant's pages
+        assert f'<link rel="canonical" href="{base}/{key}">' in html
+    # Each speaks its languages only, the bilingual one both.
+    assert '<html lang="en">' in pages["search/en.html"].data.decode()
+    for key, says in (("search/index.html", ("需要 JavaScript", "needs JavaScript")),
+                      ("search/zh.html", ("需要 JavaScript",)),
+                      ("search/en.html", ("needs JavaScript",))):
+        html = pages[key].data.decode()
+        assert all(text in html for text in says), key
+        assert ("需要 JavaScript" in html) == ("需要 JavaScript" in says), key
+        assert ("needs JavaScript" in html) == ("needs JavaScript" in says), key
     with pytest.raises(RenderError, match="no year"):
-        search.search_page(Site(settings.site), [])
-    noscript = html[html.index("<noscript>"):html.index("</noscript>")]
-    assert f'href="{base}/index.html"' in noscript
-    assert "需要 JavaScript" in noscript and "needs JavaScript" in noscript
+        search.search_pages(Site(settings.site), [])
 
 
-def test_every_site_page_links_to_the_search(settings, built):
+def test_every_site_page_links_to_the_search_in_its_languages(settings, built):
     site = Site(settings.site)
     pages = [*site.issue_objects(built), *site.index_objects([built.issue])]
     base = settings.site.base_url.rstrip("/")
     for obj in pages:
         if obj.key.endswith(".html") and not obj.key.endswith("email.html"):
-            assert f'href="{base}/search/index.html"' in obj.data.decode(), obj.key
+            variant = obj.key.rsplit("/", 1)[-1] if obj.key.startswith("issues/") else ""
+            search_page = variant if variant in ("zh.html", "en.html") else "index.html"
+            assert f'href="{base}/search/{search_page}"' in obj.data.decode(), obj.key
 
 
 # -- Pagefind itself ----------------------------------------------------------------------------
@@ -181,16 +226,24 @@ def test_publish_indexes_every_issue_the_archive_holds(settings, built, tmp_path
     report = publish(built, archive, Site(settings.site))
     assert "search/pagefind/2026/pagefind-entry.json" in report.written
     found = fragments(root)
-    assert {"/issues/2026-W47/index.html", f"/issues/{SAMPLE_WEEK}/index.html"} <= set(found)
-    this_week = found[f"/issues/{SAMPLE_WEEK}/index.html"]
-    anchors = {a["id"] for a in this_week["anchors"] if a["element"] == "h2"}
-    assert anchors == {f"pr-{item.pr}" for item in built.issue.items}
-    # Only <main> is indexed: the header's words are on every page and would match them all.
-    assert "往期存档" not in this_week["text"]
+    assert set(found) == {"/reviews/2026-W47/50001.html",
+                          *(f"/{key}" for key in record_keys(built.issue))}
+    for item in built.issue.items:  # each review a record, which names what a result shows
+        fragment = found[f"/reviews/{SAMPLE_WEEK}/{item.pr}.html"]
+        assert fragment["filters"] == {"year": ["2026"]}
+        meta = fragment["meta"]
+        assert (meta["week"], meta["pr"]) == (SAMPLE_WEEK, str(item.pr))
+        assert meta["title_zh"] == item.zh.title.replace("`", "")
+        assert meta["title_en"] == item.en.title.replace("`", "")
+        assert meta["issue_en"].endswith("Nov 2026")
+        assert fragment["content"].startswith(f"#{item.pr} · {' · '.join(item.areas)}")
     entry = json.loads((root / "search/pagefind/2026/pagefind-entry.json").read_text())
-    assert list(entry["languages"]) == ["zh"]  # one index holds both languages
-    # The published pages are not the copies Pagefind read: no heading id added there.
-    assert 'h2 id="pr-' not in (root / f"issues/{SAMPLE_WEEK}/index.html").read_text()
+    assert list(entry["languages"]) == ["und"]  # one index, both languages, no stemming
+    vocabulary = json.loads((root / "search/pagefind/2026" / search.WORDS).read_text())
+    assert {"内核", "nixl", "remote", "agents", "50001"} <= set(vocabulary)
+    assert vocabulary == sorted(vocabulary)
+    # Nothing is published for the records: they are Pagefind's only.
+    assert not (root / "reviews").exists()
 
 
 def test_stale_files_are_the_bundle_files_neither_index_names():
@@ -254,8 +307,8 @@ def test_old_index_files_go_once_two_newer_indexes_name_none_of_them(settings, b
     assert gone and any(".pf_" in key for key in gone)  # a whole index's chunks
     assert third.removed == len(gone) and not (gone & now)
     assert second | listed() <= now  # the live index whole, the one before it too
-    assert {"/issues/2026-W45/index.html", f"/issues/{SAMPLE_WEEK}/index.html"} <= \
-        set(fragments(root))
+    assert {"/reviews/2026-W45/202645.html",
+            *(f"/{key}" for key in record_keys(built.issue))} <= set(fragments(root))
 
 
 @pytest.mark.subprocess
@@ -269,7 +322,7 @@ def test_a_weekly_publish_indexes_only_the_year_that_changed(settings, built, tm
     real = search_index.run_pagefind
 
     def counted(pages: dict[str, str]) -> dict[str, bytes]:
-        indexed.append(sorted(pages))
+        indexed.append(sorted(key.split("/")[1] for key in pages))
         return real(pages)
 
     monkeypatch.setattr(search_index, "run_pagefind", counted)
@@ -280,22 +333,23 @@ def test_a_weekly_publish_indexes_only_the_year_that_changed(settings, built, tm
     last_year = {key: (root / key).read_bytes()
                  for key in archive.keys(search.bundle_prefix("2025"))}
     report = publish(built, archive, Site(settings.site))
-    assert indexed == [["issues/2025-W52/index.html"], ["issues/2026-W01/index.html"],
-                       ["issues/2026-W01/index.html", f"issues/{SAMPLE_WEEK}/index.html"]]
+    assert indexed == [["2025-W52"], ["2026-W01"],
+                       ["2026-W01", *[SAMPLE_WEEK] * len(built.issue.items)]]
     assert not any(key.startswith(search.bundle_prefix("2025")) for key in report.written)
     assert {key: (root / key).read_bytes()
             for key in archive.keys(search.bundle_prefix("2025"))} == last_year
-    assert set(fragments(root, "2025")) == {"/issues/2025-W52/index.html"}
-    assert set(fragments(root, "2026")) == {"/issues/2026-W01/index.html",
-                                            f"/issues/{SAMPLE_WEEK}/index.html"}
-    page = (root / search.SEARCH_PAGE).read_text()
-    assert "search/pagefind/2026/pagefind-ui.js" in page and "pagefind/2025/" in page
+    assert set(fragments(root, "2025")) == {"/reviews/2025-W52/202552.html"}
+    assert set(fragments(root, "2026")) == {"/reviews/2026-W01/202601.html",
+                                            *(f"/{key}" for key in record_keys(built.issue))}
+    for key in search.SEARCH_PAGES.values():
+        page = (root / key).read_text()
+        assert '"2026", "2025"' in page and "pagefind/2025/" in page
     # A bundle that lost a file is written whole again, though its pages did not change.
     lost = next(key for key in last_year if "/fragment/" in key)
     (root / lost).unlink()
     indexed.clear()
     publish(built, archive, Site(settings.site))
-    assert indexed == [["issues/2025-W52/index.html"]] and (root / lost).is_file()
+    assert indexed == [["2025-W52"]] and (root / lost).is_file()
 
 
 def _entry_names_files_that_exist(root: Path, year: str) -> bool:
@@ -308,10 +362,10 @@ def _entry_names_files_that_exist(root: Path, year: str) -> bool:
 @pytest.mark.subprocess
 def test_a_publish_that_failed_half_way_leaves_no_year_naming_deleted_chunks(
         settings, tmp_path, monkeypatch):
-    """A publish rewrites 2025's bundle, then Pagefind fails on 2026; 2025's page is put
-    back as it was and the next publish succeeds. 2025's live entry file is the one the failed
-    publish wrote, so the next one may neither skip the year on the old record nor delete
-    the chunks that entry names."""
+    """A publish rewrites 2025's bundle, then Pagefind fails on 2026; 2025's issue.json is
+    put back as it was and the next publish succeeds. 2025's live entry file is the one the
+    failed publish wrote, so the next one may neither skip the year on the old record nor
+    delete the chunks that entry names."""
     import pipeline.stages.search_index as search_index
 
     root = tmp_path / "site"
@@ -321,9 +375,10 @@ def test_a_publish_that_failed_half_way_leaves_no_year_naming_deleted_chunks(
     publish(newer, archive, Site(settings.site))
     entry = root / search.bundle_prefix("2025") / search.ENTRY
     as_first = entry.read_bytes()
-    page = root / "issues/2025-W52/index.html"
+    page = root / "issues/2025-W52/issue.json"
     original = page.read_bytes()
-    page.write_bytes(original.replace(b"</main>", "<p>勘误 erratum</p></main>".encode(), 1))
+    page.write_bytes(original.replace("值得一读，".encode(), "值得一读，勘误：".encode(), 1))
+    assert page.read_bytes() != original
     # 2026's bundle lost a file, so it is indexed again too, and that fails.
     (root / next(iter(archive.keys(search.bundle_prefix("2026") + "fragment/")))).unlink()
     real = search_index.run_pagefind
@@ -342,7 +397,7 @@ def test_a_publish_that_failed_half_way_leaves_no_year_naming_deleted_chunks(
     assert report.search_problem == ""
     for year in ("2025", "2026"):
         assert _entry_names_files_that_exist(root, year), year
-    assert entry.read_bytes() == as_first  # indexed again from the page as it is now
+    assert entry.read_bytes() == as_first  # indexed again from the issue as it is now
 
 
 #: ``publish_issue`` of the issue in argv[2] with the settings of argv[1], held just before its
@@ -401,7 +456,7 @@ def test_a_second_publish_while_one_is_under_way_is_refused_and_search_survives(
     assert _entry_names_files_that_exist(root, "2026")
     publish_issue(settings, second)  # once the first is done
     assert _entry_names_files_that_exist(root, "2026")
-    assert {f"/issues/2026-W{n}/index.html" for n in (45, 47, 48)} <= set(fragments(root))
+    assert {f"/reviews/2026-W{n}/2026{n}.html" for n in (45, 47, 48)} <= set(fragments(root))
 
 
 @pytest.mark.subprocess
@@ -427,15 +482,15 @@ def test_an_archive_with_the_one_bundle_of_before_moves_to_yearly_bundles(settin
     second = publish(built, archive, Site(settings.site))
     assert second.removed == len(flat)
     assert not any((root / search.BUNDLE / path).exists() for path in flat)
-    assert set(fragments(root)) == {f"/issues/{SAMPLE_WEEK}/index.html"}
+    assert set(fragments(root)) == {f"/{key}" for key in record_keys(built.issue)}
 
 
 @pytest.mark.subprocess
-def test_the_archives_pr_pages_are_not_indexed_twice(settings, built, tmp_path):
+def test_the_archives_pages_are_not_indexed_beside_the_records(settings, built, tmp_path):
     root = tmp_path / "site"
     publish(built, LocalArchive(root), Site(settings.site))
     assert (root / f"pr/{built.issue.items[0].pr}/index.html").is_file()
-    assert sorted(fragments(root)) == [f"/issues/{SAMPLE_WEEK}/index.html"]
+    assert sorted(fragments(root)) == sorted(f"/{key}" for key in record_keys(built.issue))
 
 
 @pytest.mark.subprocess
@@ -461,24 +516,21 @@ def test_hostile_reviews_are_indexed_as_text(settings, tmp_path):
     publish(issue, LocalArchive(root), Site(settings.site))
     (fragment,) = fragments(root).values()
     # The page shows the markup as text, so the index holds it as text: pagefind.js escapes
-    # < and > before it builds an excerpt (tests/test_search_browser.py runs it in Chromium).
-    assert "毒药评审" in fragment["text"] and "window.pwned=1" in fragment["text"]
-    assert {a["id"] for a in fragment["anchors"] if a["element"] == "h2"} == {"pr-60001"}
+    # < and > before it builds an excerpt, and the search page sets a title as text
+    # (tests/test_search_browser.py runs both in Chromium).
+    assert "毒药 评审" in fragment["content"] and "window.pwned=1" in fragment["content"]
+    assert fragment["meta"]["title_zh"] == "毒药 <script>alert(1)</script>"
 
 
 @pytest.mark.subprocess
-@pytest.mark.subprocess
-def test_a_page_pagefind_would_skip_is_a_render_error(settings, built, tmp_path):
-    archive = LocalArchive(tmp_path / "site")
-    publish(built, archive, Site(settings.site))
-    older = replace(built.issue, id="2026-W47")
-    archive.write(SiteObject("issues/2026-W47/index.html",
-                             b"<html><body><p>no main</p></body></html>", "text/html",
-                             SHORT_CACHE))
+def test_a_record_pagefind_would_skip_is_a_render_error():
+    from pipeline.stages.search_index import bundle_objects
+
+    records = {"reviews/2026-W48/1.html": "<html><body><main><p>一</p></main></body></html>",
+               "reviews/2026-W48/2.html": "<html><body><p>no main</p></body></html>"}
     with pytest.raises(RenderError,
-                       match=r"indexed 1 of 2 pages of 2026: each needs a <main>"):
-        publish_search(archive, Site(settings.site), [built.issue, older],
-                       lambda obj, changed: None)
+                       match=r"indexed 1 of 2 records of 2026: each needs a <main>"):
+        bundle_objects("2026", records)
 
 
 def test_page_count_reads_the_entry_file():
@@ -532,18 +584,21 @@ def test_publish_to_s3_stores_the_search_files_with_their_headers(moto_server, s
              for key in keys}
     prefix = search.bundle_prefix("2026")
     expected = {o.key: o for o in search.bundle_objects(
-        {key.removeprefix(prefix): b"" for key in keys if key != search.SEARCH_PAGE}, prefix)}
-    assert search.SEARCH_PAGE in heads and len(expected) == len(keys) - 1
-    assert heads[search.SEARCH_PAGE]["ContentType"] == "text/html; charset=utf-8"
+        {key.removeprefix(prefix): b"" for key in keys
+         if key not in search.SEARCH_PAGES.values()}, prefix)}
+    assert len(expected) == len(keys) - len(search.SEARCH_PAGES)
+    for page in search.SEARCH_PAGES.values():
+        assert heads[page]["ContentType"] == "text/html; charset=utf-8"
     for key, obj in expected.items():
         assert (heads[key]["ContentType"], heads[key]["CacheControl"]) == (
             obj.content_type, obj.cache_control), key
     wasm = next(key for key in keys if key.endswith(".pagefind"))
     assert heads[wasm]["ContentType"] == "application/octet-stream"
-    assert heads[f"{prefix}pagefind-ui.js"]["ContentType"].startswith("text/javascript")
+    assert heads[f"{prefix}pagefind.js"]["ContentType"].startswith("text/javascript")
+    assert heads[f"{prefix}{search.WORDS}"]["ContentType"].startswith("application/json")
     # The index a browser reads from the bucket is the one written: its entry names its meta.
     entry = json.loads(client.get_object(Bucket="weekly-archive",
                                          Key=f"weekly/{prefix}pagefind-entry.json")
                        ["Body"].read())
-    meta = f"{prefix}pagefind.{entry['languages']['zh']['hash']}.pf_meta"
+    meta = f"{prefix}pagefind.{entry['languages']['und']['hash']}.pf_meta"
     assert meta in heads

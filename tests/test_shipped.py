@@ -107,6 +107,8 @@ def test_the_installed_wheel_runs_the_weekly_job_outside_the_repository(installe
     site = tmp_path / "build" / "site"
     assert (site / "issues" / SAMPLE_WEEK / "index.html").is_file()
     assert list(site.glob("search/pagefind/*/pagefind.js"))  # Pagefind ran
+    words = json.loads(next(site.glob("search/pagefind/*/words.json")).read_text("utf-8"))
+    assert {"内核", "竞态"} <= set(words)  # and jieba cut the Chinese before it
 
 
 # -- the Lambda package ------------------------------------------------------------------------
@@ -143,8 +145,8 @@ def test_the_function_package_is_pinned_by_the_lock_lean_and_compiled(function_p
             if name != "vllm-pr-weekly" and locked.get(name) != version} == {}
     assert {"boto3", "botocore", "cryptography", "mangum", "starlette"} <= set(shipped)
     # What the function never runs stays out.
-    assert not {"pagefind", "pagefind-bin-extended", "uvicorn", "click", "dnspython"} & set(
-        shipped)
+    assert not {"pagefind", "pagefind-bin-extended", "rjieba", "uvicorn", "click",
+                "dnspython"} & set(shipped)
 
     # Its files are its own: stripping its binaries in place rewrote, through hard links,
     # the same files in uv's cache and in every venv linked to it, under running processes.

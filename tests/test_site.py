@@ -424,16 +424,16 @@ def test_every_page_names_its_sender_as_the_email_does(settings, built, tmp_path
                           'postal_address = """1 Example Road\nShanghai"""\n', encoding="utf-8")
     footer = Footer.configured(load(configured, {}).delivery, load(configured, {}).site)
     site = Site(settings.site, footer=footer)
-    from pipeline.core.site.search import search_page
+    from pipeline.core.site.search import search_pages
 
-    search = search_page(site, ["2026"]).data
     pages = {**{o.key: o.data for o in site.issue_objects(built)},
              **{o.key: o.data for o in site.index_objects([built.issue])},
-             "search/index.html": search}
+             **{o.key: o.data for o in search_pages(site, ["2026"])}}
     html = {key: data.decode() for key, data in pages.items()
             if key.endswith(".html") and key != f"issues/{SAMPLE_WEEK}/email.html"}
     assert {"index.html", "404.html", "areas/index.html", f"issues/{SAMPLE_WEEK}/en.html",
-            "search/index.html"} <= set(html) and any(k.startswith("pr/") for k in html)
+            "search/index.html", "search/en.html"} <= set(html) \
+        and any(k.startswith("pr/") for k in html)
     for key, page in html.items():
         foot = page[page.index("<footer>"):]
         assert "vLLM 周报 &lt;b&gt;team&lt;/b&gt;" in foot, key

@@ -50,7 +50,7 @@ def test_pages_are_valid_html(site: PublishedSite):
         pytest.fail("no java: the Nu HTML checker needs a JRE (.ci/run installs "
                     "default-jre-headless)")
     pages = [site.root / "index.html", site.root / "404.html", site.root / "areas/index.html",
-             site.root / "search/index.html"]
+             *(site.root / "search" / name for name in VARIANTS)]
     pages += [site.root / "issues" / week / name for week in site.weeks for name in VARIANTS]
     pages += sorted(site.root.glob("pr/*/index.html"))[:3]
     pages += sorted(site.root.glob("areas/*/index.html"))[:3]

@@ -1,30 +1,30 @@
-"""Search index: the archive's issue pages → Pagefind's bundles, one a year, written to the archive.
+"""Search index: the archive's reviews → Pagefind's bundles, one a year, written to the archive.
 
 Called once at the end of ``publish``, after the issue pages and the index are written, and
-built from what the archive holds (its issue.json files name the pages; the pages are read
-back from the archive), so a fresh runner with an empty ``build/`` indexes every issue, on
-the local folder and on S3 alike. A year whose pages (and Pagefind) are what the manifest
-recorded keeps its bundle: a weekly publish runs Pagefind over this year's issues only, and
-one Pagefind process never holds more than a year (pipeline/core/site/search.py says why). Its
-output is deterministic (file names are hashes of their content), so even a year indexed
-again writes nothing when nothing changed.
+built from what the archive holds (the issue.json files ``publish`` read back from it), so a
+fresh runner with an empty ``build/`` indexes every issue, on the local folder and on S3
+alike. Each review becomes one record (pipeline/core/site/search.py says why). A year whose
+records (and Pagefind, and the dictionary) are what the manifest recorded keeps its bundle: a
+weekly publish runs Pagefind over this year's reviews only, and one Pagefind process never
+holds more than a year. Its output is deterministic (file names are hashes of their content),
+so even a year indexed again writes nothing when nothing changed.
 
 Why the extended binary, run once over a temporary folder, and not Pagefind's Python API:
 
-* The extended build segments Chinese (a run of Han characters becomes words), so 张量 is
-  found inside a sentence; the binary ships inside the ``pagefind_bin_extended`` wheel.
-* The Python API answers one request per 0.1 s poll of its pipe (20 pages took 2.2 s, an
-  archive of ten years' issue and PR pages would take minutes), and its ``get_files`` reads
-  the whole index back as one line through a 2 MiB buffer: past that it hangs for ever
-  (measured with 100 issue pages). One ``pagefind_extended --site`` process has neither
-  problem, ends with an exit status, and a timeout bounds it.
+* The binary ships inside the ``pagefind_bin_extended`` wheel: nothing is downloaded.
+* The Python API answers one request per 0.1 s poll of its pipe (20 pages took 2.2 s, and a
+  year's records are some 400 requests), and its ``get_files`` reads the whole index back as
+  one line through a 2 MiB buffer: past that it hangs for ever (measured with 100 issue
+  pages). One ``pagefind_extended --site`` process has neither problem, ends with an exit
+  status, and a timeout bounds it.
 
-Why one index with ``--force-language zh``: Pagefind keeps one index per ``<html lang>``
-and the UI searches only the one matching the search page's language, so a Chinese and an
-English page would never answer the same box. Every indexed page is bilingual (its
-``<html lang>`` is ``zh-CN``); forcing ``zh`` keeps one index that also holds the pages a
-later template marks ``en``. Chinese has no stemmer in Pagefind, so English words are matched
-as written (and by prefix while typing), which suits PR titles and code identifiers.
+Why ``--force-language und``: Pagefind keeps one index per ``<html lang>`` and searches only
+the one of the search page's language, so a Chinese and an English record would never answer
+the same box; every record is bilingual and forced into one index. ``und`` (undetermined)
+rather than ``zh``: under zh Pagefind cuts the page's Chinese itself, and the browser cuts a
+query with another dictionary (pipeline/core/site/words.py); under ``und`` it neither cuts nor
+stems, so it indexes the words jieba found, and English words and code identifiers as written
+(``_remote_agents``, also found as ``remote_agents`` or ``agents``, and by prefix while typing).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ from importlib import metadata
 from pathlib import Path
 
 from pipeline.archive import Archive
-from pipeline.core.site import search
+from pipeline.core.site import search, words
 from pipeline.core.site.site import Site
 from pipeline.errors import RenderError
 from pipeline.model import Issue, SiteObject
@@ -45,11 +45,10 @@ from pipeline.model import Issue, SiteObject
 #: Indexing the sample archive takes well under a second and 2,000 full issue pages 48 s
 #: (make bench): this bounds a hung process, not a large archive.
 PAGEFIND_TIMEOUT_S = 600
-#: Only the reviews: the header, footer and language switch are the same on every page.
+#: What a record's text is (web/search_record.html.j2): a page without it is skipped.
 ROOT_SELECTOR = "main"
 #: How every bundle is indexed (after ``--site`` and ``--output-path``).
-OPTIONS = ("--force-language", "zh", "--keep-index-url", "--root-selector", ROOT_SELECTOR,
-           "--silent")
+OPTIONS = ("--force-language", "und", "--root-selector", ROOT_SELECTOR, "--silent")
 
 
 def pagefind_executable() -> Path:
@@ -91,46 +90,39 @@ def run_pagefind(pages: dict[str, str], executable: Path | None = None) -> dict[
 
 
 def tool() -> str:
-    """Pagefind's version and options, part of each year's digest: a new Pagefind or a
-    changed option indexes every year again."""
+    """Pagefind's version and options and the segmenter's version, part of each year's
+    digest: a new Pagefind, a changed option or a new dictionary indexes every year again."""
     try:
         version = metadata.version("pagefind_bin_extended")
     except metadata.PackageNotFoundError:
         version = "unknown"
-    return " ".join(["pagefind_extended", version, *OPTIONS])
+    return " ".join(["pagefind_extended", version, *OPTIONS, "·", words.segmenter_version()])
 
 
-def archive_pages(archive: Archive, keys: Sequence[str]) -> dict[str, str]:
-    """The pages ``keys`` name as the archive holds them, prepared for Pagefind."""
-    pages: dict[str, str] = {}
-    for key in keys:
-        data = archive.read(key)
-        if data is not None:
-            pages[key] = search.anchor_reviews(data.decode("utf-8", errors="replace"))
-    return pages
-
-
-def bundle_objects(year: str, pages: dict[str, str]) -> list[SiteObject]:
-    """Pagefind's bundle of ``pages`` (one year's) as objects under its year's prefix."""
+def bundle_objects(year: str, records: dict[str, str]) -> list[SiteObject]:
+    """Pagefind's bundle of ``records`` (one year's, their Chinese cut into words here) and
+    the year's words, as objects under its year's prefix."""
+    pages, vocabulary = search.segmented(records)
     bundle = run_pagefind(pages)
     indexed = search.page_count(bundle)
     if indexed != len(pages):  # Pagefind skips, silently, a page without the root element
         raise RenderError("search index", f"Pagefind indexed {indexed} of {len(pages)} "
-                          f"pages of {year}: each needs a <{ROOT_SELECTOR}> element")
-    return search.bundle_objects(bundle, search.bundle_prefix(year))
+                          f"records of {year}: each needs a <{ROOT_SELECTOR}> element")
+    return search.bundle_objects({**bundle, search.WORDS: vocabulary},
+                                 search.bundle_prefix(year))
 
 
 def publish_search(archive: Archive, site: Site, issues: Sequence[Issue],
                    note: Callable[[SiteObject, bool], None]) -> int:
     """Index each year of ``issues`` whose bundle is not the one the manifest recorded for
-    its pages, and write its bundle; then the search page over every year's, then the
+    its records, and write its bundle; then the search pages over every year's, then the
     manifest; last, delete the bundle files neither this index nor the one before names
     (:func:`search.stale_files`); how many were deleted. ``note`` is told of each write and
     whether it changed anything (:meth:`PublishReport.note`).
 
-    A year is kept only when its pages digest as recorded, its files are all there and its
+    A year is kept only when its records digest as recorded, its files are all there and its
     live entry file is the one recorded. Each bundle is written before the page that loads
-    it, and its entry file last; nothing is deleted before the new index is in place, and
+    them, and its entry file last; nothing is deleted before the new index is in place, and
     what a reader of the previous index may still fetch stays. When a year fails half-way,
     the manifest is still written for what is live (the years rewritten so far, the others
     as they were), so the next publish neither trusts a stale record nor deletes the chunks
@@ -141,17 +133,16 @@ def publish_search(archive: Archive, site: Site, issues: Sequence[Issue],
     identity = tool()
     years: dict[str, search.YearIndex] = {}
     try:
-        for year, keys in search.pages_to_index(issues).items():
-            pages = archive_pages(archive, keys)
-            if not pages:
+        for year, records in search.records(site, issues).items():
+            if not records:
                 continue
-            digest = search.pages_digest(pages, identity)
+            digest = search.pages_digest(records, identity)
             kept = previous.years.get(year) if previous else None
             if kept is not None and kept.digest == digest and set(kept.files) <= present \
                     and kept.entry == _live_entry(archive, year):
                 years[year] = kept
                 continue
-            objects = bundle_objects(year, pages)
+            objects = bundle_objects(year, records)
             for obj in objects:
                 note(obj, archive.write(obj))
             entry = next(obj.data for obj in objects if obj.key.endswith(search.ENTRY))
@@ -160,8 +151,8 @@ def publish_search(archive: Archive, site: Site, issues: Sequence[Issue],
     except BaseException:
         _record_what_is_live(archive, years, previous)
         raise
-    page = search.search_page(site, years)
-    note(page, archive.write(page))
+    for page in search.search_pages(site, years):
+        note(page, archive.write(page))
     manifest = search.Manifest(years)
     note(manifest.to_object(), archive.write(manifest.to_object()))
     stale = search.stale_files(present, manifest.files(), previous)

@@ -1,30 +1,33 @@
-"""Search: which archive pages the search index reads, and the index files as site objects.
+"""Search: the records the search index reads, by year, and the index files as site objects.
 
-Pure: keys and HTML in, :class:`SiteObject` values out. ``pipeline/stages/search_index.py``
-reads the pages from the archive, runs Pagefind over them and hands the files it wrote back
-here; ``publish`` writes the objects like every other page.
+Pure: issues and HTML in, :class:`SiteObject` values out. ``pipeline/stages/search_index.py``
+runs Pagefind over the records and hands the files it wrote back here; ``publish`` writes the
+objects like every other page.
 
-The index covers what the archive holds, never a local build folder: each issue's bilingual
-page (``issues/<week>/index.html``), and nothing else. ``zh.html`` and ``en.html`` hold the
-same words again, and a PR's page (``pr/<number>/``) holds the same reviews again: indexed,
-each would repeat every result. A result is one review in the issue that carried it, and the
-issue page links on to the PR's page.
+The index covers what the archive holds, never a local build folder: the issues are the
+``issue.json`` files ``publish`` read back from the archive. A result is one review in the
+issue that carried it, so the index holds one *record* per review (``web/search_record.html.j2``:
+its PR number and area tags, its titles, note and body in both languages), not the issue
+pages: Pagefind scores a page as a whole and cuts it into sub-results only at headings with an
+``id``, so on a page of eight reviews a query's words could come from two different reviews,
+a review's tag line counted toward the review before it, every match was "1 result" and the
+UI showed three sub-results at most. A record is handed to Pagefind only (its words cut by
+:mod:`pipeline.core.site.words`), never published; its meta values name the issue and PR
+the search page links to (``issues/<week>/<variant>#pr-<number>``, the review's article on
+the issue page in the search page's language). Neither ``zh.html``/``en.html`` nor a PR's
+page (``pr/<number>/``) is indexed: they hold the same reviews again.
 
-A search result should land on the review it matched, not on the top of an eight-review
-page. Pagefind makes a sub-result only for a *heading* with an ``id``, and an issue page puts
-the ``id`` (``pr-<number>``) on each review's ``<article>``; :func:`anchor_reviews` copies it
-onto the article's first heading in the copy Pagefind reads (never in the page published), so
-the result links to ``…/index.html#pr-<number>``, which the live page resolves to the article.
-
-The search page and the bundles live under ``search/``: the page at ``search/index.html``,
-one Pagefind bundle per ISO year of the issues at ``search/pagefind/<year>/``. Why a bundle a
+The search pages and the bundles live under ``search/``: one page per language variant
+(``index.html`` bilingual, ``zh.html``, ``en.html``, as an issue has them), one Pagefind bundle
+per ISO year of the issues at ``search/pagefind/<year>/``, with the Chinese words of its
+records beside it (``words.json``: the search page cuts a query against them). Why a bundle a
 year and not one for the archive: Pagefind holds the whole index in memory while it writes it
 (629 MB for 520 issue pages, ten years), and cannot add to an index; a bundle a year bounds
 both the memory and the work of a weekly publish by one year's issues, since only a year
-whose pages changed is indexed again (:class:`Manifest` keeps a digest of each year's pages).
-The search page loads the newest year's bundle and merges the others into it (Pagefind UI's
-``mergeIndex``), so one box still searches every issue: results of all years are ranked
-together by score.
+whose records changed is indexed again (:class:`Manifest` keeps a digest of each year's
+records). The search page loads the newest year's bundle and merges the others into it
+(Pagefind's ``mergeIndex``), so one box still searches every issue: results of all years are
+ranked together by score.
 """
 
 from __future__ import annotations
@@ -37,14 +40,21 @@ from dataclasses import dataclass
 
 import jinja2
 
-from pipeline.core.site.site import HTML, SHORT_CACHE, Site
+from pipeline.core.site import words
+from pipeline.core.site.site import HTML, SHORT_CACHE, VARIANTS, Site
+from pipeline.core.site.site_pages import IssueView
 from pipeline.errors import RenderError
 from pipeline.model import Issue, SiteObject
 
-SEARCH_PAGE = "search/index.html"
+#: The search page of each issue page variant: the same file names, the same languages.
+SEARCH_PAGES = {variant: f"search/{variant}" for variant in VARIANTS}
 #: Where Pagefind's bundles are published, one a year (:func:`bundle_prefix`); the search
-#: page loads ``pagefind-ui.js`` from the newest.
+#: page loads ``pagefind.js`` from the newest.
 BUNDLE = "search/pagefind/"
+#: Where the records sit in the folder Pagefind reads (never published).
+RECORDS = "reviews/"
+#: Beside each year's bundle: the Chinese words of its records (:func:`words.vocabulary`).
+WORDS = "words.json"
 #: Files named by a hash of their content: a new index gets new names, so they never change
 #: once written and may be cached for a year. A reader mid-session on last week's entry file
 #: still finds the chunks it names: a chunk is deleted only once neither the index just
@@ -58,9 +68,10 @@ MANIFEST = "search/indexes.json"
 #: The list an archive from before per-year bundles holds (one key a line): read as the
 #: previous index's files, then deleted with them.
 LEGACY_MANIFEST = "search/index-files.txt"
-#: Bundle files the search page never loads (the other two UI flavours, the highlighter):
-#: not published, so the archive carries only what it serves.
+#: Bundle files the search page never loads (Pagefind's three UIs: the page shows results
+#: itself; the highlighter): not published, so the archive carries only what it serves.
 UNUSED = frozenset({
+    "pagefind-ui.js", "pagefind-ui.css",
     "pagefind-modular-ui.js", "pagefind-modular-ui.css",
     "pagefind-component-ui.js", "pagefind-component-ui.css",
     "pagefind-highlight.js",
@@ -78,23 +89,30 @@ OCTETS = "application/octet-stream"
 ENTRY = "pagefind-entry.json"
 _WEEK_ID = re.compile(r"([0-9]{4})-W[0-9]{2}")  # ASCII digits: \d takes ٢٠٢٦ too
 _HASHED = re.compile(r"^(?:index/|fragment/|filter/|pagefind\.[^/]+\.pf_meta$)")
-#: A review's article (``id="pr-<n>"``) up to the attributes of its first ``<h2>``, without
-#: crossing the article's end. Review bodies cannot open an ``<article>`` or an ``<h2>``: the
-#: sanitizer (pipeline/core/issue/sanitize.py) allows neither, nor any ``id``.
-_REVIEW = re.compile(
-    r'(<article\b[^>]*\bid="(pr-\d+)"[^>]*>(?:(?!</article>|<h2\b).)*<h2\b)([^>]*)>', re.S)
 
 
-def pages_to_index(issues: Sequence[Issue]) -> dict[str, list[str]]:
-    """The archive keys to index by the ISO year of their week (``2026-W48`` → ``2026``),
-    oldest year and issue first: each issue's bilingual page (a key the archive does not hold
-    is skipped when read). An id that is no ISO week (a hand-edited issue.json) names no page
-    and no bundle: its year would become a path."""
-    years: dict[str, list[str]] = {}
-    for issue_id in sorted({issue.id for issue in issues}):
+def records(site: Site, issues: Sequence[Issue]) -> dict[str, dict[str, str]]:
+    """Each review's record (``reviews/<week>/<pr>.html`` → HTML, its Chinese not yet cut)
+    by the ISO year of its issue's week (``2026-W48`` → ``2026``), oldest year, issue and
+    record first. An id that is no ISO week (a hand-edited issue.json) makes no record and no
+    bundle: its year would become a path."""
+    template = _template(site, "web/search_record.html.j2")
+    years: dict[str, dict[str, str]] = {}
+    for issue_id, issue in sorted({issue.id: issue for issue in issues}.items()):
         if match := _WEEK_ID.fullmatch(issue_id):
-            years.setdefault(match[1], []).append(f"issues/{issue_id}/index.html")
+            view = IssueView(issue, site.base_url)
+            year = years.setdefault(match[1], {})
+            for item in issue.items:
+                year[f"{RECORDS}{issue_id}/{item.pr}.html"] = _render(
+                    template, "web/search_record.html.j2", issue=view, item=item)
     return dict(sorted(years.items()))
+
+
+def segmented(pages: Mapping[str, str]) -> tuple[dict[str, str], bytes]:
+    """``pages`` (one year's records) as Pagefind reads them, each run of Chinese cut into
+    words, and the year's :data:`WORDS` file: every word they hold."""
+    cut = {key: words.segment_html(html) for key, html in pages.items()}
+    return cut, words.vocabulary(words.indexed_words(cut.values()))
 
 
 def bundle_prefix(year: str) -> str:
@@ -103,9 +121,11 @@ def bundle_prefix(year: str) -> str:
 
 
 def pages_digest(pages: Mapping[str, str], tool: str) -> str:
-    """A digest of what an index of ``pages`` holds: every key and page as Pagefind reads it,
-    and ``tool`` (Pagefind's version and options), so a year is indexed again when a page,
-    a template or Pagefind changed, and never otherwise."""
+    """A digest of what an index of ``pages`` holds: every key and record, and ``tool``
+    (Pagefind's and the segmenter's versions, Pagefind's options), so a year is indexed
+    again when a review, a template, Pagefind or the dictionary changed, and never
+    otherwise. The records are digested before their Chinese is cut: the cut follows from
+    them and the segmenter, and a publish that indexes nothing never loads the dictionary."""
     digest = hashlib.sha256(tool.encode("utf-8"))
     for key in sorted(pages):
         for part in (key, pages[key]):
@@ -114,18 +134,11 @@ def pages_digest(pages: Mapping[str, str], tool: str) -> str:
     return digest.hexdigest()
 
 
-def anchor_reviews(html: str) -> str:
-    """The page as Pagefind should read it: each review's first heading carries the
-    review's ``id``, so Pagefind offers ``#pr-<number>`` as a sub-result."""
-    return _REVIEW.sub(
-        lambda m: m[0] if re.search(r"\bid=", m[3]) else f'{m[1]} id="{m[2]}"{m[3]}>', html)
-
-
 def bundle_objects(files: Mapping[str, bytes], prefix: str) -> list[SiteObject]:
-    """Pagefind's output (path inside the bundle → bytes) as objects under ``prefix`` (a
-    :func:`bundle_prefix`), in a stable order that writes ``pagefind-entry.json`` last: it
-    names the index the other files hold, so a publish that fails half-way leaves the old
-    entry pointing at files that exist."""
+    """Pagefind's output (path inside the bundle → bytes, the :data:`WORDS` file among them)
+    as objects under ``prefix`` (a :func:`bundle_prefix`), in a stable order that writes
+    ``pagefind-entry.json`` last: it names the index the other files hold, so a publish that
+    fails half-way leaves the old entry pointing at files that exist."""
     objects = []
     for path in sorted(files, key=lambda p: (p == ENTRY, p)):
         if path in UNUSED or path.startswith("playground/"):
@@ -219,16 +232,33 @@ def page_count(files: Mapping[str, bytes]) -> int:
         return 0
 
 
-def search_page(site: Site, years: Iterable[str]) -> SiteObject:
-    """``search/index.html``: Pagefind's UI over the newest year's bundle with every other
-    year's merged in, newest first, and a ``<noscript>`` note that sends a reader without
-    JavaScript to the archive's index."""
-    urls = [f"{site.base_url}/{bundle_prefix(year)}" for year in sorted(years, reverse=True)]
-    if not urls:
+def search_pages(site: Site, years: Iterable[str]) -> list[SiteObject]:
+    """``search/index.html``, ``zh.html`` and ``en.html`` (:data:`SEARCH_PAGES`): the search
+    in the languages of the issue page variant of the same name, over the newest year's
+    bundle with every other year's merged in, newest first, and a ``<noscript>`` note that
+    sends a reader without JavaScript to the archive's index."""
+    newest_first = sorted(years, reverse=True)
+    if not newest_first:
         raise RenderError("web/search.html.j2", "no year's bundle to search")
+    urls = [f"{site.base_url}/{bundle_prefix(year)}" for year in newest_first]
+    template = _template(site, "web/search.html.j2")
+    return [SiteObject(key, _render(template, "web/search.html.j2", bundle_urls=urls,
+                                    years=newest_first,
+                                    words_file=WORDS, han=words.HAN_JS, variant=variant,
+                                    langs=VARIANTS[variant], variants=VARIANTS
+                                    ).encode("utf-8"), HTML, SHORT_CACHE)
+            for variant, key in SEARCH_PAGES.items()]
+
+
+def _template(site: Site, name: str) -> jinja2.Template:
     try:
-        html = site.env.get_template("web/search.html.j2").render(
-            bundle_url=urls[0], merged_urls=urls[1:])
+        return site.env.get_template(name)
     except jinja2.TemplateError as exc:
-        raise RenderError("web/search.html.j2", str(exc)) from None
-    return SiteObject(SEARCH_PAGE, html.encode("utf-8"), HTML, SHORT_CACHE)
+        raise RenderError(name, str(exc)) from None
+
+
+def _render(template: jinja2.Template, name: str, **context: object) -> str:
+    try:
+        return template.render(**context)
+    except jinja2.TemplateError as exc:
+        raise RenderError(name, str(exc)) from None
