@@ -317,3 +317,48 @@ def test_a_review_that_injects_markup_shows_as_text(browser, hostile_site):
         _, said = search_for(page, "$& $`")
         assert "“$& $`”" in said
         visit.assert_clean()
+
+
+@pytest.fixture(scope="module")
+def busy_site(tmp_path_factory) -> Iterator[PublishedSite]:
+    """One issue of twelve reviews, each about the scheduler (调度器), published in-process."""
+    project = tmp_path_factory.mktemp("busy-search")
+    server = start_server(project / "site")
+    base = f"http://127.0.0.1:{server.server_port}"
+    entries = []
+    for n in range(12):
+        pr = 61000 + n
+        entries += [Entry(pr=pr, lang="zh-CN", title=f"调度器改动之{n}",
+                          body=f"值得一读：调度器的第 {n} 处改动。"),
+                    Entry(pr=pr, lang="en", id=f"en-{pr}", title=f"Scheduler change {n}",
+                          body=f"Skim: the scheduler's change number {n}.")]
+    feed = project / "feed.atom"
+    feed.write_bytes(atom(entries))
+    (project / "newsletter.toml").write_text(
+        f'[feed]\nurls = ["{feed}"]\n[site]\nbase_url = "{base}"\n', encoding="utf-8")
+    settings = load(project / "newsletter.toml", {})
+    built = load_built(build(settings, week_id=SAMPLE_WEEK, feeds=[str(feed)],
+                             out=project / "build").out_dir)
+    publish(built, LocalArchive(project / "site"), Site(settings.site))
+    try:
+        yield PublishedSite(Path(project / "site"), base, (SAMPLE_WEEK,))
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.mark.slow  # its fixture builds and publishes a twelve-review issue, Pagefind and all
+def test_more_reviews_than_a_page_shows_are_a_click_away(browser, busy_site):
+    expected = {item["pr"] for item in busy_site.issue(SAMPLE_WEEK)["items"]}
+    assert len(expected) == 12 > PAGE
+    with open_page(browser, busy_site, "search/en.html", WIDTHS["mobile"]) as visit:
+        page = visit.page
+        found, said = search_for(page, "调度器")
+        assert said == "12 reviews match “调度器”" and len(found) == PAGE
+        page.get_by_role("button", name="Show more").click()
+        page.wait_for_function("() => document.querySelectorAll('#search-results > li')"
+                               ".length === 12")
+        assert not page.get_by_role("button", name="Show more").is_visible()
+        hrefs = page.eval_on_selector_all(RESULT_LINKS, "els => els.map(e => e.href)")
+        assert sorted(prs(busy_site, hrefs, "en.html")) == sorted(expected)
+        visit.assert_clean()
