@@ -94,6 +94,21 @@ def issue_number(week_id: str, first_week: str) -> int:
     return weeks + 1 if weeks >= 0 else 0
 
 
+def subject_days(week: Week) -> dict[str, str]:
+    """The week's days as briefly as a subject line says them: ``11 月 23–29 日`` and
+    ``23–29 Nov`` (``11 月 30 日 – 12 月 6 日``, ``30 Nov – 6 Dec`` across a month). No
+    year: the inbox dates every message, and the characters go to the headline."""
+    import pendulum
+
+    first = pendulum.instance(week.start).in_timezone(week.tz)
+    last = pendulum.instance(week.end).in_timezone(week.tz).subtract(days=1)
+    if first.month == last.month:
+        return {"zh": f"{first.month} 月 {first.day}–{last.day} 日",
+                "en": f"{first.day}–{last.day} {last.format('MMM', locale='en')}"}
+    return {"zh": f"{first.month} 月 {first.day} 日 – {last.month} 月 {last.day} 日",
+            "en": f"{first.format('D MMM', locale='en')} – {last.format('D MMM', locale='en')}"}
+
+
 def week_ranges(start: datetime, end: datetime, tz: str) -> dict[str, str]:
     """The days a week covers, as readers write them: ``11 月 23 日 – 11 月 29 日`` and
     ``23–29 Nov 2026`` (``end`` is exclusive, so the last day is the one before it)."""

@@ -569,28 +569,35 @@ def retitled(item, zh: str, en: str):
     return replace(item, zh=Text(zh, "<p>x</p>", "x", "feed"), en=Text(en, "<p>x</p>", "x", "feed"))
 
 
-def test_an_unnumbered_subject_is_as_before(sample):
+def test_an_unnumbered_subject_names_its_week_by_its_days(sample):
     from pipeline.core.issue.bilingual import subject
 
     _, issue, *_ = sample
     items = [retitled(issue.items[0], "短标题", "Short title"), *issue.items[1:]]
-    assert subject("en", WEEK, items) == "vLLM PR Weekly · 2026-W48 · Short title + 7 more"
-    assert subject("zh-en", WEEK, items, 0) == "vLLM PR 周报 · 2026-W48 · 短标题 等 8 篇"
+    assert subject("en", WEEK, items) == "vLLM PR Weekly · 23–29 Nov · Short title + 7 more"
+    assert subject("zh-en", WEEK, items, 0) == "vLLM PR 周报 · 11 月 23–29 日 · 短标题 等 8 篇"
 
 
-def test_a_numbered_subject_keeps_the_week_while_the_headline_fits_whole(sample):
+def test_a_numbered_subject_names_its_week_in_every_language(sample):
     from pipeline.core.issue.bilingual import subject
 
     _, issue, *_ = sample
     items = [retitled(issue.items[0], "短标题", "Short title"), *issue.items[1:]]
     assert subject("en-zh", WEEK, items, 3) == \
-        "vLLM PR Weekly · No. 3 · 2026-W48 · Short title + 7 more"
-    assert subject("zh", WEEK, items, 3) == "vLLM PR 周报 · 第 3 期 · 2026-W48 · 短标题 等 8 篇"
-    assert subject("en", WEEK, items[:1], 12) == "vLLM PR Weekly · No. 12 · 2026-W48 · Short title"
+        "vLLM PR Weekly · No. 3 · 23–29 Nov · Short title + 7 more"
+    assert subject("zh", WEEK, items, 3) == "vLLM PR 周报 · 第 3 期 · 11 月 23–29 日 · 短标题 等 8 篇"
+    assert subject("en", WEEK, items[:1], 12) == "vLLM PR Weekly · No. 12 · 23–29 Nov · Short title"
+    across = parse_week("2026-W53", "Asia/Shanghai")  # 28 Dec 2026 to 3 Jan 2027
+    assert subject("en", across, items[:1], 6) == \
+        "vLLM PR Weekly · No. 6 · 28 Dec – 3 Jan · Short title"
+    assert subject("zh", across, items[:1], 6) == \
+        "vLLM PR 周报 · 第 6 期 · 12 月 28 日 – 1 月 3 日 · 短标题"
 
 
-@pytest.mark.parametrize("number", [3, 52, 1000])
-def test_a_numbered_subject_drops_the_week_before_it_cuts_the_headline(sample, number):
+@pytest.mark.parametrize("number", [0, 3, 52, 1000])
+def test_a_long_headline_is_cut_but_the_week_stays(sample, number):
+    """The English subject used to drop its week for a long headline: every layout keeps
+    the week's days, and the count of the other reviews goes before the headline is cut."""
     from pipeline.core.issue.bilingual import SUBJECT_MAX, subject
 
     _, issue, *_ = sample
@@ -600,12 +607,15 @@ def test_a_numbered_subject_drops_the_week_before_it_cuts_the_headline(sample, n
     for layout in LAYOUTS:
         line = subject(layout, WEEK, items, number)
         assert len(line) <= SUBJECT_MAX, line
-        label = f"第 {number} 期" if layout.startswith("zh") else f"No. {number}"
-        brand, shown_label, headline = line.split(" · ", 2)
-        assert brand == ("vLLM PR 周报" if layout.startswith("zh") else "vLLM PR Weekly")
-        assert shown_label == label and "2026-W48" not in line
-        title = long_zh if layout.startswith("zh") else long_en
-        assert title.startswith(headline.split("…")[0]) and "…" in headline
+        zh = layout.startswith("zh")
+        parts = line.split(" · ")
+        assert parts[0] == ("vLLM PR 周报" if zh else "vLLM PR Weekly")
+        if number:
+            assert parts.pop(1) == (f"第 {number} 期" if zh else f"No. {number}")
+        assert parts[1] == ("11 月 23–29 日" if zh else "23–29 Nov")
+        headline = " · ".join(parts[2:])
+        assert (long_zh if zh else long_en).startswith(headline.split("…")[0])
+        assert headline.endswith("…") and "more" not in headline and "等" not in headline
 
 
 def test_compact_css_drops_white_space_but_keeps_rules_lines_and_no_double_brace():
