@@ -585,7 +585,8 @@ def test_a_numbered_subject_names_its_week_in_every_language(sample):
     items = [retitled(issue.items[0], "短标题", "Short title"), *issue.items[1:]]
     assert subject("en-zh", WEEK, items, 3) == \
         "vLLM PR Weekly · No. 3 · 23–29 Nov · Short title + 7 more"
-    assert subject("zh", WEEK, items, 3) == "vLLM PR 周报 · 第 3 期 · 11 月 23–29 日 · 短标题 等 8 篇"
+    assert subject("zh", WEEK, items, 3) == \
+        "vLLM PR 周报 · 第 3 期 · 11 月 23–29 日 · 短标题 等 8 篇"
     assert subject("en", WEEK, items[:1], 12) == "vLLM PR Weekly · No. 12 · 23–29 Nov · Short title"
     across = parse_week("2026-W53", "Asia/Shanghai")  # 28 Dec 2026 to 3 Jan 2027
     assert subject("en", across, items[:1], 6) == \
@@ -650,3 +651,39 @@ def test_a_reviewers_markdown_renders_and_never_shows_its_marks(settings):
     assert "**重点**" not in html and "**Fix**" not in html
     text = artifacts["email-zh.txt"].decode()
     assert "Fix a leak in `block_pool.py`" in text and "**" not in text.replace("a**b", "")
+
+
+@pytest.mark.parametrize(("full", "left"), [(7, 1), (5, 3)])
+def test_the_reviews_left_to_the_archive_are_counted_in_good_english(sample, full, left):
+    """"1 more reviews in the archive" read wrong: one review left is singular, in both
+    parts, and Chinese (which has no plural) says the same words for any count."""
+    from pipeline.core.email.render import Footer, _Plan
+
+    _, issue, *_ = sample
+    plan = _Plan(issue.items[:full], issue.items[full:], 0)
+    for layout in ("en", "zh-en"):
+        renderer, variant = Renderer(), Variant(layout)
+        html = renderer._html(issue, variant, "https://x.example", plan, Footer())
+        text = renderer._text(issue, variant, "https://x.example", plan, Footer())
+        english = ("1 more review in the archive" if left == 1
+                   else f"{left} more reviews in the archive")
+        assert english in html and english in text
+        if layout == "zh-en":
+            assert f"另有 {left} 篇评审见网页存档" in html
+
+
+def test_counted_takes_the_singular_only_for_one():
+    from pipeline.core.email.render import counted, strings
+
+    assert counted(strings()["en"], "area_reviews", 1) == "1 review"
+    assert counted(strings()["en"], "area_reviews", 0) == "0 reviews"
+    assert counted(strings()["en"], "area_reviews", 21) == "21 reviews"
+    assert counted(strings()["zh"], "area_reviews", 1) == "1 篇评审"
+
+
+def test_a_one_review_week_says_review_in_its_preheader(sample):
+    from pipeline.core.issue.bilingual import preheader
+
+    _, issue, *_ = sample
+    assert preheader("en", issue.items[:1]).startswith("1 PR review this week: 1 ")
+    assert preheader("en", issue.items[:2]).startswith("2 PR reviews this week: ")
