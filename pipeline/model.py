@@ -231,6 +231,9 @@ class Issue:
     archive_url: str
     #: "No. N": weeks since ``[issue] first_week``, the first being 1; 0 = unnumbered.
     number: int = 0
+    #: The week's PRs the editor's file hid (``hide = true``), in PR order: the editor's
+    #: decision, not a problem.
+    hidden: tuple[int, ...] = ()
 
 
 # -- what leaves: a site's files, a finished message --------------------------------------

@@ -504,7 +504,7 @@ def test_a_blocking_problem_exits_3_after_writing_the_preview(tmp_path):
     assert html.index(">missing-language<") < html.index(">unrated<")
 
 
-def test_the_editors_file_reorders_and_hides(tmp_path):
+def test_the_editors_file_reorders_and_hides(tmp_path, browser):
     project = make_project(tmp_path / "edited")
     editorial = project / "editorial"
     editorial.mkdir()
@@ -517,7 +517,14 @@ def test_the_editors_file_reorders_and_hides(tmp_path):
     plain_order = [item["pr"] for item in plain["items"]]
     assert plain_order[-1] == 54934 and 56317 in plain_order
 
-    ok(run(["preview", "--week", SAMPLE_WEEK, "--no-serve", "--no-screenshots"], project))
+    said = ok(run(["preview", "--week", SAMPLE_WEEK, "--no-serve", "--no-screenshots"],
+                  project)).stdout
+    # Hiding is the editor's own act: said as information, never counted as a warning.
+    edited = json.loads((issue_folder(project) / "issue.json").read_text())
+    warnings = [p["code"] for p in edited["problems"] if p["severity"] == "warning"]
+    assert "hidden" not in warnings and edited["hidden"] == [56317]
+    assert f"0 blocking problem(s), {len(warnings)} warning(s)" in said
+    assert "hidden by the editor's file: #56317" in said and "warning: hidden" not in said
     html = page_html(project)
     ranking = html[html.index('id="ranking"'):]
     order = [int(pr) for pr in re.findall(r'<li id="rank-(\d+)">', ranking)]
@@ -529,6 +536,22 @@ def test_the_editors_file_reorders_and_hides(tmp_path):
     hidden = ranking[ranking.index("Hidden by the editor"):]
     assert "#56317" in hidden
     assert f"Editor's file: <code>editorial/{SAMPLE_WEEK}.toml</code>" in html
+    server = serve(issue_folder(project))
+    try:
+        with open_preview(browser, f"http://127.0.0.1:{server.server_port}") as visit:
+            page = visit.page
+            assert f"{len(warnings)} warning(s)" in page.locator("p.status").inner_text()
+            rows = page.locator("#proof tbody tr").all_inner_texts()
+            assert not [row for row in rows if "hidden" in row or "56317" in row], rows
+            info = page.locator("#proof #hidden-info")
+            assert info.is_visible() and "#56317" in info.inner_text()
+            info.get_by_role("link", name="#56317").click()
+            assert page.url.endswith("#hidden-56317")
+            assert page.locator("#hidden-56317").is_visible()
+            visit.assert_clean()
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_an_approved_issue_is_kept_unless_its_content_changed(tmp_path):

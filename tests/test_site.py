@@ -441,3 +441,15 @@ def test_every_page_names_its_sender_as_the_email_does(settings, built, tmp_path
     # Without a footer (a Site made for a test or a tool) the pages name no sender.
     bare = objects(Site(settings.site), built)[f"issues/{SAMPLE_WEEK}/en.html"].data.decode()
     assert "Sent by" not in bare
+
+
+def test_the_public_issue_json_does_not_name_the_prs_the_editor_hid(settings, tmp_path):
+    folder = settings.resolve(settings.paths.editorial_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{SAMPLE_WEEK}.toml").write_text("[56317]\nhide = true\n", encoding="utf-8")
+    built = load_built(build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "b").out_dir)
+    assert built.issue.hidden == (56317,)
+    public = objects(Site(settings.site), built)[f"issues/{SAMPLE_WEEK}/issue.json"].data
+    data = json.loads(public)
+    assert "hidden" not in data and b"56317" not in public
+    assert data["content_hash"] == built.content_hash

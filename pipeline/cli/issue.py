@@ -114,6 +114,8 @@ def _cmd_build(args: argparse.Namespace, settings: Settings) -> int:
           f"{len(blocking)} blocking problem(s), {len(warnings)} warning(s)")
     for problem in issue.problems:
         print(f"  {problem.severity}: {problem.code}: {problem.message}")
+    if issue.hidden:
+        print(f"  hidden by the editor's file: {', '.join(f'#{pr}' for pr in issue.hidden)}")
     for key, result in built.rendered.items():
         print(f"  email-{key}.html {result.html_bytes / 1000:.1f} KB"
               + (f" (areas first: {', '.join(result.areas)})" if result.areas else ""))

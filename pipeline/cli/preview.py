@@ -259,6 +259,8 @@ def _show_preview(built: BuiltIssue, report: ProofReport, preview: Preview) -> N
           f"{len(report.blocking)} blocking problem(s), {len(report.warnings)} warning(s)")
     for problem in report.problems:
         print(f"  {problem.severity}: {problem.code}: {problem.message}")
+    if report.hidden:
+        print(f"  hidden by the editor's file: {', '.join(f'#{pr}' for pr in report.hidden)}")
     for size in report.sizes:
         print(f"  email-{size.layout}.html {size.weight / 1000:.1f} KB as sent "
               f"({size.percent:.0f}% of {size.budget / 1000:.0f} KB)")

@@ -105,7 +105,8 @@ def fill_missing(items: Sequence[Item], translations: Mapping[tuple[int, str], M
 
 
 def compose(items: Sequence[Item], week: Week, repo: str, base_url: str,
-            skipped: Sequence[Skipped], problems: Sequence[Problem], number: int = 0) -> Issue:
+            skipped: Sequence[Skipped], problems: Sequence[Problem], number: int = 0,
+            hidden: Sequence[int] = ()) -> Issue:
     """Assemble the issue: subjects and preheaders per layout, and the problems, sorted."""
     found = list(problems)
     for item in items:
@@ -133,6 +134,7 @@ def compose(items: Sequence[Item], week: Week, repo: str, base_url: str,
         # index.html named: the link works on any static host, not only one with index pages.
         archive_url=f"{base_url.rstrip('/')}/issues/{week.id}/index.html",
         number=number,
+        hidden=tuple(hidden),
     )
 
 

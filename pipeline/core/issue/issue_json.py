@@ -141,6 +141,8 @@ class IssueBody(TypedDict):
     #: Written only when the build rendered interest variants: an issue without them keeps
     #: the bytes (and the hash) it had before variants existed.
     variants: NotRequired[list[VariantData]]
+    #: The PRs the editor's file hid, written only when it hid any (as ``variants``).
+    hidden: NotRequired[list[int]]
 
 
 class IssueData(IssueBody):
@@ -245,11 +247,13 @@ def _body(issue: Issue, variants: Sequence[VariantData] = ()) -> IssueBody:
     }
     if variants:
         body["variants"] = list(variants)
+    if issue.hidden:
+        body["hidden"] = list(issue.hidden)
     return body
 
 
 #: Top-level keys an issue.json written before they existed lacks (read as their default).
-_ADDED_LATER = frozenset({"number", "variants"})
+_ADDED_LATER = frozenset({"number", "variants", "hidden"})
 
 
 def checked(data: object) -> IssueData:
@@ -313,6 +317,7 @@ def from_dict(data: object) -> Issue:
         problems=tuple(_read_problem(p) for p in top.objects("problems")),
         archive_url=top.string("archive_url"),
         number=top.optional_integer("number") or 0,
+        hidden=top.integers("hidden"),
     )
 
 

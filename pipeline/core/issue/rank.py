@@ -75,8 +75,8 @@ def rank(groups: Sequence[PullGroup], editorial: Editorial | None = None,
     words = vocabulary or shipped_vocabulary()
     shown = [group for group in groups
              if not ((entry := editorial.get(group.pr)) and entry.hide)]
-    ones = iter((spread or one_by_one)(
-        lambda group: _rank_one(group, editorial.get(group.pr), words), shown))
+    ranked = (spread or one_by_one)(
+        lambda group: _rank_one(group, editorial.get(group.pr), words), shown)
     items: list[Item] = []
     problems: list[Problem] = []
     seen = {group.pr for group in groups}
@@ -84,16 +84,19 @@ def rank(groups: Sequence[PullGroup], editorial: Editorial | None = None,
         problems.append(Problem(
             "editor-unknown-pr", "warning", pr=pr,
             message=f"the editor's file names PR #{pr}, which has no review this week"))
-    for group in groups:
-        entry = editorial.get(group.pr)
-        if entry and entry.hide:
-            problems.append(Problem("hidden", "warning", pr=group.pr,
-                                    message=f"PR #{group.pr} hidden by the editor's file"))
-            continue
-        item, found = next(ones)
+    for item, found in ranked:
         problems.extend(found)
         items.append(item)
     return ordered(items), [*problems, *week_questions(items)]
+
+
+def hidden_prs(groups: Sequence[PullGroup], editorial: Editorial | None) -> tuple[int, ...]:
+    """The week's PRs the editor's file hides (``hide = true``), in PR order: a deliberate
+    act, shown to the editor as information, never as a problem to fix."""
+    if editorial is None:
+        return ()
+    return tuple(sorted(group.pr for group in groups
+                        if (entry := editorial.get(group.pr)) and entry.hide))
 
 
 def week_questions(items: Sequence[Item]) -> list[Problem]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 import jinja2
@@ -181,10 +182,12 @@ def public_issue_json(built: BuiltIssue) -> bytes:
     small list, one reader's), and the public archive carries no subscriber data: that copy
     is written again from the records, without them, keeping the ``content_hash`` the build
     computed (it names the issue the editor approved; it cannot be checked from the archive
-    anyway, whose copies carry public links instead of placeholders)."""
-    if not built.variants:
+    anyway, whose copies carry public links instead of placeholders). The PRs the editor
+    hid are left out of it too: hidden means gone from the archive, its number as well."""
+    if not built.variants and not built.issue.hidden:
         return built.source
-    return issue_json.dumps(issue_json.with_hash(built.issue, built.content_hash))
+    return issue_json.dumps(issue_json.with_hash(replace(built.issue, hidden=()),
+                                                 built.content_hash))
 
 
 def public_email(email_html: str, site: Site, page_url: str = "") -> bytes:
