@@ -202,9 +202,9 @@ def test_at_375_px_no_footer_link_or_area_tag_breaks_inside_itself(browser, tmp_
     tagged = replace(issue.items[0], areas=tuple(sorted(LONG_TAGS)))
     issue = replace(issue, items=(tagged, *issue.items[1:]))
     rendered, _ = Renderer().render_variant(issue, Variant("zh-en"), settings.site.base_url, 90)
-    data = rendered.html.encode("utf-8")
+    data: bytes | None = rendered.html.encode("utf-8")
     if folded:
-        data = fold_html(data.replace(b"\r\n", b"\n"))
+        data = fold_html(rendered.html.encode("utf-8").replace(b"\r\n", b"\n"))
     assert data is not None
     path = tmp_path / "email.html"
     path.write_bytes(data)

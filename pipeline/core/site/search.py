@@ -223,7 +223,7 @@ def search_page(site: Site, years: Iterable[str]) -> SiteObject:
     """``search/index.html``: Pagefind's UI over the newest year's bundle with every other
     year's merged in, newest first, and a ``<noscript>`` note that sends a reader without
     JavaScript to the archive's index."""
-    urls = [f"{site.base_url}/{bundle_prefix(year)}" for year in sorted(years, reverse=True)]
+    urls = [f"{site.root}/{bundle_prefix(year)}" for year in sorted(years, reverse=True)]
     if not urls:
         raise RenderError("web/search.html.j2", "no year's bundle to search")
     try:

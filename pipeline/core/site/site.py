@@ -10,8 +10,12 @@ from a local build folder: a fresh runner with an empty ``build/`` publishes a w
 Public pages show no ranking rationale (an item's ``why`` is for the editor's proof). Every
 page carries Open Graph and Twitter card tags with one static card image (``static/card.png``).
 
-Every link between pages names ``index.html`` and is absolute from ``[site] base_url``, so the
-site works on any static host. The public email copy carries no personal link or token.
+Every link between pages names ``index.html`` and is a path from the site's root (``/pr/1/
+index.html``; ``/weekly/pr/…`` when ``[site] base_url`` has a path), so a page works whatever
+host and port serve it: ``make site SITE_PORT=18080`` as well as the CloudFront domain.
+What must be absolute is: the canonical and Open Graph URLs, the hreflang alternates, the
+Atom feeds, the sitemap and robots.txt, from ``[site] base_url`` (the ``absolute`` filter).
+The public email copy carries no personal link or token.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
+from urllib.parse import urlsplit
 
 import jinja2
 from markupsafe import Markup, escape
@@ -81,17 +86,28 @@ class Site:
         """``footer``: who publishes the archive (:meth:`Footer.configured`, as every
         email's foot says it); without one the pages name no sender."""
         self.base_url = site.base_url.rstrip("/")
+        #: The site's root as a path ("" or "/weekly"): where every link between pages starts.
+        self.root = urlsplit(self.base_url).path.rstrip("/")
+        self._origin = self.base_url[:len(self.base_url) - len(urlsplit(self.base_url).path)]
         self.app_url = site.app_url.rstrip("/")
         self.env = env or environment()
         self.env.globals.update(
             footer=footer or Footer(),
             s=strings(), lang_tag=LANG_TAGS, tier_label=tier_label,
-            identifiers=identifiers, body=body, base_url=self.base_url,
+            identifiers=identifiers, body=body, base_url=self.base_url, root=self.root,
             app_url=self.app_url, tiers=TIER_BY_NAME, card_url=url_of(self.base_url, CARD_KEY),
-            pr_url=lambda pr: url_of(self.base_url, site_pages.pr_key(pr)),
-            area_url=lambda name: url_of(self.base_url, site_pages.area_key(area_slug(name))),
-            page_url=lambda key: url_of(self.base_url, key), index_titles=INDEX_TITLES,
+            pr_url=lambda pr: url_of(self.root, site_pages.pr_key(pr)),
+            area_url=lambda name: url_of(self.root, site_pages.area_key(area_slug(name))),
+            page_url=lambda key: url_of(self.root, key), index_titles=INDEX_TITLES,
         )
+        self.env.filters["absolute"] = self.absolute
+
+    def absolute(self, url: str) -> str:
+        """A link of the site (``/issues/…``) as the absolute URL under ``[site] base_url``
+        that canonical links, feeds and the sitemap need; any other URL as it is."""
+        if not url.startswith("/") or url.startswith("//"):
+            return url
+        return self._origin + url
 
     def _render(self, name: str, **context: Any) -> bytes:
         try:
@@ -103,7 +119,7 @@ class Site:
 
     def issue_objects(self, built: BuiltIssue) -> list[SiteObject]:
         """Everything under ``issues/<week>/``: the pages, the public email, issue.json."""
-        view = IssueView(built.issue, self.base_url)
+        view = IssueView(built.issue, self.root)
         prefix = f"issues/{view.id}/"
         objects = [
             SiteObject(prefix + variant, self._render("web/issue.html.j2", issue=view,
@@ -113,7 +129,8 @@ class Site:
             for variant, langs in VARIANTS.items()
         ]
         objects.append(SiteObject(prefix + "email.html",
-                                  public_email(built.html("zh-en"), self, view.url), HTML,
+                                  public_email(built.html("zh-en"), self,
+                                               self.absolute(view.url)), HTML,
                                   LONG_CACHE))
         objects.append(SiteObject(prefix + "issue.json", public_issue_json(built),
                                   "application/json; charset=utf-8", LONG_CACHE))
@@ -123,7 +140,7 @@ class Site:
         """Every page made from all the issues the archive holds, the index last but the
         robots and 404 pages: PR pages, area pages and feeds, the areas list, the card, then
         the index, feed and sitemap (so they name only pages already written)."""
-        views = sorted((IssueView(issue, self.base_url) for issue in issues), key=lambda v: v.id,
+        views = sorted((IssueView(issue, self.root) for issue in issues), key=lambda v: v.id,
                        reverse=True)
         updated = views[0].published if views else None
         seen = site_pages.appearances(views)
