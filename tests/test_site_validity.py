@@ -158,8 +158,10 @@ def test_each_area_feed_is_valid_atom_with_its_reviews(site: PublishedSite):
             assert entry.link.startswith(f"{BASE_URL}/pr/") and entry.content[0].value
             assert entry.get("updated_parsed") and entry.title
         page = (site.root / "areas" / area / "index.html").read_text("utf-8")
+        # Found from the page on whatever host serves it: a path from the site's root.
+        path = f"/archive/areas/{area}/feed.xml"  # BASE_URL's path, then the feed's key
         assert (f'<link rel="alternate" type="application/atom+xml" title="{area} · vLLM PR '
-                f'Weekly" href="{url}">') in page
+                f'Weekly" href="{path}">') in page
 
 
 @pytest.mark.subprocess
