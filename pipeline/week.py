@@ -12,6 +12,7 @@ this module, and ``--help``, ``status`` or ``subscribers import`` read the clock
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING
 
@@ -80,6 +81,23 @@ def last_complete_week(tz: str, at: datetime | None = None) -> Week:
     current = week_containing(at or now(), tz)
     monday = pendulum.instance(current.start).in_timezone(tz).subtract(weeks=1)
     return week_of_monday(date(monday.year, monday.month, monday.day), tz)
+
+
+def numbering_start(first_week: str, held: Iterable[str], week_id: str) -> str:
+    """The week of issue No. 1: ``[issue] first_week`` when it is set; else the first week
+    the archive ``held`` (names that are no ISO week are passed over), else ``week_id``
+    itself. So a fresh archive's first issue is No. 1 whatever week it is (``make run``
+    dates the sample into the last complete week, which moves every Monday), and each week
+    after it counts on from there; a week older than the archive's first is unnumbered."""
+    if first_week:
+        return first_week
+    weeks = []
+    for name in held:
+        try:
+            weeks.append((iso_monday(name), name))
+        except ValueError:
+            continue
+    return min(weeks)[1] if weeks else week_id
 
 
 def issue_number(week_id: str, first_week: str) -> int:

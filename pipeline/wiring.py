@@ -180,6 +180,16 @@ def reader_choices(settings: Settings) -> Sequence[Choice]:
         return store.variant_choices()
 
 
+def archive_weeks(settings: Settings) -> Sequence[str]:
+    """The weeks the archive holds, which number a build's issue when ``[issue] first_week``
+    is not set (its first is No. 1); none asked when it is set. A local archive not made
+    yet holds none, and is not made by asking."""
+    if settings.issue.first_week:
+        return []
+    with open_archive(settings) as archive:
+        return archive.list_issues()
+
+
 def store_exists(settings: Settings) -> bool:
     """Whether there is a store to read: always for DynamoDB, for SQLite once its file is
     made (by the subscription app, ``subscribers`` commands, a send, or a publish, which

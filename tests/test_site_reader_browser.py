@@ -64,7 +64,8 @@ def served(tmp_path_factory) -> Iterator[Served]:
     assert settings.site.base_url == DEFAULT_BASE  # the embedded default's
     archive = LocalArchive(project / "site")
     for week, feeds in ((OLDER_WEEK, [str(older)]), (SAMPLE_WEEK, [])):
-        built = build(settings, week_id=week, feeds=feeds, out=project / "build" / week)
+        built = build(settings, week_id=week, feeds=feeds, out=project / "build" / week,
+                      archive_weeks=archive.list_issues())  # as the command line does
         publish(load_built(built.out_dir), archive, Site(settings.site))
     server = start_server(project / "site")
     try:
@@ -206,4 +207,14 @@ def test_at_375_px_no_area_link_breaks_inside_itself(browser, served):
             "els => els.map(a => [a.textContent, a.getClientRects().length])")
         assert any("-" in text for text, _ in links)
         assert [text for text, lines in links if lines != 1] == [], links
+        seen.assert_clean()
+
+
+def test_the_archives_first_issue_is_no_1(browser, served):
+    """With the default configuration (no [issue] first_week) the first issue this archive
+    holds reads "No. 1", and each later one counts the weeks since (2025-W52 to 2026-W48)."""
+    with visit(browser, served, "index.html") as seen:
+        headlines = seen.page.locator("ol.issues > li > h2").all_inner_texts()
+        assert headlines == ["第 49 期 · 2026 年 11 月 23 日 – 29 日\nNo. 49 · 23–29 Nov 2026",
+                             "第 1 期 · 2025 年 12 月 22 日 – 28 日\nNo. 1 · 22–28 Dec 2025"]
         seen.assert_clean()

@@ -161,11 +161,13 @@ class _Steps:
               ) -> BuiltIssue:
         from pipeline.stages.build import build
         from pipeline.stages.built import load_built
+        from pipeline.wiring import archive_weeks
 
         settings = self.settings
         with translation(settings) as translate, log.timed(_log, "build"):
             result = build(settings, week_id=week.id, feeds=feeds, translate=translate,
-                           github=github(settings), choices=choices)
+                           github=github(settings), choices=choices,
+                           archive_weeks=archive_weeks(settings))
         variants = result.variant_count
         print(f"built {week.id}: {len(result.issue.items)} items"
               + (f", {variants} interest variant(s)" if variants else "")

@@ -97,14 +97,14 @@ def add_status(commands: argparse._SubParsersAction[Any]) -> None:
 
 def _cmd_build(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.stages.build import build
-    from pipeline.wiring import reader_choices
+    from pipeline.wiring import archive_weeks, reader_choices
 
     choices = reader_choices(settings)
     with translation(settings) as translate, future_week_said(settings, args.week), \
             log.timed(_log, "build"):
         built = build(settings, week_id=args.week, feeds=args.feed, out=args.out,
                       force=args.force, translate=translate, github=github(settings),
-                      choices=choices)
+                      choices=choices, archive_weeks=archive_weeks(settings))
     issue = built.issue
     tiers = Counter(item.tier for item in issue.items)
     blocking = [p for p in issue.problems if p.severity == "blocking"]

@@ -162,7 +162,7 @@ def _maker(args: argparse.Namespace, settings: Settings, week_id: str, approve: 
     """What builds, proofs and writes the preview: once, then again on every change
     (``make(True)``: only the screenshots that did not change, the rest by ``reshoot``)."""
     from pipeline.stages.preview import preview_issue
-    from pipeline.wiring import reader_choices
+    from pipeline.wiring import archive_weeks, reader_choices
 
     skip = ("--no-screenshots was given" if args.no_screenshots
             else "no chromium on the PATH (install Debian's chromium to get them)")
@@ -173,7 +173,7 @@ def _maker(args: argparse.Namespace, settings: Settings, week_id: str, approve: 
             return preview_issue(settings, week_id, args.feed, approve_command=approve,
                                  shooter=shooter, cached_only=cached_only, skip_reason=skip,
                                  shown=shown, translate=translate, github=github(settings),
-                                 choices=choices)
+                                 choices=choices, archive_weeks=archive_weeks(settings))
 
     return make
 

@@ -43,6 +43,7 @@ from pipeline.sources.feeds import fetch
 from pipeline.stages.approve import read_approval
 from pipeline.stages.built import APPROVAL_FILE, ISSUE_FILE, choose_week, issue_folder
 from pipeline.stages.machine_translation import Translate, translate_items
+from pipeline.week import numbering_start
 
 _log = logging.getLogger("newsletter.build")
 
@@ -66,9 +67,13 @@ class Built:
         return sum(1 for rendered in self.rendered.values() if rendered.areas)
 
 
-def terms(settings: Settings) -> Terms:
-    """The sections of ``settings`` the pure assembly reads, and no other."""
-    return Terms(settings.feed, settings.issue, settings.site, settings.delivery)
+def terms(settings: Settings, first_week: str | None = None) -> Terms:
+    """The sections of ``settings`` the pure assembly reads, and no other; ``first_week``,
+    when given, is the week of issue No. 1 the build worked out (``[issue] first_week`` or
+    the archive's first)."""
+    issue = settings.issue if first_week is None else replace(settings.issue,
+                                                               first_week=first_week)
+    return Terms(settings.feed, issue, settings.site, settings.delivery)
 
 
 def spread_for(items: int) -> Spread:
@@ -157,12 +162,16 @@ def pull_facts(item: Item, github: PullSource, repo: str) -> PullFacts | None:
 def build(settings: Settings, *, week_id: str | None = None, feeds: Sequence[str] = (),
           out: Path | None = None, force: bool = False,
           translate: Translate | None = None, github: PullSource | None = None,
-          choices: Iterable[Choice] = (), spread: Spread | None = None) -> Built:
+          choices: Iterable[Choice] = (), spread: Spread | None = None,
+          archive_weeks: Sequence[str] | None = None) -> Built:
     """Build one issue and write it; return what was written.
 
     ``choices`` are the readers' (layout, areas): each distinct interest variant they come
     to is rendered here, once, and nowhere later (see :mod:`pipeline.core.assemble`).
     ``spread`` shares the renderings out (default: :func:`spread_for` the week's size).
+    ``archive_weeks``, the weeks the archive holds, number the issue when ``[issue]
+    first_week`` is not set (:func:`pipeline.week.numbering_start`; the command line always
+    passes them); None, as a caller that asks no archive, leaves it unnumbered then.
 
     An approved issue is never replaced by different content behind the editor's back:
     that takes ``force``, which also drops the approval.
@@ -175,8 +184,10 @@ def build(settings: Settings, *, week_id: str | None = None, feeds: Sequence[str
         results = read_feeds(settings, locations)
     with timed(_log, "rank"):
         ranked = rank_week(settings, week, results, translate, github)
+    first = (settings.issue.first_week if archive_weeks is None
+             else numbering_start(settings.issue.first_week, archive_weeks, week.id))
     with timed(_log, "render"):
-        assembled = assemble(terms(settings), week, ranked, choices=choices,
+        assembled = assemble(terms(settings, first), week, ranked, choices=choices,
                              spread=spread or spread_for(len(ranked.items)))
     issue, data, artifacts = assembled.issue, assembled.data, assembled.artifacts
     files = {ISSUE_FILE: issue_json.dumps(data), **artifacts}

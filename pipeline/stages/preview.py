@@ -270,10 +270,12 @@ def preview_issue(settings: Settings, week_id: str, feeds: Sequence[str] = (), *
                   shooter: Screenshotter | None = None, cached_only: bool = False,
                   skip_reason: str | None = None,
                   shown: Callable[[Path], str] = str, translate: Translate | None = None,
-                  github: PullSource | None = None, choices: Iterable[Choice] = ()
+                  github: PullSource | None = None, choices: Iterable[Choice] = (),
+                  archive_weeks: Sequence[str] | None = None
                   ) -> tuple[BuiltIssue, ProofReport, Preview]:
-    """Build the week (``build`` semantics) with the readers' ``choices``, proof it (every
-    interest variant too) and write its preview folder.
+    """Build the week (``build`` semantics) with the readers' ``choices`` (and numbered by
+    ``archive_weeks``, as ``build`` does), proof it (every interest variant too) and write
+    its preview folder.
 
     An approved issue whose content changed is not rebuilt: ``build``'s BlockedError, said
     from the preview's side. ``shown`` turns a path into what the page prints. Screenshots
@@ -282,7 +284,7 @@ def preview_issue(settings: Settings, week_id: str, feeds: Sequence[str] = (), *
     strings.cache_clear()  # under --watch, templates/strings.toml may have changed
     try:
         result = build(settings, week_id=week_id, feeds=feeds, translate=translate,
-                       github=github, choices=choices)
+                       github=github, choices=choices, archive_weeks=archive_weeks)
     except BlockedError as exc:
         raise BlockedError(f"not previewed: {exc} (newsletter build --week {week_id} --force; "
                            "then preview again)") from None

@@ -116,7 +116,7 @@ class IssueView:
         return self.issue.number
 
     def number_label(self, lang: str) -> str:
-        """``第 3 期`` / ``No. 3``; "" for an unnumbered issue (no ``[issue] first_week``)."""
+        """``第 3 期`` / ``No. 3``; "" for an unnumbered issue (a week before issue No. 1)."""
         if not self.number:
             return ""
         return strings()[lang]["issue_number"].format(n=self.number)
