@@ -114,6 +114,7 @@ def visit(browser: Browser, served: Served, key: str, width: int = 1280) -> Iter
         context.close()
 
 
+@pytest.mark.slow  # the first to use `served` (two weeks built and indexed), five pages, a search
 def test_a_page_served_on_another_port_leads_everywhere_and_its_search_works(browser, served):
     with visit(browser, served, "index.html") as seen:
         page = seen.page
