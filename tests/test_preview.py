@@ -430,8 +430,12 @@ def test_the_page_loads_cleanly_and_shows_every_layout(browser, served, sample: 
         for layout in LAYOUTS:
             assert data["subject"][layout] in text and data["preheader"][layout] in text
         assert page.locator("#ranking ol.ranking > li").count() == len(SEED_PRS)
-        assert "No problem found" in page.locator("#proof").inner_text()
-        assert page.locator("#proof table tbody tr").count() == len(LAYOUTS)  # the sizes
+        # The sample's one question for the editor: seven of its eight reviews open 值得精读.
+        proof = page.locator("#proof")
+        assert "0 blocking" in proof.inner_text()
+        assert proof.locator("table").first.locator("tbody tr").all_inner_texts() == [
+            "warning\tmostly-must-read\t\t\t" + data["problems"][0]["message"]]
+        assert proof.locator("table").last.locator("tbody tr").count() == len(LAYOUTS)
         last = page.locator("main > section").last
         assert last.get_attribute("id") == "approve"
         assert APPROVE in last.inner_text() and data["content_hash"] in last.inner_text()
