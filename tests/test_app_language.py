@@ -6,6 +6,7 @@ the address it unsubscribes, masked, and offers the preferences before its butto
 from __future__ import annotations
 
 import html
+import logging
 import re
 from datetime import UTC, datetime
 from email.message import EmailMessage
@@ -143,6 +144,19 @@ def test_a_known_address_is_reminded_in_its_own_layout_not_the_forms(app):
                 headers=FROM_ARCHIVE)
     [mail] = app.outbox()
     assert str(mail["Subject"]).startswith("You are subscribed")
+
+
+def test_each_mail_is_logged_with_its_outbox_file_never_its_token_or_address(app, caplog):
+    caplog.set_level(logging.INFO, logger="newsletter")
+    app.request("POST", "/subscribe", form={"email": "logged@example.org", "layout": "en"},
+                headers=FROM_ARCHIVE)
+    folder = app.settings.resolve(app.settings.paths.build_dir) / "outbox"
+    [written] = folder.glob("*.eml")
+    text, _ = parts(app.outbox()[0])
+    token = re.search(r"token=([a-z2-7]{56})", text).group(1)  # type: ignore[union-attr]
+    lines = [r.getMessage() for r in caplog.records]
+    assert f"confirm mail: {written}" in lines, lines
+    assert not any(token in line or "logged@" in line for line in lines)
 
 
 # -- areas by display name ------------------------------------------------------------------------

@@ -87,6 +87,11 @@ def test_serve_port_puts_the_port_served_in_the_links(tmp_path):
     assert f"http://127.0.0.1:{port}/subscribe (listening on 127.0.0.1:{port}" in err
     assert "links name the port served" in err
     [mail] = outbox.glob("*.eml")
+    # Where the confirmation went, as a file to open; never its token, never the address.
+    logged = re.search(r"confirm mail: (\S+\.eml)$", err, re.M)
+    assert logged is not None, err
+    assert Path(logged.group(1)).samefile(mail)
+    assert "token=" not in err and "reader@" not in err
     text = BytesParser(policy=policy.default).parsebytes(mail.read_bytes())
     plain = text.get_body(("plain",))
     assert plain is not None
@@ -95,6 +100,7 @@ def test_serve_port_puts_the_port_served_in_the_links(tmp_path):
     assert link_match is not None, body
     link = link_match.group(0)
     assert link.startswith(f"http://127.0.0.1:{port}/confirm?token=")
+    assert link.split("token=")[1] not in err
 
 
 @pytest.mark.parametrize(("app_url", "port", "expected"), [

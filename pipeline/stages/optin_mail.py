@@ -19,6 +19,7 @@ transport, the ``.eml`` stays readable in a text editor, the confirmation link w
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from email import policy
 from email.message import EmailMessage
@@ -36,6 +37,8 @@ from pipeline.transport import Outgoing, Transport
 from subscribers.model import Subscriber
 
 _POLICY = policy.SMTP.clone(max_line_length=78)
+
+_log = logging.getLogger("newsletter.app")
 
 SUBJECTS = {
     "confirm": {"zh": "请确认订阅 vLLM PR 周报",
@@ -90,13 +93,16 @@ class OptInMailer:
         message.add_alternative(html, subtype="html", charset="utf-8",
                                 cte=transfer_encoding(html, readable=True))
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
-        self.transport.send(Outgoing(
+        sent = self.transport.send(Outgoing(
             recipient=subscriber.email,
             sender=self.sender.addr_spec,
             raw=message.as_bytes(policy=_POLICY.clone(utf8=to.needs_smtputf8)),
             key=f"{kind}/{subscriber.id}-{stamp}",
             tags={"kind": kind},
         ))
+        # Where it went (the outbox's file, a relay's or SES's id): never the address, and
+        # never the link, whose token is a credential.
+        _log.info("%s mail: %s", kind, self.transport.location(sent))
 
 
 def _expires_text(expires: datetime | None) -> dict[str, str] | None:
