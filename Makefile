@@ -63,10 +63,13 @@ site: install
 	@echo "serving $(SITE_DIR)/ at http://127.0.0.1:$(SITE_PORT)/index.html (Ctrl-C stops)"
 	$(BIN)/python -m http.server --bind 127.0.0.1 --directory $(SITE_DIR) $(SITE_PORT)
 
-# The subscription app (subscribe form, confirm, unsubscribe, preferences) on 127.0.0.1:8001,
-# [site] app_url; with the default outbox its confirmation mails land in build/outbox/.
+# The subscription app (subscribe form, confirm, unsubscribe, preferences) on 127.0.0.1 at
+# the port of [site] app_url (8001). SERVE_PORT=8002 serves on another port; its pages and
+# confirmation mails then link to that port (the note it prints says what else to change).
+# With the default outbox its confirmation mails land in build/outbox/, each file logged.
+SERVE_PORT ?=
 serve: install
-	$(NEWSLETTER) serve
+	$(NEWSLETTER) serve $(if $(SERVE_PORT),--port $(SERVE_PORT))
 
 # The suite's bytecode (the project's modules, the tests with pytest's rewritten asserts, and
 # every `newsletter` process a test starts) is cached under build/pycache, even where

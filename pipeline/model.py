@@ -44,6 +44,14 @@ def layout_langs(layout: str) -> tuple[Lang, ...]:
     return langs
 
 
+def reading_order(layout: str) -> tuple[Lang, ...]:
+    """Every language, the layout's own first and in its order: how the subscription app's
+    pages and mails, which always carry both, put a reader's language first (``en`` →
+    ``("en", "zh")``)."""
+    first = layout_langs(layout)
+    return (*first, *(lang for lang in LANGS if lang not in first))
+
+
 @dataclass(frozen=True)
 class Pair(Generic[T]):
     """One value per language."""
