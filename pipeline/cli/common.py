@@ -203,6 +203,8 @@ def publish_issue(settings: Settings, built: BuiltIssue,
             report = publish(built, archive, Site(settings.site, footer=footer))
     print(f"published {built.id} to {where}: {len(report.written)} object(s) written "
           f"({report.bytes_written / 1000:.1f} KB), {report.unchanged} unchanged"
+          + (f", {len(report.retired)} page(s) no issue carries removed"
+             if report.retired else "")
           + (f", {report.removed} old search file(s) removed" if report.removed else ""))
     print(f"  {settings.site.base_url.rstrip('/')}/issues/{built.id}/index.html")
     if report.search_problem:

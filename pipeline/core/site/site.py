@@ -17,7 +17,7 @@ site works on any static host. The public email copy carries no personal link or
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import jinja2
@@ -57,6 +57,10 @@ _CODE = re.compile(r"<code>(.*?)</code>", re.S)
 #: The Atom feed carries the latest issues in full; the index and sitemap list them all.
 #: (A full-content feed of every issue grew to 12 MB at ten years: make bench.)
 FEED_ISSUES = 20
+#: The folders whose every page :meth:`Site.index_objects` makes from the archive's issues:
+#: a page there that no issue makes any more (a PR the editor hid, an area no review
+#: carries now, an area's page past its last) is retired by ``publish`` (:func:`retired`).
+DERIVED = ("pr/", "areas/")
 
 
 def identifiers(body_html: str) -> list[Markup]:
@@ -163,6 +167,15 @@ class Site:
                                                           reviews=feed, updated=updated),
                        ATOM, SHORT_CACHE),
         ]
+
+
+def retired(present: Iterable[str], made: Iterable[SiteObject]) -> list[str]:
+    """The keys under :data:`DERIVED` that the archive holds (``present``) and that the
+    pages just made from its issues (``made``) no longer include, sorted: pages that would
+    otherwise stay public after their review left every issue, linking to an anchor no
+    issue page has."""
+    kept = {obj.key for obj in made}
+    return sorted(key for key in set(present) if key.startswith(DERIVED) and key not in kept)
 
 
 def robots_txt(base_url: str) -> bytes:
