@@ -201,17 +201,30 @@ def public_issue_json(built: BuiltIssue) -> bytes:
 
 
 def public_email(email_html: str, site: Site, page_url: str = "") -> bytes:
-    """The ``zh-en`` email with the personal links replaced by public pages (no token), and a
-    canonical link to the issue's page (the page, not the copy, is what search should show)."""
-    if site.app_url:
-        unsubscribe, preferences = f"{site.app_url}/unsubscribe", f"{site.app_url}/preferences"
-    else:
-        unsubscribe = preferences = f"{site.base_url}/index.html"
-    html = (email_html.replace(UNSUBSCRIBE_PLACEHOLDER, unsubscribe)
-            .replace(PREFERENCES_PLACEHOLDER, preferences))
+    """The ``zh-en`` email as the archive shows it: without its personal links, and with a
+    canonical link to the issue's page (the page, not the copy, is what search should show).
+
+    The unsubscribe and preferences links work only with a reader's token; without one the
+    app answers 400. A reader of the copy meets what an archived newsletter offers instead:
+    the footer's own "Subscribe here" (when there is an app) and its archive link."""
+    html = _PERSONAL_LINK.sub(_joined, email_html)
+    for placeholder in (UNSUBSCRIBE_PLACEHOLDER, PREFERENCES_PLACEHOLDER):  # outside a link
+        html = html.replace(placeholder, f"{site.base_url}/index.html")
     if not page_url:
         return html.encode("utf-8")
     canonical = f'<link rel="canonical" href="{escape(page_url)}">'
     head = html.find("</head>")
     html = html[:head] + canonical + html[head:] if head >= 0 else canonical + html
     return html.encode("utf-8")
+
+
+#: A personal link of the footer with the `` · `` on either side of it (the line breaks of
+#: the 8bit folding included): removed, it leaves its neighbours joined by one.
+_PERSONAL_LINK = re.compile(
+    r"(\s*·\s*)?<a\b[^>]*\bhref=\"(?:"
+    + "|".join(re.escape(p) for p in (UNSUBSCRIBE_PLACEHOLDER, PREFERENCES_PLACEHOLDER))
+    + r")\"[^>]*>.*?</a>(\s*·\s*)?", re.S)
+
+
+def _joined(link: re.Match[str]) -> str:
+    return " · " if link[1] and link[2] else ""
