@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 NEWSLETTER := $(BIN)/newsletter
 SAMPLE_FEED := build/sample/feed.atom
 
-.PHONY: install lock system-deps run test lint typecheck bench site serve preview clean
+.PHONY: install lock system-deps run test lint typecheck bench site serve preview approve clean
 SITE_DIR := build/site
 SITE_PORT ?= 8000
 
@@ -48,14 +48,20 @@ run: install
 # proofed too. WEEK=2026-W48 previews that week from [feed] urls instead (the bundled sample,
 # as dated, is 2026-W48). PREVIEW_TO=you@example.org also sends test copies
 # (PREVIEW_LAYOUTS=zh-en,en: only those); PREVIEW_ARGS passes more options (--no-serve,
-# --watch, --port P).
+# --watch, --port P). CORRECT="the reason" corrects a week that already went out (its page
+# then says "corrected on <day>" with the reason; docs/operations.md#corrections).
 preview: install
 	$(BIN)/python examples/redate.py examples/sample-feed.atom $(SAMPLE_FEED)
 	@if [ ! -f $(STORE) ]; then \
 	  echo "fresh local store: seeding the sample subscribers of examples/subscribers.csv"; \
 	  $(NEWSLETTER) subscribers import examples/subscribers.csv --confirmed; \
 	fi
-	$(NEWSLETTER) preview $(if $(WEEK),--week $(WEEK),--feed $(SAMPLE_FEED)) $(if $(PREVIEW_TO),--to $(PREVIEW_TO)) $(if $(PREVIEW_LAYOUTS),--layouts $(PREVIEW_LAYOUTS)) $(PREVIEW_ARGS)
+	$(NEWSLETTER) preview $(if $(WEEK),--week $(WEEK),--feed $(SAMPLE_FEED)) $(if $(PREVIEW_TO),--to $(PREVIEW_TO)) $(if $(PREVIEW_LAYOUTS),--layouts $(PREVIEW_LAYOUTS)) $(if $(CORRECT),--correct "$$CORRECT") $(PREVIEW_ARGS)
+
+# Approve the issue you proofed with `make preview`: WEEK=2026-W48 names the week (default:
+# the last complete week, the one `make preview` and `make run` build).
+approve: install
+	$(NEWSLETTER) approve $(if $(WEEK),--week $(WEEK))
 
 # Serve the published archive on loopback (what [site] base_url points at by default).
 site: install

@@ -239,6 +239,18 @@ class Issue:
     archive_url: str
     #: "No. N": weeks since ``[issue] first_week``, the first being 1; 0 = unnumbered.
     number: int = 0
+    #: Set only on an issue that replaces one already sent (``build --correct``).
+    correction: Correction | None = None
+
+
+@dataclass(frozen=True)
+class Correction:
+    """An explicit correction of an issue that already went out: what its page shows."""
+
+    #: The day it was made, ``YYYY-MM-DD`` in the issue's timezone.
+    on: str
+    #: The editor's one-line reason.
+    reason: str
 
 
 # -- what leaves: a site's files, a finished message --------------------------------------
