@@ -93,6 +93,13 @@ def sent(tmp_path: Path) -> Path:
 @pytest.mark.slow  # a run (build, publish with Pagefind, send), then six refused commands
 def test_no_command_replaces_a_sent_issue_and_the_archive_is_left_alone(sent):
     before, mails, sent_as = archive_objects(sent), outbox(sent), content_hash(sent)
+    # Unchanged, the week previews as the issue that went out: nothing to approve.
+    same = ok(run(["preview", "--week", SAMPLE_WEEK, "--no-serve", "--no-screenshots"], sent))
+    assert same.stdout.strip().splitlines()[-1] == (
+        f"{SAMPLE_WEEK} went out as {sent_as[:12]}: it is sent, there is nothing to approve")
+    page = (issue_folder(sent) / "preview" / "index.html").read_text(encoding="utf-8")
+    assert "Sent: this is the issue that went out" in page and "Ready to approve" not in page
+    assert " approve --week" not in page
     folder = {p.name: p.read_bytes() for p in issue_folder(sent).glob("*.*")}
     hide(sent)
     refused(run(["build", "--week", SAMPLE_WEEK], sent))
