@@ -119,6 +119,10 @@ def test_no_command_replaces_a_sent_issue_and_the_archive_is_left_alone(sent):
     for command in (["approve"], ["publish"], ["send"], ["send", "--dry-run"], ["run"]):
         refused(run([*command, "--week", SAMPLE_WEEK], sent))
     assert not (issue_folder(sent) / "approval.json").exists()
+    status = run(["status", "--week", SAMPLE_WEEK], sent)
+    assert status.returncode == 3 and status.stdout.startswith(f"{SAMPLE_WEEK}: blocked\n")
+    assert (f"went out   as built, {sent_as[:12]}, from " in status.stdout
+            and f"the issue built here ({content_hash(sent)[:12]}) differs" in status.stdout)
     assert archive_objects(sent) == before
     assert outbox(sent) == mails
 
