@@ -145,6 +145,13 @@ def _utc(dt: pendulum.DateTime) -> datetime:
     return datetime.fromtimestamp(dt.timestamp(), UTC)
 
 
+def local_date(when: datetime, tz: str) -> str:
+    """The day ``when`` falls on in ``tz``, as ``YYYY-MM-DD``."""
+    import pendulum
+
+    return pendulum.instance(when).in_timezone(tz).to_date_string()
+
+
 def iso_z(when: datetime) -> str:
     """UTC ISO 8601 with ``Z``, as issue.json writes every time."""
     return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -92,7 +92,7 @@ def test_a_week_rendered_on_two_cores_is_the_same_bytes(settings):
     shared unevenly): byte for byte the issue the plain loop assembles."""
     week = parse_week(SAMPLE_WEEK, settings.issue.timezone)
     entries = [Entry(pr=100 + n, title=f"评审 {n}",
-                     body=("值得精读，" if n % 3 else "值得一读，") + "调度器的改动。" * (40 + n),
+                     body=("值得精读，" if n % 3 else "值得一读，") + "调度器的改动。" * (150 + n),
                      categories=["rocm"] if n % 2 else ["kv-connector"])
                for n in range(40)]
     result = parse_feed(atom(entries), "feed", settings.feed.repo)

@@ -45,7 +45,9 @@ from pipeline.stages.preview import Screenshotter, Watcher, serve, watch
 from pipeline.stages.screenshots import planned_shots
 
 SECRET = "preview-test-secret-0123456789abcdef"
-APPROVE = f"newsletter approve --week {SAMPLE_WEEK}"
+#: The approve command's words after the program, which is named as the preview was started
+#: (pipeline/invocation.py): ``newsletter`` in process, the script's path in a process.
+APPROVE = f" approve --week {SAMPLE_WEEK}"
 
 
 def make_project(folder: Path, *, feed: Path = SAMPLE_FEED, extra: str = "") -> Path:
@@ -141,11 +143,13 @@ def test_preview_of_the_sample(sample: Previewed):
     lines = result.stdout.strip().splitlines()
     hash_ = content_hash(sample.project)
     assert f"content_hash: {hash_}" in lines
-    assert lines[-1] == f"to approve {SAMPLE_WEEK} as {hash_[:12]}: {APPROVE}"
+    printed = re.fullmatch(f"to approve {SAMPLE_WEEK} as {hash_[:12]}: (.+{APPROVE})",
+                           lines[-1])
+    assert printed is not None, lines[-1]
     assert f"preview: build/issues/{SAMPLE_WEEK}/preview/index.html" in lines
     html = page_html(sample.project)
-    assert APPROVE in html and hash_ in html
-    assert html.rindex(APPROVE) > html.rindex('id="ranking"')  # the command comes last
+    assert printed[1] in html and hash_ in html
+    assert html.rindex(printed[1]) > html.rindex('id="ranking"')  # the command comes last
     assert "<script" not in html
     assert f"No editor's file — create <code>editorial/{SAMPLE_WEEK}.toml</code> to " \
            "reorder/hide/note" in html
@@ -430,8 +434,12 @@ def test_the_page_loads_cleanly_and_shows_every_layout(browser, served, sample: 
         for layout in LAYOUTS:
             assert data["subject"][layout] in text and data["preheader"][layout] in text
         assert page.locator("#ranking ol.ranking > li").count() == len(SEED_PRS)
-        assert "No problem found" in page.locator("#proof").inner_text()
-        assert page.locator("#proof table tbody tr").count() == len(LAYOUTS)  # the sizes
+        # The sample's one question for the editor: seven of its eight reviews open 值得精读.
+        proof = page.locator("#proof")
+        assert "0 blocking" in proof.inner_text()
+        assert proof.locator("table").first.locator("tbody tr").all_inner_texts() == [
+            "warning\tmostly-must-read\t\t\t" + data["problems"][0]["message"]]
+        assert proof.locator("table").last.locator("tbody tr").count() == len(LAYOUTS)
         last = page.locator("main > section").last
         assert last.get_attribute("id") == "approve"
         assert APPROVE in last.inner_text() and data["content_hash"] in last.inner_text()
@@ -710,15 +718,25 @@ def test_preview_serves_the_issue_folder_on_loopback(tmp_path):
     live = Running(["preview", "--week", SAMPLE_WEEK, "--no-screenshots"], project)
     try:
         url = live.wait_for(r"serving at (http://127\.0\.0\.1:\d+/preview/index\.html)")[1]
-        live.wait_for(r"^to approve: ")
+        live.wait_for(f"^to approve {SAMPLE_WEEK} as ")
         with urllib.request.urlopen(url, timeout=10) as response:
-            assert response.status == 200 and APPROVE in response.read().decode()
+            page = response.read().decode()
+            assert response.status == 200 and APPROVE in page and "Ready to approve" in page
         text_part = url.replace("preview/index.html", "email-en.txt")
         with urllib.request.urlopen(text_part, timeout=10) as response:
             assert response.status == 200
+        # The editor approves while the page is served: page and output stop saying
+        # "to approve".
+        ok(run(["approve", "--week", SAMPLE_WEEK], project))
+        live.wait_for(f"^{SAMPLE_WEEK} is approved as .*nothing left to approve")
+        with urllib.request.urlopen(url, timeout=10) as response:
+            page = response.read().decode()
+        assert "Approved:" in page and "Nothing left to approve" in page
+        assert APPROVE not in page and "Ready to approve" not in page
         assert live.interrupt() == 0
         assert "stopped" in live.lines
-        assert live.lines[-1].startswith(f"to approve {SAMPLE_WEEK} as ")
+        assert not live.lines[-1].startswith("to approve")
+        assert live.lines[-1].startswith(f"{SAMPLE_WEEK} is approved as ")
     finally:
         live.stop()
 

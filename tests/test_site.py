@@ -85,10 +85,41 @@ def test_items_name_their_code_identifiers(settings, built):
     assert "Identifiers: <code>SupportsHMA</code>" in en
 
 
+def footer_lines(email: str) -> list[str]:
+    """The text of each paragraph of the email's footer (after its last card)."""
+    foot = email[email.index("你收到这封邮件"):]
+    return [re.sub(r"<[^>]+>", "", line).strip()
+            for line in re.findall(r"<p\b[^>]*>(.*?)</p>", "<p>" + foot, re.S)]
+
+
 def test_public_email_has_no_personal_link(settings, built):
-    email = objects(Site(settings.site), built)[f"issues/{SAMPLE_WEEK}/email.html"].data
-    assert b"%%" not in email and b"token=" not in email
-    assert f'href="{settings.site.app_url}/unsubscribe"'.encode() in email
+    """The copy leaves out the links that need a reader's token (each answered 400 without
+    one) and keeps the archive link and "Subscribe here", each line still joined by ·."""
+    email = objects(Site(settings.site), built)[f"issues/{SAMPLE_WEEK}/email.html"].data.decode()
+    assert "%%" not in email and "token=" not in email
+    assert "/unsubscribe" not in email and "/preferences" not in email
+    app, base = settings.site.app_url, settings.site.base_url
+    assert f'href="{app}/subscribe"' in email and f'href="{base}/"' in email
+    assert footer_lines(email)[:4] == [
+        "你收到这封邮件，是因为订阅了 vLLM PR 周报。 往期存档",
+        "这封邮件是别人转发给你的？ 在这里订阅",
+        "You receive this because you subscribed to vLLM PR Weekly. Archive",
+        "Was this forwarded to you? Subscribe here"]
+
+
+def test_the_archive_copys_links_to_the_app_answer(tmp_path):
+    """Every link of the public copy into the subscription app, requested of the real app:
+    each answers 200 (the personal links, without a token, answered 400)."""
+    from support.app_server import free_port, project_settings, request, serve_app
+
+    settings = project_settings(tmp_path, free_port())
+    issue = load_built(build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "b").out_dir)
+    email = objects(Site(settings.site), issue)[f"issues/{SAMPLE_WEEK}/email.html"].data
+    app_links = sorted(set(re.findall(rf'href="({re.escape(settings.site.app_url)}[^"]*)"',
+                                      email.decode())))
+    with serve_app(settings):
+        answers = {url: request("GET", url).status for url in app_links}
+    assert answers == {f"{settings.site.app_url}/subscribe": 200}
 
 
 def test_index_feed_sitemap_from_issue_files(settings, built, older):
@@ -125,7 +156,8 @@ def test_no_subscribe_form_without_an_app(settings, built):
     index = site.index_objects([built.issue])[0].data.decode()
     assert "<form" not in index and "/subscribe" not in index
     email = objects(site, built)[f"issues/{SAMPLE_WEEK}/email.html"].data.decode()
-    assert f'href="{settings.site.base_url}/index.html"' in email
+    assert "%%" not in email and "/unsubscribe" not in email and "/preferences" not in email
+    assert f'href="{settings.site.base_url}/"' in email  # the archive link stays
 
 
 @pytest.mark.subprocess  # publish ends by running Pagefind (pipeline/stages/search_index.py)

@@ -34,7 +34,7 @@ from pipeline.core.issue.rank import hidden_prs, ordered, rank
 from pipeline.core.issue.verdict import Vocabulary
 from pipeline.core.spread import Spread, one_by_one
 from pipeline.errors import EmptyWeekError
-from pipeline.model import LAYOUTS, Issue, Item, Problem, PullFacts, Skipped, Week
+from pipeline.model import LAYOUTS, Correction, Issue, Item, Problem, PullFacts, Skipped, Week
 from pipeline.week import issue_number
 
 __all__ = [
@@ -166,9 +166,11 @@ def distinct_variants(choices: Iterable[Choice], items: Sequence[Item]) -> tuple
 
 def assemble(terms: Terms, week: Week, ranked: Ranked,
              renderer: Renderer | None = None, choices: Iterable[Choice] = (),
-             spread: Spread | None = None) -> Assembled:
+             spread: Spread | None = None, correction: Correction | None = None
+             ) -> Assembled:
     """Completed items → the issue, its JSON and its artifacts: every layout rendered, and
-    each distinct interest variant of ``choices``, all within the size budget.
+    each distinct interest variant of ``choices``, all within the size budget. An issue
+    that replaces one already sent carries its ``correction`` (its page says so).
 
     Each rendering is independent of the others: ``spread`` is how they are shared out
     (the stage may hand them to several cores; by default one after the other). Whoever
@@ -176,6 +178,7 @@ def assemble(terms: Terms, week: Week, ranked: Ranked,
     issue = compose(ranked.items, week, terms.feed.repo, terms.site.base_url,
                     ranked.skipped, ranked.problems,
                     issue_number(week.id, terms.issue.first_week), ranked.hidden)
+    issue = replace(issue, correction=correction)
     renderer = renderer or Renderer()
     footer = Footer.configured(terms.delivery, terms.site)
     base_url, budget_kb = terms.site.base_url, terms.issue.size_budget_kb

@@ -21,7 +21,7 @@ The public email copy carries no personal link or token.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
@@ -63,6 +63,10 @@ _CODE = re.compile(r"<code>(.*?)</code>", re.S)
 #: The Atom feed carries the latest issues in full; the index and sitemap list them all.
 #: (A full-content feed of every issue grew to 12 MB at ten years: make bench.)
 FEED_ISSUES = 20
+#: The folders whose every page :meth:`Site.index_objects` makes from the archive's issues:
+#: a page there that no issue makes any more (a PR the editor hid, an area no review
+#: carries now, an area's page past its last) is retired by ``publish`` (:func:`retired`).
+DERIVED = ("pr/", "areas/")
 
 
 def identifiers(body_html: str) -> list[Markup]:
@@ -183,6 +187,15 @@ class Site:
         ]
 
 
+def retired(present: Iterable[str], made: Iterable[SiteObject]) -> list[str]:
+    """The keys under :data:`DERIVED` that the archive holds (``present``) and that the
+    pages just made from its issues (``made``) no longer include, sorted: pages that would
+    otherwise stay public after their review left every issue, linking to an anchor no
+    issue page has."""
+    kept = {obj.key for obj in made}
+    return sorted(key for key in set(present) if key.startswith(DERIVED) and key not in kept)
+
+
 def robots_txt(base_url: str) -> bytes:
     """Everything may be crawled; the sitemap is named absolutely, as robots.txt requires."""
     return f"User-agent: *\nAllow: /\n\nSitemap: {base_url}/sitemap.xml\n".encode()
@@ -208,17 +221,30 @@ def public_issue_json(built: BuiltIssue) -> bytes:
 
 
 def public_email(email_html: str, site: Site, page_url: str = "") -> bytes:
-    """The ``zh-en`` email with the personal links replaced by public pages (no token), and a
-    canonical link to the issue's page (the page, not the copy, is what search should show)."""
-    if site.app_url:
-        unsubscribe, preferences = f"{site.app_url}/unsubscribe", f"{site.app_url}/preferences"
-    else:
-        unsubscribe = preferences = f"{site.base_url}/index.html"
-    html = (email_html.replace(UNSUBSCRIBE_PLACEHOLDER, unsubscribe)
-            .replace(PREFERENCES_PLACEHOLDER, preferences))
+    """The ``zh-en`` email as the archive shows it: without its personal links, and with a
+    canonical link to the issue's page (the page, not the copy, is what search should show).
+
+    The unsubscribe and preferences links work only with a reader's token; without one the
+    app answers 400. A reader of the copy meets what an archived newsletter offers instead:
+    the footer's own "Subscribe here" (when there is an app) and its archive link."""
+    html = _PERSONAL_LINK.sub(_joined, email_html)
+    for placeholder in (UNSUBSCRIBE_PLACEHOLDER, PREFERENCES_PLACEHOLDER):  # outside a link
+        html = html.replace(placeholder, f"{site.base_url}/index.html")
     if not page_url:
         return html.encode("utf-8")
     canonical = f'<link rel="canonical" href="{escape(page_url)}">'
     head = html.find("</head>")
     html = html[:head] + canonical + html[head:] if head >= 0 else canonical + html
     return html.encode("utf-8")
+
+
+#: A personal link of the footer with the `` · `` on either side of it (the line breaks of
+#: the 8bit folding included): removed, it leaves its neighbours joined by one.
+_PERSONAL_LINK = re.compile(
+    r"(\s*·\s*)?<a\b[^>]*\bhref=\"(?:"
+    + "|".join(re.escape(p) for p in (UNSUBSCRIBE_PLACEHOLDER, PREFERENCES_PLACEHOLDER))
+    + r")\"[^>]*>.*?</a>(\s*·\s*)?", re.S)
+
+
+def _joined(link: re.Match[str]) -> str:
+    return " · " if link[1] and link[2] else ""
