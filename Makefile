@@ -6,7 +6,7 @@ STAMP := $(VENV)/.installed
 NEWSLETTER := $(BIN)/newsletter
 SAMPLE_FEED := build/sample/feed.atom
 
-.PHONY: install lock system-deps run test lint typecheck bench site serve preview clean
+.PHONY: install lock system-deps run test lint typecheck bench site serve preview approve clean
 SITE_DIR := build/site
 SITE_PORT ?= 8000
 
@@ -48,14 +48,20 @@ run: install
 # proofed too. WEEK=2026-W48 previews that week from [feed] urls instead (the bundled sample,
 # as dated, is 2026-W48). PREVIEW_TO=you@example.org also sends test copies
 # (PREVIEW_LAYOUTS=zh-en,en: only those); PREVIEW_ARGS passes more options (--no-serve,
-# --watch, --port P).
+# --watch, --port P). CORRECT="the reason" corrects a week that already went out (its page
+# then says "corrected on <day>" with the reason; docs/operations.md#corrections).
 preview: install
 	$(BIN)/python examples/redate.py examples/sample-feed.atom $(SAMPLE_FEED)
 	@if [ ! -f $(STORE) ]; then \
 	  echo "fresh local store: seeding the sample subscribers of examples/subscribers.csv"; \
 	  $(NEWSLETTER) subscribers import examples/subscribers.csv --confirmed; \
 	fi
-	$(NEWSLETTER) preview $(if $(WEEK),--week $(WEEK),--feed $(SAMPLE_FEED)) $(if $(PREVIEW_TO),--to $(PREVIEW_TO)) $(if $(PREVIEW_LAYOUTS),--layouts $(PREVIEW_LAYOUTS)) $(PREVIEW_ARGS)
+	$(NEWSLETTER) preview $(if $(WEEK),--week $(WEEK),--feed $(SAMPLE_FEED)) $(if $(PREVIEW_TO),--to $(PREVIEW_TO)) $(if $(PREVIEW_LAYOUTS),--layouts $(PREVIEW_LAYOUTS)) $(if $(CORRECT),--correct "$$CORRECT") $(PREVIEW_ARGS)
+
+# Approve the issue you proofed with `make preview`: WEEK=2026-W48 names the week (default:
+# the last complete week, the one `make preview` and `make run` build).
+approve: install
+	$(NEWSLETTER) approve $(if $(WEEK),--week $(WEEK))
 
 # Serve the published archive on loopback (what [site] base_url points at by default).
 site: install
@@ -63,10 +69,13 @@ site: install
 	@echo "serving $(SITE_DIR)/ at http://127.0.0.1:$(SITE_PORT)/index.html (Ctrl-C stops)"
 	$(BIN)/python -m http.server --bind 127.0.0.1 --directory $(SITE_DIR) $(SITE_PORT)
 
-# The subscription app (subscribe form, confirm, unsubscribe, preferences) on 127.0.0.1:8001,
-# [site] app_url; with the default outbox its confirmation mails land in build/outbox/.
+# The subscription app (subscribe form, confirm, unsubscribe, preferences) on 127.0.0.1 at
+# the port of [site] app_url (8001). SERVE_PORT=8002 serves on another port; its pages and
+# confirmation mails then link to that port (the note it prints says what else to change).
+# With the default outbox its confirmation mails land in build/outbox/, each file logged.
+SERVE_PORT ?=
 serve: install
-	$(NEWSLETTER) serve
+	$(NEWSLETTER) serve $(if $(SERVE_PORT),--port $(SERVE_PORT))
 
 # The suite's bytecode (the project's modules, the tests with pytest's rewritten asserts, and
 # every `newsletter` process a test starts) is cached under build/pycache, even where

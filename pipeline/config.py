@@ -76,7 +76,8 @@ class IssueSettings:
     #: Whether publish and send refuse an issue the editor has not approved.
     require_approval: bool = False
     #: The ISO week of issue No. 1 (``2026-W48``); every issue's number counts weeks from
-    #: it. "" leaves issues unnumbered.
+    #: it. "": from the first week the archive holds (the week being built when it holds
+    #: none), so a fresh archive's first issue is No. 1.
     first_week: str = ""
     #: A TOML file of verdict phrases added to the shipped ``templates/verdicts.toml`` (its
     #: lists extend those; docs/ranking.md); "" for the shipped ones alone.

@@ -8,6 +8,7 @@
     ├── OutputError                 the build folder cannot be written        (exit 2)
     ├── IssueNotFoundError          no built issue for the week               (exit 2)
     ├── BlockedError                proof problems, not approved, tampered    (exit 3)
+    │   └── SentWeekError           another issue under a sent week's name    (exit 3)
     ├── StoppedError                quota, paused account, interrupted        (exit 4)
     ├── LockedError                 another run holds the issue's lock        (exit 5)
     ├── ArchiveError                the archive cannot be read or written     (exit 1)
@@ -97,6 +98,14 @@ class BlockedError(NewsletterError):
     """The issue may not go out as it is: blocking problems, no approval, changed files."""
 
     exit_code = 3
+
+
+class SentWeekError(BlockedError):
+    """Another issue would replace the one a week went out as, and it is no correction."""
+
+    def __init__(self, message: str, *, week: str) -> None:
+        super().__init__(message)
+        self.week = week
 
 
 class StoppedError(NewsletterError):

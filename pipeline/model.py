@@ -44,6 +44,14 @@ def layout_langs(layout: str) -> tuple[Lang, ...]:
     return langs
 
 
+def reading_order(layout: str) -> tuple[Lang, ...]:
+    """Every language, the layout's own first and in its order: how the subscription app's
+    pages and mails, which always carry both, put a reader's language first (``en`` →
+    ``("en", "zh")``)."""
+    first = layout_langs(layout)
+    return (*first, *(lang for lang in LANGS if lang not in first))
+
+
 @dataclass(frozen=True)
 class Pair(Generic[T]):
     """One value per language."""
@@ -231,6 +239,21 @@ class Issue:
     archive_url: str
     #: "No. N": weeks since ``[issue] first_week``, the first being 1; 0 = unnumbered.
     number: int = 0
+    #: The week's PRs the editor's file hid (``hide = true``), in PR order: the editor's
+    #: decision, not a problem.
+    hidden: tuple[int, ...] = ()
+    #: Set only on an issue that replaces one already sent (``build --correct``).
+    correction: Correction | None = None
+
+
+@dataclass(frozen=True)
+class Correction:
+    """An explicit correction of an issue that already went out: what its page shows."""
+
+    #: The day it was made, ``YYYY-MM-DD`` in the issue's timezone.
+    on: str
+    #: The editor's one-line reason.
+    reason: str
 
 
 # -- what leaves: a site's files, a finished message --------------------------------------

@@ -12,6 +12,7 @@ this module, and ``--help``, ``status`` or ``subscribers import`` read the clock
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from datetime import UTC, date, datetime
 from typing import TYPE_CHECKING
 
@@ -82,6 +83,23 @@ def last_complete_week(tz: str, at: datetime | None = None) -> Week:
     return week_of_monday(date(monday.year, monday.month, monday.day), tz)
 
 
+def numbering_start(first_week: str, held: Iterable[str], week_id: str) -> str:
+    """The week of issue No. 1: ``[issue] first_week`` when it is set; else the first week
+    the archive ``held`` (names that are no ISO week are passed over), else ``week_id``
+    itself. So a fresh archive's first issue is No. 1 whatever week it is (``make run``
+    dates the sample into the last complete week, which moves every Monday), and each week
+    after it counts on from there; a week older than the archive's first is unnumbered."""
+    if first_week:
+        return first_week
+    weeks = []
+    for name in held:
+        try:
+            weeks.append((iso_monday(name), name))
+        except ValueError:
+            continue
+    return min(weeks)[1] if weeks else week_id
+
+
 def issue_number(week_id: str, first_week: str) -> int:
     """The issue's number, "No. N": weeks since ``first_week`` (``[issue] first_week``),
     counting it as No. 1. 0 when no first week is set or ``week_id`` comes before it (an
@@ -92,6 +110,21 @@ def issue_number(week_id: str, first_week: str) -> int:
         return 0
     weeks = (iso_monday(week_id) - iso_monday(first_week)).days // 7
     return weeks + 1 if weeks >= 0 else 0
+
+
+def subject_days(week: Week) -> dict[str, str]:
+    """The week's days as briefly as a subject line says them: ``11 月 23–29 日`` and
+    ``23–29 Nov`` (``11 月 30 日 – 12 月 6 日``, ``30 Nov – 6 Dec`` across a month). No
+    year: the inbox dates every message, and the characters go to the headline."""
+    import pendulum
+
+    first = pendulum.instance(week.start).in_timezone(week.tz)
+    last = pendulum.instance(week.end).in_timezone(week.tz).subtract(days=1)
+    if first.month == last.month:
+        return {"zh": f"{first.month} 月 {first.day}–{last.day} 日",
+                "en": f"{first.day}–{last.day} {last.format('MMM', locale='en')}"}
+    return {"zh": f"{first.month} 月 {first.day} 日 – {last.month} 月 {last.day} 日",
+            "en": f"{first.format('D MMM', locale='en')} – {last.format('D MMM', locale='en')}"}
 
 
 def week_ranges(start: datetime, end: datetime, tz: str) -> dict[str, str]:
@@ -110,6 +143,13 @@ def week_ranges(start: datetime, end: datetime, tz: str) -> dict[str, str]:
 
 def _utc(dt: pendulum.DateTime) -> datetime:
     return datetime.fromtimestamp(dt.timestamp(), UTC)
+
+
+def local_date(when: datetime, tz: str) -> str:
+    """The day ``when`` falls on in ``tz``, as ``YYYY-MM-DD``."""
+    import pendulum
+
+    return pendulum.instance(when).in_timezone(tz).to_date_string()
 
 
 def iso_z(when: datetime) -> str:

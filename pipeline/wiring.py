@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from pipeline.stages.built import BuiltIssue
     from pipeline.stages.machine_translation import Translate
     from pipeline.stages.preflight import Delivery
+    from subscribers.model import SentIssue
     from subscribers.store.dynamo import DynamoStore
 
 OUTBOX_DIR = "outbox"
@@ -170,14 +171,34 @@ def _sqlite_path(settings: Settings) -> Path:
     return settings.resolve(settings.paths.data_dir) / FILE_NAME
 
 
-def reader_choices(settings: Settings) -> Sequence[Choice]:
-    """The readers' (layout, areas) choices a build renders variants for: read from the
-    store, except that a local store not created yet has none (a first build before any
-    subscriber must not create it)."""
+def reader_choices(settings: Settings, week_id: str
+                   ) -> tuple[Sequence[Choice], SentIssue | None]:
+    """What a build of ``week_id`` asks the store: the readers' (layout, areas) choices it
+    renders variants for, and what the week went out as, if it did (a sent week is frozen:
+    pipeline/stages/freeze.py). A local store not created yet has neither (a first build
+    before any subscriber must not create it)."""
     if not store_exists(settings):
-        return []
+        return [], None
     with open_store(settings) as store:
-        return store.variant_choices()
+        return store.variant_choices(), store.sent_issue(week_id)
+
+
+def sent_issue(settings: Settings, week_id: str) -> SentIssue | None:
+    """What ``week_id`` went out as, from the store, if it exists; else None."""
+    if not store_exists(settings):
+        return None
+    with open_store(settings) as store:
+        return store.sent_issue(week_id)
+
+
+def archive_weeks(settings: Settings) -> Sequence[str]:
+    """The weeks the archive holds, which number a build's issue when ``[issue] first_week``
+    is not set (its first is No. 1); none asked when it is set. A local archive not made
+    yet holds none, and is not made by asking."""
+    if settings.issue.first_week:
+        return []
+    with open_archive(settings) as archive:
+        return archive.list_issues()
 
 
 def store_exists(settings: Settings) -> bool:

@@ -30,6 +30,7 @@ __all__ = [
     "Lease",
     "LedgerEntry",
     "NewSubscriber",
+    "SentIssue",
     "Subscriber",
     "batch_subscriber_ids",
     "email_key",
@@ -118,6 +119,27 @@ class LedgerEntry:
     #: How many times it was claimed (1 on the first claim; a retry adds one).
     attempts: int
     updated_at: datetime
+
+
+@dataclass(frozen=True)
+class SentIssue:
+    """What an issue went out as: noted by the send before its first message is handed
+    over, so that no later build, approval or publish can put another issue under the
+    week's name without an explicit correction. Holds no address."""
+
+    issue_id: str
+    #: The ``content_hash`` of the issue its readers get now: the first one sent, or the
+    #: correction that replaced it.
+    content_hash: str
+    #: The ``content_hash`` of the first message's issue (what the first readers got).
+    first_hash: str
+    #: When the first message was about to be handed over.
+    first_sent_at: datetime
+    #: The day of the correction now out (``YYYY-MM-DD`` in the issue's timezone), or None
+    #: when the issue goes out as first built.
+    corrected_on: str | None = None
+    #: The editor's one-line reason for that correction.
+    correction: str | None = None
 
 
 class AddOutcome(StrEnum):

@@ -109,7 +109,9 @@ def test_area_boxes_fit_a_phone_work_without_javascript_and_pass_axe(app: App, p
                           *[f"area-{n}" for n in range(20)]])
     page.goto(app.url + "/subscribe")
     check_page(page)
-    assert page.locator("fieldset.areas legend").inner_text().endswith("Areas you follow")
+    # Both languages, the browser's first (whichever that is).
+    legend = page.locator("fieldset.areas legend").inner_text()
+    assert sorted(legend.split(" · ")) == ["Areas you follow", "关注的领域"]
     page.fill("#email", "areas@example.org")
     page.click("label:has-text('rocm')")  # the label is the target, as a thumb would hit it
     page.check(f"input[value='{long_name}']")
@@ -136,3 +138,67 @@ def test_area_boxes_fit_a_phone_work_without_javascript_and_pass_axe(app: App, p
 
     for url in (app.url + "/subscribe", preferences):
         axe_clean(browser, url)
+
+
+@pytest.mark.slow  # the app on loopback, an English reader's pages in Chromium, then axe
+def test_an_english_readers_unsubscribe_page_reads_english_first_and_offers_preferences(
+        app: App, page: Page, browser: Browser):
+    """Issue 41: an en reader's pages were Chinese first, areas showed by slug, and the
+    unsubscribe page said neither which address it unsubscribes nor that the preferences
+    could do instead."""
+    from subscribers.tokens import make_token
+
+    app.store.note_areas(["pd-disaggregation", "kv-connector", "rocm"])
+    sub = app.store.add("alice.liddell@example.org", "en", status="active", source="test",
+                        now=datetime.now(UTC), areas=["rocm"]).subscriber
+    token = make_token(app.subscriptions.keys, "unsubscribe", sub.id, None)
+    unsubscribe = f"{app.url}/unsubscribe?token={token}"
+    page.goto(unsubscribe)
+    check_page(page)
+    assert page.evaluate("document.documentElement.lang") == "en"
+    assert page.locator("h1").inner_text().splitlines() == [
+        "Unsubscribe from vLLM PR Weekly", "退订 vLLM PR 周报"]
+    card = page.locator(".card").inner_text()
+    assert card.index("Press the button") < card.index("点击下面的按钮")
+    assert page.locator(".address strong").inner_text() == "a•••@example.org"
+    assert "alice" not in page.content()
+    instead, button = page.locator(".instead a"), page.locator("button[type=submit]")
+    above, below = instead.bounding_box(), button.bounding_box()
+    assert above is not None and below is not None and above["y"] < below["y"]
+    assert instead.inner_text().startswith("Rather stay?")
+
+    instead.click()
+    page.wait_for_load_state()
+    check_page(page)
+    assert page.locator("h1").inner_text().startswith("Your preferences")
+    labels = [label.strip() for label in
+              page.locator("fieldset.areas .boxes label").all_inner_texts()]
+    assert labels == ["KV connector", "PD disaggregation", "ROCm"]
+    assert "pd-disaggregation" not in page.locator("main").inner_text()
+    page.click("label:has-text('PD disaggregation')")
+    page.click("text=Save")
+    page.wait_for_load_state()
+    saved = app.store.get(sub.id)
+    assert (saved.status, saved.areas) == ("active", ("pd-disaggregation", "rocm"))
+
+    axe_clean(browser, unsubscribe)
+
+
+@pytest.mark.slow  # the app on loopback, the form in an English Chromium
+def test_an_english_browser_gets_the_form_and_its_answer_english_first(app: App,
+                                                                       browser: Browser):
+    context = browser.new_context(locale="en-US", java_script_enabled=False)
+    try:
+        page = context.new_page()
+        page.goto(app.url + "/subscribe")
+        assert page.locator("h1").inner_text().startswith("Subscribe to vLLM PR Weekly")
+        assert page.locator("#layout").input_value() == "en-zh"
+        page.fill("#email", "english@example.org")
+        page.click("button[type=submit]")
+        page.wait_for_load_state()
+        assert page.locator("h1").inner_text().startswith("Check your inbox")
+    finally:
+        context.close()
+    [mail] = app.outbox()
+    assert str(mail["Subject"]).startswith("Confirm your subscription")
+    assert app.store.find("english@example.org").layout == "en-zh"

@@ -18,13 +18,13 @@ from support.project import DATA
 from pipeline.core.assemble import assemble
 from pipeline.core.issue.collect import (
     FeedResult,
-    detect_lang,
     group_week,
     merge,
     parse_feed,
     skipped_in_week,
 )
 from pipeline.core.issue.feed_date import date_problem
+from pipeline.core.issue.sanitize import detect_lang
 from pipeline.errors import FeedError
 from pipeline.model import Skipped
 from pipeline.stages.build import build, rank_week, terms

@@ -19,6 +19,7 @@ from contextlib import ExitStack, contextmanager
 import pytest
 from support.app_server import App, free_port, let_go, project_settings, request, serve_app
 from support.commands import clean_env, newsletter_cmd
+from support.event_loop import run_apart
 
 from pipeline.web.connection_limits import Counted, OncePerInterval
 
@@ -185,7 +186,7 @@ def test_an_event_repeated_a_thousand_times_is_two_lines(caplog) -> None:
         await asyncio.sleep(0.1)  # the tally, then a quiet interval
         refused("again")
 
-    asyncio.run(storm())
+    run_apart(storm())
     assert [r.getMessage() for r in caplog.records] == [
         "cannot accept: Too many open files", "cannot accept: 999 more time(s)",
         "cannot accept: again"]

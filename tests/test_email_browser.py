@@ -1,14 +1,15 @@
 """The email as a reader's mail app shows it: headless Chromium (Debian's ``chromium``).
 
-The sample issue (numbered, as ``make run`` numbers it) is rendered by the real renderer in
-its plain zh-en layout and as an interest variant, written to files and opened from disk, as
-a desktop mail app or a browser's "view online" would. Checked: every contents link brings its
-card into view (``:target``); the dark colour scheme keeps cards apart from the page (WCAG
-contrast >= 1.2:1), its zh/en divider dark and the masthead readable; at 375 px neither brand
-of the masthead breaks inside itself, nothing overflows and each contents entry stays at two
-lines; the "for you" mark reads in both schemes; the email asks for nothing from the network;
-axe-core finds no critical or serious violation, light or dark. Screenshots go to
-``$TEST_ARTIFACTS/email/`` (default ``build/test-artifacts/``).
+The sample issue (No. 1, as ``make run`` numbers a fresh archive's first) is rendered by the
+real renderer in its plain zh-en layout and as an interest variant, written to files and
+opened from disk, as a desktop mail app or a browser's "view online" would. Checked: every
+contents link brings its card into view (``:target``); the dark colour scheme keeps cards
+apart from the page (WCAG contrast >= 1.2:1), its zh/en divider dark and the masthead
+readable; at 375 px neither brand of the masthead breaks inside itself, no footer link or
+area tag breaks inside itself (as written and folded for 8bit), nothing overflows and each
+contents entry stays at two lines; the "for you" mark reads in both schemes; the email asks
+for nothing from the network; axe-core finds no critical or serious violation, light or
+dark. Screenshots go to ``$TEST_ARTIFACTS/email/`` (default ``build/test-artifacts/``).
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ SERIOUS = ("critical", "serious")
 Scheme = Literal["light", "dark"]
 #: The reader of the variant follows this area (two of the sample's eight items).
 AREA = "rocm"
+#: Area tags with hyphens, more than a phone's line holds.
+LONG_TAGS = ("kv-connector", "pd-disaggregation", "spec-decode", "rust-frontend",
+             "multi-modal-inputs", "cpu-offload", "model-runner-v2", "ci-infra")
 
 
 @pytest.fixture(scope="module")
@@ -50,7 +54,7 @@ def emails(tmp_path_factory) -> dict[str, Path]:
     settings = load(config, {})
     result = parse_feed(SAMPLE_FEED.read_bytes(), "sample", settings.feed.repo)
     issue, *_ = assemble(terms(settings), WEEK, rank_week(settings, WEEK, [result]))
-    issue = replace(issue, number=3)
+    issue = replace(issue, number=1)
     renderer = Renderer()
     files = {}
     for name, variant in (("plain", Variant("zh-en")), ("for-you", Variant("zh-en", (AREA,)))):
@@ -178,6 +182,48 @@ def test_at_375_px_the_masthead_stacks_the_brands_whole_without_a_dangling_dot(b
         tops = page.eval_on_selector_all(
             "h1 > span", "spans => spans.map(s => Math.round(s.getBoundingClientRect().top))")
         assert len(set(tops)) == 1 and page.is_visible("h1 .brand-sep")  # one line: 周报 · Weekly
+
+
+@pytest.mark.parametrize("folded", [False, True])
+def test_at_375_px_no_footer_link_or_area_tag_breaks_inside_itself(browser, tmp_path,
+                                                                   folded):
+    """订阅设置 used to break after 订 and kv-offload after its hyphen on a phone: each footer
+    link and each card's area tag is one piece on one line, in the email as written and as
+    folded for 8bit (whose <wbr> between ideographs must not open a break inside a link)."""
+    from pipeline.config import load
+    from pipeline.core.email.eightbit import fold_html
+    from pipeline.core.email.render import strings
+
+    config = tmp_path / "newsletter.toml"
+    config.write_text("", encoding="utf-8")
+    settings = load(config, {})
+    result = parse_feed(SAMPLE_FEED.read_bytes(), "sample", settings.feed.repo)
+    issue, *_ = assemble(terms(settings), WEEK, rank_week(settings, WEEK, [result]))
+    # Hyphenated tags enough to fill a phone's line more than once, wherever it ends.
+    tagged = replace(issue.items[0], areas=tuple(sorted(LONG_TAGS)))
+    issue = replace(issue, items=(tagged, *issue.items[1:]))
+    rendered, _ = Renderer().render_variant(issue, Variant("zh-en"), settings.site.base_url, 90)
+    data: bytes | None = rendered.html.encode("utf-8")
+    if folded:
+        data = fold_html(rendered.html.encode("utf-8").replace(b"\r\n", b"\n"))
+    assert data is not None
+    path = tmp_path / "email.html"
+    path.write_bytes(data)
+    words = [strings()[lang][key] for lang in ("zh", "en")
+             for key in ("unsubscribe", "preferences", "archive")]
+    with opened(browser, path, 375) as page:
+        footer = page.evaluate("""words => [...document.querySelectorAll('a')]
+            .filter(a => words.includes(a.textContent.trim()))
+            .map(a => [a.textContent.trim(), a.getClientRects().length])""", words)
+        assert sorted(text for text, _ in footer) == sorted(words), footer
+        assert all(lines == 1 for _, lines in footer), footer
+        tags = page.eval_on_selector_all(
+            ".card .tag", "tags => tags.map(t => [t.textContent, t.getClientRects().length])")
+        assert set(LONG_TAGS) <= {text for text, _ in tags}, tags
+        assert all(lines == 1 for _, lines in tags), tags
+        assert page.evaluate("document.documentElement.scrollWidth") <= 375
+        page.screenshot(path=str(artifacts_dir("email") / f"footer-375{'-folded' * folded}.png"),
+                        full_page=True)
 
 
 @pytest.mark.parametrize("width", [375, 1280])

@@ -249,7 +249,8 @@ def test_a_build_shows_the_facts_and_the_github_headline(github, tmp_path):
     assert item["en"] == {"title": "[KV Connector][ROCm] MoRI-IO connector: support SWA + HMA",
                           "body_html": "", "body_text": "", "source": "github-title"}
     # The English subject names it too, not the Chinese title.
-    assert data["subject"]["en"].startswith("vLLM PR Weekly · 2026-W48 · [KV Connector][ROCm]")
+    assert data["subject"]["en"].startswith(
+        "vLLM PR Weekly · No. 1 · 23–29 Nov · [KV Connector][ROCm]")
     assert ("missing-language", 53721) in {(p["code"], p.get("pr")) for p in data["problems"]}
     assert not [p for p in data["problems"] if p["code"] == "github-unavailable"]
     folder = cwd / "build" / "issues" / SAMPLE_WEEK

@@ -186,6 +186,7 @@ def _odd_issue() -> Issue:
                   Problem("over-size-limit", "warning", "big", layout="zh-en"),
                   Problem("unrated", "warning", "no verdict")),
         archive_url="https://example.org/issues/2026-W48/index.html",
+        hidden=(3, 56317),
     )
 
 
@@ -197,6 +198,14 @@ def test_odd_values_round_trip():
     issue = _odd_issue()
     assert issue_json.from_dict(issue_json.to_dict(issue, {})) == issue
     assert _through_the_file(issue) == issue
+
+
+def test_the_prs_the_editor_hid_are_listed_not_problems_and_absent_when_none():
+    data = issue_json.to_dict(_odd_issue(), {})
+    assert data["hidden"] == [3, 56317]
+    assert "hidden" not in {p["code"] for p in data["problems"]}
+    plain = issue_json.to_dict(replace(_odd_issue(), hidden=()), {})
+    assert "hidden" not in plain  # an issue without hides keeps the bytes it had before
 
 
 def test_an_empty_issue_round_trips():
@@ -270,6 +279,7 @@ def test_load_built_refuses_another_schema_version(settings, tmp_path):
                                                           "blocking or warning"),
     (lambda d: d["subject"].update(en=None), "subject must be an object of strings"),
     (lambda d: d["skipped"][0].pop("reason"), r"skipped\[0\]\.reason must be a string"),
+    (lambda d: d.update(hidden=["56317"]), "hidden must be a list of whole numbers"),
 ])
 def test_a_malformed_issue_is_one_value_error_saying_where(change, said):
     data = json.loads(json.dumps(issue_json.to_dict(_odd_issue(), {})))

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 from support.app_server import App, free_port, project_settings, serve_app
+from support.event_loop import run_apart
 
 from pipeline.errors import TemporaryFailure
 from pipeline.web.mail_queue import MailQueue
@@ -136,7 +137,7 @@ def test_a_stopping_server_waits_for_no_retry_and_gives_up_out_loud(caplog) -> N
         queue.stop_waiting()
         await asyncio.wait_for(running, 30)
 
-    asyncio.run(stop_while_it_waits())
+    run_apart(stop_while_it_waits())
     assert len(tries) == 2  # the first, then one more once told to stop
     (given_up,) = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     assert given_up.startswith("subscribe (asked at T): given up after 2 tries (the app "

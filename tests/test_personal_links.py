@@ -88,6 +88,9 @@ def test_the_editors_file_cannot_place_a_personal_link_either(settings, tmp_path
 [53721]
 note = "Read https://evil.example/?n={UNSUBSCRIBE_PLACEHOLDER}"
 
+[53721.zh]
+note = "先读 https://evil.example/?n={PREFERENCES_PLACEHOLDER} 这一篇"
+
 [53721.en]
 title = "Title {PREFERENCES_PLACEHOLDER}"
 body = '<a href="https://evil.example/?u={UNSUBSCRIBE_PLACEHOLDER}">x</a> {EVIL_TEXT}'

@@ -45,7 +45,9 @@ from pipeline.stages.preview import Screenshotter, Watcher, serve, watch
 from pipeline.stages.screenshots import planned_shots
 
 SECRET = "preview-test-secret-0123456789abcdef"
-APPROVE = f"newsletter approve --week {SAMPLE_WEEK}"
+#: The approve command's words after the program, which is named as the preview was started
+#: (pipeline/invocation.py): ``newsletter`` in process, the script's path in a process.
+APPROVE = f" approve --week {SAMPLE_WEEK}"
 
 
 def make_project(folder: Path, *, feed: Path = SAMPLE_FEED, extra: str = "") -> Path:
@@ -141,11 +143,13 @@ def test_preview_of_the_sample(sample: Previewed):
     lines = result.stdout.strip().splitlines()
     hash_ = content_hash(sample.project)
     assert f"content_hash: {hash_}" in lines
-    assert lines[-1] == f"to approve {SAMPLE_WEEK} as {hash_[:12]}: {APPROVE}"
+    printed = re.fullmatch(f"to approve {SAMPLE_WEEK} as {hash_[:12]}: (.+{APPROVE})",
+                           lines[-1])
+    assert printed is not None, lines[-1]
     assert f"preview: build/issues/{SAMPLE_WEEK}/preview/index.html" in lines
     html = page_html(sample.project)
-    assert APPROVE in html and hash_ in html
-    assert html.rindex(APPROVE) > html.rindex('id="ranking"')  # the command comes last
+    assert printed[1] in html and hash_ in html
+    assert html.rindex(printed[1]) > html.rindex('id="ranking"')  # the command comes last
     assert "<script" not in html
     assert f"No editor's file — create <code>editorial/{SAMPLE_WEEK}.toml</code> to " \
            "reorder/hide/note" in html
@@ -430,8 +434,12 @@ def test_the_page_loads_cleanly_and_shows_every_layout(browser, served, sample: 
         for layout in LAYOUTS:
             assert data["subject"][layout] in text and data["preheader"][layout] in text
         assert page.locator("#ranking ol.ranking > li").count() == len(SEED_PRS)
-        assert "No problem found" in page.locator("#proof").inner_text()
-        assert page.locator("#proof table tbody tr").count() == len(LAYOUTS)  # the sizes
+        # The sample's one question for the editor: seven of its eight reviews open 值得精读.
+        proof = page.locator("#proof")
+        assert "0 blocking" in proof.inner_text()
+        assert proof.locator("table").first.locator("tbody tr").all_inner_texts() == [
+            "warning\tmostly-must-read\t\t\t" + data["problems"][0]["message"]]
+        assert proof.locator("table").last.locator("tbody tr").count() == len(LAYOUTS)
         last = page.locator("main > section").last
         assert last.get_attribute("id") == "approve"
         assert APPROVE in last.inner_text() and data["content_hash"] in last.inner_text()
@@ -504,7 +512,7 @@ def test_a_blocking_problem_exits_3_after_writing_the_preview(tmp_path):
     assert html.index(">missing-language<") < html.index(">unrated<")
 
 
-def test_the_editors_file_reorders_and_hides(tmp_path):
+def test_the_editors_file_reorders_and_hides(tmp_path, browser):
     project = make_project(tmp_path / "edited")
     editorial = project / "editorial"
     editorial.mkdir()
@@ -517,7 +525,14 @@ def test_the_editors_file_reorders_and_hides(tmp_path):
     plain_order = [item["pr"] for item in plain["items"]]
     assert plain_order[-1] == 54934 and 56317 in plain_order
 
-    ok(run(["preview", "--week", SAMPLE_WEEK, "--no-serve", "--no-screenshots"], project))
+    said = ok(run(["preview", "--week", SAMPLE_WEEK, "--no-serve", "--no-screenshots"],
+                  project)).stdout
+    # Hiding is the editor's own act: said as information, never counted as a warning.
+    edited = json.loads((issue_folder(project) / "issue.json").read_text())
+    warnings = [p["code"] for p in edited["problems"] if p["severity"] == "warning"]
+    assert "hidden" not in warnings and edited["hidden"] == [56317]
+    assert f"0 blocking problem(s), {len(warnings)} warning(s)" in said
+    assert "hidden by the editor's file: #56317" in said and "warning: hidden" not in said
     html = page_html(project)
     ranking = html[html.index('id="ranking"'):]
     order = [int(pr) for pr in re.findall(r'<li id="rank-(\d+)">', ranking)]
@@ -529,6 +544,22 @@ def test_the_editors_file_reorders_and_hides(tmp_path):
     hidden = ranking[ranking.index("Hidden by the editor"):]
     assert "#56317" in hidden
     assert f"Editor's file: <code>editorial/{SAMPLE_WEEK}.toml</code>" in html
+    server = serve(issue_folder(project))
+    try:
+        with open_preview(browser, f"http://127.0.0.1:{server.server_port}") as visit:
+            page = visit.page
+            assert f"{len(warnings)} warning(s)" in page.locator("p.status").inner_text()
+            rows = page.locator("#proof tbody tr").all_inner_texts()
+            assert not [row for row in rows if "hidden" in row or "56317" in row], rows
+            info = page.locator("#proof #hidden-info")
+            assert info.is_visible() and "#56317" in info.inner_text()
+            info.get_by_role("link", name="#56317").click()
+            assert page.url.endswith("#hidden-56317")
+            assert page.locator("#hidden-56317").is_visible()
+            visit.assert_clean()
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_an_approved_issue_is_kept_unless_its_content_changed(tmp_path):
@@ -687,15 +718,25 @@ def test_preview_serves_the_issue_folder_on_loopback(tmp_path):
     live = Running(["preview", "--week", SAMPLE_WEEK, "--no-screenshots"], project)
     try:
         url = live.wait_for(r"serving at (http://127\.0\.0\.1:\d+/preview/index\.html)")[1]
-        live.wait_for(r"^to approve: ")
+        live.wait_for(f"^to approve {SAMPLE_WEEK} as ")
         with urllib.request.urlopen(url, timeout=10) as response:
-            assert response.status == 200 and APPROVE in response.read().decode()
+            page = response.read().decode()
+            assert response.status == 200 and APPROVE in page and "Ready to approve" in page
         text_part = url.replace("preview/index.html", "email-en.txt")
         with urllib.request.urlopen(text_part, timeout=10) as response:
             assert response.status == 200
+        # The editor approves while the page is served: page and output stop saying
+        # "to approve".
+        ok(run(["approve", "--week", SAMPLE_WEEK], project))
+        live.wait_for(f"^{SAMPLE_WEEK} is approved as .*nothing left to approve")
+        with urllib.request.urlopen(url, timeout=10) as response:
+            page = response.read().decode()
+        assert "Approved:" in page and "Nothing left to approve" in page
+        assert APPROVE not in page and "Ready to approve" not in page
         assert live.interrupt() == 0
         assert "stopped" in live.lines
-        assert live.lines[-1].startswith(f"to approve {SAMPLE_WEEK} as ")
+        assert not live.lines[-1].startswith("to approve")
+        assert live.lines[-1].startswith(f"{SAMPLE_WEEK} is approved as ")
     finally:
         live.stop()
 

@@ -569,28 +569,36 @@ def retitled(item, zh: str, en: str):
     return replace(item, zh=Text(zh, "<p>x</p>", "x", "feed"), en=Text(en, "<p>x</p>", "x", "feed"))
 
 
-def test_an_unnumbered_subject_is_as_before(sample):
+def test_an_unnumbered_subject_names_its_week_by_its_days(sample):
     from pipeline.core.issue.bilingual import subject
 
     _, issue, *_ = sample
     items = [retitled(issue.items[0], "短标题", "Short title"), *issue.items[1:]]
-    assert subject("en", WEEK, items) == "vLLM PR Weekly · 2026-W48 · Short title + 7 more"
-    assert subject("zh-en", WEEK, items, 0) == "vLLM PR 周报 · 2026-W48 · 短标题 等 8 篇"
+    assert subject("en", WEEK, items) == "vLLM PR Weekly · 23–29 Nov · Short title + 7 more"
+    assert subject("zh-en", WEEK, items, 0) == "vLLM PR 周报 · 11 月 23–29 日 · 短标题 等 8 篇"
 
 
-def test_a_numbered_subject_keeps_the_week_while_the_headline_fits_whole(sample):
+def test_a_numbered_subject_names_its_week_in_every_language(sample):
     from pipeline.core.issue.bilingual import subject
 
     _, issue, *_ = sample
     items = [retitled(issue.items[0], "短标题", "Short title"), *issue.items[1:]]
     assert subject("en-zh", WEEK, items, 3) == \
-        "vLLM PR Weekly · No. 3 · 2026-W48 · Short title + 7 more"
-    assert subject("zh", WEEK, items, 3) == "vLLM PR 周报 · 第 3 期 · 2026-W48 · 短标题 等 8 篇"
-    assert subject("en", WEEK, items[:1], 12) == "vLLM PR Weekly · No. 12 · 2026-W48 · Short title"
+        "vLLM PR Weekly · No. 3 · 23–29 Nov · Short title + 7 more"
+    assert subject("zh", WEEK, items, 3) == \
+        "vLLM PR 周报 · 第 3 期 · 11 月 23–29 日 · 短标题 等 8 篇"
+    assert subject("en", WEEK, items[:1], 12) == "vLLM PR Weekly · No. 12 · 23–29 Nov · Short title"
+    across = parse_week("2026-W53", "Asia/Shanghai")  # 28 Dec 2026 to 3 Jan 2027
+    assert subject("en", across, items[:1], 6) == \
+        "vLLM PR Weekly · No. 6 · 28 Dec – 3 Jan · Short title"
+    assert subject("zh", across, items[:1], 6) == \
+        "vLLM PR 周报 · 第 6 期 · 12 月 28 日 – 1 月 3 日 · 短标题"
 
 
-@pytest.mark.parametrize("number", [3, 52, 1000])
-def test_a_numbered_subject_drops_the_week_before_it_cuts_the_headline(sample, number):
+@pytest.mark.parametrize("number", [0, 3, 52, 1000])
+def test_a_long_headline_is_cut_but_the_week_stays(sample, number):
+    """The English subject used to drop its week for a long headline: every layout keeps
+    the week's days, and the count of the other reviews goes before the headline is cut."""
     from pipeline.core.issue.bilingual import SUBJECT_MAX, subject
 
     _, issue, *_ = sample
@@ -600,12 +608,15 @@ def test_a_numbered_subject_drops_the_week_before_it_cuts_the_headline(sample, n
     for layout in LAYOUTS:
         line = subject(layout, WEEK, items, number)
         assert len(line) <= SUBJECT_MAX, line
-        label = f"第 {number} 期" if layout.startswith("zh") else f"No. {number}"
-        brand, shown_label, headline = line.split(" · ", 2)
-        assert brand == ("vLLM PR 周报" if layout.startswith("zh") else "vLLM PR Weekly")
-        assert shown_label == label and "2026-W48" not in line
-        title = long_zh if layout.startswith("zh") else long_en
-        assert title.startswith(headline.split("…")[0]) and "…" in headline
+        zh = layout.startswith("zh")
+        parts = line.split(" · ")
+        assert parts[0] == ("vLLM PR 周报" if zh else "vLLM PR Weekly")
+        if number:
+            assert parts.pop(1) == (f"第 {number} 期" if zh else f"No. {number}")
+        assert parts[1] == ("11 月 23–29 日" if zh else "23–29 Nov")
+        headline = " · ".join(parts[2:])
+        assert (long_zh if zh else long_en).startswith(headline.split("…")[0])
+        assert headline.endswith("…") and "more" not in headline and "等" not in headline
 
 
 def test_compact_css_drops_white_space_but_keeps_rules_lines_and_no_double_brace():
@@ -640,3 +651,39 @@ def test_a_reviewers_markdown_renders_and_never_shows_its_marks(settings):
     assert "**重点**" not in html and "**Fix**" not in html
     text = artifacts["email-zh.txt"].decode()
     assert "Fix a leak in `block_pool.py`" in text and "**" not in text.replace("a**b", "")
+
+
+@pytest.mark.parametrize(("full", "left"), [(7, 1), (5, 3)])
+def test_the_reviews_left_to_the_archive_are_counted_in_good_english(sample, full, left):
+    """"1 more reviews in the archive" read wrong: one review left is singular, in both
+    parts, and Chinese (which has no plural) says the same words for any count."""
+    from pipeline.core.email.render import Footer, _Plan
+
+    _, issue, *_ = sample
+    plan = _Plan(issue.items[:full], issue.items[full:], 0)
+    for layout in ("en", "zh-en"):
+        renderer, variant = Renderer(), Variant(layout)
+        html = renderer._html(issue, variant, "https://x.example", plan, Footer())
+        text = renderer._text(issue, variant, "https://x.example", plan, Footer())
+        english = ("1 more review in the archive" if left == 1
+                   else f"{left} more reviews in the archive")
+        assert english in html and english in text
+        if layout == "zh-en":
+            assert f"另有 {left} 篇评审见网页存档" in html
+
+
+def test_counted_takes_the_singular_only_for_one():
+    from pipeline.core.email.render import counted, strings
+
+    assert counted(strings()["en"], "area_reviews", 1) == "1 review"
+    assert counted(strings()["en"], "area_reviews", 0) == "0 reviews"
+    assert counted(strings()["en"], "area_reviews", 21) == "21 reviews"
+    assert counted(strings()["zh"], "area_reviews", 1) == "1 篇评审"
+
+
+def test_a_one_review_week_says_review_in_its_preheader(sample):
+    from pipeline.core.issue.bilingual import preheader
+
+    _, issue, *_ = sample
+    assert preheader("en", issue.items[:1]).startswith("1 PR review this week: 1 ")
+    assert preheader("en", issue.items[:2]).startswith("2 PR reviews this week: ")

@@ -66,17 +66,17 @@ class Recorded:
         self.log.append("store opened")
         return store
 
-    def reuse(self, built: BuiltIssue) -> None:
-        self.log.append(f"reuse {built.content_hash[:12]}")
+    def reuse(self, built: BuiltIssue, sent: bool) -> None:
+        self.log.append(f"reuse {built.content_hash[:12]}" + (" sent" if sent else ""))
 
-    def build(self, week, feeds, choices) -> BuiltIssue:
+    def build(self, week, feeds, choices, sent) -> BuiltIssue:
         store = self.stores[-1]
         lease = store.acquire_lease(f"send:{week.id}", "another-run", datetime.now(UTC),
                                     LEASE_TTL)
         held = lease.owner == owner_id()
         self.log.append(f"build {week.id} choices={list(choices)} lease={held}")
         return load_built(build(self.settings, week_id=week.id, feeds=list(feeds),
-                                out=self.folder / "issue", choices=choices).out_dir)
+                                out=self.folder / "issue", choices=choices, sent=sent).out_dir)
 
     def open_delivery(self, built, request):
         self.log.append(f"checks partial={request.allow_partial_week}")

@@ -437,6 +437,39 @@ def test_publish_twice_uploads_nothing_and_a_fresh_runner_rebuilds_the_index(
     assert again.list_issues() == ["2026-W47", SAMPLE_WEEK]
 
 
+@pytest.mark.subprocess  # publish ends by running Pagefind
+def test_a_pr_hidden_after_publishing_leaves_the_bucket_with_its_only_area(
+        s3: Any, settings: Settings, tmp_path: Path) -> None:
+    """The editor hides #56671 (the one review tagged ``tests``) and the week is published
+    again from a fresh runner: its PR page and its area's page and feed are deleted from the
+    bucket, after the index that no longer names them; nothing else under the prefix goes."""
+    from support.project import SAMPLE_WEEK
+
+    from pipeline.core.site.site import Site
+    from pipeline.stages.build import build
+    from pipeline.stages.built import load_built
+    from pipeline.stages.publish import publish
+
+    first = load_built(build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "b1").out_dir)
+    publish(first, S3Archive(BUCKET, PREFIX), Site(settings.site))
+    gone = {PREFIX + key for key in ("pr/56671/index.html", "areas/tests/index.html",
+                                     "areas/tests/feed.xml")}
+    before = set(all_keys(s3))
+    assert gone <= before
+    editorial = settings.resolve(settings.paths.editorial_dir)
+    editorial.mkdir()
+    (editorial / f"{SAMPLE_WEEK}.toml").write_text("[56671]\nhide = true\n", encoding="utf-8")
+    hidden = load_built(build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "b2").out_dir)
+    runner = S3Archive(BUCKET, PREFIX)
+    wire = watch(runner)
+    report = publish(hidden, runner, Site(settings.site))
+    assert sorted(PREFIX + key for key in report.retired) == sorted(gone)
+    after = set(all_keys(s3))
+    assert before - after == gone and wire.calls["DeleteObjects"] >= 1
+    assert "56671" not in s3.get_object(Bucket=BUCKET, Key=PREFIX + "sitemap.xml")[
+        "Body"].read().decode()
+
+
 # -- open_archive ---------------------------------------------------------------------------
 
 

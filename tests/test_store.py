@@ -37,6 +37,7 @@ from subscribers.store import (
     Ledger,
     OnceKeys,
     Quotas,
+    SentIssues,
     SubscriberStore,
     SubscriptionStore,
 )
@@ -211,7 +212,7 @@ def test_store_has_every_method_of_the_interface(implementation):
                 == list(inspect.signature(member).parameters)), name
 
 
-ROLES = (Directory, Imports, Interests, Ledger, Feedback, Leases, OnceKeys, Quotas)
+ROLES = (Directory, Imports, Interests, Ledger, SentIssues, Feedback, Leases, OnceKeys, Quotas)
 
 
 def methods(protocol: type) -> set[str]:
@@ -222,13 +223,14 @@ def methods(protocol: type) -> set[str]:
 
 def test_the_roles_are_small_and_share_no_method():
     """Each role a consumer can be typed against stays small, and the whole store is
-    exactly the eight roles (and ``close``): no method belongs to two, none to no role."""
+    exactly the nine roles (and ``close``): no method belongs to two, none to no role."""
     owned = [methods(role) for role in ROLES]
     assert all(len(names) <= 12 for names in owned), [len(names) for names in owned]
     assert sum(len(names) for names in owned) == len(set().union(*owned))
     assert set().union(*owned) | {"close"} == methods(SubscriberStore)
     assert methods(DeliveryStore) == (methods(Directory) | methods(Interests)
-                                      | methods(Ledger) | methods(Feedback))
+                                      | methods(Ledger) | methods(SentIssues)
+                                      | methods(Feedback))
     assert methods(SubscriptionStore) == (methods(Directory) | methods(Interests)
                                           | methods(Ledger) | methods(Feedback)
                                           | methods(OnceKeys) | methods(Quotas))
@@ -1117,6 +1119,53 @@ def test_only_one_of_many_concurrent_takers_gets_a_lease(backend):
     for s in stores:
         s.close()
     assert len(winners) == 1
+
+
+# -- what each issue went out as ------------------------------------------------------------
+
+def test_the_first_send_of_an_issue_is_noted_once_and_only_a_correction_replaces_it(store):
+    assert store.sent_issue(ISSUE) is None
+    first = store.record_sent(ISSUE, "a" * 64, NOW)
+    assert (first.content_hash, first.first_hash, first.first_sent_at) == ("a" * 64,
+                                                                          "a" * 64, NOW)
+    assert first.corrected_on is None and first.correction is None
+    # Another issue under the same week's name is told what went out, and changes nothing.
+    assert store.record_sent(ISSUE, "b" * 64, NOW + timedelta(hours=1)) == first
+    assert store.sent_issue(ISSUE) == first
+    # A correction replaces only the hash it names.
+    assert store.record_correction(ISSUE, "c" * 64, replacing="b" * 64,
+                                   corrected_on="2026-12-01", reason="x") == first
+    corrected = store.record_correction(ISSUE, "c" * 64, replacing="a" * 64,
+                                        corrected_on="2026-12-01", reason="typo in #1")
+    assert corrected is not None
+    assert (corrected.content_hash, corrected.first_hash) == ("c" * 64, "a" * 64)
+    assert (corrected.corrected_on, corrected.correction) == ("2026-12-01", "typo in #1")
+    assert corrected.first_sent_at == NOW
+    assert store.sent_issue(ISSUE) == corrected
+    assert store.record_sent(ISSUE, "c" * 64, NOW) == corrected
+    # Nothing sent: nothing to correct, and nothing is created.
+    assert store.record_correction("2026-W49", "d" * 64, replacing="a" * 64,
+                                   corrected_on="2026-12-08", reason="x") is None
+    assert store.sent_issue("2026-W49") is None
+
+
+def test_only_one_of_many_concurrent_first_sends_is_noted(backend):
+    stores = [backend.open() for _ in range(6)]
+    barrier = threading.Barrier(len(stores))
+    answers: dict[int, str] = {}
+
+    def note(n: int, s: SubscriberStore) -> None:
+        barrier.wait()
+        answers[n] = s.record_sent(ISSUE, f"{n:064x}", NOW).content_hash
+
+    threads = [threading.Thread(target=note, args=(n, s)) for n, s in enumerate(stores)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for s in stores:
+        s.close()
+    assert len(set(answers.values())) == 1 and len(answers) == len(stores)
 
 
 # -- interests: the areas a subscriber follows, the variants, the catalog ------------------

@@ -88,6 +88,10 @@ def source(dynamo) -> dict[str, Any]:
         store.record_feedback(f"ses-{ISSUES[1]}-0", "bounce", NOW)
         assert store.remove("gone@example.org", NOW)  # suppressed, its ledger rows erased
         assert store.first_time("sns:handled-1", NOW)
+        store.record_sent(ISSUES[0], "a" * 64, NOW)
+        store.record_sent(ISSUES[1], "b" * 64, NOW)
+        store.record_correction(ISSUES[1], "c" * 64, replacing="b" * 64,
+                                corrected_on="2026-12-08", reason="a wrong figure in #1")
         made["addresses"] = [sub.email for sub in store.iter_subscribers()]
     return made
 
@@ -98,10 +102,10 @@ def test_everything_is_copied_and_answers_the_same(dynamo, source, capsys):
     assert err == ""
     assert out.count("\n") == 1
     # 7 subscribers, 1 suppression, 10 ledger rows (2 issues x 5, gone's 2 erased, two
-    # claims), 1 handled key, 2 areas of the catalog.
-    assert "21 copied, 0 already there, 0 conflicting" in out
+    # claims), 1 handled key, 2 areas of the catalog, 2 issues sent (one corrected).
+    assert "23 copied, 0 already there, 0 conflicting" in out
     assert ("subscribers 7/0/0, suppressions 1/0/0, ledger rows 10/0/0, handled keys 1/0/0, "
-            "catalog areas 2/0/0") in out
+            "catalog areas 2/0/0, sent issues 2/0/0") in out
 
     with SqliteStore.open(sqlite_path(dynamo.settings)) as old, dynamo.open() as new:
         for email in source["addresses"]:
@@ -119,6 +123,7 @@ def test_everything_is_copied_and_answers_the_same(dynamo, source, capsys):
         assert new.count_by_status() == old.count_by_status()
         assert [s.id for s in new.iter_subscribers()] == [s.id for s in old.iter_subscribers()]
         for issue in ISSUES:
+            assert new.sent_issue(issue) == old.sent_issue(issue) is not None
             assert new.ledger(issue) == old.ledger(issue)
             assert new.ledger_counts(issue) == old.ledger_counts(issue)
             assert new.feedback_counts(issue) == old.feedback_counts(issue)
@@ -178,7 +183,8 @@ def test_every_column_of_every_row_is_copied(dynamo, source, capsys):
 
 #: Every table a migration carries, with the order that makes two dumps comparable.
 _TABLES = {"subscribers": "id", "suppressions": "email_hash", "seen": "key",
-           "area_catalog": "name", "ledger": "issue_id, subscriber_id"}
+           "area_catalog": "name", "ledger": "issue_id, subscriber_id",
+           "sent_issues": "issue_id"}
 
 
 def _dump(path: Path) -> dict[str, list[dict[str, Any]]]:
@@ -199,11 +205,11 @@ def test_sqlite_to_dynamodb_and_back_gives_the_same_rows(dynamo, source, capsys,
     back = tmp_path / "back" / "subscribers.sqlite3"
     assert run(dynamo.settings, "migrate", "--to", "sqlite", "--to-sqlite", str(back),
                "--dry-run") == 0
-    assert "would copy 21" in capsys.readouterr().out and not back.parent.exists()
+    assert "would copy 23" in capsys.readouterr().out and not back.parent.exists()
     assert run(dynamo.settings, "migrate", "--to", "sqlite", "--to-sqlite", str(back)) == 0
     out = capsys.readouterr().out
-    assert "21 copied (subscribers 7, suppressions 1, ledger rows 10, handled keys 1, " \
-           "catalog areas 2)" in out
+    assert "23 copied (subscribers 7, suppressions 1, ledger rows 10, handled keys 1, " \
+           "catalog areas 2, sent issues 2)" in out
     before, after = _dump(sqlite_path(dynamo.settings)), _dump(back)
     assert {row["status"] for row in before["subscribers"]} == set(STATUSES)
     assert {row["status"] for row in before["ledger"]} == {"sending", "sent", "failed",
@@ -236,7 +242,7 @@ def test_running_it_again_copies_nothing(dynamo, source, capsys):
     assert run(dynamo.settings, "migrate", "--to", "dynamodb") == 0
     out, err = capsys.readouterr()
     assert err == ""
-    assert "0 copied, 21 already there, 0 conflicting" in out
+    assert "0 copied, 23 already there, 0 conflicting" in out
     assert dynamo.dump() == before
 
 
@@ -244,7 +250,7 @@ def test_a_dry_run_writes_nothing(dynamo, source, capsys):
     assert run(dynamo.settings, "migrate", "--to", "dynamodb", "--dry-run") == 0
     out, _ = capsys.readouterr()
     assert out.startswith("dry run, nothing written")
-    assert "would copy 21, 0 already there, 0 conflicting" in out
+    assert "would copy 23, 0 already there, 0 conflicting" in out
     assert dynamo.items() == [] and dynamo.items(dynamo.ledger_table) == []
 
 
@@ -255,21 +261,21 @@ def test_an_address_already_in_dynamodb_under_another_id_is_reported_not_overwri
                                           now=NOW + timedelta(days=3)).subscriber
     assert run(dynamo.settings, "migrate", "--to", "dynamodb", "--dry-run") == 0
     out, err = capsys.readouterr()
-    assert "would copy 20, 0 already there, 1 conflicting" in out
+    assert "would copy 22, 0 already there, 1 conflicting" in out
     assert f"not copied: active.Reader@example.org (id {source['active']})" in err
     assert run(dynamo.settings, "migrate", "--to", "dynamodb") == 0
     out, err = capsys.readouterr()
     assert err.count("\n") == 1
     assert "not copied: active.Reader@example.org" in err
     assert f"under another id ({theirs.id})" in err and source["active"] in err
-    assert "20 copied, 0 already there, 1 conflicting" in out
+    assert "22 copied, 0 already there, 1 conflicting" in out
     with dynamo.open() as new:
         assert new.find("active.reader@example.org") == theirs
         assert new.get(source["active"]) is None
     capsys.readouterr()
     assert run(dynamo.settings, "migrate", "--to", "dynamodb") == 0
     out, _ = capsys.readouterr()
-    assert "0 copied, 20 already there, 1 conflicting" in out
+    assert "0 copied, 22 already there, 1 conflicting" in out
 
 
 #: (table, the row first in the migration's order, its column made larger than an item may
@@ -304,14 +310,14 @@ def test_a_row_over_dynamodbs_item_limit_is_named_and_the_rest_copied(dynamo, so
     assert err.count("\n") == 1 and named.format(row) in err
     assert "Item size has exceeded the maximum allowed size" in err
     assert "@" not in err and "xxxx" not in err
-    assert ("20 copied, 0 already there, 0 conflicting, not overwritten, 1 refused by "
+    assert ("22 copied, 0 already there, 0 conflicting, not overwritten, 1 refused by "
             "DynamoDB, not copied") in out
     assert "suppressions 1/0/0" in out and "handled keys 1/0/0" in out
     with sqlite3.connect(sqlite_path(dynamo.settings)) as conn:
         conn.execute(update, ("fixed", row))
     assert run(dynamo.settings, "migrate", "--to", "dynamodb") == 0
     out, err = capsys.readouterr()
-    assert err == "" and "1 copied, 20 already there, 0 conflicting" in out
+    assert err == "" and "1 copied, 22 already there, 0 conflicting" in out
 
 
 def test_a_key_over_dynamodbs_limit_is_named_by_its_start(dynamo, source, capsys):
@@ -324,7 +330,7 @@ def test_a_key_over_dynamodbs_limit_is_named_by_its_start(dynamo, source, capsys
         run(dynamo.settings, "migrate", "--to", "dynamodb")
     out, err = capsys.readouterr()
     assert f"not copied: handled key {key[:80]}… (3.0 KB in SQLite)" in err
-    assert "21 copied" in out and len(err) < 500
+    assert "23 copied" in out and len(err) < 500
 
 
 def test_a_catalog_over_the_item_limit_is_named_and_the_rest_copied(dynamo, source, capsys,
@@ -346,7 +352,7 @@ def test_a_catalog_over_the_item_limit_is_named_and_the_rest_copied(dynamo, sour
         run(dynamo.settings, "migrate", "--to", "dynamodb")
     out, err = capsys.readouterr()
     assert "not copied: the area catalog's 2 new name(s)" in err
-    assert "19 copied" in out and "suppressions 1/0/0" in out
+    assert "21 copied" in out and "suppressions 1/0/0" in out
 
 
 def test_create_tables_makes_them_first(dynamo, source, capsys):
@@ -356,16 +362,16 @@ def test_create_tables_makes_them_first(dynamo, source, capsys):
     assert run(settings, "migrate", "--to", "dynamodb", "--create-tables", "--dry-run") == 0
     out, _ = capsys.readouterr()
     assert "would create table fresh-subscribers\nwould create table fresh-ledger\n" in out
-    assert "would copy 21" in out
+    assert "would copy 23" in out
     assert "fresh-ledger" not in dynamo.client.list_tables()["TableNames"]
 
     assert run(settings, "migrate", "--to", "dynamodb", "--create-tables") == 0
     out, _ = capsys.readouterr()
     assert out.startswith("created table fresh-subscribers\ncreated table fresh-ledger\n")
-    assert "21 copied, 0 already there" in out
+    assert "23 copied, 0 already there" in out
     assert run(settings, "migrate", "--to", "dynamodb", "--create-tables") == 0
     out, _ = capsys.readouterr()
-    assert "created table" not in out and "0 copied, 21 already there" in out
+    assert "created table" not in out and "0 copied, 23 already there" in out
 
 
 def test_missing_tables_without_create_tables_are_one_store_error(dynamo, source):

@@ -77,3 +77,12 @@ def test_week_containing_uses_the_local_date():
     when = utc(2026, 11, 30, 7, 30)
     assert week_containing(when, "America/Los_Angeles").id == "2026-W48"
     assert week_containing(when, "UTC").id == "2026-W49"
+
+
+def test_issue_no_1_is_the_configured_week_else_the_archives_first_else_this_one():
+    from pipeline.week import numbering_start
+
+    assert numbering_start("2026-W40", ["2026-W44"], "2026-W48") == "2026-W40"
+    assert numbering_start("", ["2026-W48", "2025-W52", "2026-W02"], "2026-W49") == "2025-W52"
+    assert numbering_start("", ["2026-W99", "notes", "2026-W47"], "2026-W48") == "2026-W47"
+    assert numbering_start("", [], "2026-W48") == "2026-W48"  # a fresh archive: No. 1

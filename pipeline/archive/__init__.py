@@ -11,8 +11,11 @@
 
 Keys are relative paths (``index.html``, ``issues/2026-W48/index.html``). ``write`` compares
 digests and skips an unchanged object, so publishing the same content twice writes nothing.
-``delete`` is for files nothing links to any more (the search index's old chunks), never for
-a page: the archive of issues only grows.
+``delete`` is for files nothing live links to any more, once what replaces them is written:
+the search index's old chunks, and the PR and area pages (``pr/``, ``areas/``, their feeds
+and an area's ``page/<n>/``) that no issue the archive holds makes any more, deleted after
+the new index, feed and sitemap stop naming them (``pipeline/stages/publish.py``). Never an
+issue's own pages: the archive of issues only grows.
 Adapters raise only :class:`~pipeline.errors.ArchiveError`. ``local`` (``local.py``) writes
 into a folder; ``s3`` (``s3.py``) into a bucket, so boto3 is imported only there.
 :func:`pipeline.wiring.open_archive` builds the one ``[archive] target`` names.

@@ -71,7 +71,18 @@ class LocalArchive(Archive):
                 raise ArchiveError(f"cannot remove {key}: {exc.strerror or exc}",
                                    key=key) from exc
             removed += 1
+            self._prune(self._path(key).parent)
         return removed
+
+    def _prune(self, folder: Path) -> None:
+        """Remove the folders a deletion left empty, up to the root: a static server answers
+        an empty folder with a listing, where a page that went should be a 404."""
+        while folder != self.root and folder.is_relative_to(self.root):
+            try:
+                folder.rmdir()
+            except OSError:  # not empty (or already gone): nor is any folder above it
+                return
+            folder = folder.parent
 
     def describe(self) -> str:
         """The folder with a trailing slash, relative to the working directory when inside

@@ -49,6 +49,14 @@ def add_week(parser: argparse.ArgumentParser, help: str = "default: the last com
     parser.add_argument("--week", metavar="YYYY-Www", help=help)
 
 
+def add_correct(parser: argparse.ArgumentParser) -> None:
+    """``--correct REASON``: an explicit correction of a week that already went out."""
+    parser.add_argument("--correct", metavar="REASON",
+                        help="correct a week that already went out: the issue is rebuilt "
+                        "and its page says 'corrected on <day>' with REASON (one line); "
+                        "readers not yet sent it get the corrected issue")
+
+
 def positive(text: str) -> int:
     try:
         value = int(text)
@@ -185,9 +193,12 @@ def publish_issue(settings: Settings, built: BuiltIssue,
     ``store`` (``run``'s own, else the deployment's, made if need be) for every write: two
     publishes at once, of two weeks or the same, would each delete as stale the search
     files the other's new index names, so the second is refused (exit 5) before it writes.
-    The archive's areas go to the catalog of that store."""
+    A week that went out is published only as it went out, or as a correction, which the
+    store then records (pipeline/stages/freeze.py). The archive's areas go to the catalog
+    of that store."""
     from pipeline.core.email.render import Footer
     from pipeline.core.site.site import Site
+    from pipeline.stages.freeze import note_publish
     from pipeline.stages.lock import hold
     from pipeline.stages.publish import publish
     from pipeline.wiring import archive_lease, open_archive, open_store
@@ -200,9 +211,12 @@ def publish_issue(settings: Settings, built: BuiltIssue,
     with open_archive(settings) as archive:
         where = archive.describe()
         with hold(store, archive_lease(settings), f"publish to {where}"):
+            note_publish(built, store)  # a sent week's page changes only by a correction
             report = publish(built, archive, Site(settings.site, footer=footer))
     print(f"published {built.id} to {where}: {len(report.written)} object(s) written "
           f"({report.bytes_written / 1000:.1f} KB), {report.unchanged} unchanged"
+          + (f", {len(report.retired)} page(s) no issue carries removed"
+             if report.retired else "")
           + (f", {report.removed} old search file(s) removed" if report.removed else ""))
     print(f"  {settings.site.base_url.rstrip('/')}/issues/{built.id}/index.html")
     if report.search_problem:

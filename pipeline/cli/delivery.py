@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from pipeline.stages.built import BuiltIssue
     from pipeline.stages.deliver import SendRequest
     from pipeline.stages.preflight import Delivery
+    from subscribers.model import SentIssue
     from subscribers.shards import Shard
     from subscribers.store import SubscriberStore
 
@@ -154,18 +155,21 @@ class _Steps:
 
         return open_store(self.settings)
 
-    def reuse(self, built: BuiltIssue) -> None:
-        print(f"{built.id}: using the approved issue ({built.content_hash[:12]})")
+    def reuse(self, built: BuiltIssue, sent: bool) -> None:
+        what = "the issue that went out" if sent else "the approved issue"
+        print(f"{built.id}: using {what} ({built.content_hash[:12]})")
 
-    def build(self, week: Week, feeds: Sequence[str], choices: Sequence[Choice]
-              ) -> BuiltIssue:
+    def build(self, week: Week, feeds: Sequence[str], choices: Sequence[Choice],
+              sent: SentIssue | None) -> BuiltIssue:
         from pipeline.stages.build import build
         from pipeline.stages.built import load_built
+        from pipeline.wiring import archive_weeks
 
         settings = self.settings
         with translation(settings) as translate, log.timed(_log, "build"):
             result = build(settings, week_id=week.id, feeds=feeds, translate=translate,
-                           github=github(settings), choices=choices)
+                           github=github(settings), choices=choices, sent=sent,
+                           archive_weeks=archive_weeks(settings))
         variants = result.variant_count
         print(f"built {week.id}: {len(result.issue.items)} items"
               + (f", {variants} interest variant(s)" if variants else "")

@@ -1,7 +1,8 @@
 """``newsletter build | approve | publish | status``: one week's issue, from the feed to the
 archive.
 
-    build [--week W] [--feed F] [--out DIR] [--force]    issue.json and the emails
+    build [--week W] [--feed F] [--out DIR] [--force] [--correct REASON]
+                                                          issue.json and the emails
     approve [--week W]                                    record what the editor proofed
     publish [--week W] [--allow-partial-week]             the issue's pages, index, feed
     status [--week W] [--last N] [--json]                 where the issue stands
@@ -24,6 +25,7 @@ from pipeline import log
 from pipeline import week as clock
 from pipeline.cli.common import (
     EXIT_OK,
+    add_correct,
     add_week,
     built_issue,
     future_week_said,
@@ -54,6 +56,7 @@ def add_build(commands: argparse._SubParsersAction[Any]) -> None:
     build.add_argument("--force", action="store_true",
                        help="replace an approved issue with different content (drops the "
                        "approval)")
+    add_correct(build)
     build.set_defaults(handler=_cmd_build)
 
 
@@ -97,14 +100,16 @@ def add_status(commands: argparse._SubParsersAction[Any]) -> None:
 
 def _cmd_build(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.stages.build import build
-    from pipeline.wiring import reader_choices
+    from pipeline.stages.built import choose_week
+    from pipeline.wiring import archive_weeks, reader_choices
 
-    choices = reader_choices(settings)
+    choices, sent = reader_choices(settings, choose_week(settings, args.week).id)
     with translation(settings) as translate, future_week_said(settings, args.week), \
             log.timed(_log, "build"):
         built = build(settings, week_id=args.week, feeds=args.feed, out=args.out,
                       force=args.force, translate=translate, github=github(settings),
-                      choices=choices)
+                      choices=choices, sent=sent, correct=args.correct,
+                      archive_weeks=archive_weeks(settings))
     issue = built.issue
     tiers = Counter(item.tier for item in issue.items)
     blocking = [p for p in issue.problems if p.severity == "blocking"]
@@ -114,23 +119,30 @@ def _cmd_build(args: argparse.Namespace, settings: Settings) -> int:
           f"{len(blocking)} blocking problem(s), {len(warnings)} warning(s)")
     for problem in issue.problems:
         print(f"  {problem.severity}: {problem.code}: {problem.message}")
+    if issue.hidden:
+        print(f"  hidden by the editor's file: {', '.join(f'#{pr}' for pr in issue.hidden)}")
     for key, result in built.rendered.items():
         print(f"  email-{key}.html {result.html_bytes / 1000:.1f} KB"
               + (f" (areas first: {', '.join(result.areas)})" if result.areas else ""))
     print(f"{built.variant_count} interest variant(s) for {len(choices)} reader choice(s)")
     print(f"artifacts: {shown(built.out_dir)}/")
     print(f"content_hash: {built.data['content_hash']}")
+    if issue.correction is not None:
+        print(f"a correction of the issue sent (its page says: corrected on "
+              f"{issue.correction.on}: {issue.correction.reason})")
     return EXIT_OK
 
 
 def _cmd_approve(args: argparse.Namespace, settings: Settings) -> int:
     from pipeline.stages.approve import approve
     from pipeline.week import now
+    from pipeline.wiring import sent_issue
 
     built = built_issue(settings, args.week)
     blocking = built.blocking()
-    approval = approve(built, now())
-    print(f"approved {built.id} as {approval.content_hash}")
+    approval = approve(built, now(), sent_issue(settings, built.id))
+    print(f"approved {built.id} as {approval.content_hash}"
+          + (" (a correction of the issue sent)" if built.issue.correction else ""))
     if blocking:
         _log.warning("%d blocking problem(s) still stop a send (first: %s)", len(blocking),
                      blocking[0].code)

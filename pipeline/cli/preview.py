@@ -1,7 +1,7 @@
 """``newsletter preview``: build the issue, proof it and show the editor what will be sent.
 
     preview [--week W] [--feed F] [--to ADDRESS [--layouts L,...]] [--port P] [--no-serve]
-            [--watch] [--no-screenshots]
+            [--watch] [--no-screenshots] [--correct REASON]
 
 build → proof → ``<issue folder>/preview/`` → (test copies) → serve / watch → exit 3 when the
 proof report has a blocking problem. The preview itself is pipeline/stages/preview.py; this
@@ -16,13 +16,14 @@ import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.cli.common import (
     EXIT_BLOCKED,
     EXIT_OK,
+    add_correct,
     add_week,
     copy_address,
     future_week_said,
@@ -76,6 +77,7 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
                          help="with --to: only these layouts, e.g. zh-en,en (default all four)")
     preview.add_argument("--no-screenshots", action="store_true",
                          help="skip the PNG screenshots (faster)")
+    add_correct(preview)
     preview.set_defaults(handler=_cmd_preview)
 
 
@@ -86,7 +88,19 @@ class _Latest:
 
     built: BuiltIssue
     report: ProofReport
+    preview: Preview
     failed: NewsletterError | None = None
+
+    def next_step(self) -> str:
+        """The last line: what is left to do, with the approval as it is now (the editor
+        may have approved while the preview was served)."""
+        from pipeline.stages.approve import read_approval
+        from pipeline.stages.preview import next_step
+
+        approval = read_approval(self.built.folder)
+        facts = replace(self.preview.facts,
+                        approved_hash=approval.content_hash if approval else None)
+        return next_step(self.built, facts)
 
 
 def _cmd_preview(args: argparse.Namespace, settings: Settings) -> int:
@@ -106,10 +120,10 @@ def _cmd_preview(args: argparse.Namespace, settings: Settings) -> int:
         _show_preview(built, report, preview)
         if to:
             send_copies(settings, built, to, tuple(args.layouts or LAYOUTS))
-        latest = _Latest(built, report)
-        _serve_and_watch(args, settings, week.id, approve, make, latest, shooter)
+        latest = _Latest(built, report, preview)
+        _serve_and_watch(args, settings, week.id, make, latest, shooter)
     built, report = latest.built, latest.report
-    print(f"to approve {built.id} as {built.content_hash[:12]}: {approve}", flush=True)
+    print(latest.next_step(), flush=True)
     if latest.failed is not None:
         raise latest.failed
     if report.has_blocking:
@@ -121,11 +135,13 @@ def _cmd_preview(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _approve_command(args: argparse.Namespace, week_id: str) -> str:
-    """The ``newsletter approve`` command the editor runs once the preview looks right."""
-    import shlex
+    """The ``newsletter approve`` command the editor runs once the preview looks right,
+    written to run as printed (pipeline/invocation.py: ``.venv/bin/newsletter`` where
+    ``newsletter`` is not on the PATH)."""
+    from pipeline.invocation import command
 
-    config = f"--config {shlex.quote(str(args.config))} " if args.config else ""
-    return f"newsletter {config}approve --week {week_id}"
+    config = ("--config", str(args.config)) if args.config else ()
+    return command(*config, "approve", "--week", week_id)
 
 
 @contextmanager
@@ -162,29 +178,29 @@ def _maker(args: argparse.Namespace, settings: Settings, week_id: str, approve: 
     """What builds, proofs and writes the preview: once, then again on every change
     (``make(True)``: only the screenshots that did not change, the rest by ``reshoot``)."""
     from pipeline.stages.preview import preview_issue
-    from pipeline.wiring import reader_choices
+    from pipeline.wiring import archive_weeks, reader_choices
 
     skip = ("--no-screenshots was given" if args.no_screenshots
             else "no chromium on the PATH (install Debian's chromium to get them)")
 
     def make(cached_only: bool) -> Made:
-        choices = reader_choices(settings)  # again on each rebuild: readers may change theirs
+        # Again on each rebuild: readers may change theirs, and a send may begin.
+        choices, sent = reader_choices(settings, week_id)
         with translation(settings) as translate:
             return preview_issue(settings, week_id, args.feed, approve_command=approve,
                                  shooter=shooter, cached_only=cached_only, skip_reason=skip,
                                  shown=shown, translate=translate, github=github(settings),
-                                 choices=choices)
+                                 choices=choices, sent=sent, correct=args.correct,
+                                 archive_weeks=archive_weeks(settings))
 
     return make
 
 
-def _serve_and_watch(args: argparse.Namespace, settings: Settings, week_id: str, approve: str,
+def _serve_and_watch(args: argparse.Namespace, settings: Settings, week_id: str,
                      make: Callable[[bool], Made], latest: _Latest,
                      shooter: Screenshotter | None) -> None:
     """Serve the issue folder and/or rebuild on changes until Ctrl-C; return at once with
     neither (``--no-serve`` without ``--watch``)."""
-    import time
-
     from pipeline.stages.preview import serve
 
     server: ThreadingHTTPServer | None = None
@@ -193,12 +209,8 @@ def _serve_and_watch(args: argparse.Namespace, settings: Settings, week_id: str,
         print(f"serving at http://127.0.0.1:{server.server_port}/preview/index.html "
               "(Ctrl-C stops)", flush=True)
     try:
-        if args.watch:
-            _watch(args, settings, week_id, approve, make, latest, shooter)
-        elif server is not None:
-            print(f"to approve: {approve}", flush=True)
-            while True:
-                time.sleep(3600)
+        if args.watch or server is not None:
+            _watch(args, settings, week_id, make, latest, shooter)
     except KeyboardInterrupt:
         print("\nstopped", flush=True)
     finally:
@@ -211,18 +223,25 @@ def _serve_and_watch(args: argparse.Namespace, settings: Settings, week_id: str,
 WATCH_INTERVAL_S = 0.2
 
 
-def _watch(args: argparse.Namespace, settings: Settings, week_id: str, approve: str,
+def _watch(args: argparse.Namespace, settings: Settings, week_id: str,
            make: Callable[[bool], Made], latest: _Latest, shooter: Screenshotter | None
            ) -> None:
     """Rebuild on every change: the page first (with the screenshots that did not change),
-    then the changed pages' screenshots, and the page again."""
+    then the changed pages' screenshots, and the page again. With ``--watch``, a change of
+    the feed, the templates or the editor's file; always, the approval, so that the page
+    served stops saying "to approve" once the editor has approved."""
+    from pipeline.stages.built import APPROVAL_FILE
     from pipeline.stages.preview import Watcher, editorial_file, reshoot, watch, watched_paths
     from pipeline.stages.screenshots import planned_shots
 
-    watcher = Watcher(watched_paths(settings, week_id, args.feed))
-    print(f"watching {len(watcher.state)} file(s): the feed, the templates and "
-          f"{shown(editorial_file(settings, week_id))} (Ctrl-C stops)", flush=True)
-    print(f"to approve: {approve}", flush=True)
+    approval = latest.built.folder / APPROVAL_FILE
+    if args.watch:
+        watcher = Watcher([*watched_paths(settings, week_id, args.feed), approval])
+        print(f"watching {len(watcher.state) - 1} file(s): the feed, the templates and "
+              f"{shown(editorial_file(settings, week_id))} (Ctrl-C stops)", flush=True)
+    else:
+        watcher = Watcher([approval])
+    print(latest.next_step(), flush=True)
 
     def rebuild(changed: list[Path]) -> None:
         print(f"changed: {', '.join(shown(p) for p in changed[:3])}"
@@ -233,11 +252,12 @@ def _watch(args: argparse.Namespace, settings: Settings, week_id: str, approve: 
             latest.failed = exc
             print(f"newsletter: error: {exc} (still watching)", file=sys.stderr, flush=True)
             return
-        latest.built, latest.report, latest.failed = built, report, None
+        latest.built, latest.report, latest.preview = built, report, preview
+        latest.failed = None
         print(f"rebuilt {built.id}: {len(built.issue.items)} items, "
               f"{len(report.blocking)} blocking, {len(report.warnings)} warning(s); "
               f"content_hash {built.content_hash}", flush=True)
-        print(f"to approve: {approve}", flush=True)
+        print(latest.next_step(), flush=True)
         shots = preview.screenshots
         if shooter is not None and len(shots.files) < len(planned_shots()):
             try:
@@ -259,6 +279,8 @@ def _show_preview(built: BuiltIssue, report: ProofReport, preview: Preview) -> N
           f"{len(report.blocking)} blocking problem(s), {len(report.warnings)} warning(s)")
     for problem in report.problems:
         print(f"  {problem.severity}: {problem.code}: {problem.message}")
+    if report.hidden:
+        print(f"  hidden by the editor's file: {', '.join(f'#{pr}' for pr in report.hidden)}")
     for size in report.sizes:
         print(f"  email-{size.layout}.html {size.weight / 1000:.1f} KB as sent "
               f"({size.percent:.0f}% of {size.budget / 1000:.0f} KB)")

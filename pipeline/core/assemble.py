@@ -30,11 +30,11 @@ from pipeline.core.issue.editorial import Editorial
 from pipeline.core.issue.interests import Variant, issue_areas, variant_for
 from pipeline.core.issue.issue_json import IssueData, variant_data
 from pipeline.core.issue.pulls import link_item, with_facts
-from pipeline.core.issue.rank import ordered, rank
+from pipeline.core.issue.rank import hidden_prs, ordered, rank
 from pipeline.core.issue.verdict import Vocabulary
 from pipeline.core.spread import Spread, one_by_one
 from pipeline.errors import EmptyWeekError
-from pipeline.model import LAYOUTS, Issue, Item, Problem, PullFacts, Skipped, Week
+from pipeline.model import LAYOUTS, Correction, Issue, Item, Problem, PullFacts, Skipped, Week
 from pipeline.week import issue_number
 
 __all__ = [
@@ -76,6 +76,8 @@ class Ranked:
     problems: tuple[Problem, ...]
     #: Feed entries of the week that were not used, and why.
     skipped: tuple[Skipped, ...]
+    #: The week's PRs the editor's file hid.
+    hidden: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,8 @@ def rank_week(week: Week, grouped: Grouped, editorial: Editorial, spread: Spread
     items, problems = rank(grouped.groups, editorial, spread, vocabulary)
     if not items:
         raise EmptyWeekError(week.id, len(grouped.skipped))
-    return Ranked(tuple(items), (*problems, *grouped.warnings), grouped.skipped)
+    return Ranked(tuple(items), (*problems, *grouped.warnings), grouped.skipped,
+                  hidden_prs(grouped.groups, editorial))
 
 
 def complete(ranked: Ranked, gathered: Gathered) -> Ranked:
@@ -148,7 +151,7 @@ def complete(ranked: Ranked, gathered: Gathered) -> Ranked:
     items, area_problems = bound_areas([link_item(item) for item in items])
     items = ordered(items)  # GitHub's sizes may reorder a tier
     return Ranked(tuple(items), (*ranked.problems, *gathered.problems, *translation_problems,
-                                 *area_problems), ranked.skipped)
+                                 *area_problems), ranked.skipped, ranked.hidden)
 
 
 def distinct_variants(choices: Iterable[Choice], items: Sequence[Item]) -> tuple[Variant, ...]:
@@ -163,16 +166,19 @@ def distinct_variants(choices: Iterable[Choice], items: Sequence[Item]) -> tuple
 
 def assemble(terms: Terms, week: Week, ranked: Ranked,
              renderer: Renderer | None = None, choices: Iterable[Choice] = (),
-             spread: Spread | None = None) -> Assembled:
+             spread: Spread | None = None, correction: Correction | None = None
+             ) -> Assembled:
     """Completed items → the issue, its JSON and its artifacts: every layout rendered, and
-    each distinct interest variant of ``choices``, all within the size budget.
+    each distinct interest variant of ``choices``, all within the size budget. An issue
+    that replaces one already sent carries its ``correction`` (its page says so).
 
     Each rendering is independent of the others: ``spread`` is how they are shared out
     (the stage may hand them to several cores; by default one after the other). Whoever
     renders which, the results are put together in one order, so the bytes are the same."""
     issue = compose(ranked.items, week, terms.feed.repo, terms.site.base_url,
                     ranked.skipped, ranked.problems,
-                    issue_number(week.id, terms.issue.first_week))
+                    issue_number(week.id, terms.issue.first_week), ranked.hidden)
+    issue = replace(issue, correction=correction)
     renderer = renderer or Renderer()
     footer = Footer.configured(terms.delivery, terms.site)
     base_url, budget_kb = terms.site.base_url, terms.issue.size_budget_kb

@@ -181,7 +181,7 @@ def proof(built: BuiltIssue, *, size_budget_kb: int, repo: str, eight_bit: bool 
         problems=sort_problems([*recorded, *found]),
         sizes=sizes,
         ranking=tuple(_ranked(n, item) for n, item in enumerate(issue.items, start=1)),
-        hidden=tuple(sorted(p.pr for p in recorded if p.code == "hidden" and p.pr)),
+        hidden=issue.hidden,
         skipped=issue.skipped,
         variants=variants,
     )

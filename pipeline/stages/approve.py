@@ -3,7 +3,8 @@
 Proofed is what is sent. ``newsletter approve`` writes ``approval.json`` beside the issue;
 ``build`` refuses to replace an approved issue with different content unless ``--force``
 (which drops the approval), and with ``[issue] require_approval`` the send gates refuse an
-issue whose hash is not the approved one.
+issue whose hash is not the approved one. A week that went out is approved only as it went
+out, or as an explicit correction (pipeline/stages/freeze.py).
 """
 
 from __future__ import annotations
@@ -12,10 +13,15 @@ import json
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline.output import write_file
+from pipeline.stages import freeze
 from pipeline.stages.built import APPROVAL_FILE, BuiltIssue
 from pipeline.week import iso_z
+
+if TYPE_CHECKING:
+    from subscribers.model import SentIssue
 
 
 @dataclass(frozen=True)
@@ -33,8 +39,10 @@ def read_approval(folder: Path) -> Approval | None:
         return None
 
 
-def approve(built: BuiltIssue, now: datetime) -> Approval:
-    """Record that ``built``, exactly as it is, may go out."""
+def approve(built: BuiltIssue, now: datetime, sent: SentIssue | None = None) -> Approval:
+    """Record that ``built``, exactly as it is, may go out; refused (exit 3) when the week
+    went out as ``sent`` and ``built`` is another issue that is no correction of it."""
+    freeze.check(built.id, built.content_hash, built.issue.correction, sent)
     approval = Approval(built.id, built.content_hash, iso_z(now))
     body = json.dumps(approval.__dict__, indent=2).encode() + b"\n"
     write_file(built.folder / APPROVAL_FILE, body, prefix=".approval-")

@@ -11,7 +11,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
+from datetime import datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pipeline.config import Settings
 from pipeline.core.assemble import (
@@ -40,9 +42,14 @@ from pipeline.parallel import fork_map, serial
 from pipeline.sources import PullSource
 from pipeline.sources.editorial import load_editorial
 from pipeline.sources.feeds import fetch
+from pipeline.stages import freeze
 from pipeline.stages.approve import read_approval
 from pipeline.stages.built import APPROVAL_FILE, ISSUE_FILE, choose_week, issue_folder
 from pipeline.stages.machine_translation import Translate, translate_items
+from pipeline.week import local_date, now, numbering_start
+
+if TYPE_CHECKING:
+    from subscribers.model import SentIssue
 
 _log = logging.getLogger("newsletter.build")
 
@@ -66,9 +73,13 @@ class Built:
         return sum(1 for rendered in self.rendered.values() if rendered.areas)
 
 
-def terms(settings: Settings) -> Terms:
-    """The sections of ``settings`` the pure assembly reads, and no other."""
-    return Terms(settings.feed, settings.issue, settings.site, settings.delivery)
+def terms(settings: Settings, first_week: str | None = None) -> Terms:
+    """The sections of ``settings`` the pure assembly reads, and no other; ``first_week``,
+    when given, is the week of issue No. 1 the build worked out (``[issue] first_week`` or
+    the archive's first)."""
+    issue = settings.issue if first_week is None else replace(settings.issue,
+                                                               first_week=first_week)
+    return Terms(settings.feed, issue, settings.site, settings.delivery)
 
 
 def spread_for(items: int) -> Spread:
@@ -157,17 +168,27 @@ def pull_facts(item: Item, github: PullSource, repo: str) -> PullFacts | None:
 def build(settings: Settings, *, week_id: str | None = None, feeds: Sequence[str] = (),
           out: Path | None = None, force: bool = False,
           translate: Translate | None = None, github: PullSource | None = None,
-          choices: Iterable[Choice] = (), spread: Spread | None = None) -> Built:
+          choices: Iterable[Choice] = (), spread: Spread | None = None,
+          sent: SentIssue | None = None, correct: str | None = None,
+          at: datetime | None = None, archive_weeks: Sequence[str] | None = None) -> Built:
     """Build one issue and write it; return what was written.
 
     ``choices`` are the readers' (layout, areas): each distinct interest variant they come
     to is rendered here, once, and nowhere later (see :mod:`pipeline.core.assemble`).
     ``spread`` shares the renderings out (default: :func:`spread_for` the week's size).
+    ``archive_weeks``, the weeks the archive holds, number the issue when ``[issue]
+    first_week`` is not set (:func:`pipeline.week.numbering_start`; the command line always
+    passes them); None, as a caller that asks no archive, leaves it unnumbered then.
 
     An approved issue is never replaced by different content behind the editor's back:
-    that takes ``force``, which also drops the approval.
+    that takes ``force`` or ``correct``, which drop the approval. A week that went out as ``sent``
+    (the store's note) is never replaced at all, but by a correction: ``correct`` is its
+    reason, made on the day of ``at`` (default: now) in the issue's timezone
+    (:mod:`pipeline.stages.freeze`).
     """
     week = choose_week(settings, week_id)
+    today = local_date(at or now(), week.tz)
+    correction = freeze.correction_for(week.id, sent, correct, today)
     locations = tuple(feeds) or settings.feed.urls
     if not locations:
         raise UsageError("no feed to read: pass --feed PATH_OR_URL or set [feed] urls")
@@ -175,16 +196,20 @@ def build(settings: Settings, *, week_id: str | None = None, feeds: Sequence[str
         results = read_feeds(settings, locations)
     with timed(_log, "rank"):
         ranked = rank_week(settings, week, results, translate, github)
+    first = (settings.issue.first_week if archive_weeks is None
+             else numbering_start(settings.issue.first_week, archive_weeks, week.id))
     with timed(_log, "render"):
-        assembled = assemble(terms(settings), week, ranked, choices=choices,
-                             spread=spread or spread_for(len(ranked.items)))
+        assembled = assemble(terms(settings, first), week, ranked, choices=choices,
+                             spread=spread or spread_for(len(ranked.items)),
+                             correction=correction)
     issue, data, artifacts = assembled.issue, assembled.data, assembled.artifacts
+    freeze.check(week.id, data["content_hash"], correction, sent, feeds)
     files = {ISSUE_FILE: issue_json.dumps(data), **artifacts}
     out_dir = out.resolve() if out else issue_dir(settings, week)
     approval = read_approval(out_dir)
     drop: tuple[str, ...] = ()
     if approval and approval.content_hash != data["content_hash"]:
-        if not force:
+        if not force and correct is None:  # a correction is explicit: it is proofed anew
             raise BlockedError(
                 f"{week.id} was approved as {approval.content_hash[:12]} and this build differs "
                 f"({data['content_hash'][:12]}); keep the approved issue, or rebuild with "

@@ -16,6 +16,7 @@ from pipeline.config import Settings
 from pipeline.core.issue import issue_json
 from pipeline.core.issue.built_issue import BuiltIssue, artifact_names
 from pipeline.errors import BlockedError, IssueNotFoundError
+from pipeline.invocation import command
 from pipeline.model import Week
 from pipeline.week import last_complete_week, parse_week
 
@@ -50,7 +51,8 @@ def load_built(folder: Path, week_id: str | None = None) -> BuiltIssue:
         data = json.loads(source)
     except FileNotFoundError:
         raise IssueNotFoundError(
-            f"no built issue in {folder} (run: newsletter build --week {folder.name})") from None
+            f"no built issue in {folder} (run: {command('build', '--week', folder.name)})"
+        ) from None
     except (OSError, ValueError) as exc:
         raise BlockedError(f"{path} cannot be read: {exc}") from None
     if not isinstance(data, dict):
@@ -77,6 +79,6 @@ def load_built(folder: Path, week_id: str | None = None) -> BuiltIssue:
     if week_id is not None and issue.id != week_id:
         raise IssueNotFoundError(f"{path} holds the issue of {issue.id}, not {week_id}: "
                                  f"nothing of it goes out as {week_id}; build {week_id} "
-                                 f"(newsletter build --week {week_id}), or name {issue.id}")
+                                 f"({command('build', '--week', week_id)}), or name {issue.id}")
     return BuiltIssue(folder, issue, known, {k: v.decode("utf-8") for k, v in raw.items()},
                       source, variants)

@@ -3,6 +3,10 @@ subscribed" and, for an address that unsubscribed, "subscribe again from your pr
 (a confirmation link cannot bring it back). Bilingual like the newsletter, plain text plus
 a small HTML part.
 
+Both languages, the subscriber's layout's first (its subject too): the layout chosen in the
+form for a new address, the one on file for a known one. Both, because the mail goes to an
+address someone typed, whose owner must be able to read "ignore this mail".
+
 They are transactional, one per request, so they are built with the stdlib's
 ``EmailMessage`` (no per-layout precomputation as for an issue) and leave through the same
 transport as the issue: the local outbox by default, SMTP or SES in production. No
@@ -15,6 +19,7 @@ transport, the ``.eml`` stays readable in a text editor, the confirmation link w
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
 from email import policy
 from email.message import EmailMessage
@@ -27,15 +32,19 @@ from pipeline.config import Settings
 from pipeline.core.email.addresses import wire_address
 from pipeline.core.email.message import parse_address, transfer_encoding
 from pipeline.core.email.render import environment
+from pipeline.model import LANG_TAGS, reading_order
 from pipeline.transport import Outgoing, Transport
 from subscribers.model import Subscriber
 
 _POLICY = policy.SMTP.clone(max_line_length=78)
 
+_log = logging.getLogger("newsletter.app")
+
 SUBJECTS = {
-    "confirm": "请确认订阅 vLLM PR 周报 · Confirm your subscription to vLLM PR Weekly",
-    "reminder": "你已订阅 vLLM PR 周报 · You are subscribed to vLLM PR Weekly",
-    "rejoin": "重新订阅 vLLM PR 周报 · Subscribe again to vLLM PR Weekly",
+    "confirm": {"zh": "请确认订阅 vLLM PR 周报",
+                "en": "Confirm your subscription to vLLM PR Weekly"},
+    "reminder": {"zh": "你已订阅 vLLM PR 周报", "en": "You are subscribed to vLLM PR Weekly"},
+    "rejoin": {"zh": "重新订阅 vLLM PR 周报", "en": "Subscribe again to vLLM PR Weekly"},
 }
 
 
@@ -60,8 +69,9 @@ class OptInMailer:
         self._send(kind, subscriber, {"url": preferences_url, "expires": None})
 
     def _send(self, kind: str, subscriber: Subscriber, context: dict[str, Any]) -> None:
-        context = {**context, "kind": kind, "email": subscriber.email,
-                   "layout": subscriber.layout, "base_url": self.base_url,
+        langs = reading_order(subscriber.layout)
+        context = {**context, "kind": kind, "email": subscriber.email, "langs": langs,
+                   "lang_tag": LANG_TAGS, "base_url": self.base_url,
                    "expires_text": _expires_text(context["expires"])}
         message = EmailMessage(policy=_POLICY)
         message["From"] = self.sender
@@ -71,7 +81,7 @@ class OptInMailer:
         message["To"] = to.idna
         if self.reply_to is not None:
             message["Reply-To"] = self.reply_to
-        message["Subject"] = SUBJECTS[kind]
+        message["Subject"] = " · ".join(SUBJECTS[kind][lang] for lang in langs)
         message["Date"] = format_datetime(datetime.now(UTC))
         message["Message-ID"] = make_msgid(domain=self.sender.domain)
         # Not a bulk mail, but an automatic one: vacation responders should stay quiet.
@@ -83,13 +93,16 @@ class OptInMailer:
         message.add_alternative(html, subtype="html", charset="utf-8",
                                 cte=transfer_encoding(html, readable=True))
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
-        self.transport.send(Outgoing(
+        sent = self.transport.send(Outgoing(
             recipient=subscriber.email,
             sender=self.sender.addr_spec,
             raw=message.as_bytes(policy=_POLICY.clone(utf8=to.needs_smtputf8)),
             key=f"{kind}/{subscriber.id}-{stamp}",
             tags={"kind": kind},
         ))
+        # Where it went (the outbox's file, a relay's or SES's id): never the address, and
+        # never the link, whose token is a credential.
+        _log.info("%s mail: %s", kind, self.transport.location(sent))
 
 
 def _expires_text(expires: datetime | None) -> dict[str, str] | None:

@@ -5,7 +5,9 @@ What the folder holds:
 * ``index.html`` — one page, no JavaScript: every layout in frames at 375 px and 600 px and
   a dark rendering, side by side; each layout's subject and preheader as an inbox row; the
   proof report (blocking first); the ranking with each item's tier and why; the editor's
-  file named; and the ``newsletter approve`` command for the proofed ``content_hash``.
+  file named; and the ``newsletter approve`` command for the proofed ``content_hash`` (as
+  it runs from here: pipeline/invocation.py), or, once the issue is approved or went out,
+  that nothing is left to approve (:meth:`PageFacts.step`).
 * ``email-<layout>.html`` — a copy of each layout with the personal links replaced by
   harmless ``#unsubscribe`` / ``#preferences`` and links opening outside the frame.
 * ``email-<key>.html`` (and ``-dark``) — the same for each interest variant the build
@@ -38,7 +40,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 import jinja2
 
@@ -56,7 +58,8 @@ from pipeline.core.issue.editorial import editorial_path
 from pipeline.core.proof import LayoutSize, ProofReport, VariantProof, proof
 from pipeline.core.shipped import templates_dir
 from pipeline.core.site.site import IssueView
-from pipeline.errors import BlockedError, OutputError, RenderError
+from pipeline.errors import BlockedError, OutputError, RenderError, SentWeekError
+from pipeline.invocation import command
 from pipeline.model import LANG_TAGS, LAYOUTS
 from pipeline.output import staged_folder
 from pipeline.sources import PullSource
@@ -77,8 +80,11 @@ from pipeline.stages.screenshots import (
     shots_of,
 )
 
+if TYPE_CHECKING:
+    from subscribers.model import SentIssue
+
 __all__ = ["CHROMIUM_FLAGS", "PREVIEW_DIR", "PageFacts", "Preview", "Screenshots",
-           "Screenshotter", "Watcher", "preview_issue", "reshoot", "serve",
+           "Screenshotter", "Watcher", "next_step", "preview_issue", "reshoot", "serve",
            "watch", "write_preview"]
 
 PAGE = "index.html"
@@ -128,6 +134,30 @@ class PageFacts:
     sender: str = "vLLM PR Weekly"
     #: The hash already approved, when there is an approval.
     approved_hash: str | None = None
+    #: What the week went out as, when it did (the store's note).
+    sent: SentIssue | None = None
+
+    def step(self, built: BuiltIssue) -> str:
+        """Where ``built`` stands for the editor: ``sent`` (it is the issue that went out:
+        nothing to approve), ``approved`` (nothing left to approve), ``correction`` (a
+        correction of the issue sent, to approve) or ``approve``."""
+        if self.sent is not None and built.content_hash == self.sent.content_hash:
+            return "sent"
+        if self.approved_hash == built.content_hash:
+            return "approved"
+        return "correction" if built.issue.correction is not None else "approve"
+
+
+def next_step(built: BuiltIssue, facts: PageFacts) -> str:
+    """What the preview's last line tells the editor to do (the page says the same)."""
+    short = built.content_hash[:12]
+    step = facts.step(built)
+    if step == "sent":
+        return f"{built.id} went out as {short}: it is sent, there is nothing to approve"
+    if step == "approved":
+        return f"{built.id} is approved as {short}: there is nothing left to approve"
+    what = "the correction of " if step == "correction" else ""
+    return f"to approve {what}{built.id} as {short}: {facts.approve_command}"
 
 
 @dataclass(frozen=True)
@@ -270,22 +300,30 @@ def preview_issue(settings: Settings, week_id: str, feeds: Sequence[str] = (), *
                   shooter: Screenshotter | None = None, cached_only: bool = False,
                   skip_reason: str | None = None,
                   shown: Callable[[Path], str] = str, translate: Translate | None = None,
-                  github: PullSource | None = None, choices: Iterable[Choice] = ()
+                  github: PullSource | None = None, choices: Iterable[Choice] = (),
+                  sent: SentIssue | None = None, correct: str | None = None,
+                  archive_weeks: Sequence[str] | None = None
                   ) -> tuple[BuiltIssue, ProofReport, Preview]:
-    """Build the week (``build`` semantics) with the readers' ``choices``, proof it (every
-    interest variant too) and write its preview folder.
+    """Build the week (``build`` semantics) with the readers' ``choices`` (and numbered by
+    ``archive_weeks``, as ``build`` does), proof it (every interest variant too) and write
+    its preview folder.
 
     An approved issue whose content changed is not rebuilt: ``build``'s BlockedError, said
-    from the preview's side. ``shown`` turns a path into what the page prints. Screenshots
-    as ``write_preview`` takes them.
+    from the preview's side. A week that went out as ``sent`` is previewed only as it went
+    out, or as a correction (``correct`` is its reason): ``build``'s SentWeekError, which
+    says how. ``shown`` turns a path into what the page prints. Screenshots as
+    ``write_preview`` takes them.
     """
     strings.cache_clear()  # under --watch, templates/strings.toml may have changed
     try:
         result = build(settings, week_id=week_id, feeds=feeds, translate=translate,
-                       github=github, choices=choices)
+                       github=github, choices=choices, sent=sent, correct=correct,
+                       archive_weeks=archive_weeks)
+    except SentWeekError:
+        raise
     except BlockedError as exc:
-        raise BlockedError(f"not previewed: {exc} (newsletter build --week {week_id} --force; "
-                           "then preview again)") from None
+        again = command("build", "--week", week_id, "--force")
+        raise BlockedError(f"not previewed: {exc} ({again}; then preview again)") from None
     built = load_built(result.out_dir)  # what every later stage reads, hash checked
     report = proof(built, size_budget_kb=settings.issue.size_budget_kb,
                    repo=settings.feed.repo, eight_bit=settings.delivery.eight_bit)
@@ -294,7 +332,7 @@ def preview_issue(settings: Settings, week_id: str, feeds: Sequence[str] = (), *
     sender = parse_address(settings.delivery.from_, "[delivery] from").display_name
     facts = PageFacts(approve_command=approve_command, editorial=shown(editorial),
                       editorial_exists=editorial.is_file(), sender=sender or "vLLM PR Weekly",
-                      approved_hash=approval.content_hash if approval else None)
+                      approved_hash=approval.content_hash if approval else None, sent=sent)
     preview = write_preview(built, report, facts, chromium=chromium, shooter=shooter,
                             skip_reason=skip_reason, cached_only=cached_only)
     return built, report, preview

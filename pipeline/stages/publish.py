@@ -7,6 +7,12 @@ itself holds (the one just written included), so a failure half-way leaves the l
 pointing only at pages that exist, and a fresh runner with an empty ``build/`` still
 publishes a complete index. Unchanged objects are not written again: a second publish of the
 same content writes nothing (each new issue rewrites only the PR and area pages it touches).
+
+The archive holds what its issues make, no more: once the index, feed and sitemap stop
+naming a PR or area page that no issue makes any more (the editor hid the PR, an area lost
+its last review, an area needs one page fewer), that page is deleted. Before them, it would
+be a page the live index still links to; left, it would stay public and link to a review
+that is gone.
 """
 
 from __future__ import annotations
@@ -17,7 +23,7 @@ from dataclasses import dataclass, field
 from pipeline.archive import Archive, SiteObject
 from pipeline.core.issue import issue_json
 from pipeline.core.issue.interests import issue_areas
-from pipeline.core.site.site import Site
+from pipeline.core.site.site import DERIVED, Site, retired
 from pipeline.errors import ArchiveError, RenderError
 from pipeline.model import Issue
 from pipeline.stages.built import BuiltIssue
@@ -36,6 +42,8 @@ class PublishReport:
     search_problem: str = ""
     #: Old search-index files deleted: named by neither this index nor the one before.
     removed: int = 0
+    #: PR and area pages deleted because no issue the archive holds makes them any more.
+    retired: list[str] = field(default_factory=list)
 
     def note(self, obj: SiteObject, changed: bool) -> None:
         if changed:
@@ -67,8 +75,12 @@ def publish(built: BuiltIssue, archive: Archive, site: Site) -> PublishReport:
     if built.id not in {issue.id for issue in issues}:
         raise ArchiveError(f"issues/{built.id}/issue.json is not listed after writing it; "
                            "the index was not updated", key=f"issues/{built.id}/issue.json")
-    for obj in site.index_objects(issues):
+    made = site.index_objects(issues)
+    for obj in made:
         report.note(obj, archive.write(obj))
+    # After the index, feed and sitemap: nothing live links to a page deleted here.
+    report.retired = retired([key for prefix in DERIVED for key in archive.keys(prefix)], made)
+    archive.delete(report.retired)
     report.areas = issue_areas([item for issue in issues for item in issue.items])
     try:  # last: it indexes the pages above
         report.removed = publish_search(archive, site, issues, report.note)

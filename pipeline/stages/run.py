@@ -7,6 +7,9 @@ The order is what the operator relies on:
 * the issue's lease (``send:<week>``) is held from the start, so two schedulers firing
   together never both build, publish and send (the send inside holds it again, as the same
   owner);
+* a week that went out is finished with the issue it went out as (the folder holding it),
+  never another: a rebuild that differs is refused (exit 3) unless it is an explicit
+  correction (pipeline/stages/freeze.py);
 * an approved issue is sent as the editor proofed it, never rebuilt; otherwise the build
   renders the readers' interest variants from the store's choices, and nothing is rendered
   again after it;
@@ -29,9 +32,12 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 from pipeline import log
+from pipeline.errors import BlockedError, NewsletterError
+from pipeline.invocation import command
 from pipeline.model import Week
+from pipeline.stages import freeze
 from pipeline.stages.approve import is_approved
-from pipeline.stages.built import APPROVAL_FILE, BuiltIssue, load_built
+from pipeline.stages.built import APPROVAL_FILE, ISSUE_FILE, BuiltIssue, load_built
 from pipeline.stages.deliver import SendRequest
 from pipeline.stages.lock import hold
 from pipeline.stages.preflight import check_week
@@ -41,9 +47,10 @@ if TYPE_CHECKING:
 
     from pipeline.core.assemble import Choice
     from pipeline.stages.preflight import Delivery
+    from subscribers.model import SentIssue
     from subscribers.store import SubscriberStore
 
-__all__ = ["RunRequest", "Steps", "approved_issue", "run_week"]
+__all__ = ["RunRequest", "Steps", "approved_issue", "issue_sent", "run_week"]
 
 _log = logging.getLogger("newsletter.run")
 
@@ -65,13 +72,15 @@ class Steps(Protocol):
         """The subscriber store, opened (the job closes it)."""
         ...
 
-    def reuse(self, built: BuiltIssue) -> None:
-        """The approved ``built`` is what is sent (the command line says so)."""
+    def reuse(self, built: BuiltIssue, sent: bool) -> None:
+        """``built`` is what is sent: the issue that went out (``sent``), else the approved
+        one (the command line says which)."""
         ...
 
-    def build(self, week: Week, feeds: Sequence[str], choices: Sequence[Choice]
-              ) -> BuiltIssue:
-        """Build the week's issue with the readers' ``choices``; the folder as written."""
+    def build(self, week: Week, feeds: Sequence[str], choices: Sequence[Choice],
+              sent: SentIssue | None) -> BuiltIssue:
+        """Build the week's issue with the readers' ``choices``, refused if the week went
+        out as ``sent`` and this build differs; the folder as written."""
         ...
 
     def open_delivery(self, built: BuiltIssue, request: SendRequest) -> Delivery:
@@ -95,11 +104,17 @@ def run_week(request: RunRequest, steps: Steps, *, at: datetime,
     week = request.week
     check_week(week, at, allow_partial_week=request.send.allow_partial_week)
     with steps.open_store() as store, hold(store, f"send:{week.id}", f"run {week.id}"):
-        built = approved_issue(issue_folder, week.id)
+        sent = store.sent_issue(week.id)
+        built = issue_sent(issue_folder, week.id, sent)
         if built is not None:
-            steps.reuse(built)
+            steps.reuse(built, True)
+        elif (built := approved_issue(issue_folder, week.id)) is not None:
+            steps.reuse(built, False)
         else:
-            built = steps.build(week, request.feeds, store.variant_choices())
+            waiting_correction(issue_folder, week.id, sent)
+            built = steps.build(week, request.feeds, store.variant_choices(), sent)
+        # An approved issue is no exception: what went out is never replaced silently.
+        freeze.check(week.id, built.content_hash, built.issue.correction, sent, request.feeds)
         with log.timed(_log, "checks before publishing"):
             delivery = steps.open_delivery(built, request.send)
         with delivery:
@@ -107,6 +122,35 @@ def run_week(request: RunRequest, steps: Steps, *, at: datetime,
                 with log.timed(_log, "publish"):
                     steps.publish(built, store)
             return steps.send(built, delivery, store, request.send)
+
+
+def issue_sent(folder: Path, week_id: str, sent: SentIssue | None) -> BuiltIssue | None:
+    """The issue in ``folder`` when it is the one the week went out as (a send resumed, or
+    run again), else None: a folder that cannot be read is rebuilt, and the build is then
+    compared with what went out."""
+    if sent is None or not (folder / ISSUE_FILE).exists():
+        return None
+    try:
+        candidate = load_built(folder, week_id)
+    except NewsletterError:
+        return None
+    return candidate if candidate.content_hash == sent.content_hash else None
+
+
+def waiting_correction(folder: Path, week_id: str, sent: SentIssue | None) -> None:
+    """Refuse (exit 3) to rebuild a sent week over the correction the editor built and has
+    not approved yet: a rebuild without its reason would only differ from what went out;
+    approving the correction is what is missing."""
+    if sent is None or not (folder / ISSUE_FILE).exists():
+        return
+    try:
+        candidate = load_built(folder, week_id)
+    except NewsletterError:
+        return
+    if freeze.replaces(candidate.content_hash, candidate.issue.correction, sent):
+        raise BlockedError(f"{week_id}: the correction built in {folder} "
+                           f"({candidate.content_hash[:12]}) is not approved; proof it, "
+                           f"then run: {command('approve', '--week', week_id)}")
 
 
 def approved_issue(folder: Path, week_id: str) -> BuiltIssue | None:

@@ -26,6 +26,10 @@ The guarantee, and how it is kept:
   (:attr:`PermanentFailure.bounce`) marks the subscriber bounced, as SES's bounce
   notification does for the ``ses`` transport.
 * **Unsubscribes win.** Each subscriber's status is read again right before their message.
+* **A week goes out as one issue.** Before the first claim, the store notes the issue's
+  ``content_hash`` (:func:`pipeline.stages.freeze.note_send`); another issue of the week is
+  refused (exit 3) unless it is an explicit correction, which then replaces the note: the
+  readers not yet sent get the corrected issue.
 * **What was proofed is what is sent.** Each subscriber gets the interest variant their
   layout and areas choose (:meth:`BuiltIssue.choose`) when the build rendered it; a reader
   whose areas changed after the build gets the plain layout instead, counted as
@@ -60,7 +64,9 @@ from pipeline.errors import (
     TemporaryFailure,
     Unconfirmed,
 )
+from pipeline.invocation import command
 from pipeline.model import LAYOUTS
+from pipeline.stages import freeze
 from pipeline.stages.approve import is_approved
 from pipeline.stages.built import BuiltIssue
 from pipeline.stages.pace import Cooldown, TokenBucket
@@ -102,7 +108,7 @@ def check_gates(built: BuiltIssue, settings: Settings, *,
                            f"{first.code}: {first.message}{hint}")
     if settings.issue.require_approval and not is_approved(built):
         raise BlockedError(f"{built.id} is not approved as built ({built.content_hash[:12]}); "
-                           f"proof it, then run: newsletter approve --week {built.id}")
+                           f"proof it, then run: {command('approve', '--week', built.id)}")
 
 
 @dataclass
@@ -163,6 +169,9 @@ class Sender:
                             started_at=iso_z(self.clock()), dry_run=options.dry_run,
                             shard=str(options.shard) if options.shard else None)
         self.shard = options.shard
+        # What the week goes out as, noted before any claim (or refused: another issue went
+        # out under its name, and this one is no correction of it).
+        freeze.note_send(self.built, self.store, self.clock(), dry_run=options.dry_run)
         started = time.monotonic()
         if not options.dry_run:
             self.store.expire_in_flight(issue, self.clock(), shard=options.shard)

@@ -1,6 +1,7 @@
 """``newsletter status``: the operator's view of one week and of the list.
 
     2026-W48: sent
+      went out   as built, 3f2a9c1e0b7d, from 2026-11-30 (or: corrected on …: the reason)
       built      8 items, content 3f2a9c1e0b7d (build/issues/2026-W48)
       approved   yes
       published  yes (http://127.0.0.1:8000/issues/2026-W48/index.html)
@@ -25,7 +26,9 @@ The state and its exit code say what a scheduler gating on ``status`` should do 
                               in flight, to retry or unconfirmed. Recipients who bounced or
                               were refused for good are counted and shown: a result of the
                               send, not a failure of it (a list always has some).
-    waiting for approval   3  the editor approves (``blocked``: a blocking problem to fix).
+    waiting for approval   3  the editor approves (``blocked``: a blocking problem to fix,
+                              or the issue built differs from the one that went out and
+                              is no correction of it: it never goes out).
     stopped (resumable)    4  a run stopped on a quota, a paused account, an interruption:
                               run it again.
     not fully sent         4  not sent yet, a shard has not reported, messages are in flight
@@ -47,12 +50,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipeline.invocation import command
 from pipeline.stages.send_report import REPORT_FILE
+from pipeline.week import iso_z
 from subscribers.model import LAYOUTS, STATUSES
 
 if TYPE_CHECKING:
     from pipeline.archive import Archive
     from pipeline.config import Settings
+    from subscribers.model import SentIssue
     from subscribers.store import DeliveryStore
 
 #: Gmail's and Yahoo's bulk-sender line for spam complaints, and SES's review line for
@@ -100,12 +106,18 @@ class WeekStatus:
     rates: IssueRates | None = None
     #: Unconfirmed recipients (subscriber id → the reason), from the ledger.
     unconfirmed: Mapping[str, str] = field(default_factory=dict)
+    #: What the week went out as (the store's note), if it did.
+    sent: SentIssue | None = None
+    #: The issue built here differs from what went out and is no correction of it.
+    differs_from_sent: bool = False
 
     @property
     def state(self) -> str:
         """One of the states of the module's table, the first that holds."""
         if not self.built:
             return "not built"
+        if self.differs_from_sent:
+            return "blocked"
         if self.blocking or (self.approval_required and not self.approved):
             return "waiting for approval" if not self.blocking else "blocked"
         if self.failed:
@@ -201,6 +213,11 @@ def render(status: WeekStatus, history: Sequence[IssueRates],
            counts: Mapping[tuple[str, str], int]) -> str:
     """The text ``newsletter status`` prints."""
     lines = [f"{status.week}: {status.state}"]
+    if status.sent is not None:
+        lines.append("  went out   " + _went_out(status.sent)
+                     + (f"; the issue built here ({status.content_hash[:12]}) differs and is "
+                        "no correction of it: it never goes out" if status.differs_from_sent
+                        else ""))
     if status.built:
         lines.append(f"  built      {status.items} items, content {status.content_hash[:12]} "
                      f"({status.folder})")
@@ -221,8 +238,9 @@ def render(status: WeekStatus, history: Sequence[IssueRates],
             lines.append(f"  plain      {status.plain_fallback} reader(s) got the plain layout: "
                          "their areas changed after the build (the next build renders them)")
         if status.unconfirmed:
-            lines.append(f"  unconfirmed (each may or may not have arrived; newsletter send "
-                         f"--week {status.week} --resend-unconfirmed sends them again):")
+            resend = command("send", "--week", status.week, "--resend-unconfirmed")
+            lines.append(f"  unconfirmed (each may or may not have arrived; {resend} "
+                         "sends them again):")
             lines.extend(f"             {sid}  {reason}"
                          for sid, reason in status.unconfirmed.items())
         if status.missing_shards:
@@ -252,7 +270,8 @@ def as_json(status: WeekStatus, history: Sequence[IssueRates],
     ledger = status.ledger
     data: dict[str, Any] = {"week": status.week, "state": status.state,
                             "exit_code": status.exit_code, "built": status.built,
-                            "published": status.published}
+                            "published": status.published,
+                            "went_out": _went_out_json(status.sent)}
     if status.built:
         data.update({
             "items": status.items, "content_hash": status.content_hash,
@@ -279,6 +298,24 @@ def as_json(status: WeekStatus, history: Sequence[IssueRates],
     data["list"] = {state: {layout: counts.get((state, layout), 0) for layout in LAYOUTS}
                     for state in STATUSES}
     return data
+
+
+def _went_out(sent: SentIssue) -> str:
+    """How the week went out: as built, or corrected (when, why, and what it replaced)."""
+    first = f"{sent.first_sent_at:%Y-%m-%d}"
+    if sent.corrected_on is None:
+        return f"as built, {sent.content_hash[:12]}, from {first}"
+    return (f"corrected on {sent.corrected_on}: {sent.correction} (now {sent.content_hash[:12]}; "
+            f"first sent as {sent.first_hash[:12]} from {first})")
+
+
+def _went_out_json(sent: SentIssue | None) -> dict[str, Any] | None:
+    if sent is None:
+        return None
+    return {"as": "corrected" if sent.corrected_on else "built",
+            "content_hash": sent.content_hash, "first_hash": sent.first_hash,
+            "first_sent_at": iso_z(sent.first_sent_at), "corrected_on": sent.corrected_on,
+            "correction": sent.correction}
 
 
 def _rates_json(rates: IssueRates) -> dict[str, Any]:
@@ -313,17 +350,21 @@ def gather(settings: Settings, week_id: str, store: DeliveryStore, archive: Arch
     from pipeline.errors import NewsletterError
     from pipeline.stages.approve import is_approved
     from pipeline.stages.built import issue_folder, load_built
+    from pipeline.stages.freeze import replaces
 
     folder = issue_folder(settings, week_id)
     published = set(archive.list_issues())
+    sent = store.sent_issue(week_id)
     week: WeekStatus
     if not (folder / "issue.json").is_file():
-        week = WeekStatus(week=week_id, built=False, published=week_id in published)
+        week = WeekStatus(week=week_id, built=False, published=week_id in published,
+                          sent=sent)
     else:
         try:
             built = load_built(folder, week_id)
         except NewsletterError:
-            week = WeekStatus(week=week_id, built=False, published=week_id in published)
+            week = WeekStatus(week=week_id, built=False, published=week_id in published,
+                              sent=sent)
         else:
             reports = current_reports(read_reports(folder))
             failed = store.ledger(week_id, "failed")
@@ -341,7 +382,11 @@ def gather(settings: Settings, week_id: str, store: DeliveryStore, archive: Arch
                 permanent_failures=sum(1 for e in failed.values() if e.permanent),
                 reports=reports, missing_shards=missing_shards(reports),
                 unconfirmed={sid: entry.reason or "" for sid, entry in unconfirmed.items()},
-                rates=_issue_rates(store, week_id, ledger))
+                rates=_issue_rates(store, week_id, ledger), sent=sent,
+                differs_from_sent=(sent is not None
+                                   and built.content_hash != sent.content_hash
+                                   and not replaces(built.content_hash,
+                                                    built.issue.correction, sent)))
     # Each issue's ledger is counted once (on DynamoDB a count reads the issue's rows).
     weeks = sorted(published | ({week_id} if week.built else set()))[-last:]
     history = [r for r in ((week.rates if w == week_id and week.rates else

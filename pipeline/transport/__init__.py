@@ -8,6 +8,7 @@
         def probe(self) -> None                       # will it take mail at all?
         def carries_8bit(self) -> bool                # may a part be 8bit data? (after probe)
         def describe(self) -> str                     # which one, and where to
+        def location(self, message_id: str) -> str    # where one sent message is, for a log
         def close(self) -> None                       # also: ``with transport:``
 
 ``send`` is called from several threads at once and must be safe for that. It raises only
@@ -71,6 +72,11 @@ class Transport(Resource, Protocol):
     def describe(self) -> str:
         """Which transport, and where to, in one line (never a login or a password)."""
         ...
+
+    def location(self, message_id: str) -> str:
+        """Where the message :meth:`send` gave ``message_id`` can be found, for a log line:
+        the outbox's file; for a relay or SES, the id itself (the message is gone)."""
+        return message_id
 
     def close(self) -> None:
         """Release connections and clients (call once the sending threads are done)."""

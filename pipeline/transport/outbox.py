@@ -68,6 +68,10 @@ class OutboxTransport(Transport):
     def describe(self) -> str:
         return f"outbox {self.folder}"
 
+    def location(self, message_id: str) -> str:
+        """The ``.eml`` file of a message written here (its id is ``outbox:<file name>``)."""
+        return str(self.folder / message_id.removeprefix("outbox:"))
+
     def close(self) -> None:
         """Nothing to release: each message opens and closes its own file."""
 

@@ -1,6 +1,12 @@
 """The subscription app's pages: bilingual HTML from ``templates/app/``, and the headers
 every answer carries.
 
+Every page carries both languages, the reader's first: the layout a subscriber chose for a
+page reached by their link, the layout picked in the form for the subscribe form's answer,
+and where no layout is known (the form itself, a broken link), the browser's
+``Accept-Language``. Areas show by their display name (:mod:`pipeline.core.issue.area_display`),
+and the unsubscribe page names the address it unsubscribes, masked (:func:`masked_address`).
+
 Small pages, no JavaScript, with a strict Content-Security-Policy (the one inline stylesheet
 is allowed by its hash), ``Referrer-Policy: no-referrer`` (a token must not leak to the
 archive through a link), ``no-store`` and ``frame-ancestors 'none'``. The handlers that
@@ -20,13 +26,15 @@ from markupsafe import Markup
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 
 from pipeline.core.email.render import Footer, environment
+from pipeline.core.issue.area_display import display_name
 from pipeline.core.shipped import templates_dir
-from pipeline.model import LAYOUTS
+from pipeline.model import LANG_TAGS, LAYOUTS, Lang, is_lang, reading_order
 from subscribers.areas import clean_area
 from subscribers.errors import TokenError, UnknownSubscriber
 from subscribers.model import DEFAULT_LAYOUT
 
-__all__ = ["LAYOUT_LABELS", "Button", "Link", "Pages", "status_line"]
+__all__ = ["LAYOUT_LABELS", "Button", "Link", "Pages", "accepted_order", "masked_address",
+           "status_line"]
 
 #: The layouts offered, as the archive's form names them.
 LAYOUT_LABELS: tuple[tuple[str, str], ...] = (
@@ -86,16 +94,18 @@ class Pages:
         if app_url.startswith("https://"):
             self.headers["Strict-Transport-Security"] = "max-age=31536000; includeSubDomains"
 
-    def render(self, name: str, status_code: int = 200, *, template: str = "message",
-               status: dict[str, str] | None = None, status_kind: str = "ok",
-               referrer: str = "no-referrer", **context: Any) -> HTMLResponse:
-        """A page. ``referrer``: pages whose address carries a token keep it to themselves
+    def render(self, name: str, status_code: int = 200, *, langs: tuple[Lang, ...],
+               template: str = "message", status: dict[str, str] | None = None,
+               status_kind: str = "ok", referrer: str = "no-referrer",
+               **context: Any) -> HTMLResponse:
+        """A page, its words in ``langs``' order (the reader's language first).
+        ``referrer``: pages whose address carries a token keep it to themselves
         (``no-referrer``); the form page says ``same-origin``, because under
         ``no-referrer`` browsers send ``Origin: null`` with its POST, which the origin
         check must refuse."""
         html = self.env.get_template(f"app/{template}.html.j2").render(
             page=self.text[name], css=self.css, app_url=self.app_url, base_url=self.base_url,
-            footer=self.footer,
+            footer=self.footer, langs=langs, lang_tag=LANG_TAGS,
             status=status, status_kind=status_kind, layouts=LAYOUT_LABELS,
             button=context.pop("button", None), link=context.pop("link", None), **context)
         return HTMLResponse(html, status_code=status_code,
@@ -109,41 +119,43 @@ class Pages:
         return self.plain("Request too large", 413)
 
     def subscribe_form(self, email: str, layout: str, name: str = "subscribe",
-                       status_code: int = 200, *, known: Iterable[str] = (),
-                       chosen: Iterable[str] = ()) -> HTMLResponse:
+                       status_code: int = 200, *, langs: tuple[Lang, ...],
+                       known: Iterable[str] = (), chosen: Iterable[str] = ()) -> HTMLResponse:
         """The form page: ``same-origin``, so the browser's POST names its origin. The
         catalog's areas are boxes (none: no fieldset), ``chosen`` ones checked."""
-        return self.render(name, status_code, template="subscribe", email=email,
+        return self.render(name, status_code, langs=langs, template="subscribe", email=email,
                            layout=layout, referrer="same-origin",
                            areas=self.area_boxes(known, (), chosen))
 
     @staticmethod
     def area_boxes(known: Iterable[str], held: Iterable[str],
-                   checked: Iterable[str]) -> list[tuple[str, bool]]:
+                   checked: Iterable[str]) -> list[tuple[str, str, bool]]:
         """The area boxes of a form: the catalog and the reader's own areas (which stay
-        pickable when the catalog moves on), sorted, each with whether it is checked
-        (``checked`` cleaned as a pick is, so a posted ``ROCm`` checks ``rocm``). A posted
-        name on neither list is never shown: outside text is not echoed back."""
+        pickable when the catalog moves on), sorted, each as its name (the value posted),
+        its display name (the label) and whether it is checked (``checked`` cleaned as a
+        pick is, so a posted ``ROCm`` checks ``rocm``). A posted name on neither list is
+        never shown: outside text is not echoed back."""
         ticked = {cleaned for name in checked if (cleaned := clean_area(name))}
-        return [(name, name in ticked) for name in sorted(set(known) | set(held))]
+        return [(name, display_name(name), name in ticked)
+                for name in sorted(set(known) | set(held))]
 
     def subscribe_link(self) -> Link:
         return Link(f"{self.app_url}/subscribe", "订阅表单", "Subscription form")
 
-    def link_problem(self, exc: TokenError | UnknownSubscriber,
-                     token: str | None = None) -> HTMLResponse:
+    def link_problem(self, exc: TokenError | UnknownSubscriber, token: str | None = None,
+                     *, langs: tuple[Lang, ...]) -> HTMLResponse:
         """The page for a link that cannot be acted on. An expired confirmation link
         (``token`` given) offers a new mail: its signature held, so it names whom to send
         it to. 410, not 404, for a subscriber gone since: the link was right (and behind
         CloudFront a 404 would be swapped for the archive's own 404 page)."""
         if isinstance(exc, TokenError) and exc.reason == "expired" and exc.subscriber_id \
                 and token is not None:
-            return self.render("expired", 410, button=Button(
+            return self.render("expired", 410, langs=langs, button=Button(
                 f"{self.app_url}/confirm/resend", "发送新的确认邮件", "Send me a new link",
                 {"token": token}))
         if isinstance(exc, UnknownSubscriber):
-            return self.render("gone", 410, link=self.subscribe_link())
-        return self.render("bad_link", 400, link=self.subscribe_link())
+            return self.render("gone", 410, langs=langs, link=self.subscribe_link())
+        return self.render("bad_link", 400, langs=langs, link=self.subscribe_link())
 
 
 _STATUS_LINES = {
@@ -163,6 +175,48 @@ def status_line(status: str) -> dict[str, str]:
     return _STATUS_LINES[status]
 
 
-def chosen_layout(layout: str | None) -> str:
-    """A layout the form offers, or the default for anything else."""
-    return layout if layout in LAYOUTS else DEFAULT_LAYOUT
+def chosen_layout(layout: str | None, default: str = DEFAULT_LAYOUT) -> str:
+    """A layout the form offers, or ``default`` for anything else."""
+    return layout if layout in LAYOUTS else default
+
+
+def accepted_order(accept_language: str | None) -> tuple[Lang, ...]:
+    """The languages in the order a browser asks for them (``Accept-Language``), for a page
+    whose reader's layout is not known: English first when the browser prefers English to
+    Chinese (by ``q``, then by place in the list), else the default layout's order. Any
+    other language, a malformed entry or no header counts for nothing."""
+    best: tuple[float, int, Lang] | None = None
+    for place, entry in enumerate((accept_language or "").split(",")[:32]):
+        tag, *params = entry.split(";")
+        primary = tag.strip().lower().split("-")[0]
+        if not is_lang(primary):
+            continue
+        weight = 1.0
+        for param in params:
+            key, _, value = param.partition("=")
+            if key.strip().lower() == "q":
+                try:
+                    weight = float(value)
+                except ValueError:
+                    weight = 0.0
+        if not 0 < weight <= 1:  # q=0 is "not this one"; nan and the like count for nothing
+            continue
+        if best is None or (weight, -place) > best[:2]:
+            best = (weight, -place, primary)
+    return reading_order("en-zh" if best is not None and best[2] == "en" else DEFAULT_LAYOUT)
+
+
+#: What stands for the hidden part of an address: always three dots, so its length says
+#: nothing about the address's.
+MASK = "\u2022\u2022\u2022"
+
+
+def masked_address(email: str) -> str:
+    """An address as the unsubscribe page names it: enough for its owner to know which of
+    their addresses it is, too little for someone else holding the link to learn it. The
+    local part keeps its first character only when it has three or more (of ``ab@`` one
+    would be half of it), the domain stays (which mailbox, work or home). ``a•••@example.org``."""
+    local, at, domain = email.rpartition("@")
+    if not at:
+        return MASK
+    return f"{local[0] if len(local) >= 3 else ''}{MASK}@{domain}"

@@ -26,9 +26,17 @@ from starlette.responses import HTMLResponse, Response
 
 from pipeline.core.mail_in.ses_events import events_from
 from pipeline.errors import TransportError, Unconfirmed
-from pipeline.model import LAYOUTS
+from pipeline.model import LAYOUTS, Lang, reading_order
 from pipeline.web.mail_queue import MailQueue
-from pipeline.web.pages import Button, Link, Pages, chosen_layout, status_line
+from pipeline.web.pages import (
+    Button,
+    Link,
+    Pages,
+    accepted_order,
+    chosen_layout,
+    masked_address,
+    status_line,
+)
 from pipeline.web.signups import Signup, SqsSignups
 from pipeline.web.sns import SnsError, SnsMessage, SnsVerifier
 from pipeline.week import iso_z
@@ -85,7 +93,8 @@ def _form_post(*, same_site: bool = False, lenient: bool = False
         @functools.wraps(handler)
         async def endpoint(self: Routes, request: Request) -> Response:
             if same_site and not _same_site(request, self.allowed_origins):
-                return self.pages.render("forbidden", 403, link=self.pages.subscribe_link())
+                return self.pages.render("forbidden", 403, langs=_asked_order(request),
+                                         link=self.pages.subscribe_link())
             parsed = await _form_of(request, lenient=lenient)
             if parsed is None and not lenient:
                 return self.pages.too_large()
@@ -117,21 +126,26 @@ class Routes:
     # -- /subscribe ------------------------------------------------------------------------
 
     async def subscribe_page(self, request: Request) -> Response:
+        """The form, in the order the browser asks for (no layout is known yet), its
+        layout preset to match unless the link names one (``?layout=en``)."""
         known = await run_in_threadpool(self.subscriptions.catalog.known_areas)
-        return self.pages.subscribe_form("", chosen_layout(request.query_params.get("layout")),
-                                         known=known)
+        langs = _asked_order(request)
+        layout = chosen_layout(request.query_params.get("layout"), "-".join(langs))
+        return self.pages.subscribe_form("", layout, langs=reading_order(layout), known=known)
 
     @_form_post(same_site=True)
     async def subscribe(self, request: Request, posted: Posted) -> Response:
         form = posted.form or {}
         email = form.get("email", "").strip()
         layout = chosen_layout(form.get("layout", "zh-en"))
+        # The answer reads as the form chose: the same for every address.
+        langs = reading_order(layout)
         if form.get("website"):  # the honeypot: a person never sees the field
             log.info("subscribe: honeypot filled; nothing done")
-            return self.pages.render("sent")
+            return self.pages.render("sent", langs=langs)
         now = posted.now
         if not await self._client_allowed(request, now):
-            response = self.pages.render("too_many", 429)
+            response = self.pages.render("too_many", 429, langs=langs)
             response.headers["Retry-After"] = "3600"
             return response
         try:
@@ -144,11 +158,11 @@ class Routes:
             page = ("invalid_email" if isinstance(exc, InvalidAddress)
                     else _AREA_PAGES[exc.reason])
             known = await run_in_threadpool(self.subscriptions.catalog.known_areas)
-            return self.pages.subscribe_form(email[:254], layout, page, 400, known=known,
-                                             chosen=posted.areas)
+            return self.pages.subscribe_form(email[:254], layout, page, 400, langs=langs,
+                                             known=known, chosen=posted.areas)
         # The address's state is read only after the answer has gone (see the app's
         # docstring): the same page, status and work before it, whatever the address.
-        response = self.pages.render("sent")
+        response = self.pages.render("sent", langs=langs)
         signup = Signup(email, layout, tuple(areas), now)
         if self.signups is None:
             response.background = self.queue.put(lambda: signup.run(self.subscriptions),
@@ -158,20 +172,22 @@ class Routes:
             await run_in_threadpool(self.signups.send, signup)
         except TransportError as exc:  # the same for every address: said, not hidden
             log.warning("subscribe: not queued: %s", exc)
-            return self.pages.render("unavailable", 503)
+            return self.pages.render("unavailable", 503, langs=langs)
         return response
 
     # -- /confirm --------------------------------------------------------------------------
 
     async def confirm_page(self, request: Request) -> Response:
         """The one button, for any link that verifies: the page reads nothing about the
-        address, so it is the same whatever became of it (and a scanner changes nothing)."""
+        address, so it is the same whatever became of it (and a scanner changes nothing);
+        so its order is the browser's, not the layout's, as on the pages that follow."""
         token = _token_of(request)
+        langs = _asked_order(request)
         try:
             self.subscriptions.verified(token, "confirm", self.clock())
         except TokenError as exc:
-            return self.pages.link_problem(exc, token)
-        return self.pages.render("confirm", button=Button(
+            return self.pages.link_problem(exc, token, langs=langs)
+        return self.pages.render("confirm", langs=langs, button=Button(
             f"{self.pages.app_url}/confirm", "确认订阅", "Confirm subscription",
             {"token": token}))
 
@@ -184,39 +200,48 @@ class Routes:
             await run_in_threadpool(lambda: self.subscriptions.confirm(
                 posted.token, source="web", client=_client_of(request), now=posted.now))
         except TokenError as exc:
-            return self.pages.link_problem(exc, posted.token)
+            return self.pages.link_problem(exc, posted.token, langs=_asked_order(request))
         log.info("confirm: done")
-        return self.pages.render("confirmed", link=self.pages.subscribe_link())
+        return self.pages.render("confirmed", langs=_asked_order(request),
+                                 link=self.pages.subscribe_link())
 
     @_form_post()
     async def resend(self, request: Request, posted: Posted) -> Response:
-        now = posted.now
+        now, langs = posted.now, _asked_order(request)
         try:
             subscriber_id = self.subscriptions.expired_confirmation(posted.token, now)
         except TokenError as exc:
-            return self.pages.link_problem(exc)
+            return self.pages.link_problem(exc, langs=langs)
         if not await self._client_allowed(request, now):
-            return self.pages.render("too_many", 429)
+            return self.pages.render("too_many", 429, langs=langs)
         failed = await self._mailing(
-            lambda: self.subscriptions.resend(subscriber_id, now=now), "resend")
-        return failed or self.pages.render("resent")
+            lambda: self.subscriptions.resend(subscriber_id, now=now), "resend", langs)
+        return failed or self.pages.render("resent", langs=langs)
 
     # -- /unsubscribe ----------------------------------------------------------------------
 
     async def unsubscribe_page(self, request: Request) -> Response:
-        token = _token_of(request)
+        """One button, in the reader's layout, naming the address it unsubscribes (masked:
+        the link may have been forwarded), with the preferences offered first."""
+        token, now = _token_of(request), self.clock()
         try:
             subscriber = await run_in_threadpool(
-                self.subscriptions.subscriber_for, token, "unsubscribe", self.clock())
+                self.subscriptions.subscriber_for, token, "unsubscribe", now)
         except TokenError as exc:
-            return self.pages.link_problem(exc)
-        except UnknownSubscriber:
-            return self.pages.render("unsubscribed")  # removed: as unsubscribed as can be
+            return self.pages.link_problem(exc, langs=_asked_order(request))
+        except UnknownSubscriber:  # removed: as unsubscribed as can be
+            return self.pages.render("unsubscribed", langs=_asked_order(request))
+        langs = reading_order(subscriber.layout)
         if subscriber.status not in ("pending", "active"):
-            return self.pages.render("unsubscribed")
-        return self.pages.render("unsubscribe", button=Button(
-            f"{self.pages.app_url}/unsubscribe?token={token}", "退订", "Unsubscribe",
-            {"List-Unsubscribe": "One-Click"}))
+            return self.pages.render("unsubscribed", langs=langs)
+        instead = self._preferences_link(subscriber.id, now)
+        return self.pages.render(
+            "unsubscribe", langs=langs, template="unsubscribe",
+            address=masked_address(subscriber.email),
+            link=Link(instead.url, "不想退订？在订阅设置里换语言或关注的领域",
+                      "Rather stay? Change the language or areas in your preferences"),
+            button=Button(f"{self.pages.app_url}/unsubscribe?token={token}", "退订",
+                          "Unsubscribe", {"List-Unsubscribe": "One-Click"}))
 
     @_form_post(lenient=True)
     async def unsubscribe(self, request: Request, posted: Posted) -> Response:
@@ -228,11 +253,12 @@ class Routes:
             subscriber = await run_in_threadpool(lambda: self.subscriptions.unsubscribe(
                 posted.token, now=posted.now))
         except TokenError as exc:
-            return self.pages.link_problem(exc)
+            return self.pages.link_problem(exc, langs=_asked_order(request))
         log.info("unsubscribe: done")
-        link = (self._preferences_link(subscriber.id, posted.now)
-                if subscriber is not None else None)
-        return self.pages.render("unsubscribed", link=link)
+        if subscriber is None:
+            return self.pages.render("unsubscribed", langs=_asked_order(request))
+        return self.pages.render("unsubscribed", langs=reading_order(subscriber.layout),
+                                 link=self._preferences_link(subscriber.id, posted.now))
 
     # -- /preferences ----------------------------------------------------------------------
 
@@ -244,7 +270,7 @@ class Routes:
             subscriber = await run_in_threadpool(
                 self.subscriptions.subscriber_for, token, "preferences", self.clock())
         except (TokenError, UnknownSubscriber) as exc:
-            return self.pages.link_problem(exc)
+            return self.pages.link_problem(exc, langs=_asked_order(request))
         return await self._preferences_page(subscriber, token, status_line(subscriber.status))
 
     @_form_post()
@@ -253,7 +279,7 @@ class Routes:
             current = await run_in_threadpool(
                 self.subscriptions.subscriber_for, posted.token, "preferences", posted.now)
         except (TokenError, UnknownSubscriber) as exc:
-            return self.pages.link_problem(exc)
+            return self.pages.link_problem(exc, langs=_asked_order(request))
         try:
             change = self._preference_change(posted, current, _client_of(request))
             if change is None:
@@ -261,7 +287,7 @@ class Routes:
             action, status = change
             subscriber = await run_in_threadpool(action)
         except (TokenError, UnknownSubscriber) as exc:
-            return self.pages.link_problem(exc)
+            return self.pages.link_problem(exc, langs=_asked_order(request))
         except AreaChoiceError as exc:
             return await self._preferences_page(current, posted.token, _AREA_LINES[exc.reason],
                                                 400, chosen=posted.areas)
@@ -297,12 +323,14 @@ class Routes:
     async def _preferences_page(self, subscriber: Subscriber, token: str,
                                 status: dict[str, str], status_code: int = 200, *,
                                 chosen: tuple[str, ...] | None = None) -> Response:
-        """The preferences page: the catalog's areas and the subscriber's own as boxes,
-        theirs checked (or, after a refused pick, what was posted)."""
+        """The preferences page in the subscriber's layout (as just saved): the catalog's
+        areas and the subscriber's own as boxes, theirs checked (or, after a refused pick,
+        what was posted)."""
         known = await run_in_threadpool(self.subscriptions.catalog.known_areas)
         refused = status_code >= 400
         return self.pages.render(
-            "preferences", status_code, template="preferences", email=subscriber.email,
+            "preferences", status_code, langs=reading_order(subscriber.layout),
+            template="preferences", email=subscriber.email,
             layout=subscriber.layout, status=status,
             status_kind="ok" if subscriber.status == "active" and not refused else "warn",
             subscribed=subscriber.status in ("pending", "active"),
@@ -368,7 +396,7 @@ class Routes:
         return self.pages.plain("ok", 200)
 
     async def not_found(self, request: Request, exc: Exception) -> Response:
-        return self.pages.render("not_found", 404)
+        return self.pages.render("not_found", 404, langs=_asked_order(request))
 
     async def client_gone(self, request: Request, exc: Exception) -> Response:
         """The client left, or was cut off (its request did not arrive in time), before its
@@ -388,7 +416,8 @@ class Routes:
         return await run_in_threadpool(self.subscriptions.client_allowed,
                                        _client_of(request), now)
 
-    async def _mailing(self, action: Callable[[], object], what: str) -> HTMLResponse | None:
+    async def _mailing(self, action: Callable[[], object], what: str,
+                       langs: tuple[Lang, ...]) -> HTMLResponse | None:
         """Run an action that sends a mail: None when the mail left (an *unconfirmed* send
         may have left, so it counts as sent for the page), else the "try again later"
         page. Nothing about the address is said either way."""
@@ -398,7 +427,7 @@ class Routes:
             pass
         except TransportError as exc:
             log.warning("%s: mail not sent: %s", what, type(exc).__name__)
-            return self.pages.render("unavailable", 503)
+            return self.pages.render("unavailable", 503, langs=langs)
         return None
 
     def _preferences_link(self, subscriber_id: str, now: datetime) -> Link:
@@ -415,6 +444,11 @@ _AREA_LINES = {
     "too-many": {"zh": f"未保存：最多可以关注 {MAX_AREAS} 个领域",
                  "en": f"Not saved: you can follow at most {MAX_AREAS} areas"},
 }
+
+
+def _asked_order(request: Request) -> tuple[Lang, ...]:
+    """The reading order of a page whose reader's layout is not known: the browser's."""
+    return accepted_order(request.headers.get("accept-language"))
 
 
 def _client_of(request: Request) -> str | None:

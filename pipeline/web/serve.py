@@ -112,9 +112,11 @@ def serve(settings: Settings, environ: Mapping[str, str], *, host: str, port: in
         served = sock.getsockname()[1]
         app_url = served_app_url(settings.site.app_url, served)
         if app_url != settings.site.app_url:
+            log.info("note: [site] app_url names another port (%s); links name the port "
+                     "served: %s. The archive's subscribe form and the issues' links are "
+                     "built from app_url: run the rest with NEWSLETTER_SITE_APP_URL=%s for "
+                     "them to reach this app", settings.site.app_url, app_url, app_url)
             settings = replace(settings, site=replace(settings.site, app_url=app_url))
-            log.info("note: [site] app_url names another port; links name the port served: "
-                     "%s", app_url)
         app = open_app(settings, environ, stack)
         log.info("subscription app: %s/subscribe (listening on %s:%d; Ctrl-C stops)",
                  app_url.rstrip("/"), host, served)

@@ -1,7 +1,7 @@
 """Where subscribers and the delivery ledger live: the store's interface, one role at a time.
 
-The store does eight jobs, and each consumer needs only some of them, so the interface is
-eight small Protocols, one per role:
+The store does nine jobs, and each consumer needs only some of them, so the interface is
+nine small Protocols, one per role:
 
 * :class:`Directory`: subscribers, their consent, and the suppressed (removed) addresses;
 * :class:`Imports`: many addresses added at once, with :class:`Directory`'s rules (an import);
@@ -10,11 +10,13 @@ eight small Protocols, one per role:
 * :class:`Ledger`: the per-issue delivery ledger;
 * :class:`Feedback`: the bounces and complaints noted on it (SES's notifications, an SMTP
   relay's refusals, bounce notifications in the inbox);
+* :class:`SentIssues`: what each issue went out as, so that a sent week is never replaced
+  but by an explicit correction;
 * :class:`Leases`: named leases, so two runs of one issue (or shard) never send side by side;
 * :class:`OnceKeys`: keys of messages already handled (SNS deliveries, inbound mails);
 * :class:`Quotas`: fixed-window rate counters (the subscription app's limits).
 
-:class:`SubscriberStore` is all eight, and what the wiring opens (``pipeline.wiring.open_store``,
+:class:`SubscriberStore` is all nine, and what the wiring opens (``pipeline.wiring.open_store``,
 by ``[store] backend``); a consumer is typed against the roles it uses:
 :class:`DeliveryStore` for the send loop and ``newsletter status``, :class:`SubscriptionStore`
 for the subscription actions, :class:`Leases` alone for the run lock. The adapters,
@@ -68,6 +70,7 @@ from subscribers.model import (
     Lease,
     LedgerEntry,
     NewSubscriber,
+    SentIssue,
     Subscriber,
 )
 
@@ -84,6 +87,7 @@ __all__ = [
     "Ledger",
     "OnceKeys",
     "Quotas",
+    "SentIssues",
     "SubscriberStore",
     "SubscriptionStore",
 ]
@@ -236,6 +240,32 @@ class Ledger(Protocol):
     def ledger_counts(self, issue_id: str) -> dict[str, int]: ...
 
 
+class SentIssues(Protocol):
+    """What each issue went out as: written by the send before its first message is handed
+    over, read by every command that could put another issue under the week's name
+    (``build``, ``approve``, ``preview``, ``publish``, ``run``) and by ``status``."""
+
+    def sent_issue(self, issue_id: str) -> SentIssue | None:
+        """What the issue went out as, or None while no message of it has been handed
+        over (see :meth:`record_sent`)."""
+        ...
+
+    def record_sent(self, issue_id: str, content_hash: str, now: datetime) -> SentIssue:
+        """Note that the issue goes out as ``content_hash``, before its first message is
+        handed over, unless a version is noted already: one write that then changes
+        nothing. The record as it now stands: a caller whose hash is not in it was beaten
+        to the week by another issue."""
+        ...
+
+    def record_correction(self, issue_id: str, content_hash: str, *, replacing: str,
+                          corrected_on: str, reason: str) -> SentIssue | None:
+        """Replace the noted ``replacing`` by the correction ``content_hash`` (its day and
+        the editor's reason kept beside it), in one write conditional on the record still
+        holding ``replacing``, so that two corrections never both win. The record as it now
+        stands; None when nothing of the issue was sent."""
+        ...
+
+
 class Feedback(Protocol):
     """What mailbox providers said about the messages of an issue (bounces, complaints),
     noted on its ledger rows: the issue's bounce and complaint rates."""
@@ -306,9 +336,9 @@ class Quotas(Protocol):
         ...
 
 
-class DeliveryStore(Directory, Interests, Ledger, Feedback, Protocol):
-    """Who an issue goes to (and in which variant), and what became of each send: the send
-    loop and ``status``."""
+class DeliveryStore(Directory, Interests, Ledger, SentIssues, Feedback, Protocol):
+    """Who an issue goes to (and in which variant), what became of each send, and what the
+    issue went out as: the send loop and ``status``."""
 
 
 class SubscriptionStore(Directory, Interests, Ledger, Feedback, OnceKeys, Quotas, Protocol):
@@ -317,6 +347,6 @@ class SubscriptionStore(Directory, Interests, Ledger, Feedback, OnceKeys, Quotas
     the rate limits."""
 
 
-class SubscriberStore(Directory, Imports, Interests, Ledger, Feedback, Leases, OnceKeys,
-                      Quotas, Resource, Protocol):
+class SubscriberStore(Directory, Imports, Interests, Ledger, SentIssues, Feedback, Leases,
+                      OnceKeys, Quotas, Resource, Protocol):
     """Every role, and the store's own life (``close``, ``with``): what the wiring opens."""

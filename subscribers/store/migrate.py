@@ -35,9 +35,13 @@ _LEDGER = """
     FROM ledger ORDER BY issue_id, subscriber_id"""
 _SEEN = "SELECT key, at FROM seen ORDER BY key"
 _CATALOG = "SELECT name FROM area_catalog ORDER BY name"
+_SENT = """
+    SELECT issue_id, content_hash, first_hash, first_sent_at, corrected_on, correction
+    FROM sent_issues ORDER BY issue_id"""
 
 #: What the summary counts, in its order.
-KINDS = ("subscribers", "suppressions", "ledger rows", "handled keys", "catalog areas")
+KINDS = ("subscribers", "suppressions", "ledger rows", "handled keys", "catalog areas",
+         "sent issues")
 
 #: DynamoDB → SQLite: each kind of :meth:`DynamoStore.export` record, its table, and the
 #: summary's name for it.
@@ -51,9 +55,12 @@ _INSERTS = {
                           "permanent", "attempts", "updated_at", "feedback", "handed_over")),
     "seen": ("seen", ("key", "at")),
     "area": ("area_catalog", ("name",)),
+    "sent": ("sent_issues", ("issue_id", "content_hash", "first_hash", "first_sent_at",
+                             "corrected_on", "correction")),
 }
 _KIND_NAMES = {"subscriber": "subscribers", "suppression": "suppressions",
-               "ledger": "ledger rows", "seen": "handled keys", "area": "catalog areas"}
+               "ledger": "ledger rows", "seen": "handled keys", "area": "catalog areas",
+               "sent": "sent issues"}
 
 
 def migrate(conn: sqlite3.Connection, target: DynamoStore, *, source: Path,
@@ -105,6 +112,9 @@ def migrate(conn: sqlite3.Connection, target: DynamoStore, *, source: Path,
             target.copy_seen, row["key"], row["at"], dry_run=dry_run))
     _copy_catalog(conn, target, source, tally["catalog areas"], assume_empty=assume_empty,
                   dry_run=dry_run)
+    for row in _rows(conn, source, _SENT):
+        each("sent issues", f"sent issue {row['issue_id']}", row,
+             functools.partial(target.copy_sent_issue, row, dry_run=dry_run))
     return tally
 
 

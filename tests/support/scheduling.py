@@ -22,6 +22,7 @@ SHARED_FIXTURE_MODULES = frozenset({
     "tests/test_browser.py",  # the published archive of two weeks
     "tests/test_search_browser.py",  # the same, searched with Pagefind
     "tests/test_site_validity.py",  # the same, through the Nu HTML checker
+    "tests/test_site_reader_browser.py",  # an archive of two weeks served on another port
     "tests/test_email_browser.py",  # every layout rendered and opened in Chromium
     "tests/test_deliverability.py",  # one SpamAssassin run over every layout
     "tests/test_shipped.py",  # the wheel installed in a fresh venv, the Lambda package built

@@ -35,7 +35,7 @@ import functools
 import re
 import tomllib
 import types
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -222,6 +222,7 @@ def environment(override_dirs: Sequence[Path] = ()) -> jinja2.Environment:
         finalize=neutralise,
     )
     env.globals["facts_line"] = facts_line
+    env.globals["counted"] = counted
     env.filters["compact_css"] = compact_css
     # A headline's backticked code as code (a Markup: escaped first, then tagged).
     env.filters["title_html"] = lambda title: Markup(title_html(str(title)))  # noqa: S704
@@ -261,6 +262,13 @@ def facts_line(facts: PullFacts | None) -> str:
     if tags:
         parts.append(tags)
     return " · ".join(parts)
+
+
+def counted(words: Mapping[str, str], key: str, n: int) -> str:
+    """``words[key]`` with its count ``n``; the singular ``<key>_one`` where the language
+    has one and ``n`` is 1 ("1 review", "3 reviews"; Chinese has no plural, so no ``_one``)."""
+    form = words.get(f"{key}_one") if n == 1 else None
+    return (form or words[key]).format(n=n)
 
 
 @functools.cache

@@ -5,6 +5,7 @@ Here live the steps of a build that decide *what* the week says: reading a feed'
 making their HTML safe), ranking them (``rank``, ``verdict`` reading each review's verdict,
 ``pulls`` for GitHub's facts, ``area_limits`` bounding their areas), filling both languages
 (``bilingual``, ``editorial`` for the editor's file, ``translate_guard`` for the machine's),
-the readers' areas (``interests``), and the hand-off written from these records and read
-back into them (``issue_json``, ``built_issue``). Nothing here renders or sends.
+the readers' areas (``interests``, ``area_display`` for how a name is shown), and the
+hand-off written from these records and read back into them (``issue_json``,
+``built_issue``). Nothing here renders or sends.
 """

@@ -30,6 +30,7 @@ from pipeline.model import (
     Week,
     layout_langs,
 )
+from pipeline.week import subject_days
 
 BRAND = {"zh": "vLLM PR 周报", "en": "vLLM PR Weekly"}
 #: The issue number as a subject shows it (the masthead's ``issue_number`` in strings.toml).
@@ -104,7 +105,8 @@ def fill_missing(items: Sequence[Item], translations: Mapping[tuple[int, str], M
 
 
 def compose(items: Sequence[Item], week: Week, repo: str, base_url: str,
-            skipped: Sequence[Skipped], problems: Sequence[Problem], number: int = 0) -> Issue:
+            skipped: Sequence[Skipped], problems: Sequence[Problem], number: int = 0,
+            hidden: Sequence[int] = ()) -> Issue:
     """Assemble the issue: subjects and preheaders per layout, and the problems, sorted."""
     found = list(problems)
     for item in items:
@@ -132,6 +134,7 @@ def compose(items: Sequence[Item], week: Week, repo: str, base_url: str,
         # index.html named: the link works on any static host, not only one with index pages.
         archive_url=f"{base_url.rstrip('/')}/issues/{week.id}/index.html",
         number=number,
+        hidden=tuple(hidden),
     )
 
 
@@ -156,23 +159,24 @@ def _title(item: Item, lang: str) -> str:
 def subject(layout: str, week: Week, items: Sequence[Item], number: int = 0) -> str:
     """One line of at most :data:`SUBJECT_MAX` characters: the newsletter's name in the
     layout's first language (one brand, not both), the issue number when there is one
-    ("No. 3", "第 3 期"), the week, and the top item's headline, shortened at a word or
-    CJK-character boundary, never inside a word. A numbered issue keeps the week id only
-    while the headline fits whole beside it: the number already names the issue, the
-    headline is what makes a reader open it."""
+    ("No. 3", "第 3 期"), the week's days ("23–29 Nov", "11 月 23–29 日"), and the top item's
+    headline, shortened at a word or CJK-character boundary, never inside a word. Every
+    layout names its week, as a reader looks for it in an inbox; the count of the other
+    reviews ("+ 7 more") goes first when the headline would not fit whole beside it (the
+    preheader says it too)."""
     first = layout_langs(layout)[0]
+    label = [NUMBER[first].format(n=number)] if number > 0 else []
+    head = " · ".join([BRAND[first], *label, subject_days(week)[first]]) + " · "
+    if not items:
+        return head.rstrip(" ·")
     more = len(items) - 1
     tail = ""
     if more > 0:
         tail = f" 等 {len(items)} 篇" if first == "zh" else f" + {more} more"
-    label = [NUMBER[first].format(n=number)] if number > 0 else []
-    head = " · ".join([BRAND[first], *label, week.id]) + " · "
-    if not items:
-        return head.rstrip(" ·")
     # one_line again: whatever path a headline took, nothing may turn the subject around.
     headline = one_line(_title(items[0], first))
-    if label and len(head) + len(headline) + len(tail) > SUBJECT_MAX:
-        head = " · ".join([BRAND[first], *label]) + " · "
+    if len(head) + len(headline) + len(tail) > SUBJECT_MAX:
+        tail = ""
     top = cut_at_boundary(headline, SUBJECT_MAX - len(head) - len(tail))
     return f"{head}{top or f'#{items[0].pr}'}{tail}"
 
@@ -210,6 +214,7 @@ def preheader(layout: str, items: Sequence[Item]) -> str:
     """The line an inbox shows after the subject: how much there is to read, and how urgent."""
     texts = {
         "zh": f"本周 {len(items)} 篇 PR 评审：{_counts(items, 'zh')}。",
-        "en": f"{len(items)} PR reviews this week: {_counts(items, 'en')}.",
+        "en": f"{len(items)} PR review{'' if len(items) == 1 else 's'} this week: "
+              f"{_counts(items, 'en')}.",
     }
     return " ".join(texts[lang] for lang in layout_langs(layout))

@@ -33,8 +33,8 @@ from pipeline.core.issue.sanitize import (
     MAX_BODY_CHARS,
     CleanBody,
     clean_body,
+    detect_lang,
     html_to_text,
-    letter_counts,
     one_line,
     plain_line,
     plain_title,
@@ -160,12 +160,6 @@ def _normalise_lang(tag: str | None) -> str | None:
     if not tag or not str(tag).strip():
         return None
     return re.split(r"[-_]", str(tag).strip().lower(), maxsplit=1)[0]
-
-
-def detect_lang(text: str) -> Lang:
-    """Chinese if Han characters make up a fifth of the letters, else English."""
-    han, latin = letter_counts(text)
-    return "zh" if han and han >= 0.2 * (han + latin) else "en"
 
 
 def _alternate_link(entry: Entry) -> str:

@@ -2,12 +2,21 @@
 
     [53721]
     priority = "must-read"        # overrides the feed's category and the review's verdict
-    note = "Start with the tests."  # shown to readers (or per language, under [53721.zh])
+    note = "Start with the tests."  # shown to the readers of the language it is written in
     hide = true                    # leave this PR out of the issue
+
+    [53721.zh]
+    note = "先读测试。"             # a note for Chinese readers (and [53721.en] note, English)
 
     [53721.en]
     title = "…"                   # the editor's own text wins over the feed (source "editor")
     body = "…"                    # plain text; blank lines split paragraphs; `backticks` = code
+
+A note is shown only under its own language's label (编者按, "Editor's note"): a note under
+``[<pr>.zh]`` or ``[<pr>.en]`` is that language's; a ``note`` at the PR's level belongs to the
+language it is written in (Chinese when Han characters make up a fifth of its letters, as a
+feed entry's language is told), and that language's own table wins over it. docs/editorial.md
+shows a whole week's file.
 
 The editor steers the order without touching the feed. Read once per build, validated
 strictly (a misspelt key is an error naming the file and the key, exit 2). Pure: the file's
@@ -22,7 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipeline.core.issue.sanitize import one_line, strip_unsafe
+from pipeline.core.issue.sanitize import detect_lang, one_line, strip_unsafe
 from pipeline.errors import ConfigError
 from pipeline.model import LANGS, Lang, Pair
 
@@ -93,7 +102,10 @@ def _entry(table: dict[str, Any], where: str, tiers: tuple[str, ...]) -> EditorE
     if note is not None and not isinstance(note, str):
         raise ConfigError("note must be a string", key=where)
     texts: dict[Lang, EditorText] = {}
-    notes = {lang: note for lang in LANGS}
+    # A note at the PR's level is in one language: an English one under 编者按 reads wrong.
+    notes: dict[Lang, str | None] = {"zh": None, "en": None}
+    if note:
+        notes[detect_lang(note)] = note
     for lang in LANGS:
         sub = table.get(lang)
         if sub is None:

@@ -25,6 +25,7 @@ from pipeline.core.issue.interests import Variant, issue_areas
 from pipeline.model import (
     LANGS,
     LAYOUTS,
+    Correction,
     Issue,
     Item,
     Pair,
@@ -124,6 +125,11 @@ class VariantData(TypedDict):
     folded: int
 
 
+class CorrectionData(TypedDict):
+    on: str
+    reason: str
+
+
 class IssueBody(TypedDict):
     """``issue.json`` without its ``content_hash`` (what the hash covers)."""
 
@@ -141,6 +147,10 @@ class IssueBody(TypedDict):
     #: Written only when the build rendered interest variants: an issue without them keeps
     #: the bytes (and the hash) it had before variants existed.
     variants: NotRequired[list[VariantData]]
+    #: The PRs the editor's file hid, written only when it hid any (as ``variants``).
+    hidden: NotRequired[list[int]]
+    #: Written only on a correction of an issue already sent (``build --correct``).
+    correction: NotRequired[CorrectionData]
 
 
 class IssueData(IssueBody):
@@ -245,11 +255,15 @@ def _body(issue: Issue, variants: Sequence[VariantData] = ()) -> IssueBody:
     }
     if variants:
         body["variants"] = list(variants)
+    if issue.hidden:
+        body["hidden"] = list(issue.hidden)
+    if issue.correction is not None:
+        body["correction"] = {"on": issue.correction.on, "reason": issue.correction.reason}
     return body
 
 
 #: Top-level keys an issue.json written before they existed lacks (read as their default).
-_ADDED_LATER = frozenset({"number", "variants"})
+_ADDED_LATER = frozenset({"number", "variants", "hidden", "correction"})
 
 
 def checked(data: object) -> IssueData:
@@ -313,7 +327,13 @@ def from_dict(data: object) -> Issue:
         problems=tuple(_read_problem(p) for p in top.objects("problems")),
         archive_url=top.string("archive_url"),
         number=top.optional_integer("number") or 0,
+        hidden=top.integers("hidden"),
+        correction=_read_correction(top.optional_object("correction")),
     )
+
+
+def _read_correction(fields: _Fields | None) -> Correction | None:
+    return Correction(fields.string("on"), fields.string("reason")) if fields else None
 
 
 #: What a variant's key may be: it becomes a file name (``email-<key>.html``), so nothing else.

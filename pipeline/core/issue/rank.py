@@ -75,8 +75,8 @@ def rank(groups: Sequence[PullGroup], editorial: Editorial | None = None,
     words = vocabulary or shipped_vocabulary()
     shown = [group for group in groups
              if not ((entry := editorial.get(group.pr)) and entry.hide)]
-    ones = iter((spread or one_by_one)(
-        lambda group: _rank_one(group, editorial.get(group.pr), words), shown))
+    ranked = (spread or one_by_one)(
+        lambda group: _rank_one(group, editorial.get(group.pr), words), shown)
     items: list[Item] = []
     problems: list[Problem] = []
     seen = {group.pr for group in groups}
@@ -84,16 +84,19 @@ def rank(groups: Sequence[PullGroup], editorial: Editorial | None = None,
         problems.append(Problem(
             "editor-unknown-pr", "warning", pr=pr,
             message=f"the editor's file names PR #{pr}, which has no review this week"))
-    for group in groups:
-        entry = editorial.get(group.pr)
-        if entry and entry.hide:
-            problems.append(Problem("hidden", "warning", pr=group.pr,
-                                    message=f"PR #{group.pr} hidden by the editor's file"))
-            continue
-        item, found = next(ones)
+    for item, found in ranked:
         problems.extend(found)
         items.append(item)
     return ordered(items), [*problems, *week_questions(items)]
+
+
+def hidden_prs(groups: Sequence[PullGroup], editorial: Editorial | None) -> tuple[int, ...]:
+    """The week's PRs the editor's file hides (``hide = true``), in PR order: a deliberate
+    act, shown to the editor as information, never as a problem to fix."""
+    if editorial is None:
+        return ()
+    return tuple(sorted(group.pr for group in groups
+                        if (entry := editorial.get(group.pr)) and entry.hide))
 
 
 def week_questions(items: Sequence[Item]) -> list[Problem]:
@@ -219,31 +222,7 @@ def _rank_one(group: PullGroup, entry: EditorEntry | None,
         priority = None
 
     read = verdict if verdict and verdict.tier != "unrated" else None
-    if entry and entry.priority:
-        tier, source = entry.priority, "editor"
-        if read and read.tier != tier:
-            problems.append(Problem(
-                "editor-overrides-verdict", "warning", pr=group.pr,
-                message=(f"PR #{group.pr}: the editor's file says {tier}, but the review "
-                         f"opens “{read.clause}” ({read.tier})")))
-    elif priority:
-        tier, source = priority, "category"
-    elif read:
-        tier, source = read.tier, "verdict"
-    else:
-        tier, source = "unrated", "none"
-        opening = opening_of(texts[original].body_text) if original in texts else ""
-        why_not = (f"its opening “{verdict.phrase}” reads more than one way" if verdict
-                   else f"it opens “{opening}”, which names no tier")
-        problems.append(Problem(
-            "unrated", "warning", pr=group.pr,
-            message=f"PR #{group.pr}: no verdict: {why_not}; listed last"))
-    if read and read.condition and source == "verdict":
-        problems.append(Problem(
-            "verdict-conditional", "warning", pr=group.pr,
-            message=(f"PR #{group.pr}: the verdict “{read.clause}” holds only for some "
-                     f"readers ({read.condition}); ranked {tier} for everyone else")))
-
+    tier, source = _tier_of(group, entry, priority, read, verdict, texts, problems)
     scope = read.scope if read and source == "verdict" else None
     reading = ("conditional" if read and read.condition and source == "verdict"
                else "scoped" if scope else "full")
@@ -269,6 +248,40 @@ def _rank_one(group: PullGroup, entry: EditorEntry | None,
         reading=reading,
     )
     return item, problems
+
+
+
+def _tier_of(group: PullGroup, entry: EditorEntry | None, priority: str | None,
+             read: Verdict | None, verdict: Verdict | None, texts: dict[Lang, Text],
+             problems: list[Problem]) -> tuple[str, str]:
+    """The item's tier and who set it: the editor, then a priority category, then the
+    review's verdict; the questions this raises go to ``problems``."""
+    if entry and entry.priority:
+        tier, source = entry.priority, "editor"
+        if read and read.tier != tier:
+            problems.append(Problem(
+                "editor-overrides-verdict", "warning", pr=group.pr,
+                message=(f"PR #{group.pr}: the editor's file says {tier}, but the review "
+                         f"opens “{read.clause}” ({read.tier})")))
+    elif priority:
+        tier, source = priority, "category"
+    elif read:
+        tier, source = read.tier, "verdict"
+    else:
+        tier, source = "unrated", "none"
+        original = texts.get(group.original_lang)
+        opening = opening_of(original.body_text) if original else ""
+        why_not = (f"its opening “{verdict.phrase}” reads more than one way" if verdict
+                   else f"it opens “{opening}”, which names no tier")
+        problems.append(Problem(
+            "unrated", "warning", pr=group.pr,
+            message=f"PR #{group.pr}: no verdict: {why_not}; listed last"))
+    if read and read.condition and source == "verdict":
+        problems.append(Problem(
+            "verdict-conditional", "warning", pr=group.pr,
+            message=(f"PR #{group.pr}: the verdict “{read.clause}” holds only for some "
+                     f"readers ({read.condition}); ranked {tier} for everyone else")))
+    return tier, source
 
 
 def _english_agreeing(verdicts: dict[Lang, Verdict | None], read: Verdict | None

@@ -23,6 +23,8 @@ from html.parser import HTMLParser
 import markupsafe
 import nh3
 
+from pipeline.model import Lang
+
 ALLOWED_TAGS = frozenset(
     {"a", "p", "br", "code", "pre", "em", "strong", "b", "i", "ul", "ol", "li", "blockquote"}
 )
@@ -277,6 +279,12 @@ def code_spans(fragment: str) -> str:
 def letter_counts(text: str) -> tuple[int, int]:
     """(Han characters, Latin letters) in ``text``: how Chinese or English a text reads."""
     return len(HAN.findall(text)), len(_LATIN.findall(text))
+
+
+def detect_lang(text: str) -> Lang:
+    """Chinese if Han characters make up a fifth of the letters, else English."""
+    han, latin = letter_counts(text)
+    return "zh" if han and han >= 0.2 * (han + latin) else "en"
 
 
 def plain_line(text: str) -> str:

@@ -100,7 +100,7 @@ def records(site: Site, issues: Sequence[Issue]) -> dict[str, dict[str, str]]:
     years: dict[str, dict[str, str]] = {}
     for issue_id, issue in sorted({issue.id: issue for issue in issues}.items()):
         if match := _WEEK_ID.fullmatch(issue_id):
-            view = IssueView(issue, site.base_url)
+            view = IssueView(issue, site.root)
             year = years.setdefault(match[1], {})
             for item in issue.items:
                 year[f"{RECORDS}{issue_id}/{item.pr}.html"] = _render(
@@ -240,7 +240,8 @@ def search_pages(site: Site, years: Iterable[str]) -> list[SiteObject]:
     newest_first = sorted(years, reverse=True)
     if not newest_first:
         raise RenderError("web/search.html.j2", "no year's bundle to search")
-    urls = [f"{site.base_url}/{bundle_prefix(year)}" for year in newest_first]
+    # From the site's root, not [site] base_url: search loads on whatever port serves it.
+    urls = [f"{site.root}/{bundle_prefix(year)}" for year in newest_first]
     template = _template(site, "web/search.html.j2")
     return [SiteObject(key, _render(template, "web/search.html.j2", bundle_urls=urls,
                                     years=newest_first,

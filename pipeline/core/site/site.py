@@ -10,15 +10,21 @@ from a local build folder: a fresh runner with an empty ``build/`` publishes a w
 Public pages show no ranking rationale (an item's ``why`` is for the editor's proof). Every
 page carries Open Graph and Twitter card tags with one static card image (``static/card.png``).
 
-Every link between pages names ``index.html`` and is absolute from ``[site] base_url``, so the
-site works on any static host. The public email copy carries no personal link or token.
+Every link between pages names ``index.html`` and is a path from the site's root (``/pr/1/
+index.html``; ``/weekly/pr/…`` when ``[site] base_url`` has a path), so a page works whatever
+host and port serve it: ``make site SITE_PORT=18080`` as well as the CloudFront domain.
+What must be absolute is: the canonical and Open Graph URLs, the hreflang alternates, the
+Atom feeds, the sitemap and robots.txt, from ``[site] base_url`` (the ``absolute`` filter).
+The public email copy carries no personal link or token.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from typing import Any
+from urllib.parse import urlsplit
 
 import jinja2
 from markupsafe import Markup, escape
@@ -57,6 +63,10 @@ _CODE = re.compile(r"<code>(.*?)</code>", re.S)
 #: The Atom feed carries the latest issues in full; the index and sitemap list them all.
 #: (A full-content feed of every issue grew to 12 MB at ten years: make bench.)
 FEED_ISSUES = 20
+#: The folders whose every page :meth:`Site.index_objects` makes from the archive's issues:
+#: a page there that no issue makes any more (a PR the editor hid, an area no review
+#: carries now, an area's page past its last) is retired by ``publish`` (:func:`retired`).
+DERIVED = ("pr/", "areas/")
 
 
 def identifiers(body_html: str) -> list[Markup]:
@@ -80,17 +90,28 @@ class Site:
         """``footer``: who publishes the archive (:meth:`Footer.configured`, as every
         email's foot says it); without one the pages name no sender."""
         self.base_url = site.base_url.rstrip("/")
+        #: The site's root as a path ("" or "/weekly"): where every link between pages starts.
+        self.root = urlsplit(self.base_url).path.rstrip("/")
+        self._origin = self.base_url[:len(self.base_url) - len(urlsplit(self.base_url).path)]
         self.app_url = site.app_url.rstrip("/")
         self.env = env or environment()
         self.env.globals.update(
             footer=footer or Footer(),
             s=strings(), lang_tag=LANG_TAGS, tier_label=tier_label,
-            identifiers=identifiers, body=body, base_url=self.base_url,
+            identifiers=identifiers, body=body, base_url=self.base_url, root=self.root,
             app_url=self.app_url, tiers=TIER_BY_NAME, card_url=url_of(self.base_url, CARD_KEY),
-            pr_url=lambda pr: url_of(self.base_url, site_pages.pr_key(pr)),
-            area_url=lambda name: url_of(self.base_url, site_pages.area_key(area_slug(name))),
-            page_url=lambda key: url_of(self.base_url, key), index_titles=INDEX_TITLES,
+            pr_url=lambda pr: url_of(self.root, site_pages.pr_key(pr)),
+            area_url=lambda name: url_of(self.root, site_pages.area_key(area_slug(name))),
+            page_url=lambda key: url_of(self.root, key), index_titles=INDEX_TITLES,
         )
+        self.env.filters["absolute"] = self.absolute
+
+    def absolute(self, url: str) -> str:
+        """A link of the site (``/issues/…``) as the absolute URL under ``[site] base_url``
+        that canonical links, feeds and the sitemap need; any other URL as it is."""
+        if not url.startswith("/") or url.startswith("//"):
+            return url
+        return self._origin + url
 
     def _render(self, name: str, **context: Any) -> bytes:
         try:
@@ -102,7 +123,7 @@ class Site:
 
     def issue_objects(self, built: BuiltIssue) -> list[SiteObject]:
         """Everything under ``issues/<week>/``: the pages, the public email, issue.json."""
-        view = IssueView(built.issue, self.base_url)
+        view = IssueView(built.issue, self.root)
         prefix = f"issues/{view.id}/"
         objects = [
             SiteObject(prefix + variant, self._render("web/issue.html.j2", issue=view,
@@ -112,7 +133,8 @@ class Site:
             for variant, langs in VARIANTS.items()
         ]
         objects.append(SiteObject(prefix + "email.html",
-                                  public_email(built.html("zh-en"), self, view.url), HTML,
+                                  public_email(built.html("zh-en"), self,
+                                               self.absolute(view.url)), HTML,
                                   LONG_CACHE))
         objects.append(SiteObject(prefix + "issue.json", public_issue_json(built),
                                   "application/json; charset=utf-8", LONG_CACHE))
@@ -122,7 +144,7 @@ class Site:
         """Every page made from all the issues the archive holds, the index last but the
         robots and 404 pages: PR pages, area pages and feeds, the areas list, the card, then
         the index, feed and sitemap (so they name only pages already written)."""
-        views = sorted((IssueView(issue, self.base_url) for issue in issues), key=lambda v: v.id,
+        views = sorted((IssueView(issue, self.root) for issue in issues), key=lambda v: v.id,
                        reverse=True)
         updated = views[0].published if views else None
         seen = site_pages.appearances(views)
@@ -165,6 +187,15 @@ class Site:
         ]
 
 
+def retired(present: Iterable[str], made: Iterable[SiteObject]) -> list[str]:
+    """The keys under :data:`DERIVED` that the archive holds (``present``) and that the
+    pages just made from its issues (``made``) no longer include, sorted: pages that would
+    otherwise stay public after their review left every issue, linking to an anchor no
+    issue page has."""
+    kept = {obj.key for obj in made}
+    return sorted(key for key in set(present) if key.startswith(DERIVED) and key not in kept)
+
+
 def robots_txt(base_url: str) -> bytes:
     """Everything may be crawled; the sitemap is named absolutely, as robots.txt requires."""
     return f"User-agent: *\nAllow: /\n\nSitemap: {base_url}/sitemap.xml\n".encode()
@@ -181,24 +212,39 @@ def public_issue_json(built: BuiltIssue) -> bytes:
     small list, one reader's), and the public archive carries no subscriber data: that copy
     is written again from the records, without them, keeping the ``content_hash`` the build
     computed (it names the issue the editor approved; it cannot be checked from the archive
-    anyway, whose copies carry public links instead of placeholders)."""
-    if not built.variants:
+    anyway, whose copies carry public links instead of placeholders). The PRs the editor
+    hid are left out of it too: hidden means gone from the archive, its number as well."""
+    if not built.variants and not built.issue.hidden:
         return built.source
-    return issue_json.dumps(issue_json.with_hash(built.issue, built.content_hash))
+    return issue_json.dumps(issue_json.with_hash(replace(built.issue, hidden=()),
+                                                 built.content_hash))
 
 
 def public_email(email_html: str, site: Site, page_url: str = "") -> bytes:
-    """The ``zh-en`` email with the personal links replaced by public pages (no token), and a
-    canonical link to the issue's page (the page, not the copy, is what search should show)."""
-    if site.app_url:
-        unsubscribe, preferences = f"{site.app_url}/unsubscribe", f"{site.app_url}/preferences"
-    else:
-        unsubscribe = preferences = f"{site.base_url}/index.html"
-    html = (email_html.replace(UNSUBSCRIBE_PLACEHOLDER, unsubscribe)
-            .replace(PREFERENCES_PLACEHOLDER, preferences))
+    """The ``zh-en`` email as the archive shows it: without its personal links, and with a
+    canonical link to the issue's page (the page, not the copy, is what search should show).
+
+    The unsubscribe and preferences links work only with a reader's token; without one the
+    app answers 400. A reader of the copy meets what an archived newsletter offers instead:
+    the footer's own "Subscribe here" (when there is an app) and its archive link."""
+    html = _PERSONAL_LINK.sub(_joined, email_html)
+    for placeholder in (UNSUBSCRIBE_PLACEHOLDER, PREFERENCES_PLACEHOLDER):  # outside a link
+        html = html.replace(placeholder, f"{site.base_url}/index.html")
     if not page_url:
         return html.encode("utf-8")
     canonical = f'<link rel="canonical" href="{escape(page_url)}">'
     head = html.find("</head>")
     html = html[:head] + canonical + html[head:] if head >= 0 else canonical + html
     return html.encode("utf-8")
+
+
+#: A personal link of the footer with the `` · `` on either side of it (the line breaks of
+#: the 8bit folding included): removed, it leaves its neighbours joined by one.
+_PERSONAL_LINK = re.compile(
+    r"(\s*·\s*)?<a\b[^>]*\bhref=\"(?:"
+    + "|".join(re.escape(p) for p in (UNSUBSCRIBE_PLACEHOLDER, PREFERENCES_PLACEHOLDER))
+    + r")\"[^>]*>.*?</a>(\s*·\s*)?", re.S)
+
+
+def _joined(link: re.Match[str]) -> str:
+    return " · " if link[1] and link[2] else ""

@@ -40,9 +40,11 @@ def area_key(slug: str, name: str = "index.html") -> str:
     return f"areas/{slug}/{name}"
 
 
-def url_of(base_url: str, key: str) -> str:
-    """The absolute URL of an archive key (non-ASCII letters percent-encoded)."""
-    return f"{base_url}/{quote(key, safe='/')}"
+def url_of(base: str, key: str) -> str:
+    """The URL of an archive key under ``base`` (non-ASCII letters percent-encoded): a path
+    from the site's root when ``base`` is one (``""`` → ``/pr/1/index.html``), absolute when
+    it is ``[site] base_url``."""
+    return f"{base}/{quote(key, safe='/')}"
 
 
 def headline_dates(start: datetime, end: datetime, tz: str) -> dict[str, str]:
@@ -71,16 +73,17 @@ def _moment(when: datetime, tz: str) -> pendulum.DateTime:
 class IssueView:
     """One issue as the web templates read it."""
 
-    def __init__(self, issue: Issue, base_url: str) -> None:
+    def __init__(self, issue: Issue, base: str) -> None:
+        """``base``: where its links start, the site's root as a path (``""``)."""
         self.issue = issue
         self.id = issue.id
-        self.base_url = base_url
+        self.base = base
         self.url = self.page_url()
         self.start = _moment(issue.week.start, issue.week.tz)
         self.end = _moment(issue.week.end, issue.week.tz)
 
     def page_url(self, variant: str = "index.html") -> str:
-        return f"{self.base_url}/issues/{self.id}/{variant}"
+        return f"{self.base}/issues/{self.id}/{variant}"
 
     @property
     def items(self) -> tuple[Item, ...]:
@@ -113,7 +116,7 @@ class IssueView:
         return self.issue.number
 
     def number_label(self, lang: str) -> str:
-        """``第 3 期`` / ``No. 3``; "" for an unnumbered issue (no ``[issue] first_week``)."""
+        """``第 3 期`` / ``No. 3``; "" for an unnumbered issue (a week before issue No. 1)."""
         if not self.number:
             return ""
         return strings()[lang]["issue_number"].format(n=self.number)

@@ -9,8 +9,9 @@ Why this design:
   ``sub#<id>`` (the subscriber), ``email#<lower-cased address>`` (what makes an address unique:
   it is written in the same transaction as ``sub#`` with ``attribute_not_exists(pk)``),
   ``supp#<sha256>`` (a removed address), ``seen#<key>`` (a message handled once),
-  ``quota#<key>`` (a rate counter), ``lease#<name>`` (who runs an issue) and one
-  ``catalog#areas`` (the areas readers may pick, a string set). Single-table
+  ``quota#<key>`` (a rate counter), ``lease#<name>`` (who runs an issue), ``sent#<issue>``
+  (what an issue went out as) and one ``catalog#areas`` (the areas readers may pick, a
+  string set). Single-table
   design keeps the deployment at two tables and lets one transaction span a subscriber, its
   address and the suppression check.
 * **A sparse GSI, ``by_status``** (status, id; projection ALL): only ``sub#`` items carry
@@ -48,11 +49,11 @@ it reports why a condition failed (``ReturnValuesOnConditionCheckFailure``, a tr
 ``CancellationReasons``). botocore clients are thread-safe and this class keeps no mutable
 state besides its closed flag, so one store may serve every worker thread.
 
-One module per role (``directory``, ``imports``, ``interests``, ``ledger``, ``feedback``,
-``leases``, ``once_keys``, ``quotas``), each a class on :class:`~.core.DynamoCore` (the
-client, its requests and errors); ``items`` says what an item holds, ``tables`` the tables'
-definitions, ``migration`` what ``store migrate`` needs besides the roles.
-:class:`DynamoStore` is all of them.
+One module per role (``directory``, ``imports``, ``interests``, ``ledger``, ``sent_issues``,
+``feedback``, ``leases``, ``once_keys``, ``quotas``), each a class on
+:class:`~.core.DynamoCore` (the client, its requests and errors); ``items`` says what an
+item holds, ``tables`` the tables' definitions, ``migration`` what ``store migrate`` needs
+besides the roles. :class:`DynamoStore` is all of them.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ from subscribers.store.dynamo.ledger import DynamoLedger
 from subscribers.store.dynamo.migration import Copied, DynamoMigration, refusal
 from subscribers.store.dynamo.once_keys import DynamoOnceKeys
 from subscribers.store.dynamo.quotas import DynamoQuotas
+from subscribers.store.dynamo.sent_issues import DynamoSentIssues
 from subscribers.store.dynamo.tables import (
     MESSAGE_INDEX,
     STATUS_INDEX,
@@ -90,7 +92,7 @@ __all__ = [
 
 
 class DynamoStore(DynamoImports, DynamoMigration, DynamoInterests, DynamoLedger,
-                  DynamoFeedback, DynamoLeases, DynamoOnceKeys, DynamoQuotas):
+                  DynamoSentIssues, DynamoFeedback, DynamoLeases, DynamoOnceKeys, DynamoQuotas):
     """:class:`~subscribers.store.SubscriberStore` on two DynamoDB tables (module doc): every
     role, on the one client of :class:`~subscribers.store.dynamo.core.DynamoCore`. Nothing of
     its own: what a role needs is in the role's module, what they share in ``core``."""

@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING, Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
-from subscribers.model import Lease, LedgerEntry, Subscriber, email_key, new_subscriber_id
+from subscribers.model import (
+    Lease,
+    LedgerEntry,
+    SentIssue,
+    Subscriber,
+    email_key,
+    new_subscriber_id,
+)
 from subscribers.store.rules import decode_areas, decode_time, decode_time_or_none, encode_time
 
 if TYPE_CHECKING:
@@ -29,6 +36,8 @@ __all__ = [
     "QUOTA_PREFIX",
     "SEEN_PREFIX",
     "SEEN_RETENTION",
+    "SENT_FIELDS",
+    "SENT_PREFIX",
     "SUBSCRIBER_FIELDS",
     "SUBSCRIBER_PREFIX",
     "SUPPRESSION_PREFIX",
@@ -40,6 +49,7 @@ __all__ = [
     "plain_item",
     "read_entry",
     "read_lease",
+    "read_sent",
     "read_subscriber",
     "serialise",
     "stored_time",
@@ -52,6 +62,8 @@ SUPPRESSION_PREFIX = "supp#"
 SEEN_PREFIX = "seen#"
 QUOTA_PREFIX = "quota#"
 LEASE_PREFIX = "lease#"
+#: What an issue went out as (``sent#<issue id>``): :class:`~subscribers.model.SentIssue`.
+SENT_PREFIX = "sent#"
 #: The one item holding the area catalog (attribute ``names``, a string set).
 CATALOG_KEY = "catalog#areas"
 
@@ -73,6 +85,11 @@ SUBSCRIBER_FIELDS = ("id", "email", "email_key", "status", "layout", "consent_at
                       "consent_ip", "transient_bounces", "areas", "mail_event_at")
 LEDGER_FIELDS = ("issue_id", "subscriber_id", "status", "message_id", "reason", "permanent",
                   "attempts", "updated_at", "feedback", "handed_over")
+
+
+#: The attributes of a ``sent#`` item besides ``pk`` (SQLite's ``sent_issues`` columns).
+SENT_FIELDS = ("issue_id", "content_hash", "first_hash", "first_sent_at", "corrected_on",
+               "correction")
 
 
 def new_record(normal: str, status: str, layout: str, source: str, stamp: str,
@@ -163,3 +180,9 @@ def read_entry(item: Mapping[str, Any]) -> LedgerEntry:
 def read_lease(name: str, item: Mapping[str, Any]) -> Lease:
     return Lease(name, item["owner"], decode_time(item["acquired_at"]),
                  decode_time(item["expires_at_iso"]))
+
+
+def read_sent(item: Mapping[str, Any]) -> SentIssue:
+    return SentIssue(item["issue_id"], item["content_hash"], item["first_hash"],
+                     decode_time(item["first_sent_at"]), item.get("corrected_on"),
+                     item.get("correction"))

@@ -21,6 +21,8 @@ from subscribers.store.dynamo.items import (
     LEDGER_FIELDS,
     SEEN_PREFIX,
     SEEN_RETENTION,
+    SENT_FIELDS,
+    SENT_PREFIX,
     SUBSCRIBER_FIELDS,
     SUBSCRIBER_PREFIX,
     SUPPRESSION_PREFIX,
@@ -78,9 +80,9 @@ class DynamoMigration(DynamoDirectory):
 
     def export(self) -> Iterator[tuple[str, dict[str, Any]]]:
         """Everything ``store migrate --to sqlite`` copies, as (kind, record) with SQLite's
-        column names and values: ``subscriber``, ``suppression``, ``seen``, ``area`` and
-        ``ledger``. Strongly consistent Scans of both tables, a page at a time; rate counters
-        and leases are left out (short-lived, started afresh)."""
+        column names and values: ``subscriber``, ``suppression``, ``seen``, ``area``,
+        ``sent`` and ``ledger``. Strongly consistent Scans of both tables, a page at a time;
+        rate counters and leases are left out (short-lived, started afresh)."""
         for page in self._pages(self.subscribers_table, "scan",
                                 TableName=self.subscribers_table, ConsistentRead=True):
             for item in page:
@@ -98,6 +100,8 @@ class DynamoMigration(DynamoDirectory):
                 elif key == CATALOG_KEY:
                     for name in sorted(item.get("names") or ()):
                         yield "area", {"name": name}
+                elif key.startswith(SENT_PREFIX):
+                    yield "sent", {name: item.get(name) for name in SENT_FIELDS}
         for page in self._pages(self.ledger_table, "scan", TableName=self.ledger_table,
                                 ConsistentRead=True):
             for item in page:
@@ -160,6 +164,12 @@ class DynamoMigration(DynamoDirectory):
         """Store a handled-message key (recorded at ``at``, stored text) unless present."""
         item = {"pk": SEEN_PREFIX + key, "at": at,
                 TTL_ATTRIBUTE: epoch(decode_time(at) + SEEN_RETENTION)}
+        return self._copy(self.subscribers_table, item, "#pk", dry_run)
+
+    def copy_sent_issue(self, record: Mapping[str, Any], *, dry_run: bool = False) -> Copied:
+        """Store what an issue went out as (another store's record) unless one is here."""
+        item = {"pk": SENT_PREFIX + record["issue_id"],
+                **{name: record.get(name) for name in SENT_FIELDS}}
         return self._copy(self.subscribers_table, item, "#pk", dry_run)
 
     def _copy(self, table: str, item: dict[str, Any], key_name: str, dry_run: bool) -> Copied:

@@ -9,10 +9,11 @@ never leads to a second delivery (``ledger._unsynced`` says why the other writes
 wait). A claim is one statement (an insert that does nothing if the row exists, or a
 compare-and-set update), never a read followed by a write.
 
-One module per role (``directory``, ``imports``, ``interests``, ``ledger``, ``feedback``,
-``leases``, ``once_keys``, ``quotas``), each a class on :class:`~.core.SqliteCore` (the one
-connection, its lock and transactions); ``schema`` holds the migrations and ``rows`` what
-the roles share to read a subscriber. :class:`SqliteStore` is all of them.
+One module per role (``directory``, ``imports``, ``interests``, ``ledger``, ``sent_issues``,
+``feedback``, ``leases``, ``once_keys``, ``quotas``), each a class on
+:class:`~.core.SqliteCore` (the one connection, its lock and transactions); ``schema`` holds
+the migrations and ``rows`` what the roles share to read a subscriber. :class:`SqliteStore`
+is all of them.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from subscribers.store.sqlite.ledger import SqliteLedger
 from subscribers.store.sqlite.once_keys import SqliteOnceKeys
 from subscribers.store.sqlite.quotas import SqliteQuotas
 from subscribers.store.sqlite.schema import MIGRATIONS
+from subscribers.store.sqlite.sent_issues import SqliteSentIssues
 
 __all__ = [
     "FILE_NAME",
@@ -36,7 +38,7 @@ __all__ = [
 
 
 class SqliteStore(SqliteDirectory, SqliteImports, SqliteInterests, SqliteLedger,
-                  SqliteFeedback, SqliteLeases, SqliteOnceKeys, SqliteQuotas):
+                  SqliteSentIssues, SqliteFeedback, SqliteLeases, SqliteOnceKeys, SqliteQuotas):
     """:class:`~subscribers.store.SubscriberStore` on one SQLite file (WAL mode): every role,
     on the one connection of :class:`~subscribers.store.sqlite.core.SqliteCore`. Nothing of
     its own: what a role needs is in the role's module, what they share in ``core``."""

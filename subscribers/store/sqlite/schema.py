@@ -116,6 +116,19 @@ MIGRATIONS: tuple[str, ...] = (
         name TEXT PRIMARY KEY
     ) WITHOUT ROWID;
     """,
+    # 7 -------------------------------------------------------------------------------------
+    # What each issue went out as (noted before its first message left), so that a sent
+    # week's issue is never replaced but by an explicit correction.
+    """
+    CREATE TABLE sent_issues (
+        issue_id      TEXT PRIMARY KEY,
+        content_hash  TEXT NOT NULL,
+        first_hash    TEXT NOT NULL,
+        first_sent_at TEXT NOT NULL,
+        corrected_on  TEXT,
+        correction    TEXT
+    ) WITHOUT ROWID;
+    """,
 )
 
 
