@@ -5,7 +5,7 @@ from __future__ import annotations
 import email
 import re
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from email import policy
 from urllib.parse import parse_qs, urlparse
 
@@ -199,3 +199,88 @@ def test_a_setting_too_long_for_its_header_is_a_config_error(settings, built, se
                                                    **{key: value})})
     with pytest.raises(ConfigError, match=rf"\[{section}\] {key}: .*{header}"):
         Messages(built, longer.site, longer.delivery, KEYS)
+
+
+#: app_url values: the default, long (links far longer than the room an 8bit part makes for
+#: them), Unicode, with "%", and ones that name a placeholder.
+APP_URLS = ["http://127.0.0.1:8001", "https://news.example.org/" + "long-path/" * 30 + "app",
+            "https://例子.测试/订阅", "https://news.example.org/a%20b",
+            "https://x.org/%%preferences_url%%", "https://x.org/=\t. = "]
+CHOICES = [("zh-en", ("rocm",)), ("en-zh", ("cpu",)), ("en", ("kv-connector",)),
+           ("zh", ("cpu", "nixl"))]
+
+
+@pytest.fixture(scope="module")
+def varied(tmp_path_factory):
+    """The sample week built with an interest variant of every layout."""
+    from support.project import SAMPLE_FEED
+
+    from pipeline.config import load
+    from pipeline.stages.build import build
+    from pipeline.stages.built import load_built
+
+    folder = tmp_path_factory.mktemp("varied")
+    (folder / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n',
+                                            encoding="utf-8")
+    settings = load(folder / "newsletter.toml", {})
+    built = load_built(build(settings, week_id=SAMPLE_WEEK, out=folder / "issue",
+                             choices=CHOICES).out_dir)
+    assert {v.variant.layout for v in built.variants} == set(LAYOUTS)
+    return settings, built
+
+
+def filled(body: str, messages: Messages, sid: str) -> str:
+    """``body`` with one recipient's links in its slots, one placeholder after the other."""
+    links = messages.links(sid)
+    return body.replace(UNSUBSCRIBE_PLACEHOLDER, links.unsubscribe).replace(
+        PREFERENCES_PLACEHOLDER, links.preferences)
+
+
+def read_as_html(html: str) -> str:
+    """What a mail app lays out: an 8bit part's folds (a line break for a space, a line
+    break inside ``<wbr>``) read as what they replaced."""
+    return unfolded(html.replace("<wbr\n>", "").replace("<wbr\r\n>", ""))
+
+
+@pytest.mark.parametrize("eight_bit", [True, False], ids=["8bit", "7bit"])
+@pytest.mark.parametrize("app_url", APP_URLS)
+def test_every_part_carries_the_recipients_links_in_any_encoding(varied, eight_bit, app_url):
+    """Each layout and variant, each recipient: the parts decode to the rendered ones with
+    that recipient's links in place, and no line of the body passes 998 octets, also for
+    links longer than the room an 8bit part made for them."""
+    settings, built = varied
+    configured = replace(settings, site=replace(settings.site, app_url=app_url),
+                         delivery=replace(settings.delivery, eight_bit=eight_bit,
+                                          unsubscribe_mailto="unsub@example.org"))
+    messages = Messages(built, configured.site, configured.delivery, KEYS)
+    keys = [(layout, None) for layout in LAYOUTS] + [
+        (v.variant.layout, v.key) for v in built.variants]
+    encodings = set()
+    for index, recipient in enumerate(["reader@example.org", "用户@例子.测试"]):
+        sid = f"{index:024d}"
+        for layout, variant in keys:
+            raw = messages.build(recipient, sid, layout, NOW, variant=variant).raw
+            body = raw.split(b"\r\n\r\n", 1)[1]
+            assert max(len(line) for line in body.split(b"\r\n")) <= 998, (layout, variant)
+            encodings |= set(re.findall(rb"Content-Transfer-Encoding: (\S+)", raw))
+            got = parts(parse(raw))
+            key = variant or layout
+            # The line break before the boundary belongs to the boundary.
+            assert got["text/plain"].replace("\r\n", "\n").rstrip("\n") == filled(
+                built.text(key), messages, sid).rstrip("\n"), key
+            assert read_as_html(got["text/html"]).rstrip() == read_as_html(
+                filled(built.html(key), messages, sid)).rstrip(), key
+    if eight_bit:
+        assert b"8bit" in encodings
+    else:
+        assert encodings == {b"base64", b"quoted-printable"}
+
+
+def test_the_date_is_the_reading_given(settings, built):
+    messages = Messages(built, settings.site, settings.delivery, KEYS)
+    plus8 = timezone(timedelta(hours=8))
+    for now in (NOW, NOW + timedelta(seconds=1), NOW.astimezone(plus8),
+                NOW.replace(microsecond=999_999)):
+        date = parse(messages.build("r@example.org", SID, "en", now).raw)["Date"]
+        assert date.datetime == now.replace(microsecond=0)
+        assert date.datetime.utcoffset() == now.utcoffset()

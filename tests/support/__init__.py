@@ -2,6 +2,6 @@
 order (``feeds``), ``newsletter`` run in or out of process (``commands``), HTML as a mail app
 reads it (``markup``), the link check of a published archive (``links``); loopback servers
 (SMTP, moto, TLS), Chromium, the subscription app and a published archive started for real,
-DynamoDB's tables, the SNS signer, the suite's scheduler and its duration warning, and the
-``Messages`` of before issue 17 that the splice is compared with. Test modules import them as
-``support.<name>``; ``conftest.py`` registers the ones that are pytest plugins."""
+DynamoDB's tables, the SNS signer, the suite's scheduler and its duration warning. Test
+modules import them as ``support.<name>``; ``conftest.py`` registers the ones that are pytest
+plugins."""

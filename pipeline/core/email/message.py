@@ -5,18 +5,16 @@ Each layout is rendered once, at build time. Per recipient only three things cha
 headers that are the same for everyone are folded once per layout with the stdlib's SMTP
 policy (display names, line folding, and refusal of CR/LF in any value; the subject is
 encoded by ``mime.encode_subject``, every encoded word ≤ 75 characters), and each recipient's
-message is those bytes plus its own headers and the two parts, each encoded once per layout
-with the recipient's links spliced into the encoded bytes (``body_splice``; the same bytes as
-filling the links in and encoding the whole part, which took 70 % of a message's time): about
-a hundred times faster than building an ``EmailMessage`` each time (``make bench``), with the
-same result on the wire.
+message is those bytes plus its own headers and the two parts with its links filled in.
 
 Each part goes out in whichever of quoted-printable, base64 and (with ``[delivery]
 eight_bit``) 8bit is smallest for that layout (``mime.choose_encoding``, decided once per
 layout on the part with links of the reserved length), so what the size budget weighed is
 what is sent, and an ``.eml`` in the outbox stays readable where quoted-printable or 8bit
-wins. A message with an 8bit part says so (``Outgoing.eight_bit``): SMTP then sends it with
-``BODY=8BITMIME``, and only to a relay that announces it.
+wins. A quoted-printable or base64 part is encoded whole for each recipient: the links move
+every line break after them, so there is nothing to reuse. An 8bit part is the text as it
+is, so it is folded once per layout with room made for links of the reserved length, and
+each recipient's links are put into the folded bytes.
 
 Personal links are filled only into the template's own slots. ``render`` never lets text
 from outside print a placeholder; should a built issue still hold one outside a slot (an
@@ -42,9 +40,9 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta
+from datetime import datetime
 from email import policy
 from email.headerregistry import Address
 from email.utils import format_datetime, getaddresses
@@ -52,8 +50,14 @@ from urllib.parse import quote
 
 from pipeline.config import DeliverySettings, SiteSettings
 from pipeline.core.email.addresses import UnsendableAddress, to_header, wire_address
-from pipeline.core.email.body_splice import SplicedBody
-from pipeline.core.email.mime import EIGHT_BIT, QUOTED_PRINTABLE, choose_encoding, encode_subject
+from pipeline.core.email.eightbit import eight_bit_body
+from pipeline.core.email.mime import (
+    EIGHT_BIT,
+    QUOTED_PRINTABLE,
+    choose_encoding,
+    encode_body,
+    encode_subject,
+)
 from pipeline.core.email.render import (
     LINK_RESERVE,
     PLACEHOLDERS,
@@ -136,8 +140,7 @@ class Messages:
             raise exc.config_error() or exc from None
         refuse_stray_placeholders(built)
         self.boundary = f"=_vpw_{hashlib.sha256(built.content_hash.encode()).hexdigest()[:24]}"
-        # Per part: its encoding chosen and its headers written once, its body encoded once
-        # but for the lines that hold a link (body_splice).
+        # Per part: its encoding chosen and its headers written once (an 8bit body folded).
         self._parts = {
             key: tuple(_Part.of(self.boundary, kind, body,
                                 eight_bit=delivery.eight_bit)
@@ -148,7 +151,6 @@ class Messages:
         self._opening = (f'Content-Type: multipart/alternative; boundary="{self.boundary}"'
                          f"\r\n\r\n").encode()
         self._closing = f"--{self.boundary}--\r\n".encode()
-        self._date: tuple[tuple[datetime, timedelta | None], bytes] | None = None
         #: The layout of every rendering: each layout its own, each variant its layout's
         #: (worked out once: a variant's key is a hash of its areas).
         self._layout_of = {layout: layout for layout in LAYOUTS}
@@ -217,7 +219,7 @@ class Messages:
         message_id = f"<{self.built.id}.{secrets.token_hex(8)}@{self.sender.domain}>"
         personal = b"".join([
             to_header(recipient),  # never an encoded word inside the address
-            self._date_header(now),
+            _fold("Date", format_datetime(now)),
             _fold("Message-ID", message_id),
             self._unsubscribe_header(links),
             _ONE_CLICK,
@@ -226,8 +228,8 @@ class Messages:
         filled = (links.unsubscribe, links.preferences)  # in PLACEHOLDERS' order
         text, html = self._parts[key]
         raw = b"".join([static, personal, self._opening,
-                        text.head, text.body.encode(filled),
-                        html.head, html.body.encode(filled), self._closing])
+                        text.head, text.encode(filled),
+                        html.head, html.encode(filled), self._closing])
         return Outgoing(recipient=recipient, sender=self.envelope_sender, raw=raw,
                         key=idempotency,
                         tags=dict(tags or {"issue": self.built.id}),
@@ -240,27 +242,37 @@ class Messages:
             value += f", <{links.unsubscribe_mailto}>"
         return _fold("List-Unsubscribe", value)
 
-    def _date_header(self, now: datetime) -> bytes:
-        """The ``Date`` header, folded once per second of ``now`` (all it shows: the wall time
-        to the second and the UTC offset). Sending threads share this object: the cached pair
-        is read once, so a thread never takes another's date."""
-        key = (now.replace(microsecond=0), now.utcoffset())
-        cached = self._date
-        if cached is None or cached[0] != key:
-            cached = self._date = (key, _fold("Date", format_datetime(now)))
-        return cached[1]
-
 
 @dataclass(frozen=True)
 class _Part:
-    """One part of a layout: its headers (after the boundary line) and its body."""
+    """One part of a layout: its headers (after the boundary line), its body with the
+    placeholders in, and its transfer encoding."""
 
     head: bytes
-    body: SplicedBody
+    body: str
+    encoding: str
+    html: bool
+    #: An 8bit body folded once with room for links of the reserved length; else None.
+    folded: bytes | None = None
 
     @property
     def eight_bit(self) -> bool:
-        return self.body.encoding == EIGHT_BIT
+        return self.encoding == EIGHT_BIT
+
+    def encode(self, links: Sequence[str]) -> bytes:
+        """The body as sent, ``links[i]`` in place of ``PLACEHOLDERS[i]`` (one after the other,
+        as ``str.replace`` does)."""
+        if self.folded is not None and all(len(link.encode()) <= LINK_RESERVE
+                                           for link in links):
+            # No fold lies inside a placeholder (none holds a space or an ideograph).
+            folded = self.folded
+            for placeholder, link in zip(PLACEHOLDERS, links, strict=True):
+                folded = folded.replace(placeholder.encode(), link.encode())
+            return folded
+        body = self.body
+        for placeholder, link in zip(PLACEHOLDERS, links, strict=True):
+            body = body.replace(placeholder, link)
+        return encode_body(body, self.encoding, html=self.html)
 
     @classmethod
     def of(cls, boundary: str, content_type: str, body: str, *, eight_bit: bool = False
@@ -268,16 +280,17 @@ class _Part:
         # Chosen on the part with links of the reserved length: what the budget weighed.
         html = content_type == "text/html"
         encoding = choose_encoding(with_reserved_links(body), eight_bit=eight_bit, html=html)
-        try:
-            spliced = SplicedBody(body, encoding, PLACEHOLDERS, html=html, reserve=LINK_RESERVE)
-        except ValueError:
-            # Folded with its links at full length the part fits; with room left for them,
-            # not (a line with no fold point between two links): send it as before.
-            encoding = choose_encoding(with_reserved_links(body), html=html)
-            spliced = SplicedBody(body, encoding, PLACEHOLDERS, html=html, reserve=LINK_RESERVE)
+        folded = None
+        if encoding == EIGHT_BIT:
+            folded = eight_bit_body(body, html=html, grow={
+                placeholder: LINK_RESERVE - len(placeholder) for placeholder in PLACEHOLDERS})
+            if folded is None:
+                # Folded with its links at full length the part fits; with room left for
+                # them, not (a line with no fold point between two links): send it as before.
+                encoding = choose_encoding(with_reserved_links(body), html=html)
         head = (f"--{boundary}\r\nContent-Type: {content_type}; charset=\"utf-8\"\r\n"
                 f"Content-Transfer-Encoding: {encoding}\r\n\r\n").encode()
-        return cls(head, spliced)
+        return cls(head, body, encoding, html, folded)
 
 
 class HeaderTooLong(ValueError):
