@@ -32,7 +32,6 @@ from pipeline.core.issue.issue_json import IssueData, variant_data
 from pipeline.core.issue.pulls import link_item, with_facts
 from pipeline.core.issue.rank import hidden_prs, ordered, rank
 from pipeline.core.issue.verdict import Vocabulary
-from pipeline.core.spread import Spread, one_by_one
 from pipeline.errors import EmptyWeekError
 from pipeline.model import LAYOUTS, Correction, Issue, Item, Problem, PullFacts, Skipped, Week
 from pipeline.week import issue_number
@@ -43,7 +42,6 @@ __all__ = [
     "Gathered",
     "Grouped",
     "Ranked",
-    "Spread",
     "Terms",
     "assemble",
     "complete",
@@ -129,13 +127,12 @@ def group(feed: FeedSettings, week: Week, results: Sequence[FeedResult]) -> Grou
     return Grouped(tuple(groups), tuple(skipped), tuple(warnings))
 
 
-def rank_week(week: Week, grouped: Grouped, editorial: Editorial, spread: Spread | None = None,
+def rank_week(week: Week, grouped: Grouped, editorial: Editorial,
               vocabulary: Vocabulary | None = None) -> Ranked:
     """The week's items in reading order with the editor's file applied, and the problems
-    found on the way (each PR ranked where ``spread`` says, its verdict read with
-    ``vocabulary``, the shipped one by default). :class:`EmptyWeekError` when the editor left
-    nothing."""
-    items, problems = rank(grouped.groups, editorial, spread, vocabulary)
+    found on the way (each verdict read with ``vocabulary``, the shipped one by default).
+    :class:`EmptyWeekError` when the editor left nothing."""
+    items, problems = rank(grouped.groups, editorial, vocabulary)
     if not items:
         raise EmptyWeekError(week.id, len(grouped.skipped))
     return Ranked(tuple(items), (*problems, *grouped.warnings), grouped.skipped,
@@ -166,15 +163,10 @@ def distinct_variants(choices: Iterable[Choice], items: Sequence[Item]) -> tuple
 
 def assemble(terms: Terms, week: Week, ranked: Ranked,
              renderer: Renderer | None = None, choices: Iterable[Choice] = (),
-             spread: Spread | None = None, correction: Correction | None = None
-             ) -> Assembled:
+             correction: Correction | None = None) -> Assembled:
     """Completed items → the issue, its JSON and its artifacts: every layout rendered, and
     each distinct interest variant of ``choices``, all within the size budget. An issue
-    that replaces one already sent carries its ``correction`` (its page says so).
-
-    Each rendering is independent of the others: ``spread`` is how they are shared out
-    (the stage may hand them to several cores; by default one after the other). Whoever
-    renders which, the results are put together in one order, so the bytes are the same."""
+    that replaces one already sent carries its ``correction`` (its page says so)."""
     issue = compose(ranked.items, week, terms.feed.repo, terms.site.base_url,
                     ranked.skipped, ranked.problems,
                     issue_number(week.id, terms.issue.first_week), ranked.hidden)
@@ -186,14 +178,11 @@ def assemble(terms: Terms, week: Week, ranked: Ranked,
     variants = [Variant(layout) for layout in LAYOUTS]
     variants += distinct_variants(choices, issue.items)
 
-    def render(variant: Variant) -> tuple[RenderedLayout, Problem | None]:
-        return renderer.render_variant(issue, variant, base_url, budget_kb, footer,
-                                       eight_bit=eight_bit)
-
     rendered: dict[str, RenderedLayout] = {}
     render_problems: list[Problem] = []
-    for variant, (result, problem) in zip(variants, (spread or one_by_one)(render, variants),
-                                          strict=True):
+    for variant in variants:
+        result, problem = renderer.render_variant(issue, variant, base_url, budget_kb, footer,
+                                                  eight_bit=eight_bit)
         rendered[variant.key] = result
         if problem:
             render_problems.append(problem)

@@ -20,7 +20,6 @@ from pipeline.core.assemble import (
     Choice,
     Gathered,
     Ranked,
-    Spread,
     Terms,
     assemble,
     complete,
@@ -38,7 +37,6 @@ from pipeline.errors import BlockedError, ConfigError, UsageError
 from pipeline.log import timed
 from pipeline.model import Issue, Item, Problem, PullFacts, Week
 from pipeline.output import write_folder
-from pipeline.parallel import fork_map, serial
 from pipeline.sources import PullSource
 from pipeline.sources.editorial import load_editorial
 from pipeline.sources.feeds import fetch
@@ -52,10 +50,6 @@ if TYPE_CHECKING:
     from subscribers.model import SentIssue
 
 _log = logging.getLogger("newsletter.build")
-
-#: Reviews from which a week's renderings are shared among the cores (:func:`spread_for`).
-SPREAD_FROM = 24
-
 
 @dataclass(frozen=True)
 class Built:
@@ -80,14 +74,6 @@ def terms(settings: Settings, first_week: str | None = None) -> Terms:
     issue = settings.issue if first_week is None else replace(settings.issue,
                                                                first_week=first_week)
     return Terms(settings.feed, issue, settings.site, settings.delivery)
-
-
-def spread_for(items: int) -> Spread:
-    """How a week of ``items`` reviews is rendered: on every core from :data:`SPREAD_FROM`
-    reviews (bench_process.py: a 200-review week's four layouts in about half the time on
-    two cores), one rendering after the other below it, where a fork costs more than it
-    saves."""
-    return fork_map if items >= SPREAD_FROM else serial
 
 
 def issue_dir(settings: Settings, week: Week) -> Path:
@@ -116,8 +102,7 @@ def rank_week(settings: Settings, week: Week, results: Sequence[FeedResult],
     grouped = group(settings.feed, week, results)
     editorial = load_editorial(settings.resolve(settings.paths.editorial_dir), week.id,
                                TIER_NAMES)
-    ranked = core_rank_week(week, grouped, editorial, spread_for(len(grouped.groups)),
-                            load_vocabulary(settings))
+    ranked = core_rank_week(week, grouped, editorial, load_vocabulary(settings))
     return complete(ranked, gather(ranked.items, settings.feed.repo, translate, github))
 
 
@@ -168,14 +153,13 @@ def pull_facts(item: Item, github: PullSource, repo: str) -> PullFacts | None:
 def build(settings: Settings, *, week_id: str | None = None, feeds: Sequence[str] = (),
           out: Path | None = None, force: bool = False,
           translate: Translate | None = None, github: PullSource | None = None,
-          choices: Iterable[Choice] = (), spread: Spread | None = None,
-          sent: SentIssue | None = None, correct: str | None = None,
-          at: datetime | None = None, archive_weeks: Sequence[str] | None = None) -> Built:
+          choices: Iterable[Choice] = (), sent: SentIssue | None = None,
+          correct: str | None = None, at: datetime | None = None,
+          archive_weeks: Sequence[str] | None = None) -> Built:
     """Build one issue and write it; return what was written.
 
     ``choices`` are the readers' (layout, areas): each distinct interest variant they come
     to is rendered here, once, and nowhere later (see :mod:`pipeline.core.assemble`).
-    ``spread`` shares the renderings out (default: :func:`spread_for` the week's size).
     ``archive_weeks``, the weeks the archive holds, number the issue when ``[issue]
     first_week`` is not set (:func:`pipeline.week.numbering_start`; the command line always
     passes them); None, as a caller that asks no archive, leaves it unnumbered then.
@@ -200,7 +184,6 @@ def build(settings: Settings, *, week_id: str | None = None, feeds: Sequence[str
              else numbering_start(settings.issue.first_week, archive_weeks, week.id))
     with timed(_log, "render"):
         assembled = assemble(terms(settings, first), week, ranked, choices=choices,
-                             spread=spread or spread_for(len(ranked.items)),
                              correction=correction)
     issue, data, artifacts = assembled.issue, assembled.data, assembled.artifacts
     freeze.check(week.id, data["content_hash"], correction, sent, feeds)

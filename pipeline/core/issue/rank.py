@@ -27,7 +27,6 @@ from pipeline.core.issue.sanitize import (
     text_to_html,
 )
 from pipeline.core.issue.verdict import Vocabulary, opening_of, parse_verdict, shipped_vocabulary
-from pipeline.core.spread import Spread, one_by_one
 from pipeline.model import LANGS, Item, Lang, Pair, Problem, Review, Text, Verdict
 
 
@@ -67,16 +66,12 @@ def text_from_review(review: Review) -> Text:
 
 
 def rank(groups: Sequence[PullGroup], editorial: Editorial | None = None,
-         spread: Spread | None = None, vocabulary: Vocabulary | None = None
-         ) -> tuple[list[Item], list[Problem]]:
-    """Rank the week's PRs; return the items in reading order and the problems found.
-    Each PR is ranked on its own: ``spread`` shares them out (one by one by default)."""
+         vocabulary: Vocabulary | None = None) -> tuple[list[Item], list[Problem]]:
+    """Rank the week's PRs; return the items in reading order and the problems found."""
     editorial = editorial or Editorial()
     words = vocabulary or shipped_vocabulary()
     shown = [group for group in groups
              if not ((entry := editorial.get(group.pr)) and entry.hide)]
-    ranked = (spread or one_by_one)(
-        lambda group: _rank_one(group, editorial.get(group.pr), words), shown)
     items: list[Item] = []
     problems: list[Problem] = []
     seen = {group.pr for group in groups}
@@ -84,7 +79,8 @@ def rank(groups: Sequence[PullGroup], editorial: Editorial | None = None,
         problems.append(Problem(
             "editor-unknown-pr", "warning", pr=pr,
             message=f"the editor's file names PR #{pr}, which has no review this week"))
-    for item, found in ranked:
+    for group in shown:
+        item, found = _rank_one(group, editorial.get(group.pr), words)
         problems.extend(found)
         items.append(item)
     return ordered(items), [*problems, *week_questions(items)]
