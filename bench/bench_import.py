@@ -18,10 +18,6 @@ and one commit. ``vs raw`` is the import's median over the baseline's median; th
 columns (``time.process_time``) say the same without the waits (fsync, other work on the
 machine), which dominate the wall time on a busy machine.
 
-A second table shows where the checking time went before: email-validator's
-``validate_email`` against ``normalise_email`` (its shortcut for a plain address at a
-domain already accepted, same answers) per address, over the file's addresses.
-
 Each figure is the median of ``--runs`` runs (5; 3 at 100,000 and above). The machine's
 load average is printed: other work on it shows in the figures (fsync waits most).
 
@@ -48,11 +44,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from bench_build import table
-from email_validator import validate_email
 
 from pipeline.cli import main as newsletter
 from pipeline.cli.subscribers import IMPORT_BATCH
-from subscribers.model import LAYOUTS, _plain_domain, normalise_email
+from subscribers.model import LAYOUTS
 from subscribers.store.sqlite import FILE_NAME, SqliteStore
 
 SIZES = (10_000, 100_000)
@@ -134,9 +129,9 @@ def stored_rows(store_file: Path) -> list[tuple[object, ...]]:
         conn.close()
 
 
-def measure(size: int, runs: int, work: Path) -> tuple[Result, list[str]]:
+def measure(size: int, runs: int, work: Path) -> Result:
     csv_file = work / f"list-{size}.csv"
-    addresses = write_csv(csv_file, size)
+    write_csv(csv_file, size)
     imports: list[tuple[float, float]] = []
     raws: list[tuple[float, float]] = []
     for run in range(runs):
@@ -152,23 +147,7 @@ def measure(size: int, runs: int, work: Path) -> tuple[Result, list[str]]:
         raws.append(raw_once(raw_folder, rows))
     return Result(size, runs, statistics.median(s for s, _ in imports),
                   statistics.median(c for _, c in imports), statistics.median(s for s, _ in raws),
-                  statistics.median(c for _, c in raws)), addresses
-
-
-def address_timings(addresses: Sequence[str]) -> list[list[str]]:
-    """µs per address: email-validator itself, then ``normalise_email`` (its first call
-    per domain goes to email-validator too)."""
-    started = time.perf_counter()
-    for address in addresses:
-        validate_email(address, check_deliverability=False)
-    full = (time.perf_counter() - started) / len(addresses) * 1e6
-    _plain_domain.cache_clear()  # the import filled it: start as a fresh process does
-    started = time.perf_counter()
-    for address in addresses:
-        normalise_email(address)
-    ours = (time.perf_counter() - started) / len(addresses) * 1e6
-    return [["validate_email (baseline)", str(len(addresses)), f"{full:.2f}", "1.00x"],
-            ["normalise_email", str(len(addresses)), f"{ours:.2f}", f"{ours / full:.2f}x"]]
+                  statistics.median(c for _, c in raws))
 
 
 def parse_args(argv: Sequence[str]) -> argparse.Namespace:
@@ -184,12 +163,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     ns = parse_args(sys.argv[1:] if argv is None else argv)
     sizes = [int(size) for size in ns.sizes.split(",")]
     results: list[Result] = []
-    addresses: list[str] = []
     with tempfile.TemporaryDirectory(prefix="bench-import-") as tmp:
         for size in sizes:
             runs = ns.runs or (BIG_RUNS if size >= BIG else RUNS)
-            result, addresses = measure(size, runs, Path(tmp))
-            results.append(result)
+            results.append(measure(size, runs, Path(tmp)))
     print(f"subscribers import --confirmed, fresh SQLite file, batches of {IMPORT_BATCH:,} "
           f"(Python {platform.python_version()}, load average "
           f"{' '.join(f'{n:.1f}' for n in os.getloadavg())})")
@@ -198,9 +175,6 @@ def main(argv: Sequence[str] | None = None) -> int:
                 [[str(r.size), str(r.runs), f"{r.import_s:.2f}", f"{r.size / r.import_s:,.0f}",
                   f"{r.raw_s:.2f}", f"{r.import_s / r.raw_s:.2f}x", f"{r.import_cpu:.2f}",
                   f"{r.raw_cpu:.2f}", f"{r.import_cpu / r.raw_cpu:.2f}x"] for r in results]))
-    print()
-    print("address check, µs per address (the largest file's addresses)")
-    print(table(["check", "addresses", "µs", "vs validate_email"], address_timings(addresses)))
     return 0
 
 

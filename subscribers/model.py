@@ -6,7 +6,6 @@ signs links for them, the send loop reads them. Nothing here does I/O.
 
 from __future__ import annotations
 
-import re
 import secrets
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -214,33 +213,20 @@ def batch_subscriber_ids() -> Iterator[str]:
 
 @lru_cache(maxsize=4096)
 def normalise_email(text: str) -> str:
-    """The address in its normal form, or :class:`InvalidAddress`.
+    """The address in email-validator's normal form, or :class:`InvalidAddress`.
+
+    email-validator lower-cases the domain (and the RFC 2142 mailboxes such as
+    ``postmaster``), writes an ``xn--`` domain in Unicode and applies Unicode NFC; the local
+    part keeps its case (uniqueness is case-insensitive separately). No DNS is consulted: the
+    check must give the same answer offline, and deliverability is the transport's business.
 
     Remembered for the last few thousand addresses: an import checks each row's address,
-    then the store normalises it again as it must for any caller (a tenth of the import's
-    time went to that second answer). A refused address is not remembered (``lru_cache``
-    keeps no exception), so it costs its check each time, as before.
-
-    email-validator lower-cases the domain and applies Unicode NFC; the local part keeps its
-    case (uniqueness is case-insensitive separately). No DNS is consulted: the check must
-    give the same answer offline, and deliverability is the transport's business.
-
-    Most addresses take a shortcut with the same answer (an import of 100,000 would
-    otherwise spend most of its time here, 35 µs each, three quarters of it on the domain):
-    a plain ASCII dot-atom local part (which email-validator returns as given) at a domain
-    :func:`_plain_domain` has already accepted as it would in any address, within the
-    length limit. Everything else (quoted, internationalised, ``postmaster``, display
-    names, anything wrong) goes through email-validator itself.
+    then the store normalises it again as it must for any caller. A refused address is not
+    remembered (``lru_cache`` keeps no exception).
     """
     stripped = text.strip()
     if not stripped:
         raise InvalidAddress(text, "empty")
-    plain = _PLAIN_ADDRESS.match(stripped)
-    if plain and len(stripped) <= _MAX_ADDRESS_LENGTH \
-            and plain[1].lower() not in _case_insensitive_mailboxes():
-        domain = _plain_domain(plain[2])
-        if domain is not None:
-            return f"{plain[1]}@{domain}"
     checker = _email_validator()
     try:
         normal: str = checker.validate_email(stripped, check_deliverability=False).normalized
@@ -252,44 +238,11 @@ def normalise_email(text: str) -> str:
 @lru_cache(maxsize=1)
 def _email_validator() -> ModuleType:
     """email-validator, imported when an address is first checked: compiling its patterns
-    costs ~30 ms, which every command that imports this module (``build``, through the
-    store; ``--help``) would otherwise pay at start-up."""
+    would otherwise slow the start of every command that imports this module (``build``,
+    through the store; ``--help``)."""
     import email_validator
-    import email_validator.rfc_constants  # the attribute read below
 
     return email_validator
-
-
-#: RFC 5322 ``atext``, as email-validator's ``DOT_ATOM_TEXT`` has it.
-_ATEXT = r"[a-zA-Z0-9_!#$%&'*+\-/=?^`{|}~]+"
-#: A dot-atom ASCII local part, one ``@``, a domain of ASCII letters, digits, ``-`` and ``.``.
-_PLAIN_ADDRESS = re.compile(rf"({_ATEXT}(?:\.{_ATEXT})*)@([a-zA-Z0-9.-]+)\Z")
-#: email-validator's limit on a whole address (RFC 5321 4.5.3.1.3), in UTF-8 octets; a
-#: plain address is ASCII, so characters.
-_MAX_ADDRESS_LENGTH = 254
-
-
-@lru_cache(maxsize=1)
-def _case_insensitive_mailboxes() -> frozenset[str]:
-    """Mailboxes RFC 2142 makes case-insensitive: email-validator lower-cases their local
-    part (its own list, so an upgrade that changes it changes the shortcut too)."""
-    return frozenset(_email_validator().rfc_constants.CASE_INSENSITIVE_MAILBOX_NAMES)
-
-
-@lru_cache(maxsize=4096)
-def _plain_domain(domain: str) -> str | None:
-    """``domain`` as email-validator normalises it in any plain address, or None when the
-    shortcut must not be taken (it is refused, or its normal form is not just the lower-cased
-    text, as an ``xn--`` domain's Unicode form is). Its checks of a domain do not depend on
-    the local part, so one answer serves every address at that domain; a cache bounded so a
-    long-running app that sees many domains stays small."""
-    checker = _email_validator()
-    try:
-        normal = checker.validate_email(f"a@{domain}", check_deliverability=False).normalized
-    except checker.EmailNotValidError:
-        return None
-    lowered = domain.lower()
-    return lowered if normal == f"a@{lowered}" else None
 
 
 def email_key(normalised: str) -> str:

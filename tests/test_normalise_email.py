@@ -1,77 +1,50 @@
-"""``normalise_email``'s shortcut (a plain address at a domain already accepted) gives exactly
-what email-validator gives, or refuses exactly what it refuses, with the same reason."""
+"""An address's normal form: email-validator's, offline, with the reason when it is refused."""
 
 from __future__ import annotations
 
-import random
-
 import pytest
-from email_validator import EmailNotValidError, validate_email
 
 from subscribers.errors import InvalidAddress
-from subscribers.model import normalise_email
-
-DOMAINS = ["example.org", "EXAMPLE.ORG", "Example.Com", "mail.example.co.uk", "a.b",
-           "xn--bcher-kva.example", "XN--BCHER-KVA.example", "example.org.", ".example.org",
-           "ex..ample.org", "-x.example.org", "x-.example.org", "localhost", "a@b.example",
-           "example.test", "invalid", "example.local", "123.456", "1.2.3.4", "example.123",
-           "x" * 63 + ".org", "x" * 64 + ".org", ".".join(["y" * 60] * 4) + ".org",
-           "例子.中国", "bücher.example", "exa_mple.org", "example.onion", "ex ample.org",
-           "sub.example.org", "EXAMPLE.org"]
-LOCALS = ["reader", "Li.Wei", "a", "first.last+tag", "x!#$%&'*+-/=?^_`{|}~y", "POSTMASTER",
-          "Info", "abuse", "usenet", "ftp", ".start", "end.", "dou..ble", '"quoted"',
-          '"with space"', "用户", "Ünï", "e\u0301", "tab\there", "semi;colon", "(comment)",
-          "a" * 64, "a" * 65, "a" * 200, "", "with@at", "<angle>", "back\\slash"]
+from subscribers.model import email_key, normalise_email
 
 
-def reference(text: str) -> str:
-    stripped = text.strip()
-    try:
-        return validate_email(stripped, check_deliverability=False).normalized
-    except EmailNotValidError as exc:
-        return f"invalid: {exc}"
+@pytest.mark.parametrize(("given", "normal"), [
+    ("Li.Wei@EXAMPLE.ORG", "Li.Wei@example.org"),  # the local part keeps its case
+    ("  reader@example.org\n", "reader@example.org"),
+    ("first.last+tag@Mail.Example.co.uk", "first.last+tag@mail.example.co.uk"),
+    ("POSTMASTER@example.org", "postmaster@example.org"),  # RFC 2142: case-insensitive
+    ("reader@XN--BCHER-KVA.example", "reader@bücher.example"),
+    ("用户@例子.中国", "用户@例子.中国"),
+    ("e\u0301@example.org", "\u00e9@example.org"),  # Unicode NFC
+    ("a" * 64 + "@example.org", "a" * 64 + "@example.org"),
+])
+def test_the_normal_form(given, normal):
+    assert normalise_email(given) == normal
+    assert normalise_email(normal) == normal
 
 
-def ours(text: str) -> str:
-    try:
-        return normalise_email(text)
-    except InvalidAddress as exc:
-        return f"invalid: {exc.reason}"
+@pytest.mark.parametrize(("given", "reason"), [
+    ("dou..ble@example.org", "period"),
+    (".start@example.org", "period"),
+    ("reader@localhost", "period"),
+    ('"with space"@example.org', "Quoting"),
+    ("reader@example.org.", "period"),
+    ("reader@ex ample.org", "invalid characters"),
+    ("a" * 60 + "@" + ".".join(["y" * 60] * 4) + ".org", "too long"),
+    ("no-at-sign", "@"),
+    ("with@at@example.org", "invalid characters"),
+])
+def test_a_refused_address_says_why(given, reason):
+    with pytest.raises(InvalidAddress) as refused:
+        normalise_email(given)
+    assert reason in refused.value.reason
 
 
-@pytest.fixture(autouse=True)
-def warm_domains():
-    """Every domain seen once first, so the shortcut is taken wherever it can be."""
-    for domain in DOMAINS:
-        ours(f"warm@{domain}")
-
-
-def test_every_pair_of_a_tricky_local_part_and_domain_matches_email_validator():
-    for local in LOCALS:
-        for domain in DOMAINS:
-            address = f"{local}@{domain}"
-            assert ours(address) == reference(address), address
-
-
-def test_random_addresses_match_email_validator():
-    pick = random.Random(17)
-    alphabet = "aZ09.-_+!#'@\"() ü用\u0301"
-    for _ in range(3000):
-        local = "".join(pick.choice(alphabet) for _ in range(pick.randint(0, 12)))
-        domain = pick.choice(DOMAINS) if pick.random() < 0.7 else "".join(
-            pick.choice("abcXYZ09.-ü") for _ in range(pick.randint(1, 14)))
-        address = f"{local}@{domain}"
-        assert ours(address) == reference(address), address
-
-
-def test_length_limits_are_kept_on_the_shortcut():
-    domain = "example.org"
-    longest = "a" * (254 - len(domain) - 1)
-    assert ours(f"{longest}@{domain}") == f"{longest}@{domain}"
-    assert ours(f"{longest}b@{domain}") == reference(f"{longest}b@{domain}")
-    assert ours(f"{longest}b@{domain}").startswith("invalid: The email address is too long")
-
-
-def test_blank_is_refused_as_before():
+def test_blank_is_refused():
     with pytest.raises(InvalidAddress, match="empty"):
         normalise_email("   ")
+
+
+def test_two_spellings_of_one_mailbox_share_a_key():
+    assert email_key(normalise_email("Reader@EXAMPLE.org")) == \
+        email_key(normalise_email("reader@example.ORG"))
