@@ -21,8 +21,9 @@ temp folder with ``pipeline.stages.build.build``; nothing is written in the work
   ``client CPU`` is this process's CPU time per message (all its threads, not the sink's):
   where the sink is the bottleneck, it shows what each path costs the sending side. Then a
   relay's connection limit: four workers against a sink that greets the third connection
-  with ``421 too many connections`` (the transport's pool learns the limit and sends
-  through two), beside the baseline of two workers and no limit.
+  with ``421 too many connections``, without ``[smtp] max_connections`` (each refused
+  greeting's message waits for one of the two open connections) and with it set to 2 (no
+  third connection is tried), beside the baseline of two workers and no limit.
 * **starttls**: the same over STARTTLS, where a real relay is reached (the rows above are
   plain SMTP, which hid a stall of ~40 ms a message: Nagle's algorithm held each message's
   last TLS record until the relay's delayed ACK). A sink offering STARTTLS (a throwaway CA and
@@ -452,16 +453,19 @@ def bench_smtp(setup: Setup, count: int, concurrencies: Sequence[int]) -> list[S
 
 
 def bench_connection_limit(setup: Setup, count: int) -> list[SmtpResult]:
-    """Four workers against a relay that allows two connections (the pool learns the limit
-    from the 421 greeting and sends through the two), against two workers and no limit:
-    what a relay's limit costs, at best nothing."""
+    """Four workers against a relay that allows two connections, with ``[smtp]
+    max_connections`` unset and set to 2, against two workers and no limit: what a relay's
+    limit costs, at best nothing."""
     results = []
-    for path, workers, limit in (("2 workers, no limit", 2, None),
-                                 ("4 workers, relay allows 2", 4, 2)):
+    for path, workers, limit, cap in (("2 workers, no limit", 2, None, 0),
+                                      ("4 workers, relay allows 2", 4, 2, 0),
+                                      ("4 workers, relay allows 2, max_connections 2", 4, 2, 2)):
         with Sink(max_connections=limit) as sink:
-            store = fill_store(setup.folder / f"limit-{workers}.sqlite3", count, setup.now)
-            with store, SmtpTransport(SmtpSettings(host=HOST, port=sink.port, starttls=False),
-                                      None) as transport:
+            store = fill_store(setup.folder / f"limit-{workers}-{cap}.sqlite3", count,
+                               setup.now)
+            settings = SmtpSettings(host=HOST, port=sink.port, starttls=False,
+                                    max_connections=cap)
+            with store, SmtpTransport(settings, None) as transport:
                 report, watch = timed_send(setup, store, transport, workers)
             results.append(checked(SmtpResult(path, workers, report.sent, sink.count(),
                                               watch.wall, watch.cpu), count))

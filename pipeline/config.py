@@ -53,6 +53,7 @@ _RANGES: dict[str, tuple[int, int, str]] = {
     "[delivery] concurrency": (1, 256, "messages in flight at once"),
     "[delivery] retry_seconds": (0, 86_400, "seconds of retries after the walk"),
     "[smtp] port": (1, 65_535, "a TCP port"),
+    "[smtp] max_connections": (0, 256, "connections at once; 0: one per sending thread"),
 }
 #: Messages per second no transport of ours reaches (SES's largest quotas are in the
 #: thousands); above it, a typo.
@@ -145,6 +146,10 @@ class SmtpSettings:
     #: it at the address ``inbox process`` reads to have bounces applied; "" is the
     #: ``[delivery] from`` address.
     return_path: str = ""
+    #: Connections open at once to the relay, at most; 0: one per sending thread
+    #: (``[delivery] concurrency``). Set it to the relay's own limit per client (Postfix's
+    #: ``smtpd_client_connection_count_limit``) when that is lower.
+    max_connections: int = 0
 
     @property
     def tls_mode(self) -> str:

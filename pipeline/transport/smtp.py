@@ -2,11 +2,11 @@
 
 Connections are pooled: a message takes an idle one, else opens a new one, and gives it back
 once answered, so a run pays the TCP + TLS + AUTH handshake once per connection, not once per
-recipient, with at most one connection per sending thread. A relay that limits connections
-per client (Postfix's ``smtpd_client_connection_count_limit``) greets the one too many with
-``421 too many connections``: the pool then learns the limit (the connections open at that
-moment) and later messages wait for a free connection instead of failing, so four workers
-against a limit of two send at the speed of two, not at the pace of a refusal a second.
+recipient, with at most one connection per sending thread and at most ``[smtp]
+max_connections``. A relay that limits connections per client below that (Postfix's
+``smtpd_client_connection_count_limit``) greets the one too many with a 4xx (``421 too many
+connections``): while other connections are open, the message waits for one of them instead
+of failing; with none open, the greeting is a :class:`TemporaryFailure` like any other 4xx.
 Every connection sets ``TCP_NODELAY``: with Nagle's algorithm, the last TLS record of each
 message waited for the relay's delayed ACK (~40 ms a message over STARTTLS).
 
@@ -109,9 +109,6 @@ _STOPPED = re.compile(
     r"|account (?:is )?suspended|quota exceeded|sending limit exceeded",
     re.IGNORECASE,
 )
-#: A greeting refused for the number of connections (Postfix, Exim, Sendmail wordings).
-_TOO_MANY = re.compile(r"too many (?:concurrent )?(?:smtp )?connections|connection (?:count )?"
-                       r"limit|too many sessions", re.IGNORECASE)
 #: How much of a relay's reply is kept: enough for any real one.
 _REPLY_CHARS = 300
 _THROTTLED = re.compile(r"throttling|maximum sending rate exceeded", re.IGNORECASE)
@@ -245,9 +242,10 @@ class SmtpTransport(Transport):
         self._count = 0
         #: Whether the relay announced 8BITMIME, once :meth:`verify` has asked.
         self._announces_8bitmime: bool | None = None
-        #: How many connections at once the relay allows, once it said so (a 4xx greeting
-        #: while others were open); None: as many as there are sending threads.
-        self.connection_limit: int | None = None
+        #: Connections open at once, at most (``[smtp] max_connections``; 0: no cap here).
+        self._cap = settings.max_connections
+        #: Whether the log has said once that the relay allows fewer connections than asked.
+        self._told_cap = False
         #: Held while logging in: one login at a time, so a refused one is the only one.
         self._login_lock = threading.Lock()
         #: Why the relay refused us for good (a login, AUTH, TLS): no thread tries again.
@@ -324,11 +322,11 @@ class SmtpTransport(Transport):
     # -- connections -------------------------------------------------------------------------
 
     def _take(self, recipient: str, *, fresh: bool = False) -> _Connection:
-        """An idle connection, else a new one while the relay allows more, else the next one
-        given back. A 4xx greeting while others are open is the relay's connection limit:
-        it is learned, and this message waits for a connection rather than failing.
-        ``fresh``: a new connection, never an idle one; at the limit, the longest idle one
-        is closed to make room for it."""
+        """An idle connection, else a new one while fewer than the cap are open, else the
+        next one given back. A 4xx greeting while others are open is the relay's own limit:
+        this message waits for one of those instead. ``fresh``: a new connection, never an
+        idle one; at the cap, the longest idle one is closed to make room for it."""
+        wait_for_open = False
         while True:
             with self._returned:
                 while True:
@@ -338,10 +336,11 @@ class SmtpTransport(Transport):
                             return conn
                         conn.discarded = True  # closed by the server while idle
                         self._count -= 1
-                    if self.connection_limit is None or self._count < self.connection_limit:
+                    room = not self._cap or self._count < self._cap
+                    if self._count == 0 or (room and not wait_for_open):
                         self._count += 1
                         break
-                    if self._idle:  # fresh, at the limit
+                    if self._idle:  # fresh, at the cap
                         stale = self._idle.pop(0)
                         stale.discarded = True
                         self._count -= 1
@@ -353,21 +352,16 @@ class SmtpTransport(Transport):
             except TemporaryFailure as exc:
                 with self._returned:
                     self._count -= 1
-                    # A greeting that says "too many connections" while others are open
-                    # (or opening: the relay counts them from accept) is a limit; a relay
-                    # refusing every greeting for another reason (restarting) sets none.
-                    others = self._count
-                    limited = (isinstance(exc.__cause__, smtplib.SMTPConnectError)
-                               and others > 0 and bool(_TOO_MANY.search(str(exc))))
-                    if limited and (self.connection_limit is None
-                                    or others < self.connection_limit):
-                        self.connection_limit = others
-                        _log.info("smtp %s allows %d connection(s) at once (%s); sending "
-                                  "through those", self.where, others, exc)
                     self._returned.notify()
-                if not limited:
+                    others = self._count
+                if not (others and isinstance(exc.__cause__, smtplib.SMTPConnectError)):
                     raise
-                continue
+                if not self._told_cap:  # once: each refused greeting costs a connection
+                    self._told_cap = True
+                    _log.info("smtp %s refused one more connection (%s): messages wait for "
+                              "the open ones; set [smtp] max_connections to the relay's limit "
+                              "per client to stop asking", self.where, exc)
+                wait_for_open, fresh = True, False
             except BaseException:
                 with self._returned:
                     self._count -= 1
