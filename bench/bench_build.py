@@ -63,7 +63,7 @@ from pipeline.config import Settings, load
 from pipeline.core.assemble import Choice, assemble, distinct_variants
 from pipeline.core.email.message import Messages
 from pipeline.core.email.mime import BASE64, encode_body
-from pipeline.core.email.render import Footer, RenderedLayout, Renderer, _Plan
+from pipeline.core.email.render import Budget, Footer, RenderedLayout, Renderer, _Plan
 from pipeline.core.issue import issue_json
 from pipeline.core.issue.bilingual import compose
 from pipeline.core.issue.collect import (
@@ -247,7 +247,7 @@ class CountingRenderer(Renderer):
         return super()._draw(*args, **kwargs)
 
 
-def renderings(issue: Issue, base_url: str, budget: int, footer: Footer) -> int:
+def renderings(issue: Issue, base_url: str, budget: Budget, footer: Footer) -> int:
     """How many renderings fitting the four layouts of ``issue`` takes."""
     counting = CountingRenderer()
     counting.render(issue, base_url, budget, footer)
@@ -367,7 +367,7 @@ def bench_size(sample: Sample, size: int, settings: Settings, week: Week, render
     groups = collect(data, settings, week)
     if len(groups) != size:
         raise SystemExit(f"size {size}: the synthetic feed gave {len(groups)} PRs")
-    base_url, budget = settings.site.base_url, settings.issue.size_budget_kb
+    base_url, budget = settings.site.base_url, Budget(settings.issue.size_budget_kb)
     items, _ = rank(groups)
     issue = compose_issue(data, settings, week)
     footer = Footer.configured(settings.delivery, settings.site)

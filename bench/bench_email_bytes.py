@@ -9,7 +9,7 @@ synthetic one of ``bench_build.py`` (the eight sample review pairs, renumbered, 
 First table, layout ``zh-en``: what one item in full adds to each part, that is (the part with
 all 50 items in full − the part with no item at all) / 50. An item's share therefore holds its
 card and its contents entry. ``raw`` is UTF-8 bytes; ``sent`` is the part as sent (its transfer
-encoding, as ``render.weight`` counts it for the budget). ``markup/text`` is (HTML − text) /
+encoding, as ``render.Budget.weigh`` counts it for the budget). ``markup/text`` is (HTML − text) /
 text per item: how much markup the HTML wraps around the words the text part carries.
 
 Second table, every layout: items kept in full once the renderer fits the 50-item week into
@@ -42,7 +42,7 @@ from bench_build import (
 )
 
 from pipeline.config import Settings, load
-from pipeline.core.email.render import Footer, Renderer, _Plan, environment, weight
+from pipeline.core.email.render import Budget, Footer, Renderer, _Plan, environment
 from pipeline.core.issue.interests import Variant
 from pipeline.model import LAYOUTS, Issue
 from pipeline.week import parse_week
@@ -102,7 +102,7 @@ def per_item(renderer: Renderer, issue: Issue, base_url: str, footer: Footer,
         return len(body.encode("utf-8"))
 
     def sent(body: str, html: bool) -> int:
-        return weight(body, eight_bit=eight_bit, html=html)
+        return Budget(90, eight_bit).weigh(body, html=html)
 
     return PerItem((raw(html) - raw(html0)) / n, (sent(html, True) - sent(html0, True)) / n,
                    (raw(text) - raw(text0)) / n, (sent(text, False) - sent(text0, False)) / n)
@@ -110,16 +110,15 @@ def per_item(renderer: Renderer, issue: Issue, base_url: str, footer: Footer,
 
 def measure(name: str, renderer: Renderer, issue: Issue, settings: Settings,
             runs: int, eight_bit: bool = False) -> Measured:
-    base_url, budget = settings.site.base_url.rstrip("/"), settings.issue.size_budget_kb
+    base_url = settings.site.base_url.rstrip("/")
+    budget = Budget(settings.issue.size_budget_kb, eight_bit)
     footer = Footer.configured(settings.delivery, settings.site)
-    rendered, _ = renderer.render(issue, base_url, budget, footer, eight_bit=eight_bit)
+    rendered, _ = renderer.render(issue, base_url, budget, footer)
     fitted = {layout: Fitted(len(issue.items) - len(r.brief) - r.folded,
-                             weight(r.html, eight_bit=eight_bit, html=True),
-                             weight(r.text, eight_bit=eight_bit))
+                             budget.weigh(r.html, html=True), budget.weigh(r.text))
               for layout, r in rendered.items()}
     return Measured(name, per_item(renderer, issue, base_url, footer, eight_bit), fitted,
-                    median_ms(lambda: renderer.render(issue, base_url, budget, footer,
-                                                      eight_bit=eight_bit), runs))
+                    median_ms(lambda: renderer.render(issue, base_url, budget, footer), runs))
 
 
 def per_item_rows(baseline: Measured, current: Measured, eight: Measured) -> list[list[str]]:

@@ -598,7 +598,7 @@ class NullTransport:
     def send(self, message: Outgoing) -> str:
         return "null"
 
-    def max_rate(self) -> float | None:
+    def probe(self) -> float | None:
         return None
 
     def close(self) -> None:

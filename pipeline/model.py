@@ -294,6 +294,3 @@ class Outgoing:
     key: str
     #: Tags a transport may attach (SES message tags): e.g. {"issue": "2026-W48"}.
     tags: Mapping[str, str] = field(default_factory=dict)
-    #: A part is 8bit data (``Content-Transfer-Encoding: 8bit``): SMTP must say
-    #: ``BODY=8BITMIME``, to a relay that announces it (RFC 6152).
-    eight_bit: bool = False

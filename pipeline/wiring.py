@@ -59,15 +59,17 @@ def open_transport(settings: Settings, environ: Mapping[str, str], issue_folder:
 
 def open_smtp(settings: Settings, environ: Mapping[str, str]) -> Transport:
     """The ``smtp`` transport: the password from the environment, the certificate checked
-    against ``[smtp] ca_file`` (resolved against the configuration's folder) when set, and
-    EHLO as ``[smtp] helo_name`` or the ``[delivery] from`` domain. A missing CA file or a
+    against ``[smtp] ca_file`` (resolved against the configuration's folder) when set, EHLO
+    as ``[smtp] helo_name`` or the ``[delivery] from`` domain, and 8BITMIME asked of the
+    relay when ``[delivery] eight_bit`` lets parts be 8bit data. A missing CA file or a
     From domain that is no host name is a ConfigError here, before anything is sent."""
     from pipeline.transport.smtp import SmtpTransport, default_helo_name, tls_context
 
     s = settings.smtp
     context = tls_context(settings.resolve(s.ca_file) if s.ca_file else None)
     return SmtpTransport(s, environ.get("NEWSLETTER_SMTP_PASSWORD"), ssl_context=context,
-                         helo_name=default_helo_name(s, settings.delivery.from_))
+                         helo_name=default_helo_name(s, settings.delivery.from_),
+                         eight_bit=settings.delivery.eight_bit)
 
 
 def signing_keys(settings: Settings, environ: Mapping[str, str]) -> tuple[Keys, bool]:

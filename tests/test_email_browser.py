@@ -27,7 +27,7 @@ from support.chromium import artifacts_dir
 from support.project import SAMPLE_FEED
 
 from pipeline.core.assemble import assemble
-from pipeline.core.email.render import Renderer
+from pipeline.core.email.render import Budget, Renderer
 from pipeline.core.issue.collect import parse_feed
 from pipeline.core.issue.interests import Variant
 from pipeline.stages.build import rank_week, terms
@@ -58,7 +58,8 @@ def emails(tmp_path_factory) -> dict[str, Path]:
     renderer = Renderer()
     files = {}
     for name, variant in (("plain", Variant("zh-en")), ("for-you", Variant("zh-en", (AREA,)))):
-        rendered, problem = renderer.render_variant(issue, variant, settings.site.base_url, 90)
+        rendered, problem = renderer.render_variant(issue, variant, settings.site.base_url,
+                                                    Budget(90))
         assert problem is None
         files[name] = folder / f"email-{name}.html"
         files[name].write_text(rendered.html, encoding="utf-8")
@@ -202,7 +203,8 @@ def test_at_375_px_no_footer_link_or_area_tag_breaks_inside_itself(browser, tmp_
     # Hyphenated tags enough to fill a phone's line more than once, wherever it ends.
     tagged = replace(issue.items[0], areas=tuple(sorted(LONG_TAGS)))
     issue = replace(issue, items=(tagged, *issue.items[1:]))
-    rendered, _ = Renderer().render_variant(issue, Variant("zh-en"), settings.site.base_url, 90)
+    rendered, _ = Renderer().render_variant(issue, Variant("zh-en"), settings.site.base_url,
+                                            Budget(90))
     data: bytes | None = rendered.html.encode("utf-8")
     if folded:
         data = fold_html(rendered.html.encode("utf-8").replace(b"\r\n", b"\n"))
@@ -326,7 +328,8 @@ def fifty_review_week(folder: Path):
                       published="2026-11-24T12:00:00+08:00") for i in range(len(tiers))]
     result = parse_feed(atom(entries), "long week", settings.feed.repo)
     issue, *_ = assemble(terms(settings), WEEK, rank_week(settings, WEEK, [result]))
-    rendered, _ = Renderer().render_variant(issue, Variant("zh-en"), settings.site.base_url, 90)
+    rendered, _ = Renderer().render_variant(issue, Variant("zh-en"), settings.site.base_url,
+                                            Budget(90))
     path = folder / "email-fifty.html"
     path.write_text(rendered.html, encoding="utf-8")
     return issue, rendered, path

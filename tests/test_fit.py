@@ -18,7 +18,7 @@ from support.feeds import Entry, atom
 from support.project import SAMPLE_FEED
 
 from pipeline.core.email.mime import sent_size
-from pipeline.core.email.render import Footer, Renderer, _Plan, weight, with_reserved_links
+from pipeline.core.email.render import Budget, Footer, Renderer, _Plan, with_reserved_links
 from pipeline.core.issue.collect import parse_feed
 from pipeline.core.issue.interests import Variant, interests_first
 from pipeline.core.issue.rank import TIERS
@@ -75,13 +75,14 @@ def week_of(sample: Issue, count: int, seed: int = 0) -> Issue:
 def weight_of(renderer: Renderer, issue: Issue, variant: Variant, plan: _Plan) -> int:
     html = renderer._html(issue, variant, BASE, plan, Footer())
     text = renderer._text(issue, variant, BASE, plan, Footer())
-    return max(weight(html, html=True), weight(text))
+    return max(Budget(90).weigh(html, html=True), Budget(90).weigh(text))
 
 
 def check(renderer: Renderer, issue: Issue, variant: Variant, budget: int) -> None:
-    """The chosen plan fits (or is over only with everything folded) and the plan with one
-    more item shown does not; the result's parts are that plan's."""
-    result, problem = renderer._fit(issue, variant, BASE, budget, Footer())
+    """Fitted to ``budget`` bytes (whole KB): the chosen plan fits (or is over only with
+    everything folded) and the plan with one more item shown does not; the result's parts
+    are that plan's."""
+    result, problem = renderer._fit(issue, variant, BASE, Budget(budget // 1000), Footer())
     items = interests_first(issue.items, variant.areas)
     n = len(items)
     brief, folded = len(result.brief), result.folded
@@ -89,7 +90,7 @@ def check(renderer: Renderer, issue: Issue, variant: Variant, budget: int) -> No
     plan = _Plan(items[:shown], items[shown:n - folded], folded)
     assert tuple(i.pr for i in plan.brief) == result.brief
     assert result.html == renderer._html(issue, variant, BASE, plan, Footer())
-    size = max(weight(result.html, html=True), weight(result.text))
+    size = max(Budget(90).weigh(result.html, html=True), Budget(90).weigh(result.text))
     if problem is not None and problem.code == "over-size-limit":
         assert size > budget and folded == n
         return
@@ -129,18 +130,18 @@ def test_interest_variants_fit_at_the_first_plan_that_fits(sample_issue, areas):
 
 def test_a_budget_below_the_frame_is_over_the_limit_with_everything_folded(sample_issue):
     renderer = Renderer()
-    result, problem = renderer.render_variant(sample_issue, Variant("zh-en"), BASE, 3)
+    result, problem = renderer.render_variant(sample_issue, Variant("zh-en"), BASE, Budget(3))
     assert problem is not None and problem.code == "over-size-limit"
     assert result.folded == len(sample_issue.items) and not result.brief
     empty = replace(sample_issue, items=())
-    result, problem = renderer.render_variant(empty, Variant("en"), BASE, 3)
+    result, problem = renderer.render_variant(empty, Variant("en"), BASE, Budget(3))
     assert problem is not None and problem.code == "over-size-limit"
     assert (result.brief, result.folded) == ((), 0)
 
 
 def test_weight_counts_placeholders_as_links():
     body = "see %%unsubscribe_url%%"
-    assert weight(body) == sent_size(with_reserved_links(body)) > sent_size(body)
+    assert Budget(90).weigh(body) == sent_size(with_reserved_links(body)) > sent_size(body)
 
 
 @pytest.mark.slow  # a 50-review week built and rendered in every layout

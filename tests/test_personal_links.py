@@ -18,7 +18,11 @@ from support.feeds import Entry, atom
 from support.project import SAMPLE_WEEK
 
 from pipeline.core.email.message import Messages
-from pipeline.core.email.render import PREFERENCES_PLACEHOLDER, UNSUBSCRIBE_PLACEHOLDER
+from pipeline.core.email.render import (
+    PREFERENCES_PLACEHOLDER,
+    UNSUBSCRIBE_PLACEHOLDER,
+    Budget,
+)
 from pipeline.core.proof import proof
 from pipeline.errors import BlockedError
 from pipeline.model import LAYOUTS
@@ -76,7 +80,7 @@ def test_a_hostile_review_never_receives_a_recipients_link(settings, tmp_path, w
                              out=tmp_path / "issue").out_dir)
     parts, messages = sent_parts(built, settings, layout)
     assert_links_only_in_slots(parts, messages)
-    report = proof(built, size_budget_kb=90, repo=settings.feed.repo)
+    report = proof(built, budget=Budget(90), repo=settings.feed.repo)
     assert not [p for p in report.problems if p.code == "stray-personal-link"]
 
 
@@ -107,7 +111,7 @@ def test_an_issue_holding_a_stray_placeholder_is_refused_and_blocked(settings, t
     built.artifacts["email-en.html"] = built.html("en").replace("</body>", evil + "</body>")
     with pytest.raises(BlockedError, match=r"email-en\.html .* outside the template's slots"):
         Messages(built, settings.site, settings.delivery, KEYS)
-    report = proof(built, size_budget_kb=90, repo=settings.feed.repo)
+    report = proof(built, budget=Budget(90), repo=settings.feed.repo)
     stray = [p for p in report.blocking if p.code == "stray-personal-link"]
     assert [p.layout for p in stray] == ["en"]
 
@@ -116,7 +120,7 @@ def test_an_issue_holding_a_stray_placeholder_is_refused_and_blocked(settings, t
         f"{PREFERENCES_PLACEHOLDER}\n"
     with pytest.raises(BlockedError, match=r"email-zh\.txt"):
         Messages(built, settings.site, settings.delivery, KEYS)
-    assert [p.layout for p in proof(built, size_budget_kb=90, repo=settings.feed.repo).blocking
+    assert [p.layout for p in proof(built, budget=Budget(90), repo=settings.feed.repo).blocking
             if p.code == "stray-personal-link"] == ["zh"]
 
 

@@ -10,6 +10,7 @@ from support.feeds import Entry
 from support.project import SAMPLE_FEED, SAMPLE_WEEK, SEED_PRS
 
 from pipeline.config import load
+from pipeline.core.email.render import Budget
 from pipeline.core.proof import link_verdict, proof
 from pipeline.errors import BlockedError
 from pipeline.model import LAYOUTS, Problem
@@ -37,7 +38,7 @@ def assert_blocking_first(report) -> None:
 
 def test_the_clean_sample_has_no_problem_but_the_weeks_question(settings, tmp_path):
     built = built_issue(settings, tmp_path)
-    report = proof(built, size_budget_kb=90, repo=REPO)
+    report = proof(built, budget=Budget(90), repo=REPO)
     # 7 of its 8 reviews say must-read: the report asks whether they all are.
     assert [(p.code, p.severity) for p in report.problems] == [("mostly-must-read", "warning")]
     assert not report.has_blocking
@@ -76,7 +77,7 @@ def test_a_feed_with_problems(settings, tmp_path, write_feed):
               body='Skim: <a href="javascript:alert(1)">click</a>.'),
     ])
     built = built_issue(settings, tmp_path, [feed])
-    report = proof(built, size_budget_kb=90, repo=REPO)
+    report = proof(built, budget=Budget(90), repo=REPO)
     found = codes(report)
     assert ("blocking", "missing-language") in found
     assert ("warning", "unrated") in found
@@ -99,7 +100,7 @@ def test_over_budget_is_blocking_and_near_it_a_warning(tmp_path):
     config.write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n[issue]\nsize_budget_kb = 1\n')
     tiny = load(config, {})
     built = built_issue(tiny, tmp_path)
-    report = proof(built, size_budget_kb=1, repo=REPO)
+    report = proof(built, budget=Budget(1), repo=REPO)
     over = [p for p in report.problems if p.code == "over-size-limit"]
     # Build already recorded each layout as over; the proof does not say it twice.
     assert sorted(str(p.layout) for p in over) == sorted(LAYOUTS)  # none without a layout
@@ -111,13 +112,13 @@ def test_over_budget_is_blocking_and_near_it_a_warning(tmp_path):
 
 def test_the_proof_weighs_against_the_budget_it_is_given(settings, tmp_path):
     built = built_issue(settings, tmp_path)  # built within 90 KB: zh-en is about 55 KB
-    sizes = {s.layout: s for s in proof(built, size_budget_kb=90, repo=REPO).sizes}
+    sizes = {s.layout: s for s in proof(built, budget=Budget(90), repo=REPO).sizes}
     zh_en = sizes["zh-en"].weight
-    near = proof(built, size_budget_kb=zh_en // 1000 + 1, repo=REPO)
+    near = proof(built, budget=Budget(zh_en // 1000 + 1), repo=REPO)
     assert ("zh-en", "near-size-limit", "warning") in {
         (p.layout, p.code, p.severity) for p in near.problems}
     assert not near.has_blocking
-    over = proof(built, size_budget_kb=zh_en // 1000 - 1, repo=REPO)
+    over = proof(built, budget=Budget(zh_en // 1000 - 1), repo=REPO)
     flagged = {p.layout for p in over.problems if p.code == "over-size-limit"}
     assert "zh-en" in flagged and "zh" not in flagged
     message = next(p.message for p in over.problems if p.layout == "zh-en")
@@ -146,7 +147,7 @@ def edited(built: BuiltIssue, layout: str, extra: str) -> BuiltIssue:
 def test_hostile_links_in_a_hand_edited_issue(settings, tmp_path):
     built = built_issue(settings, tmp_path)
     tampered = edited(built, "en", HOSTILE)
-    report = proof(tampered, size_budget_kb=90, repo=REPO)
+    report = proof(tampered, budget=Budget(90), repo=REPO)
     messages: dict[str, list[Problem]] = {p.code: [] for p in report.problems}
     for p in report.problems:
         messages[p.code].append(p)
@@ -177,13 +178,13 @@ def test_hostile_links_in_a_hand_edited_issue(settings, tmp_path):
 def test_template_leftovers_are_blocking(settings, tmp_path):
     built = built_issue(settings, tmp_path)
     html_left = edited(built, "zh", "<p>{{ item.title }}</p><mj-text>x</mj-text>")
-    report = proof(html_left, size_budget_kb=90, repo=REPO)
+    report = proof(html_left, budget=Budget(90), repo=REPO)
     (left,) = [p for p in report.problems if p.code == "template-leftover"]
     assert left.severity == "blocking" and left.layout == "zh"
     assert "{{" in left.message and "<mj-" in left.message
     text = built.text("en") + "\n{% if x %}\n"
     text_left = replace(built, artifacts={**built.artifacts, "email-en.txt": text})
-    (left,) = [p for p in proof(text_left, size_budget_kb=90, repo=REPO).problems
+    (left,) = [p for p in proof(text_left, budget=Budget(90), repo=REPO).problems
                if p.code != "mostly-must-read"]
     assert (left.code, left.layout) == ("template-leftover", "en")
     assert "email-en.txt" in left.message
@@ -198,7 +199,7 @@ def test_a_review_quoting_template_code_is_no_leftover(settings, tmp_path, write
     ])
     built = built_issue(settings, tmp_path, [feed])
     assert all("{{ messages }}" in built.html(layout) for layout in LAYOUTS)
-    report = proof(built, size_budget_kb=90, repo=REPO)
+    report = proof(built, budget=Budget(90), repo=REPO)
     assert report.problems == ()
 
 
@@ -207,7 +208,7 @@ def test_the_editors_hidden_prs_are_listed(settings, tmp_path):
     folder.mkdir(parents=True)
     (folder / f"{SAMPLE_WEEK}.toml").write_text(
         '[56317]\nhide = true\n\n[54934]\npriority = "must-read"\nnote = "Read this first"\n')
-    report = proof(built_issue(settings, tmp_path), size_budget_kb=90, repo=REPO)
+    report = proof(built_issue(settings, tmp_path), budget=Budget(90), repo=REPO)
     assert report.hidden == (56317,)
     assert 56317 not in [r.pr for r in report.ranking]
     promoted = next(r for r in report.ranking if r.pr == 54934)

@@ -17,6 +17,7 @@ from pipeline.core.email.render import (
     HARD_LIMIT_BYTES,
     PREFERENCES_PLACEHOLDER,
     UNSUBSCRIBE_PLACEHOLDER,
+    Budget,
     Renderer,
     environment,
 )
@@ -220,7 +221,7 @@ def test_shrinking_takes_the_fewest_items(settings):
     issue, _, _, rendered = assemble(terms(settings), WEEK, ranked, renderer)
     r = rendered["zh"]
     # One item fewer shortened would not fit.
-    from pipeline.core.email.render import Footer, _Plan, weight
+    from pipeline.core.email.render import Footer, _Plan
 
     k = len(r.brief) - 1
     n = len(issue.items)
@@ -228,7 +229,7 @@ def test_shrinking_takes_the_fewest_items(settings):
     footer = Footer.configured(settings.delivery, settings.site)
     html = renderer._html(issue, Variant("zh"), settings.site.base_url, plan, footer)
     text = renderer._text(issue, Variant("zh"), settings.site.base_url, plan, footer)
-    assert max(weight(html), weight(text)) > 90_000
+    assert max(Budget(90).weigh(html), Budget(90).weigh(text)) > 90_000
 
 
 def test_a_list_too_long_folds_its_tail_into_one_archive_link(settings):
@@ -255,7 +256,7 @@ def test_a_template_error_is_one_clear_render_error(tmp_path, sample):
     (tmp_path / "email" / "issue.mjml.j2").write_text("<mjml>{{ no_such_name }}</mjml>")
     renderer = Renderer(environment([tmp_path]))
     with pytest.raises(RenderError) as info:
-        renderer.render(issue, "https://x.example", 90)
+        renderer.render(issue, "https://x.example", Budget(90))
     assert "no_such_name" in str(info.value)
 
 
@@ -264,7 +265,7 @@ def test_an_mjml_compile_error_is_a_render_error(tmp_path, sample):
     (tmp_path / "email").mkdir()
     (tmp_path / "email" / "issue.mjml.j2").write_text("<mjml><mj-body><mj-text>")
     with pytest.raises(RenderError) as info:
-        Renderer(environment([tmp_path])).render(issue, "https://x.example", 90)
+        Renderer(environment([tmp_path])).render(issue, "https://x.example", Budget(90))
     assert "MJML does not compile" in str(info.value)
 
 
@@ -272,7 +273,7 @@ def test_operator_templates_override_the_built_in_ones(tmp_path, sample):
     _, issue, *_ = sample
     (tmp_path / "email").mkdir()
     (tmp_path / "email" / "issue.txt.j2").write_text("custom {{ archive_url }}")
-    rendered, _ = Renderer(environment([tmp_path])).render(issue, "https://x.example", 90)
+    rendered, _ = Renderer(environment([tmp_path])).render(issue, "https://x.example", Budget(90))
     assert rendered["en"].text == f"custom {issue.archive_url}"
 
 
@@ -453,7 +454,7 @@ def test_for_you_marks_only_the_items_of_the_readers_areas(sample, layout):
     rocm = {item.pr for item in issue.items if "rocm" in item.areas}
     assert 0 < len(rocm) < len(issue.items)
     r, problem = Renderer().render_variant(issue, Variant(layout, ("rocm",)),
-                                           "https://x.example", 90)
+                                           "https://x.example", Budget(90))
     assert problem is None and r.areas == ("rocm",)
     contents = Contents(r.html)
     marked = [int(e["href"][4:]) for e in contents.entries if e["foryou"]]
@@ -481,7 +482,8 @@ def test_for_you_marks_only_the_items_of_the_readers_areas(sample, layout):
 
 def test_items_of_the_readers_areas_come_first_in_the_contents_too(sample):
     _, issue, *_ = sample
-    r, _ = Renderer().render_variant(issue, Variant("en", ("nixl",)), "https://x.example", 90)
+    r, _ = Renderer().render_variant(issue, Variant("en", ("nixl",)), "https://x.example",
+                                     Budget(90))
     entries = Contents(r.html).entries
     nixl = next(item.pr for item in issue.items if "nixl" in item.areas)
     assert entries[0]["href"] == f"#pr-{nixl}" and entries[0]["foryou"]
@@ -492,8 +494,8 @@ def test_items_of_the_readers_areas_come_first_in_the_contents_too(sample):
 def test_no_interests_renders_the_plain_layout_byte_for_byte(sample, layout):
     _, issue, *_ = sample
     renderer = Renderer()
-    plain, _ = renderer.render(issue, "https://x.example", 90)
-    r, problem = renderer.render_variant(issue, Variant(layout), "https://x.example", 90)
+    plain, _ = renderer.render(issue, "https://x.example", Budget(90))
+    r, problem = renderer.render_variant(issue, Variant(layout), "https://x.example", Budget(90))
     assert problem is None
     assert (r.html, r.text) == (plain[layout].html, plain[layout].text)
     assert "foryou" not in r.html and "for you" not in r.text and "你关注的" not in r.text
@@ -510,7 +512,7 @@ def test_hostile_area_names_reach_the_email_escaped(sample):
     hostile = with_areas(issue, HOSTILE_AREAS)
     for layout in LAYOUTS:
         r, problem = Renderer().render_variant(hostile, Variant(layout, HOSTILE_AREAS),
-                                               "https://x.example", 90)
+                                               "https://x.example", Budget(90))
         assert problem is None or problem.code == "items-shrunk"
         assert "<script>" not in r.html and "&lt;script&gt;alert(1)&lt;/script&gt;" in r.html
         assert "a&b" not in r.html and "a&amp;b" in r.html
@@ -525,14 +527,14 @@ def test_hostile_area_names_reach_the_email_escaped(sample):
 def test_the_issue_number_leads_the_masthead_in_both_parts(sample):
     _, issue, *_ = sample
     numbered = replace(issue, number=3)
-    rendered, _ = Renderer().render(numbered, "https://x.example", 90)
+    rendered, _ = Renderer().render(numbered, "https://x.example", Budget(90))
     for layout in LAYOUTS:
         head = rendered[layout].html.split("<ol", 1)[0]
         text_head = rendered[layout].text.split("==", 1)[0]
         for lang in layout.split("-"):
             label = {"zh": "第 3 期 · 2026 年第 48 周", "en": "No. 3 · Week 48, 2026"}[lang]
             assert label in head and label in text_head
-    plain, _ = Renderer().render(issue, "https://x.example", 90)  # number 0: none shown
+    plain, _ = Renderer().render(issue, "https://x.example", Budget(90))  # number 0: none shown
     for layout in LAYOUTS:
         assert "No. " not in plain[layout].html and " 期 · " not in plain[layout].html
         assert "No. " not in plain[layout].text and " 期 · " not in plain[layout].text
@@ -554,12 +556,11 @@ def test_a_variant_of_eighty_long_items_keeps_the_budget(settings, layout):
     areas = ("<script>x</script>", "y" * 60)
     issue = with_areas(issue, areas)
     r, problem = Renderer().render_variant(issue, Variant(layout, areas),
-                                           settings.site.base_url, 90)
-    from pipeline.core.email.render import weight
+                                           settings.site.base_url, Budget(90))
 
     # The feed is Chinese only: "en" (titles and a line saying the review is missing) fits.
     assert (problem is not None and problem.code == "items-shrunk") or layout == "en"
-    assert max(weight(r.html), weight(r.text)) <= 90_000
+    assert max(Budget(90).weigh(r.html), Budget(90).weigh(r.text)) <= 90_000
     assert len(Contents(r.html).entries) == len(r.brief)  # a long week lists its tiers
 
 

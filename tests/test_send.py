@@ -184,11 +184,8 @@ class Hooked(Transport):
         self.before(message)
         return self.inner.send(message)
 
-    def max_rate(self) -> float | None:
-        return self.inner.max_rate()
-
-    def probe(self) -> None:
-        self.inner.probe()
+    def probe(self) -> float | None:
+        return self.inner.probe()
 
     def describe(self) -> str:
         return self.inner.describe()
@@ -824,9 +821,10 @@ def test_ses_rate_comes_from_get_account_unless_max_rate_is_set(
     wire = moto_server.inject(ses.client, {"GetAccount": GET_ACCOUNT})
     capped = configure(tmp_path / "capped", "[delivery]\nmax_rate = 5\n")
 
-    assert send_rate(capped, ses) == 5
-    assert wire.calls["GetAccount"] == 0
-    rate = send_rate(configure(tmp_path / "account"), ses)
+    accounts = ses.probe()
+    assert accounts == 14.0 and wire.calls["GetAccount"] == 1
+    assert send_rate(capped, accounts) == 5
+    rate = send_rate(configure(tmp_path / "account"), accounts)
     assert rate == 14.0
 
     sender = Sender(to_send, store, ses, messages, rate=rate, concurrency=4, sleep=Sleeps())

@@ -194,8 +194,8 @@ def test_throttling_status_comes_from_the_service_model(moto_server: MotoServer,
     assert cause.response["ResponseMetadata"]["HTTPStatusCode"] == 429
 
 
-def test_max_rate_comes_from_get_account_asked_once(moto_server: MotoServer,
-                                                    transport: SesTransport) -> None:
+def test_the_probe_answers_the_accounts_rate(moto_server: MotoServer,
+                                            transport: SesTransport) -> None:
     wire = moto_server.inject(transport.client, {"GetAccount": {
         "SendQuota": {"Max24HourSend": 50000.0, "MaxSendRate": 14.0, "SentLast24Hours": 0.0},
         "SendingEnabled": True,
@@ -203,16 +203,14 @@ def test_max_rate_comes_from_get_account_asked_once(moto_server: MotoServer,
         "EnforcementStatus": "HEALTHY",
         "DedicatedIpAutoWarmupEnabled": False,
     }})
-    assert transport.max_rate() == 14.0
-    assert transport.max_rate() == 14.0
+    assert transport.probe() == 14.0
     assert wire.calls["GetAccount"] == 1
 
 
-def test_max_rate_unknown_when_get_account_fails(moto_server: MotoServer,
+def test_no_rate_is_known_when_get_account_fails(moto_server: MotoServer,
                                                  transport: SesTransport) -> None:
     wire = moto_server.inject(transport.client)  # moto answers GetAccount with a 404
-    assert transport.max_rate() is None
-    assert transport.max_rate() is None
+    assert transport.probe() is None
     assert wire.calls["GetAccount"] == 1
 
 
@@ -263,20 +261,3 @@ def test_close_leaves_a_borrowed_client_open(moto_server: MotoServer) -> None:
     assert client.send_email(FromEmailAddress=SENDER,
                              Destination={"ToAddresses": ["a@example.com"]},
                              Content={"Raw": {"Data": outgoing().raw}})["MessageId"]
-
-
-def test_the_probe_answers_the_rate_too_one_get_account_per_send() -> None:
-    """The checks before a send ask GetAccount once: the probe's answer carries the quota,
-    so the rate asked next makes no second call (the Stubber refuses one it was not given)."""
-    from botocore.stub import Stubber
-
-    client = boto3.client("sesv2", region_name="us-east-1", aws_access_key_id="test",
-                          aws_secret_access_key="test")
-    with Stubber(client) as stub:
-        stub.add_response("get_account", {"SendingEnabled": True, "SendQuota": {
-            "Max24HourSend": 50000.0, "MaxSendRate": 14.0, "SentLast24Hours": 0.0}})
-        transport = SesTransport("weekly", client=client)
-        transport.probe()
-        assert transport.max_rate() == 14.0
-        assert transport.max_rate() == 14.0
-        stub.assert_no_pending_responses()

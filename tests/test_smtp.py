@@ -297,14 +297,25 @@ def test_untrusted_certificate_is_a_config_error(smtp_server_factory, tls: Tls) 
     assert isinstance(caught.value.__cause__, ssl.SSLCertVerificationError)
 
 
-def test_an_8bit_message_is_sent_with_body_8bitmime(smtp_server: SmtpSink,
-                                                   transport: SmtpTransport) -> None:
-    message = outgoing()
-    eight = Outgoing(message.recipient, message.sender, message.raw, message.key,
-                     message.tags, eight_bit=True)
+def seven_bit(recipient: str = "reader@example.com") -> Outgoing:
+    """A message whose body is ASCII only (quoted-printable), for what 8bit changes."""
+    msg = EmailMessage(policy=policy.SMTP)
+    msg["From"] = Address("vLLM PR Weekly", addr_spec=SENDER)
+    msg["To"] = recipient
+    msg["Subject"] = SUBJECT
+    msg.set_content("本周值得精读：调度器重构。\n", cte="quoted-printable")
+    return Outgoing(recipient=recipient, sender=SENDER, raw=msg.as_bytes(),
+                    key=f"2026-W48/{recipient}", tags={"issue": "2026-W48"})
+
+
+def test_an_8bit_message_is_sent_with_body_8bitmime_a_7bit_one_without(
+        smtp_server: SmtpSink, transport: SmtpTransport) -> None:
+    eight, seven = outgoing(), seven_bit()
     transport.send(eight)
-    (received,) = smtp_server.received
-    assert "BODY=8BITMIME" in received.mail_options and received.content == eight.raw
+    transport.send(seven)
+    received = smtp_server.received
+    assert "BODY=8BITMIME" in received[0].mail_options and received[0].content == eight.raw
+    assert "BODY=8BITMIME" not in received[1].mail_options and received[1].content == seven.raw
 
 
 def test_an_8bit_message_to_a_relay_without_8bitmime_stops_the_send_naming_the_fix(
@@ -313,16 +324,25 @@ def test_an_8bit_message_to_a_relay_without_8bitmime_stops_the_send_naming_the_f
     the editor's approval is not ours to do: the send stops, as a configuration error."""
     sink = smtp_server_factory(eight_bit_mime=False)
     transport = SmtpTransport(sink.settings(), None, timeout=5.0)
-    message = outgoing()
     try:
+        transport.verify()  # not told parts may be 8bit: nothing asked of the relay
         with pytest.raises(SendingMisconfigured) as caught:
-            transport.send(Outgoing(message.recipient, message.sender, message.raw,
-                                    message.key, message.tags, eight_bit=True))
+            transport.send(outgoing())
         assert caught.value.exit_code == 2 and "8BITMIME" in str(caught.value)
         assert "[delivery] eight_bit = false" in str(caught.value)
+        transport.send(seven_bit())  # an ASCII body goes as it is
     finally:
         transport.close()
-    assert sink.received == []
+    assert len(sink.received) == 1
+
+
+def test_told_parts_may_be_8bit_the_check_before_a_send_refuses_a_relay_without_8bitmime(
+        smtp_server_factory) -> None:
+    without = smtp_server_factory(eight_bit_mime=False)
+    with pytest.raises(SendingMisconfigured, match=r"8BITMIME.*\[delivery\] eight_bit = false"):
+        SmtpTransport(without.settings(), None, timeout=5.0, eight_bit=True).verify()
+    with_it = smtp_server_factory()
+    SmtpTransport(with_it.settings(), None, timeout=5.0, eight_bit=True).verify()
 
 
 def test_starttls_not_offered_is_a_config_error_with_the_fix(smtp_server: SmtpSink) -> None:

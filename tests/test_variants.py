@@ -19,7 +19,7 @@ from support.project import SAMPLE_FEED, SAMPLE_WEEK
 from pipeline.config import Settings, load
 from pipeline.core.assemble import distinct_variants
 from pipeline.core.email.message import Messages
-from pipeline.core.email.render import Renderer
+from pipeline.core.email.render import Budget, Renderer
 from pipeline.core.issue import issue_json
 from pipeline.core.issue.interests import Variant
 from pipeline.core.proof import proof
@@ -42,11 +42,9 @@ class CountingRenderer(Renderer):
         super().__init__()
         self.variants: list[Variant] = []
 
-    def render_variant(self, issue, variant, base_url, budget_kb, footer=None, *,
-                       eight_bit=False):
+    def render_variant(self, issue, variant, base_url, budget, footer=None):
         self.variants.append(variant)
-        return super().render_variant(issue, variant, base_url, budget_kb, footer,
-                                      eight_bit=eight_bit)
+        return super().render_variant(issue, variant, base_url, budget, footer)
 
 
 @pytest.fixture
@@ -208,7 +206,7 @@ def test_a_missing_variant_file_is_refused(varied):
 
 
 def test_the_proof_report_lists_each_variant_with_its_sizes(varied, settings):
-    report = proof(varied, size_budget_kb=settings.issue.size_budget_kb, repo=settings.feed.repo)
+    report = proof(varied, budget=Budget(settings.issue.size_budget_kb), repo=settings.feed.repo)
     assert [v.key for v in report.variants] == [v.key for v in varied.variants]
     for row in report.variants:
         assert row.areas and row.layout in LAYOUTS
@@ -222,7 +220,7 @@ def test_an_over_budget_variant_blocks_the_proof(varied, settings):
     name = f"email-{key}.html"
     padded = varied.html(key).replace("</body>", "<p>" + "内容" * 40_000 + "</p></body>")
     heavy = replace(varied, artifacts={**varied.artifacts, name: padded})
-    report = proof(heavy, size_budget_kb=settings.issue.size_budget_kb, repo=settings.feed.repo)
+    report = proof(heavy, budget=Budget(settings.issue.size_budget_kb), repo=settings.feed.repo)
     [over] = [p for p in report.blocking if p.code == "over-size-limit"]
     assert over.layout == key and key in over.message
     assert next(v for v in report.variants if v.key == key).html.status == "over"
@@ -244,7 +242,7 @@ def test_a_personal_link_placeholder_in_a_variant_is_found(varied, settings):
     name = f"email-{key}.txt"
     stray = replace(varied, artifacts={**varied.artifacts,
                                       name: varied.text(key) + "\nx%%unsubscribe_url%%x\n"})
-    report = proof(stray, size_budget_kb=90, repo=settings.feed.repo)
+    report = proof(stray, budget=Budget(90), repo=settings.feed.repo)
     assert [p for p in report.blocking if p.code == "stray-personal-link" and p.layout == key]
     with pytest.raises(BlockedError, match=f"email-{key}.txt"):
         Messages(stray, settings.site, settings.delivery, KEYS)
@@ -305,7 +303,7 @@ def test_hostile_area_names_never_reach_a_file_name_or_a_link(hostile, settings)
     for v in hostile.variants:
         assert re.fullmatch(r"(zh-en|en-zh|zh|en)\.[0-9a-f]{10}", v.key)
     assert all(p.name.startswith(("email-", "issue.json")) for p in hostile.folder.iterdir())
-    report = proof(hostile, size_budget_kb=90, repo=settings.feed.repo)
+    report = proof(hostile, budget=Budget(90), repo=settings.feed.repo)
     assert not [p for p in report.blocking if p.code in ("stray-personal-link",
                                                           "template-leftover", "unsafe-link")]
     for key in hostile.keys:
@@ -316,7 +314,7 @@ def test_hostile_area_names_never_reach_a_file_name_or_a_link(hostile, settings)
 def test_the_preview_lists_and_links_every_variant(hostile, settings):
     from pipeline.stages.preview import PageFacts, write_preview
 
-    report = proof(hostile, size_budget_kb=90, repo=settings.feed.repo)
+    report = proof(hostile, budget=Budget(90), repo=settings.feed.repo)
     preview = write_preview(hostile, report, PageFacts("newsletter approve", "e.toml", False),
                             chromium=None)
     page = preview.index.read_text(encoding="utf-8")
@@ -332,7 +330,7 @@ def test_the_preview_says_when_there_is_no_variant(settings, tmp_path):
     from pipeline.stages.preview import PageFacts, write_preview
 
     plain = build_with(settings, tmp_path / "issue", [])
-    report = proof(plain, size_budget_kb=90, repo=settings.feed.repo)
+    report = proof(plain, budget=Budget(90), repo=settings.feed.repo)
     page = write_preview(plain, report, PageFacts("a", "e.toml", False), chromium=None
                          ).index.read_text(encoding="utf-8")
     assert "0 interest variant(s)" in page and "No interest variant" in page

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import NamedTuple
 
 from pipeline.config import DeliverySettings, FeedSettings, IssueSettings, SiteSettings
-from pipeline.core.email.render import Footer, RenderedLayout, Renderer
+from pipeline.core.email.render import Budget, Footer, RenderedLayout, Renderer
 from pipeline.core.issue import issue_json
 from pipeline.core.issue.area_limits import bound_areas
 from pipeline.core.issue.bilingual import MachineText, compose, fill_missing, sort_problems
@@ -94,7 +94,7 @@ class Gathered:
 class Terms:
     """The four sections of the settings an issue is assembled by, and no other: the
     feed's repository, the issue's numbering and size budget, the site's URLs (links and the
-    footer's subscribe page) and the delivery's sender lines and 8bit choice. The stage
+    footer's subscribe page) and the delivery's sender lines and transfer encodings. The stage
     hands them over (``Terms(settings.feed, settings.issue, settings.site,
     settings.delivery)``); the core never sees a secret, a path or a backend."""
 
@@ -173,16 +173,15 @@ def assemble(terms: Terms, week: Week, ranked: Ranked,
     issue = replace(issue, correction=correction)
     renderer = renderer or Renderer()
     footer = Footer.configured(terms.delivery, terms.site)
-    base_url, budget_kb = terms.site.base_url, terms.issue.size_budget_kb
-    eight_bit = terms.delivery.eight_bit  # the parts as the transport will carry them
+    base_url = terms.site.base_url
+    budget = Budget.configured(terms.issue, terms.delivery)
     variants = [Variant(layout) for layout in LAYOUTS]
     variants += distinct_variants(choices, issue.items)
 
     rendered: dict[str, RenderedLayout] = {}
     render_problems: list[Problem] = []
     for variant in variants:
-        result, problem = renderer.render_variant(issue, variant, base_url, budget_kb, footer,
-                                                  eight_bit=eight_bit)
+        result, problem = renderer.render_variant(issue, variant, base_url, budget, footer)
         rendered[variant.key] = result
         if problem:
             render_problems.append(problem)

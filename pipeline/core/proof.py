@@ -42,9 +42,8 @@ from markupsafe import escape
 from pipeline.core.email.render import (
     PREFERENCES_PLACEHOLDER,
     UNSUBSCRIBE_PLACEHOLDER,
-    budget_bytes,
+    Budget,
     stray_placeholders,
-    weight,
 )
 from pipeline.core.issue.bilingual import sort_problems
 from pipeline.core.issue.built_issue import BuiltIssue
@@ -151,19 +150,15 @@ class ProofReport:
         return bool(self.blocking)
 
 
-def proof(built: BuiltIssue, *, size_budget_kb: int, repo: str, eight_bit: bool = False
-          ) -> ProofReport:
-    """The proof report of ``built``, checked against the budget (the parts weighed as the
-    transport carries them: ``eight_bit``, ``[delivery] eight_bit``) and ``repo``'s PR
-    links."""
+def proof(built: BuiltIssue, *, budget: Budget, repo: str) -> ProofReport:
+    """The proof report of ``built``, checked against ``budget`` and ``repo``'s PR links."""
     issue = built.issue
     recorded = list(issue.problems)
-    sizes = tuple(layout_size(built.html(layout), layout, size_budget_kb, eight_bit)
-                  for layout in LAYOUTS)
+    sizes = tuple(layout_size(built.html(layout), layout, budget) for layout in LAYOUTS)
     variants = tuple(
         VariantProof(v.key, v.variant.layout, v.variant.areas,
-                     layout_size(built.html(v.key), v.key, size_budget_kb, eight_bit),
-                     weight(built.text(v.key), eight_bit=eight_bit), len(v.brief), v.folded)
+                     layout_size(built.html(v.key), v.key, budget),
+                     budget.weigh(built.text(v.key)), len(v.brief), v.folded)
         for v in built.variants)
     already_over = {p.layout for p in recorded if p.code == "over-size-limit"}
     found: list[Problem] = []
@@ -187,11 +182,9 @@ def proof(built: BuiltIssue, *, size_budget_kb: int, repo: str, eight_bit: bool 
     )
 
 
-def layout_size(html: str, layout: str, size_budget_kb: int, eight_bit: bool = False
-                ) -> LayoutSize:
-    return LayoutSize(layout, len(html.encode("utf-8")),
-                      weight(html, eight_bit=eight_bit, html=True),
-                      budget_bytes(size_budget_kb))
+def layout_size(html: str, layout: str, budget: Budget) -> LayoutSize:
+    return LayoutSize(layout, len(html.encode("utf-8")), budget.weigh(html, html=True),
+                      budget.bytes)
 
 
 def _size_problem(size: LayoutSize, already_over: set[str | None]) -> list[Problem]:

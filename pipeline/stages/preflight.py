@@ -41,7 +41,6 @@ from pipeline.errors import (
     BlockedError,
     ConfigError,
     NewsletterError,
-    SendingMisconfigured,
     StoppedError,
     TransportError,
     UsageError,
@@ -133,20 +132,19 @@ def check_sizes(settings: Settings, built: BuiltIssue) -> None:
     or base64, up to a third heavier, and a week the build filled to the brim would be
     clipped by Gmail in every inbox. Weighed again here, with the setting of this send, such
     an issue is refused with the fix, before anything is published or sent."""
-    from pipeline.core.email.render import budget_bytes, weight
+    from pipeline.core.email.render import Budget
 
-    eight_bit = settings.delivery.eight_bit
-    budget = budget_bytes(settings.issue.size_budget_kb)
+    budget = Budget.configured(settings.issue, settings.delivery)
     for key in built.keys:
         for name, body, html in ((f"email-{key}.html", built.html(key), True),
                                  (f"email-{key}.txt", built.text(key), False)):
-            weighs = weight(body, eight_bit=eight_bit, html=html)
-            if weighs > budget:
+            weighs = budget.weigh(body, html=html)
+            if weighs > budget.bytes:
                 raise BlockedError(
                     f"{name} weighs {weighs / 1000:.1f} KB as this send would carry it "
-                    f"([delivery] eight_bit = {str(eight_bit).lower()}), over the "
-                    f"{budget / 1000:.0f} KB budget it was built to: build the issue again "
-                    "with this setting, proof and approve it, then send")
+                    f"([delivery] eight_bit = {str(budget.eight_bit).lower()}), over the "
+                    f"{budget.bytes / 1000:.0f} KB budget it was built to: build the issue "
+                    "again with this setting, proof and approve it, then send")
 
 
 def check_delivery(settings: Settings, built: BuiltIssue, keys: Keys, development: bool,
@@ -157,13 +155,7 @@ def check_delivery(settings: Settings, built: BuiltIssue, keys: Keys, developmen
         if transport.reaches_mailboxes:
             require_https(settings)
         messages = Messages(built, settings.site, settings.delivery, keys)
-        probe(transport)
-        if messages.eight_bit and not transport.carries_8bit():
-            raise SendingMisconfigured(
-                f"{transport.describe()}: the relay does not announce 8BITMIME and the "
-                "issue's parts are 8bit data: set [delivery] eight_bit = false, build the "
-                "issue again and send it")
-        rate = send_rate(settings, transport)
+        rate = send_rate(settings, probe(transport))
     except BaseException:
         transport.close()
         raise
@@ -173,16 +165,17 @@ def check_delivery(settings: Settings, built: BuiltIssue, keys: Keys, developmen
     return Delivery(keys, development, transport, messages, rate)
 
 
-def send_rate(settings: Settings, transport: Transport) -> float | None:
-    """``[delivery] max_rate`` when set, else what the transport reports (SES: the
-    account's MaxSendRate), else unlimited."""
+def send_rate(settings: Settings, transports_own: float | None) -> float | None:
+    """``[delivery] max_rate`` when set, else the transport's own limit (what its probe
+    said; SES: the account's MaxSendRate), else unlimited."""
     if settings.delivery.max_rate > 0:
         return settings.delivery.max_rate
-    return transport.max_rate()
+    return transports_own
 
 
-def probe(transport: Transport) -> None:
-    """Ask the transport whether it will take mail at all, before the first message.
+def probe(transport: Transport) -> float | None:
+    """Ask the transport whether it will take mail at all, before the first message; its
+    own rate limit, if it knows one.
 
     SMTP: connect, STARTTLS, login, QUIT. SES: ``GetAccount``. The outbox: its folder takes
     a file. A refusal that running again will not cure is exit 2 (a configuration error);
@@ -190,7 +183,7 @@ def probe(transport: Transport) -> None:
     nothing has been published or sent.
     """
     try:
-        transport.probe()
+        return transport.probe()
     except NewsletterError as exc:
         raise _before_start(exc) from exc
 

@@ -50,6 +50,7 @@ from pipeline.core.email.message import parse_address
 from pipeline.core.email.render import (
     PREFERENCES_PLACEHOLDER,
     UNSUBSCRIBE_PLACEHOLDER,
+    Budget,
     environment,
     strings,
     tier_label,
@@ -325,8 +326,8 @@ def preview_issue(settings: Settings, week_id: str, feeds: Sequence[str] = (), *
         again = command("build", "--week", week_id, "--force")
         raise BlockedError(f"not previewed: {exc} ({again}; then preview again)") from None
     built = load_built(result.out_dir)  # what every later stage reads, hash checked
-    report = proof(built, size_budget_kb=settings.issue.size_budget_kb,
-                   repo=settings.feed.repo, eight_bit=settings.delivery.eight_bit)
+    report = proof(built, budget=Budget.configured(settings.issue, settings.delivery),
+                   repo=settings.feed.repo)
     editorial = editorial_file(settings, week_id)
     approval = read_approval(built.folder)
     sender = parse_address(settings.delivery.from_, "[delivery] from").display_name

@@ -4,9 +4,7 @@
         name: str                                     # recorded in the send report
         reaches_mailboxes: bool                       # False: messages are written to files
         def send(self, message: Outgoing) -> str      # the id the transport gives it
-        def max_rate(self) -> float | None            # its own limit, messages/s, if known
-        def probe(self) -> None                       # will it take mail at all?
-        def carries_8bit(self) -> bool                # may a part be 8bit data? (after probe)
+        def probe(self) -> float | None               # will it take mail? its own limit, msg/s
         def describe(self) -> str                     # which one, and where to
         def location(self, message_id: str) -> str    # where one sent message is, for a log
         def close(self) -> None                       # also: ``with transport:``
@@ -53,21 +51,13 @@ class Transport(Resource, Protocol):
         """Hand one message over; the id the transport gives it."""
         ...
 
-    def max_rate(self) -> float | None:
-        """The transport's own limit in messages per second, if it knows one."""
-        ...
-
-    def probe(self) -> None:
+    def probe(self) -> float | None:
         """Check, before the first message, that the transport will take mail at all;
         raises as the first message would (or a :class:`~pipeline.errors.ConfigError` /
-        :class:`~pipeline.errors.StoppedError` that says what to fix)."""
+        :class:`~pipeline.errors.StoppedError` that says what to fix). Returns the
+        transport's own limit in messages per second when it knows one (SES: the account's
+        rate), else None."""
         ...
-
-    def carries_8bit(self) -> bool:
-        """Whether a message may carry 8bit parts (``[delivery] eight_bit``), as far as
-        :meth:`probe` found out: files and SES take them; an SMTP relay must announce
-        8BITMIME (RFC 6152)."""
-        return True
 
     def describe(self) -> str:
         """Which transport, and where to, in one line (never a login or a password)."""

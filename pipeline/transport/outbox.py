@@ -48,13 +48,10 @@ class OutboxTransport(Transport):
                                  f"{_why(exc)}", recipient=message.recipient) from exc
         return f"outbox:{name}"
 
-    def max_rate(self) -> float | None:
-        return None
-
     def probe(self) -> None:
         """The folder can be made and written to: a temporary file is created there and
         removed, so a read-only or full disk stops the run before anything is published,
-        with the same words as the first message would meet."""
+        with the same words as the first message would meet. No rate limit."""
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-", suffix=".eml")

@@ -34,9 +34,7 @@ does not say which address); a sender like that stops the run.
 
 from __future__ import annotations
 
-import contextlib
 import re
-import threading
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -106,9 +104,6 @@ class SesTransport(Transport):
         self.configuration_set = configuration_set
         self._owns_client = client is None
         self._client = client if client is not None else ses_client(region)
-        self._lock = threading.Lock()
-        self._rate_known = False
-        self._rate: float | None = None
 
     @property
     def client(self) -> SESV2Client:
@@ -143,49 +138,34 @@ class SesTransport(Transport):
                               "have accepted the message", recipient=rcpt) from exc
         return str(response["MessageId"])
 
-    def max_rate(self) -> float | None:
-        """The account's ``SendQuota.MaxSendRate`` (messages/s), asked once (the probe's
-        ``GetAccount`` answers it too); None if unknown."""
-        with self._lock:
-            if not self._rate_known:
-                account: Any = {}  # not allowed or not implemented (moto): no limit known
-                with contextlib.suppress(ClientError, BotoCoreError):
-                    account = self._client.get_account()
-                self._keep_rate(account)
-            return self._rate
-
-    def _keep_rate(self, account: Any) -> None:
-        try:
-            rate: float | None = float(account["SendQuota"]["MaxSendRate"])
-        except (KeyError, TypeError, ValueError):
-            rate = None  # not said: no limit
-        self._rate = rate if rate and rate > 0 else None
-        self._rate_known = True
-
-    def probe(self) -> None:
-        """``GetAccount``: good credentials, SES reachable, sending enabled. A policy that
-        allows sending but not ``GetAccount`` (AccessDenied), or an endpoint without it, says
-        nothing either way: the send goes on and finds out with its first message."""
+    def probe(self) -> float | None:
+        """``GetAccount``: good credentials, SES reachable, sending enabled; the account's
+        ``SendQuota.MaxSendRate`` (messages/s) is its answer. A policy that allows sending but
+        not ``GetAccount`` (AccessDenied), or an endpoint without it, says nothing either
+        way: no rate is known, and the send goes on and finds out with its first message."""
         try:
             account = self._client.get_account()
         except ClientError as exc:
             code = str(exc.response.get("Error", {}).get("Code", ""))
             if code in _BAD_CREDENTIALS:
                 raise ConfigError(f"ses: the AWS credentials are refused ({code})") from exc
-            return
+            return None
         except BotoCoreError as exc:
             problem = access_problem(exc, "SES")
             if problem is None:
-                return
+                return None
             if isinstance(exc, NoCredentialsError | PartialCredentialsError):
                 raise ConfigError(f"ses: {problem}") from exc
             raise StoppedError(f"ses: {problem}; nothing was published or sent: run the same "
                                "command again") from exc
-        with self._lock:
-            self._keep_rate(account)
         if account.get("SendingEnabled") is False:
             raise StoppedError("ses: sending is paused for this account (GetAccount: "
                                "SendingEnabled false); nothing was published or sent")
+        try:
+            rate = float(account["SendQuota"]["MaxSendRate"])
+        except (KeyError, TypeError, ValueError):
+            return None  # not said: no limit
+        return rate if rate > 0 else None
 
     def describe(self) -> str:
         """``ses``, and the configuration set when one is named."""

@@ -62,6 +62,12 @@ IDNA form; a
 non-ASCII local part with ``SMTPUTF8`` (and ``BODY=8BITMIME``) when the server offers it, else
 the message is refused for that recipient alone (:class:`PermanentFailure`, naming the
 address) before anything is sent. A sender the server cannot take stops the run (exit 2).
+
+A message whose body is 8bit data (``[delivery] eight_bit``: a part sent as UTF-8 as it is)
+goes with ``BODY=8BITMIME``, only to a relay that announces it (RFC 6152): re-encoding it
+behind the editor's approval would change what the budget weighed. Told that parts may be
+8bit (``eight_bit``), :meth:`SmtpTransport.verify` refuses such a relay before anything is
+published, with the fix; a message met later is refused the same way (exit 2).
 """
 
 from __future__ import annotations
@@ -133,6 +139,10 @@ _QUEUE_ID = (
     re.compile(r"\bid=([\w.-]+)", re.IGNORECASE),                          # Exim
     re.compile(r"^ok\s+([0-9a-f][0-9a-f-]{15,})\s*$", re.IGNORECASE),      # SES SMTP interface
 )
+
+#: What a relay without 8BITMIME is told, and the fix.
+_NO_8BITMIME = ("smtp {where}: the relay does not announce 8BITMIME and the issue's parts are "
+                "8bit data: set [delivery] eight_bit = false, build the issue again and send it")
 
 #: RFC 5321 4.5.2: a body line that starts with "." gets one more.
 _LEADING_DOT = re.compile(rb"(?m)^\.")
@@ -214,6 +224,8 @@ class SmtpTransport(Transport):
     wiring passes :func:`tls_context` of ``[smtp] ca_file``. ``helo_name`` is the EHLO name
     (wiring passes :func:`default_helo_name`); else ``[smtp] helo_name``, else ``localhost``.
     ``timeout`` bounds every socket operation, including the wait for the final reply.
+    ``eight_bit``: messages may carry 8bit parts (``[delivery] eight_bit``), so the relay
+    must announce 8BITMIME.
     """
 
     name = "smtp"
@@ -221,7 +233,7 @@ class SmtpTransport(Transport):
 
     def __init__(self, settings: SmtpSettings, password: str | None, *,
                  timeout: float = 30.0, ssl_context: ssl.SSLContext | None = None,
-                 helo_name: str | None = None) -> None:
+                 helo_name: str | None = None, eight_bit: bool = False) -> None:
         if settings.username and not password:
             raise ConfigError("[smtp] username is set but NEWSLETTER_SMTP_PASSWORD is not "
                               "in the environment")
@@ -240,8 +252,7 @@ class SmtpTransport(Transport):
         #: Open connections nobody is using, and how many are open in all (idle or in use).
         self._idle: list[_Connection] = []
         self._count = 0
-        #: Whether the relay announced 8BITMIME, once :meth:`verify` has asked.
-        self._announces_8bitmime: bool | None = None
+        self.eight_bit = eight_bit
         #: Connections open at once, at most (``[smtp] max_connections``; 0: no cap here).
         self._cap = settings.max_connections
         #: Whether the log has said once that the relay allows fewer connections than asked.
@@ -279,20 +290,19 @@ class SmtpTransport(Transport):
 
     def verify(self) -> None:
         """Connect, secure and log in once, then QUIT: what ``send`` and ``run`` check before
-        anything is published or sent. Raises as the first message would."""
+        anything is published or sent; with ``eight_bit``, the relay must announce 8BITMIME.
+        Raises as the first message would."""
         conn = self._connect("")
-        self._announces_8bitmime = bool(conn.has_extn("8bitmime"))
+        announces_8bitmime = conn.has_extn("8bitmime")
         with contextlib.suppress(smtplib.SMTPException, OSError):
             conn.quit()
         conn.close()
-
-    def carries_8bit(self) -> bool:
-        """What the relay's EHLO said at :meth:`verify`: 8BITMIME or not (unknown before:
-        each 8bit message is then checked as it goes)."""
-        return self._announces_8bitmime is not False
+        if self.eight_bit and not announces_8bitmime:
+            raise SendingMisconfigured(_NO_8BITMIME.format(where=self.where))
 
     def probe(self) -> None:
-        """:meth:`verify`: the relay takes a connection, TLS and the login."""
+        """:meth:`verify`: the relay takes a connection, TLS and the login. SMTP relays
+        announce no rate; pacing comes from ``[delivery] max_rate``."""
         self.verify()
 
     def describe(self) -> str:
@@ -300,10 +310,6 @@ class SmtpTransport(Transport):
         mode = self.settings.tls_mode
         return f"smtp {self.where}" + {"starttls": " with STARTTLS",
                                        "implicit": " with implicit TLS"}.get(mode, "")
-
-    def max_rate(self) -> float | None:
-        """SMTP relays do not announce a rate; pacing comes from ``[delivery] max_rate``."""
-        return None
 
     def close(self) -> None:
         """QUIT every pooled connection (call once the sending threads are done)."""
@@ -542,12 +548,10 @@ class SmtpTransport(Transport):
                                        "[delivery] from and [smtp] return_path",
                                        recipient=message.recipient) from exc
         body = []
-        if message.eight_bit:
+        if not message.raw.partition(b"\r\n\r\n")[2].isascii():  # a part is 8bit data
             if not conn.has_extn("8bitmime"):
-                raise SendingMisconfigured(
-                    f"smtp {self.where}: the relay does not announce 8BITMIME and the issue's "
-                    "parts are 8bit data: set [delivery] eight_bit = false, build the issue "
-                    "again and send it", recipient=message.recipient)
+                raise SendingMisconfigured(_NO_8BITMIME.format(where=self.where),
+                                           recipient=message.recipient)
             body = ["BODY=8BITMIME"]
         if not (rcpt.needs_smtputf8 or sender.needs_smtputf8):
             return sender.idna, rcpt.idna, body

@@ -161,11 +161,6 @@ class Messages:
                              for key in built.keys}
 
     @property
-    def eight_bit(self) -> bool:
-        """Whether any part of any layout or variant goes as 8bit data."""
-        return any(part.eight_bit for parts in self._parts.values() for part in parts)
-
-    @property
     def envelope_sender(self) -> str:
         return self.sender.addr_spec
 
@@ -232,8 +227,7 @@ class Messages:
                         html.head, html.encode(filled), self._closing])
         return Outgoing(recipient=recipient, sender=self.envelope_sender, raw=raw,
                         key=idempotency,
-                        tags=dict(tags or {"issue": self.built.id}),
-                        eight_bit=text.eight_bit or html.eight_bit)
+                        tags=dict(tags or {"issue": self.built.id}))
 
     @staticmethod
     def _unsubscribe_header(links: Links) -> bytes:
@@ -254,10 +248,6 @@ class _Part:
     html: bool
     #: An 8bit body folded once with room for links of the reserved length; else None.
     folded: bytes | None = None
-
-    @property
-    def eight_bit(self) -> bool:
-        return self.encoding == EIGHT_BIT
 
     def encode(self, links: Sequence[str]) -> bytes:
         """The body as sent, ``links[i]`` in place of ``PLACEHOLDERS[i]`` (one after the other,

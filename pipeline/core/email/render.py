@@ -55,7 +55,7 @@ from pipeline.model import LANG_TAGS, LAYOUTS, Issue, Item, Problem, PullFacts, 
 from pipeline.week import week_ranges
 
 if TYPE_CHECKING:
-    from pipeline.config import DeliverySettings, SiteSettings
+    from pipeline.config import DeliverySettings, IssueSettings, SiteSettings
 
 #: Filled per recipient at send time; never left in a sent message or the public archive.
 UNSUBSCRIBE_PLACEHOLDER = "%%unsubscribe_url%%"
@@ -132,15 +132,29 @@ def with_reserved_links(body: str) -> str:
     return body
 
 
-def budget_bytes(size_budget_kb: int) -> int:
-    """``[issue] size_budget_kb`` in bytes, never above :data:`HARD_LIMIT_BYTES`."""
-    return min(size_budget_kb * 1000, HARD_LIMIT_BYTES)
+@dataclass(frozen=True)
+class Budget:
+    """What one part of a recipient's message may weigh as sent, and how it is weighed: in
+    the transfer encoding it will go out in, which the transport decides (``eight_bit``:
+    ``[delivery] eight_bit``, 8bit data among the choices)."""
 
+    #: ``[issue] size_budget_kb`` (KB = 1,000 bytes).
+    kb: int
+    eight_bit: bool = False
 
-def weight(body: str, *, eight_bit: bool = False, html: bool = False) -> int:
-    """The bytes one recipient's part weighs as sent: encoded (8bit among the encodings when
-    ``eight_bit``; ``html``: the part is HTML, folded as sent), with real links filled in."""
-    return sent_size(with_reserved_links(body), eight_bit=eight_bit, html=html)
+    @classmethod
+    def configured(cls, issue: IssueSettings, delivery: DeliverySettings) -> Budget:
+        return cls(issue.size_budget_kb, delivery.eight_bit)
+
+    @property
+    def bytes(self) -> int:
+        """The budget in bytes, never above :data:`HARD_LIMIT_BYTES`."""
+        return min(self.kb * 1000, HARD_LIMIT_BYTES)
+
+    def weigh(self, body: str, *, html: bool = False) -> int:
+        """The bytes one recipient's part weighs as sent: encoded (``html``: the part is
+        HTML, folded as sent), with links as long as real ones filled in."""
+        return sent_size(with_reserved_links(body), eight_bit=self.eight_bit, html=html)
 
 
 @dataclass(frozen=True)
@@ -323,39 +337,30 @@ class Renderer:
         except jinja2.TemplateSyntaxError as exc:
             raise RenderError(name, f"line {exc.lineno}: {exc.message}") from None
 
-    def render(self, issue: Issue, base_url: str, budget_kb: int,
-               footer: Footer | None = None, *, eight_bit: bool = False
+    def render(self, issue: Issue, base_url: str, budget: Budget, footer: Footer | None = None
                ) -> tuple[dict[str, RenderedLayout], list[Problem]]:
-        """Every layout of ``issue``, each within the budget as sent (``eight_bit``: the
-        transport carries 8bit parts, ``[delivery] eight_bit``), and what fitting it cost."""
+        """Every layout of ``issue``, each within the budget as sent, and what fitting it
+        cost."""
         rendered: dict[str, RenderedLayout] = {}
         problems: list[Problem] = []
         for layout in LAYOUTS:
-            result, problem = self._fitted(issue, Variant(layout), base_url, budget_kb, footer,
-                                           eight_bit)
+            result, problem = self.render_variant(issue, Variant(layout), base_url, budget,
+                                                  footer)
             rendered[layout] = result
             if problem:
                 problems.append(problem)
         return rendered, problems
 
-    def render_variant(self, issue: Issue, variant: Variant, base_url: str, budget_kb: int,
-                       footer: Footer | None = None, *, eight_bit: bool = False
-                       ) -> tuple[RenderedLayout, Problem | None]:
+    def render_variant(self, issue: Issue, variant: Variant, base_url: str, budget: Budget,
+                       footer: Footer | None = None) -> tuple[RenderedLayout, Problem | None]:
         """One variant of ``issue`` (a layout, and the areas it puts first) within the
         budget, fitted as the plain layouts are; a problem names the variant by its key."""
-        return self._fitted(issue, variant, base_url, budget_kb, footer, eight_bit)
-
-    def _fitted(self, issue: Issue, variant: Variant, base_url: str, budget_kb: int,
-                footer: Footer | None, eight_bit: bool = False
-                ) -> tuple[RenderedLayout, Problem | None]:
-        budget = budget_bytes(budget_kb)
-        return self._fit(issue, variant, base_url.rstrip("/"), budget, footer or Footer(),
-                         eight_bit)
+        return self._fit(issue, variant, base_url.rstrip("/"), budget, footer or Footer())
 
     # -- size budget -----------------------------------------------------------------
 
-    def _fit(self, issue: Issue, variant: Variant, base_url: str, budget: int, footer: Footer,
-             eight_bit: bool = False) -> tuple[RenderedLayout, Problem | None]:
+    def _fit(self, issue: Issue, variant: Variant, base_url: str, budget: Budget,
+             footer: Footer) -> tuple[RenderedLayout, Problem | None]:
         """``variant`` within ``budget``: every item in full if that fits; else the fewest
         items, from the bottom, shortened to a title and a link; else, when even every item
         as a title is over, the most titles kept and the rest folded into one link. Each is
@@ -368,7 +373,7 @@ class Renderer:
 
         def draw(plan: _Plan) -> _Drawn:
             if plan not in drawn:
-                drawn[plan] = self._draw(common, plan, base_url, eight_bit=eight_bit)
+                drawn[plan] = self._draw(common, plan, base_url, budget)
             return drawn[plan]
 
         def shortened(k: int) -> _Plan:  # the last k items as titles
@@ -377,27 +382,27 @@ class Renderer:
         def kept(m: int) -> _Plan:  # m titles, the rest folded
             return _Plan((), items[:m], n - m)
 
+        limit = budget.bytes
         full = draw(shortened(0))
-        if full.weight <= budget:
+        if full.weight <= limit:
             return full.result(variant), None
-        k = _smallest(1, n, lambda k: draw(shortened(k)).weight <= budget)
+        k = _smallest(1, n, lambda k: draw(shortened(k)).weight <= limit)
         if k is not None:
             chosen = draw(shortened(k))
-            return chosen.result(variant), _fit_problem(variant.key, chosen, budget, full,
+            return chosen.result(variant), _fit_problem(variant.key, chosen, limit, full,
                                                         False)
-        m = _largest(0, n - 1, lambda m: draw(kept(m)).weight <= budget)
+        m = _largest(0, n - 1, lambda m: draw(kept(m)).weight <= limit)
         chosen = draw(kept(0 if m is None else m))
-        return chosen.result(variant), _fit_problem(variant.key, chosen, budget, full,
+        return chosen.result(variant), _fit_problem(variant.key, chosen, limit, full,
                                                     m is None)
 
-    def _draw(self, common: dict[str, Any], plan: _Plan, base_url: str, *,
-              eight_bit: bool = False) -> _Drawn:
+    def _draw(self, common: dict[str, Any], plan: _Plan, base_url: str, budget: Budget
+              ) -> _Drawn:
         """``plan`` rendered, both parts, and weighed as sent."""
         context = {**common, **_plan_context(plan, base_url)}
         html = self._html_of(context)
         text = wrap_text(self._text_of(context))
-        return _Drawn(plan, html, text, (weight(html, eight_bit=eight_bit, html=True),
-                                         weight(text, eight_bit=eight_bit)))
+        return _Drawn(plan, html, text, (budget.weigh(html, html=True), budget.weigh(text)))
 
     # -- templates ---------------------------------------------------------------------
 
