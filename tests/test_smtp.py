@@ -455,9 +455,14 @@ def _client_nodelay(peer: tuple[str, int]) -> int:
     TLS wrapping."""
     for name in os.listdir("/proc/self/fd"):
         try:
-            sock = socket.socket(fileno=os.dup(int(name)))
+            copy = os.dup(int(name))
         except OSError:
-            continue  # not a socket (a file, a pipe), or gone meanwhile
+            continue  # gone meanwhile
+        try:
+            sock = socket.socket(fileno=copy)
+        except OSError:  # not a socket (a file, a pipe): the copy is ours to close, or a
+            os.close(copy)  # pipe's end stays open (Playwright's driver then never ends)
+            continue
         with sock:
             try:
                 if sock.family == socket.AF_INET and sock.getsockname()[:2] == peer:
