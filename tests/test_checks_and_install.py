@@ -218,7 +218,7 @@ def test_install_uses_uv_on_the_indexes_pip_is_set_up_with_pinned_by_the_lock(
         " --index-url https://mirror.example/simple"
         " --extra-index-url file:///opt/one/simple --extra-index-url file:///opt/two/simple"
         " --find-links /opt/wheels --index-strategy unsafe-best-match"
-        " -c requirements.lock -e .[test] cert=/etc/ssl/corp.pem"]
+        " -c requirements.lock -e .[test,preview] cert=/etc/ssl/corp.pem"]
     assert "with uv, pinned by requirements.lock" in stderr
 
 
@@ -226,7 +226,8 @@ def test_install_falls_back_to_pip_with_the_same_pins(tmp_path: Path) -> None:
     code, stderr, calls = _install(tmp_path, with_uv=False)
     assert code == 0, stderr
     assert calls[0] == "pip-uv"
-    assert re.fullmatch(r"pip -m pip install .* -c requirements\.lock -e \.\[test\]", calls[1])
+    assert re.fullmatch(r"pip -m pip install .* -c requirements\.lock -e \.\[test,preview\]",
+                        calls[1])
     assert "falling back to pip" in stderr
 
 
@@ -243,7 +244,8 @@ def test_the_lock_pins_every_declared_dependency_within_its_range() -> None:
     install."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     pins = _pins()
-    declared = [*project["dependencies"], *project["optional-dependencies"]["test"]]
+    extras = project["optional-dependencies"]
+    declared = [*project["dependencies"], *extras["test"], *extras["preview"]]
     for text in declared:
         requirement = Requirement(text)
         name = canonicalize_name(requirement.name)

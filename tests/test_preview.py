@@ -20,7 +20,6 @@ import signal
 import struct
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
@@ -40,7 +39,6 @@ from support.project import SAMPLE_FEED, SAMPLE_WEEK, SEED_PRS
 from test_browser import SERIOUS
 
 from pipeline.model import LAYOUTS
-from pipeline.stages.headless import Chromium, Tab
 from pipeline.stages.preview import Screenshotter, Watcher, serve, watch
 from pipeline.stages.screenshots import planned_shots
 
@@ -175,7 +173,7 @@ def test_screenshots_of_every_layout_at_both_widths(sample: Previewed):
     shots = sample.folder / "screenshots"
     expected = {f"{layout}-{w}.png" for layout in LAYOUTS for w in (375, 600)}
     expected |= {f"{layout}-dark-375.png" for layout in LAYOUTS}
-    assert {p.name for p in shots.iterdir()} == expected | {"shots.json"}  # and the cache's
+    assert {p.name for p in shots.iterdir()} == expected
     for layout in LAYOUTS:
         narrow, wide = png_size(shots / f"{layout}-375.png"), png_size(shots / f"{layout}-600.png")
         # Each shot is exactly as wide as its rendering (a tab's viewport, not a window).
@@ -192,10 +190,21 @@ def test_screenshots_of_every_layout_at_both_widths(sample: Previewed):
 # -- the screenshot cache ------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def shooter() -> Iterator[Screenshotter]:
-    with Screenshotter(chromium_executable()) as taker:
-        yield taker
+class Recorded(Screenshotter):
+    """A Screenshotter with a stand-in for the browser: each shot it is asked for is written
+    as the page's bytes behind a PNG signature, and noted. Chromium itself is the sample's
+    (in a process: Playwright's sync API cannot start beside this session's own)."""
+
+    def __init__(self) -> None:
+        super().__init__("chromium")
+        self.shot: list[str] = []
+
+    def _shoot(self, folder: Path, shots) -> list[str]:
+        for shot in shots:
+            self.shot.append(shot.name)
+            page = (folder / shot.source).read_bytes()
+            (folder / "screenshots" / shot.name).write_bytes(b"\x89PNG" + page + shot.name.encode())
+        return []
 
 
 def email(colour: str, lines: int = 40) -> str:
@@ -218,133 +227,86 @@ def pngs(folder: Path) -> dict[str, bytes]:
     return {shot.name: (folder / "screenshots" / shot.name).read_bytes() for shot in SHOTS}
 
 
-@pytest.mark.browser
-def test_unchanged_pages_reuse_their_shots_and_one_changed_byte_is_shot_again(
-        tmp_path, shooter):
+def test_unchanged_pages_reuse_their_shots_and_one_changed_byte_is_shot_again(tmp_path):
+    shooter = Recorded()
     first = copies(tmp_path / "1", email("#ffffff"), email("#000000"))
     made = shooter.take(first, SHOTS)
     assert made.files == tuple(s.name for s in SHOTS) and made.reused == 0, made.notes
-    assert png_size(first / "screenshots" / "en-375.png")[0] == 375
     again = copies(tmp_path / "2", email("#ffffff"), email("#000000"))
-    kept = shooter.take(again, SHOTS, first / "screenshots")
+    kept = shooter.take(again, SHOTS, first)
     assert kept.reused == 3 and kept.notes == () and pngs(again) == pngs(first)
+    assert len(shooter.shot) == 3  # the first three only
     # One byte of the dark copy changes (the colour): that shot alone is taken again.
     third = copies(tmp_path / "3", email("#ffffff"), email("#000001"))
-    changed = shooter.take(third, SHOTS, again / "screenshots")
+    changed = shooter.take(third, SHOTS, again)
     assert changed.reused == 2 and len(changed.files) == 3
-    before, after = pngs(again), pngs(third)
-    assert after["en-375.png"] == before["en-375.png"]
-    assert after["en-dark-375.png"] != before["en-dark-375.png"]
-    manifest = json.loads((third / "screenshots" / "shots.json").read_text())
-    assert set(manifest) == {s.name for s in SHOTS}
+    assert shooter.shot[3:] == ["en-dark-375.png"]
+    assert pngs(third)["en-375.png"] == pngs(again)["en-375.png"]
+    assert pngs(third)["en-dark-375.png"] != pngs(again)["en-dark-375.png"]
+    assert sorted(p.name for p in (third / "screenshots").iterdir()) == sorted(
+        s.name for s in SHOTS)  # the PNGs and nothing else
 
 
-@pytest.mark.browser
-def test_a_corrupt_or_unrecorded_cached_shot_is_shot_again(tmp_path, shooter):
+def test_a_shot_missing_from_the_last_preview_is_shot_again(tmp_path):
+    shooter = Recorded()
     first = copies(tmp_path / "1", email("#ffffff"), email("#000000"))
     shooter.take(first, SHOTS)
-    good = pngs(first)
-    cached = first / "screenshots"
-    broken = bytearray(good["en-600.png"])
-    broken[-20] ^= 0xFF  # still starts like a PNG: only its recorded hash tells
-    (cached / "en-600.png").write_bytes(bytes(broken))
-    (cached / "en-375.png").write_bytes(b"not a png")
+    (first / "screenshots" / "en-600.png").unlink()  # a shot that failed there
     again = copies(tmp_path / "2", email("#ffffff"), email("#000000"))
-    made = shooter.take(again, SHOTS, cached)
-    assert made.reused == 1 and pngs(again)["en-600.png"] != bytes(broken)
-    assert all(data.startswith(b"\x89PNG") for data in pngs(again).values())
-    # A manifest that is not JSON, or names no key: nothing is trusted, all shot again.
-    for manifest in ("{not json", '{"en-375.png": {"sha256": "x"}}', "[]"):
-        (again / "screenshots" / "shots.json").write_text(manifest, encoding="utf-8")
-        fresh = copies(tmp_path / f"m{len(manifest)}", email("#ffffff"), email("#000000"))
-        assert shooter.take(fresh, SHOTS, again / "screenshots").reused == 0
+    made = shooter.take(again, SHOTS, first)
+    assert made.reused == 2 and shooter.shot[3:] == ["en-600.png"]
+    assert len(made.files) == 3
 
 
-@pytest.mark.browser
-def test_pages_alike_byte_for_byte_are_shot_once(tmp_path, shooter, monkeypatch):
-    opened: list[str] = []
-    real = Tab.screenshots
-
-    def counted(self, url, widths, **kwargs):
-        opened.append(url.rsplit("/", 1)[-1])
-        yield from real(self, url, widths, **kwargs)
-
-    monkeypatch.setattr(Tab, "screenshots", counted)
-    folder = copies(tmp_path / "1", email("#ffffff"), email("#000000"))
-    (folder / "email-zh.html").write_text(email("#ffffff"), encoding="utf-8")  # en's bytes
-    (folder / "email-zh-dark.html").write_text(email("#000001"), encoding="utf-8")
-    shots = planned_shots(["en", "zh"])
-    made = shooter.take(folder, shots)
-    assert made.notes == () and len(made.files) == 6
-    # The light pages are one page twice: opened once, its two widths copied to the other.
-    assert len(opened) == 3 and "email-zh-dark.html" in opened
-    assert len({"email-en.html", "email-zh.html"} & set(opened)) == 1
-    taken = folder / "screenshots"
-    for width in (375, 600):
-        assert (taken / f"en-{width}.png").read_bytes() == (taken / f"zh-{width}.png").read_bytes()
-
-
-@pytest.mark.browser
-def test_cached_only_takes_no_shot_and_says_what_is_coming(tmp_path, shooter):
+def test_cached_only_takes_no_shot_and_says_what_is_coming(tmp_path):
+    shooter = Recorded()
     first = copies(tmp_path / "1", email("#ffffff"), email("#000000"))
     shooter.take(first, SHOTS)
     again = copies(tmp_path / "2", email("#fefefe"), email("#000000"))
-    pending = shooter.take(again, SHOTS, first / "screenshots", cached_only=True)
+    pending = shooter.take(again, SHOTS, first, cached_only=True)
     assert pending.files == ("en-dark-375.png",) and pending.reused == 1
     assert pending.notes == ("2 screenshot(s) of changed pages are being taken: "
                              "reload in a moment",)
-    assert sorted(p.name for p in (again / "screenshots").iterdir()) == [
-        "en-dark-375.png", "shots.json"]
-
-
-@pytest.mark.browser
-def test_a_browser_warmed_up_while_the_pages_are_built_shoots_them_and_ends_with_them(
-        tmp_path, monkeypatch):
-    started: list[Chromium] = []
-
-    class Recorded(Chromium):
-        def __init__(self, *args, **kwargs) -> None:
-            super().__init__(*args, **kwargs)
-            started.append(self)
-
-    monkeypatch.setattr("pipeline.stages.screenshots.Chromium", Recorded)
-    with Screenshotter(chromium_executable()) as taker:
-        taker.warm_up()  # before the pages exist, as `preview` does before its build
-        folder = copies(tmp_path / "1", email("#ffffff"), email("#000000"))
-        made = taker.take(folder, SHOTS)
-        assert made.files == tuple(s.name for s in SHOTS) and made.notes == ()
-        assert len(started) == 1 and taker._opened <= taker.workers
-    assert started[0]._process.poll() is not None
-    # Closed while it is still starting (the build failed at once): waited for, then ended.
-    with Screenshotter(chromium_executable()) as taker:
-        taker.warm_up()
-    assert len(started) == 2 and started[1]._process.poll() is not None
-
-
-def test_a_full_temp_folder_is_one_note_not_a_traceback(tmp_path, monkeypatch, capsys):
-    def full(*_, **__):
-        raise OSError(28, "No space left on device")
-
-    monkeypatch.setattr("pipeline.stages.headless.tempfile.mkdtemp", full)
-    folder = copies(tmp_path / "1", email("#ffffff"), email("#000000"))
-    with Screenshotter(chromium_executable()) as taker:
-        taker.warm_up()  # meets the full disk first, in its thread, and says nothing
-        made = taker.take(folder, SHOTS)
-    assert made.files == ()
-    assert made.notes == ("cannot make Chromium's profile folder in "
-                          f"{tempfile.gettempdir()}: No space left on device",)
-    assert "Traceback" not in capsys.readouterr().err
+    assert len(shooter.shot) == 3  # nothing shot since the first preview
+    # The pass after it takes the two, reusing the one it kept.
+    done = shooter.take(copies(tmp_path / "3", email("#fefefe"), email("#000000")), SHOTS,
+                        again)
+    assert done.reused == 1 and sorted(shooter.shot[3:]) == ["en-375.png", "en-600.png"]
 
 
 @pytest.mark.subprocess
-def test_without_a_browser_that_starts_the_page_says_why(tmp_path):
-    folder = copies(tmp_path / "1", email("#ffffff"), email("#000000"))
-    with Screenshotter(str(tmp_path / "no-such-chromium")) as taker:
-        taker.warm_up()  # fails quietly: the shot says why
-        made = taker.take(folder, SHOTS)
-    assert made.files == () and len(made.notes) == 1
-    assert made.notes[0].startswith("Chromium did not start: ")
-    assert "no-such-chromium" in made.notes[0] and "\n" not in made.notes[0]
+def test_a_chromium_that_does_not_start_is_one_line_saying_why(tmp_path):
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    fake = bin_ / "chromium"
+    fake.write_text("#!/bin/sh\necho 'cannot open display :99' >&2\nexit 1\n")
+    fake.chmod(0o755)
+    project = make_project(tmp_path / "p")
+    result = ok(subprocess.run(
+        [*newsletter_cmd(), "preview", "--week", SAMPLE_WEEK, "--no-serve"], cwd=project,
+        env={**clean_env(), "PATH": f"{bin_}:{os.environ['PATH']}"}, capture_output=True,
+        text=True, timeout=300, check=False))
+    (said,) = [line for line in result.stdout.splitlines() if line.startswith("screenshots")]
+    assert said.startswith("screenshots: skipped: Chromium did not start: ")
+    assert said.endswith("(cannot open display :99)")
+    assert "Screenshots were skipped: Chromium did not start" in page_html(project)
+    assert result.stderr == ""
+
+
+def test_without_playwright_the_preview_says_the_screenshots_are_skipped(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "playwright.sync_api", None)  # its import fails
+    bin_ = tmp_path / "bin"
+    bin_.mkdir()
+    (bin_ / "chromium").write_text("#!/bin/sh\nexit 1\n")  # found, never started
+    (bin_ / "chromium").chmod(0o755)
+    project = make_project(tmp_path / "p")
+    result = ok(run(["preview", "--week", SAMPLE_WEEK, "--no-serve"], project,
+                    PATH=f"{bin_}:{os.environ['PATH']}"))
+    said = [line for line in result.stdout.splitlines() if line.startswith("screenshots")]
+    assert said == ["screenshots: skipped: Playwright is not installed (the preview extra: "
+                    "pip install 'vllm-pr-weekly[preview]')"]
+    assert "Screenshots were skipped: Playwright is not installed" in page_html(project)
+    assert result.stderr == ""
 
 
 # -- the page in Chromium ---------------------------------------------------------------

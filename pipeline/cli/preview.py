@@ -113,7 +113,7 @@ def _cmd_preview(args: argparse.Namespace, settings: Settings) -> int:
     to = copy_address(args.to) if args.to is not None else None
     week = choose_week(settings, args.week)
     approve = _approve_command(args, week.id)
-    with _shooter(args, settings, week.id) as shooter:
+    with _shooter(args) as shooter:
         make = _maker(args, settings, week.id, approve, shooter)
         with future_week_said(settings, week.id):
             built, report, preview = make(False)
@@ -145,32 +145,19 @@ def _approve_command(args: argparse.Namespace, week_id: str) -> str:
 
 
 @contextmanager
-def _shooter(args: argparse.Namespace, settings: Settings, week_id: str
-             ) -> Iterator[Screenshotter | None]:
+def _shooter(args: argparse.Namespace) -> Iterator[Screenshotter | None]:
     """The screenshot taker of the whole command (one Chromium, kept for every rebuild under
-    --watch); None without chromium. Chromium starts with the command when the week was
-    never shot before, else at the first shot the cache cannot give."""
+    --watch); None without chromium."""
     import shutil
 
-    from pipeline.stages.screenshots import Screenshotter  # not via preview: no renderer yet
+    from pipeline.stages.screenshots import Screenshotter
 
     chromium = None if args.no_screenshots else shutil.which("chromium")
     if chromium is None:
         yield None
         return
     with Screenshotter(chromium) as shooter:
-        if not _shot_before(settings, week_id):
-            shooter.warm_up()  # every shot is to be taken: start Chromium as the build runs
         yield shooter
-
-
-def _shot_before(settings: Settings, week_id: str) -> bool:
-    """Whether an earlier preview of the week left screenshots that may be reused (asked
-    before the renderer is imported, so a cold preview's browser starts at once)."""
-    from pipeline.stages.built import issue_folder
-    from pipeline.stages.screenshots import MANIFEST, shots_of
-
-    return (shots_of(issue_folder(settings, week_id)) / MANIFEST).is_file()
 
 
 def _maker(args: argparse.Namespace, settings: Settings, week_id: str, approve: str,

@@ -17,13 +17,11 @@ What the folder holds:
   ``prefers-color-scheme: dark`` rules forced on and ``color-scheme: dark`` declared. (An
   iframe's ``color-scheme`` does not reach the media query inside it in Chromium, so the dark
   rendering is a copy, which also makes it a screenshot like any other.)
-* ``screenshots/<layout>-<width>.png`` (and ``<layout>-dark-375.png``) — where a ``chromium``
-  is on the PATH: one headless Chromium driven over its DevTools pipe (nothing but the browser
-  is needed at run time), its tabs shooting in parallel, each shot exactly as wide as the
-  rendering and as tall as the email. ``screenshots/shots.json`` keys each PNG by a hash of
-  its page and how it was shot: the next preview copies the unchanged ones and shoots only
-  the rest (pipeline/stages/screenshots.py). Where Chromium is absent or fails, the page says
-  so and why.
+* ``screenshots/<layout>-<width>.png`` (and ``<layout>-dark-375.png``) — where Playwright (the
+  ``preview`` extra) and a ``chromium`` are installed: each shot exactly as wide as the
+  rendering and as tall as the email, copied from the last preview where its page did not
+  change (pipeline/stages/screenshots.py). Where either is missing or Chromium fails, the page
+  says so and why.
 
 The folder is written beside ``issue.json`` into a temporary sibling, then renamed into place:
 an interrupted preview leaves the previous one whole. ``watch`` polls the files a build reads;
@@ -67,7 +65,6 @@ from pipeline.sources import PullSource
 from pipeline.stages.approve import read_approval
 from pipeline.stages.build import build
 from pipeline.stages.built import PREVIEW_DIR, BuiltIssue, load_built
-from pipeline.stages.headless import CHROMIUM_FLAGS
 from pipeline.stages.machine_translation import Translate
 from pipeline.stages.screenshots import (
     DARK_WIDTH,
@@ -78,13 +75,12 @@ from pipeline.stages.screenshots import (
     Shot,
     copy_name,
     planned_shots,
-    shots_of,
 )
 
 if TYPE_CHECKING:
     from subscribers.model import SentIssue
 
-__all__ = ["CHROMIUM_FLAGS", "PREVIEW_DIR", "PageFacts", "Preview", "Screenshots",
+__all__ = ["PREVIEW_DIR", "PageFacts", "Preview", "Screenshots",
            "Screenshotter", "Watcher", "next_step", "preview_issue", "reshoot", "serve",
            "watch", "write_preview"]
 
@@ -252,9 +248,9 @@ def write_preview(built: BuiltIssue, report: ProofReport, facts: PageFacts, *,
     """Write ``<issue folder>/preview/`` all at once; screenshots when ``shooter`` (or a
     ``chromium`` to start one for this call) is given.
 
-    The previous preview's screenshots are reused where their page did not change
-    (pipeline/stages/screenshots.py); ``cached_only`` takes no new one (the page says which
-    are being retaken: ``preview --watch`` writes the page first, then ``reshoot``s).
+    The previous preview's screenshots are reused where their page did not change;
+    ``cached_only`` takes no new one (the page says which are being retaken: ``preview
+    --watch`` writes the page first, then ``reshoot``s).
     ``skip_reason`` is what the page says without either.
     """
     if shooter is None and chromium:
@@ -270,7 +266,7 @@ def write_preview(built: BuiltIssue, report: ProofReport, facts: PageFacts, *,
             _write(staging / copy_name(key), proof_copy(html))
             _write(staging / copy_name(key, dark=True), dark)
         if shooter is not None:
-            screenshots = shooter.take(staging, planned_shots(), shots_of(built.folder),
+            screenshots = shooter.take(staging, planned_shots(), target,
                                        cached_only=cached_only)
         else:
             screenshots = Screenshots(notes=(skip_reason or "no chromium on the PATH",))

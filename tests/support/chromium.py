@@ -4,8 +4,7 @@ Registered as a pytest plugin in conftest.py, so every test module gets the ``br
 fixture: one Chromium per session (per xdist worker), started by the first test that asks
 for it; each test opens a context of its own (``browser.new_context``) and closes it, so no
 cookie, storage or viewport passes from one test to the next. The flags are the runtime's own
-(pipeline/stages/preview.py screenshots with the same Chromium), minus the screenshot-only
-ones.
+(pipeline/stages/screenshots.py starts the same Chromium through Playwright too).
 """
 
 from __future__ import annotations
@@ -18,11 +17,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, sync_playwright
 
-from pipeline.stages.preview import CHROMIUM_FLAGS as _RUNTIME_FLAGS
-
-#: Flags that work on these machines (closed network, root, no GPU).
-CHROMIUM_FLAGS = [flag for flag in _RUNTIME_FLAGS
-                  if flag not in ("--hide-scrollbars", "--force-device-scale-factor=1")]
+from pipeline.stages.screenshots import CHROMIUM_FLAGS
 
 
 def artifacts_dir(kind: str) -> Path:
@@ -48,7 +43,7 @@ def browser() -> Iterator[Browser]:
     executable = chromium_executable()
     with sync_playwright() as playwright:
         launched = playwright.chromium.launch(executable_path=executable, headless=True,
-                                              args=CHROMIUM_FLAGS)
+                                              args=list(CHROMIUM_FLAGS))
         try:
             yield launched
         finally:
