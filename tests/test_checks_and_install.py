@@ -1,6 +1,5 @@
-"""What `.ci/run` and the Makefile promise: CI fails on a ruff finding or a type error, `make
-test` sets up the system packages before pytest, and `make install` honours requirements.lock
-with uv on the same indexes pip is set up with.
+"""What `.ci/run` and the Makefile promise: CI fails on a ruff finding or a type error, and
+`make install` honours requirements.lock with uv on the same indexes pip is set up with.
 
 Everything runs for real in a subprocess (bash, make, ruff, mypy); only the expensive outside
 steps are stand-ins that record what they were asked: `make` itself when `.ci/run`'s order is
@@ -145,15 +144,6 @@ def test_make_typecheck_fails_on_a_type_error(tmp_path: Path) -> None:
     assert "tests/test_week.py" not in bad.stdout
 
 
-def test_make_test_sets_up_the_system_packages_before_pytest() -> None:
-    planned = subprocess.run(["make", "-n", "-C", str(ROOT), "-o", "install", "test"],
-                             capture_output=True, text=True, timeout=60, check=True).stdout
-    lines = planned.splitlines()
-    deps = next(i for i, line in enumerate(lines) if "scripts/system-deps" in line)
-    pytest_line = next(i for i, line in enumerate(lines) if "-m pytest" in line)
-    assert deps < pytest_line
-
-
 @pytest.mark.parametrize("full", [False, True])
 def test_make_bench_passes_each_script_only_its_own_options(full: bool) -> None:
     """Every bench script's command line parses with its own argparse: a comma inside
@@ -257,26 +247,11 @@ def test_the_lock_pins_every_declared_dependency_within_its_range() -> None:
         assert f"mypy-boto3-{service}" in pins
 
 
-def test_the_fast_layer_runs_one_worker_more_than_there_are_cores() -> None:
-    planned = subprocess.run(["make", "-n", "-C", str(ROOT), "-o", "install", "test-fast"],
-                             capture_output=True, text=True, timeout=60, check=True).stdout
-    assert f"-m pytest -n {(os.cpu_count() or 1) + 1} --dist loadgroup" in planned
-    chosen = subprocess.run(["make", "-n", "-C", str(ROOT), "-o", "install", "test-fast",
-                             "FAST_WORKERS=7"], capture_output=True, text=True, timeout=60,
-                            check=True).stdout
-    assert "-m pytest -n 7 --dist loadgroup" in chosen
-
-
 def test_the_shared_fixture_modules_each_go_to_one_worker() -> None:
     """``make test`` asks for the scheduler of tests/support/scheduling.py (``--dist loadgroup``);
     every module it keeps on one worker exists and has the module fixture that is why."""
     from support.scheduling import SHARED_FIXTURE_MODULES, scope_of
 
-    for target in ("test", "test-fast"):
-        planned = subprocess.run(["make", "-n", "-C", str(ROOT), "-o", "install", "-o",
-                                  "system-deps", target], capture_output=True, text=True,
-                                 timeout=60, check=True).stdout
-        assert re.search(r"-m pytest -n (auto|\d+) --dist loadgroup", planned), target
     for module in SHARED_FIXTURE_MODULES:
         assert 'scope="module"' in (ROOT / module).read_text(encoding="utf-8"), module
         assert scope_of(f"{module}::test_a[x]") == scope_of(f"{module}::test_b") == module
