@@ -18,6 +18,9 @@ from pathlib import Path
 from typing import Any, get_type_hints
 from urllib.parse import urlsplit
 
+import pendulum
+from email_validator import EmailNotValidError, validate_email
+
 from pipeline.errors import ConfigError
 from pipeline.week import iso_monday
 
@@ -453,8 +456,6 @@ def _validate(s: Settings) -> None:
 
 
 def _check_issue(s: Settings) -> None:
-    import pendulum  # here: --help never loads a config, and need not import it
-
     try:
         pendulum.timezone(s.issue.timezone)
     except Exception:  # pendulum raises several types for an unknown zone name
@@ -559,8 +560,6 @@ def is_host_name(name: str) -> bool:
 
 def _check_envelope_address(value: str, key: str) -> None:
     """A bare address (``bounces@example.org``) as ``MAIL FROM`` carries it."""
-    from email_validator import EmailNotValidError, validate_email
-
     if any(ch.isspace() or ch in "<>" for ch in value):
         raise _Invalid("expected a bare address such as bounces@example.org (no name, no "
                        f"<>, no spaces), got {value!r}", key=key)

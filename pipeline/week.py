@@ -3,10 +3,6 @@
 A week runs from Monday 00:00 to the next Monday 00:00 (end exclusive) in the issue's
 timezone. ``pendulum.parse`` is too forgiving for user input ("2026-W00" silently becomes a
 date in 2025), so ``--week`` is checked with a strict pattern and ``date.fromisocalendar``.
-
-pendulum is imported by the functions that need a timezone, not here: every command imports
-this module, and ``--help``, ``status`` or ``subscribers import`` read the clock without one
-(importing pendulum is ~15 ms of a 0.1 s start).
 """
 
 from __future__ import annotations
@@ -14,13 +10,11 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from datetime import UTC, date, datetime
-from typing import TYPE_CHECKING
+
+import pendulum
 
 from pipeline.errors import UsageError
 from pipeline.model import Week
-
-if TYPE_CHECKING:
-    import pendulum
 
 _WEEK = re.compile(r"^(\d{4})-W(\d{2})$")
 
@@ -53,8 +47,6 @@ def parse_week(text: str, tz: str) -> Week:
 
 
 def week_of_monday(monday: date, tz: str) -> Week:
-    import pendulum
-
     start = pendulum.datetime(monday.year, monday.month, monday.day, tz=tz)
     end = start.add(weeks=1)  # calendar arithmetic: DST weeks are 167 or 169 hours long
     year, number, _ = monday.isocalendar()
@@ -67,8 +59,6 @@ def week_of_monday(monday: date, tz: str) -> Week:
 
 
 def week_containing(when: datetime, tz: str) -> Week:
-    import pendulum
-
     local = pendulum.instance(when).in_timezone(tz)
     monday = local.date() - pendulum.duration(days=local.weekday())
     return week_of_monday(date(monday.year, monday.month, monday.day), tz)
@@ -76,8 +66,6 @@ def week_containing(when: datetime, tz: str) -> Week:
 
 def last_complete_week(tz: str, at: datetime | None = None) -> Week:
     """The most recent week that has ended: the one a Monday-morning job sends."""
-    import pendulum
-
     current = week_containing(at or now(), tz)
     monday = pendulum.instance(current.start).in_timezone(tz).subtract(weeks=1)
     return week_of_monday(date(monday.year, monday.month, monday.day), tz)
@@ -130,8 +118,6 @@ def subject_days(week: Week) -> dict[str, str]:
 def week_ranges(start: datetime, end: datetime, tz: str) -> dict[str, str]:
     """The days a week covers, as readers write them: ``11 月 23 日 – 11 月 29 日`` and
     ``23–29 Nov 2026`` (``end`` is exclusive, so the last day is the one before it)."""
-    import pendulum
-
     first = pendulum.instance(start).in_timezone(tz)
     last = pendulum.instance(end).in_timezone(tz).subtract(days=1)
     if first.month == last.month:
@@ -147,8 +133,6 @@ def _utc(dt: pendulum.DateTime) -> datetime:
 
 def local_date(when: datetime, tz: str) -> str:
     """The day ``when`` falls on in ``tz``, as ``YYYY-MM-DD``."""
-    import pendulum
-
     return pendulum.instance(when).in_timezone(tz).to_date_string()
 
 

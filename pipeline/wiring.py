@@ -20,13 +20,22 @@ from typing import TYPE_CHECKING
 
 from pipeline.archive import Archive
 from pipeline.archive.local import LocalArchive
+from pipeline.aws import aws_client, s3_client
 from pipeline.config import Settings, TranslateSettings
 from pipeline.errors import ArchiveError, ConfigError
 from pipeline.inbox import Inbox
 from pipeline.inbox.local import LocalInbox
+from pipeline.sources.github import GithubClient
+from pipeline.stages.machine_translation import translate_html
+from pipeline.stages.optin_mail import OptInMailer
+from pipeline.stages.preflight import check_delivery, check_issue
 from pipeline.translate import API_KEY_VARIABLE, Translator
+from pipeline.translate.aws import AwsTranslator
+from pipeline.translate.memory import TranslationMemory, memory_path
+from pipeline.translate.openai import OpenAITranslator
 from pipeline.transport import Transport, require_secret
 from pipeline.transport.outbox import OutboxTransport
+from pipeline.transport.smtp import SmtpTransport, default_helo_name, tls_context
 from subscribers.store import SubscriberStore
 from subscribers.store.sqlite import FILE_NAME, SqliteStore
 from subscribers.subscriptions import Policy, Subscriptions
@@ -63,8 +72,6 @@ def open_smtp(settings: Settings, environ: Mapping[str, str]) -> Transport:
     as ``[smtp] helo_name`` or the ``[delivery] from`` domain, and 8BITMIME asked of the
     relay when ``[delivery] eight_bit`` lets parts be 8bit data. A missing CA file or a
     From domain that is no host name is a ConfigError here, before anything is sent."""
-    from pipeline.transport.smtp import SmtpTransport, default_helo_name, tls_context
-
     s = settings.smtp
     context = tls_context(settings.resolve(s.ca_file) if s.ca_file else None)
     return SmtpTransport(s, environ.get("NEWSLETTER_SMTP_PASSWORD"), ssl_context=context,
@@ -90,8 +97,6 @@ def open_delivery(settings: Settings, environ: Mapping[str, str], built: BuiltIs
     """Every check of a send, in :mod:`pipeline.stages.preflight`'s order: the week and the
     gates, then the keys and the transport (its own settings), then the checks made on it.
     The first that fails raises (the transport, if opened, is closed again)."""
-    from pipeline.stages.preflight import check_delivery, check_issue  # renders: load when sent
-
     check_issue(settings, built, at=at, test_copies=test_copies,
                 allow_missing_translations=allow_missing_translations,
                 allow_partial_week=allow_partial_week)
@@ -115,8 +120,6 @@ def open_subscriptions(settings: Settings, environ: Mapping[str, str]
     Confirmation mails leave through ``[delivery] transport``; with the local outbox they
     land in ``<build_dir>/outbox/``. Used by ``newsletter serve`` and ``inbox process``.
     """
-    from pipeline.stages.optin_mail import OptInMailer
-
     if not settings.site.app_url:
         raise ConfigError("needed for the links in confirmation mails", key="[site] app_url")
     keys, _ = signing_keys(settings, environ)
@@ -151,7 +154,6 @@ def open_inbox(settings: Settings) -> Inbox:
     credentials settings. The caller closes it."""
     s = settings.inbox
     if s.source == "s3":
-        from pipeline.aws import s3_client
         from pipeline.inbox.s3 import S3Inbox  # boto3 only when S3 is used
 
         return S3Inbox(s.bucket, s.prefix, s3_client(), owns_client=True)
@@ -225,7 +227,6 @@ def open_dynamo_store(settings: Settings) -> DynamoStore:
     (region, endpoint, credentials), which the store closes with itself. Nothing is
     requested yet. ConfigError when no AWS region is configured. ``store migrate`` uses it
     whatever ``[store] backend`` says: DynamoDB is where it copies to."""
-    from pipeline.aws import aws_client
     from subscribers.store.dynamo import DynamoStore
 
     # botocore's standard retries (throttling and 5xx are retried by botocore itself),
@@ -257,12 +258,9 @@ def open_translator(settings: Settings | TranslateSettings,
                               "(e.g. http://127.0.0.1:8000/v1)", key="[translate] base_url")
         if not conf.model:
             raise ConfigError("the openai backend needs a model name", key="[translate] model")
-        from pipeline.translate.openai import OpenAITranslator
 
         return OpenAITranslator(conf.base_url, conf.model, environ.get(API_KEY_VARIABLE) or None)
     if conf.backend == "aws":
-        from pipeline.translate.aws import AwsTranslator
-
         return AwsTranslator()
     raise ConfigError(f"expected one of none, openai, aws, got {conf.backend!r}",
                       key="[translate] backend")
@@ -273,9 +271,6 @@ def open_translation(settings: Settings, environ: Mapping[str, str]
                      ) -> Iterator[Translate | None]:
     """The machine-translation callable for a build, or None when ``[translate] backend`` is
     "none"; its translation memory stays open for the block."""
-    from pipeline.stages.machine_translation import translate_html
-    from pipeline.translate.memory import TranslationMemory, memory_path
-
     translator = open_translator(settings, environ)
     if translator is None:
         yield None
@@ -286,8 +281,6 @@ def open_translation(settings: Settings, environ: Mapping[str, str]
 
 def open_github(settings: Settings, environ: Mapping[str, str]) -> PullSource | None:
     """The GitHub facts source for a build, or None when ``[github] enabled`` is false."""
-    from pipeline.sources.github import GithubClient
-
     if not settings.github.enabled:
         return None
     return GithubClient(settings.github.api_url, environ.get("GITHUB_TOKEN"),

@@ -66,10 +66,11 @@ def test_a_translation_that_breaks_code_is_rejected_and_stays_missing(tmp_path, 
 
 def test_a_dead_backend_leaves_the_build_green_and_the_language_missing(tmp_path, unused_port,
                                                                         monkeypatch):
+    from pipeline import wiring
     from pipeline.translate import openai
 
     waits: list[float] = []  # the backoff the build waits through, not slept here
-    monkeypatch.setattr(openai, "OpenAITranslator",
+    monkeypatch.setattr(wiring, "OpenAITranslator",
                         functools.partial(openai.OpenAITranslator, sleep=waits.append))
     result, data = build(project(tmp_path), f"http://127.0.0.1:{unused_port}")
     assert waits == [1.0, 2.0, 4.0] * (len(waits) // 3) and waits, waits

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.cli.common import EXIT_BLOCKED, EXIT_OK
+from pipeline.core.mail_in.mail_check import check_mail
 from pipeline.errors import UsageError
 
 if TYPE_CHECKING:
@@ -47,8 +48,6 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
 
 
 def _cmd_check_mail(args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.core.mail_in.mail_check import check_mail
-
     name = "stdin" if args.file == "-" else args.file
     raw = _read(args.file)
     if len(raw) > _MAX_BYTES:

@@ -5,9 +5,7 @@ build's translator and GitHub source, the checked delivery and the test copies (
 Each command group (``issue``, ``delivery``, ``preview``, ``translations``, ``serve``,
 ``inbox``, ``check_mail``, ``subscribers``, ``store``) registers its parsers and handlers;
 the package's ``__init__`` assembles them and maps the errors a handler raises to exit
-codes. The groups import this module and never one another. Like the groups, it is
-imported when the command line starts: what a command needs (the stages, the adapters,
-boto3) is imported only when it runs.
+codes. The groups import this module and never one another.
 """
 
 from __future__ import annotations
@@ -21,17 +19,29 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipeline import week as clock
-from pipeline.errors import NewsletterError, UsageError
+from pipeline import wiring
+from pipeline.core.email.render import Footer
+from pipeline.core.site.site import Site
+from pipeline.errors import EmptyWeekError, NewsletterError, UsageError
 from pipeline.model import LAYOUTS
+from pipeline.stages.built import choose_week, issue_folder, load_built
+from pipeline.stages.deliver import SendRequest
+from pipeline.stages.freeze import note_publish
+from pipeline.stages.lock import hold
+from pipeline.stages.preflight import not_started
+from pipeline.stages.publish import publish
+from pipeline.stages.send import send_tests
+from pipeline.wiring import archive_lease, open_archive, open_github, open_store, open_translation
+from subscribers.errors import InvalidAddress
+from subscribers.model import normalise_email
+from subscribers.shards import Shard
 
 if TYPE_CHECKING:
     from pipeline.config import Settings
     from pipeline.sources import PullSource
     from pipeline.stages.built import BuiltIssue
-    from pipeline.stages.deliver import SendRequest
     from pipeline.stages.machine_translation import Translate
     from pipeline.stages.preflight import Delivery
-    from subscribers.shards import Shard
     from subscribers.store import SubscriberStore
 
 EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_BLOCKED, EXIT_INTERRUPTED = 0, 1, 2, 3, 4
@@ -68,8 +78,6 @@ def positive(text: str) -> int:
 
 
 def shard(text: str) -> Shard:
-    from subscribers.shards import Shard
-
     try:
         return Shard.parse(text)
     except ValueError as exc:
@@ -98,9 +106,6 @@ def copy_address(text: str) -> str:
     """``--to``, checked as ``subscribers import`` checks an address (email-validator, no
     DNS) and normalised: a typo, two addresses or a line break is refused (exit 2) before
     anything is opened, not handed to the transport."""
-    from subscribers.errors import InvalidAddress
-    from subscribers.model import normalise_email
-
     try:
         return normalise_email(text)
     except InvalidAddress as exc:
@@ -108,17 +113,12 @@ def copy_address(text: str) -> str:
 
 
 def translation(settings: Settings) -> contextlib.AbstractContextManager[Translate | None]:
-    """:func:`pipeline.wiring.open_translation` with this process's environment (wiring is
-    imported only by the commands that build)."""
-    from pipeline.wiring import open_translation
-
+    """:func:`pipeline.wiring.open_translation` with this process's environment."""
     return open_translation(settings, os.environ)
 
 
 def github(settings: Settings) -> PullSource | None:
     """:func:`pipeline.wiring.open_github` with this process's environment."""
-    from pipeline.wiring import open_github
-
     return open_github(settings, os.environ)
 
 
@@ -126,10 +126,6 @@ def github(settings: Settings) -> PullSource | None:
 def future_week_said(settings: Settings, week_id: str | None) -> Iterator[None]:
     """A week that lies ahead has no reviews: say that it has not started (exit 2), not
     "nothing to do"."""
-    from pipeline.errors import EmptyWeekError
-    from pipeline.stages.built import choose_week
-    from pipeline.stages.preflight import not_started
-
     try:
         yield
     except EmptyWeekError as exc:
@@ -141,8 +137,6 @@ def future_week_said(settings: Settings, week_id: str | None) -> Iterator[None]:
 
 def built_issue(settings: Settings, week: str | None) -> BuiltIssue:
     """The built issue of ``--week`` (default: the last complete week), hash checked."""
-    from pipeline.stages.built import choose_week, issue_folder, load_built
-
     week_id = choose_week(settings, week).id
     return load_built(issue_folder(settings, week_id), week_id)
 
@@ -158,9 +152,7 @@ def shown(path: Path) -> str:
 def open_delivery(settings: Settings, built: BuiltIssue, request: SendRequest) -> Delivery:
     """Every check a send makes, the transport opened and probed, with this process's
     environment (see ``pipeline/stages/preflight.py``); the caller closes it."""
-    from pipeline.wiring import open_delivery
-
-    return open_delivery(settings, os.environ, built, at=clock.now(),
+    return wiring.open_delivery(settings, os.environ, built, at=clock.now(),
                          test_copies=request.to is not None,
                          allow_missing_translations=request.allow_missing_translations,
                          allow_partial_week=request.allow_partial_week)
@@ -170,9 +162,6 @@ def send_copies(settings: Settings, built: BuiltIssue, to: str,
                 layouts: tuple[str, ...] = LAYOUTS) -> None:
     """Test copies of ``built`` to ``to`` (outside the ledger), through every check and the
     transport a real send uses (``send --to``, ``preview --to``)."""
-    from pipeline.stages.deliver import SendRequest
-    from pipeline.stages.send import send_tests
-
     with open_delivery(settings, built, SendRequest(to=to, layouts=layouts)) as delivery:
         say_development_key(delivery)
         for key, message_id in send_tests(built, delivery.messages, delivery.transport, to,
@@ -196,13 +185,6 @@ def publish_issue(settings: Settings, built: BuiltIssue,
     A week that went out is published only as it went out, or as a correction, which the
     store then records (pipeline/stages/freeze.py). The archive's areas go to the catalog
     of that store."""
-    from pipeline.core.email.render import Footer
-    from pipeline.core.site.site import Site
-    from pipeline.stages.freeze import note_publish
-    from pipeline.stages.lock import hold
-    from pipeline.stages.publish import publish
-    from pipeline.wiring import archive_lease, open_archive, open_store
-
     if store is None:
         with open_store(settings) as own:
             publish_issue(settings, built, own)

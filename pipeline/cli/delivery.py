@@ -37,6 +37,14 @@ from pipeline.cli.common import (
 )
 from pipeline.errors import UsageError
 from pipeline.model import LAYOUTS
+from pipeline.stages.build import build
+from pipeline.stages.built import choose_week, issue_folder, load_built
+from pipeline.stages.deliver import SendRequest, keep_report, send_list
+from pipeline.stages.preflight import check_week
+from pipeline.stages.run import RunRequest, run_week
+from pipeline.stages.send import SendOptions
+from pipeline.stages.send_report import Progress, stop_error
+from pipeline.wiring import archive_weeks, open_store
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -45,7 +53,6 @@ if TYPE_CHECKING:
     from pipeline.core.assemble import Choice
     from pipeline.model import Week
     from pipeline.stages.built import BuiltIssue
-    from pipeline.stages.deliver import SendRequest
     from pipeline.stages.preflight import Delivery
     from subscribers.model import SentIssue
     from subscribers.shards import Shard
@@ -102,9 +109,6 @@ def _send_arguments(parser: argparse.ArgumentParser) -> None:
 def _send_request(args: argparse.Namespace, shard: Shard | None = None) -> SendRequest:
     """``send``'s and ``run``'s flags (and ``send --shard``) as the record the stages
     take."""
-    from pipeline.stages.deliver import SendRequest
-    from pipeline.stages.send import SendOptions
-
     options = SendOptions(dry_run=args.dry_run, limit=args.limit,
                           resend_unconfirmed=args.resend_unconfirmed,
                           shard=shard)
@@ -113,10 +117,6 @@ def _send_request(args: argparse.Namespace, shard: Shard | None = None) -> SendR
 
 
 def _cmd_send(args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.stages.built import choose_week
-    from pipeline.stages.preflight import check_week
-    from pipeline.wiring import open_store
-
     if args.to is not None:  # --to "" is a mistake, not "no test copy"
         to = copy_address(args.to)
         built = built_issue(settings, args.week)
@@ -134,9 +134,6 @@ def _cmd_send(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.stages.built import choose_week, issue_folder
-    from pipeline.stages.run import RunRequest, run_week
-
     week = choose_week(settings, args.week)
     request = RunRequest(week, tuple(args.feed), _send_request(args))
     return run_week(request, _Steps(settings), at=clock.now(),
@@ -151,8 +148,6 @@ class _Steps:
         self.settings = settings
 
     def open_store(self) -> SubscriberStore:
-        from pipeline.wiring import open_store
-
         return open_store(self.settings)
 
     def reuse(self, built: BuiltIssue, sent: bool) -> None:
@@ -161,10 +156,6 @@ class _Steps:
 
     def build(self, week: Week, feeds: Sequence[str], choices: Sequence[Choice],
               sent: SentIssue | None) -> BuiltIssue:
-        from pipeline.stages.build import build
-        from pipeline.stages.built import load_built
-        from pipeline.wiring import archive_weeks
-
         settings = self.settings
         with translation(settings) as translate, log.timed(_log, "build"):
             result = build(settings, week_id=week.id, feeds=feeds, translate=translate,
@@ -191,9 +182,6 @@ def _send_list(settings: Settings, built: BuiltIssue, delivery: Delivery,
                store: SubscriberStore, request: SendRequest) -> int:
     """The list, under its lease (see pipeline/stages/deliver.py), then what the operator
     needs: the summary, the unconfirmed addresses, the outbox folder."""
-    from pipeline.stages.deliver import keep_report, send_list
-    from pipeline.stages.send_report import Progress, stop_error
-
     options = request.options
     if not options.dry_run:
         say_development_key(delivery)

@@ -4,8 +4,7 @@
 
 Handlers are pipeline/cli/common.py's ``Handler``: ``handler(args, settings) -> int``, errors as
 :class:`~pipeline.errors.NewsletterError` subclasses for the command line to map to exit
-codes. This module is imported when the command line starts: the inbox, the store and
-boto3 are imported only when a command runs.
+codes.
 """
 
 from __future__ import annotations
@@ -14,6 +13,11 @@ import argparse
 import logging
 import os
 from typing import TYPE_CHECKING, Any
+
+from pipeline import week as clock
+from pipeline.core.mail_in.inbound import classify, mask_address
+from pipeline.stages.inbox import process
+from pipeline.wiring import open_inbox, open_subscriptions, signing_keys
 
 if TYPE_CHECKING:
     from pipeline.config import Settings
@@ -56,10 +60,6 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
 
 
 def _cmd_process(args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline import week as clock
-    from pipeline.stages.inbox import process
-    from pipeline.wiring import open_inbox, open_subscriptions, signing_keys
-
     with open_inbox(settings) as inbox:
         if args.dry_run:
             return _dry_run(inbox)
@@ -77,8 +77,6 @@ def _cmd_process(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _dry_run(inbox: Inbox) -> int:
-    from pipeline.core.mail_in.inbound import classify, mask_address
-
     seen = 0
     for mail in inbox.pending():
         seen += 1

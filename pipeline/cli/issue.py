@@ -35,6 +35,13 @@ from pipeline.cli.common import (
     shown,
     translation,
 )
+from pipeline.stages.approve import approve
+from pipeline.stages.build import build
+from pipeline.stages.built import choose_week
+from pipeline.stages.preflight import check_week
+from pipeline.stages.send import check_gates
+from pipeline.stages.status import as_json, gather, render
+from pipeline.wiring import archive_weeks, open_archive, open_store, reader_choices, sent_issue
 
 if TYPE_CHECKING:
     from pipeline.config import Settings
@@ -99,10 +106,6 @@ def add_status(commands: argparse._SubParsersAction[Any]) -> None:
 
 
 def _cmd_build(args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.stages.build import build
-    from pipeline.stages.built import choose_week
-    from pipeline.wiring import archive_weeks, reader_choices
-
     choices, sent = reader_choices(settings, choose_week(settings, args.week).id)
     with translation(settings) as translate, future_week_said(settings, args.week), \
             log.timed(_log, "build"):
@@ -134,13 +137,9 @@ def _cmd_build(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _cmd_approve(args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.stages.approve import approve
-    from pipeline.week import now
-    from pipeline.wiring import sent_issue
-
     built = built_issue(settings, args.week)
     blocking = built.blocking()
-    approval = approve(built, now(), sent_issue(settings, built.id))
+    approval = approve(built, clock.now(), sent_issue(settings, built.id))
     print(f"approved {built.id} as {approval.content_hash}"
           + (" (a correction of the issue sent)" if built.issue.correction else ""))
     if blocking:
@@ -150,10 +149,6 @@ def _cmd_approve(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _cmd_publish(args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.stages.built import choose_week
-    from pipeline.stages.preflight import check_week
-    from pipeline.stages.send import check_gates
-
     # As send and run do, before "not built": a week still running is not put on the web.
     check_week(choose_week(settings, args.week), clock.now(),
                allow_partial_week=args.allow_partial_week, doing="publish")
@@ -164,10 +159,6 @@ def _cmd_publish(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.stages.built import choose_week
-    from pipeline.stages.status import as_json, gather, render
-    from pipeline.wiring import open_archive, open_store
-
     week = choose_week(settings, args.week)
     with open_store(settings) as store, open_archive(settings) as archive:
         status, history, counts = gather(settings, week.id, store, archive, last=args.last)

@@ -12,6 +12,7 @@ pipeline/cli/__init__.py: ``handler(args, settings) -> int``.
 from __future__ import annotations
 
 import argparse
+import shutil
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -35,7 +36,22 @@ from pipeline.cli.common import (
     translation,
 )
 from pipeline.errors import NewsletterError, UsageError
+from pipeline.invocation import command
 from pipeline.model import LAYOUTS
+from pipeline.stages.approve import read_approval
+from pipeline.stages.built import APPROVAL_FILE, choose_week
+from pipeline.stages.preview import (
+    Watcher,
+    editorial_file,
+    next_step,
+    preview_issue,
+    reshoot,
+    serve,
+    watch,
+    watched_paths,
+)
+from pipeline.stages.screenshots import Screenshotter, planned_shots
+from pipeline.wiring import archive_weeks, reader_choices
 
 if TYPE_CHECKING:
     from http.server import ThreadingHTTPServer
@@ -43,7 +59,7 @@ if TYPE_CHECKING:
     from pipeline.config import Settings
     from pipeline.core.proof import ProofReport
     from pipeline.stages.built import BuiltIssue
-    from pipeline.stages.preview import Preview, Screenshotter
+    from pipeline.stages.preview import Preview
 
 __all__ = ["add_parser"]
 
@@ -94,9 +110,6 @@ class _Latest:
     def next_step(self) -> str:
         """The last line: what is left to do, with the approval as it is now (the editor
         may have approved while the preview was served)."""
-        from pipeline.stages.approve import read_approval
-        from pipeline.stages.preview import next_step
-
         approval = read_approval(self.built.folder)
         facts = replace(self.preview.facts,
                         approved_hash=approval.content_hash if approval else None)
@@ -105,8 +118,6 @@ class _Latest:
 
 def _cmd_preview(args: argparse.Namespace, settings: Settings) -> int:
     """build → proof → preview folder → (test copies) → serve / watch → exit 3 if blocked."""
-    from pipeline.stages.built import choose_week
-
     if args.layouts and not args.to:
         raise UsageError("--layouts goes with --to (test copies)")
     # --to "" is a mistake, not "no test copy"
@@ -138,8 +149,6 @@ def _approve_command(args: argparse.Namespace, week_id: str) -> str:
     """The ``newsletter approve`` command the editor runs once the preview looks right,
     written to run as printed (pipeline/invocation.py: ``.venv/bin/newsletter`` where
     ``newsletter`` is not on the PATH)."""
-    from pipeline.invocation import command
-
     config = ("--config", str(args.config)) if args.config else ()
     return command(*config, "approve", "--week", week_id)
 
@@ -148,10 +157,6 @@ def _approve_command(args: argparse.Namespace, week_id: str) -> str:
 def _shooter(args: argparse.Namespace) -> Iterator[Screenshotter | None]:
     """The screenshot taker of the whole command (one Chromium, kept for every rebuild under
     --watch); None without chromium."""
-    import shutil
-
-    from pipeline.stages.screenshots import Screenshotter
-
     chromium = None if args.no_screenshots else shutil.which("chromium")
     if chromium is None:
         yield None
@@ -164,9 +169,6 @@ def _maker(args: argparse.Namespace, settings: Settings, week_id: str, approve: 
            shooter: Screenshotter | None) -> Callable[[bool], Made]:
     """What builds, proofs and writes the preview: once, then again on every change
     (``make(True)``: only the screenshots that did not change, the rest by ``reshoot``)."""
-    from pipeline.stages.preview import preview_issue
-    from pipeline.wiring import archive_weeks, reader_choices
-
     skip = ("--no-screenshots was given" if args.no_screenshots
             else "no chromium on the PATH (install Debian's chromium to get them)")
 
@@ -188,8 +190,6 @@ def _serve_and_watch(args: argparse.Namespace, settings: Settings, week_id: str,
                      shooter: Screenshotter | None) -> None:
     """Serve the issue folder and/or rebuild on changes until Ctrl-C; return at once with
     neither (``--no-serve`` without ``--watch``)."""
-    from pipeline.stages.preview import serve
-
     server: ThreadingHTTPServer | None = None
     if not args.no_serve:
         server = serve(latest.built.folder, args.port)
@@ -217,10 +217,6 @@ def _watch(args: argparse.Namespace, settings: Settings, week_id: str,
     then the changed pages' screenshots, and the page again. With ``--watch``, a change of
     the feed, the templates or the editor's file; always, the approval, so that the page
     served stops saying "to approve" once the editor has approved."""
-    from pipeline.stages.built import APPROVAL_FILE
-    from pipeline.stages.preview import Watcher, editorial_file, reshoot, watch, watched_paths
-    from pipeline.stages.screenshots import planned_shots
-
     approval = latest.built.folder / APPROVAL_FILE
     if args.watch:
         watcher = Watcher([*watched_paths(settings, week_id, args.feed), approval])

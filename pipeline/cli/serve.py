@@ -10,6 +10,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from pipeline.cli.common import port
+from pipeline.web.serve import default_port, serve
 
 if TYPE_CHECKING:
     from pipeline.config import Settings
@@ -34,7 +35,5 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
 
 
 def _cmd_serve(args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.web.serve import default_port, serve
-
     return serve(settings, os.environ, host=args.host,
                  port=args.port if args.port is not None else default_port(settings))

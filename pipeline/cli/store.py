@@ -38,6 +38,9 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipeline.errors import BlockedError, UsageError
+from pipeline.wiring import open_dynamo_store
+
 if TYPE_CHECKING:
     from pipeline.config import Settings
 
@@ -82,8 +85,7 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
 
 
 def _cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.errors import BlockedError, UsageError
-    from pipeline.wiring import open_dynamo_store
+    # Here, not at the top: the migration reads and writes DynamoDB, so it imports boto3.
     from subscribers.store.migrate import (
         FILE_NAME,
         migrate,

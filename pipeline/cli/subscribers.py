@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline import week as clock
 from pipeline.errors import UsageError
+from pipeline.wiring import open_store
 from subscribers.areas import MAX_AREA_LENGTH, MAX_AREAS, clean_area
 from subscribers.errors import InvalidAddress, RefusedAddress, StoreError, UnknownSubscriber
 from subscribers.model import (
@@ -124,7 +125,6 @@ def _cmd_add(args: argparse.Namespace, settings: Settings) -> int:
     areas = parse_areas(args.areas, ",")
     if isinstance(areas, str):
         raise UsageError(f"--areas: {areas}")
-    from pipeline.wiring import open_store
 
     with open_store(settings) as store:
         result = store.add(args.email, args.layout, status=status, source="cli",
@@ -192,7 +192,6 @@ def _cmd_import(args: argparse.Namespace, settings: Settings) -> int:
     rows = _read_csv(path)
     job = _Import(path, "active" if args.confirmed else "pending", f"import:{path.name}")
     tally = _Tally()
-    from pipeline.wiring import open_store
 
     with open_store(settings) as store:
         batch: list[tuple[int, dict[str, str] | str]] = []
@@ -367,7 +366,6 @@ def _cell(record: list[str], index: int | None) -> str:
 def _cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     writer = csv.writer(sys.stdout, lineterminator="\n")
     writer.writerow(EXPORT_COLUMNS)
-    from pipeline.wiring import open_store
 
     with open_store(settings) as store:
         for sub in store.iter_subscribers():
@@ -381,8 +379,6 @@ def _cmd_export(args: argparse.Namespace, settings: Settings) -> int:
 
 
 def _cmd_list(args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.wiring import open_store
-
     with open_store(settings) as store:
         for sub in store.iter_subscribers(args.status):
             areas = f" {','.join(sub.areas)}" if sub.areas else ""
@@ -392,7 +388,6 @@ def _cmd_list(args: argparse.Namespace, settings: Settings) -> int:
 
 def _cmd_remove(args: argparse.Namespace, settings: Settings) -> int:
     address = normalise_email(args.email)
-    from pipeline.wiring import open_store
 
     with open_store(settings) as store:
         if store.remove(address, clock.now()):

@@ -10,7 +10,11 @@ import argparse
 from typing import TYPE_CHECKING, Any
 
 from pipeline.cli.common import EXIT_OK, add_week, future_week_said, github, shown, translation
+from pipeline.core.issue.editorial import editorial_path
 from pipeline.errors import UsageError
+from pipeline.stages.build import rank_week, read_feeds
+from pipeline.stages.built import choose_week
+from pipeline.stages.skeleton import extend
 
 if TYPE_CHECKING:
     from pipeline.config import Settings
@@ -31,11 +35,6 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
 
 
 def _cmd_translations(args: argparse.Namespace, settings: Settings) -> int:
-    from pipeline.core.issue.editorial import editorial_path
-    from pipeline.stages.build import rank_week, read_feeds
-    from pipeline.stages.built import choose_week
-    from pipeline.stages.skeleton import extend
-
     week = choose_week(settings, args.week)
     locations = tuple(args.feed) or settings.feed.urls
     if not locations:

@@ -35,8 +35,11 @@ from dataclasses import dataclass
 from datetime import datetime
 from urllib.parse import urlsplit
 
+import pendulum
+
 from pipeline.config import Settings
 from pipeline.core.email.message import Messages
+from pipeline.core.email.render import Budget
 from pipeline.errors import (
     BlockedError,
     ConfigError,
@@ -48,6 +51,7 @@ from pipeline.errors import (
 from pipeline.model import Week
 from pipeline.resource import Resource
 from pipeline.stages.built import BuiltIssue
+from pipeline.stages.send import check_gates
 from pipeline.transport import Transport
 from pipeline.week import parse_week
 from subscribers.tokens import Keys
@@ -113,8 +117,6 @@ def check_issue(settings: Settings, built: BuiltIssue, *, at: datetime,
                 test_copies: bool = False, allow_missing_translations: bool = False,
                 allow_partial_week: bool = False) -> None:
     """Checks 1 and 2, the week and the gates (test copies skip both)."""
-    from pipeline.stages.send import check_gates
-
     if test_copies:
         return
     check_week(parse_week(built.id, settings.issue.timezone), at,
@@ -132,8 +134,6 @@ def check_sizes(settings: Settings, built: BuiltIssue) -> None:
     or base64, up to a third heavier, and a week the build filled to the brim would be
     clipped by Gmail in every inbox. Weighed again here, with the setting of this send, such
     an issue is refused with the fix, before anything is published or sent."""
-    from pipeline.core.email.render import Budget
-
     budget = Budget.configured(settings.issue, settings.delivery)
     for key in built.keys:
         for name, body, html in ((f"email-{key}.html", built.html(key), True),
@@ -197,6 +197,4 @@ def _before_start(exc: NewsletterError) -> NewsletterError:
 
 
 def _local(when: datetime, tz: str) -> str:
-    import pendulum
-
     return pendulum.instance(when).in_timezone(tz).format("ddd D MMM YYYY HH:mm") + f" {tz}"

@@ -50,7 +50,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipeline.errors import NewsletterError
 from pipeline.invocation import command
+from pipeline.stages.approve import is_approved
+from pipeline.stages.built import issue_folder, load_built
+from pipeline.stages.freeze import replaces
 from pipeline.stages.send_report import REPORT_FILE
 from pipeline.week import iso_z
 from subscribers.model import LAYOUTS, STATUSES
@@ -347,11 +351,6 @@ def _list(counts: Mapping[tuple[str, str], int]) -> str:
 def gather(settings: Settings, week_id: str, store: DeliveryStore, archive: Archive, *,
            last: int = 6) -> tuple[WeekStatus, list[IssueRates], dict[tuple[str, str], int]]:
     """Read what ``status`` needs from the issue folder, the archive and the store."""
-    from pipeline.errors import NewsletterError
-    from pipeline.stages.approve import is_approved
-    from pipeline.stages.built import issue_folder, load_built
-    from pipeline.stages.freeze import replaces
-
     folder = issue_folder(settings, week_id)
     published = set(archive.list_issues())
     sent = store.sent_issue(week_id)

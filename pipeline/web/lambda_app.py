@@ -55,6 +55,8 @@ from typing import TYPE_CHECKING, Any
 from mangum import Mangum
 
 from pipeline.config import load
+from pipeline.web.mail_queue import carry_out
+from pipeline.web.signups import Signup
 from pipeline.web.wired import open_app
 
 if TYPE_CHECKING:
@@ -138,9 +140,6 @@ def drain_signups(event: Event, subscriptions: Subscriptions) -> dict[str, Any]:
     (the store or the mail unavailable) is named in ``batchItemFailures``, so SQS delivers
     it again (and, after the queue's redrive limit, keeps it in the dead-letter queue); one
     that is no sign-up at all is logged and dropped, since no retry can mend it."""
-    from pipeline.web.mail_queue import carry_out
-    from pipeline.web.signups import Signup
-
     failed: list[dict[str, str]] = []
     for record in event["Records"]:
         message_id = str(record.get("messageId", ""))

@@ -13,6 +13,10 @@ from contextlib import ExitStack
 from starlette.applications import Starlette
 
 from pipeline.config import Settings
+from pipeline.core.email.render import Footer
+from pipeline.web.app import SNS_WINDOW, create_app
+from pipeline.web.signups import SqsSignups
+from pipeline.web.sns import CertificateSource, SnsVerifier
 from pipeline.wiring import open_subscriptions, signing_keys
 
 log = logging.getLogger("newsletter.app")
@@ -22,10 +26,6 @@ def open_app(settings: Settings, environ: Mapping[str, str], stack: ExitStack) -
     """The subscription app wired from the settings; its store and transport are closed
     when ``stack`` closes. One wiring for ``newsletter serve`` and any other host (the
     Lambda function of ``deploy/``)."""
-    from pipeline.core.email.render import Footer
-    from pipeline.web.app import SNS_WINDOW, create_app
-    from pipeline.web.sns import CertificateSource, SnsVerifier
-
     _, development = signing_keys(settings, environ)
     subscriptions = stack.enter_context(open_subscriptions(settings, environ))
     verifier = None
@@ -39,8 +39,6 @@ def open_app(settings: Settings, environ: Mapping[str, str], stack: ExitStack) -
         log.info("POST /webhooks/ses is off: no [ses] sns_topic_arns")
     signups = None
     if settings.subscriptions.queue_url:
-        from pipeline.web.signups import SqsSignups
-
         signups = SqsSignups(settings.subscriptions.queue_url)
         log.info("sign-ups go to the queue %s", settings.subscriptions.queue_url)
     return create_app(subscriptions, app_url=settings.site.app_url,

@@ -22,6 +22,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+from email_validator import EmailNotValidError, validate_email
+
 __all__ = ["UnsendableAddress", "WireAddress", "redact_address", "to_header", "wire_address"]
 
 
@@ -52,10 +54,6 @@ def wire_address(address: str) -> WireAddress:
     """
     if address.isascii():
         return WireAddress(address, address, False)
-    # Here, not at the top: email-validator's patterns take ~30 ms to compile, which every
-    # command would pay at start-up (build renders messages but never a Unicode address).
-    from email_validator import EmailNotValidError, validate_email
-
     try:
         valid = validate_email(address, check_deliverability=False)
     except EmailNotValidError as exc:

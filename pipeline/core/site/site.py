@@ -46,6 +46,7 @@ from pipeline.core.shipped import templates_dir
 from pipeline.core.site import site_pages
 from pipeline.core.site.site_pages import AreaPage, PrPage, url_of
 from pipeline.core.site.site_pages import IssueView as IssueView  # re-exported: preview uses it
+from pipeline.errors import RenderError
 from pipeline.model import LANG_TAGS, Issue, SiteObject, Text
 
 HTML = "text/html; charset=utf-8"
@@ -117,8 +118,6 @@ class Site:
         try:
             return self.env.get_template(name).render(**context).encode("utf-8")
         except jinja2.TemplateError as exc:
-            from pipeline.errors import RenderError
-
             raise RenderError(name, str(exc)) from None
 
     def issue_objects(self, built: BuiltIssue) -> list[SiteObject]:
