@@ -3,7 +3,7 @@
 A fresh boto3 session each time: the default session caches the credentials it found first,
 which a long-lived process (or a test changing the environment) should not inherit. What the
 sessions share is botocore's loader: the service models and endpoints it reads from JSON are
-the same for every session, and reading them again is nine tenths of a new client's 0.1 s.
+the same for every session, and reading them again is most of what a new client costs.
 boto3 is imported here, lazily, and only the AWS adapters call this.
 
 The S3 part both S3 adapters share (the archive's bucket, the inbox's prefix) lives here too:

@@ -54,7 +54,7 @@ _RANGES: dict[str, tuple[int, int, str]] = {
     "[subscriptions] address_per_day": (1, 100, "confirmation mails per address per day"),
     "[subscriptions] client_per_hour": (1, 10_000, "sign-ups per client per hour"),
     "[delivery] concurrency": (1, 256, "messages in flight at once"),
-    "[delivery] retry_seconds": (0, 86_400, "seconds of retries after the walk"),
+    "[delivery] retry_seconds": (0, 86_400, "seconds of retries after the first pass"),
     "[smtp] port": (1, 65_535, "a TCP port"),
     "[smtp] max_connections": (0, 256, "connections at once; 0: one per sending thread"),
 }
@@ -120,7 +120,7 @@ class DeliverySettings:
     #: Seconds the end of a run keeps retrying the messages a relay refused for now
     #: (throttling, "too much mail", "too many connections"), waiting as the relay's window
     #: asks (up to a minute between rounds); what is still refused then exits 4, for the
-    #: next run. 0: no rounds after the walk.
+    #: next run. 0: no rounds after the first pass over the list.
     retry_seconds: float = 600.0
     #: Send a part as 8bit data (UTF-8 as it is, lines folded to 998 octets) where that is
     #: the smallest: a mostly-Chinese part weighs its own size instead of 1.37 times it in

@@ -3,7 +3,8 @@
 Four places retry, each for its own failures and with its own bounds, through :func:`call`:
 
 - ``send`` (:mod:`pipeline.stages.send`): a transport's :class:`TemporaryFailure` (throttled,
-  busy, a relay's limit), three attempts during the walk and one per round after it, the
+  busy, a relay's limit), three attempts in the first pass over the list and one per round
+  after it, the
   waits a :class:`~pipeline.stages.pace.Cooldown` shared by every sending thread (growing as
   :func:`backoff` does, with jitter), or the transport's ``retry_after``;
 - the ``openai`` translator: 429, 5xx, timeouts and refused connections, waits doubling from

@@ -64,9 +64,10 @@ def send_list(built: BuiltIssue, delivery: Delivery, store: SubscriberStore,
     """Send ``built`` to the list (or ``options.shard`` of it) through ``delivery``,
     already checked and opened by the caller, who closes it. ``progress`` makes the
     progress line for the number of active subscribers (None for a shard: its size is
-    known only by walking it). ``retry_seconds`` bounds the retries of temporary failures
-    after the walk. The caller raises :func:`~pipeline.stages.send_report.stop_error` for a report
-    that stopped or left temporary failures."""
+    known only by going through it). ``retry_seconds`` bounds the retries of temporary
+    failures after the first pass. The caller raises
+    :func:`~pipeline.stages.send_report.stop_error` for a report that stopped or left
+    temporary failures."""
     part = options.shard
     rate = delivery.rate
     if rate is not None and part is not None:
@@ -76,7 +77,7 @@ def send_list(built: BuiltIssue, delivery: Delivery, store: SubscriberStore,
     sender = Sender(built, store, delivery.transport, delivery.messages, rate=rate,
                     concurrency=concurrency, retry_seconds=retry_seconds)
     with hold(store, name, what, on_lost=lambda: sender.request_stop(LOST)):
-        # A shard's size is known only by walking it: no count of the whole list then.
+        # A shard's size is known only by going through it: no count of the whole list then.
         active = None if part is not None else store.count_by_status().get("active", 0)
         with log.timed(_log, "send"):
             return sender.run(options, progress(active))

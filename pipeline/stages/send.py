@@ -19,7 +19,8 @@ The guarantee, and how it is kept:
 * **A relay's "not now" is waited out, not ignored.** A temporary refusal pauses every
   sending thread (:class:`~pipeline.stages.pace.Cooldown`: a relay's limit is about us, not
   one message), longer with each refusal in a row. A message still refused after its tries
-  in the walk is tried again in rounds after the walk, for up to ``retry_seconds``; what is
+  in the first pass over the list is tried again in rounds at the end, for up to
+  ``retry_seconds``; what is
   still refused then is counted ``temporary``, stays a temporary failure in the ledger for
   the next run, and the run exits 4 rather than 0.
 * **A mailbox that does not exist gets no later issue.** A permanent refusal saying so
@@ -83,15 +84,15 @@ if TYPE_CHECKING:
     from subscribers.store import DeliveryStore
 
 INTERRUPTED = "interrupted (Ctrl-C)"
-#: Tries per message during the walk; a message still refused for now then waits for the
-#: rounds after the walk (:meth:`Sender._retry_deferred`), so one relay limit does not hold
-#: a worker for minutes.
+#: Tries per message in the first pass over the list; a message still refused for now then
+#: waits for the rounds at the end (:meth:`Sender._retry_deferred`), so one relay limit does
+#: not hold a worker for minutes.
 MAX_ATTEMPTS = 3
 #: The default of ``[delivery] retry_seconds``: how long the end of a run keeps retrying
 #: the temporary failures (a relay's minute windows pass several times over).
 RETRY_SECONDS = 600.0
 #: However small ``retry_seconds`` is, a transport that refuses everything gets this long
-#: before the walk gives up on it (a minute window passes at least once).
+#: before the first pass gives up on it (a minute window passes at least once).
 MIN_REFUSING_SECONDS = 90.0
 _log = logging.getLogger("newsletter.send")
 
@@ -127,7 +128,8 @@ class _Stopping(Exception):
 class Sender:
     """One run of ``send`` for one issue.
 
-    ``retry_seconds`` bounds the time spent after the walk retrying the temporary failures.
+    ``retry_seconds`` bounds the time spent after the first pass retrying the temporary
+    failures.
     ``sleep`` is every wait's (a test passes one that returns at once); the
     default wakes as soon as the run is asked to stop. ``monotonic`` times the retries.
     """
@@ -152,10 +154,10 @@ class Sender:
         self.lock = threading.Lock()
         #: Recipients the ledger held as unconfirmed when this run started (earlier runs').
         self.unconfirmed_before: set[str] = set()
-        #: Refused for now this run, with the reason: retried after the walk.
+        #: Refused for now this run, with the reason: retried after the first pass.
         self.deferred: dict[str, str] = {}
-        #: Whether the walk is on (the rounds after it have their own bound).
-        self.walking = True
+        #: Whether the first pass is on (the rounds after it have their own bound).
+        self.first_pass = True
         #: A dry run's unconfirmed recipients that ``--resend-unconfirmed`` would send.
         self._resent: set[str] = set()
 
@@ -235,7 +237,7 @@ class Sender:
             if entry is not None and not self._may_retry(entry, options):
                 if entry.status in ("sent", "failed"):
                     report.skipped += 1
-                continue  # unconfirmed: listed at the end; sending: the crash's, settled then
+                continue  # unconfirmed: listed at the end; sending: a crashed run's
             if options.limit is not None and report.sent >= options.limit:
                 break
             if entry is not None and entry.status == "unconfirmed":
@@ -253,10 +255,10 @@ class Sender:
                  progress: Progress | None) -> None:
         with self._ctrl_c_stops(), ThreadPoolExecutor(
                 max_workers=self.concurrency, thread_name_prefix="send") as pool:
-            self._walk(pool, report, options, progress)
-            self.walking = False
+            self._send_each(pool, report, options, progress)
+            self.first_pass = False
             self._retry_deferred(pool, report, progress)
-        self._settle_deferred(report, progress)
+        self._count_deferred(report, progress)
 
     @contextlib.contextmanager
     def _ctrl_c_stops(self) -> Iterator[None]:
@@ -278,8 +280,8 @@ class Sender:
         finally:
             signal.signal(signal.SIGINT, previous)
 
-    def _walk(self, pool: ThreadPoolExecutor, report: SendReport, options: SendOptions,
-              progress: Progress | None) -> None:
+    def _send_each(self, pool: ThreadPoolExecutor, report: SendReport, options: SendOptions,
+                   progress: Progress | None) -> None:
         """Every active subscriber once, in id order, ``MAX_ATTEMPTS`` tries each."""
         handed = 0
         in_flight: set[Future[None]] = set()
@@ -304,12 +306,12 @@ class Sender:
 
     def _retry_deferred(self, pool: ThreadPoolExecutor, report: SendReport,
                         progress: Progress | None) -> None:
-        """After the walk, try the temporary failures again, in rounds, until each went
-        through, the run stops, or the next wait would pass ``retry_seconds``.
+        """After the first pass, try the temporary failures again, in rounds, until each
+        went through, the run stops, or the next wait would pass ``retry_seconds``.
 
         A relay that counts messages per minute refuses everything until its window
-        passes; retrying each message a few seconds apart (as the walk does) cannot outlast
-        it, while these rounds wait as long as the shared cooldown says (growing to a
+        passes; retrying each message a few seconds apart (as the first pass does) cannot
+        outlast it, while these rounds wait as long as the shared cooldown says (growing to a
         minute) and give every deferred message one more try per round."""
         started = self.monotonic()
         waited = 0.0
@@ -336,15 +338,14 @@ class Sender:
             _reraise(done)
         report.retried_for_s = round(max(waited, self.monotonic() - started), 3)
 
-    def _settle_deferred(self, report: SendReport, progress: Progress | None) -> None:
+    def _count_deferred(self, report: SendReport, progress: Progress | None) -> None:
         """What is still refused for now is counted (and stays a temporary failure in the
         ledger, for the next run)."""
         for subscriber_id, reason in sorted(self.deferred.items()):
             report.temporary += 1
             report.failures.append({"subscriber": subscriber_id, "reason": reason,
                                     "permanent": False, "bounced": False})
-            if progress:
-                progress.step(report)
+            _step(progress, report)
 
     def _claim(self, subscriber_id: str, options: SendOptions) -> bool:
         """One atomic claim: a new pair, a temporary failure to retry, or (when asked) an
@@ -361,14 +362,15 @@ class Sender:
 
     def _one(self, subscriber_id: str, report: SendReport, progress: Progress | None,
              attempts: int) -> None:
-        """Send one claimed message; every way out of here settles the claim."""
+        """Send one claimed message; every way out leaves the claim sent, failed,
+        unconfirmed or released."""
         issue = self.built.id
         subscriber = self.store.get(subscriber_id)
         if self.stop.is_set():
-            self._release(subscriber_id, report, "released")
+            self._release(subscriber_id, report)
             return
         if subscriber is None or subscriber.status != "active":
-            self._release(subscriber_id, report, "left")
+            self._release(subscriber_id, report, left=True)
             return
         message = self.messages.build(subscriber.email, subscriber.id, subscriber.layout,
                                       self.clock(), variant=self._variant(subscriber, report))
@@ -407,7 +409,7 @@ class Sender:
                 self.deferred[subscriber_id] = reason
             return
         except _Stopping:
-            self._release(subscriber_id, report, "released")
+            self._release(subscriber_id, report)
             return
         except PermanentFailure as exc:
             self._failed_for_good(subscriber_id, exc, redact_address(str(exc), subscriber.email),
@@ -415,12 +417,15 @@ class Sender:
             return
         except Unconfirmed as exc:
             self.store.mark_unconfirmed(issue, subscriber_id, str(exc), self.clock())
-            self._count(report, "unconfirmed", subscriber_id, progress)
+            with self.lock:
+                report.unconfirmed += 1
+                report.unconfirmed_ids.append(subscriber_id)
+            _step(progress, report)
             return
         except SendingStopped as exc:
             # The account refused before taking it: nothing went out, the next run sends it
             # (or, for a refusal no rerun cures, the next run after the fix).
-            self._release(subscriber_id, report, "released")
+            self._release(subscriber_id, report)
             self._halt(str(exc), exc.exit_code)
             return
         except BaseException:
@@ -432,26 +437,32 @@ class Sender:
             self._halt("internal error", 1)
             raise
         self.store.mark_sent(issue, subscriber_id, message_id, self.clock())
-        self._count(report, "sent", subscriber_id, progress)
+        with self.lock:
+            report.sent += 1
+        _step(progress, report)
 
     def _pause(self, attempt: int, failure: TemporaryFailure) -> float:
-        """The wait after a temporary failure (shared by every thread). During the walk, a
+        """The wait after a temporary failure (shared by every thread). In the first pass, a
         transport that has refused *everything* for longer than ``retry_seconds`` (a relay
         down for the night, an account throttled for hours) stops the run, resumably,
         rather than creeping through the list a minute per message."""
         pause = self.cooldown.failed(failure.retry_after)
         refusing = self.cooldown.failing_for() + pause
-        if self.walking and refusing > max(self.retry_seconds, MIN_REFUSING_SECONDS):
+        if self.first_pass and refusing > max(self.retry_seconds, MIN_REFUSING_SECONDS):
             self._halt(f"the transport refused every message for {refusing:.0f} s "
                        f"(last: {redact_address(str(failure), failure.recipient or '')})")
         return pause
 
-    def _release(self, subscriber_id: str, report: SendReport, why: str) -> None:
-        """Let a claim go unsent: ``released`` (the run is stopping: the next run sends it)
-        or ``left`` (no longer active)."""
+    def _release(self, subscriber_id: str, report: SendReport, *, left: bool = False
+                 ) -> None:
+        """Let a claim go unsent: the run is stopping (the next run sends it), or the reader
+        ``left`` the list (no longer active)."""
         self.store.release(self.built.id, subscriber_id)
         with self.lock:
-            setattr(report, why, getattr(report, why) + 1)
+            if left:
+                report.left += 1
+            else:
+                report.released += 1
 
     def _failed_for_good(self, subscriber_id: str, exc: PermanentFailure, reason: str,
                          report: SendReport, progress: Progress | None) -> None:
@@ -467,17 +478,12 @@ class Sender:
             report.bounced += exc.bounce
             report.failures.append({"subscriber": subscriber_id, "reason": reason,
                                     "permanent": True, "bounced": exc.bounce})
-        if progress:
-            progress.step(report)
+        _step(progress, report)
 
-    def _count(self, report: SendReport, outcome: str, subscriber_id: str,
-               progress: Progress | None) -> None:
-        with self.lock:
-            setattr(report, outcome, getattr(report, outcome) + 1)
-            if outcome == "unconfirmed":
-                report.unconfirmed_ids.append(subscriber_id)
-        if progress:
-            progress.step(report)
+
+def _step(progress: Progress | None, report: SendReport) -> None:
+    if progress:
+        progress.step(report)
 
 
 def _reraise(done: Iterable[Future[None]]) -> None:

@@ -78,8 +78,8 @@ class SendReport:
     #: Readers given the plain layout because the build has no variant for their current
     #: interests (they changed them after the build; the next build renders it).
     plain_fallback: int = 0
-    #: Seconds spent, after the walk, retrying the temporary failures (at most
-    #: ``[delivery] retry_seconds``).
+    #: Seconds spent, after the first pass over the list, retrying the temporary failures
+    #: (at most ``[delivery] retry_seconds``).
     retried_for_s: float = 0.0
 
     @property

@@ -228,7 +228,7 @@ class Ledger(Protocol):
 
     def expire_in_flight(self, issue_id: str, now: datetime, *,
                          shard: Shard | None = None) -> int:
-        """Settle the ``sending`` rows an earlier run left (of ``shard`` only, if given):
+        """Resolve the ``sending`` rows an earlier run left (of ``shard`` only, if given):
         release those never handed over, turn the others ``unconfirmed``; how many became
         unconfirmed."""
         ...

@@ -105,14 +105,14 @@ class DynamoLedger(DynamoCore):
     def mark_handed_over(self, issue_id: str, subscriber_id: str, handed: bool = True) -> None:
         """The claim's message goes to the transport now (``handed``), or came back untaken
         (a temporary failure): an update conditional on the row still being ``sending``."""
-        with contextlib.suppress(Refused):  # settled meanwhile: nothing to note
+        with contextlib.suppress(Refused):  # resolved meanwhile: nothing to note
             self._update(self.ledger_table, ledger_key(issue_id, subscriber_id),
                          "SET #handed_over = :handed", "#status = :sending",
                          handed=bool(handed), sending="sending")
 
     def expire_in_flight(self, issue_id: str, now: datetime, *,
                          shard: Shard | None = None) -> int:
-        """Settle every ``sending`` row of ``issue_id`` (of ``shard`` only, if given); how
+        """Resolve every ``sending`` row of ``issue_id`` (of ``shard`` only, if given); how
         many became ``unconfirmed``.
 
         A strongly consistent Query of the issue's ``sending`` rows, then per row either a
@@ -139,7 +139,7 @@ class DynamoLedger(DynamoCore):
                 key = ledger_key(issue_id, subscriber_id)
                 if item.get("handed_over") is False:
                     unhanded = "#status = :sending AND #handed_over = :false"
-                    with contextlib.suppress(Refused):  # handed over or settled meanwhile
+                    with contextlib.suppress(Refused):  # handed over or resolved meanwhile
                         self._call(self.ledger_table, "delete_item",
                                    TableName=self.ledger_table, Key=key,
                                    ConditionExpression=unhanded,

@@ -143,7 +143,7 @@ class SqliteLedger(SqliteCore):
 
     def expire_in_flight(self, issue_id: str, now: datetime, *,
                          shard: Shard | None = None) -> int:
-        """Settle every ``sending`` row of ``issue_id``; how many became ``unconfirmed``.
+        """Resolve every ``sending`` row of ``issue_id``; how many became ``unconfirmed``.
 
         Call it at the start of a run, while holding the run's lease: a row still
         ``sending`` then belongs to an earlier run that crashed. If its message was never
