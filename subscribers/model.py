@@ -199,8 +199,7 @@ def batch_subscriber_ids() -> Iterator[str]:
     and telling nothing but "added together". Why not :func:`new_subscriber_id`: SQLite
     keeps the subscribers in id order (``WITHOUT ROWID``), and a batch of fully random ids
     dirties one page per row all over the table, each written again at every commit; ids
-    side by side touch a few neighbouring pages. 100,000 rows in batches of 1,000 took
-    3.5× the CPU and 3–6× the time with random ids (bench/bench_import.py).
+    side by side touch a few neighbouring pages (bench/bench_import.py measures both).
     """
     prefix = secrets.token_hex(6)
     drawn: set[str] = set()
