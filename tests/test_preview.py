@@ -44,7 +44,7 @@ from pipeline.stages.screenshots import planned_shots
 
 SECRET = "preview-test-secret-0123456789abcdef"
 #: The approve command's words after the program, which is named as the preview was started
-#: (pipeline/invocation.py): ``newsletter`` in process, the script's path in a process.
+#: (pipeline/stages/invocation.py): ``newsletter`` in process, the script's path in a process.
 APPROVE = f" approve --week {SAMPLE_WEEK}"
 
 

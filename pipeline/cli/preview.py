@@ -36,10 +36,10 @@ from pipeline.cli.common import (
     translation,
 )
 from pipeline.errors import NewsletterError, UsageError
-from pipeline.invocation import command
 from pipeline.model import LAYOUTS
 from pipeline.stages.approve import read_approval
 from pipeline.stages.built import APPROVAL_FILE, choose_week
+from pipeline.stages.invocation import command
 from pipeline.stages.preview import (
     Watcher,
     editorial_file,
@@ -147,7 +147,7 @@ def _cmd_preview(args: argparse.Namespace, settings: Settings) -> int:
 
 def _approve_command(args: argparse.Namespace, week_id: str) -> str:
     """The ``newsletter approve`` command the editor runs once the preview looks right,
-    written to run as printed (pipeline/invocation.py: ``.venv/bin/newsletter`` where
+    written to run as printed (pipeline/stages/invocation.py: ``.venv/bin/newsletter`` where
     ``newsletter`` is not on the PATH)."""
     config = ("--config", str(args.config)) if args.config else ()
     return command(*config, "approve", "--week", week_id)

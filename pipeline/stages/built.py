@@ -16,8 +16,8 @@ from pipeline.config import Settings
 from pipeline.core.issue import issue_json
 from pipeline.core.issue.built_issue import BuiltIssue, artifact_names
 from pipeline.errors import BlockedError, IssueNotFoundError
-from pipeline.invocation import command
 from pipeline.model import Week
+from pipeline.stages.invocation import command
 from pipeline.week import last_complete_week, parse_week
 
 __all__ = ["APPROVAL_FILE", "ISSUE_FILE", "PREVIEW_DIR", "BuiltIssue", "artifact_names",

@@ -22,8 +22,8 @@ from typing import TYPE_CHECKING
 
 from pipeline.core.issue.sanitize import one_line
 from pipeline.errors import BlockedError, SentWeekError, UsageError
-from pipeline.invocation import command
 from pipeline.model import Correction
+from pipeline.stages.invocation import command
 
 if TYPE_CHECKING:
     from pipeline.stages.built import BuiltIssue

@@ -6,7 +6,7 @@ What the folder holds:
   a dark rendering, side by side; each layout's subject and preheader as an inbox row; the
   proof report (blocking first); the ranking with each item's tier and why; the editor's
   file named; and the ``newsletter approve`` command for the proofed ``content_hash`` (as
-  it runs from here: pipeline/invocation.py), or, once the issue is approved or went out,
+  it runs from here: pipeline/stages/invocation.py), or, once the issue is approved or went out,
   that nothing is left to approve (:meth:`PageFacts.step`).
 * ``email-<layout>.html`` — a copy of each layout with the personal links replaced by
   harmless ``#unsubscribe`` / ``#preferences`` and links opening outside the frame.
@@ -58,13 +58,13 @@ from pipeline.core.proof import LayoutSize, ProofReport, VariantProof, proof
 from pipeline.core.shipped import templates_dir
 from pipeline.core.site.site import IssueView
 from pipeline.errors import BlockedError, OutputError, RenderError, SentWeekError
-from pipeline.invocation import command
 from pipeline.model import LANG_TAGS, LAYOUTS
 from pipeline.output import staged_folder
 from pipeline.sources import PullSource
 from pipeline.stages.approve import read_approval
 from pipeline.stages.build import build
 from pipeline.stages.built import PREVIEW_DIR, BuiltIssue, load_built
+from pipeline.stages.invocation import command
 from pipeline.stages.machine_translation import Translate
 from pipeline.stages.screenshots import (
     DARK_WIDTH,

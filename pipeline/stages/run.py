@@ -33,12 +33,12 @@ from typing import TYPE_CHECKING, Protocol
 
 from pipeline import log
 from pipeline.errors import BlockedError, NewsletterError
-from pipeline.invocation import command
 from pipeline.model import Week
 from pipeline.stages import freeze
 from pipeline.stages.approve import is_approved
 from pipeline.stages.built import APPROVAL_FILE, ISSUE_FILE, BuiltIssue, load_built
 from pipeline.stages.deliver import SendRequest
+from pipeline.stages.invocation import command
 from pipeline.stages.lock import hold
 from pipeline.stages.preflight import check_week
 

@@ -65,11 +65,11 @@ from pipeline.errors import (
     TemporaryFailure,
     Unconfirmed,
 )
-from pipeline.invocation import command
 from pipeline.model import LAYOUTS
 from pipeline.stages import freeze
 from pipeline.stages.approve import is_approved
 from pipeline.stages.built import BuiltIssue
+from pipeline.stages.invocation import command
 from pipeline.stages.pace import Cooldown, TokenBucket
 from pipeline.stages.send_report import Progress, SendReport
 from pipeline.transport import Transport

@@ -51,10 +51,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline.errors import NewsletterError
-from pipeline.invocation import command
 from pipeline.stages.approve import is_approved
 from pipeline.stages.built import issue_folder, load_built
 from pipeline.stages.freeze import replaces
+from pipeline.stages.invocation import command
 from pipeline.stages.send_report import REPORT_FILE
 from pipeline.week import iso_z
 from subscribers.model import LAYOUTS, STATUSES
