@@ -2,7 +2,8 @@
 
 Settings and the environment go in, live adapters come out: the archive ``[archive] target``
 names, the inbox of ``[inbox] source``, the transport of ``[delivery] transport`` (checked
-before a send by :func:`open_delivery`), the keys that sign links, the subscription actions.
+before a send by :func:`open_delivery`), the keys that sign links, the subscription actions
+and the queue the app hands sign-ups to on Lambda.
 The stages only ever see the interfaces (``pipeline.archive``, ``pipeline.inbox``,
 ``pipeline.transport``); the command line and the web app call these functions. Adapters
 that need boto3 are imported inside the function that builds them, so it loads only when a
@@ -42,6 +43,7 @@ from subscribers.subscriptions import Policy, Subscriptions
 from subscribers.tokens import Keys
 
 if TYPE_CHECKING:
+    from pipeline.aws.sqs import SqsQueue
     from pipeline.core.assemble import Choice
     from pipeline.sources import PullSource
     from pipeline.stages.built import BuiltIssue
@@ -127,6 +129,17 @@ def open_subscriptions(settings: Settings, environ: Mapping[str, str]
                         ) as transport, open_store(settings) as store:
         yield Subscriptions(store, keys, OptInMailer(settings, transport),
                             app_url=settings.site.app_url, policy=subscription_policy(settings))
+
+
+def open_signup_queue(settings: Settings) -> SqsQueue | None:
+    """The queue the subscription app hands its sign-ups to (``[subscriptions] queue_url``,
+    on Lambda), or None: they are carried out in the app's own process."""
+    if not settings.subscriptions.queue_url:
+        return None
+    from pipeline.aws.sqs import SqsQueue  # boto3 only when a queue is used
+
+    return SqsQueue(settings.subscriptions.queue_url, what="the sign-up queue",
+                    key="[subscriptions] queue_url")
 
 
 def open_archive(settings: Settings) -> Archive:

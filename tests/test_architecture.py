@@ -33,10 +33,12 @@ normalising of a reader's areas (which the store must apply, and may not import 
 INTERFACES = ("pipeline.archive", "pipeline.transport", "pipeline.translate", "pipeline.inbox")
 """Packages whose ``__init__`` is the interface and whose submodules are its adapters."""
 
-ADAPTER_ROOTS = ("pipeline.sources.github", "subscribers.store.sqlite", "subscribers.store.dynamo")
+ADAPTER_ROOTS = ("pipeline.sources.github", "subscribers.store.sqlite", "subscribers.store.dynamo",
+                 "pipeline.aws.sqs")
 """Adapters outside an interface package; each store backend is a package (a module per role),
-and every module under it counts. ``pipeline.sources.feeds`` is not one: the build reads its
-feeds (a file or a URL) itself, as it reads the editor's file; there is no other way to."""
+and every module under it counts; the sign-up queue sits beside the AWS client it uses.
+``pipeline.sources.feeds`` is not one: the build reads its feeds (a file or a URL) itself, as
+it reads the editor's file; there is no other way to."""
 
 ENTRY_POINTS = ("pipeline.wiring", "pipeline.cli", "pipeline.web")
 
@@ -118,6 +120,18 @@ def test_only_the_wiring_builds_adapters(graph: grimp.ImportGraph) -> None:
         return not _is_adapter(target)
 
     assert _breaches(graph, importers, allowed) == []
+
+
+def test_boto3_is_imported_by_the_aws_code_alone(graph: grimp.ImportGraph) -> None:
+    """boto3 and botocore are imported by ``pipeline.aws``, the AWS adapters and the Lambda
+    entry point (which reads its secrets with boto3): the subscription app and the stages see
+    only interfaces, whose adapters convert AWS's errors at their edge."""
+    aws_code = ("pipeline.aws", "pipeline.archive.s3", "pipeline.inbox.s3",
+                "pipeline.transport.ses", "pipeline.translate.aws", "subscribers.store.dynamo",
+                "pipeline.web.lambda_app")
+    importers = [m for m in _ours(graph) if _imports(graph, m) & {"boto3", "botocore"}
+                 and not _under(m, aws_code)]
+    assert importers == []
 
 
 def test_subscribers_stand_on_their_own(graph: grimp.ImportGraph) -> None:

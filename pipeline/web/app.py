@@ -57,7 +57,7 @@ from pipeline.core.email.render import Footer
 from pipeline.web.mail_queue import MailQueue
 from pipeline.web.pages import Pages
 from pipeline.web.routes import SNS_WINDOW, Routes
-from pipeline.web.signups import SqsSignups
+from pipeline.web.signups import SignupQueue
 from pipeline.web.sns import SnsVerifier
 from pipeline.week import now as clock_now
 from subscribers.subscriptions import Subscriptions
@@ -69,7 +69,7 @@ def create_app(subscriptions: Subscriptions, *, app_url: str, base_url: str,
                verifier: SnsVerifier | None = None,
                clock: Callable[[], datetime] = clock_now,
                mail_queue: MailQueue | None = None, footer: Footer | None = None,
-               signups: SqsSignups | None = None) -> Starlette:
+               signups: SignupQueue | None = None) -> Starlette:
     """The app over ready-made parts; :func:`pipeline.web.wired.open_app` wires them from the
     settings, tests pass their own (a verifier that trusts a loopback certificate host, a
     fixed clock, a queue they can wait on). The queue is also ``app.state.mail_queue``."""

@@ -37,7 +37,7 @@ from pipeline.web.pages import (
     masked_address,
     status_line,
 )
-from pipeline.web.signups import Signup, SqsSignups
+from pipeline.web.signups import Signup, SignupQueue
 from pipeline.web.sns import SnsError, SnsMessage, SnsVerifier
 from pipeline.week import iso_z
 from subscribers.areas import MAX_AREA_LENGTH, MAX_AREAS
@@ -112,7 +112,7 @@ class Routes:
     def __init__(self, subscriptions: Subscriptions, pages: Pages, *, app_url: str,
                  base_url: str, verifier: SnsVerifier | None,
                  clock: Callable[[], datetime], queue: MailQueue,
-                 signups: SqsSignups | None = None) -> None:
+                 signups: SignupQueue | None = None) -> None:
         self.subscriptions = subscriptions
         #: Where sign-ups go when not done in this process (pipeline/web/signups.py).
         self.signups = signups
@@ -169,7 +169,7 @@ class Routes:
                                                   "subscribe", f"asked at {iso_z(now)}")
             return response
         try:  # one SendMessage, whatever the address: the answer's time says nothing
-            await run_in_threadpool(self.signups.send, signup)
+            await run_in_threadpool(self.signups.send, signup.to_json())
         except TransportError as exc:  # the same for every address: said, not hidden
             log.warning("subscribe: not queued: %s", exc)
             return self.pages.render("unavailable", 503, langs=langs)

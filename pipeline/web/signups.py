@@ -8,10 +8,11 @@ is no "after": the function's answer leaves only when the handler returns, backg
 tasks included, so its time would again follow the address's state.
 
 With ``[subscriptions] queue_url`` set (the deploy template sets it), the request is instead
-one SQS message, sent before the answer: one ``SendMessage``, the same call whatever the
-address. The same function, invoked by SQS, does the sign-up
-(:func:`pipeline.web.lambda_app.create_handler`), and a sign-up that fails for now (the
-store or the mail unavailable) is retried by SQS, then kept in the dead-letter queue.
+one message to a :class:`SignupQueue`, sent before the answer: one SQS ``SendMessage``
+(:class:`pipeline.aws.sqs.SqsQueue`), the same call whatever the address. The same
+function, invoked by SQS, does the sign-up (:func:`pipeline.web.lambda_app.create_handler`),
+and a sign-up that fails for now (the store or the mail unavailable) is retried by SQS, then
+kept in the dead-letter queue.
 
 A message holds what the sign-up needs and nothing more: the address, the layout, the areas
 it chose and the time of the request (the consent record's time).
@@ -22,18 +23,23 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
-
-from pipeline.errors import TransportError
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from subscribers.subscriptions import RequestOutcome, Subscriptions
 
-__all__ = ["Signup", "SqsSignups"]
+__all__ = ["Signup", "SignupQueue"]
 
 #: A message larger than any real sign-up (an address is at most 254 characters; the areas a
 #: form may send are bounded by the app): refused when read back.
 MAX_MESSAGE_CHARS = 16_384
+
+
+class SignupQueue(Protocol):
+    """Where sign-ups wait to be carried out: ``send`` hands one over (its JSON, see
+    :meth:`Signup.to_json`) or raises :class:`~pipeline.errors.TransportError`."""
+
+    def send(self, body: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -72,35 +78,3 @@ class Signup:
         """What the app's background task does: the store's request and the mail."""
         return subscriptions.request(self.email, self.layout, source="web", now=self.at,
                                      areas=self.areas)
-
-
-class SqsSignups:
-    """Sends each sign-up to the SQS queue at ``queue_url``. ``client`` lets a caller pass
-    one (tests, a host that made its own); otherwise one is made from AWS's settings."""
-
-    def __init__(self, queue_url: str, *, client: Any = None) -> None:
-        if client is None:
-            from pipeline.aws import aws_client
-
-            client = aws_client("sqs", region=_region_of(queue_url),
-                                what="the sign-up queue", key="[subscriptions] queue_url")
-        self.queue_url = queue_url
-        self.client = client
-
-    def send(self, signup: Signup) -> None:
-        """One ``SendMessage``; TransportError when SQS does not take it."""
-        from botocore.exceptions import BotoCoreError, ClientError
-
-        try:
-            self.client.send_message(QueueUrl=self.queue_url, MessageBody=signup.to_json())
-        except (BotoCoreError, ClientError) as exc:
-            raise TransportError(f"the sign-up queue did not take the request: "
-                                 f"{type(exc).__name__}") from exc
-
-
-def _region_of(queue_url: str) -> str | None:
-    """``https://sqs.<region>.amazonaws.com/…`` → the region; None for any other host (a
-    local endpoint: AWS's own settings then decide)."""
-    host = queue_url.split("://", 1)[-1].split("/", 1)[0]
-    parts = host.split(".")
-    return parts[1] if len(parts) >= 4 and parts[0] == "sqs" else None

@@ -15,9 +15,8 @@ from starlette.applications import Starlette
 from pipeline.config import Settings
 from pipeline.core.email.render import Footer
 from pipeline.web.app import SNS_WINDOW, create_app
-from pipeline.web.signups import SqsSignups
 from pipeline.web.sns import CertificateSource, SnsVerifier
-from pipeline.wiring import open_subscriptions, signing_keys
+from pipeline.wiring import open_signup_queue, open_subscriptions, signing_keys
 
 log = logging.getLogger("newsletter.app")
 
@@ -37,9 +36,8 @@ def open_app(settings: Settings, environ: Mapping[str, str], stack: ExitStack) -
                     "local outbox, never for real mail (set NEWSLETTER_SECRET)")
     if verifier is None:
         log.info("POST /webhooks/ses is off: no [ses] sns_topic_arns")
-    signups = None
-    if settings.subscriptions.queue_url:
-        signups = SqsSignups(settings.subscriptions.queue_url)
+    signups = open_signup_queue(settings)
+    if signups is not None:
         log.info("sign-ups go to the queue %s", settings.subscriptions.queue_url)
     return create_app(subscriptions, app_url=settings.site.app_url,
                       base_url=settings.site.base_url, verifier=verifier,

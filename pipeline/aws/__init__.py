@@ -1,4 +1,5 @@
-"""One way to make a boto3 client, for the adapters that speak to AWS (SES, S3, Translate).
+"""One way to make a boto3 client, for the adapters that speak to AWS (SES, S3, Translate,
+DynamoDB, SQS).
 
 A fresh boto3 session each time: the default session caches the credentials it found first,
 which a long-lived process (or a test changing the environment) should not inherit. What the
@@ -7,7 +8,8 @@ the same for every session, and reading them again is most of what a new client 
 boto3 is imported here, lazily, and only the AWS adapters call this.
 
 The S3 part both S3 adapters share (the archive's bucket, the inbox's prefix) lives here too:
-:func:`s3_client` and the one-line wording of S3's errors, :func:`s3_reason`.
+:func:`s3_client` and the one-line wording of S3's errors, :func:`s3_reason`; and beside it
+the one adapter with no interface package of its own, the sign-up queue on SQS (``sqs.py``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,46 @@
+"""A queue on Amazon SQS: one ``SendMessage`` a message, botocore's errors turned into one
+:class:`~pipeline.errors.TransportError` at this edge (keeping the cause).
+
+The subscription app hands its sign-ups to such a queue on Lambda
+(:mod:`pipeline.web.signups`); :func:`pipeline.wiring.open_signup_queue` makes it from
+``[subscriptions] queue_url``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from botocore.exceptions import BotoCoreError, ClientError
+
+from pipeline.aws import aws_client
+from pipeline.errors import TransportError
+
+__all__ = ["SqsQueue"]
+
+
+class SqsQueue:
+    """Sends each message body to the queue at ``queue_url``; ``what`` names it in errors.
+    ``client`` lets a caller pass one (tests); otherwise one is made from AWS's settings,
+    ``key`` naming the setting a missing region is about."""
+
+    def __init__(self, queue_url: str, *, what: str, key: str, client: Any = None) -> None:
+        self.queue_url = queue_url
+        self.what = what
+        self.client = client or aws_client("sqs", region=region_of(queue_url), what=what,
+                                           key=key)
+
+    def send(self, body: str) -> None:
+        """One ``SendMessage``; TransportError when SQS does not take it."""
+        try:
+            self.client.send_message(QueueUrl=self.queue_url, MessageBody=body)
+        except (BotoCoreError, ClientError) as exc:
+            raise TransportError(f"{self.what} did not take the request: "
+                                 f"{type(exc).__name__}") from exc
+
+
+def region_of(queue_url: str) -> str | None:
+    """``https://sqs.<region>.amazonaws.com/…`` → the region; None for any other host (a
+    local endpoint: AWS's own settings then decide)."""
+    host = queue_url.split("://", 1)[-1].split("/", 1)[0]
+    parts = host.split(".")
+    return parts[1] if len(parts) >= 4 and parts[0] == "sqs" else None
