@@ -104,8 +104,6 @@ def subject_days(week: Week) -> dict[str, str]:
     """The week's days as briefly as a subject line says them: ``11 月 23–29 日`` and
     ``23–29 Nov`` (``11 月 30 日 – 12 月 6 日``, ``30 Nov – 6 Dec`` across a month). No
     year: the inbox dates every message, and the characters go to the headline."""
-    import pendulum
-
     first = pendulum.instance(week.start).in_timezone(week.tz)
     last = pendulum.instance(week.end).in_timezone(week.tz).subtract(days=1)
     if first.month == last.month:

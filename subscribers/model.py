@@ -12,7 +12,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from functools import lru_cache
-from types import ModuleType
+
+from email_validator import EmailNotValidError, validate_email
 
 from pipeline.model import LAYOUTS
 from subscribers.errors import InvalidAddress
@@ -226,22 +227,11 @@ def normalise_email(text: str) -> str:
     stripped = text.strip()
     if not stripped:
         raise InvalidAddress(text, "empty")
-    checker = _email_validator()
     try:
-        normal: str = checker.validate_email(stripped, check_deliverability=False).normalized
-    except checker.EmailNotValidError as exc:
+        normal: str = validate_email(stripped, check_deliverability=False).normalized
+    except EmailNotValidError as exc:
         raise InvalidAddress(stripped, str(exc)) from exc
     return normal
-
-
-@lru_cache(maxsize=1)
-def _email_validator() -> ModuleType:
-    """email-validator, imported when an address is first checked: compiling its patterns
-    would otherwise slow the start of every command that imports this module (``build``,
-    through the store; ``--help``)."""
-    import email_validator
-
-    return email_validator
 
 
 def email_key(normalised: str) -> str:
