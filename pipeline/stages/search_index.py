@@ -12,11 +12,10 @@ so even a year indexed again writes nothing when nothing changed.
 Why the extended binary, run once over a temporary folder, and not Pagefind's Python API:
 
 * The binary ships inside the ``pagefind_bin_extended`` wheel: nothing is downloaded.
-* The Python API answers one request per 0.1 s poll of its pipe (20 pages took 2.2 s, and a
-  year's records are some 400 requests), and its ``get_files`` reads the whole index back as
-  one line through a 2 MiB buffer: past that it hangs for ever (measured with 100 issue
-  pages). One ``pagefind_extended --site`` process has neither problem, ends with an exit
-  status, and a timeout bounds it.
+* The Python API answers one request per poll of its pipe (a year's records are some 400
+  requests), and its ``get_files`` reads the whole index back as one line through a 2 MiB
+  buffer: past that it hangs for ever. One ``pagefind_extended --site`` process has neither
+  problem, ends with an exit status, and a timeout bounds it.
 
 Why ``--force-language und``: Pagefind keeps one index per ``<html lang>`` and searches only
 the one of the search page's language, so a Chinese and an English record would never answer
@@ -42,8 +41,7 @@ from pipeline.core.site.site import Site
 from pipeline.errors import RenderError
 from pipeline.model import Issue, SiteObject
 
-#: Indexing the sample archive takes well under a second and 2,000 full issue pages 48 s
-#: (make bench): this bounds a hung process, not a large archive.
+#: This bounds a hung process, far above what a large archive takes (make bench measures it).
 PAGEFIND_TIMEOUT_S = 600
 #: What a record's text is (web/search_record.html.j2): a page without it is skipped.
 ROOT_SELECTOR = "main"

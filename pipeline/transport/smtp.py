@@ -8,7 +8,7 @@ max_connections``. A relay that limits connections per client below that (Postfi
 connections``): while other connections are open, the message waits for one of them instead
 of failing; with none open, the greeting is a :class:`TemporaryFailure` like any other 4xx.
 Every connection sets ``TCP_NODELAY``: with Nagle's algorithm, the last TLS record of each
-message waited for the relay's delayed ACK (~40 ms a message over STARTTLS).
+message waited for the relay's delayed ACK, a pause on every message over STARTTLS.
 
 What matters most is knowing, when something goes wrong, whether the server may already hold
 the message. Each connection tracks how far the current transaction got:
@@ -164,7 +164,7 @@ class _Connection(smtplib.SMTP):
                 source_address: _SourceAddress | None = None) -> tuple[int, bytes]:
         """smtplib's connect, with Nagle's algorithm off. A message leaves in several writes
         (TLS records, then ``.``); with Nagle on, the kernel holds the last small one until
-        the relay acknowledges the others, and relays delay that ACK (~40 ms a message).
+        the relay acknowledges the others, and relays delay that ACK.
         STARTTLS wraps this very descriptor (implicit TLS already did), so it stays set."""
         reply = super().connect(host, port, source_address)
         if self.sock is not None:
