@@ -141,6 +141,7 @@ def test_a_page_served_on_another_port_leads_everywhere_and_its_search_works(bro
         seen.assert_clean()
 
 
+@pytest.mark.subprocess  # the archive it reads is the module's, published with Pagefind
 def test_the_feeds_and_the_canonical_links_keep_the_configured_base_url(served):
     page = (served.root / "issues" / SAMPLE_WEEK / "index.html").read_text(encoding="utf-8")
     canonical = f'<link rel="canonical" href="{DEFAULT_BASE}/issues/{SAMPLE_WEEK}/index.html">'
