@@ -276,20 +276,13 @@ def test_pages_read_without_javascript_and_the_search_page_says_what_to_do(brows
         visit.assert_clean()
 
 
-@pytest.fixture(scope="module")
-def hostile_site(tmp_path_factory) -> Iterator[PublishedSite]:
-    """One issue whose review and titles try to inject markup, published in-process."""
-    project = tmp_path_factory.mktemp("hostile-search")
+def published_in_process(project: Path, entries: list[Entry]) -> Iterator[PublishedSite]:
+    """The sample week built from ``entries`` alone and published in-process into
+    ``project/site``, served on 127.0.0.1 (its URL the ``base_url``) while the caller runs."""
     server = start_server(project / "site")
     base = f"http://127.0.0.1:{server.server_port}"
-    body = ("<script>window.pwned=1</script><img src=x onerror=window.pwned=2> 毒药评审 "
-            "&lt;b&gt;粗&lt;/b&gt; \u202eevil\u202c $& $` " + "长" * 300)
     feed = project / "feed.atom"
-    feed.write_bytes(atom([
-        Entry(pr=60001, title="毒药 <img src=x onerror=window.pwned=3>", lang="zh-CN",
-              body="值得精读：" + body),
-        Entry(pr=60001, title="Poison <script>window.pwned=4</script>", lang="en",
-              id="en-60001", body="Must read: " + body)]))
+    feed.write_bytes(atom(entries))
     (project / "newsletter.toml").write_text(
         f'[feed]\nurls = ["{feed}"]\n[site]\nbase_url = "{base}"\n', encoding="utf-8")
     settings = load(project / "newsletter.toml", {})
@@ -297,10 +290,22 @@ def hostile_site(tmp_path_factory) -> Iterator[PublishedSite]:
                              out=project / "build").out_dir)
     publish(built, LocalArchive(project / "site"), Site(settings.site))
     try:
-        yield PublishedSite(Path(project / "site"), base, (SAMPLE_WEEK,))
+        yield PublishedSite(project / "site", base, (SAMPLE_WEEK,))
     finally:
         server.shutdown()
         server.server_close()
+
+
+@pytest.fixture(scope="module")
+def hostile_site(tmp_path_factory) -> Iterator[PublishedSite]:
+    """One issue whose review and titles try to inject markup, published in-process."""
+    body = ("<script>window.pwned=1</script><img src=x onerror=window.pwned=2> 毒药评审 "
+            "&lt;b&gt;粗&lt;/b&gt; \u202eevil\u202c $& $` " + "长" * 300)
+    yield from published_in_process(tmp_path_factory.mktemp("hostile-search"), [
+        Entry(pr=60001, title="毒药 <img src=x onerror=window.pwned=3>", lang="zh-CN",
+              body="值得精读：" + body),
+        Entry(pr=60001, title="Poison <script>window.pwned=4</script>", lang="en",
+              id="en-60001", body="Must read: " + body)])
 
 
 @pytest.mark.slow  # its fixture builds and publishes the hostile issue, Pagefind and all
@@ -322,9 +327,6 @@ def test_a_review_that_injects_markup_shows_as_text(browser, hostile_site):
 @pytest.fixture(scope="module")
 def busy_site(tmp_path_factory) -> Iterator[PublishedSite]:
     """One issue of twelve reviews, each about the scheduler (调度器), published in-process."""
-    project = tmp_path_factory.mktemp("busy-search")
-    server = start_server(project / "site")
-    base = f"http://127.0.0.1:{server.server_port}"
     entries = []
     for n in range(12):
         pr = 61000 + n
@@ -332,19 +334,7 @@ def busy_site(tmp_path_factory) -> Iterator[PublishedSite]:
                           body=f"值得一读：调度器的第 {n} 处改动。"),
                     Entry(pr=pr, lang="en", id=f"en-{pr}", title=f"Scheduler change {n}",
                           body=f"Skim: the scheduler's change number {n}.")]
-    feed = project / "feed.atom"
-    feed.write_bytes(atom(entries))
-    (project / "newsletter.toml").write_text(
-        f'[feed]\nurls = ["{feed}"]\n[site]\nbase_url = "{base}"\n', encoding="utf-8")
-    settings = load(project / "newsletter.toml", {})
-    built = load_built(build(settings, week_id=SAMPLE_WEEK, feeds=[str(feed)],
-                             out=project / "build").out_dir)
-    publish(built, LocalArchive(project / "site"), Site(settings.site))
-    try:
-        yield PublishedSite(Path(project / "site"), base, (SAMPLE_WEEK,))
-    finally:
-        server.shutdown()
-        server.server_close()
+    yield from published_in_process(tmp_path_factory.mktemp("busy-search"), entries)
 
 
 @pytest.mark.slow  # its fixture builds and publishes a twelve-review issue, Pagefind and all
