@@ -63,15 +63,16 @@ class LocalArchive(Archive):
     def delete(self, keys: Sequence[str]) -> int:
         removed = 0
         for key in keys:
+            path = self._path(key)
             try:
-                self._path(key).unlink()
+                path.unlink()
             except FileNotFoundError:
                 continue
             except OSError as exc:
                 raise ArchiveError(f"cannot remove {key}: {exc.strerror or exc}",
                                    key=key) from exc
             removed += 1
-            self._prune(self._path(key).parent)
+            self._prune(path.parent)
         return removed
 
     def _prune(self, folder: Path) -> None:
