@@ -91,9 +91,10 @@ class Site:
         """``footer``: who publishes the archive (:meth:`Footer.configured`, as every
         email's foot says it); without one the pages name no sender."""
         self.base_url = site.base_url.rstrip("/")
+        path = urlsplit(self.base_url).path
         #: The site's root as a path ("" or "/weekly"): where every link between pages starts.
-        self.root = urlsplit(self.base_url).path.rstrip("/")
-        self._origin = self.base_url[:len(self.base_url) - len(urlsplit(self.base_url).path)]
+        self.root = path.rstrip("/")
+        self._origin = self.base_url[:len(self.base_url) - len(path)]
         self.app_url = site.app_url.rstrip("/")
         self.env = env or environment()
         self.env.globals.update(
