@@ -19,6 +19,15 @@ def write_editorial(settings, text: str) -> None:
     (folder / f"{SAMPLE_WEEK}.toml").write_text(text, encoding="utf-8")
 
 
+def editor_entry(settings, text: str, pr: int = 53721):
+    """The loaded editor's entry for ``pr`` once ``text`` is this week's file."""
+    write_editorial(settings, text)
+    entry = load_editorial(settings.resolve(settings.paths.editorial_dir), SAMPLE_WEEK,
+                           TIER_NAMES).get(pr)
+    assert entry is not None
+    return entry
+
+
 def test_the_editor_reorders_hides_and_notes(settings, tmp_path):
     write_editorial(settings, """
 [54934]
@@ -119,12 +128,9 @@ def test_a_table_name_that_is_no_pr_number_is_one_clear_error(settings, key):
 
 
 def test_the_editors_texts_carry_no_bidi_or_invisible_character(settings):
-    write_editorial(settings, '[53721]\nnote = "Read\\u202e this\\u200b first"\n'
-                              '[53721.en]\ntitle = "Fix \\u202eSECURITY ALERT\\u2069"\n'
-                              'body = "Must read.\\u2066\\n\\nSecond\\ufeff."\n')
-    entry = load_editorial(settings.resolve(settings.paths.editorial_dir), SAMPLE_WEEK,
-                           TIER_NAMES).get(53721)
-    assert entry is not None
+    entry = editor_entry(settings, '[53721]\nnote = "Read\\u202e this\\u200b first"\n'
+                                   '[53721.en]\ntitle = "Fix \\u202eSECURITY ALERT\\u2069"\n'
+                                   'body = "Must read.\\u2066\\n\\nSecond\\ufeff."\n')
     assert entry.texts["en"].title == "Fix SECURITY ALERT"
     assert entry.texts["en"].body == "Must read.\n\nSecond."
     assert entry.note.en == "Read this first"
@@ -139,21 +145,15 @@ def test_the_editors_texts_carry_no_bidi_or_invisible_character(settings):
 def test_a_note_at_the_prs_level_is_its_own_languages(settings, note, lang):
     """A note written once, in English, used to show under 编者按 in the Chinese layouts too:
     it belongs to the language it is written in, and to no other."""
-    write_editorial(settings, f'[53721]\nnote = "{note}"\n')
-    entry = load_editorial(settings.resolve(settings.paths.editorial_dir), SAMPLE_WEEK,
-                           TIER_NAMES).get(53721)
-    assert entry is not None
+    entry = editor_entry(settings, f'[53721]\nnote = "{note}"\n')
     assert entry.note.get(lang) == note
     assert entry.note.get("en" if lang == "zh" else "zh") is None
 
 
 def test_a_languages_own_note_wins_over_the_prs_note(settings):
-    write_editorial(settings, '[53721]\nnote = "Old English note."\n'
-                              '[53721.en]\nnote = "The English note."\n'
-                              '[53721.zh]\nnote = "中文的编者按。"\n')
-    entry = load_editorial(settings.resolve(settings.paths.editorial_dir), SAMPLE_WEEK,
-                           TIER_NAMES).get(53721)
-    assert entry is not None
+    entry = editor_entry(settings, '[53721]\nnote = "Old English note."\n'
+                                   '[53721.en]\nnote = "The English note."\n'
+                                   '[53721.zh]\nnote = "中文的编者按。"\n')
     assert (entry.note.zh, entry.note.en) == ("中文的编者按。", "The English note.")
 
 

@@ -28,6 +28,7 @@ XML), so such texts are counted and cut as what they become.
 from __future__ import annotations
 
 import base64
+import functools
 import re
 from dataclasses import dataclass, field
 from xml.parsers import expat
@@ -296,9 +297,7 @@ class _Scan:
         cut alone, inside the elements open there, with no Python handler but one at the
         end of a namespace declared on the body for this (and C ones keeping a text's
         characters). What it read is counted."""
-        marker = "feedcut"
-        while marker.encode() in self.data:
-            marker += "_"
+        marker = self._marker
         names = [self._stack[body.depth - 1], *body.open]
         prefix = self._head + _start_tags(names, {**self._scopes[-1], marker: "urn:feed-cut"})
         prefix += b"<![CDATA[" if body.in_cdata else b""
@@ -328,6 +327,15 @@ class _Scan:
         else:
             body.length += len(_as_read("".join(texts)))
         return end
+
+    @functools.cached_property
+    def _marker(self) -> str:
+        """A namespace prefix the document does not hold: found once, not once per cut (a
+        search of the whole document each time)."""
+        marker = "feedcut"
+        while marker.encode() in self.data:
+            marker += "_"
+        return marker
 
     def _cdata_start(self) -> None:
         self._cdata = True

@@ -123,10 +123,7 @@ class Vocabulary:
             modals=lists("modals"), negators=lists("negators"),
             ratings=_tiers_of(section("ratings", {}), "ratings"),
             recommends=lists("recommends"),
-            answers_yes={lang: _list(section("answers", {}), f"{lang}_yes", "answers")
-                         for lang in LANGS},
-            answers_no={lang: _list(section("answers", {}), f"{lang}_no", "answers")
-                        for lang in LANGS},
+            answers_yes=lists("answers", "_yes"), answers_no=lists("answers", "_no"),
             conditions=lists("conditions"), soft_conditions=lists("soft_conditions"),
             otherwise=lists("otherwise"),
             scope_openers=lists("scopes"), scope_limits=lists("scopes", "_limits"),
@@ -294,7 +291,6 @@ class _Reader:
     def _verdict(self, tier: str, start: int, pos: int, phrase_end: int, end: int,
                  restricted: bool = False) -> Verdict:
         phrase = self.text[pos:phrase_end].strip()
-        rest_start = phrase_end
         condition = self._condition_after(phrase_end, end, soft=restricted)
         otherwise = self._otherwise(phrase_end, end) if tier in _TIERS else None
         if condition is not None:
@@ -304,7 +300,7 @@ class _Reader:
             tier = otherwise
         elif tier in _TIERS and self._is_negation(pos, phrase_end):
             tier = self._but_clause(phrase_end, end) or tier
-        scope = None if condition else self._scope(rest_start, end)
+        scope = None if condition else self._scope(phrase_end, end)
         level = self._bracketed_level(phrase_end)
         if level and not condition:  # "值得一读（中）": the level given in brackets says it
             tier = level
