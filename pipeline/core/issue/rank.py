@@ -246,7 +246,6 @@ def _rank_one(group: PullGroup, entry: EditorEntry | None,
     return item, problems
 
 
-
 def _tier_of(group: PullGroup, entry: EditorEntry | None, priority: str | None,
              read: Verdict | None, verdict: Verdict | None, texts: dict[Lang, Text],
              problems: list[Problem]) -> tuple[str, str]:
