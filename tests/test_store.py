@@ -57,6 +57,8 @@ from subscribers.store.rules import (
 from subscribers.store.sqlite import MIGRATIONS, SqliteStore
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Sequence
+
     from support.dynamo_support import Dynamo
 
 pytest_plugins = ["support.dynamo_support"]
@@ -155,6 +157,18 @@ def active(store: SubscriberStore, email: str, layout: str = "zh-en") -> str:
     sub = store.add(email, layout, status="active", source="test", now=NOW).subscriber
     assert sub is not None
     return sub.id
+
+
+def each_in_a_thread(stores: Sequence[SubscriberStore],
+                     work: Callable[[int, SubscriberStore], None]) -> None:
+    """``work(n, store)`` for every store at once, one thread each; then the stores closed."""
+    threads = [threading.Thread(target=work, args=(n, s)) for n, s in enumerate(stores)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for s in stores:
+        s.close()
 
 
 # -- schema ----------------------------------------------------------------------------------
@@ -996,19 +1010,13 @@ def test_quota_is_exact_under_concurrent_takers(backend):
     taken = []
     lock = threading.Lock()
 
-    def take(s: SubscriberStore) -> None:
+    def take(_n: int, s: SubscriberStore) -> None:
         for _ in range(25):
             ok = s.take_quota("shared", NOW, limit=30, window=timedelta(hours=1))
             with lock:
                 taken.append(ok)
 
-    threads = [threading.Thread(target=take, args=(s,)) for s in stores]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for s in stores:
-        s.close()
+    each_in_a_thread(stores, take)
     assert taken.count(True) == 30 and len(taken) == 100
 
 
@@ -1111,13 +1119,7 @@ def test_only_one_of_many_concurrent_takers_gets_a_lease(backend):
         if lease.owner == f"owner-{n}":
             winners.append(n)
 
-    threads = [threading.Thread(target=take, args=(n, s)) for n, s in enumerate(stores)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for s in stores:
-        s.close()
+    each_in_a_thread(stores, take)
     assert len(winners) == 1
 
 
@@ -1158,13 +1160,7 @@ def test_only_one_of_many_concurrent_first_sends_is_noted(backend):
         barrier.wait()
         answers[n] = s.record_sent(ISSUE, f"{n:064x}", NOW).content_hash
 
-    threads = [threading.Thread(target=note, args=(n, s)) for n, s in enumerate(stores)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for s in stores:
-        s.close()
+    each_in_a_thread(stores, note)
     assert len(set(answers.values())) == 1 and len(answers) == len(stores)
 
 

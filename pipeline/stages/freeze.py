@@ -30,7 +30,8 @@ if TYPE_CHECKING:
     from subscribers.model import SentIssue
     from subscribers.store import SentIssues
 
-__all__ = ["MAX_REASON", "check", "correction_for", "note_publish", "note_send", "replaces"]
+__all__ = ["MAX_REASON", "check", "correction_for", "note_publish", "note_send", "refused",
+           "replaces"]
 
 #: The longest reason a correction may give (one line under the issue's title).
 MAX_REASON = 200
@@ -44,14 +45,20 @@ def replaces(content_hash: str, correction: Correction | None, sent: SentIssue) 
             and (correction.on, correction.reason) != (sent.corrected_on, sent.correction))
 
 
+def refused(content_hash: str, correction: Correction | None, sent: SentIssue | None) -> bool:
+    """Whether an issue of ``content_hash`` carrying ``correction`` never goes out: the week
+    went out as ``sent``, and this issue differs without being a new correction of it."""
+    return (sent is not None and content_hash != sent.content_hash
+            and not replaces(content_hash, correction, sent))
+
+
 def check(week_id: str, content_hash: str, correction: Correction | None,
           sent: SentIssue | None, feeds: Sequence[str] = ()) -> None:
     """Refuse (exit 3) an issue of ``week_id`` that would replace what went out without
-    being a correction of it. The one line says why, and how to correct it: the preview
-    that rebuilds the week with a reason, from ``feeds`` (those this command was given)."""
-    if sent is None or content_hash == sent.content_hash:
-        return
-    if replaces(content_hash, correction, sent):
+    being a correction of it (:func:`refused`). The one line says why, and how to correct
+    it: the preview that rebuilds the week with a reason, from ``feeds`` (those this
+    command was given)."""
+    if sent is None or not refused(content_hash, correction, sent):
         return
     went = f"{sent.first_sent_at:%Y-%m-%d}" + (
         f", corrected on {sent.corrected_on}" if sent.corrected_on else "")

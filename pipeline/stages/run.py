@@ -50,7 +50,7 @@ if TYPE_CHECKING:
     from subscribers.model import SentIssue
     from subscribers.store import SubscriberStore
 
-__all__ = ["RunRequest", "Steps", "approved_issue", "issue_sent", "run_week"]
+__all__ = ["RunRequest", "Steps", "approved_issue", "run_week", "sent_week_issue"]
 
 _log = logging.getLogger("newsletter.run")
 
@@ -105,13 +105,15 @@ def run_week(request: RunRequest, steps: Steps, *, at: datetime,
     check_week(week, at, allow_partial_week=request.send.allow_partial_week)
     with steps.open_store() as store, hold(store, f"send:{week.id}", f"run {week.id}"):
         sent = store.sent_issue(week.id)
-        built = issue_sent(issue_folder, week.id, sent)
+        here = sent_week_issue(issue_folder, week.id, sent)
+        built = (here if here is not None and sent is not None
+                 and here.content_hash == sent.content_hash else None)
         if built is not None:
             steps.reuse(built, True)
         elif (built := approved_issue(issue_folder, week.id)) is not None:
             steps.reuse(built, False)
         else:
-            waiting_correction(issue_folder, week.id, sent)
+            waiting_correction(here, sent)
             built = steps.build(week, request.feeds, store.variant_choices(), sent)
         # An approved issue is no exception: what went out is never replaced silently.
         freeze.check(week.id, built.content_hash, built.issue.correction, sent, request.feeds)
@@ -124,33 +126,29 @@ def run_week(request: RunRequest, steps: Steps, *, at: datetime,
             return steps.send(built, delivery, store, request.send)
 
 
-def issue_sent(folder: Path, week_id: str, sent: SentIssue | None) -> BuiltIssue | None:
-    """The issue in ``folder`` when it is the one the week went out as (a send resumed, or
-    run again), else None: a folder that cannot be read is rebuilt, and the build is then
-    compared with what went out."""
+def sent_week_issue(folder: Path, week_id: str, sent: SentIssue | None
+                    ) -> BuiltIssue | None:
+    """The issue in ``folder`` when the week went out as ``sent`` (read once, for both
+    questions below), else None: a folder that cannot be read is rebuilt, and the build is
+    then compared with what went out."""
     if sent is None or not (folder / ISSUE_FILE).exists():
         return None
     try:
-        candidate = load_built(folder, week_id)
+        return load_built(folder, week_id)
     except NewsletterError:
         return None
-    return candidate if candidate.content_hash == sent.content_hash else None
 
 
-def waiting_correction(folder: Path, week_id: str, sent: SentIssue | None) -> None:
-    """Refuse (exit 3) to rebuild a sent week over the correction the editor built and has
-    not approved yet: a rebuild without its reason would only differ from what went out;
-    approving the correction is what is missing."""
-    if sent is None or not (folder / ISSUE_FILE).exists():
+def waiting_correction(here: BuiltIssue | None, sent: SentIssue | None) -> None:
+    """Refuse (exit 3) to rebuild a sent week over the correction the editor built (``here``)
+    and has not approved yet: a rebuild without its reason would only differ from what went
+    out; approving the correction is what is missing."""
+    if here is None or sent is None:
         return
-    try:
-        candidate = load_built(folder, week_id)
-    except NewsletterError:
-        return
-    if freeze.replaces(candidate.content_hash, candidate.issue.correction, sent):
-        raise BlockedError(f"{week_id}: the correction built in {folder} "
-                           f"({candidate.content_hash[:12]}) is not approved; proof it, "
-                           f"then run: {command('approve', '--week', week_id)}")
+    if freeze.replaces(here.content_hash, here.issue.correction, sent):
+        raise BlockedError(f"{here.id}: the correction built in {here.folder} "
+                           f"({here.content_hash[:12]}) is not approved; proof it, "
+                           f"then run: {command('approve', '--week', here.id)}")
 
 
 def approved_issue(folder: Path, week_id: str) -> BuiltIssue | None:

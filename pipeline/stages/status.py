@@ -53,7 +53,7 @@ from typing import TYPE_CHECKING, Any
 from pipeline.errors import NewsletterError
 from pipeline.stages.approve import is_approved
 from pipeline.stages.built import issue_folder, load_built
-from pipeline.stages.freeze import replaces
+from pipeline.stages.freeze import refused
 from pipeline.stages.invocation import command
 from pipeline.stages.send_report import REPORT_FILE
 from pipeline.week import iso_z
@@ -382,10 +382,7 @@ def gather(settings: Settings, week_id: str, store: DeliveryStore, archive: Arch
                 reports=reports, missing_shards=missing_shards(reports),
                 unconfirmed={sid: entry.reason or "" for sid, entry in unconfirmed.items()},
                 rates=_issue_rates(store, week_id, ledger), sent=sent,
-                differs_from_sent=(sent is not None
-                                   and built.content_hash != sent.content_hash
-                                   and not replaces(built.content_hash,
-                                                    built.issue.correction, sent)))
+                differs_from_sent=refused(built.content_hash, built.issue.correction, sent))
     # Each issue's ledger is counted once (on DynamoDB a count reads the issue's rows).
     weeks = sorted(published | ({week_id} if week.built else set()))[-last:]
     history = [r for r in ((week.rates if w == week_id and week.rates else
