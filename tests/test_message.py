@@ -54,9 +54,7 @@ def test_headers_and_parts(settings, built, layout):
     assert message["Date"]
     body = parts(message)
     assert set(body) == {"text/plain", "text/html"}
-    assert unfolded(body["text/html"]) == unfolded(built.html(layout).replace(
-        UNSUBSCRIBE_PLACEHOLDER, messages.links(SID).unsubscribe).replace(
-        PREFERENCES_PLACEHOLDER, messages.links(SID).preferences))
+    assert unfolded(body["text/html"]) == unfolded(filled(built.html(layout), messages, SID))
     for text in body.values():
         assert "%%" not in text
     assert out.recipient == "reader@example.org" and out.sender == "weekly@example.org"

@@ -55,10 +55,11 @@ def make_project(folder: Path, *, feed: Path = SAMPLE_FEED, extra: str = "") -> 
     return folder
 
 
-def run_process(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``newsletter ARGS`` as its own process: the screenshots start Chromium through
-    Playwright's sync API, which cannot run beside this session's own."""
-    return subprocess.run([*newsletter_cmd(), *args], cwd=cwd, env=clean_env(),
+def run_process(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    """``newsletter ARGS`` as its own process, with a clean environment plus ``env``: the
+    screenshots start Chromium through Playwright's sync API, which cannot run beside this
+    session's own."""
+    return subprocess.run([*newsletter_cmd(), *args], cwd=cwd, env=clean_env(**env),
                           capture_output=True, text=True, timeout=300, check=False)
 
 
@@ -282,10 +283,8 @@ def test_a_chromium_that_does_not_start_is_one_line_saying_why(tmp_path):
     fake.write_text("#!/bin/sh\necho 'cannot open display :99' >&2\nexit 1\n")
     fake.chmod(0o755)
     project = make_project(tmp_path / "p")
-    result = ok(subprocess.run(
-        [*newsletter_cmd(), "preview", "--week", SAMPLE_WEEK, "--no-serve"], cwd=project,
-        env={**clean_env(), "PATH": f"{bin_}:{os.environ['PATH']}"}, capture_output=True,
-        text=True, timeout=300, check=False))
+    result = ok(run_process(["preview", "--week", SAMPLE_WEEK, "--no-serve"], project,
+                            PATH=f"{bin_}:{os.environ['PATH']}"))
     (said,) = [line for line in result.stdout.splitlines() if line.startswith("screenshots")]
     assert said.startswith("screenshots: skipped: Chromium did not start: ")
     assert said.endswith("(cannot open display :99)")

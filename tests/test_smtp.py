@@ -35,15 +35,17 @@ SENDER = "weekly@example.org"
 SUBJECT = "vLLM PR 周报 2026-W48：值得精读的 8 个 PR"
 
 
-def outgoing(recipient: str = "reader@example.com") -> Outgoing:
-    """A two-part message shaped like the real ones: UTF-8, RFC 2047 subject, CRLF."""
+def outgoing(recipient: str = "reader@example.com", *, cte: str = "8bit") -> Outgoing:
+    """A two-part message shaped like the real ones: UTF-8, RFC 2047 subject, CRLF; both
+    parts in ``cte`` (``quoted-printable``: a body of ASCII only, for what 8bit changes)."""
     msg = EmailMessage(policy=policy.SMTP)
     msg["From"] = Address("vLLM PR Weekly", addr_spec=SENDER)
     msg["To"] = recipient
     msg["Subject"] = SUBJECT
     # 8bit so the raw bytes keep a line that starts with "." (the transport must dot-stuff it).
-    msg.set_content("本周值得精读：调度器重构。\n.hidden line that starts with a dot\n", cte="8bit")
-    msg.add_alternative("<p lang=\"zh\">本周值得精读：调度器重构。</p>", subtype="html")
+    msg.set_content("本周值得精读：调度器重构。\n.hidden line that starts with a dot\n", cte=cte)
+    msg.add_alternative("<p lang=\"zh\">本周值得精读：调度器重构。</p>", subtype="html",
+                        cte=cte)
     return Outgoing(recipient=recipient, sender=SENDER, raw=msg.as_bytes(),
                     key=f"2026-W48/{recipient}", tags={"issue": "2026-W48"})
 
@@ -297,20 +299,9 @@ def test_untrusted_certificate_is_a_config_error(smtp_server_factory, tls: Tls) 
     assert isinstance(caught.value.__cause__, ssl.SSLCertVerificationError)
 
 
-def seven_bit(recipient: str = "reader@example.com") -> Outgoing:
-    """A message whose body is ASCII only (quoted-printable), for what 8bit changes."""
-    msg = EmailMessage(policy=policy.SMTP)
-    msg["From"] = Address("vLLM PR Weekly", addr_spec=SENDER)
-    msg["To"] = recipient
-    msg["Subject"] = SUBJECT
-    msg.set_content("本周值得精读：调度器重构。\n", cte="quoted-printable")
-    return Outgoing(recipient=recipient, sender=SENDER, raw=msg.as_bytes(),
-                    key=f"2026-W48/{recipient}", tags={"issue": "2026-W48"})
-
-
 def test_an_8bit_message_is_sent_with_body_8bitmime_a_7bit_one_without(
         smtp_server: SmtpSink, transport: SmtpTransport) -> None:
-    eight, seven = outgoing(), seven_bit()
+    eight, seven = outgoing(), outgoing(cte="quoted-printable")
     transport.send(eight)
     transport.send(seven)
     received = smtp_server.received
@@ -330,7 +321,7 @@ def test_an_8bit_message_to_a_relay_without_8bitmime_stops_the_send_naming_the_f
             transport.send(outgoing())
         assert caught.value.exit_code == 2 and "8BITMIME" in str(caught.value)
         assert "[delivery] eight_bit = false" in str(caught.value)
-        transport.send(seven_bit())  # an ASCII body goes as it is
+        transport.send(outgoing(cte="quoted-printable"))  # an ASCII body goes as it is
     finally:
         transport.close()
     assert len(sink.received) == 1
