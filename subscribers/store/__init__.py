@@ -246,8 +246,9 @@ class SentIssues(Protocol):
     (``build``, ``approve``, ``preview``, ``publish``, ``run``) and by ``status``."""
 
     def sent_issue(self, issue_id: str) -> SentIssue | None:
-        """What the issue went out as, or None while no message of it has been handed
-        over (see :meth:`record_sent`)."""
+        """What the issue went out as, or None while no send of it has begun (see
+        :meth:`record_sent`). A send that began freezes the week even if its list was
+        empty: ``run`` had published the issue before it, so the archive showed it."""
         ...
 
     def record_sent(self, issue_id: str, content_hash: str, now: datetime) -> SentIssue:
