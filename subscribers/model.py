@@ -220,18 +220,32 @@ def normalise_email(text: str) -> str:
     part keeps its case (uniqueness is case-insensitive separately). No DNS is consulted: the
     check must give the same answer offline, and deliverability is the transport's business.
 
-    Remembered for the last few thousand addresses: an import checks each row's address,
-    then the store normalises it again as it must for any caller. A refused address is not
-    remembered (``lru_cache`` keeps no exception).
+    Most of email-validator's work is the domain, and a list of readers shares few domains:
+    the domain is checked once (:func:`_domain`) and the local part beside a literal one.
     """
     stripped = text.strip()
     if not stripped:
         raise InvalidAddress(text, "empty")
+    local, at, domain = stripped.partition("@")
+    if not at:
+        raise InvalidAddress(stripped, "An email address must have an @-sign.")
     try:
-        normal: str = validate_email(stripped, check_deliverability=False).normalized
+        name = validate_email(f"{local}@[127.0.0.1]", allow_domain_literal=True,
+                              check_deliverability=False).local_part
+        unicode_domain, ascii_domain = _domain(domain)
     except EmailNotValidError as exc:
         raise InvalidAddress(stripped, str(exc)) from exc
+    normal = f"{name}@{unicode_domain}"
+    if max(len(form.encode()) for form in (stripped, normal, f"{name}@{ascii_domain}")) > 254:
+        raise InvalidAddress(stripped, "The email address is too long.")
     return normal
+
+
+@lru_cache(maxsize=4096)
+def _domain(domain: str) -> tuple[str, str]:
+    """A domain's normal and ASCII (IDNA) forms, as email-validator checks them."""
+    checked = validate_email(f"a@{domain}", check_deliverability=False)
+    return checked.domain, checked.ascii_domain
 
 
 def email_key(normalised: str) -> str:
