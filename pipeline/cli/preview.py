@@ -50,7 +50,7 @@ from pipeline.stages.preview import (
     watch,
     watched_paths,
 )
-from pipeline.stages.screenshots import Screenshotter, planned_shots
+from pipeline.stages.screenshots import Screenshotter
 from pipeline.wiring import archive_weeks, reader_choices
 
 if TYPE_CHECKING:
@@ -127,7 +127,8 @@ def _cmd_preview(args: argparse.Namespace, settings: Settings) -> int:
     with _shooter(args) as shooter:
         make = _maker(args, settings, week.id, approve, shooter)
         with future_week_said(settings, week.id):
-            built, report, preview = make(False)
+            # When serving, the page comes first and its screenshots after (_shoot_rest).
+            built, report, preview = make(not args.no_serve)
         _show_preview(built, report, preview)
         if to:
             send_copies(settings, built, to, tuple(args.layouts or LAYOUTS))
@@ -196,6 +197,8 @@ def _serve_and_watch(args: argparse.Namespace, settings: Settings, week_id: str,
         print(f"serving at http://127.0.0.1:{server.server_port}/preview/index.html "
               "(Ctrl-C stops)", flush=True)
     try:
+        if server is not None:
+            _shoot_rest(latest, shooter)
         if args.watch or server is not None:
             _watch(args, settings, week_id, make, latest, shooter)
     except KeyboardInterrupt:
@@ -241,18 +244,25 @@ def _watch(args: argparse.Namespace, settings: Settings, week_id: str,
               f"{len(report.blocking)} blocking, {len(report.warnings)} warning(s); "
               f"content_hash {built.content_hash}", flush=True)
         print(latest.next_step(), flush=True)
-        shots = preview.screenshots
-        if shooter is not None and len(shots.files) < len(planned_shots()):
-            try:
-                shots = reshoot(built, report, preview, shooter).screenshots
-            except NewsletterError as exc:
-                print(f"newsletter: error: screenshots: {exc} (still watching)",
-                      file=sys.stderr, flush=True)
-                return
-            print(f"screenshots: {len(shots.files) - shots.reused} retaken, "
-                  f"{shots.reused} unchanged", flush=True)
+        _shoot_rest(latest, shooter)
 
     watch(watcher, rebuild, interval=WATCH_INTERVAL_S)
+
+
+def _shoot_rest(latest: _Latest, shooter: Screenshotter | None) -> None:
+    """Take the screenshots the page was written without, and write the page again."""
+    if shooter is None or not latest.preview.screenshots.pending:
+        return
+    try:
+        latest.preview = reshoot(latest.built, latest.report, latest.preview, shooter)
+    except NewsletterError as exc:
+        print(f"newsletter: error: screenshots: {exc}", file=sys.stderr, flush=True)
+        return
+    shots = latest.preview.screenshots
+    print(f"screenshots: {len(shots.files) - shots.reused} taken, {shots.reused} unchanged",
+          flush=True)
+    for note in shots.notes:
+        print(f"screenshots: {note}", flush=True)
 
 
 def _show_preview(built: BuiltIssue, report: ProofReport, preview: Preview) -> None:
@@ -276,6 +286,8 @@ def _show_preview(built: BuiltIssue, report: ProofReport, preview: Preview) -> N
         reused = f" ({shots.reused} unchanged, reused)" if shots.reused else ""
         print(f"screenshots: {len(shots.files)} in {shown(preview.folder / 'screenshots')}/"
               f"{reused}")
+    if shots.pending:
+        print(f"screenshots: {shots.pending} to take once the page is served")
     for note in shots.notes:
         print(f"screenshots: {'skipped: ' if not shots.files else ''}{note}")
     print(f"preview: {shown(preview.index)}")

@@ -73,6 +73,8 @@ class Screenshots:
     notes: tuple[str, ...] = ()
     #: How many of ``files`` were copied from the previous preview rather than shot.
     reused: int = 0
+    #: How many are still to take (``cached_only``: the page is shown first).
+    pending: int = 0
 
 
 class Screenshotter:
@@ -103,20 +105,16 @@ class Screenshotter:
              cached_only: bool = False) -> Screenshots:
         """PNGs of ``folder``'s email copies into ``folder/screenshots/``, copied from
         ``previous`` (the last preview folder) where its page is the same; with
-        ``cached_only`` nothing is shot (a note says how many are left to take)."""
+        ``cached_only`` nothing is shot (``pending`` says how many are left)."""
         (folder / SCREENSHOT_DIR).mkdir(exist_ok=True)
         todo = [shot for shot in shots if not _reuse(shot, folder, previous)]
-        notes: list[str] = []
-        if todo and cached_only:
-            notes.append(f"{len(todo)} screenshot(s) of changed pages are being taken: "
-                         "reload in a moment")
-        elif todo:
-            notes += self._shoot(folder, todo)
+        notes = self._shoot(folder, todo) if todo and not cached_only else []
         files = tuple(shot.name for shot in shots
                       if (folder / SCREENSHOT_DIR / shot.name).is_file())
-        if not files and not notes:
+        pending = len(todo) if cached_only else 0
+        if not files and not notes and not pending:
             notes.append("no screenshot was planned")
-        return Screenshots(files, tuple(notes), len(shots) - len(todo))
+        return Screenshots(files, tuple(notes), len(shots) - len(todo), pending)
 
     def _shoot(self, folder: Path, shots: Sequence[Shot]) -> list[str]:
         """Shoot ``shots``, in order (a page's widths one after the other: it is opened
