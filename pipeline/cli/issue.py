@@ -1,16 +1,5 @@
 """``newsletter build | approve | publish | status``: one week's issue, from the feed to the
-archive.
-
-    build [--week W] [--feed F] [--out DIR] [--force] [--correct REASON]
-                                                          issue.json and the emails
-    approve [--week W]                                    record what the editor proofed
-    publish [--week W] [--allow-partial-week]             the issue's pages, index, feed
-    status [--week W] [--last N] [--json]                 where the issue stands
-
-Handlers are pipeline/cli/common.py's ``Handler``: ``handler(args, settings) -> int``, errors as
-:class:`~pipeline.errors.NewsletterError` subclasses for the command line to map to exit
-codes.
-"""
+archive."""
 
 from __future__ import annotations
 
@@ -26,6 +15,7 @@ from pipeline import week as clock
 from pipeline.cli.common import (
     EXIT_OK,
     add_correct,
+    add_feed,
     add_week,
     built_issue,
     future_week_said,
@@ -55,8 +45,7 @@ def add_build(commands: argparse._SubParsersAction[Any]) -> None:
     build = commands.add_parser("build", help="collect, rank and render one issue",
                                 description="Collect the week's reviews, rank them and render "
                                 "the issue: issue.json plus an HTML and a text email per layout.")
-    build.add_argument("--feed", action="append", default=[], metavar="PATH_OR_URL",
-                       help="a feed to read (repeatable; default: [feed] urls)")
+    add_feed(build, "a feed to read (repeatable; default: [feed] urls)")
     add_week(build, "ISO week to build (default: the last complete week)")
     build.add_argument("--out", type=Path, metavar="DIR",
                        help="output folder (default: <build_dir>/issues/<week>/)")

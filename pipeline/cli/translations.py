@@ -1,15 +1,19 @@
-"""``newsletter translations [--week W] [--feed F]``: the editor's file, ready to fill in.
-
-Appends to editorial/<week>.toml an empty title/body for every missing or machine-made text
-of the week. Handlers follow pipeline/cli/common.py: ``handler(args, settings) -> int``.
-"""
+"""``newsletter translations``: the editor's file, ready to fill in."""
 
 from __future__ import annotations
 
 import argparse
 from typing import TYPE_CHECKING, Any
 
-from pipeline.cli.common import EXIT_OK, add_week, future_week_said, github, shown, translation
+from pipeline.cli.common import (
+    EXIT_OK,
+    add_feed,
+    add_week,
+    future_week_said,
+    github,
+    shown,
+    translation,
+)
 from pipeline.core.issue.editorial import editorial_path
 from pipeline.errors import UsageError
 from pipeline.stages.build import rank_week, read_feeds
@@ -23,14 +27,13 @@ __all__ = ["add_parser"]
 
 
 def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
-    """Register ``translations`` on the top-level sub-command set."""
     translations = commands.add_parser(
         "translations", help="add a skeleton to the editor's file for every text to write",
         description="Append to editorial/<week>.toml an empty title/body for every missing or "
         "machine-made text of the week, quoting what there is to translate from. Never "
         "changes what the editor wrote.")
     add_week(translations)
-    translations.add_argument("--feed", action="append", default=[], metavar="PATH_OR_URL")
+    add_feed(translations)
     translations.set_defaults(handler=_cmd_translations)
 
 
