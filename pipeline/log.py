@@ -1,17 +1,11 @@
 """Diagnostics on stderr through :mod:`logging`, shaped for a person and for a scheduler.
 
-What a command produces (``built 2026-W48: …``, a send summary) is printed on stdout by the
-command line and never passes through here: ``-q`` must not hide it, and a script reads it.
-Errors stay the command line's own single ``newsletter: error: …`` line. Everything else —
-notes, progress, ``-v`` detail — goes to the ``newsletter`` logger, so one switch decides how
-much of it a run shows.
+What a command produces goes to stdout and never through here: ``-q`` must not hide it, and
+a script reads it. Notes, progress and ``-v`` detail go to the ``newsletter`` logger. When
+stderr is not a terminal (cron, systemd, CI) each line starts with an ISO 8601 UTC timestamp:
+a job's log is read days later, and the machine's zone is not the reader's.
 
-On a terminal a line is just its text; when stderr is a file or a pipe (cron, systemd, CI)
-each line starts with an ISO 8601 UTC timestamp, because a scheduled job's log is read days
-later, next to other jobs' logs, and the machine's zone is not the reader's.
-
-Never pass a secret or a token to a logger, at any level; a subscriber's address only at
-``debug`` (``-v`` is asked for by the operator, at the terminal).
+Never pass a secret or a token to a logger; a subscriber's address only at ``debug``.
 """
 
 from __future__ import annotations
@@ -40,11 +34,8 @@ def level(verbose: bool, quiet: bool) -> int:
 
 
 class LineFormatter(logging.Formatter):
-    """One line per record: ``[timestamp ]prefix message``.
-
-    A message with a line break (an exception's text, a hostile feed's title) is kept on one
-    line, so a log stays one record per line for whoever greps it.
-    """
+    """One line per record, even for a message with a line break (a hostile feed's title),
+    so a log stays one record per line for whoever greps it."""
 
     def __init__(self, timestamps: bool) -> None:
         super().__init__()
@@ -64,30 +55,12 @@ def timestamp(created: float) -> str:
     return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
-class _StderrHandler(logging.StreamHandler[TextIO]):
-    """Writes to whatever ``sys.stderr`` is at the time of the record (as
-    :data:`logging.lastResort` does), so a replaced stderr is never written to after it is
-    gone."""
-
-    def __init__(self) -> None:
-        super().__init__(sys.stderr)
-
-    @property
-    def stream(self) -> TextIO:
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, value: TextIO) -> None:
-        pass
-
-
 @contextlib.contextmanager
 def to_stderr(threshold: int) -> Iterator[None]:
-    """Show the ``newsletter`` logger's records of ``threshold`` and above on stderr for
-    the block (timestamped unless stderr is a terminal); put things back afterwards, so a
-    command run in-process (tests, ``python -c``) leaves no handler behind."""
+    """Show the ``newsletter`` logger's records of ``threshold`` and above on stderr for the
+    block, and leave no handler behind (a command run in-process: tests, ``python -c``)."""
     logger = logging.getLogger(LOGGER)
-    handler = _StderrHandler()
+    handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(LineFormatter(timestamps=not _is_terminal(sys.stderr)))
     before = logger.level
     logger.setLevel(threshold)
