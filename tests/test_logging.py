@@ -20,7 +20,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from support.commands import clean_env, newsletter_cmd, newsletter_main
+from support.commands import clean_env, newsletter_cmd, ok
+from support.commands import newsletter_main as run
+from support.commands import run_newsletter as run_process
 from support.project import SAMPLE_FEED, SAMPLE_WEEK
 
 from pipeline.cli import parser
@@ -38,25 +40,6 @@ def _no_proxy(monkeypatch):
     """The loopback feed server is reached directly, whatever proxy this machine names."""
     for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
         monkeypatch.delenv(name, raising=False)
-
-
-def run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    """``newsletter ARGS`` in this process, with a clean environment plus ``env``."""
-    return newsletter_main(args, cwd, **env)
-
-
-def run_process(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    """``newsletter ARGS`` as a real process, stdout and stderr pipes."""
-    environment = clean_env(**env)
-    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
-        environment.pop(name, None)
-    return subprocess.run([*newsletter_cmd(), *args], cwd=cwd, env=environment,
-                          capture_output=True, text=True, timeout=120, check=False)
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
-    assert result.returncode == 0, result.stdout + result.stderr
-    return result
 
 
 def project(folder: Path, config: str = "", readers: int = 0) -> Path:
