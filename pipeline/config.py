@@ -23,9 +23,7 @@ from pipeline.errors import ConfigError
 from pipeline.week import iso_monday
 
 #: Environment variables that look like overrides but are secrets read elsewhere.
-SECRET_VARIABLES = frozenset(
-    {"NEWSLETTER_SMTP_PASSWORD", "NEWSLETTER_TRANSLATE_API_KEY"}
-)
+SECRET_VARIABLES = frozenset({"NEWSLETTER_SMTP_PASSWORD", "NEWSLETTER_TRANSLATE_API_KEY"})
 #: Secrets someone might put in the file, and the variable each really comes from.
 _SECRET_KEYS = {
     ("smtp", "password"): "NEWSLETTER_SMTP_PASSWORD",

@@ -20,7 +20,6 @@ from typing import TextIO
 from urllib.parse import urlsplit, urlunsplit
 
 LOGGER = "newsletter"
-QUIET, NORMAL, VERBOSE = logging.WARNING, logging.INFO, logging.DEBUG
 
 #: What starts a line of each level. Info is plain text (the message says what it is:
 #: "note: …", "progress: …"); warnings and errors name the program, as its errors do.
@@ -30,7 +29,7 @@ _PREFIX = {logging.DEBUG: "debug: ", logging.INFO: "", logging.WARNING: "newslet
 
 def level(verbose: bool, quiet: bool) -> int:
     """The logging level of ``-v`` / ``-q`` (neither: notes and progress, no detail)."""
-    return VERBOSE if verbose else QUIET if quiet else NORMAL
+    return logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
 
 
 class LineFormatter(logging.Formatter):
@@ -44,15 +43,10 @@ class LineFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         text = " ".join(record.getMessage().splitlines())
         line = _PREFIX.get(record.levelno, f"{record.levelname.lower()}: ") + text
-        if self.timestamps:
-            line = f"{timestamp(record.created)} {line}"
-        return line
-
-
-def timestamp(created: float) -> str:
-    """``2026-12-03T08:31:59.123Z``: ISO 8601, UTC, milliseconds."""
-    moment = datetime.fromtimestamp(created, UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        if not self.timestamps:
+            return line
+        moment = datetime.fromtimestamp(record.created, UTC)  # ISO 8601, UTC, milliseconds
+        return f"{moment.isoformat(timespec='milliseconds').replace('+00:00', 'Z')} {line}"
 
 
 @contextlib.contextmanager
