@@ -100,9 +100,14 @@ def test_bad_config_exits_2(project):
     assert_one_line_error(run(["build"], project), 2, "timezone")
 
 
-def test_bad_override_exits_2(project):
-    result = run(["build"], project, NEWSLETTER_ISSUE_SIZE_BUDGET_KB="lots")
-    assert_one_line_error(result, 2, "NEWSLETTER_ISSUE_SIZE_BUDGET_KB")
+@pytest.mark.parametrize("env", [
+    {"NEWSLETTER_ISSUE_SIZE_BUDGET_KB": "lots"}, {"NEWSLETTER_DELIVERY_MAX_RATE": "nan"},
+    {"NEWSLETTER_SECRET": "short"},
+    {"NEWSLETTER_SITE_APP_URL": "https://example.org/api\nBcc: x@evil.example"},
+])
+def test_bad_override_exits_2(project, env):
+    result = run(["build"], project, **env)
+    assert_one_line_error(result, 2, "newsletter: error: config: ", *env)
 
 
 def test_explicit_missing_config_exits_2(project):

@@ -206,22 +206,6 @@ def test_sane_values_still_load(tmp_path, text, env):
     load(write(tmp_path, text), env)
 
 
-@pytest.mark.subprocess
-def test_a_bad_value_is_one_line_and_exit_2_from_the_command_line(tmp_path):
-    import subprocess
-
-    from support.commands import clean_env, newsletter_cmd
-
-    for env in ({"NEWSLETTER_DELIVERY_MAX_RATE": "nan"}, {"NEWSLETTER_SECRET": "short"},
-                {"NEWSLETTER_SITE_APP_URL": "https://example.org/api\nBcc: x@evil.example"}):
-        result = subprocess.run([*newsletter_cmd(), "status"], cwd=tmp_path,
-                                env=clean_env(**env), capture_output=True, text=True,
-                                timeout=60, check=False)
-        assert result.returncode == 2, result.stderr
-        [line] = result.stderr.splitlines()
-        assert line.startswith("newsletter: error: config: ") and next(iter(env)) in line
-
-
 @pytest.mark.parametrize(("smtp", "mode"), [
     ("", "starttls"),                                   # the embedded default
     ("starttls = false\n", "none"),                     # the older switch keeps working
