@@ -514,8 +514,15 @@ def _check_smtp(s: Settings) -> None:
         raise _Invalid("expected the host name this machine sends as (letters, digits, "
                        f"hyphens and dots; IDNA-encode the rest), got {smtp.helo_name!r}",
                        key="[smtp] helo_name")
-    if smtp.return_path:
-        _check_envelope_address(smtp.return_path, "[smtp] return_path")
+    if smtp.return_path:  # bare, as MAIL FROM carries it
+        if any(ch.isspace() or ch in "<>" for ch in smtp.return_path):
+            raise _Invalid("expected a bare address such as bounces@example.org (no name, no "
+                           f"<>, no spaces), got {smtp.return_path!r}", key="[smtp] return_path")
+        try:
+            validate_email(smtp.return_path, check_deliverability=False)
+        except EmailNotValidError as exc:
+            raise _Invalid(f"expected an address such as bounces@example.org ({exc}), "
+                           f"got {smtp.return_path!r}", key="[smtp] return_path") from None
     if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in smtp.username):
         raise _Invalid("expected a login without control characters or line breaks",
                        key="[smtp] username")
@@ -527,17 +534,6 @@ def _check_smtp(s: Settings) -> None:
 def is_host_name(name: str) -> bool:
     """Whether ``name`` is an ASCII host name (or an address literal ``[192.0.2.1]``)."""
     return bool(_HOST.match(name)) and len(name) <= 253
-
-
-def _check_envelope_address(value: str, key: str) -> None:
-    if any(ch.isspace() or ch in "<>" for ch in value):
-        raise _Invalid("expected a bare address such as bounces@example.org (no name, no "
-                       f"<>, no spaces), got {value!r}", key=key)
-    try:
-        validate_email(value, check_deliverability=False)
-    except EmailNotValidError as exc:
-        raise _Invalid(f"expected an address such as bounces@example.org ({exc}), "
-                       f"got {value!r}", key=key) from None
 
 
 def _check_url(key: str, url: str) -> None:

@@ -95,12 +95,6 @@ def open_delivery(settings: Settings, environ: Mapping[str, str], built: BuiltIs
     return check_delivery(settings, built, keys, development, transport)
 
 
-def subscription_policy(settings: Settings) -> Policy:
-    s = settings.subscriptions
-    return Policy(confirm_days=s.confirm_days, transient_bounce_limit=s.transient_bounce_limit,
-                  address_per_day=s.address_per_day, client_per_hour=s.client_per_hour)
-
-
 @contextmanager
 def open_subscriptions(settings: Settings, environ: Mapping[str, str]
                        ) -> Iterator[Subscriptions]:
@@ -109,10 +103,13 @@ def open_subscriptions(settings: Settings, environ: Mapping[str, str]
     if not settings.site.app_url:
         raise ConfigError("needed for the links in confirmation mails", key="[site] app_url")
     keys, _ = signing_keys(settings, environ)
+    s = settings.subscriptions
+    policy = Policy(confirm_days=s.confirm_days, transient_bounce_limit=s.transient_bounce_limit,
+                    address_per_day=s.address_per_day, client_per_hour=s.client_per_hour)
     with open_transport(settings, environ, settings.resolve(settings.paths.build_dir)
                         ) as transport, open_store(settings) as store:
         yield Subscriptions(store, keys, OptInMailer(settings, transport),
-                            app_url=settings.site.app_url, policy=subscription_policy(settings))
+                            app_url=settings.site.app_url, policy=policy)
 
 
 def open_signup_queue(settings: Settings) -> SqsQueue | None:
