@@ -48,7 +48,6 @@ if TYPE_CHECKING:
     from pipeline.stages.built import BuiltIssue
     from pipeline.stages.preflight import Delivery
     from subscribers.model import SentIssue
-    from subscribers.shards import Shard
     from subscribers.store import SubscriberStore
 
 __all__ = ["add_run", "add_send"]
@@ -81,7 +80,7 @@ def add_run(commands: argparse._SubParsersAction[Any]) -> None:
                               "send. Nothing is published for an issue that cannot be sent.")
     add_feed(run)
     _send_arguments(run)
-    run.set_defaults(handler=_cmd_run)
+    run.set_defaults(handler=_cmd_run, shard=None)  # run sends the whole list
 
 
 def _send_arguments(parser: argparse.ArgumentParser) -> None:
@@ -99,10 +98,9 @@ def _send_arguments(parser: argparse.ArgumentParser) -> None:
                         "reach nobody: the ledger keeps each reader to one copy)")
 
 
-def _send_request(args: argparse.Namespace, shard: Shard | None = None) -> SendRequest:
+def _send_request(args: argparse.Namespace) -> SendRequest:
     options = SendOptions(dry_run=args.dry_run, limit=args.limit,
-                          resend_unconfirmed=args.resend_unconfirmed,
-                          shard=shard)
+                          resend_unconfirmed=args.resend_unconfirmed, shard=args.shard)
     return SendRequest(options, allow_missing_translations=args.allow_missing_translations,
                        allow_partial_week=args.allow_partial_week)
 
@@ -119,7 +117,7 @@ def _cmd_send(args: argparse.Namespace, settings: Settings) -> int:
     check_week(choose_week(settings, args.week), clock.now(),
                allow_partial_week=args.allow_partial_week)
     built = built_issue(settings, args.week)
-    request = _send_request(args, args.shard)
+    request = _send_request(args)
     with open_delivery(settings, built, request) as delivery, open_store(settings) as store:
         return _send_list(settings, built, delivery, store, request)
 

@@ -104,11 +104,10 @@ def _cmd_build(args: argparse.Namespace, settings: Settings) -> int:
                       archive_weeks=archive_weeks(settings))
     issue = built.issue
     tiers = Counter(item.tier for item in issue.items)
-    blocking = [p for p in issue.problems if p.severity == "blocking"]
-    warnings = [p for p in issue.problems if p.severity == "warning"]
+    severities = Counter(problem.severity for problem in issue.problems)
     summary = ", ".join(f"{n} {tier}" for tier, n in tiers.items())
     print(f"built {issue.id}: {len(issue.items)} items ({summary}); "
-          f"{len(blocking)} blocking problem(s), {len(warnings)} warning(s)")
+          f"{severities['blocking']} blocking problem(s), {severities['warning']} warning(s)")
     for problem in issue.problems:
         print(f"  {problem.severity}: {problem.code}: {problem.message}")
     if issue.hidden:
