@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from pipeline import __version__, log
-from pipeline.cli import check_mail, delivery, inbox, issue, preview, serve, translations
+from pipeline.cli import check_mail, delivery, inbox, issue, preview, serve
 from pipeline.cli import store as store_commands
 from pipeline.cli import subscribers as subscriber_commands
 from pipeline.cli.common import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Handler
@@ -31,7 +31,7 @@ _log = logging.getLogger("newsletter.cli")
 #: Every command, in the order ``newsletter --help`` lists them.
 _COMMANDS = (issue.add_build, issue.add_approve, delivery.add_send, preview.add_parser,
              issue.add_publish, delivery.add_run, serve.add_parser, inbox.add_parser,
-             check_mail.add_parser, issue.add_status, translations.add_parser,
+             check_mail.add_parser, issue.add_status, issue.add_translations,
              subscriber_commands.add_parser, store_commands.add_parser)
 
 

@@ -1,5 +1,5 @@
-"""``newsletter build | approve | publish | status``: one week's issue, from the feed to the
-archive."""
+"""``newsletter build | approve | publish | status | translations``: one week's issue, from
+the feed (and the editor's file) to the archive."""
 
 from __future__ import annotations
 
@@ -25,18 +25,21 @@ from pipeline.cli.common import (
     shown,
     translation,
 )
+from pipeline.core.issue.editorial import editorial_path
+from pipeline.errors import UsageError
 from pipeline.stages.approve import approve
-from pipeline.stages.build import build
+from pipeline.stages.build import build, rank_week, read_feeds
 from pipeline.stages.built import choose_week
 from pipeline.stages.preflight import check_week
 from pipeline.stages.send import check_gates
+from pipeline.stages.skeleton import extend
 from pipeline.stages.status import as_json, gather, render
 from pipeline.wiring import archive_weeks, open_archive, open_store, reader_choices, sent_issue
 
 if TYPE_CHECKING:
     from pipeline.config import Settings
 
-__all__ = ["add_approve", "add_build", "add_publish", "add_status"]
+__all__ = ["add_approve", "add_build", "add_publish", "add_status", "add_translations"]
 
 _log = logging.getLogger("newsletter.cli")
 
@@ -92,6 +95,17 @@ def add_status(commands: argparse._SubParsersAction[Any]) -> None:
     status.add_argument("--json", action="store_true",
                         help="the same facts as one JSON document (same exit code)")
     status.set_defaults(handler=_cmd_status)
+
+
+def add_translations(commands: argparse._SubParsersAction[Any]) -> None:
+    translations = commands.add_parser(
+        "translations", help="add a skeleton to the editor's file for every text to write",
+        description="Append to editorial/<week>.toml an empty title/body for every missing or "
+        "machine-made text of the week, quoting what there is to translate from. Never "
+        "changes what the editor wrote.")
+    add_week(translations)
+    add_feed(translations)
+    translations.set_defaults(handler=_cmd_translations)
 
 
 def _cmd_build(args: argparse.Namespace, settings: Settings) -> int:
@@ -155,3 +169,22 @@ def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     else:
         print(render(status, history, counts))
     return status.exit_code
+
+
+def _cmd_translations(args: argparse.Namespace, settings: Settings) -> int:
+    week = choose_week(settings, args.week)
+    locations = tuple(args.feed) or settings.feed.urls
+    if not locations:
+        raise UsageError("no feed to read: pass --feed PATH_OR_URL or set [feed] urls")
+    results = read_feeds(settings, locations)
+    with translation(settings) as translate, future_week_said(settings, week.id):
+        items = rank_week(settings, week, results, translate, github(settings)).items
+    path = editorial_path(settings.resolve(settings.paths.editorial_dir), week.id)
+    added = extend(path, items)
+    if added:
+        listed = ", ".join(f"#{pr} {lang}" for pr, lang in added)
+        print(f"{shown(path)}: added {len(added)} skeleton(s): {listed}")
+    else:
+        print(f"{shown(path)}: nothing to add (every missing or machine-made text already "
+              "has its table there)")
+    return EXIT_OK
