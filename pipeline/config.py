@@ -1,10 +1,8 @@
 """Settings: read once from ``newsletter.toml``, overridden by ``NEWSLETTER_<SECTION>_<KEY>``.
 
-The result is a frozen :class:`Settings` handed explicitly to every stage; nothing below the
-command line reads ``os.environ`` for configuration. Relative paths (and feed paths) are taken
-relative to the folder of the configuration file, so a job behaves the same whatever its
-working directory. Secrets are never read from the file: they come from the environment only,
-and a secret found in the file is refused rather than silently used.
+The result is a frozen :class:`Settings` handed explicitly to every stage. Relative paths are
+taken from the configuration file's folder, so a job behaves the same whatever its working
+directory. Secrets come from the environment only: one found in the file is refused.
 """
 
 from __future__ import annotations
@@ -25,9 +23,7 @@ from pipeline.errors import ConfigError
 from pipeline.week import iso_monday
 
 #: Environment variables that look like overrides but are secrets read elsewhere.
-SECRET_VARIABLES = frozenset(
-    {"NEWSLETTER_SMTP_PASSWORD", "NEWSLETTER_TRANSLATE_API_KEY"}
-)
+SECRET_VARIABLES = frozenset({"NEWSLETTER_SMTP_PASSWORD", "NEWSLETTER_TRANSLATE_API_KEY"})
 #: Secrets someone might put in the file, and the variable each really comes from.
 _SECRET_KEYS = {
     ("smtp", "password"): "NEWSLETTER_SMTP_PASSWORD",
@@ -45,9 +41,7 @@ MIN_SECRET_BYTES = 32
 #: or an IPv6 literal.
 _HOST = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*"
                    r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\Z|^\[[0-9A-Fa-f:.]+\]\Z")
-#: Sane ranges of the numbers of ``[subscriptions]`` (and the others checked below): a
-#: value beyond them is a typo, not a policy (``confirm_days = 7000000000`` would not even
-#: fit a token's expiry field).
+#: Sane ranges of numbers: a value beyond them is a typo, not a policy.
 _RANGES: dict[str, tuple[int, int, str]] = {
     "[subscriptions] confirm_days": (1, 30, "days a confirmation link works"),
     "[subscriptions] transient_bounce_limit": (1, 20, "transient bounces in a row"),
@@ -58,8 +52,7 @@ _RANGES: dict[str, tuple[int, int, str]] = {
     "[smtp] port": (1, 65_535, "a TCP port"),
     "[smtp] max_connections": (0, 256, "connections at once; 0: one per sending thread"),
 }
-#: Messages per second no transport of ours reaches (SES's largest quotas are in the
-#: thousands); above it, a typo.
+#: Messages per second no transport of ours reaches: above it, a typo.
 MAX_RATE = 10_000.0
 
 
@@ -117,16 +110,12 @@ class DeliverySettings:
     publisher: str = ""
     #: The sender's postal address (CAN-SPAM), shown in every footer when set.
     postal_address: str = ""
-    #: Seconds the end of a run keeps retrying the messages a relay refused for now
-    #: (throttling, "too much mail", "too many connections"), waiting as the relay's window
-    #: asks (up to a minute between rounds); what is still refused then exits 4, for the
-    #: next run. 0: no rounds after the first pass over the list.
+    #: Seconds the end of a run keeps retrying the messages a relay refused for now; what is
+    #: still refused then exits 4, for the next run. 0: no rounds after the first pass.
     retry_seconds: float = 600.0
-    #: Send a part as 8bit data (UTF-8 as it is, lines folded to 998 octets) where that is
-    #: the smallest: a mostly-Chinese part weighs its own size instead of 1.37 times it in
-    #: base64, so more reviews stay in full within the budget. SES takes 8bit; an SMTP relay
-    #: must announce 8BITMIME, or the send stops before its first message. The build fits
-    #: the budget to it: change it, then build again.
+    #: Send a part as 8bit data where that is the smallest: a mostly-Chinese part weighs its
+    #: own size instead of 1.37 times it in base64. An SMTP relay must announce 8BITMIME.
+    #: The build fits the budget to it: change it, then build again.
     eight_bit: bool = True
 
 
@@ -145,19 +134,16 @@ class SmtpSettings:
     ca_file: str = ""
     #: The name given in EHLO; "" is the domain of ``[delivery] from``.
     helo_name: str = ""
-    #: The envelope sender (``MAIL FROM``): where delivery status notifications go. Point
-    #: it at the address ``inbox process`` reads to have bounces applied; "" is the
-    #: ``[delivery] from`` address.
+    #: The envelope sender (``MAIL FROM``), where bounces go (point it at the address
+    #: ``inbox process`` reads); "" is the ``[delivery] from`` address.
     return_path: str = ""
-    #: Connections open at once to the relay, at most; 0: one per sending thread
-    #: (``[delivery] concurrency``). Set it to the relay's own limit per client (Postfix's
-    #: ``smtpd_client_connection_count_limit``) when that is lower.
+    #: Connections open at once to the relay, at most; 0: one per sending thread. Set it to
+    #: the relay's own limit per client when that is lower.
     max_connections: int = 0
 
     @property
     def tls_mode(self) -> str:
-        """``starttls``, ``implicit`` or ``none``: :attr:`tls` when set, else what the older
-        ``starttls`` switch says (the older key; it keeps working)."""
+        """:attr:`tls` when set, else what the older ``starttls`` switch says."""
         return self.tls or ("starttls" if self.starttls else "none")
 
 
@@ -170,19 +156,16 @@ IMPLICIT_TLS_PORT = 465
 @dataclass(frozen=True)
 class SesSettings:
     configuration_set: str = ""
-    #: The SNS topics SES publishes bounces and complaints to. ``POST /webhooks/ses``
-    #: accepts messages from these topics only (any AWS account can sign a message for a
-    #: topic of its own); empty turns the webhook off.
+    #: The only SNS topics ``POST /webhooks/ses`` accepts (any AWS account can sign a message
+    #: for a topic of its own); empty turns the webhook off.
     sns_topic_arns: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
 class StoreSettings:
-    #: ``sqlite`` (a file under ``[paths] data_dir``: one machine) or ``dynamodb`` (the
-    #: production store: no disk that lasts between runs, the app and the job side by side).
+    #: ``sqlite`` (a file under ``[paths] data_dir``: one machine) or ``dynamodb``.
     backend: str = "sqlite"
-    #: DynamoDB tables (``backend = "dynamodb"``): subscribers, with their address claims,
-    #: suppressions, handled-message keys, rate counters and run locks; and the ledger.
+    #: The DynamoDB tables (``backend = "dynamodb"``).
     subscribers_table: str = "vllm-pr-weekly-subscribers"
     ledger_table: str = "vllm-pr-weekly-ledger"
 
@@ -193,17 +176,15 @@ class SubscriptionSettings:
     confirm_days: int = 7
     #: Transient bounces in a row that make an address ``bounced``.
     transient_bounce_limit: int = 3
-    #: Confirmation mails one address can be sent per day (the rest are not sent; the
-    #: page says the same thing either way).
+    #: Confirmation mails one address can be sent per day.
     address_per_day: int = 3
     #: Sign-up requests one client address can make per hour (then 429).
     client_per_hour: int = 20
     #: Proxies (comma-separated IPs, or "*") whose X-Forwarded-For / X-Forwarded-Proto are
     #: believed: CloudFront or a load balancer in front of ``newsletter serve``.
     forwarded_allow_ips: str = "127.0.0.1"
-    #: An SQS queue URL: each sign-up becomes a message there, done by whoever drains the
-    #: queue (the Lambda function of deploy/), so the answer never waits for the address's
-    #: state. Empty: done in this process, after the answer has gone (``newsletter serve``).
+    #: An SQS queue the sign-ups go to, drained by deploy/'s Lambda function, so the answer
+    #: never waits for the address's state; empty: done in this process.
     queue_url: str = ""
 
 
@@ -258,7 +239,6 @@ class Settings:
     source: Path | None = None
 
     def resolve(self, path: str | Path) -> Path:
-        """A configured path made absolute against the configuration's folder."""
         p = Path(path).expanduser()
         return p if p.is_absolute() else (self.base_dir / p).resolve()
 
@@ -279,12 +259,18 @@ def _key_name(field_name: str) -> str:
     return field_name.rstrip("_")
 
 
-def load(path: Path | None, environ: Mapping[str, str], *, cwd: Path | None = None) -> Settings:
-    """Read, merge and validate the settings.
+def _override(section: str, key: str) -> str:
+    return f"NEWSLETTER_{section.upper()}_{key.upper()}"
 
-    ``path`` None means ``newsletter.toml`` in the working folder if there is one, else the
-    built-in defaults (which mirror the embedded default deployment).
-    """
+
+#: Every override's variable, and the key it overrides.
+_OVERRIDES = {_override(section, _key_name(f.name)): f"[{section}] {_key_name(f.name)}"
+              for section, cls in _SECTIONS.items() for f in fields(cls)}
+
+
+def load(path: Path | None, environ: Mapping[str, str], *, cwd: Path | None = None) -> Settings:
+    """Read, merge and validate the settings: ``path`` None is ``newsletter.toml`` in the
+    working folder if there is one, else the built-in defaults."""
     cwd = cwd or Path.cwd()
     raw: dict[str, Any] = {}
     source: Path | None = None
@@ -313,10 +299,7 @@ def load(path: Path | None, environ: Mapping[str, str], *, cwd: Path | None = No
         raise ConfigError(f"unknown section(s) {unknown}; known: {', '.join(_SECTIONS)}")
     _check_environment(environ)
     settings = Settings(**sections, base_dir=base_dir, source=source)
-    overridden = {f"[{name}] {_key_name(f.name)}": env
-                  for name, cls in _SECTIONS.items() for f in fields(cls)
-                  if (env := f"NEWSLETTER_{name.upper()}_{_key_name(f.name).upper()}")
-                  in environ}
+    overridden = {key: env for env, key in _OVERRIDES.items() if env in environ}
     try:
         _validate(settings)
     except _Invalid as invalid:  # named as the operator set it: the file's key or the variable
@@ -351,31 +334,24 @@ def _build_section(name: str, cls: type, given: dict[str, Any], environ: Mapping
         attr = by_key[key]
         values[attr] = _coerce(value, hints[attr], f"[{name}] {key}")
     for key, attr in by_key.items():
-        env = f"NEWSLETTER_{name.upper()}_{key.upper()}"
-        if env in environ:
+        if (env := _override(name, key)) in environ:
             values[attr] = _coerce(environ[env], hints[attr], env, from_env=True)
     return cls(**values)
 
 
 def _check_environment(environ: Mapping[str, str]) -> None:
-    """Refuse a misspelt override rather than silently ignoring it, and a signing secret
-    too short to be one (checked here, at load, so every command says so at once, not
-    only the send that would sign with it)."""
+    """Refuse a misspelt override rather than ignore it, and a signing secret too short to
+    be one (here, so every command says so, not only the send that would sign with it)."""
     for name in SIGNING_SECRETS:
-        for secret in environ.get(name, "").split(",") if name.endswith("PREVIOUS") else [
-                environ.get(name, "")]:
-            if secret.strip() and len(secret.strip().encode("utf-8")) < MIN_SECRET_BYTES:
-                raise ConfigError(f"too short: use at least {MIN_SECRET_BYTES} random bytes "
-                                  "(e.g. python -c \"import secrets; "
-                                  "print(secrets.token_urlsafe(32))\")", key=name)
-    known = {
-        f"NEWSLETTER_{section.upper()}_{_key_name(f.name).upper()}"
-        for section, cls in _SECTIONS.items()
-        for f in fields(cls)
-    }
-    prefixes = tuple(f"NEWSLETTER_{section.upper()}_" for section in _SECTIONS)
+        value = environ.get(name, "")
+        secrets = value.split(",") if name == "NEWSLETTER_SECRET_PREVIOUS" else [value]
+        if any(0 < len(secret.strip().encode("utf-8")) < MIN_SECRET_BYTES for secret in secrets):
+            raise ConfigError(f"too short: use at least {MIN_SECRET_BYTES} random bytes "
+                              "(e.g. python -c \"import secrets; "
+                              "print(secrets.token_urlsafe(32))\")", key=name)
+    prefixes = tuple(_override(section, "") for section in _SECTIONS)
     for env in environ:
-        if env.startswith(prefixes) and env not in known and env not in SECRET_VARIABLES:
+        if env.startswith(prefixes) and env not in _OVERRIDES and env not in SECRET_VARIABLES:
             raise ConfigError("unknown override (misspelt?)", key=env)
 
 
@@ -384,12 +360,8 @@ _FALSE = {"0", "false", "no", "off"}
 
 
 def _coerce(value: Any, hint: Any, key: str, *, from_env: bool = False) -> Any:
-    """``value`` (from the file, or the text of an environment variable when ``from_env``)
-    as the type the setting declares; one message per type when it cannot be."""
-    hint_text = str(hint)
-    convert = _as_tuple if hint_text.startswith("tuple") else _CONVERTERS.get(hint)
-    if convert is None:
-        raise ConfigError(f"unsupported setting type {hint_text}", key=key)  # pragma: no cover
+    """``value`` (from the file, or an environment variable's text) as the declared type."""
+    convert = _as_tuple if str(hint).startswith("tuple") else _CONVERTERS[hint]
     try:
         return convert(value, from_env)
     except (TypeError, ValueError) as exc:
@@ -430,8 +402,7 @@ def _as_str(value: Any, from_env: bool) -> str:
 
 
 def _as_tuple(value: Any, from_env: bool) -> tuple[str, ...]:
-    """A list of strings; one string is a list of one, and an environment variable is a
-    comma-separated list."""
+    """One string is a list of one; an environment variable is a comma-separated list."""
     if from_env:
         return tuple(v.strip() for v in str(value).split(",") if v.strip())
     if isinstance(value, str):
@@ -448,8 +419,7 @@ _CONVERTERS: dict[Any, Callable[[Any, bool], Any]] = {
 
 
 def _validate(s: Settings) -> None:
-    """Every rule a setting's type cannot say, checked in this order (the first broken
-    one is reported)."""
+    """Every rule a setting's type cannot say; the first broken one is reported."""
     for check in (_check_issue, _check_urls, _check_choices, _check_numbers, _check_names,
                   _check_smtp):
         check(s)
@@ -459,11 +429,10 @@ def _check_issue(s: Settings) -> None:
     try:
         pendulum.timezone(s.issue.timezone)
     except Exception:  # pendulum raises several types for an unknown zone name
-        raise _Invalid(f"unknown timezone {s.issue.timezone!r}",
-                          key="[issue] timezone") from None
+        raise _Invalid(f"unknown timezone {s.issue.timezone!r}", key="[issue] timezone") from None
     if not 1 <= s.issue.size_budget_kb <= 100:
         raise _Invalid("must be between 1 and 100 (Gmail clips messages near 102 KB)",
-                          key="[issue] size_budget_kb")
+                       key="[issue] size_budget_kb")
     if s.issue.first_week:
         try:
             iso_monday(s.issue.first_week)
@@ -502,7 +471,7 @@ def _check_numbers(s: Settings) -> None:
     rate = s.delivery.max_rate
     if not (math.isfinite(rate) and 0 <= rate <= MAX_RATE):  # nan compares false to all
         raise _Invalid(f"expected messages per second from 0 (as the transport allows) "
-                          f"to {MAX_RATE:g}, got {rate!r}", key="[delivery] max_rate")
+                       f"to {MAX_RATE:g}, got {rate!r}", key="[delivery] max_rate")
     for key, (low, high, what) in _RANGES.items():
         section, name = key[1:].split("] ")
         value = getattr(getattr(s, section), name)
@@ -511,26 +480,23 @@ def _check_numbers(s: Settings) -> None:
 
 
 def _check_names(s: Settings) -> None:
-    """Host, ARN, table and bucket names: what the AWS and SMTP clients would otherwise
-    refuse mid-send."""
+    """Names the AWS and SMTP clients would otherwise refuse mid-send."""
     if not s.smtp.host or not _HOST.match(s.smtp.host):
         raise _Invalid(f"expected a host name or IP address, got {s.smtp.host!r}",
-                          key="[smtp] host")
+                       key="[smtp] host")
     for arn in s.ses.sns_topic_arns:
         if not re.match(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_.-]{1,256}$", arn):
-            raise _Invalid(f"expected an SNS topic ARN, got {arn!r}",
-                              key="[ses] sns_topic_arns")
+            raise _Invalid(f"expected an SNS topic ARN, got {arn!r}", key="[ses] sns_topic_arns")
     for key in ("subscribers_table", "ledger_table"):
         if not re.match(r"^[A-Za-z0-9_.-]{3,255}$", getattr(s.store, key)):
             raise _Invalid("expected a DynamoDB table name (3-255 of A-Z a-z 0-9 _ . -)",
-                              key=f"[store] {key}")
+                           key=f"[store] {key}")
     if s.inbox.source == "s3" and not s.inbox.bucket:
         raise _Invalid("needed when [inbox] source is s3", key="[inbox] bucket")
 
 
 def _check_smtp(s: Settings) -> None:
-    """``[smtp]`` as the relay will hear it: every value here reaches the wire (EHLO, MAIL
-    FROM, AUTH), so a line break or a space is refused rather than sent."""
+    """Every ``[smtp]`` value reaches the wire, so a line break or a space is refused."""
     smtp = s.smtp
     if smtp.tls not in TLS_MODES:
         raise _Invalid('expected "starttls" (port 587), "implicit" (port 465) or "none", '
@@ -543,8 +509,15 @@ def _check_smtp(s: Settings) -> None:
         raise _Invalid("expected the host name this machine sends as (letters, digits, "
                        f"hyphens and dots; IDNA-encode the rest), got {smtp.helo_name!r}",
                        key="[smtp] helo_name")
-    if smtp.return_path:
-        _check_envelope_address(smtp.return_path, "[smtp] return_path")
+    if smtp.return_path:  # bare, as MAIL FROM carries it
+        if any(ch.isspace() or ch in "<>" for ch in smtp.return_path):
+            raise _Invalid("expected a bare address such as bounces@example.org (no name, no "
+                           f"<>, no spaces), got {smtp.return_path!r}", key="[smtp] return_path")
+        try:
+            validate_email(smtp.return_path, check_deliverability=False)
+        except EmailNotValidError as exc:
+            raise _Invalid(f"expected an address such as bounces@example.org ({exc}), "
+                           f"got {smtp.return_path!r}", key="[smtp] return_path") from None
     if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in smtp.username):
         raise _Invalid("expected a login without control characters or line breaks",
                        key="[smtp] username")
@@ -558,24 +531,10 @@ def is_host_name(name: str) -> bool:
     return bool(_HOST.match(name)) and len(name) <= 253
 
 
-def _check_envelope_address(value: str, key: str) -> None:
-    """A bare address (``bounces@example.org``) as ``MAIL FROM`` carries it."""
-    if any(ch.isspace() or ch in "<>" for ch in value):
-        raise _Invalid("expected a bare address such as bounces@example.org (no name, no "
-                       f"<>, no spaces), got {value!r}", key=key)
-    try:
-        validate_email(value, check_deliverability=False)
-    except EmailNotValidError as exc:
-        raise _Invalid(f"expected an address such as bounces@example.org ({exc}), "
-                       f"got {value!r}", key=key) from None
-
-
 def _check_url(key: str, url: str) -> None:
-    """A URL the mail and the pages are built from, checked whole, not by its prefix:
-    ``http(s)://host[:port][/path]`` and nothing else. Whitespace or a control character
-    anywhere (a line break would split a mail header), user info, a query or a fragment
-    (links are made by appending to it), a port out of range or an empty host are refused
-    with the one reason."""
+    """A URL the mail and the pages are built from, checked whole: ``http(s)://host[:port]
+    [/path]`` and nothing else (a line break would split a mail header, and links are made
+    by appending to it)."""
     def refuse(why: str) -> _Invalid:
         return _Invalid(f"{why}, got {url!r}", key=key)
 

@@ -30,14 +30,10 @@ from __future__ import annotations
 
 
 class NewsletterError(Exception):
-    """Root of every error the pipeline reports to a user."""
-
     exit_code = 1
 
 
 class ConfigError(NewsletterError):
-    """The configuration file or a ``NEWSLETTER_*`` override is wrong."""
-
     exit_code = 2
 
     def __init__(self, message: str, *, key: str | None = None) -> None:
@@ -46,14 +42,10 @@ class ConfigError(NewsletterError):
 
 
 class UsageError(NewsletterError):
-    """A command-line argument is wrong (a malformed week, a missing feed)."""
-
     exit_code = 2
 
 
 class FeedError(NewsletterError):
-    """A feed is missing, unreachable, not a feed, or not well-formed XML."""
-
     exit_code = 2
 
     def __init__(self, url: str, message: str) -> None:
@@ -62,8 +54,6 @@ class FeedError(NewsletterError):
 
 
 class RenderError(NewsletterError):
-    """A template failed to render or its MJML failed to compile."""
-
     exit_code = 1
 
     def __init__(self, template: str, message: str) -> None:
@@ -72,14 +62,10 @@ class RenderError(NewsletterError):
 
 
 class OutputError(NewsletterError):
-    """The output folder cannot be written."""
-
     exit_code = 2
 
 
 class EmptyWeekError(NewsletterError):
-    """The week holds no item: an empty issue is never built or sent."""
-
     exit_code = 6
 
     def __init__(self, week_id: str, skipped: int = 0) -> None:
@@ -89,40 +75,28 @@ class EmptyWeekError(NewsletterError):
 
 
 class IssueNotFoundError(NewsletterError):
-    """A stage that reads issue.json found none for the week."""
-
     exit_code = 2
 
 
 class BlockedError(NewsletterError):
-    """The issue may not go out as it is: blocking problems, no approval, changed files."""
-
     exit_code = 3
 
 
 class SentWeekError(BlockedError):
-    """Another issue would replace the one a week went out as, and it is no correction."""
-
     def __init__(self, message: str, *, week: str) -> None:
         super().__init__(message)
         self.week = week
 
 
 class StoppedError(NewsletterError):
-    """The run stopped before the end; running it again finishes the work."""
-
     exit_code = 4
 
 
 class LockedError(NewsletterError):
-    """Another run of the same issue is in progress."""
-
     exit_code = 5
 
 
 class ArchiveError(NewsletterError):
-    """The archive (a folder or an S3 bucket) could not be read or written."""
-
     exit_code = 1
 
     def __init__(self, message: str, *, key: str | None = None) -> None:
@@ -131,9 +105,8 @@ class ArchiveError(NewsletterError):
 
 
 class TranslateError(NewsletterError):
-    """A machine-translation backend failed (unreachable, throttled past its retries, an
-    answer that is not one). ``backend`` is ``openai`` or ``aws``. A translation that arrives
-    but breaks the code it had to keep is no error: it is rejected as a result value."""
+    """A translation that arrives but breaks the code it had to keep is no error: it is
+    rejected as a result value."""
 
     exit_code = 1
 
@@ -143,8 +116,6 @@ class TranslateError(NewsletterError):
 
 
 class TransportError(NewsletterError):
-    """A transport could not hand one message over. ``recipient`` is the address."""
-
     exit_code = 1
 
     def __init__(self, message: str, *, recipient: str | None = None) -> None:
@@ -153,12 +124,9 @@ class TransportError(NewsletterError):
 
 
 class PermanentFailure(TransportError):
-    """The recipient's address refuses this message for good (e.g. SMTP 550, SES rejected).
-
-    ``bounce``: the reply says the mailbox does not exist (``550 5.1.1 User unknown``, see
-    :func:`pipeline.core.mail_in.bounces.mailbox_gone`), so the address is marked bounced and gets
-    no later issue, as an SES bounce notification would do. Any other refusal (a policy, a
-    message the server did not like) fails this message only."""
+    """``bounce``: the mailbox does not exist (``550 5.1.1``), so the address is marked
+    bounced, as an SES bounce notification would do; any other refusal fails this message
+    only."""
 
     def __init__(self, message: str, *, recipient: str | None = None,
                  bounce: bool = False) -> None:
@@ -167,8 +135,6 @@ class PermanentFailure(TransportError):
 
 
 class TemporaryFailure(TransportError):
-    """Throttled or busy (SMTP 421/451/454, SES "Maximum sending rate exceeded"): retry later."""
-
     def __init__(self, message: str, *, recipient: str | None = None,
                  retry_after: float | None = None) -> None:
         super().__init__(message, recipient=recipient)
@@ -176,19 +142,15 @@ class TemporaryFailure(TransportError):
 
 
 class Unconfirmed(TransportError):
-    """The message may or may not have been accepted (a timeout after the data was sent)."""
+    pass
 
 
 class SendingStopped(TransportError):
-    """The account cannot send now (daily quota, SendingPaused, AccountSuspended)."""
-
     exit_code = 4
 
 
 class SendingMisconfigured(SendingStopped):
-    """The transport refuses us in a way no rerun can cure: a login refused (535), a
-    certificate nobody told us to trust, a relay that offers no AUTH, a sender it will not
-    take. It stops the run like any :class:`SendingStopped` (claims released, nothing lost),
-    but it is a configuration error: exit 2, the message naming the setting to fix."""
+    """It stops the run like any :class:`SendingStopped` (claims released, nothing lost), but
+    no rerun cures it: exit 2, the message naming the setting to fix."""
 
     exit_code = 2

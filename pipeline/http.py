@@ -1,19 +1,11 @@
 """The weekly job's HTTP client: a GET or a JSON POST, bounded, and a conditional-GET cache.
 
-Every exchange has a per-operation timeout (connect, one read), a bound on the bytes read,
-and optionally a bound on the whole exchange (:func:`request`'s ``total_seconds``: the
-per-read timeout alone does not bound a server that sends one byte a second forever). An
-answer of any status comes back as a :class:`Response`; only a failure to get a complete
-answer raises, as :class:`HttpError`, keeping the low-level error as its cause, so each
-caller words it for its own reader (a feed, GitHub, a translation server).
-
-:class:`ConditionalCache` keeps each answer's body beside its validators (ETag,
-Last-Modified) in a folder; :func:`get_cached` asks again with ``If-None-Match`` /
-``If-Modified-Since``, so an unchanged resource costs a 304 (which GitHub does not count
-against its rate limit). A 304 with no cached copy (the cache was wiped in between) is
-answered by asking again in full. A cache that cannot be read or written is not an error.
-
-The standard library's urllib underneath; nothing of it leaks out of this module.
+Every exchange bounds each read, the bytes read and optionally the whole exchange (a server
+that sends one byte a second forever). An answer of any status is a :class:`Response`; only
+a failure to get a complete one raises :class:`HttpError`, so each caller words it for its
+own reader. The cache makes an unchanged resource cost a 304, which GitHub does not count
+against its rate limit; a cache that cannot be read or written is no error. urllib
+underneath; nothing of it leaks out.
 """
 
 from __future__ import annotations
@@ -58,10 +50,8 @@ class Response:
 
 
 class HttpError(Exception):
-    """No complete answer came. ``kind``: ``unreachable`` (no connection: DNS, refused,
-    a connect timeout; ``reason`` says why), ``timeout`` (a read took too long), ``broken``
-    (the connection broke mid-answer), ``too large`` (more than ``limit`` bytes) or
-    ``too slow`` (not whole within ``limit`` seconds). The low-level error is the cause."""
+    """No complete answer came; the low-level error is the cause. ``limit`` is the bound
+    (bytes or seconds) that was exceeded."""
 
     def __init__(self, url: str, kind: Kind, *, reason: object = None,
                  limit: float | None = None) -> None:
@@ -73,8 +63,7 @@ class HttpError(Exception):
 
     @property
     def transient(self) -> bool:
-        """Whether trying again may help: a timeout, a refused or dropped connection, an
-        answer cut short (not a name that does not resolve)."""
+        """Whether trying again may help (not for a name that does not resolve)."""
         if self.kind == "unreachable":
             return isinstance(self.reason, TimeoutError | ConnectionError)
         if self.kind == "broken":
@@ -84,12 +73,10 @@ class HttpError(Exception):
 
 def request(url: str, headers: Mapping[str, str], *, data: bytes | None = None,
             timeout: float, max_bytes: int, total_seconds: float | None = None) -> Response:
-    """One exchange (a GET, or a POST of ``data``), at most ``max_bytes`` of body read and,
-    with ``total_seconds``, the whole of it within that time; :class:`HttpError` else.
+    """One exchange (a GET, or a POST of ``data``), bounded; :class:`HttpError` else.
 
-    The deadline is kept by running the exchange in a daemon thread that the caller stops
-    waiting for: urllib has no way to bound a whole exchange, and a thread left reading ends
-    with its own per-read timeout or at its next chunk, which checks the deadline too.
+    ``total_seconds`` runs the exchange in a daemon thread the caller stops waiting for:
+    urllib cannot bound a whole exchange, and a thread left reading ends at its next chunk.
     """
     if total_seconds is None:
         return _exchange(url, headers, data, timeout, max_bytes, None)
@@ -115,7 +102,6 @@ def request(url: str, headers: Mapping[str, str], *, data: bytes | None = None,
 
 def post_json(url: str, body: bytes, headers: Mapping[str, str], *, timeout: float,
               max_bytes: int) -> Response:
-    """POST ``body`` (JSON, already encoded) and return the answer, whatever its status."""
     return request(url, {"Content-Type": "application/json; charset=utf-8",
                          "Accept": "application/json", **headers},
                    data=body, timeout=timeout, max_bytes=max_bytes)
@@ -123,7 +109,6 @@ def post_json(url: str, body: bytes, headers: Mapping[str, str], *, timeout: flo
 
 def _exchange(url: str, headers: Mapping[str, str], data: bytes | None, timeout: float,
               max_bytes: int, deadline: tuple[float, float] | None) -> Response:
-    """The exchange itself, each urllib failure turned into :class:`HttpError`."""
     # Callers pass configured http(s) URLs only.
     req = urllib.request.Request(url, data=data, headers=dict(headers),  # noqa: S310
                                  method="POST" if data is not None else "GET")
@@ -158,7 +143,7 @@ def _read(answer: http.client.HTTPResponse, url: str, max_bytes: int,
 
 
 def _error_body(exc: urllib.error.HTTPError) -> bytes:
-    """The start of an error answer's body (it may explain the error); read and closed."""
+    """The start of an error answer's body: it may explain the error."""
     body = getattr(exc, "fp", None)
     if body is None:
         return b""
@@ -200,9 +185,7 @@ def _lower(items: Iterable[tuple[str, str]]) -> dict[str, str]:
 
 
 class ConditionalCache:
-    """Answers kept in ``folder``: ``<key>.body`` (the bytes) beside ``<key>.json`` (the
-    URL, ``etag``, ``last_modified`` and ``content_type``), the key a hash of the URL.
-    Each file is written whole (temp file, rename)."""
+    """Answers kept in ``folder``: the body beside its validators, named by a hash of the URL."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = folder
@@ -212,8 +195,7 @@ class ConditionalCache:
         return self.folder / f"{key}.body", self.folder / f"{key}.json"
 
     def validators(self, url: str) -> dict[str, str]:
-        """The kept answer's validators (etag, last_modified, content_type), or {} when
-        nothing usable is kept."""
+        """The kept answer's etag, last_modified and content_type; {} if none is usable."""
         body_path, meta_path = self._paths(url)
         if not (body_path.is_file() and meta_path.is_file()):
             return {}
@@ -227,14 +209,12 @@ class ConditionalCache:
                 for name in ("etag", "last_modified", "content_type")}
 
     def body(self, url: str) -> bytes | None:
-        """The kept body, or None."""
         try:
             return self._paths(url)[0].read_bytes()
         except OSError:
             return None
 
     def put(self, url: str, response: Response) -> None:
-        """Keep a 200 answer and its validators; a cache that cannot be written is skipped."""
         body_path, meta_path = self._paths(url)
         meta = {"url": url, "etag": response.headers.get("etag") or "",
                 "last_modified": response.headers.get("last-modified") or "",
@@ -250,9 +230,9 @@ class ConditionalCache:
 def get_cached(url: str, headers: Mapping[str, str], cache: ConditionalCache | None, *,
                timeout: float, max_bytes: int, total_seconds: float | None = None
                ) -> Response:
-    """GET ``url`` conditionally on what ``cache`` keeps: a 304 comes back as the kept
-    body with status 200 and ``from_cache``; a 200 is kept. Without a cache, a plain GET.
-    ``total_seconds`` bounds the whole, a re-ask after a 304 without a copy included."""
+    """GET ``url`` conditionally on what ``cache`` keeps: a 304 comes back as the kept body
+    with status 200 and ``from_cache``. ``total_seconds`` bounds the whole, a re-ask after a
+    304 whose copy was wiped included."""
     deadline = None if total_seconds is None else time.monotonic() + total_seconds
     kept = cache.validators(url) if cache is not None else {}
     asked = dict(headers)
@@ -277,7 +257,6 @@ def get_cached(url: str, headers: Mapping[str, str], cache: ConditionalCache | N
 
 def _get_within(url: str, headers: Mapping[str, str], timeout: float, max_bytes: int,
                 deadline: float | None, total_seconds: float | None) -> Response:
-    """One GET within what is left of ``deadline`` (``total_seconds`` in the error)."""
     if deadline is None:
         return request(url, headers, timeout=timeout, max_bytes=max_bytes)
     left = deadline - time.monotonic()

@@ -1,17 +1,11 @@
 """Diagnostics on stderr through :mod:`logging`, shaped for a person and for a scheduler.
 
-What a command produces (``built 2026-W48: …``, a send summary) is printed on stdout by the
-command line and never passes through here: ``-q`` must not hide it, and a script reads it.
-Errors stay the command line's own single ``newsletter: error: …`` line. Everything else —
-notes, progress, ``-v`` detail — goes to the ``newsletter`` logger, so one switch decides how
-much of it a run shows.
+What a command produces goes to stdout and never through here: ``-q`` must not hide it, and
+a script reads it. Notes, progress and ``-v`` detail go to the ``newsletter`` logger. When
+stderr is not a terminal (cron, systemd, CI) each line starts with an ISO 8601 UTC timestamp:
+a job's log is read days later, and the machine's zone is not the reader's.
 
-On a terminal a line is just its text; when stderr is a file or a pipe (cron, systemd, CI)
-each line starts with an ISO 8601 UTC timestamp, because a scheduled job's log is read days
-later, next to other jobs' logs, and the machine's zone is not the reader's.
-
-Never pass a secret or a token to a logger, at any level; a subscriber's address only at
-``debug`` (``-v`` is asked for by the operator, at the terminal).
+Never pass a secret or a token to a logger; a subscriber's address only at ``debug``.
 """
 
 from __future__ import annotations
@@ -26,7 +20,6 @@ from typing import TextIO
 from urllib.parse import urlsplit, urlunsplit
 
 LOGGER = "newsletter"
-QUIET, NORMAL, VERBOSE = logging.WARNING, logging.INFO, logging.DEBUG
 
 #: What starts a line of each level. Info is plain text (the message says what it is:
 #: "note: …", "progress: …"); warnings and errors name the program, as its errors do.
@@ -36,15 +29,12 @@ _PREFIX = {logging.DEBUG: "debug: ", logging.INFO: "", logging.WARNING: "newslet
 
 def level(verbose: bool, quiet: bool) -> int:
     """The logging level of ``-v`` / ``-q`` (neither: notes and progress, no detail)."""
-    return VERBOSE if verbose else QUIET if quiet else NORMAL
+    return logging.DEBUG if verbose else logging.WARNING if quiet else logging.INFO
 
 
 class LineFormatter(logging.Formatter):
-    """One line per record: ``[timestamp ]prefix message``.
-
-    A message with a line break (an exception's text, a hostile feed's title) is kept on one
-    line, so a log stays one record per line for whoever greps it.
-    """
+    """One line per record, even for a message with a line break (a hostile feed's title),
+    so a log stays one record per line for whoever greps it."""
 
     def __init__(self, timestamps: bool) -> None:
         super().__init__()
@@ -53,41 +43,18 @@ class LineFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         text = " ".join(record.getMessage().splitlines())
         line = _PREFIX.get(record.levelno, f"{record.levelname.lower()}: ") + text
-        if self.timestamps:
-            line = f"{timestamp(record.created)} {line}"
-        return line
-
-
-def timestamp(created: float) -> str:
-    """``2026-12-03T08:31:59.123Z``: ISO 8601, UTC, milliseconds."""
-    moment = datetime.fromtimestamp(created, UTC)
-    return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
-
-
-class _StderrHandler(logging.StreamHandler[TextIO]):
-    """Writes to whatever ``sys.stderr`` is at the time of the record (as
-    :data:`logging.lastResort` does), so a replaced stderr is never written to after it is
-    gone."""
-
-    def __init__(self) -> None:
-        super().__init__(sys.stderr)
-
-    @property
-    def stream(self) -> TextIO:
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, value: TextIO) -> None:
-        pass
+        if not self.timestamps:
+            return line
+        moment = datetime.fromtimestamp(record.created, UTC)  # ISO 8601, UTC, milliseconds
+        return f"{moment.isoformat(timespec='milliseconds').replace('+00:00', 'Z')} {line}"
 
 
 @contextlib.contextmanager
 def to_stderr(threshold: int) -> Iterator[None]:
-    """Show the ``newsletter`` logger's records of ``threshold`` and above on stderr for
-    the block (timestamped unless stderr is a terminal); put things back afterwards, so a
-    command run in-process (tests, ``python -c``) leaves no handler behind."""
+    """Show the ``newsletter`` logger's records of ``threshold`` and above on stderr for the
+    block, and leave no handler behind (a command run in-process: tests, ``python -c``)."""
     logger = logging.getLogger(LOGGER)
-    handler = _StderrHandler()
+    handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(LineFormatter(timestamps=not _is_terminal(sys.stderr)))
     before = logger.level
     logger.setLevel(threshold)

@@ -1,12 +1,7 @@
 """Write a file, or a folder of artifacts, all at once or not at all.
 
-A file (:func:`write_file`) is written to a temporary name beside it and renamed into place;
-when the write fails the temporary file is removed too, so a full disk leaves nothing behind.
-
-The files are written into a temporary sibling folder, which is then renamed into place; a
-crash or an error leaves either the old folder or the new one, never half of each. A folder
-made by ``mkdtemp`` is private (0700) and keeps that mode through the rename, so it is opened
-up to the usual 0755 first.
+Each is written under a temporary name beside its target and renamed into place, so a crash
+or a full disk leaves the old version or the new one, never half of each, and no leftovers.
 """
 
 from __future__ import annotations
@@ -22,9 +17,8 @@ from pipeline.errors import OutputError
 
 
 def write_file(path: Path, data: bytes, *, prefix: str = ".tmp-", suffix: str = "") -> None:
-    """``data`` into ``path`` whole (temp file, then rename), readable by all (0644: mkstemp
-    makes 0600). An ``OSError`` propagates, for the caller to say what it was writing; the
-    temporary file is gone by then."""
+    """``data`` into ``path`` whole, readable by all (mkstemp makes 0600). An ``OSError``
+    propagates, for the caller to say what it was writing."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=prefix, suffix=suffix)
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -38,11 +32,8 @@ def write_file(path: Path, data: bytes, *, prefix: str = ".tmp-", suffix: str = 
 
 
 def write_folder(target: Path, files: Mapping[str, bytes], drop: Collection[str] = ()) -> None:
-    """Replace the files ``files`` (name → bytes) in ``target`` all at once.
-
-    Anything else already in ``target`` (what later stages put there: an outbox, a send
-    report) is carried over into the new folder untouched, except the names in ``drop``.
-    """
+    """Replace ``files`` (name → bytes) in ``target`` all at once; what else it holds (an
+    outbox, a send report) is carried over, except the names in ``drop``."""
     for name in files:
         if "/" in name or "\\" in name or name in ("", ".", ".."):
             raise OutputError(f"refusing to write {name!r}: not a plain file name")
@@ -57,19 +48,16 @@ def write_folder(target: Path, files: Mapping[str, bytes], drop: Collection[str]
 @contextlib.contextmanager
 def staged_folder(target: Path, *, carry: bool = False, drop: Collection[str] = ()
                   ) -> Iterator[Path]:
-    """A private folder beside ``target`` to fill; when the block ends without an error it
-    replaces ``target`` in one rename, else it is removed and ``target`` is untouched.
-
-    With ``carry``, entries of the old ``target`` that the new one lacks are moved across
-    (except those named in ``drop``); without it the new folder replaces the old whole.
-    """
+    """A folder beside ``target`` to fill; a block that ends without an error replaces
+    ``target`` with it in one rename. With ``carry``, entries of the old ``target`` that the
+    new one lacks are moved across (except those in ``drop``)."""
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
     except OSError as exc:
         raise OutputError(f"cannot write under {target.parent}: {exc.strerror or exc}") from exc
     try:
-        staging.chmod(0o755)
+        staging.chmod(0o755)  # mkdtemp's 0700 would survive the rename
         yield staging
         _swap(staging, target, drop if carry else None)
     except OSError as exc:
@@ -82,7 +70,7 @@ def staged_folder(target: Path, *, carry: bool = False, drop: Collection[str] = 
 
 def _swap(staging: Path, target: Path, drop: Collection[str] | None) -> None:
     """Rename ``staging`` onto ``target``, moving an old ``target`` aside first; ``drop``
-    None carries nothing over from the old ``target``."""
+    None carries nothing over."""
     if not target.exists():
         staging.rename(target)
         return

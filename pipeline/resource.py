@@ -1,9 +1,5 @@
-"""What every interface that holds something open shares: ``close()``, and ``with`` closing it.
-
-``Archive``, ``Transport`` and ``Inbox`` extend :class:`Resource`, and their adapters subclass
-their interface, so ``with open_archive(settings) as archive:`` works for each without an
-adapter writing ``__enter__``/``__exit__`` again.
-"""
+"""What every interface that holds something open shares: ``close()``, and ``with`` closing it,
+so no adapter writes ``__enter__``/``__exit__`` again."""
 
 from __future__ import annotations
 
@@ -12,9 +8,7 @@ from typing import Protocol, Self
 
 
 class Resource(Protocol):
-    def close(self) -> None:
-        """Release what the object holds (connections, a client it built)."""
-        ...
+    def close(self) -> None: ...
 
     def __enter__(self) -> Self:
         return self

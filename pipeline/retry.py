@@ -1,23 +1,8 @@
 """One way to try again: a bounded number of attempts, waits that grow, the server's word.
 
-Four places retry, each for its own failures and with its own bounds, through :func:`call`:
-
-- ``send`` (:mod:`pipeline.stages.send`): a transport's :class:`TemporaryFailure` (throttled,
-  busy, a relay's limit), three attempts in the first pass over the list and one per round
-  after it, the
-  waits a :class:`~pipeline.stages.pace.Cooldown` shared by every sending thread (growing as
-  :func:`backoff` does, with jitter), or the transport's ``retry_after``;
-- the ``openai`` translator: 429, 5xx, timeouts and refused connections, waits doubling from
-  ``[translate]``'s backoff, ``Retry-After`` honoured unless longer than the build can wait;
-- GitHub (:mod:`pipeline.sources.github`): one short rate-limit wait, only as long as GitHub
-  says, never guessed;
-- DynamoDB (:mod:`subscribers.store.dynamo`): a transaction cancelled by a concurrent one,
-  after a short random wait (botocore's own retries already cover throttling and 5xx).
-
 The attempt raises the one exception type worth another try; anything else propagates at
-once. When no try is left, :class:`GaveUp` says why, the last failure as its cause. Sleeping
-goes through the ``sleep`` each caller passes, so a test replaces it and never waits.
-This module is a leaf: the standard library only.
+once. Sleeping goes through the ``sleep`` each caller passes, so a test never waits. This
+module is a leaf: the standard library only.
 """
 
 from __future__ import annotations
@@ -41,10 +26,8 @@ Why = Literal["attempts", "stopped", "too long", "no wait"]
 
 
 class GaveUp(Exception):
-    """No further attempt: ``last`` failed (it is also the ``__cause__``) after ``attempts``
-    attempts. ``why``: ``attempts`` (none left), ``stopped`` (the caller said stop),
-    ``too long`` (the wait asked for, ``wait``, exceeds ``max_wait``) or ``no wait`` (nobody
-    said how long to wait, so another try would fail the same way)."""
+    """No further attempt: ``last`` (also the ``__cause__``) failed; ``why`` says what ended
+    it, and ``wait`` is the wait that was too long."""
 
     def __init__(self, last: BaseException, attempts: int, why: Why,
                  wait: float | None = None) -> None:
@@ -57,8 +40,7 @@ class GaveUp(Exception):
 
 def backoff(attempt: int, *, base: float = 0.5, cap: float = 30.0, jitter: Jitter = "half",
             rand: Callable[[], float] = random.random) -> float:
-    """Seconds to wait before retry ``attempt`` (1, 2, …): ``base`` doubling each time,
-    at most ``cap``, spread by ``jitter`` (the default: between half and all of it)."""
+    """Seconds before retry ``attempt`` (1, 2, …): ``base`` doubling, at most ``cap``."""
     ceiling = min(cap, base * 2.0 ** (attempt - 1))
     if jitter == "half":
         return ceiling * (0.5 + rand() / 2)
@@ -71,13 +53,9 @@ def call(attempt: Callable[[], T], *, retry_on: type[E], attempts: int,
          wait: Callable[[int, E], float | None], max_wait: float = math.inf,
          stop: Callable[[], bool] = lambda: False,
          sleep: Callable[[float], None] = time.sleep) -> T:
-    """``attempt()``'s answer, trying again after each ``retry_on`` failure.
-
-    After failure ``n`` (1, 2, …), ``wait(n, failure)`` says how long to wait: None gives up
-    (``no wait``), more than ``max_wait`` gives up (``too long``), and so does the last of
-    ``attempts`` or a ``stop()`` that turned true; otherwise ``sleep`` that long and try
-    again. A success sleeps not at all.
-    """
+    """``attempt()``'s answer, trying again after each ``retry_on`` failure as long as
+    ``wait(n, failure)`` names a wait (None: nobody knows, so another try would fail alike)
+    within ``max_wait``, attempts are left and ``stop()`` is false."""
     for n in range(1, max(1, attempts) + 1):
         try:
             return attempt()

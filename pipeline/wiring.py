@@ -1,13 +1,8 @@
 """Wiring: the one module that imports the adapters and builds them from settings.
 
-Settings and the environment go in, live adapters come out: the archive ``[archive] target``
-names, the inbox of ``[inbox] source``, the transport of ``[delivery] transport`` (checked
-before a send by :func:`open_delivery`), the keys that sign links, the subscription actions
-and the queue the app hands sign-ups to on Lambda.
-The stages only ever see the interfaces (``pipeline.archive``, ``pipeline.inbox``,
-``pipeline.transport``); the command line and the web app call these functions. Adapters
-that need boto3 are imported inside the function that builds them, so it loads only when a
-deployment uses AWS.
+The stages only ever see the interfaces; the command line and the web app call these
+functions. Adapters that need boto3 are imported inside the function that builds them, so
+it loads only when a deployment uses AWS.
 """
 
 from __future__ import annotations
@@ -69,11 +64,8 @@ def open_transport(settings: Settings, environ: Mapping[str, str], issue_folder:
 
 
 def open_smtp(settings: Settings, environ: Mapping[str, str]) -> Transport:
-    """The ``smtp`` transport: the password from the environment, the certificate checked
-    against ``[smtp] ca_file`` (resolved against the configuration's folder) when set, EHLO
-    as ``[smtp] helo_name`` or the ``[delivery] from`` domain, and 8BITMIME asked of the
-    relay when ``[delivery] eight_bit`` lets parts be 8bit data. A missing CA file or a
-    From domain that is no host name is a ConfigError here, before anything is sent."""
+    """The ``smtp`` transport; a missing CA file or a From domain that is no host name is a
+    ConfigError here, before anything is sent."""
     s = settings.smtp
     context = tls_context(settings.resolve(s.ca_file) if s.ca_file else None)
     return SmtpTransport(s, environ.get("NEWSLETTER_SMTP_PASSWORD"), ssl_context=context,
@@ -82,11 +74,8 @@ def open_smtp(settings: Settings, environ: Mapping[str, str]) -> Transport:
 
 
 def signing_keys(settings: Settings, environ: Mapping[str, str]) -> tuple[Keys, bool]:
-    """The keys that sign links, and whether they are the development key.
-
-    Real transports never get here without ``NEWSLETTER_SECRET``; the local outbox falls
-    back to a fixed development key so ``make run`` works on a fresh machine.
-    """
+    """The keys that sign links, and whether they are the development key (the local
+    outbox's fallback, so ``make run`` works on a fresh machine)."""
     if environ.get("NEWSLETTER_SECRET"):
         return Keys.from_environ(environ), False
     return Keys.development(), True
@@ -96,9 +85,8 @@ def open_delivery(settings: Settings, environ: Mapping[str, str], built: BuiltIs
                   at: datetime, test_copies: bool = False,
                   allow_missing_translations: bool = False,
                   allow_partial_week: bool = False) -> Delivery:
-    """Every check of a send, in :mod:`pipeline.stages.preflight`'s order: the week and the
-    gates, then the keys and the transport (its own settings), then the checks made on it.
-    The first that fails raises (the transport, if opened, is closed again)."""
+    """Every check of a send, in :mod:`pipeline.stages.preflight`'s order; the first that
+    fails raises."""
     check_issue(settings, built, at=at, test_copies=test_copies,
                 allow_missing_translations=allow_missing_translations,
                 allow_partial_week=allow_partial_week)
@@ -107,33 +95,25 @@ def open_delivery(settings: Settings, environ: Mapping[str, str], built: BuiltIs
     return check_delivery(settings, built, keys, development, transport)
 
 
-def subscription_policy(settings: Settings) -> Policy:
-    """``[subscriptions]`` as the subscription actions read it."""
-    s = settings.subscriptions
-    return Policy(confirm_days=s.confirm_days, transient_bounce_limit=s.transient_bounce_limit,
-                  address_per_day=s.address_per_day, client_per_hour=s.client_per_hour)
-
-
 @contextmanager
 def open_subscriptions(settings: Settings, environ: Mapping[str, str]
                        ) -> Iterator[Subscriptions]:
-    """The subscription actions wired to the deployment's store, keys and transport.
-
-    Confirmation mails leave through ``[delivery] transport``; with the local outbox they
-    land in ``<build_dir>/outbox/``. Used by ``newsletter serve`` and ``inbox process``.
-    """
+    """The subscription actions wired to the deployment's store, keys and transport (with
+    the local outbox, confirmation mails land in ``<build_dir>/outbox/``)."""
     if not settings.site.app_url:
         raise ConfigError("needed for the links in confirmation mails", key="[site] app_url")
     keys, _ = signing_keys(settings, environ)
+    s = settings.subscriptions
+    policy = Policy(confirm_days=s.confirm_days, transient_bounce_limit=s.transient_bounce_limit,
+                    address_per_day=s.address_per_day, client_per_hour=s.client_per_hour)
     with open_transport(settings, environ, settings.resolve(settings.paths.build_dir)
                         ) as transport, open_store(settings) as store:
         yield Subscriptions(store, keys, OptInMailer(settings, transport),
-                            app_url=settings.site.app_url, policy=subscription_policy(settings))
+                            app_url=settings.site.app_url, policy=policy)
 
 
 def open_signup_queue(settings: Settings) -> SqsQueue | None:
-    """The queue the subscription app hands its sign-ups to (``[subscriptions] queue_url``,
-    on Lambda), or None: they are carried out in the app's own process."""
+    """The queue the app hands sign-ups to on Lambda, or None: done in its own process."""
     if not settings.subscriptions.queue_url:
         return None
     from pipeline.aws.sqs import SqsQueue  # boto3 only when a queue is used
@@ -143,28 +123,21 @@ def open_signup_queue(settings: Settings) -> SqsQueue | None:
 
 
 def open_archive(settings: Settings) -> Archive:
-    """The archive ``[archive] target`` names: ``local`` (a folder) or ``s3`` (a bucket)."""
     conf = settings.archive
     if conf.target == "local":
         return LocalArchive(settings.resolve(conf.dir))
-    if conf.target == "s3":
-        if not conf.bucket.strip():
-            raise ConfigError("the s3 archive needs a bucket name", key="[archive] bucket")
-        from pipeline.archive.s3 import S3Archive, normalise_prefix  # boto3 only when S3 is used
+    if not conf.bucket.strip():
+        raise ConfigError("the s3 archive needs a bucket name", key="[archive] bucket")
+    from pipeline.archive.s3 import S3Archive, normalise_prefix  # boto3 only when S3 is used
 
-        try:
-            normalise_prefix(conf.prefix)
-        except ArchiveError as exc:
-            raise ConfigError(str(exc).removeprefix("archive: "),
-                              key="[archive] prefix") from None
-        return S3Archive(conf.bucket.strip(), conf.prefix)
-    raise ConfigError(f"expected local or s3, got {conf.target!r}", key="[archive] target")
+    try:
+        normalise_prefix(conf.prefix)
+    except ArchiveError as exc:
+        raise ConfigError(str(exc).removeprefix("archive: "), key="[archive] prefix") from None
+    return S3Archive(conf.bucket.strip(), conf.prefix)
 
 
 def open_inbox(settings: Settings) -> Inbox:
-    """The deployment's inbox: ``[inbox] dir`` (resolved against the configuration's
-    folder), or ``s3://[inbox] bucket/[inbox] prefix`` with AWS's own region, endpoint and
-    credentials settings. The caller closes it."""
     s = settings.inbox
     if s.source == "s3":
         from pipeline.inbox.s3 import S3Inbox  # boto3 only when S3 is used
@@ -174,11 +147,8 @@ def open_inbox(settings: Settings) -> Inbox:
 
 
 def open_store(settings: Settings) -> SubscriberStore:
-    """The deployment's subscriber store, as ``[store] backend`` says: ``sqlite`` is
-    ``<[paths] data_dir>/subscribers.sqlite3``; ``dynamodb`` the two tables of ``[store]``
-    (:func:`open_dynamo_store`, imported only then, so boto3 is loaded only by deployments
-    that use it). Typed as the whole interface: mypy checks here that both backends keep
-    every role of it."""
+    """The store ``[store] backend`` names. Typed as the whole interface: mypy checks here
+    that both backends keep every role of it."""
     if settings.store.backend == "dynamodb":
         return open_dynamo_store(settings)
     return SqliteStore.open(_sqlite_path(settings))
@@ -190,10 +160,8 @@ def _sqlite_path(settings: Settings) -> Path:
 
 def reader_choices(settings: Settings, week_id: str
                    ) -> tuple[Sequence[Choice], SentIssue | None]:
-    """What a build of ``week_id`` asks the store: the readers' (layout, areas) choices it
-    renders variants for, and what the week went out as, if it did (a sent week is frozen:
-    pipeline/stages/freeze.py). A local store not created yet has neither (a first build
-    before any subscriber must not create it)."""
+    """The readers' (layout, areas) choices a build renders variants for, and what the week
+    went out as, if it did. A build must not create a local store, so none means neither."""
     if not store_exists(settings):
         return [], None
     with open_store(settings) as store:
@@ -201,7 +169,6 @@ def reader_choices(settings: Settings, week_id: str
 
 
 def sent_issue(settings: Settings, week_id: str) -> SentIssue | None:
-    """What ``week_id`` went out as, from the store, if it exists; else None."""
     if not store_exists(settings):
         return None
     with open_store(settings) as store:
@@ -209,9 +176,8 @@ def sent_issue(settings: Settings, week_id: str) -> SentIssue | None:
 
 
 def archive_weeks(settings: Settings) -> Sequence[str]:
-    """The weeks the archive holds, which number a build's issue when ``[issue] first_week``
-    is not set (its first is No. 1); none asked when it is set. A local archive not made
-    yet holds none, and is not made by asking."""
+    """The weeks the archive holds, which number a build's issue unless ``[issue]
+    first_week`` is set."""
     if settings.issue.first_week:
         return []
     with open_archive(settings) as archive:
@@ -219,16 +185,13 @@ def archive_weeks(settings: Settings) -> Sequence[str]:
 
 
 def store_exists(settings: Settings) -> bool:
-    """Whether there is a store to read: always for DynamoDB, for SQLite once its file is
-    made (by the subscription app, ``subscribers`` commands, a send, or a publish, which
-    holds its lease there). A command that only reads the store does not create it."""
+    """Whether there is a store to read: a command that only reads it must not create it."""
     return settings.store.backend == "dynamodb" or _sqlite_path(settings).exists()
 
 
 def archive_lease(settings: Settings) -> str:
-    """The lease every write to the archive holds, ``publish:<archive>``: named for where
-    the archive is, the same from any folder and machine (the folder's absolute path, or
-    ``s3://bucket/prefix`` however the prefix's slashes were written)."""
+    """The lease every write to the archive holds, named for where the archive is: the same
+    from any folder and machine, however the prefix's slashes were written."""
     conf = settings.archive
     if conf.target == "s3":
         return f"publish:s3://{conf.bucket.strip()}/{conf.prefix.strip().strip('/')}"
@@ -236,10 +199,8 @@ def archive_lease(settings: Settings) -> str:
 
 
 def open_dynamo_store(settings: Settings) -> DynamoStore:
-    """The DynamoDB tables of ``[store]``, through a client built from AWS's own settings
-    (region, endpoint, credentials), which the store closes with itself. Nothing is
-    requested yet. ConfigError when no AWS region is configured. ``store migrate`` uses it
-    whatever ``[store] backend`` says: DynamoDB is where it copies to."""
+    """The DynamoDB tables of ``[store]``, whatever ``[store] backend`` says (``store
+    migrate`` copies there); ConfigError when no AWS region is configured."""
     from subscribers.store.dynamo import DynamoStore
 
     # botocore's standard retries (throttling and 5xx are retried by botocore itself),
@@ -256,12 +217,8 @@ def open_dynamo_store(settings: Settings) -> DynamoStore:
 
 def open_translator(settings: Settings | TranslateSettings,
                     environ: Mapping[str, str]) -> Translator | None:
-    """The configured backend, or None when ``[translate] backend = "none"``.
-
-    ``openai`` needs ``base_url`` and ``model``; its key comes from
-    ``NEWSLETTER_TRANSLATE_API_KEY`` only (optional: a local vLLM server needs none).
-    ``aws`` needs an AWS region from AWS's own settings.
-    """
+    """The configured backend, or None. The openai key is optional: a local vLLM server
+    needs none."""
     conf = settings.translate if isinstance(settings, Settings) else settings
     if conf.backend == "none":
         return None
@@ -271,19 +228,15 @@ def open_translator(settings: Settings | TranslateSettings,
                               "(e.g. http://127.0.0.1:8000/v1)", key="[translate] base_url")
         if not conf.model:
             raise ConfigError("the openai backend needs a model name", key="[translate] model")
-
         return OpenAITranslator(conf.base_url, conf.model, environ.get(API_KEY_VARIABLE) or None)
-    if conf.backend == "aws":
-        return AwsTranslator()
-    raise ConfigError(f"expected one of none, openai, aws, got {conf.backend!r}",
-                      key="[translate] backend")
+    return AwsTranslator()
 
 
 @contextmanager
 def open_translation(settings: Settings, environ: Mapping[str, str]
                      ) -> Iterator[Translate | None]:
-    """The machine-translation callable for a build, or None when ``[translate] backend`` is
-    "none"; its translation memory stays open for the block."""
+    """The machine-translation callable for a build, or None; its memory stays open for the
+    block."""
     translator = open_translator(settings, environ)
     if translator is None:
         yield None
@@ -293,7 +246,6 @@ def open_translation(settings: Settings, environ: Mapping[str, str]
 
 
 def open_github(settings: Settings, environ: Mapping[str, str]) -> PullSource | None:
-    """The GitHub facts source for a build, or None when ``[github] enabled`` is false."""
     if not settings.github.enabled:
         return None
     return GithubClient(settings.github.api_url, environ.get("GITHUB_TOKEN"),

@@ -1,9 +1,7 @@
 """What `.ci/run` and the Makefile promise: CI fails on a ruff finding or a type error, and
 `make install` honours requirements.lock with uv on the same indexes pip is set up with.
-
-Everything runs for real in a subprocess (bash, make, ruff, mypy); only the expensive outside
-steps are stand-ins that record what they were asked: `make` itself when `.ci/run`'s order is
-checked, and `uv` / the venv's Python when the install's command line is.
+Everything runs for real (bash, make, ruff, mypy) but the expensive outside steps, stand-ins
+that record what they were asked.
 """
 
 from __future__ import annotations
@@ -146,8 +144,8 @@ def test_make_typecheck_fails_on_a_type_error(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("full", [False, True])
 def test_make_bench_passes_each_script_only_its_own_options(full: bool) -> None:
-    """Every bench script's command line parses with its own argparse: a comma inside
-    ``$(if ...)`` once handed bench_send.py a stray "50000,100000" and stopped make bench."""
+    """Each bench script gets its own options and no stray word (a comma inside ``$(if ...)``
+    splits an argument)."""
     args = ["make", "-n", "-C", str(ROOT), "-o", "install", "bench", *(["FULL=1"] if full else [])]
     planned = subprocess.run(args, capture_output=True, text=True, timeout=60,
                              check=True).stdout
@@ -165,9 +163,8 @@ def test_make_bench_passes_each_script_only_its_own_options(full: bool) -> None:
 
 
 def _install(tmp_path: Path, *, with_uv: bool) -> tuple[int, str, list[str]]:
-    """scripts/python-deps install in a copy of the repository, against a venv whose python
-    logs every pip install (and refuses to install uv when ``with_uv`` is false) and a uv on
-    PATH that logs its command line and the CA bundle it was given."""
+    """scripts/python-deps install in a copy of the repository, with a venv python and a uv
+    that log how they were called (no uv to be had when ``with_uv`` is false)."""
     repo = tmp_path / "repo"
     shutil.copytree(ROOT / "scripts", repo / "scripts")
     log = tmp_path / "calls.log"
@@ -230,8 +227,7 @@ def _pins() -> dict[str, str]:
 
 
 def test_the_lock_pins_every_declared_dependency_within_its_range() -> None:
-    """A dependency added to pyproject.toml without `make lock` fails here, not in CI's
-    install."""
+    """A dependency added to pyproject.toml without `make lock` fails here, not in CI."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     pins = _pins()
     extras = project["optional-dependencies"]

@@ -6,21 +6,16 @@ from __future__ import annotations
 
 import json
 import subprocess
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
-from support.commands import clean_env, newsletter_cmd, newsletter_main
+from support.commands import newsletter_main as run
+from support.commands import run_newsletter as run_process
 from support.feeds import Entry, atom
 from support.project import DATA, SAMPLE_FEED, SAMPLE_WEEK
 
-
-def run_process(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*newsletter_cmd(), *args], cwd=cwd, env=clean_env(**env),
-                          capture_output=True, text=True, timeout=120, check=False)
-
-
-def run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    return newsletter_main(args, cwd, **env)
+from pipeline.week import last_complete_week
 
 
 @pytest.fixture
@@ -105,9 +100,14 @@ def test_bad_config_exits_2(project):
     assert_one_line_error(run(["build"], project), 2, "timezone")
 
 
-def test_bad_override_exits_2(project):
-    result = run(["build"], project, NEWSLETTER_ISSUE_SIZE_BUDGET_KB="lots")
-    assert_one_line_error(result, 2, "NEWSLETTER_ISSUE_SIZE_BUDGET_KB")
+@pytest.mark.parametrize("env", [
+    {"NEWSLETTER_ISSUE_SIZE_BUDGET_KB": "lots"}, {"NEWSLETTER_DELIVERY_MAX_RATE": "nan"},
+    {"NEWSLETTER_SECRET": "short"},
+    {"NEWSLETTER_SITE_APP_URL": "https://example.org/api\nBcc: x@evil.example"},
+])
+def test_bad_override_exits_2(project, env):
+    result = run(["build"], project, **env)
+    assert_one_line_error(result, 2, "newsletter: error: config: ", *env)
 
 
 def test_explicit_missing_config_exits_2(project):
@@ -127,8 +127,6 @@ def test_no_feed_configured_is_a_usage_error(tmp_path):
 
 def test_default_week_is_the_last_complete_one(project, tmp_path):
     # A review dated now is in the current week, which is not complete: nothing to do.
-    from datetime import UTC, datetime, timedelta
-
     now = datetime.now(UTC)
     feed = tmp_path / "now.atom"
     feed.write_bytes(atom([
@@ -137,8 +135,6 @@ def test_default_week_is_the_last_complete_one(project, tmp_path):
     ]))
     result = run(["build", "--feed", str(feed)], project, NEWSLETTER_ISSUE_TIMEZONE="UTC")
     assert result.returncode == 0, result.stderr
-    from pipeline.week import last_complete_week
-
     week = last_complete_week("UTC")
     data = json.loads((project / "build" / "issues" / week.id / "issue.json").read_text())
     assert [item["pr"] for item in data["items"]] == [2]

@@ -16,13 +16,16 @@ from support.project import ROOT, SAMPLE_FEED, SAMPLE_WEEK
 SUBSCRIBERS = ROOT / "examples" / "subscribers.csv"
 
 
+def with_readers(folder: Path) -> Path:
+    """A project reading the sample feed, the sample subscribers confirmed."""
+    (folder / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
+    ok(run(["subscribers", "import", str(SUBSCRIBERS), "--confirmed"], folder))
+    return folder
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
-    ok(run(["subscribers", "import", str(SUBSCRIBERS), "--confirmed"], tmp_path))
-    ok(run(["build", "--week", SAMPLE_WEEK], tmp_path))
+    ok(run(["build", "--week", SAMPLE_WEEK], with_readers(tmp_path)))
     return tmp_path
 
 
@@ -180,8 +183,7 @@ def test_real_transports_need_the_secret(project, transport):
 
 @pytest.mark.subprocess  # publishing runs Pagefind
 def test_run_builds_and_sends(tmp_path):
-    (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
-    ok(run(["subscribers", "import", str(SUBSCRIBERS), "--confirmed"], tmp_path))
+    with_readers(tmp_path)
     result = ok(run(["run", "--week", SAMPLE_WEEK], tmp_path))
     assert "built 2026-W48" in result.stdout and f"sent {subscriber_count()}," in result.stdout
     again = ok(run(["run", "--week", SAMPLE_WEEK], tmp_path))
@@ -202,8 +204,7 @@ def test_run_reuses_the_approved_issue(project, tmp_path):
 
 @pytest.mark.subprocess  # publishing runs Pagefind
 def test_run_publishes_before_sending_and_not_at_all_when_blocked(tmp_path):
-    (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
-    ok(run(["subscribers", "import", str(SUBSCRIBERS), "--confirmed"], tmp_path))
+    with_readers(tmp_path)
     zh_only = tmp_path / "zh-only.atom"
     zh_only.write_bytes(atom([Entry(pr=1, body="值得精读。")]))
     blocked = run(["run", "--week", SAMPLE_WEEK, "--feed", str(zh_only)], tmp_path)

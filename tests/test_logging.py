@@ -1,10 +1,9 @@
 """-v / -q and the log of a scheduled job, as the operator and the scheduler meet them.
 
 What a command logs is checked in process (``newsletter_main``: stdout and stderr are streams
-that are not terminals, as the pipes cron or systemd hand a job are). Where the stream itself
-is the point, a real process: its stderr a pipe, or a pseudo-terminal standing in for the
-operator's terminal. A real HTTP server on loopback for the feed (200, then 304), a real
-aiosmtpd relay for the transport.
+that are not terminals, as the pipes cron or systemd hand a job are); the operator's terminal
+is a real process on a pseudo-terminal. A real HTTP server on loopback for the feed (200, then
+304), a real aiosmtpd relay for the transport.
 """
 
 from __future__ import annotations
@@ -20,7 +19,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from support.commands import clean_env, newsletter_cmd, newsletter_main
+from support.commands import clean_env, newsletter_cmd, ok
+from support.commands import newsletter_main as run
 from support.project import SAMPLE_FEED, SAMPLE_WEEK
 
 from pipeline.cli import parser
@@ -38,25 +38,6 @@ def _no_proxy(monkeypatch):
     """The loopback feed server is reached directly, whatever proxy this machine names."""
     for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
         monkeypatch.delenv(name, raising=False)
-
-
-def run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    """``newsletter ARGS`` in this process, with a clean environment plus ``env``."""
-    return newsletter_main(args, cwd, **env)
-
-
-def run_process(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    """``newsletter ARGS`` as a real process, stdout and stderr pipes."""
-    environment = clean_env(**env)
-    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
-        environment.pop(name, None)
-    return subprocess.run([*newsletter_cmd(), *args], cwd=cwd, env=environment,
-                          capture_output=True, text=True, timeout=120, check=False)
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
-    assert result.returncode == 0, result.stdout + result.stderr
-    return result
 
 
 def project(folder: Path, config: str = "", readers: int = 0) -> Path:
@@ -232,14 +213,6 @@ def test_no_timestamps_on_a_terminal(tmp_path):
     assert lines and lines[0] == f"debug: config: {(folder / 'newsletter.toml').resolve()}"
     assert not any(STAMPED.match(line) for line in lines), lines
     assert out.startswith(f"built {SAMPLE_WEEK}: ")
-
-
-@pytest.mark.subprocess
-def test_every_line_is_stamped_when_stderr_is_not_a_terminal(tmp_path):
-    result = ok(run_process(["-v", "build", "--week", SAMPLE_WEEK], project(tmp_path)))
-    lines = result.stderr.splitlines()
-    assert len(lines) >= 5
-    assert all(STAMPED.match(line) for line in lines), result.stderr
 
 
 # -- errors stay one unprefixed line ---------------------------------------------------------

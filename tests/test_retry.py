@@ -27,86 +27,62 @@ def failing(times: int, failure: BaseException | None = None):
     return attempt, calls
 
 
-def test_a_first_success_neither_retries_nor_sleeps():
-    attempt, calls = failing(0)
-    waits: list[float] = []
-    assert retry.call(attempt, retry_on=Busy, attempts=5, wait=lambda n, _: 1.0,
-                      sleep=waits.append) == "done"
-    assert calls == [1] and waits == []
+def one_second(n, failure):
+    return 1.0
 
 
-def test_failures_are_retried_with_the_waits_asked_for():
-    attempt, calls = failing(2)
-    waits: list[float] = []
-    assert retry.call(attempt, retry_on=Busy, attempts=3, wait=lambda n, _: n * 10.0,
-                      sleep=waits.append) == "done"
-    assert calls == [1, 2, 3] and waits == [10.0, 20.0]
+def its_own(n, failure):
+    return failure.after
 
 
-def test_the_last_attempt_gives_up_without_a_wait():
-    attempt, calls = failing(9)
-    waits: list[float] = []
+@pytest.mark.parametrize(("fails", "failure", "wait", "waits"), [
+    (0, Busy(), one_second, []),                    # a first success neither retries nor sleeps
+    (2, Busy(), lambda n, _: n * 10.0, [10.0, 20.0]),
+    (1, Busy(after=3), its_own, [3]),               # the server's wait, short enough
+    (1, Busy(after=-5), its_own, [0.0]),            # a negative wait sleeps not at all
+], ids=["first", "asked", "server", "negative"])
+def test_failures_are_retried_with_the_waits_asked_for(fails, failure, wait, waits):
+    attempt, calls = failing(fails, failure)
+    slept: list[float] = []
+    assert retry.call(attempt, retry_on=Busy, attempts=3, wait=wait, max_wait=60,
+                      sleep=slept.append) == "done"
+    assert calls == list(range(1, fails + 2)) and slept == waits
+
+
+@pytest.mark.parametrize(("failure", "options", "why", "tried", "waits"), [
+    (Busy(), {"attempts": 4}, "attempts", 4, [1.0] * 3),  # the last attempt does not wait
+    (Busy(after=3600), {"wait": its_own, "max_wait": 60}, "too long", 1, []),
+    (Busy(), {"wait": lambda n, _: None}, "no wait", 1, []),  # nobody knows how long
+], ids=["attempts", "too-long", "no-wait"])
+def test_giving_up_sleeps_no_more(failure, options, why, tried, waits):
+    attempt, calls = failing(9, failure)
+    slept: list[float] = []
     with pytest.raises(retry.GaveUp) as caught:
-        retry.call(attempt, retry_on=Busy, attempts=4, wait=lambda n, _: 1.0,
-                   sleep=waits.append)
-    assert len(calls) == 4 and len(waits) == 3
+        retry.call(attempt, retry_on=Busy, **{"attempts": 5, "wait": one_second, **options},
+                   sleep=slept.append)
     gave_up = caught.value
-    assert (gave_up.attempts, gave_up.why) == (4, "attempts")
+    assert (gave_up.why, gave_up.attempts, len(calls), slept) == (why, tried, tried, waits)
     assert isinstance(gave_up.last, Busy) and gave_up.__cause__ is gave_up.last
+    if why == "too long":
+        assert gave_up.wait == 3600
 
 
 def test_another_error_propagates_at_once():
     attempt, calls = failing(1, ValueError("a bug"))
-    waits: list[float] = []
+    slept: list[float] = []
     with pytest.raises(ValueError, match="a bug"):
-        retry.call(attempt, retry_on=Busy, attempts=5, wait=lambda n, _: 1.0,
-                   sleep=waits.append)
-    assert calls == [1] and waits == []
-
-
-def test_a_wait_longer_than_allowed_gives_up_without_sleeping():
-    attempt, calls = failing(1, Busy(after=3600))
-    waits: list[float] = []
-    with pytest.raises(retry.GaveUp) as caught:
-        retry.call(attempt, retry_on=Busy, attempts=5, wait=lambda n, exc: exc.after,
-                   max_wait=60, sleep=waits.append)
-    assert (caught.value.why, caught.value.wait, caught.value.attempts) == ("too long", 3600, 1)
-    assert calls == [1] and waits == []
-
-
-def test_the_servers_wait_is_honoured_when_short_enough():
-    attempt, _ = failing(1, Busy(after=3))
-    waits: list[float] = []
-    retry.call(attempt, retry_on=Busy, attempts=2, wait=lambda n, exc: exc.after, max_wait=10,
-               sleep=waits.append)
-    assert waits == [3]
-
-
-def test_no_known_wait_gives_up_at_once():
-    attempt, calls = failing(1)
-    waits: list[float] = []
-    with pytest.raises(retry.GaveUp) as caught:
-        retry.call(attempt, retry_on=Busy, attempts=5, wait=lambda n, _: None,
-                   sleep=waits.append)
-    assert caught.value.why == "no wait" and calls == [1] and waits == []
+        retry.call(attempt, retry_on=Busy, attempts=5, wait=one_second, sleep=slept.append)
+    assert calls == [1] and slept == []
 
 
 def test_a_stop_gives_up_before_the_next_wait():
     attempt, calls = failing(9)
-    waits: list[float] = []
+    slept: list[float] = []
     with pytest.raises(retry.GaveUp) as caught:
-        retry.call(attempt, retry_on=Busy, attempts=5, wait=lambda n, _: 1.0,
-                   stop=lambda: len(calls) >= 2, sleep=waits.append)
+        retry.call(attempt, retry_on=Busy, attempts=5, wait=one_second,
+                   stop=lambda: len(calls) >= 2, sleep=slept.append)
     assert (caught.value.why, caught.value.attempts) == ("stopped", 2)
-    assert waits == [1.0]
-
-
-def test_a_negative_wait_sleeps_not_at_all():
-    attempt, _ = failing(1, Busy(after=-5))
-    waits: list[float] = []
-    retry.call(attempt, retry_on=Busy, attempts=2, wait=lambda n, exc: exc.after,
-               sleep=waits.append)
-    assert waits == [0.0]
+    assert slept == [1.0]
 
 
 def test_backoff_grows_caps_and_jitters():

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from support.app_server import free_port, let_go, request
-from support.commands import clean_env, newsletter_cmd
+from support.commands import clean_env, newsletter_cmd, run_newsletter
 from support.project import ROOT, SAMPLE_FEED
 
 from pipeline.web.serve import served_app_url
@@ -55,9 +55,7 @@ def test_a_taken_port_is_one_line_and_exit_2_and_never_listening(tmp_path):
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = subprocess.run([*newsletter_cmd(), "serve", "--port", str(port)], cwd=folder,
-                                env=clean_env(), capture_output=True, text=True, timeout=60,
-                                check=False)
+        result = run_newsletter(["serve", "--port", str(port)], folder)
     assert result.returncode == 2, result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1, result.stderr

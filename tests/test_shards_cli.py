@@ -11,7 +11,7 @@ import time
 from pathlib import Path
 
 import pytest
-from support.commands import clean_env, newsletter_cmd, newsletter_main
+from support.commands import clean_env, newsletter_cmd, newsletter_main, run_newsletter
 from support.project import SAMPLE_FEED, SAMPLE_WEEK
 
 SECRET = {"NEWSLETTER_SECRET": "x" * 32}
@@ -26,11 +26,6 @@ def start(args: list[str], cwd: Path) -> subprocess.Popen[str]:
 def finish(process: subprocess.Popen[str]) -> tuple[int, str, str]:
     out, err = process.communicate(timeout=120)
     return process.returncode, out, err
-
-
-def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*newsletter_cmd(), *args], cwd=cwd, env=clean_env(**SECRET),
-                          capture_output=True, text=True, timeout=120, check=False)
 
 
 @pytest.fixture
@@ -82,7 +77,7 @@ def test_shards_reach_everyone_once_and_a_competing_worker_is_refused(project, s
     assert sum(part["sent"] for part in parts.values()) == COUNT
     assert all(part["sent"] > 0 for part in parts.values())
 
-    status = run(["status", "--week", SAMPLE_WEEK], project)
+    status = run_newsletter(["status", "--week", SAMPLE_WEEK], project, **SECRET)
     assert status.returncode == 0, status.stdout + status.stderr
     assert f"{SAMPLE_WEEK}: sent" in status.stdout
     assert f"sent {COUNT}, failed 0" in status.stdout
@@ -120,5 +115,5 @@ def test_two_runs_started_together_send_once(project, smtp_server):
 @pytest.mark.subprocess
 def test_status_of_a_week_not_built(tmp_path):
     (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
-    status = run(["status", "--week", "2026-W10"], tmp_path)
+    status = run_newsletter(["status", "--week", "2026-W10"], tmp_path, **SECRET)
     assert status.returncode == 6 and "2026-W10: not built" in status.stdout

@@ -43,17 +43,22 @@ def published(folder: Path) -> bool:
     return site.exists() and any(p.is_file() for p in site.rglob("*"))
 
 
+def refused(folder: Path, sink: SmtpSink, **env: str) -> str:
+    """``run`` ends with exit 2 and one line (returned), nothing published or sent."""
+    result = run(folder, **env)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert not published(folder) and sink.received == []
+    return one_line(result)
+
+
 @pytest.mark.subprocess  # publishing runs Pagefind
 def test_a_private_ca_without_ca_file_is_exit_2_and_with_it_the_issue_goes_out(
         tmp_path: Path, smtp_server_factory, tls: Tls) -> None:
     sink: SmtpSink = smtp_server_factory(tls_context=tls.server, require_starttls=True)
     folder = project(tmp_path, sink, 'tls = "starttls"\n')
 
-    result = run(folder)
-    assert result.returncode == 2, result.stdout + result.stderr
-    line = one_line(result)
+    line = refused(folder, sink)
     assert "certificate is not trusted" in line and "set [smtp] ca_file" in line
-    assert not published(folder) and sink.received == []
 
     (folder / "relay-ca.pem").write_bytes(tls.ca_pem)  # relative to the config's folder
     with (folder / "newsletter.toml").open("a", encoding="utf-8") as config:
@@ -84,23 +89,17 @@ def test_a_refused_login_is_exit_2_after_one_attempt(tmp_path: Path, smtp_server
     sink: SmtpSink = smtp_server_factory(tls_context=tls.server, require_starttls=True,
                                          users={"weekly": "right"})
     folder = project(tmp_path, sink, f'username = "weekly"\nca_file = "{tls.ca_file}"\n')
-    result = run(folder, NEWSLETTER_SMTP_PASSWORD="wrong-password")
-    assert result.returncode == 2, result.stdout + result.stderr
-    line = one_line(result)
-    assert "login as 'weekly' refused: 535 5.7.8" in line
-    assert "NEWSLETTER_SMTP_PASSWORD" in line and "wrong-password" not in result.stderr
+    line = refused(folder, sink, NEWSLETTER_SMTP_PASSWORD="wrong-password")
+    assert "login as 'weekly' refused: 535 5.7.8" in line  # stderr is this line alone
+    assert "NEWSLETTER_SMTP_PASSWORD" in line and "wrong-password" not in line
     assert sink.auth_attempts == [("PLAIN", "weekly")]  # concurrency 4, one login
-    assert not published(folder) and sink.received == []
 
 
 def test_auth_not_offered_is_exit_2_with_the_hint(tmp_path: Path, smtp_server_factory) -> None:
     sink: SmtpSink = smtp_server_factory(users={"weekly": "right"})  # AUTH only inside TLS
     folder = project(tmp_path, sink, 'tls = "none"\nusername = "weekly"\n')
-    result = run(folder, NEWSLETTER_SMTP_PASSWORD="right")
-    assert result.returncode == 2, result.stdout + result.stderr
-    line = one_line(result)
+    line = refused(folder, sink, NEWSLETTER_SMTP_PASSWORD="right")
     assert "offers no AUTH" in line and '[smtp] tls = "starttls"' in line
-    assert not published(folder)
 
 
 @pytest.mark.parametrize(("smtp", "words"), [
@@ -111,17 +110,10 @@ def test_auth_not_offered_is_exit_2_with_the_hint(tmp_path: Path, smtp_server_fa
 def test_bad_smtp_settings_stop_before_anything_is_published(tmp_path: Path,
                                                              smtp_server: SmtpSink, smtp: str,
                                                              words: str) -> None:
-    folder = project(tmp_path, smtp_server, smtp) if "ca_file" in smtp else None
-    if folder is None:  # a config that does not load cannot add a subscriber either
-        (tmp_path / "newsletter.toml").write_text(
-            f'[feed]\nurls = ["{SAMPLE_FEED}"]\n{HTTPS_APP}[delivery]\ntransport = "smtp"\n'
-            f'[smtp]\nhost = "{smtp_server.host}"\nport = {smtp_server.port}\n{smtp}',
-            encoding="utf-8")
-        folder = tmp_path
-    result = run(folder)
-    assert result.returncode == 2, result.stdout + result.stderr
-    assert words in one_line(result)
-    assert not published(folder) and smtp_server.received == []
+    folder = project(tmp_path, smtp_server, "")
+    with (folder / "newsletter.toml").open("a", encoding="utf-8") as config:
+        config.write(smtp)  # once the reader is in: a config that does not load adds no one
+    assert words in refused(folder, smtp_server)
 
 
 @pytest.mark.subprocess  # publishing runs Pagefind
@@ -132,11 +124,8 @@ def test_a_relay_without_8bitmime_stops_an_8bit_issue_before_publishing(
     (and a build) sends the issue as quoted-printable and base64 instead."""
     sink: SmtpSink = smtp_server_factory(eight_bit_mime=False)  # strict ASCII, as it says
     folder = project(tmp_path, sink, 'tls = "none"\n')
-    result = run(folder)
-    assert result.returncode == 2, result.stdout + result.stderr
-    line = one_line(result)
+    line = refused(folder, sink)
     assert "8BITMIME" in line and "[delivery] eight_bit = false" in line
-    assert not published(folder) and sink.received == []
     config = folder / "newsletter.toml"
     config.write_text(config.read_text().replace(
         "[delivery]\n", "[delivery]\neight_bit = false\n"), encoding="utf-8")

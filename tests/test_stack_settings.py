@@ -1,15 +1,7 @@
 """What the deployed stack hands on: its ``GitHubVariables`` output, evaluated as CloudFormation
-would, is all the settings the jobs and the editor get.
-
-The workflows read these lines as repository variables and the editor sources them into a
-shell (docs/deploy.md), so they must be complete on their own: a missing backend does not
-fail, it quietly reads an empty local store and a local archive. So the test here evaluates
-the template's output (a small evaluator of the intrinsics it uses, below), sources the lines
-with bash as the editor does, and runs ``newsletter build``, ``approve``, ``publish`` and
-``status`` against tables and buckets made in moto under the names the template gives them.
-The AWS calls the editor's commands make are checked against the editor's policy of the
-same template; and every ``vars.X`` a workflow reads is either in the output or a variable
-docs/deploy.md tells the operator to set.
+would (a small evaluator of the intrinsics the template uses, below), is all the settings the
+jobs and the editor get. They must be complete on their own: a missing backend does not fail,
+it quietly reads an empty local store and a local archive.
 """
 
 from __future__ import annotations
@@ -129,14 +121,10 @@ class Stack:
         return self.eval(spec["Value"])
 
     def _ref(self, name: str) -> Any:
-        if name == "AWS::NoValue":
-            return NO_VALUE
-        if name == "AWS::Region":
-            return self.region
-        if name == "AWS::StackName":
-            return self.name
-        if name in _PSEUDO:
-            return _PSEUDO[name]
+        pseudo = {**_PSEUDO, "AWS::NoValue": NO_VALUE, "AWS::Region": self.region,
+                  "AWS::StackName": self.name}
+        if name in pseudo:
+            return pseudo[name]
         if name in self.parameters:
             return self.parameters[name]
         assert self.exists(name), f"Ref to {name}, which these parameters leave out"

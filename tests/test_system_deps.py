@@ -1,10 +1,8 @@
 """scripts/system-deps: the Debian packages the tests need, installed when missing.
 
-The real script runs in a real bash, with a PATH that holds only stand-ins for the commands it
-asks about (``chromium``, ``java``, ``spamassassin``, ``fc-list``), for ``id`` (who it runs
-as) and for ``apt-get``, which records what it was asked and "installs" a package by putting
-its command in place. So each case (everything there, some missing as root, missing without
-root, apt failing) is played out without touching the machine's own packages.
+The real script runs in a real bash whose PATH holds only stand-ins (for the commands it asks
+about, ``id`` and an ``apt-get`` that records what it was asked and "installs" a package by
+putting its command in place), so no case touches the machine's own packages.
 """
 
 from __future__ import annotations

@@ -2,12 +2,7 @@
 
 0 done · 1 unexpected failure · 2 bad usage, config or input · 3 blocked · 4 stopped,
 resumable · 5 locked · 6 nothing to do. A mistake a user can make ends in one line on
-stderr, never a traceback.
-
-One module per command group registers its commands and their handlers: ``issue`` (build,
-approve, publish, status), ``delivery`` (send, run), ``preview``, ``translations``,
-``serve``, ``inbox``, ``check_mail``, ``subscribers``, ``store``; ``common`` holds what they
-share. This module assembles the root parser and runs the chosen handler.
+stderr, never a traceback. Each command group's module registers its own commands.
 """
 
 from __future__ import annotations
@@ -22,7 +17,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from pipeline import __version__, log
-from pipeline.cli import check_mail, delivery, inbox, issue, preview, serve, translations
+from pipeline.cli import check_mail, delivery, inbox, issue, preview, serve
 from pipeline.cli import store as store_commands
 from pipeline.cli import subscribers as subscriber_commands
 from pipeline.cli.common import EXIT_FAILURE, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, Handler
@@ -36,7 +31,7 @@ _log = logging.getLogger("newsletter.cli")
 #: Every command, in the order ``newsletter --help`` lists them.
 _COMMANDS = (issue.add_build, issue.add_approve, delivery.add_send, preview.add_parser,
              issue.add_publish, delivery.add_run, serve.add_parser, inbox.add_parser,
-             check_mail.add_parser, issue.add_status, translations.add_parser,
+             check_mail.add_parser, issue.add_status, issue.add_translations,
              subscriber_commands.add_parser, store_commands.add_parser)
 
 
@@ -66,9 +61,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def _verbosity_arguments(parser: argparse.ArgumentParser, default: object) -> None:
-    """``-v`` / ``-q``, before the command or after it (``newsletter -q run`` and
-    ``newsletter run -q``): a subcommand's default is SUPPRESS, so it never undoes what was
-    given before the command."""
+    """``-v`` / ``-q`` before or after the command: a subcommand's default is SUPPRESS, so it
+    never undoes what was given before it."""
     parser.add_argument("-v", "--verbose", action="store_true", default=default,
                         help="also show debug detail on stderr (config file, feeds fetched, "
                         "transport, timings)")
@@ -77,7 +71,6 @@ def _verbosity_arguments(parser: argparse.ArgumentParser, default: object) -> No
 
 
 def _subcommands(parser: argparse.ArgumentParser) -> Iterator[argparse.ArgumentParser]:
-    """Every subcommand's parser, nested ones (``subscribers add``) included."""
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
             for sub in dict.fromkeys(action.choices.values()):  # aliases share a parser

@@ -1,11 +1,6 @@
 """``newsletter check-mail FILE.eml``: is a delivered message fit for one-click unsubscribe?
 
-    check-mail FILE          one line per check (core/mail_in/mail_check.py), then the verdict
-
-Exit 0 when every required check holds, 3 (blocked: not fit to send as it is) when one
-fails, 2 when the file cannot be read or is not a mail. ``-`` reads standard input. The
-handler is pipeline/cli/common.py's ``Handler``; it needs no store, no transport and no
-secret, only the file.
+It needs no store, no transport and no secret, only the file.
 """
 
 from __future__ import annotations
@@ -38,7 +33,6 @@ _MAX_BYTES = 20_000_000
 
 
 def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
-    """Register ``check-mail`` on the top-level sub-command set."""
     check = commands.add_parser(
         "check-mail", help="check a delivered message's List-Unsubscribe and DKIM coverage",
         description=_HELP)

@@ -1,11 +1,5 @@
-"""What the command groups share: the exit codes, the handler's shape, argument types, the
-build's translator and GitHub source, the checked delivery and the test copies (``send``,
-``run``, ``preview --to``), the publish (``publish``, ``run``), and how a path is shown.
-
-Each command group (``issue``, ``delivery``, ``preview``, ``translations``, ``serve``,
-``inbox``, ``check_mail``, ``subscribers``, ``store``) registers its parsers and handlers;
-the package's ``__init__`` assembles them and maps the errors a handler raises to exit
-codes. The groups import this module and never one another.
+"""What the command groups share: exit codes, argument types, the checked delivery, test
+copies and the publish. The groups import this module and never one another.
 """
 
 from __future__ import annotations
@@ -16,7 +10,7 @@ import logging
 import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pipeline import week as clock
 from pipeline import wiring
@@ -48,19 +42,31 @@ EXIT_OK, EXIT_FAILURE, EXIT_USAGE, EXIT_BLOCKED, EXIT_INTERRUPTED = 0, 1, 2, 3, 
 
 _log = logging.getLogger("newsletter.cli")
 
-#: What ``set_defaults(handler=…)`` names for each command: it runs the command and returns
-#: its exit code (errors it raises are mapped by :func:`pipeline.cli.main`).
+#: What ``set_defaults(handler=…)`` names: it returns the exit code, and raises what
+#: :func:`pipeline.cli.main` maps to one.
 Handler = Callable[[argparse.Namespace, "Settings"], int]
+
+
+def add_group(commands: argparse._SubParsersAction[Any], name: str, *, help: str,
+              description: str) -> argparse._SubParsersAction[Any]:
+    """A command whose actions are commands of their own (``subscribers add``)."""
+    group = commands.add_parser(name, help=help, description=description)
+    actions: argparse._SubParsersAction[Any] = group.add_subparsers(
+        dest=f"{name}_command", metavar="ACTION")
+    actions.required = True
+    return actions
 
 
 def add_week(parser: argparse.ArgumentParser, help: str = "default: the last complete week"
              ) -> None:
-    """``--week YYYY-Www``, the issue every command but the list's own is about."""
     parser.add_argument("--week", metavar="YYYY-Www", help=help)
 
 
+def add_feed(parser: argparse.ArgumentParser, help: str | None = None) -> None:
+    parser.add_argument("--feed", action="append", default=[], metavar="PATH_OR_URL", help=help)
+
+
 def add_correct(parser: argparse.ArgumentParser) -> None:
-    """``--correct REASON``: an explicit correction of a week that already went out."""
     parser.add_argument("--correct", metavar="REASON",
                         help="correct a week that already went out: the issue is rebuilt "
                         "and its page says 'corrected on <day>' with REASON (one line); "
@@ -103,9 +109,8 @@ def layout_list(text: str) -> tuple[str, ...]:
 
 
 def copy_address(text: str) -> str:
-    """``--to``, checked as ``subscribers import`` checks an address (email-validator, no
-    DNS) and normalised: a typo, two addresses or a line break is refused (exit 2) before
-    anything is opened, not handed to the transport."""
+    """``--to``, checked and normalised as ``subscribers import`` does, before anything is
+    opened: a typo, two addresses or a line break is a usage error."""
     try:
         return normalise_email(text)
     except InvalidAddress as exc:
@@ -113,19 +118,16 @@ def copy_address(text: str) -> str:
 
 
 def translation(settings: Settings) -> contextlib.AbstractContextManager[Translate | None]:
-    """:func:`pipeline.wiring.open_translation` with this process's environment."""
     return open_translation(settings, os.environ)
 
 
 def github(settings: Settings) -> PullSource | None:
-    """:func:`pipeline.wiring.open_github` with this process's environment."""
     return open_github(settings, os.environ)
 
 
 @contextlib.contextmanager
 def future_week_said(settings: Settings, week_id: str | None) -> Iterator[None]:
-    """A week that lies ahead has no reviews: say that it has not started (exit 2), not
-    "nothing to do"."""
+    """A week that lies ahead has no reviews: say it has not started, not "nothing to do"."""
     try:
         yield
     except EmptyWeekError as exc:
@@ -136,7 +138,6 @@ def future_week_said(settings: Settings, week_id: str | None) -> Iterator[None]:
 
 
 def built_issue(settings: Settings, week: str | None) -> BuiltIssue:
-    """The built issue of ``--week`` (default: the last complete week), hash checked."""
     week_id = choose_week(settings, week).id
     return load_built(issue_folder(settings, week_id), week_id)
 
@@ -150,8 +151,7 @@ def shown(path: Path) -> str:
 
 
 def open_delivery(settings: Settings, built: BuiltIssue, request: SendRequest) -> Delivery:
-    """Every check a send makes, the transport opened and probed, with this process's
-    environment (see ``pipeline/stages/preflight.py``); the caller closes it."""
+    """Every check a send makes (pipeline/stages/preflight.py); the caller closes it."""
     return wiring.open_delivery(settings, os.environ, built, at=clock.now(),
                          test_copies=request.to is not None,
                          allow_missing_translations=request.allow_missing_translations,
@@ -160,8 +160,7 @@ def open_delivery(settings: Settings, built: BuiltIssue, request: SendRequest) -
 
 def send_copies(settings: Settings, built: BuiltIssue, to: str,
                 layouts: tuple[str, ...] = LAYOUTS) -> None:
-    """Test copies of ``built`` to ``to`` (outside the ledger), through every check and the
-    transport a real send uses (``send --to``, ``preview --to``)."""
+    """Test copies, outside the ledger, through every check and transport a real send uses."""
     with open_delivery(settings, built, SendRequest(to=to, layouts=layouts)) as delivery:
         say_development_key(delivery)
         for key, message_id in send_tests(built, delivery.messages, delivery.transport, to,
@@ -177,14 +176,9 @@ def say_development_key(delivery: Delivery) -> None:
 
 def publish_issue(settings: Settings, built: BuiltIssue,
                   store: SubscriberStore | None = None) -> None:
-    """Publish ``built`` to the archive of ``[archive]`` and say where (``publish``, and
-    ``run`` once every check of its send has passed), holding the archive's lease in
-    ``store`` (``run``'s own, else the deployment's, made if need be) for every write: two
-    publishes at once, of two weeks or the same, would each delete as stale the search
-    files the other's new index names, so the second is refused (exit 5) before it writes.
-    A week that went out is published only as it went out, or as a correction, which the
-    store then records (pipeline/stages/freeze.py). The archive's areas go to the catalog
-    of that store."""
+    """Publish ``built`` and say where, holding the archive's lease in ``store``: two
+    publishes at once would each delete as stale the search files the other's index names,
+    so the second is refused (exit 5) before it writes."""
     if store is None:
         with open_store(settings) as own:
             publish_issue(settings, built, own)

@@ -1,15 +1,7 @@
 """``newsletter send | run``: the built issue delivered to the list (or as test copies).
 
-    send [--week W] [--to ADDRESS [--layout L]] [--shard I/N] [--dry-run] [--limit N] ...
-    run [--feed F] [--week W] [--dry-run] [--limit N] ...   build → checks → publish → send
-
-Every check a send makes (gates, secret, addresses, the transport's login) happens before
-anything is published or sent: see pipeline/stages/preflight.py. The weekly job's order is
-pipeline/stages/run.py's; this module turns the flags into its request, wires its steps from
-the settings and says what happened. Handlers follow
-pipeline/cli/__init__.py: ``handler(args, settings) -> int``, errors raised as
-:class:`~pipeline.errors.NewsletterError` subclasses for the command line to map to exit
-codes.
+The weekly job's order is pipeline/stages/run.py's; this module turns the flags into its
+request, wires its steps from the settings and says what happened.
 """
 
 from __future__ import annotations
@@ -22,6 +14,7 @@ from pipeline import log
 from pipeline import week as clock
 from pipeline.cli.common import (
     EXIT_OK,
+    add_feed,
     add_week,
     built_issue,
     copy_address,
@@ -55,7 +48,6 @@ if TYPE_CHECKING:
     from pipeline.stages.built import BuiltIssue
     from pipeline.stages.preflight import Delivery
     from subscribers.model import SentIssue
-    from subscribers.shards import Shard
     from subscribers.store import SubscriberStore
 
 __all__ = ["add_run", "add_send"]
@@ -86,9 +78,9 @@ def add_run(commands: argparse._SubParsersAction[Any]) -> None:
                               "everything send checks (gates, secret, addresses, https app URL, "
                               "the transport's login, a week that has not ended) → publish → "
                               "send. Nothing is published for an issue that cannot be sent.")
-    run.add_argument("--feed", action="append", default=[], metavar="PATH_OR_URL")
+    add_feed(run)
     _send_arguments(run)
-    run.set_defaults(handler=_cmd_run)
+    run.set_defaults(handler=_cmd_run, shard=None)  # run sends the whole list
 
 
 def _send_arguments(parser: argparse.ArgumentParser) -> None:
@@ -106,12 +98,9 @@ def _send_arguments(parser: argparse.ArgumentParser) -> None:
                         "reach nobody: the ledger keeps each reader to one copy)")
 
 
-def _send_request(args: argparse.Namespace, shard: Shard | None = None) -> SendRequest:
-    """``send``'s and ``run``'s flags (and ``send --shard``) as the record the stages
-    take."""
+def _send_request(args: argparse.Namespace) -> SendRequest:
     options = SendOptions(dry_run=args.dry_run, limit=args.limit,
-                          resend_unconfirmed=args.resend_unconfirmed,
-                          shard=shard)
+                          resend_unconfirmed=args.resend_unconfirmed, shard=args.shard)
     return SendRequest(options, allow_missing_translations=args.allow_missing_translations,
                        allow_partial_week=args.allow_partial_week)
 
@@ -128,7 +117,7 @@ def _cmd_send(args: argparse.Namespace, settings: Settings) -> int:
     check_week(choose_week(settings, args.week), clock.now(),
                allow_partial_week=args.allow_partial_week)
     built = built_issue(settings, args.week)
-    request = _send_request(args, args.shard)
+    request = _send_request(args)
     with open_delivery(settings, built, request) as delivery, open_store(settings) as store:
         return _send_list(settings, built, delivery, store, request)
 
@@ -141,8 +130,8 @@ def _cmd_run(args: argparse.Namespace, settings: Settings) -> int:
 
 
 class _Steps:
-    """The weekly job's steps (``pipeline/stages/run.py``) as the command line takes them:
-    adapters from the settings, what happened said on stdout."""
+    """The weekly job's steps (pipeline/stages/run.py): adapters from the settings, what
+    happened said on stdout."""
 
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
@@ -180,8 +169,8 @@ class _Steps:
 
 def _send_list(settings: Settings, built: BuiltIssue, delivery: Delivery,
                store: SubscriberStore, request: SendRequest) -> int:
-    """The list, under its lease (see pipeline/stages/deliver.py), then what the operator
-    needs: the summary, the unconfirmed addresses, the outbox folder."""
+    """Send to the list, then say what the operator needs: the summary, the unconfirmed
+    addresses, the outbox folder."""
     options = request.options
     if not options.dry_run:
         say_development_key(delivery)

@@ -1,11 +1,4 @@
-"""``newsletter inbox …``: the mail people send to the newsletter.
-
-    process [--dry-run]     unsubscribe / subscribe by mail, bounces, then move each mail aside
-
-Handlers are pipeline/cli/common.py's ``Handler``: ``handler(args, settings) -> int``, errors as
-:class:`~pipeline.errors.NewsletterError` subclasses for the command line to map to exit
-codes.
-"""
+"""``newsletter inbox process``: the mail people send to the newsletter."""
 
 from __future__ import annotations
 
@@ -15,6 +8,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from pipeline import week as clock
+from pipeline.cli.common import add_group
 from pipeline.core.mail_in.inbound import classify, mask_address
 from pipeline.stages.inbox import process
 from pipeline.wiring import open_inbox, open_subscriptions, signing_keys
@@ -42,13 +36,10 @@ no mail is waiting; a mail whose confirmation could not be sent stays for the ne
 
 
 def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
-    """Register ``inbox`` and its actions on the top-level sub-command set."""
-    top = commands.add_parser(
-        "inbox", help="handle mail sent to the newsletter (unsubscribe, subscribe, bounces)",
+    actions = add_group(
+        commands, "inbox",
+        help="handle mail sent to the newsletter (unsubscribe, subscribe, bounces)",
         description="Handle the mail people send to the newsletter's addresses.")
-    actions = top.add_subparsers(dest="inbox_command", metavar="ACTION")
-    actions.required = True
-
     process = actions.add_parser(
         "process", help="unsubscribe and subscribe by mail, apply bounces, then move each "
         "mail aside",

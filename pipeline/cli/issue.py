@@ -1,16 +1,5 @@
-"""``newsletter build | approve | publish | status``: one week's issue, from the feed to the
-archive.
-
-    build [--week W] [--feed F] [--out DIR] [--force] [--correct REASON]
-                                                          issue.json and the emails
-    approve [--week W]                                    record what the editor proofed
-    publish [--week W] [--allow-partial-week]             the issue's pages, index, feed
-    status [--week W] [--last N] [--json]                 where the issue stands
-
-Handlers are pipeline/cli/common.py's ``Handler``: ``handler(args, settings) -> int``, errors as
-:class:`~pipeline.errors.NewsletterError` subclasses for the command line to map to exit
-codes.
-"""
+"""``newsletter build | approve | publish | status | translations``: one week's issue, from
+the feed (and the editor's file) to the archive."""
 
 from __future__ import annotations
 
@@ -26,6 +15,7 @@ from pipeline import week as clock
 from pipeline.cli.common import (
     EXIT_OK,
     add_correct,
+    add_feed,
     add_week,
     built_issue,
     future_week_said,
@@ -35,18 +25,21 @@ from pipeline.cli.common import (
     shown,
     translation,
 )
+from pipeline.core.issue.editorial import editorial_path
+from pipeline.errors import UsageError
 from pipeline.stages.approve import approve
-from pipeline.stages.build import build
+from pipeline.stages.build import build, rank_week, read_feeds
 from pipeline.stages.built import choose_week
 from pipeline.stages.preflight import check_week
 from pipeline.stages.send import check_gates
+from pipeline.stages.skeleton import extend
 from pipeline.stages.status import as_json, gather, render
 from pipeline.wiring import archive_weeks, open_archive, open_store, reader_choices, sent_issue
 
 if TYPE_CHECKING:
     from pipeline.config import Settings
 
-__all__ = ["add_approve", "add_build", "add_publish", "add_status"]
+__all__ = ["add_approve", "add_build", "add_publish", "add_status", "add_translations"]
 
 _log = logging.getLogger("newsletter.cli")
 
@@ -55,8 +48,7 @@ def add_build(commands: argparse._SubParsersAction[Any]) -> None:
     build = commands.add_parser("build", help="collect, rank and render one issue",
                                 description="Collect the week's reviews, rank them and render "
                                 "the issue: issue.json plus an HTML and a text email per layout.")
-    build.add_argument("--feed", action="append", default=[], metavar="PATH_OR_URL",
-                       help="a feed to read (repeatable; default: [feed] urls)")
+    add_feed(build, "a feed to read (repeatable; default: [feed] urls)")
     add_week(build, "ISO week to build (default: the last complete week)")
     build.add_argument("--out", type=Path, metavar="DIR",
                        help="output folder (default: <build_dir>/issues/<week>/)")
@@ -105,6 +97,17 @@ def add_status(commands: argparse._SubParsersAction[Any]) -> None:
     status.set_defaults(handler=_cmd_status)
 
 
+def add_translations(commands: argparse._SubParsersAction[Any]) -> None:
+    translations = commands.add_parser(
+        "translations", help="add a skeleton to the editor's file for every text to write",
+        description="Append to editorial/<week>.toml an empty title/body for every missing or "
+        "machine-made text of the week, quoting what there is to translate from. Never "
+        "changes what the editor wrote.")
+    add_week(translations)
+    add_feed(translations)
+    translations.set_defaults(handler=_cmd_translations)
+
+
 def _cmd_build(args: argparse.Namespace, settings: Settings) -> int:
     choices, sent = reader_choices(settings, choose_week(settings, args.week).id)
     with translation(settings) as translate, future_week_said(settings, args.week), \
@@ -115,11 +118,10 @@ def _cmd_build(args: argparse.Namespace, settings: Settings) -> int:
                       archive_weeks=archive_weeks(settings))
     issue = built.issue
     tiers = Counter(item.tier for item in issue.items)
-    blocking = [p for p in issue.problems if p.severity == "blocking"]
-    warnings = [p for p in issue.problems if p.severity == "warning"]
+    severities = Counter(problem.severity for problem in issue.problems)
     summary = ", ".join(f"{n} {tier}" for tier, n in tiers.items())
     print(f"built {issue.id}: {len(issue.items)} items ({summary}); "
-          f"{len(blocking)} blocking problem(s), {len(warnings)} warning(s)")
+          f"{severities['blocking']} blocking problem(s), {severities['warning']} warning(s)")
     for problem in issue.problems:
         print(f"  {problem.severity}: {problem.code}: {problem.message}")
     if issue.hidden:
@@ -167,3 +169,22 @@ def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     else:
         print(render(status, history, counts))
     return status.exit_code
+
+
+def _cmd_translations(args: argparse.Namespace, settings: Settings) -> int:
+    week = choose_week(settings, args.week)
+    locations = tuple(args.feed) or settings.feed.urls
+    if not locations:
+        raise UsageError("no feed to read: pass --feed PATH_OR_URL or set [feed] urls")
+    results = read_feeds(settings, locations)
+    with translation(settings) as translate, future_week_said(settings, week.id):
+        items = rank_week(settings, week, results, translate, github(settings)).items
+    path = editorial_path(settings.resolve(settings.paths.editorial_dir), week.id)
+    added = extend(path, items)
+    if added:
+        listed = ", ".join(f"#{pr} {lang}" for pr, lang in added)
+        print(f"{shown(path)}: added {len(added)} skeleton(s): {listed}")
+    else:
+        print(f"{shown(path)}: nothing to add (every missing or machine-made text already "
+              "has its table there)")
+    return EXIT_OK

@@ -1,12 +1,7 @@
 """``newsletter preview``: build the issue, proof it and show the editor what will be sent.
 
-    preview [--week W] [--feed F] [--to ADDRESS [--layouts L,...]] [--port P] [--no-serve]
-            [--watch] [--no-screenshots] [--correct REASON]
-
-build → proof → ``<issue folder>/preview/`` → (test copies) → serve / watch → exit 3 when the
-proof report has a blocking problem. The preview itself is pipeline/stages/preview.py; this
-module reads the arguments, prints and keeps the server up until Ctrl-C. Handlers follow
-pipeline/cli/__init__.py: ``handler(args, settings) -> int``.
+The preview itself is pipeline/stages/preview.py; this module reads the arguments, prints
+and keeps the server up until Ctrl-C.
 """
 
 from __future__ import annotations
@@ -68,7 +63,6 @@ Made = tuple["BuiltIssue", "ProofReport", "Preview"]
 
 
 def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
-    """Register ``preview`` on the top-level sub-command set."""
     preview = commands.add_parser(
         "preview", help="build the issue and write a preview to proof it before approving",
         description="Build the issue (an approved one is kept unless its content changed), "

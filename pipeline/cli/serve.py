@@ -1,7 +1,4 @@
-"""``newsletter serve [--host H] [--port P]``: the subscription app of ``[site] app_url``.
-
-The app itself is :mod:`pipeline.web`; this module only reads the command's arguments.
-"""
+"""``newsletter serve``: the subscription app (:mod:`pipeline.web`) of ``[site] app_url``."""
 
 from __future__ import annotations
 
@@ -19,7 +16,6 @@ __all__ = ["add_parser"]
 
 
 def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
-    """Register ``serve`` on the top-level sub-command set."""
     serve = commands.add_parser(
         "serve", help="run the subscription app (subscribe, confirm, unsubscribe, "
         "preferences, SES webhook)",

@@ -1,35 +1,8 @@
-"""``newsletter store …``: moving the subscriber store from SQLite to DynamoDB.
+"""``newsletter store migrate``: the subscriber store copied between SQLite and DynamoDB.
 
-    migrate --to dynamodb [--from-sqlite PATH] [--create-tables] [--dry-run]
-    migrate --to sqlite [--to-sqlite PATH] [--dry-run]
-
-``migrate`` copies every subscriber (every field, the id included, so the links in mail already
-sent keep working), every suppression, every ledger row and every handled-message key from a
-SQLite store into the DynamoDB tables of ``[store]``. Each record is one conditional write
-(a subscriber: the same transaction as ``add``), so running it again copies only what is
-missing, and a record already in DynamoDB is never overwritten: an address DynamoDB holds
-under another id (someone signed up there meanwhile) is reported and left alone. Rate counters
-and leases are not copied: they live minutes to hours, and are started afresh.
-
-``--to sqlite`` goes the other way, into a new SQLite file (leaving AWS, or a copy to look
-at): every record the tables hold, field by field, so SQLite → DynamoDB → SQLite gives the
-same rows. The file is written under a temporary name and renamed into place when whole.
-
-The SQLite file is read through a connection of its own, opened read-only
-(``file:…?mode=ro``) inside one read transaction, so the copy is one consistent snapshot and
-the file cannot be changed by the migration; the queries name the store's columns directly
-(:mod:`subscribers.store.migrate`, beside both backends, knows the schema of
-:data:`~subscribers.store.sqlite.MIGRATIONS`). Stop the subscription app and sends while it runs:
-what changes in SQLite after a record was copied is not copied again.
-
-A record DynamoDB refuses for what it holds (over its 400 KB item limit) is named by id and
-skipped; the rest is copied, then the command ends with exit 3 (blocked): a person shortens or
-drops the row, and running it again copies what is missing. 4 ("resumable") would promise
-that running it again finishes, which it cannot until the row changes.
-
-Handlers are pipeline/cli/common.py's ``Handler``: ``handler(args, settings) -> int``, errors as
-:class:`~pipeline.errors.NewsletterError` subclasses (exit 2 for usage, 1 for a store that
-fails, 3 for records DynamoDB refused).
+The copy is :mod:`subscribers.store.migrate`'s: idempotent, never overwriting a record, the
+SQLite side read as one read-only snapshot. A record DynamoDB refuses ends the command with
+exit 3, not 4: running it again copies nothing more until a person fixes the row.
 """
 
 from __future__ import annotations
@@ -38,6 +11,7 @@ import argparse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipeline.cli.common import add_group
 from pipeline.errors import BlockedError, UsageError
 from pipeline.wiring import open_dynamo_store
 
@@ -56,14 +30,11 @@ refuses (over its 400 KB item limit) is named on stderr by id, the rest copied (
 SQLite file is only read. Stop the subscription app and sends first; then set [store] backend =
 "dynamodb"."""
 
-def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
-    """Register ``store`` and its actions on the top-level sub-command set."""
-    top = commands.add_parser(
-        "store", help="move the subscriber store to DynamoDB (or back to SQLite)",
-        description="Work on the subscriber store as a whole ([store] in the configuration).")
-    actions = top.add_subparsers(dest="store_command", metavar="ACTION")
-    actions.required = True
 
+def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
+    actions = add_group(
+        commands, "store", help="move the subscriber store to DynamoDB (or back to SQLite)",
+        description="Work on the subscriber store as a whole ([store] in the configuration).")
     migrate_cmd = actions.add_parser(
         "migrate", help="copy the store between SQLite and the DynamoDB tables of [store]",
         description=_MIGRATE_HELP)

@@ -1,15 +1,8 @@
-"""``newsletter subscribers …``: the operator's hands on the list.
+"""``newsletter subscribers add | import | export | list | remove``: the operator's hands on
+the list.
 
-    add EMAIL [--layout L] [--areas A,B] [--confirmed]   one address
-    import FILE.csv [--confirmed]            many (columns email,layout,areas; idempotent)
-    export                                   CSV on stdout
-    list [--status S]                        one line each: email status layout [areas]
-    remove EMAIL                             erase; a hashed suppression entry remains
-
-Handlers are pipeline/cli/common.py's ``Handler``: ``handler(args, settings) -> int``, errors as
-:class:`~pipeline.errors.NewsletterError` subclasses for the command line to map to exit
-codes. Nothing here reactivates an address that unsubscribed, bounced or complained, or
-brings back one that was removed: consent is the subscriber's to give, not the operator's.
+Nothing here reactivates an address that unsubscribed, bounced or complained, or brings back
+one that was removed: consent is the subscriber's to give, not the operator's.
 """
 
 from __future__ import annotations
@@ -17,13 +10,15 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import itertools
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pipeline import week as clock
+from pipeline.cli.common import add_group
 from pipeline.errors import UsageError
 from pipeline.wiring import open_store
 from subscribers.areas import MAX_AREA_LENGTH, MAX_AREAS, clean_area
@@ -68,13 +63,10 @@ column."""
 
 
 def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
-    """Register ``subscribers`` and its actions on the top-level sub-command set."""
-    top = commands.add_parser(
-        "subscribers", help="add, import, export, list and remove subscribers",
+    actions = add_group(
+        commands, "subscribers", help="add, import, export, list and remove subscribers",
         description="Manage the subscriber list (the store of [store] backend: "
         "<data_dir>/subscribers.sqlite3 by default).")
-    actions = top.add_subparsers(dest="subscribers_command", metavar="ACTION")
-    actions.required = True
 
     add = actions.add_parser(
         "add", help="add one address",
@@ -155,6 +147,10 @@ def _cmd_add(args: argparse.Namespace, settings: Settings) -> int:
 IMPORT_BATCH = 1000
 
 
+#: A CSV row: its line, and its cells or what is wrong with it.
+Row = tuple[int, dict[str, str] | str]
+
+
 @dataclass
 class _Tally:
     """What an import did, for its summary line."""
@@ -165,45 +161,61 @@ class _Tally:
     refused: int = 0
     errors: int = 0
 
-    def add(self, other: _Tally) -> None:
-        self.new += other.new
-        self.present += other.present
-        self.activated += other.activated
-        self.refused += other.refused
-        self.errors += other.errors
-
     def summary(self) -> str:
         return (f"imported {self.new} new, {self.present} already present, {self.refused} "
                 f"refused (unsubscribed/bounced/complained/suppressed), {self.errors} errors")
 
-
-@dataclass(frozen=True)
-class _Import:
-    """One import's fixed terms: the file (for FILE:LINE), the status and consent source of
-    new subscribers."""
-
-    path: Path
-    status: str
-    source: str
+    def count(self, result: AddResult, email: str) -> str | None:
+        """Count one stored row's outcome; a line for stderr if it was refused."""
+        if result.outcome is AddOutcome.CREATED:
+            self.new += 1
+        elif result.outcome is AddOutcome.SUPPRESSED:
+            self.refused += 1
+            return f"refused: {email} was removed earlier (suppressed)"
+        elif result.outcome is AddOutcome.REFUSED:
+            self.refused += 1
+            state = result.subscriber.status if result.subscriber else "refused"
+            return f"refused: {email} is {state}; import never reactivates"
+        else:
+            self.present += 1
+            if result.outcome is AddOutcome.ACTIVATED:
+                self.activated += 1
+        return None
 
 
 def _cmd_import(args: argparse.Namespace, settings: Settings) -> int:
     path: Path = args.file
     rows = _read_csv(path)
-    job = _Import(path, "active" if args.confirmed else "pending", f"import:{path.name}")
+    status = "active" if args.confirmed else "pending"
     tally = _Tally()
 
+    def import_batch(store: Imports, batch: Sequence[Row]) -> int:
+        """Add a batch's good rows in one store call, then count and report the batch (its
+        problems on stderr as FILE:LINE, in line order): an interruption reports nothing
+        the store did not take. The batch's last line."""
+        problems: list[tuple[int, str]] = []
+        wanted: list[tuple[int, NewSubscriber]] = []
+        for line, fields in batch:
+            checked = _check_row(fields)
+            if isinstance(checked, NewSubscriber):
+                wanted.append((line, checked))
+            else:
+                problems.append((line, checked))
+        results = store.add_many([entry for _, entry in wanted], status=status,
+                                 source=f"import:{path.name}", now=clock.now()) if wanted else []
+        tally.errors += len(problems)
+        for (line, entry), result in zip(wanted, results, strict=True):
+            if problem := tally.count(result, entry.email):
+                problems.append((line, problem))
+        for line, problem in sorted(problems):
+            print(f"{path}:{line}: {problem}", file=sys.stderr)
+        return batch[-1][0]
+
     with open_store(settings) as store:
-        batch: list[tuple[int, dict[str, str] | str]] = []
         done = 1  # the last line whose batch is stored (1: the header)
         try:
-            for row in rows:
-                batch.append(row)
-                if len(batch) >= IMPORT_BATCH:
-                    done = _import_batch(store, job, batch, tally)
-                    batch = []
-            if batch:
-                done = _import_batch(store, job, batch, tally)
+            while batch := list(itertools.islice(rows, IMPORT_BATCH)):
+                done = import_batch(store, batch)
         except (KeyboardInterrupt, StoreError):
             after = ("none after it" if store.atomic_batches else "of the rows after it, "
                      "some of the next batch's may be stored, uncounted")
@@ -214,34 +226,6 @@ def _cmd_import(args: argparse.Namespace, settings: Settings) -> int:
     if tally.activated:
         print(f"confirmed {tally.activated} pending subscriber(s) (--confirmed)")
     return 0
-
-
-def _import_batch(store: Imports, job: _Import, batch: list[tuple[int, dict[str, str] | str]],
-                  tally: _Tally) -> int:
-    """Check a batch's rows, add the good ones in one store call, then report them: the bad
-    rows and refusals on stderr (FILE:LINE, in line order) and the counts added to
-    ``tally``, only once the store has taken the batch, so an interruption reports nothing
-    it did not do. The batch's last line."""
-    counted = _Tally()
-    problems: list[tuple[int, str]] = []
-    wanted: list[tuple[int, str, NewSubscriber]] = []
-    for line, fields in batch:
-        checked = _check_row(fields)
-        if isinstance(checked, NewSubscriber):
-            wanted.append((line, checked.email, checked))
-        else:
-            counted.errors += 1
-            problems.append((line, checked))
-    results = store.add_many([entry for _, _, entry in wanted], status=job.status,
-                             source=job.source, now=clock.now()) if wanted else []
-    for (line, email, _), result in zip(wanted, results, strict=True):
-        problem = _count(result, email, counted)
-        if problem:
-            problems.append((line, problem))
-    tally.add(counted)
-    for line, problem in sorted(problems):
-        print(f"{job.path}:{line}: {problem}", file=sys.stderr)
-    return batch[-1][0]
 
 
 def _check_row(fields: dict[str, str] | str) -> NewSubscriber | str:
@@ -264,29 +248,9 @@ def _check_row(fields: dict[str, str] | str) -> NewSubscriber | str:
     return NewSubscriber(email, layout, areas)
 
 
-def _count(result: AddResult, email: str, tally: _Tally) -> str | None:
-    """Count one stored row's outcome; a line for stderr if it was refused."""
-    if result.outcome is AddOutcome.CREATED:
-        tally.new += 1
-    elif result.outcome is AddOutcome.SUPPRESSED:
-        tally.refused += 1
-        return f"refused: {email} was removed earlier (suppressed)"
-    elif result.outcome is AddOutcome.REFUSED:
-        tally.refused += 1
-        state = result.subscriber.status if result.subscriber else "refused"
-        return f"refused: {email} is {state}; import never reactivates"
-    else:
-        tally.present += 1
-        if result.outcome is AddOutcome.ACTIVATED:
-            tally.activated += 1
-    return None
-
-
 def parse_areas(text: str, separator: str) -> tuple[str, ...] | str:
-    """The areas of a CLI option or CSV cell (names separated by ``separator``; blanks
-    between them ignored), cleaned as a reader's choice is; or what is wrong with them, to
-    be reported: a name that cleaning would drop (too long, unprintable) or more names than
-    a reader may follow. Refused rather than silently trimmed: the operator meant them."""
+    """The areas of a CLI option or CSV cell, cleaned as a reader's choice is, or what is
+    wrong with them: refused rather than silently trimmed, as the operator meant them."""
     names = [name for name in text.split(separator) if name.strip()]
     kept: set[str] = set()
     for name in names:
@@ -300,13 +264,9 @@ def parse_areas(text: str, separator: str) -> tuple[str, ...] | str:
     return tuple(sorted(kept))
 
 
-def _read_csv(path: Path) -> Iterator[tuple[int, dict[str, str] | str]]:
-    """(line, {email, layout, areas}) per data row, or (line, complaint) for a row CSV can't read.
-
-    The file is read and its header checked before this returns, so a missing file, a file
-    that is not UTF-8 or one without an ``email`` column is refused (exit 2) before the
-    store is touched, never half-imported. Blank lines are skipped.
-    """
+def _read_csv(path: Path) -> Iterator[Row]:
+    """The data rows, blank lines skipped. The file and its header are checked before this
+    returns, so a bad file is refused before the store is touched, never half-imported."""
     try:
         data = path.read_bytes()
     except FileNotFoundError:
@@ -329,14 +289,12 @@ def _read_csv(path: Path) -> Iterator[tuple[int, dict[str, str] | str]]:
     if "email" not in names:
         raise UsageError(f"{path}:1: no 'email' column in the header (found: "
                          f"{', '.join(names) or 'nothing'}); expected: email,layout")
-    email_at = names.index("email")
-    layout_at = names.index("layout") if "layout" in names else None
-    areas_at = names.index("areas") if "areas" in names else None
-    return _rows(reader, email_at, layout_at, areas_at)
+    columns = {name: names.index(name) if name in names else None
+               for name in ("email", "layout", "areas")}
+    return _rows(reader, columns)
 
 
-def _rows(reader: CsvReader, email_at: int, layout_at: int | None,
-          areas_at: int | None) -> Iterator[tuple[int, dict[str, str] | str]]:
+def _rows(reader: CsvReader, columns: dict[str, int | None]) -> Iterator[Row]:
     line_num = 1  # the header's
     while True:
         start = line_num + 1
@@ -351,14 +309,11 @@ def _rows(reader: CsvReader, email_at: int, layout_at: int | None,
             line_num = reader.line_num
         if not any(cell.strip() for cell in record):
             continue
-        yield start, {"email": _cell(record, email_at), "layout": _cell(record, layout_at),
-                      "areas": _cell(record, areas_at)}
+        yield start, {name: _cell(record, at) for name, at in columns.items()}
 
 
 def _cell(record: list[str], index: int | None) -> str:
-    if index is None or index >= len(record):
-        return ""
-    return record[index].strip()
+    return record[index].strip() if index is not None and index < len(record) else ""
 
 
 # -- export, list, remove --------------------------------------------------------------------
