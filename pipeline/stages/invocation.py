@@ -1,12 +1,8 @@
 """The commands that messages ask a person to run, written so that they run as printed.
 
-``make install`` puts the ``newsletter`` console script in ``.venv/bin``, which is not on an
-editor's PATH: a message saying ``newsletter approve --week 2026-W48`` then ends in
-"command not found" for everyone who used ``make``. So a command names the program the way
-this process was started: ``newsletter`` when that is what the PATH finds, else the
-script's path (``.venv/bin/newsletter``, relative to the working folder when it lies inside
-it), or ``python -m pipeline``. Where the program was not started from a script at all (a
-test calling ``pipeline.cli.main``, the Lambda handler), it is ``newsletter``.
+``make install`` puts ``newsletter`` in ``.venv/bin``, which is not on an editor's PATH, so
+a command names the program as this process was started: ``newsletter`` when the PATH finds
+it, else the script's path, or ``python -m pipeline``.
 """
 
 from __future__ import annotations
@@ -24,10 +20,7 @@ SCRIPT = "newsletter"
 
 
 def program(argv0: str | None = None, path: str | None = None) -> str:
-    """How to start this program again from the working folder, as shell words.
-
-    ``argv0`` is how this process was started (default ``sys.argv[0]``), ``path`` the
-    PATH to look ``newsletter`` up in (default the process's)."""
+    """How to start this program again from the working folder, as shell words."""
     started = Path(sys.argv[0] if argv0 is None else argv0)
     if started.name == "__main__.py" and started.parent.name == "pipeline":
         return f"{shlex.quote(sys.executable)} -m pipeline"
@@ -52,8 +45,8 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 def _shown(path: Path) -> str:
-    """``path`` relative to the working folder when it lies inside it (``.venv/bin/…``),
-    else absolute; never a bare name, which the shell would look up in the PATH."""
+    """``path`` relative to the working folder when inside it, else absolute; never a bare
+    name, which the shell would look up in the PATH."""
     absolute = path.absolute()
     try:
         relative = absolute.relative_to(Path.cwd())
