@@ -31,7 +31,6 @@ if TYPE_CHECKING:
 #: How long a crashed run on another machine blocks the next one.
 LEASE_TTL = timedelta(minutes=2)
 
-
 _PROCESS_TOKEN = secrets.token_hex(3)
 
 
@@ -40,7 +39,6 @@ class _Holding:
     """A lease this process holds (``run`` holds it, and ``send`` inside it again), and whom
     to tell if it is lost."""
 
-    depth: int = 1
     on_lost: list[Callable[[], None]] = field(default_factory=list)
     lost: bool = False
 
@@ -65,7 +63,6 @@ def hold(store: Leases, name: str, what: str, *, ttl: timedelta = LEASE_TTL,
     with _held_lock:
         holding = _held.get(name)
         if holding is not None:
-            holding.depth += 1
             holding.on_lost.append(on_lost)
     if holding is not None:  # this process holds it already, and renews it
         try:
@@ -75,7 +72,6 @@ def hold(store: Leases, name: str, what: str, *, ttl: timedelta = LEASE_TTL,
             yield lease
         finally:
             with _held_lock:
-                holding.depth -= 1
                 holding.on_lost.remove(on_lost)
         return
     lease = store.acquire_lease(name, owner, clock(), ttl)
@@ -133,14 +129,11 @@ def _locked(what: str, lease: Lease) -> LockedError:
 def _dead_here(owner: str) -> bool:
     """Whether ``owner`` was a process on this machine that no longer exists."""
     host, _, rest = owner.partition(":")
-    pid_text = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid_text.isdigit():
-        return False
-    pid = int(pid_text)
-    if pid == os.getpid():
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
         return False
     try:
-        os.kill(pid, 0)
+        os.kill(int(pid), 0)
     except ProcessLookupError:
         return True
     except PermissionError:  # alive, another user's

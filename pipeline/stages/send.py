@@ -166,10 +166,8 @@ class Sender:
                       if self.shard is None or sid in self.shard)
 
     def _candidates(self) -> Iterable[Subscriber]:
-        active = self.store.iter_subscribers(status="active")
-        if self.shard is None:
-            return active
-        return (subscriber for subscriber in active if subscriber.id in self.shard)
+        return (subscriber for subscriber in self.store.iter_subscribers(status="active")
+                if self.shard is None or subscriber.id in self.shard)
 
     def request_stop(self, reason: str, exit_code: int = 4) -> None:
         """Stop handing out messages (those in flight finish); the first reason wins."""
@@ -210,9 +208,8 @@ class Sender:
         self._resent = resent
 
     def _may_retry(self, entry: LedgerEntry, options: SendOptions) -> bool:
-        if entry.status == "failed" and not entry.permanent:
-            return True
-        return entry.status == "unconfirmed" and options.resend_unconfirmed
+        return ((entry.status == "failed" and not entry.permanent)
+                or (entry.status == "unconfirmed" and options.resend_unconfirmed))
 
     def _deliver(self, report: SendReport, options: SendOptions,
                  progress: Progress | None) -> None:
@@ -248,9 +245,7 @@ class Sender:
         handed = 0
         in_flight: set[Future[None]] = set()
         for subscriber in self._candidates():
-            if self.stop.is_set():
-                break
-            if options.limit is not None and handed >= options.limit:
+            if self.stop.is_set() or (options.limit is not None and handed >= options.limit):
                 break
             while len(in_flight) >= 2 * self.concurrency:
                 done, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
@@ -395,7 +390,7 @@ class Sender:
         refusing = self.cooldown.failing_for() + pause
         if self.first_pass and refusing > max(self.retry_seconds, MIN_REFUSING_SECONDS):
             self.request_stop(f"the transport refused every message for {refusing:.0f} s "
-                       f"(last: {redact_address(str(failure), failure.recipient or '')})")
+                              f"(last: {redact_address(str(failure), failure.recipient or '')})")
         return pause
 
     def _release(self, subscriber_id: str, report: SendReport, *, left: bool = False
@@ -430,9 +425,7 @@ def _step(progress: Progress | None, report: SendReport) -> None:
 
 def _reraise(done: Iterable[Future[None]]) -> None:
     for future in done:
-        exc = future.exception()
-        if exc is not None:
-            raise exc
+        future.result()
 
 
 def send_tests(built: BuiltIssue, messages: Messages, transport: Transport, address: str,
