@@ -1,8 +1,5 @@
-"""Pre-flight: everything a send checks is checked before ``run`` publishes anything.
-
-Real processes (``newsletter run`` / ``send``), a real aiosmtpd relay on loopback, moto over
-HTTP for S3 and SES. Each misconfiguration must end in one line and its exit code with the
-archive untouched and no mail sent.
+"""Pre-flight: everything a send checks is checked before ``run`` publishes anything: each
+misconfiguration is one line and its exit code, the archive untouched and no mail sent.
 """
 
 from __future__ import annotations
@@ -30,8 +27,6 @@ TZ = "Asia/Shanghai"
 #: 904 characters: "List-Unsubscribe: <" + it + "/unsubscribe?token=" + a 56-character token
 #: + ">" is 999 octets, one over a mail line (issue 39, item 8).
 LONG_APP_URL = "https://news.example.org/" + "a" * 879
-
-
 
 
 def one_line(result: subprocess.CompletedProcess[str]) -> str:

@@ -1,9 +1,6 @@
-"""The send loop against the real SQLite store and real transports on loopback.
-
-Each test builds the sample issue, fills a store (a file under tmp_path) with subscribers and
-runs :class:`pipeline.stages.send.Sender` through the real ``SmtpTransport`` (an aiosmtpd sink) or
-``SesTransport`` (a moto server), then reads back what the server received and what the
-ledger says. Backoff and pacing sleeps are recorded, never slept.
+"""The send loop against the real SQLite store and real transports on loopback (an aiosmtpd
+sink, a moto server): what the server received and what the ledger says. Backoff and pacing
+waits are recorded, never slept.
 """
 
 from __future__ import annotations
@@ -86,8 +83,7 @@ def settings(tmp_path: Path) -> Settings:
 
 @pytest.fixture
 def to_send(settings: Settings, tmp_path: Path) -> BuiltIssue:
-    """The sample week built for this test alone: a send writes its report and outbox
-    beside it (conftest's shared ``built`` is only read)."""
+    """The sample week built for this test alone (a send writes beside it)."""
     return build_issue(settings, tmp_path / "issue")
 
 
@@ -147,12 +143,6 @@ class Sleeps:
     def seconds(self) -> list[float]:
         return [s for _, s in self.calls]
 
-    def by_thread(self) -> dict[str, list[float]]:
-        out: dict[str, list[float]] = {}
-        for name, seconds in self.calls:
-            out.setdefault(name, []).append(seconds)
-        return out
-
 
 class FakeTime:
     """A monotonic clock that only moves when someone sleeps."""
@@ -198,9 +188,7 @@ def run(to_send: BuiltIssue, store: SqliteStore, transport: Transport, messages:
         concurrency: int = 4, rate: float | None = None, sleep: Callable[[float], None] | None
         = None, time: FakeTime | None = None, retry_seconds: float = 600.0,
         **options: Any) -> SendReport:
-    """One run of the send loop, as the command line makes it, on a :class:`FakeTime`
-    (``time``, else a new one): every wait advances its clock at once, and is also passed
-    to ``sleep`` when given (to record it, or to look at the ledger meanwhile)."""
+    """One run of the send loop on a :class:`FakeTime`; each wait also goes to ``sleep``."""
     fake = time or FakeTime()
 
     def waits(seconds: float) -> None:
@@ -217,9 +205,8 @@ def run(to_send: BuiltIssue, store: SqliteStore, transport: Transport, messages:
 def slow_reply_run(smtp_server: SmtpSink, to_send: BuiltIssue, store: SqliteStore,
                    messages: Messages, slow: Subscriber
                    ) -> Iterator[tuple[SmtpTransport, SendReport]]:
-    """A first run (one worker) through a transport that waits 0.5 s for a final reply, while
-    the reply to ``slow``'s message is held until the run gave up on it (the server keeps
-    the message): yields the transport (closed afterwards) and that run's report."""
+    """A first run (one worker) whose reply to ``slow``'s message comes only after the client
+    gave up on it (the server keeps the message); yields the transport and the report."""
     pause = smtp_server.pause_next(slow.email)  # answered only after the client gave up
     transport = SmtpTransport(smtp_server.settings(), None, timeout=0.5)
     try:
