@@ -181,23 +181,45 @@ def test_the_token_is_found_in_the_envelope_recipient_of_ses_received_header():
     assert (verdict.action, verdict.token) == ("unsubscribe", token)
 
 
-def test_no_token_without_exactly_56_base32_characters():
-    short = "a" * 55
-    assert classify(mail(subject="hi", to=f"unsub+{short}@example.org")).action \
-        == "unrecognised"
-    # '1' and '8' are not base32: not a token either
-    assert classify(mail(subject="hi", to=f"unsub+{'1' * 56}@example.org")).action \
-        == "unrecognised"
+TOKEN = token_for("0123456789abcdef01234567")
+#: Small mails and what classify makes of them: (action, reason, layout).
+VERDICTS = {
+    # no token without exactly 56 base32 characters ('1' and '8' are not base32)
+    "55 characters": (mail(subject="hi", to=f"unsub+{'a' * 55}@example.org"),
+                      ("unrecognised", "no-command", None)),
+    "not base32": (mail(subject="hi", to=f"unsub+{'1' * 56}@example.org"),
+                   ("unrecognised", "no-command", None)),
+    "unsubscribe wins": (mail(subject="subscribe", to=f"unsub+{TOKEN}@example.org"),
+                         ("unsubscribe", "token", None)),
+    "unsubscribe, no token": (mail(subject="unsubscribe"), ("unrecognised", "no-command", None)),
+    # the first non-empty line counts when the subject is no command, and only that line
+    "first line": (mail(subject="Hello there", body="\n\n   \n订阅 中文\nthanks\n"),
+                   ("subscribe", "first-line", "zh")),
+    "second line": (mail(subject="Hello", body="Hi!\nsubscribe\n"),
+                    ("unrecognised", "no-command", None)),
+    "unknown charset read as UTF-8": (
+        b"From: a@example.com\nSubject: hi\n"
+        b"Content-Type: text/plain; charset=x-no-such-charset\n\n\xe8\xae\xa2\xe9\x98\x85\n",
+        ("subscribe", "first-line", None)),
+    "raw UTF-8 subject": ("From: a@example.com\nSubject: 订阅 英文\n\nhi\n".encode(),
+                          ("subscribe", "subject", "en")),
+    # the <title>subscribe</title> and the style sheet are not the first line
+    "html part only": (fixture("html-only.eml"), ("subscribe", "first-line", "en-zh")),
+    "no sender": (mail(sender=None), ("ignored", "no-sender", None)),
+    "no address": (mail(sender="undisclosed-recipients:;"), ("ignored", "no-sender", None)),
+    "auto-reply": (mail(extra="Auto-Submitted: auto-replied"),
+                   ("ignored", "auto-submitted", None)),
+    "not automatic": (mail(extra="Auto-Submitted: no"), ("subscribe", "subject", None)),
+}
 
 
-def test_unsubscribe_wins_over_subscribe():
-    token = token_for("0123456789abcdef01234567")
-    verdict = classify(mail(subject="subscribe", to=f"unsub+{token}@example.org"))
-    assert verdict.action == "unsubscribe"
-
-
-def test_an_unsubscribe_subject_without_a_token_is_not_understood():
-    assert classify(mail(subject="unsubscribe")).action == "unrecognised"
+@pytest.mark.parametrize("case", VERDICTS)
+def test_what_a_mail_says(case):
+    raw, expected = VERDICTS[case]
+    verdict = classify(raw)
+    assert (verdict.action, verdict.reason, verdict.layout) == expected
+    if expected[1] == "no-sender":
+        assert verdict.sender is None
 
 
 @pytest.mark.parametrize(("subject", "layout"), [
@@ -235,43 +257,6 @@ def test_subscribe_commands(subject, layout):
 def test_anything_else_is_not_a_command(subject):
     verdict = classify(mail(top=SES_PASS, subject=subject, body="Hi,\nthanks\n"))
     assert (verdict.action, verdict.reason) == ("unrecognised", "no-command")
-
-
-def test_the_first_line_counts_when_the_subject_is_no_command():
-    verdict = classify(mail(subject="Hello there", body="\n\n   \n订阅 中文\nthanks\n"))
-    assert (verdict.action, verdict.reason, verdict.layout) == ("subscribe", "first-line", "zh")
-    # only the first non-empty line
-    assert classify(mail(subject="Hello", body="Hi!\nsubscribe\n")).action == "unrecognised"
-
-
-def test_a_body_in_an_unknown_charset_is_read_as_utf8():
-    raw = (b"From: a@example.com\nSubject: hi\n"
-           b"Content-Type: text/plain; charset=x-no-such-charset\n\n\xe8\xae\xa2\xe9\x98\x85\n")
-    verdict = classify(raw)
-    assert (verdict.action, verdict.reason) == ("subscribe", "first-line")
-
-
-def test_a_subject_in_raw_utf8_is_understood():
-    raw = "From: a@example.com\nSubject: 订阅 英文\n\nhi\n".encode()
-    assert (classify(raw).action, classify(raw).layout) == ("subscribe", "en")
-
-
-def test_the_html_part_is_read_when_there_is_no_plain_one():
-    verdict = classify(fixture("html-only.eml"))
-    # the <title>subscribe</title> and the style sheet are not the first line
-    assert (verdict.action, verdict.layout) == ("subscribe", "en-zh")
-
-
-def test_a_subscribe_without_a_sender_is_ignored():
-    verdict = classify(mail(sender=None))
-    assert (verdict.action, verdict.reason, verdict.sender) == ("ignored", "no-sender", None)
-    assert classify(mail(sender="undisclosed-recipients:;")).reason == "no-sender"
-
-
-def test_an_auto_reply_never_subscribes_anybody():
-    verdict = classify(mail(extra="Auto-Submitted: auto-replied"))
-    assert (verdict.action, verdict.reason) == ("ignored", "auto-submitted")
-    assert classify(mail(extra="Auto-Submitted: no")).action == "subscribe"
 
 
 @pytest.mark.parametrize(("headers", "expected"), [
