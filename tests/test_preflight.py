@@ -153,12 +153,6 @@ def test_ses_refuses_an_http_app_url_before_any_request(tmp_path, moto_server):
     assert moto_server.sent() == []
 
 
-def test_the_outbox_keeps_its_http_default(tmp_path):
-    folder = project(tmp_path)
-    ok(newsletter(["build", "--week", SAMPLE_WEEK], folder))
-    assert "sent 1," in ok(newsletter(["send", "--week", SAMPLE_WEEK], folder)).stdout
-
-
 # -- item 11: a week that has not ended is not sent --------------------------------------------
 
 def current_week_feed(folder: Path) -> tuple[str, Path]:

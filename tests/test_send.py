@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from support.feeds import Entry, atom
 from support.project import SAMPLE_FEED, SAMPLE_WEEK
 
 import pipeline.stages.send
@@ -27,7 +26,6 @@ from pipeline.config import Settings, load
 from pipeline.core.email.message import Messages
 from pipeline.errors import BlockedError, SendingMisconfigured
 from pipeline.model import LAYOUTS
-from pipeline.stages.approve import approve
 from pipeline.stages.build import build
 from pipeline.stages.built import BuiltIssue, load_built
 from pipeline.stages.pace import TokenBucket
@@ -72,8 +70,8 @@ def configure(folder: Path, extra: str = "") -> Settings:
     return load(config, {})
 
 
-def build_issue(settings: Settings, out: Path, feeds: Iterable[str] = ()) -> BuiltIssue:
-    return load_built(build(settings, week_id=SAMPLE_WEEK, feeds=tuple(feeds), out=out).out_dir)
+def build_issue(settings: Settings, out: Path) -> BuiltIssue:
+    return load_built(build(settings, week_id=SAMPLE_WEEK, out=out).out_dir)
 
 
 @pytest.fixture
@@ -863,27 +861,6 @@ def test_a_blocking_problem_is_refused_even_with_missing_translations_allowed(
         check_gates(to_send, settings)
     with pytest.raises(BlockedError, match="over-size-limit"):
         check_gates(to_send, settings, allow_missing_translations=True)
-
-
-def test_missing_languages_alone_may_be_waived(tmp_path: Path) -> None:
-    settings = configure(tmp_path)
-    feed = tmp_path / "zh-only.atom"
-    feed.write_bytes(atom([Entry(pr=1, body="值得精读。")]))
-    to_send = build_issue(settings, tmp_path / "issue", feeds=[str(feed)])
-    with pytest.raises(BlockedError, match="missing-language") as caught:
-        check_gates(to_send, settings)
-    assert "--allow-missing-translations" in str(caught.value)
-    check_gates(to_send, settings, allow_missing_translations=True)
-
-
-def test_require_approval_refuses_until_approved(tmp_path: Path) -> None:
-    settings = configure(tmp_path, "[issue]\nrequire_approval = true\n")
-    to_send = build_issue(settings, tmp_path / "issue")
-    with pytest.raises(BlockedError, match="not approved"):
-        check_gates(to_send, settings)
-    approve(to_send, NOW)
-    check_gates(to_send, settings)
-    check_gates(to_send, configure(tmp_path / "plain"))  # no approval asked: no gate
 
 
 def test_test_copies_of_every_layout_go_outside_the_ledger(
