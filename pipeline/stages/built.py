@@ -8,7 +8,6 @@ after the proof is not what the editor approved).
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from pathlib import Path
 
 from pipeline.config import Settings
@@ -28,10 +27,10 @@ APPROVAL_FILE = "approval.json"
 PREVIEW_DIR = "preview"
 
 
-def choose_week(settings: Settings, week_id: str | None, at: datetime | None = None) -> Week:
+def choose_week(settings: Settings, week_id: str | None) -> Week:
     """``--week`` when given, else the last complete week in the issue's timezone."""
     tz = settings.issue.timezone
-    return parse_week(week_id, tz) if week_id else last_complete_week(tz, at)
+    return parse_week(week_id, tz) if week_id else last_complete_week(tz)
 
 
 def issue_folder(settings: Settings, week_id: str) -> Path:

@@ -7,7 +7,6 @@ it, else the script's path, or ``python -m pipeline``.
 
 from __future__ import annotations
 
-import os
 import shlex
 import shutil
 import sys
@@ -19,14 +18,14 @@ __all__ = ["command", "program"]
 SCRIPT = "newsletter"
 
 
-def program(argv0: str | None = None, path: str | None = None) -> str:
+def program() -> str:
     """How to start this program again from the working folder, as shell words."""
-    started = Path(sys.argv[0] if argv0 is None else argv0)
+    started = Path(sys.argv[0])
     if started.name == "__main__.py" and started.parent.name == "pipeline":
         return f"{shlex.quote(sys.executable)} -m pipeline"
     if started.name != SCRIPT:
         return SCRIPT
-    found = shutil.which(SCRIPT, path=path if path is not None else os.environ.get("PATH"))
+    found = shutil.which(SCRIPT)
     if found is not None and _same_file(Path(found), started):
         return SCRIPT
     return shlex.quote(_shown(started))
