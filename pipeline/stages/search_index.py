@@ -18,6 +18,8 @@ from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
 
+from pagefind_bin_extended import get_executable  # type: ignore[import-untyped]
+
 from pipeline.archive import Archive
 from pipeline.core.site import search, words
 from pipeline.core.site.site import Site
@@ -34,13 +36,7 @@ OPTIONS = ("--force-language", "und", "--root-selector", ROOT_SELECTOR, "--silen
 
 def pagefind_executable() -> Path:
     """The extended binary of the ``pagefind_bin_extended`` wheel (a dependency)."""
-    try:
-        from pagefind_bin_extended import get_executable  # type: ignore[import-untyped]
-
-        return Path(get_executable())
-    except (ImportError, FileNotFoundError) as exc:
-        raise RenderError("search index", "Pagefind's extended binary is not installed "
-                          f"({exc}); run 'make install'") from None
+    return Path(get_executable())
 
 
 def run_pagefind(pages: dict[str, str], executable: Path | None = None) -> dict[str, bytes]:
@@ -73,11 +69,8 @@ def run_pagefind(pages: dict[str, str], executable: Path | None = None) -> dict[
 def tool() -> str:
     """What indexes: part of each year's digest, so a new Pagefind, option or dictionary
     indexes every year again."""
-    try:
-        version = metadata.version("pagefind_bin_extended")
-    except metadata.PackageNotFoundError:
-        version = "unknown"
-    return " ".join(["pagefind_extended", version, *OPTIONS, "·", words.segmenter_version()])
+    return " ".join(["pagefind_extended", metadata.version("pagefind_bin_extended"), *OPTIONS,
+                     "·", words.segmenter_version()])
 
 
 def bundle_objects(year: str, records: dict[str, str]) -> list[SiteObject]:
