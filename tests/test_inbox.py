@@ -452,19 +452,6 @@ def test_a_mail_handled_before_a_crash_is_only_moved_aside(settings):
     assert status_of(settings, "alice@example.com") is None
 
 
-def test_without_store_keys_every_mail_is_acted_on(settings):
-    folder = inbox_folder(settings)
-    drop(folder, ["subscribe-subject.eml"])
-    inbox = LocalInbox(folder)
-    with open_store(settings) as store:
-        store.first_time(mail_key(inbox.describe(), "subscribe-subject.eml"), NOW)
-
-    report = run(settings, inbox, store_keys=False)
-
-    assert dict(report.counts) == {"subscribe": 1}
-    assert [str(m["To"]) for m in outbox(settings)] == ["alice@example.com"]
-
-
 def test_the_once_only_key_is_taken_for_the_mails_acted_on(settings):
     folder = inbox_folder(settings)
     drop(folder, ["subscribe-subject.eml", "spam.eml"])

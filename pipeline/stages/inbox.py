@@ -80,14 +80,12 @@ def _breakdown(counts: Mapping[str, int]) -> str:
     return f" ({shown})" if shown else ""
 
 
-def process(inbox: Inbox, subscriptions: Subscriptions, now: datetime, *,
-            store_keys: bool = True) -> InboxReport:
+def process(inbox: Inbox, subscriptions: Subscriptions, now: datetime) -> InboxReport:
     """Handle every waiting mail once, oldest first, and move it aside.
 
     A key already recorded means an earlier run acted and stopped before moving the mail
     (``duplicate``). A confirmation the transport could not send forgets the key and leaves
     the mail (``retry-later``); any other error forgets it too, then stops the run.
-    ``store_keys=False`` records nothing (for a store that cannot).
     """
     counts: Counter[str] = Counter()
     ignored: Counter[str] = Counter()
@@ -103,7 +101,7 @@ def process(inbox: Inbox, subscriptions: Subscriptions, now: datetime, *,
                 ignored[verdict.reason] += 1
             inbox.move_aside(mail.key, "ignored")
             continue
-        key = _once_key(verdict, where, mail.key) if store_keys else None
+        key = _once_key(verdict, where, mail.key)
         if key is not None and not handled.first_time(key, now):
             counts["duplicate"] += 1
             inbox.move_aside(mail.key, "processed")
