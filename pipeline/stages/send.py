@@ -104,7 +104,6 @@ class Sender:
     def __init__(self, built: BuiltIssue, store: DeliveryStore, transport: Transport,
                  messages: Messages, *, rate: float | None, concurrency: int,
                  retry_seconds: float = RETRY_SECONDS,
-                 clock: Callable[[], datetime] = now,
                  sleep: Callable[[float], None] | None = None,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         self.built, self.store, self.transport, self.messages = built, store, transport, messages
@@ -114,7 +113,7 @@ class Sender:
         self.cooldown = Cooldown(clock=monotonic, sleep=self.sleep)
         self.concurrency = concurrency
         self.retry_seconds = retry_seconds
-        self.clock, self.monotonic = clock, monotonic
+        self.clock, self.monotonic = now, monotonic
         self.stop_reason: str | None = None
         self.stop_exit = 4
         self.shard: Shard | None = None

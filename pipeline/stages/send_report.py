@@ -96,11 +96,11 @@ class SendReport:
 
 
 class Progress:
-    """A bar on a terminal, else a logged (timestamped) line every ``every`` messages."""
+    """A bar on a terminal, else a logged (timestamped) line every 100 messages."""
 
-    def __init__(self, total: int | None, stream: IO[str] | None = None, every: int = 100):
-        self.total, self.every = total, every
-        self.stream = stream or sys.stderr
+    def __init__(self, total: int | None) -> None:
+        self.total = total
+        self.stream: IO[str] = sys.stderr
         self.tty = self.stream.isatty()
         self.done = 0
         self.lock = threading.Lock()
@@ -111,7 +111,7 @@ class Progress:
             self.done += 1
             if self.tty:
                 self._bar(report)
-            elif self.done % self.every == 0:
+            elif self.done % 100 == 0:
                 _log.info("progress: %s", self._counts(report))  # timestamped
 
     def _counts(self, report: SendReport) -> str:
