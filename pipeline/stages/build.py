@@ -34,7 +34,7 @@ from pipeline.core.issue.rank import TIER_NAMES
 from pipeline.core.issue.verdict import Vocabulary, shipped_vocabulary, vocabulary_with
 from pipeline.errors import BlockedError, ConfigError, UsageError
 from pipeline.log import timed
-from pipeline.model import Issue, Item, Problem, PullFacts, Week
+from pipeline.model import Issue, Item, PullFacts, Week
 from pipeline.output import write_folder
 from pipeline.sources import PullSource
 from pipeline.sources.editorial import load_editorial
@@ -49,6 +49,7 @@ if TYPE_CHECKING:
     from subscribers.model import SentIssue
 
 _log = logging.getLogger("newsletter.build")
+
 
 @dataclass(frozen=True)
 class Built:
@@ -114,15 +115,11 @@ def load_vocabulary(settings: Settings) -> Vocabulary:
 def gather(items: Sequence[Item], repo: str, translate: Translate | None,
            github: PullSource | None) -> Gathered:
     """Ask GitHub for each PR's facts and the translator for each missing language."""
-    facts: dict[int, PullFacts] = {}
-    problems: list[Problem] = []
-    if github is not None:
-        for item in items:
-            found = pull_facts(item, github, repo)
-            if found is not None:
-                facts[item.pr] = found
-        problems = github.problems()
-    return Gathered(facts, translate_items(items, translate), tuple(problems))
+    if github is None:
+        return Gathered({}, translate_items(items, translate), ())
+    found = {item.pr: pull_facts(item, github, repo) for item in items}
+    facts = {pr: pull for pr, pull in found.items() if pull is not None}
+    return Gathered(facts, translate_items(items, translate), tuple(github.problems()))
 
 
 def pull_facts(item: Item, github: PullSource, repo: str) -> PullFacts | None:
