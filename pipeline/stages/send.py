@@ -217,7 +217,12 @@ class Sender:
             self._send_each(pool, report, options, progress)
             self.first_pass = False
             self._retry_deferred(pool, report, progress)
-        self._count_deferred(report, progress)
+        # What is still refused for now stays a temporary failure in the ledger.
+        for subscriber_id, reason in sorted(self.deferred.items()):
+            report.temporary += 1
+            report.failures.append({"subscriber": subscriber_id, "reason": reason,
+                                    "permanent": False, "bounced": False})
+            _step(progress, report)
 
     @contextlib.contextmanager
     def _ctrl_c_stops(self) -> Iterator[None]:
@@ -291,14 +296,6 @@ class Sender:
             done, _ = wait(in_flight)
             _reraise(done)
         report.retried_for_s = round(max(waited, self.monotonic() - started), 3)
-
-    def _count_deferred(self, report: SendReport, progress: Progress | None) -> None:
-        """Count what is still refused for now (a temporary failure in the ledger)."""
-        for subscriber_id, reason in sorted(self.deferred.items()):
-            report.temporary += 1
-            report.failures.append({"subscriber": subscriber_id, "reason": reason,
-                                    "permanent": False, "bounced": False})
-            _step(progress, report)
 
     def _one(self, subscriber_id: str, report: SendReport, progress: Progress | None,
              attempts: int) -> None:
