@@ -2,19 +2,11 @@
 every page, feed entry, sitemap entry and search record matches the issues the archive holds,
 and no internal link is broken (issue 41).
 
-A sequence is drawn from a seeded random generator (each seed its own test, so a failure names
-its seed, and the sequence it ran is in the message): rounds over three weeks, each a few of the
-editor's decisions on one week (hide a PR, show it again, set its tier with ``priority``, which
-moves it in the issue's order), a build of that week, and a publish of any week built so far
-(perhaps not the one just built: an older build is published as it is). Everything is the
-real thing: the feeds, the editor's file on disk, ``build``, ``publish`` into a local archive
-with Pagefind. The same PR is reviewed in two weeks and areas are shared between weeks, and
-an area shows two reviews a page, so hiding a PR can take a PR page, an area, or an area's
-last page away while its other reviews stay.
-
-After each publish the archive alone is read: the issue.json files it holds are the truth,
-and every PR and area page, feed, the sitemap, the issue pages and the live search index's
-records are compared with them; then tests/support/links.py checks every link.
+Each seed draws rounds over three weeks: a few decisions (hide, show again, ``priority``), a
+build, a publish of any week built so far; all real, Pagefind included. PRs and areas recur
+across weeks and an area shows two reviews a page, so hiding a PR can take a PR page, an
+area or an area's last page away. After each publish the archive's issue.json files are the
+truth every other object is compared with.
 """
 
 from __future__ import annotations

@@ -1,16 +1,10 @@
 """A real ``newsletter send`` killed with SIGKILL mid-run, then run again.
 
-The guarantee under test (README, "The delivery guarantee"): after the re-run, every
-subscriber has the issue exactly once, except those the re-run reports as unconfirmed (caught
-in the transport call by the kill: at most one per sending thread), who have it 0 or 1 times;
-``--resend-unconfirmed`` then reaches them (a second copy for one that had arrived: the
-documented, knowing choice). However many runs were killed, each report and ``newsletter
-status`` name every one of them.
-
-Each kill comes at a known point, not after a guessed wait: the SMTP sink holds the final
-reply of the message after the ``kill_after``-th (or of one message per sending thread), and
-the run is killed once they are held, so a message is in flight at every kill. The runs the
-kills are not the point of (set-up, the re-runs, ``status``) are called in process.
+The guarantee (README, "The delivery guarantee"): after the re-run every subscriber has the
+issue exactly once, but those reported unconfirmed (at most one per sending thread and
+kill), who have it 0 or 1 times until ``--resend-unconfirmed``; every report and ``status``
+name them all. Each kill comes once the SMTP sink holds a final reply, never after a
+guessed wait; the runs that are not killed are called in process.
 """
 
 from __future__ import annotations

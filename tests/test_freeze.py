@@ -1,14 +1,7 @@
-"""A sent week is frozen (pipeline/stages/freeze.py), as the editor and the operator meet it.
-
-Once ``run`` has sent the sample week to its six readers, no command puts another issue
-under the week's name: ``build``, ``preview``, ``approve``, ``publish``, ``send`` and ``run``
-refuse it (exit 3, one line saying how to correct it), and the archive's objects and the
-outbox stay as they were. A correction is explicit (``--correct REASON``), approved, shown on
-the issue's page in both languages (checked in Chromium), said by ``status``, and what the
-readers not yet sent receive. The commands run in process on a real SQLite store and a real
-archive folder, except where the process boundary is the point: the approve command the
-preview prints is executed as printed, by a shell, from a folder where ``newsletter`` is not
-on the PATH (as after ``make install``), and ``make approve`` runs the Makefile's target.
+"""A sent week is frozen, as the editor and the operator meet it: no command puts another
+issue under its name (exit 3), and a correction is explicit, approved, shown on the page,
+said by ``status``, and what the readers not yet sent receive. In process on a real store
+and archive, but where the process is the point (the printed approve command, ``make``).
 """
 
 from __future__ import annotations
@@ -203,19 +196,15 @@ def test_a_correction_is_explicit_approved_shown_and_sent_to_the_rest(sent, brow
     assert content_hash(sent) == data["content_hash"]
 
 
-def test_correct_is_refused_for_a_week_that_has_not_gone_out(tmp_path):
-    (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
-    result = run(["build", "--week", SAMPLE_WEEK, "--correct", "a typo"], tmp_path)
-    assert result.returncode == 2
-    assert "has not gone out: there is nothing to correct" in result.stderr
-    assert not issue_folder(tmp_path).exists()
-
-
-@pytest.mark.parametrize("reason", ["", "   ", "x" * 201])
-def test_a_correction_needs_a_one_line_reason(tmp_path, reason):
+@pytest.mark.parametrize(("reason", "words"), [
+    ("a typo", "has not gone out: there is nothing to correct"),
+    ("", "one line of 1 to 200 characters"), ("   ", "one line of 1 to 200 characters"),
+    ("x" * 201, "one line of 1 to 200 characters")])
+def test_a_correction_needs_a_one_line_reason_and_a_week_that_went_out(tmp_path, reason, words):
     (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
     result = run(["build", "--week", SAMPLE_WEEK, "--correct", reason], tmp_path)
-    assert result.returncode == 2 and "one line of 1 to 200 characters" in result.stderr
+    assert result.returncode == 2 and words in result.stderr
+    assert not issue_folder(tmp_path).exists()
 
 
 @pytest.mark.subprocess

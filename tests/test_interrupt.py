@@ -1,8 +1,5 @@
 """Ctrl-C during a send: a clean, resumable stop (exit 4), and the re-run finishes the list.
-
-The signal comes at a known point, not after a guessed wait: the SMTP sink holds the final
-reply of the 11th and 12th messages (one per sending thread), and the test sends SIGINT once
-both are held, with 10 of the 120 sent and every thread mid-message.
+SIGINT comes once the SMTP sink holds the 11th and 12th replies (every thread mid-message).
 """
 
 from __future__ import annotations

@@ -23,6 +23,13 @@ def store(tmp_path):
         yield opened
 
 
+def heard_within(seconds: float, heard) -> None:
+    """Poll ``heard()`` until it is true or ``seconds`` pass (the lease thread tells)."""
+    deadline = time.monotonic() + seconds
+    while not heard() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
 def holder_process(path) -> subprocess.Popen[str]:
     code = ("import time; from pathlib import Path; from pipeline.stages.lock import hold; "
             "from subscribers.store.sqlite import SqliteStore\n"
@@ -99,9 +106,7 @@ def test_a_holder_that_loses_its_lease_is_told(store):
         thief = store.acquire_lease("send:y", "thief:1:1",
                                     datetime.now(UTC) + timedelta(hours=1), timedelta(hours=2))
         assert thief.owner == "thief:1:1"
-        deadline = time.monotonic() + 5
-        while not lost and time.monotonic() < deadline:
-            time.sleep(0.05)
+        heard_within(5, lambda: bool(lost))
     assert lost == [True]
     assert store.acquire_lease("send:y", "z", datetime.now(UTC), ttl).owner == "thief:1:1"
 
@@ -115,9 +120,7 @@ def test_a_nested_hold_is_the_same_run_and_hears_of_a_loss(store):
             assert inner.owner == outer.owner
             store.acquire_lease("send:z", "thief:1:1", datetime.now(UTC) + timedelta(hours=1),
                                 timedelta(hours=2))
-            deadline = time.monotonic() + 5
-            while not heard and time.monotonic() < deadline:
-                time.sleep(0.05)
+            heard_within(5, lambda: bool(heard))
         assert heard == ["send"]  # the send inside the run is told to stop
         with pytest.raises(LockedError, match="thief"), hold(store, "send:z", "send z"):
             pass  # and a later nested hold does not pretend to hold it
@@ -135,7 +138,5 @@ def test_a_store_that_stops_answering_counts_as_a_lost_lease(store):
             raise OSError("the store is unreachable")
 
     with hold(Failing(), "send:w", "send w", ttl=ttl, on_lost=lambda: heard.append(1)):
-        deadline = time.monotonic() + 5
-        while not heard and time.monotonic() < deadline:
-            time.sleep(0.05)
+        heard_within(5, lambda: bool(heard))
     assert heard == [1]

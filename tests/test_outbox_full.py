@@ -1,10 +1,8 @@
 """An outbox on a full or read-only filesystem: a resumable stop, never a list marked failed.
 
-The outbox folder is a real tmpfs mounted for the test (the tests run as root, locally and
-in CI, so ``chmod`` would not deny anything; a real mount does): one of 256 KB holds two or
-three messages, then every write fails with ENOSPC; one mounted read-only refuses the first
-write with EROFS. ``newsletter send`` must stop with exit 4, leave no ``.tmp-*`` file and no
-failed ledger row, and a re-run once the filesystem has room sends the rest, each once.
+The outbox is a real tmpfs (the tests run as root, so ``chmod`` would deny nothing): 256 KB
+hold two or three messages, then ENOSPC; read-only, EROFS. ``send`` must stop with exit 4,
+leave no temp file and no failed ledger row, and a re-run with room sends the rest once.
 """
 
 from __future__ import annotations
@@ -14,18 +12,13 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.commands import clean_env, newsletter_cmd
+from support.commands import run_newsletter
 from support.project import ROOT, SAMPLE_FEED, SAMPLE_WEEK
 
 from subscribers.store.sqlite import SqliteStore
 
 SUBSCRIBERS = ROOT / "examples" / "subscribers.csv"
 COUNT = len(SUBSCRIBERS.read_text().strip().splitlines()) - 1
-
-
-def newsletter(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*newsletter_cmd(), *args], cwd=folder, env=clean_env(),
-                          capture_output=True, text=True, timeout=120, check=False)
 
 
 def mount(target: Path, options: str) -> None:
@@ -44,7 +37,7 @@ def outbox(tmp_path: Path) -> Iterator[Path]:
     (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
     for args in (("subscribers", "import", str(SUBSCRIBERS), "--confirmed"),
                  ("build", "--week", SAMPLE_WEEK)):
-        assert newsletter(tmp_path, *args).returncode == 0
+        assert run_newsletter(list(args), tmp_path).returncode == 0
     folder = tmp_path / "build" / "issues" / SAMPLE_WEEK / "outbox"
     folder.mkdir()
     yield folder
@@ -78,7 +71,7 @@ def test_a_full_outbox_stops_resumably_and_a_rerun_sends_the_rest(outbox: Path) 
     mount(outbox, "size=256k")
     project = outbox.parents[3]
 
-    first = newsletter(project, "send", "--week", SAMPLE_WEEK)
+    first = run_newsletter(["send", "--week", SAMPLE_WEEK], project)
 
     check_stopped(first, "No space left on device (ENOSPC)")
     written = sent_files(outbox)
@@ -90,7 +83,7 @@ def test_a_full_outbox_stops_resumably_and_a_rerun_sends_the_rest(outbox: Path) 
     assert counts == {"sent": len(written), "failed": 0, "unconfirmed": 0, "sending": 0}
 
     remount(outbox, "size=4m")  # the operator frees space
-    again = newsletter(project, "send", "--week", SAMPLE_WEEK)
+    again = run_newsletter(["send", "--week", SAMPLE_WEEK], project)
 
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"sent {COUNT - len(written)}, skipped {len(written)}, failed 0" in again.stdout
@@ -103,14 +96,14 @@ def test_a_read_only_outbox_sends_nothing_and_fails_nobody(outbox: Path) -> None
     mount(outbox, "size=4m,ro")
     project = outbox.parents[3]
 
-    first = newsletter(project, "send", "--week", SAMPLE_WEEK)
+    first = run_newsletter(["send", "--week", SAMPLE_WEEK], project)
 
     check_stopped(first, "Read-only file system (EROFS)")
     assert sent_files(outbox) == []
     assert ledger(project) == {"sent": 0, "failed": 0, "unconfirmed": 0, "sending": 0}
 
     remount(outbox, "rw")
-    again = newsletter(project, "send", "--week", SAMPLE_WEEK)
+    again = run_newsletter(["send", "--week", SAMPLE_WEEK], project)
 
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"sent {COUNT}, skipped 0, failed 0" in again.stdout
@@ -125,12 +118,12 @@ def test_an_outbox_that_is_not_a_folder_stops_resumably(outbox: Path) -> None:
     outbox.write_text("not a folder\n")
     project = outbox.parents[3]
 
-    first = newsletter(project, "send", "--week", SAMPLE_WEEK)
+    first = run_newsletter(["send", "--week", SAMPLE_WEEK], project)
 
     check_stopped(first, "File exists (EEXIST)")
     assert ledger(project) == {"sent": 0, "failed": 0, "unconfirmed": 0, "sending": 0}
     outbox.unlink()
-    again = newsletter(project, "send", "--week", SAMPLE_WEEK)
+    again = run_newsletter(["send", "--week", SAMPLE_WEEK], project)
     assert again.returncode == 0, again.stdout + again.stderr
     assert len(sent_files(outbox)) == COUNT
 

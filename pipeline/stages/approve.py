@@ -1,10 +1,8 @@
 """Approval: the editor's record of the ``content_hash`` they proofed.
 
-Proofed is what is sent. ``newsletter approve`` writes ``approval.json`` beside the issue;
-``build`` refuses to replace an approved issue with different content unless ``--force``
-(which drops the approval), and with ``[issue] require_approval`` the send gates refuse an
-issue whose hash is not the approved one. A week that went out is approved only as it went
-out, or as an explicit correction (pipeline/stages/freeze.py).
+``build`` refuses to replace an approved issue with other content unless ``--force`` (which
+drops the approval); with ``[issue] require_approval`` the send refuses an issue whose hash
+is not the approved one.
 """
 
 from __future__ import annotations
@@ -40,8 +38,7 @@ def read_approval(folder: Path) -> Approval | None:
 
 
 def approve(built: BuiltIssue, now: datetime, sent: SentIssue | None = None) -> Approval:
-    """Record that ``built``, exactly as it is, may go out; refused (exit 3) when the week
-    went out as ``sent`` and ``built`` is another issue that is no correction of it."""
+    """Record that ``built``, exactly as it is, may go out (refused for a frozen week)."""
     freeze.check(built.id, built.content_hash, built.issue.correction, sent)
     approval = Approval(built.id, built.content_hash, iso_z(now))
     body = json.dumps(approval.__dict__, indent=2).encode() + b"\n"

@@ -1,9 +1,8 @@
 """``newsletter build``: collect → rank → bilingual → render → one folder of artifacts.
 
-Decide, then act. The outside is asked first (the feeds, the editor's file, GitHub, the
-translator); the pure :mod:`pipeline.core.assemble` turns the answers into the issue, every
-layout rendered within budget and the hash computed; then the folder is written in one move.
-A bad feed or an empty week therefore leaves the previous build untouched.
+The outside is asked first (feeds, the editor's file, GitHub, the translator); the pure
+:mod:`pipeline.core.assemble` makes the issue; then the folder is written in one move, so a
+bad feed or an empty week leaves the previous build untouched.
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ from pipeline.core.issue.rank import TIER_NAMES
 from pipeline.core.issue.verdict import Vocabulary, shipped_vocabulary, vocabulary_with
 from pipeline.errors import BlockedError, ConfigError, UsageError
 from pipeline.log import timed
-from pipeline.model import Issue, Item, Problem, PullFacts, Week
+from pipeline.model import Issue, Item, PullFacts, Week
 from pipeline.output import write_folder
 from pipeline.sources import PullSource
 from pipeline.sources.editorial import load_editorial
@@ -50,6 +49,7 @@ if TYPE_CHECKING:
     from subscribers.model import SentIssue
 
 _log = logging.getLogger("newsletter.build")
+
 
 @dataclass(frozen=True)
 class Built:
@@ -68,16 +68,10 @@ class Built:
 
 
 def terms(settings: Settings, first_week: str | None = None) -> Terms:
-    """The sections of ``settings`` the pure assembly reads, and no other; ``first_week``,
-    when given, is the week of issue No. 1 the build worked out (``[issue] first_week`` or
-    the archive's first)."""
+    """The sections of ``settings`` the assembly reads; ``first_week`` numbers the issue."""
     issue = settings.issue if first_week is None else replace(settings.issue,
                                                                first_week=first_week)
     return Terms(settings.feed, issue, settings.site, settings.delivery)
-
-
-def issue_dir(settings: Settings, week: Week) -> Path:
-    return issue_folder(settings, week.id)
 
 
 def read_feeds(settings: Settings, locations: Sequence[str]) -> list[FeedResult]:
@@ -93,12 +87,8 @@ def read_feeds(settings: Settings, locations: Sequence[str]) -> list[FeedResult]
 
 def rank_week(settings: Settings, week: Week, results: Sequence[FeedResult],
               translate: Translate | None = None, github: PullSource | None = None) -> Ranked:
-    """The week's items in reading order, in both languages where they can be, with the
-    editor's file applied; and the problems and skipped entries found on the way.
-
-    The outside is asked here, in this order: the editor's file, GitHub, the translator;
-    what they answer is applied by the pure :func:`pipeline.core.assemble.complete`.
-    """
+    """The week's items in reading order, the editor's file, GitHub and the translator's
+    answers applied; and the problems and skipped entries found on the way."""
     grouped = group(settings.feed, week, results)
     editorial = load_editorial(settings.resolve(settings.paths.editorial_dir), week.id,
                                TIER_NAMES)
@@ -124,17 +114,12 @@ def load_vocabulary(settings: Settings) -> Vocabulary:
 
 def gather(items: Sequence[Item], repo: str, translate: Translate | None,
            github: PullSource | None) -> Gathered:
-    """Ask GitHub for each PR's facts (and its changed files when the review names paths),
-    and the translator for each missing language."""
-    facts: dict[int, PullFacts] = {}
-    problems: list[Problem] = []
-    if github is not None:
-        for item in items:
-            found = pull_facts(item, github, repo)
-            if found is not None:
-                facts[item.pr] = found
-        problems = github.problems()
-    return Gathered(facts, translate_items(items, translate), tuple(problems))
+    """Ask GitHub for each PR's facts and the translator for each missing language."""
+    if github is None:
+        return Gathered({}, translate_items(items, translate), ())
+    found = {item.pr: pull_facts(item, github, repo) for item in items}
+    facts = {pr: pull for pr, pull in found.items() if pull is not None}
+    return Gathered(facts, translate_items(items, translate), tuple(github.problems()))
 
 
 def pull_facts(item: Item, github: PullSource, repo: str) -> PullFacts | None:
@@ -158,17 +143,10 @@ def build(settings: Settings, *, week_id: str | None = None, feeds: Sequence[str
           archive_weeks: Sequence[str] | None = None) -> Built:
     """Build one issue and write it; return what was written.
 
-    ``choices`` are the readers' (layout, areas): each distinct interest variant they come
-    to is rendered here, once, and nowhere later (see :mod:`pipeline.core.assemble`).
-    ``archive_weeks``, the weeks the archive holds, number the issue when ``[issue]
-    first_week`` is not set (:func:`pipeline.week.numbering_start`; the command line always
-    passes them); None, as a caller that asks no archive, leaves it unnumbered then.
-
-    An approved issue is never replaced by different content behind the editor's back:
-    that takes ``force`` or ``correct``, which drop the approval. A week that went out as ``sent``
-    (the store's note) is never replaced at all, but by a correction: ``correct`` is its
-    reason, made on the day of ``at`` (default: now) in the issue's timezone
-    (:mod:`pipeline.stages.freeze`).
+    Each interest variant the readers' ``choices`` come to is rendered here, once.
+    ``archive_weeks`` number the issue when ``[issue] first_week`` is not set (None leaves
+    it unnumbered then). An approved issue is replaced only with ``force`` or ``correct``,
+    which drop the approval; a week that went out as ``sent`` only by a correction.
     """
     week = choose_week(settings, week_id)
     today = local_date(at or now(), week.tz)
@@ -188,7 +166,7 @@ def build(settings: Settings, *, week_id: str | None = None, feeds: Sequence[str
     issue, data, artifacts = assembled.issue, assembled.data, assembled.artifacts
     freeze.check(week.id, data["content_hash"], correction, sent, feeds)
     files = {ISSUE_FILE: issue_json.dumps(data), **artifacts}
-    out_dir = out.resolve() if out else issue_dir(settings, week)
+    out_dir = out.resolve() if out else issue_folder(settings, week.id)
     approval = read_approval(out_dir)
     drop: tuple[str, ...] = ()
     if approval and approval.content_hash != data["content_hash"]:

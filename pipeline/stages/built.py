@@ -1,15 +1,13 @@
 """A built issue read back from its folder: ``issue.json`` plus its artifacts.
 
 ``preview``, ``approve``, ``publish`` and ``send`` never rebuild: they read what ``build``
-wrote, and refuse it when the files no longer match the ``content_hash`` inside (a file
-edited by hand after the editor's proof is not what the editor approved). What they get is
-a :class:`~pipeline.core.issue.built_issue.BuiltIssue`: the records, not the dict.
+wrote, and refuse it when the files no longer match its ``content_hash`` (a file edited
+after the proof is not what the editor approved).
 """
 
 from __future__ import annotations
 
 import json
-from datetime import datetime
 from pathlib import Path
 
 from pipeline.config import Settings
@@ -29,10 +27,10 @@ APPROVAL_FILE = "approval.json"
 PREVIEW_DIR = "preview"
 
 
-def choose_week(settings: Settings, week_id: str | None, at: datetime | None = None) -> Week:
+def choose_week(settings: Settings, week_id: str | None) -> Week:
     """``--week`` when given, else the last complete week in the issue's timezone."""
     tz = settings.issue.timezone
-    return parse_week(week_id, tz) if week_id else last_complete_week(tz, at)
+    return parse_week(week_id, tz) if week_id else last_complete_week(tz)
 
 
 def issue_folder(settings: Settings, week_id: str) -> Path:
@@ -42,9 +40,7 @@ def issue_folder(settings: Settings, week_id: str) -> Path:
 
 def load_built(folder: Path, week_id: str | None = None) -> BuiltIssue:
     """Read a built issue and check its files against its ``content_hash``; with
-    ``week_id``, refuse (exit 2) an issue of another week: a folder named for a week may
-    hold what ``build --out`` or a copy put there, and every check of the week asked for
-    would then pass for an issue that is not it."""
+    ``week_id``, refuse (exit 2) another week's issue (``build --out`` or a copy put it there)."""
     path = folder / ISSUE_FILE
     try:
         source = path.read_bytes()

@@ -1,17 +1,12 @@
-"""A sent week is frozen: once a send of a week has begun, no other issue goes out or is
-published under its name, but an explicit correction.
+"""A sent week is frozen: once its send has begun, no other issue goes out or is published
+under its name, but an explicit correction.
 
-Where "has gone out" is known: the subscriber store (its ``SentIssues`` role), the one
-place every runner shares; a fresh CI runner has an empty ``build/`` but the same store.
-The send notes the ``content_hash`` it sends before its first message is handed over
-(:func:`note_send`). ``build``, ``approve`` and ``preview`` compare the issue at hand with
-that note (:func:`check`) and refuse another (exit 3); ``publish`` and ``send`` refuse it
-too. An issue built with ``--correct REASON`` is the one exception: it carries its
-:class:`~pipeline.model.Correction` (the day and the reason, shown on its page), and the
-publish or send that first puts it out records it in the store (:func:`note_publish`,
-:func:`note_send`), so ``status`` and every later build know the week is corrected. A
-rebuild of a corrected week carries that correction again (:func:`correction_for`), so an
-unchanged rebuild is the very issue that went out.
+The store (``SentIssues``) knows what went out, so a fresh CI runner with an empty
+``build/`` knows too. The send notes its ``content_hash`` before the first message; build,
+approve, preview, publish and send refuse another issue (exit 3). An issue built with
+``--correct REASON`` carries its :class:`~pipeline.model.Correction`, and the publish or
+send that first puts it out records it; a rebuild carries it again, so an unchanged rebuild
+is the very issue that went out.
 """
 
 from __future__ import annotations
@@ -38,26 +33,22 @@ MAX_REASON = 200
 
 
 def replaces(content_hash: str, correction: Correction | None, sent: SentIssue) -> bool:
-    """Whether an issue of ``content_hash`` carrying ``correction`` is a new correction of
-    what went out: it differs, and its correction is not the one already out (a rebuild
-    that carried the old one along while something else changed is no correction)."""
+    """Whether the issue is a new correction of what went out: it differs, and its
+    correction is not the one already out."""
     return (content_hash != sent.content_hash and correction is not None
             and (correction.on, correction.reason) != (sent.corrected_on, sent.correction))
 
 
 def refused(content_hash: str, correction: Correction | None, sent: SentIssue | None) -> bool:
-    """Whether an issue of ``content_hash`` carrying ``correction`` never goes out: the week
-    went out as ``sent``, and this issue differs without being a new correction of it."""
+    """Whether the issue never goes out: it differs from ``sent`` and is no new correction."""
     return (sent is not None and content_hash != sent.content_hash
             and not replaces(content_hash, correction, sent))
 
 
 def check(week_id: str, content_hash: str, correction: Correction | None,
           sent: SentIssue | None, feeds: Sequence[str] = ()) -> None:
-    """Refuse (exit 3) an issue of ``week_id`` that would replace what went out without
-    being a correction of it (:func:`refused`). The one line says why, and how to correct
-    it: the preview that rebuilds the week with a reason, from ``feeds`` (those this
-    command was given)."""
+    """Refuse (exit 3) an issue that would replace what went out (:func:`refused`), saying
+    how to correct it (a preview from ``feeds`` with a reason)."""
     if sent is None or not refused(content_hash, correction, sent):
         return
     went = f"{sent.first_sent_at:%Y-%m-%d}" + (
@@ -75,9 +66,8 @@ def check(week_id: str, content_hash: str, correction: Correction | None,
 
 def correction_for(week_id: str, sent: SentIssue | None, reason: str | None,
                    today: str) -> Correction | None:
-    """The correction a build of ``week_id`` carries: a new one for ``--correct REASON``
-    (made ``today``), else the one already out, else none. ``--correct`` on a week that has
-    not gone out is a usage error (exit 2): there is nothing to correct."""
+    """The correction a build carries: a new one for ``--correct REASON``, else the one
+    already out, else none."""
     if reason is None:
         if sent is not None and sent.corrected_on is not None:
             return Correction(sent.corrected_on, sent.correction or "")
@@ -93,8 +83,7 @@ def correction_for(week_id: str, sent: SentIssue | None, reason: str | None,
 
 
 def note_publish(built: BuiltIssue, store: SentIssues) -> None:
-    """Before ``built`` is published: refuse it if it would replace what went out, and
-    record it when it is a new correction (the archive is about to show it)."""
+    """Before a publish: refuse another issue than what went out; record a new correction."""
     sent = store.sent_issue(built.id)
     check(built.id, built.content_hash, built.issue.correction, sent)
     if sent is not None and built.content_hash != sent.content_hash:
@@ -103,9 +92,8 @@ def note_publish(built: BuiltIssue, store: SentIssues) -> None:
 
 def note_send(built: BuiltIssue, store: SentIssues, now: datetime, *,
               dry_run: bool = False) -> None:
-    """Before the first message of a send is handed over: note what the week goes out as,
-    or refuse ``built`` if another issue went out under its name; a new correction replaces
-    the note. A dry run only checks."""
+    """Before a send's first message: note what the week goes out as, or refuse another
+    issue; a new correction replaces the note. A dry run only checks."""
     if dry_run:
         check(built.id, built.content_hash, built.issue.correction, store.sent_issue(built.id))
         return
@@ -116,7 +104,6 @@ def note_send(built: BuiltIssue, store: SentIssues, now: datetime, *,
 
 
 def _record_correction(built: BuiltIssue, store: SentIssues, sent: SentIssue) -> None:
-    """Record ``built``, a correction :func:`check` let through, as what the week is now."""
     correction = built.issue.correction
     if correction is None:  # check() lets no other issue differ
         raise BlockedError(f"{built.id}: only a correction may replace a sent issue")

@@ -1,45 +1,18 @@
 """``newsletter inbox process``: what is done with the mails people send to the newsletter.
 
-Three kinds of mail are understood:
+* **Unsubscribe**: a mail to the signed ``<local>+<token>@domain`` of an issue's
+  ``List-Unsubscribe`` unsubscribes the token's subscriber.
+* **Subscribe**: ``subscribe`` or ``订阅`` (subject or first line, optionally a layout)
+  starts the double opt-in for the ``From`` address: a forged ``From`` costs its owner one
+  ignorable mail.
+* **Bounce**: a delivery status notification (RFC 3464) acts on the signed token in the
+  returned message, never on the addresses it names (anyone can write one).
 
-* **Unsubscribe.** The ``mailto:`` of every issue's ``List-Unsubscribe`` is
-  ``<local>+<token>@domain`` (:func:`subscribers.tokens.tagged_address`): a mail to it
-  unsubscribes the token's subscriber. The token is signed, so it authenticates itself;
-  the configured address is not needed to recognise it.
-* **Subscribe.** A mail whose subject, or first line, is ``subscribe`` or ``订阅``
-  (optionally followed by one layout word) starts the double opt-in for its ``From``
-  address: a confirmation mail goes there, and nothing else happens until its owner
-  confirms. A forged ``From`` therefore costs its real owner one ignorable mail, no more.
-* **Bounce.** A delivery status notification (RFC 3464) that a mail server sends back,
-  days later, to the envelope sender (``[smtp] return_path``) about one of our messages:
-  when a recipient failed for good, the subscriber of the signed unsubscribe token in the
-  returned message's ``List-Unsubscribe`` is marked ``bounced`` (the mailbox is gone) or
-  has a transient bounce counted (any other permanent failure;
-  ``[subscriptions] transient_bounce_limit`` in a row bounce it too). The addresses the
-  notification names are never used: anyone can write one (:mod:`pipeline.core.mail_in.dsn`).
-
-Everything else, and mail that SES's checks condemned
-(:func:`~pipeline.core.mail_in.inbound.classify`),
-is ignored. Each mail is then moved aside, out of the way of the next run: ``processed/`` or
-``ignored/`` under the folder or the prefix.
-
-**Once only.** Before acting on a mail, its key (:func:`~pipeline.inbox.mail_key`: ``mail:`` +
-sha256 of the inbox and the mail's name) is recorded in the store
-(:meth:`~subscribers.store.OnceKeys.first_time`). A run that crashed after acting but
-before moving the mail aside finds the key on the next run, and only moves the mail. When the
-confirmation mail cannot be sent, the key is forgotten again and the mail stays where it is,
-for the next run to retry. A bounce is applied once per returned message
-(:func:`bounce_key`), so the same notification delivered twice, or processed again after a
-crash, does not count a transient bounce twice (a permanent one from a mailbox that is not
-the subscriber's counts as transient, so bounces of both kinds are keyed). Unsubscribes
-need no key: done again, they change nothing, while a key recorded just before a crash
-would lose them.
-
-:func:`~pipeline.core.mail_in.inbound.classify` is pure (bytes in, verdict out);
-:func:`process` does
-the I/O through the :class:`~pipeline.inbox.Inbox` and the
-:class:`~subscribers.subscriptions.Subscriptions` it is given. No token and no whole address
-is ever put in a report or an error message.
+Everything else is ignored; each mail is then moved to ``processed/`` or ``ignored/``.
+Subscribes and bounces are acted on once: their key is recorded first, so a run that
+crashed before moving the mail only moves it next time; a confirmation that could not be
+sent forgets its key and leaves the mail for the next run. Unsubscribes need no key (done
+twice, they change nothing). No token and no whole address reaches a report or an error.
 """
 
 from __future__ import annotations
@@ -68,19 +41,15 @@ __all__ = ["COUNTS", "InboxReport", "bounce_key", "process"]
 #: The counts of an :class:`InboxReport`, in the order its summary names them.
 COUNTS: tuple[str, ...] = ("unsubscribed", "subscribe", "bounce", "ignored", "unrecognised",
                            "bad-token", "duplicate", "retry-later")
+#: How the summary says a count, where it is not its name.
+_SAID = {"subscribe": "subscribe request{s}", "bounce": "bounce{s}",
+         "bad-token": "with a bad token", "retry-later": "left for the next run"}
 
 
 @dataclass(frozen=True)
 class InboxReport:
-    """What one run did, in counts only: no token, no address.
-
-    ``counts`` by :data:`COUNTS` (``subscribe`` counts requests, whatever their outcome;
-    ``bounce`` the delivery status notifications applied to a subscriber; ``duplicate``
-    mails were handled by an earlier run that stopped before moving them; ``retry-later``
-    ones stayed in place because the confirmation mail could not be sent), ``ignored`` by
-    reason, ``requests`` by :class:`~subscribers.subscriptions.RequestOutcome`, ``bounces``
-    by kind (``permanent``, ``transient``).
-    """
+    """What one run did, in counts only (no token, no address): ``counts`` by
+    :data:`COUNTS`, then ``ignored`` by reason, ``requests`` by outcome, ``bounces`` by kind."""
 
     inbox: str
     counts: Mapping[str, int] = field(default_factory=dict)
@@ -97,24 +66,11 @@ class InboxReport:
         (confirmation-sent 1), 1 bounce (permanent 1), 1 ignored (spam 1), 1 unrecognised``."""
         if not self.total:
             return f"inbox {self.inbox}: no mail waiting"
-        parts = []
-        for name in COUNTS:
-            n = self.counts.get(name, 0)
-            if not n:
-                continue
-            if name == "subscribe":
-                parts.append(f"{n} subscribe request{'s' if n != 1 else ''}"
-                             + _breakdown(self.requests))
-            elif name == "bounce":
-                parts.append(f"{n} bounce{'s' if n != 1 else ''}" + _breakdown(self.bounces))
-            elif name == "ignored":
-                parts.append(f"{n} ignored" + _breakdown(self.ignored))
-            elif name == "bad-token":
-                parts.append(f"{n} with a bad token")
-            elif name == "retry-later":
-                parts.append(f"{n} left for the next run")
-            else:
-                parts.append(f"{n} {name}")
+        details = {"subscribe": self.requests, "bounce": self.bounces,
+                   "ignored": self.ignored}
+        parts = [f"{n} " + _SAID.get(name, name).format(s="s" if n != 1 else "")
+                 + _breakdown(details.get(name, {}))
+                 for name in COUNTS if (n := self.counts.get(name, 0))]
         total = self.total
         return f"inbox {self.inbox}: {total} mail{'s' if total != 1 else ''}: {', '.join(parts)}"
 
@@ -124,28 +80,12 @@ def _breakdown(counts: Mapping[str, int]) -> str:
     return f" ({shown})" if shown else ""
 
 
-def process(inbox: Inbox, subscriptions: Subscriptions, now: datetime, *,
-            store_keys: bool = True) -> InboxReport:
+def process(inbox: Inbox, subscriptions: Subscriptions, now: datetime) -> InboxReport:
     """Handle every waiting mail once, oldest first, and move it aside.
 
-    ``unsubscribe`` → :meth:`Subscriptions.unsubscribe` (a token that does not verify:
-    counted ``bad-token``, moved to ``ignored/``); ``subscribe`` →
-    :meth:`Subscriptions.request` with ``source="mail"`` and the layout asked for (else
-    the default), which mails the confirmation (an address that is not one: ``ignored``
-    with reason "invalid-address"); ``bounce`` → :meth:`Subscriptions.bounce` (a token
-    that does not verify: ``bad-token``; a subscriber removed since: ``ignored`` with reason
-    "dsn-no-subscriber"). All three go to ``processed/``. ``ignored`` and
-    ``unrecognised`` mails do nothing and go to ``ignored/``.
-
-    With ``store_keys`` (the default) a subscribe mail is first recorded in the store by
-    :func:`mail_key`, and a transient bounce by :func:`bounce_key`; a key already there
-    means an earlier run acted on it (or on the same notification in another mail) and
-    stopped before moving it: it is moved to ``processed/`` without acting again
-    (``duplicate``).
-    If sending the confirmation fails (any :class:`~pipeline.errors.TransportError`) the
-    key is forgotten and the mail left in place (``retry-later``); the run goes on. Any
-    other error forgets the key too, then stops the run. ``store_keys=False`` acts on
-    every mail without recording anything (only for a store that cannot record).
+    A key already recorded means an earlier run acted and stopped before moving the mail
+    (``duplicate``). A confirmation the transport could not send forgets the key and leaves
+    the mail (``retry-later``); any other error forgets it too, then stops the run.
     """
     counts: Counter[str] = Counter()
     ignored: Counter[str] = Counter()
@@ -161,7 +101,7 @@ def process(inbox: Inbox, subscriptions: Subscriptions, now: datetime, *,
                 ignored[verdict.reason] += 1
             inbox.move_aside(mail.key, "ignored")
             continue
-        key = _once_key(verdict, where, mail.key) if store_keys else None
+        key = _once_key(verdict, where, mail.key)
         if key is not None and not handled.first_time(key, now):
             counts["duplicate"] += 1
             inbox.move_aside(mail.key, "processed")
@@ -193,9 +133,8 @@ def process(inbox: Inbox, subscriptions: Subscriptions, now: datetime, *,
 
 
 def _once_key(verdict: Verdict, where: str, name: str) -> str | None:
-    """The once-only key of a mail to act on, or None for one that needs none: an
-    unsubscribe changes nothing when done again after a crash (and a key recorded just
-    before the crash would lose it)."""
+    """The once-only key of a mail to act on; None for an unsubscribe, which a key recorded
+    just before a crash would lose."""
     if verdict.action == "subscribe":
         return mail_key(where, name)
     if verdict.action == "bounce":  # a permanent one may be counted as transient too
@@ -205,10 +144,8 @@ def _once_key(verdict: Verdict, where: str, name: str) -> str | None:
 
 
 def bounce_key(token: str, message_id: str | None) -> str | None:
-    """The once-only key of a transient bounce: ``dsn:`` + sha256 of the token and the
-    returned message's ``Message-ID`` (each message we send has its own), so one message
-    bounces at most once, whichever mail, run or inbox brings the notification. None
-    without a ``Message-ID`` (the mail's own key is used then)."""
+    """The once-only key of a bounce, from the token and the returned message's
+    ``Message-ID``: one message bounces at most once, whichever mail brings the notice."""
     if not message_id:
         return None
     return "dsn:" + hashlib.sha256(f"{token}\n{message_id}".encode()).hexdigest()

@@ -1,17 +1,12 @@
 """The commands that messages ask a person to run, written so that they run as printed.
 
-``make install`` puts the ``newsletter`` console script in ``.venv/bin``, which is not on an
-editor's PATH: a message saying ``newsletter approve --week 2026-W48`` then ends in
-"command not found" for everyone who used ``make``. So a command names the program the way
-this process was started: ``newsletter`` when that is what the PATH finds, else the
-script's path (``.venv/bin/newsletter``, relative to the working folder when it lies inside
-it), or ``python -m pipeline``. Where the program was not started from a script at all (a
-test calling ``pipeline.cli.main``, the Lambda handler), it is ``newsletter``.
+``make install`` puts ``newsletter`` in ``.venv/bin``, which is not on an editor's PATH, so
+a command names the program as this process was started: ``newsletter`` when the PATH finds
+it, else the script's path, or ``python -m pipeline``.
 """
 
 from __future__ import annotations
 
-import os
 import shlex
 import shutil
 import sys
@@ -23,17 +18,14 @@ __all__ = ["command", "program"]
 SCRIPT = "newsletter"
 
 
-def program(argv0: str | None = None, path: str | None = None) -> str:
-    """How to start this program again from the working folder, as shell words.
-
-    ``argv0`` is how this process was started (default ``sys.argv[0]``), ``path`` the
-    PATH to look ``newsletter`` up in (default the process's)."""
-    started = Path(sys.argv[0] if argv0 is None else argv0)
+def program() -> str:
+    """How to start this program again from the working folder, as shell words."""
+    started = Path(sys.argv[0])
     if started.name == "__main__.py" and started.parent.name == "pipeline":
         return f"{shlex.quote(sys.executable)} -m pipeline"
     if started.name != SCRIPT:
         return SCRIPT
-    found = shutil.which(SCRIPT, path=path if path is not None else os.environ.get("PATH"))
+    found = shutil.which(SCRIPT)
     if found is not None and _same_file(Path(found), started):
         return SCRIPT
     return shlex.quote(_shown(started))
@@ -52,8 +44,8 @@ def _same_file(a: Path, b: Path) -> bool:
 
 
 def _shown(path: Path) -> str:
-    """``path`` relative to the working folder when it lies inside it (``.venv/bin/…``),
-    else absolute; never a bare name, which the shell would look up in the PATH."""
+    """``path`` relative to the working folder when inside it, else absolute; never a bare
+    name, which the shell would look up in the PATH."""
     absolute = path.absolute()
     try:
         relative = absolute.relative_to(Path.cwd())

@@ -1,21 +1,11 @@
-"""One run at a time per issue (or per shard of one): a lease in the subscriber store.
+"""One run at a time per issue (or per shard): a lease in the subscriber store.
 
-The ledger's claims keep two runs from sending one message twice, but the start of a run
-turns claims left in flight into *unconfirmed* ones, and that is only right when no other
-run is still sending them. So a run holds a lease, named for the issue (``send:2026-W48``,
-or ``send:2026-W48:2/3`` for a shard), in the same store as the ledger: a row in SQLite on
-one machine, an item in DynamoDB in production, where two schedulers firing together, or a
-retry while the first run still works, run on different machines.
-
-A lease lasts :data:`LEASE_TTL` and the holder renews it every quarter of that, from a
-thread, while it works. A holder that dies stops renewing, and the next run takes the
-lease over once it has expired; a dead holder on this very machine (its pid is gone) is
-recognised at once, so a re-run after a crash need not wait. A holder that finds its lease
-taken (it stalled for longer than the lease) is told, and stops sending.
-
-Sharded and unsharded runs of one issue take different leases: do not mix them for one
-issue at the same time (the worst outcome is recipients listed as unconfirmed, never a
-message sent twice: the claims see to that).
+The claims keep two runs from sending one message twice, but a run's start turns claims
+left in flight into unconfirmed ones, which is only right when no other run still sends
+them. So a run holds ``send:<week>`` (``send:<week>:<i/n>`` for a shard) in the store the
+ledger lives in, shared by every machine. The holder renews it from a thread; a dead
+holder's lease is taken over once it expires, at once when its pid is gone from this
+machine; a holder that lost its lease is told, and stops sending.
 """
 
 from __future__ import annotations
@@ -38,21 +28,17 @@ from subscribers.model import Lease
 if TYPE_CHECKING:
     from subscribers.store import Leases
 
-#: How long a lease lasts without renewal: how long a crashed run on another machine
-#: blocks the next one.
+#: How long a crashed run on another machine blocks the next one.
 LEASE_TTL = timedelta(minutes=2)
-
 
 _PROCESS_TOKEN = secrets.token_hex(3)
 
 
 @dataclass
 class _Holding:
-    """A lease this process holds: how many ``hold`` blocks are in it (``run`` holds the
-    issue's lease around build, publish and send; ``send`` inside it holds it again), and
-    whom to tell if it is lost."""
+    """A lease this process holds (``run`` holds it, and ``send`` inside it again), and whom
+    to tell if it is lost."""
 
-    depth: int = 1
     on_lost: list[Callable[[], None]] = field(default_factory=list)
     lost: bool = False
 
@@ -62,8 +48,7 @@ _held_lock = threading.Lock()
 
 
 def owner_id() -> str:
-    """``host:pid:random``: who holds a lease, readable in an error message; the same for
-    every ``hold`` of one process, so a nested hold is the same owner extending it."""
+    """``host:pid:random``, the same for every ``hold`` of one process."""
     return f"{socket.gethostname()}:{os.getpid()}:{_PROCESS_TOKEN}"
 
 
@@ -71,15 +56,13 @@ def owner_id() -> str:
 def hold(store: Leases, name: str, what: str, *, ttl: timedelta = LEASE_TTL,
          clock: Callable[[], datetime] = now,
          on_lost: Callable[[], None] = lambda: None) -> Iterator[Lease]:
-    """Hold the lease ``name`` for the block, or raise :class:`LockedError` (exit 5) at
-    once saying who holds it. ``on_lost`` is called (from the renewing thread) if the lease
-    is lost meanwhile: taken over by another run, or not renewed for a whole ``ttl``
-    because the store did not answer (it may be taken over by then)."""
+    """Hold the lease ``name`` for the block, or raise :class:`LockedError` (exit 5) saying
+    who holds it. ``on_lost`` is called from the renewing thread if it is taken over, or
+    not renewed for a whole ``ttl``."""
     owner = owner_id()
     with _held_lock:
         holding = _held.get(name)
         if holding is not None:
-            holding.depth += 1
             holding.on_lost.append(on_lost)
     if holding is not None:  # this process holds it already, and renews it
         try:
@@ -89,7 +72,6 @@ def hold(store: Leases, name: str, what: str, *, ttl: timedelta = LEASE_TTL,
             yield lease
         finally:
             with _held_lock:
-                holding.depth -= 1
                 holding.on_lost.remove(on_lost)
         return
     lease = store.acquire_lease(name, owner, clock(), ttl)
@@ -147,16 +129,13 @@ def _locked(what: str, lease: Lease) -> LockedError:
 def _dead_here(owner: str) -> bool:
     """Whether ``owner`` was a process on this machine that no longer exists."""
     host, _, rest = owner.partition(":")
-    pid_text = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid_text.isdigit():
-        return False
-    pid = int(pid_text)
-    if pid == os.getpid():
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit() or int(pid) == os.getpid():
         return False
     try:
-        os.kill(pid, 0)
+        os.kill(int(pid), 0)
     except ProcessLookupError:
         return True
-    except PermissionError:
-        return False
+    except PermissionError:  # alive, another user's
+        pass
     return False

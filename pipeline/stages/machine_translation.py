@@ -1,12 +1,6 @@
-"""Machine translation of one text: the memory, the translator, the guard, in that order.
-
-    protect (translate_guard) → memory lookup → Translator.translate → restore → clean_html
-                                   hit: no call                      GuardError: rejected,
-                                                                     not remembered
-
-And the build's step that asks for every missing language before assembly
-(:func:`translate_items`): the answers go to :func:`pipeline.core.issue.bilingual.fill_missing` as
-data, so assembling the issue makes no call.
+"""Machine translation of one text: protect code and markup, ask the memory, else the
+translator, restore and check the answer. :func:`translate_items` asks for every missing
+language before assembly, so assembling the issue makes no call.
 """
 
 from __future__ import annotations
@@ -26,8 +20,7 @@ __all__ = ["Translate", "translate_html", "translate_items"]
 
 
 class Translate(Protocol):
-    """Translate one text (sanitized HTML, or a one-line title): :func:`translate_html` with
-    its translator and memory bound."""
+    """:func:`translate_html` with its translator and memory bound."""
 
     def __call__(self, html: str, source: str, target: str, *, title: bool = False
                  ) -> Translation: ...
@@ -35,9 +28,8 @@ class Translate(Protocol):
 
 def translate_items(items: Sequence[Item], translate: Translate | None
                     ) -> dict[tuple[int, str], MachineText]:
-    """Every missing language of ``items`` machine-translated, keyed by (PR, target): the
-    title and the body, or why the backend gave no answer. :class:`TranslateError` does not
-    stop the build: the language stays missing and the proof report says why."""
+    """Every missing language of ``items`` machine-translated, by (PR, target). A backend
+    that fails does not stop the build: the language stays missing, the proof says why."""
     if translate is None:
         return {}
     found: dict[tuple[int, str], MachineText] = {}
@@ -45,7 +37,7 @@ def translate_items(items: Sequence[Item], translate: Translate | None
         try:
             title = translate(original.title, source, target, title=True)
             body = translate(original.body_html, source, target)
-        except TranslateError as exc:  # the backend is down: the build still succeeds
+        except TranslateError as exc:
             found[item.pr, target] = MachineText(failed=str(exc))
             continue
         found[item.pr, target] = MachineText(title.text, body.text, body.source,
@@ -64,10 +56,8 @@ def translate_html(translator: Translator, memory: Memory | None, html: str,
                    source: str, target: str, *, title: bool = False) -> Translation:
     """Translate one sanitized HTML body (or, with ``title``, one plain headline).
 
-    A hit in ``memory`` makes no call and returns exactly the text remembered. A translation
-    the guard refuses, or that is empty or not in the target language, comes back
-    ``rejected`` (text None) and is not remembered. :class:`TranslateError` from the backend
-    propagates: the caller decides whether one failure stops the build.
+    A translation the guard refuses, empty or not in the target language comes back
+    rejected (text None) and is not remembered.
     """
     if source not in LANGUAGE_NAMES or target not in LANGUAGE_NAMES or source == target:
         raise ValueError(f"cannot translate {source!r} into {target!r}")
@@ -106,8 +96,7 @@ def _finish(text: str, title: bool) -> str:
 
 
 def _language_problem(prose: str, target: str) -> str | None:
-    """Why the prose of an answer is not in ``target`` (a model that echoed its input), or
-    None. English may quote no Chinese to speak of; Chinese must hold some Chinese."""
+    """Why the answer is not in ``target`` (a model that echoed its input), or None."""
     cjk, latin = letter_counts(prose)
     if target == "en" and cjk and cjk > _MAX_CJK_IN_ENGLISH * (cjk + latin):
         return (f"the translation is not in English ({cjk} of {cjk + latin} letters are "

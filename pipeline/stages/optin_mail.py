@@ -1,20 +1,9 @@
 """The mails a sign-up request causes: "confirm your subscription", "you are already
-subscribed" and, for an address that unsubscribed, "subscribe again from your preferences"
-(a confirmation link cannot bring it back). Bilingual like the newsletter, plain text plus
-a small HTML part.
+subscribed" and, for an address that unsubscribed, "subscribe again from your preferences".
 
-Both languages, the subscriber's layout's first (its subject too): the layout chosen in the
-form for a new address, the one on file for a known one. Both, because the mail goes to an
-address someone typed, whose owner must be able to read "ignore this mail".
-
-They are transactional, one per request, so they are built with the stdlib's
-``EmailMessage`` (no per-layout precomputation as for an issue) and leave through the same
-transport as the issue: the local outbox by default, SMTP or SES in production. No
-``List-Unsubscribe``: the recipient is not on the list yet, and the mail says that ignoring
-it is enough.
-
-Both parts are quoted-printable (``message.transfer_encoding``): where the outbox is the
-transport, the ``.eml`` stays readable in a text editor, the confirmation link with it.
+Bilingual, the layout's language first: the owner of an address someone typed must be able
+to read "ignore this mail". Transactional, so built with the stdlib's ``EmailMessage`` and
+no ``List-Unsubscribe``; quoted-printable, so an outbox ``.eml`` stays readable.
 """
 
 from __future__ import annotations
@@ -75,8 +64,7 @@ class OptInMailer:
                    "expires_text": _expires_text(context["expires"])}
         message = EmailMessage(policy=_POLICY)
         message["From"] = self.sender
-        # The address with an IDNA domain; a non-ASCII local part is written as UTF-8 (only
-        # an SMTPUTF8 server is given it), never as an encoded word inside the address.
+        # An IDNA domain; a non-ASCII local part as UTF-8, never an encoded word.
         to = wire_address(subscriber.email)
         message["To"] = to.idna
         if self.reply_to is not None:
@@ -100,8 +88,7 @@ class OptInMailer:
             key=f"{kind}/{subscriber.id}-{stamp}",
             tags={"kind": kind},
         ))
-        # Where it went (the outbox's file, a relay's or SES's id): never the address, and
-        # never the link, whose token is a credential.
+        # Never the address, nor the link: its token is a credential.
         _log.info("%s mail: %s", kind, self.transport.location(sent))
 
 

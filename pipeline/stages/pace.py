@@ -1,11 +1,5 @@
-"""Pacing, shared by every sending thread: a token bucket for the rate we choose, and a
-cooldown for the rate the relay imposes.
-
-The bucket holds at most ``burst`` tokens and refills at ``rate`` per second; ``acquire``
-blocks until a token is free. The :class:`Cooldown` holds everyone back after a temporary
-refusal, its waits growing as :func:`pipeline.retry.backoff`'s do. The clock and the sleep
-are parameters so tests can drive time by hand.
-"""
+"""Pacing shared by every sending thread: a token bucket for the rate we choose, a
+cooldown for the one the relay imposes. Clock and sleep are parameters, for tests."""
 
 from __future__ import annotations
 
@@ -49,15 +43,10 @@ class TokenBucket:
 class Cooldown:
     """A pause every sending thread honours after the transport said "not now".
 
-    A relay's limit ("450 too much mail", "421 too many connections", SES's "Maximum
-    sending rate exceeded") is about the account or the connection, not one message: while
-    one thread waits out its backoff, the others must not keep knocking, or the relay's
-    window never passes. So a temporary failure pushes back a start time shared by all
-    threads; the wait doubles with each failure in a row (failures heard while a pause
-    runs are the same one), from ``base`` up to ``cap`` seconds (60 s spans the minute
-    windows common relays count in), spread by jitter so threads do not return in lockstep,
-    and a success ends the streak. A transport that says how long to wait (``retry_after``)
-    is believed.
+    A relay's limit is about the account, not one message: if the other threads kept
+    knocking, its window would never pass. The wait doubles with each failure in a row,
+    from ``base`` to ``cap`` (60 s spans a relay's minute window), with jitter; a success
+    ends the streak; a ``retry_after`` the transport gives is believed.
     """
 
     def __init__(self, *, base: float = 1.0, cap: float = 60.0,
@@ -77,9 +66,8 @@ class Cooldown:
         with self._lock:
             now = self._clock()
             if now < self._until and not retry_after:
-                # Refused while the pause another thread began still runs: the same
-                # refusal, heard by one more thread. It does not lengthen the pause, or N
-                # threads retrying together would grow it N times too fast.
+                # The same refusal heard by one more thread: N threads must not grow the
+                # pause N times too fast.
                 return self._until - now
             self.streak += 1
             if self._since is None:
@@ -98,8 +86,7 @@ class Cooldown:
             self._since = None
 
     def failing_for(self) -> float:
-        """Seconds since the first failure of the current streak (0 without one): how long
-        the transport has refused everything."""
+        """How long the transport has refused everything (0 after a success)."""
         with self._lock:
             return 0.0 if self._since is None else self._clock() - self._since
 
@@ -109,8 +96,7 @@ class Cooldown:
             return max(0.0, self._until - self._clock())
 
     def wait(self, stop: Callable[[], bool] = lambda: False) -> None:
-        """Sleep until the pause ends, or ``stop()`` turns true. One sleep per extension:
-        the pause is read again after each, since another thread may have pushed it back."""
+        """Sleep until the pause ends (another thread may push it back), or ``stop()``."""
         while not stop():
             with self._lock:
                 target = self._until

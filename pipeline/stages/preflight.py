@@ -1,31 +1,11 @@
 """Pre-flight: every check a send makes, made before anything is published or sent.
 
-``run`` publishes the issue and then sends it. A misconfiguration that only the send would
-find (no ``NEWSLETTER_SECRET``, a malformed address, a relay that refuses the login) must
-stop it *before* the archive holds an issue nobody received, so the checks live here, and
-``send``, ``run`` and the test copies of ``send --to`` / ``preview --to`` all go through
-:func:`pipeline.wiring.open_delivery`, which runs :func:`check_issue`, opens the transport and
-hands it to :func:`check_delivery`; what that returns (the transport already probed, the
-messages, the rate) is what the send then uses. Decide, then act. This module never builds
-an adapter: each check asks the :class:`~pipeline.transport.Transport` interface.
-
-In order, cheapest first, so the first problem named is the one to fix first:
-
-1. the week: one that has not ended is refused unless ``--allow-partial-week`` (its
-   reviews are still coming; sent now, the ledger would keep the rest from every reader),
-   one that has not started says so;
-2. the gates: blocking proof problems, approval (:func:`pipeline.stages.send.check_gates`),
-   and each part weighed as this send carries it (:func:`check_sizes`);
-3. the transport's own settings: a real transport needs ``NEWSLETTER_SECRET``, a password
-   when ``[smtp] username`` is set, and an https ``[site] app_url`` (RFC 8058: mailbox
-   providers ignore a one-click unsubscribe URL that is not https);
-4. the message headers: ``From``, ``Reply-To``, ``unsubscribe_mailto``, ``app_url``;
-5. the transport itself (:meth:`~pipeline.transport.Transport.probe`): SMTP connects,
-   secures and logs in once; SES answers ``GetAccount`` (the account can send, the
-   credentials are good); the outbox's folder takes a file.
-
-Test copies skip 1 and 2 (the editor proofs a week before it ends, an unapproved issue
-too) but not 3–5: a test copy shows what readers will get, through the same transport.
+``run`` publishes, then sends: a misconfiguration only the send would find must stop it
+before the archive holds an issue nobody received. ``send``, ``run`` and the test copies all
+go through :func:`pipeline.wiring.open_delivery`, which runs these checks, cheapest first:
+the week has ended; the gates and sizes; the transport's settings (an https ``[site]
+app_url``: RFC 8058 one-click URLs that are not https are ignored); the headers; and the
+transport's own probe. Test copies skip the first two (the editor proofs early).
 """
 
 from __future__ import annotations
@@ -61,10 +41,10 @@ _log = logging.getLogger("newsletter.preflight")
 
 @dataclass
 class Delivery(Resource):
-    """What a send uses, every part of it checked: close it when the send is done."""
+    """What a send uses, every part checked; close it when the send is done."""
 
     keys: Keys
-    #: True when links are signed with the public development key (outbox only).
+    #: Links signed with the public development key (outbox only).
     development: bool
     transport: Transport
     messages: Messages
@@ -75,7 +55,6 @@ class Delivery(Resource):
         self.transport.close()
 
 
-#: What a week's later reviews would miss, by what is done with it too early.
 _TOO_EARLY = {
     "send": "sent now, its later reviews would reach nobody",
     "publish": "published now, its archive page and feed entry would lack its later reviews",
@@ -84,9 +63,7 @@ _TOO_EARLY = {
 
 def check_week(week: Week, at: datetime, *, allow_partial_week: bool = False,
                doing: str = "send") -> None:
-    """Refuse to send (or publish: ``doing``) a week that has not ended (exit 2): its issue
-    would go out half-full, and for a send the ledger would then keep the rest from everyone
-    who got it."""
+    """Refuse (exit 2) to send or publish a week that has not ended: it would go out half-full."""
     early = not_started(week, at)
     if early is not None:
         raise early
@@ -104,8 +81,7 @@ def not_started(week: Week, at: datetime) -> UsageError | None:
 
 
 def require_https(settings: Settings) -> None:
-    """RFC 8058's one-click unsubscribe must be an https URL; mailbox providers ignore an
-    http one and the list then looks like it offers no easy way out."""
+    """RFC 8058: mailbox providers ignore a one-click unsubscribe URL that is not https."""
     url = settings.site.app_url
     if urlsplit(url.strip()).scheme.lower() != "https":
         raise ConfigError(f"the {settings.delivery.transport} transport needs an https URL "
@@ -116,7 +92,7 @@ def require_https(settings: Settings) -> None:
 def check_issue(settings: Settings, built: BuiltIssue, *, at: datetime,
                 test_copies: bool = False, allow_missing_translations: bool = False,
                 allow_partial_week: bool = False) -> None:
-    """Checks 1 and 2, the week and the gates (test copies skip both)."""
+    """The week, the gates and the sizes (test copies skip them)."""
     if test_copies:
         return
     check_week(parse_week(built.id, settings.issue.timezone), at,
@@ -126,14 +102,9 @@ def check_issue(settings: Settings, built: BuiltIssue, *, at: datetime,
 
 
 def check_sizes(settings: Settings, built: BuiltIssue) -> None:
-    """Each part, weighed as this send will carry it, within the budget (exit 3 otherwise).
-
-    The build fits every layout to ``[issue] size_budget_kb`` in the transfer encodings
-    ``[delivery] eight_bit`` allowed then; issue.json does not say which. Sent with 8bit
-    turned off since (a relay or SES that refused it), the same parts go as quoted-printable
-    or base64, up to a third heavier, and a week the build filled to the brim would be
-    clipped by Gmail in every inbox. Weighed again here, with the setting of this send, such
-    an issue is refused with the fix, before anything is published or sent."""
+    """Each part, weighed as this send carries it, within the budget (exit 3 otherwise):
+    with ``[delivery] eight_bit`` turned off since the build, a full issue grows by up to a
+    third and Gmail would clip it."""
     budget = Budget.configured(settings.issue, settings.delivery)
     for key in built.keys:
         for name, body, html in ((f"email-{key}.html", built.html(key), True),
@@ -149,8 +120,7 @@ def check_sizes(settings: Settings, built: BuiltIssue) -> None:
 
 def check_delivery(settings: Settings, built: BuiltIssue, keys: Keys, development: bool,
                    transport: Transport) -> Delivery:
-    """Checks 3 (the https link; the transport checked its own settings when it was made) to
-    5 on a transport just opened; the first that fails raises, and closes the transport."""
+    """The transport's checks on one just opened; the first that fails closes it and raises."""
     try:
         if transport.reaches_mailboxes:
             require_https(settings)
@@ -166,34 +136,22 @@ def check_delivery(settings: Settings, built: BuiltIssue, keys: Keys, developmen
 
 
 def send_rate(settings: Settings, transports_own: float | None) -> float | None:
-    """``[delivery] max_rate`` when set, else the transport's own limit (what its probe
-    said; SES: the account's MaxSendRate), else unlimited."""
+    """``[delivery] max_rate``, else the transport's own limit, else unlimited (None)."""
     if settings.delivery.max_rate > 0:
         return settings.delivery.max_rate
     return transports_own
 
 
 def probe(transport: Transport) -> float | None:
-    """Ask the transport whether it will take mail at all, before the first message; its
-    own rate limit, if it knows one.
-
-    SMTP: connect, STARTTLS, login, QUIT. SES: ``GetAccount``. The outbox: its folder takes
-    a file. A refusal that running again will not cure is exit 2 (a configuration error);
-    one that may pass (the relay is down, the account paused, the disk full) is exit 4, and
-    nothing has been published or sent.
-    """
+    """Whether the transport takes mail at all, before the first message; its own rate
+    limit, if it knows one. A refusal a rerun may cure is exit 4, with nothing sent."""
     try:
         return transport.probe()
     except NewsletterError as exc:
-        raise _before_start(exc) from exc
-
-
-def _before_start(exc: NewsletterError) -> NewsletterError:
-    """A transport error met before anything went out, as the command line reports it."""
-    if exc.exit_code == 2 or not isinstance(exc, TransportError):
-        return exc
-    return StoppedError(f"{exc}; nothing was published or sent: run the same command again "
-                        "once the transport takes mail")
+        if exc.exit_code == 2 or not isinstance(exc, TransportError):
+            raise
+        raise StoppedError(f"{exc}; nothing was published or sent: run the same command "
+                           "again once the transport takes mail") from exc
 
 
 def _local(when: datetime, tz: str) -> str:

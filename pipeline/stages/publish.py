@@ -1,18 +1,10 @@
 """Publish: a built issue → the public archive, issue pages first, then the index.
 
-The order is the guarantee: the issue's own pages first, then the pages made from every issue
-(one per reviewed PR, one page and Atom feed per area, the share card), and the index, feed
-and sitemap last. All but the issue's own are made from the issue.json files the archive
-itself holds (the one just written included), so a failure half-way leaves the live index
-pointing only at pages that exist, and a fresh runner with an empty ``build/`` still
-publishes a complete index. Unchanged objects are not written again: a second publish of the
-same content writes nothing (each new issue rewrites only the PR and area pages it touches).
-
-The archive holds what its issues make, no more: once the index, feed and sitemap stop
-naming a PR or area page that no issue makes any more (the editor hid the PR, an area lost
-its last review, an area needs one page fewer), that page is deleted. Before them, it would
-be a page the live index still links to; left, it would stay public and link to a review
-that is gone.
+The order is the guarantee: the issue's own pages, then the pages made from every issue the
+archive holds (PRs, areas, share card), and the index, feed and sitemap last; so a failure
+half-way leaves the live index pointing only at pages that exist, and a fresh runner still
+publishes a complete index. Unchanged objects are not written again. Once the index stops
+naming a PR or area page no issue makes any more, that page is deleted.
 """
 
 from __future__ import annotations
@@ -35,14 +27,13 @@ class PublishReport:
     written: list[str] = field(default_factory=list)
     unchanged: int = 0
     bytes_written: int = 0
-    #: Every area the archive's issues carry, sorted: what a reader may follow.
+    #: Every area the archive's issues carry: what a reader may follow.
     areas: tuple[str, ...] = ()
-    #: Why the search index was not updated ("" when it was): the pages are published and
-    #: the old index still answers, so the week goes out; the operator is told.
+    #: Why the search index was not updated: the old one still answers, the week goes out.
     search_problem: str = ""
-    #: Old search-index files deleted: named by neither this index nor the one before.
+    #: Old search-index files deleted.
     removed: int = 0
-    #: PR and area pages deleted because no issue the archive holds makes them any more.
+    #: PR and area pages no issue makes any more, deleted.
     retired: list[str] = field(default_factory=list)
 
     def note(self, obj: SiteObject, changed: bool) -> None:
@@ -63,13 +54,8 @@ def publish(built: BuiltIssue, archive: Archive, site: Site) -> PublishReport:
         if raw is None:
             continue
         try:
-            data = json.loads(raw)
-        except ValueError as exc:
-            raise ArchiveError(f"issues/{week}/issue.json is not valid JSON: {exc}",
-                               key=f"issues/{week}/issue.json") from None
-        try:
-            issues.append(issue_json.from_dict(data))
-        except ValueError as exc:
+            issues.append(issue_json.from_dict(json.loads(raw)))
+        except ValueError as exc:  # json's JSONDecodeError is one too
             raise ArchiveError(f"issues/{week}/issue.json: {exc}",
                                key=f"issues/{week}/issue.json") from None
     if built.id not in {issue.id for issue in issues}:

@@ -1,26 +1,11 @@
-"""The weekly job, ``newsletter run``: build (or reuse the approved issue) → every check of
-the send → publish → send, in that order and no other.
+"""The weekly job, ``newsletter run``: build (or reuse the approved issue), every check of
+the send, publish, send; in that order and no other.
 
-The order is what the operator relies on:
-
-* a week still running (or ahead) is refused before anything is built or opened;
-* the issue's lease (``send:<week>``) is held from the start, so two schedulers firing
-  together never both build, publish and send (the send inside holds it again, as the same
-  owner);
-* a week that went out is finished with the issue it went out as (the folder holding it),
-  never another: a rebuild that differs is refused (exit 3) unless it is an explicit
-  correction (pipeline/stages/freeze.py);
-* an approved issue is sent as the editor proofed it, never rebuilt; otherwise the build
-  renders the readers' interest variants from the store's choices, and nothing is rendered
-  again after it;
-* every check of the send, the transport's login included, passes before anything is
-  published: the archive never shows an issue that could not be sent (a dry run publishes
-  nothing).
-
-What reaches outside comes in as :class:`Steps` (the command line wires them from the
-settings), so this stage decides the order without opening an adapter. The store is opened
-once, here, and serves the lease, the readers' choices, the archive's catalog of areas and
-the send. The request is a record (:class:`RunRequest`), not the command line's arguments.
+A week not over is refused before anything is built; the issue's lease is held from the
+start, so two schedulers never both publish and send; a week that went out is finished with
+the issue it went out as (another is refused, but a correction); an approved issue is sent
+as proofed, never rebuilt; and every check of the send, the transport's login included,
+passes before anything is published. What reaches outside comes in as :class:`Steps`.
 """
 
 from __future__ import annotations
@@ -60,47 +45,35 @@ class RunRequest:
     """What ``newsletter run`` is asked to do."""
 
     week: Week
-    #: Feeds read instead of ``[feed] urls`` (``--feed``); empty: the configured ones.
+    #: ``--feed``: read instead of ``[feed] urls``.
     feeds: tuple[str, ...] = ()
     send: SendRequest = field(default_factory=SendRequest)
 
 
 class Steps(Protocol):
-    """The steps of the job that reach outside, in the order :func:`run_week` calls them."""
+    """The steps of the job that reach outside (the job closes what they open)."""
 
-    def open_store(self) -> SubscriberStore:
-        """The subscriber store, opened (the job closes it)."""
-        ...
+    def open_store(self) -> SubscriberStore: ...
 
     def reuse(self, built: BuiltIssue, sent: bool) -> None:
-        """``built`` is what is sent: the issue that went out (``sent``), else the approved
-        one (the command line says which)."""
-        ...
+        """``built`` is sent as it is: the issue that went out (``sent``), or the approved one."""
 
     def build(self, week: Week, feeds: Sequence[str], choices: Sequence[Choice],
-              sent: SentIssue | None) -> BuiltIssue:
-        """Build the week's issue with the readers' ``choices``, refused if the week went
-        out as ``sent`` and this build differs; the folder as written."""
-        ...
+              sent: SentIssue | None) -> BuiltIssue: ...
 
     def open_delivery(self, built: BuiltIssue, request: SendRequest) -> Delivery:
-        """Every check of the send, the transport opened and probed (the job closes it)."""
-        ...
+        """Every check of the send, the transport opened and probed."""
 
-    def publish(self, built: BuiltIssue, store: SubscriberStore) -> None:
-        """Publish ``built`` to the archive and note its areas in ``store``."""
-        ...
+    def publish(self, built: BuiltIssue, store: SubscriberStore) -> None: ...
 
     def send(self, built: BuiltIssue, delivery: Delivery, store: SubscriberStore,
              request: SendRequest) -> int:
-        """Send ``built`` to the list through ``delivery``; the exit code."""
-        ...
+        """Send to the list; the exit code."""
 
 
 def run_week(request: RunRequest, steps: Steps, *, at: datetime,
              issue_folder: Path) -> int:
-    """The weekly job for ``request.week`` (its issue folder is ``issue_folder``), at time
-    ``at``; the send's exit code. What fails raises, and stops the job where it stands."""
+    """The weekly job for ``request.week``; the send's exit code. What fails raises."""
     week = request.week
     check_week(week, at, allow_partial_week=request.send.allow_partial_week)
     with steps.open_store() as store, hold(store, f"send:{week.id}", f"run {week.id}"):
@@ -128,9 +101,8 @@ def run_week(request: RunRequest, steps: Steps, *, at: datetime,
 
 def sent_week_issue(folder: Path, week_id: str, sent: SentIssue | None
                     ) -> BuiltIssue | None:
-    """The issue in ``folder`` when the week went out as ``sent`` (read once, for both
-    questions below), else None: a folder that cannot be read is rebuilt, and the build is
-    then compared with what went out."""
+    """The issue in ``folder`` when the week went out; None when it did not, or the folder
+    cannot be read (it is rebuilt, and the build compared with what went out)."""
     if sent is None or not (folder / ISSUE_FILE).exists():
         return None
     try:
@@ -140,9 +112,7 @@ def sent_week_issue(folder: Path, week_id: str, sent: SentIssue | None
 
 
 def waiting_correction(here: BuiltIssue | None, sent: SentIssue | None) -> None:
-    """Refuse (exit 3) to rebuild a sent week over the correction the editor built (``here``)
-    and has not approved yet: a rebuild without its reason would only differ from what went
-    out; approving the correction is what is missing."""
+    """Refuse (exit 3) to rebuild a sent week over a correction built and not yet approved."""
     if here is None or sent is None:
         return
     if freeze.replaces(here.content_hash, here.issue.correction, sent):
@@ -152,8 +122,7 @@ def waiting_correction(here: BuiltIssue | None, sent: SentIssue | None) -> None:
 
 
 def approved_issue(folder: Path, week_id: str) -> BuiltIssue | None:
-    """The issue of ``week_id`` in ``folder`` when it is approved as it stands (``run`` then
-    sends what the editor proofed), else None; another week's issue there is refused."""
+    """The issue in ``folder`` when it is approved as it stands, else None."""
     if not (folder / APPROVAL_FILE).exists():
         return None
     candidate = load_built(folder, week_id)

@@ -1,29 +1,12 @@
-"""Search index: the archive's reviews → Pagefind's bundles, one a year, written to the archive.
+"""Search index: the archive's reviews → Pagefind's bundles, one a year, in the archive.
 
-Called once at the end of ``publish``, after the issue pages and the index are written, and
-built from what the archive holds (the issue.json files ``publish`` read back from it), so a
-fresh runner with an empty ``build/`` indexes every issue, on the local folder and on S3
-alike. Each review becomes one record (pipeline/core/site/search.py says why). A year whose
-records (and Pagefind, and the dictionary) are what the manifest recorded keeps its bundle: a
-weekly publish runs Pagefind over this year's reviews only, and one Pagefind process never
-holds more than a year. Its output is deterministic (file names are hashes of their content),
-so even a year indexed again writes nothing when nothing changed.
+Run at the end of ``publish`` from the issues the archive holds, so a fresh runner indexes
+every issue. A year whose records, Pagefind and dictionary are as recorded keeps its bundle.
 
-Why the extended binary, run once over a temporary folder, and not Pagefind's Python API:
-
-* The binary ships inside the ``pagefind_bin_extended`` wheel: nothing is downloaded.
-* The Python API answers one request per poll of its pipe (a year's records are some 400
-  requests), and its ``get_files`` reads the whole index back as one line through a 2 MiB
-  buffer: past that it hangs for ever. One ``pagefind_extended --site`` process has neither
-  problem, ends with an exit status, and a timeout bounds it.
-
-Why ``--force-language und``: Pagefind keeps one index per ``<html lang>`` and searches only
-the one of the search page's language, so a Chinese and an English record would never answer
-the same box; every record is bilingual and forced into one index. ``und`` (undetermined)
-rather than ``zh``: under zh Pagefind cuts the page's Chinese itself, and the browser cuts a
-query with another dictionary (pipeline/core/site/words.py); under ``und`` it neither cuts nor
-stems, so it indexes the words jieba found, and English words and code identifiers as written
-(``_remote_agents``, also found as ``remote_agents`` or ``agents``, and by prefix while typing).
+The extended binary, once per year over a temporary folder, not Pagefind's Python API: the
+API polls one request at a time and hangs past a 2 MiB index. ``--force-language und``:
+Pagefind searches only the index of the page's language, and every record is bilingual;
+under ``und`` it indexes the words jieba cut (pipeline/core/site/words.py) as they are.
 """
 
 from __future__ import annotations
@@ -35,13 +18,15 @@ from collections.abc import Callable, Sequence
 from importlib import metadata
 from pathlib import Path
 
+from pagefind_bin_extended import get_executable  # type: ignore[import-untyped]
+
 from pipeline.archive import Archive
 from pipeline.core.site import search, words
 from pipeline.core.site.site import Site
 from pipeline.errors import RenderError
 from pipeline.model import Issue, SiteObject
 
-#: This bounds a hung process, far above what a large archive takes (make bench measures it).
+#: Bounds a hung process, far above what a large archive takes.
 PAGEFIND_TIMEOUT_S = 600
 #: What a record's text is (web/search_record.html.j2): a page without it is skipped.
 ROOT_SELECTOR = "main"
@@ -51,13 +36,7 @@ OPTIONS = ("--force-language", "und", "--root-selector", ROOT_SELECTOR, "--silen
 
 def pagefind_executable() -> Path:
     """The extended binary of the ``pagefind_bin_extended`` wheel (a dependency)."""
-    try:
-        from pagefind_bin_extended import get_executable  # type: ignore[import-untyped]
-
-        return Path(get_executable())
-    except (ImportError, FileNotFoundError) as exc:
-        raise RenderError("search index", "Pagefind's extended binary is not installed "
-                          f"({exc}); run 'make install'") from None
+    return Path(get_executable())
 
 
 def run_pagefind(pages: dict[str, str], executable: Path | None = None) -> dict[str, bytes]:
@@ -88,18 +67,14 @@ def run_pagefind(pages: dict[str, str], executable: Path | None = None) -> dict[
 
 
 def tool() -> str:
-    """Pagefind's version and options and the segmenter's version, part of each year's
-    digest: a new Pagefind, a changed option or a new dictionary indexes every year again."""
-    try:
-        version = metadata.version("pagefind_bin_extended")
-    except metadata.PackageNotFoundError:
-        version = "unknown"
-    return " ".join(["pagefind_extended", version, *OPTIONS, "·", words.segmenter_version()])
+    """What indexes: part of each year's digest, so a new Pagefind, option or dictionary
+    indexes every year again."""
+    return " ".join(["pagefind_extended", metadata.version("pagefind_bin_extended"), *OPTIONS,
+                     "·", words.segmenter_version()])
 
 
 def bundle_objects(year: str, records: dict[str, str]) -> list[SiteObject]:
-    """Pagefind's bundle of ``records`` (one year's, their Chinese cut into words here) and
-    the year's words, as objects under its year's prefix."""
+    """Pagefind's bundle of one year's ``records`` and its words, under the year's prefix."""
     pages, vocabulary = search.segmented(records)
     bundle = run_pagefind(pages)
     indexed = search.page_count(bundle)
@@ -112,20 +87,14 @@ def bundle_objects(year: str, records: dict[str, str]) -> list[SiteObject]:
 
 def publish_search(archive: Archive, site: Site, issues: Sequence[Issue],
                    note: Callable[[SiteObject, bool], None]) -> int:
-    """Index each year of ``issues`` whose bundle is not the one the manifest recorded for
-    its records, and write its bundle; then the search pages over every year's, then the
-    manifest; last, delete the bundle files neither this index nor the one before names
-    (:func:`search.stale_files`); how many were deleted. ``note`` is told of each write and
-    whether it changed anything (:meth:`PublishReport.note`).
+    """Index each year whose records, files or live entry are not what the manifest
+    recorded; write the search pages, then the manifest; last, delete the bundle files
+    neither this index nor the one before names. How many were deleted.
 
-    A year is kept only when its records digest as recorded, its files are all there and its
-    live entry file is the one recorded. Each bundle is written before the page that loads
-    them, and its entry file last; nothing is deleted before the new index is in place, and
-    what a reader of the previous index may still fetch stays. When a year fails half-way,
-    the manifest is still written for what is live (the years rewritten so far, the others
-    as they were), so the next publish neither trusts a stale record nor deletes the chunks
-    of an entry file that went live: search answers throughout, and the archive's search
-    files no longer grow by a whole index every week."""
+    Each bundle is written before the page that loads it, its entry file last, and nothing
+    is deleted before the new index is in place: search answers throughout. When a year
+    fails half-way, the manifest still records what is live.
+    """
     previous, legacy = previous_manifest(archive)
     present = set(archive.keys(search.BUNDLE))
     identity = tool()
@@ -163,9 +132,8 @@ def _live_entry(archive: Archive, year: str) -> str:
 
 def _record_what_is_live(archive: Archive, years: dict[str, search.YearIndex],
                          previous: search.Manifest | None) -> None:
-    """After a year failed: the manifest of the years rewritten so far and, for the rest,
-    what the previous manifest said (their entry files were not replaced: each is written
-    last). Best effort: the failure being raised is the one to report."""
+    """After a year failed: the years rewritten so far, the rest as before. Best effort:
+    the failure being raised is the one to report."""
     live = {**(previous.years if previous else {}), **years}
     with contextlib.suppress(Exception):
         archive.write(search.Manifest(live, previous.legacy if previous else frozenset()
@@ -173,9 +141,8 @@ def _record_what_is_live(archive: Archive, years: dict[str, search.YearIndex],
 
 
 def previous_manifest(archive: Archive) -> tuple[search.Manifest | None, bool]:
-    """What the last publish indexed (the manifest, else an archive's list from before
-    per-year bundles, else None: nothing is then deleted), and whether that list from before
-    is still there (deleted once the new manifest is written)."""
+    """What the last publish indexed (None: nothing is deleted), and whether the list from
+    before per-year bundles is still there (deleted once the new manifest is written)."""
     data = archive.read(search.MANIFEST)
     legacy = archive.read(search.LEGACY_MANIFEST)
     if data is not None:

@@ -1,43 +1,19 @@
 """Send: deliver a built issue to every active subscriber, exactly once each.
 
-The guarantee, and how it is kept:
-
-* **Nobody gets an issue twice.** Before a message is handed to the transport, the ledger
-  *claims* (issue, subscriber) with an atomic insert; a re-run skips every claimed pair. The
-  claim notes the moment its message is handed over, right before the transport call. A claim
-  still ``sending`` when a run starts was left by a crash: if it was never handed over,
-  nothing left and it is released (this run sends it); if it was, the message may have
-  arrived: it becomes ``unconfirmed`` and is listed, never re-sent blindly (a timeout makes
-  it unconfirmed too); ``--resend-unconfirmed`` sends those again, knowingly. A crash thus
-  withholds at most one message per sending thread.
-* **Nobody unconfirmed is forgotten.** Every report (``send-report.json``) lists every
-  unconfirmed recipient the ledger holds for the issue, from whichever run, until they are
-  resent.
-* **Nobody is left out by a stop.** A stop (quota, paused account, Ctrl-C) releases the
-  claims not yet handed over and exits 4, and the next run finishes the list; a refusal no
-  rerun can cure (a login refused) stops the same way, with exit 2.
-* **A relay's "not now" is waited out, not ignored.** A temporary refusal pauses every
-  sending thread (:class:`~pipeline.stages.pace.Cooldown`: a relay's limit is about us, not
-  one message), longer with each refusal in a row. A message still refused after its tries
-  in the first pass over the list is tried again in rounds at the end, for up to
-  ``retry_seconds``; what is
-  still refused then is counted ``temporary``, stays a temporary failure in the ledger for
-  the next run, and the run exits 4 rather than 0.
-* **A mailbox that does not exist gets no later issue.** A permanent refusal saying so
-  (:attr:`PermanentFailure.bounce`) marks the subscriber bounced, as SES's bounce
-  notification does for the ``ses`` transport.
-* **Unsubscribes win.** Each subscriber's status is read again right before their message.
-* **A week goes out as one issue.** Before the first claim, the store notes the issue's
-  ``content_hash`` (:func:`pipeline.stages.freeze.note_send`); another issue of the week is
-  refused (exit 3) unless it is an explicit correction, which then replaces the note: the
-  readers not yet sent get the corrected issue.
-* **What was proofed is what is sent.** Each subscriber gets the interest variant their
-  layout and areas choose (:meth:`BuiltIssue.choose`) when the build rendered it; a reader
-  whose areas changed after the build gets the plain layout instead, counted as
-  ``plain_fallback`` in the report: nothing is rendered at send time.
-
-Decide, then act: the gates are checked, every layout's headers prepared and the transport
-opened before the first message goes.
+* **Nobody gets an issue twice.** The ledger claims (issue, subscriber) atomically before
+  the transport call and notes when the message is handed over. A crash's claim that was
+  never handed over is released; one that was becomes ``unconfirmed``: listed in every
+  report until ``--resend-unconfirmed`` sends it again, knowingly.
+* **Nobody is left out by a stop.** A stop (quota, paused account, Ctrl-C, lost lock)
+  releases what was not handed over and exits 4; a refusal no rerun cures exits 2.
+* **A relay's "not now" is waited out.** A temporary refusal pauses every thread (a relay's
+  limit is about us); what is still refused after the first pass is retried in rounds for
+  up to ``retry_seconds``, then counted ``temporary`` (exit 4, retried by the next run).
+* **A mailbox that does not exist gets no later issue**: it is marked bounced.
+* **Unsubscribes win**: each reader's status is read again right before their message.
+* **A week goes out as one issue** (:func:`pipeline.stages.freeze.note_send`), and **what
+  was proofed is what is sent**: nothing is rendered at send time; a reader whose areas
+  changed since the build gets the plain layout (``plain_fallback``).
 """
 
 from __future__ import annotations
@@ -84,15 +60,12 @@ if TYPE_CHECKING:
     from subscribers.store import DeliveryStore
 
 INTERRUPTED = "interrupted (Ctrl-C)"
-#: Tries per message in the first pass over the list; a message still refused for now then
-#: waits for the rounds at the end (:meth:`Sender._retry_deferred`), so one relay limit does
-#: not hold a worker for minutes.
+#: Tries per message in the first pass; then it waits for the rounds at the end, so one
+#: relay limit does not hold a worker for minutes.
 MAX_ATTEMPTS = 3
-#: The default of ``[delivery] retry_seconds``: how long the end of a run keeps retrying
-#: the temporary failures (a relay's minute windows pass several times over).
+#: The default of ``[delivery] retry_seconds`` (a relay's minute windows pass many times).
 RETRY_SECONDS = 600.0
-#: However small ``retry_seconds`` is, a transport that refuses everything gets this long
-#: before the first pass gives up on it (a minute window passes at least once).
+#: A transport refusing everything gets at least this long (a minute window passes once).
 MIN_REFUSING_SECONDS = 90.0
 _log = logging.getLogger("newsletter.send")
 
@@ -126,18 +99,11 @@ class _Stopping(Exception):
 
 
 class Sender:
-    """One run of ``send`` for one issue.
-
-    ``retry_seconds`` bounds the time spent after the first pass retrying the temporary
-    failures.
-    ``sleep`` is every wait's (a test passes one that returns at once); the
-    default wakes as soon as the run is asked to stop. ``monotonic`` times the retries.
-    """
+    """One run of ``send`` for one issue; ``sleep`` and ``monotonic`` are for tests."""
 
     def __init__(self, built: BuiltIssue, store: DeliveryStore, transport: Transport,
                  messages: Messages, *, rate: float | None, concurrency: int,
                  retry_seconds: float = RETRY_SECONDS,
-                 clock: Callable[[], datetime] = now,
                  sleep: Callable[[float], None] | None = None,
                  monotonic: Callable[[], float] = time.monotonic) -> None:
         self.built, self.store, self.transport, self.messages = built, store, transport, messages
@@ -147,22 +113,21 @@ class Sender:
         self.cooldown = Cooldown(clock=monotonic, sleep=self.sleep)
         self.concurrency = concurrency
         self.retry_seconds = retry_seconds
-        self.clock, self.monotonic = clock, monotonic
+        self.clock, self.monotonic = now, monotonic
         self.stop_reason: str | None = None
         self.stop_exit = 4
         self.shard: Shard | None = None
         self.lock = threading.Lock()
-        #: Recipients the ledger held as unconfirmed when this run started (earlier runs').
+        #: Unconfirmed in the ledger when this run started (earlier runs').
         self.unconfirmed_before: set[str] = set()
         #: Refused for now this run, with the reason: retried after the first pass.
         self.deferred: dict[str, str] = {}
-        #: Whether the first pass is on (the rounds after it have their own bound).
         self.first_pass = True
         #: A dry run's unconfirmed recipients that ``--resend-unconfirmed`` would send.
         self._resent: set[str] = set()
 
     def _nap(self, seconds: float) -> None:
-        """A wait that ends early when the run is asked to stop (Ctrl-C, a lost lock)."""
+        """A wait that ends early when the run is asked to stop."""
         self.stop.wait(seconds)
 
     def run(self, options: SendOptions, progress: Progress | None = None) -> SendReport:
@@ -171,8 +136,6 @@ class Sender:
                             started_at=iso_z(self.clock()), dry_run=options.dry_run,
                             shard=str(options.shard) if options.shard else None)
         self.shard = options.shard
-        # What the week goes out as, noted before any claim (or refused: another issue went
-        # out under its name, and this one is no correction of it).
         freeze.note_send(self.built, self.store, self.clock(), dry_run=options.dry_run)
         started = time.monotonic()
         if not options.dry_run:
@@ -198,24 +161,23 @@ class Sender:
         return report
 
     def _unconfirmed(self) -> list[str]:
-        """The issue's unconfirmed recipients (of this run's shard), by id."""
         return sorted(sid for sid in self.store.ledger(self.built.id, "unconfirmed")
                       if self.shard is None or sid in self.shard)
 
     def _candidates(self) -> Iterable[Subscriber]:
-        active = self.store.iter_subscribers(status="active")
-        if self.shard is None:
-            return active
-        return (subscriber for subscriber in active if subscriber.id in self.shard)
+        return (subscriber for subscriber in self.store.iter_subscribers(status="active")
+                if self.shard is None or subscriber.id in self.shard)
 
-    def request_stop(self, reason: str) -> None:
-        """Stop handing out messages (those in flight finish): another thread's word, such
-        as the lease keeper's "the lock was lost"."""
-        self._halt(reason)
+    def request_stop(self, reason: str, exit_code: int = 4) -> None:
+        """Stop handing out messages (those in flight finish); the first reason wins."""
+        with self.lock:
+            if not self.stop.is_set():
+                self.stop_reason = reason
+                self.stop_exit = exit_code
+                self.stop.set()
 
     def _variant(self, subscriber: Subscriber, report: SendReport) -> str:
-        """The rendering ``subscriber`` gets; a fallback to the plain layout is counted, and
-        logged the first time (once per run, not once per reader)."""
+        """The rendering ``subscriber`` gets; a plain-layout fallback is counted, logged once."""
         key, fallback = self.built.choose(subscriber.layout, subscriber.areas)
         if fallback:
             with self.lock:
@@ -228,9 +190,7 @@ class Sender:
         return key
 
     def _dry_run(self, report: SendReport, options: SendOptions) -> None:
-        """Count as the real run would, without claiming: what is new or to retry would be
-        sent, what an earlier run finished is skipped, the unconfirmed are listed (and sent
-        only with ``--resend-unconfirmed``)."""
+        """Count as the real run would, without claiming anything."""
         resent: set[str] = set()
         for subscriber in self._candidates():
             entry = self.store.ledger_entry(self.built.id, subscriber.id)
@@ -247,9 +207,8 @@ class Sender:
         self._resent = resent
 
     def _may_retry(self, entry: LedgerEntry, options: SendOptions) -> bool:
-        if entry.status == "failed" and not entry.permanent:
-            return True
-        return entry.status == "unconfirmed" and options.resend_unconfirmed
+        return ((entry.status == "failed" and not entry.permanent)
+                or (entry.status == "unconfirmed" and options.resend_unconfirmed))
 
     def _deliver(self, report: SendReport, options: SendOptions,
                  progress: Progress | None) -> None:
@@ -258,13 +217,17 @@ class Sender:
             self._send_each(pool, report, options, progress)
             self.first_pass = False
             self._retry_deferred(pool, report, progress)
-        self._count_deferred(report, progress)
+        # What is still refused for now stays a temporary failure in the ledger.
+        for subscriber_id, reason in sorted(self.deferred.items()):
+            report.temporary += 1
+            report.failures.append({"subscriber": subscriber_id, "reason": reason,
+                                    "permanent": False, "bounced": False})
+            _step(progress, report)
 
     @contextlib.contextmanager
     def _ctrl_c_stops(self) -> Iterator[None]:
-        """Ctrl-C asks the run to stop (the messages in flight finish, the rest stay
-        unclaimed) instead of raising in the middle of a ledger write; a second Ctrl-C
-        interrupts at once."""
+        """Ctrl-C stops the run rather than raising in the middle of a ledger write; a
+        second Ctrl-C interrupts at once."""
         if threading.current_thread() is not threading.main_thread():
             yield
             return
@@ -272,7 +235,7 @@ class Sender:
         def on_sigint(signum: int, frame: FrameType | None) -> None:
             if self.stop.is_set() and self.stop_reason == INTERRUPTED:
                 raise KeyboardInterrupt
-            self._halt(INTERRUPTED)
+            self.request_stop(INTERRUPTED)
 
         previous = signal.signal(signal.SIGINT, on_sigint)
         try:
@@ -286,14 +249,14 @@ class Sender:
         handed = 0
         in_flight: set[Future[None]] = set()
         for subscriber in self._candidates():
-            if self.stop.is_set():
-                break
-            if options.limit is not None and handed >= options.limit:
+            if self.stop.is_set() or (options.limit is not None and handed >= options.limit):
                 break
             while len(in_flight) >= 2 * self.concurrency:
                 done, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
                 _reraise(done)
-            if not self._claim(subscriber.id, options):
+            # One atomic claim (never a read-then-write): new, to retry, or asked to resend.
+            if not self.store.claim(self.built.id, subscriber.id, self.clock(),
+                                    retry=options.resend_unconfirmed, retry_temporary=True):
                 if subscriber.id not in self.unconfirmed_before:  # listed at the end
                     with self.lock:
                         report.skipped += 1
@@ -306,13 +269,9 @@ class Sender:
 
     def _retry_deferred(self, pool: ThreadPoolExecutor, report: SendReport,
                         progress: Progress | None) -> None:
-        """After the first pass, try the temporary failures again, in rounds, until each
-        went through, the run stops, or the next wait would pass ``retry_seconds``.
-
-        A relay that counts messages per minute refuses everything until its window
-        passes; retrying each message a few seconds apart (as the first pass does) cannot
-        outlast it, while these rounds wait as long as the shared cooldown says (growing to a
-        minute) and give every deferred message one more try per round."""
+        """Try the temporary failures again in rounds, each after the shared cooldown, until
+        none is left or the next wait would pass ``retry_seconds``: a per-minute relay limit
+        outlasts the first pass's quick retries."""
         started = self.monotonic()
         waited = 0.0
         while self.deferred and self.retry_seconds > 0 and not self.stop.is_set():
@@ -337,28 +296,6 @@ class Sender:
             done, _ = wait(in_flight)
             _reraise(done)
         report.retried_for_s = round(max(waited, self.monotonic() - started), 3)
-
-    def _count_deferred(self, report: SendReport, progress: Progress | None) -> None:
-        """What is still refused for now is counted (and stays a temporary failure in the
-        ledger, for the next run)."""
-        for subscriber_id, reason in sorted(self.deferred.items()):
-            report.temporary += 1
-            report.failures.append({"subscriber": subscriber_id, "reason": reason,
-                                    "permanent": False, "bounced": False})
-            _step(progress, report)
-
-    def _claim(self, subscriber_id: str, options: SendOptions) -> bool:
-        """One atomic claim: a new pair, a temporary failure to retry, or (when asked) an
-        unconfirmed one. Never a read-then-write."""
-        return self.store.claim(self.built.id, subscriber_id, self.clock(),
-                                retry=options.resend_unconfirmed, retry_temporary=True)
-
-    def _halt(self, reason: str, exit_code: int = 4) -> None:
-        with self.lock:
-            if not self.stop.is_set():
-                self.stop_reason = reason
-                self.stop_exit = exit_code
-                self.stop.set()
 
     def _one(self, subscriber_id: str, report: SendReport, progress: Progress | None,
              attempts: int) -> None:
@@ -426,7 +363,7 @@ class Sender:
             # The account refused before taking it: nothing went out, the next run sends it
             # (or, for a refusal no rerun cures, the next run after the fix).
             self._release(subscriber_id, report)
-            self._halt(str(exc), exc.exit_code)
+            self.request_stop(str(exc), exc.exit_code)
             return
         except BaseException:
             if handed_over:
@@ -434,7 +371,7 @@ class Sender:
                                             "the transport call", self.clock())
             else:
                 self.store.release(issue, subscriber_id)
-            self._halt("internal error", 1)
+            self.request_stop("internal error", 1)
             raise
         self.store.mark_sent(issue, subscriber_id, message_id, self.clock())
         with self.lock:
@@ -442,21 +379,19 @@ class Sender:
         _step(progress, report)
 
     def _pause(self, attempt: int, failure: TemporaryFailure) -> float:
-        """The wait after a temporary failure (shared by every thread). In the first pass, a
-        transport that has refused *everything* for longer than ``retry_seconds`` (a relay
-        down for the night, an account throttled for hours) stops the run, resumably,
+        """The shared wait after a temporary failure. A transport that refused everything
+        for longer than ``retry_seconds`` in the first pass stops the run, resumably,
         rather than creeping through the list a minute per message."""
         pause = self.cooldown.failed(failure.retry_after)
         refusing = self.cooldown.failing_for() + pause
         if self.first_pass and refusing > max(self.retry_seconds, MIN_REFUSING_SECONDS):
-            self._halt(f"the transport refused every message for {refusing:.0f} s "
-                       f"(last: {redact_address(str(failure), failure.recipient or '')})")
+            self.request_stop(f"the transport refused every message for {refusing:.0f} s "
+                              f"(last: {redact_address(str(failure), failure.recipient or '')})")
         return pause
 
     def _release(self, subscriber_id: str, report: SendReport, *, left: bool = False
                  ) -> None:
-        """Let a claim go unsent: the run is stopping (the next run sends it), or the reader
-        ``left`` the list (no longer active)."""
+        """Let a claim go unsent: the run is stopping, or the reader ``left`` the list."""
         self.store.release(self.built.id, subscriber_id)
         with self.lock:
             if left:
@@ -466,9 +401,7 @@ class Sender:
 
     def _failed_for_good(self, subscriber_id: str, exc: PermanentFailure, reason: str,
                          report: SendReport, progress: Progress | None) -> None:
-        """A refusal of this recipient for good; when it says the mailbox does not exist,
-        the address is marked bounced too (as SES's bounce notification would), so that no
-        later issue is sent to it."""
+        """A refusal for good; one saying the mailbox does not exist marks it bounced."""
         now_ = self.clock()
         self.store.mark_failed(self.built.id, subscriber_id, str(exc), True, now_)
         if exc.bounce:
@@ -488,16 +421,13 @@ def _step(progress: Progress | None, report: SendReport) -> None:
 
 def _reraise(done: Iterable[Future[None]]) -> None:
     for future in done:
-        exc = future.exception()
-        if exc is not None:
-            raise exc
+        future.result()
 
 
 def send_tests(built: BuiltIssue, messages: Messages, transport: Transport, address: str,
                layouts: Iterable[str] = LAYOUTS, clock: Callable[[], datetime] = now
                ) -> list[tuple[str, str]]:
-    """Test copies through the real path and headers, outside the ledger: each of
-    ``layouts``, then each interest variant of those layouts; (layout or variant key, id)."""
+    """Test copies of ``layouts`` and their variants, outside the ledger: (key, message id)."""
     fake_id = sha256(address.lower().encode()).hexdigest()[:24]
     chosen = list(layouts)
     wanted = [(layout, layout) for layout in chosen]

@@ -1,10 +1,5 @@
 """What a send did: the report (``send-report.json``), the progress line, and the error a
-run ends with.
-
-The words of the report are the operator's and the scheduler's: :class:`SendReport` says
-what each means; :func:`stop_error` maps a finished run to its exit code (4 to run again,
-2 to fix the configuration first, none when the list went through).
-"""
+run ends with (:func:`stop_error`: 4 to run again, 2 to fix the configuration first)."""
 
 from __future__ import annotations
 
@@ -34,19 +29,11 @@ _log = logging.getLogger("newsletter.send")
 class SendReport:
     """What a run did; printed, and kept as send-report.json beside issue.json.
 
-    One meaning per word, so that the counts add up to the list walked:
-
-    ``sent``         handed over and accepted this run;
-    ``skipped``      done by an earlier run: sent, or refused for good (never re-sent);
-    ``failed``       refused for good this run (``bounced`` of them: the mailbox does not
-                     exist, so the address was marked bounced);
-    ``temporary``    still refused for now (throttled, busy, a relay limit) after this run's
-                     retries: in the ledger as temporary failures, retried by the next run;
-    ``unconfirmed``  every recipient the ledger holds whose message may or may not have
-                     arrived, from whichever run (``unconfirmed_ids`` names each);
-    ``released``     claimed, then let go unsent because the run was stopping: the next run
-                     sends them;
-    ``left``         unsubscribed (or bounced) between the start of the run and their turn.
+    The counts add up to the list walked: ``sent`` this run; ``skipped``, done by an
+    earlier run; ``failed`` for good this run (``bounced`` of them: the mailbox is gone);
+    ``temporary``, still refused for now (the next run retries); ``unconfirmed``, every
+    recipient the ledger holds that may or may not have got it, from whichever run;
+    ``released``, let go unsent as the run stopped; ``left``, unsubscribed meanwhile.
     """
 
     issue: str
@@ -63,23 +50,19 @@ class SendReport:
     released: int = 0
     left: int = 0
     bounced: int = 0
-    #: Why the run stopped early (resumable), or None when it went through the list.
+    #: Why the run stopped early, or None when it went through the list.
     stopped: str | None = None
-    #: The exit code the stop calls for: 4 (run again), or 2 for a refusal no rerun can
-    #: cure (a login refused, an untrusted certificate: the configuration must change).
+    #: 4 (run again), or 2 for a refusal no rerun cures (a login refused).
     stop_exit: int = 4
     dry_run: bool = False
-    #: Subscriber ids (never addresses: the report may be shared) with the reason, whether
-    #: the failure is for good (``permanent``) and whether the address was marked bounced.
+    #: Subscriber ids (never addresses: the report may be shared), reason, permanent, bounced.
     failures: list[dict[str, Any]] = field(default_factory=list)
     unconfirmed_ids: list[str] = field(default_factory=list)
     #: ``I/N`` when the run sent one shard of the list.
     shard: str | None = None
-    #: Readers given the plain layout because the build has no variant for their current
-    #: interests (they changed them after the build; the next build renders it).
+    #: Readers given the plain layout: their interests changed after the build.
     plain_fallback: int = 0
-    #: Seconds spent, after the first pass over the list, retrying the temporary failures
-    #: (at most ``[delivery] retry_seconds``).
+    #: Seconds spent retrying temporary failures after the first pass.
     retried_for_s: float = 0.0
 
     @property
@@ -113,12 +96,11 @@ class SendReport:
 
 
 class Progress:
-    """A bar on a terminal, else a line every ``every`` messages (logged: a scheduler's log
-    gets it timestamped)."""
+    """A bar on a terminal, else a logged (timestamped) line every 100 messages."""
 
-    def __init__(self, total: int | None, stream: IO[str] | None = None, every: int = 100):
-        self.total, self.every = total, every
-        self.stream = stream or sys.stderr
+    def __init__(self, total: int | None) -> None:
+        self.total = total
+        self.stream: IO[str] = sys.stderr
         self.tty = self.stream.isatty()
         self.done = 0
         self.lock = threading.Lock()
@@ -129,7 +111,7 @@ class Progress:
             self.done += 1
             if self.tty:
                 self._bar(report)
-            elif self.done % self.every == 0:
+            elif self.done % 100 == 0:
                 _log.info("progress: %s", self._counts(report))  # timestamped
 
     def _counts(self, report: SendReport) -> str:
@@ -151,14 +133,12 @@ class Progress:
 
 
 def report_file(shard: Shard | None) -> str:
-    """``send-report.json``, or ``send-report.shard-2-of-3.json`` for one shard's part
-    (``newsletter status`` merges the parts)."""
+    """``send-report.json``, or ``send-report.shard-2-of-3.json`` for one shard's part."""
     return REPORT_FILE if shard is None else f"send-report.{shard.slug}.json"
 
 
 def write_report(built: BuiltIssue, report: SendReport, shard: Shard | None = None) -> None:
-    """Keep the report beside issue.json (temp file, then rename); OutputError if the
-    folder cannot take it (the disk the outbox filled, say), with no temp file left."""
+    """Keep the report beside issue.json; OutputError (no temp file left) if it cannot."""
     try:
         write_file(built.folder / report_file(shard), report.to_json(), prefix=".send-report-")
     except OSError as exc:
@@ -167,10 +147,8 @@ def write_report(built: BuiltIssue, report: SendReport, shard: Shard | None = No
 
 
 def stop_error(report: SendReport) -> NewsletterError | None:
-    """The error a finished run ends with, if any: the stop (exit 4, or 2 when no rerun can
-    cure it), else the temporary failures still left (exit 4: the next run retries them).
-    None when the list went through (permanent failures and unconfirmed recipients are in
-    the report and ``status``, not a reason to fail the run)."""
+    """The error a finished run ends with: its stop, else the temporary failures left;
+    None when the list went through (permanent failures and unconfirmed are results)."""
     done = f"sent {report.sent} this run"
     left = (f"; {report.temporary} refused for now" if report.temporary else "")
     if report.stopped and report.stop_exit == 2:

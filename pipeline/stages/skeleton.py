@@ -1,12 +1,8 @@
 """``newsletter translations``: a skeleton in the editor's file for every text to write.
 
-For each item of the week whose Chinese or English text is missing or machine-made, a table
-``[<pr>.<lang>]`` with empty ``title`` and ``body`` is appended to ``editorial/<week>.toml``,
-the text in the other language (or the machine's draft) quoted above it as comments. Empty
-strings change nothing in a build, so the skeleton is harmless until the editor writes.
-
-Never clobbers: the file is only ever appended to, byte for byte, and a table the editor
-already has (even an empty one) is left alone, so running it twice adds nothing.
+Each item's missing or machine-made language gets a table ``[<pr>.<lang>]`` with empty
+``title`` and ``body`` (which change nothing in a build), the other language quoted above it.
+The file is only ever appended to, and a table the editor has is left alone.
 """
 
 from __future__ import annotations
@@ -24,13 +20,8 @@ _LANG_NAMES = {"zh": "Chinese", "en": "English"}
 
 def wanted(items: Sequence[Item]) -> list[tuple[Item, Lang]]:
     """(item, language) pairs the editor should write: missing or machine-made."""
-    found = []
-    for item in items:
-        for lang in LANGS:
-            text = item.text(lang)
-            if text is None or text.source.startswith("machine:"):
-                found.append((item, lang))
-    return found
+    return [(item, lang) for item in items for lang in LANGS
+            if (text := item.text(lang)) is None or text.source.startswith("machine:")]
 
 
 def _comment(text: str) -> str:

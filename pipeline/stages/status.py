@@ -1,45 +1,10 @@
 """``newsletter status``: the operator's view of one week and of the list.
 
-    2026-W48: sent
-      went out   as built, 3f2a9c1e0b7d, from 2026-11-30 (or: corrected on …: the reason)
-      built      8 items, content 3f2a9c1e0b7d (build/issues/2026-W48)
-      approved   yes
-      published  yes (http://127.0.0.1:8000/issues/2026-W48/index.html)
-      delivery   sent 5, failed 0, unconfirmed 0, in flight 0 (2 shard reports: 1/2 2/2)
-      unconfirmed (each may or may not have arrived: ... --resend-unconfirmed sends again)
-                 0f3c9a...  in flight when an earlier run stopped: ...
-      feedback   bounces 0 (0.00 %), complaints 0 (0.000 %)
-    last issues  2026-W48 sent 5 · bounces 0.00 % · complaints 0.000 %
-                 ...                                  complaint line 0.3 % · bounce line 5 %
-    list         active 5 (zh-en 3, en 2) · pending 1 · unsubscribed 0 · bounced 0 · ...
-
-The delivery numbers come from the ledger (the truth, across shards and machines), and so
-does the list of unconfirmed recipients (by id, with the reason), whichever run left them; the
-report parts written by each ``send`` (``send-report*.json``) add how the runs ended.
-Bounce and complaint rates are per issue, from SES's events noted on the ledger rows (and
-the SMTP refusals that said a mailbox does not exist), set against Gmail's and Yahoo's
-0.3 % complaint line and SES's 5 % bounce review line.
-
-The state and its exit code say what a scheduler gating on ``status`` should do next:
-
-    sent                   0  nothing more to do. Every run reported, none stopped, nothing
-                              in flight, to retry or unconfirmed. Recipients who bounced or
-                              were refused for good are counted and shown: a result of the
-                              send, not a failure of it (a list always has some).
-    waiting for approval   3  the editor approves (``blocked``: a blocking problem to fix,
-                              or the issue built differs from the one that went out and
-                              is no correction of it: it never goes out).
-    stopped (resumable)    4  a run stopped on a quota, a paused account, an interruption:
-                              run it again.
-    not fully sent         4  not sent yet, a shard has not reported, messages are in flight
-                              or refused for now (run it again), or unconfirmed recipients
-                              are left (``send --resend-unconfirmed`` once a person decides).
-    failed                 1  a run stopped on what no rerun cures (the relay refused the
-                              login, the sender, the certificate): a person fixes the
-                              configuration, then runs it again.
-    not built              6  build it (or the week had no review).
-
-Only ``failed`` needs a person before anything else can happen, so only it is 1.
+The delivery numbers and the unconfirmed recipients come from the ledger (the truth across
+shards and machines); the send reports add how the runs ended. Bounce and complaint rates
+are set against Gmail's and Yahoo's 0.3 % complaint line and SES's 5 % bounce review line.
+The state's exit code tells a scheduler what to do next (docs/operations.md has the table);
+only ``failed`` (1) needs a person before anything else can happen.
 """
 
 from __future__ import annotations
@@ -65,8 +30,7 @@ if TYPE_CHECKING:
     from subscribers.model import SentIssue
     from subscribers.store import DeliveryStore
 
-#: Gmail's and Yahoo's bulk-sender line for spam complaints, and SES's review line for
-#: bounces: above them, mail stops landing (or the account is reviewed).
+#: Above these, mail stops landing (Gmail, Yahoo) or the account is reviewed (SES).
 COMPLAINT_LINE = 0.003
 BOUNCE_LINE = 0.05
 
@@ -91,7 +55,7 @@ class IssueRates:
 
 @dataclass(frozen=True)
 class WeekStatus:
-    """Everything ``status`` says about one week; built by :func:`week_status` (pure)."""
+    """Everything ``status`` says about one week."""
 
     week: str
     built: bool
@@ -108,16 +72,15 @@ class WeekStatus:
     reports: Sequence[Mapping[str, Any]] = ()
     missing_shards: Sequence[str] = ()
     rates: IssueRates | None = None
-    #: Unconfirmed recipients (subscriber id → the reason), from the ledger.
+    #: Subscriber id → why it is unconfirmed.
     unconfirmed: Mapping[str, str] = field(default_factory=dict)
-    #: What the week went out as (the store's note), if it did.
     sent: SentIssue | None = None
     #: The issue built here differs from what went out and is no correction of it.
     differs_from_sent: bool = False
 
     @property
     def state(self) -> str:
-        """One of the states of the module's table, the first that holds."""
+        """The first state that holds (docs/operations.md)."""
         if not self.built:
             return "not built"
         if self.differs_from_sent:
@@ -134,21 +97,18 @@ class WeekStatus:
 
     @property
     def failed(self) -> bool:
-        """A run stopped on a refusal no rerun cures (its report's ``stop_exit`` is 2: a
-        login, a sender or a certificate refused): nothing goes out until a person fixes the
-        configuration. Bounces and other permanent refusals of one recipient are results,
-        and a stop for a quota or a pause resumes: neither is a failure."""
+        """A run stopped on a refusal no rerun cures (``stop_exit`` 2); bounces and
+        resumable stops are not failures."""
         return any(r.get("stopped") and r.get("stop_exit") == 2 for r in self.reports)
 
     @property
     def to_retry(self) -> int:
-        """Failed for now (the transport said try later): the next run sends them."""
+        """Failed for now: the next run sends them."""
         return self.ledger.get("failed", 0) - self.permanent_failures
 
     @property
     def complete(self) -> bool:
-        """Every run has reported, none stopped, and nothing is left in flight, to retry or
-        unconfirmed."""
+        """Every run reported, none stopped, nothing in flight, to retry or unconfirmed."""
         return (bool(self.reports) and not self.missing_shards
                 and not any(r.get("stopped") for r in self.reports)
                 and not self.ledger.get("sending") and self.to_retry == 0
@@ -156,8 +116,7 @@ class WeekStatus:
 
     @property
     def plain_fallback(self) -> int:
-        """Readers given the plain layout by the latest runs: their areas changed after the
-        build, which has no variant for them (the next build renders one)."""
+        """Readers given the plain layout by the latest runs (areas changed since the build)."""
         return sum(int(r.get("plain_fallback") or 0) for r in self.reports)
 
     @property
@@ -168,9 +127,8 @@ class WeekStatus:
 
 
 def current_reports(reports: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
-    """The reports of the latest way the issue was sent: a week first sent whole, then
-    (after a stop) in shards, or the other way round, is judged by its latest runs only,
-    not by a stale report of the other kind."""
+    """The reports of the latest way the issue was sent (whole or in shards): a stale report
+    of the other kind says nothing."""
     whole = [r for r in reports if not r.get("shard")]
     parts = [r for r in reports if r.get("shard")]
     if not whole or not parts:
@@ -197,8 +155,7 @@ def read_reports(folder: Path) -> list[dict[str, Any]]:
 
 
 def missing_shards(reports: Sequence[Mapping[str, Any]]) -> list[str]:
-    """Shards of a sharded send that have not reported (``2/3`` when only 1/3 and 3/3
-    did). An unsharded report covers everyone."""
+    """Shards not reported yet (``2/3`` when only 1/3 and 3/3 did); a whole report covers all."""
     if any(r.get("file") == REPORT_FILE for r in reports):
         return []
     seen: dict[int, set[int]] = {}
@@ -269,8 +226,7 @@ def render(status: WeekStatus, history: Sequence[IssueRates],
 
 def as_json(status: WeekStatus, history: Sequence[IssueRates],
             counts: Mapping[tuple[str, str], int]) -> dict[str, Any]:
-    """What ``newsletter status --json`` prints: the text's facts for a script (subscriber
-    ids, never addresses, as the text)."""
+    """What ``newsletter status --json`` prints: the text's facts, for a script."""
     ledger = status.ledger
     data: dict[str, Any] = {"week": status.week, "state": status.state,
                             "exit_code": status.exit_code, "built": status.built,
@@ -305,7 +261,7 @@ def as_json(status: WeekStatus, history: Sequence[IssueRates],
 
 
 def _went_out(sent: SentIssue) -> str:
-    """How the week went out: as built, or corrected (when, why, and what it replaced)."""
+    """How the week went out: as built, or corrected (when, why, what it replaced)."""
     first = f"{sent.first_sent_at:%Y-%m-%d}"
     if sent.corrected_on is None:
         return f"as built, {sent.content_hash[:12]}, from {first}"
@@ -354,35 +310,29 @@ def gather(settings: Settings, week_id: str, store: DeliveryStore, archive: Arch
     folder = issue_folder(settings, week_id)
     published = set(archive.list_issues())
     sent = store.sent_issue(week_id)
-    week: WeekStatus
-    if not (folder / "issue.json").is_file():
+    try:
+        built = load_built(folder, week_id) if (folder / "issue.json").is_file() else None
+    except NewsletterError:
+        built = None
+    if built is None:
         week = WeekStatus(week=week_id, built=False, published=week_id in published,
                           sent=sent)
     else:
-        try:
-            built = load_built(folder, week_id)
-        except NewsletterError:
-            week = WeekStatus(week=week_id, built=False, published=week_id in published,
-                              sent=sent)
-        else:
-            reports = current_reports(read_reports(folder))
-            failed = store.ledger(week_id, "failed")
-            unconfirmed = store.ledger(week_id, "unconfirmed")
-            ledger = store.ledger_counts(week_id)
-            week = WeekStatus(
-                week=week_id, built=True, items=len(built.issue.items),
-                content_hash=built.content_hash, folder=str(folder),
-                approved=is_approved(built),
-                approval_required=settings.issue.require_approval,
-                blocking=len(built.blocking()),
-                published=week_id in published,
-                archive_url=built.issue.archive_url,
-                ledger=ledger,
-                permanent_failures=sum(1 for e in failed.values() if e.permanent),
-                reports=reports, missing_shards=missing_shards(reports),
-                unconfirmed={sid: entry.reason or "" for sid, entry in unconfirmed.items()},
-                rates=_issue_rates(store, week_id, ledger), sent=sent,
-                differs_from_sent=refused(built.content_hash, built.issue.correction, sent))
+        reports = current_reports(read_reports(folder))
+        failed = store.ledger(week_id, "failed")
+        unconfirmed = store.ledger(week_id, "unconfirmed")
+        ledger = store.ledger_counts(week_id)
+        week = WeekStatus(
+            week=week_id, built=True, items=len(built.issue.items),
+            content_hash=built.content_hash, folder=str(folder),
+            approved=is_approved(built), approval_required=settings.issue.require_approval,
+            blocking=len(built.blocking()), published=week_id in published,
+            archive_url=built.issue.archive_url, ledger=ledger,
+            permanent_failures=sum(1 for e in failed.values() if e.permanent),
+            reports=reports, missing_shards=missing_shards(reports),
+            unconfirmed={sid: entry.reason or "" for sid, entry in unconfirmed.items()},
+            rates=_issue_rates(store, week_id, ledger), sent=sent,
+            differs_from_sent=refused(built.content_hash, built.issue.correction, sent))
     # Each issue's ledger is counted once (on DynamoDB a count reads the issue's rows).
     weeks = sorted(published | ({week_id} if week.built else set()))[-last:]
     history = [r for r in ((week.rates if w == week_id and week.rates else
