@@ -1,9 +1,5 @@
-"""The repository explains itself: the README and docs/ refer only to what a clone holds.
-
-A link to a file that is not in the repository (the design notes of the team that wrote it,
-a page since renamed) is a promise a reader cannot follow, so every relative markdown link
-must name a file of the repository, and an anchor a heading of the page it names.
-"""
+"""The README and docs/ refer only to what a clone holds: a link to a file outside the
+repository, or to a page since renamed, is a promise a reader cannot follow."""
 
 from __future__ import annotations
 
@@ -59,8 +55,7 @@ def test_no_reference_to_files_outside_the_repository(doc: Path) -> None:
     assert found == [], f"{doc.name} refers to files outside the repository"
 
 
-#: Every file of the product a reader may open to learn why: its code, tests, templates, the
-#: deployment and the scripts (this file names the pattern itself).
+#: Every file a reader may open to learn why (but this one, which names the pattern).
 SOURCES = sorted(p for folder in ("pipeline", "subscribers", "tests", "templates", "deploy",
                                   "scripts", "examples", "bench", ".ci", ".github")
                  for p in (ROOT / folder).rglob("*")
@@ -70,8 +65,6 @@ SOURCES = sorted(p for folder in ("pipeline", "subscribers", "tests", "templates
 
 
 def test_no_source_file_refers_to_files_outside_the_repository() -> None:
-    """A docstring citing the team's design notes sends a reader to a file they do not have:
-    the code says what it means in its own words, or points into docs/."""
     assert len(SOURCES) > 150
     found = [f"{p.relative_to(ROOT)}:{n}" for p in SOURCES
              for n, line in enumerate(p.read_text(encoding="utf-8", errors="replace")
@@ -103,7 +96,7 @@ def test_the_checks_themselves_catch_what_they_should() -> None:
 
 
 def test_the_ranking_tables_rows_read_as_they_say():
-    """docs/ranking.md's table of what is recognised: each opening reads as its row says."""
+    """Each opening in docs/ranking.md's table reads as its row says."""
     from pipeline.core.issue.verdict import parse_verdict
 
     text = (ROOT / "docs" / "ranking.md").read_text(encoding="utf-8")
