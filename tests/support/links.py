@@ -1,17 +1,10 @@
 """The link check of a published archive: every internal link resolves, anchors included.
 
-:func:`broken_links` reads every ``.html`` and ``.xml`` file under an archive folder with the
-standard library's ``html.parser`` (it takes XML's tags and attributes as they are), and the
-HTML an Atom feed carries escaped in a ``type="html"`` element is read again as HTML. A link is
-an ``href``, a ``src`` or a form's ``action``, a sitemap's ``<loc>``, or a ``<meta>`` value
-that is a URL (``og:image``); an Atom ``<id>`` names an entry and is no link. A link is
-internal when it resolves (against the page's own URL) to the archive's ``base_url``, or to
-the same host outside it (a root-relative path on an archive under a prefix: broken, since
-nothing serves it); ``outside`` names URL prefixes served by something else (the
-subscription app at ``[site] app_url``), which are not checked here. An internal link must
-name a file the archive holds (a folder stands for its ``index.html``, as static hosts
-serve it) and, with a ``#fragment``, an element of that page whose ``id`` (or an
-``<a name>``) is that fragment.
+Every ``.html`` and ``.xml`` file is read with ``html.parser`` (which takes XML as it is), and
+the escaped HTML of an Atom ``type="html"`` element again as HTML. A link is an ``href``,
+``src`` or ``action``, a sitemap's ``<loc>`` or a ``<meta>`` URL. A link to the archive's host
+is internal, and must name a file the archive holds (a folder: its ``index.html``, as static
+hosts serve it) and an ``id`` or ``<a name>`` of that page for its ``#fragment``.
 """
 
 from __future__ import annotations
@@ -47,8 +40,7 @@ class _Page:
 
 
 class _Reader(HTMLParser):
-    """Collects a document's ids and links; escaped HTML inside an Atom text element is
-    gathered and read again once the element ends."""
+    """Collects a document's ids and links."""
 
     def __init__(self, page: _Page) -> None:
         super().__init__(convert_charrefs=True)
@@ -100,8 +92,8 @@ def read_page(data: str) -> tuple[set[str], list[str]]:
 
 
 def broken_links(root: Path, base_url: str, *, outside: Sequence[str] = ()) -> list[Link]:
-    """Every internal link of the archive under ``root`` (published at ``base_url``) that
-    names no file there, or an anchor its page does not have; [] when all resolve."""
+    """The internal links of the archive under ``root``, published at ``base_url``, that do
+    not resolve; ``outside``: URL prefixes something else serves (the subscription app)."""
     base = base_url.rstrip("/") + "/"
     host = urlsplit(base)[:2]
     pages = {path.relative_to(root).as_posix(): read_page(path.read_text("utf-8"))
