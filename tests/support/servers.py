@@ -36,6 +36,12 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 import pytest
+from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import SMTP, AuthResult, LoginPassword
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from pipeline.config import SmtpSettings
 
@@ -62,18 +68,45 @@ def bound_socket() -> socket.socket:
     return sock
 
 
-def _controller(handler: Any, sock: socket.socket, **kwargs: Any) -> Any:
-    """aiosmtpd's Controller serving on ``sock`` (given port 0, it would connect to its own
-    port to see that it is up)."""
-    from aiosmtpd.controller import Controller
+class _CountedSMTP(SMTP):
+    """aiosmtpd's protocol, telling the sink when a connection opens and ends."""
 
-    class OnSocket(Controller):
-        def _create_server(self) -> Any:
-            return self.loop.create_server(self._factory_invoker, sock=sock,
-                                           ssl=self.ssl_context)
+    counted = False
 
-    return OnSocket(handler, hostname=sock.getsockname()[0], port=sock.getsockname()[1],
-                    **kwargs)
+    def connection_made(self, transport: Any) -> None:
+        if not self.counted:  # not again for the TLS transport after STARTTLS
+            refusal = self.event_handler.sink._admit()
+            if refusal is not None:  # refused at the greeting, as Postfix does
+                transport.write(refusal.encode() + b"\r\n")
+                transport.close()
+                return
+            self.counted = True
+        super().connection_made(transport)
+
+    def connection_lost(self, error: Exception | None) -> None:
+        if not self.counted:
+            return
+        session: Any = self.session
+        peer = tuple(session.peer[:2]) if session else None
+        super().connection_lost(error)
+        self.event_handler.sink._closed_connection(peer)
+
+
+class _OnSocket(Controller):
+    """aiosmtpd's Controller serving on a bound socket (given port 0, it would connect to its
+    own port to see that it is up)."""
+
+    def __init__(self, handler: Any, sock: socket.socket, **kwargs: Any) -> None:
+        self.bound = sock
+        super().__init__(handler, hostname=sock.getsockname()[0], port=sock.getsockname()[1],
+                         **kwargs)
+
+    def factory(self) -> SMTP:
+        return _CountedSMTP(self.handler, **self.SMTP_kwargs)
+
+    def _create_server(self) -> Any:
+        return self.loop.create_server(self._factory_invoker, sock=self.bound,
+                                       ssl=self.ssl_context)
 
 
 # -- SMTP ------------------------------------------------------------------------------------
@@ -182,55 +215,8 @@ class SmtpSink:
                           auth_exclude_mechanism=list(auth_exclude))
         if implicit_tls is not None:
             kwargs.update(ssl_context=implicit_tls)
-        self._controller = _controller(_Handler(self), self._socket,
-                                       server_hostname="sink.test", ready_timeout=5.0, **kwargs)
-        self._controller.factory = self._counting(self._controller.factory)
-
-    def _counting(self, make: Callable[[], Any]) -> Callable[[], Any]:
-        """aiosmtpd's protocol factory, wrapped to count open connections, refuse those over
-        the limit (or scripted) at the greeting, as Postfix does, and note closed ones."""
-
-        def factory() -> Any:
-            smtp = make()
-            made, lost = smtp.connection_made, smtp.connection_lost
-            counted = False
-
-            def connection_made(transport: Any) -> None:
-                nonlocal counted
-                with self._lock:
-                    greeting = self._greetings.popleft() if self._greetings else None
-                    if greeting is None and self.max_connections is not None \
-                            and self._open_connections >= self.max_connections:
-                        greeting = ("421 4.7.0 sink.test Error: too many connections from "
-                                    "127.0.0.1")
-                        self.limited += 1
-                    if greeting is None:
-                        self._open_connections += 1
-                        counted = True
-                if greeting is not None:
-                    transport.write(greeting.encode() + b"\r\n")
-                    transport.close()
-                    return
-                made(transport)
-
-            def connection_lost(error: Exception | None) -> None:
-                nonlocal counted
-                if not counted:
-                    return
-                peer = tuple(smtp.session.peer[:2]) if smtp.session else None
-                lost(error)
-                with self._closed_changed:
-                    self._open_connections -= 1
-                    counted = False
-                    if peer:
-                        self._closed.add(peer)
-                    self._closed_changed.notify_all()
-
-            smtp.connection_made = connection_made
-            smtp.connection_lost = connection_lost
-            return smtp
-
-        return factory
+        self._controller = _OnSocket(_Handler(self), self._socket, server_hostname="sink.test",
+                                     ready_timeout=5.0, **kwargs)
 
     def start(self) -> SmtpSink:
         self._controller.start()
@@ -329,6 +315,25 @@ class SmtpSink:
             queue = self._script.get((at, address.lower()))
             return queue.popleft() if queue else None
 
+    def _admit(self) -> str | None:
+        """The greeting that refuses a new connection, or None to serve it (and count it)."""
+        with self._lock:
+            if self._greetings:
+                return self._greetings.popleft()
+            if self.max_connections is not None \
+                    and self._open_connections >= self.max_connections:
+                self.limited += 1
+                return "421 4.7.0 sink.test Error: too many connections from 127.0.0.1"
+            self._open_connections += 1
+            return None
+
+    def _closed_connection(self, peer: tuple[str, int] | None) -> None:
+        with self._closed_changed:
+            self._open_connections -= 1
+            if peer:
+                self._closed.add(peer)
+            self._closed_changed.notify_all()
+
     def _over_rate(self) -> bool:
         """Whether ``message_rate`` refuses another message now (a sliding window)."""
         if self.message_rate is None:
@@ -345,8 +350,6 @@ class SmtpSink:
 
     def _authenticate(self, server: Any, session: Any, envelope: Any, mechanism: str,
                       auth_data: Any) -> Any:
-        from aiosmtpd.smtp import AuthResult, LoginPassword
-
         login = auth_data.login.decode() if isinstance(auth_data, LoginPassword) else ""
         with self._lock:
             self.auth_attempts.append((mechanism, login))
@@ -357,7 +360,8 @@ class SmtpSink:
 
 
 class _Handler:
-    """aiosmtpd hooks (run on the sink's event-loop thread)."""
+    """aiosmtpd's hooks, run on the sink's event-loop thread. Not the sink itself: aiosmtpd
+    takes every ``auth_*`` attribute of a handler for an AUTH mechanism."""
 
     def __init__(self, sink: SmtpSink) -> None:
         self.sink = sink
@@ -422,6 +426,8 @@ def _answer(server: Any, scripted: str) -> str:
         server.transport.abort()  # the status returned below goes nowhere
         return "421 4.3.0 gone"
     return scripted
+
+
 @pytest.fixture
 def smtp_server() -> Iterator[SmtpSink]:
     """A plain sink (no STARTTLS, no AUTH)."""
@@ -485,11 +491,6 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> Tls:
 def make_certificates() -> tuple[tuple[bytes, bytes], tuple[bytes, bytes], bytes]:
     """((leaf, key) for 127.0.0.1 and localhost, (leaf, key) for elsewhere.test only, CA),
     PEM."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
     now = dt.datetime.now(dt.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "newsletter test CA")])
