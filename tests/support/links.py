@@ -10,7 +10,7 @@ hosts serve it) and an ``id`` or ``<a name>`` of that page for its ``#fragment``
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urldefrag, urljoin, urlsplit
@@ -33,30 +33,24 @@ class Link:
         return f"{self.source}: {self.url} ({self.why})"
 
 
-@dataclass
-class _Page:
-    ids: set[str] = field(default_factory=set)
-    links: list[str] = field(default_factory=list)
-
-
 class _Reader(HTMLParser):
     """Collects a document's ids and links."""
 
-    def __init__(self, page: _Page) -> None:
+    def __init__(self, ids: set[str], links: list[str]) -> None:
         super().__init__(convert_charrefs=True)
-        self.page = page
+        self.ids, self.links = ids, links
         self.in_loc = False
         self.escaped: list[str] | None = None  # the text of an Atom type="html" element
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         values = {name: value or "" for name, value in attrs}
         if "id" in values:
-            self.page.ids.add(values["id"])
+            self.ids.add(values["id"])
         if tag == "a" and "name" in values:
-            self.page.ids.add(values["name"])
-        self.page.links += [values[name] for name in LINK_ATTRIBUTES if values.get(name)]
+            self.ids.add(values["name"])
+        self.links += [values[name] for name in LINK_ATTRIBUTES if values.get(name)]
         if tag == "meta" and values.get("content", "").startswith(("http://", "https://")):
-            self.page.links.append(values["content"])
+            self.links.append(values["content"])
         self.in_loc = tag == "loc"
         if tag in HTML_TEXT and values.get("type") == "html":
             self.escaped = []
@@ -70,25 +64,24 @@ class _Reader(HTMLParser):
         if tag == "loc":
             self.in_loc = False
         if tag in HTML_TEXT and self.escaped is not None:
-            inner = _Reader(self.page)
+            inner = _Reader(self.ids, self.links)
             inner.feed("".join(self.escaped))
             inner.close()
             self.escaped = None
 
     def handle_data(self, data: str) -> None:
         if self.in_loc and data.strip():
-            self.page.links.append(data.strip())
+            self.links.append(data.strip())
         if self.escaped is not None:
             self.escaped.append(data)
 
 
 def read_page(data: str) -> tuple[set[str], list[str]]:
     """The ids and the links (as written, in order) of one HTML or XML document."""
-    page = _Page()
-    reader = _Reader(page)
+    reader = _Reader(set(), [])
     reader.feed(data)
     reader.close()
-    return page.ids, page.links
+    return reader.ids, reader.links
 
 
 def broken_links(root: Path, base_url: str, *, outside: Sequence[str] = ()) -> list[Link]:
