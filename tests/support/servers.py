@@ -429,16 +429,6 @@ def _answer(server: Any, scripted: str) -> str:
 
 
 @pytest.fixture
-def smtp_server() -> Iterator[SmtpSink]:
-    """A plain sink (no STARTTLS, no AUTH)."""
-    sink = SmtpSink().start()
-    try:
-        yield sink
-    finally:
-        sink.stop()
-
-
-@pytest.fixture
 def smtp_server_factory() -> Iterator[Callable[..., SmtpSink]]:
     """Starts sinks with options (``tls_context``, ``users`` …), all stopped after the test."""
     started: list[SmtpSink] = []
@@ -453,6 +443,12 @@ def smtp_server_factory() -> Iterator[Callable[..., SmtpSink]]:
     finally:
         for sink in started:
             sink.stop()
+
+
+@pytest.fixture
+def smtp_server(smtp_server_factory: Callable[..., SmtpSink]) -> SmtpSink:
+    """A plain sink (no STARTTLS, no AUTH)."""
+    return smtp_server_factory()
 
 
 @dataclass(frozen=True)
