@@ -1,7 +1,7 @@
 """The production deployment, checked offline: deploy/template.yaml (cfn-lint, and the
 decisions that must not drift), the GitHub workflows (the schema ``check-jsonschema`` vendors,
 ``bash -n``, and their scripts run with stand-in tools), and the Lambda handler, cold-started
-in a fresh process and called with function URL events, against moto for its secrets.
+in a fresh process and called with function URL and queue events.
 """
 
 from __future__ import annotations
@@ -34,9 +34,7 @@ from support.function_events import APP_URL, SITE, body_of, sqs_event, subscribe
 from support.project import ROOT
 
 from pipeline.week import last_complete_week
-from subscribers.errors import TokenError
 from subscribers.store.sqlite import SqliteStore
-from subscribers.tokens import Keys, verify_token
 
 BIN = Path(sys.executable).parent
 
@@ -662,33 +660,3 @@ def test_only_cloudfront_reaches_the_app_and_the_client_is_the_viewer(tmp_path):
     assert stored(tmp_path, "b@example.org").status == "pending"
     assert stored(tmp_path, "c@example.org") is None
     assert stored(tmp_path, "d@example.org").status == "pending"
-
-
-@pytest.mark.subprocess
-def test_the_secrets_are_read_from_ssm_and_secrets_manager_at_cold_start(tmp_path,
-                                                                         moto_server):
-    signing = "a-signing-key-kept-in-ssm-0123456789"
-    origin = "an-origin-secret-kept-in-secrets-manager"
-    moto_server.client("ssm").put_parameter(Name="/vllm-pr-weekly/secret", Value=signing,
-                                            Type="SecureString")
-    arn = moto_server.client("secretsmanager").create_secret(
-        Name="vllm-pr-weekly-origin", SecretString=origin)["ARN"]
-
-    refused, accepted = invoke(
-        tmp_path, [subscribe_event("reader@example.org"),
-                   subscribe_event("reader@example.org", headers={"x-origin-verify": origin})],
-        NEWSLETTER_SECRET_PARAMETER="/vllm-pr-weekly/secret",
-        NEWSLETTER_ORIGIN_SECRET_PARAMETER=arn)
-    assert (refused["statusCode"], accepted["statusCode"]) == (403, 200)
-
-    # The confirmation link is signed with the key from SSM, not the development key.
-    (sent,) = outbox(tmp_path)
-    link = re.search(r"/confirm\?token=([a-z2-7]{56})", mail(sent)[1])
-    assert link is not None
-    token = link.group(1)
-    subscriber = stored(tmp_path, "reader@example.org")
-    now = datetime.now(UTC)
-    assert verify_token(Keys.from_environ({"NEWSLETTER_SECRET": signing}), token, "confirm",
-                        now) == subscriber.id
-    with pytest.raises(TokenError):
-        verify_token(Keys.development(), token, "confirm", now)

@@ -212,9 +212,11 @@ def test_the_function_package_alone_answers_the_url_and_the_queue(function_packa
     via = {"x-origin-verify": origin}
     before = sorted(function_package.rglob("*"))
 
-    page, posted = invoke_isolated(function_package, tmp_path, [
+    refused, page, posted = invoke_isolated(function_package, tmp_path, [
+        subscribe_event("reader@example.org"),  # not through CloudFront: no origin secret
         url_event("GET", "/api/subscribe", headers=via),
         subscribe_event("reader@example.org", headers=via)], env)["answers"]
+    assert refused["statusCode"] == 403
     assert page["statusCode"] == 200
     assert f'action="{APP_URL}/subscribe"' in body_of(page)
     assert posted["statusCode"] == 200, body_of(posted)
@@ -235,7 +237,8 @@ def test_the_function_package_alone_answers_the_url_and_the_queue(function_packa
     assert link is not None
 
     # The reader's next clicks, each in a new execution environment: the confirmation page
-    # and its button, then the one-click unsubscribe of an issue's List-Unsubscribe header.
+    # and its button, then the one-click unsubscribe of an issue's List-Unsubscribe header,
+    # whose token is signed with the key in SSM (not the development key).
     one_click = make_token(Keys.from_environ({"NEWSLETTER_SECRET": signing}), "unsubscribe",
                            subscriber.id, None)
     shown, confirmed = invoke_isolated(function_package, tmp_path, [
