@@ -249,7 +249,7 @@ def test_the_schedule_tries_hourly_on_monday_in_shanghai_for_the_week_just_ended
             day = sunday + timedelta(weeks=week, days=weekday)
             when = datetime(day.year, day.month, day.day, hour, minute, tzinfo=UTC)
             local = when.astimezone(shanghai)
-            assert local.weekday() == 0, f"{cron} fires on {local:%A %H:%M} in Shanghai"
+            assert local.weekday() == 0, f"a run fires on {local:%A %H:%M} in Shanghai"
             ended = (local.date() - timedelta(days=7)).isocalendar()
             assert last_complete_week("Asia/Shanghai", when).id == \
                 f"{ended.year}-W{ended.week:02d}"
