@@ -1,6 +1,5 @@
-"""Shared fixtures and the suite's hooks: settings rooted in a temp folder, the sample week built
-once per session, a small feed writer; the layers' marks and the guard on process starts. The
-helpers tests import live in tests/support/ (the sample project, feeds, commands, markup)."""
+"""Shared fixtures (settings in a temp folder, the sample week built once, a feed writer) and
+the hooks that keep the test layers honest: marks from fixtures, a guard on process starts."""
 
 from __future__ import annotations
 
@@ -13,34 +12,31 @@ from support.project import SAMPLE_FEED, SAMPLE_WEEK
 
 from pipeline.config import Settings, load
 
-#: Loopback servers (SMTP, moto, TLS) shared by the delivery tests; one Chromium per worker;
-#: how `make test` spreads the tests over its workers.
 pytest_plugins = ["support.servers", "support.chromium", "support.scheduling", "support.durations",
                   "pytester"]
 
 
-@pytest.fixture
-def settings(tmp_path: Path) -> Settings:
-    """The built-in defaults, rooted in a temp folder, reading the sample feed."""
-    config = tmp_path / "newsletter.toml"
+def _sample_settings(folder: Path) -> Settings:
+    """The built-in defaults, rooted in ``folder``, reading the sample feed."""
+    config = folder / "newsletter.toml"
     config.write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n', encoding="utf-8")
     return load(config, {})
 
 
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    return _sample_settings(tmp_path)
+
+
 @pytest.fixture(scope="session")
 def built(tmp_path_factory: pytest.TempPathFactory):
-    """The sample week built once per session (per worker) with the built-in defaults, for
-    the many tests that only read a built issue. Read it, never write into its folder: the
-    session's end checks that every file is as the build left it. A test that changes the
-    issue, sends it (a send writes its report beside it) or needs other settings builds its
-    own."""
+    """The sample week built once per session (per worker) with the built-in defaults, for the
+    tests that only read it: the session's end checks that no test wrote into it."""
     from pipeline.stages.build import build
     from pipeline.stages.built import load_built
 
     root = tmp_path_factory.mktemp("sample-built")
-    (root / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n',
-                                          encoding="utf-8")
-    issue = load_built(build(load(root / "newsletter.toml", {}), week_id=SAMPLE_WEEK,
+    issue = load_built(build(_sample_settings(root), week_id=SAMPLE_WEEK,
                              out=root / "issue").out_dir)
     before = _files(issue.folder)
     yield issue
@@ -67,9 +63,8 @@ def write_feed(tmp_path: Path):
 
 # -- the layers ---------------------------------------------------------------------------------
 # `make test-fast` deselects the markers registered in pyproject.toml. browser and aws follow
-# from the fixtures a test uses (the fixture closure includes fixtures of fixtures), so a new
-# test cannot forget them; subprocess is marked by hand, and the guard below fails a test that
-# starts a process without it, so it cannot be forgotten either.
+# from the fixtures a test uses, so a new test cannot forget them; subprocess is marked by hand,
+# and the guard below fails a test that starts a process without it.
 
 #: Fixture → the marker every test using it gets.
 FIXTURE_MARKS = {"browser": "browser", "moto_server": "aws", "_moto_session": "aws"}
@@ -91,8 +86,8 @@ _running: list[pytest.Item] = []
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Watch every process start (subprocess.Popen: ``run``, ``check_output`` and asyncio's
-    subprocesses all go through it) for the guard below."""
+    """Watch every process start (``run``, ``check_output`` and asyncio's all go through
+    ``Popen``) for the guard."""
     real = subprocess.Popen._execute_child  # type: ignore[attr-defined]
 
     def execute_child(self, args, *rest, **kw):
@@ -122,8 +117,8 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]):
-    """Fail the test whose process start went unseen (it was made from a thread, which
-    the failure raised there only ended)."""
+    """Fail the test whose process start went unseen (made from a thread, which the failure
+    raised there only ended)."""
     report = yield
     started = item.stash.get(_PROCESSES, [])
     if report.failed:

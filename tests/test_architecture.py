@@ -1,17 +1,15 @@
-"""The layout is the architecture, and the suite holds it there (docs/architecture.md).
+"""The layout is the architecture (docs/architecture.md), held by the import graph.
 
-Two checks read the same import graph (grimp, what import-linter is built on): the contracts of
-pyproject.toml's ``[tool.importlinter]`` (``make lint`` runs them too, as ``lint-imports``), and
-the rules import-linter cannot say, because they are allow-lists rather than forbidden lists: a
-module of ``pipeline.core`` imports *only* the kernel, ``subscribers`` *only* pipeline's errors,
-records and two leaf helpers (retry, resource), and no module takes part in an import cycle,
-not even a package with its own ``__init__``. Imports under ``if TYPE_CHECKING:`` count: a
-type is a dependency too.
+The contracts of pyproject.toml's ``[tool.importlinter]``, and the allow-lists import-linter
+cannot say: ``pipeline.core`` imports *only* the kernel, ``subscribers`` *only* pipeline's
+errors, records and two leaf helpers, and no module takes part in an import cycle. Imports
+under ``if TYPE_CHECKING:`` count: a type is a dependency too.
 """
 
 from __future__ import annotations
 
 import ast
+import graphlib
 from collections.abc import Iterable
 
 import grimp
@@ -22,8 +20,7 @@ from support.project import ROOT
 
 KERNEL = {"pipeline", "pipeline.errors", "pipeline.model", "pipeline.config", "pipeline.week",
           "pipeline.log", "pipeline.retry", "pipeline.resource"}
-"""What every layer may import: the records, the errors, the settings, the calendar, logging
-and the retry helper. None of them does I/O of its own or imports anything else of ours."""
+"""What every layer may import; none of it does I/O or imports anything else of ours."""
 
 PURE_SUBSCRIBERS = {"subscribers", "subscribers.errors", "subscribers.model", "subscribers.tokens",
                     "subscribers.areas"}
@@ -35,10 +32,9 @@ INTERFACES = ("pipeline.archive", "pipeline.transport", "pipeline.translate", "p
 
 ADAPTER_ROOTS = ("pipeline.sources.github", "subscribers.store.sqlite", "subscribers.store.dynamo",
                  "pipeline.aws.sqs")
-"""Adapters outside an interface package; each store backend is a package (a module per role),
-and every module under it counts; the sign-up queue sits beside the AWS client it uses.
-``pipeline.sources.feeds`` is not one: the build reads its feeds (a file or a URL) itself, as
-it reads the editor's file; there is no other way to."""
+"""Adapters outside an interface package, every module under them included.
+``pipeline.sources.feeds`` is none: the build reads its feeds itself, as it reads the editor's
+file."""
 
 ENTRY_POINTS = ("pipeline.wiring", "pipeline.cli", "pipeline.web")
 
@@ -83,7 +79,7 @@ def test_the_contracts_of_pyproject_hold(capsys: pytest.CaptureFixture[str]) -> 
 def test_no_module_takes_part_in_an_import_cycle(graph: grimp.ImportGraph) -> None:
     ours = set(_ours(graph))
     edges = {m: sorted(_imports(graph, m) & ours) for m in ours}
-    assert _cycles(edges) == []
+    assert _cycle(edges) == []
 
 
 def test_core_imports_only_the_kernel(graph: grimp.ImportGraph) -> None:
@@ -110,9 +106,8 @@ def test_stages_take_their_adapters_as_arguments(graph: grimp.ImportGraph) -> No
 
 
 def test_only_the_wiring_builds_adapters(graph: grimp.ImportGraph) -> None:
-    """An adapter may use a sibling's public helper, and ``store migrate``'s engine
-    (``subscribers.store.migrate``) sits beside the two backends it copies between; everything
-    else reaches an adapter through ``pipeline.wiring``."""
+    """Except an adapter using a sibling's helper, and ``store migrate``'s engine, which sits
+    beside the two backends it copies between."""
     importers = [m for m in _ours(graph) if not _is_adapter(m)
                  and m not in ("pipeline.wiring", "subscribers.store.migrate")]
 
@@ -123,9 +118,8 @@ def test_only_the_wiring_builds_adapters(graph: grimp.ImportGraph) -> None:
 
 
 def test_boto3_is_imported_by_the_aws_code_alone(graph: grimp.ImportGraph) -> None:
-    """boto3 and botocore are imported by ``pipeline.aws``, the AWS adapters and the Lambda
-    entry point (which reads its secrets with boto3): the subscription app and the stages see
-    only interfaces, whose adapters convert AWS's errors at their edge."""
+    """The app and the stages see only interfaces, whose adapters convert AWS's errors at
+    their edge (the Lambda entry point reads its secrets with boto3)."""
     aws_code = ("pipeline.aws", "pipeline.archive.s3", "pipeline.inbox.s3",
                 "pipeline.transport.ses", "pipeline.translate.aws", "subscribers.store.dynamo",
                 "pipeline.web.lambda_app")
@@ -145,9 +139,8 @@ def test_subscribers_stand_on_their_own(graph: grimp.ImportGraph) -> None:
 
 
 def test_command_groups_share_only_common(graph: grimp.ImportGraph) -> None:
-    """Each command group (``pipeline/cli/<group>.py``) imports ``pipeline.cli.common`` and no
-    other group: what two commands share (the checked delivery, the publish, the test
-    copies) lives in common or in a stage, so a group can be read on its own."""
+    """What two command groups share lives in ``pipeline.cli.common`` or in a stage, so a
+    group can be read on its own."""
     groups = [m for m in _ours(graph) if m.startswith("pipeline.cli.")
               and m != "pipeline.cli.common"]
     assert "pipeline.cli.delivery" in groups and "pipeline.cli.preview" in groups
@@ -159,9 +152,8 @@ def test_command_groups_share_only_common(graph: grimp.ImportGraph) -> None:
 
 
 def test_handlers_read_their_arguments_and_never_rewrite_them() -> None:
-    """A handler reads ``args`` and hands the stages records; it never writes an attribute
-    of the parsed arguments (``args.to = None``), nor asks ``getattr`` whether one exists: a
-    stage's input is what its request says, not what a Namespace happens to hold."""
+    """No ``args.to = None`` nor ``getattr(args, ...)``: a stage's input is what its request
+    says, not what a Namespace happens to hold."""
     found = []
     for path in sorted((ROOT / "pipeline" / "cli").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
@@ -181,47 +173,15 @@ def test_handlers_read_their_arguments_and_never_rewrite_them() -> None:
 
 def test_the_cycle_finder_finds_a_cycle() -> None:
     """The cycle test above means something only if this finds what it should."""
-    assert _cycles({"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"]}) == [["a", "b", "c"]]
-    assert _cycles({"a": ["b"], "b": []}) == []
+    cycle = _cycle({"a": ["b"], "b": ["c"], "c": ["a"], "d": ["a"]})
+    assert set(cycle) == {"a", "b", "c"} and cycle[0] == cycle[-1]
+    assert _cycle({"a": ["b"], "b": []}) == []
 
 
-def _cycles(edges: dict[str, list[str]]) -> list[list[str]]:
-    """The strongly connected components of more than one module (Tarjan, iteratively)."""
-    index: dict[str, int] = {}
-    low: dict[str, int] = {}
-    stack: list[str] = []
-    on_stack: set[str] = set()
-    found: list[list[str]] = []
-    for start in sorted(edges):
-        if start in index:
-            continue
-        work = [(start, iter(edges[start]))]
-        index[start] = low[start] = len(index)
-        stack.append(start)
-        on_stack.add(start)
-        while work:
-            node, children = work[-1]
-            child = next(children, None)
-            if child is not None:
-                if child not in index:
-                    index[child] = low[child] = len(index)
-                    stack.append(child)
-                    on_stack.add(child)
-                    work.append((child, iter(edges.get(child, []))))
-                elif child in on_stack:
-                    low[node] = min(low[node], index[child])
-                continue
-            work.pop()
-            if work:
-                low[work[-1][0]] = min(low[work[-1][0]], low[node])
-            if low[node] == index[node]:
-                component = []
-                while True:
-                    member = stack.pop()
-                    on_stack.discard(member)
-                    component.append(member)
-                    if member == node:
-                        break
-                if len(component) > 1:
-                    found.append(sorted(component))
-    return sorted(found)
+def _cycle(edges: dict[str, list[str]]) -> list[str]:
+    """One import cycle (its first module repeated at the end), or [] when there is none."""
+    try:
+        graphlib.TopologicalSorter(edges).prepare()
+    except graphlib.CycleError as error:
+        return list(reversed(error.args[1]))
+    return []

@@ -1,10 +1,6 @@
-"""What docs/architecture.md says of the code beyond the import graph, checked on the source.
-
-test_architecture.py holds the layers to their imports; these are the claims an import cannot
-show: the core reads nothing but the files that ship with it and never waits, the network is
-reached through two clients only, each ``core`` package says in its ``__init__`` what lives
-there, and the doc's module tables name every module, and only modules that exist. Each
-check of the code reads its syntax tree, so a comment or a docstring never counts.
+"""What docs/architecture.md claims of the code that the import graph cannot show, checked
+on the syntax tree (so a comment or a docstring never counts): the core reads only what ships
+with it and never waits, two HTTP clients, and the doc's tables name every module that exists.
 """
 
 from __future__ import annotations
@@ -92,8 +88,7 @@ def _importers_of(name: str) -> set[str]:
 
 
 def test_two_http_clients_and_no_third() -> None:
-    """The weekly job's client (feeds, GitHub, the openai translator) and the SNS verifier's,
-    which follows no redirect; boto3 speaks for the AWS adapters."""
+    """The weekly job's and the SNS verifier's (which follows no redirect)."""
     assert _importers_of("urllib.request") == {"pipeline/http.py", "pipeline/web/sns.py"}
 
 
@@ -106,8 +101,8 @@ def test_each_core_package_says_what_lives_there(package: str) -> None:
 
 
 def test_the_core_is_handed_the_sections_it_reads_not_the_whole_settings() -> None:
-    """A core function sees the sections it uses (``[site]``, ``[delivery]``…), so none can
-    come to depend on a secret, a path or a backend without its signature saying so."""
+    """So no core function depends on a secret, a path or a backend without its signature
+    saying so."""
     found = [f"{path.relative_to(ROOT)}:{node.lineno}" for path, tree in _sources(CORE)
              for node in ast.walk(tree)
              if isinstance(node, ast.Name | ast.alias)
@@ -125,16 +120,12 @@ def _table_rows() -> list[str]:
 
 
 def _exists(name: str) -> bool:
-    """A module or package the doc names, from the repository, ``pipeline/`` or
-    ``subscribers/`` (the tables name each from the folder they describe)."""
+    """Whether a name in the doc's tables exists, from the repository root or a package."""
     return any((ROOT / base / name).exists() for base in ("", "pipeline", "subscribers"))
 
 
 def test_the_module_tables_name_what_exists_and_every_module() -> None:
-    """Each module the tables of docs/architecture.md name exists, and each module of
-    ``pipeline`` and ``subscribers`` is named there: in a row of its own, or by its file
-    name in the row of its package (``store/sqlite/``: "a module per role (``ledger.py``,
-    …)"). A file moved or added without the map is a failure here, not a reader lost."""
+    """A module is named in a row of its own, or by its file name in its package's row."""
     rows = _table_rows()
     named = {name for row in rows for name in _NAMED.findall(row)}
     assert {"core/email/render.py", "store/sqlite/"} <= named  # the tables were read

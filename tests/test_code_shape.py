@@ -15,8 +15,7 @@ PACKAGES = ("pipeline", "subscribers")
 
 
 def long_functions(source: str, filename: str, limit: int = MAX_LINES) -> Iterator[str]:
-    """``file:line name (N lines)`` for every function or method, nested ones included,
-    longer than ``limit`` lines from its ``def`` to its last line."""
+    """``file:line name (N lines)`` for every function, nested ones included, over ``limit``."""
     for node in ast.walk(ast.parse(source, filename)):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
             assert node.end_lineno is not None

@@ -1,14 +1,7 @@
-"""What ships, tried as production installs it, not as the editable tree the other tests use.
-
-* The wheel, built as ``pip install .`` builds it (an isolated setuptools) from a copy of
-  what the build reads (``scripts/python-deps wheel``): a build in the tree packs whatever
-  an earlier build left in ``build/lib``, which could hide exactly the module this looks
-  for. It must hold every module of ``pipeline/`` and ``subscribers/`` and every template.
-* That wheel installed non-editable into a fresh virtual environment, and the weekly job run
-  from a folder that is not the repository: build → publish → send to the outbox.
-* The Lambda package that ``deploy/build-function.sh`` writes, imported and invoked in an
-  interpreter that sees nothing else (``python -I -S``, the package alone on ``sys.path``),
-  against moto: DynamoDB, SES, the sign-up queue, the secrets in SSM and Secrets Manager.
+"""What ships, tried as production installs it, not as the editable tree the other tests use:
+the wheel (built from a clean copy, as a stale ``build/lib`` could hide a missing module)
+installed into a fresh venv and running the weekly job outside the repository, and the Lambda
+package of ``deploy/build-function.sh`` alone in ``python -I -S``, against moto.
 """
 
 from __future__ import annotations
@@ -38,8 +31,7 @@ pytest_plugins = ["support.dynamo_support"]
 # included in the first test's time.
 pytestmark = [pytest.mark.subprocess, pytest.mark.slow, pytest.mark.timeout(600)]
 
-#: scripts/python-deps (and so deploy/build-function.sh) with this interpreter, and its uv
-#: where `make install` put one in the venv this runs in (never an interpreter outside one).
+#: scripts/python-deps with this interpreter, and the uv of the venv this runs in, if any.
 PYTHON_DEPS = {"PYTHON": sys.executable,
                **({"VENV": sys.prefix} if sys.prefix != sys.base_prefix else {})}
 
@@ -80,8 +72,7 @@ def test_the_wheel_holds_every_module_and_template_and_nothing_else(wheel):
 
 @pytest.fixture(scope="module")
 def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A fresh virtual environment holding the wheel, its dependencies pinned by the lock,
-    nothing editable (scripts/python-deps venv: uv, where `make install` found it)."""
+    """A fresh virtual environment holding the wheel, its dependencies pinned by the lock."""
     venv = tmp_path_factory.mktemp("installed") / "venv"
     run([ROOT / "scripts" / "python-deps", "venv", venv, wheel], cwd=ROOT, **PYTHON_DEPS)
     return venv
@@ -185,9 +176,8 @@ json.dump({"answers": answered, "pipeline": pipeline.__file__,
 
 def invoke_isolated(package: Path, folder: Path, events: list[dict[str, Any]],
                     env: dict[str, str]) -> dict[str, Any]:
-    """A cold start of the handler deploy/template.yaml names, in ``python -I -S`` with
-    ``package`` as its only folder of code besides the standard library, called with each
-    event in turn."""
+    """A cold start of the handler deploy/template.yaml names, with ``package`` the only code
+    besides the standard library, called with each event in turn."""
     (folder / "events.json").write_text(json.dumps(events))
     (function,) = resources("AWS::Serverless::Function").values()
     run([sys.executable, "-I", "-S", "-c", _INVOKE, package, function["Properties"]["Handler"],
@@ -222,9 +212,11 @@ def test_the_function_package_alone_answers_the_url_and_the_queue(function_packa
     via = {"x-origin-verify": origin}
     before = sorted(function_package.rglob("*"))
 
-    page, posted = invoke_isolated(function_package, tmp_path, [
+    refused, page, posted = invoke_isolated(function_package, tmp_path, [
+        subscribe_event("reader@example.org"),  # not through CloudFront: no origin secret
         url_event("GET", "/api/subscribe", headers=via),
         subscribe_event("reader@example.org", headers=via)], env)["answers"]
+    assert refused["statusCode"] == 403
     assert page["statusCode"] == 200
     assert f'action="{APP_URL}/subscribe"' in body_of(page)
     assert posted["statusCode"] == 200, body_of(posted)
@@ -245,7 +237,8 @@ def test_the_function_package_alone_answers_the_url_and_the_queue(function_packa
     assert link is not None
 
     # The reader's next clicks, each in a new execution environment: the confirmation page
-    # and its button, then the one-click unsubscribe of an issue's List-Unsubscribe header.
+    # and its button, then the one-click unsubscribe of an issue's List-Unsubscribe header,
+    # whose token is signed with the key in SSM (not the development key).
     one_click = make_token(Keys.from_environ({"NEWSLETTER_SECRET": signing}), "unsubscribe",
                            subscriber.id, None)
     shown, confirmed = invoke_isolated(function_package, tmp_path, [

@@ -1,12 +1,6 @@
-"""boto3, Playwright and jieba's dictionary are imported where they are used, not by every
-command.
-
-Every other import sits at the top of its module. These are the exceptions: boto3 is needed
-only by a deployment on AWS (the S3, SES, DynamoDB, Translate and SQS adapters), Playwright
-only by the preview's screenshots (the ``preview`` extra, which an installation may leave
-out), and rjieba, which loads its dictionary on import, only by the search index ``publish``
-writes. Each command runs in a fresh interpreter (this test process has imported everything
-long ago) that prints the packages it holds at the end.
+"""boto3 (a deployment on AWS), Playwright (the optional ``preview`` extra) and rjieba (which
+loads its dictionary on import, for the search index) are imported where they are used, not by
+every command: a local build, in a fresh interpreter, loads none of them.
 """
 
 from __future__ import annotations
@@ -20,7 +14,7 @@ import pytest
 from support.commands import clean_env
 from support.project import SAMPLE_FEED, SAMPLE_WEEK
 
-#: Run as ``python -c``: the command, then the top-level packages it imported, as JSON.
+#: The command, then the top-level packages it imported, as JSON on stderr.
 PROBE = """
 import json, sys
 from pipeline.cli import main

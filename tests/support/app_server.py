@@ -1,10 +1,5 @@
-"""The subscription app served by uvicorn on 127.0.0.1, and a small HTTP client for it.
-
-``serve_app(settings, ...)`` starts the real app (``pipeline.web.app.create_app`` over the real
-SQLite store, keys and outbox of ``settings``) in a background thread and stops it when
-the ``with`` block ends. ``request`` speaks HTTP/1.1 to it with ``http.client``: no
-redirects followed, nothing added but what the test gives.
-"""
+"""The real subscription app served by uvicorn on 127.0.0.1 (over the store, keys and outbox
+of the settings given), and an HTTP client that follows no redirect and adds nothing."""
 
 from __future__ import annotations
 
@@ -38,13 +33,9 @@ from subscribers.subscriptions import Policy, Subscriptions
 
 
 class _PromptServer(uvicorn.Server):
-    """uvicorn's server, stopped as soon as :meth:`stop` says so.
-
-    uvicorn looks at ``should_exit`` every 0.1 s and then sleeps another 0.1 s before it
-    closes its connections: 0.2 s of nothing in the teardown of every app test, about a tenth
-    of the fast layer. Here a stop wakes the loop at once and the shutdown goes straight on
-    (the app's own lifespan shutdown still runs); ticks between stay uvicorn's (the ``date``
-    header). Only for tests: ``newsletter serve`` keeps uvicorn's graceful ways."""
+    """uvicorn's server, stopped at once by :meth:`stop` rather than at its next tick and
+    grace period, which every app test's teardown would wait for. The app's lifespan
+    shutdown still runs; ``newsletter serve`` keeps uvicorn's graceful ways."""
 
     _loop: asyncio.AbstractEventLoop | None = None
     _wake: asyncio.Event | None = None
@@ -80,10 +71,8 @@ _HELD: dict[int, socket.socket] = {}
 
 
 def free_port() -> int:
-    """A loopback port bound now (port 0: the kernel's choice) and held: :func:`serve_app`
-    serves on that very socket, and a port nobody serves stays bound and refuses
-    connections, so no other test can take it meanwhile. A port given to another process
-    (``newsletter serve --port``) must be let go first: :func:`let_go`."""
+    """A loopback port bound and held, so no other test can take it: :func:`serve_app` serves
+    on that very socket; a port for another process must be let go first."""
     from support.servers import bound_socket
 
     sock = bound_socket()
@@ -93,8 +82,7 @@ def free_port() -> int:
 
 
 def let_go(port: int) -> int:
-    """``port``, no longer held here, for a process of its own to bind (the one window
-    left: between this close and that bind)."""
+    """``port``, no longer held, for another process to bind."""
     _HELD.pop(port).close()
     return port
 
@@ -181,9 +169,8 @@ def serve_app(settings: Settings, *, environ: Mapping[str, str] | None = None,
               verifier: SnsVerifier | None = None, clock: Callable[[], datetime] | None = None,
               policy: Policy | None = None, mail_queue: MailQueue | None = None,
               limits: Mapping[str, Any] | None = None) -> Iterator[App]:
-    """``mail_queue``: one with short waits, for a test whose mail fails (the default
-    retries for half a minute); ``limits``: smaller bounds on connections
-    (``server_config``'s ``connections``, ``request_seconds``, ``keep_alive``)."""
+    """``mail_queue``: one with short waits, for a test whose mail fails; ``limits``:
+    ``server_config``'s bounds on connections."""
     port = urlsplit(settings.site.app_url).port
     assert port, "app_url must name the port to serve on"
     with open_subscriptions(settings, environ or {}) as subscriptions:

@@ -1,10 +1,6 @@
-"""Headless Chromium for the browser tests: Debian's ``chromium``, never a downloaded one.
-
-Registered as a pytest plugin in conftest.py, so every test module gets the ``browser``
-fixture: one Chromium per session (per xdist worker), started by the first test that asks
-for it; each test opens a context of its own (``browser.new_context``) and closes it, so no
-cookie, storage or viewport passes from one test to the next. The flags are the runtime's own
-(pipeline/stages/screenshots.py starts the same Chromium through Playwright too).
+"""Headless Chromium for the browser tests: Debian's ``chromium``, never a downloaded one,
+with the preview's own flags. One per session (per xdist worker); each test opens a context of
+its own, so no cookie, storage or viewport passes from one test to the next.
 """
 
 from __future__ import annotations
@@ -21,8 +17,8 @@ from pipeline.stages.screenshots import CHROMIUM_FLAGS
 
 
 def artifacts_dir(kind: str) -> Path:
-    """Where a browser test keeps what a person may want to look at (screenshots):
-    ``$TEST_ARTIFACTS/<kind>``, else ``build/test-artifacts/<kind>``."""
+    """Where a browser test keeps screenshots for a person: ``$TEST_ARTIFACTS/<kind>``, else
+    ``build/test-artifacts/<kind>``."""
     root = Path(__file__).resolve().parents[2]
     folder = Path(os.environ.get("TEST_ARTIFACTS") or root / "build" / "test-artifacts") / kind
     folder.mkdir(parents=True, exist_ok=True)

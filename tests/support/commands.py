@@ -1,6 +1,5 @@
-"""``newsletter`` as the tests run it: a real process (:func:`run_newsletter`) where the
-process is the point, else in this process (:func:`newsletter_main`), each with a clean
-environment; :func:`ok` asserts a clean exit."""
+"""``newsletter`` as the tests run it, as a real process where the process is the point, else
+in this one; each with a clean environment."""
 
 from __future__ import annotations
 
@@ -12,7 +11,7 @@ from pathlib import Path
 
 
 def newsletter_cmd() -> list[str]:
-    """The installed command, run as a real process (its exit code and stderr are tested)."""
+    """The installed command, or the package run as a module."""
     exe = Path(sys.executable).with_name("newsletter")
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "pipeline"]
 
@@ -30,15 +29,9 @@ def run_newsletter(args: list[str], cwd: Path, **env: str) -> subprocess.Complet
 
 
 def newsletter_main(args: list[str], cwd: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    """``newsletter ARGS`` in ``cwd`` called in this process (``pipeline.cli.main``), with a
-    clean environment plus ``env``: what :func:`run_newsletter` returns, without the second
-    of interpreter start and imports a process costs.
-
-    For the tests whose point is what a command does, says and exits with. Signals, crashes,
-    locks held by another process and the installed entry point keep :func:`run_newsletter`.
-    stdout and stderr are fresh UTF-8 streams that are not terminals, as a pipe is; the
-    working folder and ``os.environ`` are restored afterwards whatever happens.
-    """
+    """What :func:`run_newsletter` returns, from ``pipeline.cli.main`` called in this process
+    (no interpreter start). stdout and stderr are UTF-8 streams that are not terminals, as a
+    pipe is; the working folder and ``os.environ`` are restored whatever happens."""
     from pipeline.cli import main
 
     out, err = (io.TextIOWrapper(io.BytesIO(), encoding="utf-8", newline="", write_through=True)
@@ -71,6 +64,6 @@ def newsletter_main(args: list[str], cwd: Path, **env: str) -> subprocess.Comple
 
 
 def ok(result: subprocess.CompletedProcess[str]) -> subprocess.CompletedProcess[str]:
-    """``result``, asserted to have exited 0 (its output shown when it did not)."""
+    """``result``, asserted to have exited 0."""
     assert result.returncode == 0, result.stdout + result.stderr
     return result

@@ -38,7 +38,7 @@ _CfnLoader.add_multi_constructor("!", _cfn_tag)
 
 @functools.cache
 def template() -> dict[str, Any]:
-    """The template, read once a process (a hundred tests read it): never change it."""
+    """The template, read once a process: never change it."""
     loaded: dict[str, Any] = yaml.load(TEMPLATE.read_text(encoding="utf-8"),
                                        Loader=_CfnLoader)  # noqa: S506
     return loaded

@@ -1,11 +1,6 @@
-"""Keeps the suite's cost in sight: a test that takes over :data:`SLOW_S` seconds (setup, call
-and teardown together) and does not carry ``@pytest.mark.slow`` is named at the end of the run.
-
-A warning, not a failure: how long a test takes depends on the machine and on what else runs,
-and a timed assertion would fail for the wrong reason. What the warning asks is the mark and a
-one-line comment beside it saying why the test costs what it does (the convention of
-``make test``'s layers; ``make test-fast`` leaves slow tests out). ``--durations`` (``.ci/run``
-passes 25) names the slowest whatever their marks.
+"""Keeps the suite's cost in sight: a test over :data:`SLOW_S` seconds without
+``@pytest.mark.slow`` (and its reason) is named at the end of the run. A warning, not a
+failure: a test's time depends on the machine and on what else runs.
 """
 
 from __future__ import annotations
@@ -16,8 +11,6 @@ import pytest
 
 #: Seconds over which a test must say why it is slow.
 SLOW_S = 5.0
-
-
 
 def unmarked_slow_tests(spent: dict[str, float], marked: set[str],
                         limit: float = SLOW_S) -> list[tuple[str, float]]:
@@ -34,8 +27,7 @@ class SlowWithoutReason:
         self.marked: set[str] = set()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        # Under xdist the controller sees every worker's reports; the marks travel in
-        # ``report.keywords``.
+        # Under xdist the controller sees every worker's reports, marks in their keywords.
         self.spent[report.nodeid] += report.duration
         if "slow" in report.keywords:
             self.marked.add(report.nodeid)

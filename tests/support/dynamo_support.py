@@ -1,20 +1,10 @@
-"""DynamoDB for the store tests: the two tables in the session's moto server
-(tests/support/servers.py).
+"""DynamoDB for the store tests: the two tables of ``[store]`` in the session's moto server.
 
-``dynamo`` (fixture) resets moto, creates the tables of ``[store]`` with
-:func:`subscribers.store.dynamo.create_tables` and gives settings whose ``[store] backend`` is
-``dynamodb``; ``dynamo.open()`` returns a new :class:`DynamoStore` (its own boto3 client) on
-the same tables, as another process or Lambda instance would have.
-
-moto gap: moto's DynamoDB is not atomic per request. A conditional write is a Python
-"check, then set" with no lock, and a failed ``TransactWriteItems`` rolls back by restoring
-a deep copy of the whole table taken before it started, discarding whatever other requests
-wrote meanwhile. Real DynamoDB makes each conditional write and each transaction atomic,
-which is exactly what the store relies on, so the fixture serialises moto's DynamoDB
-requests (one lock around ``DynamoHandler.call_action``, in this process where the server
-runs). The store's clients still send their requests concurrently, from several threads and
-connections; only moto's handling is made one-at-a-time, as DynamoDB's per-item
-serialisation is.
+moto's DynamoDB is not atomic per request: a conditional write is a "check, then set" with no
+lock, and a failed ``TransactWriteItems`` restores a copy of the whole table, discarding what
+other requests wrote meanwhile. Real DynamoDB makes each atomic, which the store relies on, so
+the fixture makes moto (in this process) handle one DynamoDB request at a time; the store's
+clients still send theirs concurrently.
 """
 
 from __future__ import annotations
@@ -36,7 +26,6 @@ _MOTO_LOCK = threading.RLock()
 
 
 def serialise_moto_dynamodb(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Make the in-process moto server handle one DynamoDB request at a time."""
     from moto.dynamodb.responses import DynamoHandler
 
     original = DynamoHandler.call_action
@@ -49,7 +38,6 @@ def serialise_moto_dynamodb(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def dynamo_settings(settings: Settings) -> Settings:
-    """``settings`` with ``[store] backend = "dynamodb"`` (default table names)."""
     return replace(settings, store=replace(settings.store, backend="dynamodb"))
 
 
@@ -71,7 +59,7 @@ class Dynamo:
         return self.settings.store.ledger_table
 
     def open(self) -> DynamoStore:
-        """A new store (own client) on the tables; closed at the end of the test."""
+        """A new store with its own client, as another process would have; closed after."""
         store = open_dynamo_store(self.settings)
         self.opened.append(store)
         return store
@@ -102,11 +90,10 @@ class Dynamo:
 
 @pytest.fixture
 def dynamo(moto_server, settings, monkeypatch) -> Any:
-    """Fresh tables in moto (reset by ``moto_server``), requests serialised (module doc)."""
+    """Fresh tables in moto, requests serialised, and settings whose backend is dynamodb."""
     serialise_moto_dynamodb(monkeypatch)
     configured = dynamo_settings(settings)
-    client = moto_server.client("dynamodb")  # set-up only, cached for the session
-    # A test has no two seconds to wait between polls.
+    client = moto_server.client("dynamodb")
     create_tables(client, configured.store.subscribers_table, configured.store.ledger_table,
                   delay=0.05)
     env = Dynamo(configured, client)

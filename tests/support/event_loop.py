@@ -1,8 +1,5 @@
-"""Running a coroutine from a test, in whatever worker it lands.
-
-A worker that has run a browser test holds Playwright's session browser, whose sync API keeps
-its event loop marked as running in the main thread between calls: ``asyncio.run`` there
-fails ("cannot be called from a running event loop"). A thread of its own has no loop yet.
+"""Running a coroutine from a test, in whatever worker it lands: Playwright's sync API keeps
+its event loop marked as running in the main thread, where ``asyncio.run`` then fails.
 """
 
 from __future__ import annotations

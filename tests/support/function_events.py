@@ -1,6 +1,5 @@
-"""The events AWS Lambda hands the subscription app's function (``deploy/template.yaml``):
-function URL requests as CloudFront's origin requests reach it (payload format 2.0), and
-batches from the sign-up queue."""
+"""The events AWS Lambda hands the subscription app's function: function URL requests as
+CloudFront forwards them (payload format 2.0), and batches from the sign-up queue."""
 
 from __future__ import annotations
 
@@ -16,8 +15,6 @@ def url_event(method: str, path: str, *, form: dict[str, str] | None = None,
               query: str = "", base64_body: bool = False,
               headers: dict[str, str] | None = None,
               source_ip: str = "130.176.9.19") -> dict[str, Any]:
-    """What a Lambda function URL hands the function (payload format 2.0), as CloudFront's
-    origin request reaches it."""
     headers = {"host": "abcdefghij.lambda-url.us-east-1.on.aws", "x-forwarded-proto": "https",
                "x-forwarded-for": source_ip, "user-agent": "Amazon CloudFront",
                **(headers or {})}
@@ -48,8 +45,7 @@ def subscribe_event(email: str, **options: Any) -> dict[str, Any]:
 
 
 def sqs_event(messages: list[dict[str, Any]]) -> dict[str, Any]:
-    """What SQS's event source mapping hands the function for ``messages`` (as
-    ``ReceiveMessage`` returned them)."""
+    """The batch of ``messages`` (as ``ReceiveMessage`` returned them) for the function."""
     return {"Records": [{"messageId": m["MessageId"], "receiptHandle": m["ReceiptHandle"],
                          "body": m["Body"], "attributes": {}, "messageAttributes": {},
                          "md5OfBody": m["MD5OfBody"], "eventSource": "aws:sqs",

@@ -1,23 +1,16 @@
 """The link check of a published archive: every internal link resolves, anchors included.
 
-:func:`broken_links` reads every ``.html`` and ``.xml`` file under an archive folder with the
-standard library's ``html.parser`` (it takes XML's tags and attributes as they are), and the
-HTML an Atom feed carries escaped in a ``type="html"`` element is read again as HTML. A link is
-an ``href``, a ``src`` or a form's ``action``, a sitemap's ``<loc>``, or a ``<meta>`` value
-that is a URL (``og:image``); an Atom ``<id>`` names an entry and is no link. A link is
-internal when it resolves (against the page's own URL) to the archive's ``base_url``, or to
-the same host outside it (a root-relative path on an archive under a prefix: broken, since
-nothing serves it); ``outside`` names URL prefixes served by something else (the
-subscription app at ``[site] app_url``), which are not checked here. An internal link must
-name a file the archive holds (a folder stands for its ``index.html``, as static hosts
-serve it) and, with a ``#fragment``, an element of that page whose ``id`` (or an
-``<a name>``) is that fragment.
+Every ``.html`` and ``.xml`` file is read with ``html.parser`` (which takes XML as it is), and
+the escaped HTML of an Atom ``type="html"`` element again as HTML. A link is an ``href``,
+``src`` or ``action``, a sitemap's ``<loc>`` or a ``<meta>`` URL. A link to the archive's host
+is internal, and must name a file the archive holds (a folder: its ``index.html``, as static
+hosts serve it) and an ``id`` or ``<a name>`` of that page for its ``#fragment``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urldefrag, urljoin, urlsplit
@@ -40,31 +33,24 @@ class Link:
         return f"{self.source}: {self.url} ({self.why})"
 
 
-@dataclass
-class _Page:
-    ids: set[str] = field(default_factory=set)
-    links: list[str] = field(default_factory=list)
-
-
 class _Reader(HTMLParser):
-    """Collects a document's ids and links; escaped HTML inside an Atom text element is
-    gathered and read again once the element ends."""
+    """Collects a document's ids and links."""
 
-    def __init__(self, page: _Page) -> None:
+    def __init__(self, ids: set[str], links: list[str]) -> None:
         super().__init__(convert_charrefs=True)
-        self.page = page
+        self.ids, self.links = ids, links
         self.in_loc = False
         self.escaped: list[str] | None = None  # the text of an Atom type="html" element
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         values = {name: value or "" for name, value in attrs}
         if "id" in values:
-            self.page.ids.add(values["id"])
+            self.ids.add(values["id"])
         if tag == "a" and "name" in values:
-            self.page.ids.add(values["name"])
-        self.page.links += [values[name] for name in LINK_ATTRIBUTES if values.get(name)]
+            self.ids.add(values["name"])
+        self.links += [values[name] for name in LINK_ATTRIBUTES if values.get(name)]
         if tag == "meta" and values.get("content", "").startswith(("http://", "https://")):
-            self.page.links.append(values["content"])
+            self.links.append(values["content"])
         self.in_loc = tag == "loc"
         if tag in HTML_TEXT and values.get("type") == "html":
             self.escaped = []
@@ -78,30 +64,29 @@ class _Reader(HTMLParser):
         if tag == "loc":
             self.in_loc = False
         if tag in HTML_TEXT and self.escaped is not None:
-            inner = _Reader(self.page)
+            inner = _Reader(self.ids, self.links)
             inner.feed("".join(self.escaped))
             inner.close()
             self.escaped = None
 
     def handle_data(self, data: str) -> None:
         if self.in_loc and data.strip():
-            self.page.links.append(data.strip())
+            self.links.append(data.strip())
         if self.escaped is not None:
             self.escaped.append(data)
 
 
 def read_page(data: str) -> tuple[set[str], list[str]]:
     """The ids and the links (as written, in order) of one HTML or XML document."""
-    page = _Page()
-    reader = _Reader(page)
+    reader = _Reader(set(), [])
     reader.feed(data)
     reader.close()
-    return page.ids, page.links
+    return reader.ids, reader.links
 
 
 def broken_links(root: Path, base_url: str, *, outside: Sequence[str] = ()) -> list[Link]:
-    """Every internal link of the archive under ``root`` (published at ``base_url``) that
-    names no file there, or an anchor its page does not have; [] when all resolve."""
+    """The internal links of the archive under ``root``, published at ``base_url``, that do
+    not resolve; ``outside``: URL prefixes something else serves (the subscription app)."""
     base = base_url.rstrip("/") + "/"
     host = urlsplit(base)[:2]
     pages = {path.relative_to(root).as_posix(): read_page(path.read_text("utf-8"))

@@ -1,21 +1,14 @@
-"""A web archive of two issues, built and published by the real command line, for the site tests.
+"""A web archive of two issues, built and published by the real command line, for the site
+tests: an older week from a small feed written here and the sample week, so the index lists
+two issues and the search has two years' bundles.
 
-:func:`publish_archive` writes a project folder (``newsletter.toml`` with ``[feed] urls``,
-``[archive] dir`` and ``[site] base_url``), then runs ``newsletter build`` and ``newsletter
-publish`` as subprocesses for an older week (2025-W52, from a small feed written here) and the
-sample week (2026-W48, from ``examples/sample-feed.atom``), so the index lists two issues, and
-the search has two years' bundles, one merged into the other.
-
-:func:`start_server` serves a folder on 127.0.0.1 with ``http.server`` on a port the OS picks;
-bind it first and build with its URL as ``base_url``, so every absolute link points at it.
-:func:`served_archive` does both for a block. Used by tests/test_browser.py,
-tests/test_search_browser.py and tests/test_site_validity.py (each builds its own archive).
+Serve the folder first (:func:`start_server`) and build with its URL as ``base_url``, so every
+absolute link points at it; :func:`served_archive` does both.
 """
 
 from __future__ import annotations
 
 import json
-import subprocess
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,14 +18,13 @@ from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from support.commands import clean_env, newsletter_cmd
+from support.commands import ok, run_newsletter
 from support.feeds import Entry, atom
 from support.project import SAMPLE_FEED, SAMPLE_WEEK
 
 OLDER_WEEK = "2025-W52"
-#: The older issue: two PRs, each reviewed in Chinese then in English, inside 2025-W52
-#: (Monday 22 to Monday 29 December 2025, Asia/Shanghai): last year's, so its search bundle is
-#: not the newest year's.
+#: Two PRs, each reviewed in Chinese then in English, in last year's 2025-W52, so its search
+#: bundle is not the newest year's.
 OLDER_ENTRIES = [
     Entry(pr=50101, lang="zh-CN", published="2025-12-23T10:00:00+08:00",
           title="调度器预分配 KV 块，减少抢占抖动",
@@ -68,14 +60,6 @@ class PublishedSite:
         return data
 
 
-def _newsletter(project: Path, *args: str) -> None:
-    result = subprocess.run([*newsletter_cmd(), *args], cwd=project, env=clean_env(),
-                            capture_output=True, text=True, timeout=120, check=False)
-    assert result.returncode == 0, (
-        f"newsletter {' '.join(args)} exited {result.returncode}\n"
-        f"{result.stdout}\n{result.stderr}")
-
-
 def publish_archive(project: Path, base_url: str) -> PublishedSite:
     """Build and publish 2025-W52 and then 2026-W48 into ``project/site``."""
     project.mkdir(parents=True, exist_ok=True)
@@ -86,10 +70,10 @@ def publish_archive(project: Path, base_url: str) -> PublishedSite:
         f'[archive]\ntarget = "local"\ndir = "site"\n'
         f'[site]\nbase_url = "{base_url}"\napp_url = "{base_url}/api"\n',
         encoding="utf-8")
-    _newsletter(project, "build", "--week", OLDER_WEEK, "--feed", str(older_feed))
-    _newsletter(project, "publish", "--week", OLDER_WEEK)
-    _newsletter(project, "build", "--week", SAMPLE_WEEK)
-    _newsletter(project, "publish", "--week", SAMPLE_WEEK)
+    for args in (["build", "--week", OLDER_WEEK, "--feed", str(older_feed)],
+                 ["publish", "--week", OLDER_WEEK], ["build", "--week", SAMPLE_WEEK],
+                 ["publish", "--week", SAMPLE_WEEK]):
+        ok(run_newsletter(args, project))
     return PublishedSite(project / "site", base_url.rstrip("/"), (SAMPLE_WEEK, OLDER_WEEK))
 
 

@@ -1,13 +1,9 @@
-"""How ``make test`` spreads the suite over its workers (pytest-xdist, ``--dist loadgroup``).
+"""How ``make test`` spreads the suite over its workers (``--dist loadgroup``): each test on
+its own, except that the tests of a module with one expensive module fixture go to a single
+worker, which builds it once.
 
-Every test is a unit of work on its own, as with ``--dist load``, except the tests of the
-modules below: each of those builds one expensive module fixture (a published site, a preview
-with its screenshots, a SpamAssassin run) that every worker running one of its tests would build
-again, so each module goes to a single worker, largest first, and builds it once.
-
-This is what ``@pytest.mark.xdist_group`` with ``--dist loadgroup`` is for, but pytest-xdist
-3.8 groups by renaming ``item._nodeid``, which pytest 9 no longer reads: under pytest 9 the
-marks group nothing. The scheduler below keeps the name and the behaviour, from this list.
+``@pytest.mark.xdist_group`` would say this, but pytest-xdist 3.8 groups by renaming
+``item._nodeid``, which pytest 9 no longer reads; this scheduler keeps the behaviour.
 """
 
 from __future__ import annotations

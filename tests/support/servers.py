@@ -1,43 +1,16 @@
-"""Real servers on loopback for the delivery tests: an SMTP sink and a moto (AWS) server.
+"""Real servers on loopback for the delivery tests: an SMTP sink (aiosmtpd), a moto (AWS)
+server, and the TLS certificates both sides need.
 
-Enabling the fixtures: ``pytest_plugins = ["support.servers"]``, best once in ``tests/conftest.py``;
-then any test module may ``from servers import inject_ses, THROTTLED`` at the top. A test
-module that declares ``pytest_plugins`` itself should import from here only under
-``TYPE_CHECKING`` or inside functions: a top-level import runs before pytest loads the plugin,
-and pytest then warns that it cannot rewrite its asserts. Everything a test needs is also
-reachable through the fixtures (``smtp_server.THROTTLED``, ``moto_server.inject(...)``,
-``unused_port``) for that reason.
+conftest.py registers this module as a plugin. A test module that declares ``pytest_plugins``
+itself should import from here only under ``TYPE_CHECKING`` or inside functions: a top-level
+import runs before pytest loads the plugin, which then cannot rewrite its asserts. So what a
+test needs is also reachable through the fixtures (``smtp_server.THROTTLED``,
+``moto_server.inject(...)``).
 
-SMTP (aiosmtpd)
-    ``smtp_server``          a plain-SMTP sink on 127.0.0.1 → :class:`SmtpSink`
-    ``smtp_server_factory``  ``(**SmtpSink options) -> SmtpSink`` for TLS, AUTH, idle timeouts
-    ``tls``                  a throwaway CA and a ``127.0.0.1`` certificate → :class:`Tls`
-
-    The sink keeps every message it accepted (``received``) and can be scripted per address:
-    ``fail_next`` answers with a code at MAIL / RCPT / DATA, ``drop_next`` hangs up without a
-    word, ``stall_next`` waits before answering the data (then keeps the message).
-
-AWS (moto)
-    ``moto_server``  one ThreadedMotoServer per session, reset for each test, with the
-                     environment pointing boto3 at it and ``weekly@example.org`` verified
-                     → :class:`MotoServer`
-    :func:`inject_ses`  answers sesv2 calls moto lacks or cannot fail on demand, on the wire
-    ``silent_server``   (host, port) that accepts and never answers (read timeouts)
-    ``unused_port``     a loopback port nobody listens on (connection refused)
-
-What moto keeps of a sent message (``MotoServer.sent()``, from ``GET /moto-api/data.json``,
-``["ses"]["RawMessage"]``; moto 5.2)::
-
-    [{"id": "<MessageId returned to the client>",
-      "source": "weekly@example.org",               # FromEmailAddress as given
-      "destinations": ["a@example.com", ...],       # ToAddresses, then every To/Cc/Bcc
-                                                    # header address (formataddr), so the
-                                                    # recipient usually appears twice
-      "raw_data": "From: ...\\r\\n..."}]            # the raw message decoded as UTF-8:
-                                                    # MotoServer.parse(record) reads it
-
-Neither ``EmailTags`` nor ``ConfigurationSetName`` is kept: :attr:`SesInjection.requests`
-records what went on the wire instead.
+moto 5.2 keeps a sent message (``MotoServer.sent()``) as ``{"id", "source", "destinations",
+"raw_data"}``; ``destinations`` lists ToAddresses and then every To/Cc/Bcc header address, so
+a recipient usually appears twice. It keeps neither ``EmailTags`` nor
+``ConfigurationSetName``: :attr:`SesInjection.requests` records what went on the wire instead.
 """
 
 from __future__ import annotations
@@ -63,6 +36,12 @@ from pathlib import Path
 from typing import Any, Literal, cast
 
 import pytest
+from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import SMTP, AuthResult, LoginPassword
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from pipeline.config import SmtpSettings
 
@@ -74,31 +53,60 @@ DAILY_QUOTA = (454, "4.7.0 Throttling failure: Daily message quota exceeded.")
 NO_SUCH_USER = (550, "5.1.1 <{address}>: Recipient address rejected: User unknown")
 
 Phase = Literal["MAIL", "RCPT", "DATA"]
+#: A scripted answer that hangs up instead of replying.
+_DROP = ""
 
 
 def bound_socket() -> socket.socket:
-    """A TCP socket bound to a loopback port the kernel chose (port 0), not yet listening.
+    """A TCP socket bound to a loopback port the kernel chose, not yet listening.
 
     A server is handed the socket itself: picking a free port, closing it and binding it
-    again leaves a window in which another test (another xdist worker) can take the port.
+    again leaves a window in which another xdist worker can take the port.
     """
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     return sock
 
 
-def _controller(handler: Any, sock: socket.socket, **kwargs: Any) -> Any:
-    """aiosmtpd's Controller serving on ``sock`` (it binds host:port itself otherwise, and
-    cannot be given port 0: it connects to its port to see that it is up)."""
-    from aiosmtpd.controller import Controller
+class _CountedSMTP(SMTP):
+    """aiosmtpd's protocol, telling the sink when a connection opens and ends."""
 
-    class OnSocket(Controller):
-        def _create_server(self) -> Any:
-            return self.loop.create_server(self._factory_invoker, sock=sock,
-                                           ssl=self.ssl_context)
+    counted = False
 
-    return OnSocket(handler, hostname=sock.getsockname()[0], port=sock.getsockname()[1],
-                    **kwargs)
+    def connection_made(self, transport: Any) -> None:
+        if not self.counted:  # not again for the TLS transport after STARTTLS
+            refusal = self.event_handler.sink._admit()
+            if refusal is not None:  # refused at the greeting, as Postfix does
+                transport.write(refusal.encode() + b"\r\n")
+                transport.close()
+                return
+            self.counted = True
+        super().connection_made(transport)
+
+    def connection_lost(self, error: Exception | None) -> None:
+        if not self.counted:
+            return
+        session: Any = self.session
+        peer = tuple(session.peer[:2]) if session else None
+        super().connection_lost(error)
+        self.event_handler.sink._closed_connection(peer)
+
+
+class _OnSocket(Controller):
+    """aiosmtpd's Controller serving on a bound socket (given port 0, it would connect to its
+    own port to see that it is up)."""
+
+    def __init__(self, handler: Any, sock: socket.socket, **kwargs: Any) -> None:
+        self.bound = sock
+        super().__init__(handler, hostname=sock.getsockname()[0], port=sock.getsockname()[1],
+                         **kwargs)
+
+    def factory(self) -> SMTP:
+        return _CountedSMTP(self.handler, **self.SMTP_kwargs)
+
+    def _create_server(self) -> Any:
+        return self.loop.create_server(self._factory_invoker, sock=self.bound,
+                                       ssl=self.ssl_context)
 
 
 # -- SMTP ------------------------------------------------------------------------------------
@@ -119,19 +127,17 @@ class Received:
     mail_options: tuple[str, ...] = ()
 
     def message(self) -> EmailMessage:
-        """The content parsed with the modern policy (decoded headers, ``get_body``)."""
         return BytesParser(policy=policy.default).parsebytes(self.content)
 
 
 @dataclass
 class Pause:
-    """One held final reply (:meth:`SmtpSink.pause_next`): ``reached`` is set once the message
-    is in (the client now waits for the reply), :meth:`release` lets the reply go."""
+    """A held final reply (:meth:`SmtpSink.pause_next`): ``reached`` is set once the message
+    is in and the client waits; :meth:`release` lets the reply go."""
 
-    #: Only a message to this (lower-cased) address is held; None: the next message at all.
+    #: Only a message to this (lower-cased) address is held; None: any message.
     address: str | None = None
-    #: Only a message that arrives after this many were accepted (by this sink, since its
-    #: last :meth:`SmtpSink.clear`): ``after=10`` holds the 11th message or a later one.
+    #: Only a message arriving after this many were accepted since the last ``clear()``.
     after: int = 0
     reached: threading.Event = field(default_factory=threading.Event)
     released: threading.Event = field(default_factory=threading.Event)
@@ -144,36 +150,23 @@ class Pause:
         self.released.set()
 
 
-@dataclass
-class _Action:
-    kind: Literal["reply", "drop", "stall"]
-    reply: str = ""
-    seconds: float = 0.0
-
-
 class SmtpSink:
     """An aiosmtpd server on 127.0.0.1 that keeps what it accepts and fails on request.
 
-    Options: ``tls_context`` offers STARTTLS; ``require_starttls`` refuses mail before it;
-    ``implicit_tls`` (a server context) speaks TLS from the first byte instead (port 465);
-    ``users`` ({name: password}) turns on AUTH (over TLS only unless ``auth_require_tls`` is
-    False); ``idle_timeout`` closes idle connections (as real relays do); ``smtputf8`` offers
-    SMTPUTF8 (RFC 6531: non-ASCII addresses), which aiosmtpd does not by default;
-    ``eight_bit_mime=False`` does not announce 8BITMIME (aiosmtpd then decodes what DATA
-    carries: for a relay that must never be handed 8bit data).
-    ``auth_required`` answers ``530 5.7.0 Authentication required`` to MAIL before a login;
-    ``auth_exclude`` hides AUTH mechanisms (``("PLAIN",)`` leaves LOGIN alone).
+    ``tls_context`` offers STARTTLS (``require_starttls`` refuses mail before it);
+    ``implicit_tls`` speaks TLS from the first byte (port 465); ``users`` ({name: password})
+    turns on AUTH, over TLS only unless ``auth_require_tls`` is False; ``auth_required``
+    refuses MAIL before a login; ``auth_exclude`` hides mechanisms. ``smtputf8`` offers
+    SMTPUTF8, which aiosmtpd does not by default; ``eight_bit_mime=False`` does not announce
+    8BITMIME (aiosmtpd then decodes the data: a relay that must never get 8bit).
 
-    Relay limits, as Postfix's anvil enforces them: ``message_rate=(n, seconds)`` answers
-    ``450 4.7.1 Error: too much mail`` at MAIL once ``n`` messages were accepted within the
-    last ``seconds``; ``max_connections=n`` greets the connection beyond ``n`` open ones
-    with ``421 4.7.0 Error: too many connections`` and hangs up. ``clock`` is the rate's (a
-    test shares one that moves only when the sender waits). ``refuse_connections``
-    greets the next connections with a scripted reply (a ``421`` at greeting).
+    Relay limits as Postfix's anvil enforces them: ``message_rate=(n, seconds)`` answers 450
+    at MAIL once ``n`` messages were accepted within ``seconds`` (by ``clock``);
+    ``max_connections=n`` greets the connection beyond ``n`` open ones with 421 and hangs up.
     """
 
     host = "127.0.0.1"
-    # The replies above, reachable from the fixture without importing this module.
+    # Reachable from the fixture without importing this module.
     THROTTLED = THROTTLED
     DAILY_QUOTA = DAILY_QUOTA
     NO_SUCH_USER = NO_SUCH_USER
@@ -196,18 +189,19 @@ class SmtpSink:
         self._greetings: deque[str] = deque()
         #: Every EHLO/HELO name a client gave, in order.
         self.helo_names: list[str] = []
-        #: Every AUTH attempt (mechanism, login), in order: how many logins a run tried.
+        #: Every AUTH attempt (mechanism, login), in order.
         self.auth_attempts: list[tuple[str, str]] = []
         #: Replies refused by a relay limit (``message_rate``, ``max_connections``).
         self.limited = 0
-        #: The final reply to accepted data; ``{queue_id}`` is filled in. SES's SMTP interface
-        #: answers ``250 Ok <message id>``; some servers name no id at all (``250 OK``).
+        #: The final reply to accepted data (SES's SMTP interface says ``250 Ok <id>``).
         self.accept_reply = "250 2.0.0 Ok: queued as {queue_id}"
         self._lock = threading.Lock()
+        self._closed_changed = threading.Condition(self._lock)
         self._received: list[Received] = []
         self._attempts: Counter[str] = Counter()
         self._peers: set[tuple[str, int]] = set()
-        self._script: dict[tuple[Phase, str], deque[_Action]] = {}
+        self._closed: set[tuple[str, int]] = set()
+        self._script: dict[tuple[Phase, str], deque[str]] = {}
         self._pauses: deque[Pause] = deque()
         self._issued: list[Pause] = []
         self._users = dict(users or {})
@@ -221,57 +215,8 @@ class SmtpSink:
                           auth_exclude_mechanism=list(auth_exclude))
         if implicit_tls is not None:
             kwargs.update(ssl_context=implicit_tls)
-        self._controller = _controller(_Handler(self), self._socket,
-                                       server_hostname="sink.test", ready_timeout=5.0, **kwargs)
-        self._closed: set[tuple[str, int]] = set()
-        self._closed_changed = threading.Condition(self._lock)
-        make = self._controller.factory
-
-        def factory() -> Any:
-            """aiosmtpd's SMTP protocol, telling the sink when a connection ends."""
-            smtp = make()
-            lost = smtp.connection_lost
-            made = smtp.connection_made
-            counted = False
-
-            def connection_made(transport: Any) -> None:
-                nonlocal counted
-                with self._lock:
-                    greeting = self._greetings.popleft() if self._greetings else None
-                    if greeting is None and self.max_connections is not None \
-                            and self._open_connections >= self.max_connections:
-                        greeting = ("421 4.7.0 sink.test Error: too many connections from "
-                                    "127.0.0.1")
-                        self.limited += 1
-                    if greeting is None:
-                        self._open_connections += 1
-                        counted = True
-                if greeting is not None:  # refused at the greeting, as Postfix does
-                    transport.write(greeting.encode() + b"\r\n")
-                    transport.close()
-                    return
-                made(transport)
-
-            def connection_lost(error: Exception | None) -> None:
-                nonlocal counted
-                if not counted:
-                    return
-                peer = tuple(smtp.session.peer[:2]) if smtp.session else None
-                lost(error)
-                with self._closed_changed:
-                    self._open_connections -= 1
-                    counted = False
-                    if peer:
-                        self._closed.add(peer)
-                    self._closed_changed.notify_all()
-
-            smtp.connection_made = connection_made
-            smtp.connection_lost = connection_lost
-            return smtp
-
-        self._controller.factory = factory
-
-    # -- lifecycle
+        self._controller = _OnSocket(_Handler(self), self._socket, server_hostname="sink.test",
+                                     ready_timeout=5.0, **kwargs)
 
     def start(self) -> SmtpSink:
         self._controller.start()
@@ -307,18 +252,17 @@ class SmtpSink:
 
     @property
     def peers(self) -> set[tuple[str, int]]:
-        """The client connections that started a transaction (one per reused connection)."""
+        """The client connections that started a transaction."""
         with self._lock:
             return set(self._peers)
 
     def wait_closed(self, peer: tuple[str, int], timeout: float = 30.0) -> bool:
-        """Whether the connection from ``peer`` (one of :attr:`peers`) ended within
-        ``timeout`` seconds, by either side (an idle timeout closes it from here)."""
+        """Whether the connection from ``peer`` ended, by either side, within ``timeout``."""
         with self._closed_changed:
             return self._closed_changed.wait_for(lambda: peer in self._closed, timeout)
 
     def wait_for(self, count: int, timeout: float = 5.0) -> list[Received]:
-        """Wait until ``count`` messages arrived (a stalled answer stores late)."""
+        """The messages received once ``count`` arrived, or ``timeout`` passed."""
         deadline = time.monotonic() + timeout
         while len(received := self.received) < count and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -328,21 +272,13 @@ class SmtpSink:
 
     def fail_next(self, address: str, code: int, text: str, *, at: Phase = "RCPT",
                   times: int = 1) -> None:
-        """Answer ``code text`` the next ``times`` times ``address`` reaches ``at``.
-
-        ``at="MAIL"`` matches the sender, RCPT and DATA the recipient. ``{address}`` in the
-        text is filled in: ``fail_next(a, *NO_SUCH_USER)``.
-        """
-        reply = f"{code} {text.format(address=address)}"
-        self._push(at, address, [_Action("reply", reply=reply)] * times)
+        """Answer ``code text`` the next ``times`` times ``address`` reaches ``at`` (MAIL
+        matches the sender); ``{address}`` in the text is filled in."""
+        self._push(at, address, [f"{code} {text.format(address=address)}"] * times)
 
     def drop_next(self, address: str, *, at: Phase = "RCPT", times: int = 1) -> None:
         """Hang up without a reply; at DATA, after the body arrived and without keeping it."""
-        self._push(at, address, [_Action("drop")] * times)
-
-    def stall_next(self, address: str, seconds: float, *, times: int = 1) -> None:
-        """Keep the message, then wait ``seconds`` before saying so (a slow final reply)."""
-        self._push("DATA", address, [_Action("stall", seconds=seconds)] * times)
+        self._push(at, address, [_DROP] * times)
 
     def refuse_connections(self, reply: str = "421 4.3.2 sink.test Service not available, "
                            "closing transmission channel", *, times: int = 1) -> None:
@@ -351,9 +287,9 @@ class SmtpSink:
             self._greetings.extend([reply] * times)
 
     def pause_next(self, address: str | None = None, *, after: int = 0) -> Pause:
-        """Keep the next message (for ``address``, or for anyone; once ``after`` messages
-        were accepted), then hold its final reply until :meth:`Pause.release`: a client
-        stopped mid-send for as long as a test needs, with no guess at how long that is."""
+        """Keep the next message (for ``address``, once ``after`` were accepted) and hold its
+        final reply until :meth:`Pause.release`: a client stopped mid-send for as long as the
+        test needs, with no guess at how long that is."""
         pause = Pause(address.lower() if address else None, after)
         with self._lock:
             self._pauses.append(pause)
@@ -370,9 +306,33 @@ class SmtpSink:
             self._pauses.clear()
             self._greetings.clear()
 
-    def _push(self, at: Phase, address: str, actions: list[_Action]) -> None:
+    def _push(self, at: Phase, address: str, replies: list[str]) -> None:
         with self._lock:
-            self._script.setdefault((at, address.lower()), deque()).extend(actions)
+            self._script.setdefault((at, address.lower()), deque()).extend(replies)
+
+    def _take(self, at: Phase, address: str) -> str | None:
+        with self._lock:
+            queue = self._script.get((at, address.lower()))
+            return queue.popleft() if queue else None
+
+    def _admit(self) -> str | None:
+        """The greeting that refuses a new connection, or None to serve it (and count it)."""
+        with self._lock:
+            if self._greetings:
+                return self._greetings.popleft()
+            if self.max_connections is not None \
+                    and self._open_connections >= self.max_connections:
+                self.limited += 1
+                return "421 4.7.0 sink.test Error: too many connections from 127.0.0.1"
+            self._open_connections += 1
+            return None
+
+    def _closed_connection(self, peer: tuple[str, int] | None) -> None:
+        with self._closed_changed:
+            self._open_connections -= 1
+            if peer:
+                self._closed.add(peer)
+            self._closed_changed.notify_all()
 
     def _over_rate(self) -> bool:
         """Whether ``message_rate`` refuses another message now (a sliding window)."""
@@ -388,15 +348,8 @@ class SmtpSink:
             self.limited += 1
             return True
 
-    def _take(self, at: Phase, address: str) -> _Action | None:
-        with self._lock:
-            queue = self._script.get((at, address.lower()))
-            return queue.popleft() if queue else None
-
     def _authenticate(self, server: Any, session: Any, envelope: Any, mechanism: str,
                       auth_data: Any) -> Any:
-        from aiosmtpd.smtp import AuthResult, LoginPassword
-
         login = auth_data.login.decode() if isinstance(auth_data, LoginPassword) else ""
         with self._lock:
             self.auth_attempts.append((mechanism, login))
@@ -407,7 +360,8 @@ class SmtpSink:
 
 
 class _Handler:
-    """aiosmtpd hooks (run on the sink's event-loop thread)."""
+    """aiosmtpd's hooks, run on the sink's event-loop thread. Not the sink itself: aiosmtpd
+    takes every ``auth_*`` attribute of a handler for an AUTH mechanism."""
 
     def __init__(self, sink: SmtpSink) -> None:
         self.sink = sink
@@ -425,9 +379,9 @@ class _Handler:
             self.sink._peers.add(session.peer)
         if self.sink._over_rate():
             return "450 4.7.1 Error: too much mail from 127.0.0.1"
-        action = self.sink._take("MAIL", address)
-        if action is not None:
-            return _act(server, action)
+        scripted = self.sink._take("MAIL", address)
+        if scripted is not None:
+            return _answer(server, scripted)
         envelope.mail_from = address
         envelope.mail_options.extend(mail_options)
         return "250 OK"
@@ -436,30 +390,26 @@ class _Handler:
                           rcpt_options: list[str]) -> str:
         with self.sink._lock:
             self.sink._attempts[address.lower()] += 1
-        action = self.sink._take("RCPT", address)
-        if action is not None:
-            return _act(server, action)
+        scripted = self.sink._take("RCPT", address)
+        if scripted is not None:
+            return _answer(server, scripted)
         envelope.rcpt_tos.append(address)
         return "250 OK"
 
     async def handle_DATA(self, server: Any, session: Any, envelope: Any) -> str:
-        stall = 0.0
         for address in envelope.rcpt_tos:
-            action = self.sink._take("DATA", address)
-            if action is None:
-                continue
-            if action.kind != "stall":
-                return _act(server, action)
-            stall = max(stall, action.seconds)
+            scripted = self.sink._take("DATA", address)
+            if scripted is not None:
+                return _answer(server, scripted)
         queue_id = uuid.uuid4().hex[:12].upper()
         content = envelope.original_content or envelope.content or b""
         record = Received(envelope.mail_from, tuple(envelope.rcpt_tos), bytes(content),
                           queue_id, tuple(session.peer[:2]), tuple(envelope.mail_options))
+        rcpts = {a.lower() for a in envelope.rcpt_tos}
         with self.sink._lock:
+            accepted = len(self.sink._received)  # before this one
             self.sink._received.append(record)
             self.sink._accepted_at.append(self.sink._clock())
-            rcpts = {a.lower() for a in envelope.rcpt_tos}
-            accepted = len(self.sink._received) - 1  # before this one
             pause = next((p for p in self.sink._pauses if accepted >= p.after
                           and (p.address is None or p.address in rcpts)), None)
             if pause is not None:
@@ -468,32 +418,19 @@ class _Handler:
             pause.reached.set()
             # Waiting in a worker thread keeps the loop serving every other connection.
             await asyncio.get_running_loop().run_in_executor(None, pause.released.wait, 60)
-        if stall:
-            # Queued first, answered late: exactly the case a client cannot tell from a loss.
-            await asyncio.sleep(stall)
         return self.sink.accept_reply.format(queue_id=queue_id)
 
 
-def _act(server: Any, action: _Action) -> str:
-    if action.kind == "drop":
+def _answer(server: Any, scripted: str) -> str:
+    if scripted == _DROP:
         server.transport.abort()  # the status returned below goes nowhere
         return "421 4.3.0 gone"
-    return action.reply
-
-
-@pytest.fixture
-def smtp_server() -> Iterator[SmtpSink]:
-    """A plain (no STARTTLS, no AUTH) sink: use ``SmtpSink.settings()`` for the transport."""
-    sink = SmtpSink().start()
-    try:
-        yield sink
-    finally:
-        sink.stop()
+    return scripted
 
 
 @pytest.fixture
 def smtp_server_factory() -> Iterator[Callable[..., SmtpSink]]:
-    """Start sinks with options (``tls_context``, ``users`` …); all stopped after the test."""
+    """Starts sinks with options (``tls_context``, ``users`` …), all stopped after the test."""
     started: list[SmtpSink] = []
 
     def start(**options: Any) -> SmtpSink:
@@ -506,6 +443,12 @@ def smtp_server_factory() -> Iterator[Callable[..., SmtpSink]]:
     finally:
         for sink in started:
             sink.stop()
+
+
+@pytest.fixture
+def smtp_server(smtp_server_factory: Callable[..., SmtpSink]) -> SmtpSink:
+    """A plain sink (no STARTTLS, no AUTH)."""
+    return smtp_server_factory()
 
 
 @dataclass(frozen=True)
@@ -526,8 +469,6 @@ class Tls:
 
 @pytest.fixture(scope="session")
 def tls(tmp_path_factory: pytest.TempPathFactory) -> Tls:
-    """Skips the test when ``cryptography`` is not installed (moto brings it)."""
-    pytest.importorskip("cryptography")
     folder = tmp_path_factory.mktemp("tls")
     (cert_pem, key_pem), (other_pem, other_key), ca_pem = make_certificates()
     contexts = []
@@ -544,14 +485,8 @@ def tls(tmp_path_factory: pytest.TempPathFactory) -> Tls:
 
 
 def make_certificates() -> tuple[tuple[bytes, bytes], tuple[bytes, bytes], bytes]:
-    """((leaf certificate, key), (a leaf for elsewhere.test only, key), CA certificate),
-    PEM. The leaf is for 127.0.0.1 and localhost (bench/bench_send.py's STARTTLS sink uses
-    it too)."""
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-
+    """((leaf, key) for 127.0.0.1 and localhost, (leaf, key) for elsewhere.test only, CA),
+    PEM."""
     now = dt.datetime.now(dt.UTC)
     ca_key = ec.generate_private_key(ec.SECP256R1())
     ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "newsletter test CA")])
@@ -605,35 +540,31 @@ REGION = "us-east-1"
 
 @dataclass
 class MotoServer:
-    """A moto server on loopback; boto3 clients created in the test reach it by environment."""
+    """A moto server on loopback; boto3 clients made in the test reach it by environment."""
 
     url: str
     _clients: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def sent(self) -> list[dict[str, Any]]:
-        """Raw messages sent through SES (v1 or v2) since the last reset (shape: module doc)."""
+        """Raw messages sent through SES since the last reset (shape: module docstring)."""
         with urllib.request.urlopen(f"{self.url}/moto-api/data.json", timeout=10) as answer:
             data = json.load(answer)
         return list(data.get("ses", {}).get("RawMessage", []))
 
     @staticmethod
     def parse(record: Mapping[str, Any]) -> EmailMessage:
-        """One ``sent()`` record's message, parsed.
-
-        Parse bytes, not the ``raw_data`` string: the email package decodes an 8-bit part of
-        a *string* message as ``raw-unicode-escape`` ("\\u672c…" instead of "本").
-        """
+        """One ``sent()`` record's message, parsed from bytes: the email package decodes an
+        8-bit part of a *string* message as ``raw-unicode-escape`` ("\\u672c" for "本")."""
         raw = str(record["raw_data"]).encode("utf-8")
         return BytesParser(policy=policy.default).parsebytes(raw)
 
     def reset(self) -> None:
-        """Forget every resource and message (identities included)."""
         request = urllib.request.Request(f"{self.url}/moto-api/reset", method="POST", data=b"")
         with urllib.request.urlopen(request, timeout=10):
             pass
 
     def client(self, service: str = "sesv2") -> Any:
-        """A plain boto3 client for set-up (the code under test builds its own); cached."""
+        """A boto3 client for set-up (the code under test builds its own); cached."""
         if service not in self._clients:
             import boto3
 
@@ -645,9 +576,8 @@ class MotoServer:
 
     @staticmethod
     def seed_objects(bucket: str, objects: Mapping[str, bytes]) -> None:
-        """Put ``objects`` (key → bytes) into ``bucket`` straight into moto's memory: the
-        server runs in this process, and a thousand set-up puts over HTTP cost seconds
-        that check nothing (what is then read back goes over HTTP as usual)."""
+        """Put ``objects`` (key → bytes) straight into moto's memory (the server runs in this
+        process): set-up puts over HTTP would check nothing; reads still go over HTTP."""
         from moto.core.models import DEFAULT_ACCOUNT_ID
         from moto.s3.models import s3_backends
 
@@ -656,11 +586,9 @@ class MotoServer:
             backend.put_object(bucket, key, data)
 
     def verify(self, identity: str) -> None:
-        """Make an address (or a domain) a verified SES sender."""
         self.client().create_email_identity(EmailIdentity=identity)
 
     def inject(self, client: Any, answers: Mapping[str, Any] | None = None) -> SesInjection:
-        """:func:`inject_ses`, reachable from the fixture."""
         return inject_ses(client, answers)
 
 
@@ -703,7 +631,7 @@ def aws_environment(monkeypatch: pytest.MonkeyPatch, endpoint_url: str) -> None:
 def moto_server(_moto_session: MotoServer, monkeypatch: pytest.MonkeyPatch,
                 request: pytest.FixtureRequest) -> MotoServer:
     """The session's moto server, reset, with ``weekly@example.org`` verified for SES."""
-    if request.node.get_closest_marker("aws") is None:  # reached through getfixturevalue
+    if request.node.get_closest_marker("aws") is None:  # reached by getfixturevalue
         pytest.fail(f"{request.node.nodeid} talks to moto without the aws mark "
                     "(pytest.param(..., marks=pytest.mark.aws))", pytrace=False)
     server = _moto_session
@@ -715,8 +643,7 @@ def moto_server(_moto_session: MotoServer, monkeypatch: pytest.MonkeyPatch,
 
 @pytest.fixture
 def unused_port() -> Iterator[int]:
-    """A loopback port nobody listens on (connection refused): bound, never listening, and
-    held for the test, so no other test can start a server on it meanwhile."""
+    """A loopback port that refuses connections: bound, never listening, held for the test."""
     with bound_socket() as sock:
         yield sock.getsockname()[1]
 
@@ -724,8 +651,7 @@ def unused_port() -> Iterator[int]:
 @pytest.fixture
 def silent_server() -> Iterator[tuple[str, int]]:
     """(host, port) that accepts connections (in the kernel's backlog) and never answers."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
+    with bound_socket() as sock:
         sock.listen(64)
         yield sock.getsockname()[:2]
 
@@ -755,22 +681,17 @@ class _Body:
 
 
 def inject_ses(client: Any, answers: Mapping[str, Any] | None = None) -> SesInjection:
-    """Answer sesv2 calls of ``client`` in AWS's wire format, before they reach the network.
+    """Answer sesv2 calls of ``client`` in AWS's wire format, before they reach the network:
+    what moto lacks or cannot fail on demand.
 
-    ``answers`` maps an operation name to either one answer (given to every call) or a list
-    (given to the first calls in order; later calls go to the real endpoint). An answer is
-    the body AWS documents for a success (``{"SendQuota": {...}, "SendingEnabled": true}``),
-    or an error shaped as boto3 reports it::
+    ``answers`` maps an operation to one answer (for every call) or a list (for the first
+    calls; later ones reach the server). An answer is AWS's success body, or an error as
+    boto3 reports it: ``{"Error": {"Code": ..., "Message": ...}}``, with the HTTP status of
+    ``ResponseMetadata.HTTPStatusCode`` or else the one the service model gives the code.
 
-        {"Error": {"Code": "TooManyRequestsException",
-                   "Message": "Maximum sending rate exceeded."}}
-        # optional: "ResponseMetadata": {"HTTPStatusCode": 429}; by default the status the
-        # service model gives the code (429 for TooManyRequestsException, 400 for most)
-
-    The hook sits on botocore's ``before-send`` event, which fires once per HTTP attempt
-    inside botocore's retry loop: an injected error is parsed by botocore's own rest-json
-    parser into the same ``ClientError`` AWS would cause, retries (if enabled) would happen,
-    and ``calls`` counts real attempts.
+    The hook sits on botocore's ``before-send`` event, once per HTTP attempt inside its retry
+    loop, so botocore's own parser raises the ``ClientError`` AWS would cause and ``calls``
+    counts real attempts.
     """
     from botocore.awsrequest import AWSResponse
 

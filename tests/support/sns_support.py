@@ -1,8 +1,6 @@
-"""Signing and serving as Amazon SNS does, for the tests of the SNS verifier and the webhook.
-
-Messages are signed here from AWS's documentation (the string to sign is built in this file,
-not by the module under test) with an RSA key whose self-signed certificate a real HTTPS
-server on 127.0.0.1 hands out. The server counts connections and hits per path.
+"""Signing and serving as Amazon SNS does: messages signed per AWS's documentation (not by
+the module under test) with a key whose certificate a real HTTPS server on 127.0.0.1 hands
+out; the server counts connections and hits per path.
 """
 
 from __future__ import annotations
