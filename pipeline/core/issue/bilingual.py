@@ -98,7 +98,7 @@ def fill_missing(items: Sequence[Item], translations: Mapping[tuple[int, str], M
         text = Text(machine.title, machine.body, html_to_text(machine.body), machine.source)
         current = filled[item.pr]
         minutes = {lang: current.reading_minutes.get(lang) for lang in LANGS}
-        minutes[target] = reading_minutes(text.body_text, target)
+        minutes[target] = reading_minutes(text.body_text)
         filled[item.pr] = replace(current.with_text(target, text),
                                   reading_minutes=Pair(minutes["zh"], minutes["en"]))
     return [filled[item.pr] for item in items], problems
