@@ -7,7 +7,7 @@ from dataclasses import replace
 
 import pytest
 from support.feeds import Entry, atom
-from support.project import DATA, SEED, SEED_PRS
+from support.project import DATA, SEED_PRS, seed_reviews
 
 from pipeline.core.issue.collect import group_week, merge, parse_feed
 from pipeline.core.issue.rank import TIERS, ordered, rank, reading_minutes
@@ -19,15 +19,6 @@ from pipeline.week import parse_week
 WEEK = parse_week("2026-W48", "Asia/Shanghai")
 REPO = "vllm-project/vllm"
 SHIPPED = (templates_dir() / "verdicts.toml").read_text(encoding="utf-8")
-
-
-def seed_reviews() -> list[tuple[str, str]]:
-    """(headline, paragraph) of each seed review, in order."""
-    blocks = [b.strip() for b in SEED.read_text(encoding="utf-8").split("\n\n") if b.strip()]
-    assert blocks[0] == REPO
-    pairs = list(zip(blocks[1::2], blocks[2::2], strict=True))
-    assert len(pairs) == 8
-    return pairs
 
 
 def rank_entries(entries: list[Entry], feed_lang: str | None = "zh-CN"):

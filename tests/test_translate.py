@@ -19,6 +19,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
+from support.project import seed_reviews
 
 from pipeline.config import Settings, TranslateSettings, load
 from pipeline.core.issue.sanitize import clean_html, text_to_html
@@ -31,16 +32,9 @@ from pipeline.translate.memory import TranslationMemory, memory_path
 from pipeline.translate.openai import OpenAITranslator
 from pipeline.wiring import open_translator
 
-SEED = Path(__file__).resolve().parent / "data" / "reviews-sample.zh.txt"
 PLACEHOLDER = re.compile(r"(⟦\d+⟧)")
 CJK_RUN = re.compile(r"[\u3400-\u9fff]+")
 MODEL = "Qwen/Qwen3-30B-A3B-Instruct"
-
-
-def seed_reviews() -> list[tuple[str, str]]:
-    lines = SEED.read_text(encoding="utf-8").strip().split("\n")
-    blocks = [b.strip() for b in "\n".join(lines[1:]).split("\n\n") if b.strip()]
-    return list(zip(blocks[0::2], blocks[1::2], strict=True))
 
 
 REVIEWS = seed_reviews()
