@@ -18,7 +18,7 @@ import functools
 import re
 import tomllib
 import unicodedata
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -221,12 +221,8 @@ class _Reader:
     def _asked(self, start: int, end: int) -> str | None:
         """The one tier a question asks about ("值得精读吗？"), or None (none, or two:
         "值得精读还是快速浏览？")."""
-        tiers = set()
-        for at in range(start, end):
-            found = self._phrase_at(at, end, boundary=False)
-            if found and found[0] in _TIERS and (at == start or not self.masked[at - 1].isalpha()
-                                                 or self.lang == "zh"):
-                tiers.add(found[0])
+        tiers = {tier for at, tier, _ in self._tiers_in(start, end)
+                 if at == start or not self.masked[at - 1].isalpha() or self.lang == "zh"}
         return tiers.pop() if len(tiers) == 1 else None
 
     def _answer(self, start: int, end: int, asked: str | None) -> Verdict | None:
@@ -323,14 +319,14 @@ class _Reader:
 
     def _conditional(self, start: int, pos: int, end: int) -> Verdict | None:
         """"仅对维护 X 的同学值得精读，其他人可略读": the phrase comes after the condition."""
-        for at in range(pos, end):
-            found = self._phrase_at(at, end, boundary=False)
-            if found and found[0] in _TIERS:
-                tier = self._otherwise(found[1], len(self.masked)) or "skim"
-                return Verdict(tier, self.text[at:found[1]].strip(), self.lang, None,
-                               clause=self._clause(start, found[1]),
-                               condition=self.text[pos:at].strip() or None)
-        return None
+        found = next(self._tiers_in(pos, end), None)
+        if found is None:
+            return None
+        at, _, phrase_end = found
+        tier = self._otherwise(phrase_end, len(self.masked)) or "skim"
+        return Verdict(tier, self.text[at:phrase_end].strip(), self.lang, None,
+                       clause=self._clause(start, phrase_end),
+                       condition=self.text[pos:at].strip() or None)
 
     # -- pieces of a sentence
 
@@ -402,6 +398,13 @@ class _Reader:
             return (_SUBJECT, found.end()) if self._subject_use(found.end()) else None
         return phrases[_fold(found[0], self.lang)], found.end()
 
+    def _tiers_in(self, start: int, stop: int) -> Iterator[tuple[int, str, int]]:
+        """Each tier phrase between ``start`` and ``stop``, anywhere: (start, tier, end)."""
+        for at in range(start, stop):
+            found = self._phrase_at(at, stop, boundary=False)
+            if found and found[0] in _TIERS:
+                yield at, found[0], found[1]
+
     def _negated_phrase(self, pos: int, end: int) -> tuple[str, int] | None:
         """A negator and the verdict phrase it negates in its clause ("不必作为必读", "don't
         skim this one"): the tier that reading gives, and where the phrase ends."""
@@ -409,12 +412,9 @@ class _Reader:
         if not negator or not self._ends_phrase(negator.end(), end, loose=True):
             return None
         stop = _end_of_clause(self.masked, negator.end(), end)
-        for at in range(negator.end(), stop):
-            found = self._phrase_at(at, stop, boundary=False)
-            if found and found[0] in _TIERS:
-                tier = _negated(found[0])
-                return (tier, found[1]) if tier else None
-        return None
+        found = next(self._tiers_in(negator.end(), stop), None)
+        tier = _negated(found[1]) if found else None
+        return (tier, found[2]) if found and tier else None
 
     def _ends_phrase(self, at: int, end: int, loose: bool = False) -> bool:
         """Whether what follows a phrase leaves it the verdict (``loose``: only that it is
@@ -502,11 +502,8 @@ class _Reader:
         # medium-priority look", "skippable for everyone else".
         clause_start = max(self.masked.rfind(c, at, found.start()) for c in ",，;；:：") + 1
         clause_end = _end_of_clause(self.masked, self._skip(found.end(), " ,，:："), stop)
-        for pos in range(max(clause_start, at), clause_end):
-            hit = self._phrase_at(pos, clause_end, boundary=False)
-            if hit and hit[0] in _TIERS and not (found.start() <= pos < found.end()):
-                return hit[0]
-        return None
+        return next((tier for pos, tier, _ in self._tiers_in(max(clause_start, at), clause_end)
+                     if not found.start() <= pos < found.end()), None)
 
     def _scope(self, at: int, end: int) -> str | None:
         """A scoped verdict's limit: "值得精读，但只需读 27 行…" → "只需读 27 行…"."""
