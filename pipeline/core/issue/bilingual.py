@@ -157,13 +157,9 @@ def _title(item: Item, lang: str) -> str:
 
 
 def subject(layout: str, week: Week, items: Sequence[Item], number: int = 0) -> str:
-    """One line of at most :data:`SUBJECT_MAX` characters: the newsletter's name in the
-    layout's first language (one brand, not both), the issue number when there is one
-    ("No. 3", "第 3 期"), the week's days ("23–29 Nov", "11 月 23–29 日"), and the top item's
-    headline, shortened at a word or CJK-character boundary, never inside a word. Every
-    layout names its week, as a reader looks for it in an inbox; the count of the other
-    reviews ("+ 7 more") goes first when the headline would not fit whole beside it (the
-    preheader says it too)."""
+    """One line of at most :data:`SUBJECT_MAX` characters: the brand in the layout's first
+    language, the number, the week's days and the top headline, cut at a word or CJK
+    boundary; the count of the others ("+ 7 more") is dropped first when it does not fit."""
     first = layout_langs(layout)[0]
     label = [NUMBER[first].format(n=number)] if number > 0 else []
     head = " · ".join([BRAND[first], *label, subject_days(week)[first]]) + " · "
