@@ -85,8 +85,8 @@ def rank(groups: Sequence[PullGroup], editorial: Editorial | None = None,
 
 
 def hidden_prs(groups: Sequence[PullGroup], editorial: Editorial | None) -> tuple[int, ...]:
-    """The week's PRs the editor's file hides (``hide = true``), in PR order: a deliberate
-    act, shown to the editor as information, never as a problem to fix."""
+    """The week's PRs the editor's file hides, in PR order: shown as information, never as
+    a problem."""
     if editorial is None:
         return ()
     return tuple(sorted(group.pr for group in groups
@@ -94,8 +94,8 @@ def hidden_prs(groups: Sequence[PullGroup], editorial: Editorial | None) -> tupl
 
 
 def week_questions(items: Sequence[Item]) -> list[Problem]:
-    """What the proof report asks of the week as a whole: a tier that holds most of an issue
-    orders nothing, and many unrated reviews suggest wording the vocabulary does not know."""
+    """What the proof report asks of the week: a tier holding most of it orders nothing, and
+    many unrated reviews suggest wording the vocabulary does not know."""
     count = len(items)
     must = sum(1 for item in items if item.tier == "must-read")
     unrated = sum(1 for item in items if item.tier == "unrated")
@@ -116,12 +116,8 @@ def week_questions(items: Sequence[Item]) -> list[Problem]:
 
 
 def ordered(items: Sequence[Item]) -> list[Item]:
-    """``items`` in reading order, each ``why`` ending with the rule that placed it.
-
-    Inside a tier: what the tier asks a reader to read in full first, then part of it, then
-    a verdict for some readers only; then the bigger change first, by GitHub's lines changed
-    when every item of the tier has them, else by the review's length; then the PR number.
-    Run again once GitHub's facts arrive (:func:`pipeline.core.assemble.complete`)."""
+    """``items`` in reading order (see the module), each ``why`` ending with the rule that
+    placed it. GitHub's lines changed count only when every item of the tier has them."""
     by_tier: dict[str, list[Item]] = {}
     for item in sorted(items, key=lambda item: TIER_NAMES.index(item.tier)):
         by_tier.setdefault(item.tier, []).append(item)
