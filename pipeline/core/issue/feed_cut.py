@@ -113,8 +113,6 @@ class _Body:
     #: its end tag.
     cut_at: int | None = None
     tail: str = ""
-    #: Whether elements were met inside it (markup, as ``type="xhtml"``).
-    markup: bool = False
     #: Whether feedparser reads the text as base64 (then cut as what it decodes to), and
     #: where the text begins and its pieces so far.
     base64: bool = False
@@ -157,7 +155,8 @@ class _Scan:
         self._stack.append(_qualified(name))
         body = self._body
         if body is not None:
-            body.markup, body.base64 = True, False  # feedparser decodes no markup
+            if body.cut_at is None:  # feedparser decodes no markup
+                body.base64 = False
             size = len(self._stack[-1]) + 2 + sum(
                 len(_local(key)) + len(value) + 4 for key, value in attributes.items())
             if body.cut_at is None and body.length + size > self.kept:  # cut before it
