@@ -253,10 +253,7 @@ def merge(results: Iterable[FeedResult]) -> tuple[list[Review], list[Rejected]]:
     reviews: list[Review] = []
     rejected: list[Rejected] = []
     for key, found in versions.items():
-        newest = found[0]
-        for entry in found[1:]:
-            if _changed(entry) > _changed(newest):
-                newest = entry
+        newest = max(found, key=_changed)  # the first of equals, as read
         if isinstance(newest, Review):
             reviews.append(newest)
         else:
@@ -318,9 +315,8 @@ def group_week(reviews: Sequence[Review], week: Week, repo: str) -> list[PullGro
         earliest = min(items, key=lambda r: (r.first_seen, r.entry_id))
         if earliest.first_seen not in week:
             continue
-        latest: dict[Lang, Review] = {}
-        for review in sorted(items, key=lambda r: (r.last_changed, r.entry_id)):
-            latest[review.lang] = review
+        by_change = sorted(items, key=lambda r: (r.last_changed, r.entry_id))
+        latest: dict[Lang, Review] = {review.lang: review for review in by_change}
         groups.append(PullGroup(
             pr=pr,
             url=f"https://github.com/{repo}/pull/{pr}",
