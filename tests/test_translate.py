@@ -275,17 +275,14 @@ def test_a_refused_connection_is_retried_then_reported(unused_port: int) -> None
     assert len(waits) == 2
 
 
-def test_a_cut_off_answer_is_an_error(llm: FakeLLM) -> None:
-    llm.finish_reason = "length"
+@pytest.mark.parametrize("said", ["cut off", "not a chat completion"])
+def test_a_cut_off_or_non_completion_answer_is_an_error(llm: FakeLLM, said: str) -> None:
+    if said == "cut off":
+        llm.finish_reason = "length"
+    else:
+        llm.script.append((200, {"Content-Type": "application/json"}, b'{"object": "list"}'))
     translator, _ = openai(llm)
-    with pytest.raises(TranslateError, match="cut off"):
-        translator.translate("你好", "zh", "en")
-
-
-def test_a_non_completion_answer_is_an_error(llm: FakeLLM) -> None:
-    llm.script.append((200, {"Content-Type": "application/json"}, b'{"object": "list"}'))
-    translator, _ = openai(llm)
-    with pytest.raises(TranslateError, match="not a chat completion"):
+    with pytest.raises(TranslateError, match=said):
         translator.translate("你好", "zh", "en")
 
 
