@@ -197,10 +197,6 @@ def _github(facts: PullFacts | None) -> GithubData | None:
             "tags": list(facts.tags)}
 
 
-def _skipped(entry: Skipped) -> SkippedData:
-    return {"id": entry.id, "link": entry.link, "title": entry.title, "reason": entry.reason}
-
-
 def _problem(problem: Problem) -> ProblemData:
     where: ProblemWhere = {}
     if problem.pr is not None:
@@ -243,7 +239,8 @@ def _body(issue: Issue, variants: Sequence[VariantData] = ()) -> IssueBody:
         "subject": dict(issue.subject),
         "preheader": dict(issue.preheader),
         "items": [_item(item) for item in issue.items],
-        "skipped": [_skipped(entry) for entry in issue.skipped],
+        "skipped": [{"id": s.id, "link": s.link, "title": s.title, "reason": s.reason}
+                    for s in issue.skipped],
         "problems": [_problem(problem) for problem in issue.problems],
     }
     if variants:
