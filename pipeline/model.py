@@ -29,8 +29,7 @@ T = TypeVar("T")
 
 
 def is_lang(value: object) -> TypeGuard[Lang]:
-    """Whether ``value`` is one of :data:`LANGS`: a language read from outside (a feed, a
-    layout name) becomes a :data:`Lang` only through this check."""
+    """Whether ``value`` is one of :data:`LANGS`: the one way outside text becomes a Lang."""
     return value in LANGS
 
 
@@ -45,9 +44,8 @@ def layout_langs(layout: str) -> tuple[Lang, ...]:
 
 
 def reading_order(layout: str) -> tuple[Lang, ...]:
-    """Every language, the layout's own first and in its order: how the subscription app's
-    pages and mails, which always carry both, put a reader's language first (``en`` →
-    ``("en", "zh")``)."""
+    """Every language, the layout's own first (``en`` → ``("en", "zh")``): how pages that
+    carry both put a reader's language first."""
     first = layout_langs(layout)
     return (*first, *(lang for lang in LANGS if lang not in first))
 
@@ -132,7 +130,7 @@ class Text:
     title: str
     body_html: str
     body_text: str
-    #: Where it came from: ``feed`` (later also ``editor``, ``github-title``, ``machine:…``).
+    #: Where it came from: ``feed``, ``editor``, ``github-title`` or ``machine:<backend>``.
     source: str = "feed"
 
 
@@ -199,8 +197,7 @@ class Item:
     #: How much of the PR its tier asks a reader to read: ``full``, ``scoped`` (part of it)
     #: or ``conditional`` (a verdict for some readers only); it orders a tier.
     reading: str = "full"
-    #: Why the tier, before the order is added to ``why`` (:func:`pipeline.core.issue.rank.
-    #: ordered`); None for an item read back from ``issue.json``, whose ``why`` is whole.
+    #: Why the tier, before ``rank.ordered`` adds the order to ``why``; None once read back.
     reason: Pair[str] | None = None
 
     def text(self, lang: str) -> Text | None:

@@ -72,11 +72,9 @@ def last_complete_week(tz: str, at: datetime | None = None) -> Week:
 
 
 def numbering_start(first_week: str, held: Iterable[str], week_id: str) -> str:
-    """The week of issue No. 1: ``[issue] first_week`` when it is set; else the first week
-    the archive ``held`` (names that are no ISO week are passed over), else ``week_id``
-    itself. So a fresh archive's first issue is No. 1 whatever week it is (``make run``
-    dates the sample into the last complete week, which moves every Monday), and each week
-    after it counts on from there; a week older than the archive's first is unnumbered."""
+    """The week of issue No. 1: ``[issue] first_week`` when set, else the first ISO week the
+    archive ``held``, else ``week_id``: a fresh archive's first issue is No. 1 whatever week
+    it is."""
     if first_week:
         return first_week
     weeks = []
@@ -89,11 +87,9 @@ def numbering_start(first_week: str, held: Iterable[str], week_id: str) -> str:
 
 
 def issue_number(week_id: str, first_week: str) -> int:
-    """The issue's number, "No. N": weeks since ``first_week`` (``[issue] first_week``),
-    counting it as No. 1. 0 when no first week is set or ``week_id`` comes before it (an
-    unnumbered issue). Counted in weeks, not in issues found somewhere: the number is known
-    at build, never changes when an older week is rebuilt, and a week with nothing to send
-    leaves its number unused, as a skipped magazine issue does."""
+    """"No. N": weeks since ``first_week``, counting it as No. 1; 0 (unnumbered) when none
+    is set or ``week_id`` comes before it. Counted in weeks, not issues, so a number never
+    changes when an older week is rebuilt."""
     if not first_week:
         return 0
     weeks = (iso_monday(week_id) - iso_monday(first_week)).days // 7
@@ -101,9 +97,8 @@ def issue_number(week_id: str, first_week: str) -> int:
 
 
 def subject_days(week: Week) -> dict[str, str]:
-    """The week's days as briefly as a subject line says them: ``11 月 23–29 日`` and
-    ``23–29 Nov`` (``11 月 30 日 – 12 月 6 日``, ``30 Nov – 6 Dec`` across a month). No
-    year: the inbox dates every message, and the characters go to the headline."""
+    """The week's days as briefly as a subject says them (``11 月 23–29 日``, ``23–29 Nov``):
+    no year, as the inbox dates every message."""
     first = pendulum.instance(week.start).in_timezone(week.tz)
     last = pendulum.instance(week.end).in_timezone(week.tz).subtract(days=1)
     if first.month == last.month:

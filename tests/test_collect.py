@@ -132,17 +132,12 @@ def test_parse_under_another_zone_equals_parse_under_utc(monkeypatch):
     assert in_los_angeles == in_utc
 
 
-def test_rss_channel_language_zh_cn_is_normalised():
+def test_rss_channel_language_zh_cn_is_normalised_and_an_item_dc_language_wins():
     result = read("rss-mixed.xml")
     langs = {r.pr: r.lang for r in result.reviews}
     assert langs.pop(57009) == "en"
     assert set(langs.values()) == {"zh"}
-
-
-def test_rss_item_dc_language_overrides_the_channel():
-    result = read("rss-mixed.xml")
     (english,) = [r for r in result.reviews if r.pr == 57009]
-    assert english.lang == "en"
     assert english.title == "Structured output: grammar compilation moves off the hot path"
 
 
@@ -206,9 +201,18 @@ def test_rss_week_holds_the_first_instant_and_not_the_end():
 
 # --- Language ----------------------------------------------------------------------------
 
-def test_xml_lang_on_the_entry_wins_over_the_feed():
-    review = one_review(Entry(lang="en", title="Fix", body="Must read."), feed_lang="zh-CN")
-    assert review.lang == "en"
+@pytest.mark.parametrize(("entry", "feed_lang", "lang"), [
+    (Entry(lang="en", title="Fix", body="Must read."), "zh-CN", "en"),  # the entry's wins
+    (Entry(title="Fix", body="Must read."), "zh-CN", "zh"),  # else the feed's
+    *((Entry(lang=tag, title="Fix", body="Must read."), "en", "zh")
+      for tag in ["zh-cn", "zh-CN", "zh_Hans", "ZH-Hans-CN", "zh"]),
+    *((Entry(lang=tag), "zh-CN", "en") for tag in ["en-US", "EN", "en_GB"]),
+    # No tag at all: the script says it.
+    (Entry(title="调度器修复", body="值得精读。`Scheduler` 的抢占路径。"), None, "zh"),
+    (Entry(title="Scheduler fix", body="Must read. 12.99% faster."), None, "en"),
+])
+def test_the_language_is_the_entrys_else_the_feeds_else_its_scripts(entry, feed_lang, lang):
+    assert one_review(entry, feed_lang=feed_lang).lang == lang
 
 
 def test_xml_lang_on_the_content_wins_over_the_entry():
@@ -218,35 +222,6 @@ def test_xml_lang_on_the_content_wins_over_the_entry():
         "<published>2026-11-24T10:00:00+08:00</published>"
         '<content type="text" xml:lang="en">Must read.</content></entry>')
     (review,) = parse_feed(data, "t", REPO).reviews
-    assert review.lang == "en"
-
-
-def test_the_feed_language_applies_when_the_entry_has_none():
-    review = one_review(Entry(title="Fix", body="Must read."), feed_lang="zh-CN")
-    assert review.lang == "zh"
-
-
-@pytest.mark.parametrize("tag", ["zh-cn", "zh-CN", "zh_Hans", "ZH-Hans-CN", "zh"])
-def test_chinese_language_tags_are_normalised(tag):
-    review = one_review(Entry(lang=tag, title="Fix", body="Must read."), feed_lang="en")
-    assert review.lang == "zh"
-
-
-@pytest.mark.parametrize("tag", ["en-US", "EN", "en_GB"])
-def test_english_language_tags_are_normalised(tag):
-    review = one_review(Entry(lang=tag), feed_lang="zh-CN")
-    assert review.lang == "en"
-
-
-def test_without_any_language_tag_chinese_is_detected_from_the_script():
-    review = one_review(Entry(title="调度器修复", body="值得精读。`Scheduler` 的抢占路径。"),
-                        feed_lang=None)
-    assert review.lang == "zh"
-
-
-def test_without_any_language_tag_english_is_detected_from_the_script():
-    review = one_review(Entry(title="Scheduler fix", body="Must read. 12.99% faster."),
-                        feed_lang=None)
     assert review.lang == "en"
 
 
@@ -315,48 +290,32 @@ def test_entry_without_link_is_rejected_even_if_its_id_is_a_pr_url():
     assert rejected.skipped == Skipped(pr_url, "", "标题", "entry has no link")
 
 
-def test_pr_is_read_from_the_alternate_link_only():
+@pytest.mark.parametrize("alternate", [True, False])
+def test_the_pr_is_read_from_the_alternate_link_only(alternate):
+    link = '<link rel="alternate" href="https://github.com/vllm-project/vllm/pull/57001"/>'
     data = raw_atom(
         "<entry><id>tag:t,2026:1</id><title>t</title>"
         '<link rel="related" href="https://github.com/vllm-project/vllm/pull/56000"/>'
-        '<link rel="alternate" href="https://github.com/vllm-project/vllm/pull/57001"/>'
-        "<published>2026-11-24T10:00:00+08:00</published>"
-        '<content type="text">值得精读。</content></entry>')
-    (review,) = parse_feed(data, "t", REPO).reviews
-    assert review.pr == 57001
-
-
-def test_a_pr_in_a_non_alternate_link_only_is_rejected():
-    data = raw_atom(
-        "<entry><id>tag:t,2026:1</id><title>t</title>"
-        '<link rel="related" href="https://github.com/vllm-project/vllm/pull/56000"/>'
-        "<published>2026-11-24T10:00:00+08:00</published>"
+        f"{link if alternate else ''}<published>2026-11-24T10:00:00+08:00</published>"
         '<content type="text">值得精读。</content></entry>')
     result = parse_feed(data, "t", REPO)
-    assert result.reviews == ()
-    assert [r.skipped.reason for r in result.rejected] == ["entry has no link"]
+    assert [r.pr for r in result.reviews] == ([57001] if alternate else [])
+    assert [r.skipped.reason for r in result.rejected] == ([] if alternate
+                                                           else ["entry has no link"])
 
 
 # --- Text and dates ----------------------------------------------------------------------
 
-def test_entry_without_text_is_rejected():
-    rejected = one_rejection(Entry(body="  "))
-    assert rejected.skipped.reason == "entry has no review text"
-
-
-def test_entry_whose_html_sanitizes_to_nothing_is_rejected():
-    rejected = one_rejection(Entry(body="<script>alert(1)</script>", content_type="html"))
-    assert rejected.skipped.reason == "entry has no review text"
-
-
-def test_entry_without_date_is_rejected_with_no_time():
-    rejected = one_rejection(Entry(published=None))
-    assert (rejected.skipped.reason, rejected.when) == ("entry has no parseable date", None)
-
-
-def test_entry_with_an_unparseable_date_is_rejected():
-    rejected = one_rejection(Entry(published="next Tuesday"))
-    assert (rejected.skipped.reason, rejected.when) == ("entry has no parseable date", None)
+@pytest.mark.parametrize(("entry", "reason", "when"), [
+    (Entry(body="  "), "entry has no review text", utc(2026, 11, 24, 2)),
+    (Entry(body="<script>alert(1)</script>", content_type="html"), "entry has no review text",
+     utc(2026, 11, 24, 2)),
+    (Entry(published=None), "entry has no parseable date", None),
+    (Entry(published="next Tuesday"), "entry has no parseable date", None),
+])
+def test_an_entry_without_text_or_date_is_rejected(entry, reason, when):
+    rejected = one_rejection(entry)
+    assert (rejected.skipped.reason, rejected.when) == (reason, when)
 
 
 def test_atom_entry_with_only_updated_uses_it():
@@ -377,22 +336,18 @@ def test_categories_are_kept_as_given():
 
 # --- Skipped -----------------------------------------------------------------------------
 
-def test_skipped_lists_a_rejection_inside_the_week():
-    result = parse([Entry(link="https://github.com/vllm-project/vllm/issues/9",
-                          published="2026-11-24T10:00:00+08:00")])
-    assert [s.reason for s in skipped_in_week(result.rejected, W48)] == [
-        "link is not a pull request"]
+ISSUE_9 = "https://github.com/vllm-project/vllm/issues/9"
 
 
-def test_skipped_lists_a_rejection_without_time():
-    result = parse([Entry(pr=None, published=None)])
-    assert [s.reason for s in skipped_in_week(result.rejected, W48)] == ["entry has no link"]
-
-
-@pytest.mark.parametrize("when", ["2026-11-22T23:59:59+08:00", "2026-11-30T00:00:00+08:00"])
-def test_skipped_leaves_out_rejections_of_other_weeks(when):
-    result = parse([Entry(link="https://github.com/vllm-project/vllm/issues/9", published=when)])
-    assert skipped_in_week(result.rejected, W48) == []
+@pytest.mark.parametrize(("entry", "reasons"), [
+    (Entry(link=ISSUE_9, published="2026-11-24T10:00:00+08:00"), ["link is not a pull request"]),
+    (Entry(pr=None, published=None), ["entry has no link"]),  # no time: always listed
+    (Entry(link=ISSUE_9, published="2026-11-22T23:59:59+08:00"), []),
+    (Entry(link=ISSUE_9, published="2026-11-30T00:00:00+08:00"), []),
+])
+def test_skipped_lists_the_weeks_rejections_and_undated_ones(entry, reasons):
+    result = parse([entry])
+    assert [s.reason for s in skipped_in_week(result.rejected, W48)] == reasons
 
 
 # --- Week boundaries ---------------------------------------------------------------------
@@ -425,21 +380,13 @@ def test_latest_review_per_language_wins_by_published():
     assert groups[1].latest["zh"].body_html == "<p>值得精读。新。</p>"
 
 
-def test_latest_review_per_language_is_decided_by_updated_before_published():
+def test_the_latest_is_decided_by_updated_and_the_first_review_decides_the_week():
     groups = groups_of(parse([
         Entry(pr=1, body="值得精读。改过。", published="2026-11-24T10:00:00+08:00",
               updated="2026-11-27T10:00:00+08:00"),
         Entry(pr=1, body="可略读。后发未改。", published="2026-11-26T10:00:00+08:00"),
     ]))
     assert groups[1].latest["zh"].body_html == "<p>值得精读。改过。</p>"
-
-
-def test_first_review_decides_the_week_even_when_it_is_not_the_latest():
-    groups = groups_of(parse([
-        Entry(pr=1, body="值得精读。改过。", published="2026-11-24T10:00:00+08:00",
-              updated="2026-11-27T10:00:00+08:00"),
-        Entry(pr=1, body="可略读。后发未改。", published="2026-11-26T10:00:00+08:00"),
-    ]))
     assert groups[1].first_reviewed == utc(2026, 11, 24, 2)
 
 
@@ -538,25 +485,16 @@ def test_truncated_feed_is_refused_although_entries_were_recovered():
         parse_feed(data, "truncated.atom", REPO)
 
 
-def test_empty_document_is_refused():
-    with pytest.raises(FeedError, match="is empty"):
-        parse_feed(b"", "empty.xml", REPO)
-
-
-def test_blank_document_is_refused():
-    with pytest.raises(FeedError, match="is empty"):
-        parse_feed(b"  \n\t", "blank.xml", REPO)
-
-
-def test_html_page_is_refused():
-    with pytest.raises(FeedError, match=r"not well-formed XML|is not an RSS or Atom feed"):
-        parse_feed((DATA / "not-a-feed.html").read_bytes(), "not-a-feed.html", REPO)
-
-
-def test_well_formed_html_page_is_refused_as_no_feed():
-    page = b"<html><head><title>GitHub</title></head><body><p>hi</p></body></html>"
-    with pytest.raises(FeedError, match="is not an RSS or Atom feed"):
-        parse_feed(page, "page.html", REPO)
+@pytest.mark.parametrize(("data", "said"), [
+    (b"", "is empty"),
+    (b"  \n\t", "is empty"),
+    ((DATA / "not-a-feed.html").read_bytes(), r"not well-formed XML|is not an RSS or Atom feed"),
+    (b"<html><head><title>GitHub</title></head><body><p>hi</p></body></html>",
+     "is not an RSS or Atom feed"),
+])
+def test_a_document_that_is_no_feed_is_refused(data, said):
+    with pytest.raises(FeedError, match=said):
+        parse_feed(data, "doc", REPO)
 
 
 def test_feed_error_names_the_location_and_line():

@@ -3,6 +3,7 @@ cut reads the document as feedparser does, so a feed means the same cut as read 
 
 from __future__ import annotations
 
+import base64
 import json
 from collections.abc import Callable
 from dataclasses import replace
@@ -166,6 +167,20 @@ def test_a_long_text_in_cdata_reads_the_same_cut_as_whole(monkeypatch):
     cut = read(rss, None)
     monkeypatch.setattr(collect, "cut_long_texts", whole_only_cut)
     assert cut == read(rss, None)
+
+
+def test_a_long_base64_text_is_cut_as_what_it_decodes_to(monkeypatch):
+    """Atom 0.3's ``mode="base64"``: feedparser decodes the text, so it is counted and cut
+    decoded, and reads the same cut as whole."""
+    body = "<p>值得精读。" + "细节 &amp; 更多。" * 20_000 + "</p>"
+    encoded = base64.encodebytes(body.encode()).decode()
+    feed = atom([Entry(pr=9, id="b64", body="x", content_type="html")]).replace(
+        b'<content type="html">x</content>',
+        f'<content type="text/html" mode="base64">{encoded}</content>'.encode())
+    assert cut_long_texts(feed, MAX_BODY_CHARS).cut == {"b64": len(body)}
+    cut = read(feed, None)
+    monkeypatch.setattr(collect, "cut_long_texts", whole_only_cut)
+    assert cut == read(feed, None)
 
 
 def test_markup_inside_a_text_is_cut_between_its_pieces_and_closed():

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import socket
 import subprocess
 import threading
 from collections.abc import Callable
@@ -89,40 +88,26 @@ def cache(tmp_path: Path) -> Path:
     return tmp_path / "data" / "feeds"
 
 
-def test_first_fetch_gets_the_feed(server, cache):
+def test_the_first_fetch_asks_unconditionally_and_caches_the_feed(server, cache):
     fetched = fetch(server.url(), cache)
     assert (fetched.location, fetched.body) == (server.url(), FEED)
     assert fetched.content_type == CONTENT_TYPE
     assert fetched.from_cache is False
-
-
-def test_first_fetch_asks_unconditionally(server, cache):
-    fetch(server.url(), cache)
     (request,) = server.requests
     assert "if-none-match" not in request
     assert "if-modified-since" not in request
     assert request["user-agent"].startswith("vllm-pr-weekly/")
-
-
-def test_first_fetch_is_cached_under_the_cache_dir(server, cache):
-    fetch(server.url(), cache)
     cached = [p for p in cache.iterdir() if p.is_file()]
     assert any(p.read_bytes() == FEED for p in cached)
     assert not [p for p in cached if p.name.startswith(".tmp")]
 
 
-def test_second_fetch_sends_the_validators(server, cache):
-    fetch(server.url(), cache)
-    fetch(server.url(), cache)
-    second = server.requests[1]
-    assert second["if-none-match"] == ETAG
-    assert second["if-modified-since"] == LAST_MODIFIED
-
-
-def test_second_fetch_gets_304_and_the_cached_body(server, cache):
+def test_the_second_fetch_sends_the_validators_and_reads_a_304_from_the_cache(server, cache):
     fetch(server.url(), cache)
     fetched = fetch(server.url(), cache)
-    assert len(server.requests) == 2
+    _, second = server.requests
+    assert second["if-none-match"] == ETAG
+    assert second["if-modified-since"] == LAST_MODIFIED
     assert fetched.from_cache is True
     assert fetched.body == FEED
     assert fetched.content_type == CONTENT_TYPE
@@ -135,7 +120,7 @@ def test_without_a_cache_dir_every_fetch_is_in_full(server):
     assert all("if-none-match" not in r for r in server.requests)
 
 
-def test_304_after_the_cache_was_deleted_refetches_in_full(server, cache):
+def test_304_after_the_cache_was_deleted_refetches_in_full_and_caches_again(server, cache):
     fetch(server.url(), cache)
     server.before_304 = lambda: shutil.rmtree(cache)
     fetched = fetch(server.url(), cache)
@@ -144,12 +129,6 @@ def test_304_after_the_cache_was_deleted_refetches_in_full(server, cache):
     assert conditional["if-none-match"] == ETAG
     assert "if-none-match" not in refetch
     assert "if-modified-since" not in refetch
-
-
-def test_a_refetch_after_a_wiped_cache_stores_the_feed_again(server, cache):
-    fetch(server.url(), cache)
-    server.before_304 = lambda: shutil.rmtree(cache)
-    fetch(server.url(), cache)
     assert any(p.read_bytes() == FEED for p in cache.iterdir() if p.is_file())
 
 
@@ -159,13 +138,9 @@ def test_http_404_is_a_feed_error(server, cache):
     assert caught.value.url == server.url("/missing.atom")
 
 
-def test_connection_refused_is_a_feed_error(cache):
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    # Nothing listens on the port now: the connection is refused.
+def test_connection_refused_is_a_feed_error(cache, unused_port):
     with pytest.raises(FeedError, match="cannot connect"):
-        fetch(f"http://127.0.0.1:{port}/feed.atom", cache)
+        fetch(f"http://127.0.0.1:{unused_port}/feed.atom", cache)
 
 
 def test_a_file_is_read(tmp_path):
@@ -175,19 +150,13 @@ def test_a_file_is_read(tmp_path):
     assert (fetched.body, fetched.from_cache, fetched.content_type) == (FEED, False, None)
 
 
-def test_a_missing_file_is_a_feed_error(tmp_path):
-    with pytest.raises(FeedError, match="no such file"):
-        fetch(str(tmp_path / "nope.atom"), None)
-
-
-def test_a_folder_is_a_feed_error(tmp_path):
-    with pytest.raises(FeedError, match="is a folder"):
-        fetch(str(tmp_path), None)
-
-
-def test_an_unsupported_scheme_is_a_feed_error(tmp_path):
-    with pytest.raises(FeedError, match="only files and http"):
-        fetch("ftp://example.org/feed.atom", tmp_path)
+@pytest.mark.parametrize(("location", "said"), [
+    ("nope.atom", "no such file"), ("", "is a folder"),
+    ("ftp://example.org/feed.atom", "only files and http"),
+])
+def test_a_location_that_is_no_feed_is_a_feed_error(tmp_path, location, said):
+    with pytest.raises(FeedError, match=said):
+        fetch(location if "://" in location else str(tmp_path / location), None)
 
 
 # -- bounds: total time for a URL, size for a file ----------------------------------------------
@@ -250,19 +219,15 @@ def test_a_fast_server_is_well_within_a_small_total_bound(server, cache):
     assert fetch(server.url(), cache, total_seconds=5).body == FEED
 
 
-def test_a_file_larger_than_a_url_may_be_is_a_feed_error(tmp_path):
-    path = tmp_path / "huge.atom"
-    with path.open("wb") as handle:
-        handle.truncate(MAX_BYTES + 1)  # sparse: costs no disk
-    with pytest.raises(FeedError, match=f"larger than {MAX_BYTES:,} bytes"):
-        fetch(str(path), None)
-
-
-def test_a_file_exactly_at_the_cap_is_read(tmp_path):
+def test_a_file_at_the_cap_is_read_and_one_byte_more_is_a_feed_error(tmp_path):
     path = tmp_path / "big.atom"
     with path.open("wb") as handle:
-        handle.truncate(MAX_BYTES)
+        handle.truncate(MAX_BYTES)  # sparse: costs no disk
     assert len(fetch(str(path), None).body) == MAX_BYTES
+    with path.open("ab") as handle:
+        handle.truncate(MAX_BYTES + 1)
+    with pytest.raises(FeedError, match=f"larger than {MAX_BYTES:,} bytes"):
+        fetch(str(path), None)
 
 
 @pytest.mark.subprocess

@@ -7,25 +7,18 @@ from dataclasses import replace
 
 import pytest
 from support.feeds import Entry, atom
-from support.project import DATA, SEED, SEED_PRS
+from support.project import DATA, SEED_PRS, seed_reviews
 
 from pipeline.core.issue.collect import group_week, merge, parse_feed
 from pipeline.core.issue.rank import TIERS, ordered, rank, reading_minutes
-from pipeline.core.issue.verdict import parse_verdict
+from pipeline.core.issue.verdict import Vocabulary, parse_verdict
+from pipeline.core.shipped import templates_dir
 from pipeline.model import PullFacts
 from pipeline.week import parse_week
 
 WEEK = parse_week("2026-W48", "Asia/Shanghai")
 REPO = "vllm-project/vllm"
-
-
-def seed_reviews() -> list[tuple[str, str]]:
-    """(headline, paragraph) of each seed review, in order."""
-    blocks = [b.strip() for b in SEED.read_text(encoding="utf-8").split("\n\n") if b.strip()]
-    assert blocks[0] == REPO
-    pairs = list(zip(blocks[1::2], blocks[2::2], strict=True))
-    assert len(pairs) == 8
-    return pairs
+SHIPPED = (templates_dir() / "verdicts.toml").read_text(encoding="utf-8")
 
 
 def rank_entries(entries: list[Entry], feed_lang: str | None = "zh-CN"):
@@ -183,10 +176,17 @@ def test_tiers_are_data_in_rank_order():
     assert [t.name for t in TIERS] == ["must-read", "medium", "skim", "unrated"]
 
 
-def test_reading_minutes_per_language():
-    assert reading_minutes("字" * 900, "zh") == 3
-    assert reading_minutes("word " * 410, "en") == 3
-    assert reading_minutes("", "en") == 1
+def test_reading_minutes_count_characters_and_words_alike():
+    assert reading_minutes("字" * 900) == 3
+    assert reading_minutes("word " * 410) == 3
+    assert reading_minutes("字" * 150 + " word" * 100) == 1
+    assert reading_minutes("") == 1
+
+
+def test_an_operators_negation_is_read_as_one_and_its_but_clause_still_counts():
+    words = Vocabulary.from_toml(SHIPPED, '[negations.zh]\n"未必精读" = "skim"\n')
+    verdict = parse_verdict("未必精读，但值得中等优先级阅读。", "zh", words)
+    assert verdict is not None and verdict.tier == "medium"
 
 
 def test_an_operators_vocabulary_adds_phrases_and_a_bad_one_is_a_config_error(settings,

@@ -19,6 +19,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
+from support.project import seed_reviews
 
 from pipeline.config import Settings, TranslateSettings, load
 from pipeline.core.issue.sanitize import clean_html, text_to_html
@@ -31,16 +32,9 @@ from pipeline.translate.memory import TranslationMemory, memory_path
 from pipeline.translate.openai import OpenAITranslator
 from pipeline.wiring import open_translator
 
-SEED = Path(__file__).resolve().parent / "data" / "reviews-sample.zh.txt"
 PLACEHOLDER = re.compile(r"(⟦\d+⟧)")
 CJK_RUN = re.compile(r"[\u3400-\u9fff]+")
 MODEL = "Qwen/Qwen3-30B-A3B-Instruct"
-
-
-def seed_reviews() -> list[tuple[str, str]]:
-    lines = SEED.read_text(encoding="utf-8").strip().split("\n")
-    blocks = [b.strip() for b in "\n".join(lines[1:]).split("\n\n") if b.strip()]
-    return list(zip(blocks[0::2], blocks[1::2], strict=True))
 
 
 REVIEWS = seed_reviews()
@@ -281,17 +275,14 @@ def test_a_refused_connection_is_retried_then_reported(unused_port: int) -> None
     assert len(waits) == 2
 
 
-def test_a_cut_off_answer_is_an_error(llm: FakeLLM) -> None:
-    llm.finish_reason = "length"
+@pytest.mark.parametrize("said", ["cut off", "not a chat completion"])
+def test_a_cut_off_or_non_completion_answer_is_an_error(llm: FakeLLM, said: str) -> None:
+    if said == "cut off":
+        llm.finish_reason = "length"
+    else:
+        llm.script.append((200, {"Content-Type": "application/json"}, b'{"object": "list"}'))
     translator, _ = openai(llm)
-    with pytest.raises(TranslateError, match="cut off"):
-        translator.translate("你好", "zh", "en")
-
-
-def test_a_non_completion_answer_is_an_error(llm: FakeLLM) -> None:
-    llm.script.append((200, {"Content-Type": "application/json"}, b'{"object": "list"}'))
-    translator, _ = openai(llm)
-    with pytest.raises(TranslateError, match="not a chat completion"):
+    with pytest.raises(TranslateError, match=said):
         translator.translate("你好", "zh", "en")
 
 

@@ -5,24 +5,14 @@ from __future__ import annotations
 
 import html
 import re
-from pathlib import Path
 
 import pytest
+from support.project import seed_reviews
 
 from pipeline.core.issue.sanitize import clean_html, text_to_html
 from pipeline.core.issue.translate_guard import Guarded, GuardError, placeholder, protect, restore
 
-SEED = Path(__file__).resolve().parent / "data" / "reviews-sample.zh.txt"
 PLACEHOLDER = re.compile(r"⟦(\d+)⟧")
-
-
-def seed_reviews() -> list[tuple[str, str]]:
-    """(headline, body) of each seed review: the first line names the repository, then
-    headline / blank line / paragraph blocks."""
-    lines = SEED.read_text(encoding="utf-8").strip().split("\n")
-    assert lines[0] == "vllm-project/vllm"
-    blocks = [b.strip() for b in "\n".join(lines[1:]).split("\n\n") if b.strip()]
-    return list(zip(blocks[0::2], blocks[1::2], strict=True))
 
 
 REVIEWS = seed_reviews()

@@ -1,17 +1,13 @@
 """Assemble the issue: ranked items, their PR facts and translations → issue, JSON, artifacts.
 
-Pure: everything from outside was asked for first (the editor's file, GitHub, the translator,
-by :mod:`pipeline.stages.build`) and arrives as data, so the same inputs always give the same
-bytes, and assembling makes no call. The build runs it in two steps around that asking:
+Pure: what comes from outside (the editor's file, GitHub, the translator) was asked for first
+by :mod:`pipeline.stages.build` and arrives as data, so the same inputs give the same bytes:
 
     group (feeds → Grouped) → rank_week (+ the editor's file → Ranked)
         → [the stage asks GitHub and the translator → Gathered]
         → complete (facts, translations, links) → assemble (compose, render, issue.json)
 
-Interest variants: ``assemble`` takes the readers' choices (layout, areas), as many as the
-list has, and renders each *distinct* variant they come to once (see
-:mod:`pipeline.core.issue.interests`): a thousand readers of three choices cost three renderings,
-and a choice none of whose areas this issue touches is the plain layout, rendered anyway.
+Each *distinct* interest variant the readers' choices come to is rendered once.
 """
 
 from __future__ import annotations
@@ -92,11 +88,8 @@ class Gathered:
 
 @dataclass(frozen=True)
 class Terms:
-    """The four sections of the settings an issue is assembled by, and no other: the
-    feed's repository, the issue's numbering and size budget, the site's URLs (links and the
-    footer's subscribe page) and the delivery's sender lines and transfer encodings. The stage
-    hands them over (``Terms(settings.feed, settings.issue, settings.site,
-    settings.delivery)``); the core never sees a secret, a path or a backend."""
+    """The four sections of the settings an issue is assembled by, and no other: the core
+    never sees a secret, a path or a backend."""
 
     feed: FeedSettings
     issue: IssueSettings
@@ -106,7 +99,7 @@ class Terms:
 
 class Assembled(NamedTuple):
     """The issue, its ``issue.json`` data, its artifacts (file name → bytes) and the
-    renderings, by layout then by variant key (a tuple: callers unpack it)."""
+    renderings by variant key (a tuple: callers unpack it)."""
 
     issue: Issue
     data: IssueData
@@ -129,8 +122,7 @@ def group(feed: FeedSettings, week: Week, results: Sequence[FeedResult]) -> Grou
 
 def rank_week(week: Week, grouped: Grouped, editorial: Editorial,
               vocabulary: Vocabulary | None = None) -> Ranked:
-    """The week's items in reading order with the editor's file applied, and the problems
-    found on the way (each verdict read with ``vocabulary``, the shipped one by default).
+    """The week's items in reading order with the editor's file applied;
     :class:`EmptyWeekError` when the editor left nothing."""
     items, problems = rank(grouped.groups, editorial, vocabulary)
     if not items:
@@ -140,9 +132,8 @@ def rank_week(week: Week, grouped: Grouped, editorial: Editorial,
 
 
 def complete(ranked: Ranked, gathered: Gathered) -> Ranked:
-    """The items with their PR facts, their machine translations (the last source of a text),
-    their file links and their areas within bounds; the problems of the asking, of the
-    translations and of the areas added."""
+    """The items with their PR facts, machine translations, file links and areas within
+    bounds, and the problems of each added."""
     items = [with_facts(item, gathered.facts.get(item.pr)) for item in ranked.items]
     items, translation_problems = fill_missing(items, gathered.translations)
     items, area_problems = bound_areas([link_item(item) for item in items])
@@ -152,9 +143,8 @@ def complete(ranked: Ranked, gathered: Gathered) -> Ranked:
 
 
 def distinct_variants(choices: Iterable[Choice], items: Sequence[Item]) -> tuple[Variant, ...]:
-    """The interest variants ``choices`` come to for an issue of ``items``: each once, sorted,
-    without the plain layouts (rendered anyway). A choice of an unknown layout is no reader's
-    (the store keeps layouts valid) and is left out rather than stop the build."""
+    """The interest variants ``choices`` come to for ``items``: each once, sorted, without
+    the plain layouts (rendered anyway); an unknown layout is left out, not fatal."""
     areas = issue_areas(items)
     found = {variant_for(layout, chosen, areas) for layout, chosen in choices
              if layout in LAYOUTS}
@@ -164,9 +154,8 @@ def distinct_variants(choices: Iterable[Choice], items: Sequence[Item]) -> tuple
 def assemble(terms: Terms, week: Week, ranked: Ranked,
              renderer: Renderer | None = None, choices: Iterable[Choice] = (),
              correction: Correction | None = None) -> Assembled:
-    """Completed items → the issue, its JSON and its artifacts: every layout rendered, and
-    each distinct interest variant of ``choices``, all within the size budget. An issue
-    that replaces one already sent carries its ``correction`` (its page says so)."""
+    """Completed items → the issue, its JSON and its artifacts: every layout and each
+    distinct variant of ``choices`` rendered within the size budget."""
     issue = compose(ranked.items, week, terms.feed.repo, terms.site.base_url,
                     ranked.skipped, ranked.problems,
                     issue_number(week.id, terms.issue.first_week), ranked.hidden)
@@ -186,10 +175,8 @@ def assemble(terms: Terms, week: Week, ranked: Ranked,
         if problem:
             render_problems.append(problem)
     issue = replace(issue, problems=sort_problems([*issue.problems, *render_problems]))
-    artifacts: dict[str, bytes] = {}
-    for key, result in rendered.items():
-        artifacts[f"email-{key}.html"] = result.html.encode("utf-8")
-        artifacts[f"email-{key}.txt"] = result.text.encode("utf-8")
+    artifacts = {f"email-{key}.{ext}": text.encode("utf-8") for key, result in rendered.items()
+                 for ext, text in (("html", result.html), ("txt", result.text))}
     kept = [variant_data(r.variant, r.brief, r.folded) for r in rendered.values() if r.areas]
     return Assembled(issue, issue_json.to_dict(issue, artifacts, kept), artifacts,
                      rendered)

@@ -42,15 +42,11 @@ class Fetched:
     from_cache: bool = False
 
 
-def is_url(location: str) -> bool:
-    return location.startswith(("http://", "https://"))
-
-
 def fetch(location: str, cache_dir: Path | None, *, total_seconds: float = TOTAL_SECONDS
           ) -> Fetched:
     """The bytes of the feed at ``location`` (a path or an http(s) URL); a URL must be read
     whole within ``total_seconds``."""
-    if is_url(location):
+    if location.startswith(("http://", "https://")):
         return _fetch_url(location, cache_dir, total_seconds)
     if "://" in location:
         raise FeedError(location, "only files and http(s) URLs are supported")

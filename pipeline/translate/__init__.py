@@ -1,25 +1,12 @@
 """Machine translation: the :class:`Translator` interface, its record, and the memory's.
 
-Off by default (``[translate] backend = "none"``). Machine translation comes last in
-the precedence of texts (editor, feed, GitHub title, machine); a translator only turns one
-text into another language. The flow around it lives in
-:mod:`pipeline.stages.machine_translation`:
-
-    protect (translate_guard) → memory lookup → Translator.translate → restore → clean_html
-                                   hit: no call                      GuardError: rejected,
-                                                                     not remembered
-
-Adapters, each converting its own errors at its edge into :class:`TranslateError` (keeping the
-cause) and letting anything unexpected through; :func:`pipeline.wiring.open_translator` picks
-one from the settings:
-
-- ``openai`` (:mod:`pipeline.translate.openai`): any OpenAI-compatible
-  ``/v1/chat/completions`` endpoint (a vLLM server is the natural one).
-- ``aws`` (:mod:`pipeline.translate.aws`): Amazon Translate ``TranslateText`` through boto3.
-
-The memory (:mod:`pipeline.translate.memory`, SQLite in the data folder) keys each result by
-the sha256 of the source text, the backend, the model and the target language: a re-run makes
-no call and yields identical text, and changing the model translates afresh.
+Off by default (``[translate] backend = "none"``), and the last source of a text (after the
+editor, the feed and the GitHub title). :mod:`pipeline.stages.machine_translation` runs the
+flow: protect (translate_guard) → memory → Translator.translate → restore → clean_html; a
+translation the guard refuses is never remembered. The adapters (``openai``: any
+OpenAI-compatible endpoint; ``aws``: Amazon Translate) convert their own errors into
+:class:`TranslateError`, keeping the cause. The memory keys each result by the source text,
+the backend, the model and the target: a re-run makes no call, a new model translates afresh.
 """
 
 from __future__ import annotations
@@ -47,11 +34,9 @@ LANGUAGE_NAMES = {"zh": "Simplified Chinese", "en": "English"}
 
 
 class Translator(Resource, Protocol):
-    """Turns one text into another language in one call.
+    """Turns one text (``⟦n⟧`` placeholders kept) from ``zh`` or ``en`` into the other.
 
-    ``text`` holds ``⟦n⟧`` placeholders that must come back unchanged (the guard checks).
-    ``source`` and ``target`` are ``zh`` or ``en``. Raises :class:`TranslateError` and nothing
-    else for a failure of the service; safe to call from several threads.
+    Raises :class:`TranslateError` and nothing else when the service fails; thread-safe.
     """
 
     #: ``openai`` or ``aws``: recorded as ``machine:<name>``.
@@ -63,9 +48,8 @@ class Translator(Resource, Protocol):
 
 
 class Memory(Protocol):
-    """Accepted translations, keyed by the source text, the backend, the model and the target
-    language (:class:`pipeline.translate.memory.TranslationMemory` is the one kept on disk).
-    Storage failures raise :class:`OutputError`."""
+    """Accepted translations by source text, backend, model and target; storage failures
+    raise :class:`OutputError`."""
 
     def get(self, source_text: str, *, backend: str, model: str, target: str) -> str | None:
         """The remembered translation, or None."""

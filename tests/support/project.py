@@ -14,3 +14,13 @@ DATA = ROOT / "tests" / "data"
 SAMPLE_WEEK = "2026-W48"
 #: The PRs of the seed reviews, in the seed's order.
 SEED_PRS = (53721, 55309, 55823, 54934, 51794, 56671, 56366, 56317)
+
+
+def seed_reviews() -> list[tuple[str, str]]:
+    """(headline, body) of each seed review: the first line names the repository, then
+    headline / blank line / paragraph blocks."""
+    blocks = [b.strip() for b in SEED.read_text(encoding="utf-8").split("\n\n") if b.strip()]
+    assert blocks[0] == "vllm-project/vllm"
+    pairs = list(zip(blocks[1::2], blocks[2::2], strict=True))
+    assert len(pairs) == len(SEED_PRS)
+    return pairs

@@ -1,11 +1,8 @@
 """How an area's name is shown to a reader: ``pd-disaggregation`` as "PD disaggregation".
 
-Areas are kept as the feed and GitHub give them, folded to lower case with hyphens
-(:func:`subscribers.areas.clean_area`): good keys, poor labels. A label is the name's words,
-each spelled as ``templates/areas.toml`` writes it (acronyms and product names: ``kv`` →
-"KV", ``rocm`` → "ROCm"), the others as they are, the first capitalised. Only the label
-changes: forms still post, and the store still keeps, the name. Pure: reads only the table
-that ships.
+Area names are lower case with hyphens: good keys, poor labels. A label spells each word as
+``templates/areas.toml`` does (``kv`` → "KV", ``rocm`` → "ROCm") and capitalises the first;
+only the label changes, forms and the store keep the name.
 """
 
 from __future__ import annotations

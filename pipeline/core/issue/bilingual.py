@@ -23,7 +23,6 @@ from pipeline.model import (
     Issue,
     Item,
     Lang,
-    Pair,
     Problem,
     Skipped,
     Text,
@@ -70,12 +69,8 @@ def missing_languages(items: Sequence[Item]) -> Iterator[tuple[Item, Lang, Lang,
 
 def fill_missing(items: Sequence[Item], translations: Mapping[tuple[int, str], MachineText]
                  ) -> tuple[list[Item], list[Problem]]:
-    """Give each item its missing language by machine translation, the last source in
-    the precedence of texts (editor, feed, GitHub title, machine). ``translations`` were
-    asked for before (keyed by PR and target language); a translation the guard rejected,
-    or a backend that failed, leaves the language missing, and the proof report says why."""
-    if not translations:
-        return list(items), []
+    """Give each item its missing language from ``translations`` (asked for before, by PR
+    and target language); a rejected or failed one leaves it missing, and says why."""
     filled = {item.pr: item for item in items}
     problems: list[Problem] = []
     for item, _source, target, _original in missing_languages(items):
@@ -97,10 +92,8 @@ def fill_missing(items: Sequence[Item], translations: Mapping[tuple[int, str], M
             continue
         text = Text(machine.title, machine.body, html_to_text(machine.body), machine.source)
         current = filled[item.pr]
-        minutes = {lang: current.reading_minutes.get(lang) for lang in LANGS}
-        minutes[target] = reading_minutes(text.body_text, target)
-        filled[item.pr] = replace(current.with_text(target, text),
-                                  reading_minutes=Pair(minutes["zh"], minutes["en"]))
+        minutes = replace(current.reading_minutes, **{target: reading_minutes(text.body_text)})
+        filled[item.pr] = replace(current.with_text(target, text), reading_minutes=minutes)
     return [filled[item.pr] for item in items], problems
 
 
@@ -108,20 +101,15 @@ def compose(items: Sequence[Item], week: Week, repo: str, base_url: str,
             skipped: Sequence[Skipped], problems: Sequence[Problem], number: int = 0,
             hidden: Sequence[int] = ()) -> Issue:
     """Assemble the issue: subjects and preheaders per layout, and the problems, sorted."""
-    found = list(problems)
-    for item in items:
-        for lang in LANGS:
-            if item.text(lang) is None:
-                found.append(Problem(
-                    "missing-language", "blocking", pr=item.pr,
-                    message=(f"PR #{item.pr} has no {_LANG_NAMES[lang]} text; "
-                             f"add it to the feed or the editor's file"),
-                ))
-    for entry in skipped:
-        found.append(Problem(
-            "skipped-entry", "warning",
-            message=f"feed entry {entry.id} skipped: {entry.reason}",
-        ))
+    found = [
+        *problems,
+        *(Problem("missing-language", "blocking", pr=item.pr,
+                  message=(f"PR #{item.pr} has no {_LANG_NAMES[lang]} text; "
+                           "add it to the feed or the editor's file"))
+          for item in items for lang in LANGS if item.text(lang) is None),
+        *(Problem("skipped-entry", "warning",
+                  message=f"feed entry {entry.id} skipped: {entry.reason}") for entry in skipped),
+    ]
     return Issue(
         id=week.id,
         week=week,
@@ -157,13 +145,9 @@ def _title(item: Item, lang: str) -> str:
 
 
 def subject(layout: str, week: Week, items: Sequence[Item], number: int = 0) -> str:
-    """One line of at most :data:`SUBJECT_MAX` characters: the newsletter's name in the
-    layout's first language (one brand, not both), the issue number when there is one
-    ("No. 3", "第 3 期"), the week's days ("23–29 Nov", "11 月 23–29 日"), and the top item's
-    headline, shortened at a word or CJK-character boundary, never inside a word. Every
-    layout names its week, as a reader looks for it in an inbox; the count of the other
-    reviews ("+ 7 more") goes first when the headline would not fit whole beside it (the
-    preheader says it too)."""
+    """One line of at most :data:`SUBJECT_MAX` characters: the brand in the layout's first
+    language, the number, the week's days and the top headline, cut at a word or CJK
+    boundary; the count of the others ("+ 7 more") is dropped first when it does not fit."""
     first = layout_langs(layout)[0]
     label = [NUMBER[first].format(n=number)] if number > 0 else []
     head = " · ".join([BRAND[first], *label, subject_days(week)[first]]) + " · "

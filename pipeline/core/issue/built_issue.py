@@ -1,14 +1,11 @@
 """A built issue as the later stages read it: the :class:`Issue` records and the artifacts.
 
-``preview``, ``approve``, ``publish`` and ``send`` never rebuild and never index
-``issue.json``: ``stages/built.py`` reads the folder, checks it against its ``content_hash``
-and hands them this record, whose ``issue`` is what :func:`issue_json.from_dict` read back.
-It lives in ``core`` because the pure parts (proof, messages, the site) take it as it is.
+``preview``, ``approve``, ``publish`` and ``send`` never rebuild: ``stages/built.py`` reads
+the folder, checks it against its ``content_hash`` and hands them this record.
 """
 
 from __future__ import annotations
 
-import functools
 import json
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -60,24 +57,16 @@ class BuiltIssue:
 
     def choose(self, layout: str, areas: Iterable[str]) -> tuple[str, bool]:
         """The rendering a reader of ``layout`` following ``areas`` gets, and whether it is
-        the plain layout in place of the variant they should get (their interests changed
-        after the build). Nothing is rendered here: what was proofed is what is sent."""
+        the plain layout in place of their variant (their interests changed after the build):
+        what was proofed is what is sent."""
         if layout not in LAYOUTS:  # Messages says so, as for any unknown layout
             return layout, False
-        wanted = variant_for(layout, areas, self._areas)
+        wanted = variant_for(layout, areas, issue_areas(self.issue.items))
         if not wanted.areas:
             return layout, False
-        if wanted.key in self._variant_keys:
+        if any(variant.key == wanted.key for variant in self.variants):
             return wanted.key, False
         return layout, True
-
-    @functools.cached_property
-    def _areas(self) -> tuple[str, ...]:
-        return issue_areas(self.issue.items)
-
-    @functools.cached_property
-    def _variant_keys(self) -> frozenset[str]:
-        return frozenset(v.key for v in self.variants)
 
     def blocking(self, *, allow_missing_translations: bool = False) -> list[Problem]:
         """The blocking problems that stop a send (missing languages may be waived)."""

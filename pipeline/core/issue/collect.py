@@ -241,13 +241,9 @@ def _review(entry: Entry, feed_lang: str | None, repo: str, location: str) -> Re
 
 
 def merge(results: Iterable[FeedResult]) -> tuple[list[Review], list[Rejected]]:
-    """All feeds' entries as one list; an entry seen twice (same id) counts once, as its
-    newest version, whether that version is usable or rejected.
-
-    An id that names reviews of two different PRs is no second version but a clash (a
-    generator that reuses ids): the newest is kept and each other PR's latest version is
-    rejected with a reason, so the clash shows in ``skipped`` instead of a review vanishing.
-    """
+    """All feeds' entries, an id seen twice counted once, as its newest version. An id
+    naming two PRs is a clash, not a version: each other PR's latest is rejected with a
+    reason, so the clash shows in ``skipped`` instead of a review vanishing."""
     versions: dict[str, list[Review | Rejected]] = {}
     for result in results:
         entries: tuple[Review | Rejected, ...] = (*result.reviews, *result.rejected)
@@ -257,10 +253,7 @@ def merge(results: Iterable[FeedResult]) -> tuple[list[Review], list[Rejected]]:
     reviews: list[Review] = []
     rejected: list[Rejected] = []
     for key, found in versions.items():
-        newest = found[0]
-        for entry in found[1:]:
-            if _changed(entry) > _changed(newest):
-                newest = entry
+        newest = max(found, key=_changed)  # the first of equals, as read
         if isinstance(newest, Review):
             reviews.append(newest)
         else:
@@ -312,11 +305,8 @@ def _changed(entry: Review | Rejected) -> datetime:
 
 
 def group_week(reviews: Sequence[Review], week: Week, repo: str) -> list[PullGroup]:
-    """The PRs first reviewed in ``week``, each with its latest review per language.
-
-    Every review of such a PR counts, even one posted after the week: a translation that
-    arrives a day late still joins its item.
-    """
+    """The PRs first reviewed in ``week``, each with its latest review per language (a
+    translation posted after the week still joins its item)."""
     by_pr: dict[int, list[Review]] = {}
     for review in reviews:
         by_pr.setdefault(review.pr, []).append(review)
@@ -325,9 +315,8 @@ def group_week(reviews: Sequence[Review], week: Week, repo: str) -> list[PullGro
         earliest = min(items, key=lambda r: (r.first_seen, r.entry_id))
         if earliest.first_seen not in week:
             continue
-        latest: dict[Lang, Review] = {}
-        for review in sorted(items, key=lambda r: (r.last_changed, r.entry_id)):
-            latest[review.lang] = review
+        by_change = sorted(items, key=lambda r: (r.last_changed, r.entry_id))
+        latest: dict[Lang, Review] = {review.lang: review for review in by_change}
         groups.append(PullGroup(
             pr=pr,
             url=f"https://github.com/{repo}/pull/{pr}",

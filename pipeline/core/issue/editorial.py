@@ -12,15 +12,9 @@
     title = "…"                   # the editor's own text wins over the feed (source "editor")
     body = "…"                    # plain text; blank lines split paragraphs; `backticks` = code
 
-A note is shown only under its own language's label (编者按, "Editor's note"): a note under
-``[<pr>.zh]`` or ``[<pr>.en]`` is that language's; a ``note`` at the PR's level belongs to the
-language it is written in (Chinese when Han characters make up a fifth of its letters, as a
-feed entry's language is told), and that language's own table wins over it. docs/editorial.md
-shows a whole week's file.
-
-The editor steers the order without touching the feed. Read once per build, validated
-strictly (a misspelt key is an error naming the file and the key, exit 2). Pure: the file's
-text in, the decisions out; :mod:`pipeline.sources.editorial` reads it.
+A note shows only under its own language's label: a ``note`` at the PR's level belongs to
+the language it is written in, and that language's own table wins over it. Validated
+strictly: a misspelt key is an error naming the file and the key (exit 2).
 """
 
 from __future__ import annotations

@@ -1,38 +1,25 @@
 """A feed's oversized entry texts, cut before feedparser reads them, without changing what
 the feed means.
 
-feedparser handles an entry's HTML itself (its sanitizer, its resolver of relative links, its
-loose parser), and markup written inside a text (``type="xhtml"``) element by element: its
-time grows with every character and every element, and a feed may be 20 MB. So a document long
-enough to hold such a text is first read the way feedparser will read it, and only when some
-entry text is too long is it handed over cut; every other feed reaches feedparser byte for
-byte as it came.
-
-Read the way feedparser reads it: its own function decides the encoding (the HTTP charset,
-the byte order mark, the declaration, its fallbacks) and transcodes the document to UTF-8,
-its own function replaces the doctype, and expat with namespaces reads the result, as under
-feedparser's strict parser. A cut document is that UTF-8 with only the inside of each cut
-element changed: its text up to the cut, then the end tags of the elements still open there
-(markup inside a text is cut between two of its pieces). What feedparser said of the encoding
-(a charset that did not fit) comes back as its warning. A document expat refuses, or that the
-cut would leave unreadable, is handed over as it came, for feedparser to judge.
+feedparser's time grows with every character and every element of an entry's text, and a feed
+may be 20 MB. So a long document is first read as feedparser reads it (its own functions pick
+the encoding and replace the doctype, then expat with namespaces), and only when an entry text
+is too long is the document handed over cut: the same UTF-8, each cut text kept up to the cut
+and its open elements closed. Any other feed, one expat refuses, or one the cut would leave
+unreadable reaches feedparser byte for byte as it came.
 
 A text is cut at :data:`KEPT_FACTOR` times the body's limit, so that what feedparser's
-sanitizer drops (markup, the XHTML wrapper) still leaves the limit's worth, and the body is
-cut where reading it whole would cut it. Characters are counted as feedparser gives them: it
-reads again as UTF-8 a text whose Latin-1 characters are UTF-8 bytes (a server's wrong
-charset), and decodes a base64 text (Atom 0.3's ``mode="base64"``, a type neither text nor
-XML), so such texts are counted and cut as what they become.
+sanitizer drops (markup, the XHTML wrapper) still leaves the limit's worth. Characters are
+counted as feedparser gives them: Latin-1 that is really UTF-8 (a server's wrong charset) is
+read again, and a base64 text (Atom 0.3's ``mode="base64"``) is counted as what it decodes to.
 """
 
 from __future__ import annotations
 
 import base64
-import functools
 import re
 from dataclasses import dataclass, field
 from xml.parsers import expat
-from xml.sax.saxutils import quoteattr
 
 from feedparser.encodings import convert_to_utf8  # type: ignore[import-untyped]
 from feedparser.sanitizer import replace_doctype  # type: ignore[import-untyped]
@@ -122,14 +109,10 @@ class _Body:
 
     depth: int
     length: int = 0
-    #: Where the cut begins (a byte offset), what replaces the rest of the text up to its end
-    #: tag, and the elements open inside the text there (outermost first).
+    #: Where the cut begins (a byte offset), and what replaces the rest of the text up to
+    #: its end tag.
     cut_at: int | None = None
     tail: str = ""
-    open: list[str] = field(default_factory=list)
-    in_cdata: bool = False
-    #: Whether elements were met inside it (markup, as ``type="xhtml"``) before the cut.
-    markup: bool = False
     #: Whether feedparser reads the text as base64 (then cut as what it decodes to), and
     #: where the text begins and its pieces so far.
     base64: bool = False
@@ -137,34 +120,15 @@ class _Body:
     pieces: list[str] = field(default_factory=list)
 
 
-class _Skip(Exception):
-    """Raised by a handler to stop expat where ``body`` is cut."""
-
-    def __init__(self, body: _Body, at: int) -> None:
-        super().__init__()
-        self.body, self.at = body, at
-
-
-class _End(Exception):
-    """Raised by a handler to stop expat at the end tag it was looking for."""
-
-
 class _Scan:
     """expat over a UTF-8 document: the cuts to make, as (start, end, replacement) byte
-    ranges in order, and each cut entry's longest text by entry id.
-
-    The part of a text after its cut is not read here, where a Python handler would run for
-    each of its pieces (3 MB of ``<b>w</b>`` are 750,000): expat reads it alone up to the
-    text's end tag (:meth:`_skip`), and the reading goes on from there."""
+    ranges in order, and each cut entry's longest text by entry id."""
 
     def __init__(self, data: bytes, kept: int) -> None:
         self.data, self.kept = data, kept
         self.cuts: list[tuple[int, int, bytes]] = []
         self.lengths: dict[str, int] = {}
         self._stack: list[str] = []  # the qualified names of the open elements
-        self._scopes: list[dict[str, str]] = []  # the namespaces in scope in each of them
-        self._declared: dict[str, str] = {}  # declared on the element about to start
-        self._head = b""  # what comes before the root element: declaration, doctype
         self._entry: int | None = None  # the depth of the entry being read
         self._fields: dict[str, str] = {}  # its id, link and title, as they come
         self._field: str | None = None
@@ -172,61 +136,30 @@ class _Scan:
         self._pending: list[int] = []  # its texts' lengths, cut ones, until its id is known
         self._body: _Body | None = None
         self._cdata = False
-        self._parser = expat.ParserCreate(None, " ")
-        self._base = 0  # the position in ``data`` of the parser's first byte
-        self._replay = 0  # start tags of the parser's own making, still to pass
-
-    def run(self) -> None:
-        """Read the document; :class:`expat.ExpatError` when it is not well-formed."""
-        prefix, at = b"", 0
-        while True:
-            self._start_parser(at - len(prefix))
-            try:
-                self._parser.Parse(prefix, False)
-                self._parser.Parse(memoryview(self.data)[at:], True)
-                return
-            except _Skip as skip:
-                at, depth = self._skip(skip.body, skip.at), skip.body.depth
-                # Read on from the text's end tag, inside the elements open around it.
-                prefix = self._head + _start_tags(self._stack[:depth], self._scopes[depth - 1])
-                del self._stack[depth:], self._scopes[depth:]
-                self._replay, self._cdata = depth, False
-
-    def _start_parser(self, base: int) -> None:
         parser = self._parser = expat.ParserCreate(None, " ")  # namespaces, as feedparser's
         parser.namespace_prefixes = True
-        parser.StartNamespaceDeclHandler = self._namespace
         parser.StartElementHandler = self._start
         parser.EndElementHandler = self._end
         parser.CharacterDataHandler = self._characters
         parser.StartCdataSectionHandler = self._cdata_start
         parser.EndCdataSectionHandler = self._cdata_end
-        self._base = base
+
+    def run(self) -> None:
+        """Read the document; :class:`expat.ExpatError` when it is not well-formed."""
+        self._parser.Parse(self.data, True)
 
     def _at(self) -> int:
-        return self._parser.CurrentByteIndex + self._base
-
-    def _namespace(self, prefix: str | None, uri: str | None) -> None:
-        if not self._replay:
-            self._declared[prefix or ""] = uri or ""
+        return self._parser.CurrentByteIndex
 
     def _start(self, name: str, attributes: dict[str, str]) -> None:
-        if self._replay:
-            self._replay -= 1
-            return
-        if not self._stack:
-            self._head = self.data[:self._at()]
-        scope = self._scopes[-1] if self._scopes else {}
-        if self._declared:
-            scope, self._declared = {**scope, **self._declared}, {}
         self._stack.append(_qualified(name))
-        self._scopes.append(scope)
         body = self._body
         if body is not None:
-            body.markup, body.base64 = True, False  # feedparser decodes no markup
+            if body.cut_at is None:  # feedparser decodes no markup
+                body.base64 = False
             size = len(self._stack[-1]) + 2 + sum(
                 len(_local(key)) + len(value) + 4 for key, value in attributes.items())
-            if body.length + size > self.kept:  # cut before this element
+            if body.cut_at is None and body.length + size > self.kept:  # cut before it
                 self._cut(body, "", self._stack[body.depth:-1])
             body.length += size
             return
@@ -243,7 +176,6 @@ class _Scan:
 
     def _end(self, _name: str) -> None:
         name = self._stack.pop()
-        self._scopes.pop()
         depth = len(self._stack)
         body = self._body
         if body is not None:
@@ -251,7 +183,11 @@ class _Scan:
                 body.length += len(name) + 3
                 return
             self._body = None
+            self._parser.buffer_text = False
             if body.cut_at is not None:
+                if body.base64:  # counted as what it decodes to, from its start
+                    text = "".join(body.pieces)
+                    body.length = len(_from_base64(text) or _as_read(text))
                 self.cuts.append((body.cut_at, self._at(), body.tail.encode("utf-8")))
                 self._pending.append(body.length)
         elif self._field is not None and depth == self._entry:
@@ -275,67 +211,23 @@ class _Scan:
             body.start = self._at() if body.start is None else body.start
             body.pieces.append(text)
             kept = self.kept * 16 // 3
-        if body.length + size > kept:
+        if body.cut_at is None and body.length + size > kept:
             self._cut(body, _prefix(text, kept - body.length), self._stack[body.depth:])
         body.length += size
 
     def _cut(self, body: _Body, kept: str, open_: list[str]) -> None:
         """Cut ``body`` here: ``kept``, the start of the characters that begin here, then the
-        end tags of ``open_``, the elements open inside the body; stop reading."""
+        end tags of ``open_``, the elements open inside the body."""
         if body.base64 and body.start is not None:  # what feedparser decodes, from its start
             text = "".join(body.pieces[:-1]) + kept
             body.tail = _base64_prefix(text, self.kept) or text[:self.kept].translate(_ESCAPES)
             body.cut_at = body.start
-            raise _Skip(body, body.start)
-        text = kept + "]]>" if self._cdata else kept.translate(_ESCAPES)
-        body.cut_at, body.open, body.in_cdata = self._at(), open_, self._cdata
-        body.tail = text + "".join(f"</{name}>" for name in reversed(open_))
-        raise _Skip(body, body.cut_at)
-
-    def _skip(self, body: _Body, cut_at: int) -> int:
-        """Where the end tag of ``body``, cut at ``cut_at``, begins: expat reads on from the
-        cut alone, inside the elements open there, with no Python handler but one at the
-        end of a namespace declared on the body for this (and C ones keeping a text's
-        characters). What it read is counted."""
-        marker = self._marker
-        names = [self._stack[body.depth - 1], *body.open]
-        prefix = self._head + _start_tags(names, {**self._scopes[-1], marker: "urn:feed-cut"})
-        prefix += b"<![CDATA[" if body.in_cdata else b""
-        parser = expat.ParserCreate(None, " ")
-        texts: list[str] = []
-        if not body.markup:  # a text: its characters are counted as they come
-            parser.buffer_text, parser.buffer_size = True, 1 << 16
-            parser.CharacterDataHandler = texts.append
-
-        def ended(declared: str | None) -> None:
-            if declared == marker:
-                raise _End(parser.CurrentByteIndex - len(prefix) + cut_at)
-
-        parser.EndNamespaceDeclHandler = ended
-        try:
-            parser.Parse(prefix, False)
-            parser.Parse(memoryview(self.data)[cut_at:], True)
-        except _End as found:
-            end: int = found.args[0]
         else:
-            raise expat.ExpatError("a cut text does not end")
-        if body.base64:  # read from its start
-            text = "".join(texts)
-            body.length = len(_from_base64(text) or _as_read(text))
-        elif body.markup:  # markup is as long as it is written (feedparser writes it again)
-            body.length += len(_as_read(self.data[cut_at:end].decode("utf-8")))
-        else:
-            body.length += len(_as_read("".join(texts)))
-        return end
-
-    @functools.cached_property
-    def _marker(self) -> str:
-        """A namespace prefix the document does not hold: found once, not once per cut (a
-        search of the whole document each time)."""
-        marker = "feedcut"
-        while marker.encode() in self.data:
-            marker += "_"
-        return marker
+            text = kept + "]]>" if self._cdata else kept.translate(_ESCAPES)
+            body.cut_at = self._at()
+            body.tail = text + "".join(f"</{name}>" for name in reversed(open_))
+        # Past the cut only the length counts: expat may hand the characters over in bulk.
+        self._parser.buffer_text = True
 
     def _cdata_start(self) -> None:
         self._cdata = True
@@ -377,14 +269,6 @@ def _base64_prefix(text: str, chars: int) -> str | None:
             continue
         return base64.b64encode(whole[:chars].encode()).decode("ascii")
     return None
-
-
-def _start_tags(names: list[str], scope: dict[str, str]) -> bytes:
-    """Start tags of ``names``, the first declaring the namespaces of ``scope``."""
-    declared = "".join(f" xmlns{':' if prefix else ''}{prefix}={quoteattr(uri)}"
-                       for prefix, uri in scope.items())
-    tags = [f"<{names[0]}{declared}>", *(f"<{name}>" for name in names[1:])]
-    return "".join(tags).encode("utf-8")
 
 
 def _prefix(text: str, room: int) -> str:

@@ -1,14 +1,9 @@
 """Is a feed's date string a real date? Checked on the raw text feedparser keeps.
 
 feedparser turns ``2026-11-24T99:00:00`` into the 28th and ``30 Feb`` into 2 March without a
-word: its ``*_parsed`` values cannot tell a real date from a normalised one. An entry whose
-date is not real was written by a broken or hostile generator; its week cannot be trusted, so
-``collect`` skips it with the reason this module gives.
-
-Strict means: the two formats feeds use, RFC 3339 (Atom; the ``T`` may be a space, seconds and
-the zone may be left out, as W3C-DTF allows) and RFC 822 (RSS ``pubDate``, two- or four-digit
-year, named or numeric zone), ASCII digits only, every field in its range (no hour 24, no
-leap second beyond :60), and nothing else.
+word, so an entry's week cannot be trusted from its ``*_parsed`` values: ``collect`` skips an
+entry whose date is not real, with the reason given here. Strict means RFC 3339 (as W3C-DTF
+loosens it) or RFC 822, ASCII digits only, every field in its range.
 """
 
 from __future__ import annotations

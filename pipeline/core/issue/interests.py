@@ -1,14 +1,9 @@
 """Interests: the areas a reader follows, and the email variant they choose.
 
-A subscriber may follow areas (``kv-connector``, ``rocm``). Their email is the same issue with
-the items of those areas first inside each tier, marked "for you". What matters for one issue
-is only the part of their areas the issue touches, so a :class:`Variant` is a layout plus
-that intersection: two readers whose interests differ only outside this week's areas get the
-same message, and the variants to render grow with the distinct choices, never with the list.
-
-Area names come from a feed's categories and GitHub's labels, so they are outside text:
-:func:`area_slug` is the one way a name becomes a path segment (``areas/<slug>/``) and
-:func:`clean_areas` the one way a reader's choice (a form, a CSV column) becomes a list.
+A reader's email is the same issue with the items of their areas first inside each tier,
+marked "for you". A :class:`Variant` is a layout plus the part of their areas this issue
+touches, so the variants to render grow with the distinct choices, never with the list.
+Area names are outside text: :func:`area_slug` is the one way a name becomes a path segment.
 """
 
 from __future__ import annotations
@@ -50,9 +45,8 @@ class Variant:
 
     @property
     def key(self) -> str:
-        """The variant's name in artifact file names: the layout alone for no interests
-        (today's ``email-zh-en.html``), else the layout and a short hash of the areas (area
-        names are feed text and never reach a file name)."""
+        """The variant's name in artifact file names: the layout, and for interests a short
+        hash of the areas (feed text never reaches a file name)."""
         if not self.areas:
             return self.layout
         digest = hashlib.sha256("\n".join(self.areas).encode("utf-8")).hexdigest()[:10]

@@ -1,14 +1,11 @@
 """``issue.json``: the one hand-off between ``build`` and every later stage.
 
-The shape is docs/architecture.md's (``issue.json``). Identical input gives identical bytes:
-no wall-clock time, keys in a fixed order, times in UTC with ``Z``. ``content_hash`` covers
-the canonical JSON (without the hash) and every rendered artifact, so an approval pins
-exactly what the editor proofed.
-
-:func:`to_dict` writes it; :func:`from_dict` reads it back into the frozen records of
-``pipeline.model``, so no later stage indexes a dict: a missing key or a wrong type is one
-clear ValueError here, not a KeyError in a template. Reading back and writing again gives
-the same bytes.
+The shape is docs/architecture.md's. Identical input gives identical bytes (no wall-clock
+time, keys in a fixed order, UTC times with ``Z``), and reading back then writing again gives
+the same bytes. ``content_hash`` covers the canonical JSON and every rendered artifact, so an
+approval pins exactly what the editor proofed. :func:`from_dict` reads the file into the
+records of ``pipeline.model``: a missing key or a wrong type is one clear ValueError here,
+not a KeyError in a template.
 """
 
 from __future__ import annotations
@@ -43,7 +40,7 @@ SCHEMA_VERSION = 1
 T = TypeVar("T")
 
 
-# -- the shape, as TypedDicts: what build writes is what the later stages read ---------------
+# -- the shape: what build writes is what the later stages read ------------------------------
 
 
 class PairData(TypedDict, Generic[T]):
@@ -182,9 +179,8 @@ def _item(item: Item) -> ItemData:
 
 
 def _github_headline(item: Item) -> TextData | None:
-    """No English text but a GitHub title: the PR's own title is the English headline
-    (after the editor's and the feed's texts), marked ``github-title``, with no body. It is a
-    headline, not a translation: the item keeps its blocking ``missing-language`` problem."""
+    """No English text but a GitHub title: the PR's title is the English headline, marked
+    ``github-title``; a headline, not a translation (``missing-language`` stays)."""
     if item.github is None or not item.github.title:
         return None
     return {"title": item.github.title, "body_html": "", "body_text": "",
@@ -201,34 +197,27 @@ def _github(facts: PullFacts | None) -> GithubData | None:
             "tags": list(facts.tags)}
 
 
-def _skipped(entry: Skipped) -> SkippedData:
-    return {"id": entry.id, "link": entry.link, "title": entry.title, "reason": entry.reason}
-
-
 def _problem(problem: Problem) -> ProblemData:
     where: ProblemWhere = {}
     if problem.pr is not None:
         where["pr"] = problem.pr
     if problem.layout is not None:
         where["layout"] = problem.layout
-    # The key order readers of issue.json rely on: code, severity, pr and layout when set,
-    # message.
+    # The key order readers rely on: code, severity, pr and layout when set, message.
     return {"code": problem.code, "severity": problem.severity, **where,
             "message": problem.message}
 
 
 def to_dict(issue: Issue, artifacts: Mapping[str, bytes],
             variants: Sequence[VariantData] = ()) -> IssueData:
-    """The issue as docs/architecture.md lays it out, ``content_hash`` included; ``variants`` (the
-    interest variants rendered, their artifacts among ``artifacts``) when there are any."""
+    """The issue as docs/architecture.md lays it out, ``content_hash`` included."""
     body = _body(issue, variants)
     return {**body, "content_hash": content_hash(body, artifacts)}
 
 
 def with_hash(issue: Issue, known_hash: str,
               variants: Sequence[VariantData] = ()) -> IssueData:
-    """The issue as :func:`to_dict` lays it out, with a ``content_hash`` already known (an
-    issue read back: its artifacts were checked against that hash when it was read)."""
+    """:func:`to_dict` with a hash already known: an issue read back, its artifacts checked."""
     return {**_body(issue, variants), "content_hash": known_hash}
 
 
@@ -250,7 +239,8 @@ def _body(issue: Issue, variants: Sequence[VariantData] = ()) -> IssueBody:
         "subject": dict(issue.subject),
         "preheader": dict(issue.preheader),
         "items": [_item(item) for item in issue.items],
-        "skipped": [_skipped(entry) for entry in issue.skipped],
+        "skipped": [{"id": s.id, "link": s.link, "title": s.title, "reason": s.reason}
+                    for s in issue.skipped],
         "problems": [_problem(problem) for problem in issue.problems],
     }
     if variants:
@@ -267,10 +257,8 @@ _ADDED_LATER = frozenset({"number", "variants", "hidden", "correction"})
 
 
 def checked(data: object) -> IssueData:
-    """``data`` (an issue.json as ``json.loads`` gives it) as :class:`IssueData`, once its
-    top level has every key and the week its times; ValueError says what is missing. Read
-    from a file or an archive, JSON is anything: a list or a stray object must be said as
-    such, not end in a KeyError deep in a template."""
+    """``data`` (as ``json.loads`` gives it) as :class:`IssueData`, once its top level has
+    every key and the week its times; ValueError says what is missing or what it is instead."""
     if not isinstance(data, dict):
         raise ValueError(f"expected a JSON object, found {_json_kind(data)}")
     missing = [key for key in IssueData.__annotations__
@@ -293,22 +281,17 @@ def checked(data: object) -> IssueData:
 
 
 def _is_issue(data: dict[str, Any]) -> TypeGuard[IssueData]:
-    """The last of :func:`checked`'s checks: the one that lets the type checker take
-    ``data`` as an issue from here on."""
+    """The check that lets the type checker take ``data`` as an issue."""
     return (isinstance(data.get("id"), str) and isinstance(data.get("items"), list)
             and isinstance(data.get("problems"), list))
 
 
 def from_dict(data: object) -> Issue:
-    """``data`` (an issue.json as ``json.loads`` gives it) as the frozen :class:`Issue` it
-    was written from; ValueError, in one line, for another schema version or for any key
-    that is missing or of the wrong type (saying where: ``items[2].why.en``).
-
-    A key whose value may be null may also be absent (an issue.json written before the key
-    existed, such as ``github``). What ``build`` keeps only while it works is not in the file
-    and comes back as the records' defaults: an item's ``original_lang`` and ``scopes``, a
-    PR's ``files``. An English headline taken from the PR's GitHub title comes back as the
-    ``github-title`` text the file holds."""
+    """``data`` (as ``json.loads`` gives it) as the :class:`Issue` it was written from;
+    ValueError, in one line, for another schema version or a key missing or of the wrong type,
+    saying where (``items[2].why.en``). A key that may be null may also be absent (a file
+    written before it existed); what ``build`` keeps only while it works (an item's
+    ``original_lang`` and ``scopes``, a PR's ``files``) comes back as the defaults."""
     if isinstance(data, dict) and data.get("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
         raise ValueError(f"not an issue this version reads: schema_version "
                          f"{str(data['schema_version'])[:20]}, expected {SCHEMA_VERSION}")
@@ -359,19 +342,14 @@ class BuiltVariant:
 
 
 def read_variants(data: object, issue: Issue) -> tuple[BuiltVariant, ...]:
-    """The interest variants ``data`` (an issue.json read as :func:`from_dict` reads it) lists
-    for ``issue``; () for an issue without any. Each key becomes a file name, so a key is
-    taken only when it is one :class:`Variant` would write for its layout and areas (no
-    ``../x``), its areas are the issue's own, sorted and distinct, and no key repeats;
-    ValueError in one line otherwise."""
+    """The interest variants ``data`` lists for ``issue``. A key becomes a file name, so it
+    is taken only when :class:`Variant` would write it for its layout and areas (no ``../x``),
+    the areas are the issue's own, sorted and distinct, and no key repeats; else ValueError."""
     if not isinstance(data, dict) or data.get("variants") is None:
         return ()
-    top = _Fields(data, "")
     known = set(issue_areas(issue.items))
     prs = {item.pr for item in issue.items}
-    found: list[BuiltVariant] = []
-    for entry in top.objects("variants"):
-        found.append(_read_variant(entry, known, prs))
+    found = [_read_variant(entry, known, prs) for entry in _Fields(data, "").objects("variants")]
     keys = [v.key for v in found]
     if len(set(keys)) != len(keys):
         raise ValueError("not an issue: variants lists a key twice")
@@ -379,8 +357,8 @@ def read_variants(data: object, issue: Issue) -> tuple[BuiltVariant, ...]:
 
 
 def variant_keys(data: object) -> tuple[str, ...]:
-    """The variant keys ``data`` lists, each checked to be a key before it names a file (the
-    artifacts are read, and hashed, before the rest of the file is); ValueError otherwise."""
+    """The variant keys ``data`` lists, each checked before it names a file (the artifacts
+    are read, and hashed, before the rest of the file); ValueError otherwise."""
     entries = data.get("variants") if isinstance(data, dict) else None
     if entries is None:
         return ()
@@ -461,8 +439,8 @@ def _read_problem(problem: _Fields) -> Problem:
 
 
 class _Fields:
-    """One JSON object of an issue.json and where it sits in the file, read key by key: each
-    reader says what it wanted, so a wrong value is named by its place, not met later."""
+    """One JSON object of an issue.json and where it sits, read key by key: a wrong value is
+    named by its place, not met later."""
 
     def __init__(self, data: object, where: str) -> None:
         if not isinstance(data, dict):
@@ -536,8 +514,7 @@ class _Fields:
 
 
 def _utc(text: str, where: str) -> datetime:
-    """An issue.json time as an aware UTC datetime. A time without a zone is UTC, as the
-    site's reader (pendulum) took it before the records were read back."""
+    """An issue.json time as an aware UTC datetime; one without a zone is UTC."""
     try:
         when = datetime.fromisoformat(text)
     except ValueError:

@@ -1,8 +1,5 @@
 """What a PR's facts from GitHub mean for an item: areas from its title tags and labels,
-and the review's code spans that name a changed file linked to it in the diff view.
-
-Pure: the facts were asked for before (:mod:`pipeline.sources.github`), and arrive here as
-:class:`PullFacts` records.
+and the review's code spans that name a changed file linked to it in the diff view. Pure.
 """
 
 from __future__ import annotations
@@ -29,17 +26,13 @@ def area_names(facts: PullFacts) -> tuple[str, ...]:
 
 
 _PATHLIKE = re.compile(r"^[\w.\-/]+$")
+_CODE = re.compile(r"<code>([^<>]+)</code>")
 
 
 def names_paths(body_html: str) -> bool:
     """Whether a review's code spans look like file paths or test names worth matching."""
-    for code in re.findall(r"<code>([^<]+)</code>", body_html):
-        if _PATHLIKE.match(code) and ("/" in code or code.endswith(".py") or "test" in code):
-            return True
-    return False
-
-
-_CODE = re.compile(r"<code>([^<>]+)</code>")
+    return any(_PATHLIKE.match(code) and ("/" in code or code.endswith(".py") or "test" in code)
+               for code in _CODE.findall(body_html))
 
 
 def diff_url(pr_url: str, path: str) -> str:

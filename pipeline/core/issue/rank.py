@@ -48,9 +48,8 @@ _READINGS = ("full", "scoped", "conditional")
 _WORD = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.'/-]*")
 
 
-def reading_minutes(text: str, lang: Lang) -> int:
-    """Minutes to read ``text``: 300 Chinese characters or 200 words a minute, at least 1."""
-    del lang  # the same pace in either language's text: characters and words each count
+def reading_minutes(text: str) -> int:
+    """Minutes to read ``text``, at least 1: the pace is the same in either language."""
     return max(1, math.ceil(reading_time(text)))
 
 
@@ -70,25 +69,24 @@ def rank(groups: Sequence[PullGroup], editorial: Editorial | None = None,
     """Rank the week's PRs; return the items in reading order and the problems found."""
     editorial = editorial or Editorial()
     words = vocabulary or shipped_vocabulary()
-    shown = [group for group in groups
-             if not ((entry := editorial.get(group.pr)) and entry.hide)]
-    items: list[Item] = []
-    problems: list[Problem] = []
+    hidden = hidden_prs(groups, editorial)
     seen = {group.pr for group in groups}
-    for pr in sorted(set(editorial.entries) - seen):
-        problems.append(Problem(
-            "editor-unknown-pr", "warning", pr=pr,
-            message=f"the editor's file names PR #{pr}, which has no review this week"))
-    for group in shown:
-        item, found = _rank_one(group, editorial.get(group.pr), words)
-        problems.extend(found)
-        items.append(item)
+    problems = [Problem("editor-unknown-pr", "warning", pr=pr,
+                        message=f"the editor's file names PR #{pr}, which has no review "
+                                "this week")
+                for pr in sorted(set(editorial.entries) - seen)]
+    items: list[Item] = []
+    for group in groups:
+        if group.pr not in hidden:
+            item, found = _rank_one(group, editorial.get(group.pr), words)
+            problems.extend(found)
+            items.append(item)
     return ordered(items), [*problems, *week_questions(items)]
 
 
 def hidden_prs(groups: Sequence[PullGroup], editorial: Editorial | None) -> tuple[int, ...]:
-    """The week's PRs the editor's file hides (``hide = true``), in PR order: a deliberate
-    act, shown to the editor as information, never as a problem to fix."""
+    """The week's PRs the editor's file hides, in PR order: shown as information, never as
+    a problem."""
     if editorial is None:
         return ()
     return tuple(sorted(group.pr for group in groups
@@ -96,8 +94,8 @@ def hidden_prs(groups: Sequence[PullGroup], editorial: Editorial | None) -> tupl
 
 
 def week_questions(items: Sequence[Item]) -> list[Problem]:
-    """What the proof report asks of the week as a whole: a tier that holds most of an issue
-    orders nothing, and many unrated reviews suggest wording the vocabulary does not know."""
+    """What the proof report asks of the week: a tier holding most of it orders nothing, and
+    many unrated reviews suggest wording the vocabulary does not know."""
     count = len(items)
     must = sum(1 for item in items if item.tier == "must-read")
     unrated = sum(1 for item in items if item.tier == "unrated")
@@ -118,25 +116,18 @@ def week_questions(items: Sequence[Item]) -> list[Problem]:
 
 
 def ordered(items: Sequence[Item]) -> list[Item]:
-    """``items`` in reading order, each ``why`` ending with the rule that placed it.
-
-    Inside a tier: what the tier asks a reader to read in full first, then part of it, then
-    a verdict for some readers only; then the bigger change first, by GitHub's lines changed
-    when every item of the tier has them, else by the review's length; then the PR number.
-    Run again once GitHub's facts arrive (:func:`pipeline.core.assemble.complete`)."""
+    """``items`` in reading order (see the module), each ``why`` ending with the rule that
+    placed it. GitHub's lines changed count only when every item of the tier has them."""
     by_tier: dict[str, list[Item]] = {}
-    for item in items:
+    for item in sorted(items, key=lambda item: TIER_NAMES.index(item.tier)):
         by_tier.setdefault(item.tier, []).append(item)
     result: list[Item] = []
-    for tier in sorted(by_tier, key=TIER_NAMES.index):
-        group = by_tier[tier]
+    for group in by_tier.values():
         sized = all(item.github is not None for item in group)
-
-        def key(item: Item, sized: bool = sized) -> tuple[int, float, int]:
-            size = _lines_changed(item) if sized else _review_minutes(item)
-            return (_READINGS.index(item.reading), -size, item.pr)
-
-        result.extend(_with_order(item, sized) for item in sorted(group, key=key))
+        sizes = {item.pr: _lines_changed(item) if sized else _review_minutes(item)
+                 for item in group}
+        group.sort(key=lambda item: (_READINGS.index(item.reading), -sizes[item.pr], item.pr))
+        result.extend(_with_order(item, sized, sizes[item.pr]) for item in group)
     return result
 
 
@@ -145,25 +136,24 @@ def _lines_changed(item: Item) -> int:
 
 
 def _review_minutes(item: Item) -> float:
-    """How long the longer of the item's reviews takes to read, in minutes (a tenth's
-    precision: whole minutes tie most weeks)."""
+    """How long the longer of the item's reviews takes to read, unrounded: whole minutes
+    tie most weeks."""
     return max(reading_time(text.body_text) for lang in LANGS
                if (text := item.text(lang)) is not None)
 
 
-def _with_order(item: Item, sized: bool) -> Item:
+def _with_order(item: Item, sized: bool, size: float) -> Item:
     reason = item.reason or item.why
     if sized:
-        lines = _lines_changed(item)
+        lines = int(size)
         zh = (f"同档内先读全文、再读限定范围的，再按改动行数从多到少"
               f"（本 PR {lines:,} 行，据 GitHub）")
         en = (f"within the tier, full reads before scoped ones, then the bigger change first "
               f"(this PR: {lines:,} lines changed, per GitHub)")
     else:
-        minutes = _review_minutes(item)
-        zh = f"同档内先读全文、再读限定范围的，再按评审篇幅从长到短（本篇约 {minutes:.1f} 分钟）"
+        zh = f"同档内先读全文、再读限定范围的，再按评审篇幅从长到短（本篇约 {size:.1f} 分钟）"
         en = (f"within the tier, full reads before scoped ones, then the longer review first "
-              f"(this one: about {minutes:.1f} min)")
+              f"(this one: about {size:.1f} min)")
     return replace(item, reason=reason, why=Pair(f"{reason.zh}；{zh}", f"{reason.en}; {en}"))
 
 
@@ -232,7 +222,7 @@ def _rank_one(group: PullGroup, entry: EditorEntry | None,
         reviewed_at=group.first_reviewed,
         areas=areas,
         reading_minutes=Pair(*(
-            reading_minutes(texts[lang].body_text, lang) if lang in texts else 0
+            reading_minutes(texts[lang].body_text) if lang in texts else 0
             for lang in LANGS
         )),
         zh=texts.get("zh"),

@@ -85,12 +85,9 @@ _CLEAN_TAG = re.compile(r'<(/?)([A-Za-z][A-Za-z0-9]*)(?:[^>"]|"[^"]*")*>')
 
 
 def strip_unsafe(text: str) -> str:
-    """``text`` without the characters that reorder or hide text, controls (tab, LF and CR
-    stay) or noncharacters: the one filter every text passes where it enters.
-
-    Why remove rather than balance: a U+202E in a headline turns the rest of a ``Subject:``
-    around ("…TRELA YTIRUCES"), and a control character makes the MJML compiler fail.
-    """
+    """``text`` without characters that reorder or hide text, controls (tab, LF, CR stay) or
+    noncharacters. Removed, not balanced: a U+202E turns the rest of a ``Subject:`` around,
+    and a control character makes the MJML compiler fail."""
     return _UNSAFE.sub("", text)
 
 
@@ -100,10 +97,8 @@ def one_line(text: str) -> str:
     return _SPACE.sub(" ", strip_unsafe(_BREAKS.sub(" ", text))).strip()
 
 
-#: The longest review body taken, in characters of the feed's (or editor's) text, markup
-#: included. A real review is a few thousand; sanitizing costs time in proportion (nh3, then
-#: the text and the measuring of every layout), and a feed may hold megabytes: past this a
-#: body is cut, the review kept and the cut said in ``problems``.
+#: The longest review body taken, in characters, markup included. A real review is a few
+#: thousand and a feed may hold megabytes: past this a body is cut, and the cut said.
 MAX_BODY_CHARS = 20_000
 
 
@@ -141,14 +136,8 @@ def clean_body(fragment: str, limit: int | None = MAX_BODY_CHARS) -> CleanBody:
 
 def _bound_raw_nesting(fragment: str, limit: int) -> str:
     """Drop the start tags of unsanitized HTML that would open deeper than ``limit`` (and
-    their end tags), in one linear pass.
-
-    An estimate of what an HTML parser builds, erring deep: every start tag but a void one
-    opens a level, an end tag closes back to its open element. A dropped ``<script>`` (or any
-    tag nh3 drops with its content) goes with its content. Text and the tags kept are left
-    exactly as written, for nh3 to judge. ``fragment`` itself (the same object) when
-    nothing was dropped.
-    """
+    their end tags), in one linear pass that errs deep; a dropped ``<script>`` goes with its
+    content. ``fragment`` itself (the same object) when nothing was dropped."""
     if fragment.count("<") <= limit:
         return fragment
     changed = False
@@ -208,11 +197,8 @@ def _unwrap(out: list[str], text: str, name: str) -> None:
 
 
 def cap_nesting(fragment: str, limit: int = MAX_NESTING) -> str:
-    """Sanitized HTML with every element deeper than ``limit`` unwrapped: its tags go, its text
-    stays (a block's tags become a space, so words do not run together).
-
-    Exact on nh3's output, where every element is closed and nested properly.
-    """
+    """Sanitized HTML (every element closed and nested) with each element deeper than
+    ``limit`` unwrapped: its text stays, a block's tags become a space."""
     depth = 0
     out: list[str] = []
     last = 0
@@ -244,9 +230,8 @@ def text_to_html(text: str) -> str:
 
 
 def plain_title(text: str) -> str:
-    """A headline without the reviewer's markdown emphasis ("**Fix** x" → "Fix x"): a title
-    is shown bold already, and the marks would show as stars. Backticks stay: they mark code,
-    which the HTML shows as code (:func:`title_html`)."""
+    """A headline without markdown emphasis ("**Fix** x" → "Fix x"): a title is bold
+    already. Backticks stay: they mark code (:func:`title_html`)."""
     return _BOLD.sub(r"\1", text)
 
 
@@ -288,10 +273,8 @@ def detect_lang(text: str) -> Lang:
 
 
 def plain_line(text: str) -> str:
-    """A headline as one safe line of text: tags dropped, entities decoded, no CR/LF.
-
-    Titles end up in a ``Subject:`` header, so no line break may survive.
-    """
+    """A headline as one safe line (it may reach ``Subject:``): tags dropped, entities
+    decoded, no line break."""
     stripped = nh3.clean(_bound_raw_nesting(strip_unsafe(text), _RAW_NESTING), tags=set(),
                          clean_content_tags=set(DROPPED_WITH_CONTENT))
     return one_line(html.unescape(stripped))

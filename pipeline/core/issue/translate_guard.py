@@ -20,23 +20,16 @@ Protected, in a text that is sanitized HTML
   (``SupportsHMA``, ``Qwen4Exp``, ``RLock``, ``ROCm``; not ``PRs`` or ``GPUs``), dotted names
   (``torch.equal``, ``rocm.py``; not ``e.g.``), calls (``flush()``), ``a::b``, versions;
 - commit hashes: 7 to 40 hex digits holding a digit and a letter (``6d038df``);
-- figures: every number written in digits, with its sign and unit (``+4.6%``, ``12.99%``,
-  ``2.5×``, ``12 ms``, ``80GB``, ``27`` in ``27 行``). A count is a figure too: a translation
-  that turns "27 lines" into "72 lines" misleads as much as one that changes a percentage, and
-  a placeholder costs a translator nothing. Ordinals (``1st``) and digits inside a word
-  (``FP32``, ``DeepSeek-V4``, ``e2e``) stay prose, and plain acronyms (``KV``, ``NIXL``) too:
-  every translator keeps those.
+- figures: every number written in digits, with its sign and unit (``+4.6%``, ``12 ms``,
+  ``80GB``, ``27`` in ``27 行``): "27 lines" turned into "72 lines" misleads as much as a
+  changed percentage. Ordinals (``1st``), digits inside a word (``FP32``, ``e2e``) and plain
+  acronyms (``KV``, ``NIXL``) stay prose: every translator keeps those.
 
-Why ``⟦n⟧`` (U+27E6/U+27E7, mathematical white square brackets): zh↔en translation rewrites
-ASCII and CJK punctuation into each other's forms (``(`` ↔ ``（``, ``[`` ↔ ``【``, ``,`` ↔ ``，``)
-and an LLM reads ``<x>`` or ``{x}`` as markup or a template; these brackets have no CJK or
-ASCII counterpart to be swapped for, never occur in review prose, and hold only ASCII digits.
-Whitespace a translator slips inside (``⟦ 3 ⟧``) and full-width digits (``⟦３⟧``) are still read
-as the placeholder; anything else left of a bracket is a malformed placeholder and rejected. A
-source text that itself contains ``⟦`` or ``⟧`` has them protected, so every bracket in the
-translator's text is ours.
-
-Pure: strings in, strings out.
+Why ``⟦n⟧`` (U+27E6/U+27E7): zh↔en translation swaps ASCII and CJK punctuation (``(`` ↔ ``（``,
+``[`` ↔ ``【``) and an LLM reads ``<x>`` or ``{x}`` as markup; these brackets have no
+counterpart to be swapped for and never occur in prose. ``⟦ 3 ⟧`` and ``⟦３⟧`` still read as
+the placeholder; any other bracket left is malformed and rejected, and brackets in the source
+are protected, so every bracket in the translator's text is ours.
 """
 
 from __future__ import annotations

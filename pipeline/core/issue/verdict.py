@@ -18,8 +18,8 @@ import functools
 import re
 import tomllib
 import unicodedata
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pipeline.core.shipped import templates_dir
@@ -82,8 +82,8 @@ class Vocabulary:
     otherwise: Mapping[Lang, tuple[str, ...]]
     scope_openers: Mapping[Lang, tuple[str, ...]]
     scope_limits: Mapping[Lang, tuple[str, ...]]
-    _patterns: dict[str, re.Pattern[str]] = field(default_factory=dict, compare=False,
-                                                  repr=False)
+    #: The phrases listed as negations ("非必读"), folded: a verdict that negates itself.
+    negations: Mapping[Lang, frozenset[str]]
 
     @classmethod
     def from_toml(cls, *texts: str) -> Vocabulary:
@@ -97,6 +97,7 @@ class Vocabulary:
                 raise ValueError(str(exc)) from None
             _merge(words, data)
         phrases: dict[Lang, dict[str, str]] = {lang: {} for lang in LANGS}
+        negations: dict[Lang, frozenset[str]] = {}
         for tier, by_lang in words.get("tiers", {}).items():
             if tier not in _TIERS:
                 raise ValueError(f"[tiers.{tier}] is no tier "
@@ -106,8 +107,9 @@ class Vocabulary:
         for lang in LANGS:
             phrases[lang].update(dict.fromkeys(_list(words.get("ambiguous", {}), lang,
                                                      "ambiguous"), AMBIGUOUS))
-            negations = words.get("negations", {}).get(lang, {})
-            phrases[lang].update(_tiers_of(negations, f"negations.{lang}"))
+            negated = _tiers_of(words.get("negations", {}).get(lang, {}), f"negations.{lang}")
+            phrases[lang].update(negated)
+            negations[lang] = frozenset(_fold(phrase, lang) for phrase in negated)
         section = words.get
 
         def lists(name: str, key: str = "") -> dict[Lang, tuple[str, ...]]:
@@ -127,17 +129,18 @@ class Vocabulary:
             conditions=lists("conditions"), soft_conditions=lists("soft_conditions"),
             otherwise=lists("otherwise"),
             scope_openers=lists("scopes"), scope_limits=lists("scopes", "_limits"),
+            negations=negations,
         )
 
-    def pattern(self, kind: str, lang: Lang, words: Iterable[str]) -> re.Pattern[str]:
-        """One expression matching any of ``words`` (longest first), whatever the case, the
-        spaces or the hyphens between them; kept per kind and language."""
-        key = f"{kind}:{lang}"
-        if key not in self._patterns:
-            ordered = sorted({_fold(w, lang) for w in words if w.strip()}, key=len, reverse=True)
-            alternatives = "|".join(_loose(w, lang) for w in ordered) or r"(?!x)x"
-            self._patterns[key] = re.compile(f"(?:{alternatives})", re.I)
-        return self._patterns[key]
+
+@functools.cache
+def _pattern(words: tuple[str, ...], lang: Lang) -> re.Pattern[str]:
+    """One expression matching any of ``words`` (longest first), whatever the case, the
+    spaces or the hyphens between them. Cached by the words: a review is read position by
+    position."""
+    ordered = sorted({_fold(w, lang) for w in words if w.strip()}, key=len, reverse=True)
+    alternatives = "|".join(_loose(w, lang) for w in ordered) or r"(?!x)x"
+    return re.compile(f"(?:{alternatives})", re.I)
 
 
 @functools.cache
@@ -218,12 +221,8 @@ class _Reader:
     def _asked(self, start: int, end: int) -> str | None:
         """The one tier a question asks about ("值得精读吗？"), or None (none, or two:
         "值得精读还是快速浏览？")."""
-        tiers = set()
-        for at in range(start, end):
-            found = self._phrase_at(at, end, boundary=False)
-            if found and found[0] in _TIERS and (at == start or not self.masked[at - 1].isalpha()
-                                                 or self.lang == "zh"):
-                tiers.add(found[0])
+        tiers = {tier for at, tier, _ in self._tiers_in(start, end)
+                 if at == start or not self.masked[at - 1].isalpha() or self.lang == "zh"}
         return tiers.pop() if len(tiers) == 1 else None
 
     def _answer(self, start: int, end: int, asked: str | None) -> Verdict | None:
@@ -233,7 +232,7 @@ class _Reader:
             return None
         pos = self._past_decoration(start, end)
         for words, yes in ((self.words.answers_no, False), (self.words.answers_yes, True)):
-            found = self._match("yes" if yes else "no", words[self.lang], pos)
+            found = self._match(words[self.lang], pos)
             if found and self._ends_phrase(found.end(), end, loose=True):
                 tier = asked if yes else _negated(asked)
                 if tier is None:
@@ -259,8 +258,8 @@ class _Reader:
         if labelled and (level := self._level(start, pos, end)):
             return level
         pos = self._past_preface(pos, end)
-        if (self._match("conditions", self.words.conditions[self.lang], pos)
-                or self._match("soft", self.words.soft_conditions[self.lang], pos)):
+        if (self._match(self.words.conditions[self.lang], pos)
+                or self._match(self.words.soft_conditions[self.lang], pos)):
             return self._conditional(start, pos, end)
         found = self._phrase_after_modal(pos, end)
         if found is None and first:  # "重点看三处设计：值得精读": a later clause of the first
@@ -281,7 +280,7 @@ class _Reader:
         if found is None:
             found = self._negated_phrase(pos, end)
         if found is None:
-            modal = self._match("modals", self.words.modals[self.lang], pos)
+            modal = self._match(self.words.modals[self.lang], pos)
             if modal:
                 restricts = _fold(modal[0], self.lang) in ("only", "仅", "只")
                 pos = self._skip(modal.end(), " ")
@@ -313,21 +312,21 @@ class _Reader:
         if not opened:
             return None
         words = self.words.levels[self.lang]
-        level = self._match("levels", words, opened.end())
+        level = self._match(words, opened.end())
         if level and re.compile(r"\s*[)）]").match(self.masked, level.end()):
             return words[_fold(level[0], self.lang)]
         return None
 
     def _conditional(self, start: int, pos: int, end: int) -> Verdict | None:
         """"仅对维护 X 的同学值得精读，其他人可略读": the phrase comes after the condition."""
-        for at in range(pos, end):
-            found = self._phrase_at(at, end, boundary=False)
-            if found and found[0] in _TIERS:
-                tier = self._otherwise(found[1], len(self.masked)) or "skim"
-                return Verdict(tier, self.text[at:found[1]].strip(), self.lang, None,
-                               clause=self._clause(start, found[1]),
-                               condition=self.text[pos:at].strip() or None)
-        return None
+        found = next(self._tiers_in(pos, end), None)
+        if found is None:
+            return None
+        at, _, phrase_end = found
+        tier = self._otherwise(phrase_end, len(self.masked)) or "skim"
+        return Verdict(tier, self.text[at:phrase_end].strip(), self.lang, None,
+                       clause=self._clause(start, phrase_end),
+                       condition=self.text[pos:at].strip() or None)
 
     # -- pieces of a sentence
 
@@ -340,7 +339,7 @@ class _Reader:
     def _past_labels(self, pos: int, end: int) -> tuple[int, bool]:
         labelled = False
         for _ in range(3):
-            label = self._match("labels", self.words.labels[self.lang], pos)
+            label = self._match(self.words.labels[self.lang], pos)
             if not label:
                 break
             after = pos + label.end() - label.start()
@@ -369,19 +368,19 @@ class _Reader:
             return Verdict(tier, rating[0].strip(), self.lang, None,
                            clause=self._clause(start, rating.end()))
         words = self.words.levels[self.lang]
-        found = self._match("levels", words, pos)
+        found = self._match(words, pos)
         if found and self._ends_phrase(found.end(), end):
             return Verdict(words[_fold(found[0], self.lang)], found[0].strip(), self.lang,
                            None, clause=self._clause(start, found.end()))
         return None
 
     def _past_preface(self, pos: int, end: int) -> int:
-        preface = self._match("prefaces", self.words.prefaces[self.lang], pos)
+        preface = self._match(self.words.prefaces[self.lang], pos)
         if not preface:
             return pos
         after = self._skip(preface.end(), ",，:： ")
         for _ in range(3):
-            link = self._match("links", self.words.links[self.lang], after)
+            link = self._match(self.words.links[self.lang], after)
             if not link or not link[0].strip():
                 break
             after = self._skip(link.end(), ",，:： ")
@@ -390,7 +389,7 @@ class _Reader:
     def _phrase_at(self, pos: int, end: int, boundary: bool = True
                    ) -> tuple[str, int] | None:
         phrases = self.words.phrases[self.lang]
-        found = self._match("phrases", phrases, pos)
+        found = self._match(phrases, pos)
         if not found or found.end() > end:
             return None
         if not boundary:
@@ -399,19 +398,23 @@ class _Reader:
             return (_SUBJECT, found.end()) if self._subject_use(found.end()) else None
         return phrases[_fold(found[0], self.lang)], found.end()
 
+    def _tiers_in(self, start: int, stop: int) -> Iterator[tuple[int, str, int]]:
+        """Each tier phrase between ``start`` and ``stop``, anywhere: (start, tier, end)."""
+        for at in range(start, stop):
+            found = self._phrase_at(at, stop, boundary=False)
+            if found and found[0] in _TIERS:
+                yield at, found[0], found[1]
+
     def _negated_phrase(self, pos: int, end: int) -> tuple[str, int] | None:
         """A negator and the verdict phrase it negates in its clause ("不必作为必读", "don't
         skim this one"): the tier that reading gives, and where the phrase ends."""
-        negator = self._match("negators", self.words.negators[self.lang], pos)
+        negator = self._match(self.words.negators[self.lang], pos)
         if not negator or not self._ends_phrase(negator.end(), end, loose=True):
             return None
         stop = _end_of_clause(self.masked, negator.end(), end)
-        for at in range(negator.end(), stop):
-            found = self._phrase_at(at, stop, boundary=False)
-            if found and found[0] in _TIERS:
-                tier = _negated(found[0])
-                return (tier, found[1]) if tier else None
-        return None
+        found = next(self._tiers_in(negator.end(), stop), None)
+        tier = _negated(found[1]) if found else None
+        return (tier, found[2]) if found and tier else None
 
     def _ends_phrase(self, at: int, end: int, loose: bool = False) -> bool:
         """Whether what follows a phrase leaves it the verdict (``loose``: only that it is
@@ -438,9 +441,10 @@ class _Reader:
         return bool(re.match(r"\s+[A-Za-z]", rest))
 
     def _is_negation(self, pos: int, phrase_end: int) -> bool:
-        folded = _fold(self.text[pos:phrase_end], self.lang)
-        return (folded.startswith(("不", "无", "没", "非", "not", "no "))
-                or bool(self._match("negators", self.words.negators[self.lang], pos)))
+        """Whether the verdict negates itself: a listed negation, or a negator opens it."""
+        phrase = _fold(self.masked[pos:phrase_end], self.lang)
+        return (phrase in self.words.negations[self.lang]
+                or bool(self._match(self.words.negators[self.lang], pos)))
 
     def _later_clause(self, at: int, end: int) -> Verdict | None:
         """A later clause of the sentence that opens with a verdict: after a phrase used as
@@ -448,7 +452,7 @@ class _Reader:
         while (at := _end_of_clause(self.masked, at, end)) < end:
             at += 1
             start = self._past_decoration(self._skip(at, " "), end)
-            but = self._match("openers", self.words.scope_openers[self.lang], start)
+            but = self._match(self.words.scope_openers[self.lang], start)
             pos = self._past_preface(self._skip(but.end(), " ,，") if but else start, end)
             found = self._phrase_after_modal(pos, end)
             if found and found[1] is not _SUBJECT:
@@ -461,7 +465,7 @@ class _Reader:
         opener = self.words.scope_openers[self.lang]
         while (at := _end_of_clause(self.masked, at, end)) < end:
             at = self._skip(at + 1, " ")
-            but = self._match("openers", opener, at)
+            but = self._match(opener, at)
             if not but:
                 continue
             stop = _end_of_clause(self.masked, but.end(), end)
@@ -469,8 +473,7 @@ class _Reader:
                 found = self._phrase_at(pos, stop, boundary=False)
                 if found:  # a tier, or a phrase that reads more than one way
                     return found[0]
-            pattern = self.words.pattern("recommends", self.lang,
-                                         self.words.recommends[self.lang])
+            pattern = _pattern(self.words.recommends[self.lang], self.lang)
             if pattern.search(self.masked, but.end(), stop):
                 return "medium"
         return None
@@ -482,9 +485,7 @@ class _Reader:
         words = self.words.conditions[self.lang]
         if soft:
             words = (*words, *self.words.soft_conditions[self.lang])
-        pattern = self.words.pattern("conditions+soft" if soft else "conditions", self.lang,
-                                     words)
-        found = pattern.search(self.masked, at, end)
+        found = _pattern(words, self.lang).search(self.masked, at, end)
         if not found or self.masked[:found.start()].lower().endswith("if "):
             return None  # "worth a look, if only for the helper" names no readers
         stop = _end_of_clause(self.masked, found.start(), end)
@@ -492,7 +493,7 @@ class _Reader:
 
     def _otherwise(self, at: int, end: int) -> str | None:
         """What a conditional verdict says for everyone else, if it says it."""
-        pattern = self.words.pattern("otherwise", self.lang, self.words.otherwise[self.lang])
+        pattern = _pattern(self.words.otherwise[self.lang], self.lang)
         stop = _end_of_sentence(self.masked, _end_of_sentence(self.masked, at) + 1)
         found = pattern.search(self.masked, at, stop)
         if not found:
@@ -501,11 +502,8 @@ class _Reader:
         # medium-priority look", "skippable for everyone else".
         clause_start = max(self.masked.rfind(c, at, found.start()) for c in ",，;；:：") + 1
         clause_end = _end_of_clause(self.masked, self._skip(found.end(), " ,，:："), stop)
-        for pos in range(max(clause_start, at), clause_end):
-            hit = self._phrase_at(pos, clause_end, boundary=False)
-            if hit and hit[0] in _TIERS and not (found.start() <= pos < found.end()):
-                return hit[0]
-        return None
+        return next((tier for pos, tier, _ in self._tiers_in(max(clause_start, at), clause_end)
+                     if not found.start() <= pos < found.end()), None)
 
     def _scope(self, at: int, end: int) -> str | None:
         """A scoped verdict's limit: "值得精读，但只需读 27 行…" → "只需读 27 行…"."""
@@ -513,7 +511,7 @@ class _Reader:
         bracket = self.masked[pos:pos + 1] in ("(", "（")
         if bracket:
             pos = self._skip(pos + 1, " ")
-        opener = self._match("openers", self.words.scope_openers[self.lang], pos)
+        opener = self._match(self.words.scope_openers[self.lang], pos)
         if not opener and not bracket:
             return None
         start = self._skip(opener.end() if opener else pos, " ,，")
@@ -541,8 +539,8 @@ class _Reader:
 
     # -- small helpers
 
-    def _match(self, kind: str, words: Iterable[str], pos: int) -> re.Match[str] | None:
-        return self.words.pattern(kind, self.lang, words).match(self.masked, pos)
+    def _match(self, words: Iterable[str], pos: int) -> re.Match[str] | None:
+        return _pattern(tuple(words), self.lang).match(self.masked, pos)
 
     def _skip(self, pos: int, chars: str) -> int:
         while pos < len(self.masked) and self.masked[pos] in chars:
