@@ -16,10 +16,10 @@ then logged each refused ``accept()`` with a traceback, thousands a second. So h
 * out of file descriptors, asyncio went on calling ``accept()`` as many times as the backlog
   (2,048) after the first failure, and scheduled as many retries, which failed the same way
   a second later: thousands a second. :class:`SteadyEventLoop` stops at the first failure
-  (one retry a second, as asyncio means to), and that failure and the connections pushed
-  out are logged once per interval, with a count; so are uvicorn's warnings a client causes
-  with each request it sends ("Invalid HTTP request received.", "Exceeded concurrency
-  limit."), per message.
+  (one retry a second, as asyncio means to). That failure, the connections pushed out and
+  uvicorn's warnings a client causes with each request it sends ("Invalid HTTP request
+  received.") pass :class:`OncePerInterval`: one line per message and interval, the next
+  one saying how many were held back.
 
 Only :mod:`pipeline.web.serve` uses this (uvicorn is not in the Lambda function's package).
 """
@@ -39,10 +39,11 @@ from typing import Any, ClassVar
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["ConnectionGuard", "Counted", "OncePerInterval", "SteadyEventLoop",
+__all__ = ["ConnectionGuard", "OncePerInterval", "SteadyEventLoop",
            "connection_limit", "guarded_protocol", "quiet_accept_errors", "raise_open_files"]
 
-log = logging.getLogger("newsletter.app")
+#: What a client can make happen at will; ``serve`` holds its repeats back (OncePerInterval).
+log = logging.getLogger("newsletter.app.limits")
 
 #: Connections held at most; beyond, the one waiting longest for its request is closed.
 MAX_CONNECTIONS = 10_000
@@ -91,39 +92,6 @@ def connection_limit(open_files: int) -> int:
                min(MAX_CONNECTIONS, open_files - BACKLOG - RESERVED_FILES))
 
 
-class Counted:
-    """An event that may repeat thousands of times a second, logged as one warning, then
-    at most one line per ``interval`` saying how many more there were (and one when the
-    server stops: :meth:`flush`)."""
-
-    def __init__(self, what: str, interval: float = LOG_INTERVAL) -> None:
-        self.what = what
-        self.interval = interval
-        self._more = 0
-        self._quiet = False
-
-    def __call__(self, detail: str = "") -> None:
-        if self._quiet:
-            self._more += 1
-            return
-        log.warning("%s%s", self.what, f": {detail}" if detail else "")
-        self._quiet = True
-        asyncio.get_running_loop().call_later(self.interval, self._tally)
-
-    def _tally(self) -> None:
-        if not self._more:
-            self._quiet = False
-            return
-        self.flush()
-        asyncio.get_running_loop().call_later(self.interval, self._tally)
-
-    def flush(self) -> None:
-        """Log how many more there were since the last line, if any."""
-        if self._more:
-            log.warning("%s: %d more time(s)", self.what, self._more)
-            self._more = 0
-
-
 class OncePerInterval(logging.Filter):
     """Lets a warning through once per ``interval`` for each message; the next one that
     passes says how many were held back. Errors always pass."""
@@ -150,20 +118,19 @@ class OncePerInterval(logging.Filter):
         return True
 
 
-def quiet_accept_errors(loop: asyncio.AbstractEventLoop) -> Counted:
-    """Log asyncio's "accept() out of system resource" through the :class:`Counted` this
-    returns, without the traceback; every other report as asyncio would."""
-    refused = Counted("serve: cannot accept connections (raise the open-file limit)")
+def quiet_accept_errors(loop: asyncio.AbstractEventLoop) -> None:
+    """Log asyncio's "accept() out of system resource" as one line, without the traceback
+    (``log`` holds its repeats back); every other report as asyncio would."""
 
     def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         if context.get("message") == "socket.accept() out of system resource":
             exc = context.get("exception")
-            refused(getattr(exc, "strerror", None) or str(exc))
+            log.warning("serve: cannot accept connections (raise the open-file limit): %s",
+                        getattr(exc, "strerror", None) or exc)
             return
         loop.default_exception_handler(context)
 
     loop.set_exception_handler(handler)
-    return refused
 
 
 #: The ``accept()`` failures after which asyncio pauses accepting for a second.
@@ -212,8 +179,6 @@ class ConnectionGuard:
         self.request_seconds = request_seconds
         self._held: set[_Guarded] = set()
         self._waiting: OrderedDict[_Guarded, None] = OrderedDict()
-        self._pushed_out = Counted(f"serve: over {limit} connections; the longest waiting "
-                                   "for a request closed")
 
     def opened(self, conn: _Guarded) -> None:
         """A new connection, waiting for its request; closes the longest waiting one when
@@ -224,7 +189,8 @@ class ConnectionGuard:
             oldest, _ = self._waiting.popitem(last=False)
             self._held.discard(oldest)
             oldest.transport.close()
-            self._pushed_out()
+            log.warning("serve: over %d connections; the longest waiting for a request "
+                        "closed", self.limit)
 
     def waiting(self, conn: _Guarded, waits: bool) -> None:
         """Whether ``conn`` is waiting for a request (again, at the back of the line)."""

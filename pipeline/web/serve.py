@@ -33,7 +33,6 @@ from pipeline.web.connection_limits import (
     REQUEST_SECONDS,
     RESERVED_FILES,
     ConnectionGuard,
-    Counted,
     OncePerInterval,
     SteadyEventLoop,
     connection_limit,
@@ -41,6 +40,7 @@ from pipeline.web.connection_limits import (
     quiet_accept_errors,
     raise_open_files,
 )
+from pipeline.web.connection_limits import log as limits_log
 from pipeline.web.mail_queue import MailQueue
 from pipeline.web.wired import open_app
 
@@ -139,22 +139,26 @@ class _Server(uvicorn.Server):
         super().handle_exit(sig, frame)
         self._captured_signals.clear()
 
-    _refused_accepts: Counted | None = None
     #: The app's sign-up work, told to stop waiting when the server stops (it waits for it).
     mail_queue: MailQueue | None = None
 
+    #: Holds back the warnings a client causes at will (ours and uvicorn's).
+    _once = logging.Filter()
+    _noisy = (logging.getLogger("uvicorn.error"), limits_log)
+
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        self._refused_accepts = quiet_accept_errors(asyncio.get_running_loop())
-        # uvicorn's warnings a client causes at will, one per request it sends.
-        logging.getLogger("uvicorn.error").addFilter(OncePerInterval())
+        quiet_accept_errors(asyncio.get_running_loop())
+        self._once = OncePerInterval()
+        for logger in self._noisy:
+            logger.addFilter(self._once)
         await super().startup(sockets)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         if self.mail_queue is not None:
             self.mail_queue.stop_waiting()
         await super().shutdown(sockets)
-        if self._refused_accepts is not None:
-            self._refused_accepts.flush()
+        for logger in self._noisy:
+            logger.removeFilter(self._once)
 
 
 def server_config(app: Starlette, *, host: str, port: int, forwarded_allow_ips: str,
