@@ -316,7 +316,7 @@ def test_an_8bit_message_to_a_relay_without_8bitmime_stops_the_send_naming_the_f
     sink = smtp_server_factory(eight_bit_mime=False)
     transport = SmtpTransport(sink.settings(), None, timeout=5.0)
     try:
-        transport.verify()  # not told parts may be 8bit: nothing asked of the relay
+        transport.probe()  # not told parts may be 8bit: nothing asked of the relay
         with pytest.raises(SendingMisconfigured) as caught:
             transport.send(outgoing())
         assert caught.value.exit_code == 2 and "8BITMIME" in str(caught.value)
@@ -331,18 +331,18 @@ def test_told_parts_may_be_8bit_the_check_before_a_send_refuses_a_relay_without_
         smtp_server_factory) -> None:
     without = smtp_server_factory(eight_bit_mime=False)
     with pytest.raises(SendingMisconfigured, match=r"8BITMIME.*\[delivery\] eight_bit = false"):
-        SmtpTransport(without.settings(), None, timeout=5.0, eight_bit=True).verify()
+        SmtpTransport(without.settings(), None, timeout=5.0, eight_bit=True).probe()
     with_it = smtp_server_factory()
-    SmtpTransport(with_it.settings(), None, timeout=5.0, eight_bit=True).verify()
+    SmtpTransport(with_it.settings(), None, timeout=5.0, eight_bit=True).probe()
 
 
 def test_starttls_not_offered_is_a_config_error_with_the_fix(smtp_server: SmtpSink) -> None:
-    """The sink offers no STARTTLS: running again would not help, so ``verify`` (the check
+    """The sink offers no STARTTLS: running again would not help, so ``probe`` (the check
     before a run) says so as a configuration error; mid-run it still stops the run."""
     transport = SmtpTransport(smtp_server.settings(starttls=True), None, timeout=5.0)
     try:
         with pytest.raises(StartTlsRefused) as caught:
-            transport.verify()
+            transport.probe()
         assert caught.value.exit_code == 2
         assert "[smtp] starttls = false" in str(caught.value)
         assert f"127.0.0.1:{smtp_server.port}" in str(caught.value)
@@ -381,22 +381,22 @@ def test_starttls_answered_454_is_a_config_error() -> None:
                                                    starttls=True), None, timeout=5.0)
             with pytest.raises(StartTlsRefused, match=r"STARTTLS refused: 454 4\.7\.0 .*"
                                r"\[smtp\] starttls = false"):
-                transport.verify()
+                transport.probe()
         finally:
             server.shutdown()
 
 
-def test_verify_logs_in_and_sends_nothing(smtp_server_factory, tls: Tls) -> None:
+def test_probe_logs_in_and_sends_nothing(smtp_server_factory, tls: Tls) -> None:
     sink: SmtpSink = smtp_server_factory(tls_context=tls.server, require_starttls=True,
                                          users={"ses-user": "s3cret"})
     good = SmtpTransport(sink.settings(starttls=True, username="ses-user"), "s3cret",
                          ssl_context=tls.client, timeout=5.0)
-    good.verify()
+    good.probe()
     good.close()
     bad = SmtpTransport(sink.settings(starttls=True, username="ses-user"), "wrong",
                         ssl_context=tls.client, timeout=5.0)
     with pytest.raises(SendingStopped, match="login"):
-        bad.verify()
+        bad.probe()
     bad.close()
     assert sink.received == []
 
