@@ -320,24 +320,17 @@ class SmtpTransport(Transport):
                 self._pool.notify()
 
     def _connect(self, recipient: str) -> _Connection:
-        """Open, greet, secure and log in. A refusal no rerun can cure is
-        :class:`SendingMisconfigured` (and remembered: no other thread asks again); a 4xx
-        is temporary; anything else stops the run, resumably."""
+        """Open, greet, secure and log in, each failure mapped (a refusal of us is
+        remembered: no other thread asks again)."""
         self._refuse_again(recipient)
-        conn: _Connection | None = None
         try:
-            conn = self._open_secured(recipient)
-            if self.settings.username:
-                self._login(conn, recipient)
+            return self._open(recipient)
         except SendingMisconfigured as exc:
-            _close(conn)
             self._refusal = str(exc)
             raise
         except ssl.SSLCertVerificationError as exc:
-            _close(conn)
             raise self._misconfigured(_untrusted(exc), recipient) from exc
         except ssl.SSLError as exc:
-            _close(conn)
             if exc.reason == "WRONG_VERSION_NUMBER" and self.settings.tls_mode == "implicit":
                 raise self._misconfigured(
                     'the relay does not speak TLS on connect (it greets in plain text): set '
@@ -346,7 +339,6 @@ class SmtpTransport(Transport):
             raise SendingStopped(f"smtp {self.where}: cannot connect: TLS failed "
                                  f"({_describe(exc)})", recipient=recipient) from exc
         except smtplib.SMTPResponseException as exc:
-            _close(conn)
             text = _reply(exc.smtp_code, exc.smtp_error)
             if 400 <= exc.smtp_code < 500 and not _STOPPED.search(text):
                 raise TemporaryFailure(f"smtp {self.where}: server busy: {text}",
@@ -355,13 +347,12 @@ class SmtpTransport(Transport):
                                  recipient=recipient) from exc
         except (smtplib.SMTPException, OSError) as exc:
             # Refused, unreachable, DNS, timed out: the relay may come back.
-            _close(conn)
             raise SendingStopped(f"smtp {self.where}: cannot connect: {_describe(exc)}",
                                  recipient=recipient) from exc
-        return conn
 
-    def _open_secured(self, recipient: str) -> _Connection:
-        """Connect (TLS from the first byte when implicit), EHLO, STARTTLS when asked."""
+    def _open(self, recipient: str) -> _Connection:
+        """Connect (TLS from the first byte when implicit), EHLO, STARTTLS when asked, and
+        log in; closed again if any of it fails."""
         s = self.settings
         # Given the host, smtplib connects, reads the greeting (SMTPConnectError unless
         # 220) and remembers the name TLS must verify the certificate against.
@@ -376,6 +367,8 @@ class SmtpTransport(Transport):
             conn.ehlo()
             if s.tls_mode == "starttls":
                 self._secure(conn, recipient)
+            if s.username:
+                self._login(conn, recipient)
         except BaseException:
             conn.close()
             raise
@@ -403,10 +396,9 @@ class SmtpTransport(Transport):
         conn.ehlo()
 
     def _login(self, conn: _Connection, recipient: str) -> None:
-        """AUTH with one mechanism, once: smtplib's ``login()`` tries every mechanism the
-        relay lists in turn (two failed logins per connection for one wrong password), and a
-        relay that counts failures locks the account out. Logins take turns, so when one is
-        refused every other thread learns it before trying (:meth:`_refuse_again`)."""
+        """AUTH with one mechanism, once: smtplib's ``login()`` tries each mechanism in
+        turn, and a relay that counts failures locks the account out. Logins take turns,
+        so a refused one is the only one."""
         s = self.settings
         with self._login_lock:
             self._refuse_again(recipient)
@@ -441,8 +433,7 @@ class SmtpTransport(Transport):
             raise SendingMisconfigured(self._refusal, recipient=recipient)
 
     def _misconfigured(self, what: str, recipient: str) -> SendingMisconfigured:
-        """The error for a refusal no rerun can cure, remembered at once (inside the login
-        lock, so the next thread in sees it)."""
+        """A refusal no rerun can cure, remembered at once (inside the login lock)."""
         self._refusal = f"smtp {self.where}: {what}"
         return SendingMisconfigured(self._refusal, recipient=recipient)
 
@@ -554,7 +545,7 @@ class SmtpTransport(Transport):
 
     def _about_us(self, stage: str, code: int, said: str) -> str | None:
         """The fix, when a 5xx refuses *us* (the login, TLS, the sender, relaying) rather
-        than the recipient; None when it is about the recipient or this message."""
+        than the recipient."""
         if code == 530 or _NEEDS_AUTH.search(said):
             if "starttls" in said.lower():
                 return ('the relay wants TLS first: set [smtp] tls = "starttls"'
@@ -625,11 +616,6 @@ def _untrusted(exc: ssl.SSLCertVerificationError) -> str:
                 "a name the certificate holds")
     return (f"the relay's certificate is not trusted ({reason}): set [smtp] ca_file to the "
             "CA that signed it")
-
-
-def _close(conn: smtplib.SMTP | None) -> None:
-    if conn is not None:
-        conn.close()
 
 
 def _reply(code: int, text: bytes | str) -> str:

@@ -1,27 +1,17 @@
 """How ``newsletter serve`` bounds what clients that hold connections open can take.
 
-uvicorn's h11 protocol closes an idle kept-alive connection, but sets no bound on how long a
-request may take to arrive: a connection that sends nothing, or one byte now and then
-(slowloris), stayed open for ever, and enough of them took every file descriptor; asyncio
-then logged each refused ``accept()`` with a traceback, thousands a second. So here:
+uvicorn bounds no request's arrival: a connection that sends nothing, or a byte now and then
+(slowloris), stayed open for ever, and enough of them took every file descriptor. So here:
 
-* a request, head and body, must arrive whole within ``request_seconds`` of the connection
-  opening or of its first byte (on a kept-alive connection); else the connection is closed;
-* at most ``limit`` connections are held. One more closes the connection that has waited
-  longest for a request (never one whose request is in), so connections that send nothing
-  can never keep a real request out: they only push each other out;
-* the open-file limit is raised toward its hard limit, so that ``limit`` connections fit
-  beside the accept backlog and the process's own files, and ``limit`` is lowered when the
-  hard limit is too low (said once at start);
-* out of file descriptors, asyncio went on calling ``accept()`` as many times as the backlog
-  (2,048) after the first failure, and scheduled as many retries, which failed the same way
-  a second later: thousands a second. :class:`SteadyEventLoop` stops at the first failure
-  (one retry a second, as asyncio means to). That failure, the connections pushed out and
-  uvicorn's warnings a client causes with each request it sends ("Invalid HTTP request
-  received.") pass :class:`OncePerInterval`: one line per message and interval, the next
-  one saying how many were held back.
-
-Only :mod:`pipeline.web.serve` uses this (uvicorn is not in the Lambda function's package).
+* a request must arrive whole within ``request_seconds`` of the connection opening, or of its
+  first byte on a kept-alive connection; else the connection is closed;
+* at most ``limit`` connections are held: one more closes the one that has waited longest
+  for a request (never one whose request is in), so idle ones only push each other out;
+* the open-file limit is raised so that ``limit`` connections fit (``limit`` is lowered,
+  and that said once, when the hard limit is too low);
+* out of file descriptors, :class:`SteadyEventLoop` stops accepting until asyncio's retry a
+  second later (asyncio retried thousands of times a second), and what a client can cause
+  at will is logged through :class:`OncePerInterval`.
 """
 
 from __future__ import annotations
@@ -53,17 +43,13 @@ BACKLOG = 2048
 RESERVED_FILES = 256
 #: However low the open-file limit, this many are tried (an accept that fails is logged).
 MIN_CONNECTIONS = 64
-#: A request must arrive whole within this long of the connection opening or of its first
-#: byte: a form is a few hundred bytes, so only a client that holds the connection on
-#: purpose needs more.
+#: A form is a few hundred bytes: only a client that holds the connection on purpose needs
+#: longer to send it.
 REQUEST_SECONDS = 10.0
-#: How long a kept-alive connection may idle between requests: longer than a proxy's own
-#: (CloudFront's at most 60 s, an AWS load balancer's 60 s by default), so the proxy never
-#: sends a request down a connection this end is closing (a 502). Safe so long: an idle
-#: connection is the first to go when the limit is reached.
+#: Longer than a proxy's own idle timeout (CloudFront's and an AWS load balancer's 60 s), so
+#: the proxy never sends a request down a connection this end is closing (a 502).
 KEEP_ALIVE_SECONDS = 75
-#: A request head still incomplete past this many bytes is refused (400): h11's default,
-#: stated, since it bounds the memory a connection holds while its head arrives.
+#: A request head still incomplete past this is refused (400): it bounds a connection's memory.
 MAX_HEAD_BYTES = 16 * 1024
 #: One log line per this many seconds for an event that repeats.
 LOG_INTERVAL = 10.0
