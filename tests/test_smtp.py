@@ -9,7 +9,7 @@ import threading
 from email import policy
 from email.headerregistry import Address
 from email.message import EmailMessage
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -303,7 +303,7 @@ def test_told_parts_may_be_8bit_the_check_before_a_send_refuses_a_relay_without_
     ({"tls": "starttls"}, '[smtp] tls = "none"'),
 ], ids=["starttls", "tls"])
 def test_starttls_not_offered_is_a_config_error_naming_the_switch_set(
-        smtp_server: SmtpSink, asked: dict[str, object], switch: str) -> None:
+        smtp_server: SmtpSink, asked: dict[str, Any], switch: str) -> None:
     """The sink offers no STARTTLS: running again would not help, so ``probe`` (the check
     before a run) says so as a configuration error; mid-run it still stops the run."""
     transport = SmtpTransport(smtp_server.settings(**asked), None, timeout=5.0)
