@@ -36,6 +36,16 @@ class Clock:
         return self.now
 
 
+def relayed(tmp_path, smtp_port: int):
+    """Settings whose mail goes to the relay on ``smtp_port`` (https links: a real
+    transport's, RFC 8058; the app itself is served over http)."""
+    port = free_port()
+    settings = project_settings(tmp_path, port, (
+        f'[delivery]\ntransport = "smtp"\n'
+        f'[smtp]\nhost = "127.0.0.1"\nport = {smtp_port}\nstarttls = false\n'))
+    return replace(settings, site=replace(settings.site, app_url=f"https://127.0.0.1:{port}"))
+
+
 @pytest.fixture
 def settings_for(tmp_path):
     def make(extra: str = ""):
@@ -255,13 +265,7 @@ def test_every_address_state_gets_the_same_answer_after_the_same_work(app):
 
 def test_with_the_transport_down_every_state_still_gets_the_same_answer(tmp_path, caplog):
     """It answered 503 for an address it would mail and 200 for a removed one."""
-    port = free_port()
-    settings = project_settings(tmp_path, port, (
-        f'[delivery]\ntransport = "smtp"\n'
-        f'[smtp]\nhost = "127.0.0.1"\nport = {free_port()}\nstarttls = false\n'))
-    # A real transport's links are https (RFC 8058); the app itself is served over http.
-    settings = replace(settings, site=replace(settings.site,
-                                              app_url=f"https://127.0.0.1:{port}"))
+    settings = relayed(tmp_path, free_port())  # nothing listens there
     caplog.set_level(logging.INFO, logger="newsletter.app")
     with serve_app(settings, environ={"NEWSLETTER_SECRET": "s" * 32},
                    mail_queue=MailQueue(retries=0)) as app:
