@@ -83,16 +83,13 @@ _THROTTLED = re.compile(r"throttling|maximum sending rate exceeded", re.IGNORECA
 #: A 5xx that asks for a login or TLS first (530 at MAIL or RCPT, whatever the code).
 _NEEDS_AUTH = re.compile(r"authentication required|must issue a starttls|must (?:first )?"
                          r"authenticate", re.IGNORECASE)
-#: 5xx replies to RCPT that are about us, not the recipient: every recipient would get the
-#: same (Postfix "Relay access denied", Exim "relay not permitted", Sendmail "Relaying
-#: denied", Exchange "Unable to relay"; Postfix rejects the sender and client at RCPT too).
+#: 5xx replies to RCPT about us, not the recipient (Postfix, Exim, Sendmail, Exchange).
 _RELAY_REFUSED = re.compile(r"relay(?:ing)? (?:access )?(?:denied|not permitted|prohibited"
                             r"|not allowed)|unable to relay|client host rejected",
                             re.IGNORECASE)
 _SENDER_REFUSED = re.compile(r"sender address rejected", re.IGNORECASE)
 _HELO_REFUSED = re.compile(r"helo command rejected", re.IGNORECASE)
-#: AUTH mechanisms in the order we pick one: PLAIN and LOGIN send the same secret (inside
-#: TLS); CRAM-MD5 (MD5, and a stored clear password on the relay) only if nothing else is.
+#: AUTH mechanisms in the order we pick one; CRAM-MD5 only if nothing else is.
 _MECHANISMS = ("PLAIN", "LOGIN", "CRAM-MD5")
 
 #: Where common servers put their queue id in the final ``250`` reply.
@@ -172,13 +169,8 @@ class _ConnectionLost(Exception):
 
 
 class SmtpTransport(Transport):
-    """Sends each message with ``sendmail`` over a pooled SMTP connection.
-
-    ``password`` is ``NEWSLETTER_SMTP_PASSWORD``, required with ``[smtp] username``;
-    ``ssl_context`` defaults to the system's store; ``timeout`` bounds every socket
-    operation, the wait for the final reply included; ``eight_bit``: parts may be 8bit, so
-    the relay must announce 8BITMIME.
-    """
+    """Sends each message over a pooled connection. ``timeout`` bounds every socket
+    operation, the wait for the final reply included; ``eight_bit``: parts may be 8bit."""
 
     name = "smtp"
     reaches_mailboxes = True

@@ -73,13 +73,9 @@ _MESSAGES: dict[SnsReason, str] = {
 #: The ``Type`` values SNS sends to an HTTP(S) endpoint.
 MESSAGE_TYPES = ("Notification", "SubscriptionConfirmation", "UnsubscribeConfirmation")
 
-#: The hosts SNS serves its signing certificates (and SubscribeURLs) from, in every partition
-#: with public endpoints: ``sns.<region>.amazonaws.com`` and ``sns.<region>.amazonaws.com.cn``
-#: (``us-east-1``, ``us-gov-west-1``, ``cn-north-1``, ``us-isob-east-1``). The region part
-#: is a region's shape, not "any label": other AWS services answer under
-#: ``sns.<something>.amazonaws.com`` too (``sns.s3.amazonaws.com`` is an S3 bucket named
-#: ``sns``, whose objects anyone can write), and a certificate from there proves nothing.
-#: ASCII classes only (``\d`` would take other scripts' digits).
+#: SNS's hosts, ``sns.<region>.amazonaws.com[.cn]`` in every partition. The region part has a
+#: region's shape, not "any label": ``sns.s3.amazonaws.com`` is an S3 bucket anyone can
+#: write to. ASCII classes only (``\d`` would take other scripts' digits).
 AWS_SNS_HOST = re.compile(
     r"^sns\.[a-z]{2}(?:-gov|-iso[a-z]*)?-[a-z]+-[0-9]{1,2}\.amazonaws\.com(?:\.cn)?$")
 
@@ -103,11 +99,7 @@ _DETAIL_LIMIT = 120
 
 
 class SnsError(NewsletterError):
-    """An SNS message (or a URL in one) that is refused; ``reason`` says why.
-
-    The message is one line and never contains the body: bodies are attacker-chosen, can be
-    large, and error texts end up in logs. ``detail`` is a short, one-line hint.
-    """
+    """A refused SNS message (or URL in one): one line, never the attacker-chosen body."""
 
     exit_code = 2
 
@@ -212,14 +204,9 @@ class _Cached:
 
 
 class CertificateSource:
-    """Fetches SNS signing certificates over HTTPS, only from an allowed host, and keeps them.
-
-    ``host_pattern`` is matched against the whole host name, lower-cased. With the AWS
-    default no explicit port is accepted (SNS uses 443 and never writes it); tests point the
-    pattern at a loopback server, whose port then has to be allowed. Only a certificate that
-    was fetched and is valid is kept (a failed fetch is tried again by the next message), so
-    what is kept is the few that SNS hosts serve.
-    """
+    """Fetches SNS signing certificates over HTTPS, only from an allowed host, and keeps the
+    valid ones (the few SNS hosts serve). ``host_pattern`` must match the whole host; only a
+    pattern other than AWS's (a test's loopback server) allows a port."""
 
     def __init__(self, *, host_pattern: re.Pattern[str] = AWS_SNS_HOST,
                  ssl_context: ssl.SSLContext | None = None, timeout: float = 5.0) -> None:
@@ -233,13 +220,9 @@ class CertificateSource:
         self._cache: dict[str, _Cached] = {}
 
     def check_url(self, url: str, what: str = "SigningCertURL") -> str:
-        """``url`` if it may be fetched, else :class:`SnsError` ``bad-cert-url``.
-
-        HTTPS only, a host ``host_pattern`` matches, no user info (``sns.…@evil.org``), no
-        port unless the pattern is not the AWS one, no whitespace or control characters
-        (``urllib`` would quietly drop some of them after the check). A ``SigningCertURL``
-        must also name a ``.pem`` file.
-        """
+        """``url`` if it may be fetched, else ``bad-cert-url``: HTTPS on an allowed host, no
+        user info (``sns.…@evil.org``), no whitespace or control characters (``urllib``
+        would drop some after the check), and a ``SigningCertURL`` names a ``.pem``."""
         if not isinstance(url, str) or not url or any(
                 not 0x21 <= ord(c) <= 0x7E for c in url):
             raise SnsError("bad-cert-url", f"{what} is empty or has invalid characters")
@@ -262,13 +245,8 @@ class CertificateSource:
         return url
 
     def public_key(self, url: str, *, now: datetime | None = None) -> rsa.RSAPublicKey:
-        """The RSA public key of the certificate at ``url``, fetched once while it is valid.
-
-        :class:`SnsError` ``bad-cert-url`` for a URL :meth:`check_url` refuses;
-        ``cert-unavailable`` when it cannot be fetched or parsed, is not RSA, or is not
-        valid at ``now`` (default: the clock). A kept certificate that is no longer valid is
-        fetched again: SNS may have replaced it.
-        """
+        """The RSA key of the certificate at ``url``, valid at ``now``, else
+        ``cert-unavailable``; one no longer valid is fetched again (SNS may have renewed it)."""
         self.check_url(url)
         when = now or datetime.now(UTC)
         with self._lock:
@@ -284,11 +262,7 @@ class CertificateSource:
         return entry.key
 
     def get(self, url: str) -> None:
-        """GET ``url`` (a ``SubscribeURL``), which confirms an SNS subscription.
-
-        Same URL rules as a certificate, without the ``.pem``: ``bad-cert-url`` if refused,
-        ``subscribe-failed`` if the request fails or does not answer 2xx.
-        """
+        """GET a ``SubscribeURL``, which confirms an SNS subscription."""
         self.check_url(url, "SubscribeURL")
         self._fetch(url, "subscribe-failed")
 
@@ -334,11 +308,7 @@ class CertificateSource:
 
 
 class SnsVerifier:
-    """Checks SNS messages for the webhook: shape, topic, signature, freshness.
-
-    ``topic_arns`` are the topics whose messages we act on. Empty means none: the webhook
-    refuses everything until topics are configured, rather than trusting any signed message.
-    """
+    """Checks SNS messages for the webhook; no ``topic_arns``, no message is believed."""
 
     def __init__(self, certificates: CertificateSource, topic_arns: Collection[str], *,
                  max_age: timedelta = timedelta(days=7)) -> None:
@@ -372,12 +342,8 @@ class SnsVerifier:
         return message
 
     def confirm_subscription(self, message: SnsMessage) -> None:
-        """Confirm a verified ``SubscriptionConfirmation`` by GETting its ``SubscribeURL``.
-
-        The topic is checked again (an :class:`SnsMessage` can be built by hand) and the URL
-        goes through the same host rules as a certificate URL, so confirming never makes the
-        app request a URL of the sender's choosing.
-        """
+        """GET a verified confirmation's ``SubscribeURL``; topic and URL are checked again,
+        so the app never requests a URL of the sender's choosing."""
         if message.type != "SubscriptionConfirmation" or not message.subscribe_url:
             raise ValueError("only a SubscriptionConfirmation can be confirmed")
         self._check_topic(message)
