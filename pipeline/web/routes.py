@@ -249,9 +249,7 @@ class Routes:
 
     # -- /preferences ----------------------------------------------------------------------
 
-    async def preferences(self, request: Request) -> Response:
-        if request.method == "POST":
-            return await self._change_preferences(request)
+    async def preferences_page(self, request: Request) -> Response:
         token = _token_of(request)
         try:
             subscriber = await run_in_threadpool(
@@ -261,7 +259,7 @@ class Routes:
         return await self._preferences_page(subscriber, token, status_line(subscriber.status))
 
     @_form_post()
-    async def _change_preferences(self, request: Request, posted: Posted) -> Response:
+    async def preferences(self, request: Request, posted: Posted) -> Response:
         try:
             current = await run_in_threadpool(
                 self.subscriptions.subscriber_for, posted.token, "preferences", posted.now)
