@@ -135,7 +135,7 @@ class _Server(uvicorn.Server):
     mail_queue: MailQueue | None = None
 
     #: Holds back the warnings a client causes at will (ours and uvicorn's).
-    _once = logging.Filter()
+    _once: OncePerInterval
     _noisy = (logging.getLogger("uvicorn.error"), limits_log)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
