@@ -30,7 +30,9 @@ The work itself is :mod:`subscribers.subscriptions`; this module assembles the h
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from datetime import datetime
 from urllib.parse import urlsplit
 
@@ -38,16 +40,42 @@ from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect
 from starlette.routing import BaseRoute, Mount, Route
 
+from pipeline.config import Settings
 from pipeline.core.email.render import Footer
 from pipeline.web.mail_queue import MailQueue
 from pipeline.web.pages import Pages
 from pipeline.web.routes import SNS_WINDOW, Routes
 from pipeline.web.signups import SignupQueue
-from pipeline.web.sns import SnsVerifier
+from pipeline.web.sns import CertificateSource, SnsVerifier
 from pipeline.week import now as clock_now
+from pipeline.wiring import open_signup_queue, open_subscriptions, signing_keys
 from subscribers.subscriptions import Subscriptions
 
-__all__ = ["SNS_WINDOW", "MailQueue", "create_app"]
+__all__ = ["SNS_WINDOW", "MailQueue", "create_app", "open_app"]
+
+log = logging.getLogger("newsletter.app")
+
+
+def open_app(settings: Settings, environ: Mapping[str, str], stack: ExitStack) -> Starlette:
+    """The app wired from the settings, once for every host (``newsletter serve``, the
+    Lambda function); its store and transport are closed when ``stack`` closes."""
+    _, development = signing_keys(settings, environ)
+    subscriptions = stack.enter_context(open_subscriptions(settings, environ))
+    verifier = None
+    if settings.ses.sns_topic_arns:
+        verifier = SnsVerifier(CertificateSource(), settings.ses.sns_topic_arns,
+                               max_age=SNS_WINDOW)
+    else:
+        log.info("POST /webhooks/ses is off: no [ses] sns_topic_arns")
+    if development:
+        log.warning("links are signed with the public development key: fine for the "
+                    "local outbox, never for real mail (set NEWSLETTER_SECRET)")
+    signups = open_signup_queue(settings)
+    if signups is not None:
+        log.info("sign-ups go to the queue %s", settings.subscriptions.queue_url)
+    return create_app(subscriptions, app_url=settings.site.app_url,
+                      base_url=settings.site.base_url, verifier=verifier,
+                      footer=Footer.configured(settings.delivery, settings.site), signups=signups)
 
 
 def create_app(subscriptions: Subscriptions, *, app_url: str, base_url: str,
@@ -55,8 +83,8 @@ def create_app(subscriptions: Subscriptions, *, app_url: str, base_url: str,
                clock: Callable[[], datetime] = clock_now,
                mail_queue: MailQueue | None = None, footer: Footer | None = None,
                signups: SignupQueue | None = None) -> Starlette:
-    """The app over ready-made parts (:func:`pipeline.web.wired.open_app` wires them from the
-    settings; tests pass their own)."""
+    """The app over ready-made parts (:func:`open_app` wires them from the settings; tests
+    pass their own)."""
     queue = mail_queue or MailQueue()
     handlers = Routes(subscriptions, Pages(app_url, base_url, footer), app_url=app_url,
                       base_url=base_url, verifier=verifier, clock=clock, queue=queue,

@@ -1,7 +1,7 @@
 """The subscription app as an AWS Lambda function (``deploy/template.yaml``).
 
 CloudFront sends ``/api/*`` to the function URL, and Mangum turns each event into a request
-for the same app ``newsletter serve`` runs (:func:`pipeline.web.wired.open_app`). Everything
+for the same app ``newsletter serve`` runs (:func:`pipeline.web.app.open_app`). Everything
 is built once per cold start, at import, and lives as long as the execution environment.
 
 What only the Lambda host needs:
@@ -35,9 +35,9 @@ from typing import TYPE_CHECKING, Any
 from mangum import Mangum
 
 from pipeline.config import load
+from pipeline.web.app import open_app
 from pipeline.web.mail_queue import carry_out
 from pipeline.web.signups import Signup
-from pipeline.web.wired import open_app
 
 if TYPE_CHECKING:
     from subscribers.subscriptions import Subscriptions

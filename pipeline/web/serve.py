@@ -22,6 +22,7 @@ from starlette.applications import Starlette
 
 from pipeline.config import Settings
 from pipeline.errors import UsageError
+from pipeline.web.app import open_app
 from pipeline.web.connection_limits import (
     BACKLOG,
     KEEP_ALIVE_SECONDS,
@@ -39,7 +40,6 @@ from pipeline.web.connection_limits import (
 )
 from pipeline.web.connection_limits import log as limits_log
 from pipeline.web.mail_queue import MailQueue
-from pipeline.web.wired import open_app
 
 log = logging.getLogger("newsletter.app")
 
