@@ -1,14 +1,5 @@
 """Archives: where the public web archive lives. One small interface, two adapters.
 
-    class Archive(Resource, Protocol):
-        def list_issues(self) -> list[str]                  # weeks holding issues/<w>/issue.json
-        def read(self, key: str) -> bytes | None
-        def write(self, obj: SiteObject) -> bool            # False: same bytes already there
-        def keys(self, prefix: str) -> list[str]            # every key under prefix, sorted
-        def delete(self, keys: Sequence[str]) -> int        # how many were there and went
-        def describe(self) -> str                           # where it is, for messages
-        def close(self) -> None                             # also: ``with archive:``
-
 Keys are relative paths (``issues/2026-W48/index.html``). ``write`` skips an unchanged
 object, so publishing the same content twice writes nothing. ``delete`` is for pages nothing
 live links to any more (old search chunks, PR and area pages no issue makes), never an

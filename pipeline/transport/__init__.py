@@ -1,14 +1,5 @@
 """Transports: how one finished message leaves. One small interface, three adapters.
 
-    class Transport(Resource, Protocol):
-        name: str                                     # recorded in the send report
-        reaches_mailboxes: bool                       # False: messages are written to files
-        def send(self, message: Outgoing) -> str      # the id the transport gives it
-        def probe(self) -> float | None               # will it take mail? its own limit, msg/s
-        def describe(self) -> str                     # which one, and where to
-        def location(self, message_id: str) -> str    # where one sent message is, for a log
-        def close(self) -> None                       # also: ``with transport:``
-
 ``send`` is called from several threads at once. It raises only these
 :class:`~pipeline.errors.TransportError` subclasses, mapped at the adapter's edge:
 :class:`PermanentFailure` (this recipient, never: the run goes on), :class:`TemporaryFailure`
