@@ -218,20 +218,6 @@ def test_closing_reply_before_data_reopens_once(smtp_server: SmtpSink,
     assert len(smtp_server.peers) == 2  # smtplib closed on 421; a fresh connection took it
 
 
-def test_connection_closed_while_idle_is_reopened(smtp_server_factory) -> None:
-    sink: SmtpSink = smtp_server_factory(idle_timeout=0.3)
-    transport = SmtpTransport(sink.settings(), None, timeout=5.0)
-    try:
-        transport.send(outgoing("one@example.com"))
-        (peer,) = sink.peers
-        assert sink.wait_closed(peer)  # the server said "421 timeout" and hung up
-        transport.send(outgoing("two@example.com"))
-    finally:
-        transport.close()
-    assert [r.rcpt_tos[0] for r in sink.received] == ["one@example.com", "two@example.com"]
-    assert len(sink.peers) == 2
-
-
 def test_after_the_relay_dropped_every_idle_connection_each_send_goes_through(
         smtp_server_factory) -> None:
     """The retry after a dead pooled connection took the next pooled one, dead too: after
