@@ -333,7 +333,9 @@ class SmtpTransport(Transport):
         except smtplib.SMTPResponseException as exc:
             text = _reply(exc.smtp_code, exc.smtp_error)
             if 400 <= exc.smtp_code < 500 and not _STOPPED.search(text):
-                raise TemporaryFailure(f"smtp {self.where}: server busy: {text}",
+                hint = ("" if self.settings.max_connections else "; a relay that limits "
+                        "connections per client wants [smtp] max_connections")
+                raise TemporaryFailure(f"smtp {self.where}: server busy: {text}{hint}",
                                        recipient=recipient) from exc
             raise SendingStopped(f"smtp {self.where}: refused the connection: {text}",
                                  recipient=recipient) from exc
