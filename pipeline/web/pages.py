@@ -26,8 +26,8 @@ from subscribers.areas import clean_area
 from subscribers.errors import TokenError, UnknownSubscriber
 from subscribers.model import DEFAULT_LAYOUT
 
-__all__ = ["LAYOUT_LABELS", "Button", "Link", "Pages", "accepted_order", "masked_address",
-           "status_line"]
+__all__ = ["LAYOUT_LABELS", "STATUS_LINES", "Button", "Link", "Pages", "accepted_order",
+           "masked_address"]
 
 #: The layouts offered, as the archive's form names them.
 LAYOUT_LABELS: tuple[tuple[str, str], ...] = (
@@ -142,7 +142,8 @@ class Pages:
         return self.render("bad_link", 400, langs=langs, link=self.subscribe_link())
 
 
-_STATUS_LINES = {
+#: What the preferences page says of a subscriber's state.
+STATUS_LINES = {
     "active": {"zh": "订阅中", "en": "Subscribed"},
     "pending": {"zh": "等待确认：请打开确认邮件中的链接", "en": "Waiting for your confirmation "
                 "(see the confirmation mail)"},
@@ -152,11 +153,6 @@ _STATUS_LINES = {
     "complained": {"zh": "你曾将本邮件标记为垃圾邮件，已停止发送", "en": "Stopped: this address "
                    "marked our mail as spam"},
 }
-
-
-def status_line(status: str) -> dict[str, str]:
-    """What the preferences page says of a subscriber's state, in both languages."""
-    return _STATUS_LINES[status]
 
 
 def chosen_layout(layout: str | None, default: str = DEFAULT_LAYOUT) -> str:

@@ -26,13 +26,13 @@ from pipeline.errors import TransportError, Unconfirmed
 from pipeline.model import LAYOUTS, Lang, reading_order
 from pipeline.web.mail_queue import MailQueue
 from pipeline.web.pages import (
+    STATUS_LINES,
     Button,
     Link,
     Pages,
     accepted_order,
     chosen_layout,
     masked_address,
-    status_line,
 )
 from pipeline.web.signups import Signup, SignupQueue
 from pipeline.web.sns import SnsError, SnsMessage, SnsVerifier
@@ -256,7 +256,7 @@ class Routes:
                 self.subscriptions.subscriber_for, token, "preferences", self.clock())
         except (TokenError, UnknownSubscriber) as exc:
             return self.pages.link_problem(exc, langs=_asked_order(request))
-        return await self._preferences_page(subscriber, token, status_line(subscriber.status))
+        return await self._preferences_page(subscriber, token, STATUS_LINES[subscriber.status])
 
     @_form_post()
     async def preferences(self, request: Request, posted: Posted) -> Response:
