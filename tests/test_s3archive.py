@@ -160,16 +160,6 @@ def test_objects_land_under_the_prefix_with_their_headers(s3: Any, archive: S3Ar
     assert archive.uploaded_bytes == sum(len(obj.data) for obj in objects)
 
 
-def test_chinese_text_is_stored_byte_for_byte(s3: Any, archive: S3Archive) -> None:
-    (page, *_) = site()
-    archive.write(page)
-
-    stored = s3.get_object(Bucket=BUCKET, Key=PREFIX + page.key)["Body"].read()
-    assert stored == ZH_PAGE
-    assert "值得精读：调度器重构" in stored.decode("utf-8")
-    assert archive.read(page.key) == ZH_PAGE
-
-
 def test_empty_prefix_writes_at_the_bucket_root(s3: Any) -> None:
     a = S3Archive(BUCKET)
     a.write(SiteObject("index.html", b"x", HTML, SHORT))
@@ -345,13 +335,6 @@ def test_missing_credentials(moto_server: MotoServer, monkeypatch: pytest.Monkey
     with pytest.raises(ArchiveError, match="no usable AWS credentials") as caught:
         a.list_issues()
     assert isinstance(caught.value.__cause__, NoCredentialsError)
-
-
-def test_a_borrowed_client_stays_open(s3: Any) -> None:
-    a = S3Archive(BUCKET, PREFIX, client=s3)
-    a.write(site()[3])
-    a.close()
-    assert s3.head_object(Bucket=BUCKET, Key=PREFIX + "index.html")["ContentLength"] > 0
 
 
 # -- the real publish step over S3 ----------------------------------------------------------
