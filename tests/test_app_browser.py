@@ -11,6 +11,7 @@ import pytest
 from axe_playwright_python.sync_playwright import Axe  # type: ignore[import-untyped]
 from playwright.sync_api import Browser, ConsoleMessage, Page
 from support.app_server import App, free_port, project_settings, serve_app
+from test_app import link, reader
 
 SERIOUS = ("critical", "serious")
 
@@ -121,11 +122,8 @@ def test_area_boxes_fit_a_phone_work_without_javascript_and_pass_axe(app: App, p
     app.settle()
     assert app.store.find("areas@example.org").areas == ("rocm", long_name)
 
-    from subscribers.tokens import make_token
-
     sub = app.store.find("areas@example.org")
-    token = make_token(app.subscriptions.keys, "preferences", sub.id, None)
-    preferences = f"{app.url}/preferences?token={token}"
+    preferences = app.url + link(app, "preferences", sub.id)
     page.goto(preferences)
     check_page(page)
     assert page.is_checked("input[value=rocm]")
@@ -146,13 +144,9 @@ def test_an_english_readers_unsubscribe_page_reads_english_first_and_offers_pref
     """Issue 41: an en reader's pages were Chinese first, areas showed by slug, and the
     unsubscribe page said neither which address it unsubscribes nor that the preferences
     could do instead."""
-    from subscribers.tokens import make_token
-
     app.store.note_areas(["pd-disaggregation", "kv-connector", "rocm"])
-    sub = app.store.add("alice.liddell@example.org", "en", status="active", source="test",
-                        now=datetime.now(UTC), areas=["rocm"]).subscriber
-    token = make_token(app.subscriptions.keys, "unsubscribe", sub.id, None)
-    unsubscribe = f"{app.url}/unsubscribe?token={token}"
+    sub = reader(app, "alice.liddell@example.org", layout="en", areas=["rocm"])
+    unsubscribe = app.url + link(app, "unsubscribe", sub.id)
     page.goto(unsubscribe)
     check_page(page)
     assert page.evaluate("document.documentElement.lang") == "en"

@@ -8,15 +8,14 @@ from __future__ import annotations
 import html
 import logging
 import re
-from datetime import UTC, datetime
 from email.message import EmailMessage
 
 import pytest
-from support.app_server import App, free_port, project_settings, request, serve_app
+from support.app_server import free_port, project_settings, request, serve_app
+from test_app import link, reader
 
 from pipeline.core.issue.area_display import display_name
 from pipeline.web.pages import accepted_order, masked_address
-from subscribers.tokens import make_token
 
 FROM_ARCHIVE = {"Origin": "http://127.0.0.1:8000"}
 EN_BROWSER = "en-GB,en;q=0.9,zh-CN;q=0.5"
@@ -42,24 +41,15 @@ def order_of(body: str) -> tuple[str, str]:
     return first, second
 
 
-def link_token(app: App, purpose: str, subscriber_id: str) -> str:
-    return make_token(app.subscriptions.keys, purpose, subscriber_id, None)  # type: ignore[arg-type]
-
-
-def reader(app: App, email: str, layout: str, areas: tuple[str, ...] = ()):
-    return app.store.add(email, layout, status="active", source="test",
-                         now=datetime.now(UTC), areas=areas).subscriber
-
-
 # -- the reader's language first ------------------------------------------------------------------
 
 @pytest.mark.parametrize("layout", ORDER)
 def test_pages_reached_by_a_link_follow_the_subscribers_layout(app, layout):
-    sub = reader(app, f"{layout}@example.org", layout)
-    unsubscribe = app.request("GET", f"/unsubscribe?token={link_token(app, 'unsubscribe', sub.id)}",
+    sub = reader(app, f"{layout}@example.org", layout=layout)
+    unsubscribe = app.request("GET", link(app, "unsubscribe", sub.id),
                               headers={"Accept-Language": "zh-CN"})  # the layout wins
     assert unsubscribe.status == 200 and order_of(unsubscribe.body) == ORDER[layout]
-    preferences = f"/preferences?token={link_token(app, 'preferences', sub.id)}"
+    preferences = link(app, "preferences", sub.id)
     assert order_of(app.request("GET", preferences).body) == ORDER[layout]
     # After a change, the page reads as the layout just chosen.
     other = "en" if ORDER[layout][0] == "zh" else "zh"
@@ -70,8 +60,8 @@ def test_pages_reached_by_a_link_follow_the_subscribers_layout(app, layout):
 
 
 def test_the_one_click_answer_follows_the_layout(app):
-    sub = reader(app, "oneclick@example.org", "en")
-    gone = app.request("POST", f"/unsubscribe?token={link_token(app, 'unsubscribe', sub.id)}",
+    sub = reader(app, "oneclick@example.org", layout="en")
+    gone = app.request("POST", link(app, "unsubscribe", sub.id),
                        form={"List-Unsubscribe": "One-Click"})
     assert gone.status == 200 and order_of(gone.body) == ("en", "zh")
     assert gone.body.index("You are unsubscribed") < gone.body.index("已退订")
@@ -139,7 +129,7 @@ def test_the_confirmation_mail_puts_the_chosen_language_first(app, layout):
 
 
 def test_a_known_address_is_reminded_in_its_own_layout_not_the_forms(app):
-    reader(app, "known@example.org", "en")
+    reader(app, "known@example.org", layout="en")
     app.request("POST", "/subscribe", form={"email": "known@example.org", "layout": "zh"},
                 headers=FROM_ARCHIVE)
     [mail] = app.outbox()
@@ -185,8 +175,8 @@ def test_the_forms_label_each_area_by_its_display_name_and_post_its_name(app):
     form = app.request("GET", "/subscribe")
     assert boxes(form.body) == expected
     assert "<b>x</b>" not in form.body  # outside text, escaped
-    sub = reader(app, "areas@example.org", "en", ("pd-disaggregation",))
-    page = app.request("GET", f"/preferences?token={link_token(app, 'preferences', sub.id)}")
+    sub = reader(app, "areas@example.org", layout="en", areas=["pd-disaggregation"])
+    page = app.request("GET", link(app, "preferences", sub.id))
     assert boxes(page.body) == expected
 
 
@@ -202,8 +192,8 @@ def test_masked_address(email, masked):
 
 
 def test_the_unsubscribe_page_names_the_address_masked_and_offers_the_preferences_first(app):
-    sub = reader(app, "alice.liddell@example.org", "en")
-    page = app.request("GET", f"/unsubscribe?token={link_token(app, 'unsubscribe', sub.id)}")
+    sub = reader(app, "alice.liddell@example.org", layout="en")
+    page = app.request("GET", link(app, "unsubscribe", sub.id))
     assert "a•••@example.org" in page.body and "alice" not in page.body
     preferences = re.search(r'<a href="([^"]+/preferences\?token=[^"]+)"', page.body)
     assert preferences is not None, page.body
@@ -213,6 +203,6 @@ def test_the_unsubscribe_page_names_the_address_masked_and_offers_the_preference
 
 
 def test_the_masked_address_is_escaped(app):
-    sub = reader(app, "&bob@example.org", "zh-en")
-    page = app.request("GET", f"/unsubscribe?token={link_token(app, 'unsubscribe', sub.id)}")
+    sub = reader(app, "&bob@example.org", layout="zh-en")
+    page = app.request("GET", link(app, "unsubscribe", sub.id))
     assert "&amp;•••@example.org" in page.body and "bob" not in page.body

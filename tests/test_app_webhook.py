@@ -24,6 +24,7 @@ from support.sns_support import (
     notification,
     sign,
 )
+from test_app import reader
 from test_ses_events import (
     BOUNCE_WITH_DSN,
     COMPLAINT_WITH_REPORT,
@@ -87,9 +88,7 @@ def post(app: App, certs: CertServer, signer, message: str, *, topic: str = TOPI
 
 
 def active(app: App, address: str) -> str:
-    sid: str = app.store.add(address, status="active", source="t",
-                             now=datetime.now(UTC)).subscriber.id
-    return sid
+    return reader(app, address).id
 
 
 @pytest.mark.parametrize("document", [BOUNCE_WITH_DSN, EVENT_BOUNCE],

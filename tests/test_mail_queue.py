@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from dataclasses import replace
-from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 import pytest
-from support.app_server import App, free_port, project_settings, serve_app
+from support.app_server import App, serve_app
 from support.event_loop import run_apart
+from test_app import Clock, relayed
 
 from pipeline.errors import TemporaryFailure
 from pipeline.web.mail_queue import MailQueue
@@ -23,27 +22,9 @@ if TYPE_CHECKING:
 SECRET = {"NEWSLETTER_SECRET": "s" * 32}
 
 
-class Clock:
-    """The app's clock, fixed: the time a sign-up is asked at."""
-
-    def __init__(self) -> None:
-        self.now = datetime.now(UTC).replace(microsecond=0)
-
-    def __call__(self) -> datetime:
-        return self.now
 def quick() -> MailQueue:
     """Tries again at once, nearly: the test waits for the outcome, not for the clock."""
     return MailQueue(retries=3, first_wait=0.01)
-
-
-def relayed(tmp_path, smtp_port: int):
-    """Settings whose mail goes to the relay on ``smtp_port`` (https links: a real
-    transport's, RFC 8058; the app itself is served over http)."""
-    port = free_port()
-    settings = project_settings(tmp_path, port, (
-        f'[delivery]\ntransport = "smtp"\n'
-        f'[smtp]\nhost = "127.0.0.1"\nport = {smtp_port}\nstarttls = false\n'))
-    return replace(settings, site=replace(settings.site, app_url=f"https://127.0.0.1:{port}"))
 
 
 def subscribe(app: App, address: str, *, settle: bool = True) -> None:

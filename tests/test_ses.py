@@ -20,7 +20,6 @@ import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
 
 from pipeline.errors import (
-    ConfigError,
     PermanentFailure,
     SendingStopped,
     TemporaryFailure,
@@ -246,13 +245,6 @@ def test_missing_credentials_stop_the_run(moto_server: MotoServer,
     with pytest.raises(SendingStopped, match="no usable AWS credentials"):
         transport.send(outgoing())
     assert moto_server.sent() == []
-
-
-def test_missing_region_is_a_config_error(moto_server: MotoServer,
-                                          monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("AWS_DEFAULT_REGION")
-    with pytest.raises(ConfigError, match="AWS_DEFAULT_REGION"):
-        SesTransport("")
 
 
 def test_close_leaves_a_borrowed_client_open(moto_server: MotoServer) -> None:

@@ -224,24 +224,33 @@ def changed(document: dict[str, Any], part: str, **fields: Any) -> dict[str, Any
     return {**document, part: {k: v for k, v in inner.items() if v is not None}}
 
 
+NOTE_AT, EVENT_AT = "2016-01-27T14:59:38.237Z", "2017-08-05T00:41:02.669Z"
+
+
+@pytest.mark.parametrize(("document", "expected"), [
+    (BOUNCE_WITH_DSN, MailEvent("bounce-permanent", "jane@example.com", NOTE_ID,
+                                "Permanent/General", NOTE_AT)),
+    (EVENT_BOUNCE, MailEvent("bounce-permanent", "recipient@example.com", EVENT_ID,
+                             "Permanent/General", EVENT_AT)),
+    (COMPLAINT_WITH_REPORT, MailEvent("complaint", "richard@example.com", NOTE_ID, "abuse",
+                                      NOTE_AT)),
+    (COMPLAINT_WITHOUT_REPORT, MailEvent("complaint", "richard@example.com", NOTE_ID, "",
+                                         NOTE_AT)),
+    (EVENT_COMPLAINT, MailEvent("complaint", "recipient@example.com", EVENT_ID, "abuse",
+                                EVENT_AT)),
+    (DELIVERY, MailEvent("delivery", "jane@example.com", NOTE_ID, "", NOTE_AT)),
+], ids=["bounce-note", "bounce-event", "complaint-note", "complaint-note-bare",
+        "complaint-event", "delivery-note"])
+def test_each_documented_example_gives_its_event(document, expected):
+    assert events(document) == [expected]
+
+
 # -- bounces -------------------------------------------------------------------------------------
-
-
-def test_a_permanent_bounce_notification():
-    assert events(BOUNCE_WITH_DSN) == [MailEvent(
-        kind="bounce-permanent", address="jane@example.com", message_id=NOTE_ID,
-        detail="Permanent/General", timestamp="2016-01-27T14:59:38.237Z")]
 
 
 def test_one_event_per_bounced_recipient_in_order():
     assert [(e.kind, e.address) for e in events(BOUNCE_WITHOUT_DSN)] == [
         ("bounce-permanent", "jane@example.com"), ("bounce-permanent", "richard@example.com")]
-
-
-def test_a_permanent_bounce_event():
-    assert events(EVENT_BOUNCE) == [MailEvent(
-        kind="bounce-permanent", address="recipient@example.com", message_id=EVENT_ID,
-        detail="Permanent/General", timestamp="2017-08-05T00:41:02.669Z")]
 
 
 @pytest.mark.parametrize("document", [BOUNCE_WITH_DSN, EVENT_BOUNCE], ids=["note", "event"])
@@ -282,24 +291,6 @@ def test_no_bounced_recipient_means_no_event():
 # -- complaints ----------------------------------------------------------------------------------
 
 
-def test_a_complaint_notification_with_a_feedback_report():
-    assert events(COMPLAINT_WITH_REPORT) == [MailEvent(
-        kind="complaint", address="richard@example.com", message_id=NOTE_ID, detail="abuse",
-        timestamp="2016-01-27T14:59:38.237Z")]
-
-
-def test_a_complaint_notification_without_a_feedback_report():
-    assert events(COMPLAINT_WITHOUT_REPORT) == [MailEvent(
-        kind="complaint", address="richard@example.com", message_id=NOTE_ID, detail="",
-        timestamp="2016-01-27T14:59:38.237Z")]
-
-
-def test_a_complaint_event():
-    assert events(EVENT_COMPLAINT) == [MailEvent(
-        kind="complaint", address="recipient@example.com", message_id=EVENT_ID, detail="abuse",
-        timestamp="2017-08-05T00:41:02.669Z")]
-
-
 @pytest.mark.parametrize("feedback", ["auth-failure", "fraud", "other", "virus"])
 def test_every_other_feedback_type_is_a_complaint(feedback):
     found = events(changed(EVENT_COMPLAINT, "complaint", complaintFeedbackType=feedback))
@@ -320,12 +311,6 @@ def test_one_event_per_complained_recipient():
 
 
 # -- deliveries ----------------------------------------------------------------------------------
-
-
-def test_a_delivery_notification():
-    assert events(DELIVERY) == [MailEvent(
-        kind="delivery", address="jane@example.com", message_id=NOTE_ID, detail="",
-        timestamp="2016-01-27T14:59:38.237Z")]
 
 
 def test_a_delivery_event_with_several_recipients():

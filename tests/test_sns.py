@@ -13,11 +13,10 @@ from __future__ import annotations
 import base64
 import json
 import re
-import threading
 import time
 from collections.abc import Iterator
-from datetime import UTC, datetime, timedelta
-from typing import Any
+from datetime import UTC, datetime, timedelta, timezone
+from typing import Any, get_args
 
 import pytest
 from cryptography.hazmat.primitives.asymmetric import ec, rsa
@@ -38,15 +37,7 @@ from support.sns_support import (
 )
 
 from pipeline.errors import NewsletterError
-from pipeline.web.sns import (
-    AWS_SNS_HOST,
-    SNS_REASONS,
-    CertificateSource,
-    SnsError,
-    SnsMessage,
-    SnsVerifier,
-    parse_message,
-)
+from pipeline.web.sns import CertificateSource, SnsError, SnsMessage, SnsReason, SnsVerifier
 
 OTHER_TOPIC = "arn:aws:sns:us-east-1:123456789012:newsletter-other"
 STRANGER = "arn:aws:sns:us-east-1:999999999999:not-ours"
@@ -253,13 +244,6 @@ def test_no_configured_topic_refuses_everything(source, server, signer):
     assert server.connections == 0
 
 
-def test_topics_must_be_a_collection_not_one_string(source):
-    with pytest.raises(TypeError):
-        SnsVerifier(source, TOPIC)
-    with pytest.raises(ValueError, match="max_age"):
-        SnsVerifier(source, [TOPIC], max_age=timedelta(0))
-
-
 def test_a_topic_matches_exactly(source, server, signer):
     verifier = SnsVerifier(source, (TOPIC,))
     for near in (TOPIC + "-2", TOPIC.upper(), TOPIC[:-1], " " + TOPIC):
@@ -334,19 +318,12 @@ def test_the_aws_pattern_accepts_sns_hosts(url):
     "https://sns.us-east-.amazonaws.com/x.pem",
     "https://sns.us-east-123.amazonaws.com/x.pem",
     "https://sns.us-east-\u0661.amazonaws.com/x.pem",
+    "https://sns.amazonaws.com/x.pem",
 ])
 def test_the_aws_pattern_refuses_everything_else(url):
     with pytest.raises(SnsError) as caught:
         CertificateSource().check_url(url)
     assert caught.value.reason == "bad-cert-url"
-
-
-def test_the_aws_pattern_itself():
-    for host in ("sns.us-east-1.amazonaws.com", "sns.cn-north-1.amazonaws.com.cn"):
-        assert AWS_SNS_HOST.match(host)
-    for host in ("sns.us-east-1.amazonaws.com.evil.org", "evilsns.us-east-1.amazonaws.com",
-                 "sns.amazonaws.com@evil.org", "sns.amazonaws.com"):
-        assert not AWS_SNS_HOST.match(host)
 
 
 def test_a_port_is_refused_by_the_aws_pattern_in_a_message(signer):
@@ -385,37 +362,6 @@ def test_the_certificate_is_fetched_once_for_many_messages(verifier, server, sig
             fields = notification(server.url("/cert.pem"), message=f"m{n}")
             assert verifier.verify(body(sign(fields, signer, version)), NOW).message == f"m{n}"
     assert server.hits["/cert.pem"] == 1
-
-
-def test_concurrent_messages_share_one_fetch(verifier, server, signer):
-    server.routes["/cert.pem"].delay = 0.3
-    data = body(sign(notification(server.url("/cert.pem")), signer))
-    results: list[Any] = []
-
-    def run() -> None:
-        try:
-            results.append(verifier.verify(data, NOW).message_id)
-        except Exception as failed:  # reported by the assert below
-            results.append(failed)
-
-    threads = [threading.Thread(target=run) for _ in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(10)
-    assert results == ["22b80b92-fdea-4c2c-8f9d-bdfb0c7bf324"] * 8
-    assert server.hits["/cert.pem"] == 1
-
-
-def test_the_cache_is_bounded(tls, server, signer):
-    source = CertificateSource(host_pattern=LOOPBACK, ssl_context=tls.client, max_entries=2)
-    for name in ("a", "b", "c"):
-        server.routes[f"/{name}.pem"] = Route(signer.pem)
-    for name in ("a", "b", "a", "c", "a", "b"):  # b is evicted by c: a was used more recently
-        source.public_key(server.url(f"/{name}.pem"))
-    assert (server.hits["/a.pem"], server.hits["/b.pem"], server.hits["/c.pem"]) == (1, 2, 1)
-    with pytest.raises(ValueError):
-        CertificateSource(max_entries=0)
 
 
 def test_a_failed_fetch_is_not_cached(verifier, server, signer):
@@ -535,12 +481,6 @@ def test_a_stale_message_is_judged_only_after_its_signature(verifier, server, si
     assert refusal(verifier, body({**fields, "Message": "x"})) == "bad-signature"
 
 
-def test_now_must_be_aware(verifier, server, signer):
-    fields = sign(notification(server.url("/cert.pem")), signer)
-    with pytest.raises(ValueError, match="aware"):
-        verifier.verify(body(fields), NOW.replace(tzinfo=None))
-
-
 # -- confirming a subscription ---------------------------------------------------------------
 
 
@@ -645,15 +585,6 @@ MALFORMED = {
 
 
 @pytest.mark.parametrize("data", MALFORMED.values(), ids=MALFORMED.keys())
-def test_parse_message_refuses_malformed_bodies(data):
-    with pytest.raises(SnsError) as caught:
-        parse_message(data)
-    assert caught.value.reason == "malformed"
-    text = str(caught.value)
-    assert "\n" not in text and len(text) < 200
-
-
-@pytest.mark.parametrize("data", MALFORMED.values(), ids=MALFORMED.keys())
 def test_verify_refuses_malformed_bodies_without_fetching(verifier, server, data):
     assert refusal(verifier, data) == "malformed"
     assert server.connections == 0
@@ -668,15 +599,12 @@ def test_verify_needs_the_signature_fields(verifier, server, signer, name):
     assert server.connections == 0
 
 
-def test_parse_message_reads_every_field():
-    message = parse_message(body({**SUB, "Timestamp": "2026-01-02T03:04:05.678+01:00"}))
-    assert message == SnsMessage(
-        type="SubscriptionConfirmation", message_id=SUB["MessageId"], topic_arn=TOPIC,
-        message=SUB["Message"], timestamp=datetime(2026, 1, 2, 2, 4, 5, 678000, tzinfo=UTC),
-        subject=None, subscribe_url="https://127.0.0.1/confirm", token=SUB["Token"])
-    note = parse_message(body({**GOOD, "Subject": "S", "Extra": {"ignored": True}}))
-    assert (note.type, note.subject, note.subscribe_url, note.token) == (
-        "Notification", "S", None, None)
+def test_a_timestamp_with_an_offset_is_read_as_utc_and_unknown_fields_are_ignored(
+        verifier, server, signer):
+    fields = notification(server.url("/cert.pem"))
+    fields["Timestamp"] = NOW.astimezone(timezone(timedelta(hours=1))).isoformat()
+    message = verifier.verify(body({**sign(fields, signer), "Extra": {"ignored": True}}), NOW)
+    assert message.timestamp == NOW and message.timestamp.tzinfo is UTC
 
 
 def test_an_error_never_repeats_the_body(verifier):
@@ -689,13 +617,8 @@ def test_an_error_never_repeats_the_body(verifier):
         assert len(str(caught.value)) < 300 and "\n" not in str(caught.value)
 
 
-def test_every_reason_has_a_message_and_unknown_reasons_are_refused():
-    assert set(SNS_REASONS) == {"malformed", "topic-not-allowed", "bad-cert-url",
-                                "cert-unavailable", "subscribe-failed", "bad-signature",
-                                "unsupported-version", "stale"}
-    for reason in SNS_REASONS:
+def test_every_reason_has_a_one_line_message():
+    for reason in get_args(SnsReason):
         error = SnsError(reason, "line one\nline two")
         assert error.reason == reason and "\n" not in str(error)
         assert str(error).startswith(f"sns {reason}: ")
-    with pytest.raises(ValueError):
-        SnsError("nope")  # type: ignore[arg-type]

@@ -1,24 +1,11 @@
 """Archives: where the public web archive lives. One small interface, two adapters.
 
-    class Archive(Resource, Protocol):
-        def list_issues(self) -> list[str]                  # weeks holding issues/<w>/issue.json
-        def read(self, key: str) -> bytes | None
-        def write(self, obj: SiteObject) -> bool            # False: same bytes already there
-        def keys(self, prefix: str) -> list[str]            # every key under prefix, sorted
-        def delete(self, keys: Sequence[str]) -> int        # how many were there and went
-        def describe(self) -> str                           # where it is, for messages
-        def close(self) -> None                             # also: ``with archive:``
-
-Keys are relative paths (``index.html``, ``issues/2026-W48/index.html``). ``write`` compares
-digests and skips an unchanged object, so publishing the same content twice writes nothing.
-``delete`` is for files nothing live links to any more, once what replaces them is written:
-the search index's old chunks, and the PR and area pages (``pr/``, ``areas/``, their feeds
-and an area's ``page/<n>/``) that no issue the archive holds makes any more, deleted after
-the new index, feed and sitemap stop naming them (``pipeline/stages/publish.py``). Never an
-issue's own pages: the archive of issues only grows.
-Adapters raise only :class:`~pipeline.errors.ArchiveError`. ``local`` (``local.py``) writes
-into a folder; ``s3`` (``s3.py``) into a bucket, so boto3 is imported only there.
-:func:`pipeline.wiring.open_archive` builds the one ``[archive] target`` names.
+Keys are relative paths (``issues/2026-W48/index.html``). ``write`` skips an unchanged
+object, so publishing the same content twice writes nothing. ``delete`` is for pages nothing
+live links to any more (old search chunks, PR and area pages no issue makes), never an
+issue's own: the archive of issues only grows. Adapters raise only
+:class:`~pipeline.errors.ArchiveError`; :func:`pipeline.wiring.open_archive` builds the one
+``[archive] target`` names.
 """
 
 from __future__ import annotations
@@ -40,8 +27,7 @@ _SAFE_KEY = re.compile(r"^(?!/)(?!.*/$)(?!.*//)(?!.*(?:^|/)\.\.?(?:/|$))[\w./-]+
 
 
 class Archive(Resource, Protocol):
-    """Where the site's objects live. An adapter may subclass this to inherit ``with``
-    support (``__exit__`` closes it); any class with these methods will do."""
+    """Where the site's objects live; subclass it for ``with`` support, or match it by shape."""
 
     def list_issues(self) -> list[str]:
         """The weeks whose ``issues/<week>/issue.json`` the archive holds, oldest first."""

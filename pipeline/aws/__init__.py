@@ -1,15 +1,10 @@
-"""One way to make a boto3 client, for the adapters that speak to AWS (SES, S3, Translate,
-DynamoDB, SQS).
+"""One way to make a boto3 client, for the adapters that speak to AWS, and the wording of
+the errors they share (S3's for the archive and the inbox).
 
-A fresh boto3 session each time: the default session caches the credentials it found first,
-which a long-lived process (or a test changing the environment) should not inherit. What the
-sessions share is botocore's loader: the service models and endpoints it reads from JSON are
-the same for every session, and reading them again is most of what a new client costs.
-boto3 is imported here, lazily, and only the AWS adapters call this.
-
-The S3 part both S3 adapters share (the archive's bucket, the inbox's prefix) lives here too:
-:func:`s3_client` and the one-line wording of S3's errors, :func:`s3_reason`; and beside it
-the one adapter with no interface package of its own, the sign-up queue on SQS (``sqs.py``).
+A fresh boto3 session each time: the default one keeps the credentials it found first, which
+a long-lived process should not inherit. The sessions share botocore's loader of service
+models: reading them again is most of what a new client costs, and a Lambda cold
+start waits for it. boto3 is imported lazily, by the AWS adapters only.
 """
 
 from __future__ import annotations

@@ -1,10 +1,5 @@
-"""A queue on Amazon SQS: one ``SendMessage`` a message, botocore's errors turned into one
-:class:`~pipeline.errors.TransportError` at this edge (keeping the cause).
-
-The subscription app hands its sign-ups to such a queue on Lambda
-(:mod:`pipeline.web.signups`); :func:`pipeline.wiring.open_signup_queue` makes it from
-``[subscriptions] queue_url``.
-"""
+"""The sign-up queue on Amazon SQS: one ``SendMessage`` a sign-up, botocore's errors turned
+into :class:`~pipeline.errors.TransportError` at this edge."""
 
 from __future__ import annotations
 
@@ -19,9 +14,8 @@ __all__ = ["SqsQueue"]
 
 
 class SqsQueue:
-    """Sends each message body to the queue at ``queue_url``; ``what`` names it in errors.
-    ``client`` lets a caller pass one (tests); otherwise one is made from AWS's settings,
-    ``key`` naming the setting a missing region is about."""
+    """Sends each message body to ``queue_url``; ``what`` names it in errors, ``key`` the
+    setting a missing region is about."""
 
     def __init__(self, queue_url: str, *, what: str, key: str, client: Any = None) -> None:
         self.queue_url = queue_url

@@ -1,27 +1,10 @@
 """Transports: how one finished message leaves. One small interface, three adapters.
 
-    class Transport(Resource, Protocol):
-        name: str                                     # recorded in the send report
-        reaches_mailboxes: bool                       # False: messages are written to files
-        def send(self, message: Outgoing) -> str      # the id the transport gives it
-        def probe(self) -> float | None               # will it take mail? its own limit, msg/s
-        def describe(self) -> str                     # which one, and where to
-        def location(self, message_id: str) -> str    # where one sent message is, for a log
-        def close(self) -> None                       # also: ``with transport:``
-
-``send`` is called from several threads at once and must be safe for that. It raises only
-the :class:`~pipeline.errors.TransportError` subclasses, each mapped at the adapter's edge
-(keeping the cause):
-
-* :class:`PermanentFailure` — this recipient will never take the message: recorded, the run
-  goes on;
-* :class:`TemporaryFailure` — throttled or busy: the sender retries with backoff and jitter;
-* :class:`Unconfirmed` — it may have been accepted (a timeout after the data went out): the
-  sender records it as unconfirmed and never retries it blindly;
-* :class:`SendingStopped` — the account cannot send now: the run stops, resumable (exit 4).
-
-``outbox`` (``outbox.py``) writes one ``.eml`` per message; ``smtp`` (``smtp.py``) and ``ses``
-(``ses.py``) reach real mailboxes, and boto3 is imported only by the SES adapter.
+``send`` is called from several threads at once. It raises only these
+:class:`~pipeline.errors.TransportError` subclasses, mapped at the adapter's edge:
+:class:`PermanentFailure` (this recipient, never: the run goes on), :class:`TemporaryFailure`
+(the sender retries with backoff), :class:`Unconfirmed` (it may have been accepted: never
+retried blindly) and :class:`SendingStopped` (the run stops, resumable: exit 4).
 :func:`pipeline.wiring.open_transport` builds the one ``[delivery] transport`` names.
 """
 
@@ -38,8 +21,7 @@ __all__ = ["Outgoing", "Transport", "require_secret"]
 
 
 class Transport(Resource, Protocol):
-    """How a message leaves. An adapter may subclass this to inherit ``with`` support
-    (``__exit__`` closes it); any class with these members will do."""
+    """How a message leaves; subclass it for ``with`` support, or match it by shape."""
 
     #: Which adapter, as the send report records it (never a reason to branch).
     name: str
@@ -52,11 +34,8 @@ class Transport(Resource, Protocol):
         ...
 
     def probe(self) -> float | None:
-        """Check, before the first message, that the transport will take mail at all;
-        raises as the first message would (or a :class:`~pipeline.errors.ConfigError` /
-        :class:`~pipeline.errors.StoppedError` that says what to fix). Returns the
-        transport's own limit in messages per second when it knows one (SES: the account's
-        rate), else None."""
+        """Check, before the first message, that the transport will take mail at all,
+        raising as the first message would; its own limit in messages/s, if it knows one."""
         ...
 
     def describe(self) -> str:
@@ -64,8 +43,7 @@ class Transport(Resource, Protocol):
         ...
 
     def location(self, message_id: str) -> str:
-        """Where the message :meth:`send` gave ``message_id`` can be found, for a log line:
-        the outbox's file; for a relay or SES, the id itself (the message is gone)."""
+        """Where a sent message can be found, for a log line (the outbox's file)."""
         return message_id
 
     def close(self) -> None:

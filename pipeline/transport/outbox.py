@@ -20,16 +20,10 @@ _UNSAFE = re.compile(r"[^A-Za-z0-9._@+-]")
 
 
 class OutboxTransport(Transport):
-    """Writes each message to ``<folder>/<key>.eml``: the embedded default, and a proof.
-
-    A file is written to a temporary name and renamed, so a crash never leaves half a
-    message; the id returned is the file's name.
-
-    Nothing that goes wrong here is about the recipient: a full disk, a read-only mount or
-    a folder without permission (ENOSPC, EROFS, EACCES, EDQUOT, ...) would refuse every
-    later message alike. So any ``OSError`` is :class:`SendingStopped`: the run stops
-    resumably (exit 4) with the claims it had not handed over released, and a re-run once
-    the disk has room sends the rest. The temporary file of the failed write is removed.
+    """Writes each message to ``<folder>/<key>.eml`` through a temporary name, so a crash
+    never leaves half a message. Nothing that goes wrong here is about the recipient (a
+    full disk, a read-only mount), so any ``OSError`` is :class:`SendingStopped`: a re-run
+    once the disk has room sends the rest.
     """
 
     name = "outbox"
@@ -49,9 +43,8 @@ class OutboxTransport(Transport):
         return f"outbox:{name}"
 
     def probe(self) -> None:
-        """The folder can be made and written to: a temporary file is created there and
-        removed, so a read-only or full disk stops the run before anything is published,
-        with the same words as the first message would meet. No rate limit."""
+        """A temporary file is made in the folder and removed: a read-only or full disk
+        stops the run before anything is published."""
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
             fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-", suffix=".eml")

@@ -1,35 +1,16 @@
 """The ``ses`` transport: Amazon SES v2 ``SendEmail`` with Raw content, one recipient a call.
 
-The only module that imports boto3 for delivery. Region, endpoint and credentials are AWS's own
-settings (``AWS_DEFAULT_REGION``, ``AWS_ENDPOINT_URL``, profiles); nothing here reads them.
+botocore's own retries are off: its standard mode would resend on a read timeout, after
+which SES may have accepted the message; retrying is the sender's decision. Each botocore
+error is mapped at this edge, keeping it as the cause: throttling, a 5xx or a connection
+that never opened is :class:`TemporaryFailure`; a quota, a paused or suspended account, an
+unverified MAIL FROM domain, missing credentials or any unexpected 4xx (they would fail
+every recipient alike) is :class:`SendingStopped`; ``MessageRejected`` and
+``BadRequestException`` are :class:`PermanentFailure`; a request that went out with no
+answer is :class:`Unconfirmed`.
 
-botocore's own retries are off (``total_max_attempts=1``): its standard mode would quietly
-resend on a 429 or a read timeout, and a read timeout after SES took the request may mean the
-message was accepted. Retrying is the sender's decision, made from the error this module
-raises. Each botocore error is mapped at this edge, keeping it as the cause:
-
-================================================================  =========================
-``TooManyRequestsException`` / ``Throttling`` / "Maximum sending  :class:`TemporaryFailure`
-rate exceeded"; an HTTP 5xx; a connection that never opened
-(``EndpointConnectionError``, ``ConnectTimeoutError``)
-"Daily message quota exceeded" (whatever the code),               :class:`SendingStopped`
-``SendingPausedException``, ``AccountSuspendedException``, any
-other ``LimitExceededException``, ``MailFromDomainNotVerified…``,
-missing credentials, and any unexpected 4xx (bad configuration
-set, access denied): they would fail every recipient alike
-``MessageRejected``, ``BadRequestException``                      :class:`PermanentFailure`
-``ReadTimeoutError``, ``ConnectionClosedError`` (the request went  :class:`Unconfirmed`
-out, no answer came back)
-================================================================  =========================
-
-``MailFromDomainNotVerifiedException`` names the sender's domain, not the recipient, so it
-stops the run instead of marking every subscriber failed one by one.
-
-SES does not support SMTPUTF8: every address it is given must be 7-bit ASCII, a Unicode
-domain in its punycode (IDNA) form. So the domain is always sent in that form, and a
-recipient whose local part is not ASCII is a :class:`PermanentFailure` of that recipient,
-named, raised before the call (SES would refuse it anyway, as a ``BadRequestException`` that
-does not say which address); a sender like that stops the run.
+SES takes no SMTPUTF8: domains go in IDNA form, and a recipient whose local part is not
+ASCII is refused (named) before the call; a sender like that stops the run.
 """
 
 from __future__ import annotations
@@ -82,11 +63,7 @@ _BAD_CREDENTIALS = frozenset({"UnrecognizedClientException", "InvalidClientToken
 
 def ses_client(region: str | None = None, *, connect_timeout: float = 10.0,
                read_timeout: float = 30.0, max_pool_connections: int = 32) -> SESV2Client:
-    """A sesv2 client with botocore's retries off and bounded waits.
-
-    A fresh boto3 session each time: the default session caches the credentials it found
-    first, which a long-lived process (or a test changing the environment) should not inherit.
-    """
+    """A sesv2 client with botocore's retries off and bounded waits."""
     return aws_client("sesv2", region=region, what="the ses transport",
                       retries={"total_max_attempts": 1, "mode": "standard"},
                       connect_timeout=connect_timeout, read_timeout=read_timeout,
@@ -199,17 +176,11 @@ def _ascii_envelope(message: Outgoing) -> tuple[str, str]:
 
 
 def email_tags(tags: Mapping[str, str]) -> list[dict[str, str]]:
-    """SES message tags, names and values reduced to SES's alphabet ([A-Za-z0-9_-], ≤256).
-
-    An issue id such as ``2026-W48`` passes unchanged; anything else is replaced by ``_`` so
-    a stray character never turns every message into a ``BadRequestException``.
-    """
-    out = []
-    for name, value in sorted(tags.items()):
-        clean_name = _TAG_UNSAFE.sub("_", name)[:256]
-        if clean_name:
-            out.append({"Name": clean_name, "Value": _TAG_UNSAFE.sub("_", value)[:256] or "_"})
-    return out
+    """SES message tags in SES's alphabet ([A-Za-z0-9_-], ≤256): a stray character would
+    turn every message into a ``BadRequestException``."""
+    return [{"Name": _TAG_UNSAFE.sub("_", name)[:256],
+             "Value": _TAG_UNSAFE.sub("_", value)[:256] or "_"}
+            for name, value in sorted(tags.items()) if name]
 
 
 def _client_error(exc: ClientError, recipient: str) -> TransportError:

@@ -1,79 +1,43 @@
 """The ``smtp`` transport: any SMTP relay (SES's SMTP interface included) through smtplib.
 
-Connections are pooled: a message takes an idle one, else opens a new one, and gives it back
-once answered, so a run pays the TCP + TLS + AUTH handshake once per connection, not once per
-recipient, with at most one connection per sending thread and at most ``[smtp]
-max_connections``. A relay that limits connections per client below that (Postfix's
-``smtpd_client_connection_count_limit``) greets the one too many with a 4xx (``421 too many
-connections``): while other connections are open, the message waits for one of them instead
-of failing; with none open, the greeting is a :class:`TemporaryFailure` like any other 4xx.
-Every connection sets ``TCP_NODELAY``: with Nagle's algorithm, the last TLS record of each
-message waited for the relay's delayed ACK, a pause on every message over STARTTLS.
+Connections are pooled and reused, at most ``[smtp] max_connections`` open (0: one per
+sending thread), so a run pays the TCP + TLS + AUTH handshake once per connection, not per
+recipient. Each sets ``TCP_NODELAY``: with Nagle's algorithm, the last TLS record of each
+message waited for the relay's delayed ACK.
 
-What matters most is knowing, when something goes wrong, whether the server may already hold
-the message. Each connection tracks how far the current transaction got:
+What matters most, when something goes wrong, is whether the server may already hold the
+message, so each connection tracks how far the transaction got (:data:`Phase`):
 
-``envelope``  MAIL / RCPT / the ``DATA`` command, before the server said 354. Nothing can have
-              been accepted: after a dropped or idle-closed connection the message is tried
-              again once, on a new connection (never another pooled one: the relay's idle
-              timeout has closed those too); a second loss is a :class:`TemporaryFailure`.
-``body``      the message is being written. The server cannot accept it before the final
-              ``<CRLF>.<CRLF>``, which is the last thing written, so a write that fails means
-              "not accepted": :class:`TemporaryFailure` (the sender retries with backoff).
-``verdict``   the whole body went out and we wait for the final reply. A timeout or a
-              dropped connection here is :class:`Unconfirmed`: the server may have queued it,
-              and sending it again could deliver it twice.
+``envelope``  MAIL, RCPT, ``DATA`` before the 354: nothing can have been accepted. A lost
+              connection is tried again once, on a new connection (a relay's idle timeout
+              has closed the pooled ones too); a second loss is a :class:`TemporaryFailure`.
+``body``      the message is being written; the server accepts nothing before the final
+              ``<CRLF>.<CRLF>``, the last thing written: :class:`TemporaryFailure`.
+``verdict``   the body went out and the final reply is awaited: a timeout or a loss here is
+              :class:`Unconfirmed` (sending it again could deliver it twice).
 
-Replies are mapped at this edge, keeping the smtplib exception as the cause:
+Replies are mapped at this edge, keeping the smtplib exception as the cause: a quota or a
+paused account (whatever the code) is :class:`SendingStopped`; throttling and any 4xx are
+:class:`TemporaryFailure`; a refusal of *us* that every message would meet (a login, TLS,
+the sender, relaying: see :meth:`SmtpTransport._about_us`) is :class:`SendingMisconfigured`
+(exit 2) naming the setting to fix and never the recipient; any other 5xx is the recipient's
+:class:`PermanentFailure`, a bounce when the mailbox is gone; a relay that cannot be reached
+is :class:`SendingStopped` (exit 4).
 
-* "Daily message quota exceeded", "Account is paused", "sending paused", "account suspended"
-  (whatever the code: SES's SMTP interface says ``454 Throttling failure: Daily message quota
-  exceeded``) → :class:`SendingStopped`;
-* "Throttling" / "Maximum sending rate exceeded" or any 4xx (421, 450, 451, 452, 454 …) →
-  :class:`TemporaryFailure`;
-* a refusal of *us*, which would refuse every message the same way and which no rerun cures →
-  :class:`SendingMisconfigured` (exit 2), the message naming the setting to fix: a refused
-  login (535; one mechanism, tried once per transport: a refusal is remembered and no other
-  thread asks again), a certificate not trusted or not for the host, no AUTH offered while
-  ``[smtp] username`` is set, STARTTLS not offered or refused (:class:`StartTlsRefused`), 530
-  (TLS or a login wanted first), any 5xx to ``MAIL FROM`` (the sender), and a 5xx to ``RCPT``
-  that is about us ("Relay access denied", "Client host rejected", "Sender address rejected",
-  "Helo command rejected"); such a message never names the recipient, it is shown to the
-  operator;
-* any other 5xx to ``RCPT`` or to the message (one recipient per transaction) →
-  :class:`PermanentFailure` for that recipient, with ``bounce=True`` when the reply says the
-  mailbox does not exist (:func:`pipeline.core.mail_in.bounces.mailbox_gone`: ``550 5.1.1``, "User
-  unknown"), so the list marks the address bounced; a policy refusal or a full mailbox
-  fails this message only;
-* a connection that cannot be opened (refused, unreachable, timed out) → :class:`SendingStopped`
-  naming ``host:port`` (the relay may come back: exit 4); a 4xx greeting, e.g. "421 too many
-  connections", is temporary.
+TLS is ``[smtp] tls``: ``starttls``, ``implicit`` (port 465) or ``none``; the certificate is
+verified against ``[smtp] ca_file`` (:func:`tls_context`), else the system's store. EHLO
+says :func:`default_helo_name`, never smtplib's guess at this machine's name.
 
-TLS is ``[smtp] tls`` (:attr:`~pipeline.config.SmtpSettings.tls_mode`): ``starttls`` upgrades
-after the greeting, ``implicit`` speaks TLS from the first byte (port 465), ``none`` neither.
-The certificate is verified (chain and host name) against the context wiring builds from
-``[smtp] ca_file`` (:func:`tls_context`), else the system's store. EHLO gives
-:func:`default_helo_name` (``[smtp] helo_name``, else the ``[delivery] from`` domain), never
-smtplib's guess at this machine's name; ``MAIL FROM`` is ``[smtp] return_path`` when set (where
-delivery status notifications go), else the message's sender.
-
-Addresses go out as :mod:`pipeline.core.email.addresses` writes them: the domain always in
-IDNA form; a
-non-ASCII local part with ``SMTPUTF8`` (and ``BODY=8BITMIME``) when the server offers it, else
-the message is refused for that recipient alone (:class:`PermanentFailure`, naming the
-address) before anything is sent. A sender the server cannot take stops the run (exit 2).
-
-A message whose body is 8bit data (``[delivery] eight_bit``: a part sent as UTF-8 as it is)
-goes with ``BODY=8BITMIME``, only to a relay that announces it (RFC 6152): re-encoding it
-behind the editor's approval would change what the budget weighed. Told that parts may be
-8bit (``eight_bit``), :meth:`SmtpTransport.verify` refuses such a relay before anything is
-published, with the fix; a message met later is refused the same way (exit 2).
+Addresses go out as :mod:`pipeline.core.email.addresses` writes them (the domain in IDNA
+form); a non-ASCII local part needs ``SMTPUTF8``. A message whose body is 8bit data
+(``[delivery] eight_bit``) goes with ``BODY=8BITMIME``, only to a relay that announces it
+(RFC 6152): re-encoding it would change what the size budget weighed. Told that parts may be
+8bit, :meth:`SmtpTransport.probe` refuses such a relay before anything is published.
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import re
 import smtplib
 import socket
@@ -103,8 +67,6 @@ if TYPE_CHECKING:
 
     from _typeshed import ReadableBuffer
 
-_log = logging.getLogger("newsletter.smtp")
-
 __all__ = ["SmtpTransport", "StartTlsRefused", "default_helo_name", "tls_context"]
 
 Phase = Literal["idle", "envelope", "body", "verdict"]
@@ -121,16 +83,13 @@ _THROTTLED = re.compile(r"throttling|maximum sending rate exceeded", re.IGNORECA
 #: A 5xx that asks for a login or TLS first (530 at MAIL or RCPT, whatever the code).
 _NEEDS_AUTH = re.compile(r"authentication required|must issue a starttls|must (?:first )?"
                          r"authenticate", re.IGNORECASE)
-#: 5xx replies to RCPT that are about us, not the recipient: every recipient would get the
-#: same (Postfix "Relay access denied", Exim "relay not permitted", Sendmail "Relaying
-#: denied", Exchange "Unable to relay"; Postfix rejects the sender and client at RCPT too).
+#: 5xx replies to RCPT about us, not the recipient (Postfix, Exim, Sendmail, Exchange).
 _RELAY_REFUSED = re.compile(r"relay(?:ing)? (?:access )?(?:denied|not permitted|prohibited"
                             r"|not allowed)|unable to relay|client host rejected",
                             re.IGNORECASE)
 _SENDER_REFUSED = re.compile(r"sender address rejected", re.IGNORECASE)
 _HELO_REFUSED = re.compile(r"helo command rejected", re.IGNORECASE)
-#: AUTH mechanisms in the order we pick one: PLAIN and LOGIN send the same secret (inside
-#: TLS); CRAM-MD5 (MD5, and a stored clear password on the relay) only if nothing else is.
+#: AUTH mechanisms in the order we pick one; CRAM-MD5 only if nothing else is.
 _MECHANISMS = ("PLAIN", "LOGIN", "CRAM-MD5")
 
 #: Where common servers put their queue id in the final ``250`` reply.
@@ -149,11 +108,8 @@ _LEADING_DOT = re.compile(rb"(?m)^\.")
 
 
 class _Connection(smtplib.SMTP):
-    """smtplib's client, with ``data()`` taken over to know how far a message got.
-
-    ``sendmail`` is used as is; only ``data`` is replaced so that ``phase`` says whether the
-    body left and ``final_reply`` keeps the server's last words (smtplib drops them).
-    """
+    """smtplib's client, with ``data()`` taken over so that ``phase`` says whether the body
+    left and ``final_reply`` keeps the server's last words (smtplib drops them)."""
 
     phase: Phase = "idle"
     final_reply: bytes = b""
@@ -162,10 +118,9 @@ class _Connection(smtplib.SMTP):
 
     def connect(self, host: str = "localhost", port: int = 0,
                 source_address: _SourceAddress | None = None) -> tuple[int, bytes]:
-        """smtplib's connect, with Nagle's algorithm off. A message leaves in several writes
-        (TLS records, then ``.``); with Nagle on, the kernel holds the last small one until
-        the relay acknowledges the others, and relays delay that ACK.
-        STARTTLS wraps this very descriptor (implicit TLS already did), so it stays set."""
+        """smtplib's connect, with Nagle's algorithm off: a message leaves in several writes,
+        and the kernel would hold the last small one until the relay's (delayed) ACK.
+        STARTTLS wraps this very descriptor, so it stays set."""
         reply = super().connect(host, port, source_address)
         if self.sock is not None:
             self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -201,14 +156,12 @@ class _Connection(smtplib.SMTP):
 
 
 class _ImplicitTlsConnection(_Connection, smtplib.SMTP_SSL):
-    """:class:`_Connection` over TLS from the first byte (``[smtp] tls = "implicit"``, port
-    465): smtplib's ``SMTP_SSL`` socket, with the same ``data()``. Always given a context:
-    ``SMTP_SSL``'s own default verifies nothing."""
+    """:class:`_Connection` over TLS from the first byte (``[smtp] tls = "implicit"``).
+    Always given a context: ``SMTP_SSL``'s own default verifies nothing."""
 
 
 class StartTlsRefused(SendingMisconfigured):
-    """The relay will not do STARTTLS (not offered, or refused): it will refuse it on every
-    later try as well, so it is the configuration's to fix (exit 2), before a run or mid-run."""
+    """The relay will not do STARTTLS (not offered, or refused), now or on any later try."""
 
 
 class _ConnectionLost(Exception):
@@ -216,17 +169,8 @@ class _ConnectionLost(Exception):
 
 
 class SmtpTransport(Transport):
-    """Sends each message with ``sendmail`` over a per-thread, reused SMTP connection.
-
-    ``password`` comes from the environment (``NEWSLETTER_SMTP_PASSWORD``): the caller passes
-    ``environ.get(...)``; it is required when ``settings.username`` is set. ``ssl_context``
-    defaults to :func:`ssl.create_default_context` (the system's CAs, ``SSL_CERT_FILE``);
-    wiring passes :func:`tls_context` of ``[smtp] ca_file``. ``helo_name`` is the EHLO name
-    (wiring passes :func:`default_helo_name`); else ``[smtp] helo_name``, else ``localhost``.
-    ``timeout`` bounds every socket operation, including the wait for the final reply.
-    ``eight_bit``: messages may carry 8bit parts (``[delivery] eight_bit``), so the relay
-    must announce 8BITMIME.
-    """
+    """Sends each message over a pooled connection. ``timeout`` bounds every socket
+    operation, the wait for the final reply included; ``eight_bit``: parts may be 8bit."""
 
     name = "smtp"
     reaches_mailboxes = True
@@ -246,17 +190,12 @@ class SmtpTransport(Transport):
         self.helo_name = helo_name or settings.helo_name or "localhost"
         self._password = password or ""
         self._ssl_context = ssl_context
-        self._lock = threading.Lock()
-        #: Signalled whenever a connection comes back or goes away.
-        self._returned = threading.Condition(self._lock)
+        self.eight_bit = eight_bit
+        #: Guards the pool; signalled whenever a connection comes back or goes away.
+        self._pool = threading.Condition()
         #: Open connections nobody is using, and how many are open in all (idle or in use).
         self._idle: list[_Connection] = []
         self._count = 0
-        self.eight_bit = eight_bit
-        #: Connections open at once, at most (``[smtp] max_connections``; 0: no cap here).
-        self._cap = settings.max_connections
-        #: Whether the log has said once that the relay allows fewer connections than asked.
-        self._told_cap = False
         #: Held while logging in: one login at a time, so a refused one is the only one.
         self._login_lock = threading.Lock()
         #: Why the relay refused us for good (a login, AUTH, TLS): no thread tries again.
@@ -288,10 +227,9 @@ class SmtpTransport(Transport):
             return _queue_id(reply) or f"smtp-{uuid.uuid4().hex}"
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def verify(self) -> None:
-        """Connect, secure and log in once, then QUIT: what ``send`` and ``run`` check before
-        anything is published or sent; with ``eight_bit``, the relay must announce 8BITMIME.
-        Raises as the first message would."""
+    def probe(self) -> None:
+        """Connect, secure and log in once, then QUIT, raising as the first message would;
+        with ``eight_bit``, the relay must announce 8BITMIME. Relays announce no rate."""
         conn = self._connect("")
         announces_8bitmime = conn.has_extn("8bitmime")
         with contextlib.suppress(smtplib.SMTPException, OSError):
@@ -299,11 +237,6 @@ class SmtpTransport(Transport):
         conn.close()
         if self.eight_bit and not announces_8bitmime:
             raise SendingMisconfigured(_NO_8BITMIME.format(where=self.where))
-
-    def probe(self) -> None:
-        """:meth:`verify`: the relay takes a connection, TLS and the login. SMTP relays
-        announce no rate; pacing comes from ``[delivery] max_rate``."""
-        self.verify()
 
     def describe(self) -> str:
         """``smtp host:port``, and how it is secured (never the login)."""
@@ -313,7 +246,7 @@ class SmtpTransport(Transport):
 
     def close(self) -> None:
         """QUIT every pooled connection (call once the sending threads are done)."""
-        with self._lock:
+        with self._pool:
             conns, self._idle = self._idle, []
             self._count -= len(conns)
         for conn in conns:
@@ -329,50 +262,34 @@ class SmtpTransport(Transport):
 
     def _take(self, recipient: str, *, fresh: bool = False) -> _Connection:
         """An idle connection, else a new one while fewer than the cap are open, else the
-        next one given back. A 4xx greeting while others are open is the relay's own limit:
-        this message waits for one of those instead. ``fresh``: a new connection, never an
-        idle one; at the cap, the longest idle one is closed to make room for it."""
-        wait_for_open = False
-        while True:
-            with self._returned:
-                while True:
-                    while self._idle and not fresh:
-                        conn = self._idle.pop()
-                        if conn.sock is not None:
-                            return conn
-                        conn.discarded = True  # closed by the server while idle
-                        self._count -= 1
-                    room = not self._cap or self._count < self._cap
-                    if self._count == 0 or (room and not wait_for_open):
-                        self._count += 1
-                        break
-                    if self._idle:  # fresh, at the cap
-                        stale = self._idle.pop(0)
-                        stale.discarded = True
-                        self._count -= 1
-                        stale.close()
-                        continue
-                    self._returned.wait()
-            try:
-                return self._connect(recipient)
-            except TemporaryFailure as exc:
-                with self._returned:
+        next one given back. ``fresh``: a new connection, never an idle one; at the cap, the
+        longest idle one is closed to make room for it."""
+        with self._pool:
+            while True:
+                while self._idle and not fresh:
+                    conn = self._idle.pop()
+                    if conn.sock is not None:
+                        return conn
+                    conn.discarded = True  # closed by the server while idle
                     self._count -= 1
-                    self._returned.notify()
-                    others = self._count
-                if not (others and isinstance(exc.__cause__, smtplib.SMTPConnectError)):
-                    raise
-                if not self._told_cap:  # once: each refused greeting costs a connection
-                    self._told_cap = True
-                    _log.info("smtp %s refused one more connection (%s): messages wait for "
-                              "the open ones; set [smtp] max_connections to the relay's limit "
-                              "per client to stop asking", self.where, exc)
-                wait_for_open, fresh = True, False
-            except BaseException:
-                with self._returned:
+                if not self.settings.max_connections or (
+                        self._count < self.settings.max_connections):
+                    break
+                if self._idle:  # fresh, at the cap
+                    stale = self._idle.pop(0)
+                    stale.discarded = True
                     self._count -= 1
-                    self._returned.notify()
-                raise
+                    stale.close()
+                    continue
+                self._pool.wait()
+            self._count += 1
+        try:
+            return self._connect(recipient)
+        except BaseException:
+            with self._pool:
+                self._count -= 1
+                self._pool.notify()
+            raise
 
     def _give_back(self, conn: _Connection) -> None:
         """Back to the pool, unless it was discarded (then its place is free)."""
@@ -381,45 +298,31 @@ class SmtpTransport(Transport):
         if conn.sock is None:
             self._discard(conn)
             return
-        with self._returned:
+        with self._pool:
             self._idle.append(conn)
-            self._returned.notify()
+            self._pool.notify()
 
     def _discard(self, conn: _Connection) -> None:
         """Close ``conn`` and free its place in the pool (once, however often called)."""
         conn.close()
-        with self._returned:
+        with self._pool:
             if not conn.discarded:
                 conn.discarded = True
                 self._count -= 1
-                self._returned.notify()
+                self._pool.notify()
 
     def _connect(self, recipient: str) -> _Connection:
-        """Open, greet, secure and log in. A refusal no rerun can cure is
-        :class:`SendingMisconfigured` (and remembered: no other thread asks again); a 4xx
-        is temporary; anything else stops the run, resumably."""
+        """Open, greet, secure and log in, each failure mapped (a refusal of us is
+        remembered: no other thread asks again)."""
         self._refuse_again(recipient)
         try:
-            return self._handshake(recipient)
+            return self._open(recipient)
         except SendingMisconfigured as exc:
             self._refusal = str(exc)
             raise
-
-    def _handshake(self, recipient: str) -> _Connection:
-        """:meth:`_connect`'s work, each failure mapped at this edge (keeping the cause)."""
-        conn: _Connection | None = None
-        try:
-            conn = self._open_secured(recipient)
-            if self.settings.username:
-                self._login(conn, recipient)
-        except SendingMisconfigured:
-            _close(conn)
-            raise
         except ssl.SSLCertVerificationError as exc:
-            _close(conn)
             raise self._misconfigured(_untrusted(exc), recipient) from exc
         except ssl.SSLError as exc:
-            _close(conn)
             if exc.reason == "WRONG_VERSION_NUMBER" and self.settings.tls_mode == "implicit":
                 raise self._misconfigured(
                     'the relay does not speak TLS on connect (it greets in plain text): set '
@@ -428,22 +331,22 @@ class SmtpTransport(Transport):
             raise SendingStopped(f"smtp {self.where}: cannot connect: TLS failed "
                                  f"({_describe(exc)})", recipient=recipient) from exc
         except smtplib.SMTPResponseException as exc:
-            _close(conn)
             text = _reply(exc.smtp_code, exc.smtp_error)
             if 400 <= exc.smtp_code < 500 and not _STOPPED.search(text):
-                raise TemporaryFailure(f"smtp {self.where}: server busy: {text}",
+                hint = ("" if self.settings.max_connections else "; a relay that limits "
+                        "connections per client wants [smtp] max_connections")
+                raise TemporaryFailure(f"smtp {self.where}: server busy: {text}{hint}",
                                        recipient=recipient) from exc
             raise SendingStopped(f"smtp {self.where}: refused the connection: {text}",
                                  recipient=recipient) from exc
         except (smtplib.SMTPException, OSError) as exc:
             # Refused, unreachable, DNS, timed out: the relay may come back.
-            _close(conn)
             raise SendingStopped(f"smtp {self.where}: cannot connect: {_describe(exc)}",
                                  recipient=recipient) from exc
-        return conn
 
-    def _open_secured(self, recipient: str) -> _Connection:
-        """Connect (TLS from the first byte when implicit), EHLO, STARTTLS when asked."""
+    def _open(self, recipient: str) -> _Connection:
+        """Connect (TLS from the first byte when implicit), EHLO, STARTTLS when asked, and
+        log in; closed again if any of it fails."""
         s = self.settings
         # Given the host, smtplib connects, reads the greeting (SMTPConnectError unless
         # 220) and remembers the name TLS must verify the certificate against.
@@ -458,6 +361,8 @@ class SmtpTransport(Transport):
             conn.ehlo()
             if s.tls_mode == "starttls":
                 self._secure(conn, recipient)
+            if s.username:
+                self._login(conn, recipient)
         except BaseException:
             conn.close()
             raise
@@ -467,9 +372,7 @@ class SmtpTransport(Transport):
         return self._ssl_context or ssl.create_default_context()
 
     def _secure(self, conn: _Connection, recipient: str) -> None:
-        """STARTTLS, then EHLO again. A server that does not offer STARTTLS, or answers it
-        with anything but 220, will refuse it on every later try as well: that is the
-        configuration's to fix (:class:`StartTlsRefused`), not a stop to run again."""
+        """STARTTLS, then EHLO again; not offered or refused is :class:`StartTlsRefused`."""
         # Name the switch the operator set: with ``tls`` set, ``starttls`` no longer decides.
         off = ('[smtp] tls = "none"' if self.settings.tls else "[smtp] starttls = false")
         if not conn.has_extn("starttls"):
@@ -487,10 +390,9 @@ class SmtpTransport(Transport):
         conn.ehlo()
 
     def _login(self, conn: _Connection, recipient: str) -> None:
-        """AUTH with one mechanism, once: smtplib's ``login()`` tries every mechanism the
-        relay lists in turn (two failed logins per connection for one wrong password), and a
-        relay that counts failures locks the account out. Logins take turns, so when one is
-        refused every other thread learns it before trying (:meth:`_refuse_again`)."""
+        """AUTH with one mechanism, once: smtplib's ``login()`` tries each mechanism in
+        turn, and a relay that counts failures locks the account out. Logins take turns,
+        so a refused one is the only one."""
         s = self.settings
         with self._login_lock:
             self._refuse_again(recipient)
@@ -525,8 +427,7 @@ class SmtpTransport(Transport):
             raise SendingMisconfigured(self._refusal, recipient=recipient)
 
     def _misconfigured(self, what: str, recipient: str) -> SendingMisconfigured:
-        """The error for a refusal no rerun can cure, remembered at once (inside the login
-        lock, so the next thread in sees it)."""
+        """A refusal no rerun can cure, remembered at once (inside the login lock)."""
         self._refusal = f"smtp {self.where}: {what}"
         return SendingMisconfigured(self._refusal, recipient=recipient)
 
@@ -638,7 +539,7 @@ class SmtpTransport(Transport):
 
     def _about_us(self, stage: str, code: int, said: str) -> str | None:
         """The fix, when a 5xx refuses *us* (the login, TLS, the sender, relaying) rather
-        than the recipient; None when it is about the recipient or this message."""
+        than the recipient."""
         if code == 530 or _NEEDS_AUTH.search(said):
             if "starttls" in said.lower():
                 return ('the relay wants TLS first: set [smtp] tls = "starttls"'
@@ -660,10 +561,9 @@ class SmtpTransport(Transport):
 
 
 def tls_context(ca_file: Path | None) -> ssl.SSLContext | None:
-    """The context that verifies the relay against ``[smtp] ca_file`` (a PEM of one or more
-    CA certificates: a private CA), resolved by the caller; None (the system's store, and
-    ``SSL_CERT_FILE``) when there is none. A file that cannot serve is a ConfigError now,
-    before anything is published or sent, rather than a failed handshake later."""
+    """The context that verifies the relay against ``[smtp] ca_file`` (a private CA's PEM);
+    None (the system's store) without one. A file that cannot serve is a ConfigError now,
+    before anything is published, rather than a failed handshake later."""
     if ca_file is None:
         return None
     key = "[smtp] ca_file"
@@ -679,9 +579,9 @@ def tls_context(ca_file: Path | None) -> ssl.SSLContext | None:
 
 
 def default_helo_name(settings: SmtpSettings, from_address: str) -> str:
-    """The EHLO name: ``[smtp] helo_name``, else the domain of ``[delivery] from`` in its
-    IDNA form. Never smtplib's default (this machine's name, often ``[127.0.0.1]`` in a
-    container), which relays and spam filters hold against the sender."""
+    """``[smtp] helo_name``, else the ``[delivery] from`` domain in IDNA form; never
+    smtplib's guess (often ``[127.0.0.1]`` in a container), which spam filters hold
+    against the sender."""
     if settings.helo_name:
         return settings.helo_name
     address = parseaddr(from_address)[1]
@@ -712,15 +612,9 @@ def _untrusted(exc: ssl.SSLCertVerificationError) -> str:
             "CA that signed it")
 
 
-def _close(conn: smtplib.SMTP | None) -> None:
-    if conn is not None:
-        conn.close()
-
-
 def _reply(code: int, text: bytes | str) -> str:
-    """One line: ``454 4.7.0 Throttling failure: …`` (multi-line replies joined), printable
-    only (a relay's escape codes never reach the terminal) and at most ``_REPLY_CHARS``
-    long (the reason is kept in the ledger and the report for every recipient)."""
+    """One printable line (a relay's escape codes never reach the terminal), at most
+    ``_REPLY_CHARS`` long: the reason is kept in the ledger for every recipient."""
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
     line = " ".join("".join(c if c.isprintable() else " " for c in f"{code} {text}").split())

@@ -11,41 +11,28 @@
 
 Why it is shaped like this:
 
-* **GET never changes anything.** Mail scanners and link previewers fetch every link in a
-  message; confirming or unsubscribing on GET would let them do it for the reader. Each
-  link opens a page with one button; the button POSTs. The one exception the other way is
-  RFC 8058: a mail provider's one-click POST to the ``List-Unsubscribe`` URL unsubscribes at
-  once and gets a 200, no further step.
-* **No per-visitor CSRF token**, because the form also lives on the static archive. Instead:
-  a POST to /subscribe whose ``Origin`` (or, without one, ``Referer``) is not the archive's or
-  the app's own is refused, a hidden honeypot field catches form-filling bots, and requests
-  are limited per client and per address (in the store, so several processes share them).
-  Token-carrying POSTs need none of this: the token is the authority.
-* **No enumeration.** /subscribe answers the same page, with the same status, for a new,
-  pending, active, unsubscribed, bounced, complained or removed address, and gives it
-  before it looks the address up: the answer waits only for the form check and the
-  per-client limit, and the store and the mail are handled after it (:class:`MailQueue`),
-  for every state alike. So neither the page, nor its timing, nor a mail transport that is
-  down (the mail is tried again, then logged as not sent; the person asks again) tells
-  anything. Only the
-  mail the address itself receives differs. (On AWS Lambda the function returns only once
-  that work is done, Mangum running it before it hands the answer back: nothing is lost,
-  but there the time does include it.)
-* **Nothing secret is logged.** Tokens are bearer credentials and live in query strings, so
-  uvicorn's access log is off and our own log line names the path only.
-* **Small pages, no JavaScript**, bilingual, with a strict Content-Security-Policy (the one
-  inline stylesheet is allowed by its hash), ``Referrer-Policy: no-referrer`` (a token must
-  not leak to the archive through a link), ``no-store`` and ``frame-ancestors 'none'``.
+* **GET never changes anything**: mail scanners fetch every link. Each link opens a page
+  with one button that POSTs; only RFC 8058's one-click POST unsubscribes at once.
+* **No per-visitor CSRF token**, since the form also lives on the static archive: a POST to
+  /subscribe from another site's page (``Origin``, else ``Referer``) is refused, a honeypot
+  field catches bots, and requests are limited per client and per address. Token-carrying
+  POSTs need none of this: the token is the authority.
+* **No enumeration.** /subscribe answers the same page, status and work for every state an
+  address can be in, before it looks the address up; the store and the mail come after the
+  answer (:class:`MailQueue`). Only the mail the address receives differs.
+* **Nothing secret is logged**: tokens live in query strings, so uvicorn's access log is off.
+* **Small bilingual pages, no JavaScript**, a strict Content-Security-Policy,
+  ``Referrer-Policy: no-referrer``, ``no-store`` and ``frame-ancestors 'none'``.
 
-The work itself (store, tokens, mail) is in :mod:`subscribers.subscriptions`; the app only
-speaks HTTP: the handlers are :mod:`pipeline.web.routes`, the pages
-:mod:`pipeline.web.pages`, the work left for after the answer :mod:`pipeline.web.mail_queue`;
-this module assembles them. Blocking calls run in Starlette's thread pool.
+The work itself is :mod:`subscribers.subscriptions`; this module assembles the handlers
+(:mod:`pipeline.web.routes`) and the pages (:mod:`pipeline.web.pages`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import logging
+from collections.abc import Callable, Mapping
+from contextlib import ExitStack
 from datetime import datetime
 from urllib.parse import urlsplit
 
@@ -53,16 +40,42 @@ from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect
 from starlette.routing import BaseRoute, Mount, Route
 
+from pipeline.config import Settings
 from pipeline.core.email.render import Footer
 from pipeline.web.mail_queue import MailQueue
 from pipeline.web.pages import Pages
 from pipeline.web.routes import SNS_WINDOW, Routes
 from pipeline.web.signups import SignupQueue
-from pipeline.web.sns import SnsVerifier
+from pipeline.web.sns import CertificateSource, SnsVerifier
 from pipeline.week import now as clock_now
+from pipeline.wiring import open_signup_queue, open_subscriptions, signing_keys
 from subscribers.subscriptions import Subscriptions
 
-__all__ = ["SNS_WINDOW", "MailQueue", "create_app"]
+__all__ = ["SNS_WINDOW", "MailQueue", "create_app", "open_app"]
+
+log = logging.getLogger("newsletter.app")
+
+
+def open_app(settings: Settings, environ: Mapping[str, str], stack: ExitStack) -> Starlette:
+    """The app wired from the settings, once for every host (``newsletter serve``, the
+    Lambda function); its store and transport are closed when ``stack`` closes."""
+    _, development = signing_keys(settings, environ)
+    subscriptions = stack.enter_context(open_subscriptions(settings, environ))
+    verifier = None
+    if settings.ses.sns_topic_arns:
+        verifier = SnsVerifier(CertificateSource(), settings.ses.sns_topic_arns,
+                               max_age=SNS_WINDOW)
+    else:
+        log.info("POST /webhooks/ses is off: no [ses] sns_topic_arns")
+    if development:
+        log.warning("links are signed with the public development key: fine for the "
+                    "local outbox, never for real mail (set NEWSLETTER_SECRET)")
+    signups = open_signup_queue(settings)
+    if signups is not None:
+        log.info("sign-ups go to the queue %s", settings.subscriptions.queue_url)
+    return create_app(subscriptions, app_url=settings.site.app_url,
+                      base_url=settings.site.base_url, verifier=verifier,
+                      footer=Footer.configured(settings.delivery, settings.site), signups=signups)
 
 
 def create_app(subscriptions: Subscriptions, *, app_url: str, base_url: str,
@@ -70,9 +83,8 @@ def create_app(subscriptions: Subscriptions, *, app_url: str, base_url: str,
                clock: Callable[[], datetime] = clock_now,
                mail_queue: MailQueue | None = None, footer: Footer | None = None,
                signups: SignupQueue | None = None) -> Starlette:
-    """The app over ready-made parts; :func:`pipeline.web.wired.open_app` wires them from the
-    settings, tests pass their own (a verifier that trusts a loopback certificate host, a
-    fixed clock, a queue they can wait on). The queue is also ``app.state.mail_queue``."""
+    """The app over ready-made parts (:func:`open_app` wires them from the settings; tests
+    pass their own)."""
     queue = mail_queue or MailQueue()
     handlers = Routes(subscriptions, Pages(app_url, base_url, footer), app_url=app_url,
                       base_url=base_url, verifier=verifier, clock=clock, queue=queue,
@@ -85,7 +97,8 @@ def create_app(subscriptions: Subscriptions, *, app_url: str, base_url: str,
         Route("/confirm/resend", handlers.resend, methods=["POST"]),
         Route("/unsubscribe", handlers.unsubscribe_page, methods=["GET"]),
         Route("/unsubscribe", handlers.unsubscribe, methods=["POST"]),
-        Route("/preferences", handlers.preferences, methods=["GET", "POST"]),
+        Route("/preferences", handlers.preferences_page, methods=["GET"]),
+        Route("/preferences", handlers.preferences, methods=["POST"]),
         Route("/webhooks/ses", handlers.ses_webhook, methods=["POST"]),
         Route("/healthz", handlers.healthz, methods=["GET"]),
     ]

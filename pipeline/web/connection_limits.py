@@ -1,27 +1,17 @@
 """How ``newsletter serve`` bounds what clients that hold connections open can take.
 
-uvicorn's h11 protocol closes an idle kept-alive connection, but sets no bound on how long a
-request may take to arrive: a connection that sends nothing, or one byte now and then
-(slowloris), stayed open for ever, and enough of them took every file descriptor; asyncio
-then logged each refused ``accept()`` with a traceback, thousands a second. So here:
+uvicorn bounds no request's arrival: a connection that sends nothing, or a byte now and then
+(slowloris), stayed open for ever, and enough of them took every file descriptor. So here:
 
-* a request, head and body, must arrive whole within ``request_seconds`` of the connection
-  opening or of its first byte (on a kept-alive connection); else the connection is closed;
-* at most ``limit`` connections are held. One more closes the connection that has waited
-  longest for a request (never one whose request is in), so connections that send nothing
-  can never keep a real request out: they only push each other out;
-* the open-file limit is raised toward its hard limit, so that ``limit`` connections fit
-  beside the accept backlog and the process's own files, and ``limit`` is lowered when the
-  hard limit is too low (said once at start);
-* out of file descriptors, asyncio went on calling ``accept()`` as many times as the backlog
-  (2,048) after the first failure, and scheduled as many retries, which failed the same way
-  a second later: thousands a second. :class:`SteadyEventLoop` stops at the first failure
-  (one retry a second, as asyncio means to), and that failure and the connections pushed
-  out are logged once per interval, with a count; so are uvicorn's warnings a client causes
-  with each request it sends ("Invalid HTTP request received.", "Exceeded concurrency
-  limit."), per message.
-
-Only :mod:`pipeline.web.serve` uses this (uvicorn is not in the Lambda function's package).
+* a request must arrive whole within ``request_seconds`` of the connection opening, or of its
+  first byte on a kept-alive connection; else the connection is closed;
+* at most ``limit`` connections are held: one more closes the one that has waited longest
+  for a request (never one whose request is in), so idle ones only push each other out;
+* the open-file limit is raised so that ``limit`` connections fit (``limit`` is lowered,
+  and that said once, when the hard limit is too low);
+* out of file descriptors, :class:`SteadyEventLoop` stops accepting until asyncio's retry a
+  second later (asyncio retried thousands of times a second), and what a client can cause
+  at will is logged through :class:`OncePerInterval`.
 """
 
 from __future__ import annotations
@@ -39,10 +29,11 @@ from typing import Any, ClassVar
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-__all__ = ["ConnectionGuard", "Counted", "OncePerInterval", "SteadyEventLoop",
+__all__ = ["ConnectionGuard", "OncePerInterval", "SteadyEventLoop",
            "connection_limit", "guarded_protocol", "quiet_accept_errors", "raise_open_files"]
 
-log = logging.getLogger("newsletter.app")
+#: What a client can make happen at will; ``serve`` holds its repeats back (OncePerInterval).
+log = logging.getLogger("newsletter.app.limits")
 
 #: Connections held at most; beyond, the one waiting longest for its request is closed.
 MAX_CONNECTIONS = 10_000
@@ -52,17 +43,13 @@ BACKLOG = 2048
 RESERVED_FILES = 256
 #: However low the open-file limit, this many are tried (an accept that fails is logged).
 MIN_CONNECTIONS = 64
-#: A request must arrive whole within this long of the connection opening or of its first
-#: byte: a form is a few hundred bytes, so only a client that holds the connection on
-#: purpose needs more.
+#: A form is a few hundred bytes: only a client that holds the connection on purpose needs
+#: longer to send it.
 REQUEST_SECONDS = 10.0
-#: How long a kept-alive connection may idle between requests: longer than a proxy's own
-#: (CloudFront's at most 60 s, an AWS load balancer's 60 s by default), so the proxy never
-#: sends a request down a connection this end is closing (a 502). Safe so long: an idle
-#: connection is the first to go when the limit is reached.
+#: Longer than a proxy's own idle timeout (CloudFront's and an AWS load balancer's 60 s), so
+#: the proxy never sends a request down a connection this end is closing (a 502).
 KEEP_ALIVE_SECONDS = 75
-#: A request head still incomplete past this many bytes is refused (400): h11's default,
-#: stated, since it bounds the memory a connection holds while its head arrives.
+#: A request head still incomplete past this is refused (400): it bounds a connection's memory.
 MAX_HEAD_BYTES = 16 * 1024
 #: One log line per this many seconds for an event that repeats.
 LOG_INTERVAL = 10.0
@@ -91,39 +78,6 @@ def connection_limit(open_files: int) -> int:
                min(MAX_CONNECTIONS, open_files - BACKLOG - RESERVED_FILES))
 
 
-class Counted:
-    """An event that may repeat thousands of times a second, logged as one warning, then
-    at most one line per ``interval`` saying how many more there were (and one when the
-    server stops: :meth:`flush`)."""
-
-    def __init__(self, what: str, interval: float = LOG_INTERVAL) -> None:
-        self.what = what
-        self.interval = interval
-        self._more = 0
-        self._quiet = False
-
-    def __call__(self, detail: str = "") -> None:
-        if self._quiet:
-            self._more += 1
-            return
-        log.warning("%s%s", self.what, f": {detail}" if detail else "")
-        self._quiet = True
-        asyncio.get_running_loop().call_later(self.interval, self._tally)
-
-    def _tally(self) -> None:
-        if not self._more:
-            self._quiet = False
-            return
-        self.flush()
-        asyncio.get_running_loop().call_later(self.interval, self._tally)
-
-    def flush(self) -> None:
-        """Log how many more there were since the last line, if any."""
-        if self._more:
-            log.warning("%s: %d more time(s)", self.what, self._more)
-            self._more = 0
-
-
 class OncePerInterval(logging.Filter):
     """Lets a warning through once per ``interval`` for each message; the next one that
     passes says how many were held back. Errors always pass."""
@@ -150,20 +104,19 @@ class OncePerInterval(logging.Filter):
         return True
 
 
-def quiet_accept_errors(loop: asyncio.AbstractEventLoop) -> Counted:
-    """Log asyncio's "accept() out of system resource" through the :class:`Counted` this
-    returns, without the traceback; every other report as asyncio would."""
-    refused = Counted("serve: cannot accept connections (raise the open-file limit)")
+def quiet_accept_errors(loop: asyncio.AbstractEventLoop) -> None:
+    """Log asyncio's "accept() out of system resource" as one line, without the traceback
+    (``log`` holds its repeats back); every other report as asyncio would."""
 
     def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
         if context.get("message") == "socket.accept() out of system resource":
             exc = context.get("exception")
-            refused(getattr(exc, "strerror", None) or str(exc))
+            log.warning("serve: cannot accept connections (raise the open-file limit): %s",
+                        getattr(exc, "strerror", None) or exc)
             return
         loop.default_exception_handler(context)
 
     loop.set_exception_handler(handler)
-    return refused
 
 
 #: The ``accept()`` failures after which asyncio pauses accepting for a second.
@@ -212,8 +165,6 @@ class ConnectionGuard:
         self.request_seconds = request_seconds
         self._held: set[_Guarded] = set()
         self._waiting: OrderedDict[_Guarded, None] = OrderedDict()
-        self._pushed_out = Counted(f"serve: over {limit} connections; the longest waiting "
-                                   "for a request closed")
 
     def opened(self, conn: _Guarded) -> None:
         """A new connection, waiting for its request; closes the longest waiting one when
@@ -224,7 +175,8 @@ class ConnectionGuard:
             oldest, _ = self._waiting.popitem(last=False)
             self._held.discard(oldest)
             oldest.transport.close()
-            self._pushed_out()
+            log.warning("serve: over %d connections; the longest waiting for a request "
+                        "closed", self.limit)
 
     def waiting(self, conn: _Guarded, waits: bool) -> None:
         """Whether ``conn`` is waiting for a request (again, at the back of the line)."""

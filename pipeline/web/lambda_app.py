@@ -1,43 +1,23 @@
 """The subscription app as an AWS Lambda function (``deploy/template.yaml``).
 
-CloudFront sends ``/api/*`` to the function's **function URL** (payload format 2.0), and
-Mangum turns each event into one ASGI request for the same Starlette app ``newsletter serve``
-runs: :func:`pipeline.web.wired.open_app` wires it from the settings, so the store, the signing
-keys, the transport and the SNS verifier are set up in exactly one place for both hosts.
-
-Everything is built once per cold start, at import, and reused by every request the
-execution environment then serves: the settings, the DynamoDB and SES clients, the SNS
-certificate cache, the secrets read from SSM or Secrets Manager. The module-level
-:class:`~contextlib.ExitStack` owns what ``open_app`` opens; Lambda freezes the environment
-between requests and discards it without a shutdown hook, so it is never closed explicitly.
+CloudFront sends ``/api/*`` to the function URL, and Mangum turns each event into a request
+for the same app ``newsletter serve`` runs (:func:`pipeline.web.app.open_app`). Everything
+is built once per cold start, at import, and lives as long as the execution environment.
 
 What only the Lambda host needs:
 
-* **Settings**: ``NEWSLETTER_CONFIG`` names a TOML file (one bundled in the package, say);
-  without it, ``newsletter.toml`` in the working folder if any, else the built-in defaults,
-  either way overridden by the ``NEWSLETTER_<SECTION>_<KEY>`` variables the template sets.
-* **Secrets** never sit in the function's configuration: ``NEWSLETTER_SECRET_PARAMETER`` (and
-  ``NEWSLETTER_SECRET_PREVIOUS_PARAMETER``, ``NEWSLETTER_ORIGIN_SECRET_PARAMETER``) name an
-  SSM SecureString parameter or a Secrets Manager ARN, read once at cold start into the
-  environment handed to the app (``os.environ`` itself is left alone). A variable that is
-  already set (``NEWSLETTER_SECRET``, …) wins, which is what the tests use.
-* **Only through CloudFront.** A Lambda origin access control would sign CloudFront's
-  requests, but it accepts a ``POST`` only with an ``x-amz-content-sha256`` header the
-  viewer computed, which no HTML form, no mail provider's one-click unsubscribe and no SNS
-  delivery sends. So the function URL is public (``AuthType: NONE``) and CloudFront adds a
-  secret ``X-Origin-Verify`` header to every origin request; a request without it is
-  refused here (403) before the app sees it.
-* **Sign-ups through SQS.** Mangum runs a response's background task before the function
-  returns, so under Lambda the answer to ``POST /subscribe`` would wait for the store and
-  the mail, and its time would follow the address's state. With ``[subscriptions]
-  queue_url`` (the template sets it) the app sends the sign-up to that queue instead, and
-  the queue invokes this same handler with the messages: :func:`drain_signups` carries
-  them out, naming the ones to retry (``ReportBatchItemFailures``).
-* **The visitor's address.** The function URL's ``sourceIp`` is CloudFront's edge, and
-  ``X-Forwarded-For`` starts with whatever the visitor wrote. For requests that carry the
-  verified origin header, the client address (consent record, rate limit) is taken from
-  ``CloudFront-Viewer-Address``, which CloudFront itself sets. (``[subscriptions]
-  forwarded_allow_ips`` is uvicorn's setting for ``newsletter serve``; it plays no part here.)
+* **Settings**: ``NEWSLETTER_CONFIG`` names a TOML file, else ``newsletter.toml`` in the
+  working folder if any, either way overridden by ``NEWSLETTER_<SECTION>_<KEY>`` variables.
+* **Secrets** never sit in the function's configuration: ``<NAME>_PARAMETER`` names an SSM
+  SecureString or a Secrets Manager ARN, read once at cold start (a variable already set
+  wins).
+* **Only through CloudFront.** The function URL is public (an origin access control would
+  want a body hash no form or mail provider sends), so CloudFront adds a secret
+  ``X-Origin-Verify`` header and a request without it is refused (403).
+* **Sign-ups through SQS** (:mod:`pipeline.web.signups`): Mangum runs background tasks
+  before the function returns, so the answer's time would follow the address's state.
+* **The visitor's address** is ``CloudFront-Viewer-Address``, which CloudFront sets, for
+  requests that carry the verified origin header.
 """
 
 from __future__ import annotations
@@ -55,9 +35,9 @@ from typing import TYPE_CHECKING, Any
 from mangum import Mangum
 
 from pipeline.config import load
+from pipeline.web.app import open_app
 from pipeline.web.mail_queue import carry_out
 from pipeline.web.signups import Signup
-from pipeline.web.wired import open_app
 
 if TYPE_CHECKING:
     from subscribers.subscriptions import Subscriptions
@@ -127,8 +107,7 @@ def create_handler(environ: Mapping[str, str], stack: ExitStack) -> Handler:
 
 
 def _from_sqs(event: Event) -> bool:
-    """Whether the event is a batch of SQS messages (the sign-up queue). A function URL
-    request is always an HTTP event (``requestContext.http``), whatever its body says."""
+    """Whether the event is a batch of SQS messages; a function URL request never is."""
     records = event.get("Records")
     return ("requestContext" not in event and isinstance(records, list) and bool(records)
             and all(isinstance(r, dict) and r.get("eventSource") == "aws:sqs"
@@ -136,10 +115,9 @@ def _from_sqs(event: Event) -> bool:
 
 
 def drain_signups(event: Event, subscriptions: Subscriptions) -> dict[str, Any]:
-    """Carry out each queued sign-up (:mod:`pipeline.web.signups`). One that fails for now
-    (the store or the mail unavailable) is named in ``batchItemFailures``, so SQS delivers
-    it again (and, after the queue's redrive limit, keeps it in the dead-letter queue); one
-    that is no sign-up at all is logged and dropped, since no retry can mend it."""
+    """Carry out each queued sign-up. One that fails for now is named in
+    ``batchItemFailures``, so SQS delivers it again (then keeps it in the dead-letter
+    queue); one that is no sign-up at all is logged and dropped: no retry mends it."""
     failed: list[dict[str, str]] = []
     for record in event["Records"]:
         message_id = str(record.get("messageId", ""))
@@ -154,10 +132,9 @@ def drain_signups(event: Event, subscriptions: Subscriptions) -> dict[str, Any]:
 
 
 def _prepared(event: Event, headers: dict[str, str], *, trust_viewer_address: bool) -> Event:
-    """The event as the app should see it: without the origin secret, with the viewer's
-    address as the source when CloudFront vouches for it, and with a ``Content-Length``
-    (the app reads a form only up to the length it announces; an event may come without
-    one, its body already whole)."""
+    """The event without the origin secret, with the viewer's address as the source when
+    CloudFront vouches for it, and with a ``Content-Length`` (the app reads a form only
+    up to the length announced)."""
     event = {**event, "headers": headers}
     body = event.get("body")
     if body and "content-length" not in headers:
@@ -183,7 +160,6 @@ def _forbidden() -> dict[str, Any]:
                         "cache-control": "no-store"}}
 
 
-#: Lives as long as the execution environment: the app's store and transport stay open
-#: between requests.
+#: Never closed: Lambda discards the environment without a shutdown hook.
 _stack = ExitStack()
 handler: Handler = create_handler(with_secrets(os.environ), _stack)

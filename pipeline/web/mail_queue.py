@@ -1,11 +1,8 @@
 """Work done after the answer has gone: the sign-up's store work and mail.
 
-The subscribe page is answered before the address is looked up, so that neither the page
-nor its timing tells whether the address is known (see :mod:`pipeline.web.app`); the work
-itself waits here. The person was told to check their inbox, so work that fails for now (the
-relay or the store unavailable) is tried again a few times, with growing waits, and one that
-never succeeds is logged as an error naming the sign-up by when it was asked (no address is
-ever logged): nobody else would notice.
+The person was told to check their inbox, so work that fails for now is tried again a few
+times, with growing waits, and one that never succeeds is logged as an error naming the
+sign-up by when it was asked (never by its address): nobody else would notice.
 """
 
 from __future__ import annotations
@@ -34,17 +31,10 @@ FIRST_WAIT = 2.0
 
 
 class MailQueue:
-    """Sign-up work carried out after the answer has gone: Starlette runs a response's
-    background task once its last byte is sent (uvicorn), or before the function returns
-    (Mangum, on Lambda), so nothing queued is lost with either host.
-
-    What a job raises is logged here, never shown: the person was already told to check
-    their inbox. A job that fails for now is tried ``retries`` more times, waiting
-    :func:`~pipeline.retry.backoff` from ``first_wait`` between tries (in the event loop, so
-    no worker thread is held while waiting), then given up with an error naming ``about``
-    (never an address). A server that stops calls :meth:`stop_waiting`: it waits for this
-    work, and a stop must not wait half a minute (a container is killed after ten seconds).
-    :meth:`wait` lets a host (and the tests) wait until every queued job is done.
+    """Sign-up work run as a response's background task: after its last byte (uvicorn),
+    or before the function returns (Mangum). A job that fails for now is tried
+    ``retries`` more times, waiting in the event loop (no worker thread held). A server
+    that stops calls :meth:`stop_waiting`: a stop must not wait half a minute.
     """
 
     def __init__(self, *, retries: int = RETRIES, first_wait: float = FIRST_WAIT) -> None:
@@ -52,17 +42,14 @@ class MailQueue:
         self.first_wait = first_wait
         self._pending = 0
         self._idle = threading.Condition()
-        #: Set by :meth:`stop_waiting`: no more waits; wakes the jobs waiting now. Made on
-        #: the server's event loop, where it is waited on.
+        #: Set by :meth:`stop_waiting`; the event wakes the jobs waiting now.
         self._stopped = False
         self._stopping: asyncio.Event | None = None
         #: Jobs queued since start (for the tests: one per accepted request).
         self.queued = 0
 
     def put(self, job: Callable[[], object], what: str, about: str = "") -> BackgroundTask:
-        """The background task that runs ``job`` in the thread pool; attach it to the
-        response (``response.background``). ``about`` names the job in the line that says
-        it was given up ("asked at 2026-12-07T08:00:00Z")."""
+        """The background task that runs ``job``; ``about`` names it if it is given up."""
         with self._idle:
             self._pending += 1
             self.queued += 1
@@ -92,8 +79,7 @@ class MailQueue:
                 self._idle.notify_all()
 
     def stop_waiting(self) -> None:
-        """The server stops: each job waiting to be tried again is tried once more now, and
-        given up (with its error line) if that fails too. Call it on the event loop."""
+        """Each job waiting to be tried again is tried once more now, then given up."""
         self._stopped = True
         if self._stopping is not None:
             self._stopping.set()
@@ -105,9 +91,8 @@ class MailQueue:
 
 
 def carry_out(job: Callable[[], object], what: str) -> bool:
-    """Run one sign-up's work and log how it went; False when it failed for now and is
-    worth another try (the store or the transport unavailable). The same for the jobs
-    queued here and for those the sign-up queue delivers (pipeline/web/lambda_app.py)."""
+    """Run one sign-up's work and log how it went; False when it is worth another try (the
+    store or the transport unavailable)."""
     try:
         log.info("%s: %s", what, job())
     except InvalidAddress as exc:  # checked before it was queued: no retry mends it

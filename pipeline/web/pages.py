@@ -1,16 +1,9 @@
 """The subscription app's pages: bilingual HTML from ``templates/app/``, and the headers
 every answer carries.
 
-Every page carries both languages, the reader's first: the layout a subscriber chose for a
-page reached by their link, the layout picked in the form for the subscribe form's answer,
-and where no layout is known (the form itself, a broken link), the browser's
-``Accept-Language``. Areas show by their display name (:mod:`pipeline.core.issue.area_display`),
-and the unsubscribe page names the address it unsubscribes, masked (:func:`masked_address`).
-
-Small pages, no JavaScript, with a strict Content-Security-Policy (the one inline stylesheet
-is allowed by its hash), ``Referrer-Policy: no-referrer`` (a token must not leak to the
-archive through a link), ``no-store`` and ``frame-ancestors 'none'``. The handlers that
-choose which page to show are in :mod:`pipeline.web.routes`.
+Both languages, the reader's first: the subscriber's layout where a link names them, the
+form's layout for its answer, else the browser's ``Accept-Language``. The one inline
+stylesheet is allowed by its hash in a strict Content-Security-Policy; no JavaScript.
 """
 
 from __future__ import annotations
@@ -33,8 +26,8 @@ from subscribers.areas import clean_area
 from subscribers.errors import TokenError, UnknownSubscriber
 from subscribers.model import DEFAULT_LAYOUT
 
-__all__ = ["LAYOUT_LABELS", "Button", "Link", "Pages", "accepted_order", "masked_address",
-           "status_line"]
+__all__ = ["LAYOUT_LABELS", "STATUS_LINES", "Button", "Link", "Pages", "accepted_order",
+           "masked_address"]
 
 #: The layouts offered, as the archive's form names them.
 LAYOUT_LABELS: tuple[tuple[str, str], ...] = (
@@ -67,8 +60,7 @@ class Pages:
 
     def __init__(self, app_url: str, base_url: str, footer: Footer | None = None) -> None:
         self.env = environment()
-        #: Who runs the list, at the foot of every page as of every email (no sender named
-        #: when None: a page made for a test).
+        #: Who runs the list, at the foot of every page as of every email.
         self.footer = footer or Footer()
         # Markup: the stylesheet is ours, and escaping its quotes would change the bytes
         # whose hash the policy allows (the browser would then drop every style).
@@ -98,11 +90,9 @@ class Pages:
                template: str = "message", status: dict[str, str] | None = None,
                status_kind: str = "ok", referrer: str = "no-referrer",
                **context: Any) -> HTMLResponse:
-        """A page, its words in ``langs``' order (the reader's language first).
-        ``referrer``: pages whose address carries a token keep it to themselves
-        (``no-referrer``); the form page says ``same-origin``, because under
-        ``no-referrer`` browsers send ``Origin: null`` with its POST, which the origin
-        check must refuse."""
+        """A page, its words in ``langs``' order. ``referrer``: a token page keeps its
+        address to itself; the form page says ``same-origin``, or browsers would send
+        ``Origin: null`` with its POST, which the origin check refuses."""
         html = self.env.get_template(f"app/{template}.html.j2").render(
             page=self.text[name], css=self.css, app_url=self.app_url, base_url=self.base_url,
             footer=self.footer, langs=langs, lang_tag=LANG_TAGS,
@@ -115,14 +105,12 @@ class Pages:
         return PlainTextResponse(text, status_code=status_code, headers=self.headers)
 
     def too_large(self) -> Response:
-        """A body larger than a form of ours (refused before it is read)."""
         return self.plain("Request too large", 413)
 
     def subscribe_form(self, email: str, layout: str, name: str = "subscribe",
                        status_code: int = 200, *, langs: tuple[Lang, ...],
                        known: Iterable[str] = (), chosen: Iterable[str] = ()) -> HTMLResponse:
-        """The form page: ``same-origin``, so the browser's POST names its origin. The
-        catalog's areas are boxes (none: no fieldset), ``chosen`` ones checked."""
+        """The form page, the catalog's areas as boxes, ``chosen`` ones checked."""
         return self.render(name, status_code, langs=langs, template="subscribe", email=email,
                            layout=layout, referrer="same-origin",
                            areas=self.area_boxes(known, (), chosen))
@@ -130,11 +118,8 @@ class Pages:
     @staticmethod
     def area_boxes(known: Iterable[str], held: Iterable[str],
                    checked: Iterable[str]) -> list[tuple[str, str, bool]]:
-        """The area boxes of a form: the catalog and the reader's own areas (which stay
-        pickable when the catalog moves on), sorted, each as its name (the value posted),
-        its display name (the label) and whether it is checked (``checked`` cleaned as a
-        pick is, so a posted ``ROCm`` checks ``rocm``). A posted name on neither list is
-        never shown: outside text is not echoed back."""
+        """(name, label, checked) for the catalog's and the reader's own areas, sorted. A
+        posted name on neither list is never shown: outside text is not echoed back."""
         ticked = {cleaned for name in checked if (cleaned := clean_area(name))}
         return [(name, display_name(name), name in ticked)
                 for name in sorted(set(known) | set(held))]
@@ -144,10 +129,9 @@ class Pages:
 
     def link_problem(self, exc: TokenError | UnknownSubscriber, token: str | None = None,
                      *, langs: tuple[Lang, ...]) -> HTMLResponse:
-        """The page for a link that cannot be acted on. An expired confirmation link
-        (``token`` given) offers a new mail: its signature held, so it names whom to send
-        it to. 410, not 404, for a subscriber gone since: the link was right (and behind
-        CloudFront a 404 would be swapped for the archive's own 404 page)."""
+        """The page for a link that cannot be acted on; an expired confirmation link
+        (``token`` given) offers a new mail. 410 for a subscriber gone since: behind
+        CloudFront a 404 would be swapped for the archive's own page."""
         if isinstance(exc, TokenError) and exc.reason == "expired" and exc.subscriber_id \
                 and token is not None:
             return self.render("expired", 410, langs=langs, button=Button(
@@ -158,7 +142,8 @@ class Pages:
         return self.render("bad_link", 400, langs=langs, link=self.subscribe_link())
 
 
-_STATUS_LINES = {
+#: What the preferences page says of a subscriber's state.
+STATUS_LINES = {
     "active": {"zh": "订阅中", "en": "Subscribed"},
     "pending": {"zh": "等待确认：请打开确认邮件中的链接", "en": "Waiting for your confirmation "
                 "(see the confirmation mail)"},
@@ -170,21 +155,14 @@ _STATUS_LINES = {
 }
 
 
-def status_line(status: str) -> dict[str, str]:
-    """What the preferences page says of a subscriber's state, in both languages."""
-    return _STATUS_LINES[status]
-
-
 def chosen_layout(layout: str | None, default: str = DEFAULT_LAYOUT) -> str:
     """A layout the form offers, or ``default`` for anything else."""
     return layout if layout in LAYOUTS else default
 
 
 def accepted_order(accept_language: str | None) -> tuple[Lang, ...]:
-    """The languages in the order a browser asks for them (``Accept-Language``), for a page
-    whose reader's layout is not known: English first when the browser prefers English to
-    Chinese (by ``q``, then by place in the list), else the default layout's order. Any
-    other language, a malformed entry or no header counts for nothing."""
+    """English first when ``Accept-Language`` prefers English to Chinese (by ``q``, then by
+    place), else the default layout's order; anything else counts for nothing."""
     best: tuple[float, int, Lang] | None = None
     for place, entry in enumerate((accept_language or "").split(",")[:32]):
         tag, *params = entry.split(";")
@@ -212,10 +190,9 @@ MASK = "\u2022\u2022\u2022"
 
 
 def masked_address(email: str) -> str:
-    """An address as the unsubscribe page names it: enough for its owner to know which of
-    their addresses it is, too little for someone else holding the link to learn it. The
-    local part keeps its first character only when it has three or more (of ``ab@`` one
-    would be half of it), the domain stays (which mailbox, work or home). ``a•••@example.org``."""
+    """``a•••@example.org``: enough for its owner to know which address, too little for
+    someone else holding the link to learn it (a local part under three characters keeps
+    none)."""
     local, at, domain = email.rpartition("@")
     if not at:
         return MASK

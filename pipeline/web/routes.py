@@ -1,11 +1,8 @@
-"""The subscription app's handlers: one small method per route.
+"""The subscription app's handlers, one small method per route, speaking HTTP only.
 
-Each handler speaks HTTP only; the work (store, tokens, mail) is
-:mod:`subscribers.subscriptions`, and blocking calls run in Starlette's thread pool. What
-every form POST does first (the origin check where it applies, the size check before a byte
-is read, the form, its token, the clock) is written once, in :func:`_form_post`. Why the
-routes behave as they do (GET never changes anything, no enumeration, nothing secret
-logged) is told in :mod:`pipeline.web.app`; the pages are :mod:`pipeline.web.pages`.
+The work is :mod:`subscribers.subscriptions`, run in Starlette's thread pool; what every form
+POST does first is written once, in :func:`_form_post`. Why the routes behave as they do is
+told in :mod:`pipeline.web.app`.
 """
 
 from __future__ import annotations
@@ -29,13 +26,13 @@ from pipeline.errors import TransportError, Unconfirmed
 from pipeline.model import LAYOUTS, Lang, reading_order
 from pipeline.web.mail_queue import MailQueue
 from pipeline.web.pages import (
+    STATUS_LINES,
     Button,
     Link,
     Pages,
     accepted_order,
     chosen_layout,
     masked_address,
-    status_line,
 )
 from pipeline.web.signups import Signup, SignupQueue
 from pipeline.web.sns import SnsError, SnsMessage, SnsVerifier
@@ -49,27 +46,25 @@ __all__ = ["MAX_FORM_BYTES", "MAX_WEBHOOK_BYTES", "PURGE_EVERY", "SNS_WINDOW", "
 
 log = logging.getLogger("newsletter.app")
 
-#: Larger bodies are refused before they are read: a form is a few hundred bytes, a
-#: kilobyte or two with areas checked; the largest a reader can post (MAX_AREAS names of
-#: MAX_AREA_LENGTH characters, each up to 12 bytes once percent-encoded) stays under this.
-#: An SNS message is at most 256 KB of payload plus its envelope.
+#: Larger bodies are refused before they are read: above the largest pick of areas a
+#: reader can post (each character up to 12 bytes once percent-encoded).
 MAX_FORM_BYTES = 2 * 1024 + MAX_AREAS * (len("&areas=") + 12 * MAX_AREA_LENGTH)
-#: Fields a form may have: a few of its own, and the areas, one field each (one more than a
-#: reader may follow, so that too many get the page's own answer, not a parser's 400).
+#: A few fields, and one more area than a reader may follow: too many get the page's own
+#: answer, not a parser's 400.
 MAX_FORM_FIELDS = 10 + MAX_AREAS + 1
+#: An SNS message is at most 256 KB of payload plus its envelope.
 MAX_WEBHOOK_BYTES = 512 * 1024
 #: How long an SNS message id is remembered (and so how old a message may be).
 SNS_WINDOW = timedelta(days=7)
 #: Ids older than the window are dropped every this many notifications (DynamoDB's TTL
-#: drops them by itself too; there a purge is a scan, so not on every cold start).
+#: drops them by itself).
 PURGE_EVERY = 1000
 
 
 @dataclass(frozen=True)
 class Posted:
-    """A request as the token-carrying handlers need it: its form (None where there is
-    none to read), its token (from the query, else the form), the time it is handled at,
-    and every value of the repeated ``areas`` field (the form keeps one value per name)."""
+    """A form POST as the handlers need it; ``areas`` holds every value of the repeated
+    field (``form`` keeps one value per name)."""
 
     form: dict[str, str] | None
     token: str
@@ -83,11 +78,9 @@ FormHandler = Callable[["Routes", Request, Posted], Awaitable[Response]]
 
 def _form_post(*, same_site: bool = False, lenient: bool = False
                ) -> Callable[[FormHandler], Endpoint]:
-    """The preamble every form POST shares. ``same_site``: refuse a form posted from
-    another site's page first (403). The body is then read as a form, its length checked
-    before a byte is read: too large is a 413, or with ``lenient`` (the one-click
-    unsubscribe, whose token is in the URL) no form at all, as is a body that does not
-    parse."""
+    """The preamble every form POST shares. ``same_site``: refuse another site's form
+    (403). A body too large is a 413, or with ``lenient`` (the one-click unsubscribe, whose
+    token is in the URL) no form at all, as is one that does not parse."""
 
     def decorate(handler: FormHandler) -> Endpoint:
         @functools.wraps(handler)
@@ -107,14 +100,14 @@ def _form_post(*, same_site: bool = False, lenient: bool = False
 
 
 class Routes:
-    """The handlers over ready-made parts (see :func:`pipeline.web.app.create_app`)."""
+    """The handlers over ready-made parts (:func:`pipeline.web.app.create_app`)."""
 
     def __init__(self, subscriptions: Subscriptions, pages: Pages, *, app_url: str,
                  base_url: str, verifier: SnsVerifier | None,
                  clock: Callable[[], datetime], queue: MailQueue,
                  signups: SignupQueue | None = None) -> None:
         self.subscriptions = subscriptions
-        #: Where sign-ups go when not done in this process (pipeline/web/signups.py).
+        #: Where sign-ups go when not done in this process (the Lambda host).
         self.signups = signups
         self.pages = pages
         self.verifier = verifier
@@ -126,8 +119,8 @@ class Routes:
     # -- /subscribe ------------------------------------------------------------------------
 
     async def subscribe_page(self, request: Request) -> Response:
-        """The form, in the order the browser asks for (no layout is known yet), its
-        layout preset to match unless the link names one (``?layout=en``)."""
+        """The form in the browser's language order, its layout preset to match unless the
+        link names one (``?layout=en``)."""
         known = await run_in_threadpool(self.subscriptions.catalog.known_areas)
         langs = _asked_order(request)
         layout = chosen_layout(request.query_params.get("layout"), "-".join(langs))
@@ -150,8 +143,7 @@ class Routes:
             return response
         try:
             self.subscriptions.check_request(email, layout)
-            # Read only when areas were posted, and the same for every address: it says
-            # nothing about one (the answer waits for it, not for the address's state).
+            # The same for every address: the answer waits for it, not for the address.
             areas = (await run_in_threadpool(self.subscriptions.choose_areas, posted.areas)
                      if posted.areas else ())
         except (InvalidAddress, AreaChoiceError) as exc:
@@ -160,8 +152,7 @@ class Routes:
             known = await run_in_threadpool(self.subscriptions.catalog.known_areas)
             return self.pages.subscribe_form(email[:254], layout, page, 400, langs=langs,
                                              known=known, chosen=posted.areas)
-        # The address's state is read only after the answer has gone (see the app's
-        # docstring): the same page, status and work before it, whatever the address.
+        # The address's state is read only after the answer has gone.
         response = self.pages.render("sent", langs=langs)
         signup = Signup(email, layout, tuple(areas), now)
         if self.signups is None:
@@ -179,8 +170,7 @@ class Routes:
 
     async def confirm_page(self, request: Request) -> Response:
         """The one button, for any link that verifies: the page reads nothing about the
-        address, so it is the same whatever became of it (and a scanner changes nothing);
-        so its order is the browser's, not the layout's, as on the pages that follow."""
+        address, so it is the same whatever became of it (its order is the browser's)."""
         token = _token_of(request)
         langs = _asked_order(request)
         try:
@@ -193,9 +183,8 @@ class Routes:
 
     @_form_post()
     async def confirm(self, request: Request, posted: Posted) -> Response:
-        """The same page for every address a verified link names: only a ``pending`` one
-        changes (an old link replayed after its address left changes nothing), and the page
-        carries no personal link an old link's holder could use."""
+        """The same page for every address a verified link names; only a ``pending`` one
+        changes, and the page carries no link an old link's holder could use."""
         try:
             await run_in_threadpool(lambda: self.subscriptions.confirm(
                 posted.token, source="web", client=_client_of(request), now=posted.now))
@@ -221,8 +210,8 @@ class Routes:
     # -- /unsubscribe ----------------------------------------------------------------------
 
     async def unsubscribe_page(self, request: Request) -> Response:
-        """One button, in the reader's layout, naming the address it unsubscribes (masked:
-        the link may have been forwarded), with the preferences offered first."""
+        """One button, naming the address (masked: the link may have been forwarded), with
+        the preferences offered first."""
         token, now = _token_of(request), self.clock()
         try:
             subscriber = await run_in_threadpool(
@@ -245,10 +234,8 @@ class Routes:
 
     @_form_post(lenient=True)
     async def unsubscribe(self, request: Request, posted: Posted) -> Response:
-        """RFC 8058: the mail provider POSTs ``List-Unsubscribe=One-Click`` to the URL of
-        the header; the page's button posts the same. Either way: done, 200, no next step.
-        The token is in the URL, so a body that is too large or does not parse (a client's
-        broken multipart) is no reason to keep anyone on the list."""
+        """RFC 8058: the provider POSTs ``List-Unsubscribe=One-Click`` (the page's button
+        too): done, 200, no next step, whatever the body."""
         try:
             subscriber = await run_in_threadpool(lambda: self.subscriptions.unsubscribe(
                 posted.token, now=posted.now))
@@ -262,19 +249,17 @@ class Routes:
 
     # -- /preferences ----------------------------------------------------------------------
 
-    async def preferences(self, request: Request) -> Response:
-        if request.method == "POST":
-            return await self._change_preferences(request)
+    async def preferences_page(self, request: Request) -> Response:
         token = _token_of(request)
         try:
             subscriber = await run_in_threadpool(
                 self.subscriptions.subscriber_for, token, "preferences", self.clock())
         except (TokenError, UnknownSubscriber) as exc:
             return self.pages.link_problem(exc, langs=_asked_order(request))
-        return await self._preferences_page(subscriber, token, status_line(subscriber.status))
+        return await self._preferences_page(subscriber, token, STATUS_LINES[subscriber.status])
 
     @_form_post()
-    async def _change_preferences(self, request: Request, posted: Posted) -> Response:
+    async def preferences(self, request: Request, posted: Posted) -> Response:
         try:
             current = await run_in_threadpool(
                 self.subscriptions.subscriber_for, posted.token, "preferences", posted.now)
@@ -296,9 +281,8 @@ class Routes:
     def _preference_change(self, posted: Posted, current: Subscriber, client: str | None
                            ) -> tuple[Callable[[], Subscriber], dict[str, str]] | None:
         """What the preferences form asks for, and what the page then says; None for an
-        action the form does not have. The layout form changes the areas only when it
-        showed them (``areas_shown``): an unchecked box sends nothing, so a form without
-        the boxes must not read as "follow none"."""
+        unknown action. The areas change only when the form showed them (``areas_shown``):
+        a form without the boxes must not read as "follow none"."""
         form, token, now = posted.form or {}, posted.token, posted.now
         subscriptions = self.subscriptions
         action = form.get("action", "")
@@ -323,9 +307,8 @@ class Routes:
     async def _preferences_page(self, subscriber: Subscriber, token: str,
                                 status: dict[str, str], status_code: int = 200, *,
                                 chosen: tuple[str, ...] | None = None) -> Response:
-        """The preferences page in the subscriber's layout (as just saved): the catalog's
-        areas and the subscriber's own as boxes, theirs checked (or, after a refused pick,
-        what was posted)."""
+        """The preferences page in the subscriber's layout, their areas checked (after a
+        refused pick, what was posted)."""
         known = await run_in_threadpool(self.subscriptions.catalog.known_areas)
         refused = status_code >= 400
         return self.pages.render(
@@ -369,8 +352,7 @@ class Routes:
 
     @staticmethod
     async def _webhook_body(request: Request) -> bytes | None:
-        """The body, or None once it is larger than an SNS message can be (by its
-        Content-Length before a byte is read, else as it streams in)."""
+        """The body, or None once it is larger than an SNS message can be."""
         length = request.headers.get("content-length")
         if length is not None and (not length.isdigit() or int(length) > MAX_WEBHOOK_BYTES):
             return None
@@ -399,9 +381,8 @@ class Routes:
         return self.pages.render("not_found", 404, langs=_asked_order(request))
 
     async def client_gone(self, request: Request, exc: Exception) -> Response:
-        """The client left, or was cut off (its request did not arrive in time), before its
-        body was read: nothing was done, and this answer reaches nobody. Without it, each
-        such request logged a traceback."""
+        """The client left (or was cut off) before its body was read: nothing was done, and
+        this answer, which reaches nobody, spares the log a traceback."""
         return self.pages.plain("Request incomplete", 400)
 
     async def not_allowed(self, request: Request, exc: Exception) -> Response:
@@ -418,9 +399,8 @@ class Routes:
 
     async def _mailing(self, action: Callable[[], object], what: str,
                        langs: tuple[Lang, ...]) -> HTMLResponse | None:
-        """Run an action that sends a mail: None when the mail left (an *unconfirmed* send
-        may have left, so it counts as sent for the page), else the "try again later"
-        page. Nothing about the address is said either way."""
+        """Run an action that sends a mail: None when it left (or may have), else the "try
+        again later" page."""
         try:
             await run_in_threadpool(action)
         except Unconfirmed:
@@ -461,10 +441,9 @@ def _token_of(request: Request, form: dict[str, str] | None = None) -> str:
 
 async def _form_of(request: Request, *, lenient: bool = False
                    ) -> tuple[dict[str, str], tuple[str, ...]] | None:
-    """The urlencoded or multipart form (RFC 8058 allows both) and every value of its
-    repeated ``areas`` field, or None when it is too large to be ours (or, ``lenient``,
-    does not parse). The length is checked before a byte is read; an empty POST (a
-    one-click client that sends no body) is an empty form."""
+    """The urlencoded or multipart form (RFC 8058 allows both) and its ``areas``, or None
+    when it is too large to be ours (or, ``lenient``, does not parse); no body is an
+    empty form."""
     length = request.headers.get("content-length", "0")
     if not length.isdigit() or int(length) > MAX_FORM_BYTES:
         return None
@@ -484,9 +463,8 @@ async def _form_of(request: Request, *, lenient: bool = False
 
 def _apply_notification(subscriptions: Subscriptions, pages: Pages, message: SnsMessage,
                         now: datetime) -> Response:
-    """One verified SNS notification's SES events, applied by
-    :meth:`subscribers.bounces.Bounces.notification` (which makes SNS's redeliveries
-    harmless); a body that is no SES event is answered 200 and ignored."""
+    """One verified notification's SES events, applied once however often SNS redelivers
+    it; a body that is no SES event is answered 200 and ignored."""
     try:
         events = events_from(message.message)
     except ValueError as exc:
@@ -509,10 +487,8 @@ def _origin(url: str) -> str:
 
 
 def _same_site(request: Request, allowed: set[str]) -> bool:
-    """A browser's POST says where its form was (``Origin``; ``Referer`` on old ones). The
-    form lives on the archive and on /subscribe: anything else is another site's form. A
-    request with neither header is not a browser's cross-site one, and goes on to the
-    limits like any other."""
+    """Whether a POST's form was ours (``Origin``, else ``Referer``): the archive's or
+    /subscribe. A request with neither is no browser's cross-site one."""
     origin = request.headers.get("origin")
     if origin is not None:
         return origin.lower() in allowed

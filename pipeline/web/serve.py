@@ -1,11 +1,8 @@
 """``newsletter serve``: the subscription app on uvicorn, wired from the settings.
 
-One process serves every request; SQLite handles its writes one at a time and several
-``serve`` processes (or a ``send`` running meanwhile) share the file safely. Behind
-CloudFront or a load balancer, list its addresses in ``[subscriptions]
-forwarded_allow_ips`` so the client address recorded with consent (and used by the rate
-limit) is the visitor's, not the proxy's. Clients that hold connections open are bounded by
-:mod:`pipeline.web.connection_limits`.
+Behind a proxy, ``[subscriptions] forwarded_allow_ips`` makes the client address recorded
+with consent (and rate-limited) the visitor's. Clients that hold connections open are
+bounded by :mod:`pipeline.web.connection_limits`.
 """
 
 from __future__ import annotations
@@ -25,6 +22,7 @@ from starlette.applications import Starlette
 
 from pipeline.config import Settings
 from pipeline.errors import UsageError
+from pipeline.web.app import open_app
 from pipeline.web.connection_limits import (
     BACKLOG,
     KEEP_ALIVE_SECONDS,
@@ -33,7 +31,6 @@ from pipeline.web.connection_limits import (
     REQUEST_SECONDS,
     RESERVED_FILES,
     ConnectionGuard,
-    Counted,
     OncePerInterval,
     SteadyEventLoop,
     connection_limit,
@@ -41,8 +38,8 @@ from pipeline.web.connection_limits import (
     quiet_accept_errors,
     raise_open_files,
 )
+from pipeline.web.connection_limits import log as limits_log
 from pipeline.web.mail_queue import MailQueue
-from pipeline.web.wired import open_app
 
 log = logging.getLogger("newsletter.app")
 
@@ -58,12 +55,9 @@ def default_port(settings: Settings) -> int:
 
 
 def served_app_url(app_url: str, port: int) -> str:
-    """The app URL links should carry when this process serves on ``port``.
-
-    A loopback ``app_url`` (local development) is this very process: its links name the
-    port served, so ``serve --port 8002`` mails links that work. A public ``app_url`` is
-    the address a proxy (CloudFront, a load balancer) forwards to this port: kept as is.
-    """
+    """The app URL links should carry when this process serves on ``port``: a loopback
+    ``app_url`` is this very process, so it names the port served; a public one is a
+    proxy's, kept as is."""
     parts = urlsplit(app_url)
     if parts.hostname not in LOOPBACK:
         return app_url
@@ -76,9 +70,8 @@ def served_app_url(app_url: str, port: int) -> str:
 
 
 def listen(host: str, port: int) -> socket.socket:
-    """A socket bound and listening on ``host:port`` (port 0: any free one), bound here
-    rather than inside uvicorn so that a port in use is one line and exit 2, and
-    "listening" is printed only once it is true."""
+    """A socket listening on ``host:port``, bound here rather than in uvicorn so that a
+    port in use is one line and exit 2."""
     try:
         family, kind, proto, _, address = socket.getaddrinfo(
             host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)[0]
@@ -131,47 +124,47 @@ def serve(settings: Settings, environ: Mapping[str, str], *, host: str, port: in
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server, minus one habit: after a graceful stop on SIGTERM/SIGINT it
-    re-raises the signal, so the process would die by it before the store is closed and
-    exit with -15 instead of the 0 of a clean stop."""
+    """uvicorn's server, minus re-raising SIGTERM after a graceful stop: the process would
+    die by it before the store is closed, instead of exiting 0."""
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         super().handle_exit(sig, frame)
         self._captured_signals.clear()
 
-    _refused_accepts: Counted | None = None
     #: The app's sign-up work, told to stop waiting when the server stops (it waits for it).
     mail_queue: MailQueue | None = None
 
+    #: Holds back the warnings a client causes at will (ours and uvicorn's).
+    _once: OncePerInterval
+    _noisy = (logging.getLogger("uvicorn.error"), limits_log)
+
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        self._refused_accepts = quiet_accept_errors(asyncio.get_running_loop())
-        # uvicorn's warnings a client causes at will, one per request it sends.
-        logging.getLogger("uvicorn.error").addFilter(OncePerInterval())
+        quiet_accept_errors(asyncio.get_running_loop())
+        self._once = OncePerInterval()
+        for logger in self._noisy:
+            logger.addFilter(self._once)
         await super().startup(sockets)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         if self.mail_queue is not None:
             self.mail_queue.stop_waiting()
         await super().shutdown(sockets)
-        if self._refused_accepts is not None:
-            self._refused_accepts.flush()
+        for logger in self._noisy:
+            logger.removeFilter(self._once)
 
 
 def server_config(app: Starlette, *, host: str, port: int, forwarded_allow_ips: str,
                   connections: int = MAX_CONNECTIONS, request_seconds: float = REQUEST_SECONDS,
                   keep_alive: int = KEEP_ALIVE_SECONDS) -> uvicorn.Config:
-    """How uvicorn serves the app (the tests serve it the same way, some with smaller
-    bounds): at most ``connections`` held, a request whole within ``request_seconds``, an
-    idle kept-alive connection closed after ``keep_alive`` seconds."""
+    """How uvicorn serves the app (the tests too, some with smaller bounds)."""
     return uvicorn.Config(
         app, host=host, port=port, proxy_headers=True, forwarded_allow_ips=forwarded_allow_ips,
         http=guarded_protocol(ConnectionGuard(connections, request_seconds)),
         loop=f"{SteadyEventLoop.__module__}:{SteadyEventLoop.__qualname__}",
         timeout_keep_alive=keep_alive, backlog=BACKLOG,
         h11_max_incomplete_event_size=MAX_HEAD_BYTES,
-        # Requests in flight (sign-ups being tried again included) and connections: beyond,
-        # uvicorn answers 503. The guard keeps the connections to ``connections``, passed
-        # for a moment by at most one accept burst before it closes the extra ones.
+        # Requests and connections in flight; beyond, uvicorn answers 503. The guard keeps
+        # the connections to ``connections``, passed for a moment by one accept burst.
         limit_concurrency=connections + BACKLOG,
         # The access log would write every token of every query string.
         access_log=False, server_header=False, log_level="warning")

@@ -1,21 +1,10 @@
 """Sign-ups handed to a queue, so that on Lambda the answer never waits for the address.
 
-``POST /subscribe`` answers before the address is looked up: the page, its status and its
-time must say nothing about whether the address is known (see :mod:`pipeline.web.app`).
-Under uvicorn the store's work and the confirmation mail run after the answer has gone (a
-background task, :class:`~pipeline.web.mail_queue.MailQueue`). Under Mangum on Lambda there
-is no "after": the function's answer leaves only when the handler returns, background
-tasks included, so its time would again follow the address's state.
-
-With ``[subscriptions] queue_url`` set (the deploy template sets it), the request is instead
-one message to a :class:`SignupQueue`, sent before the answer: one SQS ``SendMessage``
-(:class:`pipeline.aws.sqs.SqsQueue`), the same call whatever the address. The same
-function, invoked by SQS, does the sign-up (:func:`pipeline.web.lambda_app.create_handler`),
-and a sign-up that fails for now (the store or the mail unavailable) is retried by SQS, then
-kept in the dead-letter queue.
-
-A message holds what the sign-up needs and nothing more: the address, the layout, the areas
-it chose and the time of the request (the consent record's time).
+Under Mangum there is no "after the answer": background tasks run before the function
+returns, so the answer's time would follow the address's state. With ``[subscriptions]
+queue_url`` set, ``POST /subscribe`` sends one message instead, the same call whatever the
+address, and the function, invoked by SQS, does the sign-up. A message holds what the sign-up
+needs and nothing more.
 """
 
 from __future__ import annotations
@@ -36,8 +25,7 @@ MAX_MESSAGE_CHARS = 16_384
 
 
 class SignupQueue(Protocol):
-    """Where sign-ups wait to be carried out: ``send`` hands one over (its JSON, see
-    :meth:`Signup.to_json`) or raises :class:`~pipeline.errors.TransportError`."""
+    """Where sign-ups wait: ``send`` hands one's JSON over, or raises TransportError."""
 
     def send(self, body: str) -> None: ...
 

@@ -21,8 +21,8 @@ believed until :class:`SnsVerifier` has checked, in this order:
    bounds how long a captured message can be replayed.
 
 Certificates are fetched with :mod:`urllib.request`, never following a redirect (a redirect
-could leave the SNS host after the URL check), read up to a size limit, and cached per URL:
-SNS signs every message with a handful of certificates, so the endpoint fetches each once.
+could leave the SNS host after the URL check), read up to a size limit, and kept per URL
+while valid: SNS signs every message with a handful of certificates.
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections import OrderedDict
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -51,19 +50,8 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from pipeline.errors import NewsletterError
 
-__all__ = [
-    "AWS_SNS_HOST",
-    "MAX_CERTIFICATE_BYTES",
-    "MAX_FUTURE_SKEW",
-    "MESSAGE_TYPES",
-    "SNS_REASONS",
-    "CertificateSource",
-    "SnsError",
-    "SnsMessage",
-    "SnsReason",
-    "SnsVerifier",
-    "parse_message",
-]
+__all__ = ["AWS_SNS_HOST", "CertificateSource", "SnsError", "SnsMessage", "SnsReason",
+           "SnsVerifier"]
 
 SnsReason = Literal[
     "malformed", "topic-not-allowed", "bad-cert-url", "cert-unavailable", "subscribe-failed",
@@ -71,12 +59,7 @@ SnsReason = Literal[
 ]
 
 #: Why a message was refused; the app picks its status code and log line from this.
-SNS_REASONS: tuple[SnsReason, ...] = (
-    "malformed", "topic-not-allowed", "bad-cert-url", "cert-unavailable", "subscribe-failed",
-    "bad-signature", "unsupported-version", "stale",
-)
-
-_MESSAGES: dict[str, str] = {
+_MESSAGES: dict[SnsReason, str] = {
     "malformed": "not an Amazon SNS message",
     "topic-not-allowed": "the message comes from a topic that is not configured",
     "bad-cert-url": "the URL is not an HTTPS URL on an allowed SNS host",
@@ -90,13 +73,9 @@ _MESSAGES: dict[str, str] = {
 #: The ``Type`` values SNS sends to an HTTP(S) endpoint.
 MESSAGE_TYPES = ("Notification", "SubscriptionConfirmation", "UnsubscribeConfirmation")
 
-#: The hosts SNS serves its signing certificates (and SubscribeURLs) from, in every partition
-#: with public endpoints: ``sns.<region>.amazonaws.com`` and ``sns.<region>.amazonaws.com.cn``
-#: (``us-east-1``, ``us-gov-west-1``, ``cn-north-1``, ``us-isob-east-1``). The region part
-#: is a region's shape, not "any label": other AWS services answer under
-#: ``sns.<something>.amazonaws.com`` too (``sns.s3.amazonaws.com`` is an S3 bucket named
-#: ``sns``, whose objects anyone can write), and a certificate from there proves nothing.
-#: ASCII classes only (``\d`` would take other scripts' digits).
+#: SNS's hosts, ``sns.<region>.amazonaws.com[.cn]`` in every partition. The region part has a
+#: region's shape, not "any label": ``sns.s3.amazonaws.com`` is an S3 bucket anyone can
+#: write to. ASCII classes only (``\d`` would take other scripts' digits).
 AWS_SNS_HOST = re.compile(
     r"^sns\.[a-z]{2}(?:-gov|-iso[a-z]*)?-[a-z]+-[0-9]{1,2}\.amazonaws\.com(?:\.cn)?$")
 
@@ -120,17 +99,11 @@ _DETAIL_LIMIT = 120
 
 
 class SnsError(NewsletterError):
-    """An SNS message (or a URL in one) that is refused; ``reason`` says why.
-
-    The message is one line and never contains the body: bodies are attacker-chosen, can be
-    large, and error texts end up in logs. ``detail`` is a short, one-line hint.
-    """
+    """A refused SNS message (or URL in one): one line, never the attacker-chosen body."""
 
     exit_code = 2
 
     def __init__(self, reason: SnsReason, detail: str = "") -> None:
-        if reason not in SNS_REASONS:
-            raise ValueError(f"unknown SNS error reason {reason!r}")
         text = f"sns {reason}: {_MESSAGES[reason]}"
         if detail:
             text += f" ({_one_line(detail)})"
@@ -140,8 +113,8 @@ class SnsError(NewsletterError):
 
 @dataclass(frozen=True)
 class SnsMessage:
-    """The parts of an SNS message the app uses. Only :meth:`SnsVerifier.verify` makes one
-    that can be believed; :func:`parse_message` makes one that merely has the right shape."""
+    """The parts of an SNS message the app uses; only :meth:`SnsVerifier.verify` makes one
+    that can be believed."""
 
     type: str
     message_id: str
@@ -156,15 +129,6 @@ class SnsMessage:
     token: str | None
 
 
-def parse_message(body: bytes) -> SnsMessage:
-    """An :class:`SnsMessage` from a request body, checking its shape and nothing else.
-
-    :class:`SnsError` ``malformed`` for a body that is not JSON, not a JSON object, lacks a
-    field its ``Type`` requires (or has it with the wrong type), or has an unknown ``Type``.
-    """
-    return _message_from(_load(body))
-
-
 def _load(body: bytes) -> dict[str, Any]:
     try:
         data = json.loads(body)
@@ -176,6 +140,8 @@ def _load(body: bytes) -> dict[str, Any]:
 
 
 def _message_from(data: Mapping[str, Any]) -> SnsMessage:
+    """The message's shape, or ``malformed``: a field its ``Type`` requires is missing or is
+    not a string, or the ``Type`` is unknown."""
     kind = data.get("Type")
     if kind not in MESSAGE_TYPES:
         raise SnsError("malformed", "unknown or missing Type")
@@ -238,40 +204,25 @@ class _Cached:
 
 
 class CertificateSource:
-    """Fetches SNS signing certificates over HTTPS, only from an allowed host, cached.
-
-    ``host_pattern`` is matched against the whole host name, lower-cased. With the AWS
-    default no explicit port is accepted (SNS uses 443 and never writes it); tests point the
-    pattern at a loopback server, whose port then has to be allowed. The cache holds at most
-    ``max_entries`` keys (least recently used goes first), keyed by URL, and is safe to share
-    between threads; a failed fetch is not cached, so the next message tries again.
-    """
+    """Fetches SNS signing certificates over HTTPS, only from an allowed host, and keeps the
+    valid ones (the few SNS hosts serve). ``host_pattern`` must match the whole host; only a
+    pattern other than AWS's (a test's loopback server) allows a port."""
 
     def __init__(self, *, host_pattern: re.Pattern[str] = AWS_SNS_HOST,
-                 ssl_context: ssl.SSLContext | None = None, timeout: float = 5.0,
-                 max_entries: int = 16) -> None:
-        if max_entries < 1:
-            raise ValueError("max_entries must be at least 1")
+                 ssl_context: ssl.SSLContext | None = None, timeout: float = 5.0) -> None:
         self._host_pattern = host_pattern
-        self._allow_port = (host_pattern.pattern, host_pattern.flags) != (
-            AWS_SNS_HOST.pattern, AWS_SNS_HOST.flags)
-        self._ssl_context = ssl_context or ssl.create_default_context()
+        self._allow_port = host_pattern != AWS_SNS_HOST
         self._timeout = timeout
-        self._max_entries = max_entries
         self._opener = urllib.request.build_opener(
-            urllib.request.HTTPSHandler(context=self._ssl_context), _NoRedirect())
+            urllib.request.HTTPSHandler(context=ssl_context or ssl.create_default_context()),
+            _NoRedirect())
         self._lock = threading.Lock()
-        self._cache: OrderedDict[str, _Cached] = OrderedDict()
-        self._fetching: dict[str, threading.Lock] = {}
+        self._cache: dict[str, _Cached] = {}
 
     def check_url(self, url: str, what: str = "SigningCertURL") -> str:
-        """``url`` if it may be fetched, else :class:`SnsError` ``bad-cert-url``.
-
-        HTTPS only, a host ``host_pattern`` matches, no user info (``sns.…@evil.org``), no
-        port unless the pattern is not the AWS one, no whitespace or control characters
-        (``urllib`` would quietly drop some of them after the check). A ``SigningCertURL``
-        must also name a ``.pem`` file.
-        """
+        """``url`` if it may be fetched, else ``bad-cert-url``: HTTPS on an allowed host, no
+        user info (``sns.…@evil.org``), no whitespace or control characters (``urllib``
+        would drop some after the check), and a ``SigningCertURL`` names a ``.pem``."""
         if not isinstance(url, str) or not url or any(
                 not 0x21 <= ord(c) <= 0x7E for c in url):
             raise SnsError("bad-cert-url", f"{what} is empty or has invalid characters")
@@ -294,69 +245,29 @@ class CertificateSource:
         return url
 
     def public_key(self, url: str, *, now: datetime | None = None) -> rsa.RSAPublicKey:
-        """The RSA public key of the certificate at ``url``, fetched once per URL.
-
-        :class:`SnsError` ``bad-cert-url`` for a URL :meth:`check_url` refuses;
-        ``cert-unavailable`` when it cannot be fetched or parsed, is not RSA, or is not
-        valid at ``now`` (default: the clock). A cached certificate that has since expired is
-        fetched again: SNS may have replaced it.
-        """
+        """The RSA key of the certificate at ``url``, valid at ``now``, else
+        ``cert-unavailable``; one no longer valid is fetched again (SNS may have renewed it)."""
         self.check_url(url)
-        when = _aware(now) if now is not None else datetime.now(UTC)
+        when = now or datetime.now(UTC)
         with self._lock:
-            cached = self._take(url, when)
-            if cached is not None:
-                return cached
-            fetch_lock = self._fetching.setdefault(url, threading.Lock())
-        # One fetch per URL at a time: messages arriving together wait for the first fetch
-        # instead of each fetching the same certificate.
-        with fetch_lock:
+            entry = self._cache.get(url)
+        if entry is None or not entry.not_before <= when <= entry.not_after:
+            entry = self._load(url)
+            if when > entry.not_after:
+                raise SnsError("cert-unavailable", "the certificate has expired")
+            if when < entry.not_before:
+                raise SnsError("cert-unavailable", "the certificate is not valid yet")
             with self._lock:
-                cached = self._take(url, when)
-                if cached is not None:
-                    return cached
-            try:
-                entry = self._load(url)
-                _check_validity(entry, when)
-                with self._lock:
-                    self._cache[url] = entry
-                    self._cache.move_to_end(url)
-                    while len(self._cache) > self._max_entries:
-                        self._cache.popitem(last=False)
-            finally:
-                with self._lock:
-                    if self._fetching.get(url) is fetch_lock:
-                        del self._fetching[url]
+                self._cache[url] = entry
         return entry.key
 
     def get(self, url: str) -> None:
-        """GET ``url`` (a ``SubscribeURL``), which confirms an SNS subscription.
-
-        Same URL rules as a certificate, without the ``.pem``: ``bad-cert-url`` if refused,
-        ``subscribe-failed`` if the request fails or does not answer 2xx.
-        """
+        """GET a ``SubscribeURL``, which confirms an SNS subscription."""
         self.check_url(url, "SubscribeURL")
-        try:
-            self._fetch(url, 0)
-        except _FetchError as failed:
-            raise SnsError("subscribe-failed", str(failed)) from None
-
-    def _take(self, url: str, when: datetime) -> rsa.RSAPublicKey | None:
-        """The cached key for ``url`` if still valid at ``when``; caller holds the lock."""
-        entry = self._cache.get(url)
-        if entry is None:
-            return None
-        if not entry.not_before <= when <= entry.not_after:
-            del self._cache[url]
-            return None
-        self._cache.move_to_end(url)
-        return entry.key
+        self._fetch(url, "subscribe-failed")
 
     def _load(self, url: str) -> _Cached:
-        try:
-            data = self._fetch(url, MAX_CERTIFICATE_BYTES)
-        except _FetchError as failed:
-            raise SnsError("cert-unavailable", str(failed)) from None
+        data = self._fetch(url, "cert-unavailable")
         try:
             cert = x509.load_pem_x509_certificate(data)
             key = cert.public_key()
@@ -367,60 +278,40 @@ class CertificateSource:
         return _Cached(key=key, not_before=cert.not_valid_before_utc,
                        not_after=cert.not_valid_after_utc)
 
-    def _fetch(self, url: str, limit: int) -> bytes:
-        """The body of a 2xx answer, at most ``limit`` bytes (more is an error), read within
-        ``timeout`` in total so a server dripping bytes cannot hold the request open."""
+    def _fetch(self, url: str, failed: SnsReason) -> bytes:
+        """The body of a 2xx answer, at most :data:`MAX_CERTIFICATE_BYTES`, read within
+        ``timeout`` in total so a server dripping bytes cannot hold the request open; else
+        :class:`SnsError` ``failed``."""
         if not url.startswith("https://"):  # check_url made sure; never file:, ftp:, data:
-            raise _FetchError("not https")
+            raise SnsError(failed, "not https")
         deadline = time.monotonic() + self._timeout
         request = urllib.request.Request(  # noqa: S310 (https only, see above; no redirects)
             url, headers={"User-Agent": "vllm-pr-weekly"})
+        body = bytearray()
         try:
             with self._opener.open(request, timeout=self._timeout) as response:
-                if not 200 <= response.status < 300:
-                    raise _FetchError(f"HTTP {response.status}")
-                chunks: list[bytes] = []
-                size = 0
                 while chunk := response.read1(16 * 1024):
-                    size += len(chunk)
-                    if size > limit:
-                        if limit:
-                            raise _FetchError(f"more than {limit} bytes")
-                        break  # a confirmation's answer is not needed
+                    body += chunk
+                    if len(body) > MAX_CERTIFICATE_BYTES:
+                        raise SnsError(failed, f"more than {MAX_CERTIFICATE_BYTES} bytes")
                     if time.monotonic() > deadline:
-                        raise _FetchError("too slow")
-                    chunks.append(chunk)
-                return b"".join(chunks)
-        except _FetchError:
-            raise
-        except urllib.error.HTTPError as failed:  # also every 3xx: no redirect is followed
-            failed.close()
-            raise _FetchError(f"HTTP {failed.code}") from None
-        except urllib.error.URLError as failed:
-            raise _FetchError(_one_line(str(failed.reason))) from None
-        except (OSError, ValueError, http.client.HTTPException) as failed:
+                        raise SnsError(failed, "too slow")
+        except urllib.error.HTTPError as error:  # every non-2xx: no redirect is followed
+            error.close()
+            raise SnsError(failed, f"HTTP {error.code}") from None
+        except urllib.error.URLError as error:
+            raise SnsError(failed, str(error.reason)) from None
+        except (OSError, ValueError, http.client.HTTPException) as error:
             # timeouts, resets, TLS errors, a truncated or garbled answer
-            raise _FetchError(_one_line(f"{type(failed).__name__}: {failed}")) from None
-
-
-class _FetchError(Exception):
-    """A fetch that failed; the caller turns it into the right :class:`SnsError`."""
+            raise SnsError(failed, f"{type(error).__name__}: {error}") from None
+        return bytes(body)
 
 
 class SnsVerifier:
-    """Checks SNS messages for the webhook: shape, topic, signature, freshness.
-
-    ``topic_arns`` are the topics whose messages we act on. Empty means none: the webhook
-    refuses everything until topics are configured, rather than trusting any signed message.
-    """
+    """Checks SNS messages for the webhook; no ``topic_arns``, no message is believed."""
 
     def __init__(self, certificates: CertificateSource, topic_arns: Collection[str], *,
                  max_age: timedelta = timedelta(days=7)) -> None:
-        if isinstance(topic_arns, str):
-            # frozenset("arn:…") would be a set of characters, and allow no real topic.
-            raise TypeError("topic_arns is a collection of ARNs, not one string")
-        if max_age <= timedelta(0):
-            raise ValueError("max_age must be positive")
         self.certificates = certificates
         self.topic_arns = frozenset(topic_arns)
         self.max_age = max_age
@@ -428,7 +319,6 @@ class SnsVerifier:
     def verify(self, body: bytes, now: datetime) -> SnsMessage:
         """The message in ``body`` if it passes every check (see the module docstring, in
         that order), else :class:`SnsError` naming the first that failed."""
-        now = _aware(now)
         data = _load(body)
         message = _message_from(data)
         version = data.get("SignatureVersion")
@@ -452,12 +342,8 @@ class SnsVerifier:
         return message
 
     def confirm_subscription(self, message: SnsMessage) -> None:
-        """Confirm a verified ``SubscriptionConfirmation`` by GETting its ``SubscribeURL``.
-
-        The topic is checked again (an :class:`SnsMessage` can be built by hand) and the URL
-        goes through the same host rules as a certificate URL, so confirming never makes the
-        app request a URL of the sender's choosing.
-        """
+        """GET a verified confirmation's ``SubscribeURL``; topic and URL are checked again,
+        so the app never requests a URL of the sender's choosing."""
         if message.type != "SubscriptionConfirmation" or not message.subscribe_url:
             raise ValueError("only a SubscriptionConfirmation can be confirmed")
         self._check_topic(message)
@@ -466,19 +352,6 @@ class SnsVerifier:
     def _check_topic(self, message: SnsMessage) -> None:
         if message.topic_arn not in self.topic_arns:
             raise SnsError("topic-not-allowed", message.topic_arn[:100])
-
-
-def _check_validity(entry: _Cached, when: datetime) -> None:
-    if when > entry.not_after:
-        raise SnsError("cert-unavailable", "the certificate has expired")
-    if when < entry.not_before:
-        raise SnsError("cert-unavailable", "the certificate is not valid yet")
-
-
-def _aware(when: datetime) -> datetime:
-    if when.tzinfo is None or when.utcoffset() is None:
-        raise ValueError("expected an aware datetime (e.g. datetime.now(UTC))")
-    return when.astimezone(UTC)
 
 
 def _round(delta: timedelta) -> timedelta:
