@@ -22,8 +22,8 @@ temp folder with ``pipeline.stages.build.build``; nothing is written in the work
   where the sink is the bottleneck, it shows what each path costs the sending side. Then a
   relay's connection limit: four workers against a sink that greets the third connection
   with ``421 too many connections``, without ``[smtp] max_connections`` (each refused
-  greeting's message waits for one of the two open connections) and with it set to 2 (no
-  third connection is tried), beside the baseline of two workers and no limit.
+  greeting is a temporary failure, retried after the sender's backoff) and with it set to 2
+  (no third connection is tried), beside the baseline of two workers and no limit.
 * **starttls**: the same over STARTTLS, where a real relay is reached (the rows above are
   plain SMTP, which hid a stall of ~40 ms a message: Nagle's algorithm held each message's
   last TLS record until the relay's delayed ACK). A sink offering STARTTLS (a throwaway CA and
