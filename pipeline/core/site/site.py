@@ -115,11 +115,15 @@ class Site:
             return url
         return self._origin + url
 
-    def _render(self, name: str, **context: Any) -> bytes:
+    def render(self, name: str, **context: Any) -> str:
+        """Template ``name`` rendered; any template error a :class:`RenderError` naming it."""
         try:
-            return self.env.get_template(name).render(**context).encode("utf-8")
+            return self.env.get_template(name).render(**context)
         except jinja2.TemplateError as exc:
             raise RenderError(name, str(exc)) from None
+
+    def _render(self, name: str, **context: Any) -> bytes:
+        return self.render(name, **context).encode("utf-8")
 
     def issue_objects(self, built: BuiltIssue) -> list[SiteObject]:
         """Everything under ``issues/<week>/``: the pages, the public email, issue.json."""
