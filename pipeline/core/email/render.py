@@ -1,36 +1,27 @@
 """Render: an :class:`Issue` → one HTML email (MJML) and one plain-text part per layout.
 
-Pure: objects in, strings out. One Jinja environment, autoescape on for markup templates
-(mjml-python does not validate and chokes on a raw ``<`` or ``&``), StrictUndefined so a
-template mistake fails the build instead of shipping a blank. Per-recipient links are left as
-placeholders, filled in at send time without re-rendering; the archive copy replaces them
-with the public pages.
+Pure: objects in, strings out. One Jinja environment, autoescape on for markup (mjml-python
+chokes on a raw ``<`` or ``&``), StrictUndefined so a template mistake fails the build.
+Per-recipient links are left as placeholders, filled at send time; the archive copy replaces
+them with public pages.
 
-Personal links land only in the template's own slots. The placeholders are :class:`Slot`
-values; every other value a template prints (a feed's review, the editor's file, a
-translation, a GitHub title) passes :func:`neutralise`, which breaks any ``%%`` in it, so
-no text from outside can carry a placeholder into a link of its own and have a recipient's
-signed token filled into it. :func:`stray_placeholders` finds any placeholder outside a slot
-(an issue built before this rule): ``Messages`` refuses it and the proof report blocks it.
+Personal links land only in the template's own :class:`Slot` values; every other printed
+value passes :func:`neutralise`, which breaks any ``%%`` in it, so no text from outside can
+carry a placeholder into a link of its own. :func:`stray_placeholders` finds one that did
+anyway (an issue built before this rule): ``Messages`` refuses it, the proof blocks it.
 
 The size budget: Gmail clips a message near 102 KB, and Chinese costs three bytes a
-character. Each part is weighed as sent: after its transfer encoding (``mime.py``), with
-every placeholder counted as a real signed link. When the HTML or the text part of a layout
-would exceed ``[issue] size_budget_kb``, the lowest-priority items shrink to a title and a link
-to the archive, one at a time from the bottom, in both parts alike; if the list of titles
-itself does not fit, its tail becomes one "N more in the archive" link. How many is found by
-a plain search over that one number, each step a rendering weighed whole (a template edited by
-an editor or an operator needs to know nothing about it). The text part is wrapped at 78
-columns (``wrap.py``).
-
-Both parts open with the contents: every item shown, per tier, numbered through. An HTML entry
-links to its card in the same message (``#pr-<n>``, the card's first element), or, for an item
-shortened to the brief list, to its page in the archive; the text part has no anchors and
-links every entry to the archive. The contents are part of what the budget weighs.
+character. Each part is weighed as sent (``mime.py``), placeholders counted as real signed
+links. Over ``[issue] size_budget_kb``, the lowest-priority items shrink to a title and a link
+to the archive, from the bottom, in both parts alike; if even the titles do not fit, their
+tail becomes one "N more in the archive" link. How many is a plain search over that number,
+each step a rendering weighed whole, so a template editor needs to know nothing about it.
+Both parts open with the contents, which the budget weighs too.
 """
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 import tomllib
@@ -187,21 +178,13 @@ def _one_line(text: str) -> str:
 
 
 class _CompiledTemplates(jinja2.BytecodeCache):
-    """The compiled code of each template, shared by every environment of this process, in
-    memory only.
+    """Compiled templates shared by every environment of this process, in memory only.
 
-    Each part of a run (the build's renderer, the site, the preview page, the app's pages,
-    the opt-in mail) makes its own environment, and an environment compiles each template it
-    loads, again per part, and again for every test that makes one. Jinja's bytecode cache
-    keeps the code instead, keyed by the template's name and file and checked against its
-    source, so an edited template (``preview --watch``, an operator's folder) is compiled
-    afresh. Sharing is sound because
-    every environment comes from :func:`environment`, with the same options, which the
-    compiled code depends on (autoescape, finalize, whitespace).
-
-    Never on disk: loading compiled code runs it, and a file another local user could swap
-    (a symlink in a cache folder) would run as us (issue 39). Each command compiles what it
-    renders once."""
+    Each part of a run (build, site, preview, app, opt-in mail) and each test makes its own
+    environment, and compiling the templates costs about a quarter of a second each time.
+    Sound because every environment comes from :func:`environment`, with the options the
+    code depends on; an edited template fails the checksum and is compiled afresh. Never on
+    disk: loading compiled code runs it, and a swapped file would run as us (issue 39)."""
 
     def __init__(self) -> None:
         #: Jinja's key → (the source's checksum, the code compiled from it).
@@ -247,11 +230,10 @@ _CSS_SPACE = re.compile(r"\s*([{};:,>])\s*|\s+")
 
 
 def compact_css(css: str) -> str:
-    """The email's own style block without the white space it is written with: the same
-    rules in a quarter fewer bytes, which a 25-review week needs to keep its last review in
-    full. Line by line: a ``<style>`` line is never folded for 8bit (``eightbit.py``), so
-    each stays as short as the rule it holds. Only for our templates' CSS: no string in it
-    holds ``{};:,>`` or a space that matters (the quoted font names are inline, not here)."""
+    """The email's style block without its white space: a quarter fewer bytes, which a
+    25-review week needs to keep its last review in full. Line by line, since a ``<style>``
+    line is never folded. Only for our templates' CSS, where no string holds ``{};:,>`` or a
+    space that matters."""
     # "} }" rather than "}}": a rendered part holds no "}}" a template left behind.
     lines = (_CSS_SPACE.sub(lambda m: m[1] or " ", line).strip().replace(";}", "}")
              .replace("}}", "} }") for line in css.split("\n"))
@@ -259,9 +241,7 @@ def compact_css(css: str) -> str:
 
 
 def facts_line(facts: PullFacts | None) -> str:
-    """The PR's facts in one compact line: author, merged date (or state), +/− lines, tags;
-    "" for None. The email (at build) and the site (from issue.json read back) both pass the
-    :class:`PullFacts` record."""
+    """The PR's facts in one line: author, merged date (or state), +/− lines, tags."""
     if not facts:
         return ""
     parts = []
@@ -279,8 +259,7 @@ def facts_line(facts: PullFacts | None) -> str:
 
 
 def counted(words: Mapping[str, str], key: str, n: int) -> str:
-    """``words[key]`` with its count ``n``; the singular ``<key>_one`` where the language
-    has one and ``n`` is 1 ("1 review", "3 reviews"; Chinese has no plural, so no ``_one``)."""
+    """``words[key]`` with its count ``n``; ``<key>_one`` for 1 where the language has it."""
     form = words.get(f"{key}_one") if n == 1 else None
     return (form or words[key]).format(n=n)
 
@@ -339,8 +318,7 @@ class Renderer:
 
     def render(self, issue: Issue, base_url: str, budget: Budget, footer: Footer | None = None
                ) -> tuple[dict[str, RenderedLayout], list[Problem]]:
-        """Every layout of ``issue``, each within the budget as sent, and what fitting it
-        cost."""
+        """Every layout of ``issue`` within the budget, and what fitting it cost."""
         rendered: dict[str, RenderedLayout] = {}
         problems: list[Problem] = []
         for layout in LAYOUTS:
@@ -353,19 +331,17 @@ class Renderer:
 
     def render_variant(self, issue: Issue, variant: Variant, base_url: str, budget: Budget,
                        footer: Footer | None = None) -> tuple[RenderedLayout, Problem | None]:
-        """One variant of ``issue`` (a layout, and the areas it puts first) within the
-        budget, fitted as the plain layouts are; a problem names the variant by its key."""
+        """One variant of ``issue`` (a layout and the areas it puts first) within the
+        budget; a problem names it by its key."""
         return self._fit(issue, variant, base_url.rstrip("/"), budget, footer or Footer())
 
     # -- size budget -----------------------------------------------------------------
 
     def _fit(self, issue: Issue, variant: Variant, base_url: str, budget: Budget,
              footer: Footer) -> tuple[RenderedLayout, Problem | None]:
-        """``variant`` within ``budget``: every item in full if that fits; else the fewest
-        items, from the bottom, shortened to a title and a link; else, when even every item
-        as a title is over, the most titles kept and the rest folded into one link. Each is
-        a count searched by bisection, a rendering weighed whole at each step: the parts
-        only grow as more is shown, so the first that fits is the one the search finds."""
+        """Every item in full if that fits; else the fewest items from the bottom shortened
+        to a title; else the most titles kept and the rest folded into one link. Each count
+        is found by bisection, since the parts only grow as more is shown."""
         items = interests_first(issue.items, variant.areas)
         n = len(items)
         common = self._common_context(issue, variant, base_url, footer)
@@ -497,30 +473,15 @@ def _plan_context(plan: _Plan, base_url: str) -> dict[str, Any]:
 
 
 def _smallest(lo: int, hi: int, fits: Callable[[int], bool]) -> int | None:
-    """The smallest count in ``lo..hi`` that fits (``fits`` grows true from some count on),
-    or None when not even ``hi`` does."""
-    if lo > hi or not fits(hi):
-        return None
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if fits(mid):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+    """The smallest count in ``lo..hi`` that fits (true from some count on), or None."""
+    found = lo + bisect.bisect_left(range(lo, hi + 1), True, key=fits)
+    return found if found <= hi else None
 
 
 def _largest(lo: int, hi: int, fits: Callable[[int], bool]) -> int | None:
     """The largest count in ``lo..hi`` that fits (true up to some count), or None."""
-    if lo > hi or not fits(lo):
-        return None
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    found = lo + bisect.bisect_left(range(lo, hi + 1), True, key=lambda m: not fits(m)) - 1
+    return found if found >= lo else None
 
 
 @dataclass(frozen=True)
@@ -593,12 +554,8 @@ def _marked(items: Sequence[Item]) -> list[_MarkedItem]:
 
 def _groups(items: Sequence[_MarkedItem]) -> list[dict[str, Any]]:
     """Items grouped under their tier, tiers in rank order."""
-    groups: list[dict[str, Any]] = []
-    for tier in TIERS:
-        members = [item for item in items if item.tier == tier.name]
-        if members:
-            groups.append({"tier": tier.name, "items": members})
-    return groups
+    return [{"tier": tier.name, "items": members} for tier in TIERS
+            if (members := [item for item in items if item.tier == tier.name])]
 
 
 def pr_page(base_url: str, pr: int) -> str:
