@@ -43,8 +43,7 @@ def width(text: str) -> int:
     return total
 
 
-#: A unit's columns, remembered: a week's text is made of the same few thousand words and
-#: characters, and measuring one walks it character by character.
+#: A unit's columns, remembered: a week's text repeats the same few thousand words.
 _unit_width = functools.lru_cache(maxsize=16384)(width)
 
 
@@ -62,8 +61,8 @@ def wrap_text(text: str, limit: int = WIDTH) -> str:
 
 @functools.lru_cache(maxsize=8192)
 def wrap_line(line: str, limit: int = WIDTH) -> tuple[str, ...]:
-    """One long line as several, greedy, URLs alone on theirs. Cached: fitting the size
-    budget renders the same reviews several times."""
+    """One long line as several, greedy, URLs alone on theirs. Cached: fitting the budget
+    renders the same reviews several times."""
     if width(line) <= limit:
         return (line,)
     hanging = _HANGING.match(line)
