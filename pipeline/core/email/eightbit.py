@@ -16,16 +16,12 @@ punctuation, whose line-breaking rules a ``<wbr>`` would change.
 
 A text/plain part is never folded (its line breaks are its content). A body that cannot be
 made 8bit data gives None, and the caller encodes it as quoted-printable or base64.
-
-``grow`` counts each occurrence of a key as that many bytes more, so a body folded with its
-personal-link placeholders still fits once the real links replace them.
 """
 
 from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Callable, Mapping
 
 #: RFC 5322 §2.1.1: a line is at most 998 octets before its CRLF.
 MAX_LINE_OCTETS = 998
@@ -51,42 +47,28 @@ def join_points(data: bytes) -> list[int]:
             if places.allowed(m.start(), in_tag_ok=False)]
 
 
-def fold_html(data: bytes, grow: Mapping[bytes, int] | None = None) -> bytes | None:
-    """``data`` (HTML, LF line ends) with every line at most :data:`MAX_LINE_OCTETS` once
-    each key of ``grow`` counts as that many bytes more; None when a line cannot be cut."""
-    grow = {key: extra for key, extra in (grow or {}).items() if extra > 0}
-    growing = {key: [m.start() for m in re.finditer(re.escape(key), data)] for key in grow}
-
-    def size(start: int, end: int) -> int:
-        """The bytes ``data[start:end]`` will weigh, its growing keys grown."""
-        extra = 0
-        for key, where in growing.items():
-            inside = bisect.bisect_right(where, end - len(key)) - bisect.bisect_left(where, start)
-            extra += max(inside, 0) * grow[key]
-        return end - start + extra
-
+def fold_html(data: bytes) -> bytes | None:
+    """``data`` (HTML, LF line ends) with every line at most :data:`MAX_LINE_OCTETS`; None
+    when a line cannot be cut."""
     cuts: list[tuple[int, bool]] = []  # (offset, True: a <wbr> goes in; False: a space goes)
     places: _Places | None = None
     line_start = 0
     for line_end in [*(m.start() for m in re.finditer(rb"\n", data)), len(data)]:
         start, lead = line_start, 0  # lead: the ">" a <wbr> cut puts at the line's start
-        while lead + size(start, line_end) > MAX_LINE_OCTETS:
+        while lead + line_end - start > MAX_LINE_OCTETS:
             places = places or _Places(data)
-            limit = _last_end(start, line_end, size, lead)
+            limit = start + MAX_LINE_OCTETS - lead
             space = places.last_space(start, limit)
             if space is not None:
                 cuts.append((space, False))
                 start, lead = space + 1, 0
                 continue
-            join = places.last_join(start, _last_end(start, line_end, size,
-                                                      lead + len(_WBR_OPEN)))
+            join = places.last_join(start, limit - len(_WBR_OPEN))
             if join is None:
                 return None
             cuts.append((join, True))
             start, lead = join, len(_WBR_CLOSE)
         line_start = line_end + 1
-    if not cuts:
-        return data
     out: list[bytes] = []
     done = 0
     for at, wbr in cuts:
@@ -98,21 +80,6 @@ def fold_html(data: bytes, grow: Mapping[bytes, int] | None = None) -> bytes | N
             done = at + 1
     out.append(data[done:])
     return b"".join(out)
-
-
-def _last_end(start: int, end: int, size: Callable[[int, int], int], extra: int) -> int:
-    """The furthest offset up to ``end`` at which the line from ``start``, ``extra`` bytes
-    more, still fits."""
-    low, high = start, min(end, start + MAX_LINE_OCTETS - extra)
-    if extra + size(start, high) <= MAX_LINE_OCTETS:
-        return high
-    while high - low > 1:  # size grows with the end: the last end that fits, by halves
-        middle = (low + high) // 2
-        if extra + size(start, middle) <= MAX_LINE_OCTETS:
-            low = middle
-        else:
-            high = middle
-    return low
 
 
 _ELEMENT = re.compile(rb"<(pre|textarea|style|script|title)\b[^>]*>.*?(?:</\1\s*>|\Z)",
@@ -186,27 +153,19 @@ def _inside(spans: tuple[list[int], list[int]], at: int) -> bool:
     return index >= 0 and at < ends[index]
 
 
-def eight_bit_body(text: str, *, html: bool, grow: Mapping[str, int] | None = None
-                   ) -> bytes | None:
-    """``text`` as an 8bit part body (UTF-8, CRLF line ends, ending in one), HTML folded
-    (:func:`fold_html`); None when it cannot be 8bit data (a NUL, a bare CR, a line that
-    cannot be made short enough)."""
+def eight_bit_body(text: str, *, html: bool) -> bytes | None:
+    """``text`` as an 8bit part body (UTF-8, CRLF line ends, ending in one), HTML folded;
+    None when it cannot be 8bit data (a NUL, a bare CR, a line that cannot be made short)."""
     data = text.replace("\r\n", "\n").encode("utf-8")
     if b"\x00" in data or b"\r" in data:
         return None
-    grown = {key.encode("utf-8"): extra for key, extra in (grow or {}).items()}
     if html:
-        folded = fold_html(data, grown)
+        folded = fold_html(data)
         if folded is None:
             return None
         data = folded
-    elif _too_long(data, grown):
+    elif any(len(line) > MAX_LINE_OCTETS for line in data.split(b"\n")):
         return None
     if data and not data.endswith(b"\n"):
         data += b"\n"
     return data.replace(b"\n", b"\r\n")
-
-
-def _too_long(data: bytes, grow: Mapping[bytes, int]) -> bool:
-    return any(len(line) + sum(line.count(key) * extra for key, extra in grow.items())
-               > MAX_LINE_OCTETS for line in data.split(b"\n"))

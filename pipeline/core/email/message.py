@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from email import policy
@@ -234,11 +234,11 @@ class _Part:
 
     def encode(self, links: Sequence[str]) -> bytes:
         """The body as sent, ``links[i]`` in place of ``PLACEHOLDERS[i]``."""
+        pairs = list(zip(PLACEHOLDERS, links, strict=True))
         if self.folded is not None and all(len(link.encode()) <= LINK_RESERVE
                                            for link in links):
-            # No fold lies inside a placeholder (none holds a space or an ideograph).
-            return _filled(self.folded, links).encode()
-        return encode_body(_filled(self.body, links), self.encoding, html=self.html)
+            return _replaced(self.folded, pairs).encode()
+        return encode_body(_replaced(self.body, pairs), self.encoding, html=self.html)
 
     @classmethod
     def of(cls, boundary: str, content_type: str, body: str, *, eight_bit: bool = False
@@ -247,23 +247,30 @@ class _Part:
         encoding = choose_encoding(with_reserved_links(body), eight_bit=eight_bit, html=html)
         folded = None
         if encoding == EIGHT_BIT:
-            folded = eight_bit_body(body, html=html, grow={
-                placeholder: LINK_RESERVE - len(placeholder) for placeholder in PLACEHOLDERS})
-            if folded is None:
+            # Folded with each placeholder padded to the reserved length (no fold point in
+            # it), then the placeholders put back: any links up to that length fit.
+            data = eight_bit_body(_replaced(body, _PADDING), html=html)
+            if data is None:
                 # It folds with the links in, not with room left for them (a line with no
                 # fold point between two links): quoted-printable or base64 then.
                 encoding = choose_encoding(with_reserved_links(body), html=html)
+            else:
+                folded = _replaced(data.decode(), [(pad, p) for p, pad in _PADDING])
         head = (f"--{boundary}\r\nContent-Type: {content_type}; charset=\"utf-8\"\r\n"
                 f"Content-Transfer-Encoding: {encoding}\r\n\r\n").encode()
-        return cls(head, body, encoding, html,
-                   None if folded is None else folded.decode())
+        return cls(head, body, encoding, html, folded)
 
 
-def _filled(body: str, links: Sequence[str]) -> str:
-    """``body`` with ``links[i]`` in place of ``PLACEHOLDERS[i]``, one after the other."""
-    for placeholder, link in zip(PLACEHOLDERS, links, strict=True):
-        body = body.replace(placeholder, link)
-    return body
+#: Each placeholder and a stand-in as long as its link may be: no fold point in it, and in
+#: no part otherwise (a placeholder stands only in a slot, at a quote or a line's end).
+_PADDING = [(placeholder, placeholder.ljust(LINK_RESERVE, "%")) for placeholder in PLACEHOLDERS]
+
+
+def _replaced(text: str, pairs: Iterable[tuple[str, str]]) -> str:
+    """``text`` with each pair's first string replaced by its second, one pair after the other."""
+    for old, new in pairs:
+        text = text.replace(old, new)
+    return text
 
 
 class HeaderTooLong(ValueError):
