@@ -1,18 +1,10 @@
 """The web archive in a real browser: headless Chromium (Debian's ``chromium``) via Playwright.
 
-A two-issue archive is built and published by the real command line and served by
-``http.server`` on 127.0.0.1; one browser serves the whole module. The index, an issue page, a
-PR page and an area page are checked at 375 px (a phone, ``is_mobile``) and 1280 px: no console
-or page errors, every request goes to the local server and succeeds, no horizontal overflow on
-the phone, the language switch (plain links, tried with JavaScript off), every link into
-``/issues/`` and the hreflang alternates resolve, the public email carries no placeholder or
-token, and axe-core finds no critical or serious violation (in the light and the dark colour
-scheme); in the dark scheme cards stand out from the page (>= 1.2:1) and dividers stay dark; an
-area's Atom feed fetched over HTTP is read by feedparser with one entry per review of that
-area; every PR, area and issue link of an issue page (and of the PR pages it links to)
-resolves. Screenshots go to ``$TEST_ARTIFACTS/browser/`` (default ``build/test-artifacts/``,
-ignored by git). Chromium is never downloaded: a missing ``chromium`` fails these tests
-(``.ci/run`` installs it).
+A two-issue archive is built and published by the real command line and served on 127.0.0.1;
+its index, an issue page, a PR page and an area page are checked at 375 px and 1280 px, in
+both colour schemes, with axe-core, with JavaScript off and by following their links.
+Screenshots go to ``$TEST_ARTIFACTS/browser/`` (default ``build/test-artifacts/``).
+Chromium is never downloaded: a missing ``chromium`` fails these tests.
 """
 
 from __future__ import annotations

@@ -1,11 +1,7 @@
 """The size budget: the plain search over how many items show in full finds the first plan
 that fits, on the sample and on generated weeks of 1 to 200 items, for every layout and for
-interest variants; shrinking starts from the bottom, so with the tiers right every must-read
-stays in full before a medium or a skim item does; a budget even the titles cannot meet
-folds the tail, and below the frame itself is over the limit.
-
-"The first plan that fits" is checked where it is: the chosen plan fits, and the plan with
-one more item shown does not (rendered here, beside the search).
+interest variants. "The first plan that fits" is checked where it is: the chosen plan fits,
+and the plan with one more item shown does not.
 """
 
 from __future__ import annotations

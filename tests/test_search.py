@@ -1,10 +1,8 @@
-"""The archive's search (pipeline/core/site/search.py, words.py, pipeline/stages/search_index.py):
-the records indexed (one a review), their Chinese cut into words, the bundle as site objects,
-and a real Pagefind run at the end of ``publish``.
+"""The archive's search (pipeline/core/site/search.py, words.py, pipeline/stages/search_index.py).
 
-Pagefind's fragments (one per indexed record: its URL, text and meta) are gzip streams
-behind a ``pagefind_dcd`` signature; :func:`fragments` reads them back, so these tests check
-what a reader's browser will search, not only that files exist.
+:func:`fragments` reads back Pagefind's fragments (gzip streams behind a ``pagefind_dcd``
+signature), so these tests check what a reader's browser will search, not only that files
+exist.
 """
 
 from __future__ import annotations
