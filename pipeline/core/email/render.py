@@ -218,8 +218,7 @@ def environment(override_dirs: Sequence[Path] = ()) -> jinja2.Environment:
         keep_trailing_newline=True,
         finalize=neutralise,
     )
-    env.globals["facts_line"] = facts_line
-    env.globals["counted"] = counted
+    env.globals.update(facts_line=facts_line, counted=counted, body=body)
     env.filters["compact_css"] = compact_css
     # A headline's backticked code as code (a Markup: escaped first, then tagged).
     env.filters["title_html"] = lambda title: Markup(title_html(str(title)))  # noqa: S704
@@ -461,9 +460,9 @@ class Renderer:
 def _plan_context(plan: _Plan, base_url: str) -> dict[str, Any]:
     """What the templates print that depends on which items are shortened or folded."""
     return {
-        "groups": _groups(_marked(plan.full)),
+        "groups": _groups(plan.full),
         "contents": _contents(plan, base_url),
-        "brief": _marked(plan.brief),
+        "brief": plan.brief,
         "folded": plan.folded,
         # A long week's contents is one line per tier, and the titles shortened to fit are
         # listed after the cards: the first card then opens the first screen, not the
@@ -526,33 +525,13 @@ def _fit_problem(name: str, chosen: _Drawn, budget: int, heaviest: _Drawn, over:
     )
 
 
-class _MarkedItem:
-    """An item as templates see it: body HTML marked safe (it left the sanitizer)."""
-
-    def __init__(self, item: Item) -> None:
-        self._item = item
-        self._texts = {lang: _marked_text(item.text(lang)) for lang in ("zh", "en")}
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._item, name)
-
-    def text(self, lang: str) -> Text | None:
-        return self._texts[lang]
+def body(text: Text | None) -> Markup | None:
+    """A text's body HTML as markup: it left ``sanitize.clean_html``, the only way into an
+    Item."""
+    return Markup(text.body_html) if text else None  # noqa: S704
 
 
-def _marked_text(text: Text | None) -> Text | None:
-    if text is None:
-        return None
-    # Safe: body_html is the output of sanitize.clean_html, the only way into an Item.
-    return Text(text.title, Markup(text.body_html), text.body_text, text.source)  # noqa: S704
-
-
-def _marked(items: Sequence[Item]) -> list[_MarkedItem]:
-    """``items`` as templates see them."""
-    return [_MarkedItem(item) for item in items]
-
-
-def _groups(items: Sequence[_MarkedItem]) -> list[dict[str, Any]]:
+def _groups(items: Sequence[Item]) -> list[dict[str, Any]]:
     """Items grouped under their tier, tiers in rank order."""
     return [{"tier": tier.name, "items": members} for tier in TIERS
             if (members := [item for item in items if item.tier == tier.name])]
@@ -568,7 +547,7 @@ class _Entry:
     """One line of the contents: its number, the item, and where its link goes."""
 
     n: int
-    item: _MarkedItem
+    item: Item
     #: ``#pr-<n>`` for an item shown in full (its card carries that id), else its PR page.
     href: str
     #: The item's PR page in the archive: the text part's link, which has no anchors.
@@ -587,12 +566,12 @@ def _contents(plan: _Plan, base_url: str) -> list[dict[str, Any]]:
     full = {item.pr for item in plan.full}
     groups: list[dict[str, Any]] = []
     n = 0
-    for group in _groups(_marked((*plan.full, *plan.brief))):
+    for group in _groups((*plan.full, *plan.brief)):
         entries = []
-        for marked in group["items"]:
+        for item in group["items"]:
             n += 1
-            page = pr_page(base_url, marked.pr)
-            entries.append(_Entry(n, marked, f"#pr-{marked.pr}" if marked.pr in full else page,
+            page = pr_page(base_url, item.pr)
+            entries.append(_Entry(n, item, f"#pr-{item.pr}" if item.pr in full else page,
                                   page))
         groups.append({"tier": group["tier"], "entries": entries,
                        "carded": any(entry.href.startswith("#") for entry in entries)})

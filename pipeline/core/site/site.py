@@ -41,7 +41,7 @@ from pipeline.core.site import site_pages
 from pipeline.core.site.site_pages import AreaPage, PrPage, url_of
 from pipeline.core.site.site_pages import IssueView as IssueView  # re-exported: preview uses it
 from pipeline.errors import RenderError
-from pipeline.model import LANG_TAGS, Issue, SiteObject, Text
+from pipeline.model import LANG_TAGS, Issue, SiteObject
 
 HTML = "text/html; charset=utf-8"
 ATOM = "application/atom+xml; charset=utf-8"
@@ -70,11 +70,6 @@ def identifiers(body_html: str) -> list[Markup]:
     return [Markup(code) for code in seen if code]  # noqa: S704 (sanitized markup's text)
 
 
-def body(text: Text | None) -> Markup | None:
-    """A text's body HTML, which left core/issue/sanitize.py before it entered issue.json."""
-    return Markup(text.body_html) if text else None  # noqa: S704
-
-
 class Site:
     """Renders the site's pages with the shared template environment."""
 
@@ -91,7 +86,7 @@ class Site:
         self.env.globals.update(
             footer=footer or Footer(),
             s=strings(), lang_tag=LANG_TAGS, tier_label=tier_label,
-            identifiers=identifiers, body=body, base_url=self.base_url, root=self.root,
+            identifiers=identifiers, base_url=self.base_url, root=self.root,
             app_url=self.app_url, tiers=TIER_BY_NAME, card_url=url_of(self.base_url, CARD_KEY),
             pr_url=lambda pr: url_of(self.root, site_pages.pr_key(pr)),
             area_url=lambda name: url_of(self.root, site_pages.area_key(area_slug(name))),
