@@ -141,27 +141,24 @@ _RESULT = re.compile(r"^\s*([a-z0-9_.-]+)\s*=\s*([a-z]+)", re.I)
 
 def _failed_check(headers: _Headers) -> str | None:
     """The reason to ignore the mail, per :func:`classify`'s rule, or None."""
-    if _verdict(headers.top("x-ses-virus-verdict")) == "FAIL":
+    if _first_word(headers.top("x-ses-virus-verdict")) == "fail":
         return "virus"
-    if _verdict(headers.top("x-ses-spam-verdict")) == "FAIL":
+    if _first_word(headers.top("x-ses-spam-verdict")) == "fail":
         return "spam"
     results = _authentication_results(headers.top("authentication-results"))
     if "fail" in results.get("dmarc", ()):
         return "dmarc-fail"
-    spf_results = results.get("spf") or [_received_spf(headers.top("received-spf"))]
-    spf = spf_results[0]
+    # Received-SPF: ``pass (spfCheck: …) client-ip=…``
+    spf = (results.get("spf") or [_first_word(headers.top("received-spf")).rstrip(";")])[0]
     dkim = results.get("dkim", [])
-    spf_failed = spf in _SPF_FAILED
-    dkim_failed = "fail" in dkim
-    passed = spf == "pass" or "pass" in dkim
-    if (spf_failed or dkim_failed) and not passed:
-        return "spf-fail" if spf_failed else "dkim-fail"
+    if (spf in _SPF_FAILED or "fail" in dkim) and not (spf == "pass" or "pass" in dkim):
+        return "spf-fail" if spf in _SPF_FAILED else "dkim-fail"
     return None
 
 
-def _verdict(value: str | None) -> str:
+def _first_word(value: str | None) -> str:
     words = (value or "").split()
-    return words[0].upper() if words else ""
+    return words[0].lower() if words else ""
 
 
 def _authentication_results(value: str | None) -> dict[str, list[str]]:
@@ -179,12 +176,6 @@ def _authentication_results(value: str | None) -> dict[str, list[str]]:
         if match and match.group(1).lower() in ("spf", "dkim", "dmarc"):
             results.setdefault(match.group(1).lower(), []).append(match.group(2).lower())
     return results
-
-
-def _received_spf(value: str | None) -> str:
-    """``pass (spfCheck: …) client-ip=…`` → ``pass``."""
-    words = (value or "").split()
-    return words[0].lower().rstrip(";") if words else ""
 
 
 # -- unsubscribe
