@@ -485,24 +485,6 @@ def test_an_archive_with_the_one_bundle_of_before_moves_to_yearly_bundles(settin
 
 
 @pytest.mark.subprocess
-def test_the_archives_pages_are_not_indexed_beside_the_records(settings, built, tmp_path):
-    root = tmp_path / "site"
-    publish(built, LocalArchive(root), Site(settings.site))
-    assert (root / f"pr/{built.issue.items[0].pr}/index.html").is_file()
-    assert sorted(fragments(root)) == sorted(f"/{key}" for key in record_keys(built.issue))
-
-
-@pytest.mark.subprocess
-def test_a_second_publish_of_the_same_archive_writes_no_search_file(settings, built, tmp_path):
-    archive = LocalArchive(tmp_path / "site")
-    first = publish(built, archive, Site(settings.site))
-    search_keys = [key for key in first.written if key.startswith("search/")]
-    assert len(search_keys) >= 8
-    again = publish(built, LocalArchive(tmp_path / "site"), Site(settings.site))
-    assert again.written == []
-
-
-@pytest.mark.subprocess
 def test_hostile_reviews_are_indexed_as_text(settings, tmp_path):
     hostile = ("<script>window.pwned=1</script><img src=x onerror=alert(1)> 毒药评审 "
                "%%unsubscribe_url%% \u202eevil\u202c " + "长" * 500 + " " + "x" * 500)
