@@ -118,8 +118,7 @@ class Messages:
         try:  # List-Unsubscribe first: of the app URL's headers, it needs the most room
             # Any id: every token has one length (and must fit the mailto's local part).
             self._unsubscribe_header(self.links("0" * 24))
-            self._static = {layout: self._static_headers(layout, test=False)
-                            for layout in LAYOUTS}
+            self._static = {layout: self._static_headers(layout) for layout in LAYOUTS}
         except HeaderTooLong as exc:
             raise exc.config_error() or exc from None
         refuse_stray_placeholders(built)
@@ -135,13 +134,11 @@ class Messages:
         self._opening = (f'Content-Type: multipart/alternative; boundary="{self.boundary}"'
                          f"\r\n\r\n").encode()
         self._closing = f"--{self.boundary}--\r\n".encode()
-        #: The layout of every rendering: each layout its own, each variant its layout's
-        #: (worked out once: a variant's key is a hash of its areas).
-        self._layout_of = {layout: layout for layout in LAYOUTS}
-        self._layout_of.update((v.key, v.variant.layout) for v in built.variants)
+        #: The layout of every rendering: each layout its own, each variant its layout's.
+        self._layout_of = {**{layout: layout for layout in LAYOUTS},
+                           **{v.key: v.variant.layout for v in built.variants}}
         # A test copy's subject names what it is: the layout, or the variant's key.
-        self._static_test = {key: self._static_headers(self._layout_of[key], test=True,
-                                                       label=key)
+        self._static_test = {key: self._static_headers(self._layout_of[key], test=key)
                              for key in built.keys}
 
     @property
@@ -161,10 +158,11 @@ class Messages:
             unsubscribe_mailto=mailto,
         )
 
-    def _static_headers(self, layout: str, *, test: bool, label: str = "") -> bytes:
+    def _static_headers(self, layout: str, *, test: str = "") -> bytes:
+        """The headers every copy of ``layout`` carries; ``test``: a test copy's label."""
         subject = self.built.issue.subject[layout]
         if test:
-            subject = f"[TEST {label or layout}] {subject}"
+            subject = f"[TEST {test}] {subject}"
         headers: list[tuple[str, object]] = [("From", self.sender)]
         if self.reply_to:
             headers.append(("Reply-To", self.reply_to))

@@ -318,15 +318,10 @@ class Renderer:
     def render(self, issue: Issue, base_url: str, budget: Budget, footer: Footer | None = None
                ) -> tuple[dict[str, RenderedLayout], list[Problem]]:
         """Every layout of ``issue`` within the budget, and what fitting it cost."""
-        rendered: dict[str, RenderedLayout] = {}
-        problems: list[Problem] = []
-        for layout in LAYOUTS:
-            result, problem = self.render_variant(issue, Variant(layout), base_url, budget,
-                                                  footer)
-            rendered[layout] = result
-            if problem:
-                problems.append(problem)
-        return rendered, problems
+        fitted = {layout: self.render_variant(issue, Variant(layout), base_url, budget, footer)
+                  for layout in LAYOUTS}
+        return ({layout: result for layout, (result, _) in fitted.items()},
+                [problem for _, problem in fitted.values() if problem])
 
     def render_variant(self, issue: Issue, variant: Variant, base_url: str, budget: Budget,
                        footer: Footer | None = None) -> tuple[RenderedLayout, Problem | None]:
