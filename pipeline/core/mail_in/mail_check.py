@@ -121,10 +121,6 @@ def _every(message: Message, name: str) -> list[str]:
             if key.strip().lower() == name.lower()]
 
 
-def _count(message: Message, name: str) -> int:
-    return len(_every(message, name))
-
-
 def _from_domain(message: Message) -> str:
     addresses = [addr for _, addr in getaddresses(_every(message, "From")) if "@" in addr]
     if not addresses:
@@ -247,7 +243,7 @@ def _coverage(names: list[str], message: Message) -> list[Check]:
         covers = Check("dkim-covers", True, "h= covers List-Unsubscribe and "
                        "List-Unsubscribe-Post")
     loose = [header for header in _COVERED
-             if names.count(header.lower()) <= _count(message, header)]
+             if names.count(header.lower()) <= len(_every(message, header))]
     if not loose:
         over = Check("dkim-oversigned", True, "h= oversigns both (named once more than they "
                      "occur): nobody can add another")
