@@ -371,7 +371,7 @@ class Renderer:
         """``plan`` rendered, both parts, and weighed as sent."""
         context = {**common, **_plan_context(plan, base_url)}
         html = self._html_of(context)
-        text = wrap_text(self._text_of(context))
+        text = self._text_of(context)
         return _Drawn(plan, html, text, (budget.weigh(html, html=True), budget.weigh(text)))
 
     # -- templates ---------------------------------------------------------------------
@@ -415,6 +415,10 @@ class Renderer:
             "for_you": lambda item: for_you(item, interests),
             "areas_first": {lang: s[lang]["areas_first"].format(
                 areas=_AREA_SEPARATOR[lang].join(variant.areas)) for lang in langs},
+            # The text part's one-line forms of the words.
+            "brand_line": " · ".join(s[lang]["brand"] for lang in langs),
+            "view_online": " / ".join(s[lang]["view_online"] for lang in langs),
+            "for_you_line": " / ".join(s[lang]["for_you"] for lang in langs),
         }
 
     def _html(self, issue: Issue, variant: Variant, base_url: str, plan: _Plan,
@@ -425,13 +429,10 @@ class Renderer:
     def _text(self, issue: Issue, variant: Variant, base_url: str, plan: _Plan,
               footer: Footer) -> str:
         """The text part of ``plan``, wrapped."""
-        return wrap_text(self._text_of(self._context(issue, variant, base_url, plan, footer)))
+        return self._text_of(self._context(issue, variant, base_url, plan, footer))
 
     def _html_of(self, context: dict[str, Any]) -> str:
-        try:
-            source = self.html_template.render(context)
-        except jinja2.TemplateError as exc:
-            raise RenderError(self.html_template.name or "email", str(exc)) from None
+        source = _filled_in(self.html_template, context)
         try:
             return mjml2html(source, fonts={})
         except ValueError as exc:
@@ -439,17 +440,15 @@ class Renderer:
                               f"MJML does not compile: {exc}") from None
 
     def _text_of(self, context: dict[str, Any]) -> str:
-        """The text part, not yet wrapped."""
-        langs = context["langs"]
-        context = dict(context,
-            brand_line=" · ".join(strings()[lang]["brand"] for lang in langs),
-            view_online=" / ".join(strings()[lang]["view_online"] for lang in langs),
-            for_you_line=" / ".join(strings()[lang]["for_you"] for lang in langs),
-        )
-        try:
-            return self.text_template.render(context)
-        except jinja2.TemplateError as exc:
-            raise RenderError(self.text_template.name or "text", str(exc)) from None
+        """The text part, wrapped."""
+        return wrap_text(_filled_in(self.text_template, context))
+
+
+def _filled_in(template: jinja2.Template, context: dict[str, Any]) -> str:
+    try:
+        return template.render(context)
+    except jinja2.TemplateError as exc:
+        raise RenderError(template.name or "email", str(exc)) from None
 
 
 def _plan_context(plan: _Plan, base_url: str) -> dict[str, Any]:
