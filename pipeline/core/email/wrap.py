@@ -35,12 +35,7 @@ def width(text: str) -> int:
     """Display columns: two for a wide (CJK) character, none for a combining mark."""
     if text.isascii():
         return len(text)
-    total = 0
-    for char in text:
-        if unicodedata.combining(char):
-            continue
-        total += 2 if unicodedata.east_asian_width(char) in "WF" else 1
-    return total
+    return sum(2 if _wide(char) else 1 for char in text if not unicodedata.combining(char))
 
 
 #: A unit's columns, remembered: a week's text repeats the same few thousand words.

@@ -38,7 +38,7 @@ from pipeline.core.issue.interests import area_slug
 from pipeline.core.issue.rank import TIER_BY_NAME
 from pipeline.core.shipped import templates_dir
 from pipeline.core.site import site_pages
-from pipeline.core.site.site_pages import AreaPage, PrPage, url_of
+from pipeline.core.site.site_pages import AreaPage, url_of
 from pipeline.core.site.site_pages import IssueView as IssueView  # re-exported: preview uses it
 from pipeline.errors import RenderError
 from pipeline.model import LANG_TAGS, Issue, SiteObject
@@ -137,7 +137,8 @@ class Site:
         updated = views[0].published if views else None
         seen = site_pages.appearances(views)
         prs, areas = site_pages.pr_pages(seen), site_pages.area_pages(seen)
-        objects = [self._pr_object(page) for page in prs]
+        objects = [SiteObject(page.key, self._render("web/pr.html.j2", page=page), HTML,
+                              SHORT_CACHE) for page in prs]
         for area in areas:
             objects += self._area_objects(area)
         objects += [
@@ -156,9 +157,6 @@ class Site:
             SiteObject("404.html", self._render("web/404.html.j2"), HTML, SHORT_CACHE),
         ]
         return objects
-
-    def _pr_object(self, page: PrPage) -> SiteObject:
-        return SiteObject(page.key, self._render("web/pr.html.j2", page=page), HTML, SHORT_CACHE)
 
     def _area_objects(self, area: AreaPage) -> list[SiteObject]:
         feed = area.feed_reviews
