@@ -50,10 +50,7 @@ def _segmenter() -> Any:
 
 def segmenter_version() -> str:
     """The segmenter and its version: a new dictionary indexes every year again."""
-    try:
-        return f"rjieba {metadata.version('rjieba')}"
-    except metadata.PackageNotFoundError:
-        return "rjieba unknown"
+    return f"rjieba {metadata.version('rjieba')}"
 
 
 def cut(run: str) -> list[str]:
