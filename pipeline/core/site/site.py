@@ -215,8 +215,8 @@ def public_email(email_html: str, site: Site, page_url: str = "") -> bytes:
     return html.encode("utf-8")
 
 
-#: A personal link of the footer with the `` · `` on either side of it (the line breaks of
-#: the 8bit folding included): removed, it leaves its neighbours joined by one.
+#: A personal link of the footer with the `` · `` (and white space) on either side of it:
+#: removed, it leaves its neighbours joined by one.
 _PERSONAL_LINK = re.compile(
     r"(\s*·\s*)?<a\b[^>]*\bhref=\"(?:"
     + "|".join(re.escape(p) for p in (UNSUBSCRIBE_PLACEHOLDER, PREFERENCES_PLACEHOLDER))
