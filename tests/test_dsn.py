@@ -333,15 +333,6 @@ def test_a_delayed_or_forged_dsn_changes_nothing(settings, built, reader):
                                                                       "forged.eml"]
 
 
-def test_the_summary_names_nobody(settings, built, reader):
-    raw = dsn("postfix-user-unknown", sent_message(settings, built, reader))
-    drop(settings, {"dsn.eml": raw})
-    summary = run(settings).summary()
-    token = classify(raw).token
-    assert token and token not in summary
-    assert "@" not in summary
-
-
 def test_inbox_process_applies_a_dsn_end_to_end(settings, built, reader, tmp_path):
     folder = drop(settings, {"bounce.eml": dsn("postfix-user-unknown",
                                                sent_message(settings, built, reader))})
