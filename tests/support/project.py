@@ -4,6 +4,12 @@ week, and the real review text kept with the tests (so the suite runs from any c
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pipeline.config import Settings
+    from pipeline.core.assemble import Assembled
+    from pipeline.core.email.render import Renderer
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE_FEED = ROOT / "examples" / "sample-feed.atom"
@@ -26,7 +32,8 @@ def seed_reviews() -> list[tuple[str, str]]:
     return pairs
 
 
-def assembled(settings, feed: bytes | None = None, renderer=None):
+def assembled(settings: Settings, feed: bytes | None = None,
+              renderer: Renderer | None = None) -> Assembled:
     """The sample week (or ``feed``) as ``build`` assembles it, nothing written: ``(issue,
     data, artifacts, rendered)``."""
     from pipeline.core.assemble import assemble
