@@ -33,6 +33,7 @@ from datetime import datetime
 from email import policy
 from email.headerregistry import Address
 from email.utils import format_datetime, getaddresses
+from typing import AnyStr
 from urllib.parse import quote
 
 from pipeline.config import DeliverySettings, SiteSettings
@@ -228,14 +229,14 @@ class _Part:
     encoding: str
     html: bool
     #: An 8bit body folded once with room for links of the reserved length; else None.
-    folded: str | None = None
+    folded: bytes | None = None
 
     def encode(self, links: Sequence[str]) -> bytes:
         """The body as sent, ``links[i]`` in place of ``PLACEHOLDERS[i]``."""
         pairs = list(zip(PLACEHOLDERS, links, strict=True))
         if self.folded is not None and all(len(link.encode()) <= LINK_RESERVE
                                            for link in links):
-            return _replaced(self.folded, pairs).encode()
+            return _replaced(self.folded, [(p.encode(), link.encode()) for p, link in pairs])
         return encode_body(_replaced(self.body, pairs), self.encoding, html=self.html)
 
     @classmethod
@@ -253,7 +254,7 @@ class _Part:
                 # fold point between two links): quoted-printable or base64 then.
                 encoding = choose_encoding(with_reserved_links(body), html=html)
             else:
-                folded = _replaced(data.decode(), [(pad, p) for p, pad in _PADDING])
+                folded = _replaced(data, [(pad.encode(), p.encode()) for p, pad in _PADDING])
         head = (f"--{boundary}\r\nContent-Type: {content_type}; charset=\"utf-8\"\r\n"
                 f"Content-Transfer-Encoding: {encoding}\r\n\r\n").encode()
         return cls(head, body, encoding, html, folded)
@@ -264,7 +265,7 @@ class _Part:
 _PADDING = [(placeholder, placeholder.ljust(LINK_RESERVE, "%")) for placeholder in PLACEHOLDERS]
 
 
-def _replaced(text: str, pairs: Iterable[tuple[str, str]]) -> str:
+def _replaced(text: AnyStr, pairs: Iterable[tuple[AnyStr, AnyStr]]) -> AnyStr:
     """``text`` with each pair's first string replaced by its second, one pair after the other."""
     for old, new in pairs:
         text = text.replace(old, new)
