@@ -1,9 +1,5 @@
-"""Compiled templates live in this process's memory only (issue 39).
-
-Loading a compiled template runs its code: a cache of them on disk was code loaded from a
-folder another local user could swap under us (a symlink above ``$XDG_CACHE_HOME``), so no
-command reads or writes compiled templates anywhere. Within one process the environments
-still share what they compiled, and an edited template is compiled again.
+"""Compiled templates live in this process's memory only (issue 39): loading one runs its code,
+and a cache on disk was code loaded from a folder another local user could swap under us.
 """
 
 from __future__ import annotations
@@ -18,8 +14,6 @@ import jinja2
 import pytest
 from support.commands import clean_env
 from support.project import SAMPLE_FEED, SAMPLE_WEEK
-
-from pipeline.core.email import render
 
 #: Run as ``python -c``: an audit hook records every file operation under the folders given
 #: first, then the command runs; what was touched is printed as JSON at the end.
@@ -79,30 +73,3 @@ def test_a_build_reads_and_writes_no_compiled_template_on_disk(tmp_path):
     assert touched == []
     assert {folder: tree(folder) for folder in before} == before
     assert not ran.exists()
-
-
-def _compiles(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The names of the templates Jinja compiles from now on."""
-    names: list[str] = []
-    real = jinja2.Environment.compile
-
-    def counted(self, source, name=None, filename=None, raw=False, defer_init=False):
-        names.append(name)
-        return real(self, source, name, filename, raw, defer_init)
-
-    monkeypatch.setattr(jinja2.Environment, "compile", counted)
-    return names
-
-
-def test_environments_of_one_process_share_what_they_compiled(tmp_path, monkeypatch):
-    folder = tmp_path / "templates"
-    folder.mkdir()
-    (folder / "t.html.j2").write_text("one {{ x }}\n", encoding="utf-8")
-    compiled = _compiles(monkeypatch)
-    for _ in range(2):
-        out = render.environment([folder]).get_template("t.html.j2").render(x="<b>")
-        assert out == "one &lt;b&gt;\n"
-    assert compiled.count("t.html.j2") == 1
-    (folder / "t.html.j2").write_text("two {{ x }}\n", encoding="utf-8")  # edited
-    assert render.environment([folder]).get_template("t.html.j2").render(x=1) == "two 1\n"
-    assert compiled.count("t.html.j2") == 2

@@ -67,7 +67,6 @@ def test_a_run_with_no_fold_point_cannot_be_8bit():
     paragraph = "<p>" + "x" * 1200 + "</p>"  # 1,207 octets: no space, no ideograph
     assert fold_html(paragraph.encode()) is None
     assert eight_bit_body(paragraph, html=True) is None
-    assert not mime.can_be_8bit(paragraph, html=True)
     # The part then goes as it did: quoted-printable or base64, whichever is smaller.
     assert mime.choose_encoding(paragraph, eight_bit=True, html=True) != mime.EIGHT_BIT
     in_pre = "<pre>" + "张量" * 300 + "</pre>"  # white space kept: not even a <wbr> there
@@ -88,14 +87,17 @@ def test_a_chinese_paragraph_without_spaces_is_cut_between_ideographs_by_a_wbr()
     assert join_points("，。".encode() + "张量".encode()) == [len("，。".encode()) + 3]
 
 
-def test_grown_text_is_counted_at_its_grown_size():
-    placeholder = "%%unsubscribe_url%%"
-    line = f'<p><a href="{placeholder}">x</a> ' + "y " * 450 + "</p>"  # ~940 octets
-    assert fold_html(line.encode()) == line.encode()
-    grown = fold_html(line.encode(), {placeholder.encode(): 256 - len(placeholder)})
-    assert grown is not None and grown != line.encode()
-    filled = grown.replace(placeholder.encode(), b"h" * 256)
-    assert max(len(part) for part in lines(filled)) <= MAX_LINE_OCTETS
+def test_an_8bit_part_folds_with_room_for_links_of_the_reserved_length():
+    from pipeline.core.email.message import _Part
+    from pipeline.core.email.render import LINK_RESERVE
+
+    line = '<p><a href="%%unsubscribe_url%%">x</a> ' + "y " * 450 + "</p>"  # ~940 octets
+    assert fold_html(line.encode()) == line.encode()  # it fits as it is
+    part = _Part.of("b", "text/html", line, eight_bit=True)
+    assert part.encoding == mime.EIGHT_BIT
+    filled = part.encode(["h" * LINK_RESERVE, "p"])
+    assert max(len(line) for line in filled.split(b"\r\n")) <= MAX_LINE_OCTETS
+    assert b'href="' + b"h" * LINK_RESERVE + b'"' in filled
 
 
 def test_a_body_with_nul_or_a_bare_cr_or_a_long_plain_line_is_not_8bit():
@@ -165,7 +167,8 @@ def test_a_part_that_folds_with_its_links_folds_with_room_made_for_them(tmp_path
     from support.project import SAMPLE_FEED, SAMPLE_WEEK
 
     from pipeline.config import load
-    from pipeline.core.email.render import LINK_RESERVE, PLACEHOLDERS, with_reserved_links
+    from pipeline.core.email.message import _Part
+    from pipeline.core.email.render import with_reserved_links
     from pipeline.stages.build import build
     from pipeline.stages.built import load_built
 
@@ -173,9 +176,8 @@ def test_a_part_that_folds_with_its_links_folds_with_room_made_for_them(tmp_path
         f'[feed]\nurls = ["{SAMPLE_FEED}"]\n[delivery]\n{footer}', encoding="utf-8")
     settings = load(tmp_path / "newsletter.toml", {})
     built = load_built(build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "i").out_dir)
-    room = {p: LINK_RESERVE - len(p) for p in PLACEHOLDERS}
     for key in built.keys:
-        for body, html in ((built.html(key), True), (built.text(key), False)):
-            reserved = eight_bit_body(with_reserved_links(body), html=html)
+        for body, kind in ((built.html(key), "text/html"), (built.text(key), "text/plain")):
+            reserved = eight_bit_body(with_reserved_links(body), html=kind == "text/html")
             assert reserved is not None, key  # the sample goes 8bit in every layout
-            assert eight_bit_body(body, html=html, grow=room) is not None, key
+            assert _Part.of("b", kind, body, eight_bit=True).folded is not None, key

@@ -1,15 +1,9 @@
 """The email as a reader's mail app shows it: headless Chromium (Debian's ``chromium``).
 
-The sample issue (No. 1, as ``make run`` numbers a fresh archive's first) is rendered by the
-real renderer in its plain zh-en layout and as an interest variant, written to files and
-opened from disk, as a desktop mail app or a browser's "view online" would. Checked: every
-contents link brings its card into view (``:target``); the dark colour scheme keeps cards
-apart from the page (WCAG contrast >= 1.2:1), its zh/en divider dark and the masthead
-readable; at 375 px neither brand of the masthead breaks inside itself, no footer link or
-area tag breaks inside itself (as written and folded for 8bit), nothing overflows and each
-contents entry stays at two lines; the "for you" mark reads in both schemes; the email asks
-for nothing from the network; axe-core finds no critical or serious violation, light or
-dark. Screenshots go to ``$TEST_ARTIFACTS/email/`` (default ``build/test-artifacts/``).
+The sample issue is rendered in its zh-en layout and as an interest variant, written to files
+and opened from disk, as a desktop mail app or "view online" would: its links, both colour
+schemes, a phone's width, its 8bit folding and axe-core. Screenshots go to
+``$TEST_ARTIFACTS/email/`` (default ``build/test-artifacts/``).
 """
 
 from __future__ import annotations
@@ -24,16 +18,11 @@ import pytest
 from axe_playwright_python.sync_playwright import Axe  # type: ignore[import-untyped]
 from playwright.sync_api import Browser, Page
 from support.chromium import artifacts_dir
-from support.project import SAMPLE_FEED
+from support.project import assembled
 
-from pipeline.core.assemble import assemble
 from pipeline.core.email.render import Budget, Renderer
-from pipeline.core.issue.collect import parse_feed
 from pipeline.core.issue.interests import Variant
-from pipeline.stages.build import rank_week, terms
-from pipeline.week import parse_week
 
-WEEK = parse_week("2026-W48", "Asia/Shanghai")
 SERIOUS = ("critical", "serious")
 Scheme = Literal["light", "dark"]
 #: The reader of the variant follows this area (two of the sample's eight items).
@@ -49,11 +38,8 @@ def emails(tmp_path_factory) -> dict[str, Path]:
     from pipeline.config import load
 
     folder = tmp_path_factory.mktemp("email-browser")
-    config = folder / "newsletter.toml"
-    config.write_text("", encoding="utf-8")
-    settings = load(config, {})
-    result = parse_feed(SAMPLE_FEED.read_bytes(), "sample", settings.feed.repo)
-    issue, *_ = assemble(terms(settings), WEEK, rank_week(settings, WEEK, [result]))
+    settings = load(None, {}, cwd=folder)
+    issue, *_ = assembled(settings)
     issue = replace(issue, number=1)
     renderer = Renderer()
     files = {}
@@ -195,11 +181,8 @@ def test_at_375_px_no_footer_link_or_area_tag_breaks_inside_itself(browser, tmp_
     from pipeline.core.email.eightbit import fold_html
     from pipeline.core.email.render import strings
 
-    config = tmp_path / "newsletter.toml"
-    config.write_text("", encoding="utf-8")
-    settings = load(config, {})
-    result = parse_feed(SAMPLE_FEED.read_bytes(), "sample", settings.feed.repo)
-    issue, *_ = assemble(terms(settings), WEEK, rank_week(settings, WEEK, [result]))
+    settings = load(None, {}, cwd=tmp_path)
+    issue, *_ = assembled(settings)
     # Hyphenated tags enough to fill a phone's line more than once, wherever it ends.
     tagged = replace(issue.items[0], areas=tuple(sorted(LONG_TAGS)))
     issue = replace(issue, items=(tagged, *issue.items[1:]))
@@ -326,8 +309,7 @@ def fifty_review_week(folder: Path):
                       title=f"Scheduler change {i}: finer locks in `block_pool.py`",
                       body="Worth a look. " + "The review weighs trade-offs and tests. " * 10,
                       published="2026-11-24T12:00:00+08:00") for i in range(len(tiers))]
-    result = parse_feed(atom(entries), "long week", settings.feed.repo)
-    issue, *_ = assemble(terms(settings), WEEK, rank_week(settings, WEEK, [result]))
+    issue, *_ = assembled(settings, atom(entries))
     rendered, _ = Renderer().render_variant(issue, Variant("zh-en"), settings.site.base_url,
                                             Budget(90))
     path = folder / "email-fifty.html"

@@ -13,17 +13,12 @@ from __future__ import annotations
 import re
 
 import pytest
-from support.project import SAMPLE_FEED
+from support.project import assembled
 
-from pipeline.core.assemble import assemble
 from pipeline.core.email.render import Footer, Renderer, _Plan
-from pipeline.core.issue.collect import parse_feed
 from pipeline.core.issue.interests import Variant
 from pipeline.model import LANG_TAGS, LAYOUTS, layout_langs
-from pipeline.stages.build import rank_week, terms
-from pipeline.week import parse_week
 
-WEEK = parse_week("2026-W48", "Asia/Shanghai")
 #: Issue 17's targets per full bilingual item: HTML bytes, and markup against the text.
 MAX_ITEM_BYTES = 3_500
 MAX_MARKUP_RATIO = 0.6
@@ -34,11 +29,8 @@ _CARD = re.compile(r'<table class="card"[^>]*>(.*?)</td></tr></table>', re.S)
 def sample(tmp_path_factory):
     from pipeline.config import load
 
-    config = tmp_path_factory.mktemp("cfg") / "newsletter.toml"
-    config.write_text("", encoding="utf-8")
-    settings = load(config, {})
-    result = parse_feed(SAMPLE_FEED.read_bytes(), "sample", settings.feed.repo)
-    issue, *_, rendered = assemble(terms(settings), WEEK, rank_week(settings, WEEK, [result]))
+    settings = load(None, {}, cwd=tmp_path_factory.mktemp("cfg"))
+    issue, *_, rendered = assembled(settings)
     return settings, issue, rendered
 
 

@@ -1,11 +1,7 @@
 """The size budget: the plain search over how many items show in full finds the first plan
 that fits, on the sample and on generated weeks of 1 to 200 items, for every layout and for
-interest variants; shrinking starts from the bottom, so with the tiers right every must-read
-stays in full before a medium or a skim item does; a budget even the titles cannot meet
-folds the tail, and below the frame itself is over the limit.
-
-"The first plan that fits" is checked where it is: the chosen plan fits, and the plan with
-one more item shown does not (rendered here, beside the search).
+interest variants. "The first plan that fits" is checked where it is: the chosen plan fits,
+and the plan with one more item shown does not.
 """
 
 from __future__ import annotations
@@ -15,33 +11,22 @@ from dataclasses import replace
 
 import pytest
 from support.feeds import Entry, atom
-from support.project import SAMPLE_FEED
+from support.project import assembled
 
 from pipeline.core.email.mime import sent_size
 from pipeline.core.email.render import Budget, Footer, Renderer, _Plan, with_reserved_links
-from pipeline.core.issue.collect import parse_feed
 from pipeline.core.issue.interests import Variant, interests_first
 from pipeline.core.issue.rank import TIERS
 from pipeline.model import LAYOUTS, Issue, Text
-from pipeline.stages.build import rank_week
-from pipeline.week import parse_week
 
-WEEK = parse_week("2026-W48", "Asia/Shanghai")
 BASE = "https://vllm-weekly.example/archive"
 
 
 @pytest.fixture(scope="module")
 def sample_issue(tmp_path_factory) -> Issue:
     from pipeline.config import load
-    from pipeline.core.assemble import assemble
-    from pipeline.stages.build import terms
 
-    config = tmp_path_factory.mktemp("cfg") / "newsletter.toml"
-    config.write_text("", encoding="utf-8")
-    settings = load(config, {})
-    result = parse_feed(SAMPLE_FEED.read_bytes(), "sample", settings.feed.repo)
-    issue, *_ = assemble(terms(settings), WEEK, rank_week(settings, WEEK, [result]))
-    return issue
+    return assembled(load(None, {}, cwd=tmp_path_factory.mktemp("cfg")))[0]
 
 
 def week_of(sample: Issue, count: int, seed: int = 0) -> Issue:
@@ -149,8 +134,6 @@ def test_with_the_tiers_right_every_must_read_stays_in_full_before_any_other(set
     """A week of 50 reviews whose tiers are given (``priority:`` categories), with both
     languages: shortening starts at the bottom, so no must-read is a title while a medium
     or a skim item keeps its card."""
-    from pipeline.core.assemble import assemble
-    from pipeline.stages.build import terms
 
     tiers = ["must-read"] * 22 + ["medium"] * 10 + ["skim"] * 18
     body = ("值得一读。" + "这是评审正文，讨论设计取舍与测试手法。" * 30)
@@ -160,8 +143,7 @@ def test_with_the_tiers_right_every_must_read_stays_in_full_before_any_other(set
     entries += [Entry(pr=50000 + i, lang="en", id=f"en-{i}", title=f"Title of PR {i}",
                       body="Worth a look. " + "The review discusses trade-offs. " * 25,
                       published="2026-11-24T12:00:00+08:00") for i in range(len(tiers))]
-    result = parse_feed(atom(entries), "week", settings.feed.repo)
-    issue, _, _, rendered = assemble(terms(settings), WEEK, rank_week(settings, WEEK, [result]))
+    issue, _, _, rendered = assembled(settings, atom(entries))
     tier_of = {item.pr: item.tier for item in issue.items}
     assert rendered["zh-en"].brief and rendered["en-zh"].brief  # both languages: too long
     for layout, done in rendered.items():

@@ -152,13 +152,6 @@ def test_a_subject_with_a_line_break_never_reaches_the_wire(settings, built):
         Messages(built, settings.site, settings.delivery, KEYS)
 
 
-def test_html_part_stays_within_the_budget_with_real_links(settings, built):
-    messages = Messages(built, settings.site, settings.delivery, KEYS)
-    for layout in LAYOUTS:
-        html = parts(parse(messages.build("r@example.org", SID, layout, NOW).raw))["text/html"]
-        assert len(html.encode()) <= settings.issue.size_budget_kb * 1000
-
-
 #: What List-Unsubscribe puts around the app URL on its first line: the name, "<", the path
 #: and query before the token, the 56-character token, ">" (plus "," before a mailto:).
 AROUND_APP_URL = len("List-Unsubscribe: <") + len("/unsubscribe?token=") + 56 + len(">")

@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from markupsafe import escape
 from support.feeds import Entry, atom
-from support.project import SAMPLE_FEED
+from support.project import assembled
 
 from pipeline.core.assemble import assemble
 from pipeline.core.email.render import (
@@ -50,13 +50,8 @@ class Page(HTMLParser):
 def sample(tmp_path_factory):
     from pipeline.config import load
 
-    config = tmp_path_factory.mktemp("cfg") / "newsletter.toml"
-    config.write_text("", encoding="utf-8")
-    settings = load(config, {})
-    result = parse_feed(SAMPLE_FEED.read_bytes(), "sample", settings.feed.repo)
-    ranked = rank_week(settings, WEEK, [result])
-    issue, data, artifacts, rendered = assemble(terms(settings), WEEK, ranked)
-    return settings, issue, data, artifacts, rendered
+    settings = load(None, {}, cwd=tmp_path_factory.mktemp("cfg"))
+    return settings, *assembled(settings)
 
 
 def test_every_layout_has_html_and_text(sample):
@@ -192,9 +187,7 @@ def big_feed(count: int, paragraphs: int = 6) -> bytes:
 
 
 def test_over_budget_shrinks_lowest_priority_first(settings):
-    result = parse_feed(big_feed(40), "big", settings.feed.repo)
-    ranked = rank_week(settings, WEEK, [result])
-    issue, data, _artifacts, rendered = assemble(terms(settings), WEEK, ranked)
+    issue, data, _artifacts, rendered = assembled(settings, big_feed(40))
     order = [item.pr for item in issue.items]
     # The feed is Chinese only: the English layout's cards carry a one-line "no English
     # review" note each, and forty of those fit in full.
@@ -215,10 +208,8 @@ def test_over_budget_shrinks_lowest_priority_first(settings):
 
 
 def test_shrinking_takes_the_fewest_items(settings):
-    result = parse_feed(big_feed(40), "big", settings.feed.repo)
     renderer = Renderer()
-    ranked = rank_week(settings, WEEK, [result])
-    issue, _, _, rendered = assemble(terms(settings), WEEK, ranked, renderer)
+    issue, _, _, rendered = assembled(settings, big_feed(40), renderer)
     r = rendered["zh"]
     # One item fewer shortened would not fit.
     from pipeline.core.email.render import Footer, _Plan
@@ -234,9 +225,7 @@ def test_shrinking_takes_the_fewest_items(settings):
 
 def test_a_list_too_long_folds_its_tail_into_one_archive_link(settings):
     small = replace(settings, issue=replace(settings.issue, size_budget_kb=30))
-    result = parse_feed(big_feed(150, paragraphs=1), "big", settings.feed.repo)
-    ranked = rank_week(small, WEEK, [result])
-    issue, _data, _, rendered = assemble(terms(small), WEEK, ranked)
+    issue, _data, _, rendered = assembled(small, big_feed(150, paragraphs=1))
     for layout in LAYOUTS:
         r = rendered[layout]
         assert r.html_bytes <= 30_000
@@ -405,9 +394,7 @@ def test_cards_carry_no_tier_pill_and_their_title_is_a_link(sample):
 
 def test_shortened_items_are_listed_once_in_the_contents_marked_and_linked_to_pr_pages(
         settings):
-    result = parse_feed(big_feed(40), "big", settings.feed.repo)
-    issue, _data, _artifacts, rendered = assemble(terms(settings), WEEK, rank_week(settings, WEEK,
-                                                                            [result]))
+    issue, _data, _artifacts, rendered = assembled(settings, big_feed(40))
     base = settings.site.base_url.rstrip("/")
     for layout in CHINESE_LAYOUTS:  # the feed is Chinese only: "en" fits in full
         r = rendered[layout]
@@ -551,8 +538,7 @@ def test_the_number_in_the_subject_matches_the_masthead_words():
 @pytest.mark.slow  # eighty long items fitted into each layout's budget
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_a_variant_of_eighty_long_items_keeps_the_budget(settings, layout):
-    result = parse_feed(big_feed(80), "big", settings.feed.repo)
-    issue, *_ = assemble(terms(settings), WEEK, rank_week(settings, WEEK, [result]))
+    issue, *_ = assembled(settings, big_feed(80))
     areas = ("<script>x</script>", "y" * 60)
     issue = with_areas(issue, areas)
     r, problem = Renderer().render_variant(issue, Variant(layout, areas),

@@ -1,10 +1,8 @@
-"""The archive's search (pipeline/core/site/search.py, words.py, pipeline/stages/search_index.py):
-the records indexed (one a review), their Chinese cut into words, the bundle as site objects,
-and a real Pagefind run at the end of ``publish``.
+"""The archive's search (pipeline/core/site/search.py, words.py, pipeline/stages/search_index.py).
 
-Pagefind's fragments (one per indexed record: its URL, text and meta) are gzip streams
-behind a ``pagefind_dcd`` signature; :func:`fragments` reads them back, so these tests check
-what a reader's browser will search, not only that files exist.
+:func:`fragments` reads back Pagefind's fragments (gzip streams behind a ``pagefind_dcd``
+signature), so these tests check what a reader's browser will search, not only that files
+exist.
 """
 
 from __future__ import annotations
@@ -484,24 +482,6 @@ def test_an_archive_with_the_one_bundle_of_before_moves_to_yearly_bundles(settin
     assert second.removed == len(flat)
     assert not any((root / search.BUNDLE / path).exists() for path in flat)
     assert set(fragments(root)) == {f"/{key}" for key in record_keys(built.issue)}
-
-
-@pytest.mark.subprocess
-def test_the_archives_pages_are_not_indexed_beside_the_records(settings, built, tmp_path):
-    root = tmp_path / "site"
-    publish(built, LocalArchive(root), Site(settings.site))
-    assert (root / f"pr/{built.issue.items[0].pr}/index.html").is_file()
-    assert sorted(fragments(root)) == sorted(f"/{key}" for key in record_keys(built.issue))
-
-
-@pytest.mark.subprocess
-def test_a_second_publish_of_the_same_archive_writes_no_search_file(settings, built, tmp_path):
-    archive = LocalArchive(tmp_path / "site")
-    first = publish(built, archive, Site(settings.site))
-    search_keys = [key for key in first.written if key.startswith("search/")]
-    assert len(search_keys) >= 8
-    again = publish(built, LocalArchive(tmp_path / "site"), Site(settings.site))
-    assert again.written == []
 
 
 @pytest.mark.subprocess

@@ -1,22 +1,9 @@
 """The archive's search in headless Chromium (issue #16, items 3 and 6; issue #41, item 5).
 
-The two-issue archive of tests/support/published_site.py (built and published by the real
-command line, so ``publish`` ran Pagefind) is served on 127.0.0.1, and a query is typed into
-the search page as a reader types it. Each result is one review, linking to it on the issue
-page of the search page's language (``#pr-<number>``), and the count is of reviews:
-
-* a code identifier finds the review that names it, with or without its leading underscore;
-* Chinese matches words, not characters: 内核 finds the reviews that say 内核, never 核对 or
-  锁内, and a phrase typed without spaces (消除竞态误判, Triton内核) is cut as the index was;
-* a review's tag line counts for that review only (nixl does not find the review before it);
-* a year without a query's word answers nothing (kv-connector does not find 2025's "KV");
-* every matching review of an issue is shown, not three;
-* the page speaks its languages: en.html English only, zh.html Chinese only, index.html both.
-
-Also: a review that tries to inject markup shows as text, the search page has no serious axe
-violation in either colour scheme, and with JavaScript off every page still reads and the
-search page says what to do instead. The expected reviews are read from the issues'
-issue.json, never from the index.
+The two-issue archive of tests/support/published_site.py (published by the real command line,
+so Pagefind ran) is served on 127.0.0.1 and queried as a reader types. Each result is one
+review, linking to its article on the issue page of the search page's language. The expected
+reviews are read from the issues' issue.json, never from the index.
 """
 
 from __future__ import annotations

@@ -1,15 +1,9 @@
 """The local archive as a reader meets it on whatever port serves it: headless Chromium.
 
-A project with the embedded default's ``[site] base_url`` (``http://127.0.0.1:8000``) builds
-and publishes two weeks in process (Pagefind runs, as for ``make run``): 2025-W52 with one
-review, and the sample week with an editor's file that gives one review an English note and
-another a Chinese one. The archive is then served on another port, as ``make site
-SITE_PORT=18080`` serves it, and every request that leaves that server is refused and
-recorded: links between pages and the search must work from where the reader is (they all
-went to :8000, and search silently never loaded). Checked besides: the index counts one
-review in the singular, the issue page opens with its contents and a language switch, each
-note reads under its own language's label only, the English page's title names its week, and
-at 375 px no area link breaks inside itself.
+A project with the default ``[site] base_url`` (``http://127.0.0.1:8000``) builds and publishes
+two weeks, the sample week with an editor's notes; the archive is then served on another port
+(``make site SITE_PORT=18080``), and every request that leaves that server is refused and
+recorded: links and the search must work from where the reader is.
 """
 
 from __future__ import annotations

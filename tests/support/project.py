@@ -4,6 +4,12 @@ week, and the real review text kept with the tests (so the suite runs from any c
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pipeline.config import Settings
+    from pipeline.core.assemble import Assembled
+    from pipeline.core.email.render import Renderer
 
 ROOT = Path(__file__).resolve().parents[2]
 SAMPLE_FEED = ROOT / "examples" / "sample-feed.atom"
@@ -24,3 +30,18 @@ def seed_reviews() -> list[tuple[str, str]]:
     pairs = list(zip(blocks[1::2], blocks[2::2], strict=True))
     assert len(pairs) == len(SEED_PRS)
     return pairs
+
+
+def assembled(settings: Settings, feed: bytes | None = None,
+              renderer: Renderer | None = None) -> Assembled:
+    """The sample week (or ``feed``) as ``build`` assembles it, nothing written: ``(issue,
+    data, artifacts, rendered)``."""
+    from pipeline.core.assemble import assemble
+    from pipeline.core.issue.collect import parse_feed
+    from pipeline.stages.build import rank_week, terms
+    from pipeline.week import parse_week
+
+    week = parse_week(SAMPLE_WEEK, settings.issue.timezone)
+    result = parse_feed(SAMPLE_FEED.read_bytes() if feed is None else feed, "feed",
+                        settings.feed.repo)
+    return assemble(terms(settings), week, rank_week(settings, week, [result]), renderer)

@@ -1,18 +1,10 @@
 """An address as the wire may carry it: envelope (SMTP, SES) and the ``To`` header.
 
-The list keeps each address as email-validator normalised it, which allows Unicode on both
-sides of the ``@`` (RFC 6531/6532): ``reader@例子.中国``, ``用户@example.com``. The wire is
-stricter:
-
-* the **domain** always travels in its IDNA (punycode) form, ``reader@xn--fsqu00a.xn--fiqs8s``:
-  every server and SES take that;
-* a **non-ASCII local part** has no ASCII form at all. Only a server that offers SMTPUTF8 may
-  be given it (with ``MAIL FROM:<…> SMTPUTF8``), and the ``To`` header then carries it as
-  UTF-8; SES does not support SMTPUTF8 and neither does a server that does not offer it, so
-  for them it is a permanent failure of that one recipient, named, before any call.
-
-Never an RFC 2047 encoded word inside an address: ``=?utf-8?b?…?=@example.com`` is no
-address, and the stdlib's SMTP policy writes exactly that for a non-ASCII local part.
+The list keeps addresses as email-validator normalised them, Unicode allowed on both sides
+of the ``@`` (RFC 6531/6532). On the wire the domain always travels in IDNA form; a non-ASCII
+local part has no ASCII form, so only a server offering SMTPUTF8 may be given it (SES may
+not), and anyone else refuses that one recipient, by name, before any call. Never an RFC 2047
+encoded word inside an address, which the stdlib's SMTP policy writes for such a local part.
 """
 
 from __future__ import annotations
@@ -45,13 +37,8 @@ class UnsendableAddress(ValueError):
 
 @lru_cache(maxsize=4096)
 def wire_address(address: str) -> WireAddress:
-    """The wire forms of ``address``; :class:`UnsendableAddress` if it has none.
-
-    An ASCII address is returned as is, without a look at it (the common case, and the list
-    validated it on the way in); any other goes through email-validator, which gives the
-    IDNA 2008 form of the domain (the ``idna`` package, UTS 46) and says whether the local
-    part needs SMTPUTF8.
-    """
+    """The wire forms of ``address``; :class:`UnsendableAddress` if it has none. An ASCII
+    address is as the list validated it; any other goes through email-validator (IDNA 2008)."""
     if address.isascii():
         return WireAddress(address, address, False)
     try:
@@ -64,11 +51,8 @@ def wire_address(address: str) -> WireAddress:
 
 
 def to_header(address: str) -> bytes:
-    """The ``To`` header for one recipient: the address with an IDNA domain, written as is.
-
-    ASCII unless the local part is not; then it is UTF-8, which only an SMTPUTF8 server is
-    given (RFC 6532 3.2): the transports refuse the message for anyone else.
-    """
+    """The ``To`` header for one recipient, its domain in IDNA form; UTF-8 only for a local
+    part that is not ASCII, which only an SMTPUTF8 server is given (RFC 6532 3.2)."""
     try:
         shown = wire_address(address).idna
     except UnsendableAddress:
@@ -79,9 +63,8 @@ def to_header(address: str) -> bytes:
 
 
 def redact_address(text: str, address: str) -> str:
-    """``text`` (a server's reply, an error) with ``address`` taken out, as the list keeps
-    it and in the IDNA form a server may quote back: for what is shown, logged or kept in a
-    report, where no subscriber's address belongs."""
+    """``text`` (a server's reply) without ``address``, in either form a server may quote:
+    no subscriber's address belongs in what is shown, logged or kept."""
     forms = {address}
     with contextlib.suppress(UnsendableAddress):
         forms.add(wire_address(address).idna)

@@ -1,135 +1,74 @@
 """A part body as 8bit data: UTF-8 as it is, lines of at most 998 octets.
 
-Pure. base64 sends mostly-Chinese HTML at 1.37 times its size and quoted-printable at up to
-three times, and the size budget counts a part as sent: a bilingual review's words alone
-then cost 3.3 KB, so a 90 KB zh-en email cannot keep 25 reviews in full whatever its markup.
-As 8bit data (RFC 6152 ``8BITMIME``; RFC 2045 §2.8) the same part goes out at its own size.
+Pure. Why: base64 sends mostly-Chinese HTML at 1.37 times its size and quoted-printable at up
+to three times, and Gmail clips near 102 KB of what is sent; as 8bit data (RFC 6152) a 25-review
+zh-en week stays whole. 8bit data may hold no NUL, no bare CR or LF, no line over 998 octets
+(RFC 5322 §2.1.1), and mjml writes the column of cards as one line of tens of kilobytes.
 
-What 8bit data may not hold: NUL, a CR or LF that is not part of a CRLF, a line longer than
-998 octets (RFC 5322 §2.1.1). mjml writes the whole column of cards as one line of tens of
-kilobytes, so an HTML part is *folded*: a space is replaced by a line break where that changes
-nothing a reader sees. In HTML a line break and a space are the same white space, except where
-white space is kept as written or a line break is not allowed:
+So an HTML part is *folded*: a space becomes a line break where HTML reads both as the same
+white space: between the attributes of a start tag (outside quotes), and in text, but not
+inside ``<pre>``, ``<textarea>``, ``<style>``, ``<script>`` (a space in a CSS or script string
+may not become a line break), ``<title>``, a comment (Outlook's conditional comments) or a
+quoted attribute value. A line without such a space (a Chinese paragraph: 333 characters are
+999 octets) is cut between two CJK ideographs by ``<wbr`` + line break + ``>``: a line may
+break there anyway (UAX #14), and the line break sits inside the tag. Never before
+punctuation, whose line-breaking rules a ``<wbr>`` would change.
 
-* between the attributes of a start tag (outside quotes): always a fold point;
-* in text: a fold point, but not inside ``<pre>`` or ``<textarea>`` (white space is kept),
-  ``<style>`` or ``<script>`` (a space inside a CSS or script string, as in ``'Segoe UI'``,
-  may not become a line break), ``<title>``, a comment (Outlook's conditional comments are
-  read as markup by Outlook only) or a quoted attribute value.
-
-A Chinese paragraph often holds no space at all, and 333 characters are 999 octets. Where a
-line has no space to fold at, it is cut between two CJK ideographs of its text (the same
-places) by ``<wbr`` + line break + ``>``: a word-break opportunity where a line may break
-anyway (between two ideographs, UAX #14), with the line break inside its tag, so the reader
-sees nothing new. Never before punctuation, whose line-breaking rules a ``<wbr>`` would
-change.
-
-A text/plain part is never folded (its line breaks are its content): it is 8bit only when no
-line is too long already. Either way, a body that cannot be made 8bit data gives None, and the
-caller encodes it as before.
-
-``grow`` makes room for text that will be longer when sent: each occurrence of a key counts
-as that many bytes more, so a body folded with its personal-link placeholders still has short
-enough lines once the real links (at most the reserved length) replace them.
+A text/plain part is never folded (its line breaks are its content). A body that cannot be
+made 8bit data gives None, and the caller encodes it as quoted-printable or base64.
 """
 
 from __future__ import annotations
 
 import bisect
 import re
-from collections.abc import Callable, Mapping
 
 #: RFC 5322 §2.1.1: a line is at most 998 octets before its CRLF.
 MAX_LINE_OCTETS = 998
 
-_TOKEN = re.compile(rb"<!--.*?(?:-->|\Z)|<[!?][^>]*>?|</?[A-Za-z][^<>]*>?|[^<]+|<", re.S)
-_TAG_NAME = re.compile(rb"</?([A-Za-z][A-Za-z0-9-]*)")
-#: Elements inside which a space in text is not a fold point.
-_KEPT = frozenset({b"pre", b"textarea", b"style", b"script", b"title"})
-
-
 #: Between two CJK unified ideographs (U+4E00–U+9FFF: three UTF-8 bytes, E4–E9 first).
 _BETWEEN_IDEOGRAPHS = re.compile(
     rb"(?<=[\xe4-\xe9][\x80-\xbf][\x80-\xbf])(?=[\xe4-\xe9][\x80-\xbf][\x80-\xbf])")
-_TAG_SPACE = re.compile(rb'"[^"]*"?|\'[^\']*\'?| ')
-_SPACE = re.compile(rb" ")
 #: What a cut between two ideographs puts in: the line break inside a ``<wbr>`` tag.
 _WBR_OPEN, _WBR_CLOSE = b"<wbr", b">"
 
 
 def fold_points(data: bytes) -> list[int]:
     """The offsets of the spaces in ``data`` (HTML) that may become a line break."""
-    return _points(data)[0]
+    places = _Places(data)
+    return [m.start() for m in re.finditer(rb" ", data)
+            if places.allowed(m.start(), in_tag_ok=True)]
 
 
 def join_points(data: bytes) -> list[int]:
     """The offsets between two ideographs of ``data``'s text where ``<wbr>`` may go."""
-    return _points(data)[1]
+    places = _Places(data)
+    return [m.start() for m in _BETWEEN_IDEOGRAPHS.finditer(data)
+            if places.allowed(m.start(), in_tag_ok=False)]
 
 
-def _points(data: bytes) -> tuple[list[int], list[int]]:
-    points: list[int] = []
-    joins: list[int] = []
-    kept: list[bytes] = []  # the open elements of _KEPT, innermost last
-    for match in _TOKEN.finditer(data):
-        token, start = match[0], match.start()
-        if token.startswith(b"<!") or token.startswith(b"<?") or token == b"<":
-            continue  # comments, doctype, processing instructions, a stray "<"
-        if token.startswith(b"<"):
-            name = _TAG_NAME.match(token)
-            tag = name[1].lower() if name else b""
-            if token.startswith(b"</"):
-                if tag in kept:
-                    del kept[len(kept) - 1 - kept[::-1].index(tag):]
-                continue
-            # A quoted value is taken whole, so the spaces found are the ones outside quotes.
-            points.extend(start + m.start() for m in _TAG_SPACE.finditer(token, 2)
-                          if m[0] == b" ")
-            if tag in _KEPT and not token.endswith(b"/>"):
-                kept.append(tag)
-            continue
-        if not kept:
-            points.extend(start + m.start() for m in _SPACE.finditer(token))
-            joins.extend(start + m.start() for m in _BETWEEN_IDEOGRAPHS.finditer(token))
-    return points, joins
-
-
-def fold_html(data: bytes, grow: Mapping[bytes, int] | None = None) -> bytes | None:
-    """``data`` (HTML, LF line ends) with every line at most :data:`MAX_LINE_OCTETS` once
-    each key of ``grow`` counts as that many bytes more; None when a line cannot be cut."""
-    grow = {key: extra for key, extra in (grow or {}).items() if extra > 0}
-    growing = {key: [m.start() for m in re.finditer(re.escape(key), data)] for key in grow}
-
-    def size(start: int, end: int) -> int:
-        """The bytes ``data[start:end]`` will weigh, its growing keys grown."""
-        extra = 0
-        for key, where in growing.items():
-            inside = bisect.bisect_right(where, end - len(key)) - bisect.bisect_left(where, start)
-            extra += max(inside, 0) * grow[key]
-        return end - start + extra
-
+def fold_html(data: bytes) -> bytes | None:
+    """``data`` (HTML, LF line ends) with every line at most :data:`MAX_LINE_OCTETS`; None
+    when a line cannot be cut."""
     cuts: list[tuple[int, bool]] = []  # (offset, True: a <wbr> goes in; False: a space goes)
     places: _Places | None = None
     line_start = 0
     for line_end in [*(m.start() for m in re.finditer(rb"\n", data)), len(data)]:
         start, lead = line_start, 0  # lead: the ">" a <wbr> cut puts at the line's start
-        while lead + size(start, line_end) > MAX_LINE_OCTETS:
+        while lead + line_end - start > MAX_LINE_OCTETS:
             places = places or _Places(data)
-            limit = _last_end(start, line_end, size, lead)
+            limit = start + MAX_LINE_OCTETS - lead
             space = places.last_space(start, limit)
             if space is not None:
                 cuts.append((space, False))
                 start, lead = space + 1, 0
                 continue
-            join = places.last_join(start, _last_end(start, line_end, size,
-                                                      lead + len(_WBR_OPEN)))
+            join = places.last_join(start, limit - len(_WBR_OPEN))
             if join is None:
                 return None
             cuts.append((join, True))
             start, lead = join, len(_WBR_CLOSE)
         line_start = line_end + 1
-    if not cuts:
-        return data
     out: list[bytes] = []
     done = 0
     for at, wbr in cuts:
@@ -143,32 +82,16 @@ def fold_html(data: bytes, grow: Mapping[bytes, int] | None = None) -> bytes | N
     return b"".join(out)
 
 
-def _last_end(start: int, end: int, size: Callable[[int, int], int], extra: int) -> int:
-    """The furthest offset up to ``end`` at which the line from ``start``, ``extra`` bytes
-    more, still fits."""
-    low, high = start, min(end, start + MAX_LINE_OCTETS - extra)
-    if extra + size(start, high) <= MAX_LINE_OCTETS:
-        return high
-    while high - low > 1:  # size grows with the end: the last end that fits, by halves
-        middle = (low + high) // 2
-        if extra + size(start, middle) <= MAX_LINE_OCTETS:
-            low = middle
-        else:
-            high = middle
-    return low
-
-
 _ELEMENT = re.compile(rb"<(pre|textarea|style|script|title)\b[^>]*>.*?(?:</\1\s*>|\Z)",
                       re.S | re.I)
 _COMMENT = re.compile(rb"<!--.*?(?:-->|\Z)|<[!?][^>]*>?", re.S)
 
 
 class _Places:
-    """Where :func:`fold_points` and :func:`join_points` would put a fold, found near a
-    line's end instead of over the whole part: a part of 90 KB is folded in well under a
-    millisecond, where walking every token took several (the budget weighs each
-    rendering). The same rules: a space inside a start tag outside quotes, a space or an
-    ideograph boundary in text outside ``_KEPT`` elements, nothing in a comment."""
+    """Where a fold may go, decided at one offset (the search looks back from a line's end
+    rather than walk the whole part: the budget weighs every rendering): a space inside a
+    start tag outside quotes, a space or an ideograph boundary in text outside the elements
+    that keep white space, nothing in a comment."""
 
     def __init__(self, data: bytes) -> None:
         self.data = data
@@ -189,7 +112,7 @@ class _Places:
             return None  # inside a quoted value
         return opened
 
-    def _allowed(self, at: int, *, in_tag_ok: bool) -> bool:
+    def allowed(self, at: int, *, in_tag_ok: bool) -> bool:
         if _inside(self.comments, at):
             return False
         tag = self._tag(at)
@@ -203,7 +126,7 @@ class _Places:
         """The last fold point in ``(start, limit]``."""
         at = self.data.rfind(b" ", start + 1, limit + 1)
         while at > start:
-            if self._allowed(at, in_tag_ok=True):
+            if self.allowed(at, in_tag_ok=True):
                 return at
             at = self.data.rfind(b" ", start + 1, at)
         return None
@@ -214,7 +137,7 @@ class _Places:
         found = [low + m.start() for m in
                  _BETWEEN_IDEOGRAPHS.finditer(self.data[low:limit + 3])]
         for at in reversed(found):
-            if start < at <= limit and self._allowed(at, in_tag_ok=False):
+            if start < at <= limit and self.allowed(at, in_tag_ok=False):
                 return at
         return None
 
@@ -230,27 +153,19 @@ def _inside(spans: tuple[list[int], list[int]], at: int) -> bool:
     return index >= 0 and at < ends[index]
 
 
-def eight_bit_body(text: str, *, html: bool, grow: Mapping[str, int] | None = None
-                   ) -> bytes | None:
-    """``text`` as an 8bit part body (UTF-8, CRLF line ends, ending in one), HTML folded
-    (:func:`fold_html`); None when it cannot be 8bit data (a NUL, a bare CR, a line that
-    cannot be made short enough)."""
+def eight_bit_body(text: str, *, html: bool) -> bytes | None:
+    """``text`` as an 8bit part body (UTF-8, CRLF line ends, ending in one), HTML folded;
+    None when it cannot be 8bit data (a NUL, a bare CR, a line that cannot be made short)."""
     data = text.replace("\r\n", "\n").encode("utf-8")
     if b"\x00" in data or b"\r" in data:
         return None
-    grown = {key.encode("utf-8"): extra for key, extra in (grow or {}).items()}
     if html:
-        folded = fold_html(data, grown)
+        folded = fold_html(data)
         if folded is None:
             return None
         data = folded
-    elif _too_long(data, grown):
+    elif any(len(line) > MAX_LINE_OCTETS for line in data.split(b"\n")):
         return None
     if data and not data.endswith(b"\n"):
         data += b"\n"
     return data.replace(b"\n", b"\r\n")
-
-
-def _too_long(data: bytes, grow: Mapping[bytes, int]) -> bool:
-    return any(len(line) + sum(line.count(key) * extra for key, extra in grow.items())
-               > MAX_LINE_OCTETS for line in data.split(b"\n"))

@@ -1,51 +1,39 @@
 """Messages: a rendered layout + one recipient's links → the bytes a transport sends.
 
-Each layout is rendered once, at build time. Per recipient only three things change: the
-``To`` header, the signed unsubscribe and preferences links, and the ``Message-ID``. So the
-headers that are the same for everyone are folded once per layout with the stdlib's SMTP
-policy (display names, line folding, and refusal of CR/LF in any value; the subject is
-encoded by ``mime.encode_subject``, every encoded word ≤ 75 characters), and each recipient's
-message is those bytes plus its own headers and the two parts with its links filled in.
+Each layout is rendered once, at build time; per recipient only the ``To`` header, the signed
+unsubscribe and preferences links and the ``Message-ID`` change. So the headers common to
+everyone are folded once per layout with the stdlib's SMTP policy (which refuses CR/LF in any
+value), and each message is those bytes plus its own headers and the two parts, links filled.
 
 Each part goes out in whichever of quoted-printable, base64 and (with ``[delivery]
-eight_bit``) 8bit is smallest for that layout (``mime.choose_encoding``, decided once per
-layout on the part with links of the reserved length), so what the size budget weighed is
-what is sent, and an ``.eml`` in the outbox stays readable where quoted-printable or 8bit
-wins. A quoted-printable or base64 part is encoded whole for each recipient: the links move
-every line break after them, so there is nothing to reuse. An 8bit part is the text as it
-is, so it is folded once per layout with room made for links of the reserved length, and
-each recipient's links are put into the folded bytes.
+eight_bit``) 8bit is smallest (``mime.choose_encoding``, decided once per layout with links
+of the reserved length), so what the size budget weighed is what is sent. An 8bit part is
+folded once per layout with room for the links, which are then put into the folded text.
 
-Personal links are filled only into the template's own slots. ``render`` never lets text
-from outside print a placeholder; should a built issue still hold one outside a slot (an
-issue built before that rule), :class:`Messages` refuses the whole issue (``BlockedError``)
-rather than hand a recipient's signed link to whoever wrote it.
+Personal links are filled only into the template's own slots: an issue holding a placeholder
+anywhere else is refused whole (``BlockedError``) rather than hand a recipient's signed link
+to whoever wrote it there.
 
-Headers every message carries: ``From`` with display name, ``Reply-To`` when configured,
-``To``, ``Subject``, ``Date``, ``Message-ID`` (SES replaces the last two; the id SES returns
-is what the ledger records), ``List-Id``, ``List-Unsubscribe`` (the https one-click URL, plus
-a ``mailto:`` carrying the token when inbound mail is configured) and
-``List-Unsubscribe-Post: List-Unsubscribe=One-Click`` (RFC 8058), and the RFC 2369 headers
-``List-Archive`` (the archive), ``List-Help`` and ``List-Subscribe`` (the subscribe page)
-and ``List-Post: NO`` (nobody posts to this list).
-
-A mail line holds at most 998 octets (RFC 5322), and these headers are written verbatim, never
-broken inside a URL. Every token has the same length, so one recipient's ``List-Unsubscribe``
-is as long as anyone's: :class:`Messages` folds each header that carries a configured URL or
-address once when it is made (in the send's pre-flight, before ``run`` publishes), and one too
-long for its line is a configuration error naming the setting, not a crash at the first message.
+Every message carries ``From``, ``Reply-To`` when configured, ``To``, ``Subject``, ``Date``,
+``Message-ID``, ``List-Id``, ``List-Unsubscribe`` (https one-click, plus a ``mailto:`` when
+inbound mail is configured), ``List-Unsubscribe-Post`` (RFC 8058) and the RFC 2369 headers
+``List-Archive``, ``List-Help``, ``List-Subscribe`` and ``List-Post: NO``. URL headers are
+written verbatim, never broken inside a URL, and a line holds at most 998 octets (RFC 5322):
+every token has one length, so each such header is checked once when :class:`Messages` is
+made, and one too long is a configuration error naming the setting.
 """
 
 from __future__ import annotations
 
 import hashlib
 import secrets
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from email import policy
 from email.headerregistry import Address
 from email.utils import format_datetime, getaddresses
+from typing import AnyStr
 from urllib.parse import quote
 
 from pipeline.config import DeliverySettings, SiteSettings
@@ -86,13 +74,10 @@ class Links:
 
 
 def parse_address(value: str, key: str) -> Address:
-    """``Name <user@domain>`` → an Address, its domain in IDNA form; anything else is a
-    configuration error.
+    """``Name <user@domain>`` → an Address with an IDNA domain; else a configuration error.
 
-    The domain is written as the wire carries it (``weekly@xn--fsqu00a.xn--fiqs8s``), as for
-    ``To``: the stdlib would write a Unicode domain as an RFC 2047 encoded word inside the
-    address, which is no address at all. A non-ASCII local part has no ASCII form, and a
-    sender's address is on every message to every server: refused here, before any mail."""
+    IDNA because the stdlib would write a Unicode domain as an RFC 2047 encoded word, which
+    is no address. A non-ASCII local part would need SMTPUTF8 on every message: refused."""
     pairs = getaddresses([value])
     if len(pairs) != 1 or "@" not in pairs[0][1] or any(c in value for c in "\r\n"):
         raise ConfigError(f"expected one address such as 'Name <user@example.org>', "
@@ -134,8 +119,7 @@ class Messages:
         try:  # List-Unsubscribe first: of the app URL's headers, it needs the most room
             # Any id: every token has one length (and must fit the mailto's local part).
             self._unsubscribe_header(self.links("0" * 24))
-            self._static = {layout: self._static_headers(layout, test=False)
-                            for layout in LAYOUTS}
+            self._static = {layout: self._static_headers(layout) for layout in LAYOUTS}
         except HeaderTooLong as exc:
             raise exc.config_error() or exc from None
         refuse_stray_placeholders(built)
@@ -151,13 +135,11 @@ class Messages:
         self._opening = (f'Content-Type: multipart/alternative; boundary="{self.boundary}"'
                          f"\r\n\r\n").encode()
         self._closing = f"--{self.boundary}--\r\n".encode()
-        #: The layout of every rendering: each layout its own, each variant its layout's
-        #: (worked out once: a variant's key is a hash of its areas).
-        self._layout_of = {layout: layout for layout in LAYOUTS}
-        self._layout_of.update((v.key, v.variant.layout) for v in built.variants)
+        #: The layout of every rendering: each layout its own, each variant its layout's.
+        self._layout_of = {**{layout: layout for layout in LAYOUTS},
+                           **{v.key: v.variant.layout for v in built.variants}}
         # A test copy's subject names what it is: the layout, or the variant's key.
-        self._static_test = {key: self._static_headers(self._layout_of[key], test=True,
-                                                       label=key)
+        self._static_test = {key: self._static_headers(self._layout_of[key], test=key)
                              for key in built.keys}
 
     @property
@@ -177,10 +159,11 @@ class Messages:
             unsubscribe_mailto=mailto,
         )
 
-    def _static_headers(self, layout: str, *, test: bool, label: str = "") -> bytes:
+    def _static_headers(self, layout: str, *, test: str = "") -> bytes:
+        """The headers every copy of ``layout`` carries; ``test``: a test copy's label."""
         subject = self.built.issue.subject[layout]
         if test:
-            subject = f"[TEST {label or layout}] {subject}"
+            subject = f"[TEST {test}] {subject}"
         headers: list[tuple[str, object]] = [("From", self.sender)]
         if self.reply_to:
             headers.append(("Reply-To", self.reply_to))
@@ -200,9 +183,8 @@ class Messages:
     def build(self, recipient: str, subscriber_id: str, layout: str, now: datetime,
               *, variant: str | None = None, test: bool = False,
               tags: Mapping[str, str] | None = None) -> Outgoing:
-        """One recipient's message, in the layout they chose; ``variant`` names one of the
-        built issue's interest variants of that layout (:meth:`BuiltIssue.choose`), whose
-        parts then replace the layout's (the headers are the layout's)."""
+        """One recipient's message in their layout; ``variant`` (:meth:`BuiltIssue.choose`)
+        swaps in that interest variant's parts."""
         if layout not in LAYOUTS:
             raise ConfigError(f"unknown layout {layout!r}; one of {', '.join(LAYOUTS)}")
         key = variant or layout
@@ -239,8 +221,8 @@ class Messages:
 
 @dataclass(frozen=True)
 class _Part:
-    """One part of a layout: its headers (after the boundary line), its body with the
-    placeholders in, and its transfer encoding."""
+    """One part of a layout: its headers, its body with the placeholders in, and its
+    transfer encoding."""
 
     head: bytes
     body: str
@@ -250,50 +232,56 @@ class _Part:
     folded: bytes | None = None
 
     def encode(self, links: Sequence[str]) -> bytes:
-        """The body as sent, ``links[i]`` in place of ``PLACEHOLDERS[i]`` (one after the other,
-        as ``str.replace`` does)."""
+        """The body as sent, ``links[i]`` in place of ``PLACEHOLDERS[i]``."""
+        pairs = list(zip(PLACEHOLDERS, links, strict=True))
         if self.folded is not None and all(len(link.encode()) <= LINK_RESERVE
                                            for link in links):
-            # No fold lies inside a placeholder (none holds a space or an ideograph).
-            folded = self.folded
-            for placeholder, link in zip(PLACEHOLDERS, links, strict=True):
-                folded = folded.replace(placeholder.encode(), link.encode())
-            return folded
-        body = self.body
-        for placeholder, link in zip(PLACEHOLDERS, links, strict=True):
-            body = body.replace(placeholder, link)
-        return encode_body(body, self.encoding, html=self.html)
+            return _replaced(self.folded, [(p.encode(), link.encode()) for p, link in pairs])
+        return encode_body(_replaced(self.body, pairs), self.encoding, html=self.html)
 
     @classmethod
     def of(cls, boundary: str, content_type: str, body: str, *, eight_bit: bool = False
            ) -> _Part:
-        # Chosen on the part with links of the reserved length: what the budget weighed.
         html = content_type == "text/html"
         encoding = choose_encoding(with_reserved_links(body), eight_bit=eight_bit, html=html)
         folded = None
         if encoding == EIGHT_BIT:
-            folded = eight_bit_body(body, html=html, grow={
-                placeholder: LINK_RESERVE - len(placeholder) for placeholder in PLACEHOLDERS})
-            if folded is None:
-                # Folded with its links at full length the part fits; with room left for
-                # them, not (a line with no fold point between two links): send it as before.
+            # Folded with each placeholder padded to the reserved length (no fold point in
+            # it), then the placeholders put back: any links up to that length fit.
+            data = eight_bit_body(_replaced(body, _PADDING), html=html)
+            if data is None:
+                # It folds with the links in, not with room left for them (a line with no
+                # fold point between two links): quoted-printable or base64 then.
                 encoding = choose_encoding(with_reserved_links(body), html=html)
+            else:
+                folded = _replaced(data, [(pad.encode(), p.encode()) for p, pad in _PADDING])
         head = (f"--{boundary}\r\nContent-Type: {content_type}; charset=\"utf-8\"\r\n"
                 f"Content-Transfer-Encoding: {encoding}\r\n\r\n").encode()
         return cls(head, body, encoding, html, folded)
 
 
+#: Each placeholder and a stand-in as long as its link may be: no fold point in it, and in
+#: no part otherwise (a placeholder stands only in a slot, at a quote or a line's end).
+_PADDING = [(placeholder, placeholder.ljust(LINK_RESERVE, "%")) for placeholder in PLACEHOLDERS]
+
+
+def _replaced(text: AnyStr, pairs: Iterable[tuple[AnyStr, AnyStr]]) -> AnyStr:
+    """``text`` with each pair's first string replaced by its second, one pair after the other."""
+    for old, new in pairs:
+        text = text.replace(old, new)
+    return text
+
+
 class HeaderTooLong(ValueError):
-    """A header written verbatim whose line ``line`` (0: the first) is ``octets`` long, over
-    :data:`MAX_LINE`."""
+    """A verbatim header whose line ``line`` (0: the first) is over :data:`MAX_LINE`."""
 
     def __init__(self, name: str, line: int, octets: int) -> None:
         super().__init__(f"header {name} is longer than a mail line may be")
         self.name, self.line, self.octets = name, line, octets
 
     def config_error(self) -> ConfigError | None:
-        """The error naming the setting that made the line too long (the mailto: is the
-        second line of ``List-Unsubscribe``); None for a header that carries no setting."""
+        """The error naming the setting that made the line too long, if any (the mailto:
+        is the second line of ``List-Unsubscribe``)."""
         key = ("[delivery] unsubscribe_mailto" if self.name == "List-Unsubscribe" and self.line
                else _CARRIED_BY.get(self.name))
         if key is None:
@@ -312,8 +300,7 @@ _CARRIED_BY = {"List-Unsubscribe": "[site] app_url", "List-Help": "[site] app_ur
 
 
 def refuse_stray_placeholders(built: BuiltIssue) -> None:
-    """Refuse an issue whose parts (any layout's, any variant's) hold a personal-link
-    placeholder outside a slot."""
+    """Refuse an issue any of whose parts holds a personal-link placeholder outside a slot."""
     for key in built.keys:
         for kind, body in (("html", built.html(key)), ("txt", built.text(key))):
             if stray_placeholders(body, kind):
@@ -327,10 +314,9 @@ def refuse_stray_placeholders(built: BuiltIssue) -> None:
 def _fold(name: str, value: object) -> bytes:
     """One header, folded and encoded by the stdlib; CR or LF in a value raises ValueError.
 
-    Unstructured non-ASCII text (the subject) is encoded as a whole by
-    :func:`mime.encode_subject`: the policy's folder drops the space between an ASCII word and
-    the encoded word after it ("MoRI-IO 连接器" arrives as "MoRI-IO连接器"), and the stdlib's
-    ``Header`` writes 76-character encoded words where RFC 2047 allows 75.
+    A non-ASCII subject is encoded by :func:`mime.encode_subject`: the policy's folder drops
+    the space before an encoded word ("MoRI-IO 连接器" arrives as "MoRI-IO连接器") and writes
+    76-character encoded words where RFC 2047 allows 75.
     """
     text = value if isinstance(value, str) else str(value)
     if "\r" in text or "\n" in text:
@@ -356,8 +342,6 @@ _ONE_CLICK = b"List-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n"
 
 
 def transfer_encoding(text: str, *, readable: bool = False) -> str:
-    """The ``Content-Transfer-Encoding`` a mail body should use, by one rule for every mail
-    this project writes: the smaller of quoted-printable and base64 for ``text``, or
-    quoted-printable whatever its size when ``readable`` (a short transactional mail, such as
-    the confirmation, whose one link a person may need to read from the ``.eml`` itself)."""
+    """The smaller of quoted-printable and base64 for ``text``; quoted-printable when
+    ``readable`` (a confirmation whose link a person may read from the ``.eml``)."""
     return QUOTED_PRINTABLE if readable else choose_encoding(text)

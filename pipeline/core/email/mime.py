@@ -1,19 +1,12 @@
 """MIME encodings for what leaves as mail: a body's transfer encoding and an RFC 2047 subject.
 
-Pure: text in, ASCII bytes or str out. Shared by the issue's messages (``message.py``), the
-size budget (``render.py`` weighs a part as sent) and the opt-in mails (``optin_mail.py``).
+Pure. A part goes out in whichever of quoted-printable and base64 is smaller for its text
+(English HTML: ~1.02× in quoted-printable against 1.37× in base64; mostly-Chinese text is
+smaller in base64), or 8bit data where the transport carries it and it is smaller still. The
+choice depends only on the text, and quoted-printable keeps an ``.eml``'s links readable.
 
-*Transfer encoding.* A part goes out as whichever of quoted-printable and base64 is smaller
-for that text: English HTML is ~1.02× its size in quoted-printable against 1.37× in base64,
-while text that is mostly Chinese (three UTF-8 bytes a character, each ``=XX`` in
-quoted-printable: ×3) is smaller in base64. The choice depends only on the text, so identical
-input gives identical bytes. Quoted-printable also keeps an ``.eml`` readable: its links can
-be followed from the file.
-
-*Subjects.* The stdlib's ``Header`` writes 76-character encoded words for Chinese; RFC 2047
-allows 75, and 76 for a whole line that carries one. :func:`encode_subject` writes
-``=?utf-8?b?…?=`` words of at most 75 characters, lines of at most 76, never splitting a
-character's UTF-8 bytes across two words.
+:func:`encode_subject` writes ``=?utf-8?b?…?=`` words of at most 75 characters (RFC 2047; the
+stdlib's ``Header`` writes 76), never splitting a character's bytes across two words.
 """
 
 from __future__ import annotations
@@ -38,7 +31,7 @@ _PREFIX, _SUFFIX = "=?utf-8?b?", "?="
 def encode_body(text: str, encoding: str, *, html: bool = False) -> bytes:
     """``text`` as the lines of a part body in ``encoding``, CRLF line ends: ASCII only in
     quoted-printable and base64; in 8bit, UTF-8 with an HTML part folded (ValueError when
-    ``text`` cannot be 8bit data: :func:`can_be_8bit` says so beforehand)."""
+    ``text`` cannot be 8bit data)."""
     if encoding == EIGHT_BIT:
         body = eight_bit_body(text, html=html)
         if body is None:
@@ -66,10 +59,6 @@ def choose_encoding(text: str, *, eight_bit: bool = False, html: bool = False) -
 def sent_size(text: str, *, eight_bit: bool = False, html: bool = False) -> int:
     """The bytes ``text`` weighs as a part body, in the encoding :func:`choose_encoding` picks."""
     return _sizes(text, eight_bit, html)[0]
-
-
-def can_be_8bit(text: str, *, html: bool) -> bool:
-    return eight_bit_body(text, html=html) is not None
 
 
 def _sizes(text: str, eight_bit: bool = False, html: bool = False) -> tuple[int, str]:

@@ -1,36 +1,27 @@
 """Render: an :class:`Issue` → one HTML email (MJML) and one plain-text part per layout.
 
-Pure: objects in, strings out. One Jinja environment, autoescape on for markup templates
-(mjml-python does not validate and chokes on a raw ``<`` or ``&``), StrictUndefined so a
-template mistake fails the build instead of shipping a blank. Per-recipient links are left as
-placeholders, filled in at send time without re-rendering; the archive copy replaces them
-with the public pages.
+Pure: objects in, strings out. One Jinja environment, autoescape on for markup (mjml-python
+chokes on a raw ``<`` or ``&``), StrictUndefined so a template mistake fails the build.
+Per-recipient links are left as placeholders, filled at send time; the archive copy replaces
+them with public pages.
 
-Personal links land only in the template's own slots. The placeholders are :class:`Slot`
-values; every other value a template prints (a feed's review, the editor's file, a
-translation, a GitHub title) passes :func:`neutralise`, which breaks any ``%%`` in it, so
-no text from outside can carry a placeholder into a link of its own and have a recipient's
-signed token filled into it. :func:`stray_placeholders` finds any placeholder outside a slot
-(an issue built before this rule): ``Messages`` refuses it and the proof report blocks it.
+Personal links land only in the template's own :class:`Slot` values; every other printed
+value passes :func:`neutralise`, which breaks any ``%%`` in it, so no text from outside can
+carry a placeholder into a link of its own. :func:`stray_placeholders` finds one that did
+anyway (an issue built before this rule): ``Messages`` refuses it, the proof blocks it.
 
 The size budget: Gmail clips a message near 102 KB, and Chinese costs three bytes a
-character. Each part is weighed as sent: after its transfer encoding (``mime.py``), with
-every placeholder counted as a real signed link. When the HTML or the text part of a layout
-would exceed ``[issue] size_budget_kb``, the lowest-priority items shrink to a title and a link
-to the archive, one at a time from the bottom, in both parts alike; if the list of titles
-itself does not fit, its tail becomes one "N more in the archive" link. How many is found by
-a plain search over that one number, each step a rendering weighed whole (a template edited by
-an editor or an operator needs to know nothing about it). The text part is wrapped at 78
-columns (``wrap.py``).
-
-Both parts open with the contents: every item shown, per tier, numbered through. An HTML entry
-links to its card in the same message (``#pr-<n>``, the card's first element), or, for an item
-shortened to the brief list, to its page in the archive; the text part has no anchors and
-links every entry to the archive. The contents are part of what the budget weighs.
+character. Each part is weighed as sent (``mime.py``), placeholders counted as real signed
+links. Over ``[issue] size_budget_kb``, the lowest-priority items shrink to a title and a link
+to the archive, from the bottom, in both parts alike; if even the titles do not fit, their
+tail becomes one "N more in the archive" link. How many is a plain search over that number,
+each step a rendering weighed whole, so a template editor needs to know nothing about it.
+Both parts open with the contents, which the budget weighs too.
 """
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 import tomllib
@@ -187,21 +178,13 @@ def _one_line(text: str) -> str:
 
 
 class _CompiledTemplates(jinja2.BytecodeCache):
-    """The compiled code of each template, shared by every environment of this process, in
-    memory only.
+    """Compiled templates shared by every environment of this process, in memory only.
 
-    Each part of a run (the build's renderer, the site, the preview page, the app's pages,
-    the opt-in mail) makes its own environment, and an environment compiles each template it
-    loads, again per part, and again for every test that makes one. Jinja's bytecode cache
-    keeps the code instead, keyed by the template's name and file and checked against its
-    source, so an edited template (``preview --watch``, an operator's folder) is compiled
-    afresh. Sharing is sound because
-    every environment comes from :func:`environment`, with the same options, which the
-    compiled code depends on (autoescape, finalize, whitespace).
-
-    Never on disk: loading compiled code runs it, and a file another local user could swap
-    (a symlink in a cache folder) would run as us (issue 39). Each command compiles what it
-    renders once."""
+    Each part of a run (build, site, preview, app, opt-in mail) and each test makes its own
+    environment, and compiling the templates costs about a quarter of a second each time.
+    Sound because every environment comes from :func:`environment`, with the options the
+    code depends on; an edited template fails the checksum and is compiled afresh. Never on
+    disk: loading compiled code runs it, and a swapped file would run as us (issue 39)."""
 
     def __init__(self) -> None:
         #: Jinja's key → (the source's checksum, the code compiled from it).
@@ -235,8 +218,7 @@ def environment(override_dirs: Sequence[Path] = ()) -> jinja2.Environment:
         keep_trailing_newline=True,
         finalize=neutralise,
     )
-    env.globals["facts_line"] = facts_line
-    env.globals["counted"] = counted
+    env.globals.update(facts_line=facts_line, counted=counted, body=body)
     env.filters["compact_css"] = compact_css
     # A headline's backticked code as code (a Markup: escaped first, then tagged).
     env.filters["title_html"] = lambda title: Markup(title_html(str(title)))  # noqa: S704
@@ -247,11 +229,10 @@ _CSS_SPACE = re.compile(r"\s*([{};:,>])\s*|\s+")
 
 
 def compact_css(css: str) -> str:
-    """The email's own style block without the white space it is written with: the same
-    rules in a quarter fewer bytes, which a 25-review week needs to keep its last review in
-    full. Line by line: a ``<style>`` line is never folded for 8bit (``eightbit.py``), so
-    each stays as short as the rule it holds. Only for our templates' CSS: no string in it
-    holds ``{};:,>`` or a space that matters (the quoted font names are inline, not here)."""
+    """The email's style block without its white space: a quarter fewer bytes, which a
+    25-review week needs to keep its last review in full. Line by line, since a ``<style>``
+    line is never folded. Only for our templates' CSS, where no string holds ``{};:,>`` or a
+    space that matters."""
     # "} }" rather than "}}": a rendered part holds no "}}" a template left behind.
     lines = (_CSS_SPACE.sub(lambda m: m[1] or " ", line).strip().replace(";}", "}")
              .replace("}}", "} }") for line in css.split("\n"))
@@ -259,9 +240,7 @@ def compact_css(css: str) -> str:
 
 
 def facts_line(facts: PullFacts | None) -> str:
-    """The PR's facts in one compact line: author, merged date (or state), +/− lines, tags;
-    "" for None. The email (at build) and the site (from issue.json read back) both pass the
-    :class:`PullFacts` record."""
+    """The PR's facts in one line: author, merged date (or state), +/− lines, tags."""
     if not facts:
         return ""
     parts = []
@@ -279,8 +258,7 @@ def facts_line(facts: PullFacts | None) -> str:
 
 
 def counted(words: Mapping[str, str], key: str, n: int) -> str:
-    """``words[key]`` with its count ``n``; the singular ``<key>_one`` where the language
-    has one and ``n`` is 1 ("1 review", "3 reviews"; Chinese has no plural, so no ``_one``)."""
+    """``words[key]`` with its count ``n``; ``<key>_one`` for 1 where the language has it."""
     form = words.get(f"{key}_one") if n == 1 else None
     return (form or words[key]).format(n=n)
 
@@ -339,33 +317,25 @@ class Renderer:
 
     def render(self, issue: Issue, base_url: str, budget: Budget, footer: Footer | None = None
                ) -> tuple[dict[str, RenderedLayout], list[Problem]]:
-        """Every layout of ``issue``, each within the budget as sent, and what fitting it
-        cost."""
-        rendered: dict[str, RenderedLayout] = {}
-        problems: list[Problem] = []
-        for layout in LAYOUTS:
-            result, problem = self.render_variant(issue, Variant(layout), base_url, budget,
-                                                  footer)
-            rendered[layout] = result
-            if problem:
-                problems.append(problem)
-        return rendered, problems
+        """Every layout of ``issue`` within the budget, and what fitting it cost."""
+        fitted = {layout: self.render_variant(issue, Variant(layout), base_url, budget, footer)
+                  for layout in LAYOUTS}
+        return ({layout: result for layout, (result, _) in fitted.items()},
+                [problem for _, problem in fitted.values() if problem])
 
     def render_variant(self, issue: Issue, variant: Variant, base_url: str, budget: Budget,
                        footer: Footer | None = None) -> tuple[RenderedLayout, Problem | None]:
-        """One variant of ``issue`` (a layout, and the areas it puts first) within the
-        budget, fitted as the plain layouts are; a problem names the variant by its key."""
+        """One variant of ``issue`` (a layout and the areas it puts first) within the
+        budget; a problem names it by its key."""
         return self._fit(issue, variant, base_url.rstrip("/"), budget, footer or Footer())
 
     # -- size budget -----------------------------------------------------------------
 
     def _fit(self, issue: Issue, variant: Variant, base_url: str, budget: Budget,
              footer: Footer) -> tuple[RenderedLayout, Problem | None]:
-        """``variant`` within ``budget``: every item in full if that fits; else the fewest
-        items, from the bottom, shortened to a title and a link; else, when even every item
-        as a title is over, the most titles kept and the rest folded into one link. Each is
-        a count searched by bisection, a rendering weighed whole at each step: the parts
-        only grow as more is shown, so the first that fits is the one the search finds."""
+        """Every item in full if that fits; else the fewest items from the bottom shortened
+        to a title; else the most titles kept and the rest folded into one link. Each count
+        is found by bisection, since the parts only grow as more is shown."""
         items = interests_first(issue.items, variant.areas)
         n = len(items)
         common = self._common_context(issue, variant, base_url, footer)
@@ -401,7 +371,7 @@ class Renderer:
         """``plan`` rendered, both parts, and weighed as sent."""
         context = {**common, **_plan_context(plan, base_url)}
         html = self._html_of(context)
-        text = wrap_text(self._text_of(context))
+        text = self._text_of(context)
         return _Drawn(plan, html, text, (budget.weigh(html, html=True), budget.weigh(text)))
 
     # -- templates ---------------------------------------------------------------------
@@ -445,6 +415,10 @@ class Renderer:
             "for_you": lambda item: for_you(item, interests),
             "areas_first": {lang: s[lang]["areas_first"].format(
                 areas=_AREA_SEPARATOR[lang].join(variant.areas)) for lang in langs},
+            # The text part's one-line forms of the words.
+            "brand_line": " · ".join(s[lang]["brand"] for lang in langs),
+            "view_online": " / ".join(s[lang]["view_online"] for lang in langs),
+            "for_you_line": " / ".join(s[lang]["for_you"] for lang in langs),
         }
 
     def _html(self, issue: Issue, variant: Variant, base_url: str, plan: _Plan,
@@ -455,13 +429,10 @@ class Renderer:
     def _text(self, issue: Issue, variant: Variant, base_url: str, plan: _Plan,
               footer: Footer) -> str:
         """The text part of ``plan``, wrapped."""
-        return wrap_text(self._text_of(self._context(issue, variant, base_url, plan, footer)))
+        return self._text_of(self._context(issue, variant, base_url, plan, footer))
 
     def _html_of(self, context: dict[str, Any]) -> str:
-        try:
-            source = self.html_template.render(context)
-        except jinja2.TemplateError as exc:
-            raise RenderError(self.html_template.name or "email", str(exc)) from None
+        source = _filled_in(self.html_template, context)
         try:
             return mjml2html(source, fonts={})
         except ValueError as exc:
@@ -469,25 +440,23 @@ class Renderer:
                               f"MJML does not compile: {exc}") from None
 
     def _text_of(self, context: dict[str, Any]) -> str:
-        """The text part, not yet wrapped."""
-        langs = context["langs"]
-        context = dict(context,
-            brand_line=" · ".join(strings()[lang]["brand"] for lang in langs),
-            view_online=" / ".join(strings()[lang]["view_online"] for lang in langs),
-            for_you_line=" / ".join(strings()[lang]["for_you"] for lang in langs),
-        )
-        try:
-            return self.text_template.render(context)
-        except jinja2.TemplateError as exc:
-            raise RenderError(self.text_template.name or "text", str(exc)) from None
+        """The text part, wrapped."""
+        return wrap_text(_filled_in(self.text_template, context))
+
+
+def _filled_in(template: jinja2.Template, context: dict[str, Any]) -> str:
+    try:
+        return template.render(context)
+    except jinja2.TemplateError as exc:
+        raise RenderError(template.name or "email", str(exc)) from None
 
 
 def _plan_context(plan: _Plan, base_url: str) -> dict[str, Any]:
     """What the templates print that depends on which items are shortened or folded."""
     return {
-        "groups": _groups(_marked(plan.full)),
+        "groups": _groups(plan.full),
         "contents": _contents(plan, base_url),
-        "brief": _marked(plan.brief),
+        "brief": plan.brief,
         "folded": plan.folded,
         # A long week's contents is one line per tier, and the titles shortened to fit are
         # listed after the cards: the first card then opens the first screen, not the
@@ -497,30 +466,15 @@ def _plan_context(plan: _Plan, base_url: str) -> dict[str, Any]:
 
 
 def _smallest(lo: int, hi: int, fits: Callable[[int], bool]) -> int | None:
-    """The smallest count in ``lo..hi`` that fits (``fits`` grows true from some count on),
-    or None when not even ``hi`` does."""
-    if lo > hi or not fits(hi):
-        return None
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if fits(mid):
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
+    """The smallest count in ``lo..hi`` that fits (true from some count on), or None."""
+    found = lo + bisect.bisect_left(range(lo, hi + 1), True, key=fits)
+    return found if found <= hi else None
 
 
 def _largest(lo: int, hi: int, fits: Callable[[int], bool]) -> int | None:
     """The largest count in ``lo..hi`` that fits (true up to some count), or None."""
-    if lo > hi or not fits(lo):
-        return None
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        if fits(mid):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo
+    found = lo + bisect.bisect_left(range(lo, hi + 1), True, key=lambda m: not fits(m)) - 1
+    return found if found >= lo else None
 
 
 @dataclass(frozen=True)
@@ -565,40 +519,16 @@ def _fit_problem(name: str, chosen: _Drawn, budget: int, heaviest: _Drawn, over:
     )
 
 
-class _MarkedItem:
-    """An item as templates see it: body HTML marked safe (it left the sanitizer)."""
-
-    def __init__(self, item: Item) -> None:
-        self._item = item
-        self._texts = {lang: _marked_text(item.text(lang)) for lang in ("zh", "en")}
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._item, name)
-
-    def text(self, lang: str) -> Text | None:
-        return self._texts[lang]
+def body(text: Text | None) -> Markup | None:
+    """A text's body HTML as markup: it left ``sanitize.clean_html``, the only way into an
+    Item."""
+    return Markup(text.body_html) if text else None  # noqa: S704
 
 
-def _marked_text(text: Text | None) -> Text | None:
-    if text is None:
-        return None
-    # Safe: body_html is the output of sanitize.clean_html, the only way into an Item.
-    return Text(text.title, Markup(text.body_html), text.body_text, text.source)  # noqa: S704
-
-
-def _marked(items: Sequence[Item]) -> list[_MarkedItem]:
-    """``items`` as templates see them."""
-    return [_MarkedItem(item) for item in items]
-
-
-def _groups(items: Sequence[_MarkedItem]) -> list[dict[str, Any]]:
+def _groups(items: Sequence[Item]) -> list[dict[str, Any]]:
     """Items grouped under their tier, tiers in rank order."""
-    groups: list[dict[str, Any]] = []
-    for tier in TIERS:
-        members = [item for item in items if item.tier == tier.name]
-        if members:
-            groups.append({"tier": tier.name, "items": members})
-    return groups
+    return [{"tier": tier.name, "items": members} for tier in TIERS
+            if (members := [item for item in items if item.tier == tier.name])]
 
 
 def pr_page(base_url: str, pr: int) -> str:
@@ -611,7 +541,7 @@ class _Entry:
     """One line of the contents: its number, the item, and where its link goes."""
 
     n: int
-    item: _MarkedItem
+    item: Item
     #: ``#pr-<n>`` for an item shown in full (its card carries that id), else its PR page.
     href: str
     #: The item's PR page in the archive: the text part's link, which has no anchors.
@@ -630,12 +560,12 @@ def _contents(plan: _Plan, base_url: str) -> list[dict[str, Any]]:
     full = {item.pr for item in plan.full}
     groups: list[dict[str, Any]] = []
     n = 0
-    for group in _groups(_marked((*plan.full, *plan.brief))):
+    for group in _groups((*plan.full, *plan.brief)):
         entries = []
-        for marked in group["items"]:
+        for item in group["items"]:
             n += 1
-            page = pr_page(base_url, marked.pr)
-            entries.append(_Entry(n, marked, f"#pr-{marked.pr}" if marked.pr in full else page,
+            page = pr_page(base_url, item.pr)
+            entries.append(_Entry(n, item, f"#pr-{item.pr}" if item.pr in full else page,
                                   page))
         groups.append({"tier": group["tier"], "entries": entries,
                        "carded": any(entry.href.startswith("#") for entry in entries)})

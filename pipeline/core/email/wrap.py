@@ -35,16 +35,10 @@ def width(text: str) -> int:
     """Display columns: two for a wide (CJK) character, none for a combining mark."""
     if text.isascii():
         return len(text)
-    total = 0
-    for char in text:
-        if unicodedata.combining(char):
-            continue
-        total += 2 if unicodedata.east_asian_width(char) in "WF" else 1
-    return total
+    return sum(2 if _wide(char) else 1 for char in text if not unicodedata.combining(char))
 
 
-#: A unit's columns, remembered: a week's text is made of the same few thousand words and
-#: characters, and measuring one walks it character by character.
+#: A unit's columns, remembered: a week's text repeats the same few thousand words.
 _unit_width = functools.lru_cache(maxsize=16384)(width)
 
 
@@ -62,8 +56,8 @@ def wrap_text(text: str, limit: int = WIDTH) -> str:
 
 @functools.lru_cache(maxsize=8192)
 def wrap_line(line: str, limit: int = WIDTH) -> tuple[str, ...]:
-    """One long line as several, greedy, URLs alone on theirs. Cached: fitting the size
-    budget renders the same reviews several times."""
+    """One long line as several, greedy, URLs alone on theirs. Cached: fitting the budget
+    renders the same reviews several times."""
     if width(line) <= limit:
         return (line,)
     hanging = _HANGING.match(line)

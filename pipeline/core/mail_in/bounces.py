@@ -1,16 +1,13 @@
 """Whether a mail server's refusal means "this mailbox does not exist".
 
-Two places hear such refusals: the ``smtp`` transport, when a relay answers ``RCPT TO``
-with a 5xx, and ``inbox process``, when a delivery status notification (RFC 3464) comes
-back days later. Both must decide the same way, because the answer stops all mail to an
-address: a mailbox that is gone is marked ``bounced`` (as an SES ``Permanent`` bounce is),
-while a refusal for any other reason (a spam policy, a message too big, a full mailbox)
-is about this message, not about the address.
+The ``smtp`` transport hears such refusals at ``RCPT TO``, ``inbox process`` in delivery
+status notifications days later; both must decide alike, because a gone mailbox is marked
+``bounced`` and gets no more mail, while any other refusal (spam policy, size, a full
+mailbox) is about the message, not the address.
 
-The enhanced status code (RFC 3463, ``5.1.1``) decides when there is one: servers write
-it precisely, their prose varies. Without one, a short list of phrases the common servers
-use ("User unknown", "No such user", "does not exist") decides. A temporary (4xx) reply
-never says a mailbox is gone. Pure: strings in, a verdict out.
+The RFC 3463 status (``5.1.1``) decides when there is one: servers write it precisely, their
+prose varies. Without one, a few phrases of the common servers decide. A 4xx reply never
+says a mailbox is gone. Pure: strings in, a verdict out.
 """
 
 from __future__ import annotations
@@ -47,9 +44,8 @@ def enhanced_status(text: str) -> str | None:
 def mailbox_gone(text: str, *, code: int | None = None, status: str | None = None) -> bool:
     """Whether a refusal says the recipient's mailbox does not exist (for good).
 
-    ``code`` is the SMTP reply code when there is one (only 5xx can say so); ``status`` an
-    RFC 3463 code given apart from the text (a DSN's ``Status:`` field), else the one
-    ``text`` carries, if any, decides; without either the phrases in ``text`` do.
+    ``code``: the SMTP reply code, if any; ``status``: an RFC 3463 code given apart from
+    ``text`` (a DSN's ``Status:``), else the one in ``text``; without either, its phrases.
     """
     if code is not None and not 500 <= code < 600:
         return False
@@ -64,10 +60,8 @@ def mailbox_gone(text: str, *, code: int | None = None, status: str | None = Non
 
 
 def bounce_kind(status: str, text: str = "") -> BounceKind | None:
-    """What a DSN's failed recipient means for the address: ``bounce-permanent`` when the
-    mailbox is gone, ``bounce-transient`` for any other permanent (5.x.x) failure (counted,
-    and too many in a row stop mail too), None for a delay or a temporary (4.x.x) one. A
-    generic ``5.0.0`` lets ``text`` (the server's reply) decide."""
+    """A DSN's failed recipient: ``bounce-permanent`` when the mailbox is gone,
+    ``bounce-transient`` for another 5.x.x failure (counted), None for a 4.x.x one."""
     status = (enhanced_status(status) or "").strip()
     if not status.startswith("5."):
         return None

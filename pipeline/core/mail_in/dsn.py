@@ -1,27 +1,20 @@
 """Delivery status notifications (RFC 3464): what a mail server says, days later, about a
 message it could not deliver. Pure: bytes (or a parsed message) in, a :class:`Report` out.
 
-A DSN is a ``multipart/report; report-type=delivery-status`` mail with three parts: a
-human-readable explanation, a ``message/delivery-status`` part (a block of per-message
-fields such as ``Reporting-MTA``, then one block per recipient: ``Final-Recipient``,
-``Action``, ``Status``, ``Diagnostic-Code``), and the returned message, whole
-(``message/rfc822``) or its headers only (``text/rfc822-headers``).
+A DSN is a ``multipart/report; report-type=delivery-status`` with a human-readable part, a
+``message/delivery-status`` part (per-message fields, then one block per recipient:
+``Final-Recipient``, ``Action``, ``Status``, ``Diagnostic-Code``) and the returned message
+(``message/rfc822``, or its headers only: ``text/rfc822-headers``).
 
-**Trust.** Anybody can write such a mail and name anybody in ``Final-Recipient``. So the
-addresses a DSN names are never used: :attr:`Report.tokens` holds the signed unsubscribe
-tokens found in the *returned* message's ``List-Unsubscribe`` (the https one-click URL's
-``token=`` and the ``mailto:`` tag ``<local>+<token>@…``), and only a token that verifies
-with our keys says whose mail came back (:mod:`pipeline.stages.inbox`). Whoever holds that
-token can already unsubscribe its subscriber, so a forged DSN carrying one grants nothing
-new.
+**Trust.** Anybody can write one and name anybody in ``Final-Recipient``, so the addresses a
+DSN names are never used to find a subscriber: only the signed unsubscribe tokens of the
+*returned* message's ``List-Unsubscribe`` (:attr:`Report.tokens`) say whose mail came back,
+once they verify (:mod:`pipeline.stages.inbox`). Whoever holds such a token can already
+unsubscribe its subscriber, so a forged DSN grants nothing new.
 
-**What it means** is :func:`pipeline.core.mail_in.bounces.bounce_kind`'s verdict on each
-recipient whose ``Action`` is ``failed`` (:meth:`Report.bounce`): the mailbox is gone
-(permanent), or a permanent failure for another reason (transient: counted). ``delayed``,
-``delivered``, ``relayed`` and ``expanded`` change nothing, nor does a 4.x.x status.
-
-Never raises: a mail that is no DSN gives None, a DSN without one readable recipient
-block gives a report with no recipients.
+Each ``failed`` recipient is judged by :func:`~pipeline.core.mail_in.bounces.bounce_kind`;
+``delayed``, ``delivered``, ``relayed``, ``expanded`` and 4.x.x statuses change nothing.
+Never raises: a mail that is no DSN gives None.
 """
 
 from __future__ import annotations
@@ -44,22 +37,19 @@ _MAX_PART = 1_000_000
 
 @dataclass(frozen=True)
 class Recipient:
-    """One per-recipient block of a DSN. ``action`` lower case (``failed``, ``delayed``,
-    …; "" when missing), ``status`` the RFC 3463 code (``5.1.1``; "" when missing or
-    unreadable), ``diagnostic`` the server's reply as given (it may name the address: for
-    deciding only, never for a report)."""
+    """One per-recipient block of a DSN; ``diagnostic`` may name the address: for deciding
+    only, never for a report."""
 
     action: str
     status: str
     diagnostic: str = field(default="", repr=False)
-    #: The ``Final-Recipient`` address, lower case ("" when missing): the mailbox that
-    #: refused. Never used to find a subscriber, only compared with the one the token names
-    #: (a subscriber who forwards our mail to a dead mailbox has a live one of their own).
+    #: The mailbox that refused, lower case: only compared with the token's subscriber (one
+    #: who forwards our mail to a dead mailbox has a live one of their own).
     final: str = field(default="", repr=False)
 
     @property
     def bounce(self) -> BounceKind | None:
-        """What this recipient's failure says about the address (None: nothing)."""
+        """What this recipient's failure says about the address, if anything."""
         if self.action != "failed":
             return None
         return bounce_kind(self.status or enhanced_status(self.diagnostic) or "",
@@ -68,9 +58,8 @@ class Recipient:
 
 @dataclass(frozen=True)
 class Report:
-    """A DSN as read: its recipients, the unsubscribe tokens of the returned message
-    (distinct, lower case, in the order found), and that message's ``Message-ID`` (None
-    when the DSN returned no headers or the message had none)."""
+    """A DSN as read: its recipients, and the returned message's unsubscribe tokens
+    (distinct, lower case) and ``Message-ID``."""
 
     recipients: tuple[Recipient, ...]
     tokens: tuple[str, ...] = field(default=(), repr=False)
@@ -78,14 +67,10 @@ class Report:
 
     @property
     def bounce(self) -> BounceKind | None:
-        """The strongest verdict among the recipients: a permanent bounce if any says the
-        mailbox is gone, else a transient one if any failed for good, else None."""
+        """The strongest verdict among the recipients."""
         kinds = {recipient.bounce for recipient in self.recipients}
         order: tuple[BounceKind, ...] = ("bounce-permanent", "bounce-transient")
-        for kind in order:
-            if kind in kinds:
-                return kind
-        return None
+        return next((kind for kind in order if kind in kinds), None)
 
     def refused(self, kind: BounceKind) -> tuple[str, ...]:
         """The ``Final-Recipient`` addresses of the recipients with verdict ``kind``."""
@@ -97,14 +82,12 @@ class Report:
         return any(recipient.action == "failed" for recipient in self.recipients)
 
 
-#: Our ``Message-ID``, as :meth:`pipeline.core.email.message.Messages.build` writes it:
-#: ``<2026-W48.<16 hex>@domain>``.
+#: Our ``Message-ID`` (``Messages.build``): ``<2026-W48.<16 hex>@domain>``.
 _OUR_MESSAGE_ID = re.compile(r"^<(\d{4}-W\d{2})\.[0-9a-f]{16}@[^>]+>$")
 
 
 def issue_of(message_id: str | None) -> str | None:
-    """The issue a ``Message-ID`` of ours names (``2026-W48``), else None: what a bounce
-    notification returning our message says about which issue bounced."""
+    """The issue a ``Message-ID`` of ours names (``2026-W48``), else None."""
     found = _OUR_MESSAGE_ID.match(message_id or "")
     return found.group(1) if found else None
 
@@ -171,9 +154,8 @@ def _recipients(part: Message) -> list[Recipient]:
 
 
 def _blocks(part: Message) -> list[Message]:
-    """The field blocks of a ``message/delivery-status`` part. The stdlib parses them into
-    a list of header-only messages; a part it left as text (a transfer encoding, a
-    hand-made report) is split on blank lines here."""
+    """The field blocks of a ``message/delivery-status`` part; one the stdlib left as text
+    (a transfer encoding, a hand-made report) is split on blank lines here."""
     payload = part.get_payload()
     if isinstance(payload, list):
         return [block for block in payload if isinstance(block, Message)]
@@ -206,8 +188,7 @@ def _text(value: object) -> str:
 
 
 def _returned_headers(part: Message) -> Message | None:
-    """The returned message's headers: the attached message (``message/rfc822``) or the
-    headers given as text (``text/rfc822-headers``)."""
+    """The returned message's headers, attached whole or given as text."""
     payload = part.get_payload()
     if isinstance(payload, list) and payload and isinstance(payload[0], Message):
         return payload[0]
@@ -222,8 +203,7 @@ _TAG_TOKEN = re.compile(r"\+([a-z2-7]{56})@", re.I)
 
 
 def _tokens(headers: Message) -> tuple[str, ...]:
-    """The tokens of every ``List-Unsubscribe`` of the returned message, raw (a header
-    the parser cannot decode is still read)."""
+    """The tokens of every ``List-Unsubscribe`` of the returned message, read raw."""
     found: list[str] = []
     for name, value in headers.items():
         if str(name).strip().lower() != "list-unsubscribe":

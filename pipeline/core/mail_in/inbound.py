@@ -1,20 +1,15 @@
 """What an inbound mail asks for: unsubscribe (a token address), subscribe (a command), a
 bounce (a delivery status notification about one of our messages), or nothing. Pure: raw
-bytes in, a :class:`Verdict` out; ``newsletter inbox process`` (:mod:`pipeline.stages.inbox`)
-acts on it.
+bytes in, a :class:`Verdict` out; ``newsletter inbox process`` acts on it.
 
-**Trust.** SES prepends its own verdict headers (``X-SES-Spam-Verdict``,
-``X-SES-Virus-Verdict``, ``Authentication-Results``, ``Received-SPF``); a sender can write
-look-alikes further down, so only the topmost of each is read. A subscribe request is
-ignored when SES calls the mail spam or a virus, when DMARC failed, or when SPF or DKIM
-failed and neither passed (a mail forwarded with broken SPF but a good DKIM signature is
-still taken). Missing headers (a hand-dropped file) are not failures. An unsubscribe is
-honoured whatever those headers say: its token is signed and proves itself, and a spam
-filter's mistake must not keep anyone on the list (only the headers are read, never the
-body's attachments). A delivery status notification is read before any of those checks
-(:mod:`pipeline.core.mail_in.dsn`): it is ``Auto-Submitted: auto-replied`` by nature, often comes
-from a server without SPF, and is acted on only through the signed token of the message it
-returns, which proves itself as an unsubscribe does.
+**Trust.** SES prepends its verdict headers (``X-SES-Spam-Verdict``, ``X-SES-Virus-Verdict``,
+``Authentication-Results``, ``Received-SPF``); a sender can write look-alikes further down,
+so only the topmost of each is read. A subscribe is ignored when SES calls the mail spam or a
+virus, when DMARC failed, or when SPF or DKIM failed and neither passed (a forwarded mail
+breaks SPF but keeps its DKIM signature). Missing headers (a hand-dropped file) are no
+failure. An unsubscribe, and a DSN (:mod:`pipeline.core.mail_in.dsn`), are honoured whatever
+those headers say: they act only through a signed token, which proves itself, and a spam
+filter's mistake must not keep anyone on the list.
 """
 
 from __future__ import annotations
@@ -33,7 +28,7 @@ from typing import TYPE_CHECKING, Literal
 from pipeline.core.mail_in.dsn import is_report, read_report
 
 if TYPE_CHECKING:
-    from email.message import EmailMessage
+    from email.message import EmailMessage, MIMEPart
 
 __all__ = ["ACTIONS", "LAYOUT_WORDS", "Action", "Verdict", "classify", "mask_address"]
 
@@ -53,21 +48,14 @@ _COMMANDS = ("subscribe", "订阅")
 
 @dataclass(frozen=True)
 class Verdict:
-    """What :func:`classify` made of one mail.
-
-    ``reason`` says why: for ``unsubscribe`` "token"; for ``subscribe`` where the command
-    was found ("subject", "first-line"); for ``bounce`` its kind ("bounce-permanent",
-    "bounce-transient"); for ``ignored`` "virus", "spam", "dmarc-fail", "spf-fail",
-    "dkim-fail", "no-sender" or "auto-submitted", and for a delivery status notification
-    that changes nothing "dsn-not-failed" (delayed, delivered, relayed…), "dsn-temporary"
-    (failed with a 4.x.x status), "dsn-unknown-message" (the message it returns carries
-    none of our tokens: not ours, or forged) or "dsn-several-tokens"; for ``unrecognised``
-    "no-command", "empty", "unparseable" or "dsn-unreadable" (a report without one
-    recipient's fields). ``token`` is set for ``unsubscribe`` and ``bounce`` only (for a
-    bounce: the returned message's, still to be verified), ``reference`` for ``bounce``
-    only (the returned message's ``Message-ID``, if any), ``layout`` for ``subscribe``
-    only (None: none asked for); ``sender`` is the bare ``From`` address whenever there is
-    one.
+    """What :func:`classify` made of one mail, and why (``reason``): for ``unsubscribe``
+    "token"; for ``subscribe`` "subject" or "first-line"; for ``bounce`` its kind; for
+    ``ignored`` "virus", "spam", "dmarc-fail", "spf-fail", "dkim-fail", "no-sender",
+    "auto-submitted", or for a DSN that changes nothing "dsn-not-failed", "dsn-temporary",
+    "dsn-unknown-message" (none of our tokens) or "dsn-several-tokens"; for
+    ``unrecognised`` "no-command", "empty", "unparseable" or "dsn-unreadable".
+    ``token`` is an unsubscribe's or (still to verify) a bounced message's; ``reference``
+    the bounced message's ``Message-ID``; ``layout`` what a subscribe asks for.
     """
 
     action: Action
@@ -82,41 +70,17 @@ class Verdict:
 
 
 def classify(raw: bytes) -> Verdict:
-    """Decide what one raw inbound mail asks for. Pure; never raises (broken mail of any
-    kind is ``unrecognised``).
+    """Decide what one raw inbound mail asks for; never raises (broken mail is
+    ``unrecognised``).
 
-    **A delivery status notification** (``multipart/report; report-type=delivery-status``)
-    is decided before anything else, by :mod:`pipeline.core.mail_in.dsn`: a ``bounce`` of the kind
-    :func:`~pipeline.core.mail_in.bounces.bounce_kind` gives for its failed recipients, with the
-    token of the message it returns; ``ignored`` when nothing failed for good or it returns
-    no message of ours. SES's verdicts do not stop it (the token proves itself), nor does
-    its ``Auto-Submitted: auto-replied``.
-
-    **Then the checks.** Only the *topmost* occurrence of each header counts: SES prepends
-    its own headers, and anything lower down was written by the sender, who may have put a
-    reassuring ``X-SES-Spam-Verdict: PASS`` there. The mail is ``ignored`` when
-
-    * ``X-SES-Virus-Verdict`` is ``FAIL`` ("virus"), or ``X-SES-Spam-Verdict`` is ``FAIL``
-      ("spam") — ``GRAY`` and ``PROCESSING_FAILED`` are not failures;
-    * ``Authentication-Results`` says ``dmarc=fail`` ("dmarc-fail");
-    * SPF (``spf=`` of ``Authentication-Results``, else ``Received-SPF``) is ``fail``,
-      ``softfail`` or ``permerror``, or DKIM is ``fail``, **and neither passed**
-      ("spf-fail", else "dkim-fail"). A forwarded mail breaks SPF but keeps a valid DKIM
-      signature: that one is taken.
-
-    A missing header is no failure: a hand-dropped local file has none of them.
-
-    **Then the command.** An address ``<anything>+<56 base32 characters>@…`` among the
-    recipients (``To``, ``Cc``, ``Delivered-To``, ``X-Original-To``, and the envelope
-    recipient of SES's topmost ``Received: … for <address>``), any case, is an
-    ``unsubscribe`` with that token (checked later, by the store's keys). Otherwise the
-    subject (without ``Re:``/``Fwd:``/``回复:``… prefixes) or else the first non-empty line
-    of the text body (of the HTML, crudely made text, when there is no plain part) being
-    ``subscribe`` or ``订阅``, any case, optionally followed by one word of
-    :data:`LAYOUT_WORDS` (``订阅英文`` without a space too), is a ``subscribe`` for the
-    ``From`` address; anything more after the command is not one. Unsubscribe wins over
-    subscribe. A subscribe without a ``From`` address is ``ignored`` ("no-sender"), as is
-    one marked ``Auto-Submitted`` (an auto-responder must not sign anybody up).
+    A delivery status notification is decided first (:func:`_bounce`). Then the checks of
+    the module's rule. Then the command: an address ``<anything>+<56 base32 characters>@…``
+    among the recipients (``To``, ``Cc``, ``Delivered-To``, ``X-Original-To``, the topmost
+    ``Received: … for <address>``) is an ``unsubscribe``; else a subject (without ``Re:``,
+    ``回复:``… prefixes) or first non-empty body line that is ``subscribe`` or ``订阅``,
+    optionally followed by one word of :data:`LAYOUT_WORDS` (``订阅英文`` too), and nothing
+    more, is a ``subscribe`` for the ``From`` address, unless the mail has no ``From`` or is
+    ``Auto-Submitted`` (an auto-responder must not sign anybody up).
     """
     if not raw.strip():
         return Verdict("unrecognised", "empty")
@@ -177,27 +141,24 @@ _RESULT = re.compile(r"^\s*([a-z0-9_.-]+)\s*=\s*([a-z]+)", re.I)
 
 def _failed_check(headers: _Headers) -> str | None:
     """The reason to ignore the mail, per :func:`classify`'s rule, or None."""
-    if _verdict(headers.top("x-ses-virus-verdict")) == "FAIL":
+    if _first_word(headers.top("x-ses-virus-verdict")) == "fail":
         return "virus"
-    if _verdict(headers.top("x-ses-spam-verdict")) == "FAIL":
+    if _first_word(headers.top("x-ses-spam-verdict")) == "fail":
         return "spam"
     results = _authentication_results(headers.top("authentication-results"))
     if "fail" in results.get("dmarc", ()):
         return "dmarc-fail"
-    spf_results = results.get("spf") or [_received_spf(headers.top("received-spf"))]
-    spf = spf_results[0]
+    # Received-SPF: ``pass (spfCheck: …) client-ip=…``
+    spf = (results.get("spf") or [_first_word(headers.top("received-spf")).rstrip(";")])[0]
     dkim = results.get("dkim", [])
-    spf_failed = spf in _SPF_FAILED
-    dkim_failed = "fail" in dkim
-    passed = spf == "pass" or "pass" in dkim
-    if (spf_failed or dkim_failed) and not passed:
-        return "spf-fail" if spf_failed else "dkim-fail"
+    if (spf in _SPF_FAILED or "fail" in dkim) and not (spf == "pass" or "pass" in dkim):
+        return "spf-fail" if spf in _SPF_FAILED else "dkim-fail"
     return None
 
 
-def _verdict(value: str | None) -> str:
+def _first_word(value: str | None) -> str:
     words = (value or "").split()
-    return words[0].upper() if words else ""
+    return words[0].lower() if words else ""
 
 
 def _authentication_results(value: str | None) -> dict[str, list[str]]:
@@ -215,12 +176,6 @@ def _authentication_results(value: str | None) -> dict[str, list[str]]:
         if match and match.group(1).lower() in ("spf", "dkim", "dmarc"):
             results.setdefault(match.group(1).lower(), []).append(match.group(2).lower())
     return results
-
-
-def _received_spf(value: str | None) -> str:
-    """``pass (spfCheck: …) client-ip=…`` → ``pass``."""
-    words = (value or "").split()
-    return words[0].lower().rstrip(";") if words else ""
 
 
 # -- unsubscribe
@@ -317,17 +272,14 @@ def _first_line(message: EmailMessage) -> str | None:
 
 def _body_text(message: EmailMessage) -> str:
     """The text/plain body, else the text/html one made text; "" when there is none."""
-    getter = getattr(message, "get_body", None)
-    if getter is None:
-        return ""
-    part = getter(preferencelist=("plain",))
+    part = message.get_body(preferencelist=("plain",))
     if part is not None:
         return _part_text(part)
-    part = getter(preferencelist=("html",))
+    part = message.get_body(preferencelist=("html",))
     return _html_text(_part_text(part)) if part is not None else ""
 
 
-def _part_text(part: EmailMessage) -> str:
+def _part_text(part: MIMEPart) -> str:
     # An unknown charset or a broken transfer encoding: fall back to the bytes as UTF-8.
     with contextlib.suppress(Exception):
         content = part.get_content()

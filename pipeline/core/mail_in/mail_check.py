@@ -1,22 +1,15 @@
 """Whether a delivered message is fit for mailbox providers' one-click unsubscribe: what
 ``newsletter check-mail FILE.eml`` says. Pure: raw bytes in, a :class:`MailCheck` out.
 
-RFC 8058 asks for three things: a ``List-Unsubscribe`` with an https URL, a
-``List-Unsubscribe-Post: List-Unsubscribe=One-Click``, and (§4) a DKIM signature that
-covers both, so nobody on the way can point the one-click POST elsewhere. Gmail and Yahoo
-also want the signature aligned with the ``From`` domain. Our pipeline writes the headers;
-the signature is the relay's (SES signs them; a stock OpenDKIM does not sign
-``List-Unsubscribe-Post``), so this reads a message as it *arrived* and says, check by check,
-whether it holds.
+RFC 8058 asks for a ``List-Unsubscribe`` with an https URL, ``List-Unsubscribe-Post:
+List-Unsubscribe=One-Click``, and (§4) a DKIM signature covering both; Gmail and Yahoo want
+it aligned with the ``From`` domain. The signature is the relay's (a stock OpenDKIM does not
+sign ``List-Unsubscribe-Post``), so this reads a message as it *arrived*. Only the
+``DKIM-Signature`` tags are read: no DNS lookup, no signature verified. The ``mailto:`` and
+oversigning (naming a header once more than it occurs, so nobody can add another) are advice.
 
-Only the ``DKIM-Signature`` tags are read (``d=``, ``s=``, ``h=``): no DNS lookup, no
-signature is verified. The checks of :data:`REQUIRED` decide :attr:`MailCheck.fit`; the
-``mailto:`` and oversigning are advice (a ``mailto:`` is written only where inbound mail
-is configured; oversigning — naming a header in ``h=`` once more than it occurs — stops
-anyone from adding a second ``List-Unsubscribe`` that the signature would not cover).
-
-Nothing printed names the recipient or carries their token: URLs are shown without their
-query, a ``mailto:`` by its domain only.
+Nothing printed names the recipient or carries their token: URLs without their query, a
+``mailto:`` by its domain only.
 """
 
 from __future__ import annotations
@@ -126,10 +119,6 @@ def _every(message: Message, name: str) -> list[str]:
     """Every value of header ``name``, unfolded, as received."""
     return [re.sub(r"\r?\n[ \t]*", " ", str(value)) for key, value in message.items()
             if key.strip().lower() == name.lower()]
-
-
-def _count(message: Message, name: str) -> int:
-    return len(_every(message, name))
 
 
 def _from_domain(message: Message) -> str:
@@ -254,7 +243,7 @@ def _coverage(names: list[str], message: Message) -> list[Check]:
         covers = Check("dkim-covers", True, "h= covers List-Unsubscribe and "
                        "List-Unsubscribe-Post")
     loose = [header for header in _COVERED
-             if names.count(header.lower()) <= _count(message, header)]
+             if names.count(header.lower()) <= len(_every(message, header))]
     if not loose:
         over = Check("dkim-oversigned", True, "h= oversigns both (named once more than they "
                      "occur): nobody can add another")

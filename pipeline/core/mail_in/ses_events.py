@@ -1,27 +1,14 @@
 """Bounces, complaints and deliveries from the ``Message`` of a verified SNS notification.
 
-Amazon SES reports mail events to an SNS topic in one of two shapes, depending on how it was
-set up, and the webhook has to accept both:
+SES reports mail events in two shapes, and the webhook accepts both: feedback notifications
+(``notificationType``) and event publishing through a configuration set (``eventType``, with
+more types). Both carry the same ``bounce`` / ``complaint`` / ``delivery`` objects. Every other
+type gives no event rather than an error: SES may add types at any time, and a webhook that
+fails on them makes SNS retry for days. A bounce, complaint or delivery lacking what makes it
+one is a :class:`ValueError`: ignoring it would hide a bounce.
 
-* feedback *notifications* on an identity: ``notificationType`` is ``Bounce``, ``Complaint``
-  or ``Delivery`` (https://docs.aws.amazon.com/ses/latest/dg/notification-contents.html);
-* *event publishing* through a configuration set: ``eventType``, which also has ``Send``,
-  ``Reject``, ``Open``, ``Click``, ``DeliveryDelay``, ``Rendering Failure``,
-  ``Subscription`` (https://docs.aws.amazon.com/ses/latest/dg/event-publishing-retrieving-sns-contents.html).
-
-Both carry the same ``bounce`` / ``complaint`` / ``delivery`` objects. Only those three
-change what we do about a subscriber, so every other type (and SES's own
-``AmazonSnsSubscriptionSucceeded`` note when a topic is attached) gives no event rather than an
-error: SES may add types at any time, and a webhook that fails on them makes SNS retry for
-days. A document that claims to be a bounce, complaint or delivery but lacks what makes it
-one is an error (:class:`ValueError`), because silently ignoring it would hide a bounce.
-
-Only a ``Permanent`` bounce is ``bounce-permanent``: that kind stops mail to an address for
-good, so ``Transient``, ``Undetermined`` and any type SES may add later count as transient. A
-complaint of type ``not-spam`` (someone marking the mail as *not* spam) is no complaint.
-
-Pure: no I/O, no clock. Addresses are returned as SES gives them, minus a display name; the
-store normalises them.
+Only a ``Permanent`` bounce is ``bounce-permanent`` (it stops mail for good); any other type
+counts as transient. A complaint of type ``not-spam`` is no complaint. Pure: no I/O, no clock.
 """
 
 from __future__ import annotations

@@ -1,33 +1,18 @@
 """Search: the records the search index reads, by year, and the index files as site objects.
 
-Pure: issues and HTML in, :class:`SiteObject` values out. ``pipeline/stages/search_index.py``
-runs Pagefind over the records and hands the files it wrote back here; ``publish`` writes the
-objects like every other page.
+Pure: issues and HTML in, :class:`SiteObject` values out; ``stages/search_index.py`` runs
+Pagefind between the two. The index covers what the archive holds (the ``issue.json`` files
+``publish`` read back), never a local build folder.
 
-The index covers what the archive holds, never a local build folder: the issues are the
-``issue.json`` files ``publish`` read back from the archive. A result is one review in the
-issue that carried it, so the index holds one *record* per review (``web/search_record.html.j2``:
-its PR number and area tags, its titles, note and body in both languages), not the issue
-pages: Pagefind scores a page as a whole and cuts it into sub-results only at headings with an
-``id``, so on a page of eight reviews a query's words could come from two different reviews,
-a review's tag line counted toward the review before it, every match was "1 result" and the
-UI showed three sub-results at most. A record is handed to Pagefind only (its words cut by
-:mod:`pipeline.core.site.words`), never published; its meta values name the issue and PR
-the search page links to (``issues/<week>/<variant>#pr-<number>``, the review's article on
-the issue page in the search page's language). Neither ``zh.html``/``en.html`` nor a PR's
-page (``pr/<number>/``) is indexed: they hold the same reviews again.
+One record a review (``web/search_record.html.j2``), not the issue pages: Pagefind scores a
+page as a whole, so on a page of eight reviews a query's words could match across reviews.
+Records are handed to Pagefind only, never published; their meta values name the review's
+article on the issue page.
 
-The search pages and the bundles live under ``search/``: one page per language variant
-(``index.html`` bilingual, ``zh.html``, ``en.html``, as an issue has them), one Pagefind bundle
-per ISO year of the issues at ``search/pagefind/<year>/``, with the Chinese words of its
-records beside it (``words.json``: the search page cuts a query against them). Why a bundle a
-year and not one for the archive: Pagefind holds the whole index in memory while it writes it
-(629 MB for 520 issue pages, ten years), and cannot add to an index; a bundle a year bounds
-both the memory and the work of a weekly publish by one year's issues, since only a year
-whose records changed is indexed again (:class:`Manifest` keeps a digest of each year's
-records). The search page loads the newest year's bundle and merges the others into it
-(Pagefind's ``mergeIndex``), so one box still searches every issue: results of all years are
-ranked together by score.
+One bundle per ISO year (``search/pagefind/<year>/``, with its :data:`WORDS` beside it):
+Pagefind holds a whole index in memory while writing it and cannot add to one, so a year
+bounds both, and only a year whose records changed is indexed again (:class:`Manifest`).
+The search page loads the newest year's bundle and merges the others in (``mergeIndex``).
 """
 
 from __future__ import annotations
@@ -37,8 +22,6 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-
-import jinja2
 
 from pipeline.core.site import words
 from pipeline.core.site.site import HTML, SHORT_CACHE, VARIANTS, Site
@@ -55,30 +38,23 @@ BUNDLE = "search/pagefind/"
 RECORDS = "reviews/"
 #: Beside each year's bundle: the Chinese words of its records (:func:`words.vocabulary`).
 WORDS = "words.json"
-#: Files named by a hash of their content: a new index gets new names, so they never change
-#: once written and may be cached for a year. A reader mid-session on last week's entry file
-#: still finds the chunks it names: a chunk is deleted only once neither the index just
-#: written nor the one before it names it (:func:`stale_files`).
+#: Files named by a hash of their content never change once written. A reader mid-session
+#: on last week's entry file still finds its chunks (:func:`stale_files`).
 IMMUTABLE_CACHE = "public, max-age=31536000, immutable"
-#: What the last publish indexed (:class:`Manifest`): each year's digest of its pages and
-#: the files of its bundle, so the next publish indexes again only a year that changed and
-#: keeps the files a reader of this index may still fetch (Pagefind's own files name chunks
-#: only inside gzip streams).
+#: What the last publish indexed (:class:`Manifest`): Pagefind's own files name their
+#: chunks only inside gzip streams.
 MANIFEST = "search/indexes.json"
-#: The list an archive from before per-year bundles holds (one key a line): read as the
-#: previous index's files, then deleted with them.
+#: An archive from before per-year bundles lists its index's files here, one a line.
 LEGACY_MANIFEST = "search/index-files.txt"
-#: Bundle files the search page never loads (Pagefind's three UIs: the page shows results
-#: itself; the highlighter): not published, so the archive carries only what it serves.
+#: Bundle files the search page never loads (Pagefind's UIs, the highlighter): not published.
 UNUSED = frozenset({
     "pagefind-ui.js", "pagefind-ui.css",
     "pagefind-modular-ui.js", "pagefind-modular-ui.css",
     "pagefind-component-ui.js", "pagefind-component-ui.css",
     "pagefind-highlight.js",
 })
-#: By file name ending. ``.pagefind`` (the WebAssembly search core) and ``.pf_*`` (index
-#: chunks) are gzip streams that pagefind.js fetches and unpacks itself: served as bytes,
-#: so no host or CDN guesses at them, compresses them twice or runs them as a wasm module.
+#: By file name ending. ``.pagefind`` and ``.pf_*`` files are gzip streams pagefind.js
+#: unpacks itself: served as bytes, so no CDN compresses them twice or runs them as wasm.
 CONTENT_TYPES = {
     ".js": "text/javascript; charset=utf-8",
     ".css": "text/css; charset=utf-8",
@@ -92,25 +68,22 @@ _HASHED = re.compile(r"^(?:index/|fragment/|filter/|pagefind\.[^/]+\.pf_meta$)")
 
 
 def records(site: Site, issues: Sequence[Issue]) -> dict[str, dict[str, str]]:
-    """Each review's record (``reviews/<week>/<pr>.html`` → HTML, its Chinese not yet cut)
-    by the ISO year of its issue's week (``2026-W48`` → ``2026``), oldest year, issue and
-    record first. An id that is no ISO week (a hand-edited issue.json) makes no record and no
-    bundle: its year would become a path."""
-    template = _template(site, "web/search_record.html.j2")
+    """Each review's record (``reviews/<week>/<pr>.html`` → HTML) by the ISO year of its
+    issue, oldest first. An id that is no ISO week (a hand edit) makes none: its year would
+    become a path."""
     years: dict[str, dict[str, str]] = {}
     for issue_id, issue in sorted({issue.id: issue for issue in issues}.items()):
         if match := _WEEK_ID.fullmatch(issue_id):
             view = IssueView(issue, site.root)
             year = years.setdefault(match[1], {})
             for item in issue.items:
-                year[f"{RECORDS}{issue_id}/{item.pr}.html"] = _render(
-                    template, "web/search_record.html.j2", issue=view, item=item)
+                year[f"{RECORDS}{issue_id}/{item.pr}.html"] = site.render(
+                    "web/search_record.html.j2", issue=view, item=item)
     return dict(sorted(years.items()))
 
 
 def segmented(pages: Mapping[str, str]) -> tuple[dict[str, str], bytes]:
-    """``pages`` (one year's records) as Pagefind reads them, each run of Chinese cut into
-    words, and the year's :data:`WORDS` file: every word they hold."""
+    """One year's records with their Chinese cut into words, and the year's :data:`WORDS`."""
     cut = {key: words.segment_html(html) for key, html in pages.items()}
     return cut, words.vocabulary(words.indexed_words(cut.values()))
 
@@ -121,11 +94,9 @@ def bundle_prefix(year: str) -> str:
 
 
 def pages_digest(pages: Mapping[str, str], tool: str) -> str:
-    """A digest of what an index of ``pages`` holds: every key and record, and ``tool``
-    (Pagefind's and the segmenter's versions, Pagefind's options), so a year is indexed
-    again when a review, a template, Pagefind or the dictionary changed, and never
-    otherwise. The records are digested before their Chinese is cut: the cut follows from
-    them and the segmenter, and a publish that indexes nothing never loads the dictionary."""
+    """A digest of every key and record of ``pages`` and of ``tool`` (the versions and
+    options of Pagefind and the segmenter): a year is indexed again exactly when it changes.
+    Taken before the Chinese is cut, so a publish that indexes nothing loads no dictionary."""
     digest = hashlib.sha256(tool.encode("utf-8"))
     for key in sorted(pages):
         for part in (key, pages[key]):
@@ -135,10 +106,9 @@ def pages_digest(pages: Mapping[str, str], tool: str) -> str:
 
 
 def bundle_objects(files: Mapping[str, bytes], prefix: str) -> list[SiteObject]:
-    """Pagefind's output (path inside the bundle → bytes, the :data:`WORDS` file among them)
-    as objects under ``prefix`` (a :func:`bundle_prefix`), in a stable order that writes
-    ``pagefind-entry.json`` last: it names the index the other files hold, so a publish that
-    fails half-way leaves the old entry pointing at files that exist."""
+    """Pagefind's output as objects under ``prefix``, ``pagefind-entry.json`` last: it names
+    the other files, so a publish that fails half-way leaves the old entry pointing at files
+    that exist."""
     objects = []
     for path in sorted(files, key=lambda p: (p == ENTRY, p)):
         if path in UNUSED or path.startswith("playground/"):
@@ -152,11 +122,9 @@ def bundle_objects(files: Mapping[str, bytes], prefix: str) -> list[SiteObject]:
 
 @dataclass(frozen=True)
 class YearIndex:
-    """One year's bundle as the manifest records it: the digest of the pages it indexes
-    (:func:`pages_digest`), the keys of its files, and the digest of its entry file
-    (:func:`entry_digest`). The entry file keeps its name from one index to the next, so only
-    its bytes tell whether the live bundle is still the one recorded (a publish that failed
-    after rewriting the year, a second publish at the same time)."""
+    """One year's bundle as the manifest records it. The entry file keeps its name from one
+    index to the next, so only its digest tells whether the live bundle is still the one
+    recorded (after a failed publish, or a second one at the same time)."""
 
     digest: str
     files: tuple[str, ...]
@@ -165,8 +133,8 @@ class YearIndex:
 
 @dataclass(frozen=True)
 class Manifest:
-    """What the last publish indexed (:data:`MANIFEST`): its bundles by year, and, read from
-    an archive from before them, the files its one bundle had (``legacy``)."""
+    """What the last publish indexed (:data:`MANIFEST`); ``legacy``: the files of an
+    archive's one bundle from before per-year bundles."""
 
     years: Mapping[str, YearIndex]
     legacy: frozenset[str] = frozenset()
@@ -187,8 +155,8 @@ class Manifest:
 
     @classmethod
     def parse(cls, data: bytes) -> Manifest | None:
-        """The manifest ``data`` holds; None when it is not one (a hand edit, a torn write):
-        then every year is indexed again and nothing is deleted, never a guess."""
+        """The manifest in ``data``; None when it is not one: then every year is indexed
+        again and nothing is deleted."""
         try:
             whole = json.loads(data)
             return cls({str(year): YearIndex(str(entry["digest"]),
@@ -212,11 +180,9 @@ def entry_digest(data: bytes | None) -> str:
 
 def stale_files(present: Iterable[str], live: Iterable[str], previous: Manifest | None
                 ) -> list[str]:
-    """The bundle files (under :data:`BUNDLE`) that neither the index just written
-    (``live``) nor the one before it (``previous``) names: safe to delete, since a reader
-    holds at most the previous entry file. Nothing when there is no previous manifest (an
-    archive from before manifests, a first index, an unreadable one): deleting then could
-    take a chunk from under a reader."""
+    """The bundle files that neither the index just written (``live``) nor the one before it
+    names: a reader holds at most the previous entry file. Without a previous manifest,
+    nothing: deleting then could take a chunk from under a reader."""
     if previous is None:
         return []
     keep = set(live) | previous.files()
@@ -233,33 +199,16 @@ def page_count(files: Mapping[str, bytes]) -> int:
 
 
 def search_pages(site: Site, years: Iterable[str]) -> list[SiteObject]:
-    """``search/index.html``, ``zh.html`` and ``en.html`` (:data:`SEARCH_PAGES`): the search
-    in the languages of the issue page variant of the same name, over the newest year's
-    bundle with every other year's merged in, newest first, and a ``<noscript>`` note that
-    sends a reader without JavaScript to the archive's index."""
+    """The search pages (:data:`SEARCH_PAGES`), one per language variant, over every
+    year's bundle, newest first."""
     newest_first = sorted(years, reverse=True)
     if not newest_first:
         raise RenderError("web/search.html.j2", "no year's bundle to search")
     # From the site's root, not [site] base_url: search loads on whatever port serves it.
     urls = [f"{site.root}/{bundle_prefix(year)}" for year in newest_first]
-    template = _template(site, "web/search.html.j2")
-    return [SiteObject(key, _render(template, "web/search.html.j2", bundle_urls=urls,
-                                    years=newest_first,
-                                    words_file=WORDS, han=words.HAN_JS, variant=variant,
-                                    langs=VARIANTS[variant], variants=VARIANTS
-                                    ).encode("utf-8"), HTML, SHORT_CACHE)
+    return [SiteObject(key, site.render("web/search.html.j2", bundle_urls=urls,
+                                        years=newest_first, words_file=WORDS,
+                                        han=words.HAN_JS, variant=variant,
+                                        langs=VARIANTS[variant], variants=VARIANTS
+                                        ).encode("utf-8"), HTML, SHORT_CACHE)
             for variant, key in SEARCH_PAGES.items()]
-
-
-def _template(site: Site, name: str) -> jinja2.Template:
-    try:
-        return site.env.get_template(name)
-    except jinja2.TemplateError as exc:
-        raise RenderError(name, str(exc)) from None
-
-
-def _render(template: jinja2.Template, name: str, **context: object) -> str:
-    try:
-        return template.render(**context)
-    except jinja2.TemplateError as exc:
-        raise RenderError(name, str(exc)) from None

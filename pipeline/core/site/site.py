@@ -1,21 +1,15 @@
 """Site: issue.json files → the public web archive's pages, as :class:`SiteObject` values.
 
-Pure: records in (issue.json read back by ``issue_json.from_dict``), objects out (``publish``
-writes them). Each issue gets a bilingual page and one page per language (``lang`` and
-``hreflang`` set, so the language switch is plain links and needs no JavaScript), the public
-copy of its email, and its ``issue.json``, written again from the records. The index,
-the Atom feed, the sitemap, one page per reviewed PR and one page (and Atom feed) per area
-(:mod:`pipeline.core.site.site_pages`) are made from the issue.json files the archive holds, never
-from a local build folder: a fresh runner with an empty ``build/`` publishes a whole index.
-Public pages show no ranking rationale (an item's ``why`` is for the editor's proof). Every
-page carries Open Graph and Twitter card tags with one static card image (``static/card.png``).
+Pure: records in (issue.json read back), objects out (``publish`` writes them). Each issue
+gets a bilingual page and one per language (``hreflang`` set: the language switch is plain
+links), the public copy of its email and its ``issue.json``. The index, feeds, sitemap and the
+pages per PR and per area (:mod:`pipeline.core.site.site_pages`) are made from the issues the
+archive holds, never from a local build folder. Public pages show no ranking rationale and
+carry no personal link or token.
 
-Every link between pages names ``index.html`` and is a path from the site's root (``/pr/1/
-index.html``; ``/weekly/pr/…`` when ``[site] base_url`` has a path), so a page works whatever
-host and port serve it: ``make site SITE_PORT=18080`` as well as the CloudFront domain.
-What must be absolute is: the canonical and Open Graph URLs, the hreflang alternates, the
-Atom feeds, the sitemap and robots.txt, from ``[site] base_url`` (the ``absolute`` filter).
-The public email copy carries no personal link or token.
+Links between pages are paths from the site's root naming ``index.html``, so a page works on
+whatever host and port serve it; canonical and Open Graph URLs, hreflang alternates, feeds,
+the sitemap and robots.txt are absolute, from ``[site] base_url`` (the ``absolute`` filter).
 """
 
 from __future__ import annotations
@@ -44,10 +38,10 @@ from pipeline.core.issue.interests import area_slug
 from pipeline.core.issue.rank import TIER_BY_NAME
 from pipeline.core.shipped import templates_dir
 from pipeline.core.site import site_pages
-from pipeline.core.site.site_pages import AreaPage, PrPage, url_of
+from pipeline.core.site.site_pages import AreaPage, url_of
 from pipeline.core.site.site_pages import IssueView as IssueView  # re-exported: preview uses it
 from pipeline.errors import RenderError
-from pipeline.model import LANG_TAGS, Issue, SiteObject, Text
+from pipeline.model import LANG_TAGS, Issue, SiteObject
 
 HTML = "text/html; charset=utf-8"
 ATOM = "application/atom+xml; charset=utf-8"
@@ -62,11 +56,9 @@ SHORT_CACHE = "public, max-age=300, must-revalidate"
 VARIANTS = {"index.html": ("zh", "en"), "zh.html": ("zh",), "en.html": ("en",)}
 _CODE = re.compile(r"<code>(.*?)</code>", re.S)
 #: The Atom feed carries the latest issues in full; the index and sitemap list them all.
-#: (A full-content feed of every issue grew to 12 MB at ten years: make bench.)
 FEED_ISSUES = 20
-#: The folders whose every page :meth:`Site.index_objects` makes from the archive's issues:
-#: a page there that no issue makes any more (a PR the editor hid, an area no review
-#: carries now, an area's page past its last) is retired by ``publish`` (:func:`retired`).
+#: The folders whose every page is made from the archive's issues: a page there that no
+#: issue makes any more is retired by ``publish`` (:func:`retired`).
 DERIVED = ("pr/", "areas/")
 
 
@@ -78,18 +70,12 @@ def identifiers(body_html: str) -> list[Markup]:
     return [Markup(code) for code in seen if code]  # noqa: S704 (sanitized markup's text)
 
 
-def body(text: Text | None) -> Markup | None:
-    """A text's body HTML, which left core/issue/sanitize.py before it entered issue.json."""
-    return Markup(text.body_html) if text else None  # noqa: S704
-
-
 class Site:
     """Renders the site's pages with the shared template environment."""
 
     def __init__(self, site: SiteSettings, env: jinja2.Environment | None = None, *,
                  footer: Footer | None = None) -> None:
-        """``footer``: who publishes the archive (:meth:`Footer.configured`, as every
-        email's foot says it); without one the pages name no sender."""
+        """``footer``: who publishes the archive, as every email's foot says it."""
         self.base_url = site.base_url.rstrip("/")
         path = urlsplit(self.base_url).path
         #: The site's root as a path ("" or "/weekly"): where every link between pages starts.
@@ -100,7 +86,7 @@ class Site:
         self.env.globals.update(
             footer=footer or Footer(),
             s=strings(), lang_tag=LANG_TAGS, tier_label=tier_label,
-            identifiers=identifiers, body=body, base_url=self.base_url, root=self.root,
+            identifiers=identifiers, base_url=self.base_url, root=self.root,
             app_url=self.app_url, tiers=TIER_BY_NAME, card_url=url_of(self.base_url, CARD_KEY),
             pr_url=lambda pr: url_of(self.root, site_pages.pr_key(pr)),
             area_url=lambda name: url_of(self.root, site_pages.area_key(area_slug(name))),
@@ -109,17 +95,20 @@ class Site:
         self.env.filters["absolute"] = self.absolute
 
     def absolute(self, url: str) -> str:
-        """A link of the site (``/issues/…``) as the absolute URL under ``[site] base_url``
-        that canonical links, feeds and the sitemap need; any other URL as it is."""
+        """A link of the site (``/issues/…``) as an absolute URL; any other URL as it is."""
         if not url.startswith("/") or url.startswith("//"):
             return url
         return self._origin + url
 
-    def _render(self, name: str, **context: Any) -> bytes:
+    def render(self, name: str, **context: Any) -> str:
+        """Template ``name`` rendered; any template error a :class:`RenderError` naming it."""
         try:
-            return self.env.get_template(name).render(**context).encode("utf-8")
+            return self.env.get_template(name).render(**context)
         except jinja2.TemplateError as exc:
             raise RenderError(name, str(exc)) from None
+
+    def _render(self, name: str, **context: Any) -> bytes:
+        return self.render(name, **context).encode("utf-8")
 
     def issue_objects(self, built: BuiltIssue) -> list[SiteObject]:
         """Everything under ``issues/<week>/``: the pages, the public email, issue.json."""
@@ -141,15 +130,15 @@ class Site:
         return objects
 
     def index_objects(self, issues: Sequence[Issue]) -> list[SiteObject]:
-        """Every page made from all the issues the archive holds, the index last but the
-        robots and 404 pages: PR pages, area pages and feeds, the areas list, the card, then
-        the index, feed and sitemap (so they name only pages already written)."""
+        """Every page made from all the archive's issues, the index, feed and sitemap after
+        the pages they name."""
         views = sorted((IssueView(issue, self.root) for issue in issues), key=lambda v: v.id,
                        reverse=True)
         updated = views[0].published if views else None
         seen = site_pages.appearances(views)
         prs, areas = site_pages.pr_pages(seen), site_pages.area_pages(seen)
-        objects = [self._pr_object(page) for page in prs]
+        objects = [SiteObject(page.key, self._render("web/pr.html.j2", page=page), HTML,
+                              SHORT_CACHE) for page in prs]
         for area in areas:
             objects += self._area_objects(area)
         objects += [
@@ -169,9 +158,6 @@ class Site:
         ]
         return objects
 
-    def _pr_object(self, page: PrPage) -> SiteObject:
-        return SiteObject(page.key, self._render("web/pr.html.j2", page=page), HTML, SHORT_CACHE)
-
     def _area_objects(self, area: AreaPage) -> list[SiteObject]:
         feed = area.feed_reviews
         updated = feed[0].issue.published if feed else None
@@ -188,10 +174,8 @@ class Site:
 
 
 def retired(present: Iterable[str], made: Iterable[SiteObject]) -> list[str]:
-    """The keys under :data:`DERIVED` that the archive holds (``present``) and that the
-    pages just made from its issues (``made``) no longer include, sorted: pages that would
-    otherwise stay public after their review left every issue, linking to an anchor no
-    issue page has."""
+    """The keys under :data:`DERIVED` the archive holds that the pages just ``made`` no
+    longer include: they would stay public after their review left every issue."""
     kept = {obj.key for obj in made}
     return sorted(key for key in set(present) if key.startswith(DERIVED) and key not in kept)
 
@@ -207,13 +191,10 @@ def card_png() -> bytes:
 
 
 def public_issue_json(built: BuiltIssue) -> bytes:
-    """``issue.json`` as the archive shows it: the file as built, byte for byte, unless it
-    lists interest variants. Those are made from the subscribers' choices of areas (with a
-    small list, one reader's), and the public archive carries no subscriber data: that copy
-    is written again from the records, without them, keeping the ``content_hash`` the build
-    computed (it names the issue the editor approved; it cannot be checked from the archive
-    anyway, whose copies carry public links instead of placeholders). The PRs the editor
-    hid are left out of it too: hidden means gone from the archive, its number as well."""
+    """``issue.json`` as the archive shows it: the file as built, unless it lists interest
+    variants (made from subscribers' choices: no subscriber data goes public) or hidden PRs
+    (hidden means gone from the archive). Then it is written again without them, keeping
+    the ``content_hash`` the editor approved."""
     if not built.variants and not built.issue.hidden:
         return built.source
     return issue_json.dumps(issue_json.with_hash(replace(built.issue, hidden=()),
@@ -221,12 +202,8 @@ def public_issue_json(built: BuiltIssue) -> bytes:
 
 
 def public_email(email_html: str, site: Site, page_url: str = "") -> bytes:
-    """The ``zh-en`` email as the archive shows it: without its personal links, and with a
-    canonical link to the issue's page (the page, not the copy, is what search should show).
-
-    The unsubscribe and preferences links work only with a reader's token; without one the
-    app answers 400. A reader of the copy meets what an archived newsletter offers instead:
-    the footer's own "Subscribe here" (when there is an app) and its archive link."""
+    """The ``zh-en`` email as the archive shows it: without its personal links (which work
+    only with a reader's token), and with a canonical link to the issue's page."""
     html = _PERSONAL_LINK.sub(_joined, email_html)
     for placeholder in (UNSUBSCRIBE_PLACEHOLDER, PREFERENCES_PLACEHOLDER):  # outside a link
         html = html.replace(placeholder, f"{site.base_url}/index.html")
@@ -238,8 +215,8 @@ def public_email(email_html: str, site: Site, page_url: str = "") -> bytes:
     return html.encode("utf-8")
 
 
-#: A personal link of the footer with the `` · `` on either side of it (the line breaks of
-#: the 8bit folding included): removed, it leaves its neighbours joined by one.
+#: A personal link of the footer with the `` · `` (and white space) on either side of it:
+#: removed, it leaves its neighbours joined by one.
 _PERSONAL_LINK = re.compile(
     r"(\s*·\s*)?<a\b[^>]*\bhref=\"(?:"
     + "|".join(re.escape(p) for p in (UNSUBSCRIBE_PLACEHOLDER, PREFERENCES_PLACEHOLDER))

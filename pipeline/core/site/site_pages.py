@@ -1,14 +1,11 @@
 """Site pages across issues: one page per reviewed PR and one per area, decided from records.
 
-Pure: the issues the archive holds in, plain records out; :mod:`pipeline.core.site.site` renders
-them. Both groupings walk every item of every issue once (linear in the archive), newest
-issue first, so a PR reviewed in several weeks lists each review, newest first.
+Pure: the archive's issues in, plain records out (:mod:`pipeline.core.site.site` renders
+them), newest issue first, so a PR reviewed in several weeks lists each review.
 
-Area names are feed text (a category, a GitHub label).
-:func:`~pipeline.core.issue.interests.area_slug`
-is the one way a name becomes a path segment, so ``../x`` or ``<script>`` can only ever be the
-text of a page, never its place; the URL percent-encodes the segment (a CJK slug is a
-valid key, and a URL carries it encoded). Distinct names that fold to one slug share a page.
+Area names are feed text: :func:`~pipeline.core.issue.interests.area_slug` is the one way a
+name becomes a path segment, so ``../x`` or ``<script>`` can only be the text of a page, never
+its place. Distinct names that fold to one slug share a page.
 """
 
 from __future__ import annotations
@@ -17,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 from functools import cached_property
+from typing import Any
 from urllib.parse import quote
 
 import pendulum
@@ -85,17 +83,8 @@ class IssueView:
     def page_url(self, variant: str = "index.html") -> str:
         return f"{self.base}/issues/{self.id}/{variant}"
 
-    @property
-    def items(self) -> tuple[Item, ...]:
-        return self.issue.items
-
-    @property
-    def subject(self) -> dict[str, str]:
-        return self.issue.subject
-
-    @property
-    def preheader(self) -> dict[str, str]:
-        return self.issue.preheader
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.issue, name)  # items, subject, preheader, number
 
     @property
     def published(self) -> datetime:
@@ -110,10 +99,6 @@ class IssueView:
     def ranges(self) -> dict[str, str]:
         """The issue's days, as a headline in each language."""
         return headline_dates(self.issue.week.start, self.issue.week.end, self.issue.week.tz)
-
-    @property
-    def number(self) -> int:
-        return self.issue.number
 
     def number_label(self, lang: str) -> str:
         """``第 3 期`` / ``No. 3``; "" for an unnumbered issue (a week before issue No. 1)."""
@@ -130,7 +115,6 @@ class IssueView:
         first, other = (item.zh, item.en) if lang == "zh" else (item.en, item.zh)
         text = first or other
         return text.title if text else f"#{item.pr}"
-
 
 
 @dataclass(frozen=True)
@@ -185,8 +169,7 @@ class AreaPage:
         return self.key() if n == 1 else self.key(f"page/{n}/index.html")
 
     def page(self, n: int) -> tuple[Appearance, ...]:
-        """The reviews of page ``n``, newest first: each page a slice, so paging stays
-        linear in the reviews however many pages there are."""
+        """The reviews of page ``n``, newest first."""
         return self.reviews[(n - 1) * AREA_PAGE_SIZE: n * AREA_PAGE_SIZE]
 
 
