@@ -1,7 +1,6 @@
-"""The SQLite store's one connection: opening (pragmas, migrations), closing, the lock, and
-the transaction every role writes in, with SQLite's storage failures said as
-:class:`~subscribers.errors.StoreError`. Every role class builds on :class:`SqliteCore`,
-so all of them share one connection and one lock.
+"""The SQLite store's one connection, shared by every role: opening (pragmas, migrations),
+the lock, the write transaction, and storage failures said as
+:class:`~subscribers.errors.StoreError`.
 """
 
 from __future__ import annotations
@@ -19,36 +18,26 @@ from subscribers.model import Subscriber
 from subscribers.store.sqlite.rows import read_subscriber, row_by_email
 from subscribers.store.sqlite.schema import migrate
 
-__all__ = ["FILE_NAME", "SqliteCore"]
-
 #: The store's file name inside ``[paths] data_dir``.
 FILE_NAME = "subscribers.sqlite3"
 
 
 class SqliteCore(Resource):
-    """The connection every role of :class:`~subscribers.store.sqlite.SqliteStore` uses.
-
-    One connection, guarded by a lock: SQLite serialises writers anyway, each call holds
-    the lock for well under a millisecond of work, and a single connection can be closed
-    from whichever thread owns the store (per-thread connections cannot). Other processes
-    use their own connections; ``busy_timeout`` makes them wait for each other's
-    transactions instead of failing.
+    """One connection under a lock: SQLite serialises writers anyway, and one connection can
+    be closed from whichever thread owns the store (per-thread ones cannot). Other processes
+    wait for each other's transactions (``busy_timeout``) instead of failing.
     """
 
     def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
-        """Use :meth:`open`; this only wraps a connection that is already migrated."""
+        """Use :meth:`open`."""
         self.path = path
         self._conn = connection
         self._lock = threading.Lock()
 
-    # -- opening and closing -------------------------------------------------------------
-
     @classmethod
     def open(cls, path: Path, *, timeout: float = 10.0) -> Self:
-        """Open (creating folder and file if needed) and bring the schema up to date.
-
-        ``timeout`` is how long (seconds) to wait for another process's transaction.
-        """
+        """Open (creating folder and file if needed) and bring the schema up to date;
+        ``timeout``: seconds to wait for another process's transaction."""
         path = Path(path)
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -79,7 +68,6 @@ class SqliteCore(Resource):
         return cls(path, conn)
 
     def close(self) -> None:
-        """Close the connection (idempotent). Committed work is already on disk."""
         with self._lock:
             self._conn.close()
 
@@ -111,9 +99,7 @@ class SqliteCore(Resource):
                 raise
 
     def _by_email(self, conn: sqlite3.Connection, normal: str) -> Subscriber:
-        """The subscriber just inserted or found under ``normal`` in this write transaction.
-        None there is a database changed behind our back (a trigger, a hand edit): said as a
-        store error, not an AttributeError."""
+        """The subscriber just inserted or found in this write transaction."""
         row = row_by_email(conn, normal)
         if row is None:
             raise StoreError(self.path, "a subscriber written in this transaction is gone")
@@ -123,8 +109,8 @@ class SqliteCore(Resource):
 # -- errors ----------------------------------------------------------------------------------
 
 def _is_storage_error(exc: sqlite3.DatabaseError) -> bool:
-    """Failures of the file or the machine (not a database, locked, I/O, disk full), as
-    opposed to a bug in our SQL or a violated constraint, which propagate unchanged."""
+    """A failure of the file or the machine (locked, I/O, disk full), not a bug in our SQL
+    or a violated constraint, which propagate unchanged."""
     return type(exc) in (sqlite3.DatabaseError, sqlite3.OperationalError)
 
 

@@ -9,8 +9,6 @@ from datetime import datetime
 from subscribers.model import FEEDBACK
 from subscribers.store.sqlite.core import SqliteCore
 
-__all__ = ["SqliteFeedback"]
-
 #: A bounce or complaint on one ledger row; a complaint outranks a bounce.
 _SET_FEEDBACK = ("UPDATE ledger SET feedback = ? WHERE issue_id = ? AND subscriber_id = ? "
                  "AND (feedback IS NULL OR ? = 'complaint')")
@@ -20,10 +18,6 @@ class SqliteFeedback(SqliteCore):
     """Feedback on the ledger rows of an issue."""
 
     def record_feedback(self, message_id: str, kind: str, now: datetime) -> str | None:
-        """A bounce or complaint about the message SES called ``message_id``: noted on its
-        ledger row (a complaint outranks a bounce), so ``newsletter status`` can give each
-        issue's bounce and complaint rates. The issue's id, or None for an unknown id (a
-        confirmation mail, a test copy)."""
         if kind not in FEEDBACK:
             raise ValueError(f"unknown feedback {kind!r}; known: {', '.join(FEEDBACK)}")
         with self._transaction() as conn:
@@ -32,12 +26,9 @@ class SqliteFeedback(SqliteCore):
             if row is None:
                 return None
             conn.execute(_SET_FEEDBACK, (kind, row[0], row[1], kind))
-        issue_id: str = row[0]
-        return issue_id
+        return str(row[0])
 
     def note_feedback(self, issue_id: str, subscriber_id: str, kind: str) -> bool:
-        """Feedback on the row of (issue, subscriber) (a complaint outranks a bounce);
-        True if the row is there."""
         if kind not in FEEDBACK:
             raise ValueError(f"unknown feedback {kind!r}; known: {', '.join(FEEDBACK)}")
         with self._using() as conn:
@@ -52,6 +43,4 @@ class SqliteFeedback(SqliteCore):
             rows = conn.execute("SELECT feedback, count(*) FROM ledger WHERE issue_id = ? "
                                 "AND feedback IS NOT NULL GROUP BY feedback",
                                 (issue_id,)).fetchall()
-        counts = dict.fromkeys(FEEDBACK, 0)
-        counts.update({row[0]: row[1] for row in rows})
-        return counts
+        return dict.fromkeys(FEEDBACK, 0) | {kind: n for kind, n in rows}

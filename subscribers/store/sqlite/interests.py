@@ -1,6 +1,5 @@
-""":class:`~subscribers.store.Interests` on SQLite: the readers' distinct (layout, areas)
-in one ``SELECT DISTINCT``, and the add-only ``area_catalog`` table.
-"""
+""":class:`~subscribers.store.Interests` on SQLite: the readers' distinct choices, and the
+add-only ``area_catalog`` table."""
 
 from __future__ import annotations
 
@@ -9,27 +8,23 @@ from collections.abc import Iterable
 from subscribers.store.rules import catalog_names, decode_areas
 from subscribers.store.sqlite.core import SqliteCore
 
-__all__ = ["SqliteInterests"]
 
 class SqliteInterests(SqliteCore):
     """The variants to render and the catalog of areas."""
 
     def variant_choices(self) -> list[tuple[str, tuple[str, ...]]]:
-        """The distinct (layout, areas) of active subscribers who follow any area, sorted:
-        one ``SELECT DISTINCT`` (stored areas are canonical text, so equal choices group)."""
+        """Stored areas are canonical text, so equal choices group in one DISTINCT."""
         with self._using() as conn:
             rows = conn.execute("SELECT DISTINCT layout, areas FROM subscribers "
                                 "WHERE status = 'active' AND areas != ''").fetchall()
         return sorted({(row[0], areas) for row in rows if (areas := decode_areas(row[1]))})
 
     def known_areas(self) -> tuple[str, ...]:
-        """Every area in the catalog, sorted."""
         with self._using() as conn:
             rows = conn.execute("SELECT name FROM area_catalog ORDER BY name").fetchall()
         return tuple(row[0] for row in rows)
 
     def note_areas(self, names: Iterable[str]) -> None:
-        """Add the names to the catalog (an insert that does nothing for a known one)."""
         cleaned = sorted(catalog_names(names))
         if not cleaned:
             return

@@ -10,15 +10,12 @@ from subscribers.model import Lease
 from subscribers.store.rules import decode_time, encode_time
 from subscribers.store.sqlite.core import SqliteCore
 
-__all__ = ["SqliteLeases"]
 
 class SqliteLeases(SqliteCore):
     """Named leases with an expiry."""
 
     def acquire_lease(self, name: str, owner: str, now: datetime, ttl: timedelta) -> Lease:
-        """Take the lease unless another owner holds it unexpired; extend it if ``owner``
-        holds it. One upsert whose WHERE is the condition, so two takers cannot both win,
-        and an expired lease (its holder died without releasing it) is taken over."""
+        """One upsert whose WHERE is the condition, so two takers cannot both win."""
         stamp, until = encode_time(now), encode_time(now + ttl)
         with self._transaction() as conn:
             conn.execute(
@@ -30,9 +27,9 @@ class SqliteLeases(SqliteCore):
                     owner = :owner, expires_at = :until
                 WHERE owner = :owner OR expires_at <= :now
                 """, {"name": name, "owner": owner, "now": stamp, "until": until})
-            row = conn.execute("SELECT name, owner, acquired_at, expires_at FROM leases "
-                               "WHERE name = ?", (name,)).fetchone()
-        return Lease(row[0], row[1], decode_time(row[2]), decode_time(row[3]))
+            row = conn.execute("SELECT * FROM leases WHERE name = ?", (name,)).fetchone()
+        return Lease(name, row["owner"], decode_time(row["acquired_at"]),
+                     decode_time(row["expires_at"]))
 
     def renew_lease(self, name: str, owner: str, now: datetime, ttl: timedelta) -> bool:
         with self._using() as conn:

@@ -1,7 +1,5 @@
-"""The SQLite store's schema: one script per version, and the migration that brings a file
-up to date when it is opened. A module of its own because ``store migrate`` (which copies
-the tables) and the tests read the schema without opening a store.
-"""
+"""The SQLite store's schema, one script per version, and the migration that brings a file
+up to date when it is opened."""
 
 from __future__ import annotations
 
@@ -10,8 +8,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from subscribers.errors import StoreError
-
-__all__ = ["MIGRATIONS", "migrate"]
 
 #: The schema, one SQL script per version, applied in order on open. Version 1 is the whole
 #: schema; a change appends a script (never edits one already released).
@@ -133,11 +129,8 @@ MIGRATIONS: tuple[str, ...] = (
 
 
 def migrate(conn: sqlite3.Connection, path: Path) -> None:
-    """Apply the migrations the file lacks, all in one write transaction.
-
-    BEGIN IMMEDIATE makes two processes opening a fresh file at once take turns: the second
-    finds the version the first wrote and has nothing to do.
-    """
+    """Apply the migrations the file lacks in one IMMEDIATE transaction, so two processes
+    opening a fresh file at once take turns."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")

@@ -1,7 +1,6 @@
-""":class:`~subscribers.store.SentIssues` on SQLite: the ``sent_issues`` table, one row an
-issue. Noting the first send is an insert that does nothing if the row exists; a
-correction is an update conditional on the hash it replaces. Both are synced writes.
-"""
+""":class:`~subscribers.store.SentIssues` on SQLite: the ``sent_issues`` table. The first
+send is an insert that does nothing if the row exists; a correction an update conditional on
+the hash it replaces."""
 
 from __future__ import annotations
 
@@ -12,25 +11,18 @@ from subscribers.model import SentIssue
 from subscribers.store.rules import decode_time, encode_time
 from subscribers.store.sqlite.core import SqliteCore
 
-__all__ = ["SqliteSentIssues"]
-
-_SENT_ISSUE = """
-    SELECT issue_id, content_hash, first_hash, first_sent_at, corrected_on, correction
-    FROM sent_issues WHERE issue_id = ?"""
+_SENT_ISSUE = "SELECT * FROM sent_issues WHERE issue_id = ?"
 
 
 class SqliteSentIssues(SqliteCore):
     """What each issue went out as."""
 
     def sent_issue(self, issue_id: str) -> SentIssue | None:
-        """What the issue went out as, or None while nothing of it was handed over."""
         with self._using() as conn:
             row = conn.execute(_SENT_ISSUE, (issue_id,)).fetchone()
         return _sent(row) if row else None
 
     def record_sent(self, issue_id: str, content_hash: str, now: datetime) -> SentIssue:
-        """Note that the issue goes out as ``content_hash`` unless a version is noted; the
-        record as it now stands."""
         with self._transaction() as conn:
             conn.execute("INSERT INTO sent_issues (issue_id, content_hash, first_hash, "
                          "first_sent_at) VALUES (?, ?, ?, ?) ON CONFLICT (issue_id) DO NOTHING",
@@ -39,8 +31,6 @@ class SqliteSentIssues(SqliteCore):
 
     def record_correction(self, issue_id: str, content_hash: str, *, replacing: str,
                           corrected_on: str, reason: str) -> SentIssue | None:
-        """Replace ``replacing`` by the correction ``content_hash`` if the row still holds
-        it; the record as it now stands."""
         with self._transaction() as conn:
             conn.execute("UPDATE sent_issues SET content_hash = ?, corrected_on = ?, "
                          "correction = ? WHERE issue_id = ? AND content_hash = ?",
