@@ -18,49 +18,33 @@ from pipeline.errors import UsageError
 from subscribers.errors import StoreError
 from subscribers.store.dynamo import Copied, DynamoStore, refusal
 from subscribers.store.dynamo import create_tables as make_tables
+from subscribers.store.dynamo.items import LEDGER_FIELDS, SENT_FIELDS, SUBSCRIBER_FIELDS
 from subscribers.store.sqlite import FILE_NAME, MIGRATIONS, SqliteStore
 
-__all__ = ["FILE_NAME", "KINDS", "migrate", "read_only", "refused", "summary",
-           "summary_to_sqlite", "to_sqlite"]
+__all__ = ["FILE_NAME", "migrate", "read_only", "refused", "summary", "summary_to_sqlite",
+           "to_sqlite"]
 
-#: The store's columns, as the current schema (every migration applied) has them.
-_SUBSCRIBERS = """
-    SELECT id, email, email_key, status, layout, consent_at, consent_source, created_at,
-           confirmed_at, updated_at, consent_ip, transient_bounces, areas, mail_event_at
-    FROM subscribers ORDER BY id"""
-_SUPPRESSIONS = "SELECT email_hash, created_at FROM suppressions ORDER BY email_hash"
-_LEDGER = """
-    SELECT issue_id, subscriber_id, status, message_id, reason, permanent, attempts,
-           updated_at, feedback, handed_over
-    FROM ledger ORDER BY issue_id, subscriber_id"""
-_SEEN = "SELECT key, at FROM seen ORDER BY key"
-_CATALOG = "SELECT name FROM area_catalog ORDER BY name"
-_SENT = """
-    SELECT issue_id, content_hash, first_hash, first_sent_at, corrected_on, correction
-    FROM sent_issues ORDER BY issue_id"""
-
-#: What the summary counts, in its order.
-KINDS = ("subscribers", "suppressions", "ledger rows", "handled keys", "catalog areas",
-         "sent issues")
-
-#: DynamoDB → SQLite: each kind of :meth:`DynamoStore.export` record, its table, and the
-#: summary's name for it.
-_INSERTS = {
-    "subscriber": ("subscribers", (
-        "id", "email", "email_key", "status", "layout", "consent_at", "consent_source",
-        "created_at", "confirmed_at", "updated_at", "consent_ip", "transient_bounces", "areas",
-        "mail_event_at")),
-    "suppression": ("suppressions", ("email_hash", "created_at")),
-    "ledger": ("ledger", ("issue_id", "subscriber_id", "status", "message_id", "reason",
-                          "permanent", "attempts", "updated_at", "feedback", "handed_over")),
-    "seen": ("seen", ("key", "at")),
-    "area": ("area_catalog", ("name",)),
-    "sent": ("sent_issues", ("issue_id", "content_hash", "first_hash", "first_sent_at",
-                             "corrected_on", "correction")),
+#: Each kind of record (as :meth:`DynamoStore.export` names it): its SQLite table, columns
+#: and key, and the summary's name for it, in the summary's order.
+_TABLES = {
+    "subscriber": ("subscribers", SUBSCRIBER_FIELDS, "id", "subscribers"),
+    "suppression": ("suppressions", ("email_hash", "created_at"), "email_hash", "suppressions"),
+    "ledger": ("ledger", LEDGER_FIELDS, "issue_id, subscriber_id", "ledger rows"),
+    "seen": ("seen", ("key", "at"), "key", "handled keys"),
+    "area": ("area_catalog", ("name",), "name", "catalog areas"),
+    "sent": ("sent_issues", SENT_FIELDS, "issue_id", "sent issues"),
 }
-_KIND_NAMES = {"subscriber": "subscribers", "suppression": "suppressions",
-               "ledger": "ledger rows", "seen": "handled keys", "area": "catalog areas",
-               "sent": "sent issues"}
+_KIND_NAMES = {kind: name for kind, (*_, name) in _TABLES.items()}
+
+
+def _select(kind: str) -> str:
+    """Every row of a kind's table, in key order."""
+    table, columns, key, _ = _TABLES[kind]
+    return f"SELECT {', '.join(columns)} FROM {table} ORDER BY {key}"  # noqa: S608
+
+
+def _tally() -> dict[str, Counter[str]]:
+    return {name: Counter() for name in _KIND_NAMES.values()}
 
 
 def migrate(conn: sqlite3.Connection, target: DynamoStore, *, source: Path,
@@ -78,7 +62,7 @@ def migrate(conn: sqlite3.Connection, target: DynamoStore, *, source: Path,
             for table in make_tables(target.client, target.subscribers_table,
                                      target.ledger_table):
                 print(f"created table {table}")
-    tally: dict[str, Counter[str]] = {kind: Counter() for kind in KINDS}
+    tally = _tally()
 
     def each(kind: str, label: str, row: dict[str, Any], write: Callable[[], Copied]) -> None:
         """One record, counted as ``write`` says; one DynamoDB refuses (:func:`refusal`) is
@@ -97,22 +81,22 @@ def migrate(conn: sqlite3.Connection, target: DynamoStore, *, source: Path,
             outcome = Copied.REFUSED
         tally[kind][outcome.value] += 1
 
-    for row in _rows(conn, source, _SUBSCRIBERS):
+    for row in _rows(conn, source, _select("subscriber")):
         each("subscribers", f"subscriber {row['id']}", row,
              functools.partial(_copy_subscriber, target, row, source, dry_run))
-    for row in _rows(conn, source, _SUPPRESSIONS):
+    for row in _rows(conn, source, _select("suppression")):
         each("suppressions", f"suppression {row['email_hash']}", row, functools.partial(
             target.copy_suppression, row["email_hash"], row["created_at"], dry_run=dry_run))
-    for row in _rows(conn, source, _LEDGER):
+    for row in _rows(conn, source, _select("ledger")):
         each("ledger rows", f"ledger row {row['issue_id']}/{row['subscriber_id']}", row,
              functools.partial(target.copy_ledger_row, row, dry_run=dry_run))
-    for row in _rows(conn, source, _SEEN):
+    for row in _rows(conn, source, _select("seen")):
         key = row["key"] if len(row["key"]) <= 80 else row["key"][:80] + "…"
         each("handled keys", f"handled key {key}", row, functools.partial(
             target.copy_seen, row["key"], row["at"], dry_run=dry_run))
     _copy_catalog(conn, target, source, tally["catalog areas"], assume_empty=assume_empty,
                   dry_run=dry_run)
-    for row in _rows(conn, source, _SENT):
+    for row in _rows(conn, source, _select("sent")):
         each("sent issues", f"sent issue {row['issue_id']}", row,
              functools.partial(target.copy_sent_issue, row, dry_run=dry_run))
     return tally
@@ -141,7 +125,7 @@ def _copy_catalog(conn: sqlite3.Connection, target: DynamoStore, source: Path,
                   count: Counter[str], *, assume_empty: bool, dry_run: bool) -> None:
     """The area catalog, added to DynamoDB's (one item: one read, one update; adding never
     conflicts, a name already there is counted as present)."""
-    names = [row["name"] for row in _rows(conn, source, _CATALOG)]
+    names = [row["name"] for row in _rows(conn, source, _select("area"))]
     known = set() if assume_empty or not names else set(target.known_areas())
     new = sum(1 for name in names if name not in known)
     count[Copied.PRESENT.value] += len(names) - new
@@ -171,7 +155,7 @@ def to_sqlite(source: DynamoStore, path: Path, *, dry_run: bool = False
     if path.exists():
         raise UsageError(f"{path}: already exists; --to-sqlite names a new file (nothing is "
                          "merged into a store that may be in use)")
-    tally: dict[str, Counter[str]] = {kind: Counter() for kind in KINDS}
+    tally = _tally()
     if dry_run:
         for kind, _ in source.export():
             tally[_KIND_NAMES[kind]]["copied"] += 1
@@ -185,7 +169,7 @@ def to_sqlite(source: DynamoStore, path: Path, *, dry_run: bool = False
         try:
             conn.execute("BEGIN")
             for kind, row in source.export():
-                table, columns = _INSERTS[kind]
+                table, columns, _, _ = _TABLES[kind]
                 conn.execute(f"INSERT INTO {table} ({', '.join(columns)}) "  # noqa: S608
                              f"VALUES ({', '.join('?' * len(columns))})",
                              [row[name] for name in columns])

@@ -1,8 +1,7 @@
-"""The DynamoDB store's requests: the client, one call with its errors mapped at this edge
-(a refused condition as :class:`Refused`, a conflicting transaction tried again, anything
-else a :class:`~subscribers.errors.StoreError`), the reads and writes every role is made
-of, and the one transaction that stores a new subscriber. Every role class builds on
-:class:`DynamoCore`, so all of them share one client and one way to fail.
+"""The DynamoDB store's requests, shared by every role: one call with its errors mapped at
+this edge (a refused condition as :class:`Refused`, a conflicting transaction tried again,
+anything else a :class:`~subscribers.errors.StoreError`), and the one transaction that
+stores a new subscriber.
 """
 
 from __future__ import annotations
@@ -26,17 +25,13 @@ from subscribers.store.dynamo.items import (
     plain_item,
     serialise,
 )
-from subscribers.store.dynamo.tables import dynamo_reason
+from subscribers.store.dynamo.tables import error_code, table_error
 from subscribers.store.rules import suppression_hash
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
 
-
-__all__ = ["RACE_TRIES", "DynamoCore", "Refused", "error_code"]
-
-#: How often a write refused by another writer's concurrent change is tried again (each try
-#: is a fresh conditional write; the loop ends as soon as nobody interferes).
+#: How often a write refused by another writer's concurrent change is tried again.
 RACE_TRIES = 20
 #: Transactions cancelled by a conflicting transaction (not by a condition) are retried.
 _CONFLICT_TRIES = 6
@@ -45,8 +40,7 @@ _RETRYABLE_REASONS = frozenset({"TransactionConflict", "ThrottlingError",
 
 
 class _Conflict(Exception):
-    """A transaction cancelled by a concurrent one: worth another try. Never leaves this
-    module."""
+    """A transaction cancelled by a concurrent one: worth another try."""
 
     def __init__(self, error: ClientError) -> None:
         super().__init__(str(error))
@@ -54,11 +48,8 @@ class _Conflict(Exception):
 
 
 class Refused(Exception):
-    """A condition did not hold. Never leaves this module.
-
-    ``item`` is the item as it was (``ReturnValuesOnConditionCheckFailure=ALL_OLD``), None if
-    there was none; ``reasons`` a cancelled transaction's per-action codes and items.
-    """
+    """A condition did not hold; never leaves the store. ``item``: the item as it was (None:
+    there was none); ``reasons``: a cancelled transaction's per-action codes and items."""
 
     def __init__(self, item: dict[str, Any] | None,
                  reasons: list[tuple[str, dict[str, Any] | None]]) -> None:
@@ -71,45 +62,30 @@ class Refused(Exception):
 
 
 class DynamoCore(Resource):
-    """The client and the requests every role of :class:`~subscribers.store.dynamo.DynamoStore`
-    uses.
-
-    The low-level client is given, never built here: ``pipeline.wiring.open_dynamo_store``
-    builds it from AWS's own settings (region, endpoint, credentials) and passes
-    ``owns_client=True``, so the store closes it; without that flag the caller keeps the
-    client. Nothing is requested yet: a missing table is reported by the first call that
-    needs it.
-    """
+    """The client and the requests every role uses. The client is given (the wiring builds
+    it); with ``owns_client`` the store closes it. Nothing is requested yet: a missing table
+    is reported by the first call that needs it."""
 
     def __init__(self, client: DynamoDBClient, subscribers_table: str, ledger_table: str, *,
                  owns_client: bool = False) -> None:
-        self._client = client
+        self.client = client
         self.subscribers_table = subscribers_table
         self.ledger_table = ledger_table
         self._owns_client = owns_client
         self._closed = False
         self._close_lock = threading.Lock()
 
-    # -- opening and closing -------------------------------------------------------------
-
-    @property
-    def client(self) -> DynamoDBClient:
-        return self._client
-
     def close(self) -> None:
-        """Close the client this store built (idempotent). Every write is already durable
-        when its method returns: DynamoDB acknowledges a write once it is stored."""
+        """Every write is already durable: DynamoDB acknowledges a write once it is stored."""
         with self._close_lock:
             if self._closed:
                 return
             self._closed = True
         if self._owns_client:
-            self._client.close()
+            self.client.close()
 
     def __repr__(self) -> str:
         return f"DynamoStore({self.subscribers_table!r}, {self.ledger_table!r})"
-
-    # -- requests ----------------------------------------------------------------------------
 
     def _insert(self, record: dict[str, Any]) -> tuple[str, str | None]:
         """Put a subscriber and its address in one transaction, if the address is new, the id
@@ -184,12 +160,9 @@ class DynamoCore(Resource):
             params["ExclusiveStartKey"] = last
 
     def _call(self, table: str, operation: str, **params: Any) -> dict[str, Any]:
-        """One request; a refused condition as Refused, any other failure as StoreError.
-
-        Transactions cancelled by another transaction on the same items (not by a
-        condition) are tried again with a short random backoff; botocore's standard retries
-        already cover throttling and 5xx.
-        """
+        """One request; a refused condition as Refused, any other failure as StoreError. A
+        transaction cancelled by a concurrent one is tried again (botocore's own retries
+        cover throttling and 5xx)."""
         try:
             return retry.call(lambda: self._once(table, operation, params), retry_on=_Conflict,
                               attempts=_CONFLICT_TRIES,
@@ -200,9 +173,8 @@ class DynamoCore(Resource):
             raise self._error(failure, table) from failure
 
     def _once(self, table: str, operation: str, params: dict[str, Any]) -> dict[str, Any]:
-        """One request of :meth:`_call`; a conflict worth another try as :class:`_Conflict`."""
         try:
-            answer: dict[str, Any] = getattr(self._client, operation)(**params)
+            answer: dict[str, Any] = getattr(self.client, operation)(**params)
             return answer
         except ClientError as exc:
             code = error_code(exc)
@@ -226,8 +198,7 @@ class DynamoCore(Resource):
             raise self._error(exc, table) from exc
 
     def _error(self, exc: Exception, table: str) -> StoreError:
-        region = getattr(getattr(self._client, "meta", None), "region_name", None)
-        return StoreError(f"dynamodb:{table}", dynamo_reason(exc, table, region))
+        return table_error(self.client, exc, table)
 
     def _race_error(self, table: str, doing: str) -> StoreError:
         return StoreError(f"dynamodb:{table}", f"{doing}: the item kept changing under "
@@ -253,7 +224,3 @@ class DynamoCore(Resource):
         params.update(expression(condition, projection, row_filter, issue=issue_id, **values))
         for page in self._pages(self.ledger_table, "query", **params):
             yield from page
-
-
-def error_code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))

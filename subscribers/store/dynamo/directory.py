@@ -10,7 +10,7 @@ import heapq
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from subscribers.errors import UnknownSubscriber
 from subscribers.model import (
@@ -46,25 +46,14 @@ from subscribers.store.rules import (
     suppression_hash,
 )
 
-if TYPE_CHECKING:
-
-    pass
-
-__all__ = ["DynamoDirectory"]
 
 class DynamoDirectory(DynamoCore):
     """The list's subscribers and the removed addresses."""
 
     def add(self, email: str, layout: str = DEFAULT_LAYOUT, *, status: str = "pending",
             source: str, now: datetime, areas: Iterable[str] = ()) -> AddResult:
-        """Store ``email`` as a new subscriber, or say why not (see :class:`AddOutcome`).
-
-        One transaction puts ``sub#<id>`` and ``email#<address>`` (both only if absent) and
-        checks that ``supp#<hash>`` is absent: the address is unique whatever its case, and a
-        removed one is never stored. Only when the transaction is refused is the existing
-        subscriber read; a ``pending`` one asked to be ``active`` is activated by an update
-        conditional on it still being ``pending``.
-        """
+        """One transaction puts ``sub#`` and ``email#`` (each only if absent) and checks that
+        ``supp#`` is absent; only a refused one reads the existing subscriber."""
         check_new_status(layout, status)
         normal = normalise_email(email)
         stamp = encode_time(now)
@@ -101,23 +90,15 @@ class DynamoDirectory(DynamoCore):
         return read_subscriber(item) if item else None
 
     def find(self, email: str) -> Subscriber | None:
-        """The subscriber with this address in any case; InvalidAddress for non-addresses.
-        Two strongly consistent reads: the address's ``email#`` item, then its ``sub#``."""
         normal = normalise_email(email)
         subscriber_id = self._id_of(email_key(normal))
         return self.get(subscriber_id) if subscriber_id else None
 
     def iter_subscribers(self, status: str | None = None,
                          batch: int = 1000) -> Iterator[Subscriber]:
-        """Every subscriber (with ``status``, if given) in id order, ``batch`` at a time.
-
-        A paginated Query of the ``by_status`` index (``Limit=batch``); each page is fetched
-        only when the previous one is used up, so memory stays flat. With no status, the five
-        statuses' queries are merged by id (every id is in one status), giving global id
-        order. The index is eventually consistent, and a subscriber whose status changes
-        while the list is read may appear under either status (never twice: equal ids are
-        adjacent in the merge, and repeats are dropped).
-        """
+        """A paginated Query of ``by_status``; with no status, the five statuses' queries merged
+        by id. A subscriber whose status changes meanwhile may appear under either status, never
+        twice (equal ids are adjacent in the merge)."""
         if status is not None and status not in STATUSES:
             raise ValueError(f"unknown status {status!r}; known: {', '.join(STATUSES)}")
         if batch < 1:
@@ -142,10 +123,7 @@ class DynamoDirectory(DynamoCore):
                 yield read_subscriber(item)
 
     def count_by(self) -> dict[tuple[str, str], int]:
-        """Subscribers per (status, layout), e.g. ``{("active", "zh-en"): 120, ...}``.
-
-        A paginated, strongly consistent Scan of the subscribers table that reads only the
-        status and layout of ``sub#`` items: a full read of the table, fine for reports."""
+        """A strongly consistent Scan of the table's status and layout: fine for reports."""
         projection = "#status, #layout"
         condition = "begins_with(#pk, :prefix)"
         counts: Counter[tuple[str, str]] = Counter()
@@ -158,21 +136,13 @@ class DynamoDirectory(DynamoCore):
         return dict(sorted(counts.items()))
 
     def count_by_status(self) -> dict[str, int]:
-        """Subscribers per status, every status present (0 if none)."""
         return status_counts(self.count_by())
 
     def set_status(self, subscriber_id: str, status: str, now: datetime, *,
                    source: str | None = None, client: str | None = None,
                    only_from: str | None = None) -> Subscriber:
-        """Change a subscriber's status; UnknownSubscriber if there is none with this id.
-
-        Becoming ``active`` from any other status is a confirmation: ``confirmed_at`` and
-        ``consent_at`` become ``now``, ``consent_source`` becomes ``source`` (if given),
-        ``consent_ip`` becomes ``client`` and the transient bounces start again from 0. One
-        update conditional on the status being different; a refusal means nothing was to
-        change (confirming an active subscriber again changes nothing), a status other than
-        ``only_from`` (when given: part of the same condition), or no such subscriber.
-        """
+        """One update conditional on the status being different (and ``only_from``); a refusal
+        is nothing to change, or no such subscriber."""
         if status not in STATUSES or (only_from is not None and only_from not in STATUSES):
             raise ValueError(f"unknown status {status!r}; known: {', '.join(STATUSES)}")
         stamp = encode_time(now)
@@ -202,8 +172,6 @@ class DynamoDirectory(DynamoCore):
 
     def set_layout(self, subscriber_id: str, layout: str, now: datetime, *,
                    areas: Iterable[str] | None = None) -> Subscriber:
-        """Change the layout a subscriber reads, and the areas they follow unless ``areas``
-        is None (no areas: the attribute removed); UnknownSubscriber if there is none."""
         if layout not in LAYOUTS:
             raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
         update = "SET #layout = :layout, #updated_at = :now"
@@ -222,15 +190,8 @@ class DynamoDirectory(DynamoCore):
 
     def request_subscription(self, email: str, layout: str, *, source: str,
                              now: datetime, areas: Iterable[str] = ()) -> AddResult:
-        """A sign-up someone asked for, before any consent (see the protocol).
-
-        ``CREATED`` (a new ``pending`` subscriber, by the same transaction as :meth:`add`),
-        ``EXISTING`` (``pending`` or ``active``; a pending one takes the new layout),
-        ``REFUSED`` (``unsubscribed``, ``bounced`` or ``complained``: still so, with the new
-        layout) or ``SUPPRESSED`` (removed: nothing stored). The layout is changed by one
-        update conditional on the subscriber not being ``active``, with the areas asked for;
-        an ``active`` subscriber's layout and areas are never changed here.
-        """
+        """The layout and areas are changed by one update conditional on the subscriber not
+        being ``active``."""
         if layout not in LAYOUTS:
             raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
         normal = normalise_email(email)
@@ -269,15 +230,8 @@ class DynamoDirectory(DynamoCore):
     def record_mail_event(self, subscriber_id: str, kind: str, now: datetime, *,
                           transient_limit: int,
                           occurred_at: datetime | None = None) -> Subscriber:
-        """Apply one SES event to a subscriber, atomically (see ``MAIL_EVENTS``).
-
-        Each event is one conditional update (a transient bounce: the update that makes the
-        address ``bounced`` at the limit, else the one that only counts it). ``complained``
-        is never overridden, and a bounce never turns ``unsubscribed`` into ``bounced``.
-        A transient bounce or delivery that happened (``occurred_at``) before the latest
-        one applied (``mail_event_at``, SQLite's column of the same name) is ignored, as in
-        :meth:`SqliteStore.record_mail_event`. UnknownSubscriber if there is no such id.
-        """
+        """rules.after_mail_event as conditional updates: a transient bounce tries the update
+        that makes the address ``bounced`` at the limit, then the one that only counts it."""
         if kind not in MAIL_EVENTS:
             raise ValueError(f"unknown mail event {kind!r}; known: {', '.join(MAIL_EVENTS)}")
         if transient_limit < 1:
@@ -334,17 +288,10 @@ class DynamoDirectory(DynamoCore):
         raise self._race_error(self.subscribers_table, "record_mail_event")
 
     def remove(self, email: str, now: datetime) -> bool:
-        """Erase a subscriber; True if there was one. The address stays refused for good.
-
-        One transaction deletes ``sub#`` and ``email#`` and writes ``supp#<sha256>``; then
-        **all the subscriber's ledger rows** are deleted. The ledger has no index by
-        subscriber, so they are found by a Scan of the ledger table filtered on the id:
-        a full read of the ledger, acceptable for a rare operator action. Until that is done
-        the suppression item notes the id (``purge_ledger``), so a remove interrupted between
-        the two steps is finished by the next ``remove`` of the address. DynamoDB keeps no
-        copy of deleted items (except in backups, if the table has them).
-        An address that is not stored is left alone (False), not suppressed.
-        """
+        """One transaction deletes ``sub#`` and ``email#`` and writes ``supp#``; then the ledger
+        rows go, found by a Scan (no index by subscriber: a rare operator action). Until then
+        the ``supp#`` item notes the id (``purge_ledger``), so an interrupted remove is finished
+        by the next ``remove`` of the address."""
         normal = normalise_email(email)
         key = email_key(normal)
         supp_key = pk_of(SUPPRESSION_PREFIX + suppression_hash(normal))
@@ -401,7 +348,6 @@ class DynamoDirectory(DynamoCore):
                          "#purge_ledger = :id", id=subscriber_id)
 
     def is_suppressed(self, email: str) -> bool:
-        """Whether this address was removed (compared by hash; any case)."""
         normal = normalise_email(email)
         return self._get(self.subscribers_table,
                          pk_of(SUPPRESSION_PREFIX + suppression_hash(normal))) is not None

@@ -5,27 +5,19 @@ items, found by SES's message id through the ``by_message_id`` index.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from subscribers.model import FEEDBACK
 from subscribers.store.dynamo.core import DynamoCore, Refused
 from subscribers.store.dynamo.items import expression, ledger_key
 from subscribers.store.dynamo.tables import MESSAGE_INDEX
 
-if TYPE_CHECKING:
-
-    pass
-
-__all__ = ["DynamoFeedback"]
 
 class DynamoFeedback(DynamoCore):
     """Feedback on the ledger rows of an issue."""
 
     def record_feedback(self, message_id: str, kind: str, now: datetime) -> str | None:
-        """A bounce or complaint about the message SES called ``message_id``: noted on its
-        ledger row (a complaint outranks a bounce). The issue's id, or None for an unknown
-        id. The row is found through the ``by_message_id`` index (eventually consistent:
-        SES's feedback comes seconds after the send at the earliest)."""
+        """Found through the ``by_message_id`` index (eventually consistent: SES's feedback
+        comes seconds after the send at the earliest)."""
         if kind not in FEEDBACK:
             raise ValueError(f"unknown feedback {kind!r}; known: {', '.join(FEEDBACK)}")
         condition = "#message_id = :message_id"
@@ -42,8 +34,6 @@ class DynamoFeedback(DynamoCore):
         return str(found["issue_id"])
 
     def note_feedback(self, issue_id: str, subscriber_id: str, kind: str) -> bool:
-        """Feedback on the row of (issue, subscriber) (a complaint outranks a bounce);
-        True if the row is there."""
         if kind not in FEEDBACK:
             raise ValueError(f"unknown feedback {kind!r}; known: {', '.join(FEEDBACK)}")
         guard = "attribute_exists(#subscriber_id)" + (
@@ -56,7 +46,6 @@ class DynamoFeedback(DynamoCore):
         return True
 
     def feedback_counts(self, issue_id: str) -> dict[str, int]:
-        """Ledger rows of the issue with each kind of feedback (every kind present)."""
         counts = dict.fromkeys(FEEDBACK, 0)
         for item in self._issue_rows(issue_id, "#feedback", "attribute_exists(#feedback)"):
             counts[item["feedback"]] += 1

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pipeline import retry
 from subscribers.errors import StoreError
@@ -40,12 +40,6 @@ from subscribers.store.rules import (
     suppression_hash,
 )
 
-if TYPE_CHECKING:
-
-    pass
-
-__all__ = ["DynamoImports"]
-
 #: Keys per BatchGetItem (DynamoDB's limit), and how often its unprocessed keys are asked again.
 _BATCH_GET = 100
 _BATCH_GET_TRIES = 8
@@ -63,21 +57,10 @@ class DynamoImports(DynamoDirectory):
 
     def add_many(self, entries: Sequence[NewSubscriber], *, status: str = "pending",
                  source: str, now: datetime) -> list[AddResult]:
-        """:meth:`add` for each entry, reading in bulk and writing only what must change.
-
-        The entries' ``email#`` and ``supp#`` items, then the ``sub#`` items they point to,
-        are read with BatchGetItem (strongly consistent, 100 keys a request) and the
-        outcomes decided as SQLite decides them
-        (:func:`~subscribers.store.rules.plan_additions`): an address present, refused or
-        suppressed costs no write. What must change is written as :meth:`add` writes it,
-        since BatchWriteItem takes no condition: each new subscriber is its own conditional
-        transaction (unique address, not suppressed, against every concurrent writer) and
-        each activation an update conditional on ``pending``. A write refused because
-        someone changed the address since the read is decided again by :meth:`add`, and so
-        is every later entry for that address. Not one transaction: each entry is durable
-        when its write returns, so an interruption leaves the entries before it done as
-        :meth:`add` would have, and none after it.
-        """
+        """The entries' items are read with BatchGetItem and decided as SQLite decides them;
+        what must change is written as :meth:`add` writes it (BatchWriteItem takes no condition).
+        A write refused because someone changed the address since the read is decided again by
+        :meth:`add`, and so is every later entry for that address."""
         for entry in entries:
             check_new_status(entry.layout, status)
         normals = [(normalise_email(entry.email), entry) for entry in entries]
@@ -119,9 +102,7 @@ class DynamoImports(DynamoDirectory):
         return True
 
     def _existing(self, normals: Iterable[str]) -> dict[str, Subscriber]:
-        """The subscribers of these addresses, by email key: their ``email#`` items, then
-        the ``sub#`` items those name (an address whose subscriber is gone meanwhile is
-        left out, and ``add`` decides it if it comes to that)."""
+        """The subscribers of these addresses, by email key (one gone meanwhile is left out)."""
         keys = {email_key(normal) for normal in normals}
         index = self._batch_get(EMAIL_INDEX_PREFIX + key for key in keys)
         ids = {item["subscriber_id"] for item in index.values()}

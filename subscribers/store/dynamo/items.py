@@ -1,7 +1,5 @@
-"""What a DynamoDB item of the store looks like: the key prefixes of the subscribers table,
-the attributes of a subscriber and a ledger row (SQLite's column names), and the
-conversions both ways (boto3's serialisers, the expression names and values, TTL epochs).
-Every role writes and reads items through these, so an item is the same whoever wrote it.
+"""What a DynamoDB item of the store looks like (key prefixes, attributes named as SQLite's
+columns) and the conversions both ways, so an item is the same whichever role wrote it.
 """
 
 from __future__ import annotations
@@ -10,7 +8,7 @@ import math
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
@@ -23,37 +21,6 @@ from subscribers.model import (
     new_subscriber_id,
 )
 from subscribers.store.rules import decode_areas, decode_time, decode_time_or_none, encode_time
-
-if TYPE_CHECKING:
-
-    pass
-
-__all__ = [
-    "CATALOG_KEY",
-    "EMAIL_INDEX_PREFIX",
-    "LEASE_PREFIX",
-    "LEDGER_FIELDS",
-    "QUOTA_PREFIX",
-    "SEEN_PREFIX",
-    "SEEN_RETENTION",
-    "SENT_FIELDS",
-    "SENT_PREFIX",
-    "SUBSCRIBER_FIELDS",
-    "SUBSCRIBER_PREFIX",
-    "SUPPRESSION_PREFIX",
-    "epoch",
-    "expression",
-    "ledger_key",
-    "new_record",
-    "pk_of",
-    "plain_item",
-    "read_entry",
-    "read_lease",
-    "read_sent",
-    "read_subscriber",
-    "serialise",
-    "stored_time",
-]
 
 #: Key prefixes of the subscribers table.
 SUBSCRIBER_PREFIX = "sub#"
@@ -77,17 +44,14 @@ _NAMES = re.compile(r"#(\w+)")
 _VALUES = re.compile(r":(\w+)")
 
 
-#: The attributes of a ``sub#`` item besides ``pk`` (the SQLite columns, same names).
-#: Every attribute of a ``sub#`` item and of a ledger item, named as SQLite's columns are:
-#: what :meth:`DynamoStore.copy_subscriber` and :meth:`DynamoStore.copy_ledger_row` keep.
+#: Every attribute of a ``sub#`` item, a ledger item and a ``sent#`` item besides ``pk``,
+#: named as SQLite's columns are: what ``store migrate`` copies.
 SUBSCRIBER_FIELDS = ("id", "email", "email_key", "status", "layout", "consent_at",
                       "consent_source", "created_at", "confirmed_at", "updated_at",
                       "consent_ip", "transient_bounces", "areas", "mail_event_at")
 LEDGER_FIELDS = ("issue_id", "subscriber_id", "status", "message_id", "reason", "permanent",
                   "attempts", "updated_at", "feedback", "handed_over")
 
-
-#: The attributes of a ``sent#`` item besides ``pk`` (SQLite's ``sent_issues`` columns).
 SENT_FIELDS = ("issue_id", "content_hash", "first_hash", "first_sent_at", "corrected_on",
                "correction")
 

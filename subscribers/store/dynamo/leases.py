@@ -6,30 +6,19 @@ from __future__ import annotations
 
 import contextlib
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from subscribers.model import Lease
 from subscribers.store.dynamo.core import RACE_TRIES, DynamoCore, Refused
 from subscribers.store.dynamo.items import LEASE_PREFIX, expression, pk_of, read_lease
 from subscribers.store.rules import encode_time
 
-if TYPE_CHECKING:
-
-    pass
-
-__all__ = ["DynamoLeases"]
 
 class DynamoLeases(DynamoCore):
     """Named leases with an expiry."""
 
     def acquire_lease(self, name: str, owner: str, now: datetime, ttl: timedelta) -> Lease:
-        """Take the lease unless another owner holds it unexpired; extend it if ``owner``
-        holds it. The lease as it now stands (compare its ``owner`` to know who won).
-
-        First an update conditional on ``owner`` holding it (extends it, keeping
-        ``acquired_at``), else a put conditional on the lease being absent or expired and
-        someone else's; a refused put returns the holder's lease (read from the refusal).
-        """
+        """An update conditional on ``owner`` holding it, else a put conditional on the lease
+        being absent or expired; a refused put returns the holder's lease."""
         stamp, until = encode_time(now), encode_time(now + ttl)
         key = pk_of(LEASE_PREFIX + name)
         for _ in range(RACE_TRIES):
@@ -52,7 +41,6 @@ class DynamoLeases(DynamoCore):
         raise self._race_error(self.subscribers_table, "acquire_lease")
 
     def renew_lease(self, name: str, owner: str, now: datetime, ttl: timedelta) -> bool:
-        """Extend a lease ``owner`` holds; False if it was lost (expired and taken over)."""
         try:
             self._update(self.subscribers_table, pk_of(LEASE_PREFIX + name),
                          "SET #expires_at_iso = :until", "#owner = :owner",
@@ -62,7 +50,6 @@ class DynamoLeases(DynamoCore):
         return True
 
     def release_lease(self, name: str, owner: str) -> None:
-        """Give the lease up, if ``owner`` still holds it."""
         with contextlib.suppress(Refused):
             self._call(self.subscribers_table, "delete_item", TableName=self.subscribers_table,
                        Key=pk_of(LEASE_PREFIX + name), ConditionExpression="#owner = :owner",

@@ -18,21 +18,12 @@ if TYPE_CHECKING:
 
     from subscribers.shards import Shard
 
-__all__ = ["DynamoLedger"]
 
 class DynamoLedger(DynamoCore):
     """What became of each (issue, subscriber)."""
 
     def claim(self, issue_id: str, subscriber_id: str, now: datetime, *,
               retry: bool = False, retry_temporary: bool = False) -> bool:
-        """Take (issue, subscriber) for sending, before the transport is called.
-
-        True for exactly one caller: the row is put as ``sending`` only if absent
-        (``attribute_not_exists(subscriber_id)``). With ``retry`` an ``unconfirmed`` row or
-        a temporary failure is taken over instead; with ``retry_temporary`` only a temporary
-        failure is: one update conditional on that status, adding one to ``attempts``.
-        ``sent``, ``sending`` and permanent failures are never taken.
-        """
         stamp = encode_time(now)
         row = {"issue_id": issue_id, "subscriber_id": subscriber_id, "status": "sending",
                "permanent": False, "attempts": 1, "updated_at": stamp, "handed_over": False}
@@ -58,9 +49,6 @@ class DynamoLedger(DynamoCore):
 
     def mark_sent(self, issue_id: str, subscriber_id: str, message_id: str,
                   now: datetime) -> None:
-        """The transport took the message and called it ``message_id``: recorded whatever
-        the row said before (an unconditional update; the transport's answer is the truth,
-        and ``sent`` is final)."""
         self._update(self.ledger_table, ledger_key(issue_id, subscriber_id),
                      "SET #status = :sent, #message_id = :message_id, #permanent = :false, "
                      "#updated_at = :now, #attempts = if_not_exists(#attempts, :one) "
@@ -69,14 +57,10 @@ class DynamoLedger(DynamoCore):
 
     def mark_failed(self, issue_id: str, subscriber_id: str, reason: str, permanent: bool,
                     now: datetime) -> None:
-        """The transport refused the message; ``permanent`` if this recipient never will
-        take it. A ``sent`` row is never downgraded (the update's condition)."""
         self._record_not_sent(issue_id, subscriber_id, "failed", reason, permanent, now)
 
     def mark_unconfirmed(self, issue_id: str, subscriber_id: str, reason: str,
                          now: datetime) -> None:
-        """The transport may have taken it (a timeout): never re-sent without ``retry``.
-        A ``sent`` row is never downgraded."""
         self._record_not_sent(issue_id, subscriber_id, "unconfirmed", reason, False, now)
 
     def _record_not_sent(self, issue_id: str, subscriber_id: str, status: str, reason: str,
@@ -91,8 +75,6 @@ class DynamoLedger(DynamoCore):
                          now=encode_time(now), one=1, sent="sent")
 
     def release(self, issue_id: str, subscriber_id: str) -> bool:
-        """Drop a ``sending`` claim whose message never reached the transport; True if a
-        claim was dropped (a delete conditional on the status)."""
         try:
             self._call(self.ledger_table, "delete_item", TableName=self.ledger_table,
                        Key=ledger_key(issue_id, subscriber_id),
@@ -103,8 +85,6 @@ class DynamoLedger(DynamoCore):
         return True
 
     def mark_handed_over(self, issue_id: str, subscriber_id: str, handed: bool = True) -> None:
-        """The claim's message goes to the transport now (``handed``), or came back untaken
-        (a temporary failure): an update conditional on the row still being ``sending``."""
         with contextlib.suppress(Refused):  # resolved meanwhile: nothing to note
             self._update(self.ledger_table, ledger_key(issue_id, subscriber_id),
                          "SET #handed_over = :handed", "#status = :sending",
@@ -112,15 +92,8 @@ class DynamoLedger(DynamoCore):
 
     def expire_in_flight(self, issue_id: str, now: datetime, *,
                          shard: Shard | None = None) -> int:
-        """Resolve every ``sending`` row of ``issue_id`` (of ``shard`` only, if given); how
-        many became ``unconfirmed``.
-
-        A strongly consistent Query of the issue's ``sending`` rows, then per row either a
-        delete (never handed over: nothing left, this run sends it) or an update to
-        ``unconfirmed`` (handed over, or written before the flag existed), each conditional
-        on the row being as read; only the updates that happened are counted. Call it at the
-        start of a run, while holding the run's lease.
-        """
+        """A Query of the issue's ``sending`` rows, then per row a delete (never handed over) or
+        an update to ``unconfirmed``, each conditional on the row being as read."""
         stamp = encode_time(now)
         condition = "#issue_id = :issue"
         status_filter = "#status = :sending"
@@ -157,8 +130,6 @@ class DynamoLedger(DynamoCore):
         return changed
 
     def ledger(self, issue_id: str, status: str | None = None) -> dict[str, LedgerEntry]:
-        """The ledger of one issue (rows with ``status`` only, if given), by subscriber id,
-        in subscriber id order (the table's sort key)."""
         if status is not None and status not in LEDGER_STATUSES:
             raise ValueError(f"unknown ledger status {status!r}")
         rows = self._issue_rows(issue_id, None,
@@ -166,12 +137,10 @@ class DynamoLedger(DynamoCore):
         return {item["subscriber_id"]: read_entry(item) for item in rows}
 
     def ledger_entry(self, issue_id: str, subscriber_id: str) -> LedgerEntry | None:
-        """One (issue, subscriber) row, or None if it was never claimed. For reports only."""
         item = self._get(self.ledger_table, ledger_key(issue_id, subscriber_id))
         return read_entry(item) if item else None
 
     def ledger_counts(self, issue_id: str) -> dict[str, int]:
-        """Rows per ledger status for one issue; every status is present (0 if none)."""
         counts = dict.fromkeys(LEDGER_STATUSES, 0)
         for item in self._issue_rows(issue_id, "#status", None):
             counts[item["status"]] += 1

@@ -1,8 +1,6 @@
-"""What ``newsletter store migrate`` asks of the DynamoDB store: which tables are missing,
-everything exported with SQLite's column names, and records copied as another store
-holds them (never over what is here). Not a role of the interface: only the migration
-engine (:mod:`subscribers.store.migrate`) uses it, and it builds on the directory for
-the same insert and suppression check ``add`` makes.
+"""What ``newsletter store migrate`` asks of the DynamoDB store besides its roles: which
+tables are missing, everything exported with SQLite's column names, and records copied as
+another store holds them, never over what is here.
 """
 
 from __future__ import annotations
@@ -14,7 +12,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from subscribers.errors import StoreError
-from subscribers.store.dynamo.core import Refused, error_code
+from subscribers.store.dynamo.core import Refused
 from subscribers.store.dynamo.directory import DynamoDirectory
 from subscribers.store.dynamo.items import (
     CATALOG_KEY,
@@ -30,10 +28,11 @@ from subscribers.store.dynamo.items import (
     ledger_key,
     pk_of,
 )
-from subscribers.store.dynamo.tables import TTL_ATTRIBUTE
+from subscribers.store.dynamo.tables import TTL_ATTRIBUTE, error_code
 from subscribers.store.rules import decode_time
 
 __all__ = ["Copied", "DynamoMigration", "refusal"]
+
 
 class Copied(StrEnum):
     """What ``newsletter store migrate`` did with one record (see ``DynamoStore.copy_*``)."""
@@ -50,10 +49,8 @@ class Copied(StrEnum):
 
 def refusal(error: StoreError) -> str | None:
     """DynamoDB's reason when it refused one record for its size (a ``ValidationException``
-    over a limit: 400 KB an item, 2,048 bytes a partition key, 1,024 a sort key), else None.
-    Such a record can never be written as it is, but says nothing of the next one, so a copy
-    reports it and goes on. Any other failure stops the copy, another validation error too:
-    tables of another key schema, say, would refuse every record alike."""
+    over an item or key limit), else None: such a record can never be written, but says nothing
+    of the next one, so a copy reports it and goes on. Any other failure stops the copy."""
     cause = error.__cause__
     if not isinstance(cause, ClientError) or error_code(cause) != "ValidationException":
         return None
@@ -69,7 +66,7 @@ class DynamoMigration(DynamoDirectory):
         missing = []
         for table in (self.subscribers_table, self.ledger_table):
             try:
-                self._client.describe_table(TableName=table)
+                self.client.describe_table(TableName=table)
             except ClientError as exc:
                 if error_code(exc) != "ResourceNotFoundException":
                     raise self._error(exc, table) from exc

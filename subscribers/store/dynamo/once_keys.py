@@ -5,18 +5,12 @@ absent, expired by TTL (``purge_seen`` still works, for shorter windows).
 from __future__ import annotations
 
 from datetime import datetime
-from typing import TYPE_CHECKING
 
 from subscribers.store.dynamo.core import DynamoCore, Refused
 from subscribers.store.dynamo.items import SEEN_PREFIX, SEEN_RETENTION, epoch, expression, pk_of
 from subscribers.store.dynamo.tables import TTL_ATTRIBUTE
 from subscribers.store.rules import encode_time
 
-if TYPE_CHECKING:
-
-    pass
-
-__all__ = ["DynamoOnceKeys"]
 
 class DynamoOnceKeys(DynamoCore):
     """Keys of messages handled once, expired by DynamoDB's TTL."""
@@ -25,8 +19,6 @@ class DynamoOnceKeys(DynamoCore):
     expires_by_itself = True
 
     def first_time(self, key: str, now: datetime) -> bool:
-        """Record ``key`` as handled; True for exactly one caller (a put only if absent).
-        The item expires (TTL) :data:`SEEN_RETENTION` after ``now``."""
         item = {"pk": SEEN_PREFIX + key, "at": encode_time(now),
                 TTL_ATTRIBUTE: epoch(now + SEEN_RETENTION)}
         try:
@@ -36,17 +28,12 @@ class DynamoOnceKeys(DynamoCore):
         return True
 
     def forget(self, key: str) -> None:
-        """Undo :meth:`first_time` after the handling failed, so a redelivery is taken."""
         self._call(self.subscribers_table, "delete_item", TableName=self.subscribers_table,
                    Key=pk_of(SEEN_PREFIX + key))
 
     def purge_seen(self, before: datetime) -> int:
-        """Drop keys recorded before ``before``; how many.
-
-        A Scan of the subscribers table for old ``seen#`` items, each then deleted on the
-        condition that it is still that old. TTL already removes keys after
-        :data:`SEEN_RETENTION`, so this only matters for windows shorter than that.
-        """
+        """A Scan for old ``seen#`` items, each deleted if still that old. TTL removes keys
+        after :data:`SEEN_RETENTION`; this matters only for shorter windows."""
         condition = "begins_with(#pk, :prefix) AND #at < :before"
         values = {"prefix": SEEN_PREFIX, "before": encode_time(before)}
         dropped = 0

@@ -6,32 +6,20 @@ from __future__ import annotations
 
 import contextlib
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING
 
 from subscribers.store.dynamo.core import RACE_TRIES, DynamoCore, Refused
 from subscribers.store.dynamo.items import QUOTA_PREFIX, epoch, pk_of
 from subscribers.store.rules import encode_time
 
-if TYPE_CHECKING:
-
-    pass
-
-__all__ = ["DynamoQuotas"]
 
 class DynamoQuotas(DynamoCore):
     """Rate counters shared by every process and Lambda instance."""
 
     def take_quota(self, key: str, now: datetime, *, limit: int,
                    window: timedelta) -> bool:
-        """One use of ``key`` in a fixed window of ``window``; False (nothing counted) once
-        ``limit`` uses fall in it.
-
-        Two conditional updates, each atomic: start a new window (the counter is absent or
-        its window is over), else count one more use if fewer than ``limit`` were counted in
-        the current window. If the second is refused because the window ended or the item
-        vanished (TTL) in between, the first is tried again. The item expires (TTL) when its
-        window ends. ``key`` should be a hash: it is stored.
-        """
+        """Start a new window (absent, or its window over), else count one more use if fewer than
+        ``limit``; each an atomic conditional update, retried if the window ended or the item
+        vanished (TTL) between them."""
         if limit < 1 or window <= timedelta(0):
             raise ValueError("limit must be at least 1 and window positive")
         stamp, start = encode_time(now), encode_time(now - window)
@@ -55,7 +43,6 @@ class DynamoQuotas(DynamoCore):
         raise self._race_error(self.subscribers_table, "take_quota")
 
     def return_quota(self, key: str) -> None:
-        """Give back one use of ``key`` (a confirmation mail that was not sent)."""
         with contextlib.suppress(Refused):  # nothing to give back
             self._update(self.subscribers_table, pk_of(QUOTA_PREFIX + key),
                          "SET #count = #count - :one", "attribute_exists(#pk) AND #count > :zero",

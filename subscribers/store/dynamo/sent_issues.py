@@ -12,8 +12,6 @@ from subscribers.store.dynamo.core import DynamoCore, Refused
 from subscribers.store.dynamo.items import SENT_PREFIX, pk_of, read_sent
 from subscribers.store.rules import encode_time
 
-__all__ = ["DynamoSentIssues"]
-
 
 class DynamoSentIssues(DynamoCore):
     """What each issue went out as."""

@@ -1,7 +1,5 @@
-"""The DynamoDB tables of :class:`~subscribers.store.dynamo.DynamoStore`: their exact
-definitions
-(what ``deploy/template.yaml`` creates, and what ``store migrate --create-tables`` creates
-for a first run), and how a botocore error about them is worded for the operator.
+"""The DynamoDB store's tables, exactly as ``deploy/template.yaml`` and ``store migrate
+--create-tables`` create them, and how a botocore error about them is worded for the operator.
 """
 
 from __future__ import annotations
@@ -21,9 +19,6 @@ from subscribers.errors import StoreError
 
 if TYPE_CHECKING:
     from mypy_boto3_dynamodb import DynamoDBClient
-
-__all__ = ["MESSAGE_INDEX", "STATUS_INDEX", "TTL_ATTRIBUTE", "create_tables", "dynamo_reason",
-           "table_definitions"]
 
 #: The subscribers table's sparse index: only subscriber items carry ``status``.
 STATUS_INDEX = "by_status"
@@ -88,11 +83,11 @@ def create_tables(client: DynamoDBClient, subscribers_table: str, ledger_table: 
         try:
             client.create_table(**definition)
         except ClientError as exc:
-            if _code(exc) == "ResourceInUseException":
+            if error_code(exc) == "ResourceInUseException":
                 continue  # exists already
-            raise _table_error(client, exc, table) from exc
+            raise table_error(client, exc, table) from exc
         except BotoCoreError as exc:
-            raise _table_error(client, exc, table) from exc
+            raise table_error(client, exc, table) from exc
         created.append(table)
     for table in (subscribers_table, ledger_table):
         try:
@@ -104,7 +99,7 @@ def create_tables(client: DynamoDBClient, subscribers_table: str, ledger_table: 
             raise StoreError(f"dynamodb:{table}", f"the table did not become ACTIVE: "
                              f"{' '.join(str(exc).split())}") from exc
         except (ClientError, BotoCoreError) as exc:
-            raise _table_error(client, exc, table) from exc
+            raise table_error(client, exc, table) from exc
     try:
         ttl = client.describe_time_to_live(TableName=subscribers_table)
         state = ttl.get("TimeToLiveDescription", {})
@@ -113,21 +108,19 @@ def create_tables(client: DynamoDBClient, subscribers_table: str, ledger_table: 
                 TableName=subscribers_table,
                 TimeToLiveSpecification={"Enabled": True, "AttributeName": TTL_ATTRIBUTE})
     except (ClientError, BotoCoreError) as exc:
-        raise _table_error(client, exc, subscribers_table) from exc
+        raise table_error(client, exc, subscribers_table) from exc
     return created
 
 
-def _table_error(client: DynamoDBClient, exc: Exception, table: str) -> StoreError:
+def table_error(client: DynamoDBClient, exc: Exception, table: str) -> StoreError:
     region = getattr(getattr(client, "meta", None), "region_name", None)
     return StoreError(f"dynamodb:{table}", dynamo_reason(exc, table, region))
 
 
-# -- errors ----------------------------------------------------------------------------------
-
 def dynamo_reason(exc: Exception, table: str, region: str | None = None) -> str:
-    """A botocore error in one line that says what to do (module doc's table)."""
+    """A botocore error in one line that says what to do."""
     if isinstance(exc, ClientError):
-        code = _code(exc)
+        code = error_code(exc)
         error = exc.response.get("Error", {})
         text = _shorten(" ".join(str(error.get("Message", "")).split()))
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
@@ -142,28 +135,21 @@ def dynamo_reason(exc: Exception, table: str, region: str | None = None) -> str:
         if code in _THROTTLED:
             return f"DynamoDB throttled requests to table {table} ({code}); try again later"
         return f"DynamoDB {code or status}: {text}" if text else f"DynamoDB {code or status}"
-    problem = _access_problem(exc)
-    if problem:
-        return problem
-    return f"DynamoDB: {_shorten(' '.join(str(exc).split())) or type(exc).__name__}"
-
-
-def _access_problem(exc: Exception) -> str | None:
-    """No credentials, or DynamoDB unreachable, worded as every AWS adapter words them
-    (``pipeline.aws.access_problem``, which this package may not import); None otherwise."""
+    # Worded as every AWS adapter words them (pipeline.aws.access_problem, which this
+    # package may not import).
     if isinstance(exc, NoCredentialsError | PartialCredentialsError):
         return (f"no usable AWS credentials ({exc}); set AWS_ACCESS_KEY_ID/"
                 "AWS_SECRET_ACCESS_KEY or a profile")
+    said = " ".join(str(exc).split())
     if isinstance(exc, NeverConnected):
-        said = " ".join(str(exc).split())
         return f"cannot reach DynamoDB ({said[:300]})"
-    return None
+    return f"DynamoDB: {_shorten(said) or type(exc).__name__}"
+
+
+def error_code(exc: ClientError) -> str:
+    return str(exc.response.get("Error", {}).get("Code", ""))
 
 
 def _shorten(text: str, limit: int = 300) -> str:
     """A message kept to one readable line (a proxy's HTML error page is not)."""
     return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
