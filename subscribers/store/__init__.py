@@ -1,60 +1,33 @@
-"""Where subscribers and the delivery ledger live: the store's interface, one role at a time.
+"""Where subscribers and the delivery ledger live: the store's interface, one Protocol per role.
 
-The store does nine jobs, and each consumer needs only some of them, so the interface is
-nine small Protocols, one per role:
+Each consumer is typed against the roles it uses (:class:`DeliveryStore` for the send loop
+and ``status``, :class:`SubscriptionStore` for the subscription actions, :class:`Leases` for
+the run lock); :class:`SubscriberStore` is all nine, what ``pipeline.wiring.open_store``
+opens. The adapters, :class:`~subscribers.store.sqlite.SqliteStore` and
+:class:`~subscribers.store.dynamo.DynamoStore`, implement every role without inheriting from
+any; what they share is in :mod:`subscribers.store.rules`.
 
-* :class:`Directory`: subscribers, their consent, and the suppressed (removed) addresses;
-* :class:`Imports`: many addresses added at once, with :class:`Directory`'s rules (an import);
-* :class:`Interests`: the areas readers follow, as the email variants to render, and the
-  catalog of areas the archive holds (what a reader may pick from);
-* :class:`Ledger`: the per-issue delivery ledger;
-* :class:`Feedback`: the bounces and complaints noted on it (SES's notifications, an SMTP
-  relay's refusals, bounce notifications in the inbox);
-* :class:`SentIssues`: what each issue went out as, so that a sent week is never replaced
-  but by an explicit correction;
-* :class:`Leases`: named leases, so two runs of one issue (or shard) never send side by side;
-* :class:`OnceKeys`: keys of messages already handled (SNS deliveries, inbound mails);
-* :class:`Quotas`: fixed-window rate counters (the subscription app's limits).
-
-:class:`SubscriberStore` is all nine, and what the wiring opens (``pipeline.wiring.open_store``,
-by ``[store] backend``); a consumer is typed against the roles it uses:
-:class:`DeliveryStore` for the send loop and ``newsletter status``, :class:`SubscriptionStore`
-for the subscription actions, :class:`Leases` alone for the run lock. The adapters,
-:class:`~subscribers.store.sqlite.SqliteStore` (one file, one machine) and
-:class:`~subscribers.store.dynamo.DynamoStore` (two DynamoDB tables, production), implement
-every role without inheriting from any; what they share is in :mod:`subscribers.store.rules`.
-
-The ledger is what makes delivery crash-safe. The send loop *claims* (issue, subscriber)
-before it calls the transport; a claim is one atomic write (an insert that does nothing if
-the row exists, or a compare-and-set update), never a read followed by a write, so two
-threads or two processes can never both win it. Every ledger write is durable when its
-method returns: a ``newsletter send`` killed with SIGKILL, or a machine that loses power,
-leaves a ledger the next run can trust. A claim records when its message is *handed over*
-(:meth:`Ledger.mark_handed_over`, right before the transport call): a claim a crash left that
-was never handed over is released (nothing left, the next run sends it), and only one caught
-in the transport call becomes ``unconfirmed`` rather than being sent again.
+The ledger makes delivery crash-safe. The send loop *claims* (issue, subscriber) before it
+calls the transport, in one atomic write (never a read then a write), so two threads or
+processes never both win it; every ledger write is durable when its method returns. A claim
+notes when its message is *handed over* (right before the transport call): a claim a crash
+left that was never handed over is released, and only one caught in the transport call
+becomes ``unconfirmed`` rather than being sent again.
 
 Rules every implementation keeps, in every role:
 
-* **Threads.** Every method may be called from several threads at once (the send loop
-  runs ``concurrency`` workers); several processes may use the same store too (a
-  re-run after a crash, the subscription app).
-* **Time.** Every datetime passed in must be timezone-aware; every datetime returned is
-  UTC. The store never reads the clock: callers pass ``now``.
-* **Errors.** The only exceptions raised are those of :mod:`subscribers.errors`:
-  :class:`~subscribers.errors.InvalidAddress` for text that is not an address,
-  :class:`~subscribers.errors.UnknownSubscriber` where a subscriber must exist, and
-  :class:`~subscribers.errors.StoreError` when the storage itself fails. Passing a
-  value outside the documented set (an unknown status or layout, a naive datetime) is
-  a bug in the caller and raises ``ValueError``.
-* **Addresses** are normalised with email-validator and unique case-insensitively;
-  methods taking an address accept it in any case.
-* **Consent is not manufactured.** ``add`` never reactivates an ``unsubscribed``,
-  ``bounced`` or ``complained`` subscriber and never re-adds a removed (suppressed)
-  address; only :meth:`Directory.set_status` (the subscriber's own new consent) can, and a
-  confirmation link only for a ``pending`` one (:data:`~subscribers.store.rules.CONFIRMABLE`).
-* **Ledger writes are durable when the method returns**, and a claim is exclusive
-  across threads and processes.
+* **Threads.** Every method may be called from several threads and processes at once.
+* **Time.** Datetimes passed in are timezone-aware; those returned are UTC. The store never
+  reads the clock: callers pass ``now``.
+* **Errors.** Only :mod:`subscribers.errors`' are raised: ``InvalidAddress`` for text that is
+  not an address, ``UnknownSubscriber`` where a subscriber must exist, ``StoreError`` when the
+  storage fails. A value outside the documented set (an unknown status, a naive datetime) is
+  the caller's bug: ``ValueError``.
+* **Addresses** are normalised with email-validator and unique case-insensitively.
+* **Consent is not manufactured.** ``add`` never reactivates an ``unsubscribed``, ``bounced``
+  or ``complained`` subscriber nor re-adds a removed (suppressed) address; only
+  :meth:`Directory.set_status` (the person's own new consent) can, and a confirmation link
+  only for a ``pending`` one (:data:`~subscribers.store.rules.CONFIRMABLE`).
 """
 
 from __future__ import annotations
@@ -123,10 +96,9 @@ class Directory(Protocol):
     def set_status(self, subscriber_id: str, status: str, now: datetime, *,
                    source: str | None = None, client: str | None = None,
                    only_from: str | None = None) -> Subscriber:
-        """Change a subscriber's status (becoming ``active`` records consent: ``now``,
-        ``source``, ``client``); UnknownSubscriber if there is none. With ``only_from``, only
-        a subscriber in that status changes, checked in the same write (a confirmation:
-        :data:`~subscribers.store.rules.CONFIRMABLE`); any other is returned unchanged."""
+        """Change a subscriber's status (becoming ``active`` records a new consent: ``now``,
+        ``source``, ``client``). With ``only_from``, only a subscriber in that status changes,
+        checked in the same write; any other is returned unchanged."""
         ...
 
     def set_layout(self, subscriber_id: str, layout: str, now: datetime, *,
@@ -137,32 +109,29 @@ class Directory(Protocol):
 
     def request_subscription(self, email: str, layout: str, *, source: str,
                              now: datetime, areas: Iterable[str] = ()) -> AddResult:
-        """A sign-up asked for by someone (web form, inbound mail) before any consent:
-        a new address is stored ``pending``; an existing one that is not ``active`` takes
-        the layout and areas asked for (it receives nothing until it confirms, and keeps
-        them through the confirmation); an ``active`` one is left as it is; a removed
-        (suppressed) one is not stored."""
+        """A sign-up before any consent (web form, inbound mail): a new address is stored
+        ``pending``; one not ``active`` takes the layout and areas asked for (kept through its
+        confirmation); an ``active`` one is left as it is; a removed one is not stored."""
         ...
 
     def record_mail_event(self, subscriber_id: str, kind: str, now: datetime, *,
                           transient_limit: int,
                           occurred_at: datetime | None = None) -> Subscriber:
-        """Apply what the mail system said about one address (see
-        :data:`~subscribers.store.rules.MAIL_EVENTS`). ``occurred_at``: when it happened
-        (SES's timestamp); a transient bounce or delivery older than the latest one applied
-        changes nothing. None: applied as it comes."""
+        """Apply what the mail system said about an address (see
+        :data:`~subscribers.store.rules.MAIL_EVENTS`). A transient bounce or delivery that happened
+        (``occurred_at``) before the latest one applied changes nothing."""
         ...
 
     def remove(self, email: str, now: datetime) -> bool:
-        """Erase the subscriber and keep only a hashed suppression entry."""
+        """Erase the subscriber and its ledger rows, keeping only a hashed suppression entry;
+        False (and nothing suppressed) for an address not stored."""
         ...
 
     def is_suppressed(self, email: str) -> bool: ...
 
 
 class Imports(Protocol):
-    """Many addresses added at once: ``subscribers import``, the one caller that brings a
-    list. A role of its own (not :class:`Directory`'s) because only the import needs it."""
+    """Many addresses added at once: ``subscribers import``, the one caller that brings a list."""
 
     #: True when a batch is stored whole or not at all (SQLite: one transaction); False when
     #: each entry is durable on its own (DynamoDB), so an interrupted batch keeps its entries
@@ -171,13 +140,10 @@ class Imports(Protocol):
 
     def add_many(self, entries: Sequence[NewSubscriber], *, status: str = "pending",
                  source: str, now: datetime) -> list[AddResult]:
-        """:meth:`Directory.add` for each entry, in order, with the outcomes it would give
-        one by one (an address twice is created, then present), in far fewer requests: an
-        import's batch. Every address is checked before anything is written (InvalidAddress, and
-        nothing of the batch stored, if one is not an address). Whether the batch is one
-        transaction is :attr:`atomic_batches`; what it reports when it returns is durable,
-        and an interruption leaves each entry either done as :meth:`Directory.add` would
-        have done it or not done at all."""
+        """:meth:`Directory.add` for each entry, in order, with the outcomes it would give one by
+        one (an address twice is created, then present), in far fewer requests. Every address is
+        checked before anything is written. An interruption leaves each entry either done as
+        :meth:`Directory.add` would have done it or not done at all."""
         ...
 
 
@@ -186,9 +152,8 @@ class Interests(Protocol):
     exist to be followed (the catalog, filled as issues are published)."""
 
     def variant_choices(self) -> list[tuple[str, tuple[str, ...]]]:
-        """The distinct (layout, areas) of ``active`` subscribers who follow any area,
-        sorted: what a send renders besides the plain layouts. One query or scan, never one
-        request per subscriber."""
+        """The distinct (layout, areas) of ``active`` subscribers who follow any area, sorted:
+        the variants a send renders besides the plain layouts, in one query or scan."""
         ...
 
     def known_areas(self) -> tuple[str, ...]:
@@ -196,9 +161,8 @@ class Interests(Protocol):
         ...
 
     def note_areas(self, names: Iterable[str]) -> None:
-        """Add ``names`` (each cleaned as a reader's choice is; unusable ones dropped) to
-        the catalog. Never removes one: an area a reader follows stays pickable even in a
-        week without it."""
+        """Add ``names`` (cleaned as a reader's choice is) to the catalog; never removes one, so
+        an area a reader follows stays pickable even in a week without it."""
         ...
 
 
@@ -207,11 +171,17 @@ class Ledger(Protocol):
 
     def claim(self, issue_id: str, subscriber_id: str, now: datetime, *,
               retry: bool = False, retry_temporary: bool = False) -> bool:
-        """Take (issue, subscriber) for sending; True for exactly one caller."""
+        """Take (issue, subscriber) for sending; True for exactly one caller. With ``retry``
+        an ``unconfirmed`` row or a temporary failure is taken over (one more attempt), with
+        ``retry_temporary`` only a temporary failure; ``sent``, ``sending`` and permanent
+        failures never are."""
         ...
 
     def mark_sent(self, issue_id: str, subscriber_id: str, message_id: str,
-                  now: datetime) -> None: ...
+                  now: datetime) -> None:
+        """The outcomes are recorded whatever the row said, even with no claim (the
+        transport's answer is the truth), except that a ``sent`` row is never downgraded."""
+        ...
 
     def mark_failed(self, issue_id: str, subscriber_id: str, reason: str, permanent: bool,
                     now: datetime) -> None: ...
@@ -228,59 +198,55 @@ class Ledger(Protocol):
 
     def expire_in_flight(self, issue_id: str, now: datetime, *,
                          shard: Shard | None = None) -> int:
-        """Resolve the ``sending`` rows an earlier run left (of ``shard`` only, if given):
-        release those never handed over, turn the others ``unconfirmed``; how many became
-        unconfirmed."""
+        """Resolve the ``sending`` rows an earlier run left (of ``shard`` only): release those
+        never handed over, turn the others ``unconfirmed``; how many became unconfirmed. Called at
+        the start of a run, holding its lease."""
         ...
 
     def ledger(self, issue_id: str, status: str | None = None) -> dict[str, LedgerEntry]: ...
 
-    def ledger_entry(self, issue_id: str, subscriber_id: str) -> LedgerEntry | None: ...
+    def ledger_entry(self, issue_id: str, subscriber_id: str) -> LedgerEntry | None:
+        """For reports only: whether to send is :meth:`claim`'s to decide, never a read's."""
+        ...
 
     def ledger_counts(self, issue_id: str) -> dict[str, int]: ...
 
 
 class SentIssues(Protocol):
-    """What each issue went out as: written by the send before its first message is handed
-    over, read by every command that could put another issue under the week's name
-    (``build``, ``approve``, ``preview``, ``publish``, ``run``) and by ``status``."""
+    """What each issue went out as, so that a sent week is never replaced but by an explicit
+    correction: written by the send, read by every command that could put another issue under
+    the week's name."""
 
     def sent_issue(self, issue_id: str) -> SentIssue | None:
-        """What the issue went out as, or None while no send of it has begun (see
-        :meth:`record_sent`). A send that began freezes the week even if its list was
-        empty: ``run`` had published the issue before it, so the archive showed it."""
+        """What the issue went out as, or None while no send of it has begun. A send that began
+        freezes the week even if its list was empty (``run`` had published the issue)."""
         ...
 
     def record_sent(self, issue_id: str, content_hash: str, now: datetime) -> SentIssue:
-        """Note that the issue goes out as ``content_hash``, before its first message is
-        handed over, unless a version is noted already: one write that then changes
-        nothing. The record as it now stands: a caller whose hash is not in it was beaten
-        to the week by another issue."""
+        """Note that the issue goes out as ``content_hash``, before its first message is handed
+        over, unless a version is noted already. The record as it now stands: a caller whose hash
+        is not in it was beaten to the week by another issue."""
         ...
 
     def record_correction(self, issue_id: str, content_hash: str, *, replacing: str,
                           corrected_on: str, reason: str) -> SentIssue | None:
-        """Replace the noted ``replacing`` by the correction ``content_hash`` (its day and
-        the editor's reason kept beside it), in one write conditional on the record still
-        holding ``replacing``, so that two corrections never both win. The record as it now
-        stands; None when nothing of the issue was sent."""
+        """Replace ``replacing`` by the correction ``content_hash``, in one write conditional on
+        the record still holding ``replacing`` (two corrections never both win). The record as it
+        now stands; None when nothing of the issue was sent."""
         ...
 
 
 class Feedback(Protocol):
-    """What mailbox providers said about the messages of an issue (bounces, complaints),
-    noted on its ledger rows: the issue's bounce and complaint rates."""
+    """Bounces and complaints noted on an issue's ledger rows: its bounce and complaint rates."""
 
     def record_feedback(self, message_id: str, kind: str, now: datetime) -> str | None:
-        """Note a bounce or complaint (``FEEDBACK``) on the ledger row of the message SES
-        called ``message_id``; the issue's id, or None if no row has that id."""
+        """Note a bounce or complaint (``FEEDBACK``) on the row of the message SES called
+        ``message_id`` (a complaint outranks a bounce); the issue's id, or None if no row has it."""
         ...
 
     def note_feedback(self, issue_id: str, subscriber_id: str, kind: str) -> bool:
-        """Note a bounce or complaint on the ledger row of (issue, subscriber), for a
-        message known by those rather than by SES's id: an SMTP relay's refusal saying the
-        mailbox is gone, a bounce notification returning the issue's message. A complaint
-        outranks a bounce. True if a row was there to note it on."""
+        """The same on the row of (issue, subscriber), for a message known by those (a relay's
+        refusal, a bounce notification); True if a row was there."""
         ...
 
     def feedback_counts(self, issue_id: str) -> dict[str, int]:
