@@ -1,30 +1,18 @@
-"""How people join and leave: the actions behind the subscription app and inbound mail.
+"""How people join and leave: the actions behind the subscription app and inbound mail, so a
+sign-up by form and one by mail follow the same rules.
 
-The web pages (``pipeline.web.app``), the SES webhook and ``newsletter inbox process`` all come
-here, so a sign-up by form and one by mail follow the same rules:
+* **Double opt-in.** A request stores a ``pending`` address and mails it a confirmation link;
+  only the person who reads that mailbox can make it ``active``, and a link confirms only a
+  ``pending`` address (replayed after an unsubscribe, bounce or complaint, it changes nothing).
+* **No enumeration.** A request gets the same answer, and takes the same store calls, whether
+  the address is new, pending, active or gone: only the mail that address receives differs.
+  The app answers after :meth:`Subscriptions.check_request` alone.
+* **Limits.** Confirmation mails per mailbox per day (every spelling of one mailbox counted
+  together: :func:`mailbox_key`) and requests per client per hour, counted in the store under
+  a hash, so several app processes share them.
+* **Consent** is recorded on confirmation: when, from where (``web``, ``mail``), the client.
 
-* **Double opt-in.** A request stores a ``pending`` address and mails it a confirmation
-  link; only the person who reads that mailbox can make it ``active``. The link's page asks
-  for one more click (a POST), because mail scanners fetch every link they see. A link
-  confirms only a ``pending`` address: replayed after the address unsubscribed, bounced or
-  complained, it changes nothing.
-* **No enumeration.** A request gets the same answer whether the address is new, pending,
-  active or gone: what differs is only the mail that address receives (a confirmation, its
-  preferences link, or nothing), and nobody else sees that. Nor can the time it takes
-  tell: every state goes through the same store calls (a removed address too takes its
-  allowance, and gets a link signed that is never sent), and the app answers before any of
-  it runs (:meth:`Subscriptions.check_request` is all it does first). A confirmation
-  link's pages are the same whatever became of its address.
-* **Limits.** Confirmation mails per mailbox per day (every spelling of one mailbox
-  counted together: :func:`mailbox_key`) and requests per client per hour are counted in
-  the store (so several app processes share them), keyed by a hash.
-* **Consent** is recorded on confirmation: when, from where (``web``, ``mail``), and the
-  client address.
-
-Everything here takes ``now`` and talks to the store and a :class:`Mailer`; it reads no
-clock and no environment, so the tests drive it as they like. What mail that comes back
-does to the list (bounces, complaints) is ``subscribers/bounces.py``'s; ``bounces`` here
-is it, over the same store and keys.
+No clock and no environment are read here: ``now``, the store and a :class:`Mailer` come in.
 """
 
 from __future__ import annotations
@@ -70,14 +58,13 @@ class Mailer(Protocol):
                      expires_at: datetime) -> None: ...
 
     def reminder(self, subscriber: Subscriber, preferences_url: str) -> None:
-        """The preferences link, for an address a request cannot confirm: one already
-        ``active``, or one that unsubscribed (its preferences page can subscribe it again)."""
+        """The preferences link, for an address a request cannot confirm (active, or
+        unsubscribed: its preferences page can subscribe it again)."""
         ...
 
 
 class RequestOutcome(StrEnum):
-    """What a sign-up request did. For logs and tests only: the requester is always told
-    the same thing."""
+    """What a sign-up request did; for logs and tests only (the requester is told the same)."""
 
     #: A confirmation mail went to the address (new or pending).
     CONFIRMATION_SENT = "confirmation-sent"
@@ -92,13 +79,10 @@ class RequestOutcome(StrEnum):
     NOT_MAILED = "not-mailed"
 
 
-#: The statuses a sign-up request mails the preferences link instead of a confirmation:
-#: ``active`` (nothing to confirm) and ``unsubscribed`` (a confirmation link changes only a
-#: ``pending`` address, :data:`~subscribers.store.rules.CONFIRMABLE`; the preferences page's
-#: "subscribe again" is the way back).
+#: The statuses a sign-up request mails the preferences link instead of a confirmation
+#: (nothing to confirm; an unsubscribed one's way back is the preferences page).
 MAILED_PREFERENCES = ("active", "unsubscribed")
-#: The statuses a sign-up request mails nothing: ``bounced`` (it would bounce again) and
-#: ``complained`` (its owner said stop); neither can be confirmed again.
+#: The statuses a sign-up request mails nothing: it would bounce again, or its owner said stop.
 MAILED_NOTHING = ("bounced", "complained")
 
 
@@ -122,11 +106,8 @@ class Subscriptions:
         self.mailer = mailer
         self.app_url = app_url.rstrip("/")
         self.policy = policy or Policy()
-        #: What mail that comes back does to the list (``subscribers/bounces.py``).
         self.bounces = Bounces(store, keys,
                                transient_limit=self.policy.transient_bounce_limit)
-
-    # -- the store's roles others use beside these actions -------------------------------
 
     @property
     def catalog(self) -> Interests:
@@ -138,16 +119,12 @@ class Subscriptions:
         """Keys of messages handled once: SNS notifications, inbound mails."""
         return self.store
 
-    # -- links -----------------------------------------------------------------------------
-
     def link(self, path: str, purpose: Purpose, subscriber_id: str, now: datetime) -> str:
         """``<app_url>/<path>?token=…`` signed for ``purpose``."""
         expires = (now + timedelta(days=self.policy.confirm_days)
                    if purpose == "confirm" else None)
         token = make_token(self.keys, purpose, subscriber_id, expires)
         return f"{self.app_url}/{path}?token={token}"
-
-    # -- asking to join --------------------------------------------------------------------
 
     def client_allowed(self, client: str | None, now: datetime) -> bool:
         """Whether ``client`` (an IP address) may make another request this hour; counts
@@ -158,31 +135,20 @@ class Subscriptions:
 
     @staticmethod
     def check_request(email: str, layout: str = DEFAULT_LAYOUT) -> str:
-        """The normalised address of a sign-up request, or InvalidAddress for text that is
-        not one (the one answer that may differ, since it says nothing about the list).
-        Pure: no store, no clock, so an answer given after it alone says nothing either."""
+        """The normalised address, or InvalidAddress: the one answer that may differ, since it
+        says nothing about the list. Pure, so an answer given after it says nothing either."""
         if layout not in LAYOUTS:
             raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
         return normalise_email(email)
 
     def request(self, email: str, layout: str = DEFAULT_LAYOUT, *, source: str,
                 now: datetime, areas: Iterable[str] = ()) -> RequestOutcome:
-        """Someone asked for ``email`` to receive the newsletter in ``layout``, following
-        ``areas`` (already checked with :meth:`choose_areas`; kept through confirmation).
-
-        InvalidAddress for text that is not an address. The mail is sent before returning;
-        the transport's errors propagate (the app sends it after its answer and logs them;
-        inbound mail is retried).
-
-        A ``pending`` (or new) address is mailed a confirmation link; an ``active`` or
-        ``unsubscribed`` one its preferences link (:data:`MAILED_PREFERENCES`); a bounced,
-        complained or removed one nothing (:data:`MAILED_NOTHING`).
-
-        Every state takes the same steps: the store's request, the address's daily
-        allowance (keyed by its mailbox, so a removed one counts too), a signed link, and
-        then the mail, or for an address not mailed or throttled the same call with nothing
-        to send. So the work done, and the time it takes, says nothing about the address.
-        """
+        """Someone asked for ``email`` to receive the newsletter in ``layout``, following ``areas``
+        (checked with :meth:`choose_areas`). A pending or new address is mailed a confirmation link,
+        an active or unsubscribed one its preferences link, a bounced, complained or removed one
+        nothing. Every state takes the same steps (the store's request, the mailbox's allowance, a
+        signed link), so the work done says nothing about the address. The transport's errors
+        propagate."""
         normal = self.check_request(email, layout)
         result = self.store.request_subscription(normal, layout, source=source, now=now,
                                                  areas=areas)
@@ -207,10 +173,8 @@ class Subscriptions:
         return RequestOutcome.CONFIRMATION_SENT
 
     def resend(self, subscriber_id: str, *, now: datetime) -> RequestOutcome:
-        """A new confirmation mail for the subscriber an expired link was made for (the
-        expired-link page offers it), if it is still ``pending``. Limited like a request;
-        an active subscriber gets nothing (the expired link is moot), nor does one that
-        left or was removed (no link can confirm it)."""
+        """A new confirmation mail for an expired link's subscriber, if still ``pending``; limited
+        like a request."""
         subscriber = self.store.get(subscriber_id)
         if subscriber is None:
             return RequestOutcome.SUPPRESSED
@@ -219,7 +183,9 @@ class Subscriptions:
         if not self._take_address_quota(subscriber.email, now):
             return RequestOutcome.THROTTLED
         with self._returning_quota_on_failure(subscriber.email):
-            self._send_confirmation(subscriber, now)
+            url = self.link("confirm", "confirm", subscriber_id, now)
+            self.mailer.confirmation(subscriber, url,
+                                     now + timedelta(days=self.policy.confirm_days))
         return RequestOutcome.CONFIRMATION_SENT
 
     def _take_address_quota(self, address: str, now: datetime) -> bool:
@@ -229,8 +195,7 @@ class Subscriptions:
 
     @contextmanager
     def _returning_quota_on_failure(self, address: str) -> Iterator[None]:
-        """A mail that did not leave (a transport error other than "may have been sent")
-        does not count against the address's daily allowance."""
+        """A mail that surely did not leave does not count against the address's allowance."""
         try:
             yield
         except Unconfirmed:
@@ -239,21 +204,13 @@ class Subscriptions:
             self.store.return_quota(_address_key(address))
             raise
 
-    def _send_confirmation(self, subscriber: Subscriber, now: datetime) -> None:
-        url = self.link("confirm", "confirm", subscriber.id, now)
-        self.mailer.confirmation(subscriber, url,
-                                 now + timedelta(days=self.policy.confirm_days))
-
-    # -- acting on a link ------------------------------------------------------------------
-
     def verified(self, token: str, purpose: Purpose, now: datetime) -> str:
-        """The subscriber id a link names, or TokenError if it does not verify; the store
-        is not read, so the answer says nothing about the address."""
+        """The subscriber id a link names, or TokenError; the store is not read."""
         return verify_token(self.keys, token, purpose, now)
 
     def subscriber_for(self, token: str, purpose: Purpose, now: datetime) -> Subscriber:
-        """The subscriber a link is for: TokenError if it does not verify (nothing read),
-        UnknownSubscriber if its subscriber was removed since."""
+        """The link's subscriber: TokenError if it does not verify (nothing read),
+        UnknownSubscriber if it was removed since."""
         subscriber_id = self.verified(token, purpose, now)
         subscriber = self.store.get(subscriber_id)
         if subscriber is None:
@@ -261,10 +218,8 @@ class Subscriptions:
         return subscriber
 
     def expired_confirmation(self, token: str, now: datetime) -> str:
-        """The subscriber an *expired* confirmation link was made for (its signature still
-        holds, so the id is genuine): whom the expired-link page may send a new mail.
-        TokenError for any other token, a still valid one included (``wrong-purpose``:
-        the page for that is /confirm)."""
+        """The subscriber an *expired* confirmation link was made for (its signature holds, so
+        the id is genuine); TokenError for any other token, a still valid one too."""
         try:
             verify_token(self.keys, token, "confirm", now)
         except TokenError as exc:
@@ -275,24 +230,17 @@ class Subscriptions:
 
     def confirm(self, token: str, *, source: str, client: str | None,
                 now: datetime) -> None:
-        """Make the link's subscriber ``active`` if it is ``pending``, recording consent
-        (now, ``source``, ``client``); TokenError for a link that does not verify.
-
-        Any other subscriber is left as it is: an ``active`` one (confirming twice changes
-        nothing, not even the consent record), and one that has since unsubscribed, bounced,
-        complained or been removed: a link replayed within its days never undoes that.
-        Nothing is returned, so the caller's answer cannot differ by what became of the
-        address; the store checks the status in the same write that changes it
-        (:data:`~subscribers.store.rules.CONFIRMABLE`)."""
+        """Make the link's subscriber ``active`` if it is ``pending``, recording consent; any other
+        is left as it is, checked in the same write (a replayed link never undoes a departure).
+        Nothing is returned, so the caller's answer cannot differ by the address's fate."""
         subscriber_id = self.verified(token, "confirm", now)
         with suppress(UnknownSubscriber):
             self.store.set_status(subscriber_id, "active", now, source=source, client=client,
                                   only_from=CONFIRMABLE)
 
     def unsubscribe(self, token: str, *, now: datetime) -> Subscriber | None:
-        """Unsubscribe the link's subscriber at once (RFC 8058 one-click, the page's
-        button, the ``mailto:`` address). An address already gone is fine: None.
-        ``bounced`` and ``complained`` stay as they are (they already get nothing)."""
+        """Unsubscribe the link's subscriber at once (RFC 8058 one-click, the page's button,
+        the ``mailto:`` address); None for one already removed."""
         try:
             subscriber = self.subscriber_for(token, "unsubscribe", now)
         except UnknownSubscriber:
@@ -301,18 +249,15 @@ class Subscriptions:
 
     def set_layout(self, token: str, layout: str, *, now: datetime,
                    areas: Iterable[str] | None = None) -> Subscriber:
-        """The preferences page's choice: the layout, and the areas (checked with
-        :meth:`choose_areas`) unless None (a form that did not show them)."""
+        """The preferences page's choice: the layout, and the areas unless None."""
         subscriber = self.subscriber_for(token, "preferences", now)
         return self.store.set_layout(subscriber.id, layout, now, areas=areas)
 
     def choose_areas(self, posted: Iterable[str], *,
                      held: Iterable[str] = ()) -> tuple[str, ...]:
-        """The areas a form posted, as they will be stored; :class:`AreaChoiceError` for a
-        name that is neither in the catalog (:meth:`~subscribers.store.Interests.known_areas`)
-        nor among ``held`` (the reader's current ones, which stay pickable after the catalog
-        moved on), or for more than :data:`~subscribers.areas.MAX_AREAS`. Empty values (an
-        unchecked box sends none; a hand-made form might) are ignored."""
+        """The areas a form posted, as they will be stored; AreaChoiceError for a name
+        neither in the catalog nor already the reader's (``held``), or for too many. Empty
+        values are ignored."""
         values = [name for name in posted if name.strip()]
         if not values:
             return ()
@@ -336,20 +281,15 @@ class Subscriptions:
         return self._leave(self.subscriber_for(token, "preferences", now), now)
 
     def _leave(self, subscriber: Subscriber, now: datetime) -> Subscriber:
-        """Off the list; ``bounced`` and ``complained`` stay as they are (they already get
-        nothing, and say more about the address)."""
+        """Off the list; ``bounced`` and ``complained`` stay so (they already get nothing)."""
         if subscriber.status in ("pending", "active"):
             return self.store.set_status(subscriber.id, "unsubscribed", now)
         return subscriber
 
     def resubscribe(self, token: str, *, client: str | None, now: datetime) -> Subscriber:
-        """Back on the list from the preferences page, for someone who unsubscribed.
-
-        The preferences link was mailed to that address, so following it and pressing the
-        button is the owner's own new consent. Bounced and complained addresses are not
-        brought back this way: they go through a fresh confirmation mail (``request``),
-        which also proves the mailbox works again.
-        """
+        """Back on the list from the preferences page (mailed to that address: the owner's own
+        new consent), for someone who unsubscribed. Bounced and complained addresses need a fresh
+        confirmation mail, which also proves the mailbox works again."""
         subscriber = self.subscriber_for(token, "preferences", now)
         if subscriber.status != "unsubscribed":
             return subscriber
@@ -363,13 +303,9 @@ _DOTS_IGNORED = {"gmail.com": "gmail.com", "googlemail.com": "gmail.com"}
 
 
 def mailbox_key(address: str) -> str:
-    """The mailbox a normalised address reaches, as far as the daily allowance can tell:
-    case-insensitive as uniqueness is, without a ``+tag`` (``victim+1@`` is ``victim@``'s
-    mailbox at most providers), and, at ``gmail.com`` and ``googlemail.com`` (the same
-    mailboxes), without dots. Else each spelling of one mailbox would get its own
-    confirmation mails: a way to flood it. Only the counting uses it; the address is
-    stored and mailed as typed. Other providers' schemes (a ``-`` separator, Fastmail's
-    subdomains) stay per address, bounded by the per-client limit."""
+    """The mailbox an address reaches, for the daily allowance: case-insensitive, without a
+    ``+tag``, and without dots at Gmail. Else each spelling of one mailbox would get its own
+    confirmation mails: a way to flood it. The address is stored and mailed as typed."""
     local, _, domain = email_key(address).rpartition("@")
     local = local.split("+", 1)[0]
     if domain in _DOTS_IGNORED:
@@ -378,10 +314,9 @@ def mailbox_key(address: str) -> str:
 
 
 def _address_key(address: str) -> str:
-    """The allowance key of a normalised address: its mailbox's (:func:`mailbox_key`)."""
     return "address:" + _digest(mailbox_key(address))
 
 
 def _digest(text: str) -> str:
-    """What a quota is keyed by: a hash, so the quota table holds no address."""
+    """A hash, so the quota table holds no address."""
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
