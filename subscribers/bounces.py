@@ -1,26 +1,12 @@
-"""What the list learns from mail that comes back, acted on in one place.
+"""What the list learns from mail that comes back, acted on in one place, whichever carrier
+brings it: SES's notifications posted by SNS to the webhook (:meth:`Bounces.notification`),
+a bounce notification mailed back to the newsletter (:meth:`Bounces.bounce`), or an SMTP
+relay's "no such mailbox" during a send (:func:`mark_bounced`).
 
-Three carriers bring it, each read where its format is read:
-
-* SES's bounce, complaint and delivery notifications, posted by SNS to the subscription
-  app's webhook (the message verified by ``pipeline/web/sns.py``, its events read by
-  ``pipeline/core/mail_in/ses_events.py``): :meth:`Bounces.notification`;
-* a bounce notification mailed back to the newsletter's address (read by
-  ``pipeline/core/mail_in/inbound.py`` and ``dsn.py``, picked up by ``newsletter inbox
-  process``): :meth:`Bounces.bounce`;
-* an SMTP relay that answers "no such mailbox" during a send (judged by
-  ``pipeline/core/mail_in/bounces.py``, met by ``pipeline/stages/send.py``):
-  :func:`mark_bounced`.
-
-Whatever brings it, the address's status follows the one rule of
-:func:`subscribers.store.rules.after_mail_event` (a permanent bounce stops mail, transient
-ones stop it after ``transient_limit`` in a row, a complaint always, nothing overrides a
-complaint or a person's own unsubscribe), and a bounce or complaint of a known message is
-noted on its ledger row, for the issue's rates (the store's ``Feedback`` role). At-least-once
-carriers (SNS redelivers; a mail may be picked up again) are made harmless here: a counted
-event is claimed once by its key before it is counted.
-
-Pure of I/O: the store's roles, the keys and ``now`` come in.
+The address's status follows the one rule of :func:`subscribers.store.rules.after_mail_event`,
+and a bounce or complaint of a known message is noted on its ledger row for the issue's
+rates. At-least-once carriers (SNS redelivers) are made harmless here: a counted event is
+claimed once by its key before it is counted. Pure of I/O: the store, keys and ``now`` come in.
 """
 
 from __future__ import annotations
@@ -60,8 +46,7 @@ class _Store(Directory, Feedback, OnceKeys, Protocol):
 
 
 class Bounces:
-    """Bounces and complaints applied to the list: the subscriber's status and the issue's
-    feedback, each carrier's way in."""
+    """Bounces and complaints applied to the list, each carrier's way in."""
 
     def __init__(self, store: _Store, keys: Keys, *, transient_limit: int) -> None:
         self.store = store
@@ -70,17 +55,11 @@ class Bounces:
 
     def notification(self, message_id: str, events: Sequence[MailEvent], now: datetime, *,
                      sent_at: datetime | None = None) -> int:
-        """One verified SNS notification's SES ``events``, applied so that SNS's
-        redeliveries (it delivers at least once, and again after a 5xx) change nothing
-        twice; how many were applied to a subscriber.
-
-        Bounces, complaints and deliveries set a state: applying one again is harmless, so
-        they are simply applied (a crash half-way loses nothing: SNS retries). A transient
-        bounce is *counted*, so each one (``message_id`` + its place in the message) is
-        claimed once before it is counted, and given back if counting fails. SNS keeps no
-        order, so each event carries the time SES says it happened (else ``sent_at``, the
-        notification's): an old delivery arriving after newer transient bounces does not
-        reset their count."""
+        """One verified SNS notification's SES ``events``, applied so that SNS's redeliveries
+        change nothing twice; how many were applied to a subscriber. Bounces, complaints and
+        deliveries set a state, so applying one again is harmless; a transient bounce is counted,
+        so each one is claimed once by its key first (and given back if counting fails). Each
+        event carries when SES says it happened (else ``sent_at``): SNS keeps no order."""
         applied = 0
         for n, event in enumerate(events):
             key = f"sns:{message_id}:{n}"
@@ -101,16 +80,10 @@ class Bounces:
     def mail_event(self, kind: str, address: str, now: datetime, *,
                    message_id: str | None = None,
                    occurred_at: datetime | None = None) -> Subscriber | None:
-        """Apply an SES event (``bounce-permanent``, ``bounce-transient``, ``complaint``,
-        ``delivery``) to the subscriber with ``address``; None if there is none (a test
-        copy, a removed subscriber, an address that is not one). A permanent bounce or a
-        complaint is also noted on the ledger row of the message (SES's ``message_id``),
-        for the issue's bounce and complaint rates.
-
-        ``occurred_at`` (when SES says it happened) orders the events of one address: an
-        old delivery that arrives late, or again, does not undo the transient bounces
-        counted since. A time after ``now`` is taken as ``now``, so one event stamped in
-        the future cannot make every later one look old."""
+        """Apply an SES event to the subscriber with ``address``; None if there is none. A
+        permanent bounce or a complaint is also noted on the ledger row of ``message_id``. A time
+        after ``now`` is taken as ``now``, so one event stamped in the future cannot make every
+        later one look old."""
         if kind not in MAIL_EVENTS:
             raise ValueError(f"unknown mail event {kind!r}")
         feedback = {"bounce-permanent": "bounce", "complaint": "complaint"}.get(kind)
@@ -130,27 +103,13 @@ class Bounces:
 
     def bounce(self, token: str, kind: str, *, now: datetime, refused: Sequence[str] = (),
                issue_id: str | None = None) -> tuple[Subscriber, str] | None:
-        """A delivery status notification came back for the message that carried the
-        unsubscribe ``token``: apply ``kind`` (``bounce-permanent``: the address is
-        ``bounced``; ``bounce-transient``: counted, and ``transient_limit`` in a row bounce
-        it too) to the token's subscriber. TokenError if it does not verify (nothing read);
-        None if its subscriber was removed since.
-
-        Only the token decides whose mail it was, never an address the notification names
-        (anyone can write one); holding the token already lets one unsubscribe its
-        subscriber, so this grants nothing more. An ``unsubscribed`` or ``complained``
-        address keeps its status (:meth:`~subscribers.store.Directory.record_mail_event`).
-        A permanent bounce applied twice changes nothing; a transient one counts again, so
-        the caller makes sure each notification is applied once.
-
-        ``refused`` are the mailboxes the notification says refused (its
-        ``Final-Recipient``). A permanent bounce from a mailbox that is not the subscriber's
-        (they forward our mail to an address that died) counts as transient only: their own
-        mailbox took the mail. None given: the token's word stands. A permanent bounce of
-        the message of ``issue_id`` (the issue its ``Message-ID`` names) is noted on that
-        ledger row too, for the issue's bounce rate (as SES's notifications are). Returns
-        the subscriber as it now is and the kind applied.
-        """
+        """A bounce notification came back for the message that carried the unsubscribe ``token``:
+        apply ``kind`` to the token's subscriber; TokenError if it does not verify, None if its
+        subscriber was removed since. Only the token decides whose mail it was, never an address
+        the notification names (anyone can write one); the token already lets one unsubscribe, so
+        this grants nothing more. A permanent bounce from a mailbox among ``refused`` that is not
+        the subscriber's (they forward to an address that died) counts as transient only. The
+        caller makes sure each notification is applied once (a transient one counts again)."""
         if kind not in ("bounce-permanent", "bounce-transient"):
             raise ValueError(f"not a bounce: {kind!r}")
         subscriber = self.store.get(verify_token(self.keys, token, "unsubscribe", now))
@@ -170,9 +129,8 @@ class Bounces:
 
 def mark_bounced(store: DeliveryStore | _Store, subscriber_id: str, issue_id: str | None,
                  now: datetime) -> Subscriber:
-    """The subscriber's mailbox does not exist (an SMTP relay said so, or a bounce
-    notification did): no later issue goes there (``bounced``), and the message of
-    ``issue_id``, when known, counts in that issue's bounce rate, as SES's bounces do."""
+    """The subscriber's mailbox does not exist: no later issue goes there, and the message of
+    ``issue_id``, when known, counts in that issue's bounce rate."""
     if issue_id:
         store.note_feedback(issue_id, subscriber_id, "bounce")
     # A permanent bounce stops mail at once: the transient count's limit plays no part.
@@ -180,8 +138,7 @@ def mark_bounced(store: DeliveryStore | _Store, subscriber_id: str, issue_id: st
 
 
 def _same_mailbox(ours: str, theirs: str) -> bool:
-    """Whether two spellings name one mailbox: case aside, the domain in either form
-    (``bücher.example`` / ``xn--bcher-kva.example``)."""
+    """Whether two spellings name one mailbox: case aside, the domain in either form."""
     def canonical(address: str) -> str:
         local, _, domain = address.strip().lower().rpartition("@")
         with contextlib.suppress(UnicodeError):

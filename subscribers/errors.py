@@ -2,21 +2,19 @@
 
     NewsletterError (pipeline.errors)
     ├── InvalidAddress       not an email address                          (exit 2)  .address
-    ├── StoreError           the store file cannot be opened, read, written (exit 1)  .path
+    ├── StoreError           the store cannot be opened, read, written      (exit 1)  .path
     ├── UnknownSubscriber    no such subscriber                            (exit 2)  .address
     ├── RefusedAddress       the CLI will not (re)add this address         (exit 2)  .address
     ├── AreaChoiceError      areas a reader may not pick (unknown, too many) (exit 2) .names
     └── TokenError           a link token that does not verify             (exit 2)  .reason
 
-They live under :class:`~pipeline.errors.NewsletterError` so the command line maps them to
-exit codes like every other error, and the subscription app can catch the same classes. Each
-carries its subject; none ever carries a secret or a token's signing key.
+None ever carries a secret or a token's signing key.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Literal, get_args
 
 from pipeline.errors import NewsletterError
 
@@ -34,9 +32,7 @@ __all__ = [
 TokenReason = Literal["malformed", "bad-signature", "unknown-key", "expired", "wrong-purpose"]
 
 #: Why a token was refused; the subscription app picks its page from this, not from the text.
-TOKEN_REASONS: tuple[TokenReason, ...] = (
-    "malformed", "bad-signature", "unknown-key", "expired", "wrong-purpose",
-)
+TOKEN_REASONS: tuple[TokenReason, ...] = get_args(TokenReason)
 
 _TOKEN_MESSAGES: dict[str, str] = {
     "malformed": "the link is incomplete or damaged",
@@ -59,10 +55,8 @@ class InvalidAddress(NewsletterError):
 
 
 class StoreError(NewsletterError):
-    """The subscriber store cannot be used: not a SQLite file, unreadable, locked too long.
-
-    Exit 1 rather than 2: the user's input is fine, the machine's state is not.
-    """
+    """The subscriber store cannot be used. Exit 1, not 2: the input is fine, the machine's
+    state is not."""
 
     exit_code = 1
 
@@ -84,8 +78,7 @@ class UnknownSubscriber(NewsletterError):
 
 
 class RefusedAddress(NewsletterError):
-    """``subscribers add`` was asked for an address it must not bring back: one that
-    unsubscribed, bounced or complained, or one that was removed (suppressed). Only the
+    """``subscribers add`` will not bring back an address that left or was removed: only the
     person's own new confirmation can."""
 
     exit_code = 2
@@ -97,10 +90,8 @@ class RefusedAddress(NewsletterError):
 
 
 class AreaChoiceError(NewsletterError):
-    """A reader's pick of areas that cannot be stored as asked: names that are neither in
-    the catalog nor already theirs (``unknown``; a page that was edited, or a catalog that
-    changed), or more than a reader may follow (``too-many``). Refused rather than trimmed:
-    what is stored is then exactly what the reader saw checked."""
+    """A reader's pick of areas that cannot be stored as asked (``unknown`` names, or
+    ``too-many``): refused rather than trimmed, so what is stored is what the reader saw checked."""
 
     exit_code = 2
 
@@ -115,11 +106,8 @@ class AreaChoiceError(NewsletterError):
 
 
 class TokenError(NewsletterError):
-    """A token in a link or an address does not verify; ``reason`` says why.
-
-    The message never includes the token or any key: a token is a bearer credential and
-    error texts end up in logs.
-    """
+    """A token that does not verify; ``reason`` says why. The message never includes the token
+    or a key: a token is a bearer credential, and error texts end up in logs."""
 
     exit_code = 2
 

@@ -1,7 +1,5 @@
-"""The records of the subscriber side, as frozen dataclasses, and the one address check.
-
-Datetimes are timezone-aware UTC. These are plain data: ``store`` keeps them, ``tokens``
-signs links for them, the send loop reads them. Nothing here does I/O.
+"""The records of the subscriber side, as frozen dataclasses (datetimes aware, UTC), and the
+one address check. Plain data: nothing here does I/O.
 """
 
 from __future__ import annotations
@@ -82,8 +80,7 @@ class Subscriber:
     #: Transient bounces in a row since the last delivery; at ``[subscriptions]
     #: transient_bounce_limit`` the address becomes ``bounced``.
     transient_bounces: int = 0
-    #: The areas they follow (``kv-connector``, ``rocm``), sorted: their email puts these
-    #: first inside each tier. () = no interests, the plain layout.
+    #: The areas they follow, sorted: their email puts these first inside each tier.
     areas: tuple[str, ...] = ()
 
 
@@ -123,9 +120,8 @@ class LedgerEntry:
 
 @dataclass(frozen=True)
 class SentIssue:
-    """What an issue went out as: noted by the send before its first message is handed
-    over, so that no later build, approval or publish can put another issue under the
-    week's name without an explicit correction. Holds no address."""
+    """What an issue went out as, noted before its first message is handed over, so that no
+    later build can put another issue under the week's name without an explicit correction."""
 
     issue_id: str
     #: The ``content_hash`` of the issue its readers get now: the first one sent, or the
@@ -162,8 +158,7 @@ class AddResult:
     """The outcome of adding one address, and the subscriber as it now stands."""
 
     outcome: AddOutcome
-    #: The stored subscriber (new, existing or activated); None only when ``SUPPRESSED``,
-    #: since a suppressed address has no row.
+    #: The subscriber as stored; None only when ``SUPPRESSED`` (no row).
     subscriber: Subscriber | None
 
     @property
@@ -173,8 +168,7 @@ class AddResult:
 
 @dataclass(frozen=True)
 class NewSubscriber:
-    """One address to add, as a row of an import gives it
-    (:meth:`~subscribers.store.Imports.add_many`)."""
+    """One address to add, as a row of an import gives it."""
 
     email: str
     #: One of :data:`LAYOUTS`.
@@ -184,24 +178,16 @@ class NewSubscriber:
 
 
 def new_subscriber_id() -> str:
-    """A fresh subscriber id: 12 random bytes as 24 hex characters.
-
-    The length is part of the token format (tokens carry the id as 12 raw bytes), so it
-    must not change without a new token version.
-    """
+    """12 random bytes as 24 hex characters: tokens carry the id as 12 raw bytes, so the
+    length must not change without a new token version."""
     return secrets.token_hex(12)
 
 
 def batch_subscriber_ids() -> Iterator[str]:
-    """Fresh ids for one batch of new subscribers (an import's): a random 6-byte prefix
-    shared by the batch, then 6 random bytes each, never the same twice.
-
-    Still 12 bytes of 24 hex characters (the token format), unguessable from one another,
-    and telling nothing but "added together". Why not :func:`new_subscriber_id`: SQLite
-    keeps the subscribers in id order (``WITHOUT ROWID``), and a batch of fully random ids
-    dirties one page per row all over the table, each written again at every commit; ids
-    side by side touch a few neighbouring pages (bench/bench_import.py measures both).
-    """
+    """Fresh ids for one import batch: a random 6-byte prefix shared by the batch, then 6
+    random bytes each, never twice. SQLite keeps subscribers in id order (``WITHOUT ROWID``):
+    fully random ids dirty one page per row all over the table at every commit, neighbours a
+    few pages (bench/bench_import.py measures both)."""
     prefix = secrets.token_hex(6)
     drawn: set[str] = set()
     while True:

@@ -1,9 +1,7 @@
 """Signed tokens for the links in every email: confirm, unsubscribe, preferences.
 
-Shared by the send loop (which puts them in links and in the ``mailto:`` unsubscribe
-address) and the subscription app (which checks them): HMAC-SHA256 over (key id,
-purpose, subscriber id, expiry), URL-safe, compared in constant time, several keys valid at
-once so a rotation breaks no link already in someone's inbox.
+HMAC-SHA256 over (key id, purpose, subscriber id, expiry), compared in constant time; several
+keys valid at once, so a rotation breaks no link already in someone's inbox.
 
 Binary layout (35 bytes)::
 
@@ -14,17 +12,13 @@ Binary layout (35 bytes)::
     7..18  12 bytes  subscriber id (its 24 hex characters, decoded)
     19..34 16 bytes  HMAC-SHA256(key, bytes 0..18), truncated
 
-encoded as RFC 4648 base32, lower-case, without padding: exactly 56 characters of
-``[a-z2-7]``. That alphabet is URL-safe, can stand in an email local part and survives a
-mail server that changes the local part's case, which is why it is base32 and not base64.
-A local part holds at most 64 characters (RFC 5321), so the tagged ``mailto:`` address
-``<local>+<token>@domain`` leaves 7 for ``<local>``: ``unsub+<token>@…`` fits,
-``unsubscribe+<token>@…`` (68) does not; :func:`tagged_address` checks it. 128 bits of MAC
-are plenty against online forgery, and the key id lets a verifier pick the key without
-trying each one.
+encoded as RFC 4648 base32, lower-case, unpadded: 56 characters of ``[a-z2-7]``, URL-safe,
+fit for an email local part and proof against a mail server that changes its case (hence
+not base64). A local part holds at most 64 characters (RFC 5321), so ``<local>+<token>@…``
+leaves 7 for ``<local>`` (:func:`tagged_address` checks it).
 
 Unsubscribe and preferences tokens never expire (old mail must keep working); confirmation
-tokens do (7 days by default). A secret never appears in a message, an exception or a repr.
+tokens do. A secret never appears in a message, an exception or a repr.
 """
 
 from __future__ import annotations
@@ -70,12 +64,10 @@ TOKEN_LENGTH = 56
 _BASE32 = re.compile(r"^[A-Z2-7]{56}$")
 _MAX_EXPIRY = 2**32 - 1
 
-#: Signs links in the local outbox only. It is public (it is in this file), so a real
-#: transport refuses it and ``Keys.from_environ`` refuses it as NEWSLETTER_SECRET.
+#: Signs links in the local outbox only: public, so a real transport and
+#: ``Keys.from_environ`` refuse it.
 _DEVELOPMENT_SECRET = b"vllm-pr-weekly DEVELOPMENT key - local outbox only, never production"
-#: A secret shorter than this many bytes (UTF-8) is refused: HMAC-SHA256 wants a 256-bit
-#: key, and a short one would be guessable offline from any one link. The settings refuse
-#: it too, at load (``pipeline.config.MIN_SECRET_BYTES``).
+#: A shorter secret (UTF-8 bytes) would be guessable offline from any one link.
 MIN_SECRET_LENGTH = 32
 
 
@@ -85,11 +77,8 @@ def _key_id(key: bytes) -> bytes:
 
 @dataclass(frozen=True)
 class Keys:
-    """The key that signs new tokens, and every key whose tokens are still accepted.
-
-    Build it with :meth:`from_environ` (production) or :meth:`development` (local outbox).
-    The key bytes are kept out of ``repr`` and out of every message.
-    """
+    """The key that signs new tokens, and every key whose tokens are still accepted; the key
+    bytes are kept out of ``repr`` and every message."""
 
     signing: bytes = field(repr=False)
     #: Keys that verify but no longer sign (``NEWSLETTER_SECRET_PREVIOUS``).
@@ -118,8 +107,8 @@ class Keys:
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Keys:
-        """``NEWSLETTER_SECRET`` signs; ``NEWSLETTER_SECRET_PREVIOUS`` (comma-separated)
-        still verifies, so links in mail sent before a rotation keep working."""
+        """``NEWSLETTER_SECRET`` signs; ``NEWSLETTER_SECRET_PREVIOUS`` (comma-separated) still
+        verifies, so links mailed before a rotation keep working."""
         current = environ.get("NEWSLETTER_SECRET", "").strip()
         if not current:
             raise ConfigError("NEWSLETTER_SECRET is not set (it signs every unsubscribe and "
@@ -153,11 +142,8 @@ def confirm_expiry(now: datetime, days: int = 7) -> datetime:
 
 def make_token(keys: Keys, purpose: Purpose, subscriber_id: str,
                expires_at: datetime | None) -> str:
-    """A 56-character token for ``purpose`` and ``subscriber_id``, signed with the current key.
-
-    Confirmation tokens must expire; unsubscribe and preferences tokens must not (a link in
-    an old email has to keep working), so a wrong ``expires_at`` is a programming error.
-    """
+    """A 56-character token for ``purpose`` and ``subscriber_id``, signed with the current key;
+    only a confirmation token expires."""
     if purpose not in _CODES:
         raise ValueError(f"unknown token purpose {purpose!r}; known: {', '.join(PURPOSES)}")
     if purpose == "confirm" and expires_at is None:
@@ -182,13 +168,9 @@ def make_token(keys: Keys, purpose: Purpose, subscriber_id: str,
 
 
 def verify_token(keys: Keys, token: str, purpose: Purpose, now: datetime) -> str:
-    """The subscriber id a token was made for, or :class:`TokenError` saying why not.
-
-    Checked in this order: shape (``malformed``), key id (``unknown-key``), signature
-    (``bad-signature``, compared in constant time), purpose (``wrong-purpose``), expiry
-    (``expired``). Purpose and expiry are only judged once the signature holds, so an
-    unsigned token learns nothing but "bad signature". Upper-case input is accepted.
-    """
+    """The subscriber id a token was made for, or TokenError saying why not. Purpose and
+    expiry are judged only once the signature holds, so an unsigned token learns nothing but
+    "bad signature"."""
     if purpose not in _CODES:
         raise ValueError(f"unknown token purpose {purpose!r}; known: {', '.join(PURPOSES)}")
     _require_aware(now)
@@ -197,9 +179,6 @@ def verify_token(keys: Keys, token: str, purpose: Purpose, now: datetime) -> str
         raise TokenError("malformed")
     raw = base64.b32decode(text)  # 35 bytes are exactly 7 base32 blocks: no padding
     header, mac = raw[: _HEADER.size], raw[_HEADER.size :]
-    first: int
-    key_id: bytes
-    expiry: int
     sid: bytes
     first, key_id, expiry, sid = _HEADER.unpack(header)
     if first >> 4 != _VERSION or (first & 0x0F) not in _PURPOSE_OF_CODE:
@@ -226,13 +205,8 @@ MAX_TAGGED_LOCAL_PART = 64 - 1 - TOKEN_LENGTH
 
 
 def tagged_address(address: str, token: str) -> str:
-    """``unsub@example.org`` + token → ``unsub+<token>@example.org`` (the ``mailto:``
-    unsubscribe address, for where inbound mail is configured).
-
-    A local part longer than :data:`MAX_TAGGED_LOCAL_PART` would push the result past the
-    64 characters RFC 5321 allows, and some servers would refuse the unsubscribe mail: that
-    is a configuration mistake, reported as one.
-    """
+    """``unsub@example.org`` + token → ``unsub+<token>@example.org``: the ``mailto:``
+    unsubscribe address. A local part too long for the token is a configuration mistake."""
     local, at, domain = address.strip().rpartition("@")
     if not at or not local or not domain or "+" in local:
         raise ConfigError(f"expected an address such as unsub@example.org, got {address!r}",

@@ -1,11 +1,10 @@
-"""What both store backends agree on: the status rules (an address's after a confirmation or
-a mail event, a ledger row's after a claim, an outcome or a release), the suppression hash,
-the timestamp text.
+"""What both store backends agree on, written once: the status rules (an address's after a
+confirmation or a mail event, a ledger row's after a claim, an outcome or a release), the
+suppression hash, the timestamp and areas text, and the plan of many additions.
 
-:class:`~subscribers.store.sqlite.SqliteStore` and :class:`~subscribers.store.dynamo.DynamoStore`
-must give the same answers and store the same values (``newsletter store migrate`` copies
-SQLite's text into DynamoDB as it is), so what they share is written once, here, and each
-imports it; neither imports the other.
+Both stores must give the same answers and store the same values (``store migrate`` copies
+SQLite's text into DynamoDB as it is); each says the rules in its own language, and
+tests/test_store.py holds both to these functions, state by state.
 """
 
 from __future__ import annotations
@@ -53,38 +52,32 @@ __all__ = [
     "suppression_hash",
 ]
 
-#: What :meth:`~subscribers.store.Directory.record_mail_event` understands: a permanent bounce
-#: makes an address ``bounced``; a transient one is counted, and ``transient_limit`` of them in
-#: a row make it ``bounced``; a complaint makes it ``complained`` (nothing overrides that); a
-#: delivery ends a run of transient bounces. "In a row" is in the order the events happened
-#: (``occurred_at``), not the order they arrive: a transient bounce or delivery older than
-#: the latest one applied to the address is ignored.
+#: What ``record_mail_event`` understands: a permanent bounce makes an address ``bounced``;
+#: ``transient_limit`` transient ones in a row do too; a complaint makes it ``complained``
+#: (nothing overrides that); a delivery ends a run of transient bounces. "In a row" is in the
+#: order the events happened, not the order they arrive.
 MAIL_EVENTS: tuple[str, ...] = ("bounce-permanent", "bounce-transient", "complaint", "delivery")
 
-#: The statuses a bounce ends in ``bounced``: a person's own ``unsubscribed`` is the better
-#: record of an address that stops mail, and ``complained`` is never overridden.
+#: The statuses a bounce makes ``bounced``: a person's own ``unsubscribed`` is the better
+#: record, and ``complained`` is never overridden.
 BOUNCEABLE: tuple[str, ...] = ("pending", "active")
 
 
-#: The one status a confirmation link makes ``active``. An address that has since left
-#: (``unsubscribed``, ``bounced``, ``complained``) keeps its status: a link replayed within
-#: its days must never undo that; an ``active`` one stays as it is (link scanners click
-#: first). Callers pass it as ``set_status(..., only_from=CONFIRMABLE)``, which each store
-#: checks in the same write that changes the status.
+#: The one status a confirmation link makes ``active``: a link replayed after the address
+#: left must never undo that. Callers pass ``set_status(..., only_from=CONFIRMABLE)``, which
+#: each store checks in the same write that changes the status.
 CONFIRMABLE = "pending"
 
 
 def after_confirmation(status: str) -> str:
-    """The status a confirmation leaves, from ``status``: tests/test_store.py holds both
-    stores to it, status by status."""
+    """The status a confirmation leaves."""
     return "active" if status == CONFIRMABLE else status
 
 
 @dataclass(frozen=True)
 class MailState:
-    """What a mail event reads and writes of a subscriber: the status, the transient bounces
-    in a row, and when the latest transient bounce or delivery applied happened (stored
-    text, :func:`encode_time`; None: never)."""
+    """What a mail event reads and writes of a subscriber; ``mail_event_at`` is when the latest
+    transient bounce or delivery applied happened (stored text; None: never)."""
 
     status: str
     transient_bounces: int = 0
@@ -94,9 +87,7 @@ class MailState:
 def after_mail_event(state: MailState, kind: str, *, transient_limit: int,
                      occurred_at: str | None = None) -> MailState:
     """What one event of :data:`MAIL_EVENTS` makes of ``state`` (``occurred_at``: when it
-    happened, as stored text; None: unknown, applied as it comes). The rule written once:
-    SQLite's ``UPDATE`` and DynamoDB's conditional updates each say it in their own language,
-    and tests/test_store.py holds both to this function, state by state."""
+    happened, as stored text; None: unknown, applied as it comes)."""
     status, count, at = state.status, state.transient_bounces, state.mail_event_at
     in_order = occurred_at is None or at is None or at <= occurred_at
     if kind == "bounce-permanent":
@@ -118,8 +109,7 @@ def after_mail_event(state: MailState, kind: str, *, transient_limit: int,
 
 @dataclass(frozen=True)
 class LedgerRow:
-    """What the ledger's rules read and write of one (issue, subscriber) row; ``status``
-    None: no row yet."""
+    """What the ledger's rules read and write of one row; ``status`` None: no row yet."""
 
     status: str | None = None
     permanent: bool = False
@@ -128,12 +118,7 @@ class LedgerRow:
 
 def after_claim(row: LedgerRow, *, retry: bool = False,
                 retry_temporary: bool = False) -> LedgerRow | None:
-    """The row :meth:`~subscribers.store.Ledger.claim` leaves, or None when it is refused
-    (the row stays as it was). No row: created ``sending``, the first attempt. With
-    ``retry`` an ``unconfirmed`` row or a temporary failure is taken over, with
-    ``retry_temporary`` only a temporary failure; taking over counts one more attempt.
-    ``sent``, ``sending`` and permanent failures are never taken. Both stores say this in
-    their own language; tests/test_store.py holds each to it, row by row."""
+    """The row :meth:`~subscribers.store.Ledger.claim` leaves, or None when it is refused."""
     if row.status is None:
         return LedgerRow("sending", False, 1)
     temporary = row.status == "failed" and not row.permanent
@@ -144,52 +129,45 @@ def after_claim(row: LedgerRow, *, retry: bool = False,
 
 
 def after_outcome(row: LedgerRow, status: str, *, permanent: bool = False) -> LedgerRow:
-    """The row ``mark_sent`` (``status`` ``sent``), ``mark_failed`` (``failed``) or
-    ``mark_unconfirmed`` (``unconfirmed``) leaves: recorded whatever the row said, even with
-    no claim (the transport's answer is the truth), except that a ``sent`` row is never
-    downgraded; only a failure can be permanent; a row written without a claim counts one
-    attempt."""
+    """The row ``mark_sent``, ``mark_failed`` or ``mark_unconfirmed`` leaves: recorded whatever
+    the row said, but a ``sent`` row is never downgraded; a row written without a claim counts
+    one attempt."""
     if row.status == "sent" and status != "sent":
         return row
     return LedgerRow(status, permanent and status == "failed", row.attempts or 1)
 
 
 def after_release(row: LedgerRow) -> LedgerRow:
-    """The row ``release`` leaves: a ``sending`` claim is dropped (no row), any other
-    stays."""
+    """A ``sending`` claim is dropped (no row); any other row stays."""
     return LedgerRow() if row.status == "sending" else row
 
 
-#: The reason a ``sending`` claim an earlier run left, and handed over, becomes
-#: ``unconfirmed`` with (:meth:`~subscribers.store.Ledger.expire_in_flight`).
+#: Why ``expire_in_flight`` makes a handed-over claim an earlier run left ``unconfirmed``.
 IN_FLIGHT_REASON = "in flight when an earlier run stopped: may or may not have been delivered"
 
 
 def suppression_hash(normalised: str) -> str:
-    """What a suppression entry holds: sha256 hex of the lower-cased normal form."""
+    """sha256 hex of the lower-cased normal form: a removed address refused, not kept."""
     return hashlib.sha256(email_key(normalised).encode("utf-8")).hexdigest()
 
 
 def encode_time(when: datetime) -> str:
-    """A datetime as stored: UTC, ISO 8601 with microseconds and ``Z`` (sorts as text)."""
+    """UTC, ISO 8601 with microseconds and ``Z``: fixed width, so it sorts as text."""
     if when.tzinfo is None or when.utcoffset() is None:
         raise ValueError("datetimes must be timezone-aware (UTC)")
     return when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def decode_time(text: str) -> datetime:
-    """A stored timestamp back as an aware UTC datetime."""
     return datetime.fromisoformat(text).astimezone(UTC)
 
 
 def decode_time_or_none(text: str | None) -> datetime | None:
-    """:func:`decode_time` for a column that may be empty (None, or an empty string)."""
     return decode_time(text) if text else None
 
 
 def status_counts(by_status_and_layout: Mapping[tuple[str, str], int]) -> dict[str, int]:
-    """Subscribers per status, every status present (0 if none), from ``count_by``'s
-    counts per (status, layout)."""
+    """Subscribers per status, every status present, from ``count_by``'s counts."""
     counts = dict.fromkeys(STATUSES, 0)
     for (status, _layout), n in by_status_and_layout.items():
         counts[status] += n
@@ -197,10 +175,9 @@ def status_counts(by_status_and_layout: Mapping[tuple[str, str], int]) -> dict[s
 
 
 def encode_areas(names: Iterable[str]) -> str:
-    """A subscriber's areas as both stores keep them: :func:`~subscribers.areas.clean_areas`
-    applied, then a compact JSON array (readable in ``sqlite3``, unambiguous whatever the
-    names hold); no areas is the empty string, so "has interests" is ``areas != ''`` and two
-    equal choices are equal text (what ``variant_choices`` groups on)."""
+    """A subscriber's areas as both stores keep them: cleaned, then a compact JSON array, or
+    the empty string for none, so that equal choices are equal text (what ``variant_choices``
+    groups on)."""
     cleaned = clean_areas(names)
     if not cleaned:
         return ""
@@ -208,9 +185,8 @@ def encode_areas(names: Iterable[str]) -> str:
 
 
 def decode_areas(text: str | None) -> tuple[str, ...]:
-    """Stored areas back as a tuple; cleaned again, so a value edited by hand reads as what
-    could have been stored. Text that is not a JSON array of strings reads as no areas:
-    interests only reorder an email, and a reader must never lose the email over them."""
+    """Stored areas back, cleaned again; text that is not a JSON array of strings reads as no
+    areas: interests only reorder an email, and a reader must never lose the email over them."""
     if not text:
         return ()
     try:
@@ -223,16 +199,13 @@ def decode_areas(text: str | None) -> tuple[str, ...]:
 
 
 def catalog_names(names: Iterable[str]) -> set[str]:
-    """The names ``note_areas`` adds to the catalog: each cleaned as a reader's choice is
-    (so a catalog name is one a reader can hold), unusable ones dropped; no count limit."""
+    """The names ``note_areas`` adds, each cleaned as a reader's choice is."""
     return {cleaned for name in names if (cleaned := clean_area(name)) is not None}
 
 
-# -- adding many ------------------------------------------------------------------------------
-
 def check_new_status(layout: str, status: str) -> None:
-    """What ``add`` and ``add_many`` refuse as a caller's bug (ValueError): an unknown
-    layout, or a new subscriber neither ``pending`` nor ``active``."""
+    """A caller's bug (ValueError): an unknown layout, or a new subscriber neither ``pending``
+    nor ``active``."""
     if layout not in LAYOUTS:
         raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
     if status not in ("pending", "active"):
@@ -241,13 +214,12 @@ def check_new_status(layout: str, status: str) -> None:
 
 @dataclass
 class Additions:
-    """What :func:`plan_additions` decided: one result per entry, in order, and the writes
-    that make them true."""
+    """What :func:`plan_additions` decided: one result per entry, and the writes that make them
+    true."""
 
     results: list[AddResult] = field(default_factory=list)
-    #: New subscribers to insert, in entry order.
     created: list[Subscriber] = field(default_factory=list)
-    #: ``pending`` subscribers to make ``active`` (as they will stand).
+    #: ``pending`` subscribers to make ``active``, as they will stand.
     activated: list[Subscriber] = field(default_factory=list)
 
 
@@ -255,11 +227,9 @@ def plan_additions(entries: Sequence[tuple[str, NewSubscriber]], *, status: str,
                    now: datetime, existing: Mapping[str, Subscriber],
                    suppressed: set[str]) -> Additions:
     """Decide ``add`` for each (normalised address, entry) in turn, from what the store holds
-    (``existing`` by :func:`~subscribers.model.email_key`, the ``suppressed`` hashes among
-    the entries'): the same outcome ``add`` called once per entry, in order, would give
-    (so an address twice is created, then present). Pure: both stores read, call this, then
-    write what it returns, so their rules cannot drift apart. New ids are drawn from
-    :func:`~subscribers.model.batch_subscriber_ids`."""
+    (``existing`` by email key, the ``suppressed`` hashes): the outcomes ``add`` called once per
+    entry would give (an address twice is created, then present). Pure: both stores read, call
+    this, then write what it returns, so their rules cannot drift apart."""
     new_ids = batch_subscriber_ids()
     when = now.astimezone(UTC)
     consent_at = when if status == "active" else None
