@@ -375,7 +375,7 @@ def test_an_interrupted_import_keeps_whole_batches_and_says_where_it_stopped(
     monkeypatch.setattr("pipeline.cli.subscribers.IMPORT_BATCH", 4)
     path = write(tmp_path, "email,areas\n" + "".join(
         f"r{i}@example.org,a{i}\n" for i in range(10)))
-    import subscribers.store.sqlite.imports as sqlite_store
+    import subscribers.store.sqlite.directory as sqlite_store
     from subscribers.store import rules
 
     encode = rules.encode_areas  # the function sqlite_store imports (and uses) by this name

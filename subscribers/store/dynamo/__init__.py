@@ -25,16 +25,11 @@ the store keeps no other mutable state, so one store serves every worker thread.
 
 from __future__ import annotations
 
-from subscribers.store.dynamo.feedback import DynamoFeedback
-from subscribers.store.dynamo.imports import DynamoImports
-from subscribers.store.dynamo.interests import DynamoInterests
+from subscribers.store.dynamo.coordination import DynamoCoordination
+from subscribers.store.dynamo.directory import DynamoDirectory
 from subscribers.store.dynamo.items import SEEN_RETENTION
-from subscribers.store.dynamo.leases import DynamoLeases
 from subscribers.store.dynamo.ledger import DynamoLedger
 from subscribers.store.dynamo.migration import Copied, DynamoMigration, refusal
-from subscribers.store.dynamo.once_keys import DynamoOnceKeys
-from subscribers.store.dynamo.quotas import DynamoQuotas
-from subscribers.store.dynamo.sent_issues import DynamoSentIssues
 from subscribers.store.dynamo.tables import (
     MESSAGE_INDEX,
     STATUS_INDEX,
@@ -58,6 +53,5 @@ __all__ = [
 ]
 
 
-class DynamoStore(DynamoImports, DynamoMigration, DynamoInterests, DynamoLedger,
-                  DynamoSentIssues, DynamoFeedback, DynamoLeases, DynamoOnceKeys, DynamoQuotas):
+class DynamoStore(DynamoMigration, DynamoDirectory, DynamoLedger, DynamoCoordination):
     """:class:`~subscribers.store.SubscriberStore` on two DynamoDB tables: every role."""

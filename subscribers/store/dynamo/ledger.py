@@ -1,6 +1,7 @@
-""":class:`~subscribers.store.Ledger` on DynamoDB: the ledger table, keyed (issue,
-subscriber) and read one issue at a time. A claim is a put only if absent, or one update
-conditional on the status it takes over; DynamoDB acknowledges a write once it is stored.
+""":class:`~subscribers.store.Ledger`, :class:`~subscribers.store.Feedback` and
+:class:`~subscribers.store.SentIssues` on DynamoDB: the ledger table, keyed (issue, subscriber) and
+read one issue at a time, and the ``sent#`` items. A claim is a put only if absent, or one
+update conditional on the status it takes over.
 """
 
 from __future__ import annotations
@@ -9,18 +10,25 @@ import contextlib
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from subscribers.model import LEDGER_STATUSES, LedgerEntry
+from subscribers.model import FEEDBACK, LEDGER_STATUSES, LedgerEntry, SentIssue
 from subscribers.store.dynamo.core import DynamoCore, Refused
-from subscribers.store.dynamo.items import expression, ledger_key, read_entry
+from subscribers.store.dynamo.items import (
+    SENT_PREFIX,
+    expression,
+    ledger_key,
+    pk_of,
+    read_entry,
+    read_sent,
+)
+from subscribers.store.dynamo.tables import MESSAGE_INDEX
 from subscribers.store.rules import IN_FLIGHT_REASON, encode_time
 
 if TYPE_CHECKING:
-
     from subscribers.shards import Shard
 
 
 class DynamoLedger(DynamoCore):
-    """What became of each (issue, subscriber)."""
+    """What became of each (issue, subscriber), and what each issue went out as."""
 
     def claim(self, issue_id: str, subscriber_id: str, now: datetime, *,
               retry: bool = False, retry_temporary: bool = False) -> bool:
@@ -145,3 +153,72 @@ class DynamoLedger(DynamoCore):
         for item in self._issue_rows(issue_id, "#status", None):
             counts[item["status"]] += 1
         return counts
+
+    def record_feedback(self, message_id: str, kind: str, now: datetime) -> str | None:
+        """Found through the ``by_message_id`` index (eventually consistent: SES's feedback
+        comes seconds after the send at the earliest)."""
+        if kind not in FEEDBACK:
+            raise ValueError(f"unknown feedback {kind!r}; known: {', '.join(FEEDBACK)}")
+        condition = "#message_id = :message_id"
+        found = None
+        for page in self._pages(self.ledger_table, "query", TableName=self.ledger_table,
+                                IndexName=MESSAGE_INDEX, KeyConditionExpression=condition,
+                                **expression(condition, message_id=message_id)):
+            if page:
+                found = page[0]
+                break
+        if found is None:
+            return None
+        self.note_feedback(str(found["issue_id"]), str(found["subscriber_id"]), kind)
+        return str(found["issue_id"])
+
+    def note_feedback(self, issue_id: str, subscriber_id: str, kind: str) -> bool:
+        if kind not in FEEDBACK:
+            raise ValueError(f"unknown feedback {kind!r}; known: {', '.join(FEEDBACK)}")
+        guard = "attribute_exists(#subscriber_id)" + (
+            "" if kind == "complaint" else " AND attribute_not_exists(#feedback)")
+        try:
+            self._update(self.ledger_table, ledger_key(issue_id, subscriber_id),
+                         "SET #feedback = :kind", guard, kind=kind)
+        except Refused as refused:  # no row, or a complaint (or this bounce) already
+            return bool(refused.item)
+        return True
+
+    def feedback_counts(self, issue_id: str) -> dict[str, int]:
+        counts = dict.fromkeys(FEEDBACK, 0)
+        for item in self._issue_rows(issue_id, "#feedback", "attribute_exists(#feedback)"):
+            counts[item["feedback"]] += 1
+        return counts
+
+    def sent_issue(self, issue_id: str) -> SentIssue | None:
+        """The ``sent#`` item of the issue (a strongly consistent read), or None."""
+        item = self._get(self.subscribers_table, pk_of(SENT_PREFIX + issue_id))
+        return read_sent(item) if item else None
+
+    def record_sent(self, issue_id: str, content_hash: str, now: datetime) -> SentIssue:
+        """A put of the ``sent#`` item only if absent; a refused put returns the item that
+        was there (read from the refusal)."""
+        item = {"pk": SENT_PREFIX + issue_id, "issue_id": issue_id,
+                "content_hash": content_hash, "first_hash": content_hash,
+                "first_sent_at": encode_time(now)}
+        try:
+            self._put(self.subscribers_table, item, "attribute_not_exists(#pk)")
+        except Refused as refused:
+            found = read_sent(refused.item) if refused.item else self.sent_issue(issue_id)
+            if found is None:  # nothing deletes these items: a store changed by hand
+                raise self._race_error(self.subscribers_table, "record_sent") from None
+            return found
+        return read_sent(item)
+
+    def record_correction(self, issue_id: str, content_hash: str, *, replacing: str,
+                          corrected_on: str, reason: str) -> SentIssue | None:
+        """One update of the ``sent#`` item conditional on its hash being ``replacing``."""
+        try:
+            item = self._update(self.subscribers_table, pk_of(SENT_PREFIX + issue_id),
+                                "SET #content_hash = :new, #corrected_on = :on, "
+                                "#correction = :reason", "#content_hash = :replacing",
+                                new=content_hash, on=corrected_on, reason=reason,
+                                replacing=replacing)
+        except Refused as refused:
+            return read_sent(refused.item) if refused.item else None
+        return read_sent(item)

@@ -1,12 +1,14 @@
-""":class:`~subscribers.store.Directory` on SQLite: uniqueness and every status change are
-one statement inside a write transaction, so two writers cannot both decide from one read.
+""":class:`~subscribers.store.Directory`, :class:`~subscribers.store.Imports` and
+:class:`~subscribers.store.Interests` on SQLite. Uniqueness and every status change are one
+statement inside a write transaction, so two writers cannot both decide from one read; an
+import's batch is one transaction, whole or absent.
 """
 
 from __future__ import annotations
 
 import json
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 
 from subscribers.errors import UnknownSubscriber
@@ -17,6 +19,7 @@ from subscribers.model import (
     STATUSES,
     AddOutcome,
     AddResult,
+    NewSubscriber,
     Subscriber,
     email_key,
     new_subscriber_id,
@@ -25,30 +28,36 @@ from subscribers.model import (
 from subscribers.store.rules import (
     BOUNCEABLE,
     MAIL_EVENTS,
+    catalog_names,
     check_new_status,
+    decode_areas,
     encode_areas,
     encode_time,
+    plan_additions,
     status_counts,
     suppression_hash,
 )
-from subscribers.store.sqlite.core import SqliteCore
-from subscribers.store.sqlite.rows import (
+from subscribers.store.sqlite.core import (
     ACTIVATE,
+    SqliteCore,
     read_subscriber,
     row_by_email,
     row_by_id,
     suppressed,
 )
 
+# add_many holds the write lock from its reads to its writes, so a conflict there is a bug;
+# add and request_subscription let the UNIQUE index decide (ON CONFLICT DO NOTHING).
 _INSERT_SUBSCRIBER = """
     INSERT INTO subscribers (id, email, email_key, status, layout, consent_at, consent_source,
                              created_at, confirmed_at, updated_at, areas)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-    ON CONFLICT (email_key) DO NOTHING"""
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
 
 
 class SqliteDirectory(SqliteCore):
-    """The list's subscribers in the ``subscribers`` and ``suppressions`` tables."""
+    """Who is on the list (one by one and a batch at a time), and the areas they follow."""
+
+    atomic_batches = True
 
     def add(self, email: str, layout: str = DEFAULT_LAYOUT, *, status: str = "pending",
             source: str, now: datetime, areas: Iterable[str] = ()) -> AddResult:
@@ -247,13 +256,74 @@ class SqliteDirectory(SqliteCore):
         with self._using() as conn:
             return suppressed(conn, normal)
 
+    def add_many(self, entries: Sequence[NewSubscriber], *, status: str = "pending",
+                 source: str, now: datetime) -> list[AddResult]:
+        """One IMMEDIATE transaction (what is read stays true until the writes): one query
+        for the suppressed among the batch, one for those present, the outcomes decided in
+        Python, then one ``executemany`` each for the new and the activated rows."""
+        for entry in entries:
+            check_new_status(entry.layout, status)
+        normals = [(normalise_email(entry.email), entry) for entry in entries]
+        if not normals:
+            return []
+        with self._transaction() as conn:
+            plan = plan_additions(
+                normals, status=status, source=source, now=now,
+                existing=_rows_by_key(conn, {email_key(normal) for normal, _ in normals}),
+                suppressed=_suppressed_among(conn, {suppression_hash(n) for n, _ in normals}))
+            stamp = encode_time(now)
+            consent_at = stamp if status == "active" else None
+            # In id order: a batch's ids are neighbours (batch_subscriber_ids), so the
+            # inserts walk a few pages of the id-ordered table once.
+            conn.executemany(_INSERT_SUBSCRIBER, [
+                (sub.id, sub.email, email_key(sub.email), status, sub.layout, consent_at,
+                 source, stamp, consent_at, stamp, encode_areas(sub.areas))
+                for sub in sorted(plan.created, key=lambda sub: sub.id)])
+            conn.executemany(ACTIVATE, [(stamp, source, stamp, stamp, sub.id)
+                                         for sub in plan.activated])
+        return plan.results
+
+    def variant_choices(self) -> list[tuple[str, tuple[str, ...]]]:
+        """Stored areas are canonical text, so equal choices group in one DISTINCT."""
+        with self._using() as conn:
+            rows = conn.execute("SELECT DISTINCT layout, areas FROM subscribers "
+                                "WHERE status = 'active' AND areas != ''").fetchall()
+        return sorted({(row[0], areas) for row in rows if (areas := decode_areas(row[1]))})
+
+    def known_areas(self) -> tuple[str, ...]:
+        with self._using() as conn:
+            rows = conn.execute("SELECT name FROM area_catalog ORDER BY name").fetchall()
+        return tuple(row[0] for row in rows)
+
+    def note_areas(self, names: Iterable[str]) -> None:
+        cleaned = sorted(catalog_names(names))
+        if not cleaned:
+            return
+        with self._transaction() as conn:
+            conn.executemany("INSERT INTO area_catalog (name) VALUES (?) "
+                             "ON CONFLICT (name) DO NOTHING", [(name,) for name in cleaned])
+
 
 def _insert(conn: sqlite3.Connection, normal: str, status: str, layout: str, source: str,
             stamp: str, areas: Iterable[str]) -> bool:
     """A new subscriber unless the address is there in any case; whether it was inserted."""
     consent_at = stamp if status == "active" else None
     return conn.execute(
-        _INSERT_SUBSCRIBER,
+        _INSERT_SUBSCRIBER + " ON CONFLICT (email_key) DO NOTHING",
         (new_subscriber_id(), normal, email_key(normal), status, layout, consent_at, source,
          stamp, consent_at, stamp, encode_areas(areas)),
     ).rowcount == 1
+
+
+# A batch's keys go in as one JSON array (json_each): one parameter whatever the batch's
+# size, so no bound-parameter limit is reached.
+def _rows_by_key(conn: sqlite3.Connection, keys: set[str]) -> dict[str, Subscriber]:
+    rows = conn.execute("SELECT * FROM subscribers WHERE email_key IN "
+                        "(SELECT value FROM json_each(?))", (json.dumps(sorted(keys)),))
+    return {row["email_key"]: read_subscriber(row) for row in rows}
+
+
+def _suppressed_among(conn: sqlite3.Connection, hashes: set[str]) -> set[str]:
+    return {row[0] for row in conn.execute(
+        "SELECT email_hash FROM suppressions WHERE email_hash IN "
+        "(SELECT value FROM json_each(?))", (json.dumps(sorted(hashes)),))}

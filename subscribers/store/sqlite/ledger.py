@@ -1,6 +1,6 @@
-""":class:`~subscribers.store.Ledger` on SQLite: the per-issue ``ledger`` table. A claim is
-one statement (an insert that does nothing if the row exists, or a compare-and-set update),
-committed before the method returns.
+""":class:`~subscribers.store.Ledger`, :class:`~subscribers.store.Feedback` and
+:class:`~subscribers.store.SentIssues` on SQLite. A claim is one statement (an insert that does
+nothing if the row exists, or a compare-and-set update), committed before the method returns.
 """
 
 from __future__ import annotations
@@ -11,24 +11,27 @@ from contextlib import contextmanager
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from subscribers.model import LEDGER_STATUSES, LedgerEntry
+from subscribers.model import FEEDBACK, LEDGER_STATUSES, LedgerEntry, SentIssue
 from subscribers.store.rules import IN_FLIGHT_REASON, decode_time, encode_time
 from subscribers.store.sqlite.core import SqliteCore
 
 if TYPE_CHECKING:
     from subscribers.shards import Shard
 
+
 _CLAIM = """
     INSERT INTO ledger (issue_id, subscriber_id, status, permanent, attempts, updated_at,
                         handed_over)
     VALUES (?, ?, 'sending', 0, 1, ?, 0)
     ON CONFLICT (issue_id, subscriber_id) DO NOTHING"""
+
 # A temporary failure is taken over on any retry, an unconfirmed row only with ``retry``.
 _TAKE_OVER = """
     UPDATE ledger SET status = 'sending', message_id = NULL, reason = NULL, permanent = 0,
                       attempts = attempts + 1, updated_at = :now, handed_over = 0
     WHERE issue_id = :issue AND subscriber_id = :sid
       AND ((status = 'failed' AND permanent = 0) OR (:retry AND status = 'unconfirmed'))"""
+
 # An outcome is recorded even without a claim row (the transport's answer is the truth)...
 _RECORD_SENT = """
     INSERT INTO ledger (issue_id, subscriber_id, status, message_id, reason, permanent,
@@ -37,6 +40,7 @@ _RECORD_SENT = """
     ON CONFLICT (issue_id, subscriber_id) DO UPDATE SET
         status = 'sent', message_id = excluded.message_id, reason = NULL, permanent = 0,
         updated_at = excluded.updated_at"""
+
 # ...but a failure never overwrites a delivery.
 _RECORD_NOT_SENT = """
     INSERT INTO ledger (issue_id, subscriber_id, status, message_id, reason, permanent,
@@ -47,9 +51,15 @@ _RECORD_NOT_SENT = """
         permanent = excluded.permanent, updated_at = excluded.updated_at
     WHERE ledger.status != 'sent'"""
 
+#: A bounce or complaint on one ledger row; a complaint outranks a bounce.
+_SET_FEEDBACK = ("UPDATE ledger SET feedback = ? WHERE issue_id = ? AND subscriber_id = ? "
+                 "AND (feedback IS NULL OR ? = 'complaint')")
+
+_SENT_ISSUE = "SELECT * FROM sent_issues WHERE issue_id = ?"
+
 
 class SqliteLedger(SqliteCore):
-    """What became of each (issue, subscriber)."""
+    """What became of each (issue, subscriber), and what each issue went out as."""
 
     def claim(self, issue_id: str, subscriber_id: str, now: datetime, *,
               retry: bool = False, retry_temporary: bool = False) -> bool:
@@ -137,6 +147,55 @@ class SqliteLedger(SqliteCore):
                                 "GROUP BY status", (issue_id,)).fetchall()
         return dict.fromkeys(LEDGER_STATUSES, 0) | {status: n for status, n in rows}
 
+    def record_feedback(self, message_id: str, kind: str, now: datetime) -> str | None:
+        if kind not in FEEDBACK:
+            raise ValueError(f"unknown feedback {kind!r}; known: {', '.join(FEEDBACK)}")
+        with self._transaction() as conn:
+            row = conn.execute("SELECT issue_id, subscriber_id FROM ledger "
+                               "WHERE message_id = ? LIMIT 1", (message_id,)).fetchone()
+            if row is None:
+                return None
+            conn.execute(_SET_FEEDBACK, (kind, row[0], row[1], kind))
+        return str(row[0])
+
+    def note_feedback(self, issue_id: str, subscriber_id: str, kind: str) -> bool:
+        if kind not in FEEDBACK:
+            raise ValueError(f"unknown feedback {kind!r}; known: {', '.join(FEEDBACK)}")
+        with self._using() as conn:
+            if conn.execute(_SET_FEEDBACK, (kind, issue_id, subscriber_id, kind)).rowcount:
+                return True
+            return conn.execute("SELECT 1 FROM ledger WHERE issue_id = ? AND "
+                                "subscriber_id = ?", (issue_id, subscriber_id)
+                                ).fetchone() is not None
+
+    def feedback_counts(self, issue_id: str) -> dict[str, int]:
+        with self._using() as conn:
+            rows = conn.execute("SELECT feedback, count(*) FROM ledger WHERE issue_id = ? "
+                                "AND feedback IS NOT NULL GROUP BY feedback",
+                                (issue_id,)).fetchall()
+        return dict.fromkeys(FEEDBACK, 0) | {kind: n for kind, n in rows}
+
+    def sent_issue(self, issue_id: str) -> SentIssue | None:
+        with self._using() as conn:
+            row = conn.execute(_SENT_ISSUE, (issue_id,)).fetchone()
+        return _sent(row) if row else None
+
+    def record_sent(self, issue_id: str, content_hash: str, now: datetime) -> SentIssue:
+        with self._transaction() as conn:
+            conn.execute("INSERT INTO sent_issues (issue_id, content_hash, first_hash, "
+                         "first_sent_at) VALUES (?, ?, ?, ?) ON CONFLICT (issue_id) DO NOTHING",
+                         (issue_id, content_hash, content_hash, encode_time(now)))
+            return _sent(conn.execute(_SENT_ISSUE, (issue_id,)).fetchone())
+
+    def record_correction(self, issue_id: str, content_hash: str, *, replacing: str,
+                          corrected_on: str, reason: str) -> SentIssue | None:
+        with self._transaction() as conn:
+            conn.execute("UPDATE sent_issues SET content_hash = ?, corrected_on = ?, "
+                         "correction = ? WHERE issue_id = ? AND content_hash = ?",
+                         (content_hash, corrected_on, reason, issue_id, replacing))
+            row = conn.execute(_SENT_ISSUE, (issue_id,)).fetchone()
+        return _sent(row) if row else None
+
 
 @contextmanager
 def _unsynced(conn: sqlite3.Connection) -> Iterator[None]:
@@ -165,3 +224,10 @@ def _entry(row: sqlite3.Row) -> LedgerEntry:
         attempts=row["attempts"],
         updated_at=decode_time(row["updated_at"]),
     )
+
+
+def _sent(row: sqlite3.Row) -> SentIssue:
+    return SentIssue(issue_id=row["issue_id"], content_hash=row["content_hash"],
+                     first_hash=row["first_hash"],
+                     first_sent_at=decode_time(row["first_sent_at"]),
+                     corrected_on=row["corrected_on"], correction=row["correction"])
