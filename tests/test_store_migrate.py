@@ -97,6 +97,12 @@ def source(dynamo) -> dict[str, Any]:
 
 
 def test_everything_is_copied_and_answers_the_same(dynamo, source, capsys):
+    assert run(dynamo.settings, "migrate", "--to", "dynamodb", "--dry-run") == 0
+    out, _ = capsys.readouterr()
+    assert out.startswith("dry run, nothing written")
+    assert "would copy 23, 0 already there, 0 conflicting" in out
+    assert dynamo.items() == [] and dynamo.items(dynamo.ledger_table) == []
+
     assert run(dynamo.settings, "migrate", "--to", "dynamodb") == 0
     out, err = capsys.readouterr()
     assert err == ""
@@ -134,51 +140,14 @@ def test_everything_is_copied_and_answers_the_same(dynamo, source, capsys):
         assert new.add("gone@example.org", status="active", source="cli",
                        now=NOW).subscriber is None  # still refused
         assert not new.first_time("sns:handled-1", NOW)
+        before = dynamo.dump()
+        # Running it again copies nothing.
+        assert run(dynamo.settings, "migrate", "--to", "dynamodb") == 0
+        out, err = capsys.readouterr()
+        assert err == "" and "0 copied, 23 already there, 0 conflicting" in out
+        assert dynamo.dump() == before
         # The ids are kept: a token signed for the SQLite id finds the same person.
         assert new.set_status(source["pending"], "active", NOW, source="web").status == "active"
-
-
-def _sqlite_rows(settings: Any, table: str) -> list[dict[str, Any]]:
-    conn = sqlite3.connect(sqlite_path(settings))
-    try:
-        conn.row_factory = sqlite3.Row
-        return [dict(row) for row in conn.execute(f"SELECT * FROM {table}")]  # noqa: S608
-    finally:
-        conn.close()
-
-
-def _as_dynamodb_keeps(row: dict[str, Any], flags: tuple[str, ...] = ()) -> dict[str, Any]:
-    """A SQLite row as DynamoDB holds it: no attribute for NULL (nor for no areas), 0/1
-    flags as booleans; nothing else changes."""
-    kept = {name: value for name, value in row.items()
-            if value is not None and not (name == "areas" and value == "")}
-    return {name: bool(value) if name in flags else value for name, value in kept.items()}
-
-
-def test_every_column_of_every_row_is_copied(dynamo, source, capsys):
-    """Field by field, every subscriber and ledger row in every status, whatever columns
-    later migrations added (``SELECT *``): a column the copy forgets fails here."""
-    from boto3.dynamodb.types import TypeDeserializer
-
-    assert run(dynamo.settings, "migrate", "--to", "dynamodb") == 0
-    plain = TypeDeserializer().deserialize
-    items = [{k: plain(v) for k, v in item.items()} for item in dynamo.items()]
-    subscribers = {i["id"]: {k: v for k, v in i.items() if k != "pk"} for i in items
-                   if i["pk"].startswith("sub#")}
-    rows = _sqlite_rows(dynamo.settings, "subscribers")
-    assert {row["status"] for row in rows} == set(STATUSES)
-    assert any(row["mail_event_at"] for row in rows) and any(row["areas"] for row in rows)
-    assert {row["id"]: _as_dynamodb_keeps(row) for row in rows} == subscribers
-
-    ledger = {(i["issue_id"], i["subscriber_id"]): i
-              for i in ({k: plain(v) for k, v in item.items()}
-                        for item in dynamo.items(dynamo.ledger_table))}
-    rows = _sqlite_rows(dynamo.settings, "ledger")
-    assert {row["status"] for row in rows} == {"sending", "sent", "failed", "unconfirmed"}
-    assert {row["handed_over"] for row in rows if row["status"] == "sending"} == {0, 1}
-    assert {row["feedback"] for row in rows} == {None, "bounce", "complaint"}
-    assert {(row["issue_id"], row["subscriber_id"]):
-            _as_dynamodb_keeps(row, ("permanent", "handed_over")) for row in rows} == ledger
 
 
 #: Every table a migration carries, with the order that makes two dumps comparable.
@@ -199,8 +168,8 @@ def _dump(path: Path) -> dict[str, list[dict[str, Any]]]:
 
 
 def test_sqlite_to_dynamodb_and_back_gives_the_same_rows(dynamo, source, capsys, tmp_path):
-    """The round trip, field by field, every status of subscriber and ledger row: what
-    DynamoDB holds is what SQLite held, and ``--to sqlite`` writes it back whole."""
+    """The round trip, field by field (``SELECT *``: a column the copy forgets in either
+    direction fails here), every status of subscriber and ledger row."""
     assert run(dynamo.settings, "migrate", "--to", "dynamodb") == 0
     back = tmp_path / "back" / "subscribers.sqlite3"
     assert run(dynamo.settings, "migrate", "--to", "sqlite", "--to-sqlite", str(back),
@@ -211,9 +180,13 @@ def test_sqlite_to_dynamodb_and_back_gives_the_same_rows(dynamo, source, capsys,
     assert "23 copied (subscribers 7, suppressions 1, ledger rows 10, handled keys 1, " \
            "catalog areas 2, sent issues 2)" in out
     before, after = _dump(sqlite_path(dynamo.settings)), _dump(back)
-    assert {row["status"] for row in before["subscribers"]} == set(STATUSES)
-    assert {row["status"] for row in before["ledger"]} == {"sending", "sent", "failed",
-                                                           "unconfirmed"}
+    subscribers, ledger = before["subscribers"], before["ledger"]
+    assert {row["status"] for row in subscribers} == set(STATUSES)
+    assert any(row["mail_event_at"] for row in subscribers)
+    assert any(row["areas"] for row in subscribers)
+    assert {row["status"] for row in ledger} == {"sending", "sent", "failed", "unconfirmed"}
+    assert {row["handed_over"] for row in ledger if row["status"] == "sending"} == {0, 1}
+    assert {row["feedback"] for row in ledger} == {None, "bounce", "complaint"}
     assert after == before
     assert [p.name for p in back.parent.iterdir()] == ["subscribers.sqlite3"]  # no leftovers
     with SqliteStore.open(back) as store:  # a store like any other, schema current
@@ -233,25 +206,6 @@ def test_back_to_sqlite_never_writes_over_a_file_nor_leaves_half_of_one(dynamo, 
     with pytest.raises(StoreError):
         run(missing, "migrate", "--to", "sqlite", "--to-sqlite", str(target))
     assert not target.exists() and list(target.parent.iterdir()) == []
-
-
-def test_running_it_again_copies_nothing(dynamo, source, capsys):
-    assert run(dynamo.settings, "migrate", "--to", "dynamodb") == 0
-    before = dynamo.dump()
-    capsys.readouterr()
-    assert run(dynamo.settings, "migrate", "--to", "dynamodb") == 0
-    out, err = capsys.readouterr()
-    assert err == ""
-    assert "0 copied, 23 already there, 0 conflicting" in out
-    assert dynamo.dump() == before
-
-
-def test_a_dry_run_writes_nothing(dynamo, source, capsys):
-    assert run(dynamo.settings, "migrate", "--to", "dynamodb", "--dry-run") == 0
-    out, _ = capsys.readouterr()
-    assert out.startswith("dry run, nothing written")
-    assert "would copy 23, 0 already there, 0 conflicting" in out
-    assert dynamo.items() == [] and dynamo.items(dynamo.ledger_table) == []
 
 
 def test_an_address_already_in_dynamodb_under_another_id_is_reported_not_overwritten(
