@@ -25,7 +25,6 @@ from pipeline.wiring import open_store
 from subscribers.errors import StoreError
 from subscribers.model import STATUSES, AddOutcome, NewSubscriber
 from subscribers.store.dynamo import SEEN_RETENTION, DynamoStore, create_tables
-from subscribers.store.rules import suppression_hash
 
 pytest_plugins = ["support.dynamo_support"]
 
@@ -199,15 +198,6 @@ def test_seen_keys_and_quota_counters_carry_the_ttl_attribute(dynamo, store):
     # A lease is not collected by TTL: an expired one may still be renewed by its holder.
     store.acquire_lease("send:x", "me", NOW, window)
     assert "expires_at" not in {item["pk"]["S"]: item for item in dynamo.items()}["lease#send:x"]
-
-
-def test_remove_leaves_only_the_hash(dynamo, store):
-    sid = store.add("gone@example.org", status="active", source="t", now=NOW).subscriber.id
-    assert store.claim(ISSUE, sid, NOW)
-    assert store.remove("Gone@example.org", NOW)
-    assert [item["pk"]["S"] for item in dynamo.items()] == [
-        "supp#" + suppression_hash("gone@example.org")]
-    assert dynamo.items(dynamo.ledger_table) == []
 
 
 # -- concurrency -----------------------------------------------------------------------------

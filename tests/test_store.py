@@ -10,6 +10,7 @@ which is how the concurrency tests get several clients. Tests of the SQLite file
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import inspect
 import json
@@ -159,16 +160,35 @@ def active(store: SubscriberStore, email: str, layout: str = "zh-en") -> str:
     return sub.id
 
 
+def together(*work: Callable[[], object]) -> None:
+    """Each callable in a thread of its own, all at once; back when all are done."""
+    threads = [threading.Thread(target=each) for each in work]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
 def each_in_a_thread(stores: Sequence[SubscriberStore],
                      work: Callable[[int, SubscriberStore], None]) -> None:
     """``work(n, store)`` for every store at once, one thread each; then the stores closed."""
-    threads = [threading.Thread(target=work, args=(n, s)) for n, s in enumerate(stores)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    for s in stores:
-        s.close()
+    together(*(functools.partial(work, n, each) for n, each in enumerate(stores)))
+    for each in stores:
+        each.close()
+
+
+def old_file(path: Path, version: int, *rows: str) -> None:
+    """A store file as a program of schema ``version`` left it, holding ``rows`` (SQL)."""
+    path.parent.mkdir(parents=True)
+    conn = sqlite3.connect(path)
+    for script in MIGRATIONS[:version]:
+        conn.executescript(script)
+    conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+    conn.execute("INSERT INTO schema_version VALUES (?)", (version,))
+    for row in rows:
+        conn.execute(row)
+    conn.commit()
+    conn.close()
 
 
 # -- schema ----------------------------------------------------------------------------------
@@ -215,17 +235,6 @@ def test_a_schema_from_a_newer_program_is_refused(path):
         SqliteStore.open(path)
 
 
-@pytest.mark.parametrize("implementation", [SqliteStore, DynamoStore])
-def test_store_has_every_method_of_the_interface(implementation):
-    """The stores do not inherit from the Protocol: check they keep the same shape."""
-    for name, member in inspect.getmembers(SubscriberStore, inspect.isfunction):
-        if name.startswith("_"):
-            continue
-        implemented = getattr(implementation, name)
-        assert (list(inspect.signature(implemented).parameters)
-                == list(inspect.signature(member).parameters)), name
-
-
 ROLES = (Directory, Imports, Interests, Ledger, SentIssues, Feedback, Leases, OnceKeys, Quotas)
 
 
@@ -253,8 +262,9 @@ def test_the_roles_are_small_and_share_no_method():
 @pytest.mark.parametrize("implementation", [SqliteStore, DynamoStore])
 @pytest.mark.parametrize("role", ROLES, ids=lambda role: role.__name__)
 def test_both_stores_keep_every_role(role, implementation):
-    """Neither store inherits from a role: each role's methods (same parameters) and
-    attributes are checked on both, as mypy checks them where the wiring opens a store."""
+    """Neither store inherits from a role (nor from the Protocol): each role's methods (same
+    parameters) and attributes are checked on both, as mypy checks them where the wiring
+    opens a store; with the test above, that is every method of SubscriberStore."""
     for name in methods(role):
         assert (list(inspect.signature(getattr(implementation, name)).parameters)
                 == list(inspect.signature(getattr(role, name)).parameters)), name
@@ -400,12 +410,7 @@ def test_uniqueness_is_case_insensitive_under_concurrent_adds(backend, separate_
             with lock:
                 outcomes.append(result.outcome)
 
-    threads = [threading.Thread(target=worker, args=(0, "A{}@x.org")),
-               threading.Thread(target=worker, args=(1, "a{}@X.org"))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    together(lambda: worker(0, "A{}@x.org"), lambda: worker(1, "a{}@X.org"))
     for each in [*stores, shared]:
         each.close()
     assert outcomes.count(AddOutcome.CREATED) == rounds
@@ -542,11 +547,7 @@ def test_claim_is_exclusive_under_eight_threads(backend):
             else:
                 store.ledger_counts(ISSUE)
 
-    threads = [threading.Thread(target=worker, args=(n,)) for n in range(8)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    together(*(functools.partial(worker, n) for n in range(8)))
     assert sorted(wins) == sids  # every subscriber claimed exactly once
     assert shared.ledger_counts(ISSUE) == {"sending": 0, "sent": count, "failed": 0,
                                            "unconfirmed": 0}
@@ -703,18 +704,16 @@ def test_a_delivery_is_never_downgraded_and_release_drops_only_claims(store):
 
 # -- the subscription app's needs ---------------------------------------------------------------
 
+#: A subscriber as version 1 of the schema stored one.
+OLD_SUBSCRIBER = (
+    "INSERT INTO subscribers (id, email, email_key, status, layout, consent_at, consent_source, "
+    "created_at, confirmed_at, updated_at) VALUES ('0123456789abcdef01234567', "
+    "'old@example.org', 'old@example.org', 'active', 'en', '2026-01-01T00:00:00.000000Z', 'cli', "
+    "'2026-01-01T00:00:00.000000Z', '2026-01-01T00:00:00.000000Z', '2026-01-01T00:00:00.000000Z')")
+
+
 def test_a_version_1_file_is_migrated_keeping_its_subscribers(path):
-    path.parent.mkdir(parents=True)
-    conn = sqlite3.connect(path)
-    conn.executescript(MIGRATIONS[0])
-    conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
-    conn.execute("INSERT INTO schema_version VALUES (1)")
-    conn.execute("INSERT INTO subscribers VALUES ('0123456789abcdef01234567', 'old@example.org', "
-                 "'old@example.org', 'active', 'en', '2026-01-01T00:00:00.000000Z', 'cli', "
-                 "'2026-01-01T00:00:00.000000Z', '2026-01-01T00:00:00.000000Z', "
-                 "'2026-01-01T00:00:00.000000Z')")
-    conn.commit()
-    conn.close()
+    old_file(path, 1, OLD_SUBSCRIBER)
     with SqliteStore.open(path) as store:
         old = store.find("old@example.org")
         assert old is not None
@@ -727,16 +726,9 @@ def test_a_version_1_file_is_migrated_keeping_its_subscribers(path):
 def test_a_claim_in_flight_in_an_older_file_stays_withheld(path):
     """A file written before claims noted their hand-over: its ``sending`` rows may have
     left, so after the migration they still become unconfirmed, never released."""
-    path.parent.mkdir(parents=True)
-    conn = sqlite3.connect(path)
-    for script in MIGRATIONS[:3]:
-        conn.executescript(script)
-    conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
-    conn.execute("INSERT INTO schema_version VALUES (3)")
-    conn.execute("INSERT INTO ledger (issue_id, subscriber_id, status, updated_at) "
-                 "VALUES (?, ?, 'sending', '2026-01-01T00:00:00.000000Z')", (ISSUE, "a" * 24))
-    conn.commit()
-    conn.close()
+    old_file(path, 3, "INSERT INTO ledger (issue_id, subscriber_id, status, updated_at) "
+             "VALUES ('2026-W48', 'aaaaaaaaaaaaaaaaaaaaaaaa', 'sending', "
+             "'2026-01-01T00:00:00.000000Z')")
     with SqliteStore.open(path) as store:
         assert store.expire_in_flight(ISSUE, NOW) == 1
         assert store.ledger(ISSUE)["a" * 24].status == "unconfirmed"
@@ -1266,29 +1258,13 @@ def test_the_area_catalog_only_grows_and_holds_cleaned_names(backend, store):
 
 def test_areas_noted_by_two_stores_at_once_all_stay(backend):
     stores = [backend.open() for _ in range(4)]
-    threads = [threading.Thread(target=each.note_areas, args=([f"t{n}", "shared"],))
-               for n, each in enumerate(stores)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    together(*(functools.partial(each.note_areas, [f"t{n}", "shared"])
+               for n, each in enumerate(stores)))
     assert stores[0].known_areas() == ("shared", "t0", "t1", "t2", "t3")
 
 
 def test_a_version_5_file_gains_areas_keeping_its_subscribers(path):
-    path.parent.mkdir(parents=True)
-    conn = sqlite3.connect(path)
-    for script in MIGRATIONS[:5]:
-        conn.executescript(script)
-    conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
-    conn.execute("INSERT INTO schema_version VALUES (5)")
-    conn.execute("INSERT INTO subscribers (id, email, email_key, status, layout, consent_at, "
-                 "consent_source, created_at, confirmed_at, updated_at) VALUES "
-                 "('0123456789abcdef01234567', 'old@example.org', 'old@example.org', 'active', "
-                 "'en', '2026-01-01T00:00:00.000000Z', 'cli', '2026-01-01T00:00:00.000000Z', "
-                 "'2026-01-01T00:00:00.000000Z', '2026-01-01T00:00:00.000000Z')")
-    conn.commit()
-    conn.close()
+    old_file(path, 5, OLD_SUBSCRIBER)
     with SqliteStore.open(path) as store:
         old = store.find("old@example.org")
         assert old is not None
