@@ -10,14 +10,12 @@ domain is written in IDNA form.
 
 from __future__ import annotations
 
-import subprocess
 from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from support.commands import clean_env, newsletter_cmd
 from support.project import SAMPLE_FEED, SAMPLE_WEEK
 
 from pipeline.config import load
@@ -153,34 +151,6 @@ def test_ses_gets_the_idna_domain_and_never_a_non_ascii_local_part(
     entry = store.ledger_entry(SAMPLE_WEEK, reader(store, LOCAL).id)
     assert entry is not None and entry.reason is not None
     assert entry.status == "failed" and entry.permanent and LOCAL in entry.reason
-
-
-@pytest.mark.subprocess
-def test_the_command_line_finishes_the_list_and_names_the_refused_address(
-        tmp_path: Path, smtp_server: SmtpSink) -> None:
-    (tmp_path / "newsletter.toml").write_text(
-        f'[feed]\nurls = ["{SAMPLE_FEED}"]\n[site]\napp_url = "https://news.example.org/app"\n'
-        f'[delivery]\ntransport = "smtp"\n'
-        f'[smtp]\nhost = "127.0.0.1"\nport = {smtp_server.port}\nstarttls = false\n',
-        encoding="utf-8")
-    (tmp_path / "list.csv").write_text(f"email,layout\n{LOCAL},en\n{DOMAIN},zh\n{PLAIN},\n",
-                                       encoding="utf-8")
-    env = clean_env(NEWSLETTER_SECRET="unicode-address-test-secret-0123456789")
-
-    def newsletter(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([*newsletter_cmd(), *args], cwd=tmp_path, env=env,
-                              capture_output=True, text=True, timeout=120, check=False)
-
-    for args in (("subscribers", "import", "list.csv", "--confirmed"),
-                 ("build", "--week", SAMPLE_WEEK)):
-        assert newsletter(*args).returncode == 0
-
-    result = newsletter("send", "--week", SAMPLE_WEEK)
-
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "Traceback" not in result.stderr and "UnicodeEncodeError" not in result.stderr
-    assert "sent 2, skipped 0, failed 1, unconfirmed 0" in result.stdout
-    assert set(by_recipient(smtp_server.wait_for(2))) == {DOMAIN_IDNA, PLAIN}
 
 
 def test_the_confirmation_mail_reaches_a_non_ascii_address_with_its_to_as_is(
