@@ -60,7 +60,6 @@ class Mailer(Protocol):
     def reminder(self, subscriber: Subscriber, preferences_url: str) -> None:
         """The preferences link, for an address a request cannot confirm (active, or
         unsubscribed: its preferences page can subscribe it again)."""
-        ...
 
 
 class RequestOutcome(StrEnum):

@@ -74,7 +74,6 @@ class Directory(Protocol):
         """Store a new subscriber, or say why not; an existing one is returned unchanged,
         except that a ``pending`` one becomes ``active`` when ``status="active"``.
         ``areas`` (through :func:`~subscribers.areas.clean_areas`) are a new one's only."""
-        ...
 
     def get(self, subscriber_id: str) -> Subscriber | None: ...
 
@@ -83,15 +82,12 @@ class Directory(Protocol):
     def iter_subscribers(self, status: str | None = None,
                          batch: int = 1000) -> Iterator[Subscriber]:
         """Every subscriber (of ``status``), in id order, in constant memory."""
-        ...
 
     def count_by(self) -> dict[tuple[str, str], int]:
         """How many subscribers per (status, layout); pairs with none are left out."""
-        ...
 
     def count_by_status(self) -> dict[str, int]:
         """How many subscribers per status; every status is present (0 if none)."""
-        ...
 
     def set_status(self, subscriber_id: str, status: str, now: datetime, *,
                    source: str | None = None, client: str | None = None,
@@ -99,20 +95,17 @@ class Directory(Protocol):
         """Change a subscriber's status (becoming ``active`` records a new consent: ``now``,
         ``source``, ``client``). With ``only_from``, only a subscriber in that status changes,
         checked in the same write; any other is returned unchanged."""
-        ...
 
     def set_layout(self, subscriber_id: str, layout: str, now: datetime, *,
                    areas: Iterable[str] | None = None) -> Subscriber:
         """The preferences: the layout, and the areas followed unless ``areas`` is None
         (stored through :func:`~subscribers.areas.clean_areas`; () follows none)."""
-        ...
 
     def request_subscription(self, email: str, layout: str, *, source: str,
                              now: datetime, areas: Iterable[str] = ()) -> AddResult:
         """A sign-up before any consent (web form, inbound mail): a new address is stored
         ``pending``; one not ``active`` takes the layout and areas asked for (kept through its
         confirmation); an ``active`` one is left as it is; a removed one is not stored."""
-        ...
 
     def record_mail_event(self, subscriber_id: str, kind: str, now: datetime, *,
                           transient_limit: int,
@@ -120,12 +113,10 @@ class Directory(Protocol):
         """Apply what the mail system said about an address (see
         :data:`~subscribers.store.rules.MAIL_EVENTS`). A transient bounce or delivery that happened
         (``occurred_at``) before the latest one applied changes nothing."""
-        ...
 
     def remove(self, email: str, now: datetime) -> bool:
         """Erase the subscriber and its ledger rows, keeping only a hashed suppression entry;
         False (and nothing suppressed) for an address not stored."""
-        ...
 
     def is_suppressed(self, email: str) -> bool: ...
 
@@ -144,7 +135,6 @@ class Imports(Protocol):
         one (an address twice is created, then present), in far fewer requests. Every address is
         checked before anything is written. An interruption leaves each entry either done as
         :meth:`Directory.add` would have done it or not done at all."""
-        ...
 
 
 class Interests(Protocol):
@@ -154,16 +144,13 @@ class Interests(Protocol):
     def variant_choices(self) -> list[tuple[str, tuple[str, ...]]]:
         """The distinct (layout, areas) of ``active`` subscribers who follow any area, sorted:
         the variants a send renders besides the plain layouts, in one query or scan."""
-        ...
 
     def known_areas(self) -> tuple[str, ...]:
         """Every area noted so far, sorted: what a reader may pick from."""
-        ...
 
     def note_areas(self, names: Iterable[str]) -> None:
         """Add ``names`` (cleaned as a reader's choice is) to the catalog; never removes one, so
         an area a reader follows stays pickable even in a week without it."""
-        ...
 
 
 class Ledger(Protocol):
@@ -175,13 +162,11 @@ class Ledger(Protocol):
         an ``unconfirmed`` row or a temporary failure is taken over (one more attempt), with
         ``retry_temporary`` only a temporary failure; ``sent``, ``sending`` and permanent
         failures never are."""
-        ...
 
     def mark_sent(self, issue_id: str, subscriber_id: str, message_id: str,
                   now: datetime) -> None:
         """The outcomes are recorded whatever the row said, even with no claim (the
         transport's answer is the truth), except that a ``sent`` row is never downgraded."""
-        ...
 
     def mark_failed(self, issue_id: str, subscriber_id: str, reason: str, permanent: bool,
                     now: datetime) -> None: ...
@@ -194,20 +179,17 @@ class Ledger(Protocol):
     def mark_handed_over(self, issue_id: str, subscriber_id: str, handed: bool = True) -> None:
         """Note that a ``sending`` claim's message is (``handed``) or is no longer (a
         temporary failure: not taken) in the transport's hands."""
-        ...
 
     def expire_in_flight(self, issue_id: str, now: datetime, *,
                          shard: Shard | None = None) -> int:
         """Resolve the ``sending`` rows an earlier run left (of ``shard`` only): release those
         never handed over, turn the others ``unconfirmed``; how many became unconfirmed. Called at
         the start of a run, holding its lease."""
-        ...
 
     def ledger(self, issue_id: str, status: str | None = None) -> dict[str, LedgerEntry]: ...
 
     def ledger_entry(self, issue_id: str, subscriber_id: str) -> LedgerEntry | None:
         """For reports only: whether to send is :meth:`claim`'s to decide, never a read's."""
-        ...
 
     def ledger_counts(self, issue_id: str) -> dict[str, int]: ...
 
@@ -220,20 +202,17 @@ class SentIssues(Protocol):
     def sent_issue(self, issue_id: str) -> SentIssue | None:
         """What the issue went out as, or None while no send of it has begun. A send that began
         freezes the week even if its list was empty (``run`` had published the issue)."""
-        ...
 
     def record_sent(self, issue_id: str, content_hash: str, now: datetime) -> SentIssue:
         """Note that the issue goes out as ``content_hash``, before its first message is handed
         over, unless a version is noted already. The record as it now stands: a caller whose hash
         is not in it was beaten to the week by another issue."""
-        ...
 
     def record_correction(self, issue_id: str, content_hash: str, *, replacing: str,
                           corrected_on: str, reason: str) -> SentIssue | None:
         """Replace ``replacing`` by the correction ``content_hash``, in one write conditional on
         the record still holding ``replacing`` (two corrections never both win). The record as it
         now stands; None when nothing of the issue was sent."""
-        ...
 
 
 class Feedback(Protocol):
@@ -242,16 +221,13 @@ class Feedback(Protocol):
     def record_feedback(self, message_id: str, kind: str, now: datetime) -> str | None:
         """Note a bounce or complaint (``FEEDBACK``) on the row of the message SES called
         ``message_id`` (a complaint outranks a bounce); the issue's id, or None if no row has it."""
-        ...
 
     def note_feedback(self, issue_id: str, subscriber_id: str, kind: str) -> bool:
         """The same on the row of (issue, subscriber), for a message known by those (a relay's
         refusal, a bounce notification); True if a row was there."""
-        ...
 
     def feedback_counts(self, issue_id: str) -> dict[str, int]:
         """Ledger rows of the issue with each kind of feedback (every kind present)."""
-        ...
 
 
 class Leases(Protocol):
@@ -260,15 +236,12 @@ class Leases(Protocol):
     def acquire_lease(self, name: str, owner: str, now: datetime, ttl: timedelta) -> Lease:
         """Take or extend the lease ``name`` for ``owner`` unless someone else holds it
         unexpired; the lease as it now stands (compare its ``owner`` to know who won)."""
-        ...
 
     def renew_lease(self, name: str, owner: str, now: datetime, ttl: timedelta) -> bool:
         """Extend a lease ``owner`` holds; False if it was lost (expired and taken over)."""
-        ...
 
     def release_lease(self, name: str, owner: str) -> None:
         """Give the lease up, if ``owner`` still holds it."""
-        ...
 
 
 class OnceKeys(Protocol):
@@ -281,11 +254,9 @@ class OnceKeys(Protocol):
 
     def first_time(self, key: str, now: datetime) -> bool:
         """Record ``key`` as handled; True only for the first caller ever (per key)."""
-        ...
 
     def forget(self, key: str) -> None:
         """Undo :meth:`first_time` for a key whose handling failed, so a retry is taken."""
-        ...
 
     def purge_seen(self, before: datetime) -> int: ...
 
@@ -296,11 +267,9 @@ class Quotas(Protocol):
     def take_quota(self, key: str, now: datetime, *, limit: int,
                    window: timedelta) -> bool:
         """Count one use of ``key``; False once ``limit`` uses fall in the current window."""
-        ...
 
     def return_quota(self, key: str) -> None:
         """Give back one use of ``key`` whose action then failed (a mail not sent)."""
-        ...
 
 
 class DeliveryStore(Directory, Interests, Ledger, SentIssues, Feedback, Protocol):
