@@ -42,6 +42,7 @@ __all__ = [
     "after_outcome",
     "after_release",
     "catalog_names",
+    "check_known",
     "check_new_status",
     "decode_areas",
     "decode_time",
@@ -88,6 +89,7 @@ def after_mail_event(state: MailState, kind: str, *, transient_limit: int,
                      occurred_at: str | None = None) -> MailState:
     """What one event of :data:`MAIL_EVENTS` makes of ``state`` (``occurred_at``: when it
     happened, as stored text; None: unknown, applied as it comes)."""
+    check_known("mail event", MAIL_EVENTS, kind)
     status, count, at = state.status, state.transient_bounces, state.mail_event_at
     in_order = occurred_at is None or at is None or at <= occurred_at
     if kind == "bounce-permanent":
@@ -100,11 +102,10 @@ def after_mail_event(state: MailState, kind: str, *, transient_limit: int,
         count += 1
         return MailState("bounced" if count >= transient_limit and status in BOUNCEABLE
                          else status, count, occurred_at or at)
-    if kind == "delivery":
-        if not in_order or (count == 0 and occurred_at is None):
-            return state
-        return MailState(status, 0, occurred_at or at)
-    raise ValueError(f"unknown mail event {kind!r}; known: {', '.join(MAIL_EVENTS)}")
+    # A delivery.
+    if not in_order or (count == 0 and occurred_at is None):
+        return state
+    return MailState(status, 0, occurred_at or at)
 
 
 @dataclass(frozen=True)
@@ -203,11 +204,17 @@ def catalog_names(names: Iterable[str]) -> set[str]:
     return {cleaned for name in names if (cleaned := clean_area(name)) is not None}
 
 
+def check_known(what: str, known: Sequence[str], *values: str | None) -> None:
+    """A value (None aside) outside its documented set is the caller's bug: ValueError."""
+    for value in values:
+        if value is not None and value not in known:
+            raise ValueError(f"unknown {what} {value!r}; known: {', '.join(known)}")
+
+
 def check_new_status(layout: str, status: str) -> None:
     """A caller's bug (ValueError): an unknown layout, or a new subscriber neither ``pending``
     nor ``active``."""
-    if layout not in LAYOUTS:
-        raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
+    check_known("layout", LAYOUTS, layout)
     if status not in ("pending", "active"):
         raise ValueError("a new subscriber is 'pending' or 'active'")
 

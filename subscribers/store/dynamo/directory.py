@@ -32,7 +32,6 @@ from subscribers.store.dynamo.core import RACE_TRIES, DynamoCore, Refused
 from subscribers.store.dynamo.items import (
     CATALOG_KEY,
     EMAIL_INDEX_PREFIX,
-    SUBSCRIBER_FIELDS,
     SUBSCRIBER_PREFIX,
     SUPPRESSION_PREFIX,
     expression,
@@ -41,13 +40,13 @@ from subscribers.store.dynamo.items import (
     pk_of,
     plain_item,
     read_subscriber,
-    stored_time,
 )
 from subscribers.store.dynamo.tables import STATUS_INDEX
 from subscribers.store.rules import (
     BOUNCEABLE,
     MAIL_EVENTS,
     catalog_names,
+    check_known,
     check_new_status,
     decode_areas,
     encode_areas,
@@ -122,8 +121,7 @@ class DynamoDirectory(DynamoCore):
         """A paginated Query of ``by_status``; with no status, the five statuses' queries merged
         by id. A subscriber whose status changes meanwhile may appear under either status, never
         twice (equal ids are adjacent in the merge)."""
-        if status is not None and status not in STATUSES:
-            raise ValueError(f"unknown status {status!r}; known: {', '.join(STATUSES)}")
+        check_known("status", STATUSES, status)
         if batch < 1:
             raise ValueError("batch must be at least 1")
         if status is not None:
@@ -166,8 +164,7 @@ class DynamoDirectory(DynamoCore):
                    only_from: str | None = None) -> Subscriber:
         """One update conditional on the status being different (and ``only_from``); a refusal
         is nothing to change, or no such subscriber."""
-        if status not in STATUSES or (only_from is not None and only_from not in STATUSES):
-            raise ValueError(f"unknown status {status!r}; known: {', '.join(STATUSES)}")
+        check_known("status", STATUSES, status, only_from)
         stamp = encode_time(now)
         sets = ["#status = :status", "#updated_at = :now"]
         removes: list[str] = []
@@ -195,8 +192,7 @@ class DynamoDirectory(DynamoCore):
 
     def set_layout(self, subscriber_id: str, layout: str, now: datetime, *,
                    areas: Iterable[str] | None = None) -> Subscriber:
-        if layout not in LAYOUTS:
-            raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
+        check_known("layout", LAYOUTS, layout)
         update = "SET #layout = :layout, #updated_at = :now"
         stored = None if areas is None else encode_areas(areas)
         if stored:
@@ -215,8 +211,7 @@ class DynamoDirectory(DynamoCore):
                              now: datetime, areas: Iterable[str] = ()) -> AddResult:
         """The layout and areas are changed by one update conditional on the subscriber not
         being ``active``."""
-        if layout not in LAYOUTS:
-            raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
+        check_known("layout", LAYOUTS, layout)
         normal = normalise_email(email)
         stamp = encode_time(now)
         stored = encode_areas(areas)
@@ -255,8 +250,7 @@ class DynamoDirectory(DynamoCore):
                           occurred_at: datetime | None = None) -> Subscriber:
         """rules.after_mail_event as conditional updates: a transient bounce tries the update
         that makes the address ``bounced`` at the limit, then the one that only counts it."""
-        if kind not in MAIL_EVENTS:
-            raise ValueError(f"unknown mail event {kind!r}; known: {', '.join(MAIL_EVENTS)}")
+        check_known("mail event", MAIL_EVENTS, kind)
         if transient_limit < 1:
             raise ValueError("transient_limit must be at least 1")
         key = pk_of(SUBSCRIBER_PREFIX + subscriber_id)
@@ -407,12 +401,9 @@ class DynamoDirectory(DynamoCore):
             return True
         stamp = encode_time(now)
         if planned.outcome is AddOutcome.CREATED:
-            # A new subscriber has had no mail event yet: no mail_event_at attribute.
-            record = {field: getattr(sub, field) for field in SUBSCRIBER_FIELDS
-                      if field not in ("email_key", "mail_event_at")}
-            record.update(email_key=email_key(sub.email), consent_at=stored_time(sub.consent_at),
-                          created_at=stamp, confirmed_at=stored_time(sub.confirmed_at),
-                          updated_at=stamp, areas=encode_areas(sub.areas) or None)
+            record = new_record(sub.email, sub.status, sub.layout, source, stamp,
+                                stamp if sub.consent_at else None, encode_areas(sub.areas),
+                                sub.id)
             outcome, existing_id = self._insert(record)
             return outcome == "created" or existing_id == sub.id
         try:

@@ -20,7 +20,7 @@ from subscribers.model import (
     email_key,
     new_subscriber_id,
 )
-from subscribers.store.rules import decode_areas, decode_time, decode_time_or_none, encode_time
+from subscribers.store.rules import decode_areas, decode_time, decode_time_or_none
 
 #: Key prefixes of the subscribers table.
 SUBSCRIBER_PREFIX = "sub#"
@@ -57,18 +57,16 @@ SENT_FIELDS = ("issue_id", "content_hash", "first_hash", "first_sent_at", "corre
 
 
 def new_record(normal: str, status: str, layout: str, source: str, stamp: str,
-                consent_at: str | None, areas: str) -> dict[str, Any]:
-    """A new ``sub#`` item's attributes; ``areas`` is :func:`encode_areas`'s text, left out
-    (None) when empty, as :func:`serialise` leaves out every None."""
-    return {"id": new_subscriber_id(), "email": normal, "email_key": email_key(normal),
-            "status": status, "layout": layout, "consent_at": consent_at,
-            "consent_source": source, "created_at": stamp, "confirmed_at": consent_at,
-            "updated_at": stamp, "consent_ip": None, "transient_bounces": 0,
-            "areas": areas or None}
-
-
-def stored_time(when: datetime | None) -> str | None:
-    return encode_time(when) if when is not None else None
+               consent_at: str | None, areas: str, subscriber_id: str | None = None,
+               ) -> dict[str, Any]:
+    """A new ``sub#`` item's attributes (a fresh id unless given); ``areas`` is
+    :func:`encode_areas`'s text, left out (None) when empty, as :func:`serialise` leaves out
+    every None."""
+    return {"id": subscriber_id or new_subscriber_id(), "email": normal,
+            "email_key": email_key(normal), "status": status, "layout": layout,
+            "consent_at": consent_at, "consent_source": source, "created_at": stamp,
+            "confirmed_at": consent_at, "updated_at": stamp, "consent_ip": None,
+            "transient_bounces": 0, "areas": areas or None}
 
 
 def pk_of(value: str) -> dict[str, Any]:

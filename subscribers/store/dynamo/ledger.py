@@ -21,7 +21,7 @@ from subscribers.store.dynamo.items import (
     read_sent,
 )
 from subscribers.store.dynamo.tables import MESSAGE_INDEX
-from subscribers.store.rules import IN_FLIGHT_REASON, encode_time
+from subscribers.store.rules import IN_FLIGHT_REASON, check_known, encode_time
 
 if TYPE_CHECKING:
     from subscribers.shards import Shard
@@ -138,8 +138,7 @@ class DynamoLedger(DynamoCore):
         return changed
 
     def ledger(self, issue_id: str, status: str | None = None) -> dict[str, LedgerEntry]:
-        if status is not None and status not in LEDGER_STATUSES:
-            raise ValueError(f"unknown ledger status {status!r}")
+        check_known("ledger status", LEDGER_STATUSES, status)
         rows = self._issue_rows(issue_id, None,
                                 "#status = :status" if status else None, status=status)
         return {item["subscriber_id"]: read_entry(item) for item in rows}
@@ -157,8 +156,7 @@ class DynamoLedger(DynamoCore):
     def record_feedback(self, message_id: str, kind: str, now: datetime) -> str | None:
         """Found through the ``by_message_id`` index (eventually consistent: SES's feedback
         comes seconds after the send at the earliest)."""
-        if kind not in FEEDBACK:
-            raise ValueError(f"unknown feedback {kind!r}; known: {', '.join(FEEDBACK)}")
+        check_known("feedback", FEEDBACK, kind)
         condition = "#message_id = :message_id"
         found = None
         for page in self._pages(self.ledger_table, "query", TableName=self.ledger_table,
@@ -173,8 +171,7 @@ class DynamoLedger(DynamoCore):
         return str(found["issue_id"])
 
     def note_feedback(self, issue_id: str, subscriber_id: str, kind: str) -> bool:
-        if kind not in FEEDBACK:
-            raise ValueError(f"unknown feedback {kind!r}; known: {', '.join(FEEDBACK)}")
+        check_known("feedback", FEEDBACK, kind)
         guard = "attribute_exists(#subscriber_id)" + (
             "" if kind == "complaint" else " AND attribute_not_exists(#feedback)")
         try:

@@ -29,6 +29,7 @@ from subscribers.store.rules import (
     BOUNCEABLE,
     MAIL_EVENTS,
     catalog_names,
+    check_known,
     check_new_status,
     decode_areas,
     encode_areas,
@@ -95,8 +96,7 @@ class SqliteDirectory(SqliteCore):
                          batch: int = 1000) -> Iterator[Subscriber]:
         """Keyset pagination (``id > last``), not one long cursor: the lock is never held
         while the caller works on a row."""
-        if status is not None and status not in STATUSES:
-            raise ValueError(f"unknown status {status!r}; known: {', '.join(STATUSES)}")
+        check_known("status", STATUSES, status)
         if batch < 1:
             raise ValueError("batch must be at least 1")
         last = ""
@@ -125,8 +125,7 @@ class SqliteDirectory(SqliteCore):
     def set_status(self, subscriber_id: str, status: str, now: datetime, *,
                    source: str | None = None, client: str | None = None,
                    only_from: str | None = None) -> Subscriber:
-        if status not in STATUSES or (only_from is not None and only_from not in STATUSES):
-            raise ValueError(f"unknown status {status!r}; known: {', '.join(STATUSES)}")
+        check_known("status", STATUSES, status, only_from)
         with self._transaction() as conn:
             # Becoming active from another status is a new consent: its time, source and
             # client recorded, the transient bounces counted from 0 again.
@@ -158,8 +157,7 @@ class SqliteDirectory(SqliteCore):
 
     def set_layout(self, subscriber_id: str, layout: str, now: datetime, *,
                    areas: Iterable[str] | None = None) -> Subscriber:
-        if layout not in LAYOUTS:
-            raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
+        check_known("layout", LAYOUTS, layout)
         stored = None if areas is None else encode_areas(areas)
         with self._transaction() as conn:
             conn.execute("UPDATE subscribers SET layout = ?, areas = coalesce(?, areas), "
@@ -174,8 +172,7 @@ class SqliteDirectory(SqliteCore):
                              now: datetime, areas: Iterable[str] = ()) -> AddResult:
         """A subscriber not ``active`` takes the layout and areas asked for; an active one
         is never changed here (the request carries no proof that it comes from them)."""
-        if layout not in LAYOUTS:
-            raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
+        check_known("layout", LAYOUTS, layout)
         normal = normalise_email(email)
         stamp = encode_time(now)
         with self._transaction() as conn:
@@ -196,8 +193,7 @@ class SqliteDirectory(SqliteCore):
                           transient_limit: int,
                           occurred_at: datetime | None = None) -> Subscriber:
         """rules.after_mail_event in SQL, one statement per kind."""
-        if kind not in MAIL_EVENTS:
-            raise ValueError(f"unknown mail event {kind!r}; known: {', '.join(MAIL_EVENTS)}")
+        check_known("mail event", MAIL_EVENTS, kind)
         if transient_limit < 1:
             raise ValueError("transient_limit must be at least 1")
         # rules.BOUNCEABLE comes in as one JSON parameter.

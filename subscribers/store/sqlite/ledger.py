@@ -12,7 +12,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from subscribers.model import FEEDBACK, LEDGER_STATUSES, LedgerEntry, SentIssue
-from subscribers.store.rules import IN_FLIGHT_REASON, decode_time, encode_time
+from subscribers.store.rules import IN_FLIGHT_REASON, check_known, decode_time, encode_time
 from subscribers.store.sqlite.core import SqliteCore
 
 if TYPE_CHECKING:
@@ -127,8 +127,7 @@ class SqliteLedger(SqliteCore):
             return len(handed_over)
 
     def ledger(self, issue_id: str, status: str | None = None) -> dict[str, LedgerEntry]:
-        if status is not None and status not in LEDGER_STATUSES:
-            raise ValueError(f"unknown ledger status {status!r}")
+        check_known("ledger status", LEDGER_STATUSES, status)
         with self._using() as conn:
             rows = conn.execute("SELECT * FROM ledger WHERE issue_id = :issue AND "
                                 "(:status IS NULL OR status = :status) ORDER BY subscriber_id",
@@ -148,8 +147,7 @@ class SqliteLedger(SqliteCore):
         return dict.fromkeys(LEDGER_STATUSES, 0) | {status: n for status, n in rows}
 
     def record_feedback(self, message_id: str, kind: str, now: datetime) -> str | None:
-        if kind not in FEEDBACK:
-            raise ValueError(f"unknown feedback {kind!r}; known: {', '.join(FEEDBACK)}")
+        check_known("feedback", FEEDBACK, kind)
         with self._transaction() as conn:
             row = conn.execute("SELECT issue_id, subscriber_id FROM ledger "
                                "WHERE message_id = ? LIMIT 1", (message_id,)).fetchone()
@@ -159,8 +157,7 @@ class SqliteLedger(SqliteCore):
         return str(row[0])
 
     def note_feedback(self, issue_id: str, subscriber_id: str, kind: str) -> bool:
-        if kind not in FEEDBACK:
-            raise ValueError(f"unknown feedback {kind!r}; known: {', '.join(FEEDBACK)}")
+        check_known("feedback", FEEDBACK, kind)
         with self._using() as conn:
             if conn.execute(_SET_FEEDBACK, (kind, issue_id, subscriber_id, kind)).rowcount:
                 return True
