@@ -1,11 +1,6 @@
 """Area names as a reader's choice: the one way a name from a form, a CSV column or the
-archive becomes what the store keeps.
-
-It lives here, not in ``pipeline.core.issue.interests`` (which re-exports it), because the
-subscriber store must apply it and ``subscribers`` may not import ``pipeline.core``
-(the import-linter contract ``subscribers-alone``); ``pipeline.core`` may import this
-module (``core-pure`` forbids only the store and the subscription actions), so there is
-one definition and both sides use it. Pure: no I/O.
+archive becomes what the store keeps. It lives here because the store must apply it and
+``subscribers`` may not import ``pipeline.core``, which re-exports it. Pure: no I/O.
 """
 
 from __future__ import annotations
@@ -24,9 +19,8 @@ _SPACE = re.compile(r"\s+")
 
 
 def clean_area(name: str) -> str | None:
-    """One name folded as the feed's areas are (NFKC, lower case, runs of white space to
-    ``-``), or None when nothing usable is left: empty, longer than
-    :data:`MAX_AREA_LENGTH`, or holding a control or other unprintable character (which
+    """One name folded as the feed's areas are (NFKC, lower case, white space to ``-``), or None
+    when nothing usable is left: empty, too long, or holding an unprintable character (which
     also keeps a stored list's separators out of a name)."""
     folded = _SPACE.sub("-", unicodedata.normalize("NFKC", name).strip().lower())
     if folded and len(folded) <= MAX_AREA_LENGTH and folded.isprintable():
@@ -35,8 +29,8 @@ def clean_area(name: str) -> str | None:
 
 
 def clean_areas(names: Iterable[str]) -> tuple[str, ...]:
-    """A reader's chosen areas as stored: each name through :func:`clean_area` (unusable
-    ones dropped), no duplicates, sorted, at most :data:`MAX_AREAS`."""
+    """A reader's areas as stored: each cleaned (unusable ones dropped), no duplicates, sorted,
+    at most :data:`MAX_AREAS`."""
     if not names:  # most readers choose none: an import of 100,000 asks 150,000 times
         return ()
     kept = {cleaned for name in names if (cleaned := clean_area(name)) is not None}

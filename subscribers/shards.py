@@ -1,9 +1,7 @@
 """Shards: a stable partition of the list, so N senders together reach everyone once.
 
-``send --shard 2/3`` takes the subscribers whose id hashes to the second of three parts.
 The hash is of the id (random, fixed for life), so a subscriber stays in one shard from run
-to run and whatever the list's order; sha256 rather than Python's ``hash()``, which is
-salted per process and would give each worker a different partition.
+to run; sha256, because Python's ``hash()`` is salted per process.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """``store migrate``'s engine: a SQLite store, read in one snapshot, copied record by record
-into the DynamoDB tables. It knows both backends' insides (the SQLite schema, DynamoDB's copy
-methods), so it lives beside them; the command line only parses and reports
-(pipeline/cli/store.py)."""
+into DynamoDB, and back into a new SQLite file. It knows both backends' insides, so it lives
+beside them; the command line only parses and reports (pipeline/cli/store.py).
+"""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from subscribers.store.dynamo import Copied, DynamoStore, refusal
 from subscribers.store.dynamo import create_tables as make_tables
 from subscribers.store.dynamo.items import LEDGER_FIELDS, SENT_FIELDS, SUBSCRIBER_FIELDS
 from subscribers.store.sqlite import FILE_NAME, MIGRATIONS, SqliteStore
+from subscribers.store.sqlite.core import describe
 
 __all__ = ["FILE_NAME", "migrate", "read_only", "refused", "summary", "summary_to_sqlite",
            "to_sqlite"]
@@ -65,8 +66,8 @@ def migrate(conn: sqlite3.Connection, target: DynamoStore, *, source: Path,
     tally = _tally()
 
     def each(kind: str, label: str, row: dict[str, Any], write: Callable[[], Copied]) -> None:
-        """One record, counted as ``write`` says; one DynamoDB refuses (:func:`refusal`) is
-        named by ``label`` (an id, never an address) with why, and the copy goes on."""
+        """One record, counted as ``write`` says; one DynamoDB refuses is named by ``label`` (an
+        id, never an address) with why, and the copy goes on."""
         if assume_empty:
             tally[kind][Copied.COPIED.value] += 1
             return
@@ -111,8 +112,7 @@ def _copy_subscriber(target: DynamoStore, row: dict[str, Any], source: Path,
 
 
 def _weight(values: Iterable[Any]) -> str:
-    """About what a record weighs (its values as text, in KB): what DynamoDB's 400 KB
-    item limit is measured against, give or take the attribute names."""
+    """About what a record weighs: what DynamoDB's 400 KB item limit is measured against."""
     return f"{sum(len(str(v).encode('utf-8')) for v in values if v is not None) / 1000:.1f} KB"
 
 
@@ -123,8 +123,7 @@ def refused(tally: dict[str, Counter[str]]) -> int:
 
 def _copy_catalog(conn: sqlite3.Connection, target: DynamoStore, source: Path,
                   count: Counter[str], *, assume_empty: bool, dry_run: bool) -> None:
-    """The area catalog, added to DynamoDB's (one item: one read, one update; adding never
-    conflicts, a name already there is counted as present)."""
+    """The area catalog, added to DynamoDB's one item (adding never conflicts)."""
     names = [row["name"] for row in _rows(conn, source, _select("area"))]
     known = set() if assume_empty or not names else set(target.known_areas())
     new = sum(1 for name in names if name not in known)
@@ -146,12 +145,9 @@ def _copy_catalog(conn: sqlite3.Connection, target: DynamoStore, source: Path,
 
 def to_sqlite(source: DynamoStore, path: Path, *, dry_run: bool = False
               ) -> dict[str, Counter[str]]:
-    """Copy everything the DynamoDB tables hold into a new SQLite store at ``path``; per
-    kind of record, how many were copied.
-
-    The file must not exist (nothing is merged into a store in use). It is written whole
-    beside ``path`` under a temporary name and renamed into place only once every record is
-    in: a failure half-way (DynamoDB unreachable, a full disk) leaves no file at all."""
+    """Copy everything the DynamoDB tables hold into a new SQLite store at ``path``, written
+    whole under a temporary name and renamed into place: a failure half-way leaves no file,
+    and nothing is merged into a store that may be in use."""
     if path.exists():
         raise UsageError(f"{path}: already exists; --to-sqlite names a new file (nothing is "
                          "merged into a store that may be in use)")
@@ -180,7 +176,7 @@ def to_sqlite(source: DynamoStore, path: Path, *, dry_run: bool = False
         partial.replace(path)
     except sqlite3.Error as exc:
         partial.unlink(missing_ok=True)
-        raise StoreError(path, _describe(exc)) from exc
+        raise StoreError(path, describe(exc)) from exc
     except BaseException:
         partial.unlink(missing_ok=True)
         raise
@@ -221,8 +217,8 @@ def summary(tally: dict[str, Counter[str]], source: Path, target: DynamoStore, *
 
 @contextmanager
 def read_only(path: Path) -> Iterator[sqlite3.Connection]:
-    """A read-only connection to the store at ``path`` inside one read transaction (a
-    consistent snapshot of every table), after checking it has the current schema."""
+    """A read-only connection inside one read transaction (a consistent snapshot), after
+    checking the file has the current schema."""
     if not path.is_file():
         raise UsageError(f"{path}: no such file (nothing to migrate; --from-sqlite PATH names "
                          "another store)")
@@ -230,7 +226,7 @@ def read_only(path: Path) -> Iterator[sqlite3.Connection]:
         conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
                                isolation_level=None, timeout=10.0)
     except sqlite3.Error as exc:
-        raise StoreError(path, _describe(exc)) from exc
+        raise StoreError(path, describe(exc)) from exc
     try:
         conn.row_factory = sqlite3.Row
         conn.execute("BEGIN")
@@ -244,7 +240,7 @@ def read_only(path: Path) -> Iterator[sqlite3.Connection]:
                                  "`newsletter subscribers list`), then migrate"))
         yield conn
     except sqlite3.Error as exc:
-        raise StoreError(path, _describe(exc)) from exc
+        raise StoreError(path, describe(exc)) from exc
     finally:
         conn.close()
 
@@ -259,18 +255,9 @@ def _version(conn: sqlite3.Connection, path: Path) -> int:
 
 
 def _rows(conn: sqlite3.Connection, path: Path, query: str) -> Iterator[dict[str, Any]]:
-    """The rows of ``query`` one at a time (a cursor, not a list: memory stays flat)."""
+    """The rows of ``query`` one at a time: memory stays flat."""
     try:
         for row in conn.execute(query):
             yield dict(row)
     except sqlite3.Error as exc:
-        raise StoreError(path, _describe(exc)) from exc
-
-
-def _describe(exc: sqlite3.Error) -> str:
-    text = " ".join(str(exc).split())
-    if "file is not a database" in text:
-        return "not a SQLite database (is the path right?)"
-    if "database is locked" in text:
-        return "locked by another process; try again when it has finished"
-    return text
+        raise StoreError(path, describe(exc)) from exc

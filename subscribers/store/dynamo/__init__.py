@@ -30,27 +30,10 @@ from subscribers.store.dynamo.directory import DynamoDirectory
 from subscribers.store.dynamo.items import SEEN_RETENTION
 from subscribers.store.dynamo.ledger import DynamoLedger
 from subscribers.store.dynamo.migration import Copied, DynamoMigration, refusal
-from subscribers.store.dynamo.tables import (
-    MESSAGE_INDEX,
-    STATUS_INDEX,
-    TTL_ATTRIBUTE,
-    create_tables,
-    dynamo_reason,
-    table_definitions,
-)
+from subscribers.store.dynamo.tables import create_tables, table_definitions
 
-__all__ = [
-    "MESSAGE_INDEX",
-    "SEEN_RETENTION",
-    "STATUS_INDEX",
-    "TTL_ATTRIBUTE",
-    "Copied",
-    "DynamoStore",
-    "create_tables",
-    "dynamo_reason",
-    "refusal",
-    "table_definitions",
-]
+__all__ = ["SEEN_RETENTION", "Copied", "DynamoStore", "create_tables", "refusal",
+           "table_definitions"]
 
 
 class DynamoStore(DynamoMigration, DynamoDirectory, DynamoLedger, DynamoCoordination):

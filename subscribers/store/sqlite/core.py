@@ -47,7 +47,7 @@ class SqliteCore(Resource):
             conn = sqlite3.connect(path, timeout=timeout, isolation_level=None,
                                    check_same_thread=False)
         except sqlite3.Error as exc:
-            raise StoreError(path, _describe(exc, timeout)) from exc
+            raise StoreError(path, describe(exc, timeout)) from exc
         try:
             conn.row_factory = sqlite3.Row
             conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
@@ -61,7 +61,7 @@ class SqliteCore(Resource):
             conn.close()
             if not _is_storage_error(exc):
                 raise
-            raise StoreError(path, _describe(exc, timeout)) from exc
+            raise StoreError(path, describe(exc, timeout)) from exc
         except BaseException:
             conn.close()
             raise
@@ -83,7 +83,7 @@ class SqliteCore(Resource):
             except sqlite3.DatabaseError as exc:
                 if not _is_storage_error(exc):
                     raise
-                raise StoreError(self.path, _describe(exc)) from exc
+                raise StoreError(self.path, describe(exc)) from exc
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -156,7 +156,8 @@ def _is_storage_error(exc: sqlite3.DatabaseError) -> bool:
     return type(exc) in (sqlite3.DatabaseError, sqlite3.OperationalError)
 
 
-def _describe(exc: sqlite3.Error, timeout: float | None = None) -> str:
+def describe(exc: sqlite3.Error, timeout: float | None = None) -> str:
+    """A SQLite failure in words that say what to do."""
     text = str(exc)
     if "file is not a database" in text:
         return "not a SQLite database (is the path right?)"
