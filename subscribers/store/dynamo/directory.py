@@ -79,20 +79,11 @@ class DynamoDirectory(DynamoCore):
         check_new_status(layout, status)
         normal = normalise_email(email)
         stamp = encode_time(now)
-        consent_at = stamp if status == "active" else None
-        stored = encode_areas(areas)
         for _ in range(RACE_TRIES):
-            record = new_record(normal, status, layout, source, stamp, consent_at, stored)
-            outcome, existing_id = self._insert(record)
-            if outcome == "created" or existing_id == record["id"]:
-                # (the address under the id just drawn: our own write, answered twice
-                # because botocore retried a transaction that had succeeded)
-                return AddResult(AddOutcome.CREATED, read_subscriber(record))
-            if outcome == "suppressed":
-                return AddResult(AddOutcome.SUPPRESSED, None)
-            if outcome == "id-taken":
-                continue  # 96 random bits collided: draw another id
-            item = self._get_subscriber_item(existing_id) if existing_id else None
+            found = self._create(normal, status, layout, source, stamp, encode_areas(areas))
+            if isinstance(found, AddResult):
+                return found
+            item = self._get_subscriber_item(found) if found else None
             if item is None:
                 continue  # removed between the two requests: look again
             existing = read_subscriber(item)
@@ -106,6 +97,21 @@ class DynamoDirectory(DynamoCore):
                 return AddResult(AddOutcome.ACTIVATED, read_subscriber(changed))
             return AddResult(AddOutcome.EXISTING, existing)
         raise self._race_error(self.subscribers_table, "add")
+
+    def _create(self, normal: str, status: str, layout: str, source: str, stamp: str,
+                areas: str) -> AddResult | str | None:
+        """A new subscriber (``CREATED``) or a removed address (``SUPPRESSED``); else the id
+        of the subscriber holding the address, or None: look again."""
+        record = new_record(normal, status, layout, source, stamp,
+                            stamp if status == "active" else None, areas)
+        outcome, existing_id = self._insert(record)
+        if outcome == "created" or existing_id == record["id"]:
+            # (the address under the id just drawn: our own write, answered twice because
+            # botocore retried a transaction that had succeeded)
+            return AddResult(AddOutcome.CREATED, read_subscriber(record))
+        if outcome == "suppressed":
+            return AddResult(AddOutcome.SUPPRESSED, None)
+        return existing_id  # None when 96 random bits collided: draw another id
 
     def get(self, subscriber_id: str) -> Subscriber | None:
         item = self._get_subscriber_item(subscriber_id)
@@ -222,17 +228,14 @@ class DynamoDirectory(DynamoCore):
             update = "SET #layout = :layout, #updated_at = :now REMOVE #areas"
             differs = "(#layout <> :layout OR attribute_exists(#areas))"
         for _ in range(RACE_TRIES):
-            record = new_record(normal, "pending", layout, source, stamp, None, stored)
-            outcome, existing_id = self._insert(record)
-            if outcome == "created" or existing_id == record["id"]:
-                return AddResult(AddOutcome.CREATED, read_subscriber(record))  # (as in add)
-            if outcome == "suppressed":
-                return AddResult(AddOutcome.SUPPRESSED, None)
-            if outcome == "id-taken" or existing_id is None:
+            found = self._create(normal, "pending", layout, source, stamp, stored)
+            if isinstance(found, AddResult):
+                return found
+            if found is None:
                 continue
             condition = f"attribute_exists(#pk) AND #status <> :active AND {differs}"
             try:
-                item = self._update(self.subscribers_table, pk_of(SUBSCRIBER_PREFIX + existing_id),
+                item = self._update(self.subscribers_table, pk_of(SUBSCRIBER_PREFIX + found),
                                     update, condition, active="active", layout=layout,
                                     now=stamp, areas=stored)
             except Refused as refused:

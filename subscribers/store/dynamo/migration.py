@@ -111,26 +111,21 @@ class DynamoMigration(DynamoDirectory):
 
     def copy_subscriber(self, record: Mapping[str, Any], *,
                         dry_run: bool = False) -> tuple[Copied, str | None]:
-        """Store a subscriber exactly as given (id, address, status, consent record: what
-        another store holds), unless its address or id is already here; with the reason
-        when it is a conflict. ``record`` has the fields of a ``sub#`` item (timestamps as
-        stored text, None for none). The same transaction as :meth:`add`: an address stays
-        unique and a suppressed one is not brought back.
-        """
+        """Store a subscriber exactly as another store holds it (``sub#`` fields, timestamps as
+        stored text), unless its address or id is here; the reason when it is a conflict. The
+        same transaction as :meth:`add`: a suppressed address is not brought back."""
         record = {name: record.get(name) for name in SUBSCRIBER_FIELDS}
         record["areas"] = record["areas"] or None  # SQLite's '' for none: no attribute
-        key = record["email_key"]
-        if dry_run:
-            existing_id = self._id_of(key)
-            if existing_id is None:
-                if self.is_suppressed(record["email"]):
-                    return Copied.CONFLICT, "the address was removed (suppressed) in DynamoDB"
-                if self._get_subscriber_item(record["id"]) is not None:
-                    return Copied.CONFLICT, "its id belongs to another address in DynamoDB"
-                return Copied.COPIED, None
-            outcome = "exists"
-        else:
+        if not dry_run:
             outcome, existing_id = self._insert(record)
+        elif (existing_id := self._id_of(record["email_key"])) is not None:
+            outcome = "exists"
+        elif self.is_suppressed(record["email"]):
+            outcome = "suppressed"
+        elif self._get_subscriber_item(record["id"]) is not None:
+            outcome = "id-taken"
+        else:
+            outcome = "created"
         if outcome == "created":
             return Copied.COPIED, None
         if outcome == "suppressed":
