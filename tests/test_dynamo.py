@@ -298,6 +298,7 @@ def test_a_missing_table_is_one_clear_error(moto_server, dynamo):
     assert lost.missing_tables() == ["nowhere-subscribers", "nowhere-ledger"]
     assert dynamo.open().missing_tables() == []
     lost.close()
+    lost.close()  # idempotent
     assert client.describe_table(TableName=dynamo.subscribers_table)  # the caller's: open
 
 
@@ -351,14 +352,6 @@ def test_a_remove_stopped_before_the_ledger_was_purged_is_finished_next_time(dyn
     [suppression] = dynamo.items()
     assert set(suppression) == {"pk", "created_at"}
     assert b"half@" not in dynamo.dump()
-
-
-def test_a_caller_owned_client_stays_open(moto_server, dynamo):
-    client = moto_server.client("dynamodb")
-    borrowed = DynamoStore(client, dynamo.subscribers_table, dynamo.ledger_table)
-    borrowed.close()
-    borrowed.close()  # idempotent
-    assert client.describe_table(TableName=dynamo.ledger_table)
 
 
 def _throttling(store: DynamoStore, times: float) -> Counter[str]:

@@ -437,13 +437,9 @@ def test_adding_again_never_reactivates(store, final):
     assert store.get(sid) == before
 
 
-def test_set_status_confirms_once_and_set_layout(store):
+def test_set_layout_and_status_refuse_unknown_subscribers_and_values(store):
     sub = store.add("p@example.org", source="web", now=NOW).subscriber
     assert sub is not None
-    confirmed = store.set_status(sub.id, "active", NOW + timedelta(minutes=5), source="web")
-    assert confirmed.confirmed_at == NOW + timedelta(minutes=5) == confirmed.consent_at
-    twice = store.set_status(sub.id, "active", NOW + timedelta(minutes=9), source="web")
-    assert twice == confirmed  # a link scanner clicked first: harmless
     moved = store.set_layout(sub.id, "en-zh", NOW + timedelta(days=1))
     assert moved.layout == "en-zh" and moved.updated_at == NOW + timedelta(days=1)
     with pytest.raises(UnknownSubscriber):
@@ -763,7 +759,7 @@ def test_confirmation_records_consent_and_its_client(store):
     assert confirmed.consent_source == "web" and confirmed.consent_ip == "203.0.113.9"
     again = store.set_status(sid, "active", later + timedelta(days=1), source="mail",
                              client="198.51.100.1")
-    assert again == confirmed  # confirming twice changes nothing
+    assert again == confirmed  # confirming twice changes nothing (link scanners click first)
 
 
 def test_each_backend_confirms_only_a_pending_subscriber_as_the_rule_says(store):
@@ -789,7 +785,9 @@ def test_each_backend_confirms_only_a_pending_subscriber_as_the_rule_says(store)
         store.set_status("0" * 24, "active", NOW, only_from=CONFIRMABLE)
 
 
-def test_mail_events_bounce_complain_and_count_transient_bounces_in_a_row(store):
+def test_mail_events_count_transient_bounces_in_a_row(store):
+    """Three in a row at a limit of 3 (the comparison below runs at 2 from a count of 0 or
+    1); every other status and event is there, held to the rule."""
     sid = active(store, "b@example.org")
     t1 = store.record_mail_event(sid, "bounce-transient", NOW, transient_limit=3)
     assert t1.status == "active" and t1.transient_bounces == 1
@@ -800,17 +798,6 @@ def test_mail_events_bounce_complain_and_count_transient_bounces_in_a_row(store)
                                        transient_limit=3).status == "active"
     assert store.record_mail_event(sid, "bounce-transient", NOW,
                                    transient_limit=3).status == "bounced"
-    hard = active(store, "h@example.org")
-    assert store.record_mail_event(hard, "bounce-permanent", NOW,
-                                   transient_limit=3).status == "bounced"
-    assert store.record_mail_event(hard, "complaint", NOW,
-                                   transient_limit=3).status == "complained"
-    assert store.record_mail_event(hard, "bounce-permanent", NOW,
-                                   transient_limit=3).status == "complained"
-    left = active(store, "left@example.org")
-    store.set_status(left, "unsubscribed", NOW)
-    assert store.record_mail_event(left, "bounce-permanent", NOW,
-                                   transient_limit=3).status == "unsubscribed"
     with pytest.raises(UnknownSubscriber):
         store.record_mail_event("f" * 24, "complaint", NOW, transient_limit=3)
     with pytest.raises(ValueError):
@@ -924,6 +911,8 @@ def test_the_mail_event_rule_itself():
     assert after_mail_event(active_, "bounce-transient", transient_limit=3).status == "bounced"
     assert after_mail_event(active_, "bounce-transient", transient_limit=4) == MailState(
         "active", 3, active_.mail_event_at)
+    assert after_mail_event(MailState("active"), "bounce-permanent",
+                            transient_limit=3).status == "bounced"
     assert after_mail_event(MailState("unsubscribed"), "bounce-permanent",
                             transient_limit=3).status == "unsubscribed"
     assert after_mail_event(MailState("bounced"), "complaint",
