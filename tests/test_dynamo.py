@@ -24,7 +24,7 @@ from botocore.compat import HTTPHeaders
 from pipeline.wiring import open_store
 from subscribers.errors import StoreError
 from subscribers.model import STATUSES, AddOutcome, NewSubscriber
-from subscribers.store.dynamo import SEEN_RETENTION, DynamoStore, create_tables
+from subscribers.store.dynamo import SEEN_RETENTION, DynamoStore
 
 pytest_plugins = ["support.dynamo_support"]
 
@@ -122,14 +122,6 @@ def test_the_tables_have_exactly_the_documented_schema(dynamo):
     assert by_message["IndexName"] == "by_message_id"
     assert by_message["KeySchema"] == [{"AttributeName": "message_id", "KeyType": "HASH"}]
     assert by_message["Projection"] == {"ProjectionType": "KEYS_ONLY"}
-
-
-def test_creating_the_tables_again_changes_nothing(dynamo):
-    active_id = dynamo.open().add("a@example.org", status="active", source="t",
-                                  now=NOW).subscriber.id
-    assert create_tables(dynamo.client, dynamo.subscribers_table, dynamo.ledger_table,
-                         delay=0.05) == []
-    assert dynamo.open().get(active_id) is not None
 
 
 def test_settings_choose_the_dynamodb_store(dynamo):
