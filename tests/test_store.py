@@ -977,13 +977,18 @@ def test_first_time_is_true_once_forget_undoes_it_and_purge_drops_old_keys(store
     assert store.first_time("sns:1", NOW) and not store.first_time("sns:2", NOW)
 
 
-def test_quota_counts_in_a_fixed_window(store):
+def test_quota_counts_in_a_fixed_window_and_takes_a_use_back(store):
     window = timedelta(hours=1)
     assert [store.take_quota("k", NOW, limit=2, window=window) for _ in range(3)] == [
         True, True, False]
     assert not store.take_quota("k", NOW + timedelta(minutes=59), limit=2, window=window)
     assert store.take_quota("other", NOW, limit=2, window=window)
+    store.return_quota("k")
+    assert store.take_quota("k", NOW, limit=2, window=window)
+    assert not store.take_quota("k", NOW, limit=2, window=window)
     assert store.take_quota("k", NOW + timedelta(hours=1), limit=2, window=window)
+    store.return_quota("nobody")  # nothing to return: nothing happens
+    assert store.take_quota("nobody", NOW, limit=1, window=window)
 
 
 def test_quota_is_exact_under_concurrent_takers(backend):
@@ -999,16 +1004,6 @@ def test_quota_is_exact_under_concurrent_takers(backend):
 
     each_in_a_thread(stores, take)
     assert taken.count(True) == 30 and len(taken) == 100
-
-
-def test_a_returned_quota_use_can_be_taken_again(store):
-    window = timedelta(days=1)
-    assert store.take_quota("a", NOW, limit=1, window=window)
-    assert not store.take_quota("a", NOW, limit=1, window=window)
-    store.return_quota("a")
-    assert store.take_quota("a", NOW, limit=1, window=window)
-    store.return_quota("nobody")  # nothing to return: nothing happens
-    assert store.take_quota("nobody", NOW, limit=1, window=window)
 
 
 # -- production: feedback, shards, leases ----------------------------------------------------------
@@ -1045,7 +1040,6 @@ def test_a_refusal_saying_the_mailbox_is_gone_counts_as_a_bounce(store):
     assert store.note_feedback(ISSUE, sent, "bounce")  # a complaint stays one
     assert store.feedback_counts(ISSUE) == {"bounce": 1, "complaint": 1}
     assert not store.note_feedback("2026-W01", gone, "bounce")  # no such row: nothing made
-    assert store.feedback_counts("2026-W01") == {"bounce": 0, "complaint": 0}
     assert store.ledger("2026-W01") == {}
     with pytest.raises(ValueError):
         store.note_feedback(ISSUE, gone, "opened")
@@ -1089,19 +1083,23 @@ def test_a_lease_is_held_by_one_owner_until_it_expires(store):
     assert store.acquire_lease("other", "d", NOW, ttl).owner == "d"  # leases are per name
 
 
-def test_only_one_of_many_concurrent_takers_gets_a_lease(backend):
+def test_only_one_of_many_concurrent_takers_gets_a_lease_or_notes_a_first_send(backend):
     stores = [backend.open() for _ in range(6)]
-    winners = []
     barrier = threading.Barrier(len(stores))
+    winners = []
+    answers: dict[int, str] = {}
 
     def take(n: int, s: SubscriberStore) -> None:
         barrier.wait()
         lease = s.acquire_lease("send:x", f"owner-{n}", NOW, timedelta(minutes=5))
         if lease.owner == f"owner-{n}":
             winners.append(n)
+        barrier.wait()
+        answers[n] = s.record_sent(ISSUE, f"{n:064x}", NOW).content_hash
 
     each_in_a_thread(stores, take)
     assert len(winners) == 1
+    assert len(set(answers.values())) == 1 and len(answers) == len(stores)
 
 
 # -- what each issue went out as ------------------------------------------------------------
@@ -1130,19 +1128,6 @@ def test_the_first_send_of_an_issue_is_noted_once_and_only_a_correction_replaces
     assert store.record_correction("2026-W49", "d" * 64, replacing="a" * 64,
                                    corrected_on="2026-12-08", reason="x") is None
     assert store.sent_issue("2026-W49") is None
-
-
-def test_only_one_of_many_concurrent_first_sends_is_noted(backend):
-    stores = [backend.open() for _ in range(6)]
-    barrier = threading.Barrier(len(stores))
-    answers: dict[int, str] = {}
-
-    def note(n: int, s: SubscriberStore) -> None:
-        barrier.wait()
-        answers[n] = s.record_sent(ISSUE, f"{n:064x}", NOW).content_hash
-
-    each_in_a_thread(stores, note)
-    assert len(set(answers.values())) == 1 and len(answers) == len(stores)
 
 
 # -- interests: the areas a subscriber follows, the variants, the catalog ------------------
