@@ -37,7 +37,14 @@ from support.sns_support import (
 )
 
 from pipeline.errors import NewsletterError
-from pipeline.web.sns import CertificateSource, SnsError, SnsMessage, SnsReason, SnsVerifier
+from pipeline.web.sns import (
+    MAX_CACHED_CERTIFICATES,
+    CertificateSource,
+    SnsError,
+    SnsMessage,
+    SnsReason,
+    SnsVerifier,
+)
 
 OTHER_TOPIC = "arn:aws:sns:us-east-1:123456789012:newsletter-other"
 STRANGER = "arn:aws:sns:us-east-1:999999999999:not-ours"
@@ -362,6 +369,18 @@ def test_the_certificate_is_fetched_once_for_many_messages(verifier, server, sig
             fields = notification(server.url("/cert.pem"), message=f"m{n}")
             assert verifier.verify(body(sign(fields, signer, version)), NOW).message == f"m{n}"
     assert server.hits["/cert.pem"] == 1
+
+
+def test_the_certificates_kept_are_bounded(verifier, server, signer):
+    # A query (or fragment) makes another URL for the same certificate: a sender of the
+    # topic could grow the cache without end. The oldest kept go first.
+    urls = [server.url(f"/cert.pem?n={n}") for n in range(MAX_CACHED_CERTIFICATES + 1)]
+    for url in urls:
+        verifier.verify(body(sign(notification(url), signer)), NOW)
+    verifier.verify(body(sign(notification(urls[-1]), signer)), NOW)
+    assert server.hits["/cert.pem"] == len(urls)
+    verifier.verify(body(sign(notification(urls[0]), signer)), NOW)
+    assert server.hits["/cert.pem"] == len(urls) + 1
 
 
 def test_a_failed_fetch_is_not_cached(verifier, server, signer):

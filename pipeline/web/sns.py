@@ -50,8 +50,8 @@ from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
 from pipeline.errors import NewsletterError
 
-__all__ = ["AWS_SNS_HOST", "CertificateSource", "SnsError", "SnsMessage", "SnsReason",
-           "SnsVerifier"]
+__all__ = ["AWS_SNS_HOST", "MAX_CACHED_CERTIFICATES", "CertificateSource", "SnsError",
+           "SnsMessage", "SnsReason", "SnsVerifier"]
 
 SnsReason = Literal[
     "malformed", "topic-not-allowed", "bad-cert-url", "cert-unavailable", "subscribe-failed",
@@ -81,6 +81,9 @@ AWS_SNS_HOST = re.compile(
 
 #: A signing certificate is about 2 KB; anything much larger is not one.
 MAX_CERTIFICATE_BYTES = 64 * 1024
+#: Certificates kept at most (the oldest go first): SNS uses a handful, and a query or a
+#: fragment makes another URL for one, so a sender could otherwise grow the cache at will.
+MAX_CACHED_CERTIFICATES = 16
 #: How far ahead of our clock a timestamp may be (clocks drift; minutes, not more).
 MAX_FUTURE_SKEW = timedelta(minutes=5)
 
@@ -258,7 +261,10 @@ class CertificateSource:
             if when < entry.not_before:
                 raise SnsError("cert-unavailable", "the certificate is not valid yet")
             with self._lock:
+                self._cache.pop(url, None)
                 self._cache[url] = entry
+                while len(self._cache) > MAX_CACHED_CERTIFICATES:
+                    del self._cache[next(iter(self._cache))]
         return entry.key
 
     def get(self, url: str) -> None:
