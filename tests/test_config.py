@@ -3,12 +3,14 @@ value a one-line ConfigError naming its key."""
 
 from __future__ import annotations
 
+import re
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 from support.project import ROOT
 
-from pipeline.config import load
+from pipeline.config import Settings, load
 from pipeline.errors import ConfigError
 
 
@@ -40,6 +42,17 @@ def test_the_embedded_default_loads_and_names_every_design_key():
         assert f"[{section}]" in text
         for key in keys:
             assert f"\n{key} = " in text, (section, key)
+
+
+def test_the_operations_guide_lists_exactly_the_declared_keys():
+    """The fields declare the keys; docs/operations.md's table is the one copy, kept whole."""
+    text = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    table = dict(re.findall(r"^\| `\[(\w+)\]` \| (.*) \|$", text, re.M))
+    assert table.keys() == {f.name for f in fields(Settings)} - {"base_dir", "source"}
+    declared = {name: {f.name.rstrip("_") for f in fields(getattr(Settings(), name))}
+                for name in table}
+    assert {name: set(re.findall(r"(?:^|, )`(\w+)`", keys)) for name, keys in table.items()
+            } == declared
 
 
 def test_relative_paths_resolve_against_the_config_folder(tmp_path):
