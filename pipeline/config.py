@@ -373,9 +373,9 @@ def _override(section: str, key: str) -> str:
     return f"NEWSLETTER_{section.upper()}_{key.upper()}"
 
 
-#: Every override's variable, and the key it overrides.
-_OVERRIDES = {_override(section, _key_name(f.name)): f"[{section}] {_key_name(f.name)}"
-              for section, cls in _SECTIONS.items() for f in fields(cls)}
+#: Every override's variable.
+_OVERRIDES = frozenset(_override(section, _key_name(f.name))
+                       for section, cls in _SECTIONS.items() for f in fields(cls))
 
 
 def load(path: Path | None, environ: Mapping[str, str], *, cwd: Path | None = None) -> Settings:
@@ -409,24 +409,8 @@ def load(path: Path | None, environ: Mapping[str, str], *, cwd: Path | None = No
         raise ConfigError(f"unknown section(s) {unknown}; known: {', '.join(_SECTIONS)}")
     _check_environment(environ)
     settings = Settings(**sections, base_dir=base_dir, source=source)
-    overridden = {key: env for env, key in _OVERRIDES.items() if env in environ}
-    try:
-        _validate(settings)
-    except _Invalid as invalid:  # named as the operator set it: the file's key or the variable
-        key = invalid.key
-        if key in overridden:
-            key = f"{overridden[key]} ({key})"
-        raise ConfigError(invalid.message, key=key) from None
+    _validate(settings, environ)
     return settings
-
-
-class _Invalid(Exception):
-    """A merged setting that is wrong; :func:`load` names where it came from."""
-
-    def __init__(self, message: str, *, key: str) -> None:
-        super().__init__(message)
-        self.message = message
-        self.key = key
 
 
 def _build_section(name: str, cls: type, given: dict[str, Any], environ: Mapping[str, str]
@@ -529,8 +513,13 @@ _CONVERTERS: dict[Any, Callable[[Any, bool], Any]] = {
 }
 
 
-def _validate(s: Settings) -> None:
-    """Each field's rule, then the rules across fields; the first broken one is reported."""
+def _validate(s: Settings, environ: Mapping[str, str]) -> None:
+    """Each field's rule, then the rules across fields; the first broken one is reported,
+    named as the operator set it: the file's key, or the variable that overrode it."""
+    def invalid(message: str, section: str, key: str) -> ConfigError:
+        name, env = f"[{section}] {key}", _override(section, key)
+        return ConfigError(message, key=f"{env} ({name})" if env in environ else name)
+
     for section in _SECTIONS:
         conf = getattr(s, section)
         for f in fields(conf):
@@ -538,14 +527,14 @@ def _validate(s: Settings) -> None:
                 try:
                     check(getattr(conf, f.name))
                 except ValueError as exc:
-                    raise _Invalid(str(exc), key=f"[{section}] {_key_name(f.name)}") from None
+                    raise invalid(str(exc), section, _key_name(f.name)) from None
     smtp = s.smtp
     if smtp.port == IMPLICIT_TLS_PORT and smtp.tls_mode != "implicit":
         # The relay waits for a TLS hello, the client for a greeting: a hang until timeout.
-        raise _Invalid(f"port {IMPLICIT_TLS_PORT} speaks TLS from the first byte: set "
-                       '[smtp] tls = "implicit" (STARTTLS is for port 587)', key="[smtp] tls")
+        raise invalid(f"port {IMPLICIT_TLS_PORT} speaks TLS from the first byte: set "
+                      '[smtp] tls = "implicit" (STARTTLS is for port 587)', "smtp", "tls")
     if smtp.ca_file and smtp.tls_mode == "none":
-        raise _Invalid('is set but [smtp] tls is "none" (no certificate is checked): set '
-                       '[smtp] tls, or remove ca_file', key="[smtp] ca_file")
+        raise invalid('is set but [smtp] tls is "none" (no certificate is checked): set '
+                      "[smtp] tls, or remove ca_file", "smtp", "ca_file")
     if s.inbox.source == "s3" and not s.inbox.bucket:
-        raise _Invalid("needed when [inbox] source is s3", key="[inbox] bucket")
+        raise invalid("needed when [inbox] source is s3", "inbox", "bucket")
