@@ -1,8 +1,10 @@
 """Settings: read once from ``newsletter.toml``, overridden by ``NEWSLETTER_<SECTION>_<KEY>``.
 
-The result is a frozen :class:`Settings` handed explicitly to every stage. Relative paths are
-taken from the configuration file's folder, so a job behaves the same whatever its working
-directory. Secrets come from the environment only: one found in the file is refused.
+The result is a frozen :class:`Settings` handed explicitly to every stage. Each key is declared
+once, as a field: its name, type and default, and the rule its value keeps (:func:`setting`);
+loading, the overrides and validation all read the fields. Relative paths are taken from the
+configuration file's folder, so a job behaves the same whatever its working directory. Secrets
+come from the environment only: one found in the file is refused.
 """
 
 from __future__ import annotations
@@ -22,16 +24,14 @@ from email_validator import EmailNotValidError, validate_email
 from pipeline.errors import ConfigError
 from pipeline.week import iso_monday
 
-#: Environment variables that look like overrides but are secrets read elsewhere.
-SECRET_VARIABLES = frozenset({"NEWSLETTER_SMTP_PASSWORD", "NEWSLETTER_TRANSLATE_API_KEY"})
-#: Secrets someone might put in the file, and the variable each really comes from.
+#: Secrets someone might put in the file, and the variable each really comes from (two of
+#: them look like overrides, and are not refused as misspelt ones).
 _SECRET_KEYS = {
     ("smtp", "password"): "NEWSLETTER_SMTP_PASSWORD",
     ("translate", "api_key"): "NEWSLETTER_TRANSLATE_API_KEY",
     ("github", "token"): "GITHUB_TOKEN",
     ("delivery", "secret"): "NEWSLETTER_SECRET",
 }
-_REPO = re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$")
 #: The secrets that sign links (``NEWSLETTER_SECRET_PREVIOUS``: comma-separated).
 SIGNING_SECRETS = ("NEWSLETTER_SECRET", "NEWSLETTER_SECRET_PREVIOUS")
 #: A signing secret shorter than this is refused: HMAC-SHA256 keys want 256 bits, and a
@@ -41,19 +41,132 @@ MIN_SECRET_BYTES = 32
 #: or an IPv6 literal.
 _HOST = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*"
                    r"[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\Z|^\[[0-9A-Fa-f:.]+\]\Z")
-#: Sane ranges of numbers: a value beyond them is a typo, not a policy.
-_RANGES: dict[str, tuple[int, int, str]] = {
-    "[subscriptions] confirm_days": (1, 30, "days a confirmation link works"),
-    "[subscriptions] transient_bounce_limit": (1, 20, "transient bounces in a row"),
-    "[subscriptions] address_per_day": (1, 100, "confirmation mails per address per day"),
-    "[subscriptions] client_per_hour": (1, 10_000, "sign-ups per client per hour"),
-    "[delivery] concurrency": (1, 256, "messages in flight at once"),
-    "[delivery] retry_seconds": (0, 86_400, "seconds of retries after the first pass"),
-    "[smtp] port": (1, 65_535, "a TCP port"),
-    "[smtp] max_connections": (0, 256, "connections at once; 0: one per sending thread"),
-}
 #: Messages per second no transport of ours reaches: above it, a typo.
 MAX_RATE = 10_000.0
+#: The port of SMTP over TLS from the first byte (RFC 8314 "submissions").
+IMPLICIT_TLS_PORT = 465
+
+#: A rule one setting's value must keep: it raises ValueError saying what was expected.
+Check = Callable[[Any], None]
+
+
+def setting(default: Any, check: Check | None = None) -> Any:
+    """A field's default and its rule, the one place a key is declared: :func:`load` reads
+    the name, the type (for the file and the override), and the rule from the field."""
+    return field(default=default, metadata={"check": check} if check else {})
+
+
+def _rule(ok: Callable[[Any], Any], expected: str) -> Check:
+    """A check from a test and what it expected (``{value!r}`` in it: the value given)."""
+    def check(value: Any) -> None:
+        if not ok(value):
+            raise ValueError(expected.format(value=value))
+    return check
+
+
+def _one_of(*allowed: str) -> Check:
+    return _rule(allowed.__contains__, f"expected one of {', '.join(allowed)}, got {{value!r}}")
+
+
+def _between(low: int, high: int, what: str) -> Check:
+    """Sane bounds of a number: a value beyond them is a typo, not a policy (nan is too)."""
+    return _rule(lambda value: low <= value <= high,
+                 f"expected {low} to {high:,} ({what}), got {{value}}")
+
+
+def _url_or_empty(url: str) -> None:
+    """"" turns the feature off (no subscription app, no queue, no translation server)."""
+    if url:
+        _check_url(url)
+
+
+def _check_timezone(name: str) -> None:
+    try:
+        pendulum.timezone(name)
+    except Exception:  # pendulum raises several types for an unknown zone name
+        raise ValueError(f"unknown timezone {name!r}") from None
+
+
+def _check_first_week(week: str) -> None:
+    if week:
+        try:
+            iso_monday(week)
+        except ValueError as exc:
+            raise ValueError(f"{exc}, got {week!r}") from None
+
+
+def _check_return_path(address: str) -> None:
+    if not address:
+        return
+    if any(ch.isspace() or ch in "<>" for ch in address):  # bare, as MAIL FROM carries it
+        raise ValueError("expected a bare address such as bounces@example.org (no name, no "
+                         f"<>, no spaces), got {address!r}")
+    try:
+        validate_email(address, check_deliverability=False)
+    except EmailNotValidError as exc:
+        raise ValueError(f"expected an address such as bounces@example.org ({exc}), "
+                         f"got {address!r}") from None
+
+
+def _check_arns(arns: tuple[str, ...]) -> None:
+    for arn in arns:
+        if not re.match(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_.-]{1,256}$", arn):
+            raise ValueError(f"expected an SNS topic ARN, got {arn!r}")
+
+
+_REPO = _rule(re.compile(r"^[A-Za-z0-9_.-]+/[A-Za-z0-9_.-]+$").match,
+              "expected owner/name, got {value!r}")
+_SIZE_BUDGET = _rule(lambda kb: 1 <= kb <= 100,
+                     "must be between 1 and 100 (Gmail clips messages near 102 KB)")
+_RATE = _rule(lambda rate: math.isfinite(rate) and 0 <= rate <= MAX_RATE,
+              "expected messages per second from 0 (as the transport allows) "
+              f"to {MAX_RATE:g}, got {{value!r}}")
+_TABLE = _rule(re.compile(r"^[A-Za-z0-9_.-]{3,255}$").match,
+               "expected a DynamoDB table name (3-255 of A-Z a-z 0-9 _ . -)")
+# Every [smtp] value reaches the wire, so a line break or a space is refused.
+_SMTP_HOST = _rule(lambda host: _HOST.match(host),
+                   "expected a host name or IP address, got {value!r}")
+_TLS = _rule(("", "starttls", "implicit", "none").__contains__,  # "": follows starttls
+             'expected "starttls" (port 587), "implicit" (port 465) or "none", got {value!r}')
+_HELO_NAME = _rule(lambda name: not name or is_host_name(name),
+                   "expected the host name this machine sends as (letters, digits, hyphens "
+                   "and dots; IDNA-encode the rest), got {value!r}")
+_LOGIN = _rule(lambda login: not any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in login),
+               "expected a login without control characters or line breaks")
+
+
+def is_host_name(name: str) -> bool:
+    """Whether ``name`` is an ASCII host name (or an address literal ``[192.0.2.1]``)."""
+    return bool(_HOST.match(name)) and len(name) <= 253
+
+
+def _check_url(url: str) -> None:
+    """A URL the mail and the pages are built from, checked whole: ``http(s)://host[:port]
+    [/path]`` and nothing else (a line break would split a mail header, and links are made
+    by appending to it)."""
+    def refuse(why: str) -> ValueError:
+        return ValueError(f"{why}, got {url!r}")
+
+    if any(ch.isspace() or ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 for ch in url):
+        raise refuse("expected a URL without whitespace or control characters")
+    if not url.isascii():
+        raise refuse("expected an ASCII URL (IDNA- and percent-encode the rest)")
+    try:
+        parts = urlsplit(url)
+        port = parts.port  # ValueError when not a number in 0-65535
+    except ValueError:
+        raise refuse("expected an http(s) URL with a valid host and port") from None
+    if parts.scheme not in ("http", "https") or not url.startswith(parts.scheme + "://"):
+        raise refuse("expected an http(s) URL (http:// or https://, lower case)")
+    if "@" in parts.netloc:
+        raise refuse("expected a URL without user info (user@)")
+    if not parts.hostname or not _HOST.match(parts.netloc.rsplit(":", 1)[0]
+                                             if port is not None else parts.netloc):
+        raise refuse("expected an http(s) URL with a host name")
+    if port == 0 or parts.netloc.endswith(":"):
+        raise refuse("expected a port from 1 to 65535")
+    if parts.query or parts.fragment or "?" in url or "#" in url:
+        raise refuse("expected a URL without a query or fragment")
 
 
 @dataclass(frozen=True)
@@ -61,21 +174,21 @@ class FeedSettings:
     #: Feed files or http(s) URLs merged into one issue.
     urls: tuple[str, ...] = ()
     #: ``owner/name`` of the repository whose PRs are reviewed; other repos are skipped.
-    repo: str = "vllm-project/vllm"
+    repo: str = setting("vllm-project/vllm", _REPO)
 
 
 @dataclass(frozen=True)
 class IssueSettings:
     #: The timezone whose Monday 00:00 starts a week.
-    timezone: str = "Asia/Shanghai"
+    timezone: str = setting("Asia/Shanghai", _check_timezone)
     #: Each email's HTML stays within this many KB (1 KB = 1,000 bytes; never above 100).
-    size_budget_kb: int = 90
+    size_budget_kb: int = setting(90, _SIZE_BUDGET)
     #: Whether publish and send refuse an issue the editor has not approved.
     require_approval: bool = False
     #: The ISO week of issue No. 1 (``2026-W48``); every issue's number counts weeks from
     #: it. "": from the first week the archive holds (the week being built when it holds
     #: none), so a fresh archive's first issue is No. 1.
-    first_week: str = ""
+    first_week: str = setting("", _check_first_week)
     #: A TOML file of verdict phrases added to the shipped ``templates/verdicts.toml`` (its
     #: lists extend those; docs/ranking.md); "" for the shipped ones alone.
     verdicts: str = ""
@@ -91,20 +204,20 @@ class PathSettings:
 @dataclass(frozen=True)
 class SiteSettings:
     #: Where the web archive is served; the email's archive links start here.
-    base_url: str = "http://127.0.0.1:8000"
+    base_url: str = setting("http://127.0.0.1:8000", _check_url)
     #: Where the subscription app is served (unsubscribe, preferences); "" when there is
     #: none (the archive then shows no subscribe form, and sending refuses).
-    app_url: str = "http://127.0.0.1:8001"
+    app_url: str = setting("http://127.0.0.1:8001", _url_or_empty)
 
 
 @dataclass(frozen=True)
 class DeliverySettings:
-    transport: str = "outbox"
+    transport: str = setting("outbox", _one_of("outbox", "smtp", "ses"))
     from_: str = "vLLM PR Weekly <weekly@example.org>"
     reply_to: str = ""
     #: Messages per second; 0 means "as the transport allows" (SES: the account's rate).
-    max_rate: float = 0.0
-    concurrency: int = 4
+    max_rate: float = setting(0.0, _RATE)
+    concurrency: int = setting(4, _between(1, 256, "messages in flight at once"))
     unsubscribe_mailto: str = ""
     #: Who sends the issue, for every footer ("Sent by …"); empty: the ``from`` address.
     publisher: str = ""
@@ -112,7 +225,8 @@ class DeliverySettings:
     postal_address: str = ""
     #: Seconds the end of a run keeps retrying the messages a relay refused for now; what is
     #: still refused then exits 4, for the next run. 0: no rounds after the first pass.
-    retry_seconds: float = 600.0
+    retry_seconds: float = setting(
+        600.0, _between(0, 86_400, "seconds of retries after the first pass"))
     #: Send a part as 8bit data where that is the smallest: a mostly-Chinese part weighs its
     #: own size instead of 1.37 times it in base64. An SMTP relay must announce 8BITMIME.
     #: The build fits the budget to it: change it, then build again.
@@ -121,25 +235,26 @@ class DeliverySettings:
 
 @dataclass(frozen=True)
 class SmtpSettings:
-    host: str = "127.0.0.1"
-    port: int = 587
+    host: str = setting("127.0.0.1", _SMTP_HOST)
+    port: int = setting(587, _between(1, 65_535, "a TCP port"))
     #: The older switch for :attr:`tls`: true is ``starttls``, false ``none``.
     starttls: bool = True
-    username: str = ""
+    username: str = setting("", _LOGIN)
     #: ``starttls`` (port 587: plain, then upgraded), ``implicit`` (port 465: TLS from the
     #: first byte) or ``none`` (a relay on a trusted network); "" follows ``starttls``.
-    tls: str = ""
+    tls: str = setting("", _TLS)
     #: A PEM file of the CA(s) to trust for the relay's certificate (a private CA); ""
     #: trusts the system's store.
     ca_file: str = ""
     #: The name given in EHLO; "" is the domain of ``[delivery] from``.
-    helo_name: str = ""
+    helo_name: str = setting("", _HELO_NAME)
     #: The envelope sender (``MAIL FROM``), where bounces go (point it at the address
     #: ``inbox process`` reads); "" is the ``[delivery] from`` address.
-    return_path: str = ""
+    return_path: str = setting("", _check_return_path)
     #: Connections open at once to the relay, at most; 0: one per sending thread. Set it to
     #: the relay's own limit per client when that is lower.
-    max_connections: int = 0
+    max_connections: int = setting(
+        0, _between(0, 256, "connections at once; 0: one per sending thread"))
 
     @property
     def tls_mode(self) -> str:
@@ -147,51 +262,46 @@ class SmtpSettings:
         return self.tls or ("starttls" if self.starttls else "none")
 
 
-#: What ``[smtp] tls`` may say ("" follows ``[smtp] starttls``).
-TLS_MODES = ("", "starttls", "implicit", "none")
-#: The port of SMTP over TLS from the first byte (RFC 8314 "submissions").
-IMPLICIT_TLS_PORT = 465
-
-
 @dataclass(frozen=True)
 class SesSettings:
     configuration_set: str = ""
     #: The only SNS topics ``POST /webhooks/ses`` accepts (any AWS account can sign a message
     #: for a topic of its own); empty turns the webhook off.
-    sns_topic_arns: tuple[str, ...] = ()
+    sns_topic_arns: tuple[str, ...] = setting((), _check_arns)
 
 
 @dataclass(frozen=True)
 class StoreSettings:
     #: ``sqlite`` (a file under ``[paths] data_dir``: one machine) or ``dynamodb``.
-    backend: str = "sqlite"
+    backend: str = setting("sqlite", _one_of("sqlite", "dynamodb"))
     #: The DynamoDB tables (``backend = "dynamodb"``).
-    subscribers_table: str = "vllm-pr-weekly-subscribers"
-    ledger_table: str = "vllm-pr-weekly-ledger"
+    subscribers_table: str = setting("vllm-pr-weekly-subscribers", _TABLE)
+    ledger_table: str = setting("vllm-pr-weekly-ledger", _TABLE)
 
 
 @dataclass(frozen=True)
 class SubscriptionSettings:
     #: Days a confirmation link works (7 by default).
-    confirm_days: int = 7
+    confirm_days: int = setting(7, _between(1, 30, "days a confirmation link works"))
     #: Transient bounces in a row that make an address ``bounced``.
-    transient_bounce_limit: int = 3
+    transient_bounce_limit: int = setting(3, _between(1, 20, "transient bounces in a row"))
     #: Confirmation mails one address can be sent per day.
-    address_per_day: int = 3
+    address_per_day: int = setting(
+        3, _between(1, 100, "confirmation mails per address per day"))
     #: Sign-up requests one client address can make per hour (then 429).
-    client_per_hour: int = 20
+    client_per_hour: int = setting(20, _between(1, 10_000, "sign-ups per client per hour"))
     #: Proxies (comma-separated IPs, or "*") whose X-Forwarded-For / X-Forwarded-Proto are
     #: believed: CloudFront or a load balancer in front of ``newsletter serve``.
     forwarded_allow_ips: str = "127.0.0.1"
     #: An SQS queue the sign-ups go to, drained by deploy/'s Lambda function, so the answer
     #: never waits for the address's state; empty: done in this process.
-    queue_url: str = ""
+    queue_url: str = setting("", _url_or_empty)
 
 
 @dataclass(frozen=True)
 class InboxSettings:
     #: Where SES's receipt rule stores inbound mail: ``local`` (a folder) or ``s3``.
-    source: str = "local"
+    source: str = setting("local", _one_of("local", "s3"))
     dir: Path = Path("data/inbox")
     bucket: str = ""
     prefix: str = "inbound/"
@@ -199,7 +309,7 @@ class InboxSettings:
 
 @dataclass(frozen=True)
 class ArchiveSettings:
-    target: str = "local"
+    target: str = setting("local", _one_of("local", "s3"))
     dir: Path = Path("build/site")
     bucket: str = ""
     prefix: str = ""
@@ -207,15 +317,15 @@ class ArchiveSettings:
 
 @dataclass(frozen=True)
 class TranslateSettings:
-    backend: str = "none"
-    base_url: str = ""
+    backend: str = setting("none", _one_of("none", "openai", "aws"))
+    base_url: str = setting("", _url_or_empty)
     model: str = ""
 
 
 @dataclass(frozen=True)
 class GithubSettings:
     enabled: bool = False
-    api_url: str = "https://api.github.com"
+    api_url: str = setting("https://api.github.com", _check_url)
 
 
 @dataclass(frozen=True)
@@ -263,9 +373,9 @@ def _override(section: str, key: str) -> str:
     return f"NEWSLETTER_{section.upper()}_{key.upper()}"
 
 
-#: Every override's variable, and the key it overrides.
-_OVERRIDES = {_override(section, _key_name(f.name)): f"[{section}] {_key_name(f.name)}"
-              for section, cls in _SECTIONS.items() for f in fields(cls)}
+#: Every override's variable.
+_OVERRIDES = frozenset(_override(section, _key_name(f.name))
+                       for section, cls in _SECTIONS.items() for f in fields(cls))
 
 
 def load(path: Path | None, environ: Mapping[str, str], *, cwd: Path | None = None) -> Settings:
@@ -299,24 +409,8 @@ def load(path: Path | None, environ: Mapping[str, str], *, cwd: Path | None = No
         raise ConfigError(f"unknown section(s) {unknown}; known: {', '.join(_SECTIONS)}")
     _check_environment(environ)
     settings = Settings(**sections, base_dir=base_dir, source=source)
-    overridden = {key: env for env, key in _OVERRIDES.items() if env in environ}
-    try:
-        _validate(settings)
-    except _Invalid as invalid:  # named as the operator set it: the file's key or the variable
-        key = invalid.key
-        if key in overridden:
-            key = f"{overridden[key]} ({key})"
-        raise ConfigError(invalid.message, key=key) from None
+    _validate(settings, environ)
     return settings
-
-
-class _Invalid(Exception):
-    """A merged setting that is wrong; :func:`load` names where it came from."""
-
-    def __init__(self, message: str, *, key: str) -> None:
-        super().__init__(message)
-        self.message = message
-        self.key = key
 
 
 def _build_section(name: str, cls: type, given: dict[str, Any], environ: Mapping[str, str]
@@ -351,7 +445,8 @@ def _check_environment(environ: Mapping[str, str]) -> None:
                               "print(secrets.token_urlsafe(32))\")", key=name)
     prefixes = tuple(_override(section, "") for section in _SECTIONS)
     for env in environ:
-        if env.startswith(prefixes) and env not in _OVERRIDES and env not in SECRET_VARIABLES:
+        if (env.startswith(prefixes) and env not in _OVERRIDES
+                and env not in _SECRET_KEYS.values()):
             raise ConfigError("unknown override (misspelt?)", key=env)
 
 
@@ -418,143 +513,28 @@ _CONVERTERS: dict[Any, Callable[[Any, bool], Any]] = {
 }
 
 
-def _validate(s: Settings) -> None:
-    """Every rule a setting's type cannot say; the first broken one is reported."""
-    for check in (_check_issue, _check_urls, _check_choices, _check_numbers, _check_names,
-                  _check_smtp):
-        check(s)
+def _validate(s: Settings, environ: Mapping[str, str]) -> None:
+    """Each field's rule, then the rules across fields; the first broken one is reported,
+    named as the operator set it: the file's key, or the variable that overrode it."""
+    def invalid(message: str, section: str, key: str) -> ConfigError:
+        name, env = f"[{section}] {key}", _override(section, key)
+        return ConfigError(message, key=f"{env} ({name})" if env in environ else name)
 
-
-def _check_issue(s: Settings) -> None:
-    try:
-        pendulum.timezone(s.issue.timezone)
-    except Exception:  # pendulum raises several types for an unknown zone name
-        raise _Invalid(f"unknown timezone {s.issue.timezone!r}", key="[issue] timezone") from None
-    if not 1 <= s.issue.size_budget_kb <= 100:
-        raise _Invalid("must be between 1 and 100 (Gmail clips messages near 102 KB)",
-                       key="[issue] size_budget_kb")
-    if s.issue.first_week:
-        try:
-            iso_monday(s.issue.first_week)
-        except ValueError as exc:
-            raise _Invalid(f"{exc}, got {s.issue.first_week!r}",
-                           key="[issue] first_week") from None
-    if not _REPO.match(s.feed.repo):
-        raise _Invalid(f"expected owner/name, got {s.feed.repo!r}", key="[feed] repo")
-
-
-def _check_urls(s: Settings) -> None:
-    _check_url("[site] base_url", s.site.base_url)
-    if s.site.app_url != "":  # "": no subscription app (no form; sending refuses)
-        _check_url("[site] app_url", s.site.app_url)
-    if s.translate.base_url != "":
-        _check_url("[translate] base_url", s.translate.base_url)
-    _check_url("[github] api_url", s.github.api_url)
-    if s.subscriptions.queue_url != "":  # "": sign-ups done in the app's own process
-        _check_url("[subscriptions] queue_url", s.subscriptions.queue_url)
-
-
-def _check_choices(s: Settings) -> None:
-    choices = {
-        "[delivery] transport": (s.delivery.transport, ("outbox", "smtp", "ses")),
-        "[archive] target": (s.archive.target, ("local", "s3")),
-        "[translate] backend": (s.translate.backend, ("none", "openai", "aws")),
-        "[inbox] source": (s.inbox.source, ("local", "s3")),
-        "[store] backend": (s.store.backend, ("sqlite", "dynamodb")),
-    }
-    for key, (value, allowed) in choices.items():
-        if value not in allowed:
-            raise _Invalid(f"expected one of {', '.join(allowed)}, got {value!r}", key=key)
-
-
-def _check_numbers(s: Settings) -> None:
-    rate = s.delivery.max_rate
-    if not (math.isfinite(rate) and 0 <= rate <= MAX_RATE):  # nan compares false to all
-        raise _Invalid(f"expected messages per second from 0 (as the transport allows) "
-                       f"to {MAX_RATE:g}, got {rate!r}", key="[delivery] max_rate")
-    for key, (low, high, what) in _RANGES.items():
-        section, name = key[1:].split("] ")
-        value = getattr(getattr(s, section), name)
-        if not low <= value <= high:
-            raise _Invalid(f"expected {low} to {high:,} ({what}), got {value}", key=key)
-
-
-def _check_names(s: Settings) -> None:
-    """Names the AWS and SMTP clients would otherwise refuse mid-send."""
-    if not s.smtp.host or not _HOST.match(s.smtp.host):
-        raise _Invalid(f"expected a host name or IP address, got {s.smtp.host!r}",
-                       key="[smtp] host")
-    for arn in s.ses.sns_topic_arns:
-        if not re.match(r"^arn:aws[a-z-]*:sns:[a-z0-9-]+:\d{12}:[A-Za-z0-9_.-]{1,256}$", arn):
-            raise _Invalid(f"expected an SNS topic ARN, got {arn!r}", key="[ses] sns_topic_arns")
-    for key in ("subscribers_table", "ledger_table"):
-        if not re.match(r"^[A-Za-z0-9_.-]{3,255}$", getattr(s.store, key)):
-            raise _Invalid("expected a DynamoDB table name (3-255 of A-Z a-z 0-9 _ . -)",
-                           key=f"[store] {key}")
-    if s.inbox.source == "s3" and not s.inbox.bucket:
-        raise _Invalid("needed when [inbox] source is s3", key="[inbox] bucket")
-
-
-def _check_smtp(s: Settings) -> None:
-    """Every ``[smtp]`` value reaches the wire, so a line break or a space is refused."""
+    for section in _SECTIONS:
+        conf = getattr(s, section)
+        for f in fields(conf):
+            if check := f.metadata.get("check"):
+                try:
+                    check(getattr(conf, f.name))
+                except ValueError as exc:
+                    raise invalid(str(exc), section, _key_name(f.name)) from None
     smtp = s.smtp
-    if smtp.tls not in TLS_MODES:
-        raise _Invalid('expected "starttls" (port 587), "implicit" (port 465) or "none", '
-                       f"got {smtp.tls!r}", key="[smtp] tls")
     if smtp.port == IMPLICIT_TLS_PORT and smtp.tls_mode != "implicit":
         # The relay waits for a TLS hello, the client for a greeting: a hang until timeout.
-        raise _Invalid(f"port {IMPLICIT_TLS_PORT} speaks TLS from the first byte: set "
-                       '[smtp] tls = "implicit" (STARTTLS is for port 587)', key="[smtp] tls")
-    if smtp.helo_name and not is_host_name(smtp.helo_name):
-        raise _Invalid("expected the host name this machine sends as (letters, digits, "
-                       f"hyphens and dots; IDNA-encode the rest), got {smtp.helo_name!r}",
-                       key="[smtp] helo_name")
-    if smtp.return_path:  # bare, as MAIL FROM carries it
-        if any(ch.isspace() or ch in "<>" for ch in smtp.return_path):
-            raise _Invalid("expected a bare address such as bounces@example.org (no name, no "
-                           f"<>, no spaces), got {smtp.return_path!r}", key="[smtp] return_path")
-        try:
-            validate_email(smtp.return_path, check_deliverability=False)
-        except EmailNotValidError as exc:
-            raise _Invalid(f"expected an address such as bounces@example.org ({exc}), "
-                           f"got {smtp.return_path!r}", key="[smtp] return_path") from None
-    if any(ord(ch) < 0x20 or ord(ch) == 0x7F for ch in smtp.username):
-        raise _Invalid("expected a login without control characters or line breaks",
-                       key="[smtp] username")
+        raise invalid(f"port {IMPLICIT_TLS_PORT} speaks TLS from the first byte: set "
+                      '[smtp] tls = "implicit" (STARTTLS is for port 587)', "smtp", "tls")
     if smtp.ca_file and smtp.tls_mode == "none":
-        raise _Invalid('is set but [smtp] tls is "none" (no certificate is checked): set '
-                       '[smtp] tls, or remove ca_file', key="[smtp] ca_file")
-
-
-def is_host_name(name: str) -> bool:
-    """Whether ``name`` is an ASCII host name (or an address literal ``[192.0.2.1]``)."""
-    return bool(_HOST.match(name)) and len(name) <= 253
-
-
-def _check_url(key: str, url: str) -> None:
-    """A URL the mail and the pages are built from, checked whole: ``http(s)://host[:port]
-    [/path]`` and nothing else (a line break would split a mail header, and links are made
-    by appending to it)."""
-    def refuse(why: str) -> _Invalid:
-        return _Invalid(f"{why}, got {url!r}", key=key)
-
-    if any(ch.isspace() or ord(ch) < 0x20 or 0x7F <= ord(ch) < 0xA0 for ch in url):
-        raise refuse("expected a URL without whitespace or control characters")
-    if not url.isascii():
-        raise refuse("expected an ASCII URL (IDNA- and percent-encode the rest)")
-    try:
-        parts = urlsplit(url)
-        port = parts.port  # ValueError when not a number in 0-65535
-    except ValueError:
-        raise refuse("expected an http(s) URL with a valid host and port") from None
-    if parts.scheme not in ("http", "https") or not url.startswith(parts.scheme + "://"):
-        raise refuse("expected an http(s) URL (http:// or https://, lower case)")
-    if "@" in parts.netloc:
-        raise refuse("expected a URL without user info (user@)")
-    if not parts.hostname or not _HOST.match(parts.netloc.rsplit(":", 1)[0]
-                                             if port is not None else parts.netloc):
-        raise refuse("expected an http(s) URL with a host name")
-    if port == 0 or parts.netloc.endswith(":"):
-        raise refuse("expected a port from 1 to 65535")
-    if parts.query or parts.fragment or "?" in url or "#" in url:
-        raise refuse("expected a URL without a query or fragment")
+        raise invalid('is set but [smtp] tls is "none" (no certificate is checked): set '
+                      "[smtp] tls, or remove ca_file", "smtp", "ca_file")
+    if s.inbox.source == "s3" and not s.inbox.bucket:
+        raise invalid("needed when [inbox] source is s3", "inbox", "bucket")

@@ -3,12 +3,14 @@ value a one-line ConfigError naming its key."""
 
 from __future__ import annotations
 
+import re
+from dataclasses import fields
 from pathlib import Path
 
 import pytest
 from support.project import ROOT
 
-from pipeline.config import load
+from pipeline.config import Settings, load
 from pipeline.errors import ConfigError
 
 
@@ -40,6 +42,17 @@ def test_the_embedded_default_loads_and_names_every_design_key():
         assert f"[{section}]" in text
         for key in keys:
             assert f"\n{key} = " in text, (section, key)
+
+
+def test_the_operations_guide_lists_exactly_the_declared_keys():
+    """The fields declare the keys; docs/operations.md's table is the one copy, kept whole."""
+    text = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
+    table = dict(re.findall(r"^\| `\[(\w+)\]` \| (.*) \|$", text, re.M))
+    assert table.keys() == {f.name for f in fields(Settings)} - {"base_dir", "source"}
+    declared = {name: {f.name.rstrip("_") for f in fields(getattr(Settings(), name))}
+                for name in table}
+    assert {name: set(re.findall(r"(?:^|, )`(\w+)`", keys)) for name, keys in table.items()
+            } == declared
 
 
 def test_relative_paths_resolve_against_the_config_folder(tmp_path):
@@ -145,6 +158,18 @@ SECRET_32 = "0123456789abcdef0123456789abcdef"
          "[subscriptions] address_per_day"),
         ("[subscriptions]\ntransient_bounce_limit = 1000\n", {},
          "[subscriptions] transient_bounce_limit"),
+        ("[delivery]\nretry_seconds = 90000\n", {},
+         "[delivery] retry_seconds: expected 0 to 86,400"),
+        ("[smtp]\nmax_connections = 300\n", {}, "[smtp] max_connections: expected 0 to 256"),
+        # Choices and names the AWS clients would refuse mid-run.
+        ('[store]\nbackend = "redis"\n', {}, "[store] backend: expected one of sqlite, dynamodb"),
+        ("", {"NEWSLETTER_ARCHIVE_TARGET": "gcs"},
+         "NEWSLETTER_ARCHIVE_TARGET ([archive] target): expected one of local, s3"),
+        ('[translate]\nbackend = "deepl"\n', {}, "expected one of none, openai, aws"),
+        ('[inbox]\nsource = "s3"\n', {}, "[inbox] bucket: needed when [inbox] source is s3"),
+        ('[store]\nledger_table = "x"\n', {}, "[store] ledger_table: expected a DynamoDB table"),
+        ('[ses]\nsns_topic_arns = ["arn:aws:sns:us-east-1:1:topic"]\n', {},
+         "[ses] sns_topic_arns: expected an SNS topic ARN, got 'arn:aws:sns:us-east-1:1:topic'"),
         # [smtp]: every value reaches the wire (EHLO, MAIL FROM, AUTH).
         ('[smtp]\ntls = "ssl"\n', {}, '[smtp] tls: expected "starttls" (port 587), "implicit" '
          '(port 465) or "none", got \'ssl\''),
