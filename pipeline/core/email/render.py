@@ -500,8 +500,7 @@ def _fit_problem(name: str, chosen: _Drawn, budget: int, heaviest: _Drawn, over:
 
 
 def body(text: Text | None) -> Markup | None:
-    """A text's body HTML as markup: it left ``sanitize.clean_html``, the only way into an
-    Item."""
+    """A text's body HTML as markup: it left ``sanitize.clean_html``, the only way into an Item."""
     return Markup(text.body_html) if text else None  # noqa: S704
 
 
