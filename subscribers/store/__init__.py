@@ -94,8 +94,8 @@ class Directory(Protocol):
     def request_subscription(self, email: str, layout: str, *, source: str,
                              now: datetime, areas: Iterable[str] = ()) -> AddResult:
         """A sign-up before any consent: a new address is stored ``pending``; one not
-        ``active`` takes the layout and areas asked for; an ``active`` or removed one is not
-        changed."""
+        ``active`` takes the layout and areas asked for; an ``active`` one is left as it is, a
+        removed one not stored."""
 
     def record_mail_event(self, subscriber_id: str, kind: str, now: datetime, *,
                           transient_limit: int,
