@@ -209,8 +209,7 @@ def check_known(what: str, known: Sequence[str], *values: str | None) -> None:
 
 
 def check_new_status(layout: str, status: str) -> None:
-    """A caller's bug (ValueError): an unknown layout, or a new subscriber neither ``pending``
-    nor ``active``."""
+    """ValueError (a caller's bug) for an unknown layout or a status no new subscriber has."""
     check_known("layout", LAYOUTS, layout)
     if status not in ("pending", "active"):
         raise ValueError("a new subscriber is 'pending' or 'active'")
@@ -218,8 +217,7 @@ def check_new_status(layout: str, status: str) -> None:
 
 @dataclass
 class Additions:
-    """What :func:`plan_additions` decided: one result per entry, and the writes that make them
-    true."""
+    """What :func:`plan_additions` decided: one result per entry, and the writes to make."""
 
     results: list[AddResult] = field(default_factory=list)
     created: list[Subscriber] = field(default_factory=list)

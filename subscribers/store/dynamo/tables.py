@@ -83,7 +83,7 @@ def create_tables(client: DynamoDBClient, subscribers_table: str, ledger_table: 
             client.create_table(**definition)
         except ClientError as exc:
             if error_code(exc) == "ResourceInUseException":
-                continue  # exists already
+                continue
             raise table_error(client, exc, table) from exc
         except BotoCoreError as exc:
             raise table_error(client, exc, table) from exc
