@@ -51,8 +51,8 @@ class InboxError(NewsletterError):
 
 @dataclass(frozen=True)
 class InboundMail:
-    """One raw mail waiting in the inbox. ``key`` is its name inside the inbox (a file
-    name, or an object key without the prefix): what :meth:`Inbox.move_aside` takes."""
+    """One raw mail waiting in the inbox; ``key`` is its name inside the inbox, what
+    :meth:`Inbox.move_aside` takes."""
 
     key: str
     raw: bytes = field(repr=False)

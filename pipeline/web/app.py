@@ -49,8 +49,8 @@ log = logging.getLogger("newsletter.app")
 
 
 def open_app(settings: Settings, environ: Mapping[str, str], stack: ExitStack) -> Starlette:
-    """The app wired from the settings, once for every host (``newsletter serve``, the
-    Lambda function); its store and transport are closed when ``stack`` closes."""
+    """The app wired from the settings, the same for every host; its store and transport close
+    with ``stack``."""
     _, development = signing_keys(settings, environ)
     subscriptions = stack.enter_context(open_subscriptions(settings, environ))
     verifier = None
@@ -75,8 +75,7 @@ def create_app(subscriptions: Subscriptions, *, app_url: str, base_url: str,
                clock: Callable[[], datetime] = clock_now,
                mail_queue: MailQueue | None = None, footer: Footer | None = None,
                signups: SignupQueue | None = None) -> Starlette:
-    """The app over ready-made parts (:func:`open_app` wires them from the settings; tests
-    pass their own)."""
+    """The app over ready-made parts, which :func:`open_app` wires from the settings."""
     queue = mail_queue or MailQueue()
     handlers = Routes(subscriptions, Pages(app_url, base_url, footer), app_url=app_url,
                       base_url=base_url, verifier=verifier, clock=clock, queue=queue,
