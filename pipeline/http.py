@@ -1,11 +1,9 @@
 """The weekly job's HTTP client: a GET or a JSON POST, bounded, and a conditional-GET cache.
 
 Every exchange bounds each read, the bytes read and optionally the whole exchange (a server
-that sends one byte a second forever). An answer of any status is a :class:`Response`; only
-a failure to get a complete one raises :class:`HttpError`, so each caller words it for its
-own reader. The cache makes an unchanged resource cost a 304, which GitHub does not count
-against its rate limit; a cache that cannot be read or written is no error. urllib
-underneath; nothing of it leaks out.
+that sends one byte a second forever). An answer of any status is a :class:`Response`; only a
+failure to get a complete one raises :class:`HttpError`. A cache that cannot be read or
+written is no error. urllib underneath; nothing of it leaks out.
 """
 
 from __future__ import annotations
@@ -231,8 +229,7 @@ def get_cached(url: str, headers: Mapping[str, str], cache: ConditionalCache | N
                timeout: float, max_bytes: int, total_seconds: float | None = None
                ) -> Response:
     """GET ``url`` conditionally on what ``cache`` keeps: a 304 comes back as the kept body
-    with status 200 and ``from_cache``. ``total_seconds`` bounds the whole, a re-ask after a
-    304 whose copy was wiped included."""
+    with status 200 and ``from_cache``."""
     deadline = None if total_seconds is None else time.monotonic() + total_seconds
     kept = cache.validators(url) if cache is not None else {}
     asked = dict(headers)

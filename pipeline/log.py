@@ -1,11 +1,8 @@
 """Diagnostics on stderr through :mod:`logging`, shaped for a person and for a scheduler.
 
-What a command produces goes to stdout and never through here: ``-q`` must not hide it, and
-a script reads it. Notes, progress and ``-v`` detail go to the ``newsletter`` logger. When
-stderr is not a terminal (cron, systemd, CI) each line starts with an ISO 8601 UTC timestamp:
-a job's log is read days later, and the machine's zone is not the reader's.
-
-Never pass a secret or a token to a logger; a subscriber's address only at ``debug``.
+What a command produces goes to stdout, never through here: ``-q`` must not hide it. When
+stderr is not a terminal each line starts with an ISO 8601 UTC timestamp: a job's log is read
+days later, in another zone. Never log a secret or a token; an address only at ``debug``.
 """
 
 from __future__ import annotations

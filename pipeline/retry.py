@@ -1,8 +1,7 @@
 """One way to try again: a bounded number of attempts, waits that grow, the server's word.
 
-The attempt raises the one exception type worth another try; anything else propagates at
-once. Sleeping goes through the ``sleep`` each caller passes, so a test never waits. This
-module is a leaf: the standard library only.
+Only the one exception type worth another try is retried; anything else propagates at once.
+Sleeping goes through the ``sleep`` each caller passes, so a test never waits.
 """
 
 from __future__ import annotations
@@ -53,9 +52,8 @@ def call(attempt: Callable[[], T], *, retry_on: type[E], attempts: int,
          wait: Callable[[int, E], float | None], max_wait: float = math.inf,
          stop: Callable[[], bool] = lambda: False,
          sleep: Callable[[float], None] = time.sleep) -> T:
-    """``attempt()``'s answer, trying again after each ``retry_on`` failure as long as
-    ``wait(n, failure)`` names a wait (None: nobody knows, so another try would fail alike)
-    within ``max_wait``, attempts are left and ``stop()`` is false."""
+    """``attempt()``'s answer, trying again after each ``retry_on`` failure while ``wait``
+    names a wait within ``max_wait`` (None: another try would fail alike) and not ``stop()``."""
     for n in range(1, max(1, attempts) + 1):
         try:
             return attempt()

@@ -72,9 +72,8 @@ def last_complete_week(tz: str, at: datetime | None = None) -> Week:
 
 
 def numbering_start(first_week: str, held: Iterable[str], week_id: str) -> str:
-    """The week of issue No. 1: ``[issue] first_week`` when set, else the first ISO week the
-    archive ``held``, else ``week_id``: a fresh archive's first issue is No. 1 whatever week
-    it is."""
+    """The week of issue No. 1: ``[issue] first_week`` when set, else the first week the
+    archive ``held``, else ``week_id``."""
     if first_week:
         return first_week
     weeks = []
@@ -87,9 +86,8 @@ def numbering_start(first_week: str, held: Iterable[str], week_id: str) -> str:
 
 
 def issue_number(week_id: str, first_week: str) -> int:
-    """"No. N": weeks since ``first_week``, counting it as No. 1; 0 (unnumbered) when none
-    is set or ``week_id`` comes before it. Counted in weeks, not issues, so a number never
-    changes when an older week is rebuilt."""
+    """"No. N", counting ``first_week`` as No. 1; 0 (unnumbered) before it or without it.
+    Counted in weeks, not issues, so a number never changes when an older week is rebuilt."""
     if not first_week:
         return 0
     weeks = (iso_monday(week_id) - iso_monday(first_week)).days // 7

@@ -19,9 +19,8 @@ _SPACE = re.compile(r"\s+")
 
 
 def clean_area(name: str) -> str | None:
-    """One name folded as the feed's areas are (NFKC, lower case, white space to ``-``), or None
-    when nothing usable is left: empty, too long, or holding an unprintable character (which
-    also keeps a stored list's separators out of a name)."""
+    """One name folded as the feed's areas are, or None when nothing usable is left (an
+    unprintable character also keeps a stored list's separators out of a name)."""
     folded = _SPACE.sub("-", unicodedata.normalize("NFKC", name).strip().lower())
     if folded and len(folded) <= MAX_AREA_LENGTH and folded.isprintable():
         return folded

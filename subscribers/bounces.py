@@ -1,12 +1,10 @@
 """What the list learns from mail that comes back, acted on in one place, whichever carrier
-brings it: SES's notifications posted by SNS to the webhook (:meth:`Bounces.notification`),
-a bounce notification mailed back to the newsletter (:meth:`Bounces.bounce`), or an SMTP
-relay's "no such mailbox" during a send (:func:`mark_bounced`).
+brings it: SES's notifications through SNS, a bounce mailed back, or an SMTP relay's "no such
+mailbox" during a send.
 
-The address's status follows the one rule of :func:`subscribers.store.rules.after_mail_event`,
-and a bounce or complaint of a known message is noted on its ledger row for the issue's
-rates. At-least-once carriers (SNS redelivers) are made harmless here: a counted event is
-claimed once by its key before it is counted. Pure of I/O: the store, keys and ``now`` come in.
+The status follows :func:`subscribers.store.rules.after_mail_event`, and a bounce or complaint
+of a known message is noted on its ledger row for the issue's rates. At-least-once carriers
+(SNS redelivers) are made harmless here: a counted event is claimed once by its key first.
 """
 
 from __future__ import annotations
@@ -55,11 +53,9 @@ class Bounces:
 
     def notification(self, message_id: str, events: Sequence[MailEvent], now: datetime, *,
                      sent_at: datetime | None = None) -> int:
-        """One verified SNS notification's SES ``events``, applied so that SNS's redeliveries
-        change nothing twice; how many were applied to a subscriber. Bounces, complaints and
-        deliveries set a state, so applying one again is harmless; a transient bounce is counted,
-        so each one is claimed once by its key first (and given back if counting fails). Each
-        event carries when SES says it happened (else ``sent_at``): SNS keeps no order."""
+        """One verified SNS notification's SES ``events``, applied so that redeliveries change
+        nothing twice; how many were applied to a subscriber. Each event carries when SES says it
+        happened (else ``sent_at``): SNS keeps no order."""
         applied = 0
         for n, event in enumerate(events):
             key = f"sns:{message_id}:{n}"
@@ -80,10 +76,8 @@ class Bounces:
     def mail_event(self, kind: str, address: str, now: datetime, *,
                    message_id: str | None = None,
                    occurred_at: datetime | None = None) -> Subscriber | None:
-        """Apply an SES event to the subscriber with ``address``; None if there is none. A
-        permanent bounce or a complaint is also noted on the ledger row of ``message_id``. A time
-        after ``now`` is taken as ``now``, so one event stamped in the future cannot make every
-        later one look old."""
+        """Apply an SES event to the subscriber with ``address``; None if there is none. A time
+        after ``now`` is taken as ``now``, so one future stamp cannot make later events look old."""
         if kind not in MAIL_EVENTS:
             raise ValueError(f"unknown mail event {kind!r}")
         feedback = {"bounce-permanent": "bounce", "complaint": "complaint"}.get(kind)
@@ -103,13 +97,11 @@ class Bounces:
 
     def bounce(self, token: str, kind: str, *, now: datetime, refused: Sequence[str] = (),
                issue_id: str | None = None) -> tuple[Subscriber, str] | None:
-        """A bounce notification came back for the message that carried the unsubscribe ``token``:
-        apply ``kind`` to the token's subscriber; TokenError if it does not verify, None if its
-        subscriber was removed since. Only the token decides whose mail it was, never an address
-        the notification names (anyone can write one); the token already lets one unsubscribe, so
-        this grants nothing more. A permanent bounce from a mailbox among ``refused`` that is not
-        the subscriber's (they forward to an address that died) counts as transient only. The
-        caller makes sure each notification is applied once (a transient one counts again)."""
+        """Apply ``kind`` to the subscriber of the bounced message's unsubscribe ``token``.
+
+        Only the token decides whose mail it was, never an address the notification names
+        (anyone can write one). A permanent bounce from a mailbox in ``refused`` that is not
+        the subscriber's (a dead forwarding address) counts as transient only."""
         if kind not in ("bounce-permanent", "bounce-transient"):
             raise ValueError(f"not a bounce: {kind!r}")
         subscriber = self.store.get(verify_token(self.keys, token, "unsubscribe", now))

@@ -184,10 +184,8 @@ def new_subscriber_id() -> str:
 
 
 def batch_subscriber_ids() -> Iterator[str]:
-    """Fresh ids for one import batch: a random 6-byte prefix shared by the batch, then 6
-    random bytes each, never twice. SQLite keeps subscribers in id order (``WITHOUT ROWID``):
-    fully random ids dirty one page per row all over the table at every commit, neighbours a
-    few pages (bench/bench_import.py measures both)."""
+    """Fresh ids for one import batch: a random prefix shared by the batch, then random bytes
+    each. SQLite keeps subscribers in id order, so neighbours dirty a few pages, not one per row."""
     prefix = secrets.token_hex(6)
     drawn: set[str] = set()
     while True:
@@ -201,13 +199,8 @@ def batch_subscriber_ids() -> Iterator[str]:
 def normalise_email(text: str) -> str:
     """The address in email-validator's normal form, or :class:`InvalidAddress`.
 
-    email-validator lower-cases the domain (and the RFC 2142 mailboxes such as
-    ``postmaster``), writes an ``xn--`` domain in Unicode and applies Unicode NFC; the local
-    part keeps its case (uniqueness is case-insensitive separately). No DNS is consulted: the
-    check must give the same answer offline, and deliverability is the transport's business.
-
-    Most of email-validator's work is the domain, and a list of readers shares few domains:
-    the domain is checked once (:func:`_domain`) and the local part beside a literal one.
+    No DNS is consulted: the check must give the same answer offline. The local part keeps its
+    case (uniqueness is case-insensitive separately); each domain is checked once.
     """
     stripped = text.strip()
     if not stripped:

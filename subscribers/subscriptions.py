@@ -1,18 +1,12 @@
 """How people join and leave: the actions behind the subscription app and inbound mail, so a
 sign-up by form and one by mail follow the same rules.
 
-* **Double opt-in.** A request stores a ``pending`` address and mails it a confirmation link;
-  only the person who reads that mailbox can make it ``active``, and a link confirms only a
-  ``pending`` address (replayed after an unsubscribe, bounce or complaint, it changes nothing).
-* **No enumeration.** A request gets the same answer, and takes the same store calls, whether
-  the address is new, pending, active or gone: only the mail that address receives differs.
-  The app answers after :meth:`Subscriptions.check_request` alone.
-* **Limits.** Confirmation mails per mailbox per day (every spelling of one mailbox counted
-  together: :func:`mailbox_key`) and requests per client per hour, counted in the store under
-  a hash, so several app processes share them.
-* **Consent** is recorded on confirmation: when, from where (``web``, ``mail``), the client.
-
-No clock and no environment are read here: ``now``, the store and a :class:`Mailer` come in.
+* **Double opt-in.** Only the person who reads a mailbox can make it ``active``, and a link
+  confirms only a ``pending`` address (replayed after a departure, it changes nothing).
+* **No enumeration.** A request gets the same answer and takes the same store calls whatever
+  the address's state: only the mail that address receives differs.
+* **Limits** per mailbox per day (every spelling counted together) and per client per hour,
+  counted in the store, so several app processes share them.
 """
 
 from __future__ import annotations
@@ -142,12 +136,9 @@ class Subscriptions:
 
     def request(self, email: str, layout: str = DEFAULT_LAYOUT, *, source: str,
                 now: datetime, areas: Iterable[str] = ()) -> RequestOutcome:
-        """Someone asked for ``email`` to receive the newsletter in ``layout``, following ``areas``
-        (checked with :meth:`choose_areas`). A pending or new address is mailed a confirmation link,
-        an active or unsubscribed one its preferences link, a bounced, complained or removed one
-        nothing. Every state takes the same steps (the store's request, the mailbox's allowance, a
-        signed link), so the work done says nothing about the address. The transport's errors
-        propagate."""
+        """Someone asked for ``email`` to receive the newsletter: a pending or new address gets a
+        confirmation link, an active or unsubscribed one its preferences link, a gone one nothing.
+        Every state takes the same steps, so the work done says nothing about the address."""
         normal = self.check_request(email, layout)
         result = self.store.request_subscription(normal, layout, source=source, now=now,
                                                  areas=areas)
@@ -229,8 +220,7 @@ class Subscriptions:
 
     def confirm(self, token: str, *, source: str, client: str | None,
                 now: datetime) -> None:
-        """Make the link's subscriber ``active`` if it is ``pending``, recording consent; any other
-        is left as it is, checked in the same write (a replayed link never undoes a departure).
+        """Make the link's subscriber ``active`` only if it is ``pending``, in the same write.
         Nothing is returned, so the caller's answer cannot differ by the address's fate."""
         subscriber_id = self.verified(token, "confirm", now)
         with suppress(UnknownSubscriber):
@@ -254,9 +244,8 @@ class Subscriptions:
 
     def choose_areas(self, posted: Iterable[str], *,
                      held: Iterable[str] = ()) -> tuple[str, ...]:
-        """The areas a form posted, as they will be stored; AreaChoiceError for a name
-        neither in the catalog nor already the reader's (``held``), or for too many. Empty
-        values are ignored."""
+        """The areas a form posted, as they will be stored; AreaChoiceError for one neither in
+        the catalog nor already the reader's, or for too many."""
         values = [name for name in posted if name.strip()]
         if not values:
             return ()
@@ -286,9 +275,8 @@ class Subscriptions:
         return subscriber
 
     def resubscribe(self, token: str, *, client: str | None, now: datetime) -> Subscriber:
-        """Back on the list from the preferences page (mailed to that address: the owner's own
-        new consent), for someone who unsubscribed. Bounced and complained addresses need a fresh
-        confirmation mail, which also proves the mailbox works again."""
+        """Back on the list from the preferences page, for someone who unsubscribed. Bounced and
+        complained addresses need a fresh confirmation, which also proves the mailbox works."""
         subscriber = self.subscriber_for(token, "preferences", now)
         if subscriber.status != "unsubscribed":
             return subscriber
@@ -302,9 +290,8 @@ _DOTS_IGNORED = {"gmail.com": "gmail.com", "googlemail.com": "gmail.com"}
 
 
 def mailbox_key(address: str) -> str:
-    """The mailbox an address reaches, for the daily allowance: case-insensitive, without a
-    ``+tag``, and without dots at Gmail. Else each spelling of one mailbox would get its own
-    confirmation mails: a way to flood it. The address is stored and mailed as typed."""
+    """The mailbox an address reaches, for the daily allowance (no case, no ``+tag``, no dots
+    at Gmail): else each spelling of one mailbox would be a way to flood it."""
     local, _, domain = email_key(address).rpartition("@")
     local = local.split("+", 1)[0]
     if domain in _DOTS_IGNORED:

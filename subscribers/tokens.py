@@ -168,9 +168,8 @@ def make_token(keys: Keys, purpose: Purpose, subscriber_id: str,
 
 
 def verify_token(keys: Keys, token: str, purpose: Purpose, now: datetime) -> str:
-    """The subscriber id a token was made for, or TokenError saying why not. Purpose and
-    expiry are judged only once the signature holds, so an unsigned token learns nothing but
-    "bad signature"."""
+    """The subscriber id a token was made for, or TokenError. Purpose and expiry are judged
+    only once the signature holds, so an unsigned token learns nothing but "bad signature"."""
     if purpose not in _CODES:
         raise ValueError(f"unknown token purpose {purpose!r}; known: {', '.join(PURPOSES)}")
     _require_aware(now)

@@ -1,11 +1,9 @@
 """Archives: where the public web archive lives. One small interface, two adapters.
 
 Keys are relative paths (``issues/2026-W48/index.html``). ``write`` skips an unchanged
-object, so publishing the same content twice writes nothing. ``delete`` is for pages nothing
-live links to any more (old search chunks, PR and area pages no issue makes), never an
-issue's own: the archive of issues only grows. Adapters raise only
-:class:`~pipeline.errors.ArchiveError`; :func:`pipeline.wiring.open_archive` builds the one
-``[archive] target`` names.
+object, so publishing the same content twice writes nothing. ``delete`` is only for pages
+nothing live links to, never an issue's own: the archive of issues only grows. Adapters raise
+only :class:`~pipeline.errors.ArchiveError`.
 """
 
 from __future__ import annotations

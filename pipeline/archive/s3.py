@@ -1,14 +1,9 @@
 """The ``s3`` archive: the public web archive as objects in an S3 bucket, under a prefix.
 
-Region, endpoint and credentials are AWS's own settings; nothing here reads them. Keys are
-``<prefix><key>``, each passing :func:`~pipeline.archive.check_key` before a request.
-
-Unchanged objects are skipped without a HEAD each: the first listing of the prefix keeps
-every object's ETag, the hex MD5 of its bytes for a single ``PutObject`` without SSE-KMS,
-and ``write`` compares it with :attr:`SiteObject.md5` (an ETag that is no MD5 just means
-one more upload). Headers are not compared. ``ContentMD5`` goes with every upload, so S3
-refuses a body damaged on the way. botocore's errors become :class:`ArchiveError` with the
-key and a one-line reason (:func:`pipeline.aws.s3_reason`), keeping the cause.
+Unchanged objects are skipped without a HEAD each: the first listing keeps every ETag, the
+MD5 of a single ``PutObject`` without SSE-KMS (an ETag that is no MD5 means one more upload).
+``ContentMD5`` goes with every upload, so S3 refuses a body damaged on the way. botocore's
+errors become :class:`ArchiveError` with the key and a one-line reason, keeping the cause.
 """
 
 from __future__ import annotations

@@ -1,10 +1,9 @@
 """One way to make a boto3 client, for the adapters that speak to AWS, and the wording of
-the errors they share (S3's for the archive and the inbox).
+the errors they share.
 
 A fresh boto3 session each time: the default one keeps the credentials it found first, which
 a long-lived process should not inherit. The sessions share botocore's loader of service
-models: reading them again is most of what a new client costs, and a Lambda cold
-start waits for it. boto3 is imported lazily, by the AWS adapters only.
+models, most of what a new client costs. boto3 is imported lazily, by the AWS adapters only.
 """
 
 from __future__ import annotations
@@ -72,9 +71,8 @@ class _SearchPaths(list[str]):
 
 @cache
 def _loader() -> Any:
-    """botocore's loader of service models, shared by every session: it caches what it read,
-    and nothing it reads depends on credentials or region. ``AWS_DATA_PATH`` is honoured as
-    botocore does, read once."""
+    """botocore's loader of service models, shared by every session: nothing it reads depends on
+    credentials or region. ``AWS_DATA_PATH`` is honoured as botocore does."""
     import botocore.loaders
 
     extra = os.environ.get("AWS_DATA_PATH", "")
@@ -116,9 +114,8 @@ def s3_client(region: str | None = None, *, connect_timeout: float = 10.0,
 
 
 def s3_reason(exc: Exception, bucket: str, *, rights: str) -> str:
-    """A botocore error in one line that says what to do: the bucket is missing, access is
-    denied (and which ``rights`` the credentials need), no credentials, S3 unreachable, a
-    damaged upload. Shared by the archive and the S3 inbox."""
+    """A botocore error in one line that says what to do (and, when access is denied, which
+    ``rights`` the credentials need)."""
     from botocore.exceptions import ClientError
 
     if isinstance(exc, ClientError):

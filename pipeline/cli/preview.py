@@ -142,8 +142,7 @@ def _cmd_preview(args: argparse.Namespace, settings: Settings) -> int:
 
 def _approve_command(args: argparse.Namespace, week_id: str) -> str:
     """The ``newsletter approve`` command the editor runs once the preview looks right,
-    written to run as printed (pipeline/stages/invocation.py: ``.venv/bin/newsletter`` where
-    ``newsletter`` is not on the PATH)."""
+    written to run as printed."""
     config = ("--config", str(args.config)) if args.config else ()
     return command(*config, "approve", "--week", week_id)
 
@@ -210,10 +209,8 @@ WATCH_INTERVAL_S = 0.2
 def _watch(args: argparse.Namespace, settings: Settings, week_id: str,
            make: Callable[[bool], Made], latest: _Latest, shooter: Screenshotter | None
            ) -> None:
-    """Rebuild on every change: the page first (with the screenshots that did not change),
-    then the changed pages' screenshots, and the page again. With ``--watch``, a change of
-    the feed, the templates or the editor's file; always, the approval, so that the page
-    served stops saying "to approve" once the editor has approved."""
+    """Rebuild on every change: the page first, then the changed screenshots, and the page
+    again. The approval is always watched, so the page stops saying "to approve" once given."""
     approval = latest.built.folder / APPROVAL_FILE
     if args.watch:
         watcher = Watcher([*watched_paths(settings, week_id, args.feed), approval])

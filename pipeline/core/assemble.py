@@ -1,13 +1,11 @@
 """Assemble the issue: ranked items, their PR facts and translations → issue, JSON, artifacts.
 
 Pure: what comes from outside (the editor's file, GitHub, the translator) was asked for first
-by :mod:`pipeline.stages.build` and arrives as data, so the same inputs give the same bytes:
+by :mod:`pipeline.stages.build`, so the same inputs give the same bytes:
 
     group (feeds → Grouped) → rank_week (+ the editor's file → Ranked)
         → [the stage asks GitHub and the translator → Gathered]
         → complete (facts, translations, links) → assemble (compose, render, issue.json)
-
-Each *distinct* interest variant the readers' choices come to is rendered once.
 """
 
 from __future__ import annotations

@@ -1,20 +1,9 @@
 """Proof: a built issue → the report the editor reads before approving it.
 
-Pure: a :class:`~pipeline.core.issue.built_issue.BuiltIssue` in, a frozen
-:class:`ProofReport` out. It repeats every problem ``build`` recorded and adds what only the
-finished artifacts show, in every layout and interest variant alike:
-
-* each HTML part's weight as sent against ``[issue] size_budget_kb`` (``over-size-limit``,
-  blocking; ``near-size-limit`` above 90 %);
-* a personal-link placeholder outside the template's slots (``stray-personal-link``,
-  blocking): it would hand each recipient's signed link to whoever wrote it;
-* images without ``alt`` (``image-without-alt``);
-* a script or data link (``unsafe-link``, blocking), any other non-http(s) link or a link into
-  github.com that is no PR of the configured repository (``suspicious-link``);
-* template code (``{{``, ``{%``, ``<mj-``) outside the text the feed or the editor supplied
-  (``template-leftover``, blocking).
-
-Blocking problems come first. The report also carries the ranking and the hidden PRs.
+Pure. It repeats every problem ``build`` recorded and adds what only the finished artifacts
+show, in every layout and variant: a part over the size budget, a personal-link placeholder
+outside a slot, an image without ``alt``, an unsafe or suspicious link, template code left
+outside the supplied text. Blocking problems come first.
 """
 
 from __future__ import annotations

@@ -1,19 +1,10 @@
 """Mail in: where the mails people send to the newsletter wait. One small interface, two
 adapters.
 
-    class Inbox(Resource, Protocol):
-        def pending(self) -> Iterator[InboundMail]          # oldest first
-        def move_aside(self, key: str, outcome: Outcome) -> None
-        def describe(self) -> str                           # where it is; part of once-only keys
-        def close(self) -> None                             # also: ``with inbox:``
-
-An SES receipt rule stores each inbound mail, raw, as one object under an S3 prefix
-(``[inbox] source = "s3"``, ``bucket``, ``prefix``: ``s3.py``); by default the same raw files
-sit in a local folder (``[inbox] dir``, ``data/inbox``: ``local.py``), which is also where a
-hand-dropped ``.eml`` goes. A handled mail is moved aside, out of the way of the next run:
-``processed/`` or ``ignored/`` under the folder or the prefix. Adapters raise only
-:class:`InboxError`. :func:`pipeline.wiring.open_inbox` builds the one ``[inbox] source``
-names; what is done with each mail is :mod:`pipeline.stages.inbox`.
+An SES receipt rule stores each inbound mail, raw, under an S3 prefix (``s3.py``); by default
+the same raw files sit in a local folder (``local.py``), where a hand-dropped ``.eml`` goes
+too. A handled mail is moved aside to ``processed/`` or ``ignored/``, out of the next run's
+way. Adapters raise only :class:`InboxError`.
 """
 
 from __future__ import annotations
@@ -48,8 +39,7 @@ OUTCOMES: tuple[Outcome, ...] = ("processed", "ignored")
 
 
 class InboxError(NewsletterError):
-    """The inbox cannot be read or a mail cannot be moved aside (a folder without
-    permission, a bucket that does not exist, no credentials). Exit 1: the input is fine,
+    """The inbox cannot be read or a mail cannot be moved aside. Exit 1: the input is fine,
     the machine's state is not; mails already handled stay handled."""
 
     exit_code = 1
@@ -61,8 +51,8 @@ class InboxError(NewsletterError):
 
 @dataclass(frozen=True)
 class InboundMail:
-    """One raw mail waiting in the inbox. ``key`` is its name inside the inbox (a file
-    name, or an object key without the prefix): what :meth:`Inbox.move_aside` takes."""
+    """One raw mail waiting in the inbox; ``key`` is its name inside the inbox, what
+    :meth:`Inbox.move_aside` takes."""
 
     key: str
     raw: bytes = field(repr=False)

@@ -13,9 +13,8 @@ __all__ = ["LocalInbox"]
 
 
 class LocalInbox(Inbox):
-    """Raw mails as files in ``folder`` (not its sub-folders). A missing folder is an
-    empty inbox. Moving aside is an ``os.replace`` into ``processed/`` or ``ignored/``,
-    atomic within the folder."""
+    """Raw mails as files in ``folder`` (not its sub-folders); a missing folder is an empty
+    inbox. Moving aside is an ``os.replace``, atomic within the folder."""
 
     name = "local"
 

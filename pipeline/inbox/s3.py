@@ -1,8 +1,7 @@
-"""The inbox on S3: where an SES receipt rule's S3 action stores each inbound mail, raw, as
-one object under ``[inbox] prefix``. Handled mail is moved aside (copy, then delete) to
-``<prefix>processed/`` or ``<prefix>ignored/``; listing with ``Delimiter="/"`` never sees
-those, nor SES's ``AMAZON_SES_SETUP_NOTIFICATION`` object. Imported only when
-``[inbox] source = "s3"``, so boto3 loads only then.
+"""The inbox on S3: where an SES receipt rule's S3 action stores each inbound mail, raw.
+
+Listing with ``Delimiter="/"`` never sees what was moved aside, nor SES's setup notification.
+Imported only when ``[inbox] source = "s3"``, so boto3 loads only then.
 """
 
 from __future__ import annotations
@@ -22,14 +21,10 @@ __all__ = ["S3Inbox"]
 
 
 class S3Inbox(Inbox):
-    """Raw mails as objects directly under ``prefix`` in ``bucket`` (an SES receipt
-    rule's S3 action). Listing is paginated and uses ``/`` as delimiter, so what was moved
-    aside (``<prefix>processed/…``, ``<prefix>ignored/…``) is not even listed. Moving aside
-    is CopyObject then DeleteObject; a crash between the two leaves the mail listed again,
-    and the next run only finishes the move.
+    """Raw mails as objects directly under ``prefix`` in ``bucket``.
 
-    Each botocore error becomes an :class:`InboxError` with a one-line reason, keeping it as
-    the cause. ``client`` is a boto3 S3 client; with ``owns_client`` :meth:`close` closes it.
+    Moving aside is CopyObject then DeleteObject; a crash between the two leaves the mail listed
+    again, and the next run only finishes the move.
     """
 
     name = "s3"

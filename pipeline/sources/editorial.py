@@ -1,7 +1,5 @@
-"""Read the editor's file for a week, ``<editorial_dir>/<week>.toml``, off the disk.
-
-The one place it is read: the build asks it, as it asks the feeds, before anything is
-assembled; :func:`pipeline.core.issue.editorial.parse_editorial` decides what it says.
+"""Read the editor's file for a week, ``<editorial_dir>/<week>.toml``, off the disk;
+:func:`pipeline.core.issue.editorial.parse_editorial` decides what it says.
 """
 
 from __future__ import annotations

@@ -1,14 +1,9 @@
 """Read a feed's bytes from a file or an http(s) URL, politely.
 
-URLs are fetched with a conditional GET (:func:`pipeline.http.get_cached`): the ETag and
-Last-Modified of the last answer are kept beside a copy of its body in ``<data_dir>/feeds/``,
-so an unchanged feed costs a 304. A 304 with no cached copy (the cache was wiped in between)
-is answered by fetching in full. This is the only module that reads feeds from the network
-or the disk; ``collect`` gets bytes.
-
-Bounds, the same for a URL and a file: at most :data:`MAX_BYTES`, and for a URL at most
-:data:`TOTAL_SECONDS` from the first connection to the last byte. The per-read timeout alone
-does not bound a server that sends one byte a second forever.
+URLs are fetched with a conditional GET whose cache lives in ``<data_dir>/feeds/``, so an
+unchanged feed costs a 304. Bounds, the same for a URL and a file: at most
+:data:`MAX_BYTES`, and for a URL at most :data:`TOTAL_SECONDS` in all, since a per-read
+timeout does not bound a server that sends one byte a second forever.
 """
 
 from __future__ import annotations

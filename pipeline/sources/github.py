@@ -1,12 +1,9 @@
 """The PR's own facts from GitHub's REST API: title, author, state, size, labels, title tags.
 
-Each answer is cached under ``<data_dir>/github/`` with its ETag (:mod:`pipeline.http`'s
-conditional cache), and asked for again with ``If-None-Match``: an unchanged PR answers 304,
-which GitHub does not count against the rate limit, so a re-run costs no quota. Nothing here
-can fail a build: a timeout, an error status, no network or a long rate-limit wait give
-``None`` and one ``github-unavailable`` warning per build, after which the client stops
-asking for the rest of the build. A short rate limit is waited out once
-(:func:`pipeline.retry.call`), only as long as GitHub says.
+Each answer is cached with its ETag, so an unchanged PR answers 304, which GitHub does not
+count against the rate limit. Nothing here can fail a build: any failure gives ``None`` and
+one ``github-unavailable`` warning, after which the client stops asking for this build. A
+short rate limit is waited out once, only as long as GitHub says.
 """
 
 from __future__ import annotations

@@ -143,10 +143,8 @@ def build(settings: Settings, *, week_id: str | None = None, feeds: Sequence[str
           archive_weeks: Sequence[str] | None = None) -> Built:
     """Build one issue and write it; return what was written.
 
-    Each interest variant the readers' ``choices`` come to is rendered here, once.
-    ``archive_weeks`` number the issue when ``[issue] first_week`` is not set (None leaves
-    it unnumbered then). An approved issue is replaced only with ``force`` or ``correct``,
-    which drop the approval; a week that went out as ``sent`` only by a correction.
+    An approved issue is replaced only with ``force`` or ``correct``, which drop the approval; a
+    week that went out as ``sent`` only by a correction.
     """
     week = choose_week(settings, week_id)
     today = local_date(at or now(), week.tz)

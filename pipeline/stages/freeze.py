@@ -1,12 +1,9 @@
 """A sent week is frozen: once its send has begun, no other issue goes out or is published
 under its name, but an explicit correction.
 
-The store (``SentIssues``) knows what went out, so a fresh CI runner with an empty
-``build/`` knows too. The send notes its ``content_hash`` before the first message; build,
-approve, preview, publish and send refuse another issue (exit 3). An issue built with
-``--correct REASON`` carries its :class:`~pipeline.model.Correction`, and the publish or
-send that first puts it out records it; a rebuild carries it again, so an unchanged rebuild
-is the very issue that went out.
+The store (``SentIssues``) knows what went out, so a fresh CI runner knows too; build, approve,
+preview, publish and send refuse another issue (exit 3). A ``--correct`` build carries its
+:class:`~pipeline.model.Correction`, recorded by the publish or send that first puts it out.
 """
 
 from __future__ import annotations

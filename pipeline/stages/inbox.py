@@ -1,18 +1,10 @@
 """``newsletter inbox process``: what is done with the mails people send to the newsletter.
 
-* **Unsubscribe**: a mail to the signed ``<local>+<token>@domain`` of an issue's
-  ``List-Unsubscribe`` unsubscribes the token's subscriber.
-* **Subscribe**: ``subscribe`` or ``订阅`` (subject or first line, optionally a layout)
-  starts the double opt-in for the ``From`` address: a forged ``From`` costs its owner one
-  ignorable mail.
-* **Bounce**: a delivery status notification (RFC 3464) acts on the signed token in the
-  returned message, never on the addresses it names (anyone can write one).
-
-Everything else is ignored; each mail is then moved to ``processed/`` or ``ignored/``.
-Subscribes and bounces are acted on once: their key is recorded first, so a run that
-crashed before moving the mail only moves it next time; a confirmation that could not be
-sent forgets its key and leaves the mail for the next run. Unsubscribes need no key (done
-twice, they change nothing). No token and no whole address reaches a report or an error.
+An unsubscribe (a mail to a signed token address) unsubscribes; a ``subscribe`` starts the
+double opt-in for ``From`` (a forged one costs its owner one ignorable mail); a bounce acts on
+the signed token of the returned message, never the addresses it names. Subscribes and
+bounces are acted on once: their key is recorded first, so a run that crashed before moving
+the mail only moves it next time. No token or whole address reaches a report or an error.
 """
 
 from __future__ import annotations
@@ -83,9 +75,8 @@ def _breakdown(counts: Mapping[str, int]) -> str:
 def process(inbox: Inbox, subscriptions: Subscriptions, now: datetime) -> InboxReport:
     """Handle every waiting mail once, oldest first, and move it aside.
 
-    A key already recorded means an earlier run acted and stopped before moving the mail
-    (``duplicate``). A confirmation the transport could not send forgets the key and leaves
-    the mail (``retry-later``); any other error forgets it too, then stops the run.
+    A confirmation the transport could not send forgets its key and leaves the mail
+    (``retry-later``); any other error forgets it too, then stops the run.
     """
     counts: Counter[str] = Counter()
     ignored: Counter[str] = Counter()

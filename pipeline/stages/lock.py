@@ -1,11 +1,10 @@
 """One run at a time per issue (or per shard): a lease in the subscriber store.
 
-The claims keep two runs from sending one message twice, but a run's start turns claims
-left in flight into unconfirmed ones, which is only right when no other run still sends
-them. So a run holds ``send:<week>`` (``send:<week>:<i/n>`` for a shard) in the store the
-ledger lives in, shared by every machine. The holder renews it from a thread; a dead
-holder's lease is taken over once it expires, at once when its pid is gone from this
-machine; a holder that lost its lease is told, and stops sending.
+A run's start turns claims left in flight into unconfirmed ones, which is only right when no
+other run still sends them; so a run holds ``send:<week>`` in the store the ledger lives in,
+shared by every machine. The holder renews it from a thread; a dead holder's lease is taken
+over once it expires (at once when its pid is gone from this machine); a holder that lost its
+lease is told, and stops sending.
 """
 
 from __future__ import annotations
@@ -56,9 +55,8 @@ def owner_id() -> str:
 def hold(store: Leases, name: str, what: str, *, ttl: timedelta = LEASE_TTL,
          clock: Callable[[], datetime] = now,
          on_lost: Callable[[], None] = lambda: None) -> Iterator[Lease]:
-    """Hold the lease ``name`` for the block, or raise :class:`LockedError` (exit 5) saying
-    who holds it. ``on_lost`` is called from the renewing thread if it is taken over, or
-    not renewed for a whole ``ttl``."""
+    """Hold the lease ``name`` for the block, or raise :class:`LockedError` (exit 5).
+    ``on_lost`` is called from the renewing thread if the lease is taken over or lapses."""
     owner = owner_id()
     with _held_lock:
         holding = _held.get(name)

@@ -54,10 +54,8 @@ _MAX_CJK_IN_ENGLISH = 0.1
 
 def translate_html(translator: Translator, memory: Memory | None, html: str,
                    source: str, target: str, *, title: bool = False) -> Translation:
-    """Translate one sanitized HTML body (or, with ``title``, one plain headline).
-
-    A translation the guard refuses, empty or not in the target language comes back
-    rejected (text None) and is not remembered.
+    """Translate one sanitized HTML body (or, with ``title``, one plain headline); a
+    refused, empty or wrong-language answer comes back rejected and is not remembered.
     """
     if source not in LANGUAGE_NAMES or target not in LANGUAGE_NAMES or source == target:
         raise ValueError(f"cannot translate {source!r} into {target!r}")

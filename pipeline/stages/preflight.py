@@ -1,11 +1,9 @@
 """Pre-flight: every check a send makes, made before anything is published or sent.
 
 ``run`` publishes, then sends: a misconfiguration only the send would find must stop it
-before the archive holds an issue nobody received. ``send``, ``run`` and the test copies all
-go through :func:`pipeline.wiring.open_delivery`, which runs these checks, cheapest first:
-the week has ended; the gates and sizes; the transport's settings (an https ``[site]
-app_url``: RFC 8058 one-click URLs that are not https are ignored); the headers; and the
-transport's own probe. Test copies skip the first two (the editor proofs early).
+before the archive holds an issue nobody received. Checks run cheapest first, the
+transport's own probe last; test copies skip the week and gate checks (the editor proofs
+early).
 """
 
 from __future__ import annotations
@@ -102,9 +100,8 @@ def check_issue(settings: Settings, built: BuiltIssue, *, at: datetime,
 
 
 def check_sizes(settings: Settings, built: BuiltIssue) -> None:
-    """Each part, weighed as this send carries it, within the budget (exit 3 otherwise):
-    with ``[delivery] eight_bit`` turned off since the build, a full issue grows by up to a
-    third and Gmail would clip it."""
+    """Each part, weighed as this send carries it, within the budget (exit 3 otherwise): with
+    ``[delivery] eight_bit`` turned off since the build, an issue grows by up to a third."""
     budget = Budget.configured(settings.issue, settings.delivery)
     for key in built.keys:
         for name, body, html in ((f"email-{key}.html", built.html(key), True),

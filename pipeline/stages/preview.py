@@ -1,31 +1,14 @@
 """Preview: a built issue + its proof report → ``<issue folder>/preview/``, for the editor.
 
-What the folder holds:
+``index.html`` (no JavaScript) shows every layout and variant in frames at 375 and 600 px
+and dark, the inbox rows, the proof report, the ranking and the ``approve`` command for the
+proofed ``content_hash``. Each framed copy has its personal links made harmless. The dark
+copy forces the email's own dark rules on, since an iframe's ``color-scheme`` does not reach
+the media query inside it in Chromium. Screenshots come where Playwright and Chromium are
+installed; otherwise the page says why.
 
-* ``index.html`` — one page, no JavaScript: every layout in frames at 375 px and 600 px and
-  a dark rendering, side by side; each layout's subject and preheader as an inbox row; the
-  proof report (blocking first); the ranking with each item's tier and why; the editor's
-  file named; and the ``newsletter approve`` command for the proofed ``content_hash`` (as
-  it runs from here: pipeline/stages/invocation.py), or, once the issue is approved or went out,
-  that nothing is left to approve (:meth:`PageFacts.step`).
-* ``email-<layout>.html`` — a copy of each layout with the personal links replaced by
-  harmless ``#unsubscribe`` / ``#preferences`` and links opening outside the frame.
-* ``email-<key>.html`` (and ``-dark``) — the same for each interest variant the build
-  rendered (a layout with its readers' areas first), listed on the page with its areas, sizes
-  and what was shrunk; variants are framed at 375 px and not screenshotted.
-* ``email-<layout>-dark.html`` — the same copy with the email's own
-  ``prefers-color-scheme: dark`` rules forced on and ``color-scheme: dark`` declared. (An
-  iframe's ``color-scheme`` does not reach the media query inside it in Chromium, so the dark
-  rendering is a copy, which also makes it a screenshot like any other.)
-* ``screenshots/<layout>-<width>.png`` (and ``<layout>-dark-375.png``) — where Playwright (the
-  ``preview`` extra) and a ``chromium`` are installed: each shot exactly as wide as the
-  rendering and as tall as the email, copied from the last preview where its page did not
-  change (pipeline/stages/screenshots.py). Where either is missing or Chromium fails, the page
-  says so and why.
-
-The folder is written beside ``issue.json`` into a temporary sibling, then renamed into place:
-an interrupted preview leaves the previous one whole. ``watch`` polls the files a build reads;
-``serve`` serves the issue folder on 127.0.0.1.
+The folder is written into a temporary sibling, then renamed into place: an interrupted
+preview leaves the previous one whole.
 """
 
 from __future__ import annotations
@@ -135,9 +118,8 @@ class PageFacts:
     sent: SentIssue | None = None
 
     def step(self, built: BuiltIssue) -> str:
-        """Where ``built`` stands for the editor: ``sent`` (it is the issue that went out:
-        nothing to approve), ``approved`` (nothing left to approve), ``correction`` (a
-        correction of the issue sent, to approve) or ``approve``."""
+        """Where ``built`` stands for the editor: ``sent``, ``approved``, ``correction`` (to
+        approve) or ``approve``."""
         if self.sent is not None and built.content_hash == self.sent.content_hash:
             return "sent"
         if self.approved_hash == built.content_hash:
@@ -246,12 +228,7 @@ def write_preview(built: BuiltIssue, report: ProofReport, facts: PageFacts, *,
                   skip_reason: str | None = None, env: jinja2.Environment | None = None,
                   cached_only: bool = False) -> Preview:
     """Write ``<issue folder>/preview/`` all at once; screenshots when ``shooter`` (or a
-    ``chromium`` to start one for this call) is given.
-
-    The previous preview's screenshots are reused where their page did not change;
-    ``cached_only`` takes no new one (the page says which are being retaken: ``preview
-    --watch`` writes the page first, then ``reshoot``s).
-    ``skip_reason`` is what the page says without either.
+    ``chromium`` to start one) is given, reusing the last preview's where the page is unchanged.
     """
     if shooter is None and chromium:
         with Screenshotter(chromium) as own:
@@ -301,15 +278,11 @@ def preview_issue(settings: Settings, week_id: str, feeds: Sequence[str] = (), *
                   sent: SentIssue | None = None, correct: str | None = None,
                   archive_weeks: Sequence[str] | None = None
                   ) -> tuple[BuiltIssue, ProofReport, Preview]:
-    """Build the week (``build`` semantics) with the readers' ``choices`` (and numbered by
-    ``archive_weeks``, as ``build`` does), proof it (every interest variant too) and write
-    its preview folder.
+    """Build the week (``build`` semantics), proof it with every variant and write its
+    preview folder.
 
-    An approved issue whose content changed is not rebuilt: ``build``'s BlockedError, said
-    from the preview's side. A week that went out as ``sent`` is previewed only as it went
-    out, or as a correction (``correct`` is its reason): ``build``'s SentWeekError, which
-    says how. ``shown`` turns a path into what the page prints. Screenshots as
-    ``write_preview`` takes them.
+    An approved issue whose content changed is not rebuilt, and a sent week is previewed only as
+    it went out or as a correction: ``build``'s errors, said from the preview's side.
     """
     strings.cache_clear()  # under --watch, templates/strings.toml may have changed
     try:
@@ -374,9 +347,7 @@ class Watcher:
 
 def watch(watcher: Watcher, on_change: Callable[[list[Path]], object], *,
           interval: float = 1.0, sleep: Callable[[float], object] = time.sleep) -> NoReturn:
-    """Poll ``watcher`` every ``interval`` seconds and hand each batch of changed files to
-    ``on_change`` (``preview --watch`` rebuilds there). It never returns: Ctrl-C
-    (KeyboardInterrupt) ends it, and stopping is the caller's to say."""
+    """Hand each batch of changed files to ``on_change``; never returns (Ctrl-C ends it)."""
     while True:
         sleep(interval)
         changed = watcher.changed()

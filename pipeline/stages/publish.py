@@ -1,10 +1,9 @@
 """Publish: a built issue → the public archive, issue pages first, then the index.
 
-The order is the guarantee: the issue's own pages, then the pages made from every issue the
-archive holds (PRs, areas, share card), and the index, feed and sitemap last; so a failure
-half-way leaves the live index pointing only at pages that exist, and a fresh runner still
-publishes a complete index. Unchanged objects are not written again. Once the index stops
-naming a PR or area page no issue makes any more, that page is deleted.
+The order is the guarantee: the issue's pages, then the pages made from every issue the
+archive holds, and the index, feed and sitemap last; so a failure half-way leaves the live
+index pointing only at pages that exist. A PR or area page no issue makes any more is
+deleted once the index stops naming it.
 """
 
 from __future__ import annotations

@@ -1,11 +1,9 @@
 """The weekly job, ``newsletter run``: build (or reuse the approved issue), every check of
 the send, publish, send; in that order and no other.
 
-A week not over is refused before anything is built; the issue's lease is held from the
-start, so two schedulers never both publish and send; a week that went out is finished with
-the issue it went out as (another is refused, but a correction); an approved issue is sent
-as proofed, never rebuilt; and every check of the send, the transport's login included,
-passes before anything is published. What reaches outside comes in as :class:`Steps`.
+The issue's lease is held from the start, so two schedulers never both publish and send; an
+approved issue is sent as proofed, never rebuilt; and every check of the send passes before
+anything is published. What reaches outside comes in as :class:`Steps`.
 """
 
 from __future__ import annotations

@@ -1,12 +1,9 @@
 """The preview's screenshots: Playwright drives Debian's Chromium, one page for every shot.
 
-Playwright is the ``preview`` extra and Chromium a system package: without either, the
-preview is written all the same and says in one line why it has no screenshots. The browser
-starts at the first shot the last preview cannot give and stays up until ``close()``, so
-``preview --watch`` starts it once.
-
-A shot is copied from the last preview when the page it shows is there byte for byte: the
-emails load nothing from outside, so their HTML decides their pixels.
+Without either the preview is written all the same and says why it has no screenshots. The
+browser starts at the first shot needed and stays up until ``close()``, so ``preview
+--watch`` starts it once. A shot is copied from the last preview when its page is the same
+byte for byte: the emails load nothing from outside, so their HTML decides their pixels.
 """
 
 from __future__ import annotations
@@ -104,8 +101,7 @@ class Screenshotter:
     def take(self, folder: Path, shots: Sequence[Shot], previous: Path | None = None, *,
              cached_only: bool = False) -> Screenshots:
         """PNGs of ``folder``'s email copies into ``folder/screenshots/``, copied from
-        ``previous`` (the last preview folder) where its page is the same; with
-        ``cached_only`` nothing is shot (``pending`` says how many are left)."""
+        ``previous`` where the page is the same; with ``cached_only`` nothing is shot."""
         (folder / SCREENSHOT_DIR).mkdir(exist_ok=True)
         todo = [shot for shot in shots if not _reuse(shot, folder, previous)]
         notes = self._shoot(folder, todo) if todo and not cached_only else []

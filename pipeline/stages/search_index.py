@@ -1,12 +1,9 @@
 """Search index: the archive's reviews → Pagefind's bundles, one a year, in the archive.
 
 Run at the end of ``publish`` from the issues the archive holds, so a fresh runner indexes
-every issue. A year whose records, Pagefind and dictionary are as recorded keeps its bundle.
-
-The extended binary, once per year over a temporary folder, not Pagefind's Python API: the
-API polls one request at a time and hangs past a 2 MiB index. ``--force-language und``:
-Pagefind searches only the index of the page's language, and every record is bilingual;
-under ``und`` it indexes the words jieba cut (pipeline/core/site/words.py) as they are.
+every issue. The extended binary, not Pagefind's Python API, which hangs past a 2 MiB
+index. ``--force-language und``: every record is bilingual, and under ``und`` Pagefind
+indexes the words jieba cut as they are.
 """
 
 from __future__ import annotations
@@ -87,13 +84,10 @@ def bundle_objects(year: str, records: dict[str, str]) -> list[SiteObject]:
 
 def publish_search(archive: Archive, site: Site, issues: Sequence[Issue],
                    note: Callable[[SiteObject, bool], None]) -> int:
-    """Index each year whose records, files or live entry are not what the manifest
-    recorded; write the search pages, then the manifest; last, delete the bundle files
-    neither this index nor the one before names. How many were deleted.
+    """Index each year that changed, write the search pages, then the manifest; last, delete
+    the bundle files neither this index nor the one before names. How many were deleted.
 
-    Each bundle is written before the page that loads it, its entry file last, and nothing
-    is deleted before the new index is in place: search answers throughout. When a year
-    fails half-way, the manifest still records what is live.
+    Nothing is deleted before the new index is in place, so search answers throughout.
     """
     previous, legacy = previous_manifest(archive)
     present = set(archive.keys(search.BUNDLE))

@@ -1,10 +1,9 @@
 """``newsletter status``: the operator's view of one week and of the list.
 
-The delivery numbers and the unconfirmed recipients come from the ledger (the truth across
-shards and machines); the send reports add how the runs ended. Bounce and complaint rates
-are set against Gmail's and Yahoo's 0.3 % complaint line and SES's 5 % bounce review line.
-The state's exit code tells a scheduler what to do next (docs/operations.md has the table);
-only ``failed`` (1) needs a person before anything else can happen.
+The delivery numbers come from the ledger (the truth across shards and machines); the send
+reports add how the runs ended. Rates are set against Gmail's and Yahoo's 0.3 % complaint
+line and SES's 5 % bounce line. The exit code tells a scheduler what to do next
+(docs/operations.md has the table).
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """Machine translation: the :class:`Translator` interface, its record, and the memory's.
 
-Off by default (``[translate] backend = "none"``), and the last source of a text (after the
-editor, the feed and the GitHub title). :mod:`pipeline.stages.machine_translation` runs the
-flow: protect (translate_guard) → memory → Translator.translate → restore → clean_html; a
-translation the guard refuses is never remembered. The adapters (``openai``: any
-OpenAI-compatible endpoint; ``aws``: Amazon Translate) convert their own errors into
-:class:`TranslateError`, keeping the cause. The memory keys each result by the source text,
-the backend, the model and the target: a re-run makes no call, a new model translates afresh.
+Off by default, and the last source of a text (after the editor, the feed and the GitHub
+title). A translation the guard refuses is never remembered. Adapters convert their own
+errors into :class:`TranslateError`, keeping the cause. The memory keys each result by the
+source text, the backend, the model and the target: a re-run makes no call, a new model
+translates afresh.
 """
 
 from __future__ import annotations

@@ -25,10 +25,8 @@ AWS_MAX_BYTES = 10_000
 
 def translate_client(region: str | None = None, *, connect_timeout: float = 10.0,
                      read_timeout: float = 60.0, max_attempts: int = 4) -> TranslateClient:
-    """An Amazon Translate client, on a fresh boto3 session (see
-    :func:`pipeline.transport.ses.ses_client` for why), with botocore's standard retries:
-    TranslateText has no side effect, so throttling and 5xx answers are safely
-    repeated with backoff."""
+    """An Amazon Translate client on a fresh boto3 session, with botocore's standard retries:
+    TranslateText has no side effect, so throttling and 5xx answers are safely repeated."""
     return aws_client("translate", region=region, what="the aws backend",
                       key="[translate] backend",
                       retries={"total_max_attempts": max_attempts, "mode": "standard"},

@@ -39,10 +39,8 @@ CREATE TABLE IF NOT EXISTS translations (
 
 
 class TranslationMemory(Resource):
-    """Accepted translations in one SQLite file (WAL), keyed by (sha256 of the source text,
-    backend, model, target language). One connection behind a lock: safe across threads;
-    other processes wait for each other through ``busy_timeout``. Storage failures raise
-    :class:`OutputError` naming the file."""
+    """Accepted translations in one SQLite file (WAL). One connection behind a lock: safe
+    across threads. Storage failures raise :class:`OutputError` naming the file."""
 
     def __init__(self, path: Path, connection: sqlite3.Connection) -> None:
         """Use :meth:`open`."""

@@ -64,10 +64,8 @@ _QUOTES = {'"': '"', "“": "”", "「": "」", "'": "'"}
 class OpenAITranslator(Translator):
     """An OpenAI-compatible chat-completions endpoint (vLLM, OpenAI, any compatible server).
 
-    ``base_url`` may end in ``/v1`` or not. ``api_key`` None sends no ``Authorization`` (a
-    local vLLM server needs none). ``retries`` is the number of attempts after the first;
-    waits start at ``backoff`` seconds and double, unless the server says ``Retry-After``
-    (a wait longer than ``max_wait`` gives up at once rather than sleep through the build).
+    ``api_key`` None sends no ``Authorization`` (a local vLLM needs none). A ``Retry-After``
+    longer than ``max_wait`` gives up at once rather than sleep through the build.
     """
 
     name = "openai"

@@ -9,23 +9,15 @@
     POST /webhooks/ses           SES bounces and complaints through Amazon SNS
     GET  /healthz                for a load balancer
 
-Why it is shaped like this:
-
-* **GET never changes anything**: mail scanners fetch every link. Each link opens a page
-  with one button that POSTs; only RFC 8058's one-click POST unsubscribes at once.
-* **No per-visitor CSRF token**, since the form also lives on the static archive: a POST to
-  /subscribe from another site's page (``Origin``, else ``Referer``) is refused, a honeypot
-  field catches bots, and requests are limited per client and per address. Token-carrying
-  POSTs need none of this: the token is the authority.
-* **No enumeration.** /subscribe answers the same page, status and work for every state an
-  address can be in, before it looks the address up; the store and the mail come after the
-  answer (:class:`MailQueue`). Only the mail the address receives differs.
-* **Nothing secret is logged**: tokens live in query strings, so uvicorn's access log is off.
-* **Small bilingual pages, no JavaScript**, a strict Content-Security-Policy,
-  ``Referrer-Policy: no-referrer``, ``no-store`` and ``frame-ancestors 'none'``.
-
-The work itself is :mod:`subscribers.subscriptions`; this module assembles the handlers
-(:mod:`pipeline.web.routes`) and the pages (:mod:`pipeline.web.pages`).
+* **GET never changes anything**: mail scanners fetch every link, so each opens a page whose
+  one button POSTs; only RFC 8058's one-click POST unsubscribes at once.
+* **No per-visitor CSRF token**, as the form also lives on the static archive: another
+  site's POST to /subscribe is refused by ``Origin``/``Referer``, a honeypot catches bots,
+  and requests are rate-limited. Token-carrying POSTs need none of this.
+* **No enumeration.** /subscribe answers alike for every state an address can be in; the
+  store and the mail come after the answer (:class:`MailQueue`).
+* **Nothing secret is logged** (tokens live in query strings: uvicorn's access log is off);
+  no JavaScript, a strict Content-Security-Policy, ``no-referrer``, ``no-store``.
 """
 
 from __future__ import annotations
@@ -57,8 +49,8 @@ log = logging.getLogger("newsletter.app")
 
 
 def open_app(settings: Settings, environ: Mapping[str, str], stack: ExitStack) -> Starlette:
-    """The app wired from the settings, once for every host (``newsletter serve``, the
-    Lambda function); its store and transport are closed when ``stack`` closes."""
+    """The app wired from the settings, the same for every host; its store and transport close
+    with ``stack``."""
     _, development = signing_keys(settings, environ)
     subscriptions = stack.enter_context(open_subscriptions(settings, environ))
     verifier = None
@@ -83,8 +75,7 @@ def create_app(subscriptions: Subscriptions, *, app_url: str, base_url: str,
                clock: Callable[[], datetime] = clock_now,
                mail_queue: MailQueue | None = None, footer: Footer | None = None,
                signups: SignupQueue | None = None) -> Starlette:
-    """The app over ready-made parts (:func:`open_app` wires them from the settings; tests
-    pass their own)."""
+    """The app over ready-made parts, which :func:`open_app` wires from the settings."""
     queue = mail_queue or MailQueue()
     handlers = Routes(subscriptions, Pages(app_url, base_url, footer), app_url=app_url,
                       base_url=base_url, verifier=verifier, clock=clock, queue=queue,

@@ -1,17 +1,10 @@
 """How ``newsletter serve`` bounds what clients that hold connections open can take.
 
-uvicorn bounds no request's arrival: a connection that sends nothing, or a byte now and then
-(slowloris), stayed open for ever, and enough of them took every file descriptor. So here:
-
-* a request must arrive whole within ``request_seconds`` of the connection opening, or of its
-  first byte on a kept-alive connection; else the connection is closed;
-* at most ``limit`` connections are held: one more closes the one that has waited longest
-  for a request (never one whose request is in), so idle ones only push each other out;
-* the open-file limit is raised so that ``limit`` connections fit (``limit`` is lowered,
-  and that said once, when the hard limit is too low);
-* out of file descriptors, :class:`SteadyEventLoop` stops accepting until asyncio's retry a
-  second later (asyncio retried thousands of times a second), and what a client can cause
-  at will is logged through :class:`OncePerInterval`.
+uvicorn bounds no request's arrival, so a slowloris client could take every file
+descriptor. Here a request must arrive whole within ``request_seconds``; at most ``limit``
+connections are held, one more closing the one that has waited longest for a request (never
+one whose request is in); the open-file limit is raised to fit; and out of descriptors the
+loop pauses accepting rather than spin (:class:`SteadyEventLoop`).
 """
 
 from __future__ import annotations
@@ -146,8 +139,7 @@ class _StopsWhenFull:
 
 class SteadyEventLoop(asyncio.SelectorEventLoop):
     """asyncio's event loop, but out of file descriptors it stops accepting at the first
-    failure: asyncio went on for the whole backlog, each failure logged and each
-    scheduling another retry. uvicorn is given this class as its loop factory."""
+    failure, where asyncio went on for the whole backlog, logging and rescheduling each time."""
 
     def _accept_connection(self, protocol_factory: Any, sock: Any, *args: Any) -> None:
         if isinstance(sock, _StopsWhenFull):  # the socket of a retry asyncio scheduled

@@ -1,23 +1,15 @@
 """The subscription app as an AWS Lambda function (``deploy/template.yaml``).
 
-CloudFront sends ``/api/*`` to the function URL, and Mangum turns each event into a request
-for the same app ``newsletter serve`` runs (:func:`pipeline.web.app.open_app`). Everything
-is built once per cold start, at import, and lives as long as the execution environment.
+CloudFront sends ``/api/*`` to the function URL, and Mangum hands each event to the app
+``newsletter serve`` runs, built once per cold start. What only the Lambda host needs:
 
-What only the Lambda host needs:
-
-* **Settings**: ``NEWSLETTER_CONFIG`` names a TOML file, else ``newsletter.toml`` in the
-  working folder if any, either way overridden by ``NEWSLETTER_<SECTION>_<KEY>`` variables.
 * **Secrets** never sit in the function's configuration: ``<NAME>_PARAMETER`` names an SSM
-  SecureString or a Secrets Manager ARN, read once at cold start (a variable already set
-  wins).
-* **Only through CloudFront.** The function URL is public (an origin access control would
-  want a body hash no form or mail provider sends), so CloudFront adds a secret
-  ``X-Origin-Verify`` header and a request without it is refused (403).
-* **Sign-ups through SQS** (:mod:`pipeline.web.signups`): Mangum runs background tasks
-  before the function returns, so the answer's time would follow the address's state.
-* **The visitor's address** is ``CloudFront-Viewer-Address``, which CloudFront sets, for
-  requests that carry the verified origin header.
+  SecureString or a Secrets Manager ARN, read at cold start.
+* **Only through CloudFront.** The function URL is public, so CloudFront adds a secret
+  ``X-Origin-Verify`` header and a request without it is refused (403); only then is
+  ``CloudFront-Viewer-Address`` believed as the visitor's address.
+* **Sign-ups through SQS** (:mod:`pipeline.web.signups`): Mangum runs background tasks before
+  the function returns, so the answer's time would follow the address's state.
 """
 
 from __future__ import annotations
@@ -116,8 +108,7 @@ def _from_sqs(event: Event) -> bool:
 
 def drain_signups(event: Event, subscriptions: Subscriptions) -> dict[str, Any]:
     """Carry out each queued sign-up. One that fails for now is named in
-    ``batchItemFailures``, so SQS delivers it again (then keeps it in the dead-letter
-    queue); one that is no sign-up at all is logged and dropped: no retry mends it."""
+    ``batchItemFailures`` so SQS delivers it again; one that is no sign-up is logged and dropped."""
     failed: list[dict[str, str]] = []
     for record in event["Records"]:
         message_id = str(record.get("messageId", ""))
@@ -132,9 +123,8 @@ def drain_signups(event: Event, subscriptions: Subscriptions) -> dict[str, Any]:
 
 
 def _prepared(event: Event, headers: dict[str, str], *, trust_viewer_address: bool) -> Event:
-    """The event without the origin secret, with the viewer's address as the source when
-    CloudFront vouches for it, and with a ``Content-Length`` (the app reads a form only
-    up to the length announced)."""
+    """The event without the origin secret, with the viewer's address when CloudFront vouches
+    for it, and with a ``Content-Length`` (the app reads a form only up to that length)."""
     event = {**event, "headers": headers}
     body = event.get("body")
     if body and "content-length" not in headers:

@@ -31,10 +31,8 @@ FIRST_WAIT = 2.0
 
 
 class MailQueue:
-    """Sign-up work run as a response's background task: after its last byte (uvicorn),
-    or before the function returns (Mangum). A job that fails for now is tried
-    ``retries`` more times, waiting in the event loop (no worker thread held). A server
-    that stops calls :meth:`stop_waiting`: a stop must not wait half a minute.
+    """Sign-up work run as a response's background task; a job that fails for now is tried
+    ``retries`` more times, waiting in the event loop (no worker thread held).
     """
 
     def __init__(self, *, retries: int = RETRIES, first_wait: float = FIRST_WAIT) -> None:

@@ -90,9 +90,8 @@ class Pages:
                template: str = "message", status: dict[str, str] | None = None,
                status_kind: str = "ok", referrer: str = "no-referrer",
                **context: Any) -> HTMLResponse:
-        """A page, its words in ``langs``' order. ``referrer``: a token page keeps its
-        address to itself; the form page says ``same-origin``, or browsers would send
-        ``Origin: null`` with its POST, which the origin check refuses."""
+        """A page, its words in ``langs``' order. The form page's referrer policy is
+        ``same-origin``, or browsers would send ``Origin: null``, which the origin check refuses."""
         html = self.env.get_template(f"app/{template}.html.j2").render(
             page=self.text[name], css=self.css, app_url=self.app_url, base_url=self.base_url,
             footer=self.footer, langs=langs, lang_tag=LANG_TAGS,
@@ -129,8 +128,7 @@ class Pages:
 
     def link_problem(self, exc: TokenError | UnknownSubscriber, token: str | None = None,
                      *, langs: tuple[Lang, ...]) -> HTMLResponse:
-        """The page for a link that cannot be acted on; an expired confirmation link
-        (``token`` given) offers a new mail. 410 for a subscriber gone since: behind
+        """The page for a link that cannot be acted on. 410 for a subscriber gone since: behind
         CloudFront a 404 would be swapped for the archive's own page."""
         if isinstance(exc, TokenError) and exc.reason == "expired" and exc.subscriber_id \
                 and token is not None:
@@ -191,8 +189,7 @@ MASK = "\u2022\u2022\u2022"
 
 def masked_address(email: str) -> str:
     """``a•••@example.org``: enough for its owner to know which address, too little for
-    someone else holding the link to learn it (a local part under three characters keeps
-    none)."""
+    someone else holding the link."""
     local, at, domain = email.rpartition("@")
     if not at:
         return MASK

@@ -78,9 +78,8 @@ FormHandler = Callable[["Routes", Request, Posted], Awaitable[Response]]
 
 def _form_post(*, same_site: bool = False, lenient: bool = False
                ) -> Callable[[FormHandler], Endpoint]:
-    """The preamble every form POST shares. ``same_site``: refuse another site's form
-    (403). A body too large is a 413, or with ``lenient`` (the one-click unsubscribe, whose
-    token is in the URL) no form at all, as is one that does not parse."""
+    """The preamble every form POST shares. A body too large is a 413, or with ``lenient``
+    (the one-click unsubscribe, whose token is in the URL) no form at all."""
 
     def decorate(handler: FormHandler) -> Endpoint:
         @functools.wraps(handler)
@@ -280,9 +279,8 @@ class Routes:
 
     def _preference_change(self, posted: Posted, current: Subscriber, client: str | None
                            ) -> tuple[Callable[[], Subscriber], dict[str, str]] | None:
-        """What the preferences form asks for, and what the page then says; None for an
-        unknown action. The areas change only when the form showed them (``areas_shown``):
-        a form without the boxes must not read as "follow none"."""
+        """What the preferences form asks for, and what the page then says. The areas change
+        only when the form showed them: a form without the boxes must not read as "follow none"."""
         form, token, now = posted.form or {}, posted.token, posted.now
         subscriptions = self.subscriptions
         action = form.get("action", "")
@@ -441,9 +439,8 @@ def _token_of(request: Request, form: dict[str, str] | None = None) -> str:
 
 async def _form_of(request: Request, *, lenient: bool = False
                    ) -> tuple[dict[str, str], tuple[str, ...]] | None:
-    """The urlencoded or multipart form (RFC 8058 allows both) and its ``areas``, or None
-    when it is too large to be ours (or, ``lenient``, does not parse); no body is an
-    empty form."""
+    """The urlencoded or multipart form (RFC 8058 allows both) and its ``areas``; None when
+    too large (or, ``lenient``, unparseable)."""
     length = request.headers.get("content-length", "0")
     if not length.isdigit() or int(length) > MAX_FORM_BYTES:
         return None

@@ -55,9 +55,8 @@ def default_port(settings: Settings) -> int:
 
 
 def served_app_url(app_url: str, port: int) -> str:
-    """The app URL links should carry when this process serves on ``port``: a loopback
-    ``app_url`` is this very process, so it names the port served; a public one is a
-    proxy's, kept as is."""
+    """The app URL links should carry: a loopback ``app_url`` is this very process, so it
+    names the port served; a public one is a proxy's, kept as is."""
     parts = urlsplit(app_url)
     if parts.hostname not in LOOPBACK:
         return app_url

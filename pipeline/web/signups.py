@@ -1,10 +1,8 @@
 """Sign-ups handed to a queue, so that on Lambda the answer never waits for the address.
 
-Under Mangum there is no "after the answer": background tasks run before the function
-returns, so the answer's time would follow the address's state. With ``[subscriptions]
-queue_url`` set, ``POST /subscribe`` sends one message instead, the same call whatever the
-address, and the function, invoked by SQS, does the sign-up. A message holds what the sign-up
-needs and nothing more.
+Under Mangum background tasks run before the function returns, so the answer's time would
+follow the address's state. With ``[subscriptions] queue_url`` set, ``POST /subscribe`` sends
+one message instead, whatever the address, and the function invoked by SQS does the sign-up.
 """
 
 from __future__ import annotations

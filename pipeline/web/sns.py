@@ -1,28 +1,16 @@
 """Verify the Amazon SNS messages that reach ``POST /webhooks/ses``.
 
-Amazon SES reports bounces and complaints through an SNS topic, and SNS delivers them to the
-subscription app over HTTPS. Anyone on the internet can POST to that endpoint, and a forged
-"permanent bounce" or "complaint" would silently drop a subscriber, so nothing in a body is
-believed until :class:`SnsVerifier` has checked, in this order:
+Anyone can POST there, and a forged "permanent bounce" would silently drop a subscriber, so
+nothing in a body is believed until :class:`SnsVerifier` has checked, in this order: the body
+is an SNS message; its ``TopicArn`` is ours (SNS signs *every* account's topics with the same
+certificates, so a valid signature alone proves nothing; checked before any fetch); the
+signature version; the ``SigningCertURL`` is HTTPS on an SNS host (else the sender picks the
+key); the certificate is current RSA; the signature
+(https://docs.aws.amazon.com/sns/latest/dg/sns-verify-signature-of-message.html); and the
+``Timestamp`` is recent, which bounds replay.
 
-1. the body is an SNS message at all (``malformed``);
-2. its ``TopicArn`` is one of ours (``topic-not-allowed``). SNS signs the messages of *every*
-   AWS account's topics with the same certificates, so a validly signed message proves only
-   that it came from SNS, not from *our* topic: a stranger could subscribe our endpoint to
-   their own topic and publish bounces for our subscribers. Checked before any network fetch,
-   so a stranger's message costs us nothing;
-3. its ``SignatureVersion`` is 1 (SHA1withRSA) or 2 (SHA256withRSA) (``unsupported-version``);
-4. its ``SigningCertURL`` is HTTPS on an SNS host and names a ``.pem`` (``bad-cert-url``):
-   a certificate from anywhere else would let the sender choose the key that verifies it;
-5. the certificate can be fetched, parsed, is RSA and is current (``cert-unavailable``);
-6. the signature over the string AWS documents (``bad-signature``), see
-   https://docs.aws.amazon.com/sns/latest/dg/sns-verify-signature-of-message.html;
-7. its ``Timestamp`` is neither older than ``max_age`` nor from the future (``stale``), which
-   bounds how long a captured message can be replayed.
-
-Certificates are fetched with :mod:`urllib.request`, never following a redirect (a redirect
-could leave the SNS host after the URL check), read up to a size limit, and kept per URL
-while valid: SNS signs every message with a handful of certificates.
+Certificates are fetched following no redirect (it could leave the SNS host after the URL
+check), up to a size limit, and kept per URL while valid.
 """
 
 from __future__ import annotations
@@ -208,8 +196,7 @@ class _Cached:
 
 class CertificateSource:
     """Fetches SNS signing certificates over HTTPS, only from an allowed host, and keeps the
-    valid ones (the few SNS hosts serve). ``host_pattern`` must match the whole host; only a
-    pattern other than AWS's (a test's loopback server) allows a port."""
+    valid ones. Only a pattern other than AWS's (a test's loopback server) allows a port."""
 
     def __init__(self, *, host_pattern: re.Pattern[str] = AWS_SNS_HOST,
                  ssl_context: ssl.SSLContext | None = None, timeout: float = 5.0) -> None:
@@ -224,8 +211,7 @@ class CertificateSource:
 
     def check_url(self, url: str, what: str = "SigningCertURL") -> str:
         """``url`` if it may be fetched, else ``bad-cert-url``: HTTPS on an allowed host, no
-        user info (``sns.…@evil.org``), no whitespace or control characters (``urllib``
-        would drop some after the check), and a ``SigningCertURL`` names a ``.pem``."""
+        user info (``sns.…@evil.org``), no characters ``urllib`` would drop after the check."""
         if not isinstance(url, str) or not url or any(
                 not 0x21 <= ord(c) <= 0x7E for c in url):
             raise SnsError("bad-cert-url", f"{what} is empty or has invalid characters")
@@ -285,9 +271,8 @@ class CertificateSource:
                        not_after=cert.not_valid_after_utc)
 
     def _fetch(self, url: str, failed: SnsReason) -> bytes:
-        """The body of a 2xx answer, at most :data:`MAX_CERTIFICATE_BYTES`, read within
-        ``timeout`` in total so a server dripping bytes cannot hold the request open; else
-        :class:`SnsError` ``failed``."""
+        """The body of a 2xx answer, at most :data:`MAX_CERTIFICATE_BYTES`, read within ``timeout``
+        in total so a server dripping bytes cannot hold the request open."""
         if not url.startswith("https://"):  # check_url made sure; never file:, ftp:, data:
             raise SnsError(failed, "not https")
         deadline = time.monotonic() + self._timeout

@@ -1,33 +1,26 @@
 """Where subscribers and the delivery ledger live: the store's interface, one Protocol per role.
 
-Each consumer is typed against the roles it uses (:class:`DeliveryStore` for the send loop
-and ``status``, :class:`SubscriptionStore` for the subscription actions, :class:`Leases` for
-the run lock); :class:`SubscriberStore` is all nine, what ``pipeline.wiring.open_store``
-opens. The adapters, :class:`~subscribers.store.sqlite.SqliteStore` and
-:class:`~subscribers.store.dynamo.DynamoStore`, implement every role without inheriting from
-any; what they share is in :mod:`subscribers.store.rules`.
+Each consumer is typed against the roles it uses; :class:`SubscriberStore` is all of them.
+The adapters (SQLite, DynamoDB) implement every role without inheriting; what they share is
+in :mod:`subscribers.store.rules`.
 
-The ledger makes delivery crash-safe. The send loop *claims* (issue, subscriber) before it
-calls the transport, in one atomic write (never a read then a write), so two threads or
-processes never both win it; every ledger write is durable when its method returns. A claim
-notes when its message is *handed over* (right before the transport call): a claim a crash
-left that was never handed over is released, and only one caught in the transport call
+The ledger makes delivery crash-safe: the send loop *claims* (issue, subscriber) in one
+atomic write before the transport call, so only one caller ever wins it, and every ledger
+write is durable when its method returns. A claim notes when its message is *handed over*: a
+crash's claim never handed over is released, and only one caught in the transport call
 becomes ``unconfirmed`` rather than being sent again.
 
 Rules every implementation keeps, in every role:
 
 * **Threads.** Every method may be called from several threads and processes at once.
-* **Time.** Datetimes passed in are timezone-aware; those returned are UTC. The store never
-  reads the clock: callers pass ``now``.
-* **Errors.** Only :mod:`subscribers.errors`' are raised: ``InvalidAddress`` for text that is
-  not an address, ``UnknownSubscriber`` where a subscriber must exist, ``StoreError`` when the
-  storage fails. A value outside the documented set (an unknown status, a naive datetime) is
-  the caller's bug: ``ValueError``.
+* **Time.** Datetimes passed in are aware; those returned are UTC. The store never reads the
+  clock: callers pass ``now``.
+* **Errors.** Only :mod:`subscribers.errors`' are raised; a value outside the documented set
+  (an unknown status, a naive datetime) is the caller's bug: ``ValueError``.
 * **Addresses** are normalised with email-validator and unique case-insensitively.
 * **Consent is not manufactured.** ``add`` never reactivates an ``unsubscribed``, ``bounced``
-  or ``complained`` subscriber nor re-adds a removed (suppressed) address; only
-  :meth:`Directory.set_status` (the person's own new consent) can, and a confirmation link
-  only for a ``pending`` one (:data:`~subscribers.store.rules.CONFIRMABLE`).
+  or ``complained`` subscriber nor re-adds a suppressed address; only the person's own new
+  consent (:meth:`Directory.set_status`) can.
 """
 
 from __future__ import annotations
@@ -71,9 +64,8 @@ class Directory(Protocol):
 
     def add(self, email: str, layout: str = DEFAULT_LAYOUT, *, status: str = "pending",
             source: str, now: datetime, areas: Iterable[str] = ()) -> AddResult:
-        """Store a new subscriber, or say why not; an existing one is returned unchanged,
-        except that a ``pending`` one becomes ``active`` when ``status="active"``.
-        ``areas`` (through :func:`~subscribers.areas.clean_areas`) are a new one's only."""
+        """Store a new subscriber, or say why not; an existing one is returned unchanged, but a
+        ``pending`` one becomes ``active`` when ``status="active"``."""
 
     def get(self, subscriber_id: str) -> Subscriber | None: ...
 
@@ -92,27 +84,24 @@ class Directory(Protocol):
     def set_status(self, subscriber_id: str, status: str, now: datetime, *,
                    source: str | None = None, client: str | None = None,
                    only_from: str | None = None) -> Subscriber:
-        """Change a subscriber's status (becoming ``active`` records a new consent: ``now``,
-        ``source``, ``client``). With ``only_from``, only a subscriber in that status changes,
-        checked in the same write; any other is returned unchanged."""
+        """Change a subscriber's status (becoming ``active`` records a new consent). With
+        ``only_from``, only a subscriber in that status changes, checked in the same write."""
 
     def set_layout(self, subscriber_id: str, layout: str, now: datetime, *,
                    areas: Iterable[str] | None = None) -> Subscriber:
-        """The preferences: the layout, and the areas followed unless ``areas`` is None
-        (stored through :func:`~subscribers.areas.clean_areas`; () follows none)."""
+        """The preferences: the layout, and the areas followed unless ``areas`` is None."""
 
     def request_subscription(self, email: str, layout: str, *, source: str,
                              now: datetime, areas: Iterable[str] = ()) -> AddResult:
-        """A sign-up before any consent (web form, inbound mail): a new address is stored
-        ``pending``; one not ``active`` takes the layout and areas asked for (kept through its
-        confirmation); an ``active`` one is left as it is; a removed one is not stored."""
+        """A sign-up before any consent: a new address is stored ``pending``; one not
+        ``active`` takes the layout and areas asked for; an ``active`` one is left as it is, a
+        removed one not stored."""
 
     def record_mail_event(self, subscriber_id: str, kind: str, now: datetime, *,
                           transient_limit: int,
                           occurred_at: datetime | None = None) -> Subscriber:
-        """Apply what the mail system said about an address (see
-        :data:`~subscribers.store.rules.MAIL_EVENTS`). A transient bounce or delivery that happened
-        (``occurred_at``) before the latest one applied changes nothing."""
+        """Apply what the mail system said about an address (``rules.MAIL_EVENTS``). A transient
+        bounce or delivery that happened before the latest one applied changes nothing."""
 
     def remove(self, email: str, now: datetime) -> bool:
         """Erase the subscriber and its ledger rows, keeping only a hashed suppression entry;
@@ -132,25 +121,23 @@ class Imports(Protocol):
     def add_many(self, entries: Sequence[NewSubscriber], *, status: str = "pending",
                  source: str, now: datetime) -> list[AddResult]:
         """:meth:`Directory.add` for each entry, in order, with the outcomes it would give one by
-        one (an address twice is created, then present), in far fewer requests. Every address is
-        checked before anything is written. An interruption leaves each entry either done as
-        :meth:`Directory.add` would have done it or not done at all."""
+        one, in far fewer requests. Every address is checked before anything is written; an
+        interruption leaves each entry either done as :meth:`Directory.add` would or not at all."""
 
 
 class Interests(Protocol):
-    """Which areas readers follow, as the variants of an issue to render, and which areas
-    exist to be followed (the catalog, filled as issues are published)."""
+    """Which areas readers follow (the variants to render) and which exist to be followed."""
 
     def variant_choices(self) -> list[tuple[str, tuple[str, ...]]]:
         """The distinct (layout, areas) of ``active`` subscribers who follow any area, sorted:
-        the variants a send renders besides the plain layouts, in one query or scan."""
+        the variants a send renders besides the plain layouts."""
 
     def known_areas(self) -> tuple[str, ...]:
         """Every area noted so far, sorted: what a reader may pick from."""
 
     def note_areas(self, names: Iterable[str]) -> None:
-        """Add ``names`` (cleaned as a reader's choice is) to the catalog; never removes one, so
-        an area a reader follows stays pickable even in a week without it."""
+        """Add ``names`` to the catalog; never removes one, so an area a reader follows stays
+        pickable in a week without it."""
 
 
 class Ledger(Protocol):
@@ -158,15 +145,14 @@ class Ledger(Protocol):
 
     def claim(self, issue_id: str, subscriber_id: str, now: datetime, *,
               retry: bool = False, retry_temporary: bool = False) -> bool:
-        """Take (issue, subscriber) for sending; True for exactly one caller. With ``retry``
-        an ``unconfirmed`` row or a temporary failure is taken over (one more attempt), with
-        ``retry_temporary`` only a temporary failure; ``sent``, ``sending`` and permanent
-        failures never are."""
+        """Take (issue, subscriber) for sending; True for exactly one caller. ``retry`` takes
+        over an ``unconfirmed`` row or a temporary failure, ``retry_temporary`` only the
+        latter; ``sent``, ``sending`` and permanent failures never."""
 
     def mark_sent(self, issue_id: str, subscriber_id: str, message_id: str,
                   now: datetime) -> None:
-        """The outcomes are recorded whatever the row said, even with no claim (the
-        transport's answer is the truth), except that a ``sent`` row is never downgraded."""
+        """Outcomes are recorded whatever the row said, even with no claim (the transport's answer
+        is the truth), but a ``sent`` row is never downgraded."""
 
     def mark_failed(self, issue_id: str, subscriber_id: str, reason: str, permanent: bool,
                     now: datetime) -> None: ...
@@ -182,9 +168,8 @@ class Ledger(Protocol):
 
     def expire_in_flight(self, issue_id: str, now: datetime, *,
                          shard: Shard | None = None) -> int:
-        """Resolve the ``sending`` rows an earlier run left (of ``shard`` only): release those
-        never handed over, turn the others ``unconfirmed``; how many became unconfirmed. Called at
-        the start of a run, holding its lease."""
+        """Resolve the ``sending`` rows an earlier run left: release those never handed over, turn
+        the others ``unconfirmed``; how many became unconfirmed. Called holding the run's lease."""
 
     def ledger(self, issue_id: str, status: str | None = None) -> dict[str, LedgerEntry]: ...
 
@@ -196,35 +181,31 @@ class Ledger(Protocol):
 
 class SentIssues(Protocol):
     """What each issue went out as, so that a sent week is never replaced but by an explicit
-    correction: written by the send, read by every command that could put another issue under
-    the week's name."""
+    correction."""
 
     def sent_issue(self, issue_id: str) -> SentIssue | None:
-        """What the issue went out as, or None while no send of it has begun. A send that began
-        freezes the week even if its list was empty (``run`` had published the issue)."""
+        """What the issue went out as, or None while no send of it has begun (even an empty
+        list's send freezes the week)."""
 
     def record_sent(self, issue_id: str, content_hash: str, now: datetime) -> SentIssue:
-        """Note that the issue goes out as ``content_hash``, before its first message is handed
-        over, unless a version is noted already. The record as it now stands: a caller whose hash
-        is not in it was beaten to the week by another issue."""
+        """Note that the issue goes out as ``content_hash`` unless a version is noted already;
+        the record as it now stands (a caller whose hash is not in it was beaten to the week)."""
 
     def record_correction(self, issue_id: str, content_hash: str, *, replacing: str,
                           corrected_on: str, reason: str) -> SentIssue | None:
-        """Replace ``replacing`` by the correction ``content_hash``, in one write conditional on
-        the record still holding ``replacing`` (two corrections never both win). The record as it
-        now stands; None when nothing of the issue was sent."""
+        """Replace ``replacing`` by the correction, in one write conditional on the record still
+        holding it (two corrections never both win); None when nothing of the issue was sent."""
 
 
 class Feedback(Protocol):
     """Bounces and complaints noted on an issue's ledger rows: its bounce and complaint rates."""
 
     def record_feedback(self, message_id: str, kind: str, now: datetime) -> str | None:
-        """Note a bounce or complaint (``FEEDBACK``) on the row of the message SES called
-        ``message_id`` (a complaint outranks a bounce); the issue's id, or None if no row has it."""
+        """Note a bounce or complaint on the row of the message SES called ``message_id`` (a
+        complaint outranks a bounce); the issue's id, or None if no row has it."""
 
     def note_feedback(self, issue_id: str, subscriber_id: str, kind: str) -> bool:
-        """The same on the row of (issue, subscriber), for a message known by those (a relay's
-        refusal, a bounce notification); True if a row was there."""
+        """The same on the row of (issue, subscriber); True if a row was there."""
 
     def feedback_counts(self, issue_id: str) -> dict[str, int]:
         """Ledger rows of the issue with each kind of feedback (every kind present)."""
@@ -234,8 +215,8 @@ class Leases(Protocol):
     """Named leases with an expiry: one holder at a time, taken over once it lapses."""
 
     def acquire_lease(self, name: str, owner: str, now: datetime, ttl: timedelta) -> Lease:
-        """Take or extend the lease ``name`` for ``owner`` unless someone else holds it
-        unexpired; the lease as it now stands (compare its ``owner`` to know who won)."""
+        """Take or extend the lease ``name`` unless someone else holds it unexpired; the lease as
+        it now stands (compare its ``owner`` to know who won)."""
 
     def renew_lease(self, name: str, owner: str, now: datetime, ttl: timedelta) -> bool:
         """Extend a lease ``owner`` holds; False if it was lost (expired and taken over)."""
@@ -245,8 +226,8 @@ class Leases(Protocol):
 
 
 class OnceKeys(Protocol):
-    """Keys of messages handled once (``sns:<MessageId>``, ``mail:<object key>``): what makes
-    at-least-once deliveries (SNS, an inbound mail picked up again) idempotent."""
+    """Keys of messages handled once: what makes at-least-once deliveries (SNS, an inbound mail
+    picked up again) idempotent."""
 
     #: True when the store drops old handled-message keys and rate counters by itself
     #: (DynamoDB's TTL), so nobody need call :meth:`purge_seen`, a full scan there.
@@ -273,14 +254,11 @@ class Quotas(Protocol):
 
 
 class DeliveryStore(Directory, Interests, Ledger, SentIssues, Feedback, Protocol):
-    """Who an issue goes to (and in which variant), what became of each send, and what the
-    issue went out as: the send loop and ``status``."""
+    """What the send loop and ``status`` use."""
 
 
 class SubscriptionStore(Directory, Interests, Ledger, Feedback, OnceKeys, Quotas, Protocol):
-    """What the subscription actions and their callers (the app, the inbox) use: the list,
-    the areas to pick from, the feedback on the ledger, the keys of messages handled, and
-    the rate limits."""
+    """What the subscription actions and their callers (the app, the inbox) use."""
 
 
 class SubscriberStore(Directory, Imports, Interests, Ledger, SentIssues, Feedback, Leases,

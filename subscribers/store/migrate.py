@@ -145,9 +145,8 @@ def _copy_catalog(conn: sqlite3.Connection, target: DynamoStore, source: Path,
 
 def to_sqlite(source: DynamoStore, path: Path, *, dry_run: bool = False
               ) -> dict[str, Counter[str]]:
-    """Copy everything the DynamoDB tables hold into a new SQLite store at ``path``, written
-    whole under a temporary name and renamed into place: a failure half-way leaves no file,
-    and nothing is merged into a store that may be in use."""
+    """Copy the DynamoDB tables into a new SQLite store at ``path``, renamed into place: a
+    failure half-way leaves no file, and nothing is merged into a store in use."""
     if path.exists():
         raise UsageError(f"{path}: already exists; --to-sqlite names a new file (nothing is "
                          "merged into a store that may be in use)")

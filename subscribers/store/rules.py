@@ -1,10 +1,8 @@
-"""What both store backends agree on, written once: the status rules (an address's after a
-confirmation or a mail event, a ledger row's after a claim, an outcome or a release), the
-suppression hash, the timestamp and areas text, and the plan of many additions.
+"""What both store backends agree on, written once: the status rules, the suppression hash,
+the timestamp and areas text, and the plan of many additions.
 
 Both stores must give the same answers and store the same values (``store migrate`` copies
-SQLite's text into DynamoDB as it is); each says the rules in its own language, and
-tests/test_store.py holds both to these functions, state by state.
+SQLite's text into DynamoDB as it is); tests/test_store.py holds both to these functions.
 """
 
 from __future__ import annotations
@@ -176,9 +174,8 @@ def status_counts(by_status_and_layout: Mapping[tuple[str, str], int]) -> dict[s
 
 
 def encode_areas(names: Iterable[str]) -> str:
-    """A subscriber's areas as both stores keep them: cleaned, then a compact JSON array, or
-    the empty string for none, so that equal choices are equal text (what ``variant_choices``
-    groups on)."""
+    """A subscriber's areas as both stores keep them: cleaned, a compact JSON array, "" for
+    none, so equal choices are equal text (what ``variant_choices`` groups on)."""
     cleaned = clean_areas(names)
     if not cleaned:
         return ""
@@ -212,8 +209,7 @@ def check_known(what: str, known: Sequence[str], *values: str | None) -> None:
 
 
 def check_new_status(layout: str, status: str) -> None:
-    """A caller's bug (ValueError): an unknown layout, or a new subscriber neither ``pending``
-    nor ``active``."""
+    """ValueError (a caller's bug) for an unknown layout or a status no new subscriber has."""
     check_known("layout", LAYOUTS, layout)
     if status not in ("pending", "active"):
         raise ValueError("a new subscriber is 'pending' or 'active'")
@@ -221,8 +217,7 @@ def check_new_status(layout: str, status: str) -> None:
 
 @dataclass
 class Additions:
-    """What :func:`plan_additions` decided: one result per entry, and the writes that make them
-    true."""
+    """What :func:`plan_additions` decided: one result per entry, and the writes to make."""
 
     results: list[AddResult] = field(default_factory=list)
     created: list[Subscriber] = field(default_factory=list)
@@ -233,10 +228,8 @@ class Additions:
 def plan_additions(entries: Sequence[tuple[str, NewSubscriber]], *, status: str, source: str,
                    now: datetime, existing: Mapping[str, Subscriber],
                    suppressed: set[str]) -> Additions:
-    """Decide ``add`` for each (normalised address, entry) in turn, from what the store holds
-    (``existing`` by email key, the ``suppressed`` hashes): the outcomes ``add`` called once per
-    entry would give (an address twice is created, then present). Pure: both stores read, call
-    this, then write what it returns, so their rules cannot drift apart."""
+    """Decide ``add`` for each (normalised address, entry) in turn, from what the store holds:
+    both stores read, call this, then write what it returns, so their rules cannot drift apart."""
     new_ids = batch_subscriber_ids()
     when = now.astimezone(UTC)
     consent_at = when if status == "active" else None

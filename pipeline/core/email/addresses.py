@@ -1,10 +1,8 @@
 """An address as the wire may carry it: envelope (SMTP, SES) and the ``To`` header.
 
-The list keeps addresses as email-validator normalised them, Unicode allowed on both sides
-of the ``@`` (RFC 6531/6532). On the wire the domain always travels in IDNA form; a non-ASCII
-local part has no ASCII form, so only a server offering SMTPUTF8 may be given it (SES may
-not), and anyone else refuses that one recipient, by name, before any call. Never an RFC 2047
-encoded word inside an address, which the stdlib's SMTP policy writes for such a local part.
+The domain always travels in IDNA form; a non-ASCII local part has no ASCII form, so only a
+server offering SMTPUTF8 may be given it, and anyone else refuses that recipient, by name,
+before any call. Never an RFC 2047 encoded word inside an address.
 """
 
 from __future__ import annotations
@@ -37,8 +35,7 @@ class UnsendableAddress(ValueError):
 
 @lru_cache(maxsize=4096)
 def wire_address(address: str) -> WireAddress:
-    """The wire forms of ``address``; :class:`UnsendableAddress` if it has none. An ASCII
-    address is as the list validated it; any other goes through email-validator (IDNA 2008)."""
+    """The wire forms of ``address``; :class:`UnsendableAddress` if it has none."""
     if address.isascii():
         return WireAddress(address, address, False)
     try:

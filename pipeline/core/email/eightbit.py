@@ -1,21 +1,12 @@
-"""A part body as 8bit data: UTF-8 as it is, lines of at most 998 octets.
+"""A part body as 8bit data (RFC 6152): UTF-8 as it is, lines of at most 998 octets.
 
-Pure. Why: base64 sends mostly-Chinese HTML at 1.37 times its size and quoted-printable at up
-to three times, and Gmail clips near 102 KB of what is sent; as 8bit data (RFC 6152) a 25-review
-zh-en week stays whole. 8bit data may hold no NUL, no bare CR or LF, no line over 998 octets
-(RFC 5322 §2.1.1), and mjml writes the column of cards as one line of tens of kilobytes.
-
-So an HTML part is *folded*: a space becomes a line break where HTML reads both as the same
-white space: between the attributes of a start tag (outside quotes), and in text, but not
-inside ``<pre>``, ``<textarea>``, ``<style>``, ``<script>`` (a space in a CSS or script string
-may not become a line break), ``<title>``, a comment (Outlook's conditional comments) or a
-quoted attribute value. A line without such a space (a Chinese paragraph: 333 characters are
-999 octets) is cut between two CJK ideographs by ``<wbr`` + line break + ``>``: a line may
-break there anyway (UAX #14), and the line break sits inside the tag. Never before
-punctuation, whose line-breaking rules a ``<wbr>`` would change.
-
-A text/plain part is never folded (its line breaks are its content). A body that cannot be
-made 8bit data gives None, and the caller encodes it as quoted-printable or base64.
+Why: base64 sends mostly-Chinese HTML at 1.37 times its size and Gmail clips near 102 KB; as
+8bit data a 25-review zh-en week stays whole. mjml writes the cards as one huge line, so an
+HTML part is *folded*: a space becomes a line break where HTML reads both alike (never inside
+``<pre>``, ``<style>``, ``<script>``, ``<textarea>``, ``<title>``, a comment or a quoted value),
+and a line with no such space is cut between two CJK ideographs inside a ``<wbr`` tag, where
+a line may break anyway (UAX #14). A text/plain part is never folded; a body that cannot be
+8bit data gives None, and the caller encodes it as quoted-printable or base64.
 """
 
 from __future__ import annotations
@@ -88,10 +79,8 @@ _COMMENT = re.compile(rb"<!--.*?(?:-->|\Z)|<[!?][^>]*>?", re.S)
 
 
 class _Places:
-    """Where a fold may go, decided at one offset (the search looks back from a line's end
-    rather than walk the whole part: the budget weighs every rendering): a space inside a
-    start tag outside quotes, a space or an ideograph boundary in text outside the elements
-    that keep white space, nothing in a comment."""
+    """Where a fold may go, decided at one offset by looking back from a line's end,
+    rather than walking the whole part (the budget weighs every rendering)."""
 
     def __init__(self, data: bytes) -> None:
         self.data = data

@@ -1,26 +1,12 @@
 """Messages: a rendered layout + one recipient's links → the bytes a transport sends.
 
-Each layout is rendered once, at build time; per recipient only the ``To`` header, the signed
-unsubscribe and preferences links and the ``Message-ID`` change. So the headers common to
-everyone are folded once per layout with the stdlib's SMTP policy (which refuses CR/LF in any
-value), and each message is those bytes plus its own headers and the two parts, links filled.
-
-Each part goes out in whichever of quoted-printable, base64 and (with ``[delivery]
-eight_bit``) 8bit is smallest (``mime.choose_encoding``, decided once per layout with links
-of the reserved length), so what the size budget weighed is what is sent. An 8bit part is
-folded once per layout with room for the links, which are then put into the folded text.
-
-Personal links are filled only into the template's own slots: an issue holding a placeholder
-anywhere else is refused whole (``BlockedError``) rather than hand a recipient's signed link
-to whoever wrote it there.
-
-Every message carries ``From``, ``Reply-To`` when configured, ``To``, ``Subject``, ``Date``,
-``Message-ID``, ``List-Id``, ``List-Unsubscribe`` (https one-click, plus a ``mailto:`` when
-inbound mail is configured), ``List-Unsubscribe-Post`` (RFC 8058) and the RFC 2369 headers
-``List-Archive``, ``List-Help``, ``List-Subscribe`` and ``List-Post: NO``. URL headers are
-written verbatim, never broken inside a URL, and a line holds at most 998 octets (RFC 5322):
-every token has one length, so each such header is checked once when :class:`Messages` is
-made, and one too long is a configuration error naming the setting.
+Per recipient only ``To``, the signed links and ``Message-ID`` change, so the common headers
+are folded once per layout (the stdlib's SMTP policy refuses CR/LF in any value) and each
+part's transfer encoding is chosen once, with links of the reserved length: what the size
+budget weighed is what is sent. Links are filled only into the template's own slots; an
+issue holding a placeholder anywhere else is refused whole (``BlockedError``). URL headers
+are written verbatim, never broken inside a URL, and a header longer than a mail line (998
+octets, RFC 5322) is a configuration error naming its setting.
 """
 
 from __future__ import annotations
@@ -76,8 +62,7 @@ class Links:
 def parse_address(value: str, key: str) -> Address:
     """``Name <user@domain>`` → an Address with an IDNA domain; else a configuration error.
 
-    IDNA because the stdlib would write a Unicode domain as an RFC 2047 encoded word, which
-    is no address. A non-ASCII local part would need SMTPUTF8 on every message: refused."""
+    The stdlib would write a Unicode domain as an RFC 2047 encoded word, which is no address."""
     pairs = getaddresses([value])
     if len(pairs) != 1 or "@" not in pairs[0][1] or any(c in value for c in "\r\n"):
         raise ConfigError(f"expected one address such as 'Name <user@example.org>', "
@@ -221,8 +206,7 @@ class Messages:
 
 @dataclass(frozen=True)
 class _Part:
-    """One part of a layout: its headers, its body with the placeholders in, and its
-    transfer encoding."""
+    """One part of a layout: its headers, its body with the placeholders in, its encoding."""
 
     head: bytes
     body: str
@@ -312,12 +296,10 @@ def refuse_stray_placeholders(built: BuiltIssue) -> None:
 
 
 def _fold(name: str, value: object) -> bytes:
-    """One header, folded and encoded by the stdlib; CR or LF in a value raises ValueError.
+    """One header, folded by the stdlib; CR or LF in a value raises ValueError.
 
-    A non-ASCII subject is encoded by :func:`mime.encode_subject`: the policy's folder drops
-    the space before an encoded word ("MoRI-IO 连接器" arrives as "MoRI-IO连接器") and writes
-    76-character encoded words where RFC 2047 allows 75.
-    """
+    A non-ASCII subject goes through :func:`mime.encode_subject`: the policy's folder drops the
+    space before an encoded word and writes words of 76 characters where RFC 2047 allows 75."""
     text = value if isinstance(value, str) else str(value)
     if "\r" in text or "\n" in text:
         raise ValueError(f"header {name} may not contain a line break")

@@ -1,12 +1,8 @@
 """MIME encodings for what leaves as mail: a body's transfer encoding and an RFC 2047 subject.
 
-Pure. A part goes out in whichever of quoted-printable and base64 is smaller for its text
-(English HTML: ~1.02× in quoted-printable against 1.37× in base64; mostly-Chinese text is
-smaller in base64), or 8bit data where the transport carries it and it is smaller still. The
-choice depends only on the text, and quoted-printable keeps an ``.eml``'s links readable.
-
-:func:`encode_subject` writes ``=?utf-8?b?…?=`` words of at most 75 characters (RFC 2047; the
-stdlib's ``Header`` writes 76), never splitting a character's bytes across two words.
+A part goes out in the smallest of quoted-printable, base64 and (where the transport carries
+it) 8bit data; the choice depends only on the text, and a tie goes to quoted-printable, which
+keeps an ``.eml``'s links readable.
 """
 
 from __future__ import annotations
@@ -75,9 +71,7 @@ def _sizes(text: str, eight_bit: bool = False, html: bool = False) -> tuple[int,
 def encode_subject(text: str, header_name: str = "Subject") -> str:
     """``text`` as RFC 2047 encoded words, folded: the value after ``Subject: ``.
 
-    ASCII text is returned as it is (the caller folds it). Every space lives inside an
-    encoded word, since a decoder drops the whitespace between two of them.
-    """
+    Every space lives inside an encoded word, since a decoder drops the white space between two."""
     if text.isascii():
         return text
     words: list[str] = []

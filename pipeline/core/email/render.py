@@ -1,22 +1,13 @@
 """Render: an :class:`Issue` → one HTML email (MJML) and one plain-text part per layout.
 
-Pure: objects in, strings out. One Jinja environment, autoescape on for markup (mjml-python
-chokes on a raw ``<`` or ``&``), StrictUndefined so a template mistake fails the build.
-Per-recipient links are left as placeholders, filled at send time; the archive copy replaces
-them with public pages.
+Pure. One Jinja environment, autoescape on (mjml-python chokes on a raw ``<`` or ``&``),
+StrictUndefined so a template mistake fails the build. Personal links are placeholders filled
+at send time, and only a template :class:`Slot` may print one: every other value passes
+:func:`neutralise`, so no feed text can carry a placeholder into a link of its own.
 
-Personal links land only in the template's own :class:`Slot` values; every other printed
-value passes :func:`neutralise`, which breaks any ``%%`` in it, so no text from outside can
-carry a placeholder into a link of its own. :func:`stray_placeholders` finds one that did
-anyway (an issue built before this rule): ``Messages`` refuses it, the proof blocks it.
-
-The size budget: Gmail clips a message near 102 KB, and Chinese costs three bytes a
-character. Each part is weighed as sent (``mime.py``), placeholders counted as real signed
-links. Over ``[issue] size_budget_kb``, the lowest-priority items shrink to a title and a link
-to the archive, from the bottom, in both parts alike; if even the titles do not fit, their
-tail becomes one "N more in the archive" link. How many is a plain search over that number,
-each step a rendering weighed whole, so a template editor needs to know nothing about it.
-Both parts open with the contents, which the budget weighs too.
+The size budget: Gmail clips a message near 102 KB. Each part is weighed as sent, with real
+link lengths; over ``[issue] size_budget_kb`` the lowest-priority items shrink to a title,
+from the bottom, then the tail folds into one "N more in the archive" link.
 """
 
 from __future__ import annotations
@@ -100,11 +91,8 @@ def neutralise(eval_ctx: jinja2.nodes.EvalContext, value: object) -> object:
 def stray_placeholders(body: str, kind: str) -> int:
     """How many personal-link placeholders in ``body`` sit outside a template slot.
 
-    A slot is a whole ``href`` value in HTML (``kind`` ``html``), a whole word in the text
-    part (``txt``: the built-in template gives it a line of its own). Anything else (a
-    placeholder inside a longer URL, glued to other text) would hand a recipient's signed
-    link to whoever wrote it there.
-    """
+    A slot is a whole ``href`` value in HTML, a whole word in the text part; a placeholder
+    anywhere else would hand a recipient's signed link to whoever wrote it there."""
     total = sum(body.count(p) for p in PLACEHOLDERS)
     if not total:
         return 0
@@ -125,9 +113,8 @@ def with_reserved_links(body: str) -> str:
 
 @dataclass(frozen=True)
 class Budget:
-    """What one part of a recipient's message may weigh as sent, and how it is weighed: in
-    the transfer encoding it will go out in, which the transport decides (``eight_bit``:
-    ``[delivery] eight_bit``, 8bit data among the choices)."""
+    """What one part of a message may weigh as sent, in the transfer encoding the transport
+    will choose."""
 
     #: ``[issue] size_budget_kb`` (KB = 1,000 bytes).
     kb: int
@@ -150,8 +137,7 @@ class Budget:
 
 @dataclass(frozen=True)
 class Footer:
-    """Who sends the issue and why, shown at the foot of every copy (CAN-SPAM, RFC 2369's
-    spirit): the publisher line, the postal address when set, and where to subscribe."""
+    """Who sends the issue and why, at the foot of every copy (CAN-SPAM, RFC 2369's spirit)."""
 
     #: ``[delivery] publisher``, else the sender's name and address.
     publisher: str = ""
@@ -180,11 +166,8 @@ def _one_line(text: str) -> str:
 class _CompiledTemplates(jinja2.BytecodeCache):
     """Compiled templates shared by every environment of this process, in memory only.
 
-    Each part of a run (build, site, preview, app, opt-in mail) and each test makes its own
-    environment, and compiling the templates costs about a quarter of a second each time.
-    Sound because every environment comes from :func:`environment`, with the options the
-    code depends on; an edited template fails the checksum and is compiled afresh. Never on
-    disk: loading compiled code runs it, and a swapped file would run as us (issue 39)."""
+    An edited template fails the checksum and is compiled afresh. Never on disk: loading
+    compiled code runs it, and a swapped file would run as us."""
 
     def __init__(self) -> None:
         #: Jinja's key → (the source's checksum, the code compiled from it).
@@ -229,10 +212,8 @@ _CSS_SPACE = re.compile(r"\s*([{};:,>])\s*|\s+")
 
 
 def compact_css(css: str) -> str:
-    """The email's style block without its white space: a quarter fewer bytes, which a
-    25-review week needs to keep its last review in full. Line by line, since a ``<style>``
-    line is never folded. Only for our templates' CSS, where no string holds ``{};:,>`` or a
-    space that matters."""
+    """The email's style block without its white space: a quarter fewer bytes. Only for our
+    templates' CSS, where no string holds ``{};:,>`` or a space that matters."""
     # "} }" rather than "}}": a rendered part holds no "}}" a template left behind.
     lines = (_CSS_SPACE.sub(lambda m: m[1] or " ", line).strip().replace(";}", "}")
              .replace("}}", "} }") for line in css.split("\n"))
@@ -333,9 +314,8 @@ class Renderer:
 
     def _fit(self, issue: Issue, variant: Variant, base_url: str, budget: Budget,
              footer: Footer) -> tuple[RenderedLayout, Problem | None]:
-        """Every item in full if that fits; else the fewest items from the bottom shortened
-        to a title; else the most titles kept and the rest folded into one link. Each count
-        is found by bisection, since the parts only grow as more is shown."""
+        """Every item in full if that fits; else the fewest items shortened from the bottom;
+        else the most titles kept and the rest folded. Found by bisection: parts only grow."""
         items = interests_first(issue.items, variant.areas)
         n = len(items)
         common = self._common_context(issue, variant, base_url, footer)
@@ -520,8 +500,7 @@ def _fit_problem(name: str, chosen: _Drawn, budget: int, heaviest: _Drawn, over:
 
 
 def body(text: Text | None) -> Markup | None:
-    """A text's body HTML as markup: it left ``sanitize.clean_html``, the only way into an
-    Item."""
+    """A text's body HTML as markup: it left ``sanitize.clean_html``, the only way into an Item."""
     return Markup(text.body_html) if text else None  # noqa: S704
 
 
@@ -549,14 +528,13 @@ class _Entry:
 
 
 #: The most items whose contents lists every title at the top of the email; a longer week
-#: lists its tiers there (issue 40: a 50-review week's first card opened 2,650 px down).
+#: lists its tiers there, so the first card still opens on the first screen.
 CONTENTS_IN_FULL = 12
 
 
 def _contents(plan: _Plan, base_url: str) -> list[dict[str, Any]]:
-    """The contents list: every item the email shows (in full or in brief, not the folded
-    tail), per tier in rank order, numbered through. A card's entry links to the card; a
-    brief item has no card, so its entry links to the archive's page of the PR."""
+    """Every item the email shows, per tier in rank order; a brief item has no card, so its
+    entry links to the archive's page of the PR."""
     full = {item.pr for item in plan.full}
     groups: list[dict[str, Any]] = []
     n = 0

@@ -1,11 +1,9 @@
 """Plain text wrapped for a mail reader: lines of at most 78 columns, URLs whole.
 
-Pure. RFC 5322 asks for lines of at most 78 characters; a text part is read in fixed-width
-windows, where a Chinese character takes two columns. So each line is cut at a space or
-between two CJK characters (never before closing punctuation such as ``，`` or ``）``) to fit
-78 *columns*. A URL is never broken: it goes on a line of its own, however long, so a mail
-client still sees one link. Lines that fit are left alone, and so is the signature separator
-``-- `` (its trailing space is part of it).
+A text part is read in fixed-width windows where a Chinese character takes two columns, so
+lines are cut at a space or between two CJK characters (never before closing punctuation) to
+fit 78 *columns* (RFC 5322). A URL is never broken: it gets a line of its own, so a client
+still sees one link. The signature separator ``-- `` keeps its trailing space.
 """
 
 from __future__ import annotations
@@ -56,8 +54,7 @@ def wrap_text(text: str, limit: int = WIDTH) -> str:
 
 @functools.lru_cache(maxsize=8192)
 def wrap_line(line: str, limit: int = WIDTH) -> tuple[str, ...]:
-    """One long line as several, greedy, URLs alone on theirs. Cached: fitting the budget
-    renders the same reviews several times."""
+    """One long line as several, greedy, URLs alone on theirs."""
     if width(line) <= limit:
         return (line,)
     hanging = _HANGING.match(line)

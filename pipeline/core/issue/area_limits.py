@@ -1,13 +1,9 @@
 """The bounds on areas: how many an item carries, how many names an issue holds.
 
-An area is a feed category or a PR's label, a short tag a reader may follow. Nothing stops a
-feed from giving one entry thousands, and each one shows in every email's contents and card,
-becomes a page and a feed of the archive and a name in the store's catalog: 3,000 of them
-shrank every item of an email to its title. So an item keeps at most
-:data:`MAX_ITEM_AREAS`, an issue at most :data:`MAX_ISSUE_AREAS` names, and a name is no
-longer than a reader may follow, far beyond what an editor uses. Kept first are the names
-more items carry (a real area is shared, a stray one is not), then the first in sorted order,
-so the same feed keeps the same ones; each item that lost some says so (``areas-dropped``).
+Nothing stops a feed from giving an entry thousands of categories, and each becomes a
+contents entry, an archive page and a catalog name (3,000 shrank every item to its title).
+Kept first are the names more items carry (a real area is shared, a stray one is not), then
+sorted order, so the same feed keeps the same ones; an item that lost some says so.
 """
 
 from __future__ import annotations

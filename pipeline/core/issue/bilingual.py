@@ -1,11 +1,9 @@
 """Bilingual: ranked items → the :class:`Issue`, with every language gap made visible.
 
-Every item should read in Chinese and in English. Texts come from the editor's file, the feed
-and machine translation, in that order of precedence. The PR's own title from GitHub is a headline
-only: it never becomes a :class:`Text`, so an item without English keeps its blocking
-``missing-language`` problem; the templates show that title, marked, in the missing block.
-A missing language is a *blocking problem* recorded in the issue, not a build failure: the
-editor sees it in the preview, and ``send`` refuses until it is filled.
+Texts come from the editor's file, the feed and machine translation, in that order. A
+missing language is a *blocking problem* recorded in the issue, not a build failure: the
+editor sees it in the preview and ``send`` refuses until it is filled. The GitHub title is a
+headline only, never a :class:`Text`, so it cannot hide that problem.
 """
 
 from __future__ import annotations
@@ -145,9 +143,8 @@ def _title(item: Item, lang: str) -> str:
 
 
 def subject(layout: str, week: Week, items: Sequence[Item], number: int = 0) -> str:
-    """One line of at most :data:`SUBJECT_MAX` characters: the brand in the layout's first
-    language, the number, the week's days and the top headline, cut at a word or CJK
-    boundary; the count of the others ("+ 7 more") is dropped first when it does not fit."""
+    """One line of at most :data:`SUBJECT_MAX` characters, cut at a word or CJK boundary; the
+    count of the others ("+ 7 more") goes first when it does not fit."""
     first = layout_langs(layout)[0]
     label = [NUMBER[first].format(n=number)] if number > 0 else []
     head = " · ".join([BRAND[first], *label, subject_days(week)[first]]) + " · "

@@ -1,17 +1,14 @@
 """Collect: feed bytes → reviews, and a week's reviews → one group per pull request.
 
-Pure: bytes in, records out (``fetch`` does the I/O). The rules are the input contract of
-docs/architecture.md; the feedparser traps they avoid:
+Pure (``fetch`` does the I/O). The rules are the input contract of docs/architecture.md; the
+feedparser traps they avoid:
 
-* the PR is read from the entry's ``alternate`` link with an anchored pattern, never from
-  ``entry.link`` (which falls back to the id) nor from PRs cited in the text;
-* times come from the ``*_parsed`` UTC struct_times through ``calendar.timegm``, once the raw
-  date string is known to be a real date (``feed_date``: feedparser normalises 30 February);
-* a PR number is 1 to 9 ASCII digits: a longer one is no PR and would stop ``int()``;
-* every text that reaches a headline passes ``sanitize.one_line`` (no bidi override may turn a
-  subject around), every body ``sanitize.clean_body`` (cut past ``MAX_BODY_CHARS``, said);
-* a document that is not well-formed XML is refused even when feedparser recovers entries
-  from it: it may be truncated, and a partial issue is worse than none.
+* the PR is read from the ``alternate`` link with an anchored pattern, never ``entry.link``
+  (which falls back to the id) nor PRs cited in the text;
+* times come from the UTC ``*_parsed`` values once ``feed_date`` knows the raw date is real
+  (feedparser normalises 30 February);
+* a document that is not well-formed XML is refused even when feedparser recovers entries:
+  it may be truncated, and a partial issue is worse than none.
 """
 
 from __future__ import annotations
@@ -241,9 +238,8 @@ def _review(entry: Entry, feed_lang: str | None, repo: str, location: str) -> Re
 
 
 def merge(results: Iterable[FeedResult]) -> tuple[list[Review], list[Rejected]]:
-    """All feeds' entries, an id seen twice counted once, as its newest version. An id
-    naming two PRs is a clash, not a version: each other PR's latest is rejected with a
-    reason, so the clash shows in ``skipped`` instead of a review vanishing."""
+    """All feeds' entries, an id seen twice counted once, as its newest version. An id naming
+    two PRs is a clash: each other PR's latest is rejected, so it shows in ``skipped``."""
     versions: dict[str, list[Review | Rejected]] = {}
     for result in results:
         entries: tuple[Review | Rejected, ...] = (*result.reviews, *result.rejected)

@@ -1,17 +1,11 @@
 """A feed's oversized entry texts, cut before feedparser reads them, without changing what
 the feed means.
 
-feedparser's time grows with every character and every element of an entry's text, and a feed
-may be 20 MB. So a long document is first read as feedparser reads it (its own functions pick
-the encoding and replace the doctype, then expat with namespaces), and only when an entry text
-is too long is the document handed over cut: the same UTF-8, each cut text kept up to the cut
-and its open elements closed. Any other feed, one expat refuses, or one the cut would leave
-unreadable reaches feedparser byte for byte as it came.
-
-A text is cut at :data:`KEPT_FACTOR` times the body's limit, so that what feedparser's
-sanitizer drops (markup, the XHTML wrapper) still leaves the limit's worth. Characters are
-counted as feedparser gives them: Latin-1 that is really UTF-8 (a server's wrong charset) is
-read again, and a base64 text (Atom 0.3's ``mode="base64"``) is counted as what it decodes to.
+feedparser's time grows with every character of an entry and a feed may be 20 MB. So a long
+document is first read as feedparser would read it, and only when an entry text is too long
+is it handed over cut: each cut text kept up to the cut, its open elements closed. Any other
+feed, or one the cut would leave unreadable, reaches feedparser byte for byte. A text is cut at
+:data:`KEPT_FACTOR` times the body's limit, so what the sanitizer drops still leaves enough.
 """
 
 from __future__ import annotations

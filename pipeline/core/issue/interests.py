@@ -26,9 +26,8 @@ _UNSAFE = re.compile(r"[^\w.-]+")
 
 
 def area_slug(name: str) -> str:
-    """``name`` as one safe path segment: letters (any script), digits, ``-``, ``_`` and
-    inner dots; never empty, never ``.`` or ``..``. Distinct names that fold to one slug share
-    a page; a name with nothing usable gets a short hash instead."""
+    """``name`` as one safe path segment, never empty, ``.`` or ``..``; a name with nothing
+    usable gets a short hash."""
     folded = unicodedata.normalize("NFKC", name).strip().lower()
     slug = _UNSAFE.sub("-", folded).strip("-.")[:MAX_AREA_LENGTH].strip("-.")
     if not slug:

@@ -53,9 +53,8 @@ def _match(code: str, files: tuple[str, ...]) -> str | None:
 
 
 def link_files(body_html: str, files: tuple[str, ...], pr_url: str) -> str:
-    """Sanitized HTML with each ``<code>`` naming one of the PR's files wrapped in a link to
-    that file in the diff view. Only such matches become links; code already inside a link
-    is left alone; everything else is returned byte for byte."""
+    """Sanitized HTML with each ``<code>`` naming one of the PR's files linked to it in the
+    diff view; code already inside a link is left alone, the rest is returned byte for byte."""
     if not files:
         return body_html
     out: list[str] = []

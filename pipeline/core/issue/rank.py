@@ -1,11 +1,8 @@
 """Rank: each PR's reviews → one :class:`Item` with a tier, an order, and the reason why.
 
-The tier comes, in order of precedence, from the editor's file, a ``priority:<tier>``
-category, then the verdict the review opens with (:mod:`pipeline.core.issue.verdict` reads
-it), taken from the PR's original language, else from the other language's review (and
-flagged). Inside a tier, items follow what a reader would weigh (:func:`ordered`): full reads
-before scoped ones and before verdicts for some readers only, then the bigger change first
-(GitHub's lines changed, or else the review's length), then the PR number. ``why`` quotes
+The tier comes from the editor's file, else a ``priority:<tier>`` category, else the verdict
+the review opens with (:mod:`pipeline.core.issue.verdict`), in the PR's original language
+first. Inside a tier, :func:`ordered` puts what a reader would weigh first; ``why`` quotes
 what the verdict was read from and says the order.
 """
 
@@ -116,8 +113,9 @@ def week_questions(items: Sequence[Item]) -> list[Problem]:
 
 
 def ordered(items: Sequence[Item]) -> list[Item]:
-    """``items`` in reading order (see the module), each ``why`` ending with the rule that
-    placed it. GitHub's lines changed count only when every item of the tier has them."""
+    """``items`` in reading order: full reads before scoped ones, then the bigger change
+    (GitHub's lines changed when every item of the tier has them, else the review's length),
+    then the PR number; each ``why`` ends with the rule that placed it."""
     by_tier: dict[str, list[Item]] = {}
     for item in sorted(items, key=lambda item: TIER_NAMES.index(item.tier)):
         by_tier.setdefault(item.tier, []).append(item)
@@ -321,9 +319,8 @@ _LANG_NAME = Pair({"zh": "中文", "en": "英文"}, {"zh": "Chinese", "en": "Eng
 def _why(tier: str, source: str, verdict: Verdict | None, priority: str | None,
          texts: dict[Lang, Text], original: Lang, agreeing: Verdict | None = None
          ) -> Pair[str]:
-    """Why the tier, quoting what it was read from: the whole opening clause (an editor can
-    spot a misreading), or what an unrated review opens with. The English never quotes
-    Chinese: it names the Chinese review's verdict by its tier instead."""
+    """Why the tier, quoting the whole opening clause it was read from, so an editor can spot a
+    misreading. The English never quotes Chinese: it names the Chinese verdict's tier instead."""
     label = TIER_BY_NAME[tier].label
     if source == "editor":
         return Pair(f"{label.zh}：由编辑指定（本周编辑文件）",

@@ -1,16 +1,11 @@
 """Feed HTML → the small, safe HTML an email and a web page can show, and its plain text.
 
-Nothing from a feed reaches an output without passing :func:`clean_html` (or being escaped by
-the templates). feedparser sanitizes too, but that is its policy, not ours: ours is a short
-allowlist (paragraphs, lists, emphasis, code, http(s) links) enforced by nh3, so a change of
-parser cannot widen it.
-
-Two hostile kinds of text are handled here too, for every way text enters (feed, editor's file,
-machine translation, GitHub title): characters that reorder or hide what a reader sees (bidi
-overrides, zero-width characters) and characters no document may carry (controls,
-noncharacters) are removed by :func:`strip_unsafe`, before sanitizing *and after* (nh3 decodes
-``&#x202E;`` and ``&#1;`` into the very characters); and nesting is capped, because the MJML
-compiler recurses per level and a few thousand levels crash the process.
+Nothing from a feed reaches an output without passing :func:`clean_html` (or template
+escaping). Our allowlist is short and enforced by nh3, so a change of parser cannot widen it.
+For every way text enters, :func:`strip_unsafe` removes characters that reorder or hide text
+and characters no document may carry, before sanitizing *and after* (nh3 decodes
+``&#x202E;`` into the very character); nesting is capped, because the MJML compiler recurses
+per level and a few thousand levels crash it.
 """
 
 from __future__ import annotations
@@ -86,8 +81,7 @@ _CLEAN_TAG = re.compile(r'<(/?)([A-Za-z][A-Za-z0-9]*)(?:[^>"]|"[^"]*")*>')
 
 def strip_unsafe(text: str) -> str:
     """``text`` without characters that reorder or hide text, controls (tab, LF, CR stay) or
-    noncharacters. Removed, not balanced: a U+202E turns the rest of a ``Subject:`` around,
-    and a control character makes the MJML compiler fail."""
+    noncharacters: removed, not balanced, as a U+202E turns the rest of a ``Subject:`` around."""
     return _UNSAFE.sub("", text)
 
 
@@ -135,9 +129,8 @@ def clean_body(fragment: str, limit: int | None = MAX_BODY_CHARS) -> CleanBody:
 
 
 def _bound_raw_nesting(fragment: str, limit: int) -> str:
-    """Drop the start tags of unsanitized HTML that would open deeper than ``limit`` (and
-    their end tags), in one linear pass that errs deep; a dropped ``<script>`` goes with its
-    content. ``fragment`` itself (the same object) when nothing was dropped."""
+    """Drop the start tags of raw HTML that would open deeper than ``limit`` (and their end
+    tags), erring deep; ``fragment`` itself (the same object) when nothing was dropped."""
     if fragment.count("<") <= limit:
         return fragment
     changed = False

@@ -1,35 +1,19 @@
 """The placeholder guard: what a machine translation must not touch, and the check that it
 did not.
 
-Before a text goes to a translator, :func:`protect` replaces everything that is not prose with a
-numbered placeholder ``⟦1⟧``, ``⟦2⟧`` …; after, :func:`restore` puts the originals back and
-refuses (:class:`GuardError`) a translation that lost, duplicated, altered or invented one, or
-that reordered markup so that a tag no longer closes what it opened. Moving a placeholder is
-allowed: word order differs between Chinese and English.
+:func:`protect` replaces everything that is not prose with a numbered placeholder ``⟦1⟧``;
+:func:`restore` puts the originals back and refuses (:class:`GuardError`) a translation that
+lost, duplicated, altered or invented one, or reordered markup so that a tag no longer closes
+what it opened. Moving a placeholder is allowed: word order differs between the languages.
 
-Protected, in a text that is sanitized HTML
-(:func:`pipeline.core.issue.sanitize.clean_html`) or plain:
+Protected: HTML tags, ``<code>``/``<pre>`` elements and character references, URLs,
+addresses, ``--flags``, PR references, file paths, identifiers, commit hashes, and every
+figure with its sign and unit ("27 lines" turned into "72 lines" misleads as much as a
+changed percentage). Ordinals, digits inside a word and plain acronyms stay prose.
 
-- every HTML tag (``<p>``, ``<a href=…>``, ``</em>``, ``<br>``), so inline markup survives;
-  block tags that touch (``</p><p>``) share one placeholder;
-- whole ``<code>…</code>`` and ``<pre>…</pre>`` elements, and character references (``&amp;``);
-- URLs, e-mail addresses, ``--flags``;
-- PR and issue references: ``#56668``, ``owner/repo#12``;
-- file paths (``ops/ple.py``, ``vllm/v1/``, ``ops/ple.py::_ple_conv_kernel``);
-- identifiers: snake_case (``_remote_agents``, ``MIN_LEN``), CamelCase with an inner capital
-  (``SupportsHMA``, ``Qwen4Exp``, ``RLock``, ``ROCm``; not ``PRs`` or ``GPUs``), dotted names
-  (``torch.equal``, ``rocm.py``; not ``e.g.``), calls (``flush()``), ``a::b``, versions;
-- commit hashes: 7 to 40 hex digits holding a digit and a letter (``6d038df``);
-- figures: every number written in digits, with its sign and unit (``+4.6%``, ``12 ms``,
-  ``80GB``, ``27`` in ``27 行``): "27 lines" turned into "72 lines" misleads as much as a
-  changed percentage. Ordinals (``1st``), digits inside a word (``FP32``, ``e2e``) and plain
-  acronyms (``KV``, ``NIXL``) stay prose: every translator keeps those.
-
-Why ``⟦n⟧`` (U+27E6/U+27E7): zh↔en translation swaps ASCII and CJK punctuation (``(`` ↔ ``（``,
-``[`` ↔ ``【``) and an LLM reads ``<x>`` or ``{x}`` as markup; these brackets have no
-counterpart to be swapped for and never occur in prose. ``⟦ 3 ⟧`` and ``⟦３⟧`` still read as
-the placeholder; any other bracket left is malformed and rejected, and brackets in the source
-are protected, so every bracket in the translator's text is ours.
+Why ``⟦n⟧``: zh↔en translation swaps ASCII and CJK punctuation and an LLM reads ``<x>`` or
+``{x}`` as markup; these brackets have no counterpart and never occur in prose. Brackets in
+the source are protected too, so every bracket in the translator's text is ours.
 """
 
 from __future__ import annotations
@@ -108,7 +92,7 @@ _EXTENSION = re.compile(r"\.[A-Za-z0-9]{1,10}$")
 def protect(html: str) -> Guarded:
     """Replace everything a translator must not touch with ``⟦n⟧`` placeholders.
 
-    ``html`` is sanitized HTML or plain text; ``restore(protect(x), protect(x).text) == x``.
+    ``restore(protect(x), protect(x).text) == x`` for sanitized HTML or plain text.
     """
     segments: list[tuple[bool, str]] = []  # (protected, text)
     block_run = False  # the last protected segment is a run of block tags
@@ -262,8 +246,7 @@ _SHOWN = 40
 
 def restore(guarded: Guarded, translated: str) -> str:
     """Put every protected span back in ``translated``; :class:`GuardError` when a placeholder
-    was lost, duplicated, altered (malformed or renumbered) or invented, or the markup no
-    longer nests."""
+    was lost, duplicated, altered or invented, or the markup no longer nests."""
     spans = guarded.spans
     found = list(_FOUND.finditer(translated))
     counts = Counter(int(m[1]) for m in found)

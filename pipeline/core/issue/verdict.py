@@ -1,15 +1,11 @@
 """A review's verdict, read from its opening: which tier its author gives the PR.
 
-The words are data (``templates/verdicts.toml``, plus the file ``[issue] verdicts`` names);
-this module is the grammar that reads them, and docs/ranking.md says it in a table. A verdict
-counts only where it is the verdict: it opens the review's first sentence (or the next one,
-after a question, a quotation or a heading), past decoration (emoji, markdown, list marks),
-labels ("结论：", "Verdict:") and short prefaces ("本 PR", "This PR is a"). Negations are read
-before positives. A verdict word that is the subject of its sentence ("值得精读的部分不多"),
-sits in a question, or is quoted, is not the verdict. A verdict for some readers only
-("only if you maintain X", "仅对…") ranks by what it says for everyone else and is flagged.
-A phrase two careful editors would file differently reads as unrated: a confident wrong tier
-is worse than none.
+The words are data (``templates/verdicts.toml`` plus ``[issue] verdicts``); this module is the
+grammar that reads them, and docs/ranking.md says it in a table. A verdict counts only where
+it is the verdict: it opens the review (past decoration, labels and short prefaces), is not
+the subject of its sentence, a question or a quotation; negations are read first. A phrase
+two careful editors would file differently reads as unrated: a confident wrong tier is worse
+than none.
 """
 
 from __future__ import annotations
@@ -136,8 +132,7 @@ class Vocabulary:
 @functools.cache
 def _pattern(words: tuple[str, ...], lang: Lang) -> re.Pattern[str]:
     """One expression matching any of ``words`` (longest first), whatever the case, the
-    spaces or the hyphens between them. Cached by the words: a review is read position by
-    position."""
+    spaces or the hyphens between them."""
     ordered = sorted({_fold(w, lang) for w in words if w.strip()}, key=len, reverse=True)
     alternatives = "|".join(_loose(w, lang) for w in ordered) or r"(?!x)x"
     return re.compile(f"(?:{alternatives})", re.I)

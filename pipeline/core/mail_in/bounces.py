@@ -1,13 +1,9 @@
 """Whether a mail server's refusal means "this mailbox does not exist".
 
-The ``smtp`` transport hears such refusals at ``RCPT TO``, ``inbox process`` in delivery
-status notifications days later; both must decide alike, because a gone mailbox is marked
-``bounced`` and gets no more mail, while any other refusal (spam policy, size, a full
-mailbox) is about the message, not the address.
-
-The RFC 3463 status (``5.1.1``) decides when there is one: servers write it precisely, their
-prose varies. Without one, a few phrases of the common servers decide. A 4xx reply never
-says a mailbox is gone. Pure: strings in, a verdict out.
+The ``smtp`` transport hears refusals at ``RCPT TO``, ``inbox process`` in delivery status
+notifications days later; both must decide alike, because a gone mailbox is marked
+``bounced`` for good while any other refusal is about the message. The RFC 3463 status
+(``5.1.1``) decides when there is one; without one, a few common phrases. A 4xx never does.
 """
 
 from __future__ import annotations
@@ -44,8 +40,7 @@ def enhanced_status(text: str) -> str | None:
 def mailbox_gone(text: str, *, code: int | None = None, status: str | None = None) -> bool:
     """Whether a refusal says the recipient's mailbox does not exist (for good).
 
-    ``code``: the SMTP reply code, if any; ``status``: an RFC 3463 code given apart from
-    ``text`` (a DSN's ``Status:``), else the one in ``text``; without either, its phrases.
+    ``status``: an RFC 3463 code given apart from ``text`` (a DSN's ``Status:``).
     """
     if code is not None and not 500 <= code < 600:
         return False

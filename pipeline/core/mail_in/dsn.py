@@ -1,20 +1,11 @@
 """Delivery status notifications (RFC 3464): what a mail server says, days later, about a
-message it could not deliver. Pure: bytes (or a parsed message) in, a :class:`Report` out.
+message it could not deliver. Pure; a mail that is no DSN gives None, never an error.
 
-A DSN is a ``multipart/report; report-type=delivery-status`` with a human-readable part, a
-``message/delivery-status`` part (per-message fields, then one block per recipient:
-``Final-Recipient``, ``Action``, ``Status``, ``Diagnostic-Code``) and the returned message
-(``message/rfc822``, or its headers only: ``text/rfc822-headers``).
-
-**Trust.** Anybody can write one and name anybody in ``Final-Recipient``, so the addresses a
-DSN names are never used to find a subscriber: only the signed unsubscribe tokens of the
-*returned* message's ``List-Unsubscribe`` (:attr:`Report.tokens`) say whose mail came back,
-once they verify (:mod:`pipeline.stages.inbox`). Whoever holds such a token can already
-unsubscribe its subscriber, so a forged DSN grants nothing new.
-
-Each ``failed`` recipient is judged by :func:`~pipeline.core.mail_in.bounces.bounce_kind`;
-``delayed``, ``delivered``, ``relayed``, ``expanded`` and 4.x.x statuses change nothing.
-Never raises: a mail that is no DSN gives None.
+**Trust.** Anybody can write one and name anybody in ``Final-Recipient``, so its addresses
+never find a subscriber: only the signed unsubscribe tokens of the *returned* message
+(:attr:`Report.tokens`) say whose mail came back, once verified. Whoever holds such a token
+can already unsubscribe its subscriber, so a forged DSN grants nothing new. Only ``failed``
+recipients count; a 4.x.x status changes nothing.
 """
 
 from __future__ import annotations

@@ -1,15 +1,11 @@
 """What an inbound mail asks for: unsubscribe (a token address), subscribe (a command), a
-bounce (a delivery status notification about one of our messages), or nothing. Pure: raw
-bytes in, a :class:`Verdict` out; ``newsletter inbox process`` acts on it.
+bounce (a DSN about one of our messages), or nothing. Pure; ``inbox process`` acts on it.
 
-**Trust.** SES prepends its verdict headers (``X-SES-Spam-Verdict``, ``X-SES-Virus-Verdict``,
-``Authentication-Results``, ``Received-SPF``); a sender can write look-alikes further down,
-so only the topmost of each is read. A subscribe is ignored when SES calls the mail spam or a
-virus, when DMARC failed, or when SPF or DKIM failed and neither passed (a forwarded mail
-breaks SPF but keeps its DKIM signature). Missing headers (a hand-dropped file) are no
-failure. An unsubscribe, and a DSN (:mod:`pipeline.core.mail_in.dsn`), are honoured whatever
-those headers say: they act only through a signed token, which proves itself, and a spam
-filter's mistake must not keep anyone on the list.
+**Trust.** SES prepends its verdict headers and a sender can write look-alikes below, so
+only the topmost of each is read. A subscribe is ignored when SES calls the mail spam or a
+virus, DMARC failed, or SPF and DKIM both failed (a forwarded mail breaks SPF but keeps DKIM).
+An unsubscribe or a DSN is honoured whatever those headers say: it acts only through a signed
+token, and a spam filter's mistake must not keep anyone on the list.
 """
 
 from __future__ import annotations
@@ -48,14 +44,8 @@ _COMMANDS = ("subscribe", "订阅")
 
 @dataclass(frozen=True)
 class Verdict:
-    """What :func:`classify` made of one mail, and why (``reason``): for ``unsubscribe``
-    "token"; for ``subscribe`` "subject" or "first-line"; for ``bounce`` its kind; for
-    ``ignored`` "virus", "spam", "dmarc-fail", "spf-fail", "dkim-fail", "no-sender",
-    "auto-submitted", or for a DSN that changes nothing "dsn-not-failed", "dsn-temporary",
-    "dsn-unknown-message" (none of our tokens) or "dsn-several-tokens"; for
-    ``unrecognised`` "no-command", "empty", "unparseable" or "dsn-unreadable".
-    ``token`` is an unsubscribe's or (still to verify) a bounced message's; ``reference``
-    the bounced message's ``Message-ID``; ``layout`` what a subscribe asks for.
+    """What :func:`classify` made of one mail, and why (``reason``). A bounce's ``token`` is
+    still to be verified.
     """
 
     action: Action
@@ -73,13 +63,9 @@ def classify(raw: bytes) -> Verdict:
     """Decide what one raw inbound mail asks for; never raises (broken mail is
     ``unrecognised``).
 
-    A delivery status notification is decided first (:func:`_bounce`). Then the checks of
-    the module's rule. Then the command: an address ``<anything>+<56 base32 characters>@…``
-    among the recipients (``To``, ``Cc``, ``Delivered-To``, ``X-Original-To``, the topmost
-    ``Received: … for <address>``) is an ``unsubscribe``; else a subject (without ``Re:``,
-    ``回复:``… prefixes) or first non-empty body line that is ``subscribe`` or ``订阅``,
-    optionally followed by one word of :data:`LAYOUT_WORDS` (``订阅英文`` too), and nothing
-    more, is a ``subscribe`` for the ``From`` address, unless the mail has no ``From`` or is
+    A DSN is decided first, then the trust checks, then the command: a token address among the
+    recipients is an ``unsubscribe``; a subject or first body line that is only ``subscribe``
+    (or ``订阅``), maybe with a layout word, subscribes ``From``, unless the mail is
     ``Auto-Submitted`` (an auto-responder must not sign anybody up).
     """
     if not raw.strip():

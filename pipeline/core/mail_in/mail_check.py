@@ -1,15 +1,9 @@
-"""Whether a delivered message is fit for mailbox providers' one-click unsubscribe: what
-``newsletter check-mail FILE.eml`` says. Pure: raw bytes in, a :class:`MailCheck` out.
+"""Whether a delivered message is fit for one-click unsubscribe: ``newsletter check-mail``.
 
-RFC 8058 asks for a ``List-Unsubscribe`` with an https URL, ``List-Unsubscribe-Post:
-List-Unsubscribe=One-Click``, and (§4) a DKIM signature covering both; Gmail and Yahoo want
-it aligned with the ``From`` domain. The signature is the relay's (a stock OpenDKIM does not
-sign ``List-Unsubscribe-Post``), so this reads a message as it *arrived*. Only the
-``DKIM-Signature`` tags are read: no DNS lookup, no signature verified. The ``mailto:`` and
-oversigning (naming a header once more than it occurs, so nobody can add another) are advice.
-
-Nothing printed names the recipient or carries their token: URLs without their query, a
-``mailto:`` by its domain only.
+RFC 8058 asks for an https ``List-Unsubscribe``, ``List-Unsubscribe-Post`` and a DKIM signature
+covering both, aligned with ``From`` for Gmail and Yahoo. The relay signs, so this reads a
+message as it *arrived*; only the ``DKIM-Signature`` tags are read, nothing is verified. Nothing
+printed names the recipient or carries their token.
 """
 
 from __future__ import annotations
@@ -199,9 +193,8 @@ def _names(h: str) -> list[str]:
 
 
 def _is_aligned(d: str, from_domain: str) -> bool:
-    """``d=`` is the From domain, or a parent of it (not a bare top-level label; a public
-    suffix such as ``co.uk`` is not told apart without the public suffix list, which this
-    offline check does not carry)."""
+    """``d=`` is the From domain or a parent of it; a public suffix such as ``co.uk`` is not
+    told apart without the public suffix list, which this offline check does not carry."""
     d = _ascii_domain(d)
     return bool(d and from_domain) and (
         d == from_domain or ("." in d and from_domain.endswith("." + d)))

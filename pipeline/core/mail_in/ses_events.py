@@ -1,14 +1,10 @@
 """Bounces, complaints and deliveries from the ``Message`` of a verified SNS notification.
 
-SES reports mail events in two shapes, and the webhook accepts both: feedback notifications
-(``notificationType``) and event publishing through a configuration set (``eventType``, with
-more types). Both carry the same ``bounce`` / ``complaint`` / ``delivery`` objects. Every other
-type gives no event rather than an error: SES may add types at any time, and a webhook that
-fails on them makes SNS retry for days. A bounce, complaint or delivery lacking what makes it
-one is a :class:`ValueError`: ignoring it would hide a bounce.
-
-Only a ``Permanent`` bounce is ``bounce-permanent`` (it stops mail for good); any other type
-counts as transient. A complaint of type ``not-spam`` is no complaint. Pure: no I/O, no clock.
+Both SES shapes are read (``notificationType`` and a configuration set's ``eventType``). Any
+other type gives no event rather than an error: SES may add types, and a failing webhook
+makes SNS retry for days. A bounce, complaint or delivery lacking what makes it one is a
+:class:`ValueError`: ignoring it would hide a bounce. Only a ``Permanent`` bounce stops mail
+for good; a ``not-spam`` complaint is no complaint.
 """
 
 from __future__ import annotations
@@ -59,12 +55,8 @@ class MailEvent:
 
 
 def events_from(message: str) -> list[MailEvent]:
-    """The mail events in an SES document (an SNS notification's ``Message``), one per
-    recipient; ``[]`` for a type that is not a bounce, complaint or delivery.
-
-    :class:`ValueError` (one line) for a document that is not JSON, not an object, has
-    neither ``eventType`` nor ``notificationType``, or is a bounce, complaint or delivery
-    without the object or recipient list that type requires.
+    """The mail events in an SES document, one per recipient; ``[]`` for another type, and
+    a one-line :class:`ValueError` for a malformed document.
     """
     try:
         data = json.loads(message)

@@ -1,18 +1,10 @@
 """Search: the records the search index reads, by year, and the index files as site objects.
 
-Pure: issues and HTML in, :class:`SiteObject` values out; ``stages/search_index.py`` runs
-Pagefind between the two. The index covers what the archive holds (the ``issue.json`` files
-``publish`` read back), never a local build folder.
-
-One record a review (``web/search_record.html.j2``), not the issue pages: Pagefind scores a
-page as a whole, so on a page of eight reviews a query's words could match across reviews.
-Records are handed to Pagefind only, never published; their meta values name the review's
-article on the issue page.
-
-One bundle per ISO year (``search/pagefind/<year>/``, with its :data:`WORDS` beside it):
-Pagefind holds a whole index in memory while writing it and cannot add to one, so a year
-bounds both, and only a year whose records changed is indexed again (:class:`Manifest`).
-The search page loads the newest year's bundle and merges the others in (``mergeIndex``).
+Pure; ``stages/search_index.py`` runs Pagefind between the two. The index covers what the
+archive holds, never a local build folder. One record a review, not the issue pages:
+Pagefind scores a page as a whole, so a query's words could match across reviews. One bundle
+per ISO year: Pagefind holds an index in memory and cannot add to one, so a year bounds
+both, and only a year whose records changed is indexed again (:class:`Manifest`).
 """
 
 from __future__ import annotations
@@ -68,9 +60,8 @@ _HASHED = re.compile(r"^(?:index/|fragment/|filter/|pagefind\.[^/]+\.pf_meta$)")
 
 
 def records(site: Site, issues: Sequence[Issue]) -> dict[str, dict[str, str]]:
-    """Each review's record (``reviews/<week>/<pr>.html`` → HTML) by the ISO year of its
-    issue, oldest first. An id that is no ISO week (a hand edit) makes none: its year would
-    become a path."""
+    """Each review's record by the ISO year of its issue, oldest first. An id that is no ISO
+    week (a hand edit) makes none: its year would become a path."""
     years: dict[str, dict[str, str]] = {}
     for issue_id, issue in sorted({issue.id: issue for issue in issues}.items()):
         if match := _WEEK_ID.fullmatch(issue_id):
@@ -94,9 +85,8 @@ def bundle_prefix(year: str) -> str:
 
 
 def pages_digest(pages: Mapping[str, str], tool: str) -> str:
-    """A digest of every key and record of ``pages`` and of ``tool`` (the versions and
-    options of Pagefind and the segmenter): a year is indexed again exactly when it changes.
-    Taken before the Chinese is cut, so a publish that indexes nothing loads no dictionary."""
+    """A digest of every record and of ``tool`` (Pagefind's and the segmenter's versions and
+    options): a year is indexed again exactly when it changes."""
     digest = hashlib.sha256(tool.encode("utf-8"))
     for key in sorted(pages):
         for part in (key, pages[key]):
@@ -122,9 +112,8 @@ def bundle_objects(files: Mapping[str, bytes], prefix: str) -> list[SiteObject]:
 
 @dataclass(frozen=True)
 class YearIndex:
-    """One year's bundle as the manifest records it. The entry file keeps its name from one
-    index to the next, so only its digest tells whether the live bundle is still the one
-    recorded (after a failed publish, or a second one at the same time)."""
+    """One year's bundle as the manifest records it. The entry file keeps its name, so only
+    its digest tells whether the live bundle is still the one recorded."""
 
     digest: str
     files: tuple[str, ...]

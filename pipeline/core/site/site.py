@@ -1,15 +1,9 @@
 """Site: issue.json files → the public web archive's pages, as :class:`SiteObject` values.
 
-Pure: records in (issue.json read back), objects out (``publish`` writes them). Each issue
-gets a bilingual page and one per language (``hreflang`` set: the language switch is plain
-links), the public copy of its email and its ``issue.json``. The index, feeds, sitemap and the
-pages per PR and per area (:mod:`pipeline.core.site.site_pages`) are made from the issues the
-archive holds, never from a local build folder. Public pages show no ranking rationale and
-carry no personal link or token.
-
-Links between pages are paths from the site's root naming ``index.html``, so a page works on
-whatever host and port serve it; canonical and Open Graph URLs, hreflang alternates, feeds,
-the sitemap and robots.txt are absolute, from ``[site] base_url`` (the ``absolute`` filter).
+Pure; ``publish`` writes them. Every page is made from the issues the archive holds, never
+from a local build folder, and shows no ranking rationale, personal link or token. Links
+between pages are root paths naming ``index.html``, so a page works on any host; canonical
+URLs, feeds, the sitemap and robots.txt are absolute, from ``[site] base_url``.
 """
 
 from __future__ import annotations
@@ -191,10 +185,8 @@ def card_png() -> bytes:
 
 
 def public_issue_json(built: BuiltIssue) -> bytes:
-    """``issue.json`` as the archive shows it: the file as built, unless it lists interest
-    variants (made from subscribers' choices: no subscriber data goes public) or hidden PRs
-    (hidden means gone from the archive). Then it is written again without them, keeping
-    the ``content_hash`` the editor approved."""
+    """``issue.json`` as the archive shows it: without interest variants (made from
+    subscribers' choices) or hidden PRs, keeping the ``content_hash`` the editor approved."""
     if not built.variants and not built.issue.hidden:
         return built.source
     return issue_json.dumps(issue_json.with_hash(replace(built.issue, hidden=()),

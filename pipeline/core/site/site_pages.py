@@ -1,11 +1,8 @@
-"""Site pages across issues: one page per reviewed PR and one per area, decided from records.
-
-Pure: the archive's issues in, plain records out (:mod:`pipeline.core.site.site` renders
-them), newest issue first, so a PR reviewed in several weeks lists each review.
+"""Site pages across issues: one page per reviewed PR and one per area, newest first.
 
 Area names are feed text: :func:`~pipeline.core.issue.interests.area_slug` is the one way a
-name becomes a path segment, so ``../x`` or ``<script>`` can only be the text of a page, never
-its place. Distinct names that fold to one slug share a page.
+name becomes a path segment, so ``../x`` or ``<script>`` can only be a page's text, never its
+place.
 """
 
 from __future__ import annotations
@@ -39,9 +36,8 @@ def area_key(slug: str, name: str = "index.html") -> str:
 
 
 def url_of(base: str, key: str) -> str:
-    """The URL of an archive key under ``base`` (non-ASCII letters percent-encoded): a path
-    from the site's root when ``base`` is one (``""`` → ``/pr/1/index.html``), absolute when
-    it is ``[site] base_url``."""
+    """The URL of an archive key under ``base``: a path from the site's root when ``base`` is
+    ``""``, absolute when it is ``[site] base_url``."""
     return f"{base}/{quote(key, safe='/')}"
 
 

@@ -1,18 +1,10 @@
 """The words of the search index: Chinese cut by jieba, and the list of every word a year holds.
 
-Pure: HTML in, the same HTML with its Chinese words set apart by spaces out (text only: tags
-and attribute values are left as they are).
-
-Why our own segmentation: Pagefind cuts Chinese with jieba while indexing but cuts a *query*
-with the browser's ``Intl.Segmenter`` (ICU's dictionary), and the two disagree: 内核 became
-内 + 核 and found 核对 (Pagefind issue 1237). So the words are cut here, with jieba's
-dictionary (``rjieba``, imported only when a year is indexed), Pagefind is told the language
-is undetermined (``und``) so it neither cuts nor stems, and the search page cuts a query
-against the same words (:func:`vocabulary`).
-
-Why the list of every word, not only the Chinese ones: Pagefind drops a query word that starts
-no word of an index, or takes the longest indexed word it starts with (kv-connector → kv), in
-each year's bundle alone. The search page asks only the years whose list has each query word.
+Why: Pagefind cuts Chinese with jieba while indexing but cuts a *query* with the browser's
+``Intl.Segmenter``, and the two disagree (内核 found 核对). So the words are cut here, Pagefind
+is told the language is ``und`` (no cutting, no stemming), and the search page cuts a query
+against the same words (:func:`vocabulary`). Every word is listed, as Pagefind drops a query
+word that starts no word of a year's index; the page asks only the years that have each.
 """
 
 from __future__ import annotations

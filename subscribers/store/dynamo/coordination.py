@@ -105,9 +105,8 @@ class DynamoCoordination(DynamoCore):
 
     def take_quota(self, key: str, now: datetime, *, limit: int,
                    window: timedelta) -> bool:
-        """Start a new window (absent, or its window over), else count one more use if fewer than
-        ``limit``; each an atomic conditional update, retried if the window ended or the item
-        vanished (TTL) between them."""
+        """Start a new window, else count one more use if fewer than ``limit``; each an atomic
+        conditional update, retried if the window ended or the item expired in between."""
         if limit < 1 or window <= timedelta(0):
             raise ValueError("limit must be at least 1 and window positive")
         stamp, start = encode_time(now), encode_time(now - window)

@@ -62,8 +62,7 @@ class Refused(Exception):
 
 
 class DynamoCore(Resource):
-    """The client and the requests every role uses. The client is given (the wiring builds
-    it); with ``owns_client`` the store closes it. Nothing is requested yet: a missing table
+    """The client and the requests every role uses. Nothing is requested yet: a missing table
     is reported by the first call that needs it."""
 
     def __init__(self, client: DynamoDBClient, subscribers_table: str, ledger_table: str, *,
@@ -161,8 +160,7 @@ class DynamoCore(Resource):
 
     def _call(self, table: str, operation: str, **params: Any) -> dict[str, Any]:
         """One request; a refused condition as Refused, any other failure as StoreError. A
-        transaction cancelled by a concurrent one is tried again (botocore's own retries
-        cover throttling and 5xx)."""
+        transaction cancelled by a concurrent one is tried again."""
         try:
             return retry.call(lambda: self._once(table, operation, params), retry_on=_Conflict,
                               attempts=_CONFLICT_TRIES,

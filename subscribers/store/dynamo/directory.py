@@ -124,9 +124,8 @@ class DynamoDirectory(DynamoCore):
 
     def iter_subscribers(self, status: str | None = None,
                          batch: int = 1000) -> Iterator[Subscriber]:
-        """A paginated Query of ``by_status``; with no status, the five statuses' queries merged
-        by id. A subscriber whose status changes meanwhile may appear under either status, never
-        twice (equal ids are adjacent in the merge)."""
+        """A paginated Query of ``by_status``; with no status, the five statuses' queries merged by
+        id, so a subscriber whose status changes meanwhile is never listed twice."""
         check_known("status", STATUSES, status)
         if batch < 1:
             raise ValueError("batch must be at least 1")
@@ -308,10 +307,9 @@ class DynamoDirectory(DynamoCore):
         raise self._race_error(self.subscribers_table, "record_mail_event")
 
     def remove(self, email: str, now: datetime) -> bool:
-        """One transaction deletes ``sub#`` and ``email#`` and writes ``supp#``; then the ledger
-        rows go, found by a Scan (no index by subscriber: a rare operator action). Until then
-        the ``supp#`` item notes the id (``purge_ledger``), so an interrupted remove is finished
-        by the next ``remove`` of the address."""
+        """One transaction deletes ``sub#`` and ``email#`` and writes ``supp#``; then a Scan finds
+        the ledger rows. ``supp#`` notes the id until then, so the next ``remove`` finishes an
+        interrupted one."""
         normal = normalise_email(email)
         key = email_key(normal)
         supp_key = pk_of(SUPPRESSION_PREFIX + suppression_hash(normal))
@@ -374,10 +372,9 @@ class DynamoDirectory(DynamoCore):
 
     def add_many(self, entries: Sequence[NewSubscriber], *, status: str = "pending",
                  source: str, now: datetime) -> list[AddResult]:
-        """The entries' items are read with BatchGetItem and decided as SQLite decides them;
-        what must change is written as :meth:`add` writes it (BatchWriteItem takes no condition).
-        A write refused because someone changed the address since the read is decided again by
-        :meth:`add`, and so is every later entry for that address."""
+        """The entries read with BatchGetItem, decided as SQLite decides, written as
+        :meth:`add` writes (BatchWriteItem takes no condition); a refused write is decided
+        again by :meth:`add`."""
         for entry in entries:
             check_new_status(entry.layout, status)
         normals = [(normalise_email(entry.email), entry) for entry in entries]

@@ -59,9 +59,8 @@ SENT_FIELDS = ("issue_id", "content_hash", "first_hash", "first_sent_at", "corre
 def new_record(normal: str, status: str, layout: str, source: str, stamp: str,
                consent_at: str | None, areas: str, subscriber_id: str | None = None,
                ) -> dict[str, Any]:
-    """A new ``sub#`` item's attributes (a fresh id unless given); ``areas`` is
-    :func:`encode_areas`'s text, left out (None) when empty, as :func:`serialise` leaves out
-    every None."""
+    """A new ``sub#`` item's attributes (a fresh id unless given); empty ``areas`` are left out,
+    as :func:`serialise` leaves out every None."""
     return {"id": subscriber_id or new_subscriber_id(), "email": normal,
             "email_key": email_key(normal), "status": status, "layout": layout,
             "consent_at": consent_at, "consent_source": source, "created_at": stamp,
@@ -89,9 +88,8 @@ def plain_item(item: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def expression(*parts: str | None, **values: Any) -> dict[str, Any]:
-    """ExpressionAttributeNames/Values for expressions written with ``#name`` for every
-    attribute and ``:name`` for every value: exactly those used (DynamoDB refuses unused
-    ones), values serialised."""
+    """ExpressionAttributeNames/Values for the ``#name`` and ``:name`` used: exactly those, as
+    DynamoDB refuses unused ones."""
     text = " ".join(part for part in parts if part)
     params: dict[str, Any] = {}
     names = sorted(set(_NAMES.findall(text)))

@@ -48,9 +48,8 @@ class Copied(StrEnum):
 
 
 def refusal(error: StoreError) -> str | None:
-    """DynamoDB's reason when it refused one record for its size (a ``ValidationException``
-    over an item or key limit), else None: such a record can never be written, but says nothing
-    of the next one, so a copy reports it and goes on. Any other failure stops the copy."""
+    """DynamoDB's reason when it refused one record for its size, else None: such a record can
+    never be written but says nothing of the next, so a copy reports it and goes on."""
     cause = error.__cause__
     if not isinstance(cause, ClientError) or error_code(cause) != "ValidationException":
         return None
@@ -76,10 +75,8 @@ class DynamoMigration(DynamoDirectory):
         return missing
 
     def export(self) -> Iterator[tuple[str, dict[str, Any]]]:
-        """Everything ``store migrate --to sqlite`` copies, as (kind, record) with SQLite's
-        column names and values: ``subscriber``, ``suppression``, ``seen``, ``area``,
-        ``sent`` and ``ledger``. Strongly consistent Scans of both tables, a page at a time;
-        rate counters and leases are left out (short-lived, started afresh)."""
+        """Everything ``store migrate --to sqlite`` copies, as (kind, record) with SQLite's column
+        names; rate counters and leases are left out (short-lived, started afresh)."""
         for page in self._pages(self.subscribers_table, "scan",
                                 TableName=self.subscribers_table, ConsistentRead=True):
             for item in page:
@@ -111,9 +108,8 @@ class DynamoMigration(DynamoDirectory):
 
     def copy_subscriber(self, record: Mapping[str, Any], *,
                         dry_run: bool = False) -> tuple[Copied, str | None]:
-        """Store a subscriber exactly as another store holds it (``sub#`` fields, timestamps as
-        stored text), unless its address or id is here; the reason when it is a conflict. The
-        same transaction as :meth:`add`: a suppressed address is not brought back."""
+        """Store a subscriber exactly as another store holds it, unless its address or id is here
+        (the reason, then); like :meth:`add`, a suppressed address is not brought back."""
         record = {name: record.get(name) for name in SUBSCRIBER_FIELDS}
         record["areas"] = record["areas"] or None  # SQLite's '' for none: no attribute
         if not dry_run:

@@ -74,9 +74,8 @@ def table_definitions(subscribers_table: str, ledger_table: str) -> list[dict[st
 
 def create_tables(client: DynamoDBClient, subscribers_table: str, ledger_table: str, *,
                   delay: float = 2, max_attempts: int = 150) -> list[str]:
-    """Create the two tables (on-demand billing) unless they exist, wait until they are
-    ACTIVE, and make sure TTL on ``expires_at`` is on for the subscribers table. The names
-    of the tables created (an existing table is left as it is). StoreError on failure."""
+    """Create the two tables unless they exist, wait until ACTIVE, and turn TTL on; the names
+    of the tables created."""
     created = []
     for definition in table_definitions(subscribers_table, ledger_table):
         table = definition["TableName"]
@@ -84,7 +83,7 @@ def create_tables(client: DynamoDBClient, subscribers_table: str, ledger_table: 
             client.create_table(**definition)
         except ClientError as exc:
             if error_code(exc) == "ResourceInUseException":
-                continue  # exists already
+                continue
             raise table_error(client, exc, table) from exc
         except BotoCoreError as exc:
             raise table_error(client, exc, table) from exc

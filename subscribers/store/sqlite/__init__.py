@@ -1,10 +1,10 @@
-"""The subscriber store in one SQLite file (``<[paths] data_dir>/subscribers.sqlite3``, WAL
-mode), for one machine; the schema is brought up to date on open.
+"""The subscriber store in one SQLite file (WAL mode), for one machine; the schema is
+brought up to date on open.
 
 Every ledger write is committed at once, so it survives SIGKILL; the hand-over before each
 transport call is fsynced and takes the message's claim to the disk with it, so a power cut
-never leads to a second delivery. The roles are grouped by subject (``directory``, ``ledger``,
-``coordination``), each a class on :class:`~.core.SqliteCore` (the one connection).
+never leads to a second delivery. The roles are grouped by subject (``directory``,
+``ledger``, ``coordination``) on :class:`~.core.SqliteCore`.
 """
 
 from __future__ import annotations

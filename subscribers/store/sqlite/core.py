@@ -23,9 +23,8 @@ FILE_NAME = "subscribers.sqlite3"
 
 
 class SqliteCore(Resource):
-    """One connection under a lock: SQLite serialises writers anyway, and one connection can
-    be closed from whichever thread owns the store (per-thread ones cannot). Other processes
-    wait for each other's transactions (``busy_timeout``) instead of failing.
+    """One connection under a lock: SQLite serialises writers anyway, and one connection can be
+    closed from whichever thread owns the store. Other processes wait (``busy_timeout``).
     """
 
     def __init__(self, path: Path, connection: sqlite3.Connection) -> None:

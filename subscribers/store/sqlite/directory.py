@@ -231,8 +231,7 @@ class SqliteDirectory(SqliteCore):
 
     def remove(self, email: str, now: datetime) -> bool:
         """The ledger rows go too (a failure's ``reason`` can quote the address), and
-        ``secure_delete`` plus a WAL checkpoint keep the address out of the files (as far as
-        other processes' open read transactions allow: the next checkpoint finishes it)."""
+        ``secure_delete`` plus a WAL checkpoint keep the address out of the files."""
         normal = normalise_email(email)
         with self._transaction() as conn:
             row = row_by_email(conn, normal)
@@ -254,9 +253,7 @@ class SqliteDirectory(SqliteCore):
 
     def add_many(self, entries: Sequence[NewSubscriber], *, status: str = "pending",
                  source: str, now: datetime) -> list[AddResult]:
-        """One IMMEDIATE transaction (what is read stays true until the writes): one query
-        for the suppressed among the batch, one for those present, the outcomes decided in
-        Python, then one ``executemany`` each for the new and the activated rows."""
+        """One IMMEDIATE transaction, so what is read stays true until the writes."""
         for entry in entries:
             check_new_status(entry.layout, status)
         normals = [(normalise_email(entry.email), entry) for entry in entries]

@@ -196,13 +196,10 @@ class SqliteLedger(SqliteCore):
 
 @contextmanager
 def _unsynced(conn: sqlite3.Connection) -> Iterator[None]:
-    """A write committed without waiting for the disk (WAL, ``synchronous=NORMAL``): other
-    connections see it at once, so a claim still excludes every other sender.
+    """A write committed without waiting for the disk; other connections see it at once.
 
-    Only the hand-over waits for the disk, and it carries every earlier write of the log
-    with it, the message's own claim included. So a power cut can lose only what cannot
-    cause a second delivery: a claim whose message had not left (the next run sends it), or
-    an outcome after it left (the row stays handed over: withheld as ``unconfirmed``)."""
+    Only the hand-over waits for the disk, carrying every earlier write with it, so a power cut
+    loses only what cannot cause a second delivery."""
     conn.execute("PRAGMA synchronous = NORMAL")
     try:
         yield

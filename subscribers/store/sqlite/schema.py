@@ -152,9 +152,8 @@ def migrate(conn: sqlite3.Connection, path: Path) -> None:
 
 
 def _statements(script: str) -> Iterator[str]:
-    """Split a script into statements. ``executescript`` would commit the open transaction
-    first, so each statement is run on its own inside ours; ``complete_statement`` keeps a
-    ``;`` inside a string or a trigger body from splitting it."""
+    """Split a script into statements: ``executescript`` would commit our open transaction
+    first. ``complete_statement`` keeps a ``;`` inside a string or trigger together."""
     pending = ""
     for piece in script.split(";"):
         pending += piece + ";"
