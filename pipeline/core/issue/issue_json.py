@@ -224,8 +224,6 @@ def _read_variant(entry: object, where: str, known: set[str], prs: set[int]) -> 
     data = _check(entry, dict, where, "an object")
     key, layout = _get(data, "key", str, where), _get(data, "layout", str, where)
     areas = _get(data, "areas", tuple[str, ...], where)
-    if not _VARIANT_KEY.fullmatch(key):
-        raise ValueError(f"not an issue: {where}.key {key[:40]!r} is not a variant key")
     if layout not in LAYOUTS:
         raise ValueError(f"not an issue: {where}.layout {layout[:20]!r} is not a layout")
     if not areas or list(areas) != sorted(set(areas)) or not known.issuperset(areas):
