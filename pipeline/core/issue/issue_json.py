@@ -16,7 +16,8 @@ import re
 from collections.abc import Mapping, Sequence
 from dataclasses import MISSING, dataclass, fields, is_dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar, get_args, get_origin, get_type_hints
+from functools import cache
+from typing import Any, Literal, get_args, get_origin, get_type_hints
 
 from pipeline.core.issue.interests import Variant, issue_areas
 from pipeline.model import (
@@ -36,8 +37,6 @@ SCHEMA_VERSION = 1
 
 #: ``issue.json``'s content as ``json.loads`` gives it (docs/architecture.md lays it out).
 IssueData = dict[str, Any]
-
-R = TypeVar("R")
 
 #: The keys a record is written with, in order, where they are not all its fields in their
 #: order: what ``build`` keeps only while it works (an item's ``original_lang``, ``scopes``,
@@ -161,7 +160,8 @@ def from_dict(data: object) -> Issue:
                          f"{str(data['schema_version'])[:20]}, expected {SCHEMA_VERSION}")
     top = checked(data)
     week = _record(Week, top["week"], "week", id=top["id"])
-    return _record(Issue, top, "", week=week)
+    issue: Issue = _record(Issue, top, "", week=week)
+    return issue
 
 
 #: What a variant's key may be: it becomes a file name (``email-<key>.html``), so nothing else.
@@ -244,10 +244,10 @@ def _read_variant(entry: object, where: str, known: set[str], prs: set[int]) -> 
 # -- reading a record back: one walk over its fields' types ----------------------------------
 
 
-def _record(cls: type[R], data: dict[str, Any], where: str, **known: Any) -> R:
+def _record(cls: type, data: dict[str, Any], where: str, **known: Any) -> Any:
     """The record of type ``cls`` that the JSON object ``data`` holds, fields ``known``
     aside; a field with a default may be absent or null (a file written before it existed)."""
-    hints, defaulted = get_type_hints(cls), _defaulted(cls)
+    hints, defaulted = _fields_of(cls)
     found = {}
     for key in _keys(cls):
         if key in known or (key in defaulted and data.get(key) is None):
@@ -298,9 +298,12 @@ def _read(hint: Any, value: object, where: str, null: str = "") -> Any:
     return _check(value, origin, where, f"{kind}{null}")
 
 
-def _defaulted(cls: type) -> set[str]:
-    return {field.name for field in fields(cls)
-            if field.default is not MISSING or field.default_factory is not MISSING}
+@cache  # get_type_hints is slow, and publish reads back every archived issue
+def _fields_of(cls: type) -> tuple[dict[str, Any], frozenset[str]]:
+    """A record's field types, and the fields that have a default."""
+    return get_type_hints(cls), frozenset(
+        field.name for field in fields(cls)
+        if field.default is not MISSING or field.default_factory is not MISSING)
 
 
 def _list_of(hint: Any) -> str:
