@@ -7,7 +7,6 @@ import json
 import re
 from dataclasses import replace
 from datetime import UTC, datetime
-from typing import Any, cast
 
 import pytest
 from support.project import SAMPLE_FEED, SAMPLE_WEEK, SEED_PRS
@@ -233,8 +232,7 @@ def test_a_github_headline_comes_back_as_the_text_the_file_holds():
 
 
 def test_keys_that_may_be_null_may_be_missing():
-    # Keys are deleted below, which an IssueData does not allow: a plain dict from here on.
-    data = cast(dict[str, Any], issue_json.to_dict(_odd_issue(), {}))
+    data = issue_json.to_dict(_odd_issue(), {})
     for item in data["items"]:
         for key in ("scope_note", "note", "zh", "en", "github", "areas"):
             del item[key]
@@ -244,6 +242,14 @@ def test_keys_that_may_be_null_may_be_missing():
                                                                           None, None, ())
                for i in issue.items)
     assert issue.problems[0].pr is None
+
+
+def test_a_file_from_before_number_hidden_and_a_texts_source_reads_as_their_defaults():
+    data = issue_json.to_dict(replace(_odd_issue(), number=7), {})
+    del data["number"], data["hidden"], data["items"][0]["zh"]["source"]
+    issue = issue_json.from_dict(data)
+    assert issue.items[0].zh is not None
+    assert (issue.number, issue.hidden, issue.items[0].zh.source) == (0, (), "feed")
 
 
 def test_another_schema_version_is_refused_by_name():
