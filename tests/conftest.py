@@ -12,8 +12,8 @@ from support.project import SAMPLE_FEED, SAMPLE_WEEK
 
 from pipeline.config import Settings, load
 
-pytest_plugins = ["support.servers", "support.chromium", "support.scheduling", "support.durations",
-                  "pytester"]
+pytest_plugins = ["support.servers", "support.http_server", "support.chromium",
+                  "support.scheduling", "support.durations", "pytester"]
 
 
 def _sample_settings(folder: Path) -> Settings:
