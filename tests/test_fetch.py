@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from support.commands import clean_env, newsletter_cmd
 from support.http_server import Answer, HttpServer, Reply, Request
+from support.project import make_project
 
 from pipeline.errors import FeedError
 from pipeline.sources.feeds import MAX_BYTES, fetch
@@ -179,7 +180,7 @@ def test_an_oversized_feed_file_exits_2_with_one_line(tmp_path):
     path = tmp_path / "huge.atom"
     with path.open("wb") as handle:
         handle.truncate(MAX_BYTES + 1)
-    (tmp_path / "newsletter.toml").write_text('[feed]\nurls = ["huge.atom"]\n')
+    make_project(tmp_path, feed="huge.atom")
     result = subprocess.run([*newsletter_cmd(), "build", "--week", "2026-W48"], cwd=tmp_path,
                             env=clean_env(), capture_output=True, text=True, timeout=120,
                             check=False)

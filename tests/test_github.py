@@ -15,7 +15,7 @@ import pytest
 from support.commands import clean_env, newsletter_cmd
 from support.feeds import Entry, atom
 from support.http_server import Answer, HttpServer, Reply, Request
-from support.project import SAMPLE_WEEK
+from support.project import SAMPLE_WEEK, make_project
 
 from pipeline.config import SiteSettings
 from pipeline.core.issue import issue_json
@@ -175,8 +175,7 @@ def _project(tmp_path: Path) -> Path:
         Entry(pr=56317, title="NIXL 加锁", body="值得精读。", lang="zh-CN", id="zh-56317",
               published="2026-11-25T10:00:00+08:00"),
     ]))
-    (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{feed}"]\n')
-    return tmp_path
+    return make_project(tmp_path, feed=feed)
 
 
 def _build(cwd: Path, url: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:

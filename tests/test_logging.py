@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from support.commands import clean_env, newsletter_cmd, ok
 from support.commands import newsletter_main as run
-from support.project import SAMPLE_FEED, SAMPLE_WEEK
+from support.project import SAMPLE_FEED, SAMPLE_WEEK, make_project
 
 from pipeline.cli import parser
 from pipeline.log import LineFormatter, safe_url
@@ -42,8 +42,7 @@ def _no_proxy(monkeypatch):
 
 def project(folder: Path, config: str = "", readers: int = 0) -> Path:
     """A project reading the sample feed, with ``readers`` confirmed subscribers."""
-    (folder / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n{config}',
-                                            encoding="utf-8")
+    make_project(folder, extra=config)
     if readers:
         csv = folder / "readers.csv"
         csv.write_text("email,layout\n" + "".join(f"reader{n}@example.org,en\n"

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from support.feeds import Entry, atom
 from support.markup import unfolded
-from support.project import SAMPLE_FEED, SAMPLE_WEEK
+from support.project import SAMPLE_FEED, SAMPLE_WEEK, make_project, sample_settings
 
 from pipeline.config import Settings, load
 from pipeline.core.assemble import distinct_variants
@@ -49,10 +49,7 @@ class CountingRenderer(Renderer):
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    config = tmp_path / "newsletter.toml"
-    config.write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n[site]\n'
-                      'app_url = "https://news.example.org/app"\n', encoding="utf-8")
-    return load(config, {})
+    return sample_settings(tmp_path, extra='[site]\napp_url = "https://news.example.org/app"\n')
 
 
 def build_with(settings: Settings, out: Path, choices) -> BuiltIssue:
@@ -447,7 +444,7 @@ def test_run_builds_with_the_stores_choices(tmp_path):
 
     from subscribers.store.sqlite import SqliteStore
 
-    (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
+    make_project(tmp_path)
     with SqliteStore.open(tmp_path / "data" / "subscribers.sqlite3") as seeded:
         for n, areas in enumerate((("rocm",), ("rocm",), ("cpu", "nixl"), ())):
             seeded.add(f"r{n}@example.org", "zh-en", status="active", source="test", now=NOW,
@@ -464,8 +461,7 @@ def test_run_builds_with_the_stores_choices(tmp_path):
 def test_a_build_without_a_store_creates_none_and_has_no_variant(tmp_path):
     from support.commands import newsletter_main, ok
 
-    (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
-    result = ok(newsletter_main(["build", "--week", SAMPLE_WEEK], tmp_path))
+    result = ok(newsletter_main(["build", "--week", SAMPLE_WEEK], make_project(tmp_path)))
     assert "0 interest variant(s)" in result.stdout
     assert not (tmp_path / "data" / "subscribers.sqlite3").exists()
 
