@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from support.feeds import Entry, atom
 from support.markup import unfolded
-from support.project import SAMPLE_FEED, SAMPLE_WEEK, make_project, sample_settings
+from support.project import SAMPLE_WEEK, make_project, sample_settings
 
-from pipeline.config import Settings, load
+from pipeline.config import Settings
 from pipeline.core.assemble import distinct_variants
 from pipeline.core.email.message import Messages
 from pipeline.core.email.render import Budget, Renderer
@@ -224,10 +224,7 @@ def test_an_over_budget_variant_blocks_the_proof(varied, settings):
 
 
 def test_a_variant_over_budget_at_build_is_a_blocking_problem(settings, tmp_path):
-    config = tmp_path / "tight.toml"
-    config.write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n[issue]\nsize_budget_kb = 4\n',
-                      encoding="utf-8")
-    tight = load(config, {})
+    tight = sample_settings(tmp_path / "tight", extra="[issue]\nsize_budget_kb = 4\n")
     varied = build_with(tight, tmp_path / "issue", [ROCM])
     key = varied.variants[0].key
     assert [p for p in varied.issue.problems
