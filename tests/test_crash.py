@@ -72,7 +72,7 @@ class Project:
 @pytest.fixture
 def project(tmp_path: Path, smtp_server: SmtpSink) -> Project:
     make_project(tmp_path, extra=smtp_toml("127.0.0.1", smtp_server.port,
-                                               f"concurrency = {CONCURRENCY}\n"))
+                                           f"concurrency = {CONCURRENCY}\n"))
     emails = [f"reader{n:03d}@example.com" for n in range(COUNT)]
     csv = tmp_path / "list.csv"
     csv.write_text("email,layout\n" + "".join(

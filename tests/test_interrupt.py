@@ -28,7 +28,7 @@ SECRET = "interrupt-test-secret-0123456789abcdef"
 @pytest.mark.subprocess  # the signal reaches a real process, whose handler is the point
 def test_ctrl_c_stops_cleanly_and_a_rerun_finishes(tmp_path: Path, smtp_server: SmtpSink):
     make_project(tmp_path, extra=smtp_toml("127.0.0.1", smtp_server.port,
-                                               f"concurrency = {CONCURRENCY}\n"))
+                                           f"concurrency = {CONCURRENCY}\n"))
     csv = tmp_path / "list.csv"
     csv.write_text("email,layout\n" + "".join(f"r{i}@example.org,en\n" for i in range(COUNT)))
     env = {"NEWSLETTER_SECRET": SECRET}
