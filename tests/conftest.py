@@ -8,24 +8,18 @@ from pathlib import Path
 
 import pytest
 from support.feeds import Entry, atom
-from support.project import SAMPLE_FEED, SAMPLE_WEEK
+from support.project import SAMPLE_WEEK, sample_settings
 
-from pipeline.config import Settings, load
+from pipeline.config import Settings
 
-pytest_plugins = ["support.servers", "support.chromium", "support.scheduling", "support.durations",
-                  "pytester"]
-
-
-def _sample_settings(folder: Path) -> Settings:
-    """The built-in defaults, rooted in ``folder``, reading the sample feed."""
-    config = folder / "newsletter.toml"
-    config.write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n', encoding="utf-8")
-    return load(config, {})
+pytest_plugins = ["support.servers", "support.http_server", "support.chromium",
+                  "support.scheduling", "support.durations", "pytester"]
 
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    return _sample_settings(tmp_path)
+    """The built-in defaults, rooted in the temp folder, reading the sample feed."""
+    return sample_settings(tmp_path)
 
 
 @pytest.fixture(scope="session")
@@ -36,7 +30,7 @@ def built(tmp_path_factory: pytest.TempPathFactory):
     from pipeline.stages.built import load_built
 
     root = tmp_path_factory.mktemp("sample-built")
-    issue = load_built(build(_sample_settings(root), week_id=SAMPLE_WEEK,
+    issue = load_built(build(sample_settings(root), week_id=SAMPLE_WEEK,
                              out=root / "issue").out_dir)
     before = _files(issue.folder)
     yield issue

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 from support.commands import newsletter_main
-from support.project import SAMPLE_FEED, SAMPLE_WEEK
+from support.project import SAMPLE_WEEK, sample_settings
 
 from pipeline.cli import main
-from pipeline.config import Settings, load
+from pipeline.config import Settings
 from pipeline.core.email.message import Messages
 from pipeline.core.mail_in.mail_check import NotAMail, check_mail
 from pipeline.stages.build import build
@@ -45,8 +45,7 @@ COVERED = STOCK + ":List-Unsubscribe-Post"
 def delivered(tmp_path_factory: pytest.TempPathFactory) -> bytes:
     """One issue as the outbox wrote it for one reader, both unsubscribe forms, https."""
     root = tmp_path_factory.mktemp("check-mail")
-    (root / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
-    settings = load(root / "newsletter.toml", {})
+    settings = sample_settings(root)
     built = load_built(build(settings, week_id=SAMPLE_WEEK, out=root / "issue").out_dir)
     settings = replace(
         settings, site=replace(settings.site, app_url="https://news.example.org/api"),

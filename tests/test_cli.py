@@ -13,15 +13,14 @@ import pytest
 from support.commands import newsletter_main as run
 from support.commands import run_newsletter as run_process
 from support.feeds import Entry, atom
-from support.project import DATA, SAMPLE_FEED, SAMPLE_WEEK
+from support.project import DATA, SAMPLE_FEED, SAMPLE_WEEK, make_project
 
 from pipeline.week import last_complete_week
 
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
-    return tmp_path
+    return make_project(tmp_path)
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess[str], code: int,

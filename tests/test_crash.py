@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 from support.commands import clean_env, newsletter_cmd, newsletter_main, ok
-from support.project import SAMPLE_FEED, SAMPLE_WEEK
+from support.project import SAMPLE_WEEK, make_project, smtp_toml
 
 from pipeline.model import LAYOUTS
 from subscribers.store.sqlite import SqliteStore
@@ -71,12 +71,8 @@ class Project:
 
 @pytest.fixture
 def project(tmp_path: Path, smtp_server: SmtpSink) -> Project:
-    (tmp_path / "newsletter.toml").write_text(
-        f'[feed]\nurls = ["{SAMPLE_FEED}"]\n'
-        '[site]\napp_url = "https://news.example.org/api"\n'  # RFC 8058: smtp needs https
-        f'[delivery]\ntransport = "smtp"\nconcurrency = {CONCURRENCY}\n'
-        f'[smtp]\nhost = "127.0.0.1"\nport = {smtp_server.port}\nstarttls = false\n',
-        encoding="utf-8")
+    make_project(tmp_path, extra=smtp_toml("127.0.0.1", smtp_server.port,
+                                           f"concurrency = {CONCURRENCY}\n"))
     emails = [f"reader{n:03d}@example.com" for n in range(COUNT)]
     csv = tmp_path / "list.csv"
     csv.write_text("email,layout\n" + "".join(

@@ -18,7 +18,7 @@ from email.header import decode_header, make_header
 import pytest
 from support.feeds import Entry, atom
 from support.markup import unfolded
-from support.project import SAMPLE_WEEK
+from support.project import SAMPLE_WEEK, sample_settings
 
 from pipeline.core.email.message import Messages
 from pipeline.core.email.mime import BASE64, EIGHT_BIT, QUOTED_PRINTABLE
@@ -76,12 +76,9 @@ def big_feed(count: int) -> bytes:
 
 @pytest.fixture(scope="module")
 def big_built(tmp_path_factory):
-    from pipeline.config import load
-
     folder = tmp_path_factory.mktemp("big")
     (folder / "feed.atom").write_bytes(big_feed(40))
-    (folder / "newsletter.toml").write_text('[feed]\nurls = ["feed.atom"]\n', encoding="utf-8")
-    settings = load(folder / "newsletter.toml", {})
+    settings = sample_settings(folder, feed="feed.atom")
     return settings, load_built(build(settings, week_id=SAMPLE_WEEK, out=folder / "issue").out_dir)
 
 

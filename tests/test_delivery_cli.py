@@ -11,15 +11,14 @@ import pytest
 from support.commands import newsletter_main as run
 from support.commands import ok
 from support.feeds import Entry, atom
-from support.project import ROOT, SAMPLE_FEED, SAMPLE_WEEK
+from support.project import ROOT, SAMPLE_FEED, SAMPLE_WEEK, make_project
 
 SUBSCRIBERS = ROOT / "examples" / "subscribers.csv"
 
 
 def with_readers(folder: Path) -> Path:
     """A project reading the sample feed, the sample subscribers confirmed."""
-    (folder / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
-    ok(run(["subscribers", "import", str(SUBSCRIBERS), "--confirmed"], folder))
+    ok(run(["subscribers", "import", str(SUBSCRIBERS), "--confirmed"], make_project(folder)))
     return folder
 
 

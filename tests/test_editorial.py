@@ -111,9 +111,9 @@ def test_a_bad_editor_file_exits_2_from_the_command_line(tmp_path):
     import subprocess
 
     from support.commands import newsletter_cmd
-    from support.project import SAMPLE_FEED
+    from support.project import make_project
 
-    (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
+    make_project(tmp_path)
     (tmp_path / "editorial").mkdir()
     (tmp_path / "editorial" / f"{SAMPLE_WEEK}.toml").write_text("[1]\nwhat = 1\n")
     result = subprocess.run([*newsletter_cmd(), "build", "--week", SAMPLE_WEEK], cwd=tmp_path,

@@ -164,17 +164,14 @@ def test_the_folds_are_only_where_the_rules_allow_them(doc):
 def test_a_part_that_folds_with_its_links_folds_with_room_made_for_them(tmp_path, footer):
     """The budget weighs a part with links at their reserved length; a message folds it
     with room made for them, then puts them in. Both must agree the part can be 8bit."""
-    from support.project import SAMPLE_FEED, SAMPLE_WEEK
+    from support.project import SAMPLE_WEEK, sample_settings
 
-    from pipeline.config import load
     from pipeline.core.email.message import _Part
     from pipeline.core.email.render import with_reserved_links
     from pipeline.stages.build import build
     from pipeline.stages.built import load_built
 
-    (tmp_path / "newsletter.toml").write_text(
-        f'[feed]\nurls = ["{SAMPLE_FEED}"]\n[delivery]\n{footer}', encoding="utf-8")
-    settings = load(tmp_path / "newsletter.toml", {})
+    settings = sample_settings(tmp_path, extra=f"[delivery]\n{footer}")
     built = load_built(build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "i").out_dir)
     for key in built.keys:
         for body, kind in ((built.html(key), "text/html"), (built.text(key), "text/plain")):

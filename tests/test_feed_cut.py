@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from support.commands import newsletter_main
 from support.feeds import Entry, atom
-from support.project import SAMPLE_WEEK
+from support.project import SAMPLE_WEEK, make_project
 
 from pipeline.core.issue import collect
 from pipeline.core.issue.collect import FeedResult, parse_feed
@@ -205,9 +205,8 @@ def test_a_long_feed_in_a_chinese_encoding_builds_as_its_utf8_twin(tmp_path, enc
     issues = []
     for name, data in (("utf-8", feed), (encoding, _declared(feed, encoding).encode(encoding))):
         project = tmp_path / name
-        project.mkdir()
+        make_project(project, feed="feed.atom")
         (project / "feed.atom").write_bytes(data)
-        (project / "newsletter.toml").write_text('[feed]\nurls = ["feed.atom"]\n')
         result = newsletter_main(["build", "--week", SAMPLE_WEEK], project)
         assert result.returncode == 0, result.stderr
         issues.append(Path(project, "build", "issues", SAMPLE_WEEK, "issue.json").read_bytes())

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import functools
 import shutil
 import subprocess
 import threading
-from collections.abc import Callable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 from support.commands import clean_env, newsletter_cmd
+from support.http_server import Answer, HttpServer, Reply, Request
+from support.project import make_project
 
 from pipeline.errors import FeedError
 from pipeline.sources.feeds import MAX_BYTES, fetch
@@ -25,62 +27,23 @@ LAST_MODIFIED = "Sun, 29 Nov 2026 14:30:00 GMT"
 CONTENT_TYPE = "application/atom+xml; charset=utf-8"
 
 
-class FeedServer(ThreadingHTTPServer):
-    """Serves FEED at /feed.atom with an ETag and Last-Modified; anything else is a 404.
+def answer(request: Request) -> Reply:
+    """FEED at /feed.atom with an ETag and Last-Modified; anything else is a 404.
 
     Any conditional request (If-None-Match or If-Modified-Since) is answered 304, whatever
     its validator: a client that asks conditionally when it should not would get no body.
     """
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), FeedHandler)
-        self.requests: list[dict[str, str]] = []
-        #: Called before a 304 goes out (to wipe the client's cache in between).
-        self.before_304: Callable[[], None] = lambda: None
-
-    def url(self, path: str = "/feed.atom") -> str:
-        host, port = self.server_address[:2]
-        assert isinstance(host, str)  # an AF_INET server's address
-        return f"http://{host}:{port}{path}"
-
-
-class FeedHandler(BaseHTTPRequestHandler):
-    server: FeedServer
-
-    def do_GET(self) -> None:
-        self.server.requests.append({k.lower(): v for k, v in self.headers.items()})
-        if self.path != "/feed.atom":
-            self.send_error(404, "Not Found")
-            return
-        if "If-None-Match" in self.headers or "If-Modified-Since" in self.headers:
-            self.server.before_304()
-            self.send_response(304)
-            self.send_header("ETag", ETAG)
-            self.end_headers()
-            return
-        self.send_response(200)
-        self.send_header("Content-Type", CONTENT_TYPE)
-        self.send_header("Content-Length", str(len(FEED)))
-        self.send_header("ETag", ETAG)
-        self.send_header("Last-Modified", LAST_MODIFIED)
-        self.end_headers()
-        self.wfile.write(FEED)
-
-    def log_message(self, format: str, *args) -> None:
-        pass
+    if request.path != "/feed.atom":
+        return Reply(404, b"Not Found")
+    if "if-none-match" in request.headers or "if-modified-since" in request.headers:
+        return Reply(304, headers={"ETag": ETAG})
+    return Reply(200, FEED, {"Content-Type": CONTENT_TYPE, "ETag": ETAG,
+                             "Last-Modified": LAST_MODIFIED})
 
 
 @pytest.fixture
-def server(monkeypatch):
-    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
-        monkeypatch.delenv(name, raising=False)
-    httpd = FeedServer()
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.005,), daemon=True)
-    thread.start()
-    yield httpd
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join(timeout=5)
+def server(serve_http: Callable[[Answer], HttpServer]) -> HttpServer:
+    return serve_http(answer)
 
 
 @pytest.fixture
@@ -89,23 +52,23 @@ def cache(tmp_path: Path) -> Path:
 
 
 def test_the_first_fetch_asks_unconditionally_and_caches_the_feed(server, cache):
-    fetched = fetch(server.url(), cache)
-    assert (fetched.location, fetched.body) == (server.url(), FEED)
+    fetched = fetch(server.url("/feed.atom"), cache)
+    assert (fetched.location, fetched.body) == (server.url("/feed.atom"), FEED)
     assert fetched.content_type == CONTENT_TYPE
     assert fetched.from_cache is False
     (request,) = server.requests
-    assert "if-none-match" not in request
-    assert "if-modified-since" not in request
-    assert request["user-agent"].startswith("vllm-pr-weekly/")
+    assert "if-none-match" not in request.headers
+    assert "if-modified-since" not in request.headers
+    assert request.headers["user-agent"].startswith("vllm-pr-weekly/")
     cached = [p for p in cache.iterdir() if p.is_file()]
     assert any(p.read_bytes() == FEED for p in cached)
     assert not [p for p in cached if p.name.startswith(".tmp")]
 
 
 def test_the_second_fetch_sends_the_validators_and_reads_a_304_from_the_cache(server, cache):
-    fetch(server.url(), cache)
-    fetched = fetch(server.url(), cache)
-    _, second = server.requests
+    fetch(server.url("/feed.atom"), cache)
+    fetched = fetch(server.url("/feed.atom"), cache)
+    _, second = (r.headers for r in server.requests)
     assert second["if-none-match"] == ETAG
     assert second["if-modified-since"] == LAST_MODIFIED
     assert fetched.from_cache is True
@@ -114,18 +77,24 @@ def test_the_second_fetch_sends_the_validators_and_reads_a_304_from_the_cache(se
 
 
 def test_without_a_cache_dir_every_fetch_is_in_full(server):
-    fetch(server.url(), None)
-    fetched = fetch(server.url(), None)
+    fetch(server.url("/feed.atom"), None)
+    fetched = fetch(server.url("/feed.atom"), None)
     assert (fetched.body, fetched.from_cache) == (FEED, False)
-    assert all("if-none-match" not in r for r in server.requests)
+    assert all("if-none-match" not in r.headers for r in server.requests)
 
 
 def test_304_after_the_cache_was_deleted_refetches_in_full_and_caches_again(server, cache):
-    fetch(server.url(), cache)
-    server.before_304 = lambda: shutil.rmtree(cache)
-    fetched = fetch(server.url(), cache)
+    fetch(server.url("/feed.atom"), cache)
+
+    def wipe_then_answer(request: Request) -> Reply:
+        if "if-none-match" in request.headers:
+            shutil.rmtree(cache)
+        return answer(request)
+
+    server.answer = wipe_then_answer
+    fetched = fetch(server.url("/feed.atom"), cache)
     assert (fetched.body, fetched.from_cache) == (FEED, False)
-    _, conditional, refetch = server.requests
+    _, conditional, refetch = (r.headers for r in server.requests)
     assert conditional["if-none-match"] == ETAG
     assert "if-none-match" not in refetch
     assert "if-modified-since" not in refetch
@@ -161,62 +130,38 @@ def test_a_location_that_is_no_feed_is_a_feed_error(tmp_path, location, said):
 
 # -- bounds: total time for a URL, size for a file ----------------------------------------------
 
-class DripHandler(BaseHTTPRequestHandler):
-    """Sends one byte at a time, forever (until the test stops it): in the status line and
-    headers for ``/headers``, in the body for anything else. Every read gets an answer well
-    within the per-read timeout, so only a bound on the total time ends the fetch."""
-
-    stop: threading.Event
-
-    def do_GET(self) -> None:
-        if self.path == "/headers":
-            payload = b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 1_000_000
-        else:
-            self.send_response(200)
-            self.send_header("Content-Type", CONTENT_TYPE)
-            self.end_headers()
-            self.wfile.flush()
-            payload = FEED * 100_000
-        for byte in payload:
-            if self.stop.wait(0.02):
-                return
-            try:
-                self.wfile.write(bytes([byte]))
-                self.wfile.flush()
-            except OSError:
-                return
-
-    def log_message(self, format: str, *args) -> None:
-        pass
+def drip(stop: threading.Event, request: Request) -> Iterator[bytes]:
+    """One byte at a time, forever (until the test stops it): in the status line and headers
+    for ``/headers``, in the body for anything else. Every read gets an answer well within the
+    per-read timeout, so only a bound on the total time ends the fetch."""
+    if request.path == "/headers":
+        payload = b"HTTP/1.1 200 OK\r\nX-Slow: " + b"a" * 1_000_000
+    else:
+        yield f"HTTP/1.0 200 OK\r\nContent-Type: {CONTENT_TYPE}\r\n\r\n".encode()
+        payload = FEED * 100_000
+    for byte in payload:
+        if stop.wait(0.02):
+            return
+        yield bytes([byte])
 
 
 @pytest.fixture
-def drip(monkeypatch):
-    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
-        monkeypatch.delenv(name, raising=False)
+def dripping(serve_http: Callable[[Answer], HttpServer]) -> Iterator[str]:
     stop = threading.Event()
-    handler = type("Handler", (DripHandler,), {"stop": stop})
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    httpd.daemon_threads = True
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.005,), daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    yield serve_http(functools.partial(drip, stop)).url()
     stop.set()
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join(timeout=5)
 
 
 @pytest.mark.parametrize("path", ["/body", "/headers"])
-def test_a_server_that_drips_forever_is_cut_off_at_the_total_bound(drip, cache, path):
+def test_a_server_that_drips_forever_is_cut_off_at_the_total_bound(dripping, cache, path):
     with pytest.raises(FeedError, match=r"not received in full within 0\.2 s") as caught:
-        fetch(drip + path, cache, total_seconds=0.2)
-    assert caught.value.url == drip + path
+        fetch(dripping + path, cache, total_seconds=0.2)
+    assert caught.value.url == dripping + path
     assert not cache.exists() or not any(cache.iterdir())
 
 
 def test_a_fast_server_is_well_within_a_small_total_bound(server, cache):
-    assert fetch(server.url(), cache, total_seconds=5).body == FEED
+    assert fetch(server.url("/feed.atom"), cache, total_seconds=5).body == FEED
 
 
 def test_a_file_at_the_cap_is_read_and_one_byte_more_is_a_feed_error(tmp_path):
@@ -235,7 +180,7 @@ def test_an_oversized_feed_file_exits_2_with_one_line(tmp_path):
     path = tmp_path / "huge.atom"
     with path.open("wb") as handle:
         handle.truncate(MAX_BYTES + 1)
-    (tmp_path / "newsletter.toml").write_text('[feed]\nurls = ["huge.atom"]\n')
+    make_project(tmp_path, feed="huge.atom")
     result = subprocess.run([*newsletter_cmd(), "build", "--week", "2026-W48"], cwd=tmp_path,
                             env=clean_env(), capture_output=True, text=True, timeout=120,
                             check=False)

@@ -19,7 +19,7 @@ import pytest
 from playwright.sync_api import Browser
 from support.commands import clean_env, newsletter_cmd, ok
 from support.commands import newsletter_main as run
-from support.project import ROOT, SAMPLE_FEED, SAMPLE_WEEK
+from support.project import ROOT, SAMPLE_WEEK, make_project
 
 SUBSCRIBERS = ROOT / "examples" / "subscribers.csv"
 #: A PR of the sample the editor hides after the week went out.
@@ -76,8 +76,7 @@ def refused(result: subprocess.CompletedProcess[str]) -> str:
 @pytest.fixture
 def sent(tmp_path: Path) -> Path:
     """A project whose sample week ``run`` built, published and sent to its six readers."""
-    (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
-    ok(run(["subscribers", "import", str(SUBSCRIBERS), "--confirmed"], tmp_path))
+    ok(run(["subscribers", "import", str(SUBSCRIBERS), "--confirmed"], make_project(tmp_path)))
     assert "sent 6," in ok(run(["run", "--week", SAMPLE_WEEK], tmp_path)).stdout
     return tmp_path
 
@@ -201,8 +200,7 @@ def test_a_correction_is_explicit_approved_shown_and_sent_to_the_rest(sent, brow
     ("", "one line of 1 to 200 characters"), ("   ", "one line of 1 to 200 characters"),
     ("x" * 201, "one line of 1 to 200 characters")])
 def test_a_correction_needs_a_one_line_reason_and_a_week_that_went_out(tmp_path, reason, words):
-    (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
-    result = run(["build", "--week", SAMPLE_WEEK, "--correct", reason], tmp_path)
+    result = run(["build", "--week", SAMPLE_WEEK, "--correct", reason], make_project(tmp_path))
     assert result.returncode == 2 and words in result.stderr
     assert not issue_folder(tmp_path).exists()
 

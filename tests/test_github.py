@@ -5,18 +5,17 @@ from __future__ import annotations
 import hashlib
 import json
 import subprocess
-import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.commands import clean_env, newsletter_cmd
 from support.feeds import Entry, atom
-from support.project import SAMPLE_WEEK
+from support.http_server import Answer, HttpServer, Reply, Request
+from support.project import SAMPLE_WEEK, make_project
 
 from pipeline.config import SiteSettings
 from pipeline.core.issue import issue_json
@@ -29,87 +28,43 @@ FIXTURES = Path(__file__).resolve().parent / "data" / "github"
 REPO = "vllm-project/vllm"
 
 
-class FakeGithub:
-    """Serves tests/data/github/ with ETags; ``mode`` "ok" or "rate-limited"."""
+#: What GitHub answers once the hour's requests are spent.
+RATE_LIMITED = Reply(403, b'{"message": "API rate limit exceeded"}',
+                     {"x-ratelimit-remaining": "0",
+                      "x-ratelimit-reset": "4102444800"})  # 2100-01-01: far away
 
-    def __init__(self) -> None:
-        self.mode = "ok"
-        self.requests: list[tuple[str, dict[str, str], int]] = []
-        owner = self
 
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                owner.answer(self)
+def rate_limited(request: Request) -> Reply:
+    return RATE_LIMITED
 
-            def log_message(self, *args) -> None:
-                pass
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        self.thread = threading.Thread(target=self.server.serve_forever, args=(0.005,),
-                                       daemon=True)
-        self.thread.start()
-
-    def record(self, handler: BaseHTTPRequestHandler, status: int) -> int:
-        """Note a request before answering it, so a test never sees an answer unrecorded."""
-        headers = {k.lower(): v for k, v in handler.headers.items()}
-        self.requests.append((handler.path, headers, status))
-        handler.send_response(status)
-        return status
-
-    def answer(self, handler: BaseHTTPRequestHandler) -> int:
-        if self.mode == "rate-limited":
-            body = b'{"message": "API rate limit exceeded"}'
-            self.record(handler, 403)
-            handler.send_header("x-ratelimit-remaining", "0")
-            handler.send_header("x-ratelimit-reset", "4102444800")  # 2100-01-01: far away
-            handler.send_header("Content-Length", str(len(body)))
-            handler.end_headers()
-            handler.wfile.write(body)
-            return 403
-        path = handler.path.split("?")[0]
-        prefix = f"/repos/{REPO}/pulls/"
-        name = None
-        if path.startswith(prefix):
-            rest = path[len(prefix):].split("/")
-            name = (f"pull-{rest[0]}.json" if len(rest) == 1
-                    else f"files-{rest[0]}.json" if rest[1:] == ["files"] else None)
-        fixture = FIXTURES / name if name else None
-        if fixture is None or not fixture.exists():
-            self.record(handler, 404)
-            handler.send_header("Content-Length", "0")
-            handler.end_headers()
-            return 404
-        body = fixture.read_bytes()
-        etag = '"' + hashlib.sha256(body).hexdigest()[:16] + '"'
-        if handler.headers.get("If-None-Match") == etag:
-            self.record(handler, 304)
-            handler.send_header("ETag", etag)
-            handler.end_headers()
-            return 304
-        self.record(handler, 200)
-        handler.send_header("Content-Type", "application/json; charset=utf-8")
-        handler.send_header("ETag", etag)
-        handler.send_header("x-ratelimit-remaining", "4999")
-        handler.send_header("Content-Length", str(len(body)))
-        handler.end_headers()
-        handler.wfile.write(body)
-        return 200
-
-    def close(self) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+def pulls(request: Request) -> Reply:
+    """tests/data/github/ in GitHub's shapes, with ETags; anything else is a 404."""
+    path = request.path.split("?")[0]
+    prefix = f"/repos/{REPO}/pulls/"
+    name = None
+    if path.startswith(prefix):
+        rest = path[len(prefix):].split("/")
+        name = (f"pull-{rest[0]}.json" if len(rest) == 1
+                else f"files-{rest[0]}.json" if rest[1:] == ["files"] else None)
+    fixture = FIXTURES / name if name else None
+    if fixture is None or not fixture.exists():
+        return Reply(404)
+    body = fixture.read_bytes()
+    etag = '"' + hashlib.sha256(body).hexdigest()[:16] + '"'
+    if request.headers.get("if-none-match") == etag:
+        return Reply(304, headers={"ETag": etag})
+    return Reply(200, body, {"Content-Type": "application/json; charset=utf-8", "ETag": etag,
+                             "x-ratelimit-remaining": "4999"})
 
 
 @pytest.fixture
-def github() -> Iterator[FakeGithub]:
-    server = FakeGithub()
-    yield server
-    server.close()
+def github(serve_http: Callable[[Answer], HttpServer]) -> HttpServer:
+    return serve_http(pulls)
 
 
 def test_facts_are_parsed_from_the_pull_and_its_files(github, tmp_path):
-    client = GithubClient(github.url, "t0ken", tmp_path / "github")
+    client = GithubClient(github.url(), "t0ken", tmp_path / "github")
     facts = client.pull(REPO, 53721)
     assert facts is not None
     assert facts.title == "[KV Connector][ROCm] MoRI-IO connector: support SWA + HMA"
@@ -124,36 +79,37 @@ def test_facts_are_parsed_from_the_pull_and_its_files(github, tmp_path):
     open_pr = client.pull(REPO, 56317)
     assert open_pr is not None and open_pr.state == "open" and open_pr.merged_at is None
     assert open_pr.tags == ("Bugfix", "KV Connector")
-    path, headers, _ = github.requests[0]
-    assert path == f"/repos/{REPO}/pulls/53721"
+    first, second = github.requests[:2]
+    assert first.path == f"/repos/{REPO}/pulls/53721"
+    headers = first.headers
     assert headers["authorization"] == "Bearer t0ken"
     assert headers["accept"] == "application/vnd.github+json"
     assert headers["x-github-api-version"] == "2022-11-28"
     assert headers["user-agent"].startswith("vllm-pr-weekly/")
-    assert github.requests[1][0] == f"/repos/{REPO}/pulls/53721/files?per_page=100"
+    assert second.path == f"/repos/{REPO}/pulls/53721/files?per_page=100"
     assert client.problems() == []
 
 
 def test_a_second_run_asks_with_if_none_match_and_uses_the_cache(github, tmp_path):
-    first = GithubClient(github.url, None, tmp_path / "github").pull(REPO, 53721)
-    assert [status for *_, status in github.requests] == [200]
-    assert "authorization" not in github.requests[0][1]
-    again = GithubClient(github.url, None, tmp_path / "github").pull(REPO, 53721)
+    first = GithubClient(github.url(), None, tmp_path / "github").pull(REPO, 53721)
+    assert [reply.status for reply in github.replies] == [200]
+    assert "authorization" not in github.requests[0].headers
+    again = GithubClient(github.url(), None, tmp_path / "github").pull(REPO, 53721)
     assert again == first
-    _, headers, status = github.requests[1]
-    assert status == 304 and headers["if-none-match"].startswith('"')
+    assert github.replies[1].status == 304
+    assert github.requests[1].headers["if-none-match"].startswith('"')
     assert len(github.requests) == 2
 
 
 def test_a_short_rate_limit_is_waited_out(github, tmp_path):
     waits: list[float] = []
-    client = GithubClient(github.url, None, tmp_path / "github", sleep=waits.append,
+    client = GithubClient(github.url(), None, tmp_path / "github", sleep=waits.append,
                           clock=lambda: 4102444800 - 3)
-    github.mode = "rate-limited"
+    github.answer = rate_limited
 
     def recover(seconds: float) -> None:
         waits.append(seconds)
-        github.mode = "ok"
+        github.answer = pulls
 
     client.sleep = recover
     facts = client.pull(REPO, 56317)
@@ -162,9 +118,9 @@ def test_a_short_rate_limit_is_waited_out(github, tmp_path):
 
 
 def test_a_long_rate_limit_gives_up_for_the_rest_of_the_build(github, tmp_path):
-    github.mode = "rate-limited"
+    github.answer = rate_limited
     waits: list[float] = []
-    client = GithubClient(github.url, None, tmp_path / "github", sleep=waits.append)
+    client = GithubClient(github.url(), None, tmp_path / "github", sleep=waits.append)
     assert client.pull(REPO, 53721) is None
     assert client.pull(REPO, 56317) is None
     assert len(github.requests) == 1 and waits == []
@@ -219,8 +175,7 @@ def _project(tmp_path: Path) -> Path:
         Entry(pr=56317, title="NIXL 加锁", body="值得精读。", lang="zh-CN", id="zh-56317",
               published="2026-11-25T10:00:00+08:00"),
     ]))
-    (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{feed}"]\n')
-    return tmp_path
+    return make_project(tmp_path, feed=feed)
 
 
 def _build(cwd: Path, url: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
@@ -235,7 +190,7 @@ def _build(cwd: Path, url: str) -> tuple[subprocess.CompletedProcess[str], dict[
 @pytest.mark.subprocess
 def test_a_build_shows_the_facts_and_the_github_headline(github, tmp_path):
     cwd = _project(tmp_path)
-    result, data = _build(cwd, github.url)
+    result, data = _build(cwd, github.url())
     assert result.returncode == 0, result.stderr
     item = next(i for i in data["items"] if i["pr"] == 53721)
     assert item["github"] == {
@@ -271,18 +226,18 @@ def test_a_build_shows_the_facts_and_the_github_headline(github, tmp_path):
             in en_page)
     assert "The PR&#39;s own title on GitHub (a headline only)" in en_page
     served = len(github.requests)
-    again, same = _build(cwd, github.url)
+    again, same = _build(cwd, github.url())
     assert again.returncode == 0 and same == data
-    assert [status for *_, status in github.requests[served:]] == [304] * (len(github.requests)
-                                                                           - served)
+    assert [reply.status for reply in github.replies[served:]] == [304] * (len(github.replies)
+                                                                          - served)
 
 
 @pytest.mark.subprocess
 @pytest.mark.parametrize("mode", ["rate-limited", "offline"])
 def test_a_rate_limited_or_offline_build_is_green_without_facts(github, tmp_path, unused_port,
                                                                  mode):
-    github.mode = "rate-limited"  # and offline, nothing listens on the port asked
-    url = f"http://127.0.0.1:{unused_port}" if mode == "offline" else github.url
+    github.answer = rate_limited  # and offline, nothing listens on the port asked
+    url = f"http://127.0.0.1:{unused_port}" if mode == "offline" else github.url()
     result, data = _build(_project(tmp_path), url)
     assert result.returncode == 0, result.stderr
     assert all(item["github"] is None for item in data["items"])

@@ -17,7 +17,7 @@ import pytest
 from support.commands import newsletter_main
 from support.feeds import Entry, atom
 from support.markup import nesting
-from support.project import SAMPLE_FEED, SAMPLE_WEEK
+from support.project import SAMPLE_FEED, SAMPLE_WEEK, make_project
 
 from pipeline.core.issue.sanitize import MAX_NESTING
 from pipeline.model import LAYOUTS
@@ -36,8 +36,7 @@ def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 
 def project(tmp_path: Path, feed: bytes) -> Path:
     (tmp_path / "feed.atom").write_bytes(feed)
-    (tmp_path / "newsletter.toml").write_text('[feed]\nurls = ["feed.atom"]\n')
-    return tmp_path
+    return make_project(tmp_path, feed="feed.atom")
 
 
 def build(tmp_path: Path, feed: bytes) -> dict[str, Any]:

@@ -5,11 +5,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import threading
-from collections.abc import Callable, Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 
 import pytest
+from support.http_server import Answer, HttpServer, Reply, Request
 
 from pipeline.http import ConditionalCache, HttpError, Response, get_cached, post_json, request
 
@@ -18,71 +17,27 @@ ETAG = '"v1"'
 LAST_MODIFIED = "Sun, 29 Nov 2026 14:30:00 GMT"
 
 
-class Server(ThreadingHTTPServer):
-    """``/doc`` with validators (a conditional GET gets 304), ``/missing`` a 404 with a
-    message, ``/big`` more bytes than a small bound, ``POST /echo`` its JSON back."""
-
-    def __init__(self) -> None:
-        super().__init__(("127.0.0.1", 0), Handler)
-        self.requests: list[tuple[str, str, dict[str, str]]] = []
-        self.before_304: Callable[[], None] = lambda: None
-
-    def url(self, path: str) -> str:
-        host, port = self.server_address[:2]
-        assert isinstance(host, str)  # an AF_INET server: str, not bytes
-        return f"http://{host}:{port}{path}"
-
-
-class Handler(BaseHTTPRequestHandler):
-    server: Server
-
-    def _answer(self, status: int, body: bytes, **headers: str) -> None:
-        self.send_response(status)
-        for name, value in headers.items():
-            self.send_header(name.replace("_", "-"), value)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def do_GET(self) -> None:
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        self.server.requests.append(("GET", self.path, headers))
-        if self.path == "/doc":
-            if "if-none-match" in headers:
-                self.server.before_304()
-                self._answer(304, b"", ETag=ETAG)
-                return
-            self._answer(200, BODY, ETag=ETAG, Last_Modified=LAST_MODIFIED,
-                         Content_Type="application/json")
-        elif self.path == "/big":
-            self._answer(200, b"x" * 5000)
-        else:
-            self._answer(404, b'{"message": "Not Found"}', Content_Type="application/json")
-
-    def do_POST(self) -> None:
-        headers = {k.lower(): v for k, v in self.headers.items()}
-        body = self.rfile.read(int(headers["content-length"]))
-        self.server.requests.append(("POST", self.path, headers))
-        self._answer(201, body, Content_Type="application/json")
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+def answer(request: Request) -> Reply:
+    """``/doc`` with validators (a conditional GET gets 304), ``/big`` more bytes than a small
+    bound, ``POST /echo`` its JSON back, anything else a 404 with a message."""
+    if request.method == "POST":
+        return Reply(201, request.body, {"Content-Type": "application/json"})
+    if request.path == "/doc":
+        if "if-none-match" in request.headers:
+            return Reply(304, headers={"ETag": ETAG})
+        return Reply(200, BODY, {"ETag": ETAG, "Last-Modified": LAST_MODIFIED,
+                                 "Content-Type": "application/json"})
+    if request.path == "/big":
+        return Reply(200, b"x" * 5000)
+    return Reply(404, b'{"message": "Not Found"}', {"Content-Type": "application/json"})
 
 
 @pytest.fixture
-def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
-    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
-        monkeypatch.delenv(name, raising=False)
-    httpd = Server()
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.005,), daemon=True)
-    thread.start()
-    yield httpd
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join(timeout=5)
+def server(serve_http: Callable[[Answer], HttpServer]) -> HttpServer:
+    return serve_http(answer)
 
 
-def get(server: Server, path: str, cache: ConditionalCache | None):
+def get(server: HttpServer, path: str, cache: ConditionalCache | None):
     return get_cached(server.url(path), {"User-Agent": "test"}, cache, timeout=5,
                       max_bytes=1000)
 
@@ -91,10 +46,10 @@ def test_a_second_get_asks_conditionally_and_reuses_the_kept_body(server, tmp_pa
     cache = ConditionalCache(tmp_path / "cache")
     first = get(server, "/doc", cache)
     assert (first.status, first.body, first.from_cache) == (200, BODY, False)
-    assert "if-none-match" not in server.requests[0][2]
+    assert "if-none-match" not in server.requests[0].headers
     again = get(server, "/doc", cache)
     assert (again.status, again.body, again.from_cache) == (200, BODY, True)
-    asked = server.requests[1][2]
+    asked = server.requests[1].headers
     assert asked["if-none-match"] == ETAG and asked["if-modified-since"] == LAST_MODIFIED
     assert again.headers["content-type"] == "application/json"
     assert len(server.requests) == 2
@@ -104,17 +59,23 @@ def test_a_second_get_asks_conditionally_and_reuses_the_kept_body(server, tmp_pa
 def test_a_304_after_the_cache_was_wiped_asks_again_in_full(server, tmp_path):
     cache = ConditionalCache(tmp_path / "cache")
     get(server, "/doc", cache)
-    server.before_304 = lambda: shutil.rmtree(tmp_path / "cache")
+
+    def wipe_then_answer(request: Request) -> Reply:
+        if "if-none-match" in request.headers:
+            shutil.rmtree(tmp_path / "cache")
+        return answer(request)
+
+    server.answer = wipe_then_answer
     again = get(server, "/doc", cache)
     assert (again.status, again.body, again.from_cache) == (200, BODY, False)
-    assert "if-none-match" not in server.requests[-1][2]
+    assert "if-none-match" not in server.requests[-1].headers
     assert cache.body(server.url("/doc")) == BODY  # kept again
 
 
 def test_without_a_cache_every_get_is_in_full(server):
     for _ in range(2):
         assert get(server, "/doc", None).from_cache is False
-    assert all("if-none-match" not in headers for *_, headers in server.requests)
+    assert all("if-none-match" not in r.headers for r in server.requests)
 
 
 def test_an_error_status_is_an_answer_with_its_body(server, tmp_path):
@@ -139,13 +100,13 @@ def test_a_closed_port_is_unreachable_and_worth_another_try(unused_port):
 
 
 def test_post_json_sends_json_and_returns_any_status(server):
-    answer = post_json(server.url("/echo"), b'{"a": 1}', {"Authorization": "Bearer k"},
+    echoed = post_json(server.url("/echo"), b'{"a": 1}', {"Authorization": "Bearer k"},
                        timeout=5, max_bytes=1000)
-    assert (answer.status, answer.body) == (201, b'{"a": 1}')
-    method, path, headers = server.requests[0]
-    assert (method, path) == ("POST", "/echo")
-    assert headers["content-type"].startswith("application/json")
-    assert headers["authorization"] == "Bearer k"
+    assert (echoed.status, echoed.body) == (201, b'{"a": 1}')
+    (seen,) = server.requests
+    assert (seen.method, seen.path) == ("POST", "/echo")
+    assert seen.headers["content-type"].startswith("application/json")
+    assert seen.headers["authorization"] == "Bearer k"
 
 
 def test_an_unwritable_cache_is_no_error(server, tmp_path):

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 from support.commands import clean_env, newsletter_cmd, newsletter_main, ok
-from support.project import SAMPLE_FEED, SAMPLE_WEEK
+from support.project import SAMPLE_WEEK, make_project, smtp_toml
 
 from subscribers.store.sqlite import SqliteStore
 
@@ -27,11 +27,8 @@ SECRET = "interrupt-test-secret-0123456789abcdef"
 
 @pytest.mark.subprocess  # the signal reaches a real process, whose handler is the point
 def test_ctrl_c_stops_cleanly_and_a_rerun_finishes(tmp_path: Path, smtp_server: SmtpSink):
-    (tmp_path / "newsletter.toml").write_text(
-        f'[feed]\nurls = ["{SAMPLE_FEED}"]\n'
-        '[site]\napp_url = "https://news.example.org/api"\n'  # RFC 8058: smtp needs https
-        f'[delivery]\ntransport = "smtp"\nconcurrency = {CONCURRENCY}\n'
-        f'[smtp]\nhost = "127.0.0.1"\nport = {smtp_server.port}\nstarttls = false\n')
+    make_project(tmp_path, extra=smtp_toml("127.0.0.1", smtp_server.port,
+                                           f"concurrency = {CONCURRENCY}\n"))
     csv = tmp_path / "list.csv"
     csv.write_text("email,layout\n" + "".join(f"r{i}@example.org,en\n" for i in range(COUNT)))
     env = {"NEWSLETTER_SECRET": SECRET}

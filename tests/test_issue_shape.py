@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from support.commands import newsletter_main
-from support.project import SAMPLE_FEED, SAMPLE_WEEK
+from support.project import SAMPLE_WEEK, make_project
 
 from pipeline.core.issue import issue_json
 
@@ -25,8 +25,7 @@ def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture
 def project(tmp_path: Path) -> Path:
-    (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
-    built = run(["build", "--week", SAMPLE_WEEK], tmp_path)
+    built = run(["build", "--week", SAMPLE_WEEK], make_project(tmp_path))
     assert built.returncode == 0, built.stderr
     return tmp_path
 

@@ -14,14 +14,14 @@ import os
 import pty
 import re
 import subprocess
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from support.commands import clean_env, newsletter_cmd, ok
 from support.commands import newsletter_main as run
-from support.project import SAMPLE_FEED, SAMPLE_WEEK
+from support.http_server import Answer, HttpServer, Reply, Request
+from support.project import SAMPLE_FEED, SAMPLE_WEEK, make_project
 
 from pipeline.cli import parser
 from pipeline.log import LineFormatter, safe_url
@@ -33,17 +33,9 @@ PASSWORD = "hunter2-smtp-password"
 TOKEN = "feedtoken-0123456789"
 
 
-@pytest.fixture(autouse=True)
-def _no_proxy(monkeypatch):
-    """The loopback feed server is reached directly, whatever proxy this machine names."""
-    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
-        monkeypatch.delenv(name, raising=False)
-
-
 def project(folder: Path, config: str = "", readers: int = 0) -> Path:
     """A project reading the sample feed, with ``readers`` confirmed subscribers."""
-    (folder / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n{config}',
-                                            encoding="utf-8")
+    make_project(folder, extra=config)
     if readers:
         csv = folder / "readers.csv"
         csv.write_text("email,layout\n" + "".join(f"reader{n}@example.org,en\n"
@@ -94,41 +86,19 @@ def test_notes_and_progress_go_to_stderr_timestamped(tmp_path):
 # -- -v: where the time and the bytes went --------------------------------------------------
 
 
-class _FeedHandler(BaseHTTPRequestHandler):
+def feed(request: Request) -> Reply:
     """The sample feed at /feed.atom (any query), 304 to a conditional request."""
-
-    def do_GET(self) -> None:
-        if not self.path.startswith("/feed.atom"):
-            self.send_error(404)
-            return
-        if "If-None-Match" in self.headers:
-            self.send_response(304)
-            self.send_header("ETag", '"v1"')
-            self.end_headers()
-            return
-        body = Path(SAMPLE_FEED).read_bytes()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/atom+xml")
-        self.send_header("Content-Length", str(len(body)))
-        self.send_header("ETag", '"v1"')
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
+    if not request.path.startswith("/feed.atom"):
+        return Reply(404)
+    if "if-none-match" in request.headers:
+        return Reply(304, headers={"ETag": '"v1"'})
+    return Reply(200, SAMPLE_FEED.read_bytes(),
+                 {"Content-Type": "application/atom+xml", "ETag": '"v1"'})
 
 
 @pytest.fixture
-def feed_url():
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _FeedHandler)
-    thread = threading.Thread(target=httpd.serve_forever, args=(0.005,), daemon=True)
-    thread.start()
-    host, port = httpd.server_address[:2]
-    assert isinstance(host, str)  # an AF_INET server: str, not bytes
-    yield f"http://{host}:{port}/feed.atom"
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join(timeout=5)
+def feed_url(serve_http: Callable[[Answer], HttpServer]) -> str:
+    return serve_http(feed).url("/feed.atom")
 
 
 def test_verbose_build_names_the_config_each_fetch_and_the_stage_timings(tmp_path, feed_url):

@@ -204,16 +204,13 @@ CHOICES = [("zh-en", ("rocm",)), ("en-zh", ("cpu",)), ("en", ("kv-connector",)),
 @pytest.fixture(scope="module")
 def varied(tmp_path_factory):
     """The sample week built with an interest variant of every layout."""
-    from support.project import SAMPLE_FEED
+    from support.project import sample_settings
 
-    from pipeline.config import load
     from pipeline.stages.build import build
     from pipeline.stages.built import load_built
 
     folder = tmp_path_factory.mktemp("varied")
-    (folder / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n',
-                                            encoding="utf-8")
-    settings = load(folder / "newsletter.toml", {})
+    settings = sample_settings(folder)
     built = load_built(build(settings, week_id=SAMPLE_WEEK, out=folder / "issue",
                              choices=CHOICES).out_dir)
     assert {v.variant.layout for v in built.variants} == set(LAYOUTS)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 from support.commands import run_newsletter
-from support.project import ROOT, SAMPLE_FEED, SAMPLE_WEEK
+from support.project import ROOT, SAMPLE_WEEK, make_project
 
 from subscribers.store.sqlite import SqliteStore
 
@@ -34,7 +34,7 @@ def remount(target: Path, options: str) -> None:
 @pytest.fixture
 def outbox(tmp_path: Path) -> Iterator[Path]:
     """A project with its issue built and its outbox folder an (unmounted) mount point."""
-    (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
+    make_project(tmp_path)
     for args in (("subscribers", "import", str(SUBSCRIBERS), "--confirmed"),
                  ("build", "--week", SAMPLE_WEEK)):
         assert run_newsletter(list(args), tmp_path).returncode == 0

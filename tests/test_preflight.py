@@ -12,7 +12,7 @@ import pytest
 from support.commands import newsletter_main as newsletter
 from support.commands import ok
 from support.feeds import Entry, atom
-from support.project import SAMPLE_FEED, SAMPLE_WEEK
+from support.project import SAMPLE_WEEK, make_project
 from support.servers import SmtpSink
 
 from pipeline.errors import UsageError
@@ -38,9 +38,8 @@ def one_line(result: subprocess.CompletedProcess[str]) -> str:
 
 
 def project(folder: Path, config: str = "") -> Path:
-    (folder / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n{config}',
-                                            encoding="utf-8")
-    ok(newsletter(["subscribers", "add", "reader@example.org", "--confirmed"], folder))
+    ok(newsletter(["subscribers", "add", "reader@example.org", "--confirmed"],
+                  make_project(folder, extra=config)))
     return folder
 
 

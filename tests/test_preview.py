@@ -33,7 +33,7 @@ from support.chromium import chromium_executable
 from support.commands import clean_env, newsletter_cmd, ok, run_newsletter
 from support.commands import newsletter_main as run
 from support.feeds import Entry, atom
-from support.project import SAMPLE_FEED, SAMPLE_WEEK, SEED_PRS
+from support.project import SAMPLE_FEED, SAMPLE_WEEK, SEED_PRS, make_project
 from test_browser import SERIOUS
 
 from pipeline.model import LAYOUTS
@@ -44,13 +44,6 @@ SECRET = "preview-test-secret-0123456789abcdef"
 #: The approve command's words after the program, which is named as the preview was started
 #: (pipeline/stages/invocation.py): ``newsletter`` in process, the script's path in a process.
 APPROVE = f" approve --week {SAMPLE_WEEK}"
-
-
-def make_project(folder: Path, *, feed: Path = SAMPLE_FEED, extra: str = "") -> Path:
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "newsletter.toml").write_text(
-        f"[feed]\nurls = [{json.dumps(str(feed))}]\n{extra}", encoding="utf-8")
-    return folder
 
 
 def issue_folder(project: Path) -> Path:

@@ -7,9 +7,8 @@ from pathlib import Path
 
 import pytest
 from support.feeds import Entry
-from support.project import SAMPLE_FEED, SAMPLE_WEEK, SEED_PRS
+from support.project import SAMPLE_WEEK, SEED_PRS, sample_settings
 
-from pipeline.config import load
 from pipeline.core.email.render import Budget
 from pipeline.core.proof import link_verdict, proof
 from pipeline.errors import BlockedError
@@ -96,9 +95,7 @@ def test_a_feed_with_problems(settings, tmp_path, write_feed):
 
 
 def test_over_budget_is_blocking_and_near_it_a_warning(tmp_path):
-    config = tmp_path / "newsletter.toml"
-    config.write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n[issue]\nsize_budget_kb = 1\n')
-    tiny = load(config, {})
+    tiny = sample_settings(tmp_path, extra="[issue]\nsize_budget_kb = 1\n")
     built = built_issue(tiny, tmp_path)
     report = proof(built, budget=Budget(1), repo=REPO)
     over = [p for p in report.problems if p.code == "over-size-limit"]

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from support.commands import newsletter_main as newsletter
 from support.commands import ok
-from support.project import SAMPLE_FEED, SAMPLE_WEEK
+from support.project import SAMPLE_WEEK, make_project, smtp_toml
 from support.servers import NO_SUCH_USER, SmtpSink
 
 from pipeline.stages import deliver
@@ -30,12 +30,7 @@ READERS = ["ann@example.org", "bob@example.org", "cy@example.org"]
 
 
 def project(folder: Path, sink: SmtpSink, extra: str = "") -> Path:
-    (folder / "newsletter.toml").write_text(
-        f'[feed]\nurls = ["{SAMPLE_FEED}"]\n'
-        '[site]\napp_url = "https://news.example.org/api"\n'
-        f'[delivery]\ntransport = "smtp"\n{extra}'
-        f'[smtp]\nhost = "{sink.host}"\nport = {sink.port}\nstarttls = false\n',
-        encoding="utf-8")
+    make_project(folder, extra=smtp_toml(sink.host, sink.port, extra))
     for reader in READERS:
         ok(newsletter(["subscribers", "add", reader, "--confirmed"], folder))
     ok(newsletter(["build", "--week", SAMPLE_WEEK], folder))

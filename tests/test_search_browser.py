@@ -18,12 +18,11 @@ import pytest
 from axe_playwright_python.sync_playwright import Axe  # type: ignore[import-untyped]
 from playwright.sync_api import Page
 from support.feeds import Entry, atom
-from support.project import SAMPLE_WEEK
+from support.project import SAMPLE_WEEK, sample_settings
 from support.published_site import OLDER_WEEK, PublishedSite, served_archive, start_server
 from test_browser import SERIOUS, WIDTHS, open_page
 
 from pipeline.archive.local import LocalArchive
-from pipeline.config import load
 from pipeline.core.site.site import Site
 from pipeline.stages.build import build
 from pipeline.stages.built import load_built
@@ -270,9 +269,7 @@ def published_in_process(project: Path, entries: list[Entry]) -> Iterator[Publis
     base = f"http://127.0.0.1:{server.server_port}"
     feed = project / "feed.atom"
     feed.write_bytes(atom(entries))
-    (project / "newsletter.toml").write_text(
-        f'[feed]\nurls = ["{feed}"]\n[site]\nbase_url = "{base}"\n', encoding="utf-8")
-    settings = load(project / "newsletter.toml", {})
+    settings = sample_settings(project, feed=feed, extra=f'[site]\nbase_url = "{base}"\n')
     built = load_built(build(settings, week_id=SAMPLE_WEEK, feeds=[str(feed)],
                              out=project / "build").out_dir)
     publish(built, LocalArchive(project / "site"), Site(settings.site))

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlparse
 
 import pytest
-from support.project import SAMPLE_FEED, SAMPLE_WEEK
+from support.project import SAMPLE_WEEK, sample_settings
 
 import pipeline.stages.send
-from pipeline.config import Settings, load
+from pipeline.config import Settings
 from pipeline.core.email.message import Messages
 from pipeline.errors import BlockedError, SendingMisconfigured
 from pipeline.model import LAYOUTS
@@ -63,11 +63,7 @@ GET_ACCOUNT = {
 
 def configure(folder: Path, extra: str = "") -> Settings:
     """Settings read from a newsletter.toml in ``folder``: the sample feed, an https app."""
-    folder.mkdir(parents=True, exist_ok=True)
-    config = folder / "newsletter.toml"
-    config.write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n[site]\napp_url = "{APP_URL}"\n'
-                      + extra, encoding="utf-8")
-    return load(config, {})
+    return sample_settings(folder, extra=f'[site]\napp_url = "{APP_URL}"\n{extra}')
 
 
 def build_issue(settings: Settings, out: Path) -> BuiltIssue:

@@ -16,17 +16,14 @@ from pathlib import Path
 import pytest
 from support.app_server import free_port, let_go, request
 from support.commands import clean_env, newsletter_cmd, run_newsletter
-from support.project import ROOT, SAMPLE_FEED
+from support.project import ROOT, make_project
 
 from pipeline.web.serve import served_app_url
 
 
 def project(folder: Path, app_url: str) -> Path:
-    (folder / "newsletter.toml").write_text(
-        f'[feed]\nurls = ["{SAMPLE_FEED}"]\n'
-        f'[site]\nbase_url = "http://127.0.0.1:8000"\napp_url = "{app_url}"\n',
-        encoding="utf-8")
-    return folder
+    return make_project(
+        folder, extra=f'[site]\nbase_url = "http://127.0.0.1:8000"\napp_url = "{app_url}"\n')
 
 
 def wait_until_up(process: subprocess.Popen[str], port: int) -> None:

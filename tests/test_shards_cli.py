@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from support.commands import clean_env, newsletter_cmd, newsletter_main, run_newsletter
-from support.project import SAMPLE_FEED, SAMPLE_WEEK
+from support.project import SAMPLE_WEEK, make_project, smtp_toml
 
 SECRET = {"NEWSLETTER_SECRET": "x" * 32}
 COUNT = 40
@@ -30,12 +30,8 @@ def finish(process: subprocess.Popen[str]) -> tuple[int, str, str]:
 
 @pytest.fixture
 def project(tmp_path: Path, smtp_server) -> Path:
-    (tmp_path / "newsletter.toml").write_text(
-        f'[feed]\nurls = ["{SAMPLE_FEED}"]\n'
-        '[site]\napp_url = "https://news.example.org/api"\n'  # RFC 8058: smtp needs https
-        # Unpaced: where a process must still be sending, a held reply keeps it so.
-        f'[delivery]\ntransport = "smtp"\n'
-        f'[smtp]\nhost = "{smtp_server.host}"\nport = {smtp_server.port}\nstarttls = false\n')
+    # Unpaced: where a process must still be sending, a held reply keeps it so.
+    make_project(tmp_path, extra=smtp_toml(smtp_server.host, smtp_server.port))
     addresses = [f"reader{n:02d}@example.org" for n in range(COUNT)]
     (tmp_path / "list.csv").write_text("email,layout\n" + "".join(f"{a},\n" for a in addresses))
     imported = newsletter_main(["subscribers", "import", "list.csv", "--confirmed"], tmp_path,
@@ -114,6 +110,5 @@ def test_two_runs_started_together_send_once(project, smtp_server):
 
 @pytest.mark.subprocess
 def test_status_of_a_week_not_built(tmp_path):
-    (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
-    status = run_newsletter(["status", "--week", "2026-W10"], tmp_path, **SECRET)
+    status = run_newsletter(["status", "--week", "2026-W10"], make_project(tmp_path), **SECRET)
     assert status.returncode == 6 and "2026-W10: not built" in status.stdout

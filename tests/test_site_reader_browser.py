@@ -17,7 +17,7 @@ import pytest
 from playwright.sync_api import Browser, Page, Route
 from support.chromium import artifacts_dir
 from support.feeds import atom
-from support.project import SAMPLE_FEED, SAMPLE_WEEK
+from support.project import SAMPLE_WEEK, make_project
 from support.published_site import OLDER_ENTRIES, OLDER_WEEK, start_server
 
 from pipeline.archive.local import LocalArchive
@@ -48,9 +48,7 @@ def served(tmp_path_factory) -> Iterator[Served]:
     project = tmp_path_factory.mktemp("any-port")
     older = project / "older.atom"
     older.write_bytes(atom(OLDER_ENTRIES[:2]))  # one PR, reviewed in both languages
-    (project / "newsletter.toml").write_text(
-        f'[feed]\nurls = ["{SAMPLE_FEED}"]\n[archive]\ntarget = "local"\ndir = "site"\n',
-        encoding="utf-8")
+    make_project(project, extra='[archive]\ntarget = "local"\ndir = "site"\n')
     (project / "editorial").mkdir()
     (project / "editorial" / f"{SAMPLE_WEEK}.toml").write_text(
         f'[55823]\nnote = "{EN_NOTE}"\n\n[53721.zh]\nnote = "{ZH_NOTE}"\n', encoding="utf-8")

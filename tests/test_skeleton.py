@@ -8,7 +8,7 @@ import tomllib
 import pytest
 from support.commands import clean_env, newsletter_cmd
 from support.feeds import Entry, atom
-from support.project import SAMPLE_WEEK
+from support.project import SAMPLE_WEEK, make_project
 
 
 def run(args, cwd):
@@ -25,8 +25,7 @@ def test_skeleton_for_missing_languages_without_clobbering(tmp_path):
         Entry(pr=3, title="两种语言", body="值得一读。", lang="zh-CN"),
         Entry(pr=3, title="Both languages", body="Skim.", lang="en", id="en-3"),
     ]))
-    (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{feed}"]\n')
-    editorial = tmp_path / "editorial" / f"{SAMPLE_WEEK}.toml"
+    editorial = make_project(tmp_path, feed=feed) / "editorial" / f"{SAMPLE_WEEK}.toml"
     editorial.parent.mkdir()
     mine = ('# my notes, kept as written\n[2]\npriority = "must-read"\n\n'
             '[2.zh]\ntitle = "我的标题"\n')
@@ -55,8 +54,7 @@ def test_skeleton_for_missing_languages_without_clobbering(tmp_path):
 def test_an_invalid_editor_file_is_refused_not_appended_to(tmp_path):
     feed = tmp_path / "feed.atom"
     feed.write_bytes(atom([Entry(pr=1, body="值得精读。")]))
-    (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{feed}"]\n')
-    editorial = tmp_path / "editorial" / f"{SAMPLE_WEEK}.toml"
+    editorial = make_project(tmp_path, feed=feed) / "editorial" / f"{SAMPLE_WEEK}.toml"
     editorial.parent.mkdir()
     editorial.write_text("[1\n", encoding="utf-8")
     result = run(["translations", "--week", SAMPLE_WEEK], tmp_path)

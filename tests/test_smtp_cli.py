@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from support.commands import newsletter_main as newsletter
 from support.commands import ok
-from support.project import SAMPLE_FEED, SAMPLE_WEEK
+from support.project import SAMPLE_WEEK, make_project
 from support.servers import SmtpSink, Tls
 
 SECRET = "s" * 40
@@ -26,10 +26,9 @@ def one_line(result: subprocess.CompletedProcess[str]) -> str:
 
 def project(folder: Path, sink: SmtpSink, smtp: str, delivery: str = "") -> Path:
     """A deployment sending the sample week to one reader through ``sink``."""
-    (folder / "newsletter.toml").write_text(
-        f'[feed]\nurls = ["{SAMPLE_FEED}"]\n{HTTPS_APP}'
-        f'[delivery]\ntransport = "smtp"\nconcurrency = 4\n{delivery}'
-        f'[smtp]\nhost = "{sink.host}"\nport = {sink.port}\n{smtp}', encoding="utf-8")
+    make_project(folder, extra=f'{HTTPS_APP}[delivery]\ntransport = "smtp"\nconcurrency = 4\n'
+                               f'{delivery}[smtp]\nhost = "{sink.host}"\n'
+                               f'port = {sink.port}\n{smtp}')
     ok(newsletter(["subscribers", "add", "reader@example.org", "--confirmed"], folder))
     return folder
 

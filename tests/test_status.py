@@ -113,12 +113,11 @@ def test_status_json_says_what_the_text_says(tmp_path):
     import json
 
     from support.commands import newsletter_main, ok
-    from support.project import SAMPLE_FEED, SAMPLE_WEEK
+    from support.project import SAMPLE_WEEK, make_project
 
     from subscribers.store.sqlite import SqliteStore
 
-    (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
-    store_path = tmp_path / "data" / "subscribers.sqlite3"
+    store_path = make_project(tmp_path) / "data" / "subscribers.sqlite3"
     with SqliteStore.open(store_path) as store:
         for n, areas in enumerate((("rocm",), ("rocm",), ())):
             store.add(f"r{n}@example.org", "zh-en", status="active", source="test",

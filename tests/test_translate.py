@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ import boto3
 import pytest
 from botocore.exceptions import ClientError
 from botocore.stub import Stubber
+from support.http_server import Answer, HttpServer, Reply, Request
 from support.project import seed_reviews
 
 from pipeline.config import Settings, TranslateSettings, load
@@ -61,84 +60,52 @@ def drop_first_placeholder(text: str, target: str) -> str:
 
 
 @dataclass
-class Seen:
-    path: str
-    headers: dict[str, str]
-    body: dict[str, Any]
-
-
-@dataclass
 class FakeLLM:
-    """An OpenAI-compatible ``/v1/chat/completions`` on loopback that records each request.
+    """An OpenAI-compatible ``/v1/chat/completions`` on loopback, recording each request.
 
-    ``script`` holds (status, headers, body) answers given before translating again;
-    ``answer`` is the translation rule; ``finish_reason`` what each completion reports."""
+    ``script`` holds answers given before translating again; ``answer`` is the translation
+    rule; ``finish_reason`` what each completion reports."""
 
-    port: int = 0
-    requests: list[Seen] = field(default_factory=list)
-    script: deque[tuple[int, dict[str, str], bytes]] = field(default_factory=deque)
+    server: HttpServer = field(init=False)
+    script: deque[Reply] = field(default_factory=deque)
     answer: Callable[[str, str], str] = fake_translation
     finish_reason: str = "stop"
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def url(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        return self.server.url()
+
+    @property
+    def requests(self) -> list[Request]:
+        return self.server.requests
 
     def fail(self, status: int, times: int = 1, headers: dict[str, str] | None = None) -> None:
         body = json.dumps({"error": {"message": f"fake failure {status}",
                                      "type": "server_error"}}).encode()
-        for _ in range(times):
-            self.script.append((status, headers or {}, body))
+        self.script.extend([Reply(status, body, headers or {})] * times)
 
-    def reply(self, request: Seen) -> tuple[int, dict[str, str], bytes]:
-        with self.lock:
-            self.requests.append(request)
-            if self.script:
-                return self.script.popleft()
-        messages = request.body["messages"]
+    def reply(self, request: Request) -> Reply:
+        if self.script:
+            return self.script.popleft()
+        asked = request.json()
+        messages = asked["messages"]
         target = "en" if "into English" in messages[0]["content"] else "zh"
         content = self.answer(messages[1]["content"], target)
         completion = {
             "id": f"chatcmpl-{len(self.requests)}", "object": "chat.completion",
-            "model": request.body["model"],
+            "model": asked["model"],
             "choices": [{"index": 0, "finish_reason": self.finish_reason,
                          "message": {"role": "assistant", "content": content}}],
             "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
         }
-        return 200, {"Content-Type": "application/json"}, json.dumps(completion).encode()
+        return Reply(200, json.dumps(completion).encode(), {"Content-Type": "application/json"})
 
 
 @pytest.fixture
-def llm() -> Iterator[FakeLLM]:
+def llm(serve_http: Callable[[Answer], HttpServer]) -> FakeLLM:
     fake = FakeLLM()
-
-    class Handler(BaseHTTPRequestHandler):
-        def do_POST(self) -> None:
-            length = int(self.headers.get("Content-Length", "0"))
-            body = json.loads(self.rfile.read(length))
-            status, headers, data = fake.reply(Seen(self.path, dict(self.headers), body))
-            self.send_response(status)
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    server.daemon_threads = True
-    fake.port = server.server_address[1]
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.005},
-                              daemon=True)
-    thread.start()
-    try:
-        yield fake
-    finally:
-        server.shutdown()
-        server.server_close()
+    fake.server = serve_http(fake.reply)
+    return fake
 
 
 @pytest.fixture
@@ -168,11 +135,11 @@ def test_openai_request_carries_model_temperature_prompt_and_key(llm: FakeLLM) -
     assert len(llm.requests) == 1
     seen = llm.requests[0]
     assert seen.path == "/v1/chat/completions"
-    assert seen.headers["Authorization"] == "Bearer sk-test"
-    assert seen.headers["Content-Type"].startswith("application/json")
-    assert seen.body["model"] == MODEL
-    assert seen.body["temperature"] == 0.1
-    system, user = seen.body["messages"]
+    assert seen.headers["authorization"] == "Bearer sk-test"
+    assert seen.headers["content-type"].startswith("application/json")
+    assert seen.json()["model"] == MODEL
+    assert seen.json()["temperature"] == 0.1
+    system, user = seen.json()["messages"]
     assert (system["role"], user["role"]) == ("system", "user")
     assert "placeholder" in system["content"] and "⟦1⟧" in system["content"]
     assert "exactly once" in system["content"]
@@ -190,7 +157,7 @@ def test_openai_request_carries_model_temperature_prompt_and_key(llm: FakeLLM) -
 def test_no_authorization_header_without_a_key(llm: FakeLLM) -> None:
     translator, _ = openai(llm)
     translator.translate("你好 ⟦1⟧", "zh", "en")
-    assert "Authorization" not in llm.requests[0].headers
+    assert "authorization" not in llm.requests[0].headers
 
 
 @pytest.mark.parametrize("suffix", ["", "/", "/v1", "/v1/"])
@@ -205,7 +172,7 @@ def test_english_into_chinese_names_the_direction(llm: FakeLLM) -> None:
     result = translate_html(translator, None, "<p>Worth a close read: <code>flush()</code> "
                             "now drains.</p>", "en", "zh")
     assert result.text == "<p>中文 中文 中文 中文: <code>flush()</code> 中文 中文.</p>"
-    assert "English into Simplified Chinese" in llm.requests[0].body["messages"][0]["content"]
+    assert "English into Simplified Chinese" in llm.requests[0].json()["messages"][0]["content"]
 
 
 def test_429_then_200_is_retried_honouring_retry_after(llm: FakeLLM) -> None:
@@ -280,7 +247,7 @@ def test_a_cut_off_or_non_completion_answer_is_an_error(llm: FakeLLM, said: str)
     if said == "cut off":
         llm.finish_reason = "length"
     else:
-        llm.script.append((200, {"Content-Type": "application/json"}, b'{"object": "list"}'))
+        llm.script.append(Reply(200, b'{"object": "list"}', {"Content-Type": "application/json"}))
     translator, _ = openai(llm)
     with pytest.raises(TranslateError, match=said):
         translator.translate("你好", "zh", "en")
@@ -384,7 +351,7 @@ def test_memory_is_keyed_by_backend_model_and_target(
     other_model = OpenAITranslator(llm.url, "another-model", None)
     translate_html(other_model, memory, BODY, "zh", "en")
     assert len(llm.requests) == 2
-    assert llm.requests[1].body["model"] == "another-model"
+    assert llm.requests[1].json()["model"] == "another-model"
     assert memory.get(BODY, backend="openai", model=MODEL, target="en") is not None
     assert memory.get(BODY, backend="openai", model=MODEL, target="zh") is None
     assert memory.get(BODY, backend="aws", model=MODEL, target="en") is None
@@ -531,11 +498,11 @@ def test_openai_backend_from_settings_and_the_environment(llm: FakeLLM) -> None:
     assert (translator.name, translator.model) == ("openai", MODEL)
     assert "sk-from-env" not in repr(translator)
     translator.translate("你好", "zh", "en")
-    assert llm.requests[0].headers["Authorization"] == "Bearer sk-from-env"
+    assert llm.requests[0].headers["authorization"] == "Bearer sk-from-env"
     keyless = open_translator(settings.translate, {})
     assert isinstance(keyless, OpenAITranslator)
     keyless.translate("你好", "zh", "en")
-    assert "Authorization" not in llm.requests[1].headers
+    assert "authorization" not in llm.requests[1].headers
 
 
 @pytest.mark.parametrize(("conf", "key"), [

@@ -10,7 +10,7 @@ from typing import Any
 
 from support.commands import newsletter_main
 from support.feeds import Entry, atom
-from support.project import SAMPLE_WEEK
+from support.project import SAMPLE_WEEK, make_project
 from test_translate import FakeLLM, drop_first_placeholder, llm  # noqa: F401 (fixture)
 
 
@@ -23,8 +23,7 @@ def project(tmp_path: Path) -> Path:
         Entry(pr=2, title="两种语言", body="值得一读。", lang="zh-CN", id="zh-2",
               published="2026-11-23T10:00:00+08:00"),
     ]))
-    (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{feed}"]\n')
-    return tmp_path
+    return make_project(tmp_path, feed=feed)
 
 
 def build(cwd: Path, url: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 import pytest
-from support.project import SAMPLE_FEED, SAMPLE_WEEK
+from support.project import SAMPLE_WEEK, sample_settings
 
 from pipeline.config import load
 from pipeline.core.email.message import Messages
@@ -46,10 +46,7 @@ PLAIN = "plain@example.com"
 @pytest.fixture
 def app_built(tmp_path: Path) -> BuiltIssue:
     """The sample week built with an app URL, whose settings the sends here read back."""
-    config = tmp_path / "newsletter.toml"
-    config.write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n'
-                      '[site]\napp_url = "https://news.example.org/app"\n', encoding="utf-8")
-    settings = load(config, {})
+    settings = sample_settings(tmp_path, extra='[site]\napp_url = "https://news.example.org/app"\n')
     return load_built(build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "issue").out_dir)
 
 

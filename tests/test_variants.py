@@ -14,9 +14,9 @@ from pathlib import Path
 import pytest
 from support.feeds import Entry, atom
 from support.markup import unfolded
-from support.project import SAMPLE_FEED, SAMPLE_WEEK
+from support.project import SAMPLE_WEEK, make_project, sample_settings
 
-from pipeline.config import Settings, load
+from pipeline.config import Settings
 from pipeline.core.assemble import distinct_variants
 from pipeline.core.email.message import Messages
 from pipeline.core.email.render import Budget, Renderer
@@ -49,10 +49,7 @@ class CountingRenderer(Renderer):
 
 @pytest.fixture
 def settings(tmp_path: Path) -> Settings:
-    config = tmp_path / "newsletter.toml"
-    config.write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n[site]\n'
-                      'app_url = "https://news.example.org/app"\n', encoding="utf-8")
-    return load(config, {})
+    return sample_settings(tmp_path, extra='[site]\napp_url = "https://news.example.org/app"\n')
 
 
 def build_with(settings: Settings, out: Path, choices) -> BuiltIssue:
@@ -227,10 +224,7 @@ def test_an_over_budget_variant_blocks_the_proof(varied, settings):
 
 
 def test_a_variant_over_budget_at_build_is_a_blocking_problem(settings, tmp_path):
-    config = tmp_path / "tight.toml"
-    config.write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n[issue]\nsize_budget_kb = 4\n',
-                      encoding="utf-8")
-    tight = load(config, {})
+    tight = sample_settings(tmp_path / "tight", extra="[issue]\nsize_budget_kb = 4\n")
     varied = build_with(tight, tmp_path / "issue", [ROCM])
     key = varied.variants[0].key
     assert [p for p in varied.issue.problems
@@ -447,7 +441,7 @@ def test_run_builds_with_the_stores_choices(tmp_path):
 
     from subscribers.store.sqlite import SqliteStore
 
-    (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
+    make_project(tmp_path)
     with SqliteStore.open(tmp_path / "data" / "subscribers.sqlite3") as seeded:
         for n, areas in enumerate((("rocm",), ("rocm",), ("cpu", "nixl"), ())):
             seeded.add(f"r{n}@example.org", "zh-en", status="active", source="test", now=NOW,
@@ -464,8 +458,7 @@ def test_run_builds_with_the_stores_choices(tmp_path):
 def test_a_build_without_a_store_creates_none_and_has_no_variant(tmp_path):
     from support.commands import newsletter_main, ok
 
-    (tmp_path / "newsletter.toml").write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n')
-    result = ok(newsletter_main(["build", "--week", SAMPLE_WEEK], tmp_path))
+    result = ok(newsletter_main(["build", "--week", SAMPLE_WEEK], make_project(tmp_path)))
     assert "0 interest variant(s)" in result.stdout
     assert not (tmp_path / "data" / "subscribers.sqlite3").exists()
 

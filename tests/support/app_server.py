@@ -154,14 +154,10 @@ def request(method: str, url: str, *, form: Mapping[str, str] | None = None,
 
 def project_settings(tmp_path: Path, port: int, extra: str = "") -> Settings:
     """Settings rooted in ``tmp_path`` whose app_url is ``http://127.0.0.1:<port>``."""
-    from pipeline.config import load
-    from support.project import SAMPLE_FEED
+    from support.project import sample_settings
 
-    config = tmp_path / "newsletter.toml"
-    config.write_text(f'[feed]\nurls = ["{SAMPLE_FEED}"]\n'
-                      f'[site]\nbase_url = "http://127.0.0.1:8000"\n'
-                      f'app_url = "http://127.0.0.1:{port}"\n{extra}', encoding="utf-8")
-    return load(config, {})
+    return sample_settings(tmp_path, extra='[site]\nbase_url = "http://127.0.0.1:8000"\n'
+                                            f'app_url = "http://127.0.0.1:{port}"\n{extra}')
 
 
 @contextmanager

@@ -3,6 +3,7 @@ week, and the real review text kept with the tests (so the suite runs from any c
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -20,6 +21,30 @@ DATA = ROOT / "tests" / "data"
 SAMPLE_WEEK = "2026-W48"
 #: The PRs of the seed reviews, in the seed's order.
 SEED_PRS = (53721, 55309, 55823, 54934, 51794, 56671, 56366, 56317)
+
+
+def make_project(folder: Path, *, feed: Path | str = SAMPLE_FEED, extra: str = "") -> Path:
+    """``folder`` with a newsletter.toml reading ``feed`` (a path relative to the folder, or
+    absolute), then the TOML in ``extra``; the built-in defaults for the rest."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "newsletter.toml").write_text(f"[feed]\nurls = [{json.dumps(str(feed))}]\n{extra}",
+                                            encoding="utf-8")
+    return folder
+
+
+def sample_settings(folder: Path, *, feed: Path | str = SAMPLE_FEED, extra: str = "") -> Settings:
+    """The settings of :func:`make_project`'s project, as the commands load them."""
+    from pipeline.config import load
+
+    return load(make_project(folder, feed=feed, extra=extra) / "newsletter.toml", {})
+
+
+def smtp_toml(host: str, port: int, delivery: str = "") -> str:
+    """The TOML of a deployment sending through a relay on loopback without STARTTLS, with an
+    https app URL (RFC 8058 one-click unsubscribe needs one) and ``delivery`` keys."""
+    return ('[site]\napp_url = "https://news.example.org/api"\n'
+            f'[delivery]\ntransport = "smtp"\n{delivery}'
+            f'[smtp]\nhost = "{host}"\nport = {port}\nstarttls = false\n')
 
 
 def seed_reviews() -> list[tuple[str, str]]:

@@ -20,7 +20,7 @@ from typing import Any
 
 from support.commands import ok, run_newsletter
 from support.feeds import Entry, atom
-from support.project import SAMPLE_FEED, SAMPLE_WEEK
+from support.project import SAMPLE_WEEK, make_project
 
 OLDER_WEEK = "2025-W52"
 #: Two PRs, each reviewed in Chinese then in English, in last year's 2025-W52, so its search
@@ -65,11 +65,8 @@ def publish_archive(project: Path, base_url: str) -> PublishedSite:
     project.mkdir(parents=True, exist_ok=True)
     older_feed = project / "older.atom"
     older_feed.write_bytes(atom(OLDER_ENTRIES))
-    (project / "newsletter.toml").write_text(
-        f'[feed]\nurls = [{json.dumps(str(SAMPLE_FEED))}]\n'
-        f'[archive]\ntarget = "local"\ndir = "site"\n'
-        f'[site]\nbase_url = "{base_url}"\napp_url = "{base_url}/api"\n',
-        encoding="utf-8")
+    make_project(project, extra='[archive]\ntarget = "local"\ndir = "site"\n'
+                                f'[site]\nbase_url = "{base_url}"\napp_url = "{base_url}/api"\n')
     for args in (["build", "--week", OLDER_WEEK, "--feed", str(older_feed)],
                  ["publish", "--week", OLDER_WEEK], ["build", "--week", SAMPLE_WEEK],
                  ["publish", "--week", SAMPLE_WEEK]):
