@@ -160,8 +160,7 @@ def test_after_any_editorial_sequence_the_archive_matches_its_issues(seed, tmp_p
 @pytest.mark.subprocess  # publish runs Pagefind
 def test_a_hidden_pr_leaves_every_page_feed_and_the_sitemap(tmp_path, small_area_pages,
                                                             capsys):
-    """The issue's own walk: hide a PR whose area no other review carries, build, publish
-    (the last time as ``newsletter publish`` does, which says how many pages went)."""
+    """Hiding a PR with an area of its own removes its pages; publish says how many went."""
     project = Project(tmp_path)
     for week in WEEKS:
         project.build(week)

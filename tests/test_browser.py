@@ -113,7 +113,7 @@ BOTH = [(p, w) for p in PAGES for w in WIDTHS]
 IDS = [f"{p}-{w}" for p, w in BOTH]
 
 
-@pytest.mark.slow  # the first to run builds the module's published archive (about 4 s)
+@pytest.mark.slow  # the first to run builds the module's published archive
 @pytest.mark.parametrize("visit", BOTH, ids=IDS, indirect=True)
 def test_page_loads_cleanly_and_fits(visit: Visit, request):
     page = visit.page

@@ -152,12 +152,11 @@ def test_each_part_takes_the_smaller_encoding(big_built, built, settings):
 @pytest.mark.slow  # SpamAssassin's start (Perl, its rules) is most of it
 @pytest.mark.subprocess
 def test_spamassassin_finds_nothing_to_score(settings, built, tmp_path):
-    """Stock rules, no network (``-L``): no rule that scores above zero, in any layout; in
-    particular not HTML_FONT_LOW_CONTRAST, which white preheader text used to earn.
+    """No stock rule (``-L``, offline) scores above zero in any layout.
 
-    One SpamAssassin reads every layout's message from one mailbox (loading its rules is
-    most of its time); each message goes to an address named for its layout, since the
-    answers need not come back in order."""
+    One SpamAssassin run reads every layout's message from one mailbox (its rules load
+    slowly); each goes to an address named for its layout: answers come in any order.
+    """
     box = mailbox.mbox(tmp_path / "sent.mbox")
     messages = Messages(built, settings.site, settings.delivery, KEYS)
     for layout in LAYOUTS:
@@ -311,8 +310,7 @@ def test_an_english_eml_is_readable_in_a_text_editor(settings, built):
 
 
 def test_the_confirmation_eml_is_readable_and_its_link_works(settings, tmp_path):
-    """The opt-in mail, as the outbox writes it: quoted-printable, words and link legible
-    in the file; a mail client decodes the same link."""
+    """Quoted-printable keeps the opt-in mail's words and link legible in the file."""
     from pipeline.stages.optin_mail import OptInMailer
     from pipeline.transport.outbox import OutboxTransport
     from subscribers.model import Subscriber
@@ -335,9 +333,7 @@ def test_the_confirmation_eml_is_readable_and_its_link_works(settings, tmp_path)
 
 
 def test_a_send_without_8bit_refuses_an_issue_fitted_with_it(big_built):
-    """The 40-review week was fitted to 90 KB with 8bit parts; sent with
-    ``[delivery] eight_bit = false`` (a relay that refused it) the same parts go as
-    quoted-printable or base64, over the budget: refused before anything goes, with the fix."""
+    """Re-encoded, 8bit-fitted parts exceed the budget: refused before anything goes."""
     from pipeline.errors import BlockedError
     from pipeline.stages.preflight import check_issue
 

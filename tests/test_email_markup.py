@@ -19,7 +19,7 @@ from pipeline.core.email.render import Footer, Renderer, _Plan
 from pipeline.core.issue.interests import Variant
 from pipeline.model import LANG_TAGS, LAYOUTS, layout_langs
 
-#: Issue 17's targets per full bilingual item: HTML bytes, and markup against the text.
+#: The budget per full bilingual item: HTML bytes, and markup against the text.
 MAX_ITEM_BYTES = 3_500
 MAX_MARKUP_RATIO = 0.6
 _CARD = re.compile(r'<table class="card"[^>]*>(.*?)</td></tr></table>', re.S)

@@ -22,7 +22,7 @@ from support.project import SAMPLE_FEED, SAMPLE_WEEK
 from pipeline.core.issue.sanitize import MAX_NESTING
 from pipeline.model import LAYOUTS
 
-#: Every character that reorders or hides text, the ones issue #13 names and their kin.
+#: Every character that reorders or hides text.
 BIDI = ("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200b\u200c\u200d\ufeff"
         "\u061c\u200e\u200f\u2060\u2061\u2062\u2063\u2064")
 UNSAFE = re.compile(f"[{BIDI}\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufffe\uffff]")
@@ -150,8 +150,7 @@ def test_seven_hundred_nested_tags_build_flattened_and_say_so(tmp_path, tag):
 @pytest.mark.subprocess  # publishing runs Pagefind
 @pytest.mark.slow
 def test_thousands_of_categories_leave_the_email_whole_and_the_archive_small(tmp_path):
-    """3,000 categories on one entry weighed 180 KB in every email (each item shrank to its
-    title) and made 6,060 archive objects: an item keeps 8 areas, an issue 64 names."""
+    """An item keeps 8 areas, an issue 64 names: the email stays whole and the archive small."""
     terms = "".join(f'<category term="area-{n:04}"/>' for n in range(3_000))
     feed = SAMPLE_FEED.read_bytes().replace(b'<category term="nixl"/>',
                                             terms.encode(), 1)
@@ -178,8 +177,7 @@ def test_thousands_of_categories_leave_the_email_whole_and_the_archive_small(tmp
 @pytest.mark.parametrize("content_type", ["html", "text"])
 def test_a_body_of_megabytes_is_cut_said_and_costs_no_more_than_a_long_review(tmp_path,
                                                                             content_type):
-    """3 MB of markup took the sanitizer and the text seconds: a body is cut at
-    ``MAX_BODY_CHARS`` (the review kept), and the proof report says how long it was."""
+    """Cut at ``MAX_BODY_CHARS``, the review is kept and the proof says how long it was."""
     from pipeline.core.issue.sanitize import MAX_BODY_CHARS
 
     unit = "<b>`x`</b> 细节 &amp; " if content_type == "html" else "细节 `x` & more\n"

@@ -90,9 +90,6 @@ def test_a_configured_first_week_is_kept_and_the_archive_never_asked(tmp_path):
 
 @pytest.mark.subprocess  # run publishes, and publish runs Pagefind
 def test_make_runs_redated_sample_is_no_1_in_a_fresh_archive_whatever_the_week(tmp_path):
-    """`make run`'s path: the sample moved into the last complete week (by
-    examples/redate.py, as the Makefile does), built, published and sent by `newsletter run`
-    with the default configuration, into an empty archive."""
     project = default_project(tmp_path / "p")
     redate = runpy.run_path(str(ROOT / "examples" / "redate.py"))["redate"]
     tz = load(project / "newsletter.toml", {}).issue.timezone

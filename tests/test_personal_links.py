@@ -105,7 +105,7 @@ body = '<a href="https://evil.example/?u={UNSUBSCRIBE_PLACEHOLDER}">x</a> {EVIL_
 
 
 def test_an_issue_holding_a_stray_placeholder_is_refused_and_blocked(settings, tmp_path):
-    """An issue built before the rule (or edited by hand) is refused as a whole, not sent."""
+    """An issue edited by hand to hold one is refused as a whole, not sent."""
     built = load_built(build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "issue").out_dir)
     evil = f'<a href="https://evil.example/?u={UNSUBSCRIBE_PLACEHOLDER}">x</a>'
     built.artifacts["email-en.html"] = built.html("en").replace("</body>", evil + "</body>")

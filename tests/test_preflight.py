@@ -24,8 +24,8 @@ from pipeline.week import parse_week, week_containing
 SECRET = "s" * 40
 HTTPS_APP = '[site]\napp_url = "https://news.example.org/api"\n'
 TZ = "Asia/Shanghai"
-#: 904 characters: "List-Unsubscribe: <" + it + "/unsubscribe?token=" + a 56-character token
-#: + ">" is 999 octets, one over a mail line (issue 39, item 8).
+#: 904 characters: "List-Unsubscribe: <" + it + "/unsubscribe?token=" + a 56-character token + ">"
+#: is 999 octets, one over a mail line.
 LONG_APP_URL = "https://news.example.org/" + "a" * 879
 
 
@@ -217,8 +217,7 @@ def test_publish_refuses_the_current_week_unless_allowed(tmp_path):
 @pytest.mark.parametrize("command", [["publish"], ["send"], ["approve"], ["run"]],
                          ids=["publish", "send", "approve", "run"])
 def test_a_folder_holding_another_weeks_issue_is_refused(tmp_path, command):
-    """``build --out`` put the running week's issue in 2026-W48's folder: ``--week 2026-W48``
-    is not that issue, and it goes nowhere (exit 2), the one line naming both weeks."""
+    """The week asked is not the issue the folder holds: exit 2, one line naming both weeks."""
     folder = project(tmp_path)
     week, feed = current_week_feed(folder)
     w48 = folder / "build" / "issues" / SAMPLE_WEEK

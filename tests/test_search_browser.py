@@ -128,8 +128,7 @@ def test_an_identifier_finds_the_review_that_names_it(browser, site, query):
     ("内核 Triton", ("Triton", "内核")),
 ])
 def test_chinese_matches_words_not_characters(browser, site, query, words):
-    """内核 is in two reviews; 核对 and 锁内 (a single 核 or 内 beside another character)
-    are in two others, which a search by characters found too."""
+    """内核 is in two reviews; 核对 and 锁内 (核 or 内 beside another character) must not match."""
     expected = set.intersection(*(saying(site, word) for word in words))
     assert expected
     if query == "内核":  # the words a search by characters took for it are there
@@ -142,8 +141,7 @@ def test_chinese_matches_words_not_characters(browser, site, query, words):
 
 
 def test_a_reviews_tag_line_counts_for_that_review_only(browser, site):
-    """nixl is the area tag of #56317 and a word of #53721's review; #56366, the review
-    before #56317 on the issue page, says nothing of it."""
+    """nixl tags #56317 and is a word of #53721; #56366, before #56317 on the page, lacks it."""
     expected = saying(site, "NIXL")
     assert expected == {56317, 53721}
     with open_page(browser, site, SEARCH, WIDTHS["desktop"]) as visit:
@@ -154,8 +152,7 @@ def test_a_reviews_tag_line_counts_for_that_review_only(browser, site):
 
 
 def test_a_year_without_a_querys_word_answers_nothing(browser, site):
-    """kv-connector is an area of three 2026 reviews; 2025's issue has no such word, only
-    "KV", which Pagefind alone would take instead (its longest indexed prefix)."""
+    """2025's issue only has "KV", which Pagefind alone would take for kv-connector (a prefix)."""
     expected = {item["pr"] for item in reviews(site) if "kv-connector" in item["areas"]}
     assert len(expected) == 3 and saying(site, "KV blocks")  # the 2025 review
     with open_page(browser, site, SEARCH, WIDTHS["desktop"]) as visit:
@@ -216,8 +213,7 @@ def test_an_issue_page_leads_to_the_search_in_its_language(browser, site):
 
 
 def test_one_query_finds_reviews_of_both_years_bundles(browser, site):
-    """2025-W52's bundle is merged into 2026's: one box, one result list, both years (the
-    2026 bundle holds no 2025 record: tests/test_search.py reads each year's fragments)."""
+    """2025-W52's bundle is merged into 2026's: one box, one result list, both years."""
     with open_page(browser, site, SEARCH, WIDTHS["desktop"]) as visit:
         found, _ = search_for(visit.page, "KV")
         weeks = {week for week in site.weeks for url in found

@@ -196,8 +196,7 @@ def test_each_note_reads_under_its_own_languages_label_only(browser, served):
 
 
 def test_at_375_px_no_area_link_breaks_inside_itself(browser, served):
-    """kv-offload broke after its hyphen on a phone: each link of a card's area line moves
-    to the next line whole."""
+    """A hyphenated area link (kv-offload) moves to the next line whole on a phone."""
     with visit(browser, served, f"issues/{SAMPLE_WEEK}/index.html", 375) as seen:
         links = seen.page.locator("article .areas a").evaluate_all(
             "els => els.map(a => [a.textContent, a.getClientRects().length])")
@@ -207,8 +206,7 @@ def test_at_375_px_no_area_link_breaks_inside_itself(browser, served):
 
 
 def test_the_archives_first_issue_is_no_1(browser, served):
-    """With the default configuration (no [issue] first_week) the first issue this archive
-    holds reads "No. 1", and each later one counts the weeks since (2025-W52 to 2026-W48)."""
+    """The default sets no [issue] first_week: later issues count the weeks since the first."""
     with visit(browser, served, "index.html") as seen:
         headlines = seen.page.locator("ol.issues > li > h2").all_inner_texts()
         assert headlines == ["第 49 期 · 2026 年 11 月 23 日 – 29 日\nNo. 49 · 23–29 Nov 2026",

@@ -189,8 +189,7 @@ def header_line(raw: bytes, name: bytes) -> bytes:
 
 def test_a_sender_at_an_internationalised_domain_is_written_in_idna(
         app_built: BuiltIssue, smtp_server_factory: Callable[..., SmtpSink]) -> None:
-    """``[delivery] from`` at a Unicode domain: the address in IDNA form in ``From``,
-    ``Reply-To``, the envelope and the Message-ID; only the display name is encoded."""
+    """IDNA in From, Reply-To, the envelope and Message-ID; only the display name is encoded."""
     from email.header import decode_header, make_header
 
     settings = load(app_built.folder.parent / "newsletter.toml", {
