@@ -1,12 +1,7 @@
 """The archive tells the truth: after any sequence of builds, editor's decisions and publishes,
-every page, feed entry, sitemap entry and search record matches the issues the archive holds,
-and no internal link is broken (issue 41).
-
-Each seed draws rounds over three weeks: a few decisions (hide, show again, ``priority``), a
-build, a publish of any week built so far; all real, Pagefind included. PRs and areas recur
-across weeks and an area shows two reviews a page, so hiding a PR can take a PR page, an
-area or an area's last page away. After each publish the archive's issue.json files are the
-truth every other object is compared with.
+every page, feed entry, sitemap entry and search record matches the archive's issue.json files,
+and no internal link is broken. Each seed draws rounds of real decisions, builds and publishes
+over three weeks whose PRs and areas recur, so hiding a PR can take a page away.
 """
 
 from __future__ import annotations

@@ -598,7 +598,7 @@ def test_the_text_of_refused_links_is_kept(hostile_build):
     assert "点这里 或这里 或者这里" in text
 
 
-# --- hostile input (issue #13): PR numbers, dates, ids, invisible characters ---------------
+# --- hostile input: PR numbers, dates, ids, invisible characters ---------------
 
 @pytest.mark.parametrize("number", ["9" * 5000, "1234567890", "0", "000"])
 def test_a_pr_number_outside_1_to_9_digits_is_skipped_with_a_reason(number):

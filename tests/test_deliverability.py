@@ -1,7 +1,5 @@
-"""What a mail server, a spam filter and a mail reader see (issue #13, items 17–23).
-
-Each test reads the bytes a transport would send (``Messages.build``), as the outbox
-writes them, and parses them as a mail client does.
+"""What a mail server, a spam filter and a mail reader see: the bytes a transport would send
+(``Messages.build``), as the outbox writes them, parsed as a mail client does.
 """
 
 from __future__ import annotations
@@ -85,7 +83,7 @@ def big_built(tmp_path_factory):
     return settings, load_built(build(settings, week_id=SAMPLE_WEEK, out=folder / "issue").out_dir)
 
 
-# -- 17, 18: the size budget counts what is sent, in both parts ---------------------------
+# -- the size budget counts what is sent, in both parts ---------------------------
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -146,7 +144,7 @@ def test_each_part_takes_the_smaller_encoding(big_built, built, settings):
             [c for c, _ in wire_parts(sent(settings, built, layout)).values()]
 
 
-# -- 19: a spam filter's stock rules ---------------------------------------------------------
+# -- a spam filter's stock rules ---------------------------------------------------------
 
 
 @pytest.mark.slow  # SpamAssassin's start (Perl, its rules) is most of it
@@ -181,7 +179,7 @@ def test_spamassassin_finds_nothing_to_score(settings, built, tmp_path):
         assert score <= 0.0, (layout, status)
 
 
-# -- 20: subjects -------------------------------------------------------------------------
+# -- subjects -------------------------------------------------------------------------
 
 LONG_EN = ("MoRI-IO connector supports SWA and HMA, multiplying disaggregated prefill and "
            "decode throughput substantially")
@@ -236,7 +234,7 @@ def test_encoded_words_are_at_most_75_characters(settings, long_titles, layout):
         long_titles.data["subject"][layout]
 
 
-# -- 21: the text part as a mail reader shows it -------------------------------------------
+# -- the text part as a mail reader shows it -------------------------------------------
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -253,7 +251,7 @@ def test_text_part_is_wrapped_with_whole_urls_and_a_signature(settings, built, l
     assert lines.count(SIGNATURE) == 1 and "--" not in lines
 
 
-# -- 22: list headers and who sends it -----------------------------------------------------
+# -- list headers and who sends it -----------------------------------------------------
 
 
 @pytest.fixture
@@ -298,7 +296,7 @@ def test_without_a_postal_address_the_footer_names_the_sender(settings, built):
     assert "Sent by" in parts["text/plain"] and "weekly@example.org" in parts["text/plain"]
 
 
-# -- 23: an outbox .eml a person can read ---------------------------------------------------
+# -- an outbox .eml a person can read ---------------------------------------------------
 
 
 def test_an_english_eml_is_readable_in_a_text_editor(settings, built):

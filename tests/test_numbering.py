@@ -1,9 +1,8 @@
 """Issue numbers in the embedded default: the first issue an archive holds is No. 1.
 
-The default deployment (newsletter.toml) sets no ``[issue] first_week``; `make run` dates the
-sample into the last complete week, which moves every Monday, so a fixed first week (it was
-2026-W46) made a fresh archive's first issue "No. 3" (and later No. 4, 5, …). Each build now
-counts from the first week the archive holds, or from its own week when the archive is empty.
+The default newsletter.toml sets no ``[issue] first_week`` and `make run` dates the sample into
+the last complete week, so a build counts from the first week the archive holds, or from its own
+week when the archive is empty.
 """
 
 from __future__ import annotations

@@ -55,7 +55,7 @@ def smtp_config(sink: SmtpSink, *, starttls: bool = False, extra: str = "") -> s
             f'starttls = {"true" if starttls else "false"}\n')
 
 
-# -- item 9: run publishes nothing when the send would fail ----------------------------------
+# -- run publishes nothing when the send would fail ----------------------------------
 
 #: (name, config besides the relay, environment, exit code, words of the error)
 MISCONFIGURED = [
@@ -131,7 +131,7 @@ def test_run_still_publishes_then_sends_when_all_is_well(tmp_path, smtp_server):
     assert archive_files(folder) and len(smtp_server.received) == 1
 
 
-# -- item 10: a real transport needs an https app URL ----------------------------------------
+# -- a real transport needs an https app URL ----------------------------------------
 
 @pytest.mark.parametrize("command", [["send"], ["send", "--to", "editor@example.org"]],
                          ids=["send", "send --to"])
@@ -153,7 +153,7 @@ def test_ses_refuses_an_http_app_url_before_any_request(tmp_path, moto_server):
     assert moto_server.sent() == []
 
 
-# -- item 11: a week that has not ended is not sent --------------------------------------------
+# -- a week that has not ended is not sent --------------------------------------------
 
 def current_week_feed(folder: Path) -> tuple[str, Path]:
     """This week's id and a feed with one bilingual review in it, dated at its start."""

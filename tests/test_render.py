@@ -293,7 +293,7 @@ def test_environments_share_compiled_templates_and_an_edit_is_compiled_afresh(tm
     assert compiled == ["mail/note.txt.j2", "mail/note.txt.j2"]
 
 
-# -- issue 16: contents first, "for you", the issue number ---------------------------------
+# -- contents first, "for you", the issue number ---------------------------------
 
 
 class Contents(HTMLParser):

@@ -1,9 +1,7 @@
-"""The archive's search in headless Chromium (issue #16, items 3 and 6; issue #41, item 5).
-
-The two-issue archive of tests/support/published_site.py (published by the real command line,
-so Pagefind ran) is served on 127.0.0.1 and queried as a reader types. Each result is one
-review, linking to its article on the issue page of the search page's language. The expected
-reviews are read from the issues' issue.json, never from the index.
+"""The archive's search in headless Chromium, queried as a reader types on the two-issue archive
+of tests/support/published_site.py (served on 127.0.0.1). Each result is one review, linking to
+its article on the issue page of the search page's language; the expected reviews are read from
+issue.json, never from the index.
 """
 
 from __future__ import annotations

@@ -252,7 +252,7 @@ def test_the_archive_gets_issue_json_byte_for_byte_as_built(settings, tmp_path):
     assert b'"github"' not in published.data
 
 
-# -- PR pages, area pages, the index headline (issue 16) ------------------------------------
+# -- PR pages, area pages, the index headline ------------------------------------
 
 HOSTILE_AREAS = ("../x", "<script>alert(1)</script>", "%%unsubscribe_url%%", "a" * 500,
                  "调度器", "KV Connector", "..", "/etc/passwd", "kv-connector")

@@ -1,7 +1,6 @@
-"""The smtp transport against relays as they really behave (issue 18): logins refused once,
-TLS with a private CA, implicit TLS, the EHLO name, the envelope sender, refusals that are
-about us rather than the recipient, and bounces at RCPT. All against the aiosmtpd sink on
-127.0.0.1 (tests/support/servers.py)."""
+"""The smtp transport against relays as they really behave: logins refused once, TLS with a
+private CA, implicit TLS, the EHLO name, the envelope sender, refusals about us rather than the
+recipient, and bounces at RCPT. All against the aiosmtpd sink on 127.0.0.1."""
 
 from __future__ import annotations
 

@@ -1,11 +1,8 @@
 """Amazon SNS message verification against a real HTTPS server on loopback.
 
-Messages are signed here the way SNS signs them (the string to sign is built in this file,
-from AWS's documentation, not by the module under test), with an RSA key whose self-signed
-certificate the server hands out. The verifier's host pattern is pointed at ``127.0.0.1``
-and its TLS context trusts only the test CA, so the whole path (URL check, HTTPS fetch,
-certificate parsing, signature) runs for real. The server counts connections and hits, which
-is how "never fetched" and "fetched once" are asserted.
+Messages are signed here as AWS documents it (not by the module under test), with a key whose
+certificate the server hands out; the verifier's host pattern points at 127.0.0.1 and trusts
+only the test CA, so the whole path runs for real. The server's counts prove what was fetched.
 """
 
 from __future__ import annotations

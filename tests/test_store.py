@@ -1,11 +1,9 @@
 """The subscriber store on both backends: uniqueness, erasure, the ledger's exclusivity
 across threads (and, on SQLite's real files, processes), quotas and leases.
 
-Every test of the interface's behaviour runs on SQLite and on DynamoDB (moto, through
-tests/support/dynamo_support.py) through the parametrised ``backend`` fixture; ``backend.open()``
-gives another store object on the same data (another connection, or another boto3 client),
-which is how the concurrency tests get several clients. Tests of the SQLite file itself
-(schema migrations, raw SQL, file errors, killed processes) use ``path`` and SQLite only.
+The ``backend`` fixture runs each interface test on SQLite and on DynamoDB (moto); its
+``open()`` gives another store on the same data, which is how the concurrency tests get several
+clients. Tests of the SQLite file itself use ``path`` and SQLite only.
 """
 
 from __future__ import annotations

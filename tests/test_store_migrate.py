@@ -1,10 +1,7 @@
 """``newsletter store migrate --to dynamodb``: a SQLite store with every kind of record is
-copied into DynamoDB (moto), which then answers every question as SQLite did; running it again
-copies nothing; an address DynamoDB already holds under another id is reported, not
-overwritten.
-
-The command is not wired into ``pipeline/cli/`` here: its handler is reached through a small
-argparse parent made by ``store_commands.add_parser``, as the CLI will.
+copied into DynamoDB (moto), which then answers as SQLite did; running it again copies nothing;
+an address DynamoDB holds under another id is reported, not overwritten. The handler is reached
+through a parser ``store_commands.add_parser`` registered on, as pipeline/cli/ does.
 """
 
 from __future__ import annotations
