@@ -98,7 +98,7 @@ def test_a_kept_alive_connection_idle_beyond_the_request_bound_still_serves(sett
 
 
 def test_over_the_limit_the_longest_waiting_connections_make_room(settings) -> None:
-    """Else idle connections pile up until none is left for a real request."""
+    """Idle connections must not pile up until none is left for a real request."""
     with serve_app(settings, limits={"connections": 50, "request_seconds": 60}) as app, \
             sockets(app, 300) as idle:
         assert request("GET", f"{app.url}/healthz").status == 200

@@ -416,7 +416,7 @@ def _client_nodelay(peer: tuple[str, int]) -> int:
 @pytest.mark.parametrize("mode", ["none", "starttls", "implicit"])
 def test_every_connection_sends_at_once_without_nagle(smtp_server_factory, tls: Tls,
                                                        mode: str) -> None:
-    """Else Nagle holds a message's last TLS record until the relay's delayed ACK."""
+    """Nagle would hold each message's last TLS record until the relay's delayed ACK."""
     options: dict[str, object] = {}
     if mode == "starttls":
         options.update(tls_context=tls.server, require_starttls=True)
