@@ -615,7 +615,7 @@ def test_expire_in_flight_turns_leftover_claims_unconfirmed(store):
 
 
 def test_a_claim_never_handed_over_is_released_not_withheld(store):
-    """Nothing left before the hand-over, so the claim is released; a handed-over one waits."""
+    """Nothing left before the hand-over: the claim is released; a handed-over one is withheld."""
     waiting, handed, returned = "1" * 24, "2" * 24, "3" * 24
     for sid in (waiting, handed, returned):
         assert store.claim(ISSUE, sid, NOW)
