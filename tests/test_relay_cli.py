@@ -1,9 +1,6 @@
-"""What ``newsletter send`` and ``run`` say and exit with when a relay pushes back.
-
-The CLI called in process against the aiosmtpd sink on loopback, scripted as real relays
-behave: a limit that outlasts the run's retries is exit 4 and names how many are left; a
-refusal that no rerun can fix is exit 2 with the setting to change; a mailbox that does not
-exist is a bounce, and the list goes on (exit 0).
+"""What ``newsletter send`` and ``run`` say and exit with when a relay pushes back: the CLI in
+process against the aiosmtpd sink on loopback, scripted as real relays behave (limits that
+outlast the retries, refusals no rerun fixes, mailboxes that do not exist).
 """
 
 from __future__ import annotations

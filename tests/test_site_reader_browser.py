@@ -1,9 +1,7 @@
-"""The local archive as a reader meets it on whatever port serves it: headless Chromium.
-
-A project with the default ``[site] base_url`` (``http://127.0.0.1:8000``) builds and publishes
-two weeks, the sample week with an editor's notes; the archive is then served on another port
-(``make site SITE_PORT=18080``), and every request that leaves that server is refused and
-recorded: links and the search must work from where the reader is.
+"""The local archive in headless Chromium as a reader meets it on whatever port serves it: built
+with the default ``[site] base_url`` (port 8000), served on another port, every request that
+leaves that server refused and recorded, so links and the search must work from where the
+reader is.
 """
 
 from __future__ import annotations
