@@ -242,8 +242,7 @@ def work_per_state(app: App) -> dict[str, tuple[Any, ...]]:
 
 
 def test_every_address_state_gets_the_same_answer_after_the_same_work(app):
-    """Timing told a removed address from the others (issue #13): the answer now goes out
-    before the address is looked up, and then every state takes the same store calls."""
+    """Every state answers alike after the same store calls, so timing tells no address's state."""
     seen = work_per_state(app)
     assert set(seen.values()) == {seen["new"]}, {
         state: (s[0], s[3], s[4], s[5]) for state, s in seen.items()}
@@ -266,7 +265,6 @@ def test_every_address_state_gets_the_same_answer_after_the_same_work(app):
 
 
 def test_with_the_transport_down_every_state_still_gets_the_same_answer(tmp_path, caplog):
-    """It answered 503 for an address it would mail and 200 for a removed one."""
     settings = relayed(tmp_path, free_port())  # nothing listens there
     caplog.set_level(logging.INFO, logger="newsletter.app")
     with serve_app(settings, environ={"NEWSLETTER_SECRET": "s" * 32},
@@ -337,8 +335,7 @@ def test_requests_are_limited_per_client_and_per_address(settings_for):
 
 
 def test_the_address_limit_counts_per_mailbox_not_per_spelling(settings_for):
-    """victim+1@, victim+2@, … each got their own three mails a day (issue 39): the limit
-    is the mailbox's, with the +tag gone and, at Gmail, the dots."""
+    """The limit is the mailbox's (no +tag, no dots at Gmail), not each spelling's three a day."""
     spellings = ("victim@gmail.com", "victim+1@gmail.com", "Victim+2@gmail.com",
                  "v.i.c.t.i.m@gmail.com", "vic.tim+news@googlemail.com")
     others = ("victim@example.org", "victim+1@example.org", "v.ictim@example.org")
@@ -402,9 +399,7 @@ def test_confirming_twice_is_harmless_and_keeps_the_first_consent(app, pending):
 
 
 def test_an_old_confirmation_link_never_undoes_leaving_and_tells_nothing(app):
-    """Replaying a confirmation link within its 7 days made an address that had since
-    unsubscribed, bounced or complained active again (issue 39). Only a pending address is
-    confirmed, and the pages (GET and POST) are the same whatever became of the address."""
+    """Only a pending address is confirmed; the pages read alike whatever became of it."""
     now = datetime.now(UTC)
     pages, status = {}, {}
     for state in ("pending", "active", "unsubscribed", "bounced", "complained", "removed"):
@@ -815,8 +810,7 @@ def test_the_largest_pick_a_reader_can_make_is_not_too_large(app):
 
 
 def test_every_page_names_the_sender_as_the_email_does(settings_for):
-    """The subscribe form asks for an address: it says who asks, as every email and archive
-    page does ([delivery] publisher, the postal address when set), escaped."""
+    """A form asking for an address says who asks: the publisher and postal address, escaped."""
     settings = settings_for('[delivery]\npublisher = "vLLM 周报 <i>team</i>"\n'
                             'postal_address = "1 Example Road, Shanghai"\n')
     with serve_app(settings) as app:

@@ -88,7 +88,7 @@ def test_subscribe_and_confirm_in_a_browser_without_javascript(app: App, page: P
     subscriber = app.store.find("browser@example.org")
     assert subscriber.status == "active" and subscriber.layout == "en"
 
-    # The preferences link every issue carries (the confirmed page names none: issue 39).
+    # The preferences link every issue carries (the confirmed page names none).
     page.goto(app.subscriptions.link("preferences", "preferences", subscriber.id,
                                      datetime.now(UTC)))
     page.wait_for_load_state()
@@ -141,9 +141,7 @@ def test_area_boxes_fit_a_phone_work_without_javascript_and_pass_axe(app: App, p
 @pytest.mark.slow  # the app on loopback, an English reader's pages in Chromium, then axe
 def test_an_english_readers_unsubscribe_page_reads_english_first_and_offers_preferences(
         app: App, page: Page, browser: Browser):
-    """Issue 41: an en reader's pages were Chinese first, areas showed by slug, and the
-    unsubscribe page said neither which address it unsubscribes nor that the preferences
-    could do instead."""
+    """It names the address it unsubscribes, offers preferences instead, and shows areas by name."""
     app.store.note_areas(["pd-disaggregation", "kv-connector", "rocm"])
     sub = reader(app, "alice.liddell@example.org", layout="en", areas=["rocm"])
     unsubscribe = app.url + link(app, "unsubscribe", sub.id)

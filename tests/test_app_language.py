@@ -1,7 +1,7 @@
-"""The subscription app speaks the reader's language (issue 41, item 6), over real HTTP to
-the app on 127.0.0.1 with the real store and outbox: every page and mail carries both
-languages, the reader's first; areas show by their display name; the unsubscribe page names
-the address it unsubscribes, masked, and offers the preferences before its button."""
+"""The subscription app speaks the reader's language, over real HTTP (the app on 127.0.0.1, the
+real store and outbox): every page and mail carries both languages, the reader's first; areas
+show by their display name; the unsubscribe page names the address, masked, and offers the
+preferences before its button."""
 
 from __future__ import annotations
 

@@ -135,8 +135,7 @@ def test_transient_bounces_in_a_row_make_the_address_bounced(app, certs, signer)
 
 def test_a_replayed_old_delivery_does_not_reset_the_transient_bounce_count(app, certs,
                                                                           signer):
-    """SNS redelivers and keeps no order: the Delivery of an earlier message arriving after
-    two newer transient bounces must not wipe them, or the address is never bounced."""
+    """SNS redelivers out of order: an old Delivery must not wipe newer transient bounces."""
     sid = active(app, "replay@example.org")
 
     def transient(when: str) -> str:

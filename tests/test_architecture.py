@@ -106,8 +106,7 @@ def test_stages_take_their_adapters_as_arguments(graph: grimp.ImportGraph) -> No
 
 
 def test_only_the_wiring_builds_adapters(graph: grimp.ImportGraph) -> None:
-    """Except an adapter using a sibling's helper, and ``store migrate``'s engine, which sits
-    beside the two backends it copies between."""
+    """Exceptions: an adapter using a sibling's helper, and ``store migrate``'s engine."""
     importers = [m for m in _ours(graph) if not _is_adapter(m)
                  and m not in ("pipeline.wiring", "subscribers.store.migrate")]
 
@@ -118,8 +117,7 @@ def test_only_the_wiring_builds_adapters(graph: grimp.ImportGraph) -> None:
 
 
 def test_boto3_is_imported_by_the_aws_code_alone(graph: grimp.ImportGraph) -> None:
-    """The app and the stages see only interfaces, whose adapters convert AWS's errors at
-    their edge (the Lambda entry point reads its secrets with boto3)."""
+    """Adapters keep AWS's errors at their edge (the Lambda entry reads secrets with boto3)."""
     aws_code = ("pipeline.aws", "pipeline.archive.s3", "pipeline.inbox.s3",
                 "pipeline.transport.ses", "pipeline.translate.aws", "subscribers.store.dynamo",
                 "pipeline.web.lambda_app")
@@ -139,8 +137,7 @@ def test_subscribers_stand_on_their_own(graph: grimp.ImportGraph) -> None:
 
 
 def test_command_groups_share_only_common(graph: grimp.ImportGraph) -> None:
-    """What two command groups share lives in ``pipeline.cli.common`` or in a stage, so a
-    group can be read on its own."""
+    """Shared code lives in ``pipeline.cli.common`` or a stage, so each group reads on its own."""
     groups = [m for m in _ours(graph) if m.startswith("pipeline.cli.")
               and m != "pipeline.cli.common"]
     assert "pipeline.cli.delivery" in groups and "pipeline.cli.preview" in groups
@@ -152,8 +149,7 @@ def test_command_groups_share_only_common(graph: grimp.ImportGraph) -> None:
 
 
 def test_handlers_read_their_arguments_and_never_rewrite_them() -> None:
-    """No ``args.to = None`` nor ``getattr(args, ...)``: a stage's input is what its request
-    says, not what a Namespace happens to hold."""
+    """No ``args.to = None`` nor ``getattr(args, ...)``: a stage's input is its request."""
     found = []
     for path in sorted((ROOT / "pipeline" / "cli").glob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):

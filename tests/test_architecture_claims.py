@@ -101,8 +101,7 @@ def test_each_core_package_says_what_lives_there(package: str) -> None:
 
 
 def test_the_core_is_handed_the_sections_it_reads_not_the_whole_settings() -> None:
-    """So no core function depends on a secret, a path or a backend without its signature
-    saying so."""
+    """So no core function depends on a secret, path or backend its signature does not name."""
     found = [f"{path.relative_to(ROOT)}:{node.lineno}" for path, tree in _sources(CORE)
              for node in ast.walk(tree)
              if isinstance(node, ast.Name | ast.alias)

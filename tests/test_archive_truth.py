@@ -1,12 +1,7 @@
 """The archive tells the truth: after any sequence of builds, editor's decisions and publishes,
-every page, feed entry, sitemap entry and search record matches the issues the archive holds,
-and no internal link is broken (issue 41).
-
-Each seed draws rounds over three weeks: a few decisions (hide, show again, ``priority``), a
-build, a publish of any week built so far; all real, Pagefind included. PRs and areas recur
-across weeks and an area shows two reviews a page, so hiding a PR can take a PR page, an
-area or an area's last page away. After each publish the archive's issue.json files are the
-truth every other object is compared with.
+every page, feed entry, sitemap entry and search record matches the archive's issue.json files,
+and no internal link is broken. Each seed draws rounds of real decisions, builds and publishes
+over three weeks whose PRs and areas recur, so hiding a PR can take a page away.
 """
 
 from __future__ import annotations
@@ -160,8 +155,7 @@ def test_after_any_editorial_sequence_the_archive_matches_its_issues(seed, tmp_p
 @pytest.mark.subprocess  # publish runs Pagefind
 def test_a_hidden_pr_leaves_every_page_feed_and_the_sitemap(tmp_path, small_area_pages,
                                                             capsys):
-    """The issue's own walk: hide a PR whose area no other review carries, build, publish
-    (the last time as ``newsletter publish`` does, which says how many pages went)."""
+    """Hiding a PR with an area of its own removes its pages; publish says how many went."""
     project = Project(tmp_path)
     for week in WEEKS:
         project.build(week)

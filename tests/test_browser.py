@@ -1,10 +1,7 @@
-"""The web archive in a real browser: headless Chromium (Debian's ``chromium``) via Playwright.
-
-A two-issue archive is built and published by the real command line and served on 127.0.0.1;
-its index, an issue page, a PR page and an area page are checked at 375 px and 1280 px, in
-both colour schemes, with axe-core, with JavaScript off and by following their links.
-Screenshots go to ``$TEST_ARTIFACTS/browser/`` (default ``build/test-artifacts/``).
-Chromium is never downloaded: a missing ``chromium`` fails these tests.
+"""The web archive in headless Chromium (Debian's ``chromium``) via Playwright: a two-issue archive
+published by the real command line and served on 127.0.0.1; its index, an issue, a PR and an
+area page at 375 px and 1280 px, in both colour schemes, with axe-core, without JavaScript, and
+by following their links.
 """
 
 from __future__ import annotations
@@ -113,7 +110,7 @@ BOTH = [(p, w) for p in PAGES for w in WIDTHS]
 IDS = [f"{p}-{w}" for p, w in BOTH]
 
 
-@pytest.mark.slow  # the first to run builds the module's published archive (about 4 s)
+@pytest.mark.slow  # the first to run builds the module's published archive
 @pytest.mark.parametrize("visit", BOTH, ids=IDS, indirect=True)
 def test_page_loads_cleanly_and_fits(visit: Visit, request):
     page = visit.page

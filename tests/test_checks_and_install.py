@@ -144,8 +144,7 @@ def test_make_typecheck_fails_on_a_type_error(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("full", [False, True])
 def test_make_bench_passes_each_script_only_its_own_options(full: bool) -> None:
-    """Each bench script gets its own options and no stray word (a comma inside ``$(if ...)``
-    splits an argument)."""
+    """A comma inside ``$(if ...)`` splits an argument: each script gets only its own options."""
     args = ["make", "-n", "-C", str(ROOT), "-o", "install", "bench", *(["FULL=1"] if full else [])]
     planned = subprocess.run(args, capture_output=True, text=True, timeout=60,
                              check=True).stdout
@@ -244,8 +243,7 @@ def test_the_lock_pins_every_declared_dependency_within_its_range() -> None:
 
 
 def test_the_shared_fixture_modules_each_go_to_one_worker() -> None:
-    """``make test`` asks for the scheduler of tests/support/scheduling.py (``--dist loadgroup``);
-    every module it keeps on one worker exists and has the module fixture that is why."""
+    """Each module kept on one worker exists and has the module fixture that is why."""
     from support.scheduling import SHARED_FIXTURE_MODULES, scope_of
 
     for module in SHARED_FIXTURE_MODULES:

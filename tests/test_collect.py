@@ -439,8 +439,7 @@ def test_the_same_feed_read_twice_counts_each_entry_once():
 
 
 def test_an_entry_id_first_rejected_then_fixed_is_not_skipped():
-    """The newest version of an entry is the one that counts: an earlier, empty version of
-    the same id is superseded, so it is neither a review twice nor listed as skipped."""
+    """An entry's newest version counts: an earlier empty one is neither a review nor skipped."""
     draft = Entry(pr=1, id="tag:t,2026:x", body="", published="2026-11-24T10:00:00+08:00")
     fixed = Entry(pr=1, id="tag:t,2026:x", body="值得精读。补上了正文。",
                   published="2026-11-24T10:00:00+08:00", updated="2026-11-25T10:00:00+08:00")
@@ -599,7 +598,7 @@ def test_the_text_of_refused_links_is_kept(hostile_build):
     assert "点这里 或这里 或者这里" in text
 
 
-# --- hostile input (issue #13): PR numbers, dates, ids, invisible characters ---------------
+# --- hostile input: PR numbers, dates, ids, invisible characters ---------------
 
 @pytest.mark.parametrize("number", ["9" * 5000, "1234567890", "0", "000"])
 def test_a_pr_number_outside_1_to_9_digits_is_skipped_with_a_reason(number):
@@ -710,8 +709,7 @@ def test_bidi_and_invisible_characters_leave_titles_bodies_and_tags():
 
 @pytest.mark.parametrize("body", ["path", "file-url"])
 def test_a_feed_whose_body_names_a_local_file_is_read_as_itself_never_the_file(body, tmp_path):
-    """feedparser takes a string it is handed for a path or a URL to open when it can: a
-    remote feed whose body is ``/etc/…`` or ``file:///…`` must not read this machine's files."""
+    """feedparser opens a string that looks like a path or URL: a feed must never read our files."""
     secret = tmp_path / "local.atom"
     secret.write_bytes(atom([Entry(pr=1, body="值得精读。", title="local file's review")]))
     data = (str(secret) if body == "path" else secret.as_uri()).encode()

@@ -1,5 +1,5 @@
-"""Compiled templates live in this process's memory only (issue 39): loading one runs its code,
-and a cache on disk was code loaded from a folder another local user could swap under us.
+"""Compiled templates live in this process's memory only: loading one runs its code, and a cache
+on disk would be code loaded from a folder another local user could swap under us.
 """
 
 from __future__ import annotations

@@ -1,10 +1,10 @@
 """A real ``newsletter send`` killed with SIGKILL mid-run, then run again.
 
 The guarantee (README, "The delivery guarantee"): after the re-run every subscriber has the
-issue exactly once, but those reported unconfirmed (at most one per sending thread and
-kill), who have it 0 or 1 times until ``--resend-unconfirmed``; every report and ``status``
-name them all. Each kill comes once the SMTP sink holds a final reply, never after a
-guessed wait; the runs that are not killed are called in process.
+issue exactly once, but those reported unconfirmed (0 or 1 copies until
+``--resend-unconfirmed``; at most one per sending thread and kill), whom every report and
+``status`` name. Each kill comes once the SMTP sink holds a final reply, never after a guessed
+wait.
 """
 
 from __future__ import annotations

@@ -1,7 +1,5 @@
-"""What a mail server, a spam filter and a mail reader see (issue #13, items 17–23).
-
-Each test reads the bytes a transport would send (``Messages.build``), as the outbox
-writes them, and parses them as a mail client does.
+"""What a mail server, a spam filter and a mail reader see: the bytes a transport would send
+(``Messages.build``), as the outbox writes them, parsed as a mail client does.
 """
 
 from __future__ import annotations
@@ -82,7 +80,7 @@ def big_built(tmp_path_factory):
     return settings, load_built(build(settings, week_id=SAMPLE_WEEK, out=folder / "issue").out_dir)
 
 
-# -- 17, 18: the size budget counts what is sent, in both parts ---------------------------
+# -- the size budget counts what is sent, in both parts ---------------------------
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -143,18 +141,17 @@ def test_each_part_takes_the_smaller_encoding(big_built, built, settings):
             [c for c, _ in wire_parts(sent(settings, built, layout)).values()]
 
 
-# -- 19: a spam filter's stock rules ---------------------------------------------------------
+# -- a spam filter's stock rules ---------------------------------------------------------
 
 
 @pytest.mark.slow  # SpamAssassin's start (Perl, its rules) is most of it
 @pytest.mark.subprocess
 def test_spamassassin_finds_nothing_to_score(settings, built, tmp_path):
-    """Stock rules, no network (``-L``): no rule that scores above zero, in any layout; in
-    particular not HTML_FONT_LOW_CONTRAST, which white preheader text used to earn.
+    """No stock rule (``-L``, offline) scores above zero in any layout.
 
-    One SpamAssassin reads every layout's message from one mailbox (loading its rules is
-    most of its time); each message goes to an address named for its layout, since the
-    answers need not come back in order."""
+    One SpamAssassin run reads every layout's message from one mailbox (its rules load
+    slowly); each goes to an address named for its layout: answers come in any order.
+    """
     box = mailbox.mbox(tmp_path / "sent.mbox")
     messages = Messages(built, settings.site, settings.delivery, KEYS)
     for layout in LAYOUTS:
@@ -179,7 +176,7 @@ def test_spamassassin_finds_nothing_to_score(settings, built, tmp_path):
         assert score <= 0.0, (layout, status)
 
 
-# -- 20: subjects -------------------------------------------------------------------------
+# -- subjects -------------------------------------------------------------------------
 
 LONG_EN = ("MoRI-IO connector supports SWA and HMA, multiplying disaggregated prefill and "
            "decode throughput substantially")
@@ -234,7 +231,7 @@ def test_encoded_words_are_at_most_75_characters(settings, long_titles, layout):
         long_titles.data["subject"][layout]
 
 
-# -- 21: the text part as a mail reader shows it -------------------------------------------
+# -- the text part as a mail reader shows it -------------------------------------------
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -251,7 +248,7 @@ def test_text_part_is_wrapped_with_whole_urls_and_a_signature(settings, built, l
     assert lines.count(SIGNATURE) == 1 and "--" not in lines
 
 
-# -- 22: list headers and who sends it -----------------------------------------------------
+# -- list headers and who sends it -----------------------------------------------------
 
 
 @pytest.fixture
@@ -296,7 +293,7 @@ def test_without_a_postal_address_the_footer_names_the_sender(settings, built):
     assert "Sent by" in parts["text/plain"] and "weekly@example.org" in parts["text/plain"]
 
 
-# -- 23: an outbox .eml a person can read ---------------------------------------------------
+# -- an outbox .eml a person can read ---------------------------------------------------
 
 
 def test_an_english_eml_is_readable_in_a_text_editor(settings, built):
@@ -308,8 +305,7 @@ def test_an_english_eml_is_readable_in_a_text_editor(settings, built):
 
 
 def test_the_confirmation_eml_is_readable_and_its_link_works(settings, tmp_path):
-    """The opt-in mail, as the outbox writes it: quoted-printable, words and link legible
-    in the file; a mail client decodes the same link."""
+    """Quoted-printable keeps the opt-in mail's words and link legible in the file."""
     from pipeline.stages.optin_mail import OptInMailer
     from pipeline.transport.outbox import OutboxTransport
     from subscribers.model import Subscriber
@@ -332,9 +328,7 @@ def test_the_confirmation_eml_is_readable_and_its_link_works(settings, tmp_path)
 
 
 def test_a_send_without_8bit_refuses_an_issue_fitted_with_it(big_built):
-    """The 40-review week was fitted to 90 KB with 8bit parts; sent with
-    ``[delivery] eight_bit = false`` (a relay that refused it) the same parts go as
-    quoted-printable or base64, over the budget: refused before anything goes, with the fix."""
+    """Re-encoded, 8bit-fitted parts exceed the budget: refused before anything goes."""
     from pipeline.errors import BlockedError
     from pipeline.stages.preflight import check_issue
 

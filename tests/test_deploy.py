@@ -473,8 +473,7 @@ def test_ci_runs_the_projects_own_ci_script():
 
 @pytest.mark.parametrize("path", WORKFLOWS, ids=lambda p: p.name)
 def test_every_install_in_a_workflow_takes_the_locked_versions(path):
-    """A scheduled job runs what CI tested: each pip install is constrained by
-    requirements.lock, never whatever PyPI has newest that morning."""
+    """A scheduled job runs what CI tested, not whatever PyPI has newest that morning."""
     for job in workflow(path)["jobs"].values():
         for step in job.get("steps", []):
             for command in str(step.get("run", "")).splitlines():
@@ -580,9 +579,7 @@ def test_a_form_post_stores_a_pending_subscriber_and_mails_the_confirmation(tmp_
 @pytest.mark.subprocess
 def test_on_lambda_the_mail_queued_after_the_answer_still_leaves_within_its_limits(
         tmp_path):
-    """The app answers /subscribe before it looks the address up and mails after; Mangum
-    runs that work before the function returns, so on Lambda nothing queued is lost, and
-    the address's daily allowance still holds. A removed address answers the same."""
+    """Mangum runs the work queued after the answer before returning: none is lost, limits hold."""
     with_a_removed_address(tmp_path)
     answers = invoke(tmp_path, [subscribe_event("removed@example.org")]
                      + [subscribe_event("reader@example.org")] * 4,
@@ -598,9 +595,7 @@ def test_on_lambda_the_mail_queued_after_the_answer_still_leaves_within_its_limi
 @pytest.mark.subprocess
 def test_with_the_queue_the_answer_waits_for_no_address_and_the_queue_signs_up(tmp_path,
                                                                               moto_server):
-    """On Lambda a background task runs before the answer leaves: with [subscriptions]
-    queue_url the answer only sends the sign-up to SQS (the same call for every address),
-    and the queue's own invocation of the handler does the store's work and the mail."""
+    """With queue_url the answer only queues the sign-up; the queue's invocation does the rest."""
     sqs = moto_server.client("sqs")
     url = sqs.create_queue(QueueName="signups")["QueueUrl"]
     with_a_removed_address(tmp_path)

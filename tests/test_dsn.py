@@ -359,9 +359,7 @@ def test_the_dry_run_names_the_bounce_and_acts_on_nothing(settings, built, reade
 
 
 def test_a_dead_mailbox_our_reader_forwards_to_is_not_their_bounce(settings, built, reader):
-    """The reader forwards our mail (an alias, a .forward) to a mailbox that died: the
-    notification returns our message, but the mailbox that refused is not theirs. Their own
-    took the mail: a transient bounce is counted, they are not marked bounced."""
+    """The mailbox that refused a forwarded copy is not theirs: a transient bounce, not bounced."""
     raw = dsn("postfix-user-unknown", sent_message(settings, built, reader))
     forwarded = raw.replace(b"Final-Recipient: rfc822; reader@example.net",
                             b"Final-Recipient: rfc822; old-self@elsewhere.example")
@@ -403,8 +401,7 @@ def test_our_message_id_names_the_issue(settings, built):
 
 
 def test_a_permanent_bounce_counts_in_its_issues_bounce_rate(settings, built, reader):
-    """The returned message's Message-ID names the issue: the bounce is noted on the
-    reader's ledger row of that issue, as SES's notifications are, for ``status``."""
+    """The returned Message-ID names the issue: the bounce goes on that ledger row, as SES's do."""
     with open_store(settings) as store:
         assert store.claim(SAMPLE_WEEK, reader, NOW)
         store.mark_sent(SAMPLE_WEEK, reader, "queued-1", NOW)

@@ -1,10 +1,7 @@
-"""What only the DynamoDB store has: its tables' exact schema, the items it writes, TTL, the
-``by_status`` index read in pages, uniqueness with many clients at once, and AWS failures as
-one-line StoreErrors. The behaviour both stores share is tested in tests/test_store.py.
-
-Tables live in the session's moto server (tests/support/dynamo_support.py); failures moto cannot
-produce (access denied, a conflicting transaction, a failed Scan) are injected on the wire
-with botocore's ``before-send`` hook, shaped as DynamoDB answers them.
+"""What only the DynamoDB store has (tests/test_store.py holds what both share): its tables'
+schema, the items it writes, TTL, the ``by_status`` index read in pages, uniqueness under many
+clients, and AWS failures as one-line StoreErrors. What moto cannot fail on demand is injected
+on the wire with botocore's ``before-send`` hook, shaped as DynamoDB answers it.
 """
 
 from __future__ import annotations

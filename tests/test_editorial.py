@@ -138,8 +138,7 @@ def test_the_editors_texts_carry_no_bidi_or_invisible_character(settings):
     ("Start with `调度器` tests in test_scheduler.py and the KV connector.", "en"),
 ])
 def test_a_note_at_the_prs_level_is_its_own_languages(settings, note, lang):
-    """A note written once, in English, used to show under 编者按 in the Chinese layouts too:
-    it belongs to the language it is written in, and to no other."""
+    """A note belongs to the language it is written in, not to every layout."""
     entry = editor_entry(settings, f'[53721]\nnote = "{note}"\n')
     assert entry.note.get(lang) == note
     assert entry.note.get("en" if lang == "zh" else "zh") is None
@@ -153,8 +152,7 @@ def test_a_languages_own_note_wins_over_the_prs_note(settings):
 
 
 def test_each_note_shows_under_its_own_languages_label_only(settings, tmp_path):
-    """In every layout of the email, both parts, and every page of the web archive, a note
-    appears only inside its language's block, after that language's label."""
+    """Every layout, both parts and every archive page show a note under its own language only."""
     from pipeline.core.site.site import Site
     from pipeline.model import LAYOUTS
     from pipeline.stages.built import load_built
@@ -186,9 +184,7 @@ def test_each_note_shows_under_its_own_languages_label_only(settings, tmp_path):
 
 
 def test_the_documented_example_does_what_the_docs_say(settings, tmp_path):
-    """docs/editorial.md's example, read by the real loader and built with the sample week:
-    every tier it sets is the item's tier, every PR it hides is gone (and listed, with no
-    warning), and every note shows in its own language only."""
+    """docs/editorial.md's example, built with the sample week, does as the doc says."""
     import re
     import tomllib
 

@@ -162,8 +162,7 @@ def test_the_folds_are_only_where_the_rules_allow_them(doc):
 @pytest.mark.parametrize("footer", ["", 'publisher = "Example Labs for the vLLM community"\n'
                                     'postal_address = "1 Example Road, Springfield 12345"\n'])
 def test_a_part_that_folds_with_its_links_folds_with_room_made_for_them(tmp_path, footer):
-    """The budget weighs a part with links at their reserved length; a message folds it
-    with room made for them, then puts them in. Both must agree the part can be 8bit."""
+    """The budget (links at reserved length) and the message (room made) agree on 8bit."""
     from support.project import SAMPLE_WEEK, sample_settings
 
     from pipeline.core.email.message import _Part

@@ -131,8 +131,7 @@ def test_dark_cards_stand_apart_from_the_page_and_dividers_stay_dark(browser, em
 
 @pytest.mark.parametrize("width", [375, 1280])
 def test_light_cards_have_an_edge_that_stands_apart_from_the_page(browser, emails, width):
-    """White cards on a light grey page are ~1.1:1: the card's edge carries the 3:1 that
-    WCAG 1.4.11 asks of a component's boundary, against the page and the card alike."""
+    """White on light grey is ~1.1:1: the card's edge carries WCAG 1.4.11's 3:1."""
     with opened(browser, emails["plain"], width) as page:
         body = style(page, "body", "backgroundColor")
         card = style(page, ".card", "backgroundColor")
@@ -174,9 +173,7 @@ def test_at_375_px_the_masthead_stacks_the_brands_whole_without_a_dangling_dot(b
 @pytest.mark.parametrize("folded", [False, True])
 def test_at_375_px_no_footer_link_or_area_tag_breaks_inside_itself(browser, tmp_path,
                                                                    folded):
-    """订阅设置 used to break after 订 and kv-offload after its hyphen on a phone: each footer
-    link and each card's area tag is one piece on one line, in the email as written and as
-    folded for 8bit (whose <wbr> between ideographs must not open a break inside a link)."""
+    """Each footer link and area tag is one piece on a phone, also folded for 8bit (``<wbr>``)."""
     from pipeline.config import load
     from pipeline.core.email.eightbit import fold_html
     from pipeline.core.email.render import strings
@@ -235,9 +232,7 @@ def test_the_for_you_mark_reads_in_both_schemes(browser, emails, scheme):
 
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_the_email_folded_for_8bit_shows_the_same_pixels(browser, emails, tmp_path, scheme):
-    """An 8bit part's lines are folded (pipeline/core/email/eightbit.py): spaces become line
-    breaks where HTML reads both as the same white space. The folded email must look, to
-    the pixel, as the unfolded one does."""
+    """Folding turns spaces into line breaks HTML reads the same: the pixels must not change."""
     from pipeline.core.email.eightbit import MAX_LINE_OCTETS, fold_html
 
     raw = emails["plain"].read_bytes()
@@ -256,8 +251,7 @@ def test_the_email_folded_for_8bit_shows_the_same_pixels(browser, emails, tmp_pa
 @pytest.mark.parametrize("width", [375, 600])
 def test_a_chinese_paragraph_cut_by_wbr_for_8bit_shows_the_same_pixels(browser, tmp_path,
                                                                        width):
-    """A paragraph of Chinese with no space is folded between two ideographs by a ``<wbr>``
-    whose tag holds the line break: where the text wraps, and every glyph, stay."""
+    """A ``<wbr>`` holding the line break between two ideographs changes neither wrap nor glyph."""
     from pipeline.core.email.eightbit import fold_html
 
     text = "值得精读，调度器先预留块再决定抢占，抖动下降百分之十二点五。" * 30

@@ -1,11 +1,7 @@
-"""The email's markup budget: what an item in full costs, and what survives a client that
-strips ``<style>``.
-
-Issue 17 cut the HTML per full bilingual item from ~5.5 KB to ~3.2 KB (UTF-8) by putting the
-cards' look into shared classes and every card into one mj-text. These checks keep it there
-(bytes are exact, not timings) and keep what must stay inline: a card's white background and
-padding (Outlook, and clients that drop ``<style>``), the text colour on the wrapper, the
-headline's colour, ``lang`` on every language block, Outlook's gap between cards.
+"""The email's markup budget: what an item in full costs (bytes are exact), and what must stay
+inline for clients that strip ``<style>``: a card's white background and padding (Outlook), the
+wrapper's text colour, the headline's colour, ``lang`` on every language block, Outlook's gap
+between cards.
 """
 
 from __future__ import annotations
@@ -19,7 +15,7 @@ from pipeline.core.email.render import Footer, Renderer, _Plan
 from pipeline.core.issue.interests import Variant
 from pipeline.model import LANG_TAGS, LAYOUTS, layout_langs
 
-#: Issue 17's targets per full bilingual item: HTML bytes, and markup against the text.
+#: The budget per full bilingual item: HTML bytes, and markup against the text.
 MAX_ITEM_BYTES = 3_500
 MAX_MARKUP_RATIO = 0.6
 _CARD = re.compile(r'<table class="card"[^>]*>(.*?)</td></tr></table>', re.S)

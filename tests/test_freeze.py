@@ -207,10 +207,7 @@ def test_a_correction_needs_a_one_line_reason_and_a_week_that_went_out(tmp_path,
 
 @pytest.mark.subprocess
 def test_the_approve_command_printed_by_preview_runs_as_printed(tmp_path):
-    """Started from the repository's root as ``make preview`` starts it (the script by its
-    path, the venv's bin not on the PATH), the command the preview prints on its last line
-    and on its page is run by a shell, as printed, from the same folder. The deployment's
-    folders are moved to a temp folder through the environment."""
+    """Started as ``make preview`` starts it, the printed command runs pasted into a shell."""
     script = Path(newsletter_cmd()[0])
     if script.name != "newsletter":
         pytest.fail("this test needs the installed console script (make install)")
@@ -239,8 +236,6 @@ def test_the_approve_command_printed_by_preview_runs_as_printed(tmp_path):
 
 @pytest.mark.subprocess
 def test_make_approve_approves_the_week(tmp_path):
-    """``make approve WEEK=W``, the target beside ``make preview``, with the deployment's
-    folders moved to a temp folder through the environment."""
     env = clean_env(NEWSLETTER_PATHS_BUILD_DIR=str(tmp_path / "build"),
                     NEWSLETTER_PATHS_DATA_DIR=str(tmp_path / "data"))
     built = subprocess.run([*newsletter_cmd(), "build", "--week", SAMPLE_WEEK], cwd=ROOT,

@@ -1,8 +1,6 @@
-"""Feeds written to break a build, run through the real command line (issue #13, items 2 and
-13–16): each must end in exit 0 with the hostile part neutralised or skipped with a reason.
-
-A crash of the process (a segfault shows as a negative return code) fails these tests like
-any other wrong exit code.
+"""Feeds written to break a build, run through the real command line: each must end in exit 0
+with the hostile part neutralised or skipped with a reason (a crash shows as a negative return
+code, and fails like any other wrong exit code).
 """
 
 from __future__ import annotations
@@ -22,7 +20,7 @@ from support.project import SAMPLE_FEED, SAMPLE_WEEK, make_project
 from pipeline.core.issue.sanitize import MAX_NESTING
 from pipeline.model import LAYOUTS
 
-#: Every character that reorders or hides text, the ones issue #13 names and their kin.
+#: Every character that reorders or hides text.
 BIDI = ("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200b\u200c\u200d\ufeff"
         "\u061c\u200e\u200f\u2060\u2061\u2062\u2063\u2064")
 UNSAFE = re.compile(f"[{BIDI}\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufffe\uffff]")
@@ -66,7 +64,7 @@ def raw_entry(lang: str, title: str, body: str, *, pr: int = PR, title_type: str
             f'<content type="html">{body}</content></entry>')
 
 
-# -- item 2: bidi and invisible characters ----------------------------------------------------
+# -- bidi and invisible characters ----------------------------------------------------
 
 @pytest.mark.subprocess  # publishing runs Pagefind
 def test_bidi_and_invisible_characters_reach_no_subject_page_mail_or_feed(tmp_path):
@@ -101,7 +99,7 @@ def test_bidi_and_invisible_characters_reach_no_subject_page_mail_or_feed(tmp_pa
             assert "SECURITY ALERT" in text, path
 
 
-# -- item 13: control characters decoded by the sanitizer ------------------------------------
+# -- control characters decoded by the sanitizer ------------------------------------
 
 def test_control_character_references_in_content_and_titles_build(tmp_path):
     refs = "&amp;#1; &amp;#xFFFE; &amp;#x0B; &amp;#x1F; &amp;#x81; &amp;#xFDD0;"
@@ -117,7 +115,7 @@ def test_control_character_references_in_content_and_titles_build(tmp_path):
         assert not UNSAFE.search(path.read_text(encoding="utf-8")), path
 
 
-# -- item 14: nesting ---------------------------------------------------------------------------
+# -- nesting ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("tag", ["b", "blockquote", "div", "ul"])
@@ -144,13 +142,12 @@ def test_seven_hundred_nested_tags_build_flattened_and_say_so(tmp_path, tag):
         assert "深处的文字" in email.read_text(encoding="utf-8")
 
 
-# -- issue 39, item 7: thousands of categories --------------------------------------------------
+# -- thousands of categories --------------------------------------------------
 
 @pytest.mark.subprocess  # publishing runs Pagefind
 @pytest.mark.slow
 def test_thousands_of_categories_leave_the_email_whole_and_the_archive_small(tmp_path):
-    """3,000 categories on one entry weighed 180 KB in every email (each item shrank to its
-    title) and made 6,060 archive objects: an item keeps 8 areas, an issue 64 names."""
+    """An item keeps 8 areas, an issue 64 names: the email stays whole and the archive small."""
     terms = "".join(f'<category term="area-{n:04}"/>' for n in range(3_000))
     feed = SAMPLE_FEED.read_bytes().replace(b'<category term="nixl"/>',
                                             terms.encode(), 1)
@@ -172,13 +169,12 @@ def test_thousands_of_categories_leave_the_email_whole_and_the_archive_small(tmp
     assert len(areas) < 30  # the sample's: 14
 
 
-# -- item 15: PR numbers -------------------------------------------------------------------------
+# -- PR numbers -------------------------------------------------------------------------
 
 @pytest.mark.parametrize("content_type", ["html", "text"])
 def test_a_body_of_megabytes_is_cut_said_and_costs_no_more_than_a_long_review(tmp_path,
                                                                             content_type):
-    """3 MB of markup took the sanitizer and the text seconds: a body is cut at
-    ``MAX_BODY_CHARS`` (the review kept), and the proof report says how long it was."""
+    """Cut at ``MAX_BODY_CHARS``, the review is kept and the proof says how long it was."""
     from pipeline.core.issue.sanitize import MAX_BODY_CHARS
 
     unit = "<b>`x`</b> 细节 &amp; " if content_type == "html" else "细节 `x` & more\n"
@@ -222,7 +218,7 @@ def test_a_five_thousand_digit_pr_number_is_skipped_and_the_rest_builds(tmp_path
     assert set(data["skipped"][0]) == {"id", "link", "title", "reason"}
 
 
-# -- item 16: dates and ids ----------------------------------------------------------------------
+# -- dates and ids ----------------------------------------------------------------------
 
 def test_invalid_dates_and_an_id_used_for_two_prs_are_skipped_with_reasons(tmp_path):
     feed = atom([

@@ -79,8 +79,7 @@ def test_issue_number_counts_weeks_from_the_first() -> None:
 
 
 def test_the_core_and_the_store_clean_areas_with_one_function():
-    """``subscribers`` may not import ``pipeline.core``: the function lives beside the store
-    and the core re-exports it, so a reader's choice is normalised one way everywhere."""
+    """``subscribers`` may not import the core, so the core re-exports the store's cleaner."""
     import pipeline.core.issue.interests as core
     import subscribers.areas as store_side
 

@@ -1,9 +1,6 @@
 """issue.json read back, by ``send`` from the build folder and by ``publish`` from the
-archive: JSON that is not an issue is said in one line, never a traceback.
-
-Typing ``BuiltIssue.data`` as :class:`~pipeline.core.issue.issue_json.IssueData` showed both readers
-trusting ``json.loads`` to return an issue: a list (or an object missing ``week``) ended in
-an AttributeError or a KeyError deep in the site's templates.
+archive: JSON that is not an issue (a list, an object missing ``week``) is said in one line,
+never a traceback from deep in the site's templates.
 """
 
 from __future__ import annotations

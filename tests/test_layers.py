@@ -31,8 +31,7 @@ def test_a_marked_test_may_start_a_process() -> None:
 
 @pytest.mark.subprocess
 def test_test_ids_hold_no_clock() -> None:
-    """pytest-xdist refuses a run whose workers collect different ids, so no id may be built
-    from the time of import (the SNS timestamps once were)."""
+    """xdist refuses workers collecting different ids: no id may come from the time of import."""
     collected = subprocess.run(
         [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
          "tests/test_sns.py"], cwd=ROOT, capture_output=True, text=True, timeout=120,

@@ -68,8 +68,7 @@ def test_quiet_send_drops_notes_and_progress_but_keeps_the_summary(tmp_path):
 
 
 def test_notes_and_progress_go_to_stderr_timestamped(tmp_path):
-    """The default: the development-key note and a progress line every 100 messages, on
-    stderr (stdout keeps only what the run produced), each line stamped for the job's log."""
+    """stdout holds only the run's results; notes and progress go to stderr, stamped for the log."""
     folder = project(tmp_path, readers=100)
     ok(run(["build", "--week", SAMPLE_WEEK], folder))
     result = ok(run(["send", "--week", SAMPLE_WEEK], folder))

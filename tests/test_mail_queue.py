@@ -35,8 +35,6 @@ def subscribe(app: App, address: str, *, settle: bool = True) -> None:
 
 def test_sign_ups_after_the_relay_dropped_its_idle_connections_all_get_their_mail(
         tmp_path, smtp_server_factory, caplog) -> None:
-    """A burst, a pause past the relay's idle timeout, then sign-ups in a row: each mail
-    left on its first try (they failed, "not done", and nothing retried them)."""
     sink: SmtpSink = smtp_server_factory(idle_timeout=0.2)
     caplog.set_level(logging.INFO, logger="newsletter.app")
     with serve_app(relayed(tmp_path, sink.port), environ=SECRET) as app:
@@ -74,8 +72,7 @@ def test_a_sign_up_whose_relay_is_busy_is_tried_again_until_its_mail_leaves(
 
 def test_a_sign_up_whose_mail_never_leaves_is_an_error_naming_when_it_was_asked(
         tmp_path, unused_port, caplog) -> None:
-    """...by its time, which `subscribers export` shows as created_at: an address is never
-    logged (docs/operations.md)."""
+    """...by its time (``subscribers export``'s created_at): an address is never logged."""
     clock = Clock()
     with serve_app(relayed(tmp_path, unused_port), environ=SECRET, mail_queue=quick(),
                    clock=clock) as app:
@@ -103,8 +100,7 @@ def test_a_mail_refused_for_good_is_not_tried_again(tmp_path, smtp_server, caplo
 
 
 def test_a_stopping_server_waits_for_no_retry_and_gives_up_out_loud(caplog) -> None:
-    """`newsletter serve` waits for this work when it stops: half a minute of retries held
-    SIGTERM that long (a container is killed after ten seconds, the sign-up lost unsaid)."""
+    """``serve`` waits for this work on stop, and a container dies ten seconds after SIGTERM."""
     queue, tries = MailQueue(retries=4, first_wait=3600), []
 
     def job() -> object:

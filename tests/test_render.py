@@ -268,8 +268,7 @@ def test_operator_templates_override_the_built_in_ones(tmp_path, sample):
 
 def test_environments_share_compiled_templates_and_an_edit_is_compiled_afresh(tmp_path,
                                                                              monkeypatch):
-    """Each part of a run makes its own environment: the email templates are compiled once
-    per process, and a template edited since (``preview --watch``) is not served stale."""
+    """Compiled once per process, yet a template edited since (``--watch``) is not served stale."""
     import jinja2
 
     compiled: list[str | None] = []
@@ -294,7 +293,7 @@ def test_environments_share_compiled_templates_and_an_edit_is_compiled_afresh(tm
     assert compiled == ["mail/note.txt.j2", "mail/note.txt.j2"]
 
 
-# -- issue 16: contents first, "for you", the issue number ---------------------------------
+# -- contents first, "for you", the issue number ---------------------------------
 
 
 class Contents(HTMLParser):
@@ -584,8 +583,7 @@ def test_a_numbered_subject_names_its_week_in_every_language(sample):
 
 @pytest.mark.parametrize("number", [0, 3, 52, 1000])
 def test_a_long_headline_is_cut_but_the_week_stays(sample, number):
-    """The English subject used to drop its week for a long headline: every layout keeps
-    the week's days, and the count of the other reviews goes before the headline is cut."""
+    """The subject keeps its week; the count of other reviews goes before the headline is cut."""
     from pipeline.core.issue.bilingual import SUBJECT_MAX, subject
 
     _, issue, *_ = sample
@@ -624,8 +622,7 @@ def test_compact_css_drops_white_space_but_keeps_rules_lines_and_no_double_brace
 
 
 def test_a_reviewers_markdown_renders_and_never_shows_its_marks(settings):
-    """``**bold**`` and backticks in a headline and a body: the HTML shows code and strong
-    text, the plain text keeps backticks for code, and no star is left anywhere."""
+    """HTML shows code and strong text, the plain part keeps backticks, no star is left anywhere."""
     feed = atom([Entry(pr=7, title="**Fix** a leak in `block_pool.py`",
                        body="值得精读，**重点**看 `block_pool.py` 与 `a**b`。")])
     ranked = rank_week(settings, WEEK, [parse_feed(feed, "t", settings.feed.repo)])
@@ -642,8 +639,7 @@ def test_a_reviewers_markdown_renders_and_never_shows_its_marks(settings):
 
 @pytest.mark.parametrize(("full", "left"), [(7, 1), (5, 3)])
 def test_the_reviews_left_to_the_archive_are_counted_in_good_english(sample, full, left):
-    """"1 more reviews in the archive" read wrong: one review left is singular, in both
-    parts, and Chinese (which has no plural) says the same words for any count."""
+    """One review left is singular in both parts; Chinese says the same words for any count."""
     from pipeline.core.email.render import Footer, _Plan
 
     _, issue, *_ = sample

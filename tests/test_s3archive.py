@@ -382,9 +382,7 @@ def test_publish_twice_uploads_nothing_and_a_fresh_runner_rebuilds_the_index(
 @pytest.mark.subprocess  # publish ends by running Pagefind
 def test_a_pr_hidden_after_publishing_leaves_the_bucket_with_its_only_area(
         s3: Any, settings: Settings, tmp_path: Path) -> None:
-    """The editor hides #56671 (the one review tagged ``tests``) and the week is published
-    again from a fresh runner: its PR page and its area's page and feed are deleted from the
-    bucket, after the index that no longer names them; nothing else under the prefix goes."""
+    """Its PR and area pages and feed go after the index stops naming them; nothing else does."""
     from support.project import SAMPLE_WEEK
 
     from pipeline.core.site.site import Site
@@ -465,8 +463,7 @@ def test_with_closes_the_client_the_archive_built(s3: Any,
 
 
 def test_an_area_page_of_a_chinese_area_round_trips_and_escapes_nothing(s3: Any) -> None:
-    """``area_slug`` keeps letters of any script: the key rule takes them, S3 stores the key
-    as UTF-8, and a second write of the same bytes is known unchanged from the listing."""
+    """S3 keys take any script as UTF-8, and a rewrite of the same bytes is known unchanged."""
     from pipeline.core.issue.interests import area_slug
 
     key = f"areas/{area_slug('调度器')}/index.html"
@@ -490,9 +487,7 @@ def test_an_area_page_of_a_chinese_area_round_trips_and_escapes_nothing(s3: Any)
 
 def test_keys_and_delete_work_on_the_prefix_only(s3: Any, archive: S3Archive,
                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    """What the search index's clean-up uses: the keys under a prefix, and DeleteObjects,
-    1,000 keys a request (2 here, so batches are crossed with a few objects); an absent key
-    is no error, and nothing outside the prefix goes."""
+    """For the search clean-up: batched deletes, absent keys fine, nothing outside the prefix."""
     from pipeline.archive import s3 as s3_module
     from pipeline.model import SiteObject
 

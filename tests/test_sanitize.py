@@ -111,7 +111,7 @@ def test_html_to_text_reads_well():
     assert html_to_text(html) == "Use `x` and docs (https://e.example/).\n\n- a\n- b\n1. c"
 
 
-# --- hostile characters and depth (issue #13) -------------------------------------------------
+# --- hostile characters and depth -------------------------------------------------
 
 BIDI_AND_INVISIBLE = ("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200b\u200c"
                       "\u200d\u200e\u200f\u061c\u2060\u2061\u2062\u2063\u2064\ufeff")

@@ -72,8 +72,7 @@ def test_records_are_one_a_review_by_year(settings, built):
 
 
 def test_a_record_holds_its_own_review_whole_and_no_other(settings, built):
-    """Title, body, note and tag line of one review: the tag line of the review after it,
-    which an issue page shows between the two, is not there."""
+    """The next review's tag line sits between the two on the page; this record must not hold it."""
     records = search.records(Site(settings.site), [built.issue])["2026"]
     items = built.issue.items
     for item, following in itertools.pairwise(items):
@@ -281,9 +280,7 @@ def week_of(settings, tmp_path: Path, week: str):
 @pytest.mark.subprocess
 def test_old_index_files_go_once_two_newer_indexes_name_none_of_them(settings, built,
                                                                       tmp_path):
-    """Each publish writes a new index; the files only the index before last named are
-    deleted (after the new entry file is in place), so the search files stop growing and a
-    reader of the previous index still finds its chunks."""
+    """Search files stop growing, and a reader of the previous index still finds its chunks."""
     root = tmp_path / "site"
     archive = LocalArchive(root)
 
@@ -313,8 +310,7 @@ def test_old_index_files_go_once_two_newer_indexes_name_none_of_them(settings, b
 @pytest.mark.subprocess
 def test_a_weekly_publish_indexes_only_the_year_that_changed(settings, built, tmp_path,
                                                              monkeypatch):
-    """A bundle a year: the week's publish runs Pagefind over this year's issues only, and
-    leaves last year's bundle as it was, until one of its files goes missing."""
+    """Last year's bundle is left as it was until one of its files goes missing."""
     import pipeline.stages.search_index as search_index
 
     indexed: list[list[str]] = []
@@ -361,10 +357,7 @@ def _entry_names_files_that_exist(root: Path, year: str) -> bool:
 @pytest.mark.subprocess
 def test_a_publish_that_failed_half_way_leaves_no_year_naming_deleted_chunks(
         settings, tmp_path, monkeypatch):
-    """A publish rewrites 2025's bundle, then Pagefind fails on 2026; 2025's issue.json is
-    put back as it was and the next publish succeeds. 2025's live entry file is the one the
-    failed publish wrote, so the next one may neither skip the year on the old record nor
-    delete the chunks that entry names."""
+    """The next publish neither skips a year a failed one rewrote nor deletes chunks it names."""
     import pipeline.stages.search_index as search_index
 
     root = tmp_path / "site"
@@ -428,10 +421,7 @@ publish_issue(load(Path(sys.argv[1]), {}), load_built(Path(sys.argv[2])))
 @pytest.mark.slow  # three publishes, one in a process of its own
 def test_a_second_publish_while_one_is_under_way_is_refused_and_search_survives(
         settings, tmp_path):
-    """One publish (2026-W47) has written its search chunks, not yet the entry file naming
-    them; another (2026-W48) starting then would delete those chunks as stale, and the first
-    would then put live an entry naming files that are gone. The archive's lease refuses the
-    second (exit 5) before it writes anything."""
+    """The second would delete the first's new chunks as stale: the lease refuses it (exit 5)."""
     from pipeline.cli.common import publish_issue
     from pipeline.errors import LockedError
 
@@ -461,9 +451,7 @@ def test_a_second_publish_while_one_is_under_way_is_refused_and_search_survives(
 @pytest.mark.subprocess
 def test_an_archive_with_the_one_bundle_of_before_moves_to_yearly_bundles(settings, built,
                                                                          tmp_path):
-    """An archive whose search is one bundle at search/pagefind/ with its list in
-    search/index-files.txt: the first publish writes the yearly bundles and keeps the old
-    files for its readers, the next deletes them."""
+    """The first publish keeps the old bundle's files for its readers, the next deletes them."""
     root = tmp_path / "site"
     archive = LocalArchive(root)
     publish(built, archive, Site(settings.site))

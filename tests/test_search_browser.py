@@ -1,9 +1,7 @@
-"""The archive's search in headless Chromium (issue #16, items 3 and 6; issue #41, item 5).
-
-The two-issue archive of tests/support/published_site.py (published by the real command line,
-so Pagefind ran) is served on 127.0.0.1 and queried as a reader types. Each result is one
-review, linking to its article on the issue page of the search page's language. The expected
-reviews are read from the issues' issue.json, never from the index.
+"""The archive's search in headless Chromium, queried as a reader types on the two-issue archive
+of tests/support/published_site.py (served on 127.0.0.1). Each result is one review, linking to
+its article on the issue page of the search page's language; the expected reviews are read from
+issue.json, never from the index.
 """
 
 from __future__ import annotations
@@ -127,8 +125,7 @@ def test_an_identifier_finds_the_review_that_names_it(browser, site, query):
     ("内核 Triton", ("Triton", "内核")),
 ])
 def test_chinese_matches_words_not_characters(browser, site, query, words):
-    """内核 is in two reviews; 核对 and 锁内 (a single 核 or 内 beside another character)
-    are in two others, which a search by characters found too."""
+    """内核 is in two reviews; 核对 and 锁内 (核 or 内 beside another character) must not match."""
     expected = set.intersection(*(saying(site, word) for word in words))
     assert expected
     if query == "内核":  # the words a search by characters took for it are there
@@ -141,8 +138,7 @@ def test_chinese_matches_words_not_characters(browser, site, query, words):
 
 
 def test_a_reviews_tag_line_counts_for_that_review_only(browser, site):
-    """nixl is the area tag of #56317 and a word of #53721's review; #56366, the review
-    before #56317 on the issue page, says nothing of it."""
+    """nixl tags #56317 and is a word of #53721; #56366, before #56317 on the page, lacks it."""
     expected = saying(site, "NIXL")
     assert expected == {56317, 53721}
     with open_page(browser, site, SEARCH, WIDTHS["desktop"]) as visit:
@@ -153,8 +149,7 @@ def test_a_reviews_tag_line_counts_for_that_review_only(browser, site):
 
 
 def test_a_year_without_a_querys_word_answers_nothing(browser, site):
-    """kv-connector is an area of three 2026 reviews; 2025's issue has no such word, only
-    "KV", which Pagefind alone would take instead (its longest indexed prefix)."""
+    """2025's issue only has "KV", which Pagefind alone would take for kv-connector (a prefix)."""
     expected = {item["pr"] for item in reviews(site) if "kv-connector" in item["areas"]}
     assert len(expected) == 3 and saying(site, "KV blocks")  # the 2025 review
     with open_page(browser, site, SEARCH, WIDTHS["desktop"]) as visit:
@@ -215,8 +210,7 @@ def test_an_issue_page_leads_to_the_search_in_its_language(browser, site):
 
 
 def test_one_query_finds_reviews_of_both_years_bundles(browser, site):
-    """2025-W52's bundle is merged into 2026's: one box, one result list, both years (the
-    2026 bundle holds no 2025 record: tests/test_search.py reads each year's fragments)."""
+    """2025-W52's bundle is merged into 2026's: one box, one result list, both years."""
     with open_page(browser, site, SEARCH, WIDTHS["desktop"]) as visit:
         found, _ = search_for(visit.page, "KV")
         weeks = {week for week in site.weeks for url in found

@@ -320,9 +320,7 @@ def test_throttling_is_retried_with_growing_backoff_and_none_twice(
 def test_a_throttled_message_waits_for_its_retry_as_not_handed_over(
         smtp_server: SmtpSink, smtp: SmtpTransport, store: SqliteStore, tmp_path: Path,
         send: Send) -> None:
-    """A crash while a message waits out its backoff must release it, not withhold it: the
-    server refused it (454), so nothing left. What the ledger says during the wait is what a
-    SIGKILL then would leave; the next run's expire_in_flight is asked about it."""
+    """A 454 sent nothing: a crash during its backoff must release the claim, not withhold it."""
     (reader,) = subscribe(store, 1)
     smtp_server.fail_next(reader.email, *smtp_server.THROTTLED)
     seen: list[int] = []
@@ -344,8 +342,7 @@ def test_a_throttled_message_waits_for_its_retry_as_not_handed_over(
 
 def test_a_reader_throttled_past_the_walk_is_retried_after_it_and_delivered_once(
         smtp_server: SmtpSink, smtp: SmtpTransport, store: SqliteStore, send: Send) -> None:
-    """The walk gives a message MAX_ATTEMPTS tries; one still refused is tried again in the
-    rounds after the walk, after the shared cooldown, and goes through there."""
+    """After MAX_ATTEMPTS, a refused message is retried in the rounds after the shared cooldown."""
     subscribers = subscribe(store, 5)
     victim = subscribers[2]
     smtp_server.fail_next(victim.email, *smtp_server.THROTTLED, times=MAX_ATTEMPTS + 1)
@@ -362,9 +359,7 @@ def test_a_reader_throttled_past_the_walk_is_retried_after_it_and_delivered_once
 
 def test_a_reader_refused_for_now_to_the_end_exits_4_and_a_rerun_delivers_once(
         smtp_server: SmtpSink, smtp: SmtpTransport, store: SqliteStore, send: Send) -> None:
-    """Temporary failures left when the retry time is spent are not a success: the report
-    counts them apart from permanent failures, the run ends with exit 4, and the ledger
-    keeps them for the next run."""
+    """Temporary failures left at the end are no success: counted apart and kept for the rerun."""
     subscribers = subscribe(store, 5)
     victim = subscribers[2]
     smtp_server.fail_next(victim.email, 450, "4.7.1 Error: too much mail from 127.0.0.1",
@@ -402,9 +397,7 @@ def test_a_reader_refused_for_now_to_the_end_exits_4_and_a_rerun_delivers_once(
 
 def test_a_relay_that_refuses_everything_stops_the_walk_resumably(
         smtp_server: SmtpSink, smtp: SmtpTransport, store: SqliteStore, send: Send) -> None:
-    """421 at every greeting (the relay is saturated): the walk does not creep through the
-    list a minute per message; once everything was refused for longer than retry_seconds
-    it stops (exit 4), having claimed only what it tried, and a rerun sends everyone once."""
+    """No crawl through the list a minute a message: it stops once past retry_seconds."""
     subscribers = subscribe(store, 40)
     smtp_server.refuse_connections(times=100_000)
     clock = FakeTime()
@@ -468,10 +461,7 @@ RELAY_LIMITS: dict[str, tuple[dict[str, Any], int, int]] = {
 def test_a_relay_limit_is_waited_out_and_everyone_gets_one_copy(
         smtp_server_factory: Callable[..., SmtpSink], to_send: BuiltIssue, store: SqliteStore,
         messages: Messages, limit: str) -> None:
-    """A real relay over SMTP. The message-rate window is counted on a clock the relay and
-    the sender share, which moves only when the sender waits: the window passes as it would,
-    without the test waiting seconds for it. Open connections need no clock: the pool keeps
-    to the relay's count."""
+    """The relay's rate window runs on a clock shared with the sender, moved only by its waits."""
     options, readers, workers = RELAY_LIMITS[limit]
     waits: dict[str, Any] = {}
     if "message_rate" in options:
@@ -498,8 +488,7 @@ def test_a_relay_limit_is_waited_out_and_everyone_gets_one_copy(
 
 def test_a_mailbox_that_does_not_exist_is_marked_bounced_and_gets_no_later_issue(
         smtp_server: SmtpSink, smtp: SmtpTransport, store: SqliteStore, send: Send) -> None:
-    """550 5.1.1 at RCPT is a bounce (as SES's notification would be); a 550 5.7.1 policy
-    refusal fails this message only, and the reader stays on the list."""
+    """550 5.1.1 at RCPT is a bounce; a 550 5.7.1 policy refusal fails this message only."""
     subscribers = subscribe(store, 4)
     gone, refused = subscribers[1], subscribers[2]
     smtp_server.fail_next(gone.email, *smtp_server.NO_SUCH_USER)
@@ -740,8 +729,7 @@ def test_every_report_names_the_unconfirmed_an_earlier_run_left(
 def test_the_rate_is_kept_on_the_injected_clock(
         monkeypatch: pytest.MonkeyPatch, smtp_server: SmtpSink, smtp: SmtpTransport,
         store: SqliteStore, send: Send) -> None:
-    """Sender builds its own TokenBucket (rate, burst, sleep); the test hands that bucket a
-    clock that moves only when the run sleeps, so the pace is measured, not timed."""
+    """The TokenBucket gets a clock moved only by sleeps: the pace is measured, not timed."""
     fake = FakeTime()
     monkeypatch.setattr(pipeline.stages.send, "TokenBucket", partial(TokenBucket, clock=fake.clock))
     subscribers = subscribe(store, 20)

@@ -62,8 +62,7 @@ def test_a_taken_port_is_one_line_and_exit_2_and_never_listening(tmp_path):
 
 @pytest.mark.subprocess
 def test_serve_port_puts_the_port_served_in_the_links(tmp_path):
-    """app_url says 8001, the app serves on another port: the confirmation link a new
-    subscriber gets must lead to the port that answers."""
+    """The confirmation link must lead to the port that answers, not app_url's."""
     folder = project(tmp_path, "http://127.0.0.1:8001")
     port = let_go(free_port())  # for the `newsletter serve` process to bind
     process = subprocess.Popen([*newsletter_cmd(), "serve", "--port", str(port)], cwd=folder,
@@ -102,8 +101,7 @@ def test_serve_port_puts_the_port_served_in_the_links(tmp_path):
 
 @pytest.mark.subprocess
 def test_make_serve_serves_on_serve_port_and_says_what_else_links_to_app_url(tmp_path):
-    """`make serve SERVE_PORT=P` (issue 41): the app of the default deployment on port P,
-    whose form and mails link to P, and a note naming what still links to app_url's 8001."""
+    """Form and mails link to P, and a note names what still links to app_url's 8001."""
     port = let_go(free_port())
     env = clean_env(NEWSLETTER_PATHS_BUILD_DIR=str(tmp_path / "build"),
                     NEWSLETTER_PATHS_DATA_DIR=str(tmp_path / "data"))

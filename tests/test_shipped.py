@@ -139,8 +139,8 @@ def test_the_function_package_is_pinned_by_the_lock_lean_and_compiled(function_p
     assert not {"pagefind", "pagefind-bin-extended", "rjieba", "uvicorn", "click",
                 "dnspython"} & set(shipped)
 
-    # Its files are its own: stripping its binaries in place rewrote, through hard links,
-    # the same files in uv's cache and in every venv linked to it, under running processes.
+    # Its files are its own: stripping a hard-linked binary in place would rewrite the same file
+    # in uv's cache and in every venv linked to it, under running processes.
     shared = [path for path in function_package.rglob("*")
               if path.is_file() and path.stat().st_nlink > 1]
     assert shared == []

@@ -93,8 +93,7 @@ def footer_lines(email: str) -> list[str]:
 
 
 def test_public_email_has_no_personal_link(settings, built):
-    """The copy leaves out the links that need a reader's token (each answered 400 without
-    one) and keeps the archive link and "Subscribe here", each line still joined by ·."""
+    """Links needing a reader's token (400 without one) go; archive and "Subscribe here" stay."""
     email = objects(Site(settings.site), built)[f"issues/{SAMPLE_WEEK}/email.html"].data.decode()
     assert "%%" not in email and "token=" not in email
     assert "/unsubscribe" not in email and "/preferences" not in email
@@ -108,8 +107,7 @@ def test_public_email_has_no_personal_link(settings, built):
 
 
 def test_the_archive_copys_links_to_the_app_answer(tmp_path):
-    """Every link of the public copy into the subscription app, requested of the real app:
-    each answers 200 (the personal links, without a token, answered 400)."""
+    """Each link of the public copy into the app answers 200 from the real app."""
     from support.app_server import free_port, project_settings, request, serve_app
 
     settings = project_settings(tmp_path, free_port())
@@ -235,9 +233,7 @@ def test_keys_cannot_escape_the_archive(tmp_path):
 
 
 def test_the_archive_gets_issue_json_byte_for_byte_as_built(settings, tmp_path):
-    """An issue.json from before the ``github`` key still reads back; publish copies the file
-    it read, not one laid out again from the records (which would add ``"github": null``
-    and no longer match its own content_hash)."""
+    """Laid out again, an old file would gain ``"github": null`` and no longer match its hash."""
     from pipeline.core.issue import issue_json
     from pipeline.stages.built import artifact_names
 
@@ -256,7 +252,7 @@ def test_the_archive_gets_issue_json_byte_for_byte_as_built(settings, tmp_path):
     assert b'"github"' not in published.data
 
 
-# -- PR pages, area pages, the index headline (issue 16) ------------------------------------
+# -- PR pages, area pages, the index headline ------------------------------------
 
 HOSTILE_AREAS = ("../x", "<script>alert(1)</script>", "%%unsubscribe_url%%", "a" * 500,
                  "调度器", "KV Connector", "..", "/etc/passwd", "kv-connector")
@@ -317,9 +313,7 @@ def test_area_pages_list_reviews_newest_first_with_feed_and_counts(settings, bui
 
 
 def test_an_area_of_many_reviews_is_paged_fifty_a_page_linked_both_ways(settings, built):
-    """120 reviews of one area: its index holds the newest 50, ``page/2/`` and ``page/3/``
-    the rest (20 on the last), each linking to its neighbours and to every page; the sitemap
-    names every page, the feed the newest 50."""
+    """120 reviews: 50, 50 and 20 a page, linked both ways; the feed holds the newest 50."""
     import feedparser
 
     from pipeline.core.site.site_pages import AREA_PAGE_SIZE
@@ -446,8 +440,7 @@ def test_every_page_has_share_tags_and_robots_names_the_sitemap(settings, built)
 
 
 def test_every_page_names_its_sender_as_the_email_does(settings, built, tmp_path):
-    """CAN-SPAM's spirit on the web: the publisher line and the postal address (when set)
-    at the foot of every archive page, escaped like any configured text."""
+    """CAN-SPAM's spirit on the web: publisher and postal address at every page's foot, escaped."""
     from pipeline.config import load
     from pipeline.core.email.render import Footer
 
@@ -491,9 +484,7 @@ def test_the_public_issue_json_does_not_name_the_prs_the_editor_hid(settings, tm
                                                 ("https://news.example.org/weekly/", "/weekly")])
 def test_pages_link_from_the_sites_root_and_feeds_and_sitemap_stay_absolute(
         settings, built, older, base_url, root):
-    """Links between pages are paths from the site's root, so a page served on another port
-    (`make site SITE_PORT=18080`) or host still leads to its neighbours: they all pointed at
-    [site] base_url's :8000. What must be absolute stays absolute, from base_url."""
+    """Root paths let a page served on another port or host reach its neighbours."""
     from urllib.parse import urlsplit
 
     site = Site(replace(settings.site, base_url=base_url))

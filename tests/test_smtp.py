@@ -220,8 +220,7 @@ def test_closing_reply_before_data_reopens_once(smtp_server: SmtpSink,
 
 def test_after_the_relay_dropped_every_idle_connection_each_send_goes_through(
         smtp_server_factory) -> None:
-    """The retry after a dead pooled connection took the next pooled one, dead too: after
-    a relay's idle timeout, sends failed twice over. A retry opens a fresh connection."""
+    """After a relay's idle timeout every pooled connection is dead: a retry opens a fresh one."""
     sink: SmtpSink = smtp_server_factory(idle_timeout=0.2)
     transport = SmtpTransport(sink.settings(), None, timeout=5.0)
     busy = []
@@ -259,8 +258,7 @@ def test_an_8bit_message_is_sent_with_body_8bitmime_a_7bit_one_without(
 
 def test_an_8bit_message_to_a_relay_without_8bitmime_stops_the_send_naming_the_fix(
         smtp_server_factory) -> None:
-    """RFC 6152: 8bit data only to a relay that announces 8BITMIME. Re-encoding it behind
-    the editor's approval is not ours to do: the send stops, as a configuration error."""
+    """RFC 6152: re-encoding behind the editor's approval is not ours, so the send stops."""
     sink = smtp_server_factory(eight_bit_mime=False)
     transport = SmtpTransport(sink.settings(), None, timeout=5.0)
     try:
@@ -290,8 +288,7 @@ def test_told_parts_may_be_8bit_the_check_before_a_send_refuses_a_relay_without_
 ], ids=["starttls", "tls"])
 def test_starttls_not_offered_is_a_config_error_naming_the_switch_set(
         smtp_server: SmtpSink, asked: dict[str, Any], switch: str) -> None:
-    """The sink offers no STARTTLS: running again would not help, so ``probe`` (the check
-    before a run) says so as a configuration error; mid-run it still stops the run."""
+    """Running again would not help, so ``probe`` says so as a configuration error."""
     transport = SmtpTransport(smtp_server.settings(**asked), None, timeout=5.0)
     try:
         with pytest.raises(StartTlsRefused) as caught:
@@ -419,9 +416,7 @@ def _client_nodelay(peer: tuple[str, int]) -> int:
 @pytest.mark.parametrize("mode", ["none", "starttls", "implicit"])
 def test_every_connection_sends_at_once_without_nagle(smtp_server_factory, tls: Tls,
                                                        mode: str) -> None:
-    """Nagle's algorithm held a message's last TLS record until the relay's delayed ACK
-    (~40 ms a message): every connection the transport opens, wrapped in TLS or not, the
-    first and the one reopened after the relay hung up, sets TCP_NODELAY."""
+    """Nagle would hold each message's last TLS record until the relay's delayed ACK."""
     options: dict[str, object] = {}
     if mode == "starttls":
         options.update(tls_context=tls.server, require_starttls=True)

@@ -118,9 +118,7 @@ def test_bad_smtp_settings_stop_before_anything_is_published(tmp_path: Path,
 @pytest.mark.subprocess  # publishing runs Pagefind
 def test_a_relay_without_8bitmime_stops_an_8bit_issue_before_publishing(
         tmp_path: Path, smtp_server_factory) -> None:
-    """8bit parts go only to a relay that announces 8BITMIME (RFC 6152); one that does not
-    is known at the probe, before anything is published. ``[delivery] eight_bit = false``
-    (and a build) sends the issue as quoted-printable and base64 instead."""
+    """Known at the probe, before publishing; ``eight_bit = false`` and a build send it encoded."""
     sink: SmtpSink = smtp_server_factory(eight_bit_mime=False)  # strict ASCII, as it says
     folder = project(tmp_path, sink, 'tls = "none"\n')
     line = refused(folder, sink)

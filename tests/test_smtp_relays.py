@@ -1,7 +1,6 @@
-"""The smtp transport against relays as they really behave (issue 18): logins refused once,
-TLS with a private CA, implicit TLS, the EHLO name, the envelope sender, refusals that are
-about us rather than the recipient, and bounces at RCPT. All against the aiosmtpd sink on
-127.0.0.1 (tests/support/servers.py)."""
+"""The smtp transport against relays as they really behave: logins refused once, TLS with a
+private CA, implicit TLS, the EHLO name, the envelope sender, refusals about us rather than the
+recipient, and bounces at RCPT. All against the aiosmtpd sink on 127.0.0.1."""
 
 from __future__ import annotations
 
@@ -75,8 +74,7 @@ def auth_sink(smtp_server_factory, tls: Tls) -> SmtpSink:
 
 def test_a_refused_login_is_tried_once_whatever_the_threads(auth_sink: SmtpSink,
                                                             tls: Tls) -> None:
-    """Four workers start together with a wrong password: one AUTH reaches the relay (not
-    4 workers x PLAIN and LOGIN), and every worker stops with the same configuration error."""
+    """One AUTH reaches the relay, not 4 workers × 2 mechanisms; every worker stops the same way."""
     transport = SmtpTransport(auth_sink.settings(starttls=True, username="ses-user"), "wrong",
                               ssl_context=tls.client, timeout=5.0)
     start = threading.Barrier(4)
@@ -156,8 +154,7 @@ def test_auth_not_offered_at_all_names_the_username_to_drop(smtp_server_factory,
 
 
 def test_one_mechanism_is_picked_from_the_relays_list() -> None:
-    """PLAIN, else LOGIN, CRAM-MD5 only when neither is offered; None (no login tried at
-    all) for a relay offering only what smtplib does not speak."""
+    """PLAIN, else LOGIN, else CRAM-MD5; None when smtplib speaks none of those offered."""
     from pipeline.transport.smtp import _mechanism
 
     assert _mechanism("XOAUTH2 CRAM-MD5") == "CRAM-MD5"
@@ -207,8 +204,7 @@ def test_530_authentication_required_says_to_log_in(smtp_server_factory, tls: Tl
 ], ids=["postfix-relay", "exim-relay", "exchange-relay", "client-host", "sender", "helo"])
 def test_a_rcpt_refusal_about_us_stops_the_run_without_naming_the_reader(
         smtp_server: SmtpSink, code: int, text: str, fix: str) -> None:
-    """Every recipient would be refused the same way: marking each one failed for good
-    would lose the whole list to one setting."""
+    """Every recipient would be refused alike: failing each for good would lose the whole list."""
     smtp_server.fail_next(READER, code, text, at="RCPT")
     transport = SmtpTransport(smtp_server.settings(), None, timeout=5.0)
     with pytest.raises(SendingMisconfigured) as caught:
@@ -438,8 +434,7 @@ def four_threads_send(transport: SmtpTransport, readers: list[str]) -> list[Base
 
 def test_max_connections_keeps_four_threads_within_a_relays_limit_of_two(
         smtp_server_factory) -> None:
-    """Postfix's connection count limit of 2, four threads sending at once: with ``[smtp]
-    max_connections = 2`` the pool never opens a third connection, and nothing is lost."""
+    """Postfix's connection count limit: the pool never opens a third, and nothing is lost."""
     sink = smtp_server_factory(max_connections=2)
     transport = SmtpTransport(sink.settings(max_connections=2), None, timeout=10.0)
     readers = [f"reader{n}@example.com" for n in range(24)]
@@ -451,8 +446,7 @@ def test_max_connections_keeps_four_threads_within_a_relays_limit_of_two(
 
 def test_a_relay_refusing_every_greeting_is_a_temporary_failure_and_then_sends(
         smtp_server: SmtpSink) -> None:
-    """A restarting relay says 421 to everyone: with no connection open, each message is a
-    temporary failure, and the next once the relay is back goes."""
+    """A restarting relay's 421 to everyone fails each message for now; once back, the next goes."""
     transport = SmtpTransport(smtp_server.settings(), None, timeout=5.0)
     smtp_server.refuse_connections(times=3)
     try:

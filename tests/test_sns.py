@@ -1,11 +1,8 @@
 """Amazon SNS message verification against a real HTTPS server on loopback.
 
-Messages are signed here the way SNS signs them (the string to sign is built in this file,
-from AWS's documentation, not by the module under test), with an RSA key whose self-signed
-certificate the server hands out. The verifier's host pattern is pointed at ``127.0.0.1``
-and its TLS context trusts only the test CA, so the whole path (URL check, HTTPS fetch,
-certificate parsing, signature) runs for real. The server counts connections and hits, which
-is how "never fetched" and "fetched once" are asserted.
+Messages are signed here as AWS documents it (not by the module under test), with a key whose
+certificate the server hands out; the verifier's host pattern points at 127.0.0.1 and trusts
+only the test CA, so the whole path runs for real. The server's counts prove what was fetched.
 """
 
 from __future__ import annotations
@@ -136,8 +133,7 @@ def test_a_signed_confirmation_is_accepted(verifier, server, signer, version, ki
 
 
 def test_the_string_to_sign_is_exactly_the_documented_one(verifier, server, signer):
-    """Signed over hand-written bytes, so a mistake shared by this file's string_to_sign and
-    the module's would still fail here."""
+    """Signed over hand-written bytes: a mistake shared by this file and the module still fails."""
     fields = notification(server.url("/cert.pem"), message="hello\nworld", subject="Hi")
     when = NOW.replace(microsecond=678000)
     ts = when.strftime("%Y-%m-%dT%H:%M:%S.678Z").encode()
@@ -334,8 +330,7 @@ def test_the_aws_pattern_refuses_everything_else(url):
 
 
 def test_a_port_is_refused_by_the_aws_pattern_in_a_message(signer):
-    """Through verify too; if it were fetched, this sandbox has no route to AWS and the
-    reason would be cert-unavailable instead."""
+    """Through verify too: a fetch would say cert-unavailable (no route to AWS here), not this."""
     verifier = SnsVerifier(CertificateSource(timeout=0.5), [TOPIC])
     fields = sign(notification("https://sns.us-east-1.amazonaws.com:443/x.pem"), signer)
     assert refusal(verifier, body(fields)) == "bad-cert-url"

@@ -597,9 +597,7 @@ def test_a_sign_up_in_the_dead_letter_queue_mails_the_operator():
 
 
 def test_what_a_workflow_writes_itself_is_what_the_stack_says():
-    """The backends and the inbox's source and prefix are written into the workflows (a
-    production job must not fall back to local ones when a variable is missing); they must
-    say what the output says."""
+    """A production job must not fall back to local backends when a variable is missing."""
     output = {name: value.strip('"') for name, value in
               (line.split("=", 1) for line in Stack().variables_file().splitlines() if line)}
     compared = set()

@@ -108,8 +108,7 @@ def test_readers_given_the_plain_layout_are_counted_over_every_run():
 
 
 def test_status_json_says_what_the_text_says(tmp_path):
-    """A reader who changed their areas after the build gets the plain layout; ``status``
-    says so, and ``--json`` carries it with the rest, under the same exit code."""
+    """``--json`` says what the text says (a reader got the plain layout), with the same exit."""
     import json
 
     from support.commands import newsletter_main, ok

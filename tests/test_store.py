@@ -1,11 +1,9 @@
 """The subscriber store on both backends: uniqueness, erasure, the ledger's exclusivity
 across threads (and, on SQLite's real files, processes), quotas and leases.
 
-Every test of the interface's behaviour runs on SQLite and on DynamoDB (moto, through
-tests/support/dynamo_support.py) through the parametrised ``backend`` fixture; ``backend.open()``
-gives another store object on the same data (another connection, or another boto3 client),
-which is how the concurrency tests get several clients. Tests of the SQLite file itself
-(schema migrations, raw SQL, file errors, killed processes) use ``path`` and SQLite only.
+The ``backend`` fixture runs each interface test on SQLite and on DynamoDB (moto); its
+``open()`` gives another store on the same data, which is how the concurrency tests get several
+clients. Tests of the SQLite file itself use ``path`` and SQLite only.
 """
 
 from __future__ import annotations
@@ -245,8 +243,7 @@ def methods(protocol: type) -> set[str]:
 
 
 def test_the_roles_are_small_and_share_no_method():
-    """Each role a consumer can be typed against stays small, and the whole store is
-    exactly the nine roles (and ``close``): no method belongs to two, none to no role."""
+    """The store is exactly its nine roles (and ``close``): no method in two roles or in none."""
     owned = [methods(role) for role in ROLES]
     assert all(len(names) <= 12 for names in owned), [len(names) for names in owned]
     assert sum(len(names) for names in owned) == len(set().union(*owned))
@@ -262,9 +259,7 @@ def test_the_roles_are_small_and_share_no_method():
 @pytest.mark.parametrize("implementation", [SqliteStore, DynamoStore])
 @pytest.mark.parametrize("role", ROLES, ids=lambda role: role.__name__)
 def test_both_stores_keep_every_role(role, implementation):
-    """Neither store inherits from a role (nor from the Protocol): each role's methods (same
-    parameters) and attributes are checked on both, as mypy checks them where the wiring
-    opens a store; with the test above, that is every method of SubscriberStore."""
+    """Neither store inherits its roles, so each role's methods and attributes are checked here."""
     for name in methods(role):
         assert (list(inspect.signature(getattr(implementation, name)).parameters)
                 == list(inspect.signature(getattr(role, name)).parameters)), name
@@ -310,9 +305,6 @@ def test_invalid_addresses_are_refused(store):
 # -- adding many (an import's batch) ----------------------------------------------------------
 
 def test_add_many_gives_what_add_gives_one_by_one(store):
-    """A mixed batch: new, present, pending made active, final statuses, suppressed, the same
-    address twice in other case, Unicode, areas. Each outcome is the one ``add`` gives in
-    that order, and what it returns is what the store now holds."""
     pending = store.add("pending@example.org", source="web", now=NOW).subscriber
     kept = store.add("kept@example.org", "zh", status="active", source="web", now=NOW,
                      areas=["multimodal"]).subscriber
@@ -378,8 +370,7 @@ def test_add_many_checks_every_address_before_writing_any(store):
 
 
 def test_a_batch_of_new_subscribers_takes_neighbouring_ids(store):
-    """One random prefix per batch (SQLite keeps the table in id order), still 24 hex
-    characters each, all different; another batch draws another prefix."""
+    """A batch's ids share a random prefix (SQLite keeps rows in id order), each still 24 hex."""
     first = store.add_many([NewSubscriber(f"r{i}@example.org") for i in range(50)],
                            source="i", now=NOW)
     second = store.add_many([NewSubscriber(f"s{i}@example.org") for i in range(50)],
@@ -393,7 +384,6 @@ def test_a_batch_of_new_subscribers_takes_neighbouring_ids(store):
 
 @pytest.mark.parametrize("separate_connections", [False, True])
 def test_uniqueness_is_case_insensitive_under_concurrent_adds(backend, separate_connections):
-    """Two writers add the same address in different case at the same moment: one row."""
     backend.open().close()
     stores = [backend.open() for _ in range(2)] if separate_connections else []
     shared = backend.open()
@@ -625,9 +615,7 @@ def test_expire_in_flight_turns_leftover_claims_unconfirmed(store):
 
 
 def test_a_claim_never_handed_over_is_released_not_withheld(store):
-    """A crash between the claim and the transport call sent nothing: the next run's
-    expire_in_flight drops the claim (it is sent again normally); only a claim whose message
-    was handed over is withheld as unconfirmed, and a temporary failure hands it back."""
+    """Nothing left before the hand-over: the claim is released; a handed-over one is withheld."""
     waiting, handed, returned = "1" * 24, "2" * 24, "3" * 24
     for sid in (waiting, handed, returned):
         assert store.claim(ISSUE, sid, NOW)
@@ -720,8 +708,7 @@ def test_a_version_1_file_is_migrated_keeping_its_subscribers(path):
 
 
 def test_a_claim_in_flight_in_an_older_file_stays_withheld(path):
-    """A file written before claims noted their hand-over: its ``sending`` rows may have
-    left, so after the migration they still become unconfirmed, never released."""
+    """An old file's ``sending`` rows may have left (no hand-over noted): never release them."""
     old_file(path, 3, "INSERT INTO ledger (issue_id, subscriber_id, status, updated_at) "
              "VALUES ('2026-W48', 'aaaaaaaaaaaaaaaaaaaaaaaa', 'sending', "
              "'2026-01-01T00:00:00.000000Z')")
@@ -763,9 +750,7 @@ def test_confirmation_records_consent_and_its_client(store):
 
 
 def test_each_backend_confirms_only_a_pending_subscriber_as_the_rule_says(store):
-    """rules.after_confirmation is the rule (issue 39: a replayed confirmation link made an
-    address that had left active again); each store is held to it from every status, and
-    a confirmation it refuses changes nothing at all, not even the consent record."""
+    """A refused confirmation changes nothing, consent included: no old link revives a leaver."""
     later = NOW + timedelta(hours=1)
     for status in STATUSES:
         sid = store.add(f"{status}@example.org", source="web", now=NOW).subscriber.id
@@ -786,8 +771,7 @@ def test_each_backend_confirms_only_a_pending_subscriber_as_the_rule_says(store)
 
 
 def test_mail_events_count_transient_bounces_in_a_row(store):
-    """Three in a row at a limit of 3 (the comparison below runs at 2 from a count of 0 or
-    1); every other status and event is there, held to the rule."""
+    """A limit of 3 reached in a row: the rule comparison below only runs a limit of 2."""
     sid = active(store, "b@example.org")
     t1 = store.record_mail_event(sid, "bounce-transient", NOW, transient_limit=3)
     assert t1.status == "active" and t1.transient_bounces == 1
@@ -805,9 +789,7 @@ def test_mail_events_count_transient_bounces_in_a_row(store):
 
 
 def test_each_backend_applies_mail_events_as_the_rules_say(store):
-    """rules.after_mail_event is the rule; SQLite's UPDATE and DynamoDB's conditional updates
-    are each held to it, from every status, with and without a transient bounce counted
-    (the limit is 2: one more makes a run), for an event older, newer or without a time."""
+    """Each store's updates match rules.after_mail_event from every status, count and event age."""
     t0 = NOW + timedelta(minutes=10)
     times = {"untimed": None, "older": t0 - timedelta(minutes=5),
              "newer": t0 + timedelta(minutes=5)}
@@ -842,9 +824,7 @@ def test_each_backend_applies_mail_events_as_the_rules_say(store):
 
 
 def test_each_backend_keeps_the_ledger_as_the_rules_say(store):
-    """rules.after_claim / after_outcome / after_release are the ledger's rules; each store
-    is held to them from every state a row can be in (none, sending, sent, a temporary or
-    permanent failure, unconfirmed), by every write a send makes."""
+    """Each store's ledger writes match rules.after_claim/outcome/release from every row state."""
     issue = "2026-W48"
     setups = {  # how a row gets to each state, and the state the rules say it is in
         "none": ([], LedgerRow()),
@@ -904,9 +884,7 @@ def test_each_backend_keeps_the_ledger_as_the_rules_say(store):
 
 
 def test_the_mail_event_rule_itself():
-    """The rule's own corners, which the comparison above could only share if both were
-    wrong alike: a complaint overrides everything, a bounce never overrides a person's own
-    unsubscribe, the limit counts in a row, an older event changes nothing."""
+    """The rule's corners, which the comparison above misses if rule and store are wrong alike."""
     active_ = MailState("active", 2, "2026-11-30T01:10:00.000000Z")
     assert after_mail_event(active_, "bounce-transient", transient_limit=3).status == "bounced"
     assert after_mail_event(active_, "bounce-transient", transient_limit=4) == MailState(
@@ -950,7 +928,7 @@ def test_an_old_event_arriving_late_does_not_undo_a_newer_one(store):
     # A permanent bounce stops mail whenever it arrives.
     assert store.record_mail_event(other, "bounce-permanent", NOW, transient_limit=3,
                                    occurred_at=at[1]).status == "bounced"
-    # Without a time an event applies as it comes (as before).
+    # Without a time an event applies as it comes.
     untimed = active(store, "untimed@example.org")
     store.record_mail_event(untimed, "bounce-transient", NOW, transient_limit=3,
                             occurred_at=at[3])
@@ -1024,8 +1002,7 @@ def test_feedback_is_noted_on_the_ledger_row_of_its_message(store):
 
 
 def test_a_refusal_saying_the_mailbox_is_gone_counts_as_a_bounce(store):
-    """An SMTP relay's 550 5.1.1 at RCPT (or a bounce notification returning the issue's
-    message): noted on the row of (issue, subscriber), for the issue's bounce rate."""
+    """A 550 5.1.1 (or a returned message) is noted on the issue's row, for its bounce rate."""
     gone, refused, sent = (active(store, f"{n}@example.org") for n in ("gone", "no", "ok"))
     for sid in (gone, refused, sent):
         assert store.claim(ISSUE, sid, NOW)
@@ -1273,9 +1250,7 @@ def test_areas_edited_by_hand_read_as_what_could_be_stored(path):
 
 @pytest.mark.aws
 def test_dynamo_add_many_decides_again_what_changed_since_its_read(dynamo, monkeypatch):
-    """Between add_many's bulk read and its writes, another writer adds the address (and
-    activates a pending one): the conditional writes refuse, and ``add`` decides those
-    entries (and the same address later in the batch) as it would have: nothing doubled."""
+    """A writer racing add_many's read and writes: those entries go through add, none doubled."""
     store = dynamo.open()
     other = dynamo.open()
     store.add("waiting@example.org", source="web", now=NOW)

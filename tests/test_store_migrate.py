@@ -1,10 +1,7 @@
 """``newsletter store migrate --to dynamodb``: a SQLite store with every kind of record is
-copied into DynamoDB (moto), which then answers every question as SQLite did; running it again
-copies nothing; an address DynamoDB already holds under another id is reported, not
-overwritten.
-
-The command is not wired into ``pipeline/cli/`` here: its handler is reached through a small
-argparse parent made by ``store_commands.add_parser``, as the CLI will.
+copied into DynamoDB (moto), which then answers as SQLite did; running it again copies nothing;
+an address DynamoDB holds under another id is reported, not overwritten. The handler is reached
+through a parser ``store_commands.add_parser`` registered on, as pipeline/cli/ does.
 """
 
 from __future__ import annotations
@@ -168,8 +165,7 @@ def _dump(path: Path) -> dict[str, list[dict[str, Any]]]:
 
 
 def test_sqlite_to_dynamodb_and_back_gives_the_same_rows(dynamo, source, capsys, tmp_path):
-    """The round trip, field by field (``SELECT *``: a column the copy forgets in either
-    direction fails here), every status of subscriber and ledger row."""
+    """Field by field (``SELECT *``): a column the copy forgets either way fails here."""
     assert run(dynamo.settings, "migrate", "--to", "dynamodb") == 0
     back = tmp_path / "back" / "subscribers.sqlite3"
     assert run(dynamo.settings, "migrate", "--to", "sqlite", "--to-sqlite", str(back),
@@ -247,10 +243,7 @@ OVERSIZED = {
 @pytest.mark.parametrize("kind", list(OVERSIZED))
 def test_a_row_over_dynamodbs_item_limit_is_named_and_the_rest_copied(dynamo, source, capsys,
                                                                       kind):
-    """The first row copied (of its kind) is over DynamoDB's 400 KB: it is named by id, never
-    by address, and why; every row after it, suppressions and ledger rows included, is
-    copied; exit 3 (blocked: a person must fix the row, running again alone copies nothing
-    more). Once it is fixed, running again copies it, and only it."""
+    """Named by id, never address; the rest copied; exit 3; once fixed, a rerun copies it alone."""
     from pipeline.errors import BlockedError
 
     _, first, update, named = OVERSIZED[kind]

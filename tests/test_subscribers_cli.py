@@ -316,9 +316,7 @@ def stored(settings) -> list[tuple[str, str, str, tuple[str, ...], str, datetime
 @pytest.mark.parametrize("batch", [1, 2, 3, 4, 5, 6, 1000])
 def test_a_mixed_file_imports_the_same_whatever_the_batch_size(cli, tmp_path, settings,
                                                                monkeypatch, batch):
-    """Every outcome of the row-by-row import, whatever the batches: a duplicate on either
-    side of a boundary (lines 2 and 7, 13 and 14: batches of 5 and 6 split them, 1000 does
-    not), bad rows reported in line order with FILE:LINE."""
+    """Batches of 5 and 6 split duplicate pairs (lines 2/7, 13/14) that 1000 keeps together."""
     monkeypatch.setattr("pipeline.cli.subscribers.IMPORT_BATCH", batch)
     seed(settings)
     path = write(tmp_path, MIXED)
@@ -348,8 +346,7 @@ def test_a_mixed_file_imports_the_same_whatever_the_batch_size(cli, tmp_path, se
 
 def test_an_interrupted_import_keeps_whole_batches_and_says_where_it_stopped(
         cli, tmp_path, settings, monkeypatch, capsys):
-    """Ctrl-C in the middle of the second batch's insert: that batch is rolled back whole,
-    the summary counts the first batch only, and importing again finishes the file."""
+    """Ctrl-C mid-batch rolls that batch back whole; importing again finishes the file."""
     monkeypatch.setattr("pipeline.cli.subscribers.IMPORT_BATCH", 4)
     path = write(tmp_path, "email,areas\n" + "".join(
         f"r{i}@example.org,a{i}\n" for i in range(10)))
@@ -382,8 +379,7 @@ def test_an_interrupted_import_keeps_whole_batches_and_says_where_it_stopped(
 
 def test_a_full_disk_stops_the_import_with_one_line_and_whole_batches(
         cli, tmp_path, settings, monkeypatch):
-    """SQLite's "database or disk is full" in the middle of a batch (max_page_count caps the
-    file as a full disk would): exit 1, one error line, the batches before it kept whole."""
+    """``max_page_count`` caps the file as a full disk would: exit 1, earlier batches kept."""
     monkeypatch.setattr("pipeline.cli.subscribers.IMPORT_BATCH", 100)
     from subscribers.store.sqlite import SqliteStore
 

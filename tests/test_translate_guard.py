@@ -170,8 +170,7 @@ def test_placeholder_brackets_in_the_source_are_protected() -> None:
 
 
 def test_placeholders_survive_zh_en_punctuation_conventions() -> None:
-    """Translators swap ASCII and CJK punctuation (, ↔ ，, ( ↔ （, [ ↔ 【, : ↔ ：); the
-    placeholder uses none of them, so such a rewrite leaves it alone."""
+    """Translators swap ASCII and CJK punctuation; the placeholder uses none of it."""
     guarded = protect(body_html(1))
     swaps = str.maketrans({"(": "（", ")": "）", ",": "，", ":": "：", ";": "；", "[": "【",
                            "]": "】", "<": "〈", ">": "〉", "{": "｛", "}": "｝", '"': "“"})
@@ -235,8 +234,7 @@ def test_a_renumbered_placeholder_is_rejected() -> None:
 
 
 def test_an_identifier_written_out_instead_of_its_placeholder_is_rejected() -> None:
-    """The translator never sees ``SupportsHMA``: an "altered" identifier can only show up as
-    text standing where its placeholder should be, and the placeholder is then lost."""
+    """The translator never sees the identifier: written out, it means its placeholder was lost."""
     _, guarded = seed_guarded()
     altered = guarded.text.replace("⟦2⟧", "<code>SupportHMA</code>")
     with pytest.raises(GuardError, match=r"⟦2⟧ \('<code>SupportsHMA</code>'\) was lost"):

@@ -1,11 +1,8 @@
 """Addresses beyond ASCII (RFC 6531/6532) through every transport, as a mail server sees them.
 
-The list accepts ``reader@例子.中国`` and ``用户@example.com`` (email-validator does). On the
-wire the domain always goes in IDNA form; a non-ASCII local part goes only to a server that
-offers SMTPUTF8 (aiosmtpd's ``enable_SMTPUTF8``), and is refused for that recipient alone,
-named, by a server that does not and by SES (which never does). The ``To`` header never holds
-an RFC 2047 encoded word inside the address, and neither does ``From``: a sender at a Unicode
-domain is written in IDNA form.
+The domain always goes in IDNA form; a non-ASCII local part goes only to a server offering
+SMTPUTF8, and is refused for that recipient alone by one that does not and by SES. No address in
+``To`` or ``From`` holds an RFC 2047 encoded word.
 """
 
 from __future__ import annotations
@@ -186,8 +183,7 @@ def header_line(raw: bytes, name: bytes) -> bytes:
 
 def test_a_sender_at_an_internationalised_domain_is_written_in_idna(
         app_built: BuiltIssue, smtp_server_factory: Callable[..., SmtpSink]) -> None:
-    """``[delivery] from`` at a Unicode domain: the address in IDNA form in ``From``,
-    ``Reply-To``, the envelope and the Message-ID; only the display name is encoded."""
+    """IDNA in From, Reply-To, the envelope and Message-ID; only the display name is encoded."""
     from email.header import decode_header, make_header
 
     settings = load(app_built.folder.parent / "newsletter.toml", {

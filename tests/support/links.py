@@ -1,10 +1,8 @@
 """The link check of a published archive: every internal link resolves, anchors included.
 
-Every ``.html`` and ``.xml`` file is read with ``html.parser`` (which takes XML as it is), and
-the escaped HTML of an Atom ``type="html"`` element again as HTML. A link is an ``href``,
-``src`` or ``action``, a sitemap's ``<loc>`` or a ``<meta>`` URL. A link to the archive's host
-is internal, and must name a file the archive holds (a folder: its ``index.html``, as static
-hosts serve it) and an ``id`` or ``<a name>`` of that page for its ``#fragment``.
+Every ``.html`` and ``.xml`` file is read with ``html.parser`` (an Atom ``type="html"`` element's
+text again as HTML). A link to the archive's host must name a file the archive holds (a folder:
+its ``index.html``) and, for a ``#fragment``, an ``id`` or ``<a name>`` of that page.
 """
 
 from __future__ import annotations

@@ -1,9 +1,7 @@
-"""A web archive of two issues, built and published by the real command line, for the site
-tests: an older week from a small feed written here and the sample week, so the index lists
-two issues and the search has two years' bundles.
-
-Serve the folder first (:func:`start_server`) and build with its URL as ``base_url``, so every
-absolute link points at it; :func:`served_archive` does both.
+"""A web archive of two issues (an older week from a small feed, and the sample week), built and
+published by the real command line for the site tests: the index lists two issues and the search
+has two years' bundles. :func:`served_archive` serves the folder first and builds with its URL
+as ``base_url``, so every absolute link points at it.
 """
 
 from __future__ import annotations

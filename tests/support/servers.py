@@ -1,16 +1,13 @@
 """Real servers on loopback for the delivery tests: an SMTP sink (aiosmtpd), a moto (AWS)
 server, and the TLS certificates both sides need.
 
-conftest.py registers this module as a plugin. A test module that declares ``pytest_plugins``
-itself should import from here only under ``TYPE_CHECKING`` or inside functions: a top-level
-import runs before pytest loads the plugin, which then cannot rewrite its asserts. So what a
-test needs is also reachable through the fixtures (``smtp_server.THROTTLED``,
-``moto_server.inject(...)``).
+conftest.py registers this module as a plugin, so a test module imports it only under
+``TYPE_CHECKING`` or inside functions (a top-level import comes before pytest can rewrite its
+asserts); the fixtures reach the rest (``smtp_server.THROTTLED``, ``moto_server.inject(...)``).
 
-moto 5.2 keeps a sent message (``MotoServer.sent()``) as ``{"id", "source", "destinations",
-"raw_data"}``; ``destinations`` lists ToAddresses and then every To/Cc/Bcc header address, so
-a recipient usually appears twice. It keeps neither ``EmailTags`` nor
-``ConfigurationSetName``: :attr:`SesInjection.requests` records what went on the wire instead.
+moto keeps a sent message (``MotoServer.sent()``) as ``{"id", "source", "destinations",
+"raw_data"}``, where a recipient usually appears twice (ToAddresses, then the headers); it keeps
+no ``EmailTags`` nor ``ConfigurationSetName``: :attr:`SesInjection.requests` records the wire.
 """
 
 from __future__ import annotations
