@@ -96,7 +96,8 @@ def test_a_refused_login_is_tried_once_whatever_the_threads(auth_sink: SmtpSink,
 
     assert auth_sink.auth_attempts == [("PLAIN", "ses-user")]
     assert len(errors) == 4 and all(isinstance(e, SendingMisconfigured) for e in errors)
-    assert isinstance(errors[0].__cause__, smtplib.SMTPAuthenticationError)
+    # The one worker that logged in carries the relay's answer; the others its memory of it.
+    assert sum(isinstance(e.__cause__, smtplib.SMTPAuthenticationError) for e in errors) == 1
     assert {str(e) for e in errors} == {
         f"smtp 127.0.0.1:{auth_sink.port}: login as 'ses-user' refused: 535 5.7.8 "
         "Authentication credentials invalid; check [smtp] username and "
