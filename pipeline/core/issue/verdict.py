@@ -191,12 +191,8 @@ class _Reader:
 
     def _quotes_a_verdict(self, start: int, end: int) -> bool:
         """Whether the sentence quotes a verdict phrase (“…calls this a "must-read"…”)."""
-        for at in range(start + 1, end):
-            if self.masked[at - 1] in _OPEN_QUOTES:
-                found = self._phrase_at(at, end, boundary=False)
-                if found and found[0] in _TIERS:
-                    return True
-        return False
+        return any(self.masked[at - 1] in _OPEN_QUOTES
+                   for at, _, _ in self._tiers_in(start + 1, end))
 
     def _is_question(self, start: int, end: int) -> bool:
         return bool(_QUESTION.search(self.masked[start:end + 1].rstrip()))
@@ -381,11 +377,13 @@ class _Reader:
             return (_SUBJECT, found.end()) if self._subject_use(found.end()) else None
         return phrases[_fold(found[0], self.lang)], found.end()
 
-    def _tiers_in(self, start: int, stop: int) -> Iterator[tuple[int, str, int]]:
-        """Each tier phrase between ``start`` and ``stop``, anywhere: (start, tier, end)."""
+    def _tiers_in(self, start: int, stop: int, ambiguous: bool = False
+                  ) -> Iterator[tuple[int, str, int]]:
+        """Each tier phrase between ``start`` and ``stop``, anywhere: (start, tier, end);
+        with ``ambiguous``, each phrase that reads more than one way too."""
         for at in range(start, stop):
             found = self._phrase_at(at, stop, boundary=False)
-            if found and found[0] in _TIERS:
+            if found and (ambiguous or found[0] in _TIERS):
                 yield at, found[0], found[1]
 
     def _negated_phrase(self, pos: int, end: int) -> tuple[str, int] | None:
@@ -452,10 +450,9 @@ class _Reader:
             if not but:
                 continue
             stop = _end_of_clause(self.masked, but.end(), end)
-            for pos in range(but.end(), stop):
-                found = self._phrase_at(pos, stop, boundary=False)
-                if found:  # a tier, or a phrase that reads more than one way
-                    return found[0]
+            found = next(self._tiers_in(but.end(), stop, ambiguous=True), None)
+            if found:  # a tier, or a phrase that reads more than one way
+                return found[1]
             pattern = _pattern(self.lists["recommends"], self.lang)
             if pattern.search(self.masked, but.end(), stop):
                 return "medium"
