@@ -189,6 +189,21 @@ def test_an_operators_negation_is_read_as_one_and_its_but_clause_still_counts():
     assert verdict is not None and verdict.tier == "medium"
 
 
+@pytest.mark.parametrize(("extra", "text", "shipped", "mine"), [
+    ('[followers]\nen = ["tonight"]', "Must read tonight, before the release.",
+     ("unrated", None), ("must-read", None)),
+    ('[modals]\nen_restricting = ["just"]', "Just a must-read if you run ROCm.",
+     ("must-read", None), ("skim", "if you run ROCm")),
+])
+def test_what_may_follow_or_restrict_a_phrase_is_vocabulary_too(extra, text, shipped, mine):
+    def read(*vocabulary):
+        verdict = parse_verdict(text, "en", *vocabulary)
+        return (verdict.tier, verdict.condition) if verdict else ("unrated", None)
+
+    assert read() == shipped
+    assert read(Vocabulary.from_toml(SHIPPED, extra)) == mine
+
+
 def test_an_operators_vocabulary_adds_phrases_and_a_bad_one_is_a_config_error(settings,
                                                                             tmp_path):
     from dataclasses import replace as with_

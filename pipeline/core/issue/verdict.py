@@ -38,28 +38,17 @@ _RATING = re.compile(r"(?P<stars>[★⭐]{1,5})[☆✩]*(?:\s*[(（]\s*\d\s*/\s*
                      r"|(?P<score>[0-5])\s*/\s*5\b")
 #: Markdown emphasis and strike marks, read as nothing outside code.
 _EMPHASIS = re.compile(r"\*+|__+|~~")
-#: Words that may follow an English verdict phrase and keep it the verdict ("must-read for
-#: anyone…", "skim the tests"); any other word makes the phrase part of a longer subject
-#: ("must-read material is thin").
-_EN_NEXT = frozenset({
-    "for", "if", "but", "though", "although", "especially", "particularly", "unless", "only",
-    "to", "here", "overall", "as", "at", "with", "because", "since", "given", "in", "on", "and",
-    "or", "the", "this", "it", "its", "these", "through", "over", "pr", "prs", "change",
-    "changes", "patch", "fix", "one", "so", "now", "today", "too", "also", "anyway", "all",
-    "whole", "entirely", "mostly",
-})
 #: Chinese that turns a verdict phrase into an attribute ("值得精读的部分…"), except when
 #: what it qualifies is the PR itself ("值得精读的 PR").
 _ZH_ATTRIBUTE = re.compile(
     r"^(?:的|之|地)(?!\s*(?:一个|这个|小|大|简单|中等)?\s*(?:pr|PR|改动|修复|提交|补丁|变更|优化|重构|"
     r"功能|特性))")
-_ZH_NOUN_AFTER = ("清单", "列表", "标签", "名单", "书目", "榜", "部分", "内容", "价值",
-                  "程度", "项")
 
 
 #: The word lists of verdicts.toml the grammar reads, each as (section, key suffix): its
 #: phrases are ``[section] zh<suffix>`` and ``en<suffix>``, its name ``section<suffix>``.
 _LISTS = (("labels", ""), ("prefaces", ""), ("prefaces", "_links"), ("modals", ""),
+          ("modals", "_restricting"), ("followers", ""), ("subject_nouns", ""),
           ("negators", ""), ("recommends", ""), ("answers", "_yes"), ("answers", "_no"),
           ("conditions", ""), ("soft_conditions", ""), ("otherwise", ""), ("scopes", ""),
           ("scopes", "_limits"))
@@ -261,7 +250,7 @@ class _Reader:
         if found is None:
             modal = self._match(self.lists["modals"], pos)
             if modal:
-                restricts = _fold(modal[0], self.lang) in ("only", "仅", "只")
+                restricts = self._is(modal[0], "modals_restricting")
                 pos = self._skip(modal.end(), " ")
                 found = self._phrase_at(pos, end)
         return (pos, found[0], found[1], restricts) if found else None
@@ -406,20 +395,26 @@ class _Reader:
         if not rest.strip() or rest[0] in _CLOSE_QUOTES:
             return not rest.strip() or rest[1:2] in ("", *",，;；:：。.!！)）")
         if self.lang == "zh":
-            return not (_ZH_ATTRIBUTE.match(rest) or rest.lstrip().startswith(_ZH_NOUN_AFTER))
+            return not self._zh_subject(rest)
         if rest[0].isalnum() or (rest[:2].startswith("-") and rest[1:2].isalnum()):
             return False  # "skimming", "medium-sized"
         if not rest[0].isspace():
             return True  # punctuation
         last = self.masked[:at].split()[-1].lower() if self.masked[:at].split() else ""
         word = re.match(r"\s*([A-Za-z']+)", rest)
-        return word is None or word[1].lower() in _EN_NEXT or last in _EN_NEXT
+        return word is None or self._is(word[1], "followers") or self._is(last, "followers")
 
     def _subject_use(self, at: int) -> bool:
         rest = self.masked[at:]
         if self.lang == "zh":
-            return bool(_ZH_ATTRIBUTE.match(rest) or rest.lstrip().startswith(_ZH_NOUN_AFTER))
+            return self._zh_subject(rest)
         return bool(re.match(r"\s+[A-Za-z]", rest))
+
+    def _zh_subject(self, rest: str) -> bool:
+        """Whether what follows a Chinese phrase makes it part of a subject ("值得精读的部分",
+        "必读清单")."""
+        nouns = _pattern(self.lists["subject_nouns"], self.lang)
+        return bool(_ZH_ATTRIBUTE.match(rest) or nouns.match(rest.lstrip()))
 
     def _is_negation(self, pos: int, phrase_end: int) -> bool:
         """Whether the verdict negates itself: a listed negation, or a negator opens it."""
@@ -521,6 +516,10 @@ class _Reader:
 
     def _match(self, words: Iterable[str], pos: int) -> re.Match[str] | None:
         return _pattern(tuple(words), self.lang).match(self.masked, pos)
+
+    def _is(self, word: str, name: str) -> bool:
+        """Whether ``word`` is, whole, one of the list ``name``."""
+        return bool(_pattern(self.lists[name], self.lang).fullmatch(word))
 
     def _skip(self, pos: int, chars: str) -> int:
         while pos < len(self.masked) and self.masked[pos] in chars:
