@@ -331,10 +331,8 @@ class _Reader:
         if rating:
             stars = len(rating["stars"]) if rating["stars"] else int(rating["score"])
             tier = self.words.ratings.get(str(stars))
-            if tier is None:
-                return None
             return Verdict(tier, rating[0].strip(), self.lang, None,
-                           clause=self._clause(start, rating.end()))
+                           clause=self._clause(start, rating.end())) if tier else None
         words = self.words.levels[self.lang]
         found = self._match(words, pos)
         if found and self._ends_phrase(found.end(), end):
@@ -360,9 +358,7 @@ class _Reader:
         found = self._match(phrases, pos)
         if not found or found.end() > end:
             return None
-        if not boundary:
-            return phrases[_fold(found[0], self.lang)], found.end()
-        if not self._ends_phrase(found.end(), end):
+        if boundary and not self._ends_phrase(found.end(), end):
             return (_SUBJECT, found.end()) if self._subject_use(found.end()) else None
         return phrases[_fold(found[0], self.lang)], found.end()
 
