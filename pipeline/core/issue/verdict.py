@@ -78,23 +78,21 @@ class Vocabulary:
             except tomllib.TOMLDecodeError as exc:
                 raise ValueError(str(exc)) from None
             _merge(words, data)
-        phrases: dict[Lang, dict[str, str]] = {lang: {} for lang in LANGS}
+        tiers = words.get("tiers", {})
+        if unknown := [tier for tier in tiers if tier not in _TIERS]:
+            raise ValueError(f"[tiers.{unknown[0]}] is no tier ({', '.join(_TIERS)})")
+        phrases: dict[Lang, dict[str, str]] = {}
         negations: dict[Lang, frozenset[str]] = {}
-        for tier, by_lang in words.get("tiers", {}).items():
-            if tier not in _TIERS:
-                raise ValueError(f"[tiers.{tier}] is no tier "
-                                  f"({', '.join(_TIERS)})")
-            for lang in LANGS:
-                phrases[lang].update(dict.fromkeys(_list(by_lang, lang, f"tiers.{tier}"), tier))
-        for lang in LANGS:
-            phrases[lang].update(dict.fromkeys(_list(words.get("ambiguous", {}), lang,
-                                                     "ambiguous"), AMBIGUOUS))
+        for lang in LANGS:  # later sections win: ambiguous over tiers, negations over both
+            found = {phrase: tier for tier, by_lang in tiers.items()
+                     for phrase in _list(by_lang, lang, f"tiers.{tier}")}
+            found.update(dict.fromkeys(_list(words.get("ambiguous", {}), lang, "ambiguous"),
+                                       AMBIGUOUS))
             negated = _tiers_of(words.get("negations", {}).get(lang, {}), f"negations.{lang}")
-            phrases[lang].update(negated)
+            phrases[lang] = {_fold(p, lang): t for p, t in {**found, **negated}.items()}
             negations[lang] = frozenset(_fold(phrase, lang) for phrase in negated)
         return cls(
-            phrases={lang: {_fold(p, lang): t for p, t in found.items()}
-                     for lang, found in phrases.items()},
+            phrases=phrases,
             negations=negations,
             levels={lang: _tiers_of(words.get("levels", {}).get(lang, {}), f"levels.{lang}")
                     for lang in LANGS},
