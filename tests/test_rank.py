@@ -189,6 +189,17 @@ def test_an_operators_negation_is_read_as_one_and_its_but_clause_still_counts():
     assert verdict is not None and verdict.tier == "medium"
 
 
+@pytest.mark.parametrize(("extra", "text", "tier"), [
+    ('[tiers.skim]\nen = ["worth a look"]', "Worth a look, small fix.", "skim"),
+    ('[ambiguous]\nen = ["must read"]', "Must read, it moves the scheduler.", "unrated"),
+    ('[tiers.medium]\nzh = ["非必读"]', "非必读，但改动很小。", "medium"),
+])
+def test_an_operators_phrase_moves_a_shipped_one(extra, text, tier):
+    lang = "zh" if re.search(r"[\u4e00-\u9fff]", text) else "en"
+    verdict = parse_verdict(text, lang, Vocabulary.from_toml(SHIPPED, extra))
+    assert (verdict.tier if verdict else "unrated") == tier
+
+
 @pytest.mark.parametrize(("extra", "text", "shipped", "mine"), [
     ('[followers]\nen = ["tonight"]', "Must read tonight, before the release.",
      ("unrated", None), ("must-read", None)),

@@ -69,31 +69,33 @@ class Vocabulary:
 
     @classmethod
     def from_toml(cls, *texts: str) -> Vocabulary:
-        """The vocabulary of these TOML documents, the later ones adding to the first;
+        """The vocabulary of these TOML documents, the later ones adding to the first (a
+        phrase one files under another tier or as ambiguous moves there);
         :class:`ValueError` says what is wrong with one."""
         words: dict[str, dict[str, Any]] = {}
+        phrases: dict[Lang, dict[str, str]] = {lang: {} for lang in LANGS}
+        negations: dict[Lang, set[str]] = {lang: set() for lang in LANGS}
         for text in texts:
             try:
                 data = tomllib.loads(text)
             except tomllib.TOMLDecodeError as exc:
                 raise ValueError(str(exc)) from None
             _merge(words, data)
-        tiers = words.get("tiers", {})
-        if unknown := [tier for tier in tiers if tier not in _TIERS]:
-            raise ValueError(f"[tiers.{unknown[0]}] is no tier ({', '.join(_TIERS)})")
-        phrases: dict[Lang, dict[str, str]] = {}
-        negations: dict[Lang, frozenset[str]] = {}
-        for lang in LANGS:  # later sections win: ambiguous over tiers, negations over both
-            found = {phrase: tier for tier, by_lang in tiers.items()
-                     for phrase in _list(by_lang, lang, f"tiers.{tier}")}
-            found.update(dict.fromkeys(_list(words.get("ambiguous", {}), lang, "ambiguous"),
-                                       AMBIGUOUS))
-            negated = _tiers_of(words.get("negations", {}).get(lang, {}), f"negations.{lang}")
-            phrases[lang] = {_fold(p, lang): t for p, t in {**found, **negated}.items()}
-            negations[lang] = frozenset(_fold(phrase, lang) for phrase in negated)
+            tiers = data.get("tiers", {})
+            if unknown := [tier for tier in tiers if tier not in _TIERS]:
+                raise ValueError(f"[tiers.{unknown[0]}] is no tier ({', '.join(_TIERS)})")
+            for lang in LANGS:  # later sections win: ambiguous over tiers, negations over both
+                found = {phrase: tier for tier, by_lang in tiers.items()
+                         for phrase in _list(by_lang, lang, f"tiers.{tier}")}
+                found.update(dict.fromkeys(_list(data.get("ambiguous", {}), lang, "ambiguous"),
+                                           AMBIGUOUS))
+                negated = _tiers_of(data.get("negations", {}).get(lang, {}), f"negations.{lang}")
+                phrases[lang].update((_fold(p, lang), t) for p, t in {**found, **negated}.items())
+                negations[lang] -= {_fold(phrase, lang) for phrase in found}
+                negations[lang] |= {_fold(phrase, lang) for phrase in negated}
         return cls(
             phrases=phrases,
-            negations=negations,
+            negations={lang: frozenset(found) for lang, found in negations.items()},
             levels={lang: _tiers_of(words.get("levels", {}).get(lang, {}), f"levels.{lang}")
                     for lang in LANGS},
             ratings=_tiers_of(words.get("ratings", {}), "ratings"),
