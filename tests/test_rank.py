@@ -13,7 +13,7 @@ from pipeline.core.issue.collect import group_week, merge, parse_feed
 from pipeline.core.issue.rank import TIERS, ordered, rank, reading_minutes
 from pipeline.core.issue.verdict import Vocabulary, parse_verdict
 from pipeline.core.shipped import templates_dir
-from pipeline.model import PullFacts
+from pipeline.model import Lang, PullFacts
 from pipeline.week import parse_week
 
 WEEK = parse_week("2026-W48", "Asia/Shanghai")
@@ -184,7 +184,7 @@ def test_reading_minutes_count_characters_and_words_alike():
 ])
 def test_an_operators_phrases_are_read_and_move_shipped_ones(extra, text, tier):
     """A negation is read as one (its "but" still counts); a phrase filed elsewhere moves."""
-    lang = "zh" if re.search(r"[\u4e00-\u9fff]", text) else "en"
+    lang: Lang = "zh" if re.search(r"[\u4e00-\u9fff]", text) else "en"
     verdict = parse_verdict(text, lang, Vocabulary.from_toml(SHIPPED, extra))
     assert (verdict.tier if verdict else "unrated") == tier
 
