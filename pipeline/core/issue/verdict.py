@@ -331,8 +331,10 @@ class _Reader:
         if rating:
             stars = len(rating["stars"]) if rating["stars"] else int(rating["score"])
             tier = self.words.ratings.get(str(stars))
+            if tier is None:
+                return None
             return Verdict(tier, rating[0].strip(), self.lang, None,
-                           clause=self._clause(start, rating.end())) if tier else None
+                           clause=self._clause(start, rating.end()))
         words = self.words.levels[self.lang]
         found = self._match(words, pos)
         if found and self._ends_phrase(found.end(), end):
