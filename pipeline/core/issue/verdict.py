@@ -398,7 +398,7 @@ class _Reader:
             return False  # "skimming", "medium-sized"
         if not rest[0].isspace():
             return True  # punctuation
-        last = self.masked[:at].split()[-1].lower() if self.masked[:at].split() else ""
+        last = (self.masked[:at].split() or [""])[-1]
         word = re.match(r"\s*([A-Za-z']+)", rest)
         return word is None or self._is(word[1], "followers") or self._is(last, "followers")
 
@@ -436,10 +436,9 @@ class _Reader:
     def _but_clause(self, at: int, end: int) -> str | None:
         """"Not a must-read, but a solid medium-priority read": what the but clause says; a
         but that recommends without a tier ("…，但值得花十分钟看看") is a medium."""
-        opener = self.lists["scopes"]
         while (at := _end_of_clause(self.masked, at, end)) < end:
             at = self._skip(at + 1, " ")
-            but = self._match(opener, at)
+            but = self._match(self.lists["scopes"], at)
             if not but:
                 continue
             stop = _end_of_clause(self.masked, but.end(), end)
