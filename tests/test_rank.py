@@ -196,6 +196,7 @@ def test_an_operators_phrases_are_read_and_move_shipped_ones(extra, text, tier):
      ("must-read", None), ("skim", "if you run ROCm")),
 ])
 def test_what_may_follow_or_restrict_a_phrase_is_vocabulary_too(extra, text, shipped, mine):
+    """An operator's followers and restricting words count as the shipped ones do."""
     def read(*vocabulary):
         verdict = parse_verdict(text, "en", *vocabulary)
         return (verdict.tier, verdict.condition) if verdict else ("unrated", None)
