@@ -13,7 +13,7 @@ from pipeline.core.issue.collect import group_week, merge, parse_feed
 from pipeline.core.issue.rank import TIERS, ordered, rank, reading_minutes
 from pipeline.core.issue.verdict import Vocabulary, parse_verdict
 from pipeline.core.shipped import templates_dir
-from pipeline.model import PullFacts
+from pipeline.model import Lang, PullFacts
 from pipeline.week import parse_week
 
 WEEK = parse_week("2026-W48", "Asia/Shanghai")
@@ -60,13 +60,6 @@ def test_the_corpus_is_large_and_holds_every_tier_and_both_languages():
 def test_each_opening_reads_as_a_careful_editor_reads_it(tier, lang, text):
     verdict = parse_verdict(text, lang)
     assert (verdict.tier if verdict else "unrated") == tier, verdict
-
-
-def test_scoped_verdict_keeps_its_tier_and_scope_in_both_languages():
-    zh = parse_verdict("值得精读，但只需读 27 行中的 fixture 本体。关注三点…", "zh")
-    en = parse_verdict("Must read, but only the 27 lines of the fixture itself. Focus…", "en")
-    assert zh and zh.tier == "must-read" and zh.scope == "只需读 27 行中的 fixture 本体"
-    assert en and en.tier == "must-read" and en.scope == "only the 27 lines of the fixture itself"
 
 
 def test_unrated_comes_last_and_is_flagged():
@@ -183,10 +176,33 @@ def test_reading_minutes_count_characters_and_words_alike():
     assert reading_minutes("") == 1
 
 
-def test_an_operators_negation_is_read_as_one_and_its_but_clause_still_counts():
-    words = Vocabulary.from_toml(SHIPPED, '[negations.zh]\n"未必精读" = "skim"\n')
-    verdict = parse_verdict("未必精读，但值得中等优先级阅读。", "zh", words)
-    assert verdict is not None and verdict.tier == "medium"
+@pytest.mark.parametrize(("extra", "text", "tier"), [
+    ('[negations.zh]\n"未必精读" = "skim"', "未必精读，但值得中等优先级阅读。", "medium"),
+    ('[tiers.skim]\nen = ["worth a look"]', "Worth a look, small fix.", "skim"),
+    ('[ambiguous]\nen = ["must read"]', "Must read, it moves the scheduler.", "unrated"),
+    ('[tiers.medium]\nzh = ["非必读"]', "非必读，但改动很小。", "medium"),
+])
+def test_an_operators_phrases_are_read_and_move_shipped_ones(extra, text, tier):
+    """A negation is read as one (its "but" still counts); a phrase filed elsewhere moves."""
+    lang: Lang = "zh" if re.search(r"[\u4e00-\u9fff]", text) else "en"
+    verdict = parse_verdict(text, lang, Vocabulary.from_toml(SHIPPED, extra))
+    assert (verdict.tier if verdict else "unrated") == tier
+
+
+@pytest.mark.parametrize(("extra", "text", "shipped", "mine"), [
+    ('[followers]\nen = ["tonight"]', "Must read tonight, before the release.",
+     ("unrated", None), ("must-read", None)),
+    ('[modals]\nen_restricting = ["just"]', "Just a must-read if you run ROCm.",
+     ("must-read", None), ("skim", "if you run ROCm")),
+])
+def test_what_may_follow_or_restrict_a_phrase_is_vocabulary_too(extra, text, shipped, mine):
+    """An operator's followers and restricting words count as the shipped ones do."""
+    def read(*vocabulary):
+        verdict = parse_verdict(text, "en", *vocabulary)
+        return (verdict.tier, verdict.condition) if verdict else ("unrated", None)
+
+    assert read() == shipped
+    assert read(Vocabulary.from_toml(SHIPPED, extra)) == mine
 
 
 def test_an_operators_vocabulary_adds_phrases_and_a_bad_one_is_a_config_error(settings,
@@ -254,6 +270,9 @@ def test_the_week_is_questioned_when_one_tier_holds_most_or_many_are_unrated():
 
 
 @pytest.mark.parametrize(("text", "lang", "scope"), [
+    ("值得精读，但只需读 27 行中的 fixture 本体。关注三点…", "zh", "只需读 27 行中的 fixture 本体"),
+    ("Must read, but only the 27 lines of the fixture itself. Focus…", "en",
+     "only the 27 lines of the fixture itself"),
     ("值得精读，但只需看 `block_pool.py` 中的两处改动。关注三点…", "zh",
      "只需看 `block_pool.py` 中的两处改动"),
     ("值得精读（但只需看 `vllm/v1/core/sched/scheduler.py`）。其余是样板。", "zh",
@@ -263,6 +282,6 @@ def test_the_week_is_questioned_when_one_tier_holds_most_or_many_are_unrated():
     ("Worth a close read — but only the two hunks in `kv_cache.py`; skip the tests.", "en",
      "only the two hunks in `kv_cache.py`"),
 ])
-def test_a_scope_keeps_its_code_spans_whole_and_may_sit_in_brackets(text, lang, scope):
+def test_a_scope_keeps_its_tier_and_code_spans_and_may_sit_in_brackets(text, lang, scope):
     verdict = parse_verdict(text, lang)
     assert verdict is not None and verdict.tier == "must-read" and verdict.scope == scope

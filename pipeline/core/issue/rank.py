@@ -116,11 +116,9 @@ def ordered(items: Sequence[Item]) -> list[Item]:
     """``items`` in reading order: full reads before scoped ones, then the bigger change
     (GitHub's lines changed when every item of the tier has them, else the review's length),
     then the PR number; each ``why`` ends with the rule that placed it."""
-    by_tier: dict[str, list[Item]] = {}
-    for item in sorted(items, key=lambda item: TIER_NAMES.index(item.tier)):
-        by_tier.setdefault(item.tier, []).append(item)
     result: list[Item] = []
-    for group in by_tier.values():
+    for tier in TIER_NAMES:
+        group = [item for item in items if item.tier == tier]
         sized = all(item.github is not None for item in group)
         sizes = {item.pr: _lines_changed(item) if sized else _review_minutes(item)
                  for item in group}
@@ -143,16 +141,14 @@ def _review_minutes(item: Item) -> float:
 def _with_order(item: Item, sized: bool, size: float) -> Item:
     reason = item.reason or item.why
     if sized:
-        lines = int(size)
-        zh = (f"同档内先读全文、再读限定范围的，再按改动行数从多到少"
-              f"（本 PR {lines:,} 行，据 GitHub）")
-        en = (f"within the tier, full reads before scoped ones, then the bigger change first "
-              f"(this PR: {lines:,} lines changed, per GitHub)")
+        zh = f"再按改动行数从多到少（本 PR {int(size):,} 行，据 GitHub）"
+        en = f"then the bigger change first (this PR: {int(size):,} lines changed, per GitHub)"
     else:
-        zh = f"同档内先读全文、再读限定范围的，再按评审篇幅从长到短（本篇约 {size:.1f} 分钟）"
-        en = (f"within the tier, full reads before scoped ones, then the longer review first "
-              f"(this one: about {size:.1f} min)")
-    return replace(item, reason=reason, why=Pair(f"{reason.zh}；{zh}", f"{reason.en}; {en}"))
+        zh = f"再按评审篇幅从长到短（本篇约 {size:.1f} 分钟）"
+        en = f"then the longer review first (this one: about {size:.1f} min)"
+    return replace(item, reason=reason, why=Pair(
+        f"{reason.zh}；同档内先读全文、再读限定范围的，{zh}",
+        f"{reason.en}; within the tier, full reads before scoped ones, {en}"))
 
 
 def _editor_texts(texts: dict[Lang, Text], entry: EditorEntry | None) -> dict[Lang, Text]:
@@ -163,11 +159,8 @@ def _editor_texts(texts: dict[Lang, Text], entry: EditorEntry | None) -> dict[La
     for lang, given in entry.texts.items():
         feed = texts.get(lang)
         title = given.title or (feed.title if feed else None)
-        body_html: str | None
-        if given.body:
-            body_html = clean_html(text_to_html(given.body))
-        else:
-            body_html = feed.body_html if feed else None
+        body_html = (clean_html(text_to_html(given.body)) if given.body
+                     else feed.body_html if feed else None)
         if title and body_html:
             merged[lang] = Text(title, body_html, html_to_text(body_html), "editor")
     return merged
@@ -313,55 +306,61 @@ def _split_categories(terms: Sequence[str]) -> tuple[str | None, tuple[str, ...]
     return priority, tuple(sorted(areas))
 
 
-_LANG_NAME = Pair({"zh": "中文", "en": "英文"}, {"zh": "Chinese", "en": "English"})
+_LANG_NAME = {"zh": "中文", "en": "英文"}
 
 
 def _why(tier: str, source: str, verdict: Verdict | None, priority: str | None,
          texts: dict[Lang, Text], original: Lang, agreeing: Verdict | None = None
          ) -> Pair[str]:
-    """Why the tier, quoting the whole opening clause it was read from, so an editor can spot a
-    misreading. The English never quotes Chinese: it names the Chinese verdict's tier instead."""
-    label = TIER_BY_NAME[tier].label
+    """Why the tier: who set it, or the verdict it was read from."""
     if source == "editor":
-        return Pair(f"{label.zh}：由编辑指定（本周编辑文件）",
-                    f"{label.en}: set by the editor (this week's editor's file)")
-    if source == "category":
-        return Pair(f"{label.zh}：由订阅源分类 priority:{priority} 指定",
-                    f"{label.en}: set by the feed category priority:{priority}")
-    if source == "verdict" and verdict:
-        lang_zh, lang_en = _LANG_NAME.zh[verdict.lang], _LANG_NAME.en[verdict.lang]
-        borrowed_zh = "（原文评审没有结论）" if verdict.lang != original else ""
-        borrowed_en = " (the original review names none)" if verdict.lang != original else ""
-        zh = f"{label.zh}：{lang_zh}评审开篇写道「{verdict.clause}」{borrowed_zh}"
-        english = verdict if verdict.lang == "en" else agreeing
-        if english:
-            whose = "English" if english is verdict else "English version of the"
-            en = f"{label.en}: the {whose} review opens “{english.clause}”{borrowed_en}"
-        else:
-            tier_word = TIER_BY_NAME[verdict.tier].label.en.lower()
-            en = f"{label.en}: the {lang_en} review opens with a {tier_word} verdict{borrowed_en}"
-        if verdict.condition:
-            zh += f"，只对部分读者（{verdict.condition}）而言如此；按对其他读者的说法排"
-            en += (" that holds for some readers only; ranked by what it says for everyone "
-                   "else")
-        elif verdict.scope:
-            zh += f"（限定范围：{verdict.scope}）"
-            en_scope = english.scope if english else None
-            en += f" (scoped: {en_scope})" if en_scope else " (scoped to part of the PR)"
-        return Pair(zh, en)
-    if verdict:  # a phrase that reads more than one way
-        zh = (f"{label.zh}：{_LANG_NAME.zh[verdict.lang]}评审开篇「{verdict.clause}」"
-              "可作多种理解，排在最后")
-        en = (f"{label.en}: the opening “{verdict.clause}” reads more than one way, so it "
-              "comes last" if verdict.lang == "en" else
-              f"{label.en}: the Chinese review's opening reads more than one way, so it comes "
-              "last")
-        return Pair(zh, en)
+        zh, en = "由编辑指定（本周编辑文件）", "set by the editor (this week's editor's file)"
+    elif source == "category":
+        zh = f"由订阅源分类 priority:{priority} 指定"
+        en = f"set by the feed category priority:{priority}"
+    elif source == "verdict" and verdict:
+        zh, en = _why_verdict(verdict, original, agreeing)
+    else:
+        zh, en = _why_unrated(verdict, texts)
+    label = TIER_BY_NAME[tier].label
+    return Pair(f"{label.zh}：{zh}", f"{label.en}: {en}")
+
+
+def _why_verdict(verdict: Verdict, original: Lang, agreeing: Verdict | None
+                 ) -> tuple[str, str]:
+    """The whole opening clause the tier was read from, so an editor can spot a misreading.
+    The English never quotes Chinese: it names the Chinese verdict's tier instead."""
+    zh = f"{_LANG_NAME[verdict.lang]}评审开篇写道「{verdict.clause}」"
+    english = verdict if verdict.lang == "en" else agreeing
+    if english:
+        whose = "English" if english is verdict else "English version of the"
+        en = f"the {whose} review opens “{english.clause}”"
+    else:
+        tier_word = TIER_BY_NAME[verdict.tier].label.en.lower()
+        en = f"the Chinese review opens with a {tier_word} verdict"
+    if verdict.lang != original:
+        zh += "（原文评审没有结论）"
+        en += " (the original review names none)"
+    if verdict.condition:
+        zh += f"，只对部分读者（{verdict.condition}）而言如此；按对其他读者的说法排"
+        en += " that holds for some readers only; ranked by what it says for everyone else"
+    elif verdict.scope:
+        zh += f"（限定范围：{verdict.scope}）"
+        en_scope = english.scope if english else None
+        en += f" (scoped: {en_scope})" if en_scope else " (scoped to part of the PR)"
+    return zh, en
+
+
+def _why_unrated(verdict: Verdict | None, texts: dict[Lang, Text]) -> tuple[str, str]:
+    """Why no tier: a phrase that reads more than one way, or an opening that names none."""
+    if verdict:
+        opening = (f"the opening “{verdict.clause}”" if verdict.lang == "en"
+                   else "the Chinese review's opening")
+        return (f"{_LANG_NAME[verdict.lang]}评审开篇「{verdict.clause}」可作多种理解，排在最后",
+                f"{opening} reads more than one way, so it comes last")
     zh_text, en_text = texts.get("zh"), texts.get("en")
     zh_open = opening_of(zh_text.body_text) if zh_text else ""
     en_open = opening_of(en_text.body_text) if en_text else ""
-    zh = (f"{label.zh}：评审开篇是「{zh_open or en_open}」，没有可识别的结论，排在最后")
-    en = (f"{label.en}: the review opens “{en_open}”, which names no tier, so it comes last"
-          if en_open else
-          f"{label.en}: the Chinese review's opening names no tier, so it comes last")
-    return Pair(zh, en)
+    return (f"评审开篇是「{zh_open or en_open}」，没有可识别的结论，排在最后",
+            f"the review opens “{en_open}”, which names no tier, so it comes last" if en_open
+            else "the Chinese review's opening names no tier, so it comes last")

@@ -38,94 +38,70 @@ _RATING = re.compile(r"(?P<stars>[★⭐]{1,5})[☆✩]*(?:\s*[(（]\s*\d\s*/\s*
                      r"|(?P<score>[0-5])\s*/\s*5\b")
 #: Markdown emphasis and strike marks, read as nothing outside code.
 _EMPHASIS = re.compile(r"\*+|__+|~~")
-#: Words that may follow an English verdict phrase and keep it the verdict ("must-read for
-#: anyone…", "skim the tests"); any other word makes the phrase part of a longer subject
-#: ("must-read material is thin").
-_EN_NEXT = frozenset({
-    "for", "if", "but", "though", "although", "especially", "particularly", "unless", "only",
-    "to", "here", "overall", "as", "at", "with", "because", "since", "given", "in", "on", "and",
-    "or", "the", "this", "it", "its", "these", "through", "over", "pr", "prs", "change",
-    "changes", "patch", "fix", "one", "so", "now", "today", "too", "also", "anyway", "all",
-    "whole", "entirely", "mostly",
-})
 #: Chinese that turns a verdict phrase into an attribute ("值得精读的部分…"), except when
 #: what it qualifies is the PR itself ("值得精读的 PR").
 _ZH_ATTRIBUTE = re.compile(
     r"^(?:的|之|地)(?!\s*(?:一个|这个|小|大|简单|中等)?\s*(?:pr|PR|改动|修复|提交|补丁|变更|优化|重构|"
     r"功能|特性))")
-_ZH_NOUN_AFTER = ("清单", "列表", "标签", "名单", "书目", "榜", "部分", "内容", "价值",
-                  "程度", "项")
+
+
+#: The word lists of verdicts.toml the grammar reads, each as (section, key suffix): its
+#: phrases are ``[section] zh<suffix>`` and ``en<suffix>``, its name ``section<suffix>``.
+_LISTS = (("labels", ""), ("prefaces", ""), ("prefaces", "_links"), ("modals", ""),
+          ("modals", "_restricting"), ("followers", ""), ("subject_nouns", ""),
+          ("negators", ""), ("recommends", ""), ("answers", "_yes"), ("answers", "_no"),
+          ("conditions", ""), ("soft_conditions", ""), ("otherwise", ""), ("scopes", ""),
+          ("scopes", "_limits"))
 
 
 @dataclass(frozen=True)
 class Vocabulary:
     """The words of ``templates/verdicts.toml`` (and an operator's additions), per language."""
 
-    #: Phrase → tier (or :data:`AMBIGUOUS`), negations included.
+    #: Phrase (folded) → tier (or :data:`AMBIGUOUS`), negations included.
     phrases: Mapping[Lang, Mapping[str, str]]
-    labels: Mapping[Lang, tuple[str, ...]]
-    levels: Mapping[Lang, Mapping[str, str]]
-    ratings: Mapping[str, str]
-    recommends: Mapping[Lang, tuple[str, ...]]
-    prefaces: Mapping[Lang, tuple[str, ...]]
-    links: Mapping[Lang, tuple[str, ...]]
-    modals: Mapping[Lang, tuple[str, ...]]
-    negators: Mapping[Lang, tuple[str, ...]]
-    answers_yes: Mapping[Lang, tuple[str, ...]]
-    answers_no: Mapping[Lang, tuple[str, ...]]
-    conditions: Mapping[Lang, tuple[str, ...]]
-    soft_conditions: Mapping[Lang, tuple[str, ...]]
-    otherwise: Mapping[Lang, tuple[str, ...]]
-    scope_openers: Mapping[Lang, tuple[str, ...]]
-    scope_limits: Mapping[Lang, tuple[str, ...]]
     #: The phrases listed as negations ("非必读"), folded: a verdict that negates itself.
     negations: Mapping[Lang, frozenset[str]]
+    levels: Mapping[Lang, Mapping[str, str]]
+    ratings: Mapping[str, str]
+    #: Each list of :data:`_LISTS` by its name ("modals", "answers_yes").
+    lists: Mapping[Lang, Mapping[str, tuple[str, ...]]]
 
     @classmethod
     def from_toml(cls, *texts: str) -> Vocabulary:
-        """The vocabulary of these TOML documents, the later ones adding to the first;
+        """The vocabulary of these TOML documents, the later ones adding to the first (a
+        phrase one files under another tier or as ambiguous moves there);
         :class:`ValueError` says what is wrong with one."""
         words: dict[str, dict[str, Any]] = {}
+        phrases: dict[Lang, dict[str, str]] = {lang: {} for lang in LANGS}
+        negations: dict[Lang, set[str]] = {lang: set() for lang in LANGS}
         for text in texts:
             try:
                 data = tomllib.loads(text)
             except tomllib.TOMLDecodeError as exc:
                 raise ValueError(str(exc)) from None
             _merge(words, data)
-        phrases: dict[Lang, dict[str, str]] = {lang: {} for lang in LANGS}
-        negations: dict[Lang, frozenset[str]] = {}
-        for tier, by_lang in words.get("tiers", {}).items():
-            if tier not in _TIERS:
-                raise ValueError(f"[tiers.{tier}] is no tier "
-                                  f"({', '.join(_TIERS)})")
-            for lang in LANGS:
-                phrases[lang].update(dict.fromkeys(_list(by_lang, lang, f"tiers.{tier}"), tier))
-        for lang in LANGS:
-            phrases[lang].update(dict.fromkeys(_list(words.get("ambiguous", {}), lang,
-                                                     "ambiguous"), AMBIGUOUS))
-            negated = _tiers_of(words.get("negations", {}).get(lang, {}), f"negations.{lang}")
-            phrases[lang].update(negated)
-            negations[lang] = frozenset(_fold(phrase, lang) for phrase in negated)
-        section = words.get
-
-        def lists(name: str, key: str = "") -> dict[Lang, tuple[str, ...]]:
-            return {lang: _list(section(name, {}), f"{lang}{key}", name) for lang in LANGS}
-
+            tiers = data.get("tiers", {})
+            if unknown := [tier for tier in tiers if tier not in _TIERS]:
+                raise ValueError(f"[tiers.{unknown[0]}] is no tier ({', '.join(_TIERS)})")
+            for lang in LANGS:  # later sections win: ambiguous over tiers, negations over both
+                found = {phrase: tier for tier, by_lang in tiers.items()
+                         for phrase in _list(by_lang, lang, f"tiers.{tier}")}
+                found.update(dict.fromkeys(_list(data.get("ambiguous", {}), lang, "ambiguous"),
+                                           AMBIGUOUS))
+                negated = _tiers_of(data.get("negations", {}).get(lang, {}), f"negations.{lang}")
+                phrases[lang].update((_fold(p, lang), t) for p, t in {**found, **negated}.items())
+                negations[lang] -= {_fold(phrase, lang) for phrase in found}
+                negations[lang] |= {_fold(phrase, lang) for phrase in negated}
         return cls(
-            phrases={lang: {_fold(p, lang): t for p, t in found.items()}
-                     for lang, found in phrases.items()},
-            labels=lists("labels"),
-            levels={lang: _tiers_of(section("levels", {}).get(lang, {}), f"levels.{lang}")
+            phrases=phrases,
+            negations={lang: frozenset(found) for lang, found in negations.items()},
+            levels={lang: _tiers_of(words.get("levels", {}).get(lang, {}), f"levels.{lang}")
                     for lang in LANGS},
-            prefaces=lists("prefaces"), links=lists("prefaces", "_links"),
-            modals=lists("modals"), negators=lists("negators"),
-            ratings=_tiers_of(section("ratings", {}), "ratings"),
-            recommends=lists("recommends"),
-            answers_yes=lists("answers", "_yes"), answers_no=lists("answers", "_no"),
-            conditions=lists("conditions"), soft_conditions=lists("soft_conditions"),
-            otherwise=lists("otherwise"),
-            scope_openers=lists("scopes"), scope_limits=lists("scopes", "_limits"),
-            negations=negations,
+            ratings=_tiers_of(words.get("ratings", {}), "ratings"),
+            lists={lang: {section + suffix: _list(words.get(section, {}), lang + suffix, section)
+                          for section, suffix in _LISTS}
+                   for lang in LANGS},
         )
 
 
@@ -177,6 +153,7 @@ class _Reader:
 
     def __init__(self, text: str, lang: Lang, vocabulary: Vocabulary) -> None:
         self.text, self.lang, self.words = text, lang, vocabulary
+        self.lists = vocabulary.lists[lang]
         # Positions stay those of ``text``: code and emphasis are masked, not removed.
         self.masked = _EMPHASIS.sub(lambda m: " " * len(m[0]), _masked(text))
 
@@ -203,12 +180,8 @@ class _Reader:
 
     def _quotes_a_verdict(self, start: int, end: int) -> bool:
         """Whether the sentence quotes a verdict phrase (“…calls this a "must-read"…”)."""
-        for at in range(start + 1, end):
-            if self.masked[at - 1] in _OPEN_QUOTES:
-                found = self._phrase_at(at, end, boundary=False)
-                if found and found[0] in _TIERS:
-                    return True
-        return False
+        return any(self.masked[at - 1] in _OPEN_QUOTES
+                   for at, _, _ in self._tiers_in(start + 1, end))
 
     def _is_question(self, start: int, end: int) -> bool:
         return bool(_QUESTION.search(self.masked[start:end + 1].rstrip()))
@@ -226,8 +199,8 @@ class _Reader:
         if asked is None:
             return None
         pos = self._past_decoration(start, end)
-        for words, yes in ((self.words.answers_no, False), (self.words.answers_yes, True)):
-            found = self._match(words[self.lang], pos)
+        for name, yes in (("answers_no", False), ("answers_yes", True)):
+            found = self._match(self.lists[name], pos)
             if found and self._ends_phrase(found.end(), end, loose=True):
                 tier = asked if yes else _negated(asked)
                 if tier is None:
@@ -253,8 +226,8 @@ class _Reader:
         if labelled and (level := self._level(start, pos, end)):
             return level
         pos = self._past_preface(pos, end)
-        if (self._match(self.words.conditions[self.lang], pos)
-                or self._match(self.words.soft_conditions[self.lang], pos)):
+        if (self._match(self.lists["conditions"], pos)
+                or self._match(self.lists["soft_conditions"], pos)):
             return self._conditional(start, pos, end)
         found = self._phrase_after_modal(pos, end)
         if found is None and first:  # "重点看三处设计：值得精读": a later clause of the first
@@ -275,9 +248,9 @@ class _Reader:
         if found is None:
             found = self._negated_phrase(pos, end)
         if found is None:
-            modal = self._match(self.words.modals[self.lang], pos)
+            modal = self._match(self.lists["modals"], pos)
             if modal:
-                restricts = _fold(modal[0], self.lang) in ("only", "仅", "只")
+                restricts = self._is(modal[0], "modals_restricting")
                 pos = self._skip(modal.end(), " ")
                 found = self._phrase_at(pos, end)
         return (pos, found[0], found[1], restricts) if found else None
@@ -334,7 +307,7 @@ class _Reader:
     def _past_labels(self, pos: int, end: int) -> tuple[int, bool]:
         labelled = False
         for _ in range(3):
-            label = self._match(self.words.labels[self.lang], pos)
+            label = self._match(self.lists["labels"], pos)
             if not label:
                 break
             after = pos + label.end() - label.start()
@@ -370,12 +343,12 @@ class _Reader:
         return None
 
     def _past_preface(self, pos: int, end: int) -> int:
-        preface = self._match(self.words.prefaces[self.lang], pos)
+        preface = self._match(self.lists["prefaces"], pos)
         if not preface:
             return pos
         after = self._skip(preface.end(), ",，:： ")
         for _ in range(3):
-            link = self._match(self.words.links[self.lang], after)
+            link = self._match(self.lists["prefaces_links"], after)
             if not link or not link[0].strip():
                 break
             after = self._skip(link.end(), ",，:： ")
@@ -387,23 +360,23 @@ class _Reader:
         found = self._match(phrases, pos)
         if not found or found.end() > end:
             return None
-        if not boundary:
-            return phrases[_fold(found[0], self.lang)], found.end()
-        if not self._ends_phrase(found.end(), end):
+        if boundary and not self._ends_phrase(found.end(), end):
             return (_SUBJECT, found.end()) if self._subject_use(found.end()) else None
         return phrases[_fold(found[0], self.lang)], found.end()
 
-    def _tiers_in(self, start: int, stop: int) -> Iterator[tuple[int, str, int]]:
-        """Each tier phrase between ``start`` and ``stop``, anywhere: (start, tier, end)."""
+    def _tiers_in(self, start: int, stop: int, ambiguous: bool = False
+                  ) -> Iterator[tuple[int, str, int]]:
+        """Each tier phrase between ``start`` and ``stop``, anywhere: (start, tier, end);
+        with ``ambiguous``, each phrase that reads more than one way too."""
         for at in range(start, stop):
             found = self._phrase_at(at, stop, boundary=False)
-            if found and found[0] in _TIERS:
+            if found and (ambiguous or found[0] in _TIERS):
                 yield at, found[0], found[1]
 
     def _negated_phrase(self, pos: int, end: int) -> tuple[str, int] | None:
         """A negator and the verdict phrase it negates in its clause ("不必作为必读", "don't
         skim this one"): the tier that reading gives, and where the phrase ends."""
-        negator = self._match(self.words.negators[self.lang], pos)
+        negator = self._match(self.lists["negators"], pos)
         if not negator or not self._ends_phrase(negator.end(), end, loose=True):
             return None
         stop = _end_of_clause(self.masked, negator.end(), end)
@@ -420,26 +393,32 @@ class _Reader:
         if not rest.strip() or rest[0] in _CLOSE_QUOTES:
             return not rest.strip() or rest[1:2] in ("", *",，;；:：。.!！)）")
         if self.lang == "zh":
-            return not (_ZH_ATTRIBUTE.match(rest) or rest.lstrip().startswith(_ZH_NOUN_AFTER))
+            return not self._zh_subject(rest)
         if rest[0].isalnum() or (rest[:2].startswith("-") and rest[1:2].isalnum()):
             return False  # "skimming", "medium-sized"
         if not rest[0].isspace():
             return True  # punctuation
-        last = self.masked[:at].split()[-1].lower() if self.masked[:at].split() else ""
+        last = (self.masked[:at].split() or [""])[-1]
         word = re.match(r"\s*([A-Za-z']+)", rest)
-        return word is None or word[1].lower() in _EN_NEXT or last in _EN_NEXT
+        return word is None or self._is(word[1], "followers") or self._is(last, "followers")
 
     def _subject_use(self, at: int) -> bool:
         rest = self.masked[at:]
         if self.lang == "zh":
-            return bool(_ZH_ATTRIBUTE.match(rest) or rest.lstrip().startswith(_ZH_NOUN_AFTER))
+            return self._zh_subject(rest)
         return bool(re.match(r"\s+[A-Za-z]", rest))
+
+    def _zh_subject(self, rest: str) -> bool:
+        """Whether what follows a Chinese phrase makes it part of a subject ("值得精读的部分",
+        "必读清单")."""
+        nouns = _pattern(self.lists["subject_nouns"], self.lang)
+        return bool(_ZH_ATTRIBUTE.match(rest) or nouns.match(rest.lstrip()))
 
     def _is_negation(self, pos: int, phrase_end: int) -> bool:
         """Whether the verdict negates itself: a listed negation, or a negator opens it."""
         phrase = _fold(self.masked[pos:phrase_end], self.lang)
         return (phrase in self.words.negations[self.lang]
-                or bool(self._match(self.words.negators[self.lang], pos)))
+                or bool(self._match(self.lists["negators"], pos)))
 
     def _later_clause(self, at: int, end: int) -> Verdict | None:
         """A later clause of the sentence that opens with a verdict: after a phrase used as
@@ -447,7 +426,7 @@ class _Reader:
         while (at := _end_of_clause(self.masked, at, end)) < end:
             at += 1
             start = self._past_decoration(self._skip(at, " "), end)
-            but = self._match(self.words.scope_openers[self.lang], start)
+            but = self._match(self.lists["scopes"], start)
             pos = self._past_preface(self._skip(but.end(), " ,，") if but else start, end)
             found = self._phrase_after_modal(pos, end)
             if found and found[1] is not _SUBJECT:
@@ -457,18 +436,16 @@ class _Reader:
     def _but_clause(self, at: int, end: int) -> str | None:
         """"Not a must-read, but a solid medium-priority read": what the but clause says; a
         but that recommends without a tier ("…，但值得花十分钟看看") is a medium."""
-        opener = self.words.scope_openers[self.lang]
         while (at := _end_of_clause(self.masked, at, end)) < end:
             at = self._skip(at + 1, " ")
-            but = self._match(opener, at)
+            but = self._match(self.lists["scopes"], at)
             if not but:
                 continue
             stop = _end_of_clause(self.masked, but.end(), end)
-            for pos in range(but.end(), stop):
-                found = self._phrase_at(pos, stop, boundary=False)
-                if found:  # a tier, or a phrase that reads more than one way
-                    return found[0]
-            pattern = _pattern(self.words.recommends[self.lang], self.lang)
+            found = next(self._tiers_in(but.end(), stop, ambiguous=True), None)
+            if found:  # a tier, or a phrase that reads more than one way
+                return found[1]
+            pattern = _pattern(self.lists["recommends"], self.lang)
             if pattern.search(self.masked, but.end(), stop):
                 return "medium"
         return None
@@ -477,9 +454,9 @@ class _Reader:
         """A condition in the rest of the verdict's sentence ("…, but only if you maintain
         X", "（仅对…）"), as written; a soft one ("if you…") too after a restricting word
         ("Only worth a close read if you…")."""
-        words = self.words.conditions[self.lang]
+        words = self.lists["conditions"]
         if soft:
-            words = (*words, *self.words.soft_conditions[self.lang])
+            words = (*words, *self.lists["soft_conditions"])
         found = _pattern(words, self.lang).search(self.masked, at, end)
         if not found or self.masked[:found.start()].lower().endswith("if "):
             return None  # "worth a look, if only for the helper" names no readers
@@ -488,7 +465,7 @@ class _Reader:
 
     def _otherwise(self, at: int, end: int) -> str | None:
         """What a conditional verdict says for everyone else, if it says it."""
-        pattern = _pattern(self.words.otherwise[self.lang], self.lang)
+        pattern = _pattern(self.lists["otherwise"], self.lang)
         stop = _end_of_sentence(self.masked, _end_of_sentence(self.masked, at) + 1)
         found = pattern.search(self.masked, at, stop)
         if not found:
@@ -506,7 +483,7 @@ class _Reader:
         bracket = self.masked[pos:pos + 1] in ("(", "（")
         if bracket:
             pos = self._skip(pos + 1, " ")
-        opener = self._match(self.words.scope_openers[self.lang], pos)
+        opener = self._match(self.lists["scopes"], pos)
         if not opener and not bracket:
             return None
         start = self._skip(opener.end() if opener else pos, " ,，")
@@ -515,7 +492,7 @@ class _Reader:
             close = re.compile(r"[)）]").search(self.masked, start, end)
             stop = close.start() if close else end
         scope = self.text[start:stop].strip()
-        limits = self.words.scope_limits[self.lang]
+        limits = self.lists["scopes_limits"]
         if not scope or not any(_fold(w, self.lang) in _fold(scope, self.lang) for w in limits):
             return None  # a caveat ("但 PR 描述不完整"), not a limit
         return scope
@@ -536,6 +513,10 @@ class _Reader:
 
     def _match(self, words: Iterable[str], pos: int) -> re.Match[str] | None:
         return _pattern(tuple(words), self.lang).match(self.masked, pos)
+
+    def _is(self, word: str, name: str) -> bool:
+        """Whether ``word`` is, whole, one of the list ``name``."""
+        return bool(_pattern(self.lists[name], self.lang).fullmatch(word))
 
     def _skip(self, pos: int, chars: str) -> int:
         while pos < len(self.masked) and self.masked[pos] in chars:
