@@ -31,7 +31,7 @@ from subscribers.model import (
     new_subscriber_id,
     normalise_email,
 )
-from subscribers.store import Interests, OnceKeys, SubscriptionStore
+from subscribers.store import OnceKeys, SubscriptionStore
 from subscribers.store.rules import CONFIRMABLE
 from subscribers.tokens import Keys, Purpose, make_token, verify_token
 
@@ -101,11 +101,6 @@ class Subscriptions:
         self.policy = policy or Policy()
         self.bounces = Bounces(store, keys,
                                transient_limit=self.policy.transient_bounce_limit)
-
-    @property
-    def catalog(self) -> Interests:
-        """The areas the forms offer (the store as the catalog of areas)."""
-        return self.store
 
     @property
     def handled(self) -> OnceKeys:

@@ -20,7 +20,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import Response
 
 from pipeline.core.mail_in.ses_events import events_from
 from pipeline.errors import TransportError, Unconfirmed
@@ -138,7 +138,7 @@ class Routes:
     async def subscribe_page(self, asked: Asked) -> Response:
         """The form in the browser's language order, its layout preset to match unless the
         link names one (``?layout=en``)."""
-        known = await run_in_threadpool(self.subscriptions.catalog.known_areas)
+        known = await run_in_threadpool(self.subscriptions.store.known_areas)
         layout = chosen_layout(asked.request.query_params.get("layout"), "-".join(asked.langs))
         return self.pages.subscribe_form("", layout, langs=reading_order(layout), known=known)
 
@@ -164,7 +164,7 @@ class Routes:
         except (InvalidAddress, AreaChoiceError) as exc:
             page = ("invalid_email" if isinstance(exc, InvalidAddress)
                     else _AREA_PAGES[exc.reason])
-            known = await run_in_threadpool(self.subscriptions.catalog.known_areas)
+            known = await run_in_threadpool(self.subscriptions.store.known_areas)
             return self.pages.subscribe_form(email[:254], layout, page, 400, langs=langs,
                                              known=known, chosen=asked.areas)
         # The address's state is read only after the answer has gone.
@@ -208,9 +208,14 @@ class Routes:
         subscriber_id = self.subscriptions.expired_confirmation(asked.token, now)
         if not await self._client_allowed(asked):
             return self.pages.render("too_many", 429, langs=langs)
-        failed = await self._mailing(
-            lambda: self.subscriptions.resend(subscriber_id, now=now), "resend", langs)
-        return failed or self.pages.render("resent", langs=langs)
+        try:
+            await run_in_threadpool(lambda: self.subscriptions.resend(subscriber_id, now=now))
+        except Unconfirmed:
+            pass  # it may have left: "resent" is as true as anything
+        except TransportError as exc:
+            log.warning("resend: mail not sent: %s", type(exc).__name__)
+            return self.pages.render("unavailable", 503, langs=langs)
+        return self.pages.render("resent", langs=langs)
 
     # -- /unsubscribe ----------------------------------------------------------------------
 
@@ -261,48 +266,35 @@ class Routes:
     async def preferences(self, asked: Asked) -> Response:
         current = await run_in_threadpool(
             self.subscriptions.subscriber_for, asked.token, "preferences", asked.now)
-        change = self._preference_change(asked, current)
-        if change is None:
+        action = asked.form.get("action", "")
+        if action not in _SAVED or (action == "layout"
+                                    and asked.form.get("layout") not in LAYOUTS):
             return self.pages.plain("Unknown action", 400)
-        action, status = change
         try:
-            subscriber = await run_in_threadpool(action)
+            subscriber = await run_in_threadpool(self._change, action, asked, current)
         except AreaChoiceError as exc:
             return await self._preferences_page(current, asked.token, _AREA_LINES[exc.reason],
                                                 400, chosen=asked.areas)
-        return await self._preferences_page(subscriber, asked.token, status)
+        return await self._preferences_page(subscriber, asked.token, _SAVED[action])
 
-    def _preference_change(self, asked: Asked, current: Subscriber
-                           ) -> tuple[Callable[[], Subscriber], dict[str, str]] | None:
-        """What the preferences form asks for, and what the page then says. The areas change
-        only when the form showed them: a form without the boxes must not read as "follow none"."""
-        form, token, now = asked.form, asked.token, asked.now
-        subscriptions = self.subscriptions
-        action = form.get("action", "")
-        if action == "layout" and form.get("layout") in LAYOUTS:
-            layout = form["layout"]
-            shown = form.get("areas_shown") == "1"
-
-            def save() -> Subscriber:
-                areas = (subscriptions.choose_areas(asked.areas, held=current.areas)
-                         if shown else None)
-                return subscriptions.set_layout(token, layout, now=now, areas=areas)
-
-            return save, {"zh": "已保存", "en": "Saved"}
+    def _change(self, action: str, asked: Asked, current: Subscriber) -> Subscriber:
+        """Do what the preferences form asks. The areas change only when the form showed
+        them: a form without the boxes must not read as "follow none"."""
+        subscriptions, token, now = self.subscriptions, asked.token, asked.now
         if action == "unsubscribe":
-            return (lambda: subscriptions.unsubscribe_by_preferences(token, now=now),
-                    {"zh": "已退订", "en": "Unsubscribed"})
+            return subscriptions.unsubscribe_by_preferences(token, now=now)
         if action == "resubscribe":
-            return (lambda: subscriptions.resubscribe(token, client=asked.client, now=now),
-                    {"zh": "已重新订阅", "en": "Subscribed again"})
-        return None
+            return subscriptions.resubscribe(token, client=asked.client, now=now)
+        areas = (subscriptions.choose_areas(asked.areas, held=current.areas)
+                 if asked.form.get("areas_shown") == "1" else None)
+        return subscriptions.set_layout(token, asked.form["layout"], now=now, areas=areas)
 
     async def _preferences_page(self, subscriber: Subscriber, token: str,
                                 status: dict[str, str], status_code: int = 200, *,
                                 chosen: tuple[str, ...] | None = None) -> Response:
         """The preferences page in the subscriber's layout, their areas checked (after a
         refused pick, what was posted)."""
-        known = await run_in_threadpool(self.subscriptions.catalog.known_areas)
+        known = await run_in_threadpool(self.subscriptions.store.known_areas)
         refused = status_code >= 400
         return self.pages.render(
             "preferences", status_code, langs=reading_order(subscriber.layout),
@@ -390,24 +382,17 @@ class Routes:
         return await run_in_threadpool(self.subscriptions.client_allowed, asked.client,
                                        asked.now)
 
-    async def _mailing(self, action: Callable[[], object], what: str,
-                       langs: tuple[Lang, ...]) -> HTMLResponse | None:
-        """Run an action that sends a mail: None when it left (or may have), else the "try
-        again later" page."""
-        try:
-            await run_in_threadpool(action)
-        except Unconfirmed:
-            pass
-        except TransportError as exc:
-            log.warning("%s: mail not sent: %s", what, type(exc).__name__)
-            return self.pages.render("unavailable", 503, langs=langs)
-        return None
-
     def _preferences_link(self, subscriber_id: str, now: datetime) -> Link:
         return Link(self.subscriptions.link("preferences", "preferences", subscriber_id, now),
                     "订阅设置", "Your preferences")
 
 
+#: The preferences form's actions, and what the page then says.
+_SAVED = {
+    "layout": {"zh": "已保存", "en": "Saved"},
+    "unsubscribe": {"zh": "已退订", "en": "Unsubscribed"},
+    "resubscribe": {"zh": "已重新订阅", "en": "Subscribed again"},
+}
 #: The subscribe form's page for a refused pick of areas, by AreaChoiceError.reason.
 _AREA_PAGES = {"unknown": "unknown_area", "too-many": "too_many_areas"}
 #: The preferences page's status line for the same.
