@@ -77,7 +77,7 @@ class Asked:
 
     @property
     def client(self) -> str | None:
-        return _client_of(self.request)
+        return self.request.client.host if self.request.client else None
 
 
 Endpoint = Callable[["Routes", Request], Awaitable[Response]]
@@ -104,8 +104,8 @@ def _page(*, form: bool = False, same_site: bool = False, lenient: bool = False
                 if parsed is None and not lenient:
                     return self.pages.too_large()
                 fields, areas = parsed or (fields, areas)
-            asked = Asked(request, _token_of(request, fields), self.clock(), langs, fields,
-                          areas)
+            token = request.query_params.get("token") or fields.get("token", "")
+            asked = Asked(request, token, self.clock(), langs, fields, areas)
             try:
                 return await handler(self, asked)
             except (TokenError, UnknownSubscriber) as exc:
@@ -407,14 +407,6 @@ _AREA_LINES = {
 def _asked_order(request: Request) -> tuple[Lang, ...]:
     """The reading order of a page whose reader's layout is not known: the browser's."""
     return accepted_order(request.headers.get("accept-language"))
-
-
-def _client_of(request: Request) -> str | None:
-    return request.client.host if request.client else None
-
-
-def _token_of(request: Request, form: dict[str, str]) -> str:
-    return request.query_params.get("token") or form.get("token", "")
 
 
 async def _form_of(request: Request, *, lenient: bool = False
