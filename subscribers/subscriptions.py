@@ -229,13 +229,7 @@ class Subscriptions:
             subscriber = self.subscriber_for(token, "unsubscribe", now)
         except UnknownSubscriber:
             return None
-        return self._leave(subscriber, now)
-
-    def set_layout(self, token: str, layout: str, *, now: datetime,
-                   areas: Iterable[str] | None = None) -> Subscriber:
-        """The preferences page's choice: the layout, and the areas unless None."""
-        subscriber = self.subscriber_for(token, "preferences", now)
-        return self.store.set_layout(subscriber.id, layout, now, areas=areas)
+        return self.leave(subscriber, now)
 
     def choose_areas(self, posted: Iterable[str], *,
                      held: Iterable[str] = ()) -> tuple[str, ...]:
@@ -259,24 +253,19 @@ class Subscriptions:
             raise AreaChoiceError("too-many", tuple(sorted(chosen)))
         return tuple(sorted(chosen))
 
-    def unsubscribe_by_preferences(self, token: str, *, now: datetime) -> Subscriber:
-        """The preferences page's unsubscribe button."""
-        return self._leave(self.subscriber_for(token, "preferences", now), now)
-
-    def _leave(self, subscriber: Subscriber, now: datetime) -> Subscriber:
+    def leave(self, subscriber: Subscriber, now: datetime) -> Subscriber:
         """Off the list; ``bounced`` and ``complained`` stay so (they already get nothing)."""
         if subscriber.status in ("pending", "active"):
             return self.store.set_status(subscriber.id, "unsubscribed", now)
         return subscriber
 
-    def resubscribe(self, token: str, *, client: str | None, now: datetime) -> Subscriber:
-        """Back on the list from the preferences page, for someone who unsubscribed. Bounced and
-        complained addresses need a fresh confirmation, which also proves the mailbox works."""
-        subscriber = self.subscriber_for(token, "preferences", now)
-        if subscriber.status != "unsubscribed":
-            return subscriber
+    def resubscribe(self, subscriber: Subscriber, *, client: str | None,
+                    now: datetime) -> Subscriber:
+        """Back on the list from the preferences page, only from ``unsubscribed`` (checked in
+        the same write). Bounced and complained addresses need a fresh confirmation, which
+        also proves the mailbox works."""
         return self.store.set_status(subscriber.id, "active", now, source="preferences",
-                                     client=client)
+                                     client=client, only_from="unsubscribed")
 
 
 #: Domains whose mailboxes ignore dots in the part before the @ (Gmail, under both of its

@@ -278,16 +278,18 @@ class Routes:
         return await self._preferences_page(subscriber, asked.token, _SAVED[action])
 
     def _change(self, action: str, asked: Asked, current: Subscriber) -> Subscriber:
-        """Do what the preferences form asks. The areas change only when the form showed
-        them: a form without the boxes must not read as "follow none"."""
-        subscriptions, token, now = self.subscriptions, asked.token, asked.now
+        """Do what the preferences form asks, for the subscriber its link named. The areas
+        change only when the form showed them: a form without the boxes must not read as
+        "follow none"."""
+        subscriptions, now = self.subscriptions, asked.now
         if action == "unsubscribe":
-            return subscriptions.unsubscribe_by_preferences(token, now=now)
+            return subscriptions.leave(current, now)
         if action == "resubscribe":
-            return subscriptions.resubscribe(token, client=asked.client, now=now)
+            return subscriptions.resubscribe(current, client=asked.client, now=now)
         areas = (subscriptions.choose_areas(asked.areas, held=current.areas)
                  if asked.form.get("areas_shown") == "1" else None)
-        return subscriptions.set_layout(token, asked.form["layout"], now=now, areas=areas)
+        return subscriptions.store.set_layout(current.id, asked.form["layout"], now,
+                                              areas=areas)
 
     async def _preferences_page(self, subscriber: Subscriber, token: str,
                                 status: dict[str, str], status_code: int = 200, *,
