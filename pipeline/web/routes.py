@@ -109,7 +109,6 @@ def _page(*, form: bool = False, same_site: bool = False, lenient: bool = False
             try:
                 return await handler(self, asked)
             except (TokenError, UnknownSubscriber) as exc:
-                # Only a confirmation link expires: its page offers a new one.
                 return self.pages.link_problem(exc, asked.token, langs=langs)
         return endpoint
 
