@@ -2,8 +2,7 @@
 
 The work is :mod:`subscribers.subscriptions`, run in Starlette's thread pool; what every page
 route does first (the form, the token) and the answer to a bad link are written once, in
-:func:`_page`. Why the routes behave as they do is
-told in :mod:`pipeline.web.app`.
+:func:`_page`. Why the routes behave as they do is told in :mod:`pipeline.web.app`.
 """
 
 from __future__ import annotations
@@ -210,7 +209,7 @@ class Routes:
         try:
             await run_in_threadpool(lambda: self.subscriptions.resend(subscriber_id, now=now))
         except Unconfirmed:
-            pass  # it may have left: "resent" is as true as anything
+            pass  # the mail may have left: the page says it did
         except TransportError as exc:
             log.warning("resend: mail not sent: %s", type(exc).__name__)
             return self.pages.render("unavailable", 503, langs=langs)
