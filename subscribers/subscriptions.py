@@ -31,7 +31,7 @@ from subscribers.model import (
     new_subscriber_id,
     normalise_email,
 )
-from subscribers.store import Interests, OnceKeys, SubscriptionStore
+from subscribers.store import OnceKeys, SubscriptionStore
 from subscribers.store.rules import CONFIRMABLE
 from subscribers.tokens import Keys, Purpose, make_token, verify_token
 
@@ -101,11 +101,6 @@ class Subscriptions:
         self.policy = policy or Policy()
         self.bounces = Bounces(store, keys,
                                transient_limit=self.policy.transient_bounce_limit)
-
-    @property
-    def catalog(self) -> Interests:
-        """The areas the forms offer (the store as the catalog of areas)."""
-        return self.store
 
     @property
     def handled(self) -> OnceKeys:
@@ -234,13 +229,7 @@ class Subscriptions:
             subscriber = self.subscriber_for(token, "unsubscribe", now)
         except UnknownSubscriber:
             return None
-        return self._leave(subscriber, now)
-
-    def set_layout(self, token: str, layout: str, *, now: datetime,
-                   areas: Iterable[str] | None = None) -> Subscriber:
-        """The preferences page's choice: the layout, and the areas unless None."""
-        subscriber = self.subscriber_for(token, "preferences", now)
-        return self.store.set_layout(subscriber.id, layout, now, areas=areas)
+        return self.leave(subscriber, now)
 
     def choose_areas(self, posted: Iterable[str], *,
                      held: Iterable[str] = ()) -> tuple[str, ...]:
@@ -264,24 +253,19 @@ class Subscriptions:
             raise AreaChoiceError("too-many", tuple(sorted(chosen)))
         return tuple(sorted(chosen))
 
-    def unsubscribe_by_preferences(self, token: str, *, now: datetime) -> Subscriber:
-        """The preferences page's unsubscribe button."""
-        return self._leave(self.subscriber_for(token, "preferences", now), now)
-
-    def _leave(self, subscriber: Subscriber, now: datetime) -> Subscriber:
+    def leave(self, subscriber: Subscriber, now: datetime) -> Subscriber:
         """Off the list; ``bounced`` and ``complained`` stay so (they already get nothing)."""
         if subscriber.status in ("pending", "active"):
             return self.store.set_status(subscriber.id, "unsubscribed", now)
         return subscriber
 
-    def resubscribe(self, token: str, *, client: str | None, now: datetime) -> Subscriber:
-        """Back on the list from the preferences page, for someone who unsubscribed. Bounced and
-        complained addresses need a fresh confirmation, which also proves the mailbox works."""
-        subscriber = self.subscriber_for(token, "preferences", now)
-        if subscriber.status != "unsubscribed":
-            return subscriber
+    def resubscribe(self, subscriber: Subscriber, *, client: str | None,
+                    now: datetime) -> Subscriber:
+        """Back on the list from the preferences page, only from ``unsubscribed`` (checked in
+        the same write). Bounced and complained addresses need a fresh confirmation, which
+        also proves the mailbox works."""
         return self.store.set_status(subscriber.id, "active", now, source="preferences",
-                                     client=client)
+                                     client=client, only_from="unsubscribed")
 
 
 #: Domains whose mailboxes ignore dots in the part before the @ (Gmail, under both of its

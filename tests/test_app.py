@@ -537,6 +537,16 @@ def test_preferences_do_not_bring_back_a_complaint(app):
     assert app.store.get(sub.id).status == "complained"
 
 
+def test_a_complaint_after_the_preferences_page_read_is_not_undone(app):
+    """Resubscribing is judged in the store's write, not on the status the POST read."""
+    now = datetime.now(UTC)
+    sub = reader(app, "race@example.org")
+    read = app.store.set_status(sub.id, "unsubscribed", now)
+    app.store.set_status(sub.id, "complained", now)  # lands between the read and the write
+    assert app.subscriptions.resubscribe(read, client=None, now=now).status == "complained"
+    assert app.store.get(sub.id).status == "complained"
+
+
 # -- pages: small, bilingual, safe ----------------------------------------------------------------
 
 def test_every_page_carries_the_security_headers_and_both_languages(app, pending):

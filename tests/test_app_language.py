@@ -19,6 +19,9 @@ from pipeline.web.pages import accepted_order, masked_address
 
 FROM_ARCHIVE = {"Origin": "http://127.0.0.1:8000"}
 EN_BROWSER = "en-GB,en;q=0.9,zh-CN;q=0.5"
+BROKEN_LINKS = [(method, f"{path}?token=broken") for method in ("GET", "POST")
+                for path in ("/confirm", "/unsubscribe", "/preferences")
+                ] + [("POST", "/confirm/resend?token=broken")]
 ORDER = {"zh-en": ("zh", "en"), "en-zh": ("en", "zh"), "zh": ("zh", "en"), "en": ("en", "zh")}
 
 
@@ -86,8 +89,9 @@ def test_without_a_layout_the_browsers_language_decides(app, accept, first, pres
     assert f'<option value="{preset}" selected>' in form.body  # the form agrees with its page
     # A link that names the layout is the layout's, whatever the browser says.
     assert order_of(app.request("GET", "/subscribe?layout=zh", headers=headers).body)[0] == "zh"
-    for path in ("/confirm?token=broken", "/nowhere"):
-        assert order_of(app.request("GET", path, headers=headers).body)[0] == first
+    # So is every answer to a link that does not work, on each route that takes one.
+    for method, path in (*BROKEN_LINKS, ("GET", "/nowhere")):
+        assert order_of(app.request(method, path, headers=headers).body)[0] == first
 
 
 @pytest.mark.parametrize(("header", "first"), [

@@ -77,9 +77,8 @@ def create_app(subscriptions: Subscriptions, *, app_url: str, base_url: str,
                signups: SignupQueue | None = None) -> Starlette:
     """The app over ready-made parts, which :func:`open_app` wires from the settings."""
     queue = mail_queue or MailQueue()
-    handlers = Routes(subscriptions, Pages(app_url, base_url, footer), app_url=app_url,
-                      base_url=base_url, verifier=verifier, clock=clock, queue=queue,
-                      signups=signups)
+    handlers = Routes(subscriptions, Pages(app_url, base_url, footer), verifier=verifier,
+                      clock=clock, queue=queue, signups=signups)
     routes: list[BaseRoute] = [
         Route("/subscribe", handlers.subscribe_page, methods=["GET"]),
         Route("/subscribe", handlers.subscribe, methods=["POST"]),

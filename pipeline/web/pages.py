@@ -126,12 +126,12 @@ class Pages:
     def subscribe_link(self) -> Link:
         return Link(f"{self.app_url}/subscribe", "订阅表单", "Subscription form")
 
-    def link_problem(self, exc: TokenError | UnknownSubscriber, token: str | None = None,
-                     *, langs: tuple[Lang, ...]) -> HTMLResponse:
-        """The page for a link that cannot be acted on. 410 for a subscriber gone since: behind
-        CloudFront a 404 would be swapped for the archive's own page."""
-        if isinstance(exc, TokenError) and exc.reason == "expired" and exc.subscriber_id \
-                and token is not None:
+    def link_problem(self, exc: TokenError | UnknownSubscriber, token: str, *,
+                     langs: tuple[Lang, ...]) -> HTMLResponse:
+        """The page for a link that cannot be acted on; an expired one (only confirmation
+        links expire) offers a new one. 410 for a subscriber gone since: behind CloudFront a
+        404 would be swapped for the archive's own page."""
+        if isinstance(exc, TokenError) and exc.reason == "expired" and exc.subscriber_id:
             return self.render("expired", 410, langs=langs, button=Button(
                 f"{self.app_url}/confirm/resend", "发送新的确认邮件", "Send me a new link",
                 {"token": token}))

@@ -1,8 +1,8 @@
 """The subscription app's handlers, one small method per route, speaking HTTP only.
 
-The work is :mod:`subscribers.subscriptions`, run in Starlette's thread pool; what every form
-POST does first is written once, in :func:`_form_post`. Why the routes behave as they do is
-told in :mod:`pipeline.web.app`.
+The work is :mod:`subscribers.subscriptions`, run in Starlette's thread pool; what every page
+route does first (the form, the token) and the answer to a bad link are written once, in
+:func:`_page`. Why the routes behave as they do is told in :mod:`pipeline.web.app`.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.exceptions import HTTPException
 from starlette.formparsers import MultiPartException
 from starlette.requests import Request
-from starlette.responses import HTMLResponse, Response
+from starlette.responses import Response
 
 from pipeline.core.mail_in.ses_events import events_from
 from pipeline.errors import TransportError, Unconfirmed
@@ -62,37 +62,53 @@ PURGE_EVERY = 1000
 
 
 @dataclass(frozen=True)
-class Posted:
-    """A form POST as the handlers need it; ``areas`` holds every value of the repeated
-    field (``form`` keeps one value per name)."""
+class Asked:
+    """A request as the handlers need it. ``langs`` is the browser's reading order, for pages
+    whose reader is not known; ``areas`` holds every value of the repeated field (``form``
+    keeps one value per name)."""
 
-    form: dict[str, str] | None
+    request: Request
     token: str
     now: datetime
+    langs: tuple[Lang, ...]
+    form: dict[str, str]
     areas: tuple[str, ...] = ()
+
+    @property
+    def client(self) -> str | None:
+        return self.request.client.host if self.request.client else None
 
 
 Endpoint = Callable[["Routes", Request], Awaitable[Response]]
-FormHandler = Callable[["Routes", Request, Posted], Awaitable[Response]]
+Handler = Callable[["Routes", Asked], Awaitable[Response]]
 
 
-def _form_post(*, same_site: bool = False, lenient: bool = False
-               ) -> Callable[[FormHandler], Endpoint]:
-    """The preamble every form POST shares. A body too large is a 413, or with ``lenient``
-    (the one-click unsubscribe, whose token is in the URL) no form at all."""
+def _page(*, form: bool = False, same_site: bool = False, lenient: bool = False
+          ) -> Callable[[Handler], Endpoint]:
+    """What every page route shares: the form read within bounds (a body too large is a
+    413, or with ``lenient``, the one-click unsubscribe whose token is in the URL, no form
+    at all), and one answer for a link that cannot be acted on."""
 
-    def decorate(handler: FormHandler) -> Endpoint:
+    def decorate(handler: Handler) -> Endpoint:
         @functools.wraps(handler)
         async def endpoint(self: Routes, request: Request) -> Response:
+            langs = _asked_order(request)
             if same_site and not _same_site(request, self.allowed_origins):
-                return self.pages.render("forbidden", 403, langs=_asked_order(request),
+                return self.pages.render("forbidden", 403, langs=langs,
                                          link=self.pages.subscribe_link())
-            parsed = await _form_of(request, lenient=lenient)
-            if parsed is None and not lenient:
-                return self.pages.too_large()
-            form, areas = parsed if parsed is not None else (None, ())
-            return await handler(self, request, Posted(form, _token_of(request, form),
-                                                       self.clock(), areas))
+            fields: dict[str, str] = {}
+            areas: tuple[str, ...] = ()
+            if form:
+                parsed = await _form_of(request, lenient=lenient)
+                if parsed is None and not lenient:
+                    return self.pages.too_large()
+                fields, areas = parsed or (fields, areas)
+            token = request.query_params.get("token") or fields.get("token", "")
+            asked = Asked(request, token, self.clock(), langs, fields, areas)
+            try:
+                return await handler(self, asked)
+            except (TokenError, UnknownSubscriber) as exc:
+                return self.pages.link_problem(exc, asked.token, langs=langs)
         return endpoint
 
     return decorate
@@ -101,10 +117,9 @@ def _form_post(*, same_site: bool = False, lenient: bool = False
 class Routes:
     """The handlers over ready-made parts (:func:`pipeline.web.app.create_app`)."""
 
-    def __init__(self, subscriptions: Subscriptions, pages: Pages, *, app_url: str,
-                 base_url: str, verifier: SnsVerifier | None,
-                 clock: Callable[[], datetime], queue: MailQueue,
-                 signups: SignupQueue | None = None) -> None:
+    def __init__(self, subscriptions: Subscriptions, pages: Pages, *,
+                 verifier: SnsVerifier | None, clock: Callable[[], datetime],
+                 queue: MailQueue, signups: SignupQueue | None = None) -> None:
         self.subscriptions = subscriptions
         #: Where sign-ups go when not done in this process (the Lambda host).
         self.signups = signups
@@ -112,45 +127,44 @@ class Routes:
         self.verifier = verifier
         self.clock = clock
         self.queue = queue
-        self.allowed_origins = {_origin(app_url), _origin(base_url)}
+        self.allowed_origins = {_origin(pages.app_url), _origin(pages.base_url)}
         self._notifications = itertools.count(1)
 
     # -- /subscribe ------------------------------------------------------------------------
 
-    async def subscribe_page(self, request: Request) -> Response:
+    @_page()
+    async def subscribe_page(self, asked: Asked) -> Response:
         """The form in the browser's language order, its layout preset to match unless the
         link names one (``?layout=en``)."""
-        known = await run_in_threadpool(self.subscriptions.catalog.known_areas)
-        langs = _asked_order(request)
-        layout = chosen_layout(request.query_params.get("layout"), "-".join(langs))
+        known = await run_in_threadpool(self.subscriptions.store.known_areas)
+        layout = chosen_layout(asked.request.query_params.get("layout"), "-".join(asked.langs))
         return self.pages.subscribe_form("", layout, langs=reading_order(layout), known=known)
 
-    @_form_post(same_site=True)
-    async def subscribe(self, request: Request, posted: Posted) -> Response:
-        form = posted.form or {}
-        email = form.get("email", "").strip()
-        layout = chosen_layout(form.get("layout", "zh-en"))
+    @_page(form=True, same_site=True)
+    async def subscribe(self, asked: Asked) -> Response:
+        email = asked.form.get("email", "").strip()
+        layout = chosen_layout(asked.form.get("layout", "zh-en"))
         # The answer reads as the form chose: the same for every address.
         langs = reading_order(layout)
-        if form.get("website"):  # the honeypot: a person never sees the field
+        if asked.form.get("website"):  # the honeypot: a person never sees the field
             log.info("subscribe: honeypot filled; nothing done")
             return self.pages.render("sent", langs=langs)
-        now = posted.now
-        if not await self._client_allowed(request, now):
+        now = asked.now
+        if not await self._client_allowed(asked):
             response = self.pages.render("too_many", 429, langs=langs)
             response.headers["Retry-After"] = "3600"
             return response
         try:
             self.subscriptions.check_request(email, layout)
             # The same for every address: the answer waits for it, not for the address.
-            areas = (await run_in_threadpool(self.subscriptions.choose_areas, posted.areas)
-                     if posted.areas else ())
+            areas = (await run_in_threadpool(self.subscriptions.choose_areas, asked.areas)
+                     if asked.areas else ())
         except (InvalidAddress, AreaChoiceError) as exc:
             page = ("invalid_email" if isinstance(exc, InvalidAddress)
                     else _AREA_PAGES[exc.reason])
-            known = await run_in_threadpool(self.subscriptions.catalog.known_areas)
+            known = await run_in_threadpool(self.subscriptions.store.known_areas)
             return self.pages.subscribe_form(email[:254], layout, page, 400, langs=langs,
-                                             known=known, chosen=posted.areas)
+                                             known=known, chosen=asked.areas)
         # The address's state is read only after the answer has gone.
         response = self.pages.render("sent", langs=langs)
         signup = Signup(email, layout, tuple(areas), now)
@@ -167,58 +181,52 @@ class Routes:
 
     # -- /confirm --------------------------------------------------------------------------
 
-    async def confirm_page(self, request: Request) -> Response:
+    @_page()
+    async def confirm_page(self, asked: Asked) -> Response:
         """The one button, for any link that verifies: the page reads nothing about the
         address, so it is the same whatever became of it (its order is the browser's)."""
-        token = _token_of(request)
-        langs = _asked_order(request)
-        try:
-            self.subscriptions.verified(token, "confirm", self.clock())
-        except TokenError as exc:
-            return self.pages.link_problem(exc, token, langs=langs)
-        return self.pages.render("confirm", langs=langs, button=Button(
+        self.subscriptions.verified(asked.token, "confirm", asked.now)
+        return self.pages.render("confirm", langs=asked.langs, button=Button(
             f"{self.pages.app_url}/confirm", "确认订阅", "Confirm subscription",
-            {"token": token}))
+            {"token": asked.token}))
 
-    @_form_post()
-    async def confirm(self, request: Request, posted: Posted) -> Response:
+    @_page(form=True)
+    async def confirm(self, asked: Asked) -> Response:
         """The same page for every address a verified link names; only a ``pending`` one
         changes, and the page carries no link an old link's holder could use."""
-        try:
-            await run_in_threadpool(lambda: self.subscriptions.confirm(
-                posted.token, source="web", client=_client_of(request), now=posted.now))
-        except TokenError as exc:
-            return self.pages.link_problem(exc, posted.token, langs=_asked_order(request))
+        await run_in_threadpool(lambda: self.subscriptions.confirm(
+            asked.token, source="web", client=asked.client, now=asked.now))
         log.info("confirm: done")
-        return self.pages.render("confirmed", langs=_asked_order(request),
+        return self.pages.render("confirmed", langs=asked.langs,
                                  link=self.pages.subscribe_link())
 
-    @_form_post()
-    async def resend(self, request: Request, posted: Posted) -> Response:
-        now, langs = posted.now, _asked_order(request)
-        try:
-            subscriber_id = self.subscriptions.expired_confirmation(posted.token, now)
-        except TokenError as exc:
-            return self.pages.link_problem(exc, langs=langs)
-        if not await self._client_allowed(request, now):
+    @_page(form=True)
+    async def resend(self, asked: Asked) -> Response:
+        now, langs = asked.now, asked.langs
+        subscriber_id = self.subscriptions.expired_confirmation(asked.token, now)
+        if not await self._client_allowed(asked):
             return self.pages.render("too_many", 429, langs=langs)
-        failed = await self._mailing(
-            lambda: self.subscriptions.resend(subscriber_id, now=now), "resend", langs)
-        return failed or self.pages.render("resent", langs=langs)
+        try:
+            await run_in_threadpool(lambda: self.subscriptions.resend(subscriber_id, now=now))
+        except Unconfirmed:
+            pass  # the mail may have left: the page says it did
+        except TransportError as exc:
+            log.warning("resend: mail not sent: %s", type(exc).__name__)
+            return self.pages.render("unavailable", 503, langs=langs)
+        return self.pages.render("resent", langs=langs)
 
     # -- /unsubscribe ----------------------------------------------------------------------
 
-    async def unsubscribe_page(self, request: Request) -> Response:
+    @_page()
+    async def unsubscribe_page(self, asked: Asked) -> Response:
         """One button, naming the address (masked: the link may have been forwarded), with
         the preferences offered first."""
-        token, now = _token_of(request), self.clock()
+        token, now = asked.token, asked.now
         try:
             subscriber = await run_in_threadpool(
                 self.subscriptions.subscriber_for, token, "unsubscribe", now)
-        except TokenError as exc:
-            return self.pages.link_problem(exc, langs=_asked_order(request))
         except UnknownSubscriber:  # removed: as unsubscribed as can be
-            return self.pages.render("unsubscribed", langs=_asked_order(request))
+            return self.pages.render("unsubscribed", langs=asked.langs)
         langs = reading_order(subscriber.layout)
         if subscriber.status not in ("pending", "active"):
             return self.pages.render("unsubscribed", langs=langs)
@@ -231,83 +239,62 @@ class Routes:
             button=Button(f"{self.pages.app_url}/unsubscribe?token={token}", "退订",
                           "Unsubscribe", {"List-Unsubscribe": "One-Click"}))
 
-    @_form_post(lenient=True)
-    async def unsubscribe(self, request: Request, posted: Posted) -> Response:
+    @_page(form=True, lenient=True)
+    async def unsubscribe(self, asked: Asked) -> Response:
         """RFC 8058: the provider POSTs ``List-Unsubscribe=One-Click`` (the page's button
         too): done, 200, no next step, whatever the body."""
-        try:
-            subscriber = await run_in_threadpool(lambda: self.subscriptions.unsubscribe(
-                posted.token, now=posted.now))
-        except TokenError as exc:
-            return self.pages.link_problem(exc, langs=_asked_order(request))
+        subscriber = await run_in_threadpool(lambda: self.subscriptions.unsubscribe(
+            asked.token, now=asked.now))
         log.info("unsubscribe: done")
         if subscriber is None:
-            return self.pages.render("unsubscribed", langs=_asked_order(request))
+            return self.pages.render("unsubscribed", langs=asked.langs)
         return self.pages.render("unsubscribed", langs=reading_order(subscriber.layout),
-                                 link=self._preferences_link(subscriber.id, posted.now))
+                                 link=self._preferences_link(subscriber.id, asked.now))
 
     # -- /preferences ----------------------------------------------------------------------
 
-    async def preferences_page(self, request: Request) -> Response:
-        token = _token_of(request)
-        try:
-            subscriber = await run_in_threadpool(
-                self.subscriptions.subscriber_for, token, "preferences", self.clock())
-        except (TokenError, UnknownSubscriber) as exc:
-            return self.pages.link_problem(exc, langs=_asked_order(request))
-        return await self._preferences_page(subscriber, token, STATUS_LINES[subscriber.status])
+    @_page()
+    async def preferences_page(self, asked: Asked) -> Response:
+        subscriber = await run_in_threadpool(
+            self.subscriptions.subscriber_for, asked.token, "preferences", asked.now)
+        return await self._preferences_page(subscriber, asked.token,
+                                            STATUS_LINES[subscriber.status])
 
-    @_form_post()
-    async def preferences(self, request: Request, posted: Posted) -> Response:
+    @_page(form=True)
+    async def preferences(self, asked: Asked) -> Response:
+        current = await run_in_threadpool(
+            self.subscriptions.subscriber_for, asked.token, "preferences", asked.now)
+        action = asked.form.get("action", "")
+        if action not in _SAVED or (action == "layout"
+                                    and asked.form.get("layout") not in LAYOUTS):
+            return self.pages.plain("Unknown action", 400)
         try:
-            current = await run_in_threadpool(
-                self.subscriptions.subscriber_for, posted.token, "preferences", posted.now)
-        except (TokenError, UnknownSubscriber) as exc:
-            return self.pages.link_problem(exc, langs=_asked_order(request))
-        try:
-            change = self._preference_change(posted, current, _client_of(request))
-            if change is None:
-                return self.pages.plain("Unknown action", 400)
-            action, status = change
-            subscriber = await run_in_threadpool(action)
-        except (TokenError, UnknownSubscriber) as exc:
-            return self.pages.link_problem(exc, langs=_asked_order(request))
+            subscriber = await run_in_threadpool(self._change, action, asked, current)
         except AreaChoiceError as exc:
-            return await self._preferences_page(current, posted.token, _AREA_LINES[exc.reason],
-                                                400, chosen=posted.areas)
-        return await self._preferences_page(subscriber, posted.token, status)
+            return await self._preferences_page(current, asked.token, _AREA_LINES[exc.reason],
+                                                400, chosen=asked.areas)
+        return await self._preferences_page(subscriber, asked.token, _SAVED[action])
 
-    def _preference_change(self, posted: Posted, current: Subscriber, client: str | None
-                           ) -> tuple[Callable[[], Subscriber], dict[str, str]] | None:
-        """What the preferences form asks for, and what the page then says. The areas change
-        only when the form showed them: a form without the boxes must not read as "follow none"."""
-        form, token, now = posted.form or {}, posted.token, posted.now
-        subscriptions = self.subscriptions
-        action = form.get("action", "")
-        if action == "layout" and form.get("layout") in LAYOUTS:
-            layout = form["layout"]
-            shown = form.get("areas_shown") == "1"
-
-            def save() -> Subscriber:
-                areas = (subscriptions.choose_areas(posted.areas, held=current.areas)
-                         if shown else None)
-                return subscriptions.set_layout(token, layout, now=now, areas=areas)
-
-            return save, {"zh": "已保存", "en": "Saved"}
+    def _change(self, action: str, asked: Asked, current: Subscriber) -> Subscriber:
+        """Do what the preferences form asks, for the subscriber its link named. The areas
+        change only when the form showed them: a form without the boxes must not read as
+        "follow none"."""
+        subscriptions, now = self.subscriptions, asked.now
         if action == "unsubscribe":
-            return (lambda: subscriptions.unsubscribe_by_preferences(token, now=now),
-                    {"zh": "已退订", "en": "Unsubscribed"})
+            return subscriptions.leave(current, now)
         if action == "resubscribe":
-            return (lambda: subscriptions.resubscribe(token, client=client, now=now),
-                    {"zh": "已重新订阅", "en": "Subscribed again"})
-        return None
+            return subscriptions.resubscribe(current, client=asked.client, now=now)
+        areas = (subscriptions.choose_areas(asked.areas, held=current.areas)
+                 if asked.form.get("areas_shown") == "1" else None)
+        return subscriptions.store.set_layout(current.id, asked.form["layout"], now,
+                                              areas=areas)
 
     async def _preferences_page(self, subscriber: Subscriber, token: str,
                                 status: dict[str, str], status_code: int = 200, *,
                                 chosen: tuple[str, ...] | None = None) -> Response:
         """The preferences page in the subscriber's layout, their areas checked (after a
         refused pick, what was posted)."""
-        known = await run_in_threadpool(self.subscriptions.catalog.known_areas)
+        known = await run_in_threadpool(self.subscriptions.store.known_areas)
         refused = status_code >= 400
         return self.pages.render(
             "preferences", status_code, langs=reading_order(subscriber.layout),
@@ -390,29 +377,22 @@ class Routes:
 
     # -- shared ----------------------------------------------------------------------------
 
-    async def _client_allowed(self, request: Request, now: datetime) -> bool:
+    async def _client_allowed(self, asked: Asked) -> bool:
         """The per-client limit (kept in the store, so several processes share it)."""
-        return await run_in_threadpool(self.subscriptions.client_allowed,
-                                       _client_of(request), now)
-
-    async def _mailing(self, action: Callable[[], object], what: str,
-                       langs: tuple[Lang, ...]) -> HTMLResponse | None:
-        """Run an action that sends a mail: None when it left (or may have), else the "try
-        again later" page."""
-        try:
-            await run_in_threadpool(action)
-        except Unconfirmed:
-            pass
-        except TransportError as exc:
-            log.warning("%s: mail not sent: %s", what, type(exc).__name__)
-            return self.pages.render("unavailable", 503, langs=langs)
-        return None
+        return await run_in_threadpool(self.subscriptions.client_allowed, asked.client,
+                                       asked.now)
 
     def _preferences_link(self, subscriber_id: str, now: datetime) -> Link:
         return Link(self.subscriptions.link("preferences", "preferences", subscriber_id, now),
                     "订阅设置", "Your preferences")
 
 
+#: The preferences form's actions, and what the page then says.
+_SAVED = {
+    "layout": {"zh": "已保存", "en": "Saved"},
+    "unsubscribe": {"zh": "已退订", "en": "Unsubscribed"},
+    "resubscribe": {"zh": "已重新订阅", "en": "Subscribed again"},
+}
 #: The subscribe form's page for a refused pick of areas, by AreaChoiceError.reason.
 _AREA_PAGES = {"unknown": "unknown_area", "too-many": "too_many_areas"}
 #: The preferences page's status line for the same.
@@ -427,14 +407,6 @@ _AREA_LINES = {
 def _asked_order(request: Request) -> tuple[Lang, ...]:
     """The reading order of a page whose reader's layout is not known: the browser's."""
     return accepted_order(request.headers.get("accept-language"))
-
-
-def _client_of(request: Request) -> str | None:
-    return request.client.host if request.client else None
-
-
-def _token_of(request: Request, form: dict[str, str] | None = None) -> str:
-    return request.query_params.get("token") or (form or {}).get("token", "")
 
 
 async def _form_of(request: Request, *, lenient: bool = False
