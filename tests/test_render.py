@@ -477,6 +477,17 @@ def test_items_of_the_readers_areas_come_first_in_the_contents_too(sample):
     assert card_ids(r.html)[0] == nixl
 
 
+def test_render_gives_every_layout_then_the_variants_asked_for_by_key(sample):
+    _, issue, *_ = sample
+    renderer = Renderer()
+    rocm = Variant("en", ("rocm",))
+    rendered, problems = renderer.render(issue, "https://x.example", Budget(90),
+                                         variants=[rocm])
+    assert list(rendered) == [*LAYOUTS, rocm.key] and problems == []
+    alone, _ = renderer.render_variant(issue, rocm, "https://x.example", Budget(90))
+    assert rendered[rocm.key] == alone
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_no_interests_renders_the_plain_layout_byte_for_byte(sample, layout):
     _, issue, *_ = sample

@@ -17,7 +17,7 @@ import functools
 import re
 import tomllib
 import types
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -296,12 +296,14 @@ class Renderer:
         except jinja2.TemplateSyntaxError as exc:
             raise RenderError(name, f"line {exc.lineno}: {exc.message}") from None
 
-    def render(self, issue: Issue, base_url: str, budget: Budget, footer: Footer | None = None
-               ) -> tuple[dict[str, RenderedLayout], list[Problem]]:
-        """Every layout of ``issue`` within the budget, and what fitting it cost."""
-        fitted = {layout: self.render_variant(issue, Variant(layout), base_url, budget, footer)
-                  for layout in LAYOUTS}
-        return ({layout: result for layout, (result, _) in fitted.items()},
+    def render(self, issue: Issue, base_url: str, budget: Budget, footer: Footer | None = None,
+               variants: Iterable[Variant] = ()) -> tuple[dict[str, RenderedLayout],
+                                                          list[Problem]]:
+        """Every layout of ``issue``, then each of ``variants``, within the budget (by key),
+        and what fitting them cost."""
+        fitted = {variant.key: self.render_variant(issue, variant, base_url, budget, footer)
+                  for variant in (*map(Variant, LAYOUTS), *variants)}
+        return ({key: result for key, (result, _) in fitted.items()},
                 [problem for _, problem in fitted.values() if problem])
 
     def render_variant(self, issue: Issue, variant: Variant, base_url: str, budget: Budget,
