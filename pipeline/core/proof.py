@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from html.parser import HTMLParser
 from urllib.parse import urlsplit
 
@@ -19,7 +19,7 @@ from markupsafe import escape
 from pipeline.core.email.render import PLACEHOLDERS, Budget, stray_placeholders
 from pipeline.core.issue.bilingual import sort_problems
 from pipeline.core.issue.built_issue import BuiltIssue
-from pipeline.model import LANGS, LAYOUTS, Issue, Item, Pair, Problem, Severity, Skipped
+from pipeline.model import LANGS, LAYOUTS, Issue, Item, Problem, Severity, Skipped
 
 #: Share of the budget above which a layout is flagged as close to it.
 NEAR_SHARE = 0.9
@@ -72,26 +72,6 @@ class VariantProof:
 
 
 @dataclass(frozen=True)
-class RankedItem:
-    """One item of the ranking as the editor proofs it."""
-
-    position: int
-    pr: int
-    url: str
-    tier: str
-    #: Headline per language (None where the language is missing).
-    titles: Pair[str | None]
-    #: Why it ranks where it does, per language.
-    why: Pair[str]
-    reading_minutes: Pair[int]
-    scope_note: str | None = None
-    #: The editor's note to readers, per language, when the editor's file gives one.
-    note: Pair[str | None] | None = None
-    #: Where each language's text came from (``feed``, ``editor``, …), None where missing.
-    sources: Pair[str | None] = field(default_factory=lambda: Pair(None, None))
-
-
-@dataclass(frozen=True)
 class ProofReport:
     """Everything the preview shows about one built issue."""
 
@@ -100,7 +80,8 @@ class ProofReport:
     #: Every problem, blocking first.
     problems: tuple[Problem, ...]
     sizes: tuple[LayoutSize, ...]
-    ranking: tuple[RankedItem, ...]
+    #: The items in reading order.
+    ranking: tuple[Item, ...]
     #: PRs the editor's file hid this week.
     hidden: tuple[int, ...]
     #: Feed entries build could not use, with the reason.
@@ -146,7 +127,7 @@ def proof(built: BuiltIssue, *, budget: Budget, repo: str) -> ProofReport:
         content_hash=built.content_hash,
         problems=sort_problems([*recorded, *found]),
         sizes=sizes,
-        ranking=tuple(_ranked(n, item) for n, item in enumerate(issue.items, start=1)),
+        ranking=issue.items,
         hidden=issue.hidden,
         skipped=issue.skipped,
         variants=variants,
@@ -308,17 +289,7 @@ def _feed_strings(issue: Issue) -> list[str]:
     return found
 
 
-# -- ranking and helpers ------------------------------------------------------------------
-
-
-def _ranked(position: int, item: Item) -> RankedItem:
-    zh, en = item.zh, item.en
-    return RankedItem(
-        position=position, pr=item.pr, url=item.url, tier=item.tier,
-        titles=Pair(zh.title if zh else None, en.title if en else None),
-        why=item.why, reading_minutes=item.reading_minutes, scope_note=item.scope_note,
-        note=item.note, sources=Pair(zh.source if zh else None, en.source if en else None),
-    )
+# -- helpers ------------------------------------------------------------------
 
 
 def _layouts(layouts: list[str]) -> str:
