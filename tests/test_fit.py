@@ -58,8 +58,7 @@ def week_of(sample: Issue, count: int, seed: int = 0) -> Issue:
 
 
 def weight_of(renderer: Renderer, issue: Issue, variant: Variant, plan: _Plan) -> int:
-    html = renderer._html(issue, variant, BASE, plan, Footer())
-    text = renderer._text(issue, variant, BASE, plan, Footer())
+    html, text = renderer._parts(issue, variant, BASE, plan, Footer())
     return max(Budget(90).weigh(html, html=True), Budget(90).weigh(text))
 
 
@@ -74,7 +73,7 @@ def check(renderer: Renderer, issue: Issue, variant: Variant, budget: int) -> No
     shown = n - brief - folded
     plan = _Plan(items[:shown], items[shown:n - folded], folded)
     assert tuple(i.pr for i in plan.brief) == result.brief
-    assert result.html == renderer._html(issue, variant, BASE, plan, Footer())
+    assert (result.html, result.text) == renderer._parts(issue, variant, BASE, plan, Footer())
     size = max(Budget(90).weigh(result.html, html=True), Budget(90).weigh(result.text))
     if problem is not None and problem.code == "over-size-limit":
         assert size > budget and folded == n

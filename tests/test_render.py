@@ -218,8 +218,7 @@ def test_shrinking_takes_the_fewest_items(settings):
     n = len(issue.items)
     plan = _Plan(issue.items[: n - k], issue.items[n - k:], 0)
     footer = Footer.configured(settings.delivery, settings.site)
-    html = renderer._html(issue, Variant("zh"), settings.site.base_url, plan, footer)
-    text = renderer._text(issue, Variant("zh"), settings.site.base_url, plan, footer)
+    html, text = renderer._parts(issue, Variant("zh"), settings.site.base_url, plan, footer)
     assert max(Budget(90).weigh(html), Budget(90).weigh(text)) > 90_000
 
 
@@ -661,8 +660,7 @@ def test_the_reviews_left_to_the_archive_are_counted_in_good_english(sample, ful
     plan = _Plan(issue.items[:full], issue.items[full:], 0)
     for layout in ("en", "zh-en"):
         renderer, variant = Renderer(), Variant(layout)
-        html = renderer._html(issue, variant, "https://x.example", plan, Footer())
-        text = renderer._text(issue, variant, "https://x.example", plan, Footer())
+        html, text = renderer._parts(issue, variant, "https://x.example", plan, Footer())
         english = ("1 more review in the archive" if left == 1
                    else f"{left} more reviews in the archive")
         assert english in html and english in text

@@ -351,9 +351,7 @@ class Renderer:
     def _draw(self, common: dict[str, Any], plan: _Plan, base_url: str, budget: Budget
               ) -> _Drawn:
         """``plan`` rendered, both parts, and weighed as sent."""
-        context = {**common, **_plan_context(plan, base_url)}
-        html = self._html_of(context)
-        text = self._text_of(context)
+        html, text = self._parts_of({**common, **_plan_context(plan, base_url)})
         return _Drawn(plan, html, text, (budget.weigh(html, html=True), budget.weigh(text)))
 
     # -- templates ---------------------------------------------------------------------
@@ -403,27 +401,19 @@ class Renderer:
             "for_you_line": " / ".join(s[lang]["for_you"] for lang in langs),
         }
 
-    def _html(self, issue: Issue, variant: Variant, base_url: str, plan: _Plan,
-              footer: Footer) -> str:
-        """The HTML part of ``plan``."""
-        return self._html_of(self._context(issue, variant, base_url, plan, footer))
+    def _parts(self, issue: Issue, variant: Variant, base_url: str, plan: _Plan,
+               footer: Footer) -> tuple[str, str]:
+        """Both parts of ``plan``, as :meth:`_fit` draws them."""
+        return self._parts_of(self._context(issue, variant, base_url, plan, footer))
 
-    def _text(self, issue: Issue, variant: Variant, base_url: str, plan: _Plan,
-              footer: Footer) -> str:
-        """The text part of ``plan``, wrapped."""
-        return self._text_of(self._context(issue, variant, base_url, plan, footer))
-
-    def _html_of(self, context: dict[str, Any]) -> str:
-        source = _filled_in(self.html_template, context)
+    def _parts_of(self, context: dict[str, Any]) -> tuple[str, str]:
+        """The HTML part (MJML compiled) and the text part (wrapped) of one context."""
         try:
-            return mjml2html(source, fonts={})
+            html = mjml2html(_filled_in(self.html_template, context), fonts={})
         except ValueError as exc:
             raise RenderError(self.html_template.name or "email",
                               f"MJML does not compile: {exc}") from None
-
-    def _text_of(self, context: dict[str, Any]) -> str:
-        """The text part, wrapped."""
-        return wrap_text(_filled_in(self.text_template, context))
+        return html, wrap_text(_filled_in(self.text_template, context))
 
 
 def _filled_in(template: jinja2.Template, context: dict[str, Any]) -> str:
