@@ -231,6 +231,9 @@ def test_the_editors_hidden_prs_are_listed(settings, tmp_path):
     ("#top", "scheme"),
     ("#pr-53721", None),  # the contents list's link to a card in the same message
     ("#pr-x", "scheme"),
+    ("#tier-must-read", None),  # a long week's contents: one link per tier, in the message
+    ("#more", None),  # ... or to the titles listed after the cards
+    ("#more-x", "scheme"),
     ("/relative/path", "scheme"),
     ("https://github.com/vllm-project/vllm/issues/5", "github"),
     ("https://github.com/vllm-project/vllm-fork/pull/5", "github"),

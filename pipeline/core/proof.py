@@ -200,8 +200,9 @@ _LINK_VERDICTS: dict[str, tuple[str, Severity, str]] = {
 }
 
 
-#: A link to an id in the same message (the contents list's ``#pr-<n>``): no scheme, no request.
-_SAME_MESSAGE = re.compile(r"#pr-[0-9]{1,9}")
+#: A link to an id in the same message, as the contents list writes them (a card's
+#: ``#pr-<n>``; a long week's ``#tier-<name>`` and ``#more``): no scheme, no request.
+_SAME_MESSAGE = re.compile(r"#(?:pr-[0-9]{1,9}|tier-[a-z-]+|more)")
 
 
 def link_verdict(href: str, repo: str) -> str | None:
