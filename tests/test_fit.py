@@ -66,7 +66,7 @@ def check(renderer: Renderer, issue: Issue, variant: Variant, budget: int) -> No
     """Fitted to ``budget`` bytes (whole KB): the chosen plan fits (or is over only with
     everything folded) and the plan with one more item shown does not; the result's parts
     are that plan's."""
-    result, problem = renderer._fit(issue, variant, BASE, Budget(budget // 1000), Footer())
+    result, problem = renderer.render_variant(issue, variant, BASE, Budget(budget // 1000))
     items = interests_first(issue.items, variant.areas)
     n = len(items)
     brief, folded = len(result.brief), result.folded

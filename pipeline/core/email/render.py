@@ -309,18 +309,14 @@ class Renderer:
     def render_variant(self, issue: Issue, variant: Variant, base_url: str, budget: Budget,
                        footer: Footer | None = None) -> tuple[RenderedLayout, Problem | None]:
         """One variant of ``issue`` (a layout and the areas it puts first) within the
-        budget; a problem names it by its key."""
-        return self._fit(issue, variant, base_url.rstrip("/"), budget, footer or Footer())
+        budget; a problem names it by its key.
 
-    # -- size budget -----------------------------------------------------------------
-
-    def _fit(self, issue: Issue, variant: Variant, base_url: str, budget: Budget,
-             footer: Footer) -> tuple[RenderedLayout, Problem | None]:
-        """Every item in full if that fits; else the fewest items shortened from the bottom;
+        Every item in full if that fits; else the fewest items shortened from the bottom;
         else the most titles kept and the rest folded. Found by bisection: parts only grow."""
+        base_url = base_url.rstrip("/")
         items = interests_first(issue.items, variant.areas)
         n = len(items)
-        common = self._common_context(issue, variant, base_url, footer)
+        common = self._common_context(issue, variant, base_url, footer or Footer())
         drawn: dict[_Plan, _Drawn] = {}
 
         def draw(plan: _Plan) -> _Drawn:
