@@ -256,7 +256,7 @@ def renderings(issue: Issue, base_url: str, budget: Budget, footer: Footer) -> i
 
 def mjml_source(renderer: Renderer, issue: Issue, base_url: str,
                 footer: Footer) -> Callable[[], str]:
-    """Jinja alone: ``Renderer._html`` up to, not including, ``mjml2html`` (items in full)."""
+    """Jinja alone: ``Renderer._parts`` up to, not including, ``mjml2html`` (items in full)."""
     context = renderer._context(issue, Variant(BASELINE_LAYOUT), base_url.rstrip("/"),
                                 _Plan(issue.items, (), 0), footer)
     return lambda: renderer.html_template.render(context)

@@ -93,8 +93,7 @@ def per_item(renderer: Renderer, issue: Issue, base_url: str, footer: Footer,
     variant, n = Variant(BILINGUAL), len(issue.items)
 
     def parts(plan: _Plan) -> tuple[str, str]:
-        return (renderer._html(issue, variant, base_url, plan, footer),
-                renderer._text(issue, variant, base_url, plan, footer))
+        return renderer._parts(issue, variant, base_url, plan, footer)
 
     (html, text), (html0, text0) = parts(_Plan(issue.items, (), 0)), parts(_Plan((), (), 0))
 

@@ -41,8 +41,7 @@ def test_a_full_bilingual_item_stays_within_its_bytes(sample, layout):
     variant, n = Variant(layout), len(issue.items)
 
     def parts(plan: _Plan) -> tuple[str, str]:
-        return (renderer._html(issue, variant, base, plan, footer),
-                renderer._text(issue, variant, base, plan, footer))
+        return renderer._parts(issue, variant, base, plan, footer)
 
     (html, text), (html0, text0) = parts(_Plan(issue.items, (), 0)), parts(_Plan((), (), 0))
     html_item, text_item = (utf8(html) - utf8(html0)) / n, (utf8(text) - utf8(text0)) / n
@@ -55,8 +54,8 @@ def test_the_cards_share_one_text_block_whatever_their_number(sample):
     renderer, base = Renderer(), settings.site.base_url.rstrip("/")
     sizes = {}
     for k in (1, len(issue.items)):
-        html = renderer._html(issue, Variant("zh-en"), base,
-                              _Plan(issue.items[:k], issue.items[k:], 0), Footer())
+        html, _ = renderer._parts(issue, Variant("zh-en"), base,
+                                  _Plan(issue.items[:k], issue.items[k:], 0), Footer())
         # mjml writes the font stack inline once per mj-text and tables per mj-section.
         sizes[k] = (html.count("font-family:-apple-system"), html.count("mj-column-per-100"))
     assert sizes[1] == sizes[len(issue.items)], sizes

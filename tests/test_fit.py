@@ -58,8 +58,7 @@ def week_of(sample: Issue, count: int, seed: int = 0) -> Issue:
 
 
 def weight_of(renderer: Renderer, issue: Issue, variant: Variant, plan: _Plan) -> int:
-    html = renderer._html(issue, variant, BASE, plan, Footer())
-    text = renderer._text(issue, variant, BASE, plan, Footer())
+    html, text = renderer._parts(issue, variant, BASE, plan, Footer())
     return max(Budget(90).weigh(html, html=True), Budget(90).weigh(text))
 
 
@@ -67,14 +66,14 @@ def check(renderer: Renderer, issue: Issue, variant: Variant, budget: int) -> No
     """Fitted to ``budget`` bytes (whole KB): the chosen plan fits (or is over only with
     everything folded) and the plan with one more item shown does not; the result's parts
     are that plan's."""
-    result, problem = renderer._fit(issue, variant, BASE, Budget(budget // 1000), Footer())
+    result, problem = renderer.render_variant(issue, variant, BASE, Budget(budget // 1000))
     items = interests_first(issue.items, variant.areas)
     n = len(items)
     brief, folded = len(result.brief), result.folded
     shown = n - brief - folded
     plan = _Plan(items[:shown], items[shown:n - folded], folded)
     assert tuple(i.pr for i in plan.brief) == result.brief
-    assert result.html == renderer._html(issue, variant, BASE, plan, Footer())
+    assert (result.html, result.text) == renderer._parts(issue, variant, BASE, plan, Footer())
     size = max(Budget(90).weigh(result.html, html=True), Budget(90).weigh(result.text))
     if problem is not None and problem.code == "over-size-limit":
         assert size > budget and folded == n

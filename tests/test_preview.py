@@ -470,6 +470,8 @@ def test_the_editors_file_reorders_and_hides(tmp_path, browser):
     ranking = html[html.index('id="ranking"'):]
     order = [int(pr) for pr in re.findall(r'<li id="rank-(\d+)">', ranking)]
     assert 56317 not in order and len(order) == len(SEED_PRS) - 1
+    positions = re.findall(r'<span class="pos">(\d+)</span>', ranking)
+    assert positions == [str(n) for n in range(1, len(order) + 1)]
     # Every other item is a must-read: promoted, 54934 joins them, before the scoped one.
     assert order[-1] == 56671  # the scoped one ("only the 27 lines") after the full reads
     assert sorted(order[:-1]) == sorted(pr for pr in plain_order if pr not in (56317, 56671))

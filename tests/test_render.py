@@ -218,8 +218,7 @@ def test_shrinking_takes_the_fewest_items(settings):
     n = len(issue.items)
     plan = _Plan(issue.items[: n - k], issue.items[n - k:], 0)
     footer = Footer.configured(settings.delivery, settings.site)
-    html = renderer._html(issue, Variant("zh"), settings.site.base_url, plan, footer)
-    text = renderer._text(issue, Variant("zh"), settings.site.base_url, plan, footer)
+    html, text = renderer._parts(issue, Variant("zh"), settings.site.base_url, plan, footer)
     assert max(Budget(90).weigh(html), Budget(90).weigh(text)) > 90_000
 
 
@@ -476,6 +475,17 @@ def test_items_of_the_readers_areas_come_first_in_the_contents_too(sample):
     assert card_ids(r.html)[0] == nixl
 
 
+def test_render_gives_every_layout_then_the_variants_asked_for_by_key(sample):
+    _, issue, *_ = sample
+    renderer = Renderer()
+    rocm = Variant("en", ("rocm",))
+    rendered, problems = renderer.render(issue, "https://x.example", Budget(90),
+                                         variants=[rocm])
+    assert list(rendered) == [*LAYOUTS, rocm.key] and problems == []
+    alone, _ = renderer.render_variant(issue, rocm, "https://x.example", Budget(90))
+    assert rendered[rocm.key] == alone
+
+
 @pytest.mark.parametrize("layout", LAYOUTS)
 def test_no_interests_renders_the_plain_layout_byte_for_byte(sample, layout):
     _, issue, *_ = sample
@@ -646,8 +656,7 @@ def test_the_reviews_left_to_the_archive_are_counted_in_good_english(sample, ful
     plan = _Plan(issue.items[:full], issue.items[full:], 0)
     for layout in ("en", "zh-en"):
         renderer, variant = Renderer(), Variant(layout)
-        html = renderer._html(issue, variant, "https://x.example", plan, Footer())
-        text = renderer._text(issue, variant, "https://x.example", plan, Footer())
+        html, text = renderer._parts(issue, variant, "https://x.example", plan, Footer())
         english = ("1 more review in the archive" if left == 1
                    else f"{left} more reviews in the archive")
         assert english in html and english in text

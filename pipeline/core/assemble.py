@@ -159,19 +159,9 @@ def assemble(terms: Terms, week: Week, ranked: Ranked,
                     issue_number(week.id, terms.issue.first_week), ranked.hidden)
     issue = replace(issue, correction=correction)
     renderer = renderer or Renderer()
-    footer = Footer.configured(terms.delivery, terms.site)
-    base_url = terms.site.base_url
-    budget = Budget.configured(terms.issue, terms.delivery)
-    variants = [Variant(layout) for layout in LAYOUTS]
-    variants += distinct_variants(choices, issue.items)
-
-    rendered: dict[str, RenderedLayout] = {}
-    render_problems: list[Problem] = []
-    for variant in variants:
-        result, problem = renderer.render_variant(issue, variant, base_url, budget, footer)
-        rendered[variant.key] = result
-        if problem:
-            render_problems.append(problem)
+    rendered, render_problems = renderer.render(
+        issue, terms.site.base_url, Budget.configured(terms.issue, terms.delivery),
+        Footer.configured(terms.delivery, terms.site), distinct_variants(choices, issue.items))
     issue = replace(issue, problems=sort_problems([*issue.problems, *render_problems]))
     artifacts = {f"email-{key}.{ext}": text.encode("utf-8") for key, result in rendered.items()
                  for ext, text in (("html", result.html), ("txt", result.text))}

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from html.parser import HTMLParser
 from urllib.parse import urlsplit
 
@@ -19,7 +19,7 @@ from markupsafe import escape
 from pipeline.core.email.render import PLACEHOLDERS, Budget, stray_placeholders
 from pipeline.core.issue.bilingual import sort_problems
 from pipeline.core.issue.built_issue import BuiltIssue
-from pipeline.model import LANGS, LAYOUTS, Issue, Item, Pair, Problem, Severity, Skipped
+from pipeline.model import LANGS, LAYOUTS, Issue, Item, Problem, Severity, Skipped
 
 #: Share of the budget above which a layout is flagged as close to it.
 NEAR_SHARE = 0.9
@@ -72,26 +72,6 @@ class VariantProof:
 
 
 @dataclass(frozen=True)
-class RankedItem:
-    """One item of the ranking as the editor proofs it."""
-
-    position: int
-    pr: int
-    url: str
-    tier: str
-    #: Headline per language (None where the language is missing).
-    titles: Pair[str | None]
-    #: Why it ranks where it does, per language.
-    why: Pair[str]
-    reading_minutes: Pair[int]
-    scope_note: str | None = None
-    #: The editor's note to readers, per language, when the editor's file gives one.
-    note: Pair[str | None] | None = None
-    #: Where each language's text came from (``feed``, ``editor``, …), None where missing.
-    sources: Pair[str | None] = field(default_factory=lambda: Pair(None, None))
-
-
-@dataclass(frozen=True)
 class ProofReport:
     """Everything the preview shows about one built issue."""
 
@@ -100,7 +80,8 @@ class ProofReport:
     #: Every problem, blocking first.
     problems: tuple[Problem, ...]
     sizes: tuple[LayoutSize, ...]
-    ranking: tuple[RankedItem, ...]
+    #: The items in reading order.
+    ranking: tuple[Item, ...]
     #: PRs the editor's file hid this week.
     hidden: tuple[int, ...]
     #: Feed entries build could not use, with the reason.
@@ -124,32 +105,24 @@ class ProofReport:
 def proof(built: BuiltIssue, *, budget: Budget, repo: str) -> ProofReport:
     """The proof report of ``built``, checked against ``budget`` and ``repo``'s PR links."""
     issue = built.issue
-    recorded = list(issue.problems)
-    sizes = tuple(layout_size(built.html(layout), layout, budget) for layout in LAYOUTS)
-    variants = tuple(
-        VariantProof(v.key, v.variant.layout, v.variant.areas,
-                     layout_size(built.html(v.key), v.key, budget),
-                     budget.weigh(built.text(v.key)), len(v.brief), v.folded)
-        for v in built.variants)
-    already_over = {p.layout for p in recorded if p.code == "over-size-limit"}
-    found: list[Problem] = []
-    for size in (*sizes, *(v.html for v in variants)):
-        found.extend(_size_problem(size, already_over))
-    feed_strings = _feed_strings(issue)
     html = {key: built.html(key) for key in built.keys}
     text = {key: built.text(key) for key in built.keys}
+    sizes = {key: layout_size(document, key, budget) for key, document in html.items()}
+    already_over = {p.layout for p in issue.problems if p.code == "over-size-limit"}
+    found = [problem for size in sizes.values() if (problem := _size_problem(size, already_over))]
     found += check_markup(html, repo)
-    found += check_leftovers(html, text, feed_strings)
-    found += check_personal_links(html, text)
+    found += check_parts(html, text, _feed_strings(issue))
     return ProofReport(
         issue_id=issue.id,
         content_hash=built.content_hash,
-        problems=sort_problems([*recorded, *found]),
-        sizes=sizes,
-        ranking=tuple(_ranked(n, item) for n, item in enumerate(issue.items, start=1)),
+        problems=sort_problems([*issue.problems, *found]),
+        sizes=tuple(sizes[layout] for layout in LAYOUTS),
+        ranking=issue.items,
         hidden=issue.hidden,
         skipped=issue.skipped,
-        variants=variants,
+        variants=tuple(VariantProof(v.key, v.variant.layout, v.variant.areas, sizes[v.key],
+                                    budget.weigh(text[v.key]), len(v.brief), v.folded)
+                       for v in built.variants),
     )
 
 
@@ -158,16 +131,16 @@ def layout_size(html: str, layout: str, budget: Budget) -> LayoutSize:
                       budget.bytes)
 
 
-def _size_problem(size: LayoutSize, already_over: set[str | None]) -> list[Problem]:
+def _size_problem(size: LayoutSize, already_over: set[str | None]) -> Problem | None:
     shown = (f"{size.layout}: {size.weight / 1000:.1f} KB as sent, {size.percent:.0f}% of "
              f"the {size.budget / 1000:.0f} KB budget")
     if size.status == "over" and size.layout not in already_over:
-        return [Problem("over-size-limit", "blocking", layout=size.layout,
-                        message=f"{shown}; mail clients clip or refuse it")]
+        return Problem("over-size-limit", "blocking", layout=size.layout,
+                       message=f"{shown}; mail clients clip or refuse it")
     if size.status == "near":
-        return [Problem("near-size-limit", "warning", layout=size.layout,
-                        message=f"{shown}; close to the limit")]
-    return []
+        return Problem("near-size-limit", "warning", layout=size.layout,
+                       message=f"{shown}; close to the limit")
+    return None
 
 
 # -- links and images ------------------------------------------------------------------------
@@ -227,8 +200,9 @@ _LINK_VERDICTS: dict[str, tuple[str, Severity, str]] = {
 }
 
 
-#: A link to an id in the same message (the contents list's ``#pr-<n>``): no scheme, no request.
-_SAME_MESSAGE = re.compile(r"#pr-[0-9]{1,9}")
+#: A link to an id in the same message, as the contents list writes them (a card's
+#: ``#pr-<n>``; a long week's ``#tier-<name>`` and ``#more``): no scheme, no request.
+_SAME_MESSAGE = re.compile(r"#(?:pr-[0-9]{1,9}|tier-[a-z-]+|more)")
 
 
 def link_verdict(href: str, repo: str) -> str | None:
@@ -249,35 +223,25 @@ def link_verdict(href: str, repo: str) -> str | None:
     return None
 
 
-# -- personal links -----------------------------------------------------------------------
+# -- personal links and template leftovers ------------------------------------------------
 
 
-def check_personal_links(html: Mapping[str, str], text: Mapping[str, str]) -> list[Problem]:
-    """A personal-link placeholder anywhere but a template slot: blocking, per layout."""
-    problems = []
-    for kind, documents in (("html", html), ("txt", text)):
-        for layout, document in documents.items():
-            stray = stray_placeholders(document, kind)
-            if stray:
-                problems.append(Problem(
-                    "stray-personal-link", "blocking", layout=layout,
-                    message=f"email-{layout}.{kind}: {stray} personal-link placeholder(s) "
-                            f"outside the template's slots would hand each recipient's signed "
-                            f"link to whoever wrote them; rebuild the issue"))
-    return problems
-
-
-# -- template leftovers -------------------------------------------------------------------
-
-
-def check_leftovers(html: Mapping[str, str], text: Mapping[str, str],
-                    feed_strings: Iterable[str]) -> list[Problem]:
-    """``{{``, ``{%`` or ``<mj-`` in an artifact, outside the text the feed supplied."""
+def check_parts(html: Mapping[str, str], text: Mapping[str, str],
+                feed_strings: Iterable[str]) -> list[Problem]:
+    """Per part, both blocking: a personal-link placeholder anywhere but a template slot, and
+    ``{{``, ``{%`` or ``<mj-`` outside the text the feed supplied."""
     strings = sorted({s for s in feed_strings if s}, key=len, reverse=True)
     escaped = sorted({str(escape(s)) for s in strings}, key=len, reverse=True)
     problems = []
     for kind, documents, known in (("html", html, escaped + strings), ("txt", text, strings)):
-        for layout, document in documents.items():
+        for key, document in documents.items():
+            stray = stray_placeholders(document, kind)
+            if stray:
+                problems.append(Problem(
+                    "stray-personal-link", "blocking", layout=key,
+                    message=f"email-{key}.{kind}: {stray} personal-link placeholder(s) "
+                            f"outside the template's slots would hand each recipient's signed "
+                            f"link to whoever wrote them; rebuild the issue"))
             rest = document
             for s in known:
                 rest = rest.replace(s, " ")
@@ -285,8 +249,8 @@ def check_leftovers(html: Mapping[str, str], text: Mapping[str, str],
             if found:
                 index = min(rest.index(m) for m in found)
                 problems.append(Problem(
-                    "template-leftover", "blocking", layout=layout,
-                    message=f"email-{layout}.{kind}: template code left in what readers see "
+                    "template-leftover", "blocking", layout=key,
+                    message=f"email-{key}.{kind}: template code left in what readers see "
                             f"({', '.join(found)}): …{_short(rest[index:index + 60])}…"))
     return problems
 
@@ -308,17 +272,7 @@ def _feed_strings(issue: Issue) -> list[str]:
     return found
 
 
-# -- ranking and helpers ------------------------------------------------------------------
-
-
-def _ranked(position: int, item: Item) -> RankedItem:
-    zh, en = item.zh, item.en
-    return RankedItem(
-        position=position, pr=item.pr, url=item.url, tier=item.tier,
-        titles=Pair(zh.title if zh else None, en.title if en else None),
-        why=item.why, reading_minutes=item.reading_minutes, scope_note=item.scope_note,
-        note=item.note, sources=Pair(zh.source if zh else None, en.source if en else None),
-    )
+# -- helpers ------------------------------------------------------------------
 
 
 def _layouts(layouts: list[str]) -> str:

@@ -17,7 +17,7 @@ import functools
 import re
 import tomllib
 import types
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -296,29 +296,27 @@ class Renderer:
         except jinja2.TemplateSyntaxError as exc:
             raise RenderError(name, f"line {exc.lineno}: {exc.message}") from None
 
-    def render(self, issue: Issue, base_url: str, budget: Budget, footer: Footer | None = None
-               ) -> tuple[dict[str, RenderedLayout], list[Problem]]:
-        """Every layout of ``issue`` within the budget, and what fitting it cost."""
-        fitted = {layout: self.render_variant(issue, Variant(layout), base_url, budget, footer)
-                  for layout in LAYOUTS}
-        return ({layout: result for layout, (result, _) in fitted.items()},
+    def render(self, issue: Issue, base_url: str, budget: Budget, footer: Footer | None = None,
+               variants: Iterable[Variant] = ()) -> tuple[dict[str, RenderedLayout],
+                                                          list[Problem]]:
+        """Every layout of ``issue``, then each of ``variants``, within the budget (by key),
+        and what fitting them cost."""
+        fitted = {variant.key: self.render_variant(issue, variant, base_url, budget, footer)
+                  for variant in (*map(Variant, LAYOUTS), *variants)}
+        return ({key: result for key, (result, _) in fitted.items()},
                 [problem for _, problem in fitted.values() if problem])
 
     def render_variant(self, issue: Issue, variant: Variant, base_url: str, budget: Budget,
                        footer: Footer | None = None) -> tuple[RenderedLayout, Problem | None]:
         """One variant of ``issue`` (a layout and the areas it puts first) within the
-        budget; a problem names it by its key."""
-        return self._fit(issue, variant, base_url.rstrip("/"), budget, footer or Footer())
+        budget; a problem names it by its key.
 
-    # -- size budget -----------------------------------------------------------------
-
-    def _fit(self, issue: Issue, variant: Variant, base_url: str, budget: Budget,
-             footer: Footer) -> tuple[RenderedLayout, Problem | None]:
-        """Every item in full if that fits; else the fewest items shortened from the bottom;
+        Every item in full if that fits; else the fewest items shortened from the bottom;
         else the most titles kept and the rest folded. Found by bisection: parts only grow."""
+        base_url = base_url.rstrip("/")
         items = interests_first(issue.items, variant.areas)
         n = len(items)
-        common = self._common_context(issue, variant, base_url, footer)
+        common = self._common_context(issue, variant, base_url, footer or Footer())
         drawn: dict[_Plan, _Drawn] = {}
 
         def draw(plan: _Plan) -> _Drawn:
@@ -349,9 +347,7 @@ class Renderer:
     def _draw(self, common: dict[str, Any], plan: _Plan, base_url: str, budget: Budget
               ) -> _Drawn:
         """``plan`` rendered, both parts, and weighed as sent."""
-        context = {**common, **_plan_context(plan, base_url)}
-        html = self._html_of(context)
-        text = self._text_of(context)
+        html, text = self._parts_of({**common, **_plan_context(plan, base_url)})
         return _Drawn(plan, html, text, (budget.weigh(html, html=True), budget.weigh(text)))
 
     # -- templates ---------------------------------------------------------------------
@@ -401,27 +397,19 @@ class Renderer:
             "for_you_line": " / ".join(s[lang]["for_you"] for lang in langs),
         }
 
-    def _html(self, issue: Issue, variant: Variant, base_url: str, plan: _Plan,
-              footer: Footer) -> str:
-        """The HTML part of ``plan``."""
-        return self._html_of(self._context(issue, variant, base_url, plan, footer))
+    def _parts(self, issue: Issue, variant: Variant, base_url: str, plan: _Plan,
+               footer: Footer) -> tuple[str, str]:
+        """Both parts of ``plan``, as :meth:`_fit` draws them."""
+        return self._parts_of(self._context(issue, variant, base_url, plan, footer))
 
-    def _text(self, issue: Issue, variant: Variant, base_url: str, plan: _Plan,
-              footer: Footer) -> str:
-        """The text part of ``plan``, wrapped."""
-        return self._text_of(self._context(issue, variant, base_url, plan, footer))
-
-    def _html_of(self, context: dict[str, Any]) -> str:
-        source = _filled_in(self.html_template, context)
+    def _parts_of(self, context: dict[str, Any]) -> tuple[str, str]:
+        """The HTML part (MJML compiled) and the text part (wrapped) of one context."""
         try:
-            return mjml2html(source, fonts={})
+            html = mjml2html(_filled_in(self.html_template, context), fonts={})
         except ValueError as exc:
             raise RenderError(self.html_template.name or "email",
                               f"MJML does not compile: {exc}") from None
-
-    def _text_of(self, context: dict[str, Any]) -> str:
-        """The text part, wrapped."""
-        return wrap_text(_filled_in(self.text_template, context))
+        return html, wrap_text(_filled_in(self.text_template, context))
 
 
 def _filled_in(template: jinja2.Template, context: dict[str, Any]) -> str:

@@ -101,69 +101,57 @@ class Site:
         except jinja2.TemplateError as exc:
             raise RenderError(name, str(exc)) from None
 
-    def _render(self, name: str, **context: Any) -> bytes:
-        return self.render(name, **context).encode("utf-8")
+    def _page(self, key: str, name: str, kind: str = HTML, cache: str = SHORT_CACHE,
+              **context: Any) -> SiteObject:
+        """Template ``name`` rendered as the archive's ``key``."""
+        return SiteObject(key, self.render(name, **context).encode("utf-8"), kind, cache)
 
     def issue_objects(self, built: BuiltIssue) -> list[SiteObject]:
         """Everything under ``issues/<week>/``: the pages, the public email, issue.json."""
         view = IssueView(built.issue, self.root)
         prefix = f"issues/{view.id}/"
-        objects = [
-            SiteObject(prefix + variant, self._render("web/issue.html.j2", issue=view,
-                                                      langs=langs, variant=variant,
-                                                      variants=VARIANTS),
-                       HTML, LONG_CACHE)
-            for variant, langs in VARIANTS.items()
+        return [
+            *(self._page(prefix + variant, "web/issue.html.j2", cache=LONG_CACHE, issue=view,
+                         langs=langs, variant=variant, variants=VARIANTS)
+              for variant, langs in VARIANTS.items()),
+            SiteObject(prefix + "email.html",
+                       public_email(built.html("zh-en"), self, self.absolute(view.url)),
+                       HTML, LONG_CACHE),
+            SiteObject(prefix + "issue.json", public_issue_json(built),
+                       "application/json; charset=utf-8", LONG_CACHE),
         ]
-        objects.append(SiteObject(prefix + "email.html",
-                                  public_email(built.html("zh-en"), self,
-                                               self.absolute(view.url)), HTML,
-                                  LONG_CACHE))
-        objects.append(SiteObject(prefix + "issue.json", public_issue_json(built),
-                                  "application/json; charset=utf-8", LONG_CACHE))
-        return objects
 
     def index_objects(self, issues: Sequence[Issue]) -> list[SiteObject]:
         """Every page made from all the archive's issues, the index, feed and sitemap after
         the pages they name."""
         views = sorted((IssueView(issue, self.root) for issue in issues), key=lambda v: v.id,
                        reverse=True)
-        updated = views[0].published if views else None
         seen = site_pages.appearances(views)
         prs, areas = site_pages.pr_pages(seen), site_pages.area_pages(seen)
-        objects = [SiteObject(page.key, self._render("web/pr.html.j2", page=page), HTML,
-                              SHORT_CACHE) for page in prs]
+        objects = [self._page(page.key, "web/pr.html.j2", page=page) for page in prs]
         for area in areas:
             objects += self._area_objects(area)
-        objects += [
-            SiteObject("areas/index.html", self._render("web/areas.html.j2", areas=areas),
-                       HTML, SHORT_CACHE),
+        return [
+            *objects,
+            self._page("areas/index.html", "web/areas.html.j2", areas=areas),
             SiteObject(CARD_KEY, card_png(), "image/png", LONG_CACHE),
-            SiteObject("index.html", self._render("web/index.html.j2", issues=views),
-                       HTML, SHORT_CACHE),
-            SiteObject("feed.xml", self._render("web/feed.xml.j2", issues=views[:FEED_ISSUES],
-                                                updated=updated), ATOM, SHORT_CACHE),
-            SiteObject("sitemap.xml", self._render("web/sitemap.xml.j2", issues=views,
-                                                   variants=VARIANTS, prs=prs, areas=areas),
-                       "application/xml; charset=utf-8", SHORT_CACHE),
+            self._page("index.html", "web/index.html.j2", issues=views),
+            self._page("feed.xml", "web/feed.xml.j2", ATOM, issues=views[:FEED_ISSUES],
+                       updated=views[0].published if views else None),
+            self._page("sitemap.xml", "web/sitemap.xml.j2", "application/xml; charset=utf-8",
+                       issues=views, variants=VARIANTS, prs=prs, areas=areas),
             SiteObject("robots.txt", robots_txt(self.base_url), "text/plain; charset=utf-8",
                        SHORT_CACHE),
-            SiteObject("404.html", self._render("web/404.html.j2"), HTML, SHORT_CACHE),
+            self._page("404.html", "web/404.html.j2"),
         ]
-        return objects
 
     def _area_objects(self, area: AreaPage) -> list[SiteObject]:
         feed = area.feed_reviews
-        updated = feed[0].issue.published if feed else None
-        pages = [SiteObject(area.page_key(n), self._render("web/area.html.j2", area=area,
-                                                             page=n, reviews=area.page(n)),
-                            HTML, SHORT_CACHE)
-                 for n in range(1, area.page_count + 1)]
         return [
-            *pages,
-            SiteObject(area.key("feed.xml"), self._render("web/area_feed.xml.j2", area=area,
-                                                          reviews=feed, updated=updated),
-                       ATOM, SHORT_CACHE),
+            *(self._page(area.page_key(n), "web/area.html.j2", area=area, page=n,
+                         reviews=area.page(n)) for n in range(1, area.page_count + 1)),
+            self._page(area.key("feed.xml"), "web/area_feed.xml.j2", ATOM, area=area,
+                       reviews=feed, updated=feed[0].issue.published if feed else None),
         ]
 
 

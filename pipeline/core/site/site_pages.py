@@ -73,19 +73,14 @@ class IssueView:
         self.id = issue.id
         self.base = base
         self.url = self.page_url()
-        self.start = _moment(issue.week.start, issue.week.tz)
-        self.end = _moment(issue.week.end, issue.week.tz)
+        #: The end of the week (the Monday it goes out): stable, so re-publishing is a no-op.
+        self.published = _moment(issue.week.end, issue.week.tz)
 
     def page_url(self, variant: str = "index.html") -> str:
         return f"{self.base}/issues/{self.id}/{variant}"
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.issue, name)  # items, subject, preheader, number
-
-    @property
-    def published(self) -> datetime:
-        """The end of the week (the Monday it goes out): stable, so re-publishing is a no-op."""
-        return self.end
 
     def day(self, item: Item) -> str:
         """The day ``item`` was first reviewed, in the issue's zone (``2026-11-23``)."""
