@@ -30,7 +30,6 @@ from datetime import datetime
 from hashlib import sha256
 from typing import TYPE_CHECKING
 
-from pipeline import retry
 from pipeline.config import Settings
 from pipeline.core.email.addresses import redact_address
 from pipeline.core.email.message import Messages
@@ -312,35 +311,34 @@ class Sender:
         message = self.messages.build(subscriber.email, subscriber.id, subscriber.layout,
                                       self.clock(), variant=self._variant(subscriber, report))
         handed_over = False
-
-        def attempt() -> str:
-            nonlocal handed_over
-            self.cooldown.wait(self.stop.is_set)  # a relay's limit holds every thread back
-            self.bucket.acquire()
-            if self.stop.is_set():
-                raise _Stopping
-            try:
+        tries = 0
+        try:
+            while True:
+                # A relay's limit is about us: every try first waits out the shared pause.
+                self.cooldown.wait(self.stop.is_set)
+                self.bucket.acquire()
+                if self.stop.is_set():
+                    raise _Stopping
+                tries += 1
                 # From here the message may leave: noted first, so that a crash from now
                 # on withholds it as unconfirmed, and one before releases it.
                 handed_over = True
                 self.store.mark_handed_over(issue, subscriber_id)
-                sent = self.transport.send(message)
-            except TemporaryFailure:
-                # Not taken: a crash while waiting to retry must not withhold it.
-                self.store.mark_handed_over(issue, subscriber_id, False)
-                handed_over = False
-                raise
-            self.cooldown.succeeded()
-            return sent
-
-        try:
-            # No sleep between tries: each attempt starts by waiting out the shared pause.
-            message_id = retry.call(
-                attempt, retry_on=TemporaryFailure, attempts=attempts, wait=self._pause,
-                stop=self.stop.is_set, sleep=lambda _: None)
-        except retry.GaveUp as gave_up:
-            reason = redact_address(str(gave_up.last), subscriber.email)
-            self.store.mark_failed(issue, subscriber_id, f"temporary: {gave_up.last}", False,
+                try:
+                    message_id = self.transport.send(message)
+                except TemporaryFailure as failure:
+                    # Not taken: a crash while waiting to retry must not withhold it.
+                    self.store.mark_handed_over(issue, subscriber_id, False)
+                    handed_over = False
+                    self._pause(failure)
+                    if tries >= attempts or self.stop.is_set():
+                        raise
+                    continue
+                self.cooldown.succeeded()
+                break
+        except TemporaryFailure as failure:
+            reason = redact_address(str(failure), subscriber.email)
+            self.store.mark_failed(issue, subscriber_id, f"temporary: {failure}", False,
                                    self.clock())
             with self.lock:
                 self.deferred[subscriber_id] = reason
@@ -354,9 +352,8 @@ class Sender:
             return
         except Unconfirmed as exc:
             self.store.mark_unconfirmed(issue, subscriber_id, str(exc), self.clock())
-            with self.lock:
+            with self.lock:  # for the progress line; the report lists the ledger's
                 report.unconfirmed += 1
-                report.unconfirmed_ids.append(subscriber_id)
             _step(progress, report)
             return
         except SendingStopped as exc:
@@ -378,16 +375,15 @@ class Sender:
             report.sent += 1
         _step(progress, report)
 
-    def _pause(self, attempt: int, failure: TemporaryFailure) -> float:
-        """The shared wait after a temporary failure. A transport that refused everything
-        for longer than ``retry_seconds`` in the first pass stops the run, resumably,
-        rather than creeping through the list a minute per message."""
+    def _pause(self, failure: TemporaryFailure) -> None:
+        """Start (or join) the shared pause after a temporary failure. A transport that
+        refused everything for longer than ``retry_seconds`` in the first pass stops the
+        run, resumably, rather than creeping through the list a minute per message."""
         pause = self.cooldown.failed(failure.retry_after)
         refusing = self.cooldown.failing_for() + pause
         if self.first_pass and refusing > max(self.retry_seconds, MIN_REFUSING_SECONDS):
             self.request_stop(f"the transport refused every message for {refusing:.0f} s "
                               f"(last: {redact_address(str(failure), failure.recipient or '')})")
-        return pause
 
     def _release(self, subscriber_id: str, report: SendReport, *, left: bool = False
                  ) -> None:
