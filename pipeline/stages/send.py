@@ -108,7 +108,8 @@ class Sender:
         self.built, self.store, self.transport, self.messages = built, store, transport, messages
         self.stop = threading.Event()
         self.sleep = sleep or self._nap
-        self.bucket = TokenBucket(rate, burst=max(1, concurrency), sleep=self.sleep)
+        self.bucket = TokenBucket(rate, burst=max(1, concurrency), clock=monotonic,
+                                  sleep=self.sleep)
         self.cooldown = Cooldown(clock=monotonic, sleep=self.sleep)
         self.concurrency = concurrency
         self.retry_seconds = retry_seconds
