@@ -113,7 +113,7 @@ class _Connection(smtplib.SMTP):
 
     phase: Phase = "idle"
     final_reply: bytes = b""
-    #: Closed and no longer counted by the pool (set once, by :meth:`SmtpTransport._discard`).
+    #: Closed and no longer counted by the pool (set once, when it leaves the pool).
     discarded: bool = False
 
     def connect(self, host: str = "localhost", port: int = 0,
@@ -210,13 +210,14 @@ class SmtpTransport(Transport):
     def send(self, message: Outgoing) -> str:
         """Hand one message over; returns the server's queue id, else a generated one."""
         for attempt in (1, 2):
-            # The retry opens a new connection: the pooled ones were idle as long as the
-            # one just lost, and a relay's idle timeout has closed those too.
-            conn = self._take(message.recipient, fresh=attempt == 2)
+            conn = self._take(message.recipient)
             try:
                 reply = self._transact(conn, message)
             except _ConnectionLost as lost:
                 self._discard(conn)
+                # The pooled ones were idle as long as the one just lost: a relay's idle
+                # timeout has closed those too, so the retry opens a new connection.
+                self._drop_idle()
                 if attempt == 2:
                     raise TemporaryFailure(
                         f"smtp {self.where}: connection lost before the message was sent, "
@@ -246,27 +247,16 @@ class SmtpTransport(Transport):
 
     def close(self) -> None:
         """QUIT every pooled connection (call once the sending threads are done)."""
-        with self._pool:
-            conns, self._idle = self._idle, []
-            self._count -= len(conns)
-        for conn in conns:
-            conn.discarded = True
-            try:
-                conn.quit()
-            except (smtplib.SMTPException, OSError):
-                pass  # it is going away either way
-            finally:
-                conn.close()
+        self._drop_idle(say_quit=True)
 
     # -- connections -------------------------------------------------------------------------
 
-    def _take(self, recipient: str, *, fresh: bool = False) -> _Connection:
+    def _take(self, recipient: str) -> _Connection:
         """An idle connection, else a new one while fewer than the cap are open, else the
-        next one given back. ``fresh``: a new connection, never an idle one; at the cap, the
-        longest idle one is closed to make room for it."""
+        next one given back."""
         with self._pool:
             while True:
-                while self._idle and not fresh:
+                while self._idle:
                     conn = self._idle.pop()
                     if conn.sock is not None:
                         return conn
@@ -275,12 +265,6 @@ class SmtpTransport(Transport):
                 if not self.settings.max_connections or (
                         self._count < self.settings.max_connections):
                     break
-                if self._idle:  # fresh, at the cap
-                    stale = self._idle.pop(0)
-                    stale.discarded = True
-                    self._count -= 1
-                    stale.close()
-                    continue
                 self._pool.wait()
             self._count += 1
         try:
@@ -290,6 +274,19 @@ class SmtpTransport(Transport):
                 self._count -= 1
                 self._pool.notify()
             raise
+
+    def _drop_idle(self, *, say_quit: bool = False) -> None:
+        """Close every idle connection (after a QUIT when ``say_quit``); their places free."""
+        with self._pool:
+            conns, self._idle = self._idle, []
+            self._count -= len(conns)
+            self._pool.notify_all()
+        for conn in conns:
+            conn.discarded = True
+            if say_quit:
+                with contextlib.suppress(smtplib.SMTPException, OSError):
+                    conn.quit()  # it is going away either way
+            conn.close()
 
     def _give_back(self, conn: _Connection) -> None:
         """Back to the pool, unless it was discarded (then its place is free)."""
