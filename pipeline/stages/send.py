@@ -273,17 +273,14 @@ class Sender:
         none is left or the next wait would pass ``retry_seconds``: a per-minute relay limit
         outlasts the first pass's quick retries."""
         started = self.monotonic()
-        waited = 0.0
         while self.deferred and self.retry_seconds > 0 and not self.stop.is_set():
             pause = self.cooldown.remaining()
-            spent = max(waited, self.monotonic() - started)
-            if spent + pause > self.retry_seconds:
+            if self.monotonic() - started + pause > self.retry_seconds:
                 break
             if pause:
                 _log.info("%s: %d refused for now; trying them again in %.0f s",
                           self.built.id, len(self.deferred), pause)
             self.cooldown.wait(self.stop.is_set)
-            waited += pause
             with self.lock:
                 batch, self.deferred = self.deferred, {}
             in_flight = []
@@ -295,7 +292,7 @@ class Sender:
                 in_flight.append(pool.submit(self._one, subscriber_id, report, progress, 1))
             done, _ = wait(in_flight)
             _reraise(done)
-        report.retried_for_s = round(max(waited, self.monotonic() - started), 3)
+        report.retried_for_s = round(self.monotonic() - started, 3)
 
     def _one(self, subscriber_id: str, report: SendReport, progress: Progress | None,
              attempts: int) -> None:
