@@ -60,7 +60,7 @@ from pipeline.errors import (
     TransportError,
     Unconfirmed,
 )
-from pipeline.transport import Outgoing, Transport
+from pipeline.transport import ACCOUNT_STOPPED, THROTTLED, Outgoing, Transport
 
 if TYPE_CHECKING:
     from _socket import _Address as _SourceAddress
@@ -71,15 +71,8 @@ __all__ = ["SmtpTransport", "StartTlsRefused", "default_helo_name", "tls_context
 
 Phase = Literal["idle", "envelope", "body", "verdict"]
 
-#: Texts that mean the *account* cannot send now, whatever code carries them.
-_STOPPED = re.compile(
-    r"daily message quota exceeded|account is paused|account paused|sending (?:is )?paused"
-    r"|account (?:is )?suspended|quota exceeded|sending limit exceeded",
-    re.IGNORECASE,
-)
 #: How much of a relay's reply is kept: enough for any real one.
 _REPLY_CHARS = 300
-_THROTTLED = re.compile(r"throttling|maximum sending rate exceeded", re.IGNORECASE)
 #: A 5xx that asks for a login or TLS first (530 at MAIL or RCPT, whatever the code).
 _NEEDS_AUTH = re.compile(r"authentication required|must issue a starttls|must (?:first )?"
                          r"authenticate", re.IGNORECASE)
@@ -329,7 +322,7 @@ class SmtpTransport(Transport):
                                  f"({_describe(exc)})", recipient=recipient) from exc
         except smtplib.SMTPResponseException as exc:
             text = _reply(exc.smtp_code, exc.smtp_error)
-            if 400 <= exc.smtp_code < 500 and not _STOPPED.search(text):
+            if 400 <= exc.smtp_code < 500 and not ACCOUNT_STOPPED.search(text):
                 hint = ("" if self.settings.max_connections else "; a relay that limits "
                         "connections per client wants [smtp] max_connections")
                 raise TemporaryFailure(f"smtp {self.where}: server busy: {text}{hint}",
@@ -518,9 +511,9 @@ class SmtpTransport(Transport):
         """The error for a reply that refused the message at ``stage``."""
         said = _reply(code, text)
         where = f"smtp {self.where}: {stage} refused: {said}"
-        if _STOPPED.search(said):
+        if ACCOUNT_STOPPED.search(said):
             return SendingStopped(redact_address(where, recipient), recipient=recipient)
-        if _THROTTLED.search(said) or 400 <= code < 500:
+        if THROTTLED.search(said) or 400 <= code < 500:
             return TemporaryFailure(where, recipient=recipient)
         if 500 <= code < 600:
             about_us = self._about_us(stage, code, said)
