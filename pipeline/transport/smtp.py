@@ -69,7 +69,7 @@ if TYPE_CHECKING:
 
 __all__ = ["SmtpTransport", "StartTlsRefused", "default_helo_name", "tls_context"]
 
-Phase = Literal["idle", "envelope", "body", "verdict"]
+Phase = Literal["envelope", "body", "verdict"]
 
 #: How much of a relay's reply is kept: enough for any real one.
 _REPLY_CHARS = 300
@@ -104,7 +104,7 @@ class _Connection(smtplib.SMTP):
     """smtplib's client, with ``data()`` taken over so that ``phase`` says whether the body
     left and ``final_reply`` keeps the server's last words (smtplib drops them)."""
 
-    phase: Phase = "idle"
+    phase: Phase = "envelope"
     final_reply: bytes = b""
     #: Closed and no longer counted by the pool (set once, when it leaves the pool).
     discarded: bool = False
@@ -122,7 +122,6 @@ class _Connection(smtplib.SMTP):
     def data(self, msg: ReadableBuffer | str) -> tuple[int, bytes]:
         # sendmail hands bytes; keep smtplib's contract (str or any buffer) anyway
         msg = msg.encode("ascii") if isinstance(msg, str) else bytes(msg)
-        self.phase = "envelope"
         self.putcmd("data")
         code, reply = self.getreply()
         if code != 354:
@@ -141,11 +140,6 @@ class _Connection(smtplib.SMTP):
         code, reply = self.getreply()
         self.final_reply = reply
         return code, reply
-
-    def begin(self) -> None:
-        """Reset the per-message state before a new transaction."""
-        self.phase = "envelope"
-        self.final_reply = b""
 
 
 class _ImplicitTlsConnection(_Connection, smtplib.SMTP_SSL):
@@ -462,7 +456,6 @@ class SmtpTransport(Transport):
         """MAIL, RCPT, DATA; returns the final reply text or raises a mapped error."""
         sender, to, options = self._envelope(conn, message)
         rcpt = message.recipient  # errors name the address as the list keeps it
-        conn.begin()
         try:
             conn.sendmail(sender, [to], message.raw, options)
         except smtplib.SMTPRecipientsRefused as exc:
@@ -503,7 +496,7 @@ class SmtpTransport(Transport):
                                        recipient=rcpt) from exc
             raise _ConnectionLost(_describe(exc)) from exc
         finally:
-            conn.phase = "idle"
+            conn.phase = "envelope"  # where the next transaction on it starts
         return conn.final_reply
 
     def _refused(self, stage: str, code: int, text: bytes | str, recipient: str, *,
