@@ -93,10 +93,6 @@ class SendOptions:
     shard: Shard | None = None
 
 
-class _Stopping(Exception):
-    """Internal: the run began to stop while a message waited for its turn."""
-
-
 class Sender:
     """One run of ``send`` for one issue; ``sleep`` and ``monotonic`` are for tests."""
 
@@ -315,8 +311,9 @@ class Sender:
                 # A relay's limit is about us: every try first waits out the shared pause.
                 self.cooldown.wait(self.stop.is_set)
                 self.bucket.acquire()
-                if self.stop.is_set():
-                    raise _Stopping
+                if self.stop.is_set():  # while it waited for its turn
+                    self._release(subscriber_id)
+                    return
                 tries += 1
                 # From here the message may leave: noted first, so that a crash from now
                 # on withholds it as unconfirmed, and one before releases it.
@@ -340,9 +337,6 @@ class Sender:
                                    self.clock())
             with self.lock:
                 self.deferred[subscriber_id] = reason
-            return
-        except _Stopping:
-            self._release(subscriber_id)
             return
         except PermanentFailure as exc:
             self._failed_for_good(subscriber_id, exc, redact_address(str(exc), subscriber.email))
