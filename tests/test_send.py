@@ -21,14 +21,12 @@ from urllib.parse import parse_qs, urlparse
 import pytest
 from support.project import SAMPLE_WEEK, sample_settings
 
-import pipeline.stages.send
 from pipeline.config import Settings
 from pipeline.core.email.message import Messages
 from pipeline.errors import BlockedError, SendingMisconfigured
 from pipeline.model import LAYOUTS
 from pipeline.stages.build import build
 from pipeline.stages.built import BuiltIssue, load_built
-from pipeline.stages.pace import TokenBucket
 from pipeline.stages.preflight import send_rate
 from pipeline.stages.send import MAX_ATTEMPTS, Sender, SendOptions, check_gates, send_tests
 from pipeline.stages.send_report import SendReport, stop_error
@@ -727,14 +725,12 @@ def test_every_report_names_the_unconfirmed_an_earlier_run_left(
 
 
 def test_the_rate_is_kept_on_the_injected_clock(
-        monkeypatch: pytest.MonkeyPatch, smtp_server: SmtpSink, smtp: SmtpTransport,
-        store: SqliteStore, send: Send) -> None:
-    """The TokenBucket gets a clock moved only by sleeps: the pace is measured, not timed."""
+        smtp_server: SmtpSink, smtp: SmtpTransport, store: SqliteStore, send: Send) -> None:
+    """The rate keeps the Sender's one clock, moved here only by sleeps: measured, not timed."""
     fake = FakeTime()
-    monkeypatch.setattr(pipeline.stages.send, "TokenBucket", partial(TokenBucket, clock=fake.clock))
     subscribers = subscribe(store, 20)
 
-    report = send(smtp, concurrency=1, rate=20, sleep=fake.sleep)
+    report = send(smtp, concurrency=1, rate=20, time=fake)
 
     assert report.sent == 20
     assert recipients(smtp_server.received) == once_each(subscribers)

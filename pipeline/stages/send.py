@@ -30,7 +30,6 @@ from datetime import datetime
 from hashlib import sha256
 from typing import TYPE_CHECKING
 
-from pipeline import retry
 from pipeline.config import Settings
 from pipeline.core.email.addresses import redact_address
 from pipeline.core.email.message import Messages
@@ -94,10 +93,6 @@ class SendOptions:
     shard: Shard | None = None
 
 
-class _Stopping(Exception):
-    """Internal: the run began to stop while a message waited for its turn."""
-
-
 class Sender:
     """One run of ``send`` for one issue; ``sleep`` and ``monotonic`` are for tests."""
 
@@ -109,7 +104,8 @@ class Sender:
         self.built, self.store, self.transport, self.messages = built, store, transport, messages
         self.stop = threading.Event()
         self.sleep = sleep or self._nap
-        self.bucket = TokenBucket(rate, burst=max(1, concurrency), sleep=self.sleep)
+        self.bucket = TokenBucket(rate, burst=max(1, concurrency), clock=monotonic,
+                                  sleep=self.sleep)
         self.cooldown = Cooldown(clock=monotonic, sleep=self.sleep)
         self.concurrency = concurrency
         self.retry_seconds = retry_seconds
@@ -125,6 +121,9 @@ class Sender:
         self.first_pass = True
         #: A dry run's unconfirmed recipients that ``--resend-unconfirmed`` would send.
         self._resent: set[str] = set()
+        #: This run's report (counted under ``lock``) and progress line, set by :meth:`run`.
+        self.report: SendReport
+        self.progress: Progress | None = None
 
     def _nap(self, seconds: float) -> None:
         """A wait that ends early when the run is asked to stop."""
@@ -132,10 +131,11 @@ class Sender:
 
     def run(self, options: SendOptions, progress: Progress | None = None) -> SendReport:
         issue = self.built.id
-        report = SendReport(issue, self.transport.name, self.built.content_hash,
-                            started_at=iso_z(self.clock()), dry_run=options.dry_run,
-                            shard=str(options.shard) if options.shard else None)
-        self.shard = options.shard
+        report = self.report = SendReport(
+            issue, self.transport.name, self.built.content_hash,
+            started_at=iso_z(self.clock()), dry_run=options.dry_run,
+            shard=str(options.shard) if options.shard else None)
+        self.shard, self.progress = options.shard, progress
         freeze.note_send(self.built, self.store, self.clock(), dry_run=options.dry_run)
         started = time.monotonic()
         if not options.dry_run:
@@ -143,13 +143,13 @@ class Sender:
         self.unconfirmed_before = set(self._unconfirmed())
         try:
             if options.dry_run:
-                self._dry_run(report, options)
+                self._dry_run(options)
             else:
-                self._deliver(report, options, progress)
+                self._deliver(options)
         finally:
             report.duration_s = round(time.monotonic() - started, 3)
             report.finished_at = iso_z(self.clock())
-            report.stopped = report.stopped or self.stop_reason
+            report.stopped = self.stop_reason
             report.stop_exit = self.stop_exit
             if progress:
                 progress.close()
@@ -176,21 +176,22 @@ class Sender:
                 self.stop_exit = exit_code
                 self.stop.set()
 
-    def _variant(self, subscriber: Subscriber, report: SendReport) -> str:
+    def _variant(self, subscriber: Subscriber) -> str:
         """The rendering ``subscriber`` gets; a plain-layout fallback is counted, logged once."""
         key, fallback = self.built.choose(subscriber.layout, subscriber.areas)
         if fallback:
             with self.lock:
-                report.plain_fallback += 1
-                first = report.plain_fallback == 1
+                self.report.plain_fallback += 1
+                first = self.report.plain_fallback == 1
             if first:
                 _log.warning("%s: some readers' interests changed after the build; they get "
                              "the plain layout (counted as plain_fallback in the report)",
                              self.built.id)
         return key
 
-    def _dry_run(self, report: SendReport, options: SendOptions) -> None:
+    def _dry_run(self, options: SendOptions) -> None:
         """Count as the real run would, without claiming anything."""
+        report = self.report
         resent: set[str] = set()
         for subscriber in self._candidates():
             entry = self.store.ledger_entry(self.built.id, subscriber.id)
@@ -202,7 +203,7 @@ class Sender:
                 break
             if entry is not None and entry.status == "unconfirmed":
                 resent.add(subscriber.id)
-            self._variant(subscriber, report)
+            self._variant(subscriber)
             report.sent += 1
         self._resent = resent
 
@@ -210,19 +211,18 @@ class Sender:
         return ((entry.status == "failed" and not entry.permanent)
                 or (entry.status == "unconfirmed" and options.resend_unconfirmed))
 
-    def _deliver(self, report: SendReport, options: SendOptions,
-                 progress: Progress | None) -> None:
+    def _deliver(self, options: SendOptions) -> None:
         with self._ctrl_c_stops(), ThreadPoolExecutor(
                 max_workers=self.concurrency, thread_name_prefix="send") as pool:
-            self._send_each(pool, report, options, progress)
+            self._send_each(pool, options)
             self.first_pass = False
-            self._retry_deferred(pool, report, progress)
+            self._retry_deferred(pool)
         # What is still refused for now stays a temporary failure in the ledger.
         for subscriber_id, reason in sorted(self.deferred.items()):
-            report.temporary += 1
-            report.failures.append({"subscriber": subscriber_id, "reason": reason,
-                                    "permanent": False, "bounced": False})
-            _step(progress, report)
+            with self._counting() as report:
+                report.temporary += 1
+                report.failures.append({"subscriber": subscriber_id, "reason": reason,
+                                        "permanent": False, "bounced": False})
 
     @contextlib.contextmanager
     def _ctrl_c_stops(self) -> Iterator[None]:
@@ -243,8 +243,7 @@ class Sender:
         finally:
             signal.signal(signal.SIGINT, previous)
 
-    def _send_each(self, pool: ThreadPoolExecutor, report: SendReport, options: SendOptions,
-                   progress: Progress | None) -> None:
+    def _send_each(self, pool: ThreadPoolExecutor, options: SendOptions) -> None:
         """Every active subscriber once, in id order, ``MAX_ATTEMPTS`` tries each."""
         handed = 0
         in_flight: set[Future[None]] = set()
@@ -259,31 +258,26 @@ class Sender:
                                     retry=options.resend_unconfirmed, retry_temporary=True):
                 if subscriber.id not in self.unconfirmed_before:  # listed at the end
                     with self.lock:
-                        report.skipped += 1
+                        self.report.skipped += 1
                 continue
             handed += 1
-            in_flight.add(pool.submit(self._one, subscriber.id, report, progress,
-                                      MAX_ATTEMPTS))
+            in_flight.add(pool.submit(self._one, subscriber.id, MAX_ATTEMPTS))
         done, _ = wait(in_flight)
         _reraise(done)
 
-    def _retry_deferred(self, pool: ThreadPoolExecutor, report: SendReport,
-                        progress: Progress | None) -> None:
+    def _retry_deferred(self, pool: ThreadPoolExecutor) -> None:
         """Try the temporary failures again in rounds, each after the shared cooldown, until
         none is left or the next wait would pass ``retry_seconds``: a per-minute relay limit
         outlasts the first pass's quick retries."""
         started = self.monotonic()
-        waited = 0.0
         while self.deferred and self.retry_seconds > 0 and not self.stop.is_set():
             pause = self.cooldown.remaining()
-            spent = max(waited, self.monotonic() - started)
-            if spent + pause > self.retry_seconds:
+            if self.monotonic() - started + pause > self.retry_seconds:
                 break
             if pause:
                 _log.info("%s: %d refused for now; trying them again in %.0f s",
                           self.built.id, len(self.deferred), pause)
             self.cooldown.wait(self.stop.is_set)
-            waited += pause
             with self.lock:
                 batch, self.deferred = self.deferred, {}
             in_flight = []
@@ -292,77 +286,70 @@ class Sender:
                         self.built.id, subscriber_id, self.clock(), retry_temporary=True):
                     self.deferred.setdefault(subscriber_id, reason)
                     continue
-                in_flight.append(pool.submit(self._one, subscriber_id, report, progress, 1))
+                in_flight.append(pool.submit(self._one, subscriber_id, 1))
             done, _ = wait(in_flight)
             _reraise(done)
-        report.retried_for_s = round(max(waited, self.monotonic() - started), 3)
+        self.report.retried_for_s = round(self.monotonic() - started, 3)
 
-    def _one(self, subscriber_id: str, report: SendReport, progress: Progress | None,
-             attempts: int) -> None:
+    def _one(self, subscriber_id: str, attempts: int) -> None:
         """Send one claimed message; every way out leaves the claim sent, failed,
         unconfirmed or released."""
         issue = self.built.id
         subscriber = self.store.get(subscriber_id)
         if self.stop.is_set():
-            self._release(subscriber_id, report)
+            self._release(subscriber_id)
             return
         if subscriber is None or subscriber.status != "active":
-            self._release(subscriber_id, report, left=True)
+            self._release(subscriber_id, left=True)
             return
         message = self.messages.build(subscriber.email, subscriber.id, subscriber.layout,
-                                      self.clock(), variant=self._variant(subscriber, report))
+                                      self.clock(), variant=self._variant(subscriber))
         handed_over = False
-
-        def attempt() -> str:
-            nonlocal handed_over
-            self.cooldown.wait(self.stop.is_set)  # a relay's limit holds every thread back
-            self.bucket.acquire()
-            if self.stop.is_set():
-                raise _Stopping
-            try:
+        tries = 0
+        try:
+            while True:
+                # A relay's limit is about us: every try first waits out the shared pause.
+                self.cooldown.wait(self.stop.is_set)
+                self.bucket.acquire()
+                if self.stop.is_set():  # while it waited for its turn
+                    self._release(subscriber_id)
+                    return
+                tries += 1
                 # From here the message may leave: noted first, so that a crash from now
                 # on withholds it as unconfirmed, and one before releases it.
                 handed_over = True
                 self.store.mark_handed_over(issue, subscriber_id)
-                sent = self.transport.send(message)
-            except TemporaryFailure:
-                # Not taken: a crash while waiting to retry must not withhold it.
-                self.store.mark_handed_over(issue, subscriber_id, False)
-                handed_over = False
-                raise
-            self.cooldown.succeeded()
-            return sent
-
-        try:
-            # No sleep between tries: each attempt starts by waiting out the shared pause.
-            message_id = retry.call(
-                attempt, retry_on=TemporaryFailure, attempts=attempts, wait=self._pause,
-                stop=self.stop.is_set, sleep=lambda _: None)
-        except retry.GaveUp as gave_up:
-            reason = redact_address(str(gave_up.last), subscriber.email)
-            self.store.mark_failed(issue, subscriber_id, f"temporary: {gave_up.last}", False,
+                try:
+                    message_id = self.transport.send(message)
+                except TemporaryFailure as failure:
+                    # Not taken: a crash while waiting to retry must not withhold it.
+                    self.store.mark_handed_over(issue, subscriber_id, False)
+                    handed_over = False
+                    self._pause(failure)
+                    if tries >= attempts or self.stop.is_set():
+                        raise
+                    continue
+                self.cooldown.succeeded()
+                break
+        except TemporaryFailure as failure:
+            reason = redact_address(str(failure), subscriber.email)
+            self.store.mark_failed(issue, subscriber_id, f"temporary: {failure}", False,
                                    self.clock())
             with self.lock:
                 self.deferred[subscriber_id] = reason
             return
-        except _Stopping:
-            self._release(subscriber_id, report)
-            return
         except PermanentFailure as exc:
-            self._failed_for_good(subscriber_id, exc, redact_address(str(exc), subscriber.email),
-                                  report, progress)
+            self._failed_for_good(subscriber_id, exc, redact_address(str(exc), subscriber.email))
             return
         except Unconfirmed as exc:
             self.store.mark_unconfirmed(issue, subscriber_id, str(exc), self.clock())
-            with self.lock:
+            with self._counting() as report:  # for the progress line: run() lists the ledger's
                 report.unconfirmed += 1
-                report.unconfirmed_ids.append(subscriber_id)
-            _step(progress, report)
             return
         except SendingStopped as exc:
             # The account refused before taking it: nothing went out, the next run sends it
             # (or, for a refusal no rerun cures, the next run after the fix).
-            self._release(subscriber_id, report)
+            self._release(subscriber_id)
             self.request_stop(str(exc), exc.exit_code)
             return
         except BaseException:
@@ -374,49 +361,48 @@ class Sender:
             self.request_stop("internal error", 1)
             raise
         self.store.mark_sent(issue, subscriber_id, message_id, self.clock())
-        with self.lock:
+        with self._counting() as report:
             report.sent += 1
-        _step(progress, report)
 
-    def _pause(self, attempt: int, failure: TemporaryFailure) -> float:
-        """The shared wait after a temporary failure. A transport that refused everything
-        for longer than ``retry_seconds`` in the first pass stops the run, resumably,
-        rather than creeping through the list a minute per message."""
+    def _pause(self, failure: TemporaryFailure) -> None:
+        """Start (or join) the shared pause after a temporary failure. A transport that
+        refused everything for longer than ``retry_seconds`` in the first pass stops the
+        run, resumably, rather than creeping through the list a minute per message."""
         pause = self.cooldown.failed(failure.retry_after)
         refusing = self.cooldown.failing_for() + pause
         if self.first_pass and refusing > max(self.retry_seconds, MIN_REFUSING_SECONDS):
             self.request_stop(f"the transport refused every message for {refusing:.0f} s "
                               f"(last: {redact_address(str(failure), failure.recipient or '')})")
-        return pause
 
-    def _release(self, subscriber_id: str, report: SendReport, *, left: bool = False
-                 ) -> None:
+    def _release(self, subscriber_id: str, *, left: bool = False) -> None:
         """Let a claim go unsent: the run is stopping, or the reader ``left`` the list."""
         self.store.release(self.built.id, subscriber_id)
         with self.lock:
             if left:
-                report.left += 1
+                self.report.left += 1
             else:
-                report.released += 1
+                self.report.released += 1
 
-    def _failed_for_good(self, subscriber_id: str, exc: PermanentFailure, reason: str,
-                         report: SendReport, progress: Progress | None) -> None:
+    def _failed_for_good(self, subscriber_id: str, exc: PermanentFailure, reason: str
+                         ) -> None:
         """A refusal for good; one saying the mailbox does not exist marks it bounced."""
         now_ = self.clock()
         self.store.mark_failed(self.built.id, subscriber_id, str(exc), True, now_)
         if exc.bounce:
             mark_bounced(self.store, subscriber_id, self.built.id, now_)
-        with self.lock:
+        with self._counting() as report:
             report.failed += 1
             report.bounced += exc.bounce
             report.failures.append({"subscriber": subscriber_id, "reason": reason,
                                     "permanent": True, "bounced": exc.bounce})
-        _step(progress, report)
 
-
-def _step(progress: Progress | None, report: SendReport) -> None:
-    if progress:
-        progress.step(report)
+    @contextlib.contextmanager
+    def _counting(self) -> Iterator[SendReport]:
+        """The report, to count one recipient's outcome in; then the progress line moves."""
+        with self.lock:
+            yield self.report
+        if self.progress:
+            self.progress.step(self.report)
 
 
 def _reraise(done: Iterable[Future[None]]) -> None:

@@ -10,6 +10,7 @@ retried blindly) and :class:`SendingStopped` (the run stops, resumable: exit 4).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Protocol
 
@@ -17,7 +18,16 @@ from pipeline.errors import ConfigError
 from pipeline.model import Outgoing
 from pipeline.resource import Resource
 
-__all__ = ["Outgoing", "Transport", "require_secret"]
+__all__ = ["ACCOUNT_STOPPED", "THROTTLED", "Outgoing", "Transport", "require_secret"]
+
+#: Words that mean the *account* cannot send now, whatever code carries them: a stop.
+ACCOUNT_STOPPED = re.compile(
+    r"daily message quota exceeded|account is paused|account paused|sending (?:is )?paused"
+    r"|account (?:is )?suspended|quota exceeded|sending limit exceeded",
+    re.IGNORECASE,
+)
+#: Words that mean "slower, please": a temporary failure, whatever code carries them.
+THROTTLED = re.compile(r"throttling|maximum sending rate exceeded", re.IGNORECASE)
 
 
 class Transport(Resource, Protocol):

@@ -39,16 +39,13 @@ from pipeline.errors import (
     TransportError,
     Unconfirmed,
 )
-from pipeline.transport import Outgoing, Transport
+from pipeline.transport import ACCOUNT_STOPPED, THROTTLED, Outgoing, Transport
 
 if TYPE_CHECKING:
     from mypy_boto3_sesv2 import SESV2Client
 
 __all__ = ["SesTransport", "email_tags", "ses_client"]
 
-_STOPPED_TEXT = re.compile(r"daily message quota exceeded|sending (?:is )?paused"
-                           r"|account (?:is )?(?:paused|suspended)", re.IGNORECASE)
-_THROTTLED_TEXT = re.compile(r"maximum sending rate exceeded", re.IGNORECASE)
 _THROTTLED = frozenset({"TooManyRequestsException", "Throttling", "ThrottlingException"})
 _STOPPED = frozenset({"SendingPausedException", "AccountSuspendedException",
                       "AccountSendingPausedException", "ConfigurationSetSendingPausedException",
@@ -190,9 +187,9 @@ def _client_error(exc: ClientError, recipient: str) -> TransportError:
     text = " ".join(str(error.get("Message", "")).split())
     status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
     said = f"ses: {code or status}: {text}" if text else f"ses: {code or status}"
-    if _STOPPED_TEXT.search(text) or code in _STOPPED:
+    if ACCOUNT_STOPPED.search(text) or code in _STOPPED:
         return SendingStopped(said, recipient=recipient)
-    if code in _THROTTLED or _THROTTLED_TEXT.search(text) or status == 429:
+    if code in _THROTTLED or THROTTLED.search(text) or status == 429:
         return TemporaryFailure(said, recipient=recipient)
     if code in _PERMANENT:
         return PermanentFailure(said, recipient=recipient)

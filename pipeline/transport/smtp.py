@@ -60,7 +60,7 @@ from pipeline.errors import (
     TransportError,
     Unconfirmed,
 )
-from pipeline.transport import Outgoing, Transport
+from pipeline.transport import ACCOUNT_STOPPED, THROTTLED, Outgoing, Transport
 
 if TYPE_CHECKING:
     from _socket import _Address as _SourceAddress
@@ -69,17 +69,10 @@ if TYPE_CHECKING:
 
 __all__ = ["SmtpTransport", "StartTlsRefused", "default_helo_name", "tls_context"]
 
-Phase = Literal["idle", "envelope", "body", "verdict"]
+Phase = Literal["envelope", "body", "verdict"]
 
-#: Texts that mean the *account* cannot send now, whatever code carries them.
-_STOPPED = re.compile(
-    r"daily message quota exceeded|account is paused|account paused|sending (?:is )?paused"
-    r"|account (?:is )?suspended|quota exceeded|sending limit exceeded",
-    re.IGNORECASE,
-)
 #: How much of a relay's reply is kept: enough for any real one.
 _REPLY_CHARS = 300
-_THROTTLED = re.compile(r"throttling|maximum sending rate exceeded", re.IGNORECASE)
 #: A 5xx that asks for a login or TLS first (530 at MAIL or RCPT, whatever the code).
 _NEEDS_AUTH = re.compile(r"authentication required|must issue a starttls|must (?:first )?"
                          r"authenticate", re.IGNORECASE)
@@ -111,9 +104,9 @@ class _Connection(smtplib.SMTP):
     """smtplib's client, with ``data()`` taken over so that ``phase`` says whether the body
     left and ``final_reply`` keeps the server's last words (smtplib drops them)."""
 
-    phase: Phase = "idle"
+    phase: Phase = "envelope"
     final_reply: bytes = b""
-    #: Closed and no longer counted by the pool (set once, by :meth:`SmtpTransport._discard`).
+    #: Closed and no longer counted by the pool (set once, when it leaves the pool).
     discarded: bool = False
 
     def connect(self, host: str = "localhost", port: int = 0,
@@ -129,7 +122,6 @@ class _Connection(smtplib.SMTP):
     def data(self, msg: ReadableBuffer | str) -> tuple[int, bytes]:
         # sendmail hands bytes; keep smtplib's contract (str or any buffer) anyway
         msg = msg.encode("ascii") if isinstance(msg, str) else bytes(msg)
-        self.phase = "envelope"
         self.putcmd("data")
         code, reply = self.getreply()
         if code != 354:
@@ -148,11 +140,6 @@ class _Connection(smtplib.SMTP):
         code, reply = self.getreply()
         self.final_reply = reply
         return code, reply
-
-    def begin(self) -> None:
-        """Reset the per-message state before a new transaction."""
-        self.phase = "envelope"
-        self.final_reply = b""
 
 
 class _ImplicitTlsConnection(_Connection, smtplib.SMTP_SSL):
@@ -210,13 +197,14 @@ class SmtpTransport(Transport):
     def send(self, message: Outgoing) -> str:
         """Hand one message over; returns the server's queue id, else a generated one."""
         for attempt in (1, 2):
-            # The retry opens a new connection: the pooled ones were idle as long as the
-            # one just lost, and a relay's idle timeout has closed those too.
-            conn = self._take(message.recipient, fresh=attempt == 2)
+            conn = self._take(message.recipient)
             try:
                 reply = self._transact(conn, message)
             except _ConnectionLost as lost:
                 self._discard(conn)
+                # The pooled ones were idle as long as the one just lost: a relay's idle
+                # timeout has closed those too, so the retry opens a new connection.
+                self._drop_idle()
                 if attempt == 2:
                     raise TemporaryFailure(
                         f"smtp {self.where}: connection lost before the message was sent, "
@@ -246,27 +234,16 @@ class SmtpTransport(Transport):
 
     def close(self) -> None:
         """QUIT every pooled connection (call once the sending threads are done)."""
-        with self._pool:
-            conns, self._idle = self._idle, []
-            self._count -= len(conns)
-        for conn in conns:
-            conn.discarded = True
-            try:
-                conn.quit()
-            except (smtplib.SMTPException, OSError):
-                pass  # it is going away either way
-            finally:
-                conn.close()
+        self._drop_idle(say_quit=True)
 
     # -- connections -------------------------------------------------------------------------
 
-    def _take(self, recipient: str, *, fresh: bool = False) -> _Connection:
+    def _take(self, recipient: str) -> _Connection:
         """An idle connection, else a new one while fewer than the cap are open, else the
-        next one given back. ``fresh``: a new connection, never an idle one; at the cap, the
-        longest idle one is closed to make room for it."""
+        next one given back."""
         with self._pool:
             while True:
-                while self._idle and not fresh:
+                while self._idle:
                     conn = self._idle.pop()
                     if conn.sock is not None:
                         return conn
@@ -275,12 +252,6 @@ class SmtpTransport(Transport):
                 if not self.settings.max_connections or (
                         self._count < self.settings.max_connections):
                     break
-                if self._idle:  # fresh, at the cap
-                    stale = self._idle.pop(0)
-                    stale.discarded = True
-                    self._count -= 1
-                    stale.close()
-                    continue
                 self._pool.wait()
             self._count += 1
         try:
@@ -290,6 +261,19 @@ class SmtpTransport(Transport):
                 self._count -= 1
                 self._pool.notify()
             raise
+
+    def _drop_idle(self, *, say_quit: bool = False) -> None:
+        """Close every idle connection (after a QUIT when ``say_quit``); their places free."""
+        with self._pool:
+            conns, self._idle = self._idle, []
+            self._count -= len(conns)
+            self._pool.notify_all()
+        for conn in conns:
+            conn.discarded = True
+            if say_quit:
+                with contextlib.suppress(smtplib.SMTPException, OSError):
+                    conn.quit()  # it is going away either way
+            conn.close()
 
     def _give_back(self, conn: _Connection) -> None:
         """Back to the pool, unless it was discarded (then its place is free)."""
@@ -332,7 +316,7 @@ class SmtpTransport(Transport):
                                  f"({_describe(exc)})", recipient=recipient) from exc
         except smtplib.SMTPResponseException as exc:
             text = _reply(exc.smtp_code, exc.smtp_error)
-            if 400 <= exc.smtp_code < 500 and not _STOPPED.search(text):
+            if 400 <= exc.smtp_code < 500 and not ACCOUNT_STOPPED.search(text):
                 hint = ("" if self.settings.max_connections else "; a relay that limits "
                         "connections per client wants [smtp] max_connections")
                 raise TemporaryFailure(f"smtp {self.where}: server busy: {text}{hint}",
@@ -472,7 +456,6 @@ class SmtpTransport(Transport):
         """MAIL, RCPT, DATA; returns the final reply text or raises a mapped error."""
         sender, to, options = self._envelope(conn, message)
         rcpt = message.recipient  # errors name the address as the list keeps it
-        conn.begin()
         try:
             conn.sendmail(sender, [to], message.raw, options)
         except smtplib.SMTPRecipientsRefused as exc:
@@ -513,7 +496,7 @@ class SmtpTransport(Transport):
                                        recipient=rcpt) from exc
             raise _ConnectionLost(_describe(exc)) from exc
         finally:
-            conn.phase = "idle"
+            conn.phase = "envelope"  # where the next transaction on it starts
         return conn.final_reply
 
     def _refused(self, stage: str, code: int, text: bytes | str, recipient: str, *,
@@ -521,9 +504,9 @@ class SmtpTransport(Transport):
         """The error for a reply that refused the message at ``stage``."""
         said = _reply(code, text)
         where = f"smtp {self.where}: {stage} refused: {said}"
-        if _STOPPED.search(said):
+        if ACCOUNT_STOPPED.search(said):
             return SendingStopped(redact_address(where, recipient), recipient=recipient)
-        if _THROTTLED.search(said) or 400 <= code < 500:
+        if THROTTLED.search(said) or 400 <= code < 500:
             return TemporaryFailure(where, recipient=recipient)
         if 500 <= code < 600:
             about_us = self._about_us(stage, code, said)
