@@ -33,8 +33,9 @@ temp folder with ``pipeline.stages.build.build``; nothing is written in the work
   i.e. what the relay itself takes over two connections; beside it the same loop as smtplib
   ships it (Nagle on), ``SmtpTransport.send`` alone from two threads (no ledger: what the
   transport itself costs), then ``Sender`` + ``SmtpTransport`` with 2 workers, and with 4
-  workers against a relay that allows 2 connections (the README's row), where the ledger's
-  two fsynced writes per message overlap another worker's sending.
+  workers against a relay that allows 2 connections with ``[smtp] max_connections = 2`` (the
+  README's row), where the ledger's two fsynced writes per message overlap another worker's
+  sending.
 * **memory**: ``Sender.run`` with a ``NullTransport`` (returns an id, keeps nothing) over
   stores of growing size. ``peak KB`` is tracemalloc's peak during ``Sender.run`` alone
   (store created and filled before tracing starts); ``µs/msg`` comes from a separate run
@@ -572,11 +573,13 @@ def bench_starttls(setup: Setup, count: int, runs: int) -> list[SmtpResult]:
             keep(SmtpResult("SmtpTransport alone (no ledger)", 2, count,
                             sink.count() - 2, watch.wall, watch.cpu))
         for path, workers, limit in (("Sender+SmtpTransport", 2, None),
-                                     ("Sender+SmtpTransport, relay allows 2", 4, 2)):
+                                     ("Sender+SmtpTransport, relay allows 2, "
+                                      "max_connections 2", 4, 2)):
             with Sink(max_connections=limit, certificate=cert.files) as sink:
                 store = fill_store(setup.folder / f"tls-{workers}-{run}.sqlite3", count,
                                    setup.now)
-                settings = SmtpSettings(host=HOST, port=sink.port, tls="starttls")
+                settings = SmtpSettings(host=HOST, port=sink.port, tls="starttls",
+                                        max_connections=limit or 0)
                 with store, SmtpTransport(settings, None, ssl_context=cert.client) as transport:
                     report, watch = timed_send(setup, store, transport, workers)
                 keep(SmtpResult(path, workers, report.sent, sink.count(), watch.wall,
