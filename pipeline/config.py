@@ -475,13 +475,19 @@ def _as_int(value: Any, from_env: bool) -> int:
     # A TOML true is an int to Python, not a number to a reader.
     if isinstance(value, bool) or not (isinstance(value, int) or from_env):
         raise TypeError("expected a whole number")
-    return int(value)
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError("expected a whole number") from None
 
 
 def _as_float(value: Any, from_env: bool) -> float:
     if isinstance(value, bool) or not (isinstance(value, int | float) or from_env):
         raise TypeError("expected a number")
-    return float(value)
+    try:
+        return float(value)
+    except ValueError:
+        raise ValueError("expected a number") from None
 
 
 def _as_path(value: Any, from_env: bool) -> Path:

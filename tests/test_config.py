@@ -104,6 +104,8 @@ SECRET_32 = "0123456789abcdef0123456789abcdef"
         ("[feed\n", {}, "not valid TOML"),
         ("", {"NEWSLETTER_ISSUE_TIMEZON": "UTC"}, "NEWSLETTER_ISSUE_TIMEZON"),
         ("", {"NEWSLETTER_ISSUE_SIZE_BUDGET_KB": "ninety"}, "NEWSLETTER_ISSUE_SIZE_BUDGET_KB"),
+        ("", {"NEWSLETTER_SMTP_MAX_CONNECTIONS": "x"}, "expected a whole number (got 'x')"),
+        ("", {"NEWSLETTER_DELIVERY_MAX_RATE": "fast"}, "expected a number (got 'fast')"),
         ("", {"NEWSLETTER_ISSUE_REQUIRE_APPROVAL": "maybe"}, "true or false"),
         ("[issue]\nfirst_week = \"2026-W54\"\n", {}, "2026 has no ISO week 54"),
         ("", {"NEWSLETTER_ISSUE_FIRST_WEEK": "week 1"}, "expected an ISO week"),
