@@ -182,6 +182,18 @@ def test_error_mapping(moto_server: MotoServer, transport: SesTransport,
     assert moto_server.sent() == []
 
 
+def test_a_recipients_address_in_a_rejection_is_no_word_about_the_account(
+        moto_server: MotoServer, transport: SesTransport) -> None:
+    # The sandbox names the recipient it refused: its name is not SES throttling us.
+    recipient = "throttling-alerts@example.com"
+    moto_server.inject(transport.client, {"SendEmail": [error(
+        "MessageRejected", "Email address is not verified. The following identities failed "
+        f"the check in region US-EAST-1: {recipient}")]})
+    with pytest.raises(TransportError) as caught:
+        transport.send(outgoing(recipient))
+    assert type(caught.value) is PermanentFailure
+
+
 def test_throttling_status_comes_from_the_service_model(moto_server: MotoServer,
                                                         transport: SesTransport) -> None:
     moto_server.inject(transport.client, {"SendEmail": [

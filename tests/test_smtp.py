@@ -20,6 +20,7 @@ from pipeline.errors import (
     SendingMisconfigured,
     SendingStopped,
     TemporaryFailure,
+    TransportError,
     Unconfirmed,
 )
 from pipeline.transport import Outgoing
@@ -127,6 +128,17 @@ def test_refused_recipient_is_permanent_and_the_run_goes_on(
 
     transport.send(outgoing("next@example.com"))
     assert [r.rcpt_tos for r in smtp_server.received] == [("next@example.com",)]
+
+
+def test_a_refused_recipients_address_is_no_word_about_the_account(
+        smtp_server: SmtpSink, transport: SmtpTransport) -> None:
+    # The relay names the mailbox it does not know: its name is not the relay throttling us.
+    recipient = "throttling-alerts@example.com"
+    smtp_server.fail_next(recipient, *smtp_server.NO_SUCH_USER, at="RCPT")
+    with pytest.raises(TransportError) as caught:
+        transport.send(outgoing(recipient))
+    assert type(caught.value) is PermanentFailure
+    assert caught.value.bounce
 
 
 @pytest.mark.parametrize(("at", "code", "text"), [

@@ -18,7 +18,8 @@ from pipeline.errors import ConfigError
 from pipeline.model import Outgoing
 from pipeline.resource import Resource
 
-__all__ = ["ACCOUNT_STOPPED", "THROTTLED", "Outgoing", "Transport", "require_secret"]
+__all__ = ["ACCOUNT_STOPPED", "THROTTLED", "Outgoing", "Transport", "require_secret",
+           "without_addresses"]
 
 #: Words that mean the *account* cannot send now, whatever code carries them: a stop.
 ACCOUNT_STOPPED = re.compile(
@@ -28,6 +29,14 @@ ACCOUNT_STOPPED = re.compile(
 )
 #: Words that mean "slower, please": a temporary failure, whatever code carries them.
 THROTTLED = re.compile(r"throttling|maximum sending rate exceeded", re.IGNORECASE)
+#: An address in a server's words: a refused recipient's name ("throttling-alerts@…") says
+#: nothing about the account, so the two patterns above never read it.
+_ADDRESS = re.compile(r"\S+@\S+")
+
+
+def without_addresses(said: str) -> str:
+    """``said`` with each address in it blanked: what ACCOUNT_STOPPED and THROTTLED read."""
+    return _ADDRESS.sub(" ", said)
 
 
 class Transport(Resource, Protocol):

@@ -39,7 +39,13 @@ from pipeline.errors import (
     TransportError,
     Unconfirmed,
 )
-from pipeline.transport import ACCOUNT_STOPPED, THROTTLED, Outgoing, Transport
+from pipeline.transport import (
+    ACCOUNT_STOPPED,
+    THROTTLED,
+    Outgoing,
+    Transport,
+    without_addresses,
+)
 
 if TYPE_CHECKING:
     from mypy_boto3_sesv2 import SESV2Client
@@ -187,9 +193,10 @@ def _client_error(exc: ClientError, recipient: str) -> TransportError:
     text = " ".join(str(error.get("Message", "")).split())
     status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
     said = f"ses: {code or status}: {text}" if text else f"ses: {code or status}"
-    if ACCOUNT_STOPPED.search(text) or code in _STOPPED:
+    words = without_addresses(text)  # the sandbox names the recipient it refused
+    if ACCOUNT_STOPPED.search(words) or code in _STOPPED:
         return SendingStopped(said, recipient=recipient)
-    if code in _THROTTLED or THROTTLED.search(text) or status == 429:
+    if code in _THROTTLED or THROTTLED.search(words) or status == 429:
         return TemporaryFailure(said, recipient=recipient)
     if code in _PERMANENT:
         return PermanentFailure(said, recipient=recipient)

@@ -60,7 +60,13 @@ from pipeline.errors import (
     TransportError,
     Unconfirmed,
 )
-from pipeline.transport import ACCOUNT_STOPPED, THROTTLED, Outgoing, Transport
+from pipeline.transport import (
+    ACCOUNT_STOPPED,
+    THROTTLED,
+    Outgoing,
+    Transport,
+    without_addresses,
+)
 
 if TYPE_CHECKING:
     from _socket import _Address as _SourceAddress
@@ -504,9 +510,10 @@ class SmtpTransport(Transport):
         """The error for a reply that refused the message at ``stage``."""
         said = _reply(code, text)
         where = f"smtp {self.where}: {stage} refused: {said}"
-        if ACCOUNT_STOPPED.search(said):
+        words = without_addresses(said)  # "<x@y>: User unknown" names the mailbox
+        if ACCOUNT_STOPPED.search(words):
             return SendingStopped(redact_address(where, recipient), recipient=recipient)
-        if THROTTLED.search(said) or 400 <= code < 500:
+        if THROTTLED.search(words) or 400 <= code < 500:
             return TemporaryFailure(where, recipient=recipient)
         if 500 <= code < 600:
             about_us = self._about_us(stage, code, said)
