@@ -472,6 +472,13 @@ def test_a_quota_at_mail_is_a_stop_and_a_size_limit_says_so(
     assert type(raised.value) is error  # a quota is no configuration error: exit 4
 
 
+def test_one_readers_full_mailbox_fails_that_message_not_the_run(smtp_server: SmtpSink) -> None:
+    smtp_server.fail_next(READER, 552, "5.2.2 <{address}>: Quota exceeded (mailbox is full)")
+    with pytest.raises(PermanentFailure) as raised:
+        sending(SmtpTransport(smtp_server.settings(), None, timeout=5.0), outgoing())
+    assert type(raised.value) is PermanentFailure and not raised.value.bounce
+
+
 def test_exims_5_0_0_user_unknown_at_rcpt_is_a_bounce(smtp_server: SmtpSink) -> None:
     smtp_server.fail_next(READER, 550, "5.0.0 <{address}>: User unknown")
     with pytest.raises(PermanentFailure) as raised:

@@ -21,10 +21,11 @@ from pipeline.resource import Resource
 __all__ = ["ACCOUNT_STOPPED", "THROTTLED", "Outgoing", "Transport", "require_secret",
            "without_addresses"]
 
-#: Words that mean the *account* cannot send now, whatever code carries them: a stop.
+#: Words that mean the *account* cannot send now, whatever code carries them: a stop. Not a
+#: bare "quota exceeded": that is also one reader's full mailbox (552 5.2.2).
 ACCOUNT_STOPPED = re.compile(
     r"daily message quota exceeded|account is paused|account paused|sending (?:is )?paused"
-    r"|account (?:is )?suspended|quota exceeded|sending limit exceeded",
+    r"|account (?:is )?suspended|sending quota exceeded|sending limit exceeded",
     re.IGNORECASE,
 )
 #: Words that mean "slower, please": a temporary failure, whatever code carries them.
