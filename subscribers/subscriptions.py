@@ -254,9 +254,11 @@ class Subscriptions:
         return tuple(sorted(chosen))
 
     def leave(self, subscriber: Subscriber, now: datetime) -> Subscriber:
-        """Off the list; ``bounced`` and ``complained`` stay so (they already get nothing)."""
+        """Off the list; ``bounced`` and ``complained`` stay so (they already get nothing),
+        also when they became so after ``subscriber`` was read (checked in the same write)."""
         if subscriber.status in ("pending", "active"):
-            return self.store.set_status(subscriber.id, "unsubscribed", now)
+            return self.store.set_status(subscriber.id, "unsubscribed", now,
+                                         only_from=subscriber.status)
         return subscriber
 
     def resubscribe(self, subscriber: Subscriber, *, client: str | None,

@@ -547,6 +547,15 @@ def test_a_complaint_after_the_preferences_page_read_is_not_undone(app):
     assert app.store.get(sub.id).status == "complained"
 
 
+def test_a_complaint_after_the_unsubscribe_read_stays_a_complaint(app):
+    """Leaving is judged in the store's write too: a complaint that landed is kept."""
+    now = datetime.now(UTC)
+    read = reader(app, "race2@example.org")
+    app.store.set_status(read.id, "complained", now)  # lands between the read and the write
+    assert app.subscriptions.leave(read, now).status == "complained"
+    assert app.store.get(read.id).status == "complained"
+
+
 # -- pages: small, bilingual, safe ----------------------------------------------------------------
 
 def test_every_page_carries_the_security_headers_and_both_languages(app, pending):
