@@ -147,7 +147,7 @@ def test_screenshots_of_every_layout_at_both_widths(sample: Previewed):
     shots = sample.folder / "screenshots"
     expected = {f"{layout}-{w}.png" for layout in LAYOUTS for w in (375, 600)}
     expected |= {f"{layout}-dark-375.png" for layout in LAYOUTS}
-    assert {p.name for p in shots.iterdir()} == expected
+    assert {p.name for p in shots.iterdir()} == expected, sample.result.stdout
     for layout in LAYOUTS:
         narrow, wide = png_size(shots / f"{layout}-375.png"), png_size(shots / f"{layout}-600.png")
         # Each shot is exactly as wide as its rendering (a tab's viewport, not a window).
@@ -230,6 +230,28 @@ def test_a_shot_missing_from_the_last_preview_is_shot_again(tmp_path):
     made = shooter.take(again, SHOTS, first)
     assert made.reused == 2 and shooter.shot[3:] == ["en-600.png"]
     assert len(made.files) == 3
+
+
+@pytest.mark.parametrize(("failures", "notes"), [(1, ()), (2, ("en-600.png: no frame",))])
+def test_a_shot_chromium_misses_once_is_taken_again_and_a_second_miss_is_a_note(
+        tmp_path, monkeypatch, failures, notes):
+    from playwright.sync_api import Error
+
+    from pipeline.stages import screenshots
+
+    misses = iter(range(failures))
+
+    def shoot_one(page, cdp, folder: Path, shot) -> int:
+        if shot.name == "en-600.png" and next(misses, None) is not None:
+            raise Error("no frame")
+        (folder / "screenshots" / shot.name).write_bytes(b"\x89PNG")
+        return 100
+
+    monkeypatch.setattr(screenshots, "_shoot_one", shoot_one)
+    shooter = Screenshotter("chromium")
+    monkeypatch.setattr(shooter, "_open", lambda: (None, None))
+    made = shooter.take(copies(tmp_path / "p", email("#ffffff"), email("#000000")), SHOTS)
+    assert made.notes == notes and len(made.files) == len(SHOTS) - len(notes)
 
 
 def test_cached_only_takes_no_shot_and_says_what_is_coming(tmp_path):

@@ -128,9 +128,12 @@ class Screenshotter:
         for shot in shots:
             try:
                 height = _shoot_one(page, cdp, folder, shot)
-            except Error as exc:
-                notes.append(f"{shot.name}: {_one_line(exc)}")
-                continue
+            except Error:
+                try:  # once more: on a busy machine Chromium now and then misses one
+                    height = _shoot_one(page, cdp, folder, shot)
+                except Error as exc:
+                    notes.append(f"{shot.name}: {_one_line(exc)}")
+                    continue
             if height > MAX_SHOT_HEIGHT:
                 notes.append(f"{shot.name}: cut at {MAX_SHOT_HEIGHT} px of {height}")
         if self._browser is not None and not self._browser.is_connected():
