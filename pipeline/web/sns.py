@@ -318,8 +318,7 @@ class SnsVerifier:
         self._check_topic(message)
         if not isinstance(version, str) or version not in _HASHES:
             raise SnsError("unsupported-version", f"SignatureVersion {str(version)[:8]!r}")
-        self.certificates.check_url(cert_url)
-        key = self.certificates.public_key(cert_url, now=now)
+        key = self.certificates.public_key(cert_url, now=now)  # checks the URL first
         try:
             raw = base64.b64decode(signature, validate=True)
             key.verify(raw, _string_to_sign(data), padding.PKCS1v15(), _HASHES[version]())
