@@ -58,10 +58,10 @@ PURPOSES: tuple[Purpose, ...] = ("confirm", "unsubscribe", "preferences")
 
 _HEADER = struct.Struct(">B2sI12s")  # version|purpose, key id, expiry, subscriber id
 _MAC_BYTES = 16
-_RAW_BYTES = _HEADER.size + _MAC_BYTES  # 35
-#: Length of every token: 35 bytes in base32, unpadded.
-TOKEN_LENGTH = 56
-_BASE32 = re.compile(r"^[A-Z2-7]{56}$")
+_RAW_BYTES = _HEADER.size + _MAC_BYTES  # 35: whole 5-byte base32 blocks, so no padding
+#: Length of every token (56): its bytes in base32, unpadded.
+TOKEN_LENGTH = _RAW_BYTES * 8 // 5
+_BASE32 = re.compile(rf"^[A-Z2-7]{{{TOKEN_LENGTH}}}$")
 _MAX_EXPIRY = 2**32 - 1
 
 #: Signs links in the local outbox only: public, so a real transport and
