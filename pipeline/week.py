@@ -94,11 +94,18 @@ def issue_number(week_id: str, first_week: str) -> int:
     return weeks + 1 if weeks >= 0 else 0
 
 
+def first_and_last_day(start: datetime, end: datetime, tz: str
+                        ) -> tuple[pendulum.DateTime, pendulum.DateTime]:
+    """A week's first and last day in ``tz``: ``end`` is exclusive, so the last day is the
+    one before it."""
+    return (pendulum.instance(start).in_timezone(tz),
+            pendulum.instance(end).in_timezone(tz).subtract(days=1))
+
+
 def subject_days(week: Week) -> dict[str, str]:
     """The week's days as briefly as a subject says them (``11 月 23–29 日``, ``23–29 Nov``):
     no year, as the inbox dates every message."""
-    first = pendulum.instance(week.start).in_timezone(week.tz)
-    last = pendulum.instance(week.end).in_timezone(week.tz).subtract(days=1)
+    first, last = first_and_last_day(week.start, week.end, week.tz)
     if first.month == last.month:
         return {"zh": f"{first.month} 月 {first.day}–{last.day} 日",
                 "en": f"{first.day}–{last.day} {last.format('MMM', locale='en')}"}
@@ -108,9 +115,8 @@ def subject_days(week: Week) -> dict[str, str]:
 
 def week_ranges(start: datetime, end: datetime, tz: str) -> dict[str, str]:
     """The days a week covers, as readers write them: ``11 月 23 日 – 11 月 29 日`` and
-    ``23–29 Nov 2026`` (``end`` is exclusive, so the last day is the one before it)."""
-    first = pendulum.instance(start).in_timezone(tz)
-    last = pendulum.instance(end).in_timezone(tz).subtract(days=1)
+    ``23–29 Nov 2026``."""
+    first, last = first_and_last_day(start, end, tz)
     if first.month == last.month:
         en = f"{first.day}–{last.day} {last.format('MMM YYYY', locale='en')}"
     else:

@@ -13,13 +13,13 @@ from pathlib import Path
 from pipeline.config import Settings
 from pipeline.core.issue import issue_json
 from pipeline.core.issue.built_issue import BuiltIssue, artifact_names
-from pipeline.errors import BlockedError, IssueNotFoundError
+from pipeline.errors import BlockedError, IssueNotFoundError, NewsletterError
 from pipeline.model import Week
 from pipeline.stages.invocation import command
 from pipeline.week import last_complete_week, parse_week
 
 __all__ = ["APPROVAL_FILE", "ISSUE_FILE", "PREVIEW_DIR", "BuiltIssue", "artifact_names",
-           "choose_week", "issue_folder", "load_built"]
+           "choose_week", "issue_folder", "load_built", "readable_built"]
 
 ISSUE_FILE = "issue.json"
 APPROVAL_FILE = "approval.json"
@@ -78,3 +78,14 @@ def load_built(folder: Path, week_id: str | None = None) -> BuiltIssue:
                                  f"({command('build', '--week', week_id)}), or name {issue.id}")
     return BuiltIssue(folder, issue, known, {k: v.decode("utf-8") for k, v in raw.items()},
                       source, variants)
+
+
+def readable_built(folder: Path, week_id: str) -> BuiltIssue | None:
+    """The issue of ``week_id`` in ``folder``; None when there is none or it cannot be read
+    (a report then says so, and a run rebuilds it)."""
+    if not (folder / ISSUE_FILE).is_file():
+        return None
+    try:
+        return load_built(folder, week_id)
+    except NewsletterError:
+        return None

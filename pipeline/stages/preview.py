@@ -55,7 +55,6 @@ from pipeline.stages.screenshots import (
     WIDTHS,
     Screenshots,
     Screenshotter,
-    Shot,
     copy_name,
     planned_shots,
 )
@@ -189,10 +188,8 @@ def render_page(built: BuiltIssue, report: ProofReport, facts: PageFacts,
     made = set(screenshots.files)
     views = []
     for layout in LAYOUTS:
-        shots = {label: f"{SCREENSHOT_DIR}/{shot.name}" for label, shot in (
-            *((f"{w} px", Shot(layout, w)) for w in WIDTHS),
-            (f"dark {DARK_WIDTH} px", Shot(layout, DARK_WIDTH, dark=True)))
-            if shot.name in made}
+        shots = {f"{'dark ' if shot.dark else ''}{shot.width} px": f"{SCREENSHOT_DIR}/{shot.name}"
+                 for shot in planned_shots((layout,)) if shot.name in made}
         views.append(LayoutView(layout, built.issue.subject[layout],
                                 built.issue.preheader[layout], sizes[layout],
                                 dark_css[layout], shots))

@@ -15,11 +15,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Protocol
 
 from pipeline import log
-from pipeline.errors import BlockedError, NewsletterError
+from pipeline.errors import BlockedError
 from pipeline.model import Week
 from pipeline.stages import freeze
 from pipeline.stages.approve import is_approved
-from pipeline.stages.built import APPROVAL_FILE, ISSUE_FILE, BuiltIssue, load_built
+from pipeline.stages.built import APPROVAL_FILE, BuiltIssue, load_built, readable_built
 from pipeline.stages.deliver import SendRequest
 from pipeline.stages.invocation import command
 from pipeline.stages.lock import hold
@@ -101,12 +101,7 @@ def sent_week_issue(folder: Path, week_id: str, sent: SentIssue | None
                     ) -> BuiltIssue | None:
     """The issue in ``folder`` when the week went out; None when it did not, or the folder
     cannot be read (it is rebuilt, and the build compared with what went out)."""
-    if sent is None or not (folder / ISSUE_FILE).exists():
-        return None
-    try:
-        return load_built(folder, week_id)
-    except NewsletterError:
-        return None
+    return None if sent is None else readable_built(folder, week_id)
 
 
 def waiting_correction(here: BuiltIssue | None, sent: SentIssue | None) -> None:

@@ -115,7 +115,8 @@ def publish_search(archive: Archive, site: Site, issues: Sequence[Issue],
     for page in search.search_pages(site, years):
         note(page, archive.write(page))
     manifest = search.Manifest(years)
-    note(manifest.to_object(), archive.write(manifest.to_object()))
+    written = manifest.to_object()
+    note(written, archive.write(written))
     stale = search.stale_files(present, manifest.files(), previous)
     return archive.delete([*stale, *([search.LEGACY_MANIFEST] if legacy else [])])
 

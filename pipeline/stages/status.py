@@ -14,9 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pipeline.errors import NewsletterError
 from pipeline.stages.approve import is_approved
-from pipeline.stages.built import issue_folder, load_built
+from pipeline.stages.built import issue_folder, readable_built
 from pipeline.stages.freeze import refused
 from pipeline.stages.invocation import command
 from pipeline.stages.send_report import REPORT_FILE
@@ -309,10 +308,7 @@ def gather(settings: Settings, week_id: str, store: DeliveryStore, archive: Arch
     folder = issue_folder(settings, week_id)
     published = set(archive.list_issues())
     sent = store.sent_issue(week_id)
-    try:
-        built = load_built(folder, week_id) if (folder / "issue.json").is_file() else None
-    except NewsletterError:
-        built = None
+    built = readable_built(folder, week_id)
     if built is None:
         week = WeekStatus(week=week_id, built=False, published=week_id in published,
                           sent=sent)

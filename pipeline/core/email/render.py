@@ -201,7 +201,7 @@ def environment(override_dirs: Sequence[Path] = ()) -> jinja2.Environment:
         keep_trailing_newline=True,
         finalize=neutralise,
     )
-    env.globals.update(facts_line=facts_line, counted=counted, body=body)
+    env.globals.update(facts_line=facts_line, counted=counted, body=body, minutes=minutes)
     env.filters["compact_css"] = compact_css
     # A headline's backticked code as code (a Markup: escaped first, then tagged).
     env.filters["title_html"] = lambda title: Markup(title_html(str(title)))  # noqa: S704
@@ -384,7 +384,6 @@ class Renderer:
             "font_stack": FONT_STACK,
             "tier_colors": TIER_COLORS,
             "tier_label": tier_label,
-            "minutes": _minutes,
             "titles": _titles,
             #: The areas this variant puts first, and whether an item is one of them.
             "interests": variant.areas,
@@ -563,5 +562,6 @@ def _titles(item: Item, langs: Sequence[str]) -> list[tuple[str, str]]:
     return found or [(lang, text.title) for lang in ("zh", "en") if (text := item.text(lang))]
 
 
-def _minutes(item: Item, lang: str) -> str:
+def minutes(item: Item, lang: str) -> str:
+    """An item's reading time in ``lang``, as every email and page says it."""
     return strings()[lang]["minutes"].format(n=item.reading_minutes.get(lang))

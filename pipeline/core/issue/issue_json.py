@@ -182,9 +182,6 @@ class BuiltVariant:
     def key(self) -> str:
         return self.variant.key
 
-    def data(self) -> dict[str, Any]:
-        return variant_data(self.variant, self.brief, self.folded)
-
 
 def read_variants(data: object, issue: Issue) -> tuple[BuiltVariant, ...]:
     """The interest variants ``data`` lists for ``issue``. A key becomes a file name, so it

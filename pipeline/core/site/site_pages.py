@@ -19,6 +19,7 @@ import pendulum
 from pipeline.core.email.render import strings
 from pipeline.core.issue.interests import area_slug
 from pipeline.model import Issue, Item
+from pipeline.week import first_and_last_day
 
 #: An area's Atom feed carries its latest reviews in full; its page lists them all.
 AREA_FEED_ENTRIES = 50
@@ -44,8 +45,7 @@ def url_of(base: str, key: str) -> str:
 def headline_dates(start: datetime, end: datetime, tz: str) -> dict[str, str]:
     """An issue's days as a headline: ``2026 年 11 月 23 日 – 29 日`` and ``23–29 Nov 2026``
     (``end`` exclusive); the month and year are repeated only where they change."""
-    first = pendulum.instance(start).in_timezone(tz)
-    last = pendulum.instance(end).in_timezone(tz).subtract(days=1)
+    first, last = first_and_last_day(start, end, tz)
     zh = f"{first.year} 年 {first.month} 月 {first.day} 日 – "
     if first.year != last.year:
         zh += f"{last.year} 年 {last.month} 月 {last.day} 日"
