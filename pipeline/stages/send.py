@@ -284,7 +284,8 @@ class Sender:
             for subscriber_id, reason in batch.items():
                 if self.stop.is_set() or not self.store.claim(
                         self.built.id, subscriber_id, self.clock(), retry_temporary=True):
-                    self.deferred.setdefault(subscriber_id, reason)
+                    with self.lock:  # this round's workers write it too
+                        self.deferred.setdefault(subscriber_id, reason)
                     continue
                 in_flight.append(pool.submit(self._one, subscriber_id, 1))
             done, _ = wait(in_flight)
