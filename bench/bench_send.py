@@ -443,7 +443,7 @@ def bench_smtp(setup: Setup, count: int, concurrencies: Sequence[int]) -> list[S
         for concurrency in concurrencies:
             before = sink.count()
             store = fill_store(setup.folder / f"smtp-{concurrency}.sqlite3", count, setup.now)
-            with store, SmtpTransport(SmtpSettings(host=HOST, port=sink.port, starttls=False),
+            with store, SmtpTransport(SmtpSettings(host=HOST, port=sink.port, tls="none"),
                                       None) as transport:
                 report, watch = timed_send(setup, store, transport, concurrency)
             results.append(checked(SmtpResult("Sender+SmtpTransport", concurrency, report.sent,
@@ -464,7 +464,7 @@ def bench_connection_limit(setup: Setup, count: int) -> list[SmtpResult]:
         with Sink(max_connections=limit) as sink:
             store = fill_store(setup.folder / f"limit-{workers}-{cap}.sqlite3", count,
                                setup.now)
-            settings = SmtpSettings(host=HOST, port=sink.port, starttls=False,
+            settings = SmtpSettings(host=HOST, port=sink.port, tls="none",
                                     max_connections=cap)
             with store, SmtpTransport(settings, None) as transport:
                 report, watch = timed_send(setup, store, transport, workers)

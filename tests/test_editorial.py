@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from support.commands import clean_env
+from support.commands import newsletter_main
 from support.project import SAMPLE_WEEK
 
 from pipeline.core.issue.rank import TIER_NAMES
@@ -106,18 +106,13 @@ def test_no_file_changes_nothing(settings, tmp_path):
     assert editorial.entries == {} and editorial.path is None
 
 
-@pytest.mark.subprocess
 def test_a_bad_editor_file_exits_2_from_the_command_line(tmp_path):
-    import subprocess
-
-    from support.commands import newsletter_cmd
     from support.project import make_project
 
     make_project(tmp_path)
     (tmp_path / "editorial").mkdir()
     (tmp_path / "editorial" / f"{SAMPLE_WEEK}.toml").write_text("[1]\nwhat = 1\n")
-    result = subprocess.run([*newsletter_cmd(), "build", "--week", SAMPLE_WEEK], cwd=tmp_path,
-                            env=clean_env(), capture_output=True, text=True, check=False)
+    result = newsletter_main(["build", "--week", SAMPLE_WEEK], tmp_path)
     assert result.returncode == 2 and "unknown key" in result.stderr
     assert not (tmp_path / "build").exists()
 

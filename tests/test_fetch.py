@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import functools
 import shutil
-import subprocess
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from support.commands import clean_env, newsletter_cmd
+from support.commands import newsletter_main
 from support.http_server import Answer, HttpServer, Reply, Request
 from support.project import make_project
 
@@ -175,15 +174,12 @@ def test_a_file_at_the_cap_is_read_and_one_byte_more_is_a_feed_error(tmp_path):
         fetch(str(path), None)
 
 
-@pytest.mark.subprocess
 def test_an_oversized_feed_file_exits_2_with_one_line(tmp_path):
     path = tmp_path / "huge.atom"
     with path.open("wb") as handle:
         handle.truncate(MAX_BYTES + 1)
     make_project(tmp_path, feed="huge.atom")
-    result = subprocess.run([*newsletter_cmd(), "build", "--week", "2026-W48"], cwd=tmp_path,
-                            env=clean_env(), capture_output=True, text=True, timeout=120,
-                            check=False)
+    result = newsletter_main(["build", "--week", "2026-W48"], tmp_path)
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip().splitlines() == [
         f"newsletter: error: feed {path}: larger than {MAX_BYTES:,} bytes"]

@@ -236,15 +236,14 @@ def test_the_approve_command_printed_by_preview_runs_as_printed(tmp_path):
 
 @pytest.mark.subprocess
 def test_make_approve_approves_the_week(tmp_path):
-    env = clean_env(NEWSLETTER_PATHS_BUILD_DIR=str(tmp_path / "build"),
-                    NEWSLETTER_PATHS_DATA_DIR=str(tmp_path / "data"))
-    built = subprocess.run([*newsletter_cmd(), "build", "--week", SAMPLE_WEEK], cwd=ROOT,
-                           env=env, capture_output=True, text=True, timeout=120, check=False)
-    assert built.returncode == 0, built.stdout + built.stderr
+    paths = {"NEWSLETTER_PATHS_BUILD_DIR": str(tmp_path / "build"),
+             "NEWSLETTER_PATHS_DATA_DIR": str(tmp_path / "data")}
+    ok(run(["build", "--week", SAMPLE_WEEK], ROOT, **paths))  # make approve is the boundary
     venv = Path(newsletter_cmd()[0]).parents[1]
     made = subprocess.run(["make", "--no-print-directory", "-C", str(ROOT), "-o", "install",
-                           f"VENV={venv}", "approve", f"WEEK={SAMPLE_WEEK}"], env=env,
-                          capture_output=True, text=True, timeout=120, check=False)
+                           f"VENV={venv}", "approve", f"WEEK={SAMPLE_WEEK}"],
+                          env=clean_env(**paths), capture_output=True, text=True, timeout=120,
+                          check=False)
     assert made.returncode == 0, made.stdout + made.stderr
     assert f"approved {SAMPLE_WEEK} as " in made.stdout
     assert (tmp_path / "build" / "issues" / SAMPLE_WEEK / "approval.json").is_file()

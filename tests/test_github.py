@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.commands import clean_env, newsletter_cmd
+from support.commands import newsletter_main
 from support.feeds import Entry, atom
 from support.http_server import Answer, HttpServer, Reply, Request
 from support.project import SAMPLE_WEEK, make_project
@@ -178,19 +178,18 @@ def _project(tmp_path: Path) -> Path:
     return make_project(tmp_path, feed=feed)
 
 
-def _build(cwd: Path, url: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
-    env = clean_env(NEWSLETTER_GITHUB_ENABLED="true", NEWSLETTER_GITHUB_API_URL=url)
-    env.pop("GITHUB_TOKEN", None)
-    result = subprocess.run([*newsletter_cmd(), "build", "--week", SAMPLE_WEEK], cwd=cwd,
-                            env=env, capture_output=True, text=True, timeout=60, check=False)
+def _build(cwd: Path, url: str, monkeypatch: pytest.MonkeyPatch
+           ) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
+    monkeypatch.delenv("GITHUB_TOKEN", raising=False)
+    result = newsletter_main(["build", "--week", SAMPLE_WEEK], cwd,
+                             NEWSLETTER_GITHUB_ENABLED="true", NEWSLETTER_GITHUB_API_URL=url)
     path = cwd / "build" / "issues" / SAMPLE_WEEK / "issue.json"
     return result, json.loads(path.read_text()) if path.exists() else {}
 
 
-@pytest.mark.subprocess
-def test_a_build_shows_the_facts_and_the_github_headline(github, tmp_path):
+def test_a_build_shows_the_facts_and_the_github_headline(github, tmp_path, monkeypatch):
     cwd = _project(tmp_path)
-    result, data = _build(cwd, github.url())
+    result, data = _build(cwd, github.url(), monkeypatch)
     assert result.returncode == 0, result.stderr
     item = next(i for i in data["items"] if i["pr"] == 53721)
     assert item["github"] == {
@@ -226,31 +225,26 @@ def test_a_build_shows_the_facts_and_the_github_headline(github, tmp_path):
             in en_page)
     assert "The PR&#39;s own title on GitHub (a headline only)" in en_page
     served = len(github.requests)
-    again, same = _build(cwd, github.url())
+    again, same = _build(cwd, github.url(), monkeypatch)
     assert again.returncode == 0 and same == data
     assert [reply.status for reply in github.replies[served:]] == [304] * (len(github.replies)
                                                                           - served)
 
 
-@pytest.mark.subprocess
 @pytest.mark.parametrize("mode", ["rate-limited", "offline"])
 def test_a_rate_limited_or_offline_build_is_green_without_facts(github, tmp_path, unused_port,
-                                                                 mode):
+                                                                 mode, monkeypatch):
     github.answer = rate_limited  # and offline, nothing listens on the port asked
     url = f"http://127.0.0.1:{unused_port}" if mode == "offline" else github.url()
-    result, data = _build(_project(tmp_path), url)
+    result, data = _build(_project(tmp_path), url, monkeypatch)
     assert result.returncode == 0, result.stderr
     assert all(item["github"] is None for item in data["items"])
     assert [p["code"] for p in data["problems"]].count("github-unavailable") == 1
     assert len(github.requests) == (mode == "rate-limited")
 
 
-@pytest.mark.subprocess
 def test_disabled_by_default_means_no_facts(tmp_path):
-    env = clean_env()
-    result = subprocess.run([*newsletter_cmd(), "build", "--week", SAMPLE_WEEK],
-                            cwd=_project(tmp_path), env=env, capture_output=True, text=True,
-                            timeout=60, check=False)
+    result = newsletter_main(["build", "--week", SAMPLE_WEEK], _project(tmp_path))
     assert result.returncode == 0, result.stderr
     data = json.loads((tmp_path / "build" / "issues" / SAMPLE_WEEK / "issue.json").read_text())
     assert all(item["github"] is None for item in data["items"])

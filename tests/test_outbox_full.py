@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from support.commands import run_newsletter
+from support.commands import newsletter_main
 from support.project import ROOT, SAMPLE_WEEK, make_project
 
 from subscribers.store.sqlite import SqliteStore
@@ -37,7 +37,7 @@ def outbox(tmp_path: Path) -> Iterator[Path]:
     make_project(tmp_path)
     for args in (("subscribers", "import", str(SUBSCRIBERS), "--confirmed"),
                  ("build", "--week", SAMPLE_WEEK)):
-        assert run_newsletter(list(args), tmp_path).returncode == 0
+        assert newsletter_main(list(args), tmp_path).returncode == 0
     folder = tmp_path / "build" / "issues" / SAMPLE_WEEK / "outbox"
     folder.mkdir()
     yield folder
@@ -71,7 +71,7 @@ def test_a_full_outbox_stops_resumably_and_a_rerun_sends_the_rest(outbox: Path) 
     mount(outbox, "size=256k")
     project = outbox.parents[3]
 
-    first = run_newsletter(["send", "--week", SAMPLE_WEEK], project)
+    first = newsletter_main(["send", "--week", SAMPLE_WEEK], project)
 
     check_stopped(first, "No space left on device (ENOSPC)")
     written = sent_files(outbox)
@@ -83,7 +83,7 @@ def test_a_full_outbox_stops_resumably_and_a_rerun_sends_the_rest(outbox: Path) 
     assert counts == {"sent": len(written), "failed": 0, "unconfirmed": 0, "sending": 0}
 
     remount(outbox, "size=4m")  # the operator frees space
-    again = run_newsletter(["send", "--week", SAMPLE_WEEK], project)
+    again = newsletter_main(["send", "--week", SAMPLE_WEEK], project)
 
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"sent {COUNT - len(written)}, skipped {len(written)}, failed 0" in again.stdout
@@ -96,14 +96,14 @@ def test_a_read_only_outbox_sends_nothing_and_fails_nobody(outbox: Path) -> None
     mount(outbox, "size=4m,ro")
     project = outbox.parents[3]
 
-    first = run_newsletter(["send", "--week", SAMPLE_WEEK], project)
+    first = newsletter_main(["send", "--week", SAMPLE_WEEK], project)
 
     check_stopped(first, "Read-only file system (EROFS)")
     assert sent_files(outbox) == []
     assert ledger(project) == {"sent": 0, "failed": 0, "unconfirmed": 0, "sending": 0}
 
     remount(outbox, "rw")
-    again = run_newsletter(["send", "--week", SAMPLE_WEEK], project)
+    again = newsletter_main(["send", "--week", SAMPLE_WEEK], project)
 
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"sent {COUNT}, skipped 0, failed 0" in again.stdout
@@ -117,12 +117,12 @@ def test_an_outbox_that_is_not_a_folder_stops_resumably(outbox: Path) -> None:
     outbox.write_text("not a folder\n")
     project = outbox.parents[3]
 
-    first = run_newsletter(["send", "--week", SAMPLE_WEEK], project)
+    first = newsletter_main(["send", "--week", SAMPLE_WEEK], project)
 
     check_stopped(first, "File exists (EEXIST)")
     assert ledger(project) == {"sent": 0, "failed": 0, "unconfirmed": 0, "sending": 0}
     outbox.unlink()
-    again = run_newsletter(["send", "--week", SAMPLE_WEEK], project)
+    again = newsletter_main(["send", "--week", SAMPLE_WEEK], project)
     assert again.returncode == 0, again.stdout + again.stderr
     assert len(sent_files(outbox)) == COUNT
 

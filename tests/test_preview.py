@@ -34,6 +34,7 @@ from support.commands import clean_env, newsletter_cmd, ok, run_newsletter
 from support.commands import newsletter_main as run
 from support.feeds import Entry, atom
 from support.project import SAMPLE_FEED, SAMPLE_WEEK, SEED_PRS, make_project
+from support.published_site import serving
 from test_browser import SERIOUS
 
 from pipeline.model import LAYOUTS
@@ -308,12 +309,8 @@ def test_without_playwright_the_preview_says_the_screenshots_are_skipped(tmp_pat
 @pytest.fixture(scope="module")
 def served(sample: Previewed) -> Iterator[str]:
     ok(sample.result)
-    server = serve(issue_folder(sample.project))  # what `newsletter preview` serves
-    try:
-        yield f"http://127.0.0.1:{server.server_port}"
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(serve(issue_folder(sample.project))) as base:  # what `newsletter preview` serves
+        yield base
 
 
 @dataclass
@@ -501,22 +498,17 @@ def test_the_editors_file_reorders_and_hides(tmp_path, browser):
     hidden = ranking[ranking.index("Hidden by the editor"):]
     assert "#56317" in hidden
     assert f"Editor's file: <code>editorial/{SAMPLE_WEEK}.toml</code>" in html
-    server = serve(issue_folder(project))
-    try:
-        with open_preview(browser, f"http://127.0.0.1:{server.server_port}") as visit:
-            page = visit.page
-            assert f"{len(warnings)} warning(s)" in page.locator("p.status").inner_text()
-            rows = page.locator("#proof tbody tr").all_inner_texts()
-            assert not [row for row in rows if "hidden" in row or "56317" in row], rows
-            info = page.locator("#proof #hidden-info")
-            assert info.is_visible() and "#56317" in info.inner_text()
-            info.get_by_role("link", name="#56317").click()
-            assert page.url.endswith("#hidden-56317")
-            assert page.locator("#hidden-56317").is_visible()
-            visit.assert_clean()
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(serve(issue_folder(project))) as base, open_preview(browser, base) as visit:
+        page = visit.page
+        assert f"{len(warnings)} warning(s)" in page.locator("p.status").inner_text()
+        rows = page.locator("#proof tbody tr").all_inner_texts()
+        assert not [row for row in rows if "hidden" in row or "56317" in row], rows
+        info = page.locator("#proof #hidden-info")
+        assert info.is_visible() and "#56317" in info.inner_text()
+        info.get_by_role("link", name="#56317").click()
+        assert page.url.endswith("#hidden-56317")
+        assert page.locator("#hidden-56317").is_visible()
+        visit.assert_clean()
 
 
 def test_an_approved_issue_is_kept_unless_its_content_changed(tmp_path):

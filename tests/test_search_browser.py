@@ -17,7 +17,7 @@ from axe_playwright_python.sync_playwright import Axe  # type: ignore[import-unt
 from playwright.sync_api import Page
 from support.feeds import Entry, atom
 from support.project import SAMPLE_WEEK, sample_settings
-from support.published_site import OLDER_WEEK, PublishedSite, served_archive, start_server
+from support.published_site import OLDER_WEEK, PublishedSite, served_archive, serving, start_server
 from test_browser import SERIOUS, WIDTHS, open_page
 
 from pipeline.archive.local import LocalArchive
@@ -259,19 +259,14 @@ def test_pages_read_without_javascript_and_the_search_page_says_what_to_do(brows
 def published_in_process(project: Path, entries: list[Entry]) -> Iterator[PublishedSite]:
     """The sample week built from ``entries`` alone and published in-process into
     ``project/site``, served on 127.0.0.1 (its URL the ``base_url``) while the caller runs."""
-    server = start_server(project / "site")
-    base = f"http://127.0.0.1:{server.server_port}"
-    feed = project / "feed.atom"
-    feed.write_bytes(atom(entries))
-    settings = sample_settings(project, feed=feed, extra=f'[site]\nbase_url = "{base}"\n')
-    built = load_built(build(settings, week_id=SAMPLE_WEEK, feeds=[str(feed)],
-                             out=project / "build").out_dir)
-    publish(built, LocalArchive(project / "site"), Site(settings.site))
-    try:
+    with serving(start_server(project / "site")) as base:
+        feed = project / "feed.atom"
+        feed.write_bytes(atom(entries))
+        settings = sample_settings(project, feed=feed, extra=f'[site]\nbase_url = "{base}"\n')
+        built = load_built(build(settings, week_id=SAMPLE_WEEK, feeds=[str(feed)],
+                                 out=project / "build").out_dir)
+        publish(built, LocalArchive(project / "site"), Site(settings.site))
         yield PublishedSite(project / "site", base, (SAMPLE_WEEK,))
-    finally:
-        server.shutdown()
-        server.server_close()
 
 
 @pytest.fixture(scope="module")

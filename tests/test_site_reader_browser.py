@@ -16,7 +16,7 @@ from playwright.sync_api import Browser, Page, Route
 from support.chromium import artifacts_dir
 from support.feeds import atom
 from support.project import SAMPLE_WEEK, make_project
-from support.published_site import OLDER_ENTRIES, OLDER_WEEK, start_server
+from support.published_site import OLDER_ENTRIES, OLDER_WEEK, serving, start_server
 
 from pipeline.archive.local import LocalArchive
 from pipeline.config import load
@@ -57,12 +57,8 @@ def served(tmp_path_factory) -> Iterator[Served]:
         built = build(settings, week_id=week, feeds=feeds, out=project / "build" / week,
                       archive_weeks=archive.list_issues())  # as the command line does
         publish(load_built(built.out_dir), archive, Site(settings.site))
-    server = start_server(project / "site")
-    try:
-        yield Served(f"http://127.0.0.1:{server.server_port}", project / "site")
-    finally:
-        server.shutdown()
-        server.server_close()
+    with serving(start_server(project / "site")) as url:
+        yield Served(url, project / "site")
 
 
 @dataclass

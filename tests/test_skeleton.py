@@ -2,21 +2,13 @@
 
 from __future__ import annotations
 
-import subprocess
 import tomllib
 
-import pytest
-from support.commands import clean_env, newsletter_cmd
+from support.commands import newsletter_main as run
 from support.feeds import Entry, atom
 from support.project import SAMPLE_WEEK, make_project
 
 
-def run(args, cwd):
-    return subprocess.run([*newsletter_cmd(), *args], cwd=cwd, env=clean_env(),
-                          capture_output=True, text=True, timeout=60, check=False)
-
-
-@pytest.mark.subprocess
 def test_skeleton_for_missing_languages_without_clobbering(tmp_path):
     feed = tmp_path / "feed.atom"
     feed.write_bytes(atom([
@@ -50,7 +42,6 @@ def test_skeleton_for_missing_languages_without_clobbering(tmp_path):
     assert built.returncode == 0 and "missing-language: PR #1 has no English" in built.stdout
 
 
-@pytest.mark.subprocess
 def test_an_invalid_editor_file_is_refused_not_appended_to(tmp_path):
     feed = tmp_path / "feed.atom"
     feed.write_bytes(atom([Entry(pr=1, body="值得精读。")]))

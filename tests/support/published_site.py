@@ -80,16 +80,22 @@ class _QuietHandler(SimpleHTTPRequestHandler):
 @contextmanager
 def served_archive(project: Path) -> Iterator[PublishedSite]:
     """:func:`publish_archive` into ``project``, served on 127.0.0.1 while the block runs."""
-    server = start_server(project / "site")
+    with serving(start_server(project / "site")) as url:
+        yield publish_archive(project, url)
+
+
+@contextmanager
+def serving(server: ThreadingHTTPServer) -> Iterator[str]:
+    """The URL of ``server`` (serving on 127.0.0.1) while the block runs; then it stops."""
     try:
-        yield publish_archive(project, f"http://127.0.0.1:{server.server_port}")
+        yield f"http://127.0.0.1:{server.server_port}"
     finally:
         server.shutdown()
         server.server_close()
 
 
 def start_server(folder: Path) -> ThreadingHTTPServer:
-    """Serve ``folder`` (it may not exist yet) on 127.0.0.1; stop with ``shutdown()``."""
+    """Serve ``folder`` (it may not exist yet) on 127.0.0.1; stop it with :func:`serving`."""
     server = ThreadingHTTPServer(("127.0.0.1", 0),
                                  partial(_QuietHandler, directory=str(folder)))
     threading.Thread(target=server.serve_forever, args=(0.005,), name="site-server",
