@@ -233,6 +233,38 @@ def test_a_schema_from_a_newer_program_is_refused(path):
         SqliteStore.open(path)
 
 
+#: A subscriber and a claim in flight, as version 1 of the schema stored them.
+OLD_ROWS = (
+    "INSERT INTO subscribers (id, email, email_key, status, layout, consent_at, consent_source, "
+    "created_at, confirmed_at, updated_at) VALUES ('0123456789abcdef01234567', "
+    "'old@example.org', 'old@example.org', 'active', 'en', '2026-01-01T00:00:00.000000Z', 'cli', "
+    "'2026-01-01T00:00:00.000000Z', '2026-01-01T00:00:00.000000Z', '2026-01-01T00:00:00.000000Z')",
+    "INSERT INTO ledger (issue_id, subscriber_id, status, updated_at) VALUES ('2026-W48', "
+    "'aaaaaaaaaaaaaaaaaaaaaaaa', 'sending', '2026-01-01T00:00:00.000000Z')")
+
+
+@pytest.mark.parametrize("version", range(1, len(MIGRATIONS)))
+def test_an_older_file_is_migrated_keeping_its_rows(path, version):
+    """An old file's ``sending`` row may have left (no hand-over noted): never release it."""
+    old_file(path, version, *OLD_ROWS)
+    with SqliteStore.open(path) as store:
+        old = store.find("old@example.org")
+        assert old is not None
+        assert (old.status, old.layout, old.areas) == ("active", "en", ())
+        assert old.consent_ip is None and old.transient_bounces == 0
+        assert store.expire_in_flight(ISSUE, NOW) == 1
+        assert store.ledger(ISSUE)["a" * 24].status == "unconfirmed"
+        assert store.first_time("k", NOW)
+        assert store.variant_choices() == [] and store.known_areas() == ()
+        store.set_layout(old.id, "en", NOW, areas=["rocm"])
+        store.note_areas(["rocm"])
+        assert store.variant_choices() == [("en", ("rocm",))]
+    assert raw(path, "SELECT version FROM schema_version") == [(len(MIGRATIONS),)]
+    assert raw(path, "SELECT areas FROM subscribers") == [('["rocm"]',)]
+    with SqliteStore.open(path) as store:  # reopening changes nothing
+        assert store.known_areas() == ("rocm",)
+
+
 ROLES = (Directory, Imports, Interests, Ledger, SentIssues, Feedback, Leases, OnceKeys, Quotas)
 
 
@@ -292,6 +324,9 @@ def test_add_normalises_and_records_consent(store):
 
     again = store.add("LI.WEI@example.org", "en", source="cli", now=later)
     assert again.outcome is AddOutcome.EXISTING and again.subscriber == confirmed.subscriber
+    # SQLite's lower() folds ASCII only; the key is lower-cased in Python (for both).
+    assert store.add("Ünï@example.org", source="cli", now=NOW).outcome is AddOutcome.CREATED
+    assert store.add("üNÏ@EXAMPLE.org", source="cli", now=NOW).outcome is AddOutcome.EXISTING
 
 
 def test_invalid_addresses_are_refused(store):
@@ -408,13 +443,6 @@ def test_uniqueness_is_case_insensitive_under_concurrent_adds(backend, separate_
     assert backend.subscriber_count() == rounds
 
 
-def test_uniqueness_folds_non_ascii_case_too(store):
-    """SQLite's lower() folds ASCII only; the key is lower-cased in Python (for both)."""
-    first = store.add("Ünï@example.org", source="cli", now=NOW)
-    second = store.add("üNÏ@EXAMPLE.org", source="cli", now=NOW)
-    assert first.outcome is AddOutcome.CREATED and second.outcome is AddOutcome.EXISTING
-
-
 @pytest.mark.parametrize("final", ["unsubscribed", "bounced", "complained"])
 def test_adding_again_never_reactivates(store, final):
     sid = active(store, "gone@example.org")
@@ -473,9 +501,6 @@ def test_remove_erases_the_address_and_keeps_only_its_hash(backend, store):
     again = store.add("Erase.Me@example.org", status="active", source="import:a.csv", now=NOW)
     assert again.outcome is AddOutcome.SUPPRESSED and again.subscriber is None
     assert store.find("erase.me@example.org") is None
-
-
-def test_removing_an_unknown_address_changes_nothing(store):
     assert store.remove("nobody@example.org", NOW) is False
     assert not store.is_suppressed("nobody@example.org")
 
@@ -688,53 +713,32 @@ def test_a_delivery_is_never_downgraded_and_release_drops_only_claims(store):
 
 # -- the subscription app's needs ---------------------------------------------------------------
 
-#: A subscriber as version 1 of the schema stored one.
-OLD_SUBSCRIBER = (
-    "INSERT INTO subscribers (id, email, email_key, status, layout, consent_at, consent_source, "
-    "created_at, confirmed_at, updated_at) VALUES ('0123456789abcdef01234567', "
-    "'old@example.org', 'old@example.org', 'active', 'en', '2026-01-01T00:00:00.000000Z', 'cli', "
-    "'2026-01-01T00:00:00.000000Z', '2026-01-01T00:00:00.000000Z', '2026-01-01T00:00:00.000000Z')")
-
-
-def test_a_version_1_file_is_migrated_keeping_its_subscribers(path):
-    old_file(path, 1, OLD_SUBSCRIBER)
-    with SqliteStore.open(path) as store:
-        old = store.find("old@example.org")
-        assert old is not None
-        assert old.status == "active" and old.layout == "en"
-        assert old.consent_ip is None and old.transient_bounces == 0
-        assert store.first_time("k", NOW)
-    assert raw(path, "SELECT version FROM schema_version") == [(len(MIGRATIONS),)]
-
-
-def test_a_claim_in_flight_in_an_older_file_stays_withheld(path):
-    """An old file's ``sending`` rows may have left (no hand-over noted): never release them."""
-    old_file(path, 3, "INSERT INTO ledger (issue_id, subscriber_id, status, updated_at) "
-             "VALUES ('2026-W48', 'aaaaaaaaaaaaaaaaaaaaaaaa', 'sending', "
-             "'2026-01-01T00:00:00.000000Z')")
-    with SqliteStore.open(path) as store:
-        assert store.expire_in_flight(ISSUE, NOW) == 1
-        assert store.ledger(ISSUE)["a" * 24].status == "unconfirmed"
-    assert raw(path, "SELECT version FROM schema_version") == [(len(MIGRATIONS),)]
-
-
-def test_request_subscription_stores_pending_and_never_touches_an_active_layout(store):
-    first = store.request_subscription("New@Example.org", "en", source="web", now=NOW)
+def test_request_subscription_stores_pending_and_never_touches_an_active_reader(store):
+    first = store.request_subscription("New@Example.org", "en", source="web", now=NOW,
+                                       areas=["rocm"])
     assert first.outcome.value == "created"
     assert first.subscriber.status == "pending" and first.subscriber.consent_at is None
-    again = store.request_subscription("new@example.org", "zh", source="web", now=NOW)
-    assert again.outcome.value == "existing" and again.subscriber.layout == "zh"
-    sid = active(store, "on@example.org", "zh")
-    kept = store.request_subscription("on@example.org", "en", source="web", now=NOW)
-    assert kept.outcome.value == "existing" and kept.subscriber.layout == "zh"
+    sid = first.subscriber.id
+    again = store.request_subscription("new@example.org", "zh", source="web", now=NOW,
+                                       areas=["multimodal", "rocm"])
+    assert again.outcome.value == "existing"
+    assert (again.subscriber.layout, again.subscriber.areas) == ("zh", ("multimodal", "rocm"))
+    assert store.set_status(sid, "active", NOW, source="web").areas == ("multimodal", "rocm")
+    # An active reader's layout and areas are not the business of an unproven request...
+    kept = store.request_subscription("new@example.org", "en", source="web", now=NOW,
+                                      areas=["tpu"])
+    assert kept.outcome.value == "existing"
+    assert (kept.subscriber.layout, kept.subscriber.areas) == ("zh", ("multimodal", "rocm"))
     store.set_status(sid, "unsubscribed", NOW)
-    left = store.request_subscription("on@example.org", "en", source="web", now=NOW)
+    # ...but a leaver's request, refused, sets the layout and (given none) clears the areas.
+    left = store.request_subscription("new@example.org", "en", source="web", now=NOW)
     assert left.outcome.value == "refused-reactivation"
-    assert left.subscriber.status == "unsubscribed" and left.subscriber.layout == "en"
-    store.remove("on@example.org", NOW)
-    gone = store.request_subscription("on@example.org", "en", source="web", now=NOW)
+    assert left.subscriber.status == "unsubscribed"
+    assert (left.subscriber.layout, left.subscriber.areas) == ("en", ())
+    store.remove("new@example.org", NOW)
+    gone = store.request_subscription("new@example.org", "en", source="web", now=NOW)
     assert gone.outcome.value == "suppressed" and gone.subscriber is None
-    assert store.find("on@example.org") is None
+    assert store.find("new@example.org") is None
 
 
 def test_confirmation_records_consent_and_its_client(store):
@@ -782,6 +786,8 @@ def test_mail_events_count_transient_bounces_in_a_row(store):
                                        transient_limit=3).status == "active"
     assert store.record_mail_event(sid, "bounce-transient", NOW,
                                    transient_limit=3).status == "bounced"
+    back = store.set_status(sid, "active", NOW, source="web")  # a new confirmation
+    assert back.transient_bounces == 0
     with pytest.raises(UnknownSubscriber):
         store.record_mail_event("f" * 24, "complaint", NOW, transient_limit=3)
     with pytest.raises(ValueError):
@@ -936,15 +942,6 @@ def test_an_old_event_arriving_late_does_not_undo_a_newer_one(store):
                                    transient_limit=3).transient_bounces == 0
 
 
-def test_a_new_confirmation_starts_the_bounce_count_again(store):
-    sid = active(store, "again@example.org")
-    store.record_mail_event(sid, "bounce-transient", NOW, transient_limit=2)
-    assert store.record_mail_event(sid, "bounce-transient", NOW,
-                                   transient_limit=2).status == "bounced"
-    back = store.set_status(sid, "active", NOW, source="web")
-    assert back.transient_bounces == 0
-
-
 def test_first_time_is_true_once_forget_undoes_it_and_purge_drops_old_keys(store):
     assert store.first_time("sns:1", NOW)
     assert not store.first_time("sns:1", NOW)
@@ -967,21 +964,6 @@ def test_quota_counts_in_a_fixed_window_and_takes_a_use_back(store):
     assert store.take_quota("k", NOW + timedelta(hours=1), limit=2, window=window)
     store.return_quota("nobody")  # nothing to return: nothing happens
     assert store.take_quota("nobody", NOW, limit=1, window=window)
-
-
-def test_quota_is_exact_under_concurrent_takers(backend):
-    stores = [backend.open() for _ in range(4)]
-    taken = []
-    lock = threading.Lock()
-
-    def take(_n: int, s: SubscriberStore) -> None:
-        for _ in range(25):
-            ok = s.take_quota("shared", NOW, limit=30, window=timedelta(hours=1))
-            with lock:
-                taken.append(ok)
-
-    each_in_a_thread(stores, take)
-    assert taken.count(True) == 30 and len(taken) == 100
 
 
 # -- production: feedback, shards, leases ----------------------------------------------------------
@@ -1060,11 +1042,13 @@ def test_a_lease_is_held_by_one_owner_until_it_expires(store):
     assert store.acquire_lease("other", "d", NOW, ttl).owner == "d"  # leases are per name
 
 
-def test_only_one_of_many_concurrent_takers_gets_a_lease_or_notes_a_first_send(backend):
+def test_stores_at_once_share_one_lease_one_first_send_an_exact_quota_and_every_area(backend):
     stores = [backend.open() for _ in range(6)]
     barrier = threading.Barrier(len(stores))
     winners = []
     answers: dict[int, str] = {}
+    taken: list[bool] = []
+    lock = threading.Lock()
 
     def take(n: int, s: SubscriberStore) -> None:
         barrier.wait()
@@ -1073,10 +1057,19 @@ def test_only_one_of_many_concurrent_takers_gets_a_lease_or_notes_a_first_send(b
             winners.append(n)
         barrier.wait()
         answers[n] = s.record_sent(ISSUE, f"{n:064x}", NOW).content_hash
+        barrier.wait()
+        s.note_areas([f"t{n}", "shared"])
+        for _ in range(20):
+            ok = s.take_quota("shared", NOW, limit=30, window=timedelta(hours=1))
+            with lock:
+                taken.append(ok)
 
     each_in_a_thread(stores, take)
     assert len(winners) == 1
     assert len(set(answers.values())) == 1 and len(answers) == len(stores)
+    assert taken.count(True) == 30 and len(taken) == 120
+    with backend.open() as store:
+        assert store.known_areas() == ("shared", "t0", "t1", "t2", "t3", "t4", "t5")
 
 
 # -- what each issue went out as ------------------------------------------------------------
@@ -1157,24 +1150,6 @@ def test_the_preferences_update_sets_keeps_or_clears_the_areas(store):
         store.set_layout("f" * 24, "en", NOW, areas=["rocm"])
 
 
-def test_a_pending_request_keeps_its_areas_through_confirmation(store):
-    sid = store.request_subscription("q@example.org", "en", source="web", now=NOW,
-                                     areas=["rocm"]).subscriber.id
-    again = store.request_subscription("q@example.org", "en", source="web", now=NOW,
-                                       areas=["multimodal", "rocm"])
-    assert again.subscriber.areas == ("multimodal", "rocm")
-    confirmed = store.set_status(sid, "active", NOW, source="web")
-    assert confirmed.areas == ("multimodal", "rocm")
-    # An active subscriber's areas are not the business of an unproven request...
-    kept = store.request_subscription("q@example.org", "zh", source="web", now=NOW,
-                                      areas=["tpu"])
-    assert kept.subscriber.areas == ("multimodal", "rocm") and kept.subscriber.layout == "en"
-    # ...but a request without areas clears a pending one's, as it sets its layout.
-    store.set_status(sid, "unsubscribed", NOW)
-    left = store.request_subscription("q@example.org", "en", source="web", now=NOW)
-    assert left.subscriber.areas == ()
-
-
 def test_variant_choices_are_the_distinct_choices_of_active_readers(store, monkeypatch):
     assert store.variant_choices() == []
     for n in range(6):
@@ -1205,29 +1180,6 @@ def test_the_area_catalog_only_grows_and_holds_cleaned_names(backend, store):
     store.note_areas(many)
     assert set(many) <= set(store.known_areas())
     assert len(store.known_areas()) == 125
-
-
-def test_areas_noted_by_two_stores_at_once_all_stay(backend):
-    stores = [backend.open() for _ in range(4)]
-    together(*(functools.partial(each.note_areas, [f"t{n}", "shared"])
-               for n, each in enumerate(stores)))
-    assert stores[0].known_areas() == ("shared", "t0", "t1", "t2", "t3")
-
-
-def test_a_version_5_file_gains_areas_keeping_its_subscribers(path):
-    old_file(path, 5, OLD_SUBSCRIBER)
-    with SqliteStore.open(path) as store:
-        old = store.find("old@example.org")
-        assert old is not None
-        assert old.status == "active" and old.layout == "en" and old.areas == ()
-        assert store.variant_choices() == [] and store.known_areas() == ()
-        store.set_layout(old.id, "en", NOW, areas=["rocm"])
-        store.note_areas(["rocm"])
-        assert store.variant_choices() == [("en", ("rocm",))]
-    assert raw(path, "SELECT version FROM schema_version") == [(len(MIGRATIONS),)]
-    assert raw(path, "SELECT areas FROM subscribers") == [('["rocm"]',)]
-    with SqliteStore.open(path) as store:  # reopening changes nothing
-        assert store.known_areas() == ("rocm",)
 
 
 def test_areas_edited_by_hand_read_as_what_could_be_stored(path):
