@@ -142,35 +142,6 @@ def test_import_reports_bad_rows_and_imports_the_rest(cli, tmp_path, settings):
     assert len(cli("list")[1].splitlines()) == 3
 
 
-def test_confirmed_import_activates_but_never_reactivates(cli, tmp_path, settings):
-    with open_store(settings) as store:
-        pending = store.add("pending@example.org", source="web", now=NOW).subscriber
-        gone = store.add("gone@example.org", status="active", source="web", now=NOW).subscriber
-        bounced = store.add("bounced@example.org", status="active", source="web",
-                            now=NOW).subscriber
-        assert pending and gone and bounced
-        store.set_status(gone.id, "unsubscribed", NOW)
-        store.set_status(bounced.id, "bounced", NOW)
-    cli("add", "removed@example.org", "--confirmed")
-    cli("remove", "removed@example.org")
-    path = write(tmp_path, "email,layout\nnew@example.org,en\npending@example.org,en\n"
-                 "GONE@example.org,zh\nbounced@example.org,\nremoved@example.org,zh\n")
-    code, out, err = cli("import", str(path), "--confirmed")
-    assert code == 0
-    assert out.splitlines() == [
-        "imported 1 new, 1 already present, 3 refused "
-        "(unsubscribed/bounced/complained/suppressed), 0 errors",
-        "confirmed 1 pending subscriber(s) (--confirmed)"]
-    assert f"{path}:4: refused: GONE@example.org is unsubscribed" in err
-    assert f"{path}:5: refused: bounced@example.org is bounced" in err
-    assert f"{path}:6: refused: removed@example.org was removed earlier" in err
-    assert sorted(cli("list")[1].splitlines()) == [
-        "bounced@example.org bounced zh-en", "gone@example.org unsubscribed zh-en",
-        "new@example.org active en", "pending@example.org active zh-en"]
-    with open_store(settings) as store:
-        assert store.find("removed@example.org") is None
-
-
 def test_import_refuses_unreadable_files_with_exit_2(cli, tmp_path, settings):
     code, _, err = cli("import", str(tmp_path / "missing.csv"))
     assert code == 2 and "missing.csv: no such file" in err
@@ -292,7 +263,8 @@ MIXED = (
     "üNÏ@EXAMPLE.org,en,\n"                     # 14 the same, other case
     ",zh,\n"                                    # 15 no address
     "pending@example.org,en,\n"                 # 16 present (active since line 3)
-    "new4@example.org,EN,\n")                   # 17 new
+    "new4@example.org,EN,\n"                    # 17 new
+    "bounced@example.org,zh,\n")                # 18 bounced: refused
 
 
 def seed(settings) -> None:
@@ -303,6 +275,9 @@ def seed(settings) -> None:
         gone = store.add("gone@example.org", status="active", source="web", now=NOW)
         assert gone.subscriber is not None
         store.set_status(gone.subscriber.id, "unsubscribed", NOW)
+        bounced = store.add("bounced@example.org", status="active", source="web", now=NOW)
+        assert bounced.subscriber is not None
+        store.set_status(bounced.subscriber.id, "bounced", NOW)
         store.add("removed@example.org", source="web", now=NOW)
         store.remove("removed@example.org", NOW)
 
@@ -323,15 +298,17 @@ def test_a_mixed_file_imports_the_same_whatever_the_batch_size(cli, tmp_path, se
     code, out, err = cli("import", str(path), "--confirmed")
     assert code == 0
     assert out.splitlines() == [
-        "imported 4 new, 5 already present, 2 refused "
+        "imported 4 new, 5 already present, 3 refused "
         "(unsubscribed/bounced/complained/suppressed), 4 errors",
         "confirmed 1 pending subscriber(s) (--confirmed)"]
     assert [line.split(": ")[0] for line in err.splitlines()] == [
-        f"{path}:{n}" for n in (4, 5, 6, 11, 12, 15)]
+        f"{path}:{n}" for n in (4, 5, 6, 11, 12, 15, 18)]
     assert f"{path}:5: refused: GONE@example.org is unsubscribed" in err
     assert f"{path}:6: refused: removed@example.org was removed earlier" in err
+    assert f"{path}:18: refused: bounced@example.org is bounced" in err
     stamp = NOW  # the clock of the import (fixed here), for consent and creation alike
     assert stored(settings) == [
+        ("bounced@example.org", "bounced", "zh-en", (), "web", NOW),
         ("gone@example.org", "unsubscribed", "zh-en", (), "web", NOW),
         ("kept@example.org", "active", "zh", ("multimodal",), "web", NOW),
         ("new1@example.org", "active", "en", ("kv-connector", "rocm"), "import:list.csv",
@@ -341,7 +318,7 @@ def test_a_mixed_file_imports_the_same_whatever_the_batch_size(cli, tmp_path, se
         ("Ünï@example.org", "active", "zh-en", (), "import:list.csv", stamp),
         ("用户@例子.中国", "active", "en-zh", (), "import:list.csv", stamp)]
     code, out, _ = cli("import", str(path), "--confirmed")
-    assert out.startswith("imported 0 new, 9 already present, 2 refused")
+    assert out.startswith("imported 0 new, 9 already present, 3 refused")
 
 
 def test_an_interrupted_import_keeps_whole_batches_and_says_where_it_stopped(
