@@ -9,26 +9,39 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from email import message_from_bytes, policy
 from pathlib import Path
 
 import pytest
+from support.commands import newsletter_main, ok
 from support.feeds import Entry, atom
 from support.markup import unfolded
 from support.project import SAMPLE_WEEK, make_project, sample_settings
 
+from pipeline.cli.common import publish_issue
 from pipeline.config import Settings
 from pipeline.core.assemble import distinct_variants
 from pipeline.core.email.message import Messages
 from pipeline.core.email.render import Budget, Renderer
 from pipeline.core.issue import issue_json
-from pipeline.core.issue.interests import Variant
+from pipeline.core.issue.interests import Variant, issue_areas
 from pipeline.core.proof import proof
+from pipeline.core.site.site import Site, public_issue_json
 from pipeline.errors import BlockedError, ConfigError
 from pipeline.model import LAYOUTS
+from pipeline.stages.approve import approve, is_approved
 from pipeline.stages.build import build
 from pipeline.stages.built import BuiltIssue, load_built
+from pipeline.stages.preview import PageFacts, write_preview
+from pipeline.stages.send import Sender, SendOptions, send_tests
+from pipeline.stages.send_report import write_report
+from pipeline.transport.outbox import OutboxTransport
+from pipeline.wiring import archive_lease
+from subscribers.store.sqlite import SqliteStore
 from subscribers.tokens import Keys
 
+NOW = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
 KEYS = Keys.from_environ({"NEWSLETTER_SECRET": "variants-test-secret-0123456789-abcdef"})
 ROCM = ("zh-en", ("rocm",))
 KV = ("en", ("kv-connector", "unrelated-area"))
@@ -100,13 +113,8 @@ def test_choices_outside_the_issues_areas_are_the_plain_layouts(settings, tmp_pa
     assert sorted(varied.artifacts) == sorted(f"email-{layout}.{ext}" for layout in LAYOUTS
                                              for ext in ("html", "txt"))
     assert "variants" not in json.loads(varied.source)  # no interests: today's issue.json
-
-
-def test_no_choices_give_the_same_bytes_as_before_variants_existed(settings, tmp_path):
-    plain = build_with(settings, tmp_path / "a", [])
-    with_unrelated = build_with(settings, tmp_path / "b", [("en", ("nothing-here",))])
-    assert plain.source == with_unrelated.source
-    assert plain.content_hash == with_unrelated.content_hash
+    plain = build_with(settings, tmp_path / "plain", [])  # the same bytes as no choices
+    assert (plain.source, plain.content_hash) == (varied.source, varied.content_hash)
 
 
 def test_distinct_variants_are_each_once_sorted_and_never_plain(varied):
@@ -255,27 +263,19 @@ def test_choose_gives_the_built_variant_or_the_plain_layout(varied):
 
 
 def test_a_message_carries_its_variants_parts_under_its_layouts_headers(varied, settings):
-    from email import message_from_bytes, policy
-
     rocm = next(v for v in varied.variants if v.variant.areas == ("rocm",))
     messages = Messages(varied, settings.site, settings.delivery, KEYS)
-    raw = messages.build("r@example.org", "a" * 24, "zh-en", _now(), variant=rocm.key).raw
+    raw = messages.build("r@example.org", "a" * 24, "zh-en", NOW, variant=rocm.key).raw
     parsed = message_from_bytes(raw, policy=policy.default)
     html = parsed.get_body(("html",)).get_content()  # type: ignore[union-attr]
-    plain = messages.build("r@example.org", "a" * 24, "zh-en", _now()).raw
+    plain = messages.build("r@example.org", "a" * 24, "zh-en", NOW).raw
     assert parsed["Subject"] == message_from_bytes(plain, policy=policy.default)["Subject"]
     assert html.count("/pull/") == varied.html(rocm.key).count("/pull/")
     assert "%%" not in html
     with pytest.raises(ConfigError, match="no variant"):
-        messages.build("r@example.org", "a" * 24, "en", _now(), variant=rocm.key)
+        messages.build("r@example.org", "a" * 24, "en", NOW, variant=rocm.key)
     with pytest.raises(ConfigError, match="no variant"):
-        messages.build("r@example.org", "a" * 24, "zh-en", _now(), variant="../x")
-
-
-def _now():
-    from datetime import UTC, datetime
-
-    return datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
+        messages.build("r@example.org", "a" * 24, "zh-en", NOW, variant="../x")
 
 
 # -- hostile area names, and the preview ------------------------------------------------------
@@ -307,8 +307,6 @@ def test_hostile_area_names_never_reach_a_file_name_or_a_link(hostile, settings)
 
 
 def test_the_preview_lists_and_links_every_variant(hostile, settings):
-    from pipeline.stages.preview import PageFacts, write_preview
-
     report = proof(hostile, budget=Budget(90), repo=settings.feed.repo)
     preview = write_preview(hostile, report, PageFacts("newsletter approve", "e.toml", False),
                             chromium=None)
@@ -322,8 +320,6 @@ def test_the_preview_lists_and_links_every_variant(hostile, settings):
 
 
 def test_the_preview_says_when_there_is_no_variant(settings, tmp_path):
-    from pipeline.stages.preview import PageFacts, write_preview
-
     plain = build_with(settings, tmp_path / "issue", [])
     report = proof(plain, budget=Budget(90), repo=settings.feed.repo)
     page = write_preview(plain, report, PageFacts("a", "e.toml", False), chromium=None
@@ -332,15 +328,10 @@ def test_the_preview_says_when_there_is_no_variant(settings, tmp_path):
 
 
 def test_test_copies_include_each_variant_of_the_chosen_layouts(varied, settings, tmp_path):
-    from email import message_from_bytes, policy
-
-    from pipeline.stages.send import send_tests
-    from pipeline.transport.outbox import OutboxTransport
-
     outbox = tmp_path / "outbox"
     messages = Messages(varied, settings.site, settings.delivery, KEYS)
     sent = send_tests(varied, messages, OutboxTransport(outbox), "editor@example.org",
-                      ["zh-en", "en"], clock=_now)
+                      ["zh-en", "en"], clock=lambda: NOW)
     variants = [v.key for v in varied.variants if v.variant.layout in ("zh-en", "en")]
     assert [key for key, _ in sent] == ["zh-en", "en", *variants] and variants
     subjects = sorted(message_from_bytes(p.read_bytes(), policy=policy.default)["Subject"]
@@ -352,12 +343,7 @@ def test_test_copies_include_each_variant_of_the_chosen_layouts(varied, settings
 
 # -- the send: SQLite store, outbox, approval -------------------------------------------------
 
-NOW = _now()
-
-
 def _html_of(path: Path) -> str:
-    from email import message_from_bytes, policy
-
     message = message_from_bytes(path.read_bytes(), policy=policy.default)
     body = message.get_body(("html",))
     assert body is not None
@@ -371,19 +357,12 @@ def _first_pr(html: str, prs: list[int]) -> int:
 
 @pytest.fixture
 def store(tmp_path: Path):
-    from subscribers.store.sqlite import SqliteStore
-
     opened = SqliteStore.open(tmp_path / "data" / "subscribers.sqlite3")
     yield opened
     opened.close()
 
 
 def test_send_gives_each_reader_their_variant_and_never_rebuilds(settings, tmp_path, store):
-    from pipeline.stages.approve import approve, is_approved
-    from pipeline.stages.send import Sender, SendOptions
-    from pipeline.stages.send_report import write_report
-    from pipeline.transport.outbox import OutboxTransport
-
     def add(email: str, layout: str, areas: tuple[str, ...]) -> str:
         added = store.add(email, layout, status="active", source="test", now=NOW,
                           areas=areas).subscriber
@@ -438,10 +417,6 @@ def _without_links(html: str) -> str:
 
 @pytest.mark.subprocess  # publishing runs Pagefind
 def test_run_builds_with_the_stores_choices(tmp_path):
-    from support.commands import newsletter_main, ok
-
-    from subscribers.store.sqlite import SqliteStore
-
     make_project(tmp_path)
     with SqliteStore.open(tmp_path / "data" / "subscribers.sqlite3") as seeded:
         for n, areas in enumerate((("rocm",), ("rocm",), ("cpu", "nixl"), ())):
@@ -457,16 +432,12 @@ def test_run_builds_with_the_stores_choices(tmp_path):
 
 
 def test_a_build_without_a_store_creates_none_and_has_no_variant(tmp_path):
-    from support.commands import newsletter_main, ok
-
     result = ok(newsletter_main(["build", "--week", SAMPLE_WEEK], make_project(tmp_path)))
     assert "0 interest variant(s)" in result.stdout
     assert not (tmp_path / "data" / "subscribers.sqlite3").exists()
 
 
 def test_the_public_issue_json_carries_no_readers_choices(varied, settings):
-    from pipeline.core.site.site import Site, public_issue_json
-
     assert "variants" in varied.data
     (obj,) = [o for o in Site(settings.site).issue_objects(varied) if o.key.endswith("issue.json")]
     public = json.loads(obj.data)
@@ -480,9 +451,6 @@ def test_the_public_issue_json_carries_no_readers_choices(varied, settings):
 
 @pytest.mark.subprocess  # publishing runs Pagefind
 def test_publishing_fills_the_area_catalog_the_forms_offer(varied, settings, store):
-    from pipeline.cli.common import publish_issue
-    from pipeline.core.issue.interests import issue_areas
-
     assert store.known_areas() == ()
     publish_issue(settings, varied)
     assert store.known_areas() == issue_areas(varied.issue.items) != ()
@@ -490,12 +458,6 @@ def test_publishing_fills_the_area_catalog_the_forms_offer(varied, settings, sto
 
 @pytest.mark.subprocess  # publishing runs Pagefind
 def test_publishing_without_a_store_makes_one_for_its_lease_only(varied, settings, tmp_path):
-    from datetime import UTC, datetime, timedelta
-
-    from pipeline.cli.common import publish_issue
-    from pipeline.wiring import archive_lease
-    from subscribers.store.sqlite import SqliteStore
-
     publish_issue(settings, varied)
     assert (tmp_path / "build" / "site" / "index.html").is_file()
     with SqliteStore.open(tmp_path / "data" / "subscribers.sqlite3") as store:
