@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 import pytest
 from support.project import SAMPLE_WEEK, sample_settings
 
-from pipeline.config import load
+from pipeline.config import Settings, load
 from pipeline.core.email.message import Messages
 from pipeline.stages.build import build
 from pipeline.stages.built import BuiltIssue, load_built
@@ -65,17 +65,35 @@ def reader(store: SqliteStore, address: str) -> Subscriber:
 
 
 def send(app_built: BuiltIssue, store: SqliteStore, transport: Transport) -> SendReport:
+    """The issue sent to the store's readers through ``transport``, closed after."""
     settings = load(app_built.folder.parent / "newsletter.toml", {})
     messages = Messages(app_built, settings.site, settings.delivery, KEYS)
-    sender = Sender(app_built, store, transport, messages, rate=None, concurrency=2,
-                    sleep=lambda _: None)
-    return sender.run(SendOptions())
+    try:
+        return Sender(app_built, store, transport, messages, rate=None, concurrency=2,
+                      sleep=lambda _: None).run(SendOptions())
+    finally:
+        transport.close()
+
+
+def confirm(settings: Settings, transport: Transport, *readers: Subscriber) -> None:
+    """The subscription app's confirmation mail to each reader, ``transport`` closed after."""
+    try:
+        for each in readers:
+            OptInMailer(settings, transport).confirmation(
+                each, "https://news.example.org/app/confirm?token=t", NOW)
+    finally:
+        transport.close()
+
+
+def header_line(raw: bytes, name: bytes) -> bytes:
+    """The raw header ``name`` of a message, unfolded."""
+    head = raw.split(b"\r\n\r\n", 1)[0].replace(b"\r\n ", b" ")
+    (line,) = [line for line in head.split(b"\r\n") if line.lower().startswith(name + b":")]
+    return line
 
 
 def to_line(raw: bytes) -> bytes:
-    """The raw ``To`` header line of a message (unfolded: it is one line)."""
-    (line,) = [line for line in raw.split(b"\r\n") if line.lower().startswith(b"to:")]
-    return line
+    return header_line(raw, b"to")
 
 
 def by_recipient(received: list[Received]) -> dict[str, Received]:
@@ -90,12 +108,7 @@ def test_smtputf8_carries_a_non_ascii_local_part_and_idna_carries_the_domain(
         smtp_server_factory: Callable[..., SmtpSink], app_built: BuiltIssue,
         store: SqliteStore) -> None:
     sink = smtp_server_factory(smtputf8=True)
-    transport = SmtpTransport(sink.settings(), None, timeout=10.0)
-    try:
-        report = send(app_built, store, transport)
-    finally:
-        transport.close()
-
+    report = send(app_built, store, SmtpTransport(sink.settings(), None, timeout=10.0))
     assert (report.sent, report.failed, report.unconfirmed) == (3, 0, 0)
     got = by_recipient(sink.wait_for(3))
     assert set(got) == {LOCAL, DOMAIN_IDNA, PLAIN}
@@ -109,14 +122,9 @@ def test_smtputf8_carries_a_non_ascii_local_part_and_idna_carries_the_domain(
 
     # The subscription app's confirmation mail leaves the same way (the app answered 500).
     sink = smtp_server_factory(smtputf8=True)
-    transport = SmtpTransport(sink.settings(), None, timeout=10.0)
-    try:
-        mailer = OptInMailer(load(app_built.folder.parent / "newsletter.toml", {}), transport)
-        for address in (LOCAL, DOMAIN):
-            mailer.confirmation(reader(store, address), "https://news.example.org/app/c?token=t",
-                                NOW)
-    finally:
-        transport.close()
+    confirm(load(app_built.folder.parent / "newsletter.toml", {}),
+            SmtpTransport(sink.settings(), None, timeout=10.0),
+            reader(store, LOCAL), reader(store, DOMAIN))
     confirmations = by_recipient(sink.wait_for(2))
     assert to_line(confirmations[LOCAL].content) == "To: 用户@example.com".encode()
     assert to_line(confirmations[DOMAIN_IDNA].content) == f"To: {DOMAIN_IDNA}".encode()
@@ -125,12 +133,7 @@ def test_smtputf8_carries_a_non_ascii_local_part_and_idna_carries_the_domain(
 
 def test_without_smtputf8_only_the_non_ascii_local_part_fails_permanently_by_name(
         smtp_server: SmtpSink, app_built: BuiltIssue, store: SqliteStore) -> None:
-    transport = SmtpTransport(smtp_server.settings(), None, timeout=10.0)
-    try:
-        report = send(app_built, store, transport)
-    finally:
-        transport.close()
-
+    report = send(app_built, store, SmtpTransport(smtp_server.settings(), None, timeout=10.0))
     assert (report.sent, report.failed, report.unconfirmed, report.stopped) == (2, 1, 0, None)
     assert set(by_recipient(smtp_server.wait_for(2))) == {DOMAIN_IDNA, PLAIN}
     assert smtp_server.attempts(LOCAL) == 0  # refused before anything was sent
@@ -147,12 +150,7 @@ def test_without_smtputf8_only_the_non_ascii_local_part_fails_permanently_by_nam
 
 def test_ses_gets_the_idna_domain_and_never_a_non_ascii_local_part(
         moto_server: MotoServer, app_built: BuiltIssue, store: SqliteStore) -> None:
-    transport = SesTransport("")
-    try:
-        report = send(app_built, store, transport)
-    finally:
-        transport.close()
-
+    report = send(app_built, store, SesTransport(""))
     assert (report.sent, report.failed, report.unconfirmed) == (2, 1, 0)
     sent = moto_server.sent()
     assert sorted(r["destinations"][0] for r in sent) == sorted([DOMAIN_IDNA, PLAIN])
@@ -174,15 +172,9 @@ def test_messages_write_the_to_header_without_encoded_words(app_built: BuiltIssu
         assert to_line(raw) == expected
 
 
-def header_line(raw: bytes, name: bytes) -> bytes:
-    """The raw header ``name`` of a message, unfolded."""
-    head = raw.split(b"\r\n\r\n", 1)[0].replace(b"\r\n ", b" ")
-    (line,) = [line for line in head.split(b"\r\n") if line.lower().startswith(name + b":")]
-    return line
-
-
 def test_a_sender_at_an_internationalised_domain_is_written_in_idna(
-        app_built: BuiltIssue, smtp_server_factory: Callable[..., SmtpSink]) -> None:
+        app_built: BuiltIssue, store: SqliteStore,
+        smtp_server_factory: Callable[..., SmtpSink]) -> None:
     """IDNA in From, Reply-To, the envelope and Message-ID; only the display name is encoded."""
     from email.header import decode_header, make_header
 
@@ -202,22 +194,10 @@ def test_a_sender_at_an_internationalised_domain_is_written_in_idna(
 
     # The confirmation mail of the subscription app, through a relay without SMTPUTF8.
     sink = smtp_server_factory()
-    transport = SmtpTransport(sink.settings(), None, timeout=10.0)
-    try:
-        OptInMailer(settings, transport).confirmation(
-            _subscriber(PLAIN),
-            "https://news.example.org/app/confirm?token=t", NOW)
-    finally:
-        transport.close()
+    confirm(settings, SmtpTransport(sink.settings(), None, timeout=10.0), reader(store, PLAIN))
     (got,) = sink.wait_for(1)
     assert got.mail_from == "weekly@xn--fsqu00a.xn--fiqs8s"
     assert header_line(got.content, b"from").endswith(b" <weekly@xn--fsqu00a.xn--fiqs8s>")
-
-
-def _subscriber(address: str) -> Subscriber:
-    return Subscriber(id="0" * 24, email=address, status="pending", layout="en",
-                      consent_at=None, consent_source="web", created_at=NOW,
-                      confirmed_at=None, updated_at=NOW)
 
 
 @pytest.mark.parametrize("value", ["周报 <用户@example.com>", "weekly@例子..中国"])
