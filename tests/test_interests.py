@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
+
 import pytest
 
+import pipeline.core.issue.interests as core
+import subscribers.areas as store_side
 from pipeline.core.issue.interests import (
     Variant,
     area_slug,
@@ -18,8 +22,6 @@ from pipeline.week import issue_number
 
 def _items() -> list[Item]:
     """Six items in rank order: two tiers, areas alternating cpu / rocm."""
-    from datetime import UTC, datetime
-
     return [Item(pr=100 + i, url=f"https://github.com/o/r/pull/{100 + i}",
                  tier="must-read" if i < 3 else "skim", scope_note=None, why=Pair("", ""),
                  reviewed_at=datetime(2026, 11, 24, tzinfo=UTC),
@@ -80,9 +82,6 @@ def test_issue_number_counts_weeks_from_the_first() -> None:
 
 def test_the_core_and_the_store_clean_areas_with_one_function():
     """``subscribers`` may not import the core, so the core re-exports the store's cleaner."""
-    import pipeline.core.issue.interests as core
-    import subscribers.areas as store_side
-
     assert core.clean_areas is store_side.clean_areas
     assert (core.MAX_AREAS, core.MAX_AREA_LENGTH) == (store_side.MAX_AREAS,
                                                       store_side.MAX_AREA_LENGTH)
