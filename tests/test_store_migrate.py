@@ -14,11 +14,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from botocore.exceptions import ClientError
 
 from pipeline.cli.store import add_parser
-from pipeline.errors import UsageError
+from pipeline.errors import BlockedError, UsageError
 from subscribers.errors import StoreError
 from subscribers.model import STATUSES
+from subscribers.store.dynamo import DynamoStore
 from subscribers.store.sqlite import FILE_NAME, MIGRATIONS, SqliteStore
 
 pytest_plugins = ["support.dynamo_support"]
@@ -244,8 +246,6 @@ OVERSIZED = {
 def test_a_row_over_dynamodbs_item_limit_is_named_and_the_rest_copied(dynamo, source, capsys,
                                                                       kind):
     """Named by id, never address; the rest copied; exit 3; once fixed, a rerun copies it alone."""
-    from pipeline.errors import BlockedError
-
     _, first, update, named = OVERSIZED[kind]
     with sqlite3.connect(sqlite_path(dynamo.settings)) as conn:
         (row,) = conn.execute(first).fetchone()
@@ -268,8 +268,6 @@ def test_a_row_over_dynamodbs_item_limit_is_named_and_the_rest_copied(dynamo, so
 
 
 def test_a_key_over_dynamodbs_limit_is_named_by_its_start(dynamo, source, capsys):
-    from pipeline.errors import BlockedError
-
     key = "mail:" + "k" * 3000  # over 2,048 bytes, DynamoDB's limit for a partition key
     with sqlite3.connect(sqlite_path(dynamo.settings)) as conn:
         conn.execute("INSERT INTO seen (key, at) VALUES (?, ?)", (key, "2026-11-30T01:00:00Z"))
@@ -283,10 +281,6 @@ def test_a_key_over_dynamodbs_limit_is_named_by_its_start(dynamo, source, capsys
 def test_a_catalog_over_the_item_limit_is_named_and_the_rest_copied(dynamo, source, capsys,
                                                                     monkeypatch):
     """moto lets a string set grow past 400 KB; DynamoDB refuses the update, as here."""
-    from botocore.exceptions import ClientError
-
-    from pipeline.errors import BlockedError
-    from subscribers.store.dynamo import DynamoStore
 
     def refused(self, names):
         error = ClientError({"Error": {"Code": "ValidationException", "Message": "Item size "
@@ -306,6 +300,10 @@ def test_create_tables_makes_them_first(dynamo, source, capsys):
     store_settings = replace(dynamo.settings.store, subscribers_table="fresh-subscribers",
                              ledger_table="fresh-ledger")
     settings = replace(dynamo.settings, store=store_settings)
+    with pytest.raises(StoreError) as caught:  # not made unless asked
+        run(settings, "migrate", "--to", "dynamodb")
+    assert caught.value.exit_code == 1 and "\n" not in str(caught.value)
+    assert "table fresh-subscribers does not exist" in str(caught.value)
     assert run(settings, "migrate", "--to", "dynamodb", "--create-tables", "--dry-run") == 0
     out, _ = capsys.readouterr()
     assert "would create table fresh-subscribers\nwould create table fresh-ledger\n" in out
@@ -321,24 +319,11 @@ def test_create_tables_makes_them_first(dynamo, source, capsys):
     assert "created table" not in out and "0 copied, 23 already there" in out
 
 
-def test_missing_tables_without_create_tables_are_one_store_error(dynamo, source):
-    store_settings = replace(dynamo.settings.store, subscribers_table="absent-subscribers")
-    settings = replace(dynamo.settings, store=store_settings)
-    with pytest.raises(StoreError) as caught:
-        run(settings, "migrate", "--to", "dynamodb")
-    assert caught.value.exit_code == 1
-    assert "table absent-subscribers does not exist" in str(caught.value)
-    assert "\n" not in str(caught.value)
-
-
-def test_a_missing_sqlite_file_is_a_usage_error(dynamo, tmp_path):
-    with pytest.raises(UsageError) as caught:
+def test_a_missing_older_or_foreign_sqlite_file_is_refused_untouched(dynamo, tmp_path):
+    with pytest.raises(UsageError) as missing:
         run(dynamo.settings, "migrate", "--to", "dynamodb", "--from-sqlite",
             str(tmp_path / "elsewhere.sqlite3"))
-    assert caught.value.exit_code == 2 and "no such file" in str(caught.value)
-
-
-def test_an_older_or_foreign_sqlite_file_is_refused_untouched(dynamo, tmp_path):
+    assert missing.value.exit_code == 2 and "no such file" in str(missing.value)
     old = tmp_path / "old.sqlite3"
     conn = sqlite3.connect(old)
     conn.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
