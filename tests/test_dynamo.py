@@ -83,42 +83,36 @@ def watch(store: DynamoStore) -> Wire:
     return wire
 
 
-def describe(client: Any, table: str) -> dict[str, Any]:
-    found: dict[str, Any] = client.describe_table(TableName=table)["Table"]
-    return found
-
-
-def attributes(table: dict[str, Any]) -> dict[str, str]:
-    return {a["AttributeName"]: a["AttributeType"] for a in table["AttributeDefinitions"]}
+def shape(client: Any, table: str) -> dict[str, Any]:
+    """What a table is made of: its keys, attribute types, billing and one index."""
+    found = client.describe_table(TableName=table)["Table"]
+    [index] = found["GlobalSecondaryIndexes"]
+    return {"status": found["TableStatus"], "billing": found["BillingModeSummary"]["BillingMode"],
+            "key": found["KeySchema"], "index": (index["IndexName"], index["KeySchema"],
+                                                 index["Projection"]["ProjectionType"]),
+            "types": {a["AttributeName"]: a["AttributeType"]
+                      for a in found["AttributeDefinitions"]}}
 
 
 # -- tables ----------------------------------------------------------------------------------
 
 def test_the_tables_have_exactly_the_documented_schema(dynamo):
-    subscribers = describe(dynamo.client, dynamo.subscribers_table)
-    assert subscribers["TableStatus"] == "ACTIVE"
-    assert subscribers["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
-    assert subscribers["KeySchema"] == [{"AttributeName": "pk", "KeyType": "HASH"}]
-    assert attributes(subscribers) == {"pk": "S", "status": "S", "id": "S"}
-    [by_status] = subscribers["GlobalSecondaryIndexes"]
-    assert by_status["IndexName"] == "by_status"
-    assert by_status["KeySchema"] == [{"AttributeName": "status", "KeyType": "HASH"},
-                                      {"AttributeName": "id", "KeyType": "RANGE"}]
-    assert by_status["Projection"] == {"ProjectionType": "ALL"}
+    assert shape(dynamo.client, dynamo.subscribers_table) == {
+        "status": "ACTIVE", "billing": "PAY_PER_REQUEST",
+        "key": [{"AttributeName": "pk", "KeyType": "HASH"}],
+        "index": ("by_status", [{"AttributeName": "status", "KeyType": "HASH"},
+                                {"AttributeName": "id", "KeyType": "RANGE"}], "ALL"),
+        "types": {"pk": "S", "status": "S", "id": "S"}}
     ttl = dynamo.client.describe_time_to_live(TableName=dynamo.subscribers_table)
     assert ttl["TimeToLiveDescription"] == {"TimeToLiveStatus": "ENABLED",
                                             "AttributeName": "expires_at"}
-
-    ledger = describe(dynamo.client, dynamo.ledger_table)
-    assert ledger["TableStatus"] == "ACTIVE"
-    assert ledger["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
-    assert ledger["KeySchema"] == [{"AttributeName": "issue_id", "KeyType": "HASH"},
-                                   {"AttributeName": "subscriber_id", "KeyType": "RANGE"}]
-    assert attributes(ledger) == {"issue_id": "S", "subscriber_id": "S", "message_id": "S"}
-    [by_message] = ledger["GlobalSecondaryIndexes"]
-    assert by_message["IndexName"] == "by_message_id"
-    assert by_message["KeySchema"] == [{"AttributeName": "message_id", "KeyType": "HASH"}]
-    assert by_message["Projection"] == {"ProjectionType": "KEYS_ONLY"}
+    assert shape(dynamo.client, dynamo.ledger_table) == {
+        "status": "ACTIVE", "billing": "PAY_PER_REQUEST",
+        "key": [{"AttributeName": "issue_id", "KeyType": "HASH"},
+                {"AttributeName": "subscriber_id", "KeyType": "RANGE"}],
+        "index": ("by_message_id", [{"AttributeName": "message_id", "KeyType": "HASH"}],
+                  "KEYS_ONLY"),
+        "types": {"issue_id": "S", "subscriber_id": "S", "message_id": "S"}}
 
 
 def test_settings_choose_the_dynamodb_store(dynamo):
