@@ -56,7 +56,7 @@ from subscribers.store.rules import (
 from subscribers.store.sqlite import MIGRATIONS, SqliteStore
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Sequence
+    from collections.abc import Callable
 
     from support.dynamo_support import Dynamo
 
@@ -72,7 +72,8 @@ def path(tmp_path: Path) -> Path:
 
 
 class SqliteBackend:
-    """Stores on one SQLite file; what is stored, read from the file as another process."""
+    """Stores on one SQLite file; what is stored, read from the file as another process
+    (``Dynamo`` is its twin on DynamoDB)."""
 
     name = "sqlite"
 
@@ -101,37 +102,13 @@ class SqliteBackend:
             store.close()
 
 
-class DynamoBackend:
-    """Stores on the two DynamoDB tables in moto; what is stored, read with a Scan."""
-
-    name = "dynamodb"
-
-    def __init__(self, dynamo: Dynamo) -> None:
-        self.dynamo = dynamo
-
-    def open(self) -> DynamoStore:
-        return self.dynamo.open()
-
-    def subscriber_count(self) -> int:
-        return len(self.dynamo.keys("sub#"))
-
-    def suppressions(self) -> list[str]:
-        return [key.removeprefix("supp#") for key in self.dynamo.keys("supp#")]
-
-    def dump(self) -> bytes:
-        return self.dynamo.dump()
-
-    def close(self) -> None:
-        pass  # the dynamo fixture closes its stores
-
-
 @pytest.fixture(params=["sqlite", pytest.param("dynamodb", marks=pytest.mark.aws)])
 def backend(request, path: Path):
     """One backend's data; ``backend.open()`` is a new store on it (closed at the end)."""
     if request.param == "sqlite":
-        chosen: SqliteBackend | DynamoBackend = SqliteBackend(path)
+        chosen: SqliteBackend | Dynamo = SqliteBackend(path)
     else:
-        chosen = DynamoBackend(request.getfixturevalue("dynamo"))
+        chosen = request.getfixturevalue("dynamo")
     try:
         yield chosen
     finally:
@@ -139,7 +116,7 @@ def backend(request, path: Path):
 
 
 @pytest.fixture
-def store(backend: SqliteBackend | DynamoBackend) -> SubscriberStore:
+def store(backend: SqliteBackend | Dynamo) -> SubscriberStore:
     return backend.open()
 
 
@@ -165,14 +142,6 @@ def together(*work: Callable[[], object]) -> None:
         thread.start()
     for thread in threads:
         thread.join()
-
-
-def each_in_a_thread(stores: Sequence[SubscriberStore],
-                     work: Callable[[int, SubscriberStore], None]) -> None:
-    """``work(n, store)`` for every store at once, one thread each; then the stores closed."""
-    together(*(functools.partial(work, n, each) for n, each in enumerate(stores)))
-    for each in stores:
-        each.close()
 
 
 def old_file(path: Path, version: int, *rows: str) -> None:
@@ -1064,12 +1033,11 @@ def test_stores_at_once_share_one_lease_one_first_send_an_exact_quota_and_every_
             with lock:
                 taken.append(ok)
 
-    each_in_a_thread(stores, take)
+    together(*(functools.partial(take, n, each) for n, each in enumerate(stores)))
     assert len(winners) == 1
     assert len(set(answers.values())) == 1 and len(answers) == len(stores)
     assert taken.count(True) == 30 and len(taken) == 120
-    with backend.open() as store:
-        assert store.known_areas() == ("shared", "t0", "t1", "t2", "t3", "t4", "t5")
+    assert stores[0].known_areas() == ("shared", "t0", "t1", "t2", "t3", "t4", "t5")
 
 
 # -- what each issue went out as ------------------------------------------------------------

@@ -43,7 +43,10 @@ def dynamo_settings(settings: Settings) -> Settings:
 
 @dataclass
 class Dynamo:
-    """The tables of ``settings.store`` in moto, and stores opened on them."""
+    """The tables of ``settings.store`` in moto, and stores opened on them; what is stored,
+    read with a Scan (tests/test_store.py's ``SqliteBackend`` is its twin on SQLite)."""
+
+    name = "dynamodb"
 
     settings: Settings
     #: A plain client for set-up and inspection (the session's; never closed here).
@@ -77,6 +80,12 @@ class Dynamo:
         """The ``pk`` of every subscribers-table item starting with ``prefix``, sorted."""
         return sorted(item["pk"]["S"] for item in self.items()
                       if item["pk"]["S"].startswith(prefix))
+
+    def subscriber_count(self) -> int:
+        return len(self.keys("sub#"))
+
+    def suppressions(self) -> list[str]:
+        return [key.removeprefix("supp#") for key in self.keys("supp#")]
 
     def dump(self) -> bytes:
         """Everything both tables hold, as bytes (to search for an address)."""
