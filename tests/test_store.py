@@ -214,7 +214,8 @@ OLD_ROWS = (
 
 @pytest.mark.parametrize("version", range(1, len(MIGRATIONS)))
 def test_an_older_file_is_migrated_keeping_its_rows(path, version):
-    """An old file's ``sending`` row may have left (no hand-over noted): never release it."""
+    """Each migration's rows are usable; an old file's ``sending`` row may have left (no
+    hand-over noted): never release it."""
     old_file(path, version, *OLD_ROWS)
     with SqliteStore.open(path) as store:
         old = store.find("old@example.org")
@@ -224,6 +225,10 @@ def test_an_older_file_is_migrated_keeping_its_rows(path, version):
         assert store.expire_in_flight(ISSUE, NOW) == 1
         assert store.ledger(ISSUE)["a" * 24].status == "unconfirmed"
         assert store.first_time("k", NOW)
+        assert store.acquire_lease("send:x", "me", NOW, timedelta(minutes=5)).owner == "me"
+        assert store.record_mail_event(old.id, "delivery", NOW, transient_limit=3,
+                                       occurred_at=NOW).status == "active"
+        assert store.record_sent(ISSUE, "a" * 64, NOW).first_hash == "a" * 64
         assert store.variant_choices() == [] and store.known_areas() == ()
         store.set_layout(old.id, "en", NOW, areas=["rocm"])
         store.note_areas(["rocm"])
