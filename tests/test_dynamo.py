@@ -10,6 +10,7 @@ import json
 import math
 import threading
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -57,11 +58,13 @@ def dynamo_error(status: int, code: str, message: str, **extra: Any) -> AWSRespo
 @dataclass
 class Wire:
     """Requests that left one client, by operation (with their parameters), and canned
-    answers: each operation's list is used up one answer per request, then moto answers."""
+    answers (or functions of the request giving one): each operation's list is used up one
+    answer per request, then moto answers."""
 
     calls: Counter[str] = field(default_factory=Counter)
     params: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
-    answers: dict[str, list[AWSResponse]] = field(default_factory=dict)
+    answers: dict[str, list[AWSResponse | Callable[[Any], AWSResponse]]] = field(
+        default_factory=dict)
 
     def before_call(self, model: Any, params: dict[str, Any], **_: Any) -> None:
         self.params.append((model.name, json.loads(params["body"] or b"{}")))
@@ -70,7 +73,10 @@ class Wire:
         operation = event_name.rsplit(".", 1)[-1]
         self.calls[operation] += 1
         queued = self.answers.get(operation)
-        return queued.pop(0) if queued else None
+        if not queued:
+            return None
+        answer = queued.pop(0)
+        return answer if isinstance(answer, AWSResponse) else answer(request)
 
 
 def watch(store: DynamoStore) -> Wire:
@@ -337,44 +343,33 @@ def test_a_remove_stopped_before_the_ledger_was_purged_is_finished_next_time(dyn
     assert b"half@" not in dynamo.dump()
 
 
-def _throttling(store: DynamoStore, times: float) -> Counter[str]:
-    """The first ``times`` BatchGetItem requests come back with every key unprocessed, as
-    DynamoDB answers when it throttles a batch read; then moto answers."""
-    asked: Counter[str] = Counter()
-
-    def before_send(request: Any, event_name: str, **_: Any) -> AWSResponse | None:
-        if not event_name.endswith("BatchGetItem"):
-            return None
-        asked["requests"] += 1
-        if asked["requests"] > times:
-            return None
-        body = json.dumps({"Responses": {}, "UnprocessedKeys": json.loads(request.body)[
-            "RequestItems"]}).encode()
-        return AWSResponse(request.url, 200, HTTPHeaders.from_dict(
-            {"Content-Type": "application/x-amz-json-1.0"}), _Raw(body))
-
-    store.client.meta.events.register("before-send.dynamodb",
-                                      before_send)  # type: ignore[arg-type]
-    return asked
+def unprocessed(request: Any) -> AWSResponse:
+    """DynamoDB's answer to a batch read it throttles: every key comes back unprocessed."""
+    body = json.dumps({"Responses": {}, "UnprocessedKeys": json.loads(request.body)[
+        "RequestItems"]}).encode()
+    return AWSResponse(request.url, 200, HTTPHeaders.from_dict(
+        {"Content-Type": "application/x-amz-json-1.0"}), _Raw(body))
 
 
 def test_keys_a_batch_read_leaves_unprocessed_are_asked_again(store, monkeypatch):
     monkeypatch.setattr("pipeline.retry.backoff", lambda attempt, **_: 0.0)
     store.add("kept@example.org", "zh", status="active", source="web", now=NOW)
-    asked = _throttling(store, 2)
+    wire = watch(store)
+    wire.answers["BatchGetItem"] = [unprocessed, unprocessed]
     [kept, new] = store.add_many([NewSubscriber("kept@example.org"),
                                   NewSubscriber("new@example.org")],
                                  status="active", source="import:t.csv", now=NOW)
-    assert asked["requests"] > 2  # the throttled reads were asked again, then answered
+    assert wire.calls["BatchGetItem"] > 2  # the throttled reads were asked again, then answered
     assert kept.outcome is AddOutcome.EXISTING and new.outcome is AddOutcome.CREATED
     assert (found := store.find("kept@example.org")) is not None and found.layout == "zh"
 
 
 def test_a_batch_read_throttled_every_time_is_one_clear_error(store, monkeypatch):
     monkeypatch.setattr("pipeline.retry.backoff", lambda attempt, **_: 0.0)
-    asked = _throttling(store, math.inf)
+    wire = watch(store)
+    wire.answers["BatchGetItem"] = [unprocessed] * 100
     with pytest.raises(StoreError, match="unprocessed \\(throttled\\); try again"):
         store.add_many([NewSubscriber("new@example.org")], status="active",
                        source="import:t.csv", now=NOW)
-    assert asked["requests"] == 8
+    assert wire.calls["BatchGetItem"] == 8
     assert store.find("new@example.org") is None  # nothing written after a failed read
