@@ -619,37 +619,6 @@ def test_the_app_can_live_under_a_path(tmp_path):
 # -- the command ----------------------------------------------------------------------------------
 
 @pytest.mark.subprocess
-def test_newsletter_serve_runs_the_app_until_terminated(tmp_path):
-    import signal
-    import time
-
-    port = let_go(free_port())  # for the `newsletter serve` process to bind
-    project_settings(tmp_path, port)
-    process = subprocess.Popen([*newsletter_cmd(), "serve"], cwd=tmp_path, env=clean_env(),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert process.stderr is not None  # piped
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                answer = request("GET", f"http://127.0.0.1:{port}/healthz")
-            except OSError:
-                assert process.poll() is None, process.stderr.read()
-                assert time.monotonic() < deadline, "serve did not start"
-                time.sleep(0.1)
-            else:
-                assert answer.status == 200 and answer.body == "ok"
-                break
-        assert "<form" in request("GET", f"http://127.0.0.1:{port}/subscribe").body
-    finally:
-        process.send_signal(signal.SIGTERM)
-        _, err = process.communicate(timeout=20)
-    assert process.returncode == 0, err
-    assert "development key" in err
-    assert "Traceback" not in err
-
-
-@pytest.mark.subprocess
 def test_serve_refuses_a_real_transport_without_a_secret(tmp_path):
     project_settings(tmp_path, let_go(free_port()), '[delivery]\ntransport = "ses"\n')
     result = subprocess.run([*newsletter_cmd(), "serve"], cwd=tmp_path, env=clean_env(),
