@@ -27,12 +27,13 @@ SES_BOUNCE = json.dumps({"notificationType": "Bounce", "bounce": {
     "bounceType": "Permanent", "bouncedRecipients": [{"emailAddress": "jane@example.com"}]}})
 
 
-def new_signer(valid_days: int = 30) -> Signer:
-    """An RSA key and its self-signed certificate, valid from yesterday."""
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+def new_signer(key: Any = None, days: tuple[int, int] = (-1, 30)) -> Signer:
+    """``key`` (a new RSA key by default) and its self-signed certificate, valid over
+    ``days`` from today."""
+    key = key or rsa.generate_private_key(public_exponent=65537, key_size=2048)
     now = datetime.now(UTC)
-    return Signer(key, certificate(key, now - timedelta(days=1),
-                                    now + timedelta(days=valid_days)))
+    return Signer(key, certificate(key, now + timedelta(days=days[0]),
+                                   now + timedelta(days=days[1])))
 
 
 @dataclass(frozen=True)
