@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import json
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -61,7 +60,6 @@ class Route:
     headers: dict[str, str] = field(default_factory=dict)
     #: Answer 500 this many times before answering normally.
     fail_first: int = 0
-    delay: float = 0.0
 
 
 class CertServer(ThreadingHTTPServer):
@@ -108,7 +106,6 @@ class _Handler(BaseHTTPRequestHandler):
         if route is None:
             self.send_error(404)
             return
-        time.sleep(route.delay)
         status = 500 if failing else route.status
         self.send_response(status)
         for name, value in route.headers.items():
