@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import logging
 import re
-import subprocess
 import threading
 from dataclasses import replace
 from datetime import UTC, datetime, timedelta
@@ -14,7 +13,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from support.app_server import App, free_port, let_go, project_settings, request, serve_app
-from support.commands import clean_env, newsletter_cmd
+from support.commands import run_newsletter
 from support.project import SAMPLE_WEEK
 
 from pipeline.web.mail_queue import MailQueue
@@ -119,10 +118,8 @@ def test_subscribe_confirm_receive_an_issue_then_unsubscribe_in_one_click(tmp_pa
     assert reader.consent_at is not None
 
     # The weekly job, as the operator runs it, in another process on the same store.
-    env = clean_env()
     for args in (["build", "--week", SAMPLE_WEEK], ["send", "--week", SAMPLE_WEEK]):
-        result = subprocess.run([*newsletter_cmd(), *args], cwd=tmp_path, env=env,
-                                capture_output=True, text=True, timeout=120, check=False)
+        result = run_newsletter(args, tmp_path)
         assert result.returncode == 0, result.stderr
     [issue_mail] = (tmp_path / "build" / "issues" / SAMPLE_WEEK / "outbox").glob("*.eml")
     from email import message_from_bytes, policy
@@ -607,8 +604,7 @@ def test_the_app_can_live_under_a_path(tmp_path):
 @pytest.mark.subprocess
 def test_serve_refuses_a_real_transport_without_a_secret(tmp_path):
     project_settings(tmp_path, let_go(free_port()), '[delivery]\ntransport = "ses"\n')
-    result = subprocess.run([*newsletter_cmd(), "serve"], cwd=tmp_path, env=clean_env(),
-                            capture_output=True, text=True, timeout=60, check=False)
+    result = run_newsletter(["serve"], tmp_path)
     assert result.returncode == 2
     assert "NEWSLETTER_SECRET" in result.stderr and "Traceback" not in result.stderr
 
