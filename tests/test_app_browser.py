@@ -4,14 +4,13 @@ pages fit a phone, and axe-core finds no critical or serious problem."""
 
 from __future__ import annotations
 
-import re
 from datetime import UTC, datetime
 
 import pytest
 from axe_playwright_python.sync_playwright import Axe  # type: ignore[import-untyped]
 from playwright.sync_api import Browser, ConsoleMessage, Page
 from support.app_server import App, free_port, project_settings, serve_app
-from test_app import link, reader
+from test_app import confirm_url, link, reader
 
 SERIOUS = ("critical", "serious")
 
@@ -73,11 +72,7 @@ def test_subscribe_and_confirm_in_a_browser_without_javascript(app: App, page: P
     check_page(page)
 
     [mail] = app.outbox()
-    plain = mail.get_body(("plain",))
-    assert plain is not None
-    found = re.search(r"http://\S+/confirm\?token=[a-z2-7]{56}", plain.get_content())
-    assert found is not None
-    link = found.group(0)
+    link = confirm_url(mail)
     page.goto(link)
     check_page(page)
     assert app.store.find("browser@example.org").status == "pending"

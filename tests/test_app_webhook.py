@@ -62,17 +62,21 @@ def app(tmp_path, tls):
         yield served
 
 
-def ses_message(document: dict[str, Any], address: str, **changes) -> str:
-    """An SES payload (as AWS documents it) about ``address``."""
+def ses_message(document: dict[str, Any], address: str, *, message_id: str | None = None,
+                **changes) -> str:
+    """An SES payload (as AWS documents it) about ``address``, ``changes`` made in its
+    bounce, complaint or delivery."""
     doc = copy.deepcopy(document)
-    for part in ("bounce", "complaint"):
+    for part, key in (("bounce", "bouncedRecipients"), ("complaint", "complainedRecipients")):
         if part in doc:
-            key = "bouncedRecipients" if part == "bounce" else "complainedRecipients"
             doc[part][key] = [{**doc[part][key][0], "emailAddress": address}]
             doc[part].update(changes)
     if "delivery" in doc:
         doc["delivery"]["recipients"] = [address]
+        doc["delivery"].update(changes)
     doc["mail"]["destination"] = [address]
+    if message_id is not None:
+        doc["mail"]["messageId"] = message_id
     return json.dumps(doc)
 
 
@@ -87,39 +91,26 @@ def post(app: App, certs: CertServer, signer, message: str, *, topic: str = TOPI
     return app.request("POST", "/webhooks/ses", body=body(signed), headers=SNS_HEADERS)
 
 
-def active(app: App, address: str) -> str:
-    return reader(app, address).id
-
-
-@pytest.mark.parametrize("document", [BOUNCE_WITH_DSN, EVENT_BOUNCE],
-                         ids=["notification", "event-publishing"])
+@pytest.mark.parametrize(("document", "changes", "status"), [
+    (BOUNCE_WITH_DSN, {}, "bounced"),
+    (EVENT_BOUNCE, {}, "bounced"),
+    (COMPLAINT_WITH_REPORT, {}, "complained"),
+    (EVENT_COMPLAINT, {}, "complained"),
+    (COMPLAINT_WITH_REPORT, {"complaintFeedbackType": "not-spam"}, "active"),
+], ids=["bounce-notification", "bounce-event-publishing", "complaint-notification",
+        "complaint-event-publishing", "not-spam"])
 @pytest.mark.parametrize("version", ["1", "2"])
-def test_a_permanent_bounce_makes_the_address_bounced(app, certs, signer, document, version):
-    sid = active(app, "gone@example.org")
-    answer = post(app, certs, signer, ses_message(document, "gone@example.org"),
+def test_a_permanent_bounce_or_a_complaint_takes_the_address_off(app, certs, signer, document,
+                                                                  changes, status, version):
+    sid = reader(app, "reader@example.org").id
+    answer = post(app, certs, signer, ses_message(document, "reader@example.org", **changes),
                   version=version)
     assert answer.status == 200
-    assert app.store.get(sid).status == "bounced"
-
-
-@pytest.mark.parametrize("document", [COMPLAINT_WITH_REPORT, EVENT_COMPLAINT],
-                         ids=["notification", "event-publishing"])
-def test_a_complaint_makes_the_address_complained(app, certs, signer, document):
-    sid = active(app, "angry@example.org")
-    assert post(app, certs, signer, ses_message(document, "angry@example.org")).status == 200
-    assert app.store.get(sid).status == "complained"
-
-
-def test_not_spam_feedback_is_no_complaint(app, certs, signer):
-    sid = active(app, "fine@example.org")
-    message = ses_message(COMPLAINT_WITH_REPORT, "fine@example.org",
-                          complaintFeedbackType="not-spam")
-    assert post(app, certs, signer, message).status == 200
-    assert app.store.get(sid).status == "active"
+    assert app.store.get(sid).status == status
 
 
 def test_transient_bounces_in_a_row_make_the_address_bounced(app, certs, signer):
-    sid = active(app, "full@example.org")
+    sid = reader(app, "full@example.org").id
     transient = ses_message(BOUNCE_WITH_DSN, "full@example.org", bounceType="Transient",
                             bounceSubType="MailboxFull")
     post(app, certs, signer, transient)
@@ -136,15 +127,14 @@ def test_transient_bounces_in_a_row_make_the_address_bounced(app, certs, signer)
 def test_a_replayed_old_delivery_does_not_reset_the_transient_bounce_count(app, certs,
                                                                           signer):
     """SNS redelivers out of order: an old Delivery must not wipe newer transient bounces."""
-    sid = active(app, "replay@example.org")
+    sid = reader(app, "replay@example.org").id
 
     def transient(when: str) -> str:
         return ses_message(BOUNCE_WITH_DSN, "replay@example.org", bounceType="Transient",
                            bounceSubType="MailboxFull", timestamp=when)
 
-    old_delivery = json.loads(ses_message(DELIVERY, "replay@example.org"))
-    old_delivery["delivery"]["timestamp"] = "2026-11-30T01:00:00.000Z"
-    old_delivery = json.dumps(old_delivery)
+    old_delivery = ses_message(DELIVERY, "replay@example.org",
+                               timestamp="2026-11-30T01:00:00.000Z")
     assert post(app, certs, signer, old_delivery).status == 200
     post(app, certs, signer, transient("2026-11-30T02:00:00.000Z"))
     post(app, certs, signer, transient("2026-11-30T03:00:00.000Z"))
@@ -155,32 +145,28 @@ def test_a_replayed_old_delivery_does_not_reset_the_transient_bounce_count(app, 
 
 
 def test_a_redelivered_message_counts_once(app, certs, signer):
-    sid = active(app, "twice@example.org")
+    sid = reader(app, "twice@example.org").id
     transient = ses_message(BOUNCE_WITH_DSN, "twice@example.org", bounceType="Transient")
     for _ in range(3):
         assert post(app, certs, signer, transient, message_id="same-id").status == 200
     assert app.store.get(sid).transient_bounces == 1
 
 
-def test_a_tampered_message_is_refused_and_changes_nothing(app, certs, signer):
-    sid = active(app, "safe@example.org")
-    transient = ses_message(BOUNCE_WITH_DSN, "safe@example.org")
-    answer = post(app, certs, signer, transient, tamper=True)
+@pytest.mark.parametrize(("topic", "tamper", "fetched"), [
+    (TOPIC, True, 1),
+    (STRANGER, False, 0),  # refused before its certificate is fetched
+], ids=["tampered", "strangers-topic"])
+def test_a_message_refused_changes_nothing(app, certs, signer, topic, tamper, fetched):
+    sid = reader(app, "safe@example.org").id
+    answer = post(app, certs, signer, ses_message(BOUNCE_WITH_DSN, "safe@example.org"),
+                  topic=topic, tamper=tamper)
     assert answer.status == 403
+    assert certs.connections == fetched
     assert app.store.get(sid).status == "active" and app.store.get(sid).transient_bounces == 0
 
 
-def test_a_strangers_topic_is_refused_without_fetching_its_certificate(app, certs, signer):
-    sid = active(app, "victim@example.org")
-    answer = post(app, certs, signer, ses_message(BOUNCE_WITH_DSN, "victim@example.org"),
-                  topic=STRANGER)
-    assert answer.status == 403
-    assert certs.connections == 0
-    assert app.store.get(sid).status == "active"
-
-
 def test_an_unreachable_certificate_asks_sns_to_retry(app, certs, signer):
-    sid = active(app, "later@example.org")
+    sid = reader(app, "later@example.org").id
     message = ses_message(BOUNCE_WITH_DSN, "later@example.org")
     certs.routes["/SimpleNotificationService-test.pem"].fail_first = 1
     assert post(app, certs, signer, message, message_id="retry-me").status == 503
@@ -202,7 +188,7 @@ def test_a_subscription_confirmation_is_confirmed_once(app, certs, signer):
 
 def test_events_for_unknown_addresses_and_other_types_are_accepted_and_ignored(app, certs,
                                                                                signer):
-    sid = active(app, "known@example.org")
+    sid = reader(app, "known@example.org").id
     assert post(app, certs, signer,
                 ses_message(BOUNCE_WITH_DSN, "stranger@example.org")).status == 200
     assert post(app, certs, signer, json.dumps({"eventType": "Open", "mail": {}})).status == 200
@@ -217,7 +203,7 @@ def test_malformed_bodies_are_bad_requests(app):
 
 def test_the_webhook_is_off_without_topics(tmp_path, certs, signer):
     with serve_app(project_settings(tmp_path, free_port())) as app:
-        sid = active(app, "off@example.org")
+        sid = reader(app, "off@example.org").id
         answer = post(app, certs, signer, ses_message(BOUNCE_WITH_DSN, "off@example.org"))
         assert answer.status == 404
         assert app.store.get(sid).status == "active"
@@ -225,25 +211,21 @@ def test_the_webhook_is_off_without_topics(tmp_path, certs, signer):
 
 def test_bounces_and_complaints_are_counted_against_the_issue_they_answer(app, certs, signer):
     now = datetime.now(UTC)
-    ids = {a: active(app, a) for a in ("one@example.org", "two@example.org", "three@example.org")}
-    for n, sid in enumerate(ids.values()):
+    for n, address in enumerate(("one@example.org", "two@example.org", "three@example.org")):
+        sid = reader(app, address).id
         assert app.store.claim("2026-W48", sid, now)
         app.store.mark_sent("2026-W48", sid, f"0100018c-ses-{n}", now)
-
-    def about(document, address, message_id):
-        doc = json.loads(ses_message(document, address))
-        doc["mail"]["messageId"] = message_id
-        return json.dumps(doc)
-
-    post(app, certs, signer, about(BOUNCE_WITH_DSN, "one@example.org", "0100018c-ses-0"))
-    post(app, certs, signer, about(EVENT_COMPLAINT, "two@example.org", "0100018c-ses-1"))
-    post(app, certs, signer, about(BOUNCE_WITH_DSN, "x@example.org", "confirmation-mail"))
+    for document, address, message_id in [
+            (BOUNCE_WITH_DSN, "one@example.org", "0100018c-ses-0"),
+            (EVENT_COMPLAINT, "two@example.org", "0100018c-ses-1"),
+            (BOUNCE_WITH_DSN, "x@example.org", "confirmation-mail")]:
+        post(app, certs, signer, ses_message(document, address, message_id=message_id))
     assert app.store.feedback_counts("2026-W48") == {"bounce": 1, "complaint": 1}
 
 
 def test_a_notification_that_fails_half_way_is_retried_without_counting_twice(app, certs,
                                                                               signer):
-    first, second = active(app, "first@example.org"), active(app, "second@example.org")
+    first, second = reader(app, "first@example.org").id, reader(app, "second@example.org").id
     doc = json.loads(ses_message(BOUNCE_WITH_DSN, "first@example.org",
                                  bounceType="Transient"))
     doc["bounce"]["bouncedRecipients"] = [{"emailAddress": "first@example.org"},

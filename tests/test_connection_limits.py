@@ -8,15 +8,21 @@ import logging
 import re
 import resource
 import select
-import signal
 import socket
-import subprocess
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 
 import pytest
-from support.app_server import App, free_port, let_go, project_settings, request, serve_app
+from support.app_server import (
+    App,
+    free_port,
+    let_go,
+    project_settings,
+    request,
+    serve_app,
+    serve_process,
+)
 from support.commands import clean_env, newsletter_cmd
 
 from pipeline.web.connection_limits import OncePerInterval
@@ -135,18 +141,9 @@ def test_refused_accepts_are_counted_not_logged_one_by_one(tmp_path) -> None:
     def few_files() -> None:
         resource.setrlimit(resource.RLIMIT_NOFILE, (64, 64))
 
-    process = subprocess.Popen([*newsletter_cmd(), "serve", "--port", str(port)],
-                               cwd=tmp_path, env=clean_env(), stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, text=True, preexec_fn=few_files)
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                assert request("GET", f"http://127.0.0.1:{port}/healthz").status == 200
-                break
-            except OSError:
-                assert process.poll() is None and time.monotonic() < deadline
-                time.sleep(0.1)
+    command = [*newsletter_cmd(), "serve", "--port", str(port)]
+    with serve_process(command, port, cwd=tmp_path, env=clean_env(),
+                       preexec_fn=few_files) as served:
         with ExitStack() as stack:
             for _ in range(100):  # the kernel's backlog takes what accept() cannot
                 stack.enter_context(socket.create_connection(("127.0.0.1", port), timeout=5))
@@ -156,10 +153,8 @@ def test_refused_accepts_are_counted_not_logged_one_by_one(tmp_path) -> None:
             with socket.create_connection(("127.0.0.1", port), timeout=5) as garbage:
                 garbage.sendall(b"NOT HTTP\r\n\r\n")
                 assert garbage.recv(100).startswith(b"HTTP/1.1 400 ")
-    finally:
-        process.send_signal(signal.SIGTERM)
-        _, err = process.communicate(timeout=30)
-    assert process.returncode == 0, err
+    err = served.err
+    assert served.process.returncode == 0, err
     assert "serve: the open-file limit (64) lets it hold 64 connections, not 10000" in err
     refused = [line for line in err.splitlines() if "cannot accept connections" in line]
     assert refused and refused[0].endswith("Too many open files"), err[-3000:]

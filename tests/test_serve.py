@@ -2,11 +2,8 @@
 
 from __future__ import annotations
 
-import os
 import re
-import signal
 import socket
-import subprocess
 import sys
 import time
 from email import policy
@@ -14,7 +11,7 @@ from email.parser import BytesParser
 from pathlib import Path
 
 import pytest
-from support.app_server import free_port, let_go, request
+from support.app_server import free_port, let_go, request, serve_process
 from support.commands import clean_env, newsletter_cmd, run_newsletter
 from support.project import ROOT, make_project
 
@@ -24,25 +21,6 @@ from pipeline.web.serve import served_app_url
 def project(folder: Path, app_url: str) -> Path:
     return make_project(
         folder, extra=f'[site]\nbase_url = "http://127.0.0.1:8000"\napp_url = "{app_url}"\n')
-
-
-def wait_until_up(process: subprocess.Popen[str], port: int) -> None:
-    deadline = time.monotonic() + 20
-    while True:
-        try:
-            request("GET", f"http://127.0.0.1:{port}/healthz")
-            return
-        except OSError:
-            assert process.poll() is None, process.communicate()[1]
-            assert time.monotonic() < deadline, "serve did not start"
-            time.sleep(0.1)
-
-
-def stop(process: subprocess.Popen[str]) -> str:
-    process.send_signal(signal.SIGTERM)
-    _, err = process.communicate(timeout=20)
-    assert process.returncode == 0, err
-    return err
 
 
 @pytest.mark.subprocess
@@ -65,11 +43,10 @@ def test_serve_port_puts_the_port_served_in_the_links(tmp_path):
     """The confirmation link must lead to the port that answers, not app_url's."""
     folder = project(tmp_path, "http://127.0.0.1:8001")
     port = let_go(free_port())  # for the `newsletter serve` process to bind
-    process = subprocess.Popen([*newsletter_cmd(), "serve", "--port", str(port)], cwd=folder,
-                               env=clean_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True)
-    try:
-        wait_until_up(process, port)
+    with serve_process([*newsletter_cmd(), "serve", "--port", str(port)], port, cwd=folder,
+                       env=clean_env()) as served:
+        health = request("GET", f"http://127.0.0.1:{port}/healthz")
+        assert (health.status, health.body) == (200, "ok")
         answer = request("POST", f"http://127.0.0.1:{port}/subscribe",
                          form={"email": "reader@example.org", "layout": "en"},
                          headers={"Origin": "http://127.0.0.1:8000"})
@@ -78,8 +55,9 @@ def test_serve_port_puts_the_port_served_in_the_links(tmp_path):
         deadline = time.monotonic() + 20  # the confirmation may leave after the answer
         while not list(outbox.glob("*.eml")) and time.monotonic() < deadline:
             time.sleep(0.1)
-    finally:
-        err = stop(process)
+    err = served.err
+    assert served.process.returncode == 0, err  # SIGTERM ends it cleanly
+    assert "development key" in err and "Traceback" not in err
     assert f"http://127.0.0.1:{port}/subscribe (listening on 127.0.0.1:{port}" in err
     assert "links name the port served" in err
     [mail] = outbox.glob("*.eml")
@@ -105,20 +83,14 @@ def test_make_serve_serves_on_serve_port_and_says_what_else_links_to_app_url(tmp
     port = let_go(free_port())
     env = clean_env(NEWSLETTER_PATHS_BUILD_DIR=str(tmp_path / "build"),
                     NEWSLETTER_PATHS_DATA_DIR=str(tmp_path / "data"))
-    process = subprocess.Popen(
-        ["make", "--no-print-directory", "-C", str(ROOT), "-o", "install", f"VENV={sys.prefix}",
-         "serve", f"SERVE_PORT={port}"], env=env, stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE, text=True, start_new_session=True)  # make and its newsletter
-    try:
-        wait_until_up(process, port)
+    make = ["make", "--no-print-directory", "-C", str(ROOT), "-o", "install",
+            f"VENV={sys.prefix}", "serve", f"SERVE_PORT={port}"]
+    with serve_process(make, port, env=env) as served:  # SIGTERM to make and its newsletter
         form = request("GET", f"http://127.0.0.1:{port}/subscribe")
         assert f'<form method="post" action="http://127.0.0.1:{port}/subscribe">' in form.body
-    finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        _, err = process.communicate(timeout=20)
-    assert f"listening on 127.0.0.1:{port}" in err, err
-    assert "[site] app_url names another port (http://127.0.0.1:8001)" in err
-    assert f"NEWSLETTER_SITE_APP_URL=http://127.0.0.1:{port}" in err
+    assert f"listening on 127.0.0.1:{port}" in served.err, served.err
+    assert "[site] app_url names another port (http://127.0.0.1:8001)" in served.err
+    assert f"NEWSLETTER_SITE_APP_URL=http://127.0.0.1:{port}" in served.err
 
 
 @pytest.mark.parametrize(("app_url", "port", "expected"), [

@@ -211,6 +211,7 @@ OTHER_EVENTS = {
             {"topicName": "ExampleTopicName", "subscriptionStatus": "OptOut"}]}}},
     "AmazonSnsSubscriptionSucceeded": SUBSCRIPTION_SUCCEEDED,
     "a type SES adds later": {"eventType": "Teleport", "mail": event_mail(), "teleport": {}},
+    "Received, without mail": {"notificationType": "Received", "receipt": {}},
 }
 
 
@@ -239,47 +240,50 @@ NOTE_AT, EVENT_AT = "2016-01-27T14:59:38.237Z", "2017-08-05T00:41:02.669Z"
     (EVENT_COMPLAINT, MailEvent("complaint", "recipient@example.com", EVENT_ID, "abuse",
                                 EVENT_AT)),
     (DELIVERY, MailEvent("delivery", "jane@example.com", NOTE_ID, "", NOTE_AT)),
+    (EVENT_DELIVERY, MailEvent("delivery", "recipient@example.com", EVENT_ID, "",
+                               "2016-10-19T23:21:04.133Z")),
 ], ids=["bounce-note", "bounce-event", "complaint-note", "complaint-note-bare",
-        "complaint-event", "delivery-note"])
+        "complaint-event", "delivery-note", "delivery-event"])
 def test_each_documented_example_gives_its_event(document, expected):
     assert events(document) == [expected]
+
+
+@pytest.mark.parametrize(("document", "part", "key", "entry"), [
+    (EVENT_BOUNCE, "bounce", "bouncedRecipients", lambda a: {"emailAddress": a}),
+    (EVENT_COMPLAINT, "complaint", "complainedRecipients", lambda a: {"emailAddress": a}),
+    (EVENT_DELIVERY, "delivery", "recipients", lambda a: a),
+], ids=["bounce", "complaint", "delivery"])
+def test_one_event_per_recipient_in_order(document, part, key, entry):
+    (one,) = events(document)
+    addresses = ["second@example.org", "first@example.com"]
+    found = events(changed(document, part, **{key: [entry(a) for a in addresses]}))
+    assert found == [dataclasses.replace(one, address=a) for a in addresses]
 
 
 # -- bounces -------------------------------------------------------------------------------------
 
 
-def test_one_event_per_bounced_recipient_in_order():
+@pytest.mark.parametrize("document", [BOUNCE_WITH_DSN, EVENT_BOUNCE], ids=["note", "event"])
+@pytest.mark.parametrize(("bounce_type", "sub_type", "kind"), [
+    ("Transient", "General", "bounce-transient"),
+    ("Transient", "MailboxFull", "bounce-transient"),
+    ("Transient", "MessageTooLarge", "bounce-transient"),
+    ("Transient", "AttachmentRejected", "bounce-transient"),
+    ("Undetermined", "Undetermined", "bounce-transient"),
+    ("Soft", "Weird", "bounce-transient"),  # a type SES may add later is not permanent
+    ("Permanent", "Suppressed", "bounce-permanent"),
+    ("Permanent", "OnAccountSuppressionList", "bounce-permanent"),
+    ("Permanent", "NoEmail", "bounce-permanent"),
+    ("Permanent", "UnsubscribedRecipient", "bounce-permanent"),
+])
+def test_only_a_permanent_bounce_is_permanent(document, bounce_type, sub_type, kind):
+    found = events(changed(document, "bounce", bounceType=bounce_type, bounceSubType=sub_type))
+    assert [(e.kind, e.detail) for e in found] == [(kind, f"{bounce_type}/{sub_type}")]
+
+
+def test_the_documented_bounce_of_two_recipients_without_sub_type_or_timestamp():
     assert [(e.kind, e.address) for e in events(BOUNCE_WITHOUT_DSN)] == [
         ("bounce-permanent", "jane@example.com"), ("bounce-permanent", "richard@example.com")]
-
-
-@pytest.mark.parametrize("document", [BOUNCE_WITH_DSN, EVENT_BOUNCE], ids=["note", "event"])
-@pytest.mark.parametrize("bounce_type,sub_type,detail", [
-    ("Transient", "General", "Transient/General"),
-    ("Transient", "MailboxFull", "Transient/MailboxFull"),
-    ("Transient", "MessageTooLarge", "Transient/MessageTooLarge"),
-    ("Transient", "AttachmentRejected", "Transient/AttachmentRejected"),
-    ("Undetermined", "Undetermined", "Undetermined/Undetermined"),
-])
-def test_transient_and_undetermined_bounces_are_transient(document, bounce_type, sub_type,
-                                                          detail):
-    found = events(changed(document, "bounce", bounceType=bounce_type, bounceSubType=sub_type))
-    assert [(e.kind, e.detail) for e in found] == [("bounce-transient", detail)]
-
-
-@pytest.mark.parametrize("sub_type", ["Suppressed", "OnAccountSuppressionList", "NoEmail",
-                                      "UnsubscribedRecipient"])
-def test_every_permanent_sub_type_is_permanent(sub_type):
-    found = events(changed(EVENT_BOUNCE, "bounce", bounceSubType=sub_type))
-    assert [(e.kind, e.detail) for e in found] == [("bounce-permanent", f"Permanent/{sub_type}")]
-
-
-def test_a_bounce_type_ses_may_add_later_is_not_permanent():
-    found = events(changed(EVENT_BOUNCE, "bounce", bounceType="Soft", bounceSubType="Weird"))
-    assert [(e.kind, e.detail) for e in found] == [("bounce-transient", "Soft/Weird")]
-
-
-def test_a_bounce_without_sub_type_or_timestamp():
     found = events(changed(BOUNCE_WITHOUT_DSN, "bounce", bounceSubType=None, timestamp=None))
     assert [(e.detail, e.timestamp) for e in found] == [("Permanent", None)] * 2
 
@@ -301,25 +305,6 @@ def test_every_other_feedback_type_is_a_complaint(feedback):
                          ids=["note", "event"])
 def test_not_spam_is_no_complaint(document):
     assert events(changed(document, "complaint", complaintFeedbackType="not-spam")) == []
-
-
-def test_one_event_per_complained_recipient():
-    found = events(changed(EVENT_COMPLAINT, "complaint", complainedRecipients=[
-        {"emailAddress": "a@example.com"}, {"emailAddress": "b@example.com"}]))
-    assert [(e.kind, e.address) for e in found] == [
-        ("complaint", "a@example.com"), ("complaint", "b@example.com")]
-
-
-# -- deliveries ----------------------------------------------------------------------------------
-
-
-def test_a_delivery_event_with_several_recipients():
-    found = events(changed(EVENT_DELIVERY, "delivery", recipients=[
-        "recipient@example.com", "second@example.org"]))
-    assert found == [
-        MailEvent("delivery", "recipient@example.com", EVENT_ID, "", "2016-10-19T23:21:04.133Z"),
-        MailEvent("delivery", "second@example.org", EVENT_ID, "", "2016-10-19T23:21:04.133Z"),
-    ]
 
 
 # -- addresses -----------------------------------------------------------------------------------
@@ -349,10 +334,6 @@ def test_addresses_come_without_display_names(given, bare):
 @pytest.mark.parametrize("document", OTHER_EVENTS.values(), ids=OTHER_EVENTS.keys())
 def test_other_types_give_no_event(document):
     assert events(document) == []
-
-
-def test_a_notification_type_that_is_not_a_mail_event_needs_no_mail():
-    assert events({"notificationType": "Received", "receipt": {}}) == []
 
 
 def test_event_type_is_read_before_notification_type():

@@ -26,8 +26,8 @@ from support.sns_support import (
     Signer,
     body,
     cert_server,
-    certificate,
     confirmation,
+    new_signer,
     notification,
     sign,
     stamp,
@@ -55,23 +55,17 @@ SIGNED_NAMES = ("Message", "MessageId", "TopicArn", "Timestamp", "Type")
 
 @pytest.fixture(scope="module")
 def signer() -> Signer:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    now = datetime.now(UTC)
-    return Signer(key, certificate(key, now - timedelta(days=1), now + timedelta(days=30)))
+    return new_signer()
 
 
 @pytest.fixture(scope="module")
 def expired_signer() -> Signer:
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
-    now = datetime.now(UTC)
-    return Signer(key, certificate(key, now - timedelta(days=30), now - timedelta(days=1)))
+    return new_signer(days=(-30, -1))
 
 
 @pytest.fixture(scope="module")
 def ec_signer() -> Signer:
-    key = ec.generate_private_key(ec.SECP256R1())
-    now = datetime.now(UTC)
-    return Signer(key, certificate(key, now - timedelta(days=1), now + timedelta(days=30)))
+    return new_signer(ec.generate_private_key(ec.SECP256R1()))
 
 
 # -- the HTTPS server ---------------------------------------------------------------------------
@@ -240,18 +234,16 @@ def test_a_strangers_topic_is_refused_without_fetching_anything(verifier, server
     assert server.connections == 0
 
 
-def test_no_configured_topic_refuses_everything(source, server, signer):
-    verifier = SnsVerifier(source, [])
-    fields = sign(notification(server.url("/cert.pem")), signer)
-    assert refusal(verifier, body(fields)) == "topic-not-allowed"
-    assert server.connections == 0
-
-
-def test_a_topic_matches_exactly(source, server, signer):
-    verifier = SnsVerifier(source, (TOPIC,))
-    for near in (TOPIC + "-2", TOPIC.upper(), TOPIC[:-1], " " + TOPIC):
-        fields = sign(notification(server.url("/cert.pem"), topic=near), signer)
-        assert refusal(verifier, body(fields)) == "topic-not-allowed"
+@pytest.mark.parametrize(("allowed", "topic"), [
+    ((), TOPIC),  # none configured: every topic is refused
+    ((TOPIC,), TOPIC + "-2"),
+    ((TOPIC,), TOPIC.upper()),
+    ((TOPIC,), TOPIC[:-1]),
+    ((TOPIC,), " " + TOPIC),
+], ids=["none-configured", "suffix", "upper-case", "prefix", "space"])
+def test_only_a_configured_topic_matches_exactly(source, server, signer, allowed, topic):
+    fields = sign(notification(server.url("/cert.pem"), topic=topic), signer)
+    assert refusal(SnsVerifier(source, allowed), body(fields)) == "topic-not-allowed"
     assert server.connections == 0
 
 
@@ -409,41 +401,28 @@ def test_a_certificate_from_an_untrusted_tls_server_is_refused(server, signer):
     assert server.hits["/cert.pem"] == 0
 
 
-@pytest.mark.parametrize("route", [
-    Route(b"", status=404),
-    Route(b"not a certificate"),
-    Route(b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"),
-    None,
-], ids=["404", "garbage", "bad-pem", "too-large"])
-def test_an_unusable_certificate_answer(verifier, server, signer, route):
-    # Too large: the real certificate, padded past 64 KiB with newlines that a
-    # PEM parser would skip, so only the size limit can refuse it.
-    server.routes["/bad.pem"] = route or Route(signer.pem + b"\n" * (64 * 1024))
-    fields = sign(notification(server.url("/bad.pem")), signer)
-    assert refusal(verifier, body(fields)) == "cert-unavailable"
-    assert server.hits["/bad.pem"] == 1
-
-
-def test_a_redirect_is_not_followed(verifier, server, signer):
-    server.routes["/moved.pem"] = Route(status=302, headers={
-        "Location": server.url("/cert.pem")})
-    fields = sign(notification(server.url("/moved.pem")), signer)
-    assert refusal(verifier, body(fields)) == "cert-unavailable"
-    assert server.hits["/moved.pem"] == 1 and server.hits["/cert.pem"] == 0
-
-
-def test_a_certificate_without_an_rsa_key(verifier, server, ec_signer, signer):
-    server.routes["/ec.pem"] = Route(ec_signer.pem)
-    fields = sign(notification(server.url("/ec.pem")), signer)
-    assert refusal(verifier, body(fields)) == "cert-unavailable"
-
-
-def test_an_expired_certificate(verifier, server, expired_signer):
-    server.routes["/expired.pem"] = Route(expired_signer.pem)
-    fields = sign(notification(server.url("/expired.pem")), expired_signer)
-    assert refusal(verifier, body(fields)) == "cert-unavailable"
-    assert refusal(verifier, body(fields)) == "cert-unavailable"
-    assert server.hits["/expired.pem"] == 2  # an expired certificate is not cached either
+@pytest.mark.parametrize("answer", ["404", "garbage", "bad-pem", "too-large", "redirect",
+                                    "ec-key", "expired"])
+def test_an_unusable_certificate_is_refused_and_not_kept(verifier, server, signer, ec_signer,
+                                                         expired_signer, answer):
+    routes = {
+        "404": Route(status=404),
+        "garbage": Route(b"not a certificate"),
+        "bad-pem": Route(b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n"),
+        # The real certificate, padded past 64 KiB with newlines that a PEM parser would
+        # skip, so only the size limit can refuse it.
+        "too-large": Route(signer.pem + b"\n" * (64 * 1024)),
+        "redirect": Route(status=302, headers={"Location": server.url("/cert.pem")}),
+        "ec-key": Route(ec_signer.pem),  # no RSA key
+        "expired": Route(expired_signer.pem),  # the message signed by its own key
+    }
+    server.routes["/bad.pem"] = routes[answer]
+    fields = notification(server.url("/bad.pem"))
+    data = body(sign(fields, expired_signer if answer == "expired" else signer))
+    assert refusal(verifier, data) == "cert-unavailable"
+    assert refusal(verifier, data) == "cert-unavailable"
+    assert server.hits["/bad.pem"] == 2  # fetched again: a refused certificate is not kept
+    assert server.hits["/cert.pem"] == 0  # a redirect is not followed
 
 
 def test_a_cached_certificate_that_has_since_expired(source, server, signer):

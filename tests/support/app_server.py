@@ -1,12 +1,16 @@
 """The real subscription app served by uvicorn on 127.0.0.1 (over the store, keys and outbox
-of the settings given), and an HTTP client that follows no redirect and adds nothing."""
+of the settings given) or by a ``newsletter serve`` process, and an HTTP client that follows
+no redirect and adds nothing."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import http.client
+import os
+import signal
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -130,6 +134,38 @@ class App:
         folder = self.settings.resolve(self.settings.paths.build_dir) / "outbox"
         files = sorted(folder.glob("*.eml"), key=lambda p: p.stat().st_mtime_ns)
         return [BytesParser(policy=policy.default).parsebytes(p.read_bytes()) for p in files]
+
+
+@dataclass
+class Served:
+    """A ``newsletter serve`` process; ``err`` is its stderr once it has stopped."""
+
+    process: subprocess.Popen[str]
+    err: str = ""
+
+
+@contextmanager
+def serve_process(command: list[str], port: int, **popen: Any) -> Iterator[Served]:
+    """``command`` (one that serves the app) started, once ``/healthz`` answers on ``port``;
+    at the end its process group is sent SIGTERM, as an operator stops it."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, start_new_session=True, **popen)
+    served = Served(process)
+    try:
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                request("GET", f"http://127.0.0.1:{port}/healthz")
+                break
+            except OSError:
+                assert process.poll() is None, process.communicate()[1]
+                assert time.monotonic() < deadline, "serve did not start"
+                time.sleep(0.1)
+        yield served
+    finally:
+        with contextlib.suppress(ProcessLookupError):  # it had already ended
+            os.killpg(process.pid, signal.SIGTERM)
+        _, served.err = process.communicate(timeout=30)
 
 
 def request(method: str, url: str, *, form: Mapping[str, str] | None = None,

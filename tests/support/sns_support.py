@@ -8,7 +8,6 @@ from __future__ import annotations
 import base64
 import json
 import threading
-import time
 from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -27,12 +26,13 @@ SES_BOUNCE = json.dumps({"notificationType": "Bounce", "bounce": {
     "bounceType": "Permanent", "bouncedRecipients": [{"emailAddress": "jane@example.com"}]}})
 
 
-def new_signer(valid_days: int = 30) -> Signer:
-    """An RSA key and its self-signed certificate, valid from yesterday."""
-    key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+def new_signer(key: Any = None, days: tuple[int, int] = (-1, 30)) -> Signer:
+    """``key`` (a new RSA key by default) and its self-signed certificate, valid over
+    ``days`` from today."""
+    key = key or rsa.generate_private_key(public_exponent=65537, key_size=2048)
     now = datetime.now(UTC)
-    return Signer(key, certificate(key, now - timedelta(days=1),
-                                    now + timedelta(days=valid_days)))
+    return Signer(key, certificate(key, now + timedelta(days=days[0]),
+                                   now + timedelta(days=days[1])))
 
 
 @dataclass(frozen=True)
@@ -60,7 +60,6 @@ class Route:
     headers: dict[str, str] = field(default_factory=dict)
     #: Answer 500 this many times before answering normally.
     fail_first: int = 0
-    delay: float = 0.0
 
 
 class CertServer(ThreadingHTTPServer):
@@ -107,7 +106,6 @@ class _Handler(BaseHTTPRequestHandler):
         if route is None:
             self.send_error(404)
             return
-        time.sleep(route.delay)
         status = 500 if failing else route.status
         self.send_response(status)
         for name, value in route.headers.items():
