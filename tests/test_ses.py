@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import base64
 import time
-from email import policy
-from email.headerregistry import Address
-from email.message import EmailMessage
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -18,6 +15,7 @@ import botocore.config
 import botocore.retries.standard
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
+from support.servers import SENDER, SUBJECT, outgoing
 
 from pipeline.errors import (
     PermanentFailure,
@@ -26,7 +24,6 @@ from pipeline.errors import (
     TransportError,
     Unconfirmed,
 )
-from pipeline.transport import Outgoing
 from pipeline.transport.ses import SesTransport, email_tags, ses_client
 
 if TYPE_CHECKING:
@@ -34,22 +31,7 @@ if TYPE_CHECKING:
 
 pytest_plugins = ["support.servers"]
 
-SENDER = "weekly@example.org"
-SUBJECT = "vLLM PR 周报 2026-W48：值得精读的 8 个 PR"
 CONFIGURATION_SET = "weekly-newsletter"
-
-
-def outgoing(recipient: str = "reader@example.com",
-             tags: dict[str, str] | None = None) -> Outgoing:
-    msg = EmailMessage(policy=policy.SMTP)
-    msg["From"] = Address("vLLM PR Weekly", addr_spec=SENDER)
-    msg["To"] = recipient
-    msg["Subject"] = SUBJECT
-    msg.set_content("本周值得精读：调度器重构。\n")
-    msg.add_alternative("<p lang=\"zh\">本周值得精读：调度器重构。</p>", subtype="html")
-    return Outgoing(recipient=recipient, sender=SENDER, raw=msg.as_bytes(),
-                    key=f"2026-W48/{recipient}",
-                    tags={"issue": "2026-W48"} if tags is None else tags)
 
 
 @pytest.fixture
@@ -203,19 +185,6 @@ def test_throttling_status_comes_from_the_service_model(moto_server: MotoServer,
     cause = caught.value.__cause__
     assert isinstance(cause, ClientError)
     assert cause.response["ResponseMetadata"]["HTTPStatusCode"] == 429
-
-
-def test_the_probe_answers_the_accounts_rate(moto_server: MotoServer,
-                                            transport: SesTransport) -> None:
-    wire = moto_server.inject(transport.client, {"GetAccount": {
-        "SendQuota": {"Max24HourSend": 50000.0, "MaxSendRate": 14.0, "SentLast24Hours": 0.0},
-        "SendingEnabled": True,
-        "ProductionAccessEnabled": True,
-        "EnforcementStatus": "HEALTHY",
-        "DedicatedIpAutoWarmupEnabled": False,
-    }})
-    assert transport.probe() == 14.0
-    assert wire.calls["GetAccount"] == 1
 
 
 def test_no_rate_is_known_when_get_account_fails(moto_server: MotoServer,

@@ -6,24 +6,19 @@ import os
 import smtplib
 import socket
 import threading
-from email import policy
-from email.headerregistry import Address
-from email.message import EmailMessage
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from support.servers import SENDER, SUBJECT, outgoing
 
 from pipeline.config import SmtpSettings
 from pipeline.errors import (
     ConfigError,
-    PermanentFailure,
     SendingMisconfigured,
     SendingStopped,
     TemporaryFailure,
-    TransportError,
     Unconfirmed,
 )
-from pipeline.transport import Outgoing
 from pipeline.transport.smtp import SmtpTransport, StartTlsRefused
 
 if TYPE_CHECKING:
@@ -31,30 +26,10 @@ if TYPE_CHECKING:
 
 pytest_plugins = ["support.servers"]
 
-SENDER = "weekly@example.org"
-SUBJECT = "vLLM PR 周报 2026-W48：值得精读的 8 个 PR"
-
-
-def outgoing(recipient: str = "reader@example.com", *, cte: str = "8bit") -> Outgoing:
-    """A two-part message shaped like the real ones: UTF-8, RFC 2047 subject, CRLF; both
-    parts in ``cte`` (``quoted-printable``: a body of ASCII only, for what 8bit changes)."""
-    msg = EmailMessage(policy=policy.SMTP)
-    msg["From"] = Address("vLLM PR Weekly", addr_spec=SENDER)
-    msg["To"] = recipient
-    msg["Subject"] = SUBJECT
-    # 8bit so the raw bytes keep a line that starts with "." (the transport must dot-stuff it).
-    msg.set_content("本周值得精读：调度器重构。\n.hidden line that starts with a dot\n", cte=cte)
-    msg.add_alternative("<p lang=\"zh\">本周值得精读：调度器重构。</p>", subtype="html",
-                        cte=cte)
-    return Outgoing(recipient=recipient, sender=SENDER, raw=msg.as_bytes(),
-                    key=f"2026-W48/{recipient}", tags={"issue": "2026-W48"})
-
 
 @pytest.fixture
-def transport(smtp_server: SmtpSink):
-    t = SmtpTransport(smtp_server.settings(), None, timeout=5.0)
-    yield t
-    t.close()
+def transport(smtp_transport: SmtpTransport) -> SmtpTransport:
+    return smtp_transport
 
 
 def test_message_arrives_intact_and_queue_id_is_returned(smtp_server: SmtpSink,
@@ -111,34 +86,6 @@ def test_throttling_is_temporary_and_the_retry_is_delivered_once(
     transport.send(message)
     assert len(smtp_server.for_recipient(message.recipient)) == 1
     assert len(smtp_server.peers) == 1  # the connection survived the refusal
-
-
-@pytest.mark.parametrize("at", ["RCPT", "DATA"])
-def test_refused_recipient_is_permanent_and_the_run_goes_on(
-        smtp_server: SmtpSink, transport: SmtpTransport, at: Phase) -> None:
-    smtp_server.fail_next("gone@example.com", *smtp_server.NO_SUCH_USER, at=at)
-
-    with pytest.raises(PermanentFailure) as caught:
-        transport.send(outgoing("gone@example.com"))
-    assert caught.value.recipient == "gone@example.com"
-    assert "550" in str(caught.value)
-    cause = caught.value.__cause__
-    assert isinstance(cause, smtplib.SMTPRecipientsRefused if at == "RCPT"
-                      else smtplib.SMTPDataError)
-
-    transport.send(outgoing("next@example.com"))
-    assert [r.rcpt_tos for r in smtp_server.received] == [("next@example.com",)]
-
-
-def test_a_refused_recipients_address_is_no_word_about_the_account(
-        smtp_server: SmtpSink, transport: SmtpTransport) -> None:
-    # The relay names the mailbox it does not know: its name is not the relay throttling us.
-    recipient = "throttling-alerts@example.com"
-    smtp_server.fail_next(recipient, *smtp_server.NO_SUCH_USER, at="RCPT")
-    with pytest.raises(TransportError) as caught:
-        transport.send(outgoing(recipient))
-    assert type(caught.value) is PermanentFailure
-    assert caught.value.bounce
 
 
 @pytest.mark.parametrize(("at", "code", "text"), [
@@ -283,15 +230,6 @@ def test_an_8bit_message_to_a_relay_without_8bitmime_stops_the_send_naming_the_f
     finally:
         transport.close()
     assert len(sink.received) == 1
-
-
-def test_told_parts_may_be_8bit_the_check_before_a_send_refuses_a_relay_without_8bitmime(
-        smtp_server_factory) -> None:
-    without = smtp_server_factory(eight_bit_mime=False)
-    with pytest.raises(SendingMisconfigured, match=r"8BITMIME.*\[delivery\] eight_bit = false"):
-        SmtpTransport(without.settings(), None, timeout=5.0, eight_bit=True).probe()
-    with_it = smtp_server_factory()
-    SmtpTransport(with_it.settings(), None, timeout=5.0, eight_bit=True).probe()
 
 
 @pytest.mark.parametrize(("asked", "switch"), [
