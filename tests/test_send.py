@@ -129,22 +129,6 @@ def subscribe(store: SqliteStore, count: int, *, status: str = "active",
     return sorted(made, key=lambda s: s.id)
 
 
-class Sleeps:
-    """A ``sleep`` that records (thread, seconds) and returns at once."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[str, float]] = []
-        self.lock = threading.Lock()
-
-    def __call__(self, seconds: float) -> None:
-        with self.lock:
-            self.calls.append((threading.current_thread().name, seconds))
-
-    @property
-    def seconds(self) -> list[float]:
-        return [s for _, s in self.calls]
-
-
 class FakeTime:
     """A monotonic clock that only moves when someone sleeps."""
 
@@ -276,7 +260,7 @@ def test_each_active_subscriber_gets_one_message_in_their_layout(
             == subscriber.id
         assert message["List-Unsubscribe-Post"] == "List-Unsubscribe=One-Click"
         # The same link is visible in both parts, and the preferences link is this reader's.
-        assert url in parts["text/plain"] and url in parts["text/html"]
+        assert url in parts["text/plain"] and f'href="{url}"' in parts["text/html"]
         (preferences,) = set(re.findall(rf"{re.escape(APP_URL)}/preferences\?token=[a-z2-7]+",
                                         parts["text/plain"]))
         assert verify_token(KEYS, token_of(preferences, "preferences"), "preferences", NOW) \
@@ -290,6 +274,10 @@ def test_each_active_subscriber_gets_one_message_in_their_layout(
     assert {entry.status for entry in ledger.values()} == {"sent"}
     assert {sid: entry.message_id for sid, entry in ledger.items()} == queue_ids
 
+    for rerun in (send(smtp), send(smtp, resend_unconfirmed=True)):  # nothing left to send
+        assert (rerun.sent, rerun.skipped, rerun.failed, rerun.unconfirmed) == (0, 30, 0, 0)
+    assert recipients(smtp_server.received) == once_each(active)
+
 
 def test_throttling_is_retried_with_growing_backoff_and_none_twice(
         smtp_server: SmtpSink, smtp: SmtpTransport, store: SqliteStore, send: Send) -> None:
@@ -297,9 +285,9 @@ def test_throttling_is_retried_with_growing_backoff_and_none_twice(
     throttled = subscribers[::3]
     for subscriber in throttled:
         smtp_server.fail_next(subscriber.email, *smtp_server.THROTTLED, times=2)
-    sleeps = Sleeps()
+    clock = FakeTime()
 
-    report = send(smtp, concurrency=1, sleep=sleeps)
+    report = send(smtp, concurrency=1, time=clock)
 
     assert (report.sent, report.failed, report.temporary, report.unconfirmed) == (12, 0, 0, 0)
     assert recipients(smtp_server.received) == once_each(subscribers)
@@ -307,9 +295,8 @@ def test_throttling_is_retried_with_growing_backoff_and_none_twice(
         assert smtp_server.attempts(subscriber.email) == (3 if subscriber in throttled else 1)
     # Two waits per throttled reader, none for the others; all positive. A success ends
     # the streak, so each reader's waits start again small: the second at least the first.
-    assert len(sleeps.calls) == 2 * len(throttled)
-    assert all(s > 0 for s in sleeps.seconds)
-    waits = sleeps.seconds
+    waits = clock.slept
+    assert len(waits) == 2 * len(throttled) and all(s > 0 for s in waits)
     assert all(second >= first for first, second in zip(waits[::2], waits[1::2], strict=True))
     assert max(waits[::2]) <= 1.0 < min(waits[1::2]) * 2  # 0.5-1 s, then 1-2 s
     assert {e.status for e in store.ledger(SAMPLE_WEEK).values()} == {"sent"}
@@ -344,9 +331,8 @@ def test_a_reader_throttled_past_the_walk_is_retried_after_it_and_delivered_once
     subscribers = subscribe(store, 5)
     victim = subscribers[2]
     smtp_server.fail_next(victim.email, *smtp_server.THROTTLED, times=MAX_ATTEMPTS + 1)
-    sleeps = Sleeps()
 
-    report = send(smtp, concurrency=2, sleep=sleeps)
+    report = send(smtp, concurrency=2)
 
     assert (report.sent, report.failed, report.temporary) == (5, 0, 0)
     assert report.failures == [] and report.retried_for_s > 0
@@ -513,23 +499,6 @@ def test_a_mailbox_that_does_not_exist_is_marked_bounced_and_gets_no_later_issue
     assert gone.id not in active and refused.id in active
 
 
-@pytest.mark.slow  # its first run waits out a reply timeout (slow_reply_run)
-def test_a_dry_run_lists_the_unconfirmed_and_does_not_count_them_as_skipped(
-        smtp_server: SmtpSink, store: SqliteStore, send: Send) -> None:
-    subscribers = subscribe(store, 4)
-    slow = subscribers[1]
-    with slow_reply_run(smtp_server, send, slow) as (transport, first):
-        assert first.unconfirmed_ids == [slow.id]
-        smtp_server.wait_for(4)
-        subscribe(store, 2, prefix="new")
-
-        dry = send(transport, dry_run=True)
-        asked = send(transport, dry_run=True, resend_unconfirmed=True)
-
-    assert (dry.sent, dry.skipped, dry.unconfirmed, dry.unconfirmed_ids) == (2, 3, 1, [slow.id])
-    assert (asked.sent, asked.skipped, asked.unconfirmed) == (3, 3, 0)
-
-
 def test_a_permanent_failure_is_recorded_and_the_run_goes_on(
         smtp_server: SmtpSink, smtp: SmtpTransport, store: SqliteStore, send: Send) -> None:
     subscribers = subscribe(store, 8)
@@ -617,21 +586,8 @@ def test_an_unsubscribe_during_the_run_is_honoured(
         s for s in subscribers if s not in leaving)
 
 
-def test_a_rerun_after_completion_sends_nothing(
-        smtp_server: SmtpSink, smtp: SmtpTransport, store: SqliteStore, send: Send) -> None:
-    subscribers = subscribe(store, 6)
-    assert send(smtp).sent == 6
-
-    again = send(smtp)
-    resend = send(smtp, resend_unconfirmed=True)
-
-    for report in (again, resend):
-        assert (report.sent, report.skipped, report.failed, report.unconfirmed) == (0, 6, 0, 0)
-    assert recipients(smtp_server.received) == once_each(subscribers)
-
-
-@pytest.mark.slow
-def test_no_answer_after_the_data_is_unconfirmed_and_resent_only_when_asked(
+@pytest.mark.slow  # its first run waits out a reply timeout (slow_reply_run)
+def test_no_answer_after_the_data_is_unconfirmed_named_by_every_run_and_resent_only_when_asked(
         smtp_server: SmtpSink, store: SqliteStore, send: Send) -> None:
     subscribers = subscribe(store, 4)
     slow = subscribers[1]
@@ -643,23 +599,34 @@ def test_no_answer_after_the_data_is_unconfirmed_and_resent_only_when_asked(
         smtp_server.wait_for(4)
         # The server did keep it: that is why it is not sent again by itself.
         assert recipients(smtp_server.received) == once_each(subscribers)
+        subscribe(store, 2, prefix="new")
+
+        dry = send(transport, dry_run=True)
+        asked = send(transport, dry_run=True, resend_unconfirmed=True)
+
+        assert (dry.sent, dry.skipped, dry.unconfirmed, dry.unconfirmed_ids) \
+            == (2, 3, 1, [slow.id])
+        assert (asked.sent, asked.skipped, asked.unconfirmed) == (3, 3, 0)
 
         plain = send(transport, concurrency=1)
 
-        assert plain.sent == 0 and plain.failed == 0
+        # Not sent again, not forgotten: still named, counted once (not also as skipped).
+        assert plain.unconfirmed_ids == [slow.id]
+        assert (plain.sent, plain.skipped, plain.failed, plain.unconfirmed) == (2, 3, 0, 1)
+        assert json.loads(plain.to_json())["unconfirmed_ids"] == [slow.id]
         assert len(smtp_server.for_recipient(slow.email)) == 1
         entry = store.ledger_entry(SAMPLE_WEEK, slow.id)
         assert entry is not None and entry.status == "unconfirmed"
 
-        resend = send(transport, concurrency=1,
-                     resend_unconfirmed=True)
+        resend = send(transport, concurrency=1, resend_unconfirmed=True)
 
-        assert (resend.sent, resend.skipped) == (1, 3)
+        assert (resend.sent, resend.skipped, resend.unconfirmed, resend.unconfirmed_ids) \
+            == (1, 5, 0, [])
         assert len(smtp_server.for_recipient(slow.email)) == 2  # knowingly, once more
         entry = store.ledger_entry(SAMPLE_WEEK, slow.id)
         assert entry is not None and entry.status == "sent"
         assert send(transport, resend_unconfirmed=True).sent == 0
-        assert len(smtp_server.received) == 5
+        assert len(smtp_server.received) == 7
 
 
 def test_a_claim_left_in_flight_becomes_unconfirmed_and_is_listed_not_sent(
@@ -700,28 +667,6 @@ def test_a_claim_a_crash_left_before_the_transport_call_is_sent_not_withheld(
     assert recipients(smtp_server.received) == once_each(subscribers)
     entry = store.ledger_entry(SAMPLE_WEEK, waiting.id)
     assert entry is not None and entry.status == "sent"
-
-
-@pytest.mark.slow
-def test_every_report_names_the_unconfirmed_an_earlier_run_left(
-        smtp_server: SmtpSink, store: SqliteStore, send: Send) -> None:
-    subscribers = subscribe(store, 4)
-    slow = subscribers[2]
-    with slow_reply_run(smtp_server, send, slow) as (transport, first):
-        assert first.unconfirmed_ids == [slow.id]
-        smtp_server.wait_for(4)
-
-        later = send(transport, concurrency=1)
-
-        # Not sent again, not forgotten: still named, counted once (not also as skipped).
-        assert later.unconfirmed_ids == [slow.id]
-        assert (later.sent, later.skipped, later.failed, later.unconfirmed) == (0, 3, 0, 1)
-        assert json.loads(later.to_json())["unconfirmed_ids"] == [slow.id]
-
-        resent = send(transport, concurrency=1,
-                     resend_unconfirmed=True)
-
-        assert (resent.sent, resent.unconfirmed, resent.unconfirmed_ids) == (1, 0, [])
 
 
 def test_the_rate_is_kept_on_the_injected_clock(
@@ -776,7 +721,7 @@ def test_ses_rate_comes_from_get_account_unless_max_rate_is_set(
     rate = send_rate(configure(tmp_path / "account"), accounts)
     assert rate == 14.0
 
-    sender = Sender(to_send, store, ses, messages, rate=rate, concurrency=4, sleep=Sleeps())
+    sender = Sender(to_send, store, ses, messages, rate=rate, concurrency=4, sleep=FakeTime().sleep)
     assert sender.bucket.rate == 14.0
 
 
@@ -784,15 +729,15 @@ def test_ses_throttling_is_retried_and_each_is_delivered_once(
         moto_server: MotoServer, ses: SesTransport, store: SqliteStore, send: Send) -> None:
     subscribers = subscribe(store, 5)
     wire = moto_server.inject(ses.client, {"SendEmail": [THROTTLED_SES] * 4})
-    sleeps = Sleeps()
+    clock = FakeTime()
 
-    report = send(ses, concurrency=1, sleep=sleeps)
+    report = send(ses, concurrency=1, time=clock)
 
     assert (report.sent, report.failed, report.temporary, report.unconfirmed) == (5, 0, 0, 0)
     assert wire.calls["SendEmail"] == 5 + 4
     # One wait per throttle, growing while the throttling lasts.
-    assert len(sleeps.calls) == 4 and all(s > 0 for s in sleeps.seconds)
-    assert sleeps.seconds == sorted(sleeps.seconds)
+    assert len(clock.slept) == 4 and all(s > 0 for s in clock.slept)
+    assert clock.slept == sorted(clock.slept)
     assert Counter(r["destinations"][0].lower() for r in moto_server.sent()) \
         == once_each(subscribers)
     assert {e.status for e in store.ledger(SAMPLE_WEEK).values()} == {"sent"}
