@@ -116,6 +116,25 @@ class _OnSocket(Controller):
 # -- SMTP ------------------------------------------------------------------------------------
 
 
+class FakeTime:
+    """A monotonic clock that only moves when someone sleeps: a sender's waits (and a sink's
+    ``message_rate`` window, given its ``clock``) run out without the test sleeping."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.slept: list[float] = []
+        self.lock = threading.Lock()
+
+    def clock(self) -> float:
+        with self.lock:
+            return self.now
+
+    def sleep(self, seconds: float) -> None:
+        with self.lock:
+            self.slept.append(seconds)
+            self.now += seconds
+
+
 @dataclass(frozen=True)
 class Received:
     """One message the sink accepted."""
