@@ -196,9 +196,11 @@ def long_titles(settings, tmp_path, write_feed):
                             out=tmp_path / "long").out_dir)
 
 
-def test_subjects_fit_and_are_cut_at_a_word_boundary(long_titles):
+def test_subjects_have_one_brand_fit_and_are_cut_at_a_word_boundary(long_titles):
     for layout in LAYOUTS:
         subject = long_titles.data["subject"][layout]
+        assert subject.split(" · ")[0] == ("vLLM PR 周报" if layout.startswith("zh")
+                                           else "vLLM PR Weekly")
         assert len(subject) <= SUBJECT_MAX, (layout, subject)
         title = LONG_ZH if layout.startswith("zh") else LONG_EN
         shown = subject.split(" · ", 2)[2].split("…")[0]
@@ -208,12 +210,6 @@ def test_subjects_fit_and_are_cut_at_a_word_boundary(long_titles):
         # between two letters of a word.
         ascii_word = after.isascii() and after.isalnum() and shown[-1].isascii()
         assert not (ascii_word and shown[-1].isalnum()), subject
-
-
-def test_one_brand_per_layout(long_titles):
-    for layout in LAYOUTS:
-        brand = long_titles.data["subject"][layout].split(" · ")[0]
-        assert brand == ("vLLM PR 周报" if layout.startswith("zh") else "vLLM PR Weekly")
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)

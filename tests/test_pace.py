@@ -95,10 +95,10 @@ def test_failures_heard_during_a_pause_are_the_same_refusal():
     assert second == [2, 2, 2, 2] and pause.streak == 2
 
 
-def test_the_wait_is_jittered_between_half_and_all_of_it():
-    low, high = FakeTime(), FakeTime()
-    assert cooldown(low, rand=0.0).failed() == 0.5
-    assert cooldown(high, rand=1.0).failed() == 1.0
+def test_the_wait_is_jittered_between_half_and_all_of_it_unless_the_transport_says():
+    assert cooldown(FakeTime(), rand=0.0).failed() == 0.5
+    assert cooldown(FakeTime(), rand=1.0).failed() == 1.0
+    assert cooldown(FakeTime()).failed(retry_after=7.5) == 7.5  # the transport's own wait
 
 
 def test_a_success_ends_the_streak():
@@ -110,11 +110,6 @@ def test_a_success_ends_the_streak():
     pause.wait()
     pause.succeeded()
     assert pause.failed() == 1.0 and pause.failing_for() == 0.0
-
-
-def test_the_transports_own_wait_is_believed():
-    pause = cooldown(FakeTime())
-    assert pause.failed(retry_after=7.5) == 7.5
 
 
 def test_a_pause_only_grows_while_it_lasts():

@@ -13,7 +13,6 @@ from support.servers import SENDER, SUBJECT, outgoing
 
 from pipeline.config import SmtpSettings
 from pipeline.errors import (
-    ConfigError,
     SendingMisconfigured,
     SendingStopped,
     TemporaryFailure,
@@ -299,11 +298,6 @@ def test_probe_logs_in_and_sends_nothing(smtp_server_factory, tls: Tls) -> None:
         bad.probe()
     bad.close()
     assert sink.received == []
-
-
-def test_username_without_password_is_a_config_error() -> None:
-    with pytest.raises(ConfigError, match="NEWSLETTER_SMTP_PASSWORD"):
-        SmtpTransport(SmtpSettings(username="someone"), None)
 
 
 @pytest.mark.slow  # 200 messages from eight threads through a real SMTP sink

@@ -16,7 +16,6 @@ from support.servers import SENDER, outgoing
 from pipeline.config import Settings, SmtpSettings
 from pipeline.errors import (
     ConfigError,
-    NewsletterError,
     PermanentFailure,
     SendingMisconfigured,
     SendingStopped,
@@ -52,6 +51,30 @@ def sending(transport: SmtpTransport, message: Outgoing) -> None:
         transport.close()
 
 
+def four_threads_send(transport: SmtpTransport, readers: list[str]) -> list[BaseException]:
+    """Four threads sending ``readers`` at once through ``transport``; what they raised."""
+    errors: list[BaseException] = []
+    start = threading.Barrier(4)
+
+    def worker(mine: list[str]) -> None:
+        start.wait()
+        for reader in mine:
+            try:
+                transport.send(outgoing(reader))
+            except BaseException as exc:
+                errors.append(exc)
+
+    threads = [threading.Thread(target=worker, args=(readers[n::4],)) for n in range(4)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(60)
+    finally:
+        transport.close()
+    return errors
+
+
 # -- logins: one mechanism, once per run ------------------------------------------------------
 
 @pytest.fixture
@@ -66,22 +89,7 @@ def test_a_refused_login_is_tried_once_whatever_the_threads(auth_sink: SmtpSink,
     """One AUTH reaches the relay, not 4 workers × 2 mechanisms; every worker stops the same way."""
     transport = SmtpTransport(auth_sink.settings(starttls=True, username="ses-user"), "wrong",
                               ssl_context=tls.client, timeout=5.0)
-    start = threading.Barrier(4)
-    errors: list[BaseException] = []
-
-    def work(n: int) -> None:
-        start.wait()
-        try:
-            transport.send(outgoing(f"reader{n}@example.com"))
-        except NewsletterError as exc:
-            errors.append(exc)
-
-    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    transport.close()
+    errors = four_threads_send(transport, [f"reader{n}@example.com" for n in range(4)])
 
     assert auth_sink.auth_attempts == [("PLAIN", "ses-user")]
     assert len(errors) == 4 and all(isinstance(e, SendingMisconfigured) for e in errors)
@@ -140,9 +148,13 @@ def test_one_mechanism_is_picked_from_the_relays_list() -> None:
     assert _mechanism("XOAUTH2") is None
 
 
-def test_non_ascii_credentials_are_refused_before_connecting() -> None:
-    with pytest.raises(ConfigError, match="ASCII"):
-        SmtpTransport(SmtpSettings(username="ses-user"), "pässword")
+@pytest.mark.parametrize(("password", "words"), [(None, "NEWSLETTER_SMTP_PASSWORD"),
+                                                  ("pässword", "ASCII")],
+                         ids=["no-password", "non-ascii"])
+def test_credentials_that_cannot_log_in_are_refused_before_connecting(password: str | None,
+                                                                      words: str) -> None:
+    with pytest.raises(ConfigError, match=words):
+        SmtpTransport(SmtpSettings(username="ses-user"), password)
 
 
 # -- refusals about us, not the recipient -----------------------------------------------------
@@ -337,30 +349,6 @@ def test_describe_names_each_mode() -> None:
     assert described(port=465, tls="implicit") == "smtp relay.example.org:465 with implicit TLS"
     assert described(port=25, tls="none") == "smtp relay.example.org:25"
     assert described(port=25, starttls=False) == "smtp relay.example.org:25"
-
-
-def four_threads_send(transport: SmtpTransport, readers: list[str]) -> list[BaseException]:
-    """Four threads sending ``readers`` at once through ``transport``; what they raised."""
-    errors: list[BaseException] = []
-    start = threading.Barrier(4)
-
-    def worker(mine: list[str]) -> None:
-        start.wait()
-        for reader in mine:
-            try:
-                transport.send(outgoing(reader))
-            except BaseException as exc:
-                errors.append(exc)
-
-    threads = [threading.Thread(target=worker, args=(readers[n::4],)) for n in range(4)]
-    try:
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join(60)
-    finally:
-        transport.close()
-    return errors
 
 
 def test_max_connections_keeps_four_threads_within_a_relays_limit_of_two(
