@@ -32,6 +32,7 @@ if TYPE_CHECKING:
 pytest_plugins = ["support.servers"]
 
 CONFIGURATION_SET = "weekly-newsletter"
+RECIPIENT = "throttling-alerts@example.com"
 
 
 @pytest.fixture
@@ -102,9 +103,12 @@ def test_botocore_retries_are_off(moto_server: MotoServer, transport: SesTranspo
     wire = moto_server.inject(transport.client, {"SendEmail": [throttled, throttled]})
 
     for attempt in (1, 2):
-        with pytest.raises(TemporaryFailure):
+        with pytest.raises(TemporaryFailure) as caught:
             transport.send(outgoing())
         assert wire.calls["SendEmail"] == attempt  # one HTTP attempt per send, no retry
+        cause = caught.value.__cause__  # the HTTP status the service model gives the code
+        assert isinstance(cause, ClientError)
+        assert cause.response["ResponseMetadata"]["HTTPStatusCode"] == 429
 
     transport.send(outgoing())
     assert wire.calls["SendEmail"] == 3
@@ -142,17 +146,18 @@ def test_the_hook_counts_real_attempts_when_retries_are_on(moto_server: MotoServ
     (error("NotFoundException", "Configuration set <weekly-newsletter> does not exist."),
      SendingStopped),
     (error("MessageRejected", "Email address is not verified. The following identities "
-           "failed the check in region US-EAST-1: reader@example.com"), PermanentFailure),
+           f"failed the check in region US-EAST-1: {RECIPIENT}"), PermanentFailure),
     (error("BadRequestException", "Illegal address"), PermanentFailure),
 ], ids=lambda v: v["Error"]["Code"] + ":" + v["Error"]["Message"][:20]
     if isinstance(v, dict) else v.__name__)
 def test_error_mapping(moto_server: MotoServer, transport: SesTransport,
                        answer: dict[str, Any], expected: type[TransportError]) -> None:
+    """The recipient's address names "throttling": it is no word about the account."""
     wire = moto_server.inject(transport.client, {"SendEmail": [answer]})
     with pytest.raises(TransportError) as caught:
-        transport.send(outgoing())
+        transport.send(outgoing(RECIPIENT))
     assert type(caught.value) is expected
-    assert caught.value.recipient == "reader@example.com"
+    assert caught.value.recipient == RECIPIENT
     cause = caught.value.__cause__
     assert isinstance(cause, ClientError)
     # botocore's own parser read the injected answer exactly as it reads AWS's.
@@ -162,29 +167,6 @@ def test_error_mapping(moto_server: MotoServer, transport: SesTransport,
     assert "\n" not in str(caught.value)
     assert wire.calls["SendEmail"] == 1
     assert moto_server.sent() == []
-
-
-def test_a_recipients_address_in_a_rejection_is_no_word_about_the_account(
-        moto_server: MotoServer, transport: SesTransport) -> None:
-    # The sandbox names the recipient it refused: its name is not SES throttling us.
-    recipient = "throttling-alerts@example.com"
-    moto_server.inject(transport.client, {"SendEmail": [error(
-        "MessageRejected", "Email address is not verified. The following identities failed "
-        f"the check in region US-EAST-1: {recipient}")]})
-    with pytest.raises(TransportError) as caught:
-        transport.send(outgoing(recipient))
-    assert type(caught.value) is PermanentFailure
-
-
-def test_throttling_status_comes_from_the_service_model(moto_server: MotoServer,
-                                                        transport: SesTransport) -> None:
-    moto_server.inject(transport.client, {"SendEmail": [
-        error("TooManyRequestsException", "Maximum sending rate exceeded.")]})
-    with pytest.raises(TemporaryFailure) as caught:
-        transport.send(outgoing())
-    cause = caught.value.__cause__
-    assert isinstance(cause, ClientError)
-    assert cause.response["ResponseMetadata"]["HTTPStatusCode"] == 429
 
 
 def test_no_rate_is_known_when_get_account_fails(moto_server: MotoServer,

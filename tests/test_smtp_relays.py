@@ -18,7 +18,6 @@ from pipeline.errors import (
     ConfigError,
     PermanentFailure,
     SendingMisconfigured,
-    SendingStopped,
     TemporaryFailure,
     TransportError,
 )
@@ -105,23 +104,18 @@ def test_a_refused_login_is_tried_once_whatever_the_threads(auth_sink: SmtpSink,
     assert len(auth_sink.auth_attempts) == 1 and auth_sink.received == []
 
 
-def test_a_good_login_uses_plain_once_per_connection(auth_sink: SmtpSink, tls: Tls) -> None:
-    transport = SmtpTransport(auth_sink.settings(starttls=True, username="ses-user"), "s3cret",
+@pytest.mark.parametrize(("excluded", "mechanism"), [((), "PLAIN"), (("PLAIN",), "LOGIN")])
+def test_a_good_login_uses_plain_else_login_once_per_connection(
+        smtp_server_factory, tls: Tls, excluded: tuple[str, ...], mechanism: str) -> None:
+    sink: SmtpSink = smtp_server_factory(tls_context=tls.server, require_starttls=True,
+                                         users={"ses-user": "s3cret"}, auth_exclude=excluded)
+    transport = SmtpTransport(sink.settings(starttls=True, username="ses-user"), "s3cret",
                               ssl_context=tls.client, timeout=5.0)
     transport.send(outgoing())
     transport.send(outgoing("second@example.com"))
     transport.close()
-    assert auth_sink.auth_attempts == [("PLAIN", "ses-user")]
-    assert len(auth_sink.received) == 2 and len(auth_sink.peers) == 1
-
-
-def test_login_is_used_when_plain_is_not_offered(smtp_server_factory, tls: Tls) -> None:
-    sink: SmtpSink = smtp_server_factory(tls_context=tls.server, require_starttls=True,
-                                         users={"ses-user": "s3cret"}, auth_exclude=("PLAIN",))
-    sending(SmtpTransport(sink.settings(starttls=True, username="ses-user"), "s3cret",
-                          ssl_context=tls.client, timeout=5.0), outgoing())
-    assert sink.auth_attempts == [("LOGIN", "ses-user")]
-    assert len(sink.received) == 1
+    assert sink.auth_attempts == [(mechanism, "ses-user")]
+    assert len(sink.received) == 2 and len(sink.peers) == 1
 
 
 def test_auth_not_offered_at_all_names_the_username_to_drop(smtp_server_factory,
@@ -377,20 +371,6 @@ def test_a_relay_refusing_every_greeting_is_a_temporary_failure_and_then_sends(
             smtp_transport.send(outgoing())
     smtp_transport.send(outgoing())
     assert len(smtp_server.received) == 1
-
-
-@pytest.mark.parametrize(("reply", "error", "words"), [
-    ((550, "5.4.5 Daily user sending quota exceeded."), SendingStopped, "quota exceeded"),
-    ((552, "5.3.4 Message size exceeds fixed limit"), SendingMisconfigured,
-     "size_budget_kb"),
-])
-def test_a_quota_at_mail_is_a_stop_and_a_size_limit_says_so(
-        smtp_server: SmtpSink, smtp_transport: SmtpTransport, reply: tuple[int, str],
-        error: type, words: str) -> None:
-    smtp_server.fail_next(SENDER, *reply, at="MAIL")
-    with pytest.raises(error, match=words) as raised:
-        smtp_transport.send(outgoing())
-    assert type(raised.value) is error  # a quota is no configuration error: exit 4
 
 
 def test_a_relays_reply_reaches_the_report_printable_and_short(
