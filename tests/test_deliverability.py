@@ -167,13 +167,10 @@ def test_spamassassin_finds_nothing_to_score(settings, built, tmp_path):
         statuses[layout] = " ".join(str(message["X-Spam-Status"]).split())
     assert sorted(statuses) == sorted(LAYOUTS), statuses
     for layout, status in statuses.items():
-        score_match = re.search(r"score=(-?[\d.]+)", status)
-        tests_match = re.search(r"tests=(\S*(?:\s+[A-Z0-9_,]+)*)", status)
-        assert score_match is not None and tests_match is not None, (layout, status)
-        score = float(score_match.group(1))
-        tests = tests_match.group(1)
-        assert "HTML_FONT_LOW_CONTRAST" not in tests, (layout, status)
-        assert score <= 0.0, (layout, status)
+        score = re.search(r"score=(-?[\d.]+) .*tests=", status)
+        assert score is not None, (layout, status)
+        assert "HTML_FONT_LOW_CONTRAST" not in status, (layout, status)
+        assert float(score.group(1)) <= 0.0, (layout, status)
 
 
 # -- subjects -------------------------------------------------------------------------

@@ -61,13 +61,10 @@ def test_send_to_the_outbox_once(project):
     assert outbox(project) == files
 
 
-def test_dry_run_sends_nothing(project):
+def test_dry_run_sends_nothing_and_a_limited_send_resumes(project):
     result = ok(run(["send", "--week", SAMPLE_WEEK, "--dry-run"], project))
     assert f"would send {subscriber_count()}" in result.stdout
     assert outbox(project) == []
-
-
-def test_limit_then_resume(project):
     ok(run(["send", "--week", SAMPLE_WEEK, "--limit", "2"], project))
     assert len(outbox(project)) == 2
     result = ok(run(["send", "--week", SAMPLE_WEEK], project))

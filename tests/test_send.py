@@ -5,12 +5,11 @@ waits are recorded, never slept.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import re
 import sqlite3
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -19,7 +18,7 @@ from urllib.parse import parse_qs, urlparse
 
 import pytest
 from support.project import SAMPLE_WEEK, sample_settings
-from support.servers import FakeTime
+from support.servers import FakeTime, recipients
 
 from pipeline.config import Settings
 from pipeline.core.email.message import Messages
@@ -38,7 +37,7 @@ from subscribers.store.sqlite import SqliteStore
 from subscribers.tokens import Keys, verify_token
 
 if TYPE_CHECKING:
-    from support.servers import MotoServer, Received, SmtpSink
+    from support.servers import MotoServer, SmtpSink
 
 NOW = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
 APP_URL = "https://news.example.org/app"
@@ -166,30 +165,6 @@ def run(to_send: BuiltIssue, store: SqliteStore, messages: Messages, transport: 
     sender = Sender(to_send, store, transport, messages, rate=rate, concurrency=concurrency,
                     sleep=waits, monotonic=fake.clock, retry_seconds=retry_seconds)
     return sender.run(SendOptions(**options))
-
-
-@contextlib.contextmanager
-def slow_reply_run(smtp_server: SmtpSink, send: Send, slow: Subscriber
-                   ) -> Iterator[tuple[SmtpTransport, SendReport]]:
-    """A first run (one worker) whose reply to ``slow``'s message comes only after the client
-    gave up on it (the server keeps the message); yields the transport and the report."""
-    pause = smtp_server.pause_next(slow.email)  # answered only after the client gave up
-    transport = SmtpTransport(smtp_server.settings(), None, timeout=0.5)
-    try:
-        first = send(transport, concurrency=1)
-        pause.release()
-        yield transport, first
-    finally:
-        transport.close()
-
-
-def recipients(received: Iterable[Received]) -> Counter[str]:
-    """How many messages each envelope recipient got."""
-    counts: Counter[str] = Counter()
-    for record in received:
-        assert len(record.rcpt_tos) == 1  # one recipient per message
-        counts[record.rcpt_tos[0].lower()] += 1
-    return counts
 
 
 def once_each(subscribers: Iterable[Subscriber]) -> Counter[str]:
@@ -445,8 +420,10 @@ def test_a_relay_limit_is_waited_out_and_everyone_gets_one_copy(
     finally:
         transport.close()
 
-    # The rate limit refuses some and is waited out; the capped pool is never refused.
+    # The rate limit refuses some and is waited out; the capped pool is never refused, and
+    # never opens more connections than the relay allows.
     assert (sink.limited > 0) == ("message_rate" in options)
+    assert len(sink.peers) <= options.get("max_connections", workers)
     assert (report.sent, report.failed, report.temporary, report.stopped) \
         == (readers, 0, 0, None)
     assert recipients(sink.received) == once_each(subscribers)
@@ -555,12 +532,16 @@ def test_an_unsubscribe_during_the_run_is_honoured(
         s for s in subscribers if s not in leaving)
 
 
-@pytest.mark.slow  # its first run waits out a reply timeout (slow_reply_run)
+@pytest.mark.slow  # its first run waits out a reply timeout
 def test_no_answer_after_the_data_is_unconfirmed_named_by_every_run_and_resent_only_when_asked(
         smtp_server: SmtpSink, store: SqliteStore, send: Send) -> None:
     subscribers = subscribe(store, 4)
     slow = subscribers[1]
-    with slow_reply_run(smtp_server, send, slow) as (transport, report):
+    pause = smtp_server.pause_next(slow.email)  # answered only after the client gave up
+    transport = SmtpTransport(smtp_server.settings(), None, timeout=0.5)
+    try:
+        report = send(transport, concurrency=1)
+        pause.release()
         assert (report.sent, report.unconfirmed, report.failed) == (3, 1, 0)
         assert report.unconfirmed_ids == [slow.id]
         entry = store.ledger_entry(SAMPLE_WEEK, slow.id)
@@ -596,6 +577,8 @@ def test_no_answer_after_the_data_is_unconfirmed_named_by_every_run_and_resent_o
         assert entry is not None and entry.status == "sent"
         assert send(transport, resend_unconfirmed=True).sent == 0
         assert len(smtp_server.received) == 7
+    finally:
+        transport.close()
 
 
 def test_a_claim_left_in_flight_is_unconfirmed_and_one_left_before_the_transport_is_sent(

@@ -345,18 +345,6 @@ def test_describe_names_each_mode() -> None:
     assert described(port=25, starttls=False) == "smtp relay.example.org:25"
 
 
-def test_max_connections_keeps_four_threads_within_a_relays_limit_of_two(
-        smtp_server_factory) -> None:
-    """Postfix's connection count limit: the pool never opens a third, and nothing is lost."""
-    sink = smtp_server_factory(max_connections=2)
-    transport = SmtpTransport(sink.settings(max_connections=2), None, timeout=10.0)
-    readers = [f"reader{n}@example.com" for n in range(24)]
-
-    assert four_threads_send(transport, readers) == []
-    assert sorted(r.rcpt_tos[0] for r in sink.received) == sorted(readers)
-    assert len(sink.peers) <= 2 and sink.limited == 0
-
-
 def test_a_relay_refusing_every_greeting_is_a_temporary_failure_and_then_sends(
         smtp_server: SmtpSink, smtp_transport: SmtpTransport) -> None:
     """A busy or restarting relay's 421 fails each message for now (a limit on connections

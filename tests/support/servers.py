@@ -24,7 +24,7 @@ import time
 import urllib.request
 import uuid
 from collections import Counter, deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from email import policy
 from email.headerregistry import Address
@@ -151,6 +151,15 @@ class Received:
 
     def message(self) -> EmailMessage:
         return BytesParser(policy=policy.default).parsebytes(self.content)
+
+
+def recipients(received: Iterable[Received]) -> Counter[str]:
+    """How many messages each envelope recipient (lower-cased) got: one recipient a message."""
+    counts: Counter[str] = Counter()
+    for record in received:
+        assert len(record.rcpt_tos) == 1, record.rcpt_tos
+        counts[record.rcpt_tos[0].lower()] += 1
+    return counts
 
 
 @dataclass
