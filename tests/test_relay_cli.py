@@ -19,7 +19,8 @@ from support.project import SAMPLE_WEEK, make_project, smtp_toml
 from support.servers import NO_SUCH_USER, FakeTime, SmtpSink
 
 from pipeline.stages import deliver
-from pipeline.stages.send import Sender
+from pipeline.stages.send import MAX_ATTEMPTS, Sender
+from subscribers.store.sqlite import SqliteStore
 
 SECRET = "s" * 40
 READERS = ["ann@example.org", "bob@example.org", "cy@example.org"]
@@ -53,10 +54,11 @@ def report(folder: Path) -> Any:
 
 def test_a_limit_that_outlasts_the_retries_exits_4_and_a_rerun_finishes(
         tmp_path: Path, smtp_server: SmtpSink, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Temporary failures left at the end are no success: counted apart and kept for the rerun."""
     waits = FakeTime()
     monkeypatch.setattr(deliver, "Sender", functools.partial(
         Sender, sleep=waits.sleep, monotonic=waits.clock))
-    folder = project(tmp_path, smtp_server, "retry_seconds = 60\n")
+    folder = project(tmp_path, smtp_server, "retry_seconds = 120\n")
     smtp_server.fail_next("bob@example.org", 452, "4.5.3 Error: too many recipients",
                           times=1000)
 
@@ -69,16 +71,28 @@ def test_a_limit_that_outlasts_the_retries_exits_4_and_a_rerun_finishes(
     assert "bob@example.org" not in line  # the reason names no address
     assert "sent 2, skipped 0, failed 0, unconfirmed 0, temporary 1 (to retry)" in first.stdout
     kept = report(folder)
-    assert (kept["sent"], kept["failed"], kept["temporary"]) == (2, 0, 1)
-    assert [f["permanent"] for f in kept["failures"]] == [False]
-    # The rounds waited as long as the minute allowed, and no longer.
-    assert 0 < kept["retried_for_s"] <= 60 and waits.slept
+    assert (kept["sent"], kept["failed"], kept["temporary"], kept["bounced"], kept["stopped"]) \
+        == (2, 0, 1, 0, None)
+    assert "452 4.5.3" in kept["failures"][0]["reason"]
+    assert "bob@example.org" not in json.dumps(kept)
+    # Retried for no longer than allowed (the rounds wait up to a minute each).
+    assert 60 <= kept["retried_for_s"] <= 120 and sum(waits.slept) <= 120 + 10
+    assert MAX_ATTEMPTS + 2 <= smtp_server.attempts("bob@example.org") < MAX_ATTEMPTS + 20
+    assert sorted(r.rcpt_tos for r in smtp_server.received) == [(READERS[0],), (READERS[2],)]
+    with SqliteStore.open(folder / "data" / "subscribers.sqlite3") as store:
+        bob = store.find("bob@example.org")
+        assert bob is not None
+        assert [(f["subscriber"], f["permanent"]) for f in kept["failures"]] == [(bob.id, False)]
+        entry = store.ledger_entry(SAMPLE_WEEK, bob.id)
+        assert entry is not None and entry.status == "failed" and not entry.permanent
 
     smtp_server.clear()
     again = ok(send(folder))
 
     assert "sent 1, skipped 2, failed 0, unconfirmed 0, temporary 0" in again.stdout
     assert [r.rcpt_tos for r in smtp_server.received] == [("bob@example.org",)]
+    with SqliteStore.open(folder / "data" / "subscribers.sqlite3") as store:
+        assert store.ledger_counts(SAMPLE_WEEK)["sent"] == 3
 
 
 def test_a_sender_the_relay_refuses_mid_run_is_exit_2_with_the_fix(
@@ -131,8 +145,6 @@ def test_a_stopped_run_with_unconfirmed_recipients_is_resumable(
         tmp_path: Path, smtp_server: SmtpSink) -> None:
     """An unconfirmed claim, then the quota: status says stopped (exit 4); a rerun finishes."""
     from datetime import UTC, datetime
-
-    from subscribers.store.sqlite import SqliteStore
 
     folder = project(tmp_path, smtp_server)
     with SqliteStore.open(folder / "data" / "subscribers.sqlite3") as store:
