@@ -281,16 +281,14 @@ def test_the_archive_copy_carries_the_footer_but_no_token(publisher, tmp_path):
     assert "token" not in page and "%%" not in page
 
 
-def test_without_a_postal_address_the_footer_names_the_sender(settings, built):
-    parts = parsed_parts(sent(settings, built, "en"))
-    assert "Sent by" in parts["text/plain"] and "weekly@example.org" in parts["text/plain"]
-
-
 # -- an outbox .eml a person can read ---------------------------------------------------
 
 
-def test_an_english_eml_is_readable_in_a_text_editor(settings, built):
+def test_an_english_eml_is_readable_in_a_text_editor_and_names_its_sender(settings, built):
+    """Without a postal address the footer names the sender."""
     raw = sent(settings, built, "en")
+    plain = parsed_parts(raw)["text/plain"]
+    assert "Sent by" in plain and "weekly@example.org" in plain
     body = raw.split(b"\r\n\r\n", 1)[1]
     archive = built.data["items"][0]["url"].encode()
     assert archive in body  # a link a person can follow from the file itself
