@@ -8,7 +8,7 @@ import smtplib
 import ssl
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pytest
 from support.servers import SENDER, outgoing
@@ -153,25 +153,21 @@ def test_credentials_that_cannot_log_in_are_refused_before_connecting(password: 
 
 # -- refusals about us, not the recipient -----------------------------------------------------
 
-def test_530_starttls_first_at_mail_says_to_turn_tls_on(smtp_server_factory,
-                                                        tls: Tls) -> None:
-    sink: SmtpSink = smtp_server_factory(tls_context=tls.server, require_starttls=True)
-    transport = SmtpTransport(sink.settings(tls="none"), None, timeout=5.0)
-    with pytest.raises(SendingMisconfigured) as caught:
-        sending(transport, outgoing())
-    assert "530 Must issue a STARTTLS command first" in str(caught.value)
-    assert 'set [smtp] tls = "starttls"' in str(caught.value)
-    assert caught.value.exit_code == 2 and sink.received == []
-
-
-def test_530_authentication_required_says_to_log_in(smtp_server_factory, tls: Tls) -> None:
-    sink: SmtpSink = smtp_server_factory(tls_context=tls.server, users={"ses-user": "s3cret"},
-                                         auth_required=True)
-    transport = SmtpTransport(sink.settings(starttls=True), None, ssl_context=tls.client,
+@pytest.mark.parametrize(("sink", "smtp", "words"), [
+    ({"require_starttls": True}, {"tls": "none"},
+     r'530 Must issue a STARTTLS command first.*set \[smtp\] tls = "starttls"'),
+    ({"users": {"ses-user": "s3cret"}, "auth_required": True}, {"starttls": True},
+     r"530 5\.7\.0 Authentication required; the relay wants a login first: set \[smtp\] username"),
+], ids=["starttls-first", "authentication-required"])
+def test_a_530_at_mail_names_the_setting_to_fix(smtp_server_factory, tls: Tls,
+                                                 sink: dict[str, Any], smtp: dict[str, Any],
+                                                 words: str) -> None:
+    server: SmtpSink = smtp_server_factory(tls_context=tls.server, **sink)
+    transport = SmtpTransport(server.settings(**smtp), None, ssl_context=tls.client,
                               timeout=5.0)
-    with pytest.raises(SendingMisconfigured, match=r"530 5\.7\.0 Authentication required; "
-                       r"the relay wants a login first: set \[smtp\] username"):
+    with pytest.raises(SendingMisconfigured, match=words) as caught:
         sending(transport, outgoing())
+    assert caught.value.exit_code == 2 and server.received == []
 
 
 @pytest.mark.parametrize(("code", "text", "fix"), [
