@@ -42,10 +42,6 @@ if TYPE_CHECKING:
 NOW = datetime(2026, 11, 30, 1, 0, tzinfo=UTC)
 APP_URL = "https://news.example.org/app"
 KEYS = Keys.from_environ({"NEWSLETTER_SECRET": "send-loop-test-secret-0123456789"})
-THROTTLED_SES = {"Error": {"Code": "TooManyRequestsException",
-                           "Message": "Maximum sending rate exceeded."}}
-PAUSED_SES = {"Error": {"Code": "SendingPausedException",
-                        "Message": "Sending is paused for this account."}}
 GET_ACCOUNT = {
     "SendQuota": {"Max24HourSend": 50000.0, "MaxSendRate": 14.0, "SentLast24Hours": 0.0},
     "SendingEnabled": True,
@@ -614,47 +610,6 @@ def test_ses_rate_comes_from_get_account_unless_max_rate_is_set(
 
     sender = Sender(to_send, store, ses, messages, rate=rate, concurrency=4, sleep=FakeTime().sleep)
     assert sender.bucket.rate == 14.0
-
-
-def test_ses_throttling_is_retried_and_each_is_delivered_once(
-        moto_server: MotoServer, ses: SesTransport, store: SqliteStore, send: Send) -> None:
-    subscribers = subscribe(store, 5)
-    wire = moto_server.inject(ses.client, {"SendEmail": [THROTTLED_SES] * 4})
-    clock = FakeTime()
-
-    report = send(ses, concurrency=1, time=clock)
-
-    assert (report.sent, report.failed, report.temporary, report.unconfirmed) == (5, 0, 0, 0)
-    assert wire.calls["SendEmail"] == 5 + 4
-    # One wait per throttle, growing while the throttling lasts.
-    assert len(clock.slept) == 4 and all(s > 0 for s in clock.slept)
-    assert clock.slept == sorted(clock.slept)
-    assert Counter(r["destinations"][0].lower() for r in moto_server.sent()) \
-        == once_each(subscribers)
-    assert {e.status for e in store.ledger(SAMPLE_WEEK).values()} == {"sent"}
-
-
-def test_ses_paused_account_stops_and_a_rerun_finishes(
-        moto_server: MotoServer, ses: SesTransport, store: SqliteStore, send: Send) -> None:
-    subscribers = subscribe(store, 5)
-    # Two messages go through (None: passed on to moto), then the account is paused.
-    wire = moto_server.inject(ses.client, {"SendEmail": [None, None] + [PAUSED_SES] * 5})
-
-    report = send(ses, concurrency=1)
-
-    assert report.stopped is not None and "SendingPaused" in report.stopped
-    assert (report.sent, report.failed, report.unconfirmed) == (2, 0, 0)
-    assert store.ledger_counts(SAMPLE_WEEK) == {"sending": 0, "sent": 2, "failed": 0,
-                                                "unconfirmed": 0}
-    assert len(moto_server.sent()) == 2
-
-    wire.remove()  # the account is enabled again
-    again = send(ses, concurrency=1)
-
-    assert again.stopped is None
-    assert (again.sent, again.skipped) == (3, 2)
-    assert Counter(r["destinations"][0].lower() for r in moto_server.sent()) \
-        == once_each(subscribers)
 
 
 # -- gates and test copies ------------------------------------------------------------------
