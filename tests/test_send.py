@@ -494,9 +494,12 @@ def test_no_answer_after_the_data_is_unconfirmed_named_by_every_run_and_resent_o
         assert report.unconfirmed_ids == [slow.id]
         entry = store.ledger_entry(SAMPLE_WEEK, slow.id)
         assert entry is not None and entry.status == "unconfirmed"
+        assert "may have accepted" in (entry.reason or "")
         smtp_server.wait_for(4)
-        # The server did keep it: that is why it is not sent again by itself.
+        # The server did keep it: that is why it is not sent again by itself. The transport
+        # recovered: the readers after it went out.
         assert recipients(smtp_server.received) == once_each(subscribers)
+        assert smtp_server.attempts(slow.email) == 1
         subscribe(store, 2, prefix="new")
 
         dry = send(transport, dry_run=True)

@@ -129,26 +129,6 @@ def test_connection_refused_stops_naming_host_and_port(unused_port: int) -> None
     assert isinstance(caught.value.__cause__, ConnectionRefusedError)
 
 
-@pytest.mark.slow
-def test_no_answer_after_data_is_unconfirmed_never_retried(smtp_server: SmtpSink) -> None:
-    message = outgoing()
-    pause = smtp_server.pause_next()  # the final reply comes only after the client gave up
-    transport = SmtpTransport(smtp_server.settings(), None, timeout=0.5)
-    try:
-        with pytest.raises(Unconfirmed) as caught:
-            transport.send(message)
-        pause.release()
-        assert "may have accepted" in str(caught.value)
-        # Why it is never retried blindly: the server did take it, after the client gave up.
-        assert len(smtp_server.wait_for(1)) == 1
-        assert smtp_server.attempts(message.recipient) == 1
-        # The transport recovers for the next recipient on a fresh connection.
-        transport.send(outgoing("next@example.com"))
-        assert len(smtp_server.received) == 2
-    finally:
-        transport.close()
-
-
 def test_hang_up_after_data_is_unconfirmed(smtp_server: SmtpSink,
                                            transport: SmtpTransport) -> None:
     smtp_server.drop_next("reader@example.com", at="DATA")
