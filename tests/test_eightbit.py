@@ -58,7 +58,7 @@ def test_a_long_line_folds_to_lines_of_at_most_998_octets_changing_only_spaces()
     assert fold_html(b"<p>short</p>\n") == b"<p>short</p>\n"  # nothing to do: as it was
 
 
-def test_a_run_with_no_fold_point_cannot_be_8bit():
+def test_a_run_with_no_fold_point_or_a_nul_or_a_bare_cr_or_a_long_plain_line_is_not_8bit():
     paragraph = "<p>" + "x" * 1200 + "</p>"  # 1,207 octets: no space, no ideograph
     assert fold_html(paragraph.encode()) is None
     assert eight_bit_body(paragraph, html=True) is None
@@ -66,6 +66,10 @@ def test_a_run_with_no_fold_point_cannot_be_8bit():
     assert mime.choose_encoding(paragraph, eight_bit=True, html=True) != mime.EIGHT_BIT
     in_pre = "<pre>" + "张量" * 300 + "</pre>"  # white space kept: not even a <wbr> there
     assert fold_html(in_pre.encode()) is None
+    assert eight_bit_body("a\x00b", html=True) is None
+    assert eight_bit_body("a\rb", html=False) is None
+    assert eight_bit_body("x " * 600, html=False) is None  # a plain-text line is its content
+    assert eight_bit_body("ab\r\ncd", html=False) == b"ab\r\ncd\r\n"
 
 
 def test_a_chinese_paragraph_without_spaces_is_cut_between_ideographs_by_a_wbr():
@@ -93,13 +97,6 @@ def test_an_8bit_part_folds_with_room_for_links_of_the_reserved_length():
     filled = part.encode(["h" * LINK_RESERVE, "p"])
     assert max(len(line) for line in filled.split(b"\r\n")) <= MAX_LINE_OCTETS
     assert b'href="' + b"h" * LINK_RESERVE + b'"' in filled
-
-
-def test_a_body_with_nul_or_a_bare_cr_or_a_long_plain_line_is_not_8bit():
-    assert eight_bit_body("a\x00b", html=True) is None
-    assert eight_bit_body("a\rb", html=False) is None
-    assert eight_bit_body("x " * 600, html=False) is None  # a plain-text line is its content
-    assert eight_bit_body("ab\r\ncd", html=False) == b"ab\r\ncd\r\n"
 
 
 def test_eight_bit_is_chosen_only_when_asked_and_smaller():
