@@ -109,7 +109,7 @@ def test_a_test_copy_address_is_validated_like_an_import(project, address):
 
 
 @pytest.mark.subprocess  # publishing runs Pagefind
-def test_require_approval_gate(project):
+def test_require_approval_gate_and_run_reuses_the_approved_issue(project, tmp_path):
     env = {"NEWSLETTER_ISSUE_REQUIRE_APPROVAL": "true"}
     refused = run(["send", "--week", SAMPLE_WEEK], project, **env)
     assert refused.returncode == 3 and "not approved" in refused.stderr
@@ -121,8 +121,14 @@ def test_require_approval_gate(project):
     assert "approved 2026-W48 as " in approved.stdout
     ok(run(["publish", "--week", SAMPLE_WEEK], project, **env))
     assert (project / "build" / "site" / "issues" / SAMPLE_WEEK / "index.html").exists()
-    ok(run(["send", "--week", SAMPLE_WEEK], project, **env))
+    late = tmp_path / "late.atom"  # a review after the approval: run sends what was approved
+    late.write_bytes(atom([Entry(pr=99999, body="值得一读。")]))
+    result = ok(run(["run", "--week", SAMPLE_WEEK, "--feed", str(SAMPLE_FEED),
+                     "--feed", str(late)], project, **env))
+    assert "using the approved issue" in result.stdout
     assert len(outbox(project)) == subscriber_count()
+    issue = json.loads((project / "build" / "issues" / SAMPLE_WEEK / "issue.json").read_text())
+    assert 99999 not in [item["pr"] for item in issue["items"]]
 
 
 def test_build_keeps_an_approved_issue_unless_forced(project, tmp_path):
@@ -168,18 +174,6 @@ def test_real_transports_need_the_secret(project, transport):
     result = run(["send", "--week", SAMPLE_WEEK], project,
                  NEWSLETTER_DELIVERY_TRANSPORT=transport)
     assert result.returncode == 2 and "NEWSLETTER_SECRET" in result.stderr
-
-
-@pytest.mark.subprocess  # publishing runs Pagefind
-def test_run_reuses_the_approved_issue(project, tmp_path):
-    ok(run(["approve", "--week", SAMPLE_WEEK], project))
-    extra = tmp_path / "late.atom"
-    extra.write_bytes(atom([Entry(pr=99999, body="值得一读。")]))
-    result = ok(run(["run", "--week", SAMPLE_WEEK, "--feed", str(SAMPLE_FEED),
-                     "--feed", str(extra)], project))
-    assert "using the approved issue" in result.stdout
-    issue = json.loads((project / "build" / "issues" / SAMPLE_WEEK / "issue.json").read_text())
-    assert 99999 not in [item["pr"] for item in issue["items"]]
 
 
 @pytest.mark.subprocess  # publishing runs Pagefind
