@@ -1,9 +1,9 @@
 """Real servers on loopback for the delivery tests: an SMTP sink (aiosmtpd), a moto (AWS)
 server, and the TLS certificates both sides need.
 
-conftest.py registers this module as a plugin, so a test module imports it only under
-``TYPE_CHECKING`` or inside functions (a top-level import comes before pytest can rewrite its
-asserts); the fixtures reach the rest (``smtp_server.THROTTLED``, ``moto_server.inject(...)``).
+conftest.py registers this module as a plugin (pytest imports it first and rewrites its
+asserts); besides its fixtures, a test module may import its helpers (``outgoing``,
+``recipients``, ``FakeTime``).
 
 moto keeps a sent message (``MotoServer.sent()``) as ``{"id", "source", "destinations",
 "raw_data"}``, where a recipient usually appears twice (ToAddresses, then the headers); it keeps
