@@ -19,7 +19,6 @@ from pipeline.stages.send_report import REPORT_FILE, SendReport
 
 def issue_in(folder: Path) -> BuiltIssue:
     """What keep_report reads of a built issue: the folder its report goes beside."""
-    # A stand-in with only the one attribute keep_report reads, not a whole BuiltIssue.
     return cast(BuiltIssue, SimpleNamespace(folder=folder))
 
 
@@ -27,23 +26,17 @@ def report(**fields: Any) -> SendReport:
     return SendReport("2026-W48", "outbox", "0" * 64, **fields)
 
 
-def test_the_report_is_kept_beside_the_issue(tmp_path: Path) -> None:
+def test_the_report_is_kept_beside_the_issue_after_a_send_not_a_dry_run(tmp_path: Path) -> None:
+    keep_report(issue_in(tmp_path), report(dry_run=True))
+    assert list(tmp_path.iterdir()) == []
     keep_report(issue_in(tmp_path), report(sent=3))
     assert json.loads((tmp_path / REPORT_FILE).read_text())["sent"] == 3
 
 
-def test_a_dry_run_keeps_no_report(tmp_path: Path) -> None:
-    keep_report(issue_in(tmp_path), report(dry_run=True))
-    assert list(tmp_path.iterdir()) == []
-
-
-def test_a_report_that_cannot_be_written_is_an_error(tmp_path: Path) -> None:
+def test_a_report_that_cannot_be_written_is_an_error_but_after_a_stop_only_a_warning(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     with pytest.raises(OutputError, match="cannot write"):
         keep_report(issue_in(tmp_path / "gone"), report(sent=3))
-
-
-def test_after_a_stop_the_unwritable_report_is_only_a_warning(
-        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     with caplog.at_level(logging.WARNING, logger="newsletter.send"):
         keep_report(issue_in(tmp_path / "gone"),
                     report(sent=1, stopped="No space left on device (ENOSPC)"))

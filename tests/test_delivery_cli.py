@@ -61,13 +61,10 @@ def test_send_to_the_outbox_once(project):
     assert outbox(project) == files
 
 
-def test_dry_run_sends_nothing(project):
+def test_dry_run_sends_nothing_and_a_limited_send_resumes(project):
     result = ok(run(["send", "--week", SAMPLE_WEEK, "--dry-run"], project))
     assert f"would send {subscriber_count()}" in result.stdout
     assert outbox(project) == []
-
-
-def test_limit_then_resume(project):
     ok(run(["send", "--week", SAMPLE_WEEK, "--limit", "2"], project))
     assert len(outbox(project)) == 2
     result = ok(run(["send", "--week", SAMPLE_WEEK], project))
@@ -75,17 +72,18 @@ def test_limit_then_resume(project):
     assert len(outbox(project)) == subscriber_count()
 
 
-def test_test_copies_go_outside_the_ledger(project):
-    result = ok(run(["send", "--week", SAMPLE_WEEK, "--to", "editor@example.org",
+def test_test_copies_go_to_the_normalised_address_outside_the_ledger(project):
+    result = ok(run(["send", "--week", SAMPLE_WEEK, "--to", " Editor@EXAMPLE.org ",
                      "--layout", "zh-en", "--layout", "en"], project))
     # Each layout asked for, and each interest variant of those layouts the build rendered.
     data = json.loads((project / "build" / "issues" / SAMPLE_WEEK / "issue.json").read_text())
     variants = sorted(v["key"] for v in data.get("variants", []) if v["layout"] in ("zh-en", "en"))
     assert variants  # the sample subscribers follow areas of the sample issue
     assert result.stdout.count("test copy") == 2 + len(variants)
-    tests = outbox(project)
-    subjects = sorted(email.message_from_bytes(p.read_bytes(), policy=policy.default)["Subject"]
-                      for p in tests)
+    tests = [email.message_from_bytes(p.read_bytes(), policy=policy.default)
+             for p in outbox(project)]
+    assert {message["To"] for message in tests} == {"Editor@example.org"}
+    subjects = sorted(message["Subject"] for message in tests)
     labels = sorted(s.split("]")[0].removeprefix("[TEST ") for s in subjects)
     assert labels == sorted(["en", "zh-en", *variants])
     # The real send still reaches everyone.
@@ -110,16 +108,8 @@ def test_a_test_copy_address_is_validated_like_an_import(project, address):
     assert preview.returncode == 2 and "--to: invalid address" in preview.stderr
 
 
-def test_a_test_copy_goes_to_the_normalised_address(project):
-    ok(run(["send", "--week", SAMPLE_WEEK, "--to", " Editor@EXAMPLE.org ", "--layout", "en"],
-           project))
-    [copy] = outbox(project)
-    assert email.message_from_bytes(copy.read_bytes(), policy=policy.default)["To"] == (
-        "Editor@example.org")
-
-
 @pytest.mark.subprocess  # publishing runs Pagefind
-def test_require_approval_gate(project):
+def test_require_approval_gate_and_run_reuses_the_approved_issue(project, tmp_path):
     env = {"NEWSLETTER_ISSUE_REQUIRE_APPROVAL": "true"}
     refused = run(["send", "--week", SAMPLE_WEEK], project, **env)
     assert refused.returncode == 3 and "not approved" in refused.stderr
@@ -131,8 +121,14 @@ def test_require_approval_gate(project):
     assert "approved 2026-W48 as " in approved.stdout
     ok(run(["publish", "--week", SAMPLE_WEEK], project, **env))
     assert (project / "build" / "site" / "issues" / SAMPLE_WEEK / "index.html").exists()
-    ok(run(["send", "--week", SAMPLE_WEEK], project, **env))
+    late = tmp_path / "late.atom"  # a review after the approval: run sends what was approved
+    late.write_bytes(atom([Entry(pr=99999, body="值得一读。")]))
+    result = ok(run(["run", "--week", SAMPLE_WEEK, "--feed", str(SAMPLE_FEED),
+                     "--feed", str(late)], project, **env))
+    assert "using the approved issue" in result.stdout
     assert len(outbox(project)) == subscriber_count()
+    issue = json.loads((project / "build" / "issues" / SAMPLE_WEEK / "issue.json").read_text())
+    assert 99999 not in [item["pr"] for item in issue["items"]]
 
 
 def test_build_keeps_an_approved_issue_unless_forced(project, tmp_path):
@@ -181,28 +177,7 @@ def test_real_transports_need_the_secret(project, transport):
 
 
 @pytest.mark.subprocess  # publishing runs Pagefind
-def test_run_builds_and_sends(tmp_path):
-    with_readers(tmp_path)
-    result = ok(run(["run", "--week", SAMPLE_WEEK], tmp_path))
-    assert "built 2026-W48" in result.stdout and f"sent {subscriber_count()}," in result.stdout
-    again = ok(run(["run", "--week", SAMPLE_WEEK], tmp_path))
-    assert "sent 0," in again.stdout
-
-
-@pytest.mark.subprocess  # publishing runs Pagefind
-def test_run_reuses_the_approved_issue(project, tmp_path):
-    ok(run(["approve", "--week", SAMPLE_WEEK], project))
-    extra = tmp_path / "late.atom"
-    extra.write_bytes(atom([Entry(pr=99999, body="值得一读。")]))
-    result = ok(run(["run", "--week", SAMPLE_WEEK, "--feed", str(SAMPLE_FEED),
-                     "--feed", str(extra)], project))
-    assert "using the approved issue" in result.stdout
-    issue = json.loads((project / "build" / "issues" / SAMPLE_WEEK / "issue.json").read_text())
-    assert 99999 not in [item["pr"] for item in issue["items"]]
-
-
-@pytest.mark.subprocess  # publishing runs Pagefind
-def test_run_publishes_before_sending_and_not_at_all_when_blocked(tmp_path):
+def test_run_builds_publishes_then_sends_and_does_nothing_when_blocked(tmp_path):
     with_readers(tmp_path)
     zh_only = tmp_path / "zh-only.atom"
     zh_only.write_bytes(atom([Entry(pr=1, body="值得精读。")]))
@@ -210,8 +185,8 @@ def test_run_publishes_before_sending_and_not_at_all_when_blocked(tmp_path):
     assert blocked.returncode == 3 and "missing-language" in blocked.stderr
     assert not (tmp_path / "build" / "site").exists()
     assert outbox(tmp_path) == []
-    ok(run(["build", "--week", SAMPLE_WEEK], tmp_path))
     done = ok(run(["run", "--week", SAMPLE_WEEK], tmp_path))
+    assert "built 2026-W48" in done.stdout and f"sent {subscriber_count()}," in done.stdout
     assert done.stdout.index("published 2026-W48") < done.stdout.index("sent ")
     site = tmp_path / "build" / "site"
     assert (site / "issues" / SAMPLE_WEEK / "index.html").exists()
@@ -219,3 +194,4 @@ def test_run_publishes_before_sending_and_not_at_all_when_blocked(tmp_path):
     issue = json.loads((tmp_path / "build" / "issues" / SAMPLE_WEEK / "issue.json").read_text())
     page = issue["archive_url"].split("/issues/", 1)[1]
     assert (site / "issues" / page).is_file()
+    assert "sent 0," in ok(run(["run", "--week", SAMPLE_WEEK], tmp_path)).stdout

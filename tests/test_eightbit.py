@@ -25,12 +25,13 @@ def lines(data: bytes) -> list[bytes]:
     return data.split(b"\n")
 
 
-def test_fold_points_are_spaces_between_attributes_and_in_text():
-    html = b'<a href="x y" title=\'a b\' class=c>one two</a>'
-    points = fold_points(html)
-    assert [html[p:p + 6] for p in points] == [b' href=', b' title', b' class', b' two</']
-    # Never inside a quoted value, never right after "<".
-    assert html.index(b"x y") + 1 not in points and html.index(b"a b") + 1 not in points
+@pytest.mark.parametrize(("html", "folds"), [
+    (b'<a href="x y" title=\'a b\' class=c>one two</a>', [b' hre', b' tit', b' cla', b' two']),
+    (b'<pre><code class="a" id="b">x  y</code></pre> after', [b' cla', b' id=', b' aft']),
+], ids=["attributes-and-text", "tags-inside-pre"])
+def test_fold_points_are_spaces_between_attributes_and_in_text(html, folds):
+    """Never inside a quoted value, never right after "<"; a <pre>'s tags fold, its text not."""
+    assert [html[p:p + 4] for p in fold_points(html)] == folds
 
 
 @pytest.mark.parametrize("kept", [
@@ -47,12 +48,6 @@ def test_no_fold_point_where_white_space_is_kept_or_a_line_break_is_not_allowed(
     assert not [p for p in fold_points(kept) if start <= p < start + len(inner)], kept
 
 
-def test_tags_inside_pre_still_fold_between_attributes_but_its_text_does_not():
-    html = b'<pre><code class="a" id="b">x  y</code></pre> after'
-    points = fold_points(html)
-    assert [html[p:p + 4] for p in points] == [b' cla', b' id=', b' aft']
-
-
 def test_a_long_line_folds_to_lines_of_at_most_998_octets_changing_only_spaces():
     words = "".join(f'<span lang="en">word{i} 张量 并行</span> ' for i in range(400))
     data = f"<div>{words}</div>\n<p>short</p>".encode()
@@ -63,7 +58,7 @@ def test_a_long_line_folds_to_lines_of_at_most_998_octets_changing_only_spaces()
     assert fold_html(b"<p>short</p>\n") == b"<p>short</p>\n"  # nothing to do: as it was
 
 
-def test_a_run_with_no_fold_point_cannot_be_8bit():
+def test_a_run_with_no_fold_point_or_a_nul_or_a_bare_cr_or_a_long_plain_line_is_not_8bit():
     paragraph = "<p>" + "x" * 1200 + "</p>"  # 1,207 octets: no space, no ideograph
     assert fold_html(paragraph.encode()) is None
     assert eight_bit_body(paragraph, html=True) is None
@@ -71,6 +66,10 @@ def test_a_run_with_no_fold_point_cannot_be_8bit():
     assert mime.choose_encoding(paragraph, eight_bit=True, html=True) != mime.EIGHT_BIT
     in_pre = "<pre>" + "张量" * 300 + "</pre>"  # white space kept: not even a <wbr> there
     assert fold_html(in_pre.encode()) is None
+    assert eight_bit_body("a\x00b", html=True) is None
+    assert eight_bit_body("a\rb", html=False) is None
+    assert eight_bit_body("x " * 600, html=False) is None  # a plain-text line is its content
+    assert eight_bit_body("ab\r\ncd", html=False) == b"ab\r\ncd\r\n"
 
 
 def test_a_chinese_paragraph_without_spaces_is_cut_between_ideographs_by_a_wbr():
@@ -98,13 +97,6 @@ def test_an_8bit_part_folds_with_room_for_links_of_the_reserved_length():
     filled = part.encode(["h" * LINK_RESERVE, "p"])
     assert max(len(line) for line in filled.split(b"\r\n")) <= MAX_LINE_OCTETS
     assert b'href="' + b"h" * LINK_RESERVE + b'"' in filled
-
-
-def test_a_body_with_nul_or_a_bare_cr_or_a_long_plain_line_is_not_8bit():
-    assert eight_bit_body("a\x00b", html=True) is None
-    assert eight_bit_body("a\rb", html=False) is None
-    assert eight_bit_body("x " * 600, html=False) is None  # a plain-text line is its content
-    assert eight_bit_body("ab\r\ncd", html=False) == b"ab\r\ncd\r\n"
 
 
 def test_eight_bit_is_chosen_only_when_asked_and_smaller():

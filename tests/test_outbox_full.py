@@ -8,7 +8,7 @@ leave no temp file and no failed ledger row, and a re-run with room sends the re
 from __future__ import annotations
 
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -91,39 +91,39 @@ def test_a_full_outbox_stops_resumably_and_a_rerun_sends_the_rest(outbox: Path) 
     assert ledger(project)["sent"] == COUNT
 
 
-@pytest.mark.subprocess
-def test_a_read_only_outbox_sends_nothing_and_fails_nobody(outbox: Path) -> None:
+def read_only(outbox: Path) -> Callable[[], None]:
     mount(outbox, "size=4m,ro")
+    return lambda: remount(outbox, "rw")
+
+
+def a_file(outbox: Path) -> Callable[[], None]:
+    """Root ignores permission bits: a file in the outbox's place is the third local failure."""
+    outbox.rmdir()
+    outbox.write_text("not a folder\n")
+    return outbox.unlink
+
+
+@pytest.mark.subprocess
+@pytest.mark.parametrize(("block", "why"), [(read_only, "Read-only file system (EROFS)"),
+                                            (a_file, "File exists (EEXIST)")],
+                         ids=["read-only", "a-file"])
+def test_an_outbox_that_takes_nothing_stops_before_sending_and_fails_nobody(
+        outbox: Path, block: Callable[[Path], Callable[[], None]], why: str) -> None:
     project = outbox.parents[3]
+    unblock = block(outbox)
 
     first = newsletter_main(["send", "--week", SAMPLE_WEEK], project)
 
-    check_stopped(first, "Read-only file system (EROFS)")
+    check_stopped(first, why)
+    assert f"outbox {outbox}: " in first.stderr and "nothing was published or sent" in first.stderr
     assert sent_files(outbox) == []
     assert ledger(project) == {"sent": 0, "failed": 0, "unconfirmed": 0, "sending": 0}
 
-    remount(outbox, "rw")
+    unblock()
     again = newsletter_main(["send", "--week", SAMPLE_WEEK], project)
 
     assert again.returncode == 0, again.stdout + again.stderr
     assert f"sent {COUNT}, skipped 0, failed 0" in again.stdout
-    assert len(sent_files(outbox)) == COUNT
-
-
-@pytest.mark.subprocess
-def test_an_outbox_that_is_not_a_folder_stops_resumably(outbox: Path) -> None:
-    """Root ignores permission bits, so a file in the outbox's place is the third local failure."""
-    outbox.rmdir()
-    outbox.write_text("not a folder\n")
-    project = outbox.parents[3]
-
-    first = newsletter_main(["send", "--week", SAMPLE_WEEK], project)
-
-    check_stopped(first, "File exists (EEXIST)")
-    assert ledger(project) == {"sent": 0, "failed": 0, "unconfirmed": 0, "sending": 0}
-    outbox.unlink()
-    again = newsletter_main(["send", "--week", SAMPLE_WEEK], project)
-    assert again.returncode == 0, again.stdout + again.stderr
     assert len(sent_files(outbox)) == COUNT
 
 

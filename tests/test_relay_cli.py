@@ -9,7 +9,6 @@ import functools
 import json
 import re
 import subprocess
-import threading
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +16,11 @@ import pytest
 from support.commands import newsletter_main as newsletter
 from support.commands import ok
 from support.project import SAMPLE_WEEK, make_project, smtp_toml
-from support.servers import NO_SUCH_USER, SmtpSink
+from support.servers import NO_SUCH_USER, FakeTime, SmtpSink
 
 from pipeline.stages import deliver
-from pipeline.stages.send import Sender
+from pipeline.stages.send import MAX_ATTEMPTS, Sender
+from subscribers.store.sqlite import SqliteStore
 
 SECRET = "s" * 40
 READERS = ["ann@example.org", "bob@example.org", "cy@example.org"]
@@ -52,30 +52,13 @@ def report(folder: Path) -> Any:
     return json.loads(path.read_text(encoding="utf-8"))
 
 
-class Waits:
-    """The sender's clock for its retries, moved only by its waits: ``retry_seconds`` run
-    out after the waits they allow, without the test sleeping through them."""
-
-    def __init__(self) -> None:
-        self.now, self._lock = 0.0, threading.Lock()
-        self.slept: list[float] = []
-
-    def clock(self) -> float:
-        with self._lock:
-            return self.now
-
-    def sleep(self, seconds: float) -> None:
-        with self._lock:
-            self.slept.append(seconds)
-            self.now += seconds
-
-
 def test_a_limit_that_outlasts_the_retries_exits_4_and_a_rerun_finishes(
         tmp_path: Path, smtp_server: SmtpSink, monkeypatch: pytest.MonkeyPatch) -> None:
-    waits = Waits()
+    """Temporary failures left at the end are no success: counted apart and kept for the rerun."""
+    waits = FakeTime()
     monkeypatch.setattr(deliver, "Sender", functools.partial(
         Sender, sleep=waits.sleep, monotonic=waits.clock))
-    folder = project(tmp_path, smtp_server, "retry_seconds = 60\n")
+    folder = project(tmp_path, smtp_server, "retry_seconds = 120\n")
     smtp_server.fail_next("bob@example.org", 452, "4.5.3 Error: too many recipients",
                           times=1000)
 
@@ -88,16 +71,28 @@ def test_a_limit_that_outlasts_the_retries_exits_4_and_a_rerun_finishes(
     assert "bob@example.org" not in line  # the reason names no address
     assert "sent 2, skipped 0, failed 0, unconfirmed 0, temporary 1 (to retry)" in first.stdout
     kept = report(folder)
-    assert (kept["sent"], kept["failed"], kept["temporary"]) == (2, 0, 1)
-    assert [f["permanent"] for f in kept["failures"]] == [False]
-    # The rounds waited as long as the minute allowed, and no longer.
-    assert 0 < kept["retried_for_s"] <= 60 and waits.slept
+    assert (kept["sent"], kept["failed"], kept["temporary"], kept["bounced"], kept["stopped"]) \
+        == (2, 0, 1, 0, None)
+    assert "452 4.5.3" in kept["failures"][0]["reason"]
+    assert "bob@example.org" not in json.dumps(kept)
+    # Retried for no longer than allowed (the rounds wait up to a minute each).
+    assert 60 <= kept["retried_for_s"] <= 120 and sum(waits.slept) <= 120 + 10
+    assert MAX_ATTEMPTS + 2 <= smtp_server.attempts("bob@example.org") < MAX_ATTEMPTS + 20
+    assert sorted(r.rcpt_tos for r in smtp_server.received) == [(READERS[0],), (READERS[2],)]
+    with SqliteStore.open(folder / "data" / "subscribers.sqlite3") as store:
+        bob = store.find("bob@example.org")
+        assert bob is not None
+        assert [(f["subscriber"], f["permanent"]) for f in kept["failures"]] == [(bob.id, False)]
+        entry = store.ledger_entry(SAMPLE_WEEK, bob.id)
+        assert entry is not None and entry.status == "failed" and not entry.permanent
 
     smtp_server.clear()
     again = ok(send(folder))
 
     assert "sent 1, skipped 2, failed 0, unconfirmed 0, temporary 0" in again.stdout
     assert [r.rcpt_tos for r in smtp_server.received] == [("bob@example.org",)]
+    with SqliteStore.open(folder / "data" / "subscribers.sqlite3") as store:
+        assert store.ledger_counts(SAMPLE_WEEK)["sent"] == 3
 
 
 def test_a_sender_the_relay_refuses_mid_run_is_exit_2_with_the_fix(
@@ -126,14 +121,19 @@ def test_a_sender_the_relay_refuses_mid_run_is_exit_2_with_the_fix(
     assert newsletter(["status", "--week", SAMPLE_WEEK], folder).returncode == 0
 
 
-def test_two_bounces_are_counted_and_the_issue_is_sent(tmp_path: Path,
-                                                       smtp_server: SmtpSink) -> None:
+def test_missing_mailboxes_are_bounces_the_list_goes_on_and_the_issue_is_sent(
+        tmp_path: Path, smtp_server: SmtpSink) -> None:
     """Missing mailboxes are a result of the send, not a failure: status says sent (exit 0)."""
     folder = project(tmp_path, smtp_server)
     for gone in READERS[1:]:
         smtp_server.fail_next(gone, *NO_SUCH_USER)
-    ok(send(folder))
 
+    result = ok(send(folder))
+
+    assert "sent 1, skipped 0, failed 2, unconfirmed 0, temporary 0" in result.stdout
+    assert "bounced 2" in result.stdout
+    listed = ok(newsletter(["subscribers", "list", "--status", "bounced"], folder)).stdout
+    assert READERS[1] in listed and READERS[2] in listed
     status = newsletter(["status", "--week", SAMPLE_WEEK], folder)
     assert status.returncode == 0, status.stdout + status.stderr
     assert status.stdout.startswith(f"{SAMPLE_WEEK}: sent\n")
@@ -145,8 +145,6 @@ def test_a_stopped_run_with_unconfirmed_recipients_is_resumable(
         tmp_path: Path, smtp_server: SmtpSink) -> None:
     """An unconfirmed claim, then the quota: status says stopped (exit 4); a rerun finishes."""
     from datetime import UTC, datetime
-
-    from subscribers.store.sqlite import SqliteStore
 
     folder = project(tmp_path, smtp_server)
     with SqliteStore.open(folder / "data" / "subscribers.sqlite3") as store:
@@ -167,16 +165,3 @@ def test_a_stopped_run_with_unconfirmed_recipients_is_resumable(
     assert status.returncode == 4 and "--resend-unconfirmed" in status.stdout
     ok(send(folder, "--resend-unconfirmed"))
     assert newsletter(["status", "--week", SAMPLE_WEEK], folder).returncode == 0
-
-
-def test_a_mailbox_that_does_not_exist_is_a_bounce_and_the_list_goes_on(
-        tmp_path: Path, smtp_server: SmtpSink) -> None:
-    folder = project(tmp_path, smtp_server)
-    smtp_server.fail_next("cy@example.org", *NO_SUCH_USER)
-
-    result = ok(send(folder))
-
-    assert "sent 2, skipped 0, failed 1, unconfirmed 0, temporary 0" in result.stdout
-    assert "bounced 1" in result.stdout
-    listed = ok(newsletter(["subscribers", "list", "--status", "bounced"], folder))
-    assert "cy@example.org" in listed.stdout

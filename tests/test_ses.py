@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import base64
 import time
-from email import policy
-from email.headerregistry import Address
-from email.message import EmailMessage
 from typing import TYPE_CHECKING, Any
 
 import boto3
@@ -18,6 +15,7 @@ import botocore.config
 import botocore.retries.standard
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, ReadTimeoutError
+from support.servers import SENDER, SUBJECT, outgoing
 
 from pipeline.errors import (
     PermanentFailure,
@@ -26,7 +24,6 @@ from pipeline.errors import (
     TransportError,
     Unconfirmed,
 )
-from pipeline.transport import Outgoing
 from pipeline.transport.ses import SesTransport, email_tags, ses_client
 
 if TYPE_CHECKING:
@@ -34,22 +31,8 @@ if TYPE_CHECKING:
 
 pytest_plugins = ["support.servers"]
 
-SENDER = "weekly@example.org"
-SUBJECT = "vLLM PR 周报 2026-W48：值得精读的 8 个 PR"
 CONFIGURATION_SET = "weekly-newsletter"
-
-
-def outgoing(recipient: str = "reader@example.com",
-             tags: dict[str, str] | None = None) -> Outgoing:
-    msg = EmailMessage(policy=policy.SMTP)
-    msg["From"] = Address("vLLM PR Weekly", addr_spec=SENDER)
-    msg["To"] = recipient
-    msg["Subject"] = SUBJECT
-    msg.set_content("本周值得精读：调度器重构。\n")
-    msg.add_alternative("<p lang=\"zh\">本周值得精读：调度器重构。</p>", subtype="html")
-    return Outgoing(recipient=recipient, sender=SENDER, raw=msg.as_bytes(),
-                    key=f"2026-W48/{recipient}",
-                    tags={"issue": "2026-W48"} if tags is None else tags)
+RECIPIENT = "throttling-alerts@example.com"
 
 
 @pytest.fixture
@@ -120,9 +103,12 @@ def test_botocore_retries_are_off(moto_server: MotoServer, transport: SesTranspo
     wire = moto_server.inject(transport.client, {"SendEmail": [throttled, throttled]})
 
     for attempt in (1, 2):
-        with pytest.raises(TemporaryFailure):
+        with pytest.raises(TemporaryFailure) as caught:
             transport.send(outgoing())
         assert wire.calls["SendEmail"] == attempt  # one HTTP attempt per send, no retry
+        cause = caught.value.__cause__  # the HTTP status the service model gives the code
+        assert isinstance(cause, ClientError)
+        assert cause.response["ResponseMetadata"]["HTTPStatusCode"] == 429
 
     transport.send(outgoing())
     assert wire.calls["SendEmail"] == 3
@@ -160,17 +146,18 @@ def test_the_hook_counts_real_attempts_when_retries_are_on(moto_server: MotoServ
     (error("NotFoundException", "Configuration set <weekly-newsletter> does not exist."),
      SendingStopped),
     (error("MessageRejected", "Email address is not verified. The following identities "
-           "failed the check in region US-EAST-1: reader@example.com"), PermanentFailure),
+           f"failed the check in region US-EAST-1: {RECIPIENT}"), PermanentFailure),
     (error("BadRequestException", "Illegal address"), PermanentFailure),
 ], ids=lambda v: v["Error"]["Code"] + ":" + v["Error"]["Message"][:20]
     if isinstance(v, dict) else v.__name__)
 def test_error_mapping(moto_server: MotoServer, transport: SesTransport,
                        answer: dict[str, Any], expected: type[TransportError]) -> None:
+    """The recipient's address names "throttling": it is no word about the account."""
     wire = moto_server.inject(transport.client, {"SendEmail": [answer]})
     with pytest.raises(TransportError) as caught:
-        transport.send(outgoing())
+        transport.send(outgoing(RECIPIENT))
     assert type(caught.value) is expected
-    assert caught.value.recipient == "reader@example.com"
+    assert caught.value.recipient == RECIPIENT
     cause = caught.value.__cause__
     assert isinstance(cause, ClientError)
     # botocore's own parser read the injected answer exactly as it reads AWS's.
@@ -180,42 +167,6 @@ def test_error_mapping(moto_server: MotoServer, transport: SesTransport,
     assert "\n" not in str(caught.value)
     assert wire.calls["SendEmail"] == 1
     assert moto_server.sent() == []
-
-
-def test_a_recipients_address_in_a_rejection_is_no_word_about_the_account(
-        moto_server: MotoServer, transport: SesTransport) -> None:
-    # The sandbox names the recipient it refused: its name is not SES throttling us.
-    recipient = "throttling-alerts@example.com"
-    moto_server.inject(transport.client, {"SendEmail": [error(
-        "MessageRejected", "Email address is not verified. The following identities failed "
-        f"the check in region US-EAST-1: {recipient}")]})
-    with pytest.raises(TransportError) as caught:
-        transport.send(outgoing(recipient))
-    assert type(caught.value) is PermanentFailure
-
-
-def test_throttling_status_comes_from_the_service_model(moto_server: MotoServer,
-                                                        transport: SesTransport) -> None:
-    moto_server.inject(transport.client, {"SendEmail": [
-        error("TooManyRequestsException", "Maximum sending rate exceeded.")]})
-    with pytest.raises(TemporaryFailure) as caught:
-        transport.send(outgoing())
-    cause = caught.value.__cause__
-    assert isinstance(cause, ClientError)
-    assert cause.response["ResponseMetadata"]["HTTPStatusCode"] == 429
-
-
-def test_the_probe_answers_the_accounts_rate(moto_server: MotoServer,
-                                            transport: SesTransport) -> None:
-    wire = moto_server.inject(transport.client, {"GetAccount": {
-        "SendQuota": {"Max24HourSend": 50000.0, "MaxSendRate": 14.0, "SentLast24Hours": 0.0},
-        "SendingEnabled": True,
-        "ProductionAccessEnabled": True,
-        "EnforcementStatus": "HEALTHY",
-        "DedicatedIpAutoWarmupEnabled": False,
-    }})
-    assert transport.probe() == 14.0
-    assert wire.calls["GetAccount"] == 1
 
 
 def test_no_rate_is_known_when_get_account_fails(moto_server: MotoServer,

@@ -98,7 +98,9 @@ def test_auth_not_offered_is_exit_2_with_the_hint(tmp_path: Path, smtp_server_fa
     sink: SmtpSink = smtp_server_factory(users={"weekly": "right"})  # AUTH only inside TLS
     folder = project(tmp_path, sink, 'tls = "none"\nusername = "weekly"\n')
     line = refused(folder, sink, NEWSLETTER_SMTP_PASSWORD="right")
-    assert "offers no AUTH" in line and '[smtp] tls = "starttls"' in line
+    assert "offers no AUTH" in line and "'weekly'" in line
+    assert '[smtp] tls = "starttls"' in line and "leave [smtp] username empty" in line
+    assert sink.auth_attempts == []
 
 
 @pytest.mark.parametrize(("smtp", "words"), [

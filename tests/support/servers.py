@@ -1,9 +1,9 @@
 """Real servers on loopback for the delivery tests: an SMTP sink (aiosmtpd), a moto (AWS)
 server, and the TLS certificates both sides need.
 
-conftest.py registers this module as a plugin, so a test module imports it only under
-``TYPE_CHECKING`` or inside functions (a top-level import comes before pytest can rewrite its
-asserts); the fixtures reach the rest (``smtp_server.THROTTLED``, ``moto_server.inject(...)``).
+conftest.py registers this module as a plugin (pytest imports it first and rewrites its
+asserts); besides its fixtures, a test module may import its helpers (``outgoing``,
+``recipients``, ``FakeTime``).
 
 moto keeps a sent message (``MotoServer.sent()``) as ``{"id", "source", "destinations",
 "raw_data"}``, where a recipient usually appears twice (ToAddresses, then the headers); it keeps
@@ -24,9 +24,10 @@ import time
 import urllib.request
 import uuid
 from collections import Counter, deque
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from email import policy
+from email.headerregistry import Address
 from email.message import EmailMessage
 from email.parser import BytesParser
 from pathlib import Path
@@ -41,6 +42,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from pipeline.config import SmtpSettings
+from pipeline.transport import Outgoing
+from pipeline.transport.smtp import SmtpTransport
 
 #: SES's SMTP interface, when sending faster than the account's rate.
 THROTTLED = (454, "4.7.0 Throttling failure: Maximum sending rate exceeded.")
@@ -48,6 +51,10 @@ THROTTLED = (454, "4.7.0 Throttling failure: Maximum sending rate exceeded.")
 DAILY_QUOTA = (454, "4.7.0 Throttling failure: Daily message quota exceeded.")
 #: A recipient that does not exist.
 NO_SUCH_USER = (550, "5.1.1 <{address}>: Recipient address rejected: User unknown")
+
+#: The envelope sender and subject of :func:`outgoing`.
+SENDER = "weekly@example.org"
+SUBJECT = "vLLM PR 周报 2026-W48：值得精读的 8 个 PR"
 
 Phase = Literal["MAIL", "RCPT", "DATA"]
 #: A scripted answer that hangs up instead of replying.
@@ -109,6 +116,25 @@ class _OnSocket(Controller):
 # -- SMTP ------------------------------------------------------------------------------------
 
 
+class FakeTime:
+    """A monotonic clock that only moves when someone sleeps: a sender's waits (and a sink's
+    ``message_rate`` window, given its ``clock``) run out without the test sleeping."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.slept: list[float] = []
+        self.lock = threading.Lock()
+
+    def clock(self) -> float:
+        with self.lock:
+            return self.now
+
+    def sleep(self, seconds: float) -> None:
+        with self.lock:
+            self.slept.append(seconds)
+            self.now += seconds
+
+
 @dataclass(frozen=True)
 class Received:
     """One message the sink accepted."""
@@ -125,6 +151,15 @@ class Received:
 
     def message(self) -> EmailMessage:
         return BytesParser(policy=policy.default).parsebytes(self.content)
+
+
+def recipients(received: Iterable[Received]) -> Counter[str]:
+    """How many messages each envelope recipient (lower-cased) got: one recipient a message."""
+    counts: Counter[str] = Counter()
+    for record in received:
+        assert len(record.rcpt_tos) == 1, record.rcpt_tos
+        counts[record.rcpt_tos[0].lower()] += 1
+    return counts
 
 
 @dataclass
@@ -448,6 +483,31 @@ def smtp_server(smtp_server_factory: Callable[..., SmtpSink]) -> SmtpSink:
     return smtp_server_factory()
 
 
+@pytest.fixture
+def smtp_transport(smtp_server: SmtpSink) -> Iterator[SmtpTransport]:
+    """An smtp transport to :func:`smtp_server`, closed after the test."""
+    transport = SmtpTransport(smtp_server.settings(), None, timeout=5.0)
+    yield transport
+    transport.close()
+
+
+def outgoing(recipient: str = "reader@example.com", *, cte: str = "8bit",
+             tags: Mapping[str, str] | None = None) -> Outgoing:
+    """A two-part message shaped like the real ones: UTF-8, RFC 2047 subject, CRLF; both parts
+    in ``cte`` (``quoted-printable``: a body of ASCII only, for what 8bit changes). In 8bit the
+    raw bytes keep a line that starts with "." (a transport must dot-stuff it)."""
+    msg = EmailMessage(policy=policy.SMTP)
+    msg["From"] = Address("vLLM PR Weekly", addr_spec=SENDER)
+    msg["To"] = recipient
+    msg["Subject"] = SUBJECT
+    msg.set_content("本周值得精读：调度器重构。\n.hidden line that starts with a dot\n", cte=cte)
+    msg.add_alternative("<p lang=\"zh\">本周值得精读：调度器重构。</p>", subtype="html",
+                        cte=cte)
+    return Outgoing(recipient=recipient, sender=SENDER, raw=msg.as_bytes(),
+                    key=f"2026-W48/{recipient}",
+                    tags={"issue": "2026-W48"} if tags is None else dict(tags))
+
+
 @dataclass(frozen=True)
 class Tls:
     """A throwaway CA and a certificate for 127.0.0.1 / localhost signed by it."""
@@ -531,7 +591,6 @@ def make_certificates() -> tuple[tuple[bytes, bytes], tuple[bytes, bytes], bytes
 
 # -- AWS through moto -------------------------------------------------------------------------
 
-SENDER = "weekly@example.org"
 REGION = "us-east-1"
 
 
