@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.commands import newsletter_main
+from support.commands import newsletter_main as run
 from support.feeds import Entry, atom
 from support.markup import nesting
 from support.project import SAMPLE_FEED, SAMPLE_WEEK, make_project
@@ -26,10 +25,6 @@ BIDI = ("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200b\u200c\u200
 UNSAFE = re.compile(f"[{BIDI}\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufffe\uffff]")
 PR = 60001
 LINK = f"https://github.com/vllm-project/vllm/pull/{PR}"
-
-
-def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return newsletter_main(args, cwd)
 
 
 def project(tmp_path: Path, feed: bytes) -> Path:
@@ -196,25 +191,30 @@ def test_a_body_of_megabytes_is_cut_said_and_costs_no_more_than_a_long_review(tm
     assert item["en"]["body_text"] == "Must read. A normal review."  # the other is untouched
 
 
-def test_a_five_thousand_digit_pr_number_is_skipped_and_the_rest_builds(tmp_path):
-    huge = "9" * 5000
+#: A PR number of 1 to 9 ASCII digits above 0 is one; the rest are skipped with a reason.
+NUMBERS = {"huge": "9" * 5000, "ten digits": "1234567890", "zero": "0", "zeros": "000",
+           "arabic-indic": "\u0661\u0662\u0663", "full-width": "\uff11\uff12",
+           "superscript": "1\u00b2", "largest": "999999999"}
+
+
+def test_a_pr_number_outside_1_to_9_digits_is_skipped_and_the_rest_builds(tmp_path):
+    huge = NUMBERS["huge"]
     cited = f'<p>Must read. See <a href="https://github.com/vllm-project/vllm/pull/{huge}">' \
             f"#{huge}</a> and #{huge} and vllm-project/vllm#{huge}.</p>"
     feed = atom([
         Entry(pr=PR, title="正常", body="值得精读。"),
         Entry(pr=PR, title="Fine", body=cited, content_type="html", lang="en", id="en"),
-        Entry(link=f"https://github.com/vllm-project/vllm/pull/{huge}", title="巨大",
-              body="值得精读。", id="huge"),
-        Entry(link="https://github.com/vllm-project/vllm/pull/0", title="零", id="zero"),
-        Entry(link="https://github.com/vllm-project/vllm/pull/\u0661\u0662", title="阿拉伯数字",
-              id="arabic-indic"),
+        *(Entry(link=f"https://github.com/vllm-project/vllm/pull/{number}", title=name, id=name)
+          for name, number in NUMBERS.items()),
     ])
     data = build(tmp_path, feed)
-    assert [item["pr"] for item in data["items"]] == [PR]
+    assert sorted(item["pr"] for item in data["items"]) == [PR, 999_999_999]
     reasons = {entry["id"]: entry["reason"] for entry in data["skipped"]}
-    assert "5,000 digits" in reasons["huge"] and "1 to 9 digits" in reasons["huge"]
-    assert "1 to 9 digits" in reasons["zero"]
-    assert reasons["arabic-indic"] == "link is not a pull request"
+    assert "5,000 digits" in reasons["huge"]
+    for name in ("huge", "ten digits", "zero", "zeros"):
+        assert "is not 1 to 9 digits above 0" in reasons[name] and len(reasons[name]) < 100
+    for name in ("arabic-indic", "full-width", "superscript"):
+        assert reasons[name] == "link is not a pull request"
     assert set(data["skipped"][0]) == {"id", "link", "title", "reason"}
 
 
