@@ -10,7 +10,7 @@ from support.feeds import Entry, atom
 from support.project import DATA, SEED_PRS, seed_reviews
 
 from pipeline.core.issue.collect import group_week, merge, parse_feed
-from pipeline.core.issue.rank import TIERS, ordered, rank, reading_minutes
+from pipeline.core.issue.rank import ordered, rank, reading_minutes
 from pipeline.core.issue.verdict import Vocabulary, parse_verdict
 from pipeline.core.shipped import templates_dir
 from pipeline.model import Lang, PullFacts
@@ -87,25 +87,18 @@ def test_unknown_priority_is_a_warning_and_ignored():
     assert [p.code for p in problems] == ["unknown-priority"]
 
 
-def test_verdict_comes_from_the_original_language_and_conflicts_are_reported():
+@pytest.mark.parametrize(("first", "then", "tier"), [
+    (Entry(lang="zh-CN", body="值得精读，……"), Entry(lang="en", body="Skim, …"), "must-read"),
+    (Entry(lang="en", body="Skim, a small fix."), Entry(lang="zh-CN", body="值得精读。"), "skim"),
+], ids=["zh-first", "en-first"])
+def test_verdict_comes_from_the_first_reviews_language_and_conflicts_are_reported(first, then,
+                                                                                   tier):
     items, problems = rank_entries([
-        Entry(pr=1, lang="zh-CN", body="值得精读，……", published="2026-11-23T10:00:00+08:00"),
-        Entry(pr=1, lang="en", body="Skim, …", published="2026-11-24T10:00:00+08:00",
-              id="en-1"),
+        replace(first, pr=1, published="2026-11-23T10:00:00+08:00"),
+        replace(then, pr=1, published="2026-11-24T10:00:00+08:00", id="second"),
     ])
-    assert items[0].tier == "must-read"
-    assert items[0].original_lang == "zh"
+    assert (items[0].tier, items[0].original_lang) == (tier, first.lang[:2])
     assert [(p.code, p.pr) for p in problems] == [("verdict-conflict", 1)]
-
-
-def test_english_first_review_makes_english_the_original():
-    items, problems = rank_entries([
-        Entry(pr=1, lang="en", body="Skim, a small fix.", published="2026-11-23T10:00:00+08:00"),
-        Entry(pr=1, lang="zh-CN", body="值得精读。", published="2026-11-24T10:00:00+08:00",
-              id="zh-1"),
-    ])
-    assert items[0].tier == "skim" and items[0].original_lang == "en"
-    assert problems[0].code == "verdict-conflict"
 
 
 def test_inside_a_tier_full_reads_come_first_then_the_longer_review_and_why_says_so():
@@ -163,10 +156,6 @@ def test_a_verdict_only_in_the_other_language_is_used_and_flagged():
     assert items[0].tier == "skim" and items[0].original_lang == "zh"
     assert [p.code for p in problems] == ["verdict-borrowed"]
     assert "（原文评审没有结论）" in items[0].why.zh
-
-
-def test_tiers_are_data_in_rank_order():
-    assert [t.name for t in TIERS] == ["must-read", "medium", "skim", "unrated"]
 
 
 def test_reading_minutes_count_characters_and_words_alike():
