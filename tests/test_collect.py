@@ -12,7 +12,7 @@ from pathlib import Path
 
 import feedparser  # type: ignore[import-untyped]
 import pytest
-from support.feeds import Entry, atom
+from support.feeds import Entry, atom, raw_atom
 from support.project import DATA
 
 from pipeline.core.assemble import assemble
@@ -68,13 +68,6 @@ def one_rejection(entry: Entry, **kw):
 def groups_of(*results: FeedResult, week=W48):
     reviews, _ = merge(results)
     return {g.pr: g for g in group_week(reviews, week, REPO)}
-
-
-def raw_atom(entry_xml: str, feed_lang: str = "zh-CN") -> bytes:
-    return (f'<?xml version="1.0" encoding="utf-8"?>'
-            f'<feed xmlns="http://www.w3.org/2005/Atom" xml:lang="{feed_lang}">'
-            f"<title>t</title><id>tag:t,2026:f</id><updated>2026-11-29T00:00:00Z</updated>"
-            f"{entry_xml}</feed>").encode()
 
 
 # --- RSS 2.0: rss-mixed.xml ------------------------------------------------------------

@@ -13,9 +13,9 @@ from typing import Any
 
 import pytest
 from support.commands import newsletter_main
-from support.feeds import Entry, atom
+from support.feeds import Entry, built_issue, feed_project
 from support.http_server import Answer, HttpServer, Reply, Request
-from support.project import SAMPLE_WEEK, make_project
+from support.project import SAMPLE_WEEK
 
 from pipeline.config import SiteSettings
 from pipeline.core.issue import issue_json
@@ -149,15 +149,13 @@ def test_only_backticked_paths_of_the_pr_become_links():
 
 
 def _project(tmp_path: Path) -> Path:
-    feed = tmp_path / "zh.atom"
-    feed.write_bytes(atom([
+    return feed_project(tmp_path, [
         Entry(pr=53721, title="MoRI-IO 连接器支持 SWA+HMA",
               body="值得精读，对照 `test_moriio_connector.py` 阅读。"),
         Entry(pr=56317, title="Both", body="Must read, lock it.", lang="en", id="en-56317"),
         Entry(pr=56317, title="NIXL 加锁", body="值得精读。", lang="zh-CN", id="zh-56317",
               published="2026-11-25T10:00:00+08:00"),
-    ]))
-    return make_project(tmp_path, feed=feed)
+    ])
 
 
 def _build(cwd: Path, url: str, monkeypatch: pytest.MonkeyPatch
@@ -165,8 +163,7 @@ def _build(cwd: Path, url: str, monkeypatch: pytest.MonkeyPatch
     monkeypatch.delenv("GITHUB_TOKEN", raising=False)
     result = newsletter_main(["build", "--week", SAMPLE_WEEK], cwd,
                              NEWSLETTER_GITHUB_ENABLED="true", NEWSLETTER_GITHUB_API_URL=url)
-    path = cwd / "build" / "issues" / SAMPLE_WEEK / "issue.json"
-    return result, json.loads(path.read_text()) if path.exists() else {}
+    return result, built_issue(cwd)
 
 
 def test_a_build_shows_the_facts_and_the_github_headline(github, tmp_path, monkeypatch):
@@ -230,8 +227,7 @@ def test_a_rate_limited_or_offline_build_is_green_without_facts(github, tmp_path
 def test_disabled_by_default_means_no_facts(tmp_path):
     result = newsletter_main(["build", "--week", SAMPLE_WEEK], _project(tmp_path))
     assert result.returncode == 0, result.stderr
-    data = json.loads((tmp_path / "build" / "issues" / SAMPLE_WEEK / "issue.json").read_text())
-    assert all(item["github"] is None for item in data["items"])
+    assert all(item["github"] is None for item in built_issue(tmp_path)["items"])
 
 
 def test_an_issue_from_before_github_facts_still_renders_on_the_site(settings, tmp_path):

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 from support.commands import newsletter_main as run
-from support.feeds import Entry, atom
+from support.feeds import Entry, atom, built_issue, feed_project, raw_atom
 from support.markup import nesting
-from support.project import SAMPLE_FEED, SAMPLE_WEEK, make_project
+from support.project import SAMPLE_FEED, SAMPLE_WEEK
 
 from pipeline.core.issue.sanitize import MAX_NESTING
 from pipeline.model import LAYOUTS
@@ -24,38 +24,22 @@ BIDI = ("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200b\u200c\u200
         "\u061c\u200e\u200f\u2060\u2061\u2062\u2063\u2064")
 UNSAFE = re.compile(f"[{BIDI}\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufffe\uffff]")
 PR = 60001
-LINK = f"https://github.com/vllm-project/vllm/pull/{PR}"
-
-
-def project(tmp_path: Path, feed: bytes) -> Path:
-    (tmp_path / "feed.atom").write_bytes(feed)
-    return make_project(tmp_path, feed="feed.atom")
 
 
 def build(tmp_path: Path, feed: bytes) -> dict[str, Any]:
-    result = run(["build", "--week", SAMPLE_WEEK], project(tmp_path, feed))
+    result = run(["build", "--week", SAMPLE_WEEK], feed_project(tmp_path, feed))
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
-    out = tmp_path / "build" / "issues" / SAMPLE_WEEK / "issue.json"
-    issue: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
-    return issue
+    return built_issue(tmp_path)
 
 
-def raw_feed(*entries: str) -> bytes:
-    return ('<?xml version="1.0" encoding="utf-8"?>\n<feed xmlns="http://www.w3.org/2005/Atom">'
-            "<title>t</title><id>tag:t,2026:f</id><updated>2026-11-29T00:00:00Z</updated>"
-            + "".join(entries) + "</feed>").encode("utf-8")
-
-
-def raw_entry(lang: str, title: str, body: str, *, pr: int = PR, title_type: str = "html",
-              published: str = "2026-11-24T10:00:00+08:00", entry_id: str | None = None
-              ) -> str:
+def raw_entry(lang: str, title: str, body: str) -> str:
     """An entry whose title and content are given as the XML text itself (so ``&amp;#1;`` is
     an HTML character reference inside the feed's HTML)."""
-    return (f'<entry xml:lang="{lang}"><id>{entry_id or f"tag:t,2026:{pr}/{lang}"}</id>'
-            f'<title type="{title_type}">{title}</title>'
-            f'<link rel="alternate" href="https://github.com/vllm-project/vllm/pull/{pr}"/>'
-            f"<published>{published}</published>"
+    return (f'<entry xml:lang="{lang}"><id>tag:t,2026:{PR}/{lang}</id>'
+            f'<title type="html">{title}</title>'
+            f'<link rel="alternate" href="https://github.com/vllm-project/vllm/pull/{PR}"/>'
+            "<published>2026-11-24T10:00:00+08:00</published>"
             f'<content type="html">{body}</content></entry>')
 
 
@@ -68,7 +52,8 @@ def test_bidi_and_invisible_characters_reach_no_subject_page_mail_or_feed(tmp_pa
     body = ("&lt;p&gt;值得精读\u202e。调度器\u2067在 &amp;#x202E;负载下\u200b死锁&lt;/p&gt;")
     en_body = ("&lt;p&gt;Must read\u202e. The scheduler &amp;#x2066;deadlocks\u200f under "
                "load&lt;/p&gt;")
-    feed = raw_feed(raw_entry("zh-CN", zh_title, body), raw_entry("en", en_title, en_body))
+    feed = raw_atom(raw_entry("zh-CN", zh_title, body) + raw_entry("en", en_title, en_body),
+                    feed_lang=None)
     data = build(tmp_path, feed)
     (item,) = data["items"]
     assert item["zh"]["title"] == "修复SECURITY ALERT 调度器 死锁x"
@@ -98,9 +83,10 @@ def test_bidi_and_invisible_characters_reach_no_subject_page_mail_or_feed(tmp_pa
 
 def test_control_character_references_in_content_and_titles_build(tmp_path):
     refs = "&amp;#1; &amp;#xFFFE; &amp;#x0B; &amp;#x1F; &amp;#x81; &amp;#xFDD0;"
-    feed = raw_feed(
-        raw_entry("zh-CN", f"调度器 {refs} 死锁", f"&lt;p&gt;值得精读。{refs} 内容&lt;/p&gt;"),
-        raw_entry("en", f"Scheduler {refs} deadlock", f"&lt;p&gt;Must read. {refs} x&lt;/p&gt;"))
+    feed = raw_atom(
+        raw_entry("zh-CN", f"调度器 {refs} 死锁", f"&lt;p&gt;值得精读。{refs} 内容&lt;/p&gt;")
+        + raw_entry("en", f"Scheduler {refs} deadlock", f"&lt;p&gt;Must read. {refs} x&lt;/p&gt;"),
+        feed_lang=None)
     data = build(tmp_path, feed)
     (item,) = data["items"]
     assert item["pr"] == PR
@@ -249,7 +235,6 @@ def test_a_huge_pr_number_cited_in_a_body_passes_the_preview(tmp_path):
               lang="en", id="en"),
     ])
     result = run(["preview", "--week", SAMPLE_WEEK, "--no-serve", "--no-screenshots"],
-                 project(tmp_path, feed))
+                 feed_project(tmp_path, feed))
     assert result.returncode == 0, result.stderr
-    report = (tmp_path / "build" / "issues" / SAMPLE_WEEK / "issue.json").read_text()
-    assert huge in report
+    assert huge in json.dumps(built_issue(tmp_path))

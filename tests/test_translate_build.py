@@ -3,27 +3,24 @@
 from __future__ import annotations
 
 import functools
-import json
 import subprocess
 from pathlib import Path
 from typing import Any
 
 from support.commands import newsletter_main
-from support.feeds import Entry, atom
-from support.project import SAMPLE_WEEK, make_project
+from support.feeds import Entry, built_issue, feed_project
+from support.project import SAMPLE_WEEK
 from test_translate import FakeLLM, drop_first_placeholder, llm  # noqa: F401 (fixture)
 
 
 def project(tmp_path: Path) -> Path:
-    feed = tmp_path / "zh.atom"
-    feed.write_bytes(atom([
+    return feed_project(tmp_path, [
         Entry(pr=1, title="修复 `foo_bar` 的竞态",
               body="值得精读，修复了 `foo_bar` 的竞态，吞吐 +4.6%。"),
         Entry(pr=2, title="Both", body="Skim, fine.", lang="en", id="en-2"),
         Entry(pr=2, title="两种语言", body="值得一读。", lang="zh-CN", id="zh-2",
               published="2026-11-23T10:00:00+08:00"),
-    ]))
-    return make_project(tmp_path, feed=feed)
+    ])
 
 
 def build(cwd: Path, url: str) -> tuple[subprocess.CompletedProcess[str], dict[str, Any]]:
@@ -31,8 +28,7 @@ def build(cwd: Path, url: str) -> tuple[subprocess.CompletedProcess[str], dict[s
                              NEWSLETTER_TRANSLATE_BACKEND="openai",
                              NEWSLETTER_TRANSLATE_BASE_URL=url,
                              NEWSLETTER_TRANSLATE_MODEL="test-model")
-    path = cwd / "build" / "issues" / SAMPLE_WEEK / "issue.json"
-    return result, json.loads(path.read_text()) if path.exists() else {}
+    return result, built_issue(cwd)
 
 
 def test_missing_english_is_machine_translated_marked_and_remembered(tmp_path, llm):  # noqa: F811
