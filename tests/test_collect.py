@@ -146,7 +146,7 @@ def test_rss_guid_that_looks_like_a_pr_is_not_a_link():
     assert (rejected.skipped.link, rejected.skipped.reason) == ("", "entry has no link")
 
 
-def test_rss_rejections_carry_a_reason():
+def test_rss_rejections_carry_a_reason_and_skipped_lists_the_weeks_and_undated_ones_only():
     result = read("rss-mixed.xml")
     reasons = {r.skipped.link or r.skipped.id: r.skipped.reason for r in result.rejected}
     assert reasons == {
@@ -157,10 +157,7 @@ def test_rss_rejections_carry_a_reason():
         "https://github.com/vllm-project/vllm/pull/57007": "entry has no parseable date",
         TAG_ID: "entry has no link",
     }
-
-
-def test_rss_skipped_lists_rejections_of_the_week_and_undated_ones_only():
-    _, rejected = merge([read("rss-mixed.xml")])
+    _, rejected = merge([result])
     skipped = skipped_in_week(rejected, W48)
     assert sorted(s.link or s.id for s in skipped) == sorted([
         "https://github.com/sgl-project/sglang/pull/9001",
@@ -300,14 +297,10 @@ def test_atom_entry_with_only_updated_uses_it():
     assert review.first_seen == utc(2026, 11, 24, 2)
 
 
-def test_plain_text_content_becomes_paragraphs_with_code():
-    review = one_review(Entry(body="值得精读。看 `a < b` 的分支。\n\n第二段。"))
-    assert review.body_html == "<p>值得精读。看 <code>a &lt; b</code> 的分支。</p><p>第二段。</p>"
-
-
-def test_categories_are_kept_as_given():
-    review = one_review(Entry(categories=["priority:skim", "scheduler"]))
-    assert review.categories == ("priority:skim", "scheduler")
+def test_plain_text_content_becomes_paragraphs_with_escaped_code():
+    review = one_review(Entry(body="值得精读。看 `a < b && c > d` 的分支。\n\n第二段。"))
+    assert review.body_html == ("<p>值得精读。看 <code>a &lt; b &amp;&amp; c &gt; d</code> 的分支。"
+                                "</p><p>第二段。</p>")
 
 
 # --- Skipped -----------------------------------------------------------------------------
@@ -419,23 +412,16 @@ def test_an_entry_id_first_rejected_then_fixed_is_not_skipped():
     assert skipped_in_week(rejected, W48) == []
 
 
-def test_two_chinese_reviews_of_one_pr_the_latest_wins():
-    groups = groups_of(read("duplicates.atom"))
+def test_the_latest_review_wins_a_late_translation_joins_and_last_weeks_pr_stays_there():
+    result = read("duplicates.atom")
+    groups = groups_of(result)
+    assert sorted(groups) == [57701, 57702, 57703]  # 57704 was first reviewed last week
     assert groups[57702].latest["zh"].title == "量化权重加载提速"
     assert groups[57702].first_reviewed == utc(2026, 11, 24, 4)
-
-
-def test_a_translation_posted_after_the_week_joins_its_item():
-    groups = groups_of(read("duplicates.atom"))
     latest = groups[57703].latest
     assert sorted(latest) == ["en", "zh"]
     assert latest["en"].published == utc(2026, 11, 30, 12)
     assert latest["en"].published not in W48
-
-
-def test_a_pr_first_reviewed_last_week_is_not_in_this_week():
-    result = read("duplicates.atom")
-    assert sorted(groups_of(result)) == [57701, 57702, 57703]
     _, rejected = merge([result])
     assert skipped_in_week(rejected, W48) == []
 
@@ -539,7 +525,7 @@ def test_hostile_items_build_with_one_line_titles_and_subjects(hostile_build):
     assert item["zh"]["title"] == "调度器抢占修复 Bcc: victim@example.org"
 
 
-def test_legitimate_markup_survives_in_the_html(hostile_build):
+def test_legitimate_markup_survives_and_refused_links_keep_their_text(hostile_build):
     html = (hostile_build.out_dir / "email-zh-en.html").read_text(encoding="utf-8")
     assert "<code>Scheduler._preempt</code>" in html
     assert "<code>cudaMemcpyAsync</code>" in html  # from the xhtml entry
@@ -547,33 +533,26 @@ def test_legitimate_markup_survives_in_the_html(hostile_build):
     assert ('<a href="https://github.com/vllm-project/vllm/blob/main/vllm/v1/core/sched/'
             'scheduler.py"') in html
     assert '<a href="https://github.com/vllm-project/vllm/pull/57301/files"' in html
-
-
-def test_the_text_of_refused_links_is_kept(hostile_build):
     text = (hostile_build.out_dir / "email-zh.txt").read_text(encoding="utf-8")
     assert "点这里 或这里 或者这里" in text
 
 
 # --- hostile input: PR numbers, dates, ids, invisible characters ---------------
 
-@pytest.mark.parametrize(("published", "words"), [
-    ("2026-11-24T99:00:00+08:00", "hour must be in 0..23"),
-    ("2026-02-30T10:00:00+08:00", "day is out of range for month"),
-    ("2026-11-24T24:00:00Z", "hour must be in 0..23"),
-    ("2026-11-24T10:61:00Z", "minute must be in 0..59"),
-    ("2026-13-01T10:00:00Z", "month must be in 1..12"),
-    ("2026-11-24T10:00:00+25:00", "impossible time-zone offset"),
+@pytest.mark.parametrize(("field", "raw", "words"), [
+    ("published", "2026-11-24T99:00:00+08:00", "hour must be in 0..23"),
+    ("published", "2026-02-30T10:00:00+08:00", "day is out of range for month"),
+    ("published", "2026-11-24T24:00:00Z", "hour must be in 0..23"),
+    ("published", "2026-11-24T10:61:00Z", "minute must be in 0..59"),
+    ("published", "2026-13-01T10:00:00Z", "month must be in 1..12"),
+    ("published", "2026-11-24T10:00:00+25:00", "impossible time-zone offset"),
+    ("updated", "2026-11-31T10:00:00+08:00", "day is out of range for month"),
 ])
-def test_a_date_feedparser_would_normalise_is_skipped_with_a_reason(published, words):
-    rejected = one_rejection(Entry(published=published))
-    assert rejected.skipped.reason.startswith(f"published date {published!r}")
+def test_a_date_feedparser_would_normalise_is_skipped_with_a_reason(field, raw, words):
+    rejected = one_rejection(Entry(**{field: raw}))
+    assert rejected.skipped.reason.startswith(f"{field} date {raw!r}")
     assert words in rejected.skipped.reason
     assert rejected.when is None  # listed whatever the week: its week is unknown
-
-
-def test_an_invalid_updated_date_is_skipped_too():
-    rejected = one_rejection(Entry(updated="2026-11-31T10:00:00+08:00"))
-    assert rejected.skipped.reason.startswith("updated date '2026-11-31T10:00:00+08:00'")
 
 
 @pytest.mark.parametrize("pub_date", ["Mon, 30 Feb 2026 10:00:00 GMT",
@@ -621,12 +600,13 @@ def test_an_entry_id_used_for_two_prs_keeps_the_newest_and_reports_the_other():
         assert "PR #12" in skipped.reason and "PR #11" in skipped.reason
 
 
-def test_bidi_and_invisible_characters_leave_titles_bodies_and_tags():
+def test_categories_are_kept_as_given_and_bidi_and_invisible_characters_leave_them():
     review = one_review(Entry(title="Fix \u202eSECURITY ALERT\u202c\u200b now\ufeff",
-                              body="值得精读\u2067。\u200d内容", categories=["area:\u202ecuda"]))
+                              body="值得精读\u2067。\u200d内容",
+                              categories=["priority:skim", "area:\u202ecuda", "scheduler"]))
     assert review.title == "Fix SECURITY ALERT now"
     assert review.body_html == "<p>值得精读。内容</p>"
-    assert review.categories == ("area:cuda",)
+    assert review.categories == ("priority:skim", "area:cuda", "scheduler")
 
 
 @pytest.mark.parametrize("body", ["path", "file-url"])
