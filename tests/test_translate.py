@@ -154,12 +154,6 @@ def test_openai_request_carries_model_temperature_prompt_and_key(llm: FakeLLM) -
     assert clean_html(result.text) == result.text
 
 
-def test_no_authorization_header_without_a_key(llm: FakeLLM) -> None:
-    translator, _ = openai(llm)
-    translator.translate("你好 ⟦1⟧", "zh", "en")
-    assert "authorization" not in llm.requests[0].headers
-
-
 @pytest.mark.parametrize("suffix", ["", "/", "/v1", "/v1/"])
 def test_base_url_with_or_without_v1(llm: FakeLLM, suffix: str) -> None:
     translator = OpenAITranslator(llm.url + suffix, MODEL, None)
@@ -223,21 +217,16 @@ def test_unauthorized_is_not_retried_and_names_the_key_variable(llm: FakeLLM) ->
     assert "wrong" not in str(caught.value)
 
 
-def test_a_silent_server_times_out_and_is_retried(silent_server: tuple[str, int]) -> None:
-    host, port = silent_server
+@pytest.mark.parametrize(("server", "said"), [("silent_server", "gave up after 3 attempts"),
+                                            ("unused_port", "cannot reach the server")])
+def test_a_silent_server_times_out_and_a_refused_connection_is_retried_then_reported(
+        request: pytest.FixtureRequest, server: str, said: str) -> None:
+    found = request.getfixturevalue(server)
+    host, port = found if server == "silent_server" else ("127.0.0.1", found)
     waits: list[float] = []
     translator = OpenAITranslator(f"http://{host}:{port}", MODEL, None, timeout=0.2,
-                                  retries=1, sleep=waits.append)
-    with pytest.raises(TranslateError, match="gave up after 2 attempts"):
-        translator.translate("你好", "zh", "en")
-    assert len(waits) == 1
-
-
-def test_a_refused_connection_is_retried_then_reported(unused_port: int) -> None:
-    waits: list[float] = []
-    translator = OpenAITranslator(f"http://127.0.0.1:{unused_port}", MODEL, None, retries=2,
-                                  sleep=waits.append)
-    with pytest.raises(TranslateError, match="cannot reach the server"):
+                                  retries=2, sleep=waits.append)
+    with pytest.raises(TranslateError, match=said):
         translator.translate("你好", "zh", "en")
     assert len(waits) == 2
 
@@ -541,24 +530,20 @@ def test_aws_backend_without_a_region_is_a_config_error(
     assert caught.value.key == "[translate] backend"
 
 
-def test_translate_html_refuses_an_unknown_direction(llm: FakeLLM) -> None:
+@pytest.mark.parametrize("target", ["zh", "fr"])
+def test_translate_html_refuses_an_unknown_direction(llm: FakeLLM, target: str) -> None:
     translator, _ = openai(llm)
     with pytest.raises(ValueError, match="cannot translate"):
-        translate_html(translator, None, BODY, "zh", "zh")
-    with pytest.raises(ValueError, match="cannot translate"):
-        translate_html(translator, None, BODY, "zh", "fr")
+        translate_html(translator, None, BODY, "zh", target)
 
 
-def test_a_translated_title_carries_no_bidi_or_invisible_character(llm: FakeLLM) -> None:
+def test_a_translated_title_or_body_carries_no_bidi_invisible_or_control_character(
+        llm: FakeLLM) -> None:
     llm.answer = lambda text, target: "Fix \u202eSECURITY ALERT\u202c\u200b in ⟦1⟧\ufeff"
     translator, _ = openai(llm)
-    result = translate_html(translator, None, "修复 ROCm 上的死锁", "zh", "en", title=True)
-    assert result.text == "Fix SECURITY ALERT in ROCm"
-
-
-def test_a_translated_body_carries_no_bidi_or_control_character(llm: FakeLLM) -> None:
+    title = translate_html(translator, None, "修复 ROCm 上的死锁", "zh", "en", title=True)
+    assert title.text == "Fix SECURITY ALERT in ROCm"
     llm.answer = lambda text, target: text.replace("修复死锁", "Fix \u2067it\u2069 &#x202E;&#1;now")
-    translator, _ = openai(llm)
-    result = translate_html(translator, None, "<p>修复死锁。</p>", "zh", "en")
-    assert result.text is not None
-    assert not re.search("[\u202e\u2067\u2069\x01]|&#", result.text), result.text
+    body = translate_html(translator, None, "<p>修复死锁。</p>", "zh", "en")
+    assert body.text is not None
+    assert not re.search("[\u202e\u2067\u2069\x01]|&#", body.text), body.text
