@@ -28,7 +28,7 @@ def editor_entry(settings, text: str, pr: int = 53721):
     return entry
 
 
-def test_the_editor_reorders_hides_and_notes(settings, tmp_path):
+def test_the_editor_reorders_hides_notes_and_rewrites(settings, tmp_path):
     write_editorial(settings, """
 [54934]
 priority = "must-read"
@@ -48,6 +48,10 @@ note = "Only if you work on the Rust frontend."
 
 [99999]
 priority = "skim"
+
+[53721.en]
+title = "A better English headline"
+body = "Must read, the editor's own words with `SupportsHMA`.\\n\\nSecond paragraph."
 """)
     data = build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "o").data
     order = [(item["pr"], item["tier"]) for item in data["items"]]
@@ -68,15 +72,7 @@ priority = "skim"
     assert data["hidden"] == [56317] and "hidden" not in {code for code, _ in codes}
     html = (tmp_path / "o" / "email-en.html").read_text()
     assert "Editor&#39;s note" in html and "Only if you work on the Rust frontend." in html
-
-
-def test_editor_text_wins_over_the_feed(settings, tmp_path):
-    write_editorial(settings, """
-[53721.en]
-title = "A better English headline"
-body = "Must read, the editor's own words with `SupportsHMA`.\\n\\nSecond paragraph."
-""")
-    data = build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "o").data
+    # The editor's text wins over the feed's.
     en = next(i for i in data["items"] if i["pr"] == 53721)["en"]
     assert en is not None
     assert en["source"] == "editor" and en["title"] == "A better English headline"

@@ -66,7 +66,7 @@ def test_the_first_fetch_asks_unconditionally_and_caches_the_feed(server, cache)
 
 def test_the_second_fetch_sends_the_validators_and_reads_a_304_from_the_cache(server, cache):
     fetch(server.url("/feed.atom"), cache)
-    fetched = fetch(server.url("/feed.atom"), cache)
+    fetched = fetch(server.url("/feed.atom"), cache, total_seconds=5)  # well within the bound
     _, second = (r.headers for r in server.requests)
     assert second["if-none-match"] == ETAG
     assert second["if-modified-since"] == LAST_MODIFIED
@@ -157,10 +157,6 @@ def test_a_server_that_drips_forever_is_cut_off_at_the_total_bound(dripping, cac
         fetch(dripping + path, cache, total_seconds=0.2)
     assert caught.value.url == dripping + path
     assert not cache.exists() or not any(cache.iterdir())
-
-
-def test_a_fast_server_is_well_within_a_small_total_bound(server, cache):
-    assert fetch(server.url("/feed.atom"), cache, total_seconds=5).body == FEED
 
 
 def test_a_file_at_the_cap_is_read_and_one_byte_more_is_a_feed_error(tmp_path):

@@ -214,8 +214,12 @@ def test_a_github_headline_comes_back_as_the_text_the_file_holds():
     assert issue_json.to_dict(back, {}) == issue_json.to_dict(issue, {})
 
 
-def test_keys_that_may_be_null_may_be_missing():
-    data = issue_json.to_dict(_odd_issue(), {})
+def test_keys_that_may_be_null_may_be_missing_and_older_files_read_as_the_defaults():
+    data = issue_json.to_dict(replace(_odd_issue(), number=7), {})
+    del data["number"], data["hidden"], data["items"][0]["zh"]["source"]
+    issue = issue_json.from_dict(data)
+    assert issue.items[0].zh is not None
+    assert (issue.number, issue.hidden, issue.items[0].zh.source) == (0, (), "feed")
     for item in data["items"]:
         for key in ("scope_note", "note", "zh", "en", "github", "areas"):
             del item[key]
@@ -225,14 +229,6 @@ def test_keys_that_may_be_null_may_be_missing():
                                                                           None, None, ())
                for i in issue.items)
     assert issue.problems[0].pr is None
-
-
-def test_a_file_from_before_number_hidden_and_a_texts_source_reads_as_their_defaults():
-    data = issue_json.to_dict(replace(_odd_issue(), number=7), {})
-    del data["number"], data["hidden"], data["items"][0]["zh"]["source"]
-    issue = issue_json.from_dict(data)
-    assert issue.items[0].zh is not None
-    assert (issue.number, issue.hidden, issue.items[0].zh.source) == (0, (), "feed")
 
 
 def test_load_built_refuses_another_schema_version(settings, tmp_path):
