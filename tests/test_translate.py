@@ -169,21 +169,17 @@ def test_english_into_chinese_names_the_direction(llm: FakeLLM) -> None:
     assert "English into Simplified Chinese" in llm.requests[0].json()["messages"][0]["content"]
 
 
-def test_429_then_200_is_retried_honouring_retry_after(llm: FakeLLM) -> None:
-    llm.fail(429, headers={"Retry-After": "0"})
-    translator, waits = openai(llm)
-    result = translate_html(translator, None, BODY, "zh", "en")
-    assert result.text is not None and result.rejected is None
-    assert len(llm.requests) == 2
-    assert waits == [0.0]
-
-
-def test_5xx_backs_off_exponentially_then_succeeds(llm: FakeLLM) -> None:
-    llm.fail(503, times=2)
+@pytest.mark.parametrize(("status", "times", "headers", "waited"), [
+    (429, 1, {"Retry-After": "0"}, [0.0]),  # honouring Retry-After
+    (503, 2, {}, [0.25, 0.5]),  # backing off exponentially
+])
+def test_429_or_5xx_then_200_is_retried(llm: FakeLLM, status: int, times: int,
+                                        headers: dict[str, str], waited: list[float]) -> None:
+    llm.fail(status, times=times, headers=headers)
     translator, waits = openai(llm, backoff=0.25)
     assert translator.translate("你好", "zh", "en") == "ZH"
-    assert waits == [0.25, 0.5]
-    assert len(llm.requests) == 3
+    assert waits == waited
+    assert len(llm.requests) == times + 1
 
 
 def test_persistent_500_gives_up_with_a_translate_error(llm: FakeLLM) -> None:
@@ -200,18 +196,16 @@ def test_persistent_500_gives_up_with_a_translate_error(llm: FakeLLM) -> None:
     assert "fake failure 500" in str(error)
 
 
-def test_a_retry_after_beyond_the_limit_gives_up_at_once(llm: FakeLLM) -> None:
-    llm.fail(429, times=5, headers={"Retry-After": "3600"})
-    translator, waits = openai(llm)
-    with pytest.raises(TranslateError, match="asks to wait 3600s"):
-        translator.translate("你好", "zh", "en")
-    assert len(llm.requests) == 1 and waits == []
-
-
-def test_unauthorized_is_not_retried_and_names_the_key_variable(llm: FakeLLM) -> None:
-    llm.fail(401, times=5)
+@pytest.mark.parametrize(("status", "headers", "said"), [
+    (429, {"Retry-After": "3600"}, "asks to wait 3600s"),  # beyond the limit
+    (401, {}, f"HTTP 401.*{API_KEY_VARIABLE}"),  # unauthorized: names the key's variable
+])
+def test_a_long_retry_after_or_unauthorized_gives_up_at_once(llm: FakeLLM, status: int,
+                                                             headers: dict[str, str],
+                                                             said: str) -> None:
+    llm.fail(status, times=5, headers=headers)
     translator, waits = openai(llm, api_key="wrong")
-    with pytest.raises(TranslateError, match=f"HTTP 401.*{API_KEY_VARIABLE}") as caught:
+    with pytest.raises(TranslateError, match=said) as caught:
         translator.translate("你好", "zh", "en")
     assert len(llm.requests) == 1 and waits == []
     assert "wrong" not in str(caught.value)
