@@ -100,15 +100,13 @@ def test_304_after_the_cache_was_deleted_refetches_in_full_and_caches_again(serv
     assert any(p.read_bytes() == FEED for p in cache.iterdir() if p.is_file())
 
 
-def test_http_404_is_a_feed_error(server, cache):
-    with pytest.raises(FeedError, match="HTTP 404") as caught:
-        fetch(server.url("/missing.atom"), cache)
-    assert caught.value.url == server.url("/missing.atom")
-
-
-def test_connection_refused_is_a_feed_error(cache, unused_port):
-    with pytest.raises(FeedError, match="cannot connect"):
-        fetch(f"http://127.0.0.1:{unused_port}/feed.atom", cache)
+@pytest.mark.parametrize("refused", [False, True], ids=["404", "connection refused"])
+def test_http_404_or_a_refused_connection_is_a_feed_error_naming_the_url(server, cache,
+                                                                         unused_port, refused):
+    url = f"http://127.0.0.1:{unused_port}/feed.atom" if refused else server.url("/missing.atom")
+    with pytest.raises(FeedError, match="cannot connect" if refused else "HTTP 404") as caught:
+        fetch(url, cache)
+    assert caught.value.url == url
 
 
 def test_a_file_is_read(tmp_path):
