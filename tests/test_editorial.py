@@ -97,11 +97,6 @@ def test_a_bad_editor_file_is_one_clear_error(settings, text, message):
     assert message in str(info.value) and f"{SAMPLE_WEEK}.toml" in str(info.value)
 
 
-def test_no_file_changes_nothing(settings, tmp_path):
-    editorial = load_editorial(tmp_path / "none", SAMPLE_WEEK, TIER_NAMES)
-    assert editorial.entries == {} and editorial.path is None
-
-
 def test_a_bad_editor_file_exits_2_from_the_command_line(tmp_path):
     from support.project import make_project
 
