@@ -92,15 +92,14 @@ def test_facts_are_parsed_from_the_pull_and_its_files(github, tmp_path):
 
 def test_a_short_rate_limit_is_waited_out(github, tmp_path):
     waits: list[float] = []
-    client = GithubClient(github.url(), None, tmp_path / "github", sleep=waits.append,
-                          clock=lambda: 4102444800 - 3)
     github.answer = rate_limited
 
     def recover(seconds: float) -> None:
         waits.append(seconds)
         github.answer = pulls
 
-    client.sleep = recover
+    client = GithubClient(github.url(), None, tmp_path / "github", sleep=recover,
+                          clock=lambda: 4102444800 - 3)
     facts = client.pull(REPO, 56317)
     assert waits == [3] and facts is not None and facts.author == "nixl-dev"
     assert client.problems() == []
