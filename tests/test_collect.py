@@ -36,9 +36,8 @@ W47 = parse_week("2026-W47", "Asia/Shanghai")
 TAG_ID = "tag:reviews.vllm-pr-weekly.example,2026:github.com/vllm-project/vllm/pull/57010"
 
 
-def utc(
-    year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0
-) -> datetime:
+def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0,
+        second: int = 0) -> datetime:
     return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
 
 
@@ -190,60 +189,45 @@ def test_xml_lang_on_the_content_wins_over_the_entry():
     assert review.lang == "en"
 
 
-def test_unsupported_language_is_rejected():
-    rejected = one_rejection(Entry(lang="fr", title="Correctif", body="À lire."))
-    assert rejected.skipped.reason == "language 'fr' is neither Chinese nor English"
-    assert rejected.when == utc(2026, 11, 24, 2)
-
-
-@pytest.mark.parametrize(
-    ("text", "lang"),
-    [
-        ("值得精读，尤其是把并发测试作为规范参考。", "zh"),
-        ("Must read, especially the concurrency tests.", "en"),
-        ("值得精读：`threading.Event` + timeout 断言区分被锁挡住与功能正确", "zh"),
-        ("Must read: the 调度器 path", "en"),
-        ("", "en"),
-        ("12.99% +4.6%", "en"),
-    ],
-)
+@pytest.mark.parametrize(("text", "lang"), [
+    ("值得精读，尤其是把并发测试作为规范参考。", "zh"),
+    ("Must read, especially the concurrency tests.", "en"),
+    ("值得精读：`threading.Event` + timeout 断言区分被锁挡住与功能正确", "zh"),
+    ("Must read: the 调度器 path", "en"),
+    ("", "en"),
+    ("12.99% +4.6%", "en"),
+])
 def test_detect_lang(text, lang):
     assert detect_lang(text) == lang
 
 
 # --- Links -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(
-    "link",
-    [
-        "https://github.com/vllm-project/vllm/pull/57001",
-        "https://github.com/vllm-project/vllm/pull/57001/",
-        "https://github.com/vllm-project/vllm/pull/57001/files",
-        "https://github.com/vllm-project/vllm/pull/57001#issuecomment-1",
-        "https://www.github.com/vllm-project/vllm/pull/57001",
-        "https://github.com/VLLM-Project/vLLM/pull/57001",
-    ],
-)
+@pytest.mark.parametrize("link", [
+    "https://github.com/vllm-project/vllm/pull/57001",
+    "https://github.com/vllm-project/vllm/pull/57001/",
+    "https://github.com/vllm-project/vllm/pull/57001/files",
+    "https://github.com/vllm-project/vllm/pull/57001#issuecomment-1",
+    "https://www.github.com/vllm-project/vllm/pull/57001",
+    "https://github.com/VLLM-Project/vLLM/pull/57001",
+])
 def test_pr_links_that_are_accepted(link):
     assert one_review(Entry(link=link)).pr == 57001
 
 
-@pytest.mark.parametrize(
-    ("link", "reason"),
-    [
-        ("https://github.com/vllm-project/vllm/issues/57001", "link is not a pull request"),
-        ("https://github.com/vllm-project/vllm/pull/57001/../../issues/1",
-         "link is not a pull request"),
-        ("https://evil.example/?next=https://github.com/vllm-project/vllm/pull/57001",
-         "link is not a pull request"),
-        ("https://github.com.evil.example/vllm-project/vllm/pull/57001",
-         "link is not a pull request"),
-        ("https://github.com/sgl-project/sglang/pull/57001",
-         "pull request of another repository (sgl-project/sglang)"),
-        ("https://github.com/vllm-project/vllm-ascend/pull/57001",
-         "pull request of another repository (vllm-project/vllm-ascend)"),
-    ],
-)
+@pytest.mark.parametrize(("link", "reason"), [
+    ("https://github.com/vllm-project/vllm/issues/57001", "link is not a pull request"),
+    ("https://github.com/vllm-project/vllm/pull/57001/../../issues/1",
+     "link is not a pull request"),
+    ("https://evil.example/?next=https://github.com/vllm-project/vllm/pull/57001",
+     "link is not a pull request"),
+    ("https://github.com.evil.example/vllm-project/vllm/pull/57001",
+     "link is not a pull request"),
+    ("https://github.com/sgl-project/sglang/pull/57001",
+     "pull request of another repository (sgl-project/sglang)"),
+    ("https://github.com/vllm-project/vllm-ascend/pull/57001",
+     "pull request of another repository (vllm-project/vllm-ascend)"),
+])
 def test_links_that_are_rejected(link, reason):
     rejected = one_rejection(Entry(link=link))
     assert (rejected.skipped.link, rejected.skipped.reason) == (link, reason)
@@ -277,8 +261,10 @@ def test_the_pr_is_read_from_the_alternate_link_only(alternate):
      utc(2026, 11, 24, 2)),
     (Entry(published=None), "entry has no parseable date", None),
     (Entry(published="next Tuesday"), "entry has no parseable date", None),
+    (Entry(lang="fr", title="Correctif", body="À lire."),
+     "language 'fr' is neither Chinese nor English", utc(2026, 11, 24, 2)),
 ])
-def test_an_entry_without_text_or_date_is_rejected(entry, reason, when):
+def test_an_entry_without_text_or_date_or_in_another_language_is_rejected(entry, reason, when):
     rejected = one_rejection(entry)
     assert (rejected.skipped.reason, rejected.when) == (reason, when)
 
@@ -313,16 +299,13 @@ def test_skipped_lists_the_weeks_rejections_and_undated_ones(entry, reasons):
 
 # --- Week boundaries ---------------------------------------------------------------------
 
-@pytest.mark.parametrize(
-    ("published", "inside"),
-    [
-        ("2026-11-22T23:59:59+08:00", False),
-        ("2026-11-23T00:00:00+08:00", True),   # exactly the start
-        ("2026-11-22T16:00:00Z", True),        # the same instant, in UTC
-        ("2026-11-29T23:59:59+08:00", True),
-        ("2026-11-30T00:00:00+08:00", False),  # exactly the end
-    ],
-)
+@pytest.mark.parametrize(("published", "inside"), [
+    ("2026-11-22T23:59:59+08:00", False),
+    ("2026-11-23T00:00:00+08:00", True),   # exactly the start
+    ("2026-11-22T16:00:00Z", True),        # the same instant, in UTC
+    ("2026-11-29T23:59:59+08:00", True),
+    ("2026-11-30T00:00:00+08:00", False),  # exactly the end
+])
 def test_week_start_is_inclusive_and_end_exclusive(published, inside):
     assert (1 in groups_of(parse([Entry(pr=1, published=published)]))) is inside
 
