@@ -27,11 +27,8 @@ CONTENT_TYPE = "application/atom+xml; charset=utf-8"
 
 
 def answer(request: Request) -> Reply:
-    """FEED at /feed.atom with an ETag and Last-Modified; anything else is a 404.
-
-    Any conditional request (If-None-Match or If-Modified-Since) is answered 304, whatever
-    its validator: a client that asks conditionally when it should not would get no body.
-    """
+    """FEED at /feed.atom with an ETag and Last-Modified, anything else a 404. Any conditional
+    request is answered 304: a client asking so when it should not would get no body."""
     if request.path != "/feed.atom":
         return Reply(404, b"Not Found")
     if "if-none-match" in request.headers or "if-modified-since" in request.headers:
