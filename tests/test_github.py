@@ -28,14 +28,10 @@ FIXTURES = Path(__file__).resolve().parent / "data" / "github"
 REPO = "vllm-project/vllm"
 
 
-#: What GitHub answers once the hour's requests are spent.
-RATE_LIMITED = Reply(403, b'{"message": "API rate limit exceeded"}',
-                     {"x-ratelimit-remaining": "0",
-                      "x-ratelimit-reset": "4102444800"})  # 2100-01-01: far away
-
-
 def rate_limited(request: Request) -> Reply:
-    return RATE_LIMITED
+    """What GitHub answers once the hour's requests are spent, until 2100-01-01: far away."""
+    return Reply(403, b'{"message": "API rate limit exceeded"}',
+                 {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "4102444800"})
 
 
 def pulls(request: Request) -> Reply:

@@ -178,7 +178,7 @@ def test_reading_minutes_count_characters_and_words_alike():
      ("unrated", None), ("must-read", None)),
     ('[modals]\nen_restricting = ["just"]', "en", "Just a must-read if you run ROCm.",
      ("must-read", None), ("skim", "if you run ROCm")),
-])
+], ids=["negation", "new phrase", "made ambiguous", "moved tier", "follower", "restricting"])
 def test_an_operators_phrases_followers_and_restricting_words_count_as_shipped_ones(
         extra, lang, text, shipped, mine):
     """An operator's phrase is read, and one filed elsewhere than the shipped one moves."""

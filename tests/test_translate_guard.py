@@ -203,7 +203,9 @@ LOST_3 = r"⟦3⟧ \('<code>request_finished_all_groups</code>'\) was lost"
     *((broken, LOST_3) for broken in ["⟦3", "3⟧", "⟦3]", "[3]", "⟦三⟧"]),
     ("⟦3", "malformed placeholder near"),
     ("⟦3⟧ ⟦99⟧", r"⟦99⟧ was invented"),
-])
+], ids=["duplicated", "renumbered to another", "renumbered past the last", "written out",
+        "unclosed", "unopened", "ascii bracket", "square brackets", "chinese numeral",
+        "stray bracket", "invented"])
 def test_a_duplicated_renumbered_malformed_or_invented_placeholder_is_rejected(
         placeholder_3: str, said: str) -> None:
     _, guarded = seed_guarded()
