@@ -128,7 +128,8 @@ def code_spans(html: str) -> list[str]:
 # -- openai ----------------------------------------------------------------------------------
 
 
-def test_openai_request_carries_model_temperature_prompt_and_key(llm: FakeLLM) -> None:
+def test_openai_request_carries_model_temperature_prompt_direction_and_key(
+        llm: FakeLLM) -> None:
     translator, _ = openai(llm, api_key="sk-test")
     result = translate_html(translator, None, BODY, "zh", "en")
 
@@ -152,6 +153,10 @@ def test_openai_request_carries_model_temperature_prompt_and_key(llm: FakeLLM) -
     assert code_spans(result.text) == code_spans(BODY)
     assert "FAIL CLOSED" in result.text and "值得" not in result.text
     assert clean_html(result.text) == result.text
+    into_chinese = translate_html(translator, None, "<p>Worth a close read: <code>flush()</code> "
+                                  "now drains.</p>", "en", "zh")
+    assert into_chinese.text == "<p>中文 中文 中文 中文: <code>flush()</code> 中文 中文.</p>"
+    assert "English into Simplified Chinese" in llm.requests[1].json()["messages"][0]["content"]
 
 
 @pytest.mark.parametrize("suffix", ["", "/", "/v1", "/v1/"])
@@ -159,14 +164,6 @@ def test_base_url_with_or_without_v1(llm: FakeLLM, suffix: str) -> None:
     translator = OpenAITranslator(llm.url + suffix, MODEL, None)
     assert translator.url == f"{llm.url}/v1/chat/completions"
     assert translator.translate("你好", "zh", "en") == "ZH"
-
-
-def test_english_into_chinese_names_the_direction(llm: FakeLLM) -> None:
-    translator, _ = openai(llm)
-    result = translate_html(translator, None, "<p>Worth a close read: <code>flush()</code> "
-                            "now drains.</p>", "en", "zh")
-    assert result.text == "<p>中文 中文 中文 中文: <code>flush()</code> 中文 中文.</p>"
-    assert "English into Simplified Chinese" in llm.requests[0].json()["messages"][0]["content"]
 
 
 @pytest.mark.parametrize(("status", "times", "headers", "waited"), [
