@@ -7,12 +7,12 @@ from __future__ import annotations
 import json
 import re
 import time
-from datetime import UTC, datetime
 
 import feedparser  # type: ignore[import-untyped]
 import pytest
 from support.feeds import Entry, atom, raw_atom
 from support.project import DATA
+from test_week import utc
 
 from pipeline.core.assemble import assemble
 from pipeline.core.issue.collect import (
@@ -33,11 +33,6 @@ REPO = "vllm-project/vllm"
 W48 = parse_week("2026-W48", "Asia/Shanghai")
 W47 = parse_week("2026-W47", "Asia/Shanghai")
 TAG_ID = "tag:reviews.vllm-pr-weekly.example,2026:github.com/vllm-project/vllm/pull/57010"
-
-
-def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0,
-        second: int = 0) -> datetime:
-    return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
 
 
 def read(name: str) -> FeedResult:
@@ -377,7 +372,6 @@ def test_the_same_feed_read_twice_counts_each_entry_once():
 
 
 def test_an_entry_id_first_rejected_then_fixed_is_not_skipped():
-    """An entry's newest version counts: an earlier empty one is neither a review nor skipped."""
     draft = Entry(pr=1, id="tag:t,2026:x", body="", published="2026-11-24T10:00:00+08:00")
     fixed = Entry(pr=1, id="tag:t,2026:x", body="值得精读。补上了正文。",
                   published="2026-11-24T10:00:00+08:00", updated="2026-11-25T10:00:00+08:00")

@@ -160,7 +160,6 @@ def test_each_note_shows_under_its_own_languages_label_only(settings, tmp_path):
 
 
 def test_the_documented_example_does_what_the_docs_say(settings, tmp_path):
-    """docs/editorial.md's example, built with the sample week, does as the doc says."""
     import re
     import tomllib
 
