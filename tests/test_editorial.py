@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import re
+import tomllib
+
 import pytest
 from support.commands import newsletter_main
-from support.project import SAMPLE_WEEK
+from support.project import ROOT, SAMPLE_WEEK
 
 from pipeline.core.issue.rank import TIER_NAMES
-from pipeline.model import LANGS
+from pipeline.core.site.site import Site
+from pipeline.model import LANGS, LAYOUTS
 from pipeline.sources.editorial import load_editorial
 from pipeline.stages.build import build
+from pipeline.stages.built import load_built
 
 
 def write_editorial(settings, text: str) -> None:
@@ -129,10 +134,6 @@ def test_a_languages_own_note_wins_over_the_prs_note(settings):
 
 def test_each_note_shows_under_its_own_languages_label_only(settings, tmp_path):
     """Every layout, both parts and every archive page show a note under its own language only."""
-    from pipeline.core.site.site import Site
-    from pipeline.model import LAYOUTS
-    from pipeline.stages.built import load_built
-
     write_editorial(settings, '[55823]\nnote = "Start with the tests."\n'
                               '[53721.zh]\nnote = "先看连接器的改动。"\n')
     build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "o")
@@ -160,11 +161,6 @@ def test_each_note_shows_under_its_own_languages_label_only(settings, tmp_path):
 
 
 def test_the_documented_example_does_what_the_docs_say(settings, tmp_path):
-    import re
-    import tomllib
-
-    from support.project import ROOT
-
     doc = (ROOT / "docs" / "editorial.md").read_text(encoding="utf-8")
     (example,) = re.findall(r"```toml\n(# editorial/2026-W48\.toml\n.*?)```", doc, re.S)
     assert SAMPLE_WEEK == "2026-W48"

@@ -21,6 +21,7 @@ from pipeline.core.issue import issue_json
 from pipeline.core.issue.pulls import link_files, title_tags
 from pipeline.core.site.site import Site
 from pipeline.sources.github import GithubClient, parse_pull
+from pipeline.stages.build import build
 from pipeline.stages.built import load_built
 
 FIXTURES = Path(__file__).resolve().parent / "data" / "github"
@@ -207,8 +208,6 @@ def test_disabled_by_default_means_no_facts(tmp_path):
 
 
 def test_an_issue_from_before_github_facts_still_renders_on_the_site(settings, tmp_path):
-    from pipeline.stages.build import build
-
     built = load_built(build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "out").out_dir)
     data = json.loads(json.dumps(built.data))
     for item in data["items"]:

@@ -15,7 +15,7 @@ from support.feeds import Entry, atom, built_issue, feed_project, raw_atom
 from support.markup import nesting
 from support.project import SAMPLE_FEED, SAMPLE_WEEK
 
-from pipeline.core.issue.sanitize import MAX_NESTING
+from pipeline.core.issue.sanitize import MAX_BODY_CHARS, MAX_NESTING
 from pipeline.model import LAYOUTS
 
 #: Every character that reorders or hides text.
@@ -155,8 +155,6 @@ def test_thousands_of_categories_leave_the_email_whole_and_the_archive_small(tmp
 def test_a_body_of_megabytes_is_cut_said_and_costs_no_more_than_a_long_review(tmp_path,
                                                                             content_type):
     """Cut at ``MAX_BODY_CHARS``, the review is kept and the proof says how long it was."""
-    from pipeline.core.issue.sanitize import MAX_BODY_CHARS
-
     unit = "<b>`x`</b> 细节 &amp; " if content_type == "html" else "细节 `x` & more\n"
     huge = "值得精读。" + unit * (3_000_000 // len(unit))
     feed = atom([

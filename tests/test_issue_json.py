@@ -8,8 +8,10 @@ import re
 from dataclasses import replace
 from datetime import UTC, datetime
 
+import feedparser  # type: ignore[import-untyped]
 import pytest
-from support.project import SAMPLE_FEED, SAMPLE_WEEK, SEED_PRS
+from support.feeds import Entry
+from support.project import SAMPLE_FEED, SAMPLE_WEEK, SEED, SEED_PRS
 
 from pipeline.core.issue import issue_json
 from pipeline.errors import BlockedError
@@ -73,8 +75,6 @@ def test_identical_input_gives_identical_bytes_and_a_hash_of_json_and_every_arti
 
 
 def test_problems_and_skipped_shapes(settings, write_feed, tmp_path):
-    from support.feeds import Entry
-
     feed = write_feed([
         Entry(pr=1, body="没有结论的评审。"),
         Entry(pr=None, link="https://github.com/vllm-project/vllm/issues/5", title="issue"),
@@ -95,9 +95,6 @@ def test_problems_and_skipped_shapes(settings, write_feed, tmp_path):
 
 
 def test_sample_feed_carries_each_seed_pr_twice_and_its_review_verbatim():
-    import feedparser  # type: ignore[import-untyped]
-    from support.project import SEED
-
     text = SAMPLE_FEED.read_text(encoding="utf-8")
     for pr in SEED_PRS:
         assert text.count(f"https://github.com/vllm-project/vllm/pull/{pr}") == 2

@@ -13,7 +13,9 @@ from pipeline.core.issue.collect import group_week, merge, parse_feed
 from pipeline.core.issue.rank import ordered, rank, reading_minutes
 from pipeline.core.issue.verdict import Vocabulary, parse_verdict
 from pipeline.core.shipped import templates_dir
+from pipeline.errors import ConfigError
 from pipeline.model import PullFacts
+from pipeline.stages.build import load_vocabulary
 from pipeline.week import parse_week
 
 WEEK = parse_week("2026-W48", "Asia/Shanghai")
@@ -192,15 +194,10 @@ def test_an_operators_phrases_followers_and_restricting_words_count_as_shipped_o
 
 def test_an_operators_vocabulary_adds_phrases_and_a_bad_one_is_a_config_error(settings,
                                                                             tmp_path):
-    from dataclasses import replace as with_
-
-    from pipeline.errors import ConfigError
-    from pipeline.stages.build import load_vocabulary
-
     extra = tmp_path / "verdicts.toml"
     extra.write_text('[tiers.skim]\nzh = ["稍后再看"]\n\n[ambiguous]\nen = ["must read"]\n',
                      encoding="utf-8")
-    mine = with_(settings, issue=with_(settings.issue, verdicts=str(extra)))
+    mine = replace(settings, issue=replace(settings.issue, verdicts=str(extra)))
     words = load_vocabulary(mine)
     added, shipped = parse_verdict("稍后再看，周末有空再说。", "zh", words), parse_verdict(
         "值得精读。", "zh", words)

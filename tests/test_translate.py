@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +20,7 @@ from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 from support.http_server import Answer, HttpServer, Reply, Request
 from support.project import seed_reviews
+from support.servers import aws_environment
 
 from pipeline.config import Settings, TranslateSettings, load
 from pipeline.core.issue.sanitize import clean_html, text_to_html
@@ -334,8 +336,6 @@ def test_memory_file_is_sqlite_in_wal_mode_under_the_data_folder(tmp_path: Path)
         mem.put("源", "source", backend="aws", model="amazon-translate", target="en")
         mode = mem._conn.execute("PRAGMA journal_mode").fetchone()[0]
     assert mode == "wal"
-    import sqlite3
-
     with sqlite3.connect(path) as conn:
         rows = conn.execute("SELECT source_sha256, backend, model, target, text "
                             "FROM translations").fetchall()
@@ -437,8 +437,6 @@ def test_aws_refuses_a_text_over_its_size_limit_without_calling(
 
 def test_aws_unreachable_endpoint_is_a_translate_error(
         monkeypatch: pytest.MonkeyPatch, unused_port: int) -> None:
-    from support.servers import aws_environment
-
     aws_environment(monkeypatch, f"http://127.0.0.1:{unused_port}")
     translator = AwsTranslator(client=translate_client(max_attempts=1, connect_timeout=2))
     with pytest.raises(TranslateError, match="cannot reach Amazon Translate"):
@@ -485,8 +483,6 @@ def test_openai_backend_config_errors_name_the_key(conf: TranslateSettings, key:
 
 
 def test_aws_backend_uses_aws_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    from support.servers import aws_environment
-
     aws_environment(monkeypatch, "http://127.0.0.1:9")
     translator = open_translator(TranslateSettings("aws"), {})
     assert isinstance(translator, AwsTranslator)

@@ -12,6 +12,9 @@ from support.feeds import Entry, built_issue, feed_project
 from support.project import SAMPLE_WEEK
 from test_translate import FakeLLM, drop_first_placeholder, llm  # noqa: F401 (fixture)
 
+from pipeline import wiring
+from pipeline.translate import openai
+
 
 def project(tmp_path: Path) -> Path:
     return feed_project(tmp_path, [
@@ -61,9 +64,6 @@ def test_a_translation_that_breaks_code_is_rejected_and_stays_missing(tmp_path, 
 
 def test_a_dead_backend_leaves_the_build_green_and_the_language_missing(tmp_path, unused_port,
                                                                         monkeypatch):
-    from pipeline import wiring
-    from pipeline.translate import openai
-
     waits: list[float] = []  # the backoff the build waits through, not slept here
     monkeypatch.setattr(wiring, "OpenAITranslator",
                         functools.partial(openai.OpenAITranslator, sleep=waits.append))

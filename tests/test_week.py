@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from pipeline.errors import UsageError
-from pipeline.week import last_complete_week, parse_week, week_containing
+from pipeline.week import last_complete_week, numbering_start, parse_week, week_containing
 
 
 def utc(year: int, month: int, day: int, hour: int = 0, minute: int = 0,
@@ -72,8 +72,6 @@ def test_week_containing_uses_the_local_date():
 
 
 def test_issue_no_1_is_the_configured_week_else_the_archives_first_else_this_one():
-    from pipeline.week import numbering_start
-
     assert numbering_start("2026-W40", ["2026-W44"], "2026-W48") == "2026-W40"
     assert numbering_start("", ["2026-W48", "2025-W52", "2026-W02"], "2026-W49") == "2025-W52"
     assert numbering_start("", ["2026-W99", "notes", "2026-W47"], "2026-W48") == "2026-W47"
