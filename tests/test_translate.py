@@ -244,22 +244,6 @@ def test_reasoning_fences_and_quotes_around_the_answer_are_removed(llm: FakeLLM)
         assert translator.translate("你好 ⟦1⟧", "zh", "en") == "HELLO ⟦1⟧"
 
 
-def test_a_server_that_drops_a_placeholder_is_rejected_and_nothing_cached(
-        llm: FakeLLM, memory: TranslationMemory) -> None:
-    llm.answer = drop_first_placeholder
-    translator, _ = openai(llm)
-    result = translate_html(translator, memory, BODY, "zh", "en")
-    assert result.text is None
-    assert result.source == "machine:openai"
-    assert result.rejected is not None and "⟦1⟧ ('<p>') was lost" in result.rejected
-    assert not result.cached
-    assert len(memory) == 0
-    # The next run asks again rather than reusing a rejected answer.
-    llm.answer = fake_translation
-    again = translate_html(translator, memory, BODY, "zh", "en")
-    assert again.text is not None and len(llm.requests) == 2
-
-
 def test_an_answer_still_in_the_source_language_is_rejected(
         llm: FakeLLM, memory: TranslationMemory) -> None:
     llm.answer = lambda text, target: text  # echoes its input

@@ -10,7 +10,7 @@ from typing import Any
 from support.commands import newsletter_main
 from support.feeds import Entry, built_issue, feed_project
 from support.project import SAMPLE_WEEK
-from test_translate import FakeLLM, drop_first_placeholder, llm  # noqa: F401 (fixture)
+from test_translate import FakeLLM, drop_first_placeholder, fake_translation, llm  # noqa: F401
 
 from pipeline import wiring
 from pipeline.translate import openai
@@ -53,13 +53,21 @@ def test_missing_english_is_machine_translated_marked_and_remembered(tmp_path, l
     assert same == data
 
 
-def test_a_translation_that_breaks_code_is_rejected_and_stays_missing(tmp_path, llm):  # noqa: F811
+def test_a_translation_that_breaks_code_is_rejected_stays_missing_and_is_not_remembered(
+        tmp_path, llm):  # noqa: F811
     llm.answer = drop_first_placeholder
     result, data = build(project(tmp_path), llm.url)
     assert result.returncode == 0, result.stderr
     codes = {(p["code"], p.get("pr")) for p in data["problems"]}
     assert ("translation-rejected", 1) in codes and ("missing-language", 1) in codes
+    said = [p["message"] for p in data["problems"] if p["code"] == "translation-rejected"]
+    assert said == ["PR #1: the machine translation into English was rejected: code or markup "
+                    "not kept: ⟦1⟧ ('foo_bar') was lost"]
     assert next(i for i in data["items"] if i["pr"] == 1)["en"] is None
+    llm.answer = fake_translation  # the next build asks again rather than reuse a rejection
+    again, data = build(tmp_path, llm.url)
+    assert again.returncode == 0 and len(llm.requests) == 4
+    assert next(i for i in data["items"] if i["pr"] == 1)["en"]["source"] == "machine:openai"
 
 
 def test_a_dead_backend_leaves_the_build_green_and_the_language_missing(tmp_path, unused_port,
