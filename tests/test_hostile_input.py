@@ -182,10 +182,10 @@ NUMBERS = {"huge": "9" * 5000, "ten digits": "1234567890", "zero": "0", "zeros":
 
 def test_a_pr_number_outside_1_to_9_digits_is_skipped_and_the_rest_previews(tmp_path):
     huge = NUMBERS["huge"]
-    cited = f'<p>Must read. See <a href="https://github.com/vllm-project/vllm/pull/{huge}">' \
-            f"#{huge}</a> and #{huge} and vllm-project/vllm#{huge}.</p>"
-    feed = atom([
-        Entry(pr=PR, title="正常", body="值得精读。"),
+    link = f'<a href="https://github.com/vllm-project/vllm/pull/{huge}">#{huge}</a>'
+    cited = f"<p>Must read. See {link} and #{huge} and vllm-project/vllm#{huge}.</p>"
+    feed = atom([  # cited in both languages, the proof reads it in every layout
+        Entry(pr=PR, title="正常", body=f"<p>值得精读。见 {link}。</p>", content_type="html"),
         Entry(pr=PR, title="Fine", body=cited, content_type="html", lang="en", id="en"),
         *(Entry(link=f"https://github.com/vllm-project/vllm/pull/{number}", title=name, id=name)
           for name, number in NUMBERS.items()),
