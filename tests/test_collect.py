@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 import re
 import time
-from datetime import UTC, datetime
-from pathlib import Path
 
 import feedparser  # type: ignore[import-untyped]
 import pytest
-from support.feeds import Entry, atom
+from support.feeds import Entry, atom, raw_atom
 from support.project import DATA
+from test_week import utc
 
 from pipeline.core.assemble import assemble
 from pipeline.core.issue.collect import (
@@ -34,12 +33,6 @@ REPO = "vllm-project/vllm"
 W48 = parse_week("2026-W48", "Asia/Shanghai")
 W47 = parse_week("2026-W47", "Asia/Shanghai")
 TAG_ID = "tag:reviews.vllm-pr-weekly.example,2026:github.com/vllm-project/vllm/pull/57010"
-
-
-def utc(
-    year: int, month: int, day: int, hour: int = 0, minute: int = 0, second: int = 0
-) -> datetime:
-    return datetime(year, month, day, hour, minute, second, tzinfo=UTC)
 
 
 def read(name: str) -> FeedResult:
@@ -70,13 +63,6 @@ def groups_of(*results: FeedResult, week=W48):
     return {g.pr: g for g in group_week(reviews, week, REPO)}
 
 
-def raw_atom(entry_xml: str, feed_lang: str = "zh-CN") -> bytes:
-    return (f'<?xml version="1.0" encoding="utf-8"?>'
-            f'<feed xmlns="http://www.w3.org/2005/Atom" xml:lang="{feed_lang}">'
-            f"<title>t</title><id>tag:t,2026:f</id><updated>2026-11-29T00:00:00Z</updated>"
-            f"{entry_xml}</feed>").encode()
-
-
 # --- RSS 2.0: rss-mixed.xml ------------------------------------------------------------
 
 RSS_TIMES = {
@@ -92,44 +78,24 @@ RSS_TIMES = {
 }
 
 
-def test_rss_pubdates_with_odd_offsets_become_exact_utc_instants():
-    result = read("rss-mixed.xml")
-    assert {r.pr: r.published for r in result.reviews} == RSS_TIMES
-
-
-@pytest.fixture
-def los_angeles(monkeypatch):
-    """The machine's local zone set to America/Los_Angeles for the test, then restored."""
-    monkeypatch.setenv("TZ", "America/Los_Angeles")
-    time.tzset()
-    yield
-    monkeypatch.undo()
-    time.tzset()
-
-
-def test_parsing_does_not_depend_on_the_machine_timezone(los_angeles):
-    assert time.timezone != 0  # the zone change took effect
-    data = (DATA / "rss-mixed.xml").read_bytes()
-    assert {r.pr: r.published for r in parse_feed(data, "f", REPO).reviews} == RSS_TIMES
-    atom_result = read("duplicates.atom")
-    published = [r.published for r in atom_result.reviews if r.published is not None]
-    assert len(published) == len(atom_result.reviews)
-    assert min(published) == utc(2026, 11, 20, 2)
-
-
-def test_parse_under_another_zone_equals_parse_under_utc(monkeypatch):
-    data = (DATA / "rss-mixed.xml").read_bytes()
-    monkeypatch.setenv("TZ", "UTC")
-    time.tzset()
+def test_rss_pubdates_with_odd_offsets_become_the_same_utc_instants_in_any_machine_zone(
+        monkeypatch):
+    parsed = {}
     try:
-        in_utc = parse_feed(data, "f", REPO)
-        monkeypatch.setenv("TZ", "America/Los_Angeles")
-        time.tzset()
-        in_los_angeles = parse_feed(data, "f", REPO)
+        for zone in ("UTC", "America/Los_Angeles"):
+            monkeypatch.setenv("TZ", zone)
+            time.tzset()
+            parsed[zone] = read("rss-mixed.xml"), read("duplicates.atom")
+        assert time.timezone != 0  # the zone change took effect
     finally:
         monkeypatch.undo()
         time.tzset()
-    assert in_los_angeles == in_utc
+    assert parsed["America/Los_Angeles"] == parsed["UTC"]
+    rss, duplicates = parsed["UTC"]
+    assert {r.pr: r.published for r in rss.reviews} == RSS_TIMES
+    published = [r.published for r in duplicates.reviews if r.published is not None]
+    assert len(published) == len(duplicates.reviews)
+    assert min(published) == utc(2026, 11, 20, 2)
 
 
 def test_rss_channel_language_zh_cn_is_normalised_and_an_item_dc_language_wins():
@@ -141,15 +107,11 @@ def test_rss_channel_language_zh_cn_is_normalised_and_an_item_dc_language_wins()
     assert english.title == "Structured output: grammar compilation moves off the hot path"
 
 
-def test_rss_escaped_html_description_is_sanitized_html():
+def test_rss_escaped_html_is_sanitized_html_and_a_pr_cited_in_it_is_not_the_subject():
     result = read("rss-mixed.xml")
     (review,) = [r for r in result.reviews if r.pr == 57001]
     assert review.body_html == ("<p>值得精读。抢占时不再释放 <code>prefix_cache</code> 命中的块，"
                                 "重算开销下降 <strong>12.99%</strong>。</p>")
-
-
-def test_a_pr_cited_in_the_text_is_not_the_subject():
-    result = read("rss-mixed.xml")
     prs = [r.pr for r in result.reviews]
     assert 56000 not in prs
     assert 55999 not in prs
@@ -166,11 +128,10 @@ def test_rss_guid_that_looks_like_a_pr_is_not_a_link():
     result = read("rss-mixed.xml")
     assert 57010 not in [r.pr for r in result.reviews]
     (rejected,) = [r for r in result.rejected if r.skipped.id == TAG_ID]
-    assert rejected.skipped.link == ""
-    assert rejected.skipped.reason == "entry has no link"
+    assert (rejected.skipped.link, rejected.skipped.reason) == ("", "entry has no link")
 
 
-def test_rss_rejections_carry_a_reason():
+def test_rss_rejections_carry_a_reason_and_skipped_lists_the_weeks_and_undated_ones_only():
     result = read("rss-mixed.xml")
     reasons = {r.skipped.link or r.skipped.id: r.skipped.reason for r in result.rejected}
     assert reasons == {
@@ -181,10 +142,7 @@ def test_rss_rejections_carry_a_reason():
         "https://github.com/vllm-project/vllm/pull/57007": "entry has no parseable date",
         TAG_ID: "entry has no link",
     }
-
-
-def test_rss_skipped_lists_rejections_of_the_week_and_undated_ones_only():
-    _, rejected = merge([read("rss-mixed.xml")])
+    _, rejected = merge([result])
     skipped = skipped_in_week(rejected, W48)
     assert sorted(s.link or s.id for s in skipped) == sorted([
         "https://github.com/sgl-project/sglang/pull/9001",
@@ -225,60 +183,45 @@ def test_xml_lang_on_the_content_wins_over_the_entry():
     assert review.lang == "en"
 
 
-def test_unsupported_language_is_rejected():
-    rejected = one_rejection(Entry(lang="fr", title="Correctif", body="À lire."))
-    assert rejected.skipped.reason == "language 'fr' is neither Chinese nor English"
-    assert rejected.when == utc(2026, 11, 24, 2)
-
-
-@pytest.mark.parametrize(
-    ("text", "lang"),
-    [
-        ("值得精读，尤其是把并发测试作为规范参考。", "zh"),
-        ("Must read, especially the concurrency tests.", "en"),
-        ("值得精读：`threading.Event` + timeout 断言区分被锁挡住与功能正确", "zh"),
-        ("Must read: the 调度器 path", "en"),
-        ("", "en"),
-        ("12.99% +4.6%", "en"),
-    ],
-)
+@pytest.mark.parametrize(("text", "lang"), [
+    ("值得精读，尤其是把并发测试作为规范参考。", "zh"),
+    ("Must read, especially the concurrency tests.", "en"),
+    ("值得精读：`threading.Event` + timeout 断言区分被锁挡住与功能正确", "zh"),
+    ("Must read: the 调度器 path", "en"),
+    ("", "en"),
+    ("12.99% +4.6%", "en"),
+])
 def test_detect_lang(text, lang):
     assert detect_lang(text) == lang
 
 
 # --- Links -------------------------------------------------------------------------------
 
-@pytest.mark.parametrize(
-    "link",
-    [
-        "https://github.com/vllm-project/vllm/pull/57001",
-        "https://github.com/vllm-project/vllm/pull/57001/",
-        "https://github.com/vllm-project/vllm/pull/57001/files",
-        "https://github.com/vllm-project/vllm/pull/57001#issuecomment-1",
-        "https://www.github.com/vllm-project/vllm/pull/57001",
-        "https://github.com/VLLM-Project/vLLM/pull/57001",
-    ],
-)
+@pytest.mark.parametrize("link", [
+    "https://github.com/vllm-project/vllm/pull/57001",
+    "https://github.com/vllm-project/vllm/pull/57001/",
+    "https://github.com/vllm-project/vllm/pull/57001/files",
+    "https://github.com/vllm-project/vllm/pull/57001#issuecomment-1",
+    "https://www.github.com/vllm-project/vllm/pull/57001",
+    "https://github.com/VLLM-Project/vLLM/pull/57001",
+])
 def test_pr_links_that_are_accepted(link):
     assert one_review(Entry(link=link)).pr == 57001
 
 
-@pytest.mark.parametrize(
-    ("link", "reason"),
-    [
-        ("https://github.com/vllm-project/vllm/issues/57001", "link is not a pull request"),
-        ("https://github.com/vllm-project/vllm/pull/57001/../../issues/1",
-         "link is not a pull request"),
-        ("https://evil.example/?next=https://github.com/vllm-project/vllm/pull/57001",
-         "link is not a pull request"),
-        ("https://github.com.evil.example/vllm-project/vllm/pull/57001",
-         "link is not a pull request"),
-        ("https://github.com/sgl-project/sglang/pull/57001",
-         "pull request of another repository (sgl-project/sglang)"),
-        ("https://github.com/vllm-project/vllm-ascend/pull/57001",
-         "pull request of another repository (vllm-project/vllm-ascend)"),
-    ],
-)
+@pytest.mark.parametrize(("link", "reason"), [
+    ("https://github.com/vllm-project/vllm/issues/57001", "link is not a pull request"),
+    ("https://github.com/vllm-project/vllm/pull/57001/../../issues/1",
+     "link is not a pull request"),
+    ("https://evil.example/?next=https://github.com/vllm-project/vllm/pull/57001",
+     "link is not a pull request"),
+    ("https://github.com.evil.example/vllm-project/vllm/pull/57001",
+     "link is not a pull request"),
+    ("https://github.com/sgl-project/sglang/pull/57001",
+     "pull request of another repository (sgl-project/sglang)"),
+    ("https://github.com/vllm-project/vllm-ascend/pull/57001",
+     "pull request of another repository (vllm-project/vllm-ascend)"),
+])
 def test_links_that_are_rejected(link, reason):
     rejected = one_rejection(Entry(link=link))
     assert (rejected.skipped.link, rejected.skipped.reason) == (link, reason)
@@ -312,8 +255,10 @@ def test_the_pr_is_read_from_the_alternate_link_only(alternate):
      utc(2026, 11, 24, 2)),
     (Entry(published=None), "entry has no parseable date", None),
     (Entry(published="next Tuesday"), "entry has no parseable date", None),
+    (Entry(lang="fr", title="Correctif", body="À lire."),
+     "language 'fr' is neither Chinese nor English", utc(2026, 11, 24, 2)),
 ])
-def test_an_entry_without_text_or_date_is_rejected(entry, reason, when):
+def test_an_entry_without_text_or_date_or_in_another_language_is_rejected(entry, reason, when):
     rejected = one_rejection(entry)
     assert (rejected.skipped.reason, rejected.when) == (reason, when)
 
@@ -324,14 +269,10 @@ def test_atom_entry_with_only_updated_uses_it():
     assert review.first_seen == utc(2026, 11, 24, 2)
 
 
-def test_plain_text_content_becomes_paragraphs_with_code():
-    review = one_review(Entry(body="值得精读。看 `a < b` 的分支。\n\n第二段。"))
-    assert review.body_html == "<p>值得精读。看 <code>a &lt; b</code> 的分支。</p><p>第二段。</p>"
-
-
-def test_categories_are_kept_as_given():
-    review = one_review(Entry(categories=["priority:skim", "scheduler"]))
-    assert review.categories == ("priority:skim", "scheduler")
+def test_plain_text_content_becomes_paragraphs_with_escaped_code():
+    review = one_review(Entry(body="值得精读。看 `a < b && c > d` 的分支。\n\n第二段。"))
+    assert review.body_html == ("<p>值得精读。看 <code>a &lt; b &amp;&amp; c &gt; d</code> 的分支。"
+                                "</p><p>第二段。</p>")
 
 
 # --- Skipped -----------------------------------------------------------------------------
@@ -352,35 +293,25 @@ def test_skipped_lists_the_weeks_rejections_and_undated_ones(entry, reasons):
 
 # --- Week boundaries ---------------------------------------------------------------------
 
-def test_week_boundaries_are_monday_midnight_in_shanghai():
-    assert (W48.start, W48.end) == (utc(2026, 11, 22, 16), utc(2026, 11, 29, 16))
-
-
-@pytest.mark.parametrize(
-    ("published", "inside"),
-    [
-        ("2026-11-22T23:59:59+08:00", False),
-        ("2026-11-23T00:00:00+08:00", True),   # exactly the start
-        ("2026-11-22T16:00:00Z", True),        # the same instant, in UTC
-        ("2026-11-29T23:59:59+08:00", True),
-        ("2026-11-30T00:00:00+08:00", False),  # exactly the end
-    ],
-)
+@pytest.mark.parametrize(("published", "inside"), [
+    ("2026-11-22T23:59:59+08:00", False),
+    ("2026-11-23T00:00:00+08:00", True),   # exactly the start
+    ("2026-11-22T16:00:00Z", True),        # the same instant, in UTC
+    ("2026-11-29T23:59:59+08:00", True),
+    ("2026-11-30T00:00:00+08:00", False),  # exactly the end
+])
 def test_week_start_is_inclusive_and_end_exclusive(published, inside):
     assert (1 in groups_of(parse([Entry(pr=1, published=published)]))) is inside
 
 
 # --- Grouping: latest per language, first review decides the week --------------------
 
-def test_latest_review_per_language_wins_by_published():
-    groups = groups_of(parse([
+def test_the_latest_is_decided_by_updated_else_published_and_the_first_review_decides_the_week():
+    by_published = groups_of(parse([
         Entry(pr=1, body="可略读。旧。", published="2026-11-24T10:00:00+08:00"),
         Entry(pr=1, body="值得精读。新。", published="2026-11-25T10:00:00+08:00"),
     ]))
-    assert groups[1].latest["zh"].body_html == "<p>值得精读。新。</p>"
-
-
-def test_the_latest_is_decided_by_updated_and_the_first_review_decides_the_week():
+    assert by_published[1].latest["zh"].body_html == "<p>值得精读。新。</p>"
     groups = groups_of(parse([
         Entry(pr=1, body="值得精读。改过。", published="2026-11-24T10:00:00+08:00",
               updated="2026-11-27T10:00:00+08:00"),
@@ -414,21 +345,15 @@ def test_groups_are_ordered_by_first_review_then_pr():
 
 # --- duplicates.atom ---------------------------------------------------------------------
 
-def test_same_entry_id_twice_counts_once_newest_version():
-    reviews, _ = merge([read("duplicates.atom")])
-    same = [r for r in reviews if r.pr == 57701]
-    assert len(same) == 1
-    assert same[0].title == "CPU 后端的 NUMA 绑核（修订）"
-    assert same[0].updated == utc(2026, 11, 25, 1)
-
-
-def test_same_entry_id_newest_wins_whatever_the_order():
+def test_same_entry_id_newest_wins_whatever_the_order_and_is_not_reported():
     newer = Entry(pr=1, id="tag:t,2026:x", body="值得精读。新。",
                   published="2026-11-24T10:00:00+08:00", updated="2026-11-25T10:00:00+08:00")
     older = Entry(pr=1, id="tag:t,2026:x", body="可略读。旧。",
                   published="2026-11-24T10:00:00+08:00")
-    reviews, _ = merge([parse([newer]), parse([older])])
-    assert [r.body_html for r in reviews] == ["<p>值得精读。新。</p>"]
+    for order in ([newer, older], [older, newer]):
+        reviews, rejected = merge([parse([entry]) for entry in order])
+        assert [r.body_html for r in reviews] == ["<p>值得精读。新。</p>"]
+        assert rejected == []
 
 
 def test_the_same_feed_read_twice_counts_each_entry_once():
@@ -439,7 +364,6 @@ def test_the_same_feed_read_twice_counts_each_entry_once():
 
 
 def test_an_entry_id_first_rejected_then_fixed_is_not_skipped():
-    """An entry's newest version counts: an earlier empty one is neither a review nor skipped."""
     draft = Entry(pr=1, id="tag:t,2026:x", body="", published="2026-11-24T10:00:00+08:00")
     fixed = Entry(pr=1, id="tag:t,2026:x", body="值得精读。补上了正文。",
                   published="2026-11-24T10:00:00+08:00", updated="2026-11-25T10:00:00+08:00")
@@ -448,25 +372,21 @@ def test_an_entry_id_first_rejected_then_fixed_is_not_skipped():
     assert skipped_in_week(rejected, W48) == []
 
 
-def test_two_chinese_reviews_of_one_pr_the_latest_wins():
-    groups = groups_of(read("duplicates.atom"))
+def test_duplicates_atom_the_latest_review_and_version_win_and_last_weeks_pr_stays_there():
+    result = read("duplicates.atom")
+    groups = groups_of(result)
+    assert sorted(groups) == [57701, 57702, 57703]  # 57704 was first reviewed last week
     assert groups[57702].latest["zh"].title == "量化权重加载提速"
     assert groups[57702].first_reviewed == utc(2026, 11, 24, 4)
-
-
-def test_a_translation_posted_after_the_week_joins_its_item():
-    groups = groups_of(read("duplicates.atom"))
     latest = groups[57703].latest
     assert sorted(latest) == ["en", "zh"]
     assert latest["en"].published == utc(2026, 11, 30, 12)
     assert latest["en"].published not in W48
-
-
-def test_a_pr_first_reviewed_last_week_is_not_in_this_week():
-    result = read("duplicates.atom")
-    assert sorted(groups_of(result)) == [57701, 57702, 57703]
-    _, rejected = merge([result])
+    reviews, rejected = merge([result])
     assert skipped_in_week(rejected, W48) == []
+    (same,) = [r for r in reviews if r.pr == 57701]  # one entry id twice: its newest version
+    assert same.title == "CPU 后端的 NUMA 绑核（修订）"
+    assert same.updated == utc(2026, 11, 25, 1)
 
 
 def test_a_pr_first_reviewed_last_week_belongs_to_last_week_with_its_new_review():
@@ -514,20 +434,14 @@ def test_wrong_declared_encoding_from_a_file_is_read_correctly():
     assert result.reviews[0].body_html == "值得精读。分块预填充的请求不再排在解码请求之前。"
 
 
-def test_wrong_declared_encoding_over_http_is_a_warning_not_a_failure():
-    # Served as text/xml without charset: RFC 3023 says us-ascii, the bytes disagree, and
-    # feedparser says so with a CharacterEncodingOverride.
+def test_wrong_declared_encoding_over_http_is_a_warning_problem_not_a_failure(settings):
+    """Served as text/xml without charset, RFC 3023 says us-ascii; the bytes disagree."""
     data = (DATA / "wrong-encoding.xml").read_bytes()
     result = parse_feed(data, "legacy", REPO, content_type="text/xml")
-    assert len(result.warnings) == 1
-    assert result.warnings[0].startswith("feed legacy: document declared as us-ascii")
+    (warning,) = result.warnings
+    assert warning.startswith("feed legacy: document declared as us-ascii")
     assert [r.title for r in result.reviews] == [
         "分块预填充的调度顺序修正", "Triton 注意力核的边界检查"]
-
-
-def test_wrong_declared_encoding_becomes_a_feed_warning_problem_in_the_issue(settings):
-    data = (DATA / "wrong-encoding.xml").read_bytes()
-    result = parse_feed(data, "legacy", REPO, content_type="text/xml")
     _, issue_data, _, _ = assemble(terms(settings), W48, rank_week(settings, W48, [result]))
     warnings = [p for p in issue_data["problems"] if p["code"] == "feed-warning"]
     assert len(warnings) == 1
@@ -547,43 +461,30 @@ def hostile_build(settings):
     return build(settings, week_id="2026-W48", feeds=[str(DATA / "atom-hostile.atom")])
 
 
-def output_files(out_dir: Path) -> dict[str, str]:
-    files = {p.name: p.read_text(encoding="utf-8") for p in sorted(out_dir.iterdir())}
-    assert "issue.json" in files
+@pytest.mark.parametrize("needle", HOSTILE)
+def test_no_hostile_markup_reaches_any_output(hostile_build, needle):
+    files = {p.name: p.read_text(encoding="utf-8") for p in hostile_build.out_dir.iterdir()}
     assert {name for name in files if name.startswith("email-")} == {
         f"email-{layout}.{ext}" for layout in ("zh-en", "en-zh", "zh", "en")
         for ext in ("html", "txt")}
-    return files
-
-
-def test_hostile_feed_builds_both_items(hostile_build):
-    data = json.loads((hostile_build.out_dir / "issue.json").read_text(encoding="utf-8"))
-    assert sorted(item["pr"] for item in data["items"]) == [57301, 57302]
-
-
-@pytest.mark.parametrize("needle", HOSTILE)
-def test_no_hostile_markup_reaches_any_output(hostile_build, needle):
-    for name, text in output_files(hostile_build.out_dir).items():
+    assert "issue.json" in files
+    for name, text in files.items():
         assert needle not in text.lower(), f"{needle!r} in {name}"
 
 
-def test_no_line_break_reaches_a_subject(hostile_build):
+def test_hostile_items_build_with_one_line_titles_and_subjects(hostile_build):
     data = json.loads((hostile_build.out_dir / "issue.json").read_text(encoding="utf-8"))
+    assert sorted(item["pr"] for item in data["items"]) == [57301, 57302]
     assert len(data["subject"]) == 4
-    for layout, subject in data["subject"].items():
-        assert "\r" not in subject and "\n" not in subject, layout
     titles = [item[lang]["title"] for item in data["items"] for lang in ("zh", "en")
               if item[lang]]
-    assert all("\r" not in t and "\n" not in t for t in titles)
-
-
-def test_hostile_titles_keep_their_text_without_markup(hostile_build):
-    data = json.loads((hostile_build.out_dir / "issue.json").read_text(encoding="utf-8"))
+    for line in [*data["subject"].values(), *titles]:
+        assert "\r" not in line and "\n" not in line, line
     (item,) = [i for i in data["items"] if i["pr"] == 57301]
     assert item["zh"]["title"] == "调度器抢占修复 Bcc: victim@example.org"
 
 
-def test_legitimate_markup_survives_in_the_html(hostile_build):
+def test_legitimate_markup_survives_and_refused_links_keep_their_text(hostile_build):
     html = (hostile_build.out_dir / "email-zh-en.html").read_text(encoding="utf-8")
     assert "<code>Scheduler._preempt</code>" in html
     assert "<code>cudaMemcpyAsync</code>" in html  # from the xhtml entry
@@ -591,59 +492,26 @@ def test_legitimate_markup_survives_in_the_html(hostile_build):
     assert ('<a href="https://github.com/vllm-project/vllm/blob/main/vllm/v1/core/sched/'
             'scheduler.py"') in html
     assert '<a href="https://github.com/vllm-project/vllm/pull/57301/files"' in html
-
-
-def test_the_text_of_refused_links_is_kept(hostile_build):
     text = (hostile_build.out_dir / "email-zh.txt").read_text(encoding="utf-8")
     assert "点这里 或这里 或者这里" in text
 
 
 # --- hostile input: PR numbers, dates, ids, invisible characters ---------------
 
-@pytest.mark.parametrize("number", ["9" * 5000, "1234567890", "0", "000"])
-def test_a_pr_number_outside_1_to_9_digits_is_skipped_with_a_reason(number):
-    link = f"https://github.com/vllm-project/vllm/pull/{number}"
-    rejected = one_rejection(Entry(link=link))
-    assert "is not 1 to 9 digits above 0" in rejected.skipped.reason
-    assert len(rejected.skipped.reason) < 100
-
-
-@pytest.mark.parametrize("number", ["\u0661\u0662\u0663", "\uff11\uff12", "1\u00b2"])
-def test_a_pr_number_in_non_ascii_digits_is_no_pr(number):
-    rejected = one_rejection(Entry(link=f"https://github.com/vllm-project/vllm/pull/{number}"))
-    assert rejected.skipped.reason == "link is not a pull request"
-
-
-def test_the_largest_nine_digit_pr_number_is_taken():
-    assert one_review(Entry(link="https://github.com/vllm-project/vllm/pull/999999999")).pr == (
-        999_999_999)
-
-
-def test_a_huge_pr_cited_in_the_text_changes_nothing():
-    huge = "9" * 5000
-    review = one_review(Entry(body=f"值得精读。见 #{huge} 与 https://github.com/vllm-project/"
-                                   f"vllm/pull/{huge}"))
-    assert review.pr == 1 and huge in review.body_html
-
-
-@pytest.mark.parametrize(("published", "words"), [
-    ("2026-11-24T99:00:00+08:00", "hour must be in 0..23"),
-    ("2026-02-30T10:00:00+08:00", "day is out of range for month"),
-    ("2026-11-24T24:00:00Z", "hour must be in 0..23"),
-    ("2026-11-24T10:61:00Z", "minute must be in 0..59"),
-    ("2026-13-01T10:00:00Z", "month must be in 1..12"),
-    ("2026-11-24T10:00:00+25:00", "impossible time-zone offset"),
+@pytest.mark.parametrize(("field", "raw", "words"), [
+    ("published", "2026-11-24T99:00:00+08:00", "hour must be in 0..23"),
+    ("published", "2026-02-30T10:00:00+08:00", "day is out of range for month"),
+    ("published", "2026-11-24T24:00:00Z", "hour must be in 0..23"),
+    ("published", "2026-11-24T10:61:00Z", "minute must be in 0..59"),
+    ("published", "2026-13-01T10:00:00Z", "month must be in 1..12"),
+    ("published", "2026-11-24T10:00:00+25:00", "impossible time-zone offset"),
+    ("updated", "2026-11-31T10:00:00+08:00", "day is out of range for month"),
 ])
-def test_a_date_feedparser_would_normalise_is_skipped_with_a_reason(published, words):
-    rejected = one_rejection(Entry(published=published))
-    assert rejected.skipped.reason.startswith(f"published date {published!r}")
+def test_a_date_feedparser_would_normalise_is_skipped_with_a_reason(field, raw, words):
+    rejected = one_rejection(Entry(**{field: raw}))
+    assert rejected.skipped.reason.startswith(f"{field} date {raw!r}")
     assert words in rejected.skipped.reason
     assert rejected.when is None  # listed whatever the week: its week is unknown
-
-
-def test_an_invalid_updated_date_is_skipped_too():
-    rejected = one_rejection(Entry(updated="2026-11-31T10:00:00+08:00"))
-    assert rejected.skipped.reason.startswith("updated date '2026-11-31T10:00:00+08:00'")
 
 
 @pytest.mark.parametrize("pub_date", ["Mon, 30 Feb 2026 10:00:00 GMT",
@@ -691,20 +559,13 @@ def test_an_entry_id_used_for_two_prs_keeps_the_newest_and_reports_the_other():
         assert "PR #12" in skipped.reason and "PR #11" in skipped.reason
 
 
-def test_versions_of_one_pr_under_one_id_are_still_not_reported():
-    first = Entry(pr=11, id="x", published="2026-11-24T10:00:00+08:00")
-    second = Entry(pr=11, id="x", published="2026-11-24T10:00:00+08:00",
-                   updated="2026-11-25T10:00:00+08:00", body="值得精读。修订。")
-    reviews, rejected = merge([parse([first]), parse([second])])
-    assert len(reviews) == 1 and rejected == []
-
-
-def test_bidi_and_invisible_characters_leave_titles_bodies_and_tags():
+def test_categories_are_kept_as_given_and_bidi_and_invisible_characters_leave_them():
     review = one_review(Entry(title="Fix \u202eSECURITY ALERT\u202c\u200b now\ufeff",
-                              body="值得精读\u2067。\u200d内容", categories=["area:\u202ecuda"]))
+                              body="值得精读\u2067。\u200d内容",
+                              categories=["priority:skim", "area:\u202ecuda", "scheduler"]))
     assert review.title == "Fix SECURITY ALERT now"
     assert review.body_html == "<p>值得精读。内容</p>"
-    assert review.categories == ("area:cuda",)
+    assert review.categories == ("priority:skim", "area:cuda", "scheduler")
 
 
 @pytest.mark.parametrize("body", ["path", "file-url"])

@@ -2,15 +2,19 @@
 
 from __future__ import annotations
 
+import re
+import tomllib
+
 import pytest
 from support.commands import newsletter_main
-from support.project import SAMPLE_WEEK
+from support.project import ROOT, SAMPLE_WEEK
 
 from pipeline.core.issue.rank import TIER_NAMES
-from pipeline.errors import ConfigError
-from pipeline.model import LANGS
+from pipeline.core.site.site import Site
+from pipeline.model import LANGS, LAYOUTS
 from pipeline.sources.editorial import load_editorial
 from pipeline.stages.build import build
+from pipeline.stages.built import load_built
 
 
 def write_editorial(settings, text: str) -> None:
@@ -28,7 +32,7 @@ def editor_entry(settings, text: str, pr: int = 53721):
     return entry
 
 
-def test_the_editor_reorders_hides_and_notes(settings, tmp_path):
+def test_the_editor_reorders_hides_notes_and_rewrites(settings, tmp_path):
     write_editorial(settings, """
 [54934]
 priority = "must-read"
@@ -48,6 +52,10 @@ note = "Only if you work on the Rust frontend."
 
 [99999]
 priority = "skim"
+
+[53721.en]
+title = "A better English headline"
+body = "Must read, the editor's own words with `SupportsHMA`.\\n\\nSecond paragraph."
 """)
     data = build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "o").data
     order = [(item["pr"], item["tier"]) for item in data["items"]]
@@ -68,15 +76,7 @@ priority = "skim"
     assert data["hidden"] == [56317] and "hidden" not in {code for code, _ in codes}
     html = (tmp_path / "o" / "email-en.html").read_text()
     assert "Editor&#39;s note" in html and "Only if you work on the Rust frontend." in html
-
-
-def test_editor_text_wins_over_the_feed(settings, tmp_path):
-    write_editorial(settings, """
-[53721.en]
-title = "A better English headline"
-body = "Must read, the editor's own words with `SupportsHMA`.\\n\\nSecond paragraph."
-""")
-    data = build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "o").data
+    # The editor's text wins over the feed's.
     en = next(i for i in data["items"] if i["pr"] == 53721)["en"]
     assert en is not None
     assert en["source"] == "editor" and en["title"] == "A better English headline"
@@ -94,26 +94,12 @@ body = "Must read, the editor's own words with `SupportsHMA`.\\n\\nSecond paragr
     *((f'["{key}"]\nhide = true\n', "PR number")
       for key in ["\u0663", "53721" + "0" * 5000, "1234567890", "0"]),
 ])
-def test_a_bad_editor_file_is_one_clear_error(settings, text, message):
+def test_a_bad_editor_file_is_one_clear_error_exit_2_and_no_build(settings, tmp_path, text,
+                                                                  message):
     write_editorial(settings, text)
-    with pytest.raises(ConfigError) as info:
-        load_editorial(settings.resolve(settings.paths.editorial_dir), SAMPLE_WEEK, TIER_NAMES)
-    assert message in str(info.value) and f"{SAMPLE_WEEK}.toml" in str(info.value)
-
-
-def test_no_file_changes_nothing(settings, tmp_path):
-    editorial = load_editorial(tmp_path / "none", SAMPLE_WEEK, TIER_NAMES)
-    assert editorial.entries == {} and editorial.path is None
-
-
-def test_a_bad_editor_file_exits_2_from_the_command_line(tmp_path):
-    from support.project import make_project
-
-    make_project(tmp_path)
-    (tmp_path / "editorial").mkdir()
-    (tmp_path / "editorial" / f"{SAMPLE_WEEK}.toml").write_text("[1]\nwhat = 1\n")
     result = newsletter_main(["build", "--week", SAMPLE_WEEK], tmp_path)
-    assert result.returncode == 2 and "unknown key" in result.stderr
+    assert result.returncode == 2, result.stderr
+    assert message in result.stderr and f"{SAMPLE_WEEK}.toml" in result.stderr
     assert not (tmp_path / "build").exists()
 
 
@@ -148,10 +134,6 @@ def test_a_languages_own_note_wins_over_the_prs_note(settings):
 
 def test_each_note_shows_under_its_own_languages_label_only(settings, tmp_path):
     """Every layout, both parts and every archive page show a note under its own language only."""
-    from pipeline.core.site.site import Site
-    from pipeline.model import LAYOUTS
-    from pipeline.stages.built import load_built
-
     write_editorial(settings, '[55823]\nnote = "Start with the tests."\n'
                               '[53721.zh]\nnote = "先看连接器的改动。"\n')
     build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "o")
@@ -179,12 +161,6 @@ def test_each_note_shows_under_its_own_languages_label_only(settings, tmp_path):
 
 
 def test_the_documented_example_does_what_the_docs_say(settings, tmp_path):
-    """docs/editorial.md's example, built with the sample week, does as the doc says."""
-    import re
-    import tomllib
-
-    from support.project import ROOT
-
     doc = (ROOT / "docs" / "editorial.md").read_text(encoding="utf-8")
     (example,) = re.findall(r"```toml\n(# editorial/2026-W48\.toml\n.*?)```", doc, re.S)
     assert SAMPLE_WEEK == "2026-W48"

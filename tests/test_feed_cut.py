@@ -7,12 +7,11 @@ import base64
 import json
 from collections.abc import Callable
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 from support.commands import newsletter_main
-from support.feeds import Entry, atom
-from support.project import SAMPLE_WEEK, make_project
+from support.feeds import Entry, atom, feed_project
+from support.project import SAMPLE_WEEK
 
 from pipeline.core.issue import collect
 from pipeline.core.issue.collect import FeedResult, parse_feed
@@ -154,28 +153,26 @@ def lengths_apart(result: FeedResult) -> tuple[FeedResult, list[int]]:
             [r.shortened_from for r in result.reviews])
 
 
-def test_a_long_text_in_cdata_reads_the_same_cut_as_whole(monkeypatch):
-    body = "<p>值得一读。</p>" + "<p>细节 <code>x</code> &amp; 更多</p>" * 2_000
-    rss = ('<?xml version="1.0" encoding="utf-8"?><rss version="2.0" xmlns:content='
-           '"http://purl.org/rss/1.0/modules/content/"><channel><title>t</title><item>'
-           "<title>RSS</title><link>https://github.com/vllm-project/vllm/pull/9</link>"
-           "<guid>rss-9</guid><pubDate>Tue, 24 Nov 2026 10:00:00 +0800</pubDate>"
-           f"<content:encoded><![CDATA[{body}]]></content:encoded></item></channel></rss>"
-           ).encode()
-    assert cut_long_texts(rss, MAX_BODY_CHARS).cut == {"rss-9": len(body)}
-    cut = read(rss, None)
-    monkeypatch.setattr(collect, "cut_long_texts", whole_only_cut)
-    assert cut == read(rss, None)
+#: Long bodies in CDATA, and in Atom 0.3's ``mode="base64"`` (counted as it decodes).
+CDATA_BODY = "<p>值得一读。</p>" + "<p>细节 <code>x</code> &amp; 更多</p>" * 2_000
+BASE64_BODY = "<p>值得精读。" + "细节 &amp; 更多。" * 20_000 + "</p>"
+CDATA = ('<?xml version="1.0" encoding="utf-8"?><rss version="2.0" xmlns:content='
+         '"http://purl.org/rss/1.0/modules/content/"><channel><title>t</title><item>'
+         "<title>RSS</title><link>https://github.com/vllm-project/vllm/pull/9</link>"
+         "<guid>rss-9</guid><pubDate>Tue, 24 Nov 2026 10:00:00 +0800</pubDate>"
+         f"<content:encoded><![CDATA[{CDATA_BODY}]]></content:encoded></item></channel></rss>"
+         ).encode()
+BASE64 = atom([Entry(pr=9, id="b64", body="x", content_type="html")]).replace(
+    b'<content type="html">x</content>',
+    b'<content type="text/html" mode="base64">'
+    + base64.encodebytes(BASE64_BODY.encode()) + b"</content>")
 
 
-def test_a_long_base64_text_is_cut_as_what_it_decodes_to(monkeypatch):
-    """Atom 0.3's ``mode="base64"`` is counted and cut as feedparser decodes it."""
-    body = "<p>值得精读。" + "细节 &amp; 更多。" * 20_000 + "</p>"
-    encoded = base64.encodebytes(body.encode()).decode()
-    feed = atom([Entry(pr=9, id="b64", body="x", content_type="html")]).replace(
-        b'<content type="html">x</content>',
-        f'<content type="text/html" mode="base64">{encoded}</content>'.encode())
-    assert cut_long_texts(feed, MAX_BODY_CHARS).cut == {"b64": len(body)}
+@pytest.mark.parametrize(("feed", "cut_as"), [(CDATA, {"rss-9": len(CDATA_BODY)}),
+                                              (BASE64, {"b64": len(BASE64_BODY)})],
+                         ids=["cdata", "base64"])
+def test_a_long_text_in_cdata_or_base64_reads_the_same_cut_as_whole(monkeypatch, feed, cut_as):
+    assert cut_long_texts(feed, MAX_BODY_CHARS).cut == cut_as
     cut = read(feed, None)
     monkeypatch.setattr(collect, "cut_long_texts", whole_only_cut)
     assert cut == read(feed, None)
@@ -201,12 +198,11 @@ def test_a_long_feed_in_a_chinese_encoding_builds_as_its_utf8_twin(tmp_path, enc
     feed = atom(entries)
     issues = []
     for name, data in (("utf-8", feed), (encoding, _declared(feed, encoding).encode(encoding))):
-        project = tmp_path / name
-        make_project(project, feed="feed.atom")
-        (project / "feed.atom").write_bytes(data)
-        result = newsletter_main(["build", "--week", SAMPLE_WEEK], project)
+        result = newsletter_main(["build", "--week", SAMPLE_WEEK],
+                                 feed_project(tmp_path / name, data))
         assert result.returncode == 0, result.stderr
-        issues.append(Path(project, "build", "issues", SAMPLE_WEEK, "issue.json").read_bytes())
+        issues.append((tmp_path / name / "build" / "issues" / SAMPLE_WEEK / "issue.json"
+                       ).read_bytes())
     assert len(data) > 20_000
     assert issues[0] == issues[1]
     assert len(json.loads(issues[1])["items"]) == len(entries)

@@ -7,35 +7,31 @@ import json
 import subprocess
 from collections.abc import Callable
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 from support.commands import newsletter_main
-from support.feeds import Entry, atom
+from support.feeds import Entry, built_issue, feed_project
 from support.http_server import Answer, HttpServer, Reply, Request
-from support.project import SAMPLE_WEEK, make_project
+from support.project import SAMPLE_WEEK
 
 from pipeline.config import SiteSettings
 from pipeline.core.issue import issue_json
-from pipeline.core.issue.pulls import area_names, link_files, title_tags
+from pipeline.core.issue.pulls import link_files, title_tags
 from pipeline.core.site.site import Site
 from pipeline.sources.github import GithubClient, parse_pull
+from pipeline.stages.build import build
 from pipeline.stages.built import load_built
 
 FIXTURES = Path(__file__).resolve().parent / "data" / "github"
 REPO = "vllm-project/vllm"
 
 
-#: What GitHub answers once the hour's requests are spent.
-RATE_LIMITED = Reply(403, b'{"message": "API rate limit exceeded"}',
-                     {"x-ratelimit-remaining": "0",
-                      "x-ratelimit-reset": "4102444800"})  # 2100-01-01: far away
-
-
 def rate_limited(request: Request) -> Reply:
-    return RATE_LIMITED
+    """What GitHub answers once the hour's requests are spent, until 2100-01-01: far away."""
+    return Reply(403, b'{"message": "API rate limit exceeded"}',
+                 {"x-ratelimit-remaining": "0", "x-ratelimit-reset": "4102444800"})
 
 
 def pulls(request: Request) -> Reply:
@@ -63,23 +59,13 @@ def github(serve_http: Callable[[Answer], HttpServer]) -> HttpServer:
     return serve_http(pulls)
 
 
-def test_facts_are_parsed_from_the_pull_and_its_files(github, tmp_path):
+def test_the_pull_and_its_files_are_asked_with_the_token_and_githubs_headers(github, tmp_path):
+    """The facts read from the answers: test_a_build_shows_the_facts_and_the_github_headline."""
     client = GithubClient(github.url(), "t0ken", tmp_path / "github")
-    facts = client.pull(REPO, 53721)
-    assert facts is not None
-    assert facts.title == "[KV Connector][ROCm] MoRI-IO connector: support SWA + HMA"
-    assert facts.author == "mori-dev" and facts.state == "merged"
-    assert facts.merged_at == datetime(2026, 11, 24, 3, 11, 59, tzinfo=UTC)
-    assert (facts.additions, facts.deletions, facts.changed_files) == (412, 57, 6)
-    assert facts.labels == ("kv-connector", "rocm", "v1")
-    assert facts.tags == ("KV Connector", "ROCm")
-    assert area_names(facts) == ("kv-connector", "rocm", "v1")
+    assert client.pull(REPO, 53721) is not None
     files = client.files(REPO, 53721)
     assert files and "tests/v1/kv_connector/unit/test_moriio_connector.py" in files
-    open_pr = client.pull(REPO, 56317)
-    assert open_pr is not None and open_pr.state == "open" and open_pr.merged_at is None
-    assert open_pr.tags == ("Bugfix", "KV Connector")
-    first, second = github.requests[:2]
+    first, second = github.requests
     assert first.path == f"/repos/{REPO}/pulls/53721"
     headers = first.headers
     assert headers["authorization"] == "Bearer t0ken"
@@ -90,49 +76,19 @@ def test_facts_are_parsed_from_the_pull_and_its_files(github, tmp_path):
     assert client.problems() == []
 
 
-def test_a_second_run_asks_with_if_none_match_and_uses_the_cache(github, tmp_path):
-    first = GithubClient(github.url(), None, tmp_path / "github").pull(REPO, 53721)
-    assert [reply.status for reply in github.replies] == [200]
-    assert "authorization" not in github.requests[0].headers
-    again = GithubClient(github.url(), None, tmp_path / "github").pull(REPO, 53721)
-    assert again == first
-    assert github.replies[1].status == 304
-    assert github.requests[1].headers["if-none-match"].startswith('"')
-    assert len(github.requests) == 2
-
-
 def test_a_short_rate_limit_is_waited_out(github, tmp_path):
     waits: list[float] = []
-    client = GithubClient(github.url(), None, tmp_path / "github", sleep=waits.append,
-                          clock=lambda: 4102444800 - 3)
     github.answer = rate_limited
 
     def recover(seconds: float) -> None:
         waits.append(seconds)
         github.answer = pulls
 
-    client.sleep = recover
+    client = GithubClient(github.url(), None, tmp_path / "github", sleep=recover,
+                          clock=lambda: 4102444800 - 3)
     facts = client.pull(REPO, 56317)
     assert waits == [3] and facts is not None and facts.author == "nixl-dev"
     assert client.problems() == []
-
-
-def test_a_long_rate_limit_gives_up_for_the_rest_of_the_build(github, tmp_path):
-    github.answer = rate_limited
-    waits: list[float] = []
-    client = GithubClient(github.url(), None, tmp_path / "github", sleep=waits.append)
-    assert client.pull(REPO, 53721) is None
-    assert client.pull(REPO, 56317) is None
-    assert len(github.requests) == 1 and waits == []
-    [problem] = client.problems()
-    assert problem.code == "github-unavailable" and problem.severity == "warning"
-
-
-def test_an_outage_gives_none_and_one_warning(tmp_path, unused_port):
-    client = GithubClient(f"http://127.0.0.1:{unused_port}", None, tmp_path / "github",
-                          timeout=2)
-    assert client.pull(REPO, 53721) is None and client.pull(REPO, 56317) is None
-    assert [p.code for p in client.problems()] == ["github-unavailable"]
 
 
 @pytest.mark.parametrize(("title", "tags"), [
@@ -167,15 +123,13 @@ def test_only_backticked_paths_of_the_pr_become_links():
 
 
 def _project(tmp_path: Path) -> Path:
-    feed = tmp_path / "zh.atom"
-    feed.write_bytes(atom([
+    return feed_project(tmp_path, [
         Entry(pr=53721, title="MoRI-IO 连接器支持 SWA+HMA",
               body="值得精读，对照 `test_moriio_connector.py` 阅读。"),
         Entry(pr=56317, title="Both", body="Must read, lock it.", lang="en", id="en-56317"),
         Entry(pr=56317, title="NIXL 加锁", body="值得精读。", lang="zh-CN", id="zh-56317",
               published="2026-11-25T10:00:00+08:00"),
-    ]))
-    return make_project(tmp_path, feed=feed)
+    ])
 
 
 def _build(cwd: Path, url: str, monkeypatch: pytest.MonkeyPatch
@@ -183,8 +137,7 @@ def _build(cwd: Path, url: str, monkeypatch: pytest.MonkeyPatch
     monkeypatch.delenv("GITHUB_TOKEN", raising=False)
     result = newsletter_main(["build", "--week", SAMPLE_WEEK], cwd,
                              NEWSLETTER_GITHUB_ENABLED="true", NEWSLETTER_GITHUB_API_URL=url)
-    path = cwd / "build" / "issues" / SAMPLE_WEEK / "issue.json"
-    return result, json.loads(path.read_text()) if path.exists() else {}
+    return result, built_issue(cwd)
 
 
 def test_a_build_shows_the_facts_and_the_github_headline(github, tmp_path, monkeypatch):
@@ -212,6 +165,7 @@ def test_a_build_shows_the_facts_and_the_github_headline(github, tmp_path, monke
     assert ("GitHub: @mori-dev · merged 2026-11-24 · +412/\u221257 · [KV Connector] [ROCm]"
             in text)
     assert "GitHub: @nixl-dev · open · +108/\u22124 · [Bugfix] [KV Connector]" in text
+    assert next(i for i in data["items"] if i["pr"] == 56317)["github"]["merged_at"] is None
     assert ("[KV Connector][ROCm] MoRI-IO connector: support SWA + HMA (The PR's own title "
             "on GitHub (a headline only))") in " ".join(text.split())  # wrapped at 78
     html = (folder / "email-zh-en.html").read_text()
@@ -224,35 +178,36 @@ def test_a_build_shows_the_facts_and_the_github_headline(github, tmp_path, monke
     assert ("GitHub: @mori-dev · merged 2026-11-24 · +412/\u221257 · [KV Connector] [ROCm]"
             in en_page)
     assert "The PR&#39;s own title on GitHub (a headline only)" in en_page
+    assert "authorization" not in github.requests[0].headers  # no GITHUB_TOKEN, no key
+    # A second build asks with If-None-Match and reads the same facts from its cache.
     served = len(github.requests)
     again, same = _build(cwd, github.url(), monkeypatch)
     assert again.returncode == 0 and same == data
-    assert [reply.status for reply in github.replies[served:]] == [304] * (len(github.replies)
-                                                                          - served)
+    assert [reply.status for reply in github.replies[served:]] == [304] * served
+    assert all(r.headers["if-none-match"].startswith('"') for r in github.requests[served:])
 
 
 @pytest.mark.parametrize("mode", ["rate-limited", "offline"])
 def test_a_rate_limited_or_offline_build_is_green_without_facts(github, tmp_path, unused_port,
                                                                  mode, monkeypatch):
+    """A rate limit far off is not waited for: one request, then none for the rest of the build."""
     github.answer = rate_limited  # and offline, nothing listens on the port asked
     url = f"http://127.0.0.1:{unused_port}" if mode == "offline" else github.url()
     result, data = _build(_project(tmp_path), url, monkeypatch)
     assert result.returncode == 0, result.stderr
     assert all(item["github"] is None for item in data["items"])
-    assert [p["code"] for p in data["problems"]].count("github-unavailable") == 1
+    (unavailable,) = [p for p in data["problems"] if p["code"] == "github-unavailable"]
+    assert unavailable["severity"] == "warning"
     assert len(github.requests) == (mode == "rate-limited")
 
 
 def test_disabled_by_default_means_no_facts(tmp_path):
     result = newsletter_main(["build", "--week", SAMPLE_WEEK], _project(tmp_path))
     assert result.returncode == 0, result.stderr
-    data = json.loads((tmp_path / "build" / "issues" / SAMPLE_WEEK / "issue.json").read_text())
-    assert all(item["github"] is None for item in data["items"])
+    assert all(item["github"] is None for item in built_issue(tmp_path)["items"])
 
 
 def test_an_issue_from_before_github_facts_still_renders_on_the_site(settings, tmp_path):
-    from pipeline.stages.build import build
-
     built = load_built(build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "out").out_dir)
     data = json.loads(json.dumps(built.data))
     for item in data["items"]:

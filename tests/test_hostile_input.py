@@ -5,19 +5,17 @@ code, and fails like any other wrong exit code).
 
 from __future__ import annotations
 
-import json
 import re
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.commands import newsletter_main
-from support.feeds import Entry, atom
+from support.commands import newsletter_main as run
+from support.feeds import Entry, atom, built_issue, feed_project, raw_atom
 from support.markup import nesting
-from support.project import SAMPLE_FEED, SAMPLE_WEEK, make_project
+from support.project import SAMPLE_FEED, SAMPLE_WEEK
 
-from pipeline.core.issue.sanitize import MAX_NESTING
+from pipeline.core.issue.sanitize import MAX_BODY_CHARS, MAX_NESTING
 from pipeline.model import LAYOUTS
 
 #: Every character that reorders or hides text.
@@ -25,42 +23,22 @@ BIDI = ("\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069\u200b\u200c\u200
         "\u061c\u200e\u200f\u2060\u2061\u2062\u2063\u2064")
 UNSAFE = re.compile(f"[{BIDI}\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f\ufffe\uffff]")
 PR = 60001
-LINK = f"https://github.com/vllm-project/vllm/pull/{PR}"
-
-
-def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return newsletter_main(args, cwd)
-
-
-def project(tmp_path: Path, feed: bytes) -> Path:
-    (tmp_path / "feed.atom").write_bytes(feed)
-    return make_project(tmp_path, feed="feed.atom")
 
 
 def build(tmp_path: Path, feed: bytes) -> dict[str, Any]:
-    result = run(["build", "--week", SAMPLE_WEEK], project(tmp_path, feed))
+    result = run(["build", "--week", SAMPLE_WEEK], feed_project(tmp_path, feed))
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
-    out = tmp_path / "build" / "issues" / SAMPLE_WEEK / "issue.json"
-    issue: dict[str, Any] = json.loads(out.read_text(encoding="utf-8"))
-    return issue
+    return built_issue(tmp_path)
 
 
-def raw_feed(*entries: str) -> bytes:
-    return ('<?xml version="1.0" encoding="utf-8"?>\n<feed xmlns="http://www.w3.org/2005/Atom">'
-            "<title>t</title><id>tag:t,2026:f</id><updated>2026-11-29T00:00:00Z</updated>"
-            + "".join(entries) + "</feed>").encode("utf-8")
-
-
-def raw_entry(lang: str, title: str, body: str, *, pr: int = PR, title_type: str = "html",
-              published: str = "2026-11-24T10:00:00+08:00", entry_id: str | None = None
-              ) -> str:
+def raw_entry(lang: str, title: str, body: str) -> str:
     """An entry whose title and content are given as the XML text itself (so ``&amp;#1;`` is
     an HTML character reference inside the feed's HTML)."""
-    return (f'<entry xml:lang="{lang}"><id>{entry_id or f"tag:t,2026:{pr}/{lang}"}</id>'
-            f'<title type="{title_type}">{title}</title>'
-            f'<link rel="alternate" href="https://github.com/vllm-project/vllm/pull/{pr}"/>'
-            f"<published>{published}</published>"
+    return (f'<entry xml:lang="{lang}"><id>tag:t,2026:{PR}/{lang}</id>'
+            f'<title type="html">{title}</title>'
+            f'<link rel="alternate" href="https://github.com/vllm-project/vllm/pull/{PR}"/>'
+            "<published>2026-11-24T10:00:00+08:00</published>"
             f'<content type="html">{body}</content></entry>')
 
 
@@ -73,7 +51,8 @@ def test_bidi_and_invisible_characters_reach_no_subject_page_mail_or_feed(tmp_pa
     body = ("&lt;p&gt;值得精读\u202e。调度器\u2067在 &amp;#x202E;负载下\u200b死锁&lt;/p&gt;")
     en_body = ("&lt;p&gt;Must read\u202e. The scheduler &amp;#x2066;deadlocks\u200f under "
                "load&lt;/p&gt;")
-    feed = raw_feed(raw_entry("zh-CN", zh_title, body), raw_entry("en", en_title, en_body))
+    feed = raw_atom(raw_entry("zh-CN", zh_title, body) + raw_entry("en", en_title, en_body),
+                    feed_lang=None)
     data = build(tmp_path, feed)
     (item,) = data["items"]
     assert item["zh"]["title"] == "修复SECURITY ALERT 调度器 死锁x"
@@ -103,9 +82,10 @@ def test_bidi_and_invisible_characters_reach_no_subject_page_mail_or_feed(tmp_pa
 
 def test_control_character_references_in_content_and_titles_build(tmp_path):
     refs = "&amp;#1; &amp;#xFFFE; &amp;#x0B; &amp;#x1F; &amp;#x81; &amp;#xFDD0;"
-    feed = raw_feed(
-        raw_entry("zh-CN", f"调度器 {refs} 死锁", f"&lt;p&gt;值得精读。{refs} 内容&lt;/p&gt;"),
-        raw_entry("en", f"Scheduler {refs} deadlock", f"&lt;p&gt;Must read. {refs} x&lt;/p&gt;"))
+    feed = raw_atom(
+        raw_entry("zh-CN", f"调度器 {refs} 死锁", f"&lt;p&gt;值得精读。{refs} 内容&lt;/p&gt;")
+        + raw_entry("en", f"Scheduler {refs} deadlock", f"&lt;p&gt;Must read. {refs} x&lt;/p&gt;"),
+        feed_lang=None)
     data = build(tmp_path, feed)
     (item,) = data["items"]
     assert item["pr"] == PR
@@ -175,8 +155,6 @@ def test_thousands_of_categories_leave_the_email_whole_and_the_archive_small(tmp
 def test_a_body_of_megabytes_is_cut_said_and_costs_no_more_than_a_long_review(tmp_path,
                                                                             content_type):
     """Cut at ``MAX_BODY_CHARS``, the review is kept and the proof says how long it was."""
-    from pipeline.core.issue.sanitize import MAX_BODY_CHARS
-
     unit = "<b>`x`</b> 细节 &amp; " if content_type == "html" else "细节 `x` & more\n"
     huge = "值得精读。" + unit * (3_000_000 // len(unit))
     feed = atom([
@@ -196,26 +174,36 @@ def test_a_body_of_megabytes_is_cut_said_and_costs_no_more_than_a_long_review(tm
     assert item["en"]["body_text"] == "Must read. A normal review."  # the other is untouched
 
 
-def test_a_five_thousand_digit_pr_number_is_skipped_and_the_rest_builds(tmp_path):
-    huge = "9" * 5000
-    cited = f'<p>Must read. See <a href="https://github.com/vllm-project/vllm/pull/{huge}">' \
-            f"#{huge}</a> and #{huge} and vllm-project/vllm#{huge}.</p>"
-    feed = atom([
-        Entry(pr=PR, title="正常", body="值得精读。"),
+#: A PR number of 1 to 9 ASCII digits above 0 is one; the rest are skipped with a reason.
+NUMBERS = {"huge": "9" * 5000, "ten digits": "1234567890", "zero": "0", "zeros": "000",
+           "arabic-indic": "\u0661\u0662\u0663", "full-width": "\uff11\uff12",
+           "superscript": "1\u00b2", "largest": "999999999"}
+
+
+def test_a_pr_number_outside_1_to_9_digits_is_skipped_and_the_rest_previews(tmp_path):
+    huge = NUMBERS["huge"]
+    link = f'<a href="https://github.com/vllm-project/vllm/pull/{huge}">#{huge}</a>'
+    cited = f"<p>Must read. See {link} and #{huge} and vllm-project/vllm#{huge}.</p>"
+    feed = atom([  # cited in both languages, the proof reads it in every layout
+        Entry(pr=PR, title="正常", body=f"<p>值得精读。见 {link}。</p>", content_type="html"),
         Entry(pr=PR, title="Fine", body=cited, content_type="html", lang="en", id="en"),
-        Entry(link=f"https://github.com/vllm-project/vllm/pull/{huge}", title="巨大",
-              body="值得精读。", id="huge"),
-        Entry(link="https://github.com/vllm-project/vllm/pull/0", title="零", id="zero"),
-        Entry(link="https://github.com/vllm-project/vllm/pull/\u0661\u0662", title="阿拉伯数字",
-              id="arabic-indic"),
+        *(Entry(link=f"https://github.com/vllm-project/vllm/pull/{number}", title=name, id=name)
+          for name, number in NUMBERS.items()),
+        Entry(link="https://github.com/vllm-project/vllm/pull/999999999", title="Largest",
+              body="Must read.", lang="en", id="largest-en"),
     ])
-    data = build(tmp_path, feed)
-    assert [item["pr"] for item in data["items"]] == [PR]
+    result = run(["preview", "--week", SAMPLE_WEEK, "--no-serve", "--no-screenshots"],
+                 feed_project(tmp_path, feed))
+    assert result.returncode == 0, result.stderr
+    data = built_issue(tmp_path)
+    assert sorted(item["pr"] for item in data["items"]) == [PR, 999_999_999]
+    assert huge in next(i for i in data["items"] if i["pr"] == PR)["en"]["body_html"]
     reasons = {entry["id"]: entry["reason"] for entry in data["skipped"]}
-    assert "5,000 digits" in reasons["huge"] and "1 to 9 digits" in reasons["huge"]
-    assert "1 to 9 digits" in reasons["zero"]
-    assert reasons["arabic-indic"] == "link is not a pull request"
-    assert set(data["skipped"][0]) == {"id", "link", "title", "reason"}
+    assert "5,000 digits" in reasons["huge"]
+    for name in ("huge", "ten digits", "zero", "zeros"):
+        assert "is not 1 to 9 digits above 0" in reasons[name] and len(reasons[name]) < 100
+    for name in ("arabic-indic", "full-width", "superscript"):
+        assert reasons[name] == "link is not a pull request"
 
 
 # -- dates and ids ----------------------------------------------------------------------
@@ -238,18 +226,3 @@ def test_invalid_dates_and_an_id_used_for_two_prs_are_skipped_with_reasons(tmp_p
     assert sorted(item["pr"] for item in data["items"]) == [PR, 60005]
     assert {p["message"] for p in data["problems"] if p["code"] == "skipped-entry"} >= {
         f"feed entry twice skipped: {skipped[('twice', '60004')]}"}
-
-
-def test_a_huge_pr_number_cited_in_a_body_passes_the_preview(tmp_path):
-    huge = "9" * 5000
-    link = f'<a href="https://github.com/vllm-project/vllm/pull/{huge}">#{huge}</a>'
-    feed = atom([
-        Entry(pr=PR, title="正常", body=f"<p>值得精读。见 {link}。</p>", content_type="html"),
-        Entry(pr=PR, title="Fine", body=f"<p>Must read. See {link}.</p>", content_type="html",
-              lang="en", id="en"),
-    ])
-    result = run(["preview", "--week", SAMPLE_WEEK, "--no-serve", "--no-screenshots"],
-                 project(tmp_path, feed))
-    assert result.returncode == 0, result.stderr
-    report = (tmp_path / "build" / "issues" / SAMPLE_WEEK / "issue.json").read_text()
-    assert huge in report

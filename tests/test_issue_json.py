@@ -8,8 +8,10 @@ import re
 from dataclasses import replace
 from datetime import UTC, datetime
 
+import feedparser  # type: ignore[import-untyped]
 import pytest
-from support.project import SAMPLE_FEED, SAMPLE_WEEK, SEED_PRS
+from support.feeds import Entry
+from support.project import SAMPLE_FEED, SAMPLE_WEEK, SEED, SEED_PRS
 
 from pipeline.core.issue import issue_json
 from pipeline.errors import BlockedError
@@ -50,27 +52,20 @@ def test_shape_follows_design(settings, tmp_path):
     assert data["skipped"] == []
     assert [p["code"] for p in data["problems"]] == ["mostly-must-read"]  # 7 of 8
     assert re.match(r"^[0-9a-f]{64}$", data["content_hash"])
+    scoped = next(i for i in data["items"] if i["pr"] == 56671)
+    assert scoped["tier"] == "must-read"
+    assert scoped["scope_note"] == "只需读 27 行中的 fixture 本体"
+    assert "27" in scoped["why"]["zh"] and "27" in scoped["why"]["en"]
 
 
-def test_the_scoped_review_keeps_its_note(settings, tmp_path):
-    data = build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "o").data
-    item = next(i for i in data["items"] if i["pr"] == 56671)
-    assert item["tier"] == "must-read"
-    assert item["scope_note"] == "只需读 27 行中的 fixture 本体"
-    assert "27" in item["why"]["zh"] and "27" in item["why"]["en"]
-
-
-def test_identical_input_gives_identical_bytes(settings, tmp_path):
-    first = build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "a")
+def test_identical_input_gives_identical_bytes_and_a_hash_of_json_and_every_artifact(settings,
+                                                                                    tmp_path):
+    built = build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "a")
     second = build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "b")
-    assert first.files == second.files
-    for name, content in first.files.items():
+    assert built.files == second.files
+    for name, content in built.files.items():
         assert (tmp_path / "a" / name).read_bytes() == content == (tmp_path / "b" / name
                                                                    ).read_bytes()
-
-
-def test_content_hash_covers_json_and_every_artifact(settings, tmp_path):
-    built = build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "o")
     artifacts = {k: v for k, v in built.files.items() if k != "issue.json"}
     assert issue_json.content_hash(built.data, artifacts) == built.data["content_hash"]
     changed = dict(artifacts, **{"email-en.txt": artifacts["email-en.txt"] + b" "})
@@ -80,8 +75,6 @@ def test_content_hash_covers_json_and_every_artifact(settings, tmp_path):
 
 
 def test_problems_and_skipped_shapes(settings, write_feed, tmp_path):
-    from support.feeds import Entry
-
     feed = write_feed([
         Entry(pr=1, body="没有结论的评审。"),
         Entry(pr=None, link="https://github.com/vllm-project/vllm/issues/5", title="issue"),
@@ -101,16 +94,10 @@ def test_problems_and_skipped_shapes(settings, write_feed, tmp_path):
     assert item["en"] is None and item["zh"]["title"] == "标题"
 
 
-def test_sample_feed_is_what_the_readme_says():
+def test_sample_feed_carries_each_seed_pr_twice_and_its_review_verbatim():
     text = SAMPLE_FEED.read_text(encoding="utf-8")
     for pr in SEED_PRS:
         assert text.count(f"https://github.com/vllm-project/vllm/pull/{pr}") == 2
-
-
-def test_sample_feed_carries_the_seed_reviews_verbatim():
-    import feedparser  # type: ignore[import-untyped]
-    from support.project import SEED
-
     blocks = [b.strip() for b in SEED.read_text(encoding="utf-8").split("\n\n") if b.strip()]
     seeds = list(zip(blocks[1::2], blocks[2::2], strict=True))
     parsed = feedparser.parse(SAMPLE_FEED.read_bytes())
@@ -132,17 +119,12 @@ def _sample(settings, folder):
     return raw, json.loads(raw), artifacts
 
 
-def test_reading_back_and_writing_again_gives_the_same_bytes(settings, tmp_path):
+def test_the_sample_reads_back_as_records_and_writes_again_as_the_same_bytes(settings, tmp_path):
     raw, data, artifacts = _sample(settings, tmp_path / "o")
     issue = issue_json.from_dict(data)
     assert issue_json.to_dict(issue, artifacts) == data  # the content_hash too
     assert issue_json.dumps(issue_json.with_hash(issue, data["content_hash"])) == raw
     assert issue_json.from_dict(issue_json.to_dict(issue, artifacts)) == issue
-
-
-def test_the_sample_reads_back_as_records(settings, tmp_path):
-    _, data, _ = _sample(settings, tmp_path / "o")
-    issue = issue_json.from_dict(data)
     assert issue.id == issue.week.id == "2026-W48"
     assert issue.week.start == datetime(2026, 11, 22, 16, tzinfo=UTC)
     assert issue.week.tz == "Asia/Shanghai"
@@ -193,8 +175,11 @@ def _through_the_file(issue: Issue) -> Issue:
     return issue_json.from_dict(json.loads(issue_json.dumps(issue_json.to_dict(issue, {}))))
 
 
-def test_odd_values_round_trip():
+@pytest.mark.parametrize("empty", [False, True], ids=["odd", "empty"])
+def test_odd_values_and_an_empty_issue_round_trip(empty):
     issue = _odd_issue()
+    if empty:
+        issue = replace(issue, items=(), skipped=(), problems=(), subject={}, preheader={})
     assert issue_json.from_dict(issue_json.to_dict(issue, {})) == issue
     assert _through_the_file(issue) == issue
 
@@ -205,11 +190,6 @@ def test_the_prs_the_editor_hid_are_listed_not_problems_and_absent_when_none():
     assert "hidden" not in {p["code"] for p in data["problems"]}
     plain = issue_json.to_dict(replace(_odd_issue(), hidden=()), {})
     assert "hidden" not in plain  # an issue without hides keeps the bytes it had before
-
-
-def test_an_empty_issue_round_trips():
-    issue = replace(_odd_issue(), items=(), skipped=(), problems=(), subject={}, preheader={})
-    assert _through_the_file(issue) == issue
 
 
 def test_what_build_keeps_for_itself_comes_back_as_the_defaults():
@@ -231,8 +211,12 @@ def test_a_github_headline_comes_back_as_the_text_the_file_holds():
     assert issue_json.to_dict(back, {}) == issue_json.to_dict(issue, {})
 
 
-def test_keys_that_may_be_null_may_be_missing():
-    data = issue_json.to_dict(_odd_issue(), {})
+def test_keys_that_may_be_null_may_be_missing_and_older_files_read_as_the_defaults():
+    data = issue_json.to_dict(replace(_odd_issue(), number=7), {})
+    del data["number"], data["hidden"], data["items"][0]["zh"]["source"]
+    issue = issue_json.from_dict(data)
+    assert issue.items[0].zh is not None
+    assert (issue.number, issue.hidden, issue.items[0].zh.source) == (0, (), "feed")
     for item in data["items"]:
         for key in ("scope_note", "note", "zh", "en", "github", "areas"):
             del item[key]
@@ -242,20 +226,6 @@ def test_keys_that_may_be_null_may_be_missing():
                                                                           None, None, ())
                for i in issue.items)
     assert issue.problems[0].pr is None
-
-
-def test_a_file_from_before_number_hidden_and_a_texts_source_reads_as_their_defaults():
-    data = issue_json.to_dict(replace(_odd_issue(), number=7), {})
-    del data["number"], data["hidden"], data["items"][0]["zh"]["source"]
-    issue = issue_json.from_dict(data)
-    assert issue.items[0].zh is not None
-    assert (issue.number, issue.hidden, issue.items[0].zh.source) == (0, (), "feed")
-
-
-def test_another_schema_version_is_refused_by_name():
-    data = {**issue_json.to_dict(_odd_issue(), {}), "schema_version": 2}
-    with pytest.raises(ValueError, match="schema_version 2, expected 1"):
-        issue_json.from_dict(data)
 
 
 def test_load_built_refuses_another_schema_version(settings, tmp_path):

@@ -10,14 +10,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support.commands import newsletter_main
+from support.commands import newsletter_main as run
 from support.project import SAMPLE_WEEK, make_project
 
 from pipeline.core.issue import issue_json
-
-
-def run(args: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
-    return newsletter_main(args, cwd)
 
 
 @pytest.fixture

@@ -7,13 +7,12 @@ week when the archive is empty.
 
 from __future__ import annotations
 
-import json
 import runpy
 from pathlib import Path
 
 import pytest
 from support.commands import newsletter_main
-from support.feeds import Entry, atom
+from support.feeds import Entry, atom, built_issue
 from support.project import ROOT, SAMPLE_FEED, SAMPLE_WEEK
 
 from pipeline.config import load
@@ -42,8 +41,7 @@ def week_feed(folder: Path, pr: int, published: str) -> Path:
 
 
 def number(project: Path, week: str) -> int:
-    data = json.loads((project / "build" / "issues" / week / "issue.json").read_text())
-    value: int = data["number"]
+    value: int = built_issue(project, week)["number"]
     return value
 
 
@@ -58,8 +56,7 @@ def test_the_default_configuration_numbers_from_the_archives_first_issue(tmp_pat
     assert load(project / "newsletter.toml", {}).issue.first_week == ""
     ok(project, "build", "--week", SAMPLE_WEEK)
     assert number(project, SAMPLE_WEEK) == 1  # a fresh archive's first issue
-    subject = json.loads((project / "build" / "issues" / SAMPLE_WEEK / "issue.json").read_text(
-        ))["subject"]
+    subject = built_issue(project)["subject"]
     assert subject["en"].startswith("vLLM PR Weekly · No. 1 · 23–29 Nov · ")
     assert subject["zh"].startswith("vLLM PR 周报 · 第 1 期 · 11 月 23–29 日 · ")
     ok(project, "publish", "--week", SAMPLE_WEEK)

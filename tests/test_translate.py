@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import re
+import sqlite3
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +20,7 @@ from botocore.exceptions import ClientError
 from botocore.stub import Stubber
 from support.http_server import Answer, HttpServer, Reply, Request
 from support.project import seed_reviews
+from support.servers import aws_environment
 
 from pipeline.config import Settings, TranslateSettings, load
 from pipeline.core.issue.sanitize import clean_html, text_to_html
@@ -128,7 +130,8 @@ def code_spans(html: str) -> list[str]:
 # -- openai ----------------------------------------------------------------------------------
 
 
-def test_openai_request_carries_model_temperature_prompt_and_key(llm: FakeLLM) -> None:
+def test_openai_request_carries_model_temperature_prompt_direction_and_key(
+        llm: FakeLLM) -> None:
     translator, _ = openai(llm, api_key="sk-test")
     result = translate_html(translator, None, BODY, "zh", "en")
 
@@ -152,12 +155,10 @@ def test_openai_request_carries_model_temperature_prompt_and_key(llm: FakeLLM) -
     assert code_spans(result.text) == code_spans(BODY)
     assert "FAIL CLOSED" in result.text and "值得" not in result.text
     assert clean_html(result.text) == result.text
-
-
-def test_no_authorization_header_without_a_key(llm: FakeLLM) -> None:
-    translator, _ = openai(llm)
-    translator.translate("你好 ⟦1⟧", "zh", "en")
-    assert "authorization" not in llm.requests[0].headers
+    into_chinese = translate_html(translator, None, "<p>Worth a close read: <code>flush()</code> "
+                                  "now drains.</p>", "en", "zh")
+    assert into_chinese.text == "<p>中文 中文 中文 中文: <code>flush()</code> 中文 中文.</p>"
+    assert "English into Simplified Chinese" in llm.requests[1].json()["messages"][0]["content"]
 
 
 @pytest.mark.parametrize("suffix", ["", "/", "/v1", "/v1/"])
@@ -167,29 +168,17 @@ def test_base_url_with_or_without_v1(llm: FakeLLM, suffix: str) -> None:
     assert translator.translate("你好", "zh", "en") == "ZH"
 
 
-def test_english_into_chinese_names_the_direction(llm: FakeLLM) -> None:
-    translator, _ = openai(llm)
-    result = translate_html(translator, None, "<p>Worth a close read: <code>flush()</code> "
-                            "now drains.</p>", "en", "zh")
-    assert result.text == "<p>中文 中文 中文 中文: <code>flush()</code> 中文 中文.</p>"
-    assert "English into Simplified Chinese" in llm.requests[0].json()["messages"][0]["content"]
-
-
-def test_429_then_200_is_retried_honouring_retry_after(llm: FakeLLM) -> None:
-    llm.fail(429, headers={"Retry-After": "0"})
-    translator, waits = openai(llm)
-    result = translate_html(translator, None, BODY, "zh", "en")
-    assert result.text is not None and result.rejected is None
-    assert len(llm.requests) == 2
-    assert waits == [0.0]
-
-
-def test_5xx_backs_off_exponentially_then_succeeds(llm: FakeLLM) -> None:
-    llm.fail(503, times=2)
+@pytest.mark.parametrize(("status", "times", "headers", "waited"), [
+    (429, 1, {"Retry-After": "0"}, [0.0]),  # honouring Retry-After
+    (503, 2, {}, [0.25, 0.5]),  # backing off exponentially
+])
+def test_429_or_5xx_then_200_is_retried(llm: FakeLLM, status: int, times: int,
+                                        headers: dict[str, str], waited: list[float]) -> None:
+    llm.fail(status, times=times, headers=headers)
     translator, waits = openai(llm, backoff=0.25)
     assert translator.translate("你好", "zh", "en") == "ZH"
-    assert waits == [0.25, 0.5]
-    assert len(llm.requests) == 3
+    assert waits == waited
+    assert len(llm.requests) == times + 1
 
 
 def test_persistent_500_gives_up_with_a_translate_error(llm: FakeLLM) -> None:
@@ -206,38 +195,31 @@ def test_persistent_500_gives_up_with_a_translate_error(llm: FakeLLM) -> None:
     assert "fake failure 500" in str(error)
 
 
-def test_a_retry_after_beyond_the_limit_gives_up_at_once(llm: FakeLLM) -> None:
-    llm.fail(429, times=5, headers={"Retry-After": "3600"})
-    translator, waits = openai(llm)
-    with pytest.raises(TranslateError, match="asks to wait 3600s"):
-        translator.translate("你好", "zh", "en")
-    assert len(llm.requests) == 1 and waits == []
-
-
-def test_unauthorized_is_not_retried_and_names_the_key_variable(llm: FakeLLM) -> None:
-    llm.fail(401, times=5)
+@pytest.mark.parametrize(("status", "headers", "said"), [
+    (429, {"Retry-After": "3600"}, "asks to wait 3600s"),  # beyond the limit
+    (401, {}, f"HTTP 401.*{API_KEY_VARIABLE}"),  # unauthorized: names the key's variable
+])
+def test_a_long_retry_after_or_unauthorized_gives_up_at_once(llm: FakeLLM, status: int,
+                                                             headers: dict[str, str],
+                                                             said: str) -> None:
+    llm.fail(status, times=5, headers=headers)
     translator, waits = openai(llm, api_key="wrong")
-    with pytest.raises(TranslateError, match=f"HTTP 401.*{API_KEY_VARIABLE}") as caught:
+    with pytest.raises(TranslateError, match=said) as caught:
         translator.translate("你好", "zh", "en")
     assert len(llm.requests) == 1 and waits == []
     assert "wrong" not in str(caught.value)
 
 
-def test_a_silent_server_times_out_and_is_retried(silent_server: tuple[str, int]) -> None:
-    host, port = silent_server
+@pytest.mark.parametrize(("server", "said"), [("silent_server", "gave up after 3 attempts"),
+                                            ("unused_port", "cannot reach the server")])
+def test_a_silent_server_times_out_and_a_refused_connection_is_retried_then_reported(
+        request: pytest.FixtureRequest, server: str, said: str) -> None:
+    found = request.getfixturevalue(server)
+    host, port = found if server == "silent_server" else ("127.0.0.1", found)
     waits: list[float] = []
     translator = OpenAITranslator(f"http://{host}:{port}", MODEL, None, timeout=0.2,
-                                  retries=1, sleep=waits.append)
-    with pytest.raises(TranslateError, match="gave up after 2 attempts"):
-        translator.translate("你好", "zh", "en")
-    assert len(waits) == 1
-
-
-def test_a_refused_connection_is_retried_then_reported(unused_port: int) -> None:
-    waits: list[float] = []
-    translator = OpenAITranslator(f"http://127.0.0.1:{unused_port}", MODEL, None, retries=2,
-                                  sleep=waits.append)
-    with pytest.raises(TranslateError, match="cannot reach the server"):
+                                  retries=2, sleep=waits.append)
+    with pytest.raises(TranslateError, match=said):
         translator.translate("你好", "zh", "en")
     assert len(waits) == 2
 
@@ -260,22 +242,6 @@ def test_reasoning_fences_and_quotes_around_the_answer_are_removed(llm: FakeLLM)
     translator, _ = openai(llm)
     for _ in range(3):
         assert translator.translate("你好 ⟦1⟧", "zh", "en") == "HELLO ⟦1⟧"
-
-
-def test_a_server_that_drops_a_placeholder_is_rejected_and_nothing_cached(
-        llm: FakeLLM, memory: TranslationMemory) -> None:
-    llm.answer = drop_first_placeholder
-    translator, _ = openai(llm)
-    result = translate_html(translator, memory, BODY, "zh", "en")
-    assert result.text is None
-    assert result.source == "machine:openai"
-    assert result.rejected is not None and "⟦1⟧ ('<p>') was lost" in result.rejected
-    assert not result.cached
-    assert len(memory) == 0
-    # The next run asks again rather than reusing a rejected answer.
-    llm.answer = fake_translation
-    again = translate_html(translator, memory, BODY, "zh", "en")
-    assert again.text is not None and len(llm.requests) == 2
 
 
 def test_an_answer_still_in_the_source_language_is_rejected(
@@ -326,28 +292,13 @@ def test_a_text_with_nothing_to_translate_makes_no_call(llm: FakeLLM) -> None:
 # -- the translation memory ------------------------------------------------------------------
 
 
-def test_a_rerun_makes_no_call_and_yields_identical_text(
-        llm: FakeLLM, tmp_path: Path) -> None:
-    path = tmp_path / "data" / "translations.sqlite3"
-    translator, _ = openai(llm)
-    with TranslationMemory.open(path) as mem:
-        first = translate_html(translator, mem, BODY, "zh", "en")
-        title = translate_html(translator, mem, REVIEWS[0][0], "zh", "en", title=True)
-    assert len(llm.requests) == 2 and not first.cached
-    # Another process, another day: the same file answers.
-    with TranslationMemory.open(path) as mem:
-        again = translate_html(translator, mem, BODY, "zh", "en")
-        title_again = translate_html(translator, mem, REVIEWS[0][0], "zh", "en", title=True)
-    assert len(llm.requests) == 2
-    assert again == Translation(first.text, "machine:openai", None, cached=True)
-    assert title_again.text == title.text and title_again.cached
-
-
 def test_memory_is_keyed_by_backend_model_and_target(
         llm: FakeLLM, memory: TranslationMemory) -> None:
     translator, _ = openai(llm)
-    translate_html(translator, memory, BODY, "zh", "en")
-    assert len(llm.requests) == 1
+    first = translate_html(translator, memory, BODY, "zh", "en")
+    again = translate_html(translator, memory, BODY, "zh", "en")
+    assert again == Translation(first.text, "machine:openai", None, cached=True)
+    assert len(llm.requests) == 1 and not first.cached
     other_model = OpenAITranslator(llm.url, "another-model", None)
     translate_html(other_model, memory, BODY, "zh", "en")
     assert len(llm.requests) == 2
@@ -369,8 +320,6 @@ def test_memory_file_is_sqlite_in_wal_mode_under_the_data_folder(tmp_path: Path)
         mem.put("源", "source", backend="aws", model="amazon-translate", target="en")
         mode = mem._conn.execute("PRAGMA journal_mode").fetchone()[0]
     assert mode == "wal"
-    import sqlite3
-
     with sqlite3.connect(path) as conn:
         rows = conn.execute("SELECT source_sha256, backend, model, target, text "
                             "FROM translations").fetchall()
@@ -472,8 +421,6 @@ def test_aws_refuses_a_text_over_its_size_limit_without_calling(
 
 def test_aws_unreachable_endpoint_is_a_translate_error(
         monkeypatch: pytest.MonkeyPatch, unused_port: int) -> None:
-    from support.servers import aws_environment
-
     aws_environment(monkeypatch, f"http://127.0.0.1:{unused_port}")
     translator = AwsTranslator(client=translate_client(max_attempts=1, connect_timeout=2))
     with pytest.raises(TranslateError, match="cannot reach Amazon Translate"):
@@ -520,8 +467,6 @@ def test_openai_backend_config_errors_name_the_key(conf: TranslateSettings, key:
 
 
 def test_aws_backend_uses_aws_settings(monkeypatch: pytest.MonkeyPatch) -> None:
-    from support.servers import aws_environment
-
     aws_environment(monkeypatch, "http://127.0.0.1:9")
     translator = open_translator(TranslateSettings("aws"), {})
     assert isinstance(translator, AwsTranslator)
@@ -541,24 +486,20 @@ def test_aws_backend_without_a_region_is_a_config_error(
     assert caught.value.key == "[translate] backend"
 
 
-def test_translate_html_refuses_an_unknown_direction(llm: FakeLLM) -> None:
+@pytest.mark.parametrize("target", ["zh", "fr"])
+def test_translate_html_refuses_an_unknown_direction(llm: FakeLLM, target: str) -> None:
     translator, _ = openai(llm)
     with pytest.raises(ValueError, match="cannot translate"):
-        translate_html(translator, None, BODY, "zh", "zh")
-    with pytest.raises(ValueError, match="cannot translate"):
-        translate_html(translator, None, BODY, "zh", "fr")
+        translate_html(translator, None, BODY, "zh", target)
 
 
-def test_a_translated_title_carries_no_bidi_or_invisible_character(llm: FakeLLM) -> None:
+def test_a_translated_title_or_body_carries_no_bidi_invisible_or_control_character(
+        llm: FakeLLM) -> None:
     llm.answer = lambda text, target: "Fix \u202eSECURITY ALERT\u202c\u200b in ⟦1⟧\ufeff"
     translator, _ = openai(llm)
-    result = translate_html(translator, None, "修复 ROCm 上的死锁", "zh", "en", title=True)
-    assert result.text == "Fix SECURITY ALERT in ROCm"
-
-
-def test_a_translated_body_carries_no_bidi_or_control_character(llm: FakeLLM) -> None:
+    title = translate_html(translator, None, "修复 ROCm 上的死锁", "zh", "en", title=True)
+    assert title.text == "Fix SECURITY ALERT in ROCm"
     llm.answer = lambda text, target: text.replace("修复死锁", "Fix \u2067it\u2069 &#x202E;&#1;now")
-    translator, _ = openai(llm)
-    result = translate_html(translator, None, "<p>修复死锁。</p>", "zh", "en")
-    assert result.text is not None
-    assert not re.search("[\u202e\u2067\u2069\x01]|&#", result.text), result.text
+    body = translate_html(translator, None, "<p>修复死锁。</p>", "zh", "en")
+    assert body.text is not None
+    assert not re.search("[\u202e\u2067\u2069\x01]|&#", body.text), body.text

@@ -1,10 +1,15 @@
 """Feeds written by the tests: an :class:`Entry` is what a test sets of one feed entry,
-:func:`atom` a well-formed Atom document of them."""
+:func:`atom` a well-formed Atom document of them, :func:`feed_project` a project reading one."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 from xml.sax.saxutils import escape, quoteattr
+
+from support.project import SAMPLE_WEEK, make_project
 
 
 @dataclass
@@ -52,3 +57,25 @@ def atom(entries: list[Entry], feed_lang: str | None = "zh-CN") -> bytes:
         parts.append("</entry>")
     parts.append("</feed>")
     return "".join(parts).encode("utf-8")
+
+
+def raw_atom(entries_xml: str, feed_lang: str | None = "zh-CN") -> bytes:
+    """An Atom document around entries written as XML by hand."""
+    lang = f" xml:lang={quoteattr(feed_lang)}" if feed_lang else ""
+    return (f'<?xml version="1.0" encoding="utf-8"?><feed xmlns="http://www.w3.org/2005/Atom"'
+            f"{lang}><title>t</title><id>tag:t,2026:f</id>"
+            f"<updated>2026-11-29T00:00:00Z</updated>{entries_xml}</feed>").encode()
+
+
+def feed_project(folder: Path, feed: bytes | list[Entry]) -> Path:
+    """``folder`` as a project reading ``feed`` (its bytes, or entries) from feed.atom."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "feed.atom").write_bytes(feed if isinstance(feed, bytes) else atom(feed))
+    return make_project(folder, feed="feed.atom")
+
+
+def built_issue(project: Path, week: str = SAMPLE_WEEK) -> dict[str, Any]:
+    """The issue.json a build of ``project`` wrote for ``week``; empty when it wrote none."""
+    path = project / "build" / "issues" / week / "issue.json"
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8")) if path.exists() else {}
+    return data
