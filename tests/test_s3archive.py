@@ -278,7 +278,8 @@ def test_an_empty_bucket_holds_no_issue_and_no_key(archive: S3Archive) -> None:
     assert archive.read("issues/2026-W48/issue.json") is None
 
 
-@pytest.mark.parametrize("key", ["../x", "/abs", "issues/../../x", "a//b/../c", "", "a b"])
+@pytest.mark.parametrize("key", ["../x", "/abs", "issues/../../x", "a//b/../c", "", "a b",
+                                 "areas/x\n/index.html"])
 def test_unsafe_keys_are_refused_before_any_request(archive: S3Archive, key: str) -> None:
     wire = watch(archive)
     with pytest.raises(ArchiveError, match="refusing"):
@@ -447,7 +448,7 @@ def test_with_closes_the_client_the_archive_built(s3: Any,
     assert closed == ["built"]
 
 
-def test_an_area_page_of_a_chinese_area_round_trips_and_escapes_nothing(s3: Any) -> None:
+def test_an_area_page_of_a_chinese_area_round_trips(s3: Any) -> None:
     """S3 keys take any script as UTF-8, and a rewrite of the same bytes is known unchanged."""
     from pipeline.core.issue.interests import area_slug
 
@@ -459,14 +460,6 @@ def test_an_area_page_of_a_chinese_area_round_trips_and_escapes_nothing(s3: Any)
     again = S3Archive(BUCKET, PREFIX)  # a fresh runner: ETags from the listing
     assert again.write(SiteObject(key, ZH_PAGE, HTML, SHORT)) is False
     assert again.read(key) == ZH_PAGE
-    for name in ("../x", "..", "/etc/passwd", "%%unsubscribe_url%%", "<script>", "a" * 500):
-        slug = area_slug(name)
-        assert "/" not in slug and slug not in (".", "..") and len(slug) <= 60
-        assert again.write(SiteObject(f"areas/{slug}/index.html", b"x", HTML, SHORT)) is True
-    for bad in ("areas/../x/index.html", "areas/x\n/index.html", "areas/a b/index.html"):
-        with pytest.raises(ArchiveError):
-            again.write(SiteObject(bad, b"x", HTML, SHORT))
-    assert all(k.startswith(PREFIX + "areas/") for k in all_keys(s3))
     again.close()
 
 
