@@ -214,7 +214,8 @@ def test_install_falls_back_to_pip_with_the_same_pins(tmp_path: Path) -> None:
     assert "falling back to pip" in stderr
 
 
-def _pins() -> dict[str, str]:
+def locked_pins() -> dict[str, str]:
+    """requirements.lock's versions, by normalised project name."""
     pins: dict[str, str] = {}
     for line in (ROOT / "requirements.lock").read_text().splitlines():
         if match := re.match(r"([A-Za-z0-9._-]+)==([^ ;]+)", line):
@@ -225,7 +226,7 @@ def _pins() -> dict[str, str]:
 def test_the_lock_pins_every_declared_dependency_within_its_range() -> None:
     """A dependency added to pyproject.toml without `make lock` fails here, not in CI."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    pins = _pins()
+    pins = locked_pins()
     extras = project["optional-dependencies"]
     declared = [*project["dependencies"], *extras["test"], *extras["preview"]]
     for text in declared:
