@@ -193,13 +193,16 @@ def test_search_pages_load_the_newest_bundle_merge_the_others_and_say_what_to_do
 
 
 @pytest.mark.subprocess
-def test_publish_indexes_every_issue_the_archive_holds(settings, built, tmp_path):
+def test_publish_indexes_and_lists_every_issue_the_archive_holds(settings, built, tmp_path):
     older = build_week(settings, tmp_path, "2026-W47", W47_ENTRIES)
     root = tmp_path / "site"
     archive = LocalArchive(root)
     publish(older, archive, Site(settings.site))
     shutil.rmtree(older.folder)  # a fresh runner: the older issue is only in the archive
     report = publish(built, archive, Site(settings.site))
+    index = (root / "index.html").read_text()  # the index too is rebuilt from the archive
+    assert "2026-W47" in index and "2026-W48" in index
+    assert archive.list_issues() == ["2026-W47", "2026-W48"]
     assert "search/pagefind/2026/pagefind-entry.json" in report.written
     found = fragments(root)
     assert set(found) == {"/reviews/2026-W47/50001.html",

@@ -171,20 +171,6 @@ def test_publish_writes_pages_then_index_and_twice_writes_nothing(settings, buil
     assert bundle and second.unchanged == len(first.written) - len(bundle)
 
 
-@pytest.mark.subprocess  # publish runs Pagefind
-def test_index_is_rebuilt_from_the_archive_alone(settings, built, older, tmp_path):
-    archive = LocalArchive(tmp_path / "site")
-    publish(older, archive, Site(settings.site))
-    # A fresh runner: only this week's build exists locally; the index still lists both.
-    import shutil
-
-    shutil.rmtree(older.folder)
-    publish(built, archive, Site(settings.site))
-    index = (tmp_path / "site" / "index.html").read_text()
-    assert "2026-W47" in index and "2026-W48" in index
-    assert archive.list_issues() == ["2026-W47", "2026-W48"]
-
-
 class FailingArchive(LocalArchive):
     """Fails on one key, like a network error half-way through a publish."""
 
