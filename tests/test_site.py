@@ -94,7 +94,6 @@ def test_public_email_has_no_personal_link(settings, built):
 
 
 def test_the_archive_copys_links_to_the_app_answer(tmp_path):
-    """Each link of the public copy into the app answers 200 from the real app."""
     from support.app_server import free_port, project_settings, request, serve_app
 
     settings = project_settings(tmp_path, free_port())
@@ -357,21 +356,21 @@ def test_index_headlines_issues_by_number_and_dates_and_lists_every_title(settin
     assert "No. 0" not in unnumbered and "第 0 期" not in unnumbered
 
 
-def test_headline_dates_across_months_and_years():
+@pytest.mark.parametrize(("start", "end", "zh", "en"), [
+    ((2026, 11, 23), (2026, 11, 30), "2026 年 11 月 23 日 – 29 日", "23–29 Nov 2026"),
+    ((2026, 11, 30), (2026, 12, 7), "2026 年 11 月 30 日 – 12 月 6 日", "30 Nov – 6 Dec 2026"),
+    ((2026, 12, 28), (2027, 1, 4), "2026 年 12 月 28 日 – 2027 年 1 月 3 日",
+     "28 Dec 2026 – 3 Jan 2027"),
+], ids=["one month", "two months", "two years"])
+def test_headline_dates_across_months_and_years(start: tuple[int, int, int],
+                                                end: tuple[int, int, int], zh: str, en: str):
     from datetime import UTC, datetime
 
     from pipeline.core.site.site_pages import headline_dates
 
-    def at(y, m, d):  # a week boundary: midnight, UTC
-        return datetime(y, m, d, tzinfo=UTC)
-
-    tz = "UTC"
-    assert headline_dates(at(2026, 11, 23), at(2026, 11, 30), tz) == {
-        "zh": "2026 年 11 月 23 日 – 29 日", "en": "23–29 Nov 2026"}
-    assert headline_dates(at(2026, 11, 30), at(2026, 12, 7), tz) == {
-        "zh": "2026 年 11 月 30 日 – 12 月 6 日", "en": "30 Nov – 6 Dec 2026"}
-    assert headline_dates(at(2026, 12, 28), at(2027, 1, 4), tz) == {
-        "zh": "2026 年 12 月 28 日 – 2027 年 1 月 3 日", "en": "28 Dec 2026 – 3 Jan 2027"}
+    # A week's boundaries: midnight, UTC.
+    monday, next_monday = (datetime(*day, tzinfo=UTC) for day in (start, end))
+    assert headline_dates(monday, next_monday, "UTC") == {"zh": zh, "en": en}
 
 
 def test_every_page_names_its_sender_as_the_email_does(settings, built, tmp_path):
