@@ -44,6 +44,7 @@ def served(tmp_path_factory) -> Iterator[PublishedSite]:
                       archive_weeks=archive.list_issues())  # as the command line does
         publish(load_built(built.out_dir), archive, Site(settings.site))
     with serving(start_server(project / "site")) as url:
+        # The URL it is served at, for open_page; its pages keep DEFAULT_BASE.
         yield PublishedSite(project / "site", url, (SAMPLE_WEEK, OLDER_WEEK))
 
 
