@@ -62,15 +62,30 @@ def test_out_and_several_feeds(project, tmp_path):
     assert len(data["items"]) == 9 and data["items"][-1]["pr"] == 99999
 
 
-@pytest.mark.parametrize("week", ["2026-W00", "2025-W53", "last", "2026W48"])
-def test_bad_week_exits_2_and_writes_nothing(project, week):
-    assert_one_line_error(run(["build", "--week", week], project), 2, "--week")
-    assert written(project) == []
+BAD_OVERRIDES = [{"NEWSLETTER_ISSUE_SIZE_BUDGET_KB": "lots"},
+                 {"NEWSLETTER_DELIVERY_MAX_RATE": "nan"}, {"NEWSLETTER_SECRET": "short"},
+                 {"NEWSLETTER_SITE_APP_URL": "https://example.org/api\nBcc: x@evil.example"}]
 
 
-def test_missing_feed_exits_2(project):
-    result = run(["build", "--week", SAMPLE_WEEK, "--feed", "no/such.atom"], project)
-    assert_one_line_error(result, 2, "no such file", "no/such.atom")
+@pytest.mark.parametrize(("args", "config", "env", "code", "words"), [
+    *(pytest.param(["build", "--week", week], None, {}, 2, ("--week",), id=f"week {week}")
+      for week in ("2026-W00", "2025-W53", "last", "2026W48")),
+    pytest.param(["build", "--week", SAMPLE_WEEK, "--feed", "no/such.atom"], None, {}, 2,
+                 ("no such file", "no/such.atom"), id="missing feed"),
+    pytest.param(["build", "--week", "2026-W40"], None, {}, 6, ("2026-W40",), id="empty week"),
+    pytest.param(["build"], "[issue]\ntimezone = 'Nowhere/Town'\n", {}, 2, ("timezone",),
+                 id="bad config"),
+    *(pytest.param(["build"], None, env, 2, ("newsletter: error: config: ", *env),
+                   id=f"bad {next(iter(env))}") for env in BAD_OVERRIDES),
+    pytest.param(["--config", "nope.toml", "build"], None, {}, 2, ("nope.toml", "no such file"),
+                 id="explicit missing config"),
+    pytest.param(["build", "--week", SAMPLE_WEEK], "", {}, 2, ("--feed",), id="no feed"),
+])
+def test_a_bad_request_is_one_line_its_exit_code_and_writes_nothing(project, args, config, env,
+                                                                    code, words):
+    if config is not None:
+        (project / "newsletter.toml").write_text(config)
+    assert_one_line_error(run(args, project, **env), code, *words)
     assert written(project) == []
 
 
@@ -88,40 +103,10 @@ def test_unusable_feed_exits_2_and_keeps_the_previous_build(project, name, words
     assert leftovers == []
 
 
-def test_empty_week_exits_6(project):
-    result = run(["build", "--week", "2026-W40"], project)
-    assert_one_line_error(result, 6, "2026-W40")
-    assert written(project) == []
-
-
-def test_bad_config_exits_2(project):
-    (project / "newsletter.toml").write_text("[issue]\ntimezone = 'Nowhere/Town'\n")
-    assert_one_line_error(run(["build"], project), 2, "timezone")
-
-
-@pytest.mark.parametrize("env", [
-    {"NEWSLETTER_ISSUE_SIZE_BUDGET_KB": "lots"}, {"NEWSLETTER_DELIVERY_MAX_RATE": "nan"},
-    {"NEWSLETTER_SECRET": "short"},
-    {"NEWSLETTER_SITE_APP_URL": "https://example.org/api\nBcc: x@evil.example"},
-])
-def test_bad_override_exits_2(project, env):
-    result = run(["build"], project, **env)
-    assert_one_line_error(result, 2, "newsletter: error: config: ", *env)
-
-
-def test_explicit_missing_config_exits_2(project):
-    assert_one_line_error(run(["--config", "nope.toml", "build"], project), 2, "nope.toml")
-
-
 @pytest.mark.subprocess
 def test_usage_errors_are_one_line(project):
     assert_one_line_error(run_process(["build", "--wek", "x"], project), 2, "--wek")
     assert_one_line_error(run_process(["frobnicate"], project), 2, "frobnicate")
-
-
-def test_no_feed_configured_is_a_usage_error(tmp_path):
-    (tmp_path / "newsletter.toml").write_text("")
-    assert_one_line_error(run(["build", "--week", SAMPLE_WEEK], tmp_path), 2, "--feed")
 
 
 def test_default_week_is_the_last_complete_one(project, tmp_path):

@@ -244,11 +244,6 @@ def test_smtp_tls_mode_follows_tls_else_starttls(tmp_path, smtp, mode):
     assert load(write(tmp_path, f"[smtp]\n{smtp}"), {}).smtp.tls_mode == mode
 
 
-def test_a_missing_config_file_is_an_error(tmp_path):
-    with pytest.raises(ConfigError, match="no such file"):
-        load(tmp_path / "nope.toml", {})
-
-
 def test_without_a_file_the_defaults_apply(tmp_path):
     settings = load(None, {}, cwd=tmp_path)
     assert settings.source is None and settings.base_dir == tmp_path

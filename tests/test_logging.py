@@ -47,12 +47,12 @@ def project(folder: Path, config: str = "", readers: int = 0) -> Path:
 # -- -q: results and errors only ------------------------------------------------------------
 
 
-@pytest.mark.parametrize("where", ["before", "after"])
-def test_quiet_build_prints_its_result_and_nothing_else(tmp_path, where):
-    folder = project(tmp_path)
-    args = ["-q", "build", "--week", SAMPLE_WEEK] if where == "before" \
-        else ["build", "--week", SAMPLE_WEEK, "-q"]
-    result = ok(run(args, folder))
+@pytest.mark.parametrize("args", [["-q", "build", "--week", SAMPLE_WEEK],
+                                  ["build", "--week", SAMPLE_WEEK, "-q"],
+                                  ["build", "--week", SAMPLE_WEEK]],
+                         ids=["-q before", "-q after", "without -v"])
+def test_a_build_prints_its_result_and_no_detail_unless_verbose(tmp_path, args):
+    result = ok(run(args, project(tmp_path)))
     assert result.stdout.startswith(f"built {SAMPLE_WEEK}: ")
     assert "content_hash: " in result.stdout
     assert result.stderr == ""
@@ -114,11 +114,6 @@ def test_verbose_build_names_the_config_each_fetch_and_the_stage_timings(tmp_pat
         assert result.stdout.startswith(f"built {SAMPLE_WEEK}: ")
     assert f"debug: feed {feed_url}?…: HTTP 200, " in first.stderr
     assert f"debug: feed {feed_url}?…: HTTP 304, the cached copy" in second.stderr
-
-
-def test_without_verbose_there_is_no_debug_detail(tmp_path):
-    result = ok(run(["build", "--week", SAMPLE_WEEK], project(tmp_path)))
-    assert result.stderr == ""
 
 
 @pytest.mark.subprocess  # its publish step runs Pagefind, a program of its own
@@ -187,19 +182,13 @@ def test_no_timestamps_on_a_terminal(tmp_path):
 # -- errors stay one unprefixed line ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("flags", [[], ["-q"]])
-def test_an_error_is_still_one_line(tmp_path, flags):
+@pytest.mark.parametrize("flags", [[], ["-q"], ["-v"]], ids=["plain", "-q", "-v"])
+def test_an_error_is_one_unprefixed_unstamped_line_after_any_debug_lines(tmp_path, flags):
     result = run([*flags, "build", "--week", "2026-W99"], project(tmp_path))
-    assert result.returncode == 2
-    assert result.stderr.startswith("newsletter: error: ")
-    assert len(result.stderr.strip().splitlines()) == 1
-
-
-def test_with_verbose_the_error_is_still_its_own_unstamped_line(tmp_path):
-    result = run(["-v", "build", "--week", "2026-W99"], project(tmp_path))
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert lines[-1].startswith("newsletter: error: ") and "2026-W99" in lines[-1]
+    assert len(lines) == 1 or flags == ["-v"], result.stderr
     assert all(STAMPED.match(line) for line in lines[:-1]), result.stderr
     assert "Traceback" not in result.stderr
 

@@ -278,7 +278,8 @@ def test_an_empty_bucket_holds_no_issue_and_no_key(archive: S3Archive) -> None:
     assert archive.read("issues/2026-W48/issue.json") is None
 
 
-@pytest.mark.parametrize("key", ["../x", "/abs", "issues/../../x", "a//b/../c", "", "a b"])
+@pytest.mark.parametrize("key", ["../x", "/abs", "issues/../../x", "a//b/../c", "", "a b",
+                                 "areas/x\n/index.html"])
 def test_unsafe_keys_are_refused_before_any_request(archive: S3Archive, key: str) -> None:
     wire = watch(archive)
     with pytest.raises(ArchiveError, match="refusing"):
@@ -341,21 +342,18 @@ def test_missing_credentials(moto_server: MotoServer, monkeypatch: pytest.Monkey
 
 
 @pytest.mark.subprocess  # publish ends by running Pagefind
-def test_publish_twice_uploads_nothing_and_a_fresh_runner_rebuilds_the_index(
+@pytest.mark.slow  # three builds and four publishes to moto, each running Pagefind
+def test_publish_over_s3_rebuilds_the_index_uploads_only_changes_and_retires_pages(
         s3: Any, settings: Settings, tmp_path: Path) -> None:
-    from support.feeds import Entry, atom
     from support.project import SAMPLE_WEEK
+    from support.published_site import W47_ENTRIES, build_week
 
     from pipeline.core.site.site import Site
     from pipeline.stages.build import build
     from pipeline.stages.built import load_built
     from pipeline.stages.publish import publish
 
-    feed = tmp_path / "w47.atom"
-    feed.write_bytes(atom([Entry(pr=50001, title="上周的 PR", body="值得一读，上周的评审。",
-                                 published="2026-11-17T10:00:00+08:00", lang="zh-CN")]))
-    older = load_built(build(settings, week_id="2026-W47", feeds=[str(feed)],
-                             out=tmp_path / "b47").out_dir)
+    older = build_week(settings, tmp_path, "2026-W47", W47_ENTRIES)
     this = load_built(build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "b48").out_dir)
     site_ = Site(settings.site)
 
@@ -378,20 +376,8 @@ def test_publish_twice_uploads_nothing_and_a_fresh_runner_rebuilds_the_index(
     assert wire.calls["PutObject"] == 0
     assert again.list_issues() == ["2026-W47", SAMPLE_WEEK]
 
-
-@pytest.mark.subprocess  # publish ends by running Pagefind
-def test_a_pr_hidden_after_publishing_leaves_the_bucket_with_its_only_area(
-        s3: Any, settings: Settings, tmp_path: Path) -> None:
-    """Its PR and area pages and feed go after the index stops naming them; nothing else does."""
-    from support.project import SAMPLE_WEEK
-
-    from pipeline.core.site.site import Site
-    from pipeline.stages.build import build
-    from pipeline.stages.built import load_built
-    from pipeline.stages.publish import publish
-
-    first = load_built(build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "b1").out_dir)
-    publish(first, S3Archive(BUCKET, PREFIX), Site(settings.site))
+    # A PR hidden after publishing: its PR and area pages and feed go once the index stops
+    # naming them; nothing else does.
     gone = {PREFIX + key for key in ("pr/56671/index.html", "areas/tests/index.html",
                                      "areas/tests/feed.xml")}
     before = set(all_keys(s3))
@@ -402,7 +388,7 @@ def test_a_pr_hidden_after_publishing_leaves_the_bucket_with_its_only_area(
     hidden = load_built(build(settings, week_id=SAMPLE_WEEK, out=tmp_path / "b2").out_dir)
     runner = S3Archive(BUCKET, PREFIX)
     wire = watch(runner)
-    report = publish(hidden, runner, Site(settings.site))
+    report = publish(hidden, runner, site_)
     assert sorted(PREFIX + key for key in report.retired) == sorted(gone)
     after = set(all_keys(s3))
     assert before - after == gone and wire.calls["DeleteObjects"] >= 1
@@ -462,7 +448,7 @@ def test_with_closes_the_client_the_archive_built(s3: Any,
     assert closed == ["built"]
 
 
-def test_an_area_page_of_a_chinese_area_round_trips_and_escapes_nothing(s3: Any) -> None:
+def test_an_area_page_of_a_chinese_area_round_trips(s3: Any) -> None:
     """S3 keys take any script as UTF-8, and a rewrite of the same bytes is known unchanged."""
     from pipeline.core.issue.interests import area_slug
 
@@ -474,14 +460,6 @@ def test_an_area_page_of_a_chinese_area_round_trips_and_escapes_nothing(s3: Any)
     again = S3Archive(BUCKET, PREFIX)  # a fresh runner: ETags from the listing
     assert again.write(SiteObject(key, ZH_PAGE, HTML, SHORT)) is False
     assert again.read(key) == ZH_PAGE
-    for name in ("../x", "..", "/etc/passwd", "%%unsubscribe_url%%", "<script>", "a" * 500):
-        slug = area_slug(name)
-        assert "/" not in slug and slug not in (".", "..") and len(slug) <= 60
-        assert again.write(SiteObject(f"areas/{slug}/index.html", b"x", HTML, SHORT)) is True
-    for bad in ("areas/../x/index.html", "areas/x\n/index.html", "areas/a b/index.html"):
-        with pytest.raises(ArchiveError):
-            again.write(SiteObject(bad, b"x", HTML, SHORT))
-    assert all(k.startswith(PREFIX + "areas/") for k in all_keys(s3))
     again.close()
 
 

@@ -19,10 +19,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from packaging.utils import canonicalize_name
 from support.commands import clean_env
 from support.deploy_files import resources
 from support.function_events import APP_URL, SITE, body_of, sqs_event, subscribe_event, url_event
 from support.project import ROOT, SAMPLE_FEED, SAMPLE_WEEK
+from test_checks_and_install import locked_pins
 
 from subscribers.tokens import Keys, make_token
 
@@ -116,22 +118,12 @@ def function_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return package
 
 
-def locked_versions() -> dict[str, str]:
-    pins = re.findall(r"^([A-Za-z0-9._-]+)==([^\s;]+)",
-                      (ROOT / "requirements.lock").read_text(encoding="utf-8"), re.M)
-    return {_key(name): version for name, version in pins}
-
-
-def _key(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
-
-
 def test_the_function_package_is_pinned_by_the_lock_lean_and_compiled(function_package):
     shipped = {}
     for dist_info in function_package.glob("*.dist-info"):
         name, version = dist_info.name.removesuffix(".dist-info").rsplit("-", 1)
-        shipped[_key(name)] = version
-    locked = locked_versions()
+        shipped[canonicalize_name(name)] = version
+    locked = locked_pins()
     assert {name: version for name, version in shipped.items()
             if name != "vllm-pr-weekly" and locked.get(name) != version} == {}
     assert {"boto3", "botocore", "cryptography", "mangum", "starlette"} <= set(shipped)

@@ -8,8 +8,8 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
-from support.feeds import Entry, atom
 from support.project import SAMPLE_WEEK
+from support.published_site import W47_ENTRIES, build_week
 
 from pipeline.archive import SiteObject
 from pipeline.archive.local import LocalArchive
@@ -22,15 +22,7 @@ from pipeline.stages.publish import publish
 
 @pytest.fixture
 def older(settings, tmp_path):
-    feed = tmp_path / "w47.atom"
-    feed.write_bytes(atom([
-        Entry(pr=50001, title="上周的 PR", body="值得一读，上周的评审。",
-              published="2026-11-17T10:00:00+08:00", lang="zh-CN"),
-        Entry(pr=50001, title="Last week's PR", body="Skim, last week's review.",
-              published="2026-11-17T12:00:00+08:00", lang="en", id="en-50001"),
-    ]))
-    return load_built(build(settings, week_id="2026-W47", feeds=[str(feed)],
-                            out=tmp_path / "b47").out_dir)
+    return build_week(settings, tmp_path, "2026-W47", W47_ENTRIES)
 
 
 def objects(site: Site, built) -> dict[str, SiteObject]:
@@ -49,17 +41,12 @@ def test_issue_objects_keys_types_and_cache(settings, built):
     assert json.loads(found[f"issues/{SAMPLE_WEEK}/issue.json"].data) == built.data
 
 
-def test_language_variants_have_lang_hreflang_and_explicit_links(settings, built):
+def test_language_variants_hold_their_languages_and_explicit_links(settings, built):
     found = objects(Site(settings.site), built)
-    base = settings.site.base_url
     en = found[f"issues/{SAMPLE_WEEK}/en.html"].data.decode()
     zh = found[f"issues/{SAMPLE_WEEK}/zh.html"].data.decode()
     both = found[f"issues/{SAMPLE_WEEK}/index.html"].data.decode()
-    assert '<html lang="en">' in en and '<html lang="zh-CN">' in zh
     for page in (en, zh, both):
-        assert f'hreflang="en" href="{base}/issues/{SAMPLE_WEEK}/en.html"' in page
-        assert f'hreflang="zh-CN" href="{base}/issues/{SAMPLE_WEEK}/zh.html"' in page
-        assert f'hreflang="x-default" href="{base}/issues/{SAMPLE_WEEK}/index.html"' in page
         # Every link between pages names its file: the site works on any static host.
         for href in re.findall(r'href="([^"]+)"', page):
             if href.startswith("/"):
@@ -107,7 +94,6 @@ def test_public_email_has_no_personal_link(settings, built):
 
 
 def test_the_archive_copys_links_to_the_app_answer(tmp_path):
-    """Each link of the public copy into the app answers 200 from the real app."""
     from support.app_server import free_port, project_settings, request, serve_app
 
     settings = project_settings(tmp_path, free_port())
@@ -126,6 +112,7 @@ def test_index_feed_sitemap_from_issue_files(settings, built, older):
     assert {"404.html", "feed.xml", "index.html", "sitemap.xml", "robots.txt",
             "areas/index.html", "static/card.png"} <= set(found)
     assert all(o.cache_control == SHORT_CACHE for k, o in found.items() if k != "static/card.png")
+    assert found["static/card.png"].content_type == "image/png"
     index = found["index.html"].data.decode()
     assert index.index("2026-W48") < index.index("2026-W47")  # newest first
     assert f'action="{settings.site.app_url}/subscribe"' in index
@@ -181,20 +168,6 @@ def test_publish_writes_pages_then_index_and_twice_writes_nothing(settings, buil
     # change, is not even indexed again (only its search page and manifest are compared).
     bundle = [key for key in searched if key.startswith("search/pagefind/")]
     assert bundle and second.unchanged == len(first.written) - len(bundle)
-
-
-@pytest.mark.subprocess  # publish runs Pagefind
-def test_index_is_rebuilt_from_the_archive_alone(settings, built, older, tmp_path):
-    archive = LocalArchive(tmp_path / "site")
-    publish(older, archive, Site(settings.site))
-    # A fresh runner: only this week's build exists locally; the index still lists both.
-    import shutil
-
-    shutil.rmtree(older.folder)
-    publish(built, archive, Site(settings.site))
-    index = (tmp_path / "site" / "index.html").read_text()
-    assert "2026-W47" in index and "2026-W48" in index
-    assert archive.list_issues() == ["2026-W47", "2026-W48"]
 
 
 class FailingArchive(LocalArchive):
@@ -285,31 +258,15 @@ def test_a_pr_reviewed_in_two_weeks_has_one_page_listing_both_newest_first(setti
     assert '<section lang="zh-CN">' in page and '<section lang="en">' in page
     assert f'href="{built.issue.items[0].url}"' in page  # the PR on GitHub
     assert built.issue.items[0].why.en not in page and "排序依据" not in page
-    assert sorted(k for k in found if k.startswith("pr/")) == sorted(
-        f"pr/{p}/index.html" for p in {i.pr for i in built.issue.items} | {pr})
 
 
-def test_area_pages_list_reviews_newest_first_with_feed_and_counts(settings, built, older):
+def test_the_areas_index_links_each_area_with_its_count_of_reviews(settings, built, older):
     tagged = replace(older.issue, items=tuple(replace(i, areas=("rocm",))
                                               for i in older.issue.items))
-    found = by_key(Site(settings.site), [tagged, built.issue])
-    base = settings.site.base_url
+    areas = by_key(Site(settings.site), [tagged, built.issue])["areas/index.html"].data.decode()
     rocm = [i for i in built.issue.items if "rocm" in i.areas]
-    page = found["areas/rocm/index.html"].data.decode()
-    assert ('<link rel="alternate" type="application/atom+xml" title="rocm · vLLM PR Weekly" '
-            'href="/areas/rocm/feed.xml">') in page
-    order = [int(m) for m in re.findall(r'href="[^"]*/pr/(\d+)/index.html"', page)]
-    assert order == [i.pr for i in rocm] + [i.pr for i in tagged.items]
-    assert "第 3 期" in page or "2026-W48" in page
-    areas = found["areas/index.html"].data.decode()
     assert 'href="/areas/rocm/index.html">rocm</a>' in areas
     assert f"{len(rocm) + len(tagged.items)} reviews" in areas
-    import feedparser
-
-    feed = feedparser.parse(found["areas/rocm/feed.xml"].data)
-    assert not feed.bozo and feed.version == "atom10"
-    assert [e.link for e in feed.entries] == [f"{base}/pr/{p}/index.html" for p in order]
-    assert len({e.id for e in feed.entries}) == len(order)
 
 
 def test_an_area_of_many_reviews_is_paged_fifty_a_page_linked_both_ways(settings, built):
@@ -344,8 +301,6 @@ def test_an_area_of_many_reviews_is_paged_fifty_a_page_linked_both_ways(settings
         assert "120 reviews" in page  # the count is the area's, on every page
     assert [len(prs) for prs in shown] == [50, 50, 20]
     assert [pr for prs in shown for pr in prs] == [item.pr for item in many.items]  # once each
-    sitemap = found["sitemap.xml"].data.decode()
-    assert all(f"<loc>{settings.site.base_url}/{key}</loc>" in sitemap for key in keys)
     feed = feedparser.parse(found["areas/rocm/feed.xml"].data)
     assert len(feed.entries) == 50
 
@@ -401,42 +356,21 @@ def test_index_headlines_issues_by_number_and_dates_and_lists_every_title(settin
     assert "No. 0" not in unnumbered and "第 0 期" not in unnumbered
 
 
-def test_headline_dates_across_months_and_years():
+@pytest.mark.parametrize(("start", "end", "zh", "en"), [
+    ((2026, 11, 23), (2026, 11, 30), "2026 年 11 月 23 日 – 29 日", "23–29 Nov 2026"),
+    ((2026, 11, 30), (2026, 12, 7), "2026 年 11 月 30 日 – 12 月 6 日", "30 Nov – 6 Dec 2026"),
+    ((2026, 12, 28), (2027, 1, 4), "2026 年 12 月 28 日 – 2027 年 1 月 3 日",
+     "28 Dec 2026 – 3 Jan 2027"),
+], ids=["one month", "two months", "two years"])
+def test_headline_dates_across_months_and_years(start: tuple[int, int, int],
+                                                end: tuple[int, int, int], zh: str, en: str):
     from datetime import UTC, datetime
 
     from pipeline.core.site.site_pages import headline_dates
 
-    def at(y, m, d):  # a week boundary: midnight, UTC
-        return datetime(y, m, d, tzinfo=UTC)
-
-    tz = "UTC"
-    assert headline_dates(at(2026, 11, 23), at(2026, 11, 30), tz) == {
-        "zh": "2026 年 11 月 23 日 – 29 日", "en": "23–29 Nov 2026"}
-    assert headline_dates(at(2026, 11, 30), at(2026, 12, 7), tz) == {
-        "zh": "2026 年 11 月 30 日 – 12 月 6 日", "en": "30 Nov – 6 Dec 2026"}
-    assert headline_dates(at(2026, 12, 28), at(2027, 1, 4), tz) == {
-        "zh": "2026 年 12 月 28 日 – 2027 年 1 月 3 日", "en": "28 Dec 2026 – 3 Jan 2027"}
-
-
-def test_every_page_has_share_tags_and_robots_names_the_sitemap(settings, built):
-    site = Site(settings.site)
-    base = settings.site.base_url
-    found = {**objects(site, built), **by_key(site, [built.issue])}
-    for key, obj in found.items():
-        if not key.endswith(".html") or key.endswith("email.html"):
-            continue
-        page = obj.data.decode()
-        assert f'<meta property="og:image" content="{base}/static/card.png">' in page, key
-        assert '<meta name="twitter:card" content="summary_large_image">' in page, key
-        url = re.search(r'<meta property="og:url" content="([^"]+)">', page)
-        assert url and url[1].startswith(base + "/"), key
-    en = found[f"issues/{SAMPLE_WEEK}/en.html"].data.decode()
-    assert '<meta property="og:locale" content="en_US">' in en
-    assert found["robots.txt"].data.decode().splitlines()[-1] == f"Sitemap: {base}/sitemap.xml"
-    email = found[f"issues/{SAMPLE_WEEK}/email.html"].data.decode()
-    assert email.count('<link rel="canonical"') == 1
-    assert f'<link rel="canonical" href="{base}/issues/{SAMPLE_WEEK}/index.html">' in email
-    assert found["static/card.png"].content_type == "image/png"
+    # A week's boundaries: midnight, UTC.
+    monday, next_monday = (datetime(*day, tzinfo=UTC) for day in (start, end))
+    assert headline_dates(monday, next_monday, "UTC") == {"zh": zh, "en": en}
 
 
 def test_every_page_names_its_sender_as_the_email_does(settings, built, tmp_path):

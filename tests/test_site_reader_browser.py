@@ -1,22 +1,19 @@
 """The local archive in headless Chromium as a reader meets it on whatever port serves it: built
-with the default ``[site] base_url`` (port 8000), served on another port, every request that
-leaves that server refused and recorded, so links and the search must work from where the
-reader is.
+with the default ``[site] base_url`` (port 8000), served on another port, every request for
+another server a failure (test_browser.open_page), so links and the search must work from where
+the reader is.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Page, Route
 from support.chromium import artifacts_dir
 from support.feeds import atom
 from support.project import SAMPLE_WEEK, make_project
-from support.published_site import OLDER_ENTRIES, OLDER_WEEK, serving, start_server
+from support.published_site import OLDER_ENTRIES, OLDER_WEEK, PublishedSite, serving, start_server
+from test_browser import WIDTHS, open_page
 
 from pipeline.archive.local import LocalArchive
 from pipeline.config import load
@@ -30,19 +27,8 @@ EN_NOTE = "Start with the tests."
 ZH_NOTE = "先看连接器的改动。"
 
 
-@dataclass(frozen=True)
-class Served:
-    """The published archive, the URL it is served at (not its base_url), its folder."""
-
-    url: str
-    root: Path
-
-    def at(self, key: str) -> str:
-        return f"{self.url}/{key}"
-
-
 @pytest.fixture(scope="module")
-def served(tmp_path_factory) -> Iterator[Served]:
+def served(tmp_path_factory) -> Iterator[PublishedSite]:
     project = tmp_path_factory.mktemp("any-port")
     older = project / "older.atom"
     older.write_bytes(atom(OLDER_ENTRIES[:2]))  # one PR, reviewed in both languages
@@ -58,64 +44,26 @@ def served(tmp_path_factory) -> Iterator[Served]:
                       archive_weeks=archive.list_issues())  # as the command line does
         publish(load_built(built.out_dir), archive, Site(settings.site))
     with serving(start_server(project / "site")) as url:
-        yield Served(url, project / "site")
-
-
-@dataclass
-class Visit:
-    page: Page
-    #: Requests for anything but the serving port, refused.
-    elsewhere: list[str] = field(default_factory=list)
-    errors: list[str] = field(default_factory=list)
-
-    def assert_clean(self) -> None:
-        assert self.elsewhere == [], "requests that left the server:\n" + "\n".join(
-            self.elsewhere)
-        assert self.errors == [], "\n".join(self.errors)
-
-
-@contextmanager
-def visit(browser: Browser, served: Served, key: str, width: int = 1280) -> Iterator[Visit]:
-    mobile = width < 600
-    context = browser.new_context(viewport={"width": width, "height": 812 if mobile else 900},
-                                  is_mobile=mobile, has_touch=mobile)
-    page = context.new_page()
-    seen = Visit(page)
-
-    def only_here(route: Route) -> None:
-        if route.request.url.startswith(served.url + "/"):
-            route.continue_()
-        else:
-            seen.elsewhere.append(route.request.url)
-            route.abort()
-
-    context.route("**/*", only_here)
-    page.on("pageerror", lambda exc: seen.errors.append(f"page error: {exc}"))
-    page.on("response", lambda r: seen.errors.append(f"HTTP {r.status}: {r.url}")
-            if r.status >= 400 else None)
-    try:
-        page.goto(served.at(key), wait_until="load")
-        yield seen
-    finally:
-        context.close()
+        # The URL it is served at, for open_page; its pages keep DEFAULT_BASE.
+        yield PublishedSite(project / "site", url, (SAMPLE_WEEK, OLDER_WEEK))
 
 
 @pytest.mark.slow  # the first to use `served` (two weeks built and indexed), five pages, a search
 def test_a_page_served_on_another_port_leads_everywhere_and_its_search_works(browser, served):
-    with visit(browser, served, "index.html") as seen:
+    with open_page(browser, served, "index.html", WIDTHS["desktop"]) as seen:
         page = seen.page
         page.locator("ol.issues h2 a").first.click()
-        page.wait_for_url(served.at(f"issues/{SAMPLE_WEEK}/index.html"))
+        page.wait_for_url(served.url(f"issues/{SAMPLE_WEEK}/index.html"))
         page.get_by_role("link", name="English", exact=True).click()
-        page.wait_for_url(served.at(f"issues/{SAMPLE_WEEK}/en.html"))
+        page.wait_for_url(served.url(f"issues/{SAMPLE_WEEK}/en.html"))
         page.locator("article .pr-page").first.click()
-        page.wait_for_url(f"{served.url}/pr/*/index.html")
+        page.wait_for_url(f"{served.base_url}/pr/*/index.html")
         page.locator("article .areas a[href*='/areas/']").first.click()
-        page.wait_for_url(f"{served.url}/areas/*/index.html")
+        page.wait_for_url(f"{served.base_url}/areas/*/index.html")
         page.locator("a.brand").click()
-        page.wait_for_url(served.at("index.html"))
+        page.wait_for_url(served.url("index.html"))
         page.locator("a.search-link").click()
-        page.wait_for_url(served.at("search/index.html"))
+        page.wait_for_url(served.url("search/index.html"))
         box = page.locator("#search input")
         box.wait_for()
         box.fill("Scheduler")  # Pagefind and the words loaded from this server
@@ -123,7 +71,7 @@ def test_a_page_served_on_another_port_leads_everywhere_and_its_search_works(bro
         result.wait_for()
         assert (result.get_attribute("href") or "").startswith("/issues/")
         result.click()
-        page.wait_for_url(f"{served.url}/issues/*/index.html*")
+        page.wait_for_url(f"{served.base_url}/issues/*/index.html*")
         seen.assert_clean()
 
 
@@ -138,17 +86,9 @@ def test_the_feeds_and_the_canonical_links_keep_the_configured_base_url(served):
         served.root / "sitemap.xml").read_text(encoding="utf-8")
 
 
-def test_the_index_counts_one_review_in_the_singular(browser, served):
-    with visit(browser, served, "index.html") as seen:
-        counts = seen.page.locator("ol.issues > li > p.meta").all_inner_texts()
-        assert counts == [f"8 篇评审 · 8 reviews · {SAMPLE_WEEK}",
-                          f"1 篇评审 · 1 review · {OLDER_WEEK}"], counts
-        seen.assert_clean()
-
-
 @pytest.mark.parametrize("width", [375, 1280])
 def test_the_issue_page_opens_with_its_contents_and_a_language_switch(browser, served, width):
-    with visit(browser, served, f"issues/{SAMPLE_WEEK}/index.html", width) as seen:
+    with open_page(browser, served, f"issues/{SAMPLE_WEEK}/index.html", width) as seen:
         page = seen.page
         switch = page.locator("nav.switch a")
         assert switch.all_inner_texts() == ["中文 + English", "中文", "English"]
@@ -168,7 +108,7 @@ def test_the_issue_page_opens_with_its_contents_and_a_language_switch(browser, s
         assert page.evaluate("document.documentElement.scrollWidth") <= width
         page.screenshot(path=str(artifacts_dir("browser") / f"contents-{width}.png"))
         switch.nth(2).click()
-        page.wait_for_url(served.at(f"issues/{SAMPLE_WEEK}/en.html"))
+        page.wait_for_url(served.url(f"issues/{SAMPLE_WEEK}/en.html"))
         assert page.locator("nav.contents h2").inner_text().upper() == "IN THIS ISSUE"
         assert "23–29 Nov" in page.title()  # the English subject names its week
         seen.assert_clean()
@@ -178,7 +118,7 @@ def test_each_note_reads_under_its_own_languages_label_only(browser, served):
     expected = {"zh.html": [f"编者按: {ZH_NOTE}"], "en.html": [f"Editor's note: {EN_NOTE}"],
                 "index.html": [f"编者按: {ZH_NOTE}", f"Editor's note: {EN_NOTE}"]}
     for name, notes in expected.items():
-        with visit(browser, served, f"issues/{SAMPLE_WEEK}/{name}") as seen:
+        with open_page(browser, served, f"issues/{SAMPLE_WEEK}/{name}", WIDTHS["desktop"]) as seen:
             shown = seen.page.locator(".note").evaluate_all(
                 "els => els.map(e => [e.closest('[lang]').lang, e.innerText])")
             assert sorted(text for _, text in shown) == sorted(notes), (name, shown)
@@ -189,7 +129,7 @@ def test_each_note_reads_under_its_own_languages_label_only(browser, served):
 
 def test_at_375_px_no_area_link_breaks_inside_itself(browser, served):
     """A hyphenated area link (kv-offload) moves to the next line whole on a phone."""
-    with visit(browser, served, f"issues/{SAMPLE_WEEK}/index.html", 375) as seen:
+    with open_page(browser, served, f"issues/{SAMPLE_WEEK}/index.html", 375) as seen:
         links = seen.page.locator("article .areas a").evaluate_all(
             "els => els.map(a => [a.textContent, a.getClientRects().length])")
         assert any("-" in text for text, _ in links)
@@ -197,10 +137,14 @@ def test_at_375_px_no_area_link_breaks_inside_itself(browser, served):
         seen.assert_clean()
 
 
-def test_the_archives_first_issue_is_no_1(browser, served):
-    """The default sets no [issue] first_week: later issues count the weeks since the first."""
-    with visit(browser, served, "index.html") as seen:
+def test_the_index_numbers_its_issues_from_the_first_and_counts_their_reviews(browser, served):
+    """The default sets no [issue] first_week: later issues count the weeks since the first.
+    One review is counted in the singular."""
+    with open_page(browser, served, "index.html", WIDTHS["desktop"]) as seen:
         headlines = seen.page.locator("ol.issues > li > h2").all_inner_texts()
         assert headlines == ["第 49 期 · 2026 年 11 月 23 日 – 29 日\nNo. 49 · 23–29 Nov 2026",
                              "第 1 期 · 2025 年 12 月 22 日 – 28 日\nNo. 1 · 22–28 Dec 2025"]
+        counts = seen.page.locator("ol.issues > li > p.meta").all_inner_texts()
+        assert counts == [f"8 篇评审 · 8 reviews · {SAMPLE_WEEK}",
+                          f"1 篇评审 · 1 review · {OLDER_WEEK}"], counts
         seen.assert_clean()

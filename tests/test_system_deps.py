@@ -10,6 +10,7 @@ from __future__ import annotations
 import stat
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from support.project import ROOT
@@ -87,45 +88,36 @@ def test_as_root_it_installs_exactly_what_is_missing(tmp_path: Path) -> None:
     assert _apt_calls(tmp_path) == []
 
 
-def test_without_root_it_stops_with_one_line_naming_packages_and_command(tmp_path: Path) -> None:
-    result = _run(_machine(tmp_path, (), uid=1000))
-    assert result.returncode == 2
-    assert result.stderr.splitlines() == [
-        "system-deps: missing chromium fonts-noto-cjk default-jre-headless spamassassin; "
-        "install them with: sudo apt-get install --no-install-recommends chromium "
-        "fonts-noto-cjk default-jre-headless spamassassin"]
-    assert _apt_calls(tmp_path) == []
+NO_JAVA = ("chromium", "fonts-noto-cjk", "spamassassin")
+APT_LINE = "apt-get install --no-install-recommends"
 
 
-def test_without_apt_it_stops_with_one_line(tmp_path: Path) -> None:
-    result = _run(_machine(tmp_path, ("chromium", "fonts-noto-cjk", "spamassassin"), apt=None))
-    assert result.returncode == 2
-    assert result.stderr.splitlines() == [
+@pytest.mark.parametrize(("present", "machine", "stderr", "apt"), [
+    pytest.param((), {"uid": 1000}, [
+        f"system-deps: missing {' '.join(EVERYTHING)}; install them with: sudo {APT_LINE} "
+        + " ".join(EVERYTHING)], [], id="not root"),
+    pytest.param(NO_JAVA, {"apt": None}, [
         "system-deps: missing default-jre-headless (no apt-get here; on Debian: "
-        "apt-get install --no-install-recommends default-jre-headless)"]
-
-
-def test_a_failing_apt_stops_the_run_and_says_what_to_try(tmp_path: Path) -> None:
-    result = _run(_machine(tmp_path, ("chromium", "fonts-noto-cjk", "spamassassin"),
-                           apt="fails"))
-    assert result.returncode == 2
-    assert result.stderr.splitlines()[-1] == (
+        f"{APT_LINE} default-jre-headless)"], [], id="no apt"),
+    pytest.param(NO_JAVA, {"apt": "fails"}, [
+        "system-deps: installing default-jre-headless (apt-get)", "E: Unable to locate package",
         "system-deps: apt-get could not install default-jre-headless; try: "
-        "apt-get install --no-install-recommends default-jre-headless")
-
-
-def test_a_package_that_brings_no_command_is_not_taken_for_installed(tmp_path: Path) -> None:
-    result = _run(_machine(tmp_path, ("fonts-noto-cjk", "default-jre-headless", "spamassassin"),
-                           apt="noop"))
-    assert result.returncode == 2
-    assert result.stderr.splitlines()[-1] == (
-        "system-deps: chromium still missing after apt-get install")
-
-
-def test_a_machine_without_fontconfig_is_told_to_install_it_with_the_fonts(tmp_path: Path) -> None:
-    result = _run(_machine(tmp_path, ("chromium", "default-jre-headless", "spamassassin"),
-                           uid=1000, fontconfig=False))
-    assert result.returncode == 2
-    assert result.stderr.splitlines() == [
+        f"{APT_LINE} default-jre-headless"],
+        ["update -q", "install -y -q --no-install-recommends default-jre-headless"],
+        id="apt fails"),
+    # A package that brings no command is not taken for installed.
+    pytest.param(("fonts-noto-cjk", "default-jre-headless", "spamassassin"), {"apt": "noop"}, [
+        "system-deps: installing chromium (apt-get)",
+        "system-deps: chromium still missing after apt-get install"],
+        ["update -q", "install -y -q --no-install-recommends chromium"], id="apt installs nothing"),
+    pytest.param(("chromium", "default-jre-headless", "spamassassin"),
+                 {"uid": 1000, "fontconfig": False}, [
         "system-deps: missing fontconfig fonts-noto-cjk; install them with: "
-        "sudo apt-get install --no-install-recommends fontconfig fonts-noto-cjk"]
+        f"sudo {APT_LINE} fontconfig fonts-noto-cjk"], [], id="no fontconfig"),
+])
+def test_what_it_cannot_install_stops_it_with_exit_2_saying_what_to_do(
+        tmp_path: Path, present: tuple[str, ...], machine: dict[str, Any], stderr: list[str],
+        apt: list[str]) -> None:
+    result = _run(_machine(tmp_path, present, **machine))
+    assert (result.returncode, result.stderr.splitlines()) == (2, stderr)
+    assert _apt_calls(tmp_path) == apt

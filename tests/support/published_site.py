@@ -14,11 +14,15 @@ from dataclasses import dataclass
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from support.commands import ok, run_newsletter
 from support.feeds import Entry, atom
 from support.project import SAMPLE_WEEK, make_project
+
+if TYPE_CHECKING:
+    from pipeline.config import Settings
+    from pipeline.stages.built import BuiltIssue
 
 OLDER_WEEK = "2025-W52"
 #: Two PRs, each reviewed in Chinese then in English, in last year's 2025-W52, so its search
@@ -39,6 +43,26 @@ OLDER_ENTRIES = [
           body="Skim: validation of `SamplingParams` moves to the API entry, so errors "
                "return earlier."),
 ]
+
+#: Last week's one PR, reviewed in Chinese and in English: the older issue of the in-process
+#: site tests.
+W47_ENTRIES = [
+    Entry(pr=50001, title="上周的 PR", body="值得一读，上周的评审。",
+          published="2026-11-17T10:00:00+08:00", lang="zh-CN"),
+    Entry(pr=50001, title="Last week's PR", body="Skim, last week's review.",
+          published="2026-11-17T12:00:00+08:00", lang="en", id="en-50001"),
+]
+
+
+def build_week(settings: Settings, folder: Path, week: str, entries: list[Entry]) -> BuiltIssue:
+    """``week`` built in process into ``folder`` from a feed of ``entries`` alone."""
+    from pipeline.stages.build import build
+    from pipeline.stages.built import load_built
+
+    feed = folder / f"{week}.atom"
+    feed.write_bytes(atom(entries))
+    return load_built(build(settings, week_id=week, feeds=[str(feed)],
+                            out=folder / f"b-{week}").out_dir)
 
 
 @dataclass(frozen=True)
