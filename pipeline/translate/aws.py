@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pipeline.aws import aws_client
+from pipeline.aws import access_problem, answer, aws_client
 from pipeline.errors import TranslateError
 from pipeline.translate import Translator
 
@@ -70,17 +70,11 @@ class AwsTranslator(Translator):
                 TargetLanguageCode=AWS_LANGUAGE_CODES[target],
             )
         except ClientError as exc:
-            error = exc.response.get("Error", {})
-            code = str(error.get("Code", "")) or str(
-                exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
-            message = " ".join(str(error.get("Message", "")).split())
-            raise TranslateError(f"{code}: {message}" if message else code,
-                                 backend=self.name) from exc
-        except (NoCredentialsError, PartialCredentialsError) as exc:
-            raise TranslateError(f"no usable AWS credentials ({exc}); set AWS_ACCESS_KEY_ID/"
-                                 "AWS_SECRET_ACCESS_KEY or a profile", backend=self.name) from exc
-        except (NeverConnected, HTTPClientError) as exc:  # endpoint unreachable, timeouts
-            raise TranslateError(f"cannot reach Amazon Translate: {exc}",
+            raise TranslateError(str(answer(exc)), backend=self.name) from exc
+        except (NoCredentialsError, PartialCredentialsError, NeverConnected,
+                HTTPClientError) as exc:  # no credentials, the endpoint unreachable, timeouts
+            problem = access_problem(exc, "Amazon Translate")
+            raise TranslateError(problem or f"cannot reach Amazon Translate: {exc}",
                                  backend=self.name) from exc
         return str(response["TranslatedText"]).strip()
 

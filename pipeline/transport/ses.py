@@ -28,7 +28,7 @@ from botocore.exceptions import (
 )
 from botocore.exceptions import ConnectionError as NeverConnected
 
-from pipeline.aws import access_problem, aws_client
+from pipeline.aws import access_problem, answer, aws_client
 from pipeline.core.email.addresses import UnsendableAddress, wire_address
 from pipeline.errors import (
     ConfigError,
@@ -108,9 +108,7 @@ class SesTransport(Transport):
         except ClientError as exc:
             raise _client_error(exc, rcpt) from exc
         except (NoCredentialsError, PartialCredentialsError) as exc:
-            raise SendingStopped(f"ses: no usable AWS credentials ({exc}); set "
-                                 "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile",
-                                 recipient=rcpt) from exc
+            raise SendingStopped(f"ses: {access_problem(exc, 'SES')}", recipient=rcpt) from exc
         except NeverConnected as exc:  # incl. ConnectTimeoutError: the request never left
             raise TemporaryFailure(f"ses: cannot reach SES: {exc}", recipient=rcpt) from exc
         except HTTPClientError as exc:
@@ -126,7 +124,7 @@ class SesTransport(Transport):
         try:
             account = self._client.get_account()
         except ClientError as exc:
-            code = str(exc.response.get("Error", {}).get("Code", ""))
+            code = answer(exc).code
             if code in _BAD_CREDENTIALS:
                 raise ConfigError(f"ses: the AWS credentials are refused ({code})") from exc
             return None
@@ -188,18 +186,15 @@ def email_tags(tags: Mapping[str, str]) -> list[dict[str, str]]:
 
 def _client_error(exc: ClientError, recipient: str) -> TransportError:
     """The transport error for an error answer from SES."""
-    error = exc.response.get("Error", {})
-    code = str(error.get("Code", ""))
-    text = " ".join(str(error.get("Message", "")).split())
-    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
-    said = f"ses: {code or status}: {text}" if text else f"ses: {code or status}"
-    words = without_addresses(text)  # the sandbox names the recipient it refused
-    if ACCOUNT_STOPPED.search(words) or code in _STOPPED:
+    error = answer(exc)
+    said = f"ses: {error}"
+    words = without_addresses(error.message)  # the sandbox names the recipient it refused
+    if ACCOUNT_STOPPED.search(words) or error.code in _STOPPED:
         return SendingStopped(said, recipient=recipient)
-    if code in _THROTTLED or THROTTLED.search(words) or status == 429:
+    if error.code in _THROTTLED or THROTTLED.search(words) or error.status == 429:
         return TemporaryFailure(said, recipient=recipient)
-    if code in _PERMANENT:
+    if error.code in _PERMANENT:
         return PermanentFailure(said, recipient=recipient)
-    if status >= 500:
+    if error.status >= 500:
         return TemporaryFailure(said, recipient=recipient)
     return SendingStopped(said, recipient=recipient)
