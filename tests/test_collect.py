@@ -238,6 +238,7 @@ def test_unsupported_language_is_rejected():
         ("Must read, especially the concurrency tests.", "en"),
         ("值得精读：`threading.Event` + timeout 断言区分被锁挡住与功能正确", "zh"),
         ("Must read: the 调度器 path", "en"),
+        ("𠮷𩸽 ok", "zh"),  # ideographs beyond the BMP count as Han
         ("", "en"),
         ("12.99% +4.6%", "en"),
     ],

@@ -39,8 +39,9 @@ _CLEANER = nh3.Cleaner(
     strip_comments=True,
 )
 
-#: Han characters (CJK unified ideographs, extension A, compatibility ideographs).
-HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+#: Han characters (CJK Unified Ideographs with extension A, the compatibility block and the
+#: supplementary planes' extensions).
+HAN = re.compile(r"[\u3400-\u4DBF\u4E00-\u9FFF\uF900-\uFAFF\U00020000-\U0002FA1F]")
 _LATIN = re.compile(r"[A-Za-z]")
 _TAG_SPLIT = re.compile(r"(<[^>]*>)")
 _BACKTICK = re.compile(r"`([^`\n]+?)`")
