@@ -81,11 +81,9 @@ def rank(groups: Sequence[PullGroup], editorial: Editorial | None = None,
     return ordered(items), [*problems, *week_questions(items)]
 
 
-def hidden_prs(groups: Sequence[PullGroup], editorial: Editorial | None) -> tuple[int, ...]:
+def hidden_prs(groups: Sequence[PullGroup], editorial: Editorial) -> tuple[int, ...]:
     """The week's PRs the editor's file hides, in PR order: shown as information, never as
     a problem."""
-    if editorial is None:
-        return ()
     return tuple(sorted(group.pr for group in groups
                         if (entry := editorial.get(group.pr)) and entry.hide))
 
