@@ -26,7 +26,6 @@ from pipeline.cli.common import (
     translation,
 )
 from pipeline.core.issue.editorial import editorial_path
-from pipeline.errors import UsageError
 from pipeline.stages.approve import approve
 from pipeline.stages.build import build, rank_week, read_feeds
 from pipeline.stages.built import choose_week
@@ -173,10 +172,7 @@ def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
 
 def _cmd_translations(args: argparse.Namespace, settings: Settings) -> int:
     week = choose_week(settings, args.week)
-    locations = tuple(args.feed) or settings.feed.urls
-    if not locations:
-        raise UsageError("no feed to read: pass --feed PATH_OR_URL or set [feed] urls")
-    results = read_feeds(settings, locations)
+    results = read_feeds(settings, args.feed)
     with translation(settings) as translate, future_week_said(settings, week.id):
         items = rank_week(settings, week, results, translate, github(settings)).items
     path = editorial_path(settings.resolve(settings.paths.editorial_dir), week.id)
