@@ -8,7 +8,8 @@ import argparse
 import contextlib
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +33,7 @@ from subscribers.shards import Shard
 
 if TYPE_CHECKING:
     from pipeline.config import Settings
+    from pipeline.model import Item, Problem
     from pipeline.sources import PullSource
     from pipeline.stages.built import BuiltIssue
     from pipeline.stages.machine_translation import Translate
@@ -148,6 +150,20 @@ def shown(path: Path) -> str:
         return str(path.relative_to(Path.cwd()))
     except ValueError:
         return str(path)
+
+
+def say_built(issue_id: str, items: Sequence[Item], problems: Sequence[Problem],
+              hidden: Sequence[int]) -> None:
+    """What build and preview say first: the items by tier, then every problem."""
+    tiers = Counter(item.tier for item in items)
+    blocking = sum(1 for problem in problems if problem.severity == "blocking")
+    print(f"built {issue_id}: {len(items)} items "
+          f"({', '.join(f'{n} {tier}' for tier, n in tiers.items())}); "
+          f"{blocking} blocking problem(s), {len(problems) - blocking} warning(s)")
+    for problem in problems:
+        print(f"  {problem.severity}: {problem.code}: {problem.message}")
+    if hidden:
+        print(f"  hidden by the editor's file: {', '.join(f'#{pr}' for pr in hidden)}")
 
 
 def open_delivery(settings: Settings, built: BuiltIssue, request: SendRequest) -> Delivery:
