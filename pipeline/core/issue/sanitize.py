@@ -86,10 +86,12 @@ def strip_unsafe(text: str) -> str:
     return _UNSAFE.sub("", text)
 
 
-def one_line(text: str) -> str:
+def one_line(text: str, limit: int | None = None) -> str:
     """``text`` as one line: line breaks and controls become spaces, runs of white space one
-    space, unsafe characters (:func:`strip_unsafe`) gone. For headlines, notes and tags."""
-    return _SPACE.sub(" ", strip_unsafe(_BREAKS.sub(" ", text))).strip()
+    space, unsafe characters (:func:`strip_unsafe`) gone, and at most ``limit`` characters
+    (cut with "…"). For headlines, notes and tags, and for quoting what a server said."""
+    line = _SPACE.sub(" ", strip_unsafe(_BREAKS.sub(" ", text))).strip()
+    return line if limit is None or len(line) <= limit else line[:limit - 1] + "…"
 
 
 #: The longest review body taken, in characters, markup included. A real review is a few
