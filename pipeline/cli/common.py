@@ -178,16 +178,16 @@ def send_copies(settings: Settings, built: BuiltIssue, to: str,
                 layouts: tuple[str, ...] = LAYOUTS) -> None:
     """Test copies, outside the ledger, through every check and transport a real send uses."""
     with open_delivery(settings, built, SendRequest(to=to, layouts=layouts)) as delivery:
-        say_development_key(delivery)
+        if delivery.development:
+            say_development_key()
         for key, message_id in send_tests(built, delivery.messages, delivery.transport, to,
                                           layouts):
             print(f"test copy {key} → {to}: {message_id}")
 
 
-def say_development_key(delivery: Delivery) -> None:
-    if delivery.development:
-        _log.info("note: NEWSLETTER_SECRET is not set; links are signed with the development "
-                  "key (fine for the local outbox, never for real mail)")
+def say_development_key(links: str = "links") -> None:
+    _log.info("note: NEWSLETTER_SECRET is not set; %s are signed with the development key "
+              "(fine for the local outbox, never for real mail)", links)
 
 
 def publish_issue(settings: Settings, built: BuiltIssue,
