@@ -43,11 +43,7 @@ class AwsTranslator(Translator):
     def __init__(self, region: str | None = None,
                  client: TranslateClient | None = None) -> None:
         self._owns_client = client is None
-        self._client = client if client is not None else translate_client(region)
-
-    @property
-    def client(self) -> TranslateClient:
-        return self._client
+        self.client: TranslateClient = client if client is not None else translate_client(region)
 
     def translate(self, text: str, source: str, target: str) -> str:
         """One ``TranslateText`` call; botocore errors become :class:`TranslateError`."""
@@ -64,7 +60,7 @@ class AwsTranslator(Translator):
             raise TranslateError(f"the text is {size:,} bytes; TranslateText takes at most "
                                  f"{AWS_MAX_BYTES:,}", backend=self.name)
         try:
-            response = self._client.translate_text(
+            response = self.client.translate_text(
                 Text=text,
                 SourceLanguageCode=AWS_LANGUAGE_CODES[source],
                 TargetLanguageCode=AWS_LANGUAGE_CODES[target],
@@ -81,4 +77,4 @@ class AwsTranslator(Translator):
     def close(self) -> None:
         """Close the client this translator built (a client passed in stays its owner's)."""
         if self._owns_client:
-            self._client.close()
+            self.client.close()

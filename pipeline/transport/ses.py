@@ -83,11 +83,7 @@ class SesTransport(Transport):
                  client: SESV2Client | None = None) -> None:
         self.configuration_set = configuration_set
         self._owns_client = client is None
-        self._client = client if client is not None else ses_client(region)
-
-    @property
-    def client(self) -> SESV2Client:
-        return self._client
+        self.client: SESV2Client = client if client is not None else ses_client(region)
 
     def send(self, message: Outgoing) -> str:
         """One ``SendEmail`` call; returns the ``MessageId`` SES assigns (it replaces ours)."""
@@ -104,7 +100,7 @@ class SesTransport(Transport):
             params["ConfigurationSetName"] = self.configuration_set
         rcpt = message.recipient
         try:
-            response = self._client.send_email(**params)
+            response = self.client.send_email(**params)
         except ClientError as exc:
             raise _client_error(exc, rcpt) from exc
         except (NoCredentialsError, PartialCredentialsError) as exc:
@@ -122,7 +118,7 @@ class SesTransport(Transport):
         not ``GetAccount`` (AccessDenied), or an endpoint without it, says nothing either
         way: no rate is known, and the send goes on and finds out with its first message."""
         try:
-            account = self._client.get_account()
+            account = self.client.get_account()
         except ClientError as exc:
             code = answer(exc).code
             if code in _BAD_CREDENTIALS:
@@ -153,7 +149,7 @@ class SesTransport(Transport):
     def close(self) -> None:
         """Close the client this transport built (a client passed in stays its owner's)."""
         if self._owns_client:
-            self._client.close()
+            self.client.close()
 
 
 def _ascii_envelope(message: Outgoing) -> tuple[str, str]:
