@@ -23,6 +23,7 @@ from email_validator import EmailNotValidError, validate_email
 
 from pipeline.errors import ConfigError
 from pipeline.week import iso_monday
+from subscribers.tokens import MIN_SECRET_LENGTH
 
 #: Secrets someone might put in the file, and the variable each really comes from (two of
 #: them look like overrides, and are not refused as misspelt ones).
@@ -34,9 +35,6 @@ _SECRET_KEYS = {
 }
 #: The secrets that sign links (``NEWSLETTER_SECRET_PREVIOUS``: comma-separated).
 SIGNING_SECRETS = ("NEWSLETTER_SECRET", "NEWSLETTER_SECRET_PREVIOUS")
-#: A signing secret shorter than this is refused: HMAC-SHA256 keys want 256 bits, and a
-#: short one could be guessed offline from any single link.
-MIN_SECRET_BYTES = 32
 #: A host name as it may appear in a URL of ours: ASCII labels (IDNA-encode the others),
 #: or an IPv6 literal.
 _HOST = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*"
@@ -439,8 +437,8 @@ def _check_environment(environ: Mapping[str, str]) -> None:
     for name in SIGNING_SECRETS:
         value = environ.get(name, "")
         secrets = value.split(",") if name == "NEWSLETTER_SECRET_PREVIOUS" else [value]
-        if any(0 < len(secret.strip().encode("utf-8")) < MIN_SECRET_BYTES for secret in secrets):
-            raise ConfigError(f"too short: use at least {MIN_SECRET_BYTES} random bytes "
+        if any(0 < len(secret.strip().encode("utf-8")) < MIN_SECRET_LENGTH for secret in secrets):
+            raise ConfigError(f"too short: use at least {MIN_SECRET_LENGTH} random bytes "
                               "(e.g. python -c \"import secrets; "
                               "print(secrets.token_urlsafe(32))\")", key=name)
     prefixes = tuple(_override(section, "") for section in _SECTIONS)

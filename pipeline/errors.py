@@ -54,8 +54,6 @@ class FeedError(NewsletterError):
 
 
 class RenderError(NewsletterError):
-    exit_code = 1
-
     def __init__(self, template: str, message: str) -> None:
         super().__init__(f"render {template}: {message}")
         self.template = template
@@ -97,8 +95,6 @@ class LockedError(NewsletterError):
 
 
 class ArchiveError(NewsletterError):
-    exit_code = 1
-
     def __init__(self, message: str, *, key: str | None = None) -> None:
         super().__init__(f"archive: {message}")
         self.key = key
@@ -108,16 +104,12 @@ class TranslateError(NewsletterError):
     """A translation that arrives but breaks the code it had to keep is no error: it is
     rejected as a result value."""
 
-    exit_code = 1
-
     def __init__(self, message: str, *, backend: str) -> None:
         super().__init__(f"translate ({backend}): {message}")
         self.backend = backend
 
 
 class TransportError(NewsletterError):
-    exit_code = 1
-
     def __init__(self, message: str, *, recipient: str | None = None) -> None:
         super().__init__(message)
         self.recipient = recipient

@@ -188,6 +188,7 @@ def test_xml_lang_on_the_content_wins_over_the_entry():
     ("Must read, especially the concurrency tests.", "en"),
     ("值得精读：`threading.Event` + timeout 断言区分被锁挡住与功能正确", "zh"),
     ("Must read: the 调度器 path", "en"),
+    ("𠮷𩸽 ok", "zh"),  # ideographs beyond the BMP count as Han
     ("", "en"),
     ("12.99% +4.6%", "en"),
 ])

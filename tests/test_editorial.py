@@ -103,6 +103,20 @@ def test_a_bad_editor_file_is_one_clear_error_exit_2_and_no_build(settings, tmp_
     assert not (tmp_path / "build").exists()
 
 
+def test_build_says_what_the_editors_file_hid_apart_from_the_problems(tmp_path):
+    from support.project import make_project
+
+    make_project(tmp_path)
+    (tmp_path / "editorial").mkdir()
+    (tmp_path / "editorial" / f"{SAMPLE_WEEK}.toml").write_text("[56317]\nhide = true\n")
+    result = newsletter_main(["build", "--week", SAMPLE_WEEK], tmp_path)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert lines[0].startswith(f"built {SAMPLE_WEEK}: ") and " blocking problem(s), " in lines[0]
+    assert "  hidden by the editor's file: #56317" in lines
+    assert "warning: hidden" not in result.stdout
+
+
 def test_the_editors_texts_carry_no_bidi_or_invisible_character(settings):
     entry = editor_entry(settings, '[53721]\nnote = "Read\\u202e this\\u200b first"\n'
                                    '[53721.en]\ntitle = "Fix \\u202eSECURITY ALERT\\u2069"\n'

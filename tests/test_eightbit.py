@@ -13,16 +13,30 @@ import pytest
 
 from pipeline.core.email import mime
 from pipeline.core.email.eightbit import (
+    _BETWEEN_IDEOGRAPHS,
     MAX_LINE_OCTETS,
+    _Places,
     eight_bit_body,
     fold_html,
-    fold_points,
-    join_points,
 )
 
 
 def lines(data: bytes) -> list[bytes]:
     return data.split(b"\n")
+
+
+def fold_points(data: bytes) -> list[int]:
+    """The offsets of the spaces in ``data`` (HTML) that may become a line break."""
+    places = _Places(data)
+    return [m.start() for m in re.finditer(rb" ", data)
+            if places.allowed(m.start(), in_tag_ok=True)]
+
+
+def join_points(data: bytes) -> list[int]:
+    """The offsets between two ideographs of ``data``'s text where ``<wbr>`` may go."""
+    places = _Places(data)
+    return [m.start() for m in _BETWEEN_IDEOGRAPHS.finditer(data)
+            if places.allowed(m.start(), in_tag_ok=False)]
 
 
 @pytest.mark.parametrize(("html", "folds"), [

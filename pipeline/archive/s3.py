@@ -57,15 +57,11 @@ class S3Archive(Archive):
         self.bucket = bucket
         self.prefix = normalise_prefix(prefix)
         self._owns_client = client is None
-        self._client = client if client is not None else s3_client(region)
+        self.client: S3Client = client if client is not None else s3_client(region)
         self._etags: dict[str, str] | None = None  # relative key → ETag; None: not listed yet
         self.uploads = 0
         self.uploaded_bytes = 0
         self.skipped = 0
-
-    @property
-    def client(self) -> S3Client:
-        return self._client
 
     def _key(self, key: str) -> str:
         return self.prefix + check_key(key)
@@ -78,7 +74,7 @@ class S3Archive(Archive):
     def read(self, key: str) -> bytes | None:
         full = self._key(key)
         try:
-            response = self._client.get_object(Bucket=self.bucket, Key=full)
+            response = self.client.get_object(Bucket=self.bucket, Key=full)
             return response["Body"].read()
         except ClientError as exc:
             if is_missing_key(exc):
@@ -94,7 +90,7 @@ class S3Archive(Archive):
             self.skipped += 1
             return False
         try:
-            response = self._client.put_object(
+            response = self.client.put_object(
                 Bucket=self.bucket, Key=full, Body=obj.data,
                 ContentType=obj.content_type, CacheControl=obj.cache_control,
                 ContentMD5=base64.b64encode(bytes.fromhex(digest)).decode("ascii"),
@@ -118,7 +114,7 @@ class S3Archive(Archive):
         for start in range(0, len(present), DELETE_BATCH):
             batch = present[start:start + DELETE_BATCH]
             try:
-                response = self._client.delete_objects(
+                response = self.client.delete_objects(
                     Bucket=self.bucket, Delete={"Objects": [{"Key": self._key(k)}
                                                             for k in batch], "Quiet": True})
             except (ClientError, BotoCoreError, OSError) as exc:
@@ -146,7 +142,7 @@ class S3Archive(Archive):
             paging["Prefix"] = self.prefix
         found: dict[str, str] = {}
         try:
-            for page in self._client.get_paginator("list_objects_v2").paginate(**paging):
+            for page in self.client.get_paginator("list_objects_v2").paginate(**paging):
                 for item in page.get("Contents", ()):
                     found[item["Key"][len(self.prefix):]] = _etag(item.get("ETag"))
         except (ClientError, BotoCoreError, OSError) as exc:
@@ -160,7 +156,7 @@ class S3Archive(Archive):
     def close(self) -> None:
         """Close the client this archive built (a client passed in stays its owner's)."""
         if self._owns_client:
-            self._client.close()
+            self.client.close()
 
     def _error(self, exc: Exception, doing: str, key: str | None) -> ArchiveError:
         reason = s3_reason(exc, self.bucket,

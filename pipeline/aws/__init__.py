@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from functools import cache
-from typing import TYPE_CHECKING, Any, Literal, overload
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, overload
 
 from pipeline.errors import ConfigError
 
@@ -96,6 +96,25 @@ def access_problem(exc: Exception, service: str) -> str | None:
     return None
 
 
+class Answer(NamedTuple):
+    """An error answer from AWS: its code, HTTP status and message (on one line)."""
+
+    code: str
+    status: int
+    message: str
+
+    def __str__(self) -> str:
+        named = self.code or str(self.status)
+        return f"{named}: {self.message}" if self.message else named
+
+
+def answer(exc: ClientError) -> Answer:
+    error = exc.response.get("Error", {})
+    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
+    return Answer(str(error.get("Code", "")), int(status),
+                  " ".join(str(error.get("Message", "")).split()))
+
+
 # -- S3, for the archive and the inbox ------------------------------------------------------
 
 _MISSING_KEY = frozenset({"NoSuchKey", "404", "NotFound"})
@@ -119,26 +138,18 @@ def s3_reason(exc: Exception, bucket: str, *, rights: str) -> str:
     from botocore.exceptions import ClientError
 
     if isinstance(exc, ClientError):
-        code = _code(exc)
-        error = exc.response.get("Error", {})
-        text = " ".join(str(error.get("Message", "")).split())
-        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
-        if code == "NoSuchBucket":
+        said = answer(exc)
+        if said.code == "NoSuchBucket":
             return f"bucket {bucket} does not exist"
-        if code in _DENIED or status == 403:
-            said = f"{code}: {text}" if text else code or "403"
+        if said.code in _DENIED or said.status == 403:
             return (f"access denied to bucket {bucket} ({said}); check the credentials' "
                     f"{rights} rights")
-        if code in _DAMAGED:
+        if said.code in _DAMAGED:
             return "the upload was damaged in transit (Content-MD5 did not match)"
-        return f"S3 {code or status}: {text}" if text else f"S3 {code or status}"
+        return f"S3 {said}"
     return access_problem(exc, "S3") or f"S3: {' '.join(str(exc).split()) or type(exc).__name__}"
 
 
 def is_missing_key(exc: ClientError) -> bool:
     """Whether S3 said the object is not there."""
-    return _code(exc) in _MISSING_KEY
-
-
-def _code(exc: ClientError) -> str:
-    return str(exc.response.get("Error", {}).get("Code", ""))
+    return answer(exc).code in _MISSING_KEY

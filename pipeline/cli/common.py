@@ -8,7 +8,8 @@ import argparse
 import contextlib
 import logging
 import os
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +33,7 @@ from subscribers.shards import Shard
 
 if TYPE_CHECKING:
     from pipeline.config import Settings
+    from pipeline.model import Item, Problem
     from pipeline.sources import PullSource
     from pipeline.stages.built import BuiltIssue
     from pipeline.stages.machine_translation import Translate
@@ -150,6 +152,20 @@ def shown(path: Path) -> str:
         return str(path)
 
 
+def say_built(issue_id: str, items: Sequence[Item], problems: Sequence[Problem],
+              hidden: Sequence[int]) -> None:
+    """What build and preview say first: the items by tier, then every problem."""
+    tiers = Counter(item.tier for item in items)
+    blocking = sum(1 for problem in problems if problem.severity == "blocking")
+    print(f"built {issue_id}: {len(items)} items "
+          f"({', '.join(f'{n} {tier}' for tier, n in tiers.items())}); "
+          f"{blocking} blocking problem(s), {len(problems) - blocking} warning(s)")
+    for problem in problems:
+        print(f"  {problem.severity}: {problem.code}: {problem.message}")
+    if hidden:
+        print(f"  hidden by the editor's file: {', '.join(f'#{pr}' for pr in hidden)}")
+
+
 def open_delivery(settings: Settings, built: BuiltIssue, request: SendRequest) -> Delivery:
     """Every check a send makes (pipeline/stages/preflight.py); the caller closes it."""
     return wiring.open_delivery(settings, os.environ, built, at=clock.now(),
@@ -162,16 +178,16 @@ def send_copies(settings: Settings, built: BuiltIssue, to: str,
                 layouts: tuple[str, ...] = LAYOUTS) -> None:
     """Test copies, outside the ledger, through every check and transport a real send uses."""
     with open_delivery(settings, built, SendRequest(to=to, layouts=layouts)) as delivery:
-        say_development_key(delivery)
+        if delivery.development:
+            say_development_key()
         for key, message_id in send_tests(built, delivery.messages, delivery.transport, to,
                                           layouts):
             print(f"test copy {key} → {to}: {message_id}")
 
 
-def say_development_key(delivery: Delivery) -> None:
-    if delivery.development:
-        _log.info("note: NEWSLETTER_SECRET is not set; links are signed with the development "
-                  "key (fine for the local outbox, never for real mail)")
+def say_development_key(links: str = "links") -> None:
+    _log.info("note: NEWSLETTER_SECRET is not set; %s are signed with the development key "
+              "(fine for the local outbox, never for real mail)", links)
 
 
 def publish_issue(settings: Settings, built: BuiltIssue,

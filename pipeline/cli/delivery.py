@@ -172,8 +172,8 @@ def _send_list(settings: Settings, built: BuiltIssue, delivery: Delivery,
     """Send to the list, then say what the operator needs: the summary, the unconfirmed
     addresses, the outbox folder."""
     options = request.options
-    if not options.dry_run:
-        say_development_key(delivery)
+    if delivery.development and not options.dry_run:
+        say_development_key()
     shown_progress = not options.dry_run and _log.isEnabledFor(logging.INFO)  # -q: none
 
     def progress(active: int | None) -> Progress | None:

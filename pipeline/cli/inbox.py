@@ -8,7 +8,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from pipeline import week as clock
-from pipeline.cli.common import add_group
+from pipeline.cli.common import add_group, say_development_key
 from pipeline.core.mail_in.inbound import classify, mask_address
 from pipeline.stages.inbox import process
 from pipeline.wiring import open_inbox, open_subscriptions, signing_keys
@@ -61,9 +61,7 @@ def _cmd_process(args: argparse.Namespace, settings: Settings) -> int:
             _log.info("note: %d mail(s) stay in the inbox: their confirmation mail could not "
                       "be sent; the next run tries again", report.counts["retry-later"])
         if report.counts.get("subscribe") and signing_keys(settings, os.environ)[1]:
-            _log.info("note: NEWSLETTER_SECRET is not set; confirmation links are signed "
-                      "with the development key (fine for the local outbox, never for real "
-                      "mail)")
+            say_development_key("confirmation links")
         return 0
 
 

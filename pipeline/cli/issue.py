@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-from collections import Counter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,11 +21,11 @@ from pipeline.cli.common import (
     github,
     positive,
     publish_issue,
+    say_built,
     shown,
     translation,
 )
 from pipeline.core.issue.editorial import editorial_path
-from pipeline.errors import UsageError
 from pipeline.stages.approve import approve
 from pipeline.stages.build import build, rank_week, read_feeds
 from pipeline.stages.built import choose_week
@@ -117,15 +116,7 @@ def _cmd_build(args: argparse.Namespace, settings: Settings) -> int:
                       choices=choices, sent=sent, correct=args.correct,
                       archive_weeks=archive_weeks(settings))
     issue = built.issue
-    tiers = Counter(item.tier for item in issue.items)
-    severities = Counter(problem.severity for problem in issue.problems)
-    summary = ", ".join(f"{n} {tier}" for tier, n in tiers.items())
-    print(f"built {issue.id}: {len(issue.items)} items ({summary}); "
-          f"{severities['blocking']} blocking problem(s), {severities['warning']} warning(s)")
-    for problem in issue.problems:
-        print(f"  {problem.severity}: {problem.code}: {problem.message}")
-    if issue.hidden:
-        print(f"  hidden by the editor's file: {', '.join(f'#{pr}' for pr in issue.hidden)}")
+    say_built(issue.id, issue.items, issue.problems, issue.hidden)
     for key, result in built.rendered.items():
         print(f"  email-{key}.html {result.html_bytes / 1000:.1f} KB"
               + (f" (areas first: {', '.join(result.areas)})" if result.areas else ""))
@@ -173,10 +164,7 @@ def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
 
 def _cmd_translations(args: argparse.Namespace, settings: Settings) -> int:
     week = choose_week(settings, args.week)
-    locations = tuple(args.feed) or settings.feed.urls
-    if not locations:
-        raise UsageError("no feed to read: pass --feed PATH_OR_URL or set [feed] urls")
-    results = read_feeds(settings, locations)
+    results = read_feeds(settings, args.feed)
     with translation(settings) as translate, future_week_said(settings, week.id):
         items = rank_week(settings, week, results, translate, github(settings)).items
     path = editorial_path(settings.resolve(settings.paths.editorial_dir), week.id)

@@ -9,7 +9,6 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
@@ -20,12 +19,14 @@ from pipeline.cli.common import (
     EXIT_BLOCKED,
     EXIT_OK,
     add_correct,
+    add_feed,
     add_week,
     copy_address,
     future_week_said,
     github,
     layout_list,
     port,
+    say_built,
     send_copies,
     shown,
     translation,
@@ -71,8 +72,7 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
         "installed), serve it on 127.0.0.1 and print the approve command. Exit 3 when the "
         "proof report has a blocking problem.")
     add_week(preview, "default: the last complete week (the next one to send)")
-    preview.add_argument("--feed", action="append", default=[], metavar="PATH_OR_URL",
-                         help="a feed to read (repeatable; default: [feed] urls)")
+    add_feed(preview, "a feed to read (repeatable; default: [feed] urls)")
     preview.add_argument("--port", type=port, default=0, metavar="P",
                          help="port to serve on, on 127.0.0.1 (default: any free port)")
     preview.add_argument("--no-serve", action="store_true",
@@ -257,14 +257,7 @@ def _shoot_rest(latest: _Latest, shooter: Screenshotter | None) -> None:
 
 
 def _show_preview(built: BuiltIssue, report: ProofReport, preview: Preview) -> None:
-    tiers = Counter(item.tier for item in built.issue.items)
-    print(f"built {built.id}: {len(built.issue.items)} items "
-          f"({', '.join(f'{n} {tier}' for tier, n in tiers.items())}); "
-          f"{len(report.blocking)} blocking problem(s), {len(report.warnings)} warning(s)")
-    for problem in report.problems:
-        print(f"  {problem.severity}: {problem.code}: {problem.message}")
-    if report.hidden:
-        print(f"  hidden by the editor's file: {', '.join(f'#{pr}' for pr in report.hidden)}")
+    say_built(built.id, built.issue.items, report.problems, report.hidden)
     for size in report.sizes:
         print(f"  email-{size.layout}.html {size.weight / 1000:.1f} KB as sent "
               f"({size.percent:.0f}% of {size.budget / 1000:.0f} KB)")

@@ -19,6 +19,7 @@ from markupsafe import escape
 from pipeline.core.email.render import PLACEHOLDERS, Budget, stray_placeholders
 from pipeline.core.issue.bilingual import sort_problems
 from pipeline.core.issue.built_issue import BuiltIssue
+from pipeline.core.issue.sanitize import one_line
 from pipeline.model import LANGS, LAYOUTS, Issue, Item, Problem, Severity, Skipped
 
 #: Share of the budget above which a layout is flagged as close to it.
@@ -182,14 +183,14 @@ def check_markup(html: Mapping[str, str], repo: str) -> list[Problem]:
     for (href, verdict), layouts in seen_links.items():
         code, severity, why = _LINK_VERDICTS[verdict]
         problems.append(Problem(code, severity, layout=layouts[0] if len(layouts) == 1 else None,
-                                message=f"{_layouts(layouts)}: link {_short(href)} "
+                                message=f"{_layouts(layouts)}: link {one_line(href, 80)} "
                                         f"{why.format(repo=repo)}"))
     for src, layouts in seen_images.items():
         problems.append(Problem("image-without-alt", "warning",
                                 layout=layouts[0] if len(layouts) == 1 else None,
-                                message=f"{_layouts(layouts)}: image {_short(src)} has no alt "
-                                "text (screen readers, and mail apps that block images, "
-                                "show nothing)"))
+                                message=f"{_layouts(layouts)}: image {one_line(src, 80)} has "
+                                "no alt text (screen readers, and mail apps that block "
+                                "images, show nothing)"))
     return problems
 
 
@@ -251,7 +252,7 @@ def check_parts(html: Mapping[str, str], text: Mapping[str, str],
                 problems.append(Problem(
                     "template-leftover", "blocking", layout=key,
                     message=f"email-{key}.{kind}: template code left in what readers see "
-                            f"({', '.join(found)}): …{_short(rest[index:index + 60])}…"))
+                            f"({', '.join(found)}): …{one_line(rest[index:index + 60], 80)}…"))
     return problems
 
 
@@ -281,8 +282,3 @@ def _layouts(layouts: list[str]) -> str:
         return ", ".join(layouts)
     rest = [key for key in layouts if key not in LAYOUTS]
     return "every layout" + (f" and {', '.join(rest)}" if rest else "")
-
-
-def _short(value: str, limit: int = 80) -> str:
-    value = " ".join(value.split())
-    return value if len(value) <= limit else value[: limit - 1] + "…"

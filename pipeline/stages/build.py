@@ -74,8 +74,12 @@ def terms(settings: Settings, first_week: str | None = None) -> Terms:
     return Terms(settings.feed, issue, settings.site, settings.delivery)
 
 
-def read_feeds(settings: Settings, locations: Sequence[str]) -> list[FeedResult]:
-    """Fetch and parse every feed; the first unusable one stops the build."""
+def read_feeds(settings: Settings, feeds: Sequence[str]) -> list[FeedResult]:
+    """Fetch and parse every feed (``feeds``, else ``[feed] urls``); the first unusable one
+    stops the build."""
+    locations = tuple(feeds) or settings.feed.urls
+    if not locations:
+        raise UsageError("no feed to read: pass --feed PATH_OR_URL or set [feed] urls")
     cache = settings.resolve(settings.paths.data_dir) / "feeds"
     results = []
     for location in locations:
@@ -149,11 +153,8 @@ def build(settings: Settings, *, week_id: str | None = None, feeds: Sequence[str
     week = choose_week(settings, week_id)
     today = local_date(at or now(), week.tz)
     correction = freeze.correction_for(week.id, sent, correct, today)
-    locations = tuple(feeds) or settings.feed.urls
-    if not locations:
-        raise UsageError("no feed to read: pass --feed PATH_OR_URL or set [feed] urls")
     with timed(_log, "read feeds"):
-        results = read_feeds(settings, locations)
+        results = read_feeds(settings, feeds)
     with timed(_log, "rank"):
         ranked = rank_week(settings, week, results, translate, github)
     first = (settings.issue.first_week if archive_weeks is None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from pipeline.aws import aws_client
+from pipeline.aws import access_problem, answer, aws_client
 from pipeline.errors import TranslateError
 from pipeline.translate import Translator
 
@@ -43,11 +43,7 @@ class AwsTranslator(Translator):
     def __init__(self, region: str | None = None,
                  client: TranslateClient | None = None) -> None:
         self._owns_client = client is None
-        self._client = client if client is not None else translate_client(region)
-
-    @property
-    def client(self) -> TranslateClient:
-        return self._client
+        self.client: TranslateClient = client if client is not None else translate_client(region)
 
     def translate(self, text: str, source: str, target: str) -> str:
         """One ``TranslateText`` call; botocore errors become :class:`TranslateError`."""
@@ -64,27 +60,21 @@ class AwsTranslator(Translator):
             raise TranslateError(f"the text is {size:,} bytes; TranslateText takes at most "
                                  f"{AWS_MAX_BYTES:,}", backend=self.name)
         try:
-            response = self._client.translate_text(
+            response = self.client.translate_text(
                 Text=text,
                 SourceLanguageCode=AWS_LANGUAGE_CODES[source],
                 TargetLanguageCode=AWS_LANGUAGE_CODES[target],
             )
         except ClientError as exc:
-            error = exc.response.get("Error", {})
-            code = str(error.get("Code", "")) or str(
-                exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", ""))
-            message = " ".join(str(error.get("Message", "")).split())
-            raise TranslateError(f"{code}: {message}" if message else code,
-                                 backend=self.name) from exc
-        except (NoCredentialsError, PartialCredentialsError) as exc:
-            raise TranslateError(f"no usable AWS credentials ({exc}); set AWS_ACCESS_KEY_ID/"
-                                 "AWS_SECRET_ACCESS_KEY or a profile", backend=self.name) from exc
-        except (NeverConnected, HTTPClientError) as exc:  # endpoint unreachable, timeouts
-            raise TranslateError(f"cannot reach Amazon Translate: {exc}",
+            raise TranslateError(str(answer(exc)), backend=self.name) from exc
+        except (NoCredentialsError, PartialCredentialsError, NeverConnected,
+                HTTPClientError) as exc:  # no credentials, the endpoint unreachable, timeouts
+            problem = access_problem(exc, "Amazon Translate")
+            raise TranslateError(problem or f"cannot reach Amazon Translate: {exc}",
                                  backend=self.name) from exc
         return str(response["TranslatedText"]).strip()
 
     def close(self) -> None:
         """Close the client this translator built (a client passed in stays its owner's)."""
         if self._owns_client:
-            self._client.close()
+            self.client.close()

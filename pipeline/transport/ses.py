@@ -28,7 +28,7 @@ from botocore.exceptions import (
 )
 from botocore.exceptions import ConnectionError as NeverConnected
 
-from pipeline.aws import access_problem, aws_client
+from pipeline.aws import access_problem, answer, aws_client
 from pipeline.core.email.addresses import UnsendableAddress, wire_address
 from pipeline.errors import (
     ConfigError,
@@ -83,11 +83,7 @@ class SesTransport(Transport):
                  client: SESV2Client | None = None) -> None:
         self.configuration_set = configuration_set
         self._owns_client = client is None
-        self._client = client if client is not None else ses_client(region)
-
-    @property
-    def client(self) -> SESV2Client:
-        return self._client
+        self.client: SESV2Client = client if client is not None else ses_client(region)
 
     def send(self, message: Outgoing) -> str:
         """One ``SendEmail`` call; returns the ``MessageId`` SES assigns (it replaces ours)."""
@@ -104,13 +100,11 @@ class SesTransport(Transport):
             params["ConfigurationSetName"] = self.configuration_set
         rcpt = message.recipient
         try:
-            response = self._client.send_email(**params)
+            response = self.client.send_email(**params)
         except ClientError as exc:
             raise _client_error(exc, rcpt) from exc
         except (NoCredentialsError, PartialCredentialsError) as exc:
-            raise SendingStopped(f"ses: no usable AWS credentials ({exc}); set "
-                                 "AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY or a profile",
-                                 recipient=rcpt) from exc
+            raise SendingStopped(f"ses: {access_problem(exc, 'SES')}", recipient=rcpt) from exc
         except NeverConnected as exc:  # incl. ConnectTimeoutError: the request never left
             raise TemporaryFailure(f"ses: cannot reach SES: {exc}", recipient=rcpt) from exc
         except HTTPClientError as exc:
@@ -124,9 +118,9 @@ class SesTransport(Transport):
         not ``GetAccount`` (AccessDenied), or an endpoint without it, says nothing either
         way: no rate is known, and the send goes on and finds out with its first message."""
         try:
-            account = self._client.get_account()
+            account = self.client.get_account()
         except ClientError as exc:
-            code = str(exc.response.get("Error", {}).get("Code", ""))
+            code = answer(exc).code
             if code in _BAD_CREDENTIALS:
                 raise ConfigError(f"ses: the AWS credentials are refused ({code})") from exc
             return None
@@ -155,7 +149,7 @@ class SesTransport(Transport):
     def close(self) -> None:
         """Close the client this transport built (a client passed in stays its owner's)."""
         if self._owns_client:
-            self._client.close()
+            self.client.close()
 
 
 def _ascii_envelope(message: Outgoing) -> tuple[str, str]:
@@ -188,18 +182,15 @@ def email_tags(tags: Mapping[str, str]) -> list[dict[str, str]]:
 
 def _client_error(exc: ClientError, recipient: str) -> TransportError:
     """The transport error for an error answer from SES."""
-    error = exc.response.get("Error", {})
-    code = str(error.get("Code", ""))
-    text = " ".join(str(error.get("Message", "")).split())
-    status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
-    said = f"ses: {code or status}: {text}" if text else f"ses: {code or status}"
-    words = without_addresses(text)  # the sandbox names the recipient it refused
-    if ACCOUNT_STOPPED.search(words) or code in _STOPPED:
+    error = answer(exc)
+    said = f"ses: {error}"
+    words = without_addresses(error.message)  # the sandbox names the recipient it refused
+    if ACCOUNT_STOPPED.search(words) or error.code in _STOPPED:
         return SendingStopped(said, recipient=recipient)
-    if code in _THROTTLED or THROTTLED.search(words) or status == 429:
+    if error.code in _THROTTLED or THROTTLED.search(words) or error.status == 429:
         return TemporaryFailure(said, recipient=recipient)
-    if code in _PERMANENT:
+    if error.code in _PERMANENT:
         return PermanentFailure(said, recipient=recipient)
-    if status >= 500:
+    if error.status >= 500:
         return TemporaryFailure(said, recipient=recipient)
     return SendingStopped(said, recipient=recipient)

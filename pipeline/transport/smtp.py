@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pipeline.config import SmtpSettings, is_host_name
 from pipeline.core.email.addresses import UnsendableAddress, redact_address, wire_address
+from pipeline.core.issue.sanitize import one_line
 from pipeline.core.mail_in.bounces import enhanced_status, mailbox_gone
 from pipeline.errors import (
     ConfigError,
@@ -607,8 +608,7 @@ def _reply(code: int, text: bytes | str) -> str:
     ``_REPLY_CHARS`` long: the reason is kept in the ledger for every recipient."""
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
-    line = " ".join("".join(c if c.isprintable() else " " for c in f"{code} {text}").split())
-    return line if len(line) <= _REPLY_CHARS else line[:_REPLY_CHARS - 1] + "…"
+    return one_line(f"{code} {text}", _REPLY_CHARS)
 
 
 def _describe(exc: BaseException) -> str:

@@ -36,6 +36,7 @@ from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes
 from cryptography.hazmat.primitives.asymmetric import padding, rsa
 
+from pipeline.core.issue.sanitize import one_line
 from pipeline.errors import NewsletterError
 
 __all__ = ["AWS_SNS_HOST", "MAX_CACHED_CERTIFICATES", "CertificateSource", "SnsError",
@@ -97,7 +98,7 @@ class SnsError(NewsletterError):
     def __init__(self, reason: SnsReason, detail: str = "") -> None:
         text = f"sns {reason}: {_MESSAGES[reason]}"
         if detail:
-            text += f" ({_one_line(detail)})"
+            text += f" ({one_line(detail, _DETAIL_LIMIT)})"
         super().__init__(text)
         self.reason: SnsReason = reason
 
@@ -346,9 +347,3 @@ class SnsVerifier:
 
 def _round(delta: timedelta) -> timedelta:
     return timedelta(seconds=round(delta.total_seconds()))
-
-
-def _one_line(text: str) -> str:
-    """``text`` without control characters, cut to a length fit for one log line."""
-    flat = "".join(c if c.isprintable() else " " for c in text).strip()
-    return flat if len(flat) <= _DETAIL_LIMIT else flat[: _DETAIL_LIMIT - 1] + "…"

@@ -24,20 +24,6 @@ _BETWEEN_IDEOGRAPHS = re.compile(
 _WBR_OPEN, _WBR_CLOSE = b"<wbr", b">"
 
 
-def fold_points(data: bytes) -> list[int]:
-    """The offsets of the spaces in ``data`` (HTML) that may become a line break."""
-    places = _Places(data)
-    return [m.start() for m in re.finditer(rb" ", data)
-            if places.allowed(m.start(), in_tag_ok=True)]
-
-
-def join_points(data: bytes) -> list[int]:
-    """The offsets between two ideographs of ``data``'s text where ``<wbr>`` may go."""
-    places = _Places(data)
-    return [m.start() for m in _BETWEEN_IDEOGRAPHS.finditer(data)
-            if places.allowed(m.start(), in_tag_ok=False)]
-
-
 def fold_html(data: bytes) -> bytes | None:
     """``data`` (HTML, LF line ends) with every line at most :data:`MAX_LINE_OCTETS`; None
     when a line cannot be cut."""

@@ -30,7 +30,7 @@ from pipeline.core.email.mime import sent_size
 from pipeline.core.email.wrap import wrap_text
 from pipeline.core.issue.interests import Variant, for_you, interests_first
 from pipeline.core.issue.rank import TIER_BY_NAME, TIERS
-from pipeline.core.issue.sanitize import title_html
+from pipeline.core.issue.sanitize import one_line, title_html
 from pipeline.core.shipped import templates_dir
 from pipeline.errors import RenderError
 from pipeline.model import LANG_TAGS, LAYOUTS, Issue, Item, Problem, PullFacts, Text, layout_langs
@@ -151,16 +151,10 @@ class Footer:
         """The footer a deployment's ``[delivery]`` and ``[site]`` describe."""
         app_url = site.app_url.rstrip("/")
         return cls(
-            publisher=_one_line(delivery.publisher) or _one_line(delivery.from_),
-            postal_address=_one_line(delivery.postal_address),
+            publisher=one_line(delivery.publisher) or one_line(delivery.from_),
+            postal_address=one_line(delivery.postal_address),
             subscribe_url=f"{app_url}/subscribe" if app_url else "",
         )
-
-
-def _one_line(text: str) -> str:
-    """A configured footer line as one line of printable text: line breaks become spaces
-    (an address written over several lines in TOML), control characters go."""
-    return " ".join("".join(c if c.isprintable() else " " for c in text).split())
 
 
 class _CompiledTemplates(jinja2.BytecodeCache):

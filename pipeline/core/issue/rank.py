@@ -66,7 +66,6 @@ def rank(groups: Sequence[PullGroup], editorial: Editorial | None = None,
     """Rank the week's PRs; return the items in reading order and the problems found."""
     editorial = editorial or Editorial()
     words = vocabulary or shipped_vocabulary()
-    hidden = hidden_prs(groups, editorial)
     seen = {group.pr for group in groups}
     problems = [Problem("editor-unknown-pr", "warning", pr=pr,
                         message=f"the editor's file names PR #{pr}, which has no review "
@@ -74,18 +73,17 @@ def rank(groups: Sequence[PullGroup], editorial: Editorial | None = None,
                 for pr in sorted(set(editorial.entries) - seen)]
     items: list[Item] = []
     for group in groups:
-        if group.pr not in hidden:
-            item, found = _rank_one(group, editorial.get(group.pr), words)
+        entry = editorial.get(group.pr)
+        if entry is None or not entry.hide:  # hidden: listed by hidden_prs, not ranked
+            item, found = _rank_one(group, entry, words)
             problems.extend(found)
             items.append(item)
     return ordered(items), [*problems, *week_questions(items)]
 
 
-def hidden_prs(groups: Sequence[PullGroup], editorial: Editorial | None) -> tuple[int, ...]:
+def hidden_prs(groups: Sequence[PullGroup], editorial: Editorial) -> tuple[int, ...]:
     """The week's PRs the editor's file hides, in PR order: shown as information, never as
     a problem."""
-    if editorial is None:
-        return ()
     return tuple(sorted(group.pr for group in groups
                         if (entry := editorial.get(group.pr)) and entry.hide))
 

@@ -39,8 +39,9 @@ _CLEANER = nh3.Cleaner(
     strip_comments=True,
 )
 
-#: Han characters (CJK unified ideographs, extension A, compatibility ideographs).
-HAN = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff]")
+#: Han characters (CJK Unified Ideographs with extension A, the compatibility block and the
+#: supplementary planes' extensions).
+HAN = re.compile(r"[\u3400-\u4DBF\u4E00-\u9FFF\uF900-\uFAFF\U00020000-\U0002FA1F]")
 _LATIN = re.compile(r"[A-Za-z]")
 _TAG_SPLIT = re.compile(r"(<[^>]*>)")
 _BACKTICK = re.compile(r"`([^`\n]+?)`")
@@ -85,10 +86,12 @@ def strip_unsafe(text: str) -> str:
     return _UNSAFE.sub("", text)
 
 
-def one_line(text: str) -> str:
+def one_line(text: str, limit: int | None = None) -> str:
     """``text`` as one line: line breaks and controls become spaces, runs of white space one
-    space, unsafe characters (:func:`strip_unsafe`) gone. For headlines, notes and tags."""
-    return _SPACE.sub(" ", strip_unsafe(_BREAKS.sub(" ", text))).strip()
+    space, unsafe characters (:func:`strip_unsafe`) gone, and at most ``limit`` characters
+    (cut with "…"). For headlines, notes and tags, and for quoting what a server said."""
+    line = _SPACE.sub(" ", strip_unsafe(_BREAKS.sub(" ", text))).strip()
+    return line if limit is None or len(line) <= limit else line[:limit - 1] + "…"
 
 
 #: The longest review body taken, in characters, markup included. A real review is a few

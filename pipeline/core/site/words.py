@@ -18,12 +18,12 @@ from functools import cache
 from importlib import metadata
 from typing import Any
 
-#: Han characters (CJK Unified Ideographs with extension A, the compatibility block and the
-#: supplementary planes' extensions), as a regular-expression class both Python and the
-#: search page's JavaScript (with the ``u`` flag) read the same way.
-HAN = r"[\u3400-\u4DBF\u4E00-\u9FFF\uF900-\uFAFF\U00020000-\U0002FA1F]"
+from pipeline.core.issue.sanitize import HAN
+
+#: :data:`~pipeline.core.issue.sanitize.HAN` as the search page's JavaScript reads it (with
+#: the ``u`` flag).
 HAN_JS = r"[\u3400-\u4DBF\u4E00-\u9FFF\uF900-\uFAFF\u{20000}-\u{2FA1F}]"
-_RUN = re.compile(HAN + "+")
+_RUN = re.compile(HAN.pattern + "+")
 #: CJK punctuation (，。：「」 and the fullwidth forms' marks): set apart like a Han run.
 _CJK_MARKS = re.compile(r"[\u3000-\u303F\uFF01-\uFF0F\uFF1A-\uFF20\uFF3B-\uFF40\uFF5B-\uFF65]+")
 _TAG = re.compile(r"(<[^>]*>)")
