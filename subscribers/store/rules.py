@@ -47,7 +47,9 @@ __all__ = [
     "decode_time_or_none",
     "encode_areas",
     "encode_time",
+    "existing_outcome",
     "plan_additions",
+    "status_counts",
     "suppression_hash",
 ]
 
@@ -215,6 +217,16 @@ def check_new_status(layout: str, status: str) -> None:
         raise ValueError("a new subscriber is 'pending' or 'active'")
 
 
+def existing_outcome(present: Subscriber, status: str) -> AddOutcome:
+    """What ``add`` (asking for ``status``) makes of an address already stored: a removed one
+    is never brought back, a ``pending`` one becomes ``active`` only when that is asked."""
+    if present.status in FINAL_STATUSES:
+        return AddOutcome.REFUSED
+    if present.status == "pending" and status == "active":
+        return AddOutcome.ACTIVATED
+    return AddOutcome.EXISTING
+
+
 @dataclass
 class Additions:
     """What :func:`plan_additions` decided: one result per entry, and the writes to make."""
@@ -250,14 +262,12 @@ def plan_additions(entries: Sequence[tuple[str, NewSubscriber]], *, status: str,
             known[key] = new
             plan.created.append(new)
             plan.results.append(AddResult(AddOutcome.CREATED, new))
-        elif present.status in FINAL_STATUSES:
-            plan.results.append(AddResult(AddOutcome.REFUSED, present))
-        elif present.status == "pending" and status == "active":
+        elif (outcome := existing_outcome(present, status)) is AddOutcome.ACTIVATED:
             active = replace(present, status="active", consent_at=when, consent_source=source,
                              confirmed_at=when, updated_at=when)
             known[key] = active
             plan.activated.append(active)
-            plan.results.append(AddResult(AddOutcome.ACTIVATED, active))
+            plan.results.append(AddResult(outcome, active))
         else:
-            plan.results.append(AddResult(AddOutcome.EXISTING, present))
+            plan.results.append(AddResult(outcome, present))
     return plan

@@ -18,7 +18,6 @@ from pipeline import retry
 from subscribers.errors import StoreError, UnknownSubscriber
 from subscribers.model import (
     DEFAULT_LAYOUT,
-    FINAL_STATUSES,
     LAYOUTS,
     STATUSES,
     AddOutcome,
@@ -51,6 +50,7 @@ from subscribers.store.rules import (
     decode_areas,
     encode_areas,
     encode_time,
+    existing_outcome,
     plan_additions,
     status_counts,
     suppression_hash,
@@ -87,15 +87,14 @@ class DynamoDirectory(DynamoCore):
             if item is None:
                 continue  # removed between the two requests: look again
             existing = read_subscriber(item)
-            if existing.status in FINAL_STATUSES:
-                return AddResult(AddOutcome.REFUSED, existing)
-            if existing.status == "pending" and status == "active":
+            outcome = existing_outcome(existing, status)
+            if outcome is AddOutcome.ACTIVATED:
                 try:
                     changed = self._activate(existing.id, stamp, source)
                 except Refused:
                     continue  # its status changed meanwhile: decide again
-                return AddResult(AddOutcome.ACTIVATED, read_subscriber(changed))
-            return AddResult(AddOutcome.EXISTING, existing)
+                return AddResult(outcome, read_subscriber(changed))
+            return AddResult(outcome, existing)
         raise self._race_error(self.subscribers_table, "add")
 
     def _create(self, normal: str, status: str, layout: str, source: str, stamp: str,
@@ -242,9 +241,7 @@ class DynamoDirectory(DynamoCore):
                     continue  # removed meanwhile: look again (it is suppressed now)
                 item = refused.item
             current = read_subscriber(item)
-            outcome_now = (AddOutcome.REFUSED if current.status in FINAL_STATUSES
-                           else AddOutcome.EXISTING)
-            return AddResult(outcome_now, current)
+            return AddResult(existing_outcome(current, "pending"), current)
         raise self._race_error(self.subscribers_table, "request_subscription")
 
     def record_mail_event(self, subscriber_id: str, kind: str, now: datetime, *,

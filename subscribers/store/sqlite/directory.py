@@ -1,7 +1,7 @@
 """:class:`~subscribers.store.Directory`, :class:`~subscribers.store.Imports` and
-:class:`~subscribers.store.Interests` on SQLite. Uniqueness and every status change are one
-statement inside a write transaction, so two writers cannot both decide from one read; an
-import's batch is one transaction, whole or absent.
+:class:`~subscribers.store.Interests` on SQLite. Uniqueness and every status change are
+decided inside one write transaction (IMMEDIATE), so two writers cannot both decide from one
+read; an import's batch is one transaction, whole or absent.
 """
 
 from __future__ import annotations
@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
-from datetime import datetime
+from dataclasses import replace
+from datetime import UTC, datetime
 
 from subscribers.errors import UnknownSubscriber
 from subscribers.model import (
     DEFAULT_LAYOUT,
-    FINAL_STATUSES,
     LAYOUTS,
     STATUSES,
     AddOutcome,
@@ -26,14 +26,16 @@ from subscribers.model import (
     normalise_email,
 )
 from subscribers.store.rules import (
-    BOUNCEABLE,
     MAIL_EVENTS,
+    MailState,
+    after_mail_event,
     catalog_names,
     check_known,
     check_new_status,
     decode_areas,
     encode_areas,
     encode_time,
+    existing_outcome,
     plan_additions,
     status_counts,
     suppression_hash,
@@ -48,7 +50,7 @@ from subscribers.store.sqlite.core import (
 )
 
 # add_many holds the write lock from its reads to its writes, so a conflict there is a bug;
-# add and request_subscription let the UNIQUE index decide (ON CONFLICT DO NOTHING).
+# request_subscription lets the UNIQUE index decide (ON CONFLICT DO NOTHING).
 _INSERT_SUBSCRIBER = """
     INSERT INTO subscribers (id, email, email_key, status, layout, consent_at, consent_source,
                              created_at, confirmed_at, updated_at, areas)
@@ -62,24 +64,9 @@ class SqliteDirectory(SqliteCore):
 
     def add(self, email: str, layout: str = DEFAULT_LAYOUT, *, status: str = "pending",
             source: str, now: datetime, areas: Iterable[str] = ()) -> AddResult:
-        """Uniqueness is the database's: the insert does nothing if the address exists in
-        any case (a UNIQUE index), and only then is the row read, in the same transaction."""
-        check_new_status(layout, status)
-        normal = normalise_email(email)
-        stamp = encode_time(now)
-        with self._transaction() as conn:
-            if suppressed(conn, normal):
-                return AddResult(AddOutcome.SUPPRESSED, None)
-            inserted = _insert(conn, normal, status, layout, source, stamp, areas)
-            existing = self._by_email(conn, normal)
-            if inserted:
-                return AddResult(AddOutcome.CREATED, existing)
-            if existing.status in FINAL_STATUSES:
-                return AddResult(AddOutcome.REFUSED, existing)
-            if existing.status == "pending" and status == "active":
-                conn.execute(ACTIVATE, (stamp, source, stamp, stamp, existing.id))
-                return AddResult(AddOutcome.ACTIVATED, self._by_email(conn, normal))
-            return AddResult(AddOutcome.EXISTING, existing)
+        """:meth:`add_many` of one entry: the same transaction decides it."""
+        return self.add_many([NewSubscriber(email, layout, tuple(areas))], status=status,
+                             source=source, now=now)[0]
 
     def get(self, subscriber_id: str) -> Subscriber | None:
         with self._using() as conn:
@@ -186,48 +173,34 @@ class SqliteDirectory(SqliteCore):
                          {"layout": layout, "areas": encode_areas(areas), "now": stamp,
                           "key": email_key(normal)})
             current = self._by_email(conn, normal)
-        outcome = AddOutcome.REFUSED if current.status in FINAL_STATUSES else AddOutcome.EXISTING
-        return AddResult(outcome, current)
+        return AddResult(existing_outcome(current, "pending"), current)
 
     def record_mail_event(self, subscriber_id: str, kind: str, now: datetime, *,
                           transient_limit: int,
                           occurred_at: datetime | None = None) -> Subscriber:
-        """rules.after_mail_event in SQL, one statement per kind."""
+        """rules.after_mail_event, read and written in one write transaction; a delivery
+        leaves ``updated_at`` as it was."""
         check_known("mail event", MAIL_EVENTS, kind)
         if transient_limit < 1:
             raise ValueError("transient_limit must be at least 1")
-        # rules.BOUNCEABLE comes in as one JSON parameter.
-        statements = {
-            "bounce-permanent": (
-                "UPDATE subscribers SET status = 'bounced', updated_at = :now "
-                "WHERE id = :id AND status IN (SELECT value FROM json_each(:bounceable))"),
-            "bounce-transient": (
-                "UPDATE subscribers SET transient_bounces = transient_bounces + 1, "
-                "status = CASE WHEN transient_bounces + 1 >= :limit "
-                "              AND status IN (SELECT value FROM json_each(:bounceable)) "
-                "              THEN 'bounced' ELSE status END, "
-                "mail_event_at = coalesce(:at, mail_event_at), updated_at = :now "
-                "WHERE id = :id "
-                "AND (:at IS NULL OR mail_event_at IS NULL OR mail_event_at <= :at)"),
-            "complaint": (
-                "UPDATE subscribers SET status = 'complained', updated_at = :now "
-                "WHERE id = :id AND status != 'complained'"),
-            "delivery": (
-                "UPDATE subscribers SET transient_bounces = 0, "
-                "mail_event_at = coalesce(:at, mail_event_at) "
-                "WHERE id = :id "
-                "AND (:at IS NULL OR mail_event_at IS NULL OR mail_event_at <= :at) "
-                "AND (transient_bounces != 0 OR :at IS NOT NULL)"),
-        }
-        params = {"now": encode_time(now), "id": subscriber_id, "limit": transient_limit,
-                  "at": None if occurred_at is None else encode_time(occurred_at),
-                  "bounceable": json.dumps(BOUNCEABLE)}
+        at = None if occurred_at is None else encode_time(occurred_at)
         with self._transaction() as conn:
-            conn.execute(statements[kind], params)
             row = row_by_id(conn, subscriber_id)
-        if row is None:
-            raise UnknownSubscriber(subscriber_id=subscriber_id)
-        return read_subscriber(row)
+            if row is None:
+                raise UnknownSubscriber(subscriber_id=subscriber_id)
+            before = MailState(row["status"], row["transient_bounces"], row["mail_event_at"])
+            after = after_mail_event(before, kind, transient_limit=transient_limit,
+                                     occurred_at=at)
+            current = read_subscriber(row)
+            if after == before:
+                return current
+            updated = current.updated_at if kind == "delivery" else now.astimezone(UTC)
+            conn.execute("UPDATE subscribers SET status = ?, transient_bounces = ?, "
+                         "mail_event_at = ?, updated_at = ? WHERE id = ?",
+                         (after.status, after.transient_bounces, after.mail_event_at,
+                          encode_time(updated), subscriber_id))
+        return replace(current, status=after.status, transient_bounces=after.transient_bounces,
+                       updated_at=updated)
 
     def remove(self, email: str, now: datetime) -> bool:
         """The ledger rows go too (a failure's ``reason`` can quote the address), and
