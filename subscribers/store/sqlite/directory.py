@@ -114,33 +114,19 @@ class SqliteDirectory(SqliteCore):
                    only_from: str | None = None) -> Subscriber:
         check_known("status", STATUSES, status, only_from)
         with self._transaction() as conn:
-            # Becoming active from another status is a new consent: its time, source and
-            # client recorded, the transient bounces counted from 0 again.
-            conn.execute(
-                """
-                UPDATE subscribers SET
-                    confirmed_at = CASE WHEN :status = 'active' AND status != 'active'
-                                        THEN :now ELSE confirmed_at END,
-                    consent_at = CASE WHEN :status = 'active' AND status != 'active'
-                                      THEN :now ELSE consent_at END,
-                    consent_source = CASE WHEN :status = 'active' AND status != 'active'
-                                               AND :source IS NOT NULL
-                                          THEN :source ELSE consent_source END,
-                    consent_ip = CASE WHEN :status = 'active' AND status != 'active'
-                                      THEN :client ELSE consent_ip END,
-                    transient_bounces = CASE WHEN :status = 'active' AND status != 'active'
-                                             THEN 0 ELSE transient_bounces END,
-                    updated_at = CASE WHEN status != :status THEN :now ELSE updated_at END,
-                    status = :status
-                WHERE id = :id AND (:only_from IS NULL OR status = :only_from)
-                """,
-                {"status": status, "now": encode_time(now), "source": source,
-                 "client": client, "id": subscriber_id, "only_from": only_from},
-            )
-            row = row_by_id(conn, subscriber_id)
-        if row is None:
-            raise UnknownSubscriber(subscriber_id=subscriber_id)
-        return read_subscriber(row)
+            current = _known(conn, subscriber_id)
+            if current.status == status or only_from not in (None, current.status):
+                return current
+            stamp = encode_time(now)
+            if status == "active":
+                # A new consent: its time, source and client, and transient bounces from 0.
+                conn.execute("UPDATE subscribers SET confirmed_at = ?, consent_at = ?, "
+                             "consent_source = coalesce(?, consent_source), consent_ip = ?, "
+                             "transient_bounces = 0 WHERE id = ?",
+                             (stamp, stamp, source, client, subscriber_id))
+            conn.execute("UPDATE subscribers SET status = ?, updated_at = ? WHERE id = ?",
+                         (status, stamp, subscriber_id))
+            return _known(conn, subscriber_id)
 
     def set_layout(self, subscriber_id: str, layout: str, now: datetime, *,
                    areas: Iterable[str] | None = None) -> Subscriber:
@@ -150,10 +136,7 @@ class SqliteDirectory(SqliteCore):
             conn.execute("UPDATE subscribers SET layout = ?, areas = coalesce(?, areas), "
                          "updated_at = ? WHERE id = ?",
                          (layout, stored, encode_time(now), subscriber_id))
-            row = row_by_id(conn, subscriber_id)
-        if row is None:
-            raise UnknownSubscriber(subscriber_id=subscriber_id)
-        return read_subscriber(row)
+            return _known(conn, subscriber_id)
 
     def request_subscription(self, email: str, layout: str, *, source: str,
                              now: datetime, areas: Iterable[str] = ()) -> AddResult:
@@ -268,6 +251,13 @@ class SqliteDirectory(SqliteCore):
         with self._transaction() as conn:
             conn.executemany("INSERT INTO area_catalog (name) VALUES (?) "
                              "ON CONFLICT (name) DO NOTHING", [(name,) for name in cleaned])
+
+
+def _known(conn: sqlite3.Connection, subscriber_id: str) -> Subscriber:
+    row = row_by_id(conn, subscriber_id)
+    if row is None:
+        raise UnknownSubscriber(subscriber_id=subscriber_id)
+    return read_subscriber(row)
 
 
 def _insert(conn: sqlite3.Connection, normal: str, status: str, layout: str, source: str,
