@@ -22,6 +22,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from support.store_rules import (
+    LedgerRow,
+    after_claim,
+    after_confirmation,
+    after_outcome,
+    after_release,
+)
 
 from pipeline.wiring import open_store
 from subscribers.errors import InvalidAddress, StoreError, UnknownSubscriber
@@ -44,13 +51,8 @@ from subscribers.store.dynamo import DynamoStore
 from subscribers.store.rules import (
     CONFIRMABLE,
     MAIL_EVENTS,
-    LedgerRow,
     MailState,
-    after_claim,
-    after_confirmation,
     after_mail_event,
-    after_outcome,
-    after_release,
     encode_time,
 )
 from subscribers.store.sqlite import MIGRATIONS, SqliteStore

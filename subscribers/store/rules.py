@@ -2,7 +2,7 @@
 the timestamp and areas text, and the plan of many additions.
 
 Both stores must give the same answers and store the same values (``store migrate`` copies
-SQLite's text into DynamoDB as it is); tests/test_store.py holds both to these functions.
+SQLite's text into DynamoDB as it is); tests/test_store.py holds both to these rules.
 """
 
 from __future__ import annotations
@@ -32,13 +32,8 @@ __all__ = [
     "IN_FLIGHT_REASON",
     "MAIL_EVENTS",
     "Additions",
-    "LedgerRow",
     "MailState",
-    "after_claim",
-    "after_confirmation",
     "after_mail_event",
-    "after_outcome",
-    "after_release",
     "catalog_names",
     "check_known",
     "check_new_status",
@@ -68,11 +63,6 @@ BOUNCEABLE: tuple[str, ...] = ("pending", "active")
 #: left must never undo that. Callers pass ``set_status(..., only_from=CONFIRMABLE)``, which
 #: each store checks in the same write that changes the status.
 CONFIRMABLE = "pending"
-
-
-def after_confirmation(status: str) -> str:
-    """The status a confirmation leaves."""
-    return "active" if status == CONFIRMABLE else status
 
 
 @dataclass(frozen=True)
@@ -106,41 +96,6 @@ def after_mail_event(state: MailState, kind: str, *, transient_limit: int,
     if not in_order or (count == 0 and occurred_at is None):
         return state
     return MailState(status, 0, occurred_at or at)
-
-
-@dataclass(frozen=True)
-class LedgerRow:
-    """What the ledger's rules read and write of one row; ``status`` None: no row yet."""
-
-    status: str | None = None
-    permanent: bool = False
-    attempts: int = 0
-
-
-def after_claim(row: LedgerRow, *, retry: bool = False,
-                retry_temporary: bool = False) -> LedgerRow | None:
-    """The row :meth:`~subscribers.store.Ledger.claim` leaves, or None when it is refused."""
-    if row.status is None:
-        return LedgerRow("sending", False, 1)
-    temporary = row.status == "failed" and not row.permanent
-    if (retry and (row.status == "unconfirmed" or temporary)) or (retry_temporary
-                                                                  and temporary):
-        return LedgerRow("sending", False, row.attempts + 1)
-    return None
-
-
-def after_outcome(row: LedgerRow, status: str, *, permanent: bool = False) -> LedgerRow:
-    """The row ``mark_sent``, ``mark_failed`` or ``mark_unconfirmed`` leaves: recorded whatever
-    the row said, but a ``sent`` row is never downgraded; a row written without a claim counts
-    one attempt."""
-    if row.status == "sent" and status != "sent":
-        return row
-    return LedgerRow(status, permanent and status == "failed", row.attempts or 1)
-
-
-def after_release(row: LedgerRow) -> LedgerRow:
-    """A ``sending`` claim is dropped (no row); any other row stays."""
-    return LedgerRow() if row.status == "sending" else row
 
 
 #: Why ``expire_in_flight`` makes a handed-over claim an earlier run left ``unconfirmed``.
