@@ -986,6 +986,19 @@ def test_quota_is_exact_under_concurrent_takers(backend):
     assert taken.count(True) == 30 and len(taken) == 100
 
 
+def test_transient_bounces_from_concurrent_writers_are_each_counted(backend):
+    """Each event is decided from the subscriber as read; one applied meanwhile is read again."""
+    sid = active(backend.open(), "busy@example.org")
+    stores = [backend.open() for _ in range(4)]
+
+    def bounce(_n: int, s: SubscriberStore) -> None:
+        for _ in range(5):
+            s.record_mail_event(sid, "bounce-transient", NOW, transient_limit=99)
+
+    each_in_a_thread(stores, bounce)
+    assert backend.open().get(sid).transient_bounces == 20
+
+
 # -- production: feedback, shards, leases ----------------------------------------------------------
 
 def test_feedback_is_noted_on_the_ledger_row_of_its_message(store):
