@@ -16,7 +16,7 @@ from pipeline.resource import Resource
 from subscribers.errors import StoreError
 from subscribers.model import Subscriber, email_key
 from subscribers.store.rules import decode_areas, decode_time, decode_time_or_none, suppression_hash
-from subscribers.store.sqlite.schema import migrate
+from subscribers.store.sqlite.schema import immediate, migrate
 
 #: The store's file name inside ``[paths] data_dir``.
 FILE_NAME = "subscribers.sqlite3"
@@ -86,16 +86,8 @@ class SqliteCore(Resource):
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction, taken up front (IMMEDIATE) so reads inside it stay true."""
-        with self._using() as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
+        with self._using() as conn, immediate(conn):
+            yield conn
 
     def _by_email(self, conn: sqlite3.Connection, normal: str) -> Subscriber:
         """The subscriber just inserted or found in this write transaction."""
