@@ -1,5 +1,5 @@
 """What both store backends agree on, written once: the status rules, the suppression hash,
-the timestamp and areas text, and the plan of many additions.
+the timestamp and areas text, the plan of many additions, and a stored record read back.
 
 Both stores must give the same answers and store the same values (``store migrate`` copies
 SQLite's text into DynamoDB as it is); tests/test_store.py holds both to these rules.
@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import Any
 
 from subscribers.areas import clean_area, clean_areas
 from subscribers.model import (
@@ -20,7 +21,9 @@ from subscribers.model import (
     STATUSES,
     AddOutcome,
     AddResult,
+    LedgerEntry,
     NewSubscriber,
+    SentIssue,
     Subscriber,
     batch_subscriber_ids,
     email_key,
@@ -44,6 +47,9 @@ __all__ = [
     "encode_time",
     "existing_outcome",
     "plan_additions",
+    "read_entry",
+    "read_sent",
+    "read_subscriber",
     "status_counts",
     "suppression_hash",
 ]
@@ -226,3 +232,43 @@ def plan_additions(entries: Sequence[tuple[str, NewSubscriber]], *, status: str,
         else:
             plan.results.append(AddResult(outcome, present))
     return plan
+
+
+# -- a stored record read back, alike from either store ---------------------------------
+
+def read_subscriber(item: Mapping[str, Any]) -> Subscriber:
+    """A stored subscriber back: a SQLite row (as a dict) or a DynamoDB item, which leaves
+    out what is unset."""
+    return Subscriber(
+        id=item["id"],
+        email=item["email"],
+        status=item["status"],
+        layout=item["layout"],
+        consent_at=decode_time_or_none(item.get("consent_at")),
+        consent_source=item["consent_source"],
+        created_at=decode_time(item["created_at"]),
+        confirmed_at=decode_time_or_none(item.get("confirmed_at")),
+        updated_at=decode_time(item["updated_at"]),
+        consent_ip=item.get("consent_ip"),
+        transient_bounces=int(item.get("transient_bounces", 0)),
+        areas=decode_areas(item.get("areas")),
+    )
+
+
+def read_entry(item: Mapping[str, Any]) -> LedgerEntry:
+    return LedgerEntry(
+        issue_id=item["issue_id"],
+        subscriber_id=item["subscriber_id"],
+        status=item["status"],
+        message_id=item.get("message_id"),
+        reason=item.get("reason"),
+        permanent=bool(item.get("permanent", False)),
+        attempts=int(item.get("attempts", 1)),
+        updated_at=decode_time(item["updated_at"]),
+    )
+
+
+def read_sent(item: Mapping[str, Any]) -> SentIssue:
+    return SentIssue(item["issue_id"], item["content_hash"], item["first_hash"],
+                     decode_time(item["first_sent_at"]), item.get("corrected_on"),
+                     item.get("correction"))

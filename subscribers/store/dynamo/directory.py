@@ -39,7 +39,6 @@ from subscribers.store.dynamo.items import (
     new_record,
     pk_of,
     plain_item,
-    read_subscriber,
 )
 from subscribers.store.dynamo.tables import STATUS_INDEX
 from subscribers.store.rules import (
@@ -54,6 +53,7 @@ from subscribers.store.rules import (
     encode_time,
     existing_outcome,
     plan_additions,
+    read_subscriber,
     status_counts,
     suppression_hash,
 )

@@ -15,7 +15,7 @@ from typing import Self
 from pipeline.resource import Resource
 from subscribers.errors import StoreError
 from subscribers.model import Subscriber, email_key
-from subscribers.store.rules import decode_areas, decode_time, decode_time_or_none, suppression_hash
+from subscribers.store import rules
 from subscribers.store.sqlite.schema import immediate, migrate
 
 #: The store's file name inside ``[paths] data_dir``.
@@ -119,24 +119,11 @@ def row_by_id(conn: sqlite3.Connection, subscriber_id: str) -> sqlite3.Row | Non
 
 def suppressed(conn: sqlite3.Connection, normal: str) -> bool:
     return conn.execute("SELECT 1 FROM suppressions WHERE email_hash = ?",
-                        (suppression_hash(normal),)).fetchone() is not None
+                        (rules.suppression_hash(normal),)).fetchone() is not None
 
 
 def read_subscriber(row: sqlite3.Row) -> Subscriber:
-    return Subscriber(
-        id=row["id"],
-        email=row["email"],
-        status=row["status"],
-        layout=row["layout"],
-        consent_at=decode_time_or_none(row["consent_at"]),
-        consent_source=row["consent_source"],
-        created_at=decode_time(row["created_at"]),
-        confirmed_at=decode_time_or_none(row["confirmed_at"]),
-        updated_at=decode_time(row["updated_at"]),
-        consent_ip=row["consent_ip"],
-        transient_bounces=row["transient_bounces"],
-        areas=decode_areas(row["areas"]),
-    )
+    return rules.read_subscriber(dict(row))
 
 
 # -- errors ----------------------------------------------------------------------------------
