@@ -89,21 +89,8 @@ class SqliteCore(Resource):
         with self._using() as conn, immediate(conn):
             yield conn
 
-    def _by_email(self, conn: sqlite3.Connection, normal: str) -> Subscriber:
-        """The subscriber just inserted or found in this write transaction."""
-        row = row_by_email(conn, normal)
-        if row is None:
-            raise StoreError(self.path, "a subscriber written in this transaction is gone")
-        return read_subscriber(row)
-
 
 # -- what every role reads a subscriber with ------------------------------------------------
-
-ACTIVATE = """
-    UPDATE subscribers SET status = 'active', consent_at = ?, consent_source = ?,
-                           confirmed_at = ?, updated_at = ?
-    WHERE id = ? AND status = 'pending'"""
-
 
 def row_by_email(conn: sqlite3.Connection, normal: str) -> sqlite3.Row | None:
     row: sqlite3.Row | None = conn.execute("SELECT * FROM subscribers WHERE email_key = ?",
@@ -115,11 +102,6 @@ def row_by_id(conn: sqlite3.Connection, subscriber_id: str) -> sqlite3.Row | Non
     row: sqlite3.Row | None = conn.execute("SELECT * FROM subscribers WHERE id = ?",
                                            (subscriber_id,)).fetchone()
     return row
-
-
-def suppressed(conn: sqlite3.Connection, normal: str) -> bool:
-    return conn.execute("SELECT 1 FROM suppressions WHERE email_hash = ?",
-                        (rules.suppression_hash(normal),)).fetchone() is not None
 
 
 def read_subscriber(row: sqlite3.Row) -> Subscriber:

@@ -17,12 +17,10 @@ from subscribers.model import (
     DEFAULT_LAYOUT,
     LAYOUTS,
     STATUSES,
-    AddOutcome,
     AddResult,
     NewSubscriber,
     Subscriber,
     email_key,
-    new_subscriber_id,
     normalise_email,
 )
 from subscribers.store.rules import (
@@ -35,26 +33,28 @@ from subscribers.store.rules import (
     decode_areas,
     encode_areas,
     encode_time,
-    existing_outcome,
     plan_additions,
     status_counts,
     suppression_hash,
 )
 from subscribers.store.sqlite.core import (
-    ACTIVATE,
     SqliteCore,
     read_subscriber,
     row_by_email,
     row_by_id,
-    suppressed,
 )
 
-# add_many holds the write lock from its reads to its writes, so a conflict there is a bug;
-# request_subscription lets the UNIQUE index decide (ON CONFLICT DO NOTHING).
+# Written holding the write lock since the reads that decided it: a conflict is a bug.
 _INSERT_SUBSCRIBER = """
     INSERT INTO subscribers (id, email, email_key, status, layout, consent_at, consent_source,
                              created_at, confirmed_at, updated_at, areas)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
+
+
+_ACTIVATE = """
+    UPDATE subscribers SET status = 'active', consent_at = ?, consent_source = ?,
+                           confirmed_at = ?, updated_at = ?
+    WHERE id = ? AND status = 'pending'"""
 
 
 class SqliteDirectory(SqliteCore):
@@ -142,21 +142,19 @@ class SqliteDirectory(SqliteCore):
                              now: datetime, areas: Iterable[str] = ()) -> AddResult:
         """A subscriber not ``active`` takes the layout and areas asked for; an active one
         is never changed here (the request carries no proof that it comes from them)."""
-        check_known("layout", LAYOUTS, layout)
-        normal = normalise_email(email)
-        stamp = encode_time(now)
+        check_new_status(layout, "pending")
+        entry = NewSubscriber(normalise_email(email), layout, tuple(areas))
         with self._transaction() as conn:
-            if suppressed(conn, normal):
-                return AddResult(AddOutcome.SUPPRESSED, None)
-            if _insert(conn, normal, "pending", layout, source, stamp, areas):
-                return AddResult(AddOutcome.CREATED, self._by_email(conn, normal))
+            [result] = _add(conn, [(entry.email, entry)], status="pending", source=source,
+                            now=now)
+            if result.subscriber is None or result.created:
+                return result
             conn.execute("UPDATE subscribers SET layout = :layout, areas = :areas, "
-                         "updated_at = :now WHERE email_key = :key AND status != 'active' "
+                         "updated_at = :now WHERE id = :id AND status != 'active' "
                          "AND (layout != :layout OR areas != :areas)",
-                         {"layout": layout, "areas": encode_areas(areas), "now": stamp,
-                          "key": email_key(normal)})
-            current = self._by_email(conn, normal)
-        return AddResult(existing_outcome(current, "pending"), current)
+                         {"layout": layout, "areas": encode_areas(entry.areas),
+                          "now": encode_time(now), "id": result.subscriber.id})
+            return AddResult(result.outcome, _known(conn, result.subscriber.id))
 
     def record_mail_event(self, subscriber_id: str, kind: str, now: datetime, *,
                           transient_limit: int,
@@ -205,7 +203,7 @@ class SqliteDirectory(SqliteCore):
     def is_suppressed(self, email: str) -> bool:
         normal = normalise_email(email)
         with self._using() as conn:
-            return suppressed(conn, normal)
+            return bool(_suppressed_among(conn, {suppression_hash(normal)}))
 
     def add_many(self, entries: Sequence[NewSubscriber], *, status: str = "pending",
                  source: str, now: datetime) -> list[AddResult]:
@@ -216,21 +214,7 @@ class SqliteDirectory(SqliteCore):
         if not normals:
             return []
         with self._transaction() as conn:
-            plan = plan_additions(
-                normals, status=status, source=source, now=now,
-                existing=_rows_by_key(conn, {email_key(normal) for normal, _ in normals}),
-                suppressed=_suppressed_among(conn, {suppression_hash(n) for n, _ in normals}))
-            stamp = encode_time(now)
-            consent_at = stamp if status == "active" else None
-            # In id order: a batch's ids are neighbours (batch_subscriber_ids), so the
-            # inserts walk a few pages of the id-ordered table once.
-            conn.executemany(_INSERT_SUBSCRIBER, [
-                (sub.id, sub.email, email_key(sub.email), status, sub.layout, consent_at,
-                 source, stamp, consent_at, stamp, encode_areas(sub.areas))
-                for sub in sorted(plan.created, key=lambda sub: sub.id)])
-            conn.executemany(ACTIVATE, [(stamp, source, stamp, stamp, sub.id)
-                                         for sub in plan.activated])
-        return plan.results
+            return _add(conn, normals, status=status, source=source, now=now)
 
     def variant_choices(self) -> list[tuple[str, tuple[str, ...]]]:
         """Stored areas are canonical text, so equal choices group in one DISTINCT."""
@@ -260,15 +244,24 @@ def _known(conn: sqlite3.Connection, subscriber_id: str) -> Subscriber:
     return read_subscriber(row)
 
 
-def _insert(conn: sqlite3.Connection, normal: str, status: str, layout: str, source: str,
-            stamp: str, areas: Iterable[str]) -> bool:
-    """A new subscriber unless the address is there in any case; whether it was inserted."""
+def _add(conn: sqlite3.Connection, normals: Sequence[tuple[str, NewSubscriber]], *,
+         status: str, source: str, now: datetime) -> list[AddResult]:
+    """rules.plan_additions on what the store holds, written: inside a write transaction."""
+    plan = plan_additions(
+        normals, status=status, source=source, now=now,
+        existing=_rows_by_key(conn, {email_key(normal) for normal, _ in normals}),
+        suppressed=_suppressed_among(conn, {suppression_hash(n) for n, _ in normals}))
+    stamp = encode_time(now)
     consent_at = stamp if status == "active" else None
-    return conn.execute(
-        _INSERT_SUBSCRIBER + " ON CONFLICT (email_key) DO NOTHING",
-        (new_subscriber_id(), normal, email_key(normal), status, layout, consent_at, source,
-         stamp, consent_at, stamp, encode_areas(areas)),
-    ).rowcount == 1
+    # In id order: a batch's ids are neighbours (batch_subscriber_ids), so the inserts walk
+    # a few pages of the id-ordered table once.
+    conn.executemany(_INSERT_SUBSCRIBER, [
+        (sub.id, sub.email, email_key(sub.email), status, sub.layout, consent_at, source,
+         stamp, consent_at, stamp, encode_areas(sub.areas))
+        for sub in sorted(plan.created, key=lambda sub: sub.id)])
+    conn.executemany(_ACTIVATE, [(stamp, source, stamp, stamp, sub.id)
+                                for sub in plan.activated])
+    return plan.results
 
 
 # A batch's keys go in as one JSON array (json_each): one parameter whatever the batch's
