@@ -48,7 +48,6 @@ from subscribers.store.rules import (
     catalog_names,
     check_known,
     check_new_status,
-    decode_areas,
     encode_areas,
     encode_time,
     existing_outcome,
@@ -437,23 +436,10 @@ class DynamoDirectory(DynamoCore):
         return found
 
     def variant_choices(self) -> list[tuple[str, tuple[str, ...]]]:
-        """One Query of ``by_status`` for ``active`` (eventually consistent: a choice changed a
-        moment ago may not count yet)."""
-        projection = "#layout, #areas"
-        condition = "#status = :status"
-        having = "attribute_exists(#areas)"
-        choices: set[tuple[str, tuple[str, ...]]] = set()
-        for page in self._pages(self.subscribers_table, "query",
-                                TableName=self.subscribers_table, IndexName=STATUS_INDEX,
-                                KeyConditionExpression=condition, FilterExpression=having,
-                                ProjectionExpression=projection,
-                                **expression(projection, condition, having,
-                                              status="active")):
-            for item in page:
-                areas = decode_areas(item.get("areas"))
-                if areas:
-                    choices.add((item["layout"], areas))
-        return sorted(choices)
+        """The ``by_status`` Query of ``active`` that :meth:`iter_subscribers` makes (eventually
+        consistent: a choice changed a moment ago may not count yet)."""
+        return sorted({(sub.layout, sub.areas) for sub in self._iter_status("active", 1000)
+                       if sub.areas})
 
     def known_areas(self) -> tuple[str, ...]:
         item = self._get(self.subscribers_table, pk_of(CATALOG_KEY))
