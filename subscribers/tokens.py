@@ -100,11 +100,6 @@ class Keys:
         """Every accepted key, the signing one first."""
         return (self.signing, *self.previous)
 
-    @property
-    def key_id(self) -> str:
-        """The signing key's id in hex: safe to log, names the key without revealing it."""
-        return _key_id(self.signing).hex()
-
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> Keys:
         """``NEWSLETTER_SECRET`` signs; ``NEWSLETTER_SECRET_PREVIOUS`` (comma-separated) still

@@ -22,6 +22,13 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from support.store_rules import (
+    LedgerRow,
+    after_claim,
+    after_confirmation,
+    after_outcome,
+    after_release,
+)
 
 from pipeline.wiring import open_store
 from subscribers.errors import InvalidAddress, StoreError, UnknownSubscriber
@@ -44,13 +51,8 @@ from subscribers.store.dynamo import DynamoStore
 from subscribers.store.rules import (
     CONFIRMABLE,
     MAIL_EVENTS,
-    LedgerRow,
     MailState,
-    after_claim,
-    after_confirmation,
     after_mail_event,
-    after_outcome,
-    after_release,
     encode_time,
 )
 from subscribers.store.sqlite import MIGRATIONS, SqliteStore
@@ -1016,7 +1018,10 @@ def test_a_lease_is_held_by_one_owner_until_it_expires(store):
     assert store.acquire_lease("other", "d", NOW, ttl).owner == "d"  # leases are per name
 
 
-def test_stores_at_once_share_one_lease_one_first_send_an_exact_quota_and_every_area(backend):
+def test_stores_at_once_agree_on_the_lease_first_send_quota_areas_and_bounces(backend):
+    """Also: each transient bounce is decided from the subscriber as read, and one applied
+    meanwhile is read again, so every bounce counts."""
+    sid = active(backend.open(), "busy@example.org")
     stores = [backend.open() for _ in range(6)]
     barrier = threading.Barrier(len(stores))
     winners = []
@@ -1037,12 +1042,15 @@ def test_stores_at_once_share_one_lease_one_first_send_an_exact_quota_and_every_
             ok = s.take_quota("shared", NOW, limit=30, window=timedelta(hours=1))
             with lock:
                 taken.append(ok)
+        for _ in range(5):
+            s.record_mail_event(sid, "bounce-transient", NOW, transient_limit=99)
 
     together(*(functools.partial(take, n, each) for n, each in enumerate(stores)))
     assert len(winners) == 1
     assert len(set(answers.values())) == 1 and len(answers) == len(stores)
     assert taken.count(True) == 30 and len(taken) == 120
     assert stores[0].known_areas() == ("shared", "t0", "t1", "t2", "t3", "t4", "t5")
+    assert stores[0].get(sid).transient_bounces == 5 * len(stores)
 
 
 # -- what each issue went out as ------------------------------------------------------------

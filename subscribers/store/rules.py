@@ -1,8 +1,8 @@
 """What both store backends agree on, written once: the status rules, the suppression hash,
-the timestamp and areas text, and the plan of many additions.
+the timestamp and areas text, the plan of many additions, and a stored record read back.
 
 Both stores must give the same answers and store the same values (``store migrate`` copies
-SQLite's text into DynamoDB as it is); tests/test_store.py holds both to these functions.
+SQLite's text into DynamoDB as it is); tests/test_store.py holds both to these rules.
 """
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
+from typing import Any
 
 from subscribers.areas import clean_area, clean_areas
 from subscribers.model import (
@@ -20,7 +21,9 @@ from subscribers.model import (
     STATUSES,
     AddOutcome,
     AddResult,
+    LedgerEntry,
     NewSubscriber,
+    SentIssue,
     Subscriber,
     batch_subscriber_ids,
     email_key,
@@ -32,13 +35,8 @@ __all__ = [
     "IN_FLIGHT_REASON",
     "MAIL_EVENTS",
     "Additions",
-    "LedgerRow",
     "MailState",
-    "after_claim",
-    "after_confirmation",
     "after_mail_event",
-    "after_outcome",
-    "after_release",
     "catalog_names",
     "check_known",
     "check_new_status",
@@ -47,7 +45,12 @@ __all__ = [
     "decode_time_or_none",
     "encode_areas",
     "encode_time",
+    "existing_outcome",
     "plan_additions",
+    "read_entry",
+    "read_sent",
+    "read_subscriber",
+    "status_counts",
     "suppression_hash",
 ]
 
@@ -66,11 +69,6 @@ BOUNCEABLE: tuple[str, ...] = ("pending", "active")
 #: left must never undo that. Callers pass ``set_status(..., only_from=CONFIRMABLE)``, which
 #: each store checks in the same write that changes the status.
 CONFIRMABLE = "pending"
-
-
-def after_confirmation(status: str) -> str:
-    """The status a confirmation leaves."""
-    return "active" if status == CONFIRMABLE else status
 
 
 @dataclass(frozen=True)
@@ -104,41 +102,6 @@ def after_mail_event(state: MailState, kind: str, *, transient_limit: int,
     if not in_order or (count == 0 and occurred_at is None):
         return state
     return MailState(status, 0, occurred_at or at)
-
-
-@dataclass(frozen=True)
-class LedgerRow:
-    """What the ledger's rules read and write of one row; ``status`` None: no row yet."""
-
-    status: str | None = None
-    permanent: bool = False
-    attempts: int = 0
-
-
-def after_claim(row: LedgerRow, *, retry: bool = False,
-                retry_temporary: bool = False) -> LedgerRow | None:
-    """The row :meth:`~subscribers.store.Ledger.claim` leaves, or None when it is refused."""
-    if row.status is None:
-        return LedgerRow("sending", False, 1)
-    temporary = row.status == "failed" and not row.permanent
-    if (retry and (row.status == "unconfirmed" or temporary)) or (retry_temporary
-                                                                  and temporary):
-        return LedgerRow("sending", False, row.attempts + 1)
-    return None
-
-
-def after_outcome(row: LedgerRow, status: str, *, permanent: bool = False) -> LedgerRow:
-    """The row ``mark_sent``, ``mark_failed`` or ``mark_unconfirmed`` leaves: recorded whatever
-    the row said, but a ``sent`` row is never downgraded; a row written without a claim counts
-    one attempt."""
-    if row.status == "sent" and status != "sent":
-        return row
-    return LedgerRow(status, permanent and status == "failed", row.attempts or 1)
-
-
-def after_release(row: LedgerRow) -> LedgerRow:
-    """A ``sending`` claim is dropped (no row); any other row stays."""
-    return LedgerRow() if row.status == "sending" else row
 
 
 #: Why ``expire_in_flight`` makes a handed-over claim an earlier run left ``unconfirmed``.
@@ -215,6 +178,16 @@ def check_new_status(layout: str, status: str) -> None:
         raise ValueError("a new subscriber is 'pending' or 'active'")
 
 
+def existing_outcome(present: Subscriber, status: str) -> AddOutcome:
+    """What ``add`` (asking for ``status``) makes of an address already stored: a removed one
+    is never brought back, a ``pending`` one becomes ``active`` only when that is asked."""
+    if present.status in FINAL_STATUSES:
+        return AddOutcome.REFUSED
+    if present.status == "pending" and status == "active":
+        return AddOutcome.ACTIVATED
+    return AddOutcome.EXISTING
+
+
 @dataclass
 class Additions:
     """What :func:`plan_additions` decided: one result per entry, and the writes to make."""
@@ -250,14 +223,52 @@ def plan_additions(entries: Sequence[tuple[str, NewSubscriber]], *, status: str,
             known[key] = new
             plan.created.append(new)
             plan.results.append(AddResult(AddOutcome.CREATED, new))
-        elif present.status in FINAL_STATUSES:
-            plan.results.append(AddResult(AddOutcome.REFUSED, present))
-        elif present.status == "pending" and status == "active":
+        elif (outcome := existing_outcome(present, status)) is AddOutcome.ACTIVATED:
             active = replace(present, status="active", consent_at=when, consent_source=source,
                              confirmed_at=when, updated_at=when)
             known[key] = active
             plan.activated.append(active)
-            plan.results.append(AddResult(AddOutcome.ACTIVATED, active))
+            plan.results.append(AddResult(outcome, active))
         else:
-            plan.results.append(AddResult(AddOutcome.EXISTING, present))
+            plan.results.append(AddResult(outcome, present))
     return plan
+
+
+# -- a stored record read back, alike from either store ---------------------------------
+
+def read_subscriber(item: Mapping[str, Any]) -> Subscriber:
+    """A stored subscriber back: a SQLite row (as a dict) or a DynamoDB item, which leaves
+    out what is unset."""
+    return Subscriber(
+        id=item["id"],
+        email=item["email"],
+        status=item["status"],
+        layout=item["layout"],
+        consent_at=decode_time_or_none(item.get("consent_at")),
+        consent_source=item["consent_source"],
+        created_at=decode_time(item["created_at"]),
+        confirmed_at=decode_time_or_none(item.get("confirmed_at")),
+        updated_at=decode_time(item["updated_at"]),
+        consent_ip=item.get("consent_ip"),
+        transient_bounces=int(item.get("transient_bounces", 0)),
+        areas=decode_areas(item.get("areas")),
+    )
+
+
+def read_entry(item: Mapping[str, Any]) -> LedgerEntry:
+    return LedgerEntry(
+        issue_id=item["issue_id"],
+        subscriber_id=item["subscriber_id"],
+        status=item["status"],
+        message_id=item.get("message_id"),
+        reason=item.get("reason"),
+        permanent=bool(item.get("permanent", False)),
+        attempts=int(item.get("attempts", 1)),
+        updated_at=decode_time(item["updated_at"]),
+    )
+
+
+def read_sent(item: Mapping[str, Any]) -> SentIssue:
+    return SentIssue(item["issue_id"], item["content_hash"], item["first_hash"],
+                     decode_time(item["first_sent_at"]), item.get("corrected_on"),
+                     item.get("correction"))

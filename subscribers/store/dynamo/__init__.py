@@ -6,7 +6,8 @@
   subscriber, its address (``email#`` makes it unique) and the suppression check.
 * **A sparse GSI, ``by_status``**, eventually consistent: a subscriber changed a moment ago
   may be listed as they were.
-* **Conditional writes, never read-then-write**; a read happens only after a write was
+* **Conditional writes**: a write decided from a read (a mail event, an import's batch)
+  holds only if the item is still as read; elsewhere a read happens only after a write was
   refused, to say why. TTL only collects garbage, days late: never relied on.
 
 Timestamps are SQLite's ISO text. The low-level client is used because it says why a

@@ -1,8 +1,9 @@
 """:class:`~subscribers.store.Directory`, :class:`~subscribers.store.Imports` and
 :class:`~subscribers.store.Interests` on DynamoDB: ``sub#``, ``email#`` and ``supp#`` items and the
 ``catalog#areas`` item. Uniqueness is one transaction, every status change one conditional
-update; a read happens only after a write was refused, to say why. An import's batch is read
-in bulk and written entry by entry as ``add`` writes (BatchWriteItem takes no condition).
+update (a mail event's on the subscriber as read, so the rule is rules.after_mail_event). An
+import's batch is read in bulk and written entry by entry as ``add`` writes (BatchWriteItem
+takes no condition).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from pipeline import retry
 from subscribers.errors import StoreError, UnknownSubscriber
 from subscribers.model import (
     DEFAULT_LAYOUT,
-    FINAL_STATUSES,
     LAYOUTS,
     STATUSES,
     AddOutcome,
@@ -39,19 +39,20 @@ from subscribers.store.dynamo.items import (
     new_record,
     pk_of,
     plain_item,
-    read_subscriber,
 )
 from subscribers.store.dynamo.tables import STATUS_INDEX
 from subscribers.store.rules import (
-    BOUNCEABLE,
     MAIL_EVENTS,
+    MailState,
+    after_mail_event,
     catalog_names,
     check_known,
     check_new_status,
-    decode_areas,
     encode_areas,
     encode_time,
+    existing_outcome,
     plan_additions,
+    read_subscriber,
     status_counts,
     suppression_hash,
 )
@@ -87,15 +88,14 @@ class DynamoDirectory(DynamoCore):
             if item is None:
                 continue  # removed between the two requests: look again
             existing = read_subscriber(item)
-            if existing.status in FINAL_STATUSES:
-                return AddResult(AddOutcome.REFUSED, existing)
-            if existing.status == "pending" and status == "active":
+            outcome = existing_outcome(existing, status)
+            if outcome is AddOutcome.ACTIVATED:
                 try:
                     changed = self._activate(existing.id, stamp, source)
                 except Refused:
                     continue  # its status changed meanwhile: decide again
-                return AddResult(AddOutcome.ACTIVATED, read_subscriber(changed))
-            return AddResult(AddOutcome.EXISTING, existing)
+                return AddResult(outcome, read_subscriber(changed))
+            return AddResult(outcome, existing)
         raise self._race_error(self.subscribers_table, "add")
 
     def _create(self, normal: str, status: str, layout: str, source: str, stamp: str,
@@ -242,68 +242,49 @@ class DynamoDirectory(DynamoCore):
                     continue  # removed meanwhile: look again (it is suppressed now)
                 item = refused.item
             current = read_subscriber(item)
-            outcome_now = (AddOutcome.REFUSED if current.status in FINAL_STATUSES
-                           else AddOutcome.EXISTING)
-            return AddResult(outcome_now, current)
+            return AddResult(existing_outcome(current, "pending"), current)
         raise self._race_error(self.subscribers_table, "request_subscription")
 
     def record_mail_event(self, subscriber_id: str, kind: str, now: datetime, *,
                           transient_limit: int,
                           occurred_at: datetime | None = None) -> Subscriber:
-        """rules.after_mail_event as conditional updates: a transient bounce tries the update
-        that makes the address ``bounced`` at the limit, then the one that only counts it."""
+        """rules.after_mail_event on the item as read, written by one update conditional on the
+        item being as read: an event applied in between means reading again."""
         check_known("mail event", MAIL_EVENTS, kind)
         if transient_limit < 1:
             raise ValueError("transient_limit must be at least 1")
-        key = pk_of(SUBSCRIBER_PREFIX + subscriber_id)
         at = None if occurred_at is None else encode_time(occurred_at)
-        # rules.after_mail_event as conditional updates.
-        bounceable = {f"bounceable{n}": status for n, status in enumerate(BOUNCEABLE)}
-        can_bounce = f"#status IN ({', '.join(':' + name for name in bounceable)})"
-        values = {"now": encode_time(now), "bounced": "bounced", "complained": "complained",
-                  **bounceable, "zero": 0, "one": 1,
-                  "before_limit": transient_limit - 1, "at": at}
-        count_one = "#transient_bounces = if_not_exists(#transient_bounces, :zero) + :one"
-        # Timestamps are stored as fixed-width UTC text, so they compare as strings.
-        stamp, in_order = ("", "") if at is None else (
-            ", #mail_event_at = :at",
-            " AND (attribute_not_exists(#mail_event_at) OR #mail_event_at <= :at)")
-        steps: list[tuple[str, str]] = {
-            "bounce-permanent": [(
-                "SET #status = :bounced, #updated_at = :now",
-                f"attribute_exists(#pk) AND {can_bounce}")],
-            "bounce-transient": [
-                (f"SET {count_one}, #status = :bounced, #updated_at = :now{stamp}",
-                 f"attribute_exists(#pk) AND {can_bounce} "
-                 f"AND #transient_bounces >= :before_limit{in_order}"),
-                (f"SET {count_one}, #updated_at = :now{stamp}",
-                 f"attribute_exists(#pk) AND (NOT {can_bounce} "
-                 "OR #transient_bounces < :before_limit OR attribute_not_exists("
-                 f"#transient_bounces)){in_order}")],
-            "complaint": [(
-                "SET #status = :complained, #updated_at = :now",
-                "attribute_exists(#pk) AND #status <> :complained")],
-            # Without a time, a delivery writes only to end a run; with one, it always
-            # records its time, or an older bounce arriving after it would count.
-            "delivery": [(
-                f"SET #transient_bounces = :zero{stamp}",
-                "attribute_exists(#pk) AND "
-                + ("#transient_bounces <> :zero" if at is None else in_order[5:]))],
-        }[kind]
+        key = pk_of(SUBSCRIBER_PREFIX + subscriber_id)
         for _ in range(RACE_TRIES):
-            for n, (update, condition) in enumerate(steps):
-                try:
-                    return read_subscriber(self._update(self.subscribers_table, key, update,
-                                                    condition, **values))
-                except Refused as refused:
-                    if refused.item is None:
-                        raise UnknownSubscriber(subscriber_id=subscriber_id) from None
-                    if len(steps) == 1:
-                        return read_subscriber(refused.item)  # nothing to change
-                    if at is not None and refused.item.get("mail_event_at", "") > at:
-                        return read_subscriber(refused.item)  # a newer event was applied
-                    if n == len(steps) - 1:
-                        break  # both refused: it changed between them; try again
+            item = self._get(self.subscribers_table, key)
+            if item is None:
+                raise UnknownSubscriber(subscriber_id=subscriber_id)
+            before = MailState(item["status"], int(item.get("transient_bounces", 0)),
+                               item.get("mail_event_at"))
+            after = after_mail_event(before, kind, transient_limit=transient_limit,
+                                     occurred_at=at)
+            if after == before:
+                return read_subscriber(item)
+            sets = ["#status = :status", "#transient_bounces = :count"]
+            if after.mail_event_at is not None:
+                sets.append("#mail_event_at = :at")
+            if kind != "delivery":  # a delivery changes no status: updated_at stays
+                sets.append("#updated_at = :now")
+            as_read = " AND ".join([
+                "#status = :was",
+                "#transient_bounces = :was_count" if "transient_bounces" in item
+                else "attribute_not_exists(#transient_bounces)",
+                "#mail_event_at = :was_at" if before.mail_event_at is not None
+                else "attribute_not_exists(#mail_event_at)"])
+            try:
+                changed = self._update(
+                    self.subscribers_table, key, "SET " + ", ".join(sets), as_read,
+                    status=after.status, count=after.transient_bounces, at=after.mail_event_at,
+                    now=encode_time(now), was=before.status,
+                    was_count=before.transient_bounces, was_at=before.mail_event_at)
+            except Refused:
+                continue  # changed or removed since it was read: look again
+            return read_subscriber(changed)
         raise self._race_error(self.subscribers_table, "record_mail_event")
 
     def remove(self, email: str, now: datetime) -> bool:
@@ -455,23 +436,10 @@ class DynamoDirectory(DynamoCore):
         return found
 
     def variant_choices(self) -> list[tuple[str, tuple[str, ...]]]:
-        """One Query of ``by_status`` for ``active`` (eventually consistent: a choice changed a
-        moment ago may not count yet)."""
-        projection = "#layout, #areas"
-        condition = "#status = :status"
-        having = "attribute_exists(#areas)"
-        choices: set[tuple[str, tuple[str, ...]]] = set()
-        for page in self._pages(self.subscribers_table, "query",
-                                TableName=self.subscribers_table, IndexName=STATUS_INDEX,
-                                KeyConditionExpression=condition, FilterExpression=having,
-                                ProjectionExpression=projection,
-                                **expression(projection, condition, having,
-                                              status="active")):
-            for item in page:
-                areas = decode_areas(item.get("areas"))
-                if areas:
-                    choices.add((item["layout"], areas))
-        return sorted(choices)
+        """The ``by_status`` Query of ``active`` that :meth:`iter_subscribers` makes (eventually
+        consistent: a choice changed a moment ago may not count yet)."""
+        return sorted({(sub.layout, sub.areas) for sub in self._iter_status("active", 1000)
+                       if sub.areas})
 
     def known_areas(self) -> tuple[str, ...]:
         item = self._get(self.subscribers_table, pk_of(CATALOG_KEY))

@@ -1,5 +1,6 @@
 """What a DynamoDB item of the store looks like (key prefixes, attributes named as SQLite's
-columns) and the conversions both ways, so an item is the same whichever role wrote it.
+columns, so rules.read_subscriber reads either) and its JSON both ways, so an item is the same
+whichever role wrote it.
 """
 
 from __future__ import annotations
@@ -12,15 +13,8 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
-from subscribers.model import (
-    Lease,
-    LedgerEntry,
-    SentIssue,
-    Subscriber,
-    email_key,
-    new_subscriber_id,
-)
-from subscribers.store.rules import decode_areas, decode_time, decode_time_or_none
+from subscribers.model import Lease, email_key, new_subscriber_id
+from subscribers.store.rules import decode_time
 
 #: Key prefixes of the subscribers table.
 SUBSCRIBER_PREFIX = "sub#"
@@ -107,42 +101,6 @@ def epoch(when: datetime) -> int:
     return math.ceil(when.astimezone(UTC).timestamp())
 
 
-def read_subscriber(item: Mapping[str, Any]) -> Subscriber:
-    return Subscriber(
-        id=item["id"],
-        email=item["email"],
-        status=item["status"],
-        layout=item["layout"],
-        consent_at=decode_time_or_none(item.get("consent_at")),
-        consent_source=item["consent_source"],
-        created_at=decode_time(item["created_at"]),
-        confirmed_at=decode_time_or_none(item.get("confirmed_at")),
-        updated_at=decode_time(item["updated_at"]),
-        consent_ip=item.get("consent_ip"),
-        transient_bounces=int(item.get("transient_bounces", 0)),
-        areas=decode_areas(item.get("areas")),
-    )
-
-
-def read_entry(item: Mapping[str, Any]) -> LedgerEntry:
-    return LedgerEntry(
-        issue_id=item["issue_id"],
-        subscriber_id=item["subscriber_id"],
-        status=item["status"],
-        message_id=item.get("message_id"),
-        reason=item.get("reason"),
-        permanent=bool(item.get("permanent", False)),
-        attempts=int(item.get("attempts", 1)),
-        updated_at=decode_time(item["updated_at"]),
-    )
-
-
 def read_lease(name: str, item: Mapping[str, Any]) -> Lease:
     return Lease(name, item["owner"], decode_time(item["acquired_at"]),
                  decode_time(item["expires_at_iso"]))
-
-
-def read_sent(item: Mapping[str, Any]) -> SentIssue:
-    return SentIssue(item["issue_id"], item["content_hash"], item["first_hash"],
-                     decode_time(item["first_sent_at"]), item.get("corrected_on"),
-                     item.get("correction"))

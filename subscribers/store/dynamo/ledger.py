@@ -17,11 +17,15 @@ from subscribers.store.dynamo.items import (
     expression,
     ledger_key,
     pk_of,
+)
+from subscribers.store.dynamo.tables import MESSAGE_INDEX
+from subscribers.store.rules import (
+    IN_FLIGHT_REASON,
+    check_known,
+    encode_time,
     read_entry,
     read_sent,
 )
-from subscribers.store.dynamo.tables import MESSAGE_INDEX
-from subscribers.store.rules import IN_FLIGHT_REASON, check_known, encode_time
 
 if TYPE_CHECKING:
     from subscribers.shards import Shard

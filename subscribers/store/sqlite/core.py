@@ -15,8 +15,8 @@ from typing import Self
 from pipeline.resource import Resource
 from subscribers.errors import StoreError
 from subscribers.model import Subscriber, email_key
-from subscribers.store.rules import decode_areas, decode_time, decode_time_or_none, suppression_hash
-from subscribers.store.sqlite.schema import migrate
+from subscribers.store import rules
+from subscribers.store.sqlite.schema import immediate, migrate
 
 #: The store's file name inside ``[paths] data_dir``.
 FILE_NAME = "subscribers.sqlite3"
@@ -86,32 +86,11 @@ class SqliteCore(Resource):
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction, taken up front (IMMEDIATE) so reads inside it stay true."""
-        with self._using() as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-                conn.execute("COMMIT")
-            except BaseException:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                raise
-
-    def _by_email(self, conn: sqlite3.Connection, normal: str) -> Subscriber:
-        """The subscriber just inserted or found in this write transaction."""
-        row = row_by_email(conn, normal)
-        if row is None:
-            raise StoreError(self.path, "a subscriber written in this transaction is gone")
-        return read_subscriber(row)
+        with self._using() as conn, immediate(conn):
+            yield conn
 
 
 # -- what every role reads a subscriber with ------------------------------------------------
-
-ACTIVATE = """
-    UPDATE subscribers SET status = 'active', consent_at = ?, consent_source = ?,
-                           confirmed_at = ?, updated_at = ?
-    WHERE id = ? AND status = 'pending'"""
-
 
 def row_by_email(conn: sqlite3.Connection, normal: str) -> sqlite3.Row | None:
     row: sqlite3.Row | None = conn.execute("SELECT * FROM subscribers WHERE email_key = ?",
@@ -125,26 +104,8 @@ def row_by_id(conn: sqlite3.Connection, subscriber_id: str) -> sqlite3.Row | Non
     return row
 
 
-def suppressed(conn: sqlite3.Connection, normal: str) -> bool:
-    return conn.execute("SELECT 1 FROM suppressions WHERE email_hash = ?",
-                        (suppression_hash(normal),)).fetchone() is not None
-
-
 def read_subscriber(row: sqlite3.Row) -> Subscriber:
-    return Subscriber(
-        id=row["id"],
-        email=row["email"],
-        status=row["status"],
-        layout=row["layout"],
-        consent_at=decode_time_or_none(row["consent_at"]),
-        consent_source=row["consent_source"],
-        created_at=decode_time(row["created_at"]),
-        confirmed_at=decode_time_or_none(row["confirmed_at"]),
-        updated_at=decode_time(row["updated_at"]),
-        consent_ip=row["consent_ip"],
-        transient_bounces=row["transient_bounces"],
-        areas=decode_areas(row["areas"]),
-    )
+    return rules.read_subscriber(dict(row))
 
 
 # -- errors ----------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """:class:`~subscribers.store.Directory`, :class:`~subscribers.store.Imports` and
-:class:`~subscribers.store.Interests` on SQLite. Uniqueness and every status change are one
-statement inside a write transaction, so two writers cannot both decide from one read; an
-import's batch is one transaction, whole or absent.
+:class:`~subscribers.store.Interests` on SQLite. Uniqueness and every status change are
+decided inside one write transaction (IMMEDIATE), so two writers cannot both decide from one
+read; an import's batch is one transaction, whole or absent.
 """
 
 from __future__ import annotations
@@ -9,25 +9,24 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
-from datetime import datetime
+from dataclasses import replace
+from datetime import UTC, datetime
 
 from subscribers.errors import UnknownSubscriber
 from subscribers.model import (
     DEFAULT_LAYOUT,
-    FINAL_STATUSES,
     LAYOUTS,
     STATUSES,
-    AddOutcome,
     AddResult,
     NewSubscriber,
     Subscriber,
     email_key,
-    new_subscriber_id,
     normalise_email,
 )
 from subscribers.store.rules import (
-    BOUNCEABLE,
     MAIL_EVENTS,
+    MailState,
+    after_mail_event,
     catalog_names,
     check_known,
     check_new_status,
@@ -39,20 +38,23 @@ from subscribers.store.rules import (
     suppression_hash,
 )
 from subscribers.store.sqlite.core import (
-    ACTIVATE,
     SqliteCore,
     read_subscriber,
     row_by_email,
     row_by_id,
-    suppressed,
 )
 
-# add_many holds the write lock from its reads to its writes, so a conflict there is a bug;
-# add and request_subscription let the UNIQUE index decide (ON CONFLICT DO NOTHING).
+# Written holding the write lock since the reads that decided it: a conflict is a bug.
 _INSERT_SUBSCRIBER = """
     INSERT INTO subscribers (id, email, email_key, status, layout, consent_at, consent_source,
                              created_at, confirmed_at, updated_at, areas)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
+
+
+_ACTIVATE = """
+    UPDATE subscribers SET status = 'active', consent_at = ?, consent_source = ?,
+                           confirmed_at = ?, updated_at = ?
+    WHERE id = ? AND status = 'pending'"""
 
 
 class SqliteDirectory(SqliteCore):
@@ -62,24 +64,9 @@ class SqliteDirectory(SqliteCore):
 
     def add(self, email: str, layout: str = DEFAULT_LAYOUT, *, status: str = "pending",
             source: str, now: datetime, areas: Iterable[str] = ()) -> AddResult:
-        """Uniqueness is the database's: the insert does nothing if the address exists in
-        any case (a UNIQUE index), and only then is the row read, in the same transaction."""
-        check_new_status(layout, status)
-        normal = normalise_email(email)
-        stamp = encode_time(now)
-        with self._transaction() as conn:
-            if suppressed(conn, normal):
-                return AddResult(AddOutcome.SUPPRESSED, None)
-            inserted = _insert(conn, normal, status, layout, source, stamp, areas)
-            existing = self._by_email(conn, normal)
-            if inserted:
-                return AddResult(AddOutcome.CREATED, existing)
-            if existing.status in FINAL_STATUSES:
-                return AddResult(AddOutcome.REFUSED, existing)
-            if existing.status == "pending" and status == "active":
-                conn.execute(ACTIVATE, (stamp, source, stamp, stamp, existing.id))
-                return AddResult(AddOutcome.ACTIVATED, self._by_email(conn, normal))
-            return AddResult(AddOutcome.EXISTING, existing)
+        """:meth:`add_many` of one entry: the same transaction decides it."""
+        return self.add_many([NewSubscriber(email, layout, tuple(areas))], status=status,
+                             source=source, now=now)[0]
 
     def get(self, subscriber_id: str) -> Subscriber | None:
         with self._using() as conn:
@@ -127,33 +114,19 @@ class SqliteDirectory(SqliteCore):
                    only_from: str | None = None) -> Subscriber:
         check_known("status", STATUSES, status, only_from)
         with self._transaction() as conn:
-            # Becoming active from another status is a new consent: its time, source and
-            # client recorded, the transient bounces counted from 0 again.
-            conn.execute(
-                """
-                UPDATE subscribers SET
-                    confirmed_at = CASE WHEN :status = 'active' AND status != 'active'
-                                        THEN :now ELSE confirmed_at END,
-                    consent_at = CASE WHEN :status = 'active' AND status != 'active'
-                                      THEN :now ELSE consent_at END,
-                    consent_source = CASE WHEN :status = 'active' AND status != 'active'
-                                               AND :source IS NOT NULL
-                                          THEN :source ELSE consent_source END,
-                    consent_ip = CASE WHEN :status = 'active' AND status != 'active'
-                                      THEN :client ELSE consent_ip END,
-                    transient_bounces = CASE WHEN :status = 'active' AND status != 'active'
-                                             THEN 0 ELSE transient_bounces END,
-                    updated_at = CASE WHEN status != :status THEN :now ELSE updated_at END,
-                    status = :status
-                WHERE id = :id AND (:only_from IS NULL OR status = :only_from)
-                """,
-                {"status": status, "now": encode_time(now), "source": source,
-                 "client": client, "id": subscriber_id, "only_from": only_from},
-            )
-            row = row_by_id(conn, subscriber_id)
-        if row is None:
-            raise UnknownSubscriber(subscriber_id=subscriber_id)
-        return read_subscriber(row)
+            current = _known(conn, subscriber_id)
+            if current.status == status or only_from not in (None, current.status):
+                return current
+            stamp = encode_time(now)
+            if status == "active":
+                # A new consent: its time, source and client, and transient bounces from 0.
+                conn.execute("UPDATE subscribers SET confirmed_at = ?, consent_at = ?, "
+                             "consent_source = coalesce(?, consent_source), consent_ip = ?, "
+                             "transient_bounces = 0 WHERE id = ?",
+                             (stamp, stamp, source, client, subscriber_id))
+            conn.execute("UPDATE subscribers SET status = ?, updated_at = ? WHERE id = ?",
+                         (status, stamp, subscriber_id))
+            return _known(conn, subscriber_id)
 
     def set_layout(self, subscriber_id: str, layout: str, now: datetime, *,
                    areas: Iterable[str] | None = None) -> Subscriber:
@@ -163,71 +136,52 @@ class SqliteDirectory(SqliteCore):
             conn.execute("UPDATE subscribers SET layout = ?, areas = coalesce(?, areas), "
                          "updated_at = ? WHERE id = ?",
                          (layout, stored, encode_time(now), subscriber_id))
-            row = row_by_id(conn, subscriber_id)
-        if row is None:
-            raise UnknownSubscriber(subscriber_id=subscriber_id)
-        return read_subscriber(row)
+            return _known(conn, subscriber_id)
 
     def request_subscription(self, email: str, layout: str, *, source: str,
                              now: datetime, areas: Iterable[str] = ()) -> AddResult:
         """A subscriber not ``active`` takes the layout and areas asked for; an active one
         is never changed here (the request carries no proof that it comes from them)."""
-        check_known("layout", LAYOUTS, layout)
-        normal = normalise_email(email)
-        stamp = encode_time(now)
+        check_new_status(layout, "pending")
+        entry = NewSubscriber(normalise_email(email), layout, tuple(areas))
         with self._transaction() as conn:
-            if suppressed(conn, normal):
-                return AddResult(AddOutcome.SUPPRESSED, None)
-            if _insert(conn, normal, "pending", layout, source, stamp, areas):
-                return AddResult(AddOutcome.CREATED, self._by_email(conn, normal))
+            [result] = _add(conn, [(entry.email, entry)], status="pending", source=source,
+                            now=now)
+            if result.subscriber is None or result.created:
+                return result
             conn.execute("UPDATE subscribers SET layout = :layout, areas = :areas, "
-                         "updated_at = :now WHERE email_key = :key AND status != 'active' "
+                         "updated_at = :now WHERE id = :id AND status != 'active' "
                          "AND (layout != :layout OR areas != :areas)",
-                         {"layout": layout, "areas": encode_areas(areas), "now": stamp,
-                          "key": email_key(normal)})
-            current = self._by_email(conn, normal)
-        outcome = AddOutcome.REFUSED if current.status in FINAL_STATUSES else AddOutcome.EXISTING
-        return AddResult(outcome, current)
+                         {"layout": layout, "areas": encode_areas(entry.areas),
+                          "now": encode_time(now), "id": result.subscriber.id})
+            return AddResult(result.outcome, _known(conn, result.subscriber.id))
 
     def record_mail_event(self, subscriber_id: str, kind: str, now: datetime, *,
                           transient_limit: int,
                           occurred_at: datetime | None = None) -> Subscriber:
-        """rules.after_mail_event in SQL, one statement per kind."""
+        """rules.after_mail_event, read and written in one write transaction; a delivery
+        leaves ``updated_at`` as it was."""
         check_known("mail event", MAIL_EVENTS, kind)
         if transient_limit < 1:
             raise ValueError("transient_limit must be at least 1")
-        # rules.BOUNCEABLE comes in as one JSON parameter.
-        statements = {
-            "bounce-permanent": (
-                "UPDATE subscribers SET status = 'bounced', updated_at = :now "
-                "WHERE id = :id AND status IN (SELECT value FROM json_each(:bounceable))"),
-            "bounce-transient": (
-                "UPDATE subscribers SET transient_bounces = transient_bounces + 1, "
-                "status = CASE WHEN transient_bounces + 1 >= :limit "
-                "              AND status IN (SELECT value FROM json_each(:bounceable)) "
-                "              THEN 'bounced' ELSE status END, "
-                "mail_event_at = coalesce(:at, mail_event_at), updated_at = :now "
-                "WHERE id = :id "
-                "AND (:at IS NULL OR mail_event_at IS NULL OR mail_event_at <= :at)"),
-            "complaint": (
-                "UPDATE subscribers SET status = 'complained', updated_at = :now "
-                "WHERE id = :id AND status != 'complained'"),
-            "delivery": (
-                "UPDATE subscribers SET transient_bounces = 0, "
-                "mail_event_at = coalesce(:at, mail_event_at) "
-                "WHERE id = :id "
-                "AND (:at IS NULL OR mail_event_at IS NULL OR mail_event_at <= :at) "
-                "AND (transient_bounces != 0 OR :at IS NOT NULL)"),
-        }
-        params = {"now": encode_time(now), "id": subscriber_id, "limit": transient_limit,
-                  "at": None if occurred_at is None else encode_time(occurred_at),
-                  "bounceable": json.dumps(BOUNCEABLE)}
+        at = None if occurred_at is None else encode_time(occurred_at)
         with self._transaction() as conn:
-            conn.execute(statements[kind], params)
             row = row_by_id(conn, subscriber_id)
-        if row is None:
-            raise UnknownSubscriber(subscriber_id=subscriber_id)
-        return read_subscriber(row)
+            if row is None:
+                raise UnknownSubscriber(subscriber_id=subscriber_id)
+            before = MailState(row["status"], row["transient_bounces"], row["mail_event_at"])
+            after = after_mail_event(before, kind, transient_limit=transient_limit,
+                                     occurred_at=at)
+            current = read_subscriber(row)
+            if after == before:
+                return current
+            updated = current.updated_at if kind == "delivery" else now.astimezone(UTC)
+            conn.execute("UPDATE subscribers SET status = ?, transient_bounces = ?, "
+                         "mail_event_at = ?, updated_at = ? WHERE id = ?",
+                         (after.status, after.transient_bounces, after.mail_event_at,
+                          encode_time(updated), subscriber_id))
+        return replace(current, status=after.status, transient_bounces=after.transient_bounces,
+                       updated_at=updated)
 
     def remove(self, email: str, now: datetime) -> bool:
         """The ledger rows go too (a failure's ``reason`` can quote the address), and
@@ -249,7 +203,7 @@ class SqliteDirectory(SqliteCore):
     def is_suppressed(self, email: str) -> bool:
         normal = normalise_email(email)
         with self._using() as conn:
-            return suppressed(conn, normal)
+            return bool(_suppressed_among(conn, {suppression_hash(normal)}))
 
     def add_many(self, entries: Sequence[NewSubscriber], *, status: str = "pending",
                  source: str, now: datetime) -> list[AddResult]:
@@ -260,21 +214,7 @@ class SqliteDirectory(SqliteCore):
         if not normals:
             return []
         with self._transaction() as conn:
-            plan = plan_additions(
-                normals, status=status, source=source, now=now,
-                existing=_rows_by_key(conn, {email_key(normal) for normal, _ in normals}),
-                suppressed=_suppressed_among(conn, {suppression_hash(n) for n, _ in normals}))
-            stamp = encode_time(now)
-            consent_at = stamp if status == "active" else None
-            # In id order: a batch's ids are neighbours (batch_subscriber_ids), so the
-            # inserts walk a few pages of the id-ordered table once.
-            conn.executemany(_INSERT_SUBSCRIBER, [
-                (sub.id, sub.email, email_key(sub.email), status, sub.layout, consent_at,
-                 source, stamp, consent_at, stamp, encode_areas(sub.areas))
-                for sub in sorted(plan.created, key=lambda sub: sub.id)])
-            conn.executemany(ACTIVATE, [(stamp, source, stamp, stamp, sub.id)
-                                         for sub in plan.activated])
-        return plan.results
+            return _add(conn, normals, status=status, source=source, now=now)
 
     def variant_choices(self) -> list[tuple[str, tuple[str, ...]]]:
         """Stored areas are canonical text, so equal choices group in one DISTINCT."""
@@ -297,15 +237,31 @@ class SqliteDirectory(SqliteCore):
                              "ON CONFLICT (name) DO NOTHING", [(name,) for name in cleaned])
 
 
-def _insert(conn: sqlite3.Connection, normal: str, status: str, layout: str, source: str,
-            stamp: str, areas: Iterable[str]) -> bool:
-    """A new subscriber unless the address is there in any case; whether it was inserted."""
+def _known(conn: sqlite3.Connection, subscriber_id: str) -> Subscriber:
+    row = row_by_id(conn, subscriber_id)
+    if row is None:
+        raise UnknownSubscriber(subscriber_id=subscriber_id)
+    return read_subscriber(row)
+
+
+def _add(conn: sqlite3.Connection, normals: Sequence[tuple[str, NewSubscriber]], *,
+         status: str, source: str, now: datetime) -> list[AddResult]:
+    """rules.plan_additions on what the store holds, written: inside a write transaction."""
+    plan = plan_additions(
+        normals, status=status, source=source, now=now,
+        existing=_rows_by_key(conn, {email_key(normal) for normal, _ in normals}),
+        suppressed=_suppressed_among(conn, {suppression_hash(n) for n, _ in normals}))
+    stamp = encode_time(now)
     consent_at = stamp if status == "active" else None
-    return conn.execute(
-        _INSERT_SUBSCRIBER + " ON CONFLICT (email_key) DO NOTHING",
-        (new_subscriber_id(), normal, email_key(normal), status, layout, consent_at, source,
-         stamp, consent_at, stamp, encode_areas(areas)),
-    ).rowcount == 1
+    # In id order: a batch's ids are neighbours (batch_subscriber_ids), so the inserts walk
+    # a few pages of the id-ordered table once.
+    conn.executemany(_INSERT_SUBSCRIBER, [
+        (sub.id, sub.email, email_key(sub.email), status, sub.layout, consent_at, source,
+         stamp, consent_at, stamp, encode_areas(sub.areas))
+        for sub in sorted(plan.created, key=lambda sub: sub.id)])
+    conn.executemany(_ACTIVATE, [(stamp, source, stamp, stamp, sub.id)
+                                for sub in plan.activated])
+    return plan.results
 
 
 # A batch's keys go in as one JSON array (json_each): one parameter whatever the batch's

@@ -12,7 +12,13 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from subscribers.model import FEEDBACK, LEDGER_STATUSES, LedgerEntry, SentIssue
-from subscribers.store.rules import IN_FLIGHT_REASON, check_known, decode_time, encode_time
+from subscribers.store.rules import (
+    IN_FLIGHT_REASON,
+    check_known,
+    encode_time,
+    read_entry,
+    read_sent,
+)
 from subscribers.store.sqlite.core import SqliteCore
 
 if TYPE_CHECKING:
@@ -132,13 +138,13 @@ class SqliteLedger(SqliteCore):
             rows = conn.execute("SELECT * FROM ledger WHERE issue_id = :issue AND "
                                 "(:status IS NULL OR status = :status) ORDER BY subscriber_id",
                                 {"issue": issue_id, "status": status}).fetchall()
-        return {row["subscriber_id"]: _entry(row) for row in rows}
+        return {row["subscriber_id"]: read_entry(dict(row)) for row in rows}
 
     def ledger_entry(self, issue_id: str, subscriber_id: str) -> LedgerEntry | None:
         with self._using() as conn:
             row = conn.execute("SELECT * FROM ledger WHERE issue_id = ? AND subscriber_id = ?",
                                (issue_id, subscriber_id)).fetchone()
-        return _entry(row) if row else None
+        return read_entry(dict(row)) if row else None
 
     def ledger_counts(self, issue_id: str) -> dict[str, int]:
         with self._using() as conn:
@@ -175,14 +181,14 @@ class SqliteLedger(SqliteCore):
     def sent_issue(self, issue_id: str) -> SentIssue | None:
         with self._using() as conn:
             row = conn.execute(_SENT_ISSUE, (issue_id,)).fetchone()
-        return _sent(row) if row else None
+        return read_sent(dict(row)) if row else None
 
     def record_sent(self, issue_id: str, content_hash: str, now: datetime) -> SentIssue:
         with self._transaction() as conn:
             conn.execute("INSERT INTO sent_issues (issue_id, content_hash, first_hash, "
                          "first_sent_at) VALUES (?, ?, ?, ?) ON CONFLICT (issue_id) DO NOTHING",
                          (issue_id, content_hash, content_hash, encode_time(now)))
-            return _sent(conn.execute(_SENT_ISSUE, (issue_id,)).fetchone())
+            return read_sent(dict(conn.execute(_SENT_ISSUE, (issue_id,)).fetchone()))
 
     def record_correction(self, issue_id: str, content_hash: str, *, replacing: str,
                           corrected_on: str, reason: str) -> SentIssue | None:
@@ -191,7 +197,7 @@ class SqliteLedger(SqliteCore):
                          "correction = ? WHERE issue_id = ? AND content_hash = ?",
                          (content_hash, corrected_on, reason, issue_id, replacing))
             row = conn.execute(_SENT_ISSUE, (issue_id,)).fetchone()
-        return _sent(row) if row else None
+        return read_sent(dict(row)) if row else None
 
 
 @contextmanager
@@ -205,23 +211,3 @@ def _unsynced(conn: sqlite3.Connection) -> Iterator[None]:
         yield
     finally:
         conn.execute("PRAGMA synchronous = FULL")
-
-
-def _entry(row: sqlite3.Row) -> LedgerEntry:
-    return LedgerEntry(
-        issue_id=row["issue_id"],
-        subscriber_id=row["subscriber_id"],
-        status=row["status"],
-        message_id=row["message_id"],
-        reason=row["reason"],
-        permanent=bool(row["permanent"]),
-        attempts=row["attempts"],
-        updated_at=decode_time(row["updated_at"]),
-    )
-
-
-def _sent(row: sqlite3.Row) -> SentIssue:
-    return SentIssue(issue_id=row["issue_id"], content_hash=row["content_hash"],
-                     first_hash=row["first_hash"],
-                     first_sent_at=decode_time(row["first_sent_at"]),
-                     corrected_on=row["corrected_on"], correction=row["correction"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from subscribers.errors import StoreError
@@ -131,8 +132,7 @@ MIGRATIONS: tuple[str, ...] = (
 def migrate(conn: sqlite3.Connection, path: Path) -> None:
     """Apply the migrations the file lacks in one IMMEDIATE transaction, so two processes
     opening a fresh file at once take turns."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
+    with immediate(conn):
         conn.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
         current = conn.execute("SELECT max(version) FROM schema_version").fetchone()[0] or 0
         if current > len(MIGRATIONS):
@@ -144,6 +144,15 @@ def migrate(conn: sqlite3.Connection, path: Path) -> None:
         if current < len(MIGRATIONS):
             conn.execute("DELETE FROM schema_version")
             conn.execute("INSERT INTO schema_version (version) VALUES (?)", (len(MIGRATIONS),))
+
+
+@contextmanager
+def immediate(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """A write transaction taken up front (IMMEDIATE), so what is read inside it stays true
+    until the commit; rolled back on any failure."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
         conn.execute("COMMIT")
     except BaseException:
         if conn.in_transaction:
