@@ -7,24 +7,33 @@ from dataclasses import replace
 from html.parser import HTMLParser
 from typing import Any
 
+import jinja2
 import pytest
 from markupsafe import escape
 from support.feeds import Entry, atom
-from support.project import assembled
+from support.project import assembled, sample_settings
 
+from pipeline.config import load
 from pipeline.core.assemble import assemble
 from pipeline.core.email.render import (
     HARD_LIMIT_BYTES,
     PREFERENCES_PLACEHOLDER,
     UNSUBSCRIBE_PLACEHOLDER,
     Budget,
+    Footer,
     Renderer,
+    _Plan,
+    compact_css,
+    counted,
     environment,
+    stray_placeholders,
+    strings,
 )
+from pipeline.core.issue.bilingual import NUMBER, SUBJECT_MAX, preheader, subject
 from pipeline.core.issue.collect import parse_feed
 from pipeline.core.issue.interests import Variant
 from pipeline.errors import RenderError
-from pipeline.model import LAYOUTS
+from pipeline.model import LAYOUTS, Text
 from pipeline.stages.build import rank_week, terms
 from pipeline.week import parse_week
 
@@ -48,8 +57,6 @@ class Page(HTMLParser):
 
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory):
-    from pipeline.config import load
-
     settings = load(None, {}, cwd=tmp_path_factory.mktemp("cfg"))
     return settings, *assembled(settings)
 
@@ -186,8 +193,14 @@ def big_feed(count: int, paragraphs: int = 6) -> bytes:
     return atom(entries)
 
 
-def test_over_budget_shrinks_lowest_priority_first(settings):
-    issue, data, _artifacts, rendered = assembled(settings, big_feed(40))
+@pytest.fixture(scope="module")
+def forty(tmp_path_factory):
+    settings = sample_settings(tmp_path_factory.mktemp("forty"))
+    return settings, *assembled(settings, big_feed(40))
+
+
+def test_over_budget_shrinks_lowest_priority_first(forty):
+    settings, issue, data, _artifacts, rendered = forty
     order = [item.pr for item in issue.items]
     # The feed is Chinese only: the English layout's cards carry a one-line "no English
     # review" note each, and forty of those fit in full.
@@ -207,21 +220,6 @@ def test_over_budget_shrinks_lowest_priority_first(settings):
     assert all(p["severity"] == "warning" for p in shrunk)
 
 
-def test_shrinking_takes_the_fewest_items(settings):
-    renderer = Renderer()
-    issue, _, _, rendered = assembled(settings, big_feed(40), renderer)
-    r = rendered["zh"]
-    # One item fewer shortened would not fit.
-    from pipeline.core.email.render import Footer, _Plan
-
-    k = len(r.brief) - 1
-    n = len(issue.items)
-    plan = _Plan(issue.items[: n - k], issue.items[n - k:], 0)
-    footer = Footer.configured(settings.delivery, settings.site)
-    html, text = renderer._parts(issue, Variant("zh"), settings.site.base_url, plan, footer)
-    assert max(Budget(90).weigh(html), Budget(90).weigh(text)) > 90_000
-
-
 def test_a_list_too_long_folds_its_tail_into_one_archive_link(settings):
     small = replace(settings, issue=replace(settings.issue, size_budget_kb=30))
     issue, _data, _, rendered = assembled(small, big_feed(150, paragraphs=1))
@@ -238,23 +236,16 @@ def test_budget_never_exceeds_the_hard_limit():
     assert HARD_LIMIT_BYTES == 100_000
 
 
-def test_a_template_error_is_one_clear_render_error(tmp_path, sample):
+@pytest.mark.parametrize(("template", "message"), [
+    ("<mjml>{{ no_such_name }}</mjml>", "no_such_name"),
+    ("<mjml><mj-body><mj-text>", "MJML does not compile"),
+], ids=["template-error", "mjml-error"])
+def test_a_broken_template_is_one_clear_render_error(tmp_path, sample, template, message):
     _, issue, *_ = sample
     (tmp_path / "email").mkdir()
-    (tmp_path / "email" / "issue.mjml.j2").write_text("<mjml>{{ no_such_name }}</mjml>")
-    renderer = Renderer(environment([tmp_path]))
-    with pytest.raises(RenderError) as info:
-        renderer.render(issue, "https://x.example", Budget(90))
-    assert "no_such_name" in str(info.value)
-
-
-def test_an_mjml_compile_error_is_a_render_error(tmp_path, sample):
-    _, issue, *_ = sample
-    (tmp_path / "email").mkdir()
-    (tmp_path / "email" / "issue.mjml.j2").write_text("<mjml><mj-body><mj-text>")
-    with pytest.raises(RenderError) as info:
+    (tmp_path / "email" / "issue.mjml.j2").write_text(template)
+    with pytest.raises(RenderError, match=message):
         Renderer(environment([tmp_path])).render(issue, "https://x.example", Budget(90))
-    assert "MJML does not compile" in str(info.value)
 
 
 def test_operator_templates_override_the_built_in_ones(tmp_path, sample):
@@ -268,8 +259,6 @@ def test_operator_templates_override_the_built_in_ones(tmp_path, sample):
 def test_environments_share_compiled_templates_and_an_edit_is_compiled_afresh(tmp_path,
                                                                              monkeypatch):
     """Compiled once per process, yet a template edited since (``--watch``) is not served stale."""
-    import jinja2
-
     compiled: list[str | None] = []
     compile_source = jinja2.Environment.compile
 
@@ -313,15 +302,13 @@ class Contents(HTMLParser):
             self._depth += 1
             self.starts.append(int(attrs.get("start", 1)))
         elif tag == "li" and self._depth:
-            self._li = {"href": None, "text": "", "foryou": False, "langs": []}
+            self._li = {"href": None, "text": "", "foryou": False}
             self.entries.append(self._li)
         elif self._li is not None:
             if tag == "a" and self._li["href"] is None:
                 self._li["href"] = attrs.get("href")
             if "foryou" in (attrs.get("class") or ""):
                 self._li["foryou"] = True
-            if "lang" in attrs:
-                self._li["langs"].append(attrs["lang"])
 
     def handle_endtag(self, tag):
         if tag == "ol":
@@ -390,9 +377,8 @@ def test_cards_carry_no_tier_pill_and_their_title_is_a_link(sample):
             assert headline and headline.group(1) == item.url
 
 
-def test_shortened_items_are_listed_once_in_the_contents_marked_and_linked_to_pr_pages(
-        settings):
-    issue, _data, _artifacts, rendered = assembled(settings, big_feed(40))
+def test_shortened_items_are_listed_once_in_the_contents_marked_and_linked_to_pr_pages(forty):
+    settings, issue, _data, _artifacts, rendered = forty
     base = settings.site.base_url.rstrip("/")
     for layout in CHINESE_LAYOUTS:  # the feed is Chinese only: "en" fits in full
         r = rendered[layout]
@@ -456,8 +442,6 @@ def test_for_you_marks_only_the_items_of_the_readers_areas(sample, layout):
     # The contents open with the reader's areas, in each of the layout's languages.
     opening = r.html.split("<ol", 1)[0].rsplit("</h2>", 1)[1]
     assert "rocm" in opening
-    from pipeline.core.email.render import strings
-
     for lang in layout.split("-"):
         line = strings()[lang]["areas_first"].format(areas="rocm")
         assert line in opening and line in r.text.split("\n1. ", 1)[0]
@@ -502,8 +486,6 @@ HOSTILE_AREAS = ("<script>alert(1)</script>", "%%unsubscribe_url%%", "../x", "a&
 
 
 def test_hostile_area_names_reach_the_email_escaped(sample):
-    from pipeline.core.email.render import stray_placeholders
-
     _, issue, *_ = sample
     hostile = with_areas(issue, HOSTILE_AREAS)
     for layout in LAYOUTS:
@@ -537,9 +519,6 @@ def test_the_issue_number_leads_the_masthead_in_both_parts(sample):
 
 
 def test_the_number_in_the_subject_matches_the_masthead_words():
-    from pipeline.core.email.render import strings
-    from pipeline.core.issue.bilingual import NUMBER
-
     for lang in ("zh", "en"):
         assert NUMBER[lang] == strings()[lang]["issue_number"]
 
@@ -560,42 +539,29 @@ def test_a_variant_of_eighty_long_items_keeps_the_budget(settings, layout):
 
 
 def retitled(item, zh: str, en: str):
-    from pipeline.model import Text
-
     return replace(item, zh=Text(zh, "<p>x</p>", "x", "feed"), en=Text(en, "<p>x</p>", "x", "feed"))
 
 
-def test_an_unnumbered_subject_names_its_week_by_its_days(sample):
-    from pipeline.core.issue.bilingual import subject
-
+@pytest.mark.parametrize(("layout", "week", "count", "number", "expected"), [
+    ("en", "2026-W48", 8, (), "vLLM PR Weekly · 23–29 Nov · Short title + 7 more"),
+    ("zh-en", "2026-W48", 8, (0,), "vLLM PR 周报 · 11 月 23–29 日 · 短标题 等 8 篇"),
+    ("en-zh", "2026-W48", 8, (3,), "vLLM PR Weekly · No. 3 · 23–29 Nov · Short title + 7 more"),
+    ("zh", "2026-W48", 8, (3,), "vLLM PR 周报 · 第 3 期 · 11 月 23–29 日 · 短标题 等 8 篇"),
+    ("en", "2026-W48", 1, (12,), "vLLM PR Weekly · No. 12 · 23–29 Nov · Short title"),
+    ("en", "2026-W53", 1, (6,), "vLLM PR Weekly · No. 6 · 28 Dec – 3 Jan · Short title"),
+    ("zh", "2026-W53", 1, (6,), "vLLM PR 周报 · 第 6 期 · 12 月 28 日 – 1 月 3 日 · 短标题"),
+], ids=["en-unnumbered", "zh-en-number-0", "en-zh", "zh", "one-item", "en-across-years",
+        "zh-across-years"])
+def test_the_subject_names_its_week_by_its_days_in_every_language(sample, layout, week, count,
+                                                                   number, expected):
     _, issue, *_ = sample
     items = [retitled(issue.items[0], "短标题", "Short title"), *issue.items[1:]]
-    assert subject("en", WEEK, items) == "vLLM PR Weekly · 23–29 Nov · Short title + 7 more"
-    assert subject("zh-en", WEEK, items, 0) == "vLLM PR 周报 · 11 月 23–29 日 · 短标题 等 8 篇"
-
-
-def test_a_numbered_subject_names_its_week_in_every_language(sample):
-    from pipeline.core.issue.bilingual import subject
-
-    _, issue, *_ = sample
-    items = [retitled(issue.items[0], "短标题", "Short title"), *issue.items[1:]]
-    assert subject("en-zh", WEEK, items, 3) == \
-        "vLLM PR Weekly · No. 3 · 23–29 Nov · Short title + 7 more"
-    assert subject("zh", WEEK, items, 3) == \
-        "vLLM PR 周报 · 第 3 期 · 11 月 23–29 日 · 短标题 等 8 篇"
-    assert subject("en", WEEK, items[:1], 12) == "vLLM PR Weekly · No. 12 · 23–29 Nov · Short title"
-    across = parse_week("2026-W53", "Asia/Shanghai")  # 28 Dec 2026 to 3 Jan 2027
-    assert subject("en", across, items[:1], 6) == \
-        "vLLM PR Weekly · No. 6 · 28 Dec – 3 Jan · Short title"
-    assert subject("zh", across, items[:1], 6) == \
-        "vLLM PR 周报 · 第 6 期 · 12 月 28 日 – 1 月 3 日 · 短标题"
+    assert subject(layout, parse_week(week, "Asia/Shanghai"), items[:count], *number) == expected
 
 
 @pytest.mark.parametrize("number", [0, 3, 52, 1000])
 def test_a_long_headline_is_cut_but_the_week_stays(sample, number):
     """The subject keeps its week; the count of other reviews goes before the headline is cut."""
-    from pipeline.core.issue.bilingual import SUBJECT_MAX, subject
-
     _, issue, *_ = sample
     long_en = "MoRI-IO connector supports SWA and HMA, multiplying disaggregated throughput"
     long_zh = "MoRI-IO 连接器支持 SWA 与 HMA，分离式预填充与解码吞吐数倍提升，附带完整回归测试"
@@ -615,8 +581,6 @@ def test_a_long_headline_is_cut_but_the_week_stays(sample, number):
 
 
 def test_compact_css_drops_white_space_but_keeps_rules_lines_and_no_double_brace():
-    from pipeline.core.email.render import compact_css
-
     css = """
       a { color: #0b62d6; }
       @media (max-width: 480px) { .brand { display: block; } }
@@ -650,8 +614,6 @@ def test_a_reviewers_markdown_renders_and_never_shows_its_marks(settings):
 @pytest.mark.parametrize(("full", "left"), [(7, 1), (5, 3)])
 def test_the_reviews_left_to_the_archive_are_counted_in_good_english(sample, full, left):
     """One review left is singular in both parts; Chinese says the same words for any count."""
-    from pipeline.core.email.render import Footer, _Plan
-
     _, issue, *_ = sample
     plan = _Plan(issue.items[:full], issue.items[full:], 0)
     for layout in ("en", "zh-en"):
@@ -665,8 +627,6 @@ def test_the_reviews_left_to_the_archive_are_counted_in_good_english(sample, ful
 
 
 def test_counted_takes_the_singular_only_for_one():
-    from pipeline.core.email.render import counted, strings
-
     assert counted(strings()["en"], "area_reviews", 1) == "1 review"
     assert counted(strings()["en"], "area_reviews", 0) == "0 reviews"
     assert counted(strings()["en"], "area_reviews", 21) == "21 reviews"
@@ -674,8 +634,6 @@ def test_counted_takes_the_singular_only_for_one():
 
 
 def test_a_one_review_week_says_review_in_its_preheader(sample):
-    from pipeline.core.issue.bilingual import preheader
-
     _, issue, *_ = sample
     assert preheader("en", issue.items[:1]).startswith("1 PR review this week: 1 ")
     assert preheader("en", issue.items[:2]).startswith("2 PR reviews this week: ")
