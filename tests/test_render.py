@@ -1,4 +1,5 @@
-"""The rendered email, checked structurally: languages, preheader, links, size budget."""
+"""The rendered email, checked structurally: languages, preheader, links, size budget, and the
+markup a card needs inline (Outlook and clients that strip ``<style>``)."""
 
 from __future__ import annotations
 
@@ -33,7 +34,7 @@ from pipeline.core.issue.bilingual import NUMBER, SUBJECT_MAX, preheader, subjec
 from pipeline.core.issue.collect import parse_feed
 from pipeline.core.issue.interests import Variant
 from pipeline.errors import RenderError
-from pipeline.model import LAYOUTS, Text
+from pipeline.model import LANG_TAGS, LAYOUTS, Text, layout_langs
 from pipeline.stages.build import rank_week, terms
 from pipeline.week import parse_week
 
@@ -81,20 +82,14 @@ def test_no_template_or_mjml_syntax_is_left(sample, layout):
                                                ("en-zh", ["en", "zh-CN"]),
                                                ("zh", ["zh-CN"]), ("en", ["en"])])
 def test_language_blocks_carry_lang_in_layout_order(sample, layout, langs):
-    _, issue, *_, rendered = sample
+    """The page's language is the layout's first; each card's blocks, in the layout's order, are
+    checked in test_a_card_reads_without_the_style_block; a one-language layout has no other."""
+    *_, rendered = sample
     page = Page(rendered[layout].html)
     assert page.all("html")[0]["lang"] == langs[0]
-    blocks = [a["lang"] for a in page.all("div") if "lang" in a]
-    # Each item shows its languages in the layout's order, each block marked.
-    assert blocks.count(langs[0]) >= len(issue.items)
-    if len(langs) == 2:
-        assert blocks.count(langs[1]) >= len(issue.items)
-    else:
+    if len(langs) == 1:
         other = "en" if langs[0] == "zh-CN" else "zh-CN"
-        assert other not in blocks
-    first_item = rendered[layout].html.split('id="pr-53721"', 1)[1]
-    positions = [first_item.index(f'lang="{tag}"') for tag in langs]
-    assert positions == sorted(positions)
+        assert other not in [a["lang"] for a in page.all("div") if "lang" in a]
 
 
 def test_text_in_each_language_block_is_that_language(sample):
@@ -174,6 +169,73 @@ def test_text_part_carries_every_item_and_code_as_backticks(sample):
         assert "".join(item.en.title.split()) in flat
     assert "`SupportsHMA`" in text
     assert "<code>" not in text and "&amp;" not in text
+
+
+# -- the markup budget, and what stays inline for clients that strip <style> ------------------
+
+#: The budget per full bilingual item: HTML bytes, and markup against the text.
+MAX_ITEM_BYTES = 3_500
+MAX_MARKUP_RATIO = 0.6
+_CARD = re.compile(r'<table class="card"[^>]*>(.*?)</td></tr></table>', re.S)
+
+
+def utf8(text: str) -> int:
+    return len(text.encode("utf-8"))
+
+
+@pytest.mark.parametrize("layout", ["zh-en", "en-zh"])
+def test_a_full_bilingual_item_stays_within_its_bytes(sample, layout):
+    settings, issue, *_ = sample
+    renderer, base, footer = Renderer(), settings.site.base_url.rstrip("/"), Footer()
+    variant, n = Variant(layout), len(issue.items)
+
+    def parts(plan: _Plan) -> tuple[str, str]:
+        return renderer._parts(issue, variant, base, plan, footer)
+
+    (html, text), (html0, text0) = parts(_Plan(issue.items, (), 0)), parts(_Plan((), (), 0))
+    html_item, text_item = (utf8(html) - utf8(html0)) / n, (utf8(text) - utf8(text0)) / n
+    assert html_item <= MAX_ITEM_BYTES, html_item
+    assert (html_item - text_item) / text_item <= MAX_MARKUP_RATIO, (html_item, text_item)
+
+
+def test_the_cards_share_one_text_block_whatever_their_number(sample):
+    settings, issue, *_ = sample
+    renderer, base = Renderer(), settings.site.base_url.rstrip("/")
+    sizes = {}
+    for k in (1, len(issue.items)):
+        html, _ = renderer._parts(issue, Variant("zh-en"), base,
+                                  _Plan(issue.items[:k], issue.items[k:], 0), Footer())
+        # mjml writes the font stack inline once per mj-text and tables per mj-section.
+        sizes[k] = (html.count("font-family:-apple-system"), html.count("mj-column-per-100"))
+    assert sizes[1] == sizes[len(issue.items)], sizes
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_card_reads_without_the_style_block(sample, layout):
+    _, issue, *_, rendered = sample
+    html = rendered[layout].html
+    body = re.sub(r"<style\b.*?</style>", "", html, flags=re.S)
+    cards = _CARD.findall(body)
+    assert len(cards) == len(issue.items)
+    for table in re.findall(r'<table class="card"[^>]*>', body):
+        assert 'bgcolor="#ffffff"' in table and 'role="presentation"' in table
+    # Its text colour comes from the one wrapper every card sits in, inline.
+    wrapper = body[: body.index('<table class="card"')].rsplit("<div style=", 1)[1]
+    assert "color:#1f2328" in wrapper.split(">", 1)[0]
+    langs = layout_langs(layout)
+    for card in cards:
+        assert card.startswith('<tr><td style="padding:20px 28px 10px">')
+        assert re.search(r'<h2><a href="[^"]+" style="color:#0b62d6">', card)
+        # Each language of the layout in its own block, tagged for screen readers and fonts.
+        tags = re.findall(r'<div lang="([^"]+)"', card)
+        assert tags == [LANG_TAGS[lang] for lang in langs]
+    # Outlook (which ignores a table's margin) keeps a gap after every card, styled once.
+    assert body.count('<!--[if mso]><p class="gap">&nbsp;</p><![endif]-->') == len(issue.items)
+    assert ".gap{margin:0;font-size:12px;line-height:12px}" in html
+    # The PR number is text: the headline is the card's one link to the PR.
+    for card in cards:
+        assert len(re.findall(r'href="https://github\.com/[^"]+/pull/\d+"', card)) == \
+            len(tags := re.findall(r'<div lang="([^"]+)"', card)) and tags
 
 
 #: The layouts that carry the Chinese reviews of :func:`big_feed` (Chinese only).
