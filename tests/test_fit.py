@@ -13,6 +13,7 @@ import pytest
 from support.feeds import Entry, atom
 from support.project import assembled
 
+from pipeline.config import load
 from pipeline.core.email.mime import sent_size
 from pipeline.core.email.render import Budget, Footer, Renderer, _Plan, with_reserved_links
 from pipeline.core.issue.interests import Variant, interests_first
@@ -24,8 +25,6 @@ BASE = "https://vllm-weekly.example/archive"
 
 @pytest.fixture(scope="module")
 def sample_issue(tmp_path_factory) -> Issue:
-    from pipeline.config import load
-
     return assembled(load(None, {}, cwd=tmp_path_factory.mktemp("cfg")))[0]
 
 

@@ -63,6 +63,8 @@ PROCESSED = {"unsubscribe.eml", "subscribe-subject.eml", "subscribe-first-line.e
              "subscribe-chinese.eml", "subscribe-reply.eml", "forwarded-dkim-pass.eml",
              "html-only.eml"}
 IGNORED = set(EXPECTED) - PROCESSED
+#: What processing every fixture comes to.
+COUNTS = {"unsubscribed": 1, "subscribe": 6, "ignored": 5, "unrecognised": 2, "bad-token": 1}
 
 # What SES puts on top of a mail that passed everything.
 SES_PASS = {
@@ -383,12 +385,10 @@ def test_process_every_kind_of_mail(settings, carol):
 
     report = run(settings)
 
-    assert dict(report.counts) == {"unsubscribed": 1, "subscribe": 6, "ignored": 5,
-                                   "unrecognised": 2, "bad-token": 1}
+    assert dict(report.counts) == COUNTS
     assert dict(report.ignored) == {"spam": 2, "virus": 1, "spf-fail": 1, "dmarc-fail": 1}
     assert dict(report.requests) == {"confirmation-sent": 6}
     assert report.total == len(EXPECTED)
-    # the unsubscribe
     with open_store(settings) as store:
         carol_now = store.get(subscriber_id)
         assert carol_now is not None and carol_now.status == "unsubscribed"
@@ -402,7 +402,6 @@ def test_process_every_kind_of_mail(settings, carol):
         for address in ("eve@spam.example", "ceo@example.com", "support@example.com",
                         "trent@forger.example", "ivan@example.com", "heidi@example.com"):
             assert store.find(address) is None, address
-    # one confirmation mail per request, with its link
     sent = outbox(settings)
     assert sorted(str(m["To"]) for m in sent) == sorted(REQUESTED)
     for message in sent:
@@ -420,7 +419,6 @@ def test_process_every_kind_of_mail(settings, carol):
         "(confirmation-sent 6), 5 ignored (dmarc-fail 1, spam 2, spf-fail 1, virus 1), "
         "2 unrecognised, 1 with a bad token")
     assert token not in summary and "@" not in summary
-    # a second run finds nothing to do
     again = run(settings)
     assert again.summary() == f"inbox {folder}: no mail waiting"
     assert len(outbox(settings)) == len(sent)
@@ -585,8 +583,7 @@ def test_s3_inbox_end_to_end(settings, carol, moto_server):
 
     report = run(configured)
 
-    assert dict(report.counts) == {"unsubscribed": 1, "subscribe": 6, "ignored": 5,
-                                   "unrecognised": 2, "bad-token": 1}
+    assert dict(report.counts) == COUNTS
     assert report.inbox == f"s3://{BUCKET}/{PREFIX}"
     expected = {PREFIX + SETUP_NOTIFICATION, PREFIX + "processed/older-mail",
                 "elsewhere/subscribe"}

