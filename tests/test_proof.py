@@ -19,11 +19,9 @@ from pipeline.stages.built import BuiltIssue, load_built
 REPO = "vllm-project/vllm"
 
 
-def built_issue(settings, tmp_path: Path, feeds: list[Path] | None = None,
-                name: str = "issue") -> BuiltIssue:
-    result = build(settings, week_id=SAMPLE_WEEK, feeds=[str(f) for f in feeds or []],
-                   out=tmp_path / name)
-    return load_built(result.out_dir)
+def built_issue(settings, tmp_path: Path, feeds: list[Path] | None = None) -> BuiltIssue:
+    return load_built(build(settings, week_id=SAMPLE_WEEK, feeds=[str(f) for f in feeds or []],
+                            out=tmp_path / "issue").out_dir)
 
 
 def codes(report) -> list[tuple[str, str]]:
