@@ -40,17 +40,12 @@ EXPECTED = {
 }
 
 
-def with_mailto(settings: Settings) -> Settings:
-    return replace(settings, delivery=replace(settings.delivery,
-                                              unsubscribe_mailto="unsub@example.org"))
-
-
 def sent_message(settings: Settings, built, subscriber_id: str, *,
-                 keys: Keys | None = None, address: str = ADDRESS) -> bytes:
+                 keys: Keys | None = None) -> bytes:
     """The raw message the pipeline sends this subscriber (both unsubscribe forms)."""
-    messages = Messages(built, settings.site, with_mailto(settings).delivery,
-                        keys or Keys.development())
-    return messages.build(address, subscriber_id, "zh-en", NOW).raw
+    delivery = replace(settings.delivery, unsubscribe_mailto="unsub@example.org")
+    messages = Messages(built, settings.site, delivery, keys or Keys.development())
+    return messages.build(ADDRESS, subscriber_id, "zh-en", NOW).raw
 
 
 def dsn(name: str, returned: bytes) -> bytes:

@@ -64,9 +64,8 @@ def sample(tmp_path_factory):
 
 def test_every_layout_has_html_and_text(sample):
     *_, artifacts, _ = sample
-    assert sorted(artifacts) == sorted(
-        [f"email-{layout}.html" for layout in LAYOUTS]
-        + [f"email-{layout}.txt" for layout in LAYOUTS])
+    assert sorted(artifacts) == sorted(f"email-{layout}.{ext}" for layout in LAYOUTS
+                                       for ext in ("html", "txt"))
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
