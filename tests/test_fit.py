@@ -130,7 +130,6 @@ def test_weight_counts_placeholders_as_links():
 @pytest.mark.slow  # a 50-review week built and rendered in every layout
 def test_with_the_tiers_right_every_must_read_stays_in_full_before_any_other(settings):
     """Shortening starts at the bottom: no must-read is a title while a lower tier has a card."""
-
     tiers = ["must-read"] * 22 + ["medium"] * 10 + ["skim"] * 18
     body = ("值得一读。" + "这是评审正文，讨论设计取舍与测试手法。" * 30)
     entries = [Entry(pr=50000 + i, title=f"第 {i} 个 PR 的标题", body=body,
