@@ -279,7 +279,8 @@ def test_no_serious_accessibility_violations_in_either_scheme(browser, emails, n
     assert not report, "\n".join(report)
 
 
-def fifty_review_week(folder: Path):
+@pytest.mark.slow  # a 50-review week built, rendered and laid out at 600 px
+def test_a_fifty_review_week_opens_its_first_card_on_the_first_screen(browser, tmp_path):
     """A realistic long week: 50 reviews in both languages, tiers given (22 must-read, 10
     medium, 18 skim), rendered zh-en within the 90 KB budget."""
     tiers = ["must-read"] * 22 + ["medium"] * 10 + ["skim"] * 18
@@ -290,18 +291,12 @@ def fifty_review_week(folder: Path):
                       title=f"Scheduler change {i}: finer locks in `block_pool.py`",
                       body="Worth a look. " + "The review weighs trade-offs and tests. " * 10,
                       published="2026-11-24T12:00:00+08:00") for i in range(len(tiers))]
-    settings = load(None, {}, cwd=folder)
+    settings = load(None, {}, cwd=tmp_path)
     issue, *_ = assembled(settings, atom(entries))
     rendered, _ = Renderer().render_variant(issue, Variant("zh-en"), settings.site.base_url,
                                             Budget(90))
-    path = folder / "email-fifty.html"
+    path = tmp_path / "email-fifty.html"
     path.write_text(rendered.html, encoding="utf-8")
-    return issue, rendered, path
-
-
-@pytest.mark.slow  # a 50-review week built, rendered and laid out at 600 px
-def test_a_fifty_review_week_opens_its_first_card_on_the_first_screen(browser, tmp_path):
-    issue, rendered, path = fifty_review_week(tmp_path)
     tier = {item.pr: item.tier for item in issue.items}
     assert rendered.brief and {tier[pr] for pr in rendered.brief} <= {"medium", "skim"}
     with opened(browser, path, 600) as page:

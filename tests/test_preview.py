@@ -77,25 +77,21 @@ class Previewed:
         return issue_folder(self.project) / "preview"
 
 
-@pytest.fixture(scope="module")
-def sample(tmp_path_factory) -> Previewed:
-    chromium_executable()  # fails, with the reason, where there is no Chromium
-    project = make_project(tmp_path_factory.mktemp("preview-sample"))
-    seed_readers(project)
-    result = run_newsletter(["preview", "--week", SAMPLE_WEEK, "--no-serve"], project)
-    return Previewed(project, result)
-
-
 #: The sample's readers: their areas come to two interest variants (and one plain reader).
 READERS = (("zh-en", ("rocm",)), ("zh-en", ("rocm", "not-this-week")), ("en", ("cpu", "nixl")),
            ("en-zh", ()))
 
 
-def seed_readers(project: Path) -> None:
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory) -> Previewed:
+    chromium_executable()  # fails, with the reason, where there is no Chromium
+    project = make_project(tmp_path_factory.mktemp("preview-sample"))
     with SqliteStore.open(project / "data" / "subscribers.sqlite3") as store:
         for n, (layout, areas) in enumerate(READERS):
             store.add(f"reader{n}@example.org", layout, status="active", source="test",
                       now=datetime(2026, 11, 30, tzinfo=UTC), areas=areas)
+    result = run_newsletter(["preview", "--week", SAMPLE_WEEK, "--no-serve"], project)
+    return Previewed(project, result)
 
 
 def variant_keys(project: Path) -> list[str]:
