@@ -29,6 +29,8 @@ from subscribers.tokens import Keys, make_token
 DSN = Path(__file__).resolve().parent / "data" / "dsn"
 ADDRESS = "reader@example.net"
 SID = "0123456789abcdef01234567"
+#: The unsubscribe token of the message sent to :data:`SID`.
+TOKEN = make_token(Keys.development(), "unsubscribe", SID, None)
 
 #: Each sample, and what classify makes of it when it returns one of our messages.
 EXPECTED = {
@@ -104,12 +106,11 @@ def test_each_sample_is_read(settings, built, name):
     report = read_report(dsn(name, returned))
     assert report is not None
     assert len(report.recipients) == 1
-    token = make_token(Keys.development(), "unsubscribe", SID, None)
-    assert report.tokens == (token,)  # the URL's and the mailto tag's: the same one
+    assert report.tokens == (TOKEN,)  # the URL's and the mailto tag's: the same one
     assert report.message_id and report.message_id.startswith(f"<{SAMPLE_WEEK}.")
     verdict = classify(dsn(name, returned))
     assert (verdict.action, verdict.reason) == EXPECTED[name]
-    assert verdict.token == (token if verdict.action == "bounce" else None)
+    assert verdict.token == (TOKEN if verdict.action == "bounce" else None)
 
 
 def test_postfix_fields(settings, built):
@@ -161,21 +162,19 @@ def test_a_forged_dsn_without_our_token_is_ignored():
 
 def test_a_token_outside_the_returned_message_does_not_count(settings, built):
     # the attacker's own List-Unsubscribe, or an address in the report's text: not ours
-    token = make_token(Keys.development(), "unsubscribe", SID, None)
     raw = dsn("postfix-user-unknown", forged_message())
     raw = raw.replace(b"MIME-Version: 1.0\n",
-                      f"MIME-Version: 1.0\nList-Unsubscribe: <mailto:unsub+{token}"
+                      f"MIME-Version: 1.0\nList-Unsubscribe: <mailto:unsub+{TOKEN}"
                       f"@example.org>\n".encode(), 1)
     raw = raw.replace(b"Final-Recipient: rfc822; reader@example.net",
-                      f"Final-Recipient: rfc822; unsub+{token}@example.org".encode())
+                      f"Final-Recipient: rfc822; unsub+{TOKEN}@example.org".encode())
     assert classify(raw).reason == "dsn-unknown-message"
 
 
 def test_two_different_tokens_are_ignored(settings, built):
-    one = make_token(Keys.development(), "unsubscribe", SID, None)
     other = make_token(Keys.development(), "unsubscribe", "76543210fedcba9876543210", None)
     returned = sent_message(settings, built, SID).replace(
-        f"unsub+{one}".encode(), f"unsub+{other}".encode())
+        f"unsub+{TOKEN}".encode(), f"unsub+{other}".encode())
     assert classify(dsn("postfix-user-unknown", returned)).reason == "dsn-several-tokens"
 
 

@@ -142,6 +142,10 @@ def run(settings: Settings, inbox=None, **options):
         return process(inbox or open_inbox(settings), subscriptions, NOW, **options)
 
 
+#: An unsubscribe token of ours, for the classify tests (no subscriber needed).
+TOKEN = token_for("0123456789abcdef01234567")
+
+
 def status_of(settings: Settings, address: str):
     with open_store(settings) as store:
         return store.find(address)
@@ -152,13 +156,12 @@ def status_of(settings: Settings, address: str):
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_classify_each_fixture(name):
-    token = token_for("0123456789abcdef01234567")
-    verdict = classify(fixture(name, token))
+    verdict = classify(fixture(name, TOKEN))
     action, reason, sender, layout = EXPECTED[name]
     assert (verdict.action, verdict.reason, verdict.sender, verdict.layout) == (
         action, reason, sender, layout)
     if name == "unsubscribe.eml":  # the part after the plus
-        assert verdict.token == token
+        assert verdict.token == TOKEN
     elif action == "unsubscribe":
         assert verdict.token is not None and len(verdict.token) == 56
     else:
@@ -167,25 +170,21 @@ def test_classify_each_fixture(name):
 
 @pytest.mark.parametrize("header", ["To", "Cc", "Delivered-To", "X-Original-To"])
 def test_the_token_is_found_in_any_recipient_header_in_any_case(header):
-    token = token_for("0123456789abcdef01234567")
     raw = mail(subject="unsubscribe", to="undisclosed-recipients:;",
-               extra=f"{header}: <UNSUB+{token.upper()}@EXAMPLE.ORG>")
+               extra=f"{header}: <UNSUB+{TOKEN.upper()}@EXAMPLE.ORG>")
     verdict = classify(raw)
-    assert verdict.action == "unsubscribe"
-    assert verdict.token == token
+    assert (verdict.action, verdict.token) == ("unsubscribe", TOKEN)
 
 
 def test_the_token_is_found_in_the_envelope_recipient_of_ses_received_header():
-    token = token_for("0123456789abcdef01234567")
     received = ("from mail.example.com (mail.example.com [192.0.2.1]) by "
                 "inbound-smtp.us-east-1.amazonaws.com with SMTP id abc "
-                f"for unsub+{token}@example.org; Mon, 30 Nov 2026 02:14:07 +0000 (UTC)")
+                f"for unsub+{TOKEN}@example.org; Mon, 30 Nov 2026 02:14:07 +0000 (UTC)")
     verdict = classify(mail(top={"Received": received, **SES_PASS}, subject="unsubscribe",
                             to="Undisclosed recipients:;"))
-    assert (verdict.action, verdict.token) == ("unsubscribe", token)
+    assert (verdict.action, verdict.token) == ("unsubscribe", TOKEN)
 
 
-TOKEN = token_for("0123456789abcdef01234567")
 #: Small mails and what classify makes of them: (action, reason, layout).
 VERDICTS = {
     # no token without exactly 56 base32 characters ('1' and '8' are not base32)
