@@ -11,14 +11,12 @@ from __future__ import annotations
 import io
 from dataclasses import replace
 from datetime import UTC, datetime
-from pathlib import Path
 
 import pytest
 from support.commands import newsletter_main
 from support.project import SAMPLE_WEEK, sample_settings
 
 from pipeline.cli import main
-from pipeline.config import Settings
 from pipeline.core.email.message import Messages
 from pipeline.core.mail_in.mail_check import NotAMail, check_mail
 from pipeline.stages.build import build
@@ -192,16 +190,18 @@ def test_what_is_not_a_mail(raw):
 # -- the command -------------------------------------------------------------------------------
 
 
-def test_command_exit_codes(delivered, tmp_path, capsys, monkeypatch):
-    monkeypatch.chdir(tmp_path)
+def test_command_exit_codes(delivered, tmp_path):
+    """0 when fit, 3 when not; the file is all it reads: no store, no outbox, no secret."""
     good, stock = tmp_path / "good.eml", tmp_path / "stock.eml"
     good.write_bytes(signed(delivered))
     stock.write_bytes(signed(delivered, STOCK))
-    assert main(["check-mail", str(good)]) == 0
-    out = capsys.readouterr().out
-    assert "fit to send: every required check holds" in out
-    assert main(["check-mail", str(stock)]) == 3
-    assert "FAIL  h= does not cover List-Unsubscribe-Post" in capsys.readouterr().out
+    result = newsletter_main(["check-mail", str(good)], cwd=tmp_path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines()[-2] == "fit to send: every required check holds"
+    result = newsletter_main(["check-mail", str(stock)], cwd=tmp_path)
+    assert result.returncode == 3
+    assert "FAIL  h= does not cover List-Unsubscribe-Post" in result.stdout
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["good.eml", "stock.eml"]
 
 
 def test_command_reads_stdin(delivered, tmp_path, capsys, monkeypatch):
@@ -211,41 +211,15 @@ def test_command_reads_stdin(delivered, tmp_path, capsys, monkeypatch):
     assert "fit to send" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize(("make", "message"), [
-    (lambda p: p / "missing.eml", "cannot read it: No such file or directory"),
-    (lambda p: p, "is a folder, not a mail file"),
-    (lambda p: (p / "notes.txt").write_text("just some text\n") and p / "notes.txt",
-     "not a mail: it has no header fields"),
-])
-def test_command_refuses_what_it_cannot_check(tmp_path, capsys, monkeypatch, make, message):
-    monkeypatch.chdir(tmp_path)
-    path = make(tmp_path)
-    assert main(["check-mail", str(path)]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and message in err and "Traceback" not in err
-
-
-def test_command_as_a_process(delivered, tmp_path):
-    good = tmp_path / "good.eml"
-    good.write_bytes(signed(delivered))
-    result = newsletter_main(["check-mail", str(good)], cwd=tmp_path)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines()[-2] == "fit to send: every required check holds"
-    missing = newsletter_main(["check-mail", str(tmp_path / "none.eml")], cwd=tmp_path)
-    assert missing.returncode == 2
-    assert missing.stderr.splitlines() == [
-        f"newsletter: error: check-mail {tmp_path / 'none.eml'}: cannot read it: No such "
-        "file or directory"]
-
-
-def test_settings_are_not_needed(settings: Settings, delivered, tmp_path: Path, capsys):
-    # the handler reads the file only: no store, no transport, no secret
-    from pipeline.cli.check_mail import _cmd_check_mail
-
-    path = tmp_path / "m.eml"
-    path.write_bytes(signed(delivered))
-
-    class Args:
-        file = str(path)
-
-    assert _cmd_check_mail(Args(), settings) == 0  # type: ignore[arg-type]
+@pytest.mark.parametrize(("name", "text", "message"), [
+    ("missing.eml", None, "cannot read it: No such file or directory"),
+    ("", None, "is a folder, not a mail file"),
+    ("notes.txt", "just some text\n", "not a mail: it has no header fields"),
+], ids=["missing", "folder", "no-header"])
+def test_command_refuses_what_it_cannot_check(tmp_path, name, text, message):
+    path = tmp_path / name
+    if text is not None:
+        path.write_text(text)
+    result = newsletter_main(["check-mail", str(path)], cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr == f"newsletter: error: check-mail {path}: {message}\n"

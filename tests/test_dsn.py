@@ -7,30 +7,30 @@ built for a subscriber of a real SQLite store, so its token verifies with the in
 
 from __future__ import annotations
 
-import argparse
 import os
 import shutil
 from dataclasses import replace
-from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
 from support.commands import newsletter_main
 from support.project import SAMPLE_WEEK
+from test_inbox import NOW, command, inbox_folder, run
 
-from pipeline.cli import inbox as inbox_command
 from pipeline.config import Settings
 from pipeline.core.email.message import Messages
 from pipeline.core.mail_in.bounces import bounce_kind
 from pipeline.core.mail_in.dsn import issue_of, read_report
 from pipeline.core.mail_in.inbound import classify
-from pipeline.stages.inbox import bounce_key, process
-from pipeline.wiring import open_inbox, open_store, open_subscriptions
+from pipeline.stages.inbox import bounce_key
+from pipeline.wiring import open_store
 from subscribers.tokens import Keys, make_token
 
 DSN = Path(__file__).resolve().parent / "data" / "dsn"
-NOW = datetime(2026, 11, 30, 8, 0, tzinfo=UTC)
 ADDRESS = "reader@example.net"
+SID = "0123456789abcdef01234567"
+#: The unsubscribe token of the message sent to :data:`SID`.
+TOKEN = make_token(Keys.development(), "unsubscribe", SID, None)
 
 #: Each sample, and what classify makes of it when it returns one of our messages.
 EXPECTED = {
@@ -42,17 +42,12 @@ EXPECTED = {
 }
 
 
-def with_mailto(settings: Settings) -> Settings:
-    return replace(settings, delivery=replace(settings.delivery,
-                                              unsubscribe_mailto="unsub@example.org"))
-
-
 def sent_message(settings: Settings, built, subscriber_id: str, *,
-                 keys: Keys | None = None, address: str = ADDRESS) -> bytes:
+                 keys: Keys | None = None) -> bytes:
     """The raw message the pipeline sends this subscriber (both unsubscribe forms)."""
-    messages = Messages(built, settings.site, with_mailto(settings).delivery,
-                        keys or Keys.development())
-    return messages.build(address, subscriber_id, "zh-en", NOW).raw
+    delivery = replace(settings.delivery, unsubscribe_mailto="unsub@example.org")
+    messages = Messages(built, settings.site, delivery, keys or Keys.development())
+    return messages.build(ADDRESS, subscriber_id, "zh-en", NOW).raw
 
 
 def dsn(name: str, returned: bytes) -> bytes:
@@ -64,6 +59,12 @@ def dsn(name: str, returned: bytes) -> bytes:
     raw = (DSN / f"{name}.mail").read_bytes()
     return (raw.replace(b"{{returned-headers}}", headers)
             .replace(b"{{returned-message}}", text).replace(b"{{message-id}}", message_id))
+
+
+def bounced(settings: Settings, built, subscriber_id: str = SID,
+            name: str = "postfix-user-unknown") -> bytes:
+    """Sample ``name`` returning the message sent to ``subscriber_id``."""
+    return dsn(name, sent_message(settings, built, subscriber_id))
 
 
 def forged_message() -> bytes:
@@ -82,10 +83,6 @@ def reader(settings: Settings) -> str:
     return result.subscriber.id
 
 
-def inbox_folder(settings: Settings) -> Path:
-    return settings.resolve(settings.inbox.dir)
-
-
 def drop(settings: Settings, mails: dict[str, bytes]) -> Path:
     folder = inbox_folder(settings)
     folder.mkdir(parents=True, exist_ok=True)
@@ -93,11 +90,6 @@ def drop(settings: Settings, mails: dict[str, bytes]) -> Path:
         (folder / name).write_bytes(raw)
         os.utime(folder / name, (1_795_900_000 + n, 1_795_900_000 + n))
     return folder
-
-
-def run(settings: Settings):
-    with open_subscriptions(settings, {}) as subscriptions:
-        return process(open_inbox(settings), subscriptions, NOW)
 
 
 def subscriber(settings: Settings, subscriber_id: str):
@@ -110,22 +102,19 @@ def subscriber(settings: Settings, subscriber_id: str):
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_each_sample_is_read(settings, built, name):
-    sid = "0123456789abcdef01234567"
-    returned = sent_message(settings, built, sid)
+    returned = sent_message(settings, built, SID)
     report = read_report(dsn(name, returned))
     assert report is not None
     assert len(report.recipients) == 1
-    token = make_token(Keys.development(), "unsubscribe", sid, None)
-    assert report.tokens == (token,)  # the URL's and the mailto tag's: the same one
+    assert report.tokens == (TOKEN,)  # the URL's and the mailto tag's: the same one
     assert report.message_id and report.message_id.startswith(f"<{SAMPLE_WEEK}.")
     verdict = classify(dsn(name, returned))
     assert (verdict.action, verdict.reason) == EXPECTED[name]
-    assert verdict.token == (token if verdict.action == "bounce" else None)
+    assert verdict.token == (TOKEN if verdict.action == "bounce" else None)
 
 
 def test_postfix_fields(settings, built):
-    report = read_report(dsn("postfix-user-unknown",
-                             sent_message(settings, built, "0123456789abcdef01234567")))
+    report = read_report(bounced(settings, built))
     assert report is not None
     (recipient,) = report.recipients
     assert (recipient.action, recipient.status) == ("failed", "5.1.1")
@@ -151,17 +140,15 @@ def test_bounce_kind(status, text, kind):
     assert bounce_kind(status, text) == kind
 
 
-def test_a_failed_recipient_with_a_temporary_status_changes_nothing(settings, built):
-    raw = dsn("postfix-user-unknown", sent_message(settings, built, "0123456789abcdef01234567"))
-    raw = raw.replace(b"Status: 5.1.1", b"Status: 4.4.7")
-    assert (classify(raw).action, classify(raw).reason) == ("ignored", "dsn-temporary")
-
-
-@pytest.mark.parametrize("action", [b"delivered", b"relayed", b"expanded", b"delayed"])
-def test_only_failed_recipients_count(settings, built, action):
-    raw = dsn("postfix-user-unknown", sent_message(settings, built, "0123456789abcdef01234567"))
-    raw = raw.replace(b"Action: failed", b"Action: " + action)
-    assert (classify(raw).action, classify(raw).reason) == ("ignored", "dsn-not-failed")
+@pytest.mark.parametrize(("field", "value", "reason"), [
+    (b"Status: 5.1.1", b"Status: 4.4.7", "dsn-temporary"),
+    *[(b"Action: failed", b"Action: " + action, "dsn-not-failed")
+      for action in (b"delivered", b"relayed", b"expanded", b"delayed")],
+], ids=["temporary-status", "delivered", "relayed", "expanded", "delayed"])
+def test_only_a_failed_recipient_with_a_permanent_status_counts(settings, built, field, value,
+                                                                 reason):
+    raw = bounced(settings, built).replace(field, value)
+    assert (classify(raw).action, classify(raw).reason) == ("ignored", reason)
 
 
 def test_a_forged_dsn_without_our_token_is_ignored():
@@ -175,26 +162,24 @@ def test_a_forged_dsn_without_our_token_is_ignored():
 
 def test_a_token_outside_the_returned_message_does_not_count(settings, built):
     # the attacker's own List-Unsubscribe, or an address in the report's text: not ours
-    token = make_token(Keys.development(), "unsubscribe", "0123456789abcdef01234567", None)
     raw = dsn("postfix-user-unknown", forged_message())
     raw = raw.replace(b"MIME-Version: 1.0\n",
-                      f"MIME-Version: 1.0\nList-Unsubscribe: <mailto:unsub+{token}"
+                      f"MIME-Version: 1.0\nList-Unsubscribe: <mailto:unsub+{TOKEN}"
                       f"@example.org>\n".encode(), 1)
     raw = raw.replace(b"Final-Recipient: rfc822; reader@example.net",
-                      f"Final-Recipient: rfc822; unsub+{token}@example.org".encode())
+                      f"Final-Recipient: rfc822; unsub+{TOKEN}@example.org".encode())
     assert classify(raw).reason == "dsn-unknown-message"
 
 
 def test_two_different_tokens_are_ignored(settings, built):
-    one = make_token(Keys.development(), "unsubscribe", "0123456789abcdef01234567", None)
     other = make_token(Keys.development(), "unsubscribe", "76543210fedcba9876543210", None)
-    returned = sent_message(settings, built, "0123456789abcdef01234567").replace(
-        f"unsub+{one}".encode(), f"unsub+{other}".encode())
+    returned = sent_message(settings, built, SID).replace(
+        f"unsub+{TOKEN}".encode(), f"unsub+{other}".encode())
     assert classify(dsn("postfix-user-unknown", returned)).reason == "dsn-several-tokens"
 
 
 def test_ses_verdicts_do_not_stop_a_dsn(settings, built):
-    raw = dsn("postfix-user-unknown", sent_message(settings, built, "0123456789abcdef01234567"))
+    raw = bounced(settings, built)
     top = (b"X-SES-Spam-Verdict: FAIL\nX-SES-Virus-Verdict: PASS\nReceived-SPF: none\n"
            b"Authentication-Results: amazonses.com; spf=fail; dkim=none; dmarc=fail\n")
     assert classify(top + raw).action == "bounce"
@@ -220,7 +205,7 @@ def test_no_dsn_is_no_report(raw):
 
 def test_a_report_in_text_form_is_read_too(settings, built):
     # a delivery-status part with a transfer encoding is left as text by the parser
-    raw = dsn("postfix-user-unknown", sent_message(settings, built, "0123456789abcdef01234567"))
+    raw = bounced(settings, built)
     raw = raw.replace(b"Content-Type: message/delivery-status\n",
                       b"Content-Type: message/delivery-status\nContent-Transfer-Encoding: "
                       b"7bit\n")
@@ -231,34 +216,21 @@ def test_a_report_in_text_form_is_read_too(settings, built):
 # -- applying ----------------------------------------------------------------------------------
 
 
-def test_a_permanent_bounce_marks_the_subscriber_bounced(settings, built, reader):
-    folder = drop(settings, {"postfix.eml": dsn("postfix-user-unknown",
-                                                sent_message(settings, built, reader))})
-    report = run(settings)
-    assert dict(report.counts) == {"bounce": 1}
-    assert dict(report.bounces) == {"permanent": 1}
-    assert subscriber(settings, reader).status == "bounced"
-    assert [p.name for p in (folder / "processed").iterdir()] == ["postfix.eml"]
-    summary = report.summary()
-    assert summary == f"inbox {folder}: 1 mail: 1 bounce (permanent 1)"
-
-
 def test_transient_bounces_count_and_too_many_bounce(settings, built, reader):
-    # three different messages refused by policy, each one notification
-    mails = {f"exim-{n}.eml": dsn("exim-policy", sent_message(settings, built, reader))
-             for n in range(3)}
-    drop(settings, dict(list(mails.items())[:2]))
+    """Three different messages refused by policy, each its own notification."""
+    drop(settings, {f"exim-{n}.eml": bounced(settings, built, reader, "exim-policy")
+                    for n in range(2)})
     report = run(settings)
     assert dict(report.bounces) == {"transient": 2}
     after_two = subscriber(settings, reader)
     assert (after_two.status, after_two.transient_bounces) == ("active", 2)
-    drop(settings, dict(list(mails.items())[2:]))
+    drop(settings, {"exim-2.eml": bounced(settings, built, reader, "exim-policy")})
     run(settings)
     assert subscriber(settings, reader).status == "bounced"  # the limit is 3 in a row
 
 
 def test_the_same_notification_twice_counts_once(settings, built, reader):
-    raw = dsn("exim-policy", sent_message(settings, built, reader))
+    raw = bounced(settings, built, reader, "exim-policy")
     folder = drop(settings, {"first.eml": raw, "again.eml": raw})
     report = run(settings)
     assert dict(report.counts) == {"bounce": 1, "duplicate": 1}
@@ -267,23 +239,18 @@ def test_the_same_notification_twice_counts_once(settings, built, reader):
                                                                         "first.eml"]
 
 
-def test_a_dsn_handled_before_a_crash_is_not_counted_again(settings, built, reader):
-    raw = dsn("exim-policy", sent_message(settings, built, reader))
-    folder = drop(settings, {"dsn.eml": raw})
-    run(settings)
-    # the crash: the mail was acted on but never moved aside
-    shutil.copy(folder / "processed" / "dsn.eml", folder / "dsn.eml")
-    again = run(settings)
-    assert dict(again.counts) == {"duplicate": 1}
-    assert subscriber(settings, reader).transient_bounces == 1
-
-
-def test_a_dsn_without_message_id_is_keyed_by_the_mail(settings, built, reader):
-    returned = b"\n".join(line for line in sent_message(settings, built, reader).split(b"\r\n")
-                          if not line.lower().startswith(b"message-id:"))
+@pytest.mark.parametrize("message_id", [True, False], ids=["by-message-id", "by-the-mail"])
+def test_a_dsn_handled_before_a_crash_is_not_counted_again(settings, built, reader, message_id):
+    """Acted on, never moved aside: a duplicate next time, keyed by the returned Message-ID or,
+    when the returned headers have none, by the mail."""
+    returned = sent_message(settings, built, reader)
+    if not message_id:
+        returned = b"\n".join(line for line in returned.split(b"\r\n")
+                              if not line.lower().startswith(b"message-id:"))
     raw = dsn("exim-policy", returned)
-    assert classify(raw).reference is None
-    assert bounce_key(classify(raw).token or "", None) is None
+    assert (classify(raw).reference is not None) == message_id
+    if not message_id:
+        assert bounce_key(classify(raw).token or "", None) is None
     folder = drop(settings, {"dsn.eml": raw})
     run(settings)
     shutil.copy(folder / "processed" / "dsn.eml", folder / "dsn.eml")
@@ -302,7 +269,7 @@ def test_a_token_signed_by_another_key_bounces_nobody(settings, built, reader):
 
 
 def test_a_removed_subscriber_is_fine(settings, built, reader):
-    raw = dsn("postfix-user-unknown", sent_message(settings, built, reader))
+    raw = bounced(settings, built, reader)
     with open_store(settings) as store:
         assert store.remove(ADDRESS, NOW)
     folder = drop(settings, {"dsn.eml": raw})
@@ -315,14 +282,14 @@ def test_a_removed_subscriber_is_fine(settings, built, reader):
 def test_an_unsubscribed_address_stays_unsubscribed(settings, built, reader):
     with open_store(settings) as store:
         store.set_status(reader, "unsubscribed", NOW)
-    drop(settings, {"dsn.eml": dsn("gmail-not-found", sent_message(settings, built, reader))})
+    drop(settings, {"dsn.eml": bounced(settings, built, reader, "gmail-not-found")})
     assert dict(run(settings).bounces) == {"permanent": 1}
     assert subscriber(settings, reader).status == "unsubscribed"
 
 
 def test_a_delayed_or_forged_dsn_changes_nothing(settings, built, reader):
     folder = drop(settings, {
-        "delayed.eml": dsn("postfix-delayed", sent_message(settings, built, reader)),
+        "delayed.eml": bounced(settings, built, reader, "postfix-delayed"),
         "forged.eml": dsn("postfix-user-unknown", forged_message()),
     })
     report = run(settings)
@@ -334,8 +301,7 @@ def test_a_delayed_or_forged_dsn_changes_nothing(settings, built, reader):
 
 
 def test_inbox_process_applies_a_dsn_end_to_end(settings, built, reader, tmp_path):
-    folder = drop(settings, {"bounce.eml": dsn("postfix-user-unknown",
-                                               sent_message(settings, built, reader))})
+    folder = drop(settings, {"bounce.eml": bounced(settings, built, reader)})
     result = newsletter_main(["inbox", "process"], cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     assert result.stdout.splitlines()[0] == f"inbox {folder}: 1 mail: 1 bounce (permanent 1)"
@@ -346,12 +312,8 @@ def test_inbox_process_applies_a_dsn_end_to_end(settings, built, reader, tmp_pat
 
 
 def test_the_dry_run_names_the_bounce_and_acts_on_nothing(settings, built, reader, capsys):
-    folder = drop(settings, {"dsn.eml": dsn("postfix-user-unknown",
-                                            sent_message(settings, built, reader))})
-    top = argparse.ArgumentParser(prog="newsletter")
-    inbox_command.add_parser(top.add_subparsers(dest="command", required=True))
-    args = top.parse_args(["inbox", "process", "--dry-run"])
-    assert args.handler(args, settings) == 0
+    folder = drop(settings, {"dsn.eml": bounced(settings, built, reader)})
+    assert command(settings, "process", "--dry-run") == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "dsn.eml: bounce (bounce-permanent) M***@mail.example.org"
     assert subscriber(settings, reader).status == "active"
@@ -360,7 +322,7 @@ def test_the_dry_run_names_the_bounce_and_acts_on_nothing(settings, built, reade
 
 def test_a_dead_mailbox_our_reader_forwards_to_is_not_their_bounce(settings, built, reader):
     """The mailbox that refused a forwarded copy is not theirs: a transient bounce, not bounced."""
-    raw = dsn("postfix-user-unknown", sent_message(settings, built, reader))
+    raw = bounced(settings, built, reader)
     forwarded = raw.replace(b"Final-Recipient: rfc822; reader@example.net",
                             b"Final-Recipient: rfc822; old-self@elsewhere.example")
     assert forwarded != raw
@@ -374,7 +336,7 @@ def test_a_dead_mailbox_our_reader_forwards_to_is_not_their_bounce(settings, bui
 
 
 def test_the_refusing_mailbox_matches_whatever_its_case_or_domain_form(settings, built, reader):
-    raw = dsn("postfix-user-unknown", sent_message(settings, built, reader))
+    raw = bounced(settings, built, reader)
     shouted = raw.replace(b"Final-Recipient: rfc822; reader@example.net",
                           b"Final-Recipient: rfc822; <Reader@EXAMPLE.net>")
     drop(settings, {"shouted.eml": shouted})
@@ -385,7 +347,7 @@ def test_the_refusing_mailbox_matches_whatever_its_case_or_domain_form(settings,
 
 def test_a_report_inside_the_returned_message_is_not_read(settings, built):
     """A DSN about a DSN: only the outer report's recipients count."""
-    inner = dsn("postfix-user-unknown", sent_message(settings, built, "a" * 24))
+    inner = bounced(settings, built, "a" * 24)
     outer = dsn("postfix-delayed", inner)
     report = read_report(outer)
     assert report is not None and report.bounce is None
@@ -405,8 +367,7 @@ def test_a_permanent_bounce_counts_in_its_issues_bounce_rate(settings, built, re
     with open_store(settings) as store:
         assert store.claim(SAMPLE_WEEK, reader, NOW)
         store.mark_sent(SAMPLE_WEEK, reader, "queued-1", NOW)
-    drop(settings, {"dsn.eml": dsn("postfix-user-unknown",
-                                   sent_message(settings, built, reader))})
+    drop(settings, {"dsn.eml": bounced(settings, built, reader)})
 
     run(settings)
 

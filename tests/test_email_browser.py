@@ -18,9 +18,12 @@ import pytest
 from axe_playwright_python.sync_playwright import Axe  # type: ignore[import-untyped]
 from playwright.sync_api import Browser, Page
 from support.chromium import artifacts_dir
+from support.feeds import Entry, atom
 from support.project import assembled
 
-from pipeline.core.email.render import Budget, Renderer
+from pipeline.config import load
+from pipeline.core.email.eightbit import MAX_LINE_OCTETS, fold_html
+from pipeline.core.email.render import Budget, Renderer, strings
 from pipeline.core.issue.interests import Variant
 
 SERIOUS = ("critical", "serious")
@@ -35,8 +38,6 @@ LONG_TAGS = ("kv-connector", "pd-disaggregation", "spec-decode", "rust-frontend"
 @pytest.fixture(scope="module")
 def emails(tmp_path_factory) -> dict[str, Path]:
     """The plain zh-en email and the variant of a reader who follows :data:`AREA`, on disk."""
-    from pipeline.config import load
-
     folder = tmp_path_factory.mktemp("email-browser")
     settings = load(None, {}, cwd=folder)
     issue, *_ = assembled(settings)
@@ -80,6 +81,16 @@ def luminance(rgb: str) -> float:
 def contrast(a: str, b: str) -> float:
     high, low = sorted((luminance(a), luminance(b)), reverse=True)
     return (high + 0.05) / (low + 0.05)
+
+
+def screenshots(browser: Browser, paths: list[Path], width: int,
+                scheme: Scheme = "light") -> list[bytes]:
+    """A full-page screenshot of each of ``paths``, as :func:`opened` shows it."""
+    shots = []
+    for path in paths:
+        with opened(browser, path, width, scheme) as page:
+            shots.append(page.screenshot(full_page=True))
+    return shots
 
 
 def style(page: Page, selector: str, prop: str) -> str:
@@ -131,7 +142,8 @@ def test_dark_cards_stand_apart_from_the_page_and_dividers_stay_dark(browser, em
 
 @pytest.mark.parametrize("width", [375, 1280])
 def test_light_cards_have_an_edge_that_stands_apart_from_the_page(browser, emails, width):
-    """White on light grey is ~1.1:1: the card's edge carries WCAG 1.4.11's 3:1."""
+    """White on light grey is ~1.1:1: the card's edge carries WCAG 1.4.11's 3:1; the divider
+    inside a card stays light."""
     with opened(browser, emails["plain"], width) as page:
         body = style(page, "body", "backgroundColor")
         card = style(page, ".card", "backgroundColor")
@@ -144,14 +156,10 @@ def test_light_cards_have_an_edge_that_stands_apart_from_the_page(browser, email
         colour, thickness, *sides = edges[0]
         assert thickness == "1px" and set(sides) == {colour}
         assert contrast(colour, body) >= 3 and contrast(colour, card) >= 3, (colour, body)
+        assert luminance(style(page, ".card .divider", "borderTopColor")) > 0.7
     with opened(browser, emails["plain"], width, "dark") as page:  # dark mode as it was
         card = style(page, ".card", "backgroundColor")
         assert style(page, ".card", "borderTopColor") == card
-
-
-def test_the_light_divider_is_light(browser, emails):
-    with opened(browser, emails["plain"], 1280) as page:
-        assert luminance(style(page, ".card .divider", "borderTopColor")) > 0.7
 
 
 def test_at_375_px_the_masthead_stacks_the_brands_whole_without_a_dangling_dot(browser, emails):
@@ -174,10 +182,6 @@ def test_at_375_px_the_masthead_stacks_the_brands_whole_without_a_dangling_dot(b
 def test_at_375_px_no_footer_link_or_area_tag_breaks_inside_itself(browser, tmp_path,
                                                                    folded):
     """Each footer link and area tag is one piece on a phone, also folded for 8bit (``<wbr>``)."""
-    from pipeline.config import load
-    from pipeline.core.email.eightbit import fold_html
-    from pipeline.core.email.render import strings
-
     settings = load(None, {}, cwd=tmp_path)
     issue, *_ = assembled(settings)
     # Hyphenated tags enough to fill a phone's line more than once, wherever it ends.
@@ -233,27 +237,20 @@ def test_the_for_you_mark_reads_in_both_schemes(browser, emails, scheme):
 @pytest.mark.parametrize("scheme", ["light", "dark"])
 def test_the_email_folded_for_8bit_shows_the_same_pixels(browser, emails, tmp_path, scheme):
     """Folding turns spaces into line breaks HTML reads the same: the pixels must not change."""
-    from pipeline.core.email.eightbit import MAX_LINE_OCTETS, fold_html
-
     raw = emails["plain"].read_bytes()
     folded = fold_html(raw.replace(b"\r\n", b"\n"))
     assert folded is not None and folded != raw
     assert max(len(line) for line in folded.split(b"\n")) <= MAX_LINE_OCTETS
     copy = tmp_path / "email-folded.html"
     copy.write_bytes(folded)
-    shots = []
-    for path in (emails["plain"], copy):
-        with opened(browser, path, 375, scheme) as page:
-            shots.append(page.screenshot(full_page=True))
-    assert shots[0] == shots[1]
+    plain, refolded = screenshots(browser, [emails["plain"], copy], 375, scheme)
+    assert plain == refolded
 
 
 @pytest.mark.parametrize("width", [375, 600])
 def test_a_chinese_paragraph_cut_by_wbr_for_8bit_shows_the_same_pixels(browser, tmp_path,
                                                                        width):
     """A ``<wbr>`` holding the line break between two ideographs changes neither wrap nor glyph."""
-    from pipeline.core.email.eightbit import fold_html
-
     text = "值得精读，调度器先预留块再决定抢占，抖动下降百分之十二点五。" * 30
     page = (f'<!doctype html><meta charset="utf-8"><body style="margin:8px">'
             f'<p style="font-size:15px;line-height:1.7"><b>要点</b>{text}</p></body>')
@@ -263,11 +260,8 @@ def test_a_chinese_paragraph_cut_by_wbr_for_8bit_shows_the_same_pixels(browser, 
     files = [tmp_path / "raw.html", tmp_path / "folded.html"]
     files[0].write_bytes(raw)
     files[1].write_bytes(folded)
-    shots = []
-    for path in files:
-        with opened(browser, path, width) as page_:
-            shots.append(page_.screenshot(full_page=True))
-    assert shots[0] == shots[1]
+    plain, refolded = screenshots(browser, files, width)
+    assert plain == refolded
 
 
 @pytest.mark.slow  # axe's colour-contrast pass over a whole email, in 2 schemes at 2 widths
@@ -285,16 +279,10 @@ def test_no_serious_accessibility_violations_in_either_scheme(browser, emails, n
     assert not report, "\n".join(report)
 
 
-def fifty_review_week(folder: Path):
+@pytest.mark.slow  # a 50-review week built, rendered and laid out at 600 px
+def test_a_fifty_review_week_opens_its_first_card_on_the_first_screen(browser, tmp_path):
     """A realistic long week: 50 reviews in both languages, tiers given (22 must-read, 10
     medium, 18 skim), rendered zh-en within the 90 KB budget."""
-    from support.feeds import Entry, atom
-
-    from pipeline.config import load
-
-    config = folder / "newsletter.toml"
-    config.write_text("", encoding="utf-8")
-    settings = load(config, {})
     tiers = ["must-read"] * 22 + ["medium"] * 10 + ["skim"] * 18
     entries = [Entry(pr=51000 + i, title=f"调度器第 {i} 处改动：把 `block_pool.py` 的锁拆细",
                      body="值得一读。" + "评审正文讨论设计取舍、测试手法与兼容性。" * 12,
@@ -303,17 +291,12 @@ def fifty_review_week(folder: Path):
                       title=f"Scheduler change {i}: finer locks in `block_pool.py`",
                       body="Worth a look. " + "The review weighs trade-offs and tests. " * 10,
                       published="2026-11-24T12:00:00+08:00") for i in range(len(tiers))]
+    settings = load(None, {}, cwd=tmp_path)
     issue, *_ = assembled(settings, atom(entries))
     rendered, _ = Renderer().render_variant(issue, Variant("zh-en"), settings.site.base_url,
                                             Budget(90))
-    path = folder / "email-fifty.html"
+    path = tmp_path / "email-fifty.html"
     path.write_text(rendered.html, encoding="utf-8")
-    return issue, rendered, path
-
-
-@pytest.mark.slow  # a 50-review week built, rendered and laid out at 600 px
-def test_a_fifty_review_week_opens_its_first_card_on_the_first_screen(browser, tmp_path):
-    issue, rendered, path = fifty_review_week(tmp_path)
     tier = {item.pr: item.tier for item in issue.items}
     assert rendered.brief and {tier[pr] for pr in rendered.brief} <= {"medium", "skim"}
     with opened(browser, path, 600) as page:

@@ -13,6 +13,7 @@ import pytest
 from support.feeds import Entry, atom
 from support.project import assembled
 
+from pipeline.config import load
 from pipeline.core.email.mime import sent_size
 from pipeline.core.email.render import Budget, Footer, Renderer, _Plan, with_reserved_links
 from pipeline.core.issue.interests import Variant, interests_first
@@ -24,8 +25,6 @@ BASE = "https://vllm-weekly.example/archive"
 
 @pytest.fixture(scope="module")
 def sample_issue(tmp_path_factory) -> Issue:
-    from pipeline.config import load
-
     return assembled(load(None, {}, cwd=tmp_path_factory.mktemp("cfg")))[0]
 
 
@@ -131,7 +130,6 @@ def test_weight_counts_placeholders_as_links():
 @pytest.mark.slow  # a 50-review week built and rendered in every layout
 def test_with_the_tiers_right_every_must_read_stays_in_full_before_any_other(settings):
     """Shortening starts at the bottom: no must-read is a title while a lower tier has a card."""
-
     tiers = ["must-read"] * 22 + ["medium"] * 10 + ["skim"] * 18
     body = ("值得一读。" + "这是评审正文，讨论设计取舍与测试手法。" * 30)
     entries = [Entry(pr=50000 + i, title=f"第 {i} 个 PR 的标题", body=body,

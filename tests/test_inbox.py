@@ -45,11 +45,13 @@ EXPECTED = {
     "subscribe-chinese.eml": ("subscribe", "subject", "zhang.san@example.cn", "en"),
     "subscribe-reply.eml": ("subscribe", "subject", "dave@example.com", None),
     "forwarded-dkim-pass.eml": ("subscribe", "subject", "frank@example.com", None),
+    # the <title>subscribe</title> and the style sheet are not the first line
     "html-only.eml": ("subscribe", "first-line", "grace@example.org.uk", "en-zh"),
     "spam.eml": ("ignored", "spam", "eve@spam.example", None),
     "virus.eml": ("ignored", "virus", "mallory@virus.example", None),
     "spf-dkim-fail.eml": ("ignored", "spf-fail", "ceo@example.com", None),
     "dmarc-fail.eml": ("ignored", "dmarc-fail", "support@example.com", None),
+    # SES's FAIL on top, the sender's forged PASS lower down
     "forged-verdict.eml": ("ignored", "spam", "trent@forger.example", None),
     "bad-token.eml": ("unsubscribe", "token", "heidi@example.com", None),
     "unknown-command.eml": ("unrecognised", "no-command", "ivan@example.com", None),
@@ -63,6 +65,8 @@ PROCESSED = {"unsubscribe.eml", "subscribe-subject.eml", "subscribe-first-line.e
              "subscribe-chinese.eml", "subscribe-reply.eml", "forwarded-dkim-pass.eml",
              "html-only.eml"}
 IGNORED = set(EXPECTED) - PROCESSED
+#: What processing every fixture comes to.
+COUNTS = {"unsubscribed": 1, "subscribe": 6, "ignored": 5, "unrecognised": 2, "bad-token": 1}
 
 # What SES puts on top of a mail that passed everything.
 SES_PASS = {
@@ -138,6 +142,10 @@ def run(settings: Settings, inbox=None, **options):
         return process(inbox or open_inbox(settings), subscriptions, NOW, **options)
 
 
+#: An unsubscribe token of ours, for the classify tests (no subscriber needed).
+TOKEN = token_for("0123456789abcdef01234567")
+
+
 def status_of(settings: Settings, address: str):
     with open_store(settings) as store:
         return store.find(address)
@@ -148,13 +156,12 @@ def status_of(settings: Settings, address: str):
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))
 def test_classify_each_fixture(name):
-    token = token_for("0123456789abcdef01234567")
-    verdict = classify(fixture(name, token))
+    verdict = classify(fixture(name, TOKEN))
     action, reason, sender, layout = EXPECTED[name]
     assert (verdict.action, verdict.reason, verdict.sender, verdict.layout) == (
         action, reason, sender, layout)
     if name == "unsubscribe.eml":  # the part after the plus
-        assert verdict.token == token
+        assert verdict.token == TOKEN
     elif action == "unsubscribe":
         assert verdict.token is not None and len(verdict.token) == 56
     else:
@@ -163,25 +170,21 @@ def test_classify_each_fixture(name):
 
 @pytest.mark.parametrize("header", ["To", "Cc", "Delivered-To", "X-Original-To"])
 def test_the_token_is_found_in_any_recipient_header_in_any_case(header):
-    token = token_for("0123456789abcdef01234567")
     raw = mail(subject="unsubscribe", to="undisclosed-recipients:;",
-               extra=f"{header}: <UNSUB+{token.upper()}@EXAMPLE.ORG>")
+               extra=f"{header}: <UNSUB+{TOKEN.upper()}@EXAMPLE.ORG>")
     verdict = classify(raw)
-    assert verdict.action == "unsubscribe"
-    assert verdict.token == token
+    assert (verdict.action, verdict.token) == ("unsubscribe", TOKEN)
 
 
 def test_the_token_is_found_in_the_envelope_recipient_of_ses_received_header():
-    token = token_for("0123456789abcdef01234567")
     received = ("from mail.example.com (mail.example.com [192.0.2.1]) by "
                 "inbound-smtp.us-east-1.amazonaws.com with SMTP id abc "
-                f"for unsub+{token}@example.org; Mon, 30 Nov 2026 02:14:07 +0000 (UTC)")
+                f"for unsub+{TOKEN}@example.org; Mon, 30 Nov 2026 02:14:07 +0000 (UTC)")
     verdict = classify(mail(top={"Received": received, **SES_PASS}, subject="unsubscribe",
                             to="Undisclosed recipients:;"))
-    assert (verdict.action, verdict.token) == ("unsubscribe", token)
+    assert (verdict.action, verdict.token) == ("unsubscribe", TOKEN)
 
 
-TOKEN = token_for("0123456789abcdef01234567")
 #: Small mails and what classify makes of them: (action, reason, layout).
 VERDICTS = {
     # no token without exactly 56 base32 characters ('1' and '8' are not base32)
@@ -203,8 +206,6 @@ VERDICTS = {
         ("subscribe", "first-line", None)),
     "raw UTF-8 subject": ("From: a@example.com\nSubject: 订阅 英文\n\nhi\n".encode(),
                           ("subscribe", "subject", "en")),
-    # the <title>subscribe</title> and the style sheet are not the first line
-    "html part only": (fixture("html-only.eml"), ("subscribe", "first-line", "en-zh")),
     "no sender": (mail(sender=None), ("ignored", "no-sender", None)),
     "no address": (mail(sender="undisclosed-recipients:;"), ("ignored", "no-sender", None)),
     "auto-reply": (mail(extra="Auto-Submitted: auto-replied"),
@@ -298,9 +299,8 @@ def test_which_checks_make_a_mail_ignored(headers, expected):
 
 
 def test_only_the_topmost_verdict_counts():
-    # the fixture: SES's FAIL on top, the sender's forged PASS lower down → ignored
-    assert classify(fixture("forged-verdict.eml")).action == "ignored"
-    # the other way round: a FAIL written by the sender below SES's PASS changes nothing
+    """A FAIL the sender wrote below SES's PASS changes nothing (the other way round: the
+    forged-verdict.eml fixture)."""
     forged_fail = ("X-SES-Spam-Verdict: FAIL\nX-SES-Virus-Verdict: FAIL\n"
                    "Authentication-Results: amazonses.com; spf=fail; dkim=fail; dmarc=fail")
     verdict = classify(mail(top=SES_PASS, extra=forged_fail))
@@ -336,10 +336,6 @@ def test_mask_address():
 # -- the local inbox ---------------------------------------------------------------------------
 
 
-def test_a_missing_folder_is_an_empty_inbox(tmp_path):
-    assert list(LocalInbox(tmp_path / "nowhere").pending()) == []
-
-
 def test_local_inbox_lists_waiting_mail_oldest_first_and_skips_the_rest(tmp_path):
     folder = tmp_path / "inbox"
     (folder / "processed").mkdir(parents=True)
@@ -373,14 +369,6 @@ def test_local_inbox_moves_aside_once(tmp_path):
         inbox.move_aside("../escape.eml", "processed")
 
 
-def test_an_unreadable_folder_is_an_inbox_error(tmp_path):
-    folder = tmp_path / "inbox"
-    folder.write_text("a file where the folder should be")
-    with pytest.raises(InboxError, match="cannot list") as caught:
-        list(LocalInbox(folder).pending())
-    assert caught.value.exit_code == 1
-
-
 # -- process, end to end -----------------------------------------------------------------------
 
 
@@ -391,12 +379,10 @@ def test_process_every_kind_of_mail(settings, carol):
 
     report = run(settings)
 
-    assert dict(report.counts) == {"unsubscribed": 1, "subscribe": 6, "ignored": 5,
-                                   "unrecognised": 2, "bad-token": 1}
+    assert dict(report.counts) == COUNTS
     assert dict(report.ignored) == {"spam": 2, "virus": 1, "spf-fail": 1, "dmarc-fail": 1}
     assert dict(report.requests) == {"confirmation-sent": 6}
     assert report.total == len(EXPECTED)
-    # the unsubscribe
     with open_store(settings) as store:
         carol_now = store.get(subscriber_id)
         assert carol_now is not None and carol_now.status == "unsubscribed"
@@ -410,7 +396,6 @@ def test_process_every_kind_of_mail(settings, carol):
         for address in ("eve@spam.example", "ceo@example.com", "support@example.com",
                         "trent@forger.example", "ivan@example.com", "heidi@example.com"):
             assert store.find(address) is None, address
-    # one confirmation mail per request, with its link
     sent = outbox(settings)
     assert sorted(str(m["To"]) for m in sent) == sorted(REQUESTED)
     for message in sent:
@@ -428,7 +413,6 @@ def test_process_every_kind_of_mail(settings, carol):
         "(confirmation-sent 6), 5 ignored (dmarc-fail 1, spam 2, spf-fail 1, virus 1), "
         "2 unrecognised, 1 with a bad token")
     assert token not in summary and "@" not in summary
-    # a second run finds nothing to do
     again = run(settings)
     assert again.summary() == f"inbox {folder}: no mail waiting"
     assert len(outbox(settings)) == len(sent)
@@ -464,16 +448,10 @@ def test_the_once_only_key_is_taken_for_the_mails_acted_on(settings):
         assert store.first_time(mail_key(inbox.describe(), "spam.eml"), NOW)
 
 
-def smtp_settings(settings: Settings, sink) -> Settings:
-    from dataclasses import replace
-
-    return replace(settings, delivery=replace(settings.delivery, transport="smtp"),
-                   smtp=sink.settings())
-
-
 def run_smtp(settings: Settings, sink):
-    with open_subscriptions(smtp_settings(settings, sink),
-                            {"NEWSLETTER_SECRET": "s" * 32}) as subscriptions:
+    relayed = replace(settings, delivery=replace(settings.delivery, transport="smtp"),
+                      smtp=sink.settings())
+    with open_subscriptions(relayed, {"NEWSLETTER_SECRET": "s" * 32}) as subscriptions:
         return process(open_inbox(settings), subscriptions, NOW)
 
 
@@ -599,8 +577,7 @@ def test_s3_inbox_end_to_end(settings, carol, moto_server):
 
     report = run(configured)
 
-    assert dict(report.counts) == {"unsubscribed": 1, "subscribe": 6, "ignored": 5,
-                                   "unrecognised": 2, "bad-token": 1}
+    assert dict(report.counts) == COUNTS
     assert report.inbox == f"s3://{BUCKET}/{PREFIX}"
     expected = {PREFIX + SETUP_NOTIFICATION, PREFIX + "processed/older-mail",
                 "elsewhere/subscribe"}
@@ -654,14 +631,14 @@ def test_a_missing_bucket_is_one_line(settings, moto_server):
 def command(settings: Settings, *argv: str) -> int:
     """``newsletter inbox …`` through the command's own parser, under a stand-in parent."""
     top = argparse.ArgumentParser(prog="newsletter")
-    commands = top.add_subparsers(dest="command", required=True)
-    inbox_command.add_parser(commands)
+    inbox_command.add_parser(top.add_subparsers(dest="command", required=True))
     args = top.parse_args(["inbox", *argv])
     code: int = args.handler(args, settings)
     return code
 
 
 def test_command_with_no_mail_waiting(settings, capsys):
+    assert not inbox_folder(settings).exists()  # a missing folder is an empty inbox
     assert command(settings, "process") == 0
     assert capsys.readouterr().out.splitlines()[0] == \
         f"inbox {inbox_folder(settings)}: no mail waiting"
@@ -715,15 +692,14 @@ def test_command_reports_an_unreadable_inbox_as_its_error(settings):
     folder = inbox_folder(settings)
     folder.parent.mkdir(parents=True, exist_ok=True)
     folder.write_text("not a folder")
-    with pytest.raises(InboxError, match="cannot list"):
+    with pytest.raises(InboxError, match="cannot list") as caught:
         command(settings, "process")
+    assert caught.value.exit_code == 1
 
 
-def test_command_help_names_the_action(capsys):
-    top = argparse.ArgumentParser(prog="newsletter")
-    inbox_command.add_parser(top.add_subparsers(dest="command"))
+def test_command_help_names_the_action(settings, capsys):
     with pytest.raises(SystemExit) as done:
-        top.parse_args(["inbox", "process", "--help"])
+        command(settings, "process", "--help")
     assert done.value.code == 0
     out = capsys.readouterr().out
     assert "--dry-run" in out and "订阅" in out

