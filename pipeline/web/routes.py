@@ -153,8 +153,7 @@ class Routes:
         try:
             self.subscriptions.check_request(email, layout)
             # The same for every address: the answer waits for it, not for the address.
-            areas = (await run_in_threadpool(self.subscriptions.choose_areas, asked.areas)
-                     if asked.areas else ())
+            areas = await run_in_threadpool(self.subscriptions.choose_areas, asked.areas)
         except (InvalidAddress, AreaChoiceError) as exc:
             page = ("invalid_email" if isinstance(exc, InvalidAddress)
                     else _AREA_PAGES[exc.reason])
@@ -163,7 +162,7 @@ class Routes:
                                              known=known, chosen=asked.areas)
         # The address's state is read only after the answer has gone.
         response = self.pages.render("sent", langs=langs)
-        signup = Signup(email, layout, tuple(areas), asked.now)
+        signup = Signup(email, layout, areas, asked.now)
         if self.signups is None:
             response.background = self.queue.put(lambda: signup.run(self.subscriptions),
                                                   "subscribe", f"asked at {iso_z(asked.now)}")
