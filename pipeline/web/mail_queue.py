@@ -40,9 +40,8 @@ class MailQueue:
         self.first_wait = first_wait
         self._pending = 0
         self._idle = threading.Condition()
-        #: Set by :meth:`stop_waiting`; the event wakes the jobs waiting now.
-        self._stopped = False
-        self._stopping: asyncio.Event | None = None
+        #: Set by :meth:`stop_waiting`: wakes the jobs waiting now.
+        self._stopped = asyncio.Event()
         #: Jobs queued since start (for the tests: one per accepted request).
         self.queued = 0
 
@@ -58,15 +57,15 @@ class MailQueue:
         try:
             while not await run_in_threadpool(carry_out, job, what):
                 tries += 1
-                if tries > self.retries or self._stopped:
+                stopped = self._stopped.is_set()
+                if tries > self.retries or stopped:
                     log.error("%s (%s): given up after %d tries%s: the person was told to "
                               "check their inbox and got nothing; they stay pending until "
                               "they ask again", what, about or "?", tries,
-                              " (the app stopped)" if self._stopped else "")
+                              " (the app stopped)" if stopped else "")
                     return
-                self._stopping = self._stopping or asyncio.Event()
                 with contextlib.suppress(TimeoutError):  # the wait, or a stop
-                    await asyncio.wait_for(self._stopping.wait(),
+                    await asyncio.wait_for(self._stopped.wait(),
                                            backoff(tries, base=self.first_wait))
         except asyncio.CancelledError:  # the server was made to stop at once
             log.error("%s (%s): abandoned when the app stopped", what, about or "?")
@@ -78,9 +77,7 @@ class MailQueue:
 
     def stop_waiting(self) -> None:
         """Each job waiting to be tried again is tried once more now, then given up."""
-        self._stopped = True
-        if self._stopping is not None:
-            self._stopping.set()
+        self._stopped.set()
 
     def wait(self, timeout: float) -> bool:
         """Block until no job is queued or running; False if ``timeout`` seconds pass."""

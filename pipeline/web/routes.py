@@ -96,13 +96,10 @@ def _page(*, form: bool = False, same_site: bool = False, lenient: bool = False
             if same_site and not _same_site(request, self.allowed_origins):
                 return self.pages.render("forbidden", 403, langs=langs,
                                          link=self.pages.subscribe_link())
-            fields: dict[str, str] = {}
-            areas: tuple[str, ...] = ()
-            if form:
-                parsed = await _form_of(request, lenient=lenient)
-                if parsed is None and not lenient:
-                    return self.pages.too_large()
-                fields, areas = parsed or (fields, areas)
+            parsed = await _form_of(request, lenient=lenient) if form else None
+            if form and parsed is None and not lenient:
+                return self.pages.too_large()
+            fields, areas = parsed or ({}, ())
             token = request.query_params.get("token") or fields.get("token", "")
             asked = Asked(request, token, self.clock(), langs, fields, areas)
             try:
@@ -149,7 +146,6 @@ class Routes:
         if asked.form.get("website"):  # the honeypot: a person never sees the field
             log.info("subscribe: honeypot filled; nothing done")
             return self.pages.render("sent", langs=langs)
-        now = asked.now
         if not await self._client_allowed(asked):
             response = self.pages.render("too_many", 429, langs=langs)
             response.headers["Retry-After"] = "3600"
@@ -157,8 +153,7 @@ class Routes:
         try:
             self.subscriptions.check_request(email, layout)
             # The same for every address: the answer waits for it, not for the address.
-            areas = (await run_in_threadpool(self.subscriptions.choose_areas, asked.areas)
-                     if asked.areas else ())
+            areas = await run_in_threadpool(self.subscriptions.choose_areas, asked.areas)
         except (InvalidAddress, AreaChoiceError) as exc:
             page = ("invalid_email" if isinstance(exc, InvalidAddress)
                     else _AREA_PAGES[exc.reason])
@@ -167,10 +162,10 @@ class Routes:
                                              known=known, chosen=asked.areas)
         # The address's state is read only after the answer has gone.
         response = self.pages.render("sent", langs=langs)
-        signup = Signup(email, layout, tuple(areas), now)
+        signup = Signup(email, layout, areas, asked.now)
         if self.signups is None:
             response.background = self.queue.put(lambda: signup.run(self.subscriptions),
-                                                  "subscribe", f"asked at {iso_z(now)}")
+                                                  "subscribe", f"asked at {iso_z(asked.now)}")
             return response
         try:  # one SendMessage, whatever the address: the answer's time says nothing
             await run_in_threadpool(self.signups.send, signup.to_json())
@@ -295,12 +290,11 @@ class Routes:
         """The preferences page in the subscriber's layout, their areas checked (after a
         refused pick, what was posted)."""
         known = await run_in_threadpool(self.subscriptions.store.known_areas)
-        refused = status_code >= 400
         return self.pages.render(
             "preferences", status_code, langs=reading_order(subscriber.layout),
             template="preferences", email=subscriber.email,
             layout=subscriber.layout, status=status,
-            status_kind="ok" if subscriber.status == "active" and not refused else "warn",
+            status_kind="ok" if subscriber.status == "active" and status_code < 400 else "warn",
             subscribed=subscriber.status in ("pending", "active"),
             can_resubscribe=subscriber.status == "unsubscribed",
             areas=self.pages.area_boxes(known, subscriber.areas,
@@ -462,6 +456,4 @@ def _same_site(request: Request, allowed: set[str]) -> bool:
     if origin is not None:
         return origin.lower() in allowed
     referer = request.headers.get("referer")
-    if referer:
-        return _origin(referer) in allowed
-    return True
+    return not referer or _origin(referer) in allowed

@@ -29,7 +29,7 @@ import urllib.request
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import IO, Any, Literal
+from typing import Any, Literal
 
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -137,20 +137,18 @@ def _message_from(data: Mapping[str, Any]) -> SnsMessage:
     kind = data.get("Type")
     if kind not in MESSAGE_TYPES:
         raise SnsError("malformed", "unknown or missing Type")
-    for key in ("MessageId", "TopicArn", "Timestamp"):
-        _require_text(data, key, nonempty=True)
-    _require_text(data, "Message")
     subject = data.get("Subject")
     if subject is not None and not isinstance(subject, str):
         raise SnsError("malformed", "Subject is not a string")
-    subscribe_url = token = None
-    if kind != "Notification":
-        subscribe_url = _require_text(data, "SubscribeURL", nonempty=True)
-        token = _require_text(data, "Token", nonempty=True)
+    confirmation = kind != "Notification"
     return SnsMessage(
-        type=kind, message_id=data["MessageId"], topic_arn=data["TopicArn"],
-        message=data["Message"], timestamp=_parse_timestamp(data["Timestamp"]),
-        subject=subject, subscribe_url=subscribe_url, token=token,
+        type=kind, message_id=_require_text(data, "MessageId", nonempty=True),
+        topic_arn=_require_text(data, "TopicArn", nonempty=True),
+        message=_require_text(data, "Message"),
+        timestamp=_parse_timestamp(_require_text(data, "Timestamp", nonempty=True)),
+        subject=subject,
+        subscribe_url=_require_text(data, "SubscribeURL", nonempty=True) if confirmation else None,
+        token=_require_text(data, "Token", nonempty=True) if confirmation else None,
     )
 
 
@@ -183,8 +181,7 @@ def _string_to_sign(data: Mapping[str, Any]) -> bytes:
 class _NoRedirect(urllib.request.HTTPRedirectHandler):
     """Turns every redirect into an error: the URL was checked, its target was not."""
 
-    def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int,
-                         msg: str, headers: http.client.HTTPMessage, newurl: str) -> None:
+    def redirect_request(self, *args: Any, **kwargs: Any) -> None:
         return None
 
 
@@ -234,18 +231,17 @@ class CertificateSource:
             raise SnsError("bad-cert-url", f"{what} does not name a .pem file")
         return url
 
-    def public_key(self, url: str, *, now: datetime | None = None) -> rsa.RSAPublicKey:
+    def public_key(self, url: str, *, now: datetime) -> rsa.RSAPublicKey:
         """The RSA key of the certificate at ``url``, valid at ``now``, else
         ``cert-unavailable``; one no longer valid is fetched again (SNS may have renewed it)."""
         self.check_url(url)
-        when = now or datetime.now(UTC)
         with self._lock:
             entry = self._cache.get(url)
-        if entry is None or not entry.not_before <= when <= entry.not_after:
+        if entry is None or not entry.not_before <= now <= entry.not_after:
             entry = self._load(url)
-            if when > entry.not_after:
+            if now > entry.not_after:
                 raise SnsError("cert-unavailable", "the certificate has expired")
-            if when < entry.not_before:
+            if now < entry.not_before:
                 raise SnsError("cert-unavailable", "the certificate is not valid yet")
             with self._lock:
                 self._cache.pop(url, None)
