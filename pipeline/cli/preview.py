@@ -169,16 +169,16 @@ def _serve_and_watch(args: argparse.Namespace, settings: Settings, week_id: str,
                      shooter: Screenshotter | None) -> None:
     """Serve the issue folder and/or rebuild on changes until Ctrl-C; return at once with
     neither (``--no-serve`` without ``--watch``)."""
+    if args.no_serve and not args.watch:
+        return
     server: ThreadingHTTPServer | None = None
     if not args.no_serve:
         server = serve(latest.built.folder, args.port)
         print(f"serving at http://127.0.0.1:{server.server_port}/preview/index.html "
               "(Ctrl-C stops)", flush=True)
     try:
-        if server is not None:
-            _shoot_rest(latest, shooter)
-        if args.watch or server is not None:
-            _watch(args, settings, week_id, make, latest, shooter)
+        _shoot_rest(latest, shooter)  # only served previews left any to take
+        _watch(args, settings, week_id, make, latest, shooter)
     except KeyboardInterrupt:
         print("\nstopped", flush=True)
     finally:

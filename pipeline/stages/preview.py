@@ -189,12 +189,10 @@ def render_page(built: BuiltIssue, report: ProofReport, facts: PageFacts,
         views.append(LayoutView(layout, built.issue.subject[layout],
                                 built.issue.preheader[layout], sizes[layout],
                                 dark_css[layout], shots))
-    issue = IssueView(built.issue, "")
     try:
-        template = env.get_template(TEMPLATE)
-        return template.render(
-            issue=issue, built=built, report=report, facts=facts, layouts=views,
-            variants=[VariantView(v.key, v) for v in report.variants],
+        return env.get_template(TEMPLATE).render(
+            issue=IssueView(built.issue, ""), built=built, report=report, facts=facts,
+            layouts=views, variants=[VariantView(v.key, v) for v in report.variants],
             screenshots=screenshots, widths=WIDTHS, dark_width=DARK_WIDTH,
             frame_height=FRAME_HEIGHT, s=strings(), lang_tag=LANG_TAGS,
             tier_label=tier_label,
