@@ -9,8 +9,8 @@ from __future__ import annotations
 import argparse
 import shutil
 import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import nullcontext
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,10 +41,10 @@ from pipeline.stages.preview import (
     editorial_file,
     next_step,
     preview_issue,
-    reshoot,
     serve,
     watch,
     watched_paths,
+    write_preview,
 )
 from pipeline.stages.screenshots import Screenshotter
 from pipeline.wiring import archive_weeks, reader_choices
@@ -117,8 +117,12 @@ def _cmd_preview(args: argparse.Namespace, settings: Settings) -> int:
     # --to "" is a mistake, not "no test copy"
     to = copy_address(args.to) if args.to is not None else None
     week = choose_week(settings, args.week)
-    approve = _approve_command(args, week.id)
-    with _shooter(args) as shooter:
+    # The approve command, as the editor runs it once the preview looks right.
+    config = ("--config", str(args.config)) if args.config else ()
+    approve = command(*config, "approve", "--week", week.id)
+    # One Chromium for the whole command, kept for every rebuild under --watch.
+    chromium = None if args.no_screenshots else shutil.which("chromium")
+    with Screenshotter(chromium) if chromium else nullcontext() as shooter:
         make = _maker(args, settings, week.id, approve, shooter)
         with future_week_said(settings, week.id):
             # When serving, the page comes first and its screenshots after (_shoot_rest).
@@ -128,10 +132,10 @@ def _cmd_preview(args: argparse.Namespace, settings: Settings) -> int:
             send_copies(settings, built, to, tuple(args.layouts or LAYOUTS))
         latest = _Latest(built, report, preview)
         _serve_and_watch(args, settings, week.id, make, latest, shooter)
-    built, report = latest.built, latest.report
     print(latest.next_step(), flush=True)
     if latest.failed is not None:
         raise latest.failed
+    report = latest.report
     if report.has_blocking:
         first = report.blocking[0]
         print(f"newsletter: blocked: {len(report.blocking)} blocking problem(s) in the proof "
@@ -140,29 +144,10 @@ def _cmd_preview(args: argparse.Namespace, settings: Settings) -> int:
     return EXIT_OK
 
 
-def _approve_command(args: argparse.Namespace, week_id: str) -> str:
-    """The ``newsletter approve`` command the editor runs once the preview looks right,
-    written to run as printed."""
-    config = ("--config", str(args.config)) if args.config else ()
-    return command(*config, "approve", "--week", week_id)
-
-
-@contextmanager
-def _shooter(args: argparse.Namespace) -> Iterator[Screenshotter | None]:
-    """The screenshot taker of the whole command (one Chromium, kept for every rebuild under
-    --watch); None without chromium."""
-    chromium = None if args.no_screenshots else shutil.which("chromium")
-    if chromium is None:
-        yield None
-        return
-    with Screenshotter(chromium) as shooter:
-        yield shooter
-
-
 def _maker(args: argparse.Namespace, settings: Settings, week_id: str, approve: str,
            shooter: Screenshotter | None) -> Callable[[bool], Made]:
     """What builds, proofs and writes the preview: once, then again on every change
-    (``make(True)``: only the screenshots that did not change, the rest by ``reshoot``)."""
+    (``make(True)``: only the screenshots that did not change, the rest by ``_shoot_rest``)."""
     skip = ("--no-screenshots was given" if args.no_screenshots
             else "no chromium on the PATH (install Debian's chromium to get them)")
 
@@ -184,16 +169,16 @@ def _serve_and_watch(args: argparse.Namespace, settings: Settings, week_id: str,
                      shooter: Screenshotter | None) -> None:
     """Serve the issue folder and/or rebuild on changes until Ctrl-C; return at once with
     neither (``--no-serve`` without ``--watch``)."""
+    if args.no_serve and not args.watch:
+        return
     server: ThreadingHTTPServer | None = None
     if not args.no_serve:
         server = serve(latest.built.folder, args.port)
         print(f"serving at http://127.0.0.1:{server.server_port}/preview/index.html "
               "(Ctrl-C stops)", flush=True)
     try:
-        if server is not None:
-            _shoot_rest(latest, shooter)
-        if args.watch or server is not None:
-            _watch(args, settings, week_id, make, latest, shooter)
+        _shoot_rest(latest, shooter)  # only served previews left any to take
+        _watch(args, settings, week_id, make, latest, shooter)
     except KeyboardInterrupt:
         print("\nstopped", flush=True)
     finally:
@@ -245,7 +230,8 @@ def _shoot_rest(latest: _Latest, shooter: Screenshotter | None) -> None:
     if shooter is None or not latest.preview.screenshots.pending:
         return
     try:
-        latest.preview = reshoot(latest.built, latest.report, latest.preview, shooter)
+        latest.preview = write_preview(latest.built, latest.report, latest.preview.facts,
+                                       shooter=shooter)
     except NewsletterError as exc:
         print(f"newsletter: error: screenshots: {exc}", file=sys.stderr, flush=True)
         return

@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     from subscribers.model import SentIssue
 
 __all__ = ["PREVIEW_DIR", "PageFacts", "Preview", "Screenshots",
-           "Screenshotter", "Watcher", "next_step", "preview_issue", "reshoot", "serve",
+           "Screenshotter", "Watcher", "next_step", "preview_issue", "serve",
            "watch", "write_preview"]
 
 PAGE = "index.html"
@@ -139,8 +139,26 @@ def next_step(built: BuiltIssue, facts: PageFacts) -> str:
 
 
 @dataclass(frozen=True)
-class LayoutView:
-    layout: str
+class _Framed:
+    """One rendering on the page (a layout or a variant, by its key): where its copies are."""
+
+    key: str
+
+    @property
+    def copy(self) -> str:
+        return copy_name(self.key)
+
+    @property
+    def dark(self) -> str:
+        return copy_name(self.key, dark=True)
+
+    @property
+    def text_part(self) -> str:
+        return f"../email-{self.key}.txt"
+
+
+@dataclass(frozen=True)
+class LayoutView(_Framed):
     subject: str
     preheader: str
     size: LayoutSize
@@ -148,35 +166,13 @@ class LayoutView:
     shots: dict[str, str] = field(default_factory=dict)
 
     @property
-    def copy(self) -> str:
-        return copy_name(self.layout)
-
-    @property
-    def dark(self) -> str:
-        return copy_name(self.layout, dark=True)
-
-    @property
-    def text_part(self) -> str:
-        return f"../email-{self.layout}.txt"
+    def layout(self) -> str:
+        return self.key
 
 
 @dataclass(frozen=True)
-class VariantView:
-    """One interest variant on the page: its proof and its copies."""
-
+class VariantView(_Framed):
     proof: VariantProof
-
-    @property
-    def copy(self) -> str:
-        return copy_name(self.proof.key)
-
-    @property
-    def dark(self) -> str:
-        return copy_name(self.proof.key, dark=True)
-
-    @property
-    def text_part(self) -> str:
-        return f"../email-{self.proof.key}.txt"
 
 
 def render_page(built: BuiltIssue, report: ProofReport, facts: PageFacts,
@@ -193,12 +189,10 @@ def render_page(built: BuiltIssue, report: ProofReport, facts: PageFacts,
         views.append(LayoutView(layout, built.issue.subject[layout],
                                 built.issue.preheader[layout], sizes[layout],
                                 dark_css[layout], shots))
-    issue = IssueView(built.issue, "")
     try:
-        template = env.get_template(TEMPLATE)
-        return template.render(
-            issue=issue, built=built, report=report, facts=facts, layouts=views,
-            variants=[VariantView(v) for v in report.variants],
+        return env.get_template(TEMPLATE).render(
+            issue=IssueView(built.issue, ""), built=built, report=report, facts=facts,
+            layouts=views, variants=[VariantView(v.key, v) for v in report.variants],
             screenshots=screenshots, widths=WIDTHS, dark_width=DARK_WIDTH,
             frame_height=FRAME_HEIGHT, s=strings(), lang_tag=LANG_TAGS,
             tier_label=tier_label,
@@ -237,26 +231,16 @@ def write_preview(built: BuiltIssue, report: ProofReport, facts: PageFacts, *,
         for key in built.keys:
             html = built.html(key)
             dark, dark_css[key] = dark_copy(html)
-            _write(staging / copy_name(key), proof_copy(html))
-            _write(staging / copy_name(key, dark=True), dark)
+            (staging / copy_name(key)).write_text(proof_copy(html), encoding="utf-8")
+            (staging / copy_name(key, dark=True)).write_text(dark, encoding="utf-8")
         if shooter is not None:
             screenshots = shooter.take(staging, planned_shots(), target,
                                        cached_only=cached_only)
         else:
             screenshots = Screenshots(notes=(skip_reason or "no chromium on the PATH",))
-        _write(staging / PAGE, render_page(built, report, facts, screenshots, dark_css, env))
+        page = render_page(built, report, facts, screenshots, dark_css, env)
+        (staging / PAGE).write_text(page, encoding="utf-8")
     return Preview(target, screenshots, facts)
-
-
-def reshoot(built: BuiltIssue, report: ProofReport, preview: Preview, shooter: Screenshotter
-            ) -> Preview:
-    """``preview`` written again with the screenshots ``cached_only`` left out taken."""
-    return write_preview(built, report, preview.facts, shooter=shooter)
-
-
-def _write(path: Path, text: str) -> None:
-    with open(path, "w", encoding="utf-8") as handle:
-        handle.write(text)
 
 
 # -- the stage --------------------------------------------------------------------------

@@ -55,7 +55,7 @@ from subscribers.shards import Shard
 if TYPE_CHECKING:
     from types import FrameType
 
-    from subscribers.model import LedgerEntry, Subscriber
+    from subscribers.model import Subscriber
     from subscribers.store import DeliveryStore
 
 INTERRUPTED = "interrupted (Ctrl-C)"
@@ -119,8 +119,6 @@ class Sender:
         #: Refused for now this run, with the reason: retried after the first pass.
         self.deferred: dict[str, str] = {}
         self.first_pass = True
-        #: A dry run's unconfirmed recipients that ``--resend-unconfirmed`` would send.
-        self._resent: set[str] = set()
         #: This run's report (counted under ``lock``) and progress line, set by :meth:`run`.
         self.report: SendReport
         self.progress: Progress | None = None
@@ -141,9 +139,10 @@ class Sender:
         if not options.dry_run:
             self.store.expire_in_flight(issue, self.clock(), shard=options.shard)
         self.unconfirmed_before = set(self._unconfirmed())
+        resent: set[str] = set()
         try:
             if options.dry_run:
-                self._dry_run(options)
+                resent = self._dry_run(options)
             else:
                 self._deliver(options)
         finally:
@@ -155,7 +154,7 @@ class Sender:
                 progress.close()
         # Every unconfirmed recipient the ledger holds, not only this run's: an earlier
         # crash's are named in each report until someone resends them.
-        report.unconfirmed_ids = (sorted(self.unconfirmed_before - self._resent)
+        report.unconfirmed_ids = (sorted(self.unconfirmed_before - resent)
                                   if options.dry_run else self._unconfirmed())
         report.unconfirmed = len(report.unconfirmed_ids)
         return report
@@ -189,13 +188,16 @@ class Sender:
                              self.built.id)
         return key
 
-    def _dry_run(self, options: SendOptions) -> None:
-        """Count as the real run would, without claiming anything."""
+    def _dry_run(self, options: SendOptions) -> set[str]:
+        """Count as the real run would, without claiming anything; return the unconfirmed
+        recipients that ``--resend-unconfirmed`` would send."""
         report = self.report
         resent: set[str] = set()
         for subscriber in self._candidates():
             entry = self.store.ledger_entry(self.built.id, subscriber.id)
-            if entry is not None and not self._may_retry(entry, options):
+            if entry is not None and not (
+                    (entry.status == "failed" and not entry.permanent)
+                    or (entry.status == "unconfirmed" and options.resend_unconfirmed)):
                 if entry.status in ("sent", "failed"):
                     report.skipped += 1
                 continue  # unconfirmed: listed at the end; sending: a crashed run's
@@ -205,11 +207,7 @@ class Sender:
                 resent.add(subscriber.id)
             self._variant(subscriber)
             report.sent += 1
-        self._resent = resent
-
-    def _may_retry(self, entry: LedgerEntry, options: SendOptions) -> bool:
-        return ((entry.status == "failed" and not entry.permanent)
-                or (entry.status == "unconfirmed" and options.resend_unconfirmed))
+        return resent
 
     def _deliver(self, options: SendOptions) -> None:
         with self._ctrl_c_stops(), ThreadPoolExecutor(
@@ -333,14 +331,23 @@ class Sender:
                 self.cooldown.succeeded()
                 break
         except TemporaryFailure as failure:
-            reason = redact_address(str(failure), subscriber.email)
             self.store.mark_failed(issue, subscriber_id, f"temporary: {failure}", False,
                                    self.clock())
             with self.lock:
-                self.deferred[subscriber_id] = reason
+                self.deferred[subscriber_id] = redact_address(str(failure), subscriber.email)
             return
         except PermanentFailure as exc:
-            self._failed_for_good(subscriber_id, exc, redact_address(str(exc), subscriber.email))
+            # A refusal for good; one saying the mailbox does not exist marks it bounced.
+            failed_at = self.clock()
+            self.store.mark_failed(issue, subscriber_id, str(exc), True, failed_at)
+            if exc.bounce:
+                mark_bounced(self.store, subscriber_id, issue, failed_at)
+            with self._counting() as report:
+                report.failed += 1
+                report.bounced += exc.bounce
+                report.failures.append({"subscriber": subscriber_id,
+                                        "reason": redact_address(str(exc), subscriber.email),
+                                        "permanent": True, "bounced": exc.bounce})
             return
         except Unconfirmed as exc:
             self.store.mark_unconfirmed(issue, subscriber_id, str(exc), self.clock())
@@ -384,19 +391,6 @@ class Sender:
             else:
                 self.report.released += 1
 
-    def _failed_for_good(self, subscriber_id: str, exc: PermanentFailure, reason: str
-                         ) -> None:
-        """A refusal for good; one saying the mailbox does not exist marks it bounced."""
-        now_ = self.clock()
-        self.store.mark_failed(self.built.id, subscriber_id, str(exc), True, now_)
-        if exc.bounce:
-            mark_bounced(self.store, subscriber_id, self.built.id, now_)
-        with self._counting() as report:
-            report.failed += 1
-            report.bounced += exc.bounce
-            report.failures.append({"subscriber": subscriber_id, "reason": reason,
-                                    "permanent": True, "bounced": exc.bounce})
-
     @contextlib.contextmanager
     def _counting(self) -> Iterator[SendReport]:
         """The report, to count one recipient's outcome in; then the progress line moves."""
@@ -419,9 +413,7 @@ def send_tests(built: BuiltIssue, messages: Messages, transport: Transport, addr
     chosen = list(layouts)
     wanted = [(layout, layout) for layout in chosen]
     wanted += [(v.variant.layout, v.key) for v in built.variants if v.variant.layout in chosen]
-    sent = []
-    for layout, key in wanted:
-        message = messages.build(address, fake_id, layout, clock(), variant=key, test=True,
-                                 tags={"issue": built.id, "kind": "test"})
-        sent.append((key, transport.send(message)))
-    return sent
+    tags = {"issue": built.id, "kind": "test"}
+    return [(key, transport.send(messages.build(address, fake_id, layout, clock(),
+                                                variant=key, test=True, tags=tags)))
+            for layout, key in wanted]

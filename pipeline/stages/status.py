@@ -81,10 +81,10 @@ class WeekStatus:
         """The first state that holds (docs/operations.md)."""
         if not self.built:
             return "not built"
-        if self.differs_from_sent:
+        if self.differs_from_sent or self.blocking:
             return "blocked"
-        if self.blocking or (self.approval_required and not self.approved):
-            return "waiting for approval" if not self.blocking else "blocked"
+        if self.approval_required and not self.approved:
+            return "waiting for approval"
         if self.failed:
             return "failed"
         if self.complete:
@@ -126,16 +126,11 @@ class WeekStatus:
 
 def current_reports(reports: Sequence[Mapping[str, Any]]) -> list[Mapping[str, Any]]:
     """The reports of the latest way the issue was sent (whole or in shards): a stale report
-    of the other kind says nothing."""
-    whole = [r for r in reports if not r.get("shard")]
-    parts = [r for r in reports if r.get("shard")]
-    if not whole or not parts:
-        return list(reports)
-
-    def latest(group: Sequence[Mapping[str, Any]]) -> str:
-        return max(str(r.get("finished_at") or "") for r in group)
-
-    return list(parts) if latest(parts) >= latest(whole) else list(whole)
+    of the other kind says nothing. On a tie the shards win."""
+    if not reports:
+        return []
+    newest = max(reports, key=lambda r: (str(r.get("finished_at") or ""), bool(r.get("shard"))))
+    return [r for r in reports if bool(r.get("shard")) == bool(newest.get("shard"))]
 
 
 def read_reports(folder: Path) -> list[dict[str, Any]]:
@@ -314,8 +309,6 @@ def gather(settings: Settings, week_id: str, store: DeliveryStore, archive: Arch
                           sent=sent)
     else:
         reports = current_reports(read_reports(folder))
-        failed = store.ledger(week_id, "failed")
-        unconfirmed = store.ledger(week_id, "unconfirmed")
         ledger = store.ledger_counts(week_id)
         week = WeekStatus(
             week=week_id, built=True, items=len(built.issue.items),
@@ -323,9 +316,10 @@ def gather(settings: Settings, week_id: str, store: DeliveryStore, archive: Arch
             approved=is_approved(built), approval_required=settings.issue.require_approval,
             blocking=len(built.blocking()), published=week_id in published,
             archive_url=built.issue.archive_url, ledger=ledger,
-            permanent_failures=sum(1 for e in failed.values() if e.permanent),
+            permanent_failures=sum(e.permanent for e in store.ledger(week_id, "failed").values()),
             reports=reports, missing_shards=missing_shards(reports),
-            unconfirmed={sid: entry.reason or "" for sid, entry in unconfirmed.items()},
+            unconfirmed={sid: entry.reason or ""
+                         for sid, entry in store.ledger(week_id, "unconfirmed").items()},
             rates=_issue_rates(store, week_id, ledger), sent=sent,
             differs_from_sent=refused(built.content_hash, built.issue.correction, sent))
     # Each issue's ledger is counted once (on DynamoDB a count reads the issue's rows).
