@@ -179,8 +179,7 @@ _COMPILED = _CompiledTemplates()
 
 def environment(override_dirs: Sequence[Path] = ()) -> jinja2.Environment:
     """The one template environment: an operator's folders first, then the built-in ones."""
-    loaders = [jinja2.FileSystemLoader(str(d)) for d in override_dirs]
-    loaders.append(jinja2.FileSystemLoader(str(templates_dir())))
+    loaders = [jinja2.FileSystemLoader(str(d)) for d in (*override_dirs, templates_dir())]
     env = jinja2.Environment(
         loader=jinja2.ChoiceLoader(loaders),
         bytecode_cache=_COMPILED,
@@ -188,7 +187,6 @@ def environment(override_dirs: Sequence[Path] = ()) -> jinja2.Environment:
         autoescape=jinja2.select_autoescape(default=True, default_for_string=True,
                                             disabled_extensions=("txt.j2",)),
         undefined=jinja2.StrictUndefined,
-        trim_blocks=False,
         keep_trailing_newline=True,
         finalize=neutralise,
     )
