@@ -108,7 +108,9 @@ def proof(built: BuiltIssue, *, budget: Budget, repo: str) -> ProofReport:
     issue = built.issue
     html = {key: built.html(key) for key in built.keys}
     text = {key: built.text(key) for key in built.keys}
-    sizes = {key: layout_size(document, key, budget) for key, document in html.items()}
+    sizes = {key: LayoutSize(key, len(document.encode("utf-8")),
+                             budget.weigh(document, html=True), budget.bytes)
+             for key, document in html.items()}
     already_over = {p.layout for p in issue.problems if p.code == "over-size-limit"}
     found = [problem for size in sizes.values() if (problem := _size_problem(size, already_over))]
     found += check_markup(html, repo)
@@ -125,11 +127,6 @@ def proof(built: BuiltIssue, *, budget: Budget, repo: str) -> ProofReport:
                                     budget.weigh(text[v.key]), len(v.brief), v.folded)
                        for v in built.variants),
     )
-
-
-def layout_size(html: str, layout: str, budget: Budget) -> LayoutSize:
-    return LayoutSize(layout, len(html.encode("utf-8")), budget.weigh(html, html=True),
-                      budget.bytes)
 
 
 def _size_problem(size: LayoutSize, already_over: set[str | None]) -> Problem | None:
@@ -167,31 +164,37 @@ class _Markup(HTMLParser):
 
 def check_markup(html: Mapping[str, str], repo: str) -> list[Problem]:
     """Images without alt and links a reader should not get, each once with its layouts."""
-    seen_links: dict[tuple[str, str], list[str]] = {}
-    seen_images: dict[str, list[str]] = {}
+    links: dict[tuple[str, str], list[str]] = {}
+    images: dict[str, list[str]] = {}
     for layout, document in html.items():
         parser = _Markup()
         parser.feed(document)
         parser.close()
         for href in parser.links:
-            verdict = link_verdict(href, repo)
-            if verdict:
-                seen_links.setdefault((href, verdict), []).append(layout)
+            if verdict := link_verdict(href, repo):
+                links.setdefault((href, verdict), []).append(layout)
         for src in parser.images_without_alt:
-            seen_images.setdefault(src, []).append(layout)
+            images.setdefault(src, []).append(layout)
     problems = []
-    for (href, verdict), layouts in seen_links.items():
+    for (href, verdict), layouts in links.items():
         code, severity, why = _LINK_VERDICTS[verdict]
-        problems.append(Problem(code, severity, layout=layouts[0] if len(layouts) == 1 else None,
-                                message=f"{_layouts(layouts)}: link {one_line(href, 80)} "
-                                        f"{why.format(repo=repo)}"))
-    for src, layouts in seen_images.items():
-        problems.append(Problem("image-without-alt", "warning",
-                                layout=layouts[0] if len(layouts) == 1 else None,
-                                message=f"{_layouts(layouts)}: image {one_line(src, 80)} has "
-                                "no alt text (screen readers, and mail apps that block "
-                                "images, show nothing)"))
-    return problems
+        problems.append(_seen_in(layouts, code, severity,
+                                 f"link {one_line(href, 80)} {why.format(repo=repo)}"))
+    return problems + [
+        _seen_in(layouts, "image-without-alt", "warning",
+                 f"image {one_line(src, 80)} has no alt text (screen readers, and mail apps "
+                 "that block images, show nothing)")
+        for src, layouts in images.items()]
+
+
+def _seen_in(layouts: list[str], code: str, severity: Severity, what: str) -> Problem:
+    """A finding in ``layouts`` (and variant keys): "every layout" stands for the four."""
+    shown = ", ".join(layouts)
+    if set(LAYOUTS) <= set(layouts):
+        rest = [key for key in layouts if key not in LAYOUTS]
+        shown = "every layout" + (f" and {', '.join(rest)}" if rest else "")
+    return Problem(code, severity, layout=layouts[0] if len(layouts) == 1 else None,
+                   message=f"{shown}: {what}")
 
 
 _LINK_VERDICTS: dict[str, tuple[str, Severity, str]] = {
@@ -228,7 +231,7 @@ def link_verdict(href: str, repo: str) -> str | None:
 
 
 def check_parts(html: Mapping[str, str], text: Mapping[str, str],
-                feed_strings: Iterable[str]) -> list[Problem]:
+                feed_strings: Iterable[str | None]) -> list[Problem]:
     """Per part, both blocking: a personal-link placeholder anywhere but a template slot, and
     ``{{``, ``{%`` or ``<mj-`` outside the text the feed supplied."""
     strings = sorted({s for s in feed_strings if s}, key=len, reverse=True)
@@ -256,29 +259,12 @@ def check_parts(html: Mapping[str, str], text: Mapping[str, str],
     return problems
 
 
-def _feed_strings(issue: Issue) -> list[str]:
+def _feed_strings(issue: Issue) -> list[str | None]:
     """Every string of the issue that came from the feed or the editor's file."""
-    found: list[str] = []
-    for item in issue.items:
-        for lang in LANGS:
-            text = item.text(lang)
-            if text:
-                found += [text.title, text.body_html, text.body_text]
-        if item.note:
-            found += [n for n in (item.note.zh, item.note.en) if n]
-        if item.scope_note:
-            found.append(item.scope_note)
-    for layout in LAYOUTS:
-        found += [issue.subject.get(layout, ""), issue.preheader.get(layout, "")]
-    return found
-
-
-# -- helpers ------------------------------------------------------------------
-
-
-def _layouts(layouts: list[str]) -> str:
-    """The layouts (and variant keys) a finding is in, "every layout" standing for the four."""
-    if not set(LAYOUTS) <= set(layouts):
-        return ", ".join(layouts)
-    rest = [key for key in layouts if key not in LAYOUTS]
-    return "every layout" + (f" and {', '.join(rest)}" if rest else "")
+    items = issue.items
+    texts = [text for item in items for lang in LANGS if (text := item.text(lang))]
+    return [*(s for text in texts for s in (text.title, text.body_html, text.body_text)),
+            *(note for item in items if item.note for note in (item.note.zh, item.note.en)),
+            *(item.scope_note for item in items),
+            *(words.get(layout, "") for words in (issue.subject, issue.preheader)
+              for layout in LAYOUTS)]

@@ -97,8 +97,7 @@ class Messages:
         if self.mailto and ("@" not in self.mailto or any(c in self.mailto for c in "\r\n<>")):
             raise ConfigError("expected an address such as unsubscribe@example.org",
                               key="[delivery] unsubscribe_mailto")
-        domain = self.sender.domain
-        self.list_id = f"vLLM PR Weekly <{_LIST_LABEL}.{domain}>"
+        self.list_id = f"vLLM PR Weekly <{_LIST_LABEL}.{self.sender.domain}>"
         self.archive_url = site.base_url.rstrip("/") + "/"
         self.subscribe_url = f"{self.app_url}/subscribe"
         try:  # List-Unsubscribe first: of the app URL's headers, it needs the most room
@@ -111,8 +110,7 @@ class Messages:
         self.boundary = f"=_vpw_{hashlib.sha256(built.content_hash.encode()).hexdigest()[:24]}"
         # Per part: its encoding chosen and its headers written once (an 8bit body folded).
         self._parts = {
-            key: tuple(_Part.of(self.boundary, kind, body,
-                                eight_bit=delivery.eight_bit)
+            key: tuple(_Part.of(self.boundary, kind, body, eight_bit=delivery.eight_bit)
                        for kind, body in (("text/plain", built.text(key)),
                                           ("text/html", built.html(key))))
             for key in built.keys
@@ -123,9 +121,6 @@ class Messages:
         #: The layout of every rendering: each layout its own, each variant its layout's.
         self._layout_of = {**{layout: layout for layout in LAYOUTS},
                            **{v.key: v.variant.layout for v in built.variants}}
-        # A test copy's subject names what it is: the layout, or the variant's key.
-        self._static_test = {key: self._static_headers(self._layout_of[key], test=key)
-                             for key in built.keys}
 
     @property
     def envelope_sender(self) -> str:
@@ -135,13 +130,11 @@ class Messages:
         """Signed links that never expire: old mail keeps working."""
         unsubscribe = make_token(self.keys, "unsubscribe", subscriber_id, None)
         preferences = make_token(self.keys, "preferences", subscriber_id, None)
-        mailto = None
-        if self.mailto:
-            mailto = f"mailto:{tagged_address(self.mailto, unsubscribe)}?subject=unsubscribe"
         return Links(
             unsubscribe=f"{self.app_url}/unsubscribe?token={quote(unsubscribe)}",
             preferences=f"{self.app_url}/preferences?token={quote(preferences)}",
-            unsubscribe_mailto=mailto,
+            unsubscribe_mailto=(f"mailto:{tagged_address(self.mailto, unsubscribe)}"
+                                "?subject=unsubscribe" if self.mailto else None),
         )
 
     def _static_headers(self, layout: str, *, test: str = "") -> bytes:
@@ -176,8 +169,8 @@ class Messages:
         if self._layout_of.get(key) != layout:
             raise ConfigError(f"{self.built.id} has no variant {key!r} of layout {layout}")
         links = self.links(subscriber_id)
-        idempotency = f"{self.built.id}/test-{key}-{recipient}" if test else \
-            f"{self.built.id}/{subscriber_id}"
+        idempotency = (f"{self.built.id}/test-{key}-{recipient}" if test
+                       else f"{self.built.id}/{subscriber_id}")
         message_id = f"<{self.built.id}.{secrets.token_hex(8)}@{self.sender.domain}>"
         personal = b"".join([
             to_header(recipient),  # never an encoded word inside the address
@@ -186,7 +179,8 @@ class Messages:
             self._unsubscribe_header(links),
             _ONE_CLICK,
         ])
-        static = self._static_test[key] if test else self._static[layout]
+        # A test copy's subject names what it is: the layout, or the variant's key.
+        static = self._static_headers(layout, test=key) if test else self._static[layout]
         filled = (links.unsubscribe, links.preferences)  # in PLACEHOLDERS' order
         text, html = self._parts[key]
         raw = b"".join([static, personal, self._opening,
@@ -300,7 +294,7 @@ def _fold(name: str, value: object) -> bytes:
 
     A non-ASCII subject goes through :func:`mime.encode_subject`: the policy's folder drops the
     space before an encoded word and writes words of 76 characters where RFC 2047 allows 75."""
-    text = value if isinstance(value, str) else str(value)
+    text = str(value)
     if "\r" in text or "\n" in text:
         raise ValueError(f"header {name} may not contain a line break")
     if name == "Subject" and not text.isascii():

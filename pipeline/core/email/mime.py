@@ -21,7 +21,6 @@ EIGHT_BIT = "8bit"
 #: RFC 2047 §2: an encoded word is at most 75 characters; a line holding one at most 76.
 ENCODED_WORD_MAX = 75
 ENCODED_LINE_MAX = 76
-_PREFIX, _SUFFIX = "=?utf-8?b?", "?="
 
 
 def encode_body(text: str, encoding: str, *, html: bool = False) -> bytes:
@@ -78,16 +77,13 @@ def encode_subject(text: str, header_name: str = "Subject") -> str:
     room = ENCODED_LINE_MAX - len(header_name) - 2  # "Subject: " on the first line
     chunk = ""
     for char in text:
-        candidate = chunk + char
-        if len(_word(candidate)) > min(room, ENCODED_WORD_MAX) and chunk:
+        if chunk and len(_word(chunk + char)) > min(room, ENCODED_WORD_MAX):
             words.append(_word(chunk))
-            room = ENCODED_LINE_MAX - 1  # a continuation line starts with one space
-            chunk = char
-        else:
-            chunk = candidate
+            room, chunk = ENCODED_LINE_MAX - 1, ""  # a continuation line starts with a space
+        chunk += char
     words.append(_word(chunk))
     return "\r\n ".join(words)
 
 
 def _word(chunk: str) -> str:
-    return _PREFIX + base64.b64encode(chunk.encode("utf-8")).decode("ascii") + _SUFFIX
+    return f"=?utf-8?b?{base64.b64encode(chunk.encode('utf-8')).decode('ascii')}?="

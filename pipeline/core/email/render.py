@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import bisect
 import functools
+import itertools
 import re
 import tomllib
 import types
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -78,12 +79,10 @@ def neutralise(eval_ctx: jinja2.nodes.EvalContext, value: object) -> object:
     ``%%``, so feed text can never reproduce a personal-link placeholder."""
     if isinstance(value, Slot) or not isinstance(value, str) or "%%" not in value:
         return value
-    if eval_ctx.autoescape:
-        html = str(escape(value))  # Markup (sanitized HTML) stays as it is
-        while "%%" in html:
-            html = html.replace("%%", _NEUTRAL_HTML)
-        return Markup(html)  # noqa: S704 - escaped above; only an entity was added
-    while "%%" in value:
+    if eval_ctx.autoescape:  # escape() leaves Markup (sanitized HTML) as it is
+        # One pass: the entity ends in ";", so no "%%" can form again.
+        return Markup(str(escape(value)).replace("%%", _NEUTRAL_HTML))  # noqa: S704
+    while "%%" in value:  # "%%%" would leave a new "%%" after one pass
         value = value.replace("%%", _NEUTRAL_TEXT)
     return value
 
@@ -93,10 +92,8 @@ def stray_placeholders(body: str, kind: str) -> int:
 
     A slot is a whole ``href`` value in HTML, a whole word in the text part; a placeholder
     anywhere else would hand a recipient's signed link to whoever wrote it there."""
-    total = sum(body.count(p) for p in PLACEHOLDERS)
-    if not total:
-        return 0
-    return total - len((_HTML_SLOT if kind == "html" else _TEXT_SLOT).findall(body))
+    slots = (_HTML_SLOT if kind == "html" else _TEXT_SLOT).findall(body)
+    return sum(body.count(p) for p in PLACEHOLDERS) - len(slots)
 
 
 _ALTERNATIVES = "|".join(re.escape(p) for p in PLACEHOLDERS)
@@ -182,8 +179,7 @@ _COMPILED = _CompiledTemplates()
 
 def environment(override_dirs: Sequence[Path] = ()) -> jinja2.Environment:
     """The one template environment: an operator's folders first, then the built-in ones."""
-    loaders = [jinja2.FileSystemLoader(str(d)) for d in override_dirs]
-    loaders.append(jinja2.FileSystemLoader(str(templates_dir())))
+    loaders = [jinja2.FileSystemLoader(str(d)) for d in (*override_dirs, templates_dir())]
     env = jinja2.Environment(
         loader=jinja2.ChoiceLoader(loaders),
         bytecode_cache=_COMPILED,
@@ -191,7 +187,6 @@ def environment(override_dirs: Sequence[Path] = ()) -> jinja2.Environment:
         autoescape=jinja2.select_autoescape(default=True, default_for_string=True,
                                             disabled_extensions=("txt.j2",)),
         undefined=jinja2.StrictUndefined,
-        trim_blocks=False,
         keep_trailing_newline=True,
         finalize=neutralise,
     )
@@ -218,18 +213,11 @@ def facts_line(facts: PullFacts | None) -> str:
     """The PR's facts in one line: author, merged date (or state), +/− lines, tags."""
     if not facts:
         return ""
-    parts = []
-    if facts.author:
-        parts.append(f"@{facts.author}")
-    if facts.merged_at:
-        parts.append(f"merged {facts.merged_at.strftime('%Y-%m-%d')}")
-    else:
-        parts.append(str(facts.state))
-    parts.append(f"+{facts.additions}/\u2212{facts.deletions}")
-    tags = " ".join(f"[{tag}]" for tag in facts.tags)
-    if tags:
-        parts.append(tags)
-    return " · ".join(parts)
+    parts = (f"@{facts.author}" if facts.author else "",
+             f"merged {facts.merged_at:%Y-%m-%d}" if facts.merged_at else str(facts.state),
+             f"+{facts.additions}/\u2212{facts.deletions}",
+             " ".join(f"[{tag}]" for tag in facts.tags))
+    return " · ".join(part for part in parts if part)
 
 
 def counted(words: Mapping[str, str], key: str, n: int) -> str:
@@ -306,43 +294,37 @@ class Renderer:
         budget; a problem names it by its key.
 
         Every item in full if that fits; else the fewest items shortened from the bottom;
-        else the most titles kept and the rest folded. Found by bisection: parts only grow."""
+        else the most titles kept and the rest folded (none: over the budget, a blocking
+        problem). Found by bisection: parts only grow with what they show."""
         base_url = base_url.rstrip("/")
         items = interests_first(issue.items, variant.areas)
-        n = len(items)
+        n, limit = len(items), budget.bytes
         common = self._common_context(issue, variant, base_url, footer or Footer())
-        drawn: dict[_Plan, _Drawn] = {}
+        draw = functools.cache(lambda plan: self._draw(common, plan, base_url, budget))
 
-        def draw(plan: _Plan) -> _Drawn:
-            if plan not in drawn:
-                drawn[plan] = self._draw(common, plan, base_url, budget)
-            return drawn[plan]
+        def shortened(k: int) -> _Drawn:  # the last k items as titles
+            return draw(_Plan(items[:n - k], items[n - k:], 0))
 
-        def shortened(k: int) -> _Plan:  # the last k items as titles
-            return _Plan(items[:n - k], items[n - k:], 0)
+        def kept(m: int) -> _Drawn:  # m titles, the rest folded
+            return draw(_Plan((), items[:m], n - m))
 
-        def kept(m: int) -> _Plan:  # m titles, the rest folded
-            return _Plan((), items[:m], n - m)
-
-        limit = budget.bytes
-        full = draw(shortened(0))
+        full = shortened(0)
         if full.weight <= limit:
             return full.result(variant), None
-        k = _smallest(1, n, lambda k: draw(shortened(k)).weight <= limit)
-        if k is not None:
-            chosen = draw(shortened(k))
-            return chosen.result(variant), _fit_problem(variant.key, chosen, limit, full,
-                                                        False)
-        m = _largest(0, n - 1, lambda m: draw(kept(m)).weight <= limit)
-        chosen = draw(kept(0 if m is None else m))
-        return chosen.result(variant), _fit_problem(variant.key, chosen, limit, full,
-                                                    m is None)
+        # bisect finds the first count whose key is true: the fewest titles that fit...
+        k = bisect.bisect_left(range(n + 1), True, 1, key=lambda k: shortened(k).weight <= limit)
+        if k <= n:
+            chosen = shortened(k)
+        else:  # ...else the first count of titles too many, less one (none fits: over)
+            m = bisect.bisect_left(range(n), True, key=lambda m: kept(m).weight > limit)
+            chosen = kept(max(m - 1, 0))
+        return chosen.result(variant), _fit_problem(variant.key, chosen, limit, full.weight)
 
     def _draw(self, common: dict[str, Any], plan: _Plan, base_url: str, budget: Budget
               ) -> _Drawn:
         """``plan`` rendered, both parts, and weighed as sent."""
         html, text = self._parts_of({**common, **_plan_context(plan, base_url)})
-        return _Drawn(plan, html, text, (budget.weigh(html, html=True), budget.weigh(text)))
+        return _Drawn(plan, html, text, max(budget.weigh(html, html=True), budget.weigh(text)))
 
     # -- templates ---------------------------------------------------------------------
 
@@ -392,7 +374,7 @@ class Renderer:
 
     def _parts(self, issue: Issue, variant: Variant, base_url: str, plan: _Plan,
                footer: Footer) -> tuple[str, str]:
-        """Both parts of ``plan``, as :meth:`_fit` draws them."""
+        """Both parts of ``plan``, as :meth:`render_variant` draws them."""
         return self._parts_of(self._context(issue, variant, base_url, plan, footer))
 
     def _parts_of(self, context: dict[str, Any]) -> tuple[str, str]:
@@ -426,30 +408,14 @@ def _plan_context(plan: _Plan, base_url: str) -> dict[str, Any]:
     }
 
 
-def _smallest(lo: int, hi: int, fits: Callable[[int], bool]) -> int | None:
-    """The smallest count in ``lo..hi`` that fits (true from some count on), or None."""
-    found = lo + bisect.bisect_left(range(lo, hi + 1), True, key=fits)
-    return found if found <= hi else None
-
-
-def _largest(lo: int, hi: int, fits: Callable[[int], bool]) -> int | None:
-    """The largest count in ``lo..hi`` that fits (true up to some count), or None."""
-    found = lo + bisect.bisect_left(range(lo, hi + 1), True, key=lambda m: not fits(m)) - 1
-    return found if found >= lo else None
-
-
 @dataclass(frozen=True)
 class _Drawn:
-    """One plan rendered: both parts, and what each weighs as sent."""
+    """One plan rendered: both parts, and the heavier one's weight as sent."""
 
     plan: _Plan
     html: str
     text: str
-    weights: tuple[int, int]
-
-    @property
-    def weight(self) -> int:
-        return max(self.weights)
+    weight: int
 
     def result(self, variant: Variant) -> RenderedLayout:
         return RenderedLayout(variant.layout, self.html, self.text,
@@ -457,25 +423,20 @@ class _Drawn:
                               variant.areas)
 
 
-def _fit_problem(name: str, chosen: _Drawn, budget: int, heaviest: _Drawn, over: bool
-                 ) -> Problem:
+def _fit_problem(name: str, chosen: _Drawn, budget: int, full_weight: int) -> Problem:
     """What fitting cost: items shortened (a warning), or over budget even folded."""
     plan, size = chosen.plan, chosen.weight
-    if over:
+    if size > budget:
         return Problem(
             "over-size-limit", "blocking", layout=name,
             message=(f"{name}: {size / 1000:.1f} KB as sent even with every item "
                      f"folded; the budget is {budget / 1000:.0f} KB"),
         )
-    shrunk = len(plan.brief) + plan.folded
-    shown = len(heaviest.plan.full)
-    heaviest_kind = ("full" if not heaviest.plan.brief else "in brief" if not shown
-                     else f"the first {shown} in full")
     return Problem(
         "items-shrunk", "warning", layout=name,
-        message=(f"{name}: {shrunk} lowest-priority item(s) shortened to a title and "
-                 f"a link to fit {budget / 1000:.0f} KB as sent "
-                 f"({heaviest_kind}: {heaviest.weight / 1000:.1f} KB)"
+        message=(f"{name}: {len(plan.brief) + plan.folded} lowest-priority item(s) shortened "
+                 f"to a title and a link to fit {budget / 1000:.0f} KB as sent "
+                 f"(full: {full_weight / 1000:.1f} KB)"
                  + (f"; {plan.folded} left to the archive" if plan.folded else "")),
     )
 
@@ -498,14 +459,19 @@ def pr_page(base_url: str, pr: int) -> str:
 
 @dataclass(frozen=True)
 class _Entry:
-    """One line of the contents: its number, the item, and where its link goes."""
+    """One line of the contents: its number, the item, and where its links go."""
 
     n: int
     item: Item
-    #: ``#pr-<n>`` for an item shown in full (its card carries that id), else its PR page.
-    href: str
     #: The item's PR page in the archive: the text part's link, which has no anchors.
     page: str
+    #: Whether the item is shown in full, as a card with the id ``pr-<n>``.
+    carded: bool
+
+    @property
+    def href(self) -> str:
+        """The HTML contents' link: the item's card, else (a brief item) its PR page."""
+        return f"#pr-{self.item.pr}" if self.carded else self.page
 
 
 #: The most items whose contents lists every title at the top of the email; a longer week
@@ -514,20 +480,15 @@ CONTENTS_IN_FULL = 12
 
 
 def _contents(plan: _Plan, base_url: str) -> list[dict[str, Any]]:
-    """Every item the email shows, per tier in rank order; a brief item has no card, so its
-    entry links to the archive's page of the PR."""
+    """Every item the email shows, numbered, per tier in rank order."""
     full = {item.pr for item in plan.full}
+    numbers = itertools.count(1)
     groups: list[dict[str, Any]] = []
-    n = 0
     for group in _groups((*plan.full, *plan.brief)):
-        entries = []
-        for item in group["items"]:
-            n += 1
-            page = pr_page(base_url, item.pr)
-            entries.append(_Entry(n, item, f"#pr-{item.pr}" if item.pr in full else page,
-                                  page))
+        entries = [_Entry(next(numbers), item, pr_page(base_url, item.pr), item.pr in full)
+                   for item in group["items"]]
         groups.append({"tier": group["tier"], "entries": entries,
-                       "carded": any(entry.href.startswith("#") for entry in entries)})
+                       "carded": any(entry.carded for entry in entries)})
     return groups
 
 
