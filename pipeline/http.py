@@ -18,9 +18,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from email.message import Message
 from pathlib import Path
 from typing import Literal
 
@@ -120,17 +121,14 @@ def post_json(url: str, body: bytes, headers: Mapping[str, str], *, timeout: flo
 
 def _exchange(url: str, headers: Mapping[str, str], data: bytes | None, timeout: float,
               max_bytes: int, deadline: tuple[float, float] | None) -> Response:
-    # Callers pass configured http(s) URLs only.
-    req = urllib.request.Request(url, data=data, headers=dict(headers),  # noqa: S310
-                                 method="POST" if data is not None else "GET")
+    # Callers pass configured http(s) URLs only; urllib POSTs when there is data.
+    req = urllib.request.Request(url, data=data, headers=dict(headers))  # noqa: S310
     try:
         with urllib.request.urlopen(req, timeout=timeout) as answer:  # noqa: S310
             body = _read(answer, url, max_bytes, deadline)
-            return Response(answer.status, body, _lower(answer.headers.items()),
-                            str(answer.reason or ""))
+            return Response(answer.status, body, _lower(answer.headers), str(answer.reason or ""))
     except urllib.error.HTTPError as exc:
-        return Response(exc.code, _error_body(exc), _lower(exc.headers.items() if exc.headers
-                                                           else ()), str(exc.reason or ""))
+        return Response(exc.code, _error_body(exc), _lower(exc.headers), str(exc.reason or ""))
     except urllib.error.URLError as exc:
         raise HttpError(url, "unreachable", reason=exc.reason) from exc
     except TimeoutError as exc:
@@ -175,8 +173,8 @@ def retry_after(value: str | None, now: datetime) -> float | None:
     return max(0.0, (when - now).total_seconds()) if when.tzinfo else None
 
 
-def _lower(items: Iterable[tuple[str, str]]) -> dict[str, str]:
-    return {key.lower(): value for key, value in items}
+def _lower(headers: Message | None) -> dict[str, str]:
+    return {key.lower(): value for key, value in (headers.items() if headers else ())}
 
 
 #: What the cache keeps beside a body: each name it is kept under, and its header.
