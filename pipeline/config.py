@@ -9,6 +9,7 @@ come from the environment only: one found in the file is refused.
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
 import tomllib
@@ -33,8 +34,6 @@ _SECRET_KEYS = {
     ("github", "token"): "GITHUB_TOKEN",
     ("delivery", "secret"): "NEWSLETTER_SECRET",
 }
-#: The secrets that sign links (``NEWSLETTER_SECRET_PREVIOUS``: comma-separated).
-SIGNING_SECRETS = ("NEWSLETTER_SECRET", "NEWSLETTER_SECRET_PREVIOUS")
 #: A host name as it may appear in a URL of ours: ASCII labels (IDNA-encode the others),
 #: or an IPv6 literal.
 _HOST = re.compile(r"^(?:[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?\.)*"
@@ -49,8 +48,7 @@ Check = Callable[[Any], None]
 
 
 def setting(default: Any, check: Check | None = None) -> Any:
-    """A field's default and its rule, the one place a key is declared: :func:`load` reads
-    the name, the type (for the file and the override), and the rule from the field."""
+    """A field's default and the rule its value keeps: the one place a key is declared."""
     return field(default=default, metadata={"check": check} if check else {})
 
 
@@ -161,7 +159,7 @@ def _check_url(url: str) -> None:
     if not parts.hostname or not _HOST.match(parts.netloc.rsplit(":", 1)[0]
                                              if port is not None else parts.netloc):
         raise refuse("expected an http(s) URL with a host name")
-    if port == 0 or parts.netloc.endswith(":"):
+    if port == 0:
         raise refuse("expected a port from 1 to 65535")
     if parts.query or parts.fragment or "?" in url or "#" in url:
         raise refuse("expected a URL without a query or fragment")
@@ -356,11 +354,8 @@ class Settings:
 
 
 #: Each section's name and its dataclass (the type of the section's default).
-_SECTIONS: dict[str, type] = {
-    f.name: type(getattr(Settings(), f.name))
-    for f in fields(Settings)
-    if f.name not in ("base_dir", "source")
-}
+_SECTIONS: dict[str, type] = {f.name: type(getattr(Settings(), f.name))
+                              for f in fields(Settings) if f.name not in ("base_dir", "source")}
 
 
 def _key_name(field_name: str) -> str:
@@ -380,12 +375,10 @@ def load(path: Path | None, environ: Mapping[str, str], *, cwd: Path | None = No
     """Read, merge and validate the settings: ``path`` None is ``newsletter.toml`` in the
     working folder if there is one, else the built-in defaults."""
     cwd = cwd or Path.cwd()
-    raw: dict[str, Any] = {}
-    source: Path | None = None
     if path is None and (cwd / "newsletter.toml").is_file():
         path = cwd / "newsletter.toml"
+    raw: dict[str, Any] = {}
     if path is not None:
-        source = path.resolve()
         try:
             raw = tomllib.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
@@ -394,37 +387,31 @@ def load(path: Path | None, environ: Mapping[str, str], *, cwd: Path | None = No
             raise ConfigError(f"cannot read {path}: {exc}") from exc
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
-    base_dir = source.parent if source else cwd.resolve()
-
-    sections = {}
-    for name, cls in _SECTIONS.items():
-        given = raw.pop(name, {})
-        if not isinstance(given, dict):
-            raise ConfigError("must be a table", key=f"[{name}]")
-        sections[name] = _build_section(name, cls, given, environ)
-    if raw:
-        unknown = ", ".join(sorted(raw))
-        raise ConfigError(f"unknown section(s) {unknown}; known: {', '.join(_SECTIONS)}")
+    if unknown := sorted(raw.keys() - _SECTIONS.keys()):
+        raise ConfigError(f"unknown section(s) {', '.join(unknown)}; known: {', '.join(_SECTIONS)}")
+    sections = {name: _build_section(name, cls, raw.get(name, {}), environ)
+                for name, cls in _SECTIONS.items()}
     _check_environment(environ)
-    settings = Settings(**sections, base_dir=base_dir, source=source)
+    source = path.resolve() if path is not None else None
+    settings = Settings(**sections, base_dir=source.parent if source else cwd.resolve(),
+                        source=source)
     _validate(settings, environ)
     return settings
 
 
-def _build_section(name: str, cls: type, given: dict[str, Any], environ: Mapping[str, str]
-                   ) -> Any:
+def _build_section(name: str, cls: type, given: Any, environ: Mapping[str, str]) -> Any:
+    if not isinstance(given, dict):
+        raise ConfigError("must be a table", key=f"[{name}]")
     hints = get_type_hints(cls)
     by_key = {_key_name(f.name): f.name for f in fields(cls)}
     values: dict[str, Any] = {}
     for key, value in given.items():
         if (name, key) in _SECRET_KEYS:
-            env = _SECRET_KEYS[(name, key)]
-            raise ConfigError(f"secrets are read from the environment only ({env})",
-                              key=f"[{name}] {key}")
+            raise ConfigError(f"secrets are read from the environment only "
+                              f"({_SECRET_KEYS[(name, key)]})", key=f"[{name}] {key}")
         if key not in by_key:
             raise ConfigError(f"unknown key; known: {', '.join(by_key)}", key=f"[{name}] {key}")
-        attr = by_key[key]
-        values[attr] = _coerce(value, hints[attr], f"[{name}] {key}")
+        values[by_key[key]] = _coerce(value, hints[by_key[key]], f"[{name}] {key}")
     for key, attr in by_key.items():
         if (env := _override(name, key)) in environ:
             values[attr] = _coerce(environ[env], hints[attr], env, from_env=True)
@@ -434,7 +421,7 @@ def _build_section(name: str, cls: type, given: dict[str, Any], environ: Mapping
 def _check_environment(environ: Mapping[str, str]) -> None:
     """Refuse a misspelt override rather than ignore it, and a signing secret too short to
     be one (here, so every command says so, not only the send that would sign with it)."""
-    for name in SIGNING_SECRETS:
+    for name in ("NEWSLETTER_SECRET", "NEWSLETTER_SECRET_PREVIOUS"):  # the latter: a list
         value = environ.get(name, "")
         secrets = value.split(",") if name == "NEWSLETTER_SECRET_PREVIOUS" else [value]
         if any(0 < len(secret.strip().encode("utf-8")) < MIN_SECRET_LENGTH for secret in secrets):
@@ -450,71 +437,45 @@ def _check_environment(environ: Mapping[str, str]) -> None:
 
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off"}
+_LIST = tuple[str, ...]
+
+#: Each type a setting may declare: whether a value is one, and what was expected if not.
+_TYPES: dict[Any, tuple[Callable[[Any], bool], str]] = {
+    bool: (lambda value: isinstance(value, bool), "expected true or false"),
+    # A TOML true is an int to Python, not a number to a reader.
+    int: (lambda value: isinstance(value, int) and not isinstance(value, bool),
+          "expected a whole number"),
+    float: (lambda value: isinstance(value, int | float) and not isinstance(value, bool),
+            "expected a number"),
+    str: (lambda value: isinstance(value, str), "expected a string"),
+    Path: (lambda value: isinstance(value, str) and value != "", "expected a path"),
+    _LIST: (lambda value: isinstance(value, list) and all(isinstance(v, str) for v in value),
+            "expected a list of strings"),
+}
 
 
 def _coerce(value: Any, hint: Any, key: str, *, from_env: bool = False) -> Any:
-    """``value`` (from the file, or an environment variable's text) as the declared type."""
-    convert = _as_tuple if str(hint).startswith("tuple") else _CONVERTERS[hint]
-    try:
-        return convert(value, from_env)
-    except (TypeError, ValueError) as exc:
-        raise ConfigError(f"{exc} (got {value!r})", key=key) from None
+    """``value`` (from the file, or an override's text) as the declared type."""
+    given = _from_env(value, hint) if from_env else value
+    if hint == _LIST and isinstance(given, str):
+        given = [given]  # one string is a list of one
+    accepts, expected = _TYPES[hint]
+    if not accepts(given):
+        raise ConfigError(f"{expected} (got {value!r})", key=key)
+    return hint(given)  # tuple[str, ...](a_list) is a tuple too
 
 
-def _as_bool(value: Any, from_env: bool) -> bool:
-    if isinstance(value, bool):
-        return value
-    if from_env and str(value).strip().lower() in _TRUE | _FALSE:
-        return str(value).strip().lower() in _TRUE
-    raise TypeError("expected true or false")
-
-
-def _as_int(value: Any, from_env: bool) -> int:
-    # A TOML true is an int to Python, not a number to a reader.
-    if isinstance(value, bool) or not (isinstance(value, int) or from_env):
-        raise TypeError("expected a whole number")
-    try:
-        return int(value)
-    except ValueError:
-        raise ValueError("expected a whole number") from None
-
-
-def _as_float(value: Any, from_env: bool) -> float:
-    if isinstance(value, bool) or not (isinstance(value, int | float) or from_env):
-        raise TypeError("expected a number")
-    try:
-        return float(value)
-    except ValueError:
-        raise ValueError("expected a number") from None
-
-
-def _as_path(value: Any, from_env: bool) -> Path:
-    if not isinstance(value, str) or not value:
-        raise TypeError("expected a path")
-    return Path(value)
-
-
-def _as_str(value: Any, from_env: bool) -> str:
-    if isinstance(value, str):
-        return value
-    raise TypeError("expected a string")
-
-
-def _as_tuple(value: Any, from_env: bool) -> tuple[str, ...]:
-    """One string is a list of one; an environment variable is a comma-separated list."""
-    if from_env:
-        return tuple(v.strip() for v in str(value).split(",") if v.strip())
-    if isinstance(value, str):
-        return (value,)
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return tuple(value)
-    raise TypeError("expected a list of strings")
-
-
-#: How a value becomes each type a setting may declare (tuples: :func:`_as_tuple`).
-_CONVERTERS: dict[Any, Callable[[Any, bool], Any]] = {
-    bool: _as_bool, int: _as_int, float: _as_float, Path: _as_path, str: _as_str,
-}
+def _from_env(text: str, hint: Any) -> Any:
+    """An override's text as the file's value it stands for: a comma-separated list, a number,
+    or a word for true or false; left as text when it is none (refused by :func:`_coerce`)."""
+    if hint == _LIST:
+        return [v.strip() for v in text.split(",") if v.strip()]
+    if hint is bool and text.strip().lower() in _TRUE | _FALSE:
+        return text.strip().lower() in _TRUE
+    if hint in (int, float):
+        with contextlib.suppress(ValueError):
+            return hint(text)
+    return text
 
 
 def _validate(s: Settings, environ: Mapping[str, str]) -> None:

@@ -8,6 +8,7 @@ written is no error. urllib underneath; nothing of it leaks out.
 
 from __future__ import annotations
 
+import contextlib
 import email.utils
 import hashlib
 import http.client
@@ -17,15 +18,17 @@ import threading
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from email.message import Message
 from pathlib import Path
 from typing import Literal
 
 from pipeline.output import write_file
 
-__all__ = ["ConditionalCache", "HttpError", "Response", "get_cached", "post_json", "request"]
+__all__ = ["ConditionalCache", "HttpError", "Response", "get_cached", "post_json", "request",
+           "retry_after"]
 
 #: How many bytes of an error answer are kept (enough for the message in it).
 ERROR_BODY_BYTES = 65_536
@@ -76,23 +79,34 @@ def request(url: str, headers: Mapping[str, str], *, data: bytes | None = None,
     ``total_seconds`` runs the exchange in a daemon thread the caller stops waiting for:
     urllib cannot bound a whole exchange, and a thread left reading ends at its next chunk.
     """
-    if total_seconds is None:
+    return _within(url, headers, data, timeout, max_bytes, _deadline(total_seconds))
+
+
+def _deadline(total_seconds: float | None) -> tuple[float, float] | None:
+    """When an exchange must be over (monotonic clock), and the bound it came from."""
+    return None if total_seconds is None else (time.monotonic() + total_seconds, total_seconds)
+
+
+def _within(url: str, headers: Mapping[str, str], data: bytes | None, timeout: float,
+            max_bytes: int, deadline: tuple[float, float] | None) -> Response:
+    if deadline is None:
         return _exchange(url, headers, data, timeout, max_bytes, None)
-    deadline = time.monotonic() + total_seconds
+    end, limit = deadline
+    if time.monotonic() >= end:
+        raise HttpError(url, "too slow", limit=limit)
     outcome: list[Response | BaseException] = []
 
     def work() -> None:
         try:
-            outcome.append(_exchange(url, headers, data, timeout, max_bytes,
-                                     (deadline, total_seconds)))
+            outcome.append(_exchange(url, headers, data, timeout, max_bytes, deadline))
         except Exception as exc:  # handed to the caller, who re-raises it
             outcome.append(exc)
 
     worker = threading.Thread(target=work, name="http-request", daemon=True)
     worker.start()
-    worker.join(max(deadline - time.monotonic(), 0.0))
+    worker.join(max(end - time.monotonic(), 0.0))
     if worker.is_alive() or not outcome:
-        raise HttpError(url, "too slow", limit=total_seconds)
+        raise HttpError(url, "too slow", limit=limit)
     if isinstance(outcome[0], BaseException):
         raise outcome[0]
     return outcome[0]
@@ -107,17 +121,14 @@ def post_json(url: str, body: bytes, headers: Mapping[str, str], *, timeout: flo
 
 def _exchange(url: str, headers: Mapping[str, str], data: bytes | None, timeout: float,
               max_bytes: int, deadline: tuple[float, float] | None) -> Response:
-    # Callers pass configured http(s) URLs only.
-    req = urllib.request.Request(url, data=data, headers=dict(headers),  # noqa: S310
-                                 method="POST" if data is not None else "GET")
+    # Callers pass configured http(s) URLs only; urllib POSTs when there is data.
+    req = urllib.request.Request(url, data=data, headers=dict(headers))  # noqa: S310
     try:
         with urllib.request.urlopen(req, timeout=timeout) as answer:  # noqa: S310
             body = _read(answer, url, max_bytes, deadline)
-            return Response(answer.status, body, _lower(answer.headers.items()),
-                            str(answer.reason or ""))
+            return Response(answer.status, body, _lower(answer.headers), str(answer.reason or ""))
     except urllib.error.HTTPError as exc:
-        return Response(exc.code, _error_body(exc), _lower(exc.headers.items() if exc.headers
-                                                           else ()), str(exc.reason or ""))
+        return Response(exc.code, _error_body(exc), _lower(exc.headers), str(exc.reason or ""))
     except urllib.error.URLError as exc:
         raise HttpError(url, "unreachable", reason=exc.reason) from exc
     except TimeoutError as exc:
@@ -128,65 +139,53 @@ def _exchange(url: str, headers: Mapping[str, str], data: bytes | None, timeout:
 
 def _read(answer: http.client.HTTPResponse, url: str, max_bytes: int,
           deadline: tuple[float, float] | None) -> bytes:
-    chunks: list[bytes] = []
-    size = 0
+    body = bytearray()
     while chunk := answer.read1(_CHUNK):
-        size += len(chunk)
-        if size > max_bytes:
+        body += chunk
+        if len(body) > max_bytes:
             raise HttpError(url, "too large", limit=max_bytes)
         if deadline is not None and time.monotonic() > deadline[0]:
             raise HttpError(url, "too slow", limit=deadline[1])
-        chunks.append(chunk)
-    return b"".join(chunks)
+    return bytes(body)
 
 
 def _error_body(exc: urllib.error.HTTPError) -> bytes:
     """The start of an error answer's body: it may explain the error."""
-    body = getattr(exc, "fp", None)
-    if body is None:
-        return b""
     try:
-        data: bytes = body.read(ERROR_BODY_BYTES)
-        return data
+        return exc.read(ERROR_BODY_BYTES)  # urllib gives an answer without a body an empty one
     except (OSError, http.client.HTTPException):
         return b""
     finally:
-        body.close()
+        exc.close()
 
 
 def retry_after(value: str | None, now: datetime) -> float | None:
     """Seconds to wait from a ``Retry-After`` header: a number of seconds or an HTTP date
     (RFC 9110, 10.2.3); None when there is none or it says neither."""
-    if not value or not value.strip():
-        return None
-    value = value.strip()
-    try:
+    value = (value or "").strip()
+    with contextlib.suppress(ValueError):
         seconds = float(value)
-    except ValueError:
-        pass
-    else:
         return seconds if seconds >= 0 and math.isfinite(seconds) else None
     try:
         when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError):  # "" too
         return None
-    if when.tzinfo is None:
-        return None
-    return max(0.0, (when - now).total_seconds())
+    return max(0.0, (when - now).total_seconds()) if when.tzinfo else None
 
 
-def _lower(items: Iterable[tuple[str, str]]) -> dict[str, str]:
-    return {key.lower(): value for key, value in items}
+def _lower(headers: Message | None) -> dict[str, str]:
+    return {key.lower(): value for key, value in (headers.items() if headers else ())}
 
 
-# -- the conditional-GET cache ---------------------------------------------------------------
+#: What the cache keeps beside a body: each name it is kept under, and its header.
+_KEPT = {"etag": "etag", "last_modified": "last-modified", "content_type": "content-type"}
 
 
+@dataclass(frozen=True)
 class ConditionalCache:
     """Answers kept in ``folder``: the body beside its validators, named by a hash of the URL."""
 
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
+    folder: Path
 
     def _paths(self, url: str) -> tuple[Path, Path]:
         key = hashlib.sha256(url.encode()).hexdigest()[:32]
@@ -195,16 +194,13 @@ class ConditionalCache:
     def validators(self, url: str) -> dict[str, str]:
         """The kept answer's etag, last_modified and content_type; {} if none is usable."""
         body_path, meta_path = self._paths(url)
-        if not (body_path.is_file() and meta_path.is_file()):
-            return {}
         try:
             meta = json.loads(meta_path.read_text(encoding="utf-8"))
         except (OSError, ValueError):
             return {}
-        if not isinstance(meta, dict):
+        if not body_path.is_file() or not isinstance(meta, dict):
             return {}
-        return {name: str(meta.get(name) or "")
-                for name in ("etag", "last_modified", "content_type")}
+        return {name: str(meta.get(name) or "") for name in _KEPT}
 
     def body(self, url: str) -> bytes | None:
         try:
@@ -214,15 +210,12 @@ class ConditionalCache:
 
     def put(self, url: str, response: Response) -> None:
         body_path, meta_path = self._paths(url)
-        meta = {"url": url, "etag": response.headers.get("etag") or "",
-                "last_modified": response.headers.get("last-modified") or "",
-                "content_type": response.headers.get("content-type") or ""}
-        try:
+        meta = {"url": url} | {name: response.headers.get(header) or ""
+                               for name, header in _KEPT.items()}
+        with contextlib.suppress(OSError):
             self.folder.mkdir(parents=True, exist_ok=True)
             write_file(body_path, response.body)
             write_file(meta_path, json.dumps(meta).encode())
-        except OSError:
-            pass
 
 
 def get_cached(url: str, headers: Mapping[str, str], cache: ConditionalCache | None, *,
@@ -230,38 +223,21 @@ def get_cached(url: str, headers: Mapping[str, str], cache: ConditionalCache | N
                ) -> Response:
     """GET ``url`` conditionally on what ``cache`` keeps: a 304 comes back as the kept body
     with status 200 and ``from_cache``."""
-    deadline = None if total_seconds is None else time.monotonic() + total_seconds
+    deadline = _deadline(total_seconds)  # one for both requests
     kept = cache.validators(url) if cache is not None else {}
     asked = dict(headers)
     if kept.get("etag"):
         asked["If-None-Match"] = kept["etag"]
     if kept.get("last_modified"):
         asked["If-Modified-Since"] = kept["last_modified"]
-    response = _get_within(url, asked, timeout, max_bytes, deadline, total_seconds)
+    response = _within(url, asked, None, timeout, max_bytes, deadline)
     if response.status == 304 and cache is not None and kept:
         body = cache.body(url)
         if body is not None:
-            return Response(200, body, {"etag": kept["etag"],
-                                        "last-modified": kept["last_modified"],
-                                        "content-type": kept["content_type"]},
+            return Response(200, body, {header: kept[name] for name, header in _KEPT.items()},
                             "Not Modified", from_cache=True)
-    if response.status == 304 and kept:  # validators sent, but the copy is gone: ask in full
-        response = _get_within(url, headers, timeout, max_bytes, deadline, total_seconds)
+        # Validators sent, but the copy is gone: ask in full.
+        response = _within(url, headers, None, timeout, max_bytes, deadline)
     if response.status == 200 and cache is not None:
         cache.put(url, response)
     return response
-
-
-def _get_within(url: str, headers: Mapping[str, str], timeout: float, max_bytes: int,
-                deadline: float | None, total_seconds: float | None) -> Response:
-    if deadline is None:
-        return request(url, headers, timeout=timeout, max_bytes=max_bytes)
-    left = deadline - time.monotonic()
-    if left <= 0:
-        raise HttpError(url, "too slow", limit=total_seconds)
-    try:
-        return request(url, headers, timeout=timeout, max_bytes=max_bytes, total_seconds=left)
-    except HttpError as exc:
-        if exc.kind == "too slow":
-            raise HttpError(url, "too slow", limit=total_seconds) from exc
-        raise

@@ -203,8 +203,7 @@ def open_dynamo_store(settings: Settings) -> DynamoStore:
     migrate`` copies there); ConfigError when no AWS region is configured."""
     from subscribers.store.dynamo import DynamoStore
 
-    # botocore's standard retries (throttling and 5xx are retried by botocore itself),
-    # bounded waits, and a pool as large as the send loop's workers may need.
+    # botocore retries throttling and 5xx; the pool is as large as the send loop may need.
     client = aws_client("dynamodb", region=None, what="the DynamoDB store",
                         key="[store] backend", retries={"mode": "standard"},
                         connect_timeout=10.0, read_timeout=30.0, max_pool_connections=32)
@@ -212,13 +211,9 @@ def open_dynamo_store(settings: Settings) -> DynamoStore:
                        owns_client=True)
 
 
-# -- the build's sources: machine translation and GitHub -------------------------------------
-
-
 def open_translator(settings: Settings | TranslateSettings,
                     environ: Mapping[str, str]) -> Translator | None:
-    """The configured backend, or None. The openai key is optional: a local vLLM server
-    needs none."""
+    """The configured backend, or None (the openai key is optional: vLLM's server needs none)."""
     conf = settings.translate if isinstance(settings, Settings) else settings
     if conf.backend == "none":
         return None
@@ -235,8 +230,7 @@ def open_translator(settings: Settings | TranslateSettings,
 @contextmanager
 def open_translation(settings: Settings, environ: Mapping[str, str]
                      ) -> Iterator[Translate | None]:
-    """The machine-translation callable for a build, or None; its memory stays open for the
-    block."""
+    """The build's machine-translation callable, or None; its memory stays open for the block."""
     translator = open_translator(settings, environ)
     if translator is None:
         yield None
