@@ -33,6 +33,7 @@ from pipeline.core.email.render import (
 from pipeline.core.issue.bilingual import SUBJECT_MAX, preheader, subject
 from pipeline.core.issue.collect import parse_feed
 from pipeline.core.issue.interests import Variant
+from pipeline.core.shipped import templates_dir
 from pipeline.errors import RenderError
 from pipeline.model import LANG_TAGS, LAYOUTS, Text, layout_langs
 from pipeline.stages.build import rank_week, terms
@@ -305,6 +306,16 @@ def test_a_broken_template_is_one_clear_render_error(tmp_path, sample, template,
     (tmp_path / "email" / "issue.mjml.j2").write_text(template)
     with pytest.raises(RenderError, match=message):
         Renderer(environment([tmp_path])).render(issue, "https://x.example", Budget(90))
+
+
+def test_a_missing_template_names_every_folder_searched(tmp_path, sample):
+    _, issue, *_ = sample
+    (tmp_path / "email").mkdir()
+    (tmp_path / "email" / "issue.txt.j2").write_text('{% include "email/no-such.txt.j2" %}')
+    with pytest.raises(RenderError) as raised:
+        Renderer(environment([tmp_path])).render(issue, "https://x.example", Budget(90))
+    assert str(raised.value).endswith(
+        f"template email/no-such.txt.j2 not found in {tmp_path}, {templates_dir()}")
 
 
 def test_operator_templates_override_the_built_in_ones(tmp_path, sample):

@@ -271,10 +271,8 @@ class Renderer:
     def _template(self, name: str) -> jinja2.Template:
         try:
             return self.env.get_template(name)
-        except jinja2.TemplateNotFound:
-            raise RenderError(name, "template not found in "
-                              + ", ".join(getattr(self.env.loader, "searchpath", [])
-                                          or [str(templates_dir())])) from None
+        except jinja2.TemplateNotFound as exc:
+            raise RenderError(name, _not_found(self.env, exc)) from None
         except jinja2.TemplateSyntaxError as exc:
             raise RenderError(name, f"line {exc.lineno}: {exc.message}") from None
 
@@ -390,8 +388,17 @@ class Renderer:
 def _filled_in(template: jinja2.Template, context: dict[str, Any]) -> str:
     try:
         return template.render(context)
+    except jinja2.TemplateNotFound as exc:  # an operator's template includes a missing one
+        raise RenderError(template.name or "email", _not_found(template.environment, exc)) from None
     except jinja2.TemplateError as exc:
         raise RenderError(template.name or "email", str(exc)) from None
+
+
+def _not_found(env: jinja2.Environment, exc: jinja2.TemplateNotFound) -> str:
+    """Where a missing template was looked for: the operator's folders, then the built-in."""
+    loaders = getattr(env.loader, "loaders", [env.loader])
+    folders = [folder for loader in loaders for folder in getattr(loader, "searchpath", [])]
+    return f"template {exc.name} not found in {', '.join(folders)}"
 
 
 def _plan_context(plan: _Plan, base_url: str) -> dict[str, Any]:
