@@ -102,8 +102,8 @@ class DynamoDirectory(DynamoCore):
 
     def _create(self, normal: str, status: str, layout: str, source: str, stamp: str,
                 areas: str, subscriber_id: str | None = None) -> AddResult | str | None:
-        """A new subscriber (``CREATED``) or a removed address (``SUPPRESSED``); else the id
-        of the subscriber holding the address, or None: look again."""
+        """A new subscriber (``CREATED``, under ``subscriber_id`` if given) or a removed address
+        (``SUPPRESSED``); else the id of the subscriber holding the address, or None: look again."""
         record = new_record(normal, status, layout, source, stamp,
                             stamp if status == "active" else None, areas, subscriber_id)
         outcome, existing_id = self._insert(record)
