@@ -306,18 +306,17 @@ class DynamoDirectory(DynamoCore):
                 self._call(table, "transact_write_items", TransactItems=actions)
             except Refused:
                 continue  # removed or replaced meanwhile: look again
-            self._purge_ledger(subscriber_id)
-            self._clear_purge(supp_key, subscriber_id)
+            self._finish_purge(supp_key)
             return True
         raise self._race_error(self.subscribers_table, "remove")
 
     def _finish_purge(self, supp_key: dict[str, Any]) -> None:
-        item = self._get(self.subscribers_table, supp_key)
-        if item and item.get("purge_ledger"):
-            self._purge_ledger(item["purge_ledger"])
-            self._clear_purge(supp_key, item["purge_ledger"])
-
-    def _purge_ledger(self, subscriber_id: str) -> None:
+        """Erase the ledger rows of the subscriber ``supp#`` notes, then the note: this remove's,
+        or one an interrupted remove left."""
+        supp = self._get(self.subscribers_table, supp_key)
+        subscriber_id = supp.get("purge_ledger") if supp else None
+        if not subscriber_id:
+            return
         projection = "#issue_id, #subscriber_id"
         condition = "#subscriber_id = :id"
         for page in self._pages(self.ledger_table, "scan", TableName=self.ledger_table,
@@ -327,9 +326,7 @@ class DynamoDirectory(DynamoCore):
             for item in page:
                 self._call(self.ledger_table, "delete_item", TableName=self.ledger_table,
                            Key=ledger_key(item["issue_id"], item["subscriber_id"]))
-
-    def _clear_purge(self, supp_key: dict[str, Any], subscriber_id: str) -> None:
-        with contextlib.suppress(Refused):
+        with contextlib.suppress(Refused):  # another remove finished it meanwhile
             self._update(self.subscribers_table, supp_key, "REMOVE #purge_ledger",
                          "#purge_ledger = :id", id=subscriber_id)
 
