@@ -70,10 +70,9 @@ class RequestOutcome(StrEnum):
     NOT_MAILED = "not-mailed"
 
 
-#: The statuses a sign-up request mails the preferences link instead of a confirmation
-#: (nothing to confirm; an unsubscribed one's way back is the preferences page).
+#: What a sign-up request mails instead of a confirmation: the preferences link (nothing to
+#: confirm), or nothing (it would bounce again, or its owner said stop).
 _MAILED_PREFERENCES = ("active", "unsubscribed")
-#: The statuses a sign-up request mails nothing: it would bounce again, or its owner said stop.
 _MAILED_NOTHING = ("bounced", "complained")
 
 
