@@ -36,12 +36,11 @@ __all__ = [
     "normalise_email",
 ]
 
-#: A subscriber's state. Only ``active`` ones receive an issue. ``unsubscribed``,
-#: ``bounced`` and ``complained`` are final as far as import and the CLI are concerned:
-#: only the subscriber's own, new consent (through the subscription app) brings them back.
+#: A subscriber's state. Only ``active`` ones receive an issue.
 STATUSES: tuple[str, ...] = ("pending", "active", "unsubscribed", "bounced", "complained")
 
-#: Statuses an import or ``subscribers add`` never changes.
+#: Statuses an import or the CLI never changes: only the subscriber's own, new consent
+#: (through the subscription app) brings them back.
 FINAL_STATUSES: frozenset[str] = frozenset({"unsubscribed", "bounced", "complained"})
 
 #: The layout a subscriber gets unless they chose another (Chinese first, then English).

@@ -12,8 +12,8 @@ sign-up by form and one by mail follow the same rules.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Iterable
+from contextlib import suppress
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from enum import StrEnum
@@ -33,11 +33,9 @@ from subscribers.model import (
 )
 from subscribers.store import OnceKeys, SubscriptionStore
 from subscribers.store.rules import CONFIRMABLE
-from subscribers.tokens import Keys, Purpose, make_token, verify_token
+from subscribers.tokens import Keys, Purpose, confirm_expiry, make_token, verify_token
 
 __all__ = [
-    "MAILED_NOTHING",
-    "MAILED_PREFERENCES",
     "Mailer",
     "Policy",
     "RequestOutcome",
@@ -72,11 +70,10 @@ class RequestOutcome(StrEnum):
     NOT_MAILED = "not-mailed"
 
 
-#: The statuses a sign-up request mails the preferences link instead of a confirmation
-#: (nothing to confirm; an unsubscribed one's way back is the preferences page).
-MAILED_PREFERENCES = ("active", "unsubscribed")
-#: The statuses a sign-up request mails nothing: it would bounce again, or its owner said stop.
-MAILED_NOTHING = ("bounced", "complained")
+#: What a sign-up request mails instead of a confirmation: the preferences link (nothing to
+#: confirm), or nothing (it would bounce again, or its owner said stop).
+_MAILED_PREFERENCES = ("active", "unsubscribed")
+_MAILED_NOTHING = ("bounced", "complained")
 
 
 @dataclass(frozen=True)
@@ -109,8 +106,7 @@ class Subscriptions:
 
     def link(self, path: str, purpose: Purpose, subscriber_id: str, now: datetime) -> str:
         """``<app_url>/<path>?token=…`` signed for ``purpose``."""
-        expires = (now + timedelta(days=self.policy.confirm_days)
-                   if purpose == "confirm" else None)
+        expires = confirm_expiry(now, self.policy.confirm_days) if purpose == "confirm" else None
         token = make_token(self.keys, purpose, subscriber_id, expires)
         return f"{self.app_url}/{path}?token={token}"
 
@@ -135,27 +131,19 @@ class Subscriptions:
         confirmation link, an active or unsubscribed one its preferences link, a gone one nothing.
         Every state takes the same steps, so the work done says nothing about the address."""
         normal = self.check_request(email, layout)
-        result = self.store.request_subscription(normal, layout, source=source, now=now,
-                                                 areas=areas)
-        subscriber = result.subscriber
+        subscriber = self.store.request_subscription(normal, layout, source=source, now=now,
+                                                     areas=areas).subscriber
         allowed = self._take_address_quota(normal, now)
-        if subscriber is None or subscriber.status in MAILED_NOTHING:
+        if subscriber is None or subscriber.status in _MAILED_NOTHING:
             # Signed for an id nobody has, and never sent: the same work as the others.
             self.link("confirm", "confirm", new_subscriber_id(), now)
-            return (RequestOutcome.SUPPRESSED if subscriber is None
-                    else RequestOutcome.NOT_MAILED)
-        reminder = subscriber.status in MAILED_PREFERENCES
-        url = (self.link("preferences", "preferences", subscriber.id, now) if reminder
-               else self.link("confirm", "confirm", subscriber.id, now))
+            return RequestOutcome.SUPPRESSED if subscriber is None else RequestOutcome.NOT_MAILED
+        purpose: Purpose = ("preferences" if subscriber.status in _MAILED_PREFERENCES
+                            else "confirm")
+        url = self.link(purpose, purpose, subscriber.id, now)
         if not allowed:
             return RequestOutcome.THROTTLED
-        with self._returning_quota_on_failure(normal):
-            if reminder:
-                self.mailer.reminder(subscriber, url)
-                return RequestOutcome.REMINDER_SENT
-            self.mailer.confirmation(subscriber, url,
-                                     now + timedelta(days=self.policy.confirm_days))
-        return RequestOutcome.CONFIRMATION_SENT
+        return self._mail(subscriber, purpose, url, now)
 
     def resend(self, subscriber_id: str, *, now: datetime) -> RequestOutcome:
         """A new confirmation mail for an expired link's subscriber, if still ``pending``; limited
@@ -167,26 +155,28 @@ class Subscriptions:
             return RequestOutcome.NOT_MAILED
         if not self._take_address_quota(subscriber.email, now):
             return RequestOutcome.THROTTLED
-        with self._returning_quota_on_failure(subscriber.email):
-            url = self.link("confirm", "confirm", subscriber_id, now)
-            self.mailer.confirmation(subscriber, url,
-                                     now + timedelta(days=self.policy.confirm_days))
-        return RequestOutcome.CONFIRMATION_SENT
+        url = self.link("confirm", "confirm", subscriber_id, now)
+        return self._mail(subscriber, "confirm", url, now)
 
     def _take_address_quota(self, address: str, now: datetime) -> bool:
         return self.store.take_quota(_address_key(address), now,
                                      limit=self.policy.address_per_day,
                                      window=timedelta(days=1))
 
-    @contextmanager
-    def _returning_quota_on_failure(self, address: str) -> Iterator[None]:
-        """A mail that surely did not leave does not count against the address's allowance."""
+    def _mail(self, subscriber: Subscriber, purpose: Purpose, url: str,
+              now: datetime) -> RequestOutcome:
+        """Mail the link; one that surely did not leave does not count against the address's
+        allowance."""
         try:
-            yield
+            if purpose == "preferences":
+                self.mailer.reminder(subscriber, url)
+                return RequestOutcome.REMINDER_SENT
+            self.mailer.confirmation(subscriber, url, confirm_expiry(now, self.policy.confirm_days))
+            return RequestOutcome.CONFIRMATION_SENT
         except Unconfirmed:
             raise
         except TransportError:
-            self.store.return_quota(_address_key(address))
+            self.store.return_quota(_address_key(subscriber.email))
             raise
 
     def verified(self, token: str, purpose: Purpose, now: datetime) -> str:
@@ -235,23 +225,17 @@ class Subscriptions:
                      held: Iterable[str] = ()) -> tuple[str, ...]:
         """The areas a form posted, as they will be stored; AreaChoiceError for one neither in
         the catalog nor already the reader's, or for too many."""
-        values = [name for name in posted if name.strip()]
-        if not values:
+        cleaned = [(name, clean_area(name)) for name in posted if name.strip()]
+        if not cleaned:
             return ()
         allowed = set(self.store.known_areas()) | set(held)
-        chosen: set[str] = set()
-        unknown: list[str] = []
-        for name in values:
-            cleaned = clean_area(name)
-            if cleaned is None or cleaned not in allowed:
-                unknown.append(name)
-            else:
-                chosen.add(cleaned)
+        unknown = tuple(name for name, area in cleaned if area is None or area not in allowed)
         if unknown:
-            raise AreaChoiceError("unknown", tuple(unknown))
+            raise AreaChoiceError("unknown", unknown)
+        chosen = tuple(sorted({area for _, area in cleaned if area is not None}))
         if len(chosen) > MAX_AREAS:
-            raise AreaChoiceError("too-many", tuple(sorted(chosen)))
-        return tuple(sorted(chosen))
+            raise AreaChoiceError("too-many", chosen)
+        return chosen
 
     def leave(self, subscriber: Subscriber, now: datetime) -> Subscriber:
         """Off the list; ``bounced`` and ``complained`` stay so (they already get nothing),

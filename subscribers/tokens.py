@@ -51,10 +51,10 @@ __all__ = [
 Purpose = Literal["confirm", "unsubscribe", "preferences"]
 
 _VERSION = 1
-_CODES: dict[str, int] = {"confirm": 1, "unsubscribe": 2, "preferences": 3}
+_CODES: dict[Purpose, int] = {"confirm": 1, "unsubscribe": 2, "preferences": 3}
 _PURPOSE_OF_CODE = {code: purpose for purpose, code in _CODES.items()}
 #: The purposes a token can have, in the order of their codes.
-PURPOSES: tuple[Purpose, ...] = ("confirm", "unsubscribe", "preferences")
+PURPOSES: tuple[Purpose, ...] = tuple(_CODES)
 
 _HEADER = struct.Struct(">B2sI12s")  # version|purpose, key id, expiry, subscriber id
 _MAC_BYTES = 16
@@ -63,6 +63,7 @@ _RAW_BYTES = _HEADER.size + _MAC_BYTES  # 35: whole 5-byte base32 blocks, so no 
 TOKEN_LENGTH = _RAW_BYTES * 8 // 5
 _BASE32 = re.compile(rf"^[A-Z2-7]{{{TOKEN_LENGTH}}}$")
 _MAX_EXPIRY = 2**32 - 1
+_SUBSCRIBER_ID = re.compile(r"[0-9a-fA-F]{24}")
 
 #: Signs links in the local outbox only: public, so a real transport and
 #: ``Keys.from_environ`` refuse it.
@@ -108,20 +109,19 @@ class Keys:
         if not current:
             raise ConfigError("NEWSLETTER_SECRET is not set (it signs every unsubscribe and "
                               "preferences link)")
-        previous = [p.strip() for p in environ.get("NEWSLETTER_SECRET_PREVIOUS", "").split(",")]
-        for name, secret in [("NEWSLETTER_SECRET", current)] + [
-            ("NEWSLETTER_SECRET_PREVIOUS", p) for p in previous if p
-        ]:
-            if len(secret.encode("utf-8")) < MIN_SECRET_LENGTH:
+        previous = [p.strip() for p in environ.get("NEWSLETTER_SECRET_PREVIOUS", "").split(",")
+                    if p.strip()]
+        for name, secret in [("NEWSLETTER_SECRET", current),
+                             *(("NEWSLETTER_SECRET_PREVIOUS", p) for p in previous)]:
+            if len(secret.encode()) < MIN_SECRET_LENGTH:
                 raise ConfigError(f"{name} is too short: use at least {MIN_SECRET_LENGTH} "
                                   "random bytes (e.g. python -c \"import secrets; "
                                   "print(secrets.token_urlsafe(32))\")")
-            if secret.encode("utf-8") == _DEVELOPMENT_SECRET:
+            if secret.encode() == _DEVELOPMENT_SECRET:
                 raise ConfigError(f"{name} is the public development key; "
                                   "generate a secret of your own")
-        signing = current.encode("utf-8")
-        older = tuple(dict.fromkeys(p.encode("utf-8") for p in previous if p and p != current))
-        return cls(signing=signing, previous=older)
+        older = tuple(dict.fromkeys(p.encode() for p in previous if p != current))
+        return cls(signing=current.encode(), previous=older)
 
     @classmethod
     def development(cls) -> Keys:
@@ -145,11 +145,7 @@ def make_token(keys: Keys, purpose: Purpose, subscriber_id: str,
         raise ValueError("confirmation tokens expire: pass confirm_expiry(now)")
     if purpose != "confirm" and expires_at is not None:
         raise ValueError(f"{purpose} tokens never expire: pass expires_at=None")
-    try:
-        sid = bytes.fromhex(subscriber_id)
-    except ValueError:
-        sid = b""
-    if len(sid) != 12:
+    if not _SUBSCRIBER_ID.fullmatch(subscriber_id):
         raise ValueError("a subscriber id is 24 hex characters")
     expiry = 0
     if expires_at is not None:
@@ -157,7 +153,8 @@ def make_token(keys: Keys, purpose: Purpose, subscriber_id: str,
         expiry = int(expires_at.timestamp())
         if not 0 < expiry <= _MAX_EXPIRY:
             raise ValueError("expiry out of range (1970-2106)")
-    header = _HEADER.pack((_VERSION << 4) | _CODES[purpose], _key_id(keys.signing), expiry, sid)
+    header = _HEADER.pack((_VERSION << 4) | _CODES[purpose], _key_id(keys.signing), expiry,
+                          bytes.fromhex(subscriber_id))
     raw = header + _mac(keys.signing, header)
     return base64.b32encode(raw).decode("ascii").lower()
 
@@ -180,12 +177,9 @@ def verify_token(keys: Keys, token: str, purpose: Purpose, now: datetime) -> str
     candidates = [k for k in keys.verifying if hmac.compare_digest(_key_id(k), key_id)]
     if not candidates:
         raise TokenError("unknown-key")
-    # Every candidate is tried (two keys can share a 2-byte id), and no early exit on a match,
-    # so timing does not reveal which key matched.
-    matched = False
-    for key in candidates:
-        matched |= hmac.compare_digest(_mac(key, header), mac)
-    if not matched:
+    # Every candidate is tried (two keys can share a 2-byte id), all of them (a list, not a
+    # generator: no early exit on a match), so timing does not reveal which key matched.
+    if not any([hmac.compare_digest(_mac(key, header), mac) for key in candidates]):
         raise TokenError("bad-signature")
     if _PURPOSE_OF_CODE[first & 0x0F] != purpose:
         raise TokenError("wrong-purpose")

@@ -113,9 +113,8 @@ class Directory(Protocol):
 class Imports(Protocol):
     """Many addresses added at once: ``subscribers import``, the one caller that brings a list."""
 
-    #: True when a batch is stored whole or not at all (SQLite: one transaction); False when
-    #: each entry is durable on its own (DynamoDB), so an interrupted batch keeps its entries
-    #: up to the interruption. What an interrupted import can say it left.
+    #: True when a batch is stored whole or not at all (SQLite); False when each entry is
+    #: durable on its own (DynamoDB): what an interrupted import can say it left.
     atomic_batches: bool
 
     def add_many(self, entries: Sequence[NewSubscriber], *, status: str = "pending",
@@ -180,8 +179,7 @@ class Ledger(Protocol):
 
 
 class SentIssues(Protocol):
-    """What each issue went out as, so that a sent week is never replaced but by an explicit
-    correction."""
+    """What each issue went out as: a sent week is replaced only by an explicit correction."""
 
     def sent_issue(self, issue_id: str) -> SentIssue | None:
         """What the issue went out as, or None while no send of it has begun (even an empty

@@ -13,6 +13,8 @@ import heapq
 from collections import Counter
 from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
+from itertools import groupby
+from operator import attrgetter
 from typing import Any
 
 from pipeline import retry
@@ -59,8 +61,9 @@ from subscribers.store.rules import (
 
 #: Keys per BatchGetItem (DynamoDB's limit), and how often its unprocessed keys are asked again.
 _BATCH_GET = 100
-
 _BATCH_GET_TRIES = 8
+#: The order subscribers are listed in (the sort key of the ``by_status`` index).
+_BY_ID = attrgetter("id")
 
 
 class _Unprocessed(Exception):
@@ -79,9 +82,9 @@ class DynamoDirectory(DynamoCore):
         ``supp#`` is absent; only a refused one reads the existing subscriber."""
         check_new_status(layout, status)
         normal = normalise_email(email)
-        stamp = encode_time(now)
+        stamp, stored = encode_time(now), encode_areas(areas)
         for _ in range(RACE_TRIES):
-            found = self._create(normal, status, layout, source, stamp, encode_areas(areas))
+            found = self._create(normal, status, layout, source, stamp, stored)
             if isinstance(found, AddResult):
                 return found
             item = self._get_subscriber_item(found) if found else None
@@ -91,19 +94,18 @@ class DynamoDirectory(DynamoCore):
             outcome = existing_outcome(existing, status)
             if outcome is AddOutcome.ACTIVATED:
                 try:
-                    changed = self._activate(existing.id, stamp, source)
+                    existing = read_subscriber(self._activate(existing.id, stamp, source))
                 except Refused:
                     continue  # its status changed meanwhile: decide again
-                return AddResult(outcome, read_subscriber(changed))
             return AddResult(outcome, existing)
         raise self._race_error(self.subscribers_table, "add")
 
     def _create(self, normal: str, status: str, layout: str, source: str, stamp: str,
-                areas: str) -> AddResult | str | None:
-        """A new subscriber (``CREATED``) or a removed address (``SUPPRESSED``); else the id
-        of the subscriber holding the address, or None: look again."""
+                areas: str, subscriber_id: str | None = None) -> AddResult | str | None:
+        """A new subscriber (``CREATED``, under ``subscriber_id`` if given) or a removed address
+        (``SUPPRESSED``); else the id of the subscriber holding the address, or None: look again."""
         record = new_record(normal, status, layout, source, stamp,
-                            stamp if status == "active" else None, areas)
+                            stamp if status == "active" else None, areas, subscriber_id)
         outcome, existing_id = self._insert(record)
         if outcome == "created" or existing_id == record["id"]:
             # (the address under the id just drawn: our own write, answered twice because
@@ -124,20 +126,15 @@ class DynamoDirectory(DynamoCore):
 
     def iter_subscribers(self, status: str | None = None,
                          batch: int = 1000) -> Iterator[Subscriber]:
-        """A paginated Query of ``by_status``; with no status, the five statuses' queries merged by
-        id, so a subscriber whose status changes meanwhile is never listed twice."""
+        """Paginated Queries of ``by_status`` (sorted by id), merged by id, so a subscriber whose
+        status changes meanwhile is never listed twice."""
         check_known("status", STATUSES, status)
         if batch < 1:
             raise ValueError("batch must be at least 1")
-        if status is not None:
-            yield from self._iter_status(status, batch)
-            return
-        streams = [self._iter_status(each, batch) for each in STATUSES]
-        last = None
-        for sub in heapq.merge(*streams, key=lambda s: s.id):
-            if sub.id != last:
-                yield sub
-            last = sub.id
+        statuses = STATUSES if status is None else (status,)
+        streams = [self._iter_status(each, batch) for each in statuses]
+        for _, same in groupby(heapq.merge(*streams, key=_BY_ID), key=_BY_ID):
+            yield next(same)
 
     def _iter_status(self, status: str, batch: int) -> Iterator[Subscriber]:
         condition = "#status = :status"
@@ -170,25 +167,19 @@ class DynamoDirectory(DynamoCore):
         """One update conditional on the status being different (and ``only_from``); a refusal
         is nothing to change, or no such subscriber."""
         check_known("status", STATUSES, status, only_from)
-        stamp = encode_time(now)
-        sets = ["#status = :status", "#updated_at = :now"]
-        removes: list[str] = []
+        update = "SET #status = :status, #updated_at = :now"
         if status == "active":
-            sets += ["#confirmed_at = :now", "#consent_at = :now", "#transient_bounces = :zero"]
+            update += ", #confirmed_at = :now, #consent_at = :now, #transient_bounces = :zero"
             if source is not None:
-                sets.append("#consent_source = :source")
-            if client is not None:
-                sets.append("#consent_ip = :client")
-            else:
-                removes.append("#consent_ip")
-        update = "SET " + ", ".join(sets) + (" REMOVE " + ", ".join(removes) if removes else "")
+                update += ", #consent_source = :source"
+            update += " REMOVE #consent_ip" if client is None else ", #consent_ip = :client"
         condition = "attribute_exists(#pk) AND #status <> :status"
         if only_from is not None:
             condition += " AND #status = :only_from"
         try:
             item = self._update(self.subscribers_table, pk_of(SUBSCRIBER_PREFIX + subscriber_id),
-                                update, condition, status=status, now=stamp, zero=0,
-                                source=source, client=client, only_from=only_from)
+                                update, condition, status=status, now=encode_time(now),
+                                zero=0, source=source, client=client, only_from=only_from)
         except Refused as refused:
             if refused.item is None:
                 raise UnknownSubscriber(subscriber_id=subscriber_id) from None
@@ -226,13 +217,13 @@ class DynamoDirectory(DynamoCore):
         else:
             update = "SET #layout = :layout, #updated_at = :now REMOVE #areas"
             differs = "(#layout <> :layout OR attribute_exists(#areas))"
+        condition = f"attribute_exists(#pk) AND #status <> :active AND {differs}"
         for _ in range(RACE_TRIES):
             found = self._create(normal, "pending", layout, source, stamp, stored)
             if isinstance(found, AddResult):
                 return found
             if found is None:
                 continue
-            condition = f"attribute_exists(#pk) AND #status <> :active AND {differs}"
             try:
                 item = self._update(self.subscribers_table, pk_of(SUBSCRIBER_PREFIX + found),
                                     update, condition, active="active", layout=layout,
@@ -265,23 +256,21 @@ class DynamoDirectory(DynamoCore):
                                      occurred_at=at)
             if after == before:
                 return read_subscriber(item)
-            sets = ["#status = :status", "#transient_bounces = :count"]
+            update = "SET #status = :status, #transient_bounces = :count"
             if after.mail_event_at is not None:
-                sets.append("#mail_event_at = :at")
+                update += ", #mail_event_at = :at"
             if kind != "delivery":  # a delivery changes no status: updated_at stays
-                sets.append("#updated_at = :now")
-            as_read = " AND ".join([
-                "#status = :was",
-                "#transient_bounces = :was_count" if "transient_bounces" in item
-                else "attribute_not_exists(#transient_bounces)",
-                "#mail_event_at = :was_at" if before.mail_event_at is not None
-                else "attribute_not_exists(#mail_event_at)"])
+                update += ", #updated_at = :now"
+            as_read = " AND ".join(["#status = :was"] + [
+                f"#{name} = :was_{name}" if item.get(name) is not None
+                else f"attribute_not_exists(#{name})"
+                for name in ("transient_bounces", "mail_event_at")])
             try:
                 changed = self._update(
-                    self.subscribers_table, key, "SET " + ", ".join(sets), as_read,
-                    status=after.status, count=after.transient_bounces, at=after.mail_event_at,
-                    now=encode_time(now), was=before.status,
-                    was_count=before.transient_bounces, was_at=before.mail_event_at)
+                    self.subscribers_table, key, update, as_read, status=after.status,
+                    count=after.transient_bounces, at=after.mail_event_at, now=encode_time(now),
+                    was=before.status, was_transient_bounces=before.transient_bounces,
+                    was_mail_event_at=before.mail_event_at)
             except Refused:
                 continue  # changed or removed since it was read: look again
             return read_subscriber(changed)
@@ -303,34 +292,31 @@ class DynamoDirectory(DynamoCore):
             delete_sub = "attribute_exists(#pk)"
             delete_email = "#subscriber_id = :id"
             suppress = "SET #created_at = if_not_exists(#created_at, :now), #purge_ledger = :id"
+            table = self.subscribers_table
             actions = [
-                {"Delete": {"TableName": self.subscribers_table,
-                            "Key": pk_of(SUBSCRIBER_PREFIX + subscriber_id),
+                {"Delete": {"TableName": table, "Key": pk_of(SUBSCRIBER_PREFIX + subscriber_id),
                             "ConditionExpression": delete_sub, **expression(delete_sub)}},
-                {"Delete": {"TableName": self.subscribers_table,
-                            "Key": pk_of(EMAIL_INDEX_PREFIX + key),
+                {"Delete": {"TableName": table, "Key": pk_of(EMAIL_INDEX_PREFIX + key),
                             "ConditionExpression": delete_email,
                             **expression(delete_email, id=subscriber_id)}},
-                {"Update": {"TableName": self.subscribers_table, "Key": supp_key,
-                            "UpdateExpression": suppress,
+                {"Update": {"TableName": table, "Key": supp_key, "UpdateExpression": suppress,
                             **expression(suppress, now=stamp, id=subscriber_id)}},
             ]
             try:
-                self._call(self.subscribers_table, "transact_write_items", TransactItems=actions)
+                self._call(table, "transact_write_items", TransactItems=actions)
             except Refused:
                 continue  # removed or replaced meanwhile: look again
-            self._purge_ledger(subscriber_id)
-            self._clear_purge(supp_key, subscriber_id)
+            self._finish_purge(supp_key)
             return True
         raise self._race_error(self.subscribers_table, "remove")
 
     def _finish_purge(self, supp_key: dict[str, Any]) -> None:
-        item = self._get(self.subscribers_table, supp_key)
-        if item and item.get("purge_ledger"):
-            self._purge_ledger(item["purge_ledger"])
-            self._clear_purge(supp_key, item["purge_ledger"])
-
-    def _purge_ledger(self, subscriber_id: str) -> None:
+        """Erase the ledger rows of the subscriber ``supp#`` notes, then the note: this remove's,
+        or one an interrupted remove left."""
+        supp = self._get(self.subscribers_table, supp_key)
+        subscriber_id = supp.get("purge_ledger") if supp else None
+        if not subscriber_id:
+            return
         projection = "#issue_id, #subscriber_id"
         condition = "#subscriber_id = :id"
         for page in self._pages(self.ledger_table, "scan", TableName=self.ledger_table,
@@ -340,9 +326,7 @@ class DynamoDirectory(DynamoCore):
             for item in page:
                 self._call(self.ledger_table, "delete_item", TableName=self.ledger_table,
                            Key=ledger_key(item["issue_id"], item["subscriber_id"]))
-
-    def _clear_purge(self, supp_key: dict[str, Any], subscriber_id: str) -> None:
-        with contextlib.suppress(Refused):
+        with contextlib.suppress(Refused):  # another remove finished it meanwhile
             self._update(self.subscribers_table, supp_key, "REMOVE #purge_ledger",
                          "#purge_ledger = :id", id=subscriber_id)
 
@@ -359,16 +343,15 @@ class DynamoDirectory(DynamoCore):
         for entry in entries:
             check_new_status(entry.layout, status)
         normals = [(normalise_email(entry.email), entry) for entry in entries]
-        if not normals:
-            return []
-        plan = plan_additions(normals, status=status, source=source, now=now,
-                              existing=self._existing(normal for normal, _ in normals),
-                              suppressed=self._suppressed_among(n for n, _ in normals))
-        results = list(plan.results)
+        existing = self._existing(normal for normal, _ in normals)
+        found = self._batch_get(SUPPRESSION_PREFIX + suppression_hash(n) for n, _ in normals)
+        suppressed = {pk.removeprefix(SUPPRESSION_PREFIX) for pk in found}
+        results = plan_additions(normals, status=status, source=source, now=now,
+                                 existing=existing, suppressed=suppressed).results
         redo: set[str] = set()
-        for index, ((normal, entry), result) in enumerate(zip(normals, results, strict=True)):
+        for index, (normal, entry) in enumerate(normals):
             key = email_key(normal)
-            if key in redo or not self._apply(result, source, now):
+            if key in redo or not self._apply(results[index], source, now):
                 redo.add(key)
                 results[index] = self.add(entry.email, entry.layout, status=status,
                                           source=source, now=now, areas=entry.areas)
@@ -382,11 +365,9 @@ class DynamoDirectory(DynamoCore):
             return True
         stamp = encode_time(now)
         if planned.outcome is AddOutcome.CREATED:
-            record = new_record(sub.email, sub.status, sub.layout, source, stamp,
-                                stamp if sub.consent_at else None, encode_areas(sub.areas),
-                                sub.id)
-            outcome, existing_id = self._insert(record)
-            return outcome == "created" or existing_id == sub.id
+            found = self._create(sub.email, sub.status, sub.layout, source, stamp,
+                                 encode_areas(sub.areas), sub.id)
+            return isinstance(found, AddResult) and found.created
         try:
             self._activate(sub.id, stamp, source)
         except Refused:
@@ -400,11 +381,6 @@ class DynamoDirectory(DynamoCore):
         ids = {item["subscriber_id"] for item in index.values()}
         subscribers = self._batch_get(SUBSCRIBER_PREFIX + sid for sid in ids)
         return {item["email_key"]: read_subscriber(item) for item in subscribers.values()}
-
-    def _suppressed_among(self, normals: Iterable[str]) -> set[str]:
-        """Which of these addresses' suppression hashes have a ``supp#`` item."""
-        found = self._batch_get(SUPPRESSION_PREFIX + suppression_hash(n) for n in normals)
-        return {pk.removeprefix(SUPPRESSION_PREFIX) for pk in found}
 
     def _batch_get(self, pks: Iterable[str]) -> dict[str, dict[str, Any]]:
         """Items of the subscribers table by ``pk`` (those that exist), strongly consistent;
