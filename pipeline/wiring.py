@@ -73,7 +73,7 @@ def open_smtp(settings: Settings, environ: Mapping[str, str]) -> Transport:
                          eight_bit=settings.delivery.eight_bit)
 
 
-def signing_keys(settings: Settings, environ: Mapping[str, str]) -> tuple[Keys, bool]:
+def signing_keys(environ: Mapping[str, str]) -> tuple[Keys, bool]:
     """The keys that sign links, and whether they are the development key (the local
     outbox's fallback, so ``make run`` works on a fresh machine)."""
     if environ.get("NEWSLETTER_SECRET"):
@@ -90,7 +90,7 @@ def open_delivery(settings: Settings, environ: Mapping[str, str], built: BuiltIs
     check_issue(settings, built, at=at, test_copies=test_copies,
                 allow_missing_translations=allow_missing_translations,
                 allow_partial_week=allow_partial_week)
-    keys, development = signing_keys(settings, environ)
+    keys, development = signing_keys(environ)
     transport = open_transport(settings, environ, built.folder)
     return check_delivery(settings, built, keys, development, transport)
 
@@ -102,7 +102,7 @@ def open_subscriptions(settings: Settings, environ: Mapping[str, str]
     the local outbox, confirmation mails land in ``<build_dir>/outbox/``)."""
     if not settings.site.app_url:
         raise ConfigError("needed for the links in confirmation mails", key="[site] app_url")
-    keys, _ = signing_keys(settings, environ)
+    keys, _ = signing_keys(environ)
     s = settings.subscriptions
     policy = Policy(confirm_days=s.confirm_days, transient_bounce_limit=s.transient_bounce_limit,
                     address_per_day=s.address_per_day, client_per_hour=s.client_per_hour)

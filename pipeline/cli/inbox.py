@@ -60,7 +60,7 @@ def _cmd_process(args: argparse.Namespace, settings: Settings) -> int:
         if report.counts.get("retry-later"):
             _log.info("note: %d mail(s) stay in the inbox: their confirmation mail could not "
                       "be sent; the next run tries again", report.counts["retry-later"])
-        if report.counts.get("subscribe") and signing_keys(settings, os.environ)[1]:
+        if report.counts.get("subscribe") and signing_keys(os.environ)[1]:
             say_development_key("confirmation links")
         return 0
 

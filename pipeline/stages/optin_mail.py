@@ -19,7 +19,8 @@ import jinja2
 
 from pipeline.config import Settings
 from pipeline.core.email.addresses import wire_address
-from pipeline.core.email.message import parse_address, transfer_encoding
+from pipeline.core.email.message import parse_address
+from pipeline.core.email.mime import QUOTED_PRINTABLE
 from pipeline.core.email.render import environment
 from pipeline.model import LANG_TAGS, reading_order
 from pipeline.transport import Outgoing, Transport
@@ -76,10 +77,9 @@ class OptInMailer:
         message["Auto-Submitted"] = "auto-generated"
         text = self.env.get_template("mail/optin.txt.j2").render(context)
         html = self.env.get_template("mail/optin.html.j2").render(context)
-        message.set_content(text, subtype="plain", charset="utf-8",
-                            cte=transfer_encoding(text, readable=True))
-        message.add_alternative(html, subtype="html", charset="utf-8",
-                                cte=transfer_encoding(html, readable=True))
+        # Quoted-printable: the link stays readable in the .eml a person may open.
+        message.set_content(text, subtype="plain", charset="utf-8", cte=QUOTED_PRINTABLE)
+        message.add_alternative(html, subtype="html", charset="utf-8", cte=QUOTED_PRINTABLE)
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
         sent = self.transport.send(Outgoing(
             recipient=subscriber.email,

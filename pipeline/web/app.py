@@ -51,7 +51,7 @@ log = logging.getLogger("newsletter.app")
 def open_app(settings: Settings, environ: Mapping[str, str], stack: ExitStack) -> Starlette:
     """The app wired from the settings, the same for every host; its store and transport close
     with ``stack``."""
-    _, development = signing_keys(settings, environ)
+    _, development = signing_keys(environ)
     subscriptions = stack.enter_context(open_subscriptions(settings, environ))
     verifier = None
     if settings.ses.sns_topic_arns:

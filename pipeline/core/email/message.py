@@ -27,7 +27,6 @@ from pipeline.core.email.addresses import UnsendableAddress, to_header, wire_add
 from pipeline.core.email.eightbit import eight_bit_body
 from pipeline.core.email.mime import (
     EIGHT_BIT,
-    QUOTED_PRINTABLE,
     choose_encoding,
     encode_body,
     encode_subject,
@@ -315,9 +314,3 @@ _VERBATIM = frozenset({"List-Unsubscribe", "List-Unsubscribe-Post", "List-Id", "
                        "Date", "To", "MIME-Version", "Content-Language", "List-Archive",
                        "List-Help", "List-Subscribe", "List-Post"})
 _ONE_CLICK = b"List-Unsubscribe-Post: List-Unsubscribe=One-Click\r\n"
-
-
-def transfer_encoding(text: str, *, readable: bool = False) -> str:
-    """The smaller of quoted-printable and base64 for ``text``; quoted-printable when
-    ``readable`` (a confirmation whose link a person may read from the ``.eml``)."""
-    return QUOTED_PRINTABLE if readable else choose_encoding(text)
