@@ -178,7 +178,6 @@ class SmtpTransport(Transport):
         #: Why the relay refused us for good (a login, AUTH, TLS): no thread tries again.
         self._refusal: str | None = None
 
-
     def send(self, message: Outgoing) -> str:
         """Hand one message over; returns the server's queue id, else a generated one."""
         for attempt in (1, 2):
@@ -218,7 +217,6 @@ class SmtpTransport(Transport):
     def close(self) -> None:
         """QUIT every pooled connection (call once the sending threads are done)."""
         self._drop_idle(say_quit=True)
-
 
     def _take(self, recipient: str) -> _Connection:
         """An idle connection, else a new one while fewer than the cap are open, else the
@@ -343,7 +341,7 @@ class SmtpTransport(Transport):
         with self._login_lock:
             self._refuse_again(recipient)
             offered = conn.esmtp_features.get("auth", "").strip()  # "PLAIN LOGIN"
-            if not (conn.has_extn("auth") and offered):
+            if not offered:
                 hint = ('relays hide AUTH before STARTTLS: set [smtp] tls = "starttls"'
                         if s.tls_mode == "none" else "check [smtp] host and port")
                 raise self._misconfigured(f"the relay offers no AUTH, so cannot log in as "
@@ -376,7 +374,6 @@ class SmtpTransport(Transport):
         """A refusal no rerun can cure, remembered at once (inside the login lock)."""
         self._refusal = f"smtp {self.where}: {what}"
         return SendingMisconfigured(self._refusal, recipient=recipient)
-
 
     def _envelope(self, conn: _Connection, message: Outgoing) -> tuple[str, str, list[str]]:
         """(sender, recipient, MAIL parameters) as this server may be given them."""
