@@ -263,9 +263,6 @@ class SmtpTransport(Transport):
         self._refuse_again(recipient)
         try:
             return self._open(recipient)
-        except SendingMisconfigured as exc:
-            self._refusal = str(exc)
-            raise
         except ssl.SSLCertVerificationError as exc:
             raise self._misconfigured(_untrusted(exc), recipient) from exc
         except ssl.SSLError as exc:
@@ -320,17 +317,16 @@ class SmtpTransport(Transport):
         # Name the switch the operator set: with ``tls`` set, ``starttls`` no longer decides.
         off = ('[smtp] tls = "none"' if self.settings.tls else "[smtp] starttls = false")
         if not conn.has_extn("starttls"):
-            raise StartTlsRefused(f"smtp {self.where}: the server does not offer STARTTLS; "
-                                  f"set {off} to send unencrypted (only to a relay on a "
-                                  'trusted network), or [smtp] tls = "implicit" for a port '
-                                  "that speaks TLS at once", recipient=recipient)
+            raise self._misconfigured(f"the server does not offer STARTTLS; set {off} to send "
+                                      "unencrypted (only to a relay on a trusted network), or "
+                                      '[smtp] tls = "implicit" for a port that speaks TLS at '
+                                      "once", recipient, StartTlsRefused)
         try:
             conn.starttls(context=self._context())
         except smtplib.SMTPResponseException as exc:
-            raise StartTlsRefused(f"smtp {self.where}: STARTTLS refused: "
-                                  f"{_reply(exc.smtp_code, exc.smtp_error)}; check [smtp] "
-                                  f"host and port, or set {off}",
-                                  recipient=recipient) from exc
+            raise self._misconfigured(f"STARTTLS refused: {_reply(exc.smtp_code, exc.smtp_error)}"
+                                      f"; check [smtp] host and port, or set {off}", recipient,
+                                      StartTlsRefused) from exc
         conn.ehlo()
 
     def _login(self, conn: _Connection, recipient: str) -> None:
@@ -370,10 +366,13 @@ class SmtpTransport(Transport):
         if self._refusal is not None:
             raise SendingMisconfigured(self._refusal, recipient=recipient)
 
-    def _misconfigured(self, what: str, recipient: str) -> SendingMisconfigured:
-        """A refusal no rerun can cure, remembered at once (inside the login lock)."""
+    def _misconfigured(self, what: str, recipient: str,
+                       kind: type[SendingMisconfigured] = SendingMisconfigured,
+                       ) -> SendingMisconfigured:
+        """A refusal of us no rerun can cure, remembered at once (inside the login lock, for
+        a login) so that no other thread asks again."""
         self._refusal = f"smtp {self.where}: {what}"
-        return SendingMisconfigured(self._refusal, recipient=recipient)
+        return kind(self._refusal, recipient=recipient)
 
     def _envelope(self, conn: _Connection, message: Outgoing) -> tuple[str, str, list[str]]:
         """(sender, recipient, MAIL parameters) as this server may be given them."""
