@@ -69,8 +69,6 @@ from pipeline.transport import (
 )
 
 if TYPE_CHECKING:
-    from _socket import _Address as _SourceAddress
-
     from _typeshed import ReadableBuffer
 
 __all__ = ["SmtpTransport", "StartTlsRefused", "default_helo_name", "tls_context"]
@@ -106,16 +104,6 @@ class _Connection(smtplib.SMTP):
 
     phase: Phase = "envelope"
     final_reply: bytes = b""
-
-    def connect(self, host: str = "localhost", port: int = 0,
-                source_address: _SourceAddress | None = None) -> tuple[int, bytes]:
-        """smtplib's connect, with Nagle's algorithm off: a message leaves in several writes,
-        and the kernel would hold the last small one until the relay's delayed ACK.
-        STARTTLS wraps this very socket, so it stays set."""
-        reply = super().connect(host, port, source_address)
-        if self.sock is not None:
-            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return reply
 
     def data(self, msg: ReadableBuffer | str) -> tuple[int, bytes]:
         # sendmail hands bytes; keep smtplib's contract (str or any buffer) anyway
@@ -299,6 +287,10 @@ class SmtpTransport(Transport):
             conn = _Connection(s.host, s.port, local_hostname=self.helo_name,
                                timeout=self.timeout)
         try:
+            # Nagle's algorithm off: a message leaves in several writes, and the kernel would
+            # hold the last small one until the relay's delayed ACK. STARTTLS keeps the socket.
+            if conn.sock is not None:
+                conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn.ehlo()
             if s.tls_mode == "starttls":
                 self._secure(conn, recipient)
@@ -433,15 +425,15 @@ class SmtpTransport(Transport):
             raise TemporaryFailure(f"smtp {self.where}: {said}", recipient=rcpt) from exc
         except (smtplib.SMTPServerDisconnected, OSError) as exc:
             # getreply() turns a read timeout into SMTPServerDisconnected("... timed out").
+            why = _describe(exc)
             if conn.phase == "envelope":
-                raise _ConnectionLost(_describe(exc)) from exc
+                raise _ConnectionLost(why) from exc
             conn.close()
             if conn.phase == "body":
                 raise TemporaryFailure(f"smtp {self.where}: connection lost while sending "
-                                       f"the message ({_describe(exc)})",
-                                       recipient=rcpt) from exc
+                                       f"the message ({why})", recipient=rcpt) from exc
             raise Unconfirmed(f"smtp {self.where}: no answer after the message was sent "
-                              f"({_describe(exc)}); the server may have accepted it",
+                              f"({why}); the server may have accepted it",
                               recipient=rcpt) from exc
         finally:
             conn.phase = "envelope"  # where the next transaction on it starts
