@@ -65,8 +65,7 @@ _BAD_CREDENTIALS = frozenset({"UnrecognizedClientException", "InvalidClientToken
 
 
 def ses_client(*, read_timeout: float = 30.0) -> SESV2Client:
-    """A sesv2 client with botocore's retries off, bounded waits, and a connection for each
-    of up to 32 sending threads."""
+    """A sesv2 client with botocore's retries off, bounded waits and 32 pooled connections."""
     return aws_client("sesv2", region=None, what="the ses transport",
                       retries={"total_max_attempts": 1, "mode": "standard"},
                       connect_timeout=10.0, read_timeout=read_timeout, max_pool_connections=32)
