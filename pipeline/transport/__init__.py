@@ -51,16 +51,13 @@ class Transport(Resource, Protocol):
 
     def send(self, message: Outgoing) -> str:
         """Hand one message over; the id the transport gives it."""
-        ...
 
     def probe(self) -> float | None:
         """Check, before the first message, that the transport will take mail at all,
         raising as the first message would; its own limit in messages/s, if it knows one."""
-        ...
 
     def describe(self) -> str:
         """Which transport, and where to, in one line (never a login or a password)."""
-        ...
 
     def location(self, message_id: str) -> str:
         """Where a sent message can be found, for a log line (the outbox's file)."""
@@ -68,7 +65,6 @@ class Transport(Resource, Protocol):
 
     def close(self) -> None:
         """Release connections and clients (call once the sending threads are done)."""
-        ...
 
 
 def require_secret(environ: Mapping[str, str], transport: str) -> None:

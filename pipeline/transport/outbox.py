@@ -3,9 +3,7 @@ and the proof of what a real send would hand over."""
 
 from __future__ import annotations
 
-import contextlib
 import errno
-import os
 import re
 import tempfile
 from pathlib import Path
@@ -47,10 +45,8 @@ class OutboxTransport(Transport):
         stops the run before anything is published."""
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            fd, tmp = tempfile.mkstemp(dir=self.folder, prefix=".tmp-", suffix=".eml")
-            os.close(fd)
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+            with tempfile.NamedTemporaryFile(dir=self.folder, prefix=".tmp-", suffix=".eml"):
+                pass
         except OSError as exc:
             raise SendingStopped(f"outbox {self.folder}: cannot write there: "
                                  f"{_why(exc)}") from exc

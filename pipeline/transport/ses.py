@@ -64,13 +64,11 @@ _BAD_CREDENTIALS = frozenset({"UnrecognizedClientException", "InvalidClientToken
                               "IncompleteSignature", "ExpiredTokenException"})
 
 
-def ses_client(region: str | None = None, *, connect_timeout: float = 10.0,
-               read_timeout: float = 30.0, max_pool_connections: int = 32) -> SESV2Client:
-    """A sesv2 client with botocore's retries off and bounded waits."""
-    return aws_client("sesv2", region=region, what="the ses transport",
+def ses_client(*, read_timeout: float = 30.0) -> SESV2Client:
+    """A sesv2 client with botocore's retries off, bounded waits and 32 pooled connections."""
+    return aws_client("sesv2", region=None, what="the ses transport",
                       retries={"total_max_attempts": 1, "mode": "standard"},
-                      connect_timeout=connect_timeout, read_timeout=read_timeout,
-                      max_pool_connections=max_pool_connections)
+                      connect_timeout=10.0, read_timeout=read_timeout, max_pool_connections=32)
 
 
 class SesTransport(Transport):
@@ -79,28 +77,23 @@ class SesTransport(Transport):
     name = "ses"
     reaches_mailboxes = True
 
-    def __init__(self, configuration_set: str, *, region: str | None = None,
-                 client: SESV2Client | None = None) -> None:
+    def __init__(self, configuration_set: str, *, client: SESV2Client | None = None) -> None:
         self.configuration_set = configuration_set
         self._owns_client = client is None
-        self.client: SESV2Client = client if client is not None else ses_client(region)
+        self.client: SESV2Client = client if client is not None else ses_client()
 
     def send(self, message: Outgoing) -> str:
         """One ``SendEmail`` call; returns the ``MessageId`` SES assigns (it replaces ours)."""
         sender, to = _ascii_envelope(message)
-        params: dict[str, Any] = {
-            "FromEmailAddress": sender,
-            "Destination": {"ToAddresses": [to]},
-            "Content": {"Raw": {"Data": message.raw}},
-        }
-        tags = email_tags(message.tags)
-        if tags:
-            params["EmailTags"] = tags
-        if self.configuration_set:
-            params["ConfigurationSetName"] = self.configuration_set
+        # Tags and a configuration set go only when there are some.
+        optional: dict[str, Any] = {"EmailTags": email_tags(message.tags),
+                                    "ConfigurationSetName": self.configuration_set}
         rcpt = message.recipient
         try:
-            response = self.client.send_email(**params)
+            response = self.client.send_email(
+                FromEmailAddress=sender, Destination={"ToAddresses": [to]},
+                Content={"Raw": {"Data": message.raw}},
+                **{name: value for name, value in optional.items() if value})
         except ClientError as exc:
             raise _client_error(exc, rcpt) from exc
         except (NoCredentialsError, PartialCredentialsError) as exc:
@@ -135,11 +128,8 @@ class SesTransport(Transport):
         if account.get("SendingEnabled") is False:
             raise StoppedError("ses: sending is paused for this account (GetAccount: "
                                "SendingEnabled false); nothing was published or sent")
-        try:
-            rate = float(account["SendQuota"]["MaxSendRate"])
-        except (KeyError, TypeError, ValueError):
-            return None  # not said: no limit
-        return rate if rate > 0 else None
+        rate = account.get("SendQuota", {}).get("MaxSendRate", 0.0)
+        return rate if rate > 0 else None  # 0 or not said: no limit known
 
     def describe(self) -> str:
         """``ses``, and the configuration set when one is named."""

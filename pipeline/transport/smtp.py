@@ -2,8 +2,7 @@
 
 Connections are pooled and reused, at most ``[smtp] max_connections`` open (0: one per
 sending thread), so a run pays the TCP + TLS + AUTH handshake once per connection, not per
-recipient. Each sets ``TCP_NODELAY``: with Nagle's algorithm, the last TLS record of each
-message waited for the relay's delayed ACK.
+recipient.
 
 What matters most, when something goes wrong, is whether the server may already hold the
 message, so each connection tracks how far the transaction got (:data:`Phase`):
@@ -70,16 +69,12 @@ from pipeline.transport import (
 )
 
 if TYPE_CHECKING:
-    from _socket import _Address as _SourceAddress
-
     from _typeshed import ReadableBuffer
 
 __all__ = ["SmtpTransport", "StartTlsRefused", "default_helo_name", "tls_context"]
 
 Phase = Literal["envelope", "body", "verdict"]
 
-#: How much of a relay's reply is kept: enough for any real one.
-_REPLY_CHARS = 300
 #: A 5xx that asks for a login or TLS first (530 at MAIL or RCPT, whatever the code).
 _NEEDS_AUTH = re.compile(r"authentication required|must issue a starttls|must (?:first )?"
                          r"authenticate", re.IGNORECASE)
@@ -87,10 +82,6 @@ _NEEDS_AUTH = re.compile(r"authentication required|must issue a starttls|must (?
 _RELAY_REFUSED = re.compile(r"relay(?:ing)? (?:access )?(?:denied|not permitted|prohibited"
                             r"|not allowed)|unable to relay|client host rejected",
                             re.IGNORECASE)
-_SENDER_REFUSED = re.compile(r"sender address rejected", re.IGNORECASE)
-_HELO_REFUSED = re.compile(r"helo command rejected", re.IGNORECASE)
-#: AUTH mechanisms in the order we pick one; CRAM-MD5 only if nothing else is.
-_MECHANISMS = ("PLAIN", "LOGIN", "CRAM-MD5")
 
 #: Where common servers put their queue id in the final ``250`` reply.
 _QUEUE_ID = (
@@ -113,18 +104,6 @@ class _Connection(smtplib.SMTP):
 
     phase: Phase = "envelope"
     final_reply: bytes = b""
-    #: Closed and no longer counted by the pool (set once, when it leaves the pool).
-    discarded: bool = False
-
-    def connect(self, host: str = "localhost", port: int = 0,
-                source_address: _SourceAddress | None = None) -> tuple[int, bytes]:
-        """smtplib's connect, with Nagle's algorithm off: a message leaves in several writes,
-        and the kernel would hold the last small one until the relay's (delayed) ACK.
-        STARTTLS wraps this very descriptor, so it stays set."""
-        reply = super().connect(host, port, source_address)
-        if self.sock is not None:
-            self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        return reply
 
     def data(self, msg: ReadableBuffer | str) -> tuple[int, bytes]:
         # sendmail hands bytes; keep smtplib's contract (str or any buffer) anyway
@@ -132,21 +111,15 @@ class _Connection(smtplib.SMTP):
         self.putcmd("data")
         code, reply = self.getreply()
         if code != 354:
-            # smtplib raises here without resetting; reset so the connection stays usable
-            # (after 421 the server is closing it anyway).
-            if code != 421:
-                with contextlib.suppress(smtplib.SMTPServerDisconnected):
-                    self.rset()
-            raise smtplib.SMTPDataError(code, reply)
+            return code, reply  # sendmail resets (closes, after 421) and raises SMTPDataError
         body = _LEADING_DOT.sub(b"..", msg)
         if not body.endswith(b"\r\n"):
             body += b"\r\n"
         self.phase = "body"
         self.send(body + b".\r\n")
         self.phase = "verdict"
-        code, reply = self.getreply()
-        self.final_reply = reply
-        return code, reply
+        code, self.final_reply = self.getreply()
+        return code, self.final_reply
 
 
 class _ImplicitTlsConnection(_Connection, smtplib.SMTP_SSL):
@@ -180,26 +153,18 @@ class SmtpTransport(Transport):
             raise ConfigError("[smtp] username and NEWSLETTER_SMTP_PASSWORD must be ASCII "
                               "(smtplib sends nothing else in AUTH)")
         self.settings = settings
+        self.where = f"{settings.host}:{settings.port}"
         self.timeout = timeout
         self.helo_name = helo_name or settings.helo_name or "localhost"
+        self.eight_bit = eight_bit
         self._password = password or ""
         self._ssl_context = ssl_context
-        self.eight_bit = eight_bit
-        #: Guards the pool; signalled whenever a connection comes back or goes away.
-        self._pool = threading.Condition()
-        #: Open connections nobody is using, and how many are open in all (idle or in use).
-        self._idle: list[_Connection] = []
-        self._count = 0
-        #: Held while logging in: one login at a time, so a refused one is the only one.
-        self._login_lock = threading.Lock()
+        self._pool = threading.Condition()  # signalled whenever a place in the pool frees
+        self._idle: list[_Connection] = []  # open, and nobody is using them
+        self._count = 0  # open in all, idle or in use
+        self._login_lock = threading.Lock()  # one login at a time: a refused one is the only
         #: Why the relay refused us for good (a login, AUTH, TLS): no thread tries again.
         self._refusal: str | None = None
-
-    @property
-    def where(self) -> str:
-        return f"{self.settings.host}:{self.settings.port}"
-
-    # -- the Transport interface -------------------------------------------------------------
 
     def send(self, message: Outgoing) -> str:
         """Hand one message over; returns the server's queue id, else a generated one."""
@@ -207,8 +172,9 @@ class SmtpTransport(Transport):
             conn = self._take(message.recipient)
             try:
                 reply = self._transact(conn, message)
+                return _queue_id(reply) or f"smtp-{uuid.uuid4().hex}"
             except _ConnectionLost as lost:
-                self._discard(conn)
+                conn.close()
                 # The pooled ones were idle as long as the one just lost: a relay's idle
                 # timeout has closed those too, so the retry opens a new connection.
                 self._drop_idle()
@@ -216,10 +182,8 @@ class SmtpTransport(Transport):
                     raise TemporaryFailure(
                         f"smtp {self.where}: connection lost before the message was sent, "
                         f"twice ({lost})", recipient=message.recipient) from lost.__cause__
-                continue
             finally:
                 self._give_back(conn)
-            return _queue_id(reply) or f"smtp-{uuid.uuid4().hex}"
         raise AssertionError("unreachable")  # pragma: no cover
 
     def probe(self) -> None:
@@ -235,31 +199,22 @@ class SmtpTransport(Transport):
 
     def describe(self) -> str:
         """``smtp host:port``, and how it is secured (never the login)."""
-        mode = self.settings.tls_mode
-        return f"smtp {self.where}" + {"starttls": " with STARTTLS",
-                                       "implicit": " with implicit TLS"}.get(mode, "")
+        tls = {"starttls": " with STARTTLS", "implicit": " with implicit TLS"}
+        return f"smtp {self.where}" + tls.get(self.settings.tls_mode, "")
 
     def close(self) -> None:
         """QUIT every pooled connection (call once the sending threads are done)."""
         self._drop_idle(say_quit=True)
 
-    # -- connections -------------------------------------------------------------------------
-
     def _take(self, recipient: str) -> _Connection:
         """An idle connection, else a new one while fewer than the cap are open, else the
         next one given back."""
+        cap = self.settings.max_connections  # 0: no cap
         with self._pool:
-            while True:
-                while self._idle:
-                    conn = self._idle.pop()
-                    if conn.sock is not None:
-                        return conn
-                    conn.discarded = True  # closed by the server while idle
-                    self._count -= 1
-                if not self.settings.max_connections or (
-                        self._count < self.settings.max_connections):
-                    break
+            while not self._idle and 0 < cap <= self._count:
                 self._pool.wait()
+            if self._idle:
+                return self._idle.pop()
             self._count += 1
         try:
             return self._connect(recipient)
@@ -269,6 +224,15 @@ class SmtpTransport(Transport):
                 self._pool.notify()
             raise
 
+    def _give_back(self, conn: _Connection) -> None:
+        """Back to the pool; a closed one leaves it, and its place is free."""
+        with self._pool:
+            if conn.sock is None:
+                self._count -= 1
+            else:
+                self._idle.append(conn)
+            self._pool.notify()
+
     def _drop_idle(self, *, say_quit: bool = False) -> None:
         """Close every idle connection (after a QUIT when ``say_quit``); their places free."""
         with self._pool:
@@ -276,31 +240,10 @@ class SmtpTransport(Transport):
             self._count -= len(conns)
             self._pool.notify_all()
         for conn in conns:
-            conn.discarded = True
             if say_quit:
                 with contextlib.suppress(smtplib.SMTPException, OSError):
                     conn.quit()  # it is going away either way
             conn.close()
-
-    def _give_back(self, conn: _Connection) -> None:
-        """Back to the pool, unless it was discarded (then its place is free)."""
-        if conn.discarded:
-            return
-        if conn.sock is None:
-            self._discard(conn)
-            return
-        with self._pool:
-            self._idle.append(conn)
-            self._pool.notify()
-
-    def _discard(self, conn: _Connection) -> None:
-        """Close ``conn`` and free its place in the pool (once, however often called)."""
-        conn.close()
-        with self._pool:
-            if not conn.discarded:
-                conn.discarded = True
-                self._count -= 1
-                self._pool.notify()
 
     def _connect(self, recipient: str) -> _Connection:
         """Open, greet, secure and log in, each failure mapped (a refusal of us is
@@ -308,9 +251,6 @@ class SmtpTransport(Transport):
         self._refuse_again(recipient)
         try:
             return self._open(recipient)
-        except SendingMisconfigured as exc:
-            self._refusal = str(exc)
-            raise
         except ssl.SSLCertVerificationError as exc:
             raise self._misconfigured(_untrusted(exc), recipient) from exc
         except ssl.SSLError as exc:
@@ -336,8 +276,6 @@ class SmtpTransport(Transport):
                                  recipient=recipient) from exc
 
     def _open(self, recipient: str) -> _Connection:
-        """Connect (TLS from the first byte when implicit), EHLO, STARTTLS when asked, and
-        log in; closed again if any of it fails."""
         s = self.settings
         # Given the host, smtplib connects, reads the greeting (SMTPConnectError unless
         # 220) and remembers the name TLS must verify the certificate against.
@@ -349,6 +287,10 @@ class SmtpTransport(Transport):
             conn = _Connection(s.host, s.port, local_hostname=self.helo_name,
                                timeout=self.timeout)
         try:
+            # Nagle's algorithm off: a message leaves in several writes, and the kernel would
+            # hold the last small one until the relay's delayed ACK. STARTTLS keeps the socket.
+            if conn.sock is not None:
+                conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             conn.ehlo()
             if s.tls_mode == "starttls":
                 self._secure(conn, recipient)
@@ -367,17 +309,16 @@ class SmtpTransport(Transport):
         # Name the switch the operator set: with ``tls`` set, ``starttls`` no longer decides.
         off = ('[smtp] tls = "none"' if self.settings.tls else "[smtp] starttls = false")
         if not conn.has_extn("starttls"):
-            raise StartTlsRefused(f"smtp {self.where}: the server does not offer STARTTLS; "
-                                  f"set {off} to send unencrypted (only to a relay on a "
-                                  'trusted network), or [smtp] tls = "implicit" for a port '
-                                  "that speaks TLS at once", recipient=recipient)
+            raise self._misconfigured(f"the server does not offer STARTTLS; set {off} to send "
+                                      "unencrypted (only to a relay on a trusted network), or "
+                                      '[smtp] tls = "implicit" for a port that speaks TLS at '
+                                      "once", recipient, StartTlsRefused)
         try:
             conn.starttls(context=self._context())
         except smtplib.SMTPResponseException as exc:
-            raise StartTlsRefused(f"smtp {self.where}: STARTTLS refused: "
-                                  f"{_reply(exc.smtp_code, exc.smtp_error)}; check [smtp] "
-                                  f"host and port, or set {off}",
-                                  recipient=recipient) from exc
+            raise self._misconfigured(f"STARTTLS refused: {_reply(exc.smtp_code, exc.smtp_error)}"
+                                      f"; check [smtp] host and port, or set {off}", recipient,
+                                      StartTlsRefused) from exc
         conn.ehlo()
 
     def _login(self, conn: _Connection, recipient: str) -> None:
@@ -388,7 +329,7 @@ class SmtpTransport(Transport):
         with self._login_lock:
             self._refuse_again(recipient)
             offered = conn.esmtp_features.get("auth", "").strip()  # "PLAIN LOGIN"
-            if not (conn.has_extn("auth") and offered):
+            if not offered:
                 hint = ('relays hide AUTH before STARTTLS: set [smtp] tls = "starttls"'
                         if s.tls_mode == "none" else "check [smtp] host and port")
                 raise self._misconfigured(f"the relay offers no AUTH, so cannot log in as "
@@ -417,12 +358,13 @@ class SmtpTransport(Transport):
         if self._refusal is not None:
             raise SendingMisconfigured(self._refusal, recipient=recipient)
 
-    def _misconfigured(self, what: str, recipient: str) -> SendingMisconfigured:
-        """A refusal no rerun can cure, remembered at once (inside the login lock)."""
+    def _misconfigured(self, what: str, recipient: str,
+                       kind: type[SendingMisconfigured] = SendingMisconfigured,
+                       ) -> SendingMisconfigured:
+        """A refusal of us no rerun can cure, remembered at once (inside the login lock, for
+        a login) so that no other thread asks again."""
         self._refusal = f"smtp {self.where}: {what}"
-        return SendingMisconfigured(self._refusal, recipient=recipient)
-
-    # -- one transaction ---------------------------------------------------------------------
+        return kind(self._refusal, recipient=recipient)
 
     def _envelope(self, conn: _Connection, message: Outgoing) -> tuple[str, str, list[str]]:
         """(sender, recipient, MAIL parameters) as this server may be given them."""
@@ -439,24 +381,24 @@ class SmtpTransport(Transport):
             raise SendingMisconfigured(f"smtp {self.where}: the sender {exc}; check "
                                        "[delivery] from and [smtp] return_path",
                                        recipient=message.recipient) from exc
-        body = []
-        if not message.raw.partition(b"\r\n\r\n")[2].isascii():  # a part is 8bit data
-            if not conn.has_extn("8bitmime"):
-                raise SendingMisconfigured(_NO_8BITMIME.format(where=self.where),
-                                           recipient=message.recipient)
-            body = ["BODY=8BITMIME"]
-        if not (rcpt.needs_smtputf8 or sender.needs_smtputf8):
-            return sender.idna, rcpt.idna, body
-        if not conn.has_extn("smtputf8"):
-            if sender.needs_smtputf8:
+        eight_bit = not message.raw.partition(b"\r\n\r\n")[2].isascii()  # a part is 8bit
+        if eight_bit and not conn.has_extn("8bitmime"):
+            raise SendingMisconfigured(_NO_8BITMIME.format(where=self.where),
+                                       recipient=message.recipient)
+        options = []
+        if rcpt.needs_smtputf8 or sender.needs_smtputf8:
+            if not conn.has_extn("smtputf8") and sender.needs_smtputf8:
                 raise SendingMisconfigured(
                     f"smtp {self.where}: the sender {envelope_sender} has a non-ASCII local "
                     "part and the server does not offer SMTPUTF8: set [smtp] return_path to "
                     "an ASCII address", recipient=message.recipient)
-            raise PermanentFailure(f"smtp {self.where}: {message.recipient}: the local part "
-                                   "is not ASCII and the server does not offer SMTPUTF8 "
-                                   "(RFC 6531)", recipient=message.recipient)
-        options = ["SMTPUTF8"] + (["BODY=8BITMIME"] if conn.has_extn("8bitmime") else [])
+            if not conn.has_extn("smtputf8"):
+                raise PermanentFailure(f"smtp {self.where}: {message.recipient}: the local "
+                                       "part is not ASCII and the server does not offer "
+                                       "SMTPUTF8 (RFC 6531)", recipient=message.recipient)
+            options.append("SMTPUTF8")
+        if eight_bit or (options and conn.has_extn("8bitmime")):
+            options.append("BODY=8BITMIME")
         return sender.idna, rcpt.idna, options
 
     def _transact(self, conn: _Connection, message: Outgoing) -> bytes:
@@ -466,50 +408,43 @@ class SmtpTransport(Transport):
         try:
             conn.sendmail(sender, [to], message.raw, options)
         except smtplib.SMTPRecipientsRefused as exc:
-            code, text = exc.recipients.get(to) or next(iter(exc.recipients.values()))
-            if code == 421:  # smtplib closed the connection: the server is going away
-                raise _ConnectionLost(_reply(code, text)) from exc
-            raise self._refused("RCPT", code, text, rcpt) from exc
+            raise self._refused("RCPT", conn.phase, *exc.recipients[to], rcpt) from exc
         except smtplib.SMTPSenderRefused as exc:
-            if exc.smtp_code == 421:
-                raise _ConnectionLost(_reply(exc.smtp_code, exc.smtp_error)) from exc
-            raise self._refused("MAIL", exc.smtp_code, exc.smtp_error, rcpt) from exc
+            raise self._refused("MAIL", conn.phase, exc.smtp_code, exc.smtp_error,
+                                rcpt) from exc
         except smtplib.SMTPDataError as exc:
-            if exc.smtp_code == 421 and conn.phase == "envelope":
-                raise _ConnectionLost(_reply(exc.smtp_code, exc.smtp_error)) from exc
-            raise self._refused("DATA", exc.smtp_code, exc.smtp_error, rcpt,
-                                after_body=conn.phase == "verdict") from exc
+            raise self._refused("DATA", conn.phase, exc.smtp_code, exc.smtp_error,
+                                rcpt) from exc
         except smtplib.SMTPResponseException as exc:
             # e.g. smtplib's own 500 "Line too long." after it closed the connection.
-            self._discard(conn)
+            conn.close()
+            said = _reply(exc.smtp_code, exc.smtp_error)
             if conn.phase == "verdict":
                 raise Unconfirmed(f"smtp {self.where}: unreadable answer after the message "
-                                  f"was sent ({_reply(exc.smtp_code, exc.smtp_error)})",
-                                  recipient=rcpt) from exc
-            raise TemporaryFailure(f"smtp {self.where}: "
-                                   f"{_reply(exc.smtp_code, exc.smtp_error)}",
-                                   recipient=rcpt) from exc
+                                  f"was sent ({said})", recipient=rcpt) from exc
+            raise TemporaryFailure(f"smtp {self.where}: {said}", recipient=rcpt) from exc
         except (smtplib.SMTPServerDisconnected, OSError) as exc:
             # getreply() turns a read timeout into SMTPServerDisconnected("... timed out").
-            if conn.phase == "verdict":
-                self._discard(conn)
-                raise Unconfirmed(f"smtp {self.where}: no answer after the message was sent "
-                                  f"({_describe(exc)}); the server may have accepted it",
-                                  recipient=rcpt) from exc
+            why = _describe(exc)
+            if conn.phase == "envelope":
+                raise _ConnectionLost(why) from exc
+            conn.close()
             if conn.phase == "body":
-                self._discard(conn)
                 raise TemporaryFailure(f"smtp {self.where}: connection lost while sending "
-                                       f"the message ({_describe(exc)})",
-                                       recipient=rcpt) from exc
-            raise _ConnectionLost(_describe(exc)) from exc
+                                       f"the message ({why})", recipient=rcpt) from exc
+            raise Unconfirmed(f"smtp {self.where}: no answer after the message was sent "
+                              f"({why}); the server may have accepted it",
+                              recipient=rcpt) from exc
         finally:
             conn.phase = "envelope"  # where the next transaction on it starts
         return conn.final_reply
 
-    def _refused(self, stage: str, code: int, text: bytes | str, recipient: str, *,
-                 after_body: bool = False) -> TransportError:
+    def _refused(self, stage: str, phase: Phase, code: int, text: bytes | str,
+                 recipient: str) -> TransportError | _ConnectionLost:
         """The error for a reply that refused the message at ``stage``."""
         said = _reply(code, text)
+        if code == 421 and phase == "envelope":  # smtplib closed it: the server is going away
+            return _ConnectionLost(said)
         where = f"smtp {self.where}: {stage} refused: {said}"
         words = without_addresses(said)  # "<x@y>: User unknown" names the mailbox
         if ACCOUNT_STOPPED.search(words):
@@ -524,15 +459,16 @@ class SmtpTransport(Transport):
             # One recipient per transaction: a 5xx at RCPT or to the body is about this one.
             return PermanentFailure(where, recipient=recipient,
                                     bounce=mailbox_gone(said, code=code))
-        if after_body:  # a reply that is no reply (code -1) after the body went out
+        if phase == "verdict":  # a reply that is no reply (code -1) after the body went out
             return Unconfirmed(f"{where}; the server may have accepted it", recipient=recipient)
         return TemporaryFailure(where, recipient=recipient)
 
     def _about_us(self, stage: str, code: int, said: str) -> str | None:
         """The fix, when a 5xx refuses *us* (the login, TLS, the sender, relaying) rather
         than the recipient."""
+        lowered = said.lower()
         if code == 530 or _NEEDS_AUTH.search(said):
-            if "starttls" in said.lower():
+            if "starttls" in lowered:
                 return ('the relay wants TLS first: set [smtp] tls = "starttls"'
                         if self.settings.tls_mode == "none" else "the relay wants TLS first")
             return ("the relay wants a login first: set [smtp] username (and "
@@ -540,10 +476,10 @@ class SmtpTransport(Transport):
         if stage == "MAIL" and (code == 552 or enhanced_status(said) == "5.3.4"):
             return ("the relay refuses a message this size: lower [issue] size_budget_kb, or "
                     "raise the relay's message size limit")
-        if stage == "MAIL" or (stage == "RCPT" and _SENDER_REFUSED.search(said)):
+        if stage == "MAIL" or (stage == "RCPT" and "sender address rejected" in lowered):
             return ("the relay refuses the sender: check [delivery] from and [smtp] "
                     "return_path (the relay must allow this sender)")
-        if stage == "RCPT" and _HELO_REFUSED.search(said):
+        if stage == "RCPT" and "helo command rejected" in lowered:
             return f"the relay refuses the EHLO name {self.helo_name!r}: set [smtp] helo_name"
         if stage == "RCPT" and _RELAY_REFUSED.search(said):
             return ("the relay will not relay for us: log in ([smtp] username), or have the "
@@ -587,9 +523,10 @@ def default_helo_name(settings: SmtpSettings, from_address: str) -> str:
 
 
 def _mechanism(offered: str) -> str | None:
-    """The one AUTH mechanism to try from the relay's list (``"LOGIN PLAIN"``)."""
-    names = set(offered.upper().split())
-    return next((m for m in _MECHANISMS if m in names), None)
+    """The one AUTH mechanism to try from the relay's list (``"LOGIN PLAIN"``), in our
+    order; CRAM-MD5 only if nothing else is."""
+    names = offered.upper().split()
+    return next((name for name in ("PLAIN", "LOGIN", "CRAM-MD5") if name in names), None)
 
 
 def _untrusted(exc: ssl.SSLCertVerificationError) -> str:
@@ -604,11 +541,11 @@ def _untrusted(exc: ssl.SSLCertVerificationError) -> str:
 
 
 def _reply(code: int, text: bytes | str) -> str:
-    """One printable line (a relay's escape codes never reach the terminal), at most
-    ``_REPLY_CHARS`` long: the reason is kept in the ledger for every recipient."""
+    """One printable line (a relay's escape codes never reach the terminal), cut at 300
+    characters (enough for any real reply): the ledger keeps it for every recipient."""
     if isinstance(text, bytes):
         text = text.decode("utf-8", "replace")
-    return one_line(f"{code} {text}", _REPLY_CHARS)
+    return one_line(f"{code} {text}", 300)
 
 
 def _describe(exc: BaseException) -> str:
@@ -622,10 +559,6 @@ def _describe(exc: BaseException) -> str:
 
 def _queue_id(reply: bytes) -> str | None:
     """The id a server names in its final ``250`` reply, if it names one."""
-    text = reply.decode("utf-8", "replace").strip()
-    for line in text.splitlines():
-        for pattern in _QUEUE_ID:
-            found = pattern.search(line.strip())
-            if found:
-                return found.group(1)
-    return None
+    lines = reply.decode("utf-8", "replace").splitlines()
+    found = (pattern.search(line.strip()) for line in lines for pattern in _QUEUE_ID)
+    return next((match.group(1) for match in found if match), None)
