@@ -302,7 +302,10 @@ class SmtpTransport(Transport):
         return conn
 
     def _context(self) -> ssl.SSLContext:
-        return self._ssl_context or ssl.create_default_context()
+        """One context for every connection: loading the system's CA store is not free."""
+        if self._ssl_context is None:
+            self._ssl_context = ssl.create_default_context()
+        return self._ssl_context
 
     def _secure(self, conn: _Connection, recipient: str) -> None:
         """STARTTLS, then EHLO again; not offered or refused is :class:`StartTlsRefused`."""
