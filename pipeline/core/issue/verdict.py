@@ -215,8 +215,7 @@ class _Reader:
         if labelled and (level := self._level(start, pos, end)):
             return level
         pos = self._past_preface(pos, end)
-        if (self._match(self.lists["conditions"], pos)
-                or self._match(self.lists["soft_conditions"], pos)):
+        if self._match((*self.lists["conditions"], *self.lists["soft_conditions"]), pos):
             return self._conditional(start, pos, end)
         found = self._phrase_after_modal(pos, end)
         if found is None and first:
@@ -293,9 +292,9 @@ class _Reader:
             label = self._match(self.lists["labels"], pos)
             if not label:
                 break
-            after = pos + label.end() - label.start()
-            while after < end and (self.masked[after].isspace() or (_is_decoration(
-                    self.masked[after]) and self.masked[after] not in "【[(（】])）")):
+            after = label.end()
+            while (after < end and _is_decoration(self.masked[after])
+                   and self.masked[after] not in "【[(（】])）"):
                 after += 1
             if after < end and self.masked[after] in ":：】]":
                 after += 1
@@ -310,13 +309,10 @@ class _Reader:
     def _level(self, start: int, pos: int, end: int) -> Verdict | None:
         """"优先级：高", "Priority: low", "推荐指数：★★★☆☆", "Rating: 3/5": a level or a rating
         after a label."""
-        rating = _RATING.match(self.masked, pos)
-        if rating:
+        if rating := _RATING.match(self.masked, pos):
             stars = len(rating["stars"]) if rating["stars"] else int(rating["score"])
             tier = self.words.ratings.get(str(stars))
-            if tier is None:
-                return None
-            return self._found(tier, rating[0], start, rating.end())
+            return self._found(tier, rating[0], start, rating.end()) if tier else None
         words = self.words.levels[self.lang]
         found = self._match(words, pos)
         if found and self._ends_phrase(found.end(), end):
@@ -423,8 +419,7 @@ class _Reader:
             found = next(self._tiers_in(but.end(), stop, ambiguous=True), None)
             if found:  # a tier, or a phrase that reads more than one way
                 return found[1]
-            pattern = _pattern(self.lists["recommends"], self.lang)
-            if pattern.search(self.masked, but.end(), stop):
+            if _pattern(self.lists["recommends"], self.lang).search(self.masked, but.end(), stop):
                 return "medium"
         return None
 
@@ -432,9 +427,7 @@ class _Reader:
         """A condition in the rest of the verdict's sentence ("…, but only if you maintain
         X", "（仅对…）"), as written; a soft one ("if you…") too after a restricting word
         ("Only worth a close read if you…")."""
-        words = self.lists["conditions"]
-        if soft:
-            words = (*words, *self.lists["soft_conditions"])
+        words = (*self.lists["conditions"], *(self.lists["soft_conditions"] if soft else ()))
         found = _pattern(words, self.lang).search(self.masked, at, end)
         if not found or self.masked[:found.start()].lower().endswith("if "):
             return None  # "worth a look, if only for the helper" names no readers
@@ -443,9 +436,8 @@ class _Reader:
 
     def _otherwise(self, at: int, end: int) -> str | None:
         """What a conditional verdict says for everyone else, if it says it."""
-        pattern = _pattern(self.lists["otherwise"], self.lang)
         stop = _end_of_sentence(self.masked, _end_of_sentence(self.masked, at) + 1)
-        found = pattern.search(self.masked, at, stop)
+        found = _pattern(self.lists["otherwise"], self.lang).search(self.masked, at, stop)
         if not found:
             return None
         # The clause the marker is in: "其他人可略读", "everyone else should still give it a
@@ -531,11 +523,10 @@ def _end_of_clause(text: str, start: int, end: int) -> int:
 
 
 def _is_decoration(char: str) -> bool:
-    """Emoji, symbols, markdown and list marks, brackets: what may stand before a verdict."""
-    if char.isspace() or char in "#>*_-—–+•·●▪◆◇■□▶►→=~|【】[]()（）":
-        return True
-    category = unicodedata.category(char)
-    return category in ("So", "Sk", "Cf", "Mn") or char in "\ufe0f\u200d"
+    """Emoji (joiners and variation selectors included), symbols, markdown and list marks,
+    brackets: what may stand before a verdict."""
+    return (char.isspace() or char in "#>*_-—–+•·●▪◆◇■□▶►→=~|【】[]()（）"
+            or unicodedata.category(char) in ("So", "Sk", "Cf", "Mn"))
 
 
 def _fold(text: str, lang: Lang) -> str:
