@@ -196,7 +196,7 @@ class _Reader:
             if found and self._ends_phrase(found.end(), end, loose=True):
                 tier = asked if yes else _NEGATED[asked]
                 later = self._later_clause(found.end(), end)
-                return later or self._found(tier, found[0], start, found.end())
+                return later or self._given(tier, found[0], start, found.end())
         return None
 
     # -- one sentence
@@ -259,7 +259,7 @@ class _Reader:
         if not condition:  # "值得一读（中）": a level given in brackets says the tier
             scope = self._scope(phrase_end, end)
             tier = self._bracketed_level(phrase_end) or tier
-        return self._found(tier, self.text[pos:phrase_end], start, phrase_end, scope, condition)
+        return self._given(tier, self.text[pos:phrase_end], start, phrase_end, scope, condition)
 
     def _bracketed_level(self, at: int) -> str | None:
         """A level in brackets right after the phrase: "值得一读（中）", "Worth a look (medium)"."""
@@ -275,7 +275,7 @@ class _Reader:
             return None
         at, _, phrase_end = found
         tier = self._otherwise(phrase_end, len(self.masked)) or "skim"
-        return self._found(tier, self.text[at:phrase_end], start, phrase_end,
+        return self._given(tier, self.text[at:phrase_end], start, phrase_end,
                            condition=self.text[pos:at].strip() or None)
 
     # -- pieces of a sentence
@@ -312,12 +312,12 @@ class _Reader:
         if rating := _RATING.match(self.masked, pos):
             stars = len(rating["stars"]) if rating["stars"] else int(rating["score"])
             tier = self.words.ratings.get(str(stars))
-            return self._found(tier, rating[0], start, rating.end()) if tier else None
+            return self._given(tier, rating[0], start, rating.end()) if tier else None
         words = self.words.levels[self.lang]
         found = self._match(words, pos)
         if found and self._ends_phrase(found.end(), end):
             tier = words[_fold(found[0], self.lang)]
-            return self._found(tier, found[0], start, found.end())
+            return self._given(tier, found[0], start, found.end())
         return None
 
     def _past_preface(self, pos: int, end: int) -> int:
@@ -489,7 +489,7 @@ class _Reader:
             pos += 1
         return pos
 
-    def _found(self, tier: str, phrase: str, start: int, phrase_end: int,
+    def _given(self, tier: str, phrase: str, start: int, phrase_end: int,
                scope: str | None = None, condition: str | None = None) -> Verdict:
         """The verdict, with the opening clause it came from as written (code spans whole)."""
         stop = _end_of_clause(self.masked, phrase_end, len(self.masked))
