@@ -23,8 +23,8 @@ from pipeline.core.issue.sanitize import (
     html_to_text,
     text_to_html,
 )
-from pipeline.core.issue.verdict import Vocabulary, opening_of, parse_verdict, shipped_vocabulary
-from pipeline.model import LANGS, Item, Lang, Pair, Problem, Review, Text, Verdict
+from pipeline.core.issue.verdict import Vocabulary, opening_of, parse_verdict
+from pipeline.model import LANGS, Item, Lang, Pair, Problem, Text, Verdict
 
 
 @dataclass(frozen=True)
@@ -57,27 +57,19 @@ def reading_time(text: str) -> float:
     return han / 300 + words / 200
 
 
-def text_from_review(review: Review) -> Text:
-    return Text(review.title, review.body_html, html_to_text(review.body_html), "feed")
-
-
 def rank(groups: Sequence[PullGroup], editorial: Editorial | None = None,
          vocabulary: Vocabulary | None = None) -> tuple[list[Item], list[Problem]]:
     """Rank the week's PRs; return the items in reading order and the problems found."""
     editorial = editorial or Editorial()
-    words = vocabulary or shipped_vocabulary()
-    seen = {group.pr for group in groups}
     problems = [Problem("editor-unknown-pr", "warning", pr=pr,
                         message=f"the editor's file names PR #{pr}, which has no review "
                                 "this week")
-                for pr in sorted(set(editorial.entries) - seen)]
+                for pr in sorted(set(editorial.entries) - {group.pr for group in groups})]
     items: list[Item] = []
     for group in groups:
         entry = editorial.get(group.pr)
         if entry is None or not entry.hide:  # hidden: listed by hidden_prs, not ranked
-            item, found = _rank_one(group, entry, words)
-            problems.extend(found)
-            items.append(item)
+            items.append(_rank_one(group, entry, vocabulary, problems))
     return ordered(items), [*problems, *week_questions(items)]
 
 
@@ -91,17 +83,18 @@ def hidden_prs(groups: Sequence[PullGroup], editorial: Editorial) -> tuple[int, 
 def week_questions(items: Sequence[Item]) -> list[Problem]:
     """What the proof report asks of the week: a tier holding most of it orders nothing, and
     many unrated reviews suggest wording the vocabulary does not know."""
-    count = len(items)
-    must = sum(1 for item in items if item.tier == "must-read")
-    unrated = sum(1 for item in items if item.tier == "unrated")
+    tiers = [item.tier for item in items]
+    count, must, unrated = len(tiers), tiers.count("must-read"), tiers.count("unrated")
+    if count < 4:
+        return []
     questions = []
-    if count >= 4 and must * 2 > count:
+    if must * 2 > count:
         questions.append(Problem(
             "mostly-must-read", "warning",
             message=(f"{must} of the week's {count} items are must-read: a tier that holds most "
                      "of an issue orders nothing; is each one a must-read? (the editor's file "
                      "can set priority)")))
-    if count >= 4 and unrated * 4 >= count:
+    if unrated * 4 >= count:
         questions.append(Problem(
             "many-unrated", "warning",
             message=(f"{unrated} of the week's {count} items have no verdict the vocabulary "
@@ -118,20 +111,17 @@ def ordered(items: Sequence[Item]) -> list[Item]:
     for tier in TIER_NAMES:
         group = [item for item in items if item.tier == tier]
         sized = all(item.github is not None for item in group)
-        sizes = {item.pr: _lines_changed(item) if sized else _review_minutes(item)
-                 for item in group}
+        sizes = {item.pr: _size(item, sized) for item in group}
         group.sort(key=lambda item: (_READINGS.index(item.reading), -sizes[item.pr], item.pr))
         result.extend(_with_order(item, sized, sizes[item.pr]) for item in group)
     return result
 
 
-def _lines_changed(item: Item) -> int:
-    return item.github.additions + item.github.deletions if item.github else 0
-
-
-def _review_minutes(item: Item) -> float:
-    """How long the longer of the item's reviews takes to read, unrounded: whole minutes
-    tie most weeks."""
+def _size(item: Item, sized: bool) -> float:
+    """GitHub's lines changed (``sized``), else how long the longer of the item's reviews
+    takes to read, unrounded: whole minutes tie most weeks."""
+    if sized and item.github:
+        return item.github.additions + item.github.deletions
     return max(reading_time(text.body_text) for lang in LANGS
                if (text := item.text(lang)) is not None)
 
@@ -151,10 +141,8 @@ def _with_order(item: Item, sized: bool, size: float) -> Item:
 
 def _editor_texts(texts: dict[Lang, Text], entry: EditorEntry | None) -> dict[Lang, Text]:
     """The editor's title and body win over the feed's, field by field."""
-    if not entry:
-        return texts
     merged = dict(texts)
-    for lang, given in entry.texts.items():
+    for lang, given in (entry.texts if entry else {}).items():
         feed = texts.get(lang)
         title = given.title or (feed.title if feed else None)
         body_html = (clean_html(text_to_html(given.body)) if given.body
@@ -164,13 +152,13 @@ def _editor_texts(texts: dict[Lang, Text], entry: EditorEntry | None) -> dict[La
     return merged
 
 
-def _rank_one(group: PullGroup, entry: EditorEntry | None,
-              vocabulary: Vocabulary) -> tuple[Item, list[Problem]]:
-    problems: list[Problem] = []
-    texts = _editor_texts({lang: text_from_review(r) for lang, r in group.latest.items()},
-                          entry)
+def _rank_one(group: PullGroup, entry: EditorEntry | None, vocabulary: Vocabulary | None,
+              problems: list[Problem]) -> Item:
+    """One PR's item; the questions it raises go to ``problems``."""
+    feed = {lang: Text(r.title, r.body_html, html_to_text(r.body_html), "feed")
+            for lang, r in group.latest.items()}
+    texts = _editor_texts(feed, entry)
     verdicts = {lang: parse_verdict(texts[lang].body_text, lang, vocabulary) for lang in texts}
-    original = group.original_lang
     for lang, review in group.latest.items():
         if review.shortened_from:
             problems.append(Problem(
@@ -184,88 +172,74 @@ def _rank_one(group: PullGroup, entry: EditorEntry | None,
                 message=(f"PR #{group.pr}: the {lang} review's body nests its markup deeper "
                          f"than {MAX_NESTING} levels; the deeper tags were dropped, their "
                          "text kept")))
-    verdict = _verdict_of(group.pr, original, verdicts, problems)
+    verdict = _verdict_of(group.pr, group.original_lang, verdicts, problems)
 
-    categories = [c for r in group.latest.values() for c in r.categories]
-    priority, areas = _split_categories(categories)
+    priority, areas = _split_categories([c for r in group.latest.values() for c in r.categories])
     if priority and priority not in TIER_NAMES:
         problems.append(Problem(
             "unknown-priority", "warning", pr=group.pr,
             message=(f"PR #{group.pr}: category priority:{priority} names no tier "
-                     f"({', '.join(TIER_NAMES)}); ignored"),
-        ))
+                     f"({', '.join(TIER_NAMES)}); ignored")))
         priority = None
 
-    read = verdict if verdict and verdict.tier != "unrated" else None
-    tier, source = _tier_of(group, entry, priority, read, verdict, texts, problems)
-    scope = read.scope if read and source == "verdict" else None
-    reading = ("conditional" if read and read.condition and source == "verdict"
-               else "scoped" if scope else "full")
-    item = Item(
+    tier, followed, (zh, en) = _tier_of(group, entry, priority, verdict, texts,
+                                        verdicts.get("en"), problems)
+    label = TIER_BY_NAME[tier].label
+    scope = followed.scope if followed else None
+    return Item(
         pr=group.pr,
         url=group.url,
         tier=tier,
         scope_note=scope,
-        why=_why(tier, source, verdict, priority, texts, original,
-                 _english_agreeing(verdicts, read)),
+        why=Pair(f"{label.zh}：{zh}", f"{label.en}: {en}"),
         reviewed_at=group.first_reviewed,
         areas=areas,
-        reading_minutes=Pair(*(
-            reading_minutes(texts[lang].body_text) if lang in texts else 0
-            for lang in LANGS
-        )),
+        reading_minutes=Pair(*(reading_minutes(texts[lang].body_text) if lang in texts else 0
+                               for lang in LANGS)),
         zh=texts.get("zh"),
         en=texts.get("en"),
-        original_lang=original,
+        original_lang=group.original_lang,
         scopes=Pair(*((found.scope if (found := verdicts.get(lang)) else None)
                       for lang in LANGS)),
         note=entry.note if entry and (entry.note.zh or entry.note.en) else None,
-        reading=reading,
+        reading=("conditional" if followed and followed.condition
+                 else "scoped" if scope else "full"),
     )
-    return item, problems
 
 
 def _tier_of(group: PullGroup, entry: EditorEntry | None, priority: str | None,
-             read: Verdict | None, verdict: Verdict | None, texts: dict[Lang, Text],
-             problems: list[Problem]) -> tuple[str, str]:
-    """The item's tier and who set it: the editor, then a priority category, then the
-    review's verdict; the questions this raises go to ``problems``."""
+             verdict: Verdict | None, texts: dict[Lang, Text], english: Verdict | None,
+             problems: list[Problem]) -> tuple[str, Verdict | None, tuple[str, str]]:
+    """The item's tier, the verdict it follows (if one set it) and why, in (zh, en): the
+    editor, then a priority category, then the review's verdict; the questions this raises
+    go to ``problems``."""
+    read = verdict if verdict and verdict.tier != "unrated" else None
     if entry and entry.priority:
-        tier, source = entry.priority, "editor"
-        if read and read.tier != tier:
+        if read and read.tier != entry.priority:
             problems.append(Problem(
                 "editor-overrides-verdict", "warning", pr=group.pr,
-                message=(f"PR #{group.pr}: the editor's file says {tier}, but the review "
-                         f"opens “{read.clause}” ({read.tier})")))
-    elif priority:
-        tier, source = priority, "category"
-    elif read:
-        tier, source = read.tier, "verdict"
-    else:
-        tier, source = "unrated", "none"
-        original = texts.get(group.original_lang)
-        opening = opening_of(original.body_text) if original else ""
-        why_not = (f"its opening “{verdict.phrase}” reads more than one way" if verdict
-                   else f"it opens “{opening}”, which names no tier")
-        problems.append(Problem(
-            "unrated", "warning", pr=group.pr,
-            message=f"PR #{group.pr}: no verdict: {why_not}; listed last"))
-    if read and read.condition and source == "verdict":
-        problems.append(Problem(
-            "verdict-conditional", "warning", pr=group.pr,
-            message=(f"PR #{group.pr}: the verdict “{read.clause}” holds only for some "
-                     f"readers ({read.condition}); ranked {tier} for everyone else")))
-    return tier, source
-
-
-def _english_agreeing(verdicts: dict[Lang, Verdict | None], read: Verdict | None
-                      ) -> Verdict | None:
-    """The English review's verdict when it gives the tier read from another language: the
-    English reason can quote it instead of naming the Chinese verdict."""
-    english = verdicts.get("en")
-    if read and read.lang != "en" and english and english.tier == read.tier:
-        return english
-    return None
+                message=(f"PR #{group.pr}: the editor's file says {entry.priority}, but the "
+                         f"review opens “{read.clause}” ({read.tier})")))
+        return entry.priority, None, ("由编辑指定（本周编辑文件）",
+                                      "set by the editor (this week's editor's file)")
+    if priority:
+        return priority, None, (f"由订阅源分类 priority:{priority} 指定",
+                                f"set by the feed category priority:{priority}")
+    if read:
+        if read.condition:
+            problems.append(Problem(
+                "verdict-conditional", "warning", pr=group.pr,
+                message=(f"PR #{group.pr}: the verdict “{read.clause}” holds only for some "
+                         f"readers ({read.condition}); ranked {read.tier} for everyone else")))
+        return read.tier, read, _why_verdict(read, group.original_lang, english)
+    original = texts.get(group.original_lang)
+    opening = opening_of(original.body_text) if original else ""
+    why_not = (f"its opening “{verdict.phrase}” reads more than one way" if verdict
+               else f"it opens “{opening}”, which names no tier")
+    problems.append(Problem(
+        "unrated", "warning", pr=group.pr,
+        message=f"PR #{group.pr}: no verdict: {why_not}; listed last"))
+    return "unrated", None, _why_unrated(verdict, texts)
 
 
 def _verdict_of(pr: int, original: Lang, verdicts: dict[Lang, Verdict | None],
@@ -307,29 +281,13 @@ def _split_categories(terms: Sequence[str]) -> tuple[str | None, tuple[str, ...]
 _LANG_NAME = {"zh": "中文", "en": "英文"}
 
 
-def _why(tier: str, source: str, verdict: Verdict | None, priority: str | None,
-         texts: dict[Lang, Text], original: Lang, agreeing: Verdict | None = None
-         ) -> Pair[str]:
-    """Why the tier: who set it, or the verdict it was read from."""
-    if source == "editor":
-        zh, en = "由编辑指定（本周编辑文件）", "set by the editor (this week's editor's file)"
-    elif source == "category":
-        zh = f"由订阅源分类 priority:{priority} 指定"
-        en = f"set by the feed category priority:{priority}"
-    elif source == "verdict" and verdict:
-        zh, en = _why_verdict(verdict, original, agreeing)
-    else:
-        zh, en = _why_unrated(verdict, texts)
-    label = TIER_BY_NAME[tier].label
-    return Pair(f"{label.zh}：{zh}", f"{label.en}: {en}")
-
-
-def _why_verdict(verdict: Verdict, original: Lang, agreeing: Verdict | None
+def _why_verdict(verdict: Verdict, original: Lang, english: Verdict | None
                  ) -> tuple[str, str]:
     """The whole opening clause the tier was read from, so an editor can spot a misreading.
-    The English never quotes Chinese: it names the Chinese verdict's tier instead."""
+    The English never quotes Chinese: it quotes the English review when that gives the same
+    tier, else names the Chinese verdict's tier."""
     zh = f"{_LANG_NAME[verdict.lang]}评审开篇写道「{verdict.clause}」"
-    english = verdict if verdict.lang == "en" else agreeing
+    english = english if english and english.tier == verdict.tier else None
     if english:
         whose = "English" if english is verdict else "English version of the"
         en = f"the {whose} review opens “{english.clause}”"
@@ -356,9 +314,8 @@ def _why_unrated(verdict: Verdict | None, texts: dict[Lang, Text]) -> tuple[str,
                    else "the Chinese review's opening")
         return (f"{_LANG_NAME[verdict.lang]}评审开篇「{verdict.clause}」可作多种理解，排在最后",
                 f"{opening} reads more than one way, so it comes last")
-    zh_text, en_text = texts.get("zh"), texts.get("en")
-    zh_open = opening_of(zh_text.body_text) if zh_text else ""
-    en_open = opening_of(en_text.body_text) if en_text else ""
+    zh_open, en_open = (opening_of(text.body_text) if (text := texts.get(lang)) else ""
+                        for lang in LANGS)
     return (f"评审开篇是「{zh_open or en_open}」，没有可识别的结论，排在最后",
             f"the review opens “{en_open}”, which names no tier, so it comes last" if en_open
             else "the Chinese review's opening names no tier, so it comes last")

@@ -76,10 +76,7 @@ class Vocabulary:
         phrases: dict[Lang, dict[str, str]] = {lang: {} for lang in LANGS}
         negations: dict[Lang, set[str]] = {lang: set() for lang in LANGS}
         for text in texts:
-            try:
-                data = tomllib.loads(text)
-            except tomllib.TOMLDecodeError as exc:
-                raise ValueError(str(exc)) from None
+            data = tomllib.loads(text)  # a TOMLDecodeError is a ValueError
             _merge(words, data)
             tiers = data.get("tiers", {})
             if unknown := [tier for tier in tiers if tier not in _TIERS]:
@@ -178,11 +175,6 @@ class _Reader:
                 break
         return None
 
-    def _quotes_a_verdict(self, start: int, end: int) -> bool:
-        """Whether the sentence quotes a verdict phrase (“…calls this a "must-read"…”)."""
-        return any(self.masked[at - 1] in _OPEN_QUOTES
-                   for at, _, _ in self._tiers_in(start + 1, end))
-
     def _is_question(self, start: int, end: int) -> bool:
         return bool(_QUESTION.search(self.masked[start:end + 1].rstrip()))
 
@@ -202,12 +194,9 @@ class _Reader:
         for name, yes in (("answers_no", False), ("answers_yes", True)):
             found = self._match(self.lists[name], pos)
             if found and self._ends_phrase(found.end(), end, loose=True):
-                tier = asked if yes else _negated(asked)
-                if tier is None:
-                    return None
+                tier = asked if yes else _NEGATED[asked]
                 later = self._later_clause(found.end(), end)
-                return later or Verdict(tier, found[0], self.lang, None,
-                                        clause=self._clause(start, found.end()))
+                return later or self._given(tier, found[0], start, found.end())
         return None
 
     # -- one sentence
@@ -226,13 +215,17 @@ class _Reader:
         if labelled and (level := self._level(start, pos, end)):
             return level
         pos = self._past_preface(pos, end)
-        if (self._match(self.lists["conditions"], pos)
-                or self._match(self.lists["soft_conditions"], pos)):
+        if self._match((*self.lists["conditions"], *self.lists["soft_conditions"]), pos):
             return self._conditional(start, pos, end)
         found = self._phrase_after_modal(pos, end)
-        if found is None and first:  # "重点看三处设计：值得精读": a later clause of the first
-            later = self._later_clause(pos, end)  # sentence; after a verdict only quoted, the
-            return later or (_SKIP if self._quotes_a_verdict(start, end) else None)  # next one
+        if found is None and first:
+            # "重点看三处设计：值得精读": a later clause of the first sentence; after a verdict
+            # only quoted (“…calls this a "must-read"…”), the next sentence.
+            if later := self._later_clause(pos, end):
+                return later
+            quoted = any(self.masked[at - 1] in _OPEN_QUOTES
+                         for at, _, _ in self._tiers_in(start + 1, end))
+            return _SKIP if quoted else None
         if found is None:
             return None
         at, tier, phrase_end, restricted = found
@@ -243,21 +236,16 @@ class _Reader:
     def _phrase_after_modal(self, pos: int, end: int) -> tuple[int, str, int, bool] | None:
         """The phrase at ``pos``, or after one modal word ("建议快速浏览", "Only worth…"),
         and whether that word restricts it ("only", "仅": "only worth it if you…")."""
-        found = self._phrase_at(pos, end)
+        found = self._phrase_at(pos, end) or self._negated_phrase(pos, end)
         restricts = False
-        if found is None:
-            found = self._negated_phrase(pos, end)
-        if found is None:
-            modal = self._match(self.lists["modals"], pos)
-            if modal:
-                restricts = self._is(modal[0], "modals_restricting")
-                pos = self._skip(modal.end(), " ")
-                found = self._phrase_at(pos, end)
+        if found is None and (modal := self._match(self.lists["modals"], pos)):
+            restricts = self._is(modal[0], "modals_restricting")
+            pos = self._skip(modal.end(), " ")
+            found = self._phrase_at(pos, end)
         return (pos, found[0], found[1], restricts) if found else None
 
     def _verdict(self, tier: str, start: int, pos: int, phrase_end: int, end: int,
                  restricted: bool = False) -> Verdict:
-        phrase = self.text[pos:phrase_end].strip()
         condition = self._condition_after(phrase_end, end, soft=restricted)
         otherwise = self._otherwise(phrase_end, end) if tier in _TIERS else None
         if condition is not None:
@@ -267,23 +255,18 @@ class _Reader:
             tier = otherwise
         elif tier in _TIERS and self._is_negation(pos, phrase_end):
             tier = self._but_clause(phrase_end, end) or tier
-        scope = None if condition else self._scope(phrase_end, end)
-        level = self._bracketed_level(phrase_end)
-        if level and not condition:  # "值得一读（中）": the level given in brackets says it
-            tier = level
-        return Verdict(tier, phrase, self.lang, scope, clause=self._clause(start, phrase_end),
-                       condition=condition)
+        scope = None
+        if not condition:  # "值得一读（中）": a level given in brackets says the tier
+            scope = self._scope(phrase_end, end)
+            tier = self._bracketed_level(phrase_end) or tier
+        return self._given(tier, self.text[pos:phrase_end], start, phrase_end, scope, condition)
 
     def _bracketed_level(self, at: int) -> str | None:
         """A level in brackets right after the phrase: "值得一读（中）", "Worth a look (medium)"."""
-        opened = re.compile(r"\s*[(（]\s*").match(self.masked, at)
-        if not opened:
-            return None
         words = self.words.levels[self.lang]
-        level = self._match(words, opened.end())
-        if level and re.compile(r"\s*[)）]").match(self.masked, level.end()):
-            return words[_fold(level[0], self.lang)]
-        return None
+        levels = _pattern(tuple(words), self.lang).pattern
+        found = re.compile(rf"\s*[(（]\s*({levels})\s*[)）]", re.I).match(self.masked, at)
+        return words[_fold(found[1], self.lang)] if found else None
 
     def _conditional(self, start: int, pos: int, end: int) -> Verdict | None:
         """"仅对维护 X 的同学值得精读，其他人可略读": the phrase comes after the condition."""
@@ -292,9 +275,8 @@ class _Reader:
             return None
         at, _, phrase_end = found
         tier = self._otherwise(phrase_end, len(self.masked)) or "skim"
-        return Verdict(tier, self.text[at:phrase_end].strip(), self.lang, None,
-                       clause=self._clause(start, phrase_end),
-                       condition=self.text[pos:at].strip() or None)
+        return self._given(tier, self.text[at:phrase_end], start, phrase_end,
+                           condition=self.text[pos:at].strip() or None)
 
     # -- pieces of a sentence
 
@@ -310,9 +292,9 @@ class _Reader:
             label = self._match(self.lists["labels"], pos)
             if not label:
                 break
-            after = pos + label.end() - label.start()
-            while after < end and (self.masked[after].isspace() or (_is_decoration(
-                    self.masked[after]) and self.masked[after] not in "【[(（】])）")):
+            after = label.end()
+            while (after < end and _is_decoration(self.masked[after])
+                   and self.masked[after] not in "【[(（】])）"):
                 after += 1
             if after < end and self.masked[after] in ":：】]":
                 after += 1
@@ -327,19 +309,15 @@ class _Reader:
     def _level(self, start: int, pos: int, end: int) -> Verdict | None:
         """"优先级：高", "Priority: low", "推荐指数：★★★☆☆", "Rating: 3/5": a level or a rating
         after a label."""
-        rating = _RATING.match(self.masked, pos)
-        if rating:
+        if rating := _RATING.match(self.masked, pos):
             stars = len(rating["stars"]) if rating["stars"] else int(rating["score"])
             tier = self.words.ratings.get(str(stars))
-            if tier is None:
-                return None
-            return Verdict(tier, rating[0].strip(), self.lang, None,
-                           clause=self._clause(start, rating.end()))
+            return self._given(tier, rating[0], start, rating.end()) if tier else None
         words = self.words.levels[self.lang]
         found = self._match(words, pos)
         if found and self._ends_phrase(found.end(), end):
-            return Verdict(words[_fold(found[0], self.lang)], found[0].strip(), self.lang,
-                           None, clause=self._clause(start, found.end()))
+            tier = words[_fold(found[0], self.lang)]
+            return self._given(tier, found[0], start, found.end())
         return None
 
     def _past_preface(self, pos: int, end: int) -> int:
@@ -361,7 +339,10 @@ class _Reader:
         if not found or found.end() > end:
             return None
         if boundary and not self._ends_phrase(found.end(), end):
-            return (_SUBJECT, found.end()) if self._subject_use(found.end()) else None
+            rest = self.masked[found.end():]
+            subject = (self._zh_subject(rest) if self.lang == "zh"
+                       else re.match(r"\s+[A-Za-z]", rest))
+            return (_SUBJECT, found.end()) if subject else None
         return phrases[_fold(found[0], self.lang)], found.end()
 
     def _tiers_in(self, start: int, stop: int, ambiguous: bool = False
@@ -381,8 +362,7 @@ class _Reader:
             return None
         stop = _end_of_clause(self.masked, negator.end(), end)
         found = next(self._tiers_in(negator.end(), stop), None)
-        tier = _negated(found[1]) if found else None
-        return (tier, found[2]) if found and tier else None
+        return (_NEGATED[found[1]], found[2]) if found else None
 
     def _ends_phrase(self, at: int, end: int, loose: bool = False) -> bool:
         """Whether what follows a phrase leaves it the verdict (``loose``: only that it is
@@ -401,12 +381,6 @@ class _Reader:
         last = (self.masked[:at].split() or [""])[-1]
         word = re.match(r"\s*([A-Za-z']+)", rest)
         return word is None or self._is(word[1], "followers") or self._is(last, "followers")
-
-    def _subject_use(self, at: int) -> bool:
-        rest = self.masked[at:]
-        if self.lang == "zh":
-            return self._zh_subject(rest)
-        return bool(re.match(r"\s+[A-Za-z]", rest))
 
     def _zh_subject(self, rest: str) -> bool:
         """Whether what follows a Chinese phrase makes it part of a subject ("值得精读的部分",
@@ -445,8 +419,7 @@ class _Reader:
             found = next(self._tiers_in(but.end(), stop, ambiguous=True), None)
             if found:  # a tier, or a phrase that reads more than one way
                 return found[1]
-            pattern = _pattern(self.lists["recommends"], self.lang)
-            if pattern.search(self.masked, but.end(), stop):
+            if _pattern(self.lists["recommends"], self.lang).search(self.masked, but.end(), stop):
                 return "medium"
         return None
 
@@ -454,9 +427,7 @@ class _Reader:
         """A condition in the rest of the verdict's sentence ("…, but only if you maintain
         X", "（仅对…）"), as written; a soft one ("if you…") too after a restricting word
         ("Only worth a close read if you…")."""
-        words = self.lists["conditions"]
-        if soft:
-            words = (*words, *self.lists["soft_conditions"])
+        words = (*self.lists["conditions"], *(self.lists["soft_conditions"] if soft else ()))
         found = _pattern(words, self.lang).search(self.masked, at, end)
         if not found or self.masked[:found.start()].lower().endswith("if "):
             return None  # "worth a look, if only for the helper" names no readers
@@ -465,9 +436,8 @@ class _Reader:
 
     def _otherwise(self, at: int, end: int) -> str | None:
         """What a conditional verdict says for everyone else, if it says it."""
-        pattern = _pattern(self.lists["otherwise"], self.lang)
         stop = _end_of_sentence(self.masked, _end_of_sentence(self.masked, at) + 1)
-        found = pattern.search(self.masked, at, stop)
+        found = _pattern(self.lists["otherwise"], self.lang).search(self.masked, at, stop)
         if not found:
             return None
         # The clause the marker is in: "其他人可略读", "everyone else should still give it a
@@ -487,11 +457,8 @@ class _Reader:
         if not opener and not bracket:
             return None
         start = self._skip(opener.end() if opener else pos, " ,，")
-        stop = end
-        if bracket:
-            close = re.compile(r"[)）]").search(self.masked, start, end)
-            stop = close.start() if close else end
-        scope = self.text[start:stop].strip()
+        close = re.compile(r"[)）]").search(self.masked, start, end) if bracket else None
+        scope = self.text[start:close.start() if close else end].strip()
         limits = self.lists["scopes_limits"]
         if not scope or not any(_fold(w, self.lang) in _fold(scope, self.lang) for w in limits):
             return None  # a caveat ("但 PR 描述不完整"), not a limit
@@ -503,8 +470,7 @@ class _Reader:
         inner = pos + 1
         found = self._phrase_at(inner, end, boundary=False)
         if found and self.masked[found[1]:found[1] + 1] in _CLOSE_QUOTES:
-            after = found[1] + 1
-            rest = self.masked[after:end].strip()
+            rest = self.masked[found[1] + 1:end].strip()
             if not rest or rest[0] in ",，;；:：。.!！—-":
                 return self._verdict(found[0], start, inner, found[1], end)
         return self._later_clause(pos, end) or _SKIP
@@ -523,20 +489,21 @@ class _Reader:
             pos += 1
         return pos
 
-    def _clause(self, start: int, phrase_end: int) -> str:
-        """The opening clause the verdict came from, as written (code spans whole)."""
+    def _given(self, tier: str, phrase: str, start: int, phrase_end: int,
+               scope: str | None = None, condition: str | None = None) -> Verdict:
+        """The verdict, with the opening clause it came from as written (code spans whole)."""
         stop = _end_of_clause(self.masked, phrase_end, len(self.masked))
-        return re.sub(r"\*+|~~", "", self.text[start:stop]).strip()
+        clause = re.sub(r"\*+|~~", "", self.text[start:stop]).strip()
+        return Verdict(tier, phrase.strip(), self.lang, scope, clause=clause, condition=condition)
 
 
 _SKIP = object()
 _SUBJECT = "subject"
 
 
-def _negated(tier: str) -> str | None:
-    """What a negated verdict says: not a must-read (or medium) is a skim; not a skim ("don't
-    skim this one", "不建议跳过") is a must-read."""
-    return {"must-read": "skim", "medium": "skim", "skim": "must-read"}.get(tier)
+#: What a negated verdict says: not a must-read (or medium) is a skim; not a skim ("don't
+#: skim this one", "不建议跳过") is a must-read.
+_NEGATED = {"must-read": "skim", "medium": "skim", "skim": "must-read"}
 
 
 def _masked(text: str) -> str:
@@ -556,11 +523,10 @@ def _end_of_clause(text: str, start: int, end: int) -> int:
 
 
 def _is_decoration(char: str) -> bool:
-    """Emoji, symbols, markdown and list marks, brackets: what may stand before a verdict."""
-    if char.isspace() or char in "#>*_-—–+•·●▪◆◇■□▶►→=~|【】[]()（）":
-        return True
-    category = unicodedata.category(char)
-    return category in ("So", "Sk", "Cf", "Mn") or char in "\ufe0f\u200d"
+    """Emoji (joiners and variation selectors included), symbols, markdown and list marks,
+    brackets: what may stand before a verdict."""
+    return (char.isspace() or char in "#>*_-—–+•·●▪◆◇■□▶►→=~|【】[]()（）"
+            or unicodedata.category(char) in ("So", "Sk", "Cf", "Mn"))
 
 
 def _fold(text: str, lang: Lang) -> str:
