@@ -337,17 +337,7 @@ class Sender:
                 self.deferred[subscriber_id] = redact_address(str(failure), subscriber.email)
             return
         except PermanentFailure as exc:
-            # A refusal for good; one saying the mailbox does not exist marks it bounced.
-            failed_at = self.clock()
-            self.store.mark_failed(issue, subscriber_id, str(exc), True, failed_at)
-            if exc.bounce:
-                mark_bounced(self.store, subscriber_id, issue, failed_at)
-            with self._counting() as report:
-                report.failed += 1
-                report.bounced += exc.bounce
-                report.failures.append({"subscriber": subscriber_id,
-                                        "reason": redact_address(str(exc), subscriber.email),
-                                        "permanent": True, "bounced": exc.bounce})
+            self._failed_for_good(subscriber_id, subscriber.email, exc)
             return
         except Unconfirmed as exc:
             self.store.mark_unconfirmed(issue, subscriber_id, str(exc), self.clock())
@@ -371,6 +361,19 @@ class Sender:
         self.store.mark_sent(issue, subscriber_id, message_id, self.clock())
         with self._counting() as report:
             report.sent += 1
+
+    def _failed_for_good(self, subscriber_id: str, email: str, exc: PermanentFailure) -> None:
+        """A refusal for good; one saying the mailbox does not exist marks it bounced."""
+        failed_at = self.clock()
+        self.store.mark_failed(self.built.id, subscriber_id, str(exc), True, failed_at)
+        if exc.bounce:
+            mark_bounced(self.store, subscriber_id, self.built.id, failed_at)
+        with self._counting() as report:
+            report.failed += 1
+            report.bounced += exc.bounce
+            report.failures.append({"subscriber": subscriber_id,
+                                    "reason": redact_address(str(exc), email),
+                                    "permanent": True, "bounced": exc.bounce})
 
     def _pause(self, failure: TemporaryFailure) -> None:
         """Start (or join) the shared pause after a temporary failure. A transport that
