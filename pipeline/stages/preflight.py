@@ -34,7 +34,6 @@ _log = logging.getLogger("newsletter.preflight")
 class Delivery(Resource):
     """What a send uses, every part checked; close it when the send is done."""
 
-    keys: Keys
     #: Links signed with the public development key (outbox only).
     development: bool
     transport: Transport
@@ -116,7 +115,7 @@ def check_delivery(settings: Settings, built: BuiltIssue, keys: Keys, developmen
     _log.debug("transport: %s opened%s; rate %s", transport.describe(),
                " and probed" if transport.reaches_mailboxes else "",
                f"{rate:g}/s" if rate else "unlimited")
-    return Delivery(keys, development, transport, messages, rate)
+    return Delivery(development, transport, messages, rate)
 
 
 def send_rate(settings: Settings, transports_own: float | None) -> float | None:
