@@ -48,8 +48,7 @@ def run_pagefind(pages: dict[str, str], executable: Path | None = None) -> dict[
         command = [str(binary), "--site", str(site), "--output-path", str(out), *OPTIONS]
         try:
             result = subprocess.run(command, capture_output=True, text=True, errors="replace",
-                                    timeout=PAGEFIND_TIMEOUT_S, check=False,
-                                    stdin=subprocess.DEVNULL)
+                                    timeout=PAGEFIND_TIMEOUT_S, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             raise RenderError("search index",
                               f"Pagefind took longer than {PAGEFIND_TIMEOUT_S} s") from None
