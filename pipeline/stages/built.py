@@ -83,8 +83,6 @@ def load_built(folder: Path, week_id: str | None = None) -> BuiltIssue:
 def readable_built(folder: Path, week_id: str) -> BuiltIssue | None:
     """The issue of ``week_id`` in ``folder``; None when there is none or it cannot be read
     (a report then says so, and a run rebuilds it)."""
-    if not (folder / ISSUE_FILE).is_file():
-        return None
     try:
         return load_built(folder, week_id)
     except NewsletterError:

@@ -26,9 +26,6 @@ __all__ = ["SendRequest", "keep_report", "send_list"]
 
 _log = logging.getLogger("newsletter.send")
 
-LOST = "lost its lock to another run (this one stalled past its lease)"
-
-
 @dataclass(frozen=True)
 class SendRequest:
     """What a send is asked to do: ``send``'s and ``run``'s flags, or test copies (``to``)."""
@@ -53,13 +50,14 @@ def send_list(built: BuiltIssue, delivery: Delivery, store: SubscriberStore,
     rate = delivery.rate
     if rate is not None and part is not None:
         rate /= part.count
-    name = f"send:{built.id}" + (f":{part}" if part else "")
-    what = f"send {built.id}" + (f" shard {part}" if part else "")
     sender = Sender(built, store, delivery.transport, delivery.messages, rate=rate,
                     concurrency=concurrency, retry_seconds=retry_seconds)
-    with hold(store, name, what, on_lost=lambda: sender.request_stop(LOST)):
+    lost = "lost its lock to another run (this one stalled past its lease)"
+    with hold(store, f"send:{built.id}" + (f":{part}" if part else ""),
+              f"send {built.id}" + (f" shard {part}" if part else ""),
+              on_lost=lambda: sender.request_stop(lost)):
         # A shard's size is known only by going through it.
-        active = None if part is not None else store.count_by_status().get("active", 0)
+        active = None if part else store.count_by_status().get("active", 0)
         with log.timed(_log, "send"):
             return sender.run(options, progress(active))
 

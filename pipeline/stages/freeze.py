@@ -13,7 +13,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from pipeline.core.issue.sanitize import one_line
-from pipeline.errors import BlockedError, SentWeekError, UsageError
+from pipeline.errors import SentWeekError, UsageError
 from pipeline.model import Correction
 from pipeline.stages.invocation import command
 
@@ -81,10 +81,7 @@ def correction_for(week_id: str, sent: SentIssue | None, reason: str | None,
 
 def note_publish(built: BuiltIssue, store: SentIssues) -> None:
     """Before a publish: refuse another issue than what went out; record a new correction."""
-    sent = store.sent_issue(built.id)
-    check(built.id, built.content_hash, built.issue.correction, sent)
-    if sent is not None and built.content_hash != sent.content_hash:
-        _record_correction(built, store, sent)
+    _note(built, store, store.sent_issue(built.id))
 
 
 def note_send(built: BuiltIssue, store: SentIssues, now: datetime, *,
@@ -93,17 +90,16 @@ def note_send(built: BuiltIssue, store: SentIssues, now: datetime, *,
     issue; a new correction replaces the note. A dry run only checks."""
     if dry_run:
         check(built.id, built.content_hash, built.issue.correction, store.sent_issue(built.id))
-        return
-    sent = store.record_sent(built.id, built.content_hash, now)
-    check(built.id, built.content_hash, built.issue.correction, sent)
-    if built.content_hash != sent.content_hash:
-        _record_correction(built, store, sent)
+    else:
+        _note(built, store, store.record_sent(built.id, built.content_hash, now))
 
 
-def _record_correction(built: BuiltIssue, store: SentIssues, sent: SentIssue) -> None:
+def _note(built: BuiltIssue, store: SentIssues, sent: SentIssue | None) -> None:
     correction = built.issue.correction
-    if correction is None:  # check() lets no other issue differ
-        raise BlockedError(f"{built.id}: only a correction may replace a sent issue")
+    check(built.id, built.content_hash, correction, sent)
+    # Past check(), an issue that differs from what went out is a new correction.
+    if sent is None or correction is None or built.content_hash == sent.content_hash:
+        return
     now_out = store.record_correction(built.id, built.content_hash,
                                       replacing=sent.content_hash,
                                       corrected_on=correction.on, reason=correction.reason)

@@ -18,14 +18,7 @@ import pendulum
 from pipeline.config import Settings
 from pipeline.core.email.message import Messages
 from pipeline.core.email.render import Budget
-from pipeline.errors import (
-    BlockedError,
-    ConfigError,
-    NewsletterError,
-    StoppedError,
-    TransportError,
-    UsageError,
-)
+from pipeline.errors import BlockedError, ConfigError, StoppedError, TransportError, UsageError
 from pipeline.model import Week
 from pipeline.resource import Resource
 from pipeline.stages.built import BuiltIssue
@@ -41,7 +34,6 @@ _log = logging.getLogger("newsletter.preflight")
 class Delivery(Resource):
     """What a send uses, every part checked; close it when the send is done."""
 
-    keys: Keys
     #: Links signed with the public development key (outbox only).
     development: bool
     transport: Transport
@@ -62,8 +54,7 @@ _TOO_EARLY = {
 def check_week(week: Week, at: datetime, *, allow_partial_week: bool = False,
                doing: str = "send") -> None:
     """Refuse (exit 2) to send or publish a week that has not ended: it would go out half-full."""
-    early = not_started(week, at)
-    if early is not None:
+    if (early := not_started(week, at)) is not None:
         raise early
     if at < week.end and not allow_partial_week:
         raise UsageError(f"week {week.id} has not ended (it ends {_local(week.end, week.tz)}); "
@@ -76,15 +67,6 @@ def not_started(week: Week, at: datetime) -> UsageError | None:
         return None
     return UsageError(f"week {week.id} has not started (it begins "
                       f"{_local(week.start, week.tz)}); there is nothing in it yet")
-
-
-def require_https(settings: Settings) -> None:
-    """RFC 8058: mailbox providers ignore a one-click unsubscribe URL that is not https."""
-    url = settings.site.app_url
-    if urlsplit(url.strip()).scheme.lower() != "https":
-        raise ConfigError(f"the {settings.delivery.transport} transport needs an https URL "
-                          f"(RFC 8058 one-click unsubscribe), got {url!r}",
-                          key="[site] app_url")
 
 
 def check_issue(settings: Settings, built: BuiltIssue, *, at: datetime,
@@ -118,9 +100,13 @@ def check_sizes(settings: Settings, built: BuiltIssue) -> None:
 def check_delivery(settings: Settings, built: BuiltIssue, keys: Keys, development: bool,
                    transport: Transport) -> Delivery:
     """The transport's checks on one just opened; the first that fails closes it and raises."""
+    url = settings.site.app_url
     try:
-        if transport.reaches_mailboxes:
-            require_https(settings)
+        # RFC 8058: mailbox providers ignore a one-click unsubscribe URL that is not https.
+        if transport.reaches_mailboxes and urlsplit(url.strip()).scheme.lower() != "https":
+            raise ConfigError(f"the {settings.delivery.transport} transport needs an https "
+                              f"URL (RFC 8058 one-click unsubscribe), got {url!r}",
+                              key="[site] app_url")
         messages = Messages(built, settings.site, settings.delivery, keys)
         rate = send_rate(settings, probe(transport))
     except BaseException:
@@ -129,14 +115,12 @@ def check_delivery(settings: Settings, built: BuiltIssue, keys: Keys, developmen
     _log.debug("transport: %s opened%s; rate %s", transport.describe(),
                " and probed" if transport.reaches_mailboxes else "",
                f"{rate:g}/s" if rate else "unlimited")
-    return Delivery(keys, development, transport, messages, rate)
+    return Delivery(development, transport, messages, rate)
 
 
 def send_rate(settings: Settings, transports_own: float | None) -> float | None:
     """``[delivery] max_rate``, else the transport's own limit, else unlimited (None)."""
-    if settings.delivery.max_rate > 0:
-        return settings.delivery.max_rate
-    return transports_own
+    return settings.delivery.max_rate or transports_own
 
 
 def probe(transport: Transport) -> float | None:
@@ -144,8 +128,8 @@ def probe(transport: Transport) -> float | None:
     limit, if it knows one. A refusal a rerun may cure is exit 4, with nothing sent."""
     try:
         return transport.probe()
-    except NewsletterError as exc:
-        if exc.exit_code == 2 or not isinstance(exc, TransportError):
+    except TransportError as exc:
+        if exc.exit_code == 2:
             raise
         raise StoppedError(f"{exc}; nothing was published or sent: run the same command "
                            "again once the transport takes mail") from exc

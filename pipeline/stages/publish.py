@@ -49,14 +49,12 @@ def publish(built: BuiltIssue, archive: Archive, site: Site) -> PublishReport:
         report.note(obj, archive.write(obj))
     issues: list[Issue] = []
     for week in archive.list_issues():
-        raw = archive.read(f"issues/{week}/issue.json")
-        if raw is None:
-            continue
-        try:
-            issues.append(issue_json.from_dict(json.loads(raw)))
-        except ValueError as exc:  # json's JSONDecodeError is one too
-            raise ArchiveError(f"issues/{week}/issue.json: {exc}",
-                               key=f"issues/{week}/issue.json") from None
+        key = f"issues/{week}/issue.json"
+        if (raw := archive.read(key)) is not None:
+            try:
+                issues.append(issue_json.from_dict(json.loads(raw)))
+            except ValueError as exc:  # json's JSONDecodeError is one too
+                raise ArchiveError(f"{key}: {exc}", key=key) from None
     if built.id not in {issue.id for issue in issues}:
         raise ArchiveError(f"issues/{built.id}/issue.json is not listed after writing it; "
                            "the index was not updated", key=f"issues/{built.id}/issue.json")

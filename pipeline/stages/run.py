@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from subscribers.model import SentIssue
     from subscribers.store import SubscriberStore
 
-__all__ = ["RunRequest", "Steps", "approved_issue", "run_week", "sent_week_issue"]
+__all__ = ["RunRequest", "Steps", "approved_issue", "run_week"]
 
 _log = logging.getLogger("newsletter.run")
 
@@ -76,15 +76,20 @@ def run_week(request: RunRequest, steps: Steps, *, at: datetime,
     check_week(week, at, allow_partial_week=request.send.allow_partial_week)
     with steps.open_store() as store, hold(store, f"send:{week.id}", f"run {week.id}"):
         sent = store.sent_issue(week.id)
-        here = sent_week_issue(issue_folder, week.id, sent)
-        built = (here if here is not None and sent is not None
-                 and here.content_hash == sent.content_hash else None)
-        if built is not None:
+        # Unreadable here: rebuilt, and the build compared with what went out.
+        here = readable_built(issue_folder, week.id) if sent is not None else None
+        if here is not None and sent is not None and here.content_hash == sent.content_hash:
+            built = here
             steps.reuse(built, True)
-        elif (built := approved_issue(issue_folder, week.id)) is not None:
+        elif (approved := approved_issue(issue_folder, week.id)) is not None:
+            built = approved
             steps.reuse(built, False)
         else:
-            waiting_correction(here, sent)
+            if (here is not None and sent is not None
+                    and freeze.replaces(here.content_hash, here.issue.correction, sent)):
+                raise BlockedError(f"{here.id}: the correction built in {here.folder} "
+                                   f"({here.content_hash[:12]}) is not approved; proof it, "
+                                   f"then run: {command('approve', '--week', here.id)}")
             built = steps.build(week, request.feeds, store.variant_choices(), sent)
         # An approved issue is no exception: what went out is never replaced silently.
         freeze.check(week.id, built.content_hash, built.issue.correction, sent, request.feeds)
@@ -95,23 +100,6 @@ def run_week(request: RunRequest, steps: Steps, *, at: datetime,
                 with log.timed(_log, "publish"):
                     steps.publish(built, store)
             return steps.send(built, delivery, store, request.send)
-
-
-def sent_week_issue(folder: Path, week_id: str, sent: SentIssue | None
-                    ) -> BuiltIssue | None:
-    """The issue in ``folder`` when the week went out; None when it did not, or the folder
-    cannot be read (it is rebuilt, and the build compared with what went out)."""
-    return None if sent is None else readable_built(folder, week_id)
-
-
-def waiting_correction(here: BuiltIssue | None, sent: SentIssue | None) -> None:
-    """Refuse (exit 3) to rebuild a sent week over a correction built and not yet approved."""
-    if here is None or sent is None:
-        return
-    if freeze.replaces(here.content_hash, here.issue.correction, sent):
-        raise BlockedError(f"{here.id}: the correction built in {here.folder} "
-                           f"({here.content_hash[:12]}) is not approved; proof it, "
-                           f"then run: {command('approve', '--week', here.id)}")
 
 
 def approved_issue(folder: Path, week_id: str) -> BuiltIssue | None:

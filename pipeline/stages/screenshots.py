@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pipeline.model import LAYOUTS
+from pipeline.resource import Resource
 
 if TYPE_CHECKING:
     from playwright.sync_api import Browser, CDPSession, Page, Playwright
@@ -74,7 +75,7 @@ class Screenshots:
     pending: int = 0
 
 
-class Screenshotter:
+class Screenshotter(Resource):
     """Takes a preview's shots with one Chromium, started when first needed; ``close()`` (or
     ``with``) ends it."""
 
@@ -84,12 +85,6 @@ class Screenshotter:
         self._browser: Browser | None = None
         self._page: Page | None = None
         self._cdp: CDPSession | None = None
-
-    def __enter__(self) -> Screenshotter:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def close(self) -> None:
         if self._browser is not None:

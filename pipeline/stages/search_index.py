@@ -48,8 +48,7 @@ def run_pagefind(pages: dict[str, str], executable: Path | None = None) -> dict[
         command = [str(binary), "--site", str(site), "--output-path", str(out), *OPTIONS]
         try:
             result = subprocess.run(command, capture_output=True, text=True, errors="replace",
-                                    timeout=PAGEFIND_TIMEOUT_S, check=False,
-                                    stdin=subprocess.DEVNULL)
+                                    timeout=PAGEFIND_TIMEOUT_S, stdin=subprocess.DEVNULL)
         except subprocess.TimeoutExpired:
             raise RenderError("search index",
                               f"Pagefind took longer than {PAGEFIND_TIMEOUT_S} s") from None
@@ -90,6 +89,7 @@ def publish_search(archive: Archive, site: Site, issues: Sequence[Issue],
     Nothing is deleted before the new index is in place, so search answers throughout.
     """
     previous, legacy = previous_manifest(archive)
+    before = previous or search.Manifest({})
     present = set(archive.keys(search.BUNDLE))
     identity = tool()
     years: dict[str, search.YearIndex] = {}
@@ -98,9 +98,10 @@ def publish_search(archive: Archive, site: Site, issues: Sequence[Issue],
             if not records:
                 continue
             digest = search.pages_digest(records, identity)
-            kept = previous.years.get(year) if previous else None
-            if kept is not None and kept.digest == digest and set(kept.files) <= present \
-                    and kept.entry == _live_entry(archive, year):
+            kept = before.years.get(year)
+            live_entry = search.bundle_prefix(year) + search.ENTRY
+            if (kept is not None and kept.digest == digest and set(kept.files) <= present
+                    and kept.entry == search.entry_digest(archive.read(live_entry))):
                 years[year] = kept
                 continue
             objects = bundle_objects(year, records)
@@ -110,29 +111,16 @@ def publish_search(archive: Archive, site: Site, issues: Sequence[Issue],
             years[year] = search.YearIndex(digest, tuple(obj.key for obj in objects),
                                            search.entry_digest(entry))
     except BaseException:
-        _record_what_is_live(archive, years, previous)
+        # Live now: the years rewritten so far, the rest as before. Best effort: the
+        # failure being raised is the one to report.
+        with contextlib.suppress(Exception):
+            archive.write(search.Manifest({**before.years, **years}, before.legacy).to_object())
         raise
-    for page in search.search_pages(site, years):
-        note(page, archive.write(page))
     manifest = search.Manifest(years)
-    written = manifest.to_object()
-    note(written, archive.write(written))
+    for obj in (*search.search_pages(site, years), manifest.to_object()):
+        note(obj, archive.write(obj))
     stale = search.stale_files(present, manifest.files(), previous)
     return archive.delete([*stale, *([search.LEGACY_MANIFEST] if legacy else [])])
-
-
-def _live_entry(archive: Archive, year: str) -> str:
-    return search.entry_digest(archive.read(search.bundle_prefix(year) + search.ENTRY))
-
-
-def _record_what_is_live(archive: Archive, years: dict[str, search.YearIndex],
-                         previous: search.Manifest | None) -> None:
-    """After a year failed: the years rewritten so far, the rest as before. Best effort:
-    the failure being raised is the one to report."""
-    live = {**(previous.years if previous else {}), **years}
-    with contextlib.suppress(Exception):
-        archive.write(search.Manifest(live, previous.legacy if previous else frozenset()
-                                      ).to_object())
 
 
 def previous_manifest(archive: Archive) -> tuple[search.Manifest | None, bool]:

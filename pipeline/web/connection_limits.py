@@ -60,8 +60,7 @@ def raise_open_files(wanted: int) -> int:
     target = wanted if hard == resource.RLIM_INFINITY else min(wanted, hard)
     if soft < target:
         resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
-        soft = target
-    return soft
+    return max(soft, target)
 
 
 def connection_limit(open_files: int) -> int:
