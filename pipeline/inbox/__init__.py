@@ -56,20 +56,16 @@ class Inbox(Resource, Protocol):
     def pending(self) -> Iterator[InboundMail]:
         """The mails not yet moved aside, oldest first. Never SES's setup notification,
         never what is already in ``processed/`` or ``ignored/``."""
-        ...
 
     def move_aside(self, key: str, outcome: Outcome) -> None:
         """Move the mail to ``processed/`` or ``ignored/``; one already gone is fine."""
-        ...
 
     def describe(self) -> str:
         """Where this inbox is (a folder, ``s3://bucket/prefix/``): for messages, and part
         of each mail's once-only key, so it must not change between runs."""
-        ...
 
     def close(self) -> None:
         """Release what the inbox holds (an S3 client it built)."""
-        ...
 
 
 def is_mail_name(name: str) -> bool:
