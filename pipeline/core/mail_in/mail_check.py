@@ -171,10 +171,9 @@ def _tags(value: str) -> dict[str, str]:
     """``v=1; a=rsa-sha256; d=example.org; h=From:To; …`` → {"v": "1", …}, whitespace
     removed from each value (RFC 6376 allows folding anywhere in them)."""
     tags: dict[str, str] = {}
-    for part in value.split(";"):
-        name, eq, text = part.partition("=")
-        if eq and name.strip() and name.strip() not in tags:
-            tags[name.strip()] = re.sub(r"\s+", "", text)
+    for name, eq, text in (part.partition("=") for part in value.split(";")):
+        if eq and name.strip():
+            tags.setdefault(name.strip(), re.sub(r"\s+", "", text))
     return tags
 
 
