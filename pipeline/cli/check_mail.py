@@ -59,9 +59,8 @@ def _cmd_check_mail(args: argparse.Namespace, settings: Settings) -> int:
 def _read(file: str) -> bytes:
     if file == "-":
         return sys.stdin.buffer.read(_MAX_BYTES + 1)
-    path = Path(file)
     try:
-        with path.open("rb") as handle:
+        with Path(file).open("rb") as handle:
             return handle.read(_MAX_BYTES + 1)
     except IsADirectoryError:
         raise UsageError(f"check-mail {file}: is a folder, not a mail file") from None

@@ -41,9 +41,8 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
         help="handle mail sent to the newsletter (unsubscribe, subscribe, bounces)",
         description="Handle the mail people send to the newsletter's addresses.")
     process = actions.add_parser(
-        "process", help="unsubscribe and subscribe by mail, apply bounces, then move each "
-        "mail aside",
-        description=_PROCESS_HELP)
+        "process", description=_PROCESS_HELP,
+        help="unsubscribe and subscribe by mail, apply bounces, then move each mail aside")
     process.add_argument("--dry-run", action="store_true",
                          help="print what each waiting mail asks for (addresses masked); "
                          "act on nothing, move nothing")
@@ -70,13 +69,10 @@ def _dry_run(inbox: Inbox) -> int:
     for mail in inbox.pending():
         seen += 1
         verdict = classify(mail.raw)
-        extra = f" {mask_address(verdict.sender)}" if verdict.sender else ""
-        if verdict.layout:
-            extra += f" layout={verdict.layout}"
-        print(f"{mail.key}: {verdict.action} ({verdict.reason}){extra}")
-    if not seen:
-        print(f"inbox {inbox.describe()}: no mail waiting")
-    else:
-        print(f"inbox {inbox.describe()}: {seen} mail{'s' if seen != 1 else ''} waiting "
-              "(dry run: nothing done, nothing moved)")
+        sender = f" {mask_address(verdict.sender)}" if verdict.sender else ""
+        layout = f" layout={verdict.layout}" if verdict.layout else ""
+        print(f"{mail.key}: {verdict.action} ({verdict.reason}){sender}{layout}")
+    waiting = (f"{seen} mail{'s' if seen != 1 else ''} waiting (dry run: nothing done, nothing "
+               "moved)" if seen else "no mail waiting")
+    print(f"inbox {inbox.describe()}: {waiting}")
     return 0

@@ -12,22 +12,13 @@ from __future__ import annotations
 import hashlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal, Protocol, get_args
 
 from pipeline.errors import NewsletterError
 from pipeline.resource import Resource
 
-__all__ = [
-    "OUTCOMES",
-    "SETUP_NOTIFICATION",
-    "InboundMail",
-    "Inbox",
-    "InboxError",
-    "Outcome",
-    "check_move",
-    "is_mail_name",
-    "mail_key",
-]
+__all__ = ["OUTCOMES", "SETUP_NOTIFICATION", "InboundMail", "Inbox", "InboxError", "Outcome",
+           "check_move", "is_mail_name", "mail_key"]
 
 #: The object SES writes under the prefix when the receipt rule is created: not a mail.
 SETUP_NOTIFICATION = "AMAZON_SES_SETUP_NOTIFICATION"
@@ -35,7 +26,7 @@ SETUP_NOTIFICATION = "AMAZON_SES_SETUP_NOTIFICATION"
 Outcome = Literal["processed", "ignored"]
 
 #: Where a mail is moved once handled: ``<inbox>/processed/`` or ``<inbox>/ignored/``.
-OUTCOMES: tuple[Outcome, ...] = ("processed", "ignored")
+OUTCOMES: tuple[Outcome, ...] = get_args(Outcome)
 
 
 class InboxError(NewsletterError):
@@ -65,20 +56,16 @@ class Inbox(Resource, Protocol):
     def pending(self) -> Iterator[InboundMail]:
         """The mails not yet moved aside, oldest first. Never SES's setup notification,
         never what is already in ``processed/`` or ``ignored/``."""
-        ...
 
     def move_aside(self, key: str, outcome: Outcome) -> None:
         """Move the mail to ``processed/`` or ``ignored/``; one already gone is fine."""
-        ...
 
     def describe(self) -> str:
         """Where this inbox is (a folder, ``s3://bucket/prefix/``): for messages, and part
         of each mail's once-only key, so it must not change between runs."""
-        ...
 
     def close(self) -> None:
         """Release what the inbox holds (an S3 client it built)."""
-        ...
 
 
 def is_mail_name(name: str) -> bool:
@@ -93,7 +80,7 @@ def check_move(key: str, outcome: str) -> None:
     caller, never a path outside the inbox."""
     if outcome not in OUTCOMES:
         raise ValueError(f"unknown outcome {outcome!r}; known: {', '.join(OUTCOMES)}")
-    if not is_mail_name(key) or key in (".", "..") or "\\" in key:
+    if not is_mail_name(key) or "\\" in key:
         raise ValueError(f"not a waiting mail's name: {key!r}")
 
 

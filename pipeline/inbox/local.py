@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,8 +16,6 @@ __all__ = ["LocalInbox"]
 class LocalInbox(Inbox):
     """Raw mails as files in ``folder`` (not its sub-folders); a missing folder is an empty
     inbox. Moving aside is an ``os.replace``, atomic within the folder."""
-
-    name = "local"
 
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
@@ -41,14 +40,10 @@ class LocalInbox(Inbox):
         try:
             with os.scandir(self.folder) as entries:
                 for entry in entries:
-                    if not is_mail_name(entry.name):
-                        continue
-                    try:
-                        if entry.is_file(follow_symlinks=False):
+                    with contextlib.suppress(FileNotFoundError):  # moved aside meanwhile
+                        if is_mail_name(entry.name) and entry.is_file(follow_symlinks=False):
                             found.append((entry.stat(follow_symlinks=False).st_mtime_ns,
                                           entry.name))
-                    except FileNotFoundError:
-                        continue
         except FileNotFoundError:
             return []  # no folder yet: nothing has arrived
         except OSError as exc:

@@ -27,8 +27,6 @@ class S3Inbox(Inbox):
     again, and the next run only finishes the move.
     """
 
-    name = "s3"
-
     def __init__(self, bucket: str, prefix: str, client: S3Client, *, owns_client: bool = False,
                  page_size: int | None = None) -> None:
         if not bucket:
@@ -43,34 +41,31 @@ class S3Inbox(Inbox):
         return f"s3://{self.bucket}/{self.prefix}"
 
     def pending(self) -> Iterator[InboundMail]:
-        for _, rest in sorted(self._list()):
-            full = self.prefix + rest
+        for name in self._waiting():
+            full = self.prefix + name
             try:
                 raw = self.client.get_object(Bucket=self.bucket, Key=full)["Body"].read()
-            except ClientError as exc:
-                if is_missing_key(exc):  # moved aside by another run meanwhile
-                    continue
+            except (ClientError, BotoCoreError, OSError) as exc:
+                if isinstance(exc, ClientError) and is_missing_key(exc):
+                    continue  # moved aside by another run meanwhile
                 raise self._error(exc, f"cannot read {full}") from exc
-            except (BotoCoreError, OSError) as exc:
-                raise self._error(exc, f"cannot read {full}") from exc
-            yield InboundMail(rest, raw)
+            yield InboundMail(name, raw)
 
-    def _list(self) -> list[tuple[Any, str]]:
-        """(LastModified, name) of every waiting mail, all pages."""
-        paging: dict[str, Any] = {"Bucket": self.bucket, "Prefix": self.prefix,
-                                  "Delimiter": "/"}
-        if self.page_size:
-            paging["PaginationConfig"] = {"PageSize": self.page_size}
+    def _waiting(self) -> list[str]:
+        """The waiting mails' names, oldest (LastModified) first, from every page."""
+        pages = self.client.get_paginator("list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=self.prefix, Delimiter="/",
+            PaginationConfig={"PageSize": self.page_size} if self.page_size else {})
         found: list[tuple[Any, str]] = []
         try:
-            for page in self.client.get_paginator("list_objects_v2").paginate(**paging):
+            for page in pages:
                 for item in page.get("Contents", ()):
                     rest = item["Key"][len(self.prefix):]
                     if is_mail_name(rest):
                         found.append((item.get("LastModified"), rest))
         except (ClientError, BotoCoreError, OSError) as exc:
             raise self._error(exc, "cannot list the waiting mails") from exc
-        return found
+        return [name for _, name in sorted(found)]
 
     def move_aside(self, key: str, outcome: Outcome) -> None:
         check_move(key, outcome)
@@ -78,11 +73,9 @@ class S3Inbox(Inbox):
         try:
             self.client.copy_object(Bucket=self.bucket, Key=target,
                                     CopySource={"Bucket": self.bucket, "Key": source})
-        except ClientError as exc:
-            if is_missing_key(exc):
+        except (ClientError, BotoCoreError, OSError) as exc:
+            if isinstance(exc, ClientError) and is_missing_key(exc):
                 return  # already moved aside (by another run)
-            raise self._error(exc, f"cannot copy {source} to {target}") from exc
-        except (BotoCoreError, OSError) as exc:
             raise self._error(exc, f"cannot copy {source} to {target}") from exc
         try:
             self.client.delete_object(Bucket=self.bucket, Key=source)

@@ -46,18 +46,17 @@ def mailbox_gone(text: str, *, code: int | None = None, status: str | None = Non
         return False
     # 5.0.0 is "other or undefined": Exim writes it for every failure and leaves the real
     # reason to the reply (a code in it, else its words), at RCPT as in a DSN.
-    if status is None or status.strip() == "5.0.0":
-        status = enhanced_status(text)
-    if status is not None and status.strip() != "5.0.0":
-        klass, _, detail = status.strip().partition(".")
-        return klass == "5" and detail in GONE_STATUSES
+    for given in (status, enhanced_status(text)):
+        if given is not None and given.strip() != "5.0.0":
+            klass, _, detail = given.strip().partition(".")
+            return klass == "5" and detail in GONE_STATUSES
     return bool(_GONE_TEXT.search(text))
 
 
 def bounce_kind(status: str, text: str = "") -> BounceKind | None:
     """A DSN's failed recipient: ``bounce-permanent`` when the mailbox is gone,
     ``bounce-transient`` for another 5.x.x failure (counted), None for a 4.x.x one."""
-    status = (enhanced_status(status) or "").strip()
+    status = enhanced_status(status) or ""
     if not status.startswith("5."):
         return None
     return "bounce-permanent" if mailbox_gone(text, status=status) else "bounce-transient"

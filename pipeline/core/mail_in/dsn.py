@@ -16,7 +16,7 @@ import email.policy
 import re
 from dataclasses import dataclass, field
 from email.message import Message
-from email.parser import BytesHeaderParser, HeaderParser
+from email.parser import HeaderParser
 
 from pipeline.core.mail_in.bounces import BounceKind, bounce_kind, enhanced_status
 
@@ -99,9 +99,7 @@ def read_report(mail: bytes | Message) -> Report | None:
     try:
         message = (email.message_from_bytes(mail, policy=email.policy.default)
                    if isinstance(mail, bytes) else mail)
-        if not is_report(message):
-            return None
-        return _read(message)
+        return _read(message) if is_report(message) else None
     except Exception:  # the email package can trip over hostile input: no DSN then
         return None
 
@@ -111,8 +109,7 @@ def _read(message: Message) -> Report:
     returned: Message | None = None
     # The report's own parts only: a delivery-status part inside the returned message (a
     # DSN about a DSN) is not this report's word.
-    parts = message.get_payload() if message.is_multipart() else []
-    for part in parts if isinstance(parts, list) else []:
+    for part in message.get_payload() if message.is_multipart() else []:
         if not isinstance(part, Message):
             continue
         kind = part.get_content_type()
@@ -131,17 +128,13 @@ def _read(message: Message) -> Report:
 
 
 def _recipients(part: Message) -> list[Recipient]:
-    """The per-recipient blocks (those with an ``Action`` or a ``Final-Recipient``)."""
-    found = []
-    for block in _blocks(part):
-        action = _first_word(block.get("Action"))
-        if not action and block.get("Final-Recipient") is None:
-            continue  # the per-message block (Reporting-MTA, Arrival-Date, …)
-        status = enhanced_status(_text(block.get("Status"))) or ""
-        found.append(Recipient(action, status, " ".join(_text(block.get("Diagnostic-Code"))
-                                                         .split()),
-                               _address(block.get("Final-Recipient"))))
-    return found
+    """The per-recipient blocks: those with an ``Action`` or a ``Final-Recipient``, not the
+    per-message one (Reporting-MTA, Arrival-Date, …)."""
+    return [Recipient(_first_word(block.get("Action")),
+                      enhanced_status(_text(block.get("Status"))) or "",
+                      _text(block.get("Diagnostic-Code")), _address(block.get("Final-Recipient")))
+            for block in _blocks(part)
+            if _first_word(block.get("Action")) or block.get("Final-Recipient") is not None]
 
 
 def _blocks(part: Message) -> list[Message]:
@@ -150,12 +143,15 @@ def _blocks(part: Message) -> list[Message]:
     payload = part.get_payload()
     if isinstance(payload, list):
         return [block for block in payload if isinstance(block, Message)]
-    raw = part.get_payload(decode=True)
-    text = (raw[:_MAX_PART].decode("utf-8", "replace") if isinstance(raw, bytes)
-            else str(payload)[:_MAX_PART])
     parser = HeaderParser()
     return [parser.parsestr(block.strip() + "\n")
-            for block in re.split(r"\r?\n[ \t]*\r?\n", text) if block.strip()]
+            for block in re.split(r"\r?\n[ \t]*\r?\n", _decoded(part)) if block.strip()]
+
+
+def _decoded(part: Message) -> str:
+    """A part's content, decoded as UTF-8, at most :data:`_MAX_PART` bytes of it."""
+    raw = part.get_payload(decode=True)
+    return (raw if isinstance(raw, bytes) else b"")[:_MAX_PART].decode("utf-8", "replace")
 
 
 def _address(value: object) -> str:
@@ -178,15 +174,12 @@ def _text(value: object) -> str:
 # -- the returned message
 
 
-def _returned_headers(part: Message) -> Message | None:
+def _returned_headers(part: Message) -> Message:
     """The returned message's headers, attached whole or given as text."""
     payload = part.get_payload()
     if isinstance(payload, list) and payload and isinstance(payload[0], Message):
         return payload[0]
-    raw = part.get_payload(decode=True)
-    if isinstance(raw, bytes):
-        return BytesHeaderParser().parsebytes(raw[:_MAX_PART])
-    return HeaderParser().parsestr(str(payload)[:_MAX_PART]) if payload else None
+    return HeaderParser().parsestr(_decoded(part))
 
 
 _URL_TOKEN = re.compile(r"[?&]token=([a-z2-7]{56})(?![a-z0-9])", re.I)
@@ -195,14 +188,11 @@ _TAG_TOKEN = re.compile(r"\+([a-z2-7]{56})@", re.I)
 
 def _tokens(headers: Message) -> tuple[str, ...]:
     """The tokens of every ``List-Unsubscribe`` of the returned message, read raw."""
-    found: list[str] = []
-    for name, value in headers.items():
-        if str(name).strip().lower() != "list-unsubscribe":
-            continue
-        text = re.sub(r"\s+", "", _raw(value))
-        for match in (*_URL_TOKEN.finditer(text), *_TAG_TOKEN.finditer(text)):
-            found.append(match.group(1).lower())
-    return tuple(dict.fromkeys(found))
+    texts = [re.sub(r"\s+", "", _raw(value)) for name, value in headers.items()
+             if str(name).strip().lower() == "list-unsubscribe"]
+    return tuple(dict.fromkeys(match.group(1).lower() for text in texts
+                               for pattern in (_URL_TOKEN, _TAG_TOKEN)
+                               for match in pattern.finditer(text)))
 
 
 def _message_id(headers: Message) -> str | None:

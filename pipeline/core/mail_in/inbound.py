@@ -18,8 +18,7 @@ import html
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from types import MappingProxyType
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, get_args
 
 from pipeline.core.mail_in.dsn import is_report, read_report
 
@@ -31,22 +30,19 @@ __all__ = ["ACTIONS", "LAYOUT_WORDS", "Action", "Verdict", "classify", "mask_add
 Action = Literal["unsubscribe", "subscribe", "bounce", "ignored", "unrecognised"]
 
 #: What :func:`classify` can decide.
-ACTIONS: tuple[Action, ...] = ("unsubscribe", "subscribe", "bounce", "ignored",
-                               "unrecognised")
+ACTIONS: tuple[Action, ...] = get_args(Action)
 
 #: The words that may follow ``subscribe`` / ``订阅``, and the layout each asks for.
-LAYOUT_WORDS: Mapping[str, str] = MappingProxyType({
+LAYOUT_WORDS: Mapping[str, str] = {
     "zh-en": "zh-en", "en-zh": "en-zh", "zh": "zh", "en": "en",
     "中文": "zh", "english": "en", "英文": "en", "双语": "zh-en", "bilingual": "zh-en",
-})
-_COMMANDS = ("subscribe", "订阅")
+}
 
 
 @dataclass(frozen=True)
 class Verdict:
     """What :func:`classify` made of one mail, and why (``reason``). A bounce's ``token`` is
-    still to be verified.
-    """
+    still to be verified."""
 
     action: Action
     reason: str
@@ -78,7 +74,7 @@ def classify(raw: bytes) -> Verdict:
 
 def _classify(raw: bytes) -> Verdict:
     message = email.message_from_bytes(raw, policy=email.policy.default)
-    headers = _Headers(message)
+    headers = _raw_headers(message)
     sender = _sender(message, headers)
     if is_report(message):  # a DSN: before the checks, as its token proves itself
         return _bounce(message, sender)
@@ -88,54 +84,54 @@ def _classify(raw: bytes) -> Verdict:
     failed = _failed_check(headers)
     if failed:
         return Verdict("ignored", failed, sender=sender)
-    found = _subscribe_command(_subject(message, headers))
-    where = "subject"
-    if found is None:
-        found = _subscribe_command(_first_line(message))
-        where = "first-line"
-    if found is None:
+    where, layout = "subject", _subscribe_command(_subject(message, headers))
+    if layout is None:
+        where, layout = "first-line", _subscribe_command(_first_line(message))
+    if layout is None:
         return Verdict("unrecognised", "no-command", sender=sender)
     if sender is None:
         return Verdict("ignored", "no-sender")
-    auto = (headers.top("auto-submitted") or "no").split(";")[0].strip().lower()
+    auto = (_top(headers, "auto-submitted") or "no").split(";")[0].strip().lower()
     if auto != "no":
         return Verdict("ignored", "auto-submitted", sender=sender)
-    return Verdict("subscribe", where, sender=sender, layout=found[1])
+    return Verdict("subscribe", where, sender=sender, layout=layout or None)
 
 
-class _Headers:
-    """The headers as received, unparsed (parsing a hostile header can fail), in order."""
+_Headers = dict[str, list[str]]
 
-    def __init__(self, message: EmailMessage) -> None:
-        self._items = [(str(name).strip().lower(), re.sub(r"\r?\n", "", str(value)))
-                       for name, value in message.raw_items()]
 
-    def top(self, name: str) -> str | None:
-        """The first (topmost) occurrence of ``name``."""
-        return next((value for key, value in self._items if key == name), None)
+def _raw_headers(message: EmailMessage) -> _Headers:
+    """The headers as received, unparsed (parsing a hostile header can fail), by lower-case
+    name, in order."""
+    headers: _Headers = {}
+    for name, value in message.raw_items():
+        headers.setdefault(str(name).strip().lower(), []).append(re.sub(r"\r?\n", "", str(value)))
+    return headers
 
-    def every(self, name: str) -> list[str]:
-        return [value for key, value in self._items if key == name]
+
+def _top(headers: _Headers, name: str) -> str | None:
+    """The topmost ``name``: SES prepends its own, a look-alike sits below."""
+    return next(iter(headers.get(name, ())), None)
 
 
 # -- checks
 
 _SPF_FAILED = frozenset({"fail", "softfail", "permerror"})
 _COMMENT = re.compile(r"\([^()]*\)")
-_RESULT = re.compile(r"^\s*([a-z0-9_.-]+)\s*=\s*([a-z]+)", re.I)
+_RESULT = re.compile(r"^\s*(spf|dkim|dmarc)\s*=\s*([a-z]+)", re.I)
 
 
 def _failed_check(headers: _Headers) -> str | None:
     """The reason to ignore the mail, per :func:`classify`'s rule, or None."""
-    if _first_word(headers.top("x-ses-virus-verdict")) == "fail":
+    if _first_word(_top(headers, "x-ses-virus-verdict")) == "fail":
         return "virus"
-    if _first_word(headers.top("x-ses-spam-verdict")) == "fail":
+    if _first_word(_top(headers, "x-ses-spam-verdict")) == "fail":
         return "spam"
-    results = _authentication_results(headers.top("authentication-results"))
+    results = _authentication_results(_top(headers, "authentication-results"))
     if "fail" in results.get("dmarc", ()):
         return "dmarc-fail"
     # Received-SPF: ``pass (spfCheck: …) client-ip=…``
-    spf = (results.get("spf") or [_first_word(headers.top("received-spf")).rstrip(";")])[0]
+    spf = (results.get("spf") or [_first_word(_top(headers, "received-spf")).rstrip(";")])[0]
     dkim = results.get("dkim", [])
     if (spf in _SPF_FAILED or "fail" in dkim) and not (spf == "pass" or "pass" in dkim):
         return "spf-fail" if spf in _SPF_FAILED else "dkim-fail"
@@ -150,17 +146,12 @@ def _first_word(value: str | None) -> str:
 def _authentication_results(value: str | None) -> dict[str, list[str]]:
     """``amazonses.com; spf=pass (…) client-ip=…; dkim=pass header.i=@…; dmarc=pass …``
     → {"spf": ["pass"], "dkim": ["pass"], "dmarc": ["pass"]} (comments dropped)."""
-    text = value or ""
-    while True:  # nested comments, innermost first
-        stripped = _COMMENT.sub(" ", text)
-        if stripped == text:
-            break
-        text = stripped
+    text, found = value or "", 1
+    while found:  # nested comments, innermost first
+        text, found = _COMMENT.subn(" ", text)
     results: dict[str, list[str]] = {}
-    for segment in text.split(";"):
-        match = _RESULT.match(segment)
-        if match and match.group(1).lower() in ("spf", "dkim", "dmarc"):
-            results.setdefault(match.group(1).lower(), []).append(match.group(2).lower())
+    for name, result in (match.groups() for match in map(_RESULT.match, text.split(";")) if match):
+        results.setdefault(name.lower(), []).append(result.lower())
     return results
 
 
@@ -173,15 +164,10 @@ _RECIPIENT_HEADERS = ("to", "cc", "delivered-to", "x-original-to")
 
 def _token(headers: _Headers) -> str | None:
     """The token of the first tagged unsubscribe address among the recipients."""
-    places = [value for name in _RECIPIENT_HEADERS for value in headers.every(name)]
-    received = headers.top("received")
-    if received:
-        places.extend(_RECEIVED_FOR.findall(received))
-    for value in places:
-        match = _TOKEN_ADDRESS.search(value)
-        if match:
-            return match.group(1).lower()
-    return None
+    places = [value for name in _RECIPIENT_HEADERS for value in headers.get(name, ())]
+    places += _RECEIVED_FOR.findall(_top(headers, "received") or "")
+    found = (_TOKEN_ADDRESS.search(value) for value in places)
+    return next((match.group(1).lower() for match in found if match), None)
 
 
 # -- bounce
@@ -194,8 +180,8 @@ def _bounce(message: EmailMessage, sender: str | None) -> Verdict:
         return Verdict("unrecognised", "dsn-unreadable", sender=sender)
     kind = report.bounce
     if kind is None:
-        reason = "dsn-temporary" if report.failed else "dsn-not-failed"
-        return Verdict("ignored", reason, sender=sender)
+        return Verdict("ignored", "dsn-temporary" if report.failed else "dsn-not-failed",
+                       sender=sender)
     if not report.tokens:
         return Verdict("ignored", "dsn-unknown-message", sender=sender)
     if len(report.tokens) > 1:  # our messages carry one token, in both forms
@@ -212,28 +198,19 @@ _REPLY_PREFIX = re.compile(
 _TRAILING_PUNCTUATION = re.compile(r"[\s.!。！]+$")
 
 
-def _subscribe_command(text: str | None) -> tuple[str, str | None] | None:
-    """(command, layout or None) when ``text`` is a subscribe command, else None."""
-    if not text:
-        return None
-    text = _TRAILING_PUNCTUATION.sub("", _REPLY_PREFIX.sub("", text))
-    words = text.split()
+def _subscribe_command(text: str | None) -> str | None:
+    """The layout asked for ("" for none) when ``text`` is a subscribe command, else None."""
+    words = _TRAILING_PUNCTUATION.sub("", _REPLY_PREFIX.sub("", text or "")).split()
     if not words:
         return None
     head, rest = words[0].casefold(), words[1:]
-    for command in _COMMANDS:
-        if head == command:
-            break
-        if command == "订阅" and head.startswith(command):  # 订阅英文
-            rest = [head[len(command):], *rest]
-            break
-    else:
+    if head.startswith("订阅") and head != "订阅":  # 订阅英文
+        head, rest = "订阅", [head[len("订阅"):], *rest]
+    if head not in ("subscribe", "订阅"):
         return None
     if not rest:
-        return command, None
-    if len(rest) == 1 and rest[0].casefold() in LAYOUT_WORDS:
-        return command, LAYOUT_WORDS[rest[0].casefold()]
-    return None
+        return ""
+    return LAYOUT_WORDS.get(rest[0].casefold()) if len(rest) == 1 else None
 
 
 def _subject(message: EmailMessage, headers: _Headers) -> str | None:
@@ -241,7 +218,7 @@ def _subject(message: EmailMessage, headers: _Headers) -> str | None:
         subject = message.get("Subject")
         return None if subject is None else str(subject)
     except Exception:  # a header the parser cannot decode: read it as UTF-8, crudely
-        raw = headers.top("subject")
+        raw = _top(headers, "subject")
         return None if raw is None else _undo_surrogates(raw)
 
 
@@ -250,10 +227,7 @@ def _first_line(message: EmailMessage) -> str | None:
         text = _body_text(message)
     except Exception:  # a broken MIME structure: no body to read a command from
         return None
-    for line in text.splitlines():
-        if line.strip():
-            return line
-    return None
+    return next((line for line in text.splitlines() if line.strip()), None)
 
 
 def _body_text(message: EmailMessage) -> str:
@@ -290,17 +264,15 @@ def _html_text(markup: str) -> str:
 def _sender(message: EmailMessage, headers: _Headers) -> str | None:
     """The bare address of ``From`` (the first, if several), or None."""
     try:
-        header = message.get("From")
-        addresses = getattr(header, "addresses", ()) if header is not None else ()
-        candidates: list[str] = [a.addr_spec for a in addresses
-                                 if a.username and a.domain]
+        addresses = getattr(message.get("From"), "addresses", ())
+        candidates: list[str] = [a.addr_spec for a in addresses if a.username and a.domain]
     except Exception:  # an unparseable From: try the simpler parser on the raw text
-        raw = headers.top("from")
+        raw = _top(headers, "from")
         candidates = [email.utils.parseaddr(_undo_surrogates(raw))[1]] if raw else []
-    for address in candidates:
-        local, at, domain = address.strip().rpartition("@")
-        if local and at and domain:
-            return address.strip()
+    for address in map(str.strip, candidates):
+        local, _, domain = address.rpartition("@")
+        if local and domain:
+            return address
     return None
 
 
@@ -314,7 +286,5 @@ def mask_address(address: str | None) -> str:
     not enough to name anyone."""
     if not address:
         return "-"
-    local, at, domain = address.rpartition("@")
-    if not at or not local:
-        return "***"
-    return f"{local[0]}***@{domain}"
+    local, _, domain = address.rpartition("@")
+    return f"{local[0]}***@{domain}" if local else "***"

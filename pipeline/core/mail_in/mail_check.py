@@ -56,19 +56,19 @@ class MailCheck:
     checks: tuple[Check, ...]
 
     @property
-    def fit(self) -> bool:
-        """Whether every required check holds."""
-        return all(check.passed for check in self.checks if check.required)
+    def failed(self) -> tuple[Check, ...]:
+        """The required checks that do not hold."""
+        return tuple(check for check in self.checks if check.required and not check.passed)
 
     @property
-    def failed(self) -> tuple[Check, ...]:
-        return tuple(check for check in self.checks if check.required and not check.passed)
+    def fit(self) -> bool:
+        return not self.failed
 
     def lines(self) -> list[str]:
         """One line per check, then the verdict and what was not checked."""
-        verdict = ("fit to send: every required check holds" if self.fit else
-                   f"not fit to send: {len(self.failed)} required check"
-                   f"{'s' if len(self.failed) != 1 else ''} failed")
+        failed = len(self.failed)
+        verdict = ("fit to send: every required check holds" if not failed else
+                   f"not fit to send: {failed} required check{'s' if failed != 1 else ''} failed")
         return [*(check.line() for check in self.checks), verdict,
                 "(DKIM tags read only: no DNS lookup, no signature verified, no public "
                 "suffix list)"]
@@ -78,21 +78,19 @@ def check_mail(raw: bytes) -> MailCheck:
     """Check one raw message. :class:`NotAMail` for input that is not one."""
     message = _parse(raw)
     from_domain = _from_domain(message)
-    checks = [*_list_unsubscribe(message)]
+    checks = _list_unsubscribe(message)
     signatures = [_tags(value) for value in _every(message, "DKIM-Signature")]
     if not signatures:
-        checks.append(Check("dkim-signature", False, "no DKIM-Signature: the relay did not "
-                            "sign the message (RFC 8058 §4 wants List-Unsubscribe and "
-                            "List-Unsubscribe-Post signed)"))
-        return MailCheck(tuple(checks))
-    index, tags = _judged(signatures, from_domain, message)
+        return MailCheck((*checks, Check(
+            "dkim-signature", False, "no DKIM-Signature: the relay did not sign the message "
+            "(RFC 8058 §4 wants List-Unsubscribe and List-Unsubscribe-Post signed)")))
+    index, tags = _judged(signatures, from_domain)
     d, s = tags.get("d", "").lower(), tags.get("s", "")
     which = f"{index + 1} of {len(signatures)}" if len(signatures) > 1 else "the only one"
-    checks.append(Check("dkim-signature", bool(d), f"DKIM-Signature d={d or '?'} s={s or '?'} "
-                        f"judged ({which})"))
-    checks.append(_aligned(d, from_domain))
-    checks.extend(_coverage(_names(tags.get("h", "")), message))
-    return MailCheck(tuple(checks))
+    signed = Check("dkim-signature", bool(d),
+                   f"DKIM-Signature d={d or '?'} s={s or '?'} judged ({which})")
+    return MailCheck((*checks, signed, _aligned(d, from_domain),
+                      *_coverage(_names(tags.get("h", "")), message)))
 
 
 def _parse(raw: bytes) -> Message:
@@ -117,9 +115,7 @@ def _every(message: Message, name: str) -> list[str]:
 
 def _from_domain(message: Message) -> str:
     addresses = [addr for _, addr in getaddresses(_every(message, "From")) if "@" in addr]
-    if not addresses:
-        return ""
-    return _ascii_domain(addresses[0].rpartition("@")[2])
+    return _ascii_domain(addresses[0].rpartition("@")[2]) if addresses else ""
 
 
 def _ascii_domain(domain: str) -> str:
@@ -139,34 +135,28 @@ def _list_unsubscribe(message: Message) -> list[Check]:
     https = [entry for entry in entries if entry.lower().startswith("https://")]
     mailto = [entry for entry in entries if entry.lower().startswith("mailto:")]
     if not values:
-        url = Check("list-unsubscribe-https", False, "no List-Unsubscribe header")
+        url = False, "no List-Unsubscribe header"
     elif len(values) > 1:
         # Which one a provider uses, and which one DKIM signed (the last), is anyone's
         # guess: a header added on the way may point the one-click POST elsewhere.
-        url = Check("list-unsubscribe-https", False,
-                    f"List-Unsubscribe appears {len(values)} times (one is ours; another was "
-                    "added on the way)")
+        url = False, (f"List-Unsubscribe appears {len(values)} times (one is ours; another "
+                      "was added on the way)")
     elif https:
-        url = Check("list-unsubscribe-https", True,
-                    f"List-Unsubscribe has an https URL ({_shown_url(https[0])})")
+        url = True, f"List-Unsubscribe has an https URL ({_shown_url(https[0])})"
     else:
-        url = Check("list-unsubscribe-https", False,
-                    "List-Unsubscribe has no https URL (mailbox providers use only https for "
-                    "one-click)")
-    if mailto:
-        domain = mailto[0].partition("?")[0].rpartition("@")[2]
-        mail = Check("list-unsubscribe-mailto", True,
-                     f"List-Unsubscribe has a mailto: address (…@{domain})")
-    else:
-        mail = Check("list-unsubscribe-mailto", False,
-                     "List-Unsubscribe has no mailto: address (optional; written when "
-                     "[delivery] unsubscribe_mailto is set)")
+        url = False, ("List-Unsubscribe has no https URL (mailbox providers use only https "
+                      "for one-click)")
+    domain = mailto[0].partition("?")[0].rpartition("@")[2] if mailto else ""
+    mail = Check("list-unsubscribe-mailto", bool(mailto),
+                 f"List-Unsubscribe has a mailto: address (…@{domain})" if mailto else
+                 "List-Unsubscribe has no mailto: address (optional; written when "
+                 "[delivery] unsubscribe_mailto is set)")
     posts = [" ".join(value.split()) for value in _every(message, "List-Unsubscribe-Post")]
     post = Check("list-unsubscribe-post", posts == [_ONE_CLICK],
                  f"List-Unsubscribe-Post: {_ONE_CLICK}" if posts == [_ONE_CLICK] else
                  "no List-Unsubscribe-Post header" if not posts else
                  f"List-Unsubscribe-Post is not exactly one '{_ONE_CLICK}'")
-    return [url, mail, post]
+    return [Check("list-unsubscribe-https", *url), mail, post]
 
 
 def _shown_url(url: str) -> str:
@@ -181,10 +171,9 @@ def _tags(value: str) -> dict[str, str]:
     """``v=1; a=rsa-sha256; d=example.org; h=From:To; …`` → {"v": "1", …}, whitespace
     removed from each value (RFC 6376 allows folding anywhere in them)."""
     tags: dict[str, str] = {}
-    for part in value.split(";"):
-        name, eq, text = part.partition("=")
-        if eq and name.strip() and name.strip() not in tags:
-            tags[name.strip()] = re.sub(r"\s+", "", text)
+    for name, eq, text in (part.partition("=") for part in value.split(";")):
+        if eq and name.strip():
+            tags.setdefault(name.strip(), re.sub(r"\s+", "", text))
     return tags
 
 
@@ -200,20 +189,14 @@ def _is_aligned(d: str, from_domain: str) -> bool:
         d == from_domain or ("." in d and from_domain.endswith("." + d)))
 
 
-def _judged(signatures: list[dict[str, str]], from_domain: str,
-            message: Message) -> tuple[int, dict[str, str]]:
+def _judged(signatures: list[dict[str, str]], from_domain: str) -> tuple[int, dict[str, str]]:
     """The signature to judge: the first aligned one that covers both headers, else the
     first aligned one, else the first."""
-    def covers(tags: dict[str, str]) -> bool:
-        names = _names(tags.get("h", ""))
-        return all(header.lower() in names for header in _COVERED)
-
     aligned = [(n, tags) for n, tags in enumerate(signatures)
                if _is_aligned(tags.get("d", ""), from_domain)]
-    for n, tags in aligned:
-        if covers(tags):
-            return n, tags
-    return aligned[0] if aligned else (0, signatures[0])
+    covering = [(n, tags) for n, tags in aligned
+                if all(header.lower() in _names(tags.get("h", "")) for header in _COVERED)]
+    return (covering or aligned or [(0, signatures[0])])[0]
 
 
 def _aligned(d: str, from_domain: str) -> Check:
@@ -229,18 +212,15 @@ def _aligned(d: str, from_domain: str) -> Check:
 
 def _coverage(names: list[str], message: Message) -> list[Check]:
     missing = [header for header in _COVERED if header.lower() not in names]
-    if missing:
-        covers = Check("dkim-covers", False, "h= does not cover " + " and ".join(missing)
-                       + " (a relay could change them and the signature would still hold)")
-    else:
-        covers = Check("dkim-covers", True, "h= covers List-Unsubscribe and "
-                       "List-Unsubscribe-Post")
     loose = [header for header in _COVERED
              if names.count(header.lower()) <= len(_every(message, header))]
-    if not loose:
-        over = Check("dkim-oversigned", True, "h= oversigns both (named once more than they "
-                     "occur): nobody can add another")
-    else:
-        over = Check("dkim-oversigned", False, "h= does not oversign " + " and ".join(loose)
-                     + " (anyone on the way could add another; OversignHeaders)")
-    return [covers, over]
+    return [
+        Check("dkim-covers", not missing,
+              "h= covers List-Unsubscribe and List-Unsubscribe-Post" if not missing else
+              f"h= does not cover {' and '.join(missing)} (a relay could change them and the "
+              "signature would still hold)"),
+        Check("dkim-oversigned", not loose,
+              "h= oversigns both (named once more than they occur): nobody can add another"
+              if not loose else f"h= does not oversign {' and '.join(loose)} (anyone on the "
+              "way could add another; OversignHeaders)"),
+    ]

@@ -14,16 +14,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from email.utils import parseaddr
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 __all__ = ["EVENT_KINDS", "EventKind", "MailEvent", "events_from"]
 
 EventKind = Literal["bounce-permanent", "bounce-transient", "complaint", "delivery"]
 
 #: Every kind a :class:`MailEvent` can have.
-EVENT_KINDS: tuple[EventKind, ...] = (
-    "bounce-permanent", "bounce-transient", "complaint", "delivery",
-)
+EVENT_KINDS: tuple[EventKind, ...] = get_args(EventKind)
 
 
 @dataclass(frozen=True)
@@ -56,8 +54,7 @@ class MailEvent:
 
 def events_from(message: str) -> list[MailEvent]:
     """The mail events in an SES document, one per recipient; ``[]`` for another type, and
-    a one-line :class:`ValueError` for a malformed document.
-    """
+    a one-line :class:`ValueError` for a malformed document."""
     try:
         data = json.loads(message)
     except (ValueError, RecursionError):
@@ -67,13 +64,8 @@ def events_from(message: str) -> list[MailEvent]:
     kind = data.get("eventType", data.get("notificationType"))
     if not isinstance(kind, str):
         raise ValueError("SES event: neither eventType nor notificationType is a string")
-    if kind == "Bounce":
-        return _bounces(data)
-    if kind == "Complaint":
-        return _complaints(data)
-    if kind == "Delivery":
-        return _deliveries(data)
-    return []
+    read = {"Bounce": _bounces, "Complaint": _complaints, "Delivery": _deliveries}.get(kind)
+    return read(data) if read else []
 
 
 def _bounces(data: Mapping[str, Any]) -> list[MailEvent]:
@@ -82,11 +74,9 @@ def _bounces(data: Mapping[str, Any]) -> list[MailEvent]:
     if not isinstance(bounce_type, str) or not bounce_type:
         raise ValueError("SES event: a Bounce without bounceType")
     sub_type = bounce.get("bounceSubType")
-    detail = f"{bounce_type}/{sub_type}" if isinstance(sub_type, str) and sub_type else (
-        bounce_type)
+    detail = f"{bounce_type}/{sub_type}" if isinstance(sub_type, str) and sub_type else bounce_type
     kind: EventKind = "bounce-permanent" if bounce_type == "Permanent" else "bounce-transient"
-    recipients = _recipient_objects(bounce, "bouncedRecipients")
-    return _events(kind, recipients, data, detail, bounce)
+    return _events(kind, _recipient_objects(bounce, "bouncedRecipients"), data, detail, bounce)
 
 
 def _complaints(data: Mapping[str, Any]) -> list[MailEvent]:
@@ -119,9 +109,8 @@ def _recipient_objects(part: Mapping[str, Any], key: str) -> list[Any]:
     recipients = part.get(key)
     if not isinstance(recipients, list):
         raise ValueError(f"SES event: {key} is not a list")
-    for recipient in recipients:
-        if not isinstance(recipient, dict):
-            raise ValueError(f"SES event: an entry of {key} is not an object")
+    if not all(isinstance(recipient, dict) for recipient in recipients):
+        raise ValueError(f"SES event: an entry of {key} is not an object")
     return [recipient.get("emailAddress") for recipient in recipients]
 
 
@@ -132,14 +121,10 @@ def _events(kind: EventKind, addresses: list[Any], data: Mapping[str, Any], deta
         raise ValueError("SES event: mail is not an object")
     message_id = (mail or {}).get("messageId")
     timestamp = part.get("timestamp")
-    return [
-        MailEvent(
-            kind=kind, address=_bare(address), detail=detail,
-            message_id=message_id if isinstance(message_id, str) else None,
-            timestamp=timestamp if isinstance(timestamp, str) else None,
-        )
-        for address in addresses
-    ]
+    return [MailEvent(kind=kind, address=_bare(address), detail=detail,
+                      message_id=message_id if isinstance(message_id, str) else None,
+                      timestamp=timestamp if isinstance(timestamp, str) else None)
+            for address in addresses]
 
 
 def _bare(address: Any) -> str:
@@ -147,8 +132,5 @@ def _bare(address: Any) -> str:
     if not isinstance(address, str) or not address.strip():
         raise ValueError("SES event: a recipient address is missing or not a string")
     text = address.strip()
-    if "<" in text:
-        _, bare = parseaddr(text)
-        if bare:
-            return bare
-    return text
+    bare = parseaddr(text)[1] if "<" in text else ""
+    return bare or text
