@@ -51,12 +51,10 @@ class Memory(Protocol):
 
     def get(self, source_text: str, *, backend: str, model: str, target: str) -> str | None:
         """The remembered translation, or None."""
-        ...
 
     def put(self, source_text: str, text: str, *, backend: str, model: str,
             target: str) -> None:
         """Remember a translation (replacing what was there for the same key)."""
-        ...
 
 
 @dataclass(frozen=True)

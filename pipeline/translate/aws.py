@@ -17,8 +17,6 @@ if TYPE_CHECKING:
 
 __all__ = ["AWS_MAX_BYTES", "AwsTranslator", "translate_client"]
 
-#: Amazon Translate's codes ("zh" is Simplified Chinese).
-AWS_LANGUAGE_CODES = {"zh": "zh", "en": "en"}
 #: TranslateText's limit on ``Text``, in UTF-8 bytes (Amazon Translate quotas, 2022-12 on).
 AWS_MAX_BYTES = 10_000
 
@@ -60,11 +58,9 @@ class AwsTranslator(Translator):
             raise TranslateError(f"the text is {size:,} bytes; TranslateText takes at most "
                                  f"{AWS_MAX_BYTES:,}", backend=self.name)
         try:
-            response = self.client.translate_text(
-                Text=text,
-                SourceLanguageCode=AWS_LANGUAGE_CODES[source],
-                TargetLanguageCode=AWS_LANGUAGE_CODES[target],
-            )
+            # Amazon Translate's codes are ours: its "zh" is Simplified Chinese.
+            response = self.client.translate_text(Text=text, SourceLanguageCode=source,
+                                                  TargetLanguageCode=target)
         except ClientError as exc:
             raise TranslateError(str(answer(exc)), backend=self.name) from exc
         except (NoCredentialsError, PartialCredentialsError, NeverConnected,
