@@ -58,9 +58,7 @@ DERIVED = ("pr/", "areas/")
 
 def identifiers(body_html: str) -> list[Markup]:
     """The code identifiers a review names, in order, once each (already escaped HTML)."""
-    seen: dict[str, None] = {}
-    for match in _CODE.finditer(body_html):
-        seen.setdefault(match[1].strip(), None)
+    seen = dict.fromkeys(match[1].strip() for match in _CODE.finditer(body_html))
     return [Markup(code) for code in seen if code]  # noqa: S704 (sanitized markup's text)
 
 
@@ -128,11 +126,9 @@ class Site:
                        reverse=True)
         seen = site_pages.appearances(views)
         prs, areas = site_pages.pr_pages(seen), site_pages.area_pages(seen)
-        objects = [self._page(page.key, "web/pr.html.j2", page=page) for page in prs]
-        for area in areas:
-            objects += self._area_objects(area)
         return [
-            *objects,
+            *(self._page(page.key, "web/pr.html.j2", page=page) for page in prs),
+            *(obj for area in areas for obj in self._area_objects(area)),
             self._page("areas/index.html", "web/areas.html.j2", areas=areas),
             SiteObject(CARD_KEY, card_png(), "image/png", LONG_CACHE),
             self._page("index.html", "web/index.html.j2", issues=views),
@@ -146,7 +142,7 @@ class Site:
         ]
 
     def _area_objects(self, area: AreaPage) -> list[SiteObject]:
-        feed = area.feed_reviews
+        feed = area.reviews[:site_pages.AREA_FEED_ENTRIES]
         return [
             *(self._page(area.page_key(n), "web/area.html.j2", area=area, page=n,
                          reviews=area.page(n)) for n in range(1, area.page_count + 1)),
@@ -184,14 +180,13 @@ def public_issue_json(built: BuiltIssue) -> bytes:
 def public_email(email_html: str, site: Site, page_url: str = "") -> bytes:
     """The ``zh-en`` email as the archive shows it: without its personal links (which work
     only with a reader's token), and with a canonical link to the issue's page."""
-    html = _PERSONAL_LINK.sub(_joined, email_html)
+    html = _PERSONAL_LINK.sub(lambda link: " · " if link[1] and link[2] else "", email_html)
     for placeholder in (UNSUBSCRIBE_PLACEHOLDER, PREFERENCES_PLACEHOLDER):  # outside a link
         html = html.replace(placeholder, f"{site.base_url}/index.html")
-    if not page_url:
-        return html.encode("utf-8")
-    canonical = f'<link rel="canonical" href="{escape(page_url)}">'
-    head = html.find("</head>")
-    html = html[:head] + canonical + html[head:] if head >= 0 else canonical + html
+    if page_url:
+        canonical = f'<link rel="canonical" href="{escape(page_url)}">'
+        head = html.find("</head>")
+        html = html[:head] + canonical + html[head:] if head >= 0 else canonical + html
     return html.encode("utf-8")
 
 
@@ -201,7 +196,3 @@ _PERSONAL_LINK = re.compile(
     r"(\s*·\s*)?<a\b[^>]*\bhref=\"(?:"
     + "|".join(re.escape(p) for p in (UNSUBSCRIBE_PLACEHOLDER, PREFERENCES_PLACEHOLDER))
     + r")\"[^>]*>.*?</a>(\s*·\s*)?", re.S)
-
-
-def _joined(link: re.Match[str]) -> str:
-    return " · " if link[1] and link[2] else ""
