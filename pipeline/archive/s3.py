@@ -28,14 +28,11 @@ def normalise_prefix(prefix: str) -> str:
     """``"/weekly"`` → ``"weekly/"``, ``""`` stays empty; :class:`ArchiveError` for a prefix
     that is not a safe relative path."""
     stripped = prefix.strip().strip("/")
-    if not stripped:
-        return ""
     try:
-        check_key(stripped)
+        return check_key(stripped) + "/" if stripped else ""
     except ArchiveError:
         raise ArchiveError(f"unusable prefix {prefix!r}: expected a relative path such as "
                            "'weekly/'") from None
-    return stripped + "/"
 
 
 #: The most keys one DeleteObjects request takes.
