@@ -45,13 +45,7 @@ class AwsTranslator(Translator):
 
     def translate(self, text: str, source: str, target: str) -> str:
         """One ``TranslateText`` call; botocore errors become :class:`TranslateError`."""
-        from botocore.exceptions import (
-            ClientError,
-            HTTPClientError,
-            NoCredentialsError,
-            PartialCredentialsError,
-        )
-        from botocore.exceptions import ConnectionError as NeverConnected
+        from botocore import exceptions as boto  # not at the top: wiring imports this module
 
         size = len(text.encode("utf-8"))
         if size > AWS_MAX_BYTES:
@@ -61,10 +55,10 @@ class AwsTranslator(Translator):
             # Amazon Translate's codes are ours: its "zh" is Simplified Chinese.
             response = self.client.translate_text(Text=text, SourceLanguageCode=source,
                                                   TargetLanguageCode=target)
-        except ClientError as exc:
+        except boto.ClientError as exc:
             raise TranslateError(str(answer(exc)), backend=self.name) from exc
-        except (NoCredentialsError, PartialCredentialsError, NeverConnected,
-                HTTPClientError) as exc:  # no credentials, the endpoint unreachable, timeouts
+        except (boto.NoCredentialsError, boto.PartialCredentialsError, boto.ConnectionError,
+                boto.HTTPClientError) as exc:  # no credentials, the endpoint unreachable, timeouts
             problem = access_problem(exc, "Amazon Translate")
             raise TranslateError(problem or f"cannot reach Amazon Translate: {exc}",
                                  backend=self.name) from exc

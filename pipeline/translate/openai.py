@@ -71,8 +71,7 @@ class OpenAITranslator(Translator):
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, *,
                  timeout: float = 60.0, retries: int = 3, backoff: float = 1.0,
-                 max_wait: float = 60.0,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 max_wait: float = 60.0, sleep: Callable[[float], None] = time.sleep) -> None:
         if not re.match(r"^https?://[^\s/]+", base_url):
             raise ConfigError(f"expected an http(s) URL, got {base_url!r}",
                               key="[translate] base_url")
