@@ -73,24 +73,21 @@ class Site:
         #: The site's root as a path ("" or "/weekly"): where every link between pages starts.
         self.root = path.rstrip("/")
         self._origin = self.base_url[:len(self.base_url) - len(path)]
-        self.app_url = site.app_url.rstrip("/")
         self.env = env or environment()
         self.env.globals.update(
-            footer=footer or Footer(),
-            s=strings(), lang_tag=LANG_TAGS, tier_label=tier_label,
+            footer=footer or Footer(), s=strings(), lang_tag=LANG_TAGS, tier_label=tier_label,
             identifiers=identifiers, base_url=self.base_url, root=self.root,
-            app_url=self.app_url, tiers=TIER_BY_NAME, card_url=url_of(self.base_url, CARD_KEY),
+            app_url=site.app_url.rstrip("/"), tiers=TIER_BY_NAME, index_titles=INDEX_TITLES,
+            card_url=url_of(self.base_url, CARD_KEY),
             pr_url=lambda pr: url_of(self.root, site_pages.pr_key(pr)),
             area_url=lambda name: url_of(self.root, site_pages.area_key(area_slug(name))),
-            page_url=lambda key: url_of(self.root, key), index_titles=INDEX_TITLES,
+            page_url=lambda key: url_of(self.root, key),
         )
         self.env.filters["absolute"] = self.absolute
 
     def absolute(self, url: str) -> str:
         """A link of the site (``/issues/…``) as an absolute URL; any other URL as it is."""
-        if not url.startswith("/") or url.startswith("//"):
-            return url
-        return self._origin + url
+        return self._origin + url if url.startswith("/") and not url.startswith("//") else url
 
     def render(self, name: str, **context: Any) -> str:
         """Template ``name`` rendered; any template error a :class:`RenderError` naming it."""
@@ -101,7 +98,6 @@ class Site:
 
     def _page(self, key: str, name: str, kind: str = HTML, cache: str = SHORT_CACHE,
               **context: Any) -> SiteObject:
-        """Template ``name`` rendered as the archive's ``key``."""
         return SiteObject(key, self.render(name, **context).encode("utf-8"), kind, cache)
 
     def issue_objects(self, built: BuiltIssue) -> list[SiteObject]:
@@ -130,7 +126,8 @@ class Site:
             *(self._page(page.key, "web/pr.html.j2", page=page) for page in prs),
             *(obj for area in areas for obj in self._area_objects(area)),
             self._page("areas/index.html", "web/areas.html.j2", areas=areas),
-            SiteObject(CARD_KEY, card_png(), "image/png", LONG_CACHE),
+            SiteObject(CARD_KEY, (templates_dir() / "web" / "card.png").read_bytes(), "image/png",
+                       LONG_CACHE),
             self._page("index.html", "web/index.html.j2", issues=views),
             self._page("feed.xml", "web/feed.xml.j2", ATOM, issues=views[:FEED_ISSUES],
                        updated=views[0].published if views else None),
@@ -161,11 +158,6 @@ def retired(present: Iterable[str], made: Iterable[SiteObject]) -> list[str]:
 def robots_txt(base_url: str) -> bytes:
     """Everything may be crawled; the sitemap is named absolutely, as robots.txt requires."""
     return f"User-agent: *\nAllow: /\n\nSitemap: {base_url}/sitemap.xml\n".encode()
-
-
-def card_png() -> bytes:
-    """The static share card shipped with the package (``templates/web/card.png``)."""
-    return (templates_dir() / "web" / "card.png").read_bytes()
 
 
 def public_issue_json(built: BuiltIssue) -> bytes:

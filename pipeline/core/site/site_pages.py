@@ -88,9 +88,7 @@ class IssueView:
 
     def number_label(self, lang: str) -> str:
         """``第 3 期`` / ``No. 3``; "" for an unnumbered issue (a week before issue No. 1)."""
-        if not self.number:
-            return ""
-        return strings()[lang]["issue_number"].format(n=self.number)
+        return strings()[lang]["issue_number"].format(n=self.number) if self.number else ""
 
     def headline(self, lang: str) -> str:
         """The number (when there is one) and the days: how the index names an issue."""
