@@ -84,10 +84,8 @@ class LocalArchive(Archive):
     def describe(self) -> str:
         """The folder with a trailing slash, relative to the working directory when inside
         it (as the command line shows every path)."""
-        try:
-            shown = self.root.relative_to(Path.cwd())
-        except ValueError:
-            shown = self.root
+        cwd = Path.cwd()
+        shown = self.root.relative_to(cwd) if self.root.is_relative_to(cwd) else self.root
         return f"{shown}/"
 
     def close(self) -> None:

@@ -96,8 +96,7 @@ class IssueView:
         return f"{label} · {self.ranges[lang]}" if label else self.ranges[lang]
 
     def title(self, item: Item, lang: str) -> str:
-        first, other = (item.zh, item.en) if lang == "zh" else (item.en, item.zh)
-        text = first or other
+        text = (item.zh or item.en) if lang == "zh" else (item.en or item.zh)
         return text.title if text else f"#{item.pr}"
 
 
