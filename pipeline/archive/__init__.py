@@ -29,31 +29,21 @@ class Archive(Resource, Protocol):
 
     def list_issues(self) -> list[str]:
         """The weeks whose ``issues/<week>/issue.json`` the archive holds, oldest first."""
-        ...
 
     def read(self, key: str) -> bytes | None:
         """The object's bytes, or None when there is no such key."""
-        ...
 
     def write(self, obj: SiteObject) -> bool:
         """Store ``obj`` unless the archive holds the same bytes already (False then)."""
-        ...
 
     def keys(self, prefix: str) -> list[str]:
         """Every key the archive holds that starts with ``prefix``, sorted."""
-        ...
 
     def delete(self, keys: Sequence[str]) -> int:
         """Remove ``keys`` (one absent is no error); how many were there and are gone."""
-        ...
 
     def describe(self) -> str:
         """Where the archive is, in one line for people (a folder, ``s3://bucket/prefix``)."""
-        ...
-
-    def close(self) -> None:
-        """Release what the archive holds (a client it built)."""
-        ...
 
 
 def check_key(key: str) -> str:

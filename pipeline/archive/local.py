@@ -25,10 +25,8 @@ class LocalArchive(Archive):
         return self.root / check_key(key)
 
     def list_issues(self) -> list[str]:
-        folder = self.root / "issues"
-        if not folder.is_dir():
-            return []
-        return sorted(p.parent.name for p in folder.glob("*/issue.json")
+        found = (self.root / "issues").glob("*/issue.json")
+        return sorted(p.parent.name for p in found
                       if issue_id_of(f"issues/{p.parent.name}/issue.json"))
 
     def read(self, key: str) -> bytes | None:
@@ -54,8 +52,6 @@ class LocalArchive(Archive):
     def keys(self, prefix: str) -> list[str]:
         # Only the folder the prefix names is walked, not the whole archive.
         folder = self.root / prefix.rsplit("/", 1)[0] if "/" in prefix else self.root
-        if not folder.is_dir():
-            return []
         found = (p.relative_to(self.root).as_posix() for p in folder.rglob("*")
                  if p.is_file() and not p.name.startswith("."))  # not a write's temporary
         return sorted(key for key in found if key.startswith(prefix))
@@ -88,10 +84,8 @@ class LocalArchive(Archive):
     def describe(self) -> str:
         """The folder with a trailing slash, relative to the working directory when inside
         it (as the command line shows every path)."""
-        try:
-            shown = self.root.relative_to(Path.cwd())
-        except ValueError:
-            shown = self.root
+        cwd = Path.cwd()
+        shown = self.root.relative_to(cwd) if self.root.is_relative_to(cwd) else self.root
         return f"{shown}/"
 
     def close(self) -> None:

@@ -28,16 +28,11 @@ def normalise_prefix(prefix: str) -> str:
     """``"/weekly"`` → ``"weekly/"``, ``""`` stays empty; :class:`ArchiveError` for a prefix
     that is not a safe relative path."""
     stripped = prefix.strip().strip("/")
-    if not stripped:
-        return ""
     try:
-        check_key(stripped)
+        return check_key(stripped) + "/" if stripped else ""
     except ArchiveError:
         raise ArchiveError(f"unusable prefix {prefix!r}: expected a relative path such as "
                            "'weekly/'") from None
-    if "//" in stripped:
-        raise ArchiveError(f"unusable prefix {prefix!r}: empty path segment")
-    return stripped + "/"
 
 
 #: The most keys one DeleteObjects request takes.
@@ -76,16 +71,13 @@ class S3Archive(Archive):
         try:
             response = self.client.get_object(Bucket=self.bucket, Key=full)
             return response["Body"].read()
-        except ClientError as exc:
-            if is_missing_key(exc):
+        except (ClientError, BotoCoreError, OSError) as exc:
+            if isinstance(exc, ClientError) and is_missing_key(exc):
                 return None
-            raise self._error(exc, f"cannot read {full}", key) from exc
-        except (BotoCoreError, OSError) as exc:
             raise self._error(exc, f"cannot read {full}", key) from exc
 
     def write(self, obj: SiteObject) -> bool:
-        full = self._key(obj.key)
-        digest = obj.md5
+        full, digest = self._key(obj.key), obj.md5
         if self._known_etags().get(obj.key) == digest:
             self.skipped += 1
             return False
@@ -119,11 +111,10 @@ class S3Archive(Archive):
                                                             for k in batch], "Quiet": True})
             except (ClientError, BotoCoreError, OSError) as exc:
                 raise self._error(exc, f"cannot remove {len(batch)} object(s) under "
-                                  f"s3://{self.bucket}/{self.prefix}", batch[0]) from exc
+                                  f"{self.describe()}", batch[0]) from exc
             for key in batch:
                 known.pop(key, None)
-            errors = response.get("Errors") or []
-            if errors:
+            if errors := response.get("Errors"):
                 first = errors[0]
                 raise ArchiveError(f"cannot remove s3://{self.bucket}/{first.get('Key')}: "
                                    f"{first.get('Code')}: {first.get('Message')}",
@@ -137,17 +128,15 @@ class S3Archive(Archive):
 
     def _list(self) -> dict[str, str]:
         """Relative key → ETag of every object under the prefix (every page)."""
-        paging: dict[str, Any] = {"Bucket": self.bucket}
-        if self.prefix:
-            paging["Prefix"] = self.prefix
         found: dict[str, str] = {}
+        pages = self.client.get_paginator("list_objects_v2").paginate(Bucket=self.bucket,
+                                                                      Prefix=self.prefix)
         try:
-            for page in self.client.get_paginator("list_objects_v2").paginate(**paging):
+            for page in pages:
                 for item in page.get("Contents", ()):
                     found[item["Key"][len(self.prefix):]] = _etag(item.get("ETag"))
         except (ClientError, BotoCoreError, OSError) as exc:
-            where = f"s3://{self.bucket}/{self.prefix}"
-            raise self._error(exc, f"cannot list {where}", None) from exc
+            raise self._error(exc, f"cannot list {self.describe()}", None) from exc
         return found
 
     def describe(self) -> str:

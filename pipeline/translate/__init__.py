@@ -2,9 +2,7 @@
 
 Off by default, and the last source of a text (after the editor, the feed and the GitHub
 title). A translation the guard refuses is never remembered. Adapters convert their own
-errors into :class:`TranslateError`, keeping the cause. The memory keys each result by the
-source text, the backend, the model and the target: a re-run makes no call, a new model
-translates afresh.
+errors into :class:`TranslateError`, keeping the cause.
 """
 
 from __future__ import annotations
@@ -14,14 +12,8 @@ from typing import Protocol
 
 from pipeline.resource import Resource
 
-__all__ = [
-    "API_KEY_VARIABLE",
-    "LANGUAGE_NAMES",
-    "MEMORY_FILE",
-    "Memory",
-    "Translation",
-    "Translator",
-]
+__all__ = ["API_KEY_VARIABLE", "LANGUAGE_NAMES", "MEMORY_FILE", "Memory", "Translation",
+           "Translator"]
 
 #: The one secret of machine translation, read from the environment only.
 API_KEY_VARIABLE = "NEWSLETTER_TRANSLATE_API_KEY"
@@ -51,12 +43,10 @@ class Memory(Protocol):
 
     def get(self, source_text: str, *, backend: str, model: str, target: str) -> str | None:
         """The remembered translation, or None."""
-        ...
 
     def put(self, source_text: str, text: str, *, backend: str, model: str,
             target: str) -> None:
         """Remember a translation (replacing what was there for the same key)."""
-        ...
 
 
 @dataclass(frozen=True)

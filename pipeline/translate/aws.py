@@ -17,8 +17,6 @@ if TYPE_CHECKING:
 
 __all__ = ["AWS_MAX_BYTES", "AwsTranslator", "translate_client"]
 
-#: Amazon Translate's codes ("zh" is Simplified Chinese).
-AWS_LANGUAGE_CODES = {"zh": "zh", "en": "en"}
 #: TranslateText's limit on ``Text``, in UTF-8 bytes (Amazon Translate quotas, 2022-12 on).
 AWS_MAX_BYTES = 10_000
 
@@ -47,28 +45,20 @@ class AwsTranslator(Translator):
 
     def translate(self, text: str, source: str, target: str) -> str:
         """One ``TranslateText`` call; botocore errors become :class:`TranslateError`."""
-        from botocore.exceptions import (
-            ClientError,
-            HTTPClientError,
-            NoCredentialsError,
-            PartialCredentialsError,
-        )
-        from botocore.exceptions import ConnectionError as NeverConnected
+        from botocore import exceptions as boto  # not at the top: wiring imports this module
 
         size = len(text.encode("utf-8"))
         if size > AWS_MAX_BYTES:
             raise TranslateError(f"the text is {size:,} bytes; TranslateText takes at most "
                                  f"{AWS_MAX_BYTES:,}", backend=self.name)
         try:
-            response = self.client.translate_text(
-                Text=text,
-                SourceLanguageCode=AWS_LANGUAGE_CODES[source],
-                TargetLanguageCode=AWS_LANGUAGE_CODES[target],
-            )
-        except ClientError as exc:
+            # Amazon Translate's codes are ours: its "zh" is Simplified Chinese.
+            response = self.client.translate_text(Text=text, SourceLanguageCode=source,
+                                                  TargetLanguageCode=target)
+        except boto.ClientError as exc:
             raise TranslateError(str(answer(exc)), backend=self.name) from exc
-        except (NoCredentialsError, PartialCredentialsError, NeverConnected,
-                HTTPClientError) as exc:  # no credentials, the endpoint unreachable, timeouts
+        except (boto.NoCredentialsError, boto.PartialCredentialsError, boto.ConnectionError,
+                boto.HTTPClientError) as exc:  # no credentials, the endpoint unreachable, timeouts
             problem = access_problem(exc, "Amazon Translate")
             raise TranslateError(problem or f"cannot reach Amazon Translate: {exc}",
                                  backend=self.name) from exc

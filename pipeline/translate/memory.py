@@ -81,7 +81,6 @@ class TranslationMemory(Resource):
         return hashlib.sha256(source_text.encode("utf-8")).hexdigest()
 
     def get(self, source_text: str, *, backend: str, model: str, target: str) -> str | None:
-        """The remembered translation, or None."""
         rows = self._run("SELECT text FROM translations WHERE source_sha256 = ? "
                          "AND backend = ? AND model = ? AND target = ?",
                          (self.key(source_text), backend, model, target))
@@ -89,10 +88,8 @@ class TranslationMemory(Resource):
 
     def put(self, source_text: str, text: str, *, backend: str, model: str,
             target: str) -> None:
-        """Remember a translation (replacing what was there for the same key)."""
-        self._run("INSERT INTO translations (source_sha256, backend, model, target, text) "
-                  "VALUES (?, ?, ?, ?, ?) ON CONFLICT (source_sha256, backend, model, target) "
-                  "DO UPDATE SET text = excluded.text",
+        self._run("INSERT OR REPLACE INTO translations "
+                  "(source_sha256, backend, model, target, text) VALUES (?, ?, ?, ?, ?)",
                   (self.key(source_text), backend, model, target, text))
 
     def __len__(self) -> int:

@@ -52,7 +52,6 @@ class _Retryable(Exception):
 
     def __init__(self, message: str, retry_after: float | None = None) -> None:
         super().__init__(message)
-        self.message = message
         self.retry_after = retry_after
 
 
@@ -72,8 +71,7 @@ class OpenAITranslator(Translator):
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, *,
                  timeout: float = 60.0, retries: int = 3, backoff: float = 1.0,
-                 max_wait: float = 60.0,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 max_wait: float = 60.0, sleep: Callable[[float], None] = time.sleep) -> None:
         if not re.match(r"^https?://[^\s/]+", base_url):
             raise ConfigError(f"expected an http(s) URL, got {base_url!r}",
                               key="[translate] base_url")
@@ -134,13 +132,11 @@ class OpenAITranslator(Translator):
             response = post_json(self.url, body, headers, timeout=self.timeout,
                                  max_bytes=MAX_ANSWER_BYTES)
         except HttpError as exc:
-            if exc.kind == "unreachable":
-                said = f"cannot reach the server: {exc.reason}"
-            elif exc.kind == "too large":
+            if exc.kind == "too large":
                 raise self._error(f"the answer is larger than {MAX_ANSWER_BYTES:,} bytes"
                                   ) from exc
-            else:
-                said = f"no complete answer: {exc.reason!r}"
+            said = (f"cannot reach the server: {exc.reason}" if exc.kind == "unreachable"
+                    else f"no complete answer: {exc.reason!r}")
             if exc.transient:
                 raise _Retryable(said) from exc
             raise self._error(said) from exc
@@ -170,9 +166,7 @@ class OpenAITranslator(Translator):
 def _error_detail(raw: bytes) -> str:
     """``: <message>`` from an error body (OpenAI's ``{"error": {"message": …}}`` or text)."""
     raw = raw[:2000]
-    if not raw:
-        return ""
-    try:
+    try:  # an empty body is no JSON either: no detail
         data = json.loads(raw)
         error = data.get("error", data) if isinstance(data, dict) else data
         message = error.get("message") if isinstance(error, dict) else error

@@ -14,6 +14,7 @@ import json
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import PurePosixPath
 
 from pipeline.core.site import words
 from pipeline.core.site.site import HTML, SHORT_CACHE, VARIANTS, Site
@@ -39,12 +40,9 @@ MANIFEST = "search/indexes.json"
 #: An archive from before per-year bundles lists its index's files here, one a line.
 LEGACY_MANIFEST = "search/index-files.txt"
 #: Bundle files the search page never loads (Pagefind's UIs, the highlighter): not published.
-UNUSED = frozenset({
-    "pagefind-ui.js", "pagefind-ui.css",
-    "pagefind-modular-ui.js", "pagefind-modular-ui.css",
-    "pagefind-component-ui.js", "pagefind-component-ui.css",
-    "pagefind-highlight.js",
-})
+UNUSED = frozenset({"pagefind-ui.js", "pagefind-ui.css", "pagefind-modular-ui.js",
+                    "pagefind-modular-ui.css", "pagefind-component-ui.js",
+                    "pagefind-component-ui.css", "pagefind-highlight.js"})
 #: By file name ending. ``.pagefind`` and ``.pf_*`` files are gzip streams pagefind.js
 #: unpacks itself: served as bytes, so no CDN compresses them twice or runs them as wasm.
 CONTENT_TYPES = {
@@ -99,15 +97,11 @@ def bundle_objects(files: Mapping[str, bytes], prefix: str) -> list[SiteObject]:
     """Pagefind's output as objects under ``prefix``, ``pagefind-entry.json`` last: it names
     the other files, so a publish that fails half-way leaves the old entry pointing at files
     that exist."""
-    objects = []
-    for path in sorted(files, key=lambda p: (p == ENTRY, p)):
-        if path in UNUSED or path.startswith("playground/"):
-            continue
-        suffix = path[path.rfind("."):] if "." in path else ""
-        cache = IMMUTABLE_CACHE if _HASHED.match(path) else SHORT_CACHE
-        objects.append(SiteObject(prefix + path, files[path],
-                                  CONTENT_TYPES.get(suffix, OCTETS), cache))
-    return objects
+    return [SiteObject(prefix + path, files[path],
+                       CONTENT_TYPES.get(PurePosixPath(path).suffix, OCTETS),
+                       IMMUTABLE_CACHE if _HASHED.match(path) else SHORT_CACHE)
+            for path in sorted(files, key=lambda p: (p == ENTRY, p))
+            if path not in UNUSED and not path.startswith("playground/")]
 
 
 @dataclass(frozen=True)

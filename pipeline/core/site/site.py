@@ -58,9 +58,7 @@ DERIVED = ("pr/", "areas/")
 
 def identifiers(body_html: str) -> list[Markup]:
     """The code identifiers a review names, in order, once each (already escaped HTML)."""
-    seen: dict[str, None] = {}
-    for match in _CODE.finditer(body_html):
-        seen.setdefault(match[1].strip(), None)
+    seen = dict.fromkeys(match[1].strip() for match in _CODE.finditer(body_html))
     return [Markup(code) for code in seen if code]  # noqa: S704 (sanitized markup's text)
 
 
@@ -75,24 +73,21 @@ class Site:
         #: The site's root as a path ("" or "/weekly"): where every link between pages starts.
         self.root = path.rstrip("/")
         self._origin = self.base_url[:len(self.base_url) - len(path)]
-        self.app_url = site.app_url.rstrip("/")
         self.env = env or environment()
         self.env.globals.update(
-            footer=footer or Footer(),
-            s=strings(), lang_tag=LANG_TAGS, tier_label=tier_label,
+            footer=footer or Footer(), s=strings(), lang_tag=LANG_TAGS, tier_label=tier_label,
             identifiers=identifiers, base_url=self.base_url, root=self.root,
-            app_url=self.app_url, tiers=TIER_BY_NAME, card_url=url_of(self.base_url, CARD_KEY),
+            app_url=site.app_url.rstrip("/"), tiers=TIER_BY_NAME, index_titles=INDEX_TITLES,
+            card_url=url_of(self.base_url, CARD_KEY),
             pr_url=lambda pr: url_of(self.root, site_pages.pr_key(pr)),
             area_url=lambda name: url_of(self.root, site_pages.area_key(area_slug(name))),
-            page_url=lambda key: url_of(self.root, key), index_titles=INDEX_TITLES,
+            page_url=lambda key: url_of(self.root, key),
         )
         self.env.filters["absolute"] = self.absolute
 
     def absolute(self, url: str) -> str:
         """A link of the site (``/issues/…``) as an absolute URL; any other URL as it is."""
-        if not url.startswith("/") or url.startswith("//"):
-            return url
-        return self._origin + url
+        return self._origin + url if url.startswith("/") and not url.startswith("//") else url
 
     def render(self, name: str, **context: Any) -> str:
         """Template ``name`` rendered; any template error a :class:`RenderError` naming it."""
@@ -103,7 +98,6 @@ class Site:
 
     def _page(self, key: str, name: str, kind: str = HTML, cache: str = SHORT_CACHE,
               **context: Any) -> SiteObject:
-        """Template ``name`` rendered as the archive's ``key``."""
         return SiteObject(key, self.render(name, **context).encode("utf-8"), kind, cache)
 
     def issue_objects(self, built: BuiltIssue) -> list[SiteObject]:
@@ -128,13 +122,12 @@ class Site:
                        reverse=True)
         seen = site_pages.appearances(views)
         prs, areas = site_pages.pr_pages(seen), site_pages.area_pages(seen)
-        objects = [self._page(page.key, "web/pr.html.j2", page=page) for page in prs]
-        for area in areas:
-            objects += self._area_objects(area)
         return [
-            *objects,
+            *(self._page(page.key, "web/pr.html.j2", page=page) for page in prs),
+            *(obj for area in areas for obj in self._area_objects(area)),
             self._page("areas/index.html", "web/areas.html.j2", areas=areas),
-            SiteObject(CARD_KEY, card_png(), "image/png", LONG_CACHE),
+            SiteObject(CARD_KEY, (templates_dir() / "web" / "card.png").read_bytes(), "image/png",
+                       LONG_CACHE),
             self._page("index.html", "web/index.html.j2", issues=views),
             self._page("feed.xml", "web/feed.xml.j2", ATOM, issues=views[:FEED_ISSUES],
                        updated=views[0].published if views else None),
@@ -146,7 +139,7 @@ class Site:
         ]
 
     def _area_objects(self, area: AreaPage) -> list[SiteObject]:
-        feed = area.feed_reviews
+        feed = area.reviews[:site_pages.AREA_FEED_ENTRIES]
         return [
             *(self._page(area.page_key(n), "web/area.html.j2", area=area, page=n,
                          reviews=area.page(n)) for n in range(1, area.page_count + 1)),
@@ -167,11 +160,6 @@ def robots_txt(base_url: str) -> bytes:
     return f"User-agent: *\nAllow: /\n\nSitemap: {base_url}/sitemap.xml\n".encode()
 
 
-def card_png() -> bytes:
-    """The static share card shipped with the package (``templates/web/card.png``)."""
-    return (templates_dir() / "web" / "card.png").read_bytes()
-
-
 def public_issue_json(built: BuiltIssue) -> bytes:
     """``issue.json`` as the archive shows it: without interest variants (made from
     subscribers' choices) or hidden PRs, keeping the ``content_hash`` the editor approved."""
@@ -184,14 +172,13 @@ def public_issue_json(built: BuiltIssue) -> bytes:
 def public_email(email_html: str, site: Site, page_url: str = "") -> bytes:
     """The ``zh-en`` email as the archive shows it: without its personal links (which work
     only with a reader's token), and with a canonical link to the issue's page."""
-    html = _PERSONAL_LINK.sub(_joined, email_html)
+    html = _PERSONAL_LINK.sub(lambda link: " · " if link[1] and link[2] else "", email_html)
     for placeholder in (UNSUBSCRIBE_PLACEHOLDER, PREFERENCES_PLACEHOLDER):  # outside a link
         html = html.replace(placeholder, f"{site.base_url}/index.html")
-    if not page_url:
-        return html.encode("utf-8")
-    canonical = f'<link rel="canonical" href="{escape(page_url)}">'
-    head = html.find("</head>")
-    html = html[:head] + canonical + html[head:] if head >= 0 else canonical + html
+    if page_url:
+        canonical = f'<link rel="canonical" href="{escape(page_url)}">'
+        head = html.find("</head>")
+        html = html[:head] + canonical + html[head:] if head >= 0 else canonical + html
     return html.encode("utf-8")
 
 
@@ -201,7 +188,3 @@ _PERSONAL_LINK = re.compile(
     r"(\s*·\s*)?<a\b[^>]*\bhref=\"(?:"
     + "|".join(re.escape(p) for p in (UNSUBSCRIBE_PLACEHOLDER, PREFERENCES_PLACEHOLDER))
     + r")\"[^>]*>.*?</a>(\s*·\s*)?", re.S)
-
-
-def _joined(link: re.Match[str]) -> str:
-    return " · " if link[1] and link[2] else ""

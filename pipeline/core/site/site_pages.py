@@ -59,11 +59,6 @@ def headline_dates(start: datetime, end: datetime, tz: str) -> dict[str, str]:
     return {"zh": zh, "en": en}
 
 
-def _moment(when: datetime, tz: str) -> pendulum.DateTime:
-    """An issue.json time (read back as UTC) in the week's zone."""
-    return pendulum.instance(when).in_timezone(tz)
-
-
 class IssueView:
     """One issue as the web templates read it."""
 
@@ -74,7 +69,7 @@ class IssueView:
         self.base = base
         self.url = self.page_url()
         #: The end of the week (the Monday it goes out): stable, so re-publishing is a no-op.
-        self.published = _moment(issue.week.end, issue.week.tz)
+        self.published = pendulum.instance(issue.week.end).in_timezone(issue.week.tz)
 
     def page_url(self, variant: str = "index.html") -> str:
         return f"{self.base}/issues/{self.id}/{variant}"
@@ -84,7 +79,7 @@ class IssueView:
 
     def day(self, item: Item) -> str:
         """The day ``item`` was first reviewed, in the issue's zone (``2026-11-23``)."""
-        return _moment(item.reviewed_at, self.issue.week.tz).format("YYYY-MM-DD")
+        return pendulum.instance(item.reviewed_at).in_tz(self.issue.week.tz).format("YYYY-MM-DD")
 
     @cached_property
     def ranges(self) -> dict[str, str]:
@@ -93,9 +88,7 @@ class IssueView:
 
     def number_label(self, lang: str) -> str:
         """``第 3 期`` / ``No. 3``; "" for an unnumbered issue (a week before issue No. 1)."""
-        if not self.number:
-            return ""
-        return strings()[lang]["issue_number"].format(n=self.number)
+        return strings()[lang]["issue_number"].format(n=self.number) if self.number else ""
 
     def headline(self, lang: str) -> str:
         """The number (when there is one) and the days: how the index names an issue."""
@@ -103,8 +96,7 @@ class IssueView:
         return f"{label} · {self.ranges[lang]}" if label else self.ranges[lang]
 
     def title(self, item: Item, lang: str) -> str:
-        first, other = (item.zh, item.en) if lang == "zh" else (item.en, item.zh)
-        text = first or other
+        text = (item.zh or item.en) if lang == "zh" else (item.en or item.zh)
         return text.title if text else f"#{item.pr}"
 
 
@@ -148,10 +140,6 @@ class AreaPage:
         return area_key(self.slug, file)
 
     @property
-    def feed_reviews(self) -> tuple[Appearance, ...]:
-        return self.reviews[:AREA_FEED_ENTRIES]
-
-    @property
     def page_count(self) -> int:
         return max(1, -(-len(self.reviews) // AREA_PAGE_SIZE))
 
@@ -183,10 +171,9 @@ def area_pages(found: Iterable[Appearance]) -> list[AreaPage]:
     reviews: dict[str, list[Appearance]] = {}
     names: dict[str, set[str]] = {}
     for seen in found:
-        slugs = dict.fromkeys(area_slug(name) for name in seen.item.areas)
         for name in seen.item.areas:
             names.setdefault(area_slug(name), set()).add(name)
-        for slug in slugs:
+        for slug in dict.fromkeys(map(area_slug, seen.item.areas)):
             reviews.setdefault(slug, []).append(seen)
     return [AreaPage(slug, tuple(sorted(names[slug])), tuple(reviews[slug]))
             for slug in sorted(reviews)]

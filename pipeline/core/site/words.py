@@ -14,9 +14,7 @@ import json
 import re
 import unicodedata
 from collections.abc import Iterable
-from functools import cache
 from importlib import metadata
-from typing import Any
 
 from pipeline.core.issue.sanitize import HAN
 
@@ -33,13 +31,6 @@ _SEPARATOR = re.compile(r"[\W_]+")
 _PART = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|[0-9]+|[^\W\d_A-Za-z]+")
 
 
-@cache
-def _segmenter() -> Any:
-    import rjieba  # a dependency; its dictionary loads on import, so only here
-
-    return rjieba
-
-
 def segmenter_version() -> str:
     """The segmenter and its version: a new dictionary indexes every year again."""
     return f"rjieba {metadata.version('rjieba')}"
@@ -47,7 +38,9 @@ def segmenter_version() -> str:
 
 def cut(run: str) -> list[str]:
     """One run of Han characters as jieba's words (its HMM guesses missing ones: 竞态)."""
-    return [word for word in _segmenter().cut(run, hmm=True) if word.strip()]
+    import rjieba  # a dependency, but its dictionary loads on import: only when Chinese is cut
+
+    return [word for word in rjieba.cut(run, hmm=True) if word.strip()]
 
 
 def segment_text(text: str) -> str:
