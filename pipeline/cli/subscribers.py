@@ -12,8 +12,8 @@ import csv
 import io
 import itertools
 import sys
+from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -97,8 +97,7 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
         "times are UTC. The file can be imported again.")
     export.set_defaults(handler=_cmd_export)
 
-    lst = actions.add_parser("list",
-                             help="one line per subscriber: email status layout [areas]")
+    lst = actions.add_parser("list", help="one line per subscriber: email status layout [areas]")
     lst.add_argument("--status", choices=STATUSES, help="only subscribers with this status")
     lst.set_defaults(handler=_cmd_list)
 
@@ -151,81 +150,63 @@ IMPORT_BATCH = 1000
 Row = tuple[int, dict[str, str] | str]
 
 
-@dataclass
-class _Tally:
-    """What an import did, for its summary line."""
-
-    new: int = 0
-    present: int = 0
-    activated: int = 0
-    refused: int = 0
-    errors: int = 0
-
-    def summary(self) -> str:
-        return (f"imported {self.new} new, {self.present} already present, {self.refused} "
-                f"refused (unsubscribed/bounced/complained/suppressed), {self.errors} errors")
-
-    def count(self, result: AddResult, email: str) -> str | None:
-        """Count one stored row's outcome; a line for stderr if it was refused."""
-        if result.outcome is AddOutcome.CREATED:
-            self.new += 1
-        elif result.outcome is AddOutcome.SUPPRESSED:
-            self.refused += 1
-            return f"refused: {email} was removed earlier (suppressed)"
-        elif result.outcome is AddOutcome.REFUSED:
-            self.refused += 1
-            state = result.subscriber.status if result.subscriber else "refused"
-            return f"refused: {email} is {state}; import never reactivates"
-        else:
-            self.present += 1
-            if result.outcome is AddOutcome.ACTIVATED:
-                self.activated += 1
-        return None
-
-
 def _cmd_import(args: argparse.Namespace, settings: Settings) -> int:
     path: Path = args.file
     rows = _read_csv(path)
     status = "active" if args.confirmed else "pending"
-    tally = _Tally()
+    outcomes: Counter[str] = Counter()  # each AddOutcome, and "error" for a bad row
 
-    def import_batch(store: Imports, batch: Sequence[Row]) -> int:
+    def import_batch(store: Imports, batch: Sequence[Row]) -> None:
         """Add a batch's good rows in one store call, then count and report the batch (its
         problems on stderr as FILE:LINE, in line order): an interruption reports nothing
-        the store did not take. The batch's last line."""
-        problems: list[tuple[int, str]] = []
-        wanted: list[tuple[int, NewSubscriber]] = []
-        for line, fields in batch:
-            checked = _check_row(fields)
-            if isinstance(checked, NewSubscriber):
-                wanted.append((line, checked))
-            else:
-                problems.append((line, checked))
+        the store did not take."""
+        checked = [(line, _check_row(fields)) for line, fields in batch]
+        wanted = [(line, entry) for line, entry in checked if isinstance(entry, NewSubscriber)]
+        problems = [(line, entry) for line, entry in checked if isinstance(entry, str)]
         results = store.add_many([entry for _, entry in wanted], status=status,
                                  source=f"import:{path.name}", now=clock.now()) if wanted else []
-        tally.errors += len(problems)
+        outcomes["error"] += len(problems)
         for (line, entry), result in zip(wanted, results, strict=True):
-            if problem := tally.count(result, entry.email):
-                problems.append((line, problem))
+            outcomes[result.outcome] += 1
+            if refusal := _refusal(result, entry.email):
+                problems.append((line, refusal))
         for line, problem in sorted(problems):
             print(f"{path}:{line}: {problem}", file=sys.stderr)
-        return batch[-1][0]
 
     with open_store(settings) as store:
         done = 1  # the last line whose batch is stored (1: the header)
         try:
             while batch := list(itertools.islice(rows, IMPORT_BATCH)):
-                done = import_batch(store, batch)
+                import_batch(store, batch)
+                done = batch[-1][0]
         except (KeyboardInterrupt, StoreError):
             after = ("none after it" if store.atomic_batches else "of the rows after it, "
                      "some of the next batch's may be stored, uncounted")
-            print(f"{tally.summary()}; stopped after line {done}: the rows up to it are "
+            print(f"{_summary(outcomes)}; stopped after line {done}: the rows up to it are "
                   f"imported as counted, {after} (importing the file again is safe)")
             raise
-    print(tally.summary())
-    if tally.activated:
-        print(f"confirmed {tally.activated} pending subscriber(s) (--confirmed)")
+    print(_summary(outcomes))
+    if activated := outcomes[AddOutcome.ACTIVATED]:
+        print(f"confirmed {activated} pending subscriber(s) (--confirmed)")
     return 0
+
+
+def _summary(outcomes: Counter[str]) -> str:
+    present = outcomes[AddOutcome.EXISTING] + outcomes[AddOutcome.ACTIVATED]
+    refused = outcomes[AddOutcome.SUPPRESSED] + outcomes[AddOutcome.REFUSED]
+    return (f"imported {outcomes[AddOutcome.CREATED]} new, {present} already present, "
+            f"{refused} refused (unsubscribed/bounced/complained/suppressed), "
+            f"{outcomes['error']} errors")
+
+
+def _refusal(result: AddResult, email: str) -> str | None:
+    """The stderr line for a row the store refused."""
+    if result.outcome is AddOutcome.SUPPRESSED:
+        return f"refused: {email} was removed earlier (suppressed)"
+    if result.outcome is AddOutcome.REFUSED:
+        state = result.subscriber.status if result.subscriber else "refused"
+        return f"refused: {email} is {state}; import never reactivates"
+    return None
 
 
 def _check_row(fields: dict[str, str] | str) -> NewSubscriber | str:
@@ -295,21 +276,18 @@ def _read_csv(path: Path) -> Iterator[Row]:
 
 
 def _rows(reader: CsvReader, columns: dict[str, int | None]) -> Iterator[Row]:
-    line_num = 1  # the header's
+    start = 2  # the line the next record starts on (1: the header)
     while True:
-        start = line_num + 1
         try:
             record = next(reader)
         except StopIteration:
             return
         except csv.Error as exc:
             yield start, f"unreadable CSV row: {exc}"
-            continue
-        finally:
-            line_num = reader.line_num
-        if not any(cell.strip() for cell in record):
-            continue
-        yield start, {name: _cell(record, at) for name, at in columns.items()}
+        else:
+            if any(cell.strip() for cell in record):
+                yield start, {name: _cell(record, at) for name, at in columns.items()}
+        start = reader.line_num + 1
 
 
 def _cell(record: list[str], index: int | None) -> str:
