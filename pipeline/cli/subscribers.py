@@ -146,8 +146,8 @@ def _cmd_add(args: argparse.Namespace, settings: Settings) -> int:
 IMPORT_BATCH = 1000
 
 
-#: A CSV row: its line, and its cells or what is wrong with it.
-Row = tuple[int, dict[str, str] | str]
+#: A CSV row: its line, and the subscriber it asks for or what is wrong with it.
+Row = tuple[int, NewSubscriber | str]
 
 
 def _cmd_import(args: argparse.Namespace, settings: Settings) -> int:
@@ -160,9 +160,8 @@ def _cmd_import(args: argparse.Namespace, settings: Settings) -> int:
         """Add a batch's good rows in one store call, then count and report the batch (its
         problems on stderr as FILE:LINE, in line order): an interruption reports nothing
         the store did not take."""
-        checked = [(line, _check_row(fields)) for line, fields in batch]
-        wanted = [(line, entry) for line, entry in checked if isinstance(entry, NewSubscriber)]
-        problems = [(line, entry) for line, entry in checked if isinstance(entry, str)]
+        wanted = [(line, entry) for line, entry in batch if isinstance(entry, NewSubscriber)]
+        problems = [(line, entry) for line, entry in batch if isinstance(entry, str)]
         results = store.add_many([entry for _, entry in wanted], status=status,
                                  source=f"import:{path.name}", now=clock.now()) if wanted else []
         outcomes["error"] += len(problems)
@@ -209,10 +208,8 @@ def _refusal(result: AddResult, email: str) -> str | None:
     return None
 
 
-def _check_row(fields: dict[str, str] | str) -> NewSubscriber | str:
+def _check_row(fields: dict[str, str]) -> NewSubscriber | str:
     """A row as the store takes it (its address as written), or what is wrong with it."""
-    if isinstance(fields, str):  # the CSV reader's complaint about this row
-        return fields
     email = fields["email"]
     layout = fields["layout"].lower() or DEFAULT_LAYOUT
     if not email:
@@ -232,9 +229,8 @@ def _check_row(fields: dict[str, str] | str) -> NewSubscriber | str:
 def parse_areas(text: str, separator: str) -> tuple[str, ...] | str:
     """The areas of a CLI option or CSV cell, cleaned as a reader's choice is, or what is
     wrong with them: refused rather than silently trimmed, as the operator meant them."""
-    names = [name for name in text.split(separator) if name.strip()]
     kept: set[str] = set()
-    for name in names:
+    for name in filter(str.strip, text.split(separator)):  # blank names are no names
         cleaned = clean_area(name)
         if cleaned is None:
             return (f"{name.strip()[:MAX_AREA_LENGTH]!r} is not an area name (at most "
@@ -246,7 +242,7 @@ def parse_areas(text: str, separator: str) -> tuple[str, ...] | str:
 
 
 def _read_csv(path: Path) -> Iterator[Row]:
-    """The data rows, blank lines skipped. The file and its header are checked before this
+    """The data rows, checked, blank lines skipped. The file and its header are checked before this
     returns, so a bad file is refused before the store is touched, never half-imported."""
     try:
         data = path.read_bytes()
@@ -286,7 +282,8 @@ def _rows(reader: CsvReader, columns: dict[str, int | None]) -> Iterator[Row]:
             yield start, f"unreadable CSV row: {exc}"
         else:
             if any(cell.strip() for cell in record):
-                yield start, {name: _cell(record, at) for name, at in columns.items()}
+                cells = {name: _cell(record, at) for name, at in columns.items()}
+                yield start, _check_row(cells)
         start = reader.line_num + 1
 
 
