@@ -75,11 +75,15 @@ def add_correct(parser: argparse.ArgumentParser) -> None:
                         "readers not yet sent it get the corrected issue")
 
 
-def positive(text: str) -> int:
+def _whole(text: str, what: str) -> int:
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"expected {what}, got {text!r}") from None
+
+
+def positive(text: str) -> int:
+    value = _whole(text, "a whole number")
     if value < 1:
         raise argparse.ArgumentTypeError("must be at least 1")
     return value
@@ -93,19 +97,15 @@ def shard(text: str) -> Shard:
 
 
 def port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a port number, got {text!r}") from None
+    value = _whole(text, "a port number")
     if not 0 <= value <= 65535:
         raise argparse.ArgumentTypeError("must be between 0 and 65535")
     return value
 
 
 def layout_list(text: str) -> tuple[str, ...]:
-    layouts = tuple(part.strip() for part in text.split(",") if part.strip())
-    unknown = [layout for layout in layouts if layout not in LAYOUTS]
-    if unknown or not layouts:
+    layouts = [part.strip() for part in text.split(",") if part.strip()]
+    if not layouts or not set(layouts) <= set(LAYOUTS):
         raise argparse.ArgumentTypeError(f"layouts are {', '.join(LAYOUTS)}; got {text!r}")
     return tuple(dict.fromkeys(layouts))
 
@@ -174,8 +174,7 @@ def open_delivery(settings: Settings, built: BuiltIssue, request: SendRequest) -
                          allow_partial_week=request.allow_partial_week)
 
 
-def send_copies(settings: Settings, built: BuiltIssue, to: str,
-                layouts: tuple[str, ...] = LAYOUTS) -> None:
+def send_copies(settings: Settings, built: BuiltIssue, to: str, layouts: tuple[str, ...]) -> None:
     """Test copies, outside the ledger, through every check and transport a real send uses."""
     with open_delivery(settings, built, SendRequest(to=to, layouts=layouts)) as delivery:
         if delivery.development:

@@ -107,9 +107,8 @@ def _send_request(args: argparse.Namespace) -> SendRequest:
 
 def _cmd_send(args: argparse.Namespace, settings: Settings) -> int:
     if args.to is not None:  # --to "" is a mistake, not "no test copy"
-        to = copy_address(args.to)
-        built = built_issue(settings, args.week)
-        send_copies(settings, built, to, tuple(args.layout or LAYOUTS))
+        to = copy_address(args.to)  # before "not built": a usage error comes first
+        send_copies(settings, built_issue(settings, args.week), to, tuple(args.layout or LAYOUTS))
         return EXIT_OK
     if args.layout:
         raise UsageError("--layout goes with --to (test copies)")
@@ -174,12 +173,9 @@ def _send_list(settings: Settings, built: BuiltIssue, delivery: Delivery,
     options = request.options
     if delivery.development and not options.dry_run:
         say_development_key()
-    shown_progress = not options.dry_run and _log.isEnabledFor(logging.INFO)  # -q: none
-
-    def progress(active: int | None) -> Progress | None:
-        return Progress(active) if shown_progress else None
-
-    report = send_list(built, delivery, store, options, progress=progress,
+    quiet = options.dry_run or not _log.isEnabledFor(logging.INFO)  # -q: no progress line
+    report = send_list(built, delivery, store, options,
+                       progress=(lambda active: None) if quiet else Progress,
                        concurrency=settings.delivery.concurrency,
                        retry_seconds=settings.delivery.retry_seconds)
     print(report.summary())
@@ -192,7 +188,6 @@ def _send_list(settings: Settings, built: BuiltIssue, delivery: Delivery,
             print(f"  {found.email if found else subscriber_id}")
     if not delivery.transport.reaches_mailboxes and not options.dry_run:
         print(f"outbox: {shown(built.folder / 'outbox')}/")
-    error = stop_error(report)
-    if error is not None:
+    if (error := stop_error(report)) is not None:
         raise error
     return EXIT_OK

@@ -155,10 +155,8 @@ def _cmd_status(args: argparse.Namespace, settings: Settings) -> int:
     week = choose_week(settings, args.week)
     with open_store(settings) as store, open_archive(settings) as archive:
         status, history, counts = gather(settings, week.id, store, archive, last=args.last)
-    if args.json:
-        print(json.dumps(as_json(status, history, counts), indent=2, ensure_ascii=False))
-    else:
-        print(render(status, history, counts))
+    print(json.dumps(as_json(status, history, counts), indent=2, ensure_ascii=False)
+          if args.json else render(status, history, counts))
     return status.exit_code
 
 

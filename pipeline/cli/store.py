@@ -35,56 +35,46 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     actions = add_group(
         commands, "store", help="move the subscriber store to DynamoDB (or back to SQLite)",
         description="Work on the subscriber store as a whole ([store] in the configuration).")
-    migrate_cmd = actions.add_parser(
+    migrate = actions.add_parser(
         "migrate", help="copy the store between SQLite and the DynamoDB tables of [store]",
         description=_MIGRATE_HELP)
-    migrate_cmd.add_argument("--to", required=True, choices=("dynamodb", "sqlite"),
-                             help="the backend to copy into: dynamodb (from SQLite), or "
-                             "sqlite (from the DynamoDB tables, into a new file)")
-    migrate_cmd.add_argument("--to-sqlite", type=Path, metavar="PATH",
-                             help="with --to sqlite: the new SQLite file "
-                             "(default: <data_dir>/subscribers.sqlite3, which must not exist)")
-    migrate_cmd.add_argument("--from-sqlite", type=Path, metavar="PATH",
-                             help="the SQLite store to copy "
-                             "(default: <data_dir>/subscribers.sqlite3)")
-    migrate_cmd.add_argument("--create-tables", action="store_true",
-                             help="create the two tables first if they do not exist "
-                             "(on-demand billing, the schema the deploy template has)")
-    migrate_cmd.add_argument("--dry-run", action="store_true",
-                             help="only read both sides and say what would be copied")
-    migrate_cmd.set_defaults(handler=_cmd_migrate)
+    migrate.add_argument("--to", required=True, choices=("dynamodb", "sqlite"),
+                         help="the backend to copy into: dynamodb (from SQLite), or sqlite "
+                         "(from the DynamoDB tables, into a new file)")
+    migrate.add_argument("--to-sqlite", type=Path, metavar="PATH",
+                         help="with --to sqlite: the new SQLite file "
+                         "(default: <data_dir>/subscribers.sqlite3, which must not exist)")
+    migrate.add_argument("--from-sqlite", type=Path, metavar="PATH",
+                         help="the SQLite store to copy (default: <data_dir>/subscribers.sqlite3)")
+    migrate.add_argument("--create-tables", action="store_true",
+                         help="create the two tables first if they do not exist "
+                         "(on-demand billing, the schema the deploy template has)")
+    migrate.add_argument("--dry-run", action="store_true",
+                         help="only read both sides and say what would be copied")
+    migrate.set_defaults(handler=_cmd_migrate)
 
 
 def _cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
     # Here, not at the top: the migration reads and writes DynamoDB, so it imports boto3.
-    from subscribers.store.migrate import (
-        FILE_NAME,
-        migrate,
-        read_only,
-        refused,
-        summary,
-        summary_to_sqlite,
-        to_sqlite,
-    )
+    from subscribers.store import migrate as migration
 
-    default = settings.resolve(settings.paths.data_dir) / FILE_NAME
+    default = settings.resolve(settings.paths.data_dir) / migration.FILE_NAME
     if args.to == "sqlite":
         if args.from_sqlite or args.create_tables:
             raise UsageError("--from-sqlite and --create-tables go with --to dynamodb")
         path: Path = args.to_sqlite or default
         with open_dynamo_store(settings) as store:
-            tally = to_sqlite(store, path, dry_run=args.dry_run)
-            print(summary_to_sqlite(tally, store, path, dry_run=args.dry_run))
+            tally = migration.to_sqlite(store, path, dry_run=args.dry_run)
+            print(migration.summary_to_sqlite(tally, store, path, dry_run=args.dry_run))
         return 0
     if args.to_sqlite:
         raise UsageError("--to-sqlite goes with --to sqlite")
     source: Path = args.from_sqlite or default
-    with read_only(source) as conn, open_dynamo_store(settings) as target:
-        tally = migrate(conn, target, source=source, create_tables=args.create_tables,
-                        dry_run=args.dry_run)
-    print(summary(tally, source, target, dry_run=args.dry_run))
-    left = refused(tally)
-    if left:  # 3, not 4: running again alone copies nothing more; a person fixes the rows
+    with migration.read_only(source) as conn, open_dynamo_store(settings) as target:
+        tally = migration.migrate(conn, target, source=source,
+                                  create_tables=args.create_tables, dry_run=args.dry_run)
+    print(migration.summary(tally, source, target, dry_run=args.dry_run))
+    if left := migration.refused(tally):  # 3, not 4: a person fixes the rows, then reruns
         raise BlockedError(f"{left} record(s) not copied: DynamoDB refused each (named "
                            "above, with why); every other record is copied. Shorten or drop "
                            "them in the SQLite store, then run the same command again: it "

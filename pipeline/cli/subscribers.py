@@ -12,8 +12,8 @@ import csv
 import io
 import itertools
 import sys
+from collections import Counter
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -97,8 +97,7 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
         "times are UTC. The file can be imported again.")
     export.set_defaults(handler=_cmd_export)
 
-    lst = actions.add_parser("list",
-                             help="one line per subscriber: email status layout [areas]")
+    lst = actions.add_parser("list", help="one line per subscriber: email status layout [areas]")
     lst.add_argument("--status", choices=STATUSES, help="only subscribers with this status")
     lst.set_defaults(handler=_cmd_list)
 
@@ -147,91 +146,70 @@ def _cmd_add(args: argparse.Namespace, settings: Settings) -> int:
 IMPORT_BATCH = 1000
 
 
-#: A CSV row: its line, and its cells or what is wrong with it.
-Row = tuple[int, dict[str, str] | str]
-
-
-@dataclass
-class _Tally:
-    """What an import did, for its summary line."""
-
-    new: int = 0
-    present: int = 0
-    activated: int = 0
-    refused: int = 0
-    errors: int = 0
-
-    def summary(self) -> str:
-        return (f"imported {self.new} new, {self.present} already present, {self.refused} "
-                f"refused (unsubscribed/bounced/complained/suppressed), {self.errors} errors")
-
-    def count(self, result: AddResult, email: str) -> str | None:
-        """Count one stored row's outcome; a line for stderr if it was refused."""
-        if result.outcome is AddOutcome.CREATED:
-            self.new += 1
-        elif result.outcome is AddOutcome.SUPPRESSED:
-            self.refused += 1
-            return f"refused: {email} was removed earlier (suppressed)"
-        elif result.outcome is AddOutcome.REFUSED:
-            self.refused += 1
-            state = result.subscriber.status if result.subscriber else "refused"
-            return f"refused: {email} is {state}; import never reactivates"
-        else:
-            self.present += 1
-            if result.outcome is AddOutcome.ACTIVATED:
-                self.activated += 1
-        return None
+#: A CSV row: its line, and the subscriber it asks for or what is wrong with it.
+Row = tuple[int, NewSubscriber | str]
 
 
 def _cmd_import(args: argparse.Namespace, settings: Settings) -> int:
     path: Path = args.file
     rows = _read_csv(path)
     status = "active" if args.confirmed else "pending"
-    tally = _Tally()
+    outcomes: Counter[str] = Counter()  # each AddOutcome, and "error" for a bad row
 
-    def import_batch(store: Imports, batch: Sequence[Row]) -> int:
+    def import_batch(store: Imports, batch: Sequence[Row]) -> None:
         """Add a batch's good rows in one store call, then count and report the batch (its
         problems on stderr as FILE:LINE, in line order): an interruption reports nothing
-        the store did not take. The batch's last line."""
-        problems: list[tuple[int, str]] = []
-        wanted: list[tuple[int, NewSubscriber]] = []
-        for line, fields in batch:
-            checked = _check_row(fields)
-            if isinstance(checked, NewSubscriber):
-                wanted.append((line, checked))
-            else:
-                problems.append((line, checked))
+        the store did not take."""
+        wanted = [(line, entry) for line, entry in batch if isinstance(entry, NewSubscriber)]
+        problems = [(line, entry) for line, entry in batch if isinstance(entry, str)]
         results = store.add_many([entry for _, entry in wanted], status=status,
                                  source=f"import:{path.name}", now=clock.now()) if wanted else []
-        tally.errors += len(problems)
+        outcomes["error"] += len(problems)
         for (line, entry), result in zip(wanted, results, strict=True):
-            if problem := tally.count(result, entry.email):
-                problems.append((line, problem))
+            outcomes[result.outcome] += 1
+            if refusal := _refusal(result, entry.email):
+                problems.append((line, refusal))
         for line, problem in sorted(problems):
             print(f"{path}:{line}: {problem}", file=sys.stderr)
-        return batch[-1][0]
 
     with open_store(settings) as store:
         done = 1  # the last line whose batch is stored (1: the header)
         try:
             while batch := list(itertools.islice(rows, IMPORT_BATCH)):
-                done = import_batch(store, batch)
+                import_batch(store, batch)
+                done = batch[-1][0]
         except (KeyboardInterrupt, StoreError):
             after = ("none after it" if store.atomic_batches else "of the rows after it, "
                      "some of the next batch's may be stored, uncounted")
-            print(f"{tally.summary()}; stopped after line {done}: the rows up to it are "
+            print(f"{_summary(outcomes)}; stopped after line {done}: the rows up to it are "
                   f"imported as counted, {after} (importing the file again is safe)")
             raise
-    print(tally.summary())
-    if tally.activated:
-        print(f"confirmed {tally.activated} pending subscriber(s) (--confirmed)")
+    print(_summary(outcomes))
+    if activated := outcomes[AddOutcome.ACTIVATED]:
+        print(f"confirmed {activated} pending subscriber(s) (--confirmed)")
     return 0
 
 
-def _check_row(fields: dict[str, str] | str) -> NewSubscriber | str:
+def _summary(outcomes: Counter[str]) -> str:
+    present = outcomes[AddOutcome.EXISTING] + outcomes[AddOutcome.ACTIVATED]
+    refused = outcomes[AddOutcome.SUPPRESSED] + outcomes[AddOutcome.REFUSED]
+    return (f"imported {outcomes[AddOutcome.CREATED]} new, {present} already present, "
+            f"{refused} refused (unsubscribed/bounced/complained/suppressed), "
+            f"{outcomes['error']} errors")
+
+
+def _refusal(result: AddResult, email: str) -> str | None:
+    """The stderr line for a row the store refused."""
+    if result.outcome is AddOutcome.SUPPRESSED:
+        return f"refused: {email} was removed earlier (suppressed)"
+    if result.outcome is AddOutcome.REFUSED:
+        state = result.subscriber.status if result.subscriber else "refused"
+        return f"refused: {email} is {state}; import never reactivates"
+    return None
+
+
+def _check_row(fields: dict[str, str]) -> NewSubscriber | str:
     """A row as the store takes it (its address as written), or what is wrong with it."""
-    if isinstance(fields, str):  # the CSV reader's complaint about this row
-        return fields
     email = fields["email"]
     layout = fields["layout"].lower() or DEFAULT_LAYOUT
     if not email:
@@ -251,9 +229,8 @@ def _check_row(fields: dict[str, str] | str) -> NewSubscriber | str:
 def parse_areas(text: str, separator: str) -> tuple[str, ...] | str:
     """The areas of a CLI option or CSV cell, cleaned as a reader's choice is, or what is
     wrong with them: refused rather than silently trimmed, as the operator meant them."""
-    names = [name for name in text.split(separator) if name.strip()]
     kept: set[str] = set()
-    for name in names:
+    for name in filter(str.strip, text.split(separator)):  # blank names are no names
         cleaned = clean_area(name)
         if cleaned is None:
             return (f"{name.strip()[:MAX_AREA_LENGTH]!r} is not an area name (at most "
@@ -265,7 +242,7 @@ def parse_areas(text: str, separator: str) -> tuple[str, ...] | str:
 
 
 def _read_csv(path: Path) -> Iterator[Row]:
-    """The data rows, blank lines skipped. The file and its header are checked before this
+    """The data rows, checked, blank lines skipped. The file and its header are checked before this
     returns, so a bad file is refused before the store is touched, never half-imported."""
     try:
         data = path.read_bytes()
@@ -295,21 +272,19 @@ def _read_csv(path: Path) -> Iterator[Row]:
 
 
 def _rows(reader: CsvReader, columns: dict[str, int | None]) -> Iterator[Row]:
-    line_num = 1  # the header's
+    start = 2  # the line the next record starts on (1: the header)
     while True:
-        start = line_num + 1
         try:
             record = next(reader)
         except StopIteration:
             return
         except csv.Error as exc:
             yield start, f"unreadable CSV row: {exc}"
-            continue
-        finally:
-            line_num = reader.line_num
-        if not any(cell.strip() for cell in record):
-            continue
-        yield start, {name: _cell(record, at) for name, at in columns.items()}
+        else:
+            if any(cell.strip() for cell in record):
+                cells = {name: _cell(record, at) for name, at in columns.items()}
+                yield start, _check_row(cells)
+        start = reader.line_num + 1
 
 
 def _cell(record: list[str], index: int | None) -> str:
