@@ -16,7 +16,6 @@ from subscribers.store.dynamo.items import (
     SEEN_PREFIX,
     SEEN_RETENTION,
     epoch,
-    expression,
     pk_of,
     read_lease,
 )
@@ -65,9 +64,8 @@ class DynamoCoordination(DynamoCore):
 
     def release_lease(self, name: str, owner: str) -> None:
         with contextlib.suppress(Refused):
-            self._call(self.subscribers_table, "delete_item", TableName=self.subscribers_table,
-                       Key=pk_of(LEASE_PREFIX + name), ConditionExpression="#owner = :owner",
-                       **expression("#owner = :owner", owner=owner))
+            self._delete(self.subscribers_table, pk_of(LEASE_PREFIX + name), "#owner = :owner",
+                         owner=owner)
 
     def first_time(self, key: str, now: datetime) -> bool:
         item = {"pk": SEEN_PREFIX + key, "at": encode_time(now),
@@ -79,8 +77,7 @@ class DynamoCoordination(DynamoCore):
         return True
 
     def forget(self, key: str) -> None:
-        self._call(self.subscribers_table, "delete_item", TableName=self.subscribers_table,
-                   Key=pk_of(SEEN_PREFIX + key))
+        self._delete(self.subscribers_table, pk_of(SEEN_PREFIX + key))
 
     def purge_seen(self, before: datetime) -> int:
         """A Scan for old ``seen#`` items, each deleted if still that old. TTL removes keys
@@ -88,19 +85,14 @@ class DynamoCoordination(DynamoCore):
         condition = "begins_with(#pk, :prefix) AND #at < :before"
         values = {"prefix": SEEN_PREFIX, "before": encode_time(before)}
         dropped = 0
-        for page in self._pages(self.subscribers_table, "scan",
-                                TableName=self.subscribers_table, ConsistentRead=True,
-                                ProjectionExpression="#pk", FilterExpression=condition,
-                                **expression("#pk", condition, **values)):
-            for item in page:
-                try:
-                    self._call(self.subscribers_table, "delete_item",
-                               TableName=self.subscribers_table, Key=pk_of(item["pk"]),
-                               ConditionExpression="#at < :before",
-                               **expression("#at < :before", **values))
-                except Refused:
-                    continue  # recorded again meanwhile
-                dropped += 1
+        for item in self._items(self.subscribers_table, projection="#pk", row_filter=condition,
+                                **values):
+            try:
+                self._delete(self.subscribers_table, pk_of(item["pk"]), "#at < :before",
+                             **values)
+            except Refused:
+                continue  # recorded again meanwhile
+            dropped += 1
         return dropped
 
     def take_quota(self, key: str, now: datetime, *, limit: int,
