@@ -63,9 +63,8 @@ class DynamoCoordination(DynamoCore):
         return True
 
     def release_lease(self, name: str, owner: str) -> None:
-        with contextlib.suppress(Refused):
-            self._delete(self.subscribers_table, pk_of(LEASE_PREFIX + name), "#owner = :owner",
-                         owner=owner)
+        self._delete(self.subscribers_table, pk_of(LEASE_PREFIX + name), "#owner = :owner",
+                     owner=owner)
 
     def first_time(self, key: str, now: datetime) -> bool:
         item = {"pk": SEEN_PREFIX + key, "at": encode_time(now),
@@ -84,16 +83,11 @@ class DynamoCoordination(DynamoCore):
         after :data:`SEEN_RETENTION`; this matters only for shorter windows."""
         condition = "begins_with(#pk, :prefix) AND #at < :before"
         values = {"prefix": SEEN_PREFIX, "before": encode_time(before)}
-        dropped = 0
-        for item in self._items(self.subscribers_table, projection="#pk", row_filter=condition,
-                                **values):
-            try:
-                self._delete(self.subscribers_table, pk_of(item["pk"]), "#at < :before",
-                             **values)
-            except Refused:
-                continue  # recorded again meanwhile
-            dropped += 1
-        return dropped
+        old = self._items(self.subscribers_table, projection="#pk", row_filter=condition,
+                          **values)
+        # An item recorded again meanwhile is not deleted, nor counted.
+        return sum(self._delete(self.subscribers_table, pk_of(item["pk"]), "#at < :before",
+                                **values) for item in old)
 
     def take_quota(self, key: str, now: datetime, *, limit: int,
                    window: timedelta) -> bool:

@@ -135,12 +135,16 @@ class DynamoCore(Resource):
         return plain_item(self._call(table, "update_item", **params).get("Attributes") or {})
 
     def _delete(self, table: str, key: dict[str, Any], condition: str | None = None,
-                **values: Any) -> None:
-        """One DeleteItem; Refused if ``condition`` did not hold."""
+                **values: Any) -> bool:
+        """One DeleteItem; False if ``condition`` did not hold."""
         params = expression(condition, **values)
         if condition:
             params["ConditionExpression"] = condition
-        self._call(table, "delete_item", TableName=table, Key=key, **params)
+        try:
+            self._call(table, "delete_item", TableName=table, Key=key, **params)
+        except Refused:
+            return False
+        return True
 
     def _pages(self, table: str, operation: str,
                **params: Any) -> Iterator[list[dict[str, Any]]]:

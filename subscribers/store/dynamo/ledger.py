@@ -87,12 +87,8 @@ class DynamoLedger(DynamoCore):
                          now=encode_time(now), one=1, sent="sent")
 
     def release(self, issue_id: str, subscriber_id: str) -> bool:
-        try:
-            self._delete(self.ledger_table, ledger_key(issue_id, subscriber_id),
-                         "#status = :sending", sending="sending")
-        except Refused:
-            return False
-        return True
+        return self._delete(self.ledger_table, ledger_key(issue_id, subscriber_id),
+                            "#status = :sending", sending="sending")
 
     def mark_handed_over(self, issue_id: str, subscriber_id: str, handed: bool = True) -> None:
         with contextlib.suppress(Refused):  # resolved meanwhile: nothing to note
@@ -114,11 +110,10 @@ class DynamoLedger(DynamoCore):
             if shard is not None and subscriber_id not in shard:
                 continue
             key = ledger_key(issue_id, subscriber_id)
-            if item.get("handed_over") is False:
-                with contextlib.suppress(Refused):  # handed over or resolved meanwhile
-                    self._delete(self.ledger_table, key,
-                                 "#status = :sending AND #handed_over = :false",
-                                 sending="sending", false=False)
+            if item.get("handed_over") is False:  # unless handed over or resolved meanwhile
+                self._delete(self.ledger_table, key,
+                             "#status = :sending AND #handed_over = :false", sending="sending",
+                             false=False)
                 continue
             try:
                 self._update(self.ledger_table, key,
