@@ -89,8 +89,7 @@ class DynamoCoordination(DynamoCore):
         return sum(self._delete(self.subscribers_table, pk_of(item["pk"]), "#at < :before",
                                 **values) for item in old)
 
-    def take_quota(self, key: str, now: datetime, *, limit: int,
-                   window: timedelta) -> bool:
+    def take_quota(self, key: str, now: datetime, *, limit: int, window: timedelta) -> bool:
         """Start a new window, else count one more use if fewer than ``limit``; each an atomic
         conditional update, retried if the window ended or the item expired in between."""
         if limit < 1 or window <= timedelta(0):
@@ -110,8 +109,7 @@ class DynamoCoordination(DynamoCore):
                              "AND #count < :limit", one=1, start=start, limit=limit)
                 return True
             except Refused as refused:
-                current = refused.item
-                if current is not None and current["window_start"] > start:
+                if refused.item and refused.item["window_start"] > start:
                     return False  # the current window's uses are all taken
         raise self._race_error(self.subscribers_table, "take_quota")
 
