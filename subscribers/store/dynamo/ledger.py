@@ -110,7 +110,7 @@ class DynamoLedger(DynamoCore):
             if shard is not None and subscriber_id not in shard:
                 continue
             key = ledger_key(issue_id, subscriber_id)
-            if item.get("handed_over") is False:  # unless handed over or resolved meanwhile
+            if item.get("handed_over") is False:
                 self._delete(self.ledger_table, key,
                              "#status = :sending AND #handed_over = :false", sending="sending",
                              false=False)
