@@ -89,8 +89,7 @@ class Bounces:
             return None
         if subscriber is None:
             return None
-        if occurred_at is not None:
-            occurred_at = min(occurred_at, now)
+        occurred_at = min(occurred_at, now) if occurred_at else None
         return self.store.record_mail_event(subscriber.id, kind, now,
                                             transient_limit=self.transient_limit,
                                             occurred_at=occurred_at)
@@ -107,8 +106,8 @@ class Bounces:
         subscriber = self.store.get(verify_token(self.keys, token, "unsubscribe", now))
         if subscriber is None:
             return None
-        if kind == "bounce-permanent" and refused and not any(
-                _same_mailbox(subscriber.email, address) for address in refused):
+        theirs = {_mailbox(address) for address in refused}
+        if kind == "bounce-permanent" and theirs and _mailbox(subscriber.email) not in theirs:
             kind = "bounce-transient"
         try:
             if kind == "bounce-permanent":
@@ -129,12 +128,9 @@ def mark_bounced(store: DeliveryStore | _Store, subscriber_id: str, issue_id: st
     return store.record_mail_event(subscriber_id, "bounce-permanent", now, transient_limit=1)
 
 
-def _same_mailbox(ours: str, theirs: str) -> bool:
-    """Whether two spellings name one mailbox: case aside, the domain in either form."""
-    def canonical(address: str) -> str:
-        local, _, domain = address.strip().lower().rpartition("@")
-        with contextlib.suppress(UnicodeError):
-            domain = domain.encode("idna").decode("ascii")
-        return f"{local}@{domain}"
-
-    return canonical(ours) == canonical(theirs)
+def _mailbox(address: str) -> str:
+    """One spelling of a mailbox, so two compare equal: case aside, the domain in either form."""
+    local, _, domain = address.strip().lower().rpartition("@")
+    with contextlib.suppress(UnicodeError):
+        domain = domain.encode("idna").decode("ascii")
+    return f"{local}@{domain}"

@@ -18,15 +18,8 @@ from typing import Literal
 
 from pipeline.errors import NewsletterError
 
-__all__ = [
-    "AreaChoiceError",
-    "InvalidAddress",
-    "RefusedAddress",
-    "StoreError",
-    "TokenError",
-    "TokenReason",
-    "UnknownSubscriber",
-]
+__all__ = ["AreaChoiceError", "InvalidAddress", "RefusedAddress", "StoreError", "TokenError",
+           "TokenReason", "UnknownSubscriber"]
 
 #: Why a token was refused; the subscription app picks its page from this, not from the text.
 TokenReason = Literal["malformed", "bad-signature", "unknown-key", "expired", "wrong-purpose"]
@@ -84,7 +77,6 @@ class RefusedAddress(NewsletterError):
     def __init__(self, address: str, why: str) -> None:
         super().__init__(f"{address}: {why}")
         self.address = address
-        self.why = why
 
 
 class AreaChoiceError(NewsletterError):

@@ -16,7 +16,6 @@ from subscribers.store.dynamo.items import (
     SEEN_PREFIX,
     SEEN_RETENTION,
     epoch,
-    expression,
     pk_of,
     read_lease,
 )
@@ -64,10 +63,8 @@ class DynamoCoordination(DynamoCore):
         return True
 
     def release_lease(self, name: str, owner: str) -> None:
-        with contextlib.suppress(Refused):
-            self._call(self.subscribers_table, "delete_item", TableName=self.subscribers_table,
-                       Key=pk_of(LEASE_PREFIX + name), ConditionExpression="#owner = :owner",
-                       **expression("#owner = :owner", owner=owner))
+        self._delete(self.subscribers_table, pk_of(LEASE_PREFIX + name), "#owner = :owner",
+                     owner=owner)
 
     def first_time(self, key: str, now: datetime) -> bool:
         item = {"pk": SEEN_PREFIX + key, "at": encode_time(now),
@@ -79,32 +76,20 @@ class DynamoCoordination(DynamoCore):
         return True
 
     def forget(self, key: str) -> None:
-        self._call(self.subscribers_table, "delete_item", TableName=self.subscribers_table,
-                   Key=pk_of(SEEN_PREFIX + key))
+        self._delete(self.subscribers_table, pk_of(SEEN_PREFIX + key))
 
     def purge_seen(self, before: datetime) -> int:
         """A Scan for old ``seen#`` items, each deleted if still that old. TTL removes keys
         after :data:`SEEN_RETENTION`; this matters only for shorter windows."""
         condition = "begins_with(#pk, :prefix) AND #at < :before"
         values = {"prefix": SEEN_PREFIX, "before": encode_time(before)}
-        dropped = 0
-        for page in self._pages(self.subscribers_table, "scan",
-                                TableName=self.subscribers_table, ConsistentRead=True,
-                                ProjectionExpression="#pk", FilterExpression=condition,
-                                **expression("#pk", condition, **values)):
-            for item in page:
-                try:
-                    self._call(self.subscribers_table, "delete_item",
-                               TableName=self.subscribers_table, Key=pk_of(item["pk"]),
-                               ConditionExpression="#at < :before",
-                               **expression("#at < :before", **values))
-                except Refused:
-                    continue  # recorded again meanwhile
-                dropped += 1
-        return dropped
+        old = self._items(self.subscribers_table, projection="#pk", row_filter=condition,
+                          **values)
+        # An item recorded again meanwhile is not deleted, nor counted.
+        return sum(self._delete(self.subscribers_table, pk_of(item["pk"]), "#at < :before",
+                                **values) for item in old)
 
-    def take_quota(self, key: str, now: datetime, *, limit: int,
-                   window: timedelta) -> bool:
+    def take_quota(self, key: str, now: datetime, *, limit: int, window: timedelta) -> bool:
         """Start a new window, else count one more use if fewer than ``limit``; each an atomic
         conditional update, retried if the window ended or the item expired in between."""
         if limit < 1 or window <= timedelta(0):
@@ -124,8 +109,7 @@ class DynamoCoordination(DynamoCore):
                              "AND #count < :limit", one=1, start=start, limit=limit)
                 return True
             except Refused as refused:
-                current = refused.item
-                if current is not None and current["window_start"] > start:
+                if refused.item and refused.item["window_start"] > start:
                     return False  # the current window's uses are all taken
         raise self._race_error(self.subscribers_table, "take_quota")
 

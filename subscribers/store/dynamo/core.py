@@ -7,7 +7,6 @@ stores a new subscriber.
 from __future__ import annotations
 
 import math
-import threading
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
@@ -40,11 +39,8 @@ _RETRYABLE_REASONS = frozenset({"TransactionConflict", "ThrottlingError",
 
 
 class _Conflict(Exception):
-    """A transaction cancelled by a concurrent one: worth another try."""
-
-    def __init__(self, error: ClientError) -> None:
-        super().__init__(str(error))
-        self.error = error
+    """A transaction cancelled by a concurrent one (the ClientError is its cause): worth
+    another try."""
 
 
 class Refused(Exception):
@@ -71,15 +67,9 @@ class DynamoCore(Resource):
         self.subscribers_table = subscribers_table
         self.ledger_table = ledger_table
         self._owns_client = owns_client
-        self._closed = False
-        self._close_lock = threading.Lock()
 
     def close(self) -> None:
-        """Every write is already durable: DynamoDB acknowledges a write once it is stored."""
-        with self._close_lock:
-            if self._closed:
-                return
-            self._closed = True
+        """Nothing to flush: DynamoDB acknowledges a write once it is stored."""
         if self._owns_client:
             self.client.close()
 
@@ -91,20 +81,18 @@ class DynamoCore(Resource):
         unused and the address not suppressed. ``("created", None)``, ``("suppressed",
         None)``, ``("id-taken", None)`` or ``("exists", id of the address's subscriber)``."""
         absent = "attribute_not_exists(#pk)"
-        names = expression(absent)
+        if_absent = {"ConditionExpression": absent, **expression(absent)}
         email_item = {"pk": EMAIL_INDEX_PREFIX + record["email_key"],
                       "subscriber_id": record["id"]}
+        suppression = pk_of(SUPPRESSION_PREFIX + suppression_hash(record["email"]))
         actions = [
-            {"ConditionCheck": {"TableName": self.subscribers_table,
-                                "Key": pk_of(SUPPRESSION_PREFIX
-                                             + suppression_hash(record["email"])),
-                                "ConditionExpression": absent, **names}},
+            {"ConditionCheck": {"TableName": self.subscribers_table, "Key": suppression,
+                                **if_absent}},
             {"Put": {"TableName": self.subscribers_table,
                      "Item": serialise({"pk": SUBSCRIBER_PREFIX + record["id"], **record}),
-                     "ConditionExpression": absent, **names}},
+                     **if_absent}},
             {"Put": {"TableName": self.subscribers_table, "Item": serialise(email_item),
-                     "ConditionExpression": absent, **names,
-                     "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
+                     **if_absent, "ReturnValuesOnConditionCheckFailure": "ALL_OLD"}},
         ]
         try:
             self._call(self.subscribers_table, "transact_write_items", TransactItems=actions)
@@ -113,8 +101,7 @@ class DynamoCore(Resource):
                 return "suppressed", None
             if refused.failed(2):
                 old = refused.reasons[2][1]
-                existing = old["subscriber_id"] if old else self._id_of(record["email_key"])
-                return "exists", existing
+                return "exists", old["subscriber_id"] if old else self._id_of(record["email_key"])
             return "id-taken", None
         return "created", None
 
@@ -147,6 +134,18 @@ class DynamoCore(Resource):
         params.update(expression(update, condition, **values))
         return plain_item(self._call(table, "update_item", **params).get("Attributes") or {})
 
+    def _delete(self, table: str, key: dict[str, Any], condition: str | None = None,
+                **values: Any) -> bool:
+        """One DeleteItem; False if ``condition`` did not hold."""
+        params = expression(condition, **values)
+        if condition:
+            params["ConditionExpression"] = condition
+        try:
+            self._call(table, "delete_item", TableName=table, Key=key, **params)
+        except Refused:
+            return False
+        return True
+
     def _pages(self, table: str, operation: str,
                **params: Any) -> Iterator[list[dict[str, Any]]]:
         """The pages of a Query or Scan, each requested when the previous one is used up."""
@@ -158,6 +157,20 @@ class DynamoCore(Resource):
                 return
             params["ExclusiveStartKey"] = last
 
+    def _items(self, table: str, key_condition: str | None = None, *, index: str | None = None,
+               projection: str | None = None, row_filter: str | None = None,
+               **values: Any) -> Iterator[dict[str, Any]]:
+        """What a Query (given ``key_condition``) or else a Scan finds, page by page; strongly
+        consistent unless through an index, where DynamoDB offers no such read."""
+        optional = {"KeyConditionExpression": key_condition, "IndexName": index,
+                    "ConsistentRead": not index, "ProjectionExpression": projection,
+                    "FilterExpression": row_filter}
+        params = {name: value for name, value in optional.items() if value}
+        for page in self._pages(table, "query" if key_condition else "scan", TableName=table,
+                                **params, **expression(key_condition, projection, row_filter,
+                                                       **values)):
+            yield from page
+
     def _call(self, table: str, operation: str, **params: Any) -> dict[str, Any]:
         """One request; a refused condition as Refused, any other failure as StoreError. A
         transaction cancelled by a concurrent one is tried again."""
@@ -167,19 +180,18 @@ class DynamoCore(Resource):
                               wait=lambda n, _: retry.backoff(n, base=0.02, cap=math.inf,
                                                               jitter="full"))
         except retry.GaveUp as gave_up:
-            failure = cast(_Conflict, gave_up.last).error
+            failure = cast(ClientError, gave_up.last.__cause__)
             raise self._error(failure, table) from failure
 
     def _once(self, table: str, operation: str, params: dict[str, Any]) -> dict[str, Any]:
         try:
             answer: dict[str, Any] = getattr(self.client, operation)(**params)
-            return answer
         except ClientError as exc:
             code = error_code(exc)
             if code == "ConditionalCheckFailedException":
                 item = exc.response.get("Item")
                 raise Refused(plain_item(item) if isinstance(item, Mapping) and item else None,
-                               []) from None
+                              []) from None
             if code == "TransactionCanceledException":
                 reasons = [(str(r.get("Code", "None")),
                             plain_item(r["Item"]) if r.get("Item") else None)
@@ -188,12 +200,13 @@ class DynamoCore(Resource):
                 if "ConditionalCheckFailed" in codes:
                     raise Refused(None, reasons) from None
                 if codes & _RETRYABLE_REASONS:
-                    raise _Conflict(exc) from exc
+                    raise _Conflict from exc
             elif code == "TransactionConflictException":
-                raise _Conflict(exc) from exc
+                raise _Conflict from exc
             raise self._error(exc, table) from exc
         except BotoCoreError as exc:
             raise self._error(exc, table) from exc
+        return answer
 
     def _error(self, exc: Exception, table: str) -> StoreError:
         return table_error(self.client, exc, table)
@@ -209,16 +222,3 @@ class DynamoCore(Resource):
                             "#consent_source = :source, #confirmed_at = :now, "
                             "#updated_at = :now", "#status = :pending",
                             active="active", now=stamp, source=source, pending="pending")
-
-    def _issue_rows(self, issue_id: str, projection: str | None, row_filter: str | None,
-                    **values: Any) -> Iterator[dict[str, Any]]:
-        condition = "#issue_id = :issue"
-        params: dict[str, Any] = {"TableName": self.ledger_table, "ConsistentRead": True,
-                                  "KeyConditionExpression": condition}
-        if projection:
-            params["ProjectionExpression"] = projection
-        if row_filter:
-            params["FilterExpression"] = row_filter
-        params.update(expression(condition, projection, row_filter, issue=issue_id, **values))
-        for page in self._pages(self.ledger_table, "query", **params):
-            yield from page

@@ -85,15 +85,10 @@ def expression(*parts: str | None, **values: Any) -> dict[str, Any]:
     """ExpressionAttributeNames/Values for the ``#name`` and ``:name`` used: exactly those, as
     DynamoDB refuses unused ones."""
     text = " ".join(part for part in parts if part)
-    params: dict[str, Any] = {}
-    names = sorted(set(_NAMES.findall(text)))
-    if names:
-        params["ExpressionAttributeNames"] = {f"#{name}": name for name in names}
-    used = sorted(set(_VALUES.findall(text)))
-    if used:
-        params["ExpressionAttributeValues"] = {f":{name}": _SERIALIZER.serialize(values[name])
-                                               for name in used}
-    return params
+    names = {f"#{name}": name for name in _NAMES.findall(text)}
+    used = {f":{name}": _SERIALIZER.serialize(values[name]) for name in _VALUES.findall(text)}
+    params = {"ExpressionAttributeNames": names, "ExpressionAttributeValues": used}
+    return {key: mapping for key, mapping in params.items() if mapping}
 
 
 def epoch(when: datetime) -> int:

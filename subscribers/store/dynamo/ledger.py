@@ -14,7 +14,6 @@ from subscribers.model import FEEDBACK, LEDGER_STATUSES, LedgerEntry, SentIssue
 from subscribers.store.dynamo.core import DynamoCore, Refused
 from subscribers.store.dynamo.items import (
     SENT_PREFIX,
-    expression,
     ledger_key,
     pk_of,
 )
@@ -30,6 +29,9 @@ from subscribers.store.rules import (
 if TYPE_CHECKING:
     from subscribers.shards import Shard
 
+#: The Query key condition of one issue's rows.
+_OF_ISSUE = "#issue_id = :issue"
+
 
 class DynamoLedger(DynamoCore):
     """What became of each (issue, subscriber), and what each issue went out as."""
@@ -42,13 +44,11 @@ class DynamoLedger(DynamoCore):
         with contextlib.suppress(Refused):
             self._put(self.ledger_table, row, "attribute_not_exists(#subscriber_id)")
             return True
-        if retry:
-            condition = ("#status = :unconfirmed OR "
-                         "(#status = :failed AND #permanent = :false)")
-        elif retry_temporary:
-            condition = "#status = :failed AND #permanent = :false"
-        else:
+        if not (retry or retry_temporary):
             return False
+        condition = "#status = :failed AND #permanent = :false"
+        if retry:
+            condition = f"#status = :unconfirmed OR ({condition})"
         update = ("SET #status = :sending, #permanent = :false, #attempts = #attempts + :one, "
                   "#updated_at = :now, #handed_over = :false REMOVE #message_id, #reason")
         try:
@@ -87,14 +87,8 @@ class DynamoLedger(DynamoCore):
                          now=encode_time(now), one=1, sent="sent")
 
     def release(self, issue_id: str, subscriber_id: str) -> bool:
-        try:
-            self._call(self.ledger_table, "delete_item", TableName=self.ledger_table,
-                       Key=ledger_key(issue_id, subscriber_id),
-                       ConditionExpression="#status = :sending",
-                       **expression("#status = :sending", sending="sending"))
-        except Refused:
-            return False
-        return True
+        return self._delete(self.ledger_table, ledger_key(issue_id, subscriber_id),
+                            "#status = :sending", sending="sending")
 
     def mark_handed_over(self, issue_id: str, subscriber_id: str, handed: bool = True) -> None:
         with contextlib.suppress(Refused):  # resolved meanwhile: nothing to note
@@ -107,44 +101,35 @@ class DynamoLedger(DynamoCore):
         """A Query of the issue's ``sending`` rows, then per row a delete (never handed over) or
         an update to ``unconfirmed``, each conditional on the row being as read."""
         stamp = encode_time(now)
-        condition = "#issue_id = :issue"
-        status_filter = "#status = :sending"
         changed = 0
-        for page in self._pages(self.ledger_table, "query", TableName=self.ledger_table,
-                                ConsistentRead=True, KeyConditionExpression=condition,
-                                FilterExpression=status_filter,
-                                ProjectionExpression="#subscriber_id, #handed_over",
-                                **expression(condition, status_filter, "#subscriber_id",
-                                              "#handed_over", issue=issue_id,
-                                              sending="sending")):
-            for item in page:
-                subscriber_id = item["subscriber_id"]
-                if shard is not None and subscriber_id not in shard:
-                    continue
-                key = ledger_key(issue_id, subscriber_id)
-                if item.get("handed_over") is False:
-                    unhanded = "#status = :sending AND #handed_over = :false"
-                    with contextlib.suppress(Refused):  # handed over or resolved meanwhile
-                        self._call(self.ledger_table, "delete_item",
-                                   TableName=self.ledger_table, Key=key,
-                                   ConditionExpression=unhanded,
-                                   **expression(unhanded, sending="sending", false=False))
-                    continue
-                try:
-                    self._update(self.ledger_table, key,
-                                 "SET #status = :unconfirmed, #reason = :reason, "
-                                 "#updated_at = :now", "#status = :sending",
-                                 unconfirmed="unconfirmed", reason=IN_FLIGHT_REASON,
-                                 now=stamp, sending="sending")
-                except Refused:
-                    continue  # its outcome arrived meanwhile
-                changed += 1
+        for item in self._items(self.ledger_table, _OF_ISSUE,
+                                projection="#subscriber_id, #handed_over",
+                                row_filter="#status = :sending", issue=issue_id,
+                                sending="sending"):
+            subscriber_id = item["subscriber_id"]
+            if shard is not None and subscriber_id not in shard:
+                continue
+            key = ledger_key(issue_id, subscriber_id)
+            if item.get("handed_over") is False:
+                self._delete(self.ledger_table, key,
+                             "#status = :sending AND #handed_over = :false", sending="sending",
+                             false=False)
+                continue
+            try:
+                self._update(self.ledger_table, key,
+                             "SET #status = :unconfirmed, #reason = :reason, "
+                             "#updated_at = :now", "#status = :sending",
+                             unconfirmed="unconfirmed", reason=IN_FLIGHT_REASON, now=stamp,
+                             sending="sending")
+            except Refused:
+                continue  # its outcome arrived meanwhile
+            changed += 1
         return changed
 
     def ledger(self, issue_id: str, status: str | None = None) -> dict[str, LedgerEntry]:
         check_known("ledger status", LEDGER_STATUSES, status)
-        rows = self._issue_rows(issue_id, None,
-                                "#status = :status" if status else None, status=status)
+        rows = self._items(self.ledger_table, _OF_ISSUE, issue=issue_id, status=status,
+                           row_filter="#status = :status" if status else None)
         return {item["subscriber_id"]: read_entry(item) for item in rows}
 
     def ledger_entry(self, issue_id: str, subscriber_id: str) -> LedgerEntry | None:
@@ -153,7 +138,8 @@ class DynamoLedger(DynamoCore):
 
     def ledger_counts(self, issue_id: str) -> dict[str, int]:
         counts = dict.fromkeys(LEDGER_STATUSES, 0)
-        for item in self._issue_rows(issue_id, "#status", None):
+        for item in self._items(self.ledger_table, _OF_ISSUE, projection="#status",
+                                issue=issue_id):
             counts[item["status"]] += 1
         return counts
 
@@ -161,14 +147,8 @@ class DynamoLedger(DynamoCore):
         """Found through the ``by_message_id`` index (eventually consistent: SES's feedback
         comes seconds after the send at the earliest)."""
         check_known("feedback", FEEDBACK, kind)
-        condition = "#message_id = :message_id"
-        found = None
-        for page in self._pages(self.ledger_table, "query", TableName=self.ledger_table,
-                                IndexName=MESSAGE_INDEX, KeyConditionExpression=condition,
-                                **expression(condition, message_id=message_id)):
-            if page:
-                found = page[0]
-                break
+        found = next(self._items(self.ledger_table, "#message_id = :message_id",
+                                 index=MESSAGE_INDEX, message_id=message_id), None)
         if found is None:
             return None
         self.note_feedback(str(found["issue_id"]), str(found["subscriber_id"]), kind)
@@ -187,7 +167,8 @@ class DynamoLedger(DynamoCore):
 
     def feedback_counts(self, issue_id: str) -> dict[str, int]:
         counts = dict.fromkeys(FEEDBACK, 0)
-        for item in self._issue_rows(issue_id, "#feedback", "attribute_exists(#feedback)"):
+        for item in self._items(self.ledger_table, _OF_ISSUE, projection="#feedback",
+                                row_filter="attribute_exists(#feedback)", issue=issue_id):
             counts[item["feedback"]] += 1
         return counts
 

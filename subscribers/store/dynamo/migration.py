@@ -77,34 +77,30 @@ class DynamoMigration(DynamoDirectory):
     def export(self) -> Iterator[tuple[str, dict[str, Any]]]:
         """Everything ``store migrate --to sqlite`` copies, as (kind, record) with SQLite's column
         names; rate counters and leases are left out (short-lived, started afresh)."""
-        for page in self._pages(self.subscribers_table, "scan",
-                                TableName=self.subscribers_table, ConsistentRead=True):
-            for item in page:
-                key = str(item.get("pk", ""))
-                if key.startswith(SUBSCRIBER_PREFIX):
-                    row = {name: item.get(name) for name in SUBSCRIBER_FIELDS}
-                    row["areas"] = row["areas"] or ""  # no attribute: SQLite's '' for none
-                    row["transient_bounces"] = int(row["transient_bounces"] or 0)
-                    yield "subscriber", row
-                elif key.startswith(SUPPRESSION_PREFIX):
-                    yield "suppression", {"email_hash": key[len(SUPPRESSION_PREFIX):],
-                                          "created_at": item["created_at"]}
-                elif key.startswith(SEEN_PREFIX):
-                    yield "seen", {"key": key[len(SEEN_PREFIX):], "at": item["at"]}
-                elif key == CATALOG_KEY:
-                    for name in sorted(item.get("names") or ()):
-                        yield "area", {"name": name}
-                elif key.startswith(SENT_PREFIX):
-                    yield "sent", {name: item.get(name) for name in SENT_FIELDS}
-        for page in self._pages(self.ledger_table, "scan", TableName=self.ledger_table,
-                                ConsistentRead=True):
-            for item in page:
-                row = {name: item.get(name) for name in LEDGER_FIELDS}
-                row["permanent"] = int(bool(row["permanent"]))
-                row["attempts"] = int(row["attempts"] if row["attempts"] is not None else 1)
-                # Missing: a claim from before the attribute, counted as handed over.
-                row["handed_over"] = int(row["handed_over"] is not False)
-                yield "ledger", row
+        for item in self._items(self.subscribers_table):
+            key = str(item.get("pk", ""))
+            if key.startswith(SUBSCRIBER_PREFIX):
+                row = {name: item.get(name) for name in SUBSCRIBER_FIELDS}
+                row["areas"] = row["areas"] or ""  # no attribute: SQLite's '' for none
+                row["transient_bounces"] = int(row["transient_bounces"] or 0)
+                yield "subscriber", row
+            elif key.startswith(SUPPRESSION_PREFIX):
+                yield "suppression", {"email_hash": key[len(SUPPRESSION_PREFIX):],
+                                      "created_at": item["created_at"]}
+            elif key.startswith(SEEN_PREFIX):
+                yield "seen", {"key": key[len(SEEN_PREFIX):], "at": item["at"]}
+            elif key == CATALOG_KEY:
+                for name in sorted(item.get("names") or ()):
+                    yield "area", {"name": name}
+            elif key.startswith(SENT_PREFIX):
+                yield "sent", {name: item.get(name) for name in SENT_FIELDS}
+        for item in self._items(self.ledger_table):
+            row = {name: item.get(name) for name in LEDGER_FIELDS}
+            row["permanent"] = int(bool(row["permanent"]))
+            row["attempts"] = int(row["attempts"] if row["attempts"] is not None else 1)
+            # Missing: a claim from before the attribute, counted as handed over.
+            row["handed_over"] = int(row["handed_over"] is not False)
+            yield "ledger", row
 
     def copy_subscriber(self, record: Mapping[str, Any], *,
                         dry_run: bool = False) -> tuple[Copied, str | None]:
@@ -144,8 +140,7 @@ class DynamoMigration(DynamoDirectory):
         item["permanent"] = bool(item["permanent"])
         item["attempts"] = int(item["attempts"] if item["attempts"] is not None else 1)
         # SQLite's 0/1; a row from before the column was added counts as handed over there.
-        item["handed_over"] = bool(item["handed_over"] if item["handed_over"] is not None
-                                   else True)
+        item["handed_over"] = item["handed_over"] is None or bool(item["handed_over"])
         return self._copy(self.ledger_table, item, "#subscriber_id", dry_run)
 
     def copy_seen(self, key: str, at: str, *, dry_run: bool = False) -> Copied:

@@ -81,13 +81,12 @@ def create_tables(client: DynamoDBClient, subscribers_table: str, ledger_table: 
         table = definition["TableName"]
         try:
             client.create_table(**definition)
+            created.append(table)
         except ClientError as exc:
-            if error_code(exc) == "ResourceInUseException":
-                continue
-            raise table_error(client, exc, table) from exc
+            if error_code(exc) != "ResourceInUseException":  # in use: it exists
+                raise table_error(client, exc, table) from exc
         except BotoCoreError as exc:
             raise table_error(client, exc, table) from exc
-        created.append(table)
     for table in (subscribers_table, ledger_table):
         try:
             client.get_waiter("table_exists").wait(
@@ -112,16 +111,14 @@ def create_tables(client: DynamoDBClient, subscribers_table: str, ledger_table: 
 
 
 def table_error(client: DynamoDBClient, exc: Exception, table: str) -> StoreError:
-    region = getattr(getattr(client, "meta", None), "region_name", None)
-    return StoreError(f"dynamodb:{table}", dynamo_reason(exc, table, region))
+    return StoreError(f"dynamodb:{table}", _reason(exc, table, client.meta.region_name))
 
 
-def dynamo_reason(exc: Exception, table: str, region: str | None = None) -> str:
+def _reason(exc: Exception, table: str, region: str | None) -> str:
     """A botocore error in one line that says what to do."""
     if isinstance(exc, ClientError):
         code = error_code(exc)
-        error = exc.response.get("Error", {})
-        text = _shorten(" ".join(str(error.get("Message", "")).split()))
+        text = _one_line(exc.response.get("Error", {}).get("Message", ""))
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") or 0
         if code == "ResourceNotFoundException":
             where = f" in {region}" if region else ""
@@ -139,16 +136,16 @@ def dynamo_reason(exc: Exception, table: str, region: str | None = None) -> str:
     if isinstance(exc, NoCredentialsError | PartialCredentialsError):
         return (f"no usable AWS credentials ({exc}); set AWS_ACCESS_KEY_ID/"
                 "AWS_SECRET_ACCESS_KEY or a profile")
-    said = " ".join(str(exc).split())
     if isinstance(exc, NeverConnected):
-        return f"cannot reach DynamoDB ({said[:300]})"
-    return f"DynamoDB: {_shorten(said) or type(exc).__name__}"
+        return f"cannot reach DynamoDB ({_one_line(exc)})"
+    return f"DynamoDB: {_one_line(exc) or type(exc).__name__}"
 
 
 def error_code(exc: ClientError) -> str:
     return str(exc.response.get("Error", {}).get("Code", ""))
 
 
-def _shorten(text: str, limit: int = 300) -> str:
+def _one_line(text: object) -> str:
     """A message kept to one readable line (a proxy's HTML error page is not)."""
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+    said = " ".join(str(text).split())
+    return said if len(said) <= 300 else said[:299] + "…"
