@@ -147,15 +147,9 @@ class DynamoDirectory(DynamoCore):
 
     def count_by(self) -> dict[tuple[str, str], int]:
         """A strongly consistent Scan of the table's status and layout: fine for reports."""
-        projection = "#status, #layout"
-        condition = "begins_with(#pk, :prefix)"
-        counts: Counter[tuple[str, str]] = Counter()
-        for page in self._pages(self.subscribers_table, "scan",
-                                TableName=self.subscribers_table, ConsistentRead=True,
-                                ProjectionExpression=projection, FilterExpression=condition,
-                                **expression(projection, condition,
-                                              prefix=SUBSCRIBER_PREFIX)):
-            counts.update((item["status"], item["layout"]) for item in page)
+        counts = Counter((item["status"], item["layout"]) for item in self._items(
+            self.subscribers_table, projection="#status, #layout",
+            row_filter="begins_with(#pk, :prefix)", prefix=SUBSCRIBER_PREFIX))
         return dict(sorted(counts.items()))
 
     def count_by_status(self) -> dict[str, int]:
@@ -317,15 +311,9 @@ class DynamoDirectory(DynamoCore):
         subscriber_id = supp.get("purge_ledger") if supp else None
         if not subscriber_id:
             return
-        projection = "#issue_id, #subscriber_id"
-        condition = "#subscriber_id = :id"
-        for page in self._pages(self.ledger_table, "scan", TableName=self.ledger_table,
-                                ConsistentRead=True, ProjectionExpression=projection,
-                                FilterExpression=condition,
-                                **expression(projection, condition, id=subscriber_id)):
-            for item in page:
-                self._call(self.ledger_table, "delete_item", TableName=self.ledger_table,
-                           Key=ledger_key(item["issue_id"], item["subscriber_id"]))
+        for item in self._items(self.ledger_table, projection="#issue_id, #subscriber_id",
+                                row_filter="#subscriber_id = :id", id=subscriber_id):
+            self._delete(self.ledger_table, ledger_key(item["issue_id"], item["subscriber_id"]))
         with contextlib.suppress(Refused):  # another remove finished it meanwhile
             self._update(self.subscribers_table, supp_key, "REMOVE #purge_ledger",
                          "#purge_ledger = :id", id=subscriber_id)
