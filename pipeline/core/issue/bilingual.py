@@ -163,16 +163,12 @@ def cut_at_boundary(text: str, room: int) -> str:
     if len(text) <= room:
         return text
     for end in range(room - 1, 0, -1):  # leave a character for the ellipsis
-        before, after = text[end - 1], text[end]
-        if after.isspace() or before.isspace() or _wide(before) or _wide(after):
+        if any(char.isspace() or unicodedata.east_asian_width(char) in "WF"
+               for char in text[end - 1:end + 1]):
             kept = text[:end].rstrip(" ,;:·-–—，、：；（(")
             if kept:
                 return kept + "…"
     return ""
-
-
-def _wide(char: str) -> bool:
-    return unicodedata.east_asian_width(char) in "WF"
 
 
 def _counts(items: Sequence[Item], lang: str) -> str:
