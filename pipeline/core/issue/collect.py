@@ -119,10 +119,8 @@ def _describe(exc: BaseException | None) -> str:
 def _time(entry: Entry, key: str) -> datetime | None:
     # dict.get, not entry.get: feedparser maps a missing updated_parsed to published_parsed.
     value = dict.get(entry, f"{key}_parsed")
-    if not value:
-        return None
     try:
-        return datetime.fromtimestamp(calendar.timegm(value), UTC)
+        return datetime.fromtimestamp(calendar.timegm(value), UTC) if value else None
     except (OverflowError, ValueError, OSError):
         return None
 
