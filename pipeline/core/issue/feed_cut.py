@@ -256,9 +256,7 @@ def _base64_prefix(text: str, chars: int) -> str | None:
 def _prefix(text: str, room: int) -> str:
     """The start of ``text`` that feedparser reads as ``room`` characters."""
     read = _as_read(text)
-    if read is text:
-        return text[:room]
-    return read[:room].encode("utf-8").decode("latin-1")
+    return text[:room] if read is text else read[:room].encode("utf-8").decode("latin-1")
 
 
 def _qualified(name: str) -> str:
