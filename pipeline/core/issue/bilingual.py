@@ -75,23 +75,19 @@ def fill_missing(items: Sequence[Item], translations: Mapping[tuple[int, str], M
         machine = translations.get((item.pr, target))
         if machine is None:
             continue
+        into = _LANG_NAMES[target]
         if machine.failed is not None:
-            problems.append(Problem(
-                "translation-rejected", "warning", pr=item.pr,
-                message=f"PR #{item.pr}: no machine translation into "
-                        f"{_LANG_NAMES[target]}: {machine.failed}"))
+            why = f"no machine translation into {into}: {machine.failed}"
+        elif machine.rejected or not machine.title or not machine.body:
+            why = f"the machine translation into {into} was rejected: {machine.rejected or 'empty'}"
+        else:
+            text = Text(machine.title, machine.body, html_to_text(machine.body), machine.source)
+            current = filled[item.pr]
+            minutes = replace(current.reading_minutes, **{target: reading_minutes(text.body_text)})
+            filled[item.pr] = replace(current.with_text(target, text), reading_minutes=minutes)
             continue
-        if machine.rejected or not machine.title or not machine.body:
-            problems.append(Problem(
-                "translation-rejected", "warning", pr=item.pr,
-                message=(f"PR #{item.pr}: the machine translation into "
-                         f"{_LANG_NAMES[target]} was rejected: "
-                         f"{machine.rejected or 'empty'}")))
-            continue
-        text = Text(machine.title, machine.body, html_to_text(machine.body), machine.source)
-        current = filled[item.pr]
-        minutes = replace(current.reading_minutes, **{target: reading_minutes(text.body_text)})
-        filled[item.pr] = replace(current.with_text(target, text), reading_minutes=minutes)
+        problems.append(Problem("translation-rejected", "warning", pr=item.pr,
+                                message=f"PR #{item.pr}: {why}"))
     return [filled[item.pr] for item in items], problems
 
 
@@ -150,10 +146,9 @@ def subject(layout: str, week: Week, items: Sequence[Item], number: int = 0) -> 
     head = " · ".join([BRAND[first], *label, subject_days(week)[first]]) + " · "
     if not items:
         return head.rstrip(" ·")
-    more = len(items) - 1
     tail = ""
-    if more > 0:
-        tail = f" 等 {len(items)} 篇" if first == "zh" else f" + {more} more"
+    if len(items) > 1:
+        tail = f" 等 {len(items)} 篇" if first == "zh" else f" + {len(items) - 1} more"
     # one_line again: whatever path a headline took, nothing may turn the subject around.
     headline = one_line(_title(items[0], first))
     if len(head) + len(headline) + len(tail) > SUBJECT_MAX:
@@ -168,27 +163,20 @@ def cut_at_boundary(text: str, room: int) -> str:
     if len(text) <= room:
         return text
     for end in range(room - 1, 0, -1):  # leave a character for the ellipsis
-        before, after = text[end - 1], text[end]
-        if after.isspace() or before.isspace() or _wide(before) or _wide(after):
+        if any(char.isspace() or unicodedata.east_asian_width(char) in "WF"
+               for char in text[end - 1:end + 1]):
             kept = text[:end].rstrip(" ,;:·-–—，、：；（(")
             if kept:
                 return kept + "…"
     return ""
 
 
-def _wide(char: str) -> bool:
-    return unicodedata.east_asian_width(char) in "WF"
-
-
 def _counts(items: Sequence[Item], lang: str) -> str:
     counts = Counter(item.tier for item in items)
-    parts = []
-    for name in TIER_NAMES:
-        if counts[name]:
-            label = TIER_BY_NAME[name].label
-            parts.append(f"{counts[name]} 篇{label.zh}" if lang == "zh"
-                         else f"{counts[name]} {label.en.lower()}")
-    return ("、" if lang == "zh" else ", ").join(parts)
+    labels = [(counts[name], TIER_BY_NAME[name].label) for name in TIER_NAMES if counts[name]]
+    if lang == "zh":
+        return "、".join(f"{count} 篇{label.zh}" for count, label in labels)
+    return ", ".join(f"{count} {label.en.lower()}" for count, label in labels)
 
 
 def preheader(layout: str, items: Sequence[Item]) -> str:

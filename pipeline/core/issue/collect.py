@@ -97,29 +97,17 @@ def parse_feed(data: bytes, location: str, repo: str, content_type: str | None =
     # A stream, never the bytes: feedparser opens a string that names a file or a URL, and a
     # feed whose whole body is "/etc/…" would read this machine's file.
     parsed = feedparser.parse(io.BytesIO(feed.data), response_headers=headers)
-    warnings: list[str] = []
-    if parsed.bozo:
-        exc = parsed.get("bozo_exception")
-        if isinstance(exc, feedparser.ThingsNobodyCaresAboutButMe):
-            warnings.append(f"feed {location}: {exc}")
-        else:
-            raise FeedError(location, f"not well-formed XML ({_describe(exc)})")
-    if feed.warning:
-        warnings.append(f"feed {location}: {feed.warning}")
+    exc = parsed.get("bozo_exception") if parsed.bozo else None
+    if parsed.bozo and not isinstance(exc, feedparser.ThingsNobodyCaresAboutButMe):
+        raise FeedError(location, f"not well-formed XML ({_describe(exc)})")
+    warnings = tuple(f"feed {location}: {said}" for said in (exc, feed.warning) if said)
     if not parsed.get("version"):
         raise FeedError(location, "is not an RSS or Atom feed")
     feed_lang = _normalise_lang(parsed.feed.get("language"))
-    reviews: list[Review] = []
-    rejected: list[Rejected] = []
-    for entry in parsed.entries:
-        result = _review(entry, feed_lang, repo, location)
-        if isinstance(result, Review):
-            if result.entry_id in feed.cut:
-                result = replace(result, shortened_from=feed.cut[result.entry_id])
-            reviews.append(result)
-        else:
-            rejected.append(result)
-    return FeedResult(location, tuple(reviews), tuple(rejected), tuple(warnings))
+    found = [_review(entry, feed_lang, repo, location, feed.cut) for entry in parsed.entries]
+    reviews = tuple(review for review in found if isinstance(review, Review))
+    rejected = tuple(entry for entry in found if isinstance(entry, Rejected))
+    return FeedResult(location, reviews, rejected, warnings)
 
 
 def _describe(exc: BaseException | None) -> str:
@@ -131,18 +119,15 @@ def _describe(exc: BaseException | None) -> str:
 def _time(entry: Entry, key: str) -> datetime | None:
     # dict.get, not entry.get: feedparser maps a missing updated_parsed to published_parsed.
     value = dict.get(entry, f"{key}_parsed")
-    if not value:
-        return None
     try:
-        return datetime.fromtimestamp(calendar.timegm(value), UTC)
+        return datetime.fromtimestamp(calendar.timegm(value), UTC) if value else None
     except (OverflowError, ValueError, OSError):
         return None
 
 
 def _date_problem(entry: Entry, published: datetime | None, updated: datetime | None
                   ) -> str | None:
-    """Why a date feedparser read is not a real one (it normalises hour 99 and 30 February),
-    checked on the raw string it kept; None when every date it read is real."""
+    """Why a date feedparser read is not real (it normalises hour 99 and 30 February)."""
     for key, parsed in (("published", published), ("updated", updated)):
         raw = dict.get(entry, key)
         if parsed is not None and raw:
@@ -154,9 +139,8 @@ def _date_problem(entry: Entry, published: datetime | None, updated: datetime | 
 
 def _normalise_lang(tag: str | None) -> str | None:
     """``zh-cn``, ``zh_Hans`` → ``zh``; ``en-US`` → ``en``; other tags kept, lower-case."""
-    if not tag or not str(tag).strip():
-        return None
-    return re.split(r"[-_]", str(tag).strip().lower(), maxsplit=1)[0]
+    tag = str(tag or "").strip().lower()
+    return re.split(r"[-_]", tag, maxsplit=1)[0] if tag else None
 
 
 def _alternate_link(entry: Entry) -> str:
@@ -180,11 +164,10 @@ def _body(entry: Entry) -> CleanBody:
 
 
 def _title(entry: Entry) -> str:
-    detail = entry.get("title_detail") or {}
     value = str(entry.get("title", ""))
-    if detail.get("type") in ("text/html", "application/xhtml+xml"):
-        return plain_title(plain_line(value))
-    return plain_title(one_line(value))
+    kind = (entry.get("title_detail") or {}).get("type")
+    return plain_title(plain_line(value) if kind in ("text/html", "application/xhtml+xml")
+                       else one_line(value))
 
 
 def _entry_lang(entry: Entry, feed_lang: str | None) -> str | None:
@@ -195,7 +178,9 @@ def _entry_lang(entry: Entry, feed_lang: str | None) -> str | None:
     return _normalise_lang(entry.get("language")) or feed_lang
 
 
-def _review(entry: Entry, feed_lang: str | None, repo: str, location: str) -> Review | Rejected:
+def _review(entry: Entry, feed_lang: str | None, repo: str, location: str,
+            cut: dict[str, int]) -> Review | Rejected:
+    """One entry as a review, or why not; ``cut`` holds what feed_cut shortened, by entry id."""
     link = _alternate_link(entry)
     title = _title(entry)
     entry_id = str(entry.get("id") or link or title)
@@ -221,19 +206,19 @@ def _review(entry: Entry, feed_lang: str | None, repo: str, location: str) -> Re
         return reject(bad_date)
     if published is None and updated is None:
         return reject("entry has no parseable date")
-    cleaned = _body(entry)
-    body = cleaned.html
-    if not body:
+    body = _body(entry)
+    if not body.html:
         return reject("entry has no review text")
-    lang = _entry_lang(entry, feed_lang) or detect_lang(title + " " + html_to_text(body))
+    lang = _entry_lang(entry, feed_lang) or detect_lang(title + " " + html_to_text(body.html))
     if not is_lang(lang):
         return reject(f"language {lang!r} is neither Chinese nor English")
     categories = tuple(term for term in (
         one_line(str(tag.get("term") or "")) for tag in entry.get("tags", ())) if term)
     return Review(
         entry_id=entry_id, link=link, pr=int(number), lang=lang, title=title or f"#{int(number)}",
-        body_html=body, published=published, updated=updated, categories=categories,
-        source=location, shortened_from=cleaned.shortened_from, flattened=cleaned.flattened,
+        body_html=body.html, published=published, updated=updated, categories=categories,
+        source=location, shortened_from=cut.get(entry_id, body.shortened_from),
+        flattened=body.flattened,
     )
 
 
@@ -248,36 +233,33 @@ def merge(results: Iterable[FeedResult]) -> tuple[list[Review], list[Rejected]]:
             versions.setdefault(key, []).append(entry)
     reviews: list[Review] = []
     rejected: list[Rejected] = []
-    for key, found in versions.items():
+    for found in versions.values():
         newest = max(found, key=_changed)  # the first of equals, as read
         if isinstance(newest, Review):
             reviews.append(newest)
         else:
             rejected.append(newest)
-        rejected.extend(_clashes(key, newest, found))
+        rejected.extend(_clashes(newest, found))
     return reviews, rejected
 
 
-def _clashes(key: str, newest: Review | Rejected, found: list[Review | Rejected]
-             ) -> list[Rejected]:
+def _clashes(newest: Review | Rejected, found: list[Review | Rejected]) -> list[Rejected]:
     """The latest version of each other PR that ``found`` names under one id, rejected."""
     kept = _pr_of(newest)
     latest: dict[int, Review | Rejected] = {}
-    for entry in found:
+    for entry in sorted(found, key=_changed, reverse=True):  # newest first, equals as read
         pr = _pr_of(entry)
-        if pr is not None and kept is not None and pr != kept and (
-                pr not in latest or _changed(entry) > _changed(latest[pr])):
-            latest[pr] = entry
+        if pr is not None and kept is not None and pr != kept:
+            latest.setdefault(pr, entry)
     clashes = []
     for pr, entry in sorted(latest.items()):
         reason = (f"the same entry id is used for PR #{kept}, the newest version; "
                   f"this review of PR #{pr} is dropped")
         if isinstance(entry, Review):
-            clashes.append(Rejected(Skipped(key, entry.link, entry.title, reason),
-                                    entry.first_seen, entry.last_changed))
+            skipped = Skipped(entry.entry_id, entry.link, entry.title, reason)
+            clashes.append(Rejected(skipped, entry.first_seen, entry.last_changed))
         else:
-            clashes.append(Rejected(replace(entry.skipped, reason=reason), entry.when,
-                                    entry.changed))
+            clashes.append(replace(entry, skipped=replace(entry.skipped, reason=reason)))
     return clashes
 
 
@@ -286,18 +268,14 @@ def _pr_of(entry: Review | Rejected) -> int | None:
     if isinstance(entry, Review):
         return entry.pr
     match = _PR_LINK.match(entry.skipped.link)
-    if match is None or len(match[3]) > MAX_PR_DIGITS:
-        return None
-    return int(match[3])
+    return int(match[3]) if match and len(match[3]) <= MAX_PR_DIGITS else None
 
 
 _NEVER = datetime.min.replace(tzinfo=UTC)
 
 
 def _changed(entry: Review | Rejected) -> datetime:
-    if isinstance(entry, Review):
-        return entry.last_changed
-    return entry.changed or _NEVER
+    return entry.last_changed if isinstance(entry, Review) else entry.changed or _NEVER
 
 
 def group_week(reviews: Sequence[Review], week: Week, repo: str) -> list[PullGroup]:
@@ -309,17 +287,11 @@ def group_week(reviews: Sequence[Review], week: Week, repo: str) -> list[PullGro
     groups = []
     for pr, items in by_pr.items():
         earliest = min(items, key=lambda r: (r.first_seen, r.entry_id))
-        if earliest.first_seen not in week:
-            continue
-        by_change = sorted(items, key=lambda r: (r.last_changed, r.entry_id))
-        latest: dict[Lang, Review] = {review.lang: review for review in by_change}
-        groups.append(PullGroup(
-            pr=pr,
-            url=f"https://github.com/{repo}/pull/{pr}",
-            first_reviewed=earliest.first_seen,
-            original_lang=earliest.lang,
-            latest=latest,
-        ))
+        if earliest.first_seen in week:
+            by_change = sorted(items, key=lambda r: (r.last_changed, r.entry_id))
+            groups.append(PullGroup(pr, f"https://github.com/{repo}/pull/{pr}",
+                                    earliest.first_seen, earliest.lang,
+                                    {review.lang: review for review in by_change}))
     return sorted(groups, key=lambda g: (g.first_reviewed, g.pr))
 
 

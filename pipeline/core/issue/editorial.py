@@ -89,28 +89,23 @@ def _entry(table: dict[str, Any], where: str, tiers: tuple[str, ...]) -> EditorE
     if priority is not None and priority not in tiers:
         raise ConfigError(f"priority must be one of {', '.join(tiers)}, got {priority!r}",
                           key=where)
-    hide = table.get("hide", False)
-    if not isinstance(hide, bool):
-        raise ConfigError("hide must be true or false", key=where)
-    note = table.get("note")
-    if note is not None and not isinstance(note, str):
-        raise ConfigError("note must be a string", key=where)
+    for key, kind, what in (("hide", bool, "true or false"), ("note", str, "a string")):
+        if key in table and not isinstance(table[key], kind):
+            raise ConfigError(f"{key} must be {what}", key=where)
     texts: dict[Lang, EditorText] = {}
     # A note at the PR's level is in one language: an English one under 编者按 reads wrong.
     notes: dict[Lang, str | None] = {"zh": None, "en": None}
-    if note:
-        notes[detect_lang(note)] = note
-    for lang in LANGS:
-        sub = table.get(lang)
-        if sub is None:
-            continue
+    if table.get("note"):
+        notes[detect_lang(table["note"])] = table["note"]
+    for lang in (lang for lang in LANGS if lang in table):
+        sub = table[lang]
         if not isinstance(sub, dict) or set(sub) - _TEXT_KEYS or not all(
                 isinstance(v, str) for v in sub.values()):
-            raise ConfigError(f"[{lang}] takes title, body and note, as strings",
-                              key=where)
+            raise ConfigError(f"[{lang}] takes title, body and note, as strings", key=where)
         texts[lang] = EditorText(_clean(sub.get("title")), _clean(sub.get("body"), lines=True))
         if sub.get("note"):
             notes[lang] = sub["note"]
+    hide = table.get("hide", False)
     return EditorEntry(priority, hide, Pair(_clean(notes["zh"]), _clean(notes["en"])), texts)
 
 

@@ -56,9 +56,8 @@ def cut_long_texts(data: bytes, limit: int, content_type: str | None = None) -> 
     if not said.get("encoding"):
         return whole  # no encoding fits: feedparser's loose parser reads it as it is
     _, read, _ = replace_doctype(utf8)
-    scan = _Scan(read, kept)
     try:
-        scan.run()
+        scan = _Scan(read, kept)
     except expat.ExpatError:
         return whole
     if not scan.cuts:
@@ -70,19 +69,12 @@ def cut_long_texts(data: bytes, limit: int, content_type: str | None = None) -> 
         at = end - shift
     out.append(utf8[at:])
     cut = b"".join(out)
-    if not _well_formed(cut):
-        return whole  # markup from a doctype's entity cut apart: read it whole
+    try:  # markup from a doctype's entity may be cut apart: then read it whole
+        expat.ParserCreate(None, " ").Parse(cut, True)
+    except expat.ExpatError:
+        return whole
     warning = said.get("bozo_exception") if said.get("bozo") else None
     return CutFeed(cut, None, scan.lengths, str(warning) if warning else None)
-
-
-def _well_formed(data: bytes) -> bool:
-    parser = expat.ParserCreate(None, " ")
-    try:
-        parser.Parse(data, True)
-    except expat.ExpatError:
-        return False
-    return True
 
 
 def _as_read(text: str) -> str:
@@ -116,10 +108,11 @@ class _Body:
 
 class _Scan:
     """expat over a UTF-8 document: the cuts to make, as (start, end, replacement) byte
-    ranges in order, and each cut entry's longest text by entry id."""
+    ranges in order, and each cut entry's longest text by entry id. It reads the document
+    when made, and raises :class:`expat.ExpatError` if it is not well-formed."""
 
     def __init__(self, data: bytes, kept: int) -> None:
-        self.data, self.kept = data, kept
+        self.kept = kept
         self.cuts: list[tuple[int, int, bytes]] = []
         self.lengths: dict[str, int] = {}
         self._stack: list[str] = []  # the qualified names of the open elements
@@ -137,10 +130,7 @@ class _Scan:
         parser.CharacterDataHandler = self._characters
         parser.StartCdataSectionHandler = self._cdata_start
         parser.EndCdataSectionHandler = self._cdata_end
-
-    def run(self) -> None:
-        """Read the document; :class:`expat.ExpatError` when it is not well-formed."""
-        self._parser.Parse(self.data, True)
+        parser.Parse(data, True)
 
     def _at(self) -> int:
         return self._parser.CurrentByteIndex
@@ -199,7 +189,7 @@ class _Scan:
             if self._field is not None:
                 self._text.append(text)
             return
-        size = len(text) if text.isascii() else len(_as_read(text))
+        size = len(_as_read(text))
         kept = self.kept
         if body.base64:  # room for ``kept`` characters of what it decodes to
             body.start = self._at() if body.start is None else body.start
@@ -235,12 +225,10 @@ class _Scan:
 def _base64(attributes: dict[str, str]) -> bool:
     """Whether feedparser decodes an entry text with these attributes as base64: Atom 0.3's
     ``mode="base64"``, or a type that is neither text nor XML."""
-    if attributes.get("mode") == "base64":
-        return True
     kind = attributes.get("type", "text").lower()
-    kind = {"text": "text/plain", "plain": "text/plain", "html": "text/html",
-            "xhtml": "application/xhtml+xml"}.get(kind, kind)
-    return not (kind.startswith("text/") or kind.endswith(("+xml", "/xml")))
+    return attributes.get("mode") == "base64" or not (
+        kind in ("text", "plain", "html", "xhtml") or kind.startswith("text/")
+        or kind.endswith(("+xml", "/xml")))
 
 
 def _from_base64(text: str) -> str | None:
@@ -268,9 +256,7 @@ def _base64_prefix(text: str, chars: int) -> str | None:
 def _prefix(text: str, room: int) -> str:
     """The start of ``text`` that feedparser reads as ``room`` characters."""
     read = _as_read(text)
-    if read is text:
-        return text[:room]
-    return read[:room].encode("utf-8").decode("latin-1")
+    return text[:room] if read is text else read[:room].encode("utf-8").decode("latin-1")
 
 
 def _qualified(name: str) -> str:
