@@ -148,10 +148,8 @@ def encode_areas(names: Iterable[str]) -> str:
 def decode_areas(text: str | None) -> tuple[str, ...]:
     """Stored areas back, cleaned again; text that is not a JSON array of strings reads as no
     areas: interests only reorder an email, and a reader must never lose the email over them."""
-    if not text:
-        return ()
     try:
-        value = json.loads(text)
+        value = json.loads(text) if text else []
     except ValueError:
         return ()
     if not isinstance(value, list):
@@ -209,28 +207,25 @@ def plan_additions(entries: Sequence[tuple[str, NewSubscriber]], *, status: str,
     known = dict(existing)
     plan = Additions()
     for normal, entry in entries:
-        key = email_key(normal)
-        if suppressed and suppression_hash(normal) in suppressed:
+        if suppression_hash(normal) in suppressed:
             plan.results.append(AddResult(AddOutcome.SUPPRESSED, None))
             continue
-        present = known.get(key)
-        if present is None:
-            new = Subscriber(id=next(new_ids), email=normal, status=status,
-                             layout=entry.layout, consent_at=consent_at,
-                             consent_source=source, created_at=when,
-                             confirmed_at=consent_at, updated_at=when,
-                             areas=clean_areas(entry.areas))
-            known[key] = new
-            plan.created.append(new)
-            plan.results.append(AddResult(AddOutcome.CREATED, new))
-        elif (outcome := existing_outcome(present, status)) is AddOutcome.ACTIVATED:
-            active = replace(present, status="active", consent_at=when, consent_source=source,
+        key = email_key(normal)
+        stored = known.get(key)
+        if stored is None:
+            outcome = AddOutcome.CREATED
+            stored = Subscriber(id=next(new_ids), email=normal, status=status,
+                                layout=entry.layout, consent_at=consent_at,
+                                consent_source=source, created_at=when,
+                                confirmed_at=consent_at, updated_at=when,
+                                areas=clean_areas(entry.areas))
+            plan.created.append(stored)
+        elif (outcome := existing_outcome(stored, status)) is AddOutcome.ACTIVATED:
+            stored = replace(stored, status="active", consent_at=when, consent_source=source,
                              confirmed_at=when, updated_at=when)
-            known[key] = active
-            plan.activated.append(active)
-            plan.results.append(AddResult(outcome, active))
-        else:
-            plan.results.append(AddResult(outcome, present))
+            plan.activated.append(stored)
+        known[key] = stored
+        plan.results.append(AddResult(outcome, stored))
     return plan
 
 
