@@ -86,22 +86,21 @@ def after_mail_event(state: MailState, kind: str, *, transient_limit: int,
     """What one event of :data:`MAIL_EVENTS` makes of ``state`` (``occurred_at``: when it
     happened, as stored text; None: unknown, applied as it comes)."""
     check_known("mail event", MAIL_EVENTS, kind)
-    status, count, at = state.status, state.transient_bounces, state.mail_event_at
-    in_order = occurred_at is None or at is None or at <= occurred_at
-    if kind == "bounce-permanent":
-        return replace(state, status="bounced") if status in BOUNCEABLE else state
     if kind == "complaint":
         return replace(state, status="complained")
+    bounced = "bounced" if state.status in BOUNCEABLE else state.status
+    if kind == "bounce-permanent":
+        return replace(state, status=bounced)
+    at = state.mail_event_at
+    if occurred_at is not None and at is not None and occurred_at < at:
+        return state  # older than one already counted
     if kind == "bounce-transient":
-        if not in_order:
-            return state
-        count += 1
-        return MailState("bounced" if count >= transient_limit and status in BOUNCEABLE
-                         else status, count, occurred_at or at)
-    # A delivery.
-    if not in_order or (count == 0 and occurred_at is None):
-        return state
-    return MailState(status, 0, occurred_at or at)
+        count = state.transient_bounces + 1
+        return MailState(bounced if count >= transient_limit else state.status, count,
+                         occurred_at or at)
+    if state.transient_bounces == 0 and occurred_at is None:
+        return state  # a delivery with no run of bounces to end and no time to note
+    return MailState(state.status, 0, occurred_at or at)
 
 
 #: Why ``expire_in_flight`` makes a handed-over claim an earlier run left ``unconfirmed``.
