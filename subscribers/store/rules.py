@@ -206,7 +206,7 @@ def plan_additions(entries: Sequence[tuple[str, NewSubscriber]], *, status: str,
     known = dict(existing)
     plan = Additions()
     for normal, entry in entries:
-        if suppression_hash(normal) in suppressed:
+        if suppressed and suppression_hash(normal) in suppressed:
             plan.results.append(AddResult(AddOutcome.SUPPRESSED, None))
             continue
         key = email_key(normal)

@@ -21,7 +21,7 @@ from subscribers.store.sqlite.schema import immediate, migrate
 #: The store's file name inside ``[paths] data_dir``.
 FILE_NAME = "subscribers.sqlite3"
 
-Params = Sequence[object] | Mapping[str, object]
+_Params = Sequence[object] | Mapping[str, object]
 
 
 class SqliteCore(Resource):
@@ -79,16 +79,16 @@ class SqliteCore(Resource):
         with self._using() as conn, immediate(conn):
             yield conn
 
-    def _run(self, sql: str, params: Params = ()) -> int:
+    def _run(self, sql: str, params: _Params = ()) -> int:
         """One statement, committed at once: how many rows it changed."""
         with self._using() as conn:
             return conn.execute(sql, params).rowcount
 
-    def _rows(self, sql: str, params: Params = ()) -> list[sqlite3.Row]:
+    def _rows(self, sql: str, params: _Params = ()) -> list[sqlite3.Row]:
         with self._using() as conn:
             return conn.execute(sql, params).fetchall()
 
-    def _row(self, sql: str, params: Params = ()) -> sqlite3.Row | None:
+    def _row(self, sql: str, params: _Params = ()) -> sqlite3.Row | None:
         with self._using() as conn:
             row: sqlite3.Row | None = conn.execute(sql, params).fetchone()
         return row
