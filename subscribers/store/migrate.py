@@ -10,7 +10,7 @@ import sqlite3
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -36,12 +36,6 @@ _TABLES = {
     "sent": ("sent_issues", SENT_FIELDS, "issue_id", "sent issues"),
 }
 _KIND_NAMES = {kind: name for kind, (*_, name) in _TABLES.items()}
-
-
-def _select(kind: str) -> str:
-    """Every row of a kind's table, in key order."""
-    table, columns, key, _ = _TABLES[kind]
-    return f"SELECT {', '.join(columns)} FROM {table} ORDER BY {key}"  # noqa: S608
 
 
 def _tally() -> dict[str, Counter[str]]:
@@ -82,22 +76,22 @@ def migrate(conn: sqlite3.Connection, target: DynamoStore, *, source: Path,
             outcome = Copied.REFUSED
         tally[kind][outcome.value] += 1
 
-    for row in _rows(conn, source, _select("subscriber")):
+    for row in _rows(conn, source, "subscriber"):
         each("subscribers", f"subscriber {row['id']}", row,
              functools.partial(_copy_subscriber, target, row, source, dry_run))
-    for row in _rows(conn, source, _select("suppression")):
+    for row in _rows(conn, source, "suppression"):
         each("suppressions", f"suppression {row['email_hash']}", row, functools.partial(
             target.copy_suppression, row["email_hash"], row["created_at"], dry_run=dry_run))
-    for row in _rows(conn, source, _select("ledger")):
+    for row in _rows(conn, source, "ledger"):
         each("ledger rows", f"ledger row {row['issue_id']}/{row['subscriber_id']}", row,
              functools.partial(target.copy_ledger_row, row, dry_run=dry_run))
-    for row in _rows(conn, source, _select("seen")):
+    for row in _rows(conn, source, "seen"):
         key = row["key"] if len(row["key"]) <= 80 else row["key"][:80] + "…"
         each("handled keys", f"handled key {key}", row, functools.partial(
             target.copy_seen, row["key"], row["at"], dry_run=dry_run))
     _copy_catalog(conn, target, source, tally["catalog areas"], assume_empty=assume_empty,
                   dry_run=dry_run)
-    for row in _rows(conn, source, _select("sent")):
+    for row in _rows(conn, source, "sent"):
         each("sent issues", f"sent issue {row['issue_id']}", row,
              functools.partial(target.copy_sent_issue, row, dry_run=dry_run))
     return tally
@@ -124,7 +118,7 @@ def refused(tally: dict[str, Counter[str]]) -> int:
 def _copy_catalog(conn: sqlite3.Connection, target: DynamoStore, source: Path,
                   count: Counter[str], *, assume_empty: bool, dry_run: bool) -> None:
     """The area catalog, added to DynamoDB's one item (adding never conflicts)."""
-    names = [row["name"] for row in _rows(conn, source, _select("area"))]
+    names = [row["name"] for row in _rows(conn, source, "area")]
     known = set() if assume_empty or not names else set(target.known_areas())
     new = sum(1 for name in names if name not in known)
     count[Copied.PRESENT.value] += len(names) - new
@@ -160,24 +154,19 @@ def to_sqlite(source: DynamoStore, path: Path, *, dry_run: bool = False
     partial.unlink(missing_ok=True)
     try:
         SqliteStore.open(partial).close()  # the schema, every migration applied
-        conn = sqlite3.connect(partial, isolation_level=None)
-        try:
-            conn.execute("BEGIN")
+        # One transaction: ``with conn`` commits it at the end.
+        with closing(sqlite3.connect(partial)) as conn, conn:
             for kind, row in source.export():
                 table, columns, _, _ = _TABLES[kind]
                 conn.execute(f"INSERT INTO {table} ({', '.join(columns)}) "  # noqa: S608
                              f"VALUES ({', '.join('?' * len(columns))})",
                              [row[name] for name in columns])
                 tally[_KIND_NAMES[kind]]["copied"] += 1
-            conn.execute("COMMIT")
-        finally:
-            conn.close()
         partial.replace(path)
-    except sqlite3.Error as exc:
+    except BaseException as exc:
         partial.unlink(missing_ok=True)
-        raise StoreError(path, describe(exc)) from exc
-    except BaseException:
-        partial.unlink(missing_ok=True)
+        if isinstance(exc, sqlite3.Error):
+            raise StoreError(path, describe(exc)) from exc
         raise
     return tally
 
@@ -196,18 +185,17 @@ def summary_to_sqlite(tally: dict[str, Counter[str]], source: DynamoStore, path:
 def summary(tally: dict[str, Counter[str]], source: Path, target: DynamoStore, *,
              dry_run: bool) -> str:
     """The one line the command prints at the end."""
-    copied = sum(c["copied"] for c in tally.values())
-    present = sum(c["present"] for c in tally.values())
-    conflicts = sum(c["conflict"] for c in tally.values())
+    total = sum(tally.values(), Counter())
     detail = ", ".join(f"{kind} {c['copied']}/{c['present']}/{c['conflict']}"
                        for kind, c in tally.items())
     where = f"{source} → DynamoDB ({target.subscribers_table}, {target.ledger_table})"
     if dry_run:
-        return (f"dry run, nothing written: {where}: would copy {copied}, {present} already "
-                f"there, {conflicts} conflicting ({detail}: copied/there/conflicting)")
-    left = refused(tally)
-    return (f"migrated {where}: {copied} copied, {present} already there, {conflicts} "
-            "conflicting, not overwritten"
+        return (f"dry run, nothing written: {where}: would copy {total['copied']}, "
+                f"{total['present']} already there, {total['conflict']} conflicting "
+                f"({detail}: copied/there/conflicting)")
+    left = total[Copied.REFUSED.value]
+    return (f"migrated {where}: {total['copied']} copied, {total['present']} already there, "
+            f"{total['conflict']} conflicting, not overwritten"
             + (f", {left} refused by DynamoDB, not copied" if left else "")
             + f" ({detail}: copied/there/conflicting)")
 
@@ -222,41 +210,31 @@ def read_only(path: Path) -> Iterator[sqlite3.Connection]:
         raise UsageError(f"{path}: no such file (nothing to migrate; --from-sqlite PATH names "
                          "another store)")
     try:
-        conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
-                               isolation_level=None, timeout=10.0)
+        with closing(sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True,
+                                     isolation_level=None, timeout=10.0)) as conn:
+            conn.row_factory = sqlite3.Row
+            conn.execute("BEGIN")
+            if not conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                                "AND name = 'schema_version'").fetchone():
+                raise StoreError(path, "not a subscriber store (no schema_version table)")
+            version = conn.execute("SELECT max(version) FROM schema_version").fetchone()[0] or 0
+            if version != len(MIGRATIONS):
+                advice = ("upgrade vllm-pr-weekly" if version > len(MIGRATIONS) else
+                          "open it once with this version to upgrade it (for example "
+                          "`newsletter subscribers list`), then migrate")
+                raise StoreError(path, f"schema version {version}, this program knows "
+                                 f"{len(MIGRATIONS)}: {advice}")
+            yield conn
     except sqlite3.Error as exc:
         raise StoreError(path, describe(exc)) from exc
+
+
+def _rows(conn: sqlite3.Connection, path: Path, kind: str) -> Iterator[dict[str, Any]]:
+    """Every row of a kind's table in key order, one at a time: memory stays flat."""
+    table, columns, key, _ = _TABLES[kind]
     try:
-        conn.row_factory = sqlite3.Row
-        conn.execute("BEGIN")
-        version = _version(conn, path)
-        if version != len(MIGRATIONS):
-            newer = version > len(MIGRATIONS)
-            raise StoreError(path, f"schema version {version}, this program knows "
-                             f"{len(MIGRATIONS)}: " + (
-                                 "upgrade vllm-pr-weekly" if newer else
-                                 "open it once with this version to upgrade it (for example "
-                                 "`newsletter subscribers list`), then migrate"))
-        yield conn
-    except sqlite3.Error as exc:
-        raise StoreError(path, describe(exc)) from exc
-    finally:
-        conn.close()
-
-
-def _version(conn: sqlite3.Connection, path: Path) -> int:
-    try:
-        return conn.execute("SELECT max(version) FROM schema_version").fetchone()[0] or 0
-    except sqlite3.OperationalError as exc:
-        if "no such table" in str(exc):
-            raise StoreError(path, "not a subscriber store (no schema_version table)") from exc
-        raise
-
-
-def _rows(conn: sqlite3.Connection, path: Path, query: str) -> Iterator[dict[str, Any]]:
-    """The rows of ``query`` one at a time: memory stays flat."""
-    try:
-        for row in conn.execute(query):
+        for row in conn.execute(f"SELECT {', '.join(columns)} FROM {table} "  # noqa: S608
+                                f"ORDER BY {key}"):
             yield dict(row)
     except sqlite3.Error as exc:
         raise StoreError(path, describe(exc)) from exc

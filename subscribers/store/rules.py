@@ -86,22 +86,21 @@ def after_mail_event(state: MailState, kind: str, *, transient_limit: int,
     """What one event of :data:`MAIL_EVENTS` makes of ``state`` (``occurred_at``: when it
     happened, as stored text; None: unknown, applied as it comes)."""
     check_known("mail event", MAIL_EVENTS, kind)
-    status, count, at = state.status, state.transient_bounces, state.mail_event_at
-    in_order = occurred_at is None or at is None or at <= occurred_at
-    if kind == "bounce-permanent":
-        return replace(state, status="bounced") if status in BOUNCEABLE else state
     if kind == "complaint":
         return replace(state, status="complained")
+    bounced = "bounced" if state.status in BOUNCEABLE else state.status
+    if kind == "bounce-permanent":
+        return replace(state, status=bounced)
+    at = state.mail_event_at
+    if occurred_at is not None and at is not None and occurred_at < at:
+        return state  # older than one already counted
     if kind == "bounce-transient":
-        if not in_order:
-            return state
-        count += 1
-        return MailState("bounced" if count >= transient_limit and status in BOUNCEABLE
-                         else status, count, occurred_at or at)
-    # A delivery.
-    if not in_order or (count == 0 and occurred_at is None):
-        return state
-    return MailState(status, 0, occurred_at or at)
+        count = state.transient_bounces + 1
+        return MailState(bounced if count >= transient_limit else state.status, count,
+                         occurred_at or at)
+    if state.transient_bounces == 0 and occurred_at is None:
+        return state  # a delivery with no run of bounces to end and no time to note
+    return MailState(state.status, 0, occurred_at or at)
 
 
 #: Why ``expire_in_flight`` makes a handed-over claim an earlier run left ``unconfirmed``.
@@ -148,10 +147,8 @@ def encode_areas(names: Iterable[str]) -> str:
 def decode_areas(text: str | None) -> tuple[str, ...]:
     """Stored areas back, cleaned again; text that is not a JSON array of strings reads as no
     areas: interests only reorder an email, and a reader must never lose the email over them."""
-    if not text:
-        return ()
     try:
-        value = json.loads(text)
+        value = json.loads(text) if text else []
     except ValueError:
         return ()
     if not isinstance(value, list):
@@ -209,28 +206,25 @@ def plan_additions(entries: Sequence[tuple[str, NewSubscriber]], *, status: str,
     known = dict(existing)
     plan = Additions()
     for normal, entry in entries:
-        key = email_key(normal)
         if suppressed and suppression_hash(normal) in suppressed:
             plan.results.append(AddResult(AddOutcome.SUPPRESSED, None))
             continue
-        present = known.get(key)
-        if present is None:
-            new = Subscriber(id=next(new_ids), email=normal, status=status,
-                             layout=entry.layout, consent_at=consent_at,
-                             consent_source=source, created_at=when,
-                             confirmed_at=consent_at, updated_at=when,
-                             areas=clean_areas(entry.areas))
-            known[key] = new
-            plan.created.append(new)
-            plan.results.append(AddResult(AddOutcome.CREATED, new))
-        elif (outcome := existing_outcome(present, status)) is AddOutcome.ACTIVATED:
-            active = replace(present, status="active", consent_at=when, consent_source=source,
+        key = email_key(normal)
+        stored = known.get(key)
+        if stored is None:
+            outcome = AddOutcome.CREATED
+            stored = Subscriber(id=next(new_ids), email=normal, status=status,
+                                layout=entry.layout, consent_at=consent_at,
+                                consent_source=source, created_at=when,
+                                confirmed_at=consent_at, updated_at=when,
+                                areas=clean_areas(entry.areas))
+            plan.created.append(stored)
+        elif (outcome := existing_outcome(stored, status)) is AddOutcome.ACTIVATED:
+            stored = replace(stored, status="active", consent_at=when, consent_source=source,
                              confirmed_at=when, updated_at=when)
-            known[key] = active
-            plan.activated.append(active)
-            plan.results.append(AddResult(outcome, active))
-        else:
-            plan.results.append(AddResult(outcome, present))
+            plan.activated.append(stored)
+        known[key] = stored
+        plan.results.append(AddResult(outcome, stored))
     return plan
 
 

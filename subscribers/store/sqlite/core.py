@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Self
@@ -20,6 +20,8 @@ from subscribers.store.sqlite.schema import immediate, migrate
 
 #: The store's file name inside ``[paths] data_dir``.
 FILE_NAME = "subscribers.sqlite3"
+
+_Params = Sequence[object] | Mapping[str, object]
 
 
 class SqliteCore(Resource):
@@ -42,28 +44,21 @@ class SqliteCore(Resource):
             path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(path, f"cannot create its folder: {exc.strerror or exc}") from exc
-        try:
+        with _storage_errors(path, timeout):
             conn = sqlite3.connect(path, timeout=timeout, isolation_level=None,
                                    check_same_thread=False)
-        except sqlite3.Error as exc:
-            raise StoreError(path, describe(exc, timeout)) from exc
-        try:
-            conn.row_factory = sqlite3.Row
-            conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
-            conn.execute("PRAGMA journal_mode = WAL")
-            # FULL: a committed claim survives a power cut too, or a resend could follow.
-            conn.execute("PRAGMA synchronous = FULL")
-            # Deleted rows are overwritten with zeros: ``remove`` really erases the address.
-            conn.execute("PRAGMA secure_delete = ON")
-            migrate(conn, path)
-        except sqlite3.DatabaseError as exc:
-            conn.close()
-            if not _is_storage_error(exc):
+            try:
+                conn.row_factory = sqlite3.Row
+                conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
+                conn.execute("PRAGMA journal_mode = WAL")
+                # FULL: a committed claim survives a power cut too, or a resend could follow.
+                conn.execute("PRAGMA synchronous = FULL")
+                # Deleted rows are overwritten with zeros: ``remove`` really erases the address.
+                conn.execute("PRAGMA secure_delete = ON")
+                migrate(conn, path)
+            except BaseException:
+                conn.close()
                 raise
-            raise StoreError(path, describe(exc, timeout)) from exc
-        except BaseException:
-            conn.close()
-            raise
         return cls(path, conn)
 
     def close(self) -> None:
@@ -76,18 +71,27 @@ class SqliteCore(Resource):
     @contextmanager
     def _using(self) -> Iterator[sqlite3.Connection]:
         """The connection, under the lock, with storage failures turned into StoreError."""
-        with self._lock:
-            try:
-                yield self._conn
-            except sqlite3.DatabaseError as exc:
-                if not _is_storage_error(exc):
-                    raise
-                raise StoreError(self.path, describe(exc)) from exc
+        with self._lock, _storage_errors(self.path):
+            yield self._conn
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         with self._using() as conn, immediate(conn):
             yield conn
+
+    def _run(self, sql: str, params: _Params = ()) -> int:
+        """One statement, committed at once: how many rows it changed."""
+        with self._using() as conn:
+            return conn.execute(sql, params).rowcount
+
+    def _rows(self, sql: str, params: _Params = ()) -> list[sqlite3.Row]:
+        with self._using() as conn:
+            return conn.execute(sql, params).fetchall()
+
+    def _row(self, sql: str, params: _Params = ()) -> sqlite3.Row | None:
+        with self._using() as conn:
+            row: sqlite3.Row | None = conn.execute(sql, params).fetchone()
+        return row
 
 
 # -- what every role reads a subscriber with ------------------------------------------------
@@ -110,10 +114,16 @@ def read_subscriber(row: sqlite3.Row) -> Subscriber:
 
 # -- errors ----------------------------------------------------------------------------------
 
-def _is_storage_error(exc: sqlite3.DatabaseError) -> bool:
-    """A failure of the file or the machine (locked, I/O, disk full), not a bug in our SQL
-    or a violated constraint, which propagate unchanged."""
-    return type(exc) in (sqlite3.DatabaseError, sqlite3.OperationalError)
+@contextmanager
+def _storage_errors(path: Path, timeout: float | None = None) -> Iterator[None]:
+    """A failure of the file or the machine (locked, I/O, disk full) as StoreError; a bug in
+    our SQL or a violated constraint (a subclass) propagates unchanged."""
+    try:
+        yield
+    except sqlite3.DatabaseError as exc:
+        if type(exc) not in (sqlite3.DatabaseError, sqlite3.OperationalError):
+            raise
+        raise StoreError(path, describe(exc, timeout)) from exc
 
 
 def describe(exc: sqlite3.Error, timeout: float | None = None) -> str:

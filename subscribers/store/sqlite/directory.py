@@ -37,19 +37,13 @@ from subscribers.store.rules import (
     status_counts,
     suppression_hash,
 )
-from subscribers.store.sqlite.core import (
-    SqliteCore,
-    read_subscriber,
-    row_by_email,
-    row_by_id,
-)
+from subscribers.store.sqlite.core import SqliteCore, read_subscriber, row_by_email, row_by_id
 
 # Written holding the write lock since the reads that decided it: a conflict is a bug.
 _INSERT_SUBSCRIBER = """
     INSERT INTO subscribers (id, email, email_key, status, layout, consent_at, consent_source,
                              created_at, confirmed_at, updated_at, areas)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"""
-
 
 _ACTIVATE = """
     UPDATE subscribers SET status = 'active', consent_at = ?, consent_source = ?,
@@ -88,22 +82,20 @@ class SqliteDirectory(SqliteCore):
             raise ValueError("batch must be at least 1")
         last = ""
         while True:
-            with self._using() as conn:
-                if status is None:
-                    rows = conn.execute("SELECT * FROM subscribers WHERE id > ? "
-                                        "ORDER BY id LIMIT ?", (last, batch)).fetchall()
-                else:
-                    rows = conn.execute("SELECT * FROM subscribers WHERE status = ? AND id > ? "
-                                        "ORDER BY id LIMIT ?", (status, last, batch)).fetchall()
+            if status is None:
+                rows = self._rows("SELECT * FROM subscribers WHERE id > ? ORDER BY id LIMIT ?",
+                                  (last, batch))
+            else:
+                rows = self._rows("SELECT * FROM subscribers WHERE status = ? AND id > ? "
+                                  "ORDER BY id LIMIT ?", (status, last, batch))
             yield from map(read_subscriber, rows)
             if len(rows) < batch:
                 return
             last = rows[-1]["id"]
 
     def count_by(self) -> dict[tuple[str, str], int]:
-        with self._using() as conn:
-            rows = conn.execute("SELECT status, layout, count(*) FROM subscribers "
-                                "GROUP BY status, layout ORDER BY status, layout").fetchall()
+        rows = self._rows("SELECT status, layout, count(*) FROM subscribers "
+                          "GROUP BY status, layout ORDER BY status, layout")
         return {(status, layout): n for status, layout, n in rows}
 
     def count_by_status(self) -> dict[str, int]:
@@ -196,14 +188,12 @@ class SqliteDirectory(SqliteCore):
             conn.execute("INSERT INTO suppressions (email_hash, created_at) VALUES (?, ?) "
                          "ON CONFLICT (email_hash) DO NOTHING",
                          (suppression_hash(normal), encode_time(now)))
-        with self._using() as conn:
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+        self._rows("PRAGMA wal_checkpoint(TRUNCATE)")
         return True
 
     def is_suppressed(self, email: str) -> bool:
-        normal = normalise_email(email)
-        with self._using() as conn:
-            return bool(_suppressed_among(conn, {suppression_hash(normal)}))
+        return self._row("SELECT 1 FROM suppressions WHERE email_hash = ?",
+                         (suppression_hash(normalise_email(email)),)) is not None
 
     def add_many(self, entries: Sequence[NewSubscriber], *, status: str = "pending",
                  source: str, now: datetime) -> list[AddResult]:
@@ -218,15 +208,13 @@ class SqliteDirectory(SqliteCore):
 
     def variant_choices(self) -> list[tuple[str, tuple[str, ...]]]:
         """Stored areas are canonical text, so equal choices group in one DISTINCT."""
-        with self._using() as conn:
-            rows = conn.execute("SELECT DISTINCT layout, areas FROM subscribers "
-                                "WHERE status = 'active' AND areas != ''").fetchall()
-        return sorted({(row[0], areas) for row in rows if (areas := decode_areas(row[1]))})
+        rows = self._rows("SELECT DISTINCT layout, areas FROM subscribers "
+                          "WHERE status = 'active' AND areas != ''")
+        return sorted({(layout, areas) for layout, text in rows
+                       if (areas := decode_areas(text))})
 
     def known_areas(self) -> tuple[str, ...]:
-        with self._using() as conn:
-            rows = conn.execute("SELECT name FROM area_catalog ORDER BY name").fetchall()
-        return tuple(row[0] for row in rows)
+        return tuple(name for (name,) in self._rows("SELECT name FROM area_catalog ORDER BY name"))
 
     def note_areas(self, names: Iterable[str]) -> None:
         cleaned = sorted(catalog_names(names))
@@ -246,11 +234,19 @@ def _known(conn: sqlite3.Connection, subscriber_id: str) -> Subscriber:
 
 def _add(conn: sqlite3.Connection, normals: Sequence[tuple[str, NewSubscriber]], *,
          status: str, source: str, now: datetime) -> list[AddResult]:
-    """rules.plan_additions on what the store holds, written: inside a write transaction."""
-    plan = plan_additions(
-        normals, status=status, source=source, now=now,
-        existing=_rows_by_key(conn, {email_key(normal) for normal, _ in normals}),
-        suppressed=_suppressed_among(conn, {suppression_hash(n) for n, _ in normals}))
+    """rules.plan_additions on what the store holds, written: inside a write transaction.
+
+    A batch's keys go in as one JSON array (json_each): one parameter whatever the batch's
+    size, so no bound-parameter limit is reached."""
+    keys = json.dumps([email_key(normal) for normal, _ in normals])
+    hashes = json.dumps([suppression_hash(normal) for normal, _ in normals])
+    existing = {row["email_key"]: read_subscriber(row) for row in conn.execute(
+        "SELECT * FROM subscribers WHERE email_key IN (SELECT value FROM json_each(?))", (keys,))}
+    suppressed = {email_hash for (email_hash,) in conn.execute(
+        "SELECT email_hash FROM suppressions WHERE email_hash IN (SELECT value FROM json_each(?))",
+        (hashes,))}
+    plan = plan_additions(normals, status=status, source=source, now=now, existing=existing,
+                          suppressed=suppressed)
     stamp = encode_time(now)
     consent_at = stamp if status == "active" else None
     # In id order: a batch's ids are neighbours (batch_subscriber_ids), so the inserts walk
@@ -262,17 +258,3 @@ def _add(conn: sqlite3.Connection, normals: Sequence[tuple[str, NewSubscriber]],
     conn.executemany(_ACTIVATE, [(stamp, source, stamp, stamp, sub.id)
                                 for sub in plan.activated])
     return plan.results
-
-
-# A batch's keys go in as one JSON array (json_each): one parameter whatever the batch's
-# size, so no bound-parameter limit is reached.
-def _rows_by_key(conn: sqlite3.Connection, keys: set[str]) -> dict[str, Subscriber]:
-    rows = conn.execute("SELECT * FROM subscribers WHERE email_key IN "
-                        "(SELECT value FROM json_each(?))", (json.dumps(sorted(keys)),))
-    return {row["email_key"]: read_subscriber(row) for row in rows}
-
-
-def _suppressed_among(conn: sqlite3.Connection, hashes: set[str]) -> set[str]:
-    return {row[0] for row in conn.execute(
-        "SELECT email_hash FROM suppressions WHERE email_hash IN "
-        "(SELECT value FROM json_each(?))", (json.dumps(sorted(hashes)),))}

@@ -99,57 +99,47 @@ class SqliteLedger(SqliteCore):
                                             int(permanent), encode_time(now)))
 
     def release(self, issue_id: str, subscriber_id: str) -> bool:
-        with self._using() as conn:
-            return conn.execute(
-                "DELETE FROM ledger WHERE issue_id = ? AND subscriber_id = ? "
-                "AND status = 'sending'", (issue_id, subscriber_id),
-            ).rowcount == 1
+        return self._run("DELETE FROM ledger WHERE issue_id = ? AND subscriber_id = ? "
+                         "AND status = 'sending'", (issue_id, subscriber_id)) == 1
 
     def mark_handed_over(self, issue_id: str, subscriber_id: str, handed: bool = True) -> None:
         """Synced (``synchronous=FULL``): written right before the transport call, it takes
         the claim and every earlier write to the disk with it."""
-        with self._using() as conn:
-            conn.execute("UPDATE ledger SET handed_over = ? WHERE issue_id = ? AND "
-                         "subscriber_id = ? AND status = 'sending'",
-                         (int(handed), issue_id, subscriber_id))
+        self._run("UPDATE ledger SET handed_over = ? WHERE issue_id = ? AND subscriber_id = ? "
+                  "AND status = 'sending'", (int(handed), issue_id, subscriber_id))
 
     def expire_in_flight(self, issue_id: str, now: datetime, *,
                          shard: Shard | None = None) -> int:
         stamp = encode_time(now)
         with self._transaction() as conn:
-            rows = [(sid, bool(handed)) for sid, handed in conn.execute(
-                "SELECT subscriber_id, handed_over FROM ledger "
-                "WHERE issue_id = ? AND status = 'sending'", (issue_id,))
-                if shard is None or sid in shard]
-            conn.executemany(
-                "DELETE FROM ledger WHERE issue_id = ? AND subscriber_id = ? "
-                "AND status = 'sending' AND handed_over = 0",
-                [(issue_id, sid) for sid, handed in rows if not handed])
-            handed_over = [sid for sid, handed in rows if handed]
-            conn.executemany(
-                "UPDATE ledger SET status = 'unconfirmed', reason = ?, updated_at = ? "
-                "WHERE issue_id = ? AND subscriber_id = ? AND status = 'sending'",
-                [(IN_FLIGHT_REASON, stamp, issue_id, sid) for sid in handed_over])
-            return len(handed_over)
+            sending = conn.execute("SELECT subscriber_id FROM ledger "
+                                   "WHERE issue_id = ? AND status = 'sending'", (issue_id,))
+            claims = [{"issue": issue_id, "sid": sid, "reason": IN_FLIGHT_REASON, "now": stamp}
+                      for (sid,) in sending if shard is None or sid in shard]
+            # Released if never handed over; those left were, and turn unconfirmed.
+            conn.executemany("DELETE FROM ledger WHERE issue_id = :issue AND "
+                             "subscriber_id = :sid AND status = 'sending' AND handed_over = 0",
+                             claims)
+            return conn.executemany(
+                "UPDATE ledger SET status = 'unconfirmed', reason = :reason, updated_at = :now "
+                "WHERE issue_id = :issue AND subscriber_id = :sid AND status = 'sending'",
+                claims).rowcount
 
     def ledger(self, issue_id: str, status: str | None = None) -> dict[str, LedgerEntry]:
         check_known("ledger status", LEDGER_STATUSES, status)
-        with self._using() as conn:
-            rows = conn.execute("SELECT * FROM ledger WHERE issue_id = :issue AND "
-                                "(:status IS NULL OR status = :status) ORDER BY subscriber_id",
-                                {"issue": issue_id, "status": status}).fetchall()
+        rows = self._rows("SELECT * FROM ledger WHERE issue_id = :issue AND "
+                          "(:status IS NULL OR status = :status) ORDER BY subscriber_id",
+                          {"issue": issue_id, "status": status})
         return {row["subscriber_id"]: read_entry(dict(row)) for row in rows}
 
     def ledger_entry(self, issue_id: str, subscriber_id: str) -> LedgerEntry | None:
-        with self._using() as conn:
-            row = conn.execute("SELECT * FROM ledger WHERE issue_id = ? AND subscriber_id = ?",
-                               (issue_id, subscriber_id)).fetchone()
+        row = self._row("SELECT * FROM ledger WHERE issue_id = ? AND subscriber_id = ?",
+                        (issue_id, subscriber_id))
         return read_entry(dict(row)) if row else None
 
     def ledger_counts(self, issue_id: str) -> dict[str, int]:
-        with self._using() as conn:
-            rows = conn.execute("SELECT status, count(*) FROM ledger WHERE issue_id = ? "
-                                "GROUP BY status", (issue_id,)).fetchall()
+        rows = self._rows("SELECT status, count(*) FROM ledger WHERE issue_id = ? "
+                          "GROUP BY status", (issue_id,))
         return dict.fromkeys(LEDGER_STATUSES, 0) | {status: n for status, n in rows}
 
     def record_feedback(self, message_id: str, kind: str, now: datetime) -> str | None:
@@ -164,23 +154,18 @@ class SqliteLedger(SqliteCore):
 
     def note_feedback(self, issue_id: str, subscriber_id: str, kind: str) -> bool:
         check_known("feedback", FEEDBACK, kind)
-        with self._using() as conn:
-            if conn.execute(_SET_FEEDBACK, (kind, issue_id, subscriber_id, kind)).rowcount:
-                return True
-            return conn.execute("SELECT 1 FROM ledger WHERE issue_id = ? AND "
-                                "subscriber_id = ?", (issue_id, subscriber_id)
-                                ).fetchone() is not None
+        if self._run(_SET_FEEDBACK, (kind, issue_id, subscriber_id, kind)):
+            return True
+        return self._row("SELECT 1 FROM ledger WHERE issue_id = ? AND subscriber_id = ?",
+                         (issue_id, subscriber_id)) is not None
 
     def feedback_counts(self, issue_id: str) -> dict[str, int]:
-        with self._using() as conn:
-            rows = conn.execute("SELECT feedback, count(*) FROM ledger WHERE issue_id = ? "
-                                "AND feedback IS NOT NULL GROUP BY feedback",
-                                (issue_id,)).fetchall()
+        rows = self._rows("SELECT feedback, count(*) FROM ledger WHERE issue_id = ? "
+                          "AND feedback IS NOT NULL GROUP BY feedback", (issue_id,))
         return dict.fromkeys(FEEDBACK, 0) | {kind: n for kind, n in rows}
 
     def sent_issue(self, issue_id: str) -> SentIssue | None:
-        with self._using() as conn:
-            row = conn.execute(_SENT_ISSUE, (issue_id,)).fetchone()
+        row = self._row(_SENT_ISSUE, (issue_id,))
         return read_sent(dict(row)) if row else None
 
     def record_sent(self, issue_id: str, content_hash: str, now: datetime) -> SentIssue:
