@@ -54,23 +54,20 @@ def read_secret(reference: str) -> str:
 
     session = boto3.session.Session()
     if reference.startswith("arn:") and ":secretsmanager:" in reference:
-        answer = session.client("secretsmanager").get_secret_value(SecretId=reference)
-        secret: str = answer["SecretString"]
-        return secret
-    answer = session.client("ssm").get_parameter(Name=reference, WithDecryption=True)
-    value: str = answer["Parameter"]["Value"]
-    return value
+        secret = session.client("secretsmanager").get_secret_value(SecretId=reference)
+        return str(secret["SecretString"])
+    parameter = session.client("ssm").get_parameter(Name=reference, WithDecryption=True)
+    return str(parameter["Parameter"]["Value"])
 
 
-def with_secrets(environ: Mapping[str, str],
-                 read: Callable[[str], str] = read_secret) -> dict[str, str]:
+def with_secrets(environ: Mapping[str, str]) -> dict[str, str]:
     """A copy of ``environ`` with each secret of :data:`SECRET_VARIABLES` filled in from
     the parameter its ``_PARAMETER`` variable names, unless it is set already."""
     resolved = dict(environ)
     for name in SECRET_VARIABLES:
         reference = resolved.pop(f"{name}_PARAMETER", "").strip()
         if reference and not resolved.get(name):
-            resolved[name] = read(reference).strip()
+            resolved[name] = read_secret(reference).strip()
     return resolved
 
 
@@ -87,13 +84,14 @@ def create_handler(environ: Mapping[str, str], stack: ExitStack) -> Handler:
         if _from_sqs(event):  # the Lambda service itself, never a function URL request
             return drain_signups(event, app.state.subscriptions)
         headers = {str(k).lower(): v for k, v in (event.get("headers") or {}).items()}
-        verified = False
-        if origin_secret:
-            given = headers.pop(ORIGIN_HEADER, "")
-            if not hmac.compare_digest(given.encode(), origin_secret.encode()):
-                return _forbidden()
-            verified = True
-        return adapter(_prepared(event, headers, trust_viewer_address=verified), context)
+        if origin_secret and not hmac.compare_digest(headers.pop(ORIGIN_HEADER, "").encode(),
+                                                     origin_secret.encode()):
+            return {"statusCode": 403, "body": "Forbidden",
+                    "headers": {"content-type": "text/plain; charset=utf-8",
+                                "cache-control": "no-store"}}
+        # Without the secret, nothing vouches for the viewer's address.
+        return adapter(_prepared(event, headers, trust_viewer_address=bool(origin_secret)),
+                       context)
 
     return handle
 
@@ -132,9 +130,9 @@ def _prepared(event: Event, headers: dict[str, str], *, trust_viewer_address: bo
         headers["content-length"] = str(len(raw))
     viewer = headers.get(VIEWER_ADDRESS_HEADER, "")
     if trust_viewer_address and viewer:
-        context = dict(event.get("requestContext") or {})
-        context["http"] = {**(context.get("http") or {}), "sourceIp": _address_of(viewer)}
-        event["requestContext"] = context
+        context = event.get("requestContext") or {}
+        http = {**(context.get("http") or {}), "sourceIp": _address_of(viewer)}
+        event["requestContext"] = {**context, "http": http}
     return event
 
 
@@ -142,12 +140,6 @@ def _address_of(viewer_address: str) -> str:
     """``203.0.113.7:46532`` → ``203.0.113.7``; ``2001:db8::1:46532`` → ``2001:db8::1``."""
     host, _, port = viewer_address.strip().rpartition(":")
     return host.strip("[]") if host and port.isdigit() else viewer_address.strip()
-
-
-def _forbidden() -> dict[str, Any]:
-    return {"statusCode": 403, "body": "Forbidden",
-            "headers": {"content-type": "text/plain; charset=utf-8",
-                        "cache-control": "no-store"}}
 
 
 #: Never closed: Lambda discards the environment without a shutdown hook.
