@@ -15,11 +15,7 @@ from subscribers.store.sqlite.directory import SqliteDirectory
 from subscribers.store.sqlite.ledger import SqliteLedger
 from subscribers.store.sqlite.schema import MIGRATIONS
 
-__all__ = [
-    "FILE_NAME",
-    "MIGRATIONS",
-    "SqliteStore",
-]
+__all__ = ["FILE_NAME", "MIGRATIONS", "SqliteStore"]
 
 
 class SqliteStore(SqliteDirectory, SqliteLedger, SqliteCoordination):
