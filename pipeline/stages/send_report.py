@@ -109,23 +109,16 @@ class Progress:
     def step(self, report: SendReport) -> None:
         with self.lock:
             self.done += 1
+            total = f"/{self.total}" if self.total else ""
+            rate = self.done / max(1e-9, time.monotonic() - self.started)
+            counts = (f"{self.done}{total} done, sent {report.sent}, failed {report.failed}, "
+                      f"unconfirmed {report.unconfirmed}, {rate:.1f}/s")
             if self.tty:
-                self._bar(report)
+                bar = "#" * int(self.done / self.total * 30) if self.total else ""
+                self.stream.write(f"\r[{bar:<30}] {counts}")
+                self.stream.flush()
             elif self.done % 100 == 0:
-                _log.info("progress: %s", self._counts(report))  # timestamped
-
-    def _counts(self, report: SendReport) -> str:
-        total = f"/{self.total}" if self.total else ""
-        rate = self.done / max(1e-9, time.monotonic() - self.started)
-        return (f"{self.done}{total} done, sent {report.sent}, failed {report.failed}, "
-                f"unconfirmed {report.unconfirmed}, {rate:.1f}/s")
-
-    def _bar(self, report: SendReport) -> None:
-        width = 30
-        share = self.done / self.total if self.total else 0
-        bar = "#" * int(share * width)
-        self.stream.write(f"\r[{bar:<{width}}] {self._counts(report)}")
-        self.stream.flush()
+                _log.info("progress: %s", counts)  # timestamped
 
     def close(self) -> None:
         if self.tty and self.done:
