@@ -29,11 +29,9 @@ MAX_BYTES = 5_000_000
 
 
 def _parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
     try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
-    except ValueError:
+        return datetime.fromisoformat(value).astimezone(UTC)
+    except (TypeError, ValueError):
         return None
 
 
@@ -41,21 +39,21 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def parse_pull(data: Mapping[str, Any], files: tuple[str, ...] = ()) -> PullFacts:
+def parse_pull(data: Mapping[str, Any]) -> PullFacts:
     """A ``GET /repos/{owner}/{repo}/pulls/{n}`` answer as :class:`PullFacts`."""
     title = one_line(str(data.get("title") or ""))
     merged_at = _parse_time(data.get("merged_at"))
     state = "merged" if merged_at else ("closed" if data.get("state") == "closed" else "open")
     user = data.get("user")
     author = user.get("login") if isinstance(user, Mapping) else None
-    labels = tuple(sorted(name for name in (
-        one_line(str(label.get("name"))) for label in data.get("labels") or ()
-        if isinstance(label, Mapping) and label.get("name")) if name))
+    labels = tuple(sorted(
+        name for label in data.get("labels") or () if isinstance(label, Mapping)
+        if (name := one_line(str(label.get("name") or "")))))
     return PullFacts(title=title, author=str(author or ""), state=state,
                      merged_at=merged_at, additions=_int(data.get("additions")),
                      deletions=_int(data.get("deletions")),
                      changed_files=_int(data.get("changed_files")), labels=labels,
-                     tags=title_tags(title), files=files)
+                     tags=title_tags(title))
 
 
 class _Unavailable(Exception):
@@ -67,7 +65,6 @@ class _RateLimited(Exception):
 
     def __init__(self, status: int, headers: Mapping[str, str]) -> None:
         super().__init__(f"HTTP {status}")
-        self.status = status
         self.headers = headers
 
 
