@@ -76,12 +76,10 @@ class SendReport:
         counts = [f"{head} {self.sent}", f"skipped {self.skipped}", f"failed {self.failed}",
                   f"unconfirmed {self.unconfirmed}",
                   f"temporary {self.temporary}" + (" (to retry)" if self.temporary else "")]
-        if self.bounced:
-            counts.append(f"bounced {self.bounced} (of the failed)")
-        if self.released:
-            counts.append(f"released {self.released} (the run was stopping)")
-        if self.left:
-            counts.append(f"left the list {self.left}")
+        counts += [said for n, said in (
+            (self.bounced, f"bounced {self.bounced} (of the failed)"),
+            (self.released, f"released {self.released} (the run was stopping)"),
+            (self.left, f"left the list {self.left}")) if n]
         line = (f"{self.issue}{part}: {', '.join(counts)} in {self.duration_s:.1f} s "
                 f"({self.rate:.1f}/s) via {self.transport}")
         if self.plain_fallback:
