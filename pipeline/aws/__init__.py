@@ -117,19 +117,14 @@ def answer(exc: ClientError) -> Answer:
 
 # -- S3, for the archive and the inbox ------------------------------------------------------
 
-_MISSING_KEY = frozenset({"NoSuchKey", "404", "NotFound"})
 _DENIED = frozenset({"AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId",
                      "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken"})
-_DAMAGED = frozenset({"BadDigest", "InvalidDigest"})
 
 
-def s3_client(region: str | None = None, *, connect_timeout: float = 10.0,
-              read_timeout: float = 60.0, max_pool_connections: int = 16) -> S3Client:
-    """An S3 client with bounded waits and botocore's standard retries, from a fresh boto3
-    session (see the module's docstring for why fresh)."""
-    return aws_client("s3", region=region, what="the s3 archive",
-                      retries={"mode": "standard"}, connect_timeout=connect_timeout,
-                      read_timeout=read_timeout, max_pool_connections=max_pool_connections)
+def s3_client(region: str | None = None) -> S3Client:
+    """An S3 client with bounded waits and botocore's standard retries."""
+    return aws_client("s3", region=region, what="the s3 archive", retries={"mode": "standard"},
+                      connect_timeout=10.0, read_timeout=60.0, max_pool_connections=16)
 
 
 def s3_reason(exc: Exception, bucket: str, *, rights: str) -> str:
@@ -144,12 +139,11 @@ def s3_reason(exc: Exception, bucket: str, *, rights: str) -> str:
         if said.code in _DENIED or said.status == 403:
             return (f"access denied to bucket {bucket} ({said}); check the credentials' "
                     f"{rights} rights")
-        if said.code in _DAMAGED:
+        if said.code in ("BadDigest", "InvalidDigest"):
             return "the upload was damaged in transit (Content-MD5 did not match)"
         return f"S3 {said}"
     return access_problem(exc, "S3") or f"S3: {' '.join(str(exc).split()) or type(exc).__name__}"
 
 
 def is_missing_key(exc: ClientError) -> bool:
-    """Whether S3 said the object is not there."""
-    return answer(exc).code in _MISSING_KEY
+    return answer(exc).code in {"NoSuchKey", "404", "NotFound"}

@@ -3,8 +3,6 @@ into :class:`~pipeline.errors.TransportError` at this edge."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from botocore.exceptions import BotoCoreError, ClientError
 
 from pipeline.aws import aws_client
@@ -17,11 +15,10 @@ class SqsQueue:
     """Sends each message body to ``queue_url``; ``what`` names it in errors, ``key`` the
     setting a missing region is about."""
 
-    def __init__(self, queue_url: str, *, what: str, key: str, client: Any = None) -> None:
+    def __init__(self, queue_url: str, *, what: str, key: str) -> None:
         self.queue_url = queue_url
         self.what = what
-        self.client = client or aws_client("sqs", region=region_of(queue_url), what=what,
-                                           key=key)
+        self.client = aws_client("sqs", region=region_of(queue_url), what=what, key=key)
 
     def send(self, body: str) -> None:
         """One ``SendMessage``; TransportError when SQS does not take it."""

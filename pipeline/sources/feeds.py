@@ -47,8 +47,6 @@ def fetch(location: str, cache_dir: Path | None, *, total_seconds: float = TOTAL
         raise FeedError(location, "only files and http(s) URLs are supported")
     path = Path(location)
     try:
-        if path.is_file() and path.stat().st_size > MAX_BYTES:
-            raise FeedError(location, f"larger than {MAX_BYTES:,} bytes")
         with path.open("rb") as handle:  # read capped: a device or a growing file has no size
             body = handle.read(MAX_BYTES + 1)
         if len(body) > MAX_BYTES:
@@ -76,13 +74,10 @@ def _fetch_url(url: str, cache_dir: Path | None, total_seconds: float) -> Fetche
         raise FeedError(url, f"HTTP {response.status} {response.reason}")
     if response.status != 200:
         raise FeedError(url, f"unexpected HTTP {response.status}")
-    content_type = response.headers.get("content-type")
-    if response.from_cache:
-        _log.debug("feed %s: HTTP 304, the cached copy (%d bytes) used", safe_url(url),
-                   len(response.body))
-    else:
-        _log.debug("feed %s: HTTP 200, %d bytes", safe_url(url), len(response.body))
-    return Fetched(url, response.body, content_type, from_cache=response.from_cache)
+    how = "HTTP 304, the cached copy of" if response.from_cache else "HTTP 200,"
+    _log.debug("feed %s: %s %d bytes", safe_url(url), how, len(response.body))
+    return Fetched(url, response.body, response.headers.get("content-type"),
+                   from_cache=response.from_cache)
 
 
 def _failure(exc: HttpError) -> str:

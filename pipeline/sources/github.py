@@ -8,6 +8,7 @@ short rate limit is waited out once, only as long as GitHub says.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Callable, Mapping
@@ -18,7 +19,7 @@ from typing import Any
 from pipeline import retry
 from pipeline.core.issue.pulls import title_tags
 from pipeline.core.issue.sanitize import one_line
-from pipeline.http import ConditionalCache, HttpError, Response, get_cached, retry_after
+from pipeline.http import ConditionalCache, HttpError, get_cached, retry_after
 from pipeline.model import Problem, PullFacts
 from pipeline.sources.feeds import USER_AGENT
 
@@ -28,11 +29,9 @@ MAX_BYTES = 5_000_000
 
 
 def _parse_time(value: Any) -> datetime | None:
-    if not isinstance(value, str) or not value:
-        return None
     try:
-        return datetime.fromisoformat(value.replace("Z", "+00:00")).astimezone(UTC)
-    except ValueError:
+        return datetime.fromisoformat(value).astimezone(UTC)
+    except (TypeError, ValueError):
         return None
 
 
@@ -40,21 +39,21 @@ def _int(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) else 0
 
 
-def parse_pull(data: Mapping[str, Any], files: tuple[str, ...] = ()) -> PullFacts:
+def parse_pull(data: Mapping[str, Any]) -> PullFacts:
     """A ``GET /repos/{owner}/{repo}/pulls/{n}`` answer as :class:`PullFacts`."""
     title = one_line(str(data.get("title") or ""))
     merged_at = _parse_time(data.get("merged_at"))
     state = "merged" if merged_at else ("closed" if data.get("state") == "closed" else "open")
     user = data.get("user")
     author = user.get("login") if isinstance(user, Mapping) else None
-    labels = tuple(sorted(name for name in (
-        one_line(str(label.get("name"))) for label in data.get("labels") or ()
-        if isinstance(label, Mapping) and label.get("name")) if name))
+    labels = tuple(sorted(
+        name for label in data.get("labels") or () if isinstance(label, Mapping)
+        if (name := one_line(str(label.get("name") or "")))))
     return PullFacts(title=title, author=str(author or ""), state=state,
                      merged_at=merged_at, additions=_int(data.get("additions")),
                      deletions=_int(data.get("deletions")),
                      changed_files=_int(data.get("changed_files")), labels=labels,
-                     tags=title_tags(title), files=files)
+                     tags=title_tags(title))
 
 
 class _Unavailable(Exception):
@@ -66,7 +65,6 @@ class _RateLimited(Exception):
 
     def __init__(self, status: int, headers: Mapping[str, str]) -> None:
         super().__init__(f"HTTP {status}")
-        self.status = status
         self.headers = headers
 
 
@@ -77,14 +75,16 @@ class GithubClient:
                  timeout: float = 10, sleep: Callable[[float], None] = time.sleep,
                  clock: Callable[[], float] = time.time) -> None:
         self.api_url = api_url.rstrip("/")
-        self.token = token or None
+        self.headers = {"User-Agent": USER_AGENT, "Accept": "application/vnd.github+json",
+                        "X-GitHub-Api-Version": "2022-11-28"}
+        if token:
+            self.headers["Authorization"] = f"Bearer {token}"
         self.cache = ConditionalCache(cache_dir) if cache_dir is not None else None
         self.timeout = timeout
         self.sleep = sleep
         self.clock = clock
         #: Why GitHub was given up on for this build, or None while it answers.
         self.unavailable: str | None = None
-        self.requests = 0
 
     def problems(self) -> list[Problem]:
         """One warning when GitHub could not be asked, none otherwise."""
@@ -106,39 +106,33 @@ class GithubClient:
 
     # -- HTTP ---------------------------------------------------------------------------------
 
-    def _headers(self) -> dict[str, str]:
-        headers = {"User-Agent": USER_AGENT, "Accept": "application/vnd.github+json",
-                   "X-GitHub-Api-Version": "2022-11-28"}
-        if self.token:
-            headers["Authorization"] = f"Bearer {self.token}"
-        return headers
-
     def _get_json(self, path: str) -> Any:
+        """The JSON at ``path`` (None for 404), waiting out at most one short rate limit;
+        None from the first failure on."""
         if self.unavailable is not None:
             return None
         url = self.api_url + path
-        try:
-            return self._ask(url)
-        except _Unavailable as exc:
-            self.unavailable = str(exc)
-            return None
-
-    def _ask(self, url: str) -> Any:
-        """The JSON at ``url`` (None for 404), waiting out at most one short rate limit."""
         try:
             return retry.call(lambda: self._answer(url), retry_on=_RateLimited, attempts=2,
                               wait=lambda _, limited: self._rate_limit_wait(limited.headers),
                               max_wait=MAX_WAIT_SECONDS, sleep=self.sleep)
         except retry.GaveUp as exc:
             if exc.why == "too long":
-                raise _Unavailable(f"rate limited for {exc.wait:.0f} s more "
-                                   f"({exc.last})") from None
-            if exc.why == "no wait":
-                raise _Unavailable(f"{url} answered {exc.last}") from None
-            raise _Unavailable(f"{url} is still rate limited after waiting") from None
+                self.unavailable = f"rate limited for {exc.wait:.0f} s more ({exc.last})"
+            elif exc.why == "no wait":
+                self.unavailable = f"{url} answered {exc.last}"
+            else:
+                self.unavailable = f"{url} is still rate limited after waiting"
+        except _Unavailable as exc:
+            self.unavailable = str(exc)
+        return None
 
     def _answer(self, url: str) -> Any:
-        response = self._send(url)
+        try:
+            response = get_cached(url, self.headers, self.cache, timeout=self.timeout,
+                                  max_bytes=MAX_BYTES)
+        except HttpError as exc:
+            raise _Unavailable(self._failure(url, exc)) from None
         if response.status == 200:
             try:
                 return json.loads(response.body)
@@ -153,20 +147,10 @@ class GithubClient:
     def _rate_limit_wait(self, answer: Mapping[str, str]) -> float | None:
         if answer.get("retry-after"):
             return retry_after(answer["retry-after"], datetime.fromtimestamp(self.clock(), UTC))
-        if answer.get("x-ratelimit-remaining") == "0" and answer.get("x-ratelimit-reset"):
-            try:
+        if answer.get("x-ratelimit-remaining") == "0":
+            with contextlib.suppress(KeyError, ValueError):
                 return float(answer["x-ratelimit-reset"]) - self.clock()
-            except ValueError:
-                return None
         return None
-
-    def _send(self, url: str) -> Response:
-        self.requests += 1
-        try:
-            return get_cached(url, self._headers(), self.cache, timeout=self.timeout,
-                              max_bytes=MAX_BYTES)
-        except HttpError as exc:
-            raise _Unavailable(self._failure(url, exc)) from None
 
     def _failure(self, url: str, exc: HttpError) -> str:
         """Why GitHub could not be asked, for the build's one warning."""

@@ -63,8 +63,8 @@ class InboxReport:
         parts = [f"{n} " + _SAID.get(name, name).format(s="s" if n != 1 else "")
                  + _breakdown(details.get(name, {}))
                  for name in COUNTS if (n := self.counts.get(name, 0))]
-        total = self.total
-        return f"inbox {self.inbox}: {total} mail{'s' if total != 1 else ''}: {', '.join(parts)}"
+        plural = "s" if self.total != 1 else ""
+        return f"inbox {self.inbox}: {self.total} mail{plural}: {', '.join(parts)}"
 
 
 def _breakdown(counts: Mapping[str, int]) -> str:
@@ -79,48 +79,42 @@ def process(inbox: Inbox, subscriptions: Subscriptions, now: datetime) -> InboxR
     (``retry-later``); any other error forgets it too, then stops the run.
     """
     counts: Counter[str] = Counter()
-    ignored: Counter[str] = Counter()
-    requests: Counter[str] = Counter()
-    bounces: Counter[str] = Counter()
+    #: The breakdown of a count, by reason or outcome.
+    details: dict[str, Counter[str]] = {"ignored": Counter(), "subscribe": Counter(),
+                                        "bounce": Counter()}
     handled = subscriptions.handled
     where = inbox.describe()
     for mail in inbox.pending():
         verdict = classify(mail.raw)
-        if verdict.action in ("ignored", "unrecognised"):
-            counts[verdict.action] += 1
-            if verdict.action == "ignored":
-                ignored[verdict.reason] += 1
-            inbox.move_aside(mail.key, "ignored")
-            continue
         key = _once_key(verdict, where, mail.key)
-        if key is not None and not handled.first_time(key, now):
-            counts["duplicate"] += 1
-            inbox.move_aside(mail.key, "processed")
-            continue
-        try:
-            outcome = _act(verdict, subscriptions, now)
-        except Unconfirmed:  # the mail may have left: do not send it twice
-            outcome = _Acted("subscribe", "processed", "unconfirmed")
-        except PermanentFailure:  # this address will never take it: stop trying
-            outcome = _Acted("ignored", "ignored", "undeliverable")
-        except TransportError:  # throttled, or the account paused: the next run retries
-            if key is not None:
-                handled.forget(key)
-            counts["retry-later"] += 1
-            continue
-        except BaseException:
-            if key is not None:
-                with contextlib.suppress(Exception):
+        if verdict.action in ("ignored", "unrecognised"):
+            outcome = _Acted(verdict.action, "ignored", verdict.reason)
+        elif key is not None and not handled.first_time(key, now):
+            outcome = _Acted("duplicate", "processed")
+        else:
+            try:
+                outcome = _act(verdict, subscriptions, now)
+            except Unconfirmed:  # the mail may have left: do not send it twice
+                outcome = _Acted("subscribe", "processed", "unconfirmed")
+            except PermanentFailure:  # this address will never take it: stop trying
+                outcome = _Acted("ignored", "ignored", "undeliverable")
+            except TransportError:  # throttled, or the account paused: the next run retries
+                if key is not None:
                     handled.forget(key)
-            raise
+                counts["retry-later"] += 1
+                continue
+            except BaseException:
+                if key is not None:
+                    with contextlib.suppress(Exception):
+                        handled.forget(key)
+                raise
         counts[outcome.category] += 1
-        if outcome.detail:
-            {"ignored": ignored, "bounce": bounces}.get(outcome.category,
-                                                        requests)[outcome.detail] += 1
+        if outcome.detail and outcome.category in details:
+            details[outcome.category][outcome.detail] += 1
         inbox.move_aside(mail.key, outcome.folder)
-    return InboxReport(where, MappingProxyType(dict(counts)),
-                       MappingProxyType(dict(ignored)), MappingProxyType(dict(requests)),
-                       MappingProxyType(dict(bounces)))
+    frozen = {name: MappingProxyType(dict(counter)) for name, counter in details.items()}
+    return InboxReport(where, MappingProxyType(dict(counts)), frozen["ignored"],
+                       frozen["subscribe"], frozen["bounce"])
 
 
 def _once_key(verdict: Verdict, where: str, name: str) -> str | None:
@@ -150,27 +144,19 @@ class _Acted:
 
 
 def _act(verdict: Verdict, subscriptions: Subscriptions, now: datetime) -> _Acted:
-    if verdict.action == "bounce":
-        return _bounce(verdict, subscriptions, now)
-    if verdict.action == "unsubscribe":
-        assert verdict.token is not None  # noqa: S101 - classify sets it for unsubscribe
+    if verdict.action == "subscribe":
+        assert verdict.sender is not None  # noqa: S101 - classify sets it for subscribe
         try:
+            outcome = subscriptions.request(verdict.sender, verdict.layout or DEFAULT_LAYOUT,
+                                            source="mail", now=now)
+        except InvalidAddress:
+            return _Acted("ignored", "ignored", "invalid-address")
+        return _Acted("subscribe", "processed", str(outcome))
+    assert verdict.token is not None  # noqa: S101 - classify sets it for the other two
+    try:
+        if verdict.action == "unsubscribe":
             subscriptions.unsubscribe(verdict.token, now=now)
-        except TokenError:
-            return _Acted("bad-token", "ignored")
-        return _Acted("unsubscribed", "processed")
-    assert verdict.sender is not None  # noqa: S101 - classify sets it for subscribe
-    try:
-        outcome = subscriptions.request(verdict.sender, verdict.layout or DEFAULT_LAYOUT,
-                                        source="mail", now=now)
-    except InvalidAddress:
-        return _Acted("ignored", "ignored", "invalid-address")
-    return _Acted("subscribe", "processed", str(outcome))
-
-
-def _bounce(verdict: Verdict, subscriptions: Subscriptions, now: datetime) -> _Acted:
-    assert verdict.token is not None  # noqa: S101 - classify sets it for bounce
-    try:
+            return _Acted("unsubscribed", "processed")
         applied = subscriptions.bounces.bounce(verdict.token, verdict.reason, now=now,
                                                refused=verdict.refused,
                                                issue_id=issue_of(verdict.reference))

@@ -7,6 +7,7 @@ it, else the script's path, or ``python -m pipeline``.
 
 from __future__ import annotations
 
+import contextlib
 import shlex
 import shutil
 import sys
@@ -26,21 +27,15 @@ def program() -> str:
     if started.name != SCRIPT:
         return SCRIPT
     found = shutil.which(SCRIPT)
-    if found is not None and _same_file(Path(found), started):
-        return SCRIPT
+    with contextlib.suppress(OSError):
+        if found is not None and Path(found).samefile(started):
+            return SCRIPT
     return shlex.quote(_shown(started))
 
 
 def command(*words: str) -> str:
     """``program()`` followed by ``words``, each quoted for the shell where it needs it."""
     return " ".join([program(), *(shlex.quote(word) for word in words)])
-
-
-def _same_file(a: Path, b: Path) -> bool:
-    try:
-        return a.samefile(b)
-    except OSError:
-        return False
 
 
 def _shown(path: Path) -> str:

@@ -83,13 +83,6 @@ def hold(store: Leases, name: str, what: str, *, ttl: timedelta = LEASE_TTL,
         _held[name] = holding
     done = threading.Event()
 
-    def lost() -> None:
-        with _held_lock:
-            holding.lost = True
-            callbacks = list(holding.on_lost)
-        for callback in callbacks:
-            callback()
-
     def renew() -> None:
         renewed_at = time.monotonic()
         while not done.wait(ttl.total_seconds() / 4):
@@ -99,8 +92,12 @@ def hold(store: Leases, name: str, what: str, *, ttl: timedelta = LEASE_TTL,
                 if time.monotonic() - renewed_at < ttl.total_seconds():
                     continue
                 kept = False  # ...but a whole lease without renewal: it may be taken
-            if not kept:
-                lost()
+            if not kept:  # taken over or lapsed: tell every holder in this process
+                with _held_lock:
+                    holding.lost = True
+                    callbacks = list(holding.on_lost)
+                for callback in callbacks:
+                    callback()
                 return
             renewed_at = time.monotonic()
 

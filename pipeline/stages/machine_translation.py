@@ -61,26 +61,20 @@ def translate_html(translator: Translator, memory: Memory | None, html: str,
         raise ValueError(f"cannot translate {source!r} into {target!r}")
     origin = f"machine:{translator.name}"
     key = {"backend": translator.name, "model": translator.model, "target": target}
-    if memory is not None:
-        remembered = memory.get(html, **key)
-        if remembered is not None:
-            return Translation(remembered, origin, None, cached=True)
+    remembered = memory.get(html, **key) if memory is not None else None
+    if remembered is not None:
+        return Translation(remembered, origin, None, cached=True)
     guarded = protect(html)
-    prose = _PLACEHOLDERS.sub(" ", guarded.text)
-    if not _LETTER.search(prose):  # nothing but code, figures and markup: nothing to call for
+    if not _LETTER.search(_PLACEHOLDERS.sub(" ", guarded.text)):  # only code, figures, markup
         return Translation(_finish(html, title), origin, None, cached=False)
     answer = translator.translate(guarded.text, source, target)
     try:
-        restored = restore(guarded, answer)
+        text = _finish(restore(guarded, answer), title)
     except GuardError as exc:
-        return Translation(None, origin, f"code or markup not kept: {exc.reason}",
-                           cached=False)
+        return Translation(None, origin, f"code or markup not kept: {exc.reason}", cached=False)
     problem = _language_problem(_PLACEHOLDERS.sub(" ", answer), target)
-    if problem:
-        return Translation(None, origin, problem, cached=False)
-    text = _finish(restored, title)
-    if not text:
-        return Translation(None, origin, "the translation is empty", cached=False)
+    if problem or not text:
+        return Translation(None, origin, problem or "the translation is empty", cached=False)
     if memory is not None:
         memory.put(html, text, **key)
     return Translation(text, origin, None, cached=False)

@@ -77,7 +77,6 @@ class OptInMailer:
         message["Auto-Submitted"] = "auto-generated"
         text = self.env.get_template("mail/optin.txt.j2").render(context)
         html = self.env.get_template("mail/optin.html.j2").render(context)
-        # Quoted-printable: the link stays readable in the .eml a person may open.
         message.set_content(text, subtype="plain", charset="utf-8", cte=QUOTED_PRINTABLE)
         message.add_alternative(html, subtype="html", charset="utf-8", cte=QUOTED_PRINTABLE)
         stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")

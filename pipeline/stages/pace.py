@@ -12,6 +12,9 @@ from pipeline.retry import backoff
 
 
 class TokenBucket:
+    """The rate we choose, ``rate`` messages a second after a first ``burst``; None is no
+    limit."""
+
     def __init__(self, rate: float | None, burst: int = 1, *,
                  clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] = time.sleep) -> None:
@@ -25,7 +28,7 @@ class TokenBucket:
         self._lock = threading.Lock()
 
     def acquire(self) -> None:
-        """Take one token, waiting for it if need be. Unlimited when ``rate`` is None."""
+        """Take one token, waiting for it if need be."""
         if self.rate is None:
             return
         while True:
@@ -54,8 +57,7 @@ class Cooldown:
                  sleep: Callable[[float], None] = time.sleep,
                  rand: Callable[[], float] = random.random) -> None:
         self.base, self.cap = base, cap
-        self._clock, self._sleep = clock, sleep
-        self._rand = rand
+        self._clock, self._sleep, self._rand = clock, sleep, rand
         self._lock = threading.Lock()
         self._until = clock()
         self.streak = 0
@@ -72,10 +74,8 @@ class Cooldown:
             self.streak += 1
             if self._since is None:
                 self._since = now
-            if retry_after is not None and retry_after > 0:
-                wait = float(retry_after)
-            else:
-                wait = backoff(self.streak, base=self.base, cap=self.cap, rand=self._rand)
+            wait = (float(retry_after) if retry_after and retry_after > 0
+                    else backoff(self.streak, base=self.base, cap=self.cap, rand=self._rand))
             self._until = max(self._until, now + wait)
             return self._until - now
 

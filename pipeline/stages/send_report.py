@@ -76,12 +76,10 @@ class SendReport:
         counts = [f"{head} {self.sent}", f"skipped {self.skipped}", f"failed {self.failed}",
                   f"unconfirmed {self.unconfirmed}",
                   f"temporary {self.temporary}" + (" (to retry)" if self.temporary else "")]
-        if self.bounced:
-            counts.append(f"bounced {self.bounced} (of the failed)")
-        if self.released:
-            counts.append(f"released {self.released} (the run was stopping)")
-        if self.left:
-            counts.append(f"left the list {self.left}")
+        counts += [said for n, said in (
+            (self.bounced, f"bounced {self.bounced} (of the failed)"),
+            (self.released, f"released {self.released} (the run was stopping)"),
+            (self.left, f"left the list {self.left}")) if n]
         line = (f"{self.issue}{part}: {', '.join(counts)} in {self.duration_s:.1f} s "
                 f"({self.rate:.1f}/s) via {self.transport}")
         if self.plain_fallback:
@@ -109,23 +107,16 @@ class Progress:
     def step(self, report: SendReport) -> None:
         with self.lock:
             self.done += 1
+            total = f"/{self.total}" if self.total else ""
+            rate = self.done / max(1e-9, time.monotonic() - self.started)
+            counts = (f"{self.done}{total} done, sent {report.sent}, failed {report.failed}, "
+                      f"unconfirmed {report.unconfirmed}, {rate:.1f}/s")
             if self.tty:
-                self._bar(report)
+                bar = "#" * int(self.done / self.total * 30) if self.total else ""
+                self.stream.write(f"\r[{bar:<30}] {counts}")
+                self.stream.flush()
             elif self.done % 100 == 0:
-                _log.info("progress: %s", self._counts(report))  # timestamped
-
-    def _counts(self, report: SendReport) -> str:
-        total = f"/{self.total}" if self.total else ""
-        rate = self.done / max(1e-9, time.monotonic() - self.started)
-        return (f"{self.done}{total} done, sent {report.sent}, failed {report.failed}, "
-                f"unconfirmed {report.unconfirmed}, {rate:.1f}/s")
-
-    def _bar(self, report: SendReport) -> None:
-        width = 30
-        share = self.done / self.total if self.total else 0
-        bar = "#" * int(share * width)
-        self.stream.write(f"\r[{bar:<{width}}] {self._counts(report)}")
-        self.stream.flush()
+                _log.info("progress: %s", counts)  # timestamped
 
     def close(self) -> None:
         if self.tty and self.done:

@@ -46,33 +46,28 @@ def skeleton_block(item: Item, lang: str) -> str:
 def extend(path: Path, items: Sequence[Item]) -> list[tuple[int, str]]:
     """Append the missing tables to ``path``; return the (pr, lang) pairs added."""
     try:
-        existing = path.read_bytes()
+        head = path.read_bytes().decode("utf-8")
+        tables = tomllib.loads(head)
     except FileNotFoundError:
-        existing = b""
-    try:
-        tables = tomllib.loads(existing.decode("utf-8"))
+        head, tables = "", {}
     except (UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
         raise ConfigError(f"{path} is not valid TOML ({exc}); fix it before adding to it") \
             from None
-    added: list[tuple[int, str]] = []
-    blocks: list[str] = []
+    new: list[tuple[Item, str]] = []
     for item, lang in wanted(items):
         entry = tables.get(str(item.pr), {})
-        if isinstance(entry, dict) and lang in entry:
-            continue  # the editor has it (filled or not): never touch it
-        blocks.append(skeleton_block(item, lang))
-        added.append((item.pr, lang))
-    if not blocks:
-        return added
-    head = existing.decode("utf-8")
-    if head and not head.endswith("\n"):
-        head += "\n"
+        if not (isinstance(entry, dict) and lang in entry):  # the editor's is never touched
+            new.append((item, lang))
+    if not new:
+        return []
     if not head:
         head = ("# The editor's file for this week: priority, hide, note, and texts per "
                 "language.\n# Empty title/body change nothing; fill them to replace the "
                 "feed's or the machine's text.\n")
-    body = head + "\n" + "\n".join(blocks)
+    elif not head.endswith("\n"):
+        head += "\n"
+    body = head + "\n" + "\n".join(skeleton_block(item, lang) for item, lang in new)
     tomllib.loads(body)  # what we append must leave the file valid
     path.parent.mkdir(parents=True, exist_ok=True)
     write_file(path, body.encode("utf-8"))
-    return added
+    return [(item.pr, lang) for item, lang in new]
