@@ -137,6 +137,7 @@ def _bound_raw_nesting(fragment: str, limit: int) -> str:
     if fragment.count("<") <= limit:
         return fragment
     open_tags: list[str] = []
+    open_count: Counter[str] = Counter()  # of open_tags, so that an end tag is no search
     dropped: Counter[str] = Counter()
     out: list[str] = []
     last = pos = 0
@@ -146,14 +147,17 @@ def _bound_raw_nesting(fragment: str, limit: int) -> str:
         if closing and dropped[name]:
             dropped[name] -= 1
         elif closing:
-            if name in open_tags:
-                while open_tags.pop() != name:
-                    pass
+            if open_count[name]:  # close it, and whatever it left open
+                top = ""
+                while top != name:
+                    top = open_tags.pop()
+                    open_count[top] -= 1
             continue
         elif name in _VOID:
             continue
         elif len(open_tags) < limit:
             open_tags.append(name)
+            open_count[name] += 1
             continue
         elif name in DROPPED_WITH_CONTENT:
             # Unwrapped, its content (a script's code) would show: drop it with the tag.
