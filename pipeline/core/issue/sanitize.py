@@ -239,13 +239,11 @@ def code_spans(fragment: str) -> str:
             name = part[1:].lstrip("/").split()[0].rstrip(">").lower() if len(part) > 2 else ""
             if name in ("code", "pre"):
                 depth += -1 if part.startswith("</") else 1
-            out.append(part)
-        elif depth > 0:
-            out.append(part)
-        else:
+        elif depth <= 0:
             pieces = _BACKTICK.split(part)  # outside, code, outside, …
-            out.append("".join(_BOLD.sub(r"<strong>\1</strong>", piece) if i % 2 == 0
-                               else f"<code>{piece}</code>" for i, piece in enumerate(pieces)))
+            part = "".join(_BOLD.sub(r"<strong>\1</strong>", piece) if i % 2 == 0
+                           else f"<code>{piece}</code>" for i, piece in enumerate(pieces))
+        out.append(part)
     return "".join(out)
 
 
