@@ -69,17 +69,11 @@ def _plain(value: Any) -> Any:
     data = {key: _plain(getattr(value, key)) for key in _keys(type(value))}
     if isinstance(value, Problem):  # pr and layout only when it is about one PR or layout
         data = {key: each for key, each in data.items() if each is not None}
-    if isinstance(value, Item) and value.en is None:
-        data["en"] = _plain(_github_headline(value))
+    if isinstance(value, Item) and value.en is None and value.github and value.github.title:
+        # The PR's title is the English headline, marked ``github-title``: a headline, not a
+        # translation (``missing-language`` stays).
+        data["en"] = _plain(Text(value.github.title, "", "", "github-title"))
     return data
-
-
-def _github_headline(item: Item) -> Text | None:
-    """No English text but a GitHub title: the PR's title is the English headline, marked
-    ``github-title``; a headline, not a translation (``missing-language`` stays)."""
-    if item.github is None or not item.github.title:
-        return None
-    return Text(item.github.title, "", "", "github-title")
 
 
 def to_dict(issue: Issue, artifacts: Mapping[str, bytes],
@@ -97,9 +91,8 @@ def with_hash(issue: Issue, known_hash: str,
 
 def variant_data(variant: Variant, brief: Sequence[int] = (), folded: int = 0
                  ) -> dict[str, Any]:
-    """How ``issue.json`` lists one rendered interest variant: its key and layout, the areas
-    it puts first, the PRs shown as a title and a link only (to fit the budget) and how many
-    are left to the archive's "N more" link."""
+    """How ``issue.json`` lists one rendered interest variant (:class:`BuiltVariant` reads
+    it back)."""
     return {"key": variant.key, "layout": variant.layout, "areas": list(variant.areas),
             "brief": list(brief), "folded": folded}
 
@@ -152,9 +145,7 @@ def checked(data: object) -> IssueData:
 def from_dict(data: object) -> Issue:
     """``data`` (as ``json.loads`` gives it) as the :class:`Issue` it was written from;
     ValueError, in one line, for another schema version or a key missing or of the wrong type,
-    saying where (``items[2].why.en``). A key that may be null may also be absent (a file
-    written before it existed); what ``build`` keeps only while it works comes back as the
-    defaults."""
+    saying where (``items[2].why.en``)."""
     if isinstance(data, dict) and data.get("schema_version", SCHEMA_VERSION) != SCHEMA_VERSION:
         raise ValueError(f"not an issue this version reads: schema_version "
                          f"{str(data['schema_version'])[:20]}, expected {SCHEMA_VERSION}")
@@ -193,8 +184,7 @@ def read_variants(data: object, issue: Issue) -> tuple[BuiltVariant, ...]:
     prs = {item.pr for item in issue.items}
     found = [_read_variant(entry, f"variants[{n}]", known, prs)
              for n, entry in enumerate(_check(data["variants"], list, "variants", "a list"))]
-    keys = [v.key for v in found]
-    if len(set(keys)) != len(keys):
+    if len({v.key for v in found}) != len(found):
         raise ValueError("not an issue: variants lists a key twice")
     return tuple(found)
 
@@ -207,14 +197,12 @@ def variant_keys(data: object) -> tuple[str, ...]:
         return ()
     if not isinstance(entries, list):
         raise ValueError("not an issue: variants must be a list")
-    keys = []
     for n, entry in enumerate(entries):
         key = entry.get("key") if isinstance(entry, dict) else None
         if not isinstance(key, str) or not _VARIANT_KEY.fullmatch(key):
             raise ValueError(f"not an issue: variants[{n}].key {str(key)[:40]!r} is not a "
                              "variant key")
-        keys.append(key)
-    return tuple(keys)
+    return tuple(entry["key"] for entry in entries)
 
 
 def _read_variant(entry: object, where: str, known: set[str], prs: set[int]) -> BuiltVariant:
@@ -245,11 +233,9 @@ def _record(cls: type, data: dict[str, Any], where: str, **known: Any) -> Any:
     """The record of type ``cls`` that the JSON object ``data`` holds, fields ``known``
     aside; a field with a default may be absent or null (a file written before it existed)."""
     hints, defaulted = _fields_of(cls)
-    found = {}
-    for key in _keys(cls):
-        if key in known or (key in defaulted and data.get(key) is None):
-            continue
-        found[key] = _get(data, key, hints[key], where, " or null" if key in defaulted else "")
+    found = {key: _get(data, key, hints[key], where, " or null" if key in defaulted else "")
+             for key in _keys(cls)
+             if key not in known and not (key in defaulted and data.get(key) is None)}
     return cls(**found, **known)
 
 
@@ -324,10 +310,8 @@ def _utc(text: str, where: str) -> datetime:
 
 
 def _json_kind(value: object) -> str:
-    if value is MISSING:
-        return "nothing"
     return {list: "an array", dict: "an object", str: "a string", bool: "true or false",
-            type(None): "null"}.get(type(value), "a number")
+            type(None): "null", type(MISSING): "nothing"}.get(type(value), "a number")
 
 
 def content_hash(data: Mapping[str, Any], artifacts: Mapping[str, bytes]) -> str:

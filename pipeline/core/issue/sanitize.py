@@ -12,8 +12,10 @@ from __future__ import annotations
 
 import html
 import re
+from collections import Counter
 from dataclasses import dataclass
 from html.parser import HTMLParser
+from itertools import pairwise
 
 import markupsafe
 import nh3
@@ -118,16 +120,14 @@ def clean_html(fragment: str) -> str:
 def clean_body(fragment: str, limit: int | None = MAX_BODY_CHARS) -> CleanBody:
     """:func:`clean_html` of a review's body, cut to ``limit`` characters first (None: never),
     saying what was cut or flattened so the proof report can."""
-    shortened_from = 0
-    if limit is not None and len(fragment) > limit:
-        shortened_from, fragment = len(fragment), fragment[:limit]
-    raw = strip_unsafe(fragment)
+    raw = strip_unsafe(fragment[:limit])
     bounded = _bound_raw_nesting(raw, _RAW_NESTING)
     # Again after nh3: it decodes character references (``&#1;``, ``&#x202E;``).
     sanitized = strip_unsafe(_CLEANER.clean(bounded))
     capped = cap_nesting(sanitized, MAX_NESTING)
     flattened = bounded is not raw or capped is not sanitized
     cleaned = _EMPTY_ANCHOR.sub(r"\1", capped)  # a link whose target was refused: keep the text
+    shortened_from = len(fragment) if limit is not None and len(fragment) > limit else 0
     return CleanBody(code_spans(cleaned).strip(), shortened_from, flattened)
 
 
@@ -136,49 +136,41 @@ def _bound_raw_nesting(fragment: str, limit: int) -> str:
     tags), erring deep; ``fragment`` itself (the same object) when nothing was dropped."""
     if fragment.count("<") <= limit:
         return fragment
-    changed = False
     open_tags: list[str] = []
-    open_count: dict[str, int] = {}
-    dropped: dict[str, int] = {}
+    open_count: Counter[str] = Counter()  # of open_tags, so that an end tag is no search
+    dropped: Counter[str] = Counter()
     out: list[str] = []
-    last = 0
-    match = _RAW_TAG.search(fragment)
-    while match:
+    last = pos = 0
+    while match := _RAW_TAG.search(fragment, pos):
+        pos = match.end()
         closing, name = match[1], match[2].lower()
-        keep = True
-        if not closing:
-            if name in _VOID:
-                pass
-            elif len(open_tags) >= limit and name in DROPPED_WITH_CONTENT:
-                # Unwrapped, its content (a script's code) would show: drop it with the tag.
-                changed = True
-                out.append(fragment[last:match.start()])
-                end = re.compile(f"</{re.escape(name)}", re.I).search(fragment, match.end())
-                close = fragment.find(">", end.end()) if end else -1
-                last = close + 1 if close >= 0 else len(fragment)
-                match = _RAW_TAG.search(fragment, last)
-                continue
-            elif len(open_tags) >= limit:
-                dropped[name] = dropped.get(name, 0) + 1
-                keep = False
-            else:
-                open_tags.append(name)
-                open_count[name] = open_count.get(name, 0) + 1
-        elif dropped.get(name):
+        if closing and dropped[name]:
             dropped[name] -= 1
-            keep = False
-        elif open_count.get(name):
-            while open_tags:
-                top = open_tags.pop()
-                open_count[top] -= 1
-                if top == name:
-                    break
-        if not keep:
-            changed = True
-            _unwrap(out, fragment[last:match.start()], name)
-            last = match.end()
-        match = _RAW_TAG.search(fragment, match.end())
-    if not changed:
+        elif closing:
+            if open_count[name]:  # close it, and whatever it left open
+                top = ""
+                while top != name:
+                    top = open_tags.pop()
+                    open_count[top] -= 1
+            continue
+        elif name in _VOID:
+            continue
+        elif len(open_tags) < limit:
+            open_tags.append(name)
+            open_count[name] += 1
+            continue
+        elif name in DROPPED_WITH_CONTENT:
+            # Unwrapped, its content (a script's code) would show: drop it with the tag.
+            out.append(fragment[last:match.start()])
+            end = re.compile(f"</{re.escape(name)}", re.I).search(fragment, pos)
+            close = fragment.find(">", end.end()) if end else -1
+            last = pos = close + 1 if close >= 0 else len(fragment)
+            continue
+        else:
+            dropped[name] += 1
+        _unwrap(out, fragment[last:match.start()], name)
+        last = pos
+    if not last:  # nothing dropped
         return fragment
     out.append(fragment[last:])
     return "".join(out)
@@ -247,13 +239,11 @@ def code_spans(fragment: str) -> str:
             name = part[1:].lstrip("/").split()[0].rstrip(">").lower() if len(part) > 2 else ""
             if name in ("code", "pre"):
                 depth += -1 if part.startswith("</") else 1
-            out.append(part)
-        elif depth > 0:
-            out.append(part)
-        else:
+        elif depth <= 0:
             pieces = _BACKTICK.split(part)  # outside, code, outside, …
-            out.append("".join(_BOLD.sub(r"<strong>\1</strong>", piece) if i % 2 == 0
-                               else f"<code>{piece}</code>" for i, piece in enumerate(pieces)))
+            part = "".join(_BOLD.sub(r"<strong>\1</strong>", piece) if i % 2 == 0
+                           else f"<code>{piece}</code>" for i, piece in enumerate(pieces))
+        out.append(part)
     return "".join(out)
 
 
@@ -279,27 +269,26 @@ def plain_line(text: str) -> str:
 class _TextWriter(HTMLParser):
     """Walks sanitized HTML and writes readable plain text for the text/plain part."""
 
-    _BLOCKS = frozenset({"p", "ul", "ol", "pre", "blockquote"})
+    _BLOCKS = frozenset({"p", "ul", "ol", "pre", "blockquote", "li"})
 
     def __init__(self) -> None:
         super().__init__(convert_charrefs=True)
         self.blocks: list[tuple[str, bool]] = []  # (text, is a list item)
         self.in_li = False
         self.current: list[str] = []
-        self.href: list[str | None] = []
-        self.link_text: list[list[str]] = []
-        self.ordinal: list[int] = []
+        self.links: list[tuple[str | None, list[str]]] = []  # (href, text so far)
+        self.ordinal: list[int] = []  # per open list: the last number, or -1 in a <ul>
         self.pre = 0
 
     def _flush(self) -> None:
         text = "".join(self.current)
-        text = text if self.pre else _SPACE.sub(" ", text)
-        if text.strip():
-            self.blocks.append((text.strip() if not self.pre else text.rstrip(), self.in_li))
+        text = text.rstrip() if self.pre else _SPACE.sub(" ", text).strip()
+        if text:
+            self.blocks.append((text, self.in_li))
         self.current = []
 
     def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
-        if tag in self._BLOCKS or tag == "li":
+        if tag in self._BLOCKS:
             self._flush()
             self.in_li = tag == "li"
         if tag == "pre":
@@ -308,10 +297,8 @@ class _TextWriter(HTMLParser):
             self.current.append("`")
         elif tag == "br":
             self.current.append("\n" if self.pre else " ")
-        elif tag == "ol":
-            self.ordinal.append(0)
-        elif tag == "ul":
-            self.ordinal.append(-1)
+        elif tag in ("ol", "ul"):
+            self.ordinal.append(0 if tag == "ol" else -1)
         elif tag == "li":
             if self.ordinal and self.ordinal[-1] >= 0:
                 self.ordinal[-1] += 1
@@ -319,17 +306,16 @@ class _TextWriter(HTMLParser):
             else:
                 self.current.append("- ")
         elif tag == "a":
-            self.href.append(dict(attrs).get("href"))
-            self.link_text.append([])
+            self.links.append((dict(attrs).get("href"), []))
 
     def handle_endtag(self, tag: str) -> None:
         if tag == "code" and not self.pre:
             self.current.append("`")
-        elif tag == "a" and self.href:
-            href, label = self.href.pop(), "".join(self.link_text.pop()).strip()
-            if href and href != label:
+        elif tag == "a" and self.links:
+            href, label = self.links.pop()
+            if href and href != "".join(label).strip():
                 self.current.append(f" ({href})")
-        if tag in self._BLOCKS or tag == "li":
+        if tag in self._BLOCKS:
             self._flush()
             self.in_li = False
         if tag == "pre":
@@ -339,19 +325,19 @@ class _TextWriter(HTMLParser):
 
     def handle_data(self, data: str) -> None:
         self.current.append(data)
-        for label in self.link_text:
+        for _, label in self.links:
             label.append(data)
 
 
 def html_to_text(fragment: str) -> str:
-    """Sanitized HTML → plain text: blocks separated by blank lines, code in backticks."""
+    """Sanitized HTML → plain text: blocks separated by blank lines (list items by a line
+    break), code in backticks."""
     writer = _TextWriter()
     writer.feed(fragment)
     writer.close()
     writer._flush()
-    out: list[str] = []
-    for index, (text, is_li) in enumerate(writer.blocks):
-        if index:
-            out.append("\n" if is_li and writer.blocks[index - 1][1] else "\n\n")
-        out.append(text)
+    blocks = writer.blocks
+    out = [blocks[0][0]] if blocks else []
+    for (_, after_li), (text, is_li) in pairwise(blocks):
+        out += ["\n" if is_li and after_li else "\n\n", text]
     return "".join(out)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 __all__ = ["CLOSE", "OPEN", "GuardError", "Guarded", "placeholder", "protect", "restore"]
@@ -94,66 +95,43 @@ def protect(html: str) -> Guarded:
 
     ``restore(protect(x), protect(x).text) == x`` for sanitized HTML or plain text.
     """
-    segments: list[tuple[bool, str]] = []  # (protected, text)
-    block_run = False  # the last protected segment is a run of block tags
+    spans: list[str] = []
+    text: list[str] = []  # prose and placeholders
+    block_run = False  # the last placeholder stands for block tags, only white space since
 
     def keep(span: str, *, block: bool = False) -> None:
         nonlocal block_run
-        if block and block_run and segments and segments[-1][0]:
-            segments[-1] = (True, segments[-1][1] + span)
-        elif block and block_run and len(segments) >= 2 and segments[-1][1].isspace():
-            space = segments.pop()[1]
-            segments[-1] = (True, segments[-1][1] + space + span)
+        if block and block_run:  # the white space between block tags goes with them
+            spans[-1] += (text.pop() if text[-1].isspace() else "") + span
         else:
-            segments.append((True, span))
+            spans.append(span)
+            text.append(placeholder(len(spans)))
         block_run = block
-
-    def prose(text: str) -> None:
-        nonlocal block_run
-        if text:
-            segments.append((False, text))
-            if not text.isspace():
-                block_run = False
 
     parts = _TAG.split(html)
     i = 0
     while i < len(parts):
-        part = parts[i]
+        part, end = parts[i], i
         if i % 2 == 0:  # text between tags
             for protected, piece in _scan_prose(part):
                 if protected:
                     keep(piece)
                 else:
-                    prose(piece)
-            i += 1
-            continue
-        closing, name = _tag(part)
-        if name in _WHOLE and not closing and not part.rstrip(">").endswith("/"):
-            end = _matching_close(parts, i, name)
-            if end is not None:
-                keep("".join(parts[i:end + 1]), block=name in _BLOCK)
-                i = end + 1
-                continue
-        keep(part, block=name in _BLOCK)
-        i += 1
-
-    spans: list[str] = []
-    text: list[str] = []
-    for protected, piece in segments:
-        if protected:
-            spans.append(piece)
-            text.append(placeholder(len(spans)))
+                    text.append(piece)
+                    block_run = block_run and piece.isspace()
         else:
-            text.append(piece)
+            closing, name = _tag(part)
+            if name in _WHOLE and not closing and not part.rstrip(">").endswith("/"):
+                end = _matching_close(parts, i, name) or i  # code kept whole, when it closes
+            keep("".join(parts[i:end + 1]), block=name in _BLOCK)
+        i = end + 1
     return Guarded("".join(text), tuple(spans))
 
 
 def _tag(tag: str) -> tuple[bool, str]:
     """(is a closing tag, lower-case name) of ``<…>``; name "" when it is no element tag."""
     match = _TAG_NAME.match(tag)
-    if not match:
-        return False, ""
-    return bool(match[1]), match[2].lower()
+    return (bool(match[1]), match[2].lower()) if match else (False, "")
 
 
 def _matching_close(parts: list[str], start: int, name: str) -> int | None:
@@ -169,17 +147,11 @@ def _matching_close(parts: list[str], start: int, name: str) -> int | None:
     return None
 
 
-def _scan_prose(text: str) -> list[tuple[bool, str]]:
+def _scan_prose(text: str) -> Iterator[tuple[bool, str]]:
     """Split a text node into (protected, piece) pieces."""
-    out: list[tuple[bool, str]] = []
-    pos = 0
-    start = 0  # where the current run of prose began
-    while True:
-        match = _PROSE.search(text, pos)
-        if match is None:
-            break
-        kind, begin = match.lastgroup, match.start()
-        end = match.end()
+    pos = start = 0  # start: where the current run of prose began
+    while match := _PROSE.search(text, pos):
+        kind, begin, end = match.lastgroup, match.start(), match.end()
         if kind == "url":
             end = begin + _url_length(match.group())
         elif kind == "word":
@@ -190,25 +162,20 @@ def _scan_prose(text: str) -> list[tuple[bool, str]]:
                 pos = max(end, begin + 1)
                 continue
         if begin > start:
-            out.append((False, text[start:begin]))
-        out.append((True, text[begin:end]))
+            yield False, text[start:begin]
+        yield True, text[begin:end]
         start = pos = end
     if start < len(text):
-        out.append((False, text[start:]))
-    return out
+        yield False, text[start:]
 
 
 def _url_length(url: str) -> int:
     """How much of a matched URL is the URL: trailing punctuation and quotes belong to prose."""
-    entity = _URL_ENTITY_END.search(url)
-    if entity:
+    if entity := _URL_ENTITY_END.search(url):
         url = url[: entity.start()]
-    while url:
-        unbalanced = url[-1] == ")" and url.count(")") > url.count("(")
-        if url[-1] in _URL_TRAILING or unbalanced:
-            url = url[:-1]
-        else:
-            break
+    while url and (url[-1] in _URL_TRAILING
+                   or (url[-1] == ")" and url.count(")") > url.count("("))):  # unbalanced
+        url = url[:-1]
     return len(url)
 
 
@@ -220,12 +187,11 @@ def _is_code_word(word: str) -> bool:
         return True
     if "/" in word and _is_path(word):
         return True
-    for part in re.split(r"[^A-Za-z0-9]+", word):
-        if _CAMEL.search(part) and not _PLURAL_ACRONYM.fullmatch(part):
-            return True
-    for dotted in _DOTTED.finditer(word):
-        if any(len(segment) > 1 for segment in dotted.group().split(".")):
-            return True
+    if any(_CAMEL.search(part) and not _PLURAL_ACRONYM.fullmatch(part)
+           for part in re.split(r"[^A-Za-z0-9]+", word)):
+        return True
+    if any(max(map(len, dotted[0].split("."))) > 1 for dotted in _DOTTED.finditer(word)):
+        return True
     return bool(_HASH.fullmatch(word) and re.search(r"[0-9]", word)
                 and re.search(r"[A-Fa-f]", word)) or bool(_VERSION.fullmatch(word))
 
@@ -252,23 +218,19 @@ def restore(guarded: Guarded, translated: str) -> str:
     counts = Counter(int(m[1]) for m in found)
     problems: list[str] = []
     leftover = _FOUND.sub("", translated)
-    for stray in re.finditer(r"[⟦⟧]", leftover):
+    if stray := re.search(r"[⟦⟧]", leftover):
         near = leftover[max(0, stray.start() - 8): stray.end() + 8].replace("\n", " ")
         problems.append(f"malformed placeholder near {near!r}")
-        break
-    for number in range(1, len(spans) + 1):
-        if counts[number] == 0:
-            problems.append(f"{placeholder(number)} ({_show(spans[number - 1])}) was lost")
-        elif counts[number] > 1:
-            problems.append(f"{placeholder(number)} ({_show(spans[number - 1])}) appears "
-                            f"{counts[number]} times")
+    for number, span in enumerate(spans, 1):
+        if counts[number] != 1:
+            how = f"appears {counts[number]} times" if counts[number] else "was lost"
+            problems.append(f"{placeholder(number)} ({_show(span)}) {how}")
     for number in sorted(n for n in counts if not 1 <= n <= len(spans)):
         problems.append(f"{placeholder(number)} was invented (the text has "
                         f"{_count(len(spans))})")
     if problems:
         raise GuardError("; ".join(problems))
-    order = [int(m[1]) for m in found]
-    _check_markup(spans, order)
+    _check_markup(spans, [int(m[1]) for m in found])
     return _FOUND.sub(lambda m: spans[int(m[1]) - 1], translated)
 
 
