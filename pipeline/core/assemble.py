@@ -30,19 +30,8 @@ from pipeline.errors import EmptyWeekError
 from pipeline.model import LAYOUTS, Correction, Issue, Item, Problem, PullFacts, Skipped, Week
 from pipeline.week import issue_number
 
-__all__ = [
-    "Assembled",
-    "Choice",
-    "Gathered",
-    "Grouped",
-    "Ranked",
-    "Terms",
-    "assemble",
-    "complete",
-    "distinct_variants",
-    "group",
-    "rank_week",
-]
+__all__ = ["Assembled", "Choice", "Gathered", "Grouped", "Ranked", "Terms", "assemble",
+           "complete", "distinct_variants", "group", "rank_week"]
 
 #: One reader's choice: their layout and the areas they follow.
 Choice = tuple[str, Sequence[str]]
