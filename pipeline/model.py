@@ -29,13 +29,12 @@ T = TypeVar("T")
 
 
 def is_lang(value: object) -> TypeGuard[Lang]:
-    """Whether ``value`` is one of :data:`LANGS`: the one way outside text becomes a Lang."""
+    """Whether ``value`` is one of :data:`LANGS`: how outside text becomes a Lang."""
     return value in LANGS
 
 
 def layout_langs(layout: str) -> tuple[Lang, ...]:
-    """The languages a layout shows, in the order it shows them (ValueError for a layout
-    that names any other language: layouts are checked where they are read)."""
+    """The languages a layout shows, in order; ValueError for any other language."""
     parts = layout.split("-")
     langs = tuple(part for part in parts if is_lang(part))
     if len(langs) != len(parts):
@@ -44,8 +43,7 @@ def layout_langs(layout: str) -> tuple[Lang, ...]:
 
 
 def reading_order(layout: str) -> tuple[Lang, ...]:
-    """Every language, the layout's own first (``en`` → ``("en", "zh")``): how pages that
-    carry both put a reader's language first."""
+    """Every language, the layout's own first (``en`` → ``("en", "zh")``)."""
     first = layout_langs(layout)
     return (*first, *(lang for lang in LANGS if lang not in first))
 
@@ -88,16 +86,15 @@ class Review:
     @property
     def first_seen(self) -> datetime:
         """When this review was first out: its week is decided by this."""
-        when = self.published or self.updated
-        if when is None:  # collect drops entries with neither
-            raise ValueError(f"review {self.entry_id} has no date")
-        return when
+        return self._dated(self.published or self.updated)
 
     @property
     def last_changed(self) -> datetime:
         """When this review was last changed: the latest review per language wins."""
-        when = self.updated or self.published
-        if when is None:
+        return self._dated(self.updated or self.published)
+
+    def _dated(self, when: datetime | None) -> datetime:
+        if when is None:  # collect drops entries with neither
             raise ValueError(f"review {self.entry_id} has no date")
         return when
 
@@ -204,7 +201,6 @@ class Item:
         return self.zh if lang == "zh" else self.en
 
     def with_text(self, lang: Lang, text: Text | None) -> Item:
-        """This item with ``text`` as its ``lang`` text (a typed ``replace(zh=…)``)."""
         return replace(self, zh=text) if lang == "zh" else replace(self, en=text)
 
 
@@ -253,15 +249,9 @@ class Correction:
     reason: str
 
 
-# -- what leaves: a site's files, a finished message --------------------------------------
-
-
 @dataclass(frozen=True)
 class SiteObject:
-    """One file of the site, with the headers a host should serve it with.
-
-    Made by :mod:`pipeline.core.site.site`, written by an :class:`~pipeline.archive.Archive`.
-    """
+    """One file of the site, with the headers a host should serve it with."""
 
     #: Its path inside the archive (``index.html``, ``issues/2026-W48/index.html``).
     key: str
@@ -276,10 +266,7 @@ class SiteObject:
 
 @dataclass(frozen=True)
 class Outgoing:
-    """One finished message for one recipient.
-
-    Made by :mod:`pipeline.core.email.message`, handed to a :class:`~pipeline.transport.Transport`.
-    """
+    """One finished message for one recipient, as a transport takes it."""
 
     #: The envelope recipient (one per message: a bounce names exactly one subscriber).
     recipient: str

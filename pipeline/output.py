@@ -60,11 +60,10 @@ def staged_folder(target: Path, *, carry: bool = False, drop: Collection[str] = 
         staging.chmod(0o755)  # mkdtemp's 0700 would survive the rename
         yield staging
         _swap(staging, target, drop if carry else None)
-    except OSError as exc:
+    except BaseException as exc:
         shutil.rmtree(staging, ignore_errors=True)
-        raise OutputError(f"cannot write {target}: {exc.strerror or exc}") from exc
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
+        if isinstance(exc, OSError):
+            raise OutputError(f"cannot write {target}: {exc.strerror or exc}") from exc
         raise
 
 

@@ -7,9 +7,10 @@ date in 2025), so ``--week`` is checked with a strict pattern and ``date.fromiso
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections.abc import Iterable
-from datetime import UTC, date, datetime
+from datetime import UTC, date, datetime, timedelta
 
 import pendulum
 
@@ -50,25 +51,22 @@ def week_of_monday(monday: date, tz: str) -> Week:
     start = pendulum.datetime(monday.year, monday.month, monday.day, tz=tz)
     end = start.add(weeks=1)  # calendar arithmetic: DST weeks are 167 or 169 hours long
     year, number, _ = monday.isocalendar()
-    return Week(
-        id=f"{year}-W{number:02d}",
-        start=_utc(start),
-        end=_utc(end),
-        tz=tz,
-    )
+    return Week(f"{year}-W{number:02d}", _utc(start), _utc(end), tz)
+
+
+def _monday(when: datetime, tz: str) -> date:
+    """The Monday, in ``tz``, of the week ``when`` falls in."""
+    local = pendulum.instance(when).in_timezone(tz).date()
+    return local - timedelta(days=local.weekday())
 
 
 def week_containing(when: datetime, tz: str) -> Week:
-    local = pendulum.instance(when).in_timezone(tz)
-    monday = local.date() - pendulum.duration(days=local.weekday())
-    return week_of_monday(date(monday.year, monday.month, monday.day), tz)
+    return week_of_monday(_monday(when, tz), tz)
 
 
 def last_complete_week(tz: str, at: datetime | None = None) -> Week:
     """The most recent week that has ended: the one a Monday-morning job sends."""
-    current = week_containing(at or now(), tz)
-    monday = pendulum.instance(current.start).in_timezone(tz).subtract(weeks=1)
-    return week_of_monday(date(monday.year, monday.month, monday.day), tz)
+    return week_of_monday(_monday(at or now(), tz) - timedelta(weeks=1), tz)
 
 
 def numbering_start(first_week: str, held: Iterable[str], week_id: str) -> str:
@@ -78,10 +76,8 @@ def numbering_start(first_week: str, held: Iterable[str], week_id: str) -> str:
         return first_week
     weeks = []
     for name in held:
-        try:
+        with contextlib.suppress(ValueError):
             weeks.append((iso_monday(name), name))
-        except ValueError:
-            continue
     return min(weeks)[1] if weeks else week_id
 
 

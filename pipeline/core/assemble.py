@@ -30,19 +30,8 @@ from pipeline.errors import EmptyWeekError
 from pipeline.model import LAYOUTS, Correction, Issue, Item, Problem, PullFacts, Skipped, Week
 from pipeline.week import issue_number
 
-__all__ = [
-    "Assembled",
-    "Choice",
-    "Gathered",
-    "Grouped",
-    "Ranked",
-    "Terms",
-    "assemble",
-    "complete",
-    "distinct_variants",
-    "group",
-    "rank_week",
-]
+__all__ = ["Assembled", "Choice", "Gathered", "Grouped", "Ranked", "Terms", "assemble",
+           "complete", "distinct_variants", "group", "rank_week"]
 
 #: One reader's choice: their layout and the areas they follow.
 Choice = tuple[str, Sequence[str]]
@@ -66,7 +55,6 @@ class Ranked:
     items: tuple[Item, ...]
     #: Ranking problems and the feeds' warnings.
     problems: tuple[Problem, ...]
-    #: Feed entries of the week that were not used, and why.
     skipped: tuple[Skipped, ...]
     #: The week's PRs the editor's file hid.
     hidden: tuple[int, ...] = ()
@@ -78,7 +66,6 @@ class Gathered:
 
     #: GitHub's facts per PR number (with the changed files when the review names paths).
     facts: Mapping[int, PullFacts] = field(default_factory=dict)
-    #: Machine translations keyed by (PR number, target language).
     translations: Mapping[tuple[int, str], MachineText] = field(default_factory=dict)
     #: What the asking found (GitHub could not be asked).
     problems: tuple[Problem, ...] = ()
@@ -96,8 +83,7 @@ class Terms:
 
 
 class Assembled(NamedTuple):
-    """The issue, its ``issue.json`` data, its artifacts (file name → bytes) and the
-    renderings by variant key (a tuple: callers unpack it)."""
+    """The issue, its ``issue.json`` data, artifacts and renderings (callers unpack it)."""
 
     issue: Issue
     data: IssueData
@@ -120,8 +106,7 @@ def group(feed: FeedSettings, week: Week, results: Sequence[FeedResult]) -> Grou
 
 def rank_week(week: Week, grouped: Grouped, editorial: Editorial,
               vocabulary: Vocabulary | None = None) -> Ranked:
-    """The week's items in reading order with the editor's file applied;
-    :class:`EmptyWeekError` when the editor left nothing."""
+    """The week's items ranked, the editor's file applied; EmptyWeekError if none is left."""
     items, problems = rank(grouped.groups, editorial, vocabulary)
     if not items:
         raise EmptyWeekError(week.id, len(grouped.skipped))
@@ -130,8 +115,7 @@ def rank_week(week: Week, grouped: Grouped, editorial: Editorial,
 
 
 def complete(ranked: Ranked, gathered: Gathered) -> Ranked:
-    """The items with their PR facts, machine translations, file links and areas within
-    bounds, and the problems of each added."""
+    """The items with their PR facts, translations, file links and bounded areas."""
     items = [with_facts(item, gathered.facts.get(item.pr)) for item in ranked.items]
     items, translation_problems = fill_missing(items, gathered.translations)
     items, area_problems = bound_areas([link_item(item) for item in items])
@@ -152,20 +136,18 @@ def distinct_variants(choices: Iterable[Choice], items: Sequence[Item]) -> tuple
 def assemble(terms: Terms, week: Week, ranked: Ranked,
              renderer: Renderer | None = None, choices: Iterable[Choice] = (),
              correction: Correction | None = None) -> Assembled:
-    """Completed items → the issue, its JSON and its artifacts: every layout and each
-    distinct variant of ``choices`` rendered within the size budget."""
+    """The issue, its JSON and its artifacts: every layout and each distinct variant of
+    ``choices`` rendered within the size budget."""
     issue = compose(ranked.items, week, terms.feed.repo, terms.site.base_url,
                     ranked.skipped, ranked.problems,
                     issue_number(week.id, terms.issue.first_week), ranked.hidden)
     issue = replace(issue, correction=correction)
-    renderer = renderer or Renderer()
-    rendered, render_problems = renderer.render(
+    rendered, render_problems = (renderer or Renderer()).render(
         issue, terms.site.base_url, Budget.configured(terms.issue, terms.delivery),
         Footer.configured(terms.delivery, terms.site), distinct_variants(choices, issue.items))
     issue = replace(issue, problems=sort_problems([*issue.problems, *render_problems]))
     artifacts = {f"email-{key}.{ext}": text.encode("utf-8") for key, result in rendered.items()
                  for ext, text in (("html", result.html), ("txt", result.text))}
     kept = [variant_data(r.variant, r.brief, r.folded) for r in rendered.values() if r.areas]
-    return Assembled(issue, issue_json.to_dict(issue, artifacts, kept), artifacts,
-                     rendered)
+    return Assembled(issue, issue_json.to_dict(issue, artifacts, kept), artifacts, rendered)
 

@@ -27,7 +27,8 @@ _WBR_OPEN, _WBR_CLOSE = b"<wbr", b">"
 def fold_html(data: bytes) -> bytes | None:
     """``data`` (HTML, LF line ends) with every line at most :data:`MAX_LINE_OCTETS`; None
     when a line cannot be cut."""
-    cuts: list[tuple[int, bool]] = []  # (offset, True: a <wbr> goes in; False: a space goes)
+    out: list[bytes] = []
+    done = 0  # how much of ``data`` is in ``out``
     places: _Places | None = None
     line_start = 0
     for line_end in [*(m.start() for m in re.finditer(rb"\n", data)), len(data)]:
@@ -36,25 +37,18 @@ def fold_html(data: bytes) -> bytes | None:
             places = places or _Places(data)
             limit = start + MAX_LINE_OCTETS - lead
             space = places.last_space(start, limit)
-            if space is not None:
-                cuts.append((space, False))
-                start, lead = space + 1, 0
+            if space is not None:  # the space becomes the line break
+                out += [data[done:space], b"\n"]
+                done = start = space + 1
+                lead = 0
                 continue
             join = places.last_join(start, limit - len(_WBR_OPEN))
             if join is None:
                 return None
-            cuts.append((join, True))
-            start, lead = join, len(_WBR_CLOSE)
+            out += [data[done:join], _WBR_OPEN, b"\n", _WBR_CLOSE]
+            done = start = join
+            lead = len(_WBR_CLOSE)
         line_start = line_end + 1
-    out: list[bytes] = []
-    done = 0
-    for at, wbr in cuts:
-        if wbr:
-            out += [data[done:at], _WBR_OPEN, b"\n", _WBR_CLOSE]
-            done = at
-        else:
-            out += [data[done:at], b"\n"]
-            done = at + 1
     out.append(data[done:])
     return b"".join(out)
 
@@ -88,14 +82,10 @@ class _Places:
         return opened
 
     def allowed(self, at: int, *, in_tag_ok: bool) -> bool:
-        if _inside(self.comments, at):
-            return False
         tag = self._tag(at)
-        if tag is None:
+        if tag is None or _inside(self.comments, at):
             return False
-        if tag >= 0:
-            return in_tag_ok
-        return not _inside(self.kept, at)
+        return in_tag_ok if tag >= 0 else not _inside(self.kept, at)
 
     def last_space(self, start: int, limit: int) -> int | None:
         """The last fold point in ``(start, limit]``."""
@@ -134,13 +124,9 @@ def eight_bit_body(text: str, *, html: bool) -> bytes | None:
     data = text.replace("\r\n", "\n").encode("utf-8")
     if b"\x00" in data or b"\r" in data:
         return None
-    if html:
-        folded = fold_html(data)
-        if folded is None:
-            return None
-        data = folded
-    elif any(len(line) > MAX_LINE_OCTETS for line in data.split(b"\n")):
+    body = fold_html(data) if html else data
+    if body is None or any(len(line) > MAX_LINE_OCTETS for line in body.split(b"\n")):
         return None
-    if data and not data.endswith(b"\n"):
-        data += b"\n"
-    return data.replace(b"\n", b"\r\n")
+    if body and not body.endswith(b"\n"):
+        body += b"\n"
+    return body.replace(b"\n", b"\r\n")

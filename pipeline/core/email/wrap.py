@@ -21,7 +21,7 @@ _URL = re.compile(r"\S*(?:https?://|mailto:|%%[a-z_]+%%)\S*")
 _WIDE = ("\u1100-\u115f\u2e80-\u303e\u3041-\u33ff\u3400-\u4dbf\u4e00-\u9fff\ua000-\ua4cf"
          "\uac00-\ud7a3\uf900-\ufaff\ufe30-\ufe4f\uff00-\uff60\uffe0-\uffe6"
          "\U00020000-\U0003fffd")
-_TOKEN = re.compile(rf"\S*(?:https?://|mailto:|%%[a-z_]+%%)\S*|\s+|[{_WIDE}]|[^\s{_WIDE}]+")
+_TOKEN = re.compile(rf"{_URL.pattern}|\s+|[{_WIDE}]|[^\s{_WIDE}]+")
 #: Characters that may not start a line (they close what came before) or end one.
 _NO_START = set("，。、；：！？）」』》〉】〕,.;:!?)]}…%·")
 _NO_END = set("（「『《〈【〔([{")
@@ -40,27 +40,20 @@ def width(text: str) -> int:
 _unit_width = functools.lru_cache(maxsize=16384)(width)
 
 
-def wrap_text(text: str, limit: int = WIDTH) -> str:
-    """Every line of ``text`` at most ``limit`` columns, URLs whole and on their own line."""
-    out: list[str] = []
-    for line in text.split("\n"):
-        if line == SIGNATURE or (len(line) <= limit // 2) or \
-                (line.isascii() and len(line) <= limit):
-            out.append(line)
-        else:
-            out.extend(wrap_line(line, limit))
-    return "\n".join(out)
+def wrap_text(text: str) -> str:
+    """Every line of ``text`` at most :data:`WIDTH` columns, URLs whole and on their own line;
+    a line that fits (the signature separator too) is kept as it is."""
+    return "\n".join(part for line in text.split("\n") for part in wrap_line(line))
 
 
 @functools.lru_cache(maxsize=8192)
-def wrap_line(line: str, limit: int = WIDTH) -> tuple[str, ...]:
+def wrap_line(line: str) -> tuple[str, ...]:
     """One long line as several, greedy, URLs alone on theirs."""
-    if width(line) <= limit:
+    if width(line) <= WIDTH:
         return (line,)
     hanging = _HANGING.match(line)
-    indent = " " * width(hanging.group(1)) if hanging else ""
-    if width(indent) > limit // 2:
-        indent = ""
+    columns = width(hanging.group(1)) if hanging else 0
+    indent = " " * columns if columns <= WIDTH // 2 else ""
     lines: list[str] = []
     current, current_width, space = "", 0, ""
 
@@ -68,26 +61,23 @@ def wrap_line(line: str, limit: int = WIDTH) -> tuple[str, ...]:
         nonlocal current, current_width
         if current.strip():
             lines.append(current.rstrip())
-        current, current_width = indent if lines or current.strip() else "", width(indent)
+        current, current_width = indent if lines or current.strip() else "", len(indent)
 
-    first = True
-    for unit in _units(line):
+    for index, unit in enumerate(_units(line)):
         if unit.isspace():
             space = unit if current.strip() else ""
-            if first:  # the line's own indentation
+            if index == 0:  # the line's own indentation
                 current, current_width = unit, width(unit)
-            first = False
             continue
-        first = False
         unit_width = _unit_width(unit)
         if _URL.fullmatch(unit):
             if current.strip():
                 emit()
             lines.append((indent if lines else current) + unit)
-            current, current_width, space = indent, width(indent), ""
+            current, current_width, space = indent, len(indent), ""
             continue
         gap = _unit_width(space)
-        if current.strip() and current_width + gap + unit_width > limit:
+        if current.strip() and current_width + gap + unit_width > WIDTH:
             emit()
             space, gap = "", 0
         current += space + unit

@@ -23,7 +23,7 @@ MAX_ISSUE_AREAS = 64
 
 def bound_areas(items: Sequence[Item]) -> tuple[list[Item], list[Problem]]:
     """``items`` with their areas within the bounds, and an ``areas-dropped`` warning for
-    each item that lost some. Kept first: the names more items carry, then in sorted order."""
+    each item that lost some."""
     usable = [[area for area in item.areas if len(area) <= MAX_AREA_LENGTH] for item in items]
     carried = Counter(area for areas in usable for area in set(areas))
 
@@ -36,13 +36,12 @@ def bound_areas(items: Sequence[Item]) -> tuple[list[Item], list[Problem]]:
     problems: list[Problem] = []
     for item, chosen in zip(items, kept, strict=True):
         areas = tuple(sorted(area for area in chosen if area in names))
-        if len(areas) == len(item.areas):
-            bounded.append(item)
-            continue
-        bounded.append(replace(item, areas=areas))
-        problems.append(Problem("areas-dropped", "warning", pr=item.pr, message=(
-            f"PR #{item.pr}: {len(item.areas) - len(areas):,} of its {len(item.areas):,} areas "
-            f"dropped: an item keeps {MAX_ITEM_AREAS}, an issue {MAX_ISSUE_AREAS} names of at "
-            f"most {MAX_AREA_LENGTH} characters, those more items carry first, then in "
-            "sorted order")))
+        if dropped := len(item.areas) - len(areas):
+            problems.append(Problem("areas-dropped", "warning", pr=item.pr, message=(
+                f"PR #{item.pr}: {dropped:,} of its {len(item.areas):,} areas dropped: an item "
+                f"keeps {MAX_ITEM_AREAS}, an issue {MAX_ISSUE_AREAS} names of at most "
+                f"{MAX_AREA_LENGTH} characters, those more items carry first, then in sorted "
+                "order")))
+            item = replace(item, areas=areas)
+        bounded.append(item)
     return bounded, problems

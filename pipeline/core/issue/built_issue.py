@@ -62,11 +62,9 @@ class BuiltIssue:
         if layout not in LAYOUTS:  # Messages says so, as for any unknown layout
             return layout, False
         wanted = variant_for(layout, areas, issue_areas(self.issue.items))
-        if not wanted.areas:
-            return layout, False
         if any(variant.key == wanted.key for variant in self.variants):
             return wanted.key, False
-        return layout, True
+        return layout, bool(wanted.areas)  # no areas: the plain layout is theirs
 
     def blocking(self, *, allow_missing_translations: bool = False) -> list[Problem]:
         """The blocking problems that stop a send (missing languages may be waived)."""

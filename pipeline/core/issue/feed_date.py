@@ -31,13 +31,11 @@ def date_problem(raw: str) -> str | None:
     """Why ``raw`` is not a real date in a format read strictly, or None when it is one."""
     text = raw.strip()
     shown = repr(text if len(text) <= _SHOWN else text[: _SHOWN - 1] + "…")
-    iso = _ISO.fullmatch(text)
-    rfc = None if iso else _RFC822.fullmatch(text)
-    found = iso or rfc
+    found = _ISO.fullmatch(text) or _RFC822.fullmatch(text)
     if found is None:
         return f"date {shown} is neither RFC 3339 nor RFC 822"
     fields = found.groupdict()
-    if rfc is not None:
+    if found.re is _RFC822:
         if fields["mon"].lower() not in _MONTHS:
             return f"date {shown} has no month named {fields['mon']!r}"
         fields["month"] = str(_MONTHS.index(fields["mon"].lower()) + 1)

@@ -30,9 +30,7 @@ def area_slug(name: str) -> str:
     usable gets a short hash."""
     folded = unicodedata.normalize("NFKC", name).strip().lower()
     slug = _UNSAFE.sub("-", folded).strip("-.")[:MAX_AREA_LENGTH].strip("-.")
-    if not slug:
-        return "area-" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:10]
-    return slug
+    return slug or "area-" + hashlib.sha256(name.encode("utf-8")).hexdigest()[:10]
 
 
 @dataclass(frozen=True, order=True)
@@ -76,8 +74,6 @@ def interests_first(items: Sequence[Item], interests: Iterable[str]) -> tuple[It
     chosen = frozenset(interests)
     if not chosen:
         return tuple(items)
-    tier_at: dict[str, int] = {}
-    for item in items:
-        tier_at.setdefault(item.tier, len(tier_at))
-    return tuple(sorted(items, key=lambda item: (tier_at[item.tier],
+    tiers = list(dict.fromkeys(item.tier for item in items))
+    return tuple(sorted(items, key=lambda item: (tiers.index(item.tier),
                                                  not for_you(item, chosen))))

@@ -55,22 +55,16 @@ def _match(code: str, files: tuple[str, ...]) -> str | None:
 def link_files(body_html: str, files: tuple[str, ...], pr_url: str) -> str:
     """Sanitized HTML with each ``<code>`` naming one of the PR's files linked to it in the
     diff view; code already inside a link is left alone, the rest is returned byte for byte."""
-    if not files:
-        return body_html
-    out: list[str] = []
-    last = 0
-    for m in _CODE.finditer(body_html):
+    def link(m: re.Match[str]) -> str:
         before = body_html[:m.start()]
         if before.rfind("<a ") > before.rfind("</a>"):
-            continue  # already inside a link
+            return m.group(0)  # already inside a link
         path = _match(m.group(1), files)
         if path is None:
-            continue
-        out.append(body_html[last:m.start()])
-        out.append(f'<a href="{html.escape(diff_url(pr_url, path))}">{m.group(0)}</a>')
-        last = m.end()
-    out.append(body_html[last:])
-    return "".join(out)
+            return m.group(0)
+        return f'<a href="{html.escape(diff_url(pr_url, path))}">{m.group(0)}</a>'
+
+    return _CODE.sub(link, body_html) if files else body_html
 
 
 def with_facts(item: Item, facts: PullFacts | None) -> Item:
