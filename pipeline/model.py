@@ -76,8 +76,6 @@ class Review:
     updated: datetime | None
     #: Raw category terms, as given.
     categories: tuple[str, ...] = ()
-    #: Which feed it came from (for messages).
-    source: str = ""
     #: The body's length in the feed when it was cut to ``sanitize.MAX_BODY_CHARS``, else 0.
     shortened_from: int = 0
     #: Whether elements of the body nested too deep were unwrapped (text kept).

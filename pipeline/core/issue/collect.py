@@ -104,7 +104,7 @@ def parse_feed(data: bytes, location: str, repo: str, content_type: str | None =
     if not parsed.get("version"):
         raise FeedError(location, "is not an RSS or Atom feed")
     feed_lang = _normalise_lang(parsed.feed.get("language"))
-    found = [_review(entry, feed_lang, repo, location, feed.cut) for entry in parsed.entries]
+    found = [_review(entry, feed_lang, repo, feed.cut) for entry in parsed.entries]
     reviews = tuple(review for review in found if isinstance(review, Review))
     rejected = tuple(entry for entry in found if isinstance(entry, Rejected))
     return FeedResult(location, reviews, rejected, warnings)
@@ -130,10 +130,8 @@ def _date_problem(entry: Entry, published: datetime | None, updated: datetime | 
     """Why a date feedparser read is not real (it normalises hour 99 and 30 February)."""
     for key, parsed in (("published", published), ("updated", updated)):
         raw = dict.get(entry, key)
-        if parsed is not None and raw:
-            problem = date_problem(str(raw))
-            if problem:
-                return f"{key} {problem}"
+        if parsed is not None and raw and (problem := date_problem(str(raw))):
+            return f"{key} {problem}"
     return None
 
 
@@ -178,15 +176,14 @@ def _entry_lang(entry: Entry, feed_lang: str | None) -> str | None:
     return _normalise_lang(entry.get("language")) or feed_lang
 
 
-def _review(entry: Entry, feed_lang: str | None, repo: str, location: str,
-            cut: dict[str, int]) -> Review | Rejected:
+def _review(entry: Entry, feed_lang: str | None, repo: str, cut: dict[str, int]
+            ) -> Review | Rejected:
     """One entry as a review, or why not; ``cut`` holds what feed_cut shortened, by entry id."""
     link = _alternate_link(entry)
     title = _title(entry)
     entry_id = str(entry.get("id") or link or title)
     published, updated = _time(entry, "published"), _time(entry, "updated")
-    bad_date = _date_problem(entry, published, updated)
-    if bad_date:
+    if bad_date := _date_problem(entry, published, updated):
         published = updated = None  # a normalised date would place it in some week
 
     def reject(reason: str) -> Rejected:
@@ -217,8 +214,7 @@ def _review(entry: Entry, feed_lang: str | None, repo: str, location: str,
     return Review(
         entry_id=entry_id, link=link, pr=int(number), lang=lang, title=title or f"#{int(number)}",
         body_html=body.html, published=published, updated=updated, categories=categories,
-        source=location, shortened_from=cut.get(entry_id, body.shortened_from),
-        flattened=body.flattened,
+        shortened_from=cut.get(entry_id, body.shortened_from), flattened=body.flattened,
     )
 
 
