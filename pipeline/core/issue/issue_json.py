@@ -122,9 +122,8 @@ def checked(data: object) -> IssueData:
     its times; ValueError says what is missing or what it is instead."""
     if not isinstance(data, dict):
         raise ValueError(f"expected a JSON object, found {_json_kind(data)}")
-    missing = [key for key in ("schema_version", *_ISSUE_KEYS, "content_hash")
-               if key not in data and key != "number"]
-    if missing:
+    if missing := [key for key in ("schema_version", *_ISSUE_KEYS, "content_hash")
+                   if key not in data and key != "number"]:
         raise ValueError(f"not an issue: no {', '.join(missing)}")
     week = data["week"]
     if not isinstance(week, dict) or not all(
@@ -195,9 +194,7 @@ def variant_keys(data: object) -> tuple[str, ...]:
     entries = data.get("variants") if isinstance(data, dict) else None
     if entries is None:
         return ()
-    if not isinstance(entries, list):
-        raise ValueError("not an issue: variants must be a list")
-    for n, entry in enumerate(entries):
+    for n, entry in enumerate(_check(entries, list, "variants", "a list")):
         key = entry.get("key") if isinstance(entry, dict) else None
         if not isinstance(key, str) or not _VARIANT_KEY.fullmatch(key):
             raise ValueError(f"not an issue: variants[{n}].key {str(key)[:40]!r} is not a "
