@@ -239,8 +239,7 @@ def check_parts(html: Mapping[str, str], text: Mapping[str, str],
     problems = []
     for kind, documents, known in (("html", html, escaped + strings), ("txt", text, strings)):
         for key, document in documents.items():
-            stray = stray_placeholders(document, kind)
-            if stray:
+            if stray := stray_placeholders(document, kind):
                 problems.append(Problem(
                     "stray-personal-link", "blocking", layout=key,
                     message=f"email-{key}.{kind}: {stray} personal-link placeholder(s) "
@@ -249,8 +248,7 @@ def check_parts(html: Mapping[str, str], text: Mapping[str, str],
             rest = document
             for s in known:
                 rest = rest.replace(s, " ")
-            found = [marker for marker in _LEFTOVERS if marker in rest]
-            if found:
+            if found := [marker for marker in _LEFTOVERS if marker in rest]:
                 index = min(rest.index(m) for m in found)
                 problems.append(Problem(
                     "template-leftover", "blocking", layout=key,
