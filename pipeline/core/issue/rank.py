@@ -52,9 +52,7 @@ def reading_minutes(text: str) -> int:
 
 def reading_time(text: str) -> float:
     """Minutes to read ``text``, unrounded: 300 Chinese characters or 200 words a minute."""
-    han = len(HAN.findall(text))
-    words = len(_WORD.findall(HAN.sub(" ", text)))
-    return han / 300 + words / 200
+    return len(HAN.findall(text)) / 300 + len(_WORD.findall(HAN.sub(" ", text))) / 200
 
 
 def rank(groups: Sequence[PullGroup], editorial: Editorial | None = None,
@@ -155,9 +153,8 @@ def _editor_texts(texts: dict[Lang, Text], entry: EditorEntry | None) -> dict[La
 def _rank_one(group: PullGroup, entry: EditorEntry | None, vocabulary: Vocabulary | None,
               problems: list[Problem]) -> Item:
     """One PR's item; the questions it raises go to ``problems``."""
-    feed = {lang: Text(r.title, r.body_html, html_to_text(r.body_html), "feed")
-            for lang, r in group.latest.items()}
-    texts = _editor_texts(feed, entry)
+    texts = _editor_texts({lang: Text(r.title, r.body_html, html_to_text(r.body_html), "feed")
+                           for lang, r in group.latest.items()}, entry)
     verdicts = {lang: parse_verdict(texts[lang].body_text, lang, vocabulary) for lang in texts}
     for lang, review in group.latest.items():
         if review.shortened_from:
