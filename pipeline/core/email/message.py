@@ -45,7 +45,6 @@ from subscribers.tokens import TOKEN_LENGTH, Keys, make_token, tagged_address
 _POLICY = policy.SMTP.clone(max_line_length=78)
 #: Octets a mail line may hold, CRLF aside (RFC 5322 section 2.1.1).
 MAX_LINE = 998
-_LIST_LABEL = "vllm-pr-weekly"
 
 
 @dataclass(frozen=True)
@@ -96,7 +95,7 @@ class Messages:
         if self.mailto and ("@" not in self.mailto or any(c in self.mailto for c in "\r\n<>")):
             raise ConfigError("expected an address such as unsubscribe@example.org",
                               key="[delivery] unsubscribe_mailto")
-        self.list_id = f"vLLM PR Weekly <{_LIST_LABEL}.{self.sender.domain}>"
+        self.list_id = f"vLLM PR Weekly <vllm-pr-weekly.{self.sender.domain}>"
         self.archive_url = site.base_url.rstrip("/") + "/"
         self.subscribe_url = f"{self.app_url}/subscribe"
         try:  # List-Unsubscribe first: of the app URL's headers, it needs the most room
@@ -186,8 +185,7 @@ class Messages:
                         text.head, text.encode(filled),
                         html.head, html.encode(filled), self._closing])
         return Outgoing(recipient=recipient, sender=self.envelope_sender, raw=raw,
-                        key=idempotency,
-                        tags=dict(tags or {"issue": self.built.id}))
+                        key=idempotency, tags=dict(tags or {"issue": self.built.id}))
 
     @staticmethod
     def _unsubscribe_header(links: Links) -> bytes:

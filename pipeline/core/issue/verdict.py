@@ -113,7 +113,6 @@ def _pattern(words: tuple[str, ...], lang: Lang) -> re.Pattern[str]:
 
 @functools.cache
 def shipped_vocabulary() -> Vocabulary:
-    """The vocabulary that ships with the templates."""
     return Vocabulary.from_toml(_shipped_text())
 
 
@@ -316,8 +315,7 @@ class _Reader:
         words = self.words.levels[self.lang]
         found = self._match(words, pos)
         if found and self._ends_phrase(found.end(), end):
-            tier = words[_fold(found[0], self.lang)]
-            return self._given(tier, found[0], start, found.end())
+            return self._given(words[_fold(found[0], self.lang)], found[0], start, found.end())
         return None
 
     def _past_preface(self, pos: int, end: int) -> int:
