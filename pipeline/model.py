@@ -1,8 +1,7 @@
 """The records that flow through the weekly job, as frozen dataclasses.
 
-Datetimes are timezone-aware UTC. Everything here is plain data: the stages that make and
-transform these records live in their own modules (``collect``, ``rank``, ``compose``,
-``render``), and only ``issue_json`` knows the on-disk shape.
+Datetimes are timezone-aware UTC. Plain data only: the stages make and transform these
+records, and only ``issue_json`` knows the on-disk shape.
 """
 
 from __future__ import annotations
