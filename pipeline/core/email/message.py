@@ -106,7 +106,6 @@ class Messages:
             raise exc.config_error() or exc from None
         refuse_stray_placeholders(built)
         self.boundary = f"=_vpw_{hashlib.sha256(built.content_hash.encode()).hexdigest()[:24]}"
-        # Per part: its encoding chosen and its headers written once (an 8bit body folded).
         self._parts = {
             key: tuple(_Part.of(self.boundary, kind, body, eight_bit=delivery.eight_bit)
                        for kind, body in (("text/plain", built.text(key)),

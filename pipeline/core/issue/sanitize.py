@@ -212,9 +212,8 @@ def cap_nesting(fragment: str, limit: int = MAX_NESTING) -> str:
 def text_to_html(text: str) -> str:
     """Plain text (``type="text"``) → paragraphs; blank lines separate them."""
     paragraphs = [p.strip() for p in re.split(r"\n\s*\n", text.strip()) if p.strip()]
-    return "".join(
-        "<p>" + html.escape(p, quote=False).replace("\n", "<br>") + "</p>" for p in paragraphs
-    )
+    return "".join("<p>" + html.escape(p, quote=False).replace("\n", "<br>") + "</p>"
+                   for p in paragraphs)
 
 
 def plain_title(text: str) -> str:
