@@ -247,6 +247,8 @@ def test_load_built_refuses_another_schema_version(settings, tmp_path):
                                               "true or false"),
     (lambda d: d["items"][0].update(reviewed_at="soon"), r"items\[0\]\.reviewed_at 'soon' is "
                                                          "not a date and time"),
+    (lambda d: d["items"][0].update(reviewed_at="0001-01-01T00:00:00+05:00"),
+     r"items\[0\]\.reviewed_at '0001-01-01T00:00:00\+05:00' is not a date and time"),
     (lambda d: d["items"][0]["github"].update(tags=[1]), r"items\[0\]\.github\.tags must be a "
                                                          "list of strings"),
     (lambda d: d["items"][0].update(zh=[]), r"items\[0\]\.zh must be an object or null, "

@@ -301,9 +301,9 @@ def _utc(text: str, where: str) -> datetime:
     """An issue.json time as an aware UTC datetime; one without a zone is UTC."""
     try:
         when = datetime.fromisoformat(text)
-    except ValueError:
+        return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
+    except (ValueError, OverflowError):  # in UTC, 0001-01-01T00:00+05:00 is before year 1
         raise ValueError(f"not an issue: {where} {text[:40]!r} is not a date and time") from None
-    return when.replace(tzinfo=UTC) if when.tzinfo is None else when.astimezone(UTC)
 
 
 def _json_kind(value: object) -> str:
