@@ -139,9 +139,7 @@ def encode_areas(names: Iterable[str]) -> str:
     """A subscriber's areas as both stores keep them: cleaned, a compact JSON array, "" for
     none, so equal choices are equal text (what ``variant_choices`` groups on)."""
     cleaned = clean_areas(names)
-    if not cleaned:
-        return ""
-    return json.dumps(list(cleaned), ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(list(cleaned), ensure_ascii=False, separators=(",", ":")) if cleaned else ""
 
 
 def decode_areas(text: str | None) -> tuple[str, ...]:
