@@ -155,8 +155,7 @@ def make_token(keys: Keys, purpose: Purpose, subscriber_id: str,
             raise ValueError("expiry out of range (1970-2106)")
     header = _HEADER.pack((_VERSION << 4) | _CODES[purpose], _key_id(keys.signing), expiry,
                           bytes.fromhex(subscriber_id))
-    raw = header + _mac(keys.signing, header)
-    return base64.b32encode(raw).decode("ascii").lower()
+    return base64.b32encode(header + _mac(keys.signing, header)).decode("ascii").lower()
 
 
 def verify_token(keys: Keys, token: str, purpose: Purpose, now: datetime) -> str:
