@@ -35,12 +35,7 @@ from subscribers.store import OnceKeys, SubscriptionStore
 from subscribers.store.rules import CONFIRMABLE, check_known
 from subscribers.tokens import Keys, Purpose, confirm_expiry, make_token, verify_token
 
-__all__ = [
-    "Mailer",
-    "Policy",
-    "RequestOutcome",
-    "Subscriptions",
-]
+__all__ = ["Mailer", "Policy", "RequestOutcome", "Subscriptions"]
 
 
 class Mailer(Protocol):

@@ -36,17 +36,8 @@ from typing import Literal
 from pipeline.errors import ConfigError
 from subscribers.errors import TokenError
 
-__all__ = [
-    "MAX_TAGGED_LOCAL_PART",
-    "PURPOSES",
-    "TOKEN_LENGTH",
-    "Keys",
-    "Purpose",
-    "confirm_expiry",
-    "make_token",
-    "tagged_address",
-    "verify_token",
-]
+__all__ = ["MAX_TAGGED_LOCAL_PART", "PURPOSES", "TOKEN_LENGTH", "Keys", "Purpose", "confirm_expiry",
+           "make_token", "tagged_address", "verify_token"]
 
 Purpose = Literal["confirm", "unsubscribe", "preferences"]
 
