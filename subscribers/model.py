@@ -16,25 +16,10 @@ from email_validator import EmailNotValidError, validate_email
 from pipeline.model import LAYOUTS
 from subscribers.errors import InvalidAddress
 
-__all__ = [
-    "DEFAULT_LAYOUT",
-    "FEEDBACK",
-    "FINAL_STATUSES",
-    "LAYOUTS",
-    "LEDGER_STATUSES",
-    "STATUSES",
-    "AddOutcome",
-    "AddResult",
-    "Lease",
-    "LedgerEntry",
-    "NewSubscriber",
-    "SentIssue",
-    "Subscriber",
-    "batch_subscriber_ids",
-    "email_key",
-    "new_subscriber_id",
-    "normalise_email",
-]
+__all__ = ["DEFAULT_LAYOUT", "FEEDBACK", "FINAL_STATUSES", "LAYOUTS", "LEDGER_STATUSES", "STATUSES",
+           "AddOutcome", "AddResult", "Lease", "LedgerEntry", "NewSubscriber", "SentIssue",
+           "Subscriber", "batch_subscriber_ids", "email_key", "new_subscriber_id",
+           "normalise_email"]
 
 #: A subscriber's state. Only ``active`` ones receive an issue.
 STATUSES: tuple[str, ...] = ("pending", "active", "unsubscribed", "bounced", "complained")

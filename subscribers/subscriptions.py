@@ -32,15 +32,10 @@ from subscribers.model import (
     normalise_email,
 )
 from subscribers.store import OnceKeys, SubscriptionStore
-from subscribers.store.rules import CONFIRMABLE
+from subscribers.store.rules import CONFIRMABLE, check_known
 from subscribers.tokens import Keys, Purpose, confirm_expiry, make_token, verify_token
 
-__all__ = [
-    "Mailer",
-    "Policy",
-    "RequestOutcome",
-    "Subscriptions",
-]
+__all__ = ["Mailer", "Policy", "RequestOutcome", "Subscriptions"]
 
 
 class Mailer(Protocol):
@@ -105,7 +100,6 @@ class Subscriptions:
         return self.store
 
     def link(self, path: str, purpose: Purpose, subscriber_id: str, now: datetime) -> str:
-        """``<app_url>/<path>?token=…`` signed for ``purpose``."""
         expires = confirm_expiry(now, self.policy.confirm_days) if purpose == "confirm" else None
         token = make_token(self.keys, purpose, subscriber_id, expires)
         return f"{self.app_url}/{path}?token={token}"
@@ -121,8 +115,7 @@ class Subscriptions:
     def check_request(email: str, layout: str = DEFAULT_LAYOUT) -> str:
         """The normalised address, or InvalidAddress: the one answer that may differ, since it
         says nothing about the list. Pure, so an answer given after it says nothing either."""
-        if layout not in LAYOUTS:
-            raise ValueError(f"unknown layout {layout!r}; known: {', '.join(LAYOUTS)}")
+        check_known("layout", LAYOUTS, layout)
         return normalise_email(email)
 
     def request(self, email: str, layout: str = DEFAULT_LAYOUT, *, source: str,

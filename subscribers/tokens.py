@@ -36,17 +36,8 @@ from typing import Literal
 from pipeline.errors import ConfigError
 from subscribers.errors import TokenError
 
-__all__ = [
-    "MAX_TAGGED_LOCAL_PART",
-    "PURPOSES",
-    "TOKEN_LENGTH",
-    "Keys",
-    "Purpose",
-    "confirm_expiry",
-    "make_token",
-    "tagged_address",
-    "verify_token",
-]
+__all__ = ["MAX_TAGGED_LOCAL_PART", "PURPOSES", "TOKEN_LENGTH", "Keys", "Purpose", "confirm_expiry",
+           "make_token", "tagged_address", "verify_token"]
 
 Purpose = Literal["confirm", "unsubscribe", "preferences"]
 
@@ -155,8 +146,7 @@ def make_token(keys: Keys, purpose: Purpose, subscriber_id: str,
             raise ValueError("expiry out of range (1970-2106)")
     header = _HEADER.pack((_VERSION << 4) | _CODES[purpose], _key_id(keys.signing), expiry,
                           bytes.fromhex(subscriber_id))
-    raw = header + _mac(keys.signing, header)
-    return base64.b32encode(raw).decode("ascii").lower()
+    return base64.b32encode(header + _mac(keys.signing, header)).decode("ascii").lower()
 
 
 def verify_token(keys: Keys, token: str, purpose: Purpose, now: datetime) -> str:

@@ -43,20 +43,8 @@ from subscribers.model import (
 if TYPE_CHECKING:
     from subscribers.shards import Shard
 
-__all__ = [
-    "DeliveryStore",
-    "Directory",
-    "Feedback",
-    "Imports",
-    "Interests",
-    "Leases",
-    "Ledger",
-    "OnceKeys",
-    "Quotas",
-    "SentIssues",
-    "SubscriberStore",
-    "SubscriptionStore",
-]
+__all__ = ["DeliveryStore", "Directory", "Feedback", "Imports", "Interests", "Leases", "Ledger",
+           "OnceKeys", "Quotas", "SentIssues", "SubscriberStore", "SubscriptionStore"]
 
 
 class Directory(Protocol):

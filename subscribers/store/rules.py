@@ -29,30 +29,11 @@ from subscribers.model import (
     email_key,
 )
 
-__all__ = [
-    "BOUNCEABLE",
-    "CONFIRMABLE",
-    "IN_FLIGHT_REASON",
-    "MAIL_EVENTS",
-    "Additions",
-    "MailState",
-    "after_mail_event",
-    "catalog_names",
-    "check_known",
-    "check_new_status",
-    "decode_areas",
-    "decode_time",
-    "decode_time_or_none",
-    "encode_areas",
-    "encode_time",
-    "existing_outcome",
-    "plan_additions",
-    "read_entry",
-    "read_sent",
-    "read_subscriber",
-    "status_counts",
-    "suppression_hash",
-]
+__all__ = ["BOUNCEABLE", "CONFIRMABLE", "IN_FLIGHT_REASON", "MAIL_EVENTS", "Additions", "MailState",
+           "after_mail_event", "catalog_names", "check_known", "check_new_status", "decode_areas",
+           "decode_time", "decode_time_or_none", "encode_areas", "encode_time", "existing_outcome",
+           "plan_additions", "read_entry", "read_sent", "read_subscriber", "status_counts",
+           "suppression_hash"]
 
 #: What ``record_mail_event`` understands: a permanent bounce makes an address ``bounced``;
 #: ``transient_limit`` transient ones in a row do too; a complaint makes it ``complained``
@@ -139,9 +120,7 @@ def encode_areas(names: Iterable[str]) -> str:
     """A subscriber's areas as both stores keep them: cleaned, a compact JSON array, "" for
     none, so equal choices are equal text (what ``variant_choices`` groups on)."""
     cleaned = clean_areas(names)
-    if not cleaned:
-        return ""
-    return json.dumps(list(cleaned), ensure_ascii=False, separators=(",", ":"))
+    return json.dumps(list(cleaned), ensure_ascii=False, separators=(",", ":")) if cleaned else ""
 
 
 def decode_areas(text: str | None) -> tuple[str, ...]:

@@ -146,30 +146,27 @@ class DynamoCore(Resource):
             return False
         return True
 
-    def _pages(self, table: str, operation: str,
-               **params: Any) -> Iterator[list[dict[str, Any]]]:
-        """The pages of a Query or Scan, each requested when the previous one is used up."""
+    def _paged(self, table: str, operation: str, **params: Any) -> Iterator[dict[str, Any]]:
+        """The items of a Query or Scan, each page requested when the previous one is used up."""
         while True:
             response = self._call(table, operation, **params)
-            yield [plain_item(item) for item in response.get("Items", ())]
-            last = response.get("LastEvaluatedKey")
-            if not last:
+            yield from map(plain_item, response.get("Items", ()))
+            if not (last := response.get("LastEvaluatedKey")):
                 return
             params["ExclusiveStartKey"] = last
 
     def _items(self, table: str, key_condition: str | None = None, *, index: str | None = None,
                projection: str | None = None, row_filter: str | None = None,
                **values: Any) -> Iterator[dict[str, Any]]:
-        """What a Query (given ``key_condition``) or else a Scan finds, page by page; strongly
-        consistent unless through an index, where DynamoDB offers no such read."""
+        """What a Query (given ``key_condition``) or else a Scan finds; strongly consistent
+        unless through an index, where DynamoDB offers no such read."""
         optional = {"KeyConditionExpression": key_condition, "IndexName": index,
                     "ConsistentRead": not index, "ProjectionExpression": projection,
                     "FilterExpression": row_filter}
         params = {name: value for name, value in optional.items() if value}
-        for page in self._pages(table, "query" if key_condition else "scan", TableName=table,
-                                **params, **expression(key_condition, projection, row_filter,
-                                                       **values)):
-            yield from page
+        return self._paged(table, "query" if key_condition else "scan", TableName=table,
+                           **params, **expression(key_condition, projection, row_filter,
+                                                  **values))
 
     def _call(self, table: str, operation: str, **params: Any) -> dict[str, Any]:
         """One request; a refused condition as Refused, any other failure as StoreError. A

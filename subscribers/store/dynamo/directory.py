@@ -73,7 +73,6 @@ class _Unprocessed(Exception):
 class DynamoDirectory(DynamoCore):
     """Who is on the list (one by one and a batch at a time), and the areas they follow."""
 
-    #: add_many writes each entry on its own (conditional writes do not batch).
     atomic_batches = False
 
     def add(self, email: str, layout: str = DEFAULT_LAYOUT, *, status: str = "pending",
@@ -120,8 +119,7 @@ class DynamoDirectory(DynamoCore):
         return read_subscriber(item) if item else None
 
     def find(self, email: str) -> Subscriber | None:
-        normal = normalise_email(email)
-        subscriber_id = self._id_of(email_key(normal))
+        subscriber_id = self._id_of(email_key(normalise_email(email)))
         return self.get(subscriber_id) if subscriber_id else None
 
     def iter_subscribers(self, status: str | None = None,
@@ -138,12 +136,10 @@ class DynamoDirectory(DynamoCore):
 
     def _iter_status(self, status: str, batch: int) -> Iterator[Subscriber]:
         condition = "#status = :status"
-        for page in self._pages(self.subscribers_table, "query",
-                                TableName=self.subscribers_table, IndexName=STATUS_INDEX,
-                                KeyConditionExpression=condition, Limit=batch,
-                                **expression(condition, status=status)):
-            for item in page:
-                yield read_subscriber(item)
+        return map(read_subscriber, self._paged(
+            self.subscribers_table, "query", TableName=self.subscribers_table,
+            IndexName=STATUS_INDEX, KeyConditionExpression=condition, Limit=batch,
+            **expression(condition, status=status)))
 
     def count_by(self) -> dict[tuple[str, str], int]:
         """A strongly consistent Scan of the table's status and layout: fine for reports."""
@@ -319,9 +315,8 @@ class DynamoDirectory(DynamoCore):
                          "#purge_ledger = :id", id=subscriber_id)
 
     def is_suppressed(self, email: str) -> bool:
-        normal = normalise_email(email)
-        return self._get(self.subscribers_table,
-                         pk_of(SUPPRESSION_PREFIX + suppression_hash(normal))) is not None
+        key = pk_of(SUPPRESSION_PREFIX + suppression_hash(normalise_email(email)))
+        return self._get(self.subscribers_table, key) is not None
 
     def add_many(self, entries: Sequence[NewSubscriber], *, status: str = "pending",
                  source: str, now: datetime) -> list[AddResult]:
@@ -364,10 +359,9 @@ class DynamoDirectory(DynamoCore):
 
     def _existing(self, normals: Iterable[str]) -> dict[str, Subscriber]:
         """The subscribers of these addresses, by email key (one gone meanwhile is left out)."""
-        keys = {email_key(normal) for normal in normals}
-        index = self._batch_get(EMAIL_INDEX_PREFIX + key for key in keys)
-        ids = {item["subscriber_id"] for item in index.values()}
-        subscribers = self._batch_get(SUBSCRIBER_PREFIX + sid for sid in ids)
+        index = self._batch_get(EMAIL_INDEX_PREFIX + email_key(normal) for normal in normals)
+        subscribers = self._batch_get(SUBSCRIBER_PREFIX + item["subscriber_id"]
+                                      for item in index.values())
         return {item["email_key"]: read_subscriber(item) for item in subscribers.values()}
 
     def _batch_get(self, pks: Iterable[str]) -> dict[str, dict[str, Any]]:

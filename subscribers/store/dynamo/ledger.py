@@ -7,16 +7,13 @@ update conditional on the status it takes over.
 from __future__ import annotations
 
 import contextlib
+from collections import Counter
 from datetime import datetime
 from typing import TYPE_CHECKING
 
 from subscribers.model import FEEDBACK, LEDGER_STATUSES, LedgerEntry, SentIssue
 from subscribers.store.dynamo.core import DynamoCore, Refused
-from subscribers.store.dynamo.items import (
-    SENT_PREFIX,
-    ledger_key,
-    pk_of,
-)
+from subscribers.store.dynamo.items import SENT_PREFIX, ledger_key, pk_of
 from subscribers.store.dynamo.tables import MESSAGE_INDEX
 from subscribers.store.rules import (
     IN_FLIGHT_REASON,
@@ -137,11 +134,8 @@ class DynamoLedger(DynamoCore):
         return read_entry(item) if item else None
 
     def ledger_counts(self, issue_id: str) -> dict[str, int]:
-        counts = dict.fromkeys(LEDGER_STATUSES, 0)
-        for item in self._items(self.ledger_table, _OF_ISSUE, projection="#status",
-                                issue=issue_id):
-            counts[item["status"]] += 1
-        return counts
+        rows = self._items(self.ledger_table, _OF_ISSUE, projection="#status", issue=issue_id)
+        return dict.fromkeys(LEDGER_STATUSES, 0) | Counter(item["status"] for item in rows)
 
     def record_feedback(self, message_id: str, kind: str, now: datetime) -> str | None:
         """Found through the ``by_message_id`` index (eventually consistent: SES's feedback
@@ -166,14 +160,11 @@ class DynamoLedger(DynamoCore):
         return True
 
     def feedback_counts(self, issue_id: str) -> dict[str, int]:
-        counts = dict.fromkeys(FEEDBACK, 0)
-        for item in self._items(self.ledger_table, _OF_ISSUE, projection="#feedback",
-                                row_filter="attribute_exists(#feedback)", issue=issue_id):
-            counts[item["feedback"]] += 1
-        return counts
+        rows = self._items(self.ledger_table, _OF_ISSUE, projection="#feedback",
+                           row_filter="attribute_exists(#feedback)", issue=issue_id)
+        return dict.fromkeys(FEEDBACK, 0) | Counter(item["feedback"] for item in rows)
 
     def sent_issue(self, issue_id: str) -> SentIssue | None:
-        """The ``sent#`` item of the issue (a strongly consistent read), or None."""
         item = self._get(self.subscribers_table, pk_of(SENT_PREFIX + issue_id))
         return read_sent(item) if item else None
 

@@ -68,9 +68,8 @@ class SqliteDirectory(SqliteCore):
         return read_subscriber(row) if row else None
 
     def find(self, email: str) -> Subscriber | None:
-        normal = normalise_email(email)
         with self._using() as conn:
-            row = row_by_email(conn, normal)
+            row = row_by_email(conn, normalise_email(email))
         return read_subscriber(row) if row else None
 
     def iter_subscribers(self, status: str | None = None,
@@ -111,7 +110,6 @@ class SqliteDirectory(SqliteCore):
                 return current
             stamp = encode_time(now)
             if status == "active":
-                # A new consent: its time, source and client, and transient bounces from 0.
                 conn.execute("UPDATE subscribers SET confirmed_at = ?, consent_at = ?, "
                              "consent_source = coalesce(?, consent_source), consent_ip = ?, "
                              "transient_bounces = 0 WHERE id = ?",
@@ -201,8 +199,6 @@ class SqliteDirectory(SqliteCore):
         for entry in entries:
             check_new_status(entry.layout, status)
         normals = [(normalise_email(entry.email), entry) for entry in entries]
-        if not normals:
-            return []
         with self._transaction() as conn:
             return _add(conn, normals, status=status, source=source, now=now)
 
@@ -218,8 +214,6 @@ class SqliteDirectory(SqliteCore):
 
     def note_areas(self, names: Iterable[str]) -> None:
         cleaned = sorted(catalog_names(names))
-        if not cleaned:
-            return
         with self._transaction() as conn:
             conn.executemany("INSERT INTO area_catalog (name) VALUES (?) "
                              "ON CONFLICT (name) DO NOTHING", [(name,) for name in cleaned])
