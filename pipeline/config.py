@@ -276,11 +276,9 @@ class StoreSettings:
 
 @dataclass(frozen=True)
 class SubscriptionSettings:
-    #: Days a confirmation link works (7 by default).
     confirm_days: int = setting(7, _between(1, 30, "days a confirmation link works"))
     #: Transient bounces in a row that make an address ``bounced``.
     transient_bounce_limit: int = setting(3, _between(1, 20, "transient bounces in a row"))
-    #: Confirmation mails one address can be sent per day.
     address_per_day: int = setting(
         3, _between(1, 100, "confirmation mails per address per day"))
     #: Sign-up requests one client address can make per hour (then 429).

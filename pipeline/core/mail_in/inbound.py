@@ -29,7 +29,6 @@ __all__ = ["ACTIONS", "LAYOUT_WORDS", "Action", "Verdict", "classify", "mask_add
 
 Action = Literal["unsubscribe", "subscribe", "bounce", "ignored", "unrecognised"]
 
-#: What :func:`classify` can decide.
 ACTIONS: tuple[Action, ...] = get_args(Action)
 
 #: The words that may follow ``subscribe`` / ``订阅``, and the layout each asks for.
