@@ -120,8 +120,7 @@ _RATE = _rule(lambda rate: math.isfinite(rate) and 0 <= rate <= MAX_RATE,
 _TABLE = _rule(re.compile(r"^[A-Za-z0-9_.-]{3,255}$").match,
                "expected a DynamoDB table name (3-255 of A-Z a-z 0-9 _ . -)")
 # Every [smtp] value reaches the wire, so a line break or a space is refused.
-_SMTP_HOST = _rule(lambda host: _HOST.match(host),
-                   "expected a host name or IP address, got {value!r}")
+_SMTP_HOST = _rule(_HOST.match, "expected a host name or IP address, got {value!r}")
 _TLS = _rule(("", "starttls", "implicit", "none").__contains__,  # "": follows starttls
              'expected "starttls" (port 587), "implicit" (port 465) or "none", got {value!r}')
 _HELO_NAME = _rule(lambda name: not name or is_host_name(name),
@@ -277,11 +276,9 @@ class StoreSettings:
 
 @dataclass(frozen=True)
 class SubscriptionSettings:
-    #: Days a confirmation link works (7 by default).
     confirm_days: int = setting(7, _between(1, 30, "days a confirmation link works"))
     #: Transient bounces in a row that make an address ``bounced``.
     transient_bounce_limit: int = setting(3, _between(1, 20, "transient bounces in a row"))
-    #: Confirmation mails one address can be sent per day.
     address_per_day: int = setting(
         3, _between(1, 100, "confirmation mails per address per day"))
     #: Sign-up requests one client address can make per hour (then 429).
@@ -366,7 +363,6 @@ def _override(section: str, key: str) -> str:
     return f"NEWSLETTER_{section.upper()}_{key.upper()}"
 
 
-#: Every override's variable.
 _OVERRIDES = frozenset(_override(section, _key_name(f.name))
                        for section, cls in _SECTIONS.items() for f in fields(cls))
 

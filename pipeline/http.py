@@ -232,8 +232,7 @@ def get_cached(url: str, headers: Mapping[str, str], cache: ConditionalCache | N
         asked["If-Modified-Since"] = kept["last_modified"]
     response = _within(url, asked, None, timeout, max_bytes, deadline)
     if response.status == 304 and cache is not None and kept:
-        body = cache.body(url)
-        if body is not None:
+        if (body := cache.body(url)) is not None:
             return Response(200, body, {header: kept[name] for name, header in _KEPT.items()},
                             "Not Modified", from_cache=True)
         # Validators sent, but the copy is gone: ask in full.

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from pipeline.core.assemble import Choice
     from pipeline.sources import PullSource
     from pipeline.stages.built import BuiltIssue
+    from pipeline.stages.deliver import SendRequest
     from pipeline.stages.machine_translation import Translate
     from pipeline.stages.preflight import Delivery
     from subscribers.model import SentIssue
@@ -81,15 +82,13 @@ def signing_keys(environ: Mapping[str, str]) -> tuple[Keys, bool]:
     return Keys.development(), True
 
 
-def open_delivery(settings: Settings, environ: Mapping[str, str], built: BuiltIssue, *,
-                  at: datetime, test_copies: bool = False,
-                  allow_missing_translations: bool = False,
-                  allow_partial_week: bool = False) -> Delivery:
+def open_delivery(settings: Settings, environ: Mapping[str, str], built: BuiltIssue,
+                  request: SendRequest, *, at: datetime) -> Delivery:
     """Every check of a send, in :mod:`pipeline.stages.preflight`'s order; the first that
     fails raises."""
-    check_issue(settings, built, at=at, test_copies=test_copies,
-                allow_missing_translations=allow_missing_translations,
-                allow_partial_week=allow_partial_week)
+    check_issue(settings, built, at=at, test_copies=request.to is not None,
+                allow_missing_translations=request.allow_missing_translations,
+                allow_partial_week=request.allow_partial_week)
     keys, development = signing_keys(environ)
     transport = open_transport(settings, environ, built.folder)
     return check_delivery(settings, built, keys, development, transport)

@@ -168,10 +168,7 @@ def say_built(issue_id: str, items: Sequence[Item], problems: Sequence[Problem],
 
 def open_delivery(settings: Settings, built: BuiltIssue, request: SendRequest) -> Delivery:
     """Every check a send makes (pipeline/stages/preflight.py); the caller closes it."""
-    return wiring.open_delivery(settings, os.environ, built, at=clock.now(),
-                         test_copies=request.to is not None,
-                         allow_missing_translations=request.allow_missing_translations,
-                         allow_partial_week=request.allow_partial_week)
+    return wiring.open_delivery(settings, os.environ, built, request, at=clock.now())
 
 
 def send_copies(settings: Settings, built: BuiltIssue, to: str, layouts: tuple[str, ...]) -> None:

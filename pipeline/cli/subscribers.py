@@ -109,17 +109,14 @@ def add_parser(commands: argparse._SubParsersAction[Any]) -> None:
     remove.set_defaults(handler=_cmd_remove)
 
 
-# -- add -------------------------------------------------------------------------------------
-
 def _cmd_add(args: argparse.Namespace, settings: Settings) -> int:
-    status = "active" if args.confirmed else "pending"
     areas = parse_areas(args.areas, ",")
     if isinstance(areas, str):
         raise UsageError(f"--areas: {areas}")
 
     with open_store(settings) as store:
-        result = store.add(args.email, args.layout, status=status, source="cli",
-                           now=clock.now(), areas=areas)
+        result = store.add(args.email, args.layout, source="cli", now=clock.now(), areas=areas,
+                           status="active" if args.confirmed else "pending")
     sub = result.subscriber
     if result.outcome is AddOutcome.SUPPRESSED or sub is None:
         raise RefusedAddress(normalise_email(args.email),
@@ -139,12 +136,9 @@ def _cmd_add(args: argparse.Namespace, settings: Settings) -> int:
     return 0
 
 
-# -- import ----------------------------------------------------------------------------------
-
 #: Rows per write: each batch is one store call (one SQLite transaction), and what the
 #: summary and stderr report is what the committed batches did.
 IMPORT_BATCH = 1000
-
 
 #: A CSV row: its line, and the subscriber it asks for or what is wrong with it.
 Row = tuple[int, NewSubscriber | str]
@@ -266,9 +260,8 @@ def _read_csv(path: Path) -> Iterator[Row]:
     if "email" not in names:
         raise UsageError(f"{path}:1: no 'email' column in the header (found: "
                          f"{', '.join(names) or 'nothing'}); expected: email,layout")
-    columns = {name: names.index(name) if name in names else None
-               for name in ("email", "layout", "areas")}
-    return _rows(reader, columns)
+    return _rows(reader, {name: names.index(name) if name in names else None
+                          for name in ("email", "layout", "areas")})
 
 
 def _rows(reader: CsvReader, columns: dict[str, int | None]) -> Iterator[Row]:
@@ -282,16 +275,13 @@ def _rows(reader: CsvReader, columns: dict[str, int | None]) -> Iterator[Row]:
             yield start, f"unreadable CSV row: {exc}"
         else:
             if any(cell.strip() for cell in record):
-                cells = {name: _cell(record, at) for name, at in columns.items()}
-                yield start, _check_row(cells)
+                yield start, _check_row({name: _cell(record, at) for name, at in columns.items()})
         start = reader.line_num + 1
 
 
 def _cell(record: list[str], index: int | None) -> str:
     return record[index].strip() if index is not None and index < len(record) else ""
 
-
-# -- export, list, remove --------------------------------------------------------------------
 
 def _cmd_export(args: argparse.Namespace, settings: Settings) -> int:
     writer = csv.writer(sys.stdout, lineterminator="\n")

@@ -64,7 +64,6 @@ class Report:
         return next((kind for kind in order if kind in kinds), None)
 
     def refused(self, kind: BounceKind) -> tuple[str, ...]:
-        """The ``Final-Recipient`` addresses of the recipients with verdict ``kind``."""
         return tuple(r.final for r in self.recipients if r.bounce == kind and r.final)
 
     @property
@@ -143,8 +142,7 @@ def _blocks(part: Message) -> list[Message]:
     payload = part.get_payload()
     if isinstance(payload, list):
         return [block for block in payload if isinstance(block, Message)]
-    parser = HeaderParser()
-    return [parser.parsestr(block.strip() + "\n")
+    return [HeaderParser().parsestr(block.strip() + "\n")
             for block in re.split(r"\r?\n[ \t]*\r?\n", _decoded(part)) if block.strip()]
 
 

@@ -29,7 +29,6 @@ __all__ = ["ACTIONS", "LAYOUT_WORDS", "Action", "Verdict", "classify", "mask_add
 
 Action = Literal["unsubscribe", "subscribe", "bounce", "ignored", "unrecognised"]
 
-#: What :func:`classify` can decide.
 ACTIONS: tuple[Action, ...] = get_args(Action)
 
 #: The words that may follow ``subscribe`` / ``订阅``, and the layout each asks for.
@@ -78,11 +77,9 @@ def _classify(raw: bytes) -> Verdict:
     sender = _sender(message, headers)
     if is_report(message):  # a DSN: before the checks, as its token proves itself
         return _bounce(message, sender)
-    token = _token(headers)
-    if token:  # signed: it proves itself, whatever SES thought of the mail around it
+    if token := _token(headers):  # signed: it proves itself, whatever SES made of the mail
         return Verdict("unsubscribe", "token", token=token, sender=sender)
-    failed = _failed_check(headers)
-    if failed:
+    if failed := _failed_check(headers):
         return Verdict("ignored", failed, sender=sender)
     where, layout = "subject", _subscribe_command(_subject(message, headers))
     if layout is None:
@@ -170,16 +167,12 @@ def _token(headers: _Headers) -> str | None:
     return next((match.group(1).lower() for match in found if match), None)
 
 
-# -- bounce
-
-
 def _bounce(message: EmailMessage, sender: str | None) -> Verdict:
     """The verdict on a delivery status notification (see :class:`Verdict`)."""
     report = read_report(message)
     if report is None or not report.recipients:
         return Verdict("unrecognised", "dsn-unreadable", sender=sender)
-    kind = report.bounce
-    if kind is None:
+    if (kind := report.bounce) is None:
         return Verdict("ignored", "dsn-temporary" if report.failed else "dsn-not-failed",
                        sender=sender)
     if not report.tokens:

@@ -57,7 +57,6 @@ class MailCheck:
 
     @property
     def failed(self) -> tuple[Check, ...]:
-        """The required checks that do not hold."""
         return tuple(check for check in self.checks if check.required and not check.passed)
 
     @property
@@ -124,9 +123,6 @@ def _ascii_domain(domain: str) -> str:
         return domain.encode("idna").decode("ascii")
     except UnicodeError:
         return domain
-
-
-# -- List-Unsubscribe
 
 
 def _list_unsubscribe(message: Message) -> list[Check]:

@@ -78,7 +78,6 @@ def segmented(pages: Mapping[str, str]) -> tuple[dict[str, str], bytes]:
 
 
 def bundle_prefix(year: str) -> str:
-    """Where the bundle of ``year``'s issues is published."""
     return f"{BUNDLE}{year}/"
 
 

@@ -65,15 +65,14 @@ def identifiers(body_html: str) -> list[Markup]:
 class Site:
     """Renders the site's pages with the shared template environment."""
 
-    def __init__(self, site: SiteSettings, env: jinja2.Environment | None = None, *,
-                 footer: Footer | None = None) -> None:
+    def __init__(self, site: SiteSettings, *, footer: Footer | None = None) -> None:
         """``footer``: who publishes the archive, as every email's foot says it."""
         self.base_url = site.base_url.rstrip("/")
         path = urlsplit(self.base_url).path
         #: The site's root as a path ("" or "/weekly"): where every link between pages starts.
         self.root = path.rstrip("/")
         self._origin = self.base_url[:len(self.base_url) - len(path)]
-        self.env = env or environment()
+        self.env = environment()
         self.env.globals.update(
             footer=footer or Footer(), s=strings(), lang_tag=LANG_TAGS, tier_label=tier_label,
             identifiers=identifiers, base_url=self.base_url, root=self.root,
