@@ -117,7 +117,6 @@ def _cmd_preview(args: argparse.Namespace, settings: Settings) -> int:
     # --to "" is a mistake, not "no test copy"
     to = copy_address(args.to) if args.to is not None else None
     week = choose_week(settings, args.week)
-    # The approve command, as the editor runs it once the preview looks right.
     config = ("--config", str(args.config)) if args.config else ()
     approve = command(*config, "approve", "--week", week.id)
     # One Chromium for the whole command, kept for every rebuild under --watch.
@@ -167,8 +166,7 @@ def _maker(args: argparse.Namespace, settings: Settings, week_id: str, approve: 
 def _serve_and_watch(args: argparse.Namespace, settings: Settings, week_id: str,
                      make: Callable[[bool], Made], latest: _Latest,
                      shooter: Screenshotter | None) -> None:
-    """Serve the issue folder and/or rebuild on changes until Ctrl-C; return at once with
-    neither (``--no-serve`` without ``--watch``)."""
+    """Serve the issue folder and/or rebuild on changes until Ctrl-C."""
     if args.no_serve and not args.watch:
         return
     server: ThreadingHTTPServer | None = None

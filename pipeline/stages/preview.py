@@ -76,9 +76,6 @@ _SCHEME_META = re.compile(
 _HEAD = re.compile(r"<head(\s[^>]*)?>", re.I)
 
 
-# -- the email copies ----------------------------------------------------------------------
-
-
 def proof_copy(html: str) -> str:
     """A layout as the preview frames it: no personal-link placeholder, links open outside."""
     html = (html.replace(UNSUBSCRIBE_PLACEHOLDER, "#unsubscribe")
@@ -95,9 +92,6 @@ def dark_copy(html: str) -> tuple[str, bool]:
         forced = _HEAD.sub(lambda m: m[0] + '<meta name="color-scheme" content="dark">',
                            forced, count=1)
     return forced, n > 0
-
-
-# -- the page -------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -176,10 +170,8 @@ class VariantView(_Framed):
 
 
 def render_page(built: BuiltIssue, report: ProofReport, facts: PageFacts,
-                screenshots: Screenshots, dark_css: dict[str, bool],
-                env: jinja2.Environment | None = None) -> str:
+                screenshots: Screenshots, dark_css: dict[str, bool]) -> str:
     """The preview page (pure)."""
-    env = env or environment()
     sizes = {size.layout: size for size in report.sizes}
     made = set(screenshots.files)
     views = []
@@ -190,7 +182,7 @@ def render_page(built: BuiltIssue, report: ProofReport, facts: PageFacts,
                                 built.issue.preheader[layout], sizes[layout],
                                 dark_css[layout], shots))
     try:
-        return env.get_template(TEMPLATE).render(
+        return environment().get_template(TEMPLATE).render(
             issue=IssueView(built.issue, ""), built=built, report=report, facts=facts,
             layouts=views, variants=[VariantView(v.key, v) for v in report.variants],
             screenshots=screenshots, widths=WIDTHS, dark_width=DARK_WIDTH,
@@ -216,15 +208,13 @@ class Preview:
 
 def write_preview(built: BuiltIssue, report: ProofReport, facts: PageFacts, *,
                   chromium: str | None = None, shooter: Screenshotter | None = None,
-                  skip_reason: str | None = None, env: jinja2.Environment | None = None,
-                  cached_only: bool = False) -> Preview:
+                  skip_reason: str | None = None, cached_only: bool = False) -> Preview:
     """Write ``<issue folder>/preview/`` all at once; screenshots when ``shooter`` (or a
-    ``chromium`` to start one) is given, reusing the last preview's where the page is unchanged.
-    """
+    ``chromium`` to start one) is given, reusing the last preview's where the page is unchanged."""
     if shooter is None and chromium:
         with Screenshotter(chromium) as own:
             return write_preview(built, report, facts, shooter=own, skip_reason=skip_reason,
-                                 env=env, cached_only=cached_only)
+                                 cached_only=cached_only)
     target = built.folder / PREVIEW_DIR
     with staged_folder(target) as staging:
         dark_css = {}
@@ -238,12 +228,9 @@ def write_preview(built: BuiltIssue, report: ProofReport, facts: PageFacts, *,
                                        cached_only=cached_only)
         else:
             screenshots = Screenshots(notes=(skip_reason or "no chromium on the PATH",))
-        page = render_page(built, report, facts, screenshots, dark_css, env)
+        page = render_page(built, report, facts, screenshots, dark_css)
         (staging / PAGE).write_text(page, encoding="utf-8")
     return Preview(target, screenshots, facts)
-
-
-# -- the stage --------------------------------------------------------------------------
 
 
 def editorial_file(settings: Settings, week_id: str) -> Path:
@@ -259,12 +246,9 @@ def preview_issue(settings: Settings, week_id: str, feeds: Sequence[str] = (), *
                   sent: SentIssue | None = None, correct: str | None = None,
                   archive_weeks: Sequence[str] | None = None
                   ) -> tuple[BuiltIssue, ProofReport, Preview]:
-    """Build the week (``build`` semantics), proof it with every variant and write its
-    preview folder.
-
-    An approved issue whose content changed is not rebuilt, and a sent week is previewed only as
-    it went out or as a correction: ``build``'s errors, said from the preview's side.
-    """
+    """Build the week (``build`` semantics: an approved issue is not replaced, a sent week is
+    previewed only as it went out or as a correction), proof it with every variant and write
+    its preview folder."""
     strings.cache_clear()  # under --watch, templates/strings.toml may have changed
     try:
         result = build(settings, week_id=week_id, feeds=feeds, translate=translate,
@@ -294,9 +278,6 @@ def watched_paths(settings: Settings, week_id: str, feeds: Sequence[str] = ()) -
     locations = [settings.feed_location(f) for f in (tuple(feeds) or settings.feed.urls)]
     files = [Path(loc) for loc in locations if "://" not in loc]
     return [*files, templates_dir(), editorial_file(settings, week_id)]
-
-
-# -- watching and serving ------------------------------------------------------------------
 
 
 class Watcher:

@@ -157,9 +157,7 @@ def missing_shards(reports: Sequence[Mapping[str, Any]]) -> list[str]:
         index, _, count = shard.partition("/")
         if index.isdigit() and count.isdigit():
             seen.setdefault(int(count), set()).add(int(index))
-    if not seen:
-        return []
-    total = max(seen)
+    total = max(seen, default=0)
     return [f"{i}/{total}" for i in range(1, total + 1) if i not in seen[total]]
 
 
@@ -294,8 +292,6 @@ def _list(counts: Mapping[tuple[str, str], int]) -> str:
             parts.append(f"{status} {total}")
     return " · ".join(parts)
 
-
-# -- gathering (the I/O edge) ---------------------------------------------------------------------
 
 def gather(settings: Settings, week_id: str, store: DeliveryStore, archive: Archive, *,
            last: int = 6) -> tuple[WeekStatus, list[IssueRates], dict[tuple[str, str], int]]:

@@ -162,7 +162,7 @@ class SmtpTransport(Transport):
         self._pool = threading.Condition()  # signalled whenever a place in the pool frees
         self._idle: list[_Connection] = []  # open, and nobody is using them
         self._count = 0  # open in all, idle or in use
-        self._login_lock = threading.Lock()  # one login at a time: a refused one is the only
+        self._login_lock = threading.Lock()  # one login at a time (see _login)
         #: Why the relay refused us for good (a login, AUTH, TLS): no thread tries again.
         self._refusal: str | None = None
 
@@ -246,8 +246,7 @@ class SmtpTransport(Transport):
             conn.close()
 
     def _connect(self, recipient: str) -> _Connection:
-        """Open, greet, secure and log in, each failure mapped (a refusal of us is
-        remembered: no other thread asks again)."""
+        """Open, greet, secure and log in, each failure mapped."""
         self._refuse_again(recipient)
         try:
             return self._open(recipient)
@@ -467,8 +466,7 @@ class SmtpTransport(Transport):
         return TemporaryFailure(where, recipient=recipient)
 
     def _about_us(self, stage: str, code: int, said: str) -> str | None:
-        """The fix, when a 5xx refuses *us* (the login, TLS, the sender, relaying) rather
-        than the recipient."""
+        """The fix when a 5xx refuses *us* (login, TLS, sender, relaying), not the recipient."""
         lowered = said.lower()
         if code == 530 or _NEEDS_AUTH.search(said):
             if "starttls" in lowered:
@@ -526,8 +524,7 @@ def default_helo_name(settings: SmtpSettings, from_address: str) -> str:
 
 
 def _mechanism(offered: str) -> str | None:
-    """The one AUTH mechanism to try from the relay's list (``"LOGIN PLAIN"``), in our
-    order; CRAM-MD5 only if nothing else is."""
+    """The one AUTH mechanism to try from the relay's list (``"LOGIN PLAIN"``), in our order."""
     names = offered.upper().split()
     return next((name for name in ("PLAIN", "LOGIN", "CRAM-MD5") if name in names), None)
 

@@ -64,10 +64,8 @@ def raise_open_files(wanted: int) -> int:
 
 
 def connection_limit(open_files: int) -> int:
-    """How many connections fit in ``open_files`` beside the backlog and the process's own
-    files: at most :data:`MAX_CONNECTIONS`, at least :data:`MIN_CONNECTIONS`."""
-    return max(MIN_CONNECTIONS,
-               min(MAX_CONNECTIONS, open_files - BACKLOG - RESERVED_FILES))
+    """How many connections fit in ``open_files`` beside the backlog and our own files."""
+    return max(MIN_CONNECTIONS, min(MAX_CONNECTIONS, open_files - BACKLOG - RESERVED_FILES))
 
 
 class OncePerInterval(logging.Filter):

@@ -127,8 +127,6 @@ class Routes:
         self.allowed_origins = {_origin(pages.app_url), _origin(pages.base_url)}
         self._notifications = itertools.count(1)
 
-    # -- /subscribe ------------------------------------------------------------------------
-
     @_page()
     async def subscribe_page(self, asked: Asked) -> Response:
         """The form in the browser's language order, its layout preset to match unless the
@@ -174,8 +172,6 @@ class Routes:
             return self.pages.render("unavailable", 503, langs=langs)
         return response
 
-    # -- /confirm --------------------------------------------------------------------------
-
     @_page()
     async def confirm_page(self, asked: Asked) -> Response:
         """The one button, for any link that verifies: the page reads nothing about the
@@ -210,8 +206,6 @@ class Routes:
             return self.pages.render("unavailable", 503, langs=langs)
         return self.pages.render("resent", langs=langs)
 
-    # -- /unsubscribe ----------------------------------------------------------------------
-
     @_page()
     async def unsubscribe_page(self, asked: Asked) -> Response:
         """One button, naming the address (masked: the link may have been forwarded), with
@@ -245,8 +239,6 @@ class Routes:
             return self.pages.render("unsubscribed", langs=asked.langs)
         return self.pages.render("unsubscribed", langs=reading_order(subscriber.layout),
                                  link=self._preferences_link(subscriber.id, asked.now))
-
-    # -- /preferences ----------------------------------------------------------------------
 
     @_page()
     async def preferences_page(self, asked: Asked) -> Response:
@@ -301,8 +293,6 @@ class Routes:
                                         subscriber.areas if chosen is None else chosen),
             action=f"{self.pages.app_url}/preferences?token={token}")
 
-    # -- /webhooks/ses ---------------------------------------------------------------------
-
     async def ses_webhook(self, request: Request) -> Response:
         verifier = self.verifier
         if verifier is None:
@@ -351,8 +341,6 @@ class Routes:
         log.info("webhook: SNS subscription confirmed for %s", message.topic_arn)
         return self.pages.plain("Subscribed", 200)
 
-    # -- the rest --------------------------------------------------------------------------
-
     async def healthz(self, request: Request) -> Response:
         return self.pages.plain("ok", 200)
 
@@ -368,8 +356,6 @@ class Routes:
         response = self.pages.plain("Method not allowed", 405)
         response.headers.update(getattr(exc, "headers", None) or {})  # Allow
         return response
-
-    # -- shared ----------------------------------------------------------------------------
 
     async def _client_allowed(self, asked: Asked) -> bool:
         """The per-client limit (kept in the store, so several processes share it)."""

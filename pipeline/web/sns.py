@@ -87,7 +87,6 @@ _NOTIFICATION_KEYS = ("Message", "MessageId", "Subject", "Timestamp", "TopicArn"
 _CONFIRMATION_KEYS = (
     "Message", "MessageId", "SubscribeURL", "Timestamp", "Token", "TopicArn", "Type",
 )
-_DETAIL_LIMIT = 120
 
 
 class SnsError(NewsletterError):
@@ -98,7 +97,7 @@ class SnsError(NewsletterError):
     def __init__(self, reason: SnsReason, detail: str = "") -> None:
         text = f"sns {reason}: {_MESSAGES[reason]}"
         if detail:
-            text += f" ({one_line(detail, _DETAIL_LIMIT)})"
+            text += f" ({one_line(detail, 120)})"
         super().__init__(text)
         self.reason: SnsReason = reason
 
