@@ -145,7 +145,6 @@ class Footer:
 
     @classmethod
     def configured(cls, delivery: DeliverySettings, site: SiteSettings) -> Footer:
-        """The footer a deployment's ``[delivery]`` and ``[site]`` describe."""
         app_url = site.app_url.rstrip("/")
         return cls(
             publisher=one_line(delivery.publisher) or one_line(delivery.from_),
@@ -324,14 +323,6 @@ class Renderer:
         html, text = self._parts_of({**common, **_plan_context(plan, base_url)})
         return _Drawn(plan, html, text, max(budget.weigh(html, html=True), budget.weigh(text)))
 
-    # -- templates ---------------------------------------------------------------------
-
-    def _context(self, issue: Issue, variant: Variant, base_url: str, plan: _Plan,
-                 footer: Footer) -> dict[str, Any]:
-        """What the templates print for ``plan``."""
-        return {**self._common_context(issue, variant, base_url, footer),
-                **_plan_context(plan, base_url)}
-
     def _common_context(self, issue: Issue, variant: Variant, base_url: str,
                         footer: Footer) -> dict[str, Any]:
         """What the templates print whichever items are shortened."""
@@ -359,7 +350,6 @@ class Renderer:
             "tier_colors": TIER_COLORS,
             "tier_label": tier_label,
             "titles": _titles,
-            #: The areas this variant puts first, and whether an item is one of them.
             "interests": variant.areas,
             "for_you": lambda item: for_you(item, interests),
             "areas_first": {lang: s[lang]["areas_first"].format(
@@ -373,7 +363,8 @@ class Renderer:
     def _parts(self, issue: Issue, variant: Variant, base_url: str, plan: _Plan,
                footer: Footer) -> tuple[str, str]:
         """Both parts of ``plan``, as :meth:`render_variant` draws them."""
-        return self._parts_of(self._context(issue, variant, base_url, plan, footer))
+        return self._parts_of({**self._common_context(issue, variant, base_url, footer),
+                               **_plan_context(plan, base_url)})
 
     def _parts_of(self, context: dict[str, Any]) -> tuple[str, str]:
         """The HTML part (MJML compiled) and the text part (wrapped) of one context."""
