@@ -65,7 +65,6 @@ class IssueView:
     def __init__(self, issue: Issue, base: str) -> None:
         """``base``: where its links start, the site's root as a path (``""``)."""
         self.issue = issue
-        self.id = issue.id
         self.base = base
         self.url = self.page_url()
         #: The end of the week (the Monday it goes out): stable, so re-publishing is a no-op.
@@ -75,7 +74,7 @@ class IssueView:
         return f"{self.base}/issues/{self.id}/{variant}"
 
     def __getattr__(self, name: str) -> Any:
-        return getattr(self.issue, name)  # items, subject, preheader, number
+        return getattr(self.issue, name)  # id, items, subject, preheader, number
 
     def day(self, item: Item) -> str:
         """The day ``item`` was first reviewed, in the issue's zone (``2026-11-23``)."""
@@ -83,7 +82,6 @@ class IssueView:
 
     @cached_property
     def ranges(self) -> dict[str, str]:
-        """The issue's days, as a headline in each language."""
         return headline_dates(self.issue.week.start, self.issue.week.end, self.issue.week.tz)
 
     def number_label(self, lang: str) -> str:
