@@ -26,6 +26,7 @@ __all__ = ["SendRequest", "keep_report", "send_list"]
 
 _log = logging.getLogger("newsletter.send")
 
+
 @dataclass(frozen=True)
 class SendRequest:
     """What a send is asked to do: ``send``'s and ``run``'s flags, or test copies (``to``)."""
