@@ -69,8 +69,7 @@ class S3Archive(Archive):
     def read(self, key: str) -> bytes | None:
         full = self._key(key)
         try:
-            response = self.client.get_object(Bucket=self.bucket, Key=full)
-            return response["Body"].read()
+            return self.client.get_object(Bucket=self.bucket, Key=full)["Body"].read()
         except (ClientError, BotoCoreError, OSError) as exc:
             if isinstance(exc, ClientError) and is_missing_key(exc):
                 return None
