@@ -14,8 +14,6 @@ __all__ = ["LocalArchive"]
 
 
 class LocalArchive(Archive):
-    """The archive as a folder (``[archive] dir``): what ``make site`` serves."""
-
     name = "local"
 
     def __init__(self, root: Path) -> None:

@@ -22,7 +22,6 @@ __all__ = ["TranslationMemory", "memory_path"]
 
 
 def memory_path(settings: Settings) -> Path:
-    """``<[paths] data_dir>/translations.sqlite3``."""
     return settings.resolve(settings.paths.data_dir) / MEMORY_FILE
 
 
