@@ -14,8 +14,6 @@ __all__ = ["LocalArchive"]
 
 
 class LocalArchive(Archive):
-    """The archive as a folder (``[archive] dir``): what ``make site`` serves."""
-
     name = "local"
 
     def __init__(self, root: Path) -> None:
@@ -25,8 +23,7 @@ class LocalArchive(Archive):
         return self.root / check_key(key)
 
     def list_issues(self) -> list[str]:
-        found = (self.root / "issues").glob("*/issue.json")
-        return sorted(p.parent.name for p in found
+        return sorted(p.parent.name for p in (self.root / "issues").glob("*/issue.json")
                       if issue_id_of(f"issues/{p.parent.name}/issue.json"))
 
     def read(self, key: str) -> bytes | None:

@@ -35,7 +35,6 @@ def normalise_prefix(prefix: str) -> str:
                            "'weekly/'") from None
 
 
-#: The most keys one DeleteObjects request takes.
 DELETE_BATCH = 1000
 
 
@@ -69,8 +68,7 @@ class S3Archive(Archive):
     def read(self, key: str) -> bytes | None:
         full = self._key(key)
         try:
-            response = self.client.get_object(Bucket=self.bucket, Key=full)
-            return response["Body"].read()
+            return self.client.get_object(Bucket=self.bucket, Key=full)["Body"].read()
         except (ClientError, BotoCoreError, OSError) as exc:
             if isinstance(exc, ClientError) and is_missing_key(exc):
                 return None
@@ -148,9 +146,8 @@ class S3Archive(Archive):
             self.client.close()
 
     def _error(self, exc: Exception, doing: str, key: str | None) -> ArchiveError:
-        reason = s3_reason(exc, self.bucket,
-                           rights="s3:ListBucket, s3:GetObject and s3:PutObject")
-        return ArchiveError(f"{doing}: {reason}", key=key)
+        return ArchiveError(f"{doing}: " + s3_reason(
+            exc, self.bucket, rights="s3:ListBucket, s3:GetObject and s3:PutObject"), key=key)
 
 
 def _etag(value: Any) -> str:

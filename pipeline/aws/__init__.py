@@ -115,8 +115,6 @@ def answer(exc: ClientError) -> Answer:
                   " ".join(str(error.get("Message", "")).split()))
 
 
-# -- S3, for the archive and the inbox ------------------------------------------------------
-
 _DENIED = frozenset({"AccessDenied", "AllAccessDisabled", "InvalidAccessKeyId",
                      "SignatureDoesNotMatch", "ExpiredToken", "InvalidToken"})
 

@@ -21,7 +21,6 @@ class SqsQueue:
         self.client = aws_client("sqs", region=region_of(queue_url), what=what, key=key)
 
     def send(self, body: str) -> None:
-        """One ``SendMessage``; TransportError when SQS does not take it."""
         try:
             self.client.send_message(QueueUrl=self.queue_url, MessageBody=body)
         except (BotoCoreError, ClientError) as exc:

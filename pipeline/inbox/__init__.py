@@ -37,7 +37,6 @@ class InboxError(NewsletterError):
 
     def __init__(self, where: str, message: str) -> None:
         super().__init__(f"inbox {where}: {message}")
-        self.where = where
 
 
 @dataclass(frozen=True)
@@ -63,9 +62,6 @@ class Inbox(Resource, Protocol):
     def describe(self) -> str:
         """Where this inbox is (a folder, ``s3://bucket/prefix/``): for messages, and part
         of each mail's once-only key, so it must not change between runs."""
-
-    def close(self) -> None:
-        """Release what the inbox holds (an S3 client it built)."""
 
 
 def is_mail_name(name: str) -> bool:

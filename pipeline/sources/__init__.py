@@ -20,12 +20,9 @@ class PullSource(Protocol):
 
     def pull(self, repo: str, n: int) -> PullFacts | None:
         """The PR's facts, or None (no such PR, or the source cannot be asked)."""
-        ...
 
     def files(self, repo: str, n: int) -> tuple[str, ...] | None:
         """The paths of the PR's changed files, or None."""
-        ...
 
     def problems(self) -> list[Problem]:
         """The warnings of this build (the source could not be asked), none otherwise."""
-        ...

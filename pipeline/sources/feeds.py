@@ -45,9 +45,8 @@ def fetch(location: str, cache_dir: Path | None, *, total_seconds: float = TOTAL
         return _fetch_url(location, cache_dir, total_seconds)
     if "://" in location:
         raise FeedError(location, "only files and http(s) URLs are supported")
-    path = Path(location)
     try:
-        with path.open("rb") as handle:  # read capped: a device or a growing file has no size
+        with Path(location).open("rb") as handle:  # capped: a device or a growing file has no size
             body = handle.read(MAX_BYTES + 1)
         if len(body) > MAX_BYTES:
             raise FeedError(location, f"larger than {MAX_BYTES:,} bytes")

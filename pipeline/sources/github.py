@@ -87,7 +87,6 @@ class GithubClient:
         self.unavailable: str | None = None
 
     def problems(self) -> list[Problem]:
-        """One warning when GitHub could not be asked, none otherwise."""
         if self.unavailable is None:
             return []
         return [Problem("github-unavailable", "warning",
@@ -103,8 +102,6 @@ class GithubClient:
             return None
         return tuple(str(f["filename"]) for f in data
                      if isinstance(f, Mapping) and f.get("filename"))
-
-    # -- HTTP ---------------------------------------------------------------------------------
 
     def _get_json(self, path: str) -> Any:
         """The JSON at ``path`` (None for 404), waiting out at most one short rate limit;

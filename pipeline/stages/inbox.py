@@ -79,7 +79,6 @@ def process(inbox: Inbox, subscriptions: Subscriptions, now: datetime) -> InboxR
     (``retry-later``); any other error forgets it too, then stops the run.
     """
     counts: Counter[str] = Counter()
-    #: The breakdown of a count, by reason or outcome.
     details: dict[str, Counter[str]] = {"ignored": Counter(), "subscribe": Counter(),
                                         "bounce": Counter()}
     handled = subscriptions.handled

@@ -23,8 +23,7 @@ AWS_MAX_BYTES = 10_000
 
 def translate_client(region: str | None = None, *, connect_timeout: float = 10.0,
                      read_timeout: float = 60.0, max_attempts: int = 4) -> TranslateClient:
-    """An Amazon Translate client on a fresh boto3 session, with botocore's standard retries:
-    TranslateText has no side effect, so throttling and 5xx answers are safely repeated."""
+    """An Amazon Translate client on a fresh boto3 session, with botocore's standard retries."""
     return aws_client("translate", region=region, what="the aws backend",
                       key="[translate] backend",
                       retries={"total_max_attempts": max_attempts, "mode": "standard"},
@@ -44,7 +43,6 @@ class AwsTranslator(Translator):
         self.client: TranslateClient = client if client is not None else translate_client(region)
 
     def translate(self, text: str, source: str, target: str) -> str:
-        """One ``TranslateText`` call; botocore errors become :class:`TranslateError`."""
         from botocore import exceptions as boto  # not at the top: wiring imports this module
 
         size = len(text.encode("utf-8"))

@@ -22,7 +22,6 @@ __all__ = ["TranslationMemory", "memory_path"]
 
 
 def memory_path(settings: Settings) -> Path:
-    """``<[paths] data_dir>/translations.sqlite3``."""
     return settings.resolve(settings.paths.data_dir) / MEMORY_FILE
 
 
@@ -77,7 +76,6 @@ class TranslationMemory(Resource):
 
     @staticmethod
     def key(source_text: str) -> str:
-        """The sha256 (hex) of the source text, as the memory keys it."""
         return hashlib.sha256(source_text.encode("utf-8")).hexdigest()
 
     def get(self, source_text: str, *, backend: str, model: str, target: str) -> str | None:

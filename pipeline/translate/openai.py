@@ -151,8 +151,7 @@ class OpenAITranslator(Translator):
 
     def _content(self, answer: bytes) -> str:
         try:
-            payload = json.loads(answer)
-            choice = payload["choices"][0]
+            choice = json.loads(answer)["choices"][0]
             content = choice["message"]["content"]
         except (ValueError, KeyError, IndexError, TypeError) as exc:
             raise self._error(f"not a chat completion: {answer[:200]!r}") from exc

@@ -109,7 +109,7 @@ class _Server(uvicorn.Server):
     die by it before the store is closed, instead of exiting 0."""
 
     #: The app's sign-up work, told to stop waiting when the server stops (it waits for it).
-    mail_queue: MailQueue | None = None
+    mail_queue: MailQueue
     #: Hold back the warnings a client causes at will (ours and uvicorn's).
     _once: limits.OncePerInterval
     _noisy = (logging.getLogger("uvicorn.error"), limits.log)
@@ -126,8 +126,7 @@ class _Server(uvicorn.Server):
         await super().startup(sockets)
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
-        if self.mail_queue is not None:
-            self.mail_queue.stop_waiting()
+        self.mail_queue.stop_waiting()
         await super().shutdown(sockets)
         for logger in self._noisy:
             logger.removeFilter(self._once)

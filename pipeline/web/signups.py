@@ -61,6 +61,5 @@ class Signup:
         return cls(email, layout, tuple(areas), when)
 
     def run(self, subscriptions: Subscriptions) -> RequestOutcome:
-        """What the app's background task does: the store's request and the mail."""
         return subscriptions.request(self.email, self.layout, source="web", now=self.at,
                                      areas=self.areas)
