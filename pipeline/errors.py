@@ -56,7 +56,6 @@ class FeedError(NewsletterError):
 class RenderError(NewsletterError):
     def __init__(self, template: str, message: str) -> None:
         super().__init__(f"render {template}: {message}")
-        self.template = template
 
 
 class OutputError(NewsletterError):
@@ -69,7 +68,6 @@ class EmptyWeekError(NewsletterError):
     def __init__(self, week_id: str, skipped: int = 0) -> None:
         extra = f" ({skipped} entries skipped)" if skipped else ""
         super().__init__(f"nothing to do: no reviews in {week_id}{extra}")
-        self.week_id = week_id
 
 
 class IssueNotFoundError(NewsletterError):

@@ -79,8 +79,7 @@ def safe_url(url: str) -> str:
         host = f"[{host}]"
     if parts.port is not None:
         host = f"{host}:{parts.port}"
-    hidden = "?…" if parts.query else ""
-    return urlunsplit((parts.scheme, host, parts.path, "", "")) + hidden
+    return urlunsplit((parts.scheme, host, parts.path, "", "")) + ("?…" if parts.query else "")
 
 
 @contextlib.contextmanager

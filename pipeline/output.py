@@ -86,14 +86,12 @@ def _swap(staging: Path, target: Path, drop: Collection[str] | None) -> None:
             (target / name).rename(staging / name)
             moved.append(name)
         target.rename(old)
+        try:
+            staging.rename(target)
+        except OSError:
+            old.rename(target)
+            raise
     except OSError:
-        for name in moved:
-            (staging / name).rename(target / name)
-        raise
-    try:
-        staging.rename(target)
-    except OSError:
-        old.rename(target)
         for name in moved:
             (staging / name).rename(target / name)
         raise

@@ -79,12 +79,11 @@ class OptInMailer:
         html = self.env.get_template("mail/optin.html.j2").render(context)
         message.set_content(text, subtype="plain", charset="utf-8", cte=QUOTED_PRINTABLE)
         message.add_alternative(html, subtype="html", charset="utf-8", cte=QUOTED_PRINTABLE)
-        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%f")
         sent = self.transport.send(Outgoing(
             recipient=subscriber.email,
             sender=self.sender.addr_spec,
             raw=message.as_bytes(policy=_POLICY.clone(utf8=to.needs_smtputf8)),
-            key=f"{kind}/{subscriber.id}-{stamp}",
+            key=f"{kind}/{subscriber.id}-{datetime.now(UTC):%Y%m%dT%H%M%S%f}",
             tags={"kind": kind},
         ))
         # Never the address, nor the link: its token is a credential.

@@ -12,8 +12,7 @@ from pipeline.retry import backoff
 
 
 class TokenBucket:
-    """The rate we choose, ``rate`` messages a second after a first ``burst``; None is no
-    limit."""
+    """The rate we choose: ``rate`` messages a second after a first ``burst``; None: no limit."""
 
     def __init__(self, rate: float | None, burst: int = 1, *,
                  clock: Callable[[], float] = time.monotonic,

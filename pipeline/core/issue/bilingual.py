@@ -39,8 +39,7 @@ _LANG_NAMES = {"zh": "Chinese", "en": "English"}
 
 @dataclass(frozen=True)
 class MachineText:
-    """An item's text machine-translated into one language, asked for before assembly (see
-    :func:`pipeline.stages.machine_translation.translate_items`)."""
+    """An item's text machine-translated into one language, asked for before assembly."""
 
     #: The translated one-line title; None when refused or not asked.
     title: str | None = None

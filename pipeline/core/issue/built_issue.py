@@ -74,5 +74,4 @@ class BuiltIssue:
 
 def artifact_names(variant_keys: Sequence[str] = ()) -> list[str]:
     """The artifact files of a built issue: each layout's, then each variant's (by key)."""
-    keys = [*LAYOUTS, *variant_keys]
-    return [f"email-{key}.{ext}" for key in keys for ext in ("html", "txt")]
+    return [f"email-{key}.{ext}" for key in (*LAYOUTS, *variant_keys) for ext in ("html", "txt")]

@@ -65,8 +65,7 @@ def editorial_path(folder: Path, week_id: str) -> Path:
 
 
 def parse_editorial(text: str, path: Path, tiers: tuple[str, ...]) -> Editorial:
-    """The editor's file ``path`` from its ``text``; raise ConfigError naming what is wrong
-    (the file is read by :func:`pipeline.sources.editorial.load_editorial`)."""
+    """The editor's file ``path`` from its ``text``; ConfigError naming what is wrong."""
     try:
         raw = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
