@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import replace
+from datetime import UTC, datetime
 from html.parser import HTMLParser
 from typing import Any
 
@@ -27,6 +28,7 @@ from pipeline.core.email.render import (
     compact_css,
     counted,
     environment,
+    minutes,
     stray_placeholders,
     strings,
 )
@@ -35,7 +37,7 @@ from pipeline.core.issue.collect import parse_feed
 from pipeline.core.issue.interests import Variant
 from pipeline.core.shipped import templates_dir
 from pipeline.errors import RenderError
-from pipeline.model import LANG_TAGS, LAYOUTS, Text, layout_langs
+from pipeline.model import LANG_TAGS, LAYOUTS, Item, Pair, Text, layout_langs
 from pipeline.stages.build import rank_week, terms
 from pipeline.week import parse_week
 
@@ -702,3 +704,10 @@ def test_a_one_review_week_says_review_in_its_preheader(sample):
     _, issue, *_ = sample
     assert preheader("en", issue.items[:1]).startswith("1 PR review this week: 1 ")
     assert preheader("en", issue.items[:2]).startswith("2 PR reviews this week: ")
+
+
+def test_an_item_without_the_language_is_timed_in_the_one_it_is_shown_in():
+    item = Item(pr=1, url="https://github.com/o/r/pull/1", tier="skim", scope_note=None,
+                why=Pair("", ""), reviewed_at=datetime(2026, 11, 24, tzinfo=UTC), areas=(),
+                reading_minutes=Pair(0, 3), zh=None, en=None)
+    assert (minutes(item, "zh"), minutes(item, "en")) == ("约 3 分钟", "3 min read")

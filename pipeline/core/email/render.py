@@ -516,5 +516,7 @@ def _titles(item: Item, langs: Sequence[str]) -> list[tuple[str, str]]:
 
 
 def minutes(item: Item, lang: str) -> str:
-    """An item's reading time in ``lang``, as every email and page says it."""
-    return strings()[lang]["minutes"].format(n=item.reading_minutes.get(lang))
+    """An item's reading time, said in ``lang``, as every email and page says it; an item
+    without ``lang``'s text is timed in the language it is shown in, never "0 min"."""
+    n = item.reading_minutes.get(lang) or max(item.reading_minutes.zh, item.reading_minutes.en)
+    return strings()[lang]["minutes"].format(n=n)
