@@ -150,10 +150,10 @@ def open_store(settings: Settings) -> SubscriberStore:
     that both backends keep every role of it."""
     if settings.store.backend == "dynamodb":
         return open_dynamo_store(settings)
-    return SqliteStore.open(_sqlite_path(settings))
+    return SqliteStore.open(sqlite_path(settings))
 
 
-def _sqlite_path(settings: Settings) -> Path:
+def sqlite_path(settings: Settings) -> Path:
     return settings.resolve(settings.paths.data_dir) / FILE_NAME
 
 
@@ -185,7 +185,7 @@ def archive_weeks(settings: Settings) -> Sequence[str]:
 
 def store_exists(settings: Settings) -> bool:
     """Whether there is a store to read: a command that only reads it must not create it."""
-    return settings.store.backend == "dynamodb" or _sqlite_path(settings).exists()
+    return settings.store.backend == "dynamodb" or sqlite_path(settings).exists()
 
 
 def archive_lease(settings: Settings) -> str:

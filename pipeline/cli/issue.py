@@ -25,11 +25,11 @@ from pipeline.cli.common import (
     shown,
     translation,
 )
-from pipeline.core.issue.editorial import editorial_path
 from pipeline.stages.approve import approve
 from pipeline.stages.build import build, rank_week, read_feeds
 from pipeline.stages.built import choose_week
 from pipeline.stages.preflight import check_week
+from pipeline.stages.preview import editorial_file
 from pipeline.stages.send import check_gates
 from pipeline.stages.skeleton import extend
 from pipeline.stages.status import as_json, gather, render
@@ -165,7 +165,7 @@ def _cmd_translations(args: argparse.Namespace, settings: Settings) -> int:
     results = read_feeds(settings, args.feed)
     with translation(settings) as translate, future_week_said(settings, week.id):
         items = rank_week(settings, week, results, translate, github(settings)).items
-    path = editorial_path(settings.resolve(settings.paths.editorial_dir), week.id)
+    path = editorial_file(settings, week.id)
     added = extend(path, items)
     if added:
         listed = ", ".join(f"#{pr} {lang}" for pr, lang in added)

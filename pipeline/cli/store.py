@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from pipeline.cli.common import add_group
 from pipeline.errors import BlockedError, UsageError
-from pipeline.wiring import open_dynamo_store
+from pipeline.wiring import open_dynamo_store, sqlite_path
 
 if TYPE_CHECKING:
     from pipeline.config import Settings
@@ -58,7 +58,7 @@ def _cmd_migrate(args: argparse.Namespace, settings: Settings) -> int:
     # Here, not at the top: the migration reads and writes DynamoDB, so it imports boto3.
     from subscribers.store import migrate as migration
 
-    default = settings.resolve(settings.paths.data_dir) / migration.FILE_NAME
+    default = sqlite_path(settings)
     if args.to == "sqlite":
         if args.from_sqlite or args.create_tables:
             raise UsageError("--from-sqlite and --create-tables go with --to dynamodb")

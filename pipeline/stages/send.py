@@ -30,7 +30,7 @@ from datetime import datetime
 from hashlib import sha256
 from typing import TYPE_CHECKING
 
-from pipeline.config import Settings
+from pipeline.config import DeliverySettings, Settings
 from pipeline.core.email.addresses import redact_address
 from pipeline.core.email.message import Messages
 from pipeline.errors import (
@@ -63,7 +63,7 @@ INTERRUPTED = "interrupted (Ctrl-C)"
 #: relay limit does not hold a worker for minutes.
 MAX_ATTEMPTS = 3
 #: The default of ``[delivery] retry_seconds`` (a relay's minute windows pass many times).
-RETRY_SECONDS = 600.0
+RETRY_SECONDS: float = DeliverySettings.retry_seconds
 #: A transport refusing everything gets at least this long (a minute window passes once).
 MIN_REFUSING_SECONDS = 90.0
 _log = logging.getLogger("newsletter.send")
