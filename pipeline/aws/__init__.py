@@ -21,9 +21,9 @@ if TYPE_CHECKING:  # boto3-stubs (the test extra): types only, never imported at
     from mypy_boto3_sesv2 import SESV2Client
     from mypy_boto3_translate import TranslateClient
 
-#: The services the adapters speak to; each gets its typed client below (SQS untyped: the
-#: test extra's boto3-stubs leave it out).
-Service = Literal["s3", "sesv2", "translate", "dynamodb", "sqs"]
+#: The services the adapters speak to; each gets its typed client below (SQS, SSM and
+#: Secrets Manager untyped: the test extra's boto3-stubs leave them out).
+Service = Literal["s3", "sesv2", "translate", "dynamodb", "sqs", "ssm", "secretsmanager"]
 
 
 @overload
@@ -39,7 +39,7 @@ def aws_client(service: Literal["translate"], *, region: str | None, what: str,
 def aws_client(service: Literal["dynamodb"], *, region: str | None, what: str,
                key: str | None = None, **config: Any) -> DynamoDBClient: ...
 @overload
-def aws_client(service: Literal["sqs"], *, region: str | None, what: str,
+def aws_client(service: Literal["sqs", "ssm", "secretsmanager"], *, region: str | None, what: str,
                key: str | None = None, **config: Any) -> Any: ...
 def aws_client(service: Service, *, region: str | None, what: str, key: str | None = None,
                **config: Any) -> Any:

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 
 from mangum import Mangum
 
+from pipeline.aws import aws_client
 from pipeline.config import load
 from pipeline.web.app import open_app
 from pipeline.web.mail_queue import carry_out
@@ -50,13 +51,11 @@ Handler = Callable[[Event, Any], dict[str, Any]]
 def read_secret(reference: str) -> str:
     """The value behind ``reference``: a Secrets Manager ARN, else an SSM parameter name
     (a SecureString is decrypted)."""
-    import boto3
-
-    session = boto3.session.Session()
     if reference.startswith("arn:") and ":secretsmanager:" in reference:
-        secret = session.client("secretsmanager").get_secret_value(SecretId=reference)
-        return str(secret["SecretString"])
-    parameter = session.client("ssm").get_parameter(Name=reference, WithDecryption=True)
+        secret = aws_client("secretsmanager", region=None, what="reading a secret")
+        return str(secret.get_secret_value(SecretId=reference)["SecretString"])
+    parameter = aws_client("ssm", region=None, what="reading a secret").get_parameter(
+        Name=reference, WithDecryption=True)
     return str(parameter["Parameter"]["Value"])
 
 
