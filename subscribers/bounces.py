@@ -17,7 +17,7 @@ from typing import Protocol
 from subscribers.errors import InvalidAddress, UnknownSubscriber
 from subscribers.model import Subscriber
 from subscribers.store import DeliveryStore, Directory, Feedback, OnceKeys
-from subscribers.store.rules import MAIL_EVENTS
+from subscribers.store.rules import MAIL_EVENTS, check_known
 from subscribers.tokens import Keys, verify_token
 
 __all__ = ["Bounces", "MailEvent", "mark_bounced"]
@@ -78,8 +78,7 @@ class Bounces:
                    occurred_at: datetime | None = None) -> Subscriber | None:
         """Apply an SES event to the subscriber with ``address``; None if there is none. A time
         after ``now`` is taken as ``now``, so one future stamp cannot make later events look old."""
-        if kind not in MAIL_EVENTS:
-            raise ValueError(f"unknown mail event {kind!r}")
+        check_known("mail event", MAIL_EVENTS, kind)
         feedback = {"bounce-permanent": "bounce", "complaint": "complaint"}.get(kind)
         if feedback and message_id:
             self.store.record_feedback(message_id, feedback, now)

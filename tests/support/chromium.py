@@ -14,13 +14,13 @@ import pytest
 from playwright.sync_api import Browser, sync_playwright
 
 from pipeline.stages.screenshots import CHROMIUM_FLAGS
+from support.project import ROOT
 
 
 def artifacts_dir(kind: str) -> Path:
     """Where a browser test keeps screenshots for a person: ``$TEST_ARTIFACTS/<kind>``, else
     ``build/test-artifacts/<kind>``."""
-    root = Path(__file__).resolve().parents[2]
-    folder = Path(os.environ.get("TEST_ARTIFACTS") or root / "build" / "test-artifacts") / kind
+    folder = Path(os.environ.get("TEST_ARTIFACTS") or ROOT / "build" / "test-artifacts") / kind
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 

@@ -12,6 +12,7 @@ import pytest
 #: Seconds over which a test must say why it is slow.
 SLOW_S = 5.0
 
+
 def unmarked_slow_tests(spent: dict[str, float], marked: set[str],
                         limit: float = SLOW_S) -> list[tuple[str, float]]:
     """The tests over ``limit`` seconds without the slow mark, slowest first."""

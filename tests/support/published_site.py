@@ -7,15 +7,14 @@ as ``base_url``, so every absolute link points at it.
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import partial
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pipeline.stages.preview import serve
 from support.commands import ok, run_newsletter
 from support.feeds import Entry, atom
 from support.project import SAMPLE_WEEK, make_project
@@ -23,6 +22,10 @@ from support.project import SAMPLE_WEEK, make_project
 if TYPE_CHECKING:
     from pipeline.config import Settings
     from pipeline.stages.built import BuiltIssue
+
+#: A folder (one that may not exist yet) served on 127.0.0.1 as ``newsletter preview`` serves
+#: it; stop it with :func:`serving`.
+start_server = serve
 
 OLDER_WEEK = "2025-W52"
 #: Two PRs, each reviewed in Chinese then in English, in last year's 2025-W52, so its search
@@ -96,11 +99,6 @@ def publish_archive(project: Path, base_url: str) -> PublishedSite:
     return PublishedSite(project / "site", base_url.rstrip("/"), (SAMPLE_WEEK, OLDER_WEEK))
 
 
-class _QuietHandler(SimpleHTTPRequestHandler):
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
 @contextmanager
 def served_archive(project: Path) -> Iterator[PublishedSite]:
     """:func:`publish_archive` into ``project``, served on 127.0.0.1 while the block runs."""
@@ -117,11 +115,3 @@ def serving(server: ThreadingHTTPServer) -> Iterator[str]:
         server.shutdown()
         server.server_close()
 
-
-def start_server(folder: Path) -> ThreadingHTTPServer:
-    """Serve ``folder`` (it may not exist yet) on 127.0.0.1; stop it with :func:`serving`."""
-    server = ThreadingHTTPServer(("127.0.0.1", 0),
-                                 partial(_QuietHandler, directory=str(folder)))
-    threading.Thread(target=server.serve_forever, args=(0.005,), name="site-server",
-                     daemon=True).start()
-    return server
