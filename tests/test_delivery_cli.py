@@ -147,6 +147,15 @@ def test_build_keeps_an_approved_issue_unless_forced(project, tmp_path):
     assert not (folder / "approval.json").exists()
 
 
+def test_an_approval_that_cannot_be_written_is_one_line(project):
+    folder = project / "build" / "issues" / SAMPLE_WEEK
+    (folder / "approval.json").mkdir()  # in the way: not a file the approval may replace
+    result = run(["approve", "--week", SAMPLE_WEEK], project)
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith("newsletter: error: cannot record the approval in ")
+    assert len(result.stderr.strip().splitlines()) == 1 and "Traceback" not in result.stderr
+
+
 def test_a_changed_artifact_is_refused(project):
     html = project / "build" / "issues" / SAMPLE_WEEK / "email-en.html"
     html.write_text(html.read_text().replace("vLLM", "vLLM!"))

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import tomllib
 
 from support.commands import newsletter_main as run
 from support.feeds import Entry, atom
 from support.project import SAMPLE_WEEK, make_project
+
+from pipeline.stages import skeleton
 
 
 def test_skeleton_for_missing_languages_without_clobbering(tmp_path):
@@ -51,3 +54,18 @@ def test_an_invalid_editor_file_is_refused_not_appended_to(tmp_path):
     result = run(["translations", "--week", SAMPLE_WEEK], tmp_path)
     assert result.returncode == 2 and "not valid TOML" in result.stderr
     assert editorial.read_text(encoding="utf-8") == "[1\n"
+
+
+def test_an_editor_file_that_cannot_be_written_is_one_line(tmp_path, monkeypatch):
+    feed = tmp_path / "feed.atom"
+    feed.write_bytes(atom([Entry(pr=1, body="值得精读。")]))
+    editorial = make_project(tmp_path, feed=feed) / "editorial" / f"{SAMPLE_WEEK}.toml"
+
+    def full_disk(path, data, **_):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(skeleton, "write_file", full_disk)
+    result = run(["translations", "--week", SAMPLE_WEEK], tmp_path)
+    assert result.returncode == 2
+    assert result.stderr == (f"newsletter: error: cannot write {editorial}: "
+                             "No space left on device\n")

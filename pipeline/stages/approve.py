@@ -13,6 +13,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from pipeline.errors import OutputError
 from pipeline.output import write_file
 from pipeline.stages import freeze
 from pipeline.stages.built import APPROVAL_FILE, BuiltIssue
@@ -42,7 +43,11 @@ def approve(built: BuiltIssue, now: datetime, sent: SentIssue | None = None) -> 
     freeze.check(built.id, built.content_hash, built.issue.correction, sent)
     approval = Approval(built.id, built.content_hash, iso_z(now))
     body = json.dumps(approval.__dict__, indent=2).encode() + b"\n"
-    write_file(built.folder / APPROVAL_FILE, body, prefix=".approval-")
+    try:
+        write_file(built.folder / APPROVAL_FILE, body, prefix=".approval-")
+    except OSError as exc:
+        raise OutputError(f"cannot record the approval in {built.folder}: "
+                          f"{exc.strerror or exc}") from exc
     return approval
 
 

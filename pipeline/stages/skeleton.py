@@ -11,7 +11,7 @@ import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 
-from pipeline.errors import ConfigError
+from pipeline.errors import ConfigError, OutputError
 from pipeline.model import LANGS, Item, Lang
 from pipeline.output import write_file
 
@@ -68,6 +68,9 @@ def extend(path: Path, items: Sequence[Item]) -> list[tuple[int, str]]:
         head += "\n"
     body = head + "\n" + "\n".join(skeleton_block(item, lang) for item, lang in new)
     tomllib.loads(body)  # what we append must leave the file valid
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_file(path, body.encode("utf-8"))
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_file(path, body.encode("utf-8"))
+    except OSError as exc:
+        raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
     return [(item.pr, lang) for item, lang in new]
