@@ -234,3 +234,16 @@ def test_the_editors_hidden_prs_are_listed(settings, tmp_path):
 ])
 def test_link_verdicts(href, verdict):
     assert link_verdict(href, REPO) == verdict
+
+
+def test_a_headline_its_review_repeats_leaves_the_quoted_template_code_alone(
+        settings, tmp_path, write_feed):
+    # The headline, shorter, must not be taken out of the body before the body itself.
+    feed = write_feed([
+        Entry(pr=202, lang="zh-CN", title="Chat template order",
+              body="值得精读：Chat template order 在 {{ messages }} 渲染时被修正，不再是 'x'。"),
+        Entry(pr=202, lang="en", title="Chat template order",
+              body="Must read: Chat template order of {{ messages }} isn't what it was."),
+    ])
+    report = proof(built_issue(settings, tmp_path, [feed]), budget=Budget(90), repo=REPO)
+    assert report.problems == ()

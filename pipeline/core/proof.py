@@ -235,9 +235,9 @@ def check_parts(html: Mapping[str, str], text: Mapping[str, str],
     """Per part, both blocking: a personal-link placeholder anywhere but a template slot, and
     ``{{``, ``{%`` or ``<mj-`` outside the text the feed supplied."""
     strings = sorted({s for s in feed_strings if s}, key=len, reverse=True)
-    escaped = sorted({str(escape(s)) for s in strings}, key=len, reverse=True)
+    markup = sorted({*strings, *(str(escape(s)) for s in strings)}, key=len, reverse=True)
     problems = []
-    for kind, documents, known in (("html", html, escaped + strings), ("txt", text, strings)):
+    for kind, documents, known in (("html", html, markup), ("txt", text, strings)):
         for key, document in documents.items():
             if stray := stray_placeholders(document, kind):
                 problems.append(Problem(

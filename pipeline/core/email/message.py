@@ -39,7 +39,7 @@ from pipeline.core.email.render import (
 )
 from pipeline.core.issue.built_issue import BuiltIssue
 from pipeline.errors import BlockedError, ConfigError
-from pipeline.model import LAYOUTS, Outgoing
+from pipeline.model import LANG_TAGS, LANGS, LAYOUTS, Outgoing, layout_langs
 from subscribers.tokens import TOKEN_LENGTH, Keys, make_token, tagged_address
 
 _POLICY = policy.SMTP.clone(max_line_length=78)
@@ -137,6 +137,7 @@ class Messages:
     def _static_headers(self, layout: str, *, test: str = "") -> bytes:
         """The headers every copy of ``layout`` carries; ``test``: a test copy's label."""
         subject = self.built.issue.subject[layout]
+        langs = layout_langs(layout)
         if test:
             subject = f"[TEST {test}] {subject}"
         headers: list[tuple[str, object]] = [("From", self.sender)]
@@ -150,8 +151,7 @@ class Messages:
             ("List-Subscribe", f"<{self.subscribe_url}>"),
             ("List-Post", "NO"),
             ("MIME-Version", "1.0"),
-            ("Content-Language", "zh-CN, en" if "-" in layout
-             else ("zh-CN" if layout == "zh" else "en")),
+            ("Content-Language", ", ".join(LANG_TAGS[lang] for lang in LANGS if lang in langs)),
         ]
         return b"".join(_fold(name, value) for name, value in headers)
 

@@ -16,7 +16,6 @@ import bisect
 import functools
 import itertools
 import re
-import tomllib
 import types
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -32,6 +31,7 @@ from pipeline.core.email.wrap import wrap_text
 from pipeline.core.issue.interests import Variant, for_you, interests_first
 from pipeline.core.issue.rank import TIER_BY_NAME, TIERS
 from pipeline.core.issue.sanitize import one_line, title_html
+from pipeline.core.shipped import strings as strings  # re-exported: preview reads it here
 from pipeline.core.shipped import templates_dir
 from pipeline.errors import RenderError
 from pipeline.model import LANG_TAGS, LAYOUTS, Issue, Item, Problem, PullFacts, Text, layout_langs
@@ -223,12 +223,6 @@ def counted(words: Mapping[str, str], key: str, n: int) -> str:
     """``words[key]`` with its count ``n``; ``<key>_one`` for 1 where the language has it."""
     form = words.get(f"{key}_one") if n == 1 else None
     return (form or words[key]).format(n=n)
-
-
-@functools.cache
-def strings() -> dict[str, dict[str, str]]:
-    """The UI words per language (``templates/strings.toml``)."""
-    return tomllib.loads((templates_dir() / "strings.toml").read_text(encoding="utf-8"))
 
 
 @dataclass(frozen=True)

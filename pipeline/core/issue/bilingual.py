@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 
 from pipeline.core.issue.rank import TIER_BY_NAME, TIER_NAMES, reading_minutes
 from pipeline.core.issue.sanitize import html_to_text, one_line
+from pipeline.core.shipped import strings
 from pipeline.model import (
     LANGS,
     LAYOUTS,
@@ -29,9 +30,6 @@ from pipeline.model import (
 )
 from pipeline.week import subject_days
 
-BRAND = {"zh": "vLLM PR 周报", "en": "vLLM PR Weekly"}
-#: The issue number as a subject shows it (the masthead's ``issue_number`` in strings.toml).
-NUMBER = {"zh": "第 {n} 期", "en": "No. {n}"}
 #: Inboxes show about this much of a subject; every layout's subject fits it.
 SUBJECT_MAX = 70
 _LANG_NAMES = {"zh": "Chinese", "en": "English"}
@@ -141,8 +139,9 @@ def subject(layout: str, week: Week, items: Sequence[Item], number: int = 0) -> 
     """One line of at most :data:`SUBJECT_MAX` characters, cut at a word or CJK boundary; the
     count of the others ("+ 7 more") goes first when it does not fit."""
     first = layout_langs(layout)[0]
-    label = [NUMBER[first].format(n=number)] if number > 0 else []
-    head = " · ".join([BRAND[first], *label, subject_days(week)[first]]) + " · "
+    words = strings()[first]
+    label = [words["issue_number"].format(n=number)] if number > 0 else []
+    head = " · ".join([words["brand"], *label, subject_days(week)[first]]) + " · "
     if not items:
         return head.rstrip(" ·")
     tail = ""

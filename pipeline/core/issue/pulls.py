@@ -56,8 +56,7 @@ def link_files(body_html: str, files: tuple[str, ...], pr_url: str) -> str:
     """Sanitized HTML with each ``<code>`` naming one of the PR's files linked to it in the
     diff view; code already inside a link is left alone, the rest is returned byte for byte."""
     def link(m: re.Match[str]) -> str:
-        before = body_html[:m.start()]
-        if before.rfind("<a ") > before.rfind("</a>"):
+        if body_html.rfind("<a ", 0, m.start()) > body_html.rfind("</a>", 0, m.start()):
             return m.group(0)  # already inside a link
         path = _match(m.group(1), files)
         if path is None:

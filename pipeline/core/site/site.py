@@ -23,14 +23,13 @@ from pipeline.core.email.render import (
     UNSUBSCRIBE_PLACEHOLDER,
     Footer,
     environment,
-    strings,
     tier_label,
 )
 from pipeline.core.issue import issue_json
 from pipeline.core.issue.built_issue import BuiltIssue
 from pipeline.core.issue.interests import area_slug
 from pipeline.core.issue.rank import TIER_BY_NAME
-from pipeline.core.shipped import templates_dir
+from pipeline.core.shipped import strings, templates_dir
 from pipeline.core.site import site_pages
 from pipeline.core.site.site_pages import AreaPage, url_of
 from pipeline.core.site.site_pages import IssueView as IssueView  # re-exported: preview uses it

@@ -16,8 +16,8 @@ from urllib.parse import quote
 
 import pendulum
 
-from pipeline.core.email.render import strings
 from pipeline.core.issue.interests import area_slug
+from pipeline.core.shipped import strings
 from pipeline.model import Issue, Item
 from pipeline.week import first_and_last_day
 
